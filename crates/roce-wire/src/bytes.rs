@@ -1,0 +1,92 @@
+//! Big-endian field access shared by the header views.
+
+use crate::field::Field;
+
+pub(crate) fn get_u16(buf: &[u8], field: Field) -> u16 {
+    let mut raw = [0; 2];
+    raw.copy_from_slice(&buf[field]);
+    u16::from_be_bytes(raw)
+}
+
+/// A 24-bit big-endian field.
+pub(crate) fn get_u24(buf: &[u8], field: Field) -> u32 {
+    let b = &buf[field];
+    u32::from_be_bytes([0, b[0], b[1], b[2]])
+}
+
+pub(crate) fn get_u32(buf: &[u8], field: Field) -> u32 {
+    let mut raw = [0; 4];
+    raw.copy_from_slice(&buf[field]);
+    u32::from_be_bytes(raw)
+}
+
+pub(crate) fn get_u64(buf: &[u8], field: Field) -> u64 {
+    let mut raw = [0; 8];
+    raw.copy_from_slice(&buf[field]);
+    u64::from_be_bytes(raw)
+}
+
+pub(crate) fn set_u16(buf: &mut [u8], field: Field, value: u16) {
+    buf[field].copy_from_slice(&value.to_be_bytes());
+}
+
+pub(crate) fn set_u24(buf: &mut [u8], field: Field, value: u32) {
+    buf[field].copy_from_slice(&value.to_be_bytes()[1..]);
+}
+
+pub(crate) fn set_u32(buf: &mut [u8], field: Field, value: u32) {
+    buf[field].copy_from_slice(&value.to_be_bytes());
+}
+
+pub(crate) fn set_u64(buf: &mut [u8], field: Field, value: u64) {
+    buf[field].copy_from_slice(&value.to_be_bytes());
+}
+
+/// The view boilerplate every fixed-size header shares: a `Packet<T>` over a buffer with
+/// `new_unchecked`, `new_checked`, `check_len` and `into_inner` (smoltcp's contract).
+macro_rules! header_view {
+    ($doc:literal, $layer:expr, $len:expr) => {
+        #[doc = $doc]
+        ///
+        /// Accessors read the header at the start of the buffer. `new_unchecked` does not check the
+        /// length, so accessors may panic on a short buffer; `new_checked` makes them total.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+        pub struct Packet<T: AsRef<[u8]>> {
+            buffer: T,
+        }
+
+        impl<T: AsRef<[u8]>> Packet<T> {
+            /// Wraps a buffer without checking its length.
+            pub const fn new_unchecked(buffer: T) -> Self {
+                Self { buffer }
+            }
+
+            /// Wraps a buffer that must hold at least the whole header.
+            pub fn new_checked(buffer: T) -> Result<Self, $crate::ParseError> {
+                let packet = Self::new_unchecked(buffer);
+                packet.check_len()?;
+                Ok(packet)
+            }
+
+            /// Whether the buffer holds the whole header.
+            pub fn check_len(&self) -> Result<(), $crate::ParseError> {
+                let got = self.buffer.as_ref().len();
+                if got < $len {
+                    Err($crate::ParseError::Truncated {
+                        layer: $layer,
+                        need: $len,
+                        got,
+                    })
+                } else {
+                    Ok(())
+                }
+            }
+
+            /// The wrapped buffer.
+            pub fn into_inner(self) -> T {
+                self.buffer
+            }
+        }
+    };
+}
+pub(crate) use header_view;

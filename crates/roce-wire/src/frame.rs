@@ -1,0 +1,496 @@
+//! Whole frames: Ethernet (with an optional 802.1Q tag), IPv4 or IPv6, UDP, and the RoCEv2 packet
+//! inside. etherparse reads and writes the Ethernet, VLAN, IP and UDP headers; this module only
+//! ties them to the RoCE part. Used by the raw backend, the simulator's captures and `roce dump`.
+
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+
+use etherparse::{
+    EtherType, Ethernet2Header, IpDscp, IpEcn, IpNumber, Ipv4Header, Ipv6FlowLabel, Ipv6Header,
+    LinkExtSlice, LinkSlice, NetSlice, SingleVlanHeader, SlicedPacket, TransportSlice, UdpHeader,
+    VlanId, VlanPcp,
+};
+
+use crate::icrc::{self, IpFields, PseudoHeader};
+use crate::{Layer, ParseError, ROCE_V2_UDP_PORT, RocePacket};
+
+/// What the bytes of a captured frame start with (pcap's link type).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum LinkType {
+    /// Ethernet II (LINKTYPE_ETHERNET).
+    Ethernet,
+    /// Linux cooked capture v1, as `tcpdump -i any` writes (LINKTYPE_LINUX_SLL).
+    LinuxSll,
+    /// A bare IPv4 or IPv6 packet (LINKTYPE_RAW, LINKTYPE_IPV4, LINKTYPE_IPV6).
+    RawIp,
+}
+
+/// The two ECN bits of the IP TOS / traffic class (RFC 3168).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum Ecn {
+    /// 00: not ECN-capable.
+    #[default]
+    NotEct,
+    /// 01: ECN-capable transport (1).
+    Ect1,
+    /// 10: ECN-capable transport (0), what RoCE congestion control sends.
+    Ect0,
+    /// 11: congestion experienced.
+    Ce,
+}
+
+impl Ecn {
+    /// From the low two bits of a TOS byte.
+    pub const fn from_bits(bits: u8) -> Self {
+        match bits & 0b11 {
+            0b00 => Self::NotEct,
+            0b01 => Self::Ect1,
+            0b10 => Self::Ect0,
+            _ => Self::Ce,
+        }
+    }
+
+    /// The two bits.
+    pub const fn bits(self) -> u8 {
+        match self {
+            Self::NotEct => 0b00,
+            Self::Ect1 => 0b01,
+            Self::Ect0 => 0b10,
+            Self::Ce => 0b11,
+        }
+    }
+}
+
+/// An 802.1Q tag.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Vlan {
+    /// Priority code point, 0..=7 (what PFC pauses per class).
+    pub pcp: u8,
+    /// Drop eligible indicator.
+    pub dei: bool,
+    /// VLAN identifier, 0..=4095.
+    pub vid: u16,
+}
+
+/// The Ethernet part of a frame.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Ethernet {
+    /// Source MAC.
+    pub src: [u8; 6],
+    /// Destination MAC.
+    pub dst: [u8; 6],
+    /// The outermost 802.1Q tag, if any.
+    pub vlan: Option<Vlan>,
+}
+
+/// The IP header fields of a frame.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Ip {
+    /// Source address.
+    pub src: IpAddr,
+    /// Destination address.
+    pub dst: IpAddr,
+    /// DSCP, 0..=63.
+    pub dscp: u8,
+    /// ECN.
+    pub ecn: Ecn,
+    /// TTL or hop limit.
+    pub ttl: u8,
+    /// IPv4 identification (`None` for IPv6).
+    pub identification: Option<u16>,
+    /// IPv4 DF flag (false for IPv6).
+    pub dont_fragment: bool,
+    /// IPv6 flow label (`None` for IPv4).
+    pub flow_label: Option<u32>,
+}
+
+/// The UDP header fields of a frame.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Udp {
+    /// Source port.
+    pub src_port: u16,
+    /// Destination port.
+    pub dst_port: u16,
+    /// Checksum as sent (rxe sends 0).
+    pub checksum: u16,
+}
+
+/// What the frame carries above IP.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Transport<'a> {
+    /// UDP, with its payload (a RoCEv2 packet when the destination port is 4791).
+    Udp(Udp, &'a [u8]),
+    /// TCP (the out-of-band exchanges of ibv_rc_pingpong and perftest).
+    Tcp {
+        /// Source port.
+        src_port: u16,
+        /// Destination port.
+        dst_port: u16,
+        /// Bytes of TCP payload.
+        payload_len: usize,
+    },
+    /// Anything else, by IP protocol number.
+    Other(u8),
+}
+
+/// A parsed frame. The IP and UDP headers are kept as bytes, so that the ICRC can be checked
+/// against exactly what was on the wire.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Frame<'a> {
+    /// The Ethernet header, for Ethernet captures.
+    pub ethernet: Option<Ethernet>,
+    /// The IP header, if the frame is IP.
+    pub ip: Option<Ip>,
+    /// What is above IP.
+    pub transport: Option<Transport<'a>>,
+    ip_header: IpHeaderCopy,
+    udp_header: &'a [u8],
+}
+
+/// The IP header as captured (etherparse does not lend IPv4 header bytes for the frame's
+/// lifetime, and 60 bytes are cheap to copy).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct IpHeaderCopy {
+    bytes: [u8; 60],
+    len: usize,
+}
+
+impl IpHeaderCopy {
+    const EMPTY: Self = Self {
+        bytes: [0; 60],
+        len: 0,
+    };
+
+    fn new(header: &[u8]) -> Self {
+        let mut copy = Self::EMPTY;
+        let len = header.len().min(copy.bytes.len());
+        copy.bytes[..len].copy_from_slice(&header[..len]);
+        copy.len = len;
+        copy
+    }
+
+    fn as_slice(&self) -> &[u8] {
+        &self.bytes[..self.len]
+    }
+}
+
+impl<'a> Frame<'a> {
+    /// Parses a frame. A frame that is not IP (ARP, LLDP, ...) parses with `ip: None`; a frame whose
+    /// headers are cut short or inconsistent is `ParseError::Malformed`.
+    pub fn parse(link: LinkType, bytes: &'a [u8]) -> Result<Self, ParseError> {
+        let sliced = match link {
+            LinkType::Ethernet => SlicedPacket::from_ethernet(bytes),
+            LinkType::LinuxSll => SlicedPacket::from_linux_sll(bytes),
+            LinkType::RawIp => SlicedPacket::from_ip(bytes),
+        }
+        .map_err(|err| ParseError::Malformed {
+            layer: layer_of(&err),
+        })?;
+
+        let ethernet = match &sliced.link {
+            Some(LinkSlice::Ethernet2(eth)) => Some(Ethernet {
+                src: eth.source(),
+                dst: eth.destination(),
+                vlan: sliced.link_exts.iter().find_map(|ext| match ext {
+                    LinkExtSlice::Vlan(tag) => Some(Vlan {
+                        pcp: tag.priority_code_point().value(),
+                        dei: tag.drop_eligible_indicator(),
+                        vid: tag.vlan_identifier().value(),
+                    }),
+                    LinkExtSlice::Macsec(_) => None,
+                }),
+            }),
+            _ => None,
+        };
+
+        let (ip, ip_header) = match &sliced.net {
+            Some(NetSlice::Ipv4(v4)) => {
+                let h = v4.header();
+                let ip = Ip {
+                    src: IpAddr::V4(h.source_addr()),
+                    dst: IpAddr::V4(h.destination_addr()),
+                    dscp: h.dcp().value(),
+                    ecn: Ecn::from_bits(h.ecn().value()),
+                    ttl: h.ttl(),
+                    identification: Some(h.identification()),
+                    dont_fragment: h.dont_fragment(),
+                    flow_label: None,
+                };
+                (Some(ip), IpHeaderCopy::new(h.slice()))
+            }
+            Some(NetSlice::Ipv6(v6)) => {
+                let h = v6.header();
+                let ip = Ip {
+                    src: IpAddr::V6(h.source_addr()),
+                    dst: IpAddr::V6(h.destination_addr()),
+                    dscp: h.dscp().value(),
+                    ecn: Ecn::from_bits(h.ecn().value()),
+                    ttl: h.hop_limit(),
+                    identification: None,
+                    dont_fragment: false,
+                    flow_label: Some(h.flow_label().value()),
+                };
+                (Some(ip), IpHeaderCopy::new(h.slice()))
+            }
+            Some(NetSlice::Arp(_)) | None => (None, IpHeaderCopy::EMPTY),
+        };
+
+        let (transport, udp_header) = match &sliced.transport {
+            Some(TransportSlice::Udp(udp)) => {
+                let fields = Udp {
+                    src_port: udp.source_port(),
+                    dst_port: udp.destination_port(),
+                    checksum: udp.checksum(),
+                };
+                (
+                    Some(Transport::Udp(fields, udp.payload())),
+                    &udp.slice()[..UDP_HEADER_LEN],
+                )
+            }
+            Some(TransportSlice::Tcp(tcp)) => {
+                let transport = Transport::Tcp {
+                    src_port: tcp.source_port(),
+                    dst_port: tcp.destination_port(),
+                    payload_len: tcp.payload().len(),
+                };
+                (Some(transport), &[][..])
+            }
+            Some(_) => (other_protocol(&sliced.net).map(Transport::Other), &[][..]),
+            None => (other_protocol(&sliced.net).map(Transport::Other), &[][..]),
+        };
+
+        Ok(Self {
+            ethernet,
+            ip,
+            transport,
+            ip_header,
+            udp_header,
+        })
+    }
+
+    /// The RoCEv2 UDP payload, if this is a UDP datagram to port 4791.
+    pub fn roce_payload(&self) -> Option<&'a [u8]> {
+        match self.transport {
+            Some(Transport::Udp(udp, payload)) if udp.dst_port == ROCE_V2_UDP_PORT => Some(payload),
+            _ => None,
+        }
+    }
+
+    /// The RoCEv2 packet, checked (everything but the ICRC), if this frame carries one.
+    pub fn roce(&self) -> Option<Result<RocePacket<&'a [u8]>, ParseError>> {
+        self.roce_payload().map(RocePacket::new_checked)
+    }
+
+    /// The ICRC computed over the IP and UDP headers as they are in the frame. `None` if the frame
+    /// is not RoCEv2, or its IP header is one the ICRC is not defined over (IPv6 with extension
+    /// headers).
+    pub fn compute_icrc(&self) -> Option<u32> {
+        let payload = self.roce_payload()?;
+        icrc::compute_raw(self.ip_header.as_slice(), self.udp_header, payload)
+    }
+
+    /// Checks the ICRC of a RoCEv2 frame. A frame whose ICRC cannot be computed is `Malformed`.
+    pub fn verify_icrc(&self) -> Result<(), ParseError> {
+        let layer = if matches!(self.ip.map(|ip| ip.src), Some(IpAddr::V6(_))) {
+            Layer::Ipv6
+        } else {
+            Layer::Ipv4
+        };
+        let (Some(expected), Some(payload)) = (self.compute_icrc(), self.roce_payload()) else {
+            return Err(ParseError::Malformed { layer });
+        };
+        icrc::check(expected, payload)
+    }
+
+    /// The IP/UDP fields the ICRC covers, as the core sees them.
+    pub fn pseudo_header(&self) -> Option<PseudoHeader> {
+        let ip = self.ip?;
+        let Some(Transport::Udp(udp, _)) = self.transport else {
+            return None;
+        };
+        let fields = match (ip.src, ip.dst) {
+            (IpAddr::V4(src), IpAddr::V4(dst)) => IpFields::V4 {
+                src,
+                dst,
+                identification: ip.identification.unwrap_or(0),
+                dont_fragment: ip.dont_fragment,
+            },
+            (IpAddr::V6(src), IpAddr::V6(dst)) => IpFields::V6 { src, dst },
+            _ => return None,
+        };
+        Some(PseudoHeader {
+            ip: fields,
+            src_port: udp.src_port,
+            dst_port: udp.dst_port,
+        })
+    }
+}
+
+fn other_protocol(net: &Option<NetSlice<'_>>) -> Option<u8> {
+    match net {
+        Some(NetSlice::Ipv4(v4)) => Some(v4.payload().ip_number.0),
+        Some(NetSlice::Ipv6(v6)) => Some(v6.payload().ip_number.0),
+        _ => None,
+    }
+}
+
+fn layer_of(err: &etherparse::err::packet::SliceError) -> Layer {
+    use etherparse::err::packet::SliceError;
+    match err {
+        SliceError::Len(len) => match len.layer {
+            etherparse::err::Layer::Ipv4Header | etherparse::err::Layer::Ipv4Packet => Layer::Ipv4,
+            etherparse::err::Layer::Ipv6Header | etherparse::err::Layer::Ipv6Packet => Layer::Ipv6,
+            etherparse::err::Layer::UdpHeader | etherparse::err::Layer::UdpPayload => Layer::Udp,
+            _ => Layer::Ethernet,
+        },
+        SliceError::Ipv4(_) | SliceError::Ipv4Exts(_) | SliceError::Ip(_) => Layer::Ipv4,
+        SliceError::Ipv6(_) | SliceError::Ipv6Exts(_) => Layer::Ipv6,
+        _ => Layer::Ethernet,
+    }
+}
+
+/// The Ethernet, IP and UDP headers of a RoCEv2 frame to build. DSCP, ECN, TTL and the IPv4 ID
+/// are the sender's to choose; lengths and the IPv4 header checksum are computed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct FrameRepr {
+    /// Ethernet header.
+    pub ethernet: Ethernet,
+    /// IP header fields. `identification` and `flow_label` are used when present.
+    pub ip: Ip,
+    /// UDP source port.
+    pub src_port: u16,
+    /// UDP destination port (4791 for RoCEv2).
+    pub dst_port: u16,
+}
+
+impl FrameRepr {
+    /// Length of the Ethernet, VLAN, IP and UDP headers.
+    pub fn header_len(&self) -> usize {
+        let vlan = if self.ethernet.vlan.is_some() {
+            SingleVlanHeader::LEN
+        } else {
+            0
+        };
+        let ip = match self.ip.src {
+            IpAddr::V4(_) => Ipv4Header::MIN_LEN,
+            IpAddr::V6(_) => Ipv6Header::LEN,
+        };
+        Ethernet2Header::LEN + vlan + ip + UDP_HEADER_LEN
+    }
+
+    /// Writes the headers for a UDP payload of `payload_len` bytes into the front of `buf`, and
+    /// returns how many bytes they took. The UDP checksum is 0, as rxe sends it (RoCEv2 allows 0
+    /// over IPv6 too, IBA Annex A17.4.2). Fails with `Malformed` if the addresses mix IPv4 and
+    /// IPv6, a field is out of range, or `buf` is too short.
+    pub fn emit_headers(&self, buf: &mut [u8], payload_len: usize) -> Result<usize, ParseError> {
+        let len = self.header_len();
+        if buf.len() < len {
+            return Err(ParseError::Truncated {
+                layer: Layer::Ethernet,
+                need: len,
+                got: buf.len(),
+            });
+        }
+        let udp_len = u16::try_from(UDP_HEADER_LEN + payload_len)
+            .map_err(|_| ParseError::Malformed { layer: Layer::Udp })?;
+        let ip_type = match self.ip.src {
+            IpAddr::V4(_) => EtherType::IPV4,
+            IpAddr::V6(_) => EtherType::IPV6,
+        };
+        let ether_type = if self.ethernet.vlan.is_some() {
+            EtherType::VLAN_TAGGED_FRAME
+        } else {
+            ip_type
+        };
+        let mut at = 0;
+        let mut put = |bytes: &[u8]| {
+            buf[at..at + bytes.len()].copy_from_slice(bytes);
+            at += bytes.len();
+        };
+        let eth = Ethernet2Header {
+            source: self.ethernet.src,
+            destination: self.ethernet.dst,
+            ether_type,
+        };
+        put(&eth.to_bytes());
+        if let Some(vlan) = self.ethernet.vlan {
+            let tag = SingleVlanHeader {
+                pcp: VlanPcp::try_new(vlan.pcp).map_err(|_| malformed(Layer::Ethernet))?,
+                drop_eligible_indicator: vlan.dei,
+                vlan_id: VlanId::try_new(vlan.vid).map_err(|_| malformed(Layer::Ethernet))?,
+                ether_type: ip_type,
+            };
+            put(&tag.to_bytes());
+        }
+        match (self.ip.src, self.ip.dst) {
+            (IpAddr::V4(src), IpAddr::V4(dst)) => put(&self.ipv4(src, dst, udp_len)?.to_bytes()),
+            (IpAddr::V6(src), IpAddr::V6(dst)) => put(&self.ipv6(src, dst, udp_len)?.to_bytes()),
+            _ => return Err(malformed(Layer::Ipv4)),
+        }
+        let udp = UdpHeader {
+            source_port: self.src_port,
+            destination_port: self.dst_port,
+            length: udp_len,
+            checksum: 0,
+        };
+        put(&udp.to_bytes());
+        Ok(len)
+    }
+
+    /// The IP/UDP fields the ICRC covers.
+    pub fn pseudo_header(&self) -> Option<PseudoHeader> {
+        let ip = match (self.ip.src, self.ip.dst) {
+            (IpAddr::V4(src), IpAddr::V4(dst)) => IpFields::V4 {
+                src,
+                dst,
+                identification: self.ip.identification.unwrap_or(0),
+                dont_fragment: self.ip.dont_fragment,
+            },
+            (IpAddr::V6(src), IpAddr::V6(dst)) => IpFields::V6 { src, dst },
+            _ => return None,
+        };
+        Some(PseudoHeader {
+            ip,
+            src_port: self.src_port,
+            dst_port: self.dst_port,
+        })
+    }
+
+    fn ipv4(&self, src: Ipv4Addr, dst: Ipv4Addr, udp_len: u16) -> Result<Ipv4Header, ParseError> {
+        let mut h = Ipv4Header::new(
+            udp_len,
+            self.ip.ttl,
+            IpNumber::UDP,
+            src.octets(),
+            dst.octets(),
+        )
+        .map_err(|_| malformed(Layer::Ipv4))?;
+        h.dscp = IpDscp::try_new(self.ip.dscp).map_err(|_| malformed(Layer::Ipv4))?;
+        h.ecn = IpEcn::try_new(self.ip.ecn.bits()).map_err(|_| malformed(Layer::Ipv4))?;
+        h.identification = self.ip.identification.unwrap_or(0);
+        h.dont_fragment = self.ip.dont_fragment;
+        h.header_checksum = h.calc_header_checksum();
+        Ok(h)
+    }
+
+    fn ipv6(&self, src: Ipv6Addr, dst: Ipv6Addr, udp_len: u16) -> Result<Ipv6Header, ParseError> {
+        Ok(Ipv6Header {
+            traffic_class: (self.ip.dscp << 2) | self.ip.ecn.bits(),
+            flow_label: Ipv6FlowLabel::try_new(self.ip.flow_label.unwrap_or(0))
+                .map_err(|_| malformed(Layer::Ipv6))?,
+            payload_length: udp_len,
+            next_header: IpNumber::UDP,
+            hop_limit: self.ip.ttl,
+            source: src.octets(),
+            destination: dst.octets(),
+        })
+    }
+}
+
+fn malformed(layer: Layer) -> ParseError {
+    ParseError::Malformed { layer }
+}
+
+const UDP_HEADER_LEN: usize = 8;
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,169 @@
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+
+use super::*;
+use crate::{BthRepr, Opcode, Psn, Qpn, RoceRepr};
+
+/// The ConnectX-4 Lx CNP of scapy's `test/contrib/roce.uts`, the whole Ethernet frame.
+const CONNECTX_CNP: [u8; 74] = [
+    0xe4, 0x1d, 0x2d, 0xab, 0x2b, 0xc2, 0x7c, 0xfe, 0x90, 0x64, 0x3b, 0x32, 0x08,
+    0x00, // Ethernet
+    0x45, 0xc2, 0x00, 0x3c, 0x71, 0x8c, 0x40, 0x00, 0x40, 0x11, 0x91, 0x61, // IPv4
+    0x0a, 0x00, 0x11, 0x01, 0x0a, 0x00, 0x12, 0x01, //
+    0x00, 0x00, 0x12, 0xb7, 0x00, 0x28, 0x00, 0x00, // UDP
+    0x81, 0x00, 0xff, 0xff, 0x40, 0x00, 0x01, 0x18, 0x00, 0x00, 0x00, 0x00, // BTH
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, // reserved
+    0x82, 0xfd, 0x00, 0x2a, // ICRC
+];
+
+#[test]
+fn connectx_cnp_frame() {
+    let frame = Frame::parse(LinkType::Ethernet, &CONNECTX_CNP).unwrap();
+    let ip = frame.ip.unwrap();
+    assert_eq!(ip.src, IpAddr::V4(Ipv4Addr::new(10, 0, 17, 1)));
+    assert_eq!((ip.dscp, ip.ecn, ip.ttl), (48, Ecn::Ect0, 64));
+    assert_eq!(ip.identification, Some(0x718c));
+    assert!(ip.dont_fragment);
+    let roce = frame.roce().unwrap().unwrap();
+    assert_eq!(roce.bth().opcode(), Opcode::Cnp);
+    assert!(roce.bth().becn());
+    assert_eq!(frame.compute_icrc(), Some(0x2a00_fd82));
+    assert_eq!(frame.verify_icrc(), Ok(()));
+    let line = crate::pretty::FrameLine(&frame).to_string();
+    assert_eq!(
+        line,
+        "10.0.17.1:0 > 10.0.18.1:4791 dscp=48 ecn=Ect0 CNP qp=0x000118 psn=0x000000 becn len=0 icrc=ok"
+    );
+}
+
+#[test]
+fn corrupt_icrc_is_reported() {
+    let mut bytes = CONNECTX_CNP;
+    bytes[60] ^= 0x01; // a reserved byte of the CNP: covered
+    let frame = Frame::parse(LinkType::Ethernet, &bytes).unwrap();
+    assert!(matches!(
+        frame.verify_icrc(),
+        Err(ParseError::IcrcMismatch { .. })
+    ));
+    bytes[60] ^= 0x01;
+    bytes[15] = 0x03; // TOS: masked, and the IPv4 header checksum is not ours to check
+    let frame = Frame::parse(LinkType::Ethernet, &bytes).unwrap();
+    assert_eq!(frame.verify_icrc(), Ok(()));
+}
+
+fn build(repr: &FrameRepr, roce: &RoceRepr, payload: &[u8]) -> Vec<u8> {
+    let roce_len = roce.buffer_len();
+    let mut buf = vec![0; repr.header_len() + roce_len];
+    let at = repr.emit_headers(&mut buf, roce_len).unwrap();
+    roce.emit(&mut buf[at..], |p| p.copy_from_slice(payload))
+        .unwrap();
+    icrc::seal(&repr.pseudo_header().unwrap(), &mut buf[at..]);
+    buf
+}
+
+fn send_only(len: usize) -> RoceRepr {
+    let mut bth = BthRepr::new(Opcode::RcSendOnly, Qpn::new(0x11), Psn::new(5));
+    bth.pad_count = RoceRepr::pad_for(len);
+    RoceRepr {
+        payload_len: len,
+        ..RoceRepr::new(bth)
+    }
+}
+
+#[test]
+fn build_then_parse_ipv4_with_vlan() {
+    let repr = FrameRepr {
+        ethernet: Ethernet {
+            src: [2, 0, 0, 0, 0, 1],
+            dst: [2, 0, 0, 0, 0, 2],
+            vlan: Some(Vlan {
+                pcp: 3,
+                dei: false,
+                vid: 100,
+            }),
+        },
+        ip: Ip {
+            src: IpAddr::V4(Ipv4Addr::new(198, 18, 0, 1)),
+            dst: IpAddr::V4(Ipv4Addr::new(198, 18, 0, 2)),
+            dscp: 26,
+            ecn: Ecn::Ect0,
+            ttl: 64,
+            identification: Some(0x1234),
+            dont_fragment: true,
+            flow_label: None,
+        },
+        src_port: 0xc121,
+        dst_port: 4791,
+    };
+    let bytes = build(&repr, &send_only(5), b"hello");
+    let frame = Frame::parse(LinkType::Ethernet, &bytes).unwrap();
+    assert_eq!(frame.ethernet, Some(repr.ethernet));
+    assert_eq!(frame.ip, Some(repr.ip));
+    assert_eq!(frame.verify_icrc(), Ok(()));
+    assert_eq!(frame.pseudo_header(), repr.pseudo_header());
+    assert_eq!(frame.roce().unwrap().unwrap().payload(), b"hello");
+}
+
+#[test]
+fn build_then_parse_ipv6() {
+    let repr = FrameRepr {
+        ethernet: Ethernet {
+            src: [2, 0, 0, 0, 0, 1],
+            dst: [2, 0, 0, 0, 0, 2],
+            vlan: None,
+        },
+        ip: Ip {
+            src: IpAddr::V6("2001:db8::1".parse::<Ipv6Addr>().unwrap()),
+            dst: IpAddr::V6("2001:db8::2".parse::<Ipv6Addr>().unwrap()),
+            dscp: 0,
+            ecn: Ecn::Ce,
+            ttl: 1,
+            identification: None,
+            dont_fragment: false,
+            flow_label: Some(0x12345),
+        },
+        src_port: 0xc000,
+        dst_port: 4791,
+    };
+    let bytes = build(&repr, &send_only(300), &[7; 300]);
+    let frame = Frame::parse(LinkType::Ethernet, &bytes).unwrap();
+    assert_eq!(frame.ip, Some(repr.ip));
+    assert_eq!(frame.verify_icrc(), Ok(()));
+    // Traffic class, flow label and hop limit are masked: a router may change them.
+    let mut changed = bytes.clone();
+    changed[14] = 0x6a;
+    changed[15] = 0xbc;
+    changed[21] = 64;
+    let frame = Frame::parse(LinkType::Ethernet, &changed).unwrap();
+    assert_eq!(frame.verify_icrc(), Ok(()));
+    // The payload length is not.
+    changed[19] ^= 1;
+    let frame = Frame::parse(LinkType::Ethernet, &changed[..changed.len() - 256]);
+    assert!(
+        frame.is_err(),
+        "a shorter IPv6 payload length than the frame holds is malformed"
+    );
+    let frame = Frame::parse(LinkType::Ethernet, &bytes).unwrap();
+    let line = crate::pretty::FrameLine(&frame).to_string();
+    assert!(
+        line.starts_with("[2001:db8::1]:49152 > [2001:db8::2]:4791 ecn=Ce RC_SEND_ONLY"),
+        "{line}"
+    );
+}
+
+#[test]
+fn non_roce_frames_parse_without_roce() {
+    // An ARP request.
+    let mut arp = vec![0xff; 6];
+    arp.extend_from_slice(&[2, 0, 0, 0, 0, 1, 0x08, 0x06]);
+    arp.extend_from_slice(&[0, 1, 8, 0, 6, 4, 0, 1, 2, 0, 0, 0, 0, 1, 198, 18, 0, 1]);
+    arp.extend_from_slice(&[0, 0, 0, 0, 0, 0, 198, 18, 0, 2]);
+    let frame = Frame::parse(LinkType::Ethernet, &arp).unwrap();
+    assert!(frame.ip.is_none() && frame.roce().is_none());
+    assert_eq!(crate::pretty::FrameLine(&frame).to_string(), "non-IP frame");
+}
+
+#[test]
+fn truncated_frame_is_malformed() {
+    let err = Frame::parse(LinkType::Ethernet, &CONNECTX_CNP[..30]).unwrap_err();
+    assert_eq!(err, ParseError::Malformed { layer: Layer::Ipv4 });
+}

@@ -1,0 +1,417 @@
+//! A whole RoCEv2 packet, the UDP payload: BTH, the extension headers its opcode calls for, the
+//! payload, the pad and the ICRC (IBA vol. 1 §9.2–9.3, Annex A17.4).
+//!
+//! [`Packet::new_checked`] checks the structure once (lengths, TVer, opcode, pad, fixed payload
+//! sizes); after it every accessor is total. The ICRC is not checked here because it also
+//! covers the IP and UDP headers: see [`crate::icrc`].
+
+use crate::opcode::{Headers, Layout, PayloadRule};
+use crate::{
+    AethRepr, AtomicAckEthRepr, AtomicEthRepr, BthRepr, DethRepr, EmitError, FethRepr, IethRepr,
+    ImmDtRepr, Layer, ParseError, RethRepr, aeth, atomic_ack_eth, atomic_eth, bth, cnp, deth, feth,
+    ieth, immdt, reth,
+};
+
+/// Length of the invariant CRC at the end of every packet.
+pub const ICRC_LEN: usize = 4;
+
+/// A view of a RoCEv2 packet: the whole UDP payload, ICRC included.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Packet<T: AsRef<[u8]>> {
+    buffer: T,
+}
+
+impl<T: AsRef<[u8]>> Packet<T> {
+    /// Wraps a buffer without checking it; accessors may panic on a malformed one.
+    pub const fn new_unchecked(buffer: T) -> Self {
+        Self { buffer }
+    }
+
+    /// Wraps a buffer after [`Packet::check`].
+    pub fn new_checked(buffer: T) -> Result<Self, ParseError> {
+        let packet = Self::new_unchecked(buffer);
+        packet.check()?;
+        Ok(packet)
+    }
+
+    /// Checks everything but the ICRC, in wire order, and returns the first problem: the BTH
+    /// length, TVer, the opcode, room for the ICRC, each extension header, the pad count, then the
+    /// payload length of opcodes that carry a fixed amount.
+    pub fn check(&self) -> Result<(), ParseError> {
+        let buf = self.buffer.as_ref();
+        let got = buf.len();
+        let bth = bth::Packet::new_checked(buf)?;
+        if bth.tver() != 0 {
+            return Err(ParseError::BadTver(bth.tver()));
+        }
+        let opcode = bth.opcode();
+        let layout = opcode
+            .layout()
+            .ok_or(ParseError::UnsupportedOpcode(u8::from(opcode)))?;
+        let min = bth::HEADER_LEN + ICRC_LEN;
+        if got < min {
+            return Err(ParseError::Truncated {
+                layer: Layer::Icrc,
+                need: min,
+                got,
+            });
+        }
+        let body = got - ICRC_LEN;
+        let mut end = bth::HEADER_LEN;
+        for (layer, len) in present(&layout.headers) {
+            end += len;
+            if end > body {
+                return Err(ParseError::Truncated {
+                    layer,
+                    need: end + ICRC_LEN,
+                    got,
+                });
+            }
+        }
+        let available = body - end;
+        let pad = bth.pad_count();
+        if usize::from(pad) > available {
+            return Err(ParseError::BadPad { pad, available });
+        }
+        let expected = match layout.payload {
+            PayloadRule::None => Some(0),
+            PayloadRule::Fixed(n) => Some(n),
+            PayloadRule::Mtu | PayloadRule::OneToMtu | PayloadRule::UpToMtu => None,
+        };
+        match expected {
+            Some(expected) if expected != available => Err(ParseError::BadPayloadLength {
+                opcode: u8::from(opcode),
+                expected,
+                got: available,
+            }),
+            _ => Ok(()),
+        }
+    }
+
+    /// The wrapped buffer.
+    pub fn into_inner(self) -> T {
+        self.buffer
+    }
+
+    /// The whole packet.
+    pub fn as_bytes(&self) -> &[u8] {
+        self.buffer.as_ref()
+    }
+
+    /// The BTH.
+    pub fn bth(&self) -> bth::Packet<&[u8]> {
+        bth::Packet::new_unchecked(self.buffer.as_ref())
+    }
+
+    /// The opcode's row of the table.
+    ///
+    /// # Panics
+    /// On an unchecked packet with an unknown opcode.
+    pub fn layout(&self) -> Layout {
+        self.bth()
+            .opcode()
+            .layout()
+            .expect("a checked packet has a known opcode")
+    }
+
+    /// The FETH, if the opcode has one.
+    pub fn feth(&self) -> Option<feth::Packet<&[u8]>> {
+        self.header(Layer::Feth).map(feth::Packet::new_unchecked)
+    }
+
+    /// The DETH, if the opcode has one.
+    pub fn deth(&self) -> Option<deth::Packet<&[u8]>> {
+        self.header(Layer::Deth).map(deth::Packet::new_unchecked)
+    }
+
+    /// The RETH, if the opcode has one.
+    pub fn reth(&self) -> Option<reth::Packet<&[u8]>> {
+        self.header(Layer::Reth).map(reth::Packet::new_unchecked)
+    }
+
+    /// The AtomicETH, if the opcode has one.
+    pub fn atomic_eth(&self) -> Option<atomic_eth::Packet<&[u8]>> {
+        self.header(Layer::AtomicEth)
+            .map(atomic_eth::Packet::new_unchecked)
+    }
+
+    /// The AETH, if the opcode has one.
+    pub fn aeth(&self) -> Option<aeth::Packet<&[u8]>> {
+        self.header(Layer::Aeth).map(aeth::Packet::new_unchecked)
+    }
+
+    /// The AtomicAckETH, if the opcode has one.
+    pub fn atomic_ack_eth(&self) -> Option<atomic_ack_eth::Packet<&[u8]>> {
+        self.header(Layer::AtomicAckEth)
+            .map(atomic_ack_eth::Packet::new_unchecked)
+    }
+
+    /// The ImmDt, if the opcode has one.
+    pub fn immdt(&self) -> Option<immdt::Packet<&[u8]>> {
+        self.header(Layer::ImmDt).map(immdt::Packet::new_unchecked)
+    }
+
+    /// The IETH, if the opcode has one.
+    pub fn ieth(&self) -> Option<ieth::Packet<&[u8]>> {
+        self.header(Layer::Ieth).map(ieth::Packet::new_unchecked)
+    }
+
+    /// Offset of the payload: BTH plus every extension header.
+    pub fn payload_offset(&self) -> usize {
+        bth::HEADER_LEN + self.layout().headers.len()
+    }
+
+    /// The payload, without pad and ICRC.
+    pub fn payload(&self) -> &[u8] {
+        let buf = self.buffer.as_ref();
+        let end = buf.len() - ICRC_LEN - usize::from(self.bth().pad_count());
+        &buf[self.payload_offset()..end]
+    }
+
+    /// The pad bytes between the payload and the ICRC.
+    pub fn pad(&self) -> &[u8] {
+        let buf = self.buffer.as_ref();
+        let end = buf.len() - ICRC_LEN;
+        &buf[end - usize::from(self.bth().pad_count())..end]
+    }
+
+    /// The ICRC the packet carries (sent least significant byte first, IBA Annex A17.4.3).
+    pub fn icrc(&self) -> u32 {
+        let buf = self.buffer.as_ref();
+        let mut raw = [0; ICRC_LEN];
+        raw.copy_from_slice(&buf[buf.len() - ICRC_LEN..]);
+        u32::from_le_bytes(raw)
+    }
+
+    /// The bytes of one extension header, if the opcode has it.
+    fn header(&self, wanted: Layer) -> Option<&[u8]> {
+        let mut offset = bth::HEADER_LEN;
+        for (layer, len) in present(&self.layout().headers) {
+            if layer == wanted {
+                return Some(&self.buffer.as_ref()[offset..offset + len]);
+            }
+            offset += len;
+        }
+        None
+    }
+}
+
+/// The extension headers of a layout that are present, in wire order, with their lengths.
+fn present(headers: &Headers) -> impl Iterator<Item = (Layer, usize)> {
+    [
+        (headers.feth, Layer::Feth, feth::HEADER_LEN),
+        (headers.deth, Layer::Deth, deth::HEADER_LEN),
+        (headers.reth, Layer::Reth, reth::HEADER_LEN),
+        (headers.atomic_eth, Layer::AtomicEth, atomic_eth::HEADER_LEN),
+        (headers.aeth, Layer::Aeth, aeth::HEADER_LEN),
+        (
+            headers.atomic_ack_eth,
+            Layer::AtomicAckEth,
+            atomic_ack_eth::HEADER_LEN,
+        ),
+        (headers.immdt, Layer::ImmDt, immdt::HEADER_LEN),
+        (headers.ieth, Layer::Ieth, ieth::HEADER_LEN),
+        (headers.cnp_reserved, Layer::CnpReserved, cnp::RESERVED_LEN),
+    ]
+    .into_iter()
+    .filter_map(|(present, layer, len)| present.then_some((layer, len)))
+}
+
+/// The headers of a RoCEv2 packet and the length of its payload. The payload itself is not held:
+/// [`Repr::emit`] asks for it through a closure, as smoltcp's `udp::Repr::emit` does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Repr {
+    /// The BTH; its `pad_count` says how many zero bytes follow the payload.
+    pub bth: BthRepr,
+    /// FETH (FLUSH).
+    pub feth: Option<FethRepr>,
+    /// DETH (UD).
+    pub deth: Option<DethRepr>,
+    /// RETH (WRITE First/Only, READ request, FLUSH, ATOMIC WRITE).
+    pub reth: Option<RethRepr>,
+    /// AtomicETH (CmpSwap, FetchAdd).
+    pub atomic_eth: Option<AtomicEthRepr>,
+    /// AETH (ACK, READ response First/Last/Only, atomic ACK).
+    pub aeth: Option<AethRepr>,
+    /// AtomicAckETH (atomic ACK).
+    pub atomic_ack_eth: Option<AtomicAckEthRepr>,
+    /// ImmDt (… with Immediate).
+    pub immdt: Option<ImmDtRepr>,
+    /// IETH (SEND … with Invalidate).
+    pub ieth: Option<IethRepr>,
+    /// Bytes of payload, pad excluded.
+    pub payload_len: usize,
+}
+
+impl Repr {
+    /// A packet with this BTH, no extension header and no payload.
+    pub const fn new(bth: BthRepr) -> Self {
+        Self {
+            bth,
+            feth: None,
+            deth: None,
+            reth: None,
+            atomic_eth: None,
+            aeth: None,
+            atomic_ack_eth: None,
+            immdt: None,
+            ieth: None,
+            payload_len: 0,
+        }
+    }
+
+    /// The pad count that makes a payload of `payload_len` bytes a multiple of 4.
+    pub const fn pad_for(payload_len: usize) -> u8 {
+        (payload_len.wrapping_neg() & 3) as u8
+    }
+
+    /// Reads a packet (after [`Packet::check`]).
+    pub fn parse<T: AsRef<[u8]>>(packet: &Packet<T>) -> Result<Self, ParseError> {
+        packet.check()?;
+        let mut repr = Self::new(BthRepr::parse(&packet.bth())?);
+        repr.feth = packet.feth().map(|h| FethRepr::parse(&h)).transpose()?;
+        repr.deth = packet.deth().map(|h| DethRepr::parse(&h)).transpose()?;
+        repr.reth = packet.reth().map(|h| RethRepr::parse(&h)).transpose()?;
+        repr.atomic_eth = packet
+            .atomic_eth()
+            .map(|h| AtomicEthRepr::parse(&h))
+            .transpose()?;
+        repr.aeth = packet.aeth().map(|h| AethRepr::parse(&h)).transpose()?;
+        repr.atomic_ack_eth = packet
+            .atomic_ack_eth()
+            .map(|h| AtomicAckEthRepr::parse(&h))
+            .transpose()?;
+        repr.immdt = packet.immdt().map(|h| ImmDtRepr::parse(&h)).transpose()?;
+        repr.ieth = packet.ieth().map(|h| IethRepr::parse(&h)).transpose()?;
+        repr.payload_len = packet.payload().len();
+        Ok(repr)
+    }
+
+    /// Length of the headers (BTH included) that the opcode calls for; 12 for an unknown opcode.
+    pub const fn header_len(&self) -> usize {
+        match self.bth.opcode.layout() {
+            Some(layout) => bth::HEADER_LEN + layout.headers.len(),
+            None => bth::HEADER_LEN,
+        }
+    }
+
+    /// Length of the whole packet: headers, payload, pad and ICRC.
+    pub const fn buffer_len(&self) -> usize {
+        self.header_len() + self.payload_len + (self.bth.pad_count & 3) as usize + ICRC_LEN
+    }
+
+    /// Writes the packet into `buffer`, which must be exactly [`Repr::buffer_len`] bytes:
+    /// headers, then the payload through `fill_payload`, then zero pad bytes. The ICRC is left
+    /// zero; [`crate::icrc::seal`] writes it once the IP and UDP fields are known.
+    pub fn emit(
+        &self,
+        buffer: &mut [u8],
+        fill_payload: impl FnOnce(&mut [u8]),
+    ) -> Result<(), EmitError> {
+        let opcode = u8::from(self.bth.opcode);
+        let layout = self
+            .bth
+            .opcode
+            .layout()
+            .ok_or(EmitError::UnsupportedOpcode(opcode))?;
+        self.check_headers(opcode, &layout.headers)?;
+        let payload_ok = match layout.payload {
+            PayloadRule::None => self.payload_len == 0 && self.bth.pad_count == 0,
+            PayloadRule::Fixed(n) => self.payload_len == n && self.bth.pad_count == 0,
+            PayloadRule::Mtu | PayloadRule::OneToMtu | PayloadRule::UpToMtu => true,
+        };
+        if !payload_ok || self.bth.pad_count > 3 {
+            return Err(EmitError::PayloadLength {
+                opcode,
+                len: self.payload_len,
+            });
+        }
+        let need = self.buffer_len();
+        if buffer.len() != need {
+            return Err(EmitError::BufferLength {
+                need,
+                got: buffer.len(),
+            });
+        }
+
+        self.bth
+            .emit(&mut bth::Packet::new_unchecked(&mut buffer[..]));
+        let mut offset = bth::HEADER_LEN;
+        for (layer, len) in present(&layout.headers) {
+            let header = &mut buffer[offset..offset + len];
+            match layer {
+                Layer::Feth => emit_some(self.feth, header, |r, b| {
+                    r.emit(&mut feth::Packet::new_unchecked(b))
+                }),
+                Layer::Deth => emit_some(self.deth, header, |r, b| {
+                    r.emit(&mut deth::Packet::new_unchecked(b))
+                }),
+                Layer::Reth => emit_some(self.reth, header, |r, b| {
+                    r.emit(&mut reth::Packet::new_unchecked(b))
+                }),
+                Layer::AtomicEth => emit_some(self.atomic_eth, header, |r, b| {
+                    r.emit(&mut atomic_eth::Packet::new_unchecked(b));
+                }),
+                Layer::Aeth => emit_some(self.aeth, header, |r, b| {
+                    r.emit(&mut aeth::Packet::new_unchecked(b))
+                }),
+                Layer::AtomicAckEth => emit_some(self.atomic_ack_eth, header, |r, b| {
+                    r.emit(&mut atomic_ack_eth::Packet::new_unchecked(b));
+                }),
+                Layer::ImmDt => emit_some(self.immdt, header, |r, b| {
+                    r.emit(&mut immdt::Packet::new_unchecked(b))
+                }),
+                Layer::Ieth => emit_some(self.ieth, header, |r, b| {
+                    r.emit(&mut ieth::Packet::new_unchecked(b))
+                }),
+                // The CNP's reserved block, and anything else, is zero.
+                _ => header.fill(0),
+            }
+            offset += len;
+        }
+        let payload_end = offset + self.payload_len;
+        fill_payload(&mut buffer[offset..payload_end]);
+        buffer[payload_end..].fill(0);
+        Ok(())
+    }
+
+    /// Every header the opcode calls for is present, and no other.
+    fn check_headers(&self, opcode: u8, headers: &Headers) -> Result<(), EmitError> {
+        let have = [
+            (self.feth.is_some(), headers.feth, Layer::Feth),
+            (self.deth.is_some(), headers.deth, Layer::Deth),
+            (self.reth.is_some(), headers.reth, Layer::Reth),
+            (
+                self.atomic_eth.is_some(),
+                headers.atomic_eth,
+                Layer::AtomicEth,
+            ),
+            (self.aeth.is_some(), headers.aeth, Layer::Aeth),
+            (
+                self.atomic_ack_eth.is_some(),
+                headers.atomic_ack_eth,
+                Layer::AtomicAckEth,
+            ),
+            (self.immdt.is_some(), headers.immdt, Layer::ImmDt),
+            (self.ieth.is_some(), headers.ieth, Layer::Ieth),
+        ];
+        for (has, wants, layer) in have {
+            match (has, wants) {
+                (false, true) => return Err(EmitError::MissingHeader { opcode, layer }),
+                (true, false) => return Err(EmitError::UnexpectedHeader { opcode, layer }),
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Emits `repr` into `buf` when present; `check_headers` has made sure it is.
+fn emit_some<R>(repr: Option<R>, buf: &mut [u8], emit: impl FnOnce(R, &mut [u8])) {
+    if let Some(repr) = repr {
+        emit(repr, buf);
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,149 @@
+//! One line per packet, in the spirit of tcpdump: what `roce dump` prints and what the simulator
+//! traces.
+//!
+//! ```text
+//! 198.18.0.11:49441 > 198.18.0.12:4791 RC_SEND_ONLY qp=0x000011 psn=0x765543 ack_req len=64 icrc=ok
+//! ```
+
+use core::fmt;
+
+use crate::frame::{Ecn, Frame, Transport};
+use crate::{RocePacket, RoceRepr};
+
+/// Displays the RoCE part of a packet: opcode, dest QP, PSN, flags, the extension headers' key
+/// fields and the payload length.
+#[derive(Debug, Clone, Copy)]
+pub struct Roce<'a>(pub &'a RoceRepr);
+
+impl fmt::Display for Roce<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let repr = self.0;
+        let bth = &repr.bth;
+        write!(f, "{} qp={} psn={}", bth.opcode, bth.dest_qp, bth.psn)?;
+        for (set, name) in [
+            (bth.ack_req, "ack_req"),
+            (bth.solicited_event, "se"),
+            (bth.mig_req, "mig_req"),
+            (bth.fecn, "fecn"),
+            (bth.becn, "becn"),
+        ] {
+            if set {
+                write!(f, " {name}")?;
+            }
+        }
+        if bth.pkey != crate::bth::DEFAULT_PKEY {
+            write!(f, " pkey={:#06x}", bth.pkey)?;
+        }
+        if let Some(feth) = repr.feth {
+            write!(
+                f,
+                " feth(plt={} sel={})",
+                feth.placement_type, feth.selectivity_level
+            )?;
+        }
+        if let Some(deth) = repr.deth {
+            write!(f, " deth(qkey={:#010x} src_qp={})", deth.qkey, deth.src_qp)?;
+        }
+        if let Some(reth) = repr.reth {
+            write!(
+                f,
+                " reth(va={:#x} rkey={:#x} len={})",
+                reth.va, reth.rkey, reth.dma_len
+            )?;
+        }
+        if let Some(a) = repr.atomic_eth {
+            write!(
+                f,
+                " atomic(va={:#x} rkey={:#x} swap_add={:#x} compare={:#x})",
+                a.va, a.rkey, a.swap_add, a.compare
+            )?;
+        }
+        if let Some(aeth) = repr.aeth {
+            write!(f, " aeth({} msn={})", aeth.syndrome, aeth.msn)?;
+        }
+        if let Some(ack) = repr.atomic_ack_eth {
+            write!(f, " atomic_ack(orig={:#x})", ack.orig_data)?;
+        }
+        if let Some(imm) = repr.immdt {
+            write!(f, " imm={:#010x}", imm.imm_data)?;
+        }
+        if let Some(ieth) = repr.ieth {
+            write!(f, " ieth(rkey={:#x})", ieth.rkey)?;
+        }
+        write!(f, " len={}", repr.payload_len)?;
+        if bth.pad_count != 0 {
+            write!(f, " pad={}", bth.pad_count)?;
+        }
+        Ok(())
+    }
+}
+
+/// Displays a whole frame: addresses and ports, then the RoCE part and the ICRC check for RoCEv2,
+/// or a short note for anything else.
+#[derive(Debug, Clone, Copy)]
+pub struct FrameLine<'a>(pub &'a Frame<'a>);
+
+impl fmt::Display for FrameLine<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let frame = self.0;
+        let Some(ip) = frame.ip else {
+            return f.write_str("non-IP frame");
+        };
+        let (sport, dport) = match frame.transport {
+            Some(Transport::Udp(udp, _)) => (Some(udp.src_port), Some(udp.dst_port)),
+            Some(Transport::Tcp {
+                src_port, dst_port, ..
+            }) => (Some(src_port), Some(dst_port)),
+            _ => (None, None),
+        };
+        write!(
+            f,
+            "{} > {}",
+            Endpoint(ip.src, sport),
+            Endpoint(ip.dst, dport)
+        )?;
+        if let Some(vlan) = frame.ethernet.and_then(|eth| eth.vlan) {
+            write!(f, " vlan={} pcp={}", vlan.vid, vlan.pcp)?;
+        }
+        if ip.dscp != 0 {
+            write!(f, " dscp={}", ip.dscp)?;
+        }
+        if ip.ecn != Ecn::NotEct {
+            write!(f, " ecn={:?}", ip.ecn)?;
+        }
+        match (frame.roce(), frame.transport) {
+            (Some(Ok(packet)), _) => {
+                write_roce(f, &packet)?;
+                match frame.verify_icrc() {
+                    Ok(()) => f.write_str(" icrc=ok"),
+                    Err(_) => f.write_str(" icrc=BAD"),
+                }
+            }
+            (Some(Err(err)), _) => write!(f, " RoCE malformed: {err}"),
+            (None, Some(Transport::Udp(_, payload))) => write!(f, " UDP len={}", payload.len()),
+            (None, Some(Transport::Tcp { payload_len, .. })) => write!(f, " TCP len={payload_len}"),
+            (None, Some(Transport::Other(protocol))) => write!(f, " ip-proto={protocol}"),
+            (None, None) => Ok(()),
+        }
+    }
+}
+
+fn write_roce(f: &mut fmt::Formatter<'_>, packet: &RocePacket<&[u8]>) -> fmt::Result {
+    match RoceRepr::parse(packet) {
+        Ok(repr) => write!(f, " {}", Roce(&repr)),
+        Err(err) => write!(f, " RoCE malformed: {err}"),
+    }
+}
+
+/// `addr:port`, with brackets around IPv6 addresses.
+struct Endpoint(std::net::IpAddr, Option<u16>);
+
+impl fmt::Display for Endpoint {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match (self.0, self.1) {
+            (std::net::IpAddr::V6(v6), Some(port)) => write!(f, "[{v6}]:{port}"),
+            (ip, Some(port)) => write!(f, "{ip}:{port}"),
+            (ip, None) => write!(f, "{ip}"),
+        }
+    }
+}

@@ -1,0 +1,235 @@
+# shellcheck shell=bash
+# Shared helpers of the rxe interop harness (tests/interop/). Source this file; it does not run
+# anything by itself. See docs/interop.md for the layout and how to use the hooks.
+#
+# Network layout (everything lives in one network namespace that the harness creates):
+#
+#   netns $INTEROP_NS (default roce-interop-host)
+#     bridge $INTEROP_BR  198.18.0.1/24  <- host side; a UDP-backend peer binds here
+#       +- tap   $INTEROP_TAP            <- QEMU guest eth0 = 198.18.0.12/24, rxe0 on it
+#       +- veth  $INTEROP_PEER_IF-br     <- other end $INTEROP_PEER_IF (no IP): raw-backend peer,
+#                                           which plays 198.18.0.2 itself
+#
+# Only 198.18.0.0/15 addresses are used, and only inside the namespace.
+
+INTEROP_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+INTEROP_REPO=$(cd "$INTEROP_DIR/../.." && pwd)
+: "${INTEROP_CACHE:=$INTEROP_REPO/target/interop}"
+: "${INTEROP_NS:=roce-interop-host}"
+: "${INTEROP_BR:=rbr0}"
+: "${INTEROP_TAP:=rtap0}"
+: "${INTEROP_PEER_IF:=rpeer0}"
+: "${INTEROP_HOST_IP:=198.18.0.1}"
+: "${INTEROP_PEER_IP:=198.18.0.2}"
+: "${INTEROP_GUEST_IP:=198.18.0.12}"
+: "${INTEROP_GUEST_MAC:=52:54:00:12:00:0c}"
+: "${INTEROP_GUEST_MEM:=1024}"
+: "${INTEROP_BOOT_TIMEOUT:=180}"   # seconds from QEMU start to the readiness marker
+: "${INTEROP_ACCEL:=auto}"         # auto | kvm | tcg
+INTEROP_READY_MARKER="ROCE-INTEROP-READY"
+
+# Per-run state (a fresh directory under the cache for every boot).
+INTEROP_RUN=""
+INTEROP_QEMU_PID=""
+INTEROP_BG_PIDS=()
+
+log()  { printf '[interop %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
+die()  { log "ERROR: $*"; exit 1; }
+# A skip is loud and exits 0: the caller cannot run here, which is not a failure of rxe or of us.
+skip() { printf '\nSKIP: %s\n\n' "$*"; exit 0; }
+
+need_root() { [ "$(id -u)" = 0 ] || skip "needs root (network namespaces, tap devices)"; }
+
+ns() { ip netns exec "$INTEROP_NS" "$@"; }
+
+# ---------------------------------------------------------------------------------------------
+# Clean-up: everything this process started or created. Safe to call more than once.
+interop_cleanup() {
+    local rc=$?
+    trap - EXIT INT TERM
+    if [ -n "$INTEROP_QEMU_PID" ] && kill -0 "$INTEROP_QEMU_PID" 2>/dev/null; then
+        kill "$INTEROP_QEMU_PID" 2>/dev/null || true
+        for _ in 1 2 3 4 5 6 7 8 9 10; do kill -0 "$INTEROP_QEMU_PID" 2>/dev/null || break; sleep 0.3; done
+        kill -9 "$INTEROP_QEMU_PID" 2>/dev/null || true
+    fi
+    local p
+    for p in "${INTEROP_BG_PIDS[@]}"; do
+        kill "$p" 2>/dev/null || true
+    done
+    for p in "${INTEROP_BG_PIDS[@]}"; do
+        wait "$p" 2>/dev/null || true
+    done
+    INTEROP_QEMU_PID=""; INTEROP_BG_PIDS=()
+    if ip netns list 2>/dev/null | grep -qw "^$INTEROP_NS"; then
+        ip netns delete "$INTEROP_NS" 2>/dev/null || true   # takes the bridge, tap and veth with it
+    fi
+    exit "$rc"
+}
+
+interop_traps() {
+    trap interop_cleanup EXIT
+    trap 'exit 130' INT
+    trap 'exit 143' TERM
+}
+
+# ---------------------------------------------------------------------------------------------
+# Host side of the network.
+net_up() {
+    if ip netns list | grep -qw "^$INTEROP_NS"; then
+        log "removing a stale namespace $INTEROP_NS"
+        ip netns delete "$INTEROP_NS"
+    fi
+    ip netns add "$INTEROP_NS"
+    ns ip link set lo up
+    ns ip link add "$INTEROP_BR" type bridge
+    ns ip link set "$INTEROP_BR" type bridge stp_state 0 forward_delay 0
+    ns ip addr add "$INTEROP_HOST_IP/24" dev "$INTEROP_BR"
+    ns ip tuntap add dev "$INTEROP_TAP" mode tap
+    ns ip link set "$INTEROP_TAP" master "$INTEROP_BR"
+    ns ip link add "$INTEROP_PEER_IF" type veth peer name "$INTEROP_PEER_IF-br"
+    ns ip link set "$INTEROP_PEER_IF-br" master "$INTEROP_BR"
+    local l
+    for l in "$INTEROP_TAP" "$INTEROP_PEER_IF-br" "$INTEROP_PEER_IF" "$INTEROP_BR"; do
+        ns ip link set "$l" up
+    done
+    # A frame of MTU 1500 must cross the bridge whole (rxe: IB MTU 1024 + 80 bytes of headers).
+    log "netns $INTEROP_NS: $INTEROP_BR $INTEROP_HOST_IP/24, tap $INTEROP_TAP, veth $INTEROP_PEER_IF"
+}
+
+# ---------------------------------------------------------------------------------------------
+# Guest.
+guest_artifacts_present() {
+    [ -s "$INTEROP_CACHE/guest/vmlinuz" ] && [ -s "$INTEROP_CACHE/guest/initramfs.cpio.gz" ]
+}
+
+# Prints kvm or tcg. /dev/kvm can exist and open, yet not run a guest (nested set-ups where
+# QEMU aborts on an MSR or the vCPU never prints a line), so the probe boots the guest kernel
+# for a few seconds and looks for its first console line. The answer is cached per host kernel.
+pick_accel() {
+    case "$INTEROP_ACCEL" in
+        kvm|tcg) echo "$INTEROP_ACCEL"; return ;;
+    esac
+    local cache="$INTEROP_CACHE/accel-$(uname -r)"
+    if [ -s "$cache" ]; then cat "$cache"; return; fi
+    local accel=tcg probe="$INTEROP_CACHE/accel-probe.log"
+    if [ -r /dev/kvm ] && [ -w /dev/kvm ]; then
+        rm -f "$probe"
+        timeout 10 qemu-system-x86_64 -accel kvm -cpu host -machine q35 -m 256 -display none \
+            -nodefaults -serial "file:$probe" -no-reboot -kernel "$INTEROP_CACHE/guest/vmlinuz" \
+            -append "console=ttyS0 panic=-1" >/dev/null 2>&1 </dev/null || true
+        grep -q 'Linux version' "$probe" 2>/dev/null && accel=kvm
+    fi
+    echo "$accel" >"$cache"
+    echo "$accel"
+}
+
+# guest_boot [EXTRA_KERNEL_ARGS]: boots the guest in the namespace, waits for the readiness
+# marker, and leaves the guest running. Sets INTEROP_RUN (run dir with console.log and share/).
+guest_boot() {
+    local extra=${1:-}
+    guest_artifacts_present || die "no guest in $INTEROP_CACHE/guest: run tests/interop/setup.sh"
+    command -v qemu-system-x86_64 >/dev/null || die "qemu-system-x86_64 missing: run tests/interop/setup.sh"
+    INTEROP_RUN="$INTEROP_CACHE/runs/$(date +%Y%m%d-%H%M%S)-$$"
+    mkdir -p "$INTEROP_RUN/share/q"
+    local accel cpu
+    accel=$(pick_accel)
+    if [ "$accel" = kvm ]; then cpu=host; else cpu=max; fi
+    local console="$INTEROP_RUN/console.log"
+    : >"$console"
+    log "booting guest ($accel), console: $console"
+    INTEROP_BOOT_T0=$(date +%s.%N)
+    ns nice -n 10 qemu-system-x86_64 \
+        -accel "$accel" -cpu "$cpu" -machine q35 -smp 1 -m "$INTEROP_GUEST_MEM" \
+        -nographic -serial "file:$console" -monitor none -no-reboot \
+        -kernel "$INTEROP_CACHE/guest/vmlinuz" -initrd "$INTEROP_CACHE/guest/initramfs.cpio.gz" \
+        -append "console=ttyS0 panic=-1 quiet loglevel=4 interop.ip=$INTEROP_GUEST_IP/24 $extra" \
+        -netdev "tap,id=n0,ifname=$INTEROP_TAP,script=no,downscript=no" \
+        -device "virtio-net-pci,netdev=n0,mac=$INTEROP_GUEST_MAC" \
+        -virtfs "local,path=$INTEROP_RUN/share,mount_tag=share,security_model=none,id=share" \
+        </dev/null >"$INTEROP_RUN/qemu.log" 2>&1 &
+    INTEROP_QEMU_PID=$!
+    local deadline=$(( $(date +%s) + INTEROP_BOOT_TIMEOUT ))
+    while ! grep -q "$INTEROP_READY_MARKER" "$console" 2>/dev/null; do
+        if ! kill -0 "$INTEROP_QEMU_PID" 2>/dev/null; then
+            log "QEMU exited early; qemu.log:"; cat "$INTEROP_RUN/qemu.log" >&2
+            log "console tail:"; tail -n 30 "$console" >&2
+            INTEROP_QEMU_PID=""
+            return 2
+        fi
+        if grep -q "ROCE-INTEROP-FAILED" "$console"; then
+            log "guest set-up failed; console tail:"; tail -n 40 "$console" >&2
+            return 3
+        fi
+        if [ "$(date +%s)" -ge "$deadline" ]; then
+            log "no readiness marker within ${INTEROP_BOOT_TIMEOUT}s; console tail:"
+            tail -n 40 "$console" >&2
+            return 4
+        fi
+        sleep 0.5
+    done
+    INTEROP_BOOT_SECS=$(awk -v a="$INTEROP_BOOT_T0" -v b="$(date +%s.%N)" 'BEGIN{printf "%.1f", b-a}')
+    log "guest ready after ${INTEROP_BOOT_SECS}s (rxe0 on eth0, $INTEROP_GUEST_IP)"
+}
+
+# run_peer_in_guest CMD...: starts CMD (a shell command line, run by the guest's sh in /tmp) in
+# the guest in the background and prints a job id at once. Use guest_wait JOB to collect it.
+# This is the hook for the interop matrix: the rxe side of a test is started with it, the
+# host-side peer (roce CLI in $INTEROP_NS) is started next, then both are waited for.
+run_peer_in_guest() {
+    [ -n "$INTEROP_RUN" ] || die "guest not booted"
+    # Called in $(...) by the callers, so the id cannot come from a counter in this shell.
+    local id
+    id="j$(date +%s%N)"
+    printf '%s\n' "$*" >"$INTEROP_RUN/share/q/$id.tmp"
+    mv "$INTEROP_RUN/share/q/$id.tmp" "$INTEROP_RUN/share/q/$id.sh"
+    echo "$id"
+}
+
+# guest_wait JOB [TIMEOUT_S]: waits for a job; prints its output; returns its exit status
+# (124 on timeout; the guest job keeps running then).
+guest_wait() {
+    local id=$1 timeout=${2:-120} q="$INTEROP_RUN/share/q"
+    local deadline=$(( $(date +%s) + timeout ))
+    while [ ! -f "$q/$id.rc" ]; do
+        if [ "$(date +%s)" -ge "$deadline" ]; then
+            log "guest job $id timed out after ${timeout}s: $(cat "$q/$id.cmd" 2>/dev/null)"
+            cat "$q/$id.out" 2>/dev/null || true
+            return 124
+        fi
+        if [ -n "$INTEROP_QEMU_PID" ] && ! kill -0 "$INTEROP_QEMU_PID" 2>/dev/null; then
+            log "guest died while job $id ran"; tail -n 20 "$INTEROP_RUN/console.log" >&2
+            return 125
+        fi
+        sleep 0.2
+    done
+    cat "$q/$id.out" 2>/dev/null || true
+    return "$(cat "$q/$id.rc")"
+}
+
+# run_in_guest [-t TIMEOUT_S] CMD...: runs CMD in the guest and waits for it.
+run_in_guest() {
+    local timeout=120
+    if [ "${1:-}" = -t ]; then timeout=$2; shift 2; fi
+    local id
+    id=$(run_peer_in_guest "$@")
+    guest_wait "$id" "$timeout"
+}
+
+# guest_stop: powers the guest off (kills QEMU if it does not go within 10 s).
+guest_stop() {
+    [ -n "$INTEROP_QEMU_PID" ] || return 0
+    run_peer_in_guest 'sync; poweroff -f' >/dev/null || true
+    local i
+    for i in $(seq 1 50); do kill -0 "$INTEROP_QEMU_PID" 2>/dev/null || break; sleep 0.2; done
+    kill "$INTEROP_QEMU_PID" 2>/dev/null || true
+    wait "$INTEROP_QEMU_PID" 2>/dev/null || true
+    INTEROP_QEMU_PID=""
+}
+
+# bg_in_ns CMD...: starts a host-side process in the namespace, remembered for clean-up.
+# Prints nothing; the pid is in INTEROP_LAST_BG.
+bg_in_ns() {
+    ns "$@" &
+    INTEROP_LAST_BG=$!
+    INTEROP_BG_PIDS+=("$INTEROP_LAST_BG")
+}
