@@ -89,7 +89,7 @@ impl From<Syndrome> for u8 {
         match syndrome {
             Syndrome::Ack { credits } => TYPE_ACK | (credits.0 & VALUE_MASK),
             Syndrome::RnrNak { timer } => TYPE_RNR_NAK | (timer.0 & VALUE_MASK),
-            Syndrome::Nak(code) => TYPE_NAK | (u8::from(code) & VALUE_MASK),
+            Syndrome::Nak(code) => TYPE_NAK | (Self::from(code) & VALUE_MASK),
             Syndrome::Reserved(raw) => raw,
         }
     }

@@ -80,6 +80,9 @@ pub struct Ethernet {
     pub dst: [u8; 6],
     /// The outermost 802.1Q tag, if any.
     pub vlan: Option<Vlan>,
+    /// The EtherType of what follows the Ethernet header and its tags (0x0800 IPv4, 0x86dd
+    /// IPv6, 0x0806 ARP, 0x8808 MAC control such as PFC).
+    pub ether_type: u16,
 }
 
 /// The IP header fields of a frame.
@@ -190,6 +193,15 @@ impl<'a> Frame<'a> {
             Some(LinkSlice::Ethernet2(eth)) => Some(Ethernet {
                 src: eth.source(),
                 dst: eth.destination(),
+                ether_type: sliced
+                    .link_exts
+                    .iter()
+                    .rev()
+                    .find_map(|ext| match ext {
+                        LinkExtSlice::Vlan(tag) => Some(tag.ether_type().0),
+                        LinkExtSlice::Macsec(_) => None,
+                    })
+                    .unwrap_or(eth.ether_type().0),
                 vlan: sliced.link_exts.iter().find_map(|ext| match ext {
                     LinkExtSlice::Vlan(tag) => Some(Vlan {
                         pcp: tag.priority_code_point().value(),
@@ -406,6 +418,7 @@ impl FrameRepr {
             buf[at..at + bytes.len()].copy_from_slice(bytes);
             at += bytes.len();
         };
+        // `ethernet.ether_type` is derived from the IP version here: the frame is RoCEv2.
         let eth = Ethernet2Header {
             source: self.ethernet.src,
             destination: self.ethernet.dst,

@@ -40,7 +40,7 @@ pub fn parse_frame(data: &[u8]) {
     if let Ok(frame) = Frame::parse(link, bytes) {
         let _ = frame.verify_icrc();
         let _ = frame.pseudo_header();
-        let line = FrameLine(&frame).to_string();
+        let line = FrameLine::new(&frame).to_string();
         assert!(!line.is_empty());
     }
 }

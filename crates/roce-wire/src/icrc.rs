@@ -56,8 +56,23 @@ pub enum IpFields {
 /// Computes the ICRC of `packet`, a whole RoCEv2 UDP payload whose last 4 bytes are the ICRC slot
 /// (their content is ignored). Total: a packet shorter than a BTH is hashed as it is.
 pub fn compute(header: &PseudoHeader, packet: &[u8]) -> u32 {
-    let udp_len = UDP_LEN + packet.len();
     let mut masked = [0; IPV6_LEN + UDP_LEN];
+    let len = write_masked_ip_udp(header, packet.len(), &mut masked);
+    crc(&masked[..len], packet)
+}
+
+/// Length of the masked IP and UDP headers.
+const fn masked_len(header: &PseudoHeader) -> usize {
+    match header.ip {
+        IpFields::V4 { .. } => IPV4_LEN + UDP_LEN,
+        IpFields::V6 { .. } => IPV6_LEN + UDP_LEN,
+    }
+}
+
+/// Writes the masked IP and UDP headers for a RoCE packet of `packet_len` bytes into the front of
+/// `masked` (at least [`masked_len`] bytes), and returns their length.
+fn write_masked_ip_udp(header: &PseudoHeader, packet_len: usize, masked: &mut [u8]) -> usize {
+    let udp_len = UDP_LEN + packet_len;
     let ip_len = match header.ip {
         IpFields::V4 {
             src,
@@ -100,7 +115,7 @@ pub fn compute(header: &PseudoHeader, packet: &[u8]) -> u32 {
     udp[2..4].copy_from_slice(&header.dst_port.to_be_bytes());
     udp[4..6].copy_from_slice(&(udp_len as u16).to_be_bytes());
     udp[6..8].copy_from_slice(&[0xff, 0xff]); // checksum: masked
-    crc(&masked[..ip_len + UDP_LEN], packet)
+    ip_len + UDP_LEN
 }
 
 /// Computes the ICRC from the IP and UDP headers as captured. The IP header may be IPv4 (with
@@ -138,6 +153,43 @@ pub fn seal(header: &PseudoHeader, packet: &mut [u8]) {
     }
 }
 
+/// Room [`compute_in_place`] needs in front of the packet: the LRH ones and the largest masked
+/// IP/UDP header.
+pub const HEADROOM: usize = LRH_LEN + IPV6_LEN + UDP_LEN;
+
+/// Computes the ICRC of the packet at `buf[at..]` in one pass over contiguous memory: the masked
+/// IP/UDP header (and up to 8 bytes of the LRH ones, see `crc`) is written into the headroom in
+/// front of the packet (at most [`HEADROOM`] bytes, left overwritten), and BTH byte 4 is masked
+/// while hashing and then restored. For a sender or
+/// receiver that owns its buffer this is the fast path; [`compute`] borrows and costs one more
+/// small hasher call. Returns `None` if `at` is less than the header needs.
+pub fn compute_in_place(header: &PseudoHeader, buf: &mut [u8], at: usize) -> Option<u32> {
+    let packet_len = buf.len().checked_sub(at)?;
+    let len = masked_len(header);
+    let end = buf.len() - ICRC_LEN.min(packet_len);
+    let (literal, initial) = lrh_split(len + end - at);
+    let start = at.checked_sub(len + literal)?;
+    buf[start..start + literal].fill(0xff);
+    write_masked_ip_udp(header, packet_len, &mut buf[start + literal..at]);
+    let fecn_becn = at + BTH_FECN_BECN;
+    let saved = (fecn_becn < end).then(|| std::mem::replace(&mut buf[fecn_becn], 0xff));
+    let mut hasher = crc32fast::Hasher::new_with_initial(initial);
+    hasher.update(&buf[start..end]);
+    if let Some(byte) = saved {
+        buf[fecn_becn] = byte;
+    }
+    Some(hasher.finalize())
+}
+
+/// Writes the ICRC into the last 4 bytes of the packet at `buf[at..]`, computed in place (see
+/// [`compute_in_place`]). Returns `None`, writing nothing, without enough headroom.
+pub fn seal_in_place(header: &PseudoHeader, buf: &mut [u8], at: usize) -> Option<()> {
+    let icrc = compute_in_place(header, buf, at)?;
+    let slot = buf.len().checked_sub(ICRC_LEN).filter(|&slot| slot >= at)?;
+    buf[slot..].copy_from_slice(&icrc.to_le_bytes());
+    Some(())
+}
+
 /// Checks the ICRC in the last 4 bytes of `packet`.
 ///
 /// Under `cfg(fuzzing)` every ICRC is accepted, so that a fuzzer reaches the code behind it (as
@@ -166,24 +218,67 @@ pub(crate) fn check(expected: u32, packet: &[u8]) -> Result<(), ParseError> {
 }
 
 /// CRC-32 over the ones that stand for the LRH, the masked IP/UDP headers, then the packet with
-/// BTH byte 4 masked, up to its ICRC. No copy of the packet is made.
+/// BTH byte 4 masked, up to its ICRC. No copy of the packet is made: the masked headers and the
+/// masked BTH go to the hasher as one small block, then the rest of the packet as one slice.
+///
+/// crc32fast folds 16 bytes at a time and finishes a block's last `len % 16` bytes with a slow
+/// table loop, so the small block takes as many of the 8 LRH bytes literally as make it a
+/// multiple of 16 long, and resumes from the CRC of the rest ([`lrh_split`]).
 fn crc(masked_ip_udp: &[u8], packet: &[u8]) -> u32 {
-    let mut hasher = crc32fast::Hasher::new();
-    hasher.update(&LRH_ONES);
-    hasher.update(masked_ip_udp);
     let body = &packet[..packet.len().saturating_sub(ICRC_LEN)];
-    if body.len() > BTH_FECN_BECN {
-        hasher.update(&body[..BTH_FECN_BECN]);
-        hasher.update(&[0xff]);
-        hasher.update(&body[BTH_FECN_BECN + 1..]);
-    } else {
-        hasher.update(body);
+    let bth_len = body.len().min(bth::HEADER_LEN);
+    let (literal, initial) = lrh_split(masked_ip_udp.len() + bth_len);
+    let mut head = [0xff; LRH_LEN + IPV4_MAX_LEN + UDP_LEN + bth::HEADER_LEN];
+    let ip_udp = literal + masked_ip_udp.len();
+    head[literal..ip_udp].copy_from_slice(masked_ip_udp);
+    head[ip_udp..ip_udp + bth_len].copy_from_slice(&body[..bth_len]);
+    if bth_len > BTH_FECN_BECN {
+        head[ip_udp + BTH_FECN_BECN] = 0xff;
     }
+    let mut hasher = crc32fast::Hasher::new_with_initial(initial);
+    hasher.update(&head[..ip_udp + bth_len]);
+    hasher.update(&body[bth_len..]);
     hasher.finalize()
 }
 
-/// The masked LRH: rxe starts its CRC from the state these leave (0xdebb20e3).
-const LRH_ONES: [u8; 8] = [0xff; 8];
+/// How many of the 8 LRH bytes of ones to hash literally in front of `len` bytes so that the block
+/// is a multiple of 16 long where that is possible (else as close to one as 8 bytes allow), and
+/// the CRC of the other LRH bytes to resume from.
+fn lrh_split(len: usize) -> (usize, u32) {
+    let need = (16 - len % 16) % 16;
+    let literal = if need <= LRH_LEN { need } else { 0 };
+    (literal, CRC_OF_ONES[LRH_LEN - literal])
+}
+
+/// `CRC_OF_ONES[k]`: the CRC-32 of `k` bytes of 0xff, computed at compile time.
+const CRC_OF_ONES: [u32; LRH_LEN + 1] = {
+    let mut table = [0; LRH_LEN + 1];
+    let mut k = 1;
+    while k <= LRH_LEN {
+        let mut crc = !0u32;
+        let mut byte = 0;
+        while byte < k {
+            crc ^= 0xff;
+            let mut bit = 0;
+            while bit < 8 {
+                crc = if crc & 1 != 0 {
+                    (crc >> 1) ^ 0xedb8_8320
+                } else {
+                    crc >> 1
+                };
+                bit += 1;
+            }
+            byte += 1;
+        }
+        table[k] = !crc;
+        k += 1;
+    }
+    table
+};
+
+/// The masked LRH: 8 bytes of ones. (rxe starts from the raw register state they leave,
+/// 0xdebb20e3, the bitwise inverse of their CRC.)
+const LRH_LEN: usize = 8;
 /// BTH byte holding FECN, BECN and Resv6a (rxe: `bth->qpn |= ~BTH_QPN_MASK`).
 const BTH_FECN_BECN: usize = 4;
 const IPV4_LEN: usize = 20;

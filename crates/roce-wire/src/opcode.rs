@@ -203,10 +203,7 @@ macro_rules! opcodes {
 
         impl From<u8> for Opcode {
             fn from(value: u8) -> Self {
-                match value {
-                    $($value => Self::$variant,)*
-                    other => Self::Unknown(other),
-                }
+                Self::from_byte(value)
             }
         }
 
@@ -222,6 +219,14 @@ macro_rules! opcodes {
         impl Opcode {
             /// Every opcode the table defines, in numeric order.
             pub const ALL: &'static [Opcode] = &[$(Self::$variant),*];
+
+            /// The opcode of a BTH byte (`From<u8>`, usable in `const`).
+            pub const fn from_byte(value: u8) -> Self {
+                match value {
+                    $($value => Self::$variant,)*
+                    other => Self::Unknown(other),
+                }
+            }
 
             /// The row of the opcode table, or `None` for an opcode that is not supported.
             pub const fn layout(self) -> Option<Layout> {
@@ -326,6 +331,23 @@ opcodes! {
     Cnp = 0x81, "CNP", Cnp, Cnp, Only, [cnp_reserved], PayloadRule::None;
 }
 
+/// The opcode table indexed by the BTH byte, built at compile time: the packet path looks a
+/// layout up with one index instead of a `match`.
+static LAYOUTS: [Option<Layout>; 256] = {
+    let mut table = [None; 256];
+    let mut byte = 0;
+    while byte < 256 {
+        table[byte] = Opcode::from_byte(byte as u8).layout();
+        byte += 1;
+    }
+    table
+};
+
+/// The layout of the opcode in a BTH byte, from the compile-time table.
+pub(crate) fn layout_of(byte: u8) -> Option<&'static Layout> {
+    LAYOUTS[usize::from(byte)].as_ref()
+}
+
 impl Opcode {
     /// The kernel's name for the opcode (`RC_SEND_ONLY`), or `UNKNOWN`.
     pub const fn name(self) -> &'static str {
@@ -401,6 +423,13 @@ mod tests {
         assert_eq!(len(Opcode::UdSendOnlyWithImmediate), 8 + 4);
         assert_eq!(len(Opcode::RcFlush), 4 + 16);
         assert_eq!(len(Opcode::Cnp), 16);
+    }
+
+    #[test]
+    fn the_static_table_is_the_const_table() {
+        for byte in 0..=u8::MAX {
+            assert_eq!(layout_of(byte).copied(), Opcode::from(byte).layout());
+        }
     }
 
     #[test]

@@ -5,7 +5,7 @@
 //! sizes); after it every accessor is total. The ICRC is not checked here because it also
 //! covers the IP and UDP headers: see [`crate::icrc`].
 
-use crate::opcode::{Headers, Layout, PayloadRule};
+use crate::opcode::{self, Headers, Layout, PayloadRule};
 use crate::{
     AethRepr, AtomicAckEthRepr, AtomicEthRepr, BthRepr, DethRepr, EmitError, FethRepr, IethRepr,
     ImmDtRepr, Layer, ParseError, RethRepr, aeth, atomic_ack_eth, atomic_eth, bth, cnp, deth, feth,
@@ -44,10 +44,8 @@ impl<T: AsRef<[u8]>> Packet<T> {
         if bth.tver() != 0 {
             return Err(ParseError::BadTver(bth.tver()));
         }
-        let opcode = bth.opcode();
-        let layout = opcode
-            .layout()
-            .ok_or(ParseError::UnsupportedOpcode(u8::from(opcode)))?;
+        let opcode = buf[0];
+        let layout = opcode::layout_of(opcode).ok_or(ParseError::UnsupportedOpcode(opcode))?;
         let min = bth::HEADER_LEN + ICRC_LEN;
         if got < min {
             return Err(ParseError::Truncated {
@@ -80,7 +78,7 @@ impl<T: AsRef<[u8]>> Packet<T> {
         };
         match expected {
             Some(expected) if expected != available => Err(ParseError::BadPayloadLength {
-                opcode: u8::from(opcode),
+                opcode,
                 expected,
                 got: available,
             }),
@@ -265,24 +263,36 @@ impl Repr {
         (payload_len.wrapping_neg() & 3) as u8
     }
 
-    /// Reads a packet (after [`Packet::check`]).
+    /// Reads a packet (after [`Packet::check`]), walking its headers once.
     pub fn parse<T: AsRef<[u8]>>(packet: &Packet<T>) -> Result<Self, ParseError> {
         packet.check()?;
+        let buf = packet.as_bytes();
         let mut repr = Self::new(BthRepr::parse(&packet.bth())?);
-        repr.feth = packet.feth().map(|h| FethRepr::parse(&h)).transpose()?;
-        repr.deth = packet.deth().map(|h| DethRepr::parse(&h)).transpose()?;
-        repr.reth = packet.reth().map(|h| RethRepr::parse(&h)).transpose()?;
-        repr.atomic_eth = packet
-            .atomic_eth()
-            .map(|h| AtomicEthRepr::parse(&h))
-            .transpose()?;
-        repr.aeth = packet.aeth().map(|h| AethRepr::parse(&h)).transpose()?;
-        repr.atomic_ack_eth = packet
-            .atomic_ack_eth()
-            .map(|h| AtomicAckEthRepr::parse(&h))
-            .transpose()?;
-        repr.immdt = packet.immdt().map(|h| ImmDtRepr::parse(&h)).transpose()?;
-        repr.ieth = packet.ieth().map(|h| IethRepr::parse(&h)).transpose()?;
+        let mut offset = bth::HEADER_LEN;
+        for (layer, len) in present(&packet.layout().headers) {
+            let h = &buf[offset..offset + len];
+            match layer {
+                Layer::Feth => repr.feth = Some(FethRepr::parse(&feth::Packet::new_unchecked(h))?),
+                Layer::Deth => repr.deth = Some(DethRepr::parse(&deth::Packet::new_unchecked(h))?),
+                Layer::Reth => repr.reth = Some(RethRepr::parse(&reth::Packet::new_unchecked(h))?),
+                Layer::AtomicEth => {
+                    repr.atomic_eth =
+                        Some(AtomicEthRepr::parse(&atomic_eth::Packet::new_unchecked(h))?);
+                }
+                Layer::Aeth => repr.aeth = Some(AethRepr::parse(&aeth::Packet::new_unchecked(h))?),
+                Layer::AtomicAckEth => {
+                    repr.atomic_ack_eth = Some(AtomicAckEthRepr::parse(
+                        &atomic_ack_eth::Packet::new_unchecked(h),
+                    )?);
+                }
+                Layer::ImmDt => {
+                    repr.immdt = Some(ImmDtRepr::parse(&immdt::Packet::new_unchecked(h))?)
+                }
+                Layer::Ieth => repr.ieth = Some(IethRepr::parse(&ieth::Packet::new_unchecked(h))?),
+                _ => {}
+            }
+            offset += len;
+        }
         repr.payload_len = packet.payload().len();
         Ok(repr)
     }

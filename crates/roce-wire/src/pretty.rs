@@ -81,13 +81,40 @@ impl fmt::Display for Roce<'_> {
 /// Displays a whole frame: addresses and ports, then the RoCE part and the ICRC check for RoCEv2,
 /// or a short note for anything else.
 #[derive(Debug, Clone, Copy)]
-pub struct FrameLine<'a>(pub &'a Frame<'a>);
+pub struct FrameLine<'a> {
+    frame: &'a Frame<'a>,
+    check_icrc: bool,
+}
+
+impl<'a> FrameLine<'a> {
+    /// A line that checks the ICRC (`icrc=ok` or `icrc=BAD`).
+    pub const fn new(frame: &'a Frame<'a>) -> Self {
+        Self {
+            frame,
+            check_icrc: true,
+        }
+    }
+
+    /// A line that does not check the ICRC (`icrc=unchecked`), for captures of paths that rewrite
+    /// packets.
+    pub const fn without_icrc(frame: &'a Frame<'a>) -> Self {
+        Self {
+            frame,
+            check_icrc: false,
+        }
+    }
+}
 
 impl fmt::Display for FrameLine<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let frame = self.0;
+        let frame = self.frame;
         let Some(ip) = frame.ip else {
-            return f.write_str("non-IP frame");
+            return match frame.ethernet.map(|eth| eth.ether_type) {
+                Some(ETHERTYPE_ARP) => f.write_str("ARP"),
+                Some(ETHERTYPE_MAC_CONTROL) => f.write_str("MAC control (PAUSE/PFC)"),
+                Some(other) => write!(f, "ethertype {other:#06x}"),
+                None => f.write_str("non-IP frame"),
+            };
         };
         let (sport, dport) = match frame.transport {
             Some(Transport::Udp(udp, _)) => (Some(udp.src_port), Some(udp.dst_port)),
@@ -114,9 +141,10 @@ impl fmt::Display for FrameLine<'_> {
         match (frame.roce(), frame.transport) {
             (Some(Ok(packet)), _) => {
                 write_roce(f, &packet)?;
-                match frame.verify_icrc() {
-                    Ok(()) => f.write_str(" icrc=ok"),
-                    Err(_) => f.write_str(" icrc=BAD"),
+                match (self.check_icrc, frame.verify_icrc()) {
+                    (false, _) => f.write_str(" icrc=unchecked"),
+                    (true, Ok(())) => f.write_str(" icrc=ok"),
+                    (true, Err(_)) => f.write_str(" icrc=BAD"),
                 }
             }
             (Some(Err(err)), _) => write!(f, " RoCE malformed: {err}"),
@@ -147,3 +175,6 @@ impl fmt::Display for Endpoint {
         }
     }
 }
+
+const ETHERTYPE_ARP: u16 = 0x0806;
+const ETHERTYPE_MAC_CONTROL: u16 = 0x8808;

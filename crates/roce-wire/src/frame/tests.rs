@@ -28,7 +28,7 @@ fn connectx_cnp_frame() {
     assert!(roce.bth().becn());
     assert_eq!(frame.compute_icrc(), Some(0x2a00_fd82));
     assert_eq!(frame.verify_icrc(), Ok(()));
-    let line = crate::pretty::FrameLine(&frame).to_string();
+    let line = crate::pretty::FrameLine::new(&frame).to_string();
     assert_eq!(
         line,
         "10.0.17.1:0 > 10.0.18.1:4791 dscp=48 ecn=Ect0 CNP qp=0x000118 psn=0x000000 becn len=0 icrc=ok"
@@ -80,6 +80,7 @@ fn build_then_parse_ipv4_with_vlan() {
                 dei: false,
                 vid: 100,
             }),
+            ether_type: 0x0800,
         },
         ip: Ip {
             src: IpAddr::V4(Ipv4Addr::new(198, 18, 0, 1)),
@@ -110,6 +111,7 @@ fn build_then_parse_ipv6() {
             src: [2, 0, 0, 0, 0, 1],
             dst: [2, 0, 0, 0, 0, 2],
             vlan: None,
+            ether_type: 0x86dd,
         },
         ip: Ip {
             src: IpAddr::V6("2001:db8::1".parse::<Ipv6Addr>().unwrap()),
@@ -143,7 +145,7 @@ fn build_then_parse_ipv6() {
         "a shorter IPv6 payload length than the frame holds is malformed"
     );
     let frame = Frame::parse(LinkType::Ethernet, &bytes).unwrap();
-    let line = crate::pretty::FrameLine(&frame).to_string();
+    let line = crate::pretty::FrameLine::new(&frame).to_string();
     assert!(
         line.starts_with("[2001:db8::1]:49152 > [2001:db8::2]:4791 ecn=Ce RC_SEND_ONLY"),
         "{line}"
@@ -159,7 +161,8 @@ fn non_roce_frames_parse_without_roce() {
     arp.extend_from_slice(&[0, 0, 0, 0, 0, 0, 198, 18, 0, 2]);
     let frame = Frame::parse(LinkType::Ethernet, &arp).unwrap();
     assert!(frame.ip.is_none() && frame.roce().is_none());
-    assert_eq!(crate::pretty::FrameLine(&frame).to_string(), "non-IP frame");
+    assert_eq!(frame.ethernet.unwrap().ether_type, 0x0806);
+    assert_eq!(crate::pretty::FrameLine::new(&frame).to_string(), "ARP");
 }
 
 #[test]

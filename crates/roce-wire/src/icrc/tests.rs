@@ -98,6 +98,50 @@ fn seal_writes_little_endian() {
     assert_eq!(packet, connectx_cnp::ROCE);
 }
 
+proptest! {
+    #[test]
+    fn in_place_and_borrowed_agree_for_any_length(
+        body in proptest::collection::vec(any::<u8>(), 0..300), v6 in any::<bool>(),
+    ) {
+        let header = if v6 {
+            PseudoHeader {
+                ip: IpFields::V6 { src: "2001:db8::1".parse().unwrap(), dst: "::1".parse().unwrap() },
+                src_port: 0xc000,
+                dst_port: 4791,
+            }
+        } else {
+            cnp_pseudo_header()
+        };
+        let mut buf = vec![0x55; HEADROOM];
+        buf.extend_from_slice(&body);
+        prop_assert_eq!(compute_in_place(&header, &mut buf, HEADROOM), Some(compute(&header, &body)));
+        prop_assert_eq!(&buf[HEADROOM..], &body[..]);
+    }
+}
+
+#[test]
+fn in_place_matches_borrowed_and_restores_the_packet() {
+    let mut buf = vec![0xaa; HEADROOM];
+    buf.extend_from_slice(&connectx_cnp::ROCE);
+    let at = HEADROOM;
+    assert_eq!(
+        compute_in_place(&cnp_pseudo_header(), &mut buf, at),
+        Some(connectx_cnp::ICRC)
+    );
+    assert_eq!(
+        &buf[at..],
+        &connectx_cnp::ROCE,
+        "the BTH byte 4 mask is undone"
+    );
+    buf[at + 28..].fill(0);
+    assert_eq!(seal_in_place(&cnp_pseudo_header(), &mut buf, at), Some(()));
+    assert_eq!(&buf[at..], &connectx_cnp::ROCE);
+    // Too little headroom: nothing is computed.
+    let mut short = vec![0; 27];
+    short.extend_from_slice(&connectx_cnp::ROCE);
+    assert_eq!(compute_in_place(&cnp_pseudo_header(), &mut short, 27), None);
+}
+
 #[test]
 fn mismatch_names_both_values() {
     let mut packet = connectx_cnp::ROCE;
@@ -113,7 +157,13 @@ fn mismatch_names_both_values() {
 #[test]
 fn lrh_prefix_is_rxe_seed() {
     // rxe starts from the raw CRC state 0xdebb20e3, which is the inverse of the CRC of 8 × 0xff.
-    assert_eq!(!crc32fast::hash(&LRH_ONES), 0xdebb_20e3);
+    assert_eq!(!CRC_OF_ONES[8], 0xdebb_20e3);
+    for k in 0..=8 {
+        assert_eq!(CRC_OF_ONES[k], crc32fast::hash(&[0xff; 8][..k]), "{k}");
+    }
+    assert_eq!(lrh_split(40), (8, 0));
+    assert_eq!(lrh_split(60), (4, CRC_OF_ONES[4]));
+    assert_eq!(lrh_split(35), (0, CRC_OF_ONES[8]));
 }
 
 #[test]

@@ -1,0 +1,150 @@
+//! JSON forms of what the tools print, for scripts (`--json`).
+
+use std::time::Duration;
+
+use roce_wire::frame::{Frame, Transport};
+use roce_wire::{ParseError, RoceRepr, Syndrome};
+use serde_json::{Value, json};
+
+/// One frame of a capture.
+pub(crate) fn frame(
+    number: usize,
+    time: Duration,
+    frame: &Result<Frame<'_>, ParseError>,
+    roce: Option<&RoceRepr>,
+    roce_error: Option<ParseError>,
+    icrc: Option<Result<(), ParseError>>,
+    snapped: bool,
+) -> Value {
+    let mut value = json!({ "frame": number, "time": time.as_secs_f64() });
+    let frame = match frame {
+        Ok(frame) => frame,
+        Err(err) => {
+            value["error"] = json!(err.to_string());
+            return value;
+        }
+    };
+    if snapped {
+        value["cut_short"] = json!(true);
+    }
+    if let Some(vlan) = frame.ethernet.and_then(|eth| eth.vlan) {
+        value["vlan"] = json!({ "vid": vlan.vid, "pcp": vlan.pcp });
+    }
+    let Some(ip) = frame.ip else {
+        value["protocol"] = match frame.ethernet {
+            Some(eth) if eth.ether_type == 0x0806 => json!("arp"),
+            Some(eth) => json!(format!("ethertype {:#06x}", eth.ether_type)),
+            None => json!("non-ip"),
+        };
+        return value;
+    };
+    value["src"] = json!(ip.src.to_string());
+    value["dst"] = json!(ip.dst.to_string());
+    value["dscp"] = json!(ip.dscp);
+    value["ecn"] = json!(format!("{:?}", ip.ecn));
+    if let Some(id) = ip.identification {
+        value["ip_id"] = json!(id);
+    }
+    match frame.transport {
+        Some(Transport::Udp(udp, payload)) => {
+            value["src_port"] = json!(udp.src_port);
+            value["dst_port"] = json!(udp.dst_port);
+            value["protocol"] = json!(if frame.roce_payload().is_some() {
+                "roce"
+            } else {
+                "udp"
+            });
+            value["udp_len"] = json!(payload.len());
+        }
+        Some(Transport::Tcp {
+            src_port,
+            dst_port,
+            payload_len,
+        }) => {
+            value["src_port"] = json!(src_port);
+            value["dst_port"] = json!(dst_port);
+            value["protocol"] = json!("tcp");
+            value["tcp_len"] = json!(payload_len);
+        }
+        Some(Transport::Other(protocol)) => value["protocol"] = json!(protocol),
+        None => {}
+    }
+    if let Some(repr) = roce {
+        value["roce"] = roce_repr(repr);
+    }
+    if let Some(err) = roce_error {
+        value["error"] = json!(err.to_string());
+    }
+    if frame.roce_payload().is_some() {
+        value["icrc"] = json!(match icrc {
+            Some(Ok(())) => "ok",
+            Some(Err(_)) => "bad",
+            None => "unchecked",
+        });
+    }
+    value
+}
+
+/// The headers of a RoCE packet. 64-bit values that JavaScript cannot hold exactly are hex
+/// strings.
+pub(crate) fn roce_repr(repr: &RoceRepr) -> Value {
+    let bth = &repr.bth;
+    let mut value = json!({
+        "opcode": bth.opcode.name(),
+        "opcode_value": u8::from(bth.opcode),
+        "dest_qp": bth.dest_qp.value(),
+        "psn": bth.psn.value(),
+        "ack_req": bth.ack_req,
+        "se": bth.solicited_event,
+        "mig_req": bth.mig_req,
+        "fecn": bth.fecn,
+        "becn": bth.becn,
+        "pkey": bth.pkey,
+        "pad": bth.pad_count,
+        "payload_len": repr.payload_len,
+    });
+    if let Some(feth) = repr.feth {
+        value["feth"] = json!({ "placement_type": feth.placement_type, "selectivity_level": feth.selectivity_level });
+    }
+    if let Some(deth) = repr.deth {
+        value["deth"] = json!({ "qkey": hex(deth.qkey.into()), "src_qp": deth.src_qp.value() });
+    }
+    if let Some(reth) = repr.reth {
+        value["reth"] =
+            json!({ "va": hex(reth.va), "rkey": hex(reth.rkey.into()), "dma_len": reth.dma_len });
+    }
+    if let Some(a) = repr.atomic_eth {
+        value["atomic_eth"] = json!({
+            "va": hex(a.va), "rkey": hex(a.rkey.into()),
+            "swap_add": hex(a.swap_add), "compare": hex(a.compare),
+        });
+    }
+    if let Some(aeth) = repr.aeth {
+        value["aeth"] = match aeth.syndrome {
+            Syndrome::Ack { credits } => {
+                json!({ "type": "ACK", "credits": credits.credits(), "msn": aeth.msn })
+            }
+            Syndrome::RnrNak { timer } => {
+                json!({ "type": "RNR_NAK", "timer": timer.code(), "micros": timer.micros(), "msn": aeth.msn })
+            }
+            Syndrome::Nak(code) => {
+                json!({ "type": "NAK", "code": code.to_string(), "msn": aeth.msn })
+            }
+            Syndrome::Reserved(raw) => json!({ "type": "RESERVED", "raw": raw, "msn": aeth.msn }),
+        };
+    }
+    if let Some(ack) = repr.atomic_ack_eth {
+        value["atomic_ack_eth"] = json!({ "orig_data": hex(ack.orig_data) });
+    }
+    if let Some(imm) = repr.immdt {
+        value["imm_data"] = json!(hex(imm.imm_data.into()));
+    }
+    if let Some(ieth) = repr.ieth {
+        value["ieth"] = json!({ "rkey": hex(ieth.rkey.into()) });
+    }
+    value
+}
+
+fn hex(value: u64) -> String {
+    format!("{value:#x}")
+}
