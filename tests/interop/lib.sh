@@ -7,8 +7,10 @@
 #   netns $INTEROP_NS (default roce-interop-host)
 #     bridge $INTEROP_BR  198.18.0.1/24  <- host side; a UDP-backend peer binds here
 #       +- tap   $INTEROP_TAP            <- QEMU guest eth0 = 198.18.0.12/24, rxe0 on it
-#       +- veth  $INTEROP_PEER_IF-br     <- other end $INTEROP_PEER_IF (no IP): raw-backend peer,
-#                                           which plays 198.18.0.2 itself
+#       +- veth  $INTEROP_PEER_IF-br     <- other end: $INTEROP_PEER_IF in netns $INTEROP_PEER_NS
+#   netns $INTEROP_PEER_NS (default roce-interop-peer)
+#     veth $INTEROP_PEER_IF  no IPv4, IPv6 off  <- raw-backend peer; it plays 198.18.0.2 itself
+#                                                 (own ARP), the kernel there stays silent
 #
 # Only 198.18.0.0/15 addresses are used, and only inside the namespace.
 
@@ -16,6 +18,7 @@ INTEROP_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 INTEROP_REPO=$(cd "$INTEROP_DIR/../.." && pwd)
 : "${INTEROP_CACHE:=$INTEROP_REPO/target/interop}"
 : "${INTEROP_NS:=roce-interop-host}"
+: "${INTEROP_PEER_NS:=roce-interop-peer}"
 : "${INTEROP_BR:=rbr0}"
 : "${INTEROP_TAP:=rtap0}"
 : "${INTEROP_PEER_IF:=rpeer0}"
@@ -47,22 +50,23 @@ ns() { ip netns exec "$INTEROP_NS" "$@"; }
 interop_cleanup() {
     local rc=$?
     trap - EXIT INT TERM
-    if [ -n "$INTEROP_QEMU_PID" ] && kill -0 "$INTEROP_QEMU_PID" 2>/dev/null; then
-        kill "$INTEROP_QEMU_PID" 2>/dev/null || true
-        for _ in 1 2 3 4 5 6 7 8 9 10; do kill -0 "$INTEROP_QEMU_PID" 2>/dev/null || break; sleep 0.3; done
-        kill -9 "$INTEROP_QEMU_PID" 2>/dev/null || true
-    fi
+    [ "$rc" = 0 ] || log "exit status $rc: cleaning up"
+    # Every background process was started as the leader of its own process group (setsid), so
+    # killing the group also ends what it started (pipelines, sleeps).
     local p
-    for p in "${INTEROP_BG_PIDS[@]}"; do
-        kill "$p" 2>/dev/null || true
+    for p in $INTEROP_QEMU_PID "${INTEROP_BG_PIDS[@]}"; do
+        kill -TERM -- "-$p" 2>/dev/null || true
     done
-    for p in "${INTEROP_BG_PIDS[@]}"; do
+    for p in $INTEROP_QEMU_PID "${INTEROP_BG_PIDS[@]}"; do
+        for _ in 1 2 3 4 5 6 7 8 9 10; do kill -0 -- "-$p" 2>/dev/null || break; sleep 0.3; done
+        kill -KILL -- "-$p" 2>/dev/null || true
         wait "$p" 2>/dev/null || true
     done
     INTEROP_QEMU_PID=""; INTEROP_BG_PIDS=()
-    if ip netns list 2>/dev/null | grep -qw "^$INTEROP_NS"; then
-        ip netns delete "$INTEROP_NS" 2>/dev/null || true   # takes the bridge, tap and veth with it
+    if [ -n "$INTEROP_RUN" ] && [ "$(readlink "$INTEROP_CACHE/current" 2>/dev/null)" = "$INTEROP_RUN" ]; then
+        rm -f "$INTEROP_CACHE/current"
     fi
+    net_down
     exit "$rc"
 }
 
@@ -74,12 +78,24 @@ interop_traps() {
 
 # ---------------------------------------------------------------------------------------------
 # Host side of the network.
+ns_exists() { ip netns list 2>/dev/null | awk '{print $1}' | grep -qx "$1"; }
+
+# Deleting the namespaces takes the bridge, the tap and the veth pair with them.
+net_down() {
+    local n
+    for n in "$INTEROP_NS" "$INTEROP_PEER_NS"; do
+        ns_exists "$n" && { ip netns delete "$n" 2>/dev/null || true; }
+    done
+    return 0
+}
+
 net_up() {
-    if ip netns list | grep -qw "^$INTEROP_NS"; then
-        log "removing a stale namespace $INTEROP_NS"
-        ip netns delete "$INTEROP_NS"
+    if ns_exists "$INTEROP_NS" || ns_exists "$INTEROP_PEER_NS"; then
+        log "removing stale namespaces $INTEROP_NS / $INTEROP_PEER_NS"
+        net_down
     fi
     ip netns add "$INTEROP_NS"
+    ip netns add "$INTEROP_PEER_NS"
     ns ip link set lo up
     ns ip link add "$INTEROP_BR" type bridge
     ns ip link set "$INTEROP_BR" type bridge stp_state 0 forward_delay 0
@@ -88,12 +104,25 @@ net_up() {
     ns ip link set "$INTEROP_TAP" master "$INTEROP_BR"
     ns ip link add "$INTEROP_PEER_IF" type veth peer name "$INTEROP_PEER_IF-br"
     ns ip link set "$INTEROP_PEER_IF-br" master "$INTEROP_BR"
+    ns ip link set "$INTEROP_PEER_IF" netns "$INTEROP_PEER_NS"
+    ip netns exec "$INTEROP_PEER_NS" sysctl -qw "net.ipv6.conf.$INTEROP_PEER_IF.disable_ipv6=1"
+    ip netns exec "$INTEROP_PEER_NS" ip link set lo up
+    ip netns exec "$INTEROP_PEER_NS" ip link set "$INTEROP_PEER_IF" up
     local l
-    for l in "$INTEROP_TAP" "$INTEROP_PEER_IF-br" "$INTEROP_PEER_IF" "$INTEROP_BR"; do
+    for l in "$INTEROP_TAP" "$INTEROP_PEER_IF-br" "$INTEROP_BR"; do
         ns ip link set "$l" up
     done
-    # A frame of MTU 1500 must cross the bridge whole (rxe: IB MTU 1024 + 80 bytes of headers).
-    log "netns $INTEROP_NS: $INTEROP_BR $INTEROP_HOST_IP/24, tap $INTEROP_TAP, veth $INTEROP_PEER_IF"
+    log "netns $INTEROP_NS: $INTEROP_BR $INTEROP_HOST_IP/24, tap $INTEROP_TAP;" \
+        "netns $INTEROP_PEER_NS: $INTEROP_PEER_IF (raw peer)"
+}
+
+# net_mtu MTU: sets the MTU of the bridge, the tap and the veth pair (the guest's eth0 is set
+# from inside the guest: run_in_guest "ip link set eth0 mtu MTU").
+net_mtu() {
+    ns ip link set "$INTEROP_TAP" mtu "$1"
+    ns ip link set "$INTEROP_PEER_IF-br" mtu "$1"
+    ns ip link set "$INTEROP_BR" mtu "$1"
+    ip netns exec "$INTEROP_PEER_NS" ip link set "$INTEROP_PEER_IF" mtu "$1"
 }
 
 # ---------------------------------------------------------------------------------------------
@@ -109,7 +138,8 @@ pick_accel() {
     case "$INTEROP_ACCEL" in
         kvm|tcg) echo "$INTEROP_ACCEL"; return ;;
     esac
-    local cache="$INTEROP_CACHE/accel-$(uname -r)"
+    local cache
+    cache="$INTEROP_CACHE/accel-$(uname -r)"
     if [ -s "$cache" ]; then cat "$cache"; return; fi
     local accel=tcg probe="$INTEROP_CACHE/accel-probe.log"
     if [ -r /dev/kvm ] && [ -w /dev/kvm ]; then
@@ -123,13 +153,25 @@ pick_accel() {
     echo "$accel"
 }
 
+# new_run: makes a fresh run directory (console log, 9p share, captures) and sets INTEROP_RUN.
+# Only the newest runs are kept ($INTEROP_KEEP_RUNS, default 10).
+new_run() {
+    mkdir -p "$INTEROP_CACHE/runs"
+    local old
+    find "$INTEROP_CACHE/runs" -mindepth 1 -maxdepth 1 -type d | sort |
+        head -n "-${INTEROP_KEEP_RUNS:-10}" | while read -r old; do rm -rf "$old"; done
+    INTEROP_RUN="$INTEROP_CACHE/runs/$(date +%Y%m%d-%H%M%S)-$$"
+    mkdir -p "$INTEROP_RUN"
+}
+
 # guest_boot [EXTRA_KERNEL_ARGS]: boots the guest in the namespace, waits for the readiness
 # marker, and leaves the guest running. Sets INTEROP_RUN (run dir with console.log and share/).
 guest_boot() {
     local extra=${1:-}
     guest_artifacts_present || die "no guest in $INTEROP_CACHE/guest: run tests/interop/setup.sh"
     command -v qemu-system-x86_64 >/dev/null || die "qemu-system-x86_64 missing: run tests/interop/setup.sh"
-    INTEROP_RUN="$INTEROP_CACHE/runs/$(date +%Y%m%d-%H%M%S)-$$"
+    [ -n "$INTEROP_RUN" ] || new_run
+    rm -rf "$INTEROP_RUN/share"
     mkdir -p "$INTEROP_RUN/share/q"
     local accel cpu
     accel=$(pick_accel)
@@ -138,7 +180,7 @@ guest_boot() {
     : >"$console"
     log "booting guest ($accel), console: $console"
     INTEROP_BOOT_T0=$(date +%s.%N)
-    ns nice -n 10 qemu-system-x86_64 \
+    setsid ip netns exec "$INTEROP_NS" nice -n 10 qemu-system-x86_64 \
         -accel "$accel" -cpu "$cpu" -machine q35 -smp 1 -m "$INTEROP_GUEST_MEM" \
         -nographic -serial "file:$console" -monitor none -no-reboot \
         -kernel "$INTEROP_CACHE/guest/vmlinuz" -initrd "$INTEROP_CACHE/guest/initramfs.cpio.gz" \
@@ -219,17 +261,37 @@ run_in_guest() {
 guest_stop() {
     [ -n "$INTEROP_QEMU_PID" ] || return 0
     run_peer_in_guest 'sync; poweroff -f' >/dev/null || true
-    local i
-    for i in $(seq 1 50); do kill -0 "$INTEROP_QEMU_PID" 2>/dev/null || break; sleep 0.2; done
-    kill "$INTEROP_QEMU_PID" 2>/dev/null || true
+    local _
+    for _ in $(seq 1 50); do kill -0 "$INTEROP_QEMU_PID" 2>/dev/null || break; sleep 0.2; done
+    kill -TERM -- "-$INTEROP_QEMU_PID" 2>/dev/null || true
     wait "$INTEROP_QEMU_PID" 2>/dev/null || true
     INTEROP_QEMU_PID=""
 }
 
-# bg_in_ns CMD...: starts a host-side process in the namespace, remembered for clean-up.
-# Prints nothing; the pid is in INTEROP_LAST_BG.
+# bg_in_ns CMD...: starts a host-side process in $INTEROP_NS as the leader of a new process
+# group, remembered for clean-up. Prints nothing; the pid is in INTEROP_LAST_BG.
+# bg_in_peer_ns CMD...: the same in $INTEROP_PEER_NS (the raw-backend peer's namespace).
 bg_in_ns() {
-    ns "$@" &
+    setsid ip netns exec "$INTEROP_NS" "$@" &
     INTEROP_LAST_BG=$!
     INTEROP_BG_PIDS+=("$INTEROP_LAST_BG")
+}
+bg_in_peer_ns() {
+    setsid ip netns exec "$INTEROP_PEER_NS" "$@" &
+    INTEROP_LAST_BG=$!
+    INTEROP_BG_PIDS+=("$INTEROP_LAST_BG")
+}
+
+# bg_stop PID: ends a process started with bg_in_ns (and its group) and waits for it.
+bg_stop() {
+    kill -TERM -- "-$1" 2>/dev/null || true
+    wait "$1" 2>/dev/null || true
+}
+
+# capture_start FILE [FILTER]: tcpdump on the bridge into FILE (pcap); pid in INTEROP_LAST_BG.
+capture_start() {
+    local file=$1 filter=${2:-udp port 4791 or tcp port 18515 or arp or icmp}
+    bg_in_ns tcpdump -i "$INTEROP_BR" -nn -U -s 0 -Z root -w "$file" "$filter" 2>"$file.log"
+    local _
+    for _ in $(seq 1 50); do grep -q 'listening on' "$file.log" 2>/dev/null && break; sleep 0.1; done
 }

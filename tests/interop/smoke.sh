@@ -4,7 +4,8 @@
 #   B. rxe on the wire: the guest's ibv_rc_pingpong talks to a scripted out-of-band peer on the
 #      host (198.18.0.1, TCP 18515); rxe then sends RoCEv2 SEND_ONLY to 198.18.0.1:4791, which the
 #      host captures on the bridge (nobody ACKs, so rxe retransmits until the client is stopped);
-#   C. netdev MTU 9000 in the guest: rxe's active MTU becomes 4096, pingpong with -m 4096.
+#   C. iproute2's tc can put netem (loss 1%) on the guest's eth0 (the matrix needs it);
+#   D. netdev MTU 9000 in the guest: rxe's active MTU becomes 4096, pingpong with -m 4096.
 # Exit 0 on success, 1 on failure, and 0 with a `SKIP:` line when the guest cannot run here.
 #   INTEROP_SKIP_SETUP=1   do not run setup.sh first (the cache must be complete)
 set -euo pipefail
@@ -32,9 +33,9 @@ ip netns add roce-interop-probe.$$ 2>/dev/null || skip "cannot create network na
 ip netns delete roce-interop-probe.$$
 net_up
 
-PCAP_DIR=$(mktemp -d "${TMPDIR:-/tmp}/roce-interop-pcap.XXXXXX")
-bg_in_ns tcpdump -i "$INTEROP_BR" -nn -U -s 0 -w "$PCAP_DIR/bridge.pcap" \
-    'udp port 4791 or tcp port 18515 or arp or icmp' 2>"$PCAP_DIR/tcpdump.log"
+new_run
+PCAP="$INTEROP_RUN/bridge.pcap"
+capture_start "$PCAP"
 TCPDUMP_PID=$INTEROP_LAST_BG
 
 rc=0
@@ -61,7 +62,7 @@ check() {  # check NAME CMD...: runs CMD, counts a failure instead of stopping.
     fi
 }
 
-ping_guest() { ns ping -c 2 -W 2 "$INTEROP_GUEST_IP" >/dev/null; }
+ping_guest() { ns busybox ping -c 2 -W 2 "$INTEROP_GUEST_IP" >/dev/null; }
 
 # Server and client of ibv_rc_pingpong, both on rxe0, over the guest's own address.
 rc_loopback() {
@@ -95,23 +96,25 @@ send_bw_loopback() {
 # B: the host answers ibv_rc_pingpong's out-of-band exchange like a server at 198.18.0.1 with
 # QPN 0x11, PSN 0; the guest's rxe then puts RoCEv2 requests on the wire towards the host.
 wire_to_host() {
-    local msg
-    msg=$(printf '0000:000011:000000:00000000000000000000ffff%02x%02x%02x%02x' \
-        $(echo "$INTEROP_HOST_IP" | tr . ' '))
+    local msg a b c d
+    IFS=. read -r a b c d <<<"$INTEROP_HOST_IP"
+    msg=$(printf '0000:000011:000000:00000000000000000000ffff%02x%02x%02x%02x' "$a" "$b" "$c" "$d")
     bg_in_ns sh -c "(printf '%s\0' '$msg'; sleep 8) | busybox nc -l -p 18515 >/dev/null"
+    local oob=$INTEROP_LAST_BG
     sleep 0.5
     local out
     out=$(run_in_guest -t 60 "timeout 6 ibv_rc_pingpong -d rxe0 -g $G -s 64 -n 1 $INTEROP_HOST_IP; echo client_rc=\$?") || true
     printf '%s\n' "$out" | grep -E 'remote address|local address' | sed 's/^/  /' >&2
+    bg_stop "$oob"
     sleep 1
     local n
-    n=$(tcpdump -nn -r "$PCAP_DIR/bridge.pcap" \
+    n=$(tcpdump -nn -r "$PCAP" \
         "udp dst port 4791 and src host $INTEROP_GUEST_IP and dst host $INTEROP_HOST_IP" 2>/dev/null | wc -l)
     # BTH opcode = first byte of the UDP payload = byte 28 of the IPv4 packet (no IP options).
     local ops
-    ops=$(tcpdump -nn -x -r "$PCAP_DIR/bridge.pcap" \
+    ops=$(tcpdump -nn -x -r "$PCAP" \
         "udp dst port 4791 and src host $INTEROP_GUEST_IP" 2>/dev/null |
-        awk '/^\t0x0010:/{print substr($7,1,2)}' | sort | uniq -c | tr -s ' ' | tr '\n' ';')
+        awk '/^\t0x0010:/{print substr($8,1,2)}' | sort | uniq -c | tr -s ' ' | tr '\n' ';')
     log "  RoCEv2 packets from rxe on the bridge: $n (BTH opcode counts: $ops)"
     [ "$n" -ge 1 ] && printf '%s' "$ops" | grep -q ' 04'
 }
@@ -123,6 +126,12 @@ mtu_4096_loopback() {
         rc_loopback 65536 4096 10
 }
 
+# The matrix runs with and without 1% loss on the guest's eth0: netem must be there.
+netem_in_guest() {
+    run_in_guest -t 30 'tc qdisc add dev eth0 root netem loss 1% && tc qdisc show dev eth0 &&
+        tc qdisc del dev eth0 root' | sed 's/^/  /' >&2
+}
+
 T_READY=$(date +%s)
 check "host pings guest over the bridge" ping_guest
 check "A1 ibv_rc_pingpong loopback -s 64 -m 1024" rc_loopback 64 1024
@@ -130,15 +139,12 @@ check "A2 ibv_rc_pingpong loopback -s 4096 -m 1024" rc_loopback 4096 1024
 check "A3 ibv_rc_pingpong loopback -s 65536 -m 1024" rc_loopback 65536 1024 10
 check "A4 ib_send_bw loopback" send_bw_loopback
 check "B  rxe sends RoCEv2 to the host (captured on $INTEROP_BR)" wire_to_host
-check "C  MTU 9000: active_mtu 4096, ibv_rc_pingpong -m 4096" mtu_4096_loopback
+check "C  tc netem loss 1% on the guest's eth0" netem_in_guest
+check "D  MTU 9000: active_mtu 4096, ibv_rc_pingpong -m 4096" mtu_4096_loopback
 T_TESTS=$(date +%s)
 
 guest_stop
-kill "$TCPDUMP_PID" 2>/dev/null || true
-wait "$TCPDUMP_PID" 2>/dev/null || true
-mkdir -p "$INTEROP_RUN"
-cp "$PCAP_DIR/bridge.pcap" "$INTEROP_RUN/bridge.pcap" 2>/dev/null || true
-rm -rf "$PCAP_DIR"
+bg_stop "$TCPDUMP_PID"
 log "timing: setup $((T_SETUP - T0))s, boot to rxe ready ${INTEROP_BOOT_SECS}s, tests $((T_TESTS - T_READY))s, total $(( $(date +%s) - T0 ))s"
 log "artifacts: $INTEROP_RUN (console.log, guest-info.txt in share/, bridge.pcap)"
 if [ "$failures" -ne 0 ]; then
