@@ -1,0 +1,30 @@
+//! Deterministic simulation of RoCEv2 NICs: any number of `roce_core::Nic`s over simulated links
+//! in virtual time.
+//!
+//! The simulator plays the part of a backend: it carries the UDP payloads a NIC sends, with the
+//! IP fields the ICRC and ECN need, to the NIC at the other end. A [`Link`] is one direction of a
+//! wire with a switch queue in front of it: latency, bandwidth, a drop-tail queue with RED ECN
+//! marking, random loss, corruption, duplication and reordering, and exact targeted [`Fault`]s
+//! for tests that need one particular packet to go missing.
+//!
+//! Everything is a function of the seeds and of the `now` the caller passes in: the same seeds
+//! and the same calls give the same packets at the same simulated times, down to the bit. Time is
+//! [`roce_core::Instant`], from zero; nothing here reads a clock.
+//!
+//! [`Capture`] writes what crossed the links as a pcap stamped with simulated time, and
+//! [`trace_to_test_output`] sends the logs of a test to its output.
+
+#![warn(missing_docs)]
+
+mod capture;
+mod fault;
+mod link;
+mod trace;
+
+pub use capture::{Capture, PCAP_DIR_VAR};
+pub use fault::{Fault, PacketMeta, Verdict};
+pub use link::{
+    DEFAULT_LATENCY, EcnMarking, Fate, IPV4_FRAME_OVERHEAD, IPV6_FRAME_OVERHEAD, Link, LinkConfig,
+    LinkStats, Sent, SimPacket,
+};
+pub use trace::{TraceGuard, set_sim_time, trace_to_test_output};
