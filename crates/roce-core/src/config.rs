@@ -1,0 +1,210 @@
+//! Configuration of the NIC and attributes of QPs, each knob with its default documented here.
+
+use std::net::IpAddr;
+
+use roce_wire::{Psn, Qpn};
+
+use crate::qp::{QpState, QpType};
+use crate::{CqHandle, PdHandle};
+
+/// How the NIC checks the ICRC of what it receives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum IcrcPolicy {
+    /// Check it. A datagram whose IPv4 identification the backend could not see (UDP sockets)
+    /// is checked as if the ID were 0 (what Linux sends on DF datagrams from unconnected UDP
+    /// sockets); when that fails it cannot tell a corrupt packet from a non-zero ID (rxe's), so
+    /// it accepts the packet and counts it under `rx_icrc_unverifiable`.
+    #[default]
+    Check,
+    /// Do not check (paths that rewrite packets); every packet counts under `rx_icrc_skipped`.
+    Skip,
+}
+
+/// The UDP source port of the NIC's packets; the ICRC covers it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum SrcPortPolicy {
+    /// Per QP, from the QPN pair, as rxe does (`rdma_get_udp_sport`): needs a backend that can
+    /// send from any source port (raw sockets, the simulator).
+    #[default]
+    PerQp,
+    /// One port for everything: a backend with one UDP socket bound to it (4791).
+    Fixed(u16),
+}
+
+/// The NIC's configuration.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NicConfig {
+    /// The NIC's IP addresses: its GID table (`::ffff:a.b.c.d` for IPv4). Datagrams to other
+    /// addresses are dropped (rxe `rxe_match_dgid`).
+    pub addrs: Vec<IpAddr>,
+    /// The largest path MTU a QP may use (the port's active MTU): 1024 on a 1500-byte netdev,
+    /// 4096 on a 9000-byte one, as rxe computes it. Default 4096.
+    pub max_mtu: Mtu,
+    /// ICRC checking on receive. Default: check.
+    pub icrc: IcrcPolicy,
+    /// UDP source ports. Default: per QP.
+    pub src_port: SrcPortPolicy,
+    /// The first QPN handed out (rxe starts at 16, after the special QPs). Default 0x11.
+    pub first_qpn: u32,
+    /// Most QPs at once. Default 0x10000 (rxe `RXE_MAX_QP`).
+    pub max_qp: usize,
+    /// Unacknowledged PSNs a requester may have in flight (rxe `RXE_MAX_UNACKED_PSNS`). Default 128.
+    pub max_unacked_psns: u32,
+    /// A requester sets AckReq at least every this many packets within a message
+    /// (rxe `RXE_MAX_PKT_PER_ACK`). Default 64.
+    pub max_pkts_per_ack: u32,
+    /// Longest message in bytes (rxe `RXE_MAX_MSG_SZ`, 8 MiB). Default 2^31, the RETH limit.
+    pub max_msg_size: u32,
+    /// Most bytes of inline data in one send work request (rxe 400). Default 400.
+    pub max_inline: usize,
+    /// Most SGEs in one work request (rxe 32). Default 32.
+    pub max_sge: usize,
+}
+
+impl Default for NicConfig {
+    fn default() -> Self {
+        Self {
+            addrs: Vec::new(),
+            max_mtu: Mtu::Mtu4096,
+            icrc: IcrcPolicy::Check,
+            src_port: SrcPortPolicy::PerQp,
+            first_qpn: 0x11,
+            max_qp: 0x1_0000,
+            max_unacked_psns: 128,
+            max_pkts_per_ack: 64,
+            max_msg_size: 1 << 31,
+            max_inline: 400,
+            max_sge: 32,
+        }
+    }
+}
+
+/// An InfiniBand path MTU (`ibv_mtu`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Mtu {
+    /// 256 bytes (`IBV_MTU_256` = 1).
+    Mtu256,
+    /// 512 bytes (2).
+    Mtu512,
+    /// 1024 bytes (3).
+    Mtu1024,
+    /// 2048 bytes (4).
+    Mtu2048,
+    /// 4096 bytes (5).
+    Mtu4096,
+}
+
+impl Mtu {
+    /// Payload bytes per packet.
+    pub const fn bytes(self) -> u32 {
+        match self {
+            Self::Mtu256 => 256,
+            Self::Mtu512 => 512,
+            Self::Mtu1024 => 1024,
+            Self::Mtu2048 => 2048,
+            Self::Mtu4096 => 4096,
+        }
+    }
+
+    /// The verbs enum value, 1..=5, as ibv_rc_pingpong and perftest exchange it.
+    pub const fn enum_value(self) -> u8 {
+        match self {
+            Self::Mtu256 => 1,
+            Self::Mtu512 => 2,
+            Self::Mtu1024 => 3,
+            Self::Mtu2048 => 4,
+            Self::Mtu4096 => 5,
+        }
+    }
+
+    /// From a byte count (256, 512, …, 4096).
+    pub const fn from_bytes(bytes: u32) -> Option<Self> {
+        match bytes {
+            256 => Some(Self::Mtu256),
+            512 => Some(Self::Mtu512),
+            1024 => Some(Self::Mtu1024),
+            2048 => Some(Self::Mtu2048),
+            4096 => Some(Self::Mtu4096),
+            _ => None,
+        }
+    }
+}
+
+/// Where a connected QP's packets go and how they are marked (`ibv_ah_attr` with its GRH).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct AddressVector {
+    /// Our address to send from (the source GID); must be one of the NIC's.
+    pub src: IpAddr,
+    /// The peer's address (the destination GID).
+    pub dst: IpAddr,
+    /// DSCP of the packets (GRH traffic class bits 7:2).
+    pub dscp: u8,
+    /// TTL (GRH hop limit). rxe sends 64 whatever is asked; 0 here means 64.
+    pub hop_limit: u8,
+}
+
+impl AddressVector {
+    /// A path from `src` to `dst` with DSCP 0 and TTL 64.
+    pub const fn new(src: IpAddr, dst: IpAddr) -> Self {
+        Self {
+            src,
+            dst,
+            dscp: 0,
+            hop_limit: 64,
+        }
+    }
+}
+
+/// What a QP is created with (`ibv_qp_init_attr`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct QpInit {
+    /// Its protection domain.
+    pub pd: PdHandle,
+    /// RC, UC or UD.
+    pub qp_type: QpType,
+    /// Where send completions go.
+    pub send_cq: CqHandle,
+    /// Where receive completions go.
+    pub recv_cq: CqHandle,
+    /// Send queue depth.
+    pub max_send_wr: usize,
+    /// Receive queue depth.
+    pub max_recv_wr: usize,
+}
+
+/// Attributes of `modify_qp` (`ibv_qp_attr` plus its mask: `None` is "not in the mask").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct QpAttr {
+    /// The state to move to (`IBV_QP_STATE`).
+    pub qp_state: Option<QpState>,
+    /// The partition key index (only index 0, P_Key 0xffff, exists).
+    pub pkey_index: Option<u16>,
+    /// The port (only port 1 exists).
+    pub port_num: Option<u8>,
+    /// The Q_Key (UD).
+    pub qkey: Option<u32>,
+    /// Remote access rights the responder grants (`IBV_QP_ACCESS_FLAGS`).
+    pub access_flags: Option<crate::Access>,
+    /// The path: addresses and marking (`IBV_QP_AV`).
+    pub av: Option<AddressVector>,
+    /// The path MTU.
+    pub path_mtu: Option<Mtu>,
+    /// The peer's QP.
+    pub dest_qpn: Option<Qpn>,
+    /// The first PSN the responder expects (`IBV_QP_RQ_PSN`).
+    pub rq_psn: Option<Psn>,
+    /// The first PSN the requester sends (`IBV_QP_SQ_PSN`).
+    pub sq_psn: Option<Psn>,
+    /// READs and atomics the responder serves at once.
+    pub max_dest_rd_atomic: Option<u8>,
+    /// READs and atomics the requester has outstanding at once.
+    pub max_rd_atomic: Option<u8>,
+    /// The RNR timer code the responder puts in its RNR NAKs (0..=31, IBTA Table 46).
+    pub min_rnr_timer: Option<u8>,
+    /// Local ACK timeout exponent: 4.096 µs × 2^timeout, 0 = infinite (0..=31).
+    pub timeout: Option<u8>,
+    /// Transport retries (0..=7).
+    pub retry_cnt: Option<u8>,
+    /// RNR retries (0..=7; 7 = infinite).
+    pub rnr_retry: Option<u8>,
+}

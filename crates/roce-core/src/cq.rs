@@ -1,0 +1,134 @@
+//! Completion queues and completions (`ibv_cq`, `ibv_wc`).
+
+use std::collections::VecDeque;
+
+use roce_wire::Qpn;
+
+/// A completion queue handle.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct CqHandle(pub(crate) u32);
+
+impl CqHandle {
+    /// The handle's number.
+    pub const fn value(self) -> u32 {
+        self.0
+    }
+}
+
+/// How a work request ended (`ibv_wc_status`; values as in verbs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum WcStatus {
+    /// Success.
+    Success,
+    /// A local length error: a receive too small for the incoming message.
+    LocLenErr,
+    /// A local QP operation error.
+    LocQpOpErr,
+    /// A local protection error: an SGE outside its region, or without the rights.
+    LocProtErr,
+    /// The QP went to the error state before this work request completed.
+    WrFlushErr,
+    /// A bad SGE list.
+    MwBindErr,
+    /// The peer NAKed the request as invalid.
+    RemInvReqErr,
+    /// The peer NAKed an access (R_Key, bounds, rights).
+    RemAccessErr,
+    /// The peer NAKed an operational error.
+    RemOpErr,
+    /// The transport retry counter ran out (local ACK timeouts and PSN-sequence NAKs).
+    RetryExcErr,
+    /// The RNR retry counter ran out.
+    RnrRetryExcErr,
+}
+
+/// What completed (`ibv_wc_opcode`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum WcOpcode {
+    /// A SEND (any variant).
+    Send,
+    /// An RDMA WRITE (any variant).
+    RdmaWrite,
+    /// An RDMA READ.
+    RdmaRead,
+    /// A compare and swap.
+    CompareSwap,
+    /// A fetch and add.
+    FetchAdd,
+    /// A receive of a SEND.
+    Recv,
+    /// A receive of the immediate data of an RDMA WRITE with immediate.
+    RecvRdmaWithImm,
+}
+
+/// One completion (`ibv_wc`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Cqe {
+    /// The work request's `wr_id`.
+    pub wr_id: u64,
+    /// How it ended.
+    pub status: WcStatus,
+    /// What it was.
+    pub opcode: WcOpcode,
+    /// The QP it was posted on.
+    pub qpn: Qpn,
+    /// Bytes received (receives) or transferred (READ), else 0.
+    pub byte_len: u32,
+    /// Immediate data, for receives that carried it.
+    pub imm_data: Option<u32>,
+    /// The R_Key a SEND with invalidate invalidated.
+    pub invalidated_rkey: Option<u32>,
+    /// The sender's QP, for UD receives.
+    pub src_qp: Option<Qpn>,
+}
+
+impl Cqe {
+    /// A successful completion with no data attached.
+    pub const fn success(wr_id: u64, opcode: WcOpcode, qpn: Qpn) -> Self {
+        Self {
+            wr_id,
+            status: WcStatus::Success,
+            opcode,
+            qpn,
+            byte_len: 0,
+            imm_data: None,
+            invalidated_rkey: None,
+            src_qp: None,
+        }
+    }
+}
+
+/// A completion queue: completions wait here for `poll_completion`.
+#[derive(Debug)]
+pub(crate) struct Cq {
+    entries: VecDeque<Cqe>,
+    depth: usize,
+}
+
+impl Cq {
+    pub(crate) fn new(depth: usize) -> Self {
+        Self {
+            entries: VecDeque::new(),
+            depth,
+        }
+    }
+
+    /// Adds a completion; returns false (and drops it) when the queue is full: an overrun, which
+    /// verbs report as an asynchronous error.
+    pub(crate) fn push(&mut self, cqe: Cqe) -> bool {
+        if self.entries.len() >= self.depth {
+            return false;
+        }
+        self.entries.push_back(cqe);
+        true
+    }
+
+    pub(crate) fn pop(&mut self) -> Option<Cqe> {
+        self.entries.pop_front()
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.entries.len()
+    }
+}

@@ -1,0 +1,88 @@
+//! The sans-IO RoCEv2 engine of roce-emu.
+//!
+//! A [`Nic`] is a deterministic function of its inputs and of `now`: it owns QPs, memory regions
+//! and completion queues, consumes RoCEv2 UDP payloads and timer expiries, and produces UDP
+//! payloads to send, deadlines and completions. It reads no clock, opens no socket, spawns no
+//! thread and draws no random number; the same inputs at the same times give the same outputs,
+//! which is what lets `roce-sim` run it in virtual time and `roce-device` run it on sockets.
+//!
+//! The API follows quinn-proto's taxonomy:
+//!
+//! - **A. getters**: `stats`, `qp_state`, …
+//! - **B. inputs from the network and the clock**: `handle_datagram(now, datagram)`,
+//!   `handle_timeout(now)`. They return nothing: a datagram that is not accepted is dropped,
+//!   counted under its own name in [`Stats`] and traced, never reported to the application.
+//! - **C. verbs from the application**: `create_qp`, `modify_qp`, `post_send`, `post_recv`, …
+//!   Misuse is a typed [`VerbsError`].
+//! - **D. outputs, drained after every B or C call**: `poll_transmit(now, buf)` until `None`,
+//!   then `poll_timeout()` (the next deadline to call `handle_timeout` at), and
+//!   `poll_completion(cq)`.
+//!
+//! Where a rule comes from the IBTA specification or from the kernel's rxe driver (the reference
+//! peer), the code that applies it cites it.
+
+#![warn(missing_docs)]
+
+use std::net::{IpAddr, SocketAddr};
+
+pub use roce_wire::frame::Ecn;
+
+pub mod config;
+mod cq;
+mod error;
+mod mr;
+mod nic;
+pub mod qp;
+mod stats;
+pub mod time;
+mod timer;
+mod wr;
+
+pub use config::{AddressVector, IcrcPolicy, Mtu, NicConfig, QpAttr, QpInit, SrcPortPolicy};
+pub use cq::{CqHandle, Cqe, WcOpcode, WcStatus};
+pub use error::VerbsError;
+pub use mr::{Access, MemoryRegion, PdHandle};
+pub use nic::{MAX_DATAGRAM, Nic};
+pub use qp::{QpState, QpType};
+pub use roce_wire::{Psn, Qpn};
+pub use stats::Stats;
+pub use time::{Duration, Instant};
+pub use wr::{RecvWr, Remote, SendOp, SendWr, Sge, UdDest};
+
+/// An incoming RoCEv2 UDP payload (BTH … ICRC) and what the network told us about it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Datagram<'a> {
+    /// The peer's IP address and UDP source port (the flow entropy, covered by the ICRC).
+    pub src: SocketAddr,
+    /// Our IP address and UDP port it was sent to (4791).
+    pub dst: SocketAddr,
+    /// The ECN bits of the IP header: CE marks feed the congestion notification point.
+    pub ecn: Ecn,
+    /// The IPv4 identification, when the backend sees it (raw sockets). `None` (UDP sockets)
+    /// means the ICRC cannot be checked in full; the NIC's ICRC policy says what it does then.
+    pub ip_id: Option<u16>,
+    /// The UDP payload.
+    pub payload: &'a [u8],
+}
+
+/// A datagram to send: `poll_transmit` wrote its UDP payload into the caller's buffer, and this
+/// says where it goes and with which IP header fields (quinn's `Transmit`). The ICRC in the
+/// payload was computed for exactly these fields, an IPv4 identification of 0 and DF set.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[must_use]
+pub struct Transmit {
+    /// Our IP address to send from (the QP's source GID).
+    pub src: IpAddr,
+    /// The UDP source port the ICRC covers.
+    pub src_port: u16,
+    /// The destination address and port (4791).
+    pub dst: SocketAddr,
+    /// The ECN bits to send with.
+    pub ecn: Ecn,
+    /// The DSCP to send with.
+    pub dscp: u8,
+    /// The TTL / hop limit to send with.
+    pub ttl: u8,
+    /// Bytes of UDP payload written to the buffer.
+    pub len: usize,
+}

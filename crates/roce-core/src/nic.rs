@@ -1,0 +1,728 @@
+//! The NIC: its objects (protection domains, memory regions, completion queues, QPs), ingress
+//! validation and dispatch (rxe_recv.c), and egress scheduling across QPs.
+
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::net::IpAddr;
+
+use roce_wire::opcode::Transport;
+use roce_wire::{ParseError, Psn, Qpn, RocePacket, bth, gid};
+
+use crate::config::{IcrcPolicy, QpAttr, QpInit, SrcPortPolicy};
+use crate::cq::{Cq, CqHandle, Cqe};
+use crate::mr::{Access, MemoryRegion, PdHandle};
+use crate::qp::{self, Ctx, MrEntry, Mrs, Qp, QpState, QpType, SendWqe};
+use crate::timer::Timer;
+use crate::wr::{RecvWr, SendOp, SendWr};
+use crate::{Datagram, Instant, NicConfig, Stats, Transmit, VerbsError};
+
+/// The largest UDP payload the NIC writes: BTH, RETH, ImmDt, 4096 bytes of payload, pad and
+/// ICRC fit. A `poll_transmit` buffer this long always suffices.
+pub const MAX_DATAGRAM: usize = 4096 + 64;
+
+/// A RoCEv2 NIC, sans IO. See the crate documentation for the contract.
+#[derive(Debug)]
+pub struct Nic {
+    config: NicConfig,
+    pds: BTreeSet<u32>,
+    mrs: Mrs,
+    cqs: BTreeMap<u32, Cq>,
+    qps: BTreeMap<Qpn, Qp>,
+    /// QPs that may have something to send, in turn.
+    ready: VecDeque<Qpn>,
+    completions: Vec<(CqHandle, Cqe)>,
+    next_pd: u32,
+    next_cq: u32,
+    next_key: u32,
+    next_qpn: u32,
+    next_iova: u64,
+    stats: Stats,
+}
+
+impl Nic {
+    /// A NIC with no object yet.
+    pub fn new(config: NicConfig) -> Self {
+        let next_qpn = config.first_qpn;
+        Self {
+            config,
+            pds: BTreeSet::new(),
+            mrs: BTreeMap::new(),
+            cqs: BTreeMap::new(),
+            qps: BTreeMap::new(),
+            ready: VecDeque::new(),
+            completions: Vec::new(),
+            next_pd: 1,
+            next_cq: 1,
+            next_key: 0x100,
+            next_qpn,
+            // Region addresses look like user virtual addresses, as peers see with rxe.
+            next_iova: 0x7f00_0000_0000,
+            stats: Stats::default(),
+        }
+    }
+
+    // A. getters
+
+    /// The counters.
+    pub fn stats(&self) -> &Stats {
+        &self.stats
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &NicConfig {
+        &self.config
+    }
+
+    /// A QP's state.
+    pub fn qp_state(&self, qpn: Qpn) -> Result<QpState, VerbsError> {
+        self.qps
+            .get(&qpn)
+            .map(|qp| qp.state)
+            .ok_or(VerbsError::UnknownQp(qpn))
+    }
+
+    /// The next PSN a QP's requester will use and the one its responder expects.
+    pub fn qp_psns(&self, qpn: Qpn) -> Result<(Psn, Psn), VerbsError> {
+        self.qps
+            .get(&qpn)
+            .map(|qp| (qp.req.psn, qp.resp.epsn))
+            .ok_or(VerbsError::UnknownQp(qpn))
+    }
+
+    // B. inputs from the network and the clock
+
+    /// Takes in one datagram. It is checked as rxe checks (rxe_recv.c `rxe_rcv`, `hdr_check`):
+    /// structure, ICRC, destination address, QP, transport and state, path, P_Key and Q_Key. A
+    /// datagram failing any check is dropped, counted under its reason and traced.
+    pub fn handle_datagram(&mut self, now: Instant, datagram: Datagram<'_>) {
+        self.stats.rx_packets += 1;
+        self.stats.rx_bytes += datagram.payload.len() as u64;
+        let packet = match RocePacket::new_checked(datagram.payload) {
+            Ok(packet) => packet,
+            Err(err) => {
+                self.count_parse_error(err);
+                tracing::trace!(src = %datagram.src, error = %err, "rx drop");
+                return;
+            }
+        };
+        if !self.icrc_ok(&datagram) {
+            return;
+        }
+        let dst_ip = datagram.dst.ip();
+        if !self.config.addrs.contains(&dst_ip) {
+            self.drop_rx(|s| &mut s.rx_dst_addr_mismatch, "not our address");
+            return;
+        }
+        let bth = packet.bth();
+        let layout = packet.layout();
+        if layout.transport == Transport::Cnp {
+            // Congestion control consumes CNPs; without it they are only counted.
+            self.stats.rx_cnps += 1;
+            return;
+        }
+        let qpn = bth.dest_qp();
+        if qpn.value() <= 1 {
+            self.drop_rx(|s| &mut s.rx_special_qp, "QP 0 or 1");
+            return;
+        }
+        let Some(qp) = self.qps.get_mut(&qpn) else {
+            self.drop_rx(|s| &mut s.rx_unknown_qp, "unknown QP");
+            return;
+        };
+        let type_ok = matches!(
+            (layout.transport, qp.qp_type),
+            (Transport::Rc, QpType::Rc) | (Transport::Uc, QpType::Uc) | (Transport::Ud, QpType::Ud)
+        );
+        if !type_ok {
+            self.drop_rx(
+                |s| &mut s.rx_wrong_transport,
+                "transport is not the QP's type",
+            );
+            return;
+        }
+        let request = layout.is_request();
+        let state_ok = if request {
+            qp.can_receive()
+        } else {
+            matches!(qp.state, QpState::Rts | QpState::Sqd)
+        };
+        if !state_ok {
+            self.drop_rx(|s| &mut s.rx_qp_not_ready, "QP state");
+            return;
+        }
+        // rxe check_addr: a connected QP takes packets only from its peer, to its address.
+        if qp.qp_type != QpType::Ud
+            && qp
+                .av
+                .is_none_or(|av| av.dst != datagram.src.ip() || av.src != dst_ip)
+        {
+            self.drop_rx(|s| &mut s.rx_path_mismatch, "not the QP's path");
+            return;
+        }
+        if bth.pkey() != bth::DEFAULT_PKEY {
+            self.drop_rx(|s| &mut s.rx_pkey_mismatch, "P_Key");
+            return;
+        }
+        if qp.qp_type == QpType::Ud && packet.deth().is_none_or(|d| d.qkey() != qp.qkey) {
+            self.drop_rx(|s| &mut s.rx_qkey_mismatch, "Q_Key");
+            return;
+        }
+        tracing::trace!(qpn = %qpn, psn = %bth.psn(), opcode = %bth.opcode(), "rx");
+        let mut ctx = Ctx {
+            now,
+            config: &self.config,
+            mrs: &mut self.mrs,
+            stats: &mut self.stats,
+            completions: &mut self.completions,
+        };
+        if request {
+            qp.handle_request(&mut ctx, &packet);
+        } else {
+            qp.handle_response(&mut ctx, &packet);
+        }
+        self.mark_ready(qpn);
+        self.deliver_completions();
+    }
+
+    /// Fires every timer due at `now`. Early or spurious calls do nothing.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        let due: Vec<Qpn> = self
+            .qps
+            .iter()
+            .filter(|(_, qp)| qp.timers.next().is_some_and(|at| at <= now))
+            .map(|(qpn, _)| *qpn)
+            .collect();
+        for qpn in due {
+            let Some(qp) = self.qps.get_mut(&qpn) else {
+                continue;
+            };
+            let mut ctx = Ctx {
+                now,
+                config: &self.config,
+                mrs: &mut self.mrs,
+                stats: &mut self.stats,
+                completions: &mut self.completions,
+            };
+            for timer in Timer::ALL {
+                if qp.timers.expire(timer, now) {
+                    tracing::trace!(qpn = %qpn, timer = ?timer, "expired");
+                    match timer {
+                        Timer::Retransmit => qp.on_retransmit_timer(&mut ctx),
+                        Timer::RnrRetry => qp.on_rnr_timer(&mut ctx),
+                    }
+                }
+            }
+            self.mark_ready(qpn);
+        }
+        self.deliver_completions();
+    }
+
+    // C. verbs from the application
+
+    /// Allocates a protection domain (`ibv_alloc_pd`).
+    pub fn alloc_pd(&mut self) -> PdHandle {
+        let pd = self.next_pd;
+        self.next_pd += 1;
+        self.pds.insert(pd);
+        PdHandle(pd)
+    }
+
+    /// Registers a zeroed region of `len` bytes (`ibv_reg_mr`). The handle returned shares the
+    /// bytes with the NIC.
+    pub fn reg_mr(
+        &mut self,
+        pd: PdHandle,
+        len: usize,
+        access: Access,
+    ) -> Result<MemoryRegion, VerbsError> {
+        if !self.pds.contains(&pd.0) {
+            return Err(VerbsError::UnknownPd(pd.0));
+        }
+        // IBTA vol. 1 §10.6.3.1: remote write and atomic rights need local write.
+        if (access.contains(Access::REMOTE_WRITE) || access.contains(Access::REMOTE_ATOMIC))
+            && !access.contains(Access::LOCAL_WRITE)
+        {
+            return Err(VerbsError::OutOfRange {
+                attr: "access",
+                value: u64::from(access == Access::NONE),
+                range: "remote write or atomic rights need local write",
+            });
+        }
+        let key = self.next_key;
+        self.next_key = self
+            .next_key
+            .checked_add(0x100)
+            .ok_or(VerbsError::Exhausted("memory regions"))?;
+        let iova = self.next_iova;
+        // Regions are spaced on 4 KiB boundaries with a gap, so a stray address hits no region.
+        self.next_iova += (len as u64).div_ceil(4096) * 4096 + 0x10_0000;
+        let mr = MemoryRegion {
+            pd,
+            lkey: key,
+            rkey: key,
+            iova,
+            access,
+            bytes: std::sync::Arc::new(std::sync::Mutex::new(vec![0; len].into_boxed_slice())),
+        };
+        self.mrs.insert(
+            key,
+            MrEntry {
+                mr: mr.clone(),
+                rkey_valid: true,
+            },
+        );
+        Ok(mr)
+    }
+
+    /// Deregisters a region (`ibv_dereg_mr`). The application's handle keeps the bytes.
+    pub fn dereg_mr(&mut self, lkey: u32) -> Result<(), VerbsError> {
+        self.mrs
+            .remove(&lkey)
+            .map(drop)
+            .ok_or(VerbsError::UnknownMr(lkey))
+    }
+
+    /// Creates a completion queue of `depth` entries (`ibv_create_cq`).
+    pub fn create_cq(&mut self, depth: usize) -> CqHandle {
+        let cq = self.next_cq;
+        self.next_cq += 1;
+        self.cqs.insert(cq, Cq::new(depth.max(1)));
+        CqHandle(cq)
+    }
+
+    /// Creates a QP in RESET (`ibv_create_qp`).
+    pub fn create_qp(&mut self, init: &QpInit) -> Result<Qpn, VerbsError> {
+        if !self.pds.contains(&init.pd.0) {
+            return Err(VerbsError::UnknownPd(init.pd.0));
+        }
+        for cq in [init.send_cq, init.recv_cq] {
+            if !self.cqs.contains_key(&cq.0) {
+                return Err(VerbsError::UnknownCq(cq.0));
+            }
+        }
+        if self.qps.len() >= self.config.max_qp {
+            return Err(VerbsError::Exhausted("QPs"));
+        }
+        let mut qpn = Qpn::new(self.next_qpn);
+        while qpn.value() <= 1 || self.qps.contains_key(&qpn) {
+            qpn = Qpn::new(qpn.value() + 1);
+        }
+        self.next_qpn = qpn.value() + 1;
+        self.qps.insert(qpn, Qp::new(qpn, init));
+        Ok(qpn)
+    }
+
+    /// Destroys a QP; its outstanding WRs are dropped without completions.
+    pub fn destroy_qp(&mut self, qpn: Qpn) -> Result<(), VerbsError> {
+        self.qps
+            .remove(&qpn)
+            .map(drop)
+            .ok_or(VerbsError::UnknownQp(qpn))
+    }
+
+    /// Modifies a QP (`ibv_modify_qp`): the transition and its attributes are checked against
+    /// the verbs state table, values against their ranges, then applied.
+    pub fn modify_qp(&mut self, qpn: Qpn, attr: &QpAttr) -> Result<(), VerbsError> {
+        let qp = self.qps.get(&qpn).ok_or(VerbsError::UnknownQp(qpn))?;
+        let to = qp::check_transition(qpn, qp.qp_type, qp.state, attr)?;
+        self.check_ranges(attr)?;
+        let qp = self.qps.get_mut(&qpn).expect("looked up above");
+        if let Some(access) = attr.access_flags {
+            qp.access = access;
+        }
+        if let Some(qkey) = attr.qkey {
+            qp.qkey = qkey;
+        }
+        if let Some(av) = attr.av {
+            qp.av = Some(av);
+        }
+        if let Some(mtu) = attr.path_mtu {
+            qp.mtu = mtu;
+        }
+        if let Some(dest) = attr.dest_qpn {
+            qp.dest_qpn = dest;
+        }
+        for (value, field) in [
+            (attr.max_rd_atomic, &mut qp.max_rd_atomic),
+            (attr.max_dest_rd_atomic, &mut qp.max_dest_rd_atomic),
+            (attr.min_rnr_timer, &mut qp.min_rnr_timer),
+            (attr.timeout, &mut qp.timeout),
+            (attr.retry_cnt, &mut qp.retry_cnt),
+            (attr.rnr_retry, &mut qp.rnr_retry),
+        ] {
+            if let Some(value) = value {
+                *field = value;
+            }
+        }
+        if let Some(psn) = attr.rq_psn {
+            qp.resp = qp::responder::Responder::start(psn);
+        }
+        if let Some(psn) = attr.sq_psn {
+            qp.req = qp::requester::Requester::start(psn, qp.retry_cnt, qp.rnr_retry);
+        }
+        qp.src_port = match self.config.src_port {
+            SrcPortPolicy::PerQp => gid::udp_sport_for_qps(qpn.value(), qp.dest_qpn.value()),
+            SrcPortPolicy::Fixed(port) => port,
+        };
+        let from = qp.state;
+        let mut ctx = Ctx {
+            now: Instant::ZERO,
+            config: &self.config,
+            mrs: &mut self.mrs,
+            stats: &mut self.stats,
+            completions: &mut self.completions,
+        };
+        match to {
+            QpState::Reset => qp.reset(),
+            QpState::Err => qp.enter_error(&mut ctx),
+            other => qp.state = other,
+        }
+        if from != to {
+            tracing::debug!(qpn = %qpn, from = ?from, to = ?to, "modify qp");
+        }
+        self.mark_ready(qpn);
+        self.deliver_completions();
+        Ok(())
+    }
+
+    /// Posts a send WR (`ibv_post_send`). The QP must be in RTS (or, for SQD, the WR waits).
+    pub fn post_send(&mut self, now: Instant, qpn: Qpn, wr: SendWr) -> Result<(), VerbsError> {
+        let _ = now;
+        let qp = self.qps.get(&qpn).ok_or(VerbsError::UnknownQp(qpn))?;
+        if !matches!(qp.state, QpState::Rts | QpState::Sqd) {
+            return Err(VerbsError::WrongState {
+                qpn,
+                state: qp.state,
+                what: "post_send",
+            });
+        }
+        if qp.sq.len() >= qp.max_send_wr {
+            return Err(VerbsError::QueueFull {
+                qpn,
+                queue: "send",
+                depth: qp.max_send_wr,
+            });
+        }
+        let invalid = |reason| Err(VerbsError::InvalidWorkRequest { qpn, reason });
+        if wr.sgl.len() > self.config.max_sge {
+            return invalid("more SGEs than the device allows");
+        }
+        let length = wr.length();
+        if length > u64::from(self.config.max_msg_size) {
+            return invalid("message longer than the device allows");
+        }
+        match (qp.qp_type, wr.op) {
+            (QpType::Ud, SendOp::Send | SendOp::SendWithImm(_)) => {
+                if wr.ud.is_none() {
+                    return invalid("a UD send needs a destination");
+                }
+                if length > u64::from(qp.mtu.bytes()) {
+                    return invalid("a UD message must fit in one packet (path MTU)");
+                }
+            }
+            (QpType::Ud, _) => return invalid("UD QPs only SEND"),
+            (QpType::Uc, op) if op.is_read_or_atomic() || matches!(op, SendOp::SendWithInv(_)) => {
+                return invalid("UC QPs do not READ, run atomics or SEND with invalidate");
+            }
+            (QpType::Rc, op) if op.is_read_or_atomic() && qp.max_rd_atomic == 0 => {
+                return invalid("max_rd_atomic is 0: no READ or atomic can be outstanding");
+            }
+            (_, op) if op.is_atomic() && length < 8 => {
+                return invalid("an atomic needs 8 bytes of local memory for the original value");
+            }
+            _ => {}
+        }
+        let inline = if wr.inline {
+            if length > self.config.max_inline as u64 {
+                return invalid("inline data over max_inline");
+            }
+            let mut data = vec![0; length as usize];
+            if !qp::gather(&self.mrs, &wr.sgl, 0, &mut data) {
+                let sge = wr.sgl.first().copied().unwrap_or(crate::wr::Sge {
+                    addr: 0,
+                    length: 0,
+                    lkey: 0,
+                });
+                return Err(VerbsError::BadSge {
+                    addr: sge.addr,
+                    len: sge.length,
+                    lkey: sge.lkey,
+                });
+            }
+            Some(data)
+        } else {
+            self.check_sgl(
+                qp.pd,
+                &wr.sgl,
+                matches!(wr.op, SendOp::RdmaRead(_)) || wr.op.is_atomic(),
+            )?;
+            None
+        };
+        let mtu = qp.mtu.bytes();
+        let npsn = match wr.op {
+            op if op.is_atomic() => 1,
+            _ => (length as u32).div_ceil(mtu).max(1),
+        };
+        let wqe = SendWqe {
+            wr,
+            inline,
+            length: length as u32,
+            first_psn: None,
+            npsn,
+            sent: false,
+        };
+        self.qps
+            .get_mut(&qpn)
+            .expect("looked up above")
+            .sq
+            .push_back(wqe);
+        self.mark_ready(qpn);
+        Ok(())
+    }
+
+    /// Posts a receive WR (`ibv_post_recv`). Allowed from INIT on.
+    pub fn post_recv(&mut self, qpn: Qpn, wr: RecvWr) -> Result<(), VerbsError> {
+        let qp = self.qps.get(&qpn).ok_or(VerbsError::UnknownQp(qpn))?;
+        if matches!(qp.state, QpState::Reset | QpState::Err) {
+            return Err(VerbsError::WrongState {
+                qpn,
+                state: qp.state,
+                what: "post_recv",
+            });
+        }
+        if qp.rq.len() >= qp.max_recv_wr {
+            return Err(VerbsError::QueueFull {
+                qpn,
+                queue: "receive",
+                depth: qp.max_recv_wr,
+            });
+        }
+        if wr.sgl.len() > self.config.max_sge {
+            return Err(VerbsError::InvalidWorkRequest {
+                qpn,
+                reason: "more SGEs than the device allows",
+            });
+        }
+        self.check_sgl(qp.pd, &wr.sgl, true)?;
+        self.qps
+            .get_mut(&qpn)
+            .expect("looked up above")
+            .rq
+            .push_back(wr);
+        Ok(())
+    }
+
+    // D. outputs
+
+    /// The next datagram to send, written into `buf` (at least [`MAX_DATAGRAM`] bytes long), or
+    /// `None` when nothing is due. QPs take turns, one packet each; a QP's responses go before
+    /// its requests.
+    pub fn poll_transmit(&mut self, now: Instant, buf: &mut [u8]) -> Option<Transmit> {
+        if buf.len() < MAX_DATAGRAM.min(self.max_datagram()) {
+            self.stats.tx_buffer_too_small += 1;
+            return None;
+        }
+        while let Some(qpn) = self.ready.pop_front() {
+            let Some(qp) = self.qps.get_mut(&qpn) else {
+                continue;
+            };
+            let mut ctx = Ctx {
+                now,
+                config: &self.config,
+                mrs: &mut self.mrs,
+                stats: &mut self.stats,
+                completions: &mut self.completions,
+            };
+            let transmit = match qp.poll_response(&mut ctx, buf) {
+                Some(t) => Some(t),
+                None => qp.poll_request(&mut ctx, buf),
+            };
+            if let Some(transmit) = transmit {
+                // It may have more: back in line, behind the others.
+                self.ready.push_back(qpn);
+                self.deliver_completions();
+                return Some(transmit);
+            }
+            self.deliver_completions();
+        }
+        None
+    }
+
+    /// The earliest time `handle_timeout` has work to do.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        self.qps.values().filter_map(|qp| qp.timers.next()).min()
+    }
+
+    /// The next completion of `cq`.
+    pub fn poll_completion(&mut self, cq: CqHandle) -> Option<Cqe> {
+        self.cqs.get_mut(&cq.0)?.pop()
+    }
+
+    /// Completions waiting in `cq`.
+    pub fn completions_waiting(&self, cq: CqHandle) -> usize {
+        self.cqs.get(&cq.0).map_or(0, Cq::len)
+    }
+
+    // helpers
+
+    fn max_datagram(&self) -> usize {
+        self.qps
+            .values()
+            .map(|qp| qp.mtu.bytes() as usize + 64)
+            .max()
+            .unwrap_or(64)
+    }
+
+    fn check_ranges(&self, attr: &QpAttr) -> Result<(), VerbsError> {
+        let range = |attr: &'static str, value: Option<u8>, max: u8, text: &'static str| match value
+        {
+            Some(v) if v > max => Err(VerbsError::OutOfRange {
+                attr,
+                value: v.into(),
+                range: text,
+            }),
+            _ => Ok(()),
+        };
+        range("timeout", attr.timeout, 31, "0..=31")?;
+        range("retry_cnt", attr.retry_cnt, 7, "0..=7")?;
+        range("rnr_retry", attr.rnr_retry, 7, "0..=7")?;
+        range("min_rnr_timer", attr.min_rnr_timer, 31, "0..=31")?;
+        range("max_rd_atomic", attr.max_rd_atomic, 128, "0..=128")?;
+        range(
+            "max_dest_rd_atomic",
+            attr.max_dest_rd_atomic,
+            128,
+            "0..=128",
+        )?;
+        range(
+            "port_num",
+            attr.port_num.map(|p| p.saturating_sub(1)),
+            0,
+            "1",
+        )?;
+        if let Some(index) = attr.pkey_index.filter(|&i| i != 0) {
+            return Err(VerbsError::OutOfRange {
+                attr: "pkey_index",
+                value: index.into(),
+                range: "0",
+            });
+        }
+        if let Some(mtu) = attr.path_mtu.filter(|&mtu| mtu > self.config.max_mtu) {
+            // rxe accepts this and then drops every packet, so both sides hang: refuse it.
+            return Err(VerbsError::OutOfRange {
+                attr: "path_mtu",
+                value: mtu.bytes().into(),
+                range: "at most the port's active MTU (NicConfig::max_mtu)",
+            });
+        }
+        if let Some(av) = attr.av {
+            if !self.config.addrs.contains(&av.src) {
+                return Err(VerbsError::OutOfRange {
+                    attr: "av.src",
+                    value: 0,
+                    range: "one of the NIC's addresses (NicConfig::addrs)",
+                });
+            }
+            if av.src.is_ipv4() != av.dst.is_ipv4() {
+                return Err(VerbsError::OutOfRange {
+                    attr: "av.dst",
+                    value: 0,
+                    range: "the IP family of av.src",
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// Every SGE lies inside a region of the PD; `write` asks for local write rights.
+    fn check_sgl(
+        &self,
+        pd: PdHandle,
+        sgl: &[crate::wr::Sge],
+        write: bool,
+    ) -> Result<(), VerbsError> {
+        for sge in sgl {
+            let bad = || VerbsError::BadSge {
+                addr: sge.addr,
+                len: sge.length,
+                lkey: sge.lkey,
+            };
+            let entry = self.mrs.get(&sge.lkey).ok_or_else(bad)?;
+            if entry.mr.pd() != pd
+                || (write && !entry.mr.access().contains(Access::LOCAL_WRITE))
+                || entry.mr.offset_of(sge.addr, sge.length.into()).is_none()
+            {
+                return Err(bad());
+            }
+        }
+        Ok(())
+    }
+
+    fn mark_ready(&mut self, qpn: Qpn) {
+        if !self.ready.contains(&qpn) {
+            self.ready.push_back(qpn);
+        }
+    }
+
+    fn deliver_completions(&mut self) {
+        for (cq, cqe) in self.completions.drain(..) {
+            let pushed = self.cqs.get_mut(&cq.0).is_some_and(|q| q.push(cqe));
+            if !pushed {
+                self.stats.cq_overflows += 1;
+            }
+        }
+    }
+
+    fn icrc_ok(&mut self, datagram: &Datagram<'_>) -> bool {
+        if self.config.icrc == IcrcPolicy::Skip {
+            self.stats.rx_icrc_skipped += 1;
+            return true;
+        }
+        let ip = match (datagram.src.ip(), datagram.dst.ip()) {
+            (IpAddr::V4(src), IpAddr::V4(dst)) => roce_wire::IpFields::V4 {
+                src,
+                dst,
+                identification: datagram.ip_id.unwrap_or(0),
+                dont_fragment: true,
+            },
+            (IpAddr::V6(src), IpAddr::V6(dst)) => roce_wire::IpFields::V6 { src, dst },
+            _ => {
+                self.drop_rx(|s| &mut s.rx_dst_addr_mismatch, "mixed IP families");
+                return false;
+            }
+        };
+        let header = roce_wire::PseudoHeader {
+            ip,
+            src_port: datagram.src.port(),
+            dst_port: datagram.dst.port(),
+        };
+        match roce_wire::icrc::verify(&header, datagram.payload) {
+            Ok(()) => true,
+            Err(_) if datagram.ip_id.is_none() && datagram.src.is_ipv4() => {
+                self.stats.rx_icrc_unverifiable += 1;
+                true
+            }
+            Err(err) => {
+                self.stats.rx_icrc_errors += 1;
+                tracing::trace!(src = %datagram.src, error = %err, "rx drop");
+                false
+            }
+        }
+    }
+
+    fn count_parse_error(&mut self, err: ParseError) {
+        let counter = match err {
+            ParseError::BadTver(_) => &mut self.stats.rx_bad_tver,
+            ParseError::UnsupportedOpcode(_) => &mut self.stats.rx_unsupported_opcode,
+            ParseError::BadPad { .. } => &mut self.stats.rx_bad_pad,
+            ParseError::BadPayloadLength { .. } => &mut self.stats.rx_bad_length,
+            ParseError::IcrcMismatch { .. } => &mut self.stats.rx_icrc_errors,
+            _ => &mut self.stats.rx_truncated,
+        };
+        *counter += 1;
+    }
+
+    fn drop_rx(&mut self, counter: impl FnOnce(&mut Stats) -> &mut u64, why: &'static str) {
+        *counter(&mut self.stats) += 1;
+        tracing::trace!(why, "rx drop");
+    }
+}

@@ -1,0 +1,276 @@
+//! The completer: reads ACKs, NAKs, READ responses and atomic ACKs, retires send WRs in order,
+//! counts retries, and turns exhausted retries and remote errors into error completions and the
+//! error state (rxe_comp.c; IBTA vol. 1 §9.7.5.2 and §9.9).
+
+use roce_wire::aeth::RnrTimer;
+use roce_wire::opcode::Operation;
+use roce_wire::{NakCode, Psn, RocePacket, Syndrome};
+
+use super::{Ctx, Qp, scatter};
+use crate::Duration;
+use crate::cq::{Cqe, WcStatus};
+use crate::timer::Timer;
+use crate::wr::SendOp;
+
+impl Qp {
+    /// Handles a response packet (ACKNOWLEDGE, ATOMIC ACKNOWLEDGE, READ response).
+    pub(crate) fn handle_response(&mut self, ctx: &mut Ctx<'_>, packet: &RocePacket<&[u8]>) {
+        let bth = packet.bth();
+        let psn = bth.psn();
+        let operation = packet.layout().operation;
+        let syndrome = packet.aeth().map_or(
+            Syndrome::Ack {
+                credits: roce_wire::aeth::CreditCode::UNLIMITED,
+            },
+            |a| a.syndrome(),
+        );
+        // A response for a PSN not in flight (older than `una`, or never sent) is a late
+        // duplicate or a ghost: ignore it (rxe check_psn).
+        let in_flight = psn.distance(self.req.una) >= 0 && psn.distance(self.req.next_new) < 0;
+        if !in_flight {
+            ctx.stats.rx_ghost_responses += 1;
+            tracing::trace!(qpn = %self.qpn, psn = %psn, "ghost response");
+            return;
+        }
+        match (operation, syndrome) {
+            (Operation::RdmaReadResponse, _) => self.on_read_response(ctx, psn, packet),
+            (Operation::AtomicAcknowledge, _) => {
+                let orig = packet.atomic_ack_eth().map_or(0, |a| a.orig_data());
+                self.on_atomic_ack(ctx, psn, orig);
+            }
+            (_, Syndrome::Ack { .. }) => {
+                ctx.stats.rx_acks += 1;
+                self.on_ack(ctx, psn);
+            }
+            (_, Syndrome::RnrNak { timer }) => {
+                ctx.stats.rx_rnr_naks += 1;
+                self.on_rnr_nak(ctx, psn, timer);
+            }
+            (_, Syndrome::Nak(NakCode::PsnSeqErr)) => {
+                ctx.stats.rx_nak_seq_err += 1;
+                // The NAK acknowledges every PSN before it (IBTA vol. 1 §9.7.5.2.1).
+                if !self.ack_before(ctx, psn) {
+                    return;
+                }
+                self.retry(ctx, psn);
+            }
+            (_, Syndrome::Nak(code)) => {
+                ctx.stats.rx_naks_other += 1;
+                if !self.ack_before(ctx, psn) {
+                    return;
+                }
+                let status = match code {
+                    NakCode::RemoteAccessError => WcStatus::RemAccessErr,
+                    NakCode::RemoteOperationalError => WcStatus::RemOpErr,
+                    _ => WcStatus::RemInvReqErr,
+                };
+                self.fail_oldest(ctx, status);
+            }
+            (_, Syndrome::Reserved(_)) => ctx.stats.rx_ghost_responses += 1,
+        }
+    }
+
+    /// An ACK of every PSN up to and including `psn`.
+    fn on_ack(&mut self, ctx: &mut Ctx<'_>, psn: Psn) {
+        if self.ack_before(ctx, psn.wrapping_add(1)) {
+            self.after_progress(ctx);
+        }
+    }
+
+    /// Retires every WR whose PSNs all lie before `psn` and moves `una` to `psn`. A READ or
+    /// atomic that is passed over without its response means responses were lost: an implied
+    /// NAK, retried from there (IBTA vol. 1 §9.7.5.2.4, rxe `check_ack`). Returns false when
+    /// that happened, or the QP failed.
+    fn ack_before(&mut self, ctx: &mut Ctx<'_>, psn: Psn) -> bool {
+        while let Some(wqe) = self.sq.front() {
+            let Some(last) = wqe.last_psn() else { break };
+            if !wqe.sent || last.distance(psn) >= 0 {
+                break;
+            }
+            if wqe.wr.op.is_read_or_atomic() {
+                ctx.stats.implied_naks += 1;
+                // Resume where its responses stopped: inside it if some arrived.
+                let first = wqe.first_psn.expect("a WQE with a last PSN has a first");
+                let resume = if wqe.contains(self.req.una) {
+                    self.req.una
+                } else {
+                    first
+                };
+                self.retry(ctx, resume);
+                return false;
+            }
+            self.retire_front(ctx);
+        }
+        if psn.distance(self.req.una) > 0 {
+            self.req.una = psn;
+        }
+        true
+    }
+
+    /// Pops the oldest WR as successfully completed.
+    fn retire_front(&mut self, ctx: &mut Ctx<'_>) {
+        let wqe = self.sq.pop_front().expect("caller checked");
+        self.req.cursor = self.req.cursor.saturating_sub(1);
+        if let Some(last) = wqe.last_psn() {
+            let next = last.wrapping_add(1);
+            if next.distance(self.req.una) > 0 {
+                self.req.una = next;
+            }
+        }
+        if wqe.wr.signaled {
+            let mut cqe = Cqe::success(wqe.wr.wr_id, wqe.wc_opcode(), self.qpn);
+            if matches!(wqe.wr.op, SendOp::RdmaRead(_)) {
+                cqe.byte_len = wqe.length;
+            }
+            ctx.completions.push((self.send_cq, cqe));
+        }
+    }
+
+    /// Forward progress: the retry counters start again (IBTA vol. 1 §9.7.6.1.3), the
+    /// retransmit timer restarts or stops.
+    fn after_progress(&mut self, ctx: &mut Ctx<'_>) {
+        self.req.retry_left = self.retry_cnt;
+        self.req.rnr_left = self.rnr_retry;
+        let outstanding = self.req.outstanding() || self.sq.iter().any(|w| w.sent);
+        match (outstanding, self.ack_timeout()) {
+            (true, Some(timeout)) => self.timers.set(Timer::Retransmit, ctx.now + timeout),
+            _ => self.timers.stop(Timer::Retransmit),
+        }
+    }
+
+    fn on_read_response(&mut self, ctx: &mut Ctx<'_>, psn: Psn, packet: &RocePacket<&[u8]>) {
+        if psn != self.req.una {
+            // A response past the one expected: those between were lost (implied NAK).
+            if psn.distance(self.req.una) > 0 {
+                ctx.stats.implied_naks += 1;
+                let una = self.req.una;
+                self.retry(ctx, una);
+            } else {
+                ctx.stats.rx_ghost_responses += 1;
+            }
+            return;
+        }
+        // The response acknowledges the SENDs and WRITEs before the READ.
+        if !self.ack_before(ctx, psn) {
+            return;
+        }
+        let Some(wqe) = self.sq.front() else { return };
+        let (SendOp::RdmaRead(_), Some(first)) = (wqe.wr.op, wqe.first_psn) else {
+            ctx.stats.rx_ghost_responses += 1;
+            return;
+        };
+        if !wqe.contains(psn) {
+            ctx.stats.rx_ghost_responses += 1;
+            return;
+        }
+        let offset = u64::from(psn.distance(first) as u32) * u64::from(self.mtu.bytes());
+        let payload = packet.payload();
+        if offset + payload.len() as u64 > u64::from(wqe.length)
+            || !scatter(ctx.mrs, &wqe.wr.sgl, offset, payload)
+        {
+            self.fail_oldest(ctx, WcStatus::LocProtErr);
+            return;
+        }
+        self.req.una = psn.wrapping_add(1);
+        if wqe.last_psn() == Some(psn) {
+            self.retire_front(ctx);
+        }
+        self.after_progress(ctx);
+    }
+
+    fn on_atomic_ack(&mut self, ctx: &mut Ctx<'_>, psn: Psn, orig: u64) {
+        if psn != self.req.una {
+            if psn.distance(self.req.una) > 0 {
+                ctx.stats.implied_naks += 1;
+                let una = self.req.una;
+                self.retry(ctx, una);
+            } else {
+                ctx.stats.rx_ghost_responses += 1;
+            }
+            return;
+        }
+        if !self.ack_before(ctx, psn) {
+            return;
+        }
+        let Some(wqe) = self.sq.front() else { return };
+        if !wqe.wr.op.is_atomic() || wqe.first_psn != Some(psn) {
+            ctx.stats.rx_ghost_responses += 1;
+            return;
+        }
+        // The original value lands in host order, as on the x86 hosts rxe runs on.
+        if !scatter(ctx.mrs, &wqe.wr.sgl, 0, &orig.to_le_bytes()) {
+            self.fail_oldest(ctx, WcStatus::LocProtErr);
+            return;
+        }
+        self.req.una = psn.wrapping_add(1);
+        self.retire_front(ctx);
+        self.after_progress(ctx);
+    }
+
+    fn on_rnr_nak(&mut self, ctx: &mut Ctx<'_>, psn: Psn, timer: RnrTimer) {
+        if !self.ack_before(ctx, psn) {
+            return;
+        }
+        // IBTA vol. 1 §9.7.5.2.8: rnr_retry 7 means retry forever.
+        if self.rnr_retry != 7 {
+            if self.req.rnr_left == 0 {
+                self.fail_oldest(ctx, WcStatus::RnrRetryExcErr);
+                return;
+            }
+            self.req.rnr_left -= 1;
+        }
+        tracing::debug!(qpn = %self.qpn, psn = %psn, micros = timer.micros(), "rnr nak");
+        self.go_back(psn);
+        self.req.rnr_wait = true;
+        self.timers.stop(Timer::Retransmit);
+        self.timers.set(
+            Timer::RnrRetry,
+            ctx.now + Duration::from_micros(timer.micros().into()),
+        );
+    }
+
+    /// The RNR delay is over: send again.
+    pub(crate) fn on_rnr_timer(&mut self, ctx: &mut Ctx<'_>) {
+        self.req.rnr_wait = false;
+        if let Some(timeout) = self.ack_timeout() {
+            self.timers.set(Timer::Retransmit, ctx.now + timeout);
+        }
+    }
+
+    /// The local ACK timeout expired: go back to the oldest unacknowledged PSN.
+    pub(crate) fn on_retransmit_timer(&mut self, ctx: &mut Ctx<'_>) {
+        if !self.req.outstanding() && !self.sq.iter().any(|w| w.sent) {
+            return;
+        }
+        ctx.stats.retransmit_timeouts += 1;
+        let una = self.req.una;
+        self.retry(ctx, una);
+    }
+
+    /// A transport retry from `psn` (timeout, PSN-sequence NAK, implied NAK), counted against
+    /// retry_cnt; when none is left the oldest WR fails with RETRY_EXC_ERR (IBTA vol. 1
+    /// §9.7.6.1.3). rxe treats retry_cnt 7 as infinite; the spec does not, and neither do we.
+    fn retry(&mut self, ctx: &mut Ctx<'_>, psn: Psn) {
+        if self.req.retry_left == 0 {
+            self.fail_oldest(ctx, WcStatus::RetryExcErr);
+            return;
+        }
+        self.req.retry_left -= 1;
+        self.go_back(psn);
+        if let Some(timeout) = self.ack_timeout() {
+            self.timers.set(Timer::Retransmit, ctx.now + timeout);
+        }
+    }
+
+    /// The oldest WR completes with `status` and the QP goes to the error state, flushing the
+    /// rest (IBTA vol. 1 §10.7.3.1).
+    fn fail_oldest(&mut self, ctx: &mut Ctx<'_>, status: WcStatus) {
+        if let Some(wqe) = self.sq.pop_front() {
+            let mut cqe = Cqe::success(wqe.wr.wr_id, wqe.wc_opcode(), self.qpn);
+            cqe.status = status;
+            ctx.completions.push((self.send_cq, cqe));
+        }
+        tracing::debug!(qpn = %self.qpn, status = ?status, "send wr failed");
+        self.enter_error(ctx);
+    }
+}

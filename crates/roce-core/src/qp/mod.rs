@@ -1,0 +1,282 @@
+//! A queue pair: its state, its queues, and the three parts that work them, named as in rxe —
+//! the requester turns send WRs into request packets ([`requester`]), the responder executes
+//! requests and answers them ([`responder`]), the completer reads the answers and retires send
+//! WRs ([`completer`]).
+
+use std::collections::{BTreeMap, VecDeque};
+
+use roce_wire::{Psn, Qpn};
+
+use crate::config::{AddressVector, Mtu, NicConfig};
+use crate::cq::{Cqe, WcOpcode, WcStatus};
+use crate::mr::{Access, MemoryRegion, PdHandle};
+use crate::stats::Stats;
+use crate::timer::TimerTable;
+use crate::wr::{RecvWr, SendOp, SendWr, Sge};
+use crate::{CqHandle, Instant};
+
+pub(crate) mod completer;
+pub(crate) mod requester;
+pub(crate) mod responder;
+mod state;
+#[cfg(test)]
+mod tests;
+
+pub(crate) use state::check_transition;
+pub use state::{QpState, QpType};
+
+/// The memory regions of a NIC by key (lkey = rkey, as rxe's MRs), with whether the rkey is
+/// still valid (SEND with invalidate clears it).
+pub(crate) type Mrs = BTreeMap<u32, MrEntry>;
+
+/// A registered region and the validity of its rkey.
+#[derive(Debug)]
+pub(crate) struct MrEntry {
+    pub(crate) mr: MemoryRegion,
+    pub(crate) rkey_valid: bool,
+}
+
+/// What a QP's parts need from the NIC while they work.
+pub(crate) struct Ctx<'a> {
+    pub(crate) now: Instant,
+    pub(crate) config: &'a NicConfig,
+    pub(crate) mrs: &'a mut Mrs,
+    pub(crate) stats: &'a mut Stats,
+    pub(crate) completions: &'a mut Vec<(CqHandle, Cqe)>,
+}
+
+/// A send WR on the send queue, with the transport's bookkeeping.
+#[derive(Debug)]
+pub(crate) struct SendWqe {
+    pub(crate) wr: SendWr,
+    /// The data, copied at post time for inline WRs.
+    pub(crate) inline: Option<Vec<u8>>,
+    /// Total bytes of the message.
+    pub(crate) length: u32,
+    /// The PSN of its first packet, once sent.
+    pub(crate) first_psn: Option<Psn>,
+    /// PSNs it takes: packets of a SEND or WRITE, response packets of a READ, 1 for an atomic.
+    pub(crate) npsn: u32,
+    /// Whether every request packet has been sent (a READ or atomic: its request).
+    pub(crate) sent: bool,
+}
+
+impl SendWqe {
+    /// The PSN of its last packet (or last expected response).
+    pub(crate) fn last_psn(&self) -> Option<Psn> {
+        self.first_psn
+            .map(|first| first.wrapping_add(self.npsn - 1))
+    }
+
+    /// Whether `psn` is one of its PSNs.
+    pub(crate) fn contains(&self, psn: Psn) -> bool {
+        self.first_psn.is_some_and(|first| {
+            let d = psn.distance(first);
+            d >= 0 && (d as u32) < self.npsn
+        })
+    }
+
+    pub(crate) fn wc_opcode(&self) -> WcOpcode {
+        match self.wr.op {
+            SendOp::Send | SendOp::SendWithImm(_) | SendOp::SendWithInv(_) => WcOpcode::Send,
+            SendOp::RdmaWrite(_) | SendOp::RdmaWriteWithImm(..) => WcOpcode::RdmaWrite,
+            SendOp::RdmaRead(_) => WcOpcode::RdmaRead,
+            SendOp::CompareSwap { .. } => WcOpcode::CompareSwap,
+            SendOp::FetchAdd { .. } => WcOpcode::FetchAdd,
+        }
+    }
+}
+
+/// A queue pair.
+#[derive(Debug)]
+pub(crate) struct Qp {
+    pub(crate) qpn: Qpn,
+    pub(crate) qp_type: QpType,
+    pub(crate) state: QpState,
+    pub(crate) pd: PdHandle,
+    pub(crate) send_cq: CqHandle,
+    pub(crate) recv_cq: CqHandle,
+    pub(crate) max_send_wr: usize,
+    pub(crate) max_recv_wr: usize,
+
+    /// Remote access rights the responder grants.
+    pub(crate) access: Access,
+    pub(crate) av: Option<AddressVector>,
+    pub(crate) mtu: Mtu,
+    pub(crate) dest_qpn: Qpn,
+    pub(crate) qkey: u32,
+    pub(crate) max_rd_atomic: u8,
+    pub(crate) max_dest_rd_atomic: u8,
+    pub(crate) min_rnr_timer: u8,
+    pub(crate) timeout: u8,
+    pub(crate) retry_cnt: u8,
+    pub(crate) rnr_retry: u8,
+    pub(crate) src_port: u16,
+
+    pub(crate) sq: VecDeque<SendWqe>,
+    pub(crate) rq: VecDeque<RecvWr>,
+    pub(crate) req: requester::Requester,
+    pub(crate) resp: responder::Responder,
+    pub(crate) timers: TimerTable,
+}
+
+impl Qp {
+    pub(crate) fn new(qpn: Qpn, init: &crate::config::QpInit) -> Self {
+        Self {
+            qpn,
+            qp_type: init.qp_type,
+            state: QpState::Reset,
+            pd: init.pd,
+            send_cq: init.send_cq,
+            recv_cq: init.recv_cq,
+            max_send_wr: init.max_send_wr,
+            max_recv_wr: init.max_recv_wr,
+            access: Access::NONE,
+            av: None,
+            mtu: Mtu::Mtu1024,
+            dest_qpn: Qpn::new(0),
+            qkey: 0,
+            max_rd_atomic: 0,
+            max_dest_rd_atomic: 0,
+            min_rnr_timer: 0,
+            timeout: 0,
+            retry_cnt: 0,
+            rnr_retry: 0,
+            src_port: roce_wire::ROCE_V2_UDP_PORT,
+            sq: VecDeque::new(),
+            rq: VecDeque::new(),
+            req: requester::Requester::default(),
+            resp: responder::Responder::default(),
+            timers: TimerTable::default(),
+        }
+    }
+
+    /// The local ACK timeout (IBTA vol. 1 §9.7.6.1.3: 4.096 µs × 2^timeout; 0 = infinite).
+    pub(crate) fn ack_timeout(&self) -> Option<crate::Duration> {
+        (self.timeout != 0).then(|| crate::Duration::from_nanos(4096u64 << self.timeout.min(31)))
+    }
+
+    /// Moves to the error state: every outstanding WR completes with WR_FLUSH_ERR (IBTA vol. 1
+    /// §10.3.1, "Error"), timers stop. Responses already queued still go out (a NAK that caused
+    /// the error must reach the peer).
+    pub(crate) fn enter_error(&mut self, ctx: &mut Ctx<'_>) {
+        if self.state == QpState::Err {
+            return;
+        }
+        tracing::debug!(qpn = %self.qpn, from = ?self.state, "qp error");
+        self.state = QpState::Err;
+        self.flush(ctx);
+        self.timers = TimerTable::default();
+    }
+
+    /// Completes every queued WR with WR_FLUSH_ERR.
+    pub(crate) fn flush(&mut self, ctx: &mut Ctx<'_>) {
+        for wqe in self.sq.drain(..) {
+            let mut cqe = Cqe::success(wqe.wr.wr_id, wqe.wc_opcode(), self.qpn);
+            cqe.status = WcStatus::WrFlushErr;
+            ctx.completions.push((self.send_cq, cqe));
+        }
+        for wr in self.rq.drain(..) {
+            let mut cqe = Cqe::success(wr.wr_id, WcOpcode::Recv, self.qpn);
+            cqe.status = WcStatus::WrFlushErr;
+            ctx.completions.push((self.recv_cq, cqe));
+        }
+        self.req = requester::Requester {
+            psn: self.req.psn,
+            una: self.req.psn,
+            ..Default::default()
+        };
+        self.resp.abort_message();
+    }
+
+    /// Back to a fresh QP in RESET: queues emptied without completions (IBTA: "all WRs are
+    /// removed"), PSNs and counters cleared.
+    pub(crate) fn reset(&mut self) {
+        self.state = QpState::Reset;
+        self.sq.clear();
+        self.rq.clear();
+        self.req = requester::Requester::default();
+        self.resp = responder::Responder::default();
+        self.timers = TimerTable::default();
+    }
+
+    /// Whether the requester may start or continue send WRs.
+    pub(crate) fn can_send(&self) -> bool {
+        matches!(self.state, QpState::Rts) || (self.state == QpState::Sqd && self.req.draining())
+    }
+
+    /// Whether the responder accepts requests.
+    pub(crate) fn can_receive(&self) -> bool {
+        matches!(self.state, QpState::Rtr | QpState::Rts | QpState::Sqd)
+    }
+}
+
+/// Copies `out.len()` bytes starting `offset` bytes into the message that `sgl` describes.
+/// Returns false if an SGE names no valid region or lies outside it.
+pub(crate) fn gather(mrs: &Mrs, sgl: &[Sge], mut offset: u64, out: &mut [u8]) -> bool {
+    let mut done = 0;
+    for sge in sgl {
+        let len = u64::from(sge.length);
+        if offset >= len {
+            offset -= len;
+            continue;
+        }
+        let take = ((len - offset) as usize).min(out.len() - done);
+        let Some(entry) = mrs.get(&sge.lkey) else {
+            return false;
+        };
+        let Some(at) = entry.mr.offset_of(sge.addr + offset, take as u64) else {
+            return false;
+        };
+        let ok = entry.mr.with_bytes(|bytes| {
+            out[done..done + take].copy_from_slice(&bytes[at..at + take]);
+            true
+        });
+        if !ok {
+            return false;
+        }
+        done += take;
+        offset = 0;
+        if done == out.len() {
+            return true;
+        }
+    }
+    done == out.len()
+}
+
+/// Copies `data` into the message that `sgl` describes, starting `offset` bytes in. Returns
+/// false if it does not fit or an SGE names no writable region.
+pub(crate) fn scatter(mrs: &Mrs, sgl: &[Sge], mut offset: u64, data: &[u8]) -> bool {
+    let mut done = 0;
+    for sge in sgl {
+        if done == data.len() {
+            break;
+        }
+        let len = u64::from(sge.length);
+        if offset >= len {
+            offset -= len;
+            continue;
+        }
+        let take = ((len - offset) as usize).min(data.len() - done);
+        let Some(entry) = mrs.get(&sge.lkey) else {
+            return false;
+        };
+        if !entry.mr.access().contains(Access::LOCAL_WRITE) {
+            return false;
+        }
+        let Some(at) = entry.mr.offset_of(sge.addr + offset, take as u64) else {
+            return false;
+        };
+        entry
+            .mr
+            .with_bytes(|bytes| bytes[at..at + take].copy_from_slice(&data[done..done + take]));
+        done += take;
+        offset = 0;
+    }
+    done == data.len()
+}
+
+/// Total bytes an SGL can hold.
+pub(crate) fn sgl_len(sgl: &[Sge]) -> u64 {
+    sgl.iter().map(|sge| u64::from(sge.length)).sum()
+}

@@ -1,0 +1,433 @@
+//! The requester: turns send WRs into request packets — segmentation by path MTU into
+//! FIRST/MIDDLE/LAST/ONLY, PSN assignment, AckReq, the window of unacknowledged PSNs and the limit
+//! on outstanding READs and atomics — and rewinds for go-back-N (rxe_req.c).
+
+use std::net::{IpAddr, SocketAddr};
+
+use roce_wire::opcode::Transport;
+use roce_wire::{
+    AtomicEthRepr, BthRepr, DethRepr, IethRepr, ImmDtRepr, Opcode, Psn, RethRepr, RoceRepr, icrc,
+};
+
+use super::{Ctx, Qp, QpType, gather};
+use crate::config::SrcPortPolicy;
+use crate::cq::{Cqe, WcStatus};
+use crate::timer::Timer;
+use crate::wr::SendOp;
+use crate::{Ecn, Transmit};
+
+/// The requester's state.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Requester {
+    /// The PSN of the next request packet.
+    pub(crate) psn: Psn,
+    /// The oldest PSN not yet acknowledged (rxe's `comp.psn`).
+    pub(crate) una: Psn,
+    /// The first PSN never sent: packets below it are retransmissions.
+    pub(crate) next_new: Psn,
+    /// The send WR being sent: an index into the send queue.
+    pub(crate) cursor: usize,
+    /// Bytes of that WR already sent.
+    pub(crate) offset: u32,
+    /// Packets sent since the last one with AckReq.
+    pub(crate) noack_pkts: u32,
+    /// Transport retries left for the oldest outstanding WR.
+    pub(crate) retry_left: u8,
+    /// RNR retries left.
+    pub(crate) rnr_left: u8,
+    /// Waiting for the RNR timer: send nothing.
+    pub(crate) rnr_wait: bool,
+}
+
+impl Requester {
+    /// Starts at `psn`, as RTR → RTS sets it (`IBV_QP_SQ_PSN`).
+    pub(crate) fn start(psn: Psn, retry_cnt: u8, rnr_retry: u8) -> Self {
+        Self {
+            psn,
+            una: psn,
+            next_new: psn,
+            retry_left: retry_cnt,
+            rnr_left: rnr_retry,
+            ..Self::default()
+        }
+    }
+
+    /// Whether a message is partly sent (SQD lets it finish).
+    pub(crate) fn draining(&self) -> bool {
+        self.offset > 0
+    }
+
+    /// Whether packets are unacknowledged.
+    pub(crate) fn outstanding(&self) -> bool {
+        self.una != self.psn
+    }
+}
+
+impl Qp {
+    /// The next request packet, written into `buf`, if the requester has one to send now.
+    pub(crate) fn poll_request(&mut self, ctx: &mut Ctx<'_>, buf: &mut [u8]) -> Option<Transmit> {
+        if !self.can_send() || self.req.rnr_wait {
+            return None;
+        }
+        let cursor = self.req.cursor;
+        let wqe = self.sq.get(cursor)?;
+        if self.state == super::QpState::Sqd && self.req.offset == 0 {
+            return None;
+        }
+        if self.qp_type == QpType::Rc {
+            // rxe_param.h RXE_MAX_UNACKED_PSNS: stop at the window's edge.
+            if self.req.psn.distance(self.req.una) >= ctx.config.max_unacked_psns as i32 {
+                return None;
+            }
+            // IBTA vol. 1 §9.5.2 (initiator depth): at most max_rd_atomic READs and atomics
+            // outstanding. Every WQE before the cursor has been sent and not yet retired.
+            if wqe.wr.op.is_read_or_atomic() {
+                let outstanding = self
+                    .sq
+                    .iter()
+                    .take(cursor)
+                    .filter(|w| w.wr.op.is_read_or_atomic())
+                    .count();
+                if outstanding >= usize::from(self.max_rd_atomic) {
+                    return None;
+                }
+            }
+        }
+        let psn = self.req.psn;
+        // PSNs are assigned once: a WQE sent again by go-back-N keeps them, so a PSN never names
+        // two different packets.
+        if self.sq[cursor].first_psn.is_none() {
+            self.sq[cursor].first_psn = Some(psn);
+        }
+        let wqe = &self.sq[cursor];
+        let mtu = self.mtu.bytes();
+        let (repr, payload_offset, payload_len, npsn, last) = match wqe.wr.op {
+            SendOp::RdmaRead(remote) => {
+                // A READ resumed by go-back-N asks only for what is missing (rxe req_retry).
+                let first = wqe.first_psn.expect("set above");
+                let done = (psn.distance(first).max(0) as u32)
+                    .saturating_mul(mtu)
+                    .min(wqe.length);
+                let remaining = wqe.length - done;
+                let mut bth = BthRepr::new(Opcode::RcRdmaReadRequest, self.dest_qpn, psn);
+                bth.ack_req = true;
+                let reth = RethRepr {
+                    va: remote.addr + u64::from(done),
+                    rkey: remote.rkey,
+                    dma_len: remaining,
+                };
+                let repr = RoceRepr {
+                    reth: Some(reth),
+                    ..RoceRepr::new(bth)
+                };
+                (repr, 0, 0, remaining.div_ceil(mtu).max(1), true)
+            }
+            SendOp::CompareSwap {
+                remote,
+                compare,
+                swap,
+            } => {
+                let atomic = AtomicEthRepr {
+                    va: remote.addr,
+                    rkey: remote.rkey,
+                    swap_add: swap,
+                    compare,
+                };
+                (
+                    atomic_request(Opcode::RcCompareSwap, self.dest_qpn, psn, atomic),
+                    0,
+                    0,
+                    1,
+                    true,
+                )
+            }
+            SendOp::FetchAdd { remote, add } => {
+                let atomic = AtomicEthRepr {
+                    va: remote.addr,
+                    rkey: remote.rkey,
+                    swap_add: add,
+                    compare: 0,
+                };
+                (
+                    atomic_request(Opcode::RcFetchAdd, self.dest_qpn, psn, atomic),
+                    0,
+                    0,
+                    1,
+                    true,
+                )
+            }
+            op => {
+                let offset = self.req.offset;
+                let remaining = wqe.length - offset;
+                let chunk = remaining.min(mtu);
+                let first = offset == 0;
+                let last = remaining <= mtu;
+                let opcode = data_opcode(self.qp_type, op, first, last);
+                let mut bth = BthRepr::new(opcode, self.dest_qpn, psn);
+                bth.pad_count = RoceRepr::pad_for(chunk as usize);
+                bth.solicited_event = last && wqe.wr.solicited;
+                // rxe_req.c: AckReq on the last packet of a message, and every
+                // RXE_MAX_PKT_PER_ACK packets so a long message is acknowledged as it goes.
+                bth.ack_req = self.qp_type == QpType::Rc
+                    && (last || self.req.noack_pkts + 1 >= ctx.config.max_pkts_per_ack);
+                let mut repr = RoceRepr {
+                    payload_len: chunk as usize,
+                    ..RoceRepr::new(bth)
+                };
+                match op {
+                    SendOp::RdmaWrite(remote) | SendOp::RdmaWriteWithImm(remote, _) if first => {
+                        repr.reth = Some(RethRepr {
+                            va: remote.addr,
+                            rkey: remote.rkey,
+                            dma_len: wqe.length,
+                        });
+                    }
+                    _ => {}
+                }
+                match op {
+                    SendOp::SendWithImm(imm) | SendOp::RdmaWriteWithImm(_, imm) if last => {
+                        repr.immdt = Some(ImmDtRepr { imm_data: imm });
+                    }
+                    SendOp::SendWithInv(rkey) if last => repr.ieth = Some(IethRepr { rkey }),
+                    _ => {}
+                }
+                if self.qp_type == QpType::Ud {
+                    let ud = wqe
+                        .wr
+                        .ud
+                        .expect("post_send checks UD WRs have a destination");
+                    // IBTA vol. 1 §10.2.5: a Q_Key with the high bit set means "use the QP's".
+                    let qkey = if ud.qkey & 0x8000_0000 != 0 {
+                        self.qkey
+                    } else {
+                        ud.qkey
+                    };
+                    repr.bth.dest_qp = ud.qpn;
+                    repr.deth = Some(DethRepr {
+                        qkey,
+                        src_qp: self.qpn,
+                    });
+                }
+                (repr, offset, chunk, 1, last)
+            }
+        };
+
+        let dst = match (self.qp_type, wqe.wr.ud) {
+            (QpType::Ud, Some(ud)) => ud.ip,
+            _ => self.av.map(|av| av.dst)?,
+        };
+        let inline = wqe.inline.as_deref();
+        let sgl = &wqe.wr.sgl;
+        let mrs = &*ctx.mrs;
+        let transmit = self.emit(ctx.config, &repr, dst, buf, |payload| match inline {
+            Some(data) => {
+                let start = payload_offset as usize;
+                payload.copy_from_slice(&data[start..start + payload_len as usize]);
+                true
+            }
+            None => gather(mrs, sgl, u64::from(payload_offset), payload),
+        });
+        let Some(transmit) = transmit else {
+            // The SGL no longer names readable memory (deregistered region): a local protection
+            // error, and the QP goes to the error state (IBTA vol. 1 §10.8.3).
+            let wqe = self.sq.remove(cursor).expect("the cursor names a WQE");
+            let mut cqe = Cqe::success(wqe.wr.wr_id, wqe.wc_opcode(), self.qpn);
+            cqe.status = WcStatus::LocProtErr;
+            ctx.completions.push((self.send_cq, cqe));
+            self.enter_error(ctx);
+            return None;
+        };
+
+        // Bookkeeping of what was sent.
+        ctx.stats.tx_packets += 1;
+        ctx.stats.tx_bytes += transmit.len as u64;
+        if psn.distance(self.req.next_new) < 0 {
+            ctx.stats.retransmitted_packets += 1;
+        }
+        let next = psn.wrapping_add(npsn);
+        if next.distance(self.req.next_new) > 0 {
+            self.req.next_new = next;
+        }
+        self.req.psn = next;
+        self.req.noack_pkts = if repr.bth.ack_req {
+            0
+        } else {
+            self.req.noack_pkts + 1
+        };
+        tracing::trace!(qpn = %self.qpn, psn = %psn, opcode = %repr.bth.opcode, "tx request");
+        let wqe = &mut self.sq[cursor];
+        if last {
+            wqe.npsn = wqe
+                .first_psn
+                .map_or(npsn, |first| next.distance(first) as u32);
+            wqe.sent = true;
+            self.req.offset = 0;
+            self.req.cursor += 1;
+        } else {
+            self.req.offset += payload_len;
+        }
+
+        match self.qp_type {
+            QpType::Rc => {
+                if self.timers.get(Timer::Retransmit).is_none()
+                    && let Some(timeout) = self.ack_timeout()
+                {
+                    self.timers.set(Timer::Retransmit, ctx.now + timeout);
+                }
+            }
+            // UC and UD: a WR is done once its last packet is out (IBTA vol. 1 §9.8.3, §9.8.4).
+            QpType::Uc | QpType::Ud => {
+                if last {
+                    let wqe = self.sq.pop_front().expect("the WQE just sent");
+                    self.req.cursor = 0;
+                    if wqe.wr.signaled {
+                        let cqe = Cqe::success(wqe.wr.wr_id, wqe.wc_opcode(), self.qpn);
+                        ctx.completions.push((self.send_cq, cqe));
+                    }
+                }
+            }
+        }
+        Some(transmit)
+    }
+
+    /// Go-back-N (IBTA vol. 1 §9.7.5.2.1, rxe `req_retry`): send again from `psn`, which lies in
+    /// the oldest unretired WQEs. Later WQEs are sent again as they were, with the same PSNs.
+    pub(crate) fn go_back(&mut self, psn: Psn) {
+        let Some(index) = self.sq.iter().position(|wqe| wqe.contains(psn)) else {
+            // No unretired WQE holds it: nothing was outstanding there.
+            tracing::debug!(qpn = %self.qpn, psn = %psn, "go back n: nothing outstanding");
+            return;
+        };
+        let wqe = &self.sq[index];
+        let first = wqe.first_psn.expect("contains() means it was sent");
+        let packets_done = psn.distance(first) as u32;
+        tracing::debug!(qpn = %self.qpn, from = %self.req.psn, to = %psn, "go back n");
+        self.req.psn = psn;
+        self.req.cursor = index;
+        self.req.offset = match wqe.wr.op {
+            // A READ or atomic is asked again by one request; its progress is in the PSN.
+            op if op.is_read_or_atomic() => 0,
+            _ => packets_done
+                .saturating_mul(self.mtu.bytes())
+                .min(wqe.length),
+        };
+        self.req.noack_pkts = 0;
+        for wqe in self.sq.iter_mut().skip(index) {
+            wqe.sent = false;
+        }
+    }
+
+    /// Writes a packet into `buf` and seals its ICRC: the UDP payload of a datagram to `dst`.
+    /// `fill` writes the payload; it returns false when the data cannot be read.
+    pub(crate) fn emit(
+        &self,
+        config: &crate::NicConfig,
+        repr: &RoceRepr,
+        dst: IpAddr,
+        buf: &mut [u8],
+        fill: impl FnOnce(&mut [u8]) -> bool,
+    ) -> Option<Transmit> {
+        let len = repr.buffer_len();
+        let packet = buf.get_mut(..len)?;
+        let mut filled = true;
+        repr.emit(packet, |payload| filled = fill(payload)).ok()?;
+        if !filled {
+            return None;
+        }
+        let src = match self.av {
+            Some(av) if self.qp_type != QpType::Ud => av.src,
+            _ => config
+                .addrs
+                .iter()
+                .copied()
+                .find(|a| a.is_ipv4() == dst.is_ipv4())?,
+        };
+        let src_port = match config.src_port {
+            SrcPortPolicy::PerQp => self.src_port,
+            SrcPortPolicy::Fixed(port) => port,
+        };
+        let ip = match (src, dst) {
+            (IpAddr::V4(src), IpAddr::V4(dst)) => roce_wire::IpFields::V4 {
+                src,
+                dst,
+                identification: 0,
+                dont_fragment: true,
+            },
+            (IpAddr::V6(src), IpAddr::V6(dst)) => roce_wire::IpFields::V6 { src, dst },
+            _ => return None,
+        };
+        let header = roce_wire::PseudoHeader {
+            ip,
+            src_port,
+            dst_port: roce_wire::ROCE_V2_UDP_PORT,
+        };
+        icrc::seal(&header, packet);
+        let (dscp, ttl) = self.av.map_or((0, 64), |av| {
+            (av.dscp, if av.hop_limit == 0 { 64 } else { av.hop_limit })
+        });
+        Some(Transmit {
+            src,
+            src_port,
+            dst: SocketAddr::new(dst, roce_wire::ROCE_V2_UDP_PORT),
+            ecn: Ecn::NotEct,
+            dscp,
+            ttl,
+            len,
+        })
+    }
+}
+
+fn atomic_request(
+    opcode: Opcode,
+    dest_qp: roce_wire::Qpn,
+    psn: Psn,
+    atomic: AtomicEthRepr,
+) -> RoceRepr {
+    let mut bth = BthRepr::new(opcode, dest_qp, psn);
+    bth.ack_req = true;
+    RoceRepr {
+        atomic_eth: Some(atomic),
+        ..RoceRepr::new(bth)
+    }
+}
+
+/// The opcode of a SEND or WRITE packet by its place in the message (IBTA vol. 1 Table 35).
+fn data_opcode(qp_type: QpType, op: SendOp, first: bool, last: bool) -> Opcode {
+    use Opcode::*;
+    let rc = match (op, first, last) {
+        (SendOp::Send | SendOp::SendWithImm(_) | SendOp::SendWithInv(_), true, false) => {
+            RcSendFirst
+        }
+        (SendOp::Send | SendOp::SendWithImm(_) | SendOp::SendWithInv(_), false, false) => {
+            RcSendMiddle
+        }
+        (SendOp::Send, true, true) => RcSendOnly,
+        (SendOp::Send, false, true) => RcSendLast,
+        (SendOp::SendWithImm(_), true, true) => RcSendOnlyWithImmediate,
+        (SendOp::SendWithImm(_), false, true) => RcSendLastWithImmediate,
+        (SendOp::SendWithInv(_), true, true) => RcSendOnlyWithInvalidate,
+        (SendOp::SendWithInv(_), false, true) => RcSendLastWithInvalidate,
+        (_, true, false) => RcRdmaWriteFirst,
+        (_, false, false) => RcRdmaWriteMiddle,
+        (SendOp::RdmaWriteWithImm(..), true, true) => RcRdmaWriteOnlyWithImmediate,
+        (SendOp::RdmaWriteWithImm(..), false, true) => RcRdmaWriteLastWithImmediate,
+        (_, true, true) => RcRdmaWriteOnly,
+        (_, false, true) => RcRdmaWriteLast,
+    };
+    match qp_type {
+        QpType::Rc => rc,
+        // UC opcodes are the RC ones plus 0x20 (IBTA vol. 1 Table 35).
+        QpType::Uc => {
+            let uc = Opcode::from(u8::from(rc) | 0x20);
+            debug_assert_eq!(uc.layout().map(|l| l.transport), Some(Transport::Uc));
+            uc
+        }
+        QpType::Ud => {
+            if matches!(op, SendOp::SendWithImm(_)) {
+                UdSendOnlyWithImmediate
+            } else {
+                UdSendOnly
+            }
+        }
+    }
+}

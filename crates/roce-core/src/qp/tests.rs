@@ -1,0 +1,1015 @@
+//! Scripted single-QP tests in smoltcp's style: packets from a peer go in with `rx`, what the
+//! NIC answers comes out with `tx`, at exact times. Each pins one behaviour of IBTA vol. 1 ch. 9
+//! or of rxe.
+
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+
+use roce_wire::aeth::{CreditCode, RnrTimer};
+use roce_wire::{
+    AethRepr, AtomicEthRepr, BthRepr, IpFields, NakCode, Opcode, PseudoHeader, Psn, Qpn, RethRepr,
+    RocePacket, RoceRepr, Syndrome, icrc,
+};
+
+use crate::*;
+
+const US: IpAddr = IpAddr::V4(Ipv4Addr::new(198, 18, 0, 1));
+const PEER: IpAddr = IpAddr::V4(Ipv4Addr::new(198, 18, 0, 2));
+const PEER_QPN: Qpn = Qpn::new(0x99);
+/// The PSN our responder expects first, and the one our requester sends first.
+const RQ_PSN: u32 = 100;
+const SQ_PSN: u32 = 500;
+
+struct Setup {
+    nic: Nic,
+    qpn: Qpn,
+    mr: MemoryRegion,
+    cq: CqHandle,
+}
+
+fn at(micros: u64) -> Instant {
+    Instant::from_micros(micros)
+}
+
+fn psn(value: u32) -> Psn {
+    Psn::new(value)
+}
+
+/// A NIC with one RC QP in RTS, connected to the peer, with a 64 KiB region of every right.
+fn setup() -> Setup {
+    setup_with(NicConfig {
+        addrs: vec![US],
+        ..NicConfig::default()
+    })
+}
+
+fn setup_with(config: NicConfig) -> Setup {
+    let mut nic = Nic::new(config);
+    let pd = nic.alloc_pd();
+    let cq = nic.create_cq(64);
+    let mr = nic.reg_mr(pd, 65536, Access::ALL).unwrap();
+    let init = QpInit {
+        pd,
+        qp_type: QpType::Rc,
+        send_cq: cq,
+        recv_cq: cq,
+        max_send_wr: 16,
+        max_recv_wr: 16,
+    };
+    let qpn = nic.create_qp(&init).unwrap();
+    let state = |s| QpAttr {
+        qp_state: Some(s),
+        ..QpAttr::default()
+    };
+    nic.modify_qp(
+        qpn,
+        &QpAttr {
+            pkey_index: Some(0),
+            port_num: Some(1),
+            access_flags: Some(Access::ALL),
+            ..state(QpState::Init)
+        },
+    )
+    .unwrap();
+    nic.modify_qp(
+        qpn,
+        &QpAttr {
+            av: Some(AddressVector::new(US, PEER)),
+            path_mtu: Some(Mtu::Mtu1024),
+            dest_qpn: Some(PEER_QPN),
+            rq_psn: Some(psn(RQ_PSN)),
+            max_dest_rd_atomic: Some(4),
+            min_rnr_timer: Some(12),
+            ..state(QpState::Rtr)
+        },
+    )
+    .unwrap();
+    nic.modify_qp(
+        qpn,
+        &QpAttr {
+            sq_psn: Some(psn(SQ_PSN)),
+            timeout: Some(14),
+            retry_cnt: Some(2),
+            rnr_retry: Some(1),
+            max_rd_atomic: Some(4),
+            ..state(QpState::Rts)
+        },
+    )
+    .unwrap();
+    Setup { nic, qpn, mr, cq }
+}
+
+fn header(src: IpAddr, dst: IpAddr) -> PseudoHeader {
+    let (IpAddr::V4(src), IpAddr::V4(dst)) = (src, dst) else {
+        unreachable!()
+    };
+    PseudoHeader {
+        ip: IpFields::V4 {
+            src,
+            dst,
+            identification: 0,
+            dont_fragment: true,
+        },
+        src_port: 0xc000,
+        dst_port: 4791,
+    }
+}
+
+/// The peer sends `repr` with `payload` to our QP.
+#[track_caller]
+fn rx(s: &mut Setup, now: Instant, mut repr: RoceRepr, payload: &[u8]) {
+    repr.payload_len = payload.len();
+    repr.bth.pad_count = RoceRepr::pad_for(payload.len());
+    let mut buf = vec![0; repr.buffer_len()];
+    repr.emit(&mut buf, |p| p.copy_from_slice(payload)).unwrap();
+    icrc::seal(&header(PEER, US), &mut buf);
+    let datagram = Datagram {
+        src: SocketAddr::new(PEER, 0xc000),
+        dst: SocketAddr::new(US, 4791),
+        ecn: Ecn::NotEct,
+        ip_id: Some(0),
+        payload: &buf,
+    };
+    s.nic.handle_datagram(now, datagram);
+}
+
+/// What our NIC sends next: its headers and payload. Checks the ICRC and the addressing.
+#[track_caller]
+fn tx(s: &mut Setup, now: Instant) -> (RoceRepr, Vec<u8>) {
+    let mut buf = vec![0; MAX_DATAGRAM];
+    let t = s
+        .nic
+        .poll_transmit(now, &mut buf)
+        .expect("a packet to send");
+    assert_eq!((t.src, t.dst), (US, SocketAddr::new(PEER, 4791)));
+    let packet = &buf[..t.len];
+    icrc::verify(&header(US, PEER), &{
+        let mut copy = packet.to_vec();
+        // The sender's UDP source port is ours to choose: use it for the check.
+        let mut h = header(US, PEER);
+        h.src_port = t.src_port;
+        icrc::seal(&h, &mut copy);
+        assert_eq!(copy, packet, "ICRC");
+        copy
+    })
+    .ok();
+    let view = RocePacket::new_checked(packet).unwrap();
+    (RoceRepr::parse(&view).unwrap(), view.payload().to_vec())
+}
+
+#[track_caller]
+fn expect_nothing(s: &mut Setup, now: Instant) {
+    let mut buf = vec![0; MAX_DATAGRAM];
+    if let Some(t) = s.nic.poll_transmit(now, &mut buf) {
+        let repr = RoceRepr::parse(&RocePacket::new_checked(&buf[..t.len]).unwrap()).unwrap();
+        panic!("unexpected packet {}", roce_wire::pretty::Roce(&repr));
+    }
+}
+
+fn request(opcode: Opcode, psn_value: u32, ack_req: bool) -> RoceRepr {
+    let mut bth = BthRepr::new(opcode, Qpn::new(0x11), psn(psn_value));
+    bth.ack_req = ack_req;
+    RoceRepr::new(bth)
+}
+
+fn ack_of(repr: &RoceRepr) -> (Psn, Syndrome, u32) {
+    let aeth = repr.aeth.expect("an AETH");
+    (repr.bth.psn, aeth.syndrome, aeth.msn)
+}
+
+const ACK: Syndrome = Syndrome::Ack {
+    credits: CreditCode::UNLIMITED,
+};
+
+fn recv(s: &mut Setup, wr_id: u64, offset: u64, len: u32) {
+    let sge = Sge {
+        addr: s.mr.addr() + offset,
+        length: len,
+        lkey: s.mr.lkey(),
+    };
+    s.nic
+        .post_recv(
+            s.qpn,
+            RecvWr {
+                wr_id,
+                sgl: vec![sge],
+            },
+        )
+        .unwrap();
+}
+
+fn send_wr(s: &Setup, wr_id: u64, op: SendOp, offset: u64, len: u32) -> SendWr {
+    SendWr::new(
+        wr_id,
+        op,
+        vec![Sge {
+            addr: s.mr.addr() + offset,
+            length: len,
+            lkey: s.mr.lkey(),
+        }],
+    )
+}
+
+// ---- responder -------------------------------------------------------------------------------
+
+#[test]
+fn send_only_lands_in_the_receive_wr_and_is_acked() {
+    let mut s = setup();
+    recv(&mut s, 7, 0, 100);
+    rx(
+        &mut s,
+        at(0),
+        request(Opcode::RcSendOnly, RQ_PSN, true),
+        b"hello",
+    );
+    let cqe = s.nic.poll_completion(s.cq).unwrap();
+    assert_eq!(
+        (cqe.wr_id, cqe.status, cqe.opcode, cqe.byte_len),
+        (7, WcStatus::Success, WcOpcode::Recv, 5)
+    );
+    assert_eq!(s.mr.read(0, 5).unwrap(), b"hello");
+    let (ack, _) = tx(&mut s, at(0));
+    assert_eq!(ack.bth.opcode, Opcode::RcAcknowledge);
+    assert_eq!(ack.bth.dest_qp, PEER_QPN);
+    assert_eq!(ack_of(&ack), (psn(RQ_PSN), ACK, 1));
+    expect_nothing(&mut s, at(0));
+}
+
+#[test]
+fn only_packets_with_ack_req_are_acked_and_acks_coalesce() {
+    let mut s = setup();
+    recv(&mut s, 1, 0, 4096);
+    rx(
+        &mut s,
+        at(0),
+        request(Opcode::RcSendFirst, RQ_PSN, false),
+        &[1; 1024],
+    );
+    rx(
+        &mut s,
+        at(0),
+        request(Opcode::RcSendMiddle, RQ_PSN + 1, true),
+        &[2; 1024],
+    );
+    rx(
+        &mut s,
+        at(0),
+        request(Opcode::RcSendLast, RQ_PSN + 2, true),
+        &[3; 10],
+    );
+    // Two AckReqs, one ACK: the newest covers both.
+    let (ack, _) = tx(&mut s, at(0));
+    assert_eq!(ack_of(&ack), (psn(RQ_PSN + 2), ACK, 1));
+    expect_nothing(&mut s, at(0));
+    assert_eq!(s.nic.poll_completion(s.cq).unwrap().byte_len, 2058);
+}
+
+#[test]
+fn duplicate_send_is_acked_again_never_executed_again() {
+    let mut s = setup();
+    recv(&mut s, 1, 0, 100);
+    recv(&mut s, 2, 100, 100);
+    rx(
+        &mut s,
+        at(0),
+        request(Opcode::RcSendOnly, RQ_PSN, true),
+        b"once",
+    );
+    let _ = tx(&mut s, at(0));
+    rx(
+        &mut s,
+        at(10),
+        request(Opcode::RcSendOnly, RQ_PSN, true),
+        b"once",
+    );
+    // C9-105: ACK of ePSN - 1, and the second receive WR is untouched.
+    let (ack, _) = tx(&mut s, at(10));
+    assert_eq!(ack_of(&ack), (psn(RQ_PSN), ACK, 1));
+    assert_eq!(s.nic.poll_completion(s.cq).map(|c| c.wr_id), Some(1));
+    assert_eq!(s.nic.poll_completion(s.cq), None);
+    assert_eq!(s.nic.stats().rx_duplicate_requests, 1);
+}
+
+#[test]
+fn out_of_sequence_is_naked_once_then_silence_until_the_expected_psn() {
+    let mut s = setup();
+    recv(&mut s, 1, 0, 100);
+    recv(&mut s, 2, 100, 100);
+    rx(
+        &mut s,
+        at(0),
+        request(Opcode::RcSendOnly, RQ_PSN + 1, true),
+        b"b",
+    );
+    let (nak, _) = tx(&mut s, at(0));
+    assert_eq!(
+        ack_of(&nak),
+        (psn(RQ_PSN), Syndrome::Nak(NakCode::PsnSeqErr), 0)
+    );
+    rx(
+        &mut s,
+        at(1),
+        request(Opcode::RcSendOnly, RQ_PSN + 2, true),
+        b"c",
+    );
+    expect_nothing(&mut s, at(1));
+    assert_eq!(s.nic.stats().rx_out_of_sequence, 2);
+    assert_eq!(s.nic.stats().tx_nak_seq_err, 1);
+    // The retransmission starts at ePSN: accepted, and a later gap gets a NAK again.
+    rx(
+        &mut s,
+        at(2),
+        request(Opcode::RcSendOnly, RQ_PSN, true),
+        b"a",
+    );
+    assert_eq!(ack_of(&tx(&mut s, at(2)).0), (psn(RQ_PSN), ACK, 1));
+    rx(
+        &mut s,
+        at(3),
+        request(Opcode::RcSendOnly, RQ_PSN + 5, true),
+        b"f",
+    );
+    assert_eq!(
+        ack_of(&tx(&mut s, at(3)).0),
+        (psn(RQ_PSN + 1), Syndrome::Nak(NakCode::PsnSeqErr), 1)
+    );
+}
+
+#[test]
+fn no_receive_wr_is_an_rnr_nak_with_the_qps_timer() {
+    let mut s = setup();
+    rx(
+        &mut s,
+        at(0),
+        request(Opcode::RcSendOnly, RQ_PSN, true),
+        b"early",
+    );
+    let (nak, _) = tx(&mut s, at(0));
+    assert_eq!(
+        ack_of(&nak),
+        (
+            psn(RQ_PSN),
+            Syndrome::RnrNak {
+                timer: RnrTimer::new(12)
+            },
+            0
+        )
+    );
+    assert_eq!(RnrTimer::new(12).micros(), 640);
+    // ePSN did not move: the retry after a receive WR is posted is accepted.
+    recv(&mut s, 1, 0, 100);
+    rx(
+        &mut s,
+        at(700),
+        request(Opcode::RcSendOnly, RQ_PSN, true),
+        b"early",
+    );
+    assert_eq!(ack_of(&tx(&mut s, at(700)).0), (psn(RQ_PSN), ACK, 1));
+    assert_eq!(s.nic.poll_completion(s.cq).unwrap().byte_len, 5);
+}
+
+#[test]
+fn write_lands_in_memory_and_bad_rkey_is_a_remote_access_nak() {
+    let mut s = setup();
+    let mut write = request(Opcode::RcRdmaWriteOnly, RQ_PSN, true);
+    write.reth = Some(RethRepr {
+        va: s.mr.addr() + 10,
+        rkey: s.mr.rkey(),
+        dma_len: 3,
+    });
+    rx(&mut s, at(0), write, b"xyz");
+    assert_eq!(s.mr.read(10, 3).unwrap(), b"xyz");
+    assert_eq!(ack_of(&tx(&mut s, at(0)).0), (psn(RQ_PSN), ACK, 1));
+    assert_eq!(
+        s.nic.poll_completion(s.cq),
+        None,
+        "a WRITE completes nothing at the responder"
+    );
+
+    let mut bad = request(Opcode::RcRdmaWriteOnly, RQ_PSN + 1, true);
+    bad.reth = Some(RethRepr {
+        va: s.mr.addr(),
+        rkey: 0xdead,
+        dma_len: 3,
+    });
+    rx(&mut s, at(1), bad, b"xyz");
+    let (nak, _) = tx(&mut s, at(1));
+    assert_eq!(ack_of(&nak).1, Syndrome::Nak(NakCode::RemoteAccessError));
+    assert_eq!(s.nic.qp_state(s.qpn), Ok(QpState::Err));
+}
+
+#[test]
+fn write_outside_the_region_is_a_remote_access_nak() {
+    let mut s = setup();
+    let mut write = request(Opcode::RcRdmaWriteOnly, RQ_PSN, true);
+    write.reth = Some(RethRepr {
+        va: s.mr.addr() + 65534,
+        rkey: s.mr.rkey(),
+        dma_len: 3,
+    });
+    rx(&mut s, at(0), write, b"xyz");
+    assert_eq!(
+        ack_of(&tx(&mut s, at(0)).0).1,
+        Syndrome::Nak(NakCode::RemoteAccessError)
+    );
+}
+
+#[test]
+fn read_is_answered_with_responses_from_memory() {
+    let mut s = setup();
+    let data: Vec<u8> = (0..2500u32).map(|i| i as u8).collect();
+    s.mr.write(0, &data);
+    let mut read = request(Opcode::RcRdmaReadRequest, RQ_PSN, true);
+    read.reth = Some(RethRepr {
+        va: s.mr.addr(),
+        rkey: s.mr.rkey(),
+        dma_len: 2500,
+    });
+    rx(&mut s, at(0), read, b"");
+    let (first, p1) = tx(&mut s, at(0));
+    let (middle, p2) = tx(&mut s, at(0));
+    let (last, p3) = tx(&mut s, at(0));
+    expect_nothing(&mut s, at(0));
+    assert_eq!(first.bth.opcode, Opcode::RcRdmaReadResponseFirst);
+    assert_eq!(middle.bth.opcode, Opcode::RcRdmaReadResponseMiddle);
+    assert_eq!(last.bth.opcode, Opcode::RcRdmaReadResponseLast);
+    assert_eq!(
+        [first.bth.psn, middle.bth.psn, last.bth.psn],
+        [psn(100), psn(101), psn(102)]
+    );
+    assert!(middle.aeth.is_none());
+    // C9-148: the MSN counts the READ when it is accepted.
+    assert_eq!(first.aeth.unwrap().msn, 1);
+    assert_eq!([p1, p2, p3].concat(), data);
+    // The READ took three PSNs.
+    assert_eq!(s.nic.qp_psns(s.qpn).unwrap().1, psn(103));
+}
+
+#[test]
+fn duplicate_atomic_replays_the_cached_value_and_does_not_execute_again() {
+    let mut s = setup();
+    s.mr.write(64, &5u64.to_le_bytes());
+    let mut add = request(Opcode::RcFetchAdd, RQ_PSN, true);
+    add.atomic_eth = Some(AtomicEthRepr {
+        va: s.mr.addr() + 64,
+        rkey: s.mr.rkey(),
+        swap_add: 10,
+        compare: 0,
+    });
+    rx(&mut s, at(0), add, b"");
+    let (ack, _) = tx(&mut s, at(0));
+    assert_eq!(ack.bth.opcode, Opcode::RcAtomicAcknowledge);
+    assert_eq!(ack.atomic_ack_eth.unwrap().orig_data, 5);
+    rx(&mut s, at(10), add, b"");
+    let (replay, _) = tx(&mut s, at(10));
+    assert_eq!(replay.atomic_ack_eth.unwrap().orig_data, 5);
+    assert_eq!(s.mr.read(64, 8).unwrap(), 15u64.to_le_bytes(), "added once");
+}
+
+#[test]
+fn compare_swap_swaps_only_when_equal() {
+    let mut s = setup();
+    s.mr.write(0, &7u64.to_le_bytes());
+    let mut cas = request(Opcode::RcCompareSwap, RQ_PSN, true);
+    cas.atomic_eth = Some(AtomicEthRepr {
+        va: s.mr.addr(),
+        rkey: s.mr.rkey(),
+        swap_add: 9,
+        compare: 6,
+    });
+    rx(&mut s, at(0), cas, b"");
+    assert_eq!(tx(&mut s, at(0)).0.atomic_ack_eth.unwrap().orig_data, 7);
+    assert_eq!(s.mr.read(0, 8).unwrap(), 7u64.to_le_bytes());
+    cas.bth.psn = psn(RQ_PSN + 1);
+    cas.atomic_eth = Some(AtomicEthRepr {
+        compare: 7,
+        ..cas.atomic_eth.unwrap()
+    });
+    rx(&mut s, at(1), cas, b"");
+    assert_eq!(tx(&mut s, at(1)).0.atomic_ack_eth.unwrap().orig_data, 7);
+    assert_eq!(s.mr.read(0, 8).unwrap(), 9u64.to_le_bytes());
+}
+
+#[test]
+fn misaligned_atomic_is_an_invalid_request() {
+    let mut s = setup();
+    let mut add = request(Opcode::RcFetchAdd, RQ_PSN, true);
+    add.atomic_eth = Some(AtomicEthRepr {
+        va: s.mr.addr() + 4,
+        rkey: s.mr.rkey(),
+        swap_add: 1,
+        compare: 0,
+    });
+    rx(&mut s, at(0), add, b"");
+    assert_eq!(
+        ack_of(&tx(&mut s, at(0)).0).1,
+        Syndrome::Nak(NakCode::InvalidRequest)
+    );
+}
+
+#[test]
+fn a_middle_without_a_first_is_an_invalid_request() {
+    let mut s = setup();
+    recv(&mut s, 1, 0, 4096);
+    rx(
+        &mut s,
+        at(0),
+        request(Opcode::RcSendMiddle, RQ_PSN, true),
+        &[0; 1024],
+    );
+    assert_eq!(
+        ack_of(&tx(&mut s, at(0)).0).1,
+        Syndrome::Nak(NakCode::InvalidRequest)
+    );
+    assert_eq!(s.nic.qp_state(s.qpn), Ok(QpState::Err));
+    // The receive WR is flushed.
+    assert_eq!(
+        s.nic.poll_completion(s.cq).unwrap().status,
+        WcStatus::WrFlushErr
+    );
+}
+
+// ---- ingress checks --------------------------------------------------------------------------
+
+#[test]
+fn packets_failing_a_check_are_dropped_under_their_own_counter() {
+    let mut s = setup();
+    recv(&mut s, 1, 0, 100);
+    let mut unknown = request(Opcode::RcSendOnly, RQ_PSN, true);
+    unknown.bth.dest_qp = Qpn::new(0x1234);
+    rx(&mut s, at(0), unknown, b"x");
+    let mut pkey = request(Opcode::RcSendOnly, RQ_PSN, true);
+    pkey.bth.pkey = 0x7fff;
+    rx(&mut s, at(0), pkey, b"x");
+    let mut uc = request(Opcode::UcSendOnly, RQ_PSN, false);
+    uc.bth.ack_req = false;
+    rx(&mut s, at(0), uc, b"x");
+    let stats = s.nic.stats();
+    assert_eq!(
+        (
+            stats.rx_unknown_qp,
+            stats.rx_pkey_mismatch,
+            stats.rx_wrong_transport
+        ),
+        (1, 1, 1)
+    );
+
+    // A corrupted packet: the ICRC catches it.
+    let repr = RoceRepr {
+        payload_len: 1,
+        ..request(Opcode::RcSendOnly, RQ_PSN, true)
+    };
+    let mut buf = vec![0; repr.buffer_len()];
+    repr.emit(&mut buf, |p| p[0] = b'x').unwrap();
+    icrc::seal(&header(PEER, US), &mut buf);
+    buf[12] ^= 0x40;
+    let datagram = Datagram {
+        src: SocketAddr::new(PEER, 0xc000),
+        dst: SocketAddr::new(US, 4791),
+        ecn: Ecn::NotEct,
+        ip_id: Some(0),
+        payload: &buf,
+    };
+    s.nic.handle_datagram(at(0), datagram);
+    // From an address that is not the QP's peer.
+    let other = IpAddr::V4(Ipv4Addr::new(198, 18, 0, 3));
+    let mut from_other = buf.clone();
+    from_other[12] ^= 0x40;
+    let (IpAddr::V4(o), IpAddr::V4(u)) = (other, US) else {
+        unreachable!()
+    };
+    let h = PseudoHeader {
+        ip: IpFields::V4 {
+            src: o,
+            dst: u,
+            identification: 0,
+            dont_fragment: true,
+        },
+        ..header(PEER, US)
+    };
+    icrc::seal(&h, &mut from_other);
+    s.nic.handle_datagram(
+        at(0),
+        Datagram {
+            src: SocketAddr::new(other, 0xc000),
+            payload: &from_other,
+            ..datagram
+        },
+    );
+    let stats = s.nic.stats();
+    assert_eq!((stats.rx_icrc_errors, stats.rx_path_mismatch), (1, 1));
+    assert_eq!(stats.rx_dropped(), 5);
+    expect_nothing(&mut s, at(0));
+    assert_eq!(s.nic.poll_completion(s.cq), None);
+}
+
+#[test]
+fn garbage_never_panics_and_is_counted() {
+    let mut s = setup();
+    for len in 0..64 {
+        let bytes: Vec<u8> = (0..len).map(|i| (i * 37 + len) as u8).collect();
+        let datagram = Datagram {
+            src: SocketAddr::new(PEER, 0xc000),
+            dst: SocketAddr::new(US, 4791),
+            ecn: Ecn::NotEct,
+            ip_id: None,
+            payload: &bytes,
+        };
+        s.nic.handle_datagram(at(0), datagram);
+    }
+    assert_eq!(s.nic.stats().rx_packets, 64);
+    // Every one is dropped somewhere (some first pass the ICRC check as unverifiable: the
+    // backend hid the IPv4 ID).
+    assert_eq!(s.nic.stats().rx_dropped(), 64);
+    assert!(s.nic.stats().rx_truncated > 0);
+}
+
+// ---- requester and completer -----------------------------------------------------------------
+
+#[test]
+fn a_send_is_segmented_by_path_mtu_with_ack_req_on_the_last_packet() {
+    let mut s = setup();
+    s.nic
+        .post_send(at(0), s.qpn, send_wr(&s, 9, SendOp::Send, 0, 2500))
+        .unwrap();
+    let (first, _) = tx(&mut s, at(0));
+    let (middle, _) = tx(&mut s, at(0));
+    let (last, payload) = tx(&mut s, at(0));
+    expect_nothing(&mut s, at(0));
+    assert_eq!(
+        [first.bth.opcode, middle.bth.opcode, last.bth.opcode],
+        [
+            Opcode::RcSendFirst,
+            Opcode::RcSendMiddle,
+            Opcode::RcSendLast
+        ]
+    );
+    assert_eq!(
+        [first.bth.psn, middle.bth.psn, last.bth.psn],
+        [psn(500), psn(501), psn(502)]
+    );
+    assert_eq!(
+        [first.bth.ack_req, middle.bth.ack_req, last.bth.ack_req],
+        [false, false, true]
+    );
+    assert_eq!(
+        (first.payload_len, last.payload_len, payload.len()),
+        (1024, 452, 452)
+    );
+    assert_eq!(last.bth.pad_count, 0);
+    assert_eq!(s.nic.poll_completion(s.cq), None, "not before the ACK");
+    let mut ack = request(Opcode::RcAcknowledge, 502, false);
+    ack.aeth = Some(AethRepr::ack(1));
+    rx(&mut s, at(20), ack, b"");
+    let cqe = s.nic.poll_completion(s.cq).unwrap();
+    assert_eq!(
+        (cqe.wr_id, cqe.status, cqe.opcode),
+        (9, WcStatus::Success, WcOpcode::Send)
+    );
+    assert_eq!(s.nic.poll_timeout(), None, "nothing outstanding: no timer");
+}
+
+#[test]
+fn a_psn_sequence_nak_goes_back_n_from_the_psn_it_names() {
+    let mut s = setup();
+    s.nic
+        .post_send(at(0), s.qpn, send_wr(&s, 9, SendOp::Send, 0, 3000))
+        .unwrap();
+    for _ in 0..3 {
+        let _ = tx(&mut s, at(0));
+    }
+    let mut nak = request(Opcode::RcAcknowledge, 501, false);
+    nak.aeth = Some(AethRepr {
+        syndrome: Syndrome::Nak(NakCode::PsnSeqErr),
+        msn: 0,
+    });
+    rx(&mut s, at(20), nak, b"");
+    let (again, _) = tx(&mut s, at(20));
+    let (last, _) = tx(&mut s, at(20));
+    expect_nothing(&mut s, at(20));
+    assert_eq!(
+        (again.bth.opcode, again.bth.psn),
+        (Opcode::RcSendMiddle, psn(501))
+    );
+    assert_eq!(
+        (last.bth.opcode, last.bth.psn),
+        (Opcode::RcSendLast, psn(502))
+    );
+    assert_eq!(s.nic.stats().retransmitted_packets, 2);
+    assert_eq!(s.nic.stats().rx_nak_seq_err, 1);
+}
+
+#[test]
+fn the_local_ack_timeout_resends_and_exhausted_retries_fail_the_wr() {
+    let mut s = setup();
+    s.nic
+        .post_send(at(0), s.qpn, send_wr(&s, 1, SendOp::Send, 0, 10))
+        .unwrap();
+    s.nic
+        .post_send(at(0), s.qpn, send_wr(&s, 2, SendOp::Send, 0, 10))
+        .unwrap();
+    let _ = tx(&mut s, at(0));
+    let _ = tx(&mut s, at(0));
+    // timeout 14: 4.096 µs × 2^14 = 67.108864 ms.
+    let deadline = s.nic.poll_timeout().unwrap();
+    assert_eq!(deadline, Instant::from_nanos(67_108_864));
+    s.nic.handle_timeout(Instant::from_nanos(67_108_863));
+    expect_nothing(&mut s, Instant::from_nanos(67_108_863));
+    for retry in 1..=2u64 {
+        let now = s.nic.poll_timeout().unwrap();
+        assert_eq!(now, Instant::from_nanos(67_108_864 * retry));
+        s.nic.handle_timeout(now);
+        assert_eq!(
+            tx(&mut s, now).0.bth.psn,
+            psn(500),
+            "retry {retry} goes back to the oldest"
+        );
+        assert_eq!(tx(&mut s, now).0.bth.psn, psn(501));
+    }
+    // retry_cnt 2 used up: the next timeout fails the oldest WR and flushes the other.
+    let now = s.nic.poll_timeout().unwrap();
+    s.nic.handle_timeout(now);
+    let failed = s.nic.poll_completion(s.cq).unwrap();
+    assert_eq!((failed.wr_id, failed.status), (1, WcStatus::RetryExcErr));
+    let flushed = s.nic.poll_completion(s.cq).unwrap();
+    assert_eq!((flushed.wr_id, flushed.status), (2, WcStatus::WrFlushErr));
+    assert_eq!(s.nic.qp_state(s.qpn), Ok(QpState::Err));
+    assert_eq!(s.nic.stats().retransmit_timeouts, 3);
+    assert_eq!(s.nic.poll_timeout(), None);
+    expect_nothing(&mut s, now);
+}
+
+#[test]
+fn an_rnr_nak_waits_its_timer_then_resends() {
+    let mut s = setup();
+    s.nic
+        .post_send(at(0), s.qpn, send_wr(&s, 1, SendOp::Send, 0, 10))
+        .unwrap();
+    let _ = tx(&mut s, at(0));
+    let mut rnr = request(Opcode::RcAcknowledge, 500, false);
+    rnr.aeth = Some(AethRepr {
+        syndrome: Syndrome::RnrNak {
+            timer: RnrTimer::new(1),
+        },
+        msn: 0,
+    });
+    rx(&mut s, at(5), rnr, b"");
+    expect_nothing(&mut s, at(5));
+    assert_eq!(
+        s.nic.poll_timeout(),
+        Some(at(15)),
+        "RNR timer code 1 is 10 µs"
+    );
+    s.nic.handle_timeout(at(15));
+    assert_eq!(tx(&mut s, at(15)).0.bth.psn, psn(500));
+    // rnr_retry 1 is used up: the next RNR NAK fails the WR.
+    rx(&mut s, at(20), rnr, b"");
+    assert_eq!(
+        s.nic.poll_completion(s.cq).unwrap().status,
+        WcStatus::RnrRetryExcErr
+    );
+}
+
+#[test]
+fn a_read_completes_when_its_last_response_arrives() {
+    let mut s = setup();
+    let remote = Remote {
+        addr: 0x5000,
+        rkey: 0x77,
+    };
+    s.nic
+        .post_send(
+            at(0),
+            s.qpn,
+            send_wr(&s, 3, SendOp::RdmaRead(remote), 100, 1500),
+        )
+        .unwrap();
+    let (req, _) = tx(&mut s, at(0));
+    assert_eq!(req.bth.opcode, Opcode::RcRdmaReadRequest);
+    assert_eq!(
+        req.reth,
+        Some(RethRepr {
+            va: 0x5000,
+            rkey: 0x77,
+            dma_len: 1500
+        })
+    );
+    let mut first = request(Opcode::RcRdmaReadResponseFirst, 500, false);
+    first.aeth = Some(AethRepr::ack(1));
+    rx(&mut s, at(10), first, &[0xaa; 1024]);
+    assert_eq!(s.nic.poll_completion(s.cq), None);
+    let mut last = request(Opcode::RcRdmaReadResponseLast, 501, false);
+    last.aeth = Some(AethRepr::ack(1));
+    rx(&mut s, at(11), last, &[0xbb; 476]);
+    let cqe = s.nic.poll_completion(s.cq).unwrap();
+    assert_eq!(
+        (cqe.wr_id, cqe.opcode, cqe.byte_len),
+        (3, WcOpcode::RdmaRead, 1500)
+    );
+    let data = s.mr.read(100, 1500).unwrap();
+    assert!(data[..1024].iter().all(|&b| b == 0xaa) && data[1024..].iter().all(|&b| b == 0xbb));
+}
+
+#[test]
+fn a_lost_read_response_is_an_implied_nak_and_the_read_resumes_where_it_stopped() {
+    let mut s = setup();
+    let remote = Remote {
+        addr: 0x5000,
+        rkey: 0x77,
+    };
+    s.nic
+        .post_send(
+            at(0),
+            s.qpn,
+            send_wr(&s, 3, SendOp::RdmaRead(remote), 0, 3000),
+        )
+        .unwrap();
+    let _ = tx(&mut s, at(0));
+    let mut first = request(Opcode::RcRdmaReadResponseFirst, 500, false);
+    first.aeth = Some(AethRepr::ack(1));
+    rx(&mut s, at(10), first, &[1; 1024]);
+    // PSN 501 is lost; 502 arrives.
+    let mut last = request(Opcode::RcRdmaReadResponseLast, 502, false);
+    last.aeth = Some(AethRepr::ack(1));
+    rx(&mut s, at(11), last, &[3; 952]);
+    assert_eq!(s.nic.stats().implied_naks, 1);
+    let (again, _) = tx(&mut s, at(11));
+    assert_eq!(again.bth.psn, psn(501));
+    assert_eq!(
+        again.reth,
+        Some(RethRepr {
+            va: 0x5000 + 1024,
+            rkey: 0x77,
+            dma_len: 3000 - 1024
+        })
+    );
+}
+
+#[test]
+fn unacknowledged_psns_are_bounded_by_the_window() {
+    let mut s = setup_with(NicConfig {
+        addrs: vec![US],
+        max_unacked_psns: 4,
+        ..NicConfig::default()
+    });
+    s.nic
+        .post_send(at(0), s.qpn, send_wr(&s, 1, SendOp::Send, 0, 6 * 1024))
+        .unwrap();
+    let sent: Vec<Psn> = (0..4).map(|_| tx(&mut s, at(0)).0.bth.psn).collect();
+    assert_eq!(sent, [psn(500), psn(501), psn(502), psn(503)]);
+    expect_nothing(&mut s, at(0));
+    // An ACK of 501 opens the window by two.
+    let mut ack = request(Opcode::RcAcknowledge, 501, false);
+    ack.aeth = Some(AethRepr::ack(0));
+    rx(&mut s, at(10), ack, b"");
+    assert_eq!(tx(&mut s, at(10)).0.bth.psn, psn(504));
+    assert_eq!(tx(&mut s, at(10)).0.bth.psn, psn(505));
+    expect_nothing(&mut s, at(10));
+}
+
+#[test]
+fn atomics_and_reads_wait_for_max_rd_atomic() {
+    let mut s = setup();
+    let remote = Remote {
+        addr: 0x5000,
+        rkey: 0x77,
+    };
+    for id in 0..5 {
+        let op = SendOp::FetchAdd { remote, add: 1 };
+        s.nic
+            .post_send(at(0), s.qpn, send_wr(&s, id, op, 8 * id, 8))
+            .unwrap();
+    }
+    for _ in 0..4 {
+        let (req, _) = tx(&mut s, at(0));
+        assert_eq!(req.bth.opcode, Opcode::RcFetchAdd);
+    }
+    expect_nothing(&mut s, at(0));
+    let mut ack = request(Opcode::RcAtomicAcknowledge, 500, false);
+    ack.aeth = Some(AethRepr::ack(1));
+    ack.atomic_ack_eth = Some(roce_wire::AtomicAckEthRepr { orig_data: 41 });
+    rx(&mut s, at(5), ack, b"");
+    assert_eq!(s.mr.read(0, 8).unwrap(), 41u64.to_le_bytes());
+    assert_eq!(tx(&mut s, at(5)).0.bth.psn, psn(504));
+}
+
+// ---- verbs misuse ----------------------------------------------------------------------------
+
+#[test]
+fn misuse_is_a_typed_error() {
+    let mut s = setup();
+    let too_big = QpAttr {
+        min_rnr_timer: Some(32),
+        ..QpAttr::default()
+    };
+    assert_eq!(
+        s.nic.modify_qp(s.qpn, &too_big),
+        Err(VerbsError::OutOfRange {
+            attr: "min_rnr_timer",
+            value: 32,
+            range: "0..=31"
+        })
+    );
+    let not_here = QpAttr {
+        timeout: Some(3),
+        ..QpAttr::default()
+    };
+    assert!(matches!(
+        s.nic.modify_qp(s.qpn, &not_here),
+        Err(VerbsError::UnexpectedAttribute {
+            attr: "timeout",
+            ..
+        })
+    ));
+    let bad_sge = SendWr::new(
+        1,
+        SendOp::Send,
+        vec![Sge {
+            addr: 0,
+            length: 4,
+            lkey: s.mr.lkey(),
+        }],
+    );
+    assert!(matches!(
+        s.nic.post_send(at(0), s.qpn, bad_sge),
+        Err(VerbsError::BadSge { .. })
+    ));
+    assert_eq!(
+        s.nic
+            .post_send(at(0), Qpn::new(0x4242), send_wr(&s, 1, SendOp::Send, 0, 1)),
+        Err(VerbsError::UnknownQp(Qpn::new(0x4242)))
+    );
+    for id in 0..16 {
+        s.nic
+            .post_send(at(0), s.qpn, send_wr(&s, id, SendOp::Send, 0, 1))
+            .unwrap();
+    }
+    assert_eq!(
+        s.nic
+            .post_send(at(0), s.qpn, send_wr(&s, 99, SendOp::Send, 0, 1)),
+        Err(VerbsError::QueueFull {
+            qpn: s.qpn,
+            queue: "send",
+            depth: 16
+        })
+    );
+    let mut small = Nic::new(NicConfig {
+        addrs: vec![US],
+        max_mtu: Mtu::Mtu1024,
+        ..NicConfig::default()
+    });
+    let pd = small.alloc_pd();
+    let cq = small.create_cq(1);
+    let qpn = small
+        .create_qp(&QpInit {
+            pd,
+            qp_type: QpType::Rc,
+            send_cq: cq,
+            recv_cq: cq,
+            max_send_wr: 1,
+            max_recv_wr: 1,
+        })
+        .unwrap();
+    let init = QpAttr {
+        qp_state: Some(QpState::Init),
+        pkey_index: Some(0),
+        port_num: Some(1),
+        access_flags: Some(Access::NONE),
+        ..QpAttr::default()
+    };
+    small.modify_qp(qpn, &init).unwrap();
+    // rxe accepts a path MTU above the active one and then hangs; we refuse it.
+    let rtr = QpAttr {
+        qp_state: Some(QpState::Rtr),
+        av: Some(AddressVector::new(US, PEER)),
+        path_mtu: Some(Mtu::Mtu4096),
+        dest_qpn: Some(PEER_QPN),
+        rq_psn: Some(psn(0)),
+        max_dest_rd_atomic: Some(1),
+        min_rnr_timer: Some(12),
+        ..QpAttr::default()
+    };
+    assert!(matches!(
+        small.modify_qp(qpn, &rtr),
+        Err(VerbsError::OutOfRange {
+            attr: "path_mtu",
+            ..
+        })
+    ));
+    assert_eq!(
+        small.qp_state(qpn),
+        Ok(QpState::Init),
+        "a refused modify changes nothing"
+    );
+    let skip = QpAttr {
+        qp_state: Some(QpState::Rts),
+        ..QpAttr::default()
+    };
+    assert_eq!(
+        small.modify_qp(qpn, &skip),
+        Err(VerbsError::InvalidTransition {
+            qpn,
+            from: QpState::Init,
+            to: QpState::Rts
+        })
+    );
+}
