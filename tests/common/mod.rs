@@ -5,6 +5,8 @@
 //! ICRC recomputed unless the ICRC is the thing, so each maps to exactly one `ParseError`.
 //! `ROCE_BLESS=1 cargo test -p roce-tests --test fixtures` rewrites them.
 
+pub mod sim;
+
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 

@@ -19,6 +19,7 @@
 mod capture;
 mod fault;
 mod link;
+mod pair;
 mod trace;
 
 pub use capture::{Capture, PCAP_DIR_VAR};
@@ -27,4 +28,5 @@ pub use link::{
     DEFAULT_LATENCY, EcnMarking, Fate, IPV4_FRAME_OVERHEAD, IPV6_FRAME_OVERHEAD, Link, LinkConfig,
     LinkStats, Sent, SimPacket,
 };
+pub use pair::{A_ADDR, B_ADDR, Pair, PairConfig, Side};
 pub use trace::{TraceGuard, set_sim_time, trace_to_test_output};

@@ -71,17 +71,20 @@ impl<T: AsRef<[u8]>> Packet<T> {
         if usize::from(pad) > available {
             return Err(ParseError::BadPad { pad, available });
         }
+        // Opcodes with a fixed payload (none, or ATOMIC WRITE's 8 bytes) carry no pad either.
         let expected = match layout.payload {
             PayloadRule::None => Some(0),
             PayloadRule::Fixed(n) => Some(n),
             PayloadRule::Mtu | PayloadRule::OneToMtu | PayloadRule::UpToMtu => None,
         };
         match expected {
-            Some(expected) if expected != available => Err(ParseError::BadPayloadLength {
-                opcode,
-                expected,
-                got: available,
-            }),
+            Some(expected) if expected != available || pad != 0 => {
+                Err(ParseError::BadPayloadLength {
+                    opcode,
+                    expected,
+                    got: available - usize::from(pad),
+                })
+            }
             _ => Ok(()),
         }
     }

@@ -48,9 +48,15 @@ impl Qp {
             }
             (_, Syndrome::Nak(NakCode::PsnSeqErr)) => {
                 ctx.stats.rx_nak_seq_err += 1;
-                // The NAK acknowledges every PSN before it (IBTA vol. 1 §9.7.5.2.1).
+                // The NAK acknowledges every PSN before it (IBTA vol. 1 §9.7.5.2.1): progress,
+                // if it names a PSN after `una`, which renews the retry budget (rxe
+                // `reset_retry_counters`).
+                let progress = psn.distance(self.req.una) > 0;
                 if !self.ack_before(ctx, psn) {
                     return;
+                }
+                if progress {
+                    self.after_progress(ctx);
                 }
                 self.retry(ctx, psn);
             }
@@ -82,27 +88,40 @@ impl Qp {
     /// NAK, retried from there (IBTA vol. 1 §9.7.5.2.4, rxe `check_ack`). Returns false when
     /// that happened, or the QP failed.
     fn ack_before(&mut self, ctx: &mut Ctx<'_>, psn: Psn) -> bool {
+        // Every WQE whose PSNs all lie before `psn` was sent whole at least once (`psn` is
+        // below `next_new`), even if go-back-N is sending it again right now.
         while let Some(wqe) = self.sq.front() {
             let Some(last) = wqe.last_psn() else { break };
-            if !wqe.sent || last.distance(psn) >= 0 {
+            if last.distance(psn) >= 0 {
                 break;
             }
             if wqe.wr.op.is_read_or_atomic() {
-                ctx.stats.implied_naks += 1;
-                // Resume where its responses stopped: inside it if some arrived.
+                // Resume where its responses stopped: inside it if some arrived. A retry already
+                // under way covers it (ACKs for later PSNs keep coming meanwhile).
                 let first = wqe.first_psn.expect("a WQE with a last PSN has a first");
                 let resume = if wqe.contains(self.req.una) {
                     self.req.una
                 } else {
                     first
                 };
-                self.retry(ctx, resume);
+                if resume.distance(self.req.una) > 0 {
+                    self.req.una = resume;
+                }
+                if !self.req.retrying {
+                    ctx.stats.implied_naks += 1;
+                    self.retry(ctx, resume);
+                    self.req.retrying = true;
+                }
                 return false;
             }
             self.retire_front(ctx);
         }
         if psn.distance(self.req.una) > 0 {
             self.req.una = psn;
+        }
+        if self.req.psn.distance(self.req.una) < 0 {
+            // What go-back-N was sending again is acknowledged already: go on from `una`.
+            self.resync_cursor();
         }
         true
     }
@@ -129,6 +148,7 @@ impl Qp {
     /// Forward progress: the retry counters start again (IBTA vol. 1 §9.7.6.1.3), the
     /// retransmit timer restarts or stops.
     fn after_progress(&mut self, ctx: &mut Ctx<'_>) {
+        self.req.retrying = false;
         self.req.retry_left = self.retry_cnt;
         self.req.rnr_left = self.rnr_retry;
         let outstanding = self.req.outstanding() || self.sq.iter().any(|w| w.sent);
@@ -140,14 +160,7 @@ impl Qp {
 
     fn on_read_response(&mut self, ctx: &mut Ctx<'_>, psn: Psn, packet: &RocePacket<&[u8]>) {
         if psn != self.req.una {
-            // A response past the one expected: those between were lost (implied NAK).
-            if psn.distance(self.req.una) > 0 {
-                ctx.stats.implied_naks += 1;
-                let una = self.req.una;
-                self.retry(ctx, una);
-            } else {
-                ctx.stats.rx_ghost_responses += 1;
-            }
+            self.out_of_order_response(ctx, psn);
             return;
         }
         // The response acknowledges the SENDs and WRITEs before the READ.
@@ -180,13 +193,7 @@ impl Qp {
 
     fn on_atomic_ack(&mut self, ctx: &mut Ctx<'_>, psn: Psn, orig: u64) {
         if psn != self.req.una {
-            if psn.distance(self.req.una) > 0 {
-                ctx.stats.implied_naks += 1;
-                let una = self.req.una;
-                self.retry(ctx, una);
-            } else {
-                ctx.stats.rx_ghost_responses += 1;
-            }
+            self.out_of_order_response(ctx, psn);
             return;
         }
         if !self.ack_before(ctx, psn) {
@@ -205,6 +212,20 @@ impl Qp {
         self.req.una = psn.wrapping_add(1);
         self.retire_front(ctx);
         self.after_progress(ctx);
+    }
+
+    /// A READ response or atomic ACK that is not the one expected. Past it: those between were
+    /// lost, an implied NAK (IBTA vol. 1 §9.7.5.2.4), retried once until progress is made.
+    /// Before it: a late duplicate.
+    fn out_of_order_response(&mut self, ctx: &mut Ctx<'_>, psn: Psn) {
+        if psn.distance(self.req.una) < 0 || self.req.retrying {
+            ctx.stats.rx_ghost_responses += 1;
+            return;
+        }
+        ctx.stats.implied_naks += 1;
+        let una = self.req.una;
+        self.retry(ctx, una);
+        self.req.retrying = true;
     }
 
     fn on_rnr_nak(&mut self, ctx: &mut Ctx<'_>, psn: Psn, timer: RnrTimer) {
@@ -242,6 +263,7 @@ impl Qp {
         if !self.req.outstanding() && !self.sq.iter().any(|w| w.sent) {
             return;
         }
+        self.req.retrying = false;
         ctx.stats.retransmit_timeouts += 1;
         let una = self.req.una;
         self.retry(ctx, una);

@@ -37,6 +37,9 @@ pub(crate) struct Requester {
     pub(crate) rnr_left: u8,
     /// Waiting for the RNR timer: send nothing.
     pub(crate) rnr_wait: bool,
+    /// A retry was started by a NAK or an implied NAK and has made no progress yet: further
+    /// responses that show the same gap start no other retry (rxe `comp.started_retry`).
+    pub(crate) retrying: bool,
 }
 
 impl Requester {
@@ -314,6 +317,23 @@ impl Qp {
         self.req.noack_pkts = 0;
         for wqe in self.sq.iter_mut().skip(index) {
             wqe.sent = false;
+        }
+    }
+
+    /// Points the requester at `una` after ACKs overtook a go-back-N resend: in the WQE that
+    /// holds it, or at the first WQE never sent.
+    pub(crate) fn resync_cursor(&mut self) {
+        let una = self.req.una;
+        if self.sq.iter().any(|wqe| wqe.contains(una)) {
+            self.go_back(una);
+        } else {
+            self.req.psn = una;
+            self.req.offset = 0;
+            self.req.cursor = self
+                .sq
+                .iter()
+                .position(|wqe| wqe.first_psn.is_none())
+                .unwrap_or(self.sq.len());
         }
     }
 

@@ -133,6 +133,26 @@ fn errors_come_in_wire_order() {
 }
 
 #[test]
+fn fixed_payload_opcodes_carry_no_pad() {
+    // ATOMIC WRITE carries exactly 8 bytes: 6 bytes and a pad of 2 are not 8 bytes.
+    let mut bytes = vec![0x1d, 0x20, 0xff, 0xff, 0, 0, 0, 1, 0, 0, 0, 1];
+    bytes.extend_from_slice(&[0; 16]); // RETH
+    bytes.extend_from_slice(&[0; 8]); // 6 bytes of payload, 2 of pad
+    bytes.extend_from_slice(&[0; 4]); // ICRC
+    let err = Packet::new_checked(&bytes[..]).unwrap_err();
+    assert_eq!(
+        err,
+        ParseError::BadPayloadLength {
+            opcode: 0x1d,
+            expected: 8,
+            got: 6
+        }
+    );
+    bytes[1] = 0;
+    assert!(Packet::new_checked(&bytes[..]).is_ok());
+}
+
+#[test]
 fn write_only_with_immediate_has_reth_then_immdt() {
     let mut bth = BthRepr::new(
         Opcode::RcRdmaWriteOnlyWithImmediate,

@@ -1,0 +1,338 @@
+//! Two NICs, one RC QP each, connected over two [`Link`]s, in virtual time: the harness of the
+//! two-NIC tests (quinn's `Pair`).
+//!
+//! ```text
+//!   a.nic ──a_to_b──▶ b.nic
+//!   a.nic ◀──b_to_a── b.nic
+//! ```
+//!
+//! [`Pair::step`] delivers what is due, fires due timers, moves every transmit onto its link, then
+//! jumps `now` to the next event. DCQCN timers re-arm forever, so "until idle" is no stopping rule:
+//! runs are bounded with [`Pair::drive_until`].
+
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+
+use roce_core::{
+    Access, AddressVector, CqHandle, Cqe, Datagram, Instant, MAX_DATAGRAM, MemoryRegion, Mtu, Nic,
+    NicConfig, PdHandle, Psn, QpAttr, QpInit, QpState, QpType, Qpn, Transmit,
+};
+
+use crate::{Capture, Link, LinkConfig, SimPacket, set_sim_time};
+
+/// How a [`Pair`] is built. The default: seed 0, perfect 10 µs links, path MTU 1024, 1 MiB
+/// regions, the QP attributes of ibv_rc_pingpong but retry_cnt 7 and a 1 ms ACK timeout.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PairConfig {
+    /// Seed of the links (`seed` for a → b, `seed + 1` for b → a).
+    pub seed: u64,
+    /// Both directions.
+    pub link: LinkConfig,
+    /// The QPs' path MTU.
+    pub mtu: Mtu,
+    /// Bytes of each side's memory region.
+    pub region_len: usize,
+    /// First PSN of a's requester (b's responder expects it).
+    pub a_psn: Psn,
+    /// First PSN of b's requester.
+    pub b_psn: Psn,
+    /// Local ACK timeout exponent (4.096 µs × 2^timeout).
+    pub timeout: u8,
+    /// Transport retries.
+    pub retry_cnt: u8,
+    /// RNR retries (7 = infinite).
+    pub rnr_retry: u8,
+    /// RNR timer code the responders send.
+    pub min_rnr_timer: u8,
+    /// Outstanding READs and atomics.
+    pub max_rd_atomic: u8,
+    /// Send and receive queue depths.
+    pub queue_depth: usize,
+    /// The NICs' configuration, their addresses aside.
+    pub nic: NicConfig,
+}
+
+impl Default for PairConfig {
+    fn default() -> Self {
+        Self {
+            seed: 0,
+            link: LinkConfig::default(),
+            mtu: Mtu::Mtu1024,
+            region_len: 1 << 20,
+            a_psn: Psn::new(0),
+            b_psn: Psn::new(0x0080_0000),
+            timeout: 8,
+            retry_cnt: 7,
+            rnr_retry: 7,
+            min_rnr_timer: 1,
+            max_rd_atomic: 16,
+            queue_depth: 1024,
+            nic: NicConfig::default(),
+        }
+    }
+}
+
+/// One NIC of a pair and its objects.
+#[derive(Debug)]
+pub struct Side {
+    /// The NIC.
+    pub nic: Nic,
+    /// Its address.
+    pub addr: IpAddr,
+    /// Its protection domain.
+    pub pd: PdHandle,
+    /// Its one completion queue (send and receive).
+    pub cq: CqHandle,
+    /// Its RC QP.
+    pub qpn: Qpn,
+    /// Its memory region, with every right.
+    pub mr: MemoryRegion,
+}
+
+impl Side {
+    /// The next completion.
+    pub fn completion(&mut self) -> Option<Cqe> {
+        self.nic.poll_completion(self.cq)
+    }
+
+    /// Every completion waiting.
+    pub fn completions(&mut self) -> Vec<Cqe> {
+        std::iter::from_fn(|| self.completion()).collect()
+    }
+
+    /// The QP's state.
+    pub fn qp_state(&self) -> QpState {
+        self.nic.qp_state(self.qpn).expect("the pair's QP exists")
+    }
+}
+
+/// Two NICs over two links.
+#[derive(Debug)]
+pub struct Pair {
+    /// Side a, at 198.18.0.1.
+    pub a: Side,
+    /// Side b, at 198.18.0.2.
+    pub b: Side,
+    /// What a sends.
+    pub a_to_b: Link,
+    /// What b sends.
+    pub b_to_a: Link,
+    /// Simulated time.
+    pub now: Instant,
+    buf: Vec<u8>,
+}
+
+/// The address of side a.
+pub const A_ADDR: IpAddr = IpAddr::V4(Ipv4Addr::new(198, 18, 0, 1));
+/// The address of side b.
+pub const B_ADDR: IpAddr = IpAddr::V4(Ipv4Addr::new(198, 18, 0, 2));
+
+impl Pair {
+    /// Two NICs with one RC QP each, connected to each other and in RTS. If `ROCE_SIM_PCAP` is
+    /// set, both links are captured into `$ROCE_SIM_PCAP/<thread name>.pcap` (the test's name).
+    pub fn connected(config: &PairConfig) -> Self {
+        let mut a = side(config, A_ADDR);
+        let mut b = side(config, B_ADDR);
+        connect(config, &mut a, b.addr, b.qpn, config.b_psn, config.a_psn);
+        connect(config, &mut b, a.addr, a.qpn, config.a_psn, config.b_psn);
+        let mut a_to_b = Link::new(config.link, config.seed);
+        let mut b_to_a = Link::new(config.link, config.seed.wrapping_add(1));
+        let name = std::thread::current()
+            .name()
+            .unwrap_or("pair")
+            .replace("::", "-");
+        if let Some(capture) = Capture::from_env(&name) {
+            a_to_b.capture(capture.clone());
+            b_to_a.capture(capture);
+        }
+        Self {
+            a,
+            b,
+            a_to_b,
+            b_to_a,
+            now: Instant::ZERO,
+            buf: vec![0; MAX_DATAGRAM],
+        }
+    }
+
+    /// Delivers everything due at `now`, fires due timers, moves transmits onto the links, then
+    /// jumps `now` to the next event. Returns false when nothing is scheduled.
+    pub fn step(&mut self) -> bool {
+        self.exchange();
+        let next = [
+            self.a.nic.poll_timeout(),
+            self.b.nic.poll_timeout(),
+            self.a_to_b.next_arrival(),
+            self.b_to_a.next_arrival(),
+        ]
+        .into_iter()
+        .flatten()
+        .min();
+        match next {
+            Some(at) => {
+                self.now = self.now.max(at);
+                set_sim_time(self.now);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Steps until `deadline` or until nothing is scheduled.
+    pub fn drive_until(&mut self, deadline: Instant) {
+        while self.now < deadline && self.step() {}
+        if self.now < deadline {
+            self.exchange();
+        }
+    }
+
+    /// Steps until `done(self)` holds or `deadline` passes; returns whether it held.
+    pub fn drive_while(
+        &mut self,
+        deadline: Instant,
+        mut done: impl FnMut(&mut Self) -> bool,
+    ) -> bool {
+        loop {
+            if done(self) {
+                return true;
+            }
+            if self.now >= deadline || !self.step() {
+                self.exchange();
+                return done(self);
+            }
+        }
+    }
+
+    /// Everything that can happen at `now`, until nothing more does.
+    fn exchange(&mut self) {
+        let now = self.now;
+        set_sim_time(now);
+        loop {
+            let mut progress = false;
+            while let Some(packet) = self.a_to_b.deliver(now) {
+                let _span = tracing::info_span!("nic", name = "b").entered();
+                self.b.nic.handle_datagram(now, datagram(&packet));
+                progress = true;
+            }
+            while let Some(packet) = self.b_to_a.deliver(now) {
+                let _span = tracing::info_span!("nic", name = "a").entered();
+                self.a.nic.handle_datagram(now, datagram(&packet));
+                progress = true;
+            }
+            for (side, name) in [(&mut self.a, "a"), (&mut self.b, "b")] {
+                if side.nic.poll_timeout().is_some_and(|at| at <= now) {
+                    let _span = tracing::info_span!("nic", name).entered();
+                    side.nic.handle_timeout(now);
+                    progress = true;
+                }
+            }
+            for (side, link) in [
+                (&mut self.a, &mut self.a_to_b),
+                (&mut self.b, &mut self.b_to_a),
+            ] {
+                while let Some(transmit) = side.nic.poll_transmit(now, &mut self.buf) {
+                    link.send(now, packet(&transmit, &self.buf));
+                    progress = true;
+                }
+            }
+            if !progress {
+                return;
+            }
+        }
+    }
+}
+
+fn datagram(packet: &SimPacket) -> Datagram<'_> {
+    Datagram {
+        src: packet.src,
+        dst: packet.dst,
+        ecn: packet.ecn,
+        // The simulator knows the whole header: IPv4 ID 0, as the NICs computed the ICRC.
+        ip_id: packet.src.is_ipv4().then_some(0),
+        payload: &packet.payload,
+    }
+}
+
+fn packet(transmit: &Transmit, buf: &[u8]) -> SimPacket {
+    SimPacket {
+        src: SocketAddr::new(transmit.src, transmit.src_port),
+        dst: transmit.dst,
+        ecn: transmit.ecn,
+        dscp: transmit.dscp,
+        ttl: transmit.ttl,
+        payload: buf[..transmit.len].to_vec(),
+    }
+}
+
+fn side(config: &PairConfig, addr: IpAddr) -> Side {
+    let mut nic = Nic::new(NicConfig {
+        addrs: vec![addr],
+        ..config.nic.clone()
+    });
+    let pd = nic.alloc_pd();
+    let cq = nic.create_cq(4 * config.queue_depth);
+    let mr = nic
+        .reg_mr(pd, config.region_len, Access::ALL)
+        .expect("a valid region");
+    let init = QpInit {
+        pd,
+        qp_type: QpType::Rc,
+        send_cq: cq,
+        recv_cq: cq,
+        max_send_wr: config.queue_depth,
+        max_recv_wr: config.queue_depth,
+    };
+    let qpn = nic.create_qp(&init).expect("a valid QP");
+    Side {
+        nic,
+        addr,
+        pd,
+        cq,
+        qpn,
+        mr,
+    }
+}
+
+/// RESET → INIT → RTR → RTS, as ibv_rc_pingpong does it.
+fn connect(
+    config: &PairConfig,
+    side: &mut Side,
+    peer: IpAddr,
+    peer_qpn: Qpn,
+    rq_psn: Psn,
+    sq_psn: Psn,
+) {
+    let state = |s| QpAttr {
+        qp_state: Some(s),
+        ..QpAttr::default()
+    };
+    let steps = [
+        QpAttr {
+            pkey_index: Some(0),
+            port_num: Some(1),
+            access_flags: Some(Access::ALL),
+            ..state(QpState::Init)
+        },
+        QpAttr {
+            av: Some(AddressVector::new(side.addr, peer)),
+            path_mtu: Some(config.mtu),
+            dest_qpn: Some(peer_qpn),
+            rq_psn: Some(rq_psn),
+            max_dest_rd_atomic: Some(config.max_rd_atomic),
+            min_rnr_timer: Some(config.min_rnr_timer),
+            ..state(QpState::Rtr)
+        },
+        QpAttr {
+            sq_psn: Some(sq_psn),
+            timeout: Some(config.timeout),
+            retry_cnt: Some(config.retry_cnt),
+            rnr_retry: Some(config.rnr_retry),
+            max_rd_atomic: Some(config.max_rd_atomic),
+            ..state(QpState::Rts)
+        },
+    ];
+    for attr in steps {
+        side.nic
+            .modify_qp(side.qpn, &attr)
+            .expect("the pair's QPs connect");
+    }
+}

@@ -1,0 +1,65 @@
+//! Helpers for the two-NIC simulations: work requests on a [`Side`]'s region, and the data a
+//! test sends, recognisable by its seed.
+
+use roce_core::{Instant, RecvWr, Remote, SendOp, SendWr, Sge};
+use roce_sim::{Pair, Side};
+
+/// An SGE of `len` bytes at `offset` in the side's region.
+pub fn sge(side: &Side, offset: u64, len: u32) -> Sge {
+    Sge {
+        addr: side.mr.addr() + offset,
+        length: len,
+        lkey: side.mr.lkey(),
+    }
+}
+
+/// The side's region as a remote target at `offset`.
+pub fn remote(side: &Side, offset: u64) -> Remote {
+    Remote {
+        addr: side.mr.addr() + offset,
+        rkey: side.mr.rkey(),
+    }
+}
+
+/// Posts a signaled send WR on the side's QP.
+pub fn post(pair: &mut Pair, a: bool, wr: SendWr) {
+    let now = pair.now;
+    let side = if a { &mut pair.a } else { &mut pair.b };
+    side.nic
+        .post_send(now, side.qpn, wr)
+        .expect("a valid send WR");
+}
+
+/// Posts a receive WR of `len` bytes at `offset`.
+pub fn post_recv(side: &mut Side, wr_id: u64, offset: u64, len: u32) {
+    let wr = RecvWr {
+        wr_id,
+        sgl: vec![sge(side, offset, len)],
+    };
+    side.nic
+        .post_recv(side.qpn, wr)
+        .expect("a valid receive WR");
+}
+
+/// A send WR of `op` over `len` bytes at `offset` of the side's region.
+pub fn wr(side: &Side, wr_id: u64, op: SendOp, offset: u64, len: u32) -> SendWr {
+    SendWr::new(wr_id, op, vec![sge(side, offset, len)])
+}
+
+/// `len` bytes that depend on `seed` and position: a misplaced or stale byte shows.
+pub fn pattern(seed: u64, len: usize) -> Vec<u8> {
+    let mut x = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect()
+}
+
+/// A deadline `millis` after the pair's current time.
+pub fn after_millis(pair: &Pair, millis: u64) -> Instant {
+    pair.now + roce_core::Duration::from_millis(millis)
+}

@@ -1,0 +1,239 @@
+//! Every operation end to end between two NICs over perfect links: data lands where it should,
+//! completions say what happened, the peer's memory holds what atomics left.
+
+#![allow(clippy::unwrap_used)] // test code: a panic is the failure report
+
+use roce_core::{Cqe, QpState, SendOp, WcOpcode, WcStatus};
+use roce_sim::{Pair, PairConfig};
+use roce_tests::sim::{after_millis, pattern, post, post_recv, remote, wr};
+
+fn pair() -> (Pair, roce_sim::TraceGuard) {
+    let log = roce_sim::trace_to_test_output();
+    (Pair::connected(&PairConfig::default()), log)
+}
+
+fn success(cqe: Option<Cqe>, wr_id: u64, opcode: WcOpcode) -> Cqe {
+    let cqe = cqe.expect("a completion");
+    assert_eq!(
+        (cqe.wr_id, cqe.status, cqe.opcode),
+        (wr_id, WcStatus::Success, opcode),
+        "{cqe:?}"
+    );
+    cqe
+}
+
+#[test]
+fn send_of_every_size_lands_in_the_receive_wr() {
+    let (mut pair, _log) = pair();
+    for (i, len) in [0u32, 1, 3, 1023, 1024, 1025, 4096, 10_000]
+        .into_iter()
+        .enumerate()
+    {
+        let data = pattern(i as u64, len as usize);
+        pair.a.mr.write(0, &data);
+        post_recv(&mut pair.b, 100 + i as u64, 0, 16384);
+        let send = wr(&pair.a, i as u64, SendOp::Send, 0, len);
+        post(&mut pair, true, send);
+        let deadline = after_millis(&pair, 10);
+        pair.drive_until(deadline);
+        success(pair.a.completion(), i as u64, WcOpcode::Send);
+        let recv = success(pair.b.completion(), 100 + i as u64, WcOpcode::Recv);
+        assert_eq!(recv.byte_len, len);
+        assert_eq!(pair.b.mr.read(0, len as usize).unwrap(), data, "len {len}");
+    }
+    assert_eq!(pair.a.nic.stats().retransmitted_packets, 0);
+}
+
+#[test]
+fn send_with_immediate_and_with_invalidate() {
+    let (mut pair, _log) = pair();
+    post_recv(&mut pair.b, 1, 0, 100);
+    post_recv(&mut pair.b, 2, 0, 100);
+    let imm = wr(&pair.a, 10, SendOp::SendWithImm(0xfeed_beef), 0, 5);
+    post(&mut pair, true, imm);
+    let rkey = pair.b.mr.rkey();
+    let inv = wr(&pair.a, 11, SendOp::SendWithInv(rkey), 0, 5);
+    post(&mut pair, true, inv);
+    let deadline = after_millis(&pair, 10);
+    pair.drive_until(deadline);
+    let first = success(pair.b.completion(), 1, WcOpcode::Recv);
+    assert_eq!(first.imm_data, Some(0xfeed_beef));
+    let second = success(pair.b.completion(), 2, WcOpcode::Recv);
+    assert_eq!(second.invalidated_rkey, Some(rkey));
+    // The invalidated rkey no longer opens the region to WRITEs: remote access error.
+    let write = wr(&pair.a, 12, SendOp::RdmaWrite(remote(&pair.b, 0)), 0, 8);
+    post(&mut pair, true, write);
+    let deadline = after_millis(&pair, 10);
+    pair.drive_until(deadline);
+    let completions = pair.a.completions();
+    assert_eq!(
+        completions.last().unwrap().status,
+        WcStatus::RemAccessErr,
+        "{completions:?}"
+    );
+}
+
+#[test]
+fn write_lands_in_the_peers_memory_without_a_receive() {
+    let (mut pair, _log) = pair();
+    let data = pattern(7, 100_000);
+    pair.a.mr.write(0, &data);
+    let write = wr(
+        &pair.a,
+        1,
+        SendOp::RdmaWrite(remote(&pair.b, 1000)),
+        0,
+        100_000,
+    );
+    post(&mut pair, true, write);
+    let deadline = after_millis(&pair, 20);
+    pair.drive_until(deadline);
+    success(pair.a.completion(), 1, WcOpcode::RdmaWrite);
+    assert_eq!(pair.b.completion(), None);
+    assert_eq!(pair.b.mr.read(1000, 100_000).unwrap(), data);
+}
+
+#[test]
+fn write_with_immediate_consumes_a_receive() {
+    let (mut pair, _log) = pair();
+    post_recv(&mut pair.b, 5, 0, 0);
+    pair.a.mr.write(0, b"abcdefgh");
+    let write = wr(
+        &pair.a,
+        1,
+        SendOp::RdmaWriteWithImm(remote(&pair.b, 64), 42),
+        0,
+        8,
+    );
+    post(&mut pair, true, write);
+    let deadline = after_millis(&pair, 10);
+    pair.drive_until(deadline);
+    let recv = success(pair.b.completion(), 5, WcOpcode::RecvRdmaWithImm);
+    assert_eq!((recv.imm_data, recv.byte_len), (Some(42), 8));
+    assert_eq!(pair.b.mr.read(64, 8).unwrap(), b"abcdefgh");
+}
+
+#[test]
+fn read_brings_the_peers_memory_back() {
+    let (mut pair, _log) = pair();
+    let data = pattern(3, 70_000);
+    pair.b.mr.write(500, &data);
+    let read = wr(
+        &pair.a,
+        1,
+        SendOp::RdmaRead(remote(&pair.b, 500)),
+        9000,
+        70_000,
+    );
+    post(&mut pair, true, read);
+    let deadline = after_millis(&pair, 20);
+    pair.drive_until(deadline);
+    let cqe = success(pair.a.completion(), 1, WcOpcode::RdmaRead);
+    assert_eq!(cqe.byte_len, 70_000);
+    assert_eq!(pair.a.mr.read(9000, 70_000).unwrap(), data);
+}
+
+#[test]
+fn atomics_return_the_original_value_and_change_the_peers_memory() {
+    let (mut pair, _log) = pair();
+    pair.b.mr.write(8, &100u64.to_le_bytes());
+    let add = wr(
+        &pair.a,
+        1,
+        SendOp::FetchAdd {
+            remote: remote(&pair.b, 8),
+            add: 23,
+        },
+        0,
+        8,
+    );
+    post(&mut pair, true, add);
+    let cas = SendOp::CompareSwap {
+        remote: remote(&pair.b, 8),
+        compare: 123,
+        swap: 7,
+    };
+    let cas = wr(&pair.a, 2, cas, 8, 8);
+    post(&mut pair, true, cas);
+    let miss = SendOp::CompareSwap {
+        remote: remote(&pair.b, 8),
+        compare: 123,
+        swap: 9,
+    };
+    let miss = wr(&pair.a, 3, miss, 16, 8);
+    post(&mut pair, true, miss);
+    let deadline = after_millis(&pair, 10);
+    pair.drive_until(deadline);
+    success(pair.a.completion(), 1, WcOpcode::FetchAdd);
+    success(pair.a.completion(), 2, WcOpcode::CompareSwap);
+    success(pair.a.completion(), 3, WcOpcode::CompareSwap);
+    assert_eq!(pair.a.mr.read(0, 8).unwrap(), 100u64.to_le_bytes());
+    assert_eq!(pair.a.mr.read(8, 8).unwrap(), 123u64.to_le_bytes());
+    assert_eq!(
+        pair.a.mr.read(16, 8).unwrap(),
+        7u64.to_le_bytes(),
+        "the second swap missed"
+    );
+    assert_eq!(pair.b.mr.read(8, 8).unwrap(), 7u64.to_le_bytes());
+}
+
+#[test]
+fn both_directions_at_once_complete_in_order() {
+    let (mut pair, _log) = pair();
+    for i in 0..50 {
+        post_recv(&mut pair.a, i, 0, 2048);
+        post_recv(&mut pair.b, i, 0, 2048);
+        let to_b = wr(&pair.a, i, SendOp::Send, 4096, 2000);
+        post(&mut pair, true, to_b);
+        let to_a = wr(&pair.b, i, SendOp::Send, 4096, 2000);
+        post(&mut pair, false, to_a);
+    }
+    let deadline = after_millis(&pair, 50);
+    pair.drive_until(deadline);
+    for side in [&mut pair.a, &mut pair.b] {
+        let ids: Vec<u64> = side
+            .completions()
+            .iter()
+            .filter(|c| c.opcode == WcOpcode::Send)
+            .map(|c| c.wr_id)
+            .collect();
+        assert_eq!(ids, (0..50).collect::<Vec<_>>());
+        assert_eq!(side.qp_state(), QpState::Rts);
+    }
+}
+
+#[test]
+fn unsignaled_sends_complete_silently() {
+    let (mut pair, _log) = pair();
+    for i in 0..3 {
+        post_recv(&mut pair.b, i, 0, 64);
+        let mut send = wr(&pair.a, i, SendOp::Send, 0, 8);
+        send.signaled = i == 2;
+        post(&mut pair, true, send);
+    }
+    let deadline = after_millis(&pair, 10);
+    pair.drive_until(deadline);
+    let ids: Vec<u64> = pair.a.completions().iter().map(|c| c.wr_id).collect();
+    assert_eq!(ids, [2]);
+    assert_eq!(pair.b.completions().len(), 3);
+}
+
+#[test]
+fn psns_wrap_around_at_2_pow_24() {
+    let config = PairConfig {
+        a_psn: roce_core::Psn::new(0x00ff_fffe),
+        ..PairConfig::default()
+    };
+    let mut pair = Pair::connected(&config);
+    post_recv(&mut pair.b, 1, 0, 8192);
+    let data = pattern(11, 5000);
+    pair.a.mr.write(0, &data);
+    let send = wr(&pair.a, 1, SendOp::Send, 0, 5000);
+    post(&mut pair, true, send);
+    let deadline = after_millis(&pair, 10);
+    pair.drive_until(deadline);
+    success(pair.a.completion(), 1, WcOpcode::Send);
+    success(pair.b.completion(), 1, WcOpcode::Recv);
+    assert_eq!(pair.b.mr.read(0, 5000).unwrap(), data);
+    assert_eq!(pair.a_to_b.sent_psns(), [0xff_fffe, 0xff_ffff, 0, 1, 2]);
+}
