@@ -1,0 +1,152 @@
+//! The unprivileged backend: one UDP socket bound to `<ip>:4791`, through quinn-udp (ECN in and
+//! out with IP_TOS / IP_RECVTOS cmsgs, GRO, DF set by IP_PMTUDISC_PROBE).
+//!
+//! What this backend can and cannot do, and so what a NIC on it does:
+//! - every packet leaves from source port 4791 (one socket), so the NIC runs with
+//!   `SrcPortPolicy::Fixed(4791)` and its ICRCs cover that port;
+//! - Linux gives DF datagrams sent on an unconnected UDP socket the IPv4 ID 0, which is what the
+//!   engine's ICRC assumes (checked by a test that captures our own packets);
+//! - on receive the IPv4 ID is not visible, so the ICRC of a packet from a peer that uses other
+//!   IDs (rxe counts them up) cannot be checked in full: the NIC checks it as if the ID were 0 and,
+//!   when that fails, accepts the packet and counts it under `rx_icrc_unverifiable`. The raw
+//!   backend sees whole frames and checks every ICRC.
+//! - the DSCP bits are not set (quinn-udp writes only the ECN bits of the TOS byte).
+
+use std::io::{self, IoSliceMut};
+use std::net::{IpAddr, SocketAddr};
+
+use quinn_udp::{EcnCodepoint, RecvMeta, UdpSocketState};
+use roce_core::{Ecn, Transmit};
+use tokio::io::Interest;
+use tokio::net::UdpSocket;
+
+use super::{Backend, Received};
+
+/// A UDP socket on `<ip>:4791`.
+#[derive(Debug)]
+pub struct UdpBackend {
+    socket: UdpSocket,
+    state: UdpSocketState,
+    local: SocketAddr,
+    meta: Vec<RecvMeta>,
+}
+
+impl UdpBackend {
+    /// Binds `<ip>:port` (4791 for RoCEv2). Must be called inside a tokio runtime.
+    pub fn bind(ip: IpAddr, port: u16) -> io::Result<Self> {
+        let std_socket = std::net::UdpSocket::bind(SocketAddr::new(ip, port))?;
+        std_socket.set_nonblocking(true)?;
+        let state = UdpSocketState::new((&std_socket).into())?;
+        let socket = UdpSocket::from_std(std_socket)?;
+        let local = socket.local_addr()?;
+        let meta = vec![RecvMeta::default(); BATCH];
+        Ok(Self {
+            socket,
+            state,
+            local,
+            meta,
+        })
+    }
+
+    /// The bound address.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local
+    }
+}
+
+impl Backend for UdpBackend {
+    async fn recv(&mut self, buf: &mut [u8], out: &mut Vec<Received>) -> io::Result<()> {
+        let gro = self.state.gro_segments().max(1);
+        let chunk = buf.len() / BATCH;
+        loop {
+            self.socket.readable().await?;
+            let mut slices: Vec<IoSliceMut<'_>> = buf
+                .chunks_mut(chunk)
+                .take(BATCH)
+                .map(IoSliceMut::new)
+                .collect();
+            let result = self.socket.try_io(Interest::READABLE, || {
+                self.state
+                    .recv((&self.socket).into(), &mut slices, &mut self.meta)
+            });
+            let count = match result {
+                Ok(count) => count,
+                Err(err) if err.kind() == io::ErrorKind::WouldBlock => continue,
+                Err(err) => return Err(err),
+            };
+            for (index, meta) in self.meta.iter().take(count).enumerate() {
+                // With GRO one buffer holds several datagrams of `stride` bytes each.
+                let stride = meta.stride.max(1);
+                let mut start = 0;
+                while start < meta.len {
+                    let len = stride.min(meta.len - start);
+                    out.push(Received {
+                        src: meta.addr,
+                        dst: SocketAddr::new(
+                            meta.dst_ip.unwrap_or(self.local.ip()),
+                            self.local.port(),
+                        ),
+                        ecn: ecn_from(meta.ecn),
+                        ip_id: None,
+                        offset: index * chunk + start,
+                        len,
+                    });
+                    start += len;
+                }
+                debug_assert!(meta.len <= chunk && gro >= 1);
+            }
+            return Ok(());
+        }
+    }
+
+    async fn send(&mut self, transmit: &Transmit, payload: &[u8]) -> io::Result<()> {
+        let quinn = quinn_udp::Transmit {
+            destination: transmit.dst,
+            ecn: ecn_to(transmit.ecn),
+            contents: payload,
+            segment_size: None,
+            src_ip: None,
+        };
+        loop {
+            self.socket.writable().await?;
+            let result = self.socket.try_io(Interest::WRITABLE, || {
+                self.state.try_send((&self.socket).into(), &quinn)
+            });
+            match result {
+                Ok(()) => return Ok(()),
+                Err(err) if err.kind() == io::ErrorKind::WouldBlock => continue,
+                Err(err) => return Err(err),
+            }
+        }
+    }
+
+    fn fixed_src_port(&self) -> Option<u16> {
+        Some(self.local.port())
+    }
+
+    fn recv_buffer_len(&self) -> usize {
+        // Each slot holds a GRO batch of full-size datagrams.
+        BATCH * 64 * 1024
+    }
+}
+
+fn ecn_from(ecn: Option<EcnCodepoint>) -> Ecn {
+    match ecn {
+        None => Ecn::NotEct,
+        Some(EcnCodepoint::Ect0) => Ecn::Ect0,
+        Some(EcnCodepoint::Ect1) => Ecn::Ect1,
+        Some(EcnCodepoint::Ce) => Ecn::Ce,
+    }
+}
+
+fn ecn_to(ecn: Ecn) -> Option<EcnCodepoint> {
+    match ecn {
+        Ecn::NotEct => None,
+        Ecn::Ect0 => Some(EcnCodepoint::Ect0),
+        Ecn::Ect1 => Some(EcnCodepoint::Ect1),
+        Ecn::Ce => Some(EcnCodepoint::Ce),
+    }
+}
+
+/// Datagrams (or GRO batches) taken from the socket per system call.
+const BATCH: usize = 32;

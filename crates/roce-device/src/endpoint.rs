@@ -1,0 +1,142 @@
+//! An RC QP on a device and the three `modify_qp` calls that connect it, as ibv_rc_pingpong and
+//! perftest make them once the out-of-band exchange has told each side the other's QPN and PSN.
+
+use std::net::IpAddr;
+
+use roce_core::{
+    Access, AddressVector, CqHandle, Mtu, PdHandle, Psn, QpAttr, QpInit, QpState, QpType, Qpn,
+};
+
+use crate::{DeviceError, DeviceHandle};
+
+/// What one side learns of the other, and the settings of the connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Connection {
+    /// Our address (source GID).
+    pub local: IpAddr,
+    /// The peer's address (destination GID).
+    pub remote: IpAddr,
+    /// The peer's QPN.
+    pub remote_qpn: Qpn,
+    /// The first PSN the peer sends (our responder expects it).
+    pub remote_psn: Psn,
+    /// The first PSN we send.
+    pub local_psn: Psn,
+    /// Path MTU.
+    pub mtu: Mtu,
+    /// Local ACK timeout exponent (ibv_rc_pingpong: 14).
+    pub timeout: u8,
+    /// Transport retries (ibv_rc_pingpong: 7).
+    pub retry_cnt: u8,
+    /// RNR retries (ibv_rc_pingpong: 7, infinite).
+    pub rnr_retry: u8,
+    /// RNR timer code of our RNR NAKs (ibv_rc_pingpong: 12, 0.64 ms).
+    pub min_rnr_timer: u8,
+    /// READs and atomics we may have outstanding.
+    pub max_rd_atomic: u8,
+    /// READs and atomics we serve at once.
+    pub max_dest_rd_atomic: u8,
+    /// Remote rights our responder grants.
+    pub access: Access,
+}
+
+impl Connection {
+    /// ibv_rc_pingpong's settings (rc_pingpong.c `pp_connect_ctx`), with every remote right
+    /// granted so WRITE, READ and atomics work too.
+    pub fn new(
+        local: IpAddr,
+        remote: IpAddr,
+        remote_qpn: Qpn,
+        remote_psn: Psn,
+        local_psn: Psn,
+    ) -> Self {
+        Self {
+            local,
+            remote,
+            remote_qpn,
+            remote_psn,
+            local_psn,
+            mtu: Mtu::Mtu1024,
+            timeout: 14,
+            retry_cnt: 7,
+            rnr_retry: 7,
+            min_rnr_timer: 12,
+            max_rd_atomic: 16,
+            max_dest_rd_atomic: 16,
+            access: Access::ALL,
+        }
+    }
+}
+
+/// An RC QP with its PD and CQ.
+#[derive(Debug, Clone)]
+pub struct RcEndpoint {
+    /// The device.
+    pub device: DeviceHandle,
+    /// Its protection domain.
+    pub pd: PdHandle,
+    /// Its completion queue (send and receive).
+    pub cq: CqHandle,
+    /// The QP.
+    pub qpn: Qpn,
+}
+
+impl RcEndpoint {
+    /// Creates a PD, a CQ and an RC QP in RESET with queues of `depth`.
+    pub async fn create(device: &DeviceHandle, depth: usize) -> Result<Self, DeviceError> {
+        let pd = device.alloc_pd().await?;
+        let cq = device.create_cq(depth * 2).await?;
+        let init = QpInit {
+            pd,
+            qp_type: QpType::Rc,
+            send_cq: cq,
+            recv_cq: cq,
+            max_send_wr: depth,
+            max_recv_wr: depth,
+        };
+        let qpn = device.create_qp(init).await?;
+        Ok(Self {
+            device: device.clone(),
+            pd,
+            cq,
+            qpn,
+        })
+    }
+
+    /// RESET → INIT (receives may be posted from here on).
+    pub async fn init(&self, access: Access) -> Result<(), DeviceError> {
+        let init = QpAttr {
+            qp_state: Some(QpState::Init),
+            pkey_index: Some(0),
+            port_num: Some(1),
+            access_flags: Some(access),
+            ..QpAttr::default()
+        };
+        self.device.modify_qp(self.qpn, init).await
+    }
+
+    /// INIT → RTR → RTS.
+    pub async fn connect(&self, c: &Connection) -> Result<(), DeviceError> {
+        let rtr = QpAttr {
+            qp_state: Some(QpState::Rtr),
+            av: Some(AddressVector::new(c.local, c.remote)),
+            path_mtu: Some(c.mtu),
+            dest_qpn: Some(c.remote_qpn),
+            rq_psn: Some(c.remote_psn),
+            max_dest_rd_atomic: Some(c.max_dest_rd_atomic),
+            min_rnr_timer: Some(c.min_rnr_timer),
+            ..QpAttr::default()
+        };
+        self.device.modify_qp(self.qpn, rtr).await?;
+        let rts = QpAttr {
+            qp_state: Some(QpState::Rts),
+            sq_psn: Some(c.local_psn),
+            timeout: Some(c.timeout),
+            retry_cnt: Some(c.retry_cnt),
+            rnr_retry: Some(c.rnr_retry),
+            max_rd_atomic: Some(c.max_rd_atomic),
+            ..QpAttr::default()
+        };
+        self.device.modify_qp(self.qpn, rts).await
+    }
+}

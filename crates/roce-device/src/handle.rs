@@ -1,0 +1,139 @@
+//! The async verbs API: what applications and the `roce` tools call. Every verb runs on the
+//! device's task (the engine has one owner); the handle sends it there and awaits the answer.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use roce_core::{
+    Access, CqHandle, Cqe, Instant, MemoryRegion, Nic, PdHandle, QpAttr, QpInit, QpState, Qpn,
+    RecvWr, SendWr, Stats, VerbsError,
+};
+use tokio::sync::{Notify, mpsc, oneshot};
+
+use crate::driver::Command;
+
+/// Why a device call failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum DeviceError {
+    /// The device's task has stopped.
+    #[error("the device has stopped")]
+    Stopped,
+    /// The verb was refused.
+    #[error(transparent)]
+    Verbs(#[from] VerbsError),
+    /// No completion came in time.
+    #[error("no completion within {0:?}")]
+    Timeout(Duration),
+}
+
+/// A handle on a running device. Clones talk to the same device; the device stops when the last
+/// handle is dropped.
+#[derive(Debug, Clone)]
+pub struct DeviceHandle {
+    pub(crate) commands: mpsc::UnboundedSender<Command>,
+    pub(crate) completions: Arc<Notify>,
+}
+
+impl DeviceHandle {
+    /// Runs `f` on the device's task with the engine and the current time, and returns its
+    /// result. Every verb below is one of these.
+    pub async fn call<R: Send + 'static>(
+        &self,
+        f: impl FnOnce(&mut Nic, Instant) -> R + Send + 'static,
+    ) -> Result<R, DeviceError> {
+        let (reply, answer) = oneshot::channel();
+        let command: Command = Box::new(move |nic, now| {
+            // The caller may have gone away; then nobody wants the answer.
+            let _ = reply.send(f(nic, now));
+        });
+        self.commands
+            .send(command)
+            .map_err(|_| DeviceError::Stopped)?;
+        answer.await.map_err(|_| DeviceError::Stopped)
+    }
+
+    /// `ibv_alloc_pd`.
+    pub async fn alloc_pd(&self) -> Result<PdHandle, DeviceError> {
+        self.call(|nic, _| nic.alloc_pd()).await
+    }
+
+    /// `ibv_reg_mr` of a new zeroed region.
+    pub async fn reg_mr(
+        &self,
+        pd: PdHandle,
+        len: usize,
+        access: Access,
+    ) -> Result<MemoryRegion, DeviceError> {
+        Ok(self
+            .call(move |nic, _| nic.reg_mr(pd, len, access))
+            .await??)
+    }
+
+    /// `ibv_create_cq`.
+    pub async fn create_cq(&self, depth: usize) -> Result<CqHandle, DeviceError> {
+        self.call(move |nic, _| nic.create_cq(depth)).await
+    }
+
+    /// `ibv_create_qp`.
+    pub async fn create_qp(&self, init: QpInit) -> Result<Qpn, DeviceError> {
+        Ok(self.call(move |nic, _| nic.create_qp(&init)).await??)
+    }
+
+    /// `ibv_modify_qp`.
+    pub async fn modify_qp(&self, qpn: Qpn, attr: QpAttr) -> Result<(), DeviceError> {
+        Ok(self.call(move |nic, _| nic.modify_qp(qpn, &attr)).await??)
+    }
+
+    /// The QP's state (`ibv_query_qp`).
+    pub async fn qp_state(&self, qpn: Qpn) -> Result<QpState, DeviceError> {
+        Ok(self.call(move |nic, _| nic.qp_state(qpn)).await??)
+    }
+
+    /// `ibv_post_send`.
+    pub async fn post_send(&self, qpn: Qpn, wr: SendWr) -> Result<(), DeviceError> {
+        Ok(self
+            .call(move |nic, now| nic.post_send(now, qpn, wr))
+            .await??)
+    }
+
+    /// `ibv_post_recv`.
+    pub async fn post_recv(&self, qpn: Qpn, wr: RecvWr) -> Result<(), DeviceError> {
+        Ok(self.call(move |nic, _| nic.post_recv(qpn, wr)).await??)
+    }
+
+    /// `ibv_poll_cq` for one completion, without waiting.
+    pub async fn poll_completion(&self, cq: CqHandle) -> Result<Option<Cqe>, DeviceError> {
+        self.call(move |nic, _| nic.poll_completion(cq)).await
+    }
+
+    /// Waits for the next completion of `cq` (`ibv_get_cq_event` then `ibv_poll_cq`).
+    pub async fn next_completion(&self, cq: CqHandle) -> Result<Cqe, DeviceError> {
+        loop {
+            // Register for the wake-up before looking, so one that comes in between is not lost.
+            let notified = self.completions.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            if let Some(cqe) = self.poll_completion(cq).await? {
+                return Ok(cqe);
+            }
+            notified.await;
+        }
+    }
+
+    /// [`DeviceHandle::next_completion`], giving up after `limit`.
+    pub async fn next_completion_within(
+        &self,
+        cq: CqHandle,
+        limit: Duration,
+    ) -> Result<Cqe, DeviceError> {
+        tokio::time::timeout(limit, self.next_completion(cq))
+            .await
+            .map_err(|_| DeviceError::Timeout(limit))?
+    }
+
+    /// A copy of the engine's counters.
+    pub async fn stats(&self) -> Result<Stats, DeviceError> {
+        self.call(|nic, _| nic.stats().clone()).await
+    }
+}

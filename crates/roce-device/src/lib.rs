@@ -1,0 +1,103 @@
+//! A roce-emu NIC on real sockets.
+//!
+//! This is the only crate of roce-emu with tokio and sockets. [`Device::spawn`] starts a task that
+//! owns a sans-IO `roce_core::Nic` and a [`Backend`]; [`DeviceHandle`] is the async verbs API
+//! applications use from any task. The backends: [`backend::udp::UdpBackend`], an unprivileged
+//! UDP socket on port 4791. A [`Tap`] writes what a device sends (and receives) to a pcap.
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+//! use roce_device::{Device, DeviceConfig, backend::udp::UdpBackend};
+//! let backend = UdpBackend::bind("127.0.0.1".parse()?, 4791)?;
+//! let device = Device::spawn(DeviceConfig::new("127.0.0.1".parse()?), backend);
+//! let pd = device.alloc_pd().await?;
+//! # Ok(()) }
+//! ```
+
+#![warn(missing_docs)]
+
+use std::net::IpAddr;
+use std::sync::Arc;
+
+use roce_core::{Nic, NicConfig, SrcPortPolicy};
+use tokio::sync::{Notify, mpsc};
+
+pub mod backend;
+mod clock;
+mod driver;
+mod endpoint;
+mod handle;
+mod tap;
+
+pub use backend::Backend;
+pub use endpoint::{Connection, RcEndpoint};
+pub use handle::{DeviceError, DeviceHandle};
+pub use tap::Tap;
+
+/// How a device is set up.
+#[derive(Debug, Clone)]
+pub struct DeviceConfig {
+    /// The engine's configuration. Its addresses must include the backend's; its source port
+    /// policy is set from the backend's abilities.
+    pub nic: NicConfig,
+    /// Where to record traffic, if anywhere.
+    pub tap: Option<Tap>,
+    /// Drop this fraction of received datagrams at random (0 to 1), to show recovery at work.
+    pub rx_loss: f64,
+    /// Seed of those drops.
+    pub seed: u64,
+}
+
+impl DeviceConfig {
+    /// A device with one address and default engine settings.
+    pub fn new(addr: IpAddr) -> Self {
+        Self {
+            nic: NicConfig {
+                addrs: vec![addr],
+                ..NicConfig::default()
+            },
+            tap: None,
+            rx_loss: 0.0,
+            seed: 1,
+        }
+    }
+}
+
+/// Starts devices.
+#[derive(Debug)]
+pub struct Device;
+
+impl Device {
+    /// Starts a device on the current tokio runtime and returns its handle. The device runs until
+    /// every handle is dropped.
+    pub fn spawn<B: Backend>(config: DeviceConfig, backend: B) -> DeviceHandle {
+        let mut nic_config = config.nic;
+        if let Some(port) = backend.fixed_src_port() {
+            // One socket: every packet leaves from its port, so the ICRC must cover that one.
+            nic_config.src_port = SrcPortPolicy::Fixed(port);
+        }
+        let (commands_tx, commands) = mpsc::unbounded_channel();
+        let completions = Arc::new(Notify::new());
+        let driver = driver::Driver {
+            nic: Nic::new(nic_config),
+            backend,
+            commands,
+            completions: completions.clone(),
+            clock: clock::TokioClock::new(),
+            tap: config.tap,
+            rx_loss: driver::Loss {
+                ppm: (config.rx_loss.clamp(0.0, 1.0) * 1e6) as u32,
+                state: config.seed | 1,
+            },
+        };
+        tokio::spawn(async move {
+            if let Err(err) = driver.run().await {
+                tracing::error!(error = %err, "device stopped on an error");
+            }
+        });
+        DeviceHandle {
+            commands: commands_tx,
+            completions,
+        }
+    }
+}

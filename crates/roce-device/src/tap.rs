@@ -1,0 +1,98 @@
+//! A capture tap: a device can write every frame it sends (and optionally receives) into a pcap
+//! that Wireshark opens. The UDP payload is framed as Ethernet/IP/UDP with the fields the NIC
+//! computed its ICRC over (IPv4 ID 0, DF), so `roce dump --strict` checks every ICRC.
+
+use std::fs::File;
+use std::net::{IpAddr, SocketAddr};
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime};
+
+use roce_core::Ecn;
+use roce_pcap::{CaptureError, Writer};
+use roce_wire::frame::{Ethernet, FrameRepr, Ip};
+
+/// A pcap file that several devices may share (clones write to the same file).
+#[derive(Debug, Clone)]
+pub struct Tap {
+    writer: Arc<Mutex<Writer<File>>>,
+    received_too: bool,
+}
+
+impl Tap {
+    /// Creates (or truncates) `path`. With `received_too`, received frames are written as well
+    /// as sent ones (two devices sharing a tap should record only what they send, or every
+    /// packet appears twice).
+    pub fn create(path: impl AsRef<Path>, received_too: bool) -> Result<Self, CaptureError> {
+        // Unbuffered: every frame is in the file as soon as it is written, whenever the process
+        // stops (a tap is for looking at a run, not for speed).
+        let writer = Writer::new(File::create(path)?)?;
+        Ok(Self {
+            writer: Arc::new(Mutex::new(writer)),
+            received_too,
+        })
+    }
+
+    pub(crate) fn received_too(&self) -> bool {
+        self.received_too
+    }
+
+    /// Records one datagram.
+    pub(crate) fn record(
+        &self,
+        src: SocketAddr,
+        dst: SocketAddr,
+        ecn: Ecn,
+        dscp: u8,
+        ttl: u8,
+        payload: &[u8],
+    ) {
+        let repr = FrameRepr {
+            ethernet: Ethernet {
+                src: mac(src.ip()),
+                dst: mac(dst.ip()),
+                vlan: None,
+                ether_type: 0,
+            },
+            ip: Ip {
+                src: src.ip(),
+                dst: dst.ip(),
+                dscp,
+                ecn,
+                ttl,
+                identification: Some(0),
+                dont_fragment: true,
+                flow_label: None,
+            },
+            src_port: src.port(),
+            dst_port: dst.port(),
+        };
+        let mut frame = vec![0; repr.header_len() + payload.len()];
+        let Ok(at) = repr.emit_headers(&mut frame, payload.len()) else {
+            return;
+        };
+        frame[at..].copy_from_slice(payload);
+        let time = SystemTime::now()
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .unwrap_or(Duration::ZERO);
+        let mut writer = self
+            .writer
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Err(err) = writer.write(time, &frame) {
+            tracing::warn!(error = %err, "capture tap: write failed");
+        }
+    }
+}
+
+/// A locally administered MAC derived from an IP address, so that frames of one host look alike.
+fn mac(ip: IpAddr) -> [u8; 6] {
+    let tail = match ip {
+        IpAddr::V4(v4) => v4.octets(),
+        IpAddr::V6(v6) => {
+            let o = v6.octets();
+            [o[12], o[13], o[14], o[15]]
+        }
+    };
+    [0x02, 0x00, tail[0], tail[1], tail[2], tail[3]]
+}
