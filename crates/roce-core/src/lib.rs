@@ -30,6 +30,7 @@ pub use roce_wire::frame::Ecn;
 pub mod config;
 mod cq;
 mod error;
+pub mod fuzzing;
 mod mr;
 mod nic;
 pub mod qp;

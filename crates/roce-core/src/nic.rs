@@ -116,6 +116,7 @@ impl Nic {
         let layout = packet.layout();
         if layout.transport == Transport::Cnp {
             // Congestion control consumes CNPs; without it they are only counted.
+            self.stats.rx_accepted += 1;
             self.stats.rx_cnps += 1;
             return;
         }
@@ -167,6 +168,7 @@ impl Nic {
             return;
         }
         tracing::trace!(qpn = %qpn, psn = %bth.psn(), opcode = %bth.opcode(), "rx");
+        self.stats.rx_accepted += 1;
         let mut ctx = Ctx {
             now,
             config: &self.config,

@@ -13,6 +13,10 @@ pub struct Stats {
     pub rx_packets: u64,
     /// UDP payload bytes received.
     pub rx_bytes: u64,
+    /// Datagrams that passed every ingress check: handed to a QP's responder or completer, or
+    /// a CNP. `rx_accepted + rx_dropped() == rx_packets` always holds; what a QP then does
+    /// with a packet (duplicate, out of sequence, …) has counters of its own.
+    pub rx_accepted: u64,
 
     /// Request packets sent again by go-back-N.
     pub retransmitted_packets: u64,
