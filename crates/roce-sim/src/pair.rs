@@ -1,5 +1,5 @@
-//! Two NICs, one RC QP each, connected over two [`Link`]s, in virtual time: the harness of the
-//! two-NIC tests (quinn's `Pair`).
+//! Two NICs, one QP each (RC by default, or UC or UD), connected over two [`Link`]s, in virtual
+//! time: the harness of the two-NIC tests (quinn's `Pair`).
 //!
 //! ```text
 //!   a.nic ──a_to_b──▶ b.nic
@@ -14,20 +14,25 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 
 use roce_core::{
     Access, AddressVector, CqHandle, Cqe, Datagram, Instant, MAX_DATAGRAM, MemoryRegion, Mtu, Nic,
-    NicConfig, PdHandle, Psn, QpAttr, QpInit, QpState, QpType, Qpn, Transmit,
+    NicConfig, PdHandle, Psn, QpAttr, QpInit, QpState, QpType, Qpn, Transmit, UdDest,
 };
 
 use crate::{Capture, Link, LinkConfig, SimPacket, set_sim_time};
 
-/// How a [`Pair`] is built. The default: seed 0, perfect 10 µs links, path MTU 1024, 1 MiB
-/// regions, the QP attributes of ibv_rc_pingpong but retry_cnt 7 and a 1 ms ACK timeout.
+/// How a [`Pair`] is built. The default: seed 0, perfect 10 µs links, RC QPs, path MTU 1024,
+/// 1 MiB regions, the QP attributes of ibv_rc_pingpong but retry_cnt 7 and a 1 ms ACK timeout.
 #[derive(Debug, Clone, PartialEq)]
 pub struct PairConfig {
+    /// The QPs' transport service. UC QPs take the path and PSN attributes, UD QPs the Q_Key
+    /// and only the first PSN; the RC-only attributes below are then unused.
+    pub qp_type: QpType,
+    /// The UD QPs' Q_Key. Default 0x1111_1111, as ibv_ud_pingpong.
+    pub qkey: u32,
     /// Seed of the links (`seed` for a → b, `seed + 1` for b → a).
     pub seed: u64,
     /// Both directions.
     pub link: LinkConfig,
-    /// The QPs' path MTU.
+    /// The QPs' path MTU (RC and UC; a UD QP's is the port's, `nic.max_mtu`).
     pub mtu: Mtu,
     /// Bytes of each side's memory region.
     pub region_len: usize,
@@ -54,6 +59,8 @@ pub struct PairConfig {
 impl Default for PairConfig {
     fn default() -> Self {
         Self {
+            qp_type: QpType::Rc,
+            qkey: 0x1111_1111,
             seed: 0,
             link: LinkConfig::default(),
             mtu: Mtu::Mtu1024,
@@ -82,8 +89,10 @@ pub struct Side {
     pub pd: PdHandle,
     /// Its one completion queue (send and receive).
     pub cq: CqHandle,
-    /// Its RC QP.
+    /// Its QP.
     pub qpn: Qpn,
+    /// Its QP's Q_Key (UD).
+    pub qkey: u32,
     /// Its memory region, with every right.
     pub mr: MemoryRegion,
 }
@@ -102,6 +111,15 @@ impl Side {
     /// The QP's state.
     pub fn qp_state(&self) -> QpState {
         self.nic.qp_state(self.qpn).expect("the pair's QP exists")
+    }
+
+    /// Where a peer's UD send WR goes to reach this side's QP (`SendWr::ud`).
+    pub fn ud_dest(&self) -> UdDest {
+        UdDest {
+            ip: self.addr,
+            qpn: self.qpn,
+            qkey: self.qkey,
+        }
     }
 }
 
@@ -127,7 +145,8 @@ pub const A_ADDR: IpAddr = IpAddr::V4(Ipv4Addr::new(198, 18, 0, 1));
 pub const B_ADDR: IpAddr = IpAddr::V4(Ipv4Addr::new(198, 18, 0, 2));
 
 impl Pair {
-    /// Two NICs with one RC QP each, connected to each other and in RTS. If `ROCE_SIM_PCAP` is
+    /// Two NICs with one QP each of `config.qp_type`, connected to each other (UD: each knows
+    /// the other's address and QPN through [`Side::ud_dest`]) and in RTS. If `ROCE_SIM_PCAP` is
     /// set, both links are captured into `$ROCE_SIM_PCAP/<thread name>.pcap` (the test's name).
     pub fn connected(config: &PairConfig) -> Self {
         let mut a = side(config, A_ADDR);
@@ -275,7 +294,7 @@ fn side(config: &PairConfig, addr: IpAddr) -> Side {
         .expect("a valid region");
     let init = QpInit {
         pd,
-        qp_type: QpType::Rc,
+        qp_type: config.qp_type,
         send_cq: cq,
         recv_cq: cq,
         max_send_wr: config.queue_depth,
@@ -288,11 +307,13 @@ fn side(config: &PairConfig, addr: IpAddr) -> Side {
         pd,
         cq,
         qpn,
+        qkey: config.qkey,
         mr,
     }
 }
 
-/// RESET → INIT → RTR → RTS, as ibv_rc_pingpong does it.
+/// RESET → INIT → RTR → RTS, as ibv_rc_pingpong, ibv_uc_pingpong and ibv_ud_pingpong do it: each
+/// transition with the attributes the QP type requires (see roce-core's QP state table).
 fn connect(
     config: &PairConfig,
     side: &mut Side,
@@ -305,31 +326,66 @@ fn connect(
         qp_state: Some(s),
         ..QpAttr::default()
     };
-    let steps = [
-        QpAttr {
-            pkey_index: Some(0),
-            port_num: Some(1),
-            access_flags: Some(Access::ALL),
-            ..state(QpState::Init)
-        },
-        QpAttr {
-            av: Some(AddressVector::new(side.addr, peer)),
-            path_mtu: Some(config.mtu),
-            dest_qpn: Some(peer_qpn),
-            rq_psn: Some(rq_psn),
-            max_dest_rd_atomic: Some(config.max_rd_atomic),
-            min_rnr_timer: Some(config.min_rnr_timer),
-            ..state(QpState::Rtr)
-        },
-        QpAttr {
-            sq_psn: Some(sq_psn),
-            timeout: Some(config.timeout),
-            retry_cnt: Some(config.retry_cnt),
-            rnr_retry: Some(config.rnr_retry),
-            max_rd_atomic: Some(config.max_rd_atomic),
-            ..state(QpState::Rts)
-        },
-    ];
+    let init = QpAttr {
+        pkey_index: Some(0),
+        port_num: Some(1),
+        ..state(QpState::Init)
+    };
+    let av = Some(AddressVector::new(side.addr, peer));
+    let steps = match config.qp_type {
+        QpType::Rc => [
+            QpAttr {
+                access_flags: Some(Access::ALL),
+                ..init
+            },
+            QpAttr {
+                av,
+                path_mtu: Some(config.mtu),
+                dest_qpn: Some(peer_qpn),
+                rq_psn: Some(rq_psn),
+                max_dest_rd_atomic: Some(config.max_rd_atomic),
+                min_rnr_timer: Some(config.min_rnr_timer),
+                ..state(QpState::Rtr)
+            },
+            QpAttr {
+                sq_psn: Some(sq_psn),
+                timeout: Some(config.timeout),
+                retry_cnt: Some(config.retry_cnt),
+                rnr_retry: Some(config.rnr_retry),
+                max_rd_atomic: Some(config.max_rd_atomic),
+                ..state(QpState::Rts)
+            },
+        ],
+        QpType::Uc => [
+            QpAttr {
+                access_flags: Some(Access::ALL),
+                ..init
+            },
+            QpAttr {
+                av,
+                path_mtu: Some(config.mtu),
+                dest_qpn: Some(peer_qpn),
+                rq_psn: Some(rq_psn),
+                ..state(QpState::Rtr)
+            },
+            QpAttr {
+                sq_psn: Some(sq_psn),
+                ..state(QpState::Rts)
+            },
+        ],
+        // A UD QP has no peer: the destination comes with each send WR.
+        QpType::Ud => [
+            QpAttr {
+                qkey: Some(config.qkey),
+                ..init
+            },
+            state(QpState::Rtr),
+            QpAttr {
+                sq_psn: Some(sq_psn),
+                ..state(QpState::Rts)
+            },
+        ],
+    };
     for attr in steps {
         side.nic
             .modify_qp(side.qpn, &attr)
