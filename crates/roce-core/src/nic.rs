@@ -309,7 +309,13 @@ impl Nic {
             qpn = Qpn::new(qpn.value() + 1);
         }
         self.next_qpn = qpn.value() + 1;
-        self.qps.insert(qpn, Qp::new(qpn, init));
+        let mut qp = Qp::new(qpn, init);
+        if init.qp_type == QpType::Ud {
+            // A UD QP has no path MTU attribute: its messages are bounded by the port's active
+            // MTU (rxe `get_mtu`; ibv_ud_pingpong sizes its messages by `active_mtu`).
+            qp.mtu = self.config.max_mtu;
+        }
+        self.qps.insert(qpn, qp);
         Ok(qpn)
     }
 

@@ -26,6 +26,9 @@ pub(crate) struct Responder {
     /// A PSN-sequence NAK (or RNR NAK) was sent: drop out-of-sequence requests silently until
     /// the expected PSN arrives (rxe `sent_psn_nak`).
     pub(crate) nak_sent: bool,
+    /// UC: the rest of a message that was cut short or whose start was lost is being dropped,
+    /// until a FIRST or ONLY starts the next one (rxe `drop_msg`).
+    pub(crate) discarding: bool,
     /// The multi-packet message in progress.
     pub(crate) message: Option<Message>,
     /// READs and atomics executed, kept to answer duplicates (`max_dest_rd_atomic` of them).
@@ -581,16 +584,26 @@ impl Qp {
     /// FIRST or ONLY starts afresh (IBTA vol. 1 §9.8.3).
     fn handle_uc_request(&mut self, ctx: &mut Ctx<'_>, packet: &RocePacket<&[u8]>) {
         let psn = packet.bth().psn();
-        let position = packet.layout().position;
+        let starts = matches!(packet.layout().position, Position::First | Position::Only);
         if psn != self.resp.epsn && self.resp.message.take().is_some() {
+            // A gap cuts the message in progress short.
             ctx.stats.rx_uc_dropped_messages += 1;
+            self.resp.discarding = true;
         }
         self.resp.epsn = psn.wrapping_add(1);
-        if self.resp.message.is_none() && matches!(position, Position::Middle | Position::Last) {
-            return; // the rest of a message whose start was lost
+        if starts {
+            self.resp.discarding = false;
+        } else if self.resp.message.is_none() {
+            // The rest of a message whose start was lost: dropped, and counted once.
+            if !self.resp.discarding {
+                ctx.stats.rx_uc_dropped_messages += 1;
+                self.resp.discarding = true;
+            }
+            return;
         }
         if self.execute(ctx, packet).is_err() {
             self.resp.message = None;
+            self.resp.discarding = true;
             ctx.stats.rx_uc_dropped_messages += 1;
         }
     }
