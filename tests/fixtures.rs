@@ -13,7 +13,7 @@ use roce_wire::{RocePacket, RoceRepr, fuzzing, icrc};
 #[test]
 fn every_roce_packet_parses_reemits_identically_and_has_a_good_icrc() {
     let mut opcodes = BTreeMap::new();
-    for sub in ["rxe", "vectors"] {
+    for sub in ["rxe", "vectors", "interop"] {
         for path in pcaps(sub) {
             let mut roce = 0;
             for (n, captured) in frames(&path).iter().enumerate() {
@@ -114,7 +114,7 @@ fn generated_captures_are_current() {
 fn fuzz_corpus_seeds_are_current() {
     let corpus = fixtures_dir().join("../fuzz/corpus");
     let mut seeds = BTreeMap::new();
-    for sub in ["rxe", "vectors", "malformed"] {
+    for sub in ["rxe", "vectors", "interop", "malformed"] {
         for path in pcaps(sub) {
             for captured in frames(&path) {
                 let Ok(frame) = Frame::parse(captured.link, &captured.data) else {
@@ -151,7 +151,7 @@ fn fuzz_corpus_seeds_are_current() {
 #[test]
 fn fuzz_harnesses_run_clean_over_every_fixture_and_the_corpus() {
     let mut inputs = 0;
-    for sub in ["rxe", "vectors", "malformed"] {
+    for sub in ["rxe", "vectors", "interop", "malformed"] {
         for path in pcaps(sub) {
             for captured in frames(&path) {
                 let mut framed = vec![0];

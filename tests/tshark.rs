@@ -40,7 +40,7 @@ fn tshark_decodes_every_fixture_as_we_do() {
         return;
     }
     let mut compared = 0;
-    for sub in ["rxe", "vectors"] {
+    for sub in ["rxe", "vectors", "interop"] {
         for path in pcaps(sub) {
             compared += cross_check(&path);
         }

@@ -35,7 +35,7 @@ fn stdout(output: &Output) -> String {
 #[test]
 fn every_fixture_prints_its_golden_text() {
     let bless = std::env::var_os("ROCE_BLESS").is_some_and(|v| v == "1");
-    for sub in ["rxe", "vectors", "malformed"] {
+    for sub in ["rxe", "vectors", "interop", "malformed"] {
         for pcap in fixtures(sub) {
             let output = roce(&["dump"], &pcap);
             assert!(output.status.success(), "{}: {output:?}", pcap.display());
@@ -58,7 +58,7 @@ fn every_fixture_prints_its_golden_text() {
 
 #[test]
 fn strict_is_clean_on_valid_captures_and_fails_on_each_malformed_one() {
-    for sub in ["rxe", "vectors"] {
+    for sub in ["rxe", "vectors", "interop"] {
         for pcap in fixtures(sub) {
             let output = roce(&["dump", "--strict", "-q"], &pcap);
             assert_eq!(
