@@ -1,0 +1,1201 @@
+//! perftest's out-of-band exchange over TCP ("Ethernet" exchange, no `-R`), as perftest
+//! 4.5-0.17 (Debian 12's package; upstream tag `v4.5-0.17`, commit e63987c4, whose
+//! `configure.ac` says version 6.06) runs it. Function names below are those of
+//! `src/perftest_communication.c` at that tag; the order of the steps is that of the tools'
+//! `main` functions (`write_bw.c`, `send_bw.c`, `read_bw.c`, `atomic_bw.c`, `*_lat.c`).
+//!
+//! Every step is one `ctx_xchg_data` or `ctx_hand_shake`: **the client writes then reads, the
+//! server reads then writes**, each message whole.
+//!
+//! 1. `exchange_versions`: 16 bytes, the version string NUL-padded (`"6.06"`);
+//!    `check_version_compatibility` then refuses a peer older than 5.70;
+//! 2. `check_sys_data`: the cycle buffer (page size) and the cache line size, each a 4-byte
+//!    big-endian int in its own exchange; both sides keep the larger of each;
+//! 3. `check_mtu`: the port's `ibv_mtu` enum as `sprintf("%d")`, 2 bytes (`"3\0"` for 1024);
+//!    both use the smaller;
+//! 4. key handshakes (`ctx_hand_shake`, `ethernet_write_keys` / `ethernet_read_keys`): a
+//!    59-byte text without GID or 108 bytes with one (`-x`), see [`encode_keys`]. How many and
+//!    where the QP is connected depends on the test, see [`Test`];
+//! 5. the end: after a bandwidth test, a handshake, the report (`xchg_bw_reports`, five 8-byte
+//!    big-endian values); then `ctx_close_connection`: one more handshake and `"done\0"`, which
+//!    each side writes and then closes without reading the other's.
+//!
+//! [`Session`] runs these steps in order for one QP and stops where the tool connects its QP
+//! and where it starts its traffic; the free functions are the single steps.
+
+use tokio::io::{AsyncRead, AsyncWrite};
+
+use crate::io::{read_msg, write_msg};
+use crate::text::{TextReader, TextWriter};
+use crate::{DONE, OobError, escaped};
+
+/// The version string perftest 4.5-0.17 announces (`VERSION` from `configure.ac`'s
+/// `AC_INIT([perftest],[6.06])`), not the package version.
+pub const VERSION: &str = "6.06";
+/// The length of the version message (`MAX_VERSION`).
+pub const VERSION_LEN: usize = 16;
+/// The oldest peer version perftest 4.5-0.17 talks to (`check_version_compatibility`).
+pub const MIN_PEER_VERSION: f64 = 5.70;
+/// The key message without GID, its NUL included (`KEY_MSG_SIZE`).
+pub const KEY_MSG_SIZE: usize = 59;
+/// The key message with GID, its NUL included (`KEY_MSG_SIZE_GID`).
+pub const KEY_MSG_SIZE_GID: usize = 108;
+/// The length of the MTU message (`sizeof(char[2])` for peers from 5.31 on).
+pub const MTU_MSG_LEN: usize = 2;
+
+const KEYS: &str = "perftest keys";
+
+/// Which end of the TCP connection this is (`servername` given or not).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Side {
+    /// Connects; writes first in every step.
+    Client,
+    /// Accepts; reads first in every step.
+    Server,
+}
+
+/// One QP's keys as perftest sends them (`struct pingpong_dest`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct PerftestDest {
+    /// The port's LID (0 on RoCE).
+    pub lid: u16,
+    /// Outstanding RDMA reads/atomics: the device's `max_qp_rd_atom` for read and atomic
+    /// tests (rxe: 0x80), 1 otherwise. The peer uses **this side's** value as its QP's
+    /// `max_rd_atomic` without clamping it (`ctx_modify_qp_to_rts`; perftest issue #114).
+    pub out_reads: u16,
+    /// The QP number; 24 bits, higher bits are not sent.
+    pub qpn: u32,
+    /// The first PSN (`lrand48() & 0xffffff`); 24 bits, higher bits are not sent.
+    pub psn: u32,
+    /// The R_Key of the test buffer (0 is seen for send tests on rxe).
+    pub rkey: u32,
+    /// The remote address the peer writes to or reads from.
+    pub vaddr: u64,
+    /// The GID at the `-x` index, in wire order; `None` without `-x`, which selects the
+    /// 59-byte message. Both sides must agree: each reads the length its own `-x` implies.
+    pub gid: Option<[u8; 16]>,
+    /// The SRQ number (XRC and DC only; 0 otherwise).
+    pub srqn: u32,
+}
+
+/// The key message for `dest`: `"%04x:%04x:%06x:%06x:%08x:%016llx:%08x"` and a NUL
+/// ([`KEY_MSG_SIZE`] bytes) without GID; with one, the 16 GID bytes as `"%02x:"` each between
+/// the vaddr and the SRQN, and a `':'` after the SRQN ([`KEY_MSG_SIZE_GID`] bytes). QPN and PSN
+/// are 24-bit; bits above are dropped.
+pub fn encode_keys(dest: &PerftestDest) -> Vec<u8> {
+    let len = if dest.gid.is_some() {
+        KEY_MSG_SIZE_GID
+    } else {
+        KEY_MSG_SIZE
+    };
+    let mut out = vec![0u8; len];
+    let mut w = TextWriter::new(&mut out);
+    w.hex(u64::from(dest.lid), 4)
+        .byte(b':')
+        .hex(u64::from(dest.out_reads), 4)
+        .byte(b':')
+        .hex(u64::from(dest.qpn & 0xff_ffff), 6)
+        .byte(b':')
+        .hex(u64::from(dest.psn & 0xff_ffff), 6)
+        .byte(b':')
+        .hex(u64::from(dest.rkey), 8)
+        .byte(b':')
+        .hex(dest.vaddr, 16)
+        .byte(b':');
+    match dest.gid {
+        Some(gid) => {
+            for byte in gid {
+                w.hex(u64::from(byte), 2).byte(b':');
+            }
+            w.hex(u64::from(dest.srqn), 8).byte(b':');
+        }
+        None => {
+            w.hex(u64::from(dest.srqn), 8);
+        }
+    }
+    w.byte(0);
+    out
+}
+
+/// Parses a key message, with GID ([`KEY_MSG_SIZE_GID`] bytes) or without
+/// ([`KEY_MSG_SIZE`] bytes) as `with_gid` says: every field exactly its width in hex digits,
+/// every `':'` and the NUL in place. (perftest reads it with `sscanf` / `strtol`, more
+/// loosely; what it writes is always in this form.)
+pub fn decode_keys(msg: &[u8], with_gid: bool) -> Result<PerftestDest, OobError> {
+    let expected = if with_gid {
+        KEY_MSG_SIZE_GID
+    } else {
+        KEY_MSG_SIZE
+    };
+    if msg.len() != expected {
+        return Err(OobError::Length {
+            message: KEYS,
+            expected,
+            got: msg.len(),
+        });
+    }
+    let mut r = TextReader::new(msg, KEYS);
+    let lid = r.hex("LID", 4)?;
+    r.delim(b':', "LID")?;
+    let out_reads = r.hex("OUT_READS", 4)?;
+    r.delim(b':', "OUT_READS")?;
+    let qpn = r.hex("QPN", 6)?;
+    r.delim(b':', "QPN")?;
+    let psn = r.hex("PSN", 6)?;
+    r.delim(b':', "PSN")?;
+    let rkey = r.hex("RKEY", 8)?;
+    r.delim(b':', "RKEY")?;
+    let vaddr = r.hex("VADDR", 16)?;
+    r.delim(b':', "VADDR")?;
+    let gid = if with_gid {
+        let mut gid = [0u8; 16];
+        for byte in &mut gid {
+            *byte = r.hex("GID", 2)? as u8;
+            r.delim(b':', "GID byte")?;
+        }
+        Some(gid)
+    } else {
+        None
+    };
+    let srqn = r.hex("SRQN", 8)?;
+    if with_gid {
+        r.delim(b':', "SRQN")?;
+    }
+    r.delim(0, "SRQN")?;
+    Ok(PerftestDest {
+        lid: lid as u16,
+        out_reads: out_reads as u16,
+        qpn: qpn as u32,
+        psn: psn as u32,
+        rkey: rkey as u32,
+        vaddr,
+        gid,
+        srqn: srqn as u32,
+    })
+}
+
+/// The 16-byte version message: `version` and NUL padding (`strncpy` into a zeroed
+/// `char[16]`). At most 15 bytes, no NUL inside.
+pub fn encode_version(version: &str) -> Result<[u8; VERSION_LEN], OobError> {
+    let bytes = version.as_bytes();
+    let reason = if bytes.len() >= VERSION_LEN {
+        Some("longer than 15 bytes")
+    } else if bytes.contains(&0) {
+        Some("contains a NUL")
+    } else {
+        None
+    };
+    if let Some(reason) = reason {
+        return Err(OobError::Version {
+            text: escaped(bytes),
+            reason,
+        });
+    }
+    let mut out = [0u8; VERSION_LEN];
+    out[..bytes.len()].copy_from_slice(bytes);
+    Ok(out)
+}
+
+/// The version a peer announced.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PeerVersion {
+    /// The text before the first NUL.
+    pub text: String,
+    /// Its value as C's `atof` reads it (the leading decimal number; 0 if none), which is what
+    /// perftest compares against its feature thresholds.
+    pub number: f64,
+}
+
+/// Parses a 16-byte version message: printable ASCII up to a NUL, which must be inside the 16
+/// bytes (perftest would read past the buffer otherwise). Bytes after the NUL are ignored, as
+/// perftest ignores them.
+pub fn decode_version(msg: &[u8]) -> Result<PeerVersion, OobError> {
+    if msg.len() != VERSION_LEN {
+        return Err(OobError::Length {
+            message: "perftest version",
+            expected: VERSION_LEN,
+            got: msg.len(),
+        });
+    }
+    let Some(nul) = msg.iter().position(|&b| b == 0) else {
+        return Err(OobError::Version {
+            text: escaped(msg),
+            reason: "no NUL in 16 bytes",
+        });
+    };
+    let text = &msg[..nul];
+    if !text.iter().all(|b| b.is_ascii_graphic() || *b == b' ') {
+        return Err(OobError::Version {
+            text: escaped(text),
+            reason: "not printable ASCII",
+        });
+    }
+    let text: String = text.iter().map(|&b| char::from(b)).collect();
+    let number = atof(&text);
+    Ok(PeerVersion { text, number })
+}
+
+/// C `atof` for the decimal forms a version string has: leading blanks, an optional sign,
+/// digits, an optional fraction; anything after is ignored; no number gives 0.
+fn atof(text: &str) -> f64 {
+    let s = text.trim_start_matches([' ', '\t', '\n', '\x0b', '\x0c', '\r']);
+    let bytes = s.as_bytes();
+    let mut end = 0;
+    if matches!(bytes.first(), Some(b'+' | b'-')) {
+        end = 1;
+    }
+    let int_start = end;
+    while bytes.get(end).is_some_and(u8::is_ascii_digit) {
+        end += 1;
+    }
+    let mut digits = end - int_start;
+    if bytes.get(end) == Some(&b'.') {
+        let frac_start = end + 1;
+        let mut frac_end = frac_start;
+        while bytes.get(frac_end).is_some_and(u8::is_ascii_digit) {
+            frac_end += 1;
+        }
+        if digits > 0 || frac_end > frac_start {
+            digits += frac_end - frac_start;
+            end = frac_end;
+        }
+    }
+    if digits == 0 {
+        return 0.0;
+    }
+    s.get(..end).and_then(|n| n.parse().ok()).unwrap_or(0.0)
+}
+
+/// `ibv_mtu`: the path MTU enum whose value perftest sends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[repr(u8)]
+pub enum IbvMtu {
+    /// 256 bytes (`IBV_MTU_256` = 1).
+    Mtu256 = 1,
+    /// 512 bytes (2).
+    Mtu512 = 2,
+    /// 1024 bytes (3); rxe's active MTU on a 1500-byte netdev.
+    Mtu1024 = 3,
+    /// 2048 bytes (4).
+    Mtu2048 = 4,
+    /// 4096 bytes (5).
+    Mtu4096 = 5,
+}
+
+impl IbvMtu {
+    /// The enum for its value 1..=5.
+    pub fn from_enum(value: u8) -> Option<Self> {
+        Some(match value {
+            1 => Self::Mtu256,
+            2 => Self::Mtu512,
+            3 => Self::Mtu1024,
+            4 => Self::Mtu2048,
+            5 => Self::Mtu4096,
+            _ => return None,
+        })
+    }
+
+    /// The enum for an MTU in bytes (256, 512, ... 4096).
+    pub fn from_bytes(bytes: u32) -> Option<Self> {
+        Some(match bytes {
+            256 => Self::Mtu256,
+            512 => Self::Mtu512,
+            1024 => Self::Mtu1024,
+            2048 => Self::Mtu2048,
+            4096 => Self::Mtu4096,
+            _ => return None,
+        })
+    }
+
+    /// The MTU in bytes.
+    pub fn bytes(self) -> u32 {
+        128 << (self as u8)
+    }
+}
+
+/// The 2-byte MTU message: the enum value as one decimal digit and a NUL.
+pub fn encode_mtu(mtu: IbvMtu) -> [u8; MTU_MSG_LEN] {
+    [b'0' + mtu as u8, 0]
+}
+
+/// Parses the 2-byte MTU message: a digit 1..=5 and a NUL. (perftest `strtol`s it and falls
+/// back to its own MTU when the value is out of range; a peer sending that is broken, so this
+/// is an error here.)
+pub fn decode_mtu(msg: &[u8]) -> Result<IbvMtu, OobError> {
+    match msg {
+        [digit @ b'1'..=b'5', 0] => {
+            IbvMtu::from_enum(digit - b'0').ok_or(OobError::Mtu([*digit, 0]))
+        }
+        [a, b] => Err(OobError::Mtu([*a, *b])),
+        _ => Err(OobError::Length {
+            message: "perftest MTU",
+            expected: MTU_MSG_LEN,
+            got: msg.len(),
+        }),
+    }
+}
+
+/// The system data of `check_sys_data`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct SysData {
+    /// The cycle buffer (`sysconf(_SC_PAGESIZE)`, 4096): the spacing of test buffers, which
+    /// decides the vaddr perftest announces.
+    pub cycle_buffer: u32,
+    /// The cache line size (64 on x86).
+    pub cache_line_size: u32,
+}
+
+impl Default for SysData {
+    /// 4096 and 64, as perftest on x86-64 Linux sends them.
+    fn default() -> Self {
+        Self {
+            cycle_buffer: 4096,
+            cache_line_size: 64,
+        }
+    }
+}
+
+impl SysData {
+    /// What both sides use afterwards: the larger of each value.
+    pub fn merge(self, other: Self) -> Self {
+        Self {
+            cycle_buffer: self.cycle_buffer.max(other.cycle_buffer),
+            cache_line_size: self.cache_line_size.max(other.cache_line_size),
+        }
+    }
+}
+
+/// A bandwidth report as `xchg_bw_reports` sends it (without `--report-per-port`): five 8-byte
+/// big-endian values, each its own exchange. Only the client's is meaningful in a one-way
+/// test: perftest's server sends whatever is in its uninitialised report struct.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct BwReport {
+    /// Message size in bytes.
+    pub size: u64,
+    /// Iterations.
+    pub iters: u64,
+    /// Peak bandwidth (in the unit of `--report_gbits` / MB/s as the reporter chose).
+    pub bw_peak: f64,
+    /// Average bandwidth, same unit.
+    pub bw_avg: f64,
+    /// Average message rate, Mpps.
+    pub msg_rate_avg: f64,
+}
+
+impl BwReport {
+    /// The five 8-byte messages, in the order they are exchanged.
+    pub fn encode(&self) -> [[u8; 8]; 5] {
+        [
+            self.size.to_be_bytes(),
+            self.iters.to_be_bytes(),
+            self.bw_peak.to_bits().to_be_bytes(),
+            self.bw_avg.to_bits().to_be_bytes(),
+            self.msg_rate_avg.to_bits().to_be_bytes(),
+        ]
+    }
+
+    /// The report from its five 8-byte messages (any bits are a report).
+    pub fn decode(parts: &[[u8; 8]; 5]) -> Self {
+        let [size, iters, peak, avg, rate] = parts.map(u64::from_be_bytes);
+        Self {
+            size,
+            iters,
+            bw_peak: f64::from_bits(peak),
+            bw_avg: f64::from_bits(avg),
+            msg_rate_avg: f64::from_bits(rate),
+        }
+    }
+}
+
+/// The RDMA operation a perftest tool measures.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Verb {
+    /// `ib_send_bw`, `ib_send_lat`.
+    Send,
+    /// `ib_write_bw`, `ib_write_lat`.
+    Write,
+    /// `ib_read_bw`, `ib_read_lat`.
+    Read,
+    /// `ib_atomic_bw`, `ib_atomic_lat`.
+    Atomic,
+}
+
+/// Bandwidth or latency tool.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Kind {
+    /// `ib_*_bw`.
+    Bandwidth,
+    /// `ib_*_lat`.
+    Latency,
+}
+
+/// Which perftest tool runs, which fixes the number and places of the key handshakes. For
+/// one QP, not bidirectional (`-b`), one message size (no `-a`), from the tools' `main`s at
+/// v4.5-0.17:
+///
+/// | tool | before connect | after connect (last = ready) | end |
+/// |---|---|---|---|
+/// | write/read/atomic bw | 1 | 2 | handshake, report, handshake, done |
+/// | send bw | 1 | 3 (the last after posting receives) | handshake, done |
+/// | write lat | 2 | 2 | nothing |
+/// | read/atomic lat | 2 | 2 | handshake, done |
+/// | send lat | 1 | 3 (the last after posting receives) | handshake, done |
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Test {
+    /// The operation.
+    pub verb: Verb,
+    /// Bandwidth or latency.
+    pub kind: Kind,
+}
+
+impl Test {
+    /// `ib_write_bw`.
+    pub const WRITE_BW: Self = Self::new(Verb::Write, Kind::Bandwidth);
+    /// `ib_send_bw`.
+    pub const SEND_BW: Self = Self::new(Verb::Send, Kind::Bandwidth);
+    /// `ib_read_bw`.
+    pub const READ_BW: Self = Self::new(Verb::Read, Kind::Bandwidth);
+    /// `ib_atomic_bw`.
+    pub const ATOMIC_BW: Self = Self::new(Verb::Atomic, Kind::Bandwidth);
+    /// `ib_write_lat`.
+    pub const WRITE_LAT: Self = Self::new(Verb::Write, Kind::Latency);
+    /// `ib_send_lat`.
+    pub const SEND_LAT: Self = Self::new(Verb::Send, Kind::Latency);
+    /// `ib_read_lat`.
+    pub const READ_LAT: Self = Self::new(Verb::Read, Kind::Latency);
+    /// `ib_atomic_lat`.
+    pub const ATOMIC_LAT: Self = Self::new(Verb::Atomic, Kind::Latency);
+
+    /// The test of `verb` and `kind`.
+    pub const fn new(verb: Verb, kind: Kind) -> Self {
+        Self { verb, kind }
+    }
+
+    /// Key handshakes before the QP is connected: the latency tools other than send do an
+    /// extra one (`ctx_hand_shake(my_dest)` before the per-QP loop).
+    pub fn handshakes_before_connect(self) -> usize {
+        match (self.kind, self.verb) {
+            (Kind::Latency, Verb::Write | Verb::Read | Verb::Atomic) => 2,
+            _ => 1,
+        }
+    }
+
+    /// Key handshakes after the QP is connected and before traffic, the last being the
+    /// "ready" sync: send tests do one on QP 0, the per-QP one, and one after posting their
+    /// receives; the others the per-QP one and "an additional handshake ... after moving qp
+    /// to RTR".
+    pub fn handshakes_after_connect(self) -> usize {
+        match self.verb {
+            Verb::Send => 3,
+            _ => 2,
+        }
+    }
+
+    /// Whether the end has the report exchange: one-way write, read and atomic bandwidth tests
+    /// (a handshake, the report, then the close).
+    pub fn exchanges_report(self) -> bool {
+        self.kind == Kind::Bandwidth && self.verb != Verb::Send
+    }
+
+    /// Whether the end has `ctx_close_connection` (a handshake and `"done"`): all but
+    /// `ib_write_lat`, which just exits.
+    pub fn closes_with_done(self) -> bool {
+        self != Self::WRITE_LAT
+    }
+}
+
+/// One `ctx_xchg_data`: the client writes `mine` then reads `theirs`, the server the other way
+/// round.
+async fn xchg<S>(
+    stream: &mut S,
+    side: Side,
+    mine: &[u8],
+    theirs: &mut [u8],
+    message: &'static str,
+) -> Result<(), OobError>
+where
+    S: AsyncRead + AsyncWrite + Unpin + ?Sized,
+{
+    match side {
+        Side::Client => {
+            write_msg(stream, mine, message).await?;
+            read_msg(stream, theirs, message).await
+        }
+        Side::Server => {
+            read_msg(stream, theirs, message).await?;
+            write_msg(stream, mine, message).await
+        }
+    }
+}
+
+/// `exchange_versions` + `check_version_compatibility`: sends `version`, returns the peer's,
+/// [`OobError::VersionTooOld`] if it is before 5.70.
+pub async fn exchange_versions<S>(
+    stream: &mut S,
+    side: Side,
+    version: &str,
+) -> Result<PeerVersion, OobError>
+where
+    S: AsyncRead + AsyncWrite + Unpin + ?Sized,
+{
+    let mine = encode_version(version)?;
+    let mut theirs = [0u8; VERSION_LEN];
+    xchg(stream, side, &mine, &mut theirs, "perftest version").await?;
+    let peer = decode_version(&theirs)?;
+    if peer.number < MIN_PEER_VERSION {
+        return Err(OobError::VersionTooOld(peer.text));
+    }
+    Ok(peer)
+}
+
+/// `check_sys_data` (peers from 5.32 on): the cycle buffer, then the cache line size, each a
+/// 4-byte big-endian int in its own exchange. Returns the peer's values; both sides go on with
+/// [`SysData::merge`].
+pub async fn exchange_sys_data<S>(
+    stream: &mut S,
+    side: Side,
+    mine: SysData,
+) -> Result<SysData, OobError>
+where
+    S: AsyncRead + AsyncWrite + Unpin + ?Sized,
+{
+    let mut cycle = [0u8; 4];
+    xchg(
+        stream,
+        side,
+        &mine.cycle_buffer.to_be_bytes(),
+        &mut cycle,
+        "perftest cycle buffer",
+    )
+    .await?;
+    let mut line = [0u8; 4];
+    xchg(
+        stream,
+        side,
+        &mine.cache_line_size.to_be_bytes(),
+        &mut line,
+        "perftest cache line size",
+    )
+    .await?;
+    Ok(SysData {
+        cycle_buffer: u32::from_be_bytes(cycle),
+        cache_line_size: u32::from_be_bytes(line),
+    })
+}
+
+/// `check_mtu` (peers from 5.31 on send 2 bytes): returns the peer's MTU; both sides use the
+/// smaller.
+pub async fn exchange_mtu<S>(stream: &mut S, side: Side, mine: IbvMtu) -> Result<IbvMtu, OobError>
+where
+    S: AsyncRead + AsyncWrite + Unpin + ?Sized,
+{
+    let mut theirs = [0u8; MTU_MSG_LEN];
+    xchg(stream, side, &encode_mtu(mine), &mut theirs, "perftest MTU").await?;
+    decode_mtu(&theirs)
+}
+
+/// One `ctx_hand_shake`: sends `local`'s keys, returns the peer's. The length read is the one
+/// `local.gid` implies (perftest copies its own `gid_index` to the remote's before reading).
+pub async fn hand_shake<S>(
+    stream: &mut S,
+    side: Side,
+    local: &PerftestDest,
+) -> Result<PerftestDest, OobError>
+where
+    S: AsyncRead + AsyncWrite + Unpin + ?Sized,
+{
+    let mine = encode_keys(local);
+    let with_gid = local.gid.is_some();
+    let mut theirs = vec![
+        0u8;
+        if with_gid {
+            KEY_MSG_SIZE_GID
+        } else {
+            KEY_MSG_SIZE
+        }
+    ];
+    xchg(stream, side, &mine, &mut theirs, KEYS).await?;
+    decode_keys(&theirs, with_gid)
+}
+
+/// `xchg_bw_reports` (peers from 5.33 on, without `--report-per-port`): the five values, each
+/// its own exchange. Returns the peer's.
+pub async fn exchange_bw_reports<S>(
+    stream: &mut S,
+    side: Side,
+    mine: &BwReport,
+) -> Result<BwReport, OobError>
+where
+    S: AsyncRead + AsyncWrite + Unpin + ?Sized,
+{
+    let mut theirs = [[0u8; 8]; 5];
+    for (mine, theirs) in mine.encode().iter().zip(theirs.iter_mut()) {
+        xchg(stream, side, mine, theirs, "perftest report").await?;
+    }
+    Ok(BwReport::decode(&theirs))
+}
+
+/// What the peer did at the end of `ctx_close_connection`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum PeerDone {
+    /// It sent `"done\0"`.
+    Done,
+    /// The stream ended (or was reset) before any byte of it. perftest writes `"done"` and
+    /// closes without reading the other side's, so a close can race with ours.
+    Closed,
+}
+
+/// `ctx_close_connection`: a handshake, then `"done\0"`. perftest then closes; this also reads
+/// the peer's `"done\0"` (anything else is [`OobError::NotDone`]) so the caller knows the peer
+/// got to the end.
+pub async fn close_connection<S>(
+    stream: &mut S,
+    side: Side,
+    local: &PerftestDest,
+) -> Result<(PerftestDest, PeerDone), OobError>
+where
+    S: AsyncRead + AsyncWrite + Unpin + ?Sized,
+{
+    let remote = hand_shake(stream, side, local).await?;
+    write_msg(stream, &DONE, "closing \"done\"").await?;
+    let mut buf = [0u8; DONE.len()];
+    match read_msg(stream, &mut buf, "closing \"done\"").await {
+        Ok(()) if buf == DONE => Ok((remote, PeerDone::Done)),
+        Ok(()) => Err(OobError::NotDone(escaped(&buf))),
+        Err(OobError::Closed { got: 0, .. }) => Ok((remote, PeerDone::Closed)),
+        Err(OobError::Io { source, .. })
+            if matches!(
+                source.kind(),
+                std::io::ErrorKind::ConnectionReset | std::io::ErrorKind::ConnectionAborted
+            ) =>
+        {
+            Ok((remote, PeerDone::Closed))
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// What this side announces in the first three steps.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Config {
+    /// The version string; [`VERSION`] by default. A peer from 6.28 on negotiates more
+    /// parameters (`negotiate_params`) only with a peer that announces 6.28 or later, so
+    /// announcing 6.06 keeps newer perftests on this exchange.
+    pub version: String,
+    /// The system data; [`SysData::default`].
+    pub sys: SysData,
+    /// The local port's active MTU (perftest sends that unless `-m` is given).
+    pub mtu: IbvMtu,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            version: VERSION.to_owned(),
+            sys: SysData::default(),
+            mtu: IbvMtu::Mtu1024,
+        }
+    }
+}
+
+/// How the end went ([`Session::finish`]).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Finish {
+    /// The peer's keys from the closing handshakes (`None` for `ib_write_lat`).
+    pub remote: Option<PerftestDest>,
+    /// The peer's report, for the tests that exchange one.
+    pub remote_report: Option<BwReport>,
+    /// Whether the peer's `"done"` arrived (`None` for `ib_write_lat`, which has no close).
+    pub peer_done: Option<PeerDone>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Stage {
+    Started,
+    Keyed,
+    Connected,
+    Ready,
+}
+
+impl Stage {
+    fn name(self) -> &'static str {
+        match self {
+            Self::Started => "start",
+            Self::Keyed => "exchange_keys",
+            Self::Connected => "connected",
+            Self::Ready => "ready",
+        }
+    }
+}
+
+/// One side of one perftest connection (one QP), driven step by step by the caller:
+///
+/// 1. [`Session::start`]: versions, system data, MTU. Create the QP and buffers now: the
+///    vaddr depends on the merged cycle buffer, the path MTU is [`Session::mtu`];
+/// 2. [`Session::exchange_keys`]: the handshakes before connect; returns the peer's keys.
+///    Move the QP to RTR/RTS with them;
+/// 3. [`Session::connected`]: the handshakes after connect but the last. Post receives now
+///    (send tests);
+/// 4. [`Session::ready`]: the last sync; traffic starts when it returns (perftest's server of
+///    a one-way write/read/atomic test sends nothing and goes on to step 5 at once);
+/// 5. [`Session::finish`]: the end, when this side's part of the test is over.
+#[derive(Debug)]
+pub struct Session<S> {
+    stream: S,
+    side: Side,
+    test: Test,
+    peer_version: PeerVersion,
+    remote_sys: SysData,
+    sys: SysData,
+    remote_mtu: IbvMtu,
+    mtu: IbvMtu,
+    local: PerftestDest,
+    stage: Stage,
+}
+
+impl<S> Session<S>
+where
+    S: AsyncRead + AsyncWrite + Unpin,
+{
+    /// Runs the version, system data and MTU exchanges on a connected stream.
+    pub async fn start(
+        mut stream: S,
+        side: Side,
+        test: Test,
+        config: &Config,
+    ) -> Result<Self, OobError> {
+        let peer_version = exchange_versions(&mut stream, side, &config.version).await?;
+        let remote_sys = exchange_sys_data(&mut stream, side, config.sys).await?;
+        let remote_mtu = exchange_mtu(&mut stream, side, config.mtu).await?;
+        Ok(Self {
+            stream,
+            side,
+            test,
+            peer_version,
+            remote_sys,
+            sys: config.sys.merge(remote_sys),
+            remote_mtu,
+            mtu: config.mtu.min(remote_mtu),
+            local: PerftestDest::default(),
+            stage: Stage::Started,
+        })
+    }
+
+    /// This side.
+    pub fn side(&self) -> Side {
+        self.side
+    }
+
+    /// The test.
+    pub fn test(&self) -> Test {
+        self.test
+    }
+
+    /// The peer's version.
+    pub fn peer_version(&self) -> &PeerVersion {
+        &self.peer_version
+    }
+
+    /// The peer's system data.
+    pub fn remote_sys_data(&self) -> SysData {
+        self.remote_sys
+    }
+
+    /// The system data both sides use (the larger of each value).
+    pub fn sys_data(&self) -> SysData {
+        self.sys
+    }
+
+    /// The peer's MTU.
+    pub fn remote_mtu(&self) -> IbvMtu {
+        self.remote_mtu
+    }
+
+    /// The path MTU both sides use (the smaller).
+    pub fn mtu(&self) -> IbvMtu {
+        self.mtu
+    }
+
+    /// The stream, for whatever the caller does after (or instead of) [`Session::finish`].
+    pub fn into_inner(self) -> S {
+        self.stream
+    }
+
+    fn step(&mut self, called: &'static str, from: Stage, to: Stage) -> Result<(), OobError> {
+        if self.stage == from {
+            self.stage = to;
+            Ok(())
+        } else {
+            Err(OobError::Sequence {
+                called,
+                after: self.stage.name(),
+            })
+        }
+    }
+
+    async fn hand_shakes(&mut self, count: usize) -> Result<PerftestDest, OobError> {
+        let mut remote = PerftestDest::default();
+        for _ in 0..count {
+            remote = hand_shake(&mut self.stream, self.side, &self.local).await?;
+        }
+        Ok(remote)
+    }
+
+    /// The key handshakes before connect ([`Test::handshakes_before_connect`]), sending
+    /// `local` (also in every later handshake). Returns the peer's keys; connect the QP to
+    /// them before [`Session::connected`].
+    pub async fn exchange_keys(&mut self, local: PerftestDest) -> Result<PerftestDest, OobError> {
+        self.step("exchange_keys", Stage::Started, Stage::Keyed)?;
+        self.local = local;
+        self.hand_shakes(self.test.handshakes_before_connect())
+            .await
+    }
+
+    /// The handshakes after connect but the last; returns the peer's keys from the last one.
+    pub async fn connected(&mut self) -> Result<PerftestDest, OobError> {
+        self.step("connected", Stage::Keyed, Stage::Connected)?;
+        self.hand_shakes(self.test.handshakes_after_connect() - 1)
+            .await
+    }
+
+    /// The last handshake before traffic (after posting receives, for send tests); returns the
+    /// peer's keys.
+    pub async fn ready(&mut self) -> Result<PerftestDest, OobError> {
+        self.step("ready", Stage::Connected, Stage::Ready)?;
+        self.hand_shakes(1).await
+    }
+
+    /// The end of the test, as [`Test`] says: for one-way write/read/atomic bandwidth tests a
+    /// handshake and the report exchange (`report` is this side's; a perftest server sends
+    /// garbage there), then for all but `ib_write_lat` [`close_connection`]. The stream is
+    /// dropped (closed) afterwards.
+    pub async fn finish(mut self, report: &BwReport) -> Result<Finish, OobError> {
+        self.step("finish", Stage::Ready, Stage::Ready)?;
+        let mut finish = Finish {
+            remote: None,
+            remote_report: None,
+            peer_done: None,
+        };
+        if self.test.exchanges_report() {
+            finish.remote = Some(self.hand_shakes(1).await?);
+            finish.remote_report =
+                Some(exchange_bw_reports(&mut self.stream, self.side, report).await?);
+        }
+        if self.test.closes_with_done() {
+            let (remote, done) = close_connection(&mut self.stream, self.side, &self.local).await?;
+            finish.remote = Some(remote);
+            finish.peer_done = Some(done);
+        }
+        Ok(finish)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// mtu1500-write_bw.pcap frame 15: `ib_write_bw -x 1 -n 100`, client 198.18.0.12.
+    const WRITE_BW_CLIENT_KEYS: &[u8] = b"0000:0001:000016:297886:00000771:00007f6076683000:\
+00:00:00:00:00:00:00:00:00:00:ff:ff:c6:12:00:0c:00000000:\0";
+    /// mtu1500-read_bw.pcap frame 16: `ib_read_bw -x 1 -n 100`, server 198.18.0.11; rxe's
+    /// out_reads 0x80.
+    const READ_BW_SERVER_KEYS: &[u8] = b"0000:0080:000017:e710bf:00000854:00007f72b0852000:\
+00:00:00:00:00:00:00:00:00:00:ff:ff:c6:12:00:0b:00000000:\0";
+
+    fn v4_gid(last: u8) -> [u8; 16] {
+        let mut gid = [0u8; 16];
+        gid[10] = 0xff;
+        gid[11] = 0xff;
+        gid[12..].copy_from_slice(&[198, 18, 0, last]);
+        gid
+    }
+
+    #[test]
+    fn golden_keys_from_the_captures() {
+        let client = PerftestDest {
+            lid: 0,
+            out_reads: 1,
+            qpn: 0x16,
+            psn: 0x297886,
+            rkey: 0x771,
+            vaddr: 0x7f60_7668_3000,
+            gid: Some(v4_gid(12)),
+            srqn: 0,
+        };
+        assert_eq!(encode_keys(&client), WRITE_BW_CLIENT_KEYS);
+        assert_eq!(decode_keys(WRITE_BW_CLIENT_KEYS, true).unwrap(), client);
+
+        let server = PerftestDest {
+            lid: 0,
+            out_reads: 0x80,
+            qpn: 0x17,
+            psn: 0xe710bf,
+            rkey: 0x854,
+            vaddr: 0x7f72_b085_2000,
+            gid: Some(v4_gid(11)),
+            srqn: 0,
+        };
+        assert_eq!(encode_keys(&server), READ_BW_SERVER_KEYS);
+        assert_eq!(decode_keys(READ_BW_SERVER_KEYS, true).unwrap(), server);
+    }
+
+    #[test]
+    fn keys_without_gid_are_59_bytes() {
+        let dest = PerftestDest {
+            lid: 0x12,
+            out_reads: 0x10,
+            qpn: 0xabcdef,
+            psn: 0x123456,
+            rkey: 0xdeadbeef,
+            vaddr: 0x0123_4567_89ab_cdef,
+            gid: None,
+            srqn: 0x42,
+        };
+        let msg = encode_keys(&dest);
+        assert_eq!(
+            msg,
+            b"0012:0010:abcdef:123456:deadbeef:0123456789abcdef:00000042\0"
+        );
+        assert_eq!(msg.len(), KEY_MSG_SIZE);
+        assert_eq!(decode_keys(&msg, false).unwrap(), dest);
+    }
+
+    #[test]
+    fn keys_round_trip_extremes() {
+        for gid in [None, Some([0u8; 16]), Some([0xff; 16])] {
+            for dest in [
+                PerftestDest {
+                    gid,
+                    ..PerftestDest::default()
+                },
+                PerftestDest {
+                    lid: u16::MAX,
+                    out_reads: u16::MAX,
+                    qpn: 0xff_ffff,
+                    psn: 0xff_ffff,
+                    rkey: u32::MAX,
+                    vaddr: u64::MAX,
+                    gid,
+                    srqn: u32::MAX,
+                },
+            ] {
+                let msg = encode_keys(&dest);
+                assert_eq!(msg.last(), Some(&0));
+                assert_eq!(decode_keys(&msg, gid.is_some()).unwrap(), dest);
+            }
+        }
+        let wide = PerftestDest {
+            qpn: 0x0100_0016,
+            psn: 0x0100_0001,
+            ..PerftestDest::default()
+        };
+        let back = decode_keys(&encode_keys(&wide), false).unwrap();
+        assert_eq!((back.qpn, back.psn), (0x16, 1));
+    }
+
+    #[test]
+    fn malformed_keys_say_what_is_wrong() {
+        let err = |m: &[u8], gid| decode_keys(m, gid).unwrap_err();
+        // The wrong form for the local -x setting.
+        assert!(matches!(
+            err(WRITE_BW_CLIENT_KEYS, false),
+            OobError::Length {
+                expected: 59,
+                got: 108,
+                ..
+            }
+        ));
+        let mut m = WRITE_BW_CLIENT_KEYS.to_vec();
+        m[5] = b'x';
+        assert!(matches!(
+            err(&m, true),
+            OobError::Hex {
+                field: "OUT_READS",
+                offset: 5,
+                ..
+            }
+        ));
+        let mut m = WRITE_BW_CLIENT_KEYS.to_vec();
+        m[30] = b'-';
+        assert!(matches!(err(&m, true), OobError::Hex { field: "RKEY", .. }));
+        let mut m = WRITE_BW_CLIENT_KEYS.to_vec();
+        m[49] = b';';
+        assert!(matches!(
+            err(&m, true),
+            OobError::Delimiter {
+                after: "VADDR",
+                offset: 49,
+                ..
+            }
+        ));
+        let mut m = WRITE_BW_CLIENT_KEYS.to_vec();
+        m[52] = b'.';
+        assert!(matches!(
+            err(&m, true),
+            OobError::Delimiter {
+                after: "GID byte",
+                offset: 52,
+                ..
+            }
+        ));
+        let mut m = WRITE_BW_CLIENT_KEYS.to_vec();
+        m[100] = b'q';
+        assert!(matches!(err(&m, true), OobError::Hex { field: "SRQN", .. }));
+        let mut m = WRITE_BW_CLIENT_KEYS.to_vec();
+        m[106] = 0;
+        assert!(matches!(
+            err(&m, true),
+            OobError::Delimiter {
+                after: "SRQN",
+                expected: ':',
+                ..
+            }
+        ));
+        let mut m = WRITE_BW_CLIENT_KEYS.to_vec();
+        m[107] = b'\n';
+        assert!(matches!(
+            err(&m, true),
+            OobError::Delimiter {
+                expected: '\0',
+                found: b'\n',
+                ..
+            }
+        ));
+        let mut m = encode_keys(&PerftestDest::default());
+        m[58] = b'0';
+        assert!(matches!(
+            err(&m, false),
+            OobError::Delimiter {
+                after: "SRQN",
+                expected: '\0',
+                ..
+            }
+        ));
+    }
+
+    #[test]
+    fn version_message() {
+        // Every capture, frames 4 and 6.
+        let golden = *b"6.06\0\0\0\0\0\0\0\0\0\0\0\0";
+        assert_eq!(encode_version(VERSION).unwrap(), golden);
+        let v = decode_version(&golden).unwrap();
+        assert_eq!(v.text, "6.06");
+        assert!((v.number - 6.06).abs() < 1e-12);
+
+        assert!(matches!(
+            encode_version("0123456789abcdef"),
+            Err(OobError::Version { .. })
+        ));
+        assert!(encode_version("0123456789abcde").is_ok());
+        assert!(matches!(
+            decode_version(b"6.06aaaaaaaaaaaa"),
+            Err(OobError::Version {
+                reason: "no NUL in 16 bytes",
+                ..
+            })
+        ));
+        assert!(matches!(
+            decode_version(b"6.\x0106\0\0\0\0\0\0\0\0\0\0\0"),
+            Err(OobError::Version {
+                reason: "not printable ASCII",
+                ..
+            })
+        ));
+        assert!(matches!(
+            decode_version(b"6.06"),
+            Err(OobError::Length { expected: 16, .. })
+        ));
+        // Bytes after the NUL do not matter.
+        assert_eq!(decode_version(b"5.70\0garbage!!!!").unwrap().text, "5.70");
+    }
+
+    #[test]
+    fn atof_reads_the_leading_number() {
+        assert_eq!(atof("6.06"), 6.06);
+        assert_eq!(atof(" 5.70abc"), 5.70);
+        assert_eq!(atof("6"), 6.0);
+        assert_eq!(atof(".5"), 0.5);
+        assert_eq!(atof("-1.5"), -1.5);
+        assert_eq!(atof("v6.06"), 0.0);
+        assert_eq!(atof(""), 0.0);
+        assert_eq!(atof("."), 0.0);
+        assert_eq!(atof("7."), 7.0);
+    }
+
+    #[test]
+    fn mtu_message() {
+        // Every perftest capture, frames 12 and 13: "3\0" for 1024.
+        assert_eq!(encode_mtu(IbvMtu::Mtu1024), *b"3\0");
+        assert_eq!(decode_mtu(b"3\0").unwrap(), IbvMtu::Mtu1024);
+        for v in 1..=5u8 {
+            let mtu = IbvMtu::from_enum(v).unwrap();
+            assert_eq!(decode_mtu(&encode_mtu(mtu)).unwrap(), mtu);
+            assert_eq!(IbvMtu::from_bytes(mtu.bytes()), Some(mtu));
+        }
+        assert_eq!(IbvMtu::Mtu256.bytes(), 256);
+        assert_eq!(IbvMtu::Mtu4096.bytes(), 4096);
+        assert!(matches!(decode_mtu(b"6\0"), Err(OobError::Mtu(_))));
+        assert!(matches!(decode_mtu(b"0\0"), Err(OobError::Mtu(_))));
+        assert!(matches!(decode_mtu(b"33"), Err(OobError::Mtu(_))));
+        assert!(matches!(decode_mtu(b"3"), Err(OobError::Length { .. })));
+        assert_eq!(IbvMtu::from_enum(0), None);
+        assert_eq!(IbvMtu::from_bytes(1500), None);
+    }
+
+    #[test]
+    fn report_from_the_capture() {
+        // mtu1500-write_bw.pcap frames 1749, 1751, 1753, 1755, 1757: the client's report.
+        let parts = [
+            0x0000_0000_0001_0000u64,
+            0x64,
+            0x3fbf_1dac_600f_efdc,
+            0x3fb5_f9a5_d54a_a446,
+            0x3f25_75cb_f24a_e46d,
+        ]
+        .map(u64::to_be_bytes);
+        let report = BwReport::decode(&parts);
+        assert_eq!(report.size, 65536);
+        assert_eq!(report.iters, 100);
+        assert!(report.bw_peak > report.bw_avg && report.bw_avg > 0.0);
+        assert_eq!(report.encode(), parts);
+    }
+
+    #[test]
+    fn sys_data_merge_takes_the_larger() {
+        let a = SysData {
+            cycle_buffer: 4096,
+            cache_line_size: 128,
+        };
+        let b = SysData {
+            cycle_buffer: 65536,
+            cache_line_size: 64,
+        };
+        assert_eq!(
+            a.merge(b),
+            SysData {
+                cycle_buffer: 65536,
+                cache_line_size: 128
+            }
+        );
+    }
+
+    #[test]
+    fn test_plans() {
+        let plan = |t: Test| {
+            (
+                t.handshakes_before_connect(),
+                t.handshakes_after_connect(),
+                t.exchanges_report(),
+                t.closes_with_done(),
+            )
+        };
+        assert_eq!(plan(Test::WRITE_BW), (1, 2, true, true));
+        assert_eq!(plan(Test::READ_BW), (1, 2, true, true));
+        assert_eq!(plan(Test::ATOMIC_BW), (1, 2, true, true));
+        assert_eq!(plan(Test::SEND_BW), (1, 3, false, true));
+        assert_eq!(plan(Test::WRITE_LAT), (2, 2, false, false));
+        assert_eq!(plan(Test::READ_LAT), (2, 2, false, true));
+        assert_eq!(plan(Test::ATOMIC_LAT), (2, 2, false, true));
+        assert_eq!(plan(Test::SEND_LAT), (1, 3, false, true));
+    }
+}
