@@ -8,8 +8,10 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 mod demo;
+mod device;
 mod dump;
 mod json;
+mod pingpong;
 
 /// roce-emu: a RoCEv2 NIC in software, and the tools around it.
 #[derive(Debug, Parser)]
@@ -36,6 +38,7 @@ struct Cli {
 enum Command {
     Demo(demo::Args),
     Dump(dump::Args),
+    Pingpong(pingpong::Args),
 }
 
 fn main() -> ExitCode {
@@ -50,6 +53,7 @@ fn main() -> ExitCode {
     let outcome = match cli.command {
         Command::Demo(args) => demo::run(&args),
         Command::Dump(args) => dump::run(&args),
+        Command::Pingpong(args) => pingpong::run(&args),
     };
     match outcome {
         Ok(code) => code,

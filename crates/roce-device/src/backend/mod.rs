@@ -6,6 +6,7 @@ use std::net::SocketAddr;
 
 use roce_core::{Ecn, Transmit};
 
+pub mod raw;
 pub mod udp;
 
 /// One datagram received into the caller's buffer.

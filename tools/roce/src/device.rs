@@ -1,0 +1,68 @@
+//! The device options every networked verb shares: which backend, which interface, which
+//! address, and an optional capture.
+
+use std::net::IpAddr;
+use std::path::PathBuf;
+
+use anyhow::{Context, bail};
+use roce_device::backend::raw::RawBackend;
+use roce_device::backend::udp::UdpBackend;
+use roce_device::{Device, DeviceConfig, DeviceHandle, Tap};
+
+/// How the NIC reaches the network.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum BackendKind {
+    /// A UDP socket on <ip>:4791: no privileges; every packet leaves from port 4791; received
+    /// ICRCs from peers with non-zero IPv4 IDs (rxe) cannot be checked in full.
+    Udp,
+    /// Whole Ethernet frames on --dev (needs CAP_NET_RAW): per-QP source ports, DSCP/ECN, every
+    /// ICRC checked; answers ARP for --ip, which should not be a kernel address of the host.
+    Raw,
+}
+
+#[derive(Debug, clap::Args)]
+pub(crate) struct DeviceOpts {
+    /// Backend: udp (no privileges) or raw (CAP_NET_RAW, whole frames on --dev).
+    #[arg(long, value_enum, default_value_t = BackendKind::Udp)]
+    pub(crate) backend: BackendKind,
+    /// Interface of the raw backend (e.g. a veth).
+    #[arg(long, value_name = "IFACE")]
+    pub(crate) dev: Option<String>,
+    /// Our RoCE address (our GID is its ::ffff: form). Default: the address of the TCP
+    /// connection. With the raw backend, give an address that the interface's kernel does not own.
+    #[arg(long, value_name = "ADDR")]
+    pub(crate) ip: Option<IpAddr>,
+    /// Write every packet the NIC sends and receives to this pcap.
+    #[arg(long, value_name = "FILE")]
+    pub(crate) pcap: Option<PathBuf>,
+}
+
+impl DeviceOpts {
+    /// Starts the device on `--ip` or `default_ip`; returns it and the address it plays.
+    pub(crate) fn spawn(&self, default_ip: IpAddr) -> anyhow::Result<(DeviceHandle, IpAddr)> {
+        let ip = self.ip.unwrap_or(default_ip);
+        let mut config = DeviceConfig::new(ip);
+        if let Some(path) = &self.pcap {
+            config.tap = Some(
+                Tap::create(path, true)
+                    .with_context(|| format!("cannot create {}", path.display()))?,
+            );
+        }
+        let device = match self.backend {
+            BackendKind::Udp => {
+                let backend = UdpBackend::bind(ip, roce_wire::ROCE_V2_UDP_PORT)
+                    .with_context(|| format!("cannot bind UDP {ip}:4791"))?;
+                Device::spawn(config, backend)
+            }
+            BackendKind::Raw => {
+                let Some(dev) = &self.dev else {
+                    bail!("--backend raw needs --dev IFACE")
+                };
+                let backend =
+                    RawBackend::open(dev, ip).with_context(|| format!("raw backend on {dev}"))?;
+                Device::spawn(config, backend)
+            }
+        };
+        Ok((device, ip))
+    }
+}

@@ -1,0 +1,283 @@
+//! `roce pingpong`: ibv_rc_pingpong's test, speaking its out-of-band protocol byte for byte, so
+//! either side can be the real `ibv_rc_pingpong` (on rxe or hardware).
+
+use std::net::{IpAddr, SocketAddr};
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use roce_core::{Access, Mtu, Psn, Qpn, RecvWr, SendOp, SendWr, Sge, WcStatus};
+use roce_device::{Connection, RcEndpoint};
+use roce_oob::pingpong::{self, Dest};
+use roce_wire::Gid;
+use tokio::net::{TcpListener, TcpStream};
+
+/// Ping-pong SENDs over an RC QP, as `ibv_rc_pingpong` does, with its out-of-band protocol.
+///
+/// Without SERVER it waits for a client on TCP port 18515; with SERVER it connects to it. Either
+/// side may be the real `ibv_rc_pingpong`: the 52-byte `LID:QPN:PSN:GID` messages and the
+/// closing "done" are exactly its own. Our NIC binds UDP port 4791 on the address the TCP
+/// connection uses (or --ip), or with --backend raw plays --ip on --dev. Against rxe, run `ibv_rc_pingpong -g 1` there (GID index 1 is the
+/// `::ffff:IPv4` GID of a fresh rxe device; index 0 is IPv6 link-local and hangs), and keep
+/// `-m` no larger than rxe's active MTU (1024 on a 1500-byte netdev).
+///
+/// Prints the two lines ibv_rc_pingpong prints. Exit status: 0, 1 when the test failed (an
+/// error completion, or no progress for --timeout), 2 on a setup error.
+#[derive(Debug, clap::Args)]
+#[command(after_help = "Examples (198.18.0.12 runs rxe):\n  \
+    ibv_rc_pingpong -g 1                      # on the rxe host: the server\n  \
+    roce pingpong 198.18.0.12                 # here: the client\n  \
+    roce pingpong -s 65536 -n 100             # here: the server, for ibv_rc_pingpong -g 1 198.18.0.1")]
+pub(crate) struct Args {
+    /// The server to connect to; without it, be the server.
+    server: Option<String>,
+    /// TCP port of the out-of-band exchange.
+    #[arg(short, long, default_value_t = 18515)]
+    port: u16,
+    /// Device name (accepted for compatibility; the NIC is this process's).
+    #[arg(short = 'd', long = "ib-dev")]
+    ib_dev: Option<String>,
+    /// Port number (only 1 exists).
+    #[arg(short = 'i', long = "ib-port", default_value_t = 1)]
+    ib_port: u8,
+    /// Bytes per message.
+    #[arg(short, long, default_value_t = 4096)]
+    size: u32,
+    /// Path MTU: 256, 512, 1024, 2048 or 4096.
+    #[arg(short, long, default_value_t = 1024)]
+    mtu: u32,
+    /// Receive WRs kept posted.
+    #[arg(short = 'r', long = "rx-depth", default_value_t = 500)]
+    rx_depth: u32,
+    /// Round trips.
+    #[arg(short = 'n', long, default_value_t = 1000)]
+    iters: u32,
+    /// Service level (accepted; RoCEv2 carries none).
+    #[arg(short = 'l', long, default_value_t = 0)]
+    sl: u8,
+    /// Sleep on completion events (accepted; completions are always event-driven here).
+    #[arg(short = 'e', long)]
+    events: bool,
+    /// GID index of the local GID (accepted: our GID is the ::ffff: form of our address, which is
+    /// what index 1 is on rxe).
+    #[arg(short = 'g', long = "gid-idx")]
+    gid_idx: Option<u32>,
+    #[command(flatten)]
+    device: crate::device::DeviceOpts,
+    /// Give up when no completion comes for this many seconds (ibv_rc_pingpong would hang).
+    #[arg(long, default_value_t = 10)]
+    timeout: u64,
+}
+
+const RECV_WRID: u64 = 1;
+const SEND_WRID: u64 = 2;
+
+/// Runs `roce pingpong`.
+pub(crate) fn run(args: &Args) -> anyhow::Result<ExitCode> {
+    let mtu = Mtu::from_bytes(args.mtu)
+        .with_context(|| format!("-m {}: not 256, 512, 1024, 2048 or 4096", args.mtu))?;
+    if args.ib_port != 1 {
+        bail!("-i {}: this NIC has one port, 1", args.ib_port);
+    }
+    if args.rx_depth < 2 || args.iters == 0 {
+        bail!("-r must be at least 2 and -n at least 1");
+    }
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    runtime.block_on(pingpong(args, mtu))
+}
+
+async fn pingpong(args: &Args, mtu: Mtu) -> anyhow::Result<ExitCode> {
+    let mut stream = match &args.server {
+        Some(server) => {
+            let target = format!("{server}:{}", args.port);
+            TcpStream::connect(&target)
+                .await
+                .with_context(|| format!("couldn't connect to {target}"))?
+        }
+        None => {
+            let listener =
+                TcpListener::bind(SocketAddr::new(IpAddr::from([0, 0, 0, 0]), args.port))
+                    .await
+                    .with_context(|| format!("cannot listen on TCP port {}", args.port))?;
+            let (stream, _) = listener.accept().await?;
+            stream
+        }
+    };
+    let (device, local_ip) = args.device.spawn(stream.local_addr()?.ip())?;
+    let depth = args.rx_depth as usize + 2;
+    let qp = RcEndpoint::create(&device, depth).await?;
+    qp.init(Access::LOCAL_WRITE).await?;
+    let mr = device
+        .reg_mr(qp.pd, args.size.max(1) as usize, Access::LOCAL_WRITE)
+        .await?;
+    let sge = Sge {
+        addr: mr.addr(),
+        length: args.size,
+        lkey: mr.lkey(),
+    };
+    for _ in 0..args.rx_depth {
+        device
+            .post_recv(
+                qp.qpn,
+                RecvWr {
+                    wr_id: RECV_WRID,
+                    sgl: vec![sge],
+                },
+            )
+            .await?;
+    }
+    let local = Dest {
+        lid: 0,
+        qpn: qp.qpn.value(),
+        psn: initial_psn(),
+        gid: Gid::from_ip(local_ip).0,
+    };
+    println!("  local address:  {}", describe(&local));
+
+    let connect = |remote: Dest| {
+        let qp = qp.clone();
+        async move {
+            let remote_ip = Gid(remote.gid).to_ip();
+            let mut c = Connection::new(
+                local_ip,
+                remote_ip,
+                Qpn::new(remote.qpn),
+                Psn::new(remote.psn),
+                Psn::new(local.psn),
+            );
+            c.mtu = mtu;
+            c.max_rd_atomic = 1;
+            c.max_dest_rd_atomic = 1;
+            c.access = Access::NONE;
+            qp.connect(&c).await
+        }
+    };
+    let remote = if args.server.is_some() {
+        let remote = pingpong::client_exchange(&mut stream, &local).await?;
+        check_remote(&remote, local_ip)?;
+        connect(remote).await?;
+        remote
+    } else {
+        pingpong::server_exchange(&mut stream, &local, |remote| async move {
+            check_remote(&remote, local_ip)?;
+            connect(remote).await.map_err(anyhow::Error::from)
+        })
+        .await?
+    };
+    println!("  remote address: {}", describe(&remote));
+
+    let limit = Duration::from_secs(args.timeout);
+    let send = || {
+        let device = device.clone();
+        let qpn = qp.qpn;
+        async move {
+            let mut wr = SendWr::new(SEND_WRID, SendOp::Send, vec![sge]);
+            // rc_pingpong sends inline when the device allows it (rxe: up to 400 bytes).
+            wr.inline = sge.length as usize <= 400;
+            device.post_send(qpn, wr).await
+        }
+    };
+    let (mut scnt, mut rcnt, mut routs) = (0u32, 0u32, args.rx_depth);
+    let mut pending = RECV_WRID;
+    let start = Instant::now();
+    // The client sends first; each side sends again once its last send and receive completed.
+    if args.server.is_some() {
+        send().await?;
+        pending |= SEND_WRID;
+    }
+    while rcnt < args.iters || scnt < args.iters {
+        let cqe = match device.next_completion_within(qp.cq, limit).await {
+            Ok(cqe) => cqe,
+            Err(roce_device::DeviceError::Timeout(_)) => {
+                eprintln!(
+                    "roce pingpong: no completion for {} s after {scnt} sends and {rcnt} receives: the peer \
+                     is not answering (its path MTU above its active MTU? a firewall on UDP 4791?)",
+                    args.timeout
+                );
+                return Ok(ExitCode::from(1));
+            }
+            Err(err) => return Err(err.into()),
+        };
+        if cqe.status != WcStatus::Success {
+            eprintln!("Failed status {:?} for wr_id {}", cqe.status, cqe.wr_id);
+            return Ok(ExitCode::from(1));
+        }
+        match cqe.wr_id {
+            SEND_WRID => scnt += 1,
+            RECV_WRID => {
+                routs -= 1;
+                if routs <= 1 {
+                    for _ in routs..args.rx_depth {
+                        device
+                            .post_recv(
+                                qp.qpn,
+                                RecvWr {
+                                    wr_id: RECV_WRID,
+                                    sgl: vec![sge],
+                                },
+                            )
+                            .await?;
+                    }
+                    routs = args.rx_depth;
+                }
+                rcnt += 1;
+            }
+            other => bail!("completion for unknown wr_id {other}"),
+        }
+        pending &= !cqe.wr_id;
+        if scnt < args.iters && pending == 0 {
+            send().await?;
+            pending = RECV_WRID | SEND_WRID;
+        }
+    }
+    let elapsed = start.elapsed();
+    print!(
+        "{}",
+        pingpong::summary(args.size, args.iters, elapsed.as_micros() as i64)
+    );
+    let stats = device.stats().await?;
+    if stats.retransmitted_packets > 0 || stats.rx_icrc_unverifiable > 0 {
+        eprintln!(
+            "roce pingpong: {} packets retransmitted, {} received packets with an ICRC this UDP backend could not verify (IPv4 ID not visible)",
+            stats.retransmitted_packets, stats.rx_icrc_unverifiable
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// A peer without a GID cannot be reached over RoCEv2 (ibv_rc_pingpong without -g).
+fn check_remote(remote: &Dest, local: IpAddr) -> anyhow::Result<()> {
+    if !remote.is_global() {
+        bail!(
+            "the peer sent no GID: run ibv_rc_pingpong with -g (GID index 1 on rxe, the ::ffff:IPv4 one)"
+        );
+    }
+    let ip = Gid(remote.gid).to_ip();
+    if ip.is_ipv4() != local.is_ipv4() {
+        bail!(
+            "the peer's GID {} is not of our address family ({local}): pick its IPv4 GID index",
+            Gid(remote.gid)
+        );
+    }
+    Ok(())
+}
+
+fn describe(dest: &Dest) -> String {
+    format!(
+        "LID {:#06x}, QPN {:#08x}, PSN {:#08x}, GID {}",
+        dest.lid,
+        dest.qpn,
+        dest.psn,
+        Gid(dest.gid)
+    )
+}
+
+/// A 24-bit PSN that differs between runs (rc_pingpong: `lrand48() & 0xffffff`).
+fn initial_psn() -> u32 {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
+    (nanos ^ std::process::id().rotate_left(12)) & 0x00ff_ffff
+}
