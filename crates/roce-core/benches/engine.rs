@@ -1,0 +1,229 @@
+//! The engine's cost per packet: an RDMA WRITE stream at path MTU 4096 between two NICs with no
+//! loss, driven directly — a `poll_transmit` → b `handle_datagram` → b `poll_transmit` (its
+//! ACKs) → a `handle_datagram` — with no simulated link in between. One criterion iteration is
+//! one data packet, so the times reported are per packet; they include posting the WRs (64
+//! packets each), the ACKs (one per 64 packets, rxe's `RXE_MAX_PKT_PER_ACK`) and the completions.
+//!
+//! - `write_4096/icrc_check`: both NICs as configured by default: the sender seals the ICRC, the
+//!   receiver checks it.
+//! - `write_4096/icrc_skip_rx`: the receiver skips its ICRC check (`IcrcPolicy::Skip`); the
+//!   sender still computes the ICRC of every packet.
+//! - `floor/copy_2x4096`: the two 4 KiB copies every packet needs anyway (gather from the
+//!   sender's region into the packet, scatter from the packet into the receiver's region).
+//!
+//! `cargo bench -p roce-core --bench engine -- --warm-up-time 1 --measurement-time 4`; figures
+//! are kept in docs/benchmarks.md.
+
+use std::hint::black_box;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::time::{Duration, Instant as WallClock};
+
+use criterion::{Criterion, criterion_group, criterion_main};
+use roce_core::{
+    Access, AddressVector, CqHandle, Datagram, Ecn, IcrcPolicy, Instant, MAX_DATAGRAM,
+    MemoryRegion, Mtu, Nic, NicConfig, Psn, QpAttr, QpInit, QpState, QpType, Qpn, Remote, SendOp,
+    SendWr, Sge,
+};
+
+const A: IpAddr = IpAddr::V4(Ipv4Addr::new(198, 18, 0, 1));
+const B: IpAddr = IpAddr::V4(Ipv4Addr::new(198, 18, 0, 2));
+const MTU: u32 = 4096;
+/// Packets per WRITE.
+const PACKETS_PER_WR: u32 = 64;
+/// WRs kept posted, so the requester never waits for the application.
+const WRS_IN_FLIGHT: usize = 2;
+
+/// One NIC with one RC QP.
+struct Side {
+    nic: Nic,
+    qpn: Qpn,
+    cq: CqHandle,
+    mr: MemoryRegion,
+}
+
+/// Two NICs and the stream between them.
+struct Stream {
+    a: Side,
+    b: Side,
+    buf: Vec<u8>,
+    /// WRITEs posted and not completed.
+    posted: usize,
+    next_wr_id: u64,
+}
+
+impl Stream {
+    fn new(rx_icrc: IcrcPolicy) -> Self {
+        let mut a = side(A, IcrcPolicy::Check);
+        let mut b = side(B, rx_icrc);
+        connect(&mut a, B, b.qpn);
+        connect(&mut b, A, a.qpn);
+        Self {
+            a,
+            b,
+            buf: vec![0; MAX_DATAGRAM],
+            posted: 0,
+            next_wr_id: 0,
+        }
+    }
+
+    /// Moves `packets` data packets from a to b, with everything they cause.
+    fn run(&mut self, packets: u64) {
+        let now = Instant::ZERO;
+        let mut sent = 0;
+        while sent < packets {
+            while self.posted < WRS_IN_FLIGHT {
+                self.post();
+            }
+            let Some(t) = self.a.nic.poll_transmit(now, &mut self.buf) else {
+                // The window is full: the ACK is on its way back below.
+                self.acks(now);
+                continue;
+            };
+            let datagram = Datagram {
+                src: SocketAddr::new(t.src, t.src_port),
+                dst: t.dst,
+                ecn: Ecn::NotEct,
+                ip_id: Some(0),
+                payload: &self.buf[..t.len],
+            };
+            self.b.nic.handle_datagram(now, datagram);
+            sent += 1;
+            self.acks(now);
+        }
+    }
+
+    /// b's ACKs to a, and a's completions.
+    fn acks(&mut self, now: Instant) {
+        while let Some(t) = self.b.nic.poll_transmit(now, &mut self.buf) {
+            let datagram = Datagram {
+                src: SocketAddr::new(t.src, t.src_port),
+                dst: t.dst,
+                ecn: Ecn::NotEct,
+                ip_id: Some(0),
+                payload: &self.buf[..t.len],
+            };
+            self.a.nic.handle_datagram(now, datagram);
+        }
+        while let Some(cqe) = self.a.nic.poll_completion(self.a.cq) {
+            assert_eq!(cqe.status, roce_core::WcStatus::Success, "{cqe:?}");
+            self.posted -= 1;
+        }
+    }
+
+    fn post(&mut self) {
+        let len = PACKETS_PER_WR * MTU;
+        let sge = Sge {
+            addr: self.a.mr.addr(),
+            length: len,
+            lkey: self.a.mr.lkey(),
+        };
+        let remote = Remote {
+            addr: self.b.mr.addr(),
+            rkey: self.b.mr.rkey(),
+        };
+        let wr = SendWr::new(self.next_wr_id, SendOp::RdmaWrite(remote), vec![sge]);
+        self.next_wr_id += 1;
+        self.a
+            .nic
+            .post_send(Instant::ZERO, self.a.qpn, wr)
+            .expect("a valid WRITE");
+        self.posted += 1;
+    }
+}
+
+fn side(addr: IpAddr, icrc: IcrcPolicy) -> Side {
+    let mut nic = Nic::new(NicConfig {
+        addrs: vec![addr],
+        icrc,
+        ..NicConfig::default()
+    });
+    let pd = nic.alloc_pd();
+    let cq = nic.create_cq(64);
+    let mr = nic
+        .reg_mr(pd, (PACKETS_PER_WR * MTU) as usize, Access::ALL)
+        .expect("a valid region");
+    let init = QpInit {
+        pd,
+        qp_type: QpType::Rc,
+        send_cq: cq,
+        recv_cq: cq,
+        max_send_wr: 16,
+        max_recv_wr: 16,
+    };
+    let qpn = nic.create_qp(&init).expect("a valid QP");
+    Side { nic, qpn, cq, mr }
+}
+
+fn connect(side: &mut Side, peer: IpAddr, peer_qpn: Qpn) {
+    let state = |s| QpAttr {
+        qp_state: Some(s),
+        ..QpAttr::default()
+    };
+    let steps = [
+        QpAttr {
+            pkey_index: Some(0),
+            port_num: Some(1),
+            access_flags: Some(Access::ALL),
+            ..state(QpState::Init)
+        },
+        QpAttr {
+            av: Some(AddressVector::new(side.nic.config().addrs[0], peer)),
+            path_mtu: Some(Mtu::Mtu4096),
+            dest_qpn: Some(peer_qpn),
+            rq_psn: Some(Psn::new(0)),
+            max_dest_rd_atomic: Some(16),
+            min_rnr_timer: Some(1),
+            ..state(QpState::Rtr)
+        },
+        QpAttr {
+            sq_psn: Some(Psn::new(0)),
+            timeout: Some(14),
+            retry_cnt: Some(7),
+            rnr_retry: Some(7),
+            max_rd_atomic: Some(16),
+            ..state(QpState::Rts)
+        },
+    ];
+    for attr in steps {
+        side.nic
+            .modify_qp(side.qpn, &attr)
+            .expect("the QPs connect");
+    }
+}
+
+fn per_packet(stream: &mut Stream, packets: u64) -> Duration {
+    let start = WallClock::now();
+    stream.run(packets);
+    start.elapsed()
+}
+
+fn engine(c: &mut Criterion) {
+    let mut group = c.benchmark_group("write_4096");
+    for (name, policy) in [
+        ("icrc_check", IcrcPolicy::Check),
+        ("icrc_skip_rx", IcrcPolicy::Skip),
+    ] {
+        let mut stream = Stream::new(policy);
+        group.bench_function(name, |bench| {
+            bench.iter_custom(|packets| per_packet(&mut stream, packets));
+        });
+        let stats = stream.b.nic.stats();
+        assert_eq!(stats.rx_dropped(), 0, "{stats:?}");
+        assert_eq!(stream.a.nic.stats().retransmitted_packets, 0);
+    }
+    group.finish();
+
+    let src = vec![1u8; MTU as usize];
+    let mut packet = vec![0u8; MTU as usize];
+    let mut dst = vec![0u8; MTU as usize];
+    c.bench_function("floor/copy_2x4096", |bench| {
+        bench.iter(|| {
+            packet.copy_from_slice(black_box(&src));
+            dst.copy_from_slice(black_box(&packet));
+            black_box(&dst);
+        });
+    });
+}
+
+criterion_group!(benches, engine);
+criterion_main!(benches);
