@@ -66,6 +66,8 @@ pub struct MemoryRegion {
     pub(crate) rkey: u32,
     pub(crate) iova: u64,
     pub(crate) access: Access,
+    /// The length of `bytes`, which never changes: bounds checks need no lock.
+    pub(crate) len: usize,
     pub(crate) bytes: Arc<Mutex<Box<[u8]>>>,
 }
 
@@ -86,13 +88,13 @@ impl MemoryRegion {
     }
 
     /// The region's length in bytes.
-    pub fn len(&self) -> usize {
-        self.lock().len()
+    pub const fn len(&self) -> usize {
+        self.len
     }
 
     /// Whether the region is empty.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
+    pub const fn is_empty(&self) -> bool {
+        self.len == 0
     }
 
     /// The access rights.
@@ -134,8 +136,7 @@ impl MemoryRegion {
     pub(crate) fn offset_of(&self, addr: u64, len: u64) -> Option<usize> {
         let offset = addr.checked_sub(self.iova)?;
         let end = offset.checked_add(len)?;
-        let total = self.lock().len() as u64;
-        (end <= total).then_some(offset as usize)
+        (end <= self.len as u64).then_some(offset as usize)
     }
 
     fn lock(&self) -> MutexGuard<'_, Box<[u8]>> {
@@ -158,6 +159,7 @@ mod tests {
             rkey: 0x200,
             iova: 0x1000,
             access: Access::LOCAL_WRITE | Access::REMOTE_READ,
+            len,
             bytes: Arc::new(Mutex::new(vec![0; len].into_boxed_slice())),
         }
     }

@@ -88,6 +88,12 @@ impl Nic {
             .ok_or(VerbsError::UnknownQp(qpn))
     }
 
+    /// A QP, for the crate's tests.
+    #[cfg(test)]
+    pub(crate) fn qp(&self, qpn: Qpn) -> &Qp {
+        &self.qps[&qpn]
+    }
+
     // B. inputs from the network and the clock
 
     /// Takes in one datagram. It is checked as rxe checks (rxe_recv.c `rxe_rcv`, `hdr_check`):
@@ -187,16 +193,10 @@ impl Nic {
 
     /// Fires every timer due at `now`. Early or spurious calls do nothing.
     pub fn handle_timeout(&mut self, now: Instant) {
-        let due: Vec<Qpn> = self
-            .qps
-            .iter()
-            .filter(|(_, qp)| qp.timers.next().is_some_and(|at| at <= now))
-            .map(|(qpn, _)| *qpn)
-            .collect();
-        for qpn in due {
-            let Some(qp) = self.qps.get_mut(&qpn) else {
+        for (&qpn, qp) in &mut self.qps {
+            if qp.timers.next().is_none_or(|at| at > now) {
                 continue;
-            };
+            }
             let mut ctx = Ctx {
                 now,
                 config: &self.config,
@@ -213,7 +213,10 @@ impl Nic {
                     }
                 }
             }
-            self.mark_ready(qpn);
+            // `mark_ready`, which would borrow all of `self`.
+            if !self.ready.contains(&qpn) {
+                self.ready.push_back(qpn);
+            }
         }
         self.deliver_completions();
     }
@@ -263,6 +266,7 @@ impl Nic {
             rkey: key,
             iova,
             access,
+            len,
             bytes: std::sync::Arc::new(std::sync::Mutex::new(vec![0; len].into_boxed_slice())),
         };
         self.mrs.insert(
@@ -525,7 +529,9 @@ impl Nic {
     /// `None` when nothing is due. QPs take turns, one packet each; a QP's responses go before
     /// its requests.
     pub fn poll_transmit(&mut self, now: Instant, buf: &mut [u8]) -> Option<Transmit> {
-        if buf.len() < MAX_DATAGRAM.min(self.max_datagram()) {
+        // Every QP's path MTU is at most the port's (checked by modify_qp), so this bounds every
+        // packet without a look at each QP.
+        if buf.len() < MAX_DATAGRAM.min(self.config.max_mtu.bytes() as usize + 64) {
             self.stats.tx_buffer_too_small += 1;
             return None;
         }
@@ -571,14 +577,6 @@ impl Nic {
     }
 
     // helpers
-
-    fn max_datagram(&self) -> usize {
-        self.qps
-            .values()
-            .map(|qp| qp.mtu.bytes() as usize + 64)
-            .max()
-            .unwrap_or(64)
-    }
 
     fn check_ranges(&self, attr: &QpAttr) -> Result<(), VerbsError> {
         let range = |attr: &'static str, value: Option<u8>, max: u8, text: &'static str| match value
@@ -672,6 +670,10 @@ impl Nic {
     }
 
     fn deliver_completions(&mut self) {
+        // Called after every input and output: most of the time there is nothing to deliver.
+        if self.completions.is_empty() {
+            return;
+        }
         for (cq, cqe) in self.completions.drain(..) {
             let pushed = self.cqs.get_mut(&cq.0).is_some_and(|q| q.push(cqe));
             if !pushed {

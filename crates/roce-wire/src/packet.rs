@@ -109,10 +109,7 @@ impl<T: AsRef<[u8]>> Packet<T> {
     /// # Panics
     /// On an unchecked packet with an unknown opcode.
     pub fn layout(&self) -> Layout {
-        self.bth()
-            .opcode()
-            .layout()
-            .expect("a checked packet has a known opcode")
+        *self.table_row()
     }
 
     /// The FETH, if the opcode has one.
@@ -159,7 +156,7 @@ impl<T: AsRef<[u8]>> Packet<T> {
 
     /// Offset of the payload: BTH plus every extension header.
     pub fn payload_offset(&self) -> usize {
-        bth::HEADER_LEN + self.layout().headers.len()
+        bth::HEADER_LEN + self.table_row().headers.len()
     }
 
     /// The payload, without pad and ICRC.
@@ -184,10 +181,16 @@ impl<T: AsRef<[u8]>> Packet<T> {
         u32::from_le_bytes(raw)
     }
 
+    /// The opcode's row of the compile-time table: accessors run on every packet, so they
+    /// index it rather than `match` on the opcode.
+    fn table_row(&self) -> &'static Layout {
+        opcode::layout_of(self.buffer.as_ref()[0]).expect("a checked packet has a known opcode")
+    }
+
     /// The bytes of one extension header, if the opcode has it.
     fn header(&self, wanted: Layer) -> Option<&[u8]> {
         let mut offset = bth::HEADER_LEN;
-        for (layer, len) in present(&self.layout().headers) {
+        for (layer, len) in present(&self.table_row().headers) {
             if layer == wanted {
                 return Some(&self.buffer.as_ref()[offset..offset + len]);
             }
@@ -322,11 +325,7 @@ impl Repr {
         fill_payload: impl FnOnce(&mut [u8]),
     ) -> Result<(), EmitError> {
         let opcode = u8::from(self.bth.opcode);
-        let layout = self
-            .bth
-            .opcode
-            .layout()
-            .ok_or(EmitError::UnsupportedOpcode(opcode))?;
+        let layout = opcode::layout_of(opcode).ok_or(EmitError::UnsupportedOpcode(opcode))?;
         self.check_headers(opcode, &layout.headers)?;
         let payload_ok = match layout.payload {
             PayloadRule::None => self.payload_len == 0 && self.bth.pad_count == 0,

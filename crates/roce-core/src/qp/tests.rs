@@ -892,6 +892,57 @@ fn atomics_and_reads_wait_for_max_rd_atomic() {
     assert_eq!(tx(&mut s, at(5)).0.bth.psn, psn(504));
 }
 
+// ---- memory ----------------------------------------------------------------------------------
+
+/// What a QP holds: the struct, and what its queues have allocated (the WRs in them own their
+/// SGE lists too, but an idle QP's queues are empty).
+fn qp_bytes(qp: &super::Qp) -> usize {
+    use super::responder::{Resource, Response};
+    use super::{Qp, SendWqe};
+    use std::mem::size_of;
+    size_of::<Qp>()
+        + qp.sq.capacity() * size_of::<SendWqe>()
+        + qp.rq.capacity() * size_of::<RecvWr>()
+        + qp.resp.resources.capacity() * size_of::<Resource>()
+        + qp.resp.out.capacity() * size_of::<Response>()
+}
+
+/// Goal: an idle QP costs at most 4 KiB, so that rxe's 64 Ki QPs fit in 256 MiB.
+#[test]
+fn an_idle_qp_takes_at_most_4_kib() {
+    let mut s = setup();
+    let fresh = qp_bytes(s.nic.qp(s.qpn));
+    assert_eq!(
+        fresh,
+        size_of::<super::Qp>(),
+        "a connected QP with empty queues allocates nothing"
+    );
+    assert!(fresh <= 4096, "{fresh} bytes");
+
+    // After a little traffic each way the queues are empty again; what they keep stays bounded.
+    recv(&mut s, 1, 0, 100);
+    rx(
+        &mut s,
+        at(0),
+        request(Opcode::RcSendOnly, RQ_PSN, true),
+        b"ping",
+    );
+    let _ = tx(&mut s, at(0));
+    s.nic
+        .post_send(at(0), s.qpn, send_wr(&s, 2, SendOp::Send, 0, 4))
+        .unwrap();
+    let _ = tx(&mut s, at(0));
+    let mut ack = request(Opcode::RcAcknowledge, SQ_PSN, false);
+    ack.aeth = Some(AethRepr::ack(1));
+    rx(&mut s, at(10), ack, b"");
+    assert_eq!(s.nic.poll_completion(s.cq).map(|c| c.wr_id), Some(1));
+    assert_eq!(s.nic.poll_completion(s.cq).map(|c| c.wr_id), Some(2));
+    let qp = s.nic.qp(s.qpn);
+    assert!(qp.sq.is_empty() && qp.rq.is_empty() && qp.resp.out.is_empty());
+    let idle = qp_bytes(qp);
+    assert!(idle <= 4096, "{idle} bytes");
+}
+
 // ---- verbs misuse ----------------------------------------------------------------------------
 
 #[test]
