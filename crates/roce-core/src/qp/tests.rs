@@ -445,6 +445,50 @@ fn read_is_answered_with_responses_from_memory() {
 }
 
 #[test]
+fn duplicate_read_is_read_again_from_the_psn_it_names() {
+    let mut s = setup();
+    let data: Vec<u8> = (0..2500u32).map(|i| (i * 7) as u8).collect();
+    s.mr.write(0, &data);
+    let mut read = request(Opcode::RcRdmaReadRequest, RQ_PSN, true);
+    read.reth = Some(RethRepr {
+        va: s.mr.addr(),
+        rkey: s.mr.rkey(),
+        dma_len: 2500,
+    });
+    rx(&mut s, at(0), read, b"");
+    for _ in 0..3 {
+        let _ = tx(&mut s, at(0));
+    }
+    // The requester lost the responses from PSN 101 on and asks again from there, as rxe's
+    // req_retry does: a duplicate, answered from memory with MIDDLE then LAST, not executed as
+    // a new READ (ePSN and MSN stay).
+    let mut again = request(Opcode::RcRdmaReadRequest, RQ_PSN + 1, true);
+    again.reth = Some(RethRepr {
+        va: s.mr.addr() + 1024,
+        rkey: s.mr.rkey(),
+        dma_len: 2500 - 1024,
+    });
+    rx(&mut s, at(50), again, b"");
+    let (middle, p2) = tx(&mut s, at(50));
+    let (last, p3) = tx(&mut s, at(50));
+    expect_nothing(&mut s, at(50));
+    assert_eq!(
+        [
+            (middle.bth.opcode, middle.bth.psn),
+            (last.bth.opcode, last.bth.psn)
+        ],
+        [
+            (Opcode::RcRdmaReadResponseMiddle, psn(RQ_PSN + 1)),
+            (Opcode::RcRdmaReadResponseLast, psn(RQ_PSN + 2))
+        ]
+    );
+    assert_eq!([p2, p3].concat(), data[1024..]);
+    assert_eq!(last.aeth.unwrap().msn, 1);
+    assert_eq!(s.nic.qp_psns(s.qpn).unwrap().1, psn(RQ_PSN + 3));
+    assert_eq!(s.nic.stats().rx_duplicate_requests, 1);
+}
+
+#[test]
 fn duplicate_atomic_replays_the_cached_value_and_does_not_execute_again() {
     let mut s = setup();
     s.mr.write(64, &5u64.to_le_bytes());
@@ -603,6 +647,69 @@ fn packets_failing_a_check_are_dropped_under_their_own_counter() {
 }
 
 #[test]
+fn ingress_checks_address_special_qp_and_state_are_counted_by_name() {
+    let mut s = setup();
+    recv(&mut s, 1, 0, 100);
+    // To an address that is not ours (with an ICRC good for it).
+    let other = Ipv4Addr::new(198, 18, 0, 9);
+    let repr = RoceRepr {
+        payload_len: 4,
+        ..request(Opcode::RcSendOnly, RQ_PSN, true)
+    };
+    let mut buf = vec![0; repr.buffer_len()];
+    repr.emit(&mut buf, |p| p.copy_from_slice(b"lost")).unwrap();
+    let mut h = header(PEER, US);
+    if let IpFields::V4 { dst, .. } = &mut h.ip {
+        *dst = other;
+    }
+    icrc::seal(&h, &mut buf);
+    s.nic.handle_datagram(
+        at(0),
+        Datagram {
+            src: SocketAddr::new(PEER, 0xc000),
+            dst: SocketAddr::new(IpAddr::V4(other), 4791),
+            ecn: Ecn::NotEct,
+            ip_id: Some(0),
+            payload: &buf,
+        },
+    );
+    // To QP 1, the GSI, which is not implemented.
+    let mut gsi = request(Opcode::RcSendOnly, RQ_PSN, true);
+    gsi.bth.dest_qp = Qpn::new(1);
+    rx(&mut s, at(0), gsi, b"gsi");
+    assert_eq!(
+        (
+            s.nic.stats().rx_dst_addr_mismatch,
+            s.nic.stats().rx_special_qp
+        ),
+        (1, 1)
+    );
+    // To a QP in the error state: neither requests nor responses are taken.
+    let to_error = QpAttr {
+        qp_state: Some(QpState::Err),
+        ..QpAttr::default()
+    };
+    s.nic.modify_qp(s.qpn, &to_error).unwrap();
+    assert_eq!(
+        s.nic.poll_completion(s.cq).unwrap().status,
+        WcStatus::WrFlushErr
+    );
+    rx(
+        &mut s,
+        at(1),
+        request(Opcode::RcSendOnly, RQ_PSN, true),
+        b"late",
+    );
+    let mut ack = request(Opcode::RcAcknowledge, SQ_PSN, false);
+    ack.aeth = Some(AethRepr::ack(0));
+    rx(&mut s, at(1), ack, b"");
+    let stats = s.nic.stats();
+    assert_eq!(stats.rx_qp_not_ready, 2);
+    assert_eq!((stats.rx_dropped(), stats.rx_accepted), (4, 0));
+    expect_nothing(&mut s, at(1));
+}
+
+#[test]
 fn garbage_never_panics_and_is_counted() {
     let mut s = setup();
     for len in 0..64 {
@@ -666,6 +773,20 @@ fn a_send_is_segmented_by_path_mtu_with_ack_req_on_the_last_packet() {
         (9, WcStatus::Success, WcOpcode::Send)
     );
     assert_eq!(s.nic.poll_timeout(), None, "nothing outstanding: no timer");
+}
+
+#[test]
+fn a_long_message_asks_for_an_ack_every_max_pkts_per_ack_packets() {
+    let mut s = setup_with(NicConfig {
+        addrs: vec![US],
+        max_pkts_per_ack: 2,
+        ..NicConfig::default()
+    });
+    s.nic
+        .post_send(at(0), s.qpn, send_wr(&s, 1, SendOp::Send, 0, 5 * 1024))
+        .unwrap();
+    let ack_req: Vec<bool> = (0..5).map(|_| tx(&mut s, at(0)).0.bth.ack_req).collect();
+    assert_eq!(ack_req, [false, true, false, true, true]);
 }
 
 #[test]
