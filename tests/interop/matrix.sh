@@ -55,7 +55,7 @@ cell() {
     out=$("$@" 2>&1) || status=FAIL
     local secs figure
     secs=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN{printf "%.1f", b-a}')
-    figure=$(printf '%s\n' "$out" | grep -m1 -E 'Mbit/sec' | sed 's/^ *//' || true)
+    figure=$(printf '%s\n' "$out" | grep -m1 -E 'Mbit/sec|^ [0-9]+ +[0-9]+ ' | tr -s ' ' | sed 's/^ *//' || true)
     printf '%s\t%s\t%s\t%s\n' "$name" "$status" "$secs" "$figure" >>"$RESULTS"
     if [ "$status" = pass ]; then
         log "PASS $name (${secs}s) $figure"
@@ -115,6 +115,29 @@ pp_raw_server() {
     return $rc
 }
 
+# perftest: rxe's tool is the server in the guest, roce perf the client on the host.
+pt_we_are_client() {
+    local tool=$1 verb=$2 flags=$3 job
+    job=$(run_peer_in_guest "timeout 60 $tool -d rxe0 -x $G ${flags/--lat /}")
+    sleep 1
+    # shellcheck disable=SC2086
+    ns timeout 60 "$ROCE_BIN" perf "$verb" "$INTEROP_GUEST_IP" $flags --timeout 20 || { guest_wait "$job" 5; return 1; }
+    echo "--- rxe:"
+    guest_wait "$job" 60
+}
+
+# roce perf is the server on the host; rxe's tool the client in the guest.
+pt_we_are_server() {
+    local tool=$1 verb=$2 flags=$3 ours rc=0
+    # shellcheck disable=SC2086
+    bg_in_ns timeout 60 "$ROCE_BIN" perf "$verb" $flags --timeout 20
+    ours=$INTEROP_LAST_BG
+    sleep 0.5
+    run_in_guest -t 70 "timeout 60 $tool -d rxe0 -x $G ${flags/--lat /} $INTEROP_HOST_IP" || rc=$?
+    wait "$ours" || rc=$?
+    return $rc
+}
+
 loss_on()  { run_in_guest -t 30 'tc qdisc add dev eth0 root netem loss 1%' >/dev/null; }
 loss_off() { run_in_guest -t 30 'tc qdisc del dev eth0 root' >/dev/null; }
 
@@ -123,6 +146,14 @@ for size in 64 4096 65536; do
     n=20; [ "$size" = 65536 ] && n=5
     cell "ibv_rc_pingpong -s $size: rxe server, roce client" pp_we_are_client "$size" "$n"
     cell "ibv_rc_pingpong -s $size: roce server, rxe client" pp_we_are_server "$size" "$n"
+done
+for t in "ib_write_bw write -n 200" "ib_read_bw read -n 200" "ib_send_bw send -n 200" \
+         "ib_atomic_bw atomic -n 200" "ib_send_lat send --lat -n 100" "ib_read_lat read --lat -n 100" \
+         "ib_atomic_lat atomic --lat -n 100"; do
+    read -r tool verb flags <<<"$t"
+    pflags=${flags/--lat /}
+    cell "$tool $pflags: rxe server, roce client" pt_we_are_client "$tool" "$verb" "$flags"
+    cell "$tool $pflags: roce server, rxe client" pt_we_are_server "$tool" "$verb" "$flags"
 done
 peer_ns ip addr add "$RAW_TCP_IP/24" dev "$INTEROP_PEER_IF"
 for size in 64 4096 65536; do

@@ -11,6 +11,7 @@ mod demo;
 mod device;
 mod dump;
 mod json;
+mod perf;
 mod pingpong;
 
 /// roce-emu: a RoCEv2 NIC in software, and the tools around it.
@@ -38,6 +39,7 @@ struct Cli {
 enum Command {
     Demo(demo::Args),
     Dump(dump::Args),
+    Perf(perf::Args),
     Pingpong(pingpong::Args),
 }
 
@@ -53,6 +55,7 @@ fn main() -> ExitCode {
     let outcome = match cli.command {
         Command::Demo(args) => demo::run(&args),
         Command::Dump(args) => dump::run(&args),
+        Command::Perf(args) => perf::run(&args),
         Command::Pingpong(args) => pingpong::run(&args),
     };
     match outcome {

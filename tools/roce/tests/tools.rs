@@ -1,0 +1,129 @@
+//! `roce pingpong` and `roce perf` against themselves on loopback (no root): two processes, the
+//! out-of-band protocols of ibv_rc_pingpong and perftest over TCP, the traffic over UDP.
+
+#![allow(clippy::unwrap_used)] // test code: a panic is the failure report
+
+use std::process::{Command, Output, Stdio};
+use std::time::Duration;
+
+/// Runs a server with `server` arguments, then a client with `client` arguments.
+fn pair(server: &[&str], client: &[&str]) -> (Output, Output) {
+    let server = Command::new(env!("CARGO_BIN_EXE_roce"))
+        .args(server)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    let client = Command::new(env!("CARGO_BIN_EXE_roce"))
+        .args(client)
+        .output()
+        .unwrap();
+    (client, server.wait_with_output().unwrap())
+}
+
+fn ok(out: &Output) -> String {
+    let stdout = String::from_utf8(out.stdout.clone()).unwrap();
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
+}
+
+#[test]
+fn pingpong_with_itself() {
+    let (client, server) = pair(
+        &["pingpong", "-p", "18801", "-s", "3000", "-n", "50"],
+        &[
+            "pingpong",
+            "127.0.40.1",
+            "-p",
+            "18801",
+            "--ip",
+            "127.0.40.2",
+            "-s",
+            "3000",
+            "-n",
+            "50",
+        ],
+    );
+    for out in [&client, &server] {
+        let text = ok(out);
+        assert!(text.contains("300000 bytes in"), "{text}");
+        assert!(text.contains("50 iters in"), "{text}");
+    }
+    assert!(ok(&client).contains("remote address: LID 0x0000, QPN 0x000011"));
+}
+
+#[test]
+fn perf_bandwidth_tests_with_themselves() {
+    for (i, verb) in ["write", "read", "send", "atomic"].into_iter().enumerate() {
+        let port = (18810 + i).to_string();
+        let ip = format!("127.0.41.{}", 2 * i + 2);
+        let (client, server) = pair(
+            &[
+                "perf", verb, "-p", &port, "-n", "64", "-s", "16384", "--json",
+            ],
+            &[
+                "perf",
+                verb,
+                "127.0.41.1",
+                "-p",
+                &port,
+                "--ip",
+                &ip,
+                "-n",
+                "64",
+                "-s",
+                "16384",
+                "--json",
+            ],
+        );
+        let client: serde_json::Value = serde_json::from_str(&ok(&client)).unwrap();
+        let server: serde_json::Value = serde_json::from_str(&ok(&server)).unwrap();
+        assert_eq!(client["iterations"], 64, "{verb}: {client}");
+        assert!(
+            client["bw_avg_mb_s"].as_f64().unwrap() > 0.0,
+            "{verb}: {client}"
+        );
+        // The server of a one-way test prints the client's report, as perftest does.
+        if verb != "send" {
+            assert_eq!(server["bw_avg_mb_s"], client["bw_avg_mb_s"], "{verb}");
+        }
+        let bytes = if verb == "atomic" { 8 } else { 16384 };
+        assert_eq!(client["bytes"], bytes, "{verb}");
+    }
+}
+
+#[test]
+fn perf_send_latency_with_itself() {
+    let (client, server) = pair(
+        &[
+            "perf", "send", "--lat", "-p", "18820", "-n", "100", "--json",
+        ],
+        &[
+            "perf",
+            "send",
+            "--lat",
+            "127.0.42.1",
+            "-p",
+            "18820",
+            "--ip",
+            "127.0.42.2",
+            "-n",
+            "100",
+            "--json",
+        ],
+    );
+    for out in [&client, &server] {
+        let result: serde_json::Value = serde_json::from_str(&ok(out)).unwrap();
+        let (min, typical, max) = (
+            result["t_min_us"].as_f64().unwrap(),
+            result["t_typical_us"].as_f64().unwrap(),
+            result["t_max_us"].as_f64().unwrap(),
+        );
+        assert!(0.0 < min && min <= typical && typical <= max, "{result}");
+    }
+}
