@@ -1,7 +1,7 @@
 //! A queue pair: its state, its queues, and the three parts that work them, named as in rxe —
-//! the requester turns send WRs into request packets ([`requester`]), the responder executes
-//! requests and answers them ([`responder`]), the completer reads the answers and retires send
-//! WRs ([`completer`]).
+//! the requester turns send WRs into request packets (`requester`), the responder executes
+//! requests and answers them (`responder`), the completer reads the answers and retires send
+//! WRs (`completer`).
 
 use std::collections::{BTreeMap, VecDeque};
 
