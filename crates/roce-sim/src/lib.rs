@@ -19,6 +19,7 @@
 mod capture;
 mod fault;
 mod link;
+mod net;
 mod pair;
 mod trace;
 
@@ -28,5 +29,6 @@ pub use link::{
     DEFAULT_LATENCY, EcnMarking, Fate, IPV4_FRAME_OVERHEAD, IPV6_FRAME_OVERHEAD, Link, LinkConfig,
     LinkStats, Sent, SimPacket,
 };
+pub use net::Net;
 pub use pair::{A_ADDR, B_ADDR, Pair, PairConfig, Side};
 pub use trace::{TraceGuard, set_sim_time, trace_to_test_output};

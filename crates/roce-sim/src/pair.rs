@@ -151,8 +151,24 @@ impl Pair {
     pub fn connected(config: &PairConfig) -> Self {
         let mut a = side(config, A_ADDR);
         let mut b = side(config, B_ADDR);
-        connect(config, &mut a, b.addr, b.qpn, config.b_psn, config.a_psn);
-        connect(config, &mut b, a.addr, a.qpn, config.a_psn, config.b_psn);
+        connect(
+            config,
+            &mut a.nic,
+            a.qpn,
+            a.addr,
+            (b.addr, b.qpn),
+            config.b_psn,
+            config.a_psn,
+        );
+        connect(
+            config,
+            &mut b.nic,
+            b.qpn,
+            b.addr,
+            (a.addr, a.qpn),
+            config.a_psn,
+            config.b_psn,
+        );
         let mut a_to_b = Link::new(config.link, config.seed);
         let mut b_to_a = Link::new(config.link, config.seed.wrapping_add(1));
         let name = std::thread::current()
@@ -260,7 +276,7 @@ impl Pair {
     }
 }
 
-fn datagram(packet: &SimPacket) -> Datagram<'_> {
+pub(crate) fn datagram(packet: &SimPacket) -> Datagram<'_> {
     Datagram {
         src: packet.src,
         dst: packet.dst,
@@ -271,7 +287,7 @@ fn datagram(packet: &SimPacket) -> Datagram<'_> {
     }
 }
 
-fn packet(transmit: &Transmit, buf: &[u8]) -> SimPacket {
+pub(crate) fn packet(transmit: &Transmit, buf: &[u8]) -> SimPacket {
     SimPacket {
         src: SocketAddr::new(transmit.src, transmit.src_port),
         dst: transmit.dst,
@@ -282,7 +298,7 @@ fn packet(transmit: &Transmit, buf: &[u8]) -> SimPacket {
     }
 }
 
-fn side(config: &PairConfig, addr: IpAddr) -> Side {
+pub(crate) fn side(config: &PairConfig, addr: IpAddr) -> Side {
     let mut nic = Nic::new(NicConfig {
         addrs: vec![addr],
         ..config.nic.clone()
@@ -314,11 +330,12 @@ fn side(config: &PairConfig, addr: IpAddr) -> Side {
 
 /// RESET → INIT → RTR → RTS, as ibv_rc_pingpong, ibv_uc_pingpong and ibv_ud_pingpong do it: each
 /// transition with the attributes the QP type requires (see roce-core's QP state table).
-fn connect(
+pub(crate) fn connect(
     config: &PairConfig,
-    side: &mut Side,
-    peer: IpAddr,
-    peer_qpn: Qpn,
+    nic: &mut Nic,
+    qpn: Qpn,
+    addr: IpAddr,
+    (peer, peer_qpn): (IpAddr, Qpn),
     rq_psn: Psn,
     sq_psn: Psn,
 ) {
@@ -331,7 +348,7 @@ fn connect(
         port_num: Some(1),
         ..state(QpState::Init)
     };
-    let av = Some(AddressVector::new(side.addr, peer));
+    let av = Some(AddressVector::new(addr, peer));
     let steps = match config.qp_type {
         QpType::Rc => [
             QpAttr {
@@ -387,8 +404,6 @@ fn connect(
         ],
     };
     for attr in steps {
-        side.nic
-            .modify_qp(side.qpn, &attr)
-            .expect("the pair's QPs connect");
+        nic.modify_qp(qpn, &attr).expect("the pair's QPs connect");
     }
 }

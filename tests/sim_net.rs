@@ -1,0 +1,146 @@
+//! More than two NICs: a full mesh of links, several QPs per NIC, traffic between every pair at
+//! once, with targeted and random loss.
+
+#![allow(clippy::unwrap_used)] // test code: a panic is the failure report
+
+use roce_core::{Duration, Instant, Qpn, RecvWr, Remote, SendOp, SendWr, Sge, WcStatus};
+use roce_sim::{Fault, LinkConfig, Net, PairConfig};
+use roce_tests::sim::pattern;
+use roce_wire::Psn;
+
+fn sge(net: &Net, node: usize, offset: u64, len: u32) -> Sge {
+    let mr = &net.nodes[node].mr;
+    Sge {
+        addr: mr.addr() + offset,
+        length: len,
+        lkey: mr.lkey(),
+    }
+}
+
+fn remote(net: &Net, node: usize, offset: u64) -> Remote {
+    let mr = &net.nodes[node].mr;
+    Remote {
+        addr: mr.addr() + offset,
+        rkey: mr.rkey(),
+    }
+}
+
+fn post(net: &mut Net, node: usize, qpn: Qpn, wr: SendWr) {
+    let now = net.now;
+    net.nodes[node].nic.post_send(now, qpn, wr).unwrap();
+}
+
+/// Node `i` writes 20 000 bytes (from offset 600 000 + 20 000 × j) into every other node j at
+/// offset 100 000 × (i + 1): each
+/// write lands in its own place.
+fn all_to_all(n: usize, config: &PairConfig, setup: impl FnOnce(&mut Net)) -> Net {
+    let mut net = Net::new(n, config);
+    let mut qps = Vec::new();
+    for i in 0..n {
+        for j in i + 1..n {
+            let (qi, qj) = net.connect(i, j);
+            qps.push((i, qi, j));
+            qps.push((j, qj, i));
+        }
+    }
+    setup(&mut net);
+    for (k, &(from, qpn, to)) in qps.iter().enumerate() {
+        let data = pattern((from * 31 + to) as u64, 20_000);
+        net.nodes[from].mr.write(600_000 + 20_000 * to, &data);
+        let wr = SendWr::new(
+            k as u64,
+            SendOp::RdmaWrite(remote(&net, to, 100_000 * (from as u64 + 1))),
+            vec![sge(&net, from, 600_000 + 20_000 * to as u64, 20_000)],
+        );
+        post(&mut net, from, qpn, wr);
+    }
+    let expected = n - 1;
+    let done = net.drive_while(Instant::from_millis(500), |net| {
+        net.nodes
+            .iter()
+            .all(|node| node.nic.completions_waiting(node.cq) == expected)
+    });
+    assert!(done, "not every WRITE completed");
+    for from in 0..n {
+        let completions = net.nodes[from].completions();
+        assert!(
+            completions.iter().all(|c| c.status == WcStatus::Success),
+            "{completions:?}"
+        );
+        for to in (0..n).filter(|&to| to != from) {
+            let data = pattern((from * 31 + to) as u64, 20_000);
+            let landed = net.nodes[to].mr.read(100_000 * (from + 1), 20_000).unwrap();
+            assert!(landed == data, "{from} -> {to}: the bytes differ");
+        }
+    }
+    net
+}
+
+#[test]
+fn three_nodes_write_to_each_other_at_once() {
+    let _log = roce_sim::trace_to_test_output();
+    let net = all_to_all(3, &PairConfig::default(), |_| {});
+    // One QP per peer on each node: QPNs 0x12 and 0x13 after the unconnected default 0x11.
+    assert_eq!(
+        net.nodes[0].nic.qp_psns(Qpn::new(0x13)).unwrap().0,
+        Psn::new(20_000u32.div_ceil(1024))
+    );
+}
+
+#[test]
+fn a_lost_packet_on_one_link_does_not_disturb_the_others() {
+    let net = all_to_all(3, &PairConfig::default(), |net| {
+        net.link(0, 2).fail(Fault::DropPsn {
+            psn: Psn::new(5),
+            times: 1,
+        });
+    });
+    assert_eq!(
+        net.nodes[0].nic.stats().rx_nak_seq_err,
+        1,
+        "node 0 recovered with one NAK from node 2"
+    );
+    assert_eq!(net.nodes[1].nic.stats().retransmitted_packets, 0);
+    assert_eq!(net.nodes[2].nic.stats().retransmitted_packets, 0);
+}
+
+#[test]
+fn five_nodes_under_random_loss_over_seeds() {
+    for seed in 0..8 {
+        let link = LinkConfig {
+            loss: 0.03,
+            reorder_jitter: Duration::from_micros(2),
+            ..LinkConfig::default()
+        };
+        let config = PairConfig {
+            seed,
+            link,
+            timeout: 6,
+            ..PairConfig::default()
+        };
+        all_to_all(5, &config, |_| {});
+    }
+}
+
+#[test]
+fn a_send_between_two_of_four_nodes_lands_in_the_receive() {
+    let mut net = Net::new(4, &PairConfig::default());
+    let (q1, q3) = net.connect(1, 3);
+    net.nodes[1].mr.write(0, b"to node three");
+    let recv = RecvWr {
+        wr_id: 7,
+        sgl: vec![sge(&net, 3, 64, 64)],
+    };
+    net.nodes[3].nic.post_recv(q3, recv).unwrap();
+    let send = SendWr::new(1, SendOp::Send, vec![sge(&net, 1, 0, 13)]);
+    post(&mut net, 1, q1, send);
+    assert!(net.drive_while(Instant::from_millis(10), |net| {
+        net.nodes[3].nic.completions_waiting(net.nodes[3].cq) == 1
+    }));
+    assert_eq!(net.nodes[3].completion().unwrap().byte_len, 13);
+    assert_eq!(net.nodes[3].mr.read(64, 13).unwrap(), b"to node three");
+    assert!(
+        net.link(0, 2).sent().is_empty(),
+        "nothing crossed a link of two idle nodes"
+    );
+}
