@@ -247,3 +247,34 @@ fn loss_on_the_veth_is_recovered_with_data_intact() {
         "3 % loss and no retransmission reported: {stderr}"
     );
 }
+
+#[test]
+fn perftest_tools_over_veth_with_both_backends() {
+    let Some(veth) = Veth::new("perf") else {
+        return;
+    };
+    let (tshark, file) = veth.capture("perf");
+    for verb in ["write", "read", "send", "atomic"] {
+        for raw in [false, true] {
+            let mut server = vec!["perf", verb, "-n", "100", "-s", "32768", "--json"];
+            if raw {
+                server.extend(["--backend", "raw", "--dev", "vb", "--ip", B_RAW_IP]);
+            }
+            let client = ["perf", verb, B_IP, "-n", "100", "-s", "32768", "--json"];
+            let (client, server) = pingpong(&veth, &server, &client);
+            for (who, out) in [("client", &client), ("server", &server)] {
+                assert!(
+                    out.status.success(),
+                    "{verb} raw={raw} {who}: {}",
+                    String::from_utf8_lossy(&out.stderr)
+                );
+                let result: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+                assert_eq!(
+                    result["iterations"], 100,
+                    "{verb} raw={raw} {who}: {result}"
+                );
+            }
+        }
+    }
+    assert_clean_capture(tshark, &file);
+}
