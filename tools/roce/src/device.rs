@@ -12,7 +12,7 @@ use roce_device::{Device, DeviceConfig, DeviceHandle, Tap};
 /// How the NIC reaches the network.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub(crate) enum BackendKind {
-    /// A UDP socket on <ip>:4791: no privileges; every packet leaves from port 4791; received
+    /// A UDP socket on `<ip>:4791`: no privileges; every packet leaves from port 4791; received
     /// ICRCs from peers with non-zero IPv4 IDs (rxe) cannot be checked in full.
     Udp,
     /// Whole Ethernet frames on --dev (needs CAP_NET_RAW): per-QP source ports, DSCP/ECN, every
