@@ -2,10 +2,9 @@
 //! validation and dispatch (rxe_recv.c), and egress scheduling across QPs.
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
-use std::net::IpAddr;
 
 use roce_wire::opcode::Transport;
-use roce_wire::{ParseError, Psn, Qpn, RocePacket, bth, gid};
+use roce_wire::{ParseError, PseudoHeader, Psn, Qpn, RocePacket, bth, gid};
 
 use crate::config::{IcrcPolicy, QpAttr, QpInit, SrcPortPolicy};
 use crate::cq::{Cq, CqHandle, Cqe};
@@ -687,23 +686,11 @@ impl Nic {
             self.stats.rx_icrc_skipped += 1;
             return true;
         }
-        let ip = match (datagram.src.ip(), datagram.dst.ip()) {
-            (IpAddr::V4(src), IpAddr::V4(dst)) => roce_wire::IpFields::V4 {
-                src,
-                dst,
-                identification: datagram.ip_id.unwrap_or(0),
-                dont_fragment: true,
-            },
-            (IpAddr::V6(src), IpAddr::V6(dst)) => roce_wire::IpFields::V6 { src, dst },
-            _ => {
-                self.drop_rx(|s| &mut s.rx_dst_addr_mismatch, "mixed IP families");
-                return false;
-            }
-        };
-        let header = roce_wire::PseudoHeader {
-            ip,
-            src_port: datagram.src.port(),
-            dst_port: datagram.dst.port(),
+        let Some(header) =
+            PseudoHeader::for_datagram(datagram.src, datagram.dst, datagram.ip_id.unwrap_or(0))
+        else {
+            self.drop_rx(|s| &mut s.rx_dst_addr_mismatch, "mixed IP families");
+            return false;
         };
         match roce_wire::icrc::verify(&header, datagram.payload) {
             Ok(()) => true,

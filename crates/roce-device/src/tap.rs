@@ -3,14 +3,14 @@
 //! computed its ICRC over (IPv4 ID 0, DF), so `roce dump --strict` checks every ICRC.
 
 use std::fs::File;
-use std::net::{IpAddr, SocketAddr};
+use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
 use roce_core::Ecn;
 use roce_pcap::{CaptureError, Writer};
-use roce_wire::frame::{Ethernet, FrameRepr, Ip};
+use roce_wire::frame::FrameRepr;
 
 /// A pcap file that several devices may share (clones write to the same file).
 #[derive(Debug, Clone)]
@@ -47,26 +47,7 @@ impl Tap {
         ttl: u8,
         payload: &[u8],
     ) {
-        let repr = FrameRepr {
-            ethernet: Ethernet {
-                src: mac(src.ip()),
-                dst: mac(dst.ip()),
-                vlan: None,
-                ether_type: 0,
-            },
-            ip: Ip {
-                src: src.ip(),
-                dst: dst.ip(),
-                dscp,
-                ecn,
-                ttl,
-                identification: Some(0),
-                dont_fragment: true,
-                flow_label: None,
-            },
-            src_port: src.port(),
-            dst_port: dst.port(),
-        };
+        let repr = FrameRepr::for_datagram(src, dst, ecn, dscp, ttl);
         let mut frame = vec![0; repr.header_len() + payload.len()];
         let Ok(at) = repr.emit_headers(&mut frame, payload.len()) else {
             return;
@@ -83,16 +64,4 @@ impl Tap {
             tracing::warn!(error = %err, "capture tap: write failed");
         }
     }
-}
-
-/// A locally administered MAC derived from an IP address, so that frames of one host look alike.
-fn mac(ip: IpAddr) -> [u8; 6] {
-    let tail = match ip {
-        IpAddr::V4(v4) => v4.octets(),
-        IpAddr::V6(v6) => {
-            let o = v6.octets();
-            [o[12], o[13], o[14], o[15]]
-        }
-    };
-    [0x02, 0x00, tail[0], tail[1], tail[2], tail[3]]
 }

@@ -19,13 +19,12 @@ use std::ffi::OsString;
 use std::fmt;
 use std::fs::{self, File};
 use std::io::{self, BufWriter, Write};
-use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
 
 use roce_core::Instant;
 use roce_pcap::{CaptureError, Writer};
-use roce_wire::frame::{Ethernet, FrameRepr, Ip};
+use roce_wire::frame::FrameRepr;
 use tracing::warn;
 
 use crate::link::SimPacket;
@@ -165,39 +164,7 @@ impl Write for Sink {
 
 /// The Ethernet/IP/UDP headers a RoCEv2 sender would put around `packet`.
 fn frame_repr(packet: &SimPacket) -> FrameRepr {
-    let v4 = packet.src.is_ipv4();
-    FrameRepr {
-        ethernet: Ethernet {
-            src: mac_of(packet.src.ip()),
-            dst: mac_of(packet.dst.ip()),
-            vlan: None,
-            ether_type: if v4 { ETHERTYPE_IPV4 } else { ETHERTYPE_IPV6 },
-        },
-        ip: Ip {
-            src: packet.src.ip(),
-            dst: packet.dst.ip(),
-            dscp: packet.dscp,
-            ecn: packet.ecn,
-            ttl: packet.ttl,
-            identification: v4.then_some(0),
-            dont_fragment: v4,
-            flow_label: (!v4).then_some(0),
-        },
-        src_port: packet.src.port(),
-        dst_port: packet.dst.port(),
-    }
-}
-
-/// A locally administered unicast MAC, `02:00:` and the address's last four bytes.
-fn mac_of(ip: IpAddr) -> [u8; 6] {
-    let tail = match ip {
-        IpAddr::V4(v4) => v4.octets(),
-        IpAddr::V6(v6) => {
-            let o = v6.octets();
-            [o[12], o[13], o[14], o[15]]
-        }
-    };
-    [0x02, 0x00, tail[0], tail[1], tail[2], tail[3]]
+    FrameRepr::for_datagram(packet.src, packet.dst, packet.ecn, packet.dscp, packet.ttl)
 }
 
 /// `name` with every character that is not safe in a file name replaced by `_`.
@@ -216,12 +183,9 @@ fn file_name(name: &str) -> String {
 /// The environment variable naming the directory of [`Capture::from_env`].
 pub const PCAP_DIR_VAR: &str = "ROCE_SIM_PCAP";
 
-const ETHERTYPE_IPV4: u16 = 0x0800;
-const ETHERTYPE_IPV6: u16 = 0x86dd;
-
 #[cfg(test)]
 mod tests {
-    use std::net::SocketAddr;
+    use std::net::{IpAddr, SocketAddr};
 
     use roce_core::Duration;
     use roce_wire::frame::{Ecn, Frame, LinkType};

@@ -2,7 +2,7 @@
 //! inside. etherparse reads and writes the Ethernet, VLAN, IP and UDP headers; this module only
 //! ties them to the RoCE part. Used by the raw backend, the simulator's captures and `roce dump`.
 
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
 use etherparse::{
     EtherType, Ethernet2Header, IpDscp, IpEcn, IpNumber, Ipv4Header, Ipv6FlowLabel, Ipv6Header,
@@ -375,6 +375,35 @@ pub struct FrameRepr {
 }
 
 impl FrameRepr {
+    /// The headers roce-emu puts around a UDP datagram it knows only by its endpoints and
+    /// marking (the UDP backend, the simulator, capture taps): IPv4 ID 0 with DF (what the engine
+    /// computes its ICRCs for), flow label 0 for IPv6, and locally administered MACs made from
+    /// the addresses (`02:00:` then the address's last four bytes), so that one host's frames
+    /// look alike in Wireshark.
+    pub fn for_datagram(src: SocketAddr, dst: SocketAddr, ecn: Ecn, dscp: u8, ttl: u8) -> Self {
+        let v4 = src.is_ipv4();
+        Self {
+            ethernet: Ethernet {
+                src: local_mac(src.ip()),
+                dst: local_mac(dst.ip()),
+                vlan: None,
+                ether_type: if v4 { 0x0800 } else { 0x86dd },
+            },
+            ip: Ip {
+                src: src.ip(),
+                dst: dst.ip(),
+                dscp,
+                ecn,
+                ttl,
+                identification: v4.then_some(0),
+                dont_fragment: v4,
+                flow_label: (!v4).then_some(0),
+            },
+            src_port: src.port(),
+            dst_port: dst.port(),
+        }
+    }
+
     /// Length of the Ethernet, VLAN, IP and UDP headers.
     pub fn header_len(&self) -> usize {
         let vlan = if self.ethernet.vlan.is_some() {
@@ -497,6 +526,18 @@ impl FrameRepr {
             destination: dst.octets(),
         })
     }
+}
+
+/// A locally administered unicast MAC: `02:00:` and the address's last four bytes.
+pub fn local_mac(ip: IpAddr) -> [u8; 6] {
+    let tail = match ip {
+        IpAddr::V4(v4) => v4.octets(),
+        IpAddr::V6(v6) => {
+            let o = v6.octets();
+            [o[12], o[13], o[14], o[15]]
+        }
+    };
+    [0x02, 0x00, tail[0], tail[1], tail[2], tail[3]]
 }
 
 fn malformed(layer: Layer) -> ParseError {

@@ -13,7 +13,7 @@
 //! covers ([`PseudoHeader`], for the sans-IO core and the UDP backend, which never see the IP
 //! header as bytes), and from the IP and UDP headers of a captured frame ([`compute_raw`]).
 
-use std::net::{Ipv4Addr, Ipv6Addr};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
 use crate::packet::ICRC_LEN;
 use crate::{ParseError, bth};
@@ -27,6 +27,29 @@ pub struct PseudoHeader {
     pub src_port: u16,
     /// UDP destination port, 4791.
     pub dst_port: u16,
+}
+
+impl PseudoHeader {
+    /// The covered fields of a datagram from `src` to `dst`, as roce-emu sends them: DF set and
+    /// the IPv4 identification `ip_id` (0 on what it sends). `None` when the two addresses are
+    /// not of one family.
+    pub fn for_datagram(src: SocketAddr, dst: SocketAddr, ip_id: u16) -> Option<Self> {
+        let ip = match (src.ip(), dst.ip()) {
+            (IpAddr::V4(src), IpAddr::V4(dst)) => IpFields::V4 {
+                src,
+                dst,
+                identification: ip_id,
+                dont_fragment: true,
+            },
+            (IpAddr::V6(src), IpAddr::V6(dst)) => IpFields::V6 { src, dst },
+            _ => return None,
+        };
+        Some(Self {
+            ip,
+            src_port: src.port(),
+            dst_port: dst.port(),
+        })
+    }
 }
 
 /// The covered fields of the IP header. A 20-byte IPv4 header (no options) and a 40-byte IPv6

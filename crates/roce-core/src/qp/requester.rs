@@ -366,21 +366,8 @@ impl Qp {
             SrcPortPolicy::PerQp => self.src_port,
             SrcPortPolicy::Fixed(port) => port,
         };
-        let ip = match (src, dst) {
-            (IpAddr::V4(src), IpAddr::V4(dst)) => roce_wire::IpFields::V4 {
-                src,
-                dst,
-                identification: 0,
-                dont_fragment: true,
-            },
-            (IpAddr::V6(src), IpAddr::V6(dst)) => roce_wire::IpFields::V6 { src, dst },
-            _ => return None,
-        };
-        let header = roce_wire::PseudoHeader {
-            ip,
-            src_port,
-            dst_port: roce_wire::ROCE_V2_UDP_PORT,
-        };
+        let to = SocketAddr::new(dst, roce_wire::ROCE_V2_UDP_PORT);
+        let header = roce_wire::PseudoHeader::for_datagram(SocketAddr::new(src, src_port), to, 0)?;
         icrc::seal(&header, packet);
         let (dscp, ttl) = self.av.map_or((0, 64), |av| {
             (av.dscp, if av.hop_limit == 0 { 64 } else { av.hop_limit })
