@@ -53,6 +53,13 @@ cell() {
     local t0 out status=pass
     t0=$(date +%s.%N)
     out=$("$@" 2>&1) || status=FAIL
+    # perftest measures the CPU clock before it reports, and gives up when the samples disagree
+    # (r^2 < 0.9, common in a loaded TCG guest): the transfer worked, the timing did not. Once.
+    if [ "$status" = FAIL ] && printf '%s' "$out" | grep -q "Can't produce a report"; then
+        log "  $name: perftest could not time the run (CPU clock check); running it again"
+        status=pass
+        out=$("$@" 2>&1) || status=FAIL
+    fi
     local secs figure
     secs=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN{printf "%.1f", b-a}')
     figure=$(printf '%s\n' "$out" | grep -m1 -E 'Mbit/sec|^ [0-9]+ +[0-9]+ ' | tr -s ' ' | sed 's/^ *//' || true)
