@@ -17,13 +17,16 @@
 #![warn(missing_docs)]
 
 mod capture;
+mod fabric;
 mod fault;
 mod link;
 mod net;
 mod pair;
+pub mod switch;
 mod trace;
 
 pub use capture::{Capture, PCAP_DIR_VAR};
+pub use fabric::Fabric;
 pub use fault::{Fault, PacketMeta, Verdict};
 pub use link::{
     DEFAULT_LATENCY, EcnMarking, Fate, IPV4_FRAME_OVERHEAD, IPV6_FRAME_OVERHEAD, Link, LinkConfig,
@@ -31,4 +34,5 @@ pub use link::{
 };
 pub use net::Net;
 pub use pair::{A_ADDR, B_ADDR, Pair, PairConfig, Side};
+pub use switch::{Switch, SwitchConfig};
 pub use trace::{TraceGuard, set_sim_time, trace_to_test_output};

@@ -1,0 +1,221 @@
+//! NICs on the ports of one [`Switch`]: the topology of the congestion experiments (incast,
+//! fairness, PFC's victim flows). Host i is at 198.18.0.(i + 1) on port i. Each host's egress
+//! serialises at the port's line rate and honours the PFC frames the switch sends it, per
+//! priority, as a NIC does.
+
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, VecDeque};
+
+use roce_core::{Duration, Instant, MAX_DATAGRAM, QpInit, Qpn};
+
+use crate::pair::{PairConfig, Side, connect, datagram, packet, side};
+use crate::switch::{CLASSES, Switch, SwitchConfig};
+use crate::{Net, SimPacket, set_sim_time};
+
+/// A host's egress: a queue per priority, PFC pause state, and the cable to the switch.
+#[derive(Debug, Default)]
+struct Host {
+    queues: [VecDeque<SimPacket>; CLASSES],
+    busy_until: Instant,
+    paused_until: [Instant; CLASSES],
+    cable: BinaryHeap<Reverse<(Instant, u64)>>,
+    cable_packets: Vec<(u64, SimPacket)>,
+    pauses_received: u64,
+}
+
+/// N hosts on one switch.
+#[derive(Debug)]
+pub struct Fabric {
+    /// The hosts' NICs and objects; host i is on port i.
+    pub nodes: Vec<Side>,
+    /// The switch.
+    pub switch: Switch,
+    hosts: Vec<Host>,
+    /// Simulated time.
+    pub now: Instant,
+    config: PairConfig,
+    seq: u64,
+    buf: Vec<u8>,
+}
+
+impl Fabric {
+    /// `n` hosts (NICs as `config` describes) on an `n`-port switch.
+    pub fn new(n: usize, config: &PairConfig, switch: SwitchConfig) -> Self {
+        let nodes: Vec<Side> = (0..n).map(|i| side(config, Net::addr(i))).collect();
+        let routes = (0..n).map(|i| (Net::addr(i), i)).collect();
+        Self {
+            nodes,
+            switch: Switch::new(switch, n, routes, config.seed),
+            hosts: (0..n).map(|_| Host::default()).collect(),
+            now: Instant::ZERO,
+            config: config.clone(),
+            seq: 0,
+            buf: vec![0; MAX_DATAGRAM],
+        }
+    }
+
+    /// Connects a new QP on host `i` to a new QP on host `j`; returns their numbers.
+    pub fn connect(&mut self, i: usize, j: usize) -> (Qpn, Qpn) {
+        let new_qp = |node: &mut Side| {
+            let init = QpInit {
+                pd: node.pd,
+                qp_type: self.config.qp_type,
+                send_cq: node.cq,
+                recv_cq: node.cq,
+                max_send_wr: self.config.queue_depth,
+                max_recv_wr: self.config.queue_depth,
+            };
+            node.nic.create_qp(&init).expect("a valid QP")
+        };
+        let qpn_i = new_qp(&mut self.nodes[i]);
+        let qpn_j = new_qp(&mut self.nodes[j]);
+        let (addr_i, addr_j) = (self.nodes[i].addr, self.nodes[j].addr);
+        let (psn_i, psn_j) = (self.config.a_psn, self.config.b_psn);
+        connect(
+            &self.config,
+            &mut self.nodes[i].nic,
+            qpn_i,
+            addr_i,
+            (addr_j, qpn_j),
+            psn_j,
+            psn_i,
+        );
+        connect(
+            &self.config,
+            &mut self.nodes[j].nic,
+            qpn_j,
+            addr_j,
+            (addr_i, qpn_i),
+            psn_i,
+            psn_j,
+        );
+        (qpn_i, qpn_j)
+    }
+
+    /// PAUSE frames host `i` has received.
+    pub fn pauses_received(&self, i: usize) -> u64 {
+        self.hosts[i].pauses_received
+    }
+
+    /// Steps until `done(self)` holds or `deadline` passes; returns whether it held.
+    pub fn drive_while(
+        &mut self,
+        deadline: Instant,
+        mut done: impl FnMut(&mut Self) -> bool,
+    ) -> bool {
+        loop {
+            if done(self) {
+                return true;
+            }
+            if self.now >= deadline || !self.step() {
+                self.exchange();
+                return done(self);
+            }
+        }
+    }
+
+    /// Runs everything due at `now`, then jumps to the next event; false when none is left.
+    pub fn step(&mut self) -> bool {
+        self.exchange();
+        let now = self.now;
+        let timers = self.nodes.iter().filter_map(|n| n.nic.poll_timeout());
+        let hosts = self.hosts.iter().flat_map(|h| {
+            let cable = h.cable.peek().map(|Reverse((at, _))| *at);
+            // A host with packets waits for its port to be free and its priority unpaused.
+            let send = (0..CLASSES)
+                .filter(|&c| !h.queues[c].is_empty())
+                .map(|c| h.busy_until.max(h.paused_until[c]))
+                .min();
+            [cable, send.map(|at| at.max(now))]
+        });
+        let next = timers
+            .chain(hosts.flatten())
+            .chain(self.switch.next_event())
+            .min();
+        match next {
+            Some(at) if at > now => {
+                self.now = at;
+                set_sim_time(at);
+                true
+            }
+            // Something is due now (a wake-up that moved nothing): nudge time by a nanosecond
+            // rather than spin.
+            Some(_) => {
+                self.now = now + Duration::from_nanos(1);
+                true
+            }
+            None => false,
+        }
+    }
+
+    fn exchange(&mut self) {
+        let now = self.now;
+        set_sim_time(now);
+        let bandwidth = self.switch.config().bandwidth_bps.max(1);
+        let latency = self.switch.config().latency;
+        let priority_of = self.switch.config().dscp_to_priority;
+        loop {
+            let mut progress = false;
+            self.switch.advance(now);
+            for i in 0..self.nodes.len() {
+                while let Some(frame) = self.switch.pause_frame(now, i) {
+                    let host = &mut self.hosts[i];
+                    host.paused_until[usize::from(frame.priority)] = frame.until;
+                    host.pauses_received += u64::from(frame.until > frame.at);
+                    progress = true;
+                }
+                while let Some(p) = self.switch.deliver(now, i) {
+                    self.nodes[i].nic.handle_datagram(now, datagram(&p));
+                    progress = true;
+                }
+                let node = &mut self.nodes[i];
+                if node.nic.poll_timeout().is_some_and(|at| at <= now) {
+                    node.nic.handle_timeout(now);
+                    progress = true;
+                }
+                while let Some(transmit) = node.nic.poll_transmit(now, &mut self.buf) {
+                    let p = packet(&transmit, &self.buf);
+                    let class = usize::from(priority_of[usize::from(p.dscp & 63)]) % CLASSES;
+                    self.hosts[i].queues[class].push_back(p);
+                    progress = true;
+                }
+                // The host's egress: one packet at a time at line rate, paused priorities wait.
+                let host = &mut self.hosts[i];
+                while host.busy_until <= now {
+                    let Some(class) = (0..CLASSES)
+                        .rev()
+                        .find(|&c| !host.queues[c].is_empty() && host.paused_until[c] <= now)
+                    else {
+                        break;
+                    };
+                    let p = host.queues[class].pop_front().expect("chosen non-empty");
+                    let nanos = (p.wire_len() as u64 * 8 * 1_000_000_000).div_ceil(bandwidth);
+                    let end = now.max(host.busy_until) + Duration::from_nanos(nanos);
+                    host.busy_until = end;
+                    self.seq += 1;
+                    host.cable.push(Reverse((end + latency, self.seq)));
+                    host.cable_packets.push((self.seq, p));
+                    progress = true;
+                }
+                while let Some(Reverse((at, seq))) = self.hosts[i].cable.peek().copied() {
+                    if at > now {
+                        break;
+                    }
+                    self.hosts[i].cable.pop();
+                    let host = &mut self.hosts[i];
+                    let index = host
+                        .cable_packets
+                        .iter()
+                        .position(|(s, _)| *s == seq)
+                        .expect("queued with its packet");
+                    let p = host.cable_packets.swap_remove(index).1;
+                    self.switch.receive(at, i, p);
+                    progress = true;
+                }
+            }
+            if !progress {
+                return;
+            }
+        }
+    }
+}

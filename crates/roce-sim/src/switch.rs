@@ -1,0 +1,448 @@
+//! A shared-buffer switch in virtual time: the congestion point of DCQCN and the PFC and ETS
+//! machinery of a lossless Ethernet fabric.
+//!
+//! Every port has eight egress classes (802.1p priorities). A packet that arrives on a port is
+//! routed by its destination address, classified by its DSCP ("trust dscp", default priority =
+//! DSCP / 8), and queued on its egress port's class: dropped when the port's buffer is full,
+//! ECN-marked (RED, [`EcnMarking`]) when it is ECN-capable and the class's queue is long — at
+//! enqueue, or at dequeue ("Fast ECN", the mark reflects the queue when the packet leaves).
+//! Each port sends one packet at a time at its line rate, choosing the class by ETS: strict
+//! priority classes first (highest priority first), then the others by deficit round robin on
+//! their weights. With PFC (802.1Qbb) on, the switch counts, per ingress port and priority, the
+//! bytes it holds; above `xoff_bytes` it sends that port's host a PAUSE for the priority
+//! (`pause_quanta` of 512 bit times), refreshed while the count stays above `xon_bytes`, and an
+//! XON (quanta 0) once it falls below. Facts: ../shared/roce-facts.md §B.6 (CP) and §B.7.
+//!
+//! [`Fabric`](crate::Fabric) puts NICs on its ports.
+
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, VecDeque};
+
+use roce_core::{Duration, Instant};
+use roce_wire::frame::Ecn;
+
+use crate::{EcnMarking, SimPacket};
+
+/// Priorities (traffic classes) per port.
+pub const CLASSES: usize = 8;
+
+/// When the congestion point decides to mark.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum MarkAt {
+    /// When a packet joins the queue, by the queue it finds.
+    #[default]
+    Enqueue,
+    /// When a packet leaves the queue, by the queue it leaves behind ("Fast ECN"): the
+    /// notification reaches the sender a queueing delay earlier.
+    Dequeue,
+}
+
+/// PFC thresholds, per ingress port and priority.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Pfc {
+    /// Bytes held above which the port's host is paused.
+    pub xoff_bytes: usize,
+    /// Bytes held below which it is resumed.
+    pub xon_bytes: usize,
+    /// Pause time per PAUSE frame, in quanta of 512 bit times.
+    pub pause_quanta: u16,
+    /// Which priorities PFC applies to (bit i = priority i); RoCE usually uses one (3).
+    pub priorities: u8,
+}
+
+/// ETS: which classes are strict priority, and the weights of the others.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Ets {
+    /// Strict priority classes, served before any weighted one, higher priority first.
+    pub strict: [bool; CLASSES],
+    /// Weights of the other classes (deficit round robin); 0 counts as 1.
+    pub weights: [u32; CLASSES],
+}
+
+impl Default for Ets {
+    /// Every class weighted equally.
+    fn default() -> Self {
+        Self {
+            strict: [false; CLASSES],
+            weights: [1; CLASSES],
+        }
+    }
+}
+
+/// How a [`Switch`] behaves.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SwitchConfig {
+    /// Line rate of every port, bits per second.
+    pub bandwidth_bps: u64,
+    /// Propagation delay of each cable, each way.
+    pub latency: Duration,
+    /// Bytes of buffer per egress port, all classes together (drop-tail).
+    pub buffer_bytes: usize,
+    /// RED ECN marking per egress class; `None` never marks.
+    pub ecn: Option<EcnMarking>,
+    /// When marking is decided.
+    pub mark_at: MarkAt,
+    /// PFC; `None` (the default) is a lossy fabric, as on real switches until configured.
+    pub pfc: Option<Pfc>,
+    /// Egress scheduling.
+    pub ets: Ets,
+    /// DSCP → priority ("trust dscp"); the default is DSCP / 8 (so DSCP 26, RoCE's usual, is 3
+    /// and CNPs' DSCP 48 is 6).
+    pub dscp_to_priority: [u8; 64],
+}
+
+impl Default for SwitchConfig {
+    fn default() -> Self {
+        let mut map = [0; 64];
+        for (dscp, prio) in map.iter_mut().enumerate() {
+            *prio = (dscp / 8) as u8;
+        }
+        Self {
+            bandwidth_bps: 10_000_000_000,
+            latency: Duration::from_micros(1),
+            buffer_bytes: 1 << 20,
+            ecn: None,
+            mark_at: MarkAt::Enqueue,
+            pfc: None,
+            ets: Ets::default(),
+            dscp_to_priority: map,
+        }
+    }
+}
+
+/// Counters of one port.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PortStats {
+    /// Packets queued for this egress port.
+    pub enqueued: u64,
+    /// Packets sent out of it.
+    pub sent: u64,
+    /// Packets dropped: its buffer was full.
+    pub drops: u64,
+    /// Packets marked CE on it.
+    pub ce_marked: u64,
+    /// PAUSE frames (XOFF) sent to its host.
+    pub pauses_sent: u64,
+    /// Resume frames (XON) sent to its host.
+    pub resumes_sent: u64,
+    /// The largest occupancy its buffer reached, bytes.
+    pub max_queue_bytes: usize,
+}
+
+/// A PFC frame on its way to a host, as its effect: the host may not send `priority` until
+/// `until` (`until == at` for XON).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PauseFrame {
+    /// When it reaches the host.
+    pub at: Instant,
+    /// The priority it pauses.
+    pub priority: u8,
+    /// Until when (`at` itself for a resume).
+    pub until: Instant,
+}
+
+#[derive(Debug)]
+struct Queued {
+    packet: SimPacket,
+    ingress: usize,
+    priority: usize,
+    bytes: usize,
+}
+
+#[derive(Debug, Default)]
+struct Port {
+    queues: [VecDeque<Queued>; CLASSES],
+    class_bytes: [usize; CLASSES],
+    bytes: usize,
+    deficit: [i64; CLASSES],
+    next_class: usize,
+    /// Whether the class whose turn it is got its quantum this round.
+    granted: bool,
+    in_service: Option<(Instant, Queued)>,
+    /// Packets on the cable towards the host: (arrival, sequence).
+    cable: BinaryHeap<Reverse<(Instant, u64)>>,
+    cable_packets: Vec<(u64, SimPacket)>,
+    /// Ingress accounting: bytes held that came in on this port, per priority (PFC).
+    held: [usize; CLASSES],
+    paused_host: [bool; CLASSES],
+    /// When the last PAUSE sent to the host runs out, per priority.
+    pause_until: [Instant; CLASSES],
+    pauses: VecDeque<PauseFrame>,
+    stats: PortStats,
+}
+
+/// An N-port switch.
+#[derive(Debug)]
+pub struct Switch {
+    config: SwitchConfig,
+    ports: Vec<Port>,
+    /// Destination address → port.
+    routes: Vec<(std::net::IpAddr, usize)>,
+    seq: u64,
+    /// Deterministic marking decisions: a xorshift generator seeded per switch.
+    rng: u64,
+}
+
+impl Switch {
+    /// A switch with `ports` ports; `routes` maps each host address to its port.
+    pub fn new(
+        config: SwitchConfig,
+        ports: usize,
+        routes: Vec<(std::net::IpAddr, usize)>,
+        seed: u64,
+    ) -> Self {
+        Self {
+            config,
+            ports: (0..ports).map(|_| Port::default()).collect(),
+            routes,
+            seq: 0,
+            rng: seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1,
+        }
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &SwitchConfig {
+        &self.config
+    }
+
+    /// A port's counters.
+    pub fn stats(&self, port: usize) -> &PortStats {
+        &self.ports[port].stats
+    }
+
+    /// Bytes queued on a port now.
+    pub fn queue_bytes(&self, port: usize) -> usize {
+        self.ports[port].bytes
+    }
+
+    /// A packet arrives on `ingress` (its last bit, at `now`).
+    pub fn receive(&mut self, now: Instant, ingress: usize, mut packet: SimPacket) {
+        let Some(egress) = self
+            .routes
+            .iter()
+            .find(|(ip, _)| *ip == packet.dst.ip())
+            .map(|(_, p)| *p)
+        else {
+            return; // no route: dropped, as a switch does
+        };
+        let priority =
+            usize::from(self.config.dscp_to_priority[usize::from(packet.dscp & 63)]) % CLASSES;
+        let bytes = packet.wire_len();
+        let port = &mut self.ports[egress];
+        if port.bytes + bytes > self.config.buffer_bytes {
+            port.stats.drops += 1;
+            return;
+        }
+        if self.config.mark_at == MarkAt::Enqueue {
+            let queue = port.class_bytes[priority];
+            mark(
+                &self.config,
+                &mut self.rng,
+                &mut packet,
+                queue,
+                &mut port.stats,
+            );
+        }
+        port.bytes += bytes;
+        port.class_bytes[priority] += bytes;
+        port.stats.enqueued += 1;
+        port.stats.max_queue_bytes = port.stats.max_queue_bytes.max(port.bytes);
+        port.queues[priority].push_back(Queued {
+            packet,
+            ingress,
+            priority,
+            bytes,
+        });
+        self.ports[ingress].held[priority] += bytes;
+        self.pfc_check(now, ingress, priority);
+        self.start(now, egress);
+    }
+
+    /// Moves time to `now`: packets finish serialising and go on their cables, the next ones
+    /// start. Call before `deliver` and `next_event`.
+    pub fn advance(&mut self, now: Instant) {
+        for egress in 0..self.ports.len() {
+            while let Some((end, _)) = &self.ports[egress].in_service {
+                if *end > now {
+                    break;
+                }
+                let end = *end;
+                let (_, done) = self.ports[egress].in_service.take().expect("checked above");
+                self.ports[done.ingress].held[done.priority] -= done.bytes;
+                self.pfc_check(end, done.ingress, done.priority);
+                let arrival = end + self.config.latency;
+                self.seq += 1;
+                let port = &mut self.ports[egress];
+                port.stats.sent += 1;
+                port.cable.push(Reverse((arrival, self.seq)));
+                port.cable_packets.push((self.seq, done.packet));
+                self.start(end, egress);
+            }
+        }
+    }
+
+    /// The next packet that has reached the host on `port` by `now`.
+    pub fn deliver(&mut self, now: Instant, port: usize) -> Option<SimPacket> {
+        let port = &mut self.ports[port];
+        let Reverse((at, seq)) = *port.cable.peek()?;
+        if at > now {
+            return None;
+        }
+        port.cable.pop();
+        let index = port.cable_packets.iter().position(|(s, _)| *s == seq)?;
+        Some(port.cable_packets.swap_remove(index).1)
+    }
+
+    /// The next PFC frame that has reached the host on `port` by `now`.
+    pub fn pause_frame(&mut self, now: Instant, port: usize) -> Option<PauseFrame> {
+        let pauses = &mut self.ports[port].pauses;
+        if pauses.front().is_some_and(|p| p.at <= now) {
+            pauses.pop_front()
+        } else {
+            None
+        }
+    }
+
+    /// When something next happens: a packet finishes serialising, reaches a host, or a PFC
+    /// frame does.
+    pub fn next_event(&self) -> Option<Instant> {
+        self.ports
+            .iter()
+            .flat_map(|p| {
+                let service = p.in_service.as_ref().map(|(end, _)| *end);
+                let cable = p.cable.peek().map(|Reverse((at, _))| *at);
+                let pause = p.pauses.front().map(|f| f.at);
+                [service, cable, pause]
+            })
+            .flatten()
+            .min()
+    }
+
+    /// Starts serialising the next packet on an idle port, chosen by ETS.
+    fn start(&mut self, now: Instant, egress: usize) {
+        if self.ports[egress].in_service.is_some() {
+            return;
+        }
+        let Some(class) = self.pick(egress) else {
+            return;
+        };
+        let port = &mut self.ports[egress];
+        let mut queued = port.queues[class]
+            .pop_front()
+            .expect("pick chose a non-empty class");
+        port.bytes -= queued.bytes;
+        port.class_bytes[class] -= queued.bytes;
+        if self.config.mark_at == MarkAt::Dequeue {
+            let queue = port.class_bytes[class];
+            mark(
+                &self.config,
+                &mut self.rng,
+                &mut queued.packet,
+                queue,
+                &mut port.stats,
+            );
+        }
+        let nanos =
+            (queued.bytes as u64 * 8 * 1_000_000_000).div_ceil(self.config.bandwidth_bps.max(1));
+        port.in_service = Some((now + Duration::from_nanos(nanos), queued));
+    }
+
+    /// ETS: the highest strict class with packets, else deficit round robin over the others.
+    fn pick(&mut self, egress: usize) -> Option<usize> {
+        let ets = self.config.ets;
+        let port = &mut self.ports[egress];
+        if let Some(class) = (0..CLASSES)
+            .rev()
+            .find(|&c| ets.strict[c] && !port.queues[c].is_empty())
+        {
+            return Some(class);
+        }
+        let weighted: Vec<usize> = (0..CLASSES)
+            .filter(|&c| !ets.strict[c] && !port.queues[c].is_empty())
+            .collect();
+        if weighted.is_empty() {
+            return None;
+        }
+        // Deficit round robin: each visit in a round grants a class weight × quantum bytes; it
+        // sends while its deficit covers its head packet, then the turn passes on. An empty
+        // class keeps no deficit.
+        const QUANTUM: i64 = 1500;
+        loop {
+            let class = port.next_class;
+            if weighted.contains(&class) {
+                if !port.granted {
+                    port.deficit[class] += i64::from(ets.weights[class].max(1)) * QUANTUM;
+                    port.granted = true;
+                }
+                let head = port.queues[class].front().map_or(0, |q| q.bytes) as i64;
+                if port.deficit[class] >= head {
+                    port.deficit[class] -= head;
+                    return Some(class);
+                }
+            } else {
+                port.deficit[class] = 0;
+            }
+            port.next_class = (class + 1) % CLASSES;
+            port.granted = false;
+        }
+    }
+
+    /// PFC at ingress: pause the host when its bytes held for `priority` pass XOFF, resume it
+    /// below XON (802.1Qbb; roce-facts §B.7).
+    fn pfc_check(&mut self, now: Instant, ingress: usize, priority: usize) {
+        let Some(pfc) = self.config.pfc else { return };
+        if pfc.priorities & (1 << priority) == 0 {
+            return;
+        }
+        let latency = self.config.latency;
+        let quanta_nanos = (u64::from(pfc.pause_quanta) * 512 * 1_000_000_000)
+            .div_ceil(self.config.bandwidth_bps.max(1));
+        let port = &mut self.ports[ingress];
+        let held = port.held[priority];
+        let at = now + latency;
+        // XOFF, or a refresh before the last one runs out (senders would resume otherwise).
+        let refresh = port.paused_host[priority]
+            && at + Duration::from_nanos(quanta_nanos / 2) >= port.pause_until[priority];
+        if held > pfc.xoff_bytes && (!port.paused_host[priority] || refresh) {
+            port.paused_host[priority] = true;
+            port.stats.pauses_sent += 1;
+            let until = at + Duration::from_nanos(quanta_nanos);
+            port.pause_until[priority] = until;
+            port.pauses.push_back(PauseFrame {
+                at,
+                priority: priority as u8,
+                until,
+            });
+        } else if held <= pfc.xon_bytes && port.paused_host[priority] {
+            port.paused_host[priority] = false;
+            port.stats.resumes_sent += 1;
+            port.pauses.push_back(PauseFrame {
+                at,
+                priority: priority as u8,
+                until: at,
+            });
+        }
+    }
+}
+
+/// RED marking of an ECN-capable packet by the queue `queue_bytes` of its class.
+fn mark(
+    config: &SwitchConfig,
+    rng: &mut u64,
+    packet: &mut SimPacket,
+    queue_bytes: usize,
+    stats: &mut PortStats,
+) {
+    let Some(ecn) = config.ecn else { return };
+    if !matches!(packet.ecn, Ecn::Ect0 | Ecn::Ect1) {
+        return;
+    }
+    *rng ^= *rng << 13;
+    *rng ^= *rng >> 7;
+    *rng ^= *rng << 17;
+    let draw = (*rng >> 11) as f64 / (1u64 << 53) as f64;
+    if draw < ecn.probability(queue_bytes) {
+        packet.ecn = Ecn::Ce;
+        stats.ce_marked += 1;
+    }
+}
