@@ -59,6 +59,12 @@ pub struct NicConfig {
     pub max_inline: usize,
     /// Most SGEs in one work request (rxe 32). Default 32.
     pub max_sge: usize,
+    /// The port's line rate in bits per second: where DCQCN's rate starts and the most it
+    /// climbs back to (mlx5 `rpg_max_rate` 0 = line rate). Used only with congestion control.
+    /// Default 100 Gb/s.
+    pub line_rate_bps: u64,
+    /// Congestion control. Default: none.
+    pub congestion: Congestion,
 }
 
 impl Default for NicConfig {
@@ -75,6 +81,130 @@ impl Default for NicConfig {
             max_msg_size: 1 << 31,
             max_inline: 400,
             max_sge: 32,
+            line_rate_bps: 100_000_000_000,
+            congestion: Congestion::None,
+        }
+    }
+}
+
+/// Which congestion control the NIC runs on its QPs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum Congestion {
+    /// None: requests leave as fast as the window allows, with ECN Not-ECT, and CNPs are only
+    /// counted. The default, and what rxe does.
+    #[default]
+    None,
+    /// DCQCN (Zhu et al., SIGCOMM 2015): each QP is a reaction point and a notification point.
+    Dcqcn(DcqcnConfig),
+}
+
+/// DCQCN's parameters, named and in the units of the mlx5 firmware knobs
+/// (`/sys/class/net/<if>/ecn/roce_rp/*`, `roce_np/*`; `mlx5_ifc.h cong_control_r_roce_ecn_rp_bits`).
+/// [`Default`] is NVIDIA's ConnectX-4+ defaults, [`DcqcnConfig::paper`] the paper's values
+/// (../shared/roce-facts.md §B.6 has both, with their sources).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct DcqcnConfig {
+    /// Rate-increase timer period, µs (the paper's T). NVIDIA 300.
+    pub rpg_time_reset: u32,
+    /// Byte-counter period, bytes sent between rate-increase events (the paper's B). NVIDIA
+    /// 32767 (the firmware's unit is not documented; taken as bytes).
+    pub rpg_byte_reset: u32,
+    /// Fast-recovery steps before additive increase (the paper's F). NVIDIA 1.
+    pub rpg_threshold: u32,
+    /// Additive-increase step, Mb/s (R_AI). NVIDIA 5.
+    pub rpg_ai_rate: u32,
+    /// Hyper-increase step, Mb/s (R_HAI). NVIDIA 50.
+    pub rpg_hai_rate: u32,
+    /// Decrease-factor divisor: a decrease multiplies the rate by `1 − α·1024 / 2^rpg_gd`
+    /// (α in 10-bit fixed point in the firmware), so 11 is the paper's `1 − α/2`. NVIDIA 11.
+    pub rpg_gd: u32,
+    /// A decrease leaves at least this percentage of the rate it started from. NVIDIA 50.
+    pub rpg_min_dec_fac: u32,
+    /// The rate never goes below this, Mb/s. NVIDIA 1.
+    pub rpg_min_rate: u32,
+    /// α's gain as `g = (1024 − dce_tcp_g) / 1024`: α ← (1−g)·α (+ g on a CNP). NVIDIA 1019
+    /// (g ≈ 1/205); 1020 is the paper's 1/256.
+    pub dce_tcp_g: u32,
+    /// α-update period, µs (the paper's K): α decays once per period without a CNP. NVIDIA 1.
+    pub dce_tcp_rtt: u32,
+    /// α before the first CNP, in 1/1024 (1023 ≈ 1.0; 1024 is exactly 1). NVIDIA 1023.
+    pub initial_alpha_value: u32,
+    /// On every decrease, the target rate is set to the current rate (the paper's `RT = RC`).
+    /// NVIDIA false.
+    pub clamp_tgt_rate: bool,
+    /// On a decrease after a timer-driven increase, the target rate is set to the current
+    /// rate. NVIDIA true.
+    pub clamp_tgt_rate_after_time_inc: bool,
+    /// Rate set by the first CNP a QP at line rate receives, Mb/s; 0 applies the ordinary
+    /// decrease. NVIDIA 0.
+    pub rate_to_set_on_first_cnp: u32,
+    /// At most one rate decrease per this many µs; CNPs in between change nothing. NVIDIA 4;
+    /// the paper decreases on every CNP (0).
+    pub rate_reduce_monitor_period: u32,
+    /// Notification point: at most one CNP per QP per this many µs; CE marks in between send
+    /// nothing. NVIDIA 4 (firmware-dependent; the paper's N is 50).
+    pub min_time_between_cnps: u32,
+    /// DSCP of the CNPs the notification point sends. NVIDIA 48.
+    pub cnp_dscp: u8,
+    /// 802.1p priority of CNPs. NVIDIA 6. Carried for an L2 backend; a `Transmit` has no VLAN
+    /// tag, so the engine itself does not use it.
+    pub cnp_802p_prio: u8,
+}
+
+impl Default for DcqcnConfig {
+    /// NVIDIA's ConnectX-4+ firmware defaults (roce-facts §B.6, last column: mlxconfig on
+    /// CX-5 fw 16.27 and the NVIDIA DOCA "DCQCN parameters" page).
+    fn default() -> Self {
+        Self {
+            rpg_time_reset: 300,
+            rpg_byte_reset: 32767,
+            rpg_threshold: 1,
+            rpg_ai_rate: 5,
+            rpg_hai_rate: 50,
+            rpg_gd: 11,
+            rpg_min_dec_fac: 50,
+            rpg_min_rate: 1,
+            dce_tcp_g: 1019,
+            dce_tcp_rtt: 1,
+            initial_alpha_value: 1023,
+            clamp_tgt_rate: false,
+            clamp_tgt_rate_after_time_inc: true,
+            rate_to_set_on_first_cnp: 0,
+            rate_reduce_monitor_period: 4,
+            min_time_between_cnps: 4,
+            cnp_dscp: 48,
+            cnp_802p_prio: 6,
+        }
+    }
+}
+
+impl DcqcnConfig {
+    /// The paper's values (Zhu et al., SIGCOMM 2015, as htsim `dcqcn.cpp` and the
+    /// DCQCN-validation README give them; roce-facts §B.6, first column): g = 1/256,
+    /// K = 55 µs, timer 55 µs, B = 10 MB, F = 5, R_AI = 40 Mb/s, N = 50 µs, α starts at 1,
+    /// `RT = RC` on every decrease, one decrease per CNP. R_HAI (not in the paper's table) is
+    /// 200 Mb/s, beside R_AI 40 in the sample `mix/config.txt` of `bobzhuyb/ns3-rdma`, the
+    /// paper author's simulator.
+    pub const fn paper() -> Self {
+        Self {
+            rpg_time_reset: 55,
+            rpg_byte_reset: 10_000_000,
+            rpg_threshold: 5,
+            rpg_ai_rate: 40,
+            rpg_hai_rate: 200,
+            rpg_gd: 11,
+            rpg_min_dec_fac: 50,
+            rpg_min_rate: 1,
+            dce_tcp_g: 1020,
+            dce_tcp_rtt: 55,
+            initial_alpha_value: 1024,
+            clamp_tgt_rate: true,
+            clamp_tgt_rate_after_time_inc: true,
+            rate_to_set_on_first_cnp: 0,
+            rate_reduce_monitor_period: 0,
+            min_time_between_cnps: 50,
+            cnp_dscp: 48,
+            cnp_802p_prio: 6,
         }
     }
 }

@@ -27,6 +27,7 @@ use std::net::{IpAddr, SocketAddr};
 
 pub use roce_wire::frame::Ecn;
 
+mod cc;
 pub mod config;
 mod cq;
 mod error;
@@ -39,7 +40,11 @@ pub mod time;
 mod timer;
 mod wr;
 
-pub use config::{AddressVector, IcrcPolicy, Mtu, NicConfig, QpAttr, QpInit, SrcPortPolicy};
+pub use cc::CongestionState;
+pub use config::{
+    AddressVector, Congestion, DcqcnConfig, IcrcPolicy, Mtu, NicConfig, QpAttr, QpInit,
+    SrcPortPolicy,
+};
 pub use cq::{CqHandle, Cqe, WcOpcode, WcStatus};
 pub use error::VerbsError;
 pub use mr::{Access, MemoryRegion, PdHandle};

@@ -12,7 +12,7 @@ use crate::mr::{Access, MemoryRegion, PdHandle};
 use crate::qp::{self, Ctx, MrEntry, Mrs, Qp, QpState, QpType, SendWqe};
 use crate::timer::Timer;
 use crate::wr::{RecvWr, SendOp, SendWr};
-use crate::{Datagram, Instant, NicConfig, Stats, Transmit, VerbsError};
+use crate::{CongestionState, Datagram, Instant, NicConfig, Stats, Transmit, VerbsError};
 
 /// The largest UDP payload the NIC writes: BTH, RETH, ImmDt, 4096 bytes of payload, pad and
 /// ICRC fit. A `poll_transmit` buffer this long always suffices.
@@ -87,6 +87,14 @@ impl Nic {
             .ok_or(VerbsError::UnknownQp(qpn))
     }
 
+    /// A QP's congestion control: its rate, target rate, α and CNPs.
+    pub fn qp_congestion(&self, qpn: Qpn) -> Result<CongestionState, VerbsError> {
+        self.qps
+            .get(&qpn)
+            .map(|qp| qp.cc.state())
+            .ok_or(VerbsError::UnknownQp(qpn))
+    }
+
     /// A QP, for the crate's tests.
     #[cfg(test)]
     pub(crate) fn qp(&self, qpn: Qpn) -> &Qp {
@@ -120,9 +128,15 @@ impl Nic {
         let bth = packet.bth();
         let layout = packet.layout();
         if layout.transport == Transport::Cnp {
-            // Congestion control consumes CNPs; without it they are only counted.
+            // Congestion control consumes CNPs; without it they are only counted. The BTH
+            // DestQP names our QP whose packets were marked (Annex A17.9.3): its reaction point.
             self.stats.rx_accepted += 1;
             self.stats.rx_cnps += 1;
+            if let Some(qp) = self.qps.get_mut(&bth.dest_qp()) {
+                tracing::debug!(qpn = %qp.qpn, time = %now, "rx cnp");
+                qp.cc.cnps_received += 1;
+                qp.cc.rp.on_cnp(now, &mut qp.timers, &mut self.stats);
+            }
             return;
         }
         let qpn = bth.dest_qp();
@@ -182,6 +196,7 @@ impl Nic {
             completions: &mut self.completions,
         };
         if request {
+            qp.notify_ecn(&ctx, datagram.ecn);
             qp.handle_request(&mut ctx, &packet);
         } else {
             qp.handle_response(&mut ctx, &packet);
@@ -209,6 +224,11 @@ impl Nic {
                     match timer {
                         Timer::Retransmit => qp.on_retransmit_timer(&mut ctx),
                         Timer::RnrRetry => qp.on_rnr_timer(&mut ctx),
+                        Timer::AlphaUpdate | Timer::RateIncrease => {
+                            qp.cc.rp.on_timer(timer, now, &mut qp.timers, ctx.stats);
+                        }
+                        // The QP is put back in line below: its next packet may go.
+                        Timer::Pacing => {}
                     }
                 }
             }
@@ -313,6 +333,7 @@ impl Nic {
         }
         self.next_qpn = qpn.value() + 1;
         let mut qp = Qp::new(qpn, init);
+        qp.cc = crate::cc::QpCongestion::new(&self.config);
         if init.qp_type == QpType::Ud {
             // A UD QP has no path MTU attribute: its messages are bounded by the port's active
             // MTU (rxe `get_mtu`; ibv_ud_pingpong sizes its messages by `active_mtu`).
@@ -383,7 +404,10 @@ impl Nic {
             completions: &mut self.completions,
         };
         match to {
-            QpState::Reset => qp.reset(),
+            QpState::Reset => {
+                qp.reset();
+                qp.cc = crate::cc::QpCongestion::new(ctx.config);
+            }
             QpState::Err => qp.enter_error(&mut ctx),
             other => qp.state = other,
         }
@@ -545,9 +569,12 @@ impl Nic {
                 stats: &mut self.stats,
                 completions: &mut self.completions,
             };
-            let transmit = match qp.poll_response(&mut ctx, buf) {
+            let transmit = match qp.poll_cnp(&mut ctx, buf) {
                 Some(t) => Some(t),
-                None => qp.poll_request(&mut ctx, buf),
+                None => match qp.poll_response(&mut ctx, buf) {
+                    Some(t) => Some(t),
+                    None => qp.poll_request(&mut ctx, buf),
+                },
             };
             if let Some(transmit) = transmit {
                 // It may have more: back in line, behind the others.

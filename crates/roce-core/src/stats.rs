@@ -83,6 +83,12 @@ pub struct Stats {
     pub rx_qkey_mismatch: u64,
     /// Congestion notification packets received.
     pub rx_cnps: u64,
+    /// Congestion notification packets sent (DCQCN notification point).
+    pub tx_cnps: u64,
+    /// DCQCN rate decreases (CNPs that cut a QP's rate).
+    pub rate_decreases: u64,
+    /// DCQCN rate-increase events (timer and byte counter).
+    pub rate_increases: u64,
     /// Dropped: a UC message whose packets did not arrive in order, or that could not land.
     pub rx_uc_dropped_messages: u64,
     /// Dropped: a UD datagram with no receive WR posted.

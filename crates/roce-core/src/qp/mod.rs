@@ -118,6 +118,8 @@ pub(crate) struct Qp {
     pub(crate) req: requester::Requester,
     pub(crate) resp: responder::Responder,
     pub(crate) timers: TimerTable,
+    /// Congestion control: reaction point, pacer, notification point.
+    pub(crate) cc: crate::cc::QpCongestion,
 }
 
 impl Qp {
@@ -148,6 +150,7 @@ impl Qp {
             req: requester::Requester::default(),
             resp: responder::Responder::default(),
             timers: TimerTable::default(),
+            cc: crate::cc::QpCongestion::default(),
         }
     }
 

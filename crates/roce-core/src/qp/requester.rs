@@ -96,6 +96,15 @@ impl Qp {
                 }
             }
         }
+        // Pacing: a rate-limited QP sends no request before its next send time, and wakes up
+        // by the Pacing timer rather than by being polled.
+        if self.cc.rp.rate_bps().is_some() {
+            let at = self.cc.pacer.ready_at();
+            if ctx.now < at {
+                self.timers.set(Timer::Pacing, at);
+                return None;
+            }
+        }
         let psn = self.req.psn;
         // PSNs are assigned once: a WQE sent again by go-back-N keeps them, so a PSN never names
         // two different packets.
@@ -230,7 +239,7 @@ impl Qp {
             }
             None => gather(mrs, sgl, u64::from(payload_offset), payload),
         });
-        let Some(transmit) = transmit else {
+        let Some(mut transmit) = transmit else {
             // The SGL no longer names readable memory (deregistered region): a local protection
             // error, and the QP goes to the error state (IBTA vol. 1 §10.8.3).
             let wqe = self.sq.remove(cursor).expect("the cursor names a WQE");
@@ -240,6 +249,20 @@ impl Qp {
             self.enter_error(ctx);
             return None;
         };
+
+        transmit.ecn = crate::cc::request_ecn(ctx.config);
+        if let Some(rate) = self.cc.rp.rate_bps() {
+            let overhead = if transmit.dst.is_ipv4() {
+                crate::cc::pacer::IPV4_FRAME_OVERHEAD
+            } else {
+                crate::cc::pacer::IPV6_FRAME_OVERHEAD
+            };
+            let wire = transmit.len + overhead;
+            self.cc.pacer.on_sent(ctx.now, wire, rate);
+            self.cc
+                .rp
+                .on_sent(ctx.now, wire as u64, &mut self.timers, ctx.stats);
+        }
 
         // Bookkeeping of what was sent.
         ctx.stats.tx_packets += 1;

@@ -1,0 +1,239 @@
+//! The DCQCN reaction point (Zhu et al., SIGCOMM 2015), per QP: the rate decrease on a CNP, the
+//! α estimate, and the rate increase driven by a timer and a byte counter (fast recovery,
+//! additive increase, hyper increase). Equations: roce-facts §B.6 "RP (sender NIC)", taken from
+//! htsim `dcqcn.cpp`, `bobzhuyb/ns3-rdma` and HPCC `rdma-hw.cc`; knobs and their firmware
+//! semantics: the mlx5 names of [`DcqcnConfig`].
+
+use tracing::debug;
+
+use super::RateControl;
+use crate::config::DcqcnConfig;
+use crate::stats::Stats;
+use crate::timer::{Timer, TimerTable};
+use crate::{Duration, Instant};
+
+/// Bits per second in one Mb/s, the firmware's rate unit.
+const MBPS: f64 = 1e6;
+
+/// Which event drives a rate increase.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum IncreaseEvent {
+    Timer,
+    ByteCounter,
+}
+
+/// One QP's reaction point.
+#[derive(Debug, Clone)]
+pub(crate) struct Dcqcn {
+    config: DcqcnConfig,
+    /// The line rate, bits per second: where RC starts and the most RC and RT reach.
+    line: f64,
+    /// Current rate RC, bits per second.
+    rc: f64,
+    /// Target rate RT, bits per second.
+    rt: f64,
+    alpha: f64,
+    /// Timer events since the last decrease (the paper's T).
+    t: u32,
+    /// Byte-counter events since the last decrease (BC).
+    bc: u32,
+    /// Bytes sent since the last byte-counter event.
+    bytes: u64,
+    /// When the rate last decreased.
+    last_decrease: Option<Instant>,
+    /// A timer-driven increase happened since the last decrease.
+    time_increased: bool,
+    /// Below line rate: the increase timer and byte counter run.
+    recovering: bool,
+}
+
+impl Dcqcn {
+    /// A reaction point at line rate `line_bps` with α at `initial_alpha_value`.
+    pub(crate) fn new(config: DcqcnConfig, line_bps: f64) -> Self {
+        Self {
+            config,
+            line: line_bps,
+            rc: line_bps,
+            rt: line_bps,
+            alpha: f64::from(config.initial_alpha_value) / 1024.0,
+            t: 0,
+            bc: 0,
+            bytes: 0,
+            last_decrease: None,
+            time_increased: false,
+            recovering: false,
+        }
+    }
+
+    /// g, α's gain: mlx5 `dce_tcp_g` is (1 − g) in 1/1024.
+    fn g(&self) -> f64 {
+        f64::from(1024u32.saturating_sub(self.config.dce_tcp_g)) / 1024.0
+    }
+
+    fn min_rate(&self) -> f64 {
+        (f64::from(self.config.rpg_min_rate) * MBPS).min(self.line)
+    }
+
+    fn alpha_period(&self) -> Duration {
+        Duration::from_micros(self.config.dce_tcp_rtt.max(1).into())
+    }
+
+    fn increase_period(&self) -> Duration {
+        Duration::from_micros(self.config.rpg_time_reset.max(1).into())
+    }
+
+    /// α is still above the firmware's resolution (1/1024) and worth decaying.
+    fn alpha_live(&self) -> bool {
+        self.alpha >= 1.0 / 1024.0
+    }
+
+    /// One rate-increase event (roce-facts §B.6 RP; the counter of the event is incremented
+    /// first and fast recovery lasts while max(T, BC) ≤ F, as htsim `dcqcn.cpp` does, so it
+    /// takes F steps).
+    fn increase(&mut self, event: IncreaseEvent, now: Instant, stats: &mut Stats) {
+        match event {
+            IncreaseEvent::Timer => {
+                self.t += 1;
+                self.time_increased = true;
+            }
+            IncreaseEvent::ByteCounter => self.bc += 1,
+        }
+        let f = self.config.rpg_threshold;
+        let stage = if self.t.max(self.bc) <= f {
+            // Fast recovery: RC = (RT + RC) / 2, RT unchanged.
+            "fast recovery"
+        } else if self.t.min(self.bc) > f {
+            // Hyper increase: RT += i · R_HAI with i = min(T, BC) − F.
+            let i = f64::from(self.t.min(self.bc) - f);
+            self.rt += i * f64::from(self.config.rpg_hai_rate) * MBPS;
+            "hyper increase"
+        } else {
+            // Additive increase: RT += R_AI.
+            self.rt += f64::from(self.config.rpg_ai_rate) * MBPS;
+            "additive increase"
+        };
+        // Clamp to the line rate (mlx5 `rpg_max_rate` 0 = line rate).
+        self.rt = self.rt.min(self.line);
+        self.rc = ((self.rt + self.rc) / 2.0).min(self.line);
+        stats.rate_increases += 1;
+        // Within the firmware's 1 Mb/s of line rate: recovered, the increase machinery stops.
+        if self.line - self.rc < MBPS {
+            self.rc = self.line;
+            self.rt = self.line;
+            self.recovering = false;
+        }
+        debug!(
+            rate = self.rc,
+            target = self.rt,
+            alpha = self.alpha,
+            t = self.t,
+            bc = self.bc,
+            stage,
+            time = %now,
+            "dcqcn rate increase"
+        );
+    }
+}
+
+impl RateControl for Dcqcn {
+    fn rate_bps(&self) -> Option<f64> {
+        Some(self.rc)
+    }
+
+    fn target_bps(&self) -> Option<f64> {
+        Some(self.rt)
+    }
+
+    fn alpha(&self) -> f64 {
+        self.alpha
+    }
+
+    fn on_cnp(&mut self, now: Instant, timers: &mut TimerTable, stats: &mut Stats) {
+        // mlx5 `rate_reduce_monitor_period`: at most one decrease per period.
+        let period = Duration::from_micros(self.config.rate_reduce_monitor_period.into());
+        if let Some(last) = self.last_decrease
+            && !period.is_zero()
+            && now < last + period
+        {
+            debug!(time = %now, "dcqcn cnp within the rate-reduce monitor period");
+            return;
+        }
+        let old = self.rc;
+        let first = !self.recovering && self.rc >= self.line;
+        if first && self.config.rate_to_set_on_first_cnp != 0 {
+            // mlx5 `rate_to_set_on_first_cnp` (HPCC `cnp_received_mlx`: RC = RT = that rate).
+            let rate = (f64::from(self.config.rate_to_set_on_first_cnp) * MBPS).min(self.line);
+            self.rc = rate;
+            self.rt = rate;
+        } else {
+            // Paper: RT = RC (mlx5: only with `clamp_tgt_rate`, or after a timer increase with
+            // `clamp_tgt_rate_after_time_inc`).
+            if self.config.clamp_tgt_rate
+                || (self.config.clamp_tgt_rate_after_time_inc && self.time_increased)
+            {
+                self.rt = self.rc;
+            }
+            // Paper: RC = RC · (1 − α/2); mlx5: 1 − α·1024 / 2^rpg_gd, α in 1/1024.
+            let divisor = f64::from(self.config.rpg_gd.min(63)).exp2() / 1024.0;
+            let mut rc = self.rc * (1.0 - self.alpha / divisor);
+            // mlx5 `rpg_min_dec_fac`: keep at least this percentage of the old rate.
+            rc = rc.max(old * f64::from(self.config.rpg_min_dec_fac.min(100)) / 100.0);
+            self.rc = rc;
+        }
+        // mlx5 `rpg_min_rate`.
+        self.rc = self.rc.max(self.min_rate()).min(self.line);
+        // Paper: α = (1 − g)·α + g.
+        let g = self.g();
+        self.alpha = (1.0 - g) * self.alpha + g;
+        // Paper: reset the timer and the byte counter, T = BC = 0.
+        self.t = 0;
+        self.bc = 0;
+        self.bytes = 0;
+        self.time_increased = false;
+        self.recovering = true;
+        self.last_decrease = Some(now);
+        timers.set(Timer::AlphaUpdate, now + self.alpha_period());
+        timers.set(Timer::RateIncrease, now + self.increase_period());
+        stats.rate_decreases += 1;
+        debug!(
+            from = old,
+            rate = self.rc,
+            target = self.rt,
+            alpha = self.alpha,
+            time = %now,
+            "dcqcn rate decrease"
+        );
+    }
+
+    fn on_sent(&mut self, now: Instant, bytes: u64, _: &mut TimerTable, stats: &mut Stats) {
+        if !self.recovering {
+            return;
+        }
+        // Paper: a rate-increase event every B bytes sent.
+        let b = u64::from(self.config.rpg_byte_reset.max(1));
+        self.bytes += bytes;
+        while self.bytes >= b && self.recovering {
+            self.bytes -= b;
+            self.increase(IncreaseEvent::ByteCounter, now, stats);
+        }
+    }
+
+    fn on_timer(&mut self, timer: Timer, now: Instant, timers: &mut TimerTable, stats: &mut Stats) {
+        match timer {
+            Timer::AlphaUpdate => {
+                // Paper: every K without a CNP, α = (1 − g)·α.
+                self.alpha *= 1.0 - self.g();
+                if self.recovering || self.alpha_live() {
+                    timers.set(Timer::AlphaUpdate, now + self.alpha_period());
+                }
+            }
+            Timer::RateIncrease if self.recovering => {
+                self.increase(IncreaseEvent::Timer, now, stats);
+                if self.recovering {
+                    timers.set(Timer::RateIncrease, now + self.increase_period());
+                }
+            }
+            _ => {}
+        }
+    }
+}

@@ -1,0 +1,372 @@
+//! The DCQCN reaction point in virtual time, pinned against a literal transcription of the
+//! paper's equations (a differential test, s2n-quic style), plus the mlx5 knobs the paper does
+//! not have.
+
+use super::RateControl;
+use super::dcqcn::Dcqcn;
+use crate::config::DcqcnConfig;
+use crate::stats::Stats;
+use crate::timer::{Timer, TimerTable};
+use crate::{Duration, Instant};
+
+const LINE: f64 = 40e9;
+
+/// The reaction point of Zhu et al. (SIGCOMM 2015), equation by equation, as roce-facts §B.6
+/// writes it down. Nothing here is shared with `dcqcn.rs`.
+#[derive(Debug, Clone, Copy)]
+struct PaperRp {
+    rc: f64,
+    rt: f64,
+    alpha: f64,
+    t: u32,
+    bc: u32,
+    g: f64,
+    f: u32,
+    r_ai: f64,
+    r_hai: f64,
+}
+
+impl PaperRp {
+    fn new() -> Self {
+        Self {
+            rc: LINE,
+            rt: LINE,
+            alpha: 1.0,
+            t: 0,
+            bc: 0,
+            g: 1.0 / 256.0,
+            f: 5,
+            r_ai: 40e6,
+            r_hai: 200e6,
+        }
+    }
+
+    /// On CNP: RT = RC; RC = RC·(1 − α/2); α = (1−g)·α + g; T = BC = 0.
+    fn cnp(&mut self) {
+        self.rt = self.rc;
+        self.rc *= 1.0 - self.alpha / 2.0;
+        self.alpha = (1.0 - self.g) * self.alpha + self.g;
+        self.t = 0;
+        self.bc = 0;
+    }
+
+    /// Every K without a CNP: α = (1−g)·α.
+    fn alpha_timer(&mut self) {
+        self.alpha *= 1.0 - self.g;
+    }
+
+    fn timer(&mut self) {
+        self.t += 1;
+        self.increase();
+    }
+
+    fn byte_counter(&mut self) {
+        self.bc += 1;
+        self.increase();
+    }
+
+    fn increase(&mut self) {
+        if self.t.max(self.bc) <= self.f {
+            // fast recovery
+        } else if self.t.min(self.bc) > self.f {
+            let i = f64::from(self.t.min(self.bc) - self.f);
+            self.rt += i * self.r_hai;
+        } else {
+            self.rt += self.r_ai;
+        }
+        // Clamped to line rate (RT too: mlx5 `rpg_max_rate` 0 is the line rate).
+        self.rt = self.rt.min(LINE);
+        self.rc = ((self.rt + self.rc) / 2.0).min(LINE);
+    }
+}
+
+struct Rp {
+    rp: Dcqcn,
+    timers: TimerTable,
+    stats: Stats,
+    now: Instant,
+}
+
+impl Rp {
+    fn new(config: DcqcnConfig) -> Self {
+        Self {
+            rp: Dcqcn::new(config, LINE),
+            timers: TimerTable::default(),
+            stats: Stats::default(),
+            now: Instant::ZERO,
+        }
+    }
+
+    fn paper() -> Self {
+        Self::new(DcqcnConfig::paper())
+    }
+
+    fn cnp(&mut self) {
+        self.rp.on_cnp(self.now, &mut self.timers, &mut self.stats);
+    }
+
+    fn sent(&mut self, bytes: u64) {
+        self.rp
+            .on_sent(self.now, bytes, &mut self.timers, &mut self.stats);
+    }
+
+    /// Jumps to the next deadline and fires what is due there, in `Timer::ALL` order as the
+    /// NIC does; returns what fired.
+    fn next_event(&mut self) -> Vec<Timer> {
+        let Some(at) = self.timers.next() else {
+            return Vec::new();
+        };
+        self.now = at;
+        let mut fired = Vec::new();
+        for timer in Timer::ALL {
+            if self.timers.expire(timer, self.now) {
+                self.rp
+                    .on_timer(timer, self.now, &mut self.timers, &mut self.stats);
+                fired.push(timer);
+            }
+        }
+        fired
+    }
+
+    fn rate(&self) -> f64 {
+        self.rp.rate_bps().unwrap()
+    }
+
+    fn target(&self) -> f64 {
+        self.rp.target_bps().unwrap()
+    }
+}
+
+fn close(a: f64, b: f64) -> bool {
+    (a - b).abs() <= 1e-9 * a.abs().max(b.abs()).max(1.0)
+}
+
+#[track_caller]
+fn assert_same(rp: &Rp, paper: &PaperRp) {
+    assert!(
+        close(rp.rate(), paper.rc)
+            && close(rp.target(), paper.rt)
+            && close(rp.rp.alpha(), paper.alpha),
+        "engine (rc {}, rt {}, α {}) != paper (rc {}, rt {}, α {}) at {}",
+        rp.rate(),
+        rp.target(),
+        rp.rp.alpha(),
+        paper.rc,
+        paper.rt,
+        paper.alpha,
+        rp.now
+    );
+}
+
+/// Runs engine and paper side by side over `events` timer deadlines.
+fn run_both(rp: &mut Rp, paper: &mut PaperRp, events: usize) {
+    for _ in 0..events {
+        for timer in rp.next_event() {
+            match timer {
+                Timer::AlphaUpdate => paper.alpha_timer(),
+                Timer::RateIncrease => paper.timer(),
+                other => panic!("unexpected {other:?}"),
+            }
+        }
+        assert_same(rp, paper);
+    }
+}
+
+#[test]
+fn one_cnp_at_alpha_one_halves_the_rate() {
+    let mut rp = Rp::paper();
+    let mut paper = PaperRp::new();
+    rp.cnp();
+    paper.cnp();
+    assert_same(&rp, &paper);
+    assert_eq!(rp.rate(), LINE / 2.0);
+    assert_eq!(rp.target(), LINE);
+    assert_eq!(rp.rp.alpha(), 1.0, "(1 − g)·1 + g");
+    assert_eq!(rp.stats.rate_decreases, 1);
+    // A second CNP: the rate is cut by α/2 again, the target follows the rate.
+    rp.cnp();
+    paper.cnp();
+    assert_same(&rp, &paper);
+    assert_eq!(rp.rate(), LINE / 4.0);
+    assert_eq!(rp.target(), LINE / 2.0);
+}
+
+#[test]
+fn alpha_decays_as_one_minus_g_to_the_k_without_cnps() {
+    let mut rp = Rp::paper();
+    let mut paper = PaperRp::new();
+    // Two CNPs (α stays 1): the rate stays far from line rate for the whole run.
+    for _ in 0..2 {
+        rp.cnp();
+        paper.cnp();
+    }
+    // Paper values: K = 55 µs, g = 1/256.
+    for k in 1..=20 {
+        run_both(&mut rp, &mut paper, 1);
+        assert_eq!(rp.now, Instant::from_micros(55 * k));
+        let expected = (1.0 - 1.0 / 256.0_f64).powi(k as i32);
+        assert!(close(rp.rp.alpha(), expected), "k {k}: α {}", rp.rp.alpha());
+    }
+}
+
+#[test]
+fn rate_returns_to_target_in_f_fast_recovery_steps_then_additive_increase() {
+    let mut rp = Rp::paper();
+    let mut paper = PaperRp::new();
+    rp.cnp();
+    paper.cnp();
+    let gap0 = rp.target() - rp.rate();
+    // F = 5 timer events of fast recovery: RT stays, the gap halves each time.
+    for step in 1..=5 {
+        run_both(&mut rp, &mut paper, 1);
+        assert_eq!(rp.target(), LINE, "fast recovery leaves the target");
+        let gap = rp.target() - rp.rate();
+        assert!(
+            close(gap, gap0 / f64::from(1 << step)),
+            "step {step}: gap {gap}"
+        );
+    }
+    // Then additive increase: RT += R_AI = 40 Mb/s per timer event (RT is at line rate here,
+    // so it is clamped; see the clamp test). Below line rate it climbs:
+    let mut rp = Rp::paper();
+    let mut paper = PaperRp::new();
+    rp.cnp();
+    paper.cnp();
+    rp.cnp();
+    paper.cnp();
+    run_both(&mut rp, &mut paper, 5);
+    let target = rp.target();
+    run_both(&mut rp, &mut paper, 1);
+    assert!(close(rp.target(), target + 40e6), "additive increase");
+    assert_eq!(rp.stats.rate_increases, 6);
+}
+
+#[test]
+fn hyper_increase_once_both_counters_pass_f() {
+    let mut rp = Rp::paper();
+    let mut paper = PaperRp::new();
+    rp.cnp();
+    paper.cnp();
+    rp.cnp();
+    paper.cnp();
+    // Eight byte-counter events (B = 10 MB each): five fast recovery, three additive increase.
+    rp.sent(8 * 10_000_000);
+    for _ in 0..8 {
+        paper.byte_counter();
+    }
+    assert_same(&rp, &paper);
+    // Timer events: T = 1..5 additive (max > F, min ≤ F), then T = 6, 7 hyper (i = 1, 2).
+    for _ in 0..5 {
+        let target = rp.target();
+        run_both(&mut rp, &mut paper, 1);
+        assert!(close(rp.target(), target + 40e6), "additive");
+    }
+    for i in 1..=2 {
+        let target = rp.target();
+        run_both(&mut rp, &mut paper, 1);
+        assert!(
+            close(rp.target(), target + f64::from(i) * 200e6),
+            "hyper step {i}"
+        );
+    }
+    assert_eq!(rp.stats.rate_increases, 15);
+}
+
+#[test]
+fn the_rate_is_clamped_to_line_rate_and_the_timers_stop_there() {
+    let mut rp = Rp::paper();
+    rp.cnp();
+    let mut events = 0;
+    while rp.timers.get(Timer::RateIncrease).is_some() {
+        rp.next_event();
+        assert!(rp.rate() <= LINE && rp.target() <= LINE);
+        events += 1;
+        assert!(events < 10_000, "recovers");
+    }
+    assert_eq!((rp.rate(), rp.target()), (LINE, LINE));
+    // α decays on until it is below 1/1024, then nothing is armed: an idle QP is idle.
+    while rp.timers.next().is_some() {
+        rp.next_event();
+    }
+    assert!(rp.rp.alpha() < 1.0 / 1024.0);
+}
+
+#[test]
+fn the_rate_never_goes_below_rpg_min_rate() {
+    let mut rp = Rp::new(DcqcnConfig {
+        rpg_min_rate: 1_000,
+        ..DcqcnConfig::paper()
+    });
+    for _ in 0..100 {
+        rp.cnp();
+    }
+    assert_eq!(rp.rate(), 1e9);
+}
+
+#[test]
+fn one_decrease_per_rate_reduce_monitor_period() {
+    // NVIDIA defaults: 4 µs.
+    let mut rp = Rp::new(DcqcnConfig::default());
+    rp.cnp();
+    let after_one = rp.rate();
+    rp.now = Instant::from_micros(3);
+    rp.cnp();
+    assert_eq!(rp.rate(), after_one, "inside the period");
+    assert_eq!(rp.stats.rate_decreases, 1);
+    rp.now = Instant::from_micros(4);
+    rp.cnp();
+    assert!(rp.rate() < after_one);
+    assert_eq!(rp.stats.rate_decreases, 2);
+}
+
+#[test]
+fn nvidia_defaults_decrease_by_alpha_over_two_and_keep_min_dec_fac() {
+    let mut rp = Rp::new(DcqcnConfig::default());
+    let alpha = 1023.0 / 1024.0;
+    rp.cnp();
+    assert!(
+        close(rp.rate(), LINE * (1.0 - alpha / 2.0)),
+        "rpg_gd 11 is 1 − α/2"
+    );
+    // g = 5/1024.
+    assert!(close(
+        rp.rp.alpha(),
+        (1019.0 / 1024.0) * alpha + 5.0 / 1024.0
+    ));
+    // rpg_gd 10 would be 1 − α: rpg_min_dec_fac 50 keeps half.
+    let mut rp = Rp::new(DcqcnConfig {
+        rpg_gd: 10,
+        initial_alpha_value: 1024,
+        ..DcqcnConfig::default()
+    });
+    rp.cnp();
+    assert_eq!(rp.rate(), LINE / 2.0);
+}
+
+#[test]
+fn rate_to_set_on_first_cnp_applies_to_the_first_only() {
+    let mut rp = Rp::new(DcqcnConfig {
+        rate_to_set_on_first_cnp: 10_000,
+        ..DcqcnConfig::default()
+    });
+    rp.cnp();
+    assert_eq!((rp.rate(), rp.target()), (10e9, 10e9));
+    rp.now += Duration::from_micros(10);
+    rp.cnp();
+    assert!(rp.rate() < 10e9 && rp.rate() > 4.9e9);
+}
+
+#[test]
+fn byte_counter_drives_increases_only_while_recovering() {
+    let mut rp = Rp::paper();
+    rp.sent(100_000_000);
+    assert_eq!(
+        rp.stats.rate_increases, 0,
+        "at line rate nothing to recover"
+    );
+    rp.cnp();
+    rp.sent(9_999_999);
+    assert_eq!(rp.stats.rate_increases, 0);
+    rp.sent(1);
+    assert_eq!(rp.stats.rate_increases, 1);
+}
