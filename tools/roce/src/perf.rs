@@ -101,11 +101,6 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<ExitCode> {
         VerbArg::Send => Verb::Send,
         VerbArg::Atomic => Verb::Atomic,
     };
-    if args.lat && verb == Verb::Write {
-        bail!(
-            "--lat with write (ib_write_lat) is not supported yet: it polls memory for each ping"
-        );
-    }
     if !["FETCH_AND_ADD", "CMP_AND_SWAP"].contains(&args.atomic_type.as_str()) {
         bail!("-A {}: FETCH_AND_ADD or CMP_AND_SWAP", args.atomic_type);
     }
@@ -160,11 +155,14 @@ async fn perf(args: &Args, test: Test, mtu: IbvMtu) -> anyhow::Result<ExitCode> 
     let depth = (args.tx_depth.max(args.rx_depth) + 4) as usize;
     let qp = RcEndpoint::create(&device, depth).await?;
     qp.init(Access::ALL).await?;
-    // perftest's buffer: twice the larger of the message and the cycle buffer.
-    let buf_len = 2
-        * (size as usize)
-            .max(session.sys_data().cycle_buffer as usize)
-            .max(8);
+    // perftest's buffer: a send half and a receive half, each the larger of the message and the
+    // cycle buffer (`BUFF_SIZE`); the keys announce the receive half, where the peer's WRITEs land
+    // and where ib_write_lat polls (perftest_resources.c: `vaddr = buf + (num_of_qps + i) *
+    // BUFF_SIZE`, `poll_buf = buf + BUFF_SIZE + size - 1`).
+    let half = (size as usize)
+        .max(session.sys_data().cycle_buffer as usize)
+        .max(8);
+    let buf_len = 2 * half;
     let mr = device.reg_mr(qp.pd, buf_len, Access::ALL).await?;
     let out_reads: u16 = 16;
     let local = PerftestDest {
@@ -173,7 +171,7 @@ async fn perf(args: &Args, test: Test, mtu: IbvMtu) -> anyhow::Result<ExitCode> 
         qpn: qp.qpn.value(),
         psn: initial_psn(),
         rkey: mr.rkey(),
-        vaddr: mr.addr(),
+        vaddr: mr.addr() + half as u64,
         gid: Some(Gid::from_ip(local_ip).0),
         srqn: 0,
     };
@@ -238,6 +236,9 @@ async fn perf(args: &Args, test: Test, mtu: IbvMtu) -> anyhow::Result<ExitCode> 
         (Kind::Bandwidth, _, Side::Server) => Ok(Measured::default()),
         (Kind::Bandwidth, verb, Side::Client) => runner.bandwidth(verb, args.tx_depth, cas).await,
         (Kind::Latency, Verb::Send, side) => runner.send_latency(side == Side::Client).await,
+        (Kind::Latency, Verb::Write, side) => {
+            runner.write_latency(&mr, half, side == Side::Server).await
+        }
         (Kind::Latency, _, Side::Server) => Ok(Measured::default()),
         (Kind::Latency, verb, Side::Client) => runner.latency(verb, cas).await,
     };
@@ -467,6 +468,64 @@ impl Runner<'_> {
                 waiting -= 1;
             }
             samples.push(t.elapsed() / 2);
+        }
+        Ok(Measured {
+            elapsed: start.elapsed(),
+            samples,
+            ..Measured::default()
+        })
+    }
+}
+
+impl Runner<'_> {
+    /// ib_write_lat: each side RDMA-WRITEs its buffer into the peer's, whose last byte carries
+    /// the count, and polls its own last byte for the peer's; the server writes first
+    /// (perftest's `run_iter_lat_write`: `!(scnt < 1 && machine == SERVER)`). Half a round trip
+    /// per sample.
+    async fn write_latency(
+        &self,
+        mr: &roce_core::MemoryRegion,
+        half: usize,
+        server: bool,
+    ) -> Result<Measured, String> {
+        // We post from the send half; the peer's count arrives in the receive half.
+        let last = self.sge.length.max(1) as usize - 1;
+        let poll = half + last;
+        let start = Instant::now();
+        let mut samples = Vec::with_capacity(self.iters as usize);
+        let (mut scnt, mut rcnt) = (0u32, 0u32);
+        let mut round = Instant::now();
+        while scnt < self.iters || rcnt < self.iters {
+            if rcnt < self.iters && !(scnt < 1 && server) {
+                rcnt += 1;
+                let deadline = Instant::now() + self.limit;
+                while mr.read(poll, 1).is_none_or(|b| b[0] != rcnt as u8) {
+                    if Instant::now() > deadline {
+                        return Err(format!(
+                            "no write from the peer for {:?} (ping {rcnt})",
+                            self.limit
+                        ));
+                    }
+                    // The device runs on this thread: let it take the peer's packets in.
+                    tokio::task::yield_now().await;
+                }
+                samples.push(round.elapsed() / 2);
+            }
+            if scnt < self.iters {
+                scnt += 1;
+                mr.write(last, &[scnt as u8]);
+                round = Instant::now();
+                let wr = SendWr::new(
+                    u64::from(scnt),
+                    SendOp::RdmaWrite(self.remote),
+                    vec![self.sge],
+                );
+                self.device
+                    .post_send(self.qp.qpn, wr)
+                    .await
+                    .map_err(|e| e.to_string())?;
+                self.complete().await?;
+            }
         }
         Ok(Measured {
             elapsed: start.elapsed(),
