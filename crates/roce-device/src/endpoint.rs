@@ -38,6 +38,8 @@ pub struct Connection {
     pub max_dest_rd_atomic: u8,
     /// Remote rights our responder grants.
     pub access: Access,
+    /// DSCP of the QP's packets (GRH traffic class bits 7:2); RoCE commonly uses 26.
+    pub dscp: u8,
 }
 
 impl Connection {
@@ -64,6 +66,7 @@ impl Connection {
             max_rd_atomic: 16,
             max_dest_rd_atomic: 16,
             access: Access::ALL,
+            dscp: 0,
         }
     }
 }
@@ -119,7 +122,10 @@ impl RcEndpoint {
     pub async fn connect(&self, c: &Connection) -> Result<(), DeviceError> {
         let rtr = QpAttr {
             qp_state: Some(QpState::Rtr),
-            av: Some(AddressVector::new(c.local, c.remote)),
+            av: Some(AddressVector {
+                dscp: c.dscp,
+                ..AddressVector::new(c.local, c.remote)
+            }),
             path_mtu: Some(c.mtu),
             dest_qpn: Some(c.remote_qpn),
             rq_psn: Some(c.remote_psn),

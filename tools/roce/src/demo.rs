@@ -44,6 +44,9 @@ pub(crate) struct Args {
     /// Path MTU: 256, 512, 1024, 2048 or 4096.
     #[arg(short, long, default_value_t = 1024)]
     mtu: u32,
+    /// DSCP of the RoCE packets (0 to 63; RoCE fabrics commonly use 26).
+    #[arg(long, default_value_t = 0)]
+    dscp: u8,
     /// Drop this fraction of the datagrams each NIC receives (0 to 1).
     #[arg(long, default_value_t = 0.0)]
     loss: f64,
@@ -77,6 +80,9 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<ExitCode> {
             "--loss {}: a fraction from 0 up to (not including) 1",
             args.loss
         );
+    }
+    if args.dscp > 63 {
+        bail!("--dscp {}: from 0 to 63", args.dscp);
     }
     if args.iters == 0 || args.iters > 512 {
         bail!("--iters {}: from 1 to 512", args.iters);
@@ -118,6 +124,7 @@ async fn demo(args: &Args, mtu: Mtu) -> anyhow::Result<ExitCode> {
     let mut to_a = Connection::new(args.b, args.a, qp_a.qpn, psn_a, psn_b);
     for c in [&mut to_b, &mut to_a] {
         c.mtu = mtu;
+        c.dscp = args.dscp;
         // A short local ACK timeout (4.096 µs × 2^10 ≈ 4 ms) so losses recover quickly here.
         c.timeout = 10;
     }

@@ -32,6 +32,10 @@ pub(crate) struct DeviceOpts {
     /// connection. With the raw backend, give an address that the interface's kernel does not own.
     #[arg(long, value_name = "ADDR")]
     pub(crate) ip: Option<IpAddr>,
+    /// DSCP of our RoCE packets (0 to 63; RoCE fabrics commonly use 26, which "trust dscp"
+    /// switches map to priority 3).
+    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u8).range(0..=63))]
+    pub(crate) dscp: u8,
     /// Write every packet the NIC sends and receives to this pcap.
     #[arg(long, value_name = "FILE")]
     pub(crate) pcap: Option<PathBuf>,

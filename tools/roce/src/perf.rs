@@ -189,6 +189,7 @@ async fn perf(args: &Args, test: Test, mtu: IbvMtu) -> anyhow::Result<ExitCode> 
         Psn::new(local.psn),
     );
     connection.mtu = path_mtu;
+    connection.dscp = args.device.dscp;
     // perftest#114: never ask for more outstanding READs/atomics than the peer serves.
     connection.max_rd_atomic = u8::try_from(remote.out_reads.clamp(1, out_reads)).unwrap_or(1);
     connection.max_dest_rd_atomic = u8::try_from(out_reads).unwrap_or(16);

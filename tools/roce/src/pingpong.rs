@@ -140,6 +140,7 @@ async fn pingpong(args: &Args, mtu: Mtu) -> anyhow::Result<ExitCode> {
     };
     println!("  local address:  {}", describe(&local));
 
+    let dscp = args.device.dscp;
     let connect = |remote: Dest| {
         let qp = qp.clone();
         async move {
@@ -152,6 +153,7 @@ async fn pingpong(args: &Args, mtu: Mtu) -> anyhow::Result<ExitCode> {
                 Psn::new(local.psn),
             );
             c.mtu = mtu;
+            c.dscp = dscp;
             c.max_rd_atomic = 1;
             c.max_dest_rd_atomic = 1;
             c.access = Access::NONE;

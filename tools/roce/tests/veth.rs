@@ -193,11 +193,35 @@ fn udp_backends_pingpong_over_veth() {
         let (client, server) = pingpong(
             &veth,
             &["pingpong", "-s", size, "-n", "50"],
-            &["pingpong", B_IP, "-s", size, "-n", "50"],
+            &["pingpong", B_IP, "-s", size, "-n", "50", "--dscp", "26"],
         );
         assert_pingpong(&client, &server, size.parse::<u64>().unwrap() * 100);
     }
     assert_clean_capture(tshark, &file);
+    // The client asked for DSCP 26, the server for the default 0: both on the wire as asked.
+    let dscp = |src: &str| {
+        let filter = format!("ip.src == {src} && udp.dstport == 4791");
+        let out = sh(&[
+            "tshark",
+            "-r",
+            file.to_str().unwrap(),
+            "-Y",
+            &filter,
+            "-T",
+            "fields",
+            "-e",
+            "ip.dsfield.dscp",
+        ]);
+        let mut values: Vec<String> = String::from_utf8(out.stdout)
+            .unwrap()
+            .lines()
+            .map(str::to_owned)
+            .collect();
+        values.dedup();
+        values
+    };
+    assert_eq!(dscp(A_IP), ["26"]);
+    assert_eq!(dscp(B_IP), ["0"]);
 }
 
 #[test]

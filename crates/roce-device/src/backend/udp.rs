@@ -1,5 +1,6 @@
-//! The unprivileged backend: one UDP socket bound to `<ip>:4791`, through quinn-udp (ECN in and
-//! out with IP_TOS / IP_RECVTOS cmsgs, GRO, DF set by IP_PMTUDISC_PROBE).
+//! The unprivileged backend: one UDP socket bound to `<ip>:4791`. quinn-udp receives (ECN from
+//! IP_RECVTOS cmsgs, GRO) and sets DF (IP_PMTUDISC_PROBE); sends are plain `sendto`s with the
+//! socket's TOS option set to the packet's DSCP and ECN.
 //!
 //! What this backend can and cannot do, and so what a NIC on it does:
 //! - every packet leaves from source port 4791 (one socket), so the NIC runs with
@@ -10,7 +11,7 @@
 //!   IDs (rxe counts them up) cannot be checked in full: the NIC checks it as if the ID were 0 and,
 //!   when that fails, accepts the packet and counts it under `rx_icrc_unverifiable`. The raw
 //!   backend sees whole frames and checks every ICRC.
-//! - the DSCP bits are not set (quinn-udp writes only the ECN bits of the TOS byte).
+//! - DSCP and ECN go out as the socket's TOS option, set when a packet asks for another value.
 
 use std::io::{self, IoSliceMut};
 use std::net::{IpAddr, SocketAddr};
@@ -29,6 +30,8 @@ pub struct UdpBackend {
     state: UdpSocketState,
     local: SocketAddr,
     meta: Vec<RecvMeta>,
+    /// The TOS byte the socket sends with now.
+    tos: Option<u8>,
 }
 
 impl UdpBackend {
@@ -57,6 +60,7 @@ impl UdpBackend {
             state,
             local,
             meta,
+            tos: None,
         })
     }
 
@@ -110,24 +114,20 @@ impl Backend for UdpBackend {
     }
 
     async fn send(&mut self, transmit: &Transmit, payload: &[u8]) -> io::Result<()> {
-        let quinn = quinn_udp::Transmit {
-            destination: transmit.dst,
-            ecn: ecn_to(transmit.ecn),
-            contents: payload,
-            segment_size: None,
-            src_ip: None,
-        };
-        loop {
-            self.socket.writable().await?;
-            let result = self.socket.try_io(Interest::WRITABLE, || {
-                self.state.try_send((&self.socket).into(), &quinn)
-            });
-            match result {
-                Ok(()) => return Ok(()),
-                Err(err) if err.kind() == io::ErrorKind::WouldBlock => continue,
-                Err(err) => return Err(err),
+        // The whole TOS byte (DSCP and ECN) is a socket option, changed only when a packet asks
+        // for another one (a QP's packets share theirs).
+        let tos = (transmit.dscp << 2) | transmit.ecn.bits();
+        if self.tos != Some(tos) {
+            let socket = socket2::SockRef::from(&self.socket);
+            match transmit.dst {
+                SocketAddr::V4(_) => socket.set_tos_v4(u32::from(tos))?,
+                SocketAddr::V6(_) => socket.set_tclass_v6(u32::from(tos))?,
             }
+            self.tos = Some(tos);
         }
+        // A plain sendto: quinn-udp's send always attaches an IP_TOS cmsg holding only the
+        // ECN bits, which would override the DSCP.
+        self.socket.send_to(payload, transmit.dst).await.map(drop)
     }
 
     fn fixed_src_port(&self) -> Option<u16> {
@@ -147,15 +147,6 @@ fn ecn_from(ecn: Option<EcnCodepoint>) -> Ecn {
         Some(EcnCodepoint::Ect0) => Ecn::Ect0,
         Some(EcnCodepoint::Ect1) => Ecn::Ect1,
         Some(EcnCodepoint::Ce) => Ecn::Ce,
-    }
-}
-
-fn ecn_to(ecn: Ecn) -> Option<EcnCodepoint> {
-    match ecn {
-        Ecn::NotEct => None,
-        Ecn::Ect0 => Some(EcnCodepoint::Ect0),
-        Ecn::Ect1 => Some(EcnCodepoint::Ect1),
-        Ecn::Ce => Some(EcnCodepoint::Ce),
     }
 }
 
