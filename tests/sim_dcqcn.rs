@@ -60,7 +60,7 @@ fn ce_marked_requests_get_one_cnp_per_min_time_between_cnps() {
         }
         Verdict::Pass
     });
-    while pair.now < Instant::from_millis(2) && pair.step() {
+    while pair.now < Instant::from_millis(3) && pair.step() {
         *clock.borrow_mut() = pair.now;
     }
 

@@ -98,8 +98,8 @@ impl Qp {
         }
         // Pacing: a rate-limited QP sends no request before its next send time, and wakes up
         // by the Pacing timer rather than by being polled.
-        if self.cc.rp.rate_bps().is_some() {
-            let at = self.cc.pacer.ready_at();
+        if let Some(rate) = self.cc.rp.rate_bps() {
+            let at = self.cc.pacer.ready_at(rate);
             if ctx.now < at {
                 self.timers.set(Timer::Pacing, at);
                 return None;
