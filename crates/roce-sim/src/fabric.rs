@@ -56,6 +56,12 @@ impl Fabric {
 
     /// Connects a new QP on host `i` to a new QP on host `j`; returns their numbers.
     pub fn connect(&mut self, i: usize, j: usize) -> (Qpn, Qpn) {
+        self.connect_dscp(i, j, 0)
+    }
+
+    /// [`Fabric::connect`] with both QPs' packets sent with `dscp` (the address vector's traffic
+    /// class), which the switch maps to a priority.
+    pub fn connect_dscp(&mut self, i: usize, j: usize, dscp: u8) -> (Qpn, Qpn) {
         let new_qp = |node: &mut Side| {
             let init = QpInit {
                 pd: node.pd,
@@ -79,6 +85,7 @@ impl Fabric {
             (addr_j, qpn_j),
             psn_j,
             psn_i,
+            dscp,
         );
         connect(
             &self.config,
@@ -88,6 +95,7 @@ impl Fabric {
             (addr_i, qpn_i),
             psn_i,
             psn_j,
+            dscp,
         );
         (qpn_i, qpn_j)
     }

@@ -22,6 +22,7 @@ mod fault;
 mod link;
 mod net;
 mod pair;
+pub mod scenario;
 pub mod switch;
 mod trace;
 
@@ -34,5 +35,6 @@ pub use link::{
 };
 pub use net::Net;
 pub use pair::{A_ADDR, B_ADDR, Pair, PairConfig, Side};
+pub use scenario::{Scenario, Series};
 pub use switch::{Switch, SwitchConfig};
 pub use trace::{TraceGuard, set_sim_time, trace_to_test_output};

@@ -62,6 +62,7 @@ impl Net {
             (addr_j, qpn_j),
             psn_j,
             psn_i,
+            0,
         );
         connect(
             &self.config,
@@ -71,6 +72,7 @@ impl Net {
             (addr_i, qpn_i),
             psn_i,
             psn_j,
+            0,
         );
         (qpn_i, qpn_j)
     }

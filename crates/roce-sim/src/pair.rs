@@ -159,6 +159,7 @@ impl Pair {
             (b.addr, b.qpn),
             config.b_psn,
             config.a_psn,
+            0,
         );
         connect(
             config,
@@ -168,6 +169,7 @@ impl Pair {
             (a.addr, a.qpn),
             config.a_psn,
             config.b_psn,
+            0,
         );
         let mut a_to_b = Link::new(config.link, config.seed);
         let mut b_to_a = Link::new(config.link, config.seed.wrapping_add(1));
@@ -330,6 +332,7 @@ pub(crate) fn side(config: &PairConfig, addr: IpAddr) -> Side {
 
 /// RESET → INIT → RTR → RTS, as ibv_rc_pingpong, ibv_uc_pingpong and ibv_ud_pingpong do it: each
 /// transition with the attributes the QP type requires (see roce-core's QP state table).
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn connect(
     config: &PairConfig,
     nic: &mut Nic,
@@ -338,6 +341,7 @@ pub(crate) fn connect(
     (peer, peer_qpn): (IpAddr, Qpn),
     rq_psn: Psn,
     sq_psn: Psn,
+    dscp: u8,
 ) {
     let state = |s| QpAttr {
         qp_state: Some(s),
@@ -348,7 +352,10 @@ pub(crate) fn connect(
         port_num: Some(1),
         ..state(QpState::Init)
     };
-    let av = Some(AddressVector::new(addr, peer));
+    let av = Some(AddressVector {
+        dscp,
+        ..AddressVector::new(addr, peer)
+    });
     let steps = match config.qp_type {
         QpType::Rc => [
             QpAttr {
