@@ -13,6 +13,7 @@ mod dump;
 mod json;
 mod perf;
 mod pingpong;
+mod sim;
 
 /// roce-emu: a RoCEv2 NIC in software, and the tools around it.
 #[derive(Debug, Parser)]
@@ -41,6 +42,7 @@ enum Command {
     Dump(dump::Args),
     Perf(perf::Args),
     Pingpong(pingpong::Args),
+    Sim(sim::Args),
 }
 
 fn main() -> ExitCode {
@@ -57,6 +59,7 @@ fn main() -> ExitCode {
         Command::Dump(args) => dump::run(&args),
         Command::Perf(args) => perf::run(&args),
         Command::Pingpong(args) => pingpong::run(&args),
+        Command::Sim(args) => sim::run(&args),
     };
     match outcome {
         Ok(code) => code,
