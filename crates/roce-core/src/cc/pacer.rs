@@ -20,7 +20,17 @@ pub(crate) struct Pacer {
     start_ns: f64,
     /// Its bytes on the wire (0 before the first packet).
     wire_bytes: usize,
+    /// The QP has a packet waiting for its slot, due at this time (fractional nanoseconds):
+    /// if the send comes later, the lateness is the timer's, not idleness, and the schedule is
+    /// kept.
+    waiting: Option<f64>,
 }
+
+/// How far behind its schedule a waiting QP may catch up in a burst: a real clock wakes a
+/// paced QP late (tokio's timers have millisecond granularity), and without catching up the
+/// QP would send one packet per wake-up, whatever its rate. In virtual time timers are
+/// punctual and this never applies.
+const MAX_CATCH_UP_NS: f64 = 2_000_000.0;
 
 impl Pacer {
     /// The end of the last packet's slot at `rate_bps`, fractional nanoseconds.
@@ -40,11 +50,77 @@ impl Pacer {
         // A packet sent as soon as allowed starts where the last one's slot ended (the wait
         // was rounded up to a whole nanosecond); one sent later starts now: no credit builds up
         // while the QP is idle.
-        self.start_ns = if now_ns <= next_ns + 1.0 {
-            next_ns
+        let (start_ns, catching_up) = if now_ns <= next_ns + 1.0 {
+            (next_ns, false)
+        } else if let Some(due_ns) = self.waiting {
+            let late_ns = (now_ns - due_ns).clamp(0.0, MAX_CATCH_UP_NS);
+            (next_ns.max(now_ns - late_ns), true)
         } else {
-            now_ns
+            (now_ns, false)
         };
+        self.start_ns = start_ns;
         self.wire_bytes = wire_bytes;
+        // While the schedule is still behind the present, the packets after this one continue
+        // it too: a late wake-up releases a burst that makes up the lost time.
+        if !catching_up || self.next_ns(rate_bps) >= now_ns {
+            self.waiting = None;
+        }
+    }
+
+    /// A packet is held back until `due` ([`Pacer::ready_at`] at the rate of the moment).
+    pub(crate) fn hold(&mut self, due: Instant) {
+        self.waiting = Some(due.as_nanos() as f64);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GBPS: f64 = 1e9;
+
+    /// 1000 bytes at 1 Gb/s take 8 µs.
+    #[test]
+    fn a_waiting_qp_woken_late_catches_up_but_an_idle_one_does_not() {
+        let mut waiting = Pacer::default();
+        waiting.on_sent(Instant::from_nanos(0), 1000, GBPS);
+        assert_eq!(waiting.ready_at(GBPS), Instant::from_nanos(8_000));
+        // Held for its slot, it is woken 1 ms late: its slots go on from 8 µs, so the next
+        // packets may leave at once until the schedule reaches the present.
+        waiting.hold(waiting.ready_at(GBPS));
+        let late = Instant::from_nanos(1_000_000);
+        waiting.on_sent(late, 1000, GBPS);
+        assert_eq!(waiting.ready_at(GBPS), Instant::from_nanos(16_000));
+        // ... and the ones after it too, until the schedule reaches the present.
+        let mut sent = 1;
+        while waiting.ready_at(GBPS) <= late {
+            waiting.on_sent(late, 1000, GBPS);
+            sent += 1;
+        }
+        assert_eq!(sent, 125, "1 ms at 1 Gb/s is 125 packets of 1000 bytes");
+        assert_eq!(waiting.ready_at(GBPS), Instant::from_nanos(1_008_000));
+
+        // A QP that had nothing to send builds no credit while idle.
+        let mut idle = Pacer::default();
+        idle.on_sent(Instant::from_nanos(0), 1000, GBPS);
+        idle.on_sent(late, 1000, GBPS);
+        assert_eq!(idle.ready_at(GBPS), Instant::from_nanos(1_008_000));
+
+        // Nor does a waiting QP woken on time whose slot moved earlier (its rate went up).
+        let mut faster = Pacer::default();
+        faster.on_sent(Instant::from_nanos(0), 1000, GBPS / 10.0);
+        faster.hold(faster.ready_at(GBPS / 10.0));
+        faster.on_sent(Instant::from_nanos(80_000), 1000, GBPS);
+        assert_eq!(faster.ready_at(GBPS), Instant::from_nanos(88_000));
+    }
+
+    #[test]
+    fn catching_up_is_bounded() {
+        let mut pacer = Pacer::default();
+        pacer.on_sent(Instant::from_nanos(0), 1000, GBPS);
+        pacer.hold(pacer.ready_at(GBPS));
+        // Woken 10 ms late: at most 2 ms of schedule is made up.
+        pacer.on_sent(Instant::from_nanos(10_000_000), 1000, GBPS);
+        assert_eq!(pacer.ready_at(GBPS), Instant::from_nanos(8_008_000));
     }
 }

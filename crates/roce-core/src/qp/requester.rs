@@ -102,6 +102,7 @@ impl Qp {
             let at = self.cc.pacer.ready_at(rate);
             if ctx.now < at {
                 self.timers.set(Timer::Pacing, at);
+                self.cc.pacer.hold(at);
                 return None;
             }
         }
