@@ -5,8 +5,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use roce_core::{
-    Access, CqHandle, Cqe, Instant, MemoryRegion, Nic, PdHandle, QpAttr, QpInit, QpState, Qpn,
-    RecvWr, SendWr, Stats, VerbsError,
+    Access, CongestionState, CqHandle, Cqe, Instant, MemoryRegion, Nic, PdHandle, QpAttr, QpInit,
+    QpState, Qpn, RecvWr, SendWr, Stats, VerbsError,
 };
 use tokio::sync::{Notify, mpsc, oneshot};
 
@@ -135,5 +135,12 @@ impl DeviceHandle {
     /// A copy of the engine's counters.
     pub async fn stats(&self) -> Result<Stats, DeviceError> {
         self.call(|nic, _| nic.stats().clone()).await
+    }
+
+    /// A QP's congestion control now: its rate, target rate, α and CNP counts.
+    pub async fn qp_congestion(&self, qpn: Qpn) -> Result<CongestionState, DeviceError> {
+        self.call(move |nic, _| nic.qp_congestion(qpn))
+            .await?
+            .map_err(Into::into)
     }
 }

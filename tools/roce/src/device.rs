@@ -5,6 +5,7 @@ use std::net::IpAddr;
 use std::path::PathBuf;
 
 use anyhow::{Context, bail};
+use roce_core::{Congestion, DcqcnConfig};
 use roce_device::backend::raw::RawBackend;
 use roce_device::backend::udp::UdpBackend;
 use roce_device::{Device, DeviceConfig, DeviceHandle, Tap};
@@ -18,6 +19,18 @@ pub(crate) enum BackendKind {
     /// Whole Ethernet frames on --dev (needs CAP_NET_RAW): per-QP source ports, DSCP/ECN, every
     /// ICRC checked; answers ARP for --ip, which should not be a kernel address of the host.
     Raw,
+}
+
+/// Which congestion control every QP runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum CcKind {
+    /// None, as rxe: requests go out Not-ECT and as fast as the window allows.
+    None,
+    /// DCQCN with NVIDIA's ConnectX defaults: requests carry ECT(0), CE-marked requests are
+    /// answered with CNPs, and CNPs cut the sender's rate.
+    Dcqcn,
+    /// DCQCN with the SIGCOMM 2015 paper's parameters.
+    DcqcnPaper,
 }
 
 #[derive(Debug, clap::Args)]
@@ -36,6 +49,13 @@ pub(crate) struct DeviceOpts {
     /// switches map to priority 3).
     #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u8).range(0..=63))]
     pub(crate) dscp: u8,
+    /// Congestion control (see docs/congestion.md); the JSON result then shows each QP's rate,
+    /// target rate, α and CNPs.
+    #[arg(long, value_enum, default_value_t = CcKind::None)]
+    pub(crate) cc: CcKind,
+    /// The port's line rate, Gb/s: where DCQCN's rate starts and the most it climbs back to.
+    #[arg(long, value_name = "GBPS", default_value_t = 100.0, value_parser = parse_gbps)]
+    pub(crate) line_rate: f64,
     /// Write every packet the NIC sends and receives to this pcap.
     #[arg(long, value_name = "FILE")]
     pub(crate) pcap: Option<PathBuf>,
@@ -46,6 +66,12 @@ impl DeviceOpts {
     pub(crate) fn spawn(&self, default_ip: IpAddr) -> anyhow::Result<(DeviceHandle, IpAddr)> {
         let ip = self.ip.unwrap_or(default_ip);
         let mut config = DeviceConfig::new(ip);
+        config.nic.line_rate_bps = (self.line_rate * 1e9) as u64;
+        config.nic.congestion = match self.cc {
+            CcKind::None => Congestion::None,
+            CcKind::Dcqcn => Congestion::Dcqcn(DcqcnConfig::default()),
+            CcKind::DcqcnPaper => Congestion::Dcqcn(DcqcnConfig::paper()),
+        };
         if let Some(path) = &self.pcap {
             config.tap = Some(
                 Tap::create(path, true)
@@ -68,5 +94,19 @@ impl DeviceOpts {
             }
         };
         Ok((device, ip))
+    }
+}
+
+/// A line rate in Gb/s: positive and at most 10 Tb/s.
+fn parse_gbps(text: &str) -> Result<f64, String> {
+    let gbps: f64 = text
+        .parse()
+        .map_err(|_| format!("{text:?} is not a number of Gb/s"))?;
+    if gbps > 0.0 && gbps <= 10_000.0 {
+        Ok(gbps)
+    } else {
+        Err(format!(
+            "{gbps} Gb/s: a line rate is above 0 and at most 10000"
+        ))
     }
 }

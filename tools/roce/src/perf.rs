@@ -14,6 +14,8 @@ use roce_wire::Gid;
 use serde_json::json;
 use tokio::net::{TcpListener, TcpStream};
 
+use crate::device::CcKind;
+
 /// The operation a perftest tool measures.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub(crate) enum VerbArg {
@@ -257,7 +259,7 @@ async fn perf(args: &Args, test: Test, mtu: IbvMtu) -> anyhow::Result<ExitCode> 
         (Side::Server, Some(remote)) if test.verb != Verb::Send => Measured::from_report(&remote),
         _ => measured,
     };
-    print_result(args, test, size, iters, &shown, &device).await?;
+    print_result(args, test, size, iters, &shown, &device, qp.qpn).await?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -573,8 +575,30 @@ async fn print_result(
     iters: u32,
     m: &Measured,
     device: &DeviceHandle,
+    qpn: Qpn,
 ) -> anyhow::Result<()> {
     let stats = device.stats().await?;
+    let cc = device.qp_congestion(qpn).await?;
+    // The QP's congestion control, in the JSON result and (when on) in a line of text.
+    let congestion = json!({
+        "algorithm": format!("{:?}", args.device.cc).to_lowercase(),
+        "rate_bps": cc.rate_bps, "target_bps": cc.target_bps, "alpha": cc.alpha,
+        "cnps_sent": cc.cnps_sent, "cnps_received": cc.cnps_received,
+        "rate_decreases": stats.rate_decreases, "rate_increases": stats.rate_increases,
+    });
+    if !args.json && args.device.cc != CcKind::None {
+        let mbps =
+            |r: Option<u64>| r.map_or_else(|| "-".to_owned(), |r| format!("{:.1}", r as f64 / 1e6));
+        println!(
+            " congestion: rate {} Mb/s, target {} Mb/s, alpha {:.3}, CNPs sent {}, received {}, rate decreases {}",
+            mbps(cc.rate_bps),
+            mbps(cc.target_bps),
+            cc.alpha,
+            cc.cnps_sent,
+            cc.cnps_received,
+            stats.rate_decreases
+        );
+    }
     let line = "-".repeat(87);
     if test.kind == Kind::Bandwidth {
         let (peak, avg, rate) = m.bandwidth(size, iters);
@@ -584,7 +608,7 @@ async fn print_result(
                 json!({
                     "test": format!("{:?}_bw", test.verb).to_lowercase(), "bytes": size, "iterations": iters,
                     "bw_peak_mb_s": peak, "bw_avg_mb_s": avg, "msg_rate_mpps": rate,
-                    "retransmitted_packets": stats.retransmitted_packets,
+                    "retransmitted_packets": stats.retransmitted_packets, "congestion": congestion,
                 })
             );
         } else {
@@ -623,6 +647,7 @@ async fn print_result(
                     "test": format!("{:?}_lat", test.verb).to_lowercase(), "bytes": size, "iterations": iters,
                     "t_min_us": min, "t_max_us": max, "t_typical_us": typical, "t_avg_us": avg, "t_stdev_us": stdev,
                     "p99_us": pick(0.99), "p999_us": pick(0.999), "retransmitted_packets": stats.retransmitted_packets,
+                    "congestion": congestion,
                 })
             );
         } else if us.is_empty() {
