@@ -215,8 +215,8 @@ impl Switch {
         self.ports[port].bytes
     }
 
-    /// A packet arrives on `ingress` (its last bit, at `now`).
-    pub fn receive(&mut self, now: Instant, ingress: usize, mut packet: SimPacket) {
+    /// A packet arrives on `ingress` (its last bit, at `now`), routed by its destination.
+    pub fn receive(&mut self, now: Instant, ingress: usize, packet: SimPacket) {
         let Some(egress) = self
             .routes
             .iter()
@@ -225,13 +225,26 @@ impl Switch {
         else {
             return; // no route: dropped, as a switch does
         };
+        self.receive_to(now, ingress, egress, packet);
+    }
+
+    /// A packet arrives on `ingress` for the port `egress`, chosen by the caller (a bridge that
+    /// learns MAC addresses, say). Returns whether it was queued: `false` is a drop, the buffer
+    /// being full.
+    pub fn receive_to(
+        &mut self,
+        now: Instant,
+        ingress: usize,
+        egress: usize,
+        mut packet: SimPacket,
+    ) -> bool {
         let priority =
             usize::from(self.config.dscp_to_priority[usize::from(packet.dscp & 63)]) % CLASSES;
         let bytes = packet.wire_len();
         let port = &mut self.ports[egress];
         if port.bytes + bytes > self.config.buffer_bytes {
             port.stats.drops += 1;
-            return;
+            return false;
         }
         if self.config.mark_at == MarkAt::Enqueue {
             let queue = port.class_bytes[priority];
@@ -256,6 +269,7 @@ impl Switch {
         self.ports[ingress].held[priority] += bytes;
         self.pfc_check(now, ingress, priority);
         self.start(now, egress);
+        true
     }
 
     /// Moves time to `now`: packets finish serialising and go on their cables, the next ones

@@ -14,6 +14,7 @@ mod json;
 mod perf;
 mod pingpong;
 mod sim;
+mod switch;
 
 /// roce-emu: a RoCEv2 NIC in software, and the tools around it.
 #[derive(Debug, Parser)]
@@ -43,6 +44,7 @@ enum Command {
     Perf(perf::Args),
     Pingpong(pingpong::Args),
     Sim(sim::Args),
+    Switch(switch::Args),
 }
 
 fn main() -> ExitCode {
@@ -60,6 +62,7 @@ fn main() -> ExitCode {
         Command::Perf(args) => perf::run(&args),
         Command::Pingpong(args) => pingpong::run(&args),
         Command::Sim(args) => sim::run(&args),
+        Command::Switch(args) => switch::run(&args),
     };
     match outcome {
         Ok(code) => code,

@@ -1,0 +1,722 @@
+//! `roce switch`: a userspace Ethernet switch between interfaces (veth ends, usually), with
+//! the congestion point of roce-sim's [`Switch`] in real time, so that real NIC processes run
+//! through the same queues, RED/ECN marking, ETS and PFC as the simulated ones.
+//!
+//! It is a learning bridge: it learns which port each source MAC lives behind, floods
+//! broadcasts, multicasts and unknown destinations at once, and sends known unicast IP frames
+//! through the egress port's queues, which drain at `--rate`. There the packet is classified
+//! by its DSCP ("trust dscp", priority = DSCP / 8), may be ECN-marked (RED on the class's queue:
+//! the IP header's ECN field becomes CE and the IPv4 header checksum is recomputed; the ICRC
+//! masks those bits, roce-facts §B.2), dropped when the port's buffer is full, and paused-for
+//! by PFC. PFC PAUSE frames (802.1Qbb: DA 01:80:C2:00:00:01, EtherType 0x8808, opcode 0x0101,
+//! roce-facts §B.7) are sent to the host of an ingress port whose bytes held pass XOFF. PAUSE
+//! frames that hosts send are counted, not obeyed: the host NICs here are ours and do not send
+//! them.
+//!
+//! The interfaces should have no IP addresses of their own (the kernel would answer for them)
+//! and need CAP_NET_RAW.
+
+use std::collections::HashMap;
+use std::io;
+use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc;
+use std::time::{Duration, Instant as WallInstant};
+
+use anyhow::{Context, bail};
+use pnet_datalink::{Channel, DataLinkSender};
+use roce_core::{Ecn, Instant};
+use roce_sim::switch::{CLASSES, Ets, MarkAt, Pfc};
+use roce_sim::{EcnMarking, SimPacket, Switch, SwitchConfig};
+use serde_json::json;
+
+/// Bytes of a frame that the queue model counts as headers: roce-sim counts a packet on the
+/// wire as its UDP payload plus Ethernet, IPv4 and UDP headers (14 + 20 + 8).
+const MODEL_HEADER: usize = 14 + 20 + 8;
+/// The PFC destination address (802.1Qbb, the MAC control address).
+const PFC_DA: [u8; 6] = [0x01, 0x80, 0xc2, 0x00, 0x00, 0x01];
+/// MAC control EtherType.
+const MAC_CONTROL: u16 = 0x8808;
+/// PFC opcode.
+const PFC_OPCODE: u16 = 0x0101;
+
+#[derive(Debug, clap::Args)]
+#[command(
+    about = "A userspace switch between interfaces, with ECN marking, PFC and ETS",
+    long_about = "A userspace learning switch between two or more interfaces (e.g. veth ends \
+                  in a namespace), whose egress ports drain at --rate through roce-sim's queues: \
+                  RED ECN marking (--ecn), PFC (--pfc) and ETS (--strict). Run NICs with \
+                  `--cc dcqcn` on either side to see CNPs and DCQCN rate cuts. Needs \
+                  CAP_NET_RAW.",
+    after_help = "Example (in a namespace that holds sw0 and sw1):\n  \
+                  roce switch --port sw0 --port sw1 --rate 200m --ecn 5000,50000,0.1 --duration 30"
+)]
+pub(crate) struct Args {
+    /// An interface to switch between (give two or more).
+    #[arg(long = "port", value_name = "IFACE", required = true)]
+    ports: Vec<String>,
+    /// Line rate of every egress port, bits per second, with an optional k, m or g suffix.
+    #[arg(long, default_value = "1g", value_parser = parse_rate)]
+    rate: u64,
+    /// Buffer of each egress port, bytes (drop-tail above it).
+    #[arg(long, default_value_t = 1 << 20)]
+    buffer: usize,
+    /// RED ECN marking on every egress class: KMIN,KMAX,PMAX (bytes, bytes, probability).
+    #[arg(long, value_name = "KMIN,KMAX,PMAX", value_parser = parse_ecn)]
+    ecn: Option<EcnMarking>,
+    /// Mark when a packet leaves the queue ("Fast ECN") rather than when it joins it.
+    #[arg(long)]
+    mark_at_dequeue: bool,
+    /// PFC on priority 3: XOFF,XON bytes held per ingress port (e.g. 60000,40000). Off by
+    /// default, as on real switches.
+    #[arg(long, value_name = "XOFF,XON", value_parser = parse_pfc)]
+    pfc: Option<Pfc>,
+    /// Strict-priority classes (0..7), served before the weighted ones, e.g. --strict 6.
+    #[arg(long, value_delimiter = ',', value_parser = clap::value_parser!(u8).range(0..8))]
+    strict: Vec<u8>,
+    /// Stop after this many seconds (default: run until killed).
+    #[arg(long, value_name = "SECONDS")]
+    duration: Option<f64>,
+    /// Print the port counters every this many seconds.
+    #[arg(long, value_name = "SECONDS", default_value_t = 1.0)]
+    interval: f64,
+    /// Counters as JSON lines on standard output (one per interval, and a last one with
+    /// "final": true).
+    #[arg(long)]
+    json: bool,
+}
+
+/// `roce switch`.
+pub(crate) fn run(args: &Args) -> anyhow::Result<ExitCode> {
+    if args.ports.len() < 2 {
+        bail!("a switch needs two or more --port interfaces");
+    }
+    let mut ets = Ets::default();
+    for &class in &args.strict {
+        ets.strict[usize::from(class)] = true;
+    }
+    let config = SwitchConfig {
+        bandwidth_bps: args.rate,
+        // The cables are real: the model adds no delay of its own.
+        latency: Duration::ZERO,
+        buffer_bytes: args.buffer,
+        ecn: args.ecn,
+        mark_at: if args.mark_at_dequeue {
+            MarkAt::Dequeue
+        } else {
+            MarkAt::Enqueue
+        },
+        pfc: args.pfc,
+        ets,
+        ..SwitchConfig::default()
+    };
+    let stop = Arc::new(AtomicBool::new(false));
+    let (frames_tx, frames) = mpsc::sync_channel::<(usize, Vec<u8>)>(4096);
+    let mut ports = Vec::new();
+    for (index, name) in args.ports.iter().enumerate() {
+        ports.push(open_port(index, name, frames_tx.clone(), stop.clone())?);
+    }
+    drop(frames_tx);
+    let mut bridge = Bridge {
+        switch: Switch::new(config, ports.len(), Vec::new(), 1),
+        ports,
+        macs: HashMap::new(),
+        held: HashMap::new(),
+        next_id: 0,
+        start: WallInstant::now(),
+    };
+    eprintln!(
+        "roce switch: {} ports at {} b/s, ECN {}, PFC {}",
+        bridge.ports.len(),
+        args.rate,
+        args.ecn.map_or_else(
+            || "off".to_owned(),
+            |e| format!("{}..{} B pmax {}", e.k_min_bytes, e.k_max_bytes, e.p_max)
+        ),
+        args.pfc.map_or_else(
+            || "off".to_owned(),
+            |p| format!("xoff {} xon {}", p.xoff_bytes, p.xon_bytes)
+        ),
+    );
+    let end = args
+        .duration
+        .map(|s| bridge.start + Duration::from_secs_f64(s.max(0.0)));
+    let interval = Duration::from_secs_f64(args.interval.max(0.05));
+    let mut next_report = bridge.start + interval;
+    loop {
+        let wall = WallInstant::now();
+        if end.is_some_and(|end| wall >= end) {
+            break;
+        }
+        if wall >= next_report {
+            bridge.report(args.json, false);
+            next_report += interval;
+        }
+        let now = bridge.now();
+        bridge.drain(now);
+        // Sleep until the model's next event, a frame, or 10 ms.
+        let wait = bridge
+            .switch
+            .next_event()
+            .map_or(Duration::from_millis(10), |at| {
+                (at - now).min(Duration::from_millis(10))
+            });
+        match frames.recv_timeout(wait) {
+            Ok((port, frame)) => {
+                bridge.receive(port, frame);
+                // Take what else has arrived before the model moves on.
+                for _ in 0..64 {
+                    match frames.try_recv() {
+                        Ok((port, frame)) => bridge.receive(port, frame),
+                        Err(_) => break,
+                    }
+                }
+            }
+            Err(mpsc::RecvTimeoutError::Timeout) => {}
+            Err(mpsc::RecvTimeoutError::Disconnected) => {
+                bail!("every port's receiver stopped (see the log above)")
+            }
+        }
+    }
+    stop.store(true, Ordering::Relaxed);
+    bridge.report(args.json, true);
+    Ok(ExitCode::SUCCESS)
+}
+
+/// One interface.
+struct Port {
+    name: String,
+    mac: [u8; 6],
+    tx: Box<dyn DataLinkSender>,
+    /// Frames that skipped the queues: flooded or non-IP.
+    flooded: u64,
+    /// PFC frames received from the host.
+    pauses_received: u64,
+    /// Frames that could not be sent.
+    send_errors: u64,
+}
+
+impl std::fmt::Debug for Port {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Port")
+            .field("name", &self.name)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Port {
+    fn send(&mut self, frame: &[u8]) {
+        match self.tx.send_to(frame, None) {
+            Some(Ok(())) => {}
+            Some(Err(err)) => {
+                self.send_errors += 1;
+                tracing::debug!(port = %self.name, error = %err, "send failed");
+            }
+            None => self.send_errors += 1,
+        }
+    }
+}
+
+/// Opens `name` and starts its receiving thread.
+fn open_port(
+    index: usize,
+    name: &str,
+    frames: mpsc::SyncSender<(usize, Vec<u8>)>,
+    stop: Arc<AtomicBool>,
+) -> anyhow::Result<Port> {
+    let iface = pnet_datalink::interfaces()
+        .into_iter()
+        .find(|i| i.name == name)
+        .with_context(|| format!("no interface {name} (see `ip link`)"))?;
+    let mac = iface
+        .mac
+        .map(|m| m.octets())
+        .with_context(|| format!("{name} has no MAC address: not Ethernet"))?;
+    let config = pnet_datalink::Config {
+        read_timeout: Some(Duration::from_millis(50)),
+        read_buffer_size: 1 << 16,
+        write_buffer_size: 1 << 16,
+        promiscuous: true,
+        ..pnet_datalink::Config::default()
+    };
+    let (tx, mut rx) = match pnet_datalink::channel(&iface, config) {
+        Ok(Channel::Ethernet(tx, rx)) => (tx, rx),
+        Ok(_) => bail!("{name}: not an Ethernet channel"),
+        Err(err) if err.kind() == io::ErrorKind::PermissionDenied => bail!(
+            "opening {name} needs CAP_NET_RAW: run as root or \
+             `sudo setcap cap_net_raw+ep $(which roce)`"
+        ),
+        Err(err) => return Err(err).with_context(|| format!("cannot open {name}")),
+    };
+    let thread_name = format!("roce-switch-{name}");
+    let port_name = name.to_owned();
+    std::thread::Builder::new()
+        .name(thread_name)
+        .spawn(move || {
+            while !stop.load(Ordering::Relaxed) {
+                match rx.next() {
+                    // The socket does not see its own sends; frames the kernel sends from
+                    // this interface carry its MAC and are skipped.
+                    Ok(frame) if frame.len() >= 14 && frame[6..12] != mac => {
+                        if frames.send((index, frame.to_vec())).is_err() {
+                            return;
+                        }
+                    }
+                    Ok(_) => {}
+                    Err(err)
+                        if matches!(
+                            err.kind(),
+                            io::ErrorKind::TimedOut | io::ErrorKind::WouldBlock
+                        ) => {}
+                    Err(err) => {
+                        tracing::warn!(port = %port_name, error = %err, "receive failed");
+                        return;
+                    }
+                }
+            }
+        })?;
+    Ok(Port {
+        name: name.to_owned(),
+        mac,
+        tx,
+        flooded: 0,
+        pauses_received: 0,
+        send_errors: 0,
+    })
+}
+
+/// The switch: the queue model, the ports and the MAC table.
+struct Bridge {
+    switch: Switch,
+    ports: Vec<Port>,
+    /// Source MAC → port it was last seen on.
+    macs: HashMap<[u8; 6], usize>,
+    /// Headers of queued frames, by the id their model packet carries.
+    held: HashMap<u32, Vec<u8>>,
+    next_id: u32,
+    start: WallInstant,
+}
+
+impl Bridge {
+    /// Wall-clock time as the model's time.
+    fn now(&self) -> Instant {
+        Instant::from_nanos(u64::try_from(self.start.elapsed().as_nanos()).unwrap_or(u64::MAX))
+    }
+
+    /// A frame arrived on `ingress`.
+    fn receive(&mut self, ingress: usize, mut frame: Vec<u8>) {
+        if frame.len() < 14 {
+            return;
+        }
+        fill_l4_checksum(&mut frame);
+        let dst: [u8; 6] = frame[0..6].try_into().unwrap_or_default();
+        let src: [u8; 6] = frame[6..12].try_into().unwrap_or_default();
+        let ethertype = u16::from_be_bytes([frame[12], frame[13]]);
+        if dst == PFC_DA && ethertype == MAC_CONTROL {
+            // Link-local: a host's PAUSE is for this switch, never forwarded.
+            self.ports[ingress].pauses_received += 1;
+            return;
+        }
+        if src[0] & 1 == 0 {
+            self.macs.insert(src, ingress);
+        }
+        let egress = if dst[0] & 1 == 0 {
+            self.macs.get(&dst).copied()
+        } else {
+            None
+        };
+        match egress {
+            Some(egress) if egress == ingress => {} // the host's own segment: filtered
+            Some(egress) => match ip_fields(&frame) {
+                Some((ecn, dscp)) => self.enqueue(ingress, egress, frame, ecn, dscp),
+                None => {
+                    self.ports[egress].flooded += 1;
+                    self.ports[egress].send(&frame);
+                }
+            },
+            None => {
+                for (index, port) in self.ports.iter_mut().enumerate() {
+                    if index != ingress {
+                        port.flooded += 1;
+                        port.send(&frame);
+                    }
+                }
+            }
+        }
+    }
+
+    /// An IP frame joins `egress`'s queues. The model sees a packet whose length on the wire is
+    /// the frame's; the frame's first bytes wait here under an id the packet carries.
+    fn enqueue(&mut self, ingress: usize, egress: usize, mut frame: Vec<u8>, ecn: Ecn, dscp: u8) {
+        let id = self.next_id;
+        self.next_id = self.next_id.wrapping_add(1);
+        let split = frame.len().min(MODEL_HEADER);
+        let payload = frame.split_off(split);
+        let mut packet = SimPacket::new(
+            SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::from(id), 0)),
+            SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0)),
+            payload,
+        );
+        packet.ecn = ecn;
+        packet.dscp = dscp;
+        let now = self.now();
+        if self.switch.receive_to(now, ingress, egress, packet) {
+            self.held.insert(id, frame);
+        }
+    }
+
+    /// Moves the model to `now` and sends what it lets out: frames and PAUSEs.
+    fn drain(&mut self, now: Instant) {
+        self.switch.advance(now);
+        for index in 0..self.ports.len() {
+            while let Some(packet) = self.switch.deliver(now, index) {
+                let SocketAddr::V4(id) = packet.src else {
+                    continue;
+                };
+                let Some(mut frame) = self.held.remove(&u32::from(*id.ip())) else {
+                    continue;
+                };
+                frame.extend_from_slice(&packet.payload);
+                if packet.ecn == Ecn::Ce {
+                    set_ce(&mut frame);
+                }
+                self.ports[index].send(&frame);
+            }
+            while let Some(pause) = self.switch.pause_frame(now, index) {
+                let nanos = (pause.until - pause.at).as_nanos();
+                let quanta =
+                    (nanos * u128::from(self.switch.config().bandwidth_bps) / 512 / 1_000_000_000)
+                        .min(u128::from(u16::MAX)) as u16;
+                let frame = pfc_frame(self.ports[index].mac, pause.priority, quanta);
+                self.ports[index].send(&frame);
+            }
+        }
+    }
+
+    /// Prints every port's counters.
+    fn report(&self, json: bool, last: bool) {
+        let elapsed = self.start.elapsed().as_secs_f64();
+        let ports: Vec<_> = self
+            .ports
+            .iter()
+            .enumerate()
+            .map(|(i, port)| {
+                let stats = self.switch.stats(i);
+                json!({
+                    "port": port.name, "enqueued": stats.enqueued, "sent": stats.sent,
+                    "drops": stats.drops, "ce_marked": stats.ce_marked,
+                    "pauses_sent": stats.pauses_sent, "resumes_sent": stats.resumes_sent,
+                    "pauses_received": port.pauses_received,
+                    "queue_bytes": self.switch.queue_bytes(i),
+                    "max_queue_bytes": stats.max_queue_bytes,
+                    "flooded": port.flooded, "send_errors": port.send_errors,
+                })
+            })
+            .collect();
+        if json {
+            println!(
+                "{}",
+                json!({ "elapsed_s": elapsed, "final": last, "ports": ports })
+            );
+            return;
+        }
+        for (i, port) in self.ports.iter().enumerate() {
+            let stats = self.switch.stats(i);
+            println!(
+                "{elapsed:7.1}s {:<10} out {:>9} drops {:>7} CE {:>7} queue {:>8} B (max {:>8}) pauses sent {:>5}",
+                port.name,
+                stats.sent,
+                stats.drops,
+                stats.ce_marked,
+                self.switch.queue_bytes(i),
+                stats.max_queue_bytes,
+                stats.pauses_sent,
+            );
+        }
+    }
+}
+
+/// The ECN field and DSCP of an IPv4 or IPv6 frame (untagged), or `None` for anything else.
+fn ip_fields(frame: &[u8]) -> Option<(Ecn, u8)> {
+    let ethertype = u16::from_be_bytes([*frame.get(12)?, *frame.get(13)?]);
+    let tos = match ethertype {
+        0x0800 => *frame.get(15)?,
+        0x86dd => (frame.get(14)? << 4) | (frame.get(15)? >> 4),
+        _ => return None,
+    };
+    Some((Ecn::from_bits(tos & 3), tos >> 2))
+}
+
+/// Writes the TCP or UDP checksum of an IPv4 or IPv6 frame. A veth hands a packet socket its
+/// frames with the checksum left to an offload that never comes (only the pseudo-header sum is
+/// in the field); a switch that forwards them as they are would have the receiver drop them.
+/// A UDP/IPv4 checksum of 0 ("none") stays 0. Anything else is left alone.
+fn fill_l4_checksum(frame: &mut [u8]) {
+    fn add(sum: &mut u32, bytes: &[u8]) {
+        for w in bytes.chunks(2) {
+            *sum += u32::from(u16::from_be_bytes([w[0], *w.get(1).unwrap_or(&0)]));
+        }
+    }
+    let Some(ethertype) = frame.get(12..14).map(|b| u16::from_be_bytes([b[0], b[1]])) else {
+        return;
+    };
+    let (mut sum, protocol, l4_start, l4_end) = match ethertype {
+        0x0800 if frame.len() >= 34 => {
+            let header_len = usize::from(frame[14] & 0x0f) * 4;
+            let total = usize::from(u16::from_be_bytes([frame[16], frame[17]]));
+            let fragmented = u16::from_be_bytes([frame[20], frame[21]]) & 0x3fff != 0;
+            if header_len < 20 || total < header_len || 14 + total > frame.len() || fragmented {
+                return;
+            }
+            let mut sum = 0;
+            add(&mut sum, &frame[26..34]); // source and destination
+            (sum, frame[23], 14 + header_len, 14 + total)
+        }
+        0x86dd if frame.len() >= 54 => {
+            let payload = usize::from(u16::from_be_bytes([frame[18], frame[19]]));
+            if 54 + payload > frame.len() {
+                return;
+            }
+            let mut sum = 0;
+            add(&mut sum, &frame[22..54]);
+            (sum, frame[20], 54, 54 + payload)
+        }
+        _ => return,
+    };
+    let field = match protocol {
+        6 if l4_end >= l4_start + 20 => l4_start + 16,
+        17 if l4_end >= l4_start + 8 => l4_start + 6,
+        _ => return,
+    };
+    if protocol == 17 && ethertype == 0x0800 && frame[field..field + 2] == [0, 0] {
+        return;
+    }
+    let length = (l4_end - l4_start) as u32;
+    sum += u32::from(protocol) + (length & 0xffff) + (length >> 16);
+    frame[field] = 0;
+    frame[field + 1] = 0;
+    add(&mut sum, &frame[l4_start..l4_end]);
+    while sum > 0xffff {
+        sum = (sum & 0xffff) + (sum >> 16);
+    }
+    let mut checksum = !(sum as u16);
+    if protocol == 17 && checksum == 0 {
+        checksum = 0xffff; // UDP sends a computed 0 as all ones (RFC 768)
+    }
+    frame[field..field + 2].copy_from_slice(&checksum.to_be_bytes());
+}
+
+/// Sets a frame's ECN field to CE (and, for IPv4, recomputes the header checksum).
+fn set_ce(frame: &mut [u8]) {
+    match u16::from_be_bytes([frame[12], frame[13]]) {
+        0x0800 if frame.len() >= 34 => {
+            frame[15] |= 0b11;
+            let header_len = usize::from(frame[14] & 0x0f) * 4;
+            let Some(header) = frame.get_mut(14..14 + header_len) else {
+                return;
+            };
+            header[10] = 0;
+            header[11] = 0;
+            let mut sum: u32 = header
+                .chunks(2)
+                .map(|w| u32::from(u16::from_be_bytes([w[0], *w.get(1).unwrap_or(&0)])))
+                .sum();
+            while sum > 0xffff {
+                sum = (sum & 0xffff) + (sum >> 16);
+            }
+            let checksum = !(sum as u16);
+            header[10..12].copy_from_slice(&checksum.to_be_bytes());
+        }
+        0x86dd if frame.len() >= 54 => frame[15] |= 0b11 << 4,
+        _ => {}
+    }
+}
+
+/// A PFC frame from `src` pausing `priority` for `quanta` (0 resumes it).
+fn pfc_frame(src: [u8; 6], priority: u8, quanta: u16) -> Vec<u8> {
+    let mut frame = Vec::with_capacity(60);
+    frame.extend_from_slice(&PFC_DA);
+    frame.extend_from_slice(&src);
+    frame.extend_from_slice(&MAC_CONTROL.to_be_bytes());
+    frame.extend_from_slice(&PFC_OPCODE.to_be_bytes());
+    let priority = usize::from(priority) % CLASSES;
+    frame.extend_from_slice(&(1u16 << priority).to_be_bytes());
+    for class in 0..CLASSES {
+        let time = if class == priority { quanta } else { 0 };
+        frame.extend_from_slice(&time.to_be_bytes());
+    }
+    frame.resize(60, 0);
+    frame
+}
+
+/// `1g`, `200m`, `10000k` or plain bits per second.
+fn parse_rate(text: &str) -> Result<u64, String> {
+    let lower = text.to_ascii_lowercase();
+    let (digits, scale) = match lower.strip_suffix(['k', 'm', 'g']) {
+        Some(digits) => (
+            digits,
+            match lower.as_bytes()[lower.len() - 1] {
+                b'k' => 1e3,
+                b'm' => 1e6,
+                _ => 1e9,
+            },
+        ),
+        None => (lower.as_str(), 1.0),
+    };
+    let value: f64 = digits
+        .parse()
+        .map_err(|_| format!("{text:?} is not a rate such as 1g, 200m or 5000000"))?;
+    let bps = value * scale;
+    if (1e3..=1e13).contains(&bps) {
+        Ok(bps as u64)
+    } else {
+        Err(format!(
+            "{text}: a rate is between 1k and 10000g bits per second"
+        ))
+    }
+}
+
+/// `KMIN,KMAX,PMAX`.
+fn parse_ecn(text: &str) -> Result<EcnMarking, String> {
+    let parts: Vec<&str> = text.split(',').collect();
+    let [kmin, kmax, pmax] = parts.as_slice() else {
+        return Err(format!(
+            "{text:?}: expected KMIN,KMAX,PMAX such as 5000,50000,0.1"
+        ));
+    };
+    let k_min_bytes: usize = kmin
+        .trim()
+        .parse()
+        .map_err(|_| format!("KMIN {kmin:?} is not bytes"))?;
+    let k_max_bytes: usize = kmax
+        .trim()
+        .parse()
+        .map_err(|_| format!("KMAX {kmax:?} is not bytes"))?;
+    let p_max: f64 = pmax
+        .trim()
+        .parse()
+        .map_err(|_| format!("PMAX {pmax:?} is not a number"))?;
+    if k_min_bytes >= k_max_bytes {
+        return Err(format!(
+            "KMIN {k_min_bytes} must be below KMAX {k_max_bytes}"
+        ));
+    }
+    if !(0.0..=1.0).contains(&p_max) {
+        return Err(format!("PMAX {p_max} is a probability: 0 to 1"));
+    }
+    Ok(EcnMarking {
+        k_min_bytes,
+        k_max_bytes,
+        p_max,
+    })
+}
+
+/// `XOFF,XON` on priority 3, pausing for 65535 quanta at a time.
+fn parse_pfc(text: &str) -> Result<Pfc, String> {
+    let Some((xoff, xon)) = text.split_once(',') else {
+        return Err(format!(
+            "{text:?}: expected XOFF,XON bytes such as 60000,40000"
+        ));
+    };
+    let xoff_bytes: usize = xoff
+        .trim()
+        .parse()
+        .map_err(|_| format!("XOFF {xoff:?} is not bytes"))?;
+    let xon_bytes: usize = xon
+        .trim()
+        .parse()
+        .map_err(|_| format!("XON {xon:?} is not bytes"))?;
+    if xon_bytes > xoff_bytes {
+        return Err(format!(
+            "XON {xon_bytes} must not be above XOFF {xoff_bytes}"
+        ));
+    }
+    Ok(Pfc {
+        xoff_bytes,
+        xon_bytes,
+        pause_quanta: u16::MAX,
+        priorities: 1 << 3,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ce_mark_keeps_the_ipv4_checksum_valid() {
+        // An IPv4/UDP frame with ECT(0) and a correct header checksum.
+        let mut frame = vec![0u8; 60];
+        frame[12..14].copy_from_slice(&0x0800u16.to_be_bytes());
+        frame[14..34].copy_from_slice(&[
+            0x45, 0x6a, 0x00, 0x2e, 0x12, 0x34, 0x40, 0x00, 0x40, 0x11, 0x00, 0x00, 198, 18, 0, 1,
+            198, 18, 0, 2,
+        ]);
+        set_ce(&mut frame);
+        let (ecn, dscp) = ip_fields(&frame).expect("IPv4");
+        assert_eq!((ecn, dscp), (Ecn::Ce, 26));
+        // A valid header sums, with its checksum, to 0xffff in one's complement.
+        let mut sum: u32 = frame[14..34]
+            .chunks(2)
+            .map(|w| u32::from(u16::from_be_bytes([w[0], w[1]])))
+            .sum();
+        while sum > 0xffff {
+            sum = (sum & 0xffff) + (sum >> 16);
+        }
+        assert_eq!(sum, 0xffff);
+        assert_ne!(&frame[24..26], &[0, 0]);
+    }
+
+    #[test]
+    fn l4_checksum_is_filled_in() {
+        // A UDP/IPv4 datagram whose checksum field holds something else (a veth hands over the
+        // pseudo-header sum alone).
+        let mut frame = vec![0u8; 14];
+        frame[12..14].copy_from_slice(&0x0800u16.to_be_bytes());
+        frame.extend_from_slice(&[
+            0x45, 0, 0, 32, 0, 0, 0x40, 0, 64, 17, 0, 0, 198, 18, 0, 1, 198, 18, 0, 2,
+        ]);
+        frame.extend_from_slice(&[0xc0, 0x00, 0x12, 0xb7, 0, 12, 0x12, 0x34, 1, 2, 3, 4]);
+        fill_l4_checksum(&mut frame);
+        let mut sum: u32 = 0;
+        for w in frame[26..34].chunks(2).chain(frame[34..46].chunks(2)) {
+            sum += u32::from(u16::from_be_bytes([w[0], w[1]]));
+        }
+        sum += 17 + 12;
+        while sum > 0xffff {
+            sum = (sum & 0xffff) + (sum >> 16);
+        }
+        assert_eq!(
+            sum, 0xffff,
+            "the datagram with its checksum sums to all ones"
+        );
+        assert_ne!(&frame[40..42], &[0x12, 0x34]);
+    }
+
+    #[test]
+    fn pfc_frame_layout() {
+        let frame = pfc_frame([2, 0, 0, 0, 0, 1], 3, 0xffff);
+        assert_eq!(frame.len(), 60);
+        assert_eq!(&frame[0..6], &PFC_DA);
+        assert_eq!(&frame[12..16], &[0x88, 0x08, 0x01, 0x01]);
+        assert_eq!(&frame[16..18], &[0x00, 0x08]); // class-enable vector: priority 3
+        assert_eq!(&frame[18 + 6..18 + 8], &[0xff, 0xff]); // time of priority 3
+        assert!(frame[18..24].iter().all(|&b| b == 0));
+    }
+
+    #[test]
+    fn options_parse_and_refuse() {
+        assert_eq!(parse_rate("200m"), Ok(200_000_000));
+        assert_eq!(parse_rate("1G"), Ok(1_000_000_000));
+        assert!(parse_rate("fast").is_err());
+        assert!(parse_rate("0").is_err());
+        let ecn = parse_ecn("5000,50000,0.1").expect("valid");
+        assert_eq!((ecn.k_min_bytes, ecn.k_max_bytes), (5000, 50000));
+        assert!(parse_ecn("5000,500,0.1").is_err());
+        assert!(parse_ecn("5000,50000,2").is_err());
+        assert!(parse_pfc("40000,60000").is_err());
+        assert_eq!(parse_pfc("60000,40000").map(|p| p.priorities), Ok(8));
+    }
+}
