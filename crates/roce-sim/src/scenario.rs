@@ -209,6 +209,8 @@ pub struct Series {
     pub cnps: Vec<u64>,
     /// Packets the NICs sent again (go-back-N), over the run.
     pub retransmitted_packets: u64,
+    /// Packets the switch forwarded (all ports), over the run: the simulation's work.
+    pub switched_packets: u64,
 }
 
 impl Series {
@@ -443,6 +445,9 @@ pub fn run(scenario: &Scenario) -> Result<Series, ScenarioError> {
         .nodes
         .iter()
         .map(|n| n.nic.stats().retransmitted_packets)
+        .sum();
+    series.switched_packets = (0..fabric.nodes.len())
+        .map(|port| fabric.switch.stats(port).sent)
         .sum();
     for (i, flow) in flows.iter().enumerate() {
         let node = &fabric.nodes[scenario.flows[i].from];

@@ -570,6 +570,9 @@ fn summarise(loaded: &Loaded, series: &Series, wall_s: f64) -> Value {
         "cnps": Series::total(&series.cnps),
         "retransmitted_packets": series.retransmitted_packets,
         "wall_s": wall_s,
+        "switched_packets": series.switched_packets,
+        // Simulation speed: packets through the switch per wall-clock second.
+        "sim_packets_per_s": series.switched_packets as f64 / wall_s.max(1e-9),
     })
 }
 
@@ -579,13 +582,16 @@ fn summary_text(loaded: &Loaded, summary: &Value) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "roce sim {}: {} hosts, {} flows, congestion {}, {} ms simulated in {:.2} s",
+        "roce sim {}: {} hosts, {} flows, congestion {}, {} ms simulated in {:.2} s \
+         ({} packets switched, {:.0} per second)",
         s.name,
         s.hosts,
         s.flows.len(),
         loaded.congestion.as_str(),
         to,
-        summary["wall_s"].as_f64().unwrap_or(0.0)
+        summary["wall_s"].as_f64().unwrap_or(0.0),
+        summary["switched_packets"],
+        summary["sim_packets_per_s"].as_f64().unwrap_or(0.0),
     );
     let _ = writeln!(
         out,
