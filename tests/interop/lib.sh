@@ -78,7 +78,7 @@ interop_traps() {
 
 # ---------------------------------------------------------------------------------------------
 # Host side of the network.
-ns_exists() { ip netns list 2>/dev/null | awk '{print $1}' | grep -qx "$1"; }
+ns_exists() { grep -qx "$1" <<<"$(ip netns list 2>/dev/null | awk '{print $1}')"; }
 
 # Deleting the namespaces takes the bridge, the tap and the veth pair with them.
 net_down() {
