@@ -449,20 +449,31 @@ fn ip_fields(frame: &[u8]) -> Option<(Ecn, u8)> {
     Some((Ecn::from_bits(tos & 3), tos >> 2))
 }
 
+/// The one's complement sum (RFC 1071) of `parts`, each of even length but the last, plus
+/// `extra`, folded to 16 bits.
+fn ones_sum(parts: &[&[u8]], extra: u64) -> u16 {
+    let mut sum = extra;
+    for part in parts {
+        for w in part.chunks(2) {
+            sum += u64::from(u16::from_be_bytes([w[0], *w.get(1).unwrap_or(&0)]));
+        }
+    }
+    while sum > 0xffff {
+        sum = (sum & 0xffff) + (sum >> 16);
+    }
+    sum as u16
+}
+
 /// Writes the TCP or UDP checksum of an IPv4 or IPv6 frame. A veth hands a packet socket its
 /// frames with the checksum left to an offload that never comes (only the pseudo-header sum is
 /// in the field); a switch that forwards them as they are would have the receiver drop them.
 /// A UDP/IPv4 checksum of 0 ("none") stays 0. Anything else is left alone.
 fn fill_l4_checksum(frame: &mut [u8]) {
-    fn add(sum: &mut u32, bytes: &[u8]) {
-        for w in bytes.chunks(2) {
-            *sum += u32::from(u16::from_be_bytes([w[0], *w.get(1).unwrap_or(&0)]));
-        }
-    }
     let Some(ethertype) = frame.get(12..14).map(|b| u16::from_be_bytes([b[0], b[1]])) else {
         return;
     };
-    let (mut sum, protocol, l4_start, l4_end) = match ethertype {
+    // The pseudo header's addresses, and where the segment lies.
+    let (addresses, protocol, l4_start, l4_end) = match ethertype {
         0x0800 if frame.len() >= 34 => {
             let header_len = usize::from(frame[14] & 0x0f) * 4;
             let total = usize::from(u16::from_be_bytes([frame[16], frame[17]]));
@@ -470,18 +481,14 @@ fn fill_l4_checksum(frame: &mut [u8]) {
             if header_len < 20 || total < header_len || 14 + total > frame.len() || fragmented {
                 return;
             }
-            let mut sum = 0;
-            add(&mut sum, &frame[26..34]); // source and destination
-            (sum, frame[23], 14 + header_len, 14 + total)
+            (26..34, frame[23], 14 + header_len, 14 + total)
         }
         0x86dd if frame.len() >= 54 => {
             let payload = usize::from(u16::from_be_bytes([frame[18], frame[19]]));
             if 54 + payload > frame.len() {
                 return;
             }
-            let mut sum = 0;
-            add(&mut sum, &frame[22..54]);
-            (sum, frame[20], 54, 54 + payload)
+            (22..54, frame[20], 54, 54 + payload)
         }
         _ => return,
     };
@@ -493,15 +500,14 @@ fn fill_l4_checksum(frame: &mut [u8]) {
     if protocol == 17 && ethertype == 0x0800 && frame[field..field + 2] == [0, 0] {
         return;
     }
-    let length = (l4_end - l4_start) as u32;
-    sum += u32::from(protocol) + (length & 0xffff) + (length >> 16);
     frame[field] = 0;
     frame[field + 1] = 0;
-    add(&mut sum, &frame[l4_start..l4_end]);
-    while sum > 0xffff {
-        sum = (sum & 0xffff) + (sum >> 16);
-    }
-    let mut checksum = !(sum as u16);
+    let length = (l4_end - l4_start) as u64;
+    let sum = ones_sum(
+        &[&frame[addresses], &frame[l4_start..l4_end]],
+        u64::from(protocol) + length,
+    );
+    let mut checksum = !sum;
     if protocol == 17 && checksum == 0 {
         checksum = 0xffff; // UDP sends a computed 0 as all ones (RFC 768)
     }
@@ -519,14 +525,7 @@ fn set_ce(frame: &mut [u8]) {
             };
             header[10] = 0;
             header[11] = 0;
-            let mut sum: u32 = header
-                .chunks(2)
-                .map(|w| u32::from(u16::from_be_bytes([w[0], *w.get(1).unwrap_or(&0)])))
-                .sum();
-            while sum > 0xffff {
-                sum = (sum & 0xffff) + (sum >> 16);
-            }
-            let checksum = !(sum as u16);
+            let checksum = !ones_sum(&[header], 0);
             header[10..12].copy_from_slice(&checksum.to_be_bytes());
         }
         0x86dd if frame.len() >= 54 => frame[15] |= 0b11 << 4,
@@ -658,14 +657,7 @@ mod tests {
         let (ecn, dscp) = ip_fields(&frame).expect("IPv4");
         assert_eq!((ecn, dscp), (Ecn::Ce, 26));
         // A valid header sums, with its checksum, to 0xffff in one's complement.
-        let mut sum: u32 = frame[14..34]
-            .chunks(2)
-            .map(|w| u32::from(u16::from_be_bytes([w[0], w[1]])))
-            .sum();
-        while sum > 0xffff {
-            sum = (sum & 0xffff) + (sum >> 16);
-        }
-        assert_eq!(sum, 0xffff);
+        assert_eq!(ones_sum(&[&frame[14..34]], 0), 0xffff);
         assert_ne!(&frame[24..26], &[0, 0]);
     }
 
@@ -680,19 +672,14 @@ mod tests {
         ]);
         frame.extend_from_slice(&[0xc0, 0x00, 0x12, 0xb7, 0, 12, 0x12, 0x34, 1, 2, 3, 4]);
         fill_l4_checksum(&mut frame);
-        let mut sum: u32 = 0;
-        for w in frame[26..34].chunks(2).chain(frame[34..46].chunks(2)) {
-            sum += u32::from(u16::from_be_bytes([w[0], w[1]]));
-        }
-        sum += 17 + 12;
-        while sum > 0xffff {
-            sum = (sum & 0xffff) + (sum >> 16);
-        }
         assert_eq!(
-            sum, 0xffff,
-            "the datagram with its checksum sums to all ones"
+            ones_sum(&[&frame[26..34], &frame[34..46]], 17 + 12),
+            0xffff,
+            "the datagram with its checksum and pseudo header sums to all ones"
         );
-        assert_ne!(&frame[40..42], &[0x12, 0x34]);
+        // Worked by hand: the sum of the pseudo header and the datagram with a zero checksum
+        // is 0x630f, so the checksum is 0x9cf0.
+        assert_eq!(&frame[40..42], &[0x9c, 0xf0]);
     }
 
     #[test]

@@ -6,24 +6,14 @@
 
 #![allow(clippy::unwrap_used)] // test code: a panic is the failure report
 
+mod common;
+
+use common::{run_ok, sh};
 use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
 const A_IP: &str = "198.18.2.1";
 const B_IP: &str = "198.18.2.2";
-
-fn sh(args: &[&str]) -> Output {
-    Command::new(args[0]).args(&args[1..]).output().unwrap()
-}
-
-fn run_ok(args: &[&str]) {
-    let out = sh(args);
-    assert!(
-        out.status.success(),
-        "{args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
 
 /// Namespaces a, b and s; veths a:va—s:sa and b:vb—s:sb. Removed on drop.
 struct Topology {

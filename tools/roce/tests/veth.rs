@@ -5,6 +5,9 @@
 
 #![allow(clippy::unwrap_used)] // test code: a panic is the failure report
 
+mod common;
+
+use common::{run_ok, sh};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::Duration;
@@ -20,19 +23,6 @@ const A_IP: &str = "198.18.1.1";
 const B_IP: &str = "198.18.1.2";
 /// The address the raw backend plays in namespace b; b's kernel only owns B_IP.
 const B_RAW_IP: &str = "198.18.1.4";
-
-fn sh(args: &[&str]) -> Output {
-    Command::new(args[0]).args(&args[1..]).output().unwrap()
-}
-
-fn run_ok(args: &[&str]) {
-    let out = sh(args);
-    assert!(
-        out.status.success(),
-        "{args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
 
 impl Veth {
     /// Creates the namespaces, or returns None (and says why) where that cannot be done here.
