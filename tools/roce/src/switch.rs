@@ -516,13 +516,20 @@ fn fill_l4_checksum(frame: &mut [u8]) {
 
 /// Sets a frame's ECN field to CE (and, for IPv4, recomputes the header checksum).
 fn set_ce(frame: &mut [u8]) {
-    match u16::from_be_bytes([frame[12], frame[13]]) {
+    let Some(&[high, low]) = frame.get(12..14) else {
+        return;
+    };
+    match u16::from_be_bytes([high, low]) {
         0x0800 if frame.len() >= 34 => {
-            frame[15] |= 0b11;
             let header_len = usize::from(frame[14] & 0x0f) * 4;
-            let Some(header) = frame.get_mut(14..14 + header_len) else {
+            // A header shorter than 20 bytes is malformed: forwarded as it came.
+            let Some(header) = frame.get_mut(14..14 + header_len.max(20)) else {
                 return;
             };
+            if header_len < 20 {
+                return;
+            }
+            header[1] |= 0b11;
             header[10] = 0;
             header[11] = 0;
             let checksum = !ones_sum(&[header], 0);
@@ -680,6 +687,26 @@ mod tests {
         // Worked by hand: the sum of the pseudo header and the datagram with a zero checksum
         // is 0x630f, so the checksum is 0x9cf0.
         assert_eq!(&frame[40..42], &[0x9c, 0xf0]);
+    }
+
+    #[test]
+    fn malformed_ip_headers_pass_unharmed() {
+        for ihl in [0u8, 2, 4, 15] {
+            let mut frame = vec![0u8; 40];
+            frame[12..14].copy_from_slice(&0x0800u16.to_be_bytes());
+            frame[14] = 0x40 | ihl;
+            frame[15] = 0x02;
+            let before = frame.clone();
+            set_ce(&mut frame);
+            fill_l4_checksum(&mut frame);
+            assert_eq!(frame, before, "IHL {ihl}");
+        }
+        for len in 0..60 {
+            let mut frame = vec![0x45u8; len];
+            set_ce(&mut frame);
+            fill_l4_checksum(&mut frame);
+            let _ = ip_fields(&frame);
+        }
     }
 
     #[test]
