@@ -41,7 +41,7 @@ pub(crate) struct Args {
     /// The scenario: a TOML file, or the name of a shipped scenario.
     #[arg(required_unless_present = "list", value_name = "SCENARIO")]
     scenario: Option<String>,
-    /// Output directory [default: sim-out/<scenario name>].
+    /// Output directory (default: sim-out/NAME, NAME being the scenario's name).
     #[arg(long, value_name = "DIR")]
     out: Option<PathBuf>,
     /// Print the summary as one JSON object on standard output instead of text.
@@ -199,7 +199,7 @@ struct EcnFile {
 struct PfcFile {
     xoff_bytes: usize,
     xon_bytes: usize,
-    /// Priorities PFC applies to; default [3].
+    /// Priorities PFC applies to; default: priority 3 alone.
     #[serde(default = "default_priorities")]
     priorities: Vec<u8>,
     /// Pause time per PAUSE frame, quanta of 512 bit times.
