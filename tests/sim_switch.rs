@@ -61,6 +61,47 @@ fn strict_priority_is_served_before_weighted_classes() {
 }
 
 #[test]
+fn a_pause_from_the_host_holds_its_priority_and_lets_others_pass() {
+    // 10 Gb/s: a 1042-byte frame takes 834 ns. The host on port 1 pauses priority 3 for 10 µs.
+    let mut sw = switch(SwitchConfig::default());
+    let pause_end = Instant::ZERO + Duration::from_micros(10);
+    sw.pause_egress(Instant::ZERO, 1, 3, pause_end);
+    assert_eq!(sw.stats(1).pauses_received, 1);
+    sw.receive(Instant::ZERO, 0, packet(1, 26, Ecn::NotEct, 1)); // DSCP 26: priority 3, paused
+    sw.receive(Instant::ZERO, 0, packet(1, 0, Ecn::NotEct, 2)); // priority 0 passes
+    let mut now = Instant::ZERO;
+    let mut arrivals = Vec::new();
+    while let Some(at) = sw.next_event() {
+        now = now.max(at);
+        sw.advance(now);
+        while let Some(p) = sw.deliver(now, 1) {
+            arrivals.push((p.payload[0], now));
+        }
+    }
+    assert_eq!(arrivals.len(), 2);
+    assert_eq!(arrivals[0].0, 2, "the unpaused class goes first");
+    assert!(arrivals[0].1 < pause_end);
+    assert_eq!(arrivals[1].0, 1);
+    assert!(
+        arrivals[1].1 > pause_end,
+        "the paused class waits out the pause"
+    );
+
+    // A resume (zero quanta) lets a paused class go at once.
+    let mut sw = switch(SwitchConfig::default());
+    sw.pause_egress(Instant::ZERO, 1, 3, pause_end);
+    sw.receive(Instant::ZERO, 0, packet(1, 26, Ecn::NotEct, 1));
+    let resume = Instant::ZERO + Duration::from_micros(2);
+    sw.advance(resume);
+    sw.pause_egress(resume, 1, 3, resume);
+    let end = sw.next_event().unwrap();
+    assert!(
+        end < pause_end,
+        "sent after the resume, not after the pause: {end}"
+    );
+}
+
+#[test]
 fn weighted_classes_share_by_weight() {
     let mut weights = [1; 8];
     weights[3] = 3;

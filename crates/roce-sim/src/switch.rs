@@ -127,6 +127,8 @@ pub struct PortStats {
     pub resumes_sent: u64,
     /// The largest occupancy its buffer reached, bytes.
     pub max_queue_bytes: usize,
+    /// PAUSE frames (XOFF) its host sent, which stop this port's egress for a priority.
+    pub pauses_received: u64,
 }
 
 /// A PFC frame on its way to a host, as its effect: the host may not send `priority` until
@@ -167,6 +169,8 @@ struct Port {
     paused_host: [bool; CLASSES],
     /// When the last PAUSE sent to the host runs out, per priority.
     pause_until: [Instant; CLASSES],
+    /// Until when the host has paused this port's egress, per priority (PAUSE it sent).
+    egress_paused_until: [Instant; CLASSES],
     pauses: VecDeque<PauseFrame>,
     stats: PortStats,
 }
@@ -272,10 +276,26 @@ impl Switch {
         true
     }
 
+    /// The host on `port` paused the switch's egress towards it for `priority` until `until`
+    /// (a PFC frame it sent; `until <= now` resumes at once, as a zero-quanta frame does). A
+    /// packet already being sent finishes (802.1Qbb); the class waits after it.
+    pub fn pause_egress(&mut self, now: Instant, port: usize, priority: u8, until: Instant) {
+        let class = usize::from(priority) % CLASSES;
+        let state = &mut self.ports[port];
+        state.egress_paused_until[class] = until;
+        if until > now {
+            state.stats.pauses_received += 1;
+        } else {
+            self.start(now, port);
+        }
+    }
+
     /// Moves time to `now`: packets finish serialising and go on their cables, the next ones
     /// start. Call before `deliver` and `next_event`.
     pub fn advance(&mut self, now: Instant) {
         for egress in 0..self.ports.len() {
+            // A class whose pause ran out may go again.
+            self.start(now, egress);
             while let Some((end, _)) = &self.ports[egress].in_service {
                 if *end > now {
                     break;
@@ -326,7 +346,18 @@ impl Switch {
                 let service = p.in_service.as_ref().map(|(end, _)| *end);
                 let cable = p.cable.peek().map(|Reverse((at, _))| *at);
                 let pause = p.pauses.front().map(|f| f.at);
-                [service, cable, pause]
+                // An idle port with packets waits for its host's pause to run out.
+                let resume = p
+                    .in_service
+                    .is_none()
+                    .then(|| {
+                        (0..CLASSES)
+                            .filter(|&c| !p.queues[c].is_empty())
+                            .map(|c| p.egress_paused_until[c])
+                            .min()
+                    })
+                    .flatten();
+                [service, cable, pause, resume]
             })
             .flatten()
             .min()
@@ -337,7 +368,7 @@ impl Switch {
         if self.ports[egress].in_service.is_some() {
             return;
         }
-        let Some(class) = self.pick(egress) else {
+        let Some(class) = self.pick(egress, now) else {
             return;
         };
         let port = &mut self.ports[egress];
@@ -361,18 +392,22 @@ impl Switch {
         port.in_service = Some((now + Duration::from_nanos(nanos), queued));
     }
 
-    /// ETS: the highest strict class with packets, else deficit round robin over the others.
-    fn pick(&mut self, egress: usize) -> Option<usize> {
+    /// ETS: the highest strict class with packets, else deficit round robin over the others;
+    /// classes the host has paused wait.
+    fn pick(&mut self, egress: usize, now: Instant) -> Option<usize> {
         let ets = self.config.ets;
         let port = &mut self.ports[egress];
+        let ready = |port: &Port, c: usize| {
+            !port.queues[c].is_empty() && port.egress_paused_until[c] <= now
+        };
         if let Some(class) = (0..CLASSES)
             .rev()
-            .find(|&c| ets.strict[c] && !port.queues[c].is_empty())
+            .find(|&c| ets.strict[c] && ready(port, c))
         {
             return Some(class);
         }
         let weighted: Vec<usize> = (0..CLASSES)
-            .filter(|&c| !ets.strict[c] && !port.queues[c].is_empty())
+            .filter(|&c| !ets.strict[c] && ready(port, c))
             .collect();
         if weighted.is_empty() {
             return None;

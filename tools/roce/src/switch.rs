@@ -9,9 +9,9 @@
 //! the IP header's ECN field becomes CE and the IPv4 header checksum is recomputed; the ICRC
 //! masks those bits, roce-facts §B.2), dropped when the port's buffer is full, and paused-for
 //! by PFC. PFC PAUSE frames (802.1Qbb: DA 01:80:C2:00:00:01, EtherType 0x8808, opcode 0x0101,
-//! roce-facts §B.7) are sent to the host of an ingress port whose bytes held pass XOFF. PAUSE
-//! frames that hosts send are counted, not obeyed: the host NICs here are ours and do not send
-//! them.
+//! roce-facts §B.7) are sent to the host of an ingress port whose bytes held pass XOFF; PFC and
+//! 802.3x PAUSE frames that a host (or another switch) sends stop this switch's egress towards
+//! it for the priorities and quanta they name, so pauses propagate through chained switches.
 //!
 //! The interfaces should have no IP addresses of their own (the kernel would answer for them)
 //! and need CAP_NET_RAW.
@@ -192,8 +192,6 @@ struct Port {
     tx: Box<dyn DataLinkSender>,
     /// Frames that skipped the queues: flooded or non-IP.
     flooded: u64,
-    /// PFC frames received from the host.
-    pauses_received: u64,
     /// Frames that could not be sent.
     send_errors: u64,
 }
@@ -282,7 +280,6 @@ fn open_port(
         mac,
         tx,
         flooded: 0,
-        pauses_received: 0,
         send_errors: 0,
     })
 }
@@ -315,8 +312,15 @@ impl Bridge {
         let src: [u8; 6] = frame[6..12].try_into().unwrap_or_default();
         let ethertype = u16::from_be_bytes([frame[12], frame[13]]);
         if dst == PFC_DA && ethertype == MAC_CONTROL {
-            // Link-local: a host's PAUSE is for this switch, never forwarded.
-            self.ports[ingress].pauses_received += 1;
+            // Link-local: a host's PAUSE is for this switch, which stops sending it the paused
+            // priorities; it is never forwarded.
+            let now = self.now();
+            let bps = self.switch.config().bandwidth_bps.max(1);
+            for (priority, quanta) in pause_request(&frame) {
+                let nanos = u64::from(quanta) * 512 * 1_000_000_000 / bps;
+                let until = now + Duration::from_nanos(nanos);
+                self.switch.pause_egress(now, ingress, priority, until);
+            }
             return;
         }
         if src[0] & 1 == 0 {
@@ -408,7 +412,7 @@ impl Bridge {
                     "port": port.name, "enqueued": stats.enqueued, "sent": stats.sent,
                     "drops": stats.drops, "ce_marked": stats.ce_marked,
                     "pauses_sent": stats.pauses_sent, "resumes_sent": stats.resumes_sent,
-                    "pauses_received": port.pauses_received,
+                    "pauses_received": stats.pauses_received,
                     "queue_bytes": self.switch.queue_bytes(i),
                     "max_queue_bytes": stats.max_queue_bytes,
                     "flooded": port.flooded, "send_errors": port.send_errors,
@@ -537,6 +541,33 @@ fn set_ce(frame: &mut [u8]) {
         }
         0x86dd if frame.len() >= 54 => frame[15] |= 0b11 << 4,
         _ => {}
+    }
+}
+
+/// What a MAC control frame asks: (priority, quanta) for each priority it pauses or resumes.
+/// PFC (opcode 0x0101) names priorities in its class-enable vector; an 802.3x PAUSE (0x0001)
+/// pauses them all. Anything else asks nothing.
+fn pause_request(frame: &[u8]) -> Vec<(u8, u16)> {
+    let word = |at: usize| {
+        frame
+            .get(at..at + 2)
+            .map(|b| u16::from_be_bytes([b[0], b[1]]))
+    };
+    match word(14) {
+        Some(PFC_OPCODE) => {
+            let Some(enabled) = word(16) else {
+                return Vec::new();
+            };
+            (0..CLASSES as u8)
+                .filter(|&p| enabled & (1 << p) != 0)
+                .filter_map(|p| Some((p, word(18 + 2 * usize::from(p))?)))
+                .collect()
+        }
+        Some(0x0001) => match word(16) {
+            Some(quanta) => (0..CLASSES as u8).map(|p| (p, quanta)).collect(),
+            None => Vec::new(),
+        },
+        _ => Vec::new(),
     }
 }
 
@@ -718,6 +749,24 @@ mod tests {
         assert_eq!(&frame[16..18], &[0x00, 0x08]); // class-enable vector: priority 3
         assert_eq!(&frame[18 + 6..18 + 8], &[0xff, 0xff]); // time of priority 3
         assert!(frame[18..24].iter().all(|&b| b == 0));
+    }
+
+    #[test]
+    fn pause_requests_are_read_from_pfc_and_802_3x_frames() {
+        let pfc = pfc_frame([2, 0, 0, 0, 0, 1], 3, 1000);
+        assert_eq!(pause_request(&pfc), [(3, 1000)]);
+        let xon = pfc_frame([2, 0, 0, 0, 0, 1], 5, 0);
+        assert_eq!(pause_request(&xon), [(5, 0)]);
+        let mut pause = pfc.clone();
+        pause[14..18].copy_from_slice(&[0x00, 0x01, 0x12, 0x34]);
+        assert_eq!(pause_request(&pause).len(), CLASSES);
+        assert!(pause_request(&pause).iter().all(|&(_, q)| q == 0x1234));
+        assert!(pause_request(&pfc[..17]).is_empty(), "truncated");
+        assert_eq!(
+            pause_request(&pfc[..20]),
+            [],
+            "priority 3's time is cut off"
+        );
     }
 
     #[test]
