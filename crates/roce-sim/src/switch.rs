@@ -295,7 +295,9 @@ impl Switch {
     pub fn advance(&mut self, now: Instant) {
         for egress in 0..self.ports.len() {
             // A class whose pause ran out may go again.
-            self.start(now, egress);
+            if self.ports[egress].in_service.is_none() && self.ports[egress].bytes > 0 {
+                self.start(now, egress);
+            }
             while let Some((end, _)) = &self.ports[egress].in_service {
                 if *end > now {
                     break;
@@ -347,9 +349,7 @@ impl Switch {
                 let cable = p.cable.peek().map(|Reverse((at, _))| *at);
                 let pause = p.pauses.front().map(|f| f.at);
                 // An idle port with packets waits for its host's pause to run out.
-                let resume = p
-                    .in_service
-                    .is_none()
+                let resume = (p.in_service.is_none() && p.bytes > 0)
                     .then(|| {
                         (0..CLASSES)
                             .filter(|&c| !p.queues[c].is_empty())
