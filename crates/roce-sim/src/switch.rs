@@ -406,10 +406,11 @@ impl Switch {
         {
             return Some(class);
         }
-        let weighted: Vec<usize> = (0..CLASSES)
+        // The weighted classes that may send, as a bit set (no allocation per packet).
+        let weighted: u16 = (0..CLASSES)
             .filter(|&c| !ets.strict[c] && ready(port, c))
-            .collect();
-        if weighted.is_empty() {
+            .fold(0, |set, c| set | 1 << c);
+        if weighted == 0 {
             return None;
         }
         // Deficit round robin: each visit in a round grants a class weight × quantum bytes; it
@@ -418,7 +419,7 @@ impl Switch {
         const QUANTUM: i64 = 1500;
         loop {
             let class = port.next_class;
-            if weighted.contains(&class) {
+            if weighted & 1 << class != 0 {
                 if !port.granted {
                     port.deficit[class] += i64::from(ets.weights[class].max(1)) * QUANTUM;
                     port.granted = true;
