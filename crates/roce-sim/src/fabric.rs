@@ -8,6 +8,7 @@ use std::collections::{BinaryHeap, VecDeque};
 
 use roce_core::{Duration, Instant, MAX_DATAGRAM, QpInit, Qpn};
 
+use crate::event_loop::{self, EventLoop};
 use crate::pair::{PairConfig, Side, connect, datagram, packet, side};
 use crate::switch::{CLASSES, Switch, SwitchConfig};
 use crate::{Net, SimPacket, set_sim_time};
@@ -106,20 +107,8 @@ impl Fabric {
     }
 
     /// Steps until `done(self)` holds or `deadline` passes; returns whether it held.
-    pub fn drive_while(
-        &mut self,
-        deadline: Instant,
-        mut done: impl FnMut(&mut Self) -> bool,
-    ) -> bool {
-        loop {
-            if done(self) {
-                return true;
-            }
-            if self.now >= deadline || !self.step() {
-                self.exchange();
-                return done(self);
-            }
-        }
+    pub fn drive_while(&mut self, deadline: Instant, done: impl FnMut(&mut Self) -> bool) -> bool {
+        event_loop::drive_while(self, deadline, done)
     }
 
     /// Runs everything due at `now`, then jumps to the next event; false when none is left.
@@ -225,5 +214,17 @@ impl Fabric {
                 return;
             }
         }
+    }
+}
+
+impl EventLoop for Fabric {
+    fn clock(&self) -> Instant {
+        self.now
+    }
+    fn next_event(&mut self) -> bool {
+        self.step()
+    }
+    fn settle(&mut self) {
+        self.exchange();
     }
 }

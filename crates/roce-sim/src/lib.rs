@@ -17,6 +17,7 @@
 #![warn(missing_docs)]
 
 mod capture;
+mod event_loop;
 mod fabric;
 mod fault;
 mod link;

@@ -7,6 +7,7 @@ use std::net::{IpAddr, Ipv4Addr};
 
 use roce_core::{Instant, MAX_DATAGRAM, QpInit, Qpn};
 
+use crate::event_loop::{self, EventLoop};
 use crate::pair::{PairConfig, Side, connect, datagram, packet, side};
 use crate::{Link, set_sim_time};
 
@@ -100,20 +101,8 @@ impl Net {
     }
 
     /// Steps until `done(self)` holds or `deadline` passes; returns whether it held.
-    pub fn drive_while(
-        &mut self,
-        deadline: Instant,
-        mut done: impl FnMut(&mut Self) -> bool,
-    ) -> bool {
-        loop {
-            if done(self) {
-                return true;
-            }
-            if self.now >= deadline || !self.step() {
-                self.exchange();
-                return done(self);
-            }
-        }
+    pub fn drive_while(&mut self, deadline: Instant, done: impl FnMut(&mut Self) -> bool) -> bool {
+        event_loop::drive_while(self, deadline, done)
     }
 
     fn new_qp(&mut self, i: usize) -> Qpn {
@@ -162,5 +151,17 @@ impl Net {
                 return;
             }
         }
+    }
+}
+
+impl EventLoop for Net {
+    fn clock(&self) -> Instant {
+        self.now
+    }
+    fn next_event(&mut self) -> bool {
+        self.step()
+    }
+    fn settle(&mut self) {
+        self.exchange();
     }
 }

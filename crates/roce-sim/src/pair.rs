@@ -17,6 +17,7 @@ use roce_core::{
     NicConfig, PdHandle, Psn, QpAttr, QpInit, QpState, QpType, Qpn, Transmit, UdDest,
 };
 
+use crate::event_loop::{self, EventLoop};
 use crate::{Capture, Link, LinkConfig, SimPacket, set_sim_time};
 
 /// How a [`Pair`] is built. The default: seed 0, perfect 10 µs links, RC QPs, path MTU 1024,
@@ -223,20 +224,8 @@ impl Pair {
     }
 
     /// Steps until `done(self)` holds or `deadline` passes; returns whether it held.
-    pub fn drive_while(
-        &mut self,
-        deadline: Instant,
-        mut done: impl FnMut(&mut Self) -> bool,
-    ) -> bool {
-        loop {
-            if done(self) {
-                return true;
-            }
-            if self.now >= deadline || !self.step() {
-                self.exchange();
-                return done(self);
-            }
-        }
+    pub fn drive_while(&mut self, deadline: Instant, done: impl FnMut(&mut Self) -> bool) -> bool {
+        event_loop::drive_while(self, deadline, done)
     }
 
     /// Everything that can happen at `now`, until nothing more does.
@@ -412,5 +401,17 @@ pub(crate) fn connect(
     };
     for attr in steps {
         nic.modify_qp(qpn, &attr).expect("the pair's QPs connect");
+    }
+}
+
+impl EventLoop for Pair {
+    fn clock(&self) -> Instant {
+        self.now
+    }
+    fn next_event(&mut self) -> bool {
+        self.step()
+    }
+    fn settle(&mut self) {
+        self.exchange();
     }
 }
