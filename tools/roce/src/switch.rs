@@ -17,7 +17,6 @@
 //! and need CAP_NET_RAW.
 
 use std::collections::HashMap;
-use std::io;
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -25,9 +24,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 use std::time::{Duration, Instant as WallInstant};
 
-use anyhow::{Context, bail};
-use pnet_datalink::{Channel, DataLinkSender};
+use anyhow::bail;
+use pnet_datalink::DataLinkSender;
 use roce_core::{Ecn, Instant};
+use roce_device::backend::packet_socket::{self, PacketSocket};
 use roce_sim::switch::{CLASSES, Ets, MarkAt, Pfc};
 use roce_sim::{EcnMarking, SimPacket, Switch, SwitchConfig};
 use serde_json::json;
@@ -224,57 +224,12 @@ fn open_port(
     frames: mpsc::SyncSender<(usize, Vec<u8>)>,
     stop: Arc<AtomicBool>,
 ) -> anyhow::Result<Port> {
-    let iface = pnet_datalink::interfaces()
-        .into_iter()
-        .find(|i| i.name == name)
-        .with_context(|| format!("no interface {name} (see `ip link`)"))?;
-    let mac = iface
-        .mac
-        .map(|m| m.octets())
-        .with_context(|| format!("{name} has no MAC address: not Ethernet"))?;
-    let config = pnet_datalink::Config {
-        read_timeout: Some(Duration::from_millis(50)),
-        read_buffer_size: 1 << 16,
-        write_buffer_size: 1 << 16,
-        promiscuous: true,
-        ..pnet_datalink::Config::default()
-    };
-    let (tx, mut rx) = match pnet_datalink::channel(&iface, config) {
-        Ok(Channel::Ethernet(tx, rx)) => (tx, rx),
-        Ok(_) => bail!("{name}: not an Ethernet channel"),
-        Err(err) if err.kind() == io::ErrorKind::PermissionDenied => bail!(
-            "opening {name} needs CAP_NET_RAW: run as root or \
-             `sudo setcap cap_net_raw+ep $(which roce)`"
-        ),
-        Err(err) => return Err(err).with_context(|| format!("cannot open {name}")),
-    };
-    let thread_name = format!("roce-switch-{name}");
-    let port_name = name.to_owned();
-    std::thread::Builder::new()
-        .name(thread_name)
-        .spawn(move || {
-            while !stop.load(Ordering::Relaxed) {
-                match rx.next() {
-                    // The socket does not see its own sends; frames the kernel sends from
-                    // this interface carry its MAC and are skipped.
-                    Ok(frame) if frame.len() >= 14 && frame[6..12] != mac => {
-                        if frames.send((index, frame.to_vec())).is_err() {
-                            return;
-                        }
-                    }
-                    Ok(_) => {}
-                    Err(err)
-                        if matches!(
-                            err.kind(),
-                            io::ErrorKind::TimedOut | io::ErrorKind::WouldBlock
-                        ) => {}
-                    Err(err) => {
-                        tracing::warn!(port = %port_name, error = %err, "receive failed");
-                        return;
-                    }
-                }
-            }
-        })?;
+    let PacketSocket { tx, rx, mac } = packet_socket::open(name, true)?;
+    packet_socket::spawn_receiver(format!("roce-switch-{name}"), rx, stop, move |frame| {
+        // The socket does not see its own sends; frames the kernel sends from this
+        // interface carry its MAC and are skipped.
+        frame.len() < 14 || frame[6..12] == mac || frames.send((index, frame.to_vec())).is_ok()
+    })?;
     Ok(Port {
         name: name.to_owned(),
         mac,

@@ -6,6 +6,7 @@ use std::net::SocketAddr;
 
 use roce_core::{Ecn, Transmit};
 
+pub mod packet_socket;
 pub mod raw;
 pub mod udp;
 

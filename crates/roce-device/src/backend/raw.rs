@@ -16,14 +16,14 @@ use std::io;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
 
 use etherparse_arp::{arp_reply, arp_request, parse_arp};
-use pnet_datalink::{Channel, DataLinkSender};
+use pnet_datalink::DataLinkSender;
 use roce_core::Transmit;
 use roce_wire::frame::{Ethernet, Frame, FrameRepr, Ip, LinkType, Transport};
 use tokio::sync::mpsc;
 
+use super::packet_socket::{self, PacketSocket};
 use super::{Backend, Received};
 
 /// An AF_PACKET socket on one interface, playing one IPv4 address.
@@ -58,68 +58,25 @@ impl RawBackend {
                 "the raw backend speaks IPv4 only for now",
             ));
         };
-        let iface = pnet_datalink::interfaces()
-            .into_iter()
-            .find(|i| i.name == interface)
-            .ok_or_else(|| {
-                io::Error::new(
-                    io::ErrorKind::NotFound,
-                    format!("no interface {interface} (see `ip link`)"),
-                )
-            })?;
-        let mac = iface.mac.map(|m| m.octets()).ok_or_else(|| {
-            io::Error::new(
-                io::ErrorKind::InvalidInput,
-                format!("{interface} has no MAC address: not Ethernet"),
-            )
-        })?;
-        let config = pnet_datalink::Config {
-            read_timeout: Some(Duration::from_millis(50)),
-            read_buffer_size: 1 << 16,
-            write_buffer_size: 1 << 16,
-            ..pnet_datalink::Config::default()
-        };
-        let (tx, mut rx) = match pnet_datalink::channel(&iface, config) {
-            Ok(Channel::Ethernet(tx, rx)) => (tx, rx),
-            Ok(_) => return Err(io::Error::other("not an Ethernet channel")),
-            Err(err) if err.kind() == io::ErrorKind::PermissionDenied => {
-                return Err(io::Error::new(
-                    io::ErrorKind::PermissionDenied,
-                    format!(
-                        "the raw backend needs CAP_NET_RAW to open {interface}: run as root, or \
-                         `sudo setcap cap_net_raw+ep $(which roce)`, or use --backend udp"
-                    ),
-                ));
-            }
-            Err(err) => return Err(err),
-        };
-        let (frames_tx, frames) = mpsc::channel(QUEUE);
-        let stop = Arc::new(AtomicBool::new(false));
-        let stopping = stop.clone();
-        // pnet's receiver blocks: it lives on a thread of its own and hands frames over.
-        std::thread::Builder::new()
-            .name(format!("roce-raw-{interface}"))
-            .spawn(move || {
-                while !stopping.load(Ordering::Relaxed) {
-                    match rx.next() {
-                        Ok(frame) if wanted(frame) => {
-                            if frames_tx.blocking_send(frame.to_vec()).is_err() {
-                                return;
-                            }
-                        }
-                        Ok(_) => {}
-                        Err(err)
-                            if matches!(
-                                err.kind(),
-                                io::ErrorKind::TimedOut | io::ErrorKind::WouldBlock
-                            ) => {}
-                        Err(err) => {
-                            tracing::warn!(error = %err, "raw backend: receive failed");
-                            return;
-                        }
-                    }
+        let PacketSocket { tx, rx, mac } =
+            packet_socket::open(interface, false).map_err(|err| {
+                if err.kind() == io::ErrorKind::PermissionDenied {
+                    io::Error::new(
+                        err.kind(),
+                        format!("the raw backend: {err}, or use --backend udp"),
+                    )
+                } else {
+                    err
                 }
             })?;
+        let (frames_tx, frames) = mpsc::channel(QUEUE);
+        let stop = Arc::new(AtomicBool::new(false));
+        packet_socket::spawn_receiver(
+            format!("roce-raw-{interface}"),
+            rx,
+            stop.clone(),
+            move |frame| !wanted(frame) || frames_tx.blocking_send(frame.to_vec()).is_ok(),
+        )?;
         Ok(Self {
             tx,
             frames,
