@@ -3,23 +3,13 @@
 
 #![allow(clippy::unwrap_used)] // test code: a panic is the failure report
 
-use roce_core::{Cqe, QpState, SendOp, WcOpcode, WcStatus};
+use roce_core::{QpState, SendOp, WcOpcode, WcStatus};
 use roce_sim::{Pair, PairConfig};
-use roce_tests::sim::{after_millis, pattern, post, post_recv, remote, wr};
+use roce_tests::sim::{after_millis, pattern, post, post_recv, remote, success, wr};
 
 fn pair() -> (Pair, roce_sim::TraceGuard) {
     let log = roce_sim::trace_to_test_output();
     (Pair::connected(&PairConfig::default()), log)
-}
-
-fn success(cqe: Option<Cqe>, wr_id: u64, opcode: WcOpcode) -> Cqe {
-    let cqe = cqe.expect("a completion");
-    assert_eq!(
-        (cqe.wr_id, cqe.status, cqe.opcode),
-        (wr_id, WcStatus::Success, opcode),
-        "{cqe:?}"
-    );
-    cqe
 }
 
 #[test]

@@ -5,9 +5,9 @@
 
 #![allow(clippy::unwrap_used)] // test code: a panic is the failure report
 
-use roce_core::{Cqe, Mtu, NicConfig, QpType, SendOp, VerbsError, WcOpcode, WcStatus};
+use roce_core::{Mtu, NicConfig, QpType, SendOp, VerbsError, WcOpcode};
 use roce_sim::{Fault, Pair, PairConfig, TraceGuard};
-use roce_tests::sim::{after_millis, pattern, post, post_recv, remote, wr};
+use roce_tests::sim::{after_millis, pattern, post, post_recv, remote, success, wr};
 use roce_wire::{Opcode, Psn};
 
 fn pair(qp_type: QpType) -> (Pair, TraceGuard) {
@@ -17,16 +17,6 @@ fn pair(qp_type: QpType) -> (Pair, TraceGuard) {
         ..PairConfig::default()
     };
     (Pair::connected(&config), log)
-}
-
-fn success(cqe: Option<Cqe>, wr_id: u64, opcode: WcOpcode) -> Cqe {
-    let cqe = cqe.expect("a completion");
-    assert_eq!(
-        (cqe.wr_id, cqe.status, cqe.opcode),
-        (wr_id, WcStatus::Success, opcode),
-        "{cqe:?}"
-    );
-    cqe
 }
 
 /// Nothing crossed from b to a: no ACK, no NAK, no response of any kind.

@@ -1,7 +1,7 @@
 //! Helpers for the two-NIC simulations: work requests on a [`Side`]'s region, and the data a
 //! test sends, recognisable by its seed.
 
-use roce_core::{Instant, RecvWr, Remote, SendOp, SendWr, Sge};
+use roce_core::{Cqe, Instant, RecvWr, Remote, SendOp, SendWr, Sge, WcOpcode, WcStatus};
 use roce_sim::{Pair, Side};
 
 /// An SGE of `len` bytes at `offset` in the side's region.
@@ -62,4 +62,15 @@ pub fn pattern(seed: u64, len: usize) -> Vec<u8> {
 /// A deadline `millis` after the pair's current time.
 pub fn after_millis(pair: &Pair, millis: u64) -> Instant {
     pair.now + roce_core::Duration::from_millis(millis)
+}
+
+/// The completion, which must be a success of `opcode` for `wr_id`.
+pub fn success(cqe: Option<Cqe>, wr_id: u64, opcode: WcOpcode) -> Cqe {
+    let cqe = cqe.expect("a completion");
+    assert_eq!(
+        (cqe.wr_id, cqe.status, cqe.opcode),
+        (wr_id, WcStatus::Success, opcode),
+        "{cqe:?}"
+    );
+    cqe
 }
