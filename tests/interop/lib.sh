@@ -295,3 +295,26 @@ capture_start() {
     local _
     for _ in $(seq 1 50); do grep -q 'listening on' "$file.log" 2>/dev/null && break; sleep 0.1; done
 }
+
+# start_guest_on_bridge: what every harness script does first — checks that namespaces can be
+# made, brings up the bridge, starts a run directory and a bridge capture, boots the guest.
+# Sets PCAP (the capture), TCPDUMP_PID and G (the guest's RoCEv2 GID index); skips when QEMU
+# cannot run here, dies when the guest does not come up.
+start_guest_on_bridge() {
+    interop_traps
+    ip netns add roce-interop-probe.$$ 2>/dev/null || skip "cannot create network namespaces"
+    ip netns delete roce-interop-probe.$$
+    net_up
+    new_run
+    PCAP="$INTEROP_RUN/bridge.pcap"
+    capture_start "$PCAP"
+    TCPDUMP_PID=$INTEROP_LAST_BG
+    local rc=0
+    guest_boot || rc=$?
+    case $rc in
+        0) ;;
+        2) skip "QEMU could not run the guest here (see $INTEROP_RUN/qemu.log)" ;;
+        *) die "guest did not become ready (rc=$rc)" ;;
+    esac
+    G=$(cat "$INTEROP_RUN/share/gid-index")
+}

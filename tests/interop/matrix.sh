@@ -27,22 +27,7 @@ fi
 command -v qemu-system-x86_64 >/dev/null || skip "qemu-system-x86_64 not installed"
 guest_artifacts_present || skip "no guest kernel/initramfs in $INTEROP_CACHE/guest"
 
-interop_traps
-ip netns add roce-interop-probe.$$ 2>/dev/null || skip "cannot create network namespaces"
-ip netns delete roce-interop-probe.$$
-net_up
-new_run
-PCAP="$INTEROP_RUN/bridge.pcap"
-capture_start "$PCAP"
-TCPDUMP_PID=$INTEROP_LAST_BG
-rc=0
-guest_boot || rc=$?
-case $rc in
-    0) ;;
-    2) skip "QEMU could not run the guest here (see $INTEROP_RUN/qemu.log)" ;;
-    *) die "guest did not become ready (rc=$rc)" ;;
-esac
-G=$(cat "$INTEROP_RUN/share/gid-index")
+start_guest_on_bridge
 
 RESULTS="$INTEROP_RUN/results.tsv"
 : >"$RESULTS"
