@@ -135,18 +135,12 @@ pub fn decode_keys(msg: &[u8], with_gid: bool) -> Result<PerftestDest, OobError>
         });
     }
     let mut r = TextReader::new(msg, KEYS);
-    let lid = r.hex("LID", 4)?;
-    r.delim(b':', "LID")?;
-    let out_reads = r.hex("OUT_READS", 4)?;
-    r.delim(b':', "OUT_READS")?;
-    let qpn = r.hex("QPN", 6)?;
-    r.delim(b':', "QPN")?;
-    let psn = r.hex("PSN", 6)?;
-    r.delim(b':', "PSN")?;
-    let rkey = r.hex("RKEY", 8)?;
-    r.delim(b':', "RKEY")?;
-    let vaddr = r.hex("VADDR", 16)?;
-    r.delim(b':', "VADDR")?;
+    let lid = r.hex_colon("LID", 4)?;
+    let out_reads = r.hex_colon("OUT_READS", 4)?;
+    let qpn = r.hex_colon("QPN", 6)?;
+    let psn = r.hex_colon("PSN", 6)?;
+    let rkey = r.hex_colon("RKEY", 8)?;
+    let vaddr = r.hex_colon("VADDR", 16)?;
     let gid = if with_gid {
         let mut gid = [0u8; 16];
         for byte in &mut gid {

@@ -97,12 +97,9 @@ pub fn decode(msg: &[u8]) -> Result<Dest, OobError> {
         });
     }
     let mut r = TextReader::new(msg, MESSAGE);
-    let lid = r.hex("LID", 4)?;
-    r.delim(b':', "LID")?;
-    let qpn = r.hex("QPN", 6)?;
-    r.delim(b':', "QPN")?;
-    let psn = r.hex("PSN", 6)?;
-    r.delim(b':', "PSN")?;
+    let lid = r.hex_colon("LID", 4)?;
+    let qpn = r.hex_colon("QPN", 6)?;
+    let psn = r.hex_colon("PSN", 6)?;
     let mut gid = [0u8; 16];
     for byte in &mut gid {
         // Each GID byte is two of the 32 digits; name the whole GID in errors.

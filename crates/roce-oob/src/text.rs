@@ -89,6 +89,13 @@ impl<'a> TextReader<'a> {
         Ok(value)
     }
 
+    /// A `width`-digit hex field and the `':'` that ends it.
+    pub(crate) fn hex_colon(&mut self, field: &'static str, width: usize) -> Result<u64, OobError> {
+        let value = self.hex(field, width)?;
+        self.delim(b':', field)?;
+        Ok(value)
+    }
+
     /// One delimiter byte (`':'` or the terminating NUL).
     pub(crate) fn delim(&mut self, expected: u8, after: &'static str) -> Result<(), OobError> {
         let found = self.msg.get(self.pos).copied();
