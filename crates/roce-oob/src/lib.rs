@@ -121,6 +121,14 @@ pub enum OobError {
     /// The caller's QP connect step, run in the middle of an exchange, failed.
     #[error("connecting the QP failed: {0}")]
     Connect(#[source] Box<dyn StdError + Send + Sync>),
+    /// A number of QPs perftest does not run ([`perftest::check_qps`]).
+    #[error("{qps} QPs: {reason}")]
+    QpCount {
+        /// The number asked for.
+        qps: usize,
+        /// What the limit is.
+        reason: &'static str,
+    },
     /// A [`perftest::Session`] step was called out of order.
     #[error("perftest session: {called} cannot follow {after}")]
     Sequence {

@@ -20,8 +20,8 @@
 //!    big-endian values); then `ctx_close_connection`: one more handshake and `"done\0"`, which
 //!    each side writes and then closes without reading the other's.
 //!
-//! [`Session`] runs these steps in order for one QP and stops where the tool connects its QP
-//! and where it starts its traffic; the free functions are the single steps.
+//! [`Session`] runs these steps in order for one QP (or N, `-q N`) and stops where the tool
+//! connects its QPs and where it starts its traffic; the free functions are the single steps.
 
 use tokio::io::{AsyncRead, AsyncWrite};
 
@@ -42,6 +42,9 @@ pub const KEY_MSG_SIZE: usize = 59;
 pub const KEY_MSG_SIZE_GID: usize = 108;
 /// The length of the MTU message (`sizeof(char[2])` for peers from 5.31 on).
 pub const MTU_MSG_LEN: usize = 2;
+/// The most QPs a test may run (`-q`): perftest_parameters.h's `MAX_QP_NUM`, which `-q`
+/// checks with `CHECK_VALUE_IN_RANGE(..., MIN_QP_NUM, MAX_QP_NUM, ...)`.
+pub const MAX_QPS: usize = 16384;
 
 const KEYS: &str = "perftest keys";
 
@@ -425,7 +428,7 @@ pub enum Kind {
 
 /// Which perftest tool runs, which fixes the number and places of the key handshakes. For
 /// one QP, not bidirectional (`-b`), one message size (no `-a`), from the tools' `main`s at
-/// v4.5-0.17:
+/// v4.5-0.17 (with `-q N` see below):
 ///
 /// | tool | before connect | after connect (last = ready) | end |
 /// |---|---|---|---|
@@ -434,6 +437,12 @@ pub enum Kind {
 /// | write lat | 2 | 2 | nothing |
 /// | read/atomic lat | 2 | 2 | handshake, done |
 /// | send lat | 1 | 3 (the last after posting receives) | handshake, done |
+///
+/// With `-q N` (bandwidth tests only) the per-QP handshake becomes N, one per QP in QP order,
+/// each message in the one-QP format with that QP's keys, before connect and again after
+/// (`write_bw.c`, `send_bw.c`, `read_bw.c`, `atomic_bw.c`: `for (i=0; i < num_of_qps; i++)
+/// ctx_hand_shake(&user_comm,&my_dest[i],&rem_dest[i])`); every other handshake is QP 0's.
+/// So write/read/atomic bw: N before connect, N + 1 after; send bw: N before, 1 + N + 1 after.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Test {
     /// The operation.
@@ -692,6 +701,21 @@ impl Default for Config {
     }
 }
 
+/// Whether a test may run `qps` QPs: 1..=[`MAX_QPS`], and only 1 in a latency test
+/// (perftest_parameters.c, `case 'q'`: "Multiple QPs only available on bw tests").
+pub fn check_qps(test: Test, qps: usize) -> Result<(), OobError> {
+    let reason = if qps == 0 {
+        "at least one QP"
+    } else if qps > MAX_QPS {
+        "at most 16384 QPs (perftest's MAX_QP_NUM)"
+    } else if qps > 1 && test.kind == Kind::Latency {
+        "several QPs only in bandwidth tests, as perftest"
+    } else {
+        return Ok(());
+    };
+    Err(OobError::QpCount { qps, reason })
+}
+
 /// How the end went ([`Session::finish`]).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Finish {
@@ -722,12 +746,13 @@ impl Stage {
     }
 }
 
-/// One side of one perftest connection (one QP), driven step by step by the caller:
+/// One side of one perftest connection (one QP, or N with [`Session::exchange_qp_keys`]),
+/// driven step by step by the caller:
 ///
 /// 1. [`Session::start`]: versions, system data, MTU. Create the QP and buffers now: the
 ///    vaddr depends on the merged cycle buffer, the path MTU is [`Session::mtu`];
-/// 2. [`Session::exchange_keys`]: the handshakes before connect; returns the peer's keys.
-///    Move the QP to RTR/RTS with them;
+/// 2. [`Session::exchange_keys`] (or [`Session::exchange_qp_keys`]): the handshakes before
+///    connect; returns the peer's keys. Move the QP(s) to RTR/RTS with them;
 /// 3. [`Session::connected`]: the handshakes after connect but the last. Post receives now
 ///    (send tests);
 /// 4. [`Session::ready`]: the last sync; traffic starts when it returns (perftest's server of
@@ -743,7 +768,8 @@ pub struct Session<S> {
     sys: SysData,
     remote_mtu: IbvMtu,
     mtu: IbvMtu,
-    local: PerftestDest,
+    /// One entry per QP, QP 0 first (perftest's `my_dest` array).
+    local: Vec<PerftestDest>,
     stage: Stage,
 }
 
@@ -770,7 +796,7 @@ where
             sys: config.sys.merge(remote_sys),
             remote_mtu,
             mtu: config.mtu.min(remote_mtu),
-            local: PerftestDest::default(),
+            local: vec![PerftestDest::default()],
             stage: Stage::Started,
         })
     }
@@ -827,36 +853,73 @@ where
         }
     }
 
-    async fn hand_shakes(&mut self, count: usize) -> Result<PerftestDest, OobError> {
+    /// `count` handshakes, each sending QP `qp`'s keys; returns the peer's keys from the last.
+    async fn hand_shakes(&mut self, qp: usize, count: usize) -> Result<PerftestDest, OobError> {
         let mut remote = PerftestDest::default();
         for _ in 0..count {
-            remote = hand_shake(&mut self.stream, self.side, &self.local).await?;
+            remote = hand_shake(&mut self.stream, self.side, &self.local[qp]).await?;
         }
         Ok(remote)
     }
 
-    /// The key handshakes before connect ([`Test::handshakes_before_connect`]), sending
-    /// `local` (also in every later handshake). Returns the peer's keys; connect the QP to
-    /// them before [`Session::connected`].
+    /// One handshake per QP, in QP order (the tools' `for (i=0; i < num_of_qps; i++)
+    /// ctx_hand_shake(&my_dest[i], &rem_dest[i])` loops); returns the peer's keys in that order.
+    async fn hand_shake_each_qp(&mut self) -> Result<Vec<PerftestDest>, OobError> {
+        let mut remote = Vec::with_capacity(self.local.len());
+        for qp in 0..self.local.len() {
+            remote.push(hand_shake(&mut self.stream, self.side, &self.local[qp]).await?);
+        }
+        Ok(remote)
+    }
+
+    /// The key handshakes before connect ([`Test::handshakes_before_connect`]) for one QP,
+    /// sending `local` (also in every later handshake). Returns the peer's keys; connect the QP
+    /// to them before [`Session::connected`].
     pub async fn exchange_keys(&mut self, local: PerftestDest) -> Result<PerftestDest, OobError> {
+        let mut remote = self.exchange_qp_keys(vec![local]).await?;
+        Ok(remote.pop().expect("one QP, one key message"))
+    }
+
+    /// The key handshakes before connect for `local.len()` QPs (`-q N`, bandwidth tests only):
+    /// the latency tools' extra handshake with QP 0, then one per QP in order, each in the
+    /// single-QP message format. Returns the peer's keys, QP `i`'s at `i`; connect QP `i` to
+    /// them before [`Session::connected`]. Later handshakes that name no QP send QP 0's keys,
+    /// as perftest's `ctx_hand_shake(&my_dest[0], ...)` calls do. Both sides must have the same
+    /// number of QPs: the protocol does not carry it.
+    ///
+    /// One entry is exactly [`Session::exchange_keys`]. [`OobError::QpCount`] when there is no
+    /// entry, more than [`MAX_QPS`], or more than one in a latency test (perftest:
+    /// "Multiple QPs only available on bw tests").
+    pub async fn exchange_qp_keys(
+        &mut self,
+        local: Vec<PerftestDest>,
+    ) -> Result<Vec<PerftestDest>, OobError> {
+        check_qps(self.test, local.len())?;
         self.step("exchange_keys", Stage::Started, Stage::Keyed)?;
         self.local = local;
-        self.hand_shakes(self.test.handshakes_before_connect())
-            .await
+        // Only the latency tools have more than the per-QP loop before connect.
+        let extra = self.test.handshakes_before_connect() - 1;
+        self.hand_shakes(0, extra).await?;
+        self.hand_shake_each_qp().await
     }
 
     /// The handshakes after connect but the last; returns the peer's keys from the last one.
+    /// Send tests first do one with QP 0; then every test does one per QP.
     pub async fn connected(&mut self) -> Result<PerftestDest, OobError> {
         self.step("connected", Stage::Keyed, Stage::Connected)?;
-        self.hand_shakes(self.test.handshakes_after_connect() - 1)
-            .await
+        // handshakes_after_connect counts, for one QP, the per-QP one and "ready": whatever is
+        // left comes before the per-QP loop (send_bw.c: the handshake right after ctx_connect).
+        let before_loop = self.test.handshakes_after_connect() - 2;
+        self.hand_shakes(0, before_loop).await?;
+        let mut remote = self.hand_shake_each_qp().await?;
+        Ok(remote.pop().expect("at least one QP"))
     }
 
-    /// The last handshake before traffic (after posting receives, for send tests); returns the
-    /// peer's keys.
+    /// The last handshake before traffic (after posting receives, for send tests), with QP 0's
+    /// keys; returns the peer's keys.
     pub async fn ready(&mut self) -> Result<PerftestDest, OobError> {
         self.step("ready", Stage::Connected, Stage::Ready)?;
-        self.hand_shakes(1).await
+        self.hand_shakes(0, 1).await
     }
 
     /// The end of the test, as [`Test`] says: for one-way write/read/atomic bandwidth tests a
@@ -871,12 +934,13 @@ where
             peer_done: None,
         };
         if self.test.exchanges_report() {
-            finish.remote = Some(self.hand_shakes(1).await?);
+            finish.remote = Some(self.hand_shakes(0, 1).await?);
             finish.remote_report =
                 Some(exchange_bw_reports(&mut self.stream, self.side, report).await?);
         }
         if self.test.closes_with_done() {
-            let (remote, done) = close_connection(&mut self.stream, self.side, &self.local).await?;
+            let (remote, done) =
+                close_connection(&mut self.stream, self.side, &self.local[0]).await?;
             finish.remote = Some(remote);
             finish.peer_done = Some(done);
         }

@@ -405,3 +405,126 @@ async fn close_without_done_is_reported() {
         .unwrap_err();
     assert!(matches!(err, OobError::NotDone(_)), "{err}");
 }
+
+/// What a perftest tool with `-q n` does after the first three steps, transcribed from the
+/// `main`s of write_bw.c and send_bw.c at v4.5-0.17 with the single steps: the per-QP loop of
+/// handshakes before `ctx_connect`, send_bw's handshake with `my_dest[0]` right after it, the
+/// per-QP loop again, the "additional handshake" with `my_dest[0]`, the end with `my_dest[0]`.
+/// Returns the keys it received, in order.
+async fn perftest_main_with_qps<S>(
+    stream: &mut S,
+    side: Side,
+    test: Test,
+    mine: &[PerftestDest],
+) -> Vec<PerftestDest>
+where
+    S: AsyncRead + AsyncWrite + Unpin,
+{
+    let mut seen = Vec::new();
+    for dest in mine {
+        seen.push(perftest::hand_shake(stream, side, dest).await.unwrap());
+    }
+    if test == Test::SEND_BW {
+        seen.push(perftest::hand_shake(stream, side, &mine[0]).await.unwrap());
+    }
+    for dest in mine {
+        seen.push(perftest::hand_shake(stream, side, dest).await.unwrap());
+    }
+    seen.push(perftest::hand_shake(stream, side, &mine[0]).await.unwrap());
+    if test.exchanges_report() {
+        seen.push(perftest::hand_shake(stream, side, &mine[0]).await.unwrap());
+        perftest::exchange_bw_reports(stream, side, &BwReport::default())
+            .await
+            .unwrap();
+    }
+    let (remote, done) = perftest::close_connection(stream, side, &mine[0])
+        .await
+        .unwrap();
+    assert_eq!(done, PeerDone::Done);
+    seen.push(remote);
+    seen
+}
+
+#[tokio::test]
+async fn several_qps_shake_hands_once_per_qp_in_qp_order() {
+    const QPS: u32 = 3;
+    for test in [Test::WRITE_BW, Test::SEND_BW, Test::READ_BW] {
+        for ours in [Side::Client, Side::Server] {
+            let theirs = match ours {
+                Side::Client => Side::Server,
+                Side::Server => Side::Client,
+            };
+            let gid = Some(common::v4_gid(11));
+            let our_keys: Vec<_> = (0..QPS).map(|i| dest(0x20 + i, gid)).collect();
+            let their_keys: Vec<_> = (0..QPS).map(|i| dest(0x40 + i, gid)).collect();
+            let (a, b) = duplex(4096);
+            let expected = their_keys.clone();
+            let ours_keys = our_keys.clone();
+            let session = tokio::spawn(async move {
+                let mut session = Session::start(a, ours, test, &Config::default()).await?;
+                let before = session.exchange_qp_keys(ours_keys).await?;
+                let after = session.connected().await?;
+                let ready = session.ready().await?;
+                session.finish(&BwReport::default()).await?;
+                Ok::<_, OobError>((before, after, ready))
+            });
+            let mut b = b;
+            let config = Config::default();
+            perftest::exchange_versions(&mut b, theirs, &config.version)
+                .await
+                .unwrap();
+            perftest::exchange_sys_data(&mut b, theirs, config.sys)
+                .await
+                .unwrap();
+            perftest::exchange_mtu(&mut b, theirs, config.mtu)
+                .await
+                .unwrap();
+            let seen = timeout(
+                LIMIT,
+                perftest_main_with_qps(&mut b, theirs, test, &their_keys),
+            )
+            .await
+            .unwrap();
+            let (before, after, ready) = timeout(LIMIT, session).await.unwrap().unwrap().unwrap();
+
+            let what = format!("{test:?} ours={ours:?}");
+            assert_eq!(before, expected, "{what}");
+            assert_eq!(after, expected[QPS as usize - 1], "{what}");
+            assert_eq!(ready, expected[0], "{what}");
+            // What perftest received from us: each QP's keys in the loops, QP 0's elsewhere.
+            let q = QPS as usize;
+            let mut want: Vec<PerftestDest> = our_keys.clone();
+            if test == Test::SEND_BW {
+                want.push(our_keys[0]);
+            }
+            want.extend(our_keys.iter().copied());
+            want.push(our_keys[0]);
+            if test.exchanges_report() {
+                want.push(our_keys[0]);
+            }
+            want.push(our_keys[0]);
+            assert_eq!(seen, want, "{what}");
+            assert_eq!(seen[..q], our_keys[..], "{what}");
+        }
+    }
+}
+
+#[tokio::test]
+async fn qp_counts_perftest_refuses_are_refused() {
+    let (_client, mut server) = started_pair(Test::WRITE_LAT).await;
+    let two = vec![dest(0x11, None), dest(0x12, None)];
+    assert!(matches!(
+        server.exchange_qp_keys(two).await,
+        Err(OobError::QpCount { qps: 2, .. })
+    ));
+    assert!(matches!(
+        perftest::check_qps(Test::WRITE_BW, 0),
+        Err(OobError::QpCount { qps: 0, .. })
+    ));
+    assert!(perftest::check_qps(Test::WRITE_BW, perftest::MAX_QPS).is_ok());
+    assert!(matches!(
+        perftest::check_qps(Test::SEND_BW, perftest::MAX_QPS + 1),
+        Err(OobError::QpCount { .. })
+    ));
+    assert!(perftest::check_qps(Test::SEND_LAT, 1).is_ok());
+}
