@@ -2,14 +2,19 @@
 //! perftest 4.5-0.17 (Debian 12's) byte for byte, so either side can be `ib_write_bw`,
 //! `ib_read_bw`, `ib_send_bw`, `ib_atomic_bw`, `ib_send_lat`, `ib_read_lat` or `ib_atomic_lat`.
 
+use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
-use roce_core::{Access, Mtu, Psn, Qpn, RecvWr, Remote, SendOp, SendWr, Sge, WcStatus};
+use roce_core::{
+    Access, Cqe, Mtu, Psn, QpInit, QpType, Qpn, RecvWr, Remote, SendOp, SendWr, Sge, WcStatus,
+};
 use roce_device::{Connection, DeviceHandle, RcEndpoint};
-use roce_oob::perftest::{BwReport, Config, IbvMtu, Kind, PerftestDest, Session, Side, Test, Verb};
+use roce_oob::perftest::{
+    self, BwReport, Config, IbvMtu, Kind, PerftestDest, Session, Side, Test, Verb,
+};
 use roce_wire::Gid;
 use serde_json::json;
 use tokio::net::{TcpListener, TcpStream};
@@ -33,8 +38,9 @@ pub(crate) enum VerbArg {
 ///
 /// Without SERVER it waits on TCP port 18515 (the server); with SERVER it connects (the client),
 /// as perftest does. Bandwidth tests print perftest's table (#bytes, #iterations, BW peak,
-/// BW average, MsgRate); with --lat, latency tests print t_min, t_max, t_typical, t_avg, t_stdev
-/// and the 99 % and 99.9 % percentiles. Against rxe give its tool `-x 1` (the ::ffff:IPv4 GID).
+/// BW average, MsgRate; with -q N those of all QPs together, and a line on the QPs' fairness);
+/// with --lat, latency tests print t_min, t_max, t_typical, t_avg, t_stdev and the 99 % and
+/// 99.9 % percentiles. Against rxe give its tool `-x 1` (the ::ffff:IPv4 GID).
 ///
 /// Exit status: 0, 1 when the test failed (an error completion or no progress for --timeout),
 /// 2 on a setup or protocol error.
@@ -76,8 +82,15 @@ pub(crate) struct Args {
     /// Device name (accepted for compatibility).
     #[arg(short = 'd', long = "ib-dev")]
     ib_dev: Option<String>,
-    /// QPs (only 1 for now).
-    #[arg(short = 'q', long = "qp", default_value_t = 1)]
+    /// QPs of a bandwidth test, 1 to 16384, as perftest's -q: each does --iters iterations
+    /// with up to --tx-depth in flight, posted round robin; all share one CQ and one memory
+    /// region (QP i's half buffers at i and N + i). The peer must be given the same -q. The
+    /// result is for all QPs together; --json adds "qps", "per_qp_bytes" (each QP's whole run),
+    /// "per_qp_mb_s" (each QP's goodput while all were busy: its completions from the start
+    /// until the first QP finished, over that interval) and "jain" (Jain's fairness index of
+    /// those). The server of a one-way WRITE/READ/atomic test sees no completions: null there.
+    #[arg(short = 'q', long = "qp", default_value_t = 1,
+          value_parser = clap::value_parser!(u32).range(1..=perftest::MAX_QPS as i64))]
     qps: u32,
     /// Atomic operation: FETCH_AND_ADD or CMP_AND_SWAP.
     #[arg(short = 'A', long = "atomic_type", default_value = "FETCH_AND_ADD")]
@@ -94,9 +107,6 @@ pub(crate) struct Args {
 
 /// Runs `roce perf`.
 pub(crate) fn run(args: &Args) -> anyhow::Result<ExitCode> {
-    if args.qps != 1 {
-        bail!("-q {}: only one QP for now", args.qps);
-    }
     let verb = match args.verb {
         VerbArg::Write => Verb::Write,
         VerbArg::Read => Verb::Read,
@@ -116,6 +126,8 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<ExitCode> {
             Kind::Bandwidth
         },
     );
+    // perftest_parameters.c, `case 'q'`: "Multiple QPs only available on bw tests".
+    perftest::check_qps(test, args.qps as usize).with_context(|| format!("-q {}", args.qps))?;
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
@@ -154,51 +166,61 @@ async fn perf(args: &Args, test: Test, mtu: IbvMtu) -> anyhow::Result<ExitCode> 
     };
     let mut session = Session::start(stream, side, test, &config).await?;
     let (device, local_ip) = args.device.spawn(default_ip)?;
+    let qps = args.qps as usize;
     let depth = (args.tx_depth.max(args.rx_depth) + 4) as usize;
-    let qp = RcEndpoint::create(&device, depth).await?;
-    qp.init(Access::ALL).await?;
-    // perftest's buffer: a send half and a receive half, each the larger of the message and the
-    // cycle buffer (`BUFF_SIZE`); the keys announce the receive half, where the peer's WRITEs land
-    // and where ib_write_lat polls (perftest_resources.c: `vaddr = buf + (num_of_qps + i) *
-    // BUFF_SIZE`, `poll_buf = buf + BUFF_SIZE + size - 1`).
+    let endpoints = create_endpoints(&device, depth, qps).await?;
+    for qp in &endpoints {
+        qp.init(Access::ALL).await?;
+    }
+    // perftest's buffer: one region, a send half and a receive half per QP, each the larger of
+    // the message and the cycle buffer (`BUFF_SIZE`); QP i sends from `buf + i * BUFF_SIZE`
+    // and its keys announce its receive half, where the peer's WRITEs land and where
+    // ib_write_lat polls (perftest_resources.c `create_mr`: `buf[i] = buf[0] + i * BUFF_SIZE`;
+    // perftest_communication.c `set_up_connection`: `vaddr = buf[0] + (num_of_qps + i) *
+    // BUFF_SIZE`; `poll_buf = buf + BUFF_SIZE + size - 1` with one QP).
     let half = (size as usize)
         .max(session.sys_data().cycle_buffer as usize)
         .max(8);
-    let buf_len = 2 * half;
-    let mr = device.reg_mr(qp.pd, buf_len, Access::ALL).await?;
+    let buf_len = 2 * qps * half;
+    let mr = device.reg_mr(endpoints[0].pd, buf_len, Access::ALL).await?;
     let out_reads: u16 = 16;
-    let local = PerftestDest {
-        lid: 0,
-        out_reads,
-        qpn: qp.qpn.value(),
-        psn: initial_psn(),
-        rkey: mr.rkey(),
-        vaddr: mr.addr() + half as u64,
-        gid: Some(Gid::from_ip(local_ip).0),
-        srqn: 0,
-    };
-    let remote = session.exchange_keys(local).await?;
-    let Some(gid) = remote.gid else {
-        bail!("the peer sent no GID")
-    };
-    let remote_ip = Gid(gid).to_ip();
+    let locals: Vec<PerftestDest> = endpoints
+        .iter()
+        .enumerate()
+        .map(|(i, qp)| PerftestDest {
+            lid: 0,
+            out_reads,
+            qpn: qp.qpn.value(),
+            psn: initial_psn(),
+            rkey: mr.rkey(),
+            vaddr: mr.addr() + ((qps + i) * half) as u64,
+            gid: Some(Gid::from_ip(local_ip).0),
+            srqn: 0,
+        })
+        .collect();
+    let remotes = session.exchange_qp_keys(locals.clone()).await?;
     let path_mtu = Mtu::from_bytes(session.mtu().bytes()).context("the negotiated MTU")?;
-    let mut connection = Connection::new(
-        local_ip,
-        remote_ip,
-        Qpn::new(remote.qpn),
-        Psn::new(remote.psn),
-        Psn::new(local.psn),
-    );
-    connection.mtu = path_mtu;
-    connection.dscp = args.device.dscp;
-    // perftest#114: never ask for more outstanding READs/atomics than the peer serves.
-    connection.max_rd_atomic = u8::try_from(remote.out_reads.clamp(1, out_reads)).unwrap_or(1);
-    connection.max_dest_rd_atomic = u8::try_from(out_reads).unwrap_or(16);
-    qp.connect(&connection).await?;
+    for ((qp, local), remote) in endpoints.iter().zip(&locals).zip(&remotes) {
+        let Some(gid) = remote.gid else {
+            bail!("the peer sent no GID")
+        };
+        let mut connection = Connection::new(
+            local_ip,
+            Gid(gid).to_ip(),
+            Qpn::new(remote.qpn),
+            Psn::new(remote.psn),
+            Psn::new(local.psn),
+        );
+        connection.mtu = path_mtu;
+        connection.dscp = args.device.dscp;
+        // perftest#114: never ask for more outstanding READs/atomics than the peer serves.
+        connection.max_rd_atomic = u8::try_from(remote.out_reads.clamp(1, out_reads)).unwrap_or(1);
+        connection.max_dest_rd_atomic = u8::try_from(out_reads).unwrap_or(16);
+        qp.connect(&connection).await?;
+    }
     session.connected().await?;
-    let sge = Sge {
-        addr: mr.addr(),
+    let slot = |i: usize| Sge {
+        addr: mr.addr() + (i * half) as u64,
         length: size,
         lkey: mr.lkey(),
     };
@@ -208,28 +230,45 @@ async fn perf(args: &Args, test: Test, mtu: IbvMtu) -> anyhow::Result<ExitCode> 
     } else {
         0
     };
-    for _ in 0..posted {
-        device
-            .post_recv(
-                qp.qpn,
-                RecvWr {
-                    wr_id: RECV,
-                    sgl: vec![sge],
-                },
-            )
-            .await?;
+    // With one QP receives land in the send half, where ib_send_lat's answer is sent from;
+    // with several, each QP's in its receive half (perftest_resources.c `ctx_set_recv_wqes`:
+    // `buf[0] + (num_of_qps + k) * send_qp_buff_size`).
+    let recv_sges: Vec<Sge> = (0..qps)
+        .map(|i| slot(if qps == 1 { 0 } else { qps + i }))
+        .collect();
+    for (qp, sge) in endpoints.iter().zip(&recv_sges) {
+        for _ in 0..posted {
+            device
+                .post_recv(
+                    qp.qpn,
+                    RecvWr {
+                        wr_id: RECV,
+                        sgl: vec![*sge],
+                    },
+                )
+                .await?;
+        }
     }
     session.ready().await?;
 
     let limit = Duration::from_secs(args.timeout);
     let runner = Runner {
         device: &device,
-        qp: &qp,
-        sge,
-        remote: Remote {
-            addr: remote.vaddr,
-            rkey: remote.rkey,
-        },
+        qps: &endpoints,
+        index: endpoints
+            .iter()
+            .enumerate()
+            .map(|(i, qp)| (qp.qpn, i))
+            .collect(),
+        sges: (0..qps).map(slot).collect(),
+        recv_sges,
+        remotes: remotes
+            .iter()
+            .map(|r| Remote {
+                addr: r.vaddr,
+                rkey: r.rkey,
+            })
+            .collect(),
         limit,
         iters,
     };
@@ -252,15 +291,60 @@ async fn perf(args: &Args, test: Test, mtu: IbvMtu) -> anyhow::Result<ExitCode> 
             return Ok(ExitCode::from(1));
         }
     };
-    let report = measured.report(size, iters);
+    let total_iters = u64::from(iters) * u64::from(args.qps);
+    let report = measured.report(size, total_iters);
     let finish = session.finish(&report).await?;
     // A one-way test's server prints what the client measured, as perftest does.
     let shown = match (side, finish.remote_report) {
         (Side::Server, Some(remote)) if test.verb != Verb::Send => Measured::from_report(&remote),
         _ => measured,
     };
-    print_result(args, test, size, iters, &shown, &device, qp.qpn).await?;
+    print_result(
+        args,
+        test,
+        size,
+        total_iters,
+        &shown,
+        &device,
+        endpoints[0].qpn,
+    )
+    .await?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// `qps` RC QPs in RESET with queues of `depth`, sharing one PD and one CQ as perftest's QPs
+/// share its CQs (`create_reg_cqs`: `tx_depth * num_of_qps` entries); one QP is what
+/// [`RcEndpoint::create`] makes.
+async fn create_endpoints(
+    device: &DeviceHandle,
+    depth: usize,
+    qps: usize,
+) -> anyhow::Result<Vec<RcEndpoint>> {
+    if qps == 1 {
+        return Ok(vec![RcEndpoint::create(device, depth).await?]);
+    }
+    let pd = device.alloc_pd().await?;
+    let cq = device.create_cq(depth * 2 * qps).await?;
+    let mut endpoints = Vec::with_capacity(qps);
+    for _ in 0..qps {
+        let qpn = device
+            .create_qp(QpInit {
+                pd,
+                qp_type: QpType::Rc,
+                send_cq: cq,
+                recv_cq: cq,
+                max_send_wr: depth,
+                max_recv_wr: depth,
+            })
+            .await?;
+        endpoints.push(RcEndpoint {
+            device: device.clone(),
+            pd,
+            cq,
+            qpn,
+        });
+    }
+    Ok(endpoints)
 }
 
 const RECV: u64 = 1;
@@ -273,18 +357,40 @@ struct Measured {
     samples: Vec<Duration>,
     /// From the peer's report only.
     reported: Option<(f64, f64, f64)>,
+    /// Bandwidth tests that see completions: what each QP did.
+    per_qp: Option<PerQp>,
 }
 
 impl Measured {
-    fn report(&self, size: u32, iters: u32) -> BwReport {
+    fn report(&self, size: u32, iters: u64) -> BwReport {
         let (peak, avg, rate) = self.bandwidth(size, iters);
         BwReport {
             size: u64::from(size),
-            iters: u64::from(iters),
+            iters,
             bw_peak: peak,
             bw_avg: avg,
             msg_rate_avg: rate,
         }
+    }
+
+    /// Each QP's goodput in MB/s while all QPs were busy, and Jain's fairness index of them
+    /// (`None` without per-QP completions).
+    fn fairness(&self, size: u32) -> Option<(Vec<f64>, f64)> {
+        let per_qp = self.per_qp.as_ref()?;
+        let (interval, done) = per_qp.busy.as_ref()?;
+        let secs = interval.as_secs_f64();
+        let rates: Vec<f64> = done
+            .iter()
+            .map(|&n| {
+                if secs > 0.0 {
+                    f64::from(size) * f64::from(n) / secs / 1e6
+                } else {
+                    0.0
+                }
+            })
+            .collect();
+        let jain = jain(&rates);
+        Some((rates, jain))
     }
 
     fn from_report(report: &BwReport) -> Self {
@@ -295,7 +401,7 @@ impl Measured {
     }
 
     /// MB/s (10^6 bytes, as perftest prints with its default units) and Mpps.
-    fn bandwidth(&self, size: u32, iters: u32) -> (f64, f64, f64) {
+    fn bandwidth(&self, size: u32, iters: u64) -> (f64, f64, f64) {
         if let Some(reported) = self.reported {
             return reported;
         }
@@ -303,104 +409,222 @@ impl Measured {
         if secs <= 0.0 {
             return (0.0, 0.0, 0.0);
         }
-        let avg = f64::from(size) * f64::from(iters) / secs / 1e6;
-        (avg, avg, f64::from(iters) / secs / 1e6)
+        let avg = f64::from(size) * iters as f64 / secs / 1e6;
+        (avg, avg, iters as f64 / secs / 1e6)
+    }
+}
+
+/// What each QP of a bandwidth test completed.
+#[derive(Debug, Clone)]
+struct PerQp {
+    /// When every QP had work.
+    start: Instant,
+    /// Iterations each QP has to do.
+    iters: u32,
+    /// Completions per QP.
+    done: Vec<u32>,
+    /// Their sum.
+    sum: u64,
+    /// When the first QP finished, and what each QP had completed by then: the interval in
+    /// which every QP had work, over which their goodputs compare.
+    busy: Option<(Duration, Vec<u32>)>,
+}
+
+impl PerQp {
+    fn new(qps: usize, iters: u32, start: Instant) -> Self {
+        Self {
+            start,
+            iters,
+            done: vec![0; qps],
+            sum: 0,
+            busy: None,
+        }
+    }
+
+    fn completed(&mut self, qp: usize) {
+        self.done[qp] += 1;
+        self.sum += 1;
+        if self.done[qp] == self.iters && self.busy.is_none() {
+            self.busy = Some((self.start.elapsed(), self.done.clone()));
+        }
+    }
+
+    /// Iterations of all QPs together.
+    fn total(&self) -> u64 {
+        u64::from(self.iters) * self.done.len() as u64
+    }
+
+    fn finished(&self) -> bool {
+        self.sum >= self.total()
+    }
+}
+
+/// Jain's fairness index of `x`: (Σx)² / (n · Σx²), 1 when all are equal, 1/n when one has
+/// everything; 0 for no data.
+fn jain(x: &[f64]) -> f64 {
+    let sum: f64 = x.iter().sum();
+    let squares: f64 = x.iter().map(|v| v * v).sum();
+    if squares > 0.0 {
+        sum * sum / (x.len() as f64 * squares)
+    } else {
+        0.0
     }
 }
 
 struct Runner<'a> {
     device: &'a DeviceHandle,
-    qp: &'a RcEndpoint,
-    sge: Sge,
-    remote: Remote,
+    /// The QPs, QP 0 first; latency tests have one.
+    qps: &'a [RcEndpoint],
+    /// Each QP's place in `qps`, to attribute the completions of the shared CQ.
+    index: HashMap<Qpn, usize>,
+    /// Each QP's send buffer.
+    sges: Vec<Sge>,
+    /// Each QP's receive buffer.
+    recv_sges: Vec<Sge>,
+    /// Each QP's buffer at the peer.
+    remotes: Vec<Remote>,
     limit: Duration,
+    /// Per QP.
     iters: u32,
 }
 
 impl Runner<'_> {
-    fn op(&self, verb: Verb, cas: bool, i: u32) -> SendOp {
+    /// QP 0, the one of a latency test.
+    fn qp(&self) -> &RcEndpoint {
+        &self.qps[0]
+    }
+
+    fn op(&self, qp: usize, verb: Verb, cas: bool, i: u32) -> SendOp {
+        let remote = self.remotes[qp];
         match verb {
-            Verb::Write => SendOp::RdmaWrite(self.remote),
-            Verb::Read => SendOp::RdmaRead(self.remote),
+            Verb::Write => SendOp::RdmaWrite(remote),
+            Verb::Read => SendOp::RdmaRead(remote),
             Verb::Send => SendOp::Send,
             Verb::Atomic if cas => SendOp::CompareSwap {
-                remote: self.remote,
+                remote,
                 compare: u64::from(i),
                 swap: u64::from(i) + 1,
             },
-            Verb::Atomic => SendOp::FetchAdd {
-                remote: self.remote,
-                add: 1,
-            },
+            Verb::Atomic => SendOp::FetchAdd { remote, add: 1 },
         }
     }
 
-    async fn complete(&self) -> Result<(), String> {
+    /// The next completion of the (shared) CQ, which must be a success, and its QP's index.
+    async fn complete(&self) -> Result<(Cqe, usize), String> {
         let cqe = self
             .device
-            .next_completion_within(self.qp.cq, self.limit)
+            .next_completion_within(self.qp().cq, self.limit)
             .await
             .map_err(|e| e.to_string())?;
-        if cqe.status == WcStatus::Success {
-            Ok(())
-        } else {
-            Err(format!("completion with status {:?}", cqe.status))
+        if cqe.status != WcStatus::Success {
+            return Err(format!(
+                "completion with status {:?} on QP {}",
+                cqe.status, cqe.qpn
+            ));
         }
+        let qp = self
+            .index
+            .get(&cqe.qpn)
+            .copied()
+            .ok_or_else(|| format!("a completion of QP {}, which is not ours", cqe.qpn))?;
+        Ok((cqe, qp))
     }
 
-    /// Keeps `depth` WRs in flight until `iters` completed.
+    /// Posts one WR on QP `qp` unless it has `depth` in flight or all its iterations posted;
+    /// returns whether it did.
+    async fn post_one(
+        &self,
+        qp: usize,
+        (verb, depth, cas): (Verb, u32, bool),
+        posted: &mut [u32],
+        done: &[u32],
+    ) -> Result<bool, String> {
+        if posted[qp] >= self.iters || posted[qp] - done[qp] >= depth.max(1) {
+            return Ok(false);
+        }
+        let n = posted[qp];
+        let wr = SendWr::new(u64::from(n), self.op(qp, verb, cas, n), vec![self.sges[qp]]);
+        self.device
+            .post_send(self.qps[qp].qpn, wr)
+            .await
+            .map_err(|e| e.to_string())?;
+        posted[qp] += 1;
+        Ok(true)
+    }
+
+    /// Keeps up to `depth` WRs in flight on every QP until each has completed `iters`, as
+    /// perftest's `run_iter_bw` (perftest_resources.c) does: round robin over the QPs, each
+    /// while `scnt[index] < iters` and `scnt[index] - ccnt[index] < tx_depth`, until
+    /// `iters * num_of_qps` have completed. Two differences, because a post here is a round
+    /// trip to the device's task (microseconds, not perftest's nanoseconds) and the device
+    /// sends as soon as a WR is posted: the windows are first filled one WR per QP per round,
+    /// so that QP 0 does not run alone while the others' windows fill; then a QP is refilled
+    /// when one of its WRs completes (the same window, without a pass over every QP per
+    /// completion). The per-QP interval starts when every QP has a WR posted.
     async fn bandwidth(&self, verb: Verb, depth: u32, cas: bool) -> Result<Measured, String> {
         let start = Instant::now();
-        let (mut posted, mut done) = (0u32, 0u32);
-        let mut progress = Progress::new(self.iters);
-        while done < self.iters {
-            while posted < self.iters && posted - done < depth.max(1) {
-                let wr = SendWr::new(
-                    u64::from(posted),
-                    self.op(verb, cas, posted),
-                    vec![self.sge],
-                );
-                self.device
-                    .post_send(self.qp.qpn, wr)
-                    .await
-                    .map_err(|e| e.to_string())?;
-                posted += 1;
+        let n = self.qps.len();
+        let wr = (verb, depth, cas);
+        let mut posted = vec![0u32; n];
+        let mut per_qp = PerQp::new(n, self.iters, start);
+        let mut progress = Progress::new(per_qp.total());
+        let mut first_round = true;
+        loop {
+            let mut any = false;
+            for qp in 0..n {
+                any |= self.post_one(qp, wr, &mut posted, &per_qp.done).await?;
             }
-            self.complete().await?;
-            done += 1;
-            progress.tick(done);
+            if first_round {
+                per_qp.start = Instant::now();
+                first_round = false;
+            }
+            if !any {
+                break;
+            }
+        }
+        while !per_qp.finished() {
+            let (_, qp) = self.complete().await?;
+            per_qp.completed(qp);
+            while self.post_one(qp, wr, &mut posted, &per_qp.done).await? {}
+            progress.tick(per_qp.sum);
         }
         Ok(Measured {
             elapsed: start.elapsed(),
+            per_qp: Some(per_qp),
             ..Measured::default()
         })
     }
 
-    /// A send test's server: receives `iters` messages, reposting receives as they are used.
+    /// A send test's server: receives `iters` messages on every QP, reposting receives as they
+    /// are used (perftest's `run_iter_bw_server`: while `posted_per_qp[wc_id] < iters`).
     async fn receive_all(&self, posted: u32) -> Result<Measured, String> {
         let start = Instant::now();
-        let mut outstanding = posted;
-        let mut progress = Progress::new(self.iters);
-        for received in 1..=self.iters {
-            self.complete().await?;
-            outstanding -= 1;
-            if received + outstanding < self.iters {
+        let n = self.qps.len();
+        let mut outstanding = vec![posted; n];
+        let mut per_qp = PerQp::new(n, self.iters, start);
+        let mut progress = Progress::new(per_qp.total());
+        while !per_qp.finished() {
+            let (_, qp) = self.complete().await?;
+            per_qp.completed(qp);
+            outstanding[qp] -= 1;
+            if per_qp.done[qp] + outstanding[qp] < self.iters {
                 self.device
                     .post_recv(
-                        self.qp.qpn,
+                        self.qps[qp].qpn,
                         RecvWr {
                             wr_id: RECV,
-                            sgl: vec![self.sge],
+                            sgl: vec![self.recv_sges[qp]],
                         },
                     )
                     .await
                     .map_err(|e| e.to_string())?;
-                outstanding += 1;
+                outstanding[qp] += 1;
             }
-            progress.tick(received);
+            progress.tick(per_qp.sum);
         }
         Ok(Measured {
             elapsed: start.elapsed(),
+            per_qp: Some(per_qp),
             ..Measured::default()
         })
     }
@@ -411,9 +635,9 @@ impl Runner<'_> {
         let mut samples = Vec::with_capacity(self.iters as usize);
         for i in 0..self.iters {
             let t = Instant::now();
-            let wr = SendWr::new(u64::from(i), self.op(verb, cas, i), vec![self.sge]);
+            let wr = SendWr::new(u64::from(i), self.op(0, verb, cas, i), vec![self.sges[0]]);
             self.device
-                .post_send(self.qp.qpn, wr)
+                .post_send(self.qp().qpn, wr)
                 .await
                 .map_err(|e| e.to_string())?;
             self.complete().await?;
@@ -432,9 +656,9 @@ impl Runner<'_> {
         let start = Instant::now();
         let mut samples = Vec::with_capacity(self.iters as usize);
         let send = |i: u32| {
-            let mut wr = SendWr::new(u64::from(i) + 2, SendOp::Send, vec![self.sge]);
-            wr.inline = self.sge.length <= 400;
-            self.device.post_send(self.qp.qpn, wr)
+            let mut wr = SendWr::new(u64::from(i) + 2, SendOp::Send, vec![self.sges[0]]);
+            wr.inline = self.sges[0].length <= 400;
+            self.device.post_send(self.qp().qpn, wr)
         };
         for i in 0..self.iters {
             let t = Instant::now();
@@ -446,7 +670,7 @@ impl Runner<'_> {
             while waiting > 0 {
                 let cqe = self
                     .device
-                    .next_completion_within(self.qp.cq, self.limit)
+                    .next_completion_within(self.qp().cq, self.limit)
                     .await
                     .map_err(|e| e.to_string())?;
                 if cqe.status != WcStatus::Success {
@@ -455,10 +679,10 @@ impl Runner<'_> {
                 if cqe.wr_id == RECV {
                     self.device
                         .post_recv(
-                            self.qp.qpn,
+                            self.qp().qpn,
                             RecvWr {
                                 wr_id: RECV,
-                                sgl: vec![self.sge],
+                                sgl: vec![self.sges[0]],
                             },
                         )
                         .await
@@ -492,7 +716,7 @@ impl Runner<'_> {
         server: bool,
     ) -> Result<Measured, String> {
         // We post from the send half; the peer's count arrives in the receive half.
-        let last = self.sge.length.max(1) as usize - 1;
+        let last = self.sges[0].length.max(1) as usize - 1;
         let poll = half + last;
         let start = Instant::now();
         let mut samples = Vec::with_capacity(self.iters as usize);
@@ -520,11 +744,11 @@ impl Runner<'_> {
                 round = Instant::now();
                 let wr = SendWr::new(
                     u64::from(scnt),
-                    SendOp::RdmaWrite(self.remote),
-                    vec![self.sge],
+                    SendOp::RdmaWrite(self.remotes[0]),
+                    vec![self.sges[0]],
                 );
                 self.device
-                    .post_send(self.qp.qpn, wr)
+                    .post_send(self.qp().qpn, wr)
                     .await
                     .map_err(|e| e.to_string())?;
                 self.complete().await?;
@@ -542,11 +766,11 @@ impl Runner<'_> {
 struct Progress {
     start: Instant,
     last: Instant,
-    total: u32,
+    total: u64,
 }
 
 impl Progress {
-    fn new(total: u32) -> Self {
+    fn new(total: u64) -> Self {
         let now = Instant::now();
         Self {
             start: now,
@@ -555,7 +779,7 @@ impl Progress {
         }
     }
 
-    fn tick(&mut self, done: u32) {
+    fn tick(&mut self, done: u64) {
         let now = Instant::now();
         if now - self.start > Duration::from_secs(3) && now - self.last > Duration::from_secs(2) {
             self.last = now;
@@ -572,7 +796,7 @@ async fn print_result(
     args: &Args,
     test: Test,
     size: u32,
-    iters: u32,
+    iters: u64,
     m: &Measured,
     device: &DeviceHandle,
     qpn: Qpn,
@@ -602,12 +826,21 @@ async fn print_result(
     let line = "-".repeat(87);
     if test.kind == Kind::Bandwidth {
         let (peak, avg, rate) = m.bandwidth(size, iters);
+        let fairness = m.fairness(size);
         if args.json {
+            let per_qp_bytes = m.per_qp.as_ref().map(|p| {
+                p.done
+                    .iter()
+                    .map(|&n| u64::from(n) * u64::from(size))
+                    .collect::<Vec<_>>()
+            });
             println!(
                 "{}",
                 json!({
                     "test": format!("{:?}_bw", test.verb).to_lowercase(), "bytes": size, "iterations": iters,
                     "bw_peak_mb_s": peak, "bw_avg_mb_s": avg, "msg_rate_mpps": rate,
+                    "qps": args.qps, "per_qp_bytes": per_qp_bytes,
+                    "per_qp_mb_s": fairness.as_ref().map(|f| &f.0), "jain": fairness.as_ref().map(|f| f.1),
                     "retransmitted_packets": stats.retransmitted_packets, "congestion": congestion,
                 })
             );
@@ -620,6 +853,15 @@ async fn print_result(
                 " {size:<10} {iters:<10}       {peak:<10.2}         {avg:<10.2}           {rate:.6}"
             );
             println!("{line}");
+            if let Some((rates, jain)) = fairness.filter(|_| args.qps > 1) {
+                let (min, max) = rates.iter().fold((f64::INFINITY, 0.0f64), |(lo, hi), &r| {
+                    (lo.min(r), hi.max(r))
+                });
+                println!(
+                    " {} QPs while all were busy: per-QP BW [MB/sec] min {min:.2}, max {max:.2}; Jain's fairness index {jain:.4}",
+                    args.qps
+                );
+            }
         }
     } else {
         let mut us: Vec<f64> = m.samples.iter().map(|d| d.as_secs_f64() * 1e6).collect();

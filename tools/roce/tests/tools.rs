@@ -127,3 +127,51 @@ fn perf_send_latency_with_itself() {
         assert!(0.0 < min && min <= typical && typical <= max, "{result}");
     }
 }
+
+#[test]
+fn perf_bandwidth_tests_with_several_qps() {
+    const QPS: usize = 4;
+    for (i, verb) in ["write", "send"].into_iter().enumerate() {
+        let port = (18830 + i).to_string();
+        let ip = format!("127.0.43.{}", 2 * i + 2);
+        let common = ["-p", &port, "-q", "4", "-n", "64", "-s", "16384", "--json"];
+        let server: Vec<&str> = ["perf", verb].into_iter().chain(common).collect();
+        let client: Vec<&str> = ["perf", verb, "127.0.43.1", "--ip", &ip]
+            .into_iter()
+            .chain(common)
+            .collect();
+        let (client, server) = pair(&server, &client);
+        let client: serde_json::Value = serde_json::from_str(&ok(&client)).unwrap();
+        let server: serde_json::Value = serde_json::from_str(&ok(&server)).unwrap();
+        // perftest's figures are those of all QPs: -n iterations on each.
+        assert_eq!(client["qps"], QPS, "{verb}: {client}");
+        assert_eq!(client["iterations"], 64 * QPS, "{verb}: {client}");
+        // A send test's server sees every QP's receives too; a write test's sees nothing.
+        let measured = if verb == "send" {
+            vec![&client, &server]
+        } else {
+            assert!(server["per_qp_mb_s"].is_null(), "{verb}: {server}");
+            vec![&client]
+        };
+        for result in measured {
+            let bytes = result["per_qp_bytes"].as_array().unwrap();
+            assert_eq!(bytes.len(), QPS, "{verb}: {result}");
+            // Every QP moved all of its data.
+            assert!(bytes.iter().all(|b| b == 64 * 16384), "{verb}: {result}");
+            let rates = result["per_qp_mb_s"].as_array().unwrap();
+            assert_eq!(rates.len(), QPS, "{verb}: {result}");
+            assert!(
+                rates.iter().all(|r| r.as_f64().unwrap() > 0.0),
+                "{verb}: {result}"
+            );
+            // No QP can go faster than all of them together.
+            let total = result["bw_avg_mb_s"].as_f64().unwrap();
+            assert!(
+                rates.iter().all(|r| r.as_f64().unwrap() <= total * 1.01),
+                "{verb}: {result}"
+            );
+            let jain = result["jain"].as_f64().unwrap();
+            assert!(jain > 0.0 && jain <= 1.0, "{verb}: {result}");
+        }
+    }
+}
