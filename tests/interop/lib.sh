@@ -13,6 +13,10 @@
 #                                                 (own ARP), the kernel there stays silent
 #
 # Only 198.18.0.0/15 addresses are used, and only inside the namespace.
+#
+# A second guest (bench/guests.sh: rxe against rxe, our NIC against our NIC) joins the same
+# bridge through $INTEROP_TAP2 as 198.18.0.13; `guest2 FUNCTION ARGS...` runs any of the guest
+# helpers below (guest_boot, run_in_guest, run_peer_in_guest, guest_wait, guest_stop, ...) on it.
 
 INTEROP_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 INTEROP_REPO=$(cd "$INTEROP_DIR/../.." && pwd)
@@ -27,6 +31,11 @@ INTEROP_REPO=$(cd "$INTEROP_DIR/../.." && pwd)
 : "${INTEROP_GUEST_IP:=198.18.0.12}"
 : "${INTEROP_GUEST_MAC:=52:54:00:12:00:0c}"
 : "${INTEROP_GUEST_MEM:=1024}"
+: "${INTEROP_GUEST_CPUS:=1}"       # vCPUs per guest
+: "${INTEROP_NICE:=10}"            # QEMU's niceness: the guests yield to other work on the host
+: "${INTEROP_TAP2:=rtap1}"         # the second guest's tap, its address and MAC
+: "${INTEROP_GUEST2_IP:=198.18.0.13}"
+: "${INTEROP_GUEST2_MAC:=52:54:00:12:00:0d}"
 : "${INTEROP_BOOT_TIMEOUT:=180}"   # seconds from QEMU start to the readiness marker
 : "${INTEROP_ACCEL:=auto}"         # auto | kvm | tcg
 INTEROP_READY_MARKER="ROCE-INTEROP-READY"
@@ -35,6 +44,11 @@ INTEROP_READY_MARKER="ROCE-INTEROP-READY"
 INTEROP_RUN=""
 INTEROP_QEMU_PID=""
 INTEROP_BG_PIDS=()
+# The second guest's state; guest2 swaps it with the first guest's (see guest2).
+INTEROP_RUN2=""
+INTEROP_QEMU2_PID=""
+INTEROP_BOOT2_T0=""
+INTEROP_BOOT2_SECS=""
 
 log()  { printf '[interop %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 die()  { log "ERROR: $*"; exit 1; }
@@ -54,15 +68,15 @@ interop_cleanup() {
     # Every background process was started as the leader of its own process group (setsid), so
     # killing the group also ends what it started (pipelines, sleeps).
     local p
-    for p in $INTEROP_QEMU_PID "${INTEROP_BG_PIDS[@]}"; do
+    for p in $INTEROP_QEMU_PID $INTEROP_QEMU2_PID "${INTEROP_BG_PIDS[@]}"; do
         kill -TERM -- "-$p" 2>/dev/null || true
     done
-    for p in $INTEROP_QEMU_PID "${INTEROP_BG_PIDS[@]}"; do
+    for p in $INTEROP_QEMU_PID $INTEROP_QEMU2_PID "${INTEROP_BG_PIDS[@]}"; do
         for _ in 1 2 3 4 5 6 7 8 9 10; do kill -0 -- "-$p" 2>/dev/null || break; sleep 0.3; done
         kill -KILL -- "-$p" 2>/dev/null || true
         wait "$p" 2>/dev/null || true
     done
-    INTEROP_QEMU_PID=""; INTEROP_BG_PIDS=()
+    INTEROP_QEMU_PID=""; INTEROP_QEMU2_PID=""; INTEROP_BG_PIDS=()
     if [ -n "$INTEROP_RUN" ] && [ "$(readlink "$INTEROP_CACHE/current" 2>/dev/null)" = "$INTEROP_RUN" ]; then
         rm -f "$INTEROP_CACHE/current"
     fi
@@ -116,6 +130,13 @@ net_up() {
         "netns $INTEROP_PEER_NS: $INTEROP_PEER_IF (raw peer)"
 }
 
+# net_add_tap TAP: one more tap on the bridge (for a second guest).
+net_add_tap() {
+    ns ip tuntap add dev "$1" mode tap
+    ns ip link set "$1" master "$INTEROP_BR"
+    ns ip link set "$1" up
+}
+
 # net_mtu MTU: sets the MTU of the bridge, the tap and the veth pair (the guest's eth0 is set
 # from inside the guest: run_in_guest "ip link set eth0 mtu MTU").
 net_mtu() {
@@ -167,6 +188,13 @@ new_run() {
 # guest_boot [EXTRA_KERNEL_ARGS]: boots the guest in the namespace, waits for the readiness
 # marker, and leaves the guest running. Sets INTEROP_RUN (run dir with console.log and share/).
 guest_boot() {
+    guest_start "$@" || return $?
+    guest_wait_ready
+}
+
+# guest_start [EXTRA_KERNEL_ARGS]: starts QEMU and returns at once (two guests boot side by side:
+# guest_start, guest2 guest_start, then guest_wait_ready for each).
+guest_start() {
     local extra=${1:-}
     guest_artifacts_present || die "no guest in $INTEROP_CACHE/guest: run tests/interop/setup.sh"
     command -v qemu-system-x86_64 >/dev/null || die "qemu-system-x86_64 missing: run tests/interop/setup.sh"
@@ -180,8 +208,8 @@ guest_boot() {
     : >"$console"
     log "booting guest ($accel), console: $console"
     INTEROP_BOOT_T0=$(date +%s.%N)
-    setsid ip netns exec "$INTEROP_NS" nice -n 10 qemu-system-x86_64 \
-        -accel "$accel" -cpu "$cpu" -machine q35 -smp 1 -m "$INTEROP_GUEST_MEM" \
+    setsid ip netns exec "$INTEROP_NS" nice -n "$INTEROP_NICE" qemu-system-x86_64 \
+        -accel "$accel" -cpu "$cpu" -machine q35 -smp "$INTEROP_GUEST_CPUS" -m "$INTEROP_GUEST_MEM" \
         -nographic -serial "file:$console" -monitor none -no-reboot \
         -kernel "$INTEROP_CACHE/guest/vmlinuz" -initrd "$INTEROP_CACHE/guest/initramfs.cpio.gz" \
         -append "console=ttyS0 panic=-1 quiet loglevel=4 interop.ip=$INTEROP_GUEST_IP/24 $extra" \
@@ -190,6 +218,12 @@ guest_boot() {
         -virtfs "local,path=$INTEROP_RUN/share,mount_tag=share,security_model=none,id=share" \
         </dev/null >"$INTEROP_RUN/qemu.log" 2>&1 &
     INTEROP_QEMU_PID=$!
+}
+
+# guest_wait_ready: waits for the readiness marker of the guest that guest_start started
+# (returns 2 when QEMU exited, 3 when the guest's set-up failed, 4 on timeout).
+guest_wait_ready() {
+    local console="$INTEROP_RUN/console.log"
     local deadline=$(( $(date +%s) + INTEROP_BOOT_TIMEOUT ))
     while ! grep -q "$INTEROP_READY_MARKER" "$console" 2>/dev/null; do
         if ! kill -0 "$INTEROP_QEMU_PID" 2>/dev/null; then
@@ -266,6 +300,31 @@ guest_stop() {
     kill -TERM -- "-$INTEROP_QEMU_PID" 2>/dev/null || true
     wait "$INTEROP_QEMU_PID" 2>/dev/null || true
     INTEROP_QEMU_PID=""
+}
+
+# guest2 FUNCTION ARGS...: runs a guest helper of this file on the second guest (tap
+# $INTEROP_TAP2, $INTEROP_GUEST2_IP, run directory $INTEROP_RUN/guest2 with its own share/ and
+# console.log). It swaps the two guests' variables around the call rather than shadowing them
+# with locals, so that the EXIT trap, should it fire inside, still sees both QEMU pids.
+guest2() {
+    [ -n "$INTEROP_RUN" ] || new_run
+    [ -n "$INTEROP_RUN2" ] || INTEROP_RUN2="$INTEROP_RUN/guest2"
+    mkdir -p "$INTEROP_RUN2"
+    _guest_swap
+    local rc=0
+    "$@" || rc=$?
+    _guest_swap
+    return "$rc"
+}
+_guest_swap() {
+    local t
+    t=$INTEROP_RUN; INTEROP_RUN=$INTEROP_RUN2; INTEROP_RUN2=$t
+    t=$INTEROP_TAP; INTEROP_TAP=$INTEROP_TAP2; INTEROP_TAP2=$t
+    t=$INTEROP_GUEST_IP; INTEROP_GUEST_IP=$INTEROP_GUEST2_IP; INTEROP_GUEST2_IP=$t
+    t=$INTEROP_GUEST_MAC; INTEROP_GUEST_MAC=$INTEROP_GUEST2_MAC; INTEROP_GUEST2_MAC=$t
+    t=$INTEROP_QEMU_PID; INTEROP_QEMU_PID=$INTEROP_QEMU2_PID; INTEROP_QEMU2_PID=$t
+    t=${INTEROP_BOOT_T0:-}; INTEROP_BOOT_T0=$INTEROP_BOOT2_T0; INTEROP_BOOT2_T0=$t
+    t=${INTEROP_BOOT_SECS:-}; INTEROP_BOOT_SECS=$INTEROP_BOOT2_SECS; INTEROP_BOOT2_SECS=$t
 }
 
 # bg_in_ns CMD...: starts a host-side process in $INTEROP_NS as the leader of a new process
