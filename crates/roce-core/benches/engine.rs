@@ -84,6 +84,7 @@ impl Stream {
                 dst: t.dst,
                 ecn: Ecn::NotEct,
                 ip_id: Some(0),
+                segment: 0,
                 payload: &self.buf[..t.len],
             };
             self.b.nic.handle_datagram(now, datagram);
@@ -100,6 +101,7 @@ impl Stream {
                 dst: t.dst,
                 ecn: Ecn::NotEct,
                 ip_id: Some(0),
+                segment: 0,
                 payload: &self.buf[..t.len],
             };
             self.a.nic.handle_datagram(now, datagram);

@@ -277,6 +277,7 @@ impl Harness {
             dst: SocketAddr::new(US, roce_wire::ROCE_V2_UDP_PORT),
             ecn: Ecn::NotEct,
             ip_id,
+            segment: 0,
             payload,
         };
         self.summary.fed += 1;

@@ -67,6 +67,11 @@ pub struct Datagram<'a> {
     /// The IPv4 identification, when the backend sees it (raw sockets). `None` (UDP sockets)
     /// means the ICRC cannot be checked in full; the NIC's ICRC policy says what it does then.
     pub ip_id: Option<u16>,
+    /// Its place in a receive-offload (GRO) batch, 0 when it came alone. With an unknown IPv4
+    /// ID the ICRC is tried with this ID first: a sender that batched its packets with
+    /// segmentation offload (our UDP backend, see [`Nic::poll_transmit_segment`]) gave segment
+    /// `i` the ID `i`.
+    pub segment: u16,
     /// The UDP payload.
     pub payload: &'a [u8],
 }

@@ -274,6 +274,7 @@ pub(crate) fn datagram(packet: &SimPacket) -> Datagram<'_> {
         ecn: packet.ecn,
         // The simulator knows the whole header: IPv4 ID 0, as the NICs computed the ICRC.
         ip_id: packet.src.is_ipv4().then_some(0),
+        segment: 0,
         payload: &packet.payload,
     }
 }

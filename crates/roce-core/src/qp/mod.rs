@@ -43,6 +43,9 @@ pub(crate) struct Ctx<'a> {
     pub(crate) mrs: &'a mut Mrs,
     pub(crate) stats: &'a mut Stats,
     pub(crate) completions: &'a mut Vec<(CqHandle, Cqe)>,
+    /// The IPv4 identification the packet being built will carry (its ICRC covers it): 0, or
+    /// its place in a segmentation-offload batch (see `Nic::poll_transmit_segment`).
+    pub(crate) ip_id: u16,
 }
 
 /// A send WR on the send queue, with the transport's bookkeeping.

@@ -232,14 +232,21 @@ impl Qp {
         let inline = wqe.inline.as_deref();
         let sgl = &wqe.wr.sgl;
         let mrs = &*ctx.mrs;
-        let transmit = self.emit(ctx.config, &repr, dst, buf, |payload| match inline {
-            Some(data) => {
-                let start = payload_offset as usize;
-                payload.copy_from_slice(&data[start..start + payload_len as usize]);
-                true
-            }
-            None => gather(mrs, sgl, u64::from(payload_offset), payload),
-        });
+        let transmit = self.emit(
+            ctx.config,
+            ctx.ip_id,
+            &repr,
+            dst,
+            buf,
+            |payload| match inline {
+                Some(data) => {
+                    let start = payload_offset as usize;
+                    payload.copy_from_slice(&data[start..start + payload_len as usize]);
+                    true
+                }
+                None => gather(mrs, sgl, u64::from(payload_offset), payload),
+            },
+        );
         let Some(mut transmit) = transmit else {
             // The SGL no longer names readable memory (deregistered region): a local protection
             // error, and the QP goes to the error state (IBTA vol. 1 §10.8.3).
@@ -361,11 +368,13 @@ impl Qp {
         }
     }
 
-    /// Writes a packet into `buf` and seals its ICRC: the UDP payload of a datagram to `dst`.
-    /// `fill` writes the payload; it returns false when the data cannot be read.
+    /// Writes a packet into `buf` and seals its ICRC: the UDP payload of a datagram to `dst`
+    /// whose IPv4 identification will be `ip_id`. `fill` writes the payload; it returns false
+    /// when the data cannot be read.
     pub(crate) fn emit(
         &self,
         config: &crate::NicConfig,
+        ip_id: u16,
         repr: &RoceRepr,
         dst: IpAddr,
         buf: &mut [u8],
@@ -391,7 +400,8 @@ impl Qp {
             SrcPortPolicy::Fixed(port) => port,
         };
         let to = SocketAddr::new(dst, roce_wire::ROCE_V2_UDP_PORT);
-        let header = roce_wire::PseudoHeader::for_datagram(SocketAddr::new(src, src_port), to, 0)?;
+        let header =
+            roce_wire::PseudoHeader::for_datagram(SocketAddr::new(src, src_port), to, ip_id)?;
         icrc::seal(&header, packet);
         let (dscp, ttl) = self.av.map_or((0, 64), |av| {
             (av.dscp, if av.hop_limit == 0 { 64 } else { av.hop_limit })

@@ -685,18 +685,25 @@ impl Qp {
             }
         };
         let mrs = &*ctx.mrs;
-        let transmit = self.emit(ctx.config, &repr, dst, buf, |payload| match read {
-            None => true,
-            Some((_, _, 0)) => true,
-            Some((key, va, chunk)) => mrs.get(&key).is_some_and(|entry| {
-                entry.mr.offset_of(va, chunk.into()).is_some_and(|at| {
-                    entry.mr.with_bytes(|bytes| {
-                        payload.copy_from_slice(&bytes[at..at + chunk as usize])
-                    });
-                    true
-                })
-            }),
-        });
+        let transmit = self.emit(
+            ctx.config,
+            ctx.ip_id,
+            &repr,
+            dst,
+            buf,
+            |payload| match read {
+                None => true,
+                Some((_, _, 0)) => true,
+                Some((key, va, chunk)) => mrs.get(&key).is_some_and(|entry| {
+                    entry.mr.offset_of(va, chunk.into()).is_some_and(|at| {
+                        entry.mr.with_bytes(|bytes| {
+                            payload.copy_from_slice(&bytes[at..at + chunk as usize])
+                        });
+                        true
+                    })
+                }),
+            },
+        );
         let Some(transmit) = transmit else {
             // The region went away under a READ in progress: stop answering it.
             self.resp.out.pop_front();

@@ -127,6 +127,7 @@ fn rx(s: &mut Setup, now: Instant, mut repr: RoceRepr, payload: &[u8]) {
         dst: SocketAddr::new(US, 4791),
         ecn: Ecn::NotEct,
         ip_id: Some(0),
+        segment: 0,
         payload: &buf,
     };
     s.nic.handle_datagram(now, datagram);
@@ -611,6 +612,7 @@ fn packets_failing_a_check_are_dropped_under_their_own_counter() {
         dst: SocketAddr::new(US, 4791),
         ecn: Ecn::NotEct,
         ip_id: Some(0),
+        segment: 0,
         payload: &buf,
     };
     s.nic.handle_datagram(at(0), datagram);
@@ -670,6 +672,7 @@ fn ingress_checks_address_special_qp_and_state_are_counted_by_name() {
             dst: SocketAddr::new(IpAddr::V4(other), 4791),
             ecn: Ecn::NotEct,
             ip_id: Some(0),
+            segment: 0,
             payload: &buf,
         },
     );
@@ -719,6 +722,7 @@ fn garbage_never_panics_and_is_counted() {
             dst: SocketAddr::new(US, 4791),
             ecn: Ecn::NotEct,
             ip_id: None,
+            segment: 0,
             payload: &bytes,
         };
         s.nic.handle_datagram(at(0), datagram);
@@ -1184,4 +1188,61 @@ fn misuse_is_a_typed_error() {
             to: QpState::Rts
         })
     );
+}
+
+// ---- segmentation offload ----------------------------------------------------------------------
+
+fn with_ip_id(mut h: PseudoHeader, id: u16) -> PseudoHeader {
+    if let IpFields::V4 { identification, .. } = &mut h.ip {
+        *identification = id;
+    }
+    h
+}
+
+#[test]
+fn a_packet_polled_as_segment_i_of_a_batch_is_sealed_for_ipv4_id_i() {
+    let mut s = setup();
+    s.nic
+        .post_send(at(0), s.qpn, send_wr(&s, 9, SendOp::Send, 0, 2500))
+        .unwrap();
+    let mut buf = vec![0; MAX_DATAGRAM];
+    for id in [0, 1, 5] {
+        let t = s.nic.poll_transmit_segment(at(0), &mut buf, id).unwrap();
+        let mut h = header(US, PEER);
+        h.src_port = t.src_port;
+        let packet = &buf[..t.len];
+        icrc::verify(&with_ip_id(h, id), packet).unwrap();
+        assert_eq!(icrc::verify(&with_ip_id(h, 7), packet).is_ok(), id == 7);
+    }
+}
+
+#[test]
+fn an_unseen_ipv4_id_is_checked_as_the_segments_place_then_as_zero() {
+    let mut s = setup();
+    for wr_id in 1..=3 {
+        recv(&mut s, wr_id, 0, 100);
+    }
+    // (ID the sender used, the datagram's place in a receive batch)
+    for (psn_offset, (id, segment)) in [(2, 2), (0, 3), (9, 1)].into_iter().enumerate() {
+        let mut repr = request(Opcode::RcSendOnly, RQ_PSN + psn_offset as u32, true);
+        repr.payload_len = 4;
+        let mut buf = vec![0; repr.buffer_len()];
+        repr.emit(&mut buf, |p| p.copy_from_slice(b"data")).unwrap();
+        icrc::seal(&with_ip_id(header(PEER, US), id), &mut buf);
+        s.nic.handle_datagram(
+            at(0),
+            Datagram {
+                src: SocketAddr::new(PEER, 0xc000),
+                dst: SocketAddr::new(US, 4791),
+                ecn: Ecn::NotEct,
+                ip_id: None,
+                segment,
+                payload: &buf,
+            },
+        );
+    }
+    // All three are accepted; only the one whose ID was neither its place nor 0 is unverifiable.
+    let stats = s.nic.stats();
+    assert_eq!((stats.rx_accepted, stats.rx_icrc_unverifiable), (3, 1));
+    assert_eq!(stats.rx_icrc_errors, 0);
 }
