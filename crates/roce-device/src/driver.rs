@@ -13,7 +13,8 @@ use std::sync::Arc;
 use roce_core::{Datagram, Instant, MAX_DATAGRAM, Nic};
 use tokio::sync::{Notify, mpsc};
 
-use crate::backend::{Backend, Received};
+use crate::backend::{Backend, Received, reseal};
+use crate::batch::{MAX_BATCH_BYTES, TxBatch};
 use crate::clock::TokioClock;
 use crate::tap::Tap;
 
@@ -64,9 +65,12 @@ impl<B: Backend> Driver<B> {
             mut rx_loss,
         } = self;
         let mut rx_buf = vec![0u8; backend.recv_buffer_len()];
-        let mut tx_buf = vec![0u8; MAX_DATAGRAM];
+        // Room for a whole batch, and behind its last packet always room for one more.
+        let mut tx_buf = vec![0u8; MAX_BATCH_BYTES + MAX_DATAGRAM];
+        let mut batch = TxBatch::new(backend.max_segments());
         let mut received: Vec<Received> = Vec::new();
         tracing::info!("device started");
+        let mut delivered = nic.completions_delivered();
         loop {
             let deadline = nic.poll_timeout().map(|at| clock.to_tokio(at));
             tokio::select! {
@@ -89,13 +93,15 @@ impl<B: Backend> Driver<B> {
                             continue;
                         }
                         if let Some(tap) = tap.as_ref().filter(|t| t.received_too()) {
-                            tap.record(datagram.src, datagram.dst, datagram.ecn, 0, 64, payload);
+                            let ip_id = datagram.ip_id.unwrap_or(datagram.segment);
+                            tap.record(datagram.src, datagram.dst, datagram.ecn, 0, 64, ip_id, payload);
                         }
                         nic.handle_datagram(now, Datagram {
                             src: datagram.src,
                             dst: datagram.dst,
                             ecn: datagram.ecn,
                             ip_id: datagram.ip_id,
+                            segment: datagram.segment,
                             payload,
                         });
                     }
@@ -104,8 +110,21 @@ impl<B: Backend> Driver<B> {
                 () = sleep_until(deadline) => nic.handle_timeout(clock.now()),
             }
             let now = clock.now();
-            while let Some(transmit) = nic.poll_transmit(now, &mut tx_buf) {
-                let payload = &tx_buf[..transmit.len];
+            loop {
+                let (at, ip_id) = (batch.len(), batch.next_ip_id());
+                let Some(transmit) = nic.poll_transmit_segment(now, &mut tx_buf[at..], ip_id)
+                else {
+                    break;
+                };
+                if !batch.fits(&transmit) {
+                    // Send what is there; this packet starts the next batch, as segment 0.
+                    flush(&mut backend, &mut batch, &mut tx_buf).await;
+                    tx_buf.copy_within(at..at + transmit.len, 0);
+                    if ip_id != 0 {
+                        reseal(&transmit, &mut tx_buf[..transmit.len], 0);
+                    }
+                }
+                let (at, ip_id) = (batch.len(), batch.next_ip_id());
                 if let Some(tap) = &tap {
                     let src = std::net::SocketAddr::new(transmit.src, transmit.src_port);
                     tap.record(
@@ -114,19 +133,37 @@ impl<B: Backend> Driver<B> {
                         transmit.ecn,
                         transmit.dscp,
                         transmit.ttl,
-                        payload,
+                        ip_id,
+                        &tx_buf[at..at + transmit.len],
                     );
                 }
-                if let Err(err) = backend.send(&transmit, payload).await {
-                    // A datagram that cannot go out is lost, as on a wire: the transport
-                    // recovers. The error is logged, not fatal.
-                    tracing::debug!(dst = %transmit.dst, error = %err, "send failed");
+                batch.push(transmit);
+                if batch.is_full() {
+                    flush(&mut backend, &mut batch, &mut tx_buf).await;
                 }
             }
-            completions.notify_waiters();
+            flush(&mut backend, &mut batch, &mut tx_buf).await;
+            // Waiters poll when woken, and polling is a command, which makes a turn: waking
+            // them at every turn would keep a waiting application and this task spinning.
+            if nic.completions_delivered() != delivered {
+                delivered = nic.completions_delivered();
+                completions.notify_waiters();
+            }
         }
         tracing::info!("device stopped");
         Ok(())
+    }
+}
+
+/// Sends the batch, if any. A batch that cannot go out is lost, as on a wire: the transport
+/// recovers. The error is logged, not fatal.
+async fn flush<B: Backend>(backend: &mut B, batch: &mut TxBatch, buf: &mut [u8]) {
+    if let Some((transmit, len, segment)) = batch.take()
+        && let Err(err) = backend
+            .send_segments(&transmit, &mut buf[..len], segment)
+            .await
+    {
+        tracing::debug!(dst = %transmit.dst, error = %err, "send failed");
     }
 }
 

@@ -23,6 +23,7 @@ use roce_core::{Nic, NicConfig, SrcPortPolicy};
 use tokio::sync::{Notify, mpsc};
 
 pub mod backend;
+mod batch;
 mod clock;
 mod driver;
 mod endpoint;
@@ -46,6 +47,9 @@ pub struct DeviceConfig {
     pub rx_loss: f64,
     /// Seed of those drops.
     pub seed: u64,
+    /// Completions are waited for by polling (see [`DeviceHandle::next_completion`]): lower
+    /// latency, a busy core.
+    pub busy_poll: bool,
 }
 
 impl DeviceConfig {
@@ -59,6 +63,7 @@ impl DeviceConfig {
             tap: None,
             rx_loss: 0.0,
             seed: 1,
+            busy_poll: false,
         }
     }
 }
@@ -98,6 +103,7 @@ impl Device {
         DeviceHandle {
             commands: commands_tx,
             completions,
+            busy_poll: config.busy_poll,
         }
     }
 }

@@ -1,6 +1,6 @@
 //! A capture tap: a device can write every frame it sends (and optionally receives) into a pcap
 //! that Wireshark opens. The UDP payload is framed as Ethernet/IP/UDP with the fields the NIC
-//! computed its ICRC over (IPv4 ID 0, DF), so `roce dump --strict` checks every ICRC.
+//! computed its ICRC over (DF, and IPv4 ID 0 or the packet's place in a batch), so `roce dump --strict` checks every ICRC.
 
 use std::fs::File;
 use std::net::SocketAddr;
@@ -37,7 +37,8 @@ impl Tap {
         self.received_too
     }
 
-    /// Records one datagram.
+    /// Records one datagram, with the IPv4 identification its ICRC covers.
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn record(
         &self,
         src: SocketAddr,
@@ -45,9 +46,13 @@ impl Tap {
         ecn: Ecn,
         dscp: u8,
         ttl: u8,
+        ip_id: u16,
         payload: &[u8],
     ) {
-        let repr = FrameRepr::for_datagram(src, dst, ecn, dscp, ttl);
+        let mut repr = FrameRepr::for_datagram(src, dst, ecn, dscp, ttl);
+        if repr.ip.identification.is_some() {
+            repr.ip.identification = Some(ip_id);
+        }
         let mut frame = vec![0; repr.header_len() + payload.len()];
         let Ok(at) = repr.emit_headers(&mut frame, payload.len()) else {
             return;

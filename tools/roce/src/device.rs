@@ -56,6 +56,15 @@ pub(crate) struct DeviceOpts {
     /// The port's line rate, Gb/s: where DCQCN's rate starts and the most it climbs back to.
     #[arg(long, value_name = "GBPS", default_value_t = 100.0, value_parser = parse_gbps)]
     pub(crate) line_rate: f64,
+    /// Wait for completions by polling the CQ in a loop, as perftest does unless given -e:
+    /// lower latency, one busy core. Without it a waiter sleeps until the NIC wakes it.
+    #[arg(long)]
+    pub(crate) busy_poll: bool,
+    /// UDP backend: send each packet with a system call of its own instead of batches of up to
+    /// 64 KiB that the kernel cuts into datagrams (UDP GSO). Needed where a packet socket on a
+    /// veth reads what we send before the kernel cuts it: `roce switch`, or a raw-backend NIC.
+    #[arg(long)]
+    pub(crate) no_gso: bool,
     /// Write every packet the NIC sends and receives to this pcap.
     #[arg(long, value_name = "FILE")]
     pub(crate) pcap: Option<PathBuf>,
@@ -66,6 +75,7 @@ impl DeviceOpts {
     pub(crate) fn spawn(&self, default_ip: IpAddr) -> anyhow::Result<(DeviceHandle, IpAddr)> {
         let ip = self.ip.unwrap_or(default_ip);
         let mut config = DeviceConfig::new(ip);
+        config.busy_poll = self.busy_poll;
         config.nic.line_rate_bps = (self.line_rate * 1e9) as u64;
         config.nic.congestion = match self.cc {
             CcKind::None => Congestion::None,
@@ -80,8 +90,11 @@ impl DeviceOpts {
         }
         let device = match self.backend {
             BackendKind::Udp => {
-                let backend = UdpBackend::bind(ip, roce_wire::ROCE_V2_UDP_PORT)
+                let mut backend = UdpBackend::bind(ip, roce_wire::ROCE_V2_UDP_PORT)
                     .with_context(|| format!("cannot bind UDP {ip}:4791"))?;
+                if self.no_gso {
+                    backend = backend.without_gso();
+                }
                 Device::spawn(config, backend)
             }
             BackendKind::Raw => {

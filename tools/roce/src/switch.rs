@@ -224,12 +224,23 @@ fn open_port(
     frames: mpsc::SyncSender<(usize, Vec<u8>)>,
     stop: Arc<AtomicBool>,
 ) -> anyhow::Result<Port> {
-    let PacketSocket { tx, rx, mac } = packet_socket::open(name, true)?;
-    packet_socket::spawn_receiver(format!("roce-switch-{name}"), rx, stop, move |frame| {
-        // The socket does not see its own sends; frames the kernel sends from this
-        // interface carry its MAC and are skipped.
-        frame.len() < 14 || frame[6..12] == mac || frames.send((index, frame.to_vec())).is_ok()
-    })?;
+    let PacketSocket {
+        tx,
+        rx,
+        mac,
+        max_frame,
+    } = packet_socket::open(name, true)?;
+    packet_socket::spawn_receiver(
+        format!("roce-switch-{name}"),
+        rx,
+        max_frame,
+        stop,
+        move |frame| {
+            // The socket does not see its own sends; frames the kernel sends from this
+            // interface carry its MAC and are skipped.
+            frame.len() < 14 || frame[6..12] == mac || frames.send((index, frame.to_vec())).is_ok()
+        },
+    )?;
     Ok(Port {
         name: name.to_owned(),
         mac,

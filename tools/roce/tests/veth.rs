@@ -67,6 +67,22 @@ impl Veth {
             ]);
             run_ok(&["ip", "-n", ns, "link", "set", dev, "up"]);
             run_ok(&["ip", "-n", ns, "link", "set", "lo", "up"]);
+            // A veth carries a UDP segmentation-offload batch whole, and a packet socket on it
+            // (the capture, the raw backend) would see one 64 KiB frame. With the offload off
+            // the kernel cuts each batch before the veth, as a real NIC does on the wire: the
+            // capture then shows the IPv4 IDs 0, 1, 2, … that the UDP backend sealed each
+            // ICRC for, and `roce dump --strict` checks them.
+            run_ok(&[
+                "ip",
+                "netns",
+                "exec",
+                ns,
+                "ethtool",
+                "-K",
+                dev,
+                "tx-udp-segmentation",
+                "off",
+            ]);
         }
         Some(veth)
     }

@@ -21,10 +21,22 @@ pub struct Received {
     pub ecn: Ecn,
     /// The IPv4 identification, where the backend sees it (raw sockets; a UDP socket does not).
     pub ip_id: Option<u16>,
+    /// Its place in a receive-offload (GRO) batch, 0 when it came alone (see
+    /// `roce_core::Datagram::segment`).
+    pub segment: u16,
     /// Where its payload starts in the buffer.
     pub offset: usize,
     /// Its payload's length.
     pub len: usize,
+}
+
+/// Seals `packet`'s ICRC again for the IPv4 identification `ip_id` (a datagram of a batch that
+/// leaves with another ID than the one it was built for).
+pub(crate) fn reseal(transmit: &Transmit, packet: &mut [u8], ip_id: u16) {
+    let src = SocketAddr::new(transmit.src, transmit.src_port);
+    if let Some(header) = roce_wire::PseudoHeader::for_datagram(src, transmit.dst, ip_id) {
+        roce_wire::icrc::seal(&header, packet);
+    }
 }
 
 /// A way onto the network.
@@ -43,6 +55,34 @@ pub trait Backend: Send + 'static {
         transmit: &Transmit,
         payload: &[u8],
     ) -> impl Future<Output = io::Result<()>> + Send;
+
+    /// Sends `payload`, the UDP payloads of datagrams of `segment` bytes each (the last may be
+    /// shorter), all with `transmit`'s addresses and header fields; the ICRC of the `i`-th was
+    /// computed for the IPv4 identification `i` (`Nic::poll_transmit_segment`). The driver
+    /// gives at most [`Backend::max_segments`] datagrams at once. This default sends them one
+    /// by one, each with ID 0, so it seals every ICRC but the first again for ID 0.
+    fn send_segments(
+        &mut self,
+        transmit: &Transmit,
+        payload: &mut [u8],
+        segment: usize,
+    ) -> impl Future<Output = io::Result<()>> + Send {
+        async move {
+            for (index, datagram) in payload.chunks_mut(segment.max(1)).enumerate() {
+                if index > 0 {
+                    reseal(transmit, datagram, 0);
+                }
+                self.send(transmit, datagram).await?;
+            }
+            Ok(())
+        }
+    }
+
+    /// How many datagrams one [`Backend::send_segments`] may carry: 1 when the backend cannot
+    /// batch (the default).
+    fn max_segments(&self) -> usize {
+        1
+    }
 
     /// The UDP source port this backend sends from, if it cannot choose per packet.
     fn fixed_src_port(&self) -> Option<u16>;

@@ -3,7 +3,7 @@
 
 use std::io;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use pnet_datalink::{Channel, DataLinkReceiver, DataLinkSender};
@@ -16,6 +16,9 @@ pub struct PacketSocket {
     pub rx: Box<dyn DataLinkReceiver>,
     /// The interface's MAC address.
     pub mac: [u8; 6],
+    /// The longest frame the interface carries: its MTU plus an Ethernet header and a VLAN
+    /// tag.
+    pub max_frame: usize,
 }
 
 impl std::fmt::Debug for PacketSocket {
@@ -53,7 +56,12 @@ pub fn open(interface: &str, promiscuous: bool) -> io::Result<PacketSocket> {
         ..pnet_datalink::Config::default()
     };
     match pnet_datalink::channel(&iface, config) {
-        Ok(Channel::Ethernet(tx, rx)) => Ok(PacketSocket { tx, rx, mac }),
+        Ok(Channel::Ethernet(tx, rx)) => Ok(PacketSocket {
+            tx,
+            rx,
+            mac,
+            max_frame: mtu(interface) + 18,
+        }),
         Ok(_) => Err(io::Error::other(format!(
             "{interface}: not an Ethernet channel"
         ))),
@@ -68,19 +76,49 @@ pub fn open(interface: &str, promiscuous: bool) -> io::Result<PacketSocket> {
     }
 }
 
+/// The interface's MTU (1500 when sysfs does not say).
+fn mtu(interface: &str) -> usize {
+    std::fs::read_to_string(format!("/sys/class/net/{interface}/mtu"))
+        .ok()
+        .and_then(|text| text.trim().parse().ok())
+        .unwrap_or(1500)
+}
+
 /// Reads `rx` on a thread of its own (pnet's receiver blocks), handing each frame to
 /// `on_frame` until it returns false, `stop` is set, or the socket fails (logged).
+///
+/// Frames longer than `max_frame` are dropped and counted in the returned counter. On a veth,
+/// a packet socket sees what the sending socket handed the kernel, before segmentation: a UDP
+/// segmentation-offload batch (roce-emu's UDP backend sends them) arrives as one frame of up to
+/// 64 KiB. The first one is reported with the remedy.
 pub fn spawn_receiver(
     thread_name: String,
     mut rx: Box<dyn DataLinkReceiver>,
+    max_frame: usize,
     stop: Arc<AtomicBool>,
     mut on_frame: impl FnMut(&[u8]) -> bool + Send + 'static,
-) -> io::Result<()> {
+) -> io::Result<Arc<AtomicU64>> {
+    let oversized = Arc::new(AtomicU64::new(0));
+    let counter = oversized.clone();
     std::thread::Builder::new()
         .name(thread_name.clone())
         .spawn(move || {
             while !stop.load(Ordering::Relaxed) {
                 match rx.next() {
+                    Ok(frame) if frame.len() > max_frame => {
+                        if counter.fetch_add(1, Ordering::Relaxed) == 0 {
+                            tracing::warn!(
+                                thread = %thread_name,
+                                len = frame.len(),
+                                max_frame,
+                                "dropped a frame longer than the MTU: a segmentation-offload \
+                                 batch from a sender on this link; give roce's UDP backend \
+                                 --no-gso, or run `ethtool -K <its interface> \
+                                 tx-udp-segmentation off` where it sends"
+                            );
+                        }
+                        tracing::debug!(thread = %thread_name, len = frame.len(), "oversized frame dropped");
+                    }
                     Ok(frame) => {
                         if !on_frame(frame) {
                             return;
@@ -98,5 +136,5 @@ pub fn spawn_receiver(
                 }
             }
         })?;
-    Ok(())
+    Ok(oversized)
 }

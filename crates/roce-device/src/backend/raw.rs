@@ -58,22 +58,27 @@ impl RawBackend {
                 "the raw backend speaks IPv4 only for now",
             ));
         };
-        let PacketSocket { tx, rx, mac } =
-            packet_socket::open(interface, false).map_err(|err| {
-                if err.kind() == io::ErrorKind::PermissionDenied {
-                    io::Error::new(
-                        err.kind(),
-                        format!("the raw backend: {err}, or use --backend udp"),
-                    )
-                } else {
-                    err
-                }
-            })?;
+        let PacketSocket {
+            tx,
+            rx,
+            mac,
+            max_frame,
+        } = packet_socket::open(interface, false).map_err(|err| {
+            if err.kind() == io::ErrorKind::PermissionDenied {
+                io::Error::new(
+                    err.kind(),
+                    format!("the raw backend: {err}, or use --backend udp"),
+                )
+            } else {
+                err
+            }
+        })?;
         let (frames_tx, frames) = mpsc::channel(QUEUE);
         let stop = Arc::new(AtomicBool::new(false));
         packet_socket::spawn_receiver(
             format!("roce-raw-{interface}"),
             rx,
+            max_frame,
             stop.clone(),
             move |frame| !wanted(frame) || frames_tx.blocking_send(frame.to_vec()).is_ok(),
         )?;
@@ -138,6 +143,7 @@ impl RawBackend {
             dst: SocketAddr::new(ip.dst, udp.dst_port),
             ecn: ip.ecn,
             ip_id: ip.identification,
+            segment: 0,
             offset: *at,
             len: payload.len(),
         });

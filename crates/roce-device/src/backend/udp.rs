@@ -1,21 +1,28 @@
 //! The unprivileged backend: one UDP socket bound to `<ip>:4791`. quinn-udp receives (ECN from
-//! IP_RECVTOS cmsgs, GRO) and sets DF (IP_PMTUDISC_PROBE); sends are plain `sendto`s with the
-//! socket's TOS option set to the packet's DSCP and ECN.
+//! IP_RECVTOS cmsgs, GRO) and sets DF (IP_PMTUDISC_PROBE); sends are `sendmsg`s with the packet's
+//! DSCP and ECN in an IP_TOS (IPV6_TCLASS) cmsg and, for a batch, a UDP_SEGMENT cmsg (UDP
+//! segmentation offload: one system call, and on a veth one skb, for up to
+//! [`MAX_GSO_SEGMENTS`] datagrams).
 //!
 //! What this backend can and cannot do, and so what a NIC on it does:
 //! - every packet leaves from source port 4791 (one socket), so the NIC runs with
 //!   `SrcPortPolicy::Fixed(4791)` and its ICRCs cover that port;
-//! - Linux gives DF datagrams sent on an unconnected UDP socket the IPv4 ID 0, which is what the
-//!   engine's ICRC assumes (checked by a test that captures our own packets);
+//! - Linux gives DF datagrams sent on an unconnected UDP socket the IPv4 ID 0, and numbers the
+//!   segments of one segmentation-offload send 0, 1, 2, … (`inet_gso_segment`), which is what
+//!   the engine seals each packet of a batch for (checked by the veth test against the raw
+//!   backend, which sees every ID, and by the interop matrix against rxe);
 //! - on receive the IPv4 ID is not visible, so the ICRC of a packet from a peer that uses other
-//!   IDs (rxe counts them up) cannot be checked in full: the NIC checks it as if the ID were 0 and,
-//!   when that fails, accepts the packet and counts it under `rx_icrc_unverifiable`. The raw
-//!   backend sees whole frames and checks every ICRC.
-//! - DSCP and ECN go out as the socket's TOS option, set when a packet asks for another value.
+//!   IDs (rxe counts them up) cannot be checked in full: the NIC checks it as if the ID were the
+//!   datagram's place in its GRO batch, then 0, and when both fail accepts the packet and counts
+//!   it under `rx_icrc_unverifiable`. The raw backend sees whole frames and checks every ICRC.
 
 use std::io::{self, IoSliceMut};
 use std::net::{IpAddr, SocketAddr};
 
+use std::io::IoSlice;
+use std::os::fd::AsRawFd;
+
+use nix::sys::socket::{ControlMessage, MsgFlags, SockaddrStorage, sendmsg};
 use quinn_udp::{EcnCodepoint, RecvMeta, UdpSocketState};
 use roce_core::{Ecn, Transmit};
 use tokio::io::Interest;
@@ -30,8 +37,9 @@ pub struct UdpBackend {
     state: UdpSocketState,
     local: SocketAddr,
     meta: Vec<RecvMeta>,
-    /// The TOS byte the socket sends with now.
-    tos: Option<u8>,
+    /// Datagrams one send may carry (1 when the kernel has no UDP segmentation offload or
+    /// refused it once).
+    gso_segments: usize,
 }
 
 impl UdpBackend {
@@ -55,13 +63,22 @@ impl UdpBackend {
         let socket = UdpSocket::from_std(std_socket)?;
         let local = socket.local_addr()?;
         let meta = vec![RecvMeta::default(); BATCH];
+        let gso_segments = state.max_gso_segments().clamp(1, MAX_GSO_SEGMENTS);
         Ok(Self {
             socket,
             state,
             local,
             meta,
-            tos: None,
+            gso_segments,
         })
+    }
+
+    /// Sends every datagram with a system call of its own: no segmentation-offload batches.
+    /// For links where a packet socket reads what this socket sends before the kernel cuts it
+    /// (`roce switch` or a raw-backend NIC on a veth pair see one frame of up to 64 KiB).
+    pub fn without_gso(mut self) -> Self {
+        self.gso_segments = 1;
+        self
     }
 
     /// The bound address.
@@ -93,6 +110,7 @@ impl Backend for UdpBackend {
                 // With GRO one buffer holds several datagrams of `stride` bytes each.
                 let stride = meta.stride.max(1);
                 let mut start = 0;
+                let mut segment = 0u16;
                 while start < meta.len {
                     let len = stride.min(meta.len - start);
                     out.push(Received {
@@ -103,10 +121,12 @@ impl Backend for UdpBackend {
                         ),
                         ecn: ecn_from(meta.ecn),
                         ip_id: None,
+                        segment,
                         offset: index * chunk + start,
                         len,
                     });
                     start += len;
+                    segment = segment.wrapping_add(1);
                 }
             }
             return Ok(());
@@ -114,20 +134,39 @@ impl Backend for UdpBackend {
     }
 
     async fn send(&mut self, transmit: &Transmit, payload: &[u8]) -> io::Result<()> {
-        // The whole TOS byte (DSCP and ECN) is a socket option, changed only when a packet asks
-        // for another one (a QP's packets share theirs).
-        let tos = (transmit.dscp << 2) | transmit.ecn.bits();
-        if self.tos != Some(tos) {
-            let socket = socket2::SockRef::from(&self.socket);
-            match transmit.dst {
-                SocketAddr::V4(_) => socket.set_tos_v4(u32::from(tos))?,
-                SocketAddr::V6(_) => socket.set_tclass_v6(u32::from(tos))?,
+        self.sendmsg(transmit, payload, None).await.map(drop)
+    }
+
+    async fn send_segments(
+        &mut self,
+        transmit: &Transmit,
+        payload: &mut [u8],
+        segment: usize,
+    ) -> io::Result<()> {
+        if payload.len() <= segment || self.gso_segments > 1 {
+            let gso = (payload.len() > segment).then_some(segment);
+            match self.sendmsg(transmit, payload, gso).await {
+                Ok(_) => return Ok(()),
+                // The route's device cannot take the batch (EIO from a device without checksum
+                // offload, as quinn-udp handles it): send datagrams one by one from now on.
+                Err(err) if gso.is_some() && err.raw_os_error() == Some(nix::libc::EIO) => {
+                    tracing::info!(error = %err, "UDP segmentation offload refused; sending datagrams one by one");
+                    self.gso_segments = 1;
+                }
+                Err(err) => return Err(err),
             }
-            self.tos = Some(tos);
         }
-        // A plain sendto: quinn-udp's send always attaches an IP_TOS cmsg holding only the
-        // ECN bits, which would override the DSCP.
-        self.socket.send_to(payload, transmit.dst).await.map(drop)
+        for (index, datagram) in payload.chunks_mut(segment.max(1)).enumerate() {
+            if index > 0 {
+                super::reseal(transmit, datagram, 0);
+            }
+            self.sendmsg(transmit, datagram, None).await?;
+        }
+        Ok(())
+    }
+
+    fn max_segments(&self) -> usize {
+        self.gso_segments
     }
 
     fn fixed_src_port(&self) -> Option<u16> {
@@ -138,6 +177,46 @@ impl Backend for UdpBackend {
         // Each slot must hold a whole GRO batch of the largest datagrams a NIC sends, or the
         // kernel truncates the batch and its last datagrams are lost.
         BATCH * self.state.gro_segments().max(1) * roce_core::MAX_DATAGRAM
+    }
+}
+
+impl UdpBackend {
+    /// One `sendmsg` of `payload` to the transmit's destination, with its DSCP and ECN as the
+    /// TOS (traffic class) and, with `gso`, cut by the kernel into datagrams of that many bytes.
+    async fn sendmsg(
+        &self,
+        transmit: &Transmit,
+        payload: &[u8],
+        gso: Option<usize>,
+    ) -> io::Result<usize> {
+        let tos = (transmit.dscp << 2) | transmit.ecn.bits();
+        let tclass = i32::from(tos);
+        let segment = gso.map(|size| u16::try_from(size).unwrap_or(u16::MAX));
+        let address = SockaddrStorage::from(transmit.dst);
+        let fd = self.socket.as_raw_fd();
+        self.socket
+            .async_io(Interest::WRITABLE, || {
+                let mut cmsgs = [ControlMessage::Ipv4Tos(&tos), ControlMessage::Ipv4Tos(&tos)];
+                if transmit.dst.is_ipv6() {
+                    cmsgs[0] = ControlMessage::Ipv6TClass(&tclass);
+                }
+                let count = match &segment {
+                    Some(size) => {
+                        cmsgs[1] = ControlMessage::UdpGsoSegments(size);
+                        2
+                    }
+                    None => 1,
+                };
+                sendmsg(
+                    fd,
+                    &[IoSlice::new(payload)],
+                    &cmsgs[..count],
+                    MsgFlags::empty(),
+                    Some(&address),
+                )
+                .map_err(io::Error::from)
+            })
+            .await
     }
 }
 
@@ -152,6 +231,10 @@ fn ecn_from(ecn: Option<EcnCodepoint>) -> Ecn {
 
 /// Bytes of socket buffer asked for in each direction.
 const SOCKET_BUFFER: usize = 8 << 20;
+
+/// The most datagrams one segmentation-offload send carries (Linux's `UDP_MAX_SEGMENTS` is 64
+/// before 6.9, 128 since).
+pub const MAX_GSO_SEGMENTS: usize = 64;
 
 /// Datagrams (or GRO batches) taken from the socket per system call.
 const BATCH: usize = 8;
