@@ -10,15 +10,24 @@
 //!   sender still computes the ICRC of every packet.
 //! - `floor/copy_2x4096`: the two 4 KiB copies every packet needs anyway (gather from the
 //!   sender's region into the packet, scatter from the packet into the receiver's region).
+//! - `write_64/messages`: 64-byte WRITEs, 64 posted at a time, each one packet with AckReq and
+//!   its own ACK and completion: one iteration is one message, so 1 / time is the message rate
+//!   of both NICs on one core.
 //!
 //! `cargo bench -p roce-core --bench engine -- --warm-up-time 1 --measurement-time 4`; figures
 //! are kept in docs/benchmarks.md.
+//!
+//! For instruction counts (`valgrind --tool=callgrind`, repeatable on a busy machine), the
+//! binary runs one stream without criterion when `ROCE_ENGINE_PACKETS` is set:
+//! `ROCE_ENGINE_PACKETS=20000 ROCE_ENGINE_SIZE=262144 valgrind --tool=callgrind <bench binary>`
+//! (`ROCE_ENGINE_SIZE`: bytes per WRITE, default 256 KiB; `ROCE_ENGINE_ICRC=skip` skips the
+//! receiver's check). `bench/compare.sh` takes the difference of two such runs.
 
 use std::hint::black_box;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::time::{Duration, Instant as WallClock};
 
-use criterion::{Criterion, criterion_group, criterion_main};
+use criterion::{Criterion, criterion_group};
 use roce_core::{
     Access, AddressVector, CqHandle, Datagram, Ecn, IcrcPolicy, Instant, MAX_DATAGRAM,
     MemoryRegion, Mtu, Nic, NicConfig, Psn, QpAttr, QpInit, QpState, QpType, Qpn, Remote, SendOp,
@@ -28,10 +37,8 @@ use roce_core::{
 const A: IpAddr = IpAddr::V4(Ipv4Addr::new(198, 18, 0, 1));
 const B: IpAddr = IpAddr::V4(Ipv4Addr::new(198, 18, 0, 2));
 const MTU: u32 = 4096;
-/// Packets per WRITE.
+/// Packets per WRITE of the 4 KiB stream.
 const PACKETS_PER_WR: u32 = 64;
-/// WRs kept posted, so the requester never waits for the application.
-const WRS_IN_FLIGHT: usize = 2;
 
 /// One NIC with one RC QP.
 struct Side {
@@ -49,12 +56,16 @@ struct Stream {
     /// WRITEs posted and not completed.
     posted: usize,
     next_wr_id: u64,
+    /// Bytes per WRITE.
+    msg_len: u32,
+    /// WRs kept posted, so the requester never waits for the application.
+    in_flight: usize,
 }
 
 impl Stream {
-    fn new(rx_icrc: IcrcPolicy) -> Self {
-        let mut a = side(A, IcrcPolicy::Check);
-        let mut b = side(B, rx_icrc);
+    fn new(rx_icrc: IcrcPolicy, msg_len: u32, in_flight: usize) -> Self {
+        let mut a = side(A, IcrcPolicy::Check, msg_len);
+        let mut b = side(B, rx_icrc, msg_len);
         connect(&mut a, B, b.qpn);
         connect(&mut b, A, a.qpn);
         Self {
@@ -63,6 +74,8 @@ impl Stream {
             buf: vec![0; MAX_DATAGRAM],
             posted: 0,
             next_wr_id: 0,
+            msg_len,
+            in_flight,
         }
     }
 
@@ -71,7 +84,7 @@ impl Stream {
         let now = Instant::ZERO;
         let mut sent = 0;
         while sent < packets {
-            while self.posted < WRS_IN_FLIGHT {
+            while self.posted < self.in_flight {
                 self.post();
             }
             let Some(t) = self.a.nic.poll_transmit(now, &mut self.buf) else {
@@ -113,7 +126,7 @@ impl Stream {
     }
 
     fn post(&mut self) {
-        let len = PACKETS_PER_WR * MTU;
+        let len = self.msg_len;
         let sge = Sge {
             addr: self.a.mr.addr(),
             length: len,
@@ -133,24 +146,24 @@ impl Stream {
     }
 }
 
-fn side(addr: IpAddr, icrc: IcrcPolicy) -> Side {
+fn side(addr: IpAddr, icrc: IcrcPolicy, msg_len: u32) -> Side {
     let mut nic = Nic::new(NicConfig {
         addrs: vec![addr],
         icrc,
         ..NicConfig::default()
     });
     let pd = nic.alloc_pd();
-    let cq = nic.create_cq(64);
+    let cq = nic.create_cq(256);
     let mr = nic
-        .reg_mr(pd, (PACKETS_PER_WR * MTU) as usize, Access::ALL)
+        .reg_mr(pd, msg_len as usize, Access::ALL)
         .expect("a valid region");
     let init = QpInit {
         pd,
         qp_type: QpType::Rc,
         send_cq: cq,
         recv_cq: cq,
-        max_send_wr: 16,
-        max_recv_wr: 16,
+        max_send_wr: 128,
+        max_recv_wr: 128,
     };
     let qpn = nic.create_qp(&init).expect("a valid QP");
     Side { nic, qpn, cq, mr }
@@ -193,6 +206,15 @@ fn connect(side: &mut Side, peer: IpAddr, peer_qpn: Qpn) {
     }
 }
 
+impl Stream {
+    /// Nothing was dropped or resent.
+    fn check(&self) {
+        let stats = self.b.nic.stats();
+        assert_eq!(stats.rx_dropped(), 0, "{stats:?}");
+        assert_eq!(self.a.nic.stats().retransmitted_packets, 0);
+    }
+}
+
 fn per_packet(stream: &mut Stream, packets: u64) -> Duration {
     let start = WallClock::now();
     stream.run(packets);
@@ -205,15 +227,19 @@ fn engine(c: &mut Criterion) {
         ("icrc_check", IcrcPolicy::Check),
         ("icrc_skip_rx", IcrcPolicy::Skip),
     ] {
-        let mut stream = Stream::new(policy);
+        let mut stream = Stream::new(policy, PACKETS_PER_WR * MTU, 2);
         group.bench_function(name, |bench| {
             bench.iter_custom(|packets| per_packet(&mut stream, packets));
         });
-        let stats = stream.b.nic.stats();
-        assert_eq!(stats.rx_dropped(), 0, "{stats:?}");
-        assert_eq!(stream.a.nic.stats().retransmitted_packets, 0);
+        stream.check();
     }
     group.finish();
+
+    let mut stream = Stream::new(IcrcPolicy::Check, 64, 64);
+    c.bench_function("write_64/messages", |bench| {
+        bench.iter_custom(|messages| per_packet(&mut stream, messages));
+    });
+    stream.check();
 
     let src = vec![1u8; MTU as usize];
     let mut packet = vec![0u8; MTU as usize];
@@ -228,4 +254,28 @@ fn engine(c: &mut Criterion) {
 }
 
 criterion_group!(benches, engine);
-criterion_main!(benches);
+
+fn main() {
+    // One stream without criterion, for valgrind (see the top of the file).
+    if let Some(packets) = std::env::var("ROCE_ENGINE_PACKETS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+    {
+        let size = std::env::var("ROCE_ENGINE_SIZE")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(PACKETS_PER_WR * MTU);
+        let policy = match std::env::var("ROCE_ENGINE_ICRC").as_deref() {
+            Ok("skip") => IcrcPolicy::Skip,
+            _ => IcrcPolicy::Check,
+        };
+        let in_flight = if size <= MTU { 64 } else { 2 };
+        let mut stream = Stream::new(policy, size, in_flight);
+        stream.run(packets);
+        stream.check();
+        println!("{packets} packets of up to {MTU} bytes, {size}-byte WRITEs");
+        return;
+    }
+    benches();
+    Criterion::default().configure_from_args().final_summary();
+}

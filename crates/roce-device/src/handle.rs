@@ -99,6 +99,19 @@ impl DeviceHandle {
             .await??)
     }
 
+    /// `ibv_post_send` of a list of WRs (on any QPs of the device), in one call to the device:
+    /// they are posted in order, and the device sends what they make in one go (one batch of
+    /// packets rather than one per WR). On the first one refused the error is returned; those
+    /// before it stay posted (`ibv_post_send`'s `bad_wr`).
+    pub async fn post_send_list(&self, wrs: Vec<(Qpn, SendWr)>) -> Result<(), DeviceError> {
+        Ok(self
+            .call(move |nic, now| {
+                wrs.into_iter()
+                    .try_for_each(|(qpn, wr)| nic.post_send(now, qpn, wr))
+            })
+            .await??)
+    }
+
     /// `ibv_post_recv`.
     pub async fn post_recv(&self, qpn: Qpn, wr: RecvWr) -> Result<(), DeviceError> {
         Ok(self.call(move |nic, _| nic.post_recv(qpn, wr)).await??)
@@ -107,6 +120,35 @@ impl DeviceHandle {
     /// `ibv_poll_cq` for one completion, without waiting.
     pub async fn poll_completion(&self, cq: CqHandle) -> Result<Option<Cqe>, DeviceError> {
         self.call(move |nic, _| nic.poll_completion(cq)).await
+    }
+
+    /// `ibv_poll_cq` for up to `max` completions, without waiting.
+    pub async fn poll_completions(
+        &self,
+        cq: CqHandle,
+        max: usize,
+    ) -> Result<Vec<Cqe>, DeviceError> {
+        self.call(move |nic, _| {
+            std::iter::from_fn(|| nic.poll_completion(cq))
+                .take(max)
+                .collect()
+        })
+        .await
+    }
+
+    /// Waits for completions of `cq` and returns up to `max` of them (at least one), giving up
+    /// after `limit`: [`DeviceHandle::next_completion`] for a batch, as perftest polls 16 at a
+    /// time.
+    pub async fn next_completions_within(
+        &self,
+        cq: CqHandle,
+        max: usize,
+        limit: Duration,
+    ) -> Result<Vec<Cqe>, DeviceError> {
+        let first = self.next_completion_within(cq, limit).await?;
+        let mut cqes = vec![first];
+        cqes.extend(self.poll_completions(cq, max.saturating_sub(1)).await?);
+        Ok(cqes)
     }
 
     /// Waits for the next completion of `cq`: `ibv_get_cq_event` then `ibv_poll_cq`, or, on a

@@ -349,6 +349,9 @@ async fn create_endpoints(
 
 const RECV: u64 = 1;
 
+/// Completions taken from the CQ at a time (perftest's `CTX_POLL_BATCH`).
+const POLL_BATCH: usize = 16;
+
 /// What a run measured.
 #[derive(Debug, Default, Clone)]
 struct Measured {
@@ -516,6 +519,22 @@ impl Runner<'_> {
             .next_completion_within(self.qp().cq, self.limit)
             .await
             .map_err(|e| e.to_string())?;
+        self.check(cqe)
+    }
+
+    /// Up to `max` completions, at least one; each must be a success of one of our QPs.
+    async fn complete_many(&self, max: usize) -> Result<Vec<(Cqe, usize)>, String> {
+        self.device
+            .next_completions_within(self.qp().cq, max, self.limit)
+            .await
+            .map_err(|e| e.to_string())?
+            .into_iter()
+            .map(|cqe| self.check(cqe))
+            .collect()
+    }
+
+    /// A successful completion of one of our QPs, and that QP's index.
+    fn check(&self, cqe: Cqe) -> Result<(Cqe, usize), String> {
         if cqe.status != WcStatus::Success {
             return Err(format!(
                 "completion with status {:?} on QP {}",
@@ -530,37 +549,41 @@ impl Runner<'_> {
         Ok((cqe, qp))
     }
 
-    /// Posts one WR on QP `qp` unless it has `depth` in flight or all its iterations posted;
-    /// returns whether it did.
-    async fn post_one(
+    /// The WRs that may be posted now: round robin over the QPs, one WR per QP per round, each
+    /// QP until it has `depth` in flight or all its iterations posted (`posted` counts them).
+    fn fill(
         &self,
-        qp: usize,
         (verb, depth, cas): (Verb, u32, bool),
         posted: &mut [u32],
         done: &[u32],
-    ) -> Result<bool, String> {
-        if posted[qp] >= self.iters || posted[qp] - done[qp] >= depth.max(1) {
-            return Ok(false);
+    ) -> Vec<(Qpn, SendWr)> {
+        let mut list = Vec::new();
+        loop {
+            let before = list.len();
+            for qp in 0..self.qps.len() {
+                if posted[qp] >= self.iters || posted[qp] - done[qp] >= depth.max(1) {
+                    continue;
+                }
+                let n = posted[qp];
+                let wr = SendWr::new(u64::from(n), self.op(qp, verb, cas, n), vec![self.sges[qp]]);
+                list.push((self.qps[qp].qpn, wr));
+                posted[qp] += 1;
+            }
+            if list.len() == before {
+                return list;
+            }
         }
-        let n = posted[qp];
-        let wr = SendWr::new(u64::from(n), self.op(qp, verb, cas, n), vec![self.sges[qp]]);
-        self.device
-            .post_send(self.qps[qp].qpn, wr)
-            .await
-            .map_err(|e| e.to_string())?;
-        posted[qp] += 1;
-        Ok(true)
     }
 
     /// Keeps up to `depth` WRs in flight on every QP until each has completed `iters`, as
     /// perftest's `run_iter_bw` (perftest_resources.c) does: round robin over the QPs, each
     /// while `scnt[index] < iters` and `scnt[index] - ccnt[index] < tx_depth`, until
-    /// `iters * num_of_qps` have completed. Two differences, because a post here is a round
-    /// trip to the device's task (microseconds, not perftest's nanoseconds) and the device
-    /// sends as soon as a WR is posted: the windows are first filled one WR per QP per round,
-    /// so that QP 0 does not run alone while the others' windows fill; then a QP is refilled
-    /// when one of its WRs completes (the same window, without a pass over every QP per
-    /// completion). The per-QP interval starts when every QP has a WR posted.
+    /// `iters * num_of_qps` have completed. A post here is a round trip to the device's task
+    /// (microseconds, not perftest's nanoseconds), so the WRs that fit are posted as one list
+    /// (perftest's `--post_list`) and completions are taken up to 16 at a time (perftest's
+    /// `CTX_POLL_BATCH`); the windows are filled one WR per QP per round, so that QP 0 does not
+    /// run alone while the others' fill. The per-QP interval starts when every QP has a WR
+    /// posted.
     async fn bandwidth(&self, verb: Verb, depth: u32, cas: bool) -> Result<Measured, String> {
         let start = Instant::now();
         let n = self.qps.len();
@@ -569,23 +592,21 @@ impl Runner<'_> {
         let mut per_qp = PerQp::new(n, self.iters, start);
         let mut progress = Progress::new(per_qp.total());
         let mut first_round = true;
-        loop {
-            let mut any = false;
-            for qp in 0..n {
-                any |= self.post_one(qp, wr, &mut posted, &per_qp.done).await?;
+        while !per_qp.finished() {
+            let list = self.fill(wr, &mut posted, &per_qp.done);
+            if !list.is_empty() {
+                self.device
+                    .post_send_list(list)
+                    .await
+                    .map_err(|e| e.to_string())?;
             }
             if first_round {
                 per_qp.start = Instant::now();
                 first_round = false;
             }
-            if !any {
-                break;
+            for (_, qp) in self.complete_many(POLL_BATCH).await? {
+                per_qp.completed(qp);
             }
-        }
-        while !per_qp.finished() {
-            let (_, qp) = self.complete().await?;
-            per_qp.completed(qp);
-            while self.post_one(qp, wr, &mut posted, &per_qp.done).await? {}
             progress.tick(per_qp.sum);
         }
         Ok(Measured {
