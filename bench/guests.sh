@@ -301,11 +301,16 @@ for run in $(seq "$RUNS"); do
     fi
 done
 T_DONE=$(date +%s)
-# Where packets were lost, for the log: the guests' qdisc drops, UDP receive errors, backlog drops.
-COUNTERS='tc -s qdisc show dev eth0 | grep -E "qdisc|dropped"; grep "^Udp:" /proc/net/snmp;
-    echo "softnet (processed dropped ...):"; cat /proc/net/softnet_stat'
-log "guest 1 counters:"; run_in_guest -t 30 "$COUNTERS" | sed 's/^/    /' >&2 || true
-log "guest 2 counters:"; guest2 run_in_guest -t 30 "$COUNTERS" | sed 's/^/    /' >&2 || true
+# Where packets could have been lost inside the guests, over the whole run (both stacks): drops
+# in eth0's qdisc, UDP receive errors (InErrors, RcvbufErrors) and the input backlog's drops.
+# shellcheck disable=SC2016 # expanded by the guest's shell
+COUNTERS='q=$(tc -s qdisc show dev eth0 | sed -n "s/.*(dropped \([0-9]*\),.*/\1/p" | awk "{s+=\$1} END{print s+0}")
+    u=$(awk "/^Udp:/ && \$2 ~ /^[0-9]/ {print \$4, \$6}" /proc/net/snmp)
+    s=0; while read -r _ d _; do s=$((s + 0x$d)); done </proc/net/softnet_stat
+    echo "qdisc drops $q, UDP InErrors ${u% *}, RcvbufErrors ${u#* }, backlog drops $s"'
+C1=$(run_in_guest -t 30 "$COUNTERS") || C1="unknown"
+C2=$(guest2 run_in_guest -t 30 "$COUNTERS") || C2="unknown"
+log "guest 1: $C1; guest 2: $C2"
 guest2 guest_stop
 guest_stop
 
@@ -347,8 +352,9 @@ binary: a static release build of \`$SOURCE\`. MB/s are 10^6 bytes of payload pe
   $(all rxe_write_1024) / $(all ours_write_1024) MB/s; latency $(all rxe_lat) / $(all ours_lat) µs.
 - Packets our client retransmitted, per run: WRITE MTU 4096 $(xs ours_write_4096); MTU 1024 $(xs ours_write_1024);
   latency $(xs ours_lat).
-- Frames dropped by the host at the guests' taps (a full virtio-net receive ring), per run, rxe / ours:
+- Frames the host dropped at the guests' taps (tx_dropped), per run, rxe / ours:
   WRITE MTU 4096 $(ds rxe_write_4096) / $(ds ours_write_4096); MTU 1024 $(ds rxe_write_1024) / $(ds ours_write_1024); latency $(ds rxe_lat) / $(ds ours_lat).
+- In the guests, over the whole run: guest 1 $C1; guest 2 $C2.
 - Cross pair before the runs (ib_write_bw on rxe serving, \`roce perf write\` as its client, MTU
   4096): passed, $CROSS_MB MB/s.
 - Wall time per cell (median, guest job overhead included), rxe / ours: WRITE MTU 4096
