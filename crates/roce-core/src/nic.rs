@@ -27,7 +27,7 @@ pub struct Nic {
     cqs: BTreeMap<u32, Cq>,
     qps: BTreeMap<Qpn, Qp>,
     /// QPs that may have something to send, in turn.
-    ready: VecDeque<Qpn>,
+    ready: ReadyQueue,
     completions: Vec<(CqHandle, Cqe)>,
     /// Completions delivered to CQs so far.
     delivered: u64,
@@ -49,7 +49,7 @@ impl Nic {
             mrs: BTreeMap::new(),
             cqs: BTreeMap::new(),
             qps: BTreeMap::new(),
-            ready: VecDeque::new(),
+            ready: ReadyQueue::default(),
             completions: Vec::new(),
             delivered: 0,
             next_pd: 1,
@@ -238,9 +238,7 @@ impl Nic {
                 }
             }
             // `mark_ready`, which would borrow all of `self`.
-            if !self.ready.contains(&qpn) {
-                self.ready.push_back(qpn);
-            }
+            self.ready.push(qpn);
         }
         self.deliver_completions();
     }
@@ -578,7 +576,7 @@ impl Nic {
             self.stats.tx_buffer_too_small += 1;
             return None;
         }
-        while let Some(qpn) = self.ready.pop_front() {
+        while let Some(qpn) = self.ready.pop() {
             let Some(qp) = self.qps.get_mut(&qpn) else {
                 continue;
             };
@@ -599,7 +597,7 @@ impl Nic {
             };
             if let Some(transmit) = transmit {
                 // It may have more: back in line, behind the others.
-                self.ready.push_back(qpn);
+                self.ready.push(qpn);
                 self.deliver_completions();
                 return Some(transmit);
             }
@@ -717,9 +715,7 @@ impl Nic {
     }
 
     fn mark_ready(&mut self, qpn: Qpn) {
-        if !self.ready.contains(&qpn) {
-            self.ready.push_back(qpn);
-        }
+        self.ready.push(qpn);
     }
 
     fn deliver_completions(&mut self) {
@@ -782,5 +778,27 @@ impl Nic {
     fn drop_rx(&mut self, counter: impl FnOnce(&mut Stats) -> &mut u64, why: &'static str) {
         *counter(&mut self.stats) += 1;
         tracing::trace!(why, "rx drop");
+    }
+}
+
+/// The QPs that may have something to send, in turn order, each at most once (a set beside the
+/// queue: with many QPs, looking the queue through at every mark was O(QPs)).
+#[derive(Debug, Default)]
+struct ReadyQueue {
+    order: VecDeque<Qpn>,
+    queued: BTreeSet<Qpn>,
+}
+
+impl ReadyQueue {
+    fn push(&mut self, qpn: Qpn) {
+        if self.queued.insert(qpn) {
+            self.order.push_back(qpn);
+        }
+    }
+
+    fn pop(&mut self) -> Option<Qpn> {
+        let qpn = self.order.pop_front()?;
+        self.queued.remove(&qpn);
+        Some(qpn)
     }
 }
