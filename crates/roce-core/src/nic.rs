@@ -10,7 +10,7 @@ use crate::config::{IcrcPolicy, QpAttr, QpInit, SrcPortPolicy};
 use crate::cq::{Cq, CqHandle, Cqe};
 use crate::mr::{Access, MemoryRegion, PdHandle};
 use crate::qp::{self, Ctx, MrEntry, Mrs, Qp, QpState, QpType, SendWqe};
-use crate::timer::Timer;
+use crate::timer::{Deadlines, Timer};
 use crate::wr::{RecvWr, SendOp, SendWr};
 use crate::{CongestionState, Datagram, Instant, NicConfig, Stats, Transmit, VerbsError};
 
@@ -28,6 +28,10 @@ pub struct Nic {
     qps: BTreeMap<Qpn, Qp>,
     /// QPs that may have something to send, in turn.
     ready: ReadyQueue,
+    /// Each QP's earliest deadline, in order.
+    deadlines: Deadlines,
+    /// Scratch list of the QPs `handle_timeout` fires (kept to reuse its allocation).
+    due: Vec<Qpn>,
     completions: Vec<(CqHandle, Cqe)>,
     /// Completions delivered to CQs so far.
     delivered: u64,
@@ -50,6 +54,8 @@ impl Nic {
             cqs: BTreeMap::new(),
             qps: BTreeMap::new(),
             ready: ReadyQueue::default(),
+            deadlines: Deadlines::default(),
+            due: Vec::new(),
             completions: Vec::new(),
             delivered: 0,
             next_pd: 1,
@@ -139,6 +145,7 @@ impl Nic {
                 tracing::debug!(qpn = %qp.qpn, time = %now, "rx cnp");
                 qp.cc.cnps_received += 1;
                 qp.cc.rp.on_cnp(now, &mut qp.timers, &mut self.stats);
+                self.reindex(bth.dest_qp());
             }
             return;
         }
@@ -206,15 +213,19 @@ impl Nic {
             qp.handle_response(&mut ctx, &packet);
         }
         self.mark_ready(qpn);
+        self.reindex(qpn);
         self.deliver_completions();
     }
 
     /// Fires every timer due at `now`. Early or spurious calls do nothing.
     pub fn handle_timeout(&mut self, now: Instant) {
-        for (&qpn, qp) in &mut self.qps {
-            if qp.timers.next().is_none_or(|at| at > now) {
+        let mut due = std::mem::take(&mut self.due);
+        due.clear();
+        self.deadlines.due(now, &mut due);
+        for &qpn in &due {
+            let Some(qp) = self.qps.get_mut(&qpn) else {
                 continue;
-            }
+            };
             let mut ctx = Ctx {
                 now,
                 config: &self.config,
@@ -237,9 +248,10 @@ impl Nic {
                     }
                 }
             }
-            // `mark_ready`, which would borrow all of `self`.
             self.ready.push(qpn);
+            self.reindex(qpn);
         }
+        self.due = due;
         self.deliver_completions();
     }
 
@@ -348,6 +360,7 @@ impl Nic {
 
     /// Destroys a QP; its outstanding WRs are dropped without completions.
     pub fn destroy_qp(&mut self, qpn: Qpn) -> Result<(), VerbsError> {
+        self.deadlines.update(qpn, None);
         self.qps
             .remove(&qpn)
             .map(drop)
@@ -419,6 +432,7 @@ impl Nic {
             tracing::debug!(qpn = %qpn, from = ?from, to = ?to, "modify qp");
         }
         self.mark_ready(qpn);
+        self.reindex(qpn);
         self.deliver_completions();
         Ok(())
     }
@@ -515,6 +529,7 @@ impl Nic {
             .sq
             .push_back(wqe);
         self.mark_ready(qpn);
+        self.reindex(qpn);
         Ok(())
     }
 
@@ -595,6 +610,7 @@ impl Nic {
                     None => qp.poll_request(&mut ctx, buf),
                 },
             };
+            self.reindex(qpn);
             if let Some(transmit) = transmit {
                 // It may have more: back in line, behind the others.
                 self.ready.push(qpn);
@@ -614,7 +630,13 @@ impl Nic {
 
     /// The earliest time `handle_timeout` has work to do.
     pub fn poll_timeout(&self) -> Option<Instant> {
-        self.qps.values().filter_map(|qp| qp.timers.next()).min()
+        let first = self.deadlines.first();
+        debug_assert_eq!(
+            first,
+            self.qps.values().filter_map(|qp| qp.timers.next()).min(),
+            "the deadline index missed a timer change"
+        );
+        first
     }
 
     /// The next completion of `cq`.
@@ -712,6 +734,12 @@ impl Nic {
             }
         }
         Ok(())
+    }
+
+    /// Records the QP's earliest deadline in the index, after anything that may have changed it.
+    fn reindex(&mut self, qpn: Qpn) {
+        let next = self.qps.get(&qpn).and_then(|qp| qp.timers.next());
+        self.deadlines.update(qpn, next);
     }
 
     fn mark_ready(&mut self, qpn: Qpn) {
