@@ -229,6 +229,8 @@ pub struct Link {
     next_seq: u64,
     /// Frames not yet fully serialised: (end of serialisation, wire bytes), in order.
     backlog: VecDeque<(Instant, usize)>,
+    /// The bytes of every frame in `backlog` (kept so the queue's depth is not a walk along it).
+    backlog_bytes: usize,
     /// When the last frame queued finishes serialising.
     busy_until: Instant,
     /// Armed faults, in the order they were armed.
@@ -248,6 +250,7 @@ impl Link {
             in_flight: BinaryHeap::new(),
             next_seq: 0,
             backlog: VecDeque::new(),
+            backlog_bytes: 0,
             busy_until: Instant::ZERO,
             faults: Vec::new(),
             filter: None,
@@ -396,13 +399,15 @@ impl Link {
     /// Queue occupancy at `now`: the wire bytes of the frames offered but not yet fully
     /// serialised. A frame counts in full until its last bit has left.
     pub fn queue_bytes(&self, now: Instant) -> usize {
-        // Frames serialise back to back, so their end times increase along the backlog.
-        self.backlog
+        // Frames serialise back to back, so their end times increase along the backlog: those
+        // already on the wire are at its front.
+        let gone: usize = self
+            .backlog
             .iter()
-            .rev()
-            .take_while(|(end, _)| *end > now)
+            .take_while(|(end, _)| *end <= now)
             .map(|(_, bytes)| bytes)
-            .sum()
+            .sum();
+        self.backlog_bytes - gone
     }
 
     /// Faults, filter, queue and cable, up to the arrival time: sets `record`'s fate and marks,
@@ -434,8 +439,11 @@ impl Link {
         }
 
         // The egress queue.
-        while self.backlog.front().is_some_and(|(end, _)| *end <= now) {
+        while let Some(&(end, bytes)) = self.backlog.front()
+            && end <= now
+        {
             self.backlog.pop_front();
+            self.backlog_bytes -= bytes;
         }
         let queued = self.queue_bytes(now);
         let wire_len = packet.wire_len();
@@ -462,6 +470,7 @@ impl Link {
         self.busy_until = end;
         if end > now {
             self.backlog.push_back((end, wire_len));
+            self.backlog_bytes += wire_len;
         }
         self.stats.max_queue_bytes = self.stats.max_queue_bytes.max(queued + wire_len);
 
