@@ -225,7 +225,8 @@ r = [json.loads(l) for l in sys.stdin.read().splitlines() if l.startswith("{")][
 print("%.1f" % r[f] if f.startswith("bw") else "%.2f" % r[f], r["retransmitted_packets"])' "$field" <<<"$out"
 }
 ours_write() { roce_pair bw_avg_mb_s write -s "$SIZE" -m "$1" -n "$BW_ITERS"; }
-ours_lat() { roce_pair t_typical_us send --lat -s 8 -n "$LAT_ITERS"; }
+# --busy-poll: ib_send_lat polls its CQ in a loop (perftest's default), so ours does too.
+ours_lat() { roce_pair t_typical_us send --lat -s 8 -n "$LAT_ITERS" --busy-poll; }
 
 both_guests() {  # both_guests CMD: the same job in both guests, at the same time
     local j1 j2 rc=0
@@ -329,6 +330,14 @@ verdict() {  # verdict VALUE OP LIMIT
 R4=$(ratio ours_write_4096 rxe_write_4096)
 R1=$(ratio ours_write_1024 rxe_write_1024)
 RL=$(ratio ours_lat rxe_lat)
+# The medians for bench/compare.sh's goals table.
+mkdir -p "$INTEROP_REPO/target/bench"
+cat > "$INTEROP_REPO/target/bench/guests.env" <<ENV
+rxe_bw=$(med rxe_write_4096)
+roce_bw=$(med ours_write_4096)
+rxe_lat=$(med rxe_lat)
+roce_lat=$(med ours_lat)
+ENV
 CPU_MODEL=$(awk -F': ' '/model name/{print $2; exit}' /proc/cpuinfo)
 KVER=$(cat "$INTEROP_CACHE/guest/kernel-version" 2>/dev/null || echo "?")
 table=$(cat <<TXT
@@ -367,7 +376,7 @@ ib_write_bw -d rxe0 -x G -F -s $SIZE -m 4096 -n $BW_ITERS      # and -m 1024
 ib_send_lat -d rxe0 -x G -F -s 8 -n $LAT_ITERS
 # ours <-> ours, UDP backend: server in guest 1, client in guest 2 (the same with $G1_IP)
 roce perf write -s $SIZE -m 4096 -n $BW_ITERS --json           # and -m 1024; bw_avg_mb_s
-roce perf send --lat -s 8 -n $LAT_ITERS --json                 # t_typical_us
+roce perf send --lat -s 8 -n $LAT_ITERS --json --busy-poll     # t_typical_us
 \`\`\`
 <!-- /guests -->
 TXT

@@ -1,0 +1,183 @@
+#!/usr/bin/env bash
+# Every performance comparison of roce-emu, side by side in one run, into docs/benchmarks.md:
+#   1. the machine and the commit;
+#   2. criterion: the ICRC, parsing, and the engine per 4 KiB packet and per 64-byte message
+#      (medians of criterion's samples, from target/criterion/*/new/estimates.json);
+#   3. callgrind: instructions per byte of the engine's data path (the difference of two runs
+#      of the criterion-free stream in the engine bench, so set-up does not count);
+#   4. scale: `cargo run --release -p roce-sim --example scale` (memory per idle QP with 10 000
+#      QPs, goodput and Jain's index with 1 to 1000 active QPs);
+#   5. veth (root): bench/veth.sh — our NIC over a veth pair against a UDP blast, TCP and a
+#      UDP ping-pong;
+#   6. guests (root, QEMU; GUESTS=0 skips it, ~10 min under TCG): bench/guests.sh — our NIC
+#      against our NIC and rxe against rxe in the interop harness's guests.
+# Then the table of the performance goals, each with its figure and whether it is met, between
+# the "goals" markers of docs/benchmarks.md. From a fresh clone:
+#   sudo bash bench/compare.sh            # RUNS=3 medians; GUESTS=0 to leave the guests out
+set -euo pipefail
+cd "$(dirname "$0")/.."
+RUNS=${RUNS:-3}
+GUESTS=${GUESTS:-1}
+export RUNS
+mkdir -p target/bench
+log() { printf '[compare %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
+
+command -v valgrind >/dev/null || { apt-get update -qq; apt-get install -y -qq valgrind >/dev/null; }
+
+log "criterion: wire and engine"
+cargo bench -q -p roce-wire --bench wire -- --warm-up-time 1 --measurement-time 3 >/dev/null
+cargo bench -q -p roce-core --bench engine -- --warm-up-time 1 --measurement-time 3 >/dev/null
+# The median of a criterion benchmark in ns.
+crit() { python3 -c 'import json,sys; print("%.0f" % json.load(open(sys.argv[1]))["median"]["point_estimate"])' "target/criterion/$1/new/estimates.json"; }
+
+log "callgrind: instructions per byte of the engine's data path"
+engine_bin=$(cargo bench -q -p roce-core --bench engine --no-run --message-format=json 2>/dev/null |
+    python3 -c 'import json,sys
+for line in sys.stdin:
+    m = json.loads(line)
+    if m.get("reason") == "compiler-artifact" and m["target"]["name"] == "engine" and m.get("executable"):
+        print(m["executable"])')
+instructions() {  # instructions PACKETS SIZE: callgrind's total
+    ROCE_ENGINE_PACKETS=$1 ROCE_ENGINE_SIZE=$2 valgrind --tool=callgrind \
+        --callgrind-out-file=/dev/null "$engine_bin" 2>&1 >/dev/null |
+        awk '/Collected/{print $NF}'
+}
+per_packet() {  # per_packet SIZE: instructions per data packet
+    local a b
+    a=$(instructions 20000 "$1"); b=$(instructions 10000 "$1")
+    echo $(((a - b) / 10000))
+}
+ins4096=$(per_packet 262144)
+ins64=$(per_packet 64)
+
+log "scale example"
+scale=$(cargo run -q --release -p roce-sim --example scale 2>&1)
+
+veth_note="not run (needs root)"
+if [ "$(id -u)" = 0 ]; then
+    log "veth (bench/veth.sh, RUNS=$RUNS)"
+    bash bench/veth.sh >/dev/null
+    veth_note="bench/veth.sh, medians of $RUNS"
+fi
+guests_note="not run"
+if [ "$GUESTS" = 1 ] && [ "$(id -u)" = 0 ]; then
+    log "guests (bench/guests.sh)"
+    if bash bench/guests.sh > target/bench/guests.log 2>&1; then
+        guests_note="bench/guests.sh"
+    else
+        guests_note="bench/guests.sh failed: see target/bench/guests.log"
+    fi
+fi
+
+log "writing docs/benchmarks.md"
+python3 - "$ins4096" "$ins64" "$scale" "$veth_note" "$guests_note" "$RUNS" <<'PY'
+import json, os, platform, re, subprocess, sys
+ins4096, ins64, scale, veth_note, guests_note, runs = sys.argv[1:]
+ins4096, ins64 = int(ins4096), int(ins64)
+
+def crit(name):
+    path = f"target/criterion/{name}/new/estimates.json"
+    return json.load(open(path))["median"]["point_estimate"] if os.path.exists(path) else None
+
+def env(path):
+    if not os.path.exists(path):
+        return {}
+    return dict(line.strip().split("=", 1) for line in open(path) if "=" in line)
+
+veth = env("target/bench/veth.env")
+guests = env("target/bench/guests.env")
+f = lambda key, d: float(d[key]) if key in d else None
+
+def sh(*cmd):
+    try:
+        return subprocess.run(cmd, capture_output=True, text=True).stdout.strip()
+    except OSError:
+        return ""
+
+cpu = next((l.split(":", 1)[1].strip() for l in sh("lscpu").splitlines() if l.startswith("Model name")), platform.processor())
+commit = sh("git", "rev-parse", "--short", "HEAD")
+date = sh("date", "-u", "+%Y-%m-%d %H:%M UTC")
+
+def verdict(ok):
+    return "—" if ok is None else ("**met**" if ok else "**not met**")
+
+def ratio(a, b):
+    return None if a is None or b is None or b == 0 else a / b
+
+rows = []
+# 1. veth goodput against the UDP blast, both backends.
+for backend in ("udp", "raw"):
+    r = ratio(f(f"{backend}4096", veth), f("blast4112", veth))
+    rows.append((f"RC WRITE 64 KiB, MTU 4096, veth, {backend.upper()} backend ≥ 0.9 × UDP blast",
+                 "—" if r is None else f"{f(backend + '4096', veth):.0f} MB/s = {r:.2f} × {f('blast4112', veth):.0f} MB/s",
+                 verdict(None if r is None else r >= 0.9)))
+# 2. against rxe in the guests.
+g_bw = ratio(f("roce_bw", guests), f("rxe_bw", guests))
+g_lat = ratio(f("roce_lat", guests), f("rxe_lat", guests))
+rows.append(("Our NIC vs rxe in the QEMU guests: ≥ 2 × rxe's ib_write_bw goodput",
+             "—" if g_bw is None else f"{f('roce_bw', guests):.0f} vs {f('rxe_bw', guests):.0f} MB/s = {g_bw:.2f} ×",
+             verdict(None if g_bw is None else g_bw >= 2)))
+rows.append(("… and ≤ rxe's latency for 8-byte sends",
+             "—" if g_lat is None else f"{f('roce_lat', guests):.1f} vs {f('rxe_lat', guests):.1f} µs = {g_lat:.2f} ×",
+             verdict(None if g_lat is None else g_lat <= 1)))
+# 3. small messages on one core.
+m64 = crit("write_64/messages")
+rate = None if m64 is None else 1e3 / m64
+rows.append(("≥ 1 M 64-byte WRITEs per second on one core (engine, both NICs on the core)",
+             "—" if rate is None else f"{rate:.2f} M/s ({m64:.0f} ns per message)",
+             verdict(None if rate is None else rate >= 1)))
+v64 = f("rate64", veth)
+rows.append(("… over the veth (two processes, `roce perf write -s 64`)",
+             "—" if v64 is None else f"{v64:.2f} M/s", verdict(None if v64 is None else v64 >= 1)))
+# 4. scale.
+idle = re.search(r"an idle QP, whole NIC: (\d+) bytes", scale)
+rows.append(("10 000 QPs on one NIC, ≤ 4 KiB per idle QP",
+             "—" if not idle else f"{idle.group(1)} bytes per idle QP",
+             verdict(None if not idle else int(idle.group(1)) <= 4096)))
+table = re.findall(r"^\s+(\d+)\s+([\d.]+)\s+([\d.]+)%\s+([\d.]+)\s+([\d.]+)%\s+([\d.]+)", scale, re.M)
+if table:
+    worst_virtual = min(float(t[2]) for t in table)
+    worst_wall = min(float(t[4]) for t in table)
+    jain = min(float(t[5]) for t in table)
+    rows.append(("Aggregate goodput with 1/10/100/1000 active QPs within 10 % of 1 QP (link's time)",
+                 f"worst {worst_virtual:.1f} %", verdict(worst_virtual >= 90)))
+    rows.append(("… in wall-clock time (the engine's CPU cost per QP)",
+                 f"worst {worst_wall:.1f} %", verdict(worst_wall >= 90)))
+    rows.append(("Per-QP fairness, Jain ≥ 0.95", f"worst {jain:.4f}", verdict(jain >= 0.95)))
+# 5. CPU.
+rows.append(("CPU per byte of the data path (callgrind; perf stat has no cycle counter here)",
+             f"{ins4096 / 4096:.2f} instructions/byte at 4 KiB packets ({ins4096} per packet); "
+             f"{ins64 / 64:.0f} instructions/byte for 64-byte WRITEs ({ins64} per message)", "reported"))
+
+lines = [
+    "<!-- goals: generated by bench/compare.sh — do not edit by hand -->",
+    f"Run of {date} at commit {commit} on {cpu}, {os.cpu_count()} cores, Linux {platform.release()}; "
+    f"veth: {veth_note}; guests: {guests_note}.",
+    "",
+    "| goal | measured | |",
+    "|---|---|---|",
+] + [f"| {g} | {m} | {v} |" for g, m, v in rows] + [
+    "",
+    "Criterion medians of this run (ns): " + ", ".join(
+        f"`{n}` {crit(n):.0f}" for n in ("icrc/icrc_in_place/4096", "icrc/crc32fast/4096", "parse/repr/write_first",
+                                         "write_4096/icrc_check", "write_4096/icrc_skip_rx", "write_64/messages")
+        if crit(n) is not None) + ".",
+    "",
+    "The scale example's output:",
+    "",
+    "```",
+    scale.strip(),
+    "```",
+    "<!-- /goals -->",
+]
+block = "\n".join(lines)
+path = "docs/benchmarks.md"
+text = open(path).read()
+if "<!-- goals:" in text:
+    text = re.sub(r"<!-- goals:.*?<!-- /goals -->", lambda _: block, text, flags=re.S)
+else:
+    head, _, rest = text.partition("\n## ")
+    text = head + "\n## Performance goals (bench/compare.sh)\n\n`sudo bash bench/compare.sh`\n\n" + block + "\n\n## " + rest
+open(path, "w").write(text)
+print(block)
+PY
