@@ -30,6 +30,8 @@ pub(crate) struct Driver<B> {
     pub(crate) clock: TokioClock,
     pub(crate) tap: Option<Tap>,
     pub(crate) rx_loss: Loss,
+    /// Never sleep: look at commands, the backend and the clock, then yield, again and again.
+    pub(crate) busy_poll: bool,
 }
 
 /// Receive-side random drops, for showing recovery at work (`roce demo --loss`).
@@ -63,6 +65,7 @@ impl<B: Backend> Driver<B> {
             clock,
             tap,
             mut rx_loss,
+            busy_poll,
         } = self;
         let mut rx_buf = vec![0u8; backend.recv_buffer_len()];
         // Room for a whole batch, and behind its last packet always room for one more.
@@ -108,6 +111,9 @@ impl<B: Backend> Driver<B> {
                 }
                 // `deadline` is None when no timer is armed: that branch then never fires.
                 () = sleep_until(deadline) => nic.handle_timeout(clock.now()),
+                // Busy polling: nothing was ready, the turn goes on without waiting (the
+                // runtime looks at the sockets at every tick: see `DeviceConfig::busy_poll`).
+                () = std::future::ready(()), if busy_poll => {}
             }
             let now = clock.now();
             loop {
@@ -148,6 +154,10 @@ impl<B: Backend> Driver<B> {
             if nic.completions_delivered() != delivered {
                 delivered = nic.completions_delivered();
                 completions.notify_waiters();
+            }
+            if busy_poll {
+                // Let the application's tasks run (they poll their CQs the same way).
+                tokio::task::yield_now().await;
             }
         }
         tracing::info!("device stopped");

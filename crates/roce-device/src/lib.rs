@@ -47,8 +47,11 @@ pub struct DeviceConfig {
     pub rx_loss: f64,
     /// Seed of those drops.
     pub seed: u64,
-    /// Completions are waited for by polling (see [`DeviceHandle::next_completion`]): lower
-    /// latency, a busy core.
+    /// Busy polling: the device never sleeps (each turn looks at commands, the backend and the
+    /// clock without waiting, then yields to the other tasks) and completions are waited for by
+    /// polling the CQ (see [`DeviceHandle::next_completion`]): no wake-up on the path of a
+    /// packet, one busy core. On a current-thread runtime, build it with `event_interval(1)` so
+    /// that it looks at the sockets at every tick rather than every 61.
     pub busy_poll: bool,
 }
 
@@ -90,6 +93,7 @@ impl Device {
             completions: completions.clone(),
             clock: clock::TokioClock::new(),
             tap: config.tap,
+            busy_poll: config.busy_poll,
             rx_loss: driver::Loss {
                 ppm: (config.rx_loss.clamp(0.0, 1.0) * 1e6) as u32,
                 state: config.seed | 1,

@@ -56,8 +56,10 @@ pub(crate) struct DeviceOpts {
     /// The port's line rate, Gb/s: where DCQCN's rate starts and the most it climbs back to.
     #[arg(long, value_name = "GBPS", default_value_t = 100.0, value_parser = parse_gbps)]
     pub(crate) line_rate: f64,
-    /// Wait for completions by polling the CQ in a loop, as perftest does unless given -e:
-    /// lower latency, one busy core. Without it a waiter sleeps until the NIC wakes it.
+    /// Busy polling, as perftest polls its CQ unless given -e: the NIC never sleeps and
+    /// completions are polled for. Lower latency and more small messages per second, one busy
+    /// core per process. Without it the NIC and a waiter sleep until a packet, a timer or a
+    /// completion wakes them.
     #[arg(long)]
     pub(crate) busy_poll: bool,
     /// UDP backend: send each packet with a system call of its own instead of batches of up to
@@ -108,6 +110,18 @@ impl DeviceOpts {
         };
         Ok((device, ip))
     }
+}
+
+/// The single-threaded runtime a tool and its device run on. With --busy-poll it looks at the
+/// sockets at every tick (tokio's default is every 61 ticks, or when nothing else is to do —
+/// which, busy polling, never comes).
+pub(crate) fn runtime(opts: &DeviceOpts) -> std::io::Result<tokio::runtime::Runtime> {
+    let mut builder = tokio::runtime::Builder::new_current_thread();
+    builder.enable_all();
+    if opts.busy_poll {
+        builder.event_interval(1);
+    }
+    builder.build()
 }
 
 /// A line rate in Gb/s: positive and at most 10 Tb/s.

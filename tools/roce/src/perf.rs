@@ -128,9 +128,7 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<ExitCode> {
     );
     // perftest_parameters.c, `case 'q'`: "Multiple QPs only available on bw tests".
     perftest::check_qps(test, args.qps as usize).with_context(|| format!("-q {}", args.qps))?;
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?;
+    let runtime = crate::device::runtime(&args.device)?;
     runtime.block_on(perf(args, test, mtu))
 }
 

@@ -86,9 +86,7 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<ExitCode> {
     if args.rx_depth < 2 || args.iters == 0 {
         bail!("-r must be at least 2 and -n at least 1");
     }
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?;
+    let runtime = crate::device::runtime(&args.device)?;
     runtime.block_on(pingpong(args, mtu))
 }
 
