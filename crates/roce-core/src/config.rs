@@ -50,6 +50,10 @@ pub struct NicConfig {
     pub max_qp: usize,
     /// Unacknowledged PSNs a requester may have in flight (rxe `RXE_MAX_UNACKED_PSNS`). Default 128.
     pub max_unacked_psns: u32,
+    /// Unacknowledged request packets all RC QPs together may have in flight: past it a QP's
+    /// next request waits for ACKs, whatever its own window says (see `in_flight.rs`). Default
+    /// 1024 (4 MiB at MTU 4096): eight QPs with full windows.
+    pub max_unacked_total: u32,
     /// A requester sets AckReq at least every this many packets within a message
     /// (rxe `RXE_MAX_PKT_PER_ACK`). Default 64.
     pub max_pkts_per_ack: u32,
@@ -77,6 +81,7 @@ impl Default for NicConfig {
             first_qpn: 0x11,
             max_qp: 0x1_0000,
             max_unacked_psns: 128,
+            max_unacked_total: 1024,
             max_pkts_per_ack: 64,
             max_msg_size: 1 << 31,
             max_inline: 400,

@@ -32,6 +32,7 @@ pub mod config;
 mod cq;
 mod error;
 pub mod fuzzing;
+mod in_flight;
 mod mr;
 mod nic;
 pub mod qp;

@@ -8,6 +8,7 @@ use roce_wire::{ParseError, PseudoHeader, Psn, Qpn, RocePacket, bth, gid};
 
 use crate::config::{IcrcPolicy, QpAttr, QpInit, SrcPortPolicy};
 use crate::cq::{Cq, CqHandle, Cqe};
+use crate::in_flight::InFlight;
 use crate::mr::{Access, MemoryRegion, PdHandle};
 use crate::qp::{self, Ctx, MrEntry, Mrs, Qp, QpState, QpType, SendWqe};
 use crate::timer::{Deadlines, Timer};
@@ -32,6 +33,8 @@ pub struct Nic {
     deadlines: Deadlines,
     /// Scratch list of the QPs `handle_timeout` fires (kept to reuse its allocation).
     due: Vec<Qpn>,
+    /// Unacknowledged request packets of all RC QPs, and the QPs waiting for room.
+    in_flight: InFlight,
     completions: Vec<(CqHandle, Cqe)>,
     /// Completions delivered to CQs so far.
     delivered: u64,
@@ -56,6 +59,7 @@ impl Nic {
             ready: ReadyQueue::default(),
             deadlines: Deadlines::default(),
             due: Vec::new(),
+            in_flight: InFlight::default(),
             completions: Vec::new(),
             delivered: 0,
             next_pd: 1,
@@ -205,6 +209,7 @@ impl Nic {
             stats: &mut self.stats,
             completions: &mut self.completions,
             ip_id: 0,
+            budget_short: false,
         };
         if request {
             qp.notify_ecn(&ctx, datagram.ecn);
@@ -221,7 +226,19 @@ impl Nic {
     pub fn handle_timeout(&mut self, now: Instant) {
         let mut due = std::mem::take(&mut self.due);
         due.clear();
-        self.deadlines.due(now, &mut due);
+        while let Some((at, qpn)) = self.deadlines.peek()
+            && at <= now
+        {
+            self.deadlines.pop();
+            if let Some(qp) = self.qps.get_mut(&qpn)
+                && qp.indexed.deadline == Some(at)
+            {
+                // Popped: `reindex` pushes its next deadline.
+                qp.indexed.deadline = None;
+                due.push(qpn);
+            }
+        }
+        due.sort_unstable();
         for &qpn in &due {
             let Some(qp) = self.qps.get_mut(&qpn) else {
                 continue;
@@ -233,6 +250,7 @@ impl Nic {
                 stats: &mut self.stats,
                 completions: &mut self.completions,
                 ip_id: 0,
+                budget_short: false,
             };
             for timer in Timer::ALL {
                 if qp.timers.expire(timer, now) {
@@ -360,11 +378,11 @@ impl Nic {
 
     /// Destroys a QP; its outstanding WRs are dropped without completions.
     pub fn destroy_qp(&mut self, qpn: Qpn) -> Result<(), VerbsError> {
-        self.deadlines.update(qpn, None);
-        self.qps
-            .remove(&qpn)
-            .map(drop)
-            .ok_or(VerbsError::UnknownQp(qpn))
+        let qp = self.qps.remove(&qpn).ok_or(VerbsError::UnknownQp(qpn))?;
+        // Its deadline entries go stale; its packets leave the budget.
+        self.in_flight.update(qp.indexed.unacked, 0);
+        self.reindex(qpn);
+        Ok(())
     }
 
     /// Modifies a QP (`ibv_modify_qp`): the transition and its attributes are checked against
@@ -419,6 +437,7 @@ impl Nic {
             stats: &mut self.stats,
             completions: &mut self.completions,
             ip_id: 0,
+            budget_short: false,
         };
         match to {
             QpState::Reset => {
@@ -595,6 +614,9 @@ impl Nic {
             let Some(qp) = self.qps.get_mut(&qpn) else {
                 continue;
             };
+            // No room in the NIC's budget of unacknowledged packets: the QP's requests wait.
+            let (spent, budget) = (self.in_flight.total(), self.config.max_unacked_total);
+            let full = qp.qp_type == QpType::Rc && spent >= budget;
             let mut ctx = Ctx {
                 now,
                 config: &self.config,
@@ -602,14 +624,19 @@ impl Nic {
                 stats: &mut self.stats,
                 completions: &mut self.completions,
                 ip_id,
+                budget_short: spent.saturating_mul(2) >= budget,
             };
             let transmit = match qp.poll_cnp(&mut ctx, buf) {
                 Some(t) => Some(t),
                 None => match qp.poll_response(&mut ctx, buf) {
                     Some(t) => Some(t),
+                    None if full => None,
                     None => qp.poll_request(&mut ctx, buf),
                 },
             };
+            if full && transmit.is_none() {
+                self.in_flight.wait(qpn);
+            }
             self.reindex(qpn);
             if let Some(transmit) = transmit {
                 // It may have more: back in line, behind the others.
@@ -630,7 +657,8 @@ impl Nic {
 
     /// The earliest time `handle_timeout` has work to do.
     pub fn poll_timeout(&self) -> Option<Instant> {
-        let first = self.deadlines.first();
+        // `reindex` keeps a current entry at the top.
+        let first = self.deadlines.peek().map(|(at, _)| at);
         debug_assert_eq!(
             first,
             self.qps.values().filter_map(|qp| qp.timers.next()).min(),
@@ -736,10 +764,51 @@ impl Nic {
         Ok(())
     }
 
-    /// Records the QP's earliest deadline in the index, after anything that may have changed it.
+    /// Records the QP's earliest deadline and its unacknowledged packets in the NIC's indexes,
+    /// after anything that may have changed them; QPs that waited for room in the budget get
+    /// back in line when there is some.
     fn reindex(&mut self, qpn: Qpn) {
-        let next = self.qps.get(&qpn).and_then(|qp| qp.timers.next());
-        self.deadlines.update(qpn, next);
+        if let Some(qp) = self.qps.get_mut(&qpn) {
+            let next = qp.timers.next();
+            if next != qp.indexed.deadline {
+                qp.indexed.deadline = next;
+                if let Some(at) = next {
+                    self.deadlines.push(qpn, at);
+                }
+            }
+            // A QP out of RTS/SQD (an error flushed it, or it was reset) holds none.
+            let unacked =
+                if qp.qp_type == QpType::Rc && matches!(qp.state, QpState::Rts | QpState::Sqd) {
+                    qp.req.unacked()
+                } else {
+                    0
+                };
+            if unacked != qp.indexed.unacked {
+                self.in_flight.update(qp.indexed.unacked, unacked);
+                qp.indexed.unacked = unacked;
+            }
+        }
+        // Stale deadline entries at the top go; the heap is compacted when they pile up.
+        while let Some((at, top)) = self.deadlines.peek() {
+            if self
+                .qps
+                .get(&top)
+                .is_some_and(|qp| qp.indexed.deadline == Some(at))
+            {
+                break;
+            }
+            self.deadlines.pop();
+        }
+        if self.deadlines.len() > 4 * self.qps.len() + 64 {
+            let qps = &self.qps;
+            self.deadlines.retain(|at, qpn| {
+                qps.get(&qpn)
+                    .is_some_and(|qp| qp.indexed.deadline == Some(at))
+            });
+        }
+        for waiting in self.in_flight.take_waiting(self.config.max_unacked_total) {
+            self.ready.push(waiting);
+        }
     }
 
     fn mark_ready(&mut self, qpn: Qpn) {

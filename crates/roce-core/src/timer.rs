@@ -2,7 +2,8 @@
 //! QPs; `handle_timeout` fires the expired ones. A spurious or early call fires nothing, so
 //! re-arming is always a plain `set`.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
 
 use roce_wire::Qpn;
 
@@ -67,48 +68,41 @@ impl TimerTable {
     }
 }
 
-/// Every QP's earliest deadline, in order: `Nic::poll_timeout` reads the first and
-/// `Nic::handle_timeout` takes the due ones without looking at every QP (with 10 000 QPs a scan
-/// at every turn of a driver was most of its work). The NIC updates a QP's entry after
-/// anything that may arm or stop one of its timers.
+/// Every QP's earliest deadline, in a min-heap: `Nic::poll_timeout` reads the top and
+/// `Nic::handle_timeout` pops the due ones, without looking at every QP (with 10 000 QPs a scan
+/// at every turn of a driver was most of its work). A QP's deadline moves at nearly every packet
+/// (the retransmit timer restarts), so entries are not moved: a new one is pushed, and the old
+/// one goes stale. The QP's `indexed.deadline` tells the current entry from stale ones; the NIC
+/// drops stale entries when they reach the top, and compacts the heap when they pile up.
 #[derive(Debug, Default)]
 pub(crate) struct Deadlines {
-    by_time: BTreeSet<(Instant, Qpn)>,
-    by_qp: BTreeMap<Qpn, Instant>,
+    heap: BinaryHeap<Reverse<(Instant, Qpn)>>,
 }
 
 impl Deadlines {
-    /// Records `qpn`'s earliest deadline now (`None`: no timer armed, or the QP is gone).
-    pub(crate) fn update(&mut self, qpn: Qpn, next: Option<Instant>) {
-        let old = self.by_qp.get(&qpn).copied();
-        if old == next {
-            return;
-        }
-        if let Some(at) = old {
-            self.by_time.remove(&(at, qpn));
-            self.by_qp.remove(&qpn);
-        }
-        if let Some(at) = next {
-            self.by_time.insert((at, qpn));
-            self.by_qp.insert(qpn, at);
-        }
+    /// Adds `qpn`'s new deadline.
+    pub(crate) fn push(&mut self, qpn: Qpn, at: Instant) {
+        self.heap.push(Reverse((at, qpn)));
     }
 
-    /// The earliest deadline of all.
-    pub(crate) fn first(&self) -> Option<Instant> {
-        self.by_time.first().map(|&(at, _)| at)
+    /// The earliest entry (perhaps stale).
+    pub(crate) fn peek(&self) -> Option<(Instant, Qpn)> {
+        self.heap.peek().map(|&Reverse(entry)| entry)
     }
 
-    /// Appends the QPs with a deadline at or before `now`, in QPN order.
-    pub(crate) fn due(&self, now: Instant, out: &mut Vec<Qpn>) {
-        let start = out.len();
-        out.extend(
-            self.by_time
-                .iter()
-                .take_while(|&&(at, _)| at <= now)
-                .map(|&(_, qpn)| qpn),
-        );
-        out[start..].sort_unstable();
+    /// Removes the earliest entry.
+    pub(crate) fn pop(&mut self) -> Option<(Instant, Qpn)> {
+        self.heap.pop().map(|Reverse(entry)| entry)
+    }
+
+    /// Entries, stale ones included.
+    pub(crate) fn len(&self) -> usize {
+        self.heap.len()
+    }
+
+    /// Keeps the entries `current` says are not stale.
+    pub(crate) fn retain(&mut self, mut current: impl FnMut(Instant, Qpn) -> bool) {
+        self.heap.retain(|&Reverse((at, qpn))| current(at, qpn));
     }
 }
 
@@ -135,25 +129,18 @@ mod tests {
     }
 
     #[test]
-    fn deadlines_give_the_earliest_and_the_due_qps_in_qpn_order() {
+    fn the_deadline_heap_gives_the_earliest_entry_first() {
         let at = Instant::from_micros;
         let mut d = Deadlines::default();
-        d.update(Qpn::new(0x12), Some(at(30)));
-        d.update(Qpn::new(0x11), Some(at(10)));
-        d.update(Qpn::new(0x13), Some(at(20)));
-        assert_eq!(d.first(), Some(at(10)));
-        // Moved later, then one gone.
-        d.update(Qpn::new(0x11), Some(at(40)));
-        d.update(Qpn::new(0x13), None);
-        assert_eq!(d.first(), Some(at(30)));
-        let mut due = Vec::new();
-        d.due(at(40), &mut due);
-        assert_eq!(due, [Qpn::new(0x11), Qpn::new(0x12)]);
-        due.clear();
-        d.due(at(35), &mut due);
-        assert_eq!(due, [Qpn::new(0x12)]);
-        d.update(Qpn::new(0x11), None);
-        d.update(Qpn::new(0x12), None);
-        assert_eq!(d.first(), None);
+        d.push(Qpn::new(0x12), at(30));
+        d.push(Qpn::new(0x11), at(10));
+        d.push(Qpn::new(0x11), at(40));
+        assert_eq!(d.peek(), Some((at(10), Qpn::new(0x11))));
+        // 0x11's entry at 10 is stale (its deadline moved to 40): the NIC drops it.
+        d.retain(|t, qpn| !(qpn == Qpn::new(0x11) && t == at(10)));
+        assert_eq!(d.len(), 2);
+        assert_eq!(d.pop(), Some((at(30), Qpn::new(0x12))));
+        assert_eq!(d.pop(), Some((at(40), Qpn::new(0x11))));
+        assert_eq!(d.pop(), None);
     }
 }

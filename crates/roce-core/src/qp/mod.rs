@@ -46,6 +46,9 @@ pub(crate) struct Ctx<'a> {
     /// The IPv4 identification the packet being built will carry (its ICRC covers it): 0, or
     /// its place in a segmentation-offload batch (see `Nic::poll_transmit_segment`).
     pub(crate) ip_id: u16,
+    /// Half or more of the NIC's budget of unacknowledged packets is spent: every request asks
+    /// for an ACK (see `in_flight.rs`).
+    pub(crate) budget_short: bool,
 }
 
 /// A send WR on the send queue, with the transport's bookkeeping.
@@ -123,6 +126,18 @@ pub(crate) struct Qp {
     pub(crate) timers: TimerTable,
     /// Congestion control: reaction point, pacer, notification point.
     pub(crate) cc: crate::cc::QpCongestion,
+    /// What the NIC's indexes hold for this QP (its deadline in `Deadlines`, its packets in
+    /// `InFlight`), to update them only when the QP changed.
+    pub(crate) indexed: Indexed,
+}
+
+/// A QP's entries in the NIC's indexes.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Indexed {
+    /// The deadline the NIC's deadline heap has for it.
+    pub(crate) deadline: Option<Instant>,
+    /// The unacknowledged packets the NIC's budget counts for it.
+    pub(crate) unacked: u32,
 }
 
 impl Qp {
@@ -153,6 +168,7 @@ impl Qp {
             req: requester::Requester::default(),
             resp: responder::Responder::default(),
             timers: TimerTable::default(),
+            indexed: Indexed::default(),
             cc: crate::cc::QpCongestion::default(),
         }
     }

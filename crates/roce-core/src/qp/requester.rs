@@ -64,6 +64,11 @@ impl Requester {
     pub(crate) fn outstanding(&self) -> bool {
         self.una != self.psn
     }
+
+    /// How many packets are unacknowledged.
+    pub(crate) fn unacked(&self) -> u32 {
+        u32::try_from(self.psn.distance(self.una)).unwrap_or(0)
+    }
 }
 
 impl Qp {
@@ -180,9 +185,14 @@ impl Qp {
                 bth.pad_count = RoceRepr::pad_for(chunk as usize);
                 bth.solicited_event = last && wqe.wr.solicited;
                 // rxe_req.c: AckReq on the last packet of a message, and every
-                // RXE_MAX_PKT_PER_ACK packets so a long message is acknowledged as it goes.
+                // RXE_MAX_PKT_PER_ACK packets so a long message is acknowledged as it goes. And
+                // on every packet while the NIC's budget of unacknowledged packets runs short:
+                // packets in the middle of a message would otherwise hold it until their QP
+                // reaches an AckReq, which it cannot send while the budget is spent.
                 bth.ack_req = self.qp_type == QpType::Rc
-                    && (last || self.req.noack_pkts + 1 >= ctx.config.max_pkts_per_ack);
+                    && (last
+                        || self.req.noack_pkts + 1 >= ctx.config.max_pkts_per_ack
+                        || ctx.budget_short);
                 let mut repr = RoceRepr {
                     payload_len: chunk as usize,
                     ..RoceRepr::new(bth)

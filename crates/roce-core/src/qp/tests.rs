@@ -1246,3 +1246,49 @@ fn an_unseen_ipv4_id_is_checked_as_the_segments_place_then_as_zero() {
     assert_eq!((stats.rx_accepted, stats.rx_icrc_unverifiable), (3, 1));
     assert_eq!(stats.rx_icrc_errors, 0);
 }
+
+// ---- the NIC's budget of unacknowledged packets ----------------------------------------------
+
+#[test]
+fn requests_wait_for_room_in_the_nics_budget_and_go_on_when_acks_make_some() {
+    let mut s = setup_with(NicConfig {
+        addrs: vec![US],
+        max_unacked_total: 2,
+        ..NicConfig::default()
+    });
+    // Four packets at path MTU 1024; the QP's own window (128) would let all go at once.
+    s.nic
+        .post_send(at(0), s.qpn, send_wr(&s, 9, SendOp::Send, 0, 4000))
+        .unwrap();
+    let (first, _) = tx(&mut s, at(0));
+    let (second, _) = tx(&mut s, at(0));
+    expect_nothing(&mut s, at(0));
+    assert_eq!([first.bth.psn, second.bth.psn], [psn(500), psn(501)]);
+    // The first is acknowledged: room for one more.
+    let mut ack = request(Opcode::RcAcknowledge, 500, false);
+    ack.aeth = Some(AethRepr {
+        syndrome: ACK,
+        msn: 0,
+    });
+    rx(&mut s, at(10), ack, b"");
+    let (third, _) = tx(&mut s, at(10));
+    expect_nothing(&mut s, at(10));
+    assert_eq!(third.bth.psn, psn(502));
+    // Both outstanding ones acknowledged: the last goes, and the message completes on its ACK.
+    ack.bth.psn = psn(502);
+    rx(&mut s, at(20), ack, b"");
+    let (last, _) = tx(&mut s, at(20));
+    assert_eq!(
+        (last.bth.opcode, last.bth.psn),
+        (Opcode::RcSendLast, psn(503))
+    );
+    ack.bth.psn = psn(503);
+    ack.aeth = Some(AethRepr {
+        syndrome: ACK,
+        msn: 1,
+    });
+    rx(&mut s, at(30), ack, b"");
+    let cqe = s.nic.poll_completion(s.cq).unwrap();
+    assert_eq!((cqe.wr_id, cqe.status), (9, WcStatus::Success));
+    assert_eq!(s.nic.stats().retransmitted_packets, 0);
+}
