@@ -144,6 +144,13 @@ if table:
     rows.append(("… in wall-clock time (the engine's CPU cost per QP)",
                  f"worst {worst_wall:.1f} %", verdict(worst_wall >= 90)))
     rows.append(("Per-QP fairness, Jain ≥ 0.95", f"worst {jain:.4f}", verdict(jain >= 0.95)))
+qs = [f(f"q{q}", veth) for q in (1, 10, 100, 1000)]
+if all(x is not None for x in qs):
+    worst = min(x / qs[0] for x in qs[1:])
+    jains = [f(f"jain{q}", veth) for q in (1, 10, 100, 1000)]
+    rows.append(("Aggregate goodput with 1/10/100/1000 QPs over the veth within 10 % of 1 QP, Jain ≥ 0.95 (`roce perf write -q N`)",
+                 " / ".join(f"{x:.0f}" for x in qs) + f" MB/s: worst {100 * worst:.0f} % of 1 QP; Jain ≥ {min(jains):.4f}",
+                 verdict(worst >= 0.9 and min(jains) >= 0.95)))
 # 5. CPU.
 rows.append(("CPU per byte of the data path (callgrind; perf stat has no cycle counter here)",
              f"{ins4096 / 4096:.2f} instructions/byte at 4 KiB packets ({ins4096} per packet); "

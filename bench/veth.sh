@@ -6,7 +6,8 @@
 #     and against TCP (iperf3) between the same namespaces;
 #   - 8-byte SEND ping-pong latency (`roce perf send --lat -s 8`, waiting on completion events
 #     and with --busy-poll) against a UDP ping-pong of 14 bytes, sockperf's smallest message;
-#   - the message rate of 64-byte WRITEs (`roce perf write -s 64`).
+#   - the message rate of 64-byte WRITEs (`roce perf write -s 64`);
+#   - aggregate goodput and Jain's index with 1, 10, 100 and 1000 QPs (`roce perf write -q N`).
 # The veths keep their default offloads: the UDP backend's GSO batches cross them whole.
 # Writes the table into docs/benchmarks.md between the "veth" markers and the medians into
 # target/bench/veth.env (for bench/compare.sh). Release build.
@@ -63,6 +64,13 @@ roce_lat() {  # roce_lat [--busy-poll]: median one-way latency, µs
     ina "$ROCE" perf send --lat "$B_IP" -s 8 -n 20000 --json "$@" | python3 -c 'import json,sys; print(json.load(sys.stdin)["t_typical_us"])'
     wait "$pid"
 }
+roce_qps() {  # roce_qps N: aggregate MB/s and Jain's index of N QPs writing 64 KiB (same bytes in all)
+    local n=$((20000 / $1))
+    inb "$ROCE" perf write -q "$1" -n "$n" -s 65536 -m 4096 --json >/dev/null & local pid=$!
+    sleep 0.5
+    ina "$ROCE" perf write "$B_IP" -q "$1" -n "$n" -s 65536 -m 4096 --json | python3 -c 'import json,sys; d=json.load(sys.stdin); print(d["bw_avg_mb_s"], d["jain"])'
+    wait "$pid"
+}
 roce_rate() {  # 64-byte WRITEs: millions of messages per second
     inb "$ROCE" perf write -n 300000 -s 64 -t 128 --json >/dev/null & local pid=$!
     sleep 0.3
@@ -83,6 +91,10 @@ for _ in $(seq "$RUNS"); do
     R[blast1040]+="$(udp_blast 1040) "; R[blast4112]+="$(udp_blast 4112) "
     R[tcp]+="$(tcp) "; R[rlat]+="$(roce_lat) "; R[rlatbusy]+="$(roce_lat --busy-poll) "
     R[ulat]+="$(udp_lat) "; R[rate64]+="$(roce_rate) "
+    for q in 1 10 100 1000; do
+        read -r bw jain <<<"$(roce_qps "$q")"
+        R[q$q]+="$bw "; R[jain$q]+="$jain "
+    done
 done
 med() { tr ' ' '\n' <<<"${R[$1]}" | grep . | median | awk '{printf "%.4g", $1}'; }
 ratio() { awk -v a="$(med "$1")" -v b="$(med "$2")" 'BEGIN{printf "%.2f", a/b}'; }
@@ -103,6 +115,10 @@ release build. MB/s are 10^6 bytes of payload per second.
 | \`roce perf send --lat -s 8\`, typical one-way latency | $(med rlat) µs | $(ratio rlat ulat) × UDP ping-pong |
 | \`roce perf send --lat -s 8 --busy-poll\`, typical one-way latency | $(med rlatbusy) µs | $(ratio rlatbusy ulat) × UDP ping-pong |
 | \`roce perf write -s 64 -t 128\`, message rate | $(med rate64) M/s | |
+| \`roce perf write -q 1\` 64 KiB, MTU 4096, 20 000 WRITEs | $(med q1) MB/s | Jain $(med jain1) |
+| \`roce perf write -q 10\`, 2 000 WRITEs per QP | $(med q10) MB/s | $(ratio q10 q1) × 1 QP, Jain $(med jain10) |
+| \`roce perf write -q 100\`, 200 WRITEs per QP | $(med q100) MB/s | $(ratio q100 q1) × 1 QP, Jain $(med jain100) |
+| \`roce perf write -q 1000\`, 20 WRITEs per QP | $(med q1000) MB/s | $(ratio q1000 q1) × 1 QP, Jain $(med jain1000) |
 | UDP ping-pong of 14 bytes (sockperf's smallest), median one-way | $(med ulat) µs | |
 <!-- /veth -->
 TXT
