@@ -9,7 +9,7 @@
 //! QP has unacknowledged, and a QP whose next request would pass `max_unacked_total` waits in
 //! line (in the order the QPs were stopped) until ACKs bring the total down.
 
-use std::collections::{BTreeSet, VecDeque};
+use std::collections::VecDeque;
 
 use roce_wire::Qpn;
 
@@ -18,8 +18,8 @@ use roce_wire::Qpn;
 #[derive(Debug, Default)]
 pub(crate) struct InFlight {
     total: u32,
+    /// Each QP once (the NIC keeps `Qp::indexed.waiting`).
     waiting: VecDeque<Qpn>,
-    queued: BTreeSet<Qpn>,
 }
 
 impl InFlight {
@@ -33,21 +33,22 @@ impl InFlight {
         self.total
     }
 
-    /// `qpn` has a request to send but no room: it waits for room.
+    /// `qpn` has a request to send but no room: it waits for room (the caller makes sure it
+    /// is not waiting already).
     pub(crate) fn wait(&mut self, qpn: Qpn) {
-        if self.queued.insert(qpn) {
-            self.waiting.push_back(qpn);
-        }
+        self.waiting.push_back(qpn);
     }
 
-    /// The QPs that waited, in order, once there is room below `limit` (none otherwise).
-    pub(crate) fn take_waiting(&mut self, limit: u32) -> impl Iterator<Item = Qpn> + '_ {
-        let room = self.total < limit;
-        if room {
-            self.queued.clear();
+    /// Hands `release` as many of the QPs that waited as there are packets of room below
+    /// `limit`, in order: each may send at least one (releasing all at every ACK would have them
+    /// all polled, and all but a few wait again).
+    pub(crate) fn release(&mut self, limit: u32, mut release: impl FnMut(Qpn)) {
+        let room = limit.saturating_sub(self.total) as usize;
+        for _ in 0..room.min(self.waiting.len()) {
+            if let Some(qpn) = self.waiting.pop_front() {
+                release(qpn);
+            }
         }
-        self.waiting
-            .drain(..if room { self.waiting.len() } else { 0 })
     }
 }
 
@@ -57,6 +58,11 @@ mod tests {
 
     #[test]
     fn the_total_follows_each_qp_and_waiting_qps_come_back_in_order_when_there_is_room() {
+        fn released(f: &mut InFlight, limit: u32) -> Vec<Qpn> {
+            let mut out = Vec::new();
+            f.release(limit, |qpn| out.push(qpn));
+            out
+        }
         let (a, b, c) = (Qpn::new(0x11), Qpn::new(0x12), Qpn::new(0x13));
         let mut f = InFlight::default();
         f.update(0, 100);
@@ -64,16 +70,17 @@ mod tests {
         assert_eq!(f.total(), 128);
         f.wait(c);
         f.wait(a);
-        f.wait(c);
-        assert_eq!(f.take_waiting(128).count(), 0, "no room yet");
-        f.update(100, 60);
+        assert_eq!(released(&mut f, 128).len(), 0, "no room yet");
+        f.update(100, 99);
+        assert_eq!(released(&mut f, 128), [c], "room for one");
+        f.update(99, 60);
         assert_eq!(f.total(), 88);
-        assert_eq!(f.take_waiting(128).collect::<Vec<_>>(), [c, a]);
-        assert_eq!(f.take_waiting(128).count(), 0);
+        assert_eq!(released(&mut f, 128), [a]);
+        assert_eq!(released(&mut f, 128).len(), 0);
         f.update(60, 0);
         f.update(28, 0);
         assert_eq!(f.total(), 0);
         f.wait(b);
-        assert_eq!(f.take_waiting(128).collect::<Vec<_>>(), [b]);
+        assert_eq!(released(&mut f, 128), [b]);
     }
 }

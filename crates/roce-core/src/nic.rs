@@ -27,8 +27,8 @@ pub struct Nic {
     mrs: Mrs,
     cqs: BTreeMap<u32, Cq>,
     qps: BTreeMap<Qpn, Qp>,
-    /// QPs that may have something to send, in turn.
-    ready: ReadyQueue,
+    /// QPs that may have something to send, in turn (each once: `Qp::indexed.ready`).
+    ready: VecDeque<Qpn>,
     /// Each QP's earliest deadline, in order.
     deadlines: Deadlines,
     /// Scratch list of the QPs `handle_timeout` fires (kept to reuse its allocation).
@@ -56,7 +56,7 @@ impl Nic {
             mrs: BTreeMap::new(),
             cqs: BTreeMap::new(),
             qps: BTreeMap::new(),
-            ready: ReadyQueue::default(),
+            ready: VecDeque::new(),
             deadlines: Deadlines::default(),
             due: Vec::new(),
             in_flight: InFlight::default(),
@@ -266,7 +266,10 @@ impl Nic {
                     }
                 }
             }
-            self.ready.push(qpn);
+            if !qp.indexed.ready {
+                qp.indexed.ready = true;
+                self.ready.push_back(qpn);
+            }
             self.reindex(qpn);
         }
         self.due = due;
@@ -610,10 +613,11 @@ impl Nic {
             self.stats.tx_buffer_too_small += 1;
             return None;
         }
-        while let Some(qpn) = self.ready.pop() {
+        while let Some(qpn) = self.ready.pop_front() {
             let Some(qp) = self.qps.get_mut(&qpn) else {
                 continue;
             };
+            qp.indexed.ready = false;
             // No room in the NIC's budget of unacknowledged packets: the QP's requests wait.
             let (spent, budget) = (self.in_flight.total(), self.config.max_unacked_total);
             let full = qp.qp_type == QpType::Rc && spent >= budget;
@@ -634,13 +638,17 @@ impl Nic {
                     None => qp.poll_request(&mut ctx, buf),
                 },
             };
-            if full && transmit.is_none() {
+            if full && transmit.is_none() && !qp.indexed.waiting {
+                qp.indexed.waiting = true;
                 self.in_flight.wait(qpn);
+            }
+            if transmit.is_some() {
+                // It may have more: back in line, behind the others.
+                qp.indexed.ready = true;
+                self.ready.push_back(qpn);
             }
             self.reindex(qpn);
             if let Some(transmit) = transmit {
-                // It may have more: back in line, behind the others.
-                self.ready.push(qpn);
                 self.deliver_completions();
                 return Some(transmit);
             }
@@ -806,13 +814,20 @@ impl Nic {
                     .is_some_and(|qp| qp.indexed.deadline == Some(at))
             });
         }
-        for waiting in self.in_flight.take_waiting(self.config.max_unacked_total) {
-            self.ready.push(waiting);
-        }
+        let (qps, ready) = (&mut self.qps, &mut self.ready);
+        self.in_flight
+            .release(self.config.max_unacked_total, |qpn| {
+                if let Some(qp) = qps.get_mut(&qpn) {
+                    qp.indexed.waiting = false;
+                    push_ready(ready, qp);
+                }
+            });
     }
 
     fn mark_ready(&mut self, qpn: Qpn) {
-        self.ready.push(qpn);
+        if let Some(qp) = self.qps.get_mut(&qpn) {
+            push_ready(&mut self.ready, qp);
+        }
     }
 
     fn deliver_completions(&mut self) {
@@ -878,24 +893,10 @@ impl Nic {
     }
 }
 
-/// The QPs that may have something to send, in turn order, each at most once (a set beside the
-/// queue: with many QPs, looking the queue through at every mark was O(QPs)).
-#[derive(Debug, Default)]
-struct ReadyQueue {
-    order: VecDeque<Qpn>,
-    queued: BTreeSet<Qpn>,
-}
-
-impl ReadyQueue {
-    fn push(&mut self, qpn: Qpn) {
-        if self.queued.insert(qpn) {
-            self.order.push_back(qpn);
-        }
-    }
-
-    fn pop(&mut self) -> Option<Qpn> {
-        let qpn = self.order.pop_front()?;
-        self.queued.remove(&qpn);
-        Some(qpn)
+/// Puts `qp` in line to send, unless it is already.
+fn push_ready(ready: &mut VecDeque<Qpn>, qp: &mut Qp) {
+    if !qp.indexed.ready {
+        qp.indexed.ready = true;
+        ready.push_back(qp.qpn);
     }
 }

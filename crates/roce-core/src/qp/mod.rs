@@ -131,9 +131,13 @@ pub(crate) struct Qp {
     pub(crate) indexed: Indexed,
 }
 
-/// A QP's entries in the NIC's indexes.
+/// A QP's entries in the NIC's indexes and queues.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub(crate) struct Indexed {
+    /// It is in the NIC's line of QPs to poll for packets.
+    pub(crate) ready: bool,
+    /// It waits for room in the NIC's budget of unacknowledged packets.
+    pub(crate) waiting: bool,
     /// The deadline the NIC's deadline heap has for it.
     pub(crate) deadline: Option<Instant>,
     /// The unacknowledged packets the NIC's budget counts for it.
