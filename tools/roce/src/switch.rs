@@ -25,9 +25,8 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant as WallInstant};
 
 use anyhow::bail;
-use pnet_datalink::DataLinkSender;
 use roce_core::{Ecn, Instant};
-use roce_device::backend::packet_socket::{self, PacketSocket};
+use roce_device::backend::packet_socket::{self, PacketSocket, Sender};
 use roce_sim::switch::{CLASSES, Ets, MarkAt, Pfc};
 use roce_sim::{EcnMarking, SimPacket, Switch, SwitchConfig};
 use serde_json::json;
@@ -113,7 +112,7 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<ExitCode> {
         ..SwitchConfig::default()
     };
     let stop = Arc::new(AtomicBool::new(false));
-    let (frames_tx, frames) = mpsc::sync_channel::<(usize, Vec<u8>)>(4096);
+    let (frames_tx, frames) = mpsc::sync_channel::<(usize, Vec<u8>, bool)>(4096);
     let mut ports = Vec::new();
     for (index, name) in args.ports.iter().enumerate() {
         ports.push(open_port(index, name, frames_tx.clone(), stop.clone())?);
@@ -164,12 +163,12 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<ExitCode> {
                 (at - now).min(Duration::from_millis(10))
             });
         match frames.recv_timeout(wait) {
-            Ok((port, frame)) => {
-                bridge.receive(port, frame);
+            Ok((port, frame, needs_csum)) => {
+                bridge.receive(port, frame, needs_csum);
                 // Take what else has arrived before the model moves on.
                 for _ in 0..64 {
                     match frames.try_recv() {
-                        Ok((port, frame)) => bridge.receive(port, frame),
+                        Ok((port, frame, needs_csum)) => bridge.receive(port, frame, needs_csum),
                         Err(_) => break,
                     }
                 }
@@ -189,7 +188,7 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<ExitCode> {
 struct Port {
     name: String,
     mac: [u8; 6],
-    tx: Box<dyn DataLinkSender>,
+    tx: Sender,
     /// Frames that skipped the queues: flooded or non-IP.
     flooded: u64,
     /// Frames that could not be sent.
@@ -206,39 +205,33 @@ impl std::fmt::Debug for Port {
 
 impl Port {
     fn send(&mut self, frame: &[u8]) {
-        match self.tx.send_to(frame, None) {
-            Some(Ok(())) => {}
-            Some(Err(err)) => {
-                self.send_errors += 1;
-                tracing::debug!(port = %self.name, error = %err, "send failed");
-            }
-            None => self.send_errors += 1,
+        if let Err(err) = self.tx.send(&[frame]) {
+            self.send_errors += 1;
+            tracing::debug!(port = %self.name, error = %err, "send failed");
         }
     }
 }
 
-/// Opens `name` and starts its receiving thread.
+/// Opens `name` and starts its receiving thread. A segmentation-offload batch that a host's
+/// UDP socket sent (a veth hands it over whole) reaches the bridge cut into its datagrams, so
+/// the queues see the packets the wire would carry.
 fn open_port(
     index: usize,
     name: &str,
-    frames: mpsc::SyncSender<(usize, Vec<u8>)>,
+    frames: mpsc::SyncSender<(usize, Vec<u8>, bool)>,
     stop: Arc<AtomicBool>,
 ) -> anyhow::Result<Port> {
-    let PacketSocket {
-        tx,
-        rx,
-        mac,
-        max_frame,
-    } = packet_socket::open(name, true)?;
+    let PacketSocket { tx, rx, mac, .. } = packet_socket::open(name, true)?;
     packet_socket::spawn_receiver(
         format!("roce-switch-{name}"),
         rx,
-        max_frame,
         stop,
-        move |frame| {
-            // The socket does not see its own sends; frames the kernel sends from this
-            // interface carry its MAC and are skipped.
-            frame.len() < 14 || frame[6..12] == mac || frames.send((index, frame.to_vec())).is_ok()
+        move |frame, needs_csum| {
+            // The socket sees neither its own sends nor the host's; a frame from this
+            // interface's MAC all the same is skipped.
+            frame.len() < 14
+                || frame[6..12] == mac
+                || frames.send((index, frame.to_vec(), needs_csum)).is_ok()
         },
     )?;
     Ok(Port {
@@ -268,12 +261,15 @@ impl Bridge {
         Instant::from_nanos(u64::try_from(self.start.elapsed().as_nanos()).unwrap_or(u64::MAX))
     }
 
-    /// A frame arrived on `ingress`.
-    fn receive(&mut self, ingress: usize, mut frame: Vec<u8>) {
+    /// A frame arrived on `ingress`; `needs_csum` when its TCP or UDP checksum was left to an
+    /// offload.
+    fn receive(&mut self, ingress: usize, mut frame: Vec<u8>, needs_csum: bool) {
         if frame.len() < 14 {
             return;
         }
-        fill_l4_checksum(&mut frame);
+        if needs_csum {
+            fill_l4_checksum(&mut frame);
+        }
         let dst: [u8; 6] = frame[0..6].try_into().unwrap_or_default();
         let src: [u8; 6] = frame[6..12].try_into().unwrap_or_default();
         let ethertype = u16::from_be_bytes([frame[12], frame[13]]);
@@ -436,7 +432,8 @@ fn ones_sum(parts: &[&[u8]], extra: u64) -> u16 {
 
 /// Writes the TCP or UDP checksum of an IPv4 or IPv6 frame. A veth hands a packet socket its
 /// frames with the checksum left to an offload that never comes (only the pseudo-header sum is
-/// in the field); a switch that forwards them as they are would have the receiver drop them.
+/// in the field; the socket's `virtio_net_hdr` says `VIRTIO_NET_HDR_F_NEEDS_CSUM`); a switch
+/// that forwards them as they are would have the receiver drop them.
 /// A UDP/IPv4 checksum of 0 ("none") stays 0. Anything else is left alone.
 fn fill_l4_checksum(frame: &mut [u8]) {
     let Some(ethertype) = frame.get(12..14).map(|b| u16::from_be_bytes([b[0], b[1]])) else {

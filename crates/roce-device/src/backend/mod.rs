@@ -8,6 +8,8 @@ use roce_core::{Ecn, Transmit};
 
 pub mod packet_socket;
 pub mod raw;
+#[allow(unsafe_code)]
+mod sys;
 pub mod udp;
 
 /// One datagram received into the caller's buffer.

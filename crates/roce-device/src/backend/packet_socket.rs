@@ -1,19 +1,42 @@
-//! An AF_PACKET socket on one interface (pnet_datalink), and the thread that reads it: what the
-//! raw backend and `roce switch` both stand on. It needs CAP_NET_RAW.
+//! An AF_PACKET socket on one interface, with a memory-mapped receive ring and virtio-net
+//! headers: what the raw backend and `roce switch` both stand on. It needs CAP_NET_RAW.
+//!
+//! - Receive: a `PACKET_RX_RING` of `TPACKET_V2` slots (Documentation/networking/packet_mmap.rst)
+//!   sized for the interface's MTU. One wake-up reads every frame that has arrived, in place,
+//!   without a system call or an allocation per frame. `TPACKET_V2` rather than `TPACKET_V3`:
+//!   V3 hands frames over a block at a time, when the block is full or its retire timer (1 ms
+//!   at least) expires, which would put a millisecond under every round trip of a lightly
+//!   loaded NIC; V2 hands over each frame as it lands and still lets one wake-up take many.
+//!   A frame longer than a slot (a segmentation-offload batch seen before segmentation, up to
+//!   64 KiB) is kept whole by the kernel on the socket's queue (`PACKET_COPY_THRESH`; its slot
+//!   says `TP_STATUS_COPY`) and read from there.
+//! - `PACKET_VNET_HDR`: every frame comes with a `virtio_net_hdr` that tells what the kernel
+//!   left undone: a UDP GSO batch (`VIRTIO_NET_HDR_GSO_UDP_L4`, with its segment size), which
+//!   [`UdpSuperFrame`] cuts into the datagrams the wire would carry, and checksums left to an
+//!   offload (`VIRTIO_NET_HDR_F_NEEDS_CSUM`). Sends carry one too, so one send can hand the
+//!   kernel a whole batch of equal-size UDP datagrams to cut ([`Sender::send_udp_gso`]).
+//! - `PACKET_IGNORE_OUTGOING`: the socket does not see what the host itself sends on the
+//!   interface (it never sees its own sends).
 
-use std::io;
+use std::io::{self, IoSlice};
+use std::ops::Range;
+use std::os::fd::{AsRawFd, RawFd};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
-use pnet_datalink::{Channel, DataLinkReceiver, DataLinkSender};
+use nix::libc;
+use nix::sys::socket::MsgFlags;
+
+use super::sys::{PacketFd, RxRing};
 
 /// An open interface: its sending and receiving halves and its MAC address.
+#[derive(Debug)]
 pub struct PacketSocket {
     /// Sends whole frames.
-    pub tx: Box<dyn DataLinkSender>,
-    /// Receives whole frames (blocking, with a 50 ms timeout); see [`spawn_receiver`].
-    pub rx: Box<dyn DataLinkReceiver>,
+    pub tx: Sender,
+    /// Receives whole frames; see [`Receiver::poll_frames`] and [`spawn_receiver`].
+    pub rx: Receiver,
     /// The interface's MAC address.
     pub mac: [u8; 6],
     /// The longest frame the interface carries: its MTU plus an Ethernet header and a VLAN
@@ -21,120 +44,797 @@ pub struct PacketSocket {
     pub max_frame: usize,
 }
 
-impl std::fmt::Debug for PacketSocket {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("PacketSocket")
-            .field("mac", &self.mac)
-            .finish_non_exhaustive()
-    }
-}
-
 /// Opens `interface`, in promiscuous mode if asked (a switch sees frames for other MACs).
 /// The errors say what to do: a missing interface, one that is not Ethernet, or a process
 /// without CAP_NET_RAW (`ErrorKind::PermissionDenied`).
 pub fn open(interface: &str, promiscuous: bool) -> io::Result<PacketSocket> {
-    let iface = pnet_datalink::interfaces()
-        .into_iter()
-        .find(|i| i.name == interface)
+    let not_found = || {
+        io::Error::new(
+            io::ErrorKind::NotFound,
+            format!("no interface {interface} (see `ip link`)"),
+        )
+    };
+    if interface.is_empty() || interface.contains('/') {
+        return Err(not_found());
+    }
+    let ifindex = nix::net::if_::if_nametoindex(interface).map_err(|_| not_found())?;
+    let sysfs = |file: &str| std::fs::read_to_string(format!("/sys/class/net/{interface}/{file}"));
+    // ARPHRD_ETHER (1): Ethernet, or something that frames like it (veth, tap, bridge).
+    let ethernet = sysfs("type").is_ok_and(|t| t.trim() == "1");
+    let mac = sysfs("address")
+        .ok()
+        .and_then(|text| parse_mac(text.trim()))
+        .filter(|_| ethernet)
         .ok_or_else(|| {
             io::Error::new(
-                io::ErrorKind::NotFound,
-                format!("no interface {interface} (see `ip link`)"),
+                io::ErrorKind::InvalidInput,
+                format!("{interface} has no MAC address: not Ethernet"),
             )
         })?;
-    let mac = iface.mac.map(|m| m.octets()).ok_or_else(|| {
-        io::Error::new(
-            io::ErrorKind::InvalidInput,
-            format!("{interface} has no MAC address: not Ethernet"),
-        )
+    let mtu = sysfs("mtu")
+        .ok()
+        .and_then(|text| text.trim().parse().ok())
+        .unwrap_or(1500);
+    let max_frame = mtu + 18;
+    let fd = PacketFd::new().map_err(|err| {
+        if err.kind() == io::ErrorKind::PermissionDenied {
+            io::Error::new(
+                io::ErrorKind::PermissionDenied,
+                format!(
+                    "opening {interface} needs CAP_NET_RAW: run as root, or \
+                     `sudo setcap cap_net_raw+ep $(which roce)`"
+                ),
+            )
+        } else {
+            err
+        }
     })?;
-    let config = pnet_datalink::Config {
-        read_timeout: Some(Duration::from_millis(50)),
-        read_buffer_size: 1 << 16,
-        write_buffer_size: 1 << 16,
-        promiscuous,
-        ..pnet_datalink::Config::default()
-    };
-    match pnet_datalink::channel(&iface, config) {
-        Ok(Channel::Ethernet(tx, rx)) => Ok(PacketSocket {
-            tx,
-            rx,
-            mac,
-            max_frame: mtu(interface) + 18,
-        }),
-        Ok(_) => Err(io::Error::other(format!(
-            "{interface}: not an Ethernet channel"
-        ))),
-        Err(err) if err.kind() == io::ErrorKind::PermissionDenied => Err(io::Error::new(
-            io::ErrorKind::PermissionDenied,
-            format!(
-                "opening {interface} needs CAP_NET_RAW: run as root, or \
-                 `sudo setcap cap_net_raw+ep $(which roce)`"
-            ),
-        )),
-        Err(err) => Err(err),
+    let ring = configure(&fd, ifindex, promiscuous, max_frame)
+        .map_err(|err| io::Error::new(err.kind(), format!("{interface}: {err}")))?;
+    let fd = Arc::new(fd);
+    Ok(PacketSocket {
+        tx: Sender { fd: fd.clone() },
+        rx: Receiver {
+            fd,
+            ring,
+            next: 0,
+            copy: vec![0; COPY_BUFFER],
+            copied: None,
+            truncated: 0,
+        },
+        mac,
+        max_frame,
+    })
+}
+
+/// The socket options, the ring, then the binding (so no frame lands before all is set).
+fn configure(
+    fd: &PacketFd,
+    ifindex: u32,
+    promiscuous: bool,
+    max_frame: usize,
+) -> io::Result<RxRing> {
+    // Must come before the ring: the kernel refuses to change it once a ring exists.
+    fd.set_packet_int(libc::PACKET_VNET_HDR, 1)?;
+    fd.set_packet_int(
+        libc::PACKET_VERSION,
+        libc::tpacket_versions::TPACKET_V2 as i32,
+    )?;
+    // Frames too long for a slot are queued whole on the socket (their skb, not a copy).
+    fd.set_packet_int(libc::PACKET_COPY_THRESH, 1)?;
+    // Since Linux 4.20; without it the host's own sends are seen too, and filtered later.
+    if let Err(err) = fd.set_packet_int(libc::PACKET_IGNORE_OUTGOING, 1) {
+        tracing::debug!(error = %err, "PACKET_IGNORE_OUTGOING not set");
+    }
+    // The queue holds the frames too long for a slot: room for a few hundred 64 KiB batches.
+    // SO_RCVBUFFORCE passes net.core.rmem_max with CAP_NET_ADMIN; SO_RCVBUF is capped by it.
+    for (force, plain) in [
+        (libc::SO_RCVBUFFORCE, libc::SO_RCVBUF),
+        (libc::SO_SNDBUFFORCE, libc::SO_SNDBUF),
+    ] {
+        if fd.set_socket_int(force, SOCKET_BUFFER).is_err()
+            && let Err(err) = fd.set_socket_int(plain, SOCKET_BUFFER)
+        {
+            tracing::debug!(error = %err, "socket buffer size not set");
+        }
+    }
+    let ring = fd.rx_ring(&ring_request(max_frame))?;
+    if promiscuous {
+        fd.add_promiscuous(ifindex)?;
+    }
+    fd.bind(ifindex)?;
+    Ok(ring)
+}
+
+/// A ring of about [`RING_BYTES`], in slots large enough for a frame of `max_frame` bytes
+/// behind the slot's header (`tpacket2_hdr` and `sockaddr_ll`, aligned, then the
+/// `virtio_net_hdr`): a power of two, so that they fill blocks of 64 KiB (or one slot, if
+/// larger) exactly.
+fn ring_request(max_frame: usize) -> libc::tpacket_req {
+    let frame_size = (max_frame + SLOT_HEADROOM).next_power_of_two().max(2048);
+    let block_size = frame_size.max(64 << 10);
+    let block_nr = (RING_BYTES / block_size).max(1);
+    let to_uint = |n: usize| libc::c_uint::try_from(n).unwrap_or(libc::c_uint::MAX);
+    libc::tpacket_req {
+        tp_block_size: to_uint(block_size),
+        tp_block_nr: to_uint(block_nr),
+        tp_frame_size: to_uint(frame_size),
+        tp_frame_nr: to_uint(block_nr * (block_size / frame_size)),
     }
 }
 
-/// The interface's MTU (1500 when sysfs does not say).
-fn mtu(interface: &str) -> usize {
-    std::fs::read_to_string(format!("/sys/class/net/{interface}/mtu"))
-        .ok()
-        .and_then(|text| text.trim().parse().ok())
-        .unwrap_or(1500)
+fn parse_mac(text: &str) -> Option<[u8; 6]> {
+    let mut mac = [0u8; 6];
+    let mut parts = text.split(':');
+    for byte in &mut mac {
+        *byte = u8::from_str_radix(parts.next()?, 16).ok()?;
+    }
+    parts.next().is_none().then_some(mac)
 }
 
-/// Reads `rx` on a thread of its own (pnet's receiver blocks), handing each frame to
-/// `on_frame` until it returns false, `stop` is set, or the socket fails (logged).
-///
-/// Frames longer than `max_frame` are dropped and counted in the returned counter. On a veth,
-/// a packet socket sees what the sending socket handed the kernel, before segmentation: a UDP
-/// segmentation-offload batch (roce-emu's UDP backend sends them) arrives as one frame of up to
-/// 64 KiB. The first one is reported with the remedy.
+/// The sending half: whole frames, each behind a `virtio_net_hdr`. Clones share the socket.
+#[derive(Debug, Clone)]
+pub struct Sender {
+    fd: Arc<PacketFd>,
+}
+
+impl Sender {
+    /// Sends one frame, given as the concatenation of `parts` (headers and payload apart, so
+    /// nothing is copied into a frame buffer first).
+    pub fn send(&self, parts: &[&[u8]]) -> io::Result<()> {
+        self.write(&VirtioNetHdr::default().to_bytes(), parts)
+    }
+
+    /// Sends one UDP super-frame — Ethernet, IP and UDP headers for the whole payload (IPv4
+    /// total length and UDP length of the whole, UDP checksum holding the pseudo-header sum,
+    /// as [`udp4_pseudo_sum`] computes it), then the payloads of datagrams of `segment` bytes
+    /// each, the last maybe shorter — for the kernel to cut (`VIRTIO_NET_HDR_GSO_UDP_L4`).
+    /// Segment `i` leaves with the IPv4 ID of the header plus `i` (`inet_gso_segment`). A
+    /// veth that offloads UDP segmentation carries the super-frame whole, and a packet socket
+    /// on its peer sees it whole. `udp_offset` is where the UDP header starts.
+    pub fn send_udp_gso(&self, parts: &[&[u8]], udp_offset: usize, segment: u16) -> io::Result<()> {
+        let offset = u16::try_from(udp_offset)
+            .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "headers too long"))?;
+        let header = VirtioNetHdr {
+            flags: VIRTIO_NET_HDR_F_NEEDS_CSUM,
+            gso_type: VIRTIO_NET_HDR_GSO_UDP_L4,
+            hdr_len: offset + 8,
+            gso_size: segment,
+            csum_start: offset,
+            csum_offset: 6,
+        };
+        self.write(&header.to_bytes(), parts)
+    }
+
+    fn write(&self, header: &[u8], parts: &[&[u8]]) -> io::Result<()> {
+        let mut slices = [IoSlice::new(&[]); 4];
+        if parts.len() >= slices.len() {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "too many parts",
+            ));
+        }
+        slices[0] = IoSlice::new(header);
+        for (slot, part) in slices[1..].iter_mut().zip(parts) {
+            *slot = IoSlice::new(part);
+        }
+        nix::sys::uio::writev(&*self.fd, &slices[..=parts.len()])?;
+        Ok(())
+    }
+}
+
+/// The one's complement sum (not inverted) of the IPv4 UDP pseudo header for a datagram of
+/// `udp_len` bytes (UDP header included): what the checksum field holds when the checksum is
+/// left to an offload (`CHECKSUM_PARTIAL`).
+pub fn udp4_pseudo_sum(src: [u8; 4], dst: [u8; 4], udp_len: u16) -> u16 {
+    let words = [
+        u16::from_be_bytes([src[0], src[1]]),
+        u16::from_be_bytes([src[2], src[3]]),
+        u16::from_be_bytes([dst[0], dst[1]]),
+        u16::from_be_bytes([dst[2], dst[3]]),
+        17,
+        udp_len,
+    ];
+    fold(words.iter().map(|&w| u32::from(w)).sum())
+}
+
+fn fold(mut sum: u32) -> u16 {
+    while sum > 0xffff {
+        sum = (sum & 0xffff) + (sum >> 16);
+    }
+    sum as u16
+}
+
+/// The IPv4 header checksum of `header` (its checksum field taken as 0).
+fn ipv4_checksum(header: &[u8]) -> u16 {
+    let sum: u32 = header
+        .chunks(2)
+        .enumerate()
+        .filter(|&(index, _)| index != 5)
+        .map(|(_, w)| u32::from(u16::from_be_bytes([w[0], *w.get(1).unwrap_or(&0)])))
+        .sum();
+    !fold(sum)
+}
+
+/// `struct virtio_net_hdr` (include/uapi/linux/virtio_net.h), in the host's byte order as a
+/// packet socket uses it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct VirtioNetHdr {
+    /// `VIRTIO_NET_HDR_F_*`.
+    pub flags: u8,
+    /// `VIRTIO_NET_HDR_GSO_*`.
+    pub gso_type: u8,
+    /// Length of the headers to copy into each segment.
+    pub hdr_len: u16,
+    /// Bytes of payload per segment.
+    pub gso_size: u16,
+    /// Where the checksummed part starts.
+    pub csum_start: u16,
+    /// Where, from `csum_start`, the checksum field is.
+    pub csum_offset: u16,
+}
+
+/// The checksum from `csum_start` on is left to be filled in (only the pseudo-header sum is
+/// in the field).
+pub const VIRTIO_NET_HDR_F_NEEDS_CSUM: u8 = 1;
+/// Not a segmentation-offload batch.
+pub const VIRTIO_NET_HDR_GSO_NONE: u8 = 0;
+/// A batch of UDP datagrams of `gso_size` payload bytes each (UDP_SEGMENT).
+pub const VIRTIO_NET_HDR_GSO_UDP_L4: u8 = 5;
+
+impl VirtioNetHdr {
+    /// Its size on the wire of the socket.
+    pub const LEN: usize = 10;
+
+    /// Reads one from the front of `bytes`.
+    pub fn parse(bytes: &[u8]) -> Option<Self> {
+        let bytes = bytes.get(..Self::LEN)?;
+        let word = |at: usize| u16::from_ne_bytes([bytes[at], bytes[at + 1]]);
+        Some(Self {
+            flags: bytes[0],
+            gso_type: bytes[1],
+            hdr_len: word(2),
+            gso_size: word(4),
+            csum_start: word(6),
+            csum_offset: word(8),
+        })
+    }
+
+    /// Its bytes.
+    pub fn to_bytes(&self) -> [u8; Self::LEN] {
+        let mut bytes = [0u8; Self::LEN];
+        bytes[0] = self.flags;
+        bytes[1] = self.gso_type;
+        for (at, word) in [
+            (2, self.hdr_len),
+            (4, self.gso_size),
+            (6, self.csum_start),
+            (8, self.csum_offset),
+        ] {
+            bytes[at..at + 2].copy_from_slice(&word.to_ne_bytes());
+        }
+        bytes
+    }
+
+    /// Whether the frame is a segmentation-offload batch (of any kind; the ECN bit aside).
+    pub fn is_gso(&self) -> bool {
+        self.gso_type & 0x7f != VIRTIO_NET_HDR_GSO_NONE
+    }
+
+    /// Whether a checksum was left to an offload.
+    pub fn needs_csum(&self) -> bool {
+        self.flags & VIRTIO_NET_HDR_F_NEEDS_CSUM != 0
+    }
+}
+
+/// One received frame, read in place.
+#[derive(Debug, Clone, Copy)]
+pub struct RxFrame<'a> {
+    /// What the kernel says about it.
+    pub vnet: VirtioNetHdr,
+    /// The frame, from its Ethernet header on.
+    pub data: &'a [u8],
+}
+
+/// The receiving half: the ring, read in place.
+#[derive(Debug)]
+pub struct Receiver {
+    fd: Arc<PacketFd>,
+    ring: RxRing,
+    /// The slot to look at next.
+    next: usize,
+    /// A frame too long for its slot, read from the socket's queue: `virtio_net_hdr` + frame.
+    copy: Vec<u8>,
+    /// The length in `copy` when it holds the frame of slot `next` (read, not yet taken).
+    copied: Option<usize>,
+    truncated: u64,
+}
+
+impl Receiver {
+    /// Hands every frame that has arrived, up to `max`, to `take`, in order, and returns how
+    /// many it took. When `take` returns false (no room for the frame, say) the frame stays
+    /// and comes first next time. Never blocks; a frame the kernel could only keep in part is
+    /// dropped and counted ([`Receiver::truncated`]).
+    pub fn poll_frames(&mut self, max: usize, mut take: impl FnMut(RxFrame<'_>) -> bool) -> usize {
+        let mut taken = 0;
+        while taken < max {
+            let index = self.next;
+            let status = self.ring.status(index);
+            if status & libc::TP_STATUS_USER == 0 {
+                break;
+            }
+            let took = if status & libc::TP_STATUS_COPY != 0 {
+                self.take_copied(&mut take)
+            } else {
+                let slot = self.ring.slot(index);
+                match slot_frame(slot) {
+                    Ok(frame) => take(frame),
+                    Err(SlotError::Truncated) => {
+                        self.truncated += 1;
+                        true
+                    }
+                    Err(SlotError::Malformed) => true,
+                }
+            };
+            if !took {
+                break;
+            }
+            self.copied = None;
+            self.ring.release(index);
+            self.next = (index + 1) % self.ring.frame_nr();
+            taken += 1;
+        }
+        taken
+    }
+
+    /// The frame of a `TP_STATUS_COPY` slot, whole, from the socket's queue.
+    fn take_copied(&mut self, take: &mut impl FnMut(RxFrame<'_>) -> bool) -> bool {
+        let len = match self.copied {
+            Some(len) => len,
+            None => match nix::sys::socket::recv(
+                self.fd.as_raw_fd(),
+                &mut self.copy,
+                MsgFlags::MSG_DONTWAIT | MsgFlags::MSG_TRUNC,
+            ) {
+                Ok(len) if len <= self.copy.len() => len,
+                Ok(_) | Err(_) => {
+                    // Longer than 64 KiB, or gone: nothing to take.
+                    self.truncated += 1;
+                    return true;
+                }
+            },
+        };
+        self.copied = Some(len);
+        let Some(vnet) = VirtioNetHdr::parse(&self.copy[..len]) else {
+            return true;
+        };
+        take(RxFrame {
+            vnet,
+            data: &self.copy[VirtioNetHdr::LEN..len],
+        })
+    }
+
+    /// Whether a frame is waiting in the ring.
+    pub fn has_frame(&self) -> bool {
+        self.ring.status(self.next) & libc::TP_STATUS_USER != 0
+    }
+
+    /// Waits up to `timeout` for a frame (for a receiver on a thread of its own; an async
+    /// one polls the descriptor).
+    pub fn wait(&self, timeout: Duration) -> io::Result<bool> {
+        let ms = i32::try_from(timeout.as_millis()).unwrap_or(i32::MAX);
+        self.fd.wait_readable(ms)
+    }
+
+    /// Frames dropped because the kernel kept only part of them.
+    pub fn truncated(&self) -> u64 {
+        self.truncated
+    }
+
+    /// Frames the kernel dropped since the last call because the ring was full
+    /// (`PACKET_STATISTICS`).
+    pub fn kernel_drops(&self) -> io::Result<u64> {
+        Ok(u64::from(self.fd.statistics()?.tp_drops))
+    }
+}
+
+impl AsRawFd for Receiver {
+    fn as_raw_fd(&self) -> RawFd {
+        self.fd.as_raw_fd()
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum SlotError {
+    /// The kernel kept fewer bytes than the frame had.
+    Truncated,
+    /// The slot's header points outside the slot.
+    Malformed,
+}
+
+/// The frame in a ring slot (`tpacket2_hdr`: status, len, snaplen, mac, …; the
+/// `virtio_net_hdr` sits just before the frame).
+fn slot_frame(slot: &[u8]) -> Result<RxFrame<'_>, SlotError> {
+    let word = |at: usize| {
+        slot.get(at..at + 4)
+            .map(|b| u32::from_ne_bytes([b[0], b[1], b[2], b[3]]))
+    };
+    let (Some(len), Some(snaplen), Some(mac)) = (
+        word(4),
+        word(8),
+        slot.get(12..14).map(|b| u16::from_ne_bytes([b[0], b[1]])),
+    ) else {
+        return Err(SlotError::Malformed);
+    };
+    if snaplen < len {
+        return Err(SlotError::Truncated);
+    }
+    let mac = usize::from(mac);
+    let vnet = mac
+        .checked_sub(VirtioNetHdr::LEN)
+        .and_then(|at| VirtioNetHdr::parse(slot.get(at..)?))
+        .ok_or(SlotError::Malformed)?;
+    let data = slot
+        .get(mac..mac + snaplen as usize)
+        .ok_or(SlotError::Malformed)?;
+    Ok(RxFrame { vnet, data })
+}
+
+/// Why a super-frame cannot be cut.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum CutError {
+    /// Not a UDP batch (TCP segmentation offload, say), or not over IPv4.
+    #[error("not a UDP/IPv4 segmentation-offload batch")]
+    Unsupported,
+    /// Headers cut short or inconsistent, or no segment size.
+    #[error("malformed segmentation-offload batch")]
+    Malformed,
+}
+
+/// A UDP/IPv4 segmentation-offload batch seen before segmentation: headers for the whole, then
+/// the payloads of datagrams of `gso_size` bytes each (the last maybe shorter). Cut as the
+/// kernel would (`__udp_gso_segment`, `inet_gso_segment`): datagram `i` has the same headers
+/// with its own lengths and the IPv4 ID of the batch's header plus `i`.
+#[derive(Debug, Clone, Copy)]
+pub struct UdpSuperFrame<'a> {
+    frame: &'a [u8],
+    /// Where the IPv4 header starts (after Ethernet and VLAN tags).
+    l3: usize,
+    /// Where the UDP header starts.
+    l4: usize,
+    /// Where the whole payload ends (the IPv4 total length says).
+    end: usize,
+    segment: usize,
+    base_id: u16,
+}
+
+impl<'a> UdpSuperFrame<'a> {
+    /// Reads the batch's headers. Fails for anything but UDP over IPv4 with a segment size.
+    pub fn parse(frame: &'a [u8], vnet: &VirtioNetHdr) -> Result<Self, CutError> {
+        if vnet.gso_type & 0x7f != VIRTIO_NET_HDR_GSO_UDP_L4 {
+            return Err(CutError::Unsupported);
+        }
+        let segment = usize::from(vnet.gso_size);
+        if segment == 0 {
+            return Err(CutError::Malformed);
+        }
+        let ether_type = |at: usize| {
+            frame
+                .get(at..at + 2)
+                .map(|b| u16::from_be_bytes([b[0], b[1]]))
+        };
+        let mut l3 = 14;
+        while matches!(ether_type(l3 - 2), Some(0x8100 | 0x88a8)) {
+            l3 += 4;
+        }
+        match ether_type(l3 - 2) {
+            Some(0x0800) => {}
+            Some(_) => return Err(CutError::Unsupported),
+            None => return Err(CutError::Malformed),
+        }
+        let ip = frame.get(l3..l3 + 20).ok_or(CutError::Malformed)?;
+        if ip[0] >> 4 != 4 {
+            return Err(CutError::Malformed);
+        }
+        if ip[9] != 17 {
+            return Err(CutError::Unsupported);
+        }
+        let ihl = usize::from(ip[0] & 0x0f) * 4;
+        let total = usize::from(u16::from_be_bytes([ip[2], ip[3]]));
+        let l4 = l3 + ihl;
+        let end = l3 + total;
+        if ihl < 20 || end > frame.len() || end < l4 + 8 {
+            return Err(CutError::Malformed);
+        }
+        Ok(Self {
+            frame,
+            l3,
+            l4,
+            end,
+            segment,
+            base_id: u16::from_be_bytes([ip[4], ip[5]]),
+        })
+    }
+
+    /// The number of datagrams (at least one; an empty payload is one empty datagram).
+    pub fn count(&self) -> usize {
+        self.payload_len().div_ceil(self.segment).max(1)
+    }
+
+    fn payload_len(&self) -> usize {
+        self.end - self.l4 - 8
+    }
+
+    /// The UDP payload of datagram `index`.
+    pub fn payload(&self, index: usize) -> &'a [u8] {
+        self.frame
+            .get(self.payload_range(index))
+            .unwrap_or_default()
+    }
+
+    fn payload_range(&self, index: usize) -> Range<usize> {
+        let start = (self.l4 + 8 + index * self.segment).min(self.end);
+        start..(start + self.segment).min(self.end)
+    }
+
+    /// The IPv4 identification of datagram `index`.
+    pub fn ip_id(&self, index: usize) -> u16 {
+        self.base_id.wrapping_add(index as u16)
+    }
+
+    /// Writes datagram `index` as a whole frame into `out` (cleared first): the batch's
+    /// Ethernet and IP headers with this datagram's total length, ID and header checksum, its
+    /// UDP header with its length and checksum 0 ("none", which IPv4 allows; the ICRC does not
+    /// cover it), and its payload.
+    pub fn write_segment(&self, index: usize, out: &mut Vec<u8>) {
+        let payload = self.payload_range(index);
+        out.clear();
+        out.extend_from_slice(&self.frame[..self.l4 + 8]);
+        out.extend_from_slice(&self.frame[payload.clone()]);
+        let udp_len = (8 + payload.len()) as u16;
+        let total = (self.l4 - self.l3) as u16 + udp_len;
+        let header = &mut out[self.l3..self.l4];
+        header[2..4].copy_from_slice(&total.to_be_bytes());
+        header[4..6].copy_from_slice(&self.ip_id(index).to_be_bytes());
+        let checksum = ipv4_checksum(header);
+        header[10..12].copy_from_slice(&checksum.to_be_bytes());
+        let udp = &mut out[self.l4..self.l4 + 8];
+        udp[4..6].copy_from_slice(&udp_len.to_be_bytes());
+        udp[6..8].copy_from_slice(&[0, 0]);
+    }
+}
+
+/// Counters of a receive thread.
+#[derive(Debug, Default)]
+pub struct ReceiverStats {
+    /// Segmentation-offload batches cut into their datagrams.
+    pub batches_cut: AtomicU64,
+    /// Frames dropped: batches that cannot be cut (TCP, IPv6, malformed).
+    pub dropped: AtomicU64,
+}
+
+/// Reads `rx` on a thread of its own, handing each frame to `on_frame` with whether its L4
+/// checksum was left to an offload (`VIRTIO_NET_HDR_F_NEEDS_CSUM`), until it returns false,
+/// `stop` is set, or the socket fails (logged). A UDP/IPv4 segmentation-offload batch (on a
+/// veth, what a UDP socket sent with UDP_SEGMENT) is first cut into its datagrams, each a
+/// whole frame with its own headers and no UDP checksum; other batches are dropped and
+/// counted.
 pub fn spawn_receiver(
     thread_name: String,
-    mut rx: Box<dyn DataLinkReceiver>,
-    max_frame: usize,
+    mut rx: Receiver,
     stop: Arc<AtomicBool>,
-    mut on_frame: impl FnMut(&[u8]) -> bool + Send + 'static,
-) -> io::Result<Arc<AtomicU64>> {
-    let oversized = Arc::new(AtomicU64::new(0));
-    let counter = oversized.clone();
+    mut on_frame: impl FnMut(&[u8], bool) -> bool + Send + 'static,
+) -> io::Result<Arc<ReceiverStats>> {
+    let stats = Arc::new(ReceiverStats::default());
+    let counters = stats.clone();
     std::thread::Builder::new()
         .name(thread_name.clone())
         .spawn(move || {
-            while !stop.load(Ordering::Relaxed) {
-                match rx.next() {
-                    Ok(frame) if frame.len() > max_frame => {
-                        if counter.fetch_add(1, Ordering::Relaxed) == 0 {
-                            tracing::warn!(
-                                thread = %thread_name,
-                                len = frame.len(),
-                                max_frame,
-                                "dropped a frame longer than the MTU: a segmentation-offload \
-                                 batch from a sender on this link; give roce's UDP backend \
-                                 --no-gso, or run `ethtool -K <its interface> \
-                                 tx-udp-segmentation off` where it sends"
-                            );
-                        }
-                        tracing::debug!(thread = %thread_name, len = frame.len(), "oversized frame dropped");
-                    }
-                    Ok(frame) => {
-                        if !on_frame(frame) {
-                            return;
-                        }
-                    }
-                    Err(err)
-                        if matches!(
-                            err.kind(),
-                            io::ErrorKind::TimedOut | io::ErrorKind::WouldBlock
-                        ) => {}
-                    Err(err) => {
-                        tracing::warn!(thread = %thread_name, error = %err, "receive failed");
-                        return;
-                    }
+            let mut segment = Vec::with_capacity(COPY_BUFFER);
+            let mut going = true;
+            while going && !stop.load(Ordering::Relaxed) {
+                if let Err(err) = rx.wait(Duration::from_millis(50)) {
+                    tracing::warn!(thread = %thread_name, error = %err, "receive failed");
+                    return;
                 }
+                rx.poll_frames(usize::MAX, |frame| {
+                    if !going {
+                        return true;
+                    }
+                    if !frame.vnet.is_gso() {
+                        going = on_frame(frame.data, frame.vnet.needs_csum());
+                        return true;
+                    }
+                    match UdpSuperFrame::parse(frame.data, &frame.vnet) {
+                        Ok(batch) => {
+                            counters.batches_cut.fetch_add(1, Ordering::Relaxed);
+                            for index in 0..batch.count() {
+                                batch.write_segment(index, &mut segment);
+                                going = going && on_frame(&segment, false);
+                            }
+                        }
+                        Err(err) => {
+                            counters.dropped.fetch_add(1, Ordering::Relaxed);
+                            tracing::debug!(thread = %thread_name, error = %err, len = frame.data.len(), "offload batch dropped");
+                        }
+                    }
+                    true
+                });
             }
         })?;
-    Ok(oversized)
+    Ok(stats)
+}
+
+/// Bytes of the receive ring.
+const RING_BYTES: usize = 16 << 20;
+/// Room in a slot before the frame: `tpacket2_hdr` and `sockaddr_ll` aligned to 16, the
+/// alignment of the network header, and the `virtio_net_hdr`.
+const SLOT_HEADROOM: usize = 128;
+/// A whole frame of up to 64 KiB behind its `virtio_net_hdr`.
+const COPY_BUFFER: usize = VirtioNetHdr::LEN + 14 + 8 + 65_536;
+/// Bytes of socket buffer asked for in each direction.
+const SOCKET_BUFFER: i32 = 32 << 20;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An IPv4/UDP super-frame with `payload` behind its headers, ID `id`, DSCP/ECN 0x6a.
+    fn super_frame(payload: &[u8], id: u16) -> Vec<u8> {
+        let mut frame = vec![0u8; 14];
+        frame[0..6].copy_from_slice(&[2, 0, 0, 0, 0, 2]);
+        frame[6..12].copy_from_slice(&[2, 0, 0, 0, 0, 1]);
+        frame[12..14].copy_from_slice(&0x0800u16.to_be_bytes());
+        let total = (20 + 8 + payload.len()) as u16;
+        frame.extend_from_slice(&[0x45, 0x6a]);
+        frame.extend_from_slice(&total.to_be_bytes());
+        frame.extend_from_slice(&id.to_be_bytes());
+        frame.extend_from_slice(&[0x40, 0, 64, 17, 0, 0, 198, 18, 0, 1, 198, 18, 0, 2]);
+        frame.extend_from_slice(&[0xc0, 0x01, 0x12, 0xb7]);
+        frame.extend_from_slice(&(total - 20).to_be_bytes());
+        frame.extend_from_slice(&[0x55, 0x55]);
+        frame.extend_from_slice(payload);
+        frame
+    }
+
+    fn gso(size: u16) -> VirtioNetHdr {
+        VirtioNetHdr {
+            flags: VIRTIO_NET_HDR_F_NEEDS_CSUM,
+            gso_type: VIRTIO_NET_HDR_GSO_UDP_L4,
+            hdr_len: 42,
+            gso_size: size,
+            csum_start: 34,
+            csum_offset: 6,
+        }
+    }
+
+    #[test]
+    fn a_batch_is_cut_into_datagrams_with_their_own_headers() {
+        let payload: Vec<u8> = (0..2500u32).map(|i| i as u8).collect();
+        let frame = super_frame(&payload, 7);
+        let batch = UdpSuperFrame::parse(&frame, &gso(1000)).unwrap();
+        assert_eq!(batch.count(), 3);
+        let mut out = Vec::new();
+        for (index, len) in [(0, 1000usize), (1, 1000), (2, 500)] {
+            assert_eq!(batch.payload(index), &payload[index * 1000..][..len]);
+            assert_eq!(batch.ip_id(index), 7 + index as u16);
+            batch.write_segment(index, &mut out);
+            assert_eq!(out.len(), 42 + len);
+            assert_eq!(&out[..14], &frame[..14], "Ethernet header kept");
+            let ip = &out[14..34];
+            assert_eq!(usize::from(u16::from_be_bytes([ip[2], ip[3]])), 28 + len);
+            assert_eq!(u16::from_be_bytes([ip[4], ip[5]]), 7 + index as u16);
+            assert_eq!(ip[1], 0x6a, "DSCP and ECN kept");
+            assert_eq!(ip[6], 0x40, "DF kept");
+            assert_eq!(ipv4_checksum(ip), u16::from_be_bytes([ip[10], ip[11]]));
+            let udp = &out[34..42];
+            assert_eq!(&udp[..4], &[0xc0, 0x01, 0x12, 0xb7], "ports kept");
+            assert_eq!(usize::from(u16::from_be_bytes([udp[4], udp[5]])), 8 + len);
+            assert_eq!(&udp[6..8], &[0, 0], "no UDP checksum");
+            assert_eq!(&out[42..], batch.payload(index));
+            // etherparse agrees with the rebuilt headers.
+            let parsed =
+                roce_wire::frame::Frame::parse(roce_wire::frame::LinkType::Ethernet, &out).unwrap();
+            assert_eq!(parsed.ip.unwrap().identification, Some(7 + index as u16));
+        }
+    }
+
+    #[test]
+    fn ids_wrap_and_exact_multiples_have_no_empty_tail() {
+        let frame = super_frame(&[1u8; 3000], 0xffff);
+        let batch = UdpSuperFrame::parse(&frame, &gso(1000)).unwrap();
+        assert_eq!(batch.count(), 3);
+        assert_eq!(batch.ip_id(1), 0);
+        assert_eq!(batch.payload(2).len(), 1000);
+    }
+
+    #[test]
+    fn what_cannot_be_cut_is_refused_without_panic() {
+        let frame = super_frame(&[0u8; 100], 0);
+        let mut tcp = frame.clone();
+        tcp[23] = 6;
+        assert_eq!(
+            UdpSuperFrame::parse(&tcp, &gso(10)).unwrap_err(),
+            CutError::Unsupported
+        );
+        let tcp_gso = VirtioNetHdr {
+            gso_type: 1,
+            ..gso(10)
+        };
+        assert_eq!(
+            UdpSuperFrame::parse(&frame, &tcp_gso).unwrap_err(),
+            CutError::Unsupported
+        );
+        assert_eq!(
+            UdpSuperFrame::parse(&frame, &gso(0)).unwrap_err(),
+            CutError::Malformed
+        );
+        let mut ipv6 = frame.clone();
+        ipv6[12..14].copy_from_slice(&0x86ddu16.to_be_bytes());
+        assert_eq!(
+            UdpSuperFrame::parse(&ipv6, &gso(10)).unwrap_err(),
+            CutError::Unsupported
+        );
+        let mut long = frame.clone();
+        long[16..18].copy_from_slice(&2000u16.to_be_bytes());
+        assert_eq!(
+            UdpSuperFrame::parse(&long, &gso(10)).unwrap_err(),
+            CutError::Malformed
+        );
+        for len in 0..frame.len() {
+            let _ = UdpSuperFrame::parse(&frame[..len], &gso(10));
+        }
+        for ihl in 0..16u8 {
+            let mut bad = frame.clone();
+            bad[14] = 0x40 | ihl;
+            if let Ok(batch) = UdpSuperFrame::parse(&bad, &gso(10)) {
+                let mut out = Vec::new();
+                for index in 0..batch.count() {
+                    batch.write_segment(index, &mut out);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn vnet_header_round_trips_and_slots_are_read_safely() {
+        let header = gso(4096);
+        assert_eq!(VirtioNetHdr::parse(&header.to_bytes()), Some(header));
+        assert!(header.is_gso() && header.needs_csum());
+        assert!(!VirtioNetHdr::default().is_gso());
+        // A slot: tpacket2_hdr (status, len, snaplen, mac at 76), virtio_net_hdr at 66.
+        let mut slot = vec![0u8; 2048];
+        slot[4..8].copy_from_slice(&60u32.to_ne_bytes());
+        slot[8..12].copy_from_slice(&60u32.to_ne_bytes());
+        slot[12..14].copy_from_slice(&76u16.to_ne_bytes());
+        slot[66..76].copy_from_slice(&header.to_bytes());
+        let frame = slot_frame(&slot).unwrap();
+        assert_eq!((frame.vnet, frame.data.len()), (header, 60));
+        slot[8..12].copy_from_slice(&59u32.to_ne_bytes());
+        assert_eq!(slot_frame(&slot).unwrap_err(), SlotError::Truncated);
+        slot[4..8].copy_from_slice(&4000u32.to_ne_bytes());
+        slot[8..12].copy_from_slice(&4000u32.to_ne_bytes());
+        assert_eq!(slot_frame(&slot).unwrap_err(), SlotError::Malformed);
+        slot[12..14].copy_from_slice(&4u16.to_ne_bytes());
+        assert_eq!(slot_frame(&slot).unwrap_err(), SlotError::Malformed);
+    }
+
+    #[test]
+    fn pseudo_sum_and_ring_geometry() {
+        // 198.18.0.1 → 198.18.0.2, 12 bytes: c612+0001+c612+0002+0011+000c = 0x18c44 → 0x8c45.
+        assert_eq!(
+            udp4_pseudo_sum([198, 18, 0, 1], [198, 18, 0, 2], 12),
+            0x8c45
+        );
+        for mtu in [1500, 9000, 65_535] {
+            let request = ring_request(mtu + 18);
+            let (block, frame) = (request.tp_block_size, request.tp_frame_size);
+            assert!(frame as usize >= mtu + 18 + SLOT_HEADROOM);
+            assert_eq!(block % 4096, 0);
+            assert_eq!(block % frame, 0);
+            assert_eq!(request.tp_frame_nr, request.tp_block_nr * (block / frame));
+        }
+        assert_eq!(parse_mac("02:00:0a:ff:00:01"), Some([2, 0, 10, 255, 0, 1]));
+        assert_eq!(parse_mac("02:00:0a"), None);
+    }
 }

@@ -1,11 +1,20 @@
 //! The raw backend: whole Ethernet frames on a named interface, through an AF_PACKET socket
-//! (pnet_datalink). It needs CAP_NET_RAW.
+//! with a receive ring ([`super::packet_socket`]). It needs CAP_NET_RAW.
 //!
 //! Because it builds every header itself, it can do what a UDP socket cannot: a UDP source port
 //! per QP (the NIC runs with `SrcPortPolicy::PerQp`, as rxe does), the DSCP and ECN bits of every
 //! packet, and, on receive, the whole IP header, so every ICRC is checked in full (the IPv4 ID
 //! included). It answers ARP for its own address and learns its peers' MACs from ARP replies and
 //! from the frames they send, so it can play an address that no kernel owns.
+//!
+//! The device's task reads the ring itself (the socket is registered with tokio): each wake-up
+//! takes every frame that has arrived, copying only the RoCEv2 payloads into the driver's
+//! buffer. A UDP segmentation-offload batch that a peer's UDP socket sent over a veth arrives
+//! as one frame; it is cut into its datagrams here, datagram `i` with the batch's IPv4 ID plus
+//! `i`, which is the ID the sender's kernel gives that segment on a wire and so the one its
+//! ICRC was sealed for. Sends of a batch of equal-size packets go the same way: one frame for
+//! the whole batch with a `virtio_net_hdr` asking the kernel to cut it (UDP GSO), its header
+//! carrying ID 0 so that packet `i` leaves with ID `i`, as the engine sealed it.
 //!
 //! The interface should carry no IP address of the host for the NIC's address: otherwise the
 //! kernel also receives the datagrams to port 4791 and answers them with ICMP port unreachable.
@@ -14,43 +23,45 @@
 use std::collections::HashMap;
 use std::io;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 
 use etherparse_arp::{arp_reply, arp_request, parse_arp};
-use pnet_datalink::DataLinkSender;
 use roce_core::Transmit;
 use roce_wire::frame::{Ethernet, Frame, FrameRepr, Ip, LinkType, Transport};
-use tokio::sync::mpsc;
+use tokio::io::unix::AsyncFd;
 
-use super::packet_socket::{self, PacketSocket};
+use super::packet_socket::{self, PacketSocket, Receiver, RxFrame, Sender, UdpSuperFrame};
 use super::{Backend, Received};
 
 /// An AF_PACKET socket on one interface, playing one IPv4 address.
+#[derive(Debug)]
 pub struct RawBackend {
-    tx: Box<dyn DataLinkSender>,
-    frames: mpsc::Receiver<Vec<u8>>,
-    stop: Arc<AtomicBool>,
+    rx: AsyncFd<Receiver>,
+    link: Link,
+}
+
+/// Everything but the receive ring: the sending half, the addresses, the neighbours.
+#[derive(Debug)]
+struct Link {
+    tx: Sender,
     mac: [u8; 6],
     ip: Ipv4Addr,
     neighbours: HashMap<Ipv4Addr, [u8; 6]>,
     /// Frames waiting for an ARP reply, per address.
     waiting: HashMap<Ipv4Addr, Vec<(FrameRepr, Vec<u8>)>>,
-    frame: Vec<u8>,
-}
-
-impl std::fmt::Debug for RawBackend {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("RawBackend")
-            .field("mac", &self.mac)
-            .field("ip", &self.ip)
-            .finish_non_exhaustive()
-    }
+    /// Whether the kernel takes UDP batches to cut (false after it refused one).
+    gso: bool,
+    /// Headers of the frame being sent.
+    headers: [u8; 64],
+    /// Segmentation-offload batches received and cut.
+    batches_cut: u64,
+    /// Received batches that could not be cut.
+    batches_dropped: u64,
 }
 
 impl RawBackend {
     /// Opens `interface` to play `ip`. Fails with a message that says what to do when the
-    /// process lacks CAP_NET_RAW or the interface does not exist.
+    /// process lacks CAP_NET_RAW or the interface does not exist. Must be called inside a
+    /// tokio runtime.
     pub fn open(interface: &str, ip: IpAddr) -> io::Result<Self> {
         let IpAddr::V4(ip) = ip else {
             return Err(io::Error::new(
@@ -58,96 +69,112 @@ impl RawBackend {
                 "the raw backend speaks IPv4 only for now",
             ));
         };
-        let PacketSocket {
-            tx,
-            rx,
-            mac,
-            max_frame,
-        } = packet_socket::open(interface, false).map_err(|err| {
-            if err.kind() == io::ErrorKind::PermissionDenied {
-                io::Error::new(
-                    err.kind(),
-                    format!("the raw backend: {err}, or use --backend udp"),
-                )
-            } else {
-                err
-            }
-        })?;
-        let (frames_tx, frames) = mpsc::channel(QUEUE);
-        let stop = Arc::new(AtomicBool::new(false));
-        packet_socket::spawn_receiver(
-            format!("roce-raw-{interface}"),
-            rx,
-            max_frame,
-            stop.clone(),
-            move |frame| !wanted(frame) || frames_tx.blocking_send(frame.to_vec()).is_ok(),
-        )?;
+        let PacketSocket { tx, rx, mac, .. } =
+            packet_socket::open(interface, false).map_err(|err| {
+                if err.kind() == io::ErrorKind::PermissionDenied {
+                    io::Error::new(
+                        err.kind(),
+                        format!("the raw backend: {err}, or use --backend udp"),
+                    )
+                } else {
+                    err
+                }
+            })?;
         Ok(Self {
-            tx,
-            frames,
-            stop,
-            mac,
-            ip,
-            neighbours: HashMap::new(),
-            waiting: HashMap::new(),
-            frame: Vec::new(),
+            rx: super::sys::register(rx)?,
+            link: Link {
+                tx,
+                mac,
+                ip,
+                neighbours: HashMap::new(),
+                waiting: HashMap::new(),
+                gso: true,
+                headers: [0; 64],
+                batches_cut: 0,
+                batches_dropped: 0,
+            },
         })
     }
 
     /// The interface's MAC address.
     pub fn mac(&self) -> [u8; 6] {
-        self.mac
+        self.link.mac
     }
+}
 
-    fn send_frame(&mut self, frame: &[u8]) -> io::Result<()> {
-        match self.tx.send_to(frame, None) {
-            Some(result) => result,
-            None => Err(io::Error::other("raw backend: frame not sent")),
+impl Link {
+    /// Handles one frame: ARP is answered or learnt from; the RoCEv2 datagrams to our address
+    /// (one, or the datagrams of an offload batch) are copied into `buf` at `*at` and
+    /// described in `out`. Returns false, taking nothing, when `buf` has no room for them.
+    fn take(
+        &mut self,
+        frame: RxFrame<'_>,
+        buf: &mut [u8],
+        at: &mut usize,
+        out: &mut Vec<Received>,
+    ) -> bool {
+        let bytes = frame.data;
+        if !wanted(bytes) {
+            return true;
         }
-    }
-
-    /// Handles one frame: ARP is answered or learnt from; a RoCEv2 datagram to our address is
-    /// copied into `buf` at `*at` and described in `out`.
-    fn take(&mut self, bytes: &[u8], buf: &mut [u8], at: &mut usize, out: &mut Vec<Received>) {
         if let Some(arp) = parse_arp(bytes) {
             self.neighbours.insert(arp.sender_ip, arp.sender_mac);
             if arp.is_request && arp.target_ip == self.ip {
                 let reply = arp_reply(self.mac, self.ip, arp.sender_mac, arp.sender_ip);
-                if let Err(err) = self.send_frame(&reply) {
+                if let Err(err) = self.tx.send(&[&reply]) {
                     tracing::debug!(error = %err, "raw backend: ARP reply not sent");
                 }
             }
             self.flush_waiting(arp.sender_ip);
-            return;
+            return true;
         }
-        let Ok(frame) = Frame::parse(LinkType::Ethernet, bytes) else {
-            return;
+        let Ok(parsed) = Frame::parse(LinkType::Ethernet, bytes) else {
+            return true;
         };
         let (Some(ip), Some(Transport::Udp(udp, payload)), Some(eth)) =
-            (frame.ip, frame.transport, frame.ethernet)
+            (parsed.ip, parsed.transport, parsed.ethernet)
         else {
-            return;
+            return true;
         };
         if ip.dst != IpAddr::V4(self.ip) || udp.dst_port != roce_wire::ROCE_V2_UDP_PORT {
-            return;
+            return true;
+        }
+        if *at + payload.len() > buf.len() {
+            return false;
         }
         if let IpAddr::V4(src) = ip.src {
             self.neighbours.insert(src, eth.src);
         }
-        if *at + payload.len() > buf.len() {
-            return;
+        let mut push = |payload: &[u8], ip_id: Option<u16>| {
+            buf[*at..*at + payload.len()].copy_from_slice(payload);
+            out.push(Received {
+                src: SocketAddr::new(ip.src, udp.src_port),
+                dst: SocketAddr::new(ip.dst, udp.dst_port),
+                ecn: ip.ecn,
+                ip_id,
+                segment: 0,
+                offset: *at,
+                len: payload.len(),
+            });
+            *at += payload.len();
+        };
+        if !frame.vnet.is_gso() {
+            push(payload, ip.identification);
+            return true;
         }
-        buf[*at..*at + payload.len()].copy_from_slice(payload);
-        out.push(Received {
-            src: SocketAddr::new(ip.src, udp.src_port),
-            dst: SocketAddr::new(ip.dst, udp.dst_port),
-            ecn: ip.ecn,
-            ip_id: ip.identification,
-            segment: 0,
-            offset: *at,
-            len: payload.len(),
-        });
-        *at += payload.len();
+        match UdpSuperFrame::parse(bytes, &frame.vnet) {
+            Ok(batch) => {
+                self.batches_cut += 1;
+                for index in 0..batch.count() {
+                    push(batch.payload(index), Some(batch.ip_id(index)));
+                }
+            }
+            Err(err) => {
+                self.batches_dropped += 1;
+                tracing::debug!(error = %err, len = bytes.len(), "raw backend: offload batch dropped");
+            }
+        }
+        true
     }
 
     fn flush_waiting(&mut self, ip: Ipv4Addr) {
@@ -164,51 +191,39 @@ impl RawBackend {
         }
     }
 
+    /// Sends one frame: `repr`'s headers, then `payload`.
     fn emit(&mut self, repr: &FrameRepr, payload: &[u8]) -> io::Result<()> {
-        let mut frame = std::mem::take(&mut self.frame);
-        frame.resize(repr.header_len() + payload.len(), 0);
-        let result = match repr.emit_headers(&mut frame, payload.len()) {
-            Ok(at) => {
-                frame[at..].copy_from_slice(payload);
-                self.send_frame(&frame)
-            }
-            Err(err) => Err(io::Error::new(io::ErrorKind::InvalidInput, err.to_string())),
+        let len = repr
+            .emit_headers(&mut self.headers, payload.len())
+            .map_err(|err| io::Error::new(io::ErrorKind::InvalidInput, err.to_string()))?;
+        self.tx.send(&[&self.headers[..len], payload])
+    }
+
+    /// Sends `payload`, datagrams of `segment` bytes each, as one frame for the kernel to cut
+    /// (`repr` carries ID 0: datagram `i` leaves with ID `i`).
+    fn emit_batch(&mut self, repr: &FrameRepr, payload: &[u8], segment: usize) -> io::Result<()> {
+        let (IpAddr::V4(src), IpAddr::V4(dst)) = (repr.ip.src, repr.ip.dst) else {
+            return Err(io::Error::from(io::ErrorKind::Unsupported));
         };
-        self.frame = frame;
-        result
-    }
-}
-
-impl Drop for RawBackend {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
-    }
-}
-
-impl Backend for RawBackend {
-    async fn recv(&mut self, buf: &mut [u8], out: &mut Vec<Received>) -> io::Result<()> {
-        loop {
-            let Some(first) = self.frames.recv().await else {
-                return Err(io::Error::new(
-                    io::ErrorKind::BrokenPipe,
-                    "raw backend: the receive thread stopped",
-                ));
-            };
-            let mut at = 0;
-            self.take(&first, buf, &mut at, out);
-            while let Ok(frame) = self.frames.try_recv() {
-                self.take(&frame, buf, &mut at, out);
-                if at + roce_core::MAX_DATAGRAM > buf.len() {
-                    break;
-                }
-            }
-            if !out.is_empty() {
-                return Ok(());
-            }
-        }
+        let len = repr
+            .emit_headers(&mut self.headers, payload.len())
+            .map_err(|err| io::Error::new(io::ErrorKind::InvalidInput, err.to_string()))?;
+        // The UDP header is the last 8 bytes; its checksum is left to the kernel, which wants
+        // the pseudo-header sum of the whole in the field.
+        let udp = len - 8;
+        let udp_len = u16::try_from(8 + payload.len())
+            .map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
+        let sum = packet_socket::udp4_pseudo_sum(src.octets(), dst.octets(), udp_len);
+        self.headers[udp + 6..udp + 8].copy_from_slice(&sum.to_be_bytes());
+        let segment =
+            u16::try_from(segment).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
+        self.tx
+            .send_udp_gso(&[&self.headers[..len], payload], udp, segment)
     }
 
-    async fn send(&mut self, transmit: &Transmit, payload: &[u8]) -> io::Result<()> {
+    /// The frame headers of `transmit`'s packets (the destination MAC filled in later), with
+    /// IPv4 ID `ip_id` and DF, as the engine sealed the ICRC for.
+    fn repr(&self, transmit: &Transmit, ip_id: u16) -> io::Result<(FrameRepr, Ipv4Addr)> {
         let (IpAddr::V4(src), IpAddr::V4(dst)) = (transmit.src, transmit.dst.ip()) else {
             return Err(io::Error::new(
                 io::ErrorKind::Unsupported,
@@ -218,7 +233,7 @@ impl Backend for RawBackend {
         let repr = FrameRepr {
             ethernet: Ethernet {
                 src: self.mac,
-                dst: [0xff; 6],
+                dst: self.neighbours.get(&dst).copied().unwrap_or([0xff; 6]),
                 vlan: None,
                 ether_type: 0x0800,
             },
@@ -228,34 +243,111 @@ impl Backend for RawBackend {
                 dscp: transmit.dscp,
                 ecn: transmit.ecn,
                 ttl: transmit.ttl,
-                // The engine computed the ICRC for ID 0 with DF, as the UDP backend sends.
-                identification: Some(0),
+                identification: Some(ip_id),
                 dont_fragment: true,
                 flow_label: None,
             },
             src_port: transmit.src_port,
             dst_port: transmit.dst.port(),
         };
-        match self.neighbours.get(&dst).copied() {
-            Some(mac) => {
-                let repr = FrameRepr {
-                    ethernet: Ethernet {
-                        dst: mac,
-                        ..repr.ethernet
-                    },
-                    ..repr
-                };
-                self.emit(&repr, payload)
-            }
-            None => {
-                let queue = self.waiting.entry(dst).or_default();
-                if queue.len() < MAX_WAITING {
-                    queue.push((repr, payload.to_vec()));
-                }
-                let request = arp_request(self.mac, self.ip, dst);
-                self.send_frame(&request)
+        Ok((repr, dst))
+    }
+
+    /// Queues the datagrams of `payload` (`segment` bytes each, datagram `i` with ID `i`) for
+    /// `dst`'s ARP reply, and asks for it.
+    fn wait_for_arp(
+        &mut self,
+        transmit: &Transmit,
+        payload: &[u8],
+        segment: usize,
+    ) -> io::Result<()> {
+        let (_, dst) = self.repr(transmit, 0)?;
+        for (index, datagram) in payload.chunks(segment.max(1)).enumerate() {
+            let (repr, _) = self.repr(transmit, index as u16)?;
+            let queue = self.waiting.entry(dst).or_default();
+            if queue.len() < MAX_WAITING {
+                queue.push((repr, datagram.to_vec()));
             }
         }
+        let request = arp_request(self.mac, self.ip, dst);
+        self.tx.send(&[&request])
+    }
+}
+
+impl Drop for RawBackend {
+    fn drop(&mut self) {
+        let rx = self.rx.get_ref();
+        let kernel_drops = rx.kernel_drops().unwrap_or(0);
+        tracing::debug!(
+            batches_cut = self.link.batches_cut,
+            batches_dropped = self.link.batches_dropped,
+            truncated = rx.truncated(),
+            kernel_drops,
+            "raw backend closed"
+        );
+    }
+}
+
+impl Backend for RawBackend {
+    async fn recv(&mut self, buf: &mut [u8], out: &mut Vec<Received>) -> io::Result<()> {
+        loop {
+            let mut guard = self.rx.readable_mut().await?;
+            let mut at = 0;
+            let link = &mut self.link;
+            let receiver = guard.get_inner_mut();
+            receiver.poll_frames(MAX_FRAMES, |frame| link.take(frame, buf, &mut at, out));
+            if !receiver.has_frame() {
+                guard.clear_ready();
+            }
+            if !out.is_empty() {
+                return Ok(());
+            }
+        }
+    }
+
+    async fn send(&mut self, transmit: &Transmit, payload: &[u8]) -> io::Result<()> {
+        let (repr, dst) = self.link.repr(transmit, 0)?;
+        if self.link.neighbours.contains_key(&dst) {
+            self.link.emit(&repr, payload)
+        } else {
+            self.link.wait_for_arp(transmit, payload, payload.len())
+        }
+    }
+
+    async fn send_segments(
+        &mut self,
+        transmit: &Transmit,
+        payload: &mut [u8],
+        segment: usize,
+    ) -> io::Result<()> {
+        let segment = segment.max(1);
+        let (repr, dst) = self.link.repr(transmit, 0)?;
+        if !self.link.neighbours.contains_key(&dst) {
+            return self.link.wait_for_arp(transmit, payload, segment);
+        }
+        if payload.len() <= segment {
+            return self.link.emit(&repr, payload);
+        }
+        if self.link.gso {
+            match self.link.emit_batch(&repr, payload, segment) {
+                Ok(()) => return Ok(()),
+                Err(err) if err.raw_os_error() == Some(nix::libc::EINVAL) => {
+                    tracing::info!(error = %err, "the kernel refused a UDP batch to cut; sending datagrams one by one");
+                    self.link.gso = false;
+                }
+                Err(err) => return Err(err),
+            }
+        }
+        // One frame per datagram, each with the ID its ICRC was sealed for.
+        for (index, datagram) in payload.chunks(segment).enumerate() {
+            let (repr, _) = self.link.repr(transmit, index as u16)?;
+            self.link.emit(&repr, datagram)?;
+        }
+        Ok(())
+    }
+
+    fn max_segments(&self) -> usize {
+        super::udp::MAX_GSO_SEGMENTS
     }
 
     fn fixed_src_port(&self) -> Option<u16> {
@@ -263,12 +355,12 @@ impl Backend for RawBackend {
     }
 
     fn recv_buffer_len(&self) -> usize {
-        64 * roce_core::MAX_DATAGRAM
+        // Room for several 64 KiB batches per wake-up.
+        64 * roce_core::MAX_DATAGRAM + (1 << 16)
     }
 }
 
-/// What the receive thread passes on: ARP, and IPv4 UDP to port 4791 (cheap byte checks, the
-/// full parse comes later).
+/// Frames that are worth a full parse: ARP, and IPv4 UDP to port 4791 (cheap byte checks).
 fn wanted(frame: &[u8]) -> bool {
     match frame.get(12..14) {
         Some([0x08, 0x06]) => true,
@@ -284,8 +376,8 @@ fn wanted(frame: &[u8]) -> bool {
 
 /// Frames queued per address while its ARP reply is awaited.
 const MAX_WAITING: usize = 256;
-/// Frames between the receive thread and the device.
-const QUEUE: usize = 4096;
+/// Frames taken from the ring per wake-up at most (the driver then runs the engine).
+const MAX_FRAMES: usize = 256;
 
 /// ARP for IPv4 over Ethernet, through etherparse's `ArpEthIpv4Packet`.
 mod etherparse_arp {

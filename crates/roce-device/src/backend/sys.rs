@@ -1,0 +1,268 @@
+//! The system calls of an AF_PACKET socket with a receive ring: the one module of this crate
+//! that needs `unsafe`. Everything here is a thin wrapper whose safety argument fits in a
+//! comment; what the bytes mean is read (safely) in [`super::packet_socket`].
+//!
+//! The kernel's side is described in Documentation/networking/packet_mmap.rst: a ring of
+//! `tp_frame_nr` slots of `tp_frame_size` bytes (`struct tpacket_req`), shared through `mmap`;
+//! each slot starts with a `struct tpacket2_hdr` whose `tp_status` says who owns it
+//! (`TP_STATUS_KERNEL`: the kernel may fill it; `TP_STATUS_USER`: it holds a frame for us,
+//! until we hand it back).
+
+use std::io;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
+use std::ptr::NonNull;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use nix::libc;
+use tokio::io::Interest;
+use tokio::io::unix::AsyncFd;
+
+use super::packet_socket::Receiver;
+
+/// Registers `rx`'s socket with tokio's reactor, for reading. Must be called inside a tokio
+/// runtime.
+pub(crate) fn register(rx: Receiver) -> io::Result<AsyncFd<Receiver>> {
+    // SAFETY: `Receiver::as_raw_fd` returns the descriptor of the `PacketFd` it holds (an
+    // `Arc`, never replaced), which is closed only when its last holder drops it; the
+    // receiver is one holder and lives inside the `AsyncFd`, so the descriptor stays open and
+    // the same for the `AsyncFd`'s whole life.
+    Ok(unsafe { AsyncFd::register_with_interest(rx, Interest::READABLE) }?)
+}
+
+/// An AF_PACKET `SOCK_RAW` socket that receives nothing until [`PacketFd::bind`].
+#[derive(Debug)]
+pub(crate) struct PacketFd(OwnedFd);
+
+impl PacketFd {
+    /// `socket(AF_PACKET, SOCK_RAW, 0)`: protocol 0 so that no frame of any interface is
+    /// queued before the socket is bound to one (packet(7)).
+    pub(crate) fn new() -> io::Result<Self> {
+        // SAFETY: socket(2) takes no pointers; a non-negative result is a new descriptor that
+        // nothing else owns, so OwnedFd may take it.
+        let fd = unsafe { libc::socket(libc::AF_PACKET, libc::SOCK_RAW | libc::SOCK_CLOEXEC, 0) };
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: `fd` was just returned by socket(2) and is owned by no one else.
+        Ok(Self(unsafe { OwnedFd::from_raw_fd(fd) }))
+    }
+
+    /// `setsockopt(SOL_PACKET, option, value)` for an option that takes an int.
+    pub(crate) fn set_packet_int(&self, option: libc::c_int, value: libc::c_int) -> io::Result<()> {
+        self.set_option(libc::SOL_PACKET, option, &value)
+    }
+
+    /// `setsockopt(SOL_SOCKET, option, value)` for an option that takes an int.
+    pub(crate) fn set_socket_int(&self, option: libc::c_int, value: libc::c_int) -> io::Result<()> {
+        self.set_option(libc::SOL_SOCKET, option, &value)
+    }
+
+    /// Joins the interface's promiscuous membership (`PACKET_ADD_MEMBERSHIP`,
+    /// `PACKET_MR_PROMISC`): the interface passes up frames for any MAC while the socket lives.
+    pub(crate) fn add_promiscuous(&self, ifindex: u32) -> io::Result<()> {
+        let request = libc::packet_mreq {
+            mr_ifindex: ifindex_int(ifindex)?,
+            mr_type: libc::PACKET_MR_PROMISC as u16,
+            mr_alen: 0,
+            mr_address: [0; 8],
+        };
+        self.set_option(libc::SOL_PACKET, libc::PACKET_ADD_MEMBERSHIP, &request)
+    }
+
+    /// Sets up the receive ring (`PACKET_RX_RING` with a `tpacket_req`) and maps it. The
+    /// socket must use `TPACKET_V2` already (`PACKET_VERSION`).
+    pub(crate) fn rx_ring(&self, request: &libc::tpacket_req) -> io::Result<RxRing> {
+        self.set_option(libc::SOL_PACKET, libc::PACKET_RX_RING, request)?;
+        let len = request.tp_block_size as usize * request.tp_block_nr as usize;
+        // SAFETY: a fresh shared mapping chosen by the kernel (no address given) of the ring
+        // just configured on our descriptor; nothing aliases it yet. The result is checked.
+        let ptr = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED,
+                self.0.as_raw_fd(),
+                0,
+            )
+        };
+        if ptr == libc::MAP_FAILED {
+            return Err(io::Error::last_os_error());
+        }
+        let base = NonNull::new(ptr.cast::<u8>()).ok_or_else(|| io::Error::other("mmap: null"))?;
+        Ok(RxRing {
+            base,
+            len,
+            frame_size: request.tp_frame_size as usize,
+            frame_nr: request.tp_frame_nr as usize,
+        })
+    }
+
+    /// Binds the socket to `ifindex` for every protocol (`ETH_P_ALL`): from now on it
+    /// receives the interface's frames, and sends go out on it.
+    pub(crate) fn bind(&self, ifindex: u32) -> io::Result<()> {
+        // SAFETY: sockaddr_ll is plain data for which all zeroes is a valid value.
+        let mut address: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
+        address.sll_family = libc::AF_PACKET as u16;
+        address.sll_protocol = (libc::ETH_P_ALL as u16).to_be();
+        address.sll_ifindex = ifindex_int(ifindex)?;
+        // SAFETY: the pointer and length describe `address`, alive for the call.
+        let result = unsafe {
+            libc::bind(
+                self.0.as_raw_fd(),
+                std::ptr::from_ref(&address).cast::<libc::sockaddr>(),
+                size_of::<libc::sockaddr_ll>() as libc::socklen_t,
+            )
+        };
+        if result < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(())
+    }
+
+    /// The kernel's counters since the last call (`PACKET_STATISTICS`, which resets them):
+    /// frames that reached the socket, and frames dropped because the ring was full.
+    pub(crate) fn statistics(&self) -> io::Result<libc::tpacket_stats> {
+        let mut stats = libc::tpacket_stats {
+            tp_packets: 0,
+            tp_drops: 0,
+        };
+        let mut len = size_of::<libc::tpacket_stats>() as libc::socklen_t;
+        // SAFETY: the pointers describe `stats` and `len`, alive and writable for the call;
+        // the kernel writes at most `len` bytes.
+        let result = unsafe {
+            libc::getsockopt(
+                self.0.as_raw_fd(),
+                libc::SOL_PACKET,
+                libc::PACKET_STATISTICS,
+                std::ptr::from_mut(&mut stats).cast(),
+                &mut len,
+            )
+        };
+        if result < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(stats)
+    }
+
+    /// Waits up to `timeout_ms` for something to read (a ring slot or a queued frame).
+    pub(crate) fn wait_readable(&self, timeout_ms: i32) -> io::Result<bool> {
+        let mut entry = libc::pollfd {
+            fd: self.0.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: one pollfd, alive and writable for the call.
+        let result = unsafe { libc::poll(&mut entry, 1, timeout_ms) };
+        if result < 0 {
+            let err = io::Error::last_os_error();
+            return if err.kind() == io::ErrorKind::Interrupted {
+                Ok(false)
+            } else {
+                Err(err)
+            };
+        }
+        Ok(result > 0)
+    }
+
+    fn set_option<T>(&self, level: libc::c_int, option: libc::c_int, value: &T) -> io::Result<()> {
+        // SAFETY: the pointer and length describe `value`, alive for the call; every caller
+        // passes the type the kernel expects for `option` (int, packet_mreq, tpacket_req).
+        let result = unsafe {
+            libc::setsockopt(
+                self.0.as_raw_fd(),
+                level,
+                option,
+                std::ptr::from_ref(value).cast(),
+                size_of::<T>() as libc::socklen_t,
+            )
+        };
+        if result < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(())
+    }
+}
+
+impl AsFd for PacketFd {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.0.as_fd()
+    }
+}
+
+impl AsRawFd for PacketFd {
+    fn as_raw_fd(&self) -> RawFd {
+        self.0.as_raw_fd()
+    }
+}
+
+fn ifindex_int(ifindex: u32) -> io::Result<libc::c_int> {
+    libc::c_int::try_from(ifindex)
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "interface index out of range"))
+}
+
+/// The mapped receive ring: `frame_nr` slots of `frame_size` bytes, unmapped on drop.
+///
+/// A slot belongs to us while its status word says `TP_STATUS_USER`; we read its bytes only
+/// then, and hand it back by storing `TP_STATUS_KERNEL`. The status word is accessed
+/// atomically: the kernel writes the frame, then (after a write barrier) the status, so an
+/// acquire load that sees `TP_STATUS_USER` sees the frame too.
+#[derive(Debug)]
+pub(crate) struct RxRing {
+    base: NonNull<u8>,
+    len: usize,
+    frame_size: usize,
+    frame_nr: usize,
+}
+
+// SAFETY: the ring is plain memory shared with the kernel, not with other threads of ours; the
+// owner (one receiver) moves it between threads, never shares it.
+unsafe impl Send for RxRing {}
+
+impl RxRing {
+    /// Number of slots.
+    pub(crate) fn frame_nr(&self) -> usize {
+        self.frame_nr
+    }
+
+    /// Slot `index`'s status word (`tp_status`, the first field of `tpacket2_hdr`).
+    fn status_word(&self, index: usize) -> &AtomicU32 {
+        let offset = (index % self.frame_nr) * self.frame_size;
+        // SAFETY: `offset` is inside the mapping (index reduced modulo the slot count) and a
+        // multiple of the slot size, which the kernel requires to be a multiple of 16, so the
+        // word is aligned; the mapping lives as long as `self`, and the kernel also only
+        // accesses this word atomically (with barriers).
+        unsafe { &*self.base.as_ptr().add(offset).cast::<AtomicU32>() }
+    }
+
+    /// Slot `index`'s status.
+    pub(crate) fn status(&self, index: usize) -> u32 {
+        self.status_word(index).load(Ordering::Acquire)
+    }
+
+    /// Slot `index`'s bytes (header, then the frame at `tp_mac`). Only while the status says
+    /// `TP_STATUS_USER`: `&mut self` keeps the slice from outliving [`RxRing::release`].
+    pub(crate) fn slot(&mut self, index: usize) -> &[u8] {
+        let offset = (index % self.frame_nr) * self.frame_size;
+        // SAFETY: the range is inside the mapping; the caller saw TP_STATUS_USER, so the
+        // kernel does not write the slot until it is released, which needs `&mut self` and so
+        // ends this borrow.
+        unsafe { std::slice::from_raw_parts(self.base.as_ptr().add(offset), self.frame_size) }
+    }
+
+    /// Hands slot `index` back to the kernel.
+    pub(crate) fn release(&mut self, index: usize) {
+        self.status_word(index)
+            .store(libc::TP_STATUS_KERNEL, Ordering::Release);
+    }
+}
+
+impl Drop for RxRing {
+    fn drop(&mut self) {
+        // SAFETY: exactly the mapping made in `PacketFd::rx_ring`; no slice into it outlives
+        // `self` (they borrow it).
+        unsafe {
+            libc::munmap(self.base.as_ptr().cast(), self.len);
+        }
+    }
+}
