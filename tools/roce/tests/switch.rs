@@ -122,9 +122,9 @@ fn dcqcn_through_roce_switch_marks_notifies_and_cuts_the_rate() {
         .spawn()
         .unwrap();
     std::thread::sleep(Duration::from_millis(500));
-    // The switch reads the veths with packet sockets, which would see each UDP GSO batch as one
-    // 64 KiB frame (it drops those): the NICs send datagram by datagram.
-    let cc = ["--cc", "dcqcn", "--line-rate", "1", "--json", "--no-gso"];
+    // The NICs send UDP GSO batches, which cross the veths whole: the switch cuts each into
+    // its datagrams before they join its queues.
+    let cc = ["--cc", "dcqcn", "--line-rate", "1", "--json"];
     let sizes = ["-s", "65536", "-n", "200"];
     let server = net
         .roce(&net.b, &[&["perf", "write"], &sizes[..], &cc[..]].concat())

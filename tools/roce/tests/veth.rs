@@ -26,7 +26,14 @@ const B_RAW_IP: &str = "198.18.1.4";
 
 impl Veth {
     /// Creates the namespaces, or returns None (and says why) where that cannot be done here.
+    /// UDP segmentation offload is off on both ends (see below).
     fn new(tag: &str) -> Option<Self> {
+        Self::create(tag, false)
+    }
+
+    /// Like [`Veth::new`], but with `udp_offload` the veths keep their default offloads: a UDP
+    /// socket's segmentation-offload batch crosses whole, as one frame of up to 64 KiB.
+    fn create(tag: &str, udp_offload: bool) -> Option<Self> {
         let root = sh(&["id", "-u"]).stdout == b"0\n";
         if !root {
             eprintln!(
@@ -72,6 +79,9 @@ impl Veth {
             // the kernel cuts each batch before the veth, as a real NIC does on the wire: the
             // capture then shows the IPv4 IDs 0, 1, 2, … that the UDP backend sealed each
             // ICRC for, and `roce dump --strict` checks them.
+            if udp_offload {
+                continue;
+            }
             run_ok(&[
                 "ip",
                 "netns",
@@ -97,11 +107,16 @@ impl Veth {
 
     /// Starts a capture of the veth in namespace a.
     fn capture(&self, name: &str) -> (Child, PathBuf) {
+        self.capture_with(name, "udp port 4791 or tcp port 18515")
+    }
+
+    /// Starts a capture of the veth in namespace a with a capture filter.
+    fn capture_with(&self, name: &str, filter: &str) -> (Child, PathBuf) {
         let file = self.dir.join(format!("{name}.pcap"));
         let child = Command::new("ip")
             .args(["netns", "exec", &self.a, "tshark", "-q", "-i", "va", "-w"])
             .arg(&file)
-            .args(["-f", "udp port 4791 or tcp port 18515"])
+            .args(["-f", filter])
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
@@ -307,4 +322,62 @@ fn perftest_tools_over_veth_with_both_backends() {
         }
     }
     assert_clean_capture(tshark, &file);
+}
+
+#[test]
+fn raw_backend_cuts_the_udp_backends_offload_batches() {
+    let Some(veth) = Veth::create("gso", true) else {
+        return;
+    };
+    // On the veth itself: the batches cross whole (frames far longer than the MTU of 1500).
+    let (tshark, wire) = veth.capture_with("gso-wire", "udp port 4791 and greater 9000");
+    // The raw NIC records every datagram it receives with the IPv4 ID it saw (or, for a
+    // datagram cut from a batch, the batch's ID plus its place), so `roce dump --strict`
+    // checks every received ICRC against those IDs.
+    let received = veth.dir.join("gso-received.pcap");
+    let received_arg = received.to_str().unwrap();
+    let raw = ["--backend", "raw", "--dev", "vb", "--ip", B_RAW_IP];
+    for (verb, size) in [("write", "65536"), ("send", "16384")] {
+        let mut server = vec!["perf", verb, "-n", "200", "-s", size, "--json"];
+        server.extend(raw);
+        server.extend(["--pcap", received_arg]);
+        let client = ["perf", verb, B_IP, "-n", "200", "-s", size, "--json"];
+        let (client, server) = pingpong(&veth, &server, &client);
+        for (who, out) in [("client", &client), ("server", &server)] {
+            assert!(
+                out.status.success(),
+                "{verb} {who}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            let result: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+            assert_eq!(result["iterations"], 200, "{verb} {who}: {result}");
+        }
+        let dump = Command::new(env!("CARGO_BIN_EXE_roce"))
+            .args(["dump", "--strict", "-q"])
+            .arg(&received)
+            .output()
+            .unwrap();
+        let summary = String::from_utf8_lossy(&dump.stderr);
+        assert!(
+            dump.status.success(),
+            "{verb}: roce dump --strict: {summary}"
+        );
+        assert!(summary.contains(" 0 bad ICRCs"), "{verb}: {summary}");
+        // Datagrams from the UDP NIC with IDs above 0: cut from batches.
+        let filter = format!("ip.src == {A_IP} && ip.id > 0");
+        let cut = sh(&["tshark", "-r", received_arg, "-Y", &filter]);
+        assert!(
+            !cut.stdout.is_empty(),
+            "{verb}: no datagram cut from a batch reached the raw NIC"
+        );
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    let _ = sh(&["kill", "-INT", &tshark.id().to_string()]);
+    let mut tshark = tshark;
+    let _ = tshark.wait();
+    let batches = sh(&["tshark", "-r", wire.to_str().unwrap()]);
+    assert!(
+        !batches.stdout.is_empty(),
+        "no offload batch crossed the veth whole: the test proves nothing"
+    );
 }
