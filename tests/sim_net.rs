@@ -3,7 +3,7 @@
 
 #![allow(clippy::unwrap_used)] // test code: a panic is the failure report
 
-use roce_core::{Duration, Instant, Qpn, RecvWr, Remote, SendOp, SendWr, Sge, WcStatus};
+use roce_core::{Duration, Instant, NicConfig, Qpn, RecvWr, Remote, SendOp, SendWr, Sge, WcStatus};
 use roce_sim::{Fault, LinkConfig, Net, PairConfig};
 use roce_tests::sim::pattern;
 use roce_wire::Psn;
@@ -143,4 +143,32 @@ fn a_send_between_two_of_four_nodes_lands_in_the_receive() {
         net.link(0, 2).sent().is_empty(),
         "nothing crossed a link of two idle nodes"
     );
+}
+
+#[test]
+fn a_small_budget_of_unacknowledged_packets_is_shared_and_every_write_completes() {
+    // Each node's four QPs post 20 packets each at once; the NIC lets 6 be unacknowledged in
+    // all: QPs wait for room, get it in turn, and every WRITE lands (also under loss, where
+    // go-back-N gives packets back to the budget and takes them again).
+    for (seed, loss) in [(0, 0.0), (1, 0.03), (2, 0.03)] {
+        let config = PairConfig {
+            seed,
+            link: LinkConfig {
+                loss,
+                ..LinkConfig::default()
+            },
+            timeout: 6,
+            nic: NicConfig {
+                max_unacked_total: 6,
+                ..NicConfig::default()
+            },
+            ..PairConfig::default()
+        };
+        let net = all_to_all(5, &config, |_| {});
+        if loss == 0.0 {
+            for node in &net.nodes {
+                assert_eq!(node.nic.stats().retransmitted_packets, 0);
+            }
+        }
+    }
 }

@@ -7,19 +7,24 @@
 //! QPs writing over a veth lost thousands of datagrams to `UdpRcvbufErrors`, each loss costing a
 //! go-back-N of its QP, and Jain's index fell to 0.33). So the NIC counts the packets every RC
 //! QP has unacknowledged, and a QP whose next request would pass `max_unacked_total` waits in
-//! line (in the order the QPs were stopped) until ACKs bring the total down.
+//! line until ACKs bring the total down. Room is then granted in the order the QPs waited, one
+//! packet per grant, and while anyone waits nobody without a grant sends a request: otherwise the
+//! QPs whose ACKs make the room (and so are polled first) would take it again and again, and
+//! the others starve (Jain's index 0.49 over 1000 QPs in the simulator before grants).
 
 use std::collections::VecDeque;
 
 use roce_wire::Qpn;
 
 /// Unacknowledged request packets in all (each QP's share is kept on the QP, in
-/// `Qp::indexed`), and the QPs waiting for room.
+/// `Qp::indexed`), the QPs waiting for room and the grants handed out.
 #[derive(Debug, Default)]
 pub(crate) struct InFlight {
     total: u32,
     /// Each QP once (the NIC keeps `Qp::indexed.waiting`).
     waiting: VecDeque<Qpn>,
+    /// Grants handed out and not yet used: room promised to a QP.
+    granted: u32,
 }
 
 impl InFlight {
@@ -33,19 +38,34 @@ impl InFlight {
         self.total
     }
 
-    /// `qpn` has a request to send but no room: it waits for room (the caller makes sure it
-    /// is not waiting already).
-    pub(crate) fn wait(&mut self, qpn: Qpn) {
-        self.waiting.push_back(qpn);
+    /// Whether a QP may send a request now: there is room, and it has a grant or nobody waits.
+    pub(crate) fn may_send(&self, limit: u32, granted: bool) -> bool {
+        self.total < limit && (granted || self.waiting.is_empty())
     }
 
-    /// Hands `release` as many of the QPs that waited as there are packets of room below
-    /// `limit`, in order: each may send at least one (releasing all at every ACK would have them
-    /// all polled, and all but a few wait again).
+    /// `qpn` has a request to send and may not: it waits for room, behind the others, or first
+    /// in line if it had a grant that others' packets used up (the caller makes sure it is not
+    /// waiting already).
+    pub(crate) fn wait(&mut self, qpn: Qpn, first: bool) {
+        if first {
+            self.waiting.push_front(qpn);
+        } else {
+            self.waiting.push_back(qpn);
+        }
+    }
+
+    /// A grant was used (or its QP had nothing to send).
+    pub(crate) fn grant_used(&mut self) {
+        self.granted = self.granted.saturating_sub(1);
+    }
+
+    /// Grants room to as many waiting QPs as there are packets of room below `limit` not
+    /// already promised, in order, handing each to `release`.
     pub(crate) fn release(&mut self, limit: u32, mut release: impl FnMut(Qpn)) {
-        let room = limit.saturating_sub(self.total) as usize;
+        let room = limit.saturating_sub(self.total + self.granted) as usize;
         for _ in 0..room.min(self.waiting.len()) {
             if let Some(qpn) = self.waiting.pop_front() {
+                self.granted += 1;
                 release(qpn);
             }
         }
@@ -57,7 +77,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_total_follows_each_qp_and_waiting_qps_come_back_in_order_when_there_is_room() {
+    fn room_is_granted_in_the_order_qps_waited_and_nobody_else_sends_meanwhile() {
         fn released(f: &mut InFlight, limit: u32) -> Vec<Qpn> {
             let mut out = Vec::new();
             f.release(limit, |qpn| out.push(qpn));
@@ -68,19 +88,29 @@ mod tests {
         f.update(0, 100);
         f.update(0, 28);
         assert_eq!(f.total(), 128);
-        f.wait(c);
-        f.wait(a);
-        assert_eq!(released(&mut f, 128).len(), 0, "no room yet");
+        assert!(!f.may_send(128, false), "no room");
+        f.wait(c, false);
+        f.wait(a, false);
+        assert!(released(&mut f, 128).is_empty(), "no room yet");
         f.update(100, 99);
-        assert_eq!(released(&mut f, 128), [c], "room for one");
+        assert_eq!(released(&mut f, 128), [c], "room for one packet: one grant");
+        assert!(released(&mut f, 128).is_empty(), "that room is promised");
+        assert!(!f.may_send(128, false), "a waits: nobody else sends");
+        assert!(f.may_send(128, true), "c has the grant");
+        f.grant_used();
         f.update(99, 60);
         assert_eq!(f.total(), 88);
         assert_eq!(released(&mut f, 128), [a]);
-        assert_eq!(released(&mut f, 128).len(), 0);
+        f.grant_used();
+        assert!(
+            f.may_send(128, false),
+            "nobody waits: anyone with room sends"
+        );
+        // A QP whose grant was used up by others goes back first in line.
+        f.wait(b, false);
+        f.wait(c, true);
         f.update(60, 0);
         f.update(28, 0);
-        assert_eq!(f.total(), 0);
-        f.wait(b);
-        assert_eq!(released(&mut f, 128), [b]);
+        assert_eq!(released(&mut f, 128), [c, b]);
     }
 }

@@ -382,8 +382,11 @@ impl Nic {
     /// Destroys a QP; its outstanding WRs are dropped without completions.
     pub fn destroy_qp(&mut self, qpn: Qpn) -> Result<(), VerbsError> {
         let qp = self.qps.remove(&qpn).ok_or(VerbsError::UnknownQp(qpn))?;
-        // Its deadline entries go stale; its packets leave the budget.
+        // Its deadline entries go stale; its packets and its grant leave the budget.
         self.in_flight.update(qp.indexed.unacked, 0);
+        if qp.indexed.granted {
+            self.in_flight.grant_used();
+        }
         self.reindex(qpn);
         Ok(())
     }
@@ -618,9 +621,14 @@ impl Nic {
                 continue;
             };
             qp.indexed.ready = false;
-            // No room in the NIC's budget of unacknowledged packets: the QP's requests wait.
+            // The NIC's budget of unacknowledged packets: without room (or while others wait
+            // for it and this QP has no grant) its requests wait.
             let (spent, budget) = (self.in_flight.total(), self.config.max_unacked_total);
-            let full = qp.qp_type == QpType::Rc && spent >= budget;
+            let granted = std::mem::take(&mut qp.indexed.granted);
+            if granted {
+                self.in_flight.grant_used();
+            }
+            let gated = qp.qp_type == QpType::Rc && !self.in_flight.may_send(budget, granted);
             let mut ctx = Ctx {
                 now,
                 config: &self.config,
@@ -634,13 +642,13 @@ impl Nic {
                 Some(t) => Some(t),
                 None => match qp.poll_response(&mut ctx, buf) {
                     Some(t) => Some(t),
-                    None if full => None,
+                    None if gated => None,
                     None => qp.poll_request(&mut ctx, buf),
                 },
             };
-            if full && transmit.is_none() && !qp.indexed.waiting {
+            if gated && !qp.indexed.waiting && qp.has_requests() {
                 qp.indexed.waiting = true;
-                self.in_flight.wait(qpn);
+                self.in_flight.wait(qpn, granted);
             }
             if transmit.is_some() {
                 // It may have more: back in line, behind the others.
@@ -819,6 +827,7 @@ impl Nic {
             .release(self.config.max_unacked_total, |qpn| {
                 if let Some(qp) = qps.get_mut(&qpn) {
                     qp.indexed.waiting = false;
+                    qp.indexed.granted = true;
                     push_ready(ready, qp);
                 }
             });

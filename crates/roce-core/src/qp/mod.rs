@@ -138,6 +138,8 @@ pub(crate) struct Indexed {
     pub(crate) ready: bool,
     /// It waits for room in the NIC's budget of unacknowledged packets.
     pub(crate) waiting: bool,
+    /// It was granted room for one request packet.
+    pub(crate) granted: bool,
     /// The deadline the NIC's deadline heap has for it.
     pub(crate) deadline: Option<Instant>,
     /// The unacknowledged packets the NIC's budget counts for it.

@@ -72,6 +72,11 @@ impl Requester {
 }
 
 impl Qp {
+    /// Whether the requester has a WQE to send from (its window and pacing aside).
+    pub(crate) fn has_requests(&self) -> bool {
+        self.can_send() && !self.req.rnr_wait && self.req.cursor < self.sq.len()
+    }
+
     /// The next request packet, written into `buf`, if the requester has one to send now.
     pub(crate) fn poll_request(&mut self, ctx: &mut Ctx<'_>, buf: &mut [u8]) -> Option<Transmit> {
         if !self.can_send() || self.req.rnr_wait {
