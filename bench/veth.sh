@@ -23,7 +23,7 @@ done
 cargo build -q --release -p roce
 ROCE=$PWD/target/release/roce
 A=roce-bench-a.$$; B=roce-bench-b.$$
-A_IP=198.18.2.1; B_IP=198.18.2.2; B_RAW=198.18.2.4
+A_IP=198.18.2.1; B_IP=198.18.2.2; A_RAW=198.18.2.3; B_RAW=198.18.2.4
 cleanup() { ip netns delete "$A" 2>/dev/null || true; ip netns delete "$B" 2>/dev/null || true; }
 trap cleanup EXIT INT TERM
 ip netns add "$A"; ip netns add "$B"
@@ -37,13 +37,17 @@ inb() { ip netns exec "$B" "$@"; }
 median() { sort -g | awk '{v[NR]=$1} END{print (NR%2 ? v[(NR+1)/2] : (v[NR/2]+v[NR/2+1])/2)}'; }
 
 # roce perf write: MB/s (10^6 bytes per second) of the client's average.
-roce_write() {  # roce_write BACKEND MTU
+roce_write() {  # roce_write BACKEND MTU: both NICs on BACKEND (raw: they play A_RAW and B_RAW)
     local backend=$1 mtu=$2
     local server=(perf write -n 5000 -s 65536 -m "$mtu" --json)
-    [ "$backend" = raw ] && server+=(--backend raw --dev vb --ip "$B_RAW")
+    local client=(perf write "$B_IP" -n 5000 -s 65536 -m "$mtu" --json)
+    if [ "$backend" = raw ]; then
+        server+=(--backend raw --dev vb --ip "$B_RAW")
+        client+=(--backend raw --dev va --ip "$A_RAW")
+    fi
     inb "$ROCE" "${server[@]}" >/dev/null & local pid=$!
     sleep 0.3
-    ina "$ROCE" perf write "$B_IP" -n 5000 -s 65536 -m "$mtu" --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["bw_avg_mb_s"])'
+    ina "$ROCE" "${client[@]}" | python3 -c 'import json,sys; print(json.load(sys.stdin)["bw_avg_mb_s"])'
     wait "$pid"
 }
 udp_blast() {  # udp_blast DATAGRAM_BYTES: MB/s received
@@ -107,8 +111,8 @@ release build. MB/s are 10^6 bytes of payload per second.
 |---|---|---|
 | \`roce perf write\` 64 KiB, UDP backend, path MTU 1024 | $(med udp1024) MB/s | $(ratio udp1024 blast1040) × UDP blast of 1040-byte datagrams |
 | \`roce perf write\` 64 KiB, UDP backend, path MTU 4096 | $(med udp4096) MB/s | $(ratio udp4096 blast4112) × UDP blast of 4112-byte datagrams |
-| \`roce perf write\` 64 KiB, raw backend, path MTU 1024 | $(med raw1024) MB/s | $(ratio raw1024 blast1040) × UDP blast |
-| \`roce perf write\` 64 KiB, raw backend, path MTU 4096 | $(med raw4096) MB/s | $(ratio raw4096 blast4112) × UDP blast |
+| \`roce perf write\` 64 KiB, raw backend on both sides, path MTU 1024 | $(med raw1024) MB/s | $(ratio raw1024 blast1040) × UDP blast |
+| \`roce perf write\` 64 KiB, raw backend on both sides, path MTU 4096 | $(med raw4096) MB/s | $(ratio raw4096 blast4112) × UDP blast |
 | UDP blast, 1040-byte datagrams (iperf3 -u -b 0) | $(med blast1040) MB/s | |
 | UDP blast, 4112-byte datagrams | $(med blast4112) MB/s | |
 | TCP (iperf3) | $(med tcp) MB/s | |
