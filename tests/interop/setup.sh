@@ -34,7 +34,7 @@ GUEST_MODULES=(virtio_pci virtio_net 9pnet_virtio 9p crc32_generic crc32_pclmul
     udp_tunnel ip6_udp_tunnel ib_core ib_uverbs rdma_cm rdma_ucm rdma_rxe sch_netem veth)
 
 HOST_TOOLS=(qemu-system-x86_64:qemu-system-x86 busybox:busybox-static cpio:cpio depmod:kmod
-    ip:iproute2 tcpdump:tcpdump gzip:gzip dpkg-deb:dpkg)
+    ip:iproute2 tcpdump:tcpdump gzip:gzip dpkg-deb:dpkg ethtool:ethtool)
 
 apt_updated=0
 apt_update_once() {
