@@ -27,8 +27,6 @@ command -v valgrind >/dev/null || { apt-get update -qq; apt-get install -y -qq v
 log "criterion: wire and engine"
 cargo bench -q -p roce-wire --bench wire -- --warm-up-time 1 --measurement-time 3 >/dev/null
 cargo bench -q -p roce-core --bench engine -- --warm-up-time 1 --measurement-time 3 >/dev/null
-# The median of a criterion benchmark in ns.
-crit() { python3 -c 'import json,sys; print("%.0f" % json.load(open(sys.argv[1]))["median"]["point_estimate"])' "target/criterion/$1/new/estimates.json"; }
 
 log "callgrind: instructions per byte of the engine's data path"
 engine_bin=$(cargo bench -q -p roce-core --bench engine --no-run --message-format=json 2>/dev/null |
@@ -76,7 +74,11 @@ ins4096, ins64, scale, veth_note, guests_note, runs = sys.argv[1:]
 ins4096, ins64 = int(ins4096), int(ins64)
 
 def crit(name):
-    path = f"target/criterion/{name}/new/estimates.json"
+    # criterion's directory: the group, then the function's name with '/' as '_'.
+    group, _, function = name.partition("/")
+    path = f"target/criterion/{group}/{function.replace('/', '_')}/new/estimates.json"
+    if not function:
+        path = f"target/criterion/{group}/new/estimates.json"
     return json.load(open(path))["median"]["point_estimate"] if os.path.exists(path) else None
 
 def env(path):
@@ -121,7 +123,7 @@ rows.append(("… and ≤ rxe's latency for 8-byte sends",
              "—" if g_lat is None else f"{f('roce_lat', guests):.1f} vs {f('rxe_lat', guests):.1f} µs = {g_lat:.2f} ×",
              verdict(None if g_lat is None else g_lat <= 1)))
 # 3. small messages on one core.
-m64 = crit("write_64/messages")
+m64 = crit("write_64_messages")
 rate = None if m64 is None else 1e3 / m64
 rows.append(("≥ 1 M 64-byte WRITEs per second on one core (engine, both NICs on the core)",
              "—" if rate is None else f"{rate:.2f} M/s ({m64:.0f} ns per message)",
@@ -167,7 +169,7 @@ lines = [
     "",
     "Criterion medians of this run (ns): " + ", ".join(
         f"`{n}` {crit(n):.0f}" for n in ("icrc/icrc_in_place/4096", "icrc/crc32fast/4096", "parse/repr/write_first",
-                                         "write_4096/icrc_check", "write_4096/icrc_skip_rx", "write_64/messages")
+                                         "write_4096/icrc_check", "write_4096/icrc_skip_rx", "write_64_messages")
         if crit(n) is not None) + ".",
     "",
     "The scale example's output:",

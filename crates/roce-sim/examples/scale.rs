@@ -23,6 +23,7 @@ use roce_core::{
     Access, AddressVector, CqHandle, Instant, Mtu, Nic, PdHandle, Psn, QpAttr, QpInit, QpState,
     QpType, Qpn, Remote, SendOp, SendWr, Sge, WcStatus,
 };
+use roce_sim::scenario::jain_index;
 use roce_sim::{LinkConfig, Pair, PairConfig};
 use roce_wire::Opcode;
 use stats_alloc::{INSTRUMENTED_SYSTEM, StatsAlloc};
@@ -256,19 +257,8 @@ fn run(active: usize, o: &Options) -> Row {
     Row {
         virtual_gbps: sum as f64 * 8.0 / secs / 1e9,
         wall_gbps: sum as f64 * 8.0 / wall.as_secs_f64().max(1e-9) / 1e9,
-        jain: jain(&rates),
+        jain: jain_index(&rates),
         wall,
-    }
-}
-
-/// Jain's fairness index: (Σx)² / (n · Σx²).
-fn jain(x: &[f64]) -> f64 {
-    let sum: f64 = x.iter().sum();
-    let squares: f64 = x.iter().map(|v| v * v).sum();
-    if squares > 0.0 {
-        sum * sum / (x.len() as f64 * squares)
-    } else {
-        0.0
     }
 }
 

@@ -15,6 +15,7 @@ use roce_device::{Connection, DeviceHandle, RcEndpoint};
 use roce_oob::perftest::{
     self, BwReport, Config, IbvMtu, Kind, PerftestDest, Session, Side, Test, Verb,
 };
+use roce_sim::scenario::jain_index;
 use roce_wire::Gid;
 use serde_json::json;
 use tokio::net::{TcpListener, TcpStream};
@@ -390,7 +391,7 @@ impl Measured {
                 }
             })
             .collect();
-        let jain = jain(&rates);
+        let jain = jain_index(&rates);
         Some((rates, jain))
     }
 
@@ -457,18 +458,6 @@ impl PerQp {
 
     fn finished(&self) -> bool {
         self.sum >= self.total()
-    }
-}
-
-/// Jain's fairness index of `x`: (Σx)² / (n · Σx²), 1 when all are equal, 1/n when one has
-/// everything; 0 for no data.
-fn jain(x: &[f64]) -> f64 {
-    let sum: f64 = x.iter().sum();
-    let squares: f64 = x.iter().map(|v| v * v).sum();
-    if squares > 0.0 {
-        sum * sum / (x.len() as f64 * squares)
-    } else {
-        0.0
     }
 }
 
