@@ -39,7 +39,8 @@ pub(crate) enum VerbArg {
 ///
 /// Without SERVER it waits on TCP port 18515 (the server); with SERVER it connects (the client),
 /// as perftest does. Bandwidth tests print perftest's table (#bytes, #iterations, BW peak,
-/// BW average, MsgRate; with -q N those of all QPs together, and a line on the QPs' fairness);
+/// BW average, MsgRate; with -q N those of all QPs together, and a line on the QPs' fairness;
+/// MB/sec there is perftest's, 2^20 bytes per second, while --json gives MB/s of 10^6 bytes);
 /// with --lat, latency tests print t_min, t_max, t_typical, t_avg, t_stdev and the 99 % and
 /// 99.9 % percentiles. Against rxe give its tool `-x 1` (the ::ffff:IPv4 GID).
 ///
@@ -402,7 +403,9 @@ impl Measured {
         }
     }
 
-    /// MB/s (10^6 bytes, as perftest prints with its default units) and Mpps.
+    /// perftest's units: MB/sec as perftest 4.5-0.17 counts them, 2^20 bytes per second
+    /// (`print_report_bw`: `format_factor = 0x100000` unless `--report_gbits`), and Mpps. These
+    /// go into the report the peer prints, and into the text table, as perftest's do.
     fn bandwidth(&self, size: u32, iters: u64) -> (f64, f64, f64) {
         if let Some(reported) = self.reported {
             return reported;
@@ -411,9 +414,17 @@ impl Measured {
         if secs <= 0.0 {
             return (0.0, 0.0, 0.0);
         }
-        let avg = f64::from(size) * iters as f64 / secs / 1e6;
+        let avg = f64::from(size) * iters as f64 / secs / MIB;
         (avg, avg, iters as f64 / secs / 1e6)
     }
+}
+
+/// Bytes in perftest's "MB".
+const MIB: f64 = 1_048_576.0;
+
+/// perftest's MB/sec (2^20 bytes per second) as MB/s of 10^6 bytes, the unit of `--json`.
+fn mb_per_s(perftest_mb: f64) -> f64 {
+    perftest_mb * MIB / 1e6
 }
 
 /// What each QP of a bandwidth test completed.
@@ -846,7 +857,7 @@ async fn print_result(
                 "{}",
                 json!({
                     "test": format!("{:?}_bw", test.verb).to_lowercase(), "bytes": size, "iterations": iters,
-                    "bw_peak_mb_s": peak, "bw_avg_mb_s": avg, "msg_rate_mpps": rate,
+                    "bw_peak_mb_s": mb_per_s(peak), "bw_avg_mb_s": mb_per_s(avg), "msg_rate_mpps": rate,
                     "qps": args.qps, "per_qp_bytes": per_qp_bytes,
                     "per_qp_mb_s": fairness.as_ref().map(|f| &f.0), "jain": fairness.as_ref().map(|f| f.1),
                     "retransmitted_packets": stats.retransmitted_packets, "congestion": congestion,
@@ -866,8 +877,10 @@ async fn print_result(
                     (lo.min(r), hi.max(r))
                 });
                 println!(
-                    " {} QPs while all were busy: per-QP BW [MB/sec] min {min:.2}, max {max:.2}; Jain's fairness index {jain:.4}",
-                    args.qps
+                    " {} QPs while all were busy: per-QP BW [MB/sec] min {:.2}, max {:.2}; Jain's fairness index {jain:.4}",
+                    args.qps,
+                    min * 1e6 / MIB,
+                    max * 1e6 / MIB
                 );
             }
         }
@@ -924,4 +937,24 @@ fn initial_psn() -> u32 {
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.subsec_nanos());
     (nanos.rotate_left(7) ^ std::process::id()) & 0x00ff_ffff
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_report_and_the_table_count_megabytes_as_perftest_does() {
+        // 2^20 bytes a second for one second: perftest's 1 MB/sec; 1.048576 MB/s in --json.
+        let measured = Measured {
+            elapsed: Duration::from_secs(1),
+            ..Measured::default()
+        };
+        let report = measured.report(1 << 20, 1);
+        assert_eq!((report.bw_avg, report.msg_rate_avg), (1.0, 1e-6));
+        assert_eq!(mb_per_s(report.bw_avg), 1.048_576);
+        // A peer's report is shown in its own units.
+        let shown = Measured::from_report(&report).bandwidth(0, 0);
+        assert_eq!(shown, (1.0, 1.0, 1e-6));
+    }
 }
