@@ -861,6 +861,8 @@ async fn print_result(
                     "qps": args.qps, "per_qp_bytes": per_qp_bytes,
                     "per_qp_mb_s": fairness.as_ref().map(|f| &f.0), "jain": fairness.as_ref().map(|f| f.1),
                     "retransmitted_packets": stats.retransmitted_packets, "congestion": congestion,
+                    "rx_dropped": stats.rx_dropped(), "rx_icrc_errors": stats.rx_icrc_errors,
+                    "rx_icrc_unverifiable": stats.rx_icrc_unverifiable,
                 })
             );
         } else {
@@ -910,6 +912,8 @@ async fn print_result(
                     "test": format!("{:?}_lat", test.verb).to_lowercase(), "bytes": size, "iterations": iters,
                     "t_min_us": min, "t_max_us": max, "t_typical_us": typical, "t_avg_us": avg, "t_stdev_us": stdev,
                     "p99_us": pick(0.99), "p999_us": pick(0.999), "retransmitted_packets": stats.retransmitted_packets,
+                    "rx_dropped": stats.rx_dropped(), "rx_icrc_errors": stats.rx_icrc_errors,
+                    "rx_icrc_unverifiable": stats.rx_icrc_unverifiable,
                     "congestion": congestion,
                 })
             );
