@@ -217,8 +217,9 @@ impl Nic {
         } else {
             qp.handle_response(&mut ctx, &packet);
         }
-        self.mark_ready(qpn);
-        self.reindex(qpn);
+        push_ready(&mut self.ready, qp);
+        index_qp(qp, &mut self.deadlines, &mut self.in_flight);
+        self.tidy_indexes();
         self.deliver_completions();
     }
 
@@ -655,7 +656,8 @@ impl Nic {
                 qp.indexed.ready = true;
                 self.ready.push_back(qpn);
             }
-            self.reindex(qpn);
+            index_qp(qp, &mut self.deadlines, &mut self.in_flight);
+            self.tidy_indexes();
             if let Some(transmit) = transmit {
                 self.deliver_completions();
                 return Some(transmit);
@@ -785,26 +787,14 @@ impl Nic {
     /// back in line when there is some.
     fn reindex(&mut self, qpn: Qpn) {
         if let Some(qp) = self.qps.get_mut(&qpn) {
-            let next = qp.timers.next();
-            if next != qp.indexed.deadline {
-                qp.indexed.deadline = next;
-                if let Some(at) = next {
-                    self.deadlines.push(qpn, at);
-                }
-            }
-            // A QP out of RTS/SQD (an error flushed it, or it was reset) holds none.
-            let unacked =
-                if qp.qp_type == QpType::Rc && matches!(qp.state, QpState::Rts | QpState::Sqd) {
-                    qp.req.unacked()
-                } else {
-                    0
-                };
-            if unacked != qp.indexed.unacked {
-                self.in_flight.update(qp.indexed.unacked, unacked);
-                qp.indexed.unacked = unacked;
-            }
+            index_qp(qp, &mut self.deadlines, &mut self.in_flight);
         }
-        // Stale deadline entries at the top go; the heap is compacted when they pile up.
+        self.tidy_indexes();
+    }
+
+    /// Drops stale deadline entries at the top of the heap (and compacts it when they pile
+    /// up), and grants room to QPs that wait for it, if there is some.
+    fn tidy_indexes(&mut self) {
         while let Some((at, top)) = self.deadlines.peek() {
             if self
                 .qps
@@ -899,6 +889,28 @@ impl Nic {
     fn drop_rx(&mut self, counter: impl FnOnce(&mut Stats) -> &mut u64, why: &'static str) {
         *counter(&mut self.stats) += 1;
         tracing::trace!(why, "rx drop");
+    }
+}
+
+/// Records `qp`'s earliest deadline and its unacknowledged packets in the NIC's indexes (the
+/// QP's half of `Nic::reindex`, for callers that hold the QP already).
+fn index_qp(qp: &mut Qp, deadlines: &mut Deadlines, in_flight: &mut InFlight) {
+    let next = qp.timers.next();
+    if next != qp.indexed.deadline {
+        qp.indexed.deadline = next;
+        if let Some(at) = next {
+            deadlines.push(qp.qpn, at);
+        }
+    }
+    // A QP out of RTS/SQD (an error flushed it, or it was reset) holds none.
+    let unacked = if qp.qp_type == QpType::Rc && matches!(qp.state, QpState::Rts | QpState::Sqd) {
+        qp.req.unacked()
+    } else {
+        0
+    };
+    if unacked != qp.indexed.unacked {
+        in_flight.update(qp.indexed.unacked, unacked);
+        qp.indexed.unacked = unacked;
     }
 }
 
