@@ -63,8 +63,10 @@ pub(crate) struct DeviceOpts {
     #[arg(long)]
     pub(crate) busy_poll: bool,
     /// UDP backend: send each packet with a system call of its own instead of batches of up to
-    /// 64 KiB that the kernel cuts into datagrams (UDP GSO). Needed where a packet socket on a
-    /// veth reads what we send before the kernel cuts it: `roce switch`, or a raw-backend NIC.
+    /// 64 KiB that the kernel cuts into datagrams (UDP GSO). A capture (tcpdump, Wireshark) on
+    /// a veth sees a batch as one frame before the kernel cuts it; `roce switch` and the raw
+    /// backend cut batches themselves. Or turn the offload off where the packets leave:
+    /// `ethtool -K IFACE tx-udp-segmentation off`.
     #[arg(long)]
     pub(crate) no_gso: bool,
     /// Write every packet the NIC sends and receives to this pcap.

@@ -74,8 +74,8 @@ impl UdpBackend {
     }
 
     /// Sends every datagram with a system call of its own: no segmentation-offload batches.
-    /// For links where a packet socket reads what this socket sends before the kernel cuts it
-    /// (`roce switch` or a raw-backend NIC on a veth pair see one frame of up to 64 KiB).
+    /// For links where a reader of packet sockets that does not cut batches (a capture on a
+    /// veth) should see each datagram as a frame of its own.
     pub fn without_gso(mut self) -> Self {
         self.gso_segments = 1;
         self
