@@ -20,11 +20,11 @@ use std::collections::HashMap;
 use std::time::{Duration, Instant as WallClock};
 
 use roce_core::{
-    Access, AddressVector, CqHandle, Instant, Mtu, Nic, PdHandle, Psn, QpAttr, QpInit, QpState,
-    QpType, Qpn, Remote, SendOp, SendWr, Sge, WcStatus,
+    CqHandle, Instant, Mtu, Nic, PdHandle, Psn, QpInit, QpType, Qpn, Remote, SendOp, SendWr, Sge,
+    WcStatus,
 };
 use roce_sim::scenario::jain_index;
-use roce_sim::{LinkConfig, Pair, PairConfig};
+use roce_sim::{LinkConfig, Pair, PairConfig, connect};
 use roce_wire::Opcode;
 use stats_alloc::{INSTRUMENTED_SYSTEM, StatsAlloc};
 
@@ -269,17 +269,26 @@ fn pair(gbps: f64) -> Pair {
         bandwidth_bps: gbps.is_finite().then_some((gbps * 1e9) as u64),
         ..LinkConfig::default()
     };
+    Pair::connected(&PairConfig { link, ..config() })
+}
+
+/// The pair's settings (its link aside), for its first QPs and for those added to it.
+fn config() -> PairConfig {
     let mut config = PairConfig {
-        link,
         mtu: Mtu::Mtu4096,
         region_len: WRITE as usize,
         queue_depth: 16,
         timeout: 14,
+        a_psn: PSN,
+        b_psn: PSN,
         ..PairConfig::default()
     };
     config.nic.max_qp = 0x10_0000;
-    Pair::connected(&config)
+    config
 }
+
+/// The first PSN of every QP.
+const PSN: Psn = Psn::new(0);
 
 fn create_qps(nic: &mut Nic, pd: PdHandle, cq: CqHandle, n: usize) -> Vec<Qpn> {
     let init = QpInit {
@@ -300,46 +309,29 @@ fn connect_all(pair: &mut Pair, a: &[Qpn], b: &[Qpn], on_a: bool, on_b: bool) {
     let (a_addr, b_addr) = (pair.a.addr, pair.b.addr);
     for (&qa, &qb) in a.iter().zip(b) {
         if on_a {
-            connect(&mut pair.a.nic, qa, a_addr, b_addr, qb);
+            connect(
+                &config(),
+                &mut pair.a.nic,
+                qa,
+                a_addr,
+                (b_addr, qb),
+                PSN,
+                PSN,
+                0,
+            );
         }
         if on_b {
-            connect(&mut pair.b.nic, qb, b_addr, a_addr, qa);
+            connect(
+                &config(),
+                &mut pair.b.nic,
+                qb,
+                b_addr,
+                (a_addr, qa),
+                PSN,
+                PSN,
+                0,
+            );
         }
-    }
-}
-
-fn connect(nic: &mut Nic, qpn: Qpn, local: std::net::IpAddr, peer: std::net::IpAddr, dest: Qpn) {
-    let state = |s| QpAttr {
-        qp_state: Some(s),
-        ..QpAttr::default()
-    };
-    let steps = [
-        QpAttr {
-            pkey_index: Some(0),
-            port_num: Some(1),
-            access_flags: Some(Access::ALL),
-            ..state(QpState::Init)
-        },
-        QpAttr {
-            av: Some(AddressVector::new(local, peer)),
-            path_mtu: Some(Mtu::Mtu4096),
-            dest_qpn: Some(dest),
-            rq_psn: Some(Psn::new(0)),
-            max_dest_rd_atomic: Some(16),
-            min_rnr_timer: Some(1),
-            ..state(QpState::Rtr)
-        },
-        QpAttr {
-            sq_psn: Some(Psn::new(0)),
-            timeout: Some(14),
-            retry_cnt: Some(7),
-            rnr_retry: Some(7),
-            max_rd_atomic: Some(16),
-            ..state(QpState::Rts)
-        },
-    ];
-    for attr in steps {
-        nic.modify_qp(qpn, &attr).expect("the QPs connect");
     }
 }
 

@@ -35,7 +35,7 @@ pub use link::{
     LinkStats, Sent, SimPacket,
 };
 pub use net::Net;
-pub use pair::{A_ADDR, B_ADDR, Pair, PairConfig, Side};
+pub use pair::{A_ADDR, B_ADDR, Pair, PairConfig, Side, connect};
 pub use scenario::{Scenario, Series};
 pub use switch::{Switch, SwitchConfig};
 pub use trace::{TraceGuard, set_sim_time, trace_to_test_output};

@@ -321,9 +321,12 @@ pub(crate) fn side(config: &PairConfig, addr: IpAddr) -> Side {
 }
 
 /// RESET → INIT → RTR → RTS, as ibv_rc_pingpong, ibv_uc_pingpong and ibv_ud_pingpong do it: each
-/// transition with the attributes the QP type requires (see roce-core's QP state table).
+/// transition with the attributes the QP type requires (see roce-core's QP state table), from
+/// `config`. [`Pair::connected`] and [`crate::Net::connect`] connect their QPs with it; it also
+/// connects more QPs that a caller created on a pair's NICs. `qpn` (at `addr`) expects
+/// `rq_psn` first and sends `sq_psn` first; its packets carry `dscp`.
 #[allow(clippy::too_many_arguments)]
-pub(crate) fn connect(
+pub fn connect(
     config: &PairConfig,
     nic: &mut Nic,
     qpn: Qpn,
