@@ -138,17 +138,16 @@ impl DeviceHandle {
 
     /// Waits for completions of `cq` and returns up to `max` of them (at least one), giving up
     /// after `limit`: [`DeviceHandle::next_completion`] for a batch, as perftest polls 16 at a
-    /// time.
+    /// time. One poll (one turn of the device) takes them all.
     pub async fn next_completions_within(
         &self,
         cq: CqHandle,
         max: usize,
         limit: Duration,
     ) -> Result<Vec<Cqe>, DeviceError> {
-        let first = self.next_completion_within(cq, limit).await?;
-        let mut cqes = vec![first];
-        cqes.extend(self.poll_completions(cq, max.saturating_sub(1)).await?);
-        Ok(cqes)
+        tokio::time::timeout(limit, self.next_completions(cq, max.max(1)))
+            .await
+            .map_err(|_| DeviceError::Timeout(limit))?
     }
 
     /// Waits for the next completion of `cq`: `ibv_get_cq_event` then `ibv_poll_cq`, or, on a
@@ -156,10 +155,28 @@ impl DeviceHandle {
     /// poll lets the device's task run a turn: on a single-threaded runtime the two take turns
     /// without ever sleeping, which saves the wake-ups of a latency test).
     pub async fn next_completion(&self, cq: CqHandle) -> Result<Cqe, DeviceError> {
+        self.wait_for(|| self.poll_completion(cq)).await
+    }
+
+    /// Up to `max` (at least 1) completions of `cq` once there is one.
+    async fn next_completions(&self, cq: CqHandle, max: usize) -> Result<Vec<Cqe>, DeviceError> {
+        self.wait_for(|| async move {
+            let cqes = self.poll_completions(cq, max).await?;
+            Ok((!cqes.is_empty()).then_some(cqes))
+        })
+        .await
+    }
+
+    /// Polls with `poll` until it finds something: sleeping until the device delivers a
+    /// completion between polls, or, busy polling, yielding to the device's task.
+    async fn wait_for<T, F>(&self, mut poll: impl FnMut() -> F) -> Result<T, DeviceError>
+    where
+        F: Future<Output = Result<Option<T>, DeviceError>>,
+    {
         if self.busy_poll {
             loop {
-                if let Some(cqe) = self.poll_completion(cq).await? {
-                    return Ok(cqe);
+                if let Some(found) = poll().await? {
+                    return Ok(found);
                 }
                 tokio::task::yield_now().await;
             }
@@ -169,8 +186,8 @@ impl DeviceHandle {
             let notified = self.completions.notified();
             tokio::pin!(notified);
             notified.as_mut().enable();
-            if let Some(cqe) = self.poll_completion(cq).await? {
-                return Ok(cqe);
+            if let Some(found) = poll().await? {
+                return Ok(found);
             }
             notified.await;
         }
