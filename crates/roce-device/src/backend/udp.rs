@@ -92,11 +92,10 @@ impl Backend for UdpBackend {
         let chunk = buf.len() / BATCH;
         loop {
             self.socket.readable().await?;
-            let mut slices: Vec<IoSliceMut<'_>> = buf
-                .chunks_mut(chunk)
-                .take(BATCH)
-                .map(IoSliceMut::new)
-                .collect();
+            // On the stack: a receive allocates nothing.
+            let mut chunks = buf.chunks_mut(chunk);
+            let mut slices: [IoSliceMut<'_>; BATCH] =
+                std::array::from_fn(|_| IoSliceMut::new(chunks.next().unwrap_or_default()));
             let result = self.socket.try_io(Interest::READABLE, || {
                 self.state
                     .recv((&self.socket).into(), &mut slices, &mut self.meta)
