@@ -1,118 +1,130 @@
 //! Counters, in the spirit of rxe's hw counters: traffic, protocol events, and one counter per
 //! reason a datagram is dropped.
 
-/// The NIC's counters. All only ever increase.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct Stats {
-    /// Datagrams sent.
-    pub tx_packets: u64,
-    /// UDP payload bytes sent.
-    pub tx_bytes: u64,
-    /// Datagrams received (all, before any check).
-    pub rx_packets: u64,
-    /// UDP payload bytes received.
-    pub rx_bytes: u64,
-    /// Datagrams that passed every ingress check: handed to a QP's responder or completer, or
-    /// a CNP. `rx_accepted + rx_dropped() == rx_packets` always holds; what a QP then does
-    /// with a packet (duplicate, out of sequence, …) has counters of its own.
-    pub rx_accepted: u64,
+macro_rules! stats {
+    (
+        events { $( $(#[doc = $edoc:literal])+ $event:ident, )* }
+        drops { $( $(#[doc = $ddoc:literal])+ $drop:ident, )* }
+    ) => {
+        /// The NIC's counters. All only ever increase.
+        #[derive(Debug, Clone, Default, PartialEq, Eq)]
+        #[non_exhaustive]
+        pub struct Stats {
+            $( $(#[doc = $edoc])+ pub $event: u64, )*
+            $( $(#[doc = $ddoc])+ pub $drop: u64, )*
+        }
 
-    /// Request packets sent again by go-back-N.
-    pub retransmitted_packets: u64,
-    /// Local ACK timeouts that fired.
-    pub retransmit_timeouts: u64,
-    /// RNR NAKs received.
-    pub rx_rnr_naks: u64,
-    /// RNR NAKs sent.
-    pub tx_rnr_naks: u64,
-    /// PSN-sequence-error NAKs received.
-    pub rx_nak_seq_err: u64,
-    /// PSN-sequence-error NAKs sent.
-    pub tx_nak_seq_err: u64,
-    /// Other NAKs received (invalid request, remote access, remote operational).
-    pub rx_naks_other: u64,
-    /// Other NAKs sent.
-    pub tx_naks_other: u64,
-    /// ACKs sent (including atomic ACKs).
-    pub tx_acks: u64,
-    /// ACKs received.
-    pub rx_acks: u64,
-    /// Duplicate requests received (re-ACKed or replayed, not executed again).
-    pub rx_duplicate_requests: u64,
-    /// Out-of-sequence requests dropped after the one NAK.
-    pub rx_out_of_sequence: u64,
-    /// Responses that named no outstanding request (late duplicates), ignored.
-    pub rx_ghost_responses: u64,
-    /// Implied NAKs: a response that shows earlier responses were lost.
-    pub implied_naks: u64,
-    /// Completions dropped because their CQ was full.
-    pub cq_overflows: u64,
+        impl Stats {
+            /// Every counter by name, in declaration order (for reports and JSON).
+            pub fn counters(&self) -> impl Iterator<Item = (&'static str, u64)> + '_ {
+                [$( (stringify!($event), self.$event), )* $( (stringify!($drop), self.$drop), )*]
+                    .into_iter()
+            }
 
-    /// Dropped: shorter than a header needs.
-    pub rx_truncated: u64,
-    /// Dropped: BTH transport version not 0.
-    pub rx_bad_tver: u64,
-    /// Dropped: opcode not supported.
-    pub rx_unsupported_opcode: u64,
-    /// Dropped: pad count larger than the payload.
-    pub rx_bad_pad: u64,
-    /// Dropped: wrong payload length for the opcode.
-    pub rx_bad_length: u64,
-    /// Dropped: ICRC mismatch.
-    pub rx_icrc_errors: u64,
-    /// Accepted without a full ICRC check: the backend hid the IPv4 ID and ID 0 did not match.
-    pub rx_icrc_unverifiable: u64,
-    /// Accepted with the ICRC check off.
-    pub rx_icrc_skipped: u64,
-    /// Dropped: destination address is not one of ours.
-    pub rx_dst_addr_mismatch: u64,
-    /// Dropped: destination QP 0, or QP 1 (the GSI is not implemented).
-    pub rx_special_qp: u64,
-    /// Dropped: no such QP.
-    pub rx_unknown_qp: u64,
-    /// Dropped: the opcode's transport is not the QP's type.
-    pub rx_wrong_transport: u64,
-    /// Dropped: the QP's state does not accept this packet.
-    pub rx_qp_not_ready: u64,
-    /// Dropped: source or destination address is not the QP's path.
-    pub rx_path_mismatch: u64,
-    /// Dropped: P_Key mismatch.
-    pub rx_pkey_mismatch: u64,
-    /// Dropped: Q_Key mismatch (UD).
-    pub rx_qkey_mismatch: u64,
-    /// Congestion notification packets received.
-    pub rx_cnps: u64,
-    /// Congestion notification packets sent (DCQCN notification point).
-    pub tx_cnps: u64,
-    /// DCQCN rate decreases (CNPs that cut a QP's rate).
-    pub rate_decreases: u64,
-    /// DCQCN rate-increase events (timer and byte counter).
-    pub rate_increases: u64,
-    /// Dropped: a UC message whose packets did not arrive in order, or that could not land.
-    pub rx_uc_dropped_messages: u64,
-    /// Dropped: a UD datagram with no receive WR posted.
-    pub rx_no_recv_wr: u64,
-    /// Transmits not written because the caller's buffer was too small.
-    pub tx_buffer_too_small: u64,
+            /// The counters of datagrams dropped at ingress, one per reason, by name.
+            pub fn drop_reasons(&self) -> impl Iterator<Item = (&'static str, u64)> + '_ {
+                [$( (stringify!($drop), self.$drop), )*].into_iter()
+            }
+
+            /// Every datagram dropped for any reason.
+            pub fn rx_dropped(&self) -> u64 {
+                0 $( + self.$drop )*
+            }
+        }
+    };
 }
 
-impl Stats {
-    /// Every datagram dropped for any reason.
-    pub fn rx_dropped(&self) -> u64 {
-        self.rx_truncated
-            + self.rx_bad_tver
-            + self.rx_unsupported_opcode
-            + self.rx_bad_pad
-            + self.rx_bad_length
-            + self.rx_icrc_errors
-            + self.rx_dst_addr_mismatch
-            + self.rx_special_qp
-            + self.rx_unknown_qp
-            + self.rx_wrong_transport
-            + self.rx_qp_not_ready
-            + self.rx_path_mismatch
-            + self.rx_pkey_mismatch
-            + self.rx_qkey_mismatch
+stats! {
+    events {
+        /// Datagrams sent.
+        tx_packets,
+        /// UDP payload bytes sent.
+        tx_bytes,
+        /// Datagrams received (all, before any check).
+        rx_packets,
+        /// UDP payload bytes received.
+        rx_bytes,
+        /// Datagrams that passed every ingress check: handed to a QP's responder or completer, or
+        /// a CNP. `rx_accepted + rx_dropped() == rx_packets` always holds; what a QP then does
+        /// with a packet (duplicate, out of sequence, …) has counters of its own.
+        rx_accepted,
+        /// Request packets sent again by go-back-N.
+        retransmitted_packets,
+        /// Local ACK timeouts that fired.
+        retransmit_timeouts,
+        /// RNR NAKs received.
+        rx_rnr_naks,
+        /// RNR NAKs sent.
+        tx_rnr_naks,
+        /// PSN-sequence-error NAKs received.
+        rx_nak_seq_err,
+        /// PSN-sequence-error NAKs sent.
+        tx_nak_seq_err,
+        /// Other NAKs received (invalid request, remote access, remote operational).
+        rx_naks_other,
+        /// Other NAKs sent.
+        tx_naks_other,
+        /// ACKs sent (including atomic ACKs).
+        tx_acks,
+        /// ACKs received.
+        rx_acks,
+        /// Duplicate requests received (re-ACKed or replayed, not executed again).
+        rx_duplicate_requests,
+        /// Out-of-sequence requests dropped after the one NAK.
+        rx_out_of_sequence,
+        /// Responses that named no outstanding request (late duplicates), ignored.
+        rx_ghost_responses,
+        /// Implied NAKs: a response that shows earlier responses were lost.
+        implied_naks,
+        /// Completions dropped because their CQ was full.
+        cq_overflows,
+        /// Accepted without a full ICRC check: the backend hid the IPv4 ID and ID 0 did not match.
+        rx_icrc_unverifiable,
+        /// Accepted with the ICRC check off.
+        rx_icrc_skipped,
+        /// Congestion notification packets received.
+        rx_cnps,
+        /// Congestion notification packets sent (DCQCN notification point).
+        tx_cnps,
+        /// DCQCN rate decreases (CNPs that cut a QP's rate).
+        rate_decreases,
+        /// DCQCN rate-increase events (timer and byte counter).
+        rate_increases,
+        /// Dropped: a UC message whose packets did not arrive in order, or that could not land.
+        rx_uc_dropped_messages,
+        /// Dropped: a UD datagram with no receive WR posted.
+        rx_no_recv_wr,
+        /// Transmits not written because the caller's buffer was too small.
+        tx_buffer_too_small,
+    }
+    drops {
+        /// Dropped: shorter than a header needs.
+        rx_truncated,
+        /// Dropped: BTH transport version not 0.
+        rx_bad_tver,
+        /// Dropped: opcode not supported.
+        rx_unsupported_opcode,
+        /// Dropped: pad count larger than the payload.
+        rx_bad_pad,
+        /// Dropped: wrong payload length for the opcode.
+        rx_bad_length,
+        /// Dropped: ICRC mismatch.
+        rx_icrc_errors,
+        /// Dropped: destination address is not one of ours.
+        rx_dst_addr_mismatch,
+        /// Dropped: destination QP 0, or QP 1 (the GSI is not implemented).
+        rx_special_qp,
+        /// Dropped: no such QP.
+        rx_unknown_qp,
+        /// Dropped: the opcode's transport is not the QP's type.
+        rx_wrong_transport,
+        /// Dropped: the QP's state does not accept this packet.
+        rx_qp_not_ready,
+        /// Dropped: source or destination address is not the QP's path.
+        rx_path_mismatch,
+        /// Dropped: P_Key mismatch.
+        rx_pkey_mismatch,
+        /// Dropped: Q_Key mismatch (UD).
+        rx_qkey_mismatch,
     }
 }
