@@ -18,6 +18,8 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use crate::packet::ICRC_LEN;
 use crate::{ParseError, bth};
 
+pub mod ipv4_id;
+
 /// The IP and UDP fields that the ICRC covers. Length fields are derived from the packet.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct PseudoHeader {
