@@ -80,9 +80,11 @@ fn all_to_all(n: usize, config: &PairConfig, setup: impl FnOnce(&mut Net)) -> Ne
 fn three_nodes_write_to_each_other_at_once() {
     let _log = roce_sim::trace_to_test_output();
     let net = all_to_all(3, &PairConfig::default(), |_| {});
-    // One QP per peer on each node: QPNs 0x12 and 0x13 after the unconnected default 0x11.
+    // One QP per peer on each node, numbered on from its unconnected default QP: the second,
+    // to node 2, is two after it.
+    let to_node_2 = Qpn::new(net.nodes[0].qpn.value() + 2);
     assert_eq!(
-        net.nodes[0].nic.qp_psns(Qpn::new(0x13)).unwrap().0,
+        net.nodes[0].nic.qp_psns(to_node_2).unwrap().0,
         Psn::new(20_000u32.div_ceil(1024))
     );
 }

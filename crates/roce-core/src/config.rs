@@ -10,10 +10,11 @@ use crate::{CqHandle, PdHandle};
 /// How the NIC checks the ICRC of what it receives.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub enum IcrcPolicy {
-    /// Check it. A datagram whose IPv4 identification the backend could not see (UDP sockets)
-    /// is checked as if the ID were 0 (what Linux sends on DF datagrams from unconnected UDP
-    /// sockets); when that fails it cannot tell a corrupt packet from a non-zero ID (rxe's), so
-    /// it accepts the packet and counts it under `rx_icrc_unverifiable`.
+    /// Check it, and drop what fails under `rx_icrc_errors`. A datagram whose IPv4
+    /// identification the backend could not see (UDP sockets) passes when some ID makes its
+    /// ICRC verify: the ID is solved for (`roce_wire::icrc::ipv4_id`), and a corrupt packet
+    /// passes one time in 2^16 (the raw backend sees the ID and checks in full). IDs other than
+    /// the datagram's place in its receive batch and 0 count under `rx_icrc_id_solved`.
     #[default]
     Check,
     /// Do not check (paths that rewrite packets); every packet counts under `rx_icrc_skipped`.
@@ -44,8 +45,15 @@ pub struct NicConfig {
     pub icrc: IcrcPolicy,
     /// UDP source ports. Default: per QP.
     pub src_port: SrcPortPolicy,
-    /// The first QPN handed out (rxe starts at 16, after the special QPs). Default 0x11.
+    /// The lowest QPN handed out (rxe starts at 16, after the special QPs). Default 0x11. The
+    /// first QPN lies in the 4096 above it, drawn from `seed`.
     pub first_qpn: u32,
+    /// Seeds what a peer must not be able to predict: where QPNs start, the low byte of each
+    /// memory key (rxe varies it too) and where region addresses start. A peer that can spoof
+    /// its source address then needs far more than a PSN to write into memory. The engine stays
+    /// a deterministic function of its inputs: one seed, one set of values. Default 0; the
+    /// device draws it from the operating system.
+    pub seed: u64,
     /// Most QPs at once. Default 0x10000 (rxe `RXE_MAX_QP`).
     pub max_qp: usize,
     /// Unacknowledged PSNs a requester may have in flight (rxe `RXE_MAX_UNACKED_PSNS`). Default 128.
@@ -79,6 +87,7 @@ impl Default for NicConfig {
             icrc: IcrcPolicy::Check,
             src_port: SrcPortPolicy::PerQp,
             first_qpn: 0x11,
+            seed: 0,
             max_qp: 0x1_0000,
             max_unacked_psns: 128,
             max_unacked_total: 1024,

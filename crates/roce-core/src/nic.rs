@@ -4,7 +4,7 @@
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use roce_wire::opcode::Transport;
-use roce_wire::{ParseError, PseudoHeader, Psn, Qpn, RocePacket, bth, gid};
+use roce_wire::{ParseError, PseudoHeader, Psn, Qpn, RocePacket, bth, gid, icrc};
 
 use crate::config::{IcrcPolicy, QpAttr, QpInit, SrcPortPolicy};
 use crate::cq::{Cq, CqHandle, Cqe};
@@ -43,13 +43,19 @@ pub struct Nic {
     next_key: u32,
     next_qpn: u32,
     next_iova: u64,
+    /// Draws from `NicConfig::seed`: key variants.
+    draws: SplitMix64,
     stats: Stats,
 }
 
 impl Nic {
     /// A NIC with no object yet.
     pub fn new(config: NicConfig) -> Self {
-        let next_qpn = config.first_qpn;
+        let mut draws = SplitMix64(config.seed);
+        let next_qpn = config.first_qpn + (draws.next() % 0x1000) as u32;
+        // Region addresses look like user virtual addresses, as peers see with rxe, from a page
+        // drawn among 2^24.
+        let next_iova = 0x7f00_0000_0000 + (draws.next() % (1 << 24)) * 4096;
         Self {
             config,
             pds: BTreeSet::new(),
@@ -66,8 +72,8 @@ impl Nic {
             next_cq: 1,
             next_key: 0x100,
             next_qpn,
-            // Region addresses look like user virtual addresses, as peers see with rxe.
-            next_iova: 0x7f00_0000_0000,
+            next_iova,
+            draws,
             stats: Stats::default(),
         }
     }
@@ -140,19 +146,6 @@ impl Nic {
         }
         let bth = packet.bth();
         let layout = packet.layout();
-        if layout.transport == Transport::Cnp {
-            // Congestion control consumes CNPs; without it they are only counted. The BTH
-            // DestQP names our QP whose packets were marked (Annex A17.9.3): its reaction point.
-            self.stats.rx_accepted += 1;
-            self.stats.rx_cnps += 1;
-            if let Some(qp) = self.qps.get_mut(&bth.dest_qp()) {
-                tracing::debug!(qpn = %qp.qpn, time = %now, "rx cnp");
-                qp.cc.cnps_received += 1;
-                qp.cc.rp.on_cnp(now, &mut qp.timers, &mut self.stats);
-                self.reindex(bth.dest_qp());
-            }
-            return;
-        }
         let qpn = bth.dest_qp();
         if qpn.value() <= 1 {
             self.drop_rx(|s| &mut s.rx_special_qp, "QP 0 or 1");
@@ -162,9 +155,16 @@ impl Nic {
             self.drop_rx(|s| &mut s.rx_unknown_qp, "unknown QP");
             return;
         };
+        // A CNP names a connected QP of ours whose packets were marked (Annex A17.9.3): it
+        // passes the checks of a response from that QP's peer, so that nobody else can slow
+        // the QP down.
+        let cnp = layout.transport == Transport::Cnp;
         let type_ok = matches!(
             (layout.transport, qp.qp_type),
-            (Transport::Rc, QpType::Rc) | (Transport::Uc, QpType::Uc) | (Transport::Ud, QpType::Ud)
+            (Transport::Rc, QpType::Rc)
+                | (Transport::Uc, QpType::Uc)
+                | (Transport::Ud, QpType::Ud)
+                | (Transport::Cnp, QpType::Rc | QpType::Uc)
         );
         if !type_ok {
             self.drop_rx(
@@ -202,6 +202,17 @@ impl Nic {
         }
         tracing::trace!(qpn = %qpn, psn = %bth.psn(), opcode = %bth.opcode(), "rx");
         self.stats.rx_accepted += 1;
+        if cnp {
+            // Congestion control consumes CNPs at the QP's reaction point; without it they
+            // are only counted.
+            self.stats.rx_cnps += 1;
+            tracing::debug!(qpn = %qpn, time = %now, "rx cnp");
+            qp.cc.cnps_received += 1;
+            qp.cc.rp.on_cnp(now, &mut qp.timers, &mut self.stats);
+            index_qp(qp, &mut self.deadlines, &mut self.in_flight);
+            self.tidy_indexes();
+            return;
+        }
         let mut ctx = Ctx {
             now,
             config: &self.config,
@@ -308,7 +319,9 @@ impl Nic {
                 range: "remote write or atomic rights need local write",
             });
         }
-        let key = self.next_key;
+        // An index in the upper 24 bits and a variant drawn for the low byte, as rxe makes
+        // its keys (`rxe_mr_init`: index << 8 | a random key byte).
+        let key = self.next_key | (self.draws.next() as u32 & 0xff);
         self.next_key = self
             .next_key
             .checked_add(0x100)
@@ -843,35 +856,41 @@ impl Nic {
         }
     }
 
+    /// The ICRC check (rxe_icrc.c `rxe_icrc_check`). Where the backend hid the IPv4
+    /// identification (UDP sockets), the ID that makes the ICRC verify is solved for
+    /// (`icrc::ipv4_id`): a packet passes when some ID fits, which a corruption does one time
+    /// in 2^16, and is dropped under `rx_icrc_errors` when none does.
     fn icrc_ok(&mut self, datagram: &Datagram<'_>) -> bool {
         if self.config.icrc == IcrcPolicy::Skip {
             self.stats.rx_icrc_skipped += 1;
             return true;
         }
-        let header = |ip_id| PseudoHeader::for_datagram(datagram.src, datagram.dst, ip_id);
-        let Some(first) = header(datagram.ip_id.unwrap_or(datagram.segment)) else {
+        // The first guess for a hidden ID is the datagram's place in its receive batch: a
+        // sender batching with segmentation offload (our UDP backend) numbers them so.
+        let guess = datagram.ip_id.unwrap_or(datagram.segment);
+        let Some(header) = PseudoHeader::for_datagram(datagram.src, datagram.dst, guess) else {
             self.drop_rx(|s| &mut s.rx_dst_addr_mismatch, "mixed IP families");
             return false;
         };
-        match roce_wire::icrc::verify(&first, datagram.payload) {
-            Ok(()) => true,
-            Err(_) if datagram.ip_id.is_none() && datagram.src.is_ipv4() => {
-                // The ID is unseen: the guess from the batch failed; a lone datagram from an
-                // unconnected socket with DF has ID 0.
-                let zero = datagram.segment != 0
-                    && header(0)
-                        .is_some_and(|h| roce_wire::icrc::verify(&h, datagram.payload).is_ok());
-                if !zero {
-                    self.stats.rx_icrc_unverifiable += 1;
+        let verdict = if datagram.ip_id.is_none() && datagram.src.is_ipv4() {
+            match icrc::ipv4_id::solve(&header, datagram.payload) {
+                // 0: a lone DF datagram from an unconnected socket (a batch of such sends).
+                Some(id) if id == guess || id == 0 => Ok(()),
+                Some(id) => {
+                    self.stats.rx_icrc_id_solved += 1;
+                    tracing::trace!(src = %datagram.src, ip_id = id, "ipv4 id solved from the icrc");
+                    Ok(())
                 }
-                true
+                None => Err("no IPv4 ID makes the ICRC verify"),
             }
-            Err(err) => {
-                self.stats.rx_icrc_errors += 1;
-                tracing::trace!(src = %datagram.src, error = %err, "rx drop");
-                false
-            }
+        } else {
+            icrc::verify(&header, datagram.payload).map_err(|_| "ICRC mismatch")
+        };
+        if let Err(why) = verdict {
+            self.drop_rx(|s| &mut s.rx_icrc_errors, why);
+            return false;
         }
+        true
     }
 
     fn count_parse_error(&mut self, err: ParseError) {
@@ -919,5 +938,20 @@ fn push_ready(ready: &mut VecDeque<Qpn>, qp: &mut Qp) {
     if !qp.indexed.ready {
         qp.indexed.ready = true;
         ready.push_back(qp.qpn);
+    }
+}
+
+/// SplitMix64 (Steele, Lea and Flood, 2014): a small, well-mixed stream from a 64-bit seed, for
+/// the NIC's unpredictable values. Not a cryptographic generator: the seed is what is secret.
+#[derive(Debug, Clone)]
+struct SplitMix64(u64);
+
+impl SplitMix64 {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
     }
 }

@@ -74,12 +74,18 @@ stats! {
         rx_out_of_sequence,
         /// Responses that named no outstanding request (late duplicates), ignored.
         rx_ghost_responses,
+        /// READ responses of the wrong length or position for the READ they name (a full MTU
+        /// unless it ends the READ, exactly the rest if it does), dropped before they landed.
+        rx_bad_responses,
         /// Implied NAKs: a response that shows earlier responses were lost.
         implied_naks,
         /// Completions dropped because their CQ was full.
         cq_overflows,
-        /// Accepted without a full ICRC check: the backend hid the IPv4 ID and ID 0 did not match.
-        rx_icrc_unverifiable,
+        /// Accepted with an IPv4 identification that the backend hid (UDP sockets) and that was
+        /// neither the datagram's place in its receive batch nor 0: solved from the ICRC
+        /// (`roce_wire::icrc::ipv4_id`). Every packet from rxe on the UDP backend counts here. A
+        /// corrupt packet passes this check one time in 2^16.
+        rx_icrc_id_solved,
         /// Accepted with the ICRC check off.
         rx_icrc_skipped,
         /// Congestion notification packets received.

@@ -56,11 +56,14 @@ pub struct DeviceConfig {
 }
 
 impl DeviceConfig {
-    /// A device with one address and default engine settings.
+    /// A device with one address and default engine settings. The engine's seed (QPNs, key
+    /// variants, region addresses) is drawn from the operating system, so that no two runs show
+    /// a peer the same values; set `nic.seed` to repeat a run.
     pub fn new(addr: IpAddr) -> Self {
         Self {
             nic: NicConfig {
                 addrs: vec![addr],
+                seed: os_seed(),
                 ..NicConfig::default()
             },
             tap: None,
@@ -69,6 +72,15 @@ impl DeviceConfig {
             busy_poll: false,
         }
     }
+}
+
+/// 64 bits from the operating system's random source, through the standard library's
+/// randomly keyed hasher (keyed once per process from the OS, then counted up per call).
+fn os_seed() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
+    hasher.write_u64(0x726f_6365);
+    hasher.finish()
 }
 
 /// Starts devices.

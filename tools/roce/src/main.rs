@@ -26,10 +26,11 @@ mod switch;
     long_about = "roce-emu: a RoCEv2 NIC in software, and the tools around it.\n\n\
         The NIC speaks RoCEv2 (RC, UC and UD over UDP port 4791) as the kernel's Soft-RoCE driver \
         (rxe) does. Its UDP backend needs no privileges: every packet leaves from port 4791, and \
-        since a UDP socket does not show the IPv4 ID of what it receives, the ICRC of a packet \
-        from a peer that uses non-zero IDs (rxe does) is checked as if the ID were 0 and, if \
-        that fails, accepted and counted as unverifiable (rx_icrc_unverifiable); packets between \
-        two roce-emu NICs are checked in full. Logs: RUST_LOG=roce_core=debug.",
+        since a UDP socket does not show the IPv4 ID of what it receives, the NIC solves for the ID \
+        that makes a packet's ICRC verify (the CRC is linear in it) and drops the packet when \
+        none does (rx_icrc_errors): a corrupted packet gets through one time in 65 536, where \
+        the raw backend, which sees the ID, checks every ICRC in full. Logs: \
+        RUST_LOG=roce_core=debug.",
     after_help = "Start with: roce demo   (two NICs on loopback, every operation checked)"
 )]
 struct Cli {

@@ -862,7 +862,7 @@ async fn print_result(
                     "per_qp_mb_s": fairness.as_ref().map(|f| &f.0), "jain": fairness.as_ref().map(|f| f.1),
                     "retransmitted_packets": stats.retransmitted_packets, "congestion": congestion,
                     "rx_dropped": stats.rx_dropped(), "rx_icrc_errors": stats.rx_icrc_errors,
-                    "rx_icrc_unverifiable": stats.rx_icrc_unverifiable,
+                    "rx_icrc_id_solved": stats.rx_icrc_id_solved,
                 })
             );
         } else {
@@ -913,7 +913,7 @@ async fn print_result(
                     "t_min_us": min, "t_max_us": max, "t_typical_us": typical, "t_avg_us": avg, "t_stdev_us": stdev,
                     "p99_us": pick(0.99), "p999_us": pick(0.999), "retransmitted_packets": stats.retransmitted_packets,
                     "rx_dropped": stats.rx_dropped(), "rx_icrc_errors": stats.rx_icrc_errors,
-                    "rx_icrc_unverifiable": stats.rx_icrc_unverifiable,
+                    "rx_icrc_id_solved": stats.rx_icrc_id_solved,
                     "congestion": congestion,
                 })
             );

@@ -3,7 +3,7 @@
 //! error state (rxe_comp.c; IBTA vol. 1 §9.7.5.2 and §9.9).
 
 use roce_wire::aeth::RnrTimer;
-use roce_wire::opcode::Operation;
+use roce_wire::opcode::{Operation, Position};
 use roce_wire::{NakCode, Psn, RocePacket, Syndrome};
 
 use super::{Ctx, Qp, scatter};
@@ -176,11 +176,32 @@ impl Qp {
             ctx.stats.rx_ghost_responses += 1;
             return;
         }
-        let offset = u64::from(psn.distance(first) as u32) * u64::from(self.mtu.bytes());
+        let mtu = u64::from(self.mtu.bytes());
+        let offset = u64::from(psn.distance(first) as u32) * mtu;
         let payload = packet.payload();
-        if offset + payload.len() as u64 > u64::from(wqe.length)
-            || !scatter(ctx.mrs, &wqe.wr.sgl, offset, payload)
-        {
+        // rxe_comp.c check_psn/check_op: a response that does not end the READ is a full MTU,
+        // the one that ends it carries exactly the rest. Anything else is dropped before it
+        // lands; the READ is asked for again when the ACK timer fires.
+        let remaining = u64::from(wqe.length).saturating_sub(offset);
+        let ends = wqe.last_psn() == Some(psn);
+        let fits = if ends {
+            payload.len() as u64 == remaining
+        } else {
+            payload.len() as u64 == mtu && remaining > mtu
+        };
+        let position_ok = matches!(
+            (packet.layout().position, ends, psn == first),
+            (Position::Only, true, true)
+                | (Position::First, false, true)
+                | (Position::Middle, false, false)
+                | (Position::Last, true, false)
+        );
+        if !fits || !position_ok {
+            ctx.stats.rx_bad_responses += 1;
+            tracing::trace!(qpn = %self.qpn, psn = %psn, len = payload.len(), "rx read response of the wrong length or position dropped");
+            return;
+        }
+        if !scatter(ctx.mrs, &wqe.wr.sgl, offset, payload) {
             self.fail_oldest(ctx, WcStatus::LocProtErr);
             return;
         }

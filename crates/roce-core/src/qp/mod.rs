@@ -272,36 +272,42 @@ pub(crate) fn gather(mrs: &Mrs, sgl: &[Sge], mut offset: u64, out: &mut [u8]) ->
     done == out.len()
 }
 
-/// Copies `data` into the message that `sgl` describes, starting `offset` bytes in. Returns
-/// false if it does not fit or an SGE names no writable region.
-pub(crate) fn scatter(mrs: &Mrs, sgl: &[Sge], mut offset: u64, data: &[u8]) -> bool {
-    let mut done = 0;
-    for sge in sgl {
-        if done == data.len() {
-            break;
+/// Copies `data` into the message that `sgl` describes, starting `offset` bytes into it. Every
+/// piece is checked first (a valid region with local write rights that holds it), so that
+/// nothing lands unless all of it can: returns false, having written nothing, otherwise.
+pub(crate) fn scatter(mrs: &Mrs, sgl: &[Sge], offset: u64, data: &[u8]) -> bool {
+    let placed = |copy: bool| {
+        let (mut done, mut offset) = (0, offset);
+        for sge in sgl {
+            if done == data.len() {
+                break;
+            }
+            let len = u64::from(sge.length);
+            if offset >= len {
+                offset -= len;
+                continue;
+            }
+            let take = ((len - offset) as usize).min(data.len() - done);
+            let Some(entry) = mrs.get(&sge.lkey) else {
+                return false;
+            };
+            if !entry.mr.access().contains(Access::LOCAL_WRITE) {
+                return false;
+            }
+            let Some(at) = entry.mr.offset_of(sge.addr + offset, take as u64) else {
+                return false;
+            };
+            if copy {
+                entry.mr.with_bytes(|bytes| {
+                    bytes[at..at + take].copy_from_slice(&data[done..done + take]);
+                });
+            }
+            done += take;
+            offset = 0;
         }
-        let len = u64::from(sge.length);
-        if offset >= len {
-            offset -= len;
-            continue;
-        }
-        let take = ((len - offset) as usize).min(data.len() - done);
-        let Some(entry) = mrs.get(&sge.lkey) else {
-            return false;
-        };
-        if !entry.mr.access().contains(Access::LOCAL_WRITE) {
-            return false;
-        }
-        let Some(at) = entry.mr.offset_of(sge.addr + offset, take as u64) else {
-            return false;
-        };
-        entry
-            .mr
-            .with_bytes(|bytes| bytes[at..at + take].copy_from_slice(&data[done..done + take]));
-        done += take;
-        offset = 0;
-    }
-    done == data.len()
+        done == data.len()
+    };
+    placed(false) && placed(true)
 }
 
 /// Total bytes an SGL can hold.

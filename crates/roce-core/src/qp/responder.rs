@@ -371,7 +371,15 @@ impl Qp {
             _ => return Err(Refusal::Invalid),
         };
         let payload = packet.payload();
-        if u64::from(written) + payload.len() as u64 > u64::from(total) {
+        // rxe_resp.c check_rkey: while more than an MTU remains, a packet is a full MTU that
+        // does not end the message; the packet that ends it carries exactly what remains. Checked
+        // before a byte lands, so a WRITE that lies about its length changes nothing.
+        let remaining = total.saturating_sub(written);
+        let fits = match layout.position {
+            Position::First | Position::Middle => remaining > self.mtu.bytes(),
+            Position::Last | Position::Only => payload.len() as u64 == u64::from(remaining),
+        };
+        if !fits {
             return Err(Refusal::Invalid);
         }
         if !payload.is_empty() {
@@ -398,9 +406,6 @@ impl Qp {
             return Ok(());
         }
         self.resp.message = None;
-        if written != total {
-            return Err(Refusal::Invalid);
-        }
         if let Some(imm) = packet.immdt() {
             let wr = self.rq.pop_front().expect("checked above");
             let mut cqe = Cqe::success(wr.wr_id, WcOpcode::RecvRdmaWithImm, self.qpn);
@@ -620,10 +625,11 @@ impl Qp {
         grh[20] = 0x45;
         let mut cqe = Cqe::success(wr.wr_id, WcOpcode::Recv, self.qpn);
         let total = grh.len() + payload.len();
-        if (total as u64) > sgl_len(&wr.sgl)
-            || !scatter(ctx.mrs, &wr.sgl, 0, &grh)
-            || !scatter(ctx.mrs, &wr.sgl, grh.len() as u64, payload)
-        {
+        // One scatter of the whole, so that nothing lands unless all of it fits.
+        let mut message = Vec::with_capacity(total);
+        message.extend_from_slice(&grh);
+        message.extend_from_slice(payload);
+        if (total as u64) > sgl_len(&wr.sgl) || !scatter(ctx.mrs, &wr.sgl, 0, &message) {
             cqe.status = WcStatus::LocLenErr;
         }
         cqe.byte_len = total as u32;

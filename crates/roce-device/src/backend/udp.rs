@@ -11,10 +11,11 @@
 //!   segments of one segmentation-offload send 0, 1, 2, … (`inet_gso_segment`), which is what
 //!   the engine seals each packet of a batch for (checked by the veth test against the raw
 //!   backend, which sees every ID, and by the interop matrix against rxe);
-//! - on receive the IPv4 ID is not visible, so the ICRC of a packet from a peer that uses other
-//!   IDs (rxe counts them up) cannot be checked in full: the NIC checks it as if the ID were the
-//!   datagram's place in its GRO batch, then 0, and when both fail accepts the packet and counts
-//!   it under `rx_icrc_unverifiable`. The raw backend sees whole frames and checks every ICRC.
+//! - on receive the IPv4 ID is not visible (`ip_id: None`): the NIC tries the datagram's place
+//!   in its GRO batch, then solves for the one ID that makes the ICRC verify (a packet from rxe,
+//!   whose IDs count up, counts under `rx_icrc_id_solved`), and drops the packet under
+//!   `rx_icrc_errors` when no ID does. A corruption passes one time in 2^16; the raw backend
+//!   sees whole frames and checks every ICRC in full.
 
 use std::io::{self, IoSliceMut};
 use std::net::{IpAddr, SocketAddr};
