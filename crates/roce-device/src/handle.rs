@@ -10,6 +10,7 @@ use roce_core::{
 };
 use tokio::sync::{Notify, mpsc, oneshot};
 
+use crate::backend::{BackendCounters, BackendStats};
 use crate::driver::Command;
 
 /// Why a device call failed.
@@ -35,6 +36,8 @@ pub struct DeviceHandle {
     pub(crate) completions: Arc<Notify>,
     /// Wait for completions by polling the CQ in a loop instead of sleeping until woken.
     pub(crate) busy_poll: bool,
+    /// What the backend drops before the engine sees it, if it counts anything.
+    pub(crate) backend: Option<Arc<BackendCounters>>,
 }
 
 impl DeviceHandle {
@@ -202,6 +205,15 @@ impl DeviceHandle {
         tokio::time::timeout(limit, self.next_completion(cq))
             .await
             .map_err(|_| DeviceError::Timeout(limit))?
+    }
+
+    /// The backend's counters: what it dropped before the engine saw it (all zero for a
+    /// backend that drops nothing of its own, such as the UDP socket).
+    pub fn backend_stats(&self) -> BackendStats {
+        self.backend
+            .as_ref()
+            .map(|counters| counters.snapshot())
+            .unwrap_or_default()
     }
 
     /// A copy of the engine's counters.

@@ -30,7 +30,7 @@ mod endpoint;
 mod handle;
 mod tap;
 
-pub use backend::Backend;
+pub use backend::{Backend, BackendStats};
 pub use endpoint::{Connection, RcEndpoint};
 pub use handle::{DeviceError, DeviceHandle};
 pub use tap::Tap;
@@ -96,6 +96,7 @@ impl Device {
             // One socket: every packet leaves from its port, so the ICRC must cover that one.
             nic_config.src_port = SrcPortPolicy::Fixed(port);
         }
+        let backend_counters = backend.counters();
         let (commands_tx, commands) = mpsc::unbounded_channel();
         let completions = Arc::new(Notify::new());
         let driver = driver::Driver {
@@ -120,6 +121,7 @@ impl Device {
             commands: commands_tx,
             completions,
             busy_poll: config.busy_poll,
+            backend: backend_counters,
         }
     }
 }

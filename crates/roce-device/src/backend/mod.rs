@@ -6,11 +6,15 @@ use std::net::SocketAddr;
 
 use roce_core::{Ecn, Transmit};
 
+mod counters;
 pub mod packet_socket;
 pub mod raw;
 #[allow(unsafe_code)]
 mod sys;
 pub mod udp;
+
+pub(crate) use counters::Counter;
+pub use counters::{BackendCounters, BackendStats};
 
 /// One datagram received into the caller's buffer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -91,4 +95,10 @@ pub trait Backend: Send + 'static {
 
     /// A size for the receive buffer (large enough for what one `recv` can bring in).
     fn recv_buffer_len(&self) -> usize;
+
+    /// The counters of what this backend drops before the engine sees it, shared with the
+    /// device's handles. `None` (the default): it drops nothing of its own.
+    fn counters(&self) -> Option<std::sync::Arc<BackendCounters>> {
+        None
+    }
 }

@@ -23,6 +23,7 @@
 use std::collections::HashMap;
 use std::io;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::sync::Arc;
 
 use etherparse_arp::{arp_reply, arp_request, parse_arp};
 use roce_core::Transmit;
@@ -30,7 +31,7 @@ use roce_wire::frame::{Ethernet, Frame, FrameRepr, Ip, LinkType, Transport};
 use tokio::io::unix::AsyncFd;
 
 use super::packet_socket::{self, PacketSocket, Receiver, RxFrame, Sender, UdpSuperFrame};
-use super::{Backend, Received};
+use super::{Backend, BackendCounters, Counter, Received};
 
 /// An AF_PACKET socket on one interface, playing one IPv4 address.
 #[derive(Debug)]
@@ -52,10 +53,8 @@ struct Link {
     gso: bool,
     /// Headers of the frame being sent.
     headers: [u8; 64],
-    /// Segmentation-offload batches received and cut.
-    batches_cut: u64,
-    /// Received batches that could not be cut.
-    batches_dropped: u64,
+    /// What it drops, by reason, and the batches it cut.
+    counters: Arc<BackendCounters>,
 }
 
 impl RawBackend {
@@ -90,8 +89,7 @@ impl RawBackend {
                 waiting: HashMap::new(),
                 gso: true,
                 headers: [0; 64],
-                batches_cut: 0,
-                batches_dropped: 0,
+                counters: BackendCounters::shared(),
             },
         })
     }
@@ -114,6 +112,11 @@ impl Link {
         out: &mut Vec<Received>,
     ) -> bool {
         let bytes = frame.data;
+        if is_udp_fragment_to(bytes, self.ip) {
+            self.counters.bump(Counter::Ipv4Fragment);
+            tracing::trace!(len = bytes.len(), "raw backend: ipv4 fragment dropped");
+            return true;
+        }
         if !wanted(bytes) {
             return true;
         }
@@ -128,13 +131,18 @@ impl Link {
             self.flush_waiting(arp.sender_ip);
             return true;
         }
+        let malformed = |counters: &BackendCounters| {
+            counters.bump(Counter::MalformedFrame);
+            tracing::trace!(len = bytes.len(), "raw backend: malformed frame dropped");
+            true
+        };
         let Ok(parsed) = Frame::parse(LinkType::Ethernet, bytes) else {
-            return true;
+            return malformed(&self.counters);
         };
         let (Some(ip), Some(Transport::Udp(udp, payload)), Some(eth)) =
             (parsed.ip, parsed.transport, parsed.ethernet)
         else {
-            return true;
+            return malformed(&self.counters);
         };
         if ip.dst != IpAddr::V4(self.ip) || udp.dst_port != roce_wire::ROCE_V2_UDP_PORT {
             return true;
@@ -164,13 +172,13 @@ impl Link {
         }
         match UdpSuperFrame::parse(bytes, &frame.vnet) {
             Ok(batch) => {
-                self.batches_cut += 1;
+                self.counters.bump(Counter::BatchCut);
                 for index in 0..batch.count() {
                     push(batch.payload(index), Some(batch.ip_id(index)));
                 }
             }
             Err(err) => {
-                self.batches_dropped += 1;
+                self.counters.bump(Counter::BatchDropped);
                 tracing::debug!(error = %err, len = bytes.len(), "raw backend: offload batch dropped");
             }
         }
@@ -278,9 +286,12 @@ impl Drop for RawBackend {
     fn drop(&mut self) {
         let rx = self.rx.get_ref();
         let kernel_drops = rx.kernel_drops().unwrap_or(0);
+        let counters = self.link.counters.snapshot();
         tracing::debug!(
-            batches_cut = self.link.batches_cut,
-            batches_dropped = self.link.batches_dropped,
+            batches_cut = counters.rx_batches_cut,
+            batches_dropped = counters.rx_batches_dropped,
+            fragments = counters.rx_ipv4_fragments,
+            malformed = counters.rx_malformed_frames,
             truncated = rx.truncated(),
             kernel_drops,
             "raw backend closed"
@@ -358,9 +369,25 @@ impl Backend for RawBackend {
         // Room for several 64 KiB batches per wake-up.
         64 * roce_core::MAX_DATAGRAM + (1 << 16)
     }
+
+    fn counters(&self) -> Option<Arc<BackendCounters>> {
+        Some(self.link.counters.clone())
+    }
 }
 
 /// Frames that are worth a full parse: ARP, and IPv4 UDP to port 4791 (cheap byte checks).
+/// Whether `frame` is an IPv4 fragment (More Fragments set or a non-zero offset) of a UDP
+/// datagram to `ip`: the first fragment carries the UDP header, the others do not, so none of
+/// them can be told apart as RoCEv2 by its port; all are dropped and counted.
+fn is_udp_fragment_to(frame: &[u8], ip: Ipv4Addr) -> bool {
+    frame.get(12..14) == Some(&[0x08, 0x00])
+        && frame.get(23) == Some(&17)
+        && frame
+            .get(20..22)
+            .is_some_and(|f| f[0] & 0x3f != 0 || f[1] != 0)
+        && frame.get(30..34) == Some(&ip.octets()[..])
+}
+
 fn wanted(frame: &[u8]) -> bool {
     match frame.get(12..14) {
         Some([0x08, 0x06]) => true,
@@ -447,5 +474,65 @@ mod etherparse_arp {
         // Ethernet's minimum frame (60 bytes before the FCS).
         out.resize(60, 0);
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const US: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 2);
+
+    /// An Ethernet + IPv4 frame, UDP to us: `flags_offset` is the IPv4 flags and fragment
+    /// offset field, `udp` says whether a UDP header to port 4791 follows (a first fragment or
+    /// a whole datagram) or payload bytes do (a later fragment).
+    fn frame(dst: Ipv4Addr, flags_offset: u16, udp: bool) -> Vec<u8> {
+        let mut f = vec![0; 14 + 20 + 8 + 16];
+        f[12..14].copy_from_slice(&[0x08, 0x00]);
+        f[14] = 0x45;
+        f[20..22].copy_from_slice(&flags_offset.to_be_bytes());
+        f[23] = 17;
+        f[26..30].copy_from_slice(&[198, 18, 0, 1]);
+        f[30..34].copy_from_slice(&dst.octets());
+        if udp {
+            f[34..36].copy_from_slice(&4791u16.to_be_bytes());
+            f[36..38].copy_from_slice(&4791u16.to_be_bytes());
+        } else {
+            f[34..].fill(0x5a);
+        }
+        f
+    }
+
+    #[test]
+    fn every_fragment_of_a_udp_datagram_to_us_is_told_apart_and_nothing_else() {
+        const DF: u16 = 0x4000;
+        const MF: u16 = 0x2000;
+        // The first fragment: MF, offset 0, the UDP header to 4791.
+        assert!(is_udp_fragment_to(&frame(US, MF, true), US));
+        // A middle and the last fragment: no UDP header, an offset (in 8-byte units).
+        assert!(is_udp_fragment_to(&frame(US, MF | 185, false), US));
+        assert!(is_udp_fragment_to(&frame(US, 370, false), US));
+        // Whole datagrams, with and without DF, and fragments for someone else.
+        assert!(!is_udp_fragment_to(&frame(US, DF, true), US));
+        assert!(!is_udp_fragment_to(&frame(US, 0, true), US));
+        assert!(!is_udp_fragment_to(
+            &frame(Ipv4Addr::new(198, 18, 0, 3), MF, true),
+            US
+        ));
+        // A whole RoCEv2 datagram is wanted; a later fragment would not even look like one.
+        assert!(wanted(&frame(US, DF, true)));
+        assert!(!wanted(&frame(US, 370, false)));
+    }
+
+    #[test]
+    fn counters_are_counted_by_name_and_fragments_are_drops() {
+        let counters = BackendCounters::shared();
+        counters.bump(Counter::Ipv4Fragment);
+        counters.bump(Counter::Ipv4Fragment);
+        counters.bump(Counter::BatchCut);
+        let stats = counters.snapshot();
+        assert_eq!(stats.rx_ipv4_fragments, 2);
+        assert_eq!(stats.rx_dropped(), 2, "a cut batch is no drop");
+        assert!(stats.counters().contains(&("rx_ipv4_fragments", 2)));
     }
 }
