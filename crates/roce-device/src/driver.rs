@@ -3,9 +3,11 @@
 //!
 //! Each turn of the loop waits for the first of three things — a command from a handle, datagrams
 //! from the backend, the engine's next deadline — hands it to the engine with the current time,
-//! then drains everything the engine wants to send, and wakes whoever waits for completions.
-//! The engine is synchronous and never blocks, so a turn is short; the only awaits are on the
-//! backend.
+//! then sends what the engine wants to send, and wakes whoever waits for completions. The
+//! engine is synchronous and never blocks; a turn sends at most [`MAX_TRANSMITS_PER_TURN`]
+//! packets, so that a long train (the responses to a READ of a GiB) never keeps the task from
+//! what arrives meanwhile: a turn that left packets behind is followed by one that does not
+//! wait. The only awaits are on the backend.
 
 use std::io;
 use std::sync::Arc;
@@ -74,6 +76,8 @@ impl<B: Backend> Driver<B> {
         let mut received: Vec<Received> = Vec::new();
         tracing::info!("device started");
         let mut delivered = nic.completions_delivered();
+        // The engine had more to send when the last turn ended.
+        let mut more_to_send = false;
         loop {
             let deadline = nic.poll_timeout().map(|at| clock.to_tokio(at));
             tokio::select! {
@@ -114,9 +118,16 @@ impl<B: Backend> Driver<B> {
                 // Busy polling: nothing was ready, the turn goes on without waiting (the
                 // runtime looks at the sockets at every tick: see `DeviceConfig::busy_poll`).
                 () = std::future::ready(()), if busy_poll => {}
+                // Packets were left behind: this turn takes what arrived, then sends on.
+                () = std::future::ready(()), if more_to_send => {}
             }
             let now = clock.now();
-            loop {
+            more_to_send = false;
+            for sent in 0.. {
+                if sent == MAX_TRANSMITS_PER_TURN {
+                    more_to_send = true;
+                    break;
+                }
                 let (at, ip_id) = (batch.len(), batch.next_ip_id());
                 let Some(transmit) = nic.poll_transmit_segment(now, &mut tx_buf[at..], ip_id)
                 else {
@@ -165,6 +176,12 @@ impl<B: Backend> Driver<B> {
     }
 }
 
+/// Packets one turn sends at most (a few offload batches): then the task looks at its
+/// commands, the backend and the clock again. Without a bound a READ of a GiB was sent whole,
+/// seconds long, before the task read anything, and the requester's retries of a lost response
+/// ran out while its duplicate request waited in the socket.
+const MAX_TRANSMITS_PER_TURN: usize = 256;
+
 /// Sends the batch, if any. A batch that cannot go out is lost, as on a wire: the transport
 /// recovers. The error is logged, not fatal.
 async fn flush<B: Backend>(backend: &mut B, batch: &mut TxBatch, buf: &mut [u8]) {
@@ -183,3 +200,6 @@ async fn sleep_until(deadline: Option<tokio::time::Instant>) {
         None => std::future::pending().await,
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -543,7 +543,11 @@ impl Qp {
                     return;
                 };
                 // The READ is read again from memory, from the PSN asked, with the RETH of the
-                // duplicate (rxe re-validates it).
+                // duplicate (rxe re-validates it). Its responses still waiting to be sent are
+                // abandoned: the train starts again from the PSN asked rather than running to
+                // its end first (rxe keeps one position per READ resource and moves it back).
+                // Without this every retry of a long READ queued another whole train behind
+                // the first, and a READ of a GiB never caught up with its own retries.
                 let len = reth.dma_len();
                 if len > 0
                     && remote_region(
@@ -558,6 +562,9 @@ impl Qp {
                 {
                     return;
                 }
+                self.resp
+                    .out
+                    .retain(|r| !matches!(*r, Response::Read { last: l, .. } if l == last));
                 self.resp.out.push_back(Response::Read {
                     psn,
                     last,

@@ -496,6 +496,38 @@ fn duplicate_read_is_read_again_from_the_psn_it_names() {
     assert_eq!(s.nic.stats().rx_duplicate_requests, 1);
 }
 
+/// Issue 11 (hardening), item 7: READs of a GiB failed with RETRY_EXC_ERR. A retry arrived
+/// while the first train of responses was still being sent, and each retry queued another whole
+/// train behind it, so the requester saw only stale responses until its retries ran out.
+#[test]
+fn issue_11_a_duplicate_read_restarts_its_train_of_responses_instead_of_queueing_another() {
+    let mut s = setup();
+    let mut read = request(Opcode::RcRdmaReadRequest, RQ_PSN, true);
+    read.reth = Some(RethRepr {
+        va: s.mr.addr(),
+        rkey: s.mr.rkey(),
+        dma_len: 16 * 1024,
+    });
+    rx(&mut s, at(0), read, b"");
+    // Three of the sixteen responses leave, then the requester asks again from PSN 101.
+    for _ in 0..3 {
+        let _ = tx(&mut s, at(0));
+    }
+    let mut again = request(Opcode::RcRdmaReadRequest, RQ_PSN + 1, true);
+    again.reth = Some(RethRepr {
+        va: s.mr.addr() + 1024,
+        rkey: s.mr.rkey(),
+        dma_len: 15 * 1024,
+    });
+    rx(&mut s, at(50), again, b"");
+    let mut psns = Vec::new();
+    for _ in 0..15 {
+        psns.push(tx(&mut s, at(50)).0.bth.psn.value());
+    }
+    expect_nothing(&mut s, at(50));
+    assert_eq!(psns, (RQ_PSN + 1..RQ_PSN + 16).collect::<Vec<_>>());
+}
+
 #[test]
 fn duplicate_atomic_replays_the_cached_value_and_does_not_execute_again() {
     let mut s = setup();

@@ -1,0 +1,196 @@
+//! The driver's turns, against a backend that records what the driver asks of it.
+
+use std::collections::VecDeque;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::sync::{Arc, Mutex};
+
+use roce_core::{
+    Access, AddressVector, Ecn, Mtu, Nic, NicConfig, QpAttr, QpInit, QpState, QpType, Transmit,
+};
+use roce_wire::{BthRepr, Opcode, PseudoHeader, Psn, Qpn, RethRepr, RoceRepr, icrc};
+
+use super::*;
+
+const US: IpAddr = IpAddr::V4(Ipv4Addr::new(198, 18, 0, 2));
+const PEER: IpAddr = IpAddr::V4(Ipv4Addr::new(198, 18, 0, 1));
+
+/// What the driver did, in order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Event {
+    /// It looked at the backend for datagrams.
+    Recv,
+    /// It sent this many datagrams at once.
+    Send(usize),
+}
+
+/// Datagrams to hand over, and a log of the driver's calls.
+#[derive(Debug)]
+struct Recorder {
+    incoming: VecDeque<Vec<u8>>,
+    log: Arc<Mutex<Vec<Event>>>,
+}
+
+impl Backend for Recorder {
+    async fn recv(&mut self, buf: &mut [u8], out: &mut Vec<Received>) -> io::Result<()> {
+        self.log.lock().unwrap().push(Event::Recv);
+        let Some(datagram) = self.incoming.pop_front() else {
+            return std::future::pending().await;
+        };
+        buf[..datagram.len()].copy_from_slice(&datagram);
+        out.push(Received {
+            src: SocketAddr::new(PEER, 4791),
+            dst: SocketAddr::new(US, 4791),
+            ecn: Ecn::NotEct,
+            ip_id: Some(0),
+            segment: 0,
+            offset: 0,
+            len: datagram.len(),
+        });
+        Ok(())
+    }
+
+    async fn send(&mut self, _: &Transmit, _: &[u8]) -> io::Result<()> {
+        self.log.lock().unwrap().push(Event::Send(1));
+        Ok(())
+    }
+
+    async fn send_segments(
+        &mut self,
+        _: &Transmit,
+        payload: &mut [u8],
+        segment: usize,
+    ) -> io::Result<()> {
+        let count = payload.len().div_ceil(segment.max(1));
+        self.log.lock().unwrap().push(Event::Send(count));
+        Ok(())
+    }
+
+    fn max_segments(&self) -> usize {
+        64
+    }
+
+    fn fixed_src_port(&self) -> Option<u16> {
+        Some(4791)
+    }
+
+    fn recv_buffer_len(&self) -> usize {
+        65536
+    }
+}
+
+/// A NIC whose RC QP is connected to the peer's QP 0x99 and has a region of `len` bytes.
+fn responder(len: usize) -> (Nic, Qpn, roce_core::MemoryRegion) {
+    let mut nic = Nic::new(NicConfig {
+        addrs: vec![US],
+        src_port: roce_core::SrcPortPolicy::Fixed(4791),
+        ..NicConfig::default()
+    });
+    let pd = nic.alloc_pd();
+    let cq = nic.create_cq(16);
+    let mr = nic.reg_mr(pd, len, Access::ALL).unwrap();
+    let qpn = nic
+        .create_qp(&QpInit {
+            pd,
+            qp_type: QpType::Rc,
+            send_cq: cq,
+            recv_cq: cq,
+            max_send_wr: 16,
+            max_recv_wr: 16,
+        })
+        .unwrap();
+    let state = |s| QpAttr {
+        qp_state: Some(s),
+        ..QpAttr::default()
+    };
+    for attr in [
+        QpAttr {
+            pkey_index: Some(0),
+            port_num: Some(1),
+            access_flags: Some(Access::ALL),
+            ..state(QpState::Init)
+        },
+        QpAttr {
+            av: Some(AddressVector::new(US, PEER)),
+            path_mtu: Some(Mtu::Mtu1024),
+            dest_qpn: Some(Qpn::new(0x99)),
+            rq_psn: Some(Psn::new(0)),
+            max_dest_rd_atomic: Some(4),
+            min_rnr_timer: Some(12),
+            ..state(QpState::Rtr)
+        },
+        QpAttr {
+            sq_psn: Some(Psn::new(0)),
+            max_rd_atomic: Some(4),
+            timeout: Some(14),
+            retry_cnt: Some(7),
+            rnr_retry: Some(7),
+            ..state(QpState::Rts)
+        },
+    ] {
+        nic.modify_qp(qpn, &attr).unwrap();
+    }
+    (nic, qpn, mr)
+}
+
+/// Issue 11 (hardening), item 7: the responses to one READ were sent in a single turn, so a
+/// READ of a GiB kept the device from reading its socket for seconds.
+#[tokio::test(start_paused = true)]
+async fn issue_11_a_long_train_of_read_responses_leaves_room_to_receive_between_turns() {
+    const LEN: usize = 4 << 20;
+    let (nic, qpn, mr) = responder(LEN);
+    let mut bth = BthRepr::new(Opcode::RcRdmaReadRequest, qpn, Psn::new(0));
+    bth.ack_req = true;
+    let read = RoceRepr {
+        reth: Some(RethRepr {
+            va: mr.addr(),
+            rkey: mr.rkey(),
+            dma_len: LEN as u32,
+        }),
+        ..RoceRepr::new(bth)
+    };
+    let mut request = vec![0; read.buffer_len()];
+    read.emit(&mut request, |_| {}).unwrap();
+    let header =
+        PseudoHeader::for_datagram(SocketAddr::new(PEER, 4791), SocketAddr::new(US, 4791), 0)
+            .unwrap();
+    icrc::seal(&header, &mut request);
+
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let (_commands_tx, commands) = mpsc::unbounded_channel();
+    let driver = Driver {
+        nic,
+        backend: Recorder {
+            incoming: VecDeque::from([request]),
+            log: log.clone(),
+        },
+        commands,
+        completions: Arc::new(Notify::new()),
+        clock: TokioClock::new(),
+        tap: None,
+        rx_loss: Loss { ppm: 0, state: 1 },
+        busy_poll: false,
+    };
+    // Paused time: the run ends when the task has nothing left but to wait a second.
+    let _ = tokio::time::timeout(std::time::Duration::from_secs(1), driver.run()).await;
+
+    let log = log.lock().unwrap();
+    let mut sent_between_recvs = Vec::new();
+    let mut run = 0;
+    for event in log.iter() {
+        match event {
+            Event::Recv => {
+                sent_between_recvs.push(run);
+                run = 0;
+            }
+            Event::Send(n) => run += n,
+        }
+    }
+    sent_between_recvs.push(run);
+    let total: usize = sent_between_recvs.iter().sum();
+    assert_eq!(total, LEN / 1024, "every response of the READ left");
+    let longest = sent_between_recvs.iter().max().copied().unwrap_or(0);
+    assert!(
+        longest <= MAX_TRANSMITS_PER_TURN,
+        "{longest} packets sent without a look at the socket"
+    );
+}
