@@ -32,9 +32,10 @@ pub fn parse_frame(data: &[u8]) {
     let Some((&selector, bytes)) = data.split_first() else {
         return;
     };
-    let link = match selector % 3 {
+    let link = match selector % 4 {
         0 => LinkType::Ethernet,
         1 => LinkType::LinuxSll,
+        2 => LinkType::LinuxSll2,
         _ => LinkType::RawIp,
     };
     if let Ok(frame) = Frame::parse(link, bytes) {
