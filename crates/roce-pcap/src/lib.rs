@@ -93,7 +93,7 @@ impl<R: Read> Capture<Chain<Cursor<[u8; 4]>, R>> {
     /// [`CaptureError::Empty`].
     pub fn from_stream(mut reader: R) -> Result<Self, CaptureError> {
         let magic = read_magic(&mut reader)?;
-        Capture::from_reader(Cursor::new(magic).chain(reader), magic)
+        Self::from_reader(Cursor::new(magic).chain(reader), magic)
     }
 }
 
