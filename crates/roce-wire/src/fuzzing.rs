@@ -41,6 +41,12 @@ pub fn parse_frame(data: &[u8]) {
     if let Ok(frame) = Frame::parse(link, bytes) {
         let _ = frame.verify_icrc();
         let _ = frame.pseudo_header();
+        if let Some(segments) = frame.gso_segments() {
+            for segment in segments.iter() {
+                let _ = segment.verify_icrc();
+                assert!(!FrameLine::new(&segment).to_string().is_empty());
+            }
+        }
         let line = FrameLine::new(&frame).to_string();
         assert!(!line.is_empty());
     }

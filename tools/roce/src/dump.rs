@@ -29,8 +29,9 @@ use crate::json;
 /// one datagram of up to 64 KiB carrying many RoCE packets of one size (the last maybe shorter),
 /// which the kernel cuts before they leave. Such a frame is shown as the datagrams the kernel
 /// sends, one line each ending in `gso I/N`, each with its own IPv4 ID (the batch's plus I-1)
-/// and lengths, and each ICRC checked against its own. The segment size is the one for which
-/// every piece parses as a RoCE packet and every piece's ICRC verifies.
+/// and lengths, and each ICRC checked against its own. The segment size is the smallest for
+/// which every piece parses as a RoCE packet and every piece's ICRC verifies (or, for a batch
+/// damaged in one place, the first or second piece's).
 ///
 /// A summary goes to standard error. Exit status: 0, or 1 when `--strict` found a problem, or 2
 /// when the file could not be read. A file cut short in the middle of a packet (a capture still

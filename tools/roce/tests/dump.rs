@@ -245,6 +245,26 @@ fn gso_batches_captured_on_lo_print_as_the_segments_the_kernel_sends() {
     }
     let ack = values.iter().find(|v| v["frame"] == 2).unwrap();
     assert_eq!(ack["gso"], serde_json::Value::Null);
+
+    // One bit flipped in the last packet of the first batch: still cut, that packet BAD.
+    let mut bytes = std::fs::read(&pcap).unwrap();
+    let first_frame_end = 24 + 16 + 14 + 20 + 8 + 8 * 1040;
+    bytes[first_frame_end - 100] ^= 1;
+    let damaged = Scratch::new("damaged.pcap", &bytes);
+    let output = roce(&["dump", "--strict"], &damaged.0);
+    assert_eq!(output.status.code(), Some(1), "{output:?}");
+    let text = stdout(&output);
+    let bad: Vec<_> = text.lines().filter(|l| l.contains("icrc=BAD")).collect();
+    assert_eq!(bad.len(), 1, "{text}");
+    assert!(
+        bad[0].ends_with("RC_SEND_LAST qp=0x000011 psn=0x001007 ack_req len=1024 icrc=BAD gso 8/8"),
+        "{text}"
+    );
+    assert!(
+        stderr(&output).contains(" 1 bad ICRCs, 16 GSO batches of 74 segments"),
+        "{}",
+        stderr(&output)
+    );
 }
 
 #[test]

@@ -19,12 +19,19 @@
 //!   parses (BTH version 0, a known opcode, the lengths its opcode needs) and every segment's ICRC
 //!   verifies with segment `k`'s IPv4 identification and lengths. The first (smallest) such `s`
 //!   wins.
+//! * If no size passes, a batch damaged in one place is still recognised: the first `s` for which
+//!   every segment parses and the ICRC of segment 0 or of segment 1 verifies. Its other segments
+//!   are then whatever they are, and the caller sees which ICRCs fail.
 //!
-//! The ICRC is what makes the rule sound: a wrong `s` would need every one of a batch's CRC-32s
-//! to match by chance. It does not assume that the packets are of one QP or have consecutive
-//! PSNs (a batch may interleave QPs: only the addresses, marking and size must agree). A frame
-//! whose ICRCs were rewritten on the way is not recognised; [`Frame::cut`] cuts by a known size
-//! (a virtio-net header's `gso_size`) without the check.
+//! The ICRC is what makes the rule sound: a wrong `s` would need a CRC-32 to match by chance
+//! (one in 2^32 per segment tried). It does not assume that the packets are of one QP or have
+//! consecutive PSNs (a batch may interleave QPs: only the addresses, marking and size must
+//! agree). A frame whose ICRCs were rewritten on the way is not recognised; [`Frame::cut`] cuts by
+//! a known size (a virtio-net header's `gso_size`) without the check.
+//!
+//! The search costs little: a size is tried only if every segment parses, and a wrong size fails
+//! at the first ICRC (the fallback computes at most two per size), so at worst some 2 MB of CRC
+//! for one 64 KiB frame that is no batch.
 
 use super::{Frame, IpHeaderCopy, Transport, UDP_HEADER_LEN, UdpHeaderCopy};
 use crate::RocePacket;
@@ -47,7 +54,8 @@ pub struct Segments<'a> {
 impl<'a> Frame<'a> {
     /// This frame as the segmentation-offload batch it is, if it is one: a RoCEv2 datagram that
     /// is not one good packet but whose payload cuts into packets that each parse and carry a
-    /// good ICRC (the module's documentation gives the rule). `None` for anything else,
+    /// good ICRC, or (a batch damaged in one place) of which segment 0 or 1 does (the module's
+    /// documentation gives the rule: check each segment's ICRC). `None` for anything else,
     /// including a frame that is one good RoCE packet.
     pub fn gso_segments(&self) -> Option<Segments<'a>> {
         let payload = self.roce_payload()?;
@@ -56,10 +64,15 @@ impl<'a> Frame<'a> {
             return None;
         }
         let largest = MAX_PACKET.min(payload.len().checked_sub(1)?);
-        (MIN_PACKET..=largest)
-            .step_by(4)
-            .filter_map(|size| self.cut(size))
-            .find(|segments| segments.parse() && segments.verify())
+        let candidates = || {
+            (MIN_PACKET..=largest)
+                .step_by(4)
+                .filter_map(|size| self.cut(size))
+                .filter(Segments::parse)
+        };
+        candidates()
+            .find(Segments::verify)
+            .or_else(|| candidates().find(Segments::verify_one_of_first_two))
     }
 
     /// Cuts this frame's UDP payload into datagrams of `size` bytes (the last maybe shorter), as
@@ -148,6 +161,11 @@ impl<'a> Segments<'a> {
         self.payload
             .chunks(self.size)
             .all(|packet| RocePacket::new_checked(packet).is_ok())
+    }
+
+    /// Whether the ICRC of datagram 0 or 1 verifies.
+    fn verify_one_of_first_two(&self) -> bool {
+        (0..2).any(|index| self.get(index).is_some_and(|f| f.verify_icrc().is_ok()))
     }
 
     /// Whether every datagram's ICRC verifies against its own pseudo-header.

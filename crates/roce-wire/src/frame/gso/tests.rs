@@ -182,22 +182,44 @@ fn a_good_packet_or_a_corrupt_one_is_not_a_batch() {
     assert_eq!(frame.verify_icrc(), Ok(()));
     assert!(frame.gso_segments().is_none());
 
-    // One bit flipped in the third segment: no size makes every ICRC good.
+    // One bit flipped in the third segment: no size makes every ICRC good, but the first two
+    // are, and that is the batch, with its third packet bad.
     let mut bytes = write_batch(0);
     let third = bytes.len() - 500 - 16 - 1040 / 2;
     bytes[third] ^= 0x10;
     let frame = Frame::parse(LinkType::Ethernet, &bytes).unwrap();
+    let segments = frame.gso_segments().expect("a damaged batch");
+    assert_eq!(segments.segment_size(), 1040);
+    let good: Vec<_> = segments.iter().map(|f| f.verify_icrc().is_ok()).collect();
+    assert_eq!(good, [true, true, false, true]);
+
+    // Damaged in its first two segments: not recognised.
+    let mut bytes = write_batch(0);
+    let first = 14 + 20 + 8;
+    bytes[first + 500] ^= 0x10;
+    bytes[first + 1040 + 500] ^= 0x10;
+    let frame = Frame::parse(LinkType::Ethernet, &bytes).unwrap();
     assert!(frame.gso_segments().is_none());
 
-    // Segments sealed with ID 0 each (a sender that forgot the kernel counts): not a batch
-    // either, since the second segment's ICRC does not verify with the ID it leaves with.
+    // A lone packet with a bad ICRC is not a batch.
+    let mut one = one.clone();
+    let at = one.len() - 10;
+    one[at] ^= 1;
+    let frame = Frame::parse(LinkType::Ethernet, &one).unwrap();
+    assert!(frame.verify_icrc().is_err());
+    assert!(frame.gso_segments().is_none());
+
+    // Segments sealed with ID 0 each (a sender that forgot the kernel counts): the first
+    // verifies, the second does not with the ID it leaves with.
     let packets = [
         op(Opcode::RcSendMiddle, 0x11, 1, 256),
         op(Opcode::RcSendLast, 0x11, 2, 256),
     ];
     let bytes = batch(0, |_| repr_v4(0), &packets);
     let frame = Frame::parse(LinkType::Ethernet, &bytes).unwrap();
-    assert!(frame.gso_segments().is_none());
+    let found = frame.gso_segments().unwrap();
+    assert_eq!(found.segment_size(), 12 + 256 + 4);
+    assert!(found.get(1).unwrap().verify_icrc().is_err());
     // With the size known, it cuts (unchecked), and the second ICRC is visibly wrong.
     let cut = frame.cut(12 + 256 + 4).unwrap();
     assert_eq!(cut.count(), 2);
@@ -225,9 +247,9 @@ fn cut_refuses_what_is_not_udp_or_leaves_a_runt() {
 }
 
 #[test]
-fn a_flipped_bit_anywhere_never_yields_a_segment_with_a_bad_icrc() {
+fn a_flipped_bit_anywhere_never_yields_a_wrong_size() {
     let bytes = write_batch(0);
-    let mut batches = 0;
+    let (mut clean, mut damaged) = (0, 0);
     for at in (0..bytes.len()).step_by(37) {
         let mut changed = bytes.clone();
         changed[at] ^= 0x04;
@@ -235,12 +257,17 @@ fn a_flipped_bit_anywhere_never_yields_a_segment_with_a_bad_icrc() {
             continue;
         };
         if let Some(segments) = frame.gso_segments() {
-            batches += 1;
-            for segment in segments.iter() {
-                assert_eq!(segment.verify_icrc(), Ok(()), "bit at {at}");
+            assert_eq!(segments.segment_size(), 1040, "bit at {at}");
+            let bad = segments.iter().filter(|f| f.verify_icrc().is_err()).count();
+            assert!(bad <= 1, "bit at {at}: {bad} bad segments");
+            if bad == 0 {
+                clean += 1;
+            } else {
+                damaged += 1;
             }
         }
     }
-    // Bits the ICRC does not cover (MACs, TTL, checksums) leave a batch a batch.
-    assert!(batches > 0);
+    // Bits the ICRC does not cover (MACs, TTL, checksums) leave a batch a good batch; a bit in
+    // a payload leaves it a batch with one bad packet.
+    assert!(clean > 0 && damaged > 0, "{clean} {damaged}");
 }
