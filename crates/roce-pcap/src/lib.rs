@@ -1,13 +1,14 @@
 //! Packet captures in and out, through the pcap-file crate.
 //!
 //! [`Capture::open`] reads classic pcap and pcapng alike (dumpcap writes pcapng, tcpdump pcap)
-//! and yields each frame with its time and link type; [`Writer`] writes classic pcap of Ethernet
+//! and yields each frame with its time and link type, [`Capture::from_stream`] the same from a
+//! pipe; [`Writer`] writes classic pcap of Ethernet
 //! frames (LINKTYPE_ETHERNET), which Wireshark decodes as RoCEv2 on UDP port 4791.
 
 #![warn(missing_docs)]
 
 use std::fs::File;
-use std::io::{BufReader, BufWriter, Read, Seek, SeekFrom, Write};
+use std::io::{self, BufReader, BufWriter, Chain, Cursor, Read, Seek, SeekFrom, Write};
 use std::path::Path;
 use std::time::Duration;
 
@@ -16,19 +17,43 @@ use pcap_file::pcapng::{Block, PcapNgReader};
 use pcap_file::{DataLink, PcapError};
 use roce_wire::frame::LinkType;
 
-/// Why a capture could not be read or written.
+/// Why a capture could not be read or written. Each message says the cause once (none of them
+/// also returns it as its `source`), so that `{err:#}` in anyhow does not repeat it.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum CaptureError {
     /// The file could not be opened, read or written.
-    #[error("{0}")]
-    Io(#[from] std::io::Error),
+    #[error(transparent)]
+    Io(#[from] io::Error),
+    /// Not one byte to read.
+    #[error("the file is empty (not even a pcap or pcapng header)")]
+    Empty,
+    /// The input ended inside the file header.
+    #[error("cut short in the middle of its pcap or pcapng header")]
+    TruncatedHeader,
+    /// The input ended inside a packet (or pcapng block): a capture copied while it was being
+    /// written, or a `tcpdump -w -` stopped by a signal. The frames before it were read.
+    #[error("cut short in the middle of a packet")]
+    Truncated,
     /// The file is not a pcap or pcapng capture, or is damaged.
     #[error("not a readable pcap or pcapng capture: {0}")]
-    Format(#[from] PcapError),
+    Format(PcapError),
     /// A link type that has no IP inside that we know how to find.
-    #[error("link type {0:?} is not supported (Ethernet, Linux cooked capture and raw IP are)")]
+    #[error(
+        "link type {0:?} is not supported (Ethernet, Linux cooked capture v1 and v2, and raw IP are)"
+    )]
     LinkType(DataLink),
+}
+
+impl From<PcapError> for CaptureError {
+    /// pcap-file reports the end of the input inside a record as an `UnexpectedEof` I/O error.
+    fn from(err: PcapError) -> Self {
+        match err {
+            PcapError::IoError(io) if io.kind() == io::ErrorKind::UnexpectedEof => Self::Truncated,
+            PcapError::IoError(io) => Self::Io(io),
+            other => Self::Format(other),
+        }
+    }
 }
 
 /// One captured frame.
@@ -56,20 +81,52 @@ impl Capture<BufReader<File>> {
     /// Opens a capture file, pcap or pcapng by its magic number.
     pub fn open(path: impl AsRef<Path>) -> Result<Self, CaptureError> {
         let mut file = BufReader::new(File::open(path)?);
-        let mut magic = [0; 4];
-        file.read_exact(&mut magic)?;
+        let magic = read_magic(&mut file)?;
         file.seek(SeekFrom::Start(0))?;
         Self::from_reader(file, magic)
     }
 }
 
+impl<R: Read> Capture<Chain<Cursor<[u8; 4]>, R>> {
+    /// Reads a capture from a stream that cannot seek (a pipe, standard input): its first four
+    /// bytes tell pcap from pcapng and are then read again from memory. Empty input is
+    /// [`CaptureError::Empty`].
+    pub fn from_stream(mut reader: R) -> Result<Self, CaptureError> {
+        let magic = read_magic(&mut reader)?;
+        Self::from_reader(Cursor::new(magic).chain(reader), magic)
+    }
+}
+
+/// The first four bytes, read through short reads (a pipe gives what it has).
+fn read_magic(reader: &mut impl Read) -> Result<[u8; 4], CaptureError> {
+    let mut magic = [0; 4];
+    let mut got = 0;
+    while got < magic.len() {
+        match reader.read(&mut magic[got..]) {
+            Ok(0) if got == 0 => return Err(CaptureError::Empty),
+            Ok(0) => return Err(CaptureError::TruncatedHeader),
+            Ok(n) => got += n,
+            Err(err) if err.kind() == io::ErrorKind::Interrupted => {}
+            Err(err) => return Err(err.into()),
+        }
+    }
+    Ok(magic)
+}
+
 impl<R: Read> Capture<R> {
     /// Reads a capture from `reader`, whose first four bytes are `magic`.
     pub fn from_reader(reader: R, magic: [u8; 4]) -> Result<Self, CaptureError> {
+        let header = |err: PcapError| match CaptureError::from(err) {
+            CaptureError::Truncated => CaptureError::TruncatedHeader,
+            other => other,
+        };
         if magic == PCAPNG_MAGIC {
-            Ok(Self::PcapNg(PcapNgReader::new(reader)?, Vec::new()))
+            Ok(Self::PcapNg(
+                PcapNgReader::new(reader).map_err(header)?,
+                Vec::new(),
+            ))
         } else {
-            let pcap = PcapReader::new(reader)?;
+            let pcap = PcapReader::new(reader).map_err(header)?;
             link_type(pcap.header().datalink)?;
             Ok(Self::Pcap(pcap))
         }
@@ -186,6 +243,7 @@ fn link_type(datalink: DataLink) -> Result<LinkType, CaptureError> {
     match datalink {
         DataLink::ETHERNET => Ok(LinkType::Ethernet),
         DataLink::LINUX_SLL => Ok(LinkType::LinuxSll),
+        DataLink::LINUX_SLL2 => Ok(LinkType::LinuxSll2),
         DataLink::RAW | DataLink::IPV4 | DataLink::IPV6 => Ok(LinkType::RawIp),
         other => Err(CaptureError::LinkType(other)),
     }
@@ -228,5 +286,92 @@ mod tests {
             panic!("garbage opened as a capture");
         };
         assert!(matches!(err, CaptureError::Format(_)), "{err}");
+    }
+
+    fn two_frames() -> Vec<u8> {
+        let mut writer = Writer::new(Vec::new()).unwrap();
+        writer.write(Duration::from_secs(1), &[1; 60]).unwrap();
+        writer.write(Duration::from_secs(2), &[2; 60]).unwrap();
+        writer.into_inner()
+    }
+
+    /// A reader that cannot seek and hands out at most 7 bytes per read, as a pipe may.
+    struct Pipe<'a>(&'a [u8]);
+
+    impl Read for Pipe<'_> {
+        fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+            let n = buf.len().min(7).min(self.0.len());
+            buf[..n].copy_from_slice(&self.0[..n]);
+            self.0 = &self.0[n..];
+            Ok(n)
+        }
+    }
+
+    #[test]
+    fn a_stream_reads_like_a_file() {
+        let bytes = two_frames();
+        let frames: Vec<_> = Capture::from_stream(Pipe(&bytes))
+            .unwrap()
+            .map(Result::unwrap)
+            .collect();
+        assert_eq!(frames.len(), 2);
+        assert_eq!(frames[1].data, [2; 60]);
+    }
+
+    #[test]
+    fn empty_and_short_inputs_say_so() {
+        let err = Capture::from_stream(Pipe(&[])).unwrap_err();
+        assert!(matches!(err, CaptureError::Empty), "{err}");
+        let bytes = two_frames();
+        let err = Capture::from_stream(Pipe(&bytes[..3])).unwrap_err();
+        assert!(matches!(err, CaptureError::TruncatedHeader), "{err}");
+        let err = Capture::from_stream(Pipe(&bytes[..10])).unwrap_err();
+        assert!(matches!(err, CaptureError::TruncatedHeader), "{err}");
+    }
+
+    #[test]
+    fn a_capture_cut_inside_a_packet_yields_the_frames_before_it() {
+        let bytes = two_frames();
+        let mut capture = Capture::from_stream(Pipe(&bytes[..bytes.len() - 10])).unwrap();
+        assert_eq!(capture.next().unwrap().unwrap().data, [1; 60]);
+        let err = capture.next().unwrap().unwrap_err();
+        assert!(matches!(err, CaptureError::Truncated), "{err}");
+        assert_eq!(err.to_string(), "cut short in the middle of a packet");
+    }
+
+    #[test]
+    fn causes_are_told_once() {
+        let err = Capture::open("/nonexistent/roce-pcap-test.pcap").unwrap_err();
+        assert!(matches!(err, CaptureError::Io(_)), "{err}");
+        // The I/O error is the message, not also its source: anyhow's `{:#}` prints it once.
+        assert!(std::error::Error::source(&err).is_none(), "{err}");
+        assert!(err.to_string().contains("No such file"), "{err}");
+        let Err(err) = Capture::from_reader(Cursor::new(vec![0x42; 64]), [0x42; 4]) else {
+            panic!("garbage opened as a capture");
+        };
+        assert!(std::error::Error::source(&err).is_none(), "{err}");
+    }
+
+    #[test]
+    fn cooked_captures_v1_and_v2_are_read() {
+        for (datalink, link) in [
+            (DataLink::LINUX_SLL, LinkType::LinuxSll),
+            (DataLink::LINUX_SLL2, LinkType::LinuxSll2),
+        ] {
+            let header = PcapHeader {
+                datalink,
+                ..PcapHeader::default()
+            };
+            let mut writer = PcapWriter::with_header(Vec::new(), header).unwrap();
+            writer
+                .write_packet(&PcapPacket::new(Duration::ZERO, 20, &[0; 20]))
+                .unwrap();
+            let bytes = writer.into_writer();
+            let frames: Vec<_> = Capture::from_stream(&bytes[..])
+                .unwrap()
+                .map(Result::unwrap)
+                .collect();
+            assert_eq!(frames[0].link, link);
+        }
     }
 }

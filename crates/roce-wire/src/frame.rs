@@ -1,6 +1,7 @@
 //! Whole frames: Ethernet (with an optional 802.1Q tag), IPv4 or IPv6, UDP, and the RoCEv2 packet
 //! inside. etherparse reads and writes the Ethernet, VLAN, IP and UDP headers; this module only
 //! ties them to the RoCE part. Used by the raw backend, the simulator's captures and `roce dump`.
+//! [`gso`] cuts a segmentation-offload batch captured whole into the datagrams it stands for.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
@@ -13,13 +14,21 @@ use etherparse::{
 use crate::icrc::{self, IpFields, PseudoHeader};
 use crate::{Layer, ParseError, ROCE_V2_UDP_PORT, RocePacket};
 
+pub mod gso;
+
+pub use gso::Segments;
+
 /// What the bytes of a captured frame start with (pcap's link type).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum LinkType {
     /// Ethernet II (LINKTYPE_ETHERNET).
     Ethernet,
-    /// Linux cooked capture v1, as `tcpdump -i any` writes (LINKTYPE_LINUX_SLL).
+    /// Linux cooked capture v1, as `tcpdump -i any` writes (LINKTYPE_LINUX_SLL, 113): a 16-byte
+    /// header whose last two bytes are the protocol (an EtherType for IP).
     LinuxSll,
+    /// Linux cooked capture v2, `tcpdump -i any -y LINUX_SLL2` (LINKTYPE_LINUX_SLL2, 276): a
+    /// 20-byte header whose first two bytes are the protocol.
+    LinuxSll2,
     /// A bare IPv4 or IPv6 packet (LINKTYPE_RAW, LINKTYPE_IPV4, LINKTYPE_IPV6).
     RawIp,
 }
@@ -146,7 +155,18 @@ pub struct Frame<'a> {
     /// What is above IP.
     pub transport: Option<Transport<'a>>,
     ip_header: IpHeaderCopy,
-    udp_header: &'a [u8],
+    /// The UDP header as captured (empty if the frame is not UDP); [`gso`] rewrites its length.
+    udp_header: UdpHeaderCopy,
+}
+
+/// The UDP header as captured, or nothing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct UdpHeaderCopy(Option<[u8; UDP_HEADER_LEN]>);
+
+impl UdpHeaderCopy {
+    fn as_slice(&self) -> &[u8] {
+        self.0.as_ref().map_or(&[], |bytes| &bytes[..])
+    }
 }
 
 /// The IP header as captured (etherparse does not lend IPv4 header bytes for the frame's
@@ -182,7 +202,11 @@ impl<'a> Frame<'a> {
     pub fn parse(link: LinkType, bytes: &'a [u8]) -> Result<Self, ParseError> {
         let sliced = match link {
             LinkType::Ethernet => SlicedPacket::from_ethernet(bytes),
-            LinkType::LinuxSll => SlicedPacket::from_linux_sll(bytes),
+            // etherparse's own cooked-capture reader refuses the loopback device's frames
+            // (ARPHRD_LOOPBACK), which are what `tcpdump -i any` sees of local traffic; the
+            // protocol field is all the IP layer needs.
+            LinkType::LinuxSll => cooked(bytes, SLL_LEN, SLL_PROTOCOL_AT)?,
+            LinkType::LinuxSll2 => cooked(bytes, SLL2_LEN, SLL2_PROTOCOL_AT)?,
             LinkType::RawIp => SlicedPacket::from_ip(bytes),
         }
         .map_err(|err| ParseError::Malformed {
@@ -253,9 +277,11 @@ impl<'a> Frame<'a> {
                     dst_port: udp.destination_port(),
                     checksum: udp.checksum(),
                 };
+                let mut header = [0; UDP_HEADER_LEN];
+                header.copy_from_slice(&udp.slice()[..UDP_HEADER_LEN]);
                 (
                     Some(Transport::Udp(fields, udp.payload())),
-                    &udp.slice()[..UDP_HEADER_LEN],
+                    UdpHeaderCopy(Some(header)),
                 )
             }
             Some(TransportSlice::Tcp(tcp)) => {
@@ -264,10 +290,12 @@ impl<'a> Frame<'a> {
                     dst_port: tcp.destination_port(),
                     payload_len: tcp.payload().len(),
                 };
-                (Some(transport), &[][..])
+                (Some(transport), UdpHeaderCopy(None))
             }
-            Some(_) => (other_protocol(&sliced.net).map(Transport::Other), &[][..]),
-            None => (other_protocol(&sliced.net).map(Transport::Other), &[][..]),
+            Some(_) | None => (
+                other_protocol(&sliced.net).map(Transport::Other),
+                UdpHeaderCopy(None),
+            ),
         };
 
         Ok(Self {
@@ -297,7 +325,11 @@ impl<'a> Frame<'a> {
     /// headers).
     pub fn compute_icrc(&self) -> Option<u32> {
         let payload = self.roce_payload()?;
-        icrc::compute_raw(self.ip_header.as_slice(), self.udp_header, payload)
+        icrc::compute_raw(
+            self.ip_header.as_slice(),
+            self.udp_header.as_slice(),
+            payload,
+        )
     }
 
     /// Checks the ICRC of a RoCEv2 frame. A frame whose ICRC cannot be computed is `Malformed`.
@@ -335,6 +367,24 @@ impl<'a> Frame<'a> {
             dst_port: udp.dst_port,
         })
     }
+}
+
+/// Slices a Linux cooked capture: a header of `header_len` bytes with the protocol (an
+/// EtherType for IPv4, IPv6 and ARP) at `protocol_at`, then the network layer. See
+/// <https://www.tcpdump.org/linktypes/LINKTYPE_LINUX_SLL.html> and `LINKTYPE_LINUX_SLL2.html`.
+fn cooked(
+    bytes: &[u8],
+    header_len: usize,
+    protocol_at: usize,
+) -> Result<Result<SlicedPacket<'_>, etherparse::err::packet::SliceError>, ParseError> {
+    let (Some(protocol), Some(rest)) = (
+        bytes.get(protocol_at..protocol_at + 2),
+        bytes.get(header_len..),
+    ) else {
+        return Err(malformed(Layer::Ethernet));
+    };
+    let protocol = EtherType(u16::from_be_bytes([protocol[0], protocol[1]]));
+    Ok(SlicedPacket::from_ether_type(protocol, rest))
 }
 
 fn other_protocol(net: &Option<NetSlice<'_>>) -> Option<u8> {
@@ -545,6 +595,13 @@ fn malformed(layer: Layer) -> ParseError {
 }
 
 const UDP_HEADER_LEN: usize = 8;
+
+/// Linux cooked capture v1: header length, and where its protocol field is.
+const SLL_LEN: usize = 16;
+const SLL_PROTOCOL_AT: usize = 14;
+/// Linux cooked capture v2.
+const SLL2_LEN: usize = 20;
+const SLL2_PROTOCOL_AT: usize = 0;
 
 #[cfg(test)]
 mod tests;

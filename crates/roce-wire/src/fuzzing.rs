@@ -32,14 +32,21 @@ pub fn parse_frame(data: &[u8]) {
     let Some((&selector, bytes)) = data.split_first() else {
         return;
     };
-    let link = match selector % 3 {
+    let link = match selector % 4 {
         0 => LinkType::Ethernet,
         1 => LinkType::LinuxSll,
+        2 => LinkType::LinuxSll2,
         _ => LinkType::RawIp,
     };
     if let Ok(frame) = Frame::parse(link, bytes) {
         let _ = frame.verify_icrc();
         let _ = frame.pseudo_header();
+        if let Some(segments) = frame.gso_segments() {
+            for segment in segments.iter() {
+                let _ = segment.verify_icrc();
+                assert!(!FrameLine::new(&segment).to_string().is_empty());
+            }
+        }
         let line = FrameLine::new(&frame).to_string();
         assert!(!line.is_empty());
     }

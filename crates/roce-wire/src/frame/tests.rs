@@ -170,3 +170,41 @@ fn truncated_frame_is_malformed() {
     let err = Frame::parse(LinkType::Ethernet, &CONNECTX_CNP[..30]).unwrap_err();
     assert_eq!(err, ParseError::Malformed { layer: Layer::Ipv4 });
 }
+
+#[test]
+fn linux_cooked_captures_of_loopback() {
+    let ip = &CONNECTX_CNP[14..];
+    // SLL v1: packet type 4 (outgoing), ARPHRD_LOOPBACK (772), address length 6, address, then
+    // the protocol.
+    let mut v1 = vec![0, 4, 0x03, 0x04, 0, 6, 0, 0, 0, 0, 0, 0, 0, 0, 0x08, 0x00];
+    v1.extend_from_slice(ip);
+    // SLL2: protocol, reserved, interface index 1, ARPHRD_LOOPBACK, packet type, address length,
+    // address.
+    let mut v2 = vec![0x08, 0x00, 0, 0, 0, 0, 0, 1, 0x03, 0x04, 4, 6];
+    v2.extend_from_slice(&[0; 8]);
+    v2.extend_from_slice(ip);
+    for (link, bytes) in [(LinkType::LinuxSll, &v1), (LinkType::LinuxSll2, &v2)] {
+        let frame = Frame::parse(link, bytes).unwrap();
+        assert_eq!(frame.ethernet, None);
+        assert_eq!(
+            frame.ip.unwrap().src,
+            IpAddr::V4(Ipv4Addr::new(10, 0, 17, 1))
+        );
+        assert_eq!(frame.verify_icrc(), Ok(()), "{link:?}");
+        assert!(matches!(
+            Frame::parse(link, &bytes[..15]),
+            Err(ParseError::Malformed {
+                layer: Layer::Ethernet
+            })
+        ));
+    }
+    // A cooked ARP frame is not IP.
+    let mut arp = v1.clone();
+    arp[14..16].copy_from_slice(&[0x08, 0x06]);
+    arp.truncate(16 + 28);
+    arp[16..].copy_from_slice(&[
+        0, 1, 8, 0, 6, 4, 0, 1, 2, 0, 0, 0, 0, 1, 10, 0, 0, 1, 0, 0, 0, 0, 0, 0, 10, 0, 0, 2,
+    ]);
+    let frame = Frame::parse(LinkType::LinuxSll, &arp).unwrap();
+    assert_eq!(frame.ip, None);
+}
