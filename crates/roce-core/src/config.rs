@@ -67,6 +67,10 @@ pub struct NicConfig {
     pub max_pkts_per_ack: u32,
     /// Longest message in bytes (rxe `RXE_MAX_MSG_SZ`, 8 MiB). Default 2^31, the RETH limit.
     pub max_msg_size: u32,
+    /// Largest memory region in bytes that `reg_mr` allocates. Default 2^32 (4 GiB: the
+    /// longest message twice over); larger requests are refused with a typed error instead of
+    /// aborting the process when the allocation fails.
+    pub max_mr_size: usize,
     /// Most bytes of inline data in one send work request (rxe 400). Default 400.
     pub max_inline: usize,
     /// Most SGEs in one work request (rxe 32). Default 32.
@@ -93,6 +97,7 @@ impl Default for NicConfig {
             max_unacked_total: 1024,
             max_pkts_per_ack: 64,
             max_msg_size: 1 << 31,
+            max_mr_size: 1 << 32,
             max_inline: 400,
             max_sge: 32,
             line_rate_bps: 100_000_000_000,

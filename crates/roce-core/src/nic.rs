@@ -309,6 +309,13 @@ impl Nic {
         if !self.pds.contains(&pd.0) {
             return Err(VerbsError::UnknownPd(pd.0));
         }
+        if len > self.config.max_mr_size {
+            return Err(VerbsError::OutOfRange {
+                attr: "length",
+                value: len as u64,
+                range: "at most NicConfig::max_mr_size bytes",
+            });
+        }
         // IBTA vol. 1 §10.6.3.1: remote write and atomic rights need local write.
         if (access.contains(Access::REMOTE_WRITE) || access.contains(Access::REMOTE_ATOMIC))
             && !access.contains(Access::LOCAL_WRITE)

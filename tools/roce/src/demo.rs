@@ -87,10 +87,28 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<ExitCode> {
     if args.iters == 0 || args.iters > 512 {
         bail!("--iters {}: from 1 to 512", args.iters);
     }
+    if args.size > 1 << 31 {
+        bail!(
+            "--size {}: at most 2147483648 (2^31, the longest RDMA message)",
+            args.size
+        );
+    }
+    // Two NICs, one region each: checked before anything is allocated.
+    crate::memory::check_regions(
+        &format!("roce demo --size {} -n {}", args.size, args.iters),
+        region_len(args) * 2,
+        region_len(args),
+    )?;
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
     runtime.block_on(demo(args, mtu))
+}
+
+/// Each NIC's region: every message of an operation twice over (what is sent and where it
+/// lands), and a page for the atomics.
+fn region_len(args: &Args) -> u128 {
+    u128::from(args.size) * u128::from(args.iters) * 2 + 4096
 }
 
 async fn demo(args: &Args, mtu: Mtu) -> anyhow::Result<ExitCode> {
@@ -131,7 +149,7 @@ async fn demo(args: &Args, mtu: Mtu) -> anyhow::Result<ExitCode> {
     qp_a.connect(&to_b).await?;
     qp_b.connect(&to_a).await?;
 
-    let region = (args.size as usize) * (args.iters as usize) * 2 + 4096;
+    let region = region_len(args) as usize;
     let mr_a = dev_a.reg_mr(qp_a.pd, region, Access::ALL).await?;
     let mr_b = dev_b.reg_mr(qp_b.pd, region, Access::ALL).await?;
     let ctx = Ctx {

@@ -11,6 +11,7 @@ mod demo;
 mod device;
 mod dump;
 mod json;
+mod memory;
 mod perf;
 mod pingpong;
 mod sim;

@@ -115,3 +115,28 @@ fn demo_explains_a_taken_address() {
         "{stderr}"
     );
 }
+
+/// Issue 11 (hardening), item 8: `--size 2147483648` aborted the process trying to allocate
+/// 256 GiB. It is refused, with the sizes, before a socket is bound or a byte allocated.
+#[test]
+fn issue_11_demo_refuses_regions_larger_than_the_machine_before_allocating() {
+    let output = roce(&[
+        "demo",
+        "--a",
+        "127.0.23.1",
+        "--b",
+        "127.0.23.2",
+        "--size",
+        "2147483648",
+        "--no-pcap",
+    ]);
+    let stderr = String::from_utf8(output.stderr).unwrap();
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("256 GiB"), "{stderr}");
+    assert!(output.stdout.is_empty(), "nothing ran");
+    // Nothing was bound: the addresses are free.
+    std::net::UdpSocket::bind("127.0.23.1:4791").unwrap();
+    let output = roce(&["demo", "--size", "4294967295", "--no-pcap"]);
+    assert_eq!(output.status.code(), Some(2));
+    assert!(String::from_utf8(output.stderr).unwrap().contains("2^31"));
+}

@@ -1113,6 +1113,16 @@ fn an_idle_qp_takes_at_most_4_kib() {
 #[test]
 fn misuse_is_a_typed_error() {
     let mut s = setup();
+    // A region larger than the NIC allocates is refused, not an abort of the process.
+    let pd = s.nic.alloc_pd();
+    assert_eq!(
+        s.nic.reg_mr(pd, 256 << 30, Access::ALL).map(|mr| mr.len()),
+        Err(VerbsError::OutOfRange {
+            attr: "length",
+            value: 256 << 30,
+            range: "at most NicConfig::max_mr_size bytes"
+        })
+    );
     let too_big = QpAttr {
         min_rnr_timer: Some(32),
         ..QpAttr::default()
