@@ -8,7 +8,7 @@
 
 mod common;
 
-use common::{run_ok, sh};
+use common::{have_tools, run_ok, sh};
 use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
@@ -26,6 +26,9 @@ impl Topology {
     fn new() -> Option<Self> {
         if sh(&["id", "-u"]).stdout != b"0\n" {
             eprintln!("\n*** SKIPPED: the switch test needs root (namespaces, raw sockets) ***\n");
+            return None;
+        }
+        if !have_tools("the switch test", &["ip"]) {
             return None;
         }
         let id = std::process::id();

@@ -7,7 +7,7 @@
 
 mod common;
 
-use common::{run_ok, sh};
+use common::{have_tools, run_ok, sh};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::Duration;
@@ -39,6 +39,9 @@ impl Veth {
             eprintln!(
                 "\n*** SKIPPED: veth tests need root (network namespaces, raw sockets) ***\n"
             );
+            return None;
+        }
+        if !have_tools("the veth tests", &["ip", "ethtool", "nft", "tshark"]) {
             return None;
         }
         let id = std::process::id();

@@ -18,3 +18,28 @@ pub(crate) fn run_ok(args: &[&str]) {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// Whether every program in `tools` is on the PATH. Where one is missing the test skips and
+/// says which and how to install it, except in CI (`CI=true`), which installs them all
+/// (`.ci/run`): there a missing tool is a failure, not a skip.
+pub(crate) fn have_tools(test: &str, tools: &[&str]) -> bool {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    let missing: Vec<&str> = tools
+        .iter()
+        .copied()
+        .filter(|tool| !std::env::split_paths(&path).any(|dir| dir.join(tool).is_file()))
+        .collect();
+    if missing.is_empty() {
+        return true;
+    }
+    let message = format!(
+        "{test}: {} not installed (apt-get install iproute2 ethtool nftables tshark)",
+        missing.join(", ")
+    );
+    assert!(
+        std::env::var("CI").as_deref() != Ok("true"),
+        "{message}: CI installs them"
+    );
+    eprintln!("\n*** SKIPPED: {message} ***\n");
+    false
+}
