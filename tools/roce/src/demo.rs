@@ -7,7 +7,9 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
-use roce_core::{Access, MemoryRegion, Mtu, Psn, RecvWr, Remote, SendOp, SendWr, Sge, WcStatus};
+use roce_core::{
+    Access, MemoryRegion, Mtu, Psn, RecvWr, Remote, SendOp, SendWr, Sge, Stats, WcStatus,
+};
 use roce_device::backend::udp::UdpBackend;
 use roce_device::{Connection, Device, DeviceConfig, DeviceHandle, RcEndpoint, Tap};
 use serde_json::json;
@@ -18,7 +20,8 @@ use serde_json::json;
 /// QP, connect them as ibv_rc_pingpong would, then run SEND, SEND with immediate, RDMA WRITE,
 /// WRITE with immediate, RDMA READ, compare-and-swap and fetch-and-add, checking every byte and
 /// every value that arrives. A table shows messages, bytes, time, goodput and retransmitted
-/// packets per operation. Everything a sends and b sends is written to a pcap that Wireshark
+/// packets per operation: the requests either NIC sent again (go-back-N), plus, for RDMA READ,
+/// the READ responses b sent again for READ requests it had already answered. Everything a sends and b sends is written to a pcap that Wireshark
 /// opens (and `roce dump` checks).
 ///
 /// Exit status: 0 when every check passed, 1 when one failed, 2 on a setup error (for example
@@ -67,8 +70,28 @@ struct Outcome {
     messages: u32,
     bytes: u64,
     elapsed: Duration,
-    retransmits: u64,
+    /// Request packets sent again, by either NIC (`retransmitted_packets`).
+    requests_resent: u64,
+    /// READ response packets b sent again (answering duplicate READ requests).
+    read_responses_resent: u64,
     check: Result<(), String>,
+}
+
+impl Outcome {
+    /// Every packet sent again for this operation.
+    fn retransmits(&self) -> u64 {
+        self.requests_resent + self.read_responses_resent
+    }
+}
+
+/// READ response packets `responder` sent again between `before` and `after`, when it was
+/// answering `expected` READ response packets and sending nothing else but ACKs, NAKs and
+/// CNPs. The engine has no counter of responses sent again: what it sent beyond those is that.
+fn resent_responses(before: &Stats, after: &Stats, expected: u64) -> u64 {
+    let sent = |s: &Stats| s.tx_packets;
+    let other =
+        |s: &Stats| s.tx_acks + s.tx_nak_seq_err + s.tx_rnr_naks + s.tx_naks_other + s.tx_cnps;
+    (sent(after) - sent(before)).saturating_sub(expected + other(after) - other(before))
 }
 
 /// Runs `roce demo`.
@@ -170,7 +193,9 @@ async fn demo(args: &Args, mtu: Mtu) -> anyhow::Result<ExitCode> {
                     "bytes": o.bytes,
                     "seconds": o.elapsed.as_secs_f64(),
                     "goodput_gbps": goodput(o),
-                    "retransmitted_packets": o.retransmits,
+                    "retransmitted_packets": o.retransmits(),
+                    "retransmitted_requests": o.requests_resent,
+                    "resent_read_responses": o.read_responses_resent,
                     "ok": o.check.is_ok(),
                     "error": o.check.as_ref().err(),
                 })
@@ -209,11 +234,21 @@ async fn demo(args: &Args, mtu: Mtu) -> anyhow::Result<ExitCode> {
                 o.bytes,
                 o.elapsed.as_secs_f64() * 1e3,
                 goodput(o),
-                o.retransmits,
+                o.retransmits(),
                 match &o.check {
                     Ok(()) => "ok".to_owned(),
                     Err(why) => format!("FAILED: {why}"),
                 }
+            );
+        }
+        if outcomes.iter().any(|o| o.retransmits() > 0) {
+            println!(
+                "retransmits: request packets either NIC sent again, plus READ response packets \
+                 b sent again ({} for RDMA_READ)",
+                outcomes
+                    .iter()
+                    .map(|o| o.read_responses_resent)
+                    .sum::<u64>()
             );
         }
         if !args.no_pcap {
@@ -276,7 +311,7 @@ impl Ctx<'_> {
         };
         let seed = op as u64 + 1;
         let data = pattern(seed, half as usize);
-        let before = a.stats().await?.retransmitted_packets;
+        let (a_before, b_before) = (a.stats().await?, b.stats().await?);
         let name = match op {
             Op::Send => "SEND",
             Op::SendWithImm => "SEND_WITH_IMM",
@@ -383,13 +418,23 @@ impl Ctx<'_> {
             Op::CompareSwap | Op::FetchAdd => (n, 8 * u64::from(n)),
             _ => (n, half),
         };
-        let retransmits = a.stats().await?.retransmitted_packets - before;
+        let (a_after, b_after) = (a.stats().await?, b.stats().await?);
+        let requests_resent = (a_after.retransmitted_packets - a_before.retransmitted_packets)
+            + (b_after.retransmitted_packets - b_before.retransmitted_packets);
+        let read_responses_resent = match op {
+            Op::Read => {
+                let per_read = u64::from(size.div_ceil(self.args.mtu).max(1));
+                resent_responses(&b_before, &b_after, per_read * u64::from(n))
+            }
+            _ => 0,
+        };
         Ok(Outcome {
             name,
             messages,
             bytes,
             elapsed,
-            retransmits,
+            requests_resent,
+            read_responses_resent,
             check,
         })
     }
