@@ -680,7 +680,10 @@ mod tests {
         let delivered = series.flows[0].delivered_bytes;
         let sum: f64 = goodput.iter().map(|g| g * 100e-6 / 8.0).sum();
         assert!((sum - delivered as f64).abs() < 1.0, "{sum} vs {delivered}");
-        assert!(delivered >= series.flows[0].bytes, "acknowledged bytes were delivered first");
+        assert!(
+            delivered >= series.flows[0].bytes,
+            "acknowledged bytes were delivered first"
+        );
     }
 
     #[test]
