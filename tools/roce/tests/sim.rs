@@ -77,6 +77,19 @@ fn a_scenario_writes_its_series_and_plot() {
 
     let svg = std::fs::read_to_string(out.join("plot.svg")).unwrap();
     assert!(svg.starts_with("<svg"), "{}", &svg[..svg.len().min(80)]);
+    // Units said, RED's thresholds and the switch's and NICs' events in the legends.
+    for label in [
+        "Gb/s (10^9 bit/s)",
+        "KiB (1024 bytes)",
+        "ECN Kmin 9.8 KiB",
+        "ECN Kmax 39.1 KiB",
+        "drops (switch): 0",
+        "PAUSEs sent (switch): 0",
+        "CE marks (switch): ",
+        "CNPs sent (NICs): ",
+    ] {
+        assert!(svg.contains(label), "no {label:?} in plot.svg");
+    }
     let _ = std::fs::remove_dir_all(&dir);
 }
 
