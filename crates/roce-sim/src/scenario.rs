@@ -137,11 +137,12 @@ pub const MAX_DURATION: Duration = Duration::from_secs(60);
 /// The most memory [`Scenario::memory_estimate`] may come to: 2 GiB.
 pub const MAX_MEMORY: u64 = 2 << 30;
 
-/// Bytes a sample costs per flow in the series and in `roce sim`'s `series.json` (an upper
-/// bound, measured on the pretty-printed JSON with a little room).
-const SAMPLE_BYTES_PER_FLOW: u64 = 128;
-/// Bytes a sample costs besides its flows, likewise.
-const SAMPLE_BYTES: u64 = 320;
+/// Bytes a sample costs per flow, in the series and in what `roce sim` makes of it (the JSON
+/// document, its text, the plot): an upper bound from measured peaks (about 1.5 KiB per flow
+/// and sample in a debug build), with room.
+const SAMPLE_BYTES_PER_FLOW: u64 = 2048;
+/// Bytes a sample costs besides its flows, likewise (about 2 KiB measured).
+const SAMPLE_BYTES: u64 = 4096;
 /// What a host costs besides its memory region (the NIC, its QPs and queues).
 const HOST_BYTES: u64 = 64 << 10;
 
@@ -719,6 +720,18 @@ mod tests {
         assert_eq!(s.validate(), Ok(()));
         s.duration = MAX_DURATION + Duration::from_millis(1);
         assert!(s.validate().unwrap_err().0.contains("at most 60000 ms"));
+    }
+
+    #[test]
+    fn too_many_samples_for_the_memory_limit_are_refused() {
+        let mut s = one_flow(250);
+        s.duration = MAX_DURATION;
+        s.interval = Duration::from_micros(100);
+        // 600 000 samples of one flow: about 3.4 GiB by the estimate.
+        let err = s.validate().unwrap_err();
+        assert!(err.0.contains("MiB of memory"), "{err}");
+        s.interval = Duration::from_micros(500);
+        assert_eq!(s.validate(), Ok(()));
     }
 
     #[test]
