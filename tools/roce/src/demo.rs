@@ -20,9 +20,11 @@ use serde_json::json;
 /// QP, connect them as ibv_rc_pingpong would, then run SEND, SEND with immediate, RDMA WRITE,
 /// WRITE with immediate, RDMA READ, compare-and-swap and fetch-and-add, checking every byte and
 /// every value that arrives. A table shows messages, bytes, time, goodput and retransmitted
-/// packets per operation: the requests either NIC sent again (go-back-N), plus, for RDMA READ,
-/// the READ responses b sent again for READ requests it had already answered. Everything a sends and b sends is written to a pcap that Wireshark
-/// opens (and `roce dump` checks).
+/// packets per operation: the requests either NIC sent again (go-back-N), plus the responses b
+/// sent again to duplicate requests (READ responses, atomic ACKs replayed from its cache; the
+/// ACKs of SENDs and WRITEs are coalesced, so a re-sent one cannot be told apart and is not
+/// counted). Everything a sends and b sends is written to a pcap that Wireshark opens (and
+/// `roce dump` checks).
 ///
 /// Exit status: 0 when every check passed, 1 when one failed, 2 on a setup error (for example
 /// port 4791 already taken on those addresses: pick others with --a/--b).
@@ -72,25 +74,25 @@ struct Outcome {
     elapsed: Duration,
     /// Request packets sent again, by either NIC (`retransmitted_packets`).
     requests_resent: u64,
-    /// READ response packets b sent again (answering duplicate READ requests).
-    read_responses_resent: u64,
+    /// Response packets b sent again (READ responses, atomic ACKs) to duplicate requests.
+    responses_resent: u64,
     check: Result<(), String>,
 }
 
 impl Outcome {
     /// Every packet sent again for this operation.
     fn retransmits(&self) -> u64 {
-        self.requests_resent + self.read_responses_resent
+        self.requests_resent + self.responses_resent
     }
 }
 
-/// READ response packets `responder` sent again between `before` and `after`, when it was
-/// answering `expected` READ response packets and sending nothing else but ACKs, NAKs and
-/// CNPs. The engine has no counter of responses sent again: what it sent beyond those is that.
+/// Response packets `responder` sent again between `before` and `after`, when it owed
+/// `expected` responses (READ response packets, or one atomic ACK per atomic) and sends nothing
+/// else but NAKs and CNPs. The engine has no counter of responses sent again: what it sent
+/// beyond those is that.
 fn resent_responses(before: &Stats, after: &Stats, expected: u64) -> u64 {
     let sent = |s: &Stats| s.tx_packets;
-    let other =
-        |s: &Stats| s.tx_acks + s.tx_nak_seq_err + s.tx_rnr_naks + s.tx_naks_other + s.tx_cnps;
+    let other = |s: &Stats| s.tx_nak_seq_err + s.tx_rnr_naks + s.tx_naks_other + s.tx_cnps;
     (sent(after) - sent(before)).saturating_sub(expected + other(after) - other(before))
 }
 
@@ -195,7 +197,7 @@ async fn demo(args: &Args, mtu: Mtu) -> anyhow::Result<ExitCode> {
                     "goodput_gbps": goodput(o),
                     "retransmitted_packets": o.retransmits(),
                     "retransmitted_requests": o.requests_resent,
-                    "resent_read_responses": o.read_responses_resent,
+                    "resent_responses": o.responses_resent,
                     "ok": o.check.is_ok(),
                     "error": o.check.as_ref().err(),
                 })
@@ -243,12 +245,9 @@ async fn demo(args: &Args, mtu: Mtu) -> anyhow::Result<ExitCode> {
         }
         if outcomes.iter().any(|o| o.retransmits() > 0) {
             println!(
-                "retransmits: request packets either NIC sent again, plus READ response packets \
-                 b sent again ({} for RDMA_READ)",
-                outcomes
-                    .iter()
-                    .map(|o| o.read_responses_resent)
-                    .sum::<u64>()
+                "retransmits: request packets either NIC sent again, plus READ responses and \
+                 atomic ACKs b sent again to duplicates ({} of those)",
+                outcomes.iter().map(|o| o.responses_resent).sum::<u64>()
             );
         }
         if !args.no_pcap {
@@ -421,11 +420,13 @@ impl Ctx<'_> {
         let (a_after, b_after) = (a.stats().await?, b.stats().await?);
         let requests_resent = (a_after.retransmitted_packets - a_before.retransmitted_packets)
             + (b_after.retransmitted_packets - b_before.retransmitted_packets);
-        let read_responses_resent = match op {
+        let responses_resent = match op {
             Op::Read => {
                 let per_read = u64::from(size.div_ceil(self.args.mtu).max(1));
                 resent_responses(&b_before, &b_after, per_read * u64::from(n))
             }
+            Op::CompareSwap | Op::FetchAdd => resent_responses(&b_before, &b_after, u64::from(n)),
+            // ACKs are coalesced: how many b owed is not known.
             _ => 0,
         };
         Ok(Outcome {
@@ -434,7 +435,7 @@ impl Ctx<'_> {
             bytes,
             elapsed,
             requests_resent,
-            read_responses_resent,
+            responses_resent,
             check,
         })
     }
