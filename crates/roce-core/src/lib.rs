@@ -18,6 +18,11 @@
 //!   then `poll_timeout()` (the next deadline to call `handle_timeout` at), and
 //!   `poll_completion(cq)`.
 //!
+//! Congestion control ([`NicConfig`]'s `congestion`) runs on every QP of a NIC: none
+//! (requests leave as fast as the window allows) or DCQCN ([`Congestion::Dcqcn`]: a reaction
+//! point with its rate, α and timers, a notification point that sends CNPs, and a pacer), each
+//! QP's state readable through [`Nic::qp_congestion`].
+//!
 //! Where a rule comes from the IBTA specification or from the kernel's rxe driver (the reference
 //! peer), the code that applies it cites it.
 

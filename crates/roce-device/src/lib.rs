@@ -3,7 +3,10 @@
 //! This is the only crate of roce-emu with tokio and sockets. [`Device::spawn`] starts a task that
 //! owns a sans-IO `roce_core::Nic` and a [`Backend`]; [`DeviceHandle`] is the async verbs API
 //! applications use from any task. The backends: [`backend::udp::UdpBackend`], an unprivileged
-//! UDP socket on port 4791. A [`Tap`] writes what a device sends (and receives) to a pcap.
+//! UDP socket on port 4791 (segmentation-offload batches out, GRO in), and
+//! [`backend::raw::RawBackend`], whole Ethernet frames on an interface through the crate's own
+//! AF_PACKET socket (a `TPACKET_V2` receive ring and virtio-net headers; CAP_NET_RAW), which sees
+//! and checks every ICRC in full. A [`Tap`] writes what a device sends (and receives) to a pcap.
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {

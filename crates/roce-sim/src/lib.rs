@@ -11,6 +11,13 @@
 //! and the same calls give the same packets at the same simulated times, down to the bit. Time is
 //! [`roce_core::Instant`], from zero; nothing here reads a clock.
 //!
+//! Topologies: a [`Pair`] (two NICs over two links), a [`Net`] (N nodes, full mesh of links), and
+//! a [`Fabric`]: N hosts on the ports of one [`Switch`] (shared buffer, eight classes per port,
+//! RED ECN marking at enqueue or dequeue, PFC PAUSEs per priority, ETS), the congestion point of
+//! DCQCN. [`scenario`] runs congestion experiments on a fabric (the flows, a time series of
+//! goodput, DCQCN rates, the bottleneck queue, drops, PAUSEs, CE marks and CNPs): what
+//! `roce sim` plays from a TOML file.
+//!
 //! [`Capture`] writes what crossed the links as a pcap stamped with simulated time, and
 //! [`trace_to_test_output`] sends the logs of a test to its output.
 

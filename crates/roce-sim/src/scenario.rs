@@ -9,11 +9,19 @@
 //!
 //! A flow posts RC WRITEs of [`Scenario::message_bytes`] back to back, keeping
 //! [`Scenario::outstanding`] of them posted, until its bytes are sent (or forever for a long
-//! flow). Its goodput is the bytes of the WRITEs that completed in each interval.
+//! flow). Its goodput in an interval is the WRITE payload its receiver accepted in sequence in
+//! that interval (how far the receiving QP's expected PSN moved, in bytes), so it follows the
+//! packets as they land rather than jumping by a whole message when one completes; duplicates
+//! and out-of-sequence packets do not count. The bytes of the WRITEs that *completed* (were
+//! acknowledged) are counted too, over the whole run ([`FlowSeries::bytes`]).
+//!
+//! Limits: at most [`MAX_HOSTS`] hosts (their addresses are 198.18.0.1 to 198.18.0.254), at
+//! most [`MAX_DURATION`] of simulated time, a million samples, and a memory estimate
+//! ([`Scenario::memory_estimate`]) under [`MAX_MEMORY`].
 
 use roce_core::{
-    Congestion, DcqcnConfig, Duration, Instant, Mtu, NicConfig, Qpn, Remote, SendOp, SendWr, Sge,
-    WcStatus,
+    Congestion, DcqcnConfig, Duration, Instant, Mtu, NicConfig, Psn, Qpn, Remote, SendOp, SendWr,
+    Sge, WcStatus,
 };
 
 use crate::switch::SwitchConfig;
@@ -119,12 +127,56 @@ impl std::fmt::Display for ScenarioError {
 
 impl std::error::Error for ScenarioError {}
 
+/// The most hosts a scenario has: host i is at 198.18.0.(i + 1), so 254 fit in the last byte.
+pub const MAX_HOSTS: usize = 254;
+
+/// The longest simulated time a scenario runs: a minute (a 10 Gb/s flow is about a million
+/// packets a second, which a release build simulates in a few seconds of wall time).
+pub const MAX_DURATION: Duration = Duration::from_secs(60);
+
+/// The most memory [`Scenario::memory_estimate`] may come to: 2 GiB.
+pub const MAX_MEMORY: u64 = 2 << 30;
+
+/// Bytes a sample costs per flow, in the series and in what `roce sim` makes of it (the JSON
+/// document, its text, the plot): an upper bound from measured peaks (about 1.5 KiB per flow
+/// and sample in a debug build), with room.
+const SAMPLE_BYTES_PER_FLOW: u64 = 2048;
+/// Bytes a sample costs besides its flows, likewise (about 2 KiB measured).
+const SAMPLE_BYTES: u64 = 4096;
+/// What a host costs besides its memory region (the NIC, its QPs and queues).
+const HOST_BYTES: u64 = 64 << 10;
+
 impl Scenario {
-    /// Checks that hosts, flows and times fit together.
+    /// An upper bound of the memory a run takes, bytes: per host its memory region and NIC, the
+    /// switch's buffers full on every port, and the samples (in the series and in the JSON a
+    /// report makes of them).
+    pub fn memory_estimate(&self) -> u64 {
+        let hosts = self.hosts as u64;
+        let samples = self.duration.as_nanos() / self.interval.as_nanos().max(1);
+        let samples = u64::try_from(samples).unwrap_or(u64::MAX);
+        let per_sample = SAMPLE_BYTES + SAMPLE_BYTES_PER_FLOW * self.flows.len() as u64;
+        hosts
+            .saturating_mul(REGION_LEN as u64 + HOST_BYTES)
+            .saturating_add(hosts.saturating_mul(self.switch.buffer_bytes as u64))
+            .saturating_add(samples.saturating_mul(per_sample))
+    }
+
+    /// Checks that hosts, flows and times fit together, and that the run stays within the
+    /// limits ([`MAX_HOSTS`], [`MAX_DURATION`], [`MAX_MEMORY`]).
     pub fn validate(&self) -> Result<(), ScenarioError> {
         let err = |s: String| Err(ScenarioError(s));
-        if self.hosts < 2 {
-            return err(format!("hosts = {}: at least 2", self.hosts));
+        if self.hosts < 2 || self.hosts > MAX_HOSTS {
+            return err(format!(
+                "hosts = {}: from 2 to {MAX_HOSTS} (addresses 198.18.0.1 to 198.18.0.254)",
+                self.hosts
+            ));
+        }
+        if self.duration > MAX_DURATION {
+            return err(format!(
+                "duration {} ms: at most {} ms of simulated time",
+                self.duration.as_millis(),
+                MAX_DURATION.as_millis()
+            ));
         }
         if self.bottleneck >= self.hosts {
             return err(format!(
@@ -151,6 +203,16 @@ impl Scenario {
         if self.switch.bandwidth_bps == 0 {
             return err("switch bandwidth must be > 0".into());
         }
+        let memory = self.memory_estimate();
+        if memory > MAX_MEMORY {
+            return err(format!(
+                "the run would take about {} MiB of memory (hosts x (1 MiB region + buffer) + \
+                 samples x flows), over the {} MiB limit: fewer hosts, a smaller buffer, or a \
+                 longer sampling interval",
+                memory >> 20,
+                MAX_MEMORY >> 20
+            ));
+        }
         for (i, flow) in self.flows.iter().enumerate() {
             if flow.from >= self.hosts || flow.to >= self.hosts || flow.from == flow.to {
                 return err(format!(
@@ -174,12 +236,15 @@ const REGION_LEN: usize = 1 << 20;
 /// One flow's time series.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct FlowSeries {
-    /// Goodput in each interval, bits per second (bytes of the WRITEs completed in it).
+    /// Goodput in each interval, bits per second: the WRITE payload the receiver accepted in
+    /// sequence in it.
     pub goodput_bps: Vec<f64>,
     /// DCQCN's current rate at each sample, bits per second; `None` without congestion control.
     pub rate_bps: Vec<Option<u64>>,
-    /// Bytes of the WRITEs completed over the run.
+    /// Bytes of the WRITEs completed (acknowledged to the sender) over the run.
     pub bytes: u64,
+    /// WRITE payload the receiver accepted in sequence over the run (what `goodput_bps` sums).
+    pub delivered_bytes: u64,
     /// When a sized flow's last WRITE completed.
     pub finished: Option<Duration>,
     /// CNPs its sending QP received.
@@ -263,6 +328,8 @@ pub fn jain_index(rates: &[f64]) -> f64 {
 /// A flow while it runs.
 struct Running {
     qpn: Qpn,
+    /// The receiving host's QP.
+    peer: Qpn,
     remote: Remote,
     posted: u64,
     completed: u64,
@@ -270,11 +337,54 @@ struct Running {
     messages: u64,
     /// Bytes of the last message (a sized flow's remainder).
     last_len: u32,
-    bytes_this_interval: u64,
+    /// The receiving QP's expected PSN when last looked at.
+    epsn: Psn,
+    /// Packets the receiving QP accepted in sequence so far.
+    delivered_packets: u64,
+    /// Their payload at the last sample.
+    delivered_at_sample: u64,
+}
+
+impl Running {
+    /// Catches up with the receiving QP's expected PSN. Between two looks it moves by at most
+    /// the packets of the WRITEs outstanding, far less than half the PSN space.
+    fn observe(&mut self, fabric: &Fabric, to: usize) {
+        if let Ok((_, epsn)) = fabric.nodes[to].nic.qp_psns(self.peer) {
+            let moved = epsn.distance(self.epsn);
+            if moved > 0 {
+                self.delivered_packets += moved.unsigned_abs() as u64;
+                self.epsn = epsn;
+            }
+        }
+    }
+}
+
+/// WRITE payload in the first `packets` packets of a flow's PSN sequence: its WRITEs are `len`
+/// bytes (the last of `messages` is `last_len`), each cut in packets of `mtu` bytes (a 0-byte
+/// WRITE is one packet).
+fn payload_of(packets: u64, len: u32, last_len: u32, messages: u64, mtu: u32) -> u64 {
+    let full = u64::from(len.div_ceil(mtu).max(1));
+    let (len, last_len, mtu) = (u64::from(len), u64::from(last_len), u64::from(mtu));
+    let before_last = messages.saturating_sub(1);
+    let whole = packets / full;
+    if whole < before_last {
+        return whole * len + ((packets % full) * mtu).min(len);
+    }
+    let rest = packets - before_last * full;
+    before_last * len + (rest * mtu).min(last_len)
 }
 
 /// Plays `scenario` in virtual time and records its series.
 pub fn run(scenario: &Scenario) -> Result<Series, ScenarioError> {
+    run_observed(scenario, |_| {})
+}
+
+/// [`run`], calling `progress` with the simulated time reached at each sample (for a progress
+/// line; it does not change the run).
+pub fn run_observed(
+    scenario: &Scenario,
+    mut progress: impl FnMut(Duration),
+) -> Result<Series, ScenarioError> {
     scenario.validate()?;
     let line_rate = scenario.switch.bandwidth_bps;
     let config = PairConfig {
@@ -295,7 +405,12 @@ pub fn run(scenario: &Scenario) -> Result<Series, ScenarioError> {
         .flows
         .iter()
         .map(|flow| {
-            let (qpn, _) = fabric.connect_dscp(flow.from, flow.to, flow.dscp);
+            let (qpn, peer) = fabric.connect_dscp(flow.from, flow.to, flow.dscp);
+            let epsn = fabric.nodes[flow.to]
+                .nic
+                .qp_psns(peer)
+                .map(|(_, epsn)| epsn)
+                .unwrap_or_default();
             let target = &fabric.nodes[flow.to].mr;
             let (messages, last_len) = match flow.bytes {
                 None => (u64::MAX, len),
@@ -310,6 +425,7 @@ pub fn run(scenario: &Scenario) -> Result<Series, ScenarioError> {
             };
             Running {
                 qpn,
+                peer,
                 remote: Remote {
                     addr: target.addr(),
                     rkey: target.rkey(),
@@ -318,7 +434,9 @@ pub fn run(scenario: &Scenario) -> Result<Series, ScenarioError> {
                 completed: 0,
                 messages,
                 last_len,
-                bytes_this_interval: 0,
+                epsn,
+                delivered_packets: 0,
+                delivered_at_sample: 0,
             }
         })
         .collect();
@@ -383,7 +501,6 @@ pub fn run(scenario: &Scenario) -> Result<Series, ScenarioError> {
                 } else {
                     u64::from(len)
                 };
-                flow.bytes_this_interval += bytes;
                 series.flows[i].bytes += bytes;
                 if flow.completed == flow.messages {
                     series.flows[i].finished = Some(now - Instant::ZERO);
@@ -392,6 +509,9 @@ pub fn run(scenario: &Scenario) -> Result<Series, ScenarioError> {
         }
         if let Some(fault) = fault {
             return Err(ScenarioError(fault));
+        }
+        for (i, flow) in flows.iter_mut().enumerate() {
+            flow.observe(&fabric, scenario.flows[i].to);
         }
         queue_max = queue_max.max(fabric.switch.queue_bytes(scenario.bottleneck));
         // Samples due.
@@ -404,6 +524,7 @@ pub fn run(scenario: &Scenario) -> Result<Series, ScenarioError> {
                 next_sample,
                 queue_max,
             );
+            progress(next_sample - Instant::ZERO);
             queue_max = fabric.switch.queue_bytes(scenario.bottleneck);
             next_sample += scenario.interval;
         }
@@ -429,7 +550,11 @@ pub fn run(scenario: &Scenario) -> Result<Series, ScenarioError> {
             crate::set_sim_time(wake);
         }
     }
+    for (i, flow) in flows.iter_mut().enumerate() {
+        flow.observe(&fabric, scenario.flows[i].to);
+    }
     while next_sample <= end {
+        progress(next_sample - Instant::ZERO);
         sample(
             scenario,
             &fabric,
@@ -467,15 +592,24 @@ fn sample(
     queue_max: usize,
 ) {
     let seconds = scenario.interval.as_secs_f64();
+    let mtu = scenario.mtu.bytes();
     series.times.push(at - Instant::ZERO);
     for (i, flow) in flows.iter_mut().enumerate() {
         let node = &fabric.nodes[scenario.flows[i].from];
         let state = node.nic.qp_congestion(flow.qpn).unwrap_or_default();
+        let delivered = payload_of(
+            flow.delivered_packets,
+            scenario.message_bytes,
+            flow.last_len,
+            flow.messages,
+            mtu,
+        );
         let out = &mut series.flows[i];
         out.goodput_bps
-            .push(flow.bytes_this_interval as f64 * 8.0 / seconds);
+            .push((delivered - flow.delivered_at_sample) as f64 * 8.0 / seconds);
         out.rate_bps.push(state.rate_bps);
-        flow.bytes_this_interval = 0;
+        out.delivered_bytes = delivered;
+        flow.delivered_at_sample = delivered;
     }
     series
         .queue_bytes
@@ -491,4 +625,125 @@ fn sample(
     series
         .cnps
         .push(fabric.nodes.iter().map(|n| n.nic.stats().tx_cnps).sum());
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)] // test code: a panic is the failure report
+
+    use super::*;
+
+    /// One long flow from host 0 to host 1.
+    fn one_flow(interval_us: u64) -> Scenario {
+        Scenario {
+            flows: vec![Flow {
+                from: 0,
+                to: 1,
+                bytes: None,
+                start: Duration::ZERO,
+                dscp: 26,
+            }],
+            duration: Duration::from_millis(2),
+            interval: Duration::from_micros(interval_us),
+            ..Scenario::default()
+        }
+    }
+
+    #[test]
+    fn payload_counts_whole_packets_and_a_short_last_message() {
+        // 3000-byte WRITEs in 1024-byte packets: 1024, 2048, 3000 per message.
+        assert_eq!(payload_of(0, 3000, 3000, u64::MAX, 1024), 0);
+        assert_eq!(payload_of(1, 3000, 3000, u64::MAX, 1024), 1024);
+        assert_eq!(payload_of(3, 3000, 3000, u64::MAX, 1024), 3000);
+        assert_eq!(payload_of(4, 3000, 3000, u64::MAX, 1024), 4024);
+        // Two messages, the last of 100 bytes (one packet).
+        assert_eq!(payload_of(3, 3000, 100, 2, 1024), 3000);
+        assert_eq!(payload_of(4, 3000, 100, 2, 1024), 3100);
+        // 0-byte WRITEs are one packet each, no payload.
+        assert_eq!(payload_of(5, 0, 0, u64::MAX, 1024), 0);
+    }
+
+    #[test]
+    fn goodput_follows_packets_not_message_completions() {
+        // 64 KiB WRITEs at 10 Gb/s take ~55 µs each: counted by completions, 100 µs intervals
+        // hold one or two of them and the line zig-zags between ~5 and ~10 Gb/s.
+        let series = run(&one_flow(100)).unwrap();
+        let goodput = &series.flows[0].goodput_bps;
+        let settled = &goodput[2..];
+        let (lo, hi) = settled
+            .iter()
+            .fold((f64::MAX, 0f64), |(lo, hi), g| (lo.min(*g), hi.max(*g)));
+        assert!(
+            hi - lo < 0.2e9,
+            "goodput swings from {lo:.3e} to {hi:.3e} b/s: {goodput:?}"
+        );
+        assert!(lo > 9.0e9, "a lone flow runs near line rate: {goodput:?}");
+        let delivered = series.flows[0].delivered_bytes;
+        let sum: f64 = goodput.iter().map(|g| g * 100e-6 / 8.0).sum();
+        assert!((sum - delivered as f64).abs() < 1.0, "{sum} vs {delivered}");
+        assert!(
+            delivered >= series.flows[0].bytes,
+            "acknowledged bytes were delivered first"
+        );
+    }
+
+    #[test]
+    fn the_same_scenario_gives_the_same_series() {
+        let s = one_flow(250);
+        assert_eq!(run(&s).unwrap(), run(&s).unwrap());
+    }
+
+    #[test]
+    fn progress_reports_every_sample_in_order() {
+        let mut seen = Vec::new();
+        let series = run_observed(&one_flow(250), |t| seen.push(t)).unwrap();
+        assert_eq!(seen, series.times);
+        assert_eq!(seen.last().copied(), Some(Duration::from_millis(2)));
+    }
+
+    #[test]
+    fn hosts_beyond_the_address_range_are_refused() {
+        let mut s = one_flow(250);
+        s.hosts = MAX_HOSTS;
+        assert_eq!(s.validate(), Ok(()));
+        s.hosts = MAX_HOSTS + 1;
+        let err = s.validate().unwrap_err();
+        assert!(err.0.contains("hosts = 255"), "{err}");
+        assert!(run(&s).is_err());
+    }
+
+    #[test]
+    fn too_long_a_run_is_refused() {
+        let mut s = one_flow(250);
+        s.duration = MAX_DURATION;
+        s.interval = Duration::from_millis(1);
+        assert_eq!(s.validate(), Ok(()));
+        s.duration = MAX_DURATION + Duration::from_millis(1);
+        assert!(s.validate().unwrap_err().0.contains("at most 60000 ms"));
+    }
+
+    #[test]
+    fn too_many_samples_for_the_memory_limit_are_refused() {
+        let mut s = one_flow(250);
+        s.duration = MAX_DURATION;
+        s.interval = Duration::from_micros(100);
+        // 600 000 samples of one flow: about 3.4 GiB by the estimate.
+        let err = s.validate().unwrap_err();
+        assert!(err.0.contains("MiB of memory"), "{err}");
+        s.interval = Duration::from_micros(500);
+        assert_eq!(s.validate(), Ok(()));
+    }
+
+    #[test]
+    fn a_run_over_the_memory_limit_is_refused() {
+        let mut s = one_flow(250);
+        s.hosts = 200;
+        s.switch.buffer_bytes = 1 << 20;
+        assert!(s.memory_estimate() < MAX_MEMORY);
+        assert_eq!(s.validate(), Ok(()));
+        s.switch.buffer_bytes = 16 << 20;
+        assert!(s.memory_estimate() > MAX_MEMORY);
+        let err = s.validate().unwrap_err();
+        assert!(err.0.contains("MiB of memory"), "{err}");
+    }
 }

@@ -7,7 +7,9 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
-use roce_core::{Access, MemoryRegion, Mtu, Psn, RecvWr, Remote, SendOp, SendWr, Sge, WcStatus};
+use roce_core::{
+    Access, MemoryRegion, Mtu, Psn, RecvWr, Remote, SendOp, SendWr, Sge, Stats, WcStatus,
+};
 use roce_device::backend::udp::UdpBackend;
 use roce_device::{Connection, Device, DeviceConfig, DeviceHandle, RcEndpoint, Tap};
 use serde_json::json;
@@ -18,8 +20,11 @@ use serde_json::json;
 /// QP, connect them as ibv_rc_pingpong would, then run SEND, SEND with immediate, RDMA WRITE,
 /// WRITE with immediate, RDMA READ, compare-and-swap and fetch-and-add, checking every byte and
 /// every value that arrives. A table shows messages, bytes, time, goodput and retransmitted
-/// packets per operation. Everything a sends and b sends is written to a pcap that Wireshark
-/// opens (and `roce dump` checks).
+/// packets per operation: the requests either NIC sent again (go-back-N), plus the responses b
+/// sent again to duplicate requests (READ responses, atomic ACKs replayed from its cache; the
+/// ACKs of SENDs and WRITEs are coalesced, so a re-sent one cannot be told apart and is not
+/// counted). Everything a sends and b sends is written to a pcap that Wireshark opens (and
+/// `roce dump` checks).
 ///
 /// Exit status: 0 when every check passed, 1 when one failed, 2 on a setup error (for example
 /// port 4791 already taken on those addresses: pick others with --a/--b).
@@ -67,8 +72,28 @@ struct Outcome {
     messages: u32,
     bytes: u64,
     elapsed: Duration,
-    retransmits: u64,
+    /// Request packets sent again, by either NIC (`retransmitted_packets`).
+    requests_resent: u64,
+    /// Response packets b sent again (READ responses, atomic ACKs) to duplicate requests.
+    responses_resent: u64,
     check: Result<(), String>,
+}
+
+impl Outcome {
+    /// Every packet sent again for this operation.
+    fn retransmits(&self) -> u64 {
+        self.requests_resent + self.responses_resent
+    }
+}
+
+/// Response packets `responder` sent again between `before` and `after`, when it owed
+/// `expected` responses (READ response packets, or one atomic ACK per atomic) and sends nothing
+/// else but NAKs and CNPs. The engine has no counter of responses sent again: what it sent
+/// beyond those is that.
+fn resent_responses(before: &Stats, after: &Stats, expected: u64) -> u64 {
+    let sent = |s: &Stats| s.tx_packets;
+    let other = |s: &Stats| s.tx_nak_seq_err + s.tx_rnr_naks + s.tx_naks_other + s.tx_cnps;
+    (sent(after) - sent(before)).saturating_sub(expected + other(after) - other(before))
 }
 
 /// Runs `roce demo`.
@@ -188,7 +213,9 @@ async fn demo(args: &Args, mtu: Mtu) -> anyhow::Result<ExitCode> {
                     "bytes": o.bytes,
                     "seconds": o.elapsed.as_secs_f64(),
                     "goodput_gbps": goodput(o),
-                    "retransmitted_packets": o.retransmits,
+                    "retransmitted_packets": o.retransmits(),
+                    "retransmitted_requests": o.requests_resent,
+                    "resent_responses": o.responses_resent,
                     "ok": o.check.is_ok(),
                     "error": o.check.as_ref().err(),
                 })
@@ -227,11 +254,18 @@ async fn demo(args: &Args, mtu: Mtu) -> anyhow::Result<ExitCode> {
                 o.bytes,
                 o.elapsed.as_secs_f64() * 1e3,
                 goodput(o),
-                o.retransmits,
+                o.retransmits(),
                 match &o.check {
                     Ok(()) => "ok".to_owned(),
                     Err(why) => format!("FAILED: {why}"),
                 }
+            );
+        }
+        if outcomes.iter().any(|o| o.retransmits() > 0) {
+            println!(
+                "retransmits: request packets either NIC sent again, plus READ responses and \
+                 atomic ACKs b sent again to duplicates ({} of those)",
+                outcomes.iter().map(|o| o.responses_resent).sum::<u64>()
             );
         }
         if !args.no_pcap {
@@ -294,7 +328,7 @@ impl Ctx<'_> {
         };
         let seed = op as u64 + 1;
         let data = pattern(seed, half as usize);
-        let before = a.stats().await?.retransmitted_packets;
+        let (a_before, b_before) = (a.stats().await?, b.stats().await?);
         let name = match op {
             Op::Send => "SEND",
             Op::SendWithImm => "SEND_WITH_IMM",
@@ -401,13 +435,25 @@ impl Ctx<'_> {
             Op::CompareSwap | Op::FetchAdd => (n, 8 * u64::from(n)),
             _ => (n, half),
         };
-        let retransmits = a.stats().await?.retransmitted_packets - before;
+        let (a_after, b_after) = (a.stats().await?, b.stats().await?);
+        let requests_resent = (a_after.retransmitted_packets - a_before.retransmitted_packets)
+            + (b_after.retransmitted_packets - b_before.retransmitted_packets);
+        let responses_resent = match op {
+            Op::Read => {
+                let per_read = u64::from(size.div_ceil(self.args.mtu).max(1));
+                resent_responses(&b_before, &b_after, per_read * u64::from(n))
+            }
+            Op::CompareSwap | Op::FetchAdd => resent_responses(&b_before, &b_after, u64::from(n)),
+            // ACKs are coalesced: how many b owed is not known.
+            _ => 0,
+        };
         Ok(Outcome {
             name,
             messages,
             bytes,
             elapsed,
-            retransmits,
+            requests_resent,
+            responses_resent,
             check,
         })
     }

@@ -94,6 +94,62 @@ fn demo_with_loss_recovers_and_shows_retransmissions() {
         retransmits > 0,
         "5 % loss and nothing retransmitted: {report}"
     );
+    // RDMA READ: lost responses are sent again by b, the responder; they count with the
+    // requests a sent again.
+    let read = report["operations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|o| o["operation"] == "RDMA_READ")
+        .unwrap();
+    let requests = read["retransmitted_requests"].as_u64().unwrap();
+    let responses = read["resent_responses"].as_u64().unwrap();
+    assert!(responses > 0, "no READ response sent again: {read}");
+    assert_eq!(
+        read["retransmitted_packets"],
+        requests + responses,
+        "{read}"
+    );
+    // Every row adds up; SENDs' and WRITEs' ACKs are not counted.
+    for o in report["operations"].as_array().unwrap() {
+        let (requests, responses) = (
+            o["retransmitted_requests"].as_u64().unwrap(),
+            o["resent_responses"].as_u64().unwrap(),
+        );
+        assert_eq!(o["retransmitted_packets"], requests + responses, "{o}");
+        let name = o["operation"].as_str().unwrap();
+        if name.starts_with("SEND") || name.starts_with("RDMA_WRITE") {
+            assert_eq!(responses, 0, "{o}");
+        }
+    }
+}
+
+/// Without loss the READ responses and atomic ACKs b sends are exactly the ones asked for
+/// (5000-byte READs at MTU 1024: 5 packets each, the last short), so none is counted as sent
+/// again.
+#[test]
+fn demo_without_loss_counts_no_read_response_resent() {
+    let output = roce(&[
+        "demo",
+        "--a",
+        "127.0.23.1",
+        "--b",
+        "127.0.23.2",
+        "-n",
+        "8",
+        "--size",
+        "5000",
+        "--json",
+        "--no-pcap",
+    ]);
+    assert!(output.status.success(), "{output:?}");
+    let report: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    for o in report["operations"].as_array().unwrap() {
+        // A request sent again (a timeout on a loaded machine) may be answered again.
+        if o["retransmitted_requests"] == 0 {
+            assert_eq!(o["resent_responses"], 0, "{o}");
+        }
+    }
 }
 
 #[test]

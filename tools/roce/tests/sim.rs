@@ -1,5 +1,7 @@
-//! `roce sim`: a shipped scenario, shortened, writes a time series and a plot; a file with an
-//! unknown key is refused with exit status 2; `--list` names every shipped scenario.
+//! `roce sim`: a shipped scenario, shortened, writes a time series and a plot, the same bytes
+//! every time; a file with an unknown key, a missing required key or a value out of range is
+//! refused with exit status 2, naming the key and the file, before anything is written; a long
+//! run says how far it has got; `--list` names every shipped scenario.
 
 #![allow(clippy::unwrap_used)] // test code: a panic is the failure report
 
@@ -75,6 +77,19 @@ fn a_scenario_writes_its_series_and_plot() {
 
     let svg = std::fs::read_to_string(out.join("plot.svg")).unwrap();
     assert!(svg.starts_with("<svg"), "{}", &svg[..svg.len().min(80)]);
+    // Units said, RED's thresholds and the switch's and NICs' events in the legends.
+    for label in [
+        "Gb/s (10^9 bit/s)",
+        "KiB (1024 bytes)",
+        "ECN Kmin 9.8 KiB",
+        "ECN Kmax 39.1 KiB",
+        "drops (switch): 0",
+        "PAUSEs sent (switch): 0",
+        "CE marks (switch): ",
+        "CNPs sent (NICs): ",
+    ] {
+        assert!(svg.contains(label), "no {label:?} in plot.svg");
+    }
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -140,4 +155,158 @@ fn list_names_every_shipped_scenario() {
         }
     }
     assert!(names >= 5, "{names} scenarios shipped");
+}
+
+fn run_into(file: &Path, out: &Path, extra: &[&str]) -> Output {
+    let mut args = vec![
+        "sim",
+        file.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+    ];
+    args.extend_from_slice(extra);
+    roce(&args)
+}
+
+#[test]
+fn the_same_file_writes_the_same_series_and_plot_bit_for_bit() {
+    let dir = temp_dir("repro");
+    let file = short_fairness(&dir);
+    let (one, two) = (dir.join("one"), dir.join("two"));
+    for out in [&one, &two] {
+        let output = run_into(&file, out, &["--json"]);
+        assert!(output.status.success(), "{output:?}");
+        let summary: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+        // The wall clock is reported on standard output only.
+        assert!(summary["wall_s"].as_f64().unwrap() > 0.0, "{summary}");
+    }
+    for name in ["series.json", "plot.svg"] {
+        let a = std::fs::read(one.join(name)).unwrap();
+        let b = std::fs::read(two.join(name)).unwrap();
+        assert!(!a.is_empty());
+        assert!(a == b, "{name} differs between two runs of one file");
+    }
+    let series = std::fs::read_to_string(one.join("series.json")).unwrap();
+    assert!(
+        !series.contains("wall_s") && !series.contains("per_s"),
+        "{series}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Writes `text` as `name` in a fresh directory, runs it, and checks that it is refused with exit
+/// status 2, an error naming `key` and the file, and nothing written.
+fn refused(tag: &str, text: &str, key: &str) {
+    let dir = temp_dir(tag);
+    let file = dir.join(format!("{tag}.toml"));
+    std::fs::write(&file, text).unwrap();
+    let out = dir.join("out");
+    let output = run_into(&file, &out, &[]);
+    assert_eq!(output.status.code(), Some(2), "{output:?}");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains(key), "no {key} in: {stderr}");
+    assert!(stderr.contains(&format!("{tag}.toml")), "{stderr}");
+    assert!(!out.exists(), "nothing is written for a refused file");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+const FLOW: &str = "[[flows]]\nsrc = 0\ndst = 1\n";
+
+#[test]
+fn a_missing_required_key_is_named() {
+    refused(
+        "nosample",
+        &format!("hosts = 2\nduration_ms = 1\n{FLOW}"),
+        "sample_us",
+    );
+    refused(
+        "nohosts",
+        &format!("duration_ms = 1\nsample_us = 100\n{FLOW}"),
+        "hosts",
+    );
+    refused(
+        "noflows",
+        "hosts = 2\nduration_ms = 1\nsample_us = 100\n",
+        "flows",
+    );
+}
+
+#[test]
+fn values_out_of_range_are_named_with_their_key() {
+    let base = "duration_ms = 1\nsample_us = 100\n";
+    refused(
+        "flowdst",
+        &format!("hosts = 2\n{base}[[flows]]\nsrc = 0\ndst = 7\n"),
+        "flows[0].dst = 7",
+    );
+    refused(
+        "sample",
+        &format!("hosts = 2\nduration_ms = 1\nsample_us = 0\n{FLOW}"),
+        "sample_us = 0",
+    );
+    refused(
+        "outstanding",
+        &format!("hosts = 2\n{base}outstanding = 0\n{FLOW}"),
+        "outstanding = 0",
+    );
+}
+
+#[test]
+fn too_many_hosts_or_too_long_a_run_is_refused() {
+    refused(
+        "hosts",
+        &format!("hosts = 255\nduration_ms = 1\nsample_us = 100\n{FLOW}"),
+        "hosts = 255",
+    );
+    refused(
+        "duration",
+        &format!("hosts = 2\nduration_ms = 60001\nsample_us = 100000\n{FLOW}"),
+        "duration_ms = 60001",
+    );
+    // 254 hosts with 16 MiB buffers: about 4 GiB by the estimate.
+    refused(
+        "memory",
+        &format!(
+            "hosts = 254\nduration_ms = 1\nsample_us = 100\n{FLOW}\
+             [switch]\nbuffer_bytes = 16777216\n"
+        ),
+        "MiB of memory",
+    );
+}
+
+#[test]
+fn a_long_run_says_how_far_it_has_got() {
+    let dir = temp_dir("progress");
+    let text = std::fs::read_to_string(scenarios().join("incast-dcqcn.toml")).unwrap();
+    let file = dir.join("incast.toml");
+    std::fs::write(&file, text).unwrap();
+    let output = run_into(&file, &dir.join("out"), &["--progress-every", "0.05"]);
+    assert!(output.status.success(), "{output:?}");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    let reached: Vec<f64> = stderr
+        .lines()
+        .filter_map(|l| l.strip_prefix("roce sim incast-dcqcn: "))
+        .map(|l| {
+            assert!(l.contains(" of 6 ms simulated ("), "{l}");
+            assert!(
+                l.contains(" %), ") && l.ends_with(" s of wall time so far"),
+                "{l}"
+            );
+            l.split(' ').next().unwrap().parse().unwrap()
+        })
+        .collect();
+    assert!(!reached.is_empty(), "no progress line: {stderr}");
+    assert!(reached.windows(2).all(|w| w[0] <= w[1]), "{reached:?}");
+    assert!(
+        reached.iter().all(|r| (0.0..=6.0).contains(r)),
+        "{reached:?}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_bad_progress_interval_is_refused() {
+    let output = roce(&["sim", "fairness", "--progress-every", "0"]);
+    assert_eq!(output.status.code(), Some(2), "{output:?}");
+    assert!(String::from_utf8_lossy(&output.stderr).contains("--progress-every 0"));
 }

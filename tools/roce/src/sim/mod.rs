@@ -1,0 +1,246 @@
+//! `roce sim`: a congestion experiment from a TOML file, played in virtual time by
+//! `roce_sim::scenario::run_observed`, written out as a JSON time series and an SVG plot, and
+//! summed up.
+//!
+//! [`schema`] reads and checks the file, [`report`] makes the summary and `series.json`,
+//! [`plot`] draws `plot.svg`.
+
+mod plot;
+mod report;
+mod schema;
+
+use std::ffi::OsStr;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc;
+use std::time::Instant as WallClock;
+
+use anyhow::{Context, anyhow, bail};
+use roce_core::Duration;
+use roce_sim::{Scenario, Series};
+use serde_json::json;
+
+use schema::load;
+
+/// Run a congestion experiment (hosts on one switch, RC WRITE flows) in virtual time.
+///
+/// SCENARIO is a TOML file, or the name of a shipped one (`scenarios/NAME.toml`; `--list`
+/// shows them). Writes `series.json` (per sample: each flow's goodput and DCQCN rate, the
+/// bottleneck queue, and the switch's drops, PAUSEs and CE marks and the NICs' CNPs, cumulative)
+/// and `plot.svg` (goodput and rates, the bottleneck queue, and drops, PAUSEs, CE marks and CNPs
+/// per interval, against time) into the output directory, and prints a summary: per-flow mean
+/// goodput, Jain's fairness index, queue maximum, drops, pauses, CNPs, and the wall time taken.
+///
+/// The same file gives the same `series.json` and `plot.svg`, bit for bit (wall-clock figures
+/// are only in the printed summary). A run that takes more than two seconds says on standard
+/// error how far it has got. Limits: 2 to 254 hosts, at most 60000 ms of simulated time, a
+/// million samples, and about 2 GiB of memory by the estimate. Exit status: 0, or 2 when the
+/// file cannot be read or is not a valid scenario (the error names the file and the key).
+#[derive(Debug, clap::Args)]
+#[command(after_help = "Examples:\n  \
+    roce sim --list\n  \
+    roce sim incast-dcqcn                 # scenarios/incast-dcqcn.toml -> sim-out/incast-dcqcn/\n  \
+    roce sim my.toml --out /tmp/my --json | jq .flows\n\n\
+    Required keys: hosts, duration_ms, sample_us, and [[flows]] tables with src and dst.\n\
+    File format: see docs/congestion.md (\"roce sim\") and scenarios/*.toml.")]
+pub(crate) struct Args {
+    /// The scenario: a TOML file, or the name of a shipped scenario.
+    #[arg(required_unless_present = "list", value_name = "SCENARIO")]
+    scenario: Option<String>,
+    /// Output directory (default: sim-out/NAME, NAME being the scenario's name).
+    #[arg(long, value_name = "DIR")]
+    out: Option<PathBuf>,
+    /// Print the summary as one JSON object on standard output instead of text.
+    #[arg(long)]
+    json: bool,
+    /// List the shipped scenarios, one line each, and exit.
+    #[arg(long, conflicts_with_all = ["scenario", "out", "json"])]
+    list: bool,
+    /// Say how far the run has got (simulated time reached, percent, wall time) on standard
+    /// error every SECONDS of wall time (default: after 2 s, then every 5 s).
+    #[arg(long, value_name = "SECONDS")]
+    progress_every: Option<f64>,
+}
+
+/// Where shipped scenarios are looked for: `scenarios/` here, then the source tree's.
+fn scenario_dirs() -> Vec<PathBuf> {
+    vec![
+        PathBuf::from("scenarios"),
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios"),
+    ]
+}
+
+/// A file if `arg` names one, else a shipped scenario called `arg`.
+fn resolve(arg: &str) -> anyhow::Result<PathBuf> {
+    let path = PathBuf::from(arg);
+    if path.is_file() {
+        return Ok(path);
+    }
+    let is_name = !arg.is_empty() && !arg.contains(['/', '\\']) && !arg.ends_with(".toml");
+    if is_name {
+        for dir in scenario_dirs() {
+            let candidate = dir.join(format!("{arg}.toml"));
+            if candidate.is_file() {
+                return Ok(candidate);
+            }
+        }
+        bail!("no file {arg} and no shipped scenario called {arg} (roce sim --list shows them)");
+    }
+    bail!("cannot read {arg}: no such file")
+}
+
+/// Runs `roce sim`.
+pub(crate) fn run(args: &Args) -> anyhow::Result<ExitCode> {
+    if args.list {
+        return list();
+    }
+    let Some(arg) = &args.scenario else {
+        bail!("no scenario given (roce sim --list shows the shipped ones)");
+    };
+    let path = resolve(arg)?;
+    let loaded = load(&path)?;
+    let name = loaded.scenario.name.clone();
+    let out = args
+        .out
+        .clone()
+        .unwrap_or_else(|| Path::new("sim-out").join(&name));
+
+    let started = WallClock::now();
+    let every = match args.progress_every {
+        None => None,
+        Some(s) if s.is_finite() && s > 0.0 && s <= 3600.0 => Some(Duration::from_secs_f64(s)),
+        Some(s) => bail!("--progress-every {s}: seconds, more than 0 and at most 3600"),
+    };
+    let series = run_with_progress(&loaded.scenario, every)?;
+    let wall = started.elapsed();
+
+    let summary = report::summarise(&loaded, &series);
+    std::fs::create_dir_all(&out)
+        .with_context(|| format!("cannot create the directory {}", out.display()))?;
+    let series_path = out.join("series.json");
+    let plot_path = out.join("plot.svg");
+    let document = report::series_json(&loaded, &series, &summary);
+    let text = serde_json::to_string_pretty(&document).context("cannot encode series.json")?;
+    std::fs::write(&series_path, text + "\n")
+        .with_context(|| format!("cannot write {}", series_path.display()))?;
+    let svg = plot::plot(&loaded, &series)?;
+    std::fs::write(&plot_path, svg)
+        .with_context(|| format!("cannot write {}", plot_path.display()))?;
+
+    let summary = report::with_timing(&summary, &series, wall.as_secs_f64());
+    if args.json {
+        let mut value = summary;
+        value["series"] = json!(series_path.display().to_string());
+        value["plot"] = json!(plot_path.display().to_string());
+        println!("{value}");
+    } else {
+        print!("{}", report::summary_text(&loaded, &summary));
+        println!(
+            "wrote {} and {}",
+            series_path.display(),
+            plot_path.display()
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `roce sim --list`: the shipped scenarios and their descriptions.
+fn list() -> anyhow::Result<ExitCode> {
+    let Some(dir) = scenario_dirs().into_iter().find(|d| d.is_dir()) else {
+        bail!("no scenarios/ directory here or in the source tree");
+    };
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .with_context(|| format!("cannot read {}", dir.display()))?
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .filter(|p| p.extension() == Some(OsStr::new("toml")))
+        .collect();
+    files.sort();
+    let width = files
+        .iter()
+        .filter_map(|p| p.file_stem().map(|s| s.len()))
+        .max()
+        .unwrap_or(0);
+    for file in &files {
+        let stem = file
+            .file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let about = match load(file) {
+            Ok(loaded) => loaded.description.unwrap_or_default(),
+            Err(err) => format!("(not a valid scenario: {err:#})"),
+        };
+        println!("{stem:<width$}  {about}");
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Runs the scenario on a thread and, when it takes more than two seconds, says on standard
+/// error how far it has got: simulated time reached out of the run's, and the wall time so far.
+fn run_with_progress(scenario: &Scenario, every: Option<Duration>) -> anyhow::Result<Series> {
+    let (tx, rx) = mpsc::channel();
+    let owned = scenario.clone();
+    let reached = Arc::new(AtomicU64::new(0));
+    let seen = Arc::clone(&reached);
+    let worker = std::thread::spawn(move || {
+        let result = roce_sim::scenario::run_observed(&owned, |t| {
+            let nanos = u64::try_from(t.as_nanos()).unwrap_or(u64::MAX);
+            seen.store(nanos, Ordering::Relaxed);
+        });
+        // The receiver only goes away when the main thread has given up.
+        let _ = tx.send(result);
+    });
+    let started = WallClock::now();
+    let mut wait = every.unwrap_or(Duration::from_secs(2));
+    let target = scenario.duration.as_secs_f64() * 1e3;
+    let result = loop {
+        match rx.recv_timeout(wait) {
+            Ok(result) => break result,
+            Err(mpsc::RecvTimeoutError::Timeout) => {
+                let done = reached.load(Ordering::Relaxed) as f64 / 1e6;
+                eprintln!(
+                    "{}",
+                    progress_line(&scenario.name, done, target, started.elapsed())
+                );
+                wait = every.unwrap_or(Duration::from_secs(5));
+            }
+            Err(mpsc::RecvTimeoutError::Disconnected) => {
+                break Err(roce_sim::scenario::ScenarioError(
+                    "the simulation stopped without a result".into(),
+                ));
+            }
+        }
+    };
+    let _ = worker.join();
+    result.map_err(|e| anyhow!("{}: the run failed: {e}", scenario.name))
+}
+
+/// "roce sim NAME: 12.5 of 20 ms simulated (62 %), 4.1 s of wall time so far".
+fn progress_line(name: &str, done_ms: f64, target_ms: f64, wall: Duration) -> String {
+    let percent = if target_ms > 0.0 {
+        100.0 * done_ms / target_ms
+    } else {
+        100.0
+    };
+    format!(
+        "roce sim {name}: {done_ms:.1} of {target_ms} ms simulated ({percent:.0} %), \
+         {:.1} s of wall time so far",
+        wall.as_secs_f64()
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_progress_line_says_how_far_the_run_has_got() {
+        let line = progress_line("incast", 12.5, 20.0, Duration::from_millis(4100));
+        assert_eq!(
+            line,
+            "roce sim incast: 12.5 of 20 ms simulated (62 %), 4.1 s of wall time so far"
+        );
+    }
+}

@@ -1,0 +1,407 @@
+//! The scenario file: its TOML schema, its defaults, and the checks that turn it into a
+//! [`Scenario`]. Unknown keys are an error, so a misspelt key never silently takes a default;
+//! every error names the key it is about (and [`load`] adds the file).
+//!
+//! Required keys: `hosts`, `duration_ms`, `sample_us` and at least one `[[flows]]` table with
+//! `src` and `dst`; inside `[switch.ecn]` all three keys, inside `[switch.pfc]` `xoff_bytes`
+//! and `xon_bytes`. Everything else has a default (docs/congestion.md lists them).
+
+use std::ffi::OsStr;
+use std::path::Path;
+
+use anyhow::{Context, anyhow, bail};
+use roce_core::{Duration, Mtu};
+use roce_sim::scenario::{Flow, MAX_DURATION, MAX_HOSTS, NicCongestion};
+use roce_sim::switch::{MarkAt, Pfc};
+use roce_sim::{EcnMarking, Scenario, SwitchConfig};
+use serde::Deserialize;
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct ScenarioFile {
+    /// Name for reports and the output directory; default: the file's stem.
+    name: Option<String>,
+    /// One line on what it shows (for `--list`).
+    description: Option<String>,
+    /// Required. Hosts on the switch (2 to 254); host i is on port i.
+    hosts: usize,
+    /// The switch.
+    #[serde(default)]
+    switch: SwitchFile,
+    /// The NICs' congestion control.
+    #[serde(default)]
+    congestion: CongestionName,
+    /// Path MTU of the flows' QPs, bytes.
+    #[serde(default = "default_mtu")]
+    mtu: u32,
+    /// Bytes per RC WRITE.
+    #[serde(default = "default_message_bytes")]
+    message_bytes: u32,
+    /// WRITEs each flow keeps posted.
+    #[serde(default = "default_outstanding")]
+    outstanding: usize,
+    /// Required. Simulated time of the run (at most 60000).
+    duration_ms: u64,
+    /// Required. Sampling interval.
+    sample_us: u64,
+    /// The port whose queue is recorded; default: the destination most flows share.
+    bottleneck: Option<usize>,
+    /// The summary's means and queue maximum over (summary_from_ms, duration]; default 0.
+    #[serde(default)]
+    summary_from_ms: u64,
+    /// Seed of the switch's marking decisions.
+    #[serde(default)]
+    seed: u64,
+    /// Required, at least one. The flows.
+    flows: Vec<FlowFile>,
+}
+
+fn default_mtu() -> u32 {
+    1024
+}
+
+fn default_message_bytes() -> u32 {
+    64 * 1024
+}
+
+fn default_outstanding() -> usize {
+    4
+}
+
+#[derive(Debug, Clone, Copy, Default, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub(super) enum CongestionName {
+    #[default]
+    None,
+    Dcqcn,
+    DcqcnPaper,
+}
+
+impl CongestionName {
+    fn nic(self) -> NicCongestion {
+        match self {
+            Self::None => NicCongestion::None,
+            Self::Dcqcn => NicCongestion::Dcqcn,
+            Self::DcqcnPaper => NicCongestion::DcqcnPaper,
+        }
+    }
+
+    pub(super) fn as_str(self) -> &'static str {
+        match self {
+            Self::None => "none",
+            Self::Dcqcn => "dcqcn",
+            Self::DcqcnPaper => "dcqcn-paper",
+        }
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SwitchFile {
+    /// Line rate of every port (and every NIC), Gb/s.
+    #[serde(default = "default_rate")]
+    rate_gbps: f64,
+    /// Propagation delay of each cable.
+    #[serde(default = "default_latency")]
+    latency_us: u64,
+    /// Buffer per egress port, drop-tail.
+    #[serde(default = "default_buffer")]
+    buffer_bytes: usize,
+    /// RED ECN marking; absent: no marking.
+    ecn: Option<EcnFile>,
+    /// When marking is decided.
+    #[serde(default)]
+    mark_at: MarkAtName,
+    /// PFC; absent: a lossy fabric.
+    pfc: Option<PfcFile>,
+}
+
+impl Default for SwitchFile {
+    fn default() -> Self {
+        Self {
+            rate_gbps: default_rate(),
+            latency_us: default_latency(),
+            buffer_bytes: default_buffer(),
+            ecn: None,
+            mark_at: MarkAtName::default(),
+            pfc: None,
+        }
+    }
+}
+
+fn default_rate() -> f64 {
+    10.0
+}
+
+fn default_latency() -> u64 {
+    1
+}
+
+fn default_buffer() -> usize {
+    1 << 20
+}
+
+#[derive(Debug, Clone, Copy, Default, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+enum MarkAtName {
+    #[default]
+    Enqueue,
+    Dequeue,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct EcnFile {
+    kmin_bytes: usize,
+    kmax_bytes: usize,
+    pmax: f64,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PfcFile {
+    xoff_bytes: usize,
+    xon_bytes: usize,
+    /// Priorities PFC applies to; default: priority 3 alone.
+    #[serde(default = "default_priorities")]
+    priorities: Vec<u8>,
+    /// Pause time per PAUSE frame, quanta of 512 bit times.
+    #[serde(default = "default_quanta")]
+    pause_quanta: u16,
+}
+
+fn default_priorities() -> Vec<u8> {
+    vec![3]
+}
+
+fn default_quanta() -> u16 {
+    0xffff
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FlowFile {
+    /// Required. The sending host.
+    src: usize,
+    /// Required. The receiving host.
+    dst: usize,
+    #[serde(default)]
+    start_us: u64,
+    #[serde(default = "default_dscp")]
+    dscp: u8,
+    /// Bytes to write; absent: a long flow.
+    bytes: Option<u64>,
+}
+
+fn default_dscp() -> u8 {
+    26
+}
+
+/// A scenario as loaded, with what the summary needs beyond [`Scenario`].
+/// A scenario as loaded, with what the summary needs beyond [`Scenario`].
+#[derive(Debug)]
+pub(super) struct Loaded {
+    pub(super) scenario: Scenario,
+    pub(super) description: Option<String>,
+    pub(super) congestion: CongestionName,
+    pub(super) summary_from: Duration,
+}
+
+impl ScenarioFile {
+    fn into_loaded(self, stem: &str) -> anyhow::Result<Loaded> {
+        let sw = &self.switch;
+        if !(sw.rate_gbps.is_finite() && sw.rate_gbps > 0.0 && sw.rate_gbps <= 10_000.0) {
+            bail!("switch.rate_gbps = {}: from >0 to 10000", sw.rate_gbps);
+        }
+        let ecn = match &sw.ecn {
+            None => None,
+            Some(e) => {
+                if !(0.0..=1.0).contains(&e.pmax) {
+                    bail!("switch.ecn.pmax = {}: from 0 to 1", e.pmax);
+                }
+                if e.kmin_bytes > e.kmax_bytes {
+                    bail!(
+                        "switch.ecn: kmin_bytes {} is above kmax_bytes {}",
+                        e.kmin_bytes,
+                        e.kmax_bytes
+                    );
+                }
+                Some(EcnMarking {
+                    k_min_bytes: e.kmin_bytes,
+                    k_max_bytes: e.kmax_bytes,
+                    p_max: e.pmax,
+                })
+            }
+        };
+        let pfc = match &sw.pfc {
+            None => None,
+            Some(p) => {
+                if p.xon_bytes > p.xoff_bytes {
+                    bail!(
+                        "switch.pfc: xon_bytes {} is above xoff_bytes {}",
+                        p.xon_bytes,
+                        p.xoff_bytes
+                    );
+                }
+                let mut priorities = 0u8;
+                for &prio in &p.priorities {
+                    if prio > 7 {
+                        bail!("switch.pfc.priorities: {prio} is not a priority (0 to 7)");
+                    }
+                    priorities |= 1 << prio;
+                }
+                Some(Pfc {
+                    xoff_bytes: p.xoff_bytes,
+                    xon_bytes: p.xon_bytes,
+                    pause_quanta: p.pause_quanta,
+                    priorities,
+                })
+            }
+        };
+        let mtu = Mtu::from_bytes(self.mtu)
+            .ok_or_else(|| anyhow!("mtu = {}: one of 256, 512, 1024, 2048, 4096", self.mtu))?;
+        self.check_keys()?;
+        if self.summary_from_ms >= self.duration_ms {
+            bail!(
+                "summary_from_ms = {} is not before duration_ms = {}",
+                self.summary_from_ms,
+                self.duration_ms
+            );
+        }
+        let bottleneck = self
+            .bottleneck
+            .unwrap_or_else(|| busiest_destination(&self.flows));
+        let scenario = Scenario {
+            name: self.name.unwrap_or_else(|| stem.to_owned()),
+            hosts: self.hosts,
+            switch: SwitchConfig {
+                bandwidth_bps: (sw.rate_gbps * 1e9).round() as u64,
+                latency: Duration::from_micros(sw.latency_us),
+                buffer_bytes: sw.buffer_bytes,
+                ecn,
+                mark_at: match sw.mark_at {
+                    MarkAtName::Enqueue => MarkAt::Enqueue,
+                    MarkAtName::Dequeue => MarkAt::Dequeue,
+                },
+                pfc,
+                ..SwitchConfig::default()
+            },
+            congestion: self.congestion.nic(),
+            mtu,
+            message_bytes: self.message_bytes,
+            outstanding: self.outstanding,
+            flows: self
+                .flows
+                .iter()
+                .map(|f| Flow {
+                    from: f.src,
+                    to: f.dst,
+                    bytes: f.bytes,
+                    start: Duration::from_micros(f.start_us),
+                    dscp: f.dscp,
+                })
+                .collect(),
+            duration: Duration::from_millis(self.duration_ms),
+            interval: Duration::from_micros(self.sample_us),
+            bottleneck,
+            seed: self.seed,
+        };
+        scenario.validate().map_err(|e| anyhow!("{e}"))?;
+        Ok(Loaded {
+            scenario,
+            description: self.description,
+            congestion: self.congestion,
+            summary_from: Duration::from_millis(self.summary_from_ms),
+        })
+    }
+}
+
+impl ScenarioFile {
+    /// The checks of [`Scenario::validate`], said in the file's keys.
+    fn check_keys(&self) -> anyhow::Result<()> {
+        if !(2..=MAX_HOSTS).contains(&self.hosts) {
+            bail!(
+                "hosts = {}: from 2 to {MAX_HOSTS} (host i is 198.18.0.(i + 1))",
+                self.hosts
+            );
+        }
+        let max_ms = MAX_DURATION.as_millis();
+        if self.duration_ms == 0 || u128::from(self.duration_ms) > max_ms {
+            bail!(
+                "duration_ms = {}: from 1 to {max_ms} (a minute of simulated time)",
+                self.duration_ms
+            );
+        }
+        let duration_us = self.duration_ms.saturating_mul(1000);
+        if self.sample_us == 0 || self.sample_us > duration_us {
+            bail!(
+                "sample_us = {}: from 1 to duration_ms x 1000 = {duration_us}",
+                self.sample_us
+            );
+        }
+        if duration_us / self.sample_us > 1_000_000 {
+            bail!(
+                "sample_us = {}: {} samples, over a million (lengthen sample_us)",
+                self.sample_us,
+                duration_us / self.sample_us
+            );
+        }
+        if let Some(b) = self.bottleneck
+            && b >= self.hosts
+        {
+            bail!("bottleneck = {b}: a port from 0 to {}", self.hosts - 1);
+        }
+        if self.message_bytes == 0 || self.message_bytes > 1 << 20 {
+            bail!("message_bytes = {}: from 1 to 1048576", self.message_bytes);
+        }
+        if !(1..=64).contains(&self.outstanding) {
+            bail!("outstanding = {}: from 1 to 64", self.outstanding);
+        }
+        if self.flows.is_empty() {
+            bail!("flows: none; add at least one [[flows]] table (src, dst)");
+        }
+        for (i, f) in self.flows.iter().enumerate() {
+            for (key, host) in [("src", f.src), ("dst", f.dst)] {
+                if host >= self.hosts {
+                    bail!(
+                        "flows[{i}].{key} = {host}: a host from 0 to {}",
+                        self.hosts - 1
+                    );
+                }
+            }
+            if f.src == f.dst {
+                bail!("flows[{i}]: src and dst are both {}", f.src);
+            }
+            if f.dscp > 63 {
+                bail!("flows[{i}].dscp = {}: from 0 to 63", f.dscp);
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The destination most flows share (the lowest on a tie).
+fn busiest_destination(flows: &[FlowFile]) -> usize {
+    let mut best = (0usize, 0usize);
+    for f in flows {
+        let count = flows.iter().filter(|g| g.dst == f.dst).count();
+        if count > best.1 || (count == best.1 && f.dst < best.0) {
+            best = (f.dst, count);
+        }
+    }
+    best.0
+}
+
+/// Reads and checks a scenario file.
+pub(super) fn load(path: &Path) -> anyhow::Result<Loaded> {
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let file: ScenarioFile = toml::from_str(&text)
+        .map_err(|e| anyhow!("{}: {}", path.display(), e.to_string().trim_end()))?;
+    let stem = path
+        .file_stem()
+        .and_then(OsStr::to_str)
+        .unwrap_or("scenario");
+    file.into_loaded(stem)
+        .with_context(|| format!("{}: not a valid scenario", path.display()))
+}
