@@ -2,6 +2,8 @@
 //! pair and aim at side b's QP and memory. Every one is dropped or refused before a byte of
 //! b's memory changes, and counted under its name.
 
+#![allow(clippy::unwrap_used)] // test code: a panic is the failure report
+
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 
 use roce_core::{

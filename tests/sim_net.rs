@@ -26,8 +26,7 @@ fn remote(net: &Net, node: usize, offset: u64) -> Remote {
 }
 
 fn post(net: &mut Net, node: usize, qpn: Qpn, wr: SendWr) {
-    let now = net.now;
-    net.nodes[node].nic.post_send(now, qpn, wr).unwrap();
+    net.nodes[node].nic.post_send(qpn, wr).unwrap();
 }
 
 /// Node `i` writes 20 000 bytes (from offset 600 000 + 20 000 × j) into every other node j at

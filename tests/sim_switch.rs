@@ -201,7 +201,6 @@ fn incast(pfc: Option<Pfc>) -> Fabric {
         };
         node.nic
             .post_send(
-                Instant::ZERO,
                 qpn,
                 SendWr::new(from as u64, SendOp::RdmaWrite(remote), vec![sge]),
             )

@@ -293,7 +293,7 @@ fn ud_message_over_the_path_mtu_is_refused_at_post_send() {
     too_long.ud = Some(pair.b.ud_dest());
     let qpn = pair.a.qpn;
     assert_eq!(
-        pair.a.nic.post_send(pair.now, qpn, too_long),
+        pair.a.nic.post_send(qpn, too_long),
         Err(VerbsError::InvalidWorkRequest {
             qpn,
             reason: "a UD message must fit in one packet (path MTU)"

@@ -23,11 +23,8 @@ pub fn remote(side: &Side, offset: u64) -> Remote {
 
 /// Posts a signaled send WR on the side's QP.
 pub fn post(pair: &mut Pair, a: bool, wr: SendWr) {
-    let now = pair.now;
     let side = if a { &mut pair.a } else { &mut pair.b };
-    side.nic
-        .post_send(now, side.qpn, wr)
-        .expect("a valid send WR");
+    side.nic.post_send(side.qpn, wr).expect("a valid send WR");
 }
 
 /// Posts a receive WR of `len` bytes at `offset`.

@@ -29,9 +29,8 @@ use std::time::{Duration, Instant as WallClock};
 
 use criterion::{Criterion, criterion_group};
 use roce_core::{
-    Access, AddressVector, CqHandle, Datagram, Ecn, IcrcPolicy, Instant, MAX_DATAGRAM,
-    MemoryRegion, Mtu, Nic, NicConfig, Psn, QpAttr, QpInit, QpState, QpType, Qpn, Remote, SendOp,
-    SendWr, Sge,
+    Access, AddressVector, Connect, CqHandle, Datagram, Ecn, IcrcPolicy, Instant, MAX_DATAGRAM,
+    MemoryRegion, Mtu, Nic, NicConfig, Psn, QpInit, QpType, Qpn, Remote, SendOp, SendWr, Sge,
 };
 
 const A: IpAddr = IpAddr::V4(Ipv4Addr::new(198, 18, 0, 1));
@@ -138,10 +137,7 @@ impl Stream {
         };
         let wr = SendWr::new(self.next_wr_id, SendOp::RdmaWrite(remote), vec![sge]);
         self.next_wr_id += 1;
-        self.a
-            .nic
-            .post_send(Instant::ZERO, self.a.qpn, wr)
-            .expect("a valid WRITE");
+        self.a.nic.post_send(self.a.qpn, wr).expect("a valid WRITE");
         self.posted += 1;
     }
 }
@@ -170,40 +166,17 @@ fn side(addr: IpAddr, icrc: IcrcPolicy, msg_len: u32) -> Side {
 }
 
 fn connect(side: &mut Side, peer: IpAddr, peer_qpn: Qpn) {
-    let state = |s| QpAttr {
-        qp_state: Some(s),
-        ..QpAttr::default()
+    let av = AddressVector::new(side.nic.config().addrs[0], peer);
+    let connect = Connect {
+        mtu: Mtu::Mtu4096,
+        max_rd_atomic: 16,
+        max_dest_rd_atomic: 16,
+        min_rnr_timer: 1,
+        ..Connect::rc(av, peer_qpn, Psn::new(0), Psn::new(0))
     };
-    let steps = [
-        QpAttr {
-            pkey_index: Some(0),
-            port_num: Some(1),
-            access_flags: Some(Access::ALL),
-            ..state(QpState::Init)
-        },
-        QpAttr {
-            av: Some(AddressVector::new(side.nic.config().addrs[0], peer)),
-            path_mtu: Some(Mtu::Mtu4096),
-            dest_qpn: Some(peer_qpn),
-            rq_psn: Some(Psn::new(0)),
-            max_dest_rd_atomic: Some(16),
-            min_rnr_timer: Some(1),
-            ..state(QpState::Rtr)
-        },
-        QpAttr {
-            sq_psn: Some(Psn::new(0)),
-            timeout: Some(14),
-            retry_cnt: Some(7),
-            rnr_retry: Some(7),
-            max_rd_atomic: Some(16),
-            ..state(QpState::Rts)
-        },
-    ];
-    for attr in steps {
-        side.nic
-            .modify_qp(side.qpn, &attr)
-            .expect("the QPs connect");
-    }
+    side.nic
+        .connect_qp(side.qpn, &connect)
+        .expect("the QPs connect");
 }
 
 impl Stream {

@@ -23,14 +23,13 @@ pub enum WcStatus {
     Success,
     /// A local length error: a receive too small for the incoming message.
     LocLenErr,
-    /// A local QP operation error.
+    /// A local QP operation error: the QP could not carry the work request out (no address of
+    /// the NIC's is of its destination's family).
     LocQpOpErr,
     /// A local protection error: an SGE outside its region, or without the rights.
     LocProtErr,
     /// The QP went to the error state before this work request completed.
     WrFlushErr,
-    /// A bad SGE list.
-    MwBindErr,
     /// The peer NAKed the request as invalid.
     RemInvReqErr,
     /// The peer NAKed an access (R_Key, bounds, rights).
@@ -86,9 +85,14 @@ pub struct Cqe {
 impl Cqe {
     /// A successful completion with no data attached.
     pub const fn success(wr_id: u64, opcode: WcOpcode, qpn: Qpn) -> Self {
+        Self::new(WcStatus::Success, wr_id, opcode, qpn)
+    }
+
+    /// A completion with `status` and no data attached.
+    pub const fn new(status: WcStatus, wr_id: u64, opcode: WcOpcode, qpn: Qpn) -> Self {
         Self {
             wr_id,
-            status: WcStatus::Success,
+            status,
             opcode,
             qpn,
             byte_len: 0,

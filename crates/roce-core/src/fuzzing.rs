@@ -22,8 +22,9 @@
 use std::collections::HashMap;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 
-use roce_wire::{IpFields, PseudoHeader, Qpn, RocePacket, RoceRepr, icrc};
+use roce_wire::{PseudoHeader, Qpn, RocePacket, RoceRepr, icrc};
 
+use crate::Connect;
 use crate::config::{AddressVector, Mtu, QpAttr, QpInit};
 use crate::cq::{CqHandle, Cqe, WcOpcode};
 use crate::mr::{Access, MemoryRegion};
@@ -197,77 +198,28 @@ impl Harness {
 
     /// RESET → INIT → RTR → RTS with the attributes each QP type takes.
     fn connect(&mut self, index: usize) {
-        let qpn = self.qps[index];
-        let state = |s| QpAttr {
-            qp_state: Some(s),
-            ..QpAttr::default()
+        let qp_type = [QpType::Rc, QpType::Uc, QpType::Ud][index];
+        let connect = Connect {
+            qp_type,
+            mtu: Mtu::Mtu256,
+            qkey: QKEY,
+            max_rd_atomic: 4,
+            max_dest_rd_atomic: 4,
+            min_rnr_timer: 1,
+            // 4.096 µs × 2: the timer fires within a few commands.
+            timeout: 1,
+            retry_cnt: 3,
+            rnr_retry: 2,
+            ..Connect::rc(
+                AddressVector::new(US, PEER),
+                PEER_QPNS[index.min(1)],
+                RQ_PSN,
+                SQ_PSN,
+            )
         };
-        let av = Some(AddressVector::new(US, PEER));
-        let steps = match index {
-            0 => [
-                QpAttr {
-                    pkey_index: Some(0),
-                    port_num: Some(1),
-                    access_flags: Some(Access::ALL),
-                    ..state(QpState::Init)
-                },
-                QpAttr {
-                    av,
-                    path_mtu: Some(Mtu::Mtu256),
-                    dest_qpn: Some(PEER_QPNS[0]),
-                    rq_psn: Some(RQ_PSN),
-                    max_dest_rd_atomic: Some(4),
-                    min_rnr_timer: Some(1),
-                    ..state(QpState::Rtr)
-                },
-                QpAttr {
-                    sq_psn: Some(SQ_PSN),
-                    // 4.096 µs × 2: the timer fires within a few commands.
-                    timeout: Some(1),
-                    retry_cnt: Some(3),
-                    rnr_retry: Some(2),
-                    max_rd_atomic: Some(4),
-                    ..state(QpState::Rts)
-                },
-            ],
-            1 => [
-                QpAttr {
-                    pkey_index: Some(0),
-                    port_num: Some(1),
-                    access_flags: Some(Access::ALL),
-                    ..state(QpState::Init)
-                },
-                QpAttr {
-                    av,
-                    path_mtu: Some(Mtu::Mtu256),
-                    dest_qpn: Some(PEER_QPNS[1]),
-                    rq_psn: Some(RQ_PSN),
-                    ..state(QpState::Rtr)
-                },
-                QpAttr {
-                    sq_psn: Some(SQ_PSN),
-                    ..state(QpState::Rts)
-                },
-            ],
-            _ => [
-                QpAttr {
-                    pkey_index: Some(0),
-                    port_num: Some(1),
-                    qkey: Some(QKEY),
-                    ..state(QpState::Init)
-                },
-                state(QpState::Rtr),
-                QpAttr {
-                    sq_psn: Some(SQ_PSN),
-                    ..state(QpState::Rts)
-                },
-            ],
-        };
-        for attr in steps {
-            self.nic
-                .modify_qp(qpn, &attr)
-                .expect("the harness's QPs connect");
-        }
+        self.nic
+            .connect_qp(self.qps[index], &connect)
+            .expect("the harness's QPs connect");
     }
 
     /// Hands one datagram from the peer to the NIC.
@@ -368,7 +320,7 @@ impl Harness {
     pub(crate) fn post(&mut self, index: usize, send: Option<SendWr>, recv: Option<RecvWr>) {
         let qpn = self.qps[index];
         let (wr_id, result, is_recv) = match (send, recv) {
-            (Some(wr), _) => (wr.wr_id, self.nic.post_send(self.now, qpn, wr), false),
+            (Some(wr), _) => (wr.wr_id, self.nic.post_send(qpn, wr), false),
             (None, Some(wr)) => (wr.wr_id, self.nic.post_recv(qpn, wr), true),
             (None, None) => return,
         };
@@ -487,23 +439,14 @@ fn check_transmit(transmit: &Transmit, buf: &[u8]) {
     }
 }
 
-/// The IP and UDP fields the ICRC covers, for an IPv4 datagram with ID 0 and DF.
+/// The IP and UDP fields the ICRC covers, for a datagram with ID 0 and DF.
 fn pseudo_header(src: IpAddr, src_port: u16, dst: IpAddr) -> PseudoHeader {
-    let ip = match (src, dst) {
-        (IpAddr::V4(src), IpAddr::V4(dst)) => IpFields::V4 {
-            src,
-            dst,
-            identification: 0,
-            dont_fragment: true,
-        },
-        (IpAddr::V6(src), IpAddr::V6(dst)) => IpFields::V6 { src, dst },
-        _ => unreachable!("the harness speaks IPv4 only"),
-    };
-    PseudoHeader {
-        ip,
-        src_port,
-        dst_port: roce_wire::ROCE_V2_UDP_PORT,
-    }
+    PseudoHeader::for_datagram(
+        SocketAddr::new(src, src_port),
+        SocketAddr::new(dst, roce_wire::ROCE_V2_UDP_PORT),
+        0,
+    )
+    .expect("the harness's addresses are of one family")
 }
 
 /// The script, read front to back.

@@ -34,6 +34,7 @@ pub use roce_wire::frame::Ecn;
 
 mod cc;
 pub mod config;
+mod connect;
 mod cq;
 mod error;
 pub mod fuzzing;
@@ -51,6 +52,7 @@ pub use config::{
     AddressVector, Congestion, DcqcnConfig, IcrcPolicy, Mtu, NicConfig, QpAttr, QpInit,
     SrcPortPolicy,
 };
+pub use connect::Connect;
 pub use cq::{CqHandle, Cqe, WcOpcode, WcStatus};
 pub use error::VerbsError;
 pub use mr::{Access, MemoryRegion, PdHandle};

@@ -4,7 +4,7 @@
 use std::net::IpAddr;
 
 use roce_core::{
-    Access, AddressVector, CqHandle, Mtu, PdHandle, Psn, QpAttr, QpInit, QpState, QpType, Qpn,
+    Access, AddressVector, Connect, CqHandle, Mtu, PdHandle, Psn, QpInit, QpType, Qpn,
 };
 
 use crate::{DeviceError, DeviceHandle};
@@ -69,6 +69,29 @@ impl Connection {
             dscp: 0,
         }
     }
+
+    /// The engine's recipe for these settings.
+    pub fn recipe(&self) -> Connect {
+        Connect {
+            access: self.access,
+            mtu: self.mtu,
+            max_rd_atomic: self.max_rd_atomic,
+            max_dest_rd_atomic: self.max_dest_rd_atomic,
+            min_rnr_timer: self.min_rnr_timer,
+            timeout: self.timeout,
+            retry_cnt: self.retry_cnt,
+            rnr_retry: self.rnr_retry,
+            ..Connect::rc(
+                AddressVector {
+                    dscp: self.dscp,
+                    ..AddressVector::new(self.local, self.remote)
+                },
+                self.remote_qpn,
+                self.remote_psn,
+                self.local_psn,
+            )
+        }
+    }
 }
 
 /// An RC QP with its PD and CQ.
@@ -106,43 +129,26 @@ impl RcEndpoint {
         })
     }
 
-    /// RESET → INIT (receives may be posted from here on).
+    /// RESET → INIT (receives may be posted from here on), the first step of
+    /// [`roce_core::Connect`]'s recipe.
     pub async fn init(&self, access: Access) -> Result<(), DeviceError> {
-        let init = QpAttr {
-            qp_state: Some(QpState::Init),
-            pkey_index: Some(0),
-            port_num: Some(1),
-            access_flags: Some(access),
-            ..QpAttr::default()
-        };
+        let [init, ..] = Connect {
+            access,
+            ..Connect::rc(
+                AddressVector::new(IpAddr::from([0, 0, 0, 0]), IpAddr::from([0, 0, 0, 0])),
+                Qpn::new(0),
+                Psn::new(0),
+                Psn::new(0),
+            )
+        }
+        .steps();
         self.device.modify_qp(self.qpn, init).await
     }
 
-    /// INIT → RTR → RTS.
+    /// INIT → RTR → RTS, the other two steps of the recipe.
     pub async fn connect(&self, c: &Connection) -> Result<(), DeviceError> {
-        let rtr = QpAttr {
-            qp_state: Some(QpState::Rtr),
-            av: Some(AddressVector {
-                dscp: c.dscp,
-                ..AddressVector::new(c.local, c.remote)
-            }),
-            path_mtu: Some(c.mtu),
-            dest_qpn: Some(c.remote_qpn),
-            rq_psn: Some(c.remote_psn),
-            max_dest_rd_atomic: Some(c.max_dest_rd_atomic),
-            min_rnr_timer: Some(c.min_rnr_timer),
-            ..QpAttr::default()
-        };
+        let [_, rtr, rts] = c.recipe().steps();
         self.device.modify_qp(self.qpn, rtr).await?;
-        let rts = QpAttr {
-            qp_state: Some(QpState::Rts),
-            sq_psn: Some(c.local_psn),
-            timeout: Some(c.timeout),
-            retry_cnt: Some(c.retry_cnt),
-            rnr_retry: Some(c.rnr_retry),
-            max_rd_atomic: Some(c.max_rd_atomic),
-            ..QpAttr::default()
-        };
         self.device.modify_qp(self.qpn, rts).await
     }
 }

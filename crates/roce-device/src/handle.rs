@@ -97,9 +97,7 @@ impl DeviceHandle {
 
     /// `ibv_post_send`.
     pub async fn post_send(&self, qpn: Qpn, wr: SendWr) -> Result<(), DeviceError> {
-        Ok(self
-            .call(move |nic, now| nic.post_send(now, qpn, wr))
-            .await??)
+        Ok(self.call(move |nic, _| nic.post_send(qpn, wr)).await??)
     }
 
     /// `ibv_post_send` of a list of WRs (on any QPs of the device), in one call to the device:
@@ -108,9 +106,9 @@ impl DeviceHandle {
     /// before it stay posted (`ibv_post_send`'s `bad_wr`).
     pub async fn post_send_list(&self, wrs: Vec<(Qpn, SendWr)>) -> Result<(), DeviceError> {
         Ok(self
-            .call(move |nic, now| {
+            .call(move |nic, _| {
                 wrs.into_iter()
-                    .try_for_each(|(qpn, wr)| nic.post_send(now, qpn, wr))
+                    .try_for_each(|(qpn, wr)| nic.post_send(qpn, wr))
             })
             .await??)
     }

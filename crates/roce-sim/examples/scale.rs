@@ -371,7 +371,7 @@ impl Writes {
         self.next_wr_id += 1;
         pair.a
             .nic
-            .post_send(pair.now, self.qpns[i], wr)
+            .post_send(self.qpns[i], wr)
             .expect("a valid WRITE");
     }
 }

@@ -13,8 +13,8 @@
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 
 use roce_core::{
-    Access, AddressVector, CqHandle, Cqe, Datagram, Instant, MAX_DATAGRAM, MemoryRegion, Mtu, Nic,
-    NicConfig, PdHandle, Psn, QpAttr, QpInit, QpState, QpType, Qpn, Transmit, UdDest,
+    Access, AddressVector, Connect, CqHandle, Cqe, Datagram, Instant, MAX_DATAGRAM, MemoryRegion,
+    Mtu, Nic, NicConfig, PdHandle, Psn, QpInit, QpState, QpType, Qpn, Transmit, UdDest,
 };
 
 use crate::event_loop::{self, EventLoop};
@@ -336,76 +336,28 @@ pub fn connect(
     sq_psn: Psn,
     dscp: u8,
 ) {
-    let state = |s| QpAttr {
-        qp_state: Some(s),
-        ..QpAttr::default()
+    let connect = Connect {
+        qp_type: config.qp_type,
+        qkey: config.qkey,
+        mtu: config.mtu,
+        max_rd_atomic: config.max_rd_atomic,
+        max_dest_rd_atomic: config.max_rd_atomic,
+        min_rnr_timer: config.min_rnr_timer,
+        timeout: config.timeout,
+        retry_cnt: config.retry_cnt,
+        rnr_retry: config.rnr_retry,
+        ..Connect::rc(
+            AddressVector {
+                dscp,
+                ..AddressVector::new(addr, peer)
+            },
+            peer_qpn,
+            rq_psn,
+            sq_psn,
+        )
     };
-    let init = QpAttr {
-        pkey_index: Some(0),
-        port_num: Some(1),
-        ..state(QpState::Init)
-    };
-    let av = Some(AddressVector {
-        dscp,
-        ..AddressVector::new(addr, peer)
-    });
-    let steps = match config.qp_type {
-        QpType::Rc => [
-            QpAttr {
-                access_flags: Some(Access::ALL),
-                ..init
-            },
-            QpAttr {
-                av,
-                path_mtu: Some(config.mtu),
-                dest_qpn: Some(peer_qpn),
-                rq_psn: Some(rq_psn),
-                max_dest_rd_atomic: Some(config.max_rd_atomic),
-                min_rnr_timer: Some(config.min_rnr_timer),
-                ..state(QpState::Rtr)
-            },
-            QpAttr {
-                sq_psn: Some(sq_psn),
-                timeout: Some(config.timeout),
-                retry_cnt: Some(config.retry_cnt),
-                rnr_retry: Some(config.rnr_retry),
-                max_rd_atomic: Some(config.max_rd_atomic),
-                ..state(QpState::Rts)
-            },
-        ],
-        QpType::Uc => [
-            QpAttr {
-                access_flags: Some(Access::ALL),
-                ..init
-            },
-            QpAttr {
-                av,
-                path_mtu: Some(config.mtu),
-                dest_qpn: Some(peer_qpn),
-                rq_psn: Some(rq_psn),
-                ..state(QpState::Rtr)
-            },
-            QpAttr {
-                sq_psn: Some(sq_psn),
-                ..state(QpState::Rts)
-            },
-        ],
-        // A UD QP has no peer: the destination comes with each send WR.
-        QpType::Ud => [
-            QpAttr {
-                qkey: Some(config.qkey),
-                ..init
-            },
-            state(QpState::Rtr),
-            QpAttr {
-                sq_psn: Some(sq_psn),
-                ..state(QpState::Rts)
-            },
-        ],
-    };
-    for attr in steps {
-        nic.modify_qp(qpn, &attr).expect("the pair's QPs connect");
-    }
+    nic.connect_qp(qpn, &connect)
+        .expect("the pair's QPs connect");
 }
 
 impl EventLoop for Pair {

@@ -478,7 +478,7 @@ pub fn run_observed(
                 };
                 let wr_id = ((i as u64) << 40) | flow.posted;
                 let wr = SendWr::new(wr_id, SendOp::RdmaWrite(flow.remote), vec![sge]);
-                if let Err(e) = node.nic.post_send(now, flow.qpn, wr) {
+                if let Err(e) = node.nic.post_send(flow.qpn, wr) {
                     return Err(ScenarioError(format!("flow {i}: post_send: {e}")));
                 }
                 flow.posted += 1;

@@ -59,7 +59,9 @@ impl Qp {
         let dst = self.av?.dst;
         self.cc.np.due = false;
         let repr = RoceRepr::new(cnp::bth(self.dest_qpn));
-        let mut transmit = self.emit(ctx.config, ctx.ip_id, &repr, dst, buf, |_| true)?;
+        let mut transmit = self
+            .emit(ctx.config, ctx.ip_id, &repr, dst, buf, |_| true)
+            .ok()?;
         transmit.dscp = dcqcn.cnp_dscp;
         transmit.ecn = Ecn::NotEct;
         self.cc.np.last = Some(ctx.now);

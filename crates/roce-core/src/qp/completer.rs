@@ -12,6 +12,33 @@ use crate::cq::{Cqe, WcStatus};
 use crate::timer::Timer;
 use crate::wr::SendOp;
 
+/// The completer's state (rxe's `qp->comp`): where acknowledgement has got to and what is left
+/// of the retry budgets. The requester reads `una` for its window; only the completer moves it.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Completer {
+    /// The oldest PSN not yet acknowledged (rxe's `comp.psn`).
+    pub(crate) una: Psn,
+    /// Transport retries left for the oldest outstanding WR.
+    pub(crate) retry_left: u8,
+    /// RNR retries left.
+    pub(crate) rnr_left: u8,
+    /// A retry was started by a NAK or an implied NAK and has made no progress yet: further
+    /// responses that show the same gap start no other retry (rxe `comp.started_retry`).
+    pub(crate) retrying: bool,
+}
+
+impl Completer {
+    /// Expects `psn` first, with full retry budgets, as RTR → RTS sets it (`IBV_QP_SQ_PSN`).
+    pub(crate) fn start(psn: Psn, retry_cnt: u8, rnr_retry: u8) -> Self {
+        Self {
+            una: psn,
+            retry_left: retry_cnt,
+            rnr_left: rnr_retry,
+            retrying: false,
+        }
+    }
+}
+
 impl Qp {
     /// Handles a response packet (ACKNOWLEDGE, ATOMIC ACKNOWLEDGE, READ response).
     pub(crate) fn handle_response(&mut self, ctx: &mut Ctx<'_>, packet: &RocePacket<&[u8]>) {
@@ -26,7 +53,7 @@ impl Qp {
         );
         // A response for a PSN not in flight (older than `una`, or never sent) is a late
         // duplicate or a ghost: ignore it (rxe check_psn).
-        let in_flight = psn.distance(self.req.una) >= 0 && psn.distance(self.req.next_new) < 0;
+        let in_flight = psn.distance(self.comp.una) >= 0 && psn.distance(self.req.next_new) < 0;
         if !in_flight {
             ctx.stats.rx_ghost_responses += 1;
             tracing::trace!(qpn = %self.qpn, psn = %psn, "ghost response");
@@ -51,7 +78,7 @@ impl Qp {
                 // The NAK acknowledges every PSN before it (IBTA vol. 1 §9.7.5.2.1): progress,
                 // if it names a PSN after `una`, which renews the retry budget (rxe
                 // `reset_retry_counters`).
-                let progress = psn.distance(self.req.una) > 0;
+                let progress = psn.distance(self.comp.una) > 0;
                 if !self.ack_before(ctx, psn) {
                     return;
                 }
@@ -99,27 +126,27 @@ impl Qp {
                 // Resume where its responses stopped: inside it if some arrived. A retry already
                 // under way covers it (ACKs for later PSNs keep coming meanwhile).
                 let first = wqe.first_psn.expect("a WQE with a last PSN has a first");
-                let resume = if wqe.contains(self.req.una) {
-                    self.req.una
+                let resume = if wqe.contains(self.comp.una) {
+                    self.comp.una
                 } else {
                     first
                 };
-                if resume.distance(self.req.una) > 0 {
-                    self.req.una = resume;
+                if resume.distance(self.comp.una) > 0 {
+                    self.comp.una = resume;
                 }
-                if !self.req.retrying {
+                if !self.comp.retrying {
                     ctx.stats.implied_naks += 1;
                     self.retry(ctx, resume);
-                    self.req.retrying = true;
+                    self.comp.retrying = true;
                 }
                 return false;
             }
             self.retire_front(ctx);
         }
-        if psn.distance(self.req.una) > 0 {
-            self.req.una = psn;
+        if psn.distance(self.comp.una) > 0 {
+            self.comp.una = psn;
         }
-        if self.req.psn.distance(self.req.una) < 0 {
+        if self.req.psn.distance(self.comp.una) < 0 {
             // What go-back-N was sending again is acknowledged already: go on from `una`.
             self.resync_cursor();
         }
@@ -132,8 +159,8 @@ impl Qp {
         self.req.cursor = self.req.cursor.saturating_sub(1);
         if let Some(last) = wqe.last_psn() {
             let next = last.wrapping_add(1);
-            if next.distance(self.req.una) > 0 {
-                self.req.una = next;
+            if next.distance(self.comp.una) > 0 {
+                self.comp.una = next;
             }
         }
         if wqe.wr.signaled {
@@ -148,10 +175,10 @@ impl Qp {
     /// Forward progress: the retry counters start again (IBTA vol. 1 §9.7.6.1.3), the
     /// retransmit timer restarts or stops.
     fn after_progress(&mut self, ctx: &mut Ctx<'_>) {
-        self.req.retrying = false;
-        self.req.retry_left = self.retry_cnt;
-        self.req.rnr_left = self.rnr_retry;
-        let outstanding = self.req.outstanding() || self.sq.iter().any(|w| w.sent);
+        self.comp.retrying = false;
+        self.comp.retry_left = self.retry_cnt;
+        self.comp.rnr_left = self.rnr_retry;
+        let outstanding = self.outstanding() || self.sq.iter().any(|w| w.sent);
         match (outstanding, self.ack_timeout()) {
             (true, Some(timeout)) => self.timers.set(Timer::Retransmit, ctx.now + timeout),
             _ => self.timers.stop(Timer::Retransmit),
@@ -159,7 +186,7 @@ impl Qp {
     }
 
     fn on_read_response(&mut self, ctx: &mut Ctx<'_>, psn: Psn, packet: &RocePacket<&[u8]>) {
-        if psn != self.req.una {
+        if psn != self.comp.una {
             self.out_of_order_response(ctx, psn);
             return;
         }
@@ -205,7 +232,7 @@ impl Qp {
             self.fail_oldest(ctx, WcStatus::LocProtErr);
             return;
         }
-        self.req.una = psn.wrapping_add(1);
+        self.comp.una = psn.wrapping_add(1);
         if wqe.last_psn() == Some(psn) {
             self.retire_front(ctx);
         }
@@ -213,7 +240,7 @@ impl Qp {
     }
 
     fn on_atomic_ack(&mut self, ctx: &mut Ctx<'_>, psn: Psn, orig: u64) {
-        if psn != self.req.una {
+        if psn != self.comp.una {
             self.out_of_order_response(ctx, psn);
             return;
         }
@@ -230,7 +257,7 @@ impl Qp {
             self.fail_oldest(ctx, WcStatus::LocProtErr);
             return;
         }
-        self.req.una = psn.wrapping_add(1);
+        self.comp.una = psn.wrapping_add(1);
         self.retire_front(ctx);
         self.after_progress(ctx);
     }
@@ -239,14 +266,14 @@ impl Qp {
     /// lost, an implied NAK (IBTA vol. 1 §9.7.5.2.4), retried once until progress is made.
     /// Before it: a late duplicate.
     fn out_of_order_response(&mut self, ctx: &mut Ctx<'_>, psn: Psn) {
-        if psn.distance(self.req.una) < 0 || self.req.retrying {
+        if psn.distance(self.comp.una) < 0 || self.comp.retrying {
             ctx.stats.rx_ghost_responses += 1;
             return;
         }
         ctx.stats.implied_naks += 1;
-        let una = self.req.una;
+        let una = self.comp.una;
         self.retry(ctx, una);
-        self.req.retrying = true;
+        self.comp.retrying = true;
     }
 
     fn on_rnr_nak(&mut self, ctx: &mut Ctx<'_>, psn: Psn, timer: RnrTimer) {
@@ -255,11 +282,11 @@ impl Qp {
         }
         // IBTA vol. 1 §9.7.5.2.8: rnr_retry 7 means retry forever.
         if self.rnr_retry != 7 {
-            if self.req.rnr_left == 0 {
+            if self.comp.rnr_left == 0 {
                 self.fail_oldest(ctx, WcStatus::RnrRetryExcErr);
                 return;
             }
-            self.req.rnr_left -= 1;
+            self.comp.rnr_left -= 1;
         }
         tracing::debug!(qpn = %self.qpn, psn = %psn, micros = timer.micros(), "rnr nak");
         self.go_back(psn);
@@ -281,12 +308,12 @@ impl Qp {
 
     /// The local ACK timeout expired: go back to the oldest unacknowledged PSN.
     pub(crate) fn on_retransmit_timer(&mut self, ctx: &mut Ctx<'_>) {
-        if !self.req.outstanding() && !self.sq.iter().any(|w| w.sent) {
+        if !self.outstanding() && !self.sq.iter().any(|w| w.sent) {
             return;
         }
-        self.req.retrying = false;
+        self.comp.retrying = false;
         ctx.stats.retransmit_timeouts += 1;
-        let una = self.req.una;
+        let una = self.comp.una;
         self.retry(ctx, una);
     }
 
@@ -294,11 +321,11 @@ impl Qp {
     /// retry_cnt; when none is left the oldest WR fails with RETRY_EXC_ERR (IBTA vol. 1
     /// §9.7.6.1.3). rxe treats retry_cnt 7 as infinite; the spec does not, and neither do we.
     fn retry(&mut self, ctx: &mut Ctx<'_>, psn: Psn) {
-        if self.req.retry_left == 0 {
+        if self.comp.retry_left == 0 {
             self.fail_oldest(ctx, WcStatus::RetryExcErr);
             return;
         }
-        self.req.retry_left -= 1;
+        self.comp.retry_left -= 1;
         self.go_back(psn);
         if let Some(timeout) = self.ack_timeout() {
             self.timers.set(Timer::Retransmit, ctx.now + timeout);
@@ -309,11 +336,10 @@ impl Qp {
     /// rest (IBTA vol. 1 §10.7.3.1).
     fn fail_oldest(&mut self, ctx: &mut Ctx<'_>, status: WcStatus) {
         if let Some(wqe) = self.sq.pop_front() {
-            let mut cqe = Cqe::success(wqe.wr.wr_id, wqe.wc_opcode(), self.qpn);
-            cqe.status = status;
+            let cqe = Cqe::new(status, wqe.wr.wr_id, wqe.wc_opcode(), self.qpn);
             ctx.completions.push((self.send_cq, cqe));
         }
         tracing::debug!(qpn = %self.qpn, status = ?status, "send wr failed");
-        self.enter_error(ctx);
+        self.enter_error(ctx.completions);
     }
 }

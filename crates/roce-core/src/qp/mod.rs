@@ -122,6 +122,7 @@ pub(crate) struct Qp {
     pub(crate) sq: VecDeque<SendWqe>,
     pub(crate) rq: VecDeque<RecvWr>,
     pub(crate) req: requester::Requester,
+    pub(crate) comp: completer::Completer,
     pub(crate) resp: responder::Responder,
     pub(crate) timers: TimerTable,
     /// Congestion control: reaction point, pacer, notification point.
@@ -172,6 +173,7 @@ impl Qp {
             sq: VecDeque::new(),
             rq: VecDeque::new(),
             req: requester::Requester::default(),
+            comp: completer::Completer::default(),
             resp: responder::Responder::default(),
             timers: TimerTable::default(),
             indexed: Indexed::default(),
@@ -187,30 +189,36 @@ impl Qp {
     /// Moves to the error state: every outstanding WR completes with WR_FLUSH_ERR (IBTA vol. 1
     /// §10.3.1, "Error"), timers stop. Responses already queued still go out (a NAK that caused
     /// the error must reach the peer).
-    pub(crate) fn enter_error(&mut self, ctx: &mut Ctx<'_>) {
+    pub(crate) fn enter_error(&mut self, completions: &mut Vec<(CqHandle, Cqe)>) {
         if self.state == QpState::Err {
             return;
         }
         tracing::debug!(qpn = %self.qpn, from = ?self.state, "qp error");
         self.state = QpState::Err;
-        self.flush(ctx);
+        self.flush(completions);
         self.timers = TimerTable::default();
     }
 
     /// Completes every queued WR with WR_FLUSH_ERR.
-    pub(crate) fn flush(&mut self, ctx: &mut Ctx<'_>) {
+    pub(crate) fn flush(&mut self, completions: &mut Vec<(CqHandle, Cqe)>) {
         for wqe in self.sq.drain(..) {
-            let mut cqe = Cqe::success(wqe.wr.wr_id, wqe.wc_opcode(), self.qpn);
-            cqe.status = WcStatus::WrFlushErr;
-            ctx.completions.push((self.send_cq, cqe));
+            let cqe = Cqe::new(
+                WcStatus::WrFlushErr,
+                wqe.wr.wr_id,
+                wqe.wc_opcode(),
+                self.qpn,
+            );
+            completions.push((self.send_cq, cqe));
         }
         for wr in self.rq.drain(..) {
-            let mut cqe = Cqe::success(wr.wr_id, WcOpcode::Recv, self.qpn);
-            cqe.status = WcStatus::WrFlushErr;
-            ctx.completions.push((self.recv_cq, cqe));
+            let cqe = Cqe::new(WcStatus::WrFlushErr, wr.wr_id, WcOpcode::Recv, self.qpn);
+            completions.push((self.recv_cq, cqe));
         }
         self.req = requester::Requester {
             psn: self.req.psn,
+            ..Default::default()
+        };
+        self.comp = completer::Completer {
             una: self.req.psn,
             ..Default::default()
         };
@@ -224,6 +232,7 @@ impl Qp {
         self.sq.clear();
         self.rq.clear();
         self.req = requester::Requester::default();
+        self.comp = completer::Completer::default();
         self.resp = responder::Responder::default();
         self.timers = TimerTable::default();
     }

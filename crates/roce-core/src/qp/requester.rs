@@ -21,8 +21,6 @@ use crate::{Ecn, Transmit};
 pub(crate) struct Requester {
     /// The PSN of the next request packet.
     pub(crate) psn: Psn,
-    /// The oldest PSN not yet acknowledged (rxe's `comp.psn`).
-    pub(crate) una: Psn,
     /// The first PSN never sent: packets below it are retransmissions.
     pub(crate) next_new: Psn,
     /// The send WR being sent: an index into the send queue.
@@ -31,26 +29,16 @@ pub(crate) struct Requester {
     pub(crate) offset: u32,
     /// Packets sent since the last one with AckReq.
     pub(crate) noack_pkts: u32,
-    /// Transport retries left for the oldest outstanding WR.
-    pub(crate) retry_left: u8,
-    /// RNR retries left.
-    pub(crate) rnr_left: u8,
     /// Waiting for the RNR timer: send nothing.
     pub(crate) rnr_wait: bool,
-    /// A retry was started by a NAK or an implied NAK and has made no progress yet: further
-    /// responses that show the same gap start no other retry (rxe `comp.started_retry`).
-    pub(crate) retrying: bool,
 }
 
 impl Requester {
     /// Starts at `psn`, as RTR → RTS sets it (`IBV_QP_SQ_PSN`).
-    pub(crate) fn start(psn: Psn, retry_cnt: u8, rnr_retry: u8) -> Self {
+    pub(crate) fn start(psn: Psn) -> Self {
         Self {
             psn,
-            una: psn,
             next_new: psn,
-            retry_left: retry_cnt,
-            rnr_left: rnr_retry,
             ..Self::default()
         }
     }
@@ -59,26 +47,63 @@ impl Requester {
     pub(crate) fn draining(&self) -> bool {
         self.offset > 0
     }
+}
 
+impl Qp {
     /// Whether packets are unacknowledged.
     pub(crate) fn outstanding(&self) -> bool {
-        self.una != self.psn
+        self.comp.una != self.req.psn
     }
 
     /// How many packets are unacknowledged.
     pub(crate) fn unacked(&self) -> u32 {
-        u32::try_from(self.psn.distance(self.una)).unwrap_or(0)
+        u32::try_from(self.req.psn.distance(self.comp.una)).unwrap_or(0)
     }
-}
 
-impl Qp {
     /// Whether the requester has a WQE to send from (its window and pacing aside).
     pub(crate) fn has_requests(&self) -> bool {
         self.can_send() && !self.req.rnr_wait && self.req.cursor < self.sq.len()
     }
 
-    /// The next request packet, written into `buf`, if the requester has one to send now.
+    /// The next request packet, written into `buf`, if the requester has one to send now:
+    /// the gate (state, window, initiator depth, pacing), the next segment of the WQE at the
+    /// cursor, its bytes, then the bookkeeping of what was sent.
     pub(crate) fn poll_request(&mut self, ctx: &mut Ctx<'_>, buf: &mut [u8]) -> Option<Transmit> {
+        let cursor = self.request_gate(ctx)?;
+        let psn = self.req.psn;
+        // PSNs are assigned once: a WQE sent again by go-back-N keeps them, so a PSN never names
+        // two different packets.
+        let wqe = &mut self.sq[cursor];
+        if wqe.first_psn.is_none() {
+            wqe.first_psn = Some(psn);
+        }
+        let segment = self.segment(ctx, cursor, psn);
+        let transmit = match self.emit_segment(ctx, cursor, &segment, buf) {
+            Ok(transmit) => transmit,
+            Err(err) => {
+                // The SGL no longer names readable memory (deregistered region): a local
+                // protection error (IBTA vol. 1 §10.8.3). No source address for the
+                // destination: the QP cannot carry the WR out. Either way the QP goes to the
+                // error state.
+                let status = match err {
+                    EmitError::Unreadable => WcStatus::LocProtErr,
+                    EmitError::NoSource | EmitError::BufferTooSmall => WcStatus::LocQpOpErr,
+                };
+                tracing::debug!(qpn = %self.qpn, psn = %psn, error = ?err, "request not sent");
+                let wqe = self.sq.remove(cursor).expect("the cursor names a WQE");
+                let cqe = Cqe::new(status, wqe.wr.wr_id, wqe.wc_opcode(), self.qpn);
+                ctx.completions.push((self.send_cq, cqe));
+                self.enter_error(ctx.completions);
+                return None;
+            }
+        };
+        self.account(ctx, cursor, &segment, &transmit);
+        Some(transmit)
+    }
+
+    /// The cursor, if a request may go now: the QP sends, the window has room, the initiator
+    /// depth allows a READ or atomic, and the pacer lets it (else its timer is set).
+    fn request_gate(&mut self, ctx: &Ctx<'_>) -> Option<usize> {
         if !self.can_send() || self.req.rnr_wait {
             return None;
         }
@@ -89,11 +114,12 @@ impl Qp {
         }
         if self.qp_type == QpType::Rc {
             // rxe_param.h RXE_MAX_UNACKED_PSNS: stop at the window's edge.
-            if self.req.psn.distance(self.req.una) >= ctx.config.max_unacked_psns as i32 {
+            if self.req.psn.distance(self.comp.una) >= ctx.config.max_unacked_psns as i32 {
                 return None;
             }
-            // IBTA vol. 1 §9.5.2 (initiator depth): at most max_rd_atomic READs and atomics
-            // outstanding. Every WQE before the cursor has been sent and not yet retired.
+            //= ibta:vol1/9.5.2
+            //# at most max_rd_atomic READs and atomics outstanding (initiator depth)
+            // Every WQE before the cursor has been sent and not yet retired.
             if wqe.wr.op.is_read_or_atomic() {
                 let outstanding = self
                     .sq
@@ -116,34 +142,39 @@ impl Qp {
                 return None;
             }
         }
-        let psn = self.req.psn;
-        // PSNs are assigned once: a WQE sent again by go-back-N keeps them, so a PSN never names
-        // two different packets.
-        if self.sq[cursor].first_psn.is_none() {
-            self.sq[cursor].first_psn = Some(psn);
-        }
+        Some(cursor)
+    }
+
+    /// The packet that carries on the WQE at `cursor` from `psn`.
+    fn segment(&self, ctx: &Ctx<'_>, cursor: usize, psn: Psn) -> Segment {
         let wqe = &self.sq[cursor];
         let mtu = self.mtu.bytes();
-        let (repr, payload_offset, payload_len, npsn, last) = match wqe.wr.op {
+        let whole = |repr, npsn| Segment {
+            repr,
+            offset: 0,
+            len: 0,
+            npsn,
+            last: true,
+        };
+        match wqe.wr.op {
             SendOp::RdmaRead(remote) => {
                 // A READ resumed by go-back-N asks only for what is missing (rxe req_retry).
-                let first = wqe.first_psn.expect("set above");
+                let first = wqe.first_psn.expect("set by poll_request");
                 let done = (psn.distance(first).max(0) as u32)
                     .saturating_mul(mtu)
                     .min(wqe.length);
                 let remaining = wqe.length - done;
                 let mut bth = BthRepr::new(Opcode::RcRdmaReadRequest, self.dest_qpn, psn);
                 bth.ack_req = true;
-                let reth = RethRepr {
-                    va: remote.addr + u64::from(done),
-                    rkey: remote.rkey,
-                    dma_len: remaining,
-                };
                 let repr = RoceRepr {
-                    reth: Some(reth),
+                    reth: Some(RethRepr {
+                        va: remote.addr + u64::from(done),
+                        rkey: remote.rkey,
+                        dma_len: remaining,
+                    }),
                     ..RoceRepr::new(bth)
                 };
-                (repr, 0, 0, remaining.div_ceil(mtu).max(1), true)
+                whole(repr, remaining.div_ceil(mtu).max(1))
             }
             SendOp::CompareSwap {
                 remote,
@@ -156,12 +187,9 @@ impl Qp {
                     swap_add: swap,
                     compare,
                 };
-                (
+                whole(
                     atomic_request(Opcode::RcCompareSwap, self.dest_qpn, psn, atomic),
-                    0,
-                    0,
                     1,
-                    true,
                 )
             }
             SendOp::FetchAdd { remote, add } => {
@@ -171,109 +199,131 @@ impl Qp {
                     swap_add: add,
                     compare: 0,
                 };
-                (
+                whole(
                     atomic_request(Opcode::RcFetchAdd, self.dest_qpn, psn, atomic),
-                    0,
-                    0,
                     1,
-                    true,
                 )
             }
-            op => {
-                let offset = self.req.offset;
-                let remaining = wqe.length - offset;
-                let chunk = remaining.min(mtu);
-                let first = offset == 0;
-                let last = remaining <= mtu;
-                let opcode = data_opcode(self.qp_type, op, first, last);
-                let mut bth = BthRepr::new(opcode, self.dest_qpn, psn);
-                bth.pad_count = RoceRepr::pad_for(chunk as usize);
-                bth.solicited_event = last && wqe.wr.solicited;
-                // rxe_req.c: AckReq on the last packet of a message, and every
-                // RXE_MAX_PKT_PER_ACK packets so a long message is acknowledged as it goes. And
-                // on every packet while the NIC's budget of unacknowledged packets runs short:
-                // packets in the middle of a message would otherwise hold it until their QP
-                // reaches an AckReq, which it cannot send while the budget is spent.
-                bth.ack_req = self.qp_type == QpType::Rc
-                    && (last
-                        || self.req.noack_pkts + 1 >= ctx.config.max_pkts_per_ack
-                        || ctx.budget_short);
-                let mut repr = RoceRepr {
-                    payload_len: chunk as usize,
-                    ..RoceRepr::new(bth)
-                };
-                match op {
-                    SendOp::RdmaWrite(remote) | SendOp::RdmaWriteWithImm(remote, _) if first => {
-                        repr.reth = Some(RethRepr {
-                            va: remote.addr,
-                            rkey: remote.rkey,
-                            dma_len: wqe.length,
-                        });
-                    }
-                    _ => {}
-                }
-                match op {
-                    SendOp::SendWithImm(imm) | SendOp::RdmaWriteWithImm(_, imm) if last => {
-                        repr.immdt = Some(ImmDtRepr { imm_data: imm });
-                    }
-                    SendOp::SendWithInv(rkey) if last => repr.ieth = Some(IethRepr { rkey }),
-                    _ => {}
-                }
-                if self.qp_type == QpType::Ud {
-                    let ud = wqe
-                        .wr
-                        .ud
-                        .expect("post_send checks UD WRs have a destination");
-                    // IBTA vol. 1 §10.2.5: a Q_Key with the high bit set means "use the QP's".
-                    let qkey = if ud.qkey & 0x8000_0000 != 0 {
-                        self.qkey
-                    } else {
-                        ud.qkey
-                    };
-                    repr.bth.dest_qp = ud.qpn;
-                    repr.deth = Some(DethRepr {
-                        qkey,
-                        src_qp: self.qpn,
-                    });
-                }
-                (repr, offset, chunk, 1, last)
-            }
-        };
+            op => self.data_segment(ctx, cursor, op, psn),
+        }
+    }
 
+    /// The next packet of a SEND or WRITE: FIRST/MIDDLE/LAST/ONLY by the bytes already sent.
+    fn data_segment(&self, ctx: &Ctx<'_>, cursor: usize, op: SendOp, psn: Psn) -> Segment {
+        let wqe = &self.sq[cursor];
+        let mtu = self.mtu.bytes();
+        let offset = self.req.offset;
+        let remaining = wqe.length - offset;
+        let chunk = remaining.min(mtu);
+        let first = offset == 0;
+        let last = remaining <= mtu;
+        let opcode = data_opcode(self.qp_type, op, first, last);
+        let mut bth = BthRepr::new(opcode, self.dest_qpn, psn);
+        bth.pad_count = RoceRepr::pad_for(chunk as usize);
+        bth.solicited_event = last && wqe.wr.solicited;
+        // rxe_req.c: AckReq on the last packet of a message, and every RXE_MAX_PKT_PER_ACK
+        // packets so a long message is acknowledged as it goes. And on every packet while the
+        // NIC's budget of unacknowledged packets runs short: packets in the middle of a message
+        // would otherwise hold it until their QP reaches an AckReq, which it cannot send while
+        // the budget is spent.
+        bth.ack_req = self.qp_type == QpType::Rc
+            && (last || self.req.noack_pkts + 1 >= ctx.config.max_pkts_per_ack || ctx.budget_short);
+        let mut repr = RoceRepr {
+            payload_len: chunk as usize,
+            ..RoceRepr::new(bth)
+        };
+        match op {
+            SendOp::RdmaWrite(remote) | SendOp::RdmaWriteWithImm(remote, _) if first => {
+                repr.reth = Some(RethRepr {
+                    va: remote.addr,
+                    rkey: remote.rkey,
+                    dma_len: wqe.length,
+                });
+            }
+            _ => {}
+        }
+        match op {
+            SendOp::SendWithImm(imm) | SendOp::RdmaWriteWithImm(_, imm) if last => {
+                repr.immdt = Some(ImmDtRepr { imm_data: imm });
+            }
+            SendOp::SendWithInv(rkey) if last => repr.ieth = Some(IethRepr { rkey }),
+            _ => {}
+        }
+        if self.qp_type == QpType::Ud {
+            let ud = wqe
+                .wr
+                .ud
+                .expect("post_send checks UD WRs have a destination");
+            //= ibta:vol1/10.2.5
+            //# a Q_Key with the high bit set means "use the QP's"
+            let qkey = if ud.qkey & 0x8000_0000 != 0 {
+                self.qkey
+            } else {
+                ud.qkey
+            };
+            repr.bth.dest_qp = ud.qpn;
+            repr.deth = Some(DethRepr {
+                qkey,
+                src_qp: self.qpn,
+            });
+        }
+        Segment {
+            repr,
+            offset,
+            len: chunk,
+            npsn: 1,
+            last,
+        }
+    }
+
+    /// Writes `segment`'s packet, its payload from the WQE's inline copy or its SGL.
+    fn emit_segment(
+        &self,
+        ctx: &Ctx<'_>,
+        cursor: usize,
+        segment: &Segment,
+        buf: &mut [u8],
+    ) -> Result<Transmit, EmitError> {
+        let wqe = &self.sq[cursor];
         let dst = match (self.qp_type, wqe.wr.ud) {
             (QpType::Ud, Some(ud)) => ud.ip,
-            _ => self.av.map(|av| av.dst)?,
+            _ => self.av.map(|av| av.dst).ok_or(EmitError::NoSource)?,
         };
         let inline = wqe.inline.as_deref();
         let sgl = &wqe.wr.sgl;
         let mrs = &*ctx.mrs;
-        let transmit = self.emit(
+        let (start, len) = (segment.offset as usize, segment.len as usize);
+        self.emit(
             ctx.config,
             ctx.ip_id,
-            &repr,
+            &segment.repr,
             dst,
             buf,
             |payload| match inline {
                 Some(data) => {
-                    let start = payload_offset as usize;
-                    payload.copy_from_slice(&data[start..start + payload_len as usize]);
+                    payload.copy_from_slice(&data[start..start + len]);
                     true
                 }
-                None => gather(mrs, sgl, u64::from(payload_offset), payload),
+                None => gather(mrs, sgl, start as u64, payload),
             },
-        );
-        let Some(mut transmit) = transmit else {
-            // The SGL no longer names readable memory (deregistered region): a local protection
-            // error, and the QP goes to the error state (IBTA vol. 1 §10.8.3).
-            let wqe = self.sq.remove(cursor).expect("the cursor names a WQE");
-            let mut cqe = Cqe::success(wqe.wr.wr_id, wqe.wc_opcode(), self.qpn);
-            cqe.status = WcStatus::LocProtErr;
-            ctx.completions.push((self.send_cq, cqe));
-            self.enter_error(ctx);
-            return None;
-        };
+        )
+        .map(|transmit| Transmit {
+            // Requests are ECN-capable where congestion control reads the marks.
+            ecn: crate::cc::request_ecn(ctx.config),
+            ..transmit
+        })
+    }
 
-        transmit.ecn = crate::cc::request_ecn(ctx.config);
+    /// What sending `segment` changes: pacing and the reaction point, counters, the next PSN,
+    /// the cursor, the retransmit timer, and for UC and UD the WR's completion.
+    fn account(
+        &mut self,
+        ctx: &mut Ctx<'_>,
+        cursor: usize,
+        segment: &Segment,
+        transmit: &Transmit,
+    ) {
+        let psn = segment.repr.bth.psn;
         if let Some(rate) = self.cc.rp.rate_bps() {
             let overhead = if transmit.dst.is_ipv4() {
                 crate::cc::pacer::IPV4_FRAME_OVERHEAD
@@ -286,36 +336,33 @@ impl Qp {
                 .rp
                 .on_sent(ctx.now, wire as u64, &mut self.timers, ctx.stats);
         }
-
-        // Bookkeeping of what was sent.
         ctx.stats.tx_packets += 1;
         ctx.stats.tx_bytes += transmit.len as u64;
         if psn.distance(self.req.next_new) < 0 {
             ctx.stats.retransmitted_packets += 1;
         }
-        let next = psn.wrapping_add(npsn);
+        let next = psn.wrapping_add(segment.npsn);
         if next.distance(self.req.next_new) > 0 {
             self.req.next_new = next;
         }
         self.req.psn = next;
-        self.req.noack_pkts = if repr.bth.ack_req {
+        self.req.noack_pkts = if segment.repr.bth.ack_req {
             0
         } else {
             self.req.noack_pkts + 1
         };
-        tracing::trace!(qpn = %self.qpn, psn = %psn, opcode = %repr.bth.opcode, "tx request");
+        tracing::trace!(qpn = %self.qpn, psn = %psn, opcode = %segment.repr.bth.opcode, "tx request");
         let wqe = &mut self.sq[cursor];
-        if last {
+        if segment.last {
             wqe.npsn = wqe
                 .first_psn
-                .map_or(npsn, |first| next.distance(first) as u32);
+                .map_or(segment.npsn, |first| next.distance(first) as u32);
             wqe.sent = true;
             self.req.offset = 0;
             self.req.cursor += 1;
         } else {
-            self.req.offset += payload_len;
+            self.req.offset += segment.len;
         }
-
         match self.qp_type {
             QpType::Rc => {
                 if self.timers.get(Timer::Retransmit).is_none()
@@ -324,9 +371,10 @@ impl Qp {
                     self.timers.set(Timer::Retransmit, ctx.now + timeout);
                 }
             }
-            // UC and UD: a WR is done once its last packet is out (IBTA vol. 1 §9.8.3, §9.8.4).
+            //= ibta:vol1/9.8.3
+            //# UC and UD: a WR is done once its last packet is out (also §9.8.4)
             QpType::Uc | QpType::Ud => {
-                if last {
+                if segment.last {
                     let wqe = self.sq.pop_front().expect("the WQE just sent");
                     self.req.cursor = 0;
                     if wqe.wr.signaled {
@@ -336,7 +384,6 @@ impl Qp {
                 }
             }
         }
-        Some(transmit)
     }
 
     /// Go-back-N (IBTA vol. 1 §9.7.5.2.1, rxe `req_retry`): send again from `psn`, which lies in
@@ -369,7 +416,7 @@ impl Qp {
     /// Points the requester at `una` after ACKs overtook a go-back-N resend: in the WQE that
     /// holds it, or at the first WQE never sent.
     pub(crate) fn resync_cursor(&mut self) {
-        let una = self.req.una;
+        let una = self.comp.una;
         if self.sq.iter().any(|wqe| wqe.contains(una)) {
             self.go_back(una);
         } else {
@@ -394,13 +441,14 @@ impl Qp {
         dst: IpAddr,
         buf: &mut [u8],
         fill: impl FnOnce(&mut [u8]) -> bool,
-    ) -> Option<Transmit> {
+    ) -> Result<Transmit, EmitError> {
         let len = repr.buffer_len();
-        let packet = buf.get_mut(..len)?;
+        let packet = buf.get_mut(..len).ok_or(EmitError::BufferTooSmall)?;
         let mut filled = true;
-        repr.emit(packet, |payload| filled = fill(payload)).ok()?;
+        repr.emit(packet, |payload| filled = fill(payload))
+            .map_err(|_| EmitError::BufferTooSmall)?;
         if !filled {
-            return None;
+            return Err(EmitError::Unreadable);
         }
         let src = match self.av {
             Some(av) if self.qp_type != QpType::Ud => av.src,
@@ -408,7 +456,8 @@ impl Qp {
                 .addrs
                 .iter()
                 .copied()
-                .find(|a| a.is_ipv4() == dst.is_ipv4())?,
+                .find(|a| a.is_ipv4() == dst.is_ipv4())
+                .ok_or(EmitError::NoSource)?,
         };
         let src_port = match config.src_port {
             SrcPortPolicy::PerQp => self.src_port,
@@ -416,21 +465,46 @@ impl Qp {
         };
         let to = SocketAddr::new(dst, roce_wire::ROCE_V2_UDP_PORT);
         let header =
-            roce_wire::PseudoHeader::for_datagram(SocketAddr::new(src, src_port), to, ip_id)?;
+            roce_wire::PseudoHeader::for_datagram(SocketAddr::new(src, src_port), to, ip_id)
+                .ok_or(EmitError::NoSource)?;
         icrc::seal(&header, packet);
         let (dscp, ttl) = self.av.map_or((0, 64), |av| {
             (av.dscp, if av.hop_limit == 0 { 64 } else { av.hop_limit })
         });
-        Some(Transmit {
+        Ok(Transmit {
             src,
             src_port,
-            dst: SocketAddr::new(dst, roce_wire::ROCE_V2_UDP_PORT),
+            dst: to,
             ecn: Ecn::NotEct,
             dscp,
             ttl,
             len,
         })
     }
+}
+
+/// One request packet of a WQE: its headers, which bytes of the message it carries, the PSNs
+/// it takes (a READ request takes one per response) and whether it ends the WQE.
+#[derive(Debug)]
+struct Segment {
+    repr: RoceRepr,
+    /// Where its payload starts in the message.
+    offset: u32,
+    /// Bytes of payload.
+    len: u32,
+    npsn: u32,
+    last: bool,
+}
+
+/// Why a packet could not be written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum EmitError {
+    /// The caller's buffer cannot hold it (the NIC checks the buffer first: a bug if seen).
+    BufferTooSmall,
+    /// Its payload names memory that can no longer be read (a deregistered region).
+    Unreadable,
+    /// No address of the NIC's is of the destination's family, or the QP has no path.
+    NoSource,
 }
 
 fn atomic_request(

@@ -22,7 +22,7 @@ pub(crate) struct Responder {
     /// The PSN expected next (ePSN).
     pub(crate) epsn: Psn,
     /// Message sequence number: requests completed (IBTA vol. 1 §9.7.5.1.2).
-    pub(crate) msn: u32,
+    pub(crate) msn: Msn,
     /// A PSN-sequence NAK (or RNR NAK) was sent: drop out-of-sequence requests silently until
     /// the expected PSN arrives (rxe `sent_psn_nak`).
     pub(crate) nak_sent: bool,
@@ -65,6 +65,23 @@ impl Responder {
             self.out.pop_back();
         }
         self.out.push_back(Response::Ack { psn, syndrome, msn });
+    }
+}
+
+/// A message sequence number: 24 bits that count the requests a responder completed, carried in
+/// every AETH (IBTA vol. 1 §9.7.5.1.2), wrapping as PSNs do.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Msn(u32);
+
+impl Msn {
+    /// The MSN after one more completed request.
+    pub(crate) const fn next(self) -> Self {
+        Self(self.0.wrapping_add(1) & 0x00ff_ffff)
+    }
+
+    /// Its 24 bits, as the AETH carries them.
+    pub(crate) const fn value(self) -> u32 {
+        self.0
     }
 }
 
@@ -119,7 +136,7 @@ pub(crate) enum Response {
         /// What it says.
         syndrome: Syndrome,
         /// MSN at the time.
-        msn: u32,
+        msn: Msn,
     },
     /// ATOMIC ACKNOWLEDGE.
     AtomicAck {
@@ -128,7 +145,7 @@ pub(crate) enum Response {
         /// The value found.
         orig: u64,
         /// MSN.
-        msn: u32,
+        msn: Msn,
     },
     /// READ responses still to send.
     Read {
@@ -146,7 +163,7 @@ pub(crate) enum Response {
         /// MIDDLE/LAST (a duplicate answered from the middle, as rxe's replay state).
         from_start: bool,
         /// MSN for the AETH.
-        msn: u32,
+        msn: Msn,
     },
 }
 
@@ -224,11 +241,10 @@ impl Qp {
                 if let Some(Message::Send { .. }) = self.resp.message
                     && let Some(wr) = self.rq.pop_front()
                 {
-                    let mut cqe = Cqe::success(wr.wr_id, WcOpcode::Recv, self.qpn);
-                    cqe.status = WcStatus::LocLenErr;
+                    let cqe = Cqe::new(WcStatus::LocLenErr, wr.wr_id, WcOpcode::Recv, self.qpn);
                     ctx.completions.push((self.recv_cq, cqe));
                 }
-                self.enter_error(ctx);
+                self.enter_error(ctx.completions);
             }
         }
     }
@@ -325,7 +341,7 @@ impl Qp {
             }
         }
         ctx.completions.push((self.recv_cq, cqe));
-        self.resp.msn = self.resp.msn.wrapping_add(1) & 0x00ff_ffff;
+        self.resp.msn = self.resp.msn.next();
         Ok(())
     }
 
@@ -413,7 +429,7 @@ impl Qp {
             cqe.imm_data = Some(imm.imm_data());
             ctx.completions.push((self.recv_cq, cqe));
         }
-        self.resp.msn = self.resp.msn.wrapping_add(1) & 0x00ff_ffff;
+        self.resp.msn = self.resp.msn.next();
         Ok(())
     }
 
@@ -442,7 +458,7 @@ impl Qp {
         let last = psn.wrapping_add(npsn - 1);
         self.remember(Resource::Read { first: psn, last });
         // C9-148: the MSN counts a READ when it is accepted.
-        self.resp.msn = self.resp.msn.wrapping_add(1) & 0x00ff_ffff;
+        self.resp.msn = self.resp.msn.next();
         self.resp.out.push_back(Response::Read {
             psn,
             last,
@@ -497,7 +513,7 @@ impl Qp {
         });
         let psn = packet.bth().psn();
         self.remember(Resource::Atomic { psn, orig });
-        self.resp.msn = self.resp.msn.wrapping_add(1) & 0x00ff_ffff;
+        self.resp.msn = self.resp.msn.next();
         self.resp.out.push_back(Response::AtomicAck {
             psn,
             orig,
@@ -653,7 +669,10 @@ impl Qp {
             Response::Ack { psn, syndrome, msn } => {
                 let bth = BthRepr::new(Opcode::RcAcknowledge, self.dest_qpn, psn);
                 let repr = RoceRepr {
-                    aeth: Some(AethRepr { syndrome, msn }),
+                    aeth: Some(AethRepr {
+                        syndrome,
+                        msn: msn.value(),
+                    }),
                     ..RoceRepr::new(bth)
                 };
                 (repr, None)
@@ -661,7 +680,7 @@ impl Qp {
             Response::AtomicAck { psn, orig, msn } => {
                 let bth = BthRepr::new(Opcode::RcAtomicAcknowledge, self.dest_qpn, psn);
                 let repr = RoceRepr {
-                    aeth: Some(AethRepr::ack(msn)),
+                    aeth: Some(AethRepr::ack(msn.value())),
                     atomic_ack_eth: Some(AtomicAckEthRepr { orig_data: orig }),
                     ..RoceRepr::new(bth)
                 };
@@ -687,8 +706,8 @@ impl Qp {
                 };
                 let mut bth = BthRepr::new(opcode, self.dest_qpn, psn);
                 bth.pad_count = RoceRepr::pad_for(chunk as usize);
-                let aeth =
-                    (opcode != Opcode::RcRdmaReadResponseMiddle).then_some(AethRepr::ack(msn));
+                let aeth = (opcode != Opcode::RcRdmaReadResponseMiddle)
+                    .then_some(AethRepr::ack(msn.value()));
                 let repr = RoceRepr {
                     aeth,
                     payload_len: chunk as usize,
@@ -717,10 +736,14 @@ impl Qp {
                 }),
             },
         );
-        let Some(transmit) = transmit else {
-            // The region went away under a READ in progress: stop answering it.
-            self.resp.out.pop_front();
-            return None;
+        let transmit = match transmit {
+            Ok(transmit) => transmit,
+            Err(err) => {
+                // The region went away under a READ in progress: stop answering it.
+                tracing::debug!(qpn = %self.qpn, error = ?err, "response not sent");
+                self.resp.out.pop_front();
+                return None;
+            }
         };
         ctx.stats.tx_packets += 1;
         ctx.stats.tx_bytes += transmit.len as u64;
@@ -779,4 +802,16 @@ fn remote_region(
         return Err(Refusal::Access);
     }
     entry.mr.offset_of(va, len).ok_or(Refusal::Access)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Msn;
+
+    #[test]
+    fn the_msn_wraps_at_24_bits() {
+        let last = (0..0x00ff_ffff).fold(Msn::default(), |msn, _| msn.next());
+        assert_eq!(last.value(), 0x00ff_ffff);
+        assert_eq!(last.next().value(), 0);
+    }
 }

@@ -56,45 +56,19 @@ fn setup_with(config: NicConfig) -> Setup {
         max_recv_wr: 16,
     };
     let qpn = nic.create_qp(&init).unwrap();
-    let state = |s| QpAttr {
-        qp_state: Some(s),
-        ..QpAttr::default()
+    let connect = Connect {
+        max_rd_atomic: 4,
+        max_dest_rd_atomic: 4,
+        retry_cnt: 2,
+        rnr_retry: 1,
+        ..Connect::rc(
+            AddressVector::new(US, PEER),
+            PEER_QPN,
+            psn(RQ_PSN),
+            psn(SQ_PSN),
+        )
     };
-    nic.modify_qp(
-        qpn,
-        &QpAttr {
-            pkey_index: Some(0),
-            port_num: Some(1),
-            access_flags: Some(Access::ALL),
-            ..state(QpState::Init)
-        },
-    )
-    .unwrap();
-    nic.modify_qp(
-        qpn,
-        &QpAttr {
-            av: Some(AddressVector::new(US, PEER)),
-            path_mtu: Some(Mtu::Mtu1024),
-            dest_qpn: Some(PEER_QPN),
-            rq_psn: Some(psn(RQ_PSN)),
-            max_dest_rd_atomic: Some(4),
-            min_rnr_timer: Some(12),
-            ..state(QpState::Rtr)
-        },
-    )
-    .unwrap();
-    nic.modify_qp(
-        qpn,
-        &QpAttr {
-            sq_psn: Some(psn(SQ_PSN)),
-            timeout: Some(14),
-            retry_cnt: Some(2),
-            rnr_retry: Some(1),
-            max_rd_atomic: Some(4),
-            ..state(QpState::Rts)
-        },
-    )
-    .unwrap();
+    nic.connect_qp(qpn, &connect).unwrap();
     Setup { nic, qpn, mr, cq }
 }
 
@@ -780,7 +754,7 @@ fn garbage_never_panics_and_is_counted() {
 fn a_send_is_segmented_by_path_mtu_with_ack_req_on_the_last_packet() {
     let mut s = setup();
     s.nic
-        .post_send(at(0), s.qpn, send_wr(&s, 9, SendOp::Send, 0, 2500))
+        .post_send(s.qpn, send_wr(&s, 9, SendOp::Send, 0, 2500))
         .unwrap();
     let (first, _) = tx(&mut s, at(0));
     let (middle, _) = tx(&mut s, at(0));
@@ -827,7 +801,7 @@ fn a_long_message_asks_for_an_ack_every_max_pkts_per_ack_packets() {
         ..NicConfig::default()
     });
     s.nic
-        .post_send(at(0), s.qpn, send_wr(&s, 1, SendOp::Send, 0, 5 * 1024))
+        .post_send(s.qpn, send_wr(&s, 1, SendOp::Send, 0, 5 * 1024))
         .unwrap();
     let ack_req: Vec<bool> = (0..5).map(|_| tx(&mut s, at(0)).0.bth.ack_req).collect();
     assert_eq!(ack_req, [false, true, false, true, true]);
@@ -837,7 +811,7 @@ fn a_long_message_asks_for_an_ack_every_max_pkts_per_ack_packets() {
 fn a_psn_sequence_nak_goes_back_n_from_the_psn_it_names() {
     let mut s = setup();
     s.nic
-        .post_send(at(0), s.qpn, send_wr(&s, 9, SendOp::Send, 0, 3000))
+        .post_send(s.qpn, send_wr(&s, 9, SendOp::Send, 0, 3000))
         .unwrap();
     for _ in 0..3 {
         let _ = tx(&mut s, at(0));
@@ -867,10 +841,10 @@ fn a_psn_sequence_nak_goes_back_n_from_the_psn_it_names() {
 fn the_local_ack_timeout_resends_and_exhausted_retries_fail_the_wr() {
     let mut s = setup();
     s.nic
-        .post_send(at(0), s.qpn, send_wr(&s, 1, SendOp::Send, 0, 10))
+        .post_send(s.qpn, send_wr(&s, 1, SendOp::Send, 0, 10))
         .unwrap();
     s.nic
-        .post_send(at(0), s.qpn, send_wr(&s, 2, SendOp::Send, 0, 10))
+        .post_send(s.qpn, send_wr(&s, 2, SendOp::Send, 0, 10))
         .unwrap();
     let _ = tx(&mut s, at(0));
     let _ = tx(&mut s, at(0));
@@ -907,7 +881,7 @@ fn the_local_ack_timeout_resends_and_exhausted_retries_fail_the_wr() {
 fn an_rnr_nak_waits_its_timer_then_resends() {
     let mut s = setup();
     s.nic
-        .post_send(at(0), s.qpn, send_wr(&s, 1, SendOp::Send, 0, 10))
+        .post_send(s.qpn, send_wr(&s, 1, SendOp::Send, 0, 10))
         .unwrap();
     let _ = tx(&mut s, at(0));
     let mut rnr = request(Opcode::RcAcknowledge, 500, false);
@@ -942,11 +916,7 @@ fn a_read_completes_when_its_last_response_arrives() {
         rkey: 0x77,
     };
     s.nic
-        .post_send(
-            at(0),
-            s.qpn,
-            send_wr(&s, 3, SendOp::RdmaRead(remote), 100, 1500),
-        )
+        .post_send(s.qpn, send_wr(&s, 3, SendOp::RdmaRead(remote), 100, 1500))
         .unwrap();
     let (req, _) = tx(&mut s, at(0));
     assert_eq!(req.bth.opcode, Opcode::RcRdmaReadRequest);
@@ -982,11 +952,7 @@ fn a_lost_read_response_is_an_implied_nak_and_the_read_resumes_where_it_stopped(
         rkey: 0x77,
     };
     s.nic
-        .post_send(
-            at(0),
-            s.qpn,
-            send_wr(&s, 3, SendOp::RdmaRead(remote), 0, 3000),
-        )
+        .post_send(s.qpn, send_wr(&s, 3, SendOp::RdmaRead(remote), 0, 3000))
         .unwrap();
     let _ = tx(&mut s, at(0));
     let mut first = request(Opcode::RcRdmaReadResponseFirst, 500, false);
@@ -1017,7 +983,7 @@ fn unacknowledged_psns_are_bounded_by_the_window() {
         ..NicConfig::default()
     });
     s.nic
-        .post_send(at(0), s.qpn, send_wr(&s, 1, SendOp::Send, 0, 6 * 1024))
+        .post_send(s.qpn, send_wr(&s, 1, SendOp::Send, 0, 6 * 1024))
         .unwrap();
     let sent: Vec<Psn> = (0..4).map(|_| tx(&mut s, at(0)).0.bth.psn).collect();
     assert_eq!(sent, [psn(500), psn(501), psn(502), psn(503)]);
@@ -1041,7 +1007,7 @@ fn atomics_and_reads_wait_for_max_rd_atomic() {
     for id in 0..5 {
         let op = SendOp::FetchAdd { remote, add: 1 };
         s.nic
-            .post_send(at(0), s.qpn, send_wr(&s, id, op, 8 * id, 8))
+            .post_send(s.qpn, send_wr(&s, id, op, 8 * id, 8))
             .unwrap();
     }
     for _ in 0..4 {
@@ -1094,7 +1060,7 @@ fn an_idle_qp_takes_at_most_4_kib() {
     );
     let _ = tx(&mut s, at(0));
     s.nic
-        .post_send(at(0), s.qpn, send_wr(&s, 2, SendOp::Send, 0, 4))
+        .post_send(s.qpn, send_wr(&s, 2, SendOp::Send, 0, 4))
         .unwrap();
     let _ = tx(&mut s, at(0));
     let mut ack = request(Opcode::RcAcknowledge, SQ_PSN, false);
@@ -1156,22 +1122,21 @@ fn misuse_is_a_typed_error() {
         }],
     );
     assert!(matches!(
-        s.nic.post_send(at(0), s.qpn, bad_sge),
+        s.nic.post_send(s.qpn, bad_sge),
         Err(VerbsError::BadSge { .. })
     ));
     assert_eq!(
         s.nic
-            .post_send(at(0), Qpn::new(0x4242), send_wr(&s, 1, SendOp::Send, 0, 1)),
+            .post_send(Qpn::new(0x4242), send_wr(&s, 1, SendOp::Send, 0, 1)),
         Err(VerbsError::UnknownQp(Qpn::new(0x4242)))
     );
     for id in 0..16 {
         s.nic
-            .post_send(at(0), s.qpn, send_wr(&s, id, SendOp::Send, 0, 1))
+            .post_send(s.qpn, send_wr(&s, id, SendOp::Send, 0, 1))
             .unwrap();
     }
     assert_eq!(
-        s.nic
-            .post_send(at(0), s.qpn, send_wr(&s, 99, SendOp::Send, 0, 1)),
+        s.nic.post_send(s.qpn, send_wr(&s, 99, SendOp::Send, 0, 1)),
         Err(VerbsError::QueueFull {
             qpn: s.qpn,
             queue: "send",
@@ -1253,7 +1218,7 @@ fn with_ip_id(mut h: PseudoHeader, id: u16) -> PseudoHeader {
 fn a_packet_polled_as_segment_i_of_a_batch_is_sealed_for_ipv4_id_i() {
     let mut s = setup();
     s.nic
-        .post_send(at(0), s.qpn, send_wr(&s, 9, SendOp::Send, 0, 2500))
+        .post_send(s.qpn, send_wr(&s, 9, SendOp::Send, 0, 2500))
         .unwrap();
     let mut buf = vec![0; MAX_DATAGRAM];
     for id in [0, 1, 5] {
@@ -1309,7 +1274,7 @@ fn requests_wait_for_room_in_the_nics_budget_and_go_on_when_acks_make_some() {
     });
     // Four packets at path MTU 1024; the QP's own window (128) would let all go at once.
     s.nic
-        .post_send(at(0), s.qpn, send_wr(&s, 9, SendOp::Send, 0, 4000))
+        .post_send(s.qpn, send_wr(&s, 9, SendOp::Send, 0, 4000))
         .unwrap();
     let (first, _) = tx(&mut s, at(0));
     let (second, _) = tx(&mut s, at(0));

@@ -4,9 +4,7 @@ use std::collections::VecDeque;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::{Arc, Mutex};
 
-use roce_core::{
-    Access, AddressVector, Ecn, Mtu, Nic, NicConfig, QpAttr, QpInit, QpState, QpType, Transmit,
-};
+use roce_core::{Access, AddressVector, Connect, Ecn, Nic, NicConfig, QpInit, QpType, Transmit};
 use roce_wire::{BthRepr, Opcode, PseudoHeader, Psn, Qpn, RethRepr, RoceRepr, icrc};
 
 use super::*;
@@ -98,37 +96,17 @@ fn responder(len: usize) -> (Nic, Qpn, roce_core::MemoryRegion) {
             max_recv_wr: 16,
         })
         .unwrap();
-    let state = |s| QpAttr {
-        qp_state: Some(s),
-        ..QpAttr::default()
+    let connect = Connect {
+        max_rd_atomic: 4,
+        max_dest_rd_atomic: 4,
+        ..Connect::rc(
+            AddressVector::new(US, PEER),
+            Qpn::new(0x99),
+            Psn::new(0),
+            Psn::new(0),
+        )
     };
-    for attr in [
-        QpAttr {
-            pkey_index: Some(0),
-            port_num: Some(1),
-            access_flags: Some(Access::ALL),
-            ..state(QpState::Init)
-        },
-        QpAttr {
-            av: Some(AddressVector::new(US, PEER)),
-            path_mtu: Some(Mtu::Mtu1024),
-            dest_qpn: Some(Qpn::new(0x99)),
-            rq_psn: Some(Psn::new(0)),
-            max_dest_rd_atomic: Some(4),
-            min_rnr_timer: Some(12),
-            ..state(QpState::Rtr)
-        },
-        QpAttr {
-            sq_psn: Some(Psn::new(0)),
-            max_rd_atomic: Some(4),
-            timeout: Some(14),
-            retry_cnt: Some(7),
-            rnr_retry: Some(7),
-            ..state(QpState::Rts)
-        },
-    ] {
-        nic.modify_qp(qpn, &attr).unwrap();
-    }
+    nic.connect_qp(qpn, &connect).unwrap();
     (nic, qpn, mr)
 }
 

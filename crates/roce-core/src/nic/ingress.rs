@@ -1,0 +1,173 @@
+//! What arrives from the network: each datagram is checked as rxe checks it (rxe_recv.c
+//! `rxe_rcv`, `hdr_check`) — structure, ICRC, destination address, QP, transport and state,
+//! path, P_Key, Q_Key — and handed to its QP's responder or completer, or to the QP's
+//! congestion control for a CNP. A datagram failing any check is dropped, counted under its
+//! reason and traced; nothing of it reaches memory.
+
+use roce_wire::opcode::Transport;
+use roce_wire::{ParseError, PseudoHeader, RocePacket, bth, icrc};
+
+use super::{Nic, Shared};
+use crate::config::IcrcPolicy;
+use crate::qp::{QpState, QpType};
+use crate::{Datagram, Instant};
+
+impl Nic {
+    // B. inputs from the network (the clock's are in `schedule.rs`)
+
+    /// Takes in one datagram. It is checked as rxe checks (rxe_recv.c `rxe_rcv`, `hdr_check`):
+    /// structure, ICRC, destination address, QP, transport and state, path, P_Key and Q_Key. A
+    /// datagram failing any check is dropped, counted under its reason and traced.
+    pub fn handle_datagram(&mut self, now: Instant, datagram: Datagram<'_>) {
+        let shared = &mut self.shared;
+        shared.stats.rx_packets += 1;
+        shared.stats.rx_bytes += datagram.payload.len() as u64;
+        let packet = match RocePacket::new_checked(datagram.payload) {
+            Ok(packet) => packet,
+            Err(err) => {
+                shared.count_parse_error(err);
+                tracing::trace!(src = %datagram.src, error = %err, "rx drop");
+                return;
+            }
+        };
+        if !shared.icrc_ok(&datagram) {
+            return;
+        }
+        let dst_ip = datagram.dst.ip();
+        if !shared.config.addrs.contains(&dst_ip) {
+            shared.drop_rx(|s| &mut s.rx_dst_addr_mismatch, "not our address");
+            return;
+        }
+        let bth = packet.bth();
+        let layout = packet.layout();
+        let qpn = bth.dest_qp();
+        if qpn.value() <= 1 {
+            shared.drop_rx(|s| &mut s.rx_special_qp, "QP 0 or 1");
+            return;
+        }
+        let Some(qp) = self.qps.get_mut(&qpn) else {
+            shared.drop_rx(|s| &mut s.rx_unknown_qp, "unknown QP");
+            return;
+        };
+        // A CNP names a connected QP of ours whose packets were marked (Annex A17.9.3): it
+        // passes the checks of a response from that QP's peer, so that nobody else can slow
+        // the QP down.
+        let cnp = layout.transport == Transport::Cnp;
+        let type_ok = matches!(
+            (layout.transport, qp.qp_type),
+            (Transport::Rc, QpType::Rc)
+                | (Transport::Uc, QpType::Uc)
+                | (Transport::Ud, QpType::Ud)
+                | (Transport::Cnp, QpType::Rc | QpType::Uc)
+        );
+        if !type_ok {
+            shared.drop_rx(
+                |s| &mut s.rx_wrong_transport,
+                "transport is not the QP's type",
+            );
+            return;
+        }
+        let request = layout.is_request();
+        let state_ok = if request {
+            qp.can_receive()
+        } else {
+            matches!(qp.state, QpState::Rts | QpState::Sqd)
+        };
+        if !state_ok {
+            shared.drop_rx(|s| &mut s.rx_qp_not_ready, "QP state");
+            return;
+        }
+        // rxe check_addr: a connected QP takes packets only from its peer, to its address.
+        if qp.qp_type != QpType::Ud
+            && qp
+                .av
+                .is_none_or(|av| av.dst != datagram.src.ip() || av.src != dst_ip)
+        {
+            shared.drop_rx(|s| &mut s.rx_path_mismatch, "not the QP's path");
+            return;
+        }
+        if bth.pkey() != bth::DEFAULT_PKEY {
+            shared.drop_rx(|s| &mut s.rx_pkey_mismatch, "P_Key");
+            return;
+        }
+        if qp.qp_type == QpType::Ud && packet.deth().is_none_or(|d| d.qkey() != qp.qkey) {
+            shared.drop_rx(|s| &mut s.rx_qkey_mismatch, "Q_Key");
+            return;
+        }
+        tracing::trace!(qpn = %qpn, psn = %bth.psn(), opcode = %bth.opcode(), "rx");
+        shared.stats.rx_accepted += 1;
+        if cnp {
+            // Congestion control consumes CNPs at the QP's reaction point; without it they
+            // are only counted.
+            shared.stats.rx_cnps += 1;
+            tracing::debug!(qpn = %qpn, time = %now, "rx cnp");
+            qp.cc.cnps_received += 1;
+            qp.cc.rp.on_cnp(now, &mut qp.timers, &mut shared.stats);
+        } else {
+            let mut ctx = shared.ctx(now);
+            if request {
+                qp.notify_ecn(&ctx, datagram.ecn);
+                qp.handle_request(&mut ctx, &packet);
+            } else {
+                qp.handle_response(&mut ctx, &packet);
+            }
+            self.sched.push_ready(qp);
+        }
+        self.sched.index(qp);
+        self.sched
+            .tidy(&mut self.qps, shared.config.max_unacked_total);
+        shared.deliver_completions();
+    }
+}
+
+impl Shared {
+    /// The ICRC check (rxe_icrc.c `rxe_icrc_check`). Where the backend hid the IPv4
+    /// identification (UDP sockets), the ID that makes the ICRC verify is solved for
+    /// (`icrc::ipv4_id`): a packet passes when some ID fits, which a corruption does one time
+    /// in 2^16, and is dropped under `rx_icrc_errors` when none does.
+    fn icrc_ok(&mut self, datagram: &Datagram<'_>) -> bool {
+        if self.config.icrc == IcrcPolicy::Skip {
+            self.stats.rx_icrc_skipped += 1;
+            return true;
+        }
+        // The first guess for a hidden ID is the datagram's place in its receive batch: a
+        // sender batching with segmentation offload (our UDP backend) numbers them so.
+        let guess = datagram.ip_id.unwrap_or(datagram.segment);
+        let Some(header) = PseudoHeader::for_datagram(datagram.src, datagram.dst, guess) else {
+            self.drop_rx(|s| &mut s.rx_dst_addr_mismatch, "mixed IP families");
+            return false;
+        };
+        let verdict = if datagram.ip_id.is_none() && datagram.src.is_ipv4() {
+            match icrc::ipv4_id::solve(&header, datagram.payload) {
+                // 0: a lone DF datagram from an unconnected socket (a batch of such sends).
+                Some(id) if id == guess || id == 0 => Ok(()),
+                Some(id) => {
+                    self.stats.rx_icrc_id_solved += 1;
+                    tracing::trace!(src = %datagram.src, ip_id = id, "ipv4 id solved from the icrc");
+                    Ok(())
+                }
+                None => Err("no IPv4 ID makes the ICRC verify"),
+            }
+        } else {
+            icrc::verify(&header, datagram.payload).map_err(|_| "ICRC mismatch")
+        };
+        if let Err(why) = verdict {
+            self.drop_rx(|s| &mut s.rx_icrc_errors, why);
+            return false;
+        }
+        true
+    }
+
+    fn count_parse_error(&mut self, err: ParseError) {
+        let stats = &mut self.stats;
+        let counter = match err {
+            ParseError::BadTver(_) => &mut stats.rx_bad_tver,
+            ParseError::UnsupportedOpcode(_) => &mut stats.rx_unsupported_opcode,
+            ParseError::BadPad { .. } => &mut stats.rx_bad_pad,
+            ParseError::BadPayloadLength { .. } => &mut stats.rx_bad_length,
+            ParseError::IcrcMismatch { .. } => &mut stats.rx_icrc_errors,
+            _ => &mut stats.rx_truncated,
+        };
+        *counter += 1;
+    }
+}

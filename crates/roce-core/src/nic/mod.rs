@@ -1,0 +1,166 @@
+//! The NIC: its objects, what comes in from the network, the verbs, and what goes out.
+//!
+//! The state is split as smoltcp splits `Interface` and `InterfaceInner`, so that one QP and
+//! everything its parts touch can be borrowed at once:
+//! - [`Shared`]: configuration, protection domains, memory regions, CQs, counters and the
+//!   completions waiting for delivery; a QP's parts see it through a `Ctx` ([`Shared::ctx`]);
+//! - the QP table;
+//! - [`schedule::Schedule`]: which QP may send next, the deadlines, the budget of
+//!   unacknowledged packets.
+//!
+//! One file per concern: `ingress.rs` (rxe_recv.c: checks and dispatch of what arrives),
+//! `objects.rs` (PDs, MRs, CQs, QPs and their attributes), `post.rs` (work requests checked
+//! and queued), `schedule.rs` (timers and egress).
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use roce_wire::{Psn, Qpn};
+
+use crate::cq::{Cq, CqHandle, Cqe};
+use crate::qp::{Ctx, Mrs, Qp, QpState};
+use crate::{CongestionState, Instant, NicConfig, Stats, VerbsError};
+
+mod ingress;
+mod objects;
+mod post;
+mod schedule;
+
+/// The largest UDP payload the NIC writes: BTH, RETH, ImmDt, 4096 bytes of payload, pad and
+/// ICRC fit. A `poll_transmit` buffer this long always suffices.
+pub const MAX_DATAGRAM: usize = 4096 + 64;
+
+/// A RoCEv2 NIC, sans IO. See the crate documentation for the contract.
+#[derive(Debug)]
+pub struct Nic {
+    shared: Shared,
+    qps: BTreeMap<Qpn, Qp>,
+    sched: schedule::Schedule,
+}
+
+/// What a QP's parts may touch while the QP itself is borrowed.
+#[derive(Debug)]
+pub(crate) struct Shared {
+    config: NicConfig,
+    pds: BTreeSet<u32>,
+    mrs: Mrs,
+    cqs: BTreeMap<u32, Cq>,
+    /// Completions made during one call, delivered to their CQs at its end.
+    completions: Vec<(CqHandle, Cqe)>,
+    /// Completions delivered to CQs so far.
+    delivered: u64,
+    stats: Stats,
+    ids: objects::Ids,
+}
+
+impl Nic {
+    /// A NIC with no object yet.
+    pub fn new(config: NicConfig) -> Self {
+        let ids = objects::Ids::new(&config);
+        Self {
+            shared: Shared {
+                config,
+                pds: BTreeSet::new(),
+                mrs: BTreeMap::new(),
+                cqs: BTreeMap::new(),
+                completions: Vec::new(),
+                delivered: 0,
+                stats: Stats::default(),
+                ids,
+            },
+            qps: BTreeMap::new(),
+            sched: schedule::Schedule::default(),
+        }
+    }
+
+    // A. getters
+
+    /// The counters.
+    pub fn stats(&self) -> &Stats {
+        &self.shared.stats
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &NicConfig {
+        &self.shared.config
+    }
+
+    /// A QP's state.
+    pub fn qp_state(&self, qpn: Qpn) -> Result<QpState, VerbsError> {
+        self.qp_ref(qpn).map(|qp| qp.state)
+    }
+
+    /// The next PSN a QP's requester will use and the one its responder expects.
+    pub fn qp_psns(&self, qpn: Qpn) -> Result<(Psn, Psn), VerbsError> {
+        self.qp_ref(qpn).map(|qp| (qp.req.psn, qp.resp.epsn))
+    }
+
+    /// A QP's congestion control: its rate, target rate, α and CNPs.
+    pub fn qp_congestion(&self, qpn: Qpn) -> Result<CongestionState, VerbsError> {
+        self.qp_ref(qpn).map(|qp| qp.cc.state())
+    }
+
+    /// How many completions the NIC has delivered to its CQs (including any a full CQ lost):
+    /// a driver wakes whoever waits on a CQ only when this moved.
+    pub fn completions_delivered(&self) -> u64 {
+        self.shared.delivered
+    }
+
+    /// Completions waiting in `cq`.
+    pub fn completions_waiting(&self, cq: CqHandle) -> usize {
+        self.shared.cqs.get(&cq.0).map_or(0, Cq::len)
+    }
+
+    /// A QP, for the crate's tests.
+    #[cfg(test)]
+    pub(crate) fn qp(&self, qpn: Qpn) -> &Qp {
+        &self.qps[&qpn]
+    }
+
+    // D. outputs (the rest are in `schedule.rs`)
+
+    /// The next completion of `cq`.
+    pub fn poll_completion(&mut self, cq: CqHandle) -> Option<Cqe> {
+        self.shared.cqs.get_mut(&cq.0)?.pop()
+    }
+
+    fn qp_ref(&self, qpn: Qpn) -> Result<&Qp, VerbsError> {
+        self.qps.get(&qpn).ok_or(VerbsError::UnknownQp(qpn))
+    }
+}
+
+impl Shared {
+    /// The view of the NIC a QP's parts work with, at `now`, for anything but building a
+    /// packet to send (which `schedule.rs` sets up with its IPv4 ID and the budget's state).
+    fn ctx(&mut self, now: Instant) -> Ctx<'_> {
+        Ctx {
+            now,
+            config: &self.config,
+            mrs: &mut self.mrs,
+            stats: &mut self.stats,
+            completions: &mut self.completions,
+            ip_id: 0,
+            budget_short: false,
+        }
+    }
+
+    /// Moves the completions made during a call into their CQs. Called at the end of every
+    /// input and output; most of the time there is nothing to deliver.
+    fn deliver_completions(&mut self) {
+        if self.completions.is_empty() {
+            return;
+        }
+        self.delivered += self.completions.len() as u64;
+        for (cq, cqe) in self.completions.drain(..) {
+            let pushed = self.cqs.get_mut(&cq.0).is_some_and(|q| q.push(cqe));
+            if !pushed {
+                self.stats.cq_overflows += 1;
+            }
+        }
+    }
+
+    /// Counts a dropped datagram under `counter` and traces why.
+    fn drop_rx(&mut self, counter: impl FnOnce(&mut Stats) -> &mut u64, why: &'static str) {
+        *counter(&mut self.stats) += 1;
+        tracing::trace!(why, "rx drop");
+    }
+}

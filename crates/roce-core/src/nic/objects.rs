@@ -1,0 +1,313 @@
+//! The NIC's objects — protection domains, memory regions, completion queues, QPs — and the QP
+//! attributes `modify_qp` checks against the verbs state table and their ranges.
+
+use std::sync::{Arc, Mutex};
+
+use roce_wire::{Qpn, gid};
+
+use super::Nic;
+use crate::config::{QpAttr, QpInit, SrcPortPolicy};
+use crate::cq::{Cq, CqHandle};
+use crate::mr::{Access, MemoryRegion, PdHandle};
+use crate::qp::{self, MrEntry, Qp, QpState, QpType};
+use crate::{NicConfig, VerbsError};
+
+/// The numbers the NIC hands out next, some drawn from `NicConfig::seed`.
+#[derive(Debug)]
+pub(super) struct Ids {
+    next_pd: u32,
+    next_cq: u32,
+    /// The next key's index, in its upper 24 bits.
+    next_key: u32,
+    next_qpn: u32,
+    next_iova: u64,
+    /// Draws from the seed: key variants.
+    draws: SplitMix64,
+}
+
+impl Ids {
+    pub(super) fn new(config: &NicConfig) -> Self {
+        let mut draws = SplitMix64(config.seed);
+        let next_qpn = config.first_qpn + (draws.next() % 0x1000) as u32;
+        // Region addresses look like user virtual addresses, as peers see with rxe, from a page
+        // drawn among 2^24.
+        let next_iova = 0x7f00_0000_0000 + (draws.next() % (1 << 24)) * 4096;
+        Self {
+            next_pd: 1,
+            next_cq: 1,
+            next_key: 0x100,
+            next_qpn,
+            next_iova,
+            draws,
+        }
+    }
+}
+
+impl Nic {
+    // C. verbs from the application: objects
+
+    /// Allocates a protection domain (`ibv_alloc_pd`).
+    pub fn alloc_pd(&mut self) -> PdHandle {
+        let ids = &mut self.shared.ids;
+        let pd = ids.next_pd;
+        ids.next_pd += 1;
+        self.shared.pds.insert(pd);
+        PdHandle(pd)
+    }
+
+    /// Registers a zeroed region of `len` bytes (`ibv_reg_mr`). The handle returned shares the
+    /// bytes with the NIC.
+    pub fn reg_mr(
+        &mut self,
+        pd: PdHandle,
+        len: usize,
+        access: Access,
+    ) -> Result<MemoryRegion, VerbsError> {
+        let shared = &mut self.shared;
+        if !shared.pds.contains(&pd.0) {
+            return Err(VerbsError::UnknownPd(pd.0));
+        }
+        if len > shared.config.max_mr_size {
+            return Err(VerbsError::OutOfRange {
+                attr: "length",
+                value: len as u64,
+                range: "at most NicConfig::max_mr_size bytes",
+            });
+        }
+        //= ibta:vol1/10.6.3.1
+        //# remote write and atomic rights need local write
+        if (access.contains(Access::REMOTE_WRITE) || access.contains(Access::REMOTE_ATOMIC))
+            && !access.contains(Access::LOCAL_WRITE)
+        {
+            return Err(VerbsError::OutOfRange {
+                attr: "access",
+                value: u64::from(access == Access::NONE),
+                range: "remote write or atomic rights need local write",
+            });
+        }
+        let ids = &mut shared.ids;
+        // An index in the upper 24 bits and a variant drawn for the low byte, as rxe makes
+        // its keys (`rxe_mr_init`: index << 8 | a random key byte).
+        let key = ids.next_key | (ids.draws.next() as u32 & 0xff);
+        ids.next_key = ids
+            .next_key
+            .checked_add(0x100)
+            .ok_or(VerbsError::Exhausted("memory regions"))?;
+        let iova = ids.next_iova;
+        // Regions are spaced on 4 KiB boundaries with a gap, so a stray address hits no region.
+        ids.next_iova += (len as u64).div_ceil(4096) * 4096 + 0x10_0000;
+        let mr = MemoryRegion {
+            pd,
+            lkey: key,
+            rkey: key,
+            iova,
+            access,
+            len,
+            bytes: Arc::new(Mutex::new(vec![0; len].into_boxed_slice())),
+        };
+        shared.mrs.insert(
+            key,
+            MrEntry {
+                mr: mr.clone(),
+                rkey_valid: true,
+            },
+        );
+        Ok(mr)
+    }
+
+    /// Deregisters a region (`ibv_dereg_mr`). The application's handle keeps the bytes.
+    pub fn dereg_mr(&mut self, lkey: u32) -> Result<(), VerbsError> {
+        self.shared
+            .mrs
+            .remove(&lkey)
+            .map(drop)
+            .ok_or(VerbsError::UnknownMr(lkey))
+    }
+
+    /// Creates a completion queue of `depth` entries (`ibv_create_cq`).
+    pub fn create_cq(&mut self, depth: usize) -> CqHandle {
+        let ids = &mut self.shared.ids;
+        let cq = ids.next_cq;
+        ids.next_cq += 1;
+        self.shared.cqs.insert(cq, Cq::new(depth.max(1)));
+        CqHandle(cq)
+    }
+
+    /// Creates a QP in RESET (`ibv_create_qp`).
+    pub fn create_qp(&mut self, init: &QpInit) -> Result<Qpn, VerbsError> {
+        let shared = &mut self.shared;
+        if !shared.pds.contains(&init.pd.0) {
+            return Err(VerbsError::UnknownPd(init.pd.0));
+        }
+        for cq in [init.send_cq, init.recv_cq] {
+            if !shared.cqs.contains_key(&cq.0) {
+                return Err(VerbsError::UnknownCq(cq.0));
+            }
+        }
+        if self.qps.len() >= shared.config.max_qp {
+            return Err(VerbsError::Exhausted("QPs"));
+        }
+        let mut qpn = Qpn::new(shared.ids.next_qpn);
+        while qpn.value() <= 1 || self.qps.contains_key(&qpn) {
+            qpn = Qpn::new(qpn.value() + 1);
+        }
+        shared.ids.next_qpn = qpn.value() + 1;
+        let mut qp = Qp::new(qpn, init);
+        qp.cc = crate::cc::QpCongestion::new(&shared.config);
+        if init.qp_type == QpType::Ud {
+            // A UD QP has no path MTU attribute: its messages are bounded by the port's active
+            // MTU (rxe `get_mtu`; ibv_ud_pingpong sizes its messages by `active_mtu`).
+            qp.mtu = shared.config.max_mtu;
+        }
+        self.qps.insert(qpn, qp);
+        Ok(qpn)
+    }
+
+    /// Destroys a QP; its outstanding WRs are dropped without completions.
+    pub fn destroy_qp(&mut self, qpn: Qpn) -> Result<(), VerbsError> {
+        let qp = self.qps.remove(&qpn).ok_or(VerbsError::UnknownQp(qpn))?;
+        // Its deadline entries go stale; its packets and its grant leave the budget.
+        self.unindex(&qp);
+        Ok(())
+    }
+
+    /// Modifies a QP (`ibv_modify_qp`): the transition and its attributes are checked against
+    /// the verbs state table, values against their ranges, then applied.
+    pub fn modify_qp(&mut self, qpn: Qpn, attr: &QpAttr) -> Result<(), VerbsError> {
+        let config = &self.shared.config;
+        let qp = self.qps.get_mut(&qpn).ok_or(VerbsError::UnknownQp(qpn))?;
+        let to = qp::check_transition(qpn, qp.qp_type, qp.state, attr)?;
+        check_ranges(config, attr)?;
+        if let Some(access) = attr.access_flags {
+            qp.access = access;
+        }
+        if let Some(qkey) = attr.qkey {
+            qp.qkey = qkey;
+        }
+        if let Some(av) = attr.av {
+            qp.av = Some(av);
+        }
+        if let Some(mtu) = attr.path_mtu {
+            qp.mtu = mtu;
+        }
+        if let Some(dest) = attr.dest_qpn {
+            qp.dest_qpn = dest;
+        }
+        for (value, field) in [
+            (attr.max_rd_atomic, &mut qp.max_rd_atomic),
+            (attr.max_dest_rd_atomic, &mut qp.max_dest_rd_atomic),
+            (attr.min_rnr_timer, &mut qp.min_rnr_timer),
+            (attr.timeout, &mut qp.timeout),
+            (attr.retry_cnt, &mut qp.retry_cnt),
+            (attr.rnr_retry, &mut qp.rnr_retry),
+        ] {
+            if let Some(value) = value {
+                *field = value;
+            }
+        }
+        if let Some(psn) = attr.rq_psn {
+            qp.resp = qp::responder::Responder::start(psn);
+        }
+        if let Some(psn) = attr.sq_psn {
+            qp.req = qp::requester::Requester::start(psn);
+            qp.comp = qp::completer::Completer::start(psn, qp.retry_cnt, qp.rnr_retry);
+        }
+        qp.src_port = match config.src_port {
+            SrcPortPolicy::PerQp => gid::udp_sport_for_qps(qpn.value(), qp.dest_qpn.value()),
+            SrcPortPolicy::Fixed(port) => port,
+        };
+        let from = qp.state;
+        match to {
+            QpState::Reset => {
+                qp.reset();
+                qp.cc = crate::cc::QpCongestion::new(config);
+            }
+            QpState::Err => qp.enter_error(&mut self.shared.completions),
+            other => qp.state = other,
+        }
+        if from != to {
+            tracing::debug!(qpn = %qpn, from = ?from, to = ?to, "modify qp");
+        }
+        self.reindex(qpn);
+        self.shared.deliver_completions();
+        Ok(())
+    }
+}
+
+/// The attribute values `modify_qp` accepts, whatever the transition (rxe `rxe_qp_chk_attr`).
+fn check_ranges(config: &NicConfig, attr: &QpAttr) -> Result<(), VerbsError> {
+    let range = |attr: &'static str, value: Option<u8>, max: u8, text: &'static str| match value {
+        Some(v) if v > max => Err(VerbsError::OutOfRange {
+            attr,
+            value: v.into(),
+            range: text,
+        }),
+        _ => Ok(()),
+    };
+    range("timeout", attr.timeout, 31, "0..=31")?;
+    range("retry_cnt", attr.retry_cnt, 7, "0..=7")?;
+    range("rnr_retry", attr.rnr_retry, 7, "0..=7")?;
+    range("min_rnr_timer", attr.min_rnr_timer, 31, "0..=31")?;
+    range("max_rd_atomic", attr.max_rd_atomic, 128, "0..=128")?;
+    range(
+        "max_dest_rd_atomic",
+        attr.max_dest_rd_atomic,
+        128,
+        "0..=128",
+    )?;
+    // The one port is port 1 (verbs number ports from 1; 0 is no port).
+    if let Some(port) = attr.port_num.filter(|&p| p != 1) {
+        return Err(VerbsError::OutOfRange {
+            attr: "port_num",
+            value: port.into(),
+            range: "1",
+        });
+    }
+    if let Some(index) = attr.pkey_index.filter(|&i| i != 0) {
+        return Err(VerbsError::OutOfRange {
+            attr: "pkey_index",
+            value: index.into(),
+            range: "0",
+        });
+    }
+    if let Some(mtu) = attr.path_mtu.filter(|&mtu| mtu > config.max_mtu) {
+        // rxe accepts this and then drops every packet, so both sides hang: refuse it.
+        return Err(VerbsError::OutOfRange {
+            attr: "path_mtu",
+            value: mtu.bytes().into(),
+            range: "at most the port's active MTU (NicConfig::max_mtu)",
+        });
+    }
+    if let Some(av) = attr.av {
+        if !config.addrs.contains(&av.src) {
+            return Err(VerbsError::OutOfRange {
+                attr: "av.src",
+                value: 0,
+                range: "one of the NIC's addresses (NicConfig::addrs)",
+            });
+        }
+        if av.src.is_ipv4() != av.dst.is_ipv4() {
+            return Err(VerbsError::OutOfRange {
+                attr: "av.dst",
+                value: 0,
+                range: "the IP family of av.src",
+            });
+        }
+    }
+    Ok(())
+}
+
+/// SplitMix64 (Steele, Lea and Flood, 2014): a small, well-mixed stream from a 64-bit seed, for
+/// the NIC's unpredictable values. Not a cryptographic generator: the seed is what is secret.
+#[derive(Debug, Clone)]
+struct SplitMix64(u64);
+
+impl SplitMix64 {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+}

@@ -1,0 +1,243 @@
+//! The clock and the way out: which QP sends next (QPs take turns, one packet each), the
+//! QPs' deadlines, and the NIC-wide budget of unacknowledged packets (`in_flight.rs`). The
+//! indexes are updated with the QP in hand, after anything that may have changed it.
+
+use std::collections::{BTreeMap, VecDeque};
+
+use roce_wire::Qpn;
+
+use super::{MAX_DATAGRAM, Nic};
+use crate::in_flight::InFlight;
+use crate::qp::{Qp, QpState, QpType};
+use crate::timer::{Deadlines, Timer};
+use crate::{Instant, Transmit};
+
+/// The NIC's indexes over its QPs.
+#[derive(Debug, Default)]
+pub(super) struct Schedule {
+    /// QPs that may have something to send, in turn (each once: `Qp::indexed.ready`).
+    ready: VecDeque<Qpn>,
+    /// Each QP's earliest deadline, in order.
+    deadlines: Deadlines,
+    /// Scratch list of the QPs `handle_timeout` fires (kept to reuse its allocation).
+    due: Vec<Qpn>,
+    /// Unacknowledged request packets of all RC QPs, and the QPs waiting for room.
+    in_flight: InFlight,
+}
+
+impl Nic {
+    // B. inputs from the clock
+
+    /// Fires every timer due at `now`. Early or spurious calls do nothing.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        let sched = &mut self.sched;
+        let mut due = std::mem::take(&mut sched.due);
+        due.clear();
+        while let Some((at, qpn)) = sched.deadlines.peek()
+            && at <= now
+        {
+            sched.deadlines.pop();
+            if let Some(qp) = self.qps.get_mut(&qpn)
+                && qp.indexed.deadline == Some(at)
+            {
+                // Popped: `index` pushes its next deadline.
+                qp.indexed.deadline = None;
+                due.push(qpn);
+            }
+        }
+        due.sort_unstable();
+        for &qpn in &due {
+            let Some(qp) = self.qps.get_mut(&qpn) else {
+                continue;
+            };
+            let mut ctx = self.shared.ctx(now);
+            for timer in Timer::ALL {
+                if qp.timers.expire(timer, now) {
+                    tracing::trace!(qpn = %qpn, timer = ?timer, "expired");
+                    match timer {
+                        Timer::Retransmit => qp.on_retransmit_timer(&mut ctx),
+                        Timer::RnrRetry => qp.on_rnr_timer(&mut ctx),
+                        Timer::AlphaUpdate | Timer::RateIncrease => {
+                            qp.cc.rp.on_timer(timer, now, &mut qp.timers, ctx.stats);
+                        }
+                        // The QP is put back in line below: its next packet may go.
+                        Timer::Pacing => {}
+                    }
+                }
+            }
+            self.sched.push_ready(qp);
+            self.sched.index(qp);
+            self.sched
+                .tidy(&mut self.qps, self.shared.config.max_unacked_total);
+        }
+        self.sched.due = due;
+        self.shared.deliver_completions();
+    }
+
+    // D. outputs
+
+    /// The next datagram to send, written into `buf` (at least [`MAX_DATAGRAM`] bytes long), or
+    /// `None` when nothing is due. QPs take turns, one packet each; a QP's responses go before
+    /// its requests. Its ICRC covers an IPv4 identification of 0.
+    pub fn poll_transmit(&mut self, now: Instant, buf: &mut [u8]) -> Option<Transmit> {
+        self.poll_transmit_segment(now, buf, 0)
+    }
+
+    /// [`Nic::poll_transmit`] for a datagram that will leave with the IPv4 identification
+    /// `ip_id`, which its ICRC covers (IPv6 has none: the value is then ignored). With UDP
+    /// segmentation offload, Linux numbers the segments of one `sendmsg` 0, 1, 2, … (from 0 on
+    /// an unconnected socket with DF set; `inet_gso_segment` counts the ID up per segment), so
+    /// a device that batches packets into one send asks for packet `i` of the batch with `i`.
+    pub fn poll_transmit_segment(
+        &mut self,
+        now: Instant,
+        buf: &mut [u8],
+        ip_id: u16,
+    ) -> Option<Transmit> {
+        let budget = self.shared.config.max_unacked_total;
+        // Every QP's path MTU is at most the port's (checked by modify_qp), so this bounds every
+        // packet without a look at each QP.
+        if buf.len() < MAX_DATAGRAM.min(self.shared.config.max_mtu.bytes() as usize + 64) {
+            self.shared.stats.tx_buffer_too_small += 1;
+            return None;
+        }
+        while let Some(qpn) = self.sched.ready.pop_front() {
+            let Some(qp) = self.qps.get_mut(&qpn) else {
+                continue;
+            };
+            qp.indexed.ready = false;
+            // The NIC's budget of unacknowledged packets: without room (or while others wait
+            // for it and this QP has no grant) its requests wait.
+            let in_flight = &mut self.sched.in_flight;
+            let spent = in_flight.total();
+            let granted = std::mem::take(&mut qp.indexed.granted);
+            if granted {
+                in_flight.grant_used();
+            }
+            let gated = qp.qp_type == QpType::Rc && !in_flight.may_send(budget, granted);
+            let mut ctx = self.shared.ctx(now);
+            ctx.ip_id = ip_id;
+            ctx.budget_short = spent.saturating_mul(2) >= budget;
+            let transmit = match qp.poll_cnp(&mut ctx, buf) {
+                Some(t) => Some(t),
+                None => match qp.poll_response(&mut ctx, buf) {
+                    Some(t) => Some(t),
+                    None if gated => None,
+                    None => qp.poll_request(&mut ctx, buf),
+                },
+            };
+            if gated && !qp.indexed.waiting && qp.has_requests() {
+                qp.indexed.waiting = true;
+                self.sched.in_flight.wait(qpn, granted);
+            }
+            if transmit.is_some() {
+                // It may have more: back in line, behind the others.
+                self.sched.push_ready(qp);
+            }
+            self.sched.index(qp);
+            self.sched.tidy(&mut self.qps, budget);
+            self.shared.deliver_completions();
+            if transmit.is_some() {
+                return transmit;
+            }
+        }
+        None
+    }
+
+    /// The earliest time `handle_timeout` has work to do.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        // `index` keeps a current entry at the top.
+        let first = self.sched.deadlines.peek().map(|(at, _)| at);
+        debug_assert_eq!(
+            first,
+            self.qps.values().filter_map(|qp| qp.timers.next()).min(),
+            "the deadline index missed a timer change"
+        );
+        first
+    }
+
+    /// Updates the indexes after `qpn` changed, if it still exists, and tidies them.
+    pub(super) fn reindex(&mut self, qpn: Qpn) {
+        if let Some(qp) = self.qps.get_mut(&qpn) {
+            self.sched.push_ready(qp);
+            self.sched.index(qp);
+        }
+        self.sched
+            .tidy(&mut self.qps, self.shared.config.max_unacked_total);
+    }
+
+    /// A QP left the table: its packets and its grant leave the budget.
+    pub(super) fn unindex(&mut self, qp: &Qp) {
+        self.sched.in_flight.update(qp.indexed.unacked, 0);
+        if qp.indexed.granted {
+            self.sched.in_flight.grant_used();
+        }
+        self.sched
+            .tidy(&mut self.qps, self.shared.config.max_unacked_total);
+    }
+}
+
+impl Schedule {
+    /// Puts `qp` in line to send, unless it is already.
+    pub(super) fn push_ready(&mut self, qp: &mut Qp) {
+        if !qp.indexed.ready {
+            qp.indexed.ready = true;
+            self.ready.push_back(qp.qpn);
+        }
+    }
+
+    /// Records `qp`'s earliest deadline and its unacknowledged packets, after anything that
+    /// may have changed them.
+    pub(super) fn index(&mut self, qp: &mut Qp) {
+        let next = qp.timers.next();
+        if next != qp.indexed.deadline {
+            qp.indexed.deadline = next;
+            if let Some(at) = next {
+                self.deadlines.push(qp.qpn, at);
+            }
+        }
+        // A QP out of RTS/SQD (an error flushed it, or it was reset) holds none.
+        let unacked = if qp.qp_type == QpType::Rc && matches!(qp.state, QpState::Rts | QpState::Sqd)
+        {
+            qp.unacked()
+        } else {
+            0
+        };
+        if unacked != qp.indexed.unacked {
+            self.in_flight.update(qp.indexed.unacked, unacked);
+            qp.indexed.unacked = unacked;
+        }
+    }
+
+    /// Drops stale deadline entries at the top of the heap (and compacts it when they pile
+    /// up), and grants room in the budget of `limit` packets to QPs that wait for it, if there
+    /// is some.
+    pub(super) fn tidy(&mut self, qps: &mut BTreeMap<Qpn, Qp>, limit: u32) {
+        while let Some((at, top)) = self.deadlines.peek() {
+            if qps
+                .get(&top)
+                .is_some_and(|qp| qp.indexed.deadline == Some(at))
+            {
+                break;
+            }
+            self.deadlines.pop();
+        }
+        if self.deadlines.len() > 4 * qps.len() + 64 {
+            self.deadlines.retain(|at, qpn| {
+                qps.get(&qpn)
+                    .is_some_and(|qp| qp.indexed.deadline == Some(at))
+            });
+        }
+        let ready = &mut self.ready;
+        self.in_flight.release(limit, |qpn| {
+            if let Some(qp) = qps.get_mut(&qpn) {
+                qp.indexed.waiting = false;
+                qp.indexed.granted = true;
+                if !qp.indexed.ready {
+                    qp.indexed.ready = true;
+                    ready.push_back(qpn);
+                }
+            }
+        });
+    }
+}
