@@ -179,6 +179,7 @@ impl Nic {
 
 impl Schedule {
     /// Puts `qp` in line to send, unless it is already.
+    #[inline]
     pub(super) fn push_ready(&mut self, qp: &mut Qp) {
         if !qp.indexed.ready {
             qp.indexed.ready = true;
@@ -188,6 +189,7 @@ impl Schedule {
 
     /// Records `qp`'s earliest deadline and its unacknowledged packets, after anything that
     /// may have changed them.
+    #[inline]
     pub(super) fn index(&mut self, qp: &mut Qp) {
         let next = qp.timers.next();
         if next != qp.indexed.deadline {
@@ -212,6 +214,7 @@ impl Schedule {
     /// Drops stale deadline entries at the top of the heap (and compacts it when they pile
     /// up), and grants room in the budget of `limit` packets to QPs that wait for it, if there
     /// is some.
+    #[inline]
     pub(super) fn tidy(&mut self, qps: &mut BTreeMap<Qpn, Qp>, limit: u32) {
         while let Some((at, top)) = self.deadlines.peek() {
             if qps

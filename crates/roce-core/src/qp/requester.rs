@@ -9,7 +9,7 @@ use roce_wire::{
     AtomicEthRepr, BthRepr, DethRepr, IethRepr, ImmDtRepr, Opcode, Psn, RethRepr, RoceRepr, icrc,
 };
 
-use super::{Ctx, Qp, QpType, gather};
+use super::{Ctx, Qp, QpType, SendWqe, gather};
 use crate::config::SrcPortPolicy;
 use crate::cq::{Cqe, WcStatus};
 use crate::timer::Timer;
@@ -77,8 +77,9 @@ impl Qp {
         if wqe.first_psn.is_none() {
             wqe.first_psn = Some(psn);
         }
-        let segment = self.segment(ctx, cursor, psn);
-        let transmit = match self.emit_segment(ctx, cursor, &segment, buf) {
+        let wqe = &self.sq[cursor];
+        let segment = self.segment(ctx, wqe, psn);
+        let mut transmit = match self.emit_segment(ctx, wqe, &segment, buf) {
             Ok(transmit) => transmit,
             Err(err) => {
                 // The SGL no longer names readable memory (deregistered region): a local
@@ -97,12 +98,15 @@ impl Qp {
                 return None;
             }
         };
+        // Requests are ECN-capable where congestion control reads the marks.
+        transmit.ecn = crate::cc::request_ecn(ctx.config);
         self.account(ctx, cursor, &segment, &transmit);
         Some(transmit)
     }
 
     /// The cursor, if a request may go now: the QP sends, the window has room, the initiator
     /// depth allows a READ or atomic, and the pacer lets it (else its timer is set).
+    #[inline]
     fn request_gate(&mut self, ctx: &Ctx<'_>) -> Option<usize> {
         if !self.can_send() || self.req.rnr_wait {
             return None;
@@ -145,9 +149,9 @@ impl Qp {
         Some(cursor)
     }
 
-    /// The packet that carries on the WQE at `cursor` from `psn`.
-    fn segment(&self, ctx: &Ctx<'_>, cursor: usize, psn: Psn) -> Segment {
-        let wqe = &self.sq[cursor];
+    /// The packet that carries `wqe` on from `psn`.
+    #[inline]
+    fn segment(&self, ctx: &Ctx<'_>, wqe: &SendWqe, psn: Psn) -> Segment {
         let mtu = self.mtu.bytes();
         let whole = |repr, npsn| Segment {
             repr,
@@ -204,13 +208,13 @@ impl Qp {
                     1,
                 )
             }
-            op => self.data_segment(ctx, cursor, op, psn),
+            op => self.data_segment(ctx, wqe, op, psn),
         }
     }
 
     /// The next packet of a SEND or WRITE: FIRST/MIDDLE/LAST/ONLY by the bytes already sent.
-    fn data_segment(&self, ctx: &Ctx<'_>, cursor: usize, op: SendOp, psn: Psn) -> Segment {
-        let wqe = &self.sq[cursor];
+    #[inline]
+    fn data_segment(&self, ctx: &Ctx<'_>, wqe: &SendWqe, op: SendOp, psn: Psn) -> Segment {
         let mtu = self.mtu.bytes();
         let offset = self.req.offset;
         let remaining = wqe.length - offset;
@@ -277,14 +281,14 @@ impl Qp {
     }
 
     /// Writes `segment`'s packet, its payload from the WQE's inline copy or its SGL.
+    #[inline]
     fn emit_segment(
         &self,
         ctx: &Ctx<'_>,
-        cursor: usize,
+        wqe: &SendWqe,
         segment: &Segment,
         buf: &mut [u8],
     ) -> Result<Transmit, EmitError> {
-        let wqe = &self.sq[cursor];
         let dst = match (self.qp_type, wqe.wr.ud) {
             (QpType::Ud, Some(ud)) => ud.ip,
             _ => self.av.map(|av| av.dst).ok_or(EmitError::NoSource)?,
@@ -307,15 +311,11 @@ impl Qp {
                 None => gather(mrs, sgl, start as u64, payload),
             },
         )
-        .map(|transmit| Transmit {
-            // Requests are ECN-capable where congestion control reads the marks.
-            ecn: crate::cc::request_ecn(ctx.config),
-            ..transmit
-        })
     }
 
     /// What sending `segment` changes: pacing and the reaction point, counters, the next PSN,
     /// the cursor, the retransmit timer, and for UC and UD the WR's completion.
+    #[inline]
     fn account(
         &mut self,
         ctx: &mut Ctx<'_>,
