@@ -92,6 +92,7 @@ fn write_only(pair: &Pair, dma_len: u32, carried: usize) -> RoceRepr {
 }
 
 #[test]
+//= rxe:rxe_icrc.c/rxe_icrc_check
 fn write_read_and_fetch_add_with_a_corrupted_icrc_are_dropped_on_the_udp_backend() {
     let mut pair = target(NicConfig::default());
     pair.b.mr.write(0, &[7; 64]);
@@ -145,6 +146,7 @@ fn an_intact_packet_with_an_unseen_nonzero_ipv4_id_is_accepted_as_rxe_sends_them
 }
 
 #[test]
+//= rxe:rxe_resp.c/check_rkey
 fn a_write_only_whose_reth_length_exceeds_its_payload_lands_nothing() {
     let mut pair = target(NicConfig::default());
     let before = memory(&pair);
@@ -175,6 +177,7 @@ fn a_write_first_of_a_message_that_fits_one_packet_lands_nothing() {
 }
 
 #[test]
+//= rxe:rxe_resp.c/check_rkey
 fn a_write_last_carrying_more_than_remains_lands_none_of_its_bytes() {
     let mut pair = target(NicConfig::default());
     // FIRST: a full MTU of a 1034-byte message, which lands.
@@ -191,6 +194,7 @@ fn a_write_last_carrying_more_than_remains_lands_none_of_its_bytes() {
 }
 
 #[test]
+//= rxe:rxe_recv.c/rxe_rcv
 fn a_truncated_write_only_is_dropped_by_its_icrc_and_refused_by_its_length_without_one() {
     for icrc in [IcrcPolicy::Check, IcrcPolicy::Skip] {
         let mut pair = target(NicConfig {
@@ -216,6 +220,7 @@ fn a_truncated_write_only_is_dropped_by_its_icrc_and_refused_by_its_length_witho
 }
 
 #[test]
+//= ibta:annex17/A17.9.3
 fn cnps_from_anyone_but_the_qps_peer_do_not_slow_it_down() {
     let line_rate = 100_000_000_000;
     let mut pair = target(NicConfig {

@@ -155,6 +155,8 @@ impl Repr {
         packet.check_len()?;
         let tver = packet.tver();
         if tver != 0 {
+            //= ibta:vol1/9.2
+            //# TVer is 0
             return Err(ParseError::BadTver(tver));
         }
         Ok(Self {

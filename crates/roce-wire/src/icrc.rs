@@ -80,6 +80,8 @@ pub enum IpFields {
 
 /// Computes the ICRC of `packet`, a whole RoCEv2 UDP payload whose last 4 bytes are the ICRC slot
 /// (their content is ignored). Total: a packet shorter than a BTH is hashed as it is.
+//= ibta:annex17/A17.4.3
+//# the ICRC: CRC-32 over 8 bytes of ones, the IP header with TOS/TTL/checksum (or TC/flow label/hop limit) as ones, UDP with its checksum as ones, the BTH with byte 4 as ones, and the rest up to the ICRC
 pub fn compute(header: &PseudoHeader, packet: &[u8]) -> u32 {
     let mut masked = [0; IPV6_LEN + UDP_LEN];
     let len = write_masked_ip_udp(header, packet.len(), &mut masked);

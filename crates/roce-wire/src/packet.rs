@@ -265,6 +265,8 @@ impl Repr {
     }
 
     /// The pad count that makes a payload of `payload_len` bytes a multiple of 4.
+    //= ibta:vol1/9.2
+    //# the pad count makes the payload a multiple of 4 bytes
     pub const fn pad_for(payload_len: usize) -> u8 {
         (payload_len.wrapping_neg() & 3) as u8
     }

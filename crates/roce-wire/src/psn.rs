@@ -37,6 +37,8 @@ impl Psn {
 
     /// `self - other` on the 24-bit circle, in `-2^23..2^23`: positive when `self` comes after
     /// `other`. This is rxe's `psn_compare` (`(s32)((a - b) << 8)`), sign-extended back to 24 bits.
+    //= ibta:vol1/9.7.1
+    //# PSNs are 24-bit serial numbers
     pub const fn distance(self, other: Self) -> i32 {
         ((self.0.wrapping_sub(other.0) << 8) as i32) >> 8
     }

@@ -22,6 +22,8 @@ impl Nic {
         let shared = &mut self.shared;
         shared.stats.rx_packets += 1;
         shared.stats.rx_bytes += datagram.payload.len() as u64;
+        //= rxe:rxe_recv.c/rxe_rcv
+        //# the packet's structure: lengths, TVer, opcode, pad
         let packet = match RocePacket::new_checked(datagram.payload) {
             Ok(packet) => packet,
             Err(err) => {
@@ -30,10 +32,14 @@ impl Nic {
                 return;
             }
         };
+        //= rxe:rxe_icrc.c/rxe_icrc_check
+        //# the ICRC (Annex A17.4.3)
         if !shared.icrc_ok(&datagram) {
             return;
         }
         let dst_ip = datagram.dst.ip();
+        //= rxe:rxe_recv.c/rxe_match_dgid
+        //# the destination address is one of the port's GIDs
         if !shared.config.addrs.contains(&dst_ip) {
             shared.drop_rx(|s| &mut s.rx_dst_addr_mismatch, "not our address");
             return;
@@ -41,6 +47,8 @@ impl Nic {
         let bth = packet.bth();
         let layout = packet.layout();
         let qpn = bth.dest_qp();
+        //= rxe:rxe_recv.c/hdr_check
+        //# QP 0 and 1 are special; the QP exists; the opcode's transport is the QP's type; its state takes the packet
         if qpn.value() <= 1 {
             shared.drop_rx(|s| &mut s.rx_special_qp, "QP 0 or 1");
             return;
@@ -52,6 +60,8 @@ impl Nic {
         // A CNP names a connected QP of ours whose packets were marked (Annex A17.9.3): it
         // passes the checks of a response from that QP's peer, so that nobody else can slow
         // the QP down.
+        //= ibta:annex17/A17.9.3
+        //# a CNP names the QP whose packets were marked
         let cnp = layout.transport == Transport::Cnp;
         let type_ok = matches!(
             (layout.transport, qp.qp_type),
@@ -77,7 +87,8 @@ impl Nic {
             shared.drop_rx(|s| &mut s.rx_qp_not_ready, "QP state");
             return;
         }
-        // rxe check_addr: a connected QP takes packets only from its peer, to its address.
+        //= rxe:rxe_recv.c/check_addr
+        //# a connected QP takes packets only from its peer, to its own address
         if qp.qp_type != QpType::Ud
             && qp
                 .av
@@ -86,6 +97,8 @@ impl Nic {
             shared.drop_rx(|s| &mut s.rx_path_mismatch, "not the QP's path");
             return;
         }
+        //= rxe:rxe_recv.c/check_keys
+        //# the P_Key is the default one; a UD QP's Q_Key matches
         if bth.pkey() != bth::DEFAULT_PKEY {
             shared.drop_rx(|s| &mut s.rx_pkey_mismatch, "P_Key");
             return;

@@ -56,6 +56,8 @@ impl Nic {
 
 /// `wr` checked against `qp`, the device's limits and the memory it names, as the WQE the
 /// requester will send from.
+//= ibta:vol1/10.8.3
+//# a work request is checked whole when it is posted
 fn send_wqe(shared: &Shared, qp: &Qp, wr: SendWr) -> Result<SendWqe, VerbsError> {
     let qpn = qp.qpn;
     let config = &shared.config;

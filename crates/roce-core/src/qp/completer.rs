@@ -75,8 +75,9 @@ impl Qp {
             }
             (_, Syndrome::Nak(NakCode::PsnSeqErr)) => {
                 ctx.stats.rx_nak_seq_err += 1;
-                // The NAK acknowledges every PSN before it (IBTA vol. 1 §9.7.5.2.1): progress,
-                // if it names a PSN after `una`, which renews the retry budget (rxe
+                //= ibta:vol1/9.7.5.2.1
+                //# a PSN sequence NAK acknowledges every PSN before it
+                // Progress, if it names a PSN after `una`, renews the retry budget (rxe
                 // `reset_retry_counters`).
                 let progress = psn.distance(self.comp.una) > 0;
                 if !self.ack_before(ctx, psn) {
@@ -114,6 +115,8 @@ impl Qp {
     /// atomic that is passed over without its response means responses were lost: an implied
     /// NAK, retried from there (IBTA vol. 1 §9.7.5.2.4, rxe `check_ack`). Returns false when
     /// that happened, or the QP failed.
+    //= ibta:vol1/9.7.5.2.4
+    //# a READ or atomic passed over without its response is an implied NAK
     fn ack_before(&mut self, ctx: &mut Ctx<'_>, psn: Psn) -> bool {
         // Every WQE whose PSNs all lie before `psn` was sent whole at least once (`psn` is
         // below `next_new`), even if go-back-N is sending it again right now.
@@ -174,6 +177,8 @@ impl Qp {
 
     /// Forward progress: the retry counters start again (IBTA vol. 1 §9.7.6.1.3), the
     /// retransmit timer restarts or stops.
+    //= ibta:vol1/9.7.6.1.3
+    //# forward progress starts the retry counters again
     fn after_progress(&mut self, ctx: &mut Ctx<'_>) {
         self.comp.retrying = false;
         self.comp.retry_left = self.retry_cnt;
@@ -280,7 +285,8 @@ impl Qp {
         if !self.ack_before(ctx, psn) {
             return;
         }
-        // IBTA vol. 1 §9.7.5.2.8: rnr_retry 7 means retry forever.
+        //= ibta:vol1/9.7.5.2.8
+        //# rnr_retry 7 means retry forever
         if self.rnr_retry != 7 {
             if self.comp.rnr_left == 0 {
                 self.fail_oldest(ctx, WcStatus::RnrRetryExcErr);
@@ -320,6 +326,8 @@ impl Qp {
     /// A transport retry from `psn` (timeout, PSN-sequence NAK, implied NAK), counted against
     /// retry_cnt; when none is left the oldest WR fails with RETRY_EXC_ERR (IBTA vol. 1
     /// §9.7.6.1.3). rxe treats retry_cnt 7 as infinite; the spec does not, and neither do we.
+    //= ibta:vol1/9.7.6.1.3
+    //# each transport retry counts against retry_cnt; when none is left the WR fails with RETRY_EXC_ERR
     fn retry(&mut self, ctx: &mut Ctx<'_>, psn: Psn) {
         if self.comp.retry_left == 0 {
             self.fail_oldest(ctx, WcStatus::RetryExcErr);
@@ -334,6 +342,8 @@ impl Qp {
 
     /// The oldest WR completes with `status` and the QP goes to the error state, flushing the
     /// rest (IBTA vol. 1 §10.7.3.1).
+    //= ibta:vol1/10.7.3.1
+    //# an error completion moves the QP to the error state and flushes the rest
     fn fail_oldest(&mut self, ctx: &mut Ctx<'_>, status: WcStatus) {
         if let Some(wqe) = self.sq.pop_front() {
             let cqe = Cqe::new(status, wqe.wr.wr_id, wqe.wc_opcode(), self.qpn);

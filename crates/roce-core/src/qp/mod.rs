@@ -182,6 +182,8 @@ impl Qp {
     }
 
     /// The local ACK timeout (IBTA vol. 1 §9.7.6.1.3: 4.096 µs × 2^timeout; 0 = infinite).
+    //= ibta:vol1/9.7.6.1.3
+    //# the local ACK timeout is 4.096 µs × 2^timeout; 0 is infinite
     pub(crate) fn ack_timeout(&self) -> Option<crate::Duration> {
         (self.timeout != 0).then(|| crate::Duration::from_nanos(4096u64 << self.timeout.min(31)))
     }
@@ -189,6 +191,8 @@ impl Qp {
     /// Moves to the error state: every outstanding WR completes with WR_FLUSH_ERR (IBTA vol. 1
     /// §10.3.1, "Error"), timers stop. Responses already queued still go out (a NAK that caused
     /// the error must reach the peer).
+    //= ibta:vol1/10.3.1
+    //# in the error state every outstanding WR completes with WR_FLUSH_ERR
     pub(crate) fn enter_error(&mut self, completions: &mut Vec<(CqHandle, Cqe)>) {
         if self.state == QpState::Err {
             return;

@@ -388,6 +388,8 @@ impl Qp {
 
     /// Go-back-N (IBTA vol. 1 §9.7.5.2.1, rxe `req_retry`): send again from `psn`, which lies in
     /// the oldest unretired WQEs. Later WQEs are sent again as they were, with the same PSNs.
+    //= ibta:vol1/9.7.5.2.1
+    //# go-back-N: send again from the PSN named, later WQEs as they were, with the same PSNs
     pub(crate) fn go_back(&mut self, psn: Psn) {
         let Some(index) = self.sq.iter().position(|wqe| wqe.contains(psn)) else {
             // No unretired WQE holds it: nothing was outstanding there.
@@ -522,6 +524,8 @@ fn atomic_request(
 }
 
 /// The opcode of a SEND or WRITE packet by its place in the message (IBTA vol. 1 Table 35).
+//= ibta:vol1/Table-35
+//# the opcode by transport and by the packet's place in the message; UC is RC plus 0x20
 fn data_opcode(qp_type: QpType, op: SendOp, first: bool, last: bool) -> Opcode {
     use Opcode::*;
     let rc = match (op, first, last) {

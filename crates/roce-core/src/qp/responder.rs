@@ -190,13 +190,15 @@ impl Qp {
 
     fn handle_rc_request(&mut self, ctx: &mut Ctx<'_>, packet: &RocePacket<&[u8]>) {
         let psn = packet.bth().psn();
-        // IBTA vol. 1 §9.7.5.1.1: PSNs after ePSN (within half the space) are out of sequence,
-        // PSNs before it are duplicates.
+        //= ibta:vol1/9.7.5.1.1
+        //# PSNs after ePSN (within half the space) are out of sequence,
+        //# PSNs before it are duplicates
         let d = psn.distance(self.resp.epsn);
         if d > 0 {
             ctx.stats.rx_out_of_sequence += 1;
             if !self.resp.nak_sent {
-                // C9-110: one NAK, then silence until the expected PSN arrives.
+                //= ibta:vol1/C9-110
+                //# one NAK, then silence until the expected PSN arrives
                 ctx.stats.tx_nak_seq_err += 1;
                 self.resp.nak_sent = true;
                 let epsn = self.resp.epsn;
@@ -224,7 +226,8 @@ impl Qp {
                 }
             }
             Err(Refusal::Rnr) => {
-                // IBTA vol. 1 §9.7.5.2.8: RNR NAK naming this PSN; ePSN does not move.
+                //= ibta:vol1/9.7.5.2.8
+                //# an RNR NAK names this PSN; ePSN does not move
                 ctx.stats.tx_rnr_naks += 1;
                 self.resp.nak_sent = true;
                 let timer = RnrTimer::new(self.min_rnr_timer);
@@ -237,7 +240,8 @@ impl Qp {
                     _ => NakCode::InvalidRequest,
                 };
                 self.resp.queue_ack(psn, Syndrome::Nak(code));
-                // Class C/D responder errors end the QP (IBTA vol. 1 §9.9.3, rxe do_class_ac_error).
+                //= ibta:vol1/9.9.3
+                //# class C/D responder errors end the QP (rxe do_class_ac_error)
                 if let Some(Message::Send { .. }) = self.resp.message
                     && let Some(wr) = self.rq.pop_front()
                 {
@@ -268,6 +272,8 @@ impl Qp {
 
     /// The opcode sequence of IBTA vol. 1 §9.7.5.1.3: a FIRST or MIDDLE is followed by a MIDDLE
     /// or LAST of the same operation; anything else starts a message.
+    //= ibta:vol1/9.7.5.1.3
+    //# a FIRST or MIDDLE is followed by a MIDDLE or LAST of the same operation
     fn check_sequence(&self, operation: Operation, position: Position) -> Result<(), Refusal> {
         let continues = matches!(position, Position::Middle | Position::Last);
         let ok = match self.resp.message {
@@ -280,6 +286,8 @@ impl Qp {
 
     /// Payload lengths by position (rxe_resp.c `check_length`): FIRST and MIDDLE exactly the
     /// path MTU, LAST 1 to MTU, ONLY up to MTU.
+    //= rxe:rxe_resp.c/check_length
+    //# FIRST and MIDDLE carry exactly the path MTU, LAST 1 to MTU, ONLY up to MTU
     fn check_length(
         &self,
         position: Position,
@@ -334,7 +342,8 @@ impl Qp {
         cqe.imm_data = packet.immdt().map(|imm| imm.imm_data());
         if let Some(ieth) = packet.ieth() {
             let rkey = ieth.rkey();
-            // IBTA vol. 1 §10.6.6.2: SEND with Invalidate invalidates a region of our PD.
+            //= ibta:vol1/10.6.6.2
+            //# SEND with Invalidate invalidates a region of the responder's PD
             if let Some(entry) = ctx.mrs.get_mut(&rkey).filter(|e| e.mr.pd() == self.pd) {
                 entry.rkey_valid = false;
                 cqe.invalidated_rkey = Some(rkey);
@@ -387,9 +396,9 @@ impl Qp {
             _ => return Err(Refusal::Invalid),
         };
         let payload = packet.payload();
-        // rxe_resp.c check_rkey: while more than an MTU remains, a packet is a full MTU that
-        // does not end the message; the packet that ends it carries exactly what remains. Checked
-        // before a byte lands, so a WRITE that lies about its length changes nothing.
+        //= rxe:rxe_resp.c/check_rkey
+        //# while more than an MTU remains a packet is a full MTU; the last carries exactly the rest
+        // Checked before a byte lands, so a WRITE that lies about its length changes nothing.
         let remaining = total.saturating_sub(written);
         let fits = match layout.position {
             Position::First | Position::Middle => remaining > self.mtu.bytes(),
@@ -457,7 +466,8 @@ impl Qp {
         let npsn = len.div_ceil(self.mtu.bytes()).max(1);
         let last = psn.wrapping_add(npsn - 1);
         self.remember(Resource::Read { first: psn, last });
-        // C9-148: the MSN counts a READ when it is accepted.
+        //= ibta:vol1/C9-148
+        //# the MSN counts a READ when it is accepted
         self.resp.msn = self.resp.msn.next();
         self.resp.out.push_back(Response::Read {
             psn,
@@ -480,7 +490,8 @@ impl Qp {
             return Err(Refusal::Invalid);
         }
         let atomic = packet.atomic_eth().ok_or(Refusal::Invalid)?;
-        // IBTA vol. 1 §9.4.5: the target is 8 bytes, 8-byte aligned.
+        //= ibta:vol1/9.4.5
+        //# an atomic's target is 8 bytes, 8-byte aligned
         if atomic.va() % 8 != 0 {
             return Err(Refusal::Invalid);
         }
@@ -532,11 +543,14 @@ impl Qp {
 
     /// A request before ePSN: answered again, never executed again (IBTA vol. 1 §9.7.5.1.2,
     /// rxe `duplicate_request`).
+    //= ibta:vol1/9.7.5.1.2
+    //# a duplicate request is answered again, never executed again
     fn handle_duplicate(&mut self, ctx: &mut Ctx<'_>, packet: &RocePacket<&[u8]>) {
         let psn = packet.bth().psn();
         match packet.layout().operation {
             Operation::Send | Operation::RdmaWrite => {
-                // C9-105: ACK with the PSN just before ePSN.
+                //= ibta:vol1/C9-105
+                //# a duplicate SEND or WRITE is ACKed with the PSN just before ePSN
                 let prev = self.resp.epsn.wrapping_sub(1);
                 self.resp.queue_ack(
                     prev,
@@ -610,6 +624,8 @@ impl Qp {
 
     /// UC: no ACKs, no retransmission. A gap in PSNs drops the message in progress; the next
     /// FIRST or ONLY starts afresh (IBTA vol. 1 §9.8.3).
+    //= ibta:vol1/9.8.3
+    //# UC: a gap in PSNs drops the message in progress; the next FIRST or ONLY starts afresh
     fn handle_uc_request(&mut self, ctx: &mut Ctx<'_>, packet: &RocePacket<&[u8]>) {
         let psn = packet.bth().psn();
         let starts = matches!(packet.layout().position, Position::First | Position::Only);
@@ -786,6 +802,8 @@ impl Qp {
 /// The offset in its region of `[va, va + len)` for a remote access with `rights`, if the R_Key
 /// is valid, the region is in our PD, allows it, and holds the range (IBTA vol. 1 §10.6.3.2,
 /// rxe `check_rkey`).
+//= ibta:vol1/10.6.3.2
+//# a remote access needs a valid R_Key of the QP's PD, the rights, and the range inside the region
 fn remote_region(
     mrs: &Mrs,
     pd: PdHandle,

@@ -181,6 +181,8 @@ fn rule(from: QpState, to: QpState, qp_type: QpType) -> Option<Rule> {
 
 /// Checks a `modify_qp` against the table: the transition exists for the QP type, every required
 /// attribute is given and no attribute outside required ∪ optional is. Returns the new state.
+//= ibta:vol1/10.3.1
+//# the QP state transitions and the attributes each requires (also §11.2.4.2)
 pub(crate) fn check_transition(
     qpn: Qpn,
     qp_type: QpType,

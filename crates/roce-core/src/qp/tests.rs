@@ -246,6 +246,7 @@ fn only_packets_with_ack_req_are_acked_and_acks_coalesce() {
 }
 
 #[test]
+//= ibta:vol1/C9-105
 fn duplicate_send_is_acked_again_never_executed_again() {
     let mut s = setup();
     recv(&mut s, 1, 0, 100);
@@ -272,6 +273,7 @@ fn duplicate_send_is_acked_again_never_executed_again() {
 }
 
 #[test]
+//= ibta:vol1/C9-110
 fn out_of_sequence_is_naked_once_then_silence_until_the_expected_psn() {
     let mut s = setup();
     recv(&mut s, 1, 0, 100);
@@ -317,6 +319,7 @@ fn out_of_sequence_is_naked_once_then_silence_until_the_expected_psn() {
 }
 
 #[test]
+//= ibta:vol1/9.7.5.2.8
 fn no_receive_wr_is_an_rnr_nak_with_the_qps_timer() {
     let mut s = setup();
     rx(
@@ -350,6 +353,7 @@ fn no_receive_wr_is_an_rnr_nak_with_the_qps_timer() {
 }
 
 #[test]
+//= ibta:vol1/10.6.3.2
 fn write_lands_in_memory_and_bad_rkey_is_a_remote_access_nak() {
     let mut s = setup();
     let mut write = request(Opcode::RcRdmaWriteOnly, RQ_PSN, true);
@@ -427,6 +431,7 @@ fn read_is_answered_with_responses_from_memory() {
 }
 
 #[test]
+//= ibta:vol1/9.7.5.1.2
 fn duplicate_read_is_read_again_from_the_psn_it_names() {
     let mut s = setup();
     let data: Vec<u8> = (0..2500u32).map(|i| (i * 7) as u8).collect();
@@ -474,6 +479,7 @@ fn duplicate_read_is_read_again_from_the_psn_it_names() {
 /// while the first train of responses was still being sent, and each retry queued another whole
 /// train behind it, so the requester saw only stale responses until its retries ran out.
 #[test]
+//= ibta:vol1/9.7.5.1.2
 fn issue_11_a_duplicate_read_restarts_its_train_of_responses_instead_of_queueing_another() {
     let mut s = setup();
     let mut read = request(Opcode::RcRdmaReadRequest, RQ_PSN, true);
@@ -503,6 +509,7 @@ fn issue_11_a_duplicate_read_restarts_its_train_of_responses_instead_of_queueing
 }
 
 #[test]
+//= ibta:vol1/9.7.5.1.2
 fn duplicate_atomic_replays_the_cached_value_and_does_not_execute_again() {
     let mut s = setup();
     s.mr.write(64, &5u64.to_le_bytes());
@@ -548,6 +555,7 @@ fn compare_swap_swaps_only_when_equal() {
 }
 
 #[test]
+//= ibta:vol1/9.4.5
 fn misaligned_atomic_is_an_invalid_request() {
     let mut s = setup();
     let mut add = request(Opcode::RcFetchAdd, RQ_PSN, true);
@@ -565,6 +573,7 @@ fn misaligned_atomic_is_an_invalid_request() {
 }
 
 #[test]
+//= ibta:vol1/9.7.5.1.3
 fn a_middle_without_a_first_is_an_invalid_request() {
     let mut s = setup();
     recv(&mut s, 1, 0, 4096);
@@ -589,6 +598,7 @@ fn a_middle_without_a_first_is_an_invalid_request() {
 // ---- ingress checks --------------------------------------------------------------------------
 
 #[test]
+//= rxe:rxe_recv.c/check_keys
 fn packets_failing_a_check_are_dropped_under_their_own_counter() {
     let mut s = setup();
     recv(&mut s, 1, 0, 100);
@@ -663,6 +673,7 @@ fn packets_failing_a_check_are_dropped_under_their_own_counter() {
 }
 
 #[test]
+//= rxe:rxe_recv.c/hdr_check
 fn ingress_checks_address_special_qp_and_state_are_counted_by_name() {
     let mut s = setup();
     recv(&mut s, 1, 0, 100);
@@ -751,6 +762,7 @@ fn garbage_never_panics_and_is_counted() {
 // ---- requester and completer -----------------------------------------------------------------
 
 #[test]
+//= ibta:vol1/Table-35
 fn a_send_is_segmented_by_path_mtu_with_ack_req_on_the_last_packet() {
     let mut s = setup();
     s.nic
@@ -808,6 +820,7 @@ fn a_long_message_asks_for_an_ack_every_max_pkts_per_ack_packets() {
 }
 
 #[test]
+//= ibta:vol1/9.7.5.2.1
 fn a_psn_sequence_nak_goes_back_n_from_the_psn_it_names() {
     let mut s = setup();
     s.nic
@@ -838,6 +851,7 @@ fn a_psn_sequence_nak_goes_back_n_from_the_psn_it_names() {
 }
 
 #[test]
+//= ibta:vol1/9.7.6.1.3
 fn the_local_ack_timeout_resends_and_exhausted_retries_fail_the_wr() {
     let mut s = setup();
     s.nic
@@ -945,6 +959,7 @@ fn a_read_completes_when_its_last_response_arrives() {
 }
 
 #[test]
+//= ibta:vol1/9.7.5.2.4
 fn a_lost_read_response_is_an_implied_nak_and_the_read_resumes_where_it_stopped() {
     let mut s = setup();
     let remote = Remote {

@@ -29,6 +29,8 @@ use crate::packet::ICRC_LEN;
 /// and costs nothing more when it is right). `None` when no identification makes it verify (the
 /// packet is corrupt, or another covered field is not what `header` says), when `header` is
 /// IPv6 (which has no ID: check it with [`super::verify`]), or when `packet` has no ICRC.
+//= ibta:annex17/A17.4.3
+//# the IPv4 identification is not masked: it is covered by the ICRC
 pub fn solve(header: &PseudoHeader, packet: &[u8]) -> Option<u16> {
     let IpFields::V4 { identification, .. } = header.ip else {
         return None;
