@@ -208,8 +208,7 @@ fn fn_name(line: &str) -> Option<String> {
 /// The map: one row per cited section, its rules, where the code applies it and which tests
 /// pin it.
 fn render(citations: &[Citation]) -> String {
-    let mut rows: BTreeMap<(Vec<SortKey>, String), (Vec<String>, Vec<String>, Vec<String>)> =
-        BTreeMap::new();
+    let mut rows: BTreeMap<(Vec<SortKey>, String), Row> = BTreeMap::new();
     for c in citations {
         let row = rows.entry((sort_key(&c.key), c.key.clone())).or_default();
         if !c.rule.is_empty() && !row.0.contains(&c.rule) {
@@ -241,6 +240,9 @@ fn render(citations: &[Citation]) -> String {
     out.push('\n');
     out
 }
+
+/// A row of the map: the rules stated, the code that applies them, the tests that pin them.
+type Row = (Vec<String>, Vec<String>, Vec<String>);
 
 /// Sections sort as numbers: 9.7.5.2 before 9.7.10.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
