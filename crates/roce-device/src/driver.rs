@@ -100,8 +100,7 @@ impl<B: Backend> Driver<B> {
                             continue;
                         }
                         if let Some(tap) = tap.as_ref().filter(|t| t.received_too()) {
-                            let ip_id = datagram.ip_id.unwrap_or(datagram.segment);
-                            tap.record(datagram.src, datagram.dst, datagram.ecn, 0, 64, ip_id, payload);
+                            tap.record_received(&datagram, payload);
                         }
                         nic.handle_datagram(now, Datagram {
                             src: datagram.src,
@@ -143,16 +142,7 @@ impl<B: Backend> Driver<B> {
                 }
                 let (at, ip_id) = (batch.len(), batch.next_ip_id());
                 if let Some(tap) = &tap {
-                    let src = std::net::SocketAddr::new(transmit.src, transmit.src_port);
-                    tap.record(
-                        src,
-                        transmit.dst,
-                        transmit.ecn,
-                        transmit.dscp,
-                        transmit.ttl,
-                        ip_id,
-                        &tx_buf[at..at + transmit.len],
-                    );
+                    tap.record_transmit(&transmit, ip_id, &tx_buf[at..at + transmit.len]);
                 }
                 batch.push(transmit);
                 if batch.is_full() {

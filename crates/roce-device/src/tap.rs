@@ -8,9 +8,11 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
-use roce_core::Ecn;
+use roce_core::{Ecn, Transmit};
 use roce_pcap::{CaptureError, Writer};
 use roce_wire::frame::FrameRepr;
+
+use crate::backend::Received;
 
 /// A pcap file that several devices may share (clones write to the same file).
 #[derive(Debug, Clone)]
@@ -37,15 +39,34 @@ impl Tap {
         self.received_too
     }
 
+    /// Records a datagram the device sends: `transmit`'s addresses and header fields, the IPv4
+    /// identification `ip_id` it leaves with, and its payload.
+    pub(crate) fn record_transmit(&self, transmit: &Transmit, ip_id: u16, payload: &[u8]) {
+        let src = SocketAddr::new(transmit.src, transmit.src_port);
+        let fields = (transmit.ecn, transmit.dscp, transmit.ttl);
+        self.record(src, transmit.dst, fields, ip_id, payload);
+    }
+
+    /// Records a datagram the device received, as the backend saw it (DSCP and TTL are not
+    /// visible there: 0 and 64).
+    pub(crate) fn record_received(&self, received: &Received, payload: &[u8]) {
+        let ip_id = received.ip_id.unwrap_or(received.segment);
+        self.record(
+            received.src,
+            received.dst,
+            (received.ecn, 0, 64),
+            ip_id,
+            payload,
+        );
+    }
+
     /// Records one datagram, with the IPv4 identification its ICRC covers.
     #[allow(clippy::too_many_arguments)]
-    pub(crate) fn record(
+    fn record(
         &self,
         src: SocketAddr,
         dst: SocketAddr,
-        ecn: Ecn,
-        dscp: u8,
-        ttl: u8,
+        (ecn, dscp, ttl): (Ecn, u8, u8),
         ip_id: u16,
         payload: &[u8],
     ) {
