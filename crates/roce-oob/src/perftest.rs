@@ -1074,6 +1074,15 @@ where
         self.hand_shakes(0, 1, SYNC).await
     }
 
+    /// One more handshake with QP 0 while the test runs, after [`Session::ready`]: what
+    /// `ib_send_bw -a` does before and after each message size (send_bw.c, `RUN_ALL`: a
+    /// handshake after posting the size's receives, and one after its run). Returns the
+    /// peer's keys.
+    pub async fn sync(&mut self) -> Result<PerftestDest, OobError> {
+        self.step("sync", Stage::Ready, Stage::Ready)?;
+        self.hand_shakes(0, 1, SYNC).await
+    }
+
     /// The end of the test, as [`Test`] says: for one-way write/read/atomic bandwidth tests a
     /// handshake and the report exchange (`report` is this side's; a perftest server sends
     /// garbage there), then for all but `ib_write_lat` [`close_connection`]. The stream is
