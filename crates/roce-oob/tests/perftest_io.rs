@@ -395,6 +395,39 @@ async fn a_peer_gone_at_the_end_is_named_so() {
     assert!(!text.contains("keys"), "{text}");
 }
 
+/// `ib_send_bw -a`: a handshake after each size's receives and one after its run, then the
+/// usual end; `sync` is refused before "ready".
+#[tokio::test]
+async fn send_bw_with_all_sizes_syncs_around_each_size() {
+    let (mut client, mut server) = started_pair(Test::SEND_BW).await;
+    assert!(matches!(
+        server.sync().await,
+        Err(OobError::Sequence {
+            called: "sync",
+            after: "start"
+        })
+    ));
+    let (c, s) = tokio::join!(
+        client.exchange_keys(dest(1, None)),
+        server.exchange_keys(dest(2, None))
+    );
+    assert_eq!((c.unwrap().qpn, s.unwrap().qpn), (2, 1));
+    let (c, s) = tokio::join!(client.connected(), server.connected());
+    c.unwrap();
+    s.unwrap();
+    let (c, s) = tokio::join!(client.ready(), server.ready());
+    c.unwrap();
+    s.unwrap();
+    for _ in 0..2 * 22 + 1 {
+        let (c, s) = tokio::join!(client.sync(), server.sync());
+        assert_eq!((c.unwrap().qpn, s.unwrap().qpn), (2, 1));
+    }
+    let report = BwReport::default();
+    let (c, s) = tokio::join!(client.finish(&report), server.finish(&report));
+    assert!(c.unwrap().peer_done.is_some());
+    assert!(s.unwrap().peer_done.is_some());
+}
+
 /// Two roce-emu sides see each other's parameters in the version exchange; perftest's
 /// padding carries none.
 #[tokio::test]
