@@ -51,8 +51,8 @@ pub(crate) enum VerbArg {
 /// perftest's: the best time per message over any window from the post of one WR to a later
 /// completion (windows ending at every 100th completion, as perftest's default cq_mod lets it
 /// see them, and at the last), so it is never below the average. As perftest, it is not
-/// computed (0 in the table, null in --json) with -D, above 20000 iterations per QP, and on
-/// a send test's server.
+/// computed (0 in the table, null in --json) with -D, above 20000 iterations per QP (or
+/// 200000 of all QPs), and on a send test's server.
 ///
 /// Two `roce perf`s compare -n/-D, -s/-a and -q before any traffic and both stop, naming the
 /// difference, if they were not given the same (perftest 4.5 does not send them: against it,

@@ -53,6 +53,10 @@ pub(super) fn best_per_message(posted: &[Instant], completed: &[Instant]) -> Opt
 /// `iters > 20000 && noPeak == OFF` sets `noPeak`): the search is quadratic.
 pub(super) const PEAK_MAX_ITERS: u32 = 20_000;
 
+/// Nor here above this many of all QPs together: the search takes `n * n / CQ_MOD` steps
+/// and two timestamps per iteration.
+pub(super) const PEAK_MAX_TOTAL: u64 = 200_000;
+
 /// How long a run lasts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Plan {
@@ -331,8 +335,9 @@ impl Runner<'_> {
         let mut posted = vec![0u32; n];
         let mut per_qp = PerQp::new(n, start, self.plan);
         let mut progress = Progress::new(end.is_none().then_some(total));
-        let mut times =
-            matches!(self.plan, Plan::Iterations(n) if n <= PEAK_MAX_ITERS).then(Times::default);
+        let mut times = (matches!(self.plan, Plan::Iterations(n) if n <= PEAK_MAX_ITERS)
+            && total <= PEAK_MAX_TOTAL)
+            .then(Times::default);
         let mut first_round = true;
         loop {
             let posting = end.is_none_or(|end| Instant::now() < end);
