@@ -8,16 +8,15 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::{Context, bail};
-use roce_core::{Access, Mtu, Psn, QpInit, QpType, Qpn, RecvWr, Remote, Sge};
-use roce_device::{Connection, DeviceHandle, RcEndpoint};
+use roce_core::{Qpn, RecvWr, Sge};
+use roce_device::DeviceHandle;
 use roce_oob::perftest::{
-    self, Amount, BwReport, Config, IbvMtu, Kind, PerftestDest, RunParams, Session, Side, Test,
-    Verb,
+    self, Amount, BwReport, Config, IbvMtu, Kind, RunParams, Session, Side, Test, Verb,
 };
-use roce_wire::Gid;
 use tokio::net::{TcpListener, TcpStream};
 
 mod report;
+mod setup;
 mod traffic;
 
 use report::{Measured, Part, Unit, print_result};
@@ -380,61 +379,17 @@ async fn test_run(
     {
         bail!(why);
     }
-    let (device, local_ip) = args.device.spawn(default_ip)?;
-    let qps = args.qps as usize;
-    let depth = (args.tx_depth.max(args.rx_depth) + 4) as usize;
-    let endpoints = create_endpoints(&device, depth, qps).await?;
-    for qp in &endpoints {
-        qp.init(Access::ALL).await?;
-    }
-    // perftest's buffer: one region, a send half and a receive half per QP, each the larger of
-    // the (largest) message and the cycle buffer (`BUFF_SIZE`); QP i sends from
-    // `buf + i * BUFF_SIZE` and its keys announce its receive half, where the peer's WRITEs
-    // land and where ib_write_lat polls (perftest_resources.c `create_mr`: `buf[i] = buf[0] +
-    // i * BUFF_SIZE`; perftest_communication.c `set_up_connection`: `vaddr = buf[0] +
-    // (num_of_qps + i) * BUFF_SIZE`; `poll_buf = buf + BUFF_SIZE + size - 1` with one QP).
     let largest = sizes.iter().copied().max().unwrap_or(size);
-    let half = (largest as usize)
-        .max(session.sys_data().cycle_buffer as usize)
-        .max(8);
-    let buf_len = 2 * qps * half;
-    let mr = device.reg_mr(endpoints[0].pd, buf_len, Access::ALL).await?;
-    let out_reads: u16 = 16;
-    let locals: Vec<PerftestDest> = endpoints
-        .iter()
-        .enumerate()
-        .map(|(i, qp)| PerftestDest {
-            lid: 0,
-            out_reads,
-            qpn: qp.qpn.value(),
-            psn: initial_psn(),
-            rkey: mr.rkey(),
-            vaddr: mr.addr() + ((qps + i) * half) as u64,
-            gid: Some(Gid::from_ip(local_ip).0),
-            srqn: 0,
-        })
-        .collect();
-    let remotes = session.exchange_qp_keys(locals.clone()).await?;
-    let path_mtu = Mtu::from_bytes(session.mtu().bytes()).context("the negotiated MTU")?;
-    for ((qp, local), remote) in endpoints.iter().zip(&locals).zip(&remotes) {
-        let Some(gid) = remote.gid else {
-            bail!("the peer sent no GID")
-        };
-        let mut connection = Connection::new(
-            local_ip,
-            Gid(gid).to_ip(),
-            Qpn::new(remote.qpn),
-            Psn::new(remote.psn),
-            Psn::new(local.psn),
-        );
-        connection.mtu = path_mtu;
-        connection.dscp = args.device.dscp;
-        // perftest#114: never ask for more outstanding READs/atomics than the peer serves.
-        connection.max_rd_atomic = u8::try_from(remote.out_reads.clamp(1, out_reads)).unwrap_or(1);
-        connection.max_dest_rd_atomic = u8::try_from(out_reads).unwrap_or(16);
-        qp.connect(&connection).await?;
-    }
-    session.connected().await?;
+    let set_up = setup::set_up(args, &mut session, default_ip, largest).await?;
+    let setup::SetUp {
+        device,
+        endpoints,
+        mr,
+        half,
+        remotes,
+    } = &set_up;
+    let (device, endpoints, mr, half) = (device, endpoints.as_slice(), mr, *half);
+    let qps = args.qps as usize;
     let slot = |i: usize, size: u32| Sge {
         addr: mr.addr() + (i * half) as u64,
         length: size,
@@ -448,13 +403,6 @@ async fn test_run(
     };
     let one_way_server = side == Side::Server && test.verb != Verb::Send;
     let qpn = endpoints[0].qpn;
-    let remotes: Vec<Remote> = remotes
-        .iter()
-        .map(|r| Remote {
-            addr: r.vaddr,
-            rkey: r.rkey,
-        })
-        .collect();
     let index: std::collections::HashMap<Qpn, usize> = endpoints
         .iter()
         .enumerate()
@@ -495,8 +443,8 @@ async fn test_run(
             header: k == 0,
         });
         let runner = Runner {
-            device: &device,
-            qps: &endpoints,
+            device,
+            qps: endpoints,
             index: index.clone(),
             sges: (0..qps).map(|i| slot(i, size)).collect(),
             recv_sges,
@@ -513,7 +461,7 @@ async fn test_run(
             }
             (Kind::Latency, Verb::Send, side) => runner.send_latency(side == Side::Client).await,
             (Kind::Latency, Verb::Write, side) => {
-                runner.write_latency(&mr, half, side == Side::Server).await
+                runner.write_latency(mr, half, side == Side::Server).await
             }
             (Kind::Latency, _, Side::Server) => Ok(Measured::default()),
             (Kind::Latency, verb, Side::Client) => runner.latency(verb, cas).await,
@@ -536,7 +484,7 @@ async fn test_run(
                 footer: k + 1 == sizes.len(),
                 interrupted: false,
             };
-            print_result(args, test, size, &measured, &device, qpn, part).await?;
+            print_result(args, test, size, &measured, device, qpn, part).await?;
         }
         last = (size, measured);
     }
@@ -553,57 +501,14 @@ async fn test_run(
         interrupted: false,
     };
     if lat {
-        print_result(args, test, size, &measured, &device, qpn, whole).await?;
+        print_result(args, test, size, &measured, device, qpn, whole).await?;
     } else if one_way_server {
         // A one-way test's server prints what the client measured, as perftest does.
         let shown = finish
             .remote_report
             .map(|r| Measured::from_report(&r))
             .unwrap_or(measured);
-        print_result(args, test, size, &shown, &device, qpn, whole).await?;
+        print_result(args, test, size, &shown, device, qpn, whole).await?;
     }
     Ok(ExitCode::SUCCESS)
-}
-
-/// `qps` RC QPs in RESET with queues of `depth`, sharing one PD and one CQ as perftest's QPs
-/// share its CQs (`create_reg_cqs`: `tx_depth * num_of_qps` entries); one QP is what
-/// [`RcEndpoint::create`] makes.
-async fn create_endpoints(
-    device: &DeviceHandle,
-    depth: usize,
-    qps: usize,
-) -> anyhow::Result<Vec<RcEndpoint>> {
-    if qps == 1 {
-        return Ok(vec![RcEndpoint::create(device, depth).await?]);
-    }
-    let pd = device.alloc_pd().await?;
-    let cq = device.create_cq(depth * 2 * qps).await?;
-    let mut endpoints = Vec::with_capacity(qps);
-    for _ in 0..qps {
-        let qpn = device
-            .create_qp(QpInit {
-                pd,
-                qp_type: QpType::Rc,
-                send_cq: cq,
-                recv_cq: cq,
-                max_send_wr: depth,
-                max_recv_wr: depth,
-            })
-            .await?;
-        endpoints.push(RcEndpoint {
-            device: device.clone(),
-            pd,
-            cq,
-            qpn,
-        });
-    }
-    Ok(endpoints)
-}
-
-/// A 24-bit PSN that differs between runs (perftest: `lrand48() & 0xffffff`).
-fn initial_psn() -> u32 {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.subsec_nanos());
-    (nanos.rotate_left(7) ^ std::process::id()) & 0x00ff_ffff
 }
