@@ -47,6 +47,10 @@ pub const MTU_MSG_LEN: usize = 2;
 pub const MAX_QPS: usize = 16384;
 
 const KEYS: &str = "perftest keys";
+/// The handshakes after connect, which only synchronise the two sides.
+const SYNC: &str = "sync before the test (a perftest handshake)";
+/// The handshakes of the end of the test.
+const END: &str = "end-of-test sync (a perftest handshake)";
 
 /// Which end of the TCP connection this is (`servername` given or not).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -125,6 +129,15 @@ pub fn encode_keys(dest: &PerftestDest) -> Vec<u8> {
 /// every `':'` and the NUL in place. (perftest reads it with `sscanf` / `strtol`, more
 /// loosely; what it writes is always in this form.)
 pub fn decode_keys(msg: &[u8], with_gid: bool) -> Result<PerftestDest, OobError> {
+    decode_keys_in(msg, with_gid, KEYS)
+}
+
+/// [`decode_keys`], with errors that name `message` (the step the keys came in).
+fn decode_keys_in(
+    msg: &[u8],
+    with_gid: bool,
+    message: &'static str,
+) -> Result<PerftestDest, OobError> {
     let expected = if with_gid {
         KEY_MSG_SIZE_GID
     } else {
@@ -132,12 +145,12 @@ pub fn decode_keys(msg: &[u8], with_gid: bool) -> Result<PerftestDest, OobError>
     };
     if msg.len() != expected {
         return Err(OobError::Length {
-            message: KEYS,
+            message,
             expected,
             got: msg.len(),
         });
     }
-    let mut r = TextReader::new(msg, KEYS);
+    let mut r = TextReader::new(msg, message);
     let lid = r.hex_colon("LID", 4)?;
     let out_reads = r.hex_colon("OUT_READS", 4)?;
     let qpn = r.hex_colon("QPN", 6)?;
@@ -171,6 +184,97 @@ pub fn decode_keys(msg: &[u8], with_gid: bool) -> Result<PerftestDest, OobError>
     })
 }
 
+/// The parameters of a run that a roce-emu peer announces after the NUL of its version message,
+/// where perftest reads nothing: it `atof`s the string and ignores the rest of the 16 bytes,
+/// which its own `strncpy` into a zeroed buffer leaves all NUL. So two `roce perf`s can see
+/// that they were given different `-n`, `-s`, `-q` or `-D` before any traffic, as perftest
+/// from 6.28 on does with `negotiate_params` (perftest_communication.c), which announcing
+/// 6.06 keeps off.
+///
+/// The 11 bytes after `"6.06\0"`: [`RUN_PARAMS_MAGIC`], the iterations per QP as a 32-bit
+/// big-endian number (or, top bit set, the duration in seconds of `-D`), the message size
+/// (0: all sizes, `-a`), the number of QPs (16 bits). A version longer than 4 bytes leaves no
+/// room: no parameters then.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct RunParams {
+    /// Iterations per QP, or the duration in seconds.
+    pub amount: Amount,
+    /// Bytes per message; `None` for all sizes (`-a`).
+    pub size: Option<u32>,
+    /// QPs (`-q`).
+    pub qps: u16,
+}
+
+/// How long a run is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Amount {
+    /// `-n`: iterations per QP (at most 2^31 - 1).
+    Iterations(u32),
+    /// `-D`: seconds (at most 2^31 - 1).
+    Seconds(u32),
+}
+
+/// The byte after the version's NUL that says [`RunParams`] follow (perftest sends a NUL
+/// there).
+pub const RUN_PARAMS_MAGIC: u8 = b'R';
+
+const RUN_PARAMS_LEN: usize = 11;
+const DURATION_BIT: u32 = 0x8000_0000;
+
+impl RunParams {
+    fn encode(&self) -> [u8; RUN_PARAMS_LEN] {
+        let amount = match self.amount {
+            Amount::Iterations(n) => n & !DURATION_BIT,
+            Amount::Seconds(s) => DURATION_BIT | (s & !DURATION_BIT),
+        };
+        let mut out = [0u8; RUN_PARAMS_LEN];
+        out[0] = RUN_PARAMS_MAGIC;
+        out[1..5].copy_from_slice(&amount.to_be_bytes());
+        out[5..9].copy_from_slice(&self.size.unwrap_or(0).to_be_bytes());
+        out[9..11].copy_from_slice(&self.qps.to_be_bytes());
+        out
+    }
+
+    fn decode(tail: &[u8]) -> Option<Self> {
+        let tail: &[u8; RUN_PARAMS_LEN] = tail.get(..RUN_PARAMS_LEN)?.try_into().ok()?;
+        if tail[0] != RUN_PARAMS_MAGIC {
+            return None;
+        }
+        let word = |r: std::ops::Range<usize>| {
+            let mut b = [0u8; 4];
+            b.copy_from_slice(&tail[r]);
+            u32::from_be_bytes(b)
+        };
+        let amount = word(1..5);
+        let size = word(5..9);
+        Some(Self {
+            amount: if amount & DURATION_BIT != 0 {
+                Amount::Seconds(amount & !DURATION_BIT)
+            } else {
+                Amount::Iterations(amount)
+            },
+            size: (size != 0).then_some(size),
+            qps: u16::from_be_bytes([tail[9], tail[10]]),
+        })
+    }
+}
+
+/// The 16-byte version message with `params` after the NUL when they fit (a version of at
+/// most 4 bytes; see [`RunParams`]).
+pub fn encode_version_with(
+    version: &str,
+    params: Option<&RunParams>,
+) -> Result<[u8; VERSION_LEN], OobError> {
+    let mut out = encode_version(version)?;
+    let tail = version.len() + 1;
+    if let Some(params) = params
+        && tail + RUN_PARAMS_LEN <= VERSION_LEN
+    {
+        out[tail..tail + RUN_PARAMS_LEN].copy_from_slice(&params.encode());
+    }
+    Ok(out)
+}
+
 /// The 16-byte version message: `version` and NUL padding (`strncpy` into a zeroed
 /// `char[16]`). At most 15 bytes, no NUL inside.
 pub fn encode_version(version: &str) -> Result<[u8; VERSION_LEN], OobError> {
@@ -201,6 +305,8 @@ pub struct PeerVersion {
     /// Its value as C's `atof` reads it (the leading decimal number; 0 if none), which is what
     /// perftest compares against its feature thresholds.
     pub number: f64,
+    /// What a roce-emu peer announced after the NUL; `None` from perftest.
+    pub params: Option<RunParams>,
 }
 
 /// Parses a 16-byte version message: printable ASCII up to a NUL, which must be inside the 16
@@ -229,7 +335,12 @@ pub fn decode_version(msg: &[u8]) -> Result<PeerVersion, OobError> {
     }
     let text: String = text.iter().map(|&b| char::from(b)).collect();
     let number = atof(&text);
-    Ok(PeerVersion { text, number })
+    let params = RunParams::decode(&msg[nul + 1..]);
+    Ok(PeerVersion {
+        text,
+        number,
+        params,
+    })
 }
 
 /// C `atof` for the decimal forms a version string has: leading blanks, an optional sign,
@@ -541,7 +652,20 @@ pub async fn exchange_versions<S>(
 where
     S: AsyncRead + AsyncWrite + Unpin + ?Sized,
 {
-    let mine = encode_version(version)?;
+    exchange_versions_with(stream, side, version, None).await
+}
+
+/// [`exchange_versions`], announcing `params` after the version's NUL ([`RunParams`]).
+pub async fn exchange_versions_with<S>(
+    stream: &mut S,
+    side: Side,
+    version: &str,
+    params: Option<&RunParams>,
+) -> Result<PeerVersion, OobError>
+where
+    S: AsyncRead + AsyncWrite + Unpin + ?Sized,
+{
+    let mine = encode_version_with(version, params)?;
     let mut theirs = [0u8; VERSION_LEN];
     xchg(stream, side, &mine, &mut theirs, "perftest version").await?;
     let peer = decode_version(&theirs)?;
@@ -607,6 +731,19 @@ pub async fn hand_shake<S>(
 where
     S: AsyncRead + AsyncWrite + Unpin + ?Sized,
 {
+    hand_shake_as(stream, side, local, KEYS).await
+}
+
+/// [`hand_shake`] with errors that name `message`, the step it is part of.
+async fn hand_shake_as<S>(
+    stream: &mut S,
+    side: Side,
+    local: &PerftestDest,
+    message: &'static str,
+) -> Result<PerftestDest, OobError>
+where
+    S: AsyncRead + AsyncWrite + Unpin + ?Sized,
+{
     let mine = encode_keys(local);
     let with_gid = local.gid.is_some();
     let mut theirs = vec![
@@ -617,8 +754,8 @@ where
             KEY_MSG_SIZE
         }
     ];
-    xchg(stream, side, &mine, &mut theirs, KEYS).await?;
-    decode_keys(&theirs, with_gid)
+    xchg(stream, side, &mine, &mut theirs, message).await?;
+    decode_keys_in(&theirs, with_gid, message)
 }
 
 /// `xchg_bw_reports` (peers from 5.33 on, without `--report-per-port`): the five values, each
@@ -659,7 +796,7 @@ pub async fn close_connection<S>(
 where
     S: AsyncRead + AsyncWrite + Unpin + ?Sized,
 {
-    let remote = hand_shake(stream, side, local).await?;
+    let remote = hand_shake_as(stream, side, local, END).await?;
     write_msg(stream, &DONE, "closing \"done\"").await?;
     let mut buf = [0u8; DONE.len()];
     match read_msg(stream, &mut buf, "closing \"done\"").await {
@@ -689,6 +826,9 @@ pub struct Config {
     pub sys: SysData,
     /// The local port's active MTU (perftest sends that unless `-m` is given).
     pub mtu: IbvMtu,
+    /// This run's parameters, announced after the version's NUL ([`RunParams`]); `None`
+    /// sends the NUL padding perftest sends.
+    pub params: Option<RunParams>,
 }
 
 impl Default for Config {
@@ -697,6 +837,7 @@ impl Default for Config {
             version: VERSION.to_owned(),
             sys: SysData::default(),
             mtu: IbvMtu::Mtu1024,
+            params: None,
         }
     }
 }
@@ -784,7 +925,9 @@ where
         test: Test,
         config: &Config,
     ) -> Result<Self, OobError> {
-        let peer_version = exchange_versions(&mut stream, side, &config.version).await?;
+        let peer_version =
+            exchange_versions_with(&mut stream, side, &config.version, config.params.as_ref())
+                .await?;
         let remote_sys = exchange_sys_data(&mut stream, side, config.sys).await?;
         let remote_mtu = exchange_mtu(&mut stream, side, config.mtu).await?;
         Ok(Self {
@@ -854,20 +997,29 @@ where
     }
 
     /// `count` handshakes, each sending QP `qp`'s keys; returns the peer's keys from the last.
-    async fn hand_shakes(&mut self, qp: usize, count: usize) -> Result<PerftestDest, OobError> {
+    async fn hand_shakes(
+        &mut self,
+        qp: usize,
+        count: usize,
+        message: &'static str,
+    ) -> Result<PerftestDest, OobError> {
         let mut remote = PerftestDest::default();
         for _ in 0..count {
-            remote = hand_shake(&mut self.stream, self.side, &self.local[qp]).await?;
+            remote = hand_shake_as(&mut self.stream, self.side, &self.local[qp], message).await?;
         }
         Ok(remote)
     }
 
     /// One handshake per QP, in QP order (the tools' `for (i=0; i < num_of_qps; i++)
     /// ctx_hand_shake(&my_dest[i], &rem_dest[i])` loops); returns the peer's keys in that order.
-    async fn hand_shake_each_qp(&mut self) -> Result<Vec<PerftestDest>, OobError> {
+    async fn hand_shake_each_qp(
+        &mut self,
+        message: &'static str,
+    ) -> Result<Vec<PerftestDest>, OobError> {
         let mut remote = Vec::with_capacity(self.local.len());
         for qp in 0..self.local.len() {
-            remote.push(hand_shake(&mut self.stream, self.side, &self.local[qp]).await?);
+            remote
+                .push(hand_shake_as(&mut self.stream, self.side, &self.local[qp], message).await?);
         }
         Ok(remote)
     }
@@ -899,8 +1051,8 @@ where
         self.local = local;
         // Only the latency tools have more than the per-QP loop before connect.
         let extra = self.test.handshakes_before_connect() - 1;
-        self.hand_shakes(0, extra).await?;
-        self.hand_shake_each_qp().await
+        self.hand_shakes(0, extra, KEYS).await?;
+        self.hand_shake_each_qp(KEYS).await
     }
 
     /// The handshakes after connect but the last; returns the peer's keys from the last one.
@@ -910,8 +1062,8 @@ where
         // handshakes_after_connect counts, for one QP, the per-QP one and "ready": whatever is
         // left comes before the per-QP loop (send_bw.c: the handshake right after ctx_connect).
         let before_loop = self.test.handshakes_after_connect() - 2;
-        self.hand_shakes(0, before_loop).await?;
-        let mut remote = self.hand_shake_each_qp().await?;
+        self.hand_shakes(0, before_loop, SYNC).await?;
+        let mut remote = self.hand_shake_each_qp(SYNC).await?;
         Ok(remote.pop().expect("at least one QP"))
     }
 
@@ -919,7 +1071,16 @@ where
     /// keys; returns the peer's keys.
     pub async fn ready(&mut self) -> Result<PerftestDest, OobError> {
         self.step("ready", Stage::Connected, Stage::Ready)?;
-        self.hand_shakes(0, 1).await
+        self.hand_shakes(0, 1, SYNC).await
+    }
+
+    /// One more handshake with QP 0 while the test runs, after [`Session::ready`]: what
+    /// `ib_send_bw -a` does before and after each message size (send_bw.c, `RUN_ALL`: a
+    /// handshake after posting the size's receives, and one after its run). Returns the
+    /// peer's keys.
+    pub async fn sync(&mut self) -> Result<PerftestDest, OobError> {
+        self.step("sync", Stage::Ready, Stage::Ready)?;
+        self.hand_shakes(0, 1, SYNC).await
     }
 
     /// The end of the test, as [`Test`] says: for one-way write/read/atomic bandwidth tests a
@@ -934,7 +1095,7 @@ where
             peer_done: None,
         };
         if self.test.exchanges_report() {
-            finish.remote = Some(self.hand_shakes(0, 1).await?);
+            finish.remote = Some(self.hand_shakes(0, 1, END).await?);
             finish.remote_report =
                 Some(exchange_bw_reports(&mut self.stream, self.side, report).await?);
         }
@@ -1165,6 +1326,38 @@ mod tests {
         ));
         // Bytes after the NUL do not matter.
         assert_eq!(decode_version(b"5.70\0garbage!!!!").unwrap().text, "5.70");
+    }
+
+    #[test]
+    fn run_params_ride_after_the_version_nul() {
+        let params = RunParams {
+            amount: Amount::Iterations(5000),
+            size: Some(65536),
+            qps: 4,
+        };
+        let msg = encode_version_with(VERSION, Some(&params)).unwrap();
+        // perftest reads "6.06" and nothing after the NUL.
+        assert_eq!(&msg[..5], b"6.06\0");
+        assert_eq!(msg[5], RUN_PARAMS_MAGIC);
+        let peer = decode_version(&msg).unwrap();
+        assert_eq!((peer.text.as_str(), peer.params), ("6.06", Some(params)));
+        let all = RunParams {
+            amount: Amount::Seconds(5),
+            size: None,
+            qps: 16384,
+        };
+        let msg = encode_version_with(VERSION, Some(&all)).unwrap();
+        assert_eq!(decode_version(&msg).unwrap().params, Some(all));
+        // perftest's own message (NUL padding) carries none, nor does a long version.
+        assert_eq!(
+            decode_version(&encode_version(VERSION).unwrap())
+                .unwrap()
+                .params,
+            None
+        );
+        let long = encode_version_with("6.06.1", Some(&params)).unwrap();
+        assert_eq!(long, encode_version("6.06.1").unwrap());
+        assert_eq!(decode_version(&long).unwrap().params, None);
     }
 
     #[test]

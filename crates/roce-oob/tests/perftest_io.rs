@@ -105,6 +105,7 @@ async fn client_and_server_over_loopback_tcp_for_every_test() {
                     cache_line_size: 64,
                 },
                 mtu: IbvMtu::Mtu4096,
+                params: None,
             };
             let server = tokio::spawn(async move {
                 let (stream, _) = listener.accept().await.unwrap();
@@ -364,6 +365,98 @@ async fn gid_and_no_gid_sides_do_not_mix() {
             ..
         }
     ));
+}
+
+/// A peer that stops before the end: the error names the end-of-test sync, not the keys.
+#[tokio::test]
+async fn a_peer_gone_at_the_end_is_named_so() {
+    let (mut client, mut server) = started_pair(Test::SEND_BW).await;
+    let (c, s) = tokio::join!(
+        client.exchange_keys(dest(1, None)),
+        server.exchange_keys(dest(2, None))
+    );
+    c.unwrap();
+    s.unwrap();
+    let (c, s) = tokio::join!(client.connected(), server.connected());
+    c.unwrap();
+    s.unwrap();
+    let (c, s) = tokio::join!(client.ready(), server.ready());
+    c.unwrap();
+    s.unwrap();
+    drop(server);
+    let err = client.finish(&BwReport::default()).await.unwrap_err();
+    // (Writing to a closed pipe fails before the read would see the end.)
+    assert!(
+        matches!(err, OobError::Closed { .. } | OobError::Io { .. }),
+        "{err}"
+    );
+    let text = err.to_string();
+    assert!(text.contains("end-of-test sync"), "{text}");
+    assert!(!text.contains("keys"), "{text}");
+}
+
+/// `ib_send_bw -a`: a handshake after each size's receives and one after its run, then the
+/// usual end; `sync` is refused before "ready".
+#[tokio::test]
+async fn send_bw_with_all_sizes_syncs_around_each_size() {
+    let (mut client, mut server) = started_pair(Test::SEND_BW).await;
+    assert!(matches!(
+        server.sync().await,
+        Err(OobError::Sequence {
+            called: "sync",
+            after: "start"
+        })
+    ));
+    let (c, s) = tokio::join!(
+        client.exchange_keys(dest(1, None)),
+        server.exchange_keys(dest(2, None))
+    );
+    assert_eq!((c.unwrap().qpn, s.unwrap().qpn), (2, 1));
+    let (c, s) = tokio::join!(client.connected(), server.connected());
+    c.unwrap();
+    s.unwrap();
+    let (c, s) = tokio::join!(client.ready(), server.ready());
+    c.unwrap();
+    s.unwrap();
+    for _ in 0..2 * 22 + 1 {
+        let (c, s) = tokio::join!(client.sync(), server.sync());
+        assert_eq!((c.unwrap().qpn, s.unwrap().qpn), (2, 1));
+    }
+    let report = BwReport::default();
+    let (c, s) = tokio::join!(client.finish(&report), server.finish(&report));
+    assert!(c.unwrap().peer_done.is_some());
+    assert!(s.unwrap().peer_done.is_some());
+}
+
+/// Two roce-emu sides see each other's parameters in the version exchange; perftest's
+/// padding carries none.
+#[tokio::test]
+async fn run_params_are_exchanged() {
+    use roce_oob::perftest::{Amount, RunParams};
+    let (a, b) = duplex(4096);
+    let mine = RunParams {
+        amount: Amount::Iterations(100),
+        size: Some(4096),
+        qps: 1,
+    };
+    let theirs = RunParams {
+        amount: Amount::Iterations(50),
+        ..mine
+    };
+    let config = |p| Config {
+        params: Some(p),
+        ..Config::default()
+    };
+    let (client_config, server_config) = (config(mine), config(theirs));
+    let (client, server) = tokio::join!(
+        Session::start(a, Side::Client, Test::SEND_BW, &client_config),
+        Session::start(b, Side::Server, Test::SEND_BW, &server_config)
+    );
+    assert_eq!(client.unwrap().peer_version().params, Some(theirs));
+    assert_eq!(server.unwrap().peer_version().params, Some(mine));
+    let (client, server) = started_pair(Test::SEND_BW).await;
+    assert_eq!(client.peer_version().params, None);
+    assert_eq!(server.peer_version().params, None);
 }
 
 /// perftest closes right after writing "done"; a close without it is reported, not an error.

@@ -95,7 +95,7 @@ impl DeviceOpts {
         let device = match self.backend {
             BackendKind::Udp => {
                 let mut backend = UdpBackend::bind(ip, roce_wire::ROCE_V2_UDP_PORT)
-                    .with_context(|| format!("cannot bind UDP {ip}:4791"))?;
+                    .map_err(|err| bind_error(ip, &err))?;
                 if self.no_gso {
                     backend = backend.without_gso();
                 }
@@ -111,6 +111,29 @@ impl DeviceOpts {
             }
         };
         Ok((device, ip))
+    }
+}
+
+/// Why the UDP backend could not bind `ip:4791`, with what to do about it.
+fn bind_error(ip: IpAddr, err: &std::io::Error) -> anyhow::Error {
+    match err.kind() {
+        std::io::ErrorKind::AddrInUse => {
+            let other = if ip.is_loopback() {
+                "another loopback address (--ip 127.0.0.2, any 127.x works) or "
+            } else {
+                ""
+            };
+            anyhow::anyhow!(
+                "cannot bind UDP {ip}:4791: in use (by another roce process on this address, or by \
+                 the kernel's rxe driver); give this side {other}another address with --ip"
+            )
+        }
+        std::io::ErrorKind::AddrNotAvailable => anyhow::anyhow!(
+            "cannot bind UDP {ip}:4791: {ip} is not an address of this host (see `ip address`); \
+             give --ip one of its addresses, or use --backend raw --dev IFACE to play an address \
+             the kernel does not have"
+        ),
+        _ => anyhow::anyhow!("cannot bind UDP {ip}:4791: {err}"),
     }
 }
 

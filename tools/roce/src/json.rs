@@ -148,3 +148,89 @@ pub(crate) fn roce_repr(repr: &RoceRepr) -> Value {
 fn hex(value: u64) -> String {
     format!("{value:#x}")
 }
+
+/// Adds a NIC's counters to a result: every counter by name (`counters`, which includes the
+/// drops), every ingress drop by reason (`drops`), and the totals a reader looks for first:
+/// everything dropped, NAKs and RNR NAKs each way, duplicate requests, retransmissions.
+/// Counters added to `Stats` appear here without a change.
+pub(crate) fn add_counters(value: &mut Value, stats: &roce_core::Stats) {
+    let map = |items: &mut dyn Iterator<Item = (&'static str, u64)>| {
+        Value::Object(items.map(|(name, n)| (name.to_owned(), json!(n))).collect())
+    };
+    value["counters"] = map(&mut stats.counters());
+    value["drops"] = map(&mut stats.drop_reasons());
+    value["rx_dropped"] = json!(stats.rx_dropped());
+    value["naks_sent"] = json!(stats.tx_nak_seq_err + stats.tx_naks_other);
+    value["naks_received"] = json!(stats.rx_nak_seq_err + stats.rx_naks_other);
+    value["rnr_naks_sent"] = json!(stats.tx_rnr_naks);
+    value["rnr_naks_received"] = json!(stats.rx_rnr_naks);
+    value["duplicates"] = json!(stats.rx_duplicate_requests);
+    value["retransmitted_packets"] = json!(stats.retransmitted_packets);
+    value["rx_icrc_errors"] = json!(stats.rx_icrc_errors);
+    value["rx_icrc_id_solved"] = json!(stats.rx_icrc_id_solved);
+}
+
+/// A NIC's counters as text (`--stats`): the totals, then every counter that is not 0.
+pub(crate) fn stats_text(stats: &roce_core::Stats) -> String {
+    use std::fmt::Write as _;
+    let mut out = String::new();
+    let drops: Vec<String> = stats
+        .drop_reasons()
+        .filter(|&(_, n)| n > 0)
+        .map(|(name, n)| format!("{name} {n}"))
+        .collect();
+    let _ = writeln!(
+        out,
+        " dropped: {}{}",
+        stats.rx_dropped(),
+        if drops.is_empty() {
+            String::new()
+        } else {
+            format!(" ({})", drops.join(", "))
+        }
+    );
+    let _ = writeln!(
+        out,
+        " NAKs sent {}, received {}; RNR NAKs sent {}, received {}; duplicates {}; retransmitted {}",
+        stats.tx_nak_seq_err + stats.tx_naks_other,
+        stats.rx_nak_seq_err + stats.rx_naks_other,
+        stats.tx_rnr_naks,
+        stats.rx_rnr_naks,
+        stats.rx_duplicate_requests,
+        stats.retransmitted_packets
+    );
+    let _ = writeln!(out, " counters (those not listed are 0):");
+    for (name, n) in stats.counters().filter(|&(_, n)| n > 0) {
+        let _ = writeln!(out, "   {name:<28} {n}");
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_counter_and_drop_reason_is_listed() {
+        let mut stats = roce_core::Stats::default();
+        stats.rx_unknown_qp = 3;
+        stats.tx_rnr_naks = 2;
+        stats.tx_nak_seq_err = 1;
+        stats.tx_naks_other = 4;
+        let mut value = json!({});
+        add_counters(&mut value, &stats);
+        let counters = value["counters"].as_object().unwrap();
+        assert_eq!(counters.len(), stats.counters().count());
+        assert_eq!(counters["tx_rnr_naks"], 2);
+        let drops = value["drops"].as_object().unwrap();
+        assert_eq!(drops.len(), stats.drop_reasons().count());
+        assert_eq!(drops["rx_unknown_qp"], 3);
+        assert_eq!(value["rx_dropped"], 3);
+        assert_eq!(value["naks_sent"], 5);
+        assert_eq!(value["rnr_naks_sent"], 2);
+        let text = stats_text(&stats);
+        assert!(text.contains(" dropped: 3 (rx_unknown_qp 3)"), "{text}");
+        assert!(text.contains("tx_rnr_naks"), "{text}");
+        assert!(!text.contains("rx_packets"), "{text}");
+    }
+}

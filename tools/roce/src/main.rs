@@ -69,8 +69,66 @@ fn main() -> ExitCode {
     match outcome {
         Ok(code) => code,
         Err(err) => {
-            eprintln!("roce: error: {err:#}");
+            eprintln!("roce: error: {}", describe(&err));
             ExitCode::from(2)
         }
+    }
+}
+
+/// An error and its causes, `: `-separated, each said once: a cause whose text is already in
+/// what is printed (a `#[error("{0}")]` or `"{message}: {source}"` that shows its own
+/// `#[source]`) is left out, so that `{:#}` does not print `No such file or directory (os
+/// error 2)` twice.
+fn describe(err: &anyhow::Error) -> String {
+    let mut out = String::new();
+    for cause in err.chain() {
+        let text = cause.to_string();
+        if text.is_empty() || out.contains(&text) {
+            continue;
+        }
+        if !out.is_empty() {
+            out.push_str(": ");
+        }
+        out.push_str(&text);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::describe;
+    use anyhow::Context;
+
+    /// An error that shows its source in its own text, as `#[error("{0}")]` does.
+    #[derive(Debug)]
+    struct Shows(std::io::Error);
+
+    impl std::fmt::Display for Shows {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            self.0.fmt(f)
+        }
+    }
+
+    impl std::error::Error for Shows {
+        fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+            Some(&self.0)
+        }
+    }
+
+    #[test]
+    fn every_cause_is_printed_once() {
+        let io = std::io::Error::from(std::io::ErrorKind::NotFound);
+        let text = io.to_string();
+        let err = Err::<(), _>(Shows(io))
+            .context("cannot read x.pcap")
+            .unwrap_err();
+        assert_eq!(
+            format!("{err:#}"),
+            format!("cannot read x.pcap: {text}: {text}")
+        );
+        assert_eq!(describe(&err), format!("cannot read x.pcap: {text}"));
+        // Causes that say something new are all kept.
+        let err = anyhow::anyhow!("inner").context("middle").context("outer");
+        assert_eq!(describe(&err), "outer: middle: inner");
     }
 }

@@ -1,15 +1,17 @@
 //! `roce pingpong`: ibv_rc_pingpong's test, speaking its out-of-band protocol byte for byte, so
 //! either side can be the real `ibv_rc_pingpong` (on rxe or hardware).
 
+use std::cell::{Cell, RefCell};
 use std::net::{IpAddr, SocketAddr};
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 use roce_core::{Access, Mtu, Psn, Qpn, RecvWr, SendOp, SendWr, Sge, WcStatus};
-use roce_device::{Connection, RcEndpoint};
+use roce_device::{Connection, DeviceHandle, RcEndpoint};
 use roce_oob::pingpong::{self, Dest};
 use roce_wire::Gid;
+use serde_json::json;
 use tokio::net::{TcpListener, TcpStream};
 
 /// Ping-pong SENDs over an RC QP, as `ibv_rc_pingpong` does, with its out-of-band protocol.
@@ -21,8 +23,10 @@ use tokio::net::{TcpListener, TcpStream};
 /// `::ffff:IPv4` GID of a fresh rxe device; index 0 is IPv6 link-local and hangs), and keep
 /// `-m` no larger than rxe's active MTU (1024 on a 1500-byte netdev).
 ///
-/// Prints the two lines ibv_rc_pingpong prints. Exit status: 0, 1 when the test failed (an
-/// error completion, or no progress for --timeout), 2 on a setup error.
+/// Prints the two lines ibv_rc_pingpong prints (or, with --json, one object with its figures
+/// and the NIC's counters). Ctrl-C prints the figures of the round trips done so far.
+/// Exit status: 0, 1 when the test failed (an error completion, or no progress for
+/// --timeout), 2 on a setup error, 130 on Ctrl-C.
 #[derive(Debug, clap::Args)]
 #[command(after_help = "Examples (198.18.0.12 runs rxe):\n  \
     ibv_rc_pingpong -g 1                      # on the rxe host: the server\n  \
@@ -71,6 +75,26 @@ pub(crate) struct Args {
     /// message (our ACK of it may have been lost).
     #[arg(long, default_value_t = 500)]
     linger: u64,
+    /// Print the result as one JSON object: bytes, iterations, seconds, Mbit/s, µs per
+    /// iteration, both addresses, every NIC counter ("counters"), every drop by reason
+    /// ("drops") and the totals ("rx_dropped", "naks_sent", "naks_received",
+    /// "rnr_naks_sent", "rnr_naks_received", "duplicates", "retransmitted_packets").
+    #[arg(long)]
+    json: bool,
+    /// Print the NIC's counters after the result: drops by reason, NAKs, RNR NAKs,
+    /// duplicates, and every counter that is not 0.
+    #[arg(long)]
+    stats: bool,
+}
+
+/// How far a run got, for Ctrl-C.
+#[derive(Debug, Default)]
+struct Live {
+    /// The device and when the round trips started.
+    running: RefCell<Option<(DeviceHandle, Instant)>>,
+    sends: Cell<u32>,
+    receives: Cell<u32>,
+    addresses: RefCell<(Option<Dest>, Option<Dest>)>,
 }
 
 const RECV_WRID: u64 = 1;
@@ -87,10 +111,80 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<ExitCode> {
         bail!("-r must be at least 2 and -n at least 1");
     }
     let runtime = crate::device::runtime(&args.device)?;
-    runtime.block_on(pingpong(args, mtu))
+    runtime.block_on(interruptible(args, mtu))
 }
 
-async fn pingpong(args: &Args, mtu: Mtu) -> anyhow::Result<ExitCode> {
+/// Runs the test; Ctrl-C stops it and prints the round trips done so far.
+async fn interruptible(args: &Args, mtu: Mtu) -> anyhow::Result<ExitCode> {
+    let mut interrupt = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())
+        .context("cannot catch Ctrl-C")?;
+    let live = Live::default();
+    tokio::select! {
+        outcome = pingpong(args, mtu, &live) => outcome,
+        _ = interrupt.recv() => {
+            let Some((device, start)) = live.running.borrow_mut().take() else {
+                eprintln!("roce pingpong: interrupted before the test started");
+                return Ok(ExitCode::from(130));
+            };
+            let (sends, receives) = (live.sends.get(), live.receives.get());
+            eprintln!("roce pingpong: interrupted after {sends} sends and {receives} receives");
+            // A round trip is a send and a receive.
+            let done = sends.min(receives);
+            let (local, remote) = *live.addresses.borrow();
+            print_result(args, done, start.elapsed(), &device, (local, remote), true).await?;
+            Ok(ExitCode::from(130))
+        }
+    }
+}
+
+/// The result: ibv_rc_pingpong's two lines, or one JSON object; then, with --stats, the
+/// counters.
+async fn print_result(
+    args: &Args,
+    iters: u32,
+    elapsed: Duration,
+    device: &DeviceHandle,
+    (local, remote): (Option<Dest>, Option<Dest>),
+    interrupted: bool,
+) -> anyhow::Result<()> {
+    let stats = device.stats().await?;
+    if args.json {
+        let usec = elapsed.as_micros() as f64;
+        let bytes = u64::from(args.size) * u64::from(iters) * 2;
+        let address = |d: Option<Dest>| {
+            d.map(|d| json!({ "lid": d.lid, "qpn": d.qpn, "psn": d.psn, "gid": Gid(d.gid).to_string() }))
+        };
+        let mut value = json!({
+            "size": args.size, "iterations": iters, "bytes": bytes,
+            "seconds": usec / 1e6,
+            "mbit_s": (usec > 0.0).then(|| bytes as f64 * 8.0 / usec),
+            "usec_per_iter": (iters > 0).then(|| usec / f64::from(iters)),
+            "local": address(local), "remote": address(remote),
+            "interrupted": interrupted,
+        });
+        crate::json::add_counters(&mut value, &stats);
+        println!("{value}");
+    } else {
+        if iters > 0 {
+            print!(
+                "{}",
+                pingpong::summary(args.size, iters, elapsed.as_micros() as i64)
+            );
+        }
+        if args.stats {
+            print!("{}", crate::json::stats_text(&stats));
+        }
+    }
+    if stats.retransmitted_packets > 0 || stats.rx_icrc_errors > 0 {
+        eprintln!(
+            "roce pingpong: {} packets retransmitted, {} received packets dropped for a bad ICRC",
+            stats.retransmitted_packets, stats.rx_icrc_errors
+        );
+    }
+    Ok(())
+}
+
+async fn pingpong(args: &Args, mtu: Mtu, live: &Live) -> anyhow::Result<ExitCode> {
     let mut stream = match &args.server {
         Some(server) => {
             let target = format!("{server}:{}", args.port);
@@ -99,10 +193,11 @@ async fn pingpong(args: &Args, mtu: Mtu) -> anyhow::Result<ExitCode> {
                 .with_context(|| format!("couldn't connect to {target}"))?
         }
         None => {
-            let listener =
-                TcpListener::bind(SocketAddr::new(IpAddr::from([0, 0, 0, 0]), args.port))
-                    .await
-                    .with_context(|| format!("cannot listen on TCP port {}", args.port))?;
+            let at = SocketAddr::new(IpAddr::from([0, 0, 0, 0]), args.port);
+            let listener = TcpListener::bind(at)
+                .await
+                .with_context(|| format!("cannot listen on TCP port {}", args.port))?;
+            eprintln!("roce pingpong: waiting for a client on {at} (TCP, every address)");
             let (stream, _) = listener.accept().await?;
             stream
         }
@@ -136,7 +231,9 @@ async fn pingpong(args: &Args, mtu: Mtu) -> anyhow::Result<ExitCode> {
         psn: initial_psn(),
         gid: Gid::from_ip(local_ip).0,
     };
-    println!("  local address:  {}", describe(&local));
+    if !args.json {
+        println!("  local address:  {}", describe(&local));
+    }
 
     let dscp = args.device.dscp;
     let connect = |remote: Dest| {
@@ -170,7 +267,10 @@ async fn pingpong(args: &Args, mtu: Mtu) -> anyhow::Result<ExitCode> {
         })
         .await?
     };
-    println!("  remote address: {}", describe(&remote));
+    if !args.json {
+        println!("  remote address: {}", describe(&remote));
+    }
+    *live.addresses.borrow_mut() = (Some(local), Some(remote));
 
     let limit = Duration::from_secs(args.timeout);
     let send = || {
@@ -186,6 +286,7 @@ async fn pingpong(args: &Args, mtu: Mtu) -> anyhow::Result<ExitCode> {
     let (mut scnt, mut rcnt, mut routs) = (0u32, 0u32, args.rx_depth);
     let mut pending = RECV_WRID;
     let start = Instant::now();
+    *live.running.borrow_mut() = Some((device.clone(), start));
     // The client sends first; each side sends again once its last send and receive completed.
     if args.server.is_some() {
         send().await?;
@@ -221,7 +322,10 @@ async fn pingpong(args: &Args, mtu: Mtu) -> anyhow::Result<ExitCode> {
             return Ok(ExitCode::from(1));
         }
         match cqe.wr_id {
-            SEND_WRID => scnt += 1,
+            SEND_WRID => {
+                scnt += 1;
+                live.sends.set(scnt);
+            }
             RECV_WRID => {
                 routs -= 1;
                 if routs <= 1 {
@@ -239,6 +343,7 @@ async fn pingpong(args: &Args, mtu: Mtu) -> anyhow::Result<ExitCode> {
                     routs = args.rx_depth;
                 }
                 rcnt += 1;
+                live.receives.set(rcnt);
             }
             other => bail!("completion for unknown wr_id {other}"),
         }
@@ -252,17 +357,9 @@ async fn pingpong(args: &Args, mtu: Mtu) -> anyhow::Result<ExitCode> {
     // Stay up a moment: if our ACK of the peer's last message was lost, the peer sends it again
     // (every 67 ms with ibv_rc_pingpong's timeout 14) and must find us there.
     tokio::time::sleep(Duration::from_millis(args.linger)).await;
-    print!(
-        "{}",
-        pingpong::summary(args.size, args.iters, elapsed.as_micros() as i64)
-    );
-    let stats = device.stats().await?;
-    if stats.retransmitted_packets > 0 || stats.rx_icrc_errors > 0 {
-        eprintln!(
-            "roce pingpong: {} packets retransmitted, {} received packets dropped for a bad ICRC",
-            stats.retransmitted_packets, stats.rx_icrc_errors
-        );
-    }
+    live.running.borrow_mut().take();
+    let addresses = (Some(local), Some(remote));
+    print_result(args, args.iters, elapsed, &device, addresses, false).await?;
     Ok(ExitCode::SUCCESS)
 }
 

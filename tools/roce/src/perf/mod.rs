@@ -1,0 +1,514 @@
+//! `roce perf`: perftest's bandwidth and latency tests, speaking the out-of-band protocol of
+//! perftest 4.5-0.17 (Debian 12's) byte for byte, so either side can be `ib_write_bw`,
+//! `ib_read_bw`, `ib_send_bw`, `ib_atomic_bw`, `ib_send_lat`, `ib_read_lat` or `ib_atomic_lat`.
+
+use std::cell::RefCell;
+use std::net::{IpAddr, SocketAddr};
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use roce_core::{Qpn, RecvWr, Sge};
+use roce_device::DeviceHandle;
+use roce_oob::perftest::{
+    self, Amount, BwReport, Config, IbvMtu, Kind, RunParams, Session, Side, Test, Verb,
+};
+use tokio::net::{TcpListener, TcpStream};
+
+mod report;
+mod setup;
+mod traffic;
+
+use report::{Measured, Part, Unit, print_result};
+use traffic::{Live, Plan, RECV, Runner};
+
+/// The operation a perftest tool measures.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum VerbArg {
+    /// RDMA WRITE (ib_write_bw).
+    Write,
+    /// RDMA READ (ib_read_bw, ib_read_lat).
+    Read,
+    /// SEND (ib_send_bw, ib_send_lat).
+    Send,
+    /// Atomics (ib_atomic_bw, ib_atomic_lat).
+    Atomic,
+}
+
+/// perftest's tests, with its out-of-band protocol, against the real tools or another `roce perf`.
+///
+/// Without SERVER it waits on TCP port 18515 (the server); with SERVER it connects (the client),
+/// as perftest does. Bandwidth tests print perftest's table (#bytes, #iterations, BW peak,
+/// BW average, MsgRate; with -q N those of all QPs together, and a line on the QPs' fairness;
+/// MB/sec there is perftest's, 2^20 bytes per second, or Gb/sec with --report_gbits, while
+/// --json always gives MB/s of 10^6 bytes); with --lat, latency tests print t_min, t_max,
+/// t_typical, t_avg, t_stdev and the 99 % and 99.9 % percentiles. Against rxe give its tool
+/// `-x 1` (the ::ffff:IPv4 GID).
+///
+/// BW average is the bytes of every iteration over the time from the first post to the last
+/// completion (with -D: what completed in the sampling window, over the window). BW peak is
+/// perftest's: the best time per message over any window from the post of one WR to a later
+/// completion (windows ending at every 100th completion, as perftest's default cq_mod lets it
+/// see them, and at the last), so it is never below the average. As perftest, it is not
+/// computed (0 in the table, null in --json) with -D, above 20000 iterations per QP (or
+/// 200000 of all QPs), and on a send test's server.
+///
+/// Two `roce perf`s compare -n/-D, -s/-a and -q before any traffic and both stop, naming the
+/// difference, if they were not given the same (perftest 4.5 does not send them: against it,
+/// a mismatch shows as a side that waits until --timeout).
+///
+/// Ctrl-C prints what was measured so far (with "interrupted": true in --json) and exits 130.
+///
+/// Exit status: 0, 1 when the test failed (an error completion or no progress for --timeout),
+/// 2 on a setup or protocol error (the two sides' parameters differ, for one), 130 on Ctrl-C.
+#[derive(Debug, clap::Args)]
+#[command(after_help = "Examples (198.18.0.12 runs rxe):\n  \
+    ib_write_bw -x 1                  # there: the server\n  \
+    roce perf write 198.18.0.12       # here: the client\n  \
+    roce perf write -a 198.18.0.12    # every size from 2 bytes to 8 MiB\n  \
+    roce perf send -D 10 198.18.0.12  # for 10 seconds (give the server -D 10 too)\n  \
+    roce perf send --lat              # here: the server, for ib_send_lat -x 1 198.18.0.1")]
+pub(crate) struct Args {
+    /// The operation.
+    #[arg(value_enum)]
+    verb: VerbArg,
+    /// The server to connect to; without it, be the server.
+    server: Option<String>,
+    /// Latency test (ib_*_lat) instead of bandwidth (ib_*_bw).
+    #[arg(long)]
+    lat: bool,
+    /// TCP port of the out-of-band exchange.
+    #[arg(short, long, default_value_t = 18515)]
+    port: u16,
+    /// Bytes per message, at least 1 (default 65536, or 2 with --lat; atomics move 8).
+    #[arg(short, long, value_parser = bytes, conflicts_with = "all")]
+    size: Option<u32>,
+    /// Every message size from 2 bytes to 8 MiB (2^1 to 2^23), one table row each, as
+    /// perftest's -a (bandwidth tests; not atomics, which move 8 bytes). --json prints one
+    /// object per size, one per line.
+    #[arg(short = 'a', long = "all")]
+    all: bool,
+    /// Iterations per QP, at least 1 (default 5000, or 1000 with --lat).
+    #[arg(short = 'n', long, value_parser = iterations, conflicts_with = "duration")]
+    iters: Option<u32>,
+    /// Run for this many seconds instead of -n iterations, as perftest's -D (bandwidth tests;
+    /// give both sides the same). What completes from a quarter of it after the start to a
+    /// quarter of it before the end is counted (perftest's default --margin); no peak.
+    #[arg(short = 'D', long, value_name = "SECS", value_parser = seconds)]
+    duration: Option<u32>,
+    /// Path MTU offered: 256, 512, 1024, 2048 or 4096 (both sides use the smaller).
+    #[arg(short, long, default_value_t = 1024)]
+    mtu: u32,
+    /// Work requests in flight (bandwidth tests), at least 1.
+    #[arg(short = 't', long = "tx-depth", default_value_t = 128, value_parser = depth)]
+    tx_depth: u32,
+    /// Receive WRs posted by a send test's server, at least 1.
+    #[arg(short = 'r', long = "rx-depth", default_value_t = 512, value_parser = depth)]
+    rx_depth: u32,
+    /// GID index (accepted: our GID is the ::ffff: form of our address).
+    #[arg(short = 'x', long = "gid-index")]
+    gid_index: Option<u32>,
+    /// Device name (accepted for compatibility).
+    #[arg(short = 'd', long = "ib-dev")]
+    ib_dev: Option<String>,
+    /// QPs of a bandwidth test, 1 to 16384, as perftest's -q: each does --iters iterations
+    /// with up to --tx-depth in flight, posted round robin; all share one CQ and one memory
+    /// region (QP i's half buffers at i and N + i). The peer must be given the same -q. The
+    /// result is for all QPs together; --json adds "qps", "per_qp_bytes" (each QP's whole
+    /// run), "per_qp_mb_s" (each QP's goodput over its own transfer: its bytes, from the start
+    /// — when every QP has work posted — to its last completion; null for a QP that
+    /// completed nothing) and "jain" (Jain's fairness index of those: 1 when every QP took as
+    /// long for the same bytes; null if a QP has no goodput). The server of a one-way
+    /// WRITE/READ/atomic test sees no completions: null there.
+    #[arg(short = 'q', long = "qp", default_value_t = 1,
+          value_parser = clap::value_parser!(u32).range(1..=perftest::MAX_QPS as i64))]
+    qps: u32,
+    /// Atomic operation: FETCH_AND_ADD or CMP_AND_SWAP.
+    #[arg(short = 'A', long = "atomic_type", default_value = "FETCH_AND_ADD")]
+    atomic_type: String,
+    /// Report bandwidth in Gb/sec (10^9 bits) instead of MB/sec (2^20 bytes), in the table
+    /// and in the report sent to the peer, as perftest's --report_gbits.
+    #[arg(long = "report_gbits", alias = "report-gbits")]
+    report_gbits: bool,
+    /// Accepted for perftest's users (its -F: do not fail when the CPU frequency varies);
+    /// this tool times with the OS clock, not CPU cycles, so it has nothing to warn about.
+    #[arg(short = 'F', long = "CPU-freq")]
+    cpu_freq: bool,
+    /// Give up when no completion comes for this many seconds (at least 1).
+    #[arg(long, default_value_t = 10, value_parser = timeout)]
+    timeout: u64,
+    /// Print the result as one JSON object (one per size with -a), with every NIC counter
+    /// ("counters"), every drop by reason ("drops") and the totals ("rx_dropped",
+    /// "naks_sent", "naks_received", "rnr_naks_sent", "rnr_naks_received", "duplicates",
+    /// "retransmitted_packets").
+    #[arg(long)]
+    json: bool,
+    /// Print the NIC's counters after the table: drops by reason, NAKs, RNR NAKs,
+    /// duplicates, and every counter that is not 0.
+    #[arg(long)]
+    stats: bool,
+    #[command(flatten)]
+    device: crate::device::DeviceOpts,
+}
+
+impl Args {
+    fn unit(&self) -> Unit {
+        if self.report_gbits {
+            Unit::Gbit
+        } else {
+            Unit::MiB
+        }
+    }
+}
+
+/// A whole number of at least 1, or why not.
+fn positive(text: &str, zero: &str) -> Result<u64, String> {
+    let n: u64 = text
+        .parse()
+        .map_err(|_| format!("{text:?} is not a whole number"))?;
+    if n == 0 {
+        return Err(zero.to_owned());
+    }
+    Ok(n)
+}
+
+fn positive_u32(text: &str, zero: &str) -> Result<u32, String> {
+    let n = positive(text, zero)?;
+    u32::try_from(n).map_err(|_| format!("{n} is more than {}", u32::MAX))
+}
+
+fn iterations(text: &str) -> Result<u32, String> {
+    positive_u32(
+        text,
+        "0 iterations: a test needs at least 1 (-D SECS runs for a time instead)",
+    )
+}
+
+fn bytes(text: &str) -> Result<u32, String> {
+    positive_u32(text, "0 bytes: a message has at least 1")
+}
+
+fn depth(text: &str) -> Result<u32, String> {
+    positive_u32(text, "0: nothing would ever be posted; give at least 1")
+}
+
+fn seconds(text: &str) -> Result<u32, String> {
+    let n = positive_u32(text, "0 seconds: give at least 1")?;
+    if n > i32::MAX as u32 {
+        return Err(format!("{n} seconds is more than perftest's {}", i32::MAX));
+    }
+    Ok(n)
+}
+
+fn timeout(text: &str) -> Result<u64, String> {
+    positive(
+        text,
+        "0 seconds: every wait would give up at once; give at least 1",
+    )
+}
+
+/// perftest's -a: 2^1 to 2^23 bytes (write_bw.c, `RUN_ALL`: `for (i = 1; i < 24 ; ++i)`).
+fn all_sizes() -> Vec<u32> {
+    (1..24).map(|i| 1u32 << i).collect()
+}
+
+/// What differs between this side's parameters and the peer's, as a sentence.
+fn mismatch(mine: &RunParams, theirs: &RunParams) -> Option<String> {
+    let amount = |a: Amount| match a {
+        Amount::Iterations(n) => format!("-n {n}"),
+        Amount::Seconds(s) => format!("-D {s}"),
+    };
+    let size = |s: Option<u32>| s.map_or_else(|| "-a".to_owned(), |s| format!("-s {s}"));
+    let mut diffs = Vec::new();
+    if mine.amount != theirs.amount {
+        diffs.push(format!(
+            "{} here, {} there",
+            amount(mine.amount),
+            amount(theirs.amount)
+        ));
+    }
+    if mine.size != theirs.size {
+        diffs.push(format!(
+            "{} here, {} there",
+            size(mine.size),
+            size(theirs.size)
+        ));
+    }
+    if mine.qps != theirs.qps {
+        diffs.push(format!("-q {} here, -q {} there", mine.qps, theirs.qps));
+    }
+    (!diffs.is_empty()).then(|| {
+        format!(
+            "the peer was given other parameters ({}): give both sides the same -n/-D, -s/-a and -q",
+            diffs.join("; ")
+        )
+    })
+}
+
+/// Runs `roce perf`.
+pub(crate) fn run(args: &Args) -> anyhow::Result<ExitCode> {
+    let verb = match args.verb {
+        VerbArg::Write => Verb::Write,
+        VerbArg::Read => Verb::Read,
+        VerbArg::Send => Verb::Send,
+        VerbArg::Atomic => Verb::Atomic,
+    };
+    if !["FETCH_AND_ADD", "CMP_AND_SWAP"].contains(&args.atomic_type.as_str()) {
+        bail!("-A {}: FETCH_AND_ADD or CMP_AND_SWAP", args.atomic_type);
+    }
+    let mtu = IbvMtu::from_bytes(args.mtu)
+        .with_context(|| format!("-m {}: not 256, 512, 1024, 2048 or 4096", args.mtu))?;
+    let test = Test::new(
+        verb,
+        if args.lat {
+            Kind::Latency
+        } else {
+            Kind::Bandwidth
+        },
+    );
+    // perftest_parameters.c, `case 'q'`: "Multiple QPs only available on bw tests".
+    perftest::check_qps(test, args.qps as usize).with_context(|| format!("-q {}", args.qps))?;
+    if args.all && (args.lat || verb == Verb::Atomic) {
+        bail!("-a: bandwidth tests of write, read and send only (atomics move 8 bytes)");
+    }
+    if args.duration.is_some() && args.lat {
+        bail!("-D: bandwidth tests only (a latency test counts -n iterations)");
+    }
+    let runtime = crate::device::runtime(&args.device)?;
+    runtime.block_on(perf(args, test, mtu))
+}
+
+/// What a Ctrl-C needs to print the run it stopped.
+struct Current {
+    device: DeviceHandle,
+    qpn: Qpn,
+    size: u32,
+    header: bool,
+}
+
+/// Runs the test; Ctrl-C stops it, prints what was measured until then and exits 130.
+async fn perf(args: &Args, test: Test, mtu: IbvMtu) -> anyhow::Result<ExitCode> {
+    let mut interrupt = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())
+        .context("cannot catch Ctrl-C")?;
+    let live = RefCell::new(Live::default());
+    let current = RefCell::new(None);
+    tokio::select! {
+        outcome = test_run(args, test, mtu, &live, &current) => outcome,
+        _ = interrupt.recv() => {
+            let Some(now) = current.borrow_mut().take() else {
+                eprintln!("roce perf: interrupted before the test started");
+                return Ok(ExitCode::from(130));
+            };
+            let live = live.take();
+            let elapsed = live.started.map_or(Duration::ZERO, |s| s.elapsed());
+            eprintln!(
+                "roce perf: interrupted after {} iterations, {:.1} s; what was measured so far:",
+                live.completed,
+                elapsed.as_secs_f64()
+            );
+            let measured = Measured {
+                elapsed,
+                iterations: live.completed,
+                samples: live.samples,
+                ..Measured::default()
+            };
+            let part = Part { header: now.header, footer: true, interrupted: true };
+            print_result(args, test, now.size, &measured, &now.device, now.qpn, part).await?;
+            Ok(ExitCode::from(130))
+        }
+    }
+}
+
+async fn test_run(
+    args: &Args,
+    test: Test,
+    mtu: IbvMtu,
+    live: &RefCell<Live>,
+    current: &RefCell<Option<Current>>,
+) -> anyhow::Result<ExitCode> {
+    let lat = test.kind == Kind::Latency;
+    let size = match test.verb {
+        Verb::Atomic => 8,
+        _ => args.size.unwrap_or(if lat { 2 } else { 65536 }),
+    };
+    let sizes = if args.all { all_sizes() } else { vec![size] };
+    let iters = args.iters.unwrap_or(if lat { 1000 } else { 5000 });
+    let plan = match args.duration {
+        // perftest_parameters.c: `margin = duration / 4` unless --margin is given.
+        Some(secs) => Plan::Duration {
+            total: Duration::from_secs(secs.into()),
+            margin: Duration::from_secs((secs / 4).into()),
+        },
+        None => Plan::Iterations(iters),
+    };
+    let params = RunParams {
+        amount: args
+            .duration
+            .map_or(Amount::Iterations(iters), Amount::Seconds),
+        size: (!args.all).then_some(size),
+        qps: u16::try_from(args.qps).unwrap_or(u16::MAX),
+    };
+    let (stream, side) = match &args.server {
+        Some(server) => {
+            let target = format!("{server}:{}", args.port);
+            (
+                TcpStream::connect(&target)
+                    .await
+                    .with_context(|| format!("couldn't connect to {target}"))?,
+                Side::Client,
+            )
+        }
+        None => {
+            let at = SocketAddr::new(IpAddr::from([0, 0, 0, 0]), args.port);
+            let listener = TcpListener::bind(at)
+                .await
+                .with_context(|| format!("cannot listen on TCP port {}", args.port))?;
+            eprintln!("roce perf: waiting for a client on {at} (TCP, every address)");
+            (listener.accept().await?.0, Side::Server)
+        }
+    };
+    let default_ip = stream.local_addr()?.ip();
+    let config = Config {
+        mtu,
+        params: Some(params),
+        ..Config::default()
+    };
+    let mut session = Session::start(stream, side, test, &config).await?;
+    if let Some(theirs) = &session.peer_version().params
+        && let Some(why) = mismatch(&params, theirs)
+    {
+        bail!(why);
+    }
+    let largest = sizes.iter().copied().max().unwrap_or(size);
+    let set_up = setup::set_up(args, &mut session, default_ip, largest).await?;
+    let setup::SetUp {
+        device,
+        endpoints,
+        mr,
+        half,
+        remotes,
+    } = &set_up;
+    let (device, endpoints, mr, half) = (device, endpoints.as_slice(), mr, *half);
+    let qps = args.qps as usize;
+    let slot = |i: usize, size: u32| Sge {
+        addr: mr.addr() + (i * half) as u64,
+        length: size,
+        lkey: mr.lkey(),
+    };
+    let receives = test.verb == Verb::Send && (lat || side == Side::Server);
+    let posted = if receives {
+        args.rx_depth.min(plan.iters()).max(1)
+    } else {
+        0
+    };
+    let one_way_server = side == Side::Server && test.verb != Verb::Send;
+    let qpn = endpoints[0].qpn;
+    let index: std::collections::HashMap<Qpn, usize> = endpoints
+        .iter()
+        .enumerate()
+        .map(|(i, qp)| (qp.qpn, i))
+        .collect();
+    let cas = args.atomic_type == "CMP_AND_SWAP";
+    let mut last = (size, Measured::default());
+    for (k, &size) in sizes.iter().enumerate() {
+        // With one QP receives land in the send half, where ib_send_lat's answer is sent
+        // from; with several, each QP's in its receive half (perftest_resources.c
+        // `ctx_set_recv_wqes`: `buf[0] + (num_of_qps + k) * send_qp_buff_size`).
+        let recv_sges: Vec<Sge> = (0..qps)
+            .map(|i| slot(if qps == 1 { 0 } else { qps + i }, size))
+            .collect();
+        for (qp, sge) in endpoints.iter().zip(&recv_sges) {
+            for _ in 0..posted {
+                device
+                    .post_recv(
+                        qp.qpn,
+                        RecvWr {
+                            wr_id: RECV,
+                            sgl: vec![*sge],
+                        },
+                    )
+                    .await?;
+            }
+        }
+        // send_bw.c with -a: a handshake once each size's receives are posted.
+        if k == 0 {
+            session.ready().await?;
+        } else if test.verb == Verb::Send {
+            session.sync().await?;
+        }
+        *current.borrow_mut() = Some(Current {
+            device: device.clone(),
+            qpn,
+            size,
+            header: k == 0,
+        });
+        let runner = Runner {
+            device,
+            qps: endpoints,
+            index: index.clone(),
+            sges: (0..qps).map(|i| slot(i, size)).collect(),
+            recv_sges,
+            remotes: remotes.clone(),
+            limit: Duration::from_secs(args.timeout),
+            plan,
+            live,
+        };
+        let outcome = match (test.kind, test.verb, side) {
+            (Kind::Bandwidth, Verb::Send, Side::Server) => runner.receive_all(posted).await,
+            (Kind::Bandwidth, _, Side::Server) => Ok(Measured::default()),
+            (Kind::Bandwidth, verb, Side::Client) => {
+                runner.bandwidth(verb, args.tx_depth, cas).await
+            }
+            (Kind::Latency, Verb::Send, side) => runner.send_latency(side == Side::Client).await,
+            (Kind::Latency, Verb::Write, side) => {
+                runner.write_latency(mr, half, side == Side::Server).await
+            }
+            (Kind::Latency, _, Side::Server) => Ok(Measured::default()),
+            (Kind::Latency, verb, Side::Client) => runner.latency(verb, cas).await,
+        };
+        let measured = match outcome {
+            Ok(measured) => measured,
+            Err(why) => {
+                eprintln!("roce perf: {why}");
+                return Ok(ExitCode::from(1));
+            }
+        };
+        // ... and one after its run.
+        if args.all && test.verb == Verb::Send {
+            session.sync().await?;
+        }
+        // A bandwidth row as soon as its size is done, on the sides that measure.
+        if !lat && !one_way_server {
+            let part = Part {
+                header: k == 0,
+                footer: k + 1 == sizes.len(),
+                interrupted: false,
+            };
+            print_result(args, test, size, &measured, device, qpn, part).await?;
+        }
+        last = (size, measured);
+    }
+    *current.borrow_mut() = None;
+    let (size, measured) = last;
+    let report: BwReport = measured.report(size, args.unit());
+    let finish = session.finish(&report).await.map_err(|e| {
+        anyhow::Error::new(e)
+            .context("the peer stopped before the end of the test (see its output)")
+    })?;
+    let whole = Part {
+        header: true,
+        footer: true,
+        interrupted: false,
+    };
+    if lat {
+        print_result(args, test, size, &measured, device, qpn, whole).await?;
+    } else if one_way_server {
+        // A one-way test's server prints what the client measured, as perftest does.
+        let shown = finish
+            .remote_report
+            .map(|r| Measured::from_report(&r))
+            .unwrap_or(measured);
+        print_result(args, test, size, &shown, device, qpn, whole).await?;
+    }
+    Ok(ExitCode::SUCCESS)
+}

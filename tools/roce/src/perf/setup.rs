@@ -1,0 +1,151 @@
+//! Setting up `roce perf`: the device, the QPs and their buffer, the key exchange and the
+//! connections, as perftest's tools do before their traffic.
+
+use std::net::IpAddr;
+
+use anyhow::{Context, bail};
+use roce_core::{Access, MemoryRegion, Mtu, Psn, QpInit, QpType, Qpn, Remote};
+use roce_device::{Connection, DeviceHandle, RcEndpoint};
+use roce_oob::perftest::{PerftestDest, Session};
+use roce_wire::Gid;
+use tokio::io::{AsyncRead, AsyncWrite};
+
+use super::Args;
+
+/// What the traffic runs on.
+#[derive(Debug)]
+pub(super) struct SetUp {
+    pub(super) device: DeviceHandle,
+    /// QP 0 first.
+    pub(super) endpoints: Vec<RcEndpoint>,
+    /// The buffer: a send half and a receive half of `half` bytes per QP.
+    pub(super) mr: MemoryRegion,
+    pub(super) half: usize,
+    /// Each QP's buffer at the peer.
+    pub(super) remotes: Vec<Remote>,
+}
+
+/// Starts the device, creates `-q` QPs and their buffer (room for `largest` bytes a
+/// message), exchanges the keys and connects every QP; then runs the handshakes after
+/// connect ([`Session::connected`]).
+pub(super) async fn set_up<S>(
+    args: &Args,
+    session: &mut Session<S>,
+    default_ip: IpAddr,
+    largest: u32,
+) -> anyhow::Result<SetUp>
+where
+    S: AsyncRead + AsyncWrite + Unpin,
+{
+    let (device, local_ip) = args.device.spawn(default_ip)?;
+    let qps = args.qps as usize;
+    let depth = (args.tx_depth.max(args.rx_depth) + 4) as usize;
+    let endpoints = create_endpoints(&device, depth, qps).await?;
+    for qp in &endpoints {
+        qp.init(Access::ALL).await?;
+    }
+    // perftest's buffer: one region, a send half and a receive half per QP, each the larger of
+    // the (largest) message and the cycle buffer (`BUFF_SIZE`); QP i sends from
+    // `buf + i * BUFF_SIZE` and its keys announce its receive half, where the peer's WRITEs
+    // land and where ib_write_lat polls (perftest_resources.c `create_mr`: `buf[i] = buf[0] +
+    // i * BUFF_SIZE`; perftest_communication.c `set_up_connection`: `vaddr = buf[0] +
+    // (num_of_qps + i) * BUFF_SIZE`; `poll_buf = buf + BUFF_SIZE + size - 1` with one QP).
+    let half = (largest as usize)
+        .max(session.sys_data().cycle_buffer as usize)
+        .max(8);
+    let buf_len = 2 * qps * half;
+    let mr = device.reg_mr(endpoints[0].pd, buf_len, Access::ALL).await?;
+    let out_reads: u16 = 16;
+    let locals: Vec<PerftestDest> = endpoints
+        .iter()
+        .enumerate()
+        .map(|(i, qp)| PerftestDest {
+            lid: 0,
+            out_reads,
+            qpn: qp.qpn.value(),
+            psn: initial_psn(),
+            rkey: mr.rkey(),
+            vaddr: mr.addr() + ((qps + i) * half) as u64,
+            gid: Some(Gid::from_ip(local_ip).0),
+            srqn: 0,
+        })
+        .collect();
+    let remotes = session.exchange_qp_keys(locals.clone()).await?;
+    let path_mtu = Mtu::from_bytes(session.mtu().bytes()).context("the negotiated MTU")?;
+    for ((qp, local), remote) in endpoints.iter().zip(&locals).zip(&remotes) {
+        let Some(gid) = remote.gid else {
+            bail!("the peer sent no GID")
+        };
+        let mut connection = Connection::new(
+            local_ip,
+            Gid(gid).to_ip(),
+            Qpn::new(remote.qpn),
+            Psn::new(remote.psn),
+            Psn::new(local.psn),
+        );
+        connection.mtu = path_mtu;
+        connection.dscp = args.device.dscp;
+        // perftest#114: never ask for more outstanding READs/atomics than the peer serves.
+        connection.max_rd_atomic = u8::try_from(remote.out_reads.clamp(1, out_reads)).unwrap_or(1);
+        connection.max_dest_rd_atomic = u8::try_from(out_reads).unwrap_or(16);
+        qp.connect(&connection).await?;
+    }
+    session.connected().await?;
+    let remotes = remotes
+        .iter()
+        .map(|r| Remote {
+            addr: r.vaddr,
+            rkey: r.rkey,
+        })
+        .collect();
+    Ok(SetUp {
+        device,
+        endpoints,
+        mr,
+        half,
+        remotes,
+    })
+}
+
+/// `qps` RC QPs in RESET with queues of `depth`, sharing one PD and one CQ as perftest's QPs
+/// share its CQs (`create_reg_cqs`: `tx_depth * num_of_qps` entries); one QP is what
+/// [`RcEndpoint::create`] makes.
+async fn create_endpoints(
+    device: &DeviceHandle,
+    depth: usize,
+    qps: usize,
+) -> anyhow::Result<Vec<RcEndpoint>> {
+    if qps == 1 {
+        return Ok(vec![RcEndpoint::create(device, depth).await?]);
+    }
+    let pd = device.alloc_pd().await?;
+    let cq = device.create_cq(depth * 2 * qps).await?;
+    let mut endpoints = Vec::with_capacity(qps);
+    for _ in 0..qps {
+        let qpn = device
+            .create_qp(QpInit {
+                pd,
+                qp_type: QpType::Rc,
+                send_cq: cq,
+                recv_cq: cq,
+                max_send_wr: depth,
+                max_recv_wr: depth,
+            })
+            .await?;
+        endpoints.push(RcEndpoint {
+            device: device.clone(),
+            pd,
+            cq,
+            qpn,
+        });
+    }
+    Ok(endpoints)
+}
+
+/// A 24-bit PSN that differs between runs (perftest: `lrand48() & 0xffffff`).
+fn initial_psn() -> u32 {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
+    (nanos.rotate_left(7) ^ std::process::id()) & 0x00ff_ffff
+}

@@ -1,0 +1,659 @@
+//! The traffic loops of `roce perf`: what each test posts and polls, and what it records.
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use roce_core::{Cqe, Qpn, RecvWr, Remote, SendOp, SendWr, Sge, WcStatus};
+use roce_device::{DeviceHandle, RcEndpoint};
+use roce_oob::perftest::Verb;
+
+use super::report::Measured;
+
+pub(super) const RECV: u64 = 1;
+
+/// Completions taken from the CQ at a time (perftest's `CTX_POLL_BATCH`).
+const POLL_BATCH: usize = 16;
+
+/// How long a `-D` send server goes on taking messages after its time is up, once none come.
+const DRAIN: Duration = Duration::from_millis(200);
+
+/// perftest's default `cq_mod` of bandwidth tests (`DEF_CQ_MOD`): it signals one completion
+/// in 100, so its peak search ends windows only at every 100th completion (and the last).
+const CQ_MOD: usize = 100;
+
+/// The best time per message over any window from the post of WR `i` to the completion of
+/// number `j >= i` (`(completed[j] - posted[i]) / (j - i + 1)`), in seconds: perftest's peak
+/// (perftest_parameters.c `print_report_bw`, which searches every `i` and the `j` at
+/// multiples of `cq_mod`, then reports `size / opt_delta`). The window over the whole run is
+/// one of them, so the peak is never below the average. `None` without completions.
+pub(super) fn best_per_message(posted: &[Instant], completed: &[Instant]) -> Option<f64> {
+    let n = posted.len().min(completed.len());
+    let mut best = f64::INFINITY;
+    let mut window = |i: usize, j: usize| {
+        let t = completed[j]
+            .saturating_duration_since(posted[i])
+            .as_secs_f64();
+        best = best.min(t / (j - i + 1) as f64);
+    };
+    for i in 0..n {
+        let mut j = (i + 1).div_ceil(CQ_MOD) * CQ_MOD - 1;
+        while j < n {
+            window(i, j);
+            j += CQ_MOD;
+        }
+        if !n.is_multiple_of(CQ_MOD) {
+            window(i, n - 1);
+        }
+    }
+    (best.is_finite() && best > 0.0).then_some(best)
+}
+
+/// perftest computes no peak above this many iterations per QP (perftest_parameters.c:
+/// `iters > 20000 && noPeak == OFF` sets `noPeak`): the search is quadratic.
+pub(super) const PEAK_MAX_ITERS: u32 = 20_000;
+
+/// Nor here above this many of all QPs together: the search takes `n * n / CQ_MOD` steps
+/// and two timestamps per iteration.
+pub(super) const PEAK_MAX_TOTAL: u64 = 200_000;
+
+/// How long a run lasts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Plan {
+    /// `-n`: iterations per QP.
+    Iterations(u32),
+    /// `-D`: post for `total`; count what completes from `margin` after the start to
+    /// `margin` before the end (perftest's `-D` with its default margin, a quarter of it).
+    Duration { total: Duration, margin: Duration },
+}
+
+impl Plan {
+    /// Iterations per QP; with a duration, as many as the time allows.
+    pub(super) fn iters(self) -> u32 {
+        match self {
+            Self::Iterations(n) => n,
+            Self::Duration { .. } => u32::MAX,
+        }
+    }
+}
+
+/// The sampling window of a `-D` run.
+#[derive(Debug, Clone, Copy)]
+struct Window {
+    from: Instant,
+    to: Instant,
+    /// Completions inside it.
+    count: u64,
+}
+
+/// What each QP of a bandwidth test completed.
+#[derive(Debug, Clone)]
+pub(super) struct PerQp {
+    /// When every QP had work.
+    pub(super) start: Instant,
+    /// Completions per QP.
+    pub(super) done: Vec<u32>,
+    /// Their sum.
+    pub(super) sum: u64,
+    /// Each QP's last completion, since `start`: the end of its transfer, over which its
+    /// goodput is counted.
+    pub(super) last: Vec<Option<Duration>>,
+    window: Option<Window>,
+}
+
+impl PerQp {
+    fn new(qps: usize, start: Instant, plan: Plan) -> Self {
+        let window = match plan {
+            Plan::Iterations(_) => None,
+            Plan::Duration { total, margin } => Some(Window {
+                from: start + margin,
+                to: start + total.saturating_sub(margin),
+                count: 0,
+            }),
+        };
+        Self {
+            start,
+            done: vec![0; qps],
+            sum: 0,
+            last: vec![None; qps],
+            window,
+        }
+    }
+
+    fn completed(&mut self, qp: usize, now: Instant) {
+        self.done[qp] += 1;
+        self.sum += 1;
+        self.last[qp] = Some(now.saturating_duration_since(self.start));
+        if let Some(w) = &mut self.window
+            && (w.from..=w.to).contains(&now)
+        {
+            w.count += 1;
+        }
+    }
+
+    /// With `-D`: the sampling window and what completed in it.
+    pub(super) fn sampled(&self) -> Option<(Duration, u64)> {
+        self.window.map(|w| (w.to - w.from, w.count))
+    }
+}
+
+/// When each WR was posted and each completion came, in order (perftest's `tposted` and
+/// `tcompleted`), for the peak.
+#[derive(Debug, Clone, Default)]
+pub(super) struct Times {
+    pub(super) posted: Vec<Instant>,
+    pub(super) completed: Vec<Instant>,
+}
+
+/// What a run has done so far, readable after its future is dropped (Ctrl-C).
+#[derive(Debug, Default)]
+pub(super) struct Live {
+    /// When the traffic started.
+    pub(super) started: Option<Instant>,
+    /// Iterations completed, all QPs.
+    pub(super) completed: u64,
+    /// Latency samples.
+    pub(super) samples: Vec<Duration>,
+}
+
+pub(super) struct Runner<'a> {
+    pub(super) device: &'a DeviceHandle,
+    /// The QPs, QP 0 first; latency tests have one.
+    pub(super) qps: &'a [RcEndpoint],
+    /// Each QP's place in `qps`, to attribute the completions of the shared CQ.
+    pub(super) index: HashMap<Qpn, usize>,
+    /// Each QP's send buffer.
+    pub(super) sges: Vec<Sge>,
+    /// Each QP's receive buffer.
+    pub(super) recv_sges: Vec<Sge>,
+    /// Each QP's buffer at the peer.
+    pub(super) remotes: Vec<Remote>,
+    pub(super) limit: Duration,
+    pub(super) plan: Plan,
+    /// Progress, for an interrupted run.
+    pub(super) live: &'a RefCell<Live>,
+}
+
+impl Runner<'_> {
+    /// QP 0, the one of a latency test.
+    fn qp(&self) -> &RcEndpoint {
+        &self.qps[0]
+    }
+
+    fn op(&self, qp: usize, verb: Verb, cas: bool, i: u32) -> SendOp {
+        let remote = self.remotes[qp];
+        match verb {
+            Verb::Write => SendOp::RdmaWrite(remote),
+            Verb::Read => SendOp::RdmaRead(remote),
+            Verb::Send => SendOp::Send,
+            Verb::Atomic if cas => SendOp::CompareSwap {
+                remote,
+                compare: u64::from(i),
+                swap: u64::from(i) + 1,
+            },
+            Verb::Atomic => SendOp::FetchAdd { remote, add: 1 },
+        }
+    }
+
+    /// The next completion of the (shared) CQ, which must be a success, and its QP's index.
+    async fn complete(&self) -> Result<(Cqe, usize), String> {
+        self.complete_within(self.limit)
+            .await?
+            .ok_or_else(|| self.silence())
+    }
+
+    /// The next completion within `limit`, `None` if none came.
+    async fn complete_within(&self, limit: Duration) -> Result<Option<(Cqe, usize)>, String> {
+        match self
+            .device
+            .next_completion_within(self.qp().cq, limit)
+            .await
+        {
+            Ok(cqe) => self.check(cqe).map(Some),
+            Err(roce_device::DeviceError::Timeout(_)) => Ok(None),
+            Err(e) => Err(e.to_string()),
+        }
+    }
+
+    /// Why a run stopped when nothing completed for the timeout.
+    fn silence(&self) -> String {
+        format!(
+            "no completion for {} s after {} iterations (is the peer still running, with the \
+             same -n, -q and -s? a perftest peer does not tell its own)",
+            self.limit.as_secs(),
+            self.live.borrow().completed
+        )
+    }
+
+    /// Marks the start of the traffic; returns it.
+    fn started(&self) -> Instant {
+        let now = Instant::now();
+        let mut live = self.live.borrow_mut();
+        live.started = Some(now);
+        live.completed = 0;
+        live.samples.clear();
+        now
+    }
+
+    /// When a `-D` run stops posting.
+    fn end(&self, start: Instant) -> Option<Instant> {
+        match self.plan {
+            Plan::Iterations(_) => None,
+            Plan::Duration { total, .. } => Some(start + total),
+        }
+    }
+
+    /// One latency sample.
+    fn sample(&self, sample: Duration) {
+        let mut live = self.live.borrow_mut();
+        live.samples.push(sample);
+        live.completed += 1;
+    }
+
+    /// The samples of the run.
+    fn samples(&self) -> Vec<Duration> {
+        std::mem::take(&mut self.live.borrow_mut().samples)
+    }
+
+    /// Up to `max` completions, at least one; each must be a success of one of our QPs.
+    async fn complete_many(&self, max: usize) -> Result<Vec<(Cqe, usize)>, String> {
+        self.device
+            .next_completions_within(self.qp().cq, max, self.limit)
+            .await
+            .map_err(|e| match e {
+                roce_device::DeviceError::Timeout(_) => self.silence(),
+                e => e.to_string(),
+            })?
+            .into_iter()
+            .map(|cqe| self.check(cqe))
+            .collect()
+    }
+
+    /// A successful completion of one of our QPs, and that QP's index.
+    fn check(&self, cqe: Cqe) -> Result<(Cqe, usize), String> {
+        if cqe.status != WcStatus::Success {
+            return Err(format!(
+                "completion with status {:?} on QP {}",
+                cqe.status, cqe.qpn
+            ));
+        }
+        let qp = self
+            .index
+            .get(&cqe.qpn)
+            .copied()
+            .ok_or_else(|| format!("a completion of QP {}, which is not ours", cqe.qpn))?;
+        Ok((cqe, qp))
+    }
+
+    /// The WRs that may be posted now: round robin over the QPs, one WR per QP per round, each
+    /// QP until it has `depth` in flight or all its iterations posted (`posted` counts them).
+    fn fill(
+        &self,
+        (verb, depth, cas): (Verb, u32, bool),
+        posted: &mut [u32],
+        done: &[u32],
+    ) -> Vec<(Qpn, SendWr)> {
+        let mut list = Vec::new();
+        loop {
+            let before = list.len();
+            for qp in 0..self.qps.len() {
+                if posted[qp] >= self.plan.iters() || posted[qp] - done[qp] >= depth.max(1) {
+                    continue;
+                }
+                let n = posted[qp];
+                let wr = SendWr::new(u64::from(n), self.op(qp, verb, cas, n), vec![self.sges[qp]]);
+                list.push((self.qps[qp].qpn, wr));
+                posted[qp] += 1;
+            }
+            if list.len() == before {
+                return list;
+            }
+        }
+    }
+
+    /// Keeps up to `depth` WRs in flight on every QP until each has completed `iters`, as
+    /// perftest's `run_iter_bw` (perftest_resources.c) does: round robin over the QPs, each
+    /// while `scnt[index] < iters` and `scnt[index] - ccnt[index] < tx_depth`, until
+    /// `iters * num_of_qps` have completed. A post here is a round trip to the device's task
+    /// (microseconds, not perftest's nanoseconds), so the WRs that fit are posted as one list
+    /// (perftest's `--post_list`) and completions are taken up to 16 at a time (perftest's
+    /// `CTX_POLL_BATCH`); the windows are filled one WR per QP per round, so that QP 0 does not
+    /// run alone while the others' fill. The per-QP interval starts when every QP has a WR
+    /// posted.
+    pub(super) async fn bandwidth(
+        &self,
+        verb: Verb,
+        depth: u32,
+        cas: bool,
+    ) -> Result<Measured, String> {
+        let start = self.started();
+        let n = self.qps.len();
+        let wr = (verb, depth, cas);
+        let iters = self.plan.iters();
+        let total = u64::from(iters) * n as u64;
+        let end = self.end(start);
+        let mut posted = vec![0u32; n];
+        let mut per_qp = PerQp::new(n, start, self.plan);
+        let mut progress = Progress::new(end.is_none().then_some(total));
+        let mut times = (matches!(self.plan, Plan::Iterations(n) if n <= PEAK_MAX_ITERS)
+            && total <= PEAK_MAX_TOTAL)
+            .then(Times::default);
+        let mut first_round = true;
+        loop {
+            let posting = end.is_none_or(|end| Instant::now() < end);
+            let in_flight = posted.iter().map(|&p| u64::from(p)).sum::<u64>() - per_qp.sum;
+            if per_qp.sum >= total || (!posting && in_flight == 0) {
+                break;
+            }
+            if posting {
+                let list = self.fill(wr, &mut posted, &per_qp.done);
+                if !list.is_empty() {
+                    let (now, count) = (Instant::now(), list.len());
+                    self.device
+                        .post_send_list(list)
+                        .await
+                        .map_err(|e| e.to_string())?;
+                    if let Some(times) = &mut times {
+                        times.posted.extend(std::iter::repeat_n(now, count));
+                    }
+                }
+            }
+            if first_round {
+                per_qp.start = Instant::now();
+                first_round = false;
+            }
+            let batch = self.complete_many(POLL_BATCH).await?;
+            let now = Instant::now();
+            for (_, qp) in batch {
+                per_qp.completed(qp, now);
+                if let Some(times) = &mut times {
+                    times.completed.push(now);
+                }
+            }
+            self.live.borrow_mut().completed = per_qp.sum;
+            progress.tick(per_qp.sum);
+        }
+        let (elapsed, iterations) = per_qp.sampled().unwrap_or((start.elapsed(), per_qp.sum));
+        Ok(Measured {
+            elapsed,
+            iterations,
+            best_per_message: times.and_then(|t| best_per_message(&t.posted, &t.completed)),
+            per_qp: Some(per_qp),
+            ..Measured::default()
+        })
+    }
+
+    /// A send test's server: receives `iters` messages on every QP, reposting receives as they
+    /// are used (perftest's `run_iter_bw_server`: while `posted_per_qp[wc_id] < iters`). With
+    /// `-D`, until its own time is up; then it goes on taking (and reposting for) what the
+    /// client still sends until nothing comes for [`DRAIN`].
+    pub(super) async fn receive_all(&self, posted: u32) -> Result<Measured, String> {
+        let start = self.started();
+        let n = self.qps.len();
+        let iters = self.plan.iters();
+        let total = u64::from(iters) * n as u64;
+        let end = self.end(start);
+        let mut outstanding = vec![posted; n];
+        let mut per_qp = PerQp::new(n, start, self.plan);
+        let mut progress = Progress::new(end.is_none().then_some(total));
+        while per_qp.sum < total {
+            let over = end.is_some_and(|end| Instant::now() >= end);
+            let Some((_, qp)) = self
+                .complete_within(if over { DRAIN } else { self.limit })
+                .await?
+            else {
+                if over {
+                    break;
+                }
+                return Err(self.silence());
+            };
+            per_qp.completed(qp, Instant::now());
+            outstanding[qp] -= 1;
+            if per_qp.done[qp] + outstanding[qp] < iters {
+                self.device
+                    .post_recv(
+                        self.qps[qp].qpn,
+                        RecvWr {
+                            wr_id: RECV,
+                            sgl: vec![self.recv_sges[qp]],
+                        },
+                    )
+                    .await
+                    .map_err(|e| e.to_string())?;
+                outstanding[qp] += 1;
+            }
+            self.live.borrow_mut().completed = per_qp.sum;
+            progress.tick(per_qp.sum);
+        }
+        let (elapsed, iterations) = per_qp.sampled().unwrap_or((start.elapsed(), per_qp.sum));
+        Ok(Measured {
+            elapsed,
+            iterations,
+            per_qp: Some(per_qp),
+            ..Measured::default()
+        })
+    }
+
+    /// One READ or atomic at a time; each sample is the round trip.
+    pub(super) async fn latency(&self, verb: Verb, cas: bool) -> Result<Measured, String> {
+        let start = self.started();
+        let iters = self.plan.iters();
+        for i in 0..iters {
+            let t = Instant::now();
+            let wr = SendWr::new(u64::from(i), self.op(0, verb, cas, i), vec![self.sges[0]]);
+            self.device
+                .post_send(self.qp().qpn, wr)
+                .await
+                .map_err(|e| e.to_string())?;
+            self.complete().await?;
+            self.sample(t.elapsed());
+        }
+        Ok(Measured {
+            elapsed: start.elapsed(),
+            samples: self.samples(),
+            ..Measured::default()
+        })
+    }
+
+    /// ib_send_lat: the client sends, the server answers each message; half a round trip per
+    /// sample, as perftest reports.
+    pub(super) async fn send_latency(&self, client: bool) -> Result<Measured, String> {
+        let start = self.started();
+        let iters = self.plan.iters();
+        let send = |i: u32| {
+            let mut wr = SendWr::new(u64::from(i) + 2, SendOp::Send, vec![self.sges[0]]);
+            wr.inline = self.sges[0].length <= 400;
+            self.device.post_send(self.qp().qpn, wr)
+        };
+        for i in 0..iters {
+            let t = Instant::now();
+            if client {
+                send(i).await.map_err(|e| e.to_string())?;
+            }
+            // Wait for both this side's send and the peer's message.
+            let mut waiting = if client { 2 } else { 1 };
+            while waiting > 0 {
+                let cqe = self
+                    .device
+                    .next_completion_within(self.qp().cq, self.limit)
+                    .await
+                    .map_err(|e| e.to_string())?;
+                if cqe.status != WcStatus::Success {
+                    return Err(format!("completion with status {:?}", cqe.status));
+                }
+                if cqe.wr_id == RECV {
+                    self.device
+                        .post_recv(
+                            self.qp().qpn,
+                            RecvWr {
+                                wr_id: RECV,
+                                sgl: vec![self.sges[0]],
+                            },
+                        )
+                        .await
+                        .map_err(|e| e.to_string())?;
+                    if !client {
+                        send(i).await.map_err(|e| e.to_string())?;
+                        waiting += 1;
+                    }
+                }
+                waiting -= 1;
+            }
+            self.sample(t.elapsed() / 2);
+        }
+        Ok(Measured {
+            elapsed: start.elapsed(),
+            samples: self.samples(),
+            ..Measured::default()
+        })
+    }
+}
+
+impl Runner<'_> {
+    /// ib_write_lat: each side RDMA-WRITEs its buffer into the peer's, whose last byte carries
+    /// the count, and polls its own last byte for the peer's; the server writes first
+    /// (perftest's `run_iter_lat_write`: `!(scnt < 1 && machine == SERVER)`). Half a round trip
+    /// per sample.
+    pub(super) async fn write_latency(
+        &self,
+        mr: &roce_core::MemoryRegion,
+        half: usize,
+        server: bool,
+    ) -> Result<Measured, String> {
+        // We post from the send half; the peer's count arrives in the receive half.
+        let last = self.sges[0].length.max(1) as usize - 1;
+        let poll = half + last;
+        let start = self.started();
+        let iters = self.plan.iters();
+        let (mut scnt, mut rcnt) = (0u32, 0u32);
+        let mut round = Instant::now();
+        while scnt < iters || rcnt < iters {
+            if rcnt < iters && !(scnt < 1 && server) {
+                rcnt += 1;
+                let deadline = Instant::now() + self.limit;
+                while mr.read(poll, 1).is_none_or(|b| b[0] != rcnt as u8) {
+                    if Instant::now() > deadline {
+                        return Err(format!(
+                            "no write from the peer for {:?} (ping {rcnt})",
+                            self.limit
+                        ));
+                    }
+                    // The device runs on this thread: let it take the peer's packets in.
+                    tokio::task::yield_now().await;
+                }
+                self.sample(round.elapsed() / 2);
+            }
+            if scnt < iters {
+                scnt += 1;
+                mr.write(last, &[scnt as u8]);
+                round = Instant::now();
+                let wr = SendWr::new(
+                    u64::from(scnt),
+                    SendOp::RdmaWrite(self.remotes[0]),
+                    vec![self.sges[0]],
+                );
+                self.device
+                    .post_send(self.qp().qpn, wr)
+                    .await
+                    .map_err(|e| e.to_string())?;
+                self.complete().await?;
+            }
+        }
+        Ok(Measured {
+            elapsed: start.elapsed(),
+            samples: self.samples(),
+            ..Measured::default()
+        })
+    }
+}
+
+/// A line on standard error every 2 s of a run longer than 3 s.
+struct Progress {
+    start: Instant,
+    last: Instant,
+    /// `None` with `-D`.
+    total: Option<u64>,
+}
+
+impl Progress {
+    fn new(total: Option<u64>) -> Self {
+        let now = Instant::now();
+        Self {
+            start: now,
+            last: now,
+            total,
+        }
+    }
+
+    fn tick(&mut self, done: u64) {
+        let now = Instant::now();
+        if now - self.start > Duration::from_secs(3) && now - self.last > Duration::from_secs(2) {
+            self.last = now;
+            let of = self.total.map_or_else(String::new, |t| format!("/{t}"));
+            eprintln!(
+                "roce perf: {done}{of} iterations, {:.0} s",
+                (now - self.start).as_secs_f64()
+            );
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_peak_is_the_best_window_and_never_below_the_average() {
+        let t0 = Instant::now();
+        let ms = |k: u64| t0 + Duration::from_millis(k);
+        // 1000 messages, one every ms, all posted at once: every window from 0 gives 1 ms.
+        let n = 1000u64;
+        let posted = vec![t0; n as usize];
+        let completed: Vec<Instant> = (1..=n).map(ms).collect();
+        let best = best_per_message(&posted, &completed).unwrap();
+        assert!((best - 1e-3).abs() < 1e-9, "{best}");
+        // Posted as they go, one per ms, and messages 300..600 come 4 times faster: the best
+        // window is in that burst (a quarter of a ms a message), the average is slower.
+        let mut t = 0.0f64;
+        let mut posted = Vec::new();
+        let mut completed = Vec::new();
+        for k in 0..n {
+            let step = if (300..600).contains(&k) { 0.25 } else { 1.0 };
+            posted.push(t0 + Duration::from_secs_f64(t / 1e3));
+            t += step;
+            completed.push(t0 + Duration::from_secs_f64((t + 0.5) / 1e3));
+        }
+        let best = best_per_message(&posted, &completed).unwrap();
+        let average = (completed[999] - posted[0]).as_secs_f64() / n as f64;
+        assert!(best < average, "{best} {average}");
+        assert!(best > 0.25e-3 && best < 0.3e-3, "{best}");
+        assert_eq!(best_per_message(&[], &[]), None);
+    }
+
+    #[test]
+    fn a_qps_goodput_runs_to_its_last_completion() {
+        let t0 = Instant::now();
+        let mut per_qp = PerQp::new(2, t0, Plan::Iterations(1));
+        per_qp.completed(1, t0 + Duration::from_millis(4));
+        per_qp.completed(0, t0 + Duration::from_millis(2));
+        assert_eq!(
+            per_qp.last,
+            [
+                Some(Duration::from_millis(2)),
+                Some(Duration::from_millis(4))
+            ]
+        );
+        assert_eq!(per_qp.sampled(), None);
+        // With -D only what completes inside the window counts.
+        let plan = Plan::Duration {
+            total: Duration::from_secs(4),
+            margin: Duration::from_secs(1),
+        };
+        let mut per_qp = PerQp::new(1, t0, plan);
+        for s in [0.5, 1.5, 2.5, 3.5] {
+            per_qp.completed(0, t0 + Duration::from_secs_f64(s));
+        }
+        assert_eq!(per_qp.sampled(), Some((Duration::from_secs(2), 2)));
+        assert_eq!(per_qp.sum, 4);
+    }
+}

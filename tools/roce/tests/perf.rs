@@ -1,0 +1,356 @@
+//! `roce perf` against itself on loopback: what its figures mean, the options perftest's
+//! users type, what it says when the two sides disagree, its counters and Ctrl-C.
+
+#![allow(clippy::unwrap_used)] // test code: a panic is the failure report
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::Duration;
+
+use serde_json::Value;
+
+fn spawn(args: &[&str]) -> Child {
+    Command::new(env!("CARGO_BIN_EXE_roce"))
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// Runs a server with `server` arguments, then a client with `client` arguments.
+fn pair(server: &[&str], client: &[&str]) -> (Output, Output) {
+    let mut server = spawn(server);
+    std::thread::sleep(Duration::from_millis(300));
+    let client = spawn(client).wait_with_output().unwrap();
+    // A server whose client never came would wait for ever.
+    for _ in 0..600 {
+        if server.try_wait().unwrap().is_some() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let _ = server.kill();
+    (client, server.wait_with_output().unwrap())
+}
+
+/// `roce perf VERB` as a server on `port` and as a client, both with `common`; the client
+/// connects to `net`.1 and plays `net`.2 (each test its own `net`: two servers cannot share
+/// an address's UDP port 4791).
+fn perf_pair(verb: &[&str], port: &str, net: &str, common: &[&str]) -> (Output, Output) {
+    let (server_ip, ip) = (format!("{net}.1"), format!("{net}.2"));
+    let server: Vec<&str> = ["perf"]
+        .iter()
+        .chain(verb)
+        .chain(&["-p", port])
+        .chain(common)
+        .copied()
+        .collect();
+    let client: Vec<&str> = ["perf"]
+        .iter()
+        .chain(verb)
+        .chain(&[server_ip.as_str(), "-p", port, "--ip", ip.as_str()])
+        .chain(common)
+        .copied()
+        .collect();
+    pair(&server, &client)
+}
+
+fn text(out: &Output) -> (String, String) {
+    (
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn ok(out: &Output) -> String {
+    let (stdout, stderr) = text(out);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    stdout
+}
+
+fn json(out: &Output) -> Value {
+    serde_json::from_str(&ok(out)).unwrap()
+}
+
+#[test]
+fn the_peak_is_perftests_not_the_average() {
+    let (client, server) = perf_pair(
+        &["write"],
+        "18870",
+        "127.0.90",
+        &["-n", "2000", "-s", "4096", "--json"],
+    );
+    let (client, server) = (json(&client), json(&server));
+    let peak = client["bw_peak_mb_s"].as_f64().unwrap();
+    let avg = client["bw_avg_mb_s"].as_f64().unwrap();
+    // The window over the whole run is one of those searched: the best is faster.
+    assert!(peak > avg, "{client}");
+    // The server shows the client's report.
+    assert_eq!(server["bw_peak_mb_s"], client["bw_peak_mb_s"]);
+    // A send test's server computes none, as perftest's.
+    let (_, server) = perf_pair(
+        &["send"],
+        "18871",
+        "127.0.91",
+        &["-n", "500", "-s", "4096", "--json"],
+    );
+    let server = json(&server);
+    assert!(server["bw_peak_mb_s"].is_null(), "{server}");
+    assert!(server["bw_avg_mb_s"].as_f64().unwrap() > 0.0, "{server}");
+}
+
+#[test]
+fn a_latency_server_that_measures_nothing_says_null() {
+    for (i, verb) in ["read", "atomic"].into_iter().enumerate() {
+        let port = (18872 + i).to_string();
+        let net = format!("127.0.{}", 102 + 4 * i);
+        let (client, server) = perf_pair(&[verb, "--lat"], &port, &net, &["-n", "50", "--json"]);
+        let (client, server) = (json(&client), json(&server));
+        for key in [
+            "t_min_us",
+            "t_max_us",
+            "t_typical_us",
+            "t_avg_us",
+            "t_stdev_us",
+            "p99_us",
+        ] {
+            assert!(server[key].is_null(), "{verb} {key}: {server}");
+            assert!(
+                client[key].as_f64().unwrap() > 0.0,
+                "{verb} {key}: {client}"
+            );
+        }
+    }
+}
+
+#[test]
+fn fairness_of_one_iteration_per_qp_means_something() {
+    let (client, _) = perf_pair(
+        &["write"],
+        "18874",
+        "127.0.92",
+        &["-n", "1", "-q", "8", "-s", "4096", "--json"],
+    );
+    let client = json(&client);
+    let rates = client["per_qp_mb_s"].as_array().unwrap();
+    assert_eq!(rates.len(), 8);
+    assert!(rates.iter().all(|r| r.as_f64().unwrap() > 0.0), "{client}");
+    // Each QP over its own transfer: 8 equal shares of one message each are fair (the
+    // window that ended at the first completion gave 1/8).
+    let jain = client["jain"].as_f64().unwrap();
+    assert!(jain > 0.5 && jain <= 1.0, "{client}");
+}
+
+#[test]
+fn different_parameters_on_the_two_sides_are_named_on_both() {
+    for (i, (server, client, named)) in [
+        (["-n", "50"], ["-n", "100"], "-n 50"),
+        (["-q", "2"], ["-q", "1"], "-q 2"),
+        (["-s", "64"], ["-s", "128"], "-s 64"),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let port = (18875 + i).to_string();
+        let ip = format!("127.0.103.{}", i + 2);
+        let mut s = vec!["perf", "send", "-p", &port];
+        s.extend(server);
+        let mut c = vec!["perf", "send", "127.0.103.1", "-p", &port, "--ip", &ip];
+        c.extend(client);
+        let (client, server) = pair(&s, &c);
+        for out in [&client, &server] {
+            let (stdout, stderr) = text(out);
+            assert_eq!(out.status.code(), Some(2), "{stdout}\n{stderr}");
+            assert!(
+                stderr.contains("the peer was given other parameters"),
+                "{stderr}"
+            );
+            assert!(stderr.contains(named), "{named}: {stderr}");
+            // Nothing was measured or printed.
+            assert!(stdout.is_empty(), "{stdout}");
+        }
+    }
+}
+
+#[test]
+fn all_sizes_as_perftest() {
+    let (client, server) = perf_pair(
+        &["write", "-a"],
+        "18878",
+        "127.0.93",
+        &["-n", "2", "--json"],
+    );
+    let rows: Vec<Value> = ok(&client)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let sizes: Vec<u64> = rows.iter().map(|r| r["bytes"].as_u64().unwrap()).collect();
+    assert_eq!(sizes, (1..24).map(|i| 1u64 << i).collect::<Vec<_>>());
+    assert!(rows.iter().all(|r| r["iterations"] == 2), "{rows:?}");
+    // The server shows the client's report of the last size.
+    let server = json(&server);
+    assert_eq!(server["bytes"], 1 << 23);
+    // Send tests synchronise between sizes; text rows, one per size under one header.
+    let (client, server) = perf_pair(&["send", "-a"], "18879", "127.0.98", &["-n", "2"]);
+    for out in [&client, &server] {
+        let table = ok(out);
+        assert_eq!(table.matches("#bytes").count(), 1, "{table}");
+        assert!(table.contains("\n 8388608 "), "{table}");
+    }
+}
+
+#[test]
+fn duration_and_gbits_and_cpu_freq() {
+    let (client, server) = perf_pair(
+        &["send"],
+        "18880",
+        "127.0.94",
+        &["-D", "2", "-s", "1024", "-F", "--json"],
+    );
+    for side in [json(&client), json(&server)] {
+        assert_eq!(side["duration_s"], 2, "{side}");
+        assert!(side["iterations"].as_u64().unwrap() > 0, "{side}");
+        assert!(side["bw_avg_mb_s"].as_f64().unwrap() > 0.0, "{side}");
+        assert!(side["bw_peak_mb_s"].is_null(), "{side}");
+    }
+    let (client, _) = perf_pair(
+        &["write"],
+        "18881",
+        "127.0.95",
+        &["-n", "200", "--report_gbits"],
+    );
+    let table = ok(&client);
+    assert!(table.contains("BW average[Gb/sec]"), "{table}");
+}
+
+#[test]
+fn zero_iterations_depths_and_timeouts_are_refused_before_anything() {
+    for (args, why) in [
+        (["-n", "0"], "0 iterations"),
+        (["-t", "0"], "nothing would ever be posted"),
+        (["-r", "0"], "nothing would ever be posted"),
+        (["--timeout", "0"], "give up at once"),
+        (["-D", "0"], "0 seconds"),
+        (["-s", "0"], "0 bytes"),
+    ] {
+        let mut all = vec!["perf", "write", "127.0.105.1", "-p", "18882"];
+        all.extend(args);
+        let out = Command::new(env!("CARGO_BIN_EXE_roce"))
+            .args(&all)
+            .output()
+            .unwrap();
+        let (stdout, stderr) = text(&out);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains(why), "{args:?}: {stderr}");
+        // It never got to connecting.
+        assert!(!stderr.contains("couldn't connect"), "{args:?}: {stderr}");
+        assert!(stdout.is_empty(), "{args:?}: {stdout}");
+    }
+}
+
+#[test]
+fn counters_come_in_full_and_a_server_says_it_waits() {
+    let (client, server) = perf_pair(&["send"], "18883", "127.0.96", &["-n", "100", "--json"]);
+    let names: Vec<&str> = roce_core::Stats::default()
+        .counters()
+        .map(|(name, _)| name)
+        .collect();
+    let drops: Vec<&str> = roce_core::Stats::default()
+        .drop_reasons()
+        .map(|(name, _)| name)
+        .collect();
+    let (_, server_err) = text(&server);
+    assert!(
+        server_err.contains("waiting for a client on 0.0.0.0:18883"),
+        "{server_err}"
+    );
+    for side in [json(&client), json(&server)] {
+        let counters = side["counters"].as_object().unwrap();
+        assert_eq!(counters.len(), names.len(), "{side}");
+        assert!(names.iter().all(|n| counters.contains_key(*n)), "{side}");
+        let by_reason = side["drops"].as_object().unwrap();
+        assert!(drops.iter().all(|n| by_reason.contains_key(*n)), "{side}");
+        for key in [
+            "rx_dropped",
+            "naks_sent",
+            "naks_received",
+            "rnr_naks_sent",
+            "rnr_naks_received",
+            "duplicates",
+        ] {
+            assert!(side[key].is_u64(), "{key}: {side}");
+        }
+    }
+    // A sender's packets are the receiver's.
+    let (client, server) = (json(&client), json(&server));
+    assert_eq!(
+        client["counters"]["tx_packets"],
+        server["counters"]["rx_packets"]
+    );
+    // --stats in text.
+    let (client, _) = perf_pair(&["write"], "18884", "127.0.97", &["-n", "100", "--stats"]);
+    let table = ok(&client);
+    assert!(table.contains(" dropped: 0"), "{table}");
+    assert!(table.contains("RNR NAKs sent 0"), "{table}");
+    assert!(table.contains("tx_packets"), "{table}");
+}
+
+/// Sends SIGINT to a child.
+fn interrupt(child: &Child) {
+    let status = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+}
+
+#[test]
+fn ctrl_c_on_a_client_prints_what_was_measured() {
+    let server = spawn(&[
+        "perf",
+        "write",
+        "-p",
+        "18885",
+        "-n",
+        "100000000",
+        "-s",
+        "64",
+    ]);
+    std::thread::sleep(Duration::from_millis(300));
+    let mut client = spawn(&[
+        "perf",
+        "write",
+        "127.0.104.1",
+        "-p",
+        "18885",
+        "--ip",
+        "127.0.104.2",
+        "-n",
+        "100000000",
+        "-s",
+        "64",
+        "--json",
+    ]);
+    // The progress line says the traffic runs (after 3 s).
+    let mut stderr = BufReader::new(client.stderr.take().unwrap());
+    let mut line = String::new();
+    while !line.contains("iterations") {
+        line.clear();
+        assert!(stderr.read_line(&mut line).unwrap() > 0, "no progress line");
+    }
+    interrupt(&client);
+    let out = client.wait_with_output().unwrap();
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut stderr, &mut rest).unwrap();
+    assert_eq!(out.status.code(), Some(130), "{rest}");
+    assert!(rest.contains("interrupted after"), "{rest}");
+    let result: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(result["interrupted"], true, "{result}");
+    let done = result["iterations"].as_u64().unwrap();
+    assert!(done > 0 && done < 100_000_000, "{result}");
+    assert!(result["bw_avg_mb_s"].as_f64().unwrap() > 0.0, "{result}");
+    // The server learns that its client went away and stops.
+    let server = server.wait_with_output().unwrap();
+    assert!(!server.status.success());
+}

@@ -1,0 +1,148 @@
+//! `roce pingpong --json`, `--stats`, the server's waiting line and Ctrl-C, against itself on
+//! loopback.
+
+#![allow(clippy::unwrap_used)] // test code: a panic is the failure report
+
+use std::io::Read;
+use std::process::{Child, Command, Output, Stdio};
+use std::time::Duration;
+
+use serde_json::Value;
+
+fn spawn(args: &[&str]) -> Child {
+    Command::new(env!("CARGO_BIN_EXE_roce"))
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// Waits for a server, killing it if it is still up after a minute.
+fn finish(mut server: Child) -> Output {
+    for _ in 0..600 {
+        if server.try_wait().unwrap().is_some() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let _ = server.kill();
+    server.wait_with_output().unwrap()
+}
+
+#[test]
+fn json_has_the_figures_and_every_counter() {
+    let server = spawn(&[
+        "pingpong", "-p", "18890", "-n", "20", "-s", "1000", "--json",
+    ]);
+    std::thread::sleep(Duration::from_millis(300));
+    let client = spawn(&[
+        "pingpong",
+        "127.0.110.1",
+        "-p",
+        "18890",
+        "--ip",
+        "127.0.110.2",
+        "-n",
+        "20",
+        "-s",
+        "1000",
+        "--json",
+    ])
+    .wait_with_output()
+    .unwrap();
+    let server = finish(server);
+    let stderr = String::from_utf8_lossy(&server.stderr);
+    assert!(
+        stderr.contains("waiting for a client on 0.0.0.0:18890"),
+        "{stderr}"
+    );
+    let names = roce_core::Stats::default().counters().count();
+    for out in [&client, &server] {
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let result: Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(result["iterations"], 20, "{result}");
+        assert_eq!(result["interrupted"], false, "{result}");
+        assert!(result["usec_per_iter"].as_f64().unwrap() > 0.0, "{result}");
+        assert_eq!(
+            result["counters"].as_object().unwrap().len(),
+            names,
+            "{result}"
+        );
+        assert!(result["drops"].is_object(), "{result}");
+        assert_eq!(result["rx_dropped"], 0, "{result}");
+        assert!(result["rnr_naks_received"].is_u64(), "{result}");
+        assert!(result["remote"]["qpn"].is_u64(), "{result}");
+    }
+    let client: Value = serde_json::from_slice(&client.stdout).unwrap();
+    assert_eq!(client["bytes"], 1000 * 20 * 2);
+}
+
+#[test]
+fn stats_in_text() {
+    let server = spawn(&["pingpong", "-p", "18891", "-n", "10"]);
+    std::thread::sleep(Duration::from_millis(300));
+    let client = spawn(&[
+        "pingpong",
+        "127.0.111.1",
+        "-p",
+        "18891",
+        "--ip",
+        "127.0.111.2",
+        "-n",
+        "10",
+        "--stats",
+    ])
+    .wait_with_output()
+    .unwrap();
+    finish(server);
+    let text = String::from_utf8_lossy(&client.stdout);
+    assert!(text.contains("10 iters in"), "{text}");
+    assert!(text.contains(" dropped: 0"), "{text}");
+    assert!(text.contains("tx_packets"), "{text}");
+}
+
+#[test]
+fn ctrl_c_on_a_client_prints_the_round_trips_so_far() {
+    let server = spawn(&["pingpong", "-p", "18892", "-n", "100000000", "-s", "64"]);
+    std::thread::sleep(Duration::from_millis(300));
+    let mut client = spawn(&[
+        "pingpong",
+        "127.0.112.1",
+        "-p",
+        "18892",
+        "--ip",
+        "127.0.112.2",
+        "-n",
+        "100000000",
+        "-s",
+        "64",
+        "--json",
+    ]);
+    // Round trips are under way once the addresses are exchanged; give them a second.
+    std::thread::sleep(Duration::from_millis(1500));
+    let status = Command::new("kill")
+        .args(["-INT", &client.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let mut stderr = String::new();
+    client
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut stderr)
+        .unwrap();
+    let out = client.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(130), "{stderr}");
+    assert!(stderr.contains("interrupted after"), "{stderr}");
+    let result: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(result["interrupted"], true, "{result}");
+    let done = result["iterations"].as_u64().unwrap();
+    assert!(done > 0 && done < 100_000_000, "{result}");
+    finish(server);
+}
