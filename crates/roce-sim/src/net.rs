@@ -7,9 +7,9 @@ use std::net::{IpAddr, Ipv4Addr};
 
 use roce_core::{Instant, MAX_DATAGRAM, QpInit, Qpn};
 
-use crate::event_loop::{self, EventLoop};
-use crate::pair::{PairConfig, Side, connect, datagram, packet, side};
-use crate::{Link, set_sim_time};
+use crate::event_loop::{self, EventLoop, Network};
+use crate::pair::{PairConfig, Side, connect, side};
+use crate::{Link, SimPacket, set_sim_time};
 
 /// N nodes over a full mesh of links.
 #[derive(Debug)]
@@ -119,37 +119,33 @@ impl Net {
     }
 
     fn exchange(&mut self) {
-        let now = self.now;
-        let n = self.nodes.len();
-        set_sim_time(now);
-        loop {
-            let mut progress = false;
-            for (k, link) in self.links.iter_mut().enumerate() {
-                while let Some(p) = link.deliver(now) {
-                    self.nodes[k % n].nic.handle_datagram(now, datagram(&p));
-                    progress = true;
-                }
-            }
-            for (i, node) in self.nodes.iter_mut().enumerate() {
-                if node.nic.poll_timeout().is_some_and(|at| at <= now) {
-                    node.nic.handle_timeout(now);
-                    progress = true;
-                }
-                while let Some(transmit) = node.nic.poll_transmit(now, &mut self.buf) {
-                    // Routing: node j owns 198.18.0.(j + 1); anything else is lost.
-                    let j = match transmit.dst.ip() {
-                        IpAddr::V4(v4) => usize::from(v4.octets()[3]).wrapping_sub(1),
-                        IpAddr::V6(_) => usize::MAX,
-                    };
-                    if j < n && j != i {
-                        self.links[i * n + j].send(now, packet(&transmit, &self.buf));
-                    }
-                    progress = true;
-                }
-            }
-            if !progress {
-                return;
-            }
+        let mut mesh = Mesh {
+            links: &mut self.links,
+            n: self.nodes.len(),
+        };
+        event_loop::exchange(self.now, &mut self.nodes, &mut mesh, &mut self.buf);
+    }
+}
+
+/// A full mesh of links: `links[i * n + j]` carries what node i sends to node j.
+struct Mesh<'a> {
+    links: &'a mut [Link],
+    n: usize,
+}
+
+impl Network for Mesh<'_> {
+    fn deliver(&mut self, now: Instant, to: usize) -> Option<SimPacket> {
+        (0..self.n).find_map(|from| self.links.get_mut(from * self.n + to)?.deliver(now))
+    }
+
+    fn send(&mut self, now: Instant, from: usize, packet: SimPacket) {
+        // Routing: node j owns 198.18.0.(j + 1); anything else is lost.
+        let to = match packet.dst.ip() {
+            IpAddr::V4(v4) => usize::from(v4.octets()[3]).wrapping_sub(1),
+            IpAddr::V6(_) => usize::MAX,
+        };
+        if to < self.n && to != from {
+            self.links[from * self.n + to].send(now, packet);
         }
     }
 }

@@ -17,7 +17,7 @@ use roce_core::{
     NicConfig, PdHandle, Psn, QpAttr, QpInit, QpState, QpType, Qpn, Transmit, UdDest,
 };
 
-use crate::event_loop::{self, EventLoop};
+use crate::event_loop::{self, EventLoop, Network};
 use crate::{Capture, Link, LinkConfig, SimPacket, set_sim_time};
 
 /// How a [`Pair`] is built. The default: seed 0, perfect 10 µs links, RC QPs, path MTU 1024,
@@ -230,40 +230,32 @@ impl Pair {
 
     /// Everything that can happen at `now`, until nothing more does.
     fn exchange(&mut self) {
-        let now = self.now;
-        set_sim_time(now);
-        loop {
-            let mut progress = false;
-            while let Some(packet) = self.a_to_b.deliver(now) {
-                let _span = tracing::info_span!("nic", name = "b").entered();
-                self.b.nic.handle_datagram(now, datagram(&packet));
-                progress = true;
-            }
-            while let Some(packet) = self.b_to_a.deliver(now) {
-                let _span = tracing::info_span!("nic", name = "a").entered();
-                self.a.nic.handle_datagram(now, datagram(&packet));
-                progress = true;
-            }
-            for (side, name) in [(&mut self.a, "a"), (&mut self.b, "b")] {
-                if side.nic.poll_timeout().is_some_and(|at| at <= now) {
-                    let _span = tracing::info_span!("nic", name).entered();
-                    side.nic.handle_timeout(now);
-                    progress = true;
-                }
-            }
-            for (side, link) in [
-                (&mut self.a, &mut self.a_to_b),
-                (&mut self.b, &mut self.b_to_a),
-            ] {
-                while let Some(transmit) = side.nic.poll_transmit(now, &mut self.buf) {
-                    link.send(now, packet(&transmit, &self.buf));
-                    progress = true;
-                }
-            }
-            if !progress {
-                return;
-            }
+        let mut links = PairLinks([&mut self.a_to_b, &mut self.b_to_a]);
+        event_loop::exchange(
+            self.now,
+            &mut [&mut self.a, &mut self.b],
+            &mut links,
+            &mut self.buf,
+        );
+    }
+}
+
+/// A pair's network: node 0 (a) sends on the first link, node 1 (b) on the second.
+struct PairLinks<'a>([&'a mut Link; 2]);
+
+impl Network for PairLinks<'_> {
+    fn deliver(&mut self, now: Instant, to: usize) -> Option<SimPacket> {
+        self.0.get_mut(1 - to.min(1))?.deliver(now)
+    }
+
+    fn send(&mut self, now: Instant, from: usize, packet: SimPacket) {
+        if let Some(link) = self.0.get_mut(from) {
+            link.send(now, packet);
         }
+    }
+
+    fn node_name(&self, i: usize) -> Option<&'static str> {
+        ["a", "b"].get(i).copied()
     }
 }
 
