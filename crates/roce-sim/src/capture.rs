@@ -185,11 +185,11 @@ pub const PCAP_DIR_VAR: &str = "ROCE_SIM_PCAP";
 
 #[cfg(test)]
 mod tests {
-    use std::net::{IpAddr, SocketAddr};
+    use std::net::SocketAddr;
 
     use roce_core::Duration;
     use roce_wire::frame::{Ecn, Frame, LinkType};
-    use roce_wire::icrc::{self, IpFields, PseudoHeader};
+    use roce_wire::icrc::{self, PseudoHeader};
     use roce_wire::{BthRepr, Opcode, Psn, Qpn, RoceRepr};
 
     use super::*;
@@ -222,21 +222,7 @@ mod tests {
         repr.payload_len = 64;
         let mut payload = vec![0; repr.buffer_len()];
         repr.emit(&mut payload, |data| data.fill(0xab)).unwrap();
-        let ip = match (src.ip(), dst.ip()) {
-            (IpAddr::V4(src), IpAddr::V4(dst)) => IpFields::V4 {
-                src,
-                dst,
-                identification: 0,
-                dont_fragment: true,
-            },
-            (IpAddr::V6(src), IpAddr::V6(dst)) => IpFields::V6 { src, dst },
-            _ => unreachable!("one family"),
-        };
-        let header = PseudoHeader {
-            ip,
-            src_port: src.port(),
-            dst_port: dst.port(),
-        };
+        let header = PseudoHeader::for_datagram(src, dst, 0).expect("one family");
         icrc::seal(&header, &mut payload);
         SimPacket {
             ecn,

@@ -667,7 +667,7 @@ mod tests {
     use std::net::SocketAddr;
 
     use proptest::prelude::*;
-    use roce_wire::icrc::{self, IpFields, PseudoHeader};
+    use roce_wire::icrc::{self, PseudoHeader};
     use roce_wire::{AethRepr, AtomicAckEthRepr, BthRepr, RoceRepr};
 
     use super::*;
@@ -718,19 +718,7 @@ mod tests {
     }
 
     fn pseudo_header() -> PseudoHeader {
-        let (SocketAddr::V4(a), SocketAddr::V4(b)) = (addr(A), addr(B)) else {
-            unreachable!()
-        };
-        PseudoHeader {
-            ip: IpFields::V4 {
-                src: *a.ip(),
-                dst: *b.ip(),
-                identification: 0,
-                dont_fragment: true,
-            },
-            src_port: a.port(),
-            dst_port: b.port(),
-        }
+        PseudoHeader::for_datagram(addr(A), addr(B), 0).expect("one family")
     }
 
     /// Everything that arrives by `until`, with its arrival time, in delivery order.
