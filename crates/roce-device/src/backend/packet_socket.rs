@@ -366,7 +366,10 @@ impl Receiver {
             let took = if status & libc::TP_STATUS_COPY != 0 {
                 self.take_copied(&mut take)
             } else {
-                let slot = self.ring.slot(index);
+                // Checked again inside: the slot is read only while it is ours.
+                let Some(slot) = self.ring.slot(index) else {
+                    break;
+                };
                 match slot_frame(slot) {
                     Ok(frame) => take(frame),
                     Err(SlotError::Truncated) => {
