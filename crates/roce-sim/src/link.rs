@@ -651,12 +651,10 @@ fn scale(draw: u64, n: u128) -> u64 {
 
 /// One-way delay of [`LinkConfig::default`].
 pub const DEFAULT_LATENCY: Duration = Duration::from_micros(10);
-/// Bytes an IPv4 RoCEv2 frame adds to its UDP payload: Ethernet (14), IPv4 (20) and UDP (8)
-/// headers. The preamble, FCS and inter-frame gap are not modelled: the frame is what a pcap
-/// shows.
-pub const IPV4_FRAME_OVERHEAD: usize = 14 + 20 + 8;
-/// Bytes an IPv6 RoCEv2 frame adds to its UDP payload: Ethernet (14), IPv6 (40) and UDP (8).
-pub const IPV6_FRAME_OVERHEAD: usize = 14 + 40 + 8;
+// What a frame adds to its UDP payload on the wire, roce-wire's codec says: the Ethernet, IP and
+// UDP headers. The preamble, FCS and inter-frame gap are not modelled: the frame is what a pcap
+// shows.
+pub use roce_wire::frame::{IPV4_FRAME_OVERHEAD, IPV6_FRAME_OVERHEAD};
 
 /// Offset of the BTH's FECN/BECN byte, which the ICRC does not cover.
 const BTH_FECN_BECN: usize = 4;

@@ -251,9 +251,7 @@ impl RxRing {
         // SAFETY: the range is inside the mapping (index reduced modulo the slot count); the
         // acquire load above saw TP_STATUS_USER, so the kernel has written the slot and does not
         // write it again until it is released, which needs `&mut self` and so ends this borrow.
-        Some(unsafe {
-            std::slice::from_raw_parts(self.base.as_ptr().add(offset), self.frame_size)
-        })
+        Some(unsafe { std::slice::from_raw_parts(self.base.as_ptr().add(offset), self.frame_size) })
     }
 
     /// Hands slot `index` back to the kernel.
