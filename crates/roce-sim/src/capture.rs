@@ -188,9 +188,8 @@ mod tests {
     use std::net::SocketAddr;
 
     use roce_core::Duration;
+    use roce_wire::Psn;
     use roce_wire::frame::{Ecn, Frame, LinkType};
-    use roce_wire::icrc::{self, PseudoHeader};
-    use roce_wire::{BthRepr, Opcode, Psn, Qpn, RoceRepr};
 
     use super::*;
     use crate::{Fault, Link, LinkConfig};
@@ -214,19 +213,9 @@ mod tests {
 
     /// An RC SEND_ONLY with a valid ICRC for `src` → `dst`, IPv4 ID 0 and DF.
     fn send_only(src: SocketAddr, dst: SocketAddr, psn: u32, ecn: Ecn) -> SimPacket {
-        let mut repr = RoceRepr::new(BthRepr::new(
-            Opcode::RcSendOnly,
-            Qpn::new(0x11),
-            Psn::new(psn),
-        ));
-        repr.payload_len = 64;
-        let mut payload = vec![0; repr.buffer_len()];
-        repr.emit(&mut payload, |data| data.fill(0xab)).unwrap();
-        let header = PseudoHeader::for_datagram(src, dst, 0).expect("one family");
-        icrc::seal(&header, &mut payload);
         SimPacket {
             ecn,
-            ..SimPacket::new(src, dst, payload)
+            ..crate::link::sealed_send_only(src, dst, psn, 0xab)
         }
     }
 

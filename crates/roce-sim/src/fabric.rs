@@ -6,10 +6,10 @@
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
 
-use roce_core::{Duration, Instant, MAX_DATAGRAM, QpInit, Qpn};
+use roce_core::{Duration, Instant, MAX_DATAGRAM, Qpn};
 
 use crate::event_loop::{self, EventLoop, Network};
-use crate::pair::{PairConfig, Side, connect, side};
+use crate::pair::{PairConfig, Side, connect_nodes, side};
 use crate::switch::{CLASSES, Switch, SwitchConfig};
 use crate::{Net, SimPacket, set_sim_time};
 
@@ -63,42 +63,7 @@ impl Fabric {
     /// [`Fabric::connect`] with both QPs' packets sent with `dscp` (the address vector's traffic
     /// class), which the switch maps to a priority.
     pub fn connect_dscp(&mut self, i: usize, j: usize, dscp: u8) -> (Qpn, Qpn) {
-        let new_qp = |node: &mut Side| {
-            let init = QpInit {
-                pd: node.pd,
-                qp_type: self.config.qp_type,
-                send_cq: node.cq,
-                recv_cq: node.cq,
-                max_send_wr: self.config.queue_depth,
-                max_recv_wr: self.config.queue_depth,
-            };
-            node.nic.create_qp(&init).expect("a valid QP")
-        };
-        let qpn_i = new_qp(&mut self.nodes[i]);
-        let qpn_j = new_qp(&mut self.nodes[j]);
-        let (addr_i, addr_j) = (self.nodes[i].addr, self.nodes[j].addr);
-        let (psn_i, psn_j) = (self.config.a_psn, self.config.b_psn);
-        connect(
-            &self.config,
-            &mut self.nodes[i].nic,
-            qpn_i,
-            addr_i,
-            (addr_j, qpn_j),
-            psn_j,
-            psn_i,
-            dscp,
-        );
-        connect(
-            &self.config,
-            &mut self.nodes[j].nic,
-            qpn_j,
-            addr_j,
-            (addr_i, qpn_i),
-            psn_i,
-            psn_j,
-            dscp,
-        );
-        (qpn_i, qpn_j)
+        connect_nodes(&self.config, &mut self.nodes, i, j, dscp)
     }
 
     /// PAUSE frames host `i` has received.

@@ -660,6 +660,25 @@ pub use roce_wire::frame::{IPV4_FRAME_OVERHEAD, IPV6_FRAME_OVERHEAD};
 const BTH_FECN_BECN: usize = 4;
 const NANOS_PER_SEC: u128 = 1_000_000_000;
 
+/// An RC SEND_ONLY of 64 bytes of `fill` with a valid ICRC for `src` → `dst`, IPv4 ID 0 and DF:
+/// what the link and capture tests send.
+#[cfg(test)]
+pub(crate) fn sealed_send_only(src: SocketAddr, dst: SocketAddr, psn: u32, fill: u8) -> SimPacket {
+    use roce_wire::{BthRepr, PseudoHeader, RoceRepr, icrc};
+    let mut repr = RoceRepr::new(BthRepr::new(
+        Opcode::RcSendOnly,
+        Qpn::new(0x11),
+        Psn::new(psn),
+    ));
+    repr.payload_len = 64;
+    let mut payload = vec![0; repr.buffer_len()];
+    repr.emit(&mut payload, |data| data.fill(fill))
+        .expect("a buffer of its length");
+    let header = PseudoHeader::for_datagram(src, dst, 0).expect("one family");
+    icrc::seal(&header, &mut payload);
+    SimPacket::new(src, dst, payload)
+}
+
 #[cfg(test)]
 mod tests {
     use std::net::SocketAddr;
@@ -703,16 +722,7 @@ mod tests {
 
     /// An RC SEND_ONLY with 64 bytes of payload and a valid ICRC for A → B, IPv4 ID 0, DF.
     fn sealed(psn: u32) -> SimPacket {
-        let mut repr = RoceRepr::new(BthRepr::new(
-            Opcode::RcSendOnly,
-            Qpn::new(0x11),
-            Psn::new(psn),
-        ));
-        repr.payload_len = 64;
-        let mut payload = vec![0; repr.buffer_len()];
-        repr.emit(&mut payload, |data| data.fill(0x5a)).unwrap();
-        icrc::seal(&pseudo_header(), &mut payload);
-        SimPacket::new(addr(A), addr(B), payload)
+        sealed_send_only(addr(A), addr(B), psn, 0x5a)
     }
 
     fn pseudo_header() -> PseudoHeader {

@@ -5,10 +5,10 @@
 
 use std::net::{IpAddr, Ipv4Addr};
 
-use roce_core::{Instant, MAX_DATAGRAM, QpInit, Qpn};
+use roce_core::{Instant, MAX_DATAGRAM, Qpn};
 
 use crate::event_loop::{self, EventLoop, Network};
-use crate::pair::{PairConfig, Side, connect, side};
+use crate::pair::{PairConfig, Side, connect_nodes, side};
 use crate::{Link, SimPacket, set_sim_time};
 
 /// N nodes over a full mesh of links.
@@ -51,31 +51,7 @@ impl Net {
     /// Creates a QP on node `i` and one on node `j` and connects them to each other; returns
     /// their numbers. Completions go to each node's CQ.
     pub fn connect(&mut self, i: usize, j: usize) -> (Qpn, Qpn) {
-        let qpn_i = self.new_qp(i);
-        let qpn_j = self.new_qp(j);
-        let (addr_i, addr_j) = (self.nodes[i].addr, self.nodes[j].addr);
-        let (psn_i, psn_j) = (self.config.a_psn, self.config.b_psn);
-        connect(
-            &self.config,
-            &mut self.nodes[i].nic,
-            qpn_i,
-            addr_i,
-            (addr_j, qpn_j),
-            psn_j,
-            psn_i,
-            0,
-        );
-        connect(
-            &self.config,
-            &mut self.nodes[j].nic,
-            qpn_j,
-            addr_j,
-            (addr_i, qpn_i),
-            psn_i,
-            psn_j,
-            0,
-        );
-        (qpn_i, qpn_j)
+        connect_nodes(&self.config, &mut self.nodes, i, j, 0)
     }
 
     /// The link that carries what node `i` sends to node `j`.
@@ -103,19 +79,6 @@ impl Net {
     /// Steps until `done(self)` holds or `deadline` passes; returns whether it held.
     pub fn drive_while(&mut self, deadline: Instant, done: impl FnMut(&mut Self) -> bool) -> bool {
         event_loop::drive_while(self, deadline, done)
-    }
-
-    fn new_qp(&mut self, i: usize) -> Qpn {
-        let node = &mut self.nodes[i];
-        let init = QpInit {
-            pd: node.pd,
-            qp_type: self.config.qp_type,
-            send_cq: node.cq,
-            recv_cq: node.cq,
-            max_send_wr: self.config.queue_depth,
-            max_recv_wr: self.config.queue_depth,
-        };
-        node.nic.create_qp(&init).expect("a valid QP")
     }
 
     fn exchange(&mut self) {

@@ -292,15 +292,7 @@ pub(crate) fn side(config: &PairConfig, addr: IpAddr) -> Side {
     let mr = nic
         .reg_mr(pd, config.region_len, Access::ALL)
         .expect("a valid region");
-    let init = QpInit {
-        pd,
-        qp_type: config.qp_type,
-        send_cq: cq,
-        recv_cq: cq,
-        max_send_wr: config.queue_depth,
-        max_recv_wr: config.queue_depth,
-    };
-    let qpn = nic.create_qp(&init).expect("a valid QP");
+    let qpn = new_qp(config, &mut nic, pd, cq);
     Side {
         nic,
         addr,
@@ -310,6 +302,59 @@ pub(crate) fn side(config: &PairConfig, addr: IpAddr) -> Side {
         qkey: config.qkey,
         mr,
     }
+}
+
+/// A new QP of `config.qp_type` on `nic`, in `pd`, completing to `cq`.
+fn new_qp(config: &PairConfig, nic: &mut Nic, pd: PdHandle, cq: CqHandle) -> Qpn {
+    let init = QpInit {
+        pd,
+        qp_type: config.qp_type,
+        send_cq: cq,
+        recv_cq: cq,
+        max_send_wr: config.queue_depth,
+        max_recv_wr: config.queue_depth,
+    };
+    nic.create_qp(&init).expect("a valid QP")
+}
+
+/// Creates a QP on node `i` and one on node `j` and connects them to each other, both sending
+/// with `dscp`; returns their numbers. Completions go to each node's CQ. What
+/// [`crate::Net::connect`] and [`crate::Fabric::connect_dscp`] do.
+pub(crate) fn connect_nodes(
+    config: &PairConfig,
+    nodes: &mut [Side],
+    i: usize,
+    j: usize,
+    dscp: u8,
+) -> (Qpn, Qpn) {
+    let mut qpn = |k: usize| {
+        let node: &mut Side = &mut nodes[k];
+        new_qp(config, &mut node.nic, node.pd, node.cq)
+    };
+    let (qpn_i, qpn_j) = (qpn(i), qpn(j));
+    let (addr_i, addr_j) = (nodes[i].addr, nodes[j].addr);
+    let (psn_i, psn_j) = (config.a_psn, config.b_psn);
+    connect(
+        config,
+        &mut nodes[i].nic,
+        qpn_i,
+        addr_i,
+        (addr_j, qpn_j),
+        psn_j,
+        psn_i,
+        dscp,
+    );
+    connect(
+        config,
+        &mut nodes[j].nic,
+        qpn_j,
+        addr_j,
+        (addr_i, qpn_i),
+        psn_i,
+        psn_j,
+        dscp,
+    );
+    (qpn_i, qpn_j)
 }
 
 /// RESET → INIT → RTR → RTS, as ibv_rc_pingpong, ibv_uc_pingpong and ibv_ud_pingpong do it: each
