@@ -126,6 +126,28 @@ pub struct Ip {
     pub flow_label: Option<u32>,
 }
 
+impl Ip {
+    /// The fields the ICRC covers of a UDP datagram behind this header (IPv4 ID 0 if none is
+    /// given); `None` if the addresses mix IPv4 and IPv6.
+    fn pseudo_header(&self, src_port: u16, dst_port: u16) -> Option<PseudoHeader> {
+        let ip = match (self.src, self.dst) {
+            (IpAddr::V4(src), IpAddr::V4(dst)) => IpFields::V4 {
+                src,
+                dst,
+                identification: self.identification.unwrap_or(0),
+                dont_fragment: self.dont_fragment,
+            },
+            (IpAddr::V6(src), IpAddr::V6(dst)) => IpFields::V6 { src, dst },
+            _ => return None,
+        };
+        Some(PseudoHeader {
+            ip,
+            src_port,
+            dst_port,
+        })
+    }
+}
+
 /// The UDP header fields of a frame.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Udp {
@@ -371,25 +393,10 @@ impl<'a> Frame<'a> {
 
     /// The IP/UDP fields the ICRC covers, as the core sees them.
     pub fn pseudo_header(&self) -> Option<PseudoHeader> {
-        let ip = self.ip?;
         let Some(Transport::Udp(udp, _)) = self.transport else {
             return None;
         };
-        let fields = match (ip.src, ip.dst) {
-            (IpAddr::V4(src), IpAddr::V4(dst)) => IpFields::V4 {
-                src,
-                dst,
-                identification: ip.identification.unwrap_or(0),
-                dont_fragment: ip.dont_fragment,
-            },
-            (IpAddr::V6(src), IpAddr::V6(dst)) => IpFields::V6 { src, dst },
-            _ => return None,
-        };
-        Some(PseudoHeader {
-            ip: fields,
-            src_port: udp.src_port,
-            dst_port: udp.dst_port,
-        })
+        self.ip?.pseudo_header(udp.src_port, udp.dst_port)
     }
 }
 
@@ -596,21 +603,7 @@ impl FrameRepr {
 
     /// The IP/UDP fields the ICRC covers.
     pub fn pseudo_header(&self) -> Option<PseudoHeader> {
-        let ip = match (self.ip.src, self.ip.dst) {
-            (IpAddr::V4(src), IpAddr::V4(dst)) => IpFields::V4 {
-                src,
-                dst,
-                identification: self.ip.identification.unwrap_or(0),
-                dont_fragment: self.ip.dont_fragment,
-            },
-            (IpAddr::V6(src), IpAddr::V6(dst)) => IpFields::V6 { src, dst },
-            _ => return None,
-        };
-        Some(PseudoHeader {
-            ip,
-            src_port: self.src_port,
-            dst_port: self.dst_port,
-        })
+        self.ip.pseudo_header(self.src_port, self.dst_port)
     }
 
     fn ipv4(&self, src: Ipv4Addr, dst: Ipv4Addr, udp_len: u16) -> Result<Ipv4Header, ParseError> {
