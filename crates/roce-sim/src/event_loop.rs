@@ -21,6 +21,25 @@ pub(crate) trait EventLoop {
     fn settle(&mut self);
 }
 
+/// Implements [`EventLoop`] for a simulation with a `now` field, a `step` that runs what is due
+/// and jumps to the next event, and an `exchange` that runs what can happen now.
+macro_rules! impl_event_loop {
+    ($sim:ty) => {
+        impl $crate::event_loop::EventLoop for $sim {
+            fn clock(&self) -> roce_core::Instant {
+                self.now
+            }
+            fn next_event(&mut self) -> bool {
+                self.step()
+            }
+            fn settle(&mut self) {
+                self.exchange();
+            }
+        }
+    };
+}
+pub(crate) use impl_event_loop;
+
 /// What carries packets between the nodes of a simulation, seen from [`exchange`]. Node `i` is
 /// the `i`-th of the nodes passed along with it.
 pub(crate) trait Network {

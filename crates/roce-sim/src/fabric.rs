@@ -8,7 +8,7 @@ use std::collections::{BinaryHeap, VecDeque};
 
 use roce_core::{Duration, Instant, MAX_DATAGRAM, Qpn};
 
-use crate::event_loop::{self, EventLoop, Network};
+use crate::event_loop::{self, Network};
 use crate::pair::{PairConfig, Side, connect_nodes, side};
 use crate::switch::{CLASSES, Switch, SwitchConfig};
 use crate::{Net, SimPacket, set_sim_time};
@@ -195,14 +195,4 @@ impl Network for Ports<'_> {
     }
 }
 
-impl EventLoop for Fabric {
-    fn clock(&self) -> Instant {
-        self.now
-    }
-    fn next_event(&mut self) -> bool {
-        self.step()
-    }
-    fn settle(&mut self) {
-        self.exchange();
-    }
-}
+event_loop::impl_event_loop!(Fabric);

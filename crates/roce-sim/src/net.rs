@@ -7,7 +7,7 @@ use std::net::{IpAddr, Ipv4Addr};
 
 use roce_core::{Instant, MAX_DATAGRAM, Qpn};
 
-use crate::event_loop::{self, EventLoop, Network};
+use crate::event_loop::{self, Network};
 use crate::pair::{PairConfig, Side, connect_nodes, side};
 use crate::{Link, SimPacket, set_sim_time};
 
@@ -113,14 +113,4 @@ impl Network for Mesh<'_> {
     }
 }
 
-impl EventLoop for Net {
-    fn clock(&self) -> Instant {
-        self.now
-    }
-    fn next_event(&mut self) -> bool {
-        self.step()
-    }
-    fn settle(&mut self) {
-        self.exchange();
-    }
-}
+event_loop::impl_event_loop!(Net);

@@ -17,7 +17,7 @@ use roce_core::{
     NicConfig, PdHandle, Psn, QpAttr, QpInit, QpState, QpType, Qpn, Transmit, UdDest,
 };
 
-use crate::event_loop::{self, EventLoop, Network};
+use crate::event_loop::{self, Network};
 use crate::{Capture, Link, LinkConfig, SimPacket, set_sim_time};
 
 /// How a [`Pair`] is built. The default: seed 0, perfect 10 µs links, RC QPs, path MTU 1024,
@@ -386,47 +386,39 @@ pub fn connect(
         dscp,
         ..AddressVector::new(addr, peer)
     });
+    let access = QpAttr {
+        access_flags: Some(Access::ALL),
+        ..init
+    };
+    // What UC needs to reach RTR and RTS; RC adds its reliability attributes.
+    let rtr = QpAttr {
+        av,
+        path_mtu: Some(config.mtu),
+        dest_qpn: Some(peer_qpn),
+        rq_psn: Some(rq_psn),
+        ..state(QpState::Rtr)
+    };
+    let rts = QpAttr {
+        sq_psn: Some(sq_psn),
+        ..state(QpState::Rts)
+    };
     let steps = match config.qp_type {
         QpType::Rc => [
+            access,
             QpAttr {
-                access_flags: Some(Access::ALL),
-                ..init
-            },
-            QpAttr {
-                av,
-                path_mtu: Some(config.mtu),
-                dest_qpn: Some(peer_qpn),
-                rq_psn: Some(rq_psn),
                 max_dest_rd_atomic: Some(config.max_rd_atomic),
                 min_rnr_timer: Some(config.min_rnr_timer),
-                ..state(QpState::Rtr)
+                ..rtr
             },
             QpAttr {
-                sq_psn: Some(sq_psn),
                 timeout: Some(config.timeout),
                 retry_cnt: Some(config.retry_cnt),
                 rnr_retry: Some(config.rnr_retry),
                 max_rd_atomic: Some(config.max_rd_atomic),
-                ..state(QpState::Rts)
+                ..rts
             },
         ],
-        QpType::Uc => [
-            QpAttr {
-                access_flags: Some(Access::ALL),
-                ..init
-            },
-            QpAttr {
-                av,
-                path_mtu: Some(config.mtu),
-                dest_qpn: Some(peer_qpn),
-                rq_psn: Some(rq_psn),
-                ..state(QpState::Rtr)
-            },
-            QpAttr {
-                sq_psn: Some(sq_psn),
-                ..state(QpState::Rts)
-            },
-        ],
+        QpType::Uc => [access, rtr, rts],
         // A UD QP has no peer: the destination comes with each send WR.
         QpType::Ud => [
             QpAttr {
@@ -434,10 +426,7 @@ pub fn connect(
                 ..init
             },
             state(QpState::Rtr),
-            QpAttr {
-                sq_psn: Some(sq_psn),
-                ..state(QpState::Rts)
-            },
+            rts,
         ],
     };
     for attr in steps {
@@ -445,14 +434,4 @@ pub fn connect(
     }
 }
 
-impl EventLoop for Pair {
-    fn clock(&self) -> Instant {
-        self.now
-    }
-    fn next_event(&mut self) -> bool {
-        self.step()
-    }
-    fn settle(&mut self) {
-        self.exchange();
-    }
-}
+event_loop::impl_event_loop!(Pair);
