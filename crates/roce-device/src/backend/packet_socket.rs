@@ -24,7 +24,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
-use etherparse::{EtherType, IpNumber, LaxNetSlice, LaxSlicedPacket};
+use etherparse::{
+    EtherType, Ethernet2Header, IpNumber, LaxNetSlice, LaxSlicedPacket, SingleVlanHeader,
+};
 use nix::libc;
 use nix::sys::socket::MsgFlags;
 use roce_wire::frame::{Frame, LinkType, Segments};
@@ -76,7 +78,7 @@ pub fn open(interface: &str, promiscuous: bool) -> io::Result<PacketSocket> {
         .ok()
         .and_then(|text| text.trim().parse().ok())
         .unwrap_or(1500);
-    let max_frame = mtu + 18;
+    let max_frame = mtu + Ethernet2Header::LEN + SingleVlanHeader::LEN;
     let fd = PacketFd::new().map_err(|err| {
         if err.kind() == io::ErrorKind::PermissionDenied {
             io::Error::new(
