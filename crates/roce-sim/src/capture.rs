@@ -185,12 +185,11 @@ pub const PCAP_DIR_VAR: &str = "ROCE_SIM_PCAP";
 
 #[cfg(test)]
 mod tests {
-    use std::net::{IpAddr, SocketAddr};
+    use std::net::SocketAddr;
 
     use roce_core::Duration;
+    use roce_wire::Psn;
     use roce_wire::frame::{Ecn, Frame, LinkType};
-    use roce_wire::icrc::{self, IpFields, PseudoHeader};
-    use roce_wire::{BthRepr, Opcode, Psn, Qpn, RoceRepr};
 
     use super::*;
     use crate::{Fault, Link, LinkConfig};
@@ -214,33 +213,9 @@ mod tests {
 
     /// An RC SEND_ONLY with a valid ICRC for `src` → `dst`, IPv4 ID 0 and DF.
     fn send_only(src: SocketAddr, dst: SocketAddr, psn: u32, ecn: Ecn) -> SimPacket {
-        let mut repr = RoceRepr::new(BthRepr::new(
-            Opcode::RcSendOnly,
-            Qpn::new(0x11),
-            Psn::new(psn),
-        ));
-        repr.payload_len = 64;
-        let mut payload = vec![0; repr.buffer_len()];
-        repr.emit(&mut payload, |data| data.fill(0xab)).unwrap();
-        let ip = match (src.ip(), dst.ip()) {
-            (IpAddr::V4(src), IpAddr::V4(dst)) => IpFields::V4 {
-                src,
-                dst,
-                identification: 0,
-                dont_fragment: true,
-            },
-            (IpAddr::V6(src), IpAddr::V6(dst)) => IpFields::V6 { src, dst },
-            _ => unreachable!("one family"),
-        };
-        let header = PseudoHeader {
-            ip,
-            src_port: src.port(),
-            dst_port: dst.port(),
-        };
-        icrc::seal(&header, &mut payload);
         SimPacket {
             ecn,
-            ..SimPacket::new(src, dst, payload)
+            ..crate::link::sealed_send_only(src, dst, psn, 0xab)
         }
     }
 

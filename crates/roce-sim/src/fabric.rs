@@ -6,10 +6,10 @@
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
 
-use roce_core::{Duration, Instant, MAX_DATAGRAM, QpInit, Qpn};
+use roce_core::{Duration, Instant, MAX_DATAGRAM, Qpn};
 
-use crate::event_loop::{self, EventLoop};
-use crate::pair::{PairConfig, Side, connect, datagram, packet, side};
+use crate::event_loop::{self, Network};
+use crate::pair::{PairConfig, Side, connect_nodes, side};
 use crate::switch::{CLASSES, Switch, SwitchConfig};
 use crate::{Net, SimPacket, set_sim_time};
 
@@ -63,42 +63,7 @@ impl Fabric {
     /// [`Fabric::connect`] with both QPs' packets sent with `dscp` (the address vector's traffic
     /// class), which the switch maps to a priority.
     pub fn connect_dscp(&mut self, i: usize, j: usize, dscp: u8) -> (Qpn, Qpn) {
-        let new_qp = |node: &mut Side| {
-            let init = QpInit {
-                pd: node.pd,
-                qp_type: self.config.qp_type,
-                send_cq: node.cq,
-                recv_cq: node.cq,
-                max_send_wr: self.config.queue_depth,
-                max_recv_wr: self.config.queue_depth,
-            };
-            node.nic.create_qp(&init).expect("a valid QP")
-        };
-        let qpn_i = new_qp(&mut self.nodes[i]);
-        let qpn_j = new_qp(&mut self.nodes[j]);
-        let (addr_i, addr_j) = (self.nodes[i].addr, self.nodes[j].addr);
-        let (psn_i, psn_j) = (self.config.a_psn, self.config.b_psn);
-        connect(
-            &self.config,
-            &mut self.nodes[i].nic,
-            qpn_i,
-            addr_i,
-            (addr_j, qpn_j),
-            psn_j,
-            psn_i,
-            dscp,
-        );
-        connect(
-            &self.config,
-            &mut self.nodes[j].nic,
-            qpn_j,
-            addr_j,
-            (addr_i, qpn_i),
-            psn_i,
-            psn_j,
-            dscp,
-        );
-        (qpn_i, qpn_j)
+        connect_nodes(&self.config, &mut self.nodes, i, j, dscp)
     }
 
     /// PAUSE frames host `i` has received.
@@ -146,85 +111,88 @@ impl Fabric {
     }
 
     fn exchange(&mut self) {
-        let now = self.now;
-        set_sim_time(now);
-        let bandwidth = self.switch.config().bandwidth_bps.max(1);
-        let latency = self.switch.config().latency;
-        let priority_of = self.switch.config().dscp_to_priority;
-        loop {
-            let mut progress = false;
-            self.switch.advance(now);
-            for i in 0..self.nodes.len() {
-                while let Some(frame) = self.switch.pause_frame(now, i) {
-                    let host = &mut self.hosts[i];
-                    host.paused_until[usize::from(frame.priority)] = frame.until;
-                    host.pauses_received += u64::from(frame.until > frame.at);
-                    progress = true;
-                }
-                while let Some(p) = self.switch.deliver(now, i) {
-                    self.nodes[i].nic.handle_datagram(now, datagram(&p));
-                    progress = true;
-                }
-                let node = &mut self.nodes[i];
-                if node.nic.poll_timeout().is_some_and(|at| at <= now) {
-                    node.nic.handle_timeout(now);
-                    progress = true;
-                }
-                while let Some(transmit) = node.nic.poll_transmit(now, &mut self.buf) {
-                    let p = packet(&transmit, &self.buf);
-                    let class = usize::from(priority_of[usize::from(p.dscp & 63)]) % CLASSES;
-                    self.hosts[i].queues[class].push_back(p);
-                    progress = true;
-                }
-                // The host's egress: one packet at a time at line rate, paused priorities wait.
-                let host = &mut self.hosts[i];
-                while host.busy_until <= now {
-                    let Some(class) = (0..CLASSES)
-                        .rev()
-                        .find(|&c| !host.queues[c].is_empty() && host.paused_until[c] <= now)
-                    else {
-                        break;
-                    };
-                    let p = host.queues[class].pop_front().expect("chosen non-empty");
-                    let nanos = (p.wire_len() as u64 * 8 * 1_000_000_000).div_ceil(bandwidth);
-                    let end = now.max(host.busy_until) + Duration::from_nanos(nanos);
-                    host.busy_until = end;
-                    self.seq += 1;
-                    host.cable.push(Reverse((end + latency, self.seq)));
-                    host.cable_packets.push((self.seq, p));
-                    progress = true;
-                }
-                while let Some(Reverse((at, seq))) = self.hosts[i].cable.peek().copied() {
-                    if at > now {
-                        break;
-                    }
-                    self.hosts[i].cable.pop();
-                    let host = &mut self.hosts[i];
-                    let index = host
-                        .cable_packets
-                        .iter()
-                        .position(|(s, _)| *s == seq)
-                        .expect("queued with its packet");
-                    let p = host.cable_packets.swap_remove(index).1;
-                    self.switch.receive(at, i, p);
-                    progress = true;
-                }
-            }
-            if !progress {
-                return;
-            }
-        }
+        let mut network = Ports {
+            switch: &mut self.switch,
+            hosts: &mut self.hosts,
+            seq: &mut self.seq,
+        };
+        event_loop::exchange(self.now, &mut self.nodes, &mut network, &mut self.buf);
     }
 }
 
-impl EventLoop for Fabric {
-    fn clock(&self) -> Instant {
-        self.now
+/// The hosts' egress and the switch: host i on port i.
+struct Ports<'a> {
+    switch: &'a mut Switch,
+    hosts: &'a mut [Host],
+    seq: &'a mut u64,
+}
+
+impl Network for Ports<'_> {
+    /// The switch moves on, and hands the hosts the PFC frames that reached them.
+    fn advance(&mut self, now: Instant) -> bool {
+        let mut progress = false;
+        self.switch.advance(now);
+        for (i, host) in self.hosts.iter_mut().enumerate() {
+            while let Some(frame) = self.switch.pause_frame(now, i) {
+                host.paused_until[usize::from(frame.priority)] = frame.until;
+                host.pauses_received += u64::from(frame.until > frame.at);
+                progress = true;
+            }
+        }
+        progress
     }
-    fn next_event(&mut self) -> bool {
-        self.step()
+
+    fn deliver(&mut self, now: Instant, to: usize) -> Option<SimPacket> {
+        self.switch.deliver(now, to)
     }
-    fn settle(&mut self) {
-        self.exchange();
+
+    /// Into the host's egress queue of the packet's priority.
+    fn send(&mut self, _now: Instant, from: usize, p: SimPacket) {
+        let priority_of = self.switch.config().dscp_to_priority;
+        let class = usize::from(priority_of[usize::from(p.dscp & 63)]) % CLASSES;
+        self.hosts[from].queues[class].push_back(p);
+    }
+
+    /// Each host's egress: one packet at a time at line rate, paused priorities wait; what has
+    /// crossed the cable reaches the switch.
+    fn forward(&mut self, now: Instant) -> bool {
+        let bandwidth = self.switch.config().bandwidth_bps.max(1);
+        let latency = self.switch.config().latency;
+        let mut progress = false;
+        for (i, host) in self.hosts.iter_mut().enumerate() {
+            while host.busy_until <= now {
+                let Some(class) = (0..CLASSES)
+                    .rev()
+                    .find(|&c| !host.queues[c].is_empty() && host.paused_until[c] <= now)
+                else {
+                    break;
+                };
+                let p = host.queues[class].pop_front().expect("chosen non-empty");
+                let nanos = (p.wire_len() as u64 * 8 * 1_000_000_000).div_ceil(bandwidth);
+                let end = now.max(host.busy_until) + Duration::from_nanos(nanos);
+                host.busy_until = end;
+                *self.seq += 1;
+                host.cable.push(Reverse((end + latency, *self.seq)));
+                host.cable_packets.push((*self.seq, p));
+                progress = true;
+            }
+            while let Some(Reverse((at, seq))) = host.cable.peek().copied() {
+                if at > now {
+                    break;
+                }
+                host.cable.pop();
+                let index = host
+                    .cable_packets
+                    .iter()
+                    .position(|(s, _)| *s == seq)
+                    .expect("queued with its packet");
+                let p = host.cable_packets.swap_remove(index).1;
+                self.switch.receive(at, i, p);
+                progress = true;
+            }
+        }
+        progress
     }
 }
+
+event_loop::impl_event_loop!(Fabric);

@@ -651,23 +651,40 @@ fn scale(draw: u64, n: u128) -> u64 {
 
 /// One-way delay of [`LinkConfig::default`].
 pub const DEFAULT_LATENCY: Duration = Duration::from_micros(10);
-/// Bytes an IPv4 RoCEv2 frame adds to its UDP payload: Ethernet (14), IPv4 (20) and UDP (8)
-/// headers. The preamble, FCS and inter-frame gap are not modelled: the frame is what a pcap
-/// shows.
-pub const IPV4_FRAME_OVERHEAD: usize = 14 + 20 + 8;
-/// Bytes an IPv6 RoCEv2 frame adds to its UDP payload: Ethernet (14), IPv6 (40) and UDP (8).
-pub const IPV6_FRAME_OVERHEAD: usize = 14 + 40 + 8;
+// What a frame adds to its UDP payload on the wire, roce-wire's codec says: the Ethernet, IP and
+// UDP headers. The preamble, FCS and inter-frame gap are not modelled: the frame is what a pcap
+// shows.
+pub use roce_wire::frame::{IPV4_FRAME_OVERHEAD, IPV6_FRAME_OVERHEAD};
 
 /// Offset of the BTH's FECN/BECN byte, which the ICRC does not cover.
 const BTH_FECN_BECN: usize = 4;
 const NANOS_PER_SEC: u128 = 1_000_000_000;
+
+/// An RC SEND_ONLY of 64 bytes of `fill` with a valid ICRC for `src` → `dst`, IPv4 ID 0 and DF:
+/// what the link and capture tests send.
+#[cfg(test)]
+pub(crate) fn sealed_send_only(src: SocketAddr, dst: SocketAddr, psn: u32, fill: u8) -> SimPacket {
+    use roce_wire::{BthRepr, PseudoHeader, RoceRepr, icrc};
+    let mut repr = RoceRepr::new(BthRepr::new(
+        Opcode::RcSendOnly,
+        Qpn::new(0x11),
+        Psn::new(psn),
+    ));
+    repr.payload_len = 64;
+    let mut payload = vec![0; repr.buffer_len()];
+    repr.emit(&mut payload, |data| data.fill(fill))
+        .expect("a buffer of its length");
+    let header = PseudoHeader::for_datagram(src, dst, 0).expect("one family");
+    icrc::seal(&header, &mut payload);
+    SimPacket::new(src, dst, payload)
+}
 
 #[cfg(test)]
 mod tests {
     use std::net::SocketAddr;
 
     use proptest::prelude::*;
-    use roce_wire::icrc::{self, IpFields, PseudoHeader};
+    use roce_wire::icrc::{self, PseudoHeader};
     use roce_wire::{AethRepr, AtomicAckEthRepr, BthRepr, RoceRepr};
 
     use super::*;
@@ -705,32 +722,11 @@ mod tests {
 
     /// An RC SEND_ONLY with 64 bytes of payload and a valid ICRC for A → B, IPv4 ID 0, DF.
     fn sealed(psn: u32) -> SimPacket {
-        let mut repr = RoceRepr::new(BthRepr::new(
-            Opcode::RcSendOnly,
-            Qpn::new(0x11),
-            Psn::new(psn),
-        ));
-        repr.payload_len = 64;
-        let mut payload = vec![0; repr.buffer_len()];
-        repr.emit(&mut payload, |data| data.fill(0x5a)).unwrap();
-        icrc::seal(&pseudo_header(), &mut payload);
-        SimPacket::new(addr(A), addr(B), payload)
+        sealed_send_only(addr(A), addr(B), psn, 0x5a)
     }
 
     fn pseudo_header() -> PseudoHeader {
-        let (SocketAddr::V4(a), SocketAddr::V4(b)) = (addr(A), addr(B)) else {
-            unreachable!()
-        };
-        PseudoHeader {
-            ip: IpFields::V4 {
-                src: *a.ip(),
-                dst: *b.ip(),
-                identification: 0,
-                dont_fragment: true,
-            },
-            src_port: a.port(),
-            dst_port: b.port(),
-        }
+        PseudoHeader::for_datagram(addr(A), addr(B), 0).expect("one family")
     }
 
     /// Everything that arrives by `until`, with its arrival time, in delivery order.

@@ -5,11 +5,11 @@
 
 use std::net::{IpAddr, Ipv4Addr};
 
-use roce_core::{Instant, MAX_DATAGRAM, QpInit, Qpn};
+use roce_core::{Instant, MAX_DATAGRAM, Qpn};
 
-use crate::event_loop::{self, EventLoop};
-use crate::pair::{PairConfig, Side, connect, datagram, packet, side};
-use crate::{Link, set_sim_time};
+use crate::event_loop::{self, Network};
+use crate::pair::{PairConfig, Side, connect_nodes, side};
+use crate::{Link, SimPacket, set_sim_time};
 
 /// N nodes over a full mesh of links.
 #[derive(Debug)]
@@ -51,31 +51,7 @@ impl Net {
     /// Creates a QP on node `i` and one on node `j` and connects them to each other; returns
     /// their numbers. Completions go to each node's CQ.
     pub fn connect(&mut self, i: usize, j: usize) -> (Qpn, Qpn) {
-        let qpn_i = self.new_qp(i);
-        let qpn_j = self.new_qp(j);
-        let (addr_i, addr_j) = (self.nodes[i].addr, self.nodes[j].addr);
-        let (psn_i, psn_j) = (self.config.a_psn, self.config.b_psn);
-        connect(
-            &self.config,
-            &mut self.nodes[i].nic,
-            qpn_i,
-            addr_i,
-            (addr_j, qpn_j),
-            psn_j,
-            psn_i,
-            0,
-        );
-        connect(
-            &self.config,
-            &mut self.nodes[j].nic,
-            qpn_j,
-            addr_j,
-            (addr_i, qpn_i),
-            psn_i,
-            psn_j,
-            0,
-        );
-        (qpn_i, qpn_j)
+        connect_nodes(&self.config, &mut self.nodes, i, j, 0)
     }
 
     /// The link that carries what node `i` sends to node `j`.
@@ -105,63 +81,36 @@ impl Net {
         event_loop::drive_while(self, deadline, done)
     }
 
-    fn new_qp(&mut self, i: usize) -> Qpn {
-        let node = &mut self.nodes[i];
-        let init = QpInit {
-            pd: node.pd,
-            qp_type: self.config.qp_type,
-            send_cq: node.cq,
-            recv_cq: node.cq,
-            max_send_wr: self.config.queue_depth,
-            max_recv_wr: self.config.queue_depth,
+    fn exchange(&mut self) {
+        let mut mesh = Mesh {
+            links: &mut self.links,
+            n: self.nodes.len(),
         };
-        node.nic.create_qp(&init).expect("a valid QP")
+        event_loop::exchange(self.now, &mut self.nodes, &mut mesh, &mut self.buf);
+    }
+}
+
+/// A full mesh of links: `links[i * n + j]` carries what node i sends to node j.
+struct Mesh<'a> {
+    links: &'a mut [Link],
+    n: usize,
+}
+
+impl Network for Mesh<'_> {
+    fn deliver(&mut self, now: Instant, to: usize) -> Option<SimPacket> {
+        (0..self.n).find_map(|from| self.links.get_mut(from * self.n + to)?.deliver(now))
     }
 
-    fn exchange(&mut self) {
-        let now = self.now;
-        let n = self.nodes.len();
-        set_sim_time(now);
-        loop {
-            let mut progress = false;
-            for (k, link) in self.links.iter_mut().enumerate() {
-                while let Some(p) = link.deliver(now) {
-                    self.nodes[k % n].nic.handle_datagram(now, datagram(&p));
-                    progress = true;
-                }
-            }
-            for (i, node) in self.nodes.iter_mut().enumerate() {
-                if node.nic.poll_timeout().is_some_and(|at| at <= now) {
-                    node.nic.handle_timeout(now);
-                    progress = true;
-                }
-                while let Some(transmit) = node.nic.poll_transmit(now, &mut self.buf) {
-                    // Routing: node j owns 198.18.0.(j + 1); anything else is lost.
-                    let j = match transmit.dst.ip() {
-                        IpAddr::V4(v4) => usize::from(v4.octets()[3]).wrapping_sub(1),
-                        IpAddr::V6(_) => usize::MAX,
-                    };
-                    if j < n && j != i {
-                        self.links[i * n + j].send(now, packet(&transmit, &self.buf));
-                    }
-                    progress = true;
-                }
-            }
-            if !progress {
-                return;
-            }
+    fn send(&mut self, now: Instant, from: usize, packet: SimPacket) {
+        // Routing: node j owns 198.18.0.(j + 1); anything else is lost.
+        let to = match packet.dst.ip() {
+            IpAddr::V4(v4) => usize::from(v4.octets()[3]).wrapping_sub(1),
+            IpAddr::V6(_) => usize::MAX,
+        };
+        if to < self.n && to != from {
+            self.links[from * self.n + to].send(now, packet);
         }
     }
 }
 
-impl EventLoop for Net {
-    fn clock(&self) -> Instant {
-        self.now
-    }
-    fn next_event(&mut self) -> bool {
-        self.step()
-    }
-    fn settle(&mut self) {
-        self.exchange();
-    }
-}
+event_loop::impl_event_loop!(Net);

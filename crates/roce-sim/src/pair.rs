@@ -17,7 +17,7 @@ use roce_core::{
     Mtu, Nic, NicConfig, PdHandle, Psn, QpInit, QpState, QpType, Qpn, Transmit, UdDest,
 };
 
-use crate::event_loop::{self, EventLoop};
+use crate::event_loop::{self, Network};
 use crate::{Capture, Link, LinkConfig, SimPacket, set_sim_time};
 
 /// How a [`Pair`] is built. The default: seed 0, perfect 10 µs links, RC QPs, path MTU 1024,
@@ -230,40 +230,32 @@ impl Pair {
 
     /// Everything that can happen at `now`, until nothing more does.
     fn exchange(&mut self) {
-        let now = self.now;
-        set_sim_time(now);
-        loop {
-            let mut progress = false;
-            while let Some(packet) = self.a_to_b.deliver(now) {
-                let _span = tracing::info_span!("nic", name = "b").entered();
-                self.b.nic.handle_datagram(now, datagram(&packet));
-                progress = true;
-            }
-            while let Some(packet) = self.b_to_a.deliver(now) {
-                let _span = tracing::info_span!("nic", name = "a").entered();
-                self.a.nic.handle_datagram(now, datagram(&packet));
-                progress = true;
-            }
-            for (side, name) in [(&mut self.a, "a"), (&mut self.b, "b")] {
-                if side.nic.poll_timeout().is_some_and(|at| at <= now) {
-                    let _span = tracing::info_span!("nic", name).entered();
-                    side.nic.handle_timeout(now);
-                    progress = true;
-                }
-            }
-            for (side, link) in [
-                (&mut self.a, &mut self.a_to_b),
-                (&mut self.b, &mut self.b_to_a),
-            ] {
-                while let Some(transmit) = side.nic.poll_transmit(now, &mut self.buf) {
-                    link.send(now, packet(&transmit, &self.buf));
-                    progress = true;
-                }
-            }
-            if !progress {
-                return;
-            }
+        let mut links = PairLinks([&mut self.a_to_b, &mut self.b_to_a]);
+        event_loop::exchange(
+            self.now,
+            &mut [&mut self.a, &mut self.b],
+            &mut links,
+            &mut self.buf,
+        );
+    }
+}
+
+/// A pair's network: node 0 (a) sends on the first link, node 1 (b) on the second.
+struct PairLinks<'a>([&'a mut Link; 2]);
+
+impl Network for PairLinks<'_> {
+    fn deliver(&mut self, now: Instant, to: usize) -> Option<SimPacket> {
+        self.0.get_mut(1 - to.min(1))?.deliver(now)
+    }
+
+    fn send(&mut self, now: Instant, from: usize, packet: SimPacket) {
+        if let Some(link) = self.0.get_mut(from) {
+            link.send(now, packet);
         }
+    }
+
+    fn node_name(&self, i: usize) -> Option<&'static str> {
+        ["a", "b"].get(i).copied()
     }
 }
 
@@ -300,15 +292,7 @@ pub(crate) fn side(config: &PairConfig, addr: IpAddr) -> Side {
     let mr = nic
         .reg_mr(pd, config.region_len, Access::ALL)
         .expect("a valid region");
-    let init = QpInit {
-        pd,
-        qp_type: config.qp_type,
-        send_cq: cq,
-        recv_cq: cq,
-        max_send_wr: config.queue_depth,
-        max_recv_wr: config.queue_depth,
-    };
-    let qpn = nic.create_qp(&init).expect("a valid QP");
+    let qpn = new_qp(config, &mut nic, pd, cq);
     Side {
         nic,
         addr,
@@ -318,6 +302,59 @@ pub(crate) fn side(config: &PairConfig, addr: IpAddr) -> Side {
         qkey: config.qkey,
         mr,
     }
+}
+
+/// A new QP of `config.qp_type` on `nic`, in `pd`, completing to `cq`.
+fn new_qp(config: &PairConfig, nic: &mut Nic, pd: PdHandle, cq: CqHandle) -> Qpn {
+    let init = QpInit {
+        pd,
+        qp_type: config.qp_type,
+        send_cq: cq,
+        recv_cq: cq,
+        max_send_wr: config.queue_depth,
+        max_recv_wr: config.queue_depth,
+    };
+    nic.create_qp(&init).expect("a valid QP")
+}
+
+/// Creates a QP on node `i` and one on node `j` and connects them to each other, both sending
+/// with `dscp`; returns their numbers. Completions go to each node's CQ. What
+/// [`crate::Net::connect`] and [`crate::Fabric::connect_dscp`] do.
+pub(crate) fn connect_nodes(
+    config: &PairConfig,
+    nodes: &mut [Side],
+    i: usize,
+    j: usize,
+    dscp: u8,
+) -> (Qpn, Qpn) {
+    let mut qpn = |k: usize| {
+        let node: &mut Side = &mut nodes[k];
+        new_qp(config, &mut node.nic, node.pd, node.cq)
+    };
+    let (qpn_i, qpn_j) = (qpn(i), qpn(j));
+    let (addr_i, addr_j) = (nodes[i].addr, nodes[j].addr);
+    let (psn_i, psn_j) = (config.a_psn, config.b_psn);
+    connect(
+        config,
+        &mut nodes[i].nic,
+        qpn_i,
+        addr_i,
+        (addr_j, qpn_j),
+        psn_j,
+        psn_i,
+        dscp,
+    );
+    connect(
+        config,
+        &mut nodes[j].nic,
+        qpn_j,
+        addr_j,
+        (addr_i, qpn_i),
+        psn_i,
+        psn_j,
+        dscp,
+    );
+    (qpn_i, qpn_j)
 }
 
 /// RESET → INIT → RTR → RTS, as ibv_rc_pingpong, ibv_uc_pingpong and ibv_ud_pingpong do it: each
@@ -360,14 +397,4 @@ pub fn connect(
         .expect("the pair's QPs connect");
 }
 
-impl EventLoop for Pair {
-    fn clock(&self) -> Instant {
-        self.now
-    }
-    fn next_event(&mut self) -> bool {
-        self.step()
-    }
-    fn settle(&mut self) {
-        self.exchange();
-    }
-}
+event_loop::impl_event_loop!(Pair);

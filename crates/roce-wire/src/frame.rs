@@ -1,10 +1,13 @@
 //! Whole frames: Ethernet (with an optional 802.1Q tag), IPv4 or IPv6, UDP, and the RoCEv2 packet
 //! inside. etherparse reads and writes the Ethernet, VLAN, IP and UDP headers; this module only
 //! ties them to the RoCE part. Used by the raw backend, the simulator's captures and `roce dump`.
-//! [`gso`] cuts a segmentation-offload batch captured whole into the datagrams it stands for.
+//! [`gso`] cuts a segmentation-offload batch captured whole into the datagrams it stands for;
+//! [`rewrite`] edits the frames a switch forwards in place (ECN marking, checksums left to an
+//! offload).
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
+use etherparse::checksum::Sum16BitWords;
 use etherparse::{
     EtherType, Ethernet2Header, IpDscp, IpEcn, IpNumber, Ipv4Header, Ipv6FlowLabel, Ipv6Header,
     LinkExtSlice, LinkSlice, NetSlice, SingleVlanHeader, SlicedPacket, TransportSlice, UdpHeader,
@@ -15,8 +18,16 @@ use crate::icrc::{self, IpFields, PseudoHeader};
 use crate::{Layer, ParseError, ROCE_V2_UDP_PORT, RocePacket};
 
 pub mod gso;
+pub mod rewrite;
 
 pub use gso::Segments;
+
+/// Bytes an untagged Ethernet frame carrying an IPv4/UDP datagram adds to its UDP payload: the
+/// Ethernet, IPv4 (no options) and UDP headers, 14 + 20 + 8. What link and switch models count
+/// on the wire besides the payload.
+pub const IPV4_FRAME_OVERHEAD: usize = Ethernet2Header::LEN + Ipv4Header::MIN_LEN + UdpHeader::LEN;
+/// The same for IPv6 (no extension headers): 14 + 40 + 8.
+pub const IPV6_FRAME_OVERHEAD: usize = Ethernet2Header::LEN + Ipv6Header::LEN + UdpHeader::LEN;
 
 /// What the bytes of a captured frame start with (pcap's link type).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -115,6 +126,28 @@ pub struct Ip {
     pub flow_label: Option<u32>,
 }
 
+impl Ip {
+    /// The fields the ICRC covers of a UDP datagram behind this header (IPv4 ID 0 if none is
+    /// given); `None` if the addresses mix IPv4 and IPv6.
+    fn pseudo_header(&self, src_port: u16, dst_port: u16) -> Option<PseudoHeader> {
+        let ip = match (self.src, self.dst) {
+            (IpAddr::V4(src), IpAddr::V4(dst)) => IpFields::V4 {
+                src,
+                dst,
+                identification: self.identification.unwrap_or(0),
+                dont_fragment: self.dont_fragment,
+            },
+            (IpAddr::V6(src), IpAddr::V6(dst)) => IpFields::V6 { src, dst },
+            _ => return None,
+        };
+        Some(PseudoHeader {
+            ip,
+            src_port,
+            dst_port,
+        })
+    }
+}
+
 /// The UDP header fields of a frame.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Udp {
@@ -154,6 +187,9 @@ pub struct Frame<'a> {
     pub ip: Option<Ip>,
     /// What is above IP.
     pub transport: Option<Transport<'a>>,
+    /// The bytes before the IP header (Ethernet header and tags, or a cooked-capture header), as
+    /// captured; [`gso`] writes them in front of each datagram.
+    link_header: &'a [u8],
     ip_header: IpHeaderCopy,
     /// The UDP header as captured (empty if the frame is not UDP); [`gso`] rewrites its length.
     udp_header: UdpHeaderCopy,
@@ -238,6 +274,15 @@ impl<'a> Frame<'a> {
             _ => None,
         };
 
+        let ip_slice = match &sliced.net {
+            Some(NetSlice::Ipv4(v4)) => v4.header().slice(),
+            Some(NetSlice::Ipv6(v6)) => v6.header().slice(),
+            Some(NetSlice::Arp(_)) | None => &[],
+        };
+        let link_header = offset_in(bytes, ip_slice)
+            .and_then(|at| bytes.get(..at))
+            .unwrap_or_default();
+
         let (ip, ip_header) = match &sliced.net {
             Some(NetSlice::Ipv4(v4)) => {
                 let h = v4.header();
@@ -302,6 +347,7 @@ impl<'a> Frame<'a> {
             ethernet,
             ip,
             transport,
+            link_header,
             ip_header,
             udp_header,
         })
@@ -347,25 +393,10 @@ impl<'a> Frame<'a> {
 
     /// The IP/UDP fields the ICRC covers, as the core sees them.
     pub fn pseudo_header(&self) -> Option<PseudoHeader> {
-        let ip = self.ip?;
         let Some(Transport::Udp(udp, _)) = self.transport else {
             return None;
         };
-        let fields = match (ip.src, ip.dst) {
-            (IpAddr::V4(src), IpAddr::V4(dst)) => IpFields::V4 {
-                src,
-                dst,
-                identification: ip.identification.unwrap_or(0),
-                dont_fragment: ip.dont_fragment,
-            },
-            (IpAddr::V6(src), IpAddr::V6(dst)) => IpFields::V6 { src, dst },
-            _ => return None,
-        };
-        Some(PseudoHeader {
-            ip: fields,
-            src_port: udp.src_port,
-            dst_port: udp.dst_port,
-        })
+        self.ip?.pseudo_header(udp.src_port, udp.dst_port)
     }
 }
 
@@ -385,6 +416,12 @@ fn cooked(
     };
     let protocol = EtherType(u16::from_be_bytes([protocol[0], protocol[1]]));
     Ok(SlicedPacket::from_ether_type(protocol, rest))
+}
+
+/// Where `inner`, a slice of `outer`, starts in it (`None` if it is not one, or empty).
+fn offset_in(outer: &[u8], inner: &[u8]) -> Option<usize> {
+    let at = (inner.as_ptr() as usize).checked_sub(outer.as_ptr() as usize)?;
+    (!inner.is_empty() && at + inner.len() <= outer.len()).then_some(at)
 }
 
 fn other_protocol(net: &Option<NetSlice<'_>>) -> Option<u8> {
@@ -528,23 +565,45 @@ impl FrameRepr {
         Ok(len)
     }
 
+    /// Writes the headers for a segmentation-offload send of a UDP payload of `payload_len`
+    /// bytes, which the kernel cuts into datagrams (`UDP_SEGMENT`, a `virtio_net_hdr` with
+    /// `VIRTIO_NET_HDR_GSO_UDP_L4`): as [`FrameRepr::emit_headers`], but the UDP checksum field
+    /// holds the sum (not inverted) of the pseudo-header of the whole (RFC 768, RFC 8200 §8.1),
+    /// which the kernel completes for each datagram it cuts (`CHECKSUM_PARTIAL`).
+    pub fn emit_offload_headers(
+        &self,
+        buf: &mut [u8],
+        payload_len: usize,
+    ) -> Result<usize, ParseError> {
+        let len = self.emit_headers(buf, payload_len)?;
+        let udp_len =
+            u32::try_from(UDP_HEADER_LEN + payload_len).map_err(|_| malformed(Layer::Udp))?;
+        let sum = match (self.ip.src, self.ip.dst) {
+            (IpAddr::V4(src), IpAddr::V4(dst)) => Sum16BitWords::new()
+                .add_4bytes(src.octets())
+                .add_4bytes(dst.octets())
+                .add_2bytes([0, IpNumber::UDP.0])
+                .add_2bytes(
+                    u16::try_from(udp_len)
+                        .map_err(|_| malformed(Layer::Udp))?
+                        .to_be_bytes(),
+                ),
+            (IpAddr::V6(src), IpAddr::V6(dst)) => Sum16BitWords::new()
+                .add_16bytes(src.octets())
+                .add_16bytes(dst.octets())
+                .add_4bytes(udp_len.to_be_bytes())
+                .add_4bytes([0, 0, 0, IpNumber::UDP.0]),
+            _ => return Err(malformed(Layer::Ipv4)),
+        };
+        // etherparse sums in the host's byte order; `to_be` turns its result into the value.
+        let partial = (!sum.ones_complement()).to_be();
+        buf[len - 2..len].copy_from_slice(&partial.to_be_bytes());
+        Ok(len)
+    }
+
     /// The IP/UDP fields the ICRC covers.
     pub fn pseudo_header(&self) -> Option<PseudoHeader> {
-        let ip = match (self.ip.src, self.ip.dst) {
-            (IpAddr::V4(src), IpAddr::V4(dst)) => IpFields::V4 {
-                src,
-                dst,
-                identification: self.ip.identification.unwrap_or(0),
-                dont_fragment: self.ip.dont_fragment,
-            },
-            (IpAddr::V6(src), IpAddr::V6(dst)) => IpFields::V6 { src, dst },
-            _ => return None,
-        };
-        Some(PseudoHeader {
-            ip,
-            src_port: self.src_port,
-            dst_port: self.dst_port,
-        })
+        self.ip.pseudo_header(self.src_port, self.dst_port)
     }
 
     fn ipv4(&self, src: Ipv4Addr, dst: Ipv4Addr, udp_len: u16) -> Result<Ipv4Header, ParseError> {
@@ -594,7 +653,7 @@ fn malformed(layer: Layer) -> ParseError {
     ParseError::Malformed { layer }
 }
 
-const UDP_HEADER_LEN: usize = 8;
+const UDP_HEADER_LEN: usize = UdpHeader::LEN;
 
 /// Linux cooked capture v1: header length, and where its protocol field is.
 const SLL_LEN: usize = 16;

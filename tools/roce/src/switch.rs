@@ -29,11 +29,12 @@ use roce_core::{Ecn, Instant};
 use roce_device::backend::packet_socket::{self, PacketSocket, Sender};
 use roce_sim::switch::{CLASSES, Ets, MarkAt, Pfc};
 use roce_sim::{EcnMarking, SimPacket, Switch, SwitchConfig};
+use roce_wire::frame::rewrite;
 use serde_json::json;
 
 /// Bytes of a frame that the queue model counts as headers: roce-sim counts a packet on the
-/// wire as its UDP payload plus Ethernet, IPv4 and UDP headers (14 + 20 + 8).
-const MODEL_HEADER: usize = 14 + 20 + 8;
+/// wire as its UDP payload plus Ethernet, IPv4 and UDP headers.
+const MODEL_HEADER: usize = roce_wire::frame::IPV4_FRAME_OVERHEAD;
 /// The PFC destination address (802.1Qbb, the MAC control address).
 const PFC_DA: [u8; 6] = [0x01, 0x80, 0xc2, 0x00, 0x00, 0x01];
 /// MAC control EtherType.
@@ -296,7 +297,7 @@ impl Bridge {
             return;
         }
         if needs_csum {
-            fill_l4_checksum(&mut frame);
+            rewrite::fill_l4_checksum(&mut frame);
         }
         let dst: [u8; 6] = frame[0..6].try_into().unwrap_or_default();
         let src: [u8; 6] = frame[6..12].try_into().unwrap_or_default();
@@ -323,7 +324,7 @@ impl Bridge {
         };
         match egress {
             Some(egress) if egress == ingress => {} // the host's own segment: filtered
-            Some(egress) => match ip_fields(&frame) {
+            Some(egress) => match rewrite::ip_marking(&frame) {
                 Some((ecn, dscp)) => self.enqueue(ingress, egress, frame, ecn, dscp),
                 None => {
                     self.ports[egress].flooded += 1;
@@ -374,7 +375,7 @@ impl Bridge {
                 };
                 frame.extend_from_slice(&packet.payload);
                 if packet.ecn == Ecn::Ce {
-                    set_ce(&mut frame);
+                    rewrite::mark_ce(&mut frame);
                 }
                 self.ports[index].send(&frame);
             }
@@ -429,109 +430,6 @@ impl Bridge {
                 stats.pauses_sent,
             );
         }
-    }
-}
-
-/// The ECN field and DSCP of an IPv4 or IPv6 frame (untagged), or `None` for anything else.
-fn ip_fields(frame: &[u8]) -> Option<(Ecn, u8)> {
-    let ethertype = u16::from_be_bytes([*frame.get(12)?, *frame.get(13)?]);
-    let tos = match ethertype {
-        0x0800 => *frame.get(15)?,
-        0x86dd => (frame.get(14)? << 4) | (frame.get(15)? >> 4),
-        _ => return None,
-    };
-    Some((Ecn::from_bits(tos & 3), tos >> 2))
-}
-
-/// The one's complement sum (RFC 1071) of `parts`, each of even length but the last, plus
-/// `extra`, folded to 16 bits.
-fn ones_sum(parts: &[&[u8]], extra: u64) -> u16 {
-    let mut sum = extra;
-    for part in parts {
-        for w in part.chunks(2) {
-            sum += u64::from(u16::from_be_bytes([w[0], *w.get(1).unwrap_or(&0)]));
-        }
-    }
-    while sum > 0xffff {
-        sum = (sum & 0xffff) + (sum >> 16);
-    }
-    sum as u16
-}
-
-/// Writes the TCP or UDP checksum of an IPv4 or IPv6 frame. A veth hands a packet socket its
-/// frames with the checksum left to an offload that never comes (only the pseudo-header sum is
-/// in the field; the socket's `virtio_net_hdr` says `VIRTIO_NET_HDR_F_NEEDS_CSUM`); a switch
-/// that forwards them as they are would have the receiver drop them.
-/// A UDP/IPv4 checksum of 0 ("none") stays 0. Anything else is left alone.
-fn fill_l4_checksum(frame: &mut [u8]) {
-    let Some(ethertype) = frame.get(12..14).map(|b| u16::from_be_bytes([b[0], b[1]])) else {
-        return;
-    };
-    // The pseudo header's addresses, and where the segment lies.
-    let (addresses, protocol, l4_start, l4_end) = match ethertype {
-        0x0800 if frame.len() >= 34 => {
-            let header_len = usize::from(frame[14] & 0x0f) * 4;
-            let total = usize::from(u16::from_be_bytes([frame[16], frame[17]]));
-            let fragmented = u16::from_be_bytes([frame[20], frame[21]]) & 0x3fff != 0;
-            if header_len < 20 || total < header_len || 14 + total > frame.len() || fragmented {
-                return;
-            }
-            (26..34, frame[23], 14 + header_len, 14 + total)
-        }
-        0x86dd if frame.len() >= 54 => {
-            let payload = usize::from(u16::from_be_bytes([frame[18], frame[19]]));
-            if 54 + payload > frame.len() {
-                return;
-            }
-            (22..54, frame[20], 54, 54 + payload)
-        }
-        _ => return,
-    };
-    let field = match protocol {
-        6 if l4_end >= l4_start + 20 => l4_start + 16,
-        17 if l4_end >= l4_start + 8 => l4_start + 6,
-        _ => return,
-    };
-    if protocol == 17 && ethertype == 0x0800 && frame[field..field + 2] == [0, 0] {
-        return;
-    }
-    frame[field] = 0;
-    frame[field + 1] = 0;
-    let length = (l4_end - l4_start) as u64;
-    let sum = ones_sum(
-        &[&frame[addresses], &frame[l4_start..l4_end]],
-        u64::from(protocol) + length,
-    );
-    let mut checksum = !sum;
-    if protocol == 17 && checksum == 0 {
-        checksum = 0xffff; // UDP sends a computed 0 as all ones (RFC 768)
-    }
-    frame[field..field + 2].copy_from_slice(&checksum.to_be_bytes());
-}
-
-/// Sets a frame's ECN field to CE (and, for IPv4, recomputes the header checksum).
-fn set_ce(frame: &mut [u8]) {
-    let Some(&[high, low]) = frame.get(12..14) else {
-        return;
-    };
-    match u16::from_be_bytes([high, low]) {
-        0x0800 if frame.len() >= 34 => {
-            let header_len = usize::from(frame[14] & 0x0f) * 4;
-            // A header shorter than 20 bytes is malformed: forwarded as it came.
-            let Some(header) = frame.get_mut(14..14 + header_len.max(20)) else {
-                return;
-            };
-            if header_len < 20 {
-                return;
-            }
-            header[1] |= 0b11;
-            header[10] = 0;
-            header[11] = 0;
-            let checksum = !ones_sum(&[header], 0);
-            header[10..12].copy_from_slice(&checksum.to_be_bytes());
-        }
-        0x86dd if frame.len() >= 54 => frame[15] |= 0b11 << 4,
-        _ => {}
     }
 }
 
@@ -672,64 +570,6 @@ fn parse_pfc(text: &str) -> Result<Pfc, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn ce_mark_keeps_the_ipv4_checksum_valid() {
-        // An IPv4/UDP frame with ECT(0) and a correct header checksum.
-        let mut frame = vec![0u8; 60];
-        frame[12..14].copy_from_slice(&0x0800u16.to_be_bytes());
-        frame[14..34].copy_from_slice(&[
-            0x45, 0x6a, 0x00, 0x2e, 0x12, 0x34, 0x40, 0x00, 0x40, 0x11, 0x00, 0x00, 198, 18, 0, 1,
-            198, 18, 0, 2,
-        ]);
-        set_ce(&mut frame);
-        let (ecn, dscp) = ip_fields(&frame).expect("IPv4");
-        assert_eq!((ecn, dscp), (Ecn::Ce, 26));
-        // A valid header sums, with its checksum, to 0xffff in one's complement.
-        assert_eq!(ones_sum(&[&frame[14..34]], 0), 0xffff);
-        assert_ne!(&frame[24..26], &[0, 0]);
-    }
-
-    #[test]
-    fn l4_checksum_is_filled_in() {
-        // A UDP/IPv4 datagram whose checksum field holds something else (a veth hands over the
-        // pseudo-header sum alone).
-        let mut frame = vec![0u8; 14];
-        frame[12..14].copy_from_slice(&0x0800u16.to_be_bytes());
-        frame.extend_from_slice(&[
-            0x45, 0, 0, 32, 0, 0, 0x40, 0, 64, 17, 0, 0, 198, 18, 0, 1, 198, 18, 0, 2,
-        ]);
-        frame.extend_from_slice(&[0xc0, 0x00, 0x12, 0xb7, 0, 12, 0x12, 0x34, 1, 2, 3, 4]);
-        fill_l4_checksum(&mut frame);
-        assert_eq!(
-            ones_sum(&[&frame[26..34], &frame[34..46]], 17 + 12),
-            0xffff,
-            "the datagram with its checksum and pseudo header sums to all ones"
-        );
-        // Worked by hand: the sum of the pseudo header and the datagram with a zero checksum
-        // is 0x630f, so the checksum is 0x9cf0.
-        assert_eq!(&frame[40..42], &[0x9c, 0xf0]);
-    }
-
-    #[test]
-    fn malformed_ip_headers_pass_unharmed() {
-        for ihl in [0u8, 2, 4, 15] {
-            let mut frame = vec![0u8; 40];
-            frame[12..14].copy_from_slice(&0x0800u16.to_be_bytes());
-            frame[14] = 0x40 | ihl;
-            frame[15] = 0x02;
-            let before = frame.clone();
-            set_ce(&mut frame);
-            fill_l4_checksum(&mut frame);
-            assert_eq!(frame, before, "IHL {ihl}");
-        }
-        for len in 0..60 {
-            let mut frame = vec![0x45u8; len];
-            set_ce(&mut frame);
-            fill_l4_checksum(&mut frame);
-            let _ = ip_fields(&frame);
-        }
-    }
 
     #[test]
     fn pfc_frame_layout() {

@@ -12,21 +12,24 @@
 //!   says `TP_STATUS_COPY`) and read from there.
 //! - `PACKET_VNET_HDR`: every frame comes with a `virtio_net_hdr` that tells what the kernel
 //!   left undone: a UDP GSO batch (`VIRTIO_NET_HDR_GSO_UDP_L4`, with its segment size), which
-//!   [`UdpSuperFrame`] cuts into the datagrams the wire would carry, and checksums left to an
+//!   [`cut_batch`] cuts into the datagrams the wire would carry, and checksums left to an
 //!   offload (`VIRTIO_NET_HDR_F_NEEDS_CSUM`). Sends carry one too, so one send can hand the
 //!   kernel a whole batch of equal-size UDP datagrams to cut ([`Sender::send_udp_gso`]).
 //! - `PACKET_IGNORE_OUTGOING`: the socket does not see what the host itself sends on the
 //!   interface (it never sees its own sends).
 
 use std::io::{self, IoSlice};
-use std::ops::Range;
 use std::os::fd::{AsRawFd, RawFd};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
+use etherparse::{
+    EtherType, Ethernet2Header, IpNumber, LaxNetSlice, LaxSlicedPacket, SingleVlanHeader,
+};
 use nix::libc;
 use nix::sys::socket::MsgFlags;
+use roce_wire::frame::{Frame, LinkType, Segments};
 
 use super::sys::{PacketFd, RxRing};
 
@@ -75,7 +78,7 @@ pub fn open(interface: &str, promiscuous: bool) -> io::Result<PacketSocket> {
         .ok()
         .and_then(|text| text.trim().parse().ok())
         .unwrap_or(1500);
-    let max_frame = mtu + 18;
+    let max_frame = mtu + Ethernet2Header::LEN + SingleVlanHeader::LEN;
     let fd = PacketFd::new().map_err(|err| {
         if err.kind() == io::ErrorKind::PermissionDenied {
             io::Error::new(
@@ -187,7 +190,7 @@ impl Sender {
 
     /// Sends one UDP super-frame — Ethernet, IP and UDP headers for the whole payload (IPv4
     /// total length and UDP length of the whole, UDP checksum holding the pseudo-header sum,
-    /// as [`udp4_pseudo_sum`] computes it), then the payloads of datagrams of `segment` bytes
+    /// as `FrameRepr::emit_offload_headers` writes them), then the payloads of datagrams of `segment` bytes
     /// each, the last maybe shorter — for the kernel to cut (`VIRTIO_NET_HDR_GSO_UDP_L4`).
     /// Segment `i` leaves with the IPv4 ID of the header plus `i` (`inet_gso_segment`). A
     /// veth that offloads UDP segmentation carries the super-frame whole, and a packet socket
@@ -221,39 +224,6 @@ impl Sender {
         nix::sys::uio::writev(&*self.fd, &slices[..=parts.len()])?;
         Ok(())
     }
-}
-
-/// The one's complement sum (not inverted) of the IPv4 UDP pseudo header for a datagram of
-/// `udp_len` bytes (UDP header included): what the checksum field holds when the checksum is
-/// left to an offload (`CHECKSUM_PARTIAL`).
-pub fn udp4_pseudo_sum(src: [u8; 4], dst: [u8; 4], udp_len: u16) -> u16 {
-    let words = [
-        u16::from_be_bytes([src[0], src[1]]),
-        u16::from_be_bytes([src[2], src[3]]),
-        u16::from_be_bytes([dst[0], dst[1]]),
-        u16::from_be_bytes([dst[2], dst[3]]),
-        17,
-        udp_len,
-    ];
-    fold(words.iter().map(|&w| u32::from(w)).sum())
-}
-
-fn fold(mut sum: u32) -> u16 {
-    while sum > 0xffff {
-        sum = (sum & 0xffff) + (sum >> 16);
-    }
-    sum as u16
-}
-
-/// The IPv4 header checksum of `header` (its checksum field taken as 0).
-fn ipv4_checksum(header: &[u8]) -> u16 {
-    let sum: u32 = header
-        .chunks(2)
-        .enumerate()
-        .filter(|&(index, _)| index != 5)
-        .map(|(_, w)| u32::from(u16::from_be_bytes([w[0], *w.get(1).unwrap_or(&0)])))
-        .sum();
-    !fold(sum)
 }
 
 /// `struct virtio_net_hdr` (include/uapi/linux/virtio_net.h), in the host's byte order as a
@@ -366,7 +336,10 @@ impl Receiver {
             let took = if status & libc::TP_STATUS_COPY != 0 {
                 self.take_copied(&mut take)
             } else {
-                let slot = self.ring.slot(index);
+                // Checked again inside: the slot is read only while it is ours.
+                let Some(slot) = self.ring.slot(index) else {
+                    break;
+                };
                 match slot_frame(slot) {
                     Ok(frame) => take(frame),
                     Err(SlotError::Truncated) => {
@@ -491,117 +464,35 @@ pub enum CutError {
     Malformed,
 }
 
-/// A UDP/IPv4 segmentation-offload batch seen before segmentation: headers for the whole, then
-/// the payloads of datagrams of `gso_size` bytes each (the last maybe shorter). Cut as the
-/// kernel would (`__udp_gso_segment`, `inet_gso_segment`): datagram `i` has the same headers
-/// with its own lengths and the IPv4 ID of the batch's header plus `i`.
-#[derive(Debug, Clone, Copy)]
-pub struct UdpSuperFrame<'a> {
-    frame: &'a [u8],
-    /// Where the IPv4 header starts (after Ethernet and VLAN tags).
-    l3: usize,
-    /// Where the UDP header starts.
-    l4: usize,
-    /// Where the whole payload ends (the IPv4 total length says).
-    end: usize,
-    segment: usize,
-    base_id: u16,
-}
-
-impl<'a> UdpSuperFrame<'a> {
-    /// Reads the batch's headers. Fails for anything but UDP over IPv4 with a segment size.
-    pub fn parse(frame: &'a [u8], vnet: &VirtioNetHdr) -> Result<Self, CutError> {
-        if vnet.gso_type & 0x7f != VIRTIO_NET_HDR_GSO_UDP_L4 {
-            return Err(CutError::Unsupported);
-        }
-        let segment = usize::from(vnet.gso_size);
-        if segment == 0 {
-            return Err(CutError::Malformed);
-        }
-        let ether_type = |at: usize| {
-            frame
-                .get(at..at + 2)
-                .map(|b| u16::from_be_bytes([b[0], b[1]]))
-        };
-        let mut l3 = 14;
-        while matches!(ether_type(l3 - 2), Some(0x8100 | 0x88a8)) {
-            l3 += 4;
-        }
-        match ether_type(l3 - 2) {
-            Some(0x0800) => {}
-            Some(_) => return Err(CutError::Unsupported),
-            None => return Err(CutError::Malformed),
-        }
-        let ip = frame.get(l3..l3 + 20).ok_or(CutError::Malformed)?;
-        if ip[0] >> 4 != 4 {
-            return Err(CutError::Malformed);
-        }
-        if ip[9] != 17 {
-            return Err(CutError::Unsupported);
-        }
-        let ihl = usize::from(ip[0] & 0x0f) * 4;
-        let total = usize::from(u16::from_be_bytes([ip[2], ip[3]]));
-        let l4 = l3 + ihl;
-        let end = l3 + total;
-        if ihl < 20 || end > frame.len() || end < l4 + 8 {
-            return Err(CutError::Malformed);
-        }
-        Ok(Self {
-            frame,
-            l3,
-            l4,
-            end,
-            segment,
-            base_id: u16::from_be_bytes([ip[4], ip[5]]),
-        })
+/// The datagrams of a UDP/IPv4 segmentation-offload batch seen before segmentation: headers
+/// for the whole, then the payloads of datagrams of `gso_size` bytes each (the last maybe
+/// shorter), which [`Frame::split`] cuts as the kernel would (`__udp_gso_segment`,
+/// `inet_gso_segment`): datagram `i` has the same headers with its own lengths and the IPv4 ID
+/// of the batch's header plus `i`. Fails for anything but UDP over IPv4 with a segment size.
+pub fn cut_batch<'a>(bytes: &'a [u8], vnet: &VirtioNetHdr) -> Result<Segments<'a>, CutError> {
+    if vnet.gso_type & 0x7f != VIRTIO_NET_HDR_GSO_UDP_L4 {
+        return Err(CutError::Unsupported);
     }
-
-    /// The number of datagrams (at least one; an empty payload is one empty datagram).
-    pub fn count(&self) -> usize {
-        self.payload_len().div_ceil(self.segment).max(1)
+    let size = usize::from(vnet.gso_size);
+    if size == 0 {
+        return Err(CutError::Malformed);
     }
-
-    fn payload_len(&self) -> usize {
-        self.end - self.l4 - 8
+    // What the batch is, before whether it is well formed: IPv6 and TCP are not cut here.
+    let lax = LaxSlicedPacket::from_ethernet(bytes).map_err(|_| CutError::Malformed)?;
+    match lax.ether_payload().map(|payload| payload.ether_type) {
+        Some(EtherType::IPV4) => {}
+        Some(_) => return Err(CutError::Unsupported),
+        None => return Err(CutError::Malformed),
     }
-
-    /// The UDP payload of datagram `index`.
-    pub fn payload(&self, index: usize) -> &'a [u8] {
-        self.frame
-            .get(self.payload_range(index))
-            .unwrap_or_default()
+    if let Some(LaxNetSlice::Ipv4(v4)) = &lax.net
+        && v4.payload().ip_number != IpNumber::UDP
+    {
+        return Err(CutError::Unsupported);
     }
-
-    fn payload_range(&self, index: usize) -> Range<usize> {
-        let start = (self.l4 + 8 + index * self.segment).min(self.end);
-        start..(start + self.segment).min(self.end)
-    }
-
-    /// The IPv4 identification of datagram `index`.
-    pub fn ip_id(&self, index: usize) -> u16 {
-        self.base_id.wrapping_add(index as u16)
-    }
-
-    /// Writes datagram `index` as a whole frame into `out` (cleared first): the batch's
-    /// Ethernet and IP headers with this datagram's total length, ID and header checksum, its
-    /// UDP header with its length and checksum 0 ("none", which IPv4 allows; the ICRC does not
-    /// cover it), and its payload.
-    pub fn write_segment(&self, index: usize, out: &mut Vec<u8>) {
-        let payload = self.payload_range(index);
-        out.clear();
-        out.extend_from_slice(&self.frame[..self.l4 + 8]);
-        out.extend_from_slice(&self.frame[payload.clone()]);
-        let udp_len = (8 + payload.len()) as u16;
-        let total = (self.l4 - self.l3) as u16 + udp_len;
-        let header = &mut out[self.l3..self.l4];
-        header[2..4].copy_from_slice(&total.to_be_bytes());
-        header[4..6].copy_from_slice(&self.ip_id(index).to_be_bytes());
-        let checksum = ipv4_checksum(header);
-        header[10..12].copy_from_slice(&checksum.to_be_bytes());
-        let udp = &mut out[self.l4..self.l4 + 8];
-        udp[4..6].copy_from_slice(&udp_len.to_be_bytes());
-        udp[6..8].copy_from_slice(&[0, 0]);
-    }
+    Frame::parse(LinkType::Ethernet, bytes)
+        .ok()
+        .and_then(|frame| frame.split(size))
+        .ok_or(CutError::Malformed)
 }
 
 /// Counters of a receive thread.
@@ -645,12 +536,13 @@ pub fn spawn_receiver(
                         going = on_frame(frame.data, frame.vnet.needs_csum());
                         return true;
                     }
-                    match UdpSuperFrame::parse(frame.data, &frame.vnet) {
+                    match cut_batch(frame.data, &frame.vnet) {
                         Ok(batch) => {
                             counters.batches_cut.fetch_add(1, Ordering::Relaxed);
                             for index in 0..batch.count() {
-                                batch.write_segment(index, &mut segment);
-                                going = going && on_frame(&segment, false);
+                                if going && batch.write(index, &mut segment) {
+                                    going = on_frame(&segment, false);
+                                }
                             }
                         }
                         Err(err) => {
@@ -712,13 +604,13 @@ mod tests {
     fn a_batch_is_cut_into_datagrams_with_their_own_headers() {
         let payload: Vec<u8> = (0..2500u32).map(|i| i as u8).collect();
         let frame = super_frame(&payload, 7);
-        let batch = UdpSuperFrame::parse(&frame, &gso(1000)).unwrap();
+        let batch = cut_batch(&frame, &gso(1000)).unwrap();
         assert_eq!(batch.count(), 3);
         let mut out = Vec::new();
         for (index, len) in [(0, 1000usize), (1, 1000), (2, 500)] {
             assert_eq!(batch.payload(index), &payload[index * 1000..][..len]);
-            assert_eq!(batch.ip_id(index), 7 + index as u16);
-            batch.write_segment(index, &mut out);
+            assert_eq!(batch.ip_id(index), Some(7 + index as u16));
+            assert!(batch.write(index, &mut out));
             assert_eq!(out.len(), 42 + len);
             assert_eq!(&out[..14], &frame[..14], "Ethernet header kept");
             let ip = &out[14..34];
@@ -726,15 +618,17 @@ mod tests {
             assert_eq!(u16::from_be_bytes([ip[4], ip[5]]), 7 + index as u16);
             assert_eq!(ip[1], 0x6a, "DSCP and ECN kept");
             assert_eq!(ip[6], 0x40, "DF kept");
-            assert_eq!(ipv4_checksum(ip), u16::from_be_bytes([ip[10], ip[11]]));
+            let header = etherparse::Ipv4HeaderSlice::from_slice(ip)
+                .unwrap()
+                .to_header();
+            assert_eq!(header.calc_header_checksum(), header.header_checksum);
             let udp = &out[34..42];
             assert_eq!(&udp[..4], &[0xc0, 0x01, 0x12, 0xb7], "ports kept");
             assert_eq!(usize::from(u16::from_be_bytes([udp[4], udp[5]])), 8 + len);
             assert_eq!(&udp[6..8], &[0, 0], "no UDP checksum");
             assert_eq!(&out[42..], batch.payload(index));
             // etherparse agrees with the rebuilt headers.
-            let parsed =
-                roce_wire::frame::Frame::parse(roce_wire::frame::LinkType::Ethernet, &out).unwrap();
+            let parsed = Frame::parse(LinkType::Ethernet, &out).unwrap();
             assert_eq!(parsed.ip.unwrap().identification, Some(7 + index as u16));
         }
     }
@@ -742,9 +636,9 @@ mod tests {
     #[test]
     fn ids_wrap_and_exact_multiples_have_no_empty_tail() {
         let frame = super_frame(&[1u8; 3000], 0xffff);
-        let batch = UdpSuperFrame::parse(&frame, &gso(1000)).unwrap();
+        let batch = cut_batch(&frame, &gso(1000)).unwrap();
         assert_eq!(batch.count(), 3);
-        assert_eq!(batch.ip_id(1), 0);
+        assert_eq!(batch.ip_id(1), Some(0));
         assert_eq!(batch.payload(2).len(), 1000);
     }
 
@@ -754,7 +648,7 @@ mod tests {
         let mut tcp = frame.clone();
         tcp[23] = 6;
         assert_eq!(
-            UdpSuperFrame::parse(&tcp, &gso(10)).unwrap_err(),
+            cut_batch(&tcp, &gso(10)).unwrap_err(),
             CutError::Unsupported
         );
         let tcp_gso = VirtioNetHdr {
@@ -762,36 +656,31 @@ mod tests {
             ..gso(10)
         };
         assert_eq!(
-            UdpSuperFrame::parse(&frame, &tcp_gso).unwrap_err(),
+            cut_batch(&frame, &tcp_gso).unwrap_err(),
             CutError::Unsupported
         );
-        assert_eq!(
-            UdpSuperFrame::parse(&frame, &gso(0)).unwrap_err(),
-            CutError::Malformed
-        );
+        assert_eq!(cut_batch(&frame, &gso(0)).unwrap_err(), CutError::Malformed);
         let mut ipv6 = frame.clone();
         ipv6[12..14].copy_from_slice(&0x86ddu16.to_be_bytes());
         assert_eq!(
-            UdpSuperFrame::parse(&ipv6, &gso(10)).unwrap_err(),
+            cut_batch(&ipv6, &gso(10)).unwrap_err(),
             CutError::Unsupported
         );
         let mut long = frame.clone();
         long[16..18].copy_from_slice(&2000u16.to_be_bytes());
-        assert_eq!(
-            UdpSuperFrame::parse(&long, &gso(10)).unwrap_err(),
-            CutError::Malformed
-        );
+        assert_eq!(cut_batch(&long, &gso(10)).unwrap_err(), CutError::Malformed);
         for len in 0..frame.len() {
-            let _ = UdpSuperFrame::parse(&frame[..len], &gso(10));
+            let _ = cut_batch(&frame[..len], &gso(10));
         }
         for ihl in 0..16u8 {
             let mut bad = frame.clone();
             bad[14] = 0x40 | ihl;
-            if let Ok(batch) = UdpSuperFrame::parse(&bad, &gso(10)) {
+            if let Ok(batch) = cut_batch(&bad, &gso(10)) {
                 let mut out = Vec::new();
                 for index in 0..batch.count() {
-                    batch.write_segment(index, &mut out);
+                    batch.write(index, &mut out);
                 }
+                assert!(!batch.write(batch.count(), &mut out) && out.is_empty());
             }
         }
     }
@@ -820,12 +709,7 @@ mod tests {
     }
 
     #[test]
-    fn pseudo_sum_and_ring_geometry() {
-        // 198.18.0.1 → 198.18.0.2, 12 bytes: c612+0001+c612+0002+0011+000c = 0x18c44 → 0x8c45.
-        assert_eq!(
-            udp4_pseudo_sum([198, 18, 0, 1], [198, 18, 0, 2], 12),
-            0x8c45
-        );
+    fn ring_geometry_and_macs() {
         for mtu in [1500, 9000, 65_535] {
             let request = ring_request(mtu + 18);
             let (block, frame) = (request.tp_block_size, request.tp_frame_size);

@@ -30,7 +30,7 @@ use roce_core::Transmit;
 use roce_wire::frame::{Ethernet, Frame, FrameRepr, Ip, LinkType, Transport};
 use tokio::io::unix::AsyncFd;
 
-use super::packet_socket::{self, PacketSocket, Receiver, RxFrame, Sender, UdpSuperFrame};
+use super::packet_socket::{self, PacketSocket, Receiver, RxFrame, Sender, cut_batch};
 use super::{Backend, BackendCounters, Counter, Received};
 
 /// An AF_PACKET socket on one interface, playing one IPv4 address.
@@ -170,11 +170,11 @@ impl Link {
             push(payload, ip.identification);
             return true;
         }
-        match UdpSuperFrame::parse(bytes, &frame.vnet) {
+        match cut_batch(bytes, &frame.vnet) {
             Ok(batch) => {
                 self.counters.bump(Counter::BatchCut);
                 for index in 0..batch.count() {
-                    push(batch.payload(index), Some(batch.ip_id(index)));
+                    push(batch.payload(index), batch.ip_id(index));
                 }
             }
             Err(err) => {
@@ -210,19 +210,16 @@ impl Link {
     /// Sends `payload`, datagrams of `segment` bytes each, as one frame for the kernel to cut
     /// (`repr` carries ID 0: datagram `i` leaves with ID `i`).
     fn emit_batch(&mut self, repr: &FrameRepr, payload: &[u8], segment: usize) -> io::Result<()> {
-        let (IpAddr::V4(src), IpAddr::V4(dst)) = (repr.ip.src, repr.ip.dst) else {
+        if !repr.ip.src.is_ipv4() {
             return Err(io::Error::from(io::ErrorKind::Unsupported));
-        };
+        }
+        // The UDP checksum is left to the kernel, which wants the pseudo-header sum of the
+        // whole in the field.
         let len = repr
-            .emit_headers(&mut self.headers, payload.len())
+            .emit_offload_headers(&mut self.headers, payload.len())
             .map_err(|err| io::Error::new(io::ErrorKind::InvalidInput, err.to_string()))?;
-        // The UDP header is the last 8 bytes; its checksum is left to the kernel, which wants
-        // the pseudo-header sum of the whole in the field.
-        let udp = len - 8;
-        let udp_len = u16::try_from(8 + payload.len())
-            .map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
-        let sum = packet_socket::udp4_pseudo_sum(src.octets(), dst.octets(), udp_len);
-        self.headers[udp + 6..udp + 8].copy_from_slice(&sum.to_be_bytes());
+        // The UDP header is the last of them.
+        let udp = len - etherparse::UdpHeader::LEN;
         let segment =
             u16::try_from(segment).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
         self.tx

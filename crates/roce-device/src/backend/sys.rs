@@ -240,14 +240,18 @@ impl RxRing {
         self.status_word(index).load(Ordering::Acquire)
     }
 
-    /// Slot `index`'s bytes (header, then the frame at `tp_mac`). Only while the status says
-    /// `TP_STATUS_USER`: `&mut self` keeps the slice from outliving [`RxRing::release`].
-    pub(crate) fn slot(&mut self, index: usize) -> &[u8] {
+    /// Slot `index`'s bytes (header, then the frame at `tp_mac`), if the slot is ours: `None`
+    /// unless its status says `TP_STATUS_USER`. `&mut self` keeps the slice from outliving
+    /// [`RxRing::release`].
+    pub(crate) fn slot(&mut self, index: usize) -> Option<&[u8]> {
+        if self.status(index) & libc::TP_STATUS_USER == 0 {
+            return None;
+        }
         let offset = (index % self.frame_nr) * self.frame_size;
-        // SAFETY: the range is inside the mapping; the caller saw TP_STATUS_USER, so the
-        // kernel does not write the slot until it is released, which needs `&mut self` and so
-        // ends this borrow.
-        unsafe { std::slice::from_raw_parts(self.base.as_ptr().add(offset), self.frame_size) }
+        // SAFETY: the range is inside the mapping (index reduced modulo the slot count); the
+        // acquire load above saw TP_STATUS_USER, so the kernel has written the slot and does not
+        // write it again until it is released, which needs `&mut self` and so ends this borrow.
+        Some(unsafe { std::slice::from_raw_parts(self.base.as_ptr().add(offset), self.frame_size) })
     }
 
     /// Hands slot `index` back to the kernel.

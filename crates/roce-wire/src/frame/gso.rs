@@ -27,11 +27,14 @@
 //! (one in 2^32 per segment tried). It does not assume that the packets are of one QP or have
 //! consecutive PSNs (a batch may interleave QPs: only the addresses, marking and size must
 //! agree). A frame whose ICRCs were rewritten on the way is not recognised; [`Frame::cut`] cuts by
-//! a known size (a virtio-net header's `gso_size`) without the check.
+//! a known size (a virtio-net header's `gso_size`) without the check, and [`Frame::split`] as the
+//! kernel does whatever the datagrams hold (what a device handed a batch whole does).
 //!
 //! The search costs little: a size is tried only if every segment parses, and a wrong size fails
 //! at the first ICRC (the fallback computes at most two per size), so at worst some 2 MB of CRC
 //! for one 64 KiB frame that is no batch.
+
+use etherparse::{Ipv4Header, Ipv6Header, UdpHeader};
 
 use super::{Frame, IpHeaderCopy, Transport, UDP_HEADER_LEN, UdpHeaderCopy};
 use crate::RocePacket;
@@ -80,14 +83,23 @@ impl<'a> Frame<'a> {
     /// is 0, or the last segment would be shorter than a RoCE packet can be while the batch has
     /// more than one. Nothing is checked: that is [`Frame::gso_segments`]'s job.
     pub fn cut(&self, size: usize) -> Option<Segments<'a>> {
+        let segments = self.split(size)?;
+        let payload = segments.payload;
+        let last = payload.len() - payload.len().saturating_sub(1) / size * size;
+        if payload.len() > size && last < MIN_PACKET {
+            return None;
+        }
+        Some(segments)
+    }
+
+    /// Cuts this frame's UDP payload into datagrams of `size` bytes (the last maybe shorter)
+    /// whatever they hold, as the kernel cuts a batch whose segment size it was given. `None` if
+    /// the frame is not UDP or `size` is 0.
+    pub fn split(&self, size: usize) -> Option<Segments<'a>> {
         let Some(Transport::Udp(_, payload)) = self.transport else {
             return None;
         };
         if size == 0 || self.udp_header.0.is_none() {
-            return None;
-        }
-        let last = payload.len() - payload.len().saturating_sub(1) / size * size;
-        if payload.len() > size && last < MIN_PACKET {
             return None;
         }
         Some(Segments {
@@ -109,42 +121,84 @@ impl<'a> Segments<'a> {
         self.payload.len().div_ceil(self.size).max(1)
     }
 
+    /// The UDP payload of datagram `index` (empty past the last).
+    pub fn payload(&self, index: usize) -> &'a [u8] {
+        let start = index.saturating_mul(self.size).min(self.payload.len());
+        let end = start.saturating_add(self.size).min(self.payload.len());
+        &self.payload[start..end]
+    }
+
+    /// The IPv4 identification datagram `index` leaves with: the batch's plus `index`, in 16
+    /// bits as the kernel counts (`None` for IPv6).
+    pub fn ip_id(&self, index: usize) -> Option<u16> {
+        let id = self.whole.ip?.identification?;
+        // Truncation is the kernel's 16-bit count.
+        Some(id.wrapping_add(index as u16))
+    }
+
+    /// Writes datagram `index` as a whole frame into `out` (cleared first): the batch's link
+    /// header, its IP header with this datagram's lengths, IPv4 identification and header
+    /// checksum, its UDP header with this datagram's length and checksum 0 ("none", which IPv4
+    /// allows and the ICRC does not cover), and its payload. False, leaving `out` empty, past the
+    /// last.
+    pub fn write(&self, index: usize, out: &mut Vec<u8>) -> bool {
+        out.clear();
+        let Some(frame) = self.get(index) else {
+            return false;
+        };
+        let (Some(Ok((mut udp, _))), Some(Transport::Udp(_, payload))) = (
+            frame
+                .udp_header
+                .0
+                .as_ref()
+                .map(|h| UdpHeader::from_slice(h)),
+            frame.transport,
+        ) else {
+            return false;
+        };
+        udp.checksum = 0;
+        out.extend_from_slice(frame.link_header);
+        out.extend_from_slice(frame.ip_header.as_slice());
+        out.extend_from_slice(&udp.to_bytes());
+        out.extend_from_slice(payload);
+        true
+    }
+
     /// Datagram `index` (from 0), with its own lengths and IPv4 identification. `None` past the
     /// last.
     pub fn get(&self, index: usize) -> Option<Frame<'a>> {
         if index >= self.count() {
             return None;
         }
-        let start = (index * self.size).min(self.payload.len());
-        let end = (start + self.size).min(self.payload.len());
-        let payload = &self.payload[start..end];
+        let payload = self.payload(index);
         let udp_len = u16::try_from(UDP_HEADER_LEN + payload.len()).ok()?;
         let mut frame = self.whole;
         let Some(Transport::Udp(udp, _)) = frame.transport else {
             return None;
         };
         frame.transport = Some(Transport::Udp(udp, payload));
-        let mut udp_header = frame.udp_header.0?;
-        udp_header[4..6].copy_from_slice(&udp_len.to_be_bytes());
-        frame.udp_header = UdpHeaderCopy(Some(udp_header));
+        let (mut udp_header, _) = UdpHeader::from_slice(&frame.udp_header.0?).ok()?;
+        udp_header.length = udp_len;
+        frame.udp_header = UdpHeaderCopy(Some(udp_header.to_bytes()));
         let mut ip = frame.ip_header;
         let header = &mut ip.bytes[..ip.len];
         match header.first().map(|b| b >> 4) {
-            Some(4) if header.len() >= 20 => {
-                let total = u16::try_from(header.len()).ok()?.checked_add(udp_len)?;
-                // The kernel counts IDs in 16 bits too.
-                let id = u16::from_be_bytes([header[4], header[5]])
-                    .wrapping_add(u16::try_from(index).unwrap_or(u16::MAX));
-                header[2..4].copy_from_slice(&total.to_be_bytes());
-                header[4..6].copy_from_slice(&id.to_be_bytes());
-                header[10..12].fill(0);
-                let checksum = ipv4_checksum(header);
-                header[10..12].copy_from_slice(&checksum.to_be_bytes());
+            Some(4) => {
+                let (mut v4, _) = Ipv4Header::from_slice(header).ok()?;
+                v4.set_payload_len(usize::from(udp_len)).ok()?;
+                let id = self.ip_id(index)?;
+                v4.identification = id;
+                v4.header_checksum = v4.calc_header_checksum();
+                put(header, &v4.to_bytes())?;
                 if let Some(fields) = frame.ip.as_mut() {
                     fields.identification = Some(id);
                 }
             }
-            Some(6) if header.len() >= 40 => header[4..6].copy_from_slice(&udp_len.to_be_bytes()),
+            Some(6) => {
+                let (mut v6, _) = Ipv6Header::from_slice(header).ok()?;
+                v6.payload_length = udp_len;
+                put(header, &v6.to_bytes())?;
+            }
             _ => return None,
         }
         frame.ip_header = IpHeaderCopy::new(&ip.bytes[..ip.len]);
@@ -179,21 +233,10 @@ impl<'a> Segments<'a> {
     }
 }
 
-/// The IPv4 header checksum (RFC 1071) of `header`, whose checksum field is 0.
-fn ipv4_checksum(header: &[u8]) -> u16 {
-    let mut sum: u32 = header
-        .chunks(2)
-        .map(|pair| {
-            u32::from(u16::from_be_bytes([
-                pair[0],
-                pair.get(1).copied().unwrap_or(0),
-            ]))
-        })
-        .sum();
-    while sum > 0xffff {
-        sum = (sum & 0xffff) + (sum >> 16);
-    }
-    !(sum as u16)
+/// Overwrites `header` with `bytes`, which a header of the same length re-emitted (`None` if
+/// they differ, as they cannot for a header that parsed).
+fn put(header: &mut [u8], bytes: &[u8]) -> Option<()> {
+    (header.len() == bytes.len()).then(|| header.copy_from_slice(bytes))
 }
 
 #[cfg(test)]

@@ -208,3 +208,38 @@ fn linux_cooked_captures_of_loopback() {
     let frame = Frame::parse(LinkType::LinuxSll, &arp).unwrap();
     assert_eq!(frame.ip, None);
 }
+
+#[test]
+fn offload_headers_carry_the_pseudo_header_sum() {
+    let mut repr = FrameRepr::for_datagram(
+        "198.18.0.1:49153".parse().unwrap(),
+        "198.18.0.2:4791".parse().unwrap(),
+        Ecn::Ect0,
+        0,
+        64,
+    );
+    let mut buf = [0u8; 64];
+    // 198.18.0.1 → 198.18.0.2, 12 bytes: c612+0001+c612+0002+0011+000c = 0x18c44 → 0x8c45.
+    let len = repr.emit_offload_headers(&mut buf, 4).unwrap();
+    assert_eq!(len, IPV4_FRAME_OVERHEAD);
+    assert_eq!(&buf[len - 2..len], &[0x8c, 0x45]);
+    // Everything else is what emit_headers writes.
+    let mut plain = [0u8; 64];
+    repr.emit_headers(&mut plain, 4).unwrap();
+    assert_eq!(&buf[..len - 2], &plain[..len - 2]);
+    assert_eq!(&plain[len - 2..len], &[0, 0]);
+    // IPv6: the addresses, a 32-bit length and the next header.
+    repr.ip.src = IpAddr::V6("::1".parse().unwrap());
+    repr.ip.dst = IpAddr::V6("::2".parse().unwrap());
+    repr.ip.identification = None;
+    let len = repr.emit_offload_headers(&mut buf, 4).unwrap();
+    assert_eq!(len, IPV6_FRAME_OVERHEAD);
+    // 0001 + 0002 + 000c + 0011 = 0x0020.
+    assert_eq!(&buf[len - 2..len], &[0x00, 0x20]);
+    // Mixed families are refused.
+    repr.ip.dst = IpAddr::V4(Ipv4Addr::new(198, 18, 0, 2));
+    assert_eq!(
+        repr.emit_offload_headers(&mut buf, 4),
+        Err(ParseError::Malformed { layer: Layer::Ipv4 })
+    );
+}

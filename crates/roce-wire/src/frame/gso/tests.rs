@@ -271,3 +271,41 @@ fn a_flipped_bit_anywhere_never_yields_a_wrong_size() {
     // a payload leaves it a batch with one bad packet.
     assert!(clean > 0 && damaged > 0, "{clean} {damaged}");
 }
+
+#[test]
+fn each_datagram_is_written_as_the_frame_the_kernel_sends() {
+    let bytes = write_batch(0xfffe);
+    let whole = Frame::parse(LinkType::Ethernet, &bytes).unwrap();
+    let segments = whole.cut(1040).unwrap();
+    let mut out = Vec::new();
+    for index in 0..segments.count() {
+        assert!(segments.write(index, &mut out));
+        let frame = Frame::parse(LinkType::Ethernet, &out).unwrap();
+        assert_eq!(frame.verify_icrc(), Ok(()), "segment {index}");
+        let id = 0xfffe_u16.wrapping_add(index as u16);
+        assert_eq!(segments.ip_id(index), Some(id));
+        assert_eq!(frame.ip.unwrap().identification, Some(id));
+        assert_eq!(frame.ethernet, whole.ethernet);
+        let Some(Transport::Udp(udp, payload)) = frame.transport else {
+            panic!("not UDP");
+        };
+        assert_eq!(udp.checksum, 0, "no UDP checksum");
+        assert_eq!(payload, segments.payload(index));
+        // The IPv4 header checksum is right.
+        let ip = &out[14..34];
+        let header = etherparse::Ipv4HeaderSlice::from_slice(ip)
+            .unwrap()
+            .to_header();
+        assert_eq!(header.calc_header_checksum(), header.header_checksum);
+    }
+    assert!(!segments.write(segments.count(), &mut out));
+    assert!(out.is_empty());
+    assert!(segments.payload(segments.count()).is_empty());
+    // `split` cuts what `cut` refuses: a size that leaves a 4-byte runt.
+    let payload_len = 3 * 1040 + 12 + 500 + 4;
+    assert!(whole.cut(payload_len - 4).is_none());
+    let split = whole.split(payload_len - 4).unwrap();
+    assert_eq!(split.count(), 2);
+    assert_eq!(split.payload(1).len(), 4);
+    assert!(whole.split(0).is_none());
+}

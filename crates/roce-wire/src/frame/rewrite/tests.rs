@@ -1,0 +1,112 @@
+use etherparse::checksum::Sum16BitWords;
+
+use super::*;
+
+#[test]
+fn ce_mark_keeps_the_ipv4_checksum_valid() {
+    // An IPv4/UDP frame with ECT(0) and a correct header checksum.
+    let mut frame = vec![0u8; 60];
+    frame[12..14].copy_from_slice(&0x0800u16.to_be_bytes());
+    frame[14..34].copy_from_slice(&[
+        0x45, 0x6a, 0x00, 0x2e, 0x12, 0x34, 0x40, 0x00, 0x40, 0x11, 0x00, 0x00, 198, 18, 0, 1, 198,
+        18, 0, 2,
+    ]);
+    assert!(mark_ce(&mut frame));
+    let (ecn, dscp) = ip_marking(&frame).expect("IPv4");
+    assert_eq!((ecn, dscp), (Ecn::Ce, 26));
+    // A valid header sums, with its checksum, to 0xffff in one's complement.
+    let sum = Sum16BitWords::new().add_slice(&frame[14..34]);
+    assert_eq!(sum.ones_complement(), 0);
+    assert_ne!(&frame[24..26], &[0, 0]);
+}
+
+#[test]
+fn ce_mark_and_marking_of_ipv6_and_tagged_frames() {
+    // IPv6, traffic class 0x6a (DSCP 26, ECT(0)), then UDP.
+    let mut frame = vec![0u8; 14 + 40 + 8];
+    frame[12..14].copy_from_slice(&0x86ddu16.to_be_bytes());
+    frame[14..18].copy_from_slice(&[0x66, 0xa0, 0, 0]);
+    frame[18..20].copy_from_slice(&8u16.to_be_bytes());
+    frame[20] = 17;
+    frame[21] = 64;
+    frame[54 + 4..54 + 6].copy_from_slice(&8u16.to_be_bytes());
+    assert_eq!(ip_marking(&frame), Some((Ecn::Ect0, 26)));
+    assert!(mark_ce(&mut frame));
+    assert_eq!(ip_marking(&frame), Some((Ecn::Ce, 26)));
+    assert_eq!(&frame[14..16], &[0x66, 0xb0], "only the ECN bits changed");
+    // An 802.1Q-tagged IPv4 frame is read and marked behind its tag.
+    let mut tagged = vec![0u8; 14 + 4 + 20 + 8];
+    tagged[12..18].copy_from_slice(&[0x81, 0x00, 0x60, 0x64, 0x08, 0x00]);
+    tagged[18..38].copy_from_slice(&[
+        0x45, 0x6a, 0x00, 0x1c, 0, 0, 0x40, 0, 64, 17, 0, 0, 198, 18, 0, 1, 198, 18, 0, 2,
+    ]);
+    tagged[38 + 4..38 + 6].copy_from_slice(&8u16.to_be_bytes());
+    assert_eq!(ip_marking(&tagged), Some((Ecn::Ect0, 26)));
+    assert!(mark_ce(&mut tagged));
+    assert_eq!(tagged[19], 0x6b);
+    let sum = Sum16BitWords::new().add_slice(&tagged[18..38]);
+    assert_eq!(sum.ones_complement(), 0, "header checksum valid");
+    // An ARP frame has no marking and is not marked.
+    let mut arp = vec![0u8; 60];
+    arp[12..14].copy_from_slice(&0x0806u16.to_be_bytes());
+    let before = arp.clone();
+    assert_eq!(ip_marking(&arp), None);
+    assert!(!mark_ce(&mut arp));
+    assert_eq!(arp, before);
+}
+
+#[test]
+fn l4_checksum_is_filled_in() {
+    // A UDP/IPv4 datagram whose checksum field holds something else (a veth hands over the
+    // pseudo-header sum alone).
+    let mut frame = vec![0u8; 14];
+    frame[12..14].copy_from_slice(&0x0800u16.to_be_bytes());
+    frame.extend_from_slice(&[
+        0x45, 0, 0, 32, 0, 0, 0x40, 0, 64, 17, 0, 0, 198, 18, 0, 1, 198, 18, 0, 2,
+    ]);
+    frame.extend_from_slice(&[0xc0, 0x00, 0x12, 0xb7, 0, 12, 0x12, 0x34, 1, 2, 3, 4]);
+    assert!(fill_l4_checksum(&mut frame));
+    let sum = Sum16BitWords::new()
+        .add_slice(&frame[26..34])
+        .add_slice(&frame[34..46])
+        .add_2bytes([0, 17])
+        .add_2bytes([0, 12]);
+    assert_eq!(
+        sum.ones_complement(),
+        0,
+        "the datagram with its checksum and pseudo header sums to all ones"
+    );
+    // Worked by hand: the sum of the pseudo header and the datagram with a zero checksum
+    // is 0x630f, so the checksum is 0x9cf0.
+    assert_eq!(&frame[40..42], &[0x9c, 0xf0]);
+    // A UDP/IPv4 checksum of 0 means none, and stays 0.
+    frame[40..42].fill(0);
+    assert!(!fill_l4_checksum(&mut frame));
+    assert_eq!(&frame[40..42], &[0, 0]);
+    // A fragment is left alone.
+    frame[40..42].copy_from_slice(&[0x12, 0x34]);
+    frame[20] = 0x20; // More Fragments
+    let before = frame.clone();
+    assert!(!fill_l4_checksum(&mut frame));
+    assert_eq!(frame, before);
+}
+
+#[test]
+fn malformed_ip_headers_pass_unharmed() {
+    for ihl in [0u8, 2, 4, 15] {
+        let mut frame = vec![0u8; 40];
+        frame[12..14].copy_from_slice(&0x0800u16.to_be_bytes());
+        frame[14] = 0x40 | ihl;
+        frame[15] = 0x02;
+        let before = frame.clone();
+        mark_ce(&mut frame);
+        fill_l4_checksum(&mut frame);
+        assert_eq!(frame, before, "IHL {ihl}");
+    }
+    for len in 0..60 {
+        let mut frame = vec![0x45u8; len];
+        mark_ce(&mut frame);
+        fill_l4_checksum(&mut frame);
+        let _ = ip_marking(&frame);
+    }
+}
