@@ -354,3 +354,47 @@ fn ctrl_c_on_a_client_prints_what_was_measured() {
     let server = server.wait_with_output().unwrap();
     assert!(!server.status.success());
 }
+
+/// Issue 11 (hardening), item 24: with `--check` the receiving side checks every byte that
+/// arrives against the seeded pattern it was sent with: the server for WRITE and SEND, the
+/// client for READ; several QPs, and sizes over the path MTU.
+#[test]
+fn check_verifies_every_byte_of_write_read_and_send() {
+    for (verb, port, net) in [
+        ("write", "18950", "127.0.120"),
+        ("read", "18951", "127.0.121"),
+        ("send", "18952", "127.0.122"),
+    ] {
+        let common = ["-n", "200", "-s", "5000", "-q", "2", "--check"];
+        let (client, server) = perf_pair(&[verb], port, net, &common);
+        ok(&client);
+        ok(&server);
+        let checker = if verb == "read" { &client } else { &server };
+        let (_, stderr) = text(checker);
+        // Every message of both QPs (the last one of each for WRITE, whose target sees no
+        // completion), each of 5000 bytes.
+        let messages = if verb == "write" { 2 } else { 400 };
+        assert!(
+            stderr.contains(&format!(
+                "--check: {messages} messages ({} bytes) checked, every byte as sent",
+                messages * 5000
+            )),
+            "{verb}: {stderr}"
+        );
+    }
+}
+
+#[test]
+fn check_is_refused_where_nothing_can_be_checked() {
+    for args in [
+        &["perf", "atomic", "--check"][..],
+        &["perf", "send", "--lat", "--check"][..],
+    ] {
+        let out = Command::new(env!("CARGO_BIN_EXE_roce"))
+            .args(args)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        assert!(String::from_utf8_lossy(&out.stderr).contains("--check"));
+    }
+}

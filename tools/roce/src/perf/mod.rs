@@ -15,6 +15,7 @@ use roce_oob::perftest::{
 };
 use tokio::net::{TcpListener, TcpStream};
 
+mod check;
 mod report;
 mod setup;
 mod traffic;
@@ -147,6 +148,13 @@ pub(crate) struct Args {
     /// duplicates, and every counter that is not 0.
     #[arg(long)]
     stats: bool,
+    /// Check every byte that arrives against the seeded pattern it was sent with, and stop
+    /// at the first difference, naming the QP, the message and the byte (exit status 1).
+    /// Bandwidth tests of write, read and send; give it on the side that receives: the
+    /// server for write and send, the client for read (both may). Both sides always send
+    /// patterns, so a `roce perf` peer needs no flag of its own; a perftest peer does not.
+    #[arg(long)]
+    check: bool,
     #[command(flatten)]
     device: crate::device::DeviceOpts,
 }
@@ -271,6 +279,9 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<ExitCode> {
     if args.all && (args.lat || verb == Verb::Atomic) {
         bail!("-a: bandwidth tests of write, read and send only (atomics move 8 bytes)");
     }
+    if args.check && (args.lat || verb == Verb::Atomic) {
+        bail!("--check: bandwidth tests of write, read and send only");
+    }
     if args.duration.is_some() && args.lat {
         bail!("-D: bandwidth tests only (a latency test counts -n iterations)");
     }
@@ -387,9 +398,30 @@ async fn test_run(
         mr,
         half,
         remotes,
+        ..
     } = &set_up;
     let (device, endpoints, mr, half) = (device, endpoints.as_slice(), mr, *half);
     let qps = args.qps as usize;
+    let ours: Vec<Qpn> = endpoints.iter().map(|qp| qp.qpn).collect();
+    check::fill(mr, &ours, half);
+    // Who receives checks: the server what a client WRITEs or SENDs, the client what it READs.
+    let checker = args.check.then(|| {
+        let half_seen = match test.verb {
+            Verb::Read => check::Half::Receive,
+            _ => check::Half::Send,
+        };
+        RefCell::new(check::Checker::new(
+            &ours,
+            &set_up.peer_qpns,
+            half_seen,
+            largest as usize,
+        ))
+    });
+    let checks_here = match test.verb {
+        Verb::Read => side == Side::Client,
+        _ => side == Side::Server,
+    };
+    let checker = checker.filter(|_| checks_here);
     let slot = |i: usize, size: u32| Sge {
         addr: mr.addr() + (i * half) as u64,
         length: size,
@@ -452,6 +484,7 @@ async fn test_run(
             limit: Duration::from_secs(args.timeout),
             plan,
             live,
+            check: checker.as_ref().map(|c| (mr, c)),
         };
         let outcome = match (test.kind, test.verb, side) {
             (Kind::Bandwidth, Verb::Send, Side::Server) => runner.receive_all(posted).await,
@@ -495,6 +528,27 @@ async fn test_run(
         anyhow::Error::new(e)
             .context("the peer stopped before the end of the test (see its output)")
     })?;
+    if let Some(checker) = &checker {
+        let mut checker = checker.borrow_mut();
+        // A WRITE's target sees no completion: its last message, whole, once the test is over.
+        if test.verb == Verb::Write {
+            for (qp, _) in endpoints.iter().enumerate() {
+                let target = slot(qps + qp, size);
+                let message = measured
+                    .per_qp
+                    .as_ref()
+                    .map_or(0, |p| u64::from(p.done[qp]));
+                if let Err(mismatch) = checker.check(mr, target, qp, message) {
+                    eprintln!("roce perf: {mismatch}");
+                    return Ok(ExitCode::from(1));
+                }
+            }
+        }
+        eprintln!(
+            "roce perf: --check: {} messages ({} bytes) checked, every byte as sent",
+            checker.checked.messages, checker.checked.bytes
+        );
+    }
     let whole = Part {
         header: true,
         footer: true,

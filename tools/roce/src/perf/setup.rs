@@ -23,6 +23,8 @@ pub(super) struct SetUp {
     pub(super) half: usize,
     /// Each QP's buffer at the peer.
     pub(super) remotes: Vec<Remote>,
+    /// Each QP's peer QP.
+    pub(super) peer_qpns: Vec<Qpn>,
 }
 
 /// Starts the device, creates `-q` QPs and their buffer (room for `largest` bytes a
@@ -91,6 +93,7 @@ where
         qp.connect(&connection).await?;
     }
     session.connected().await?;
+    let peer_qpns = remotes.iter().map(|r| Qpn::new(r.qpn)).collect();
     let remotes = remotes
         .iter()
         .map(|r| Remote {
@@ -104,6 +107,7 @@ where
         mr,
         half,
         remotes,
+        peer_qpns,
     })
 }
 

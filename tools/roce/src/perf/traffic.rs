@@ -4,10 +4,11 @@ use std::cell::RefCell;
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-use roce_core::{Cqe, Qpn, RecvWr, Remote, SendOp, SendWr, Sge, WcStatus};
+use roce_core::{Cqe, MemoryRegion, Qpn, RecvWr, Remote, SendOp, SendWr, Sge, WcStatus};
 use roce_device::{DeviceHandle, RcEndpoint};
 use roce_oob::perftest::Verb;
 
+use super::check::Checker;
 use super::report::Measured;
 
 pub(super) const RECV: u64 = 1;
@@ -172,6 +173,8 @@ pub(super) struct Runner<'a> {
     pub(super) plan: Plan,
     /// Progress, for an interrupted run.
     pub(super) live: &'a RefCell<Live>,
+    /// With `--check`, the buffer and what checks each message that lands here.
+    pub(super) check: Option<(&'a MemoryRegion, &'a RefCell<Checker>)>,
 }
 
 impl Runner<'_> {
@@ -267,6 +270,18 @@ impl Runner<'_> {
             .into_iter()
             .map(|cqe| self.check(cqe))
             .collect()
+    }
+
+    /// With `--check`, that message `message` of QP `qp`, which landed at `sge`, is what the
+    /// peer sent.
+    fn check_landed(&self, sge: Sge, qp: usize, message: u32) -> Result<(), String> {
+        match self.check {
+            Some((mr, checker)) => checker
+                .borrow_mut()
+                .check(mr, sge, qp, u64::from(message))
+                .map_err(|mismatch| mismatch.to_string()),
+            None => Ok(()),
+        }
     }
 
     /// A successful completion of one of our QPs, and that QP's index.
@@ -365,6 +380,9 @@ impl Runner<'_> {
             let batch = self.complete_many(POLL_BATCH).await?;
             let now = Instant::now();
             for (_, qp) in batch {
+                if verb == Verb::Read {
+                    self.check_landed(self.sges[qp], qp, per_qp.done[qp])?;
+                }
                 per_qp.completed(qp, now);
                 if let Some(times) = &mut times {
                     times.completed.push(now);
@@ -407,6 +425,7 @@ impl Runner<'_> {
                 }
                 return Err(self.silence());
             };
+            self.check_landed(self.recv_sges[qp], qp, per_qp.done[qp])?;
             per_qp.completed(qp, Instant::now());
             outstanding[qp] -= 1;
             if per_qp.done[qp] + outstanding[qp] < iters {
@@ -516,7 +535,7 @@ impl Runner<'_> {
     /// per sample.
     pub(super) async fn write_latency(
         &self,
-        mr: &roce_core::MemoryRegion,
+        mr: &MemoryRegion,
         half: usize,
         server: bool,
     ) -> Result<Measured, String> {
