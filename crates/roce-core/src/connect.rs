@@ -78,47 +78,39 @@ impl Connect {
             port_num: Some(1),
             ..state(QpState::Init)
         };
+        // What UC needs to reach RTR and RTS; RC adds its reliability attributes.
+        let access = QpAttr {
+            access_flags: Some(self.access),
+            ..init
+        };
+        let rtr = QpAttr {
+            av: Some(self.av),
+            path_mtu: Some(self.mtu),
+            dest_qpn: Some(self.dest_qpn),
+            rq_psn: Some(self.rq_psn),
+            ..state(QpState::Rtr)
+        };
+        let rts = QpAttr {
+            sq_psn: Some(self.sq_psn),
+            ..state(QpState::Rts)
+        };
         match self.qp_type {
             QpType::Rc => [
+                access,
                 QpAttr {
-                    access_flags: Some(self.access),
-                    ..init
-                },
-                QpAttr {
-                    av: Some(self.av),
-                    path_mtu: Some(self.mtu),
-                    dest_qpn: Some(self.dest_qpn),
-                    rq_psn: Some(self.rq_psn),
                     max_dest_rd_atomic: Some(self.max_dest_rd_atomic),
                     min_rnr_timer: Some(self.min_rnr_timer),
-                    ..state(QpState::Rtr)
+                    ..rtr
                 },
                 QpAttr {
-                    sq_psn: Some(self.sq_psn),
                     timeout: Some(self.timeout),
                     retry_cnt: Some(self.retry_cnt),
                     rnr_retry: Some(self.rnr_retry),
                     max_rd_atomic: Some(self.max_rd_atomic),
-                    ..state(QpState::Rts)
+                    ..rts
                 },
             ],
-            QpType::Uc => [
-                QpAttr {
-                    access_flags: Some(self.access),
-                    ..init
-                },
-                QpAttr {
-                    av: Some(self.av),
-                    path_mtu: Some(self.mtu),
-                    dest_qpn: Some(self.dest_qpn),
-                    rq_psn: Some(self.rq_psn),
-                    ..state(QpState::Rtr)
-                },
-                QpAttr {
-                    sq_psn: Some(self.sq_psn),
-                    ..state(QpState::Rts)
-                },
-            ],
+            QpType::Uc => [access, rtr, rts],
             // A UD QP has no peer: the destination comes with each send WR.
             QpType::Ud => [
                 QpAttr {
@@ -126,10 +118,7 @@ impl Connect {
                     ..init
                 },
                 state(QpState::Rtr),
-                QpAttr {
-                    sq_psn: Some(self.sq_psn),
-                    ..state(QpState::Rts)
-                },
+                rts,
             ],
         }
     }

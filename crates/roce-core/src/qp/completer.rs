@@ -190,13 +190,19 @@ impl Qp {
         }
     }
 
-    fn on_read_response(&mut self, ctx: &mut Ctx<'_>, psn: Psn, packet: &RocePacket<&[u8]>) {
+    /// Whether a READ response or atomic ACK for `psn` is the one expected next: it names
+    /// `una` (else it is out of order), and the SENDs and WRITEs before it, which it
+    /// acknowledges, retire.
+    fn expected_response(&mut self, ctx: &mut Ctx<'_>, psn: Psn) -> bool {
         if psn != self.comp.una {
             self.out_of_order_response(ctx, psn);
-            return;
+            return false;
         }
-        // The response acknowledges the SENDs and WRITEs before the READ.
-        if !self.ack_before(ctx, psn) {
+        self.ack_before(ctx, psn)
+    }
+
+    fn on_read_response(&mut self, ctx: &mut Ctx<'_>, psn: Psn, packet: &RocePacket<&[u8]>) {
+        if !self.expected_response(ctx, psn) {
             return;
         }
         let Some(wqe) = self.sq.front() else { return };
@@ -245,11 +251,7 @@ impl Qp {
     }
 
     fn on_atomic_ack(&mut self, ctx: &mut Ctx<'_>, psn: Psn, orig: u64) {
-        if psn != self.comp.una {
-            self.out_of_order_response(ctx, psn);
-            return;
-        }
-        if !self.ack_before(ctx, psn) {
+        if !self.expected_response(ctx, psn) {
             return;
         }
         let Some(wqe) = self.sq.front() else { return };

@@ -5,8 +5,7 @@ use roce_wire::aeth::CreditCode;
 use roce_wire::opcode::Operation;
 use roce_wire::{RocePacket, Syndrome};
 
-use super::{Resource, Response, remote_region};
-use crate::mr::Access;
+use super::{Resource, Response, readable};
 use crate::qp::{Ctx, Qp};
 
 impl Qp {
@@ -47,18 +46,7 @@ impl Qp {
                 // its end first (rxe keeps one position per READ resource and moves it back).
                 // Without this every retry of a long READ queued another whole train behind
                 // the first, and a READ of a GiB never caught up with its own retries.
-                let len = reth.dma_len();
-                if len > 0
-                    && remote_region(
-                        ctx.mrs,
-                        self.pd,
-                        reth.rkey(),
-                        reth.va(),
-                        len.into(),
-                        Access::REMOTE_READ,
-                    )
-                    .is_err()
-                {
+                if readable(ctx.mrs, self.pd, &reth).is_err() {
                     return;
                 }
                 self.resp
@@ -69,7 +57,7 @@ impl Qp {
                     last,
                     key: reth.rkey(),
                     va: reth.va(),
-                    remaining: len,
+                    remaining: reth.dma_len(),
                     from_start: psn == first,
                     msn: self.resp.msn,
                 });

@@ -6,7 +6,7 @@
 use roce_wire::RocePacket;
 use roce_wire::opcode::{Operation, Position};
 
-use super::{Message, Refusal, Resource, Response, remote_region};
+use super::{Message, Refusal, Resource, Response, readable, remote_region};
 use crate::cq::{Cqe, WcOpcode};
 use crate::mr::Access;
 use crate::qp::{Ctx, Qp, scatter, sgl_len};
@@ -214,17 +214,8 @@ impl Qp {
             return Err(Refusal::Invalid);
         }
         let reth = packet.reth().ok_or(Refusal::Invalid)?;
+        readable(ctx.mrs, self.pd, &reth)?;
         let len = reth.dma_len();
-        if len > 0 {
-            remote_region(
-                ctx.mrs,
-                self.pd,
-                reth.rkey(),
-                reth.va(),
-                len.into(),
-                Access::REMOTE_READ,
-            )?;
-        }
         let psn = packet.bth().psn();
         let npsn = len.div_ceil(self.mtu.bytes()).max(1);
         let last = psn.wrapping_add(npsn - 1);

@@ -263,6 +263,22 @@ impl Qp {
     }
 }
 
+/// A READ's RETH names readable memory of our PD (a zero-length READ names none).
+fn readable(mrs: &Mrs, pd: PdHandle, reth: &roce_wire::reth::Packet<&[u8]>) -> Result<(), Refusal> {
+    let len = reth.dma_len();
+    if len > 0 {
+        remote_region(
+            mrs,
+            pd,
+            reth.rkey(),
+            reth.va(),
+            len.into(),
+            Access::REMOTE_READ,
+        )?;
+    }
+    Ok(())
+}
+
 /// The offset in its region of `[va, va + len)` for a remote access with `rights`, if the R_Key
 /// is valid, the region is in our PD, allows it, and holds the range (IBTA vol. 1 §10.6.3.2,
 /// rxe `check_rkey`).
