@@ -1,5 +1,8 @@
 //! The traffic loops of `roce perf`: what each test posts and polls, and what it records.
 
+mod peak;
+mod per_qp;
+
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
@@ -18,124 +21,9 @@ const POLL_BATCH: usize = 16;
 /// How long a `-D` send server goes on taking messages after its time is up, once none come.
 const DRAIN: Duration = Duration::from_millis(200);
 
-/// perftest's default `cq_mod` of bandwidth tests (`DEF_CQ_MOD`): it signals one completion
-/// in 100, so its peak search ends windows only at every 100th completion (and the last).
-const CQ_MOD: usize = 100;
-
-/// The best time per message over any window from the post of WR `i` to the completion of
-/// number `j >= i` (`(completed[j] - posted[i]) / (j - i + 1)`), in seconds: perftest's peak
-/// (perftest_parameters.c `print_report_bw`, which searches every `i` and the `j` at
-/// multiples of `cq_mod`, then reports `size / opt_delta`). The window over the whole run is
-/// one of them, so the peak is never below the average. `None` without completions.
-pub(super) fn best_per_message(posted: &[Instant], completed: &[Instant]) -> Option<f64> {
-    let n = posted.len().min(completed.len());
-    let mut best = f64::INFINITY;
-    let mut window = |i: usize, j: usize| {
-        let t = completed[j]
-            .saturating_duration_since(posted[i])
-            .as_secs_f64();
-        best = best.min(t / (j - i + 1) as f64);
-    };
-    for i in 0..n {
-        let mut j = (i + 1).div_ceil(CQ_MOD) * CQ_MOD - 1;
-        while j < n {
-            window(i, j);
-            j += CQ_MOD;
-        }
-        if !n.is_multiple_of(CQ_MOD) {
-            window(i, n - 1);
-        }
-    }
-    (best.is_finite() && best > 0.0).then_some(best)
-}
-
-/// perftest computes no peak above this many iterations per QP (perftest_parameters.c:
-/// `iters > 20000 && noPeak == OFF` sets `noPeak`): the search is quadratic.
-pub(super) const PEAK_MAX_ITERS: u32 = 20_000;
-
-/// Nor here above this many of all QPs together: the search takes `n * n / CQ_MOD` steps
-/// and two timestamps per iteration.
-pub(super) const PEAK_MAX_TOTAL: u64 = 200_000;
-
-/// How long a run lasts.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Plan {
-    /// `-n`: iterations per QP.
-    Iterations(u32),
-    /// `-D`: post for `total`; count what completes from `margin` after the start to
-    /// `margin` before the end (perftest's `-D` with its default margin, a quarter of it).
-    Duration { total: Duration, margin: Duration },
-}
-
-impl Plan {
-    /// Iterations per QP; with a duration, as many as the time allows.
-    pub(super) fn iters(self) -> u32 {
-        match self {
-            Self::Iterations(n) => n,
-            Self::Duration { .. } => u32::MAX,
-        }
-    }
-}
-
-/// The sampling window of a `-D` run.
-#[derive(Debug, Clone, Copy)]
-struct Window {
-    from: Instant,
-    to: Instant,
-    /// Completions inside it.
-    count: u64,
-}
-
-/// What each QP of a bandwidth test completed.
-#[derive(Debug, Clone)]
-pub(super) struct PerQp {
-    /// When every QP had work.
-    pub(super) start: Instant,
-    /// Completions per QP.
-    pub(super) done: Vec<u32>,
-    /// Their sum.
-    pub(super) sum: u64,
-    /// Each QP's last completion, since `start`: the end of its transfer, over which its
-    /// goodput is counted.
-    pub(super) last: Vec<Option<Duration>>,
-    window: Option<Window>,
-}
-
-impl PerQp {
-    fn new(qps: usize, start: Instant, plan: Plan) -> Self {
-        let window = match plan {
-            Plan::Iterations(_) => None,
-            Plan::Duration { total, margin } => Some(Window {
-                from: start + margin,
-                to: start + total.saturating_sub(margin),
-                count: 0,
-            }),
-        };
-        Self {
-            start,
-            done: vec![0; qps],
-            sum: 0,
-            last: vec![None; qps],
-            window,
-        }
-    }
-
-    fn completed(&mut self, qp: usize, now: Instant) {
-        self.done[qp] += 1;
-        self.sum += 1;
-        self.last[qp] = Some(now.saturating_duration_since(self.start));
-        if let Some(w) = &mut self.window
-            && (w.from..=w.to).contains(&now)
-        {
-            w.count += 1;
-        }
-    }
-
-    /// With `-D`: the sampling window and what completed in it.
-    pub(super) fn sampled(&self) -> Option<(Duration, u64)> {
-        self.window.map(|w| (w.to - w.from, w.count))
-    }
-}
+pub(super) use peak::best_per_message;
+use peak::{PEAK_MAX_ITERS, PEAK_MAX_TOTAL};
+pub(super) use per_qp::{PerQp, Plan};
 
 /// When each WR was posted and each completion came, in order (perftest's `tposted` and
 /// `tcompleted`), for the peak.
