@@ -1,5 +1,6 @@
 //! The traffic loops of `roce perf`: what each test posts and polls, and what it records.
 
+mod error;
 mod peak;
 mod per_qp;
 
@@ -21,6 +22,7 @@ const POLL_BATCH: usize = 16;
 /// How long a `-D` send server goes on taking messages after its time is up, once none come.
 const DRAIN: Duration = Duration::from_millis(200);
 
+use error::TrafficError;
 pub(super) use peak::best_per_message;
 use peak::{PEAK_MAX_ITERS, PEAK_MAX_TOTAL};
 pub(super) use per_qp::{PerQp, Plan};
@@ -84,14 +86,14 @@ impl Runner<'_> {
     }
 
     /// The next completion of the (shared) CQ, which must be a success, and its QP's index.
-    async fn complete(&self) -> Result<(Cqe, usize), String> {
+    async fn complete(&self) -> Result<(Cqe, usize), TrafficError> {
         self.complete_within(self.limit)
             .await?
             .ok_or_else(|| self.silence())
     }
 
     /// The next completion within `limit`, `None` if none came.
-    async fn complete_within(&self, limit: Duration) -> Result<Option<(Cqe, usize)>, String> {
+    async fn complete_within(&self, limit: Duration) -> Result<Option<(Cqe, usize)>, TrafficError> {
         match self
             .device
             .next_completion_within(self.qp().cq, limit)
@@ -99,18 +101,16 @@ impl Runner<'_> {
         {
             Ok(cqe) => self.check(cqe).map(Some),
             Err(roce_device::DeviceError::Timeout(_)) => Ok(None),
-            Err(e) => Err(e.to_string()),
+            Err(e) => Err(e.into()),
         }
     }
 
     /// Why a run stopped when nothing completed for the timeout.
-    fn silence(&self) -> String {
-        format!(
-            "no completion for {} s after {} iterations (is the peer still running, with the \
-             same -n, -q and -s? a perftest peer does not tell its own)",
-            self.limit.as_secs(),
-            self.live.borrow().completed
-        )
+    fn silence(&self) -> TrafficError {
+        TrafficError::Silence {
+            secs: self.limit.as_secs(),
+            completed: self.live.borrow().completed,
+        }
     }
 
     /// Marks the start of the traffic; returns it.
@@ -144,13 +144,13 @@ impl Runner<'_> {
     }
 
     /// Up to `max` completions, at least one; each must be a success of one of our QPs.
-    async fn complete_many(&self, max: usize) -> Result<Vec<(Cqe, usize)>, String> {
+    async fn complete_many(&self, max: usize) -> Result<Vec<(Cqe, usize)>, TrafficError> {
         self.device
             .next_completions_within(self.qp().cq, max, self.limit)
             .await
             .map_err(|e| match e {
                 roce_device::DeviceError::Timeout(_) => self.silence(),
-                e => e.to_string(),
+                e => e.into(),
             })?
             .into_iter()
             .map(|cqe| self.check(cqe))
@@ -158,18 +158,18 @@ impl Runner<'_> {
     }
 
     /// A successful completion of one of our QPs, and that QP's index.
-    fn check(&self, cqe: Cqe) -> Result<(Cqe, usize), String> {
+    fn check(&self, cqe: Cqe) -> Result<(Cqe, usize), TrafficError> {
         if cqe.status != WcStatus::Success {
-            return Err(format!(
-                "completion with status {:?} on QP {}",
-                cqe.status, cqe.qpn
-            ));
+            return Err(TrafficError::Status {
+                status: cqe.status,
+                qpn: cqe.qpn,
+            });
         }
         let qp = self
             .index
             .get(&cqe.qpn)
             .copied()
-            .ok_or_else(|| format!("a completion of QP {}, which is not ours", cqe.qpn))?;
+            .ok_or(TrafficError::NotOurs(cqe.qpn))?;
         Ok((cqe, qp))
     }
 
@@ -213,7 +213,7 @@ impl Runner<'_> {
         verb: Verb,
         depth: u32,
         cas: bool,
-    ) -> Result<Measured, String> {
+    ) -> Result<Measured, TrafficError> {
         let start = self.started();
         let n = self.qps.len();
         let wr = (verb, depth, cas);
@@ -237,10 +237,7 @@ impl Runner<'_> {
                 let list = self.fill(wr, &mut posted, &per_qp.done);
                 if !list.is_empty() {
                     let (now, count) = (Instant::now(), list.len());
-                    self.device
-                        .post_send_list(list)
-                        .await
-                        .map_err(|e| e.to_string())?;
+                    self.device.post_send_list(list).await?;
                     if let Some(times) = &mut times {
                         times.posted.extend(std::iter::repeat_n(now, count));
                     }
@@ -275,7 +272,7 @@ impl Runner<'_> {
     /// are used (perftest's `run_iter_bw_server`: while `posted_per_qp[wc_id] < iters`). With
     /// `-D`, until its own time is up; then it goes on taking (and reposting for) what the
     /// client still sends until nothing comes for [`DRAIN`].
-    pub(super) async fn receive_all(&self, posted: u32) -> Result<Measured, String> {
+    pub(super) async fn receive_all(&self, posted: u32) -> Result<Measured, TrafficError> {
         let start = self.started();
         let n = self.qps.len();
         let iters = self.plan.iters();
@@ -306,8 +303,7 @@ impl Runner<'_> {
                             sgl: vec![self.recv_sges[qp]],
                         },
                     )
-                    .await
-                    .map_err(|e| e.to_string())?;
+                    .await?;
                 outstanding[qp] += 1;
             }
             self.live.borrow_mut().completed = per_qp.sum;
@@ -323,16 +319,13 @@ impl Runner<'_> {
     }
 
     /// One READ or atomic at a time; each sample is the round trip.
-    pub(super) async fn latency(&self, verb: Verb, cas: bool) -> Result<Measured, String> {
+    pub(super) async fn latency(&self, verb: Verb, cas: bool) -> Result<Measured, TrafficError> {
         let start = self.started();
         let iters = self.plan.iters();
         for i in 0..iters {
             let t = Instant::now();
             let wr = SendWr::new(u64::from(i), self.op(0, verb, cas, i), vec![self.sges[0]]);
-            self.device
-                .post_send(self.qp().qpn, wr)
-                .await
-                .map_err(|e| e.to_string())?;
+            self.device.post_send(self.qp().qpn, wr).await?;
             self.complete().await?;
             self.sample(t.elapsed());
         }
@@ -345,7 +338,7 @@ impl Runner<'_> {
 
     /// ib_send_lat: the client sends, the server answers each message; half a round trip per
     /// sample, as perftest reports.
-    pub(super) async fn send_latency(&self, client: bool) -> Result<Measured, String> {
+    pub(super) async fn send_latency(&self, client: bool) -> Result<Measured, TrafficError> {
         let start = self.started();
         let iters = self.plan.iters();
         let send = |i: u32| {
@@ -356,7 +349,7 @@ impl Runner<'_> {
         for i in 0..iters {
             let t = Instant::now();
             if client {
-                send(i).await.map_err(|e| e.to_string())?;
+                send(i).await?;
             }
             // Wait for both this side's send and the peer's message.
             let mut waiting = if client { 2 } else { 1 };
@@ -364,10 +357,9 @@ impl Runner<'_> {
                 let cqe = self
                     .device
                     .next_completion_within(self.qp().cq, self.limit)
-                    .await
-                    .map_err(|e| e.to_string())?;
+                    .await?;
                 if cqe.status != WcStatus::Success {
-                    return Err(format!("completion with status {:?}", cqe.status));
+                    return Err(TrafficError::LatencyStatus(cqe.status));
                 }
                 if cqe.wr_id == RECV {
                     self.device
@@ -378,10 +370,9 @@ impl Runner<'_> {
                                 sgl: vec![self.sges[0]],
                             },
                         )
-                        .await
-                        .map_err(|e| e.to_string())?;
+                        .await?;
                     if !client {
-                        send(i).await.map_err(|e| e.to_string())?;
+                        send(i).await?;
                         waiting += 1;
                     }
                 }
@@ -407,7 +398,7 @@ impl Runner<'_> {
         mr: &roce_core::MemoryRegion,
         half: usize,
         server: bool,
-    ) -> Result<Measured, String> {
+    ) -> Result<Measured, TrafficError> {
         // We post from the send half; the peer's count arrives in the receive half.
         let last = self.sges[0].length.max(1) as usize - 1;
         let poll = half + last;
@@ -421,10 +412,10 @@ impl Runner<'_> {
                 let deadline = Instant::now() + self.limit;
                 while mr.read(poll, 1).is_none_or(|b| b[0] != rcnt as u8) {
                     if Instant::now() > deadline {
-                        return Err(format!(
-                            "no write from the peer for {:?} (ping {rcnt})",
-                            self.limit
-                        ));
+                        return Err(TrafficError::NoWrite {
+                            limit: self.limit,
+                            ping: rcnt,
+                        });
                     }
                     // The device runs on this thread: let it take the peer's packets in.
                     tokio::task::yield_now().await;
@@ -440,10 +431,7 @@ impl Runner<'_> {
                     SendOp::RdmaWrite(self.remotes[0]),
                     vec![self.sges[0]],
                 );
-                self.device
-                    .post_send(self.qp().qpn, wr)
-                    .await
-                    .map_err(|e| e.to_string())?;
+                self.device.post_send(self.qp().qpn, wr).await?;
                 self.complete().await?;
             }
         }
