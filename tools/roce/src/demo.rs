@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 use roce_core::{
-    Access, MemoryRegion, Mtu, Psn, RecvWr, Remote, SendOp, SendWr, Sge, Stats, WcStatus,
+    Access, Cqe, MemoryRegion, Mtu, Psn, RecvWr, Remote, SendOp, SendWr, Sge, Stats, WcStatus,
 };
 use roce_device::backend::udp::UdpBackend;
 use roce_device::{Connection, Device, DeviceConfig, DeviceHandle, RcEndpoint, Tap};
@@ -76,7 +76,7 @@ struct Outcome {
     requests_resent: u64,
     /// Response packets b sent again (READ responses, atomic ACKs) to duplicate requests.
     responses_resent: u64,
-    check: Result<(), String>,
+    check: Result<(), CheckError>,
 }
 
 impl Outcome {
@@ -217,7 +217,7 @@ async fn demo(args: &Args, mtu: Mtu) -> anyhow::Result<ExitCode> {
                     "retransmitted_requests": o.requests_resent,
                     "resent_responses": o.responses_resent,
                     "ok": o.check.is_ok(),
-                    "error": o.check.as_ref().err(),
+                    "error": o.check.as_ref().err().map(ToString::to_string),
                 })
             })
             .collect();
@@ -414,7 +414,7 @@ impl Ctx<'_> {
         for i in 0..n {
             let cqe = a.next_completion_within(self.qp_a.cq, limit).await?;
             if cqe.status != WcStatus::Success || cqe.wr_id != u64::from(i) {
-                check = Err(format!("send completion {i}: {cqe:?}"));
+                check = Err(CheckError::Send { i, cqe });
             }
         }
         if matches!(op, Op::Send | Op::SendWithImm | Op::WriteWithImm) {
@@ -423,7 +423,7 @@ impl Ctx<'_> {
                 let imm =
                     matches!(op, Op::SendWithImm | Op::WriteWithImm).then_some(0x1000_0000 + i);
                 if cqe.status != WcStatus::Success || cqe.imm_data != imm || cqe.byte_len != size {
-                    check = Err(format!("receive completion {i}: {cqe:?}"));
+                    check = Err(CheckError::Receive { i, cqe });
                 }
             }
         }
@@ -458,7 +458,7 @@ impl Ctx<'_> {
         })
     }
 
-    fn verify(&self, op: Op, data: &[u8], half: u64) -> Result<(), String> {
+    fn verify(&self, op: Op, data: &[u8], half: u64) -> Result<(), CheckError> {
         let n = u64::from(self.args.iters);
         let value = |mr: &MemoryRegion, at: u64| {
             let bytes = mr.read(at as usize, 8).unwrap_or_default();
@@ -468,16 +468,16 @@ impl Ctx<'_> {
             Op::Send | Op::SendWithImm | Op::Write | Op::WriteWithImm => {
                 (self.mr_b.read(0, data.len()).as_deref() == Some(data))
                     .then_some(())
-                    .ok_or("the bytes that arrived differ".into())
+                    .ok_or(CheckError::ArrivedDiffer)
             }
             Op::Read => (self.mr_a.read(0, data.len()).as_deref() == Some(data))
                 .then_some(())
-                .ok_or("the bytes read differ".into()),
+                .ok_or(CheckError::ReadDiffer),
             Op::CompareSwap => {
                 let originals: Vec<u64> = (0..n).map(|i| value(&self.mr_a, half + 8 * i)).collect();
                 let expected: Vec<u64> = (0..n).collect();
                 if originals != expected || value(&self.mr_b, half) != n {
-                    return Err(format!("swap chain broke: originals {originals:?}"));
+                    return Err(CheckError::SwapChain(originals));
                 }
                 Ok(())
             }
@@ -485,12 +485,35 @@ impl Ctx<'_> {
                 let originals: Vec<u64> = (0..n).map(|i| value(&self.mr_a, half + 8 * i)).collect();
                 let expected: Vec<u64> = (0..n).map(|i| 3 * i).collect();
                 if originals != expected || value(&self.mr_b, half) != 3 * n {
-                    return Err(format!("additions went wrong: originals {originals:?}"));
+                    return Err(CheckError::Additions(originals));
                 }
                 Ok(())
             }
         }
     }
+}
+
+/// Why an operation's check failed: a completion or the memory it left is not what it should be.
+#[derive(Debug, thiserror::Error)]
+enum CheckError {
+    /// A send-side completion failed or came out of order.
+    #[error("send completion {i}: {cqe:?}")]
+    Send { i: u32, cqe: Cqe },
+    /// A receive-side completion failed, or its immediate or length is wrong.
+    #[error("receive completion {i}: {cqe:?}")]
+    Receive { i: u32, cqe: Cqe },
+    /// The target's bytes after a SEND or WRITE.
+    #[error("the bytes that arrived differ")]
+    ArrivedDiffer,
+    /// The initiator's bytes after a READ.
+    #[error("the bytes read differ")]
+    ReadDiffer,
+    /// The originals the compare-and-swaps returned.
+    #[error("swap chain broke: originals {0:?}")]
+    SwapChain(Vec<u64>),
+    /// The originals the fetch-and-adds returned.
+    #[error("additions went wrong: originals {0:?}")]
+    Additions(Vec<u64>),
 }
 
 /// Bytes that depend on the seed and position, so a misplaced byte shows.

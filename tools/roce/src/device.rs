@@ -150,15 +150,24 @@ pub(crate) fn runtime(opts: &DeviceOpts) -> std::io::Result<tokio::runtime::Runt
 }
 
 /// A line rate in Gb/s: positive and at most 10 Tb/s.
-fn parse_gbps(text: &str) -> Result<f64, String> {
+fn parse_gbps(text: &str) -> Result<f64, GbpsError> {
     let gbps: f64 = text
         .parse()
-        .map_err(|_| format!("{text:?} is not a number of Gb/s"))?;
+        .map_err(|_| GbpsError::NotANumber(text.to_owned()))?;
     if gbps > 0.0 && gbps <= 10_000.0 {
         Ok(gbps)
     } else {
-        Err(format!(
-            "{gbps} Gb/s: a line rate is above 0 and at most 10000"
-        ))
+        Err(GbpsError::OutOfRange(gbps))
     }
+}
+
+/// Why a line rate is refused.
+#[derive(Debug, thiserror::Error)]
+enum GbpsError {
+    /// Not a number.
+    #[error("{0:?} is not a number of Gb/s")]
+    NotANumber(String),
+    /// 0 or less, or above 10 Tb/s.
+    #[error("{0} Gb/s: a line rate is above 0 and at most 10000")]
+    OutOfRange(f64),
 }

@@ -16,6 +16,8 @@
 //! The interfaces should have no IP addresses of their own (the kernel would answer for them)
 //! and need CAP_NET_RAW.
 
+mod args;
+
 use std::collections::HashMap;
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
 use std::process::ExitCode;
@@ -31,6 +33,8 @@ use roce_sim::switch::{CLASSES, Ets, MarkAt, Pfc};
 use roce_sim::{EcnMarking, SimPacket, Switch, SwitchConfig};
 use roce_wire::frame::rewrite;
 use serde_json::json;
+
+use args::{parse_ecn, parse_pfc, parse_rate};
 
 /// Bytes of a frame that the queue model counts as headers: roce-sim counts a packet on the
 /// wire as its UDP payload plus Ethernet, IPv4 and UDP headers.
@@ -477,140 +481,5 @@ fn pfc_frame(src: [u8; 6], priority: u8, quanta: u16) -> Vec<u8> {
     frame
 }
 
-/// `1g`, `200m`, `10000k` or plain bits per second.
-fn parse_rate(text: &str) -> Result<u64, String> {
-    let lower = text.to_ascii_lowercase();
-    let (digits, scale) = match lower.strip_suffix(['k', 'm', 'g']) {
-        Some(digits) => (
-            digits,
-            match lower.as_bytes()[lower.len() - 1] {
-                b'k' => 1e3,
-                b'm' => 1e6,
-                _ => 1e9,
-            },
-        ),
-        None => (lower.as_str(), 1.0),
-    };
-    let value: f64 = digits
-        .parse()
-        .map_err(|_| format!("{text:?} is not a rate such as 1g, 200m or 5000000"))?;
-    let bps = value * scale;
-    if (1e3..=1e13).contains(&bps) {
-        Ok(bps as u64)
-    } else {
-        Err(format!(
-            "{text}: a rate is between 1k and 10000g bits per second"
-        ))
-    }
-}
-
-/// `KMIN,KMAX,PMAX`.
-fn parse_ecn(text: &str) -> Result<EcnMarking, String> {
-    let parts: Vec<&str> = text.split(',').collect();
-    let [kmin, kmax, pmax] = parts.as_slice() else {
-        return Err(format!(
-            "{text:?}: expected KMIN,KMAX,PMAX such as 5000,50000,0.1"
-        ));
-    };
-    let k_min_bytes: usize = kmin
-        .trim()
-        .parse()
-        .map_err(|_| format!("KMIN {kmin:?} is not bytes"))?;
-    let k_max_bytes: usize = kmax
-        .trim()
-        .parse()
-        .map_err(|_| format!("KMAX {kmax:?} is not bytes"))?;
-    let p_max: f64 = pmax
-        .trim()
-        .parse()
-        .map_err(|_| format!("PMAX {pmax:?} is not a number"))?;
-    if k_min_bytes >= k_max_bytes {
-        return Err(format!(
-            "KMIN {k_min_bytes} must be below KMAX {k_max_bytes}"
-        ));
-    }
-    if !(0.0..=1.0).contains(&p_max) {
-        return Err(format!("PMAX {p_max} is a probability: 0 to 1"));
-    }
-    Ok(EcnMarking {
-        k_min_bytes,
-        k_max_bytes,
-        p_max,
-    })
-}
-
-/// `XOFF,XON` on priority 3, pausing for 65535 quanta at a time.
-fn parse_pfc(text: &str) -> Result<Pfc, String> {
-    let Some((xoff, xon)) = text.split_once(',') else {
-        return Err(format!(
-            "{text:?}: expected XOFF,XON bytes such as 60000,40000"
-        ));
-    };
-    let xoff_bytes: usize = xoff
-        .trim()
-        .parse()
-        .map_err(|_| format!("XOFF {xoff:?} is not bytes"))?;
-    let xon_bytes: usize = xon
-        .trim()
-        .parse()
-        .map_err(|_| format!("XON {xon:?} is not bytes"))?;
-    if xon_bytes > xoff_bytes {
-        return Err(format!(
-            "XON {xon_bytes} must not be above XOFF {xoff_bytes}"
-        ));
-    }
-    Ok(Pfc {
-        xoff_bytes,
-        xon_bytes,
-        pause_quanta: u16::MAX,
-        priorities: 1 << 3,
-    })
-}
-
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn pfc_frame_layout() {
-        let frame = pfc_frame([2, 0, 0, 0, 0, 1], 3, 0xffff);
-        assert_eq!(frame.len(), 60);
-        assert_eq!(&frame[0..6], &PFC_DA);
-        assert_eq!(&frame[12..16], &[0x88, 0x08, 0x01, 0x01]);
-        assert_eq!(&frame[16..18], &[0x00, 0x08]); // class-enable vector: priority 3
-        assert_eq!(&frame[18 + 6..18 + 8], &[0xff, 0xff]); // time of priority 3
-        assert!(frame[18..24].iter().all(|&b| b == 0));
-    }
-
-    #[test]
-    fn pause_requests_are_read_from_pfc_and_802_3x_frames() {
-        let pfc = pfc_frame([2, 0, 0, 0, 0, 1], 3, 1000);
-        assert_eq!(pause_request(&pfc), [(3, 1000)]);
-        let xon = pfc_frame([2, 0, 0, 0, 0, 1], 5, 0);
-        assert_eq!(pause_request(&xon), [(5, 0)]);
-        let mut pause = pfc.clone();
-        pause[14..18].copy_from_slice(&[0x00, 0x01, 0x12, 0x34]);
-        assert_eq!(pause_request(&pause).len(), CLASSES);
-        assert!(pause_request(&pause).iter().all(|&(_, q)| q == 0x1234));
-        assert!(pause_request(&pfc[..17]).is_empty(), "truncated");
-        assert_eq!(
-            pause_request(&pfc[..20]),
-            [],
-            "priority 3's time is cut off"
-        );
-    }
-
-    #[test]
-    fn options_parse_and_refuse() {
-        assert_eq!(parse_rate("200m"), Ok(200_000_000));
-        assert_eq!(parse_rate("1G"), Ok(1_000_000_000));
-        assert!(parse_rate("fast").is_err());
-        assert!(parse_rate("0").is_err());
-        let ecn = parse_ecn("5000,50000,0.1").expect("valid");
-        assert_eq!((ecn.k_min_bytes, ecn.k_max_bytes), (5000, 50000));
-        assert!(parse_ecn("5000,500,0.1").is_err());
-        assert!(parse_ecn("5000,50000,2").is_err());
-        assert!(parse_pfc("40000,60000").is_err());
-        assert_eq!(parse_pfc("60000,40000").map(|p| p.priorities), Ok(8));
-    }
-}
+mod tests;

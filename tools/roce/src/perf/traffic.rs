@@ -1,5 +1,9 @@
 //! The traffic loops of `roce perf`: what each test posts and polls, and what it records.
 
+mod error;
+mod peak;
+mod per_qp;
+
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
@@ -19,124 +23,10 @@ const POLL_BATCH: usize = 16;
 /// How long a `-D` send server goes on taking messages after its time is up, once none come.
 const DRAIN: Duration = Duration::from_millis(200);
 
-/// perftest's default `cq_mod` of bandwidth tests (`DEF_CQ_MOD`): it signals one completion
-/// in 100, so its peak search ends windows only at every 100th completion (and the last).
-const CQ_MOD: usize = 100;
-
-/// The best time per message over any window from the post of WR `i` to the completion of
-/// number `j >= i` (`(completed[j] - posted[i]) / (j - i + 1)`), in seconds: perftest's peak
-/// (perftest_parameters.c `print_report_bw`, which searches every `i` and the `j` at
-/// multiples of `cq_mod`, then reports `size / opt_delta`). The window over the whole run is
-/// one of them, so the peak is never below the average. `None` without completions.
-pub(super) fn best_per_message(posted: &[Instant], completed: &[Instant]) -> Option<f64> {
-    let n = posted.len().min(completed.len());
-    let mut best = f64::INFINITY;
-    let mut window = |i: usize, j: usize| {
-        let t = completed[j]
-            .saturating_duration_since(posted[i])
-            .as_secs_f64();
-        best = best.min(t / (j - i + 1) as f64);
-    };
-    for i in 0..n {
-        let mut j = (i + 1).div_ceil(CQ_MOD) * CQ_MOD - 1;
-        while j < n {
-            window(i, j);
-            j += CQ_MOD;
-        }
-        if !n.is_multiple_of(CQ_MOD) {
-            window(i, n - 1);
-        }
-    }
-    (best.is_finite() && best > 0.0).then_some(best)
-}
-
-/// perftest computes no peak above this many iterations per QP (perftest_parameters.c:
-/// `iters > 20000 && noPeak == OFF` sets `noPeak`): the search is quadratic.
-pub(super) const PEAK_MAX_ITERS: u32 = 20_000;
-
-/// Nor here above this many of all QPs together: the search takes `n * n / CQ_MOD` steps
-/// and two timestamps per iteration.
-pub(super) const PEAK_MAX_TOTAL: u64 = 200_000;
-
-/// How long a run lasts.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Plan {
-    /// `-n`: iterations per QP.
-    Iterations(u32),
-    /// `-D`: post for `total`; count what completes from `margin` after the start to
-    /// `margin` before the end (perftest's `-D` with its default margin, a quarter of it).
-    Duration { total: Duration, margin: Duration },
-}
-
-impl Plan {
-    /// Iterations per QP; with a duration, as many as the time allows.
-    pub(super) fn iters(self) -> u32 {
-        match self {
-            Self::Iterations(n) => n,
-            Self::Duration { .. } => u32::MAX,
-        }
-    }
-}
-
-/// The sampling window of a `-D` run.
-#[derive(Debug, Clone, Copy)]
-struct Window {
-    from: Instant,
-    to: Instant,
-    /// Completions inside it.
-    count: u64,
-}
-
-/// What each QP of a bandwidth test completed.
-#[derive(Debug, Clone)]
-pub(super) struct PerQp {
-    /// When every QP had work.
-    pub(super) start: Instant,
-    /// Completions per QP.
-    pub(super) done: Vec<u32>,
-    /// Their sum.
-    pub(super) sum: u64,
-    /// Each QP's last completion, since `start`: the end of its transfer, over which its
-    /// goodput is counted.
-    pub(super) last: Vec<Option<Duration>>,
-    window: Option<Window>,
-}
-
-impl PerQp {
-    fn new(qps: usize, start: Instant, plan: Plan) -> Self {
-        let window = match plan {
-            Plan::Iterations(_) => None,
-            Plan::Duration { total, margin } => Some(Window {
-                from: start + margin,
-                to: start + total.saturating_sub(margin),
-                count: 0,
-            }),
-        };
-        Self {
-            start,
-            done: vec![0; qps],
-            sum: 0,
-            last: vec![None; qps],
-            window,
-        }
-    }
-
-    fn completed(&mut self, qp: usize, now: Instant) {
-        self.done[qp] += 1;
-        self.sum += 1;
-        self.last[qp] = Some(now.saturating_duration_since(self.start));
-        if let Some(w) = &mut self.window
-            && (w.from..=w.to).contains(&now)
-        {
-            w.count += 1;
-        }
-    }
-
-    /// With `-D`: the sampling window and what completed in it.
-    pub(super) fn sampled(&self) -> Option<(Duration, u64)> {
-        self.window.map(|w| (w.to - w.from, w.count))
-    }
-}
+use error::TrafficError;
+pub(super) use peak::best_per_message;
+use peak::{PEAK_MAX_ITERS, PEAK_MAX_TOTAL};
+pub(super) use per_qp::{PerQp, Plan};
 
 /// When each WR was posted and each completion came, in order (perftest's `tposted` and
 /// `tcompleted`), for the peak.
@@ -199,14 +89,14 @@ impl Runner<'_> {
     }
 
     /// The next completion of the (shared) CQ, which must be a success, and its QP's index.
-    async fn complete(&self) -> Result<(Cqe, usize), String> {
+    async fn complete(&self) -> Result<(Cqe, usize), TrafficError> {
         self.complete_within(self.limit)
             .await?
             .ok_or_else(|| self.silence())
     }
 
     /// The next completion within `limit`, `None` if none came.
-    async fn complete_within(&self, limit: Duration) -> Result<Option<(Cqe, usize)>, String> {
+    async fn complete_within(&self, limit: Duration) -> Result<Option<(Cqe, usize)>, TrafficError> {
         match self
             .device
             .next_completion_within(self.qp().cq, limit)
@@ -214,18 +104,16 @@ impl Runner<'_> {
         {
             Ok(cqe) => self.check(cqe).map(Some),
             Err(roce_device::DeviceError::Timeout(_)) => Ok(None),
-            Err(e) => Err(e.to_string()),
+            Err(e) => Err(e.into()),
         }
     }
 
     /// Why a run stopped when nothing completed for the timeout.
-    fn silence(&self) -> String {
-        format!(
-            "no completion for {} s after {} iterations (is the peer still running, with the \
-             same -n, -q and -s? a perftest peer does not tell its own)",
-            self.limit.as_secs(),
-            self.live.borrow().completed
-        )
+    fn silence(&self) -> TrafficError {
+        TrafficError::Silence {
+            secs: self.limit.as_secs(),
+            completed: self.live.borrow().completed,
+        }
     }
 
     /// Marks the start of the traffic; returns it.
@@ -259,13 +147,13 @@ impl Runner<'_> {
     }
 
     /// Up to `max` completions, at least one; each must be a success of one of our QPs.
-    async fn complete_many(&self, max: usize) -> Result<Vec<(Cqe, usize)>, String> {
+    async fn complete_many(&self, max: usize) -> Result<Vec<(Cqe, usize)>, TrafficError> {
         self.device
             .next_completions_within(self.qp().cq, max, self.limit)
             .await
             .map_err(|e| match e {
                 roce_device::DeviceError::Timeout(_) => self.silence(),
-                e => e.to_string(),
+                e => e.into(),
             })?
             .into_iter()
             .map(|cqe| self.check(cqe))
@@ -285,18 +173,18 @@ impl Runner<'_> {
     }
 
     /// A successful completion of one of our QPs, and that QP's index.
-    fn check(&self, cqe: Cqe) -> Result<(Cqe, usize), String> {
+    fn check(&self, cqe: Cqe) -> Result<(Cqe, usize), TrafficError> {
         if cqe.status != WcStatus::Success {
-            return Err(format!(
-                "completion with status {:?} on QP {}",
-                cqe.status, cqe.qpn
-            ));
+            return Err(TrafficError::Status {
+                status: cqe.status,
+                qpn: cqe.qpn,
+            });
         }
         let qp = self
             .index
             .get(&cqe.qpn)
             .copied()
-            .ok_or_else(|| format!("a completion of QP {}, which is not ours", cqe.qpn))?;
+            .ok_or(TrafficError::NotOurs(cqe.qpn))?;
         Ok((cqe, qp))
     }
 
@@ -340,7 +228,7 @@ impl Runner<'_> {
         verb: Verb,
         depth: u32,
         cas: bool,
-    ) -> Result<Measured, String> {
+    ) -> Result<Measured, TrafficError> {
         let start = self.started();
         let n = self.qps.len();
         let wr = (verb, depth, cas);
@@ -364,10 +252,7 @@ impl Runner<'_> {
                 let list = self.fill(wr, &mut posted, &per_qp.done);
                 if !list.is_empty() {
                     let (now, count) = (Instant::now(), list.len());
-                    self.device
-                        .post_send_list(list)
-                        .await
-                        .map_err(|e| e.to_string())?;
+                    self.device.post_send_list(list).await?;
                     if let Some(times) = &mut times {
                         times.posted.extend(std::iter::repeat_n(now, count));
                     }
@@ -405,7 +290,7 @@ impl Runner<'_> {
     /// are used (perftest's `run_iter_bw_server`: while `posted_per_qp[wc_id] < iters`). With
     /// `-D`, until its own time is up; then it goes on taking (and reposting for) what the
     /// client still sends until nothing comes for [`DRAIN`].
-    pub(super) async fn receive_all(&self, posted: u32) -> Result<Measured, String> {
+    pub(super) async fn receive_all(&self, posted: u32) -> Result<Measured, TrafficError> {
         let start = self.started();
         let n = self.qps.len();
         let iters = self.plan.iters();
@@ -437,8 +322,7 @@ impl Runner<'_> {
                             sgl: vec![self.recv_sges[qp]],
                         },
                     )
-                    .await
-                    .map_err(|e| e.to_string())?;
+                    .await?;
                 outstanding[qp] += 1;
             }
             self.live.borrow_mut().completed = per_qp.sum;
@@ -454,16 +338,13 @@ impl Runner<'_> {
     }
 
     /// One READ or atomic at a time; each sample is the round trip.
-    pub(super) async fn latency(&self, verb: Verb, cas: bool) -> Result<Measured, String> {
+    pub(super) async fn latency(&self, verb: Verb, cas: bool) -> Result<Measured, TrafficError> {
         let start = self.started();
         let iters = self.plan.iters();
         for i in 0..iters {
             let t = Instant::now();
             let wr = SendWr::new(u64::from(i), self.op(0, verb, cas, i), vec![self.sges[0]]);
-            self.device
-                .post_send(self.qp().qpn, wr)
-                .await
-                .map_err(|e| e.to_string())?;
+            self.device.post_send(self.qp().qpn, wr).await?;
             self.complete().await?;
             self.sample(t.elapsed());
         }
@@ -476,7 +357,7 @@ impl Runner<'_> {
 
     /// ib_send_lat: the client sends, the server answers each message; half a round trip per
     /// sample, as perftest reports.
-    pub(super) async fn send_latency(&self, client: bool) -> Result<Measured, String> {
+    pub(super) async fn send_latency(&self, client: bool) -> Result<Measured, TrafficError> {
         let start = self.started();
         let iters = self.plan.iters();
         let send = |i: u32| {
@@ -487,7 +368,7 @@ impl Runner<'_> {
         for i in 0..iters {
             let t = Instant::now();
             if client {
-                send(i).await.map_err(|e| e.to_string())?;
+                send(i).await?;
             }
             // Wait for both this side's send and the peer's message.
             let mut waiting = if client { 2 } else { 1 };
@@ -495,10 +376,9 @@ impl Runner<'_> {
                 let cqe = self
                     .device
                     .next_completion_within(self.qp().cq, self.limit)
-                    .await
-                    .map_err(|e| e.to_string())?;
+                    .await?;
                 if cqe.status != WcStatus::Success {
-                    return Err(format!("completion with status {:?}", cqe.status));
+                    return Err(TrafficError::LatencyStatus(cqe.status));
                 }
                 if cqe.wr_id == RECV {
                     self.device
@@ -509,10 +389,9 @@ impl Runner<'_> {
                                 sgl: vec![self.sges[0]],
                             },
                         )
-                        .await
-                        .map_err(|e| e.to_string())?;
+                        .await?;
                     if !client {
-                        send(i).await.map_err(|e| e.to_string())?;
+                        send(i).await?;
                         waiting += 1;
                     }
                 }
@@ -538,7 +417,7 @@ impl Runner<'_> {
         mr: &MemoryRegion,
         half: usize,
         server: bool,
-    ) -> Result<Measured, String> {
+    ) -> Result<Measured, TrafficError> {
         // We post from the send half; the peer's count arrives in the receive half.
         let last = self.sges[0].length.max(1) as usize - 1;
         let poll = half + last;
@@ -552,10 +431,10 @@ impl Runner<'_> {
                 let deadline = Instant::now() + self.limit;
                 while mr.read(poll, 1).is_none_or(|b| b[0] != rcnt as u8) {
                     if Instant::now() > deadline {
-                        return Err(format!(
-                            "no write from the peer for {:?} (ping {rcnt})",
-                            self.limit
-                        ));
+                        return Err(TrafficError::NoWrite {
+                            limit: self.limit,
+                            ping: rcnt,
+                        });
                     }
                     // The device runs on this thread: let it take the peer's packets in.
                     tokio::task::yield_now().await;
@@ -571,10 +450,7 @@ impl Runner<'_> {
                     SendOp::RdmaWrite(self.remotes[0]),
                     vec![self.sges[0]],
                 );
-                self.device
-                    .post_send(self.qp().qpn, wr)
-                    .await
-                    .map_err(|e| e.to_string())?;
+                self.device.post_send(self.qp().qpn, wr).await?;
                 self.complete().await?;
             }
         }
@@ -618,61 +494,4 @@ impl Progress {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_peak_is_the_best_window_and_never_below_the_average() {
-        let t0 = Instant::now();
-        let ms = |k: u64| t0 + Duration::from_millis(k);
-        // 1000 messages, one every ms, all posted at once: every window from 0 gives 1 ms.
-        let n = 1000u64;
-        let posted = vec![t0; n as usize];
-        let completed: Vec<Instant> = (1..=n).map(ms).collect();
-        let best = best_per_message(&posted, &completed).unwrap();
-        assert!((best - 1e-3).abs() < 1e-9, "{best}");
-        // Posted as they go, one per ms, and messages 300..600 come 4 times faster: the best
-        // window is in that burst (a quarter of a ms a message), the average is slower.
-        let mut t = 0.0f64;
-        let mut posted = Vec::new();
-        let mut completed = Vec::new();
-        for k in 0..n {
-            let step = if (300..600).contains(&k) { 0.25 } else { 1.0 };
-            posted.push(t0 + Duration::from_secs_f64(t / 1e3));
-            t += step;
-            completed.push(t0 + Duration::from_secs_f64((t + 0.5) / 1e3));
-        }
-        let best = best_per_message(&posted, &completed).unwrap();
-        let average = (completed[999] - posted[0]).as_secs_f64() / n as f64;
-        assert!(best < average, "{best} {average}");
-        assert!(best > 0.25e-3 && best < 0.3e-3, "{best}");
-        assert_eq!(best_per_message(&[], &[]), None);
-    }
-
-    #[test]
-    fn a_qps_goodput_runs_to_its_last_completion() {
-        let t0 = Instant::now();
-        let mut per_qp = PerQp::new(2, t0, Plan::Iterations(1));
-        per_qp.completed(1, t0 + Duration::from_millis(4));
-        per_qp.completed(0, t0 + Duration::from_millis(2));
-        assert_eq!(
-            per_qp.last,
-            [
-                Some(Duration::from_millis(2)),
-                Some(Duration::from_millis(4))
-            ]
-        );
-        assert_eq!(per_qp.sampled(), None);
-        // With -D only what completes inside the window counts.
-        let plan = Plan::Duration {
-            total: Duration::from_secs(4),
-            margin: Duration::from_secs(1),
-        };
-        let mut per_qp = PerQp::new(1, t0, plan);
-        for s in [0.5, 1.5, 2.5, 3.5] {
-            per_qp.completed(0, t0 + Duration::from_secs_f64(s));
-        }
-        assert_eq!(per_qp.sampled(), Some((Duration::from_secs(2), 2)));
-        assert_eq!(per_qp.sum, 4);
-    }
-}
+mod tests;

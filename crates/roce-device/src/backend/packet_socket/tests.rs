@@ -1,0 +1,152 @@
+use super::*;
+
+/// An IPv4/UDP super-frame with `payload` behind its headers, ID `id`, DSCP/ECN 0x6a.
+fn super_frame(payload: &[u8], id: u16) -> Vec<u8> {
+    let mut frame = vec![0u8; 14];
+    frame[0..6].copy_from_slice(&[2, 0, 0, 0, 0, 2]);
+    frame[6..12].copy_from_slice(&[2, 0, 0, 0, 0, 1]);
+    frame[12..14].copy_from_slice(&0x0800u16.to_be_bytes());
+    let total = (20 + 8 + payload.len()) as u16;
+    frame.extend_from_slice(&[0x45, 0x6a]);
+    frame.extend_from_slice(&total.to_be_bytes());
+    frame.extend_from_slice(&id.to_be_bytes());
+    frame.extend_from_slice(&[0x40, 0, 64, 17, 0, 0, 198, 18, 0, 1, 198, 18, 0, 2]);
+    frame.extend_from_slice(&[0xc0, 0x01, 0x12, 0xb7]);
+    frame.extend_from_slice(&(total - 20).to_be_bytes());
+    frame.extend_from_slice(&[0x55, 0x55]);
+    frame.extend_from_slice(payload);
+    frame
+}
+
+fn gso(size: u16) -> VirtioNetHdr {
+    VirtioNetHdr {
+        flags: VIRTIO_NET_HDR_F_NEEDS_CSUM,
+        gso_type: VIRTIO_NET_HDR_GSO_UDP_L4,
+        hdr_len: 42,
+        gso_size: size,
+        csum_start: 34,
+        csum_offset: 6,
+    }
+}
+
+#[test]
+fn a_batch_is_cut_into_datagrams_with_their_own_headers() {
+    let payload: Vec<u8> = (0..2500u32).map(|i| i as u8).collect();
+    let frame = super_frame(&payload, 7);
+    let batch = cut_batch(&frame, &gso(1000)).unwrap();
+    assert_eq!(batch.count(), 3);
+    let mut out = Vec::new();
+    for (index, len) in [(0, 1000usize), (1, 1000), (2, 500)] {
+        assert_eq!(batch.payload(index), &payload[index * 1000..][..len]);
+        assert_eq!(batch.ip_id(index), Some(7 + index as u16));
+        assert!(batch.write(index, &mut out));
+        assert_eq!(out.len(), 42 + len);
+        assert_eq!(&out[..14], &frame[..14], "Ethernet header kept");
+        let ip = &out[14..34];
+        assert_eq!(usize::from(u16::from_be_bytes([ip[2], ip[3]])), 28 + len);
+        assert_eq!(u16::from_be_bytes([ip[4], ip[5]]), 7 + index as u16);
+        assert_eq!(ip[1], 0x6a, "DSCP and ECN kept");
+        assert_eq!(ip[6], 0x40, "DF kept");
+        let header = etherparse::Ipv4HeaderSlice::from_slice(ip)
+            .unwrap()
+            .to_header();
+        assert_eq!(header.calc_header_checksum(), header.header_checksum);
+        let udp = &out[34..42];
+        assert_eq!(&udp[..4], &[0xc0, 0x01, 0x12, 0xb7], "ports kept");
+        assert_eq!(usize::from(u16::from_be_bytes([udp[4], udp[5]])), 8 + len);
+        assert_eq!(&udp[6..8], &[0, 0], "no UDP checksum");
+        assert_eq!(&out[42..], batch.payload(index));
+        // etherparse agrees with the rebuilt headers.
+        let parsed = Frame::parse(LinkType::Ethernet, &out).unwrap();
+        assert_eq!(parsed.ip.unwrap().identification, Some(7 + index as u16));
+    }
+}
+
+#[test]
+fn ids_wrap_and_exact_multiples_have_no_empty_tail() {
+    let frame = super_frame(&[1u8; 3000], 0xffff);
+    let batch = cut_batch(&frame, &gso(1000)).unwrap();
+    assert_eq!(batch.count(), 3);
+    assert_eq!(batch.ip_id(1), Some(0));
+    assert_eq!(batch.payload(2).len(), 1000);
+}
+
+#[test]
+fn what_cannot_be_cut_is_refused_without_panic() {
+    let frame = super_frame(&[0u8; 100], 0);
+    let mut tcp = frame.clone();
+    tcp[23] = 6;
+    assert_eq!(
+        cut_batch(&tcp, &gso(10)).unwrap_err(),
+        CutError::Unsupported
+    );
+    let tcp_gso = VirtioNetHdr {
+        gso_type: 1,
+        ..gso(10)
+    };
+    assert_eq!(
+        cut_batch(&frame, &tcp_gso).unwrap_err(),
+        CutError::Unsupported
+    );
+    assert_eq!(cut_batch(&frame, &gso(0)).unwrap_err(), CutError::Malformed);
+    let mut ipv6 = frame.clone();
+    ipv6[12..14].copy_from_slice(&0x86ddu16.to_be_bytes());
+    assert_eq!(
+        cut_batch(&ipv6, &gso(10)).unwrap_err(),
+        CutError::Unsupported
+    );
+    let mut long = frame.clone();
+    long[16..18].copy_from_slice(&2000u16.to_be_bytes());
+    assert_eq!(cut_batch(&long, &gso(10)).unwrap_err(), CutError::Malformed);
+    for len in 0..frame.len() {
+        let _ = cut_batch(&frame[..len], &gso(10));
+    }
+    for ihl in 0..16u8 {
+        let mut bad = frame.clone();
+        bad[14] = 0x40 | ihl;
+        if let Ok(batch) = cut_batch(&bad, &gso(10)) {
+            let mut out = Vec::new();
+            for index in 0..batch.count() {
+                batch.write(index, &mut out);
+            }
+            assert!(!batch.write(batch.count(), &mut out) && out.is_empty());
+        }
+    }
+}
+
+#[test]
+fn vnet_header_round_trips_and_slots_are_read_safely() {
+    let header = gso(4096);
+    assert_eq!(VirtioNetHdr::parse(&header.to_bytes()), Some(header));
+    assert!(header.is_gso() && header.needs_csum());
+    assert!(!VirtioNetHdr::default().is_gso());
+    // A slot: tpacket2_hdr (status, len, snaplen, mac at 76), virtio_net_hdr at 66.
+    let mut slot = vec![0u8; 2048];
+    slot[4..8].copy_from_slice(&60u32.to_ne_bytes());
+    slot[8..12].copy_from_slice(&60u32.to_ne_bytes());
+    slot[12..14].copy_from_slice(&76u16.to_ne_bytes());
+    slot[66..76].copy_from_slice(&header.to_bytes());
+    let frame = slot_frame(&slot).unwrap();
+    assert_eq!((frame.vnet, frame.data.len()), (header, 60));
+    slot[8..12].copy_from_slice(&59u32.to_ne_bytes());
+    assert_eq!(slot_frame(&slot).unwrap_err(), SlotError::Truncated);
+    slot[4..8].copy_from_slice(&4000u32.to_ne_bytes());
+    slot[8..12].copy_from_slice(&4000u32.to_ne_bytes());
+    assert_eq!(slot_frame(&slot).unwrap_err(), SlotError::Malformed);
+    slot[12..14].copy_from_slice(&4u16.to_ne_bytes());
+    assert_eq!(slot_frame(&slot).unwrap_err(), SlotError::Malformed);
+}
+
+#[test]
+fn ring_geometry_and_macs() {
+    for mtu in [1500, 9000, 65_535] {
+        let request = ring_request(mtu + 18);
+        let (block, frame) = (request.tp_block_size, request.tp_frame_size);
+        assert!(frame as usize >= mtu + 18 + SLOT_HEADROOM);
+        assert_eq!(block % 4096, 0);
+        assert_eq!(block % frame, 0);
+        assert_eq!(request.tp_frame_nr, request.tp_block_nr * (block / frame));
+    }
+    assert_eq!(parse_mac("02:00:0a:ff:00:01"), Some([2, 0, 10, 255, 0, 1]));
+    assert_eq!(parse_mac("02:00:0a"), None);
+}

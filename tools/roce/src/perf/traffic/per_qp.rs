@@ -1,0 +1,83 @@
+//! How long a run lasts ([`Plan`]) and what each QP of a bandwidth test completed ([`PerQp`]).
+
+use std::time::{Duration, Instant};
+
+/// How long a run lasts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Plan {
+    /// `-n`: iterations per QP.
+    Iterations(u32),
+    /// `-D`: post for `total`; count what completes from `margin` after the start to
+    /// `margin` before the end (perftest's `-D` with its default margin, a quarter of it).
+    Duration { total: Duration, margin: Duration },
+}
+
+impl Plan {
+    /// Iterations per QP; with a duration, as many as the time allows.
+    pub(crate) fn iters(self) -> u32 {
+        match self {
+            Self::Iterations(n) => n,
+            Self::Duration { .. } => u32::MAX,
+        }
+    }
+}
+
+/// The sampling window of a `-D` run.
+#[derive(Debug, Clone, Copy)]
+struct Window {
+    from: Instant,
+    to: Instant,
+    /// Completions inside it.
+    count: u64,
+}
+
+/// What each QP of a bandwidth test completed.
+#[derive(Debug, Clone)]
+pub(crate) struct PerQp {
+    /// When every QP had work.
+    pub(crate) start: Instant,
+    /// Completions per QP.
+    pub(crate) done: Vec<u32>,
+    /// Their sum.
+    pub(crate) sum: u64,
+    /// Each QP's last completion, since `start`: the end of its transfer, over which its
+    /// goodput is counted.
+    pub(crate) last: Vec<Option<Duration>>,
+    window: Option<Window>,
+}
+
+impl PerQp {
+    pub(crate) fn new(qps: usize, start: Instant, plan: Plan) -> Self {
+        let window = match plan {
+            Plan::Iterations(_) => None,
+            Plan::Duration { total, margin } => Some(Window {
+                from: start + margin,
+                to: start + total.saturating_sub(margin),
+                count: 0,
+            }),
+        };
+        Self {
+            start,
+            done: vec![0; qps],
+            sum: 0,
+            last: vec![None; qps],
+            window,
+        }
+    }
+
+    pub(crate) fn completed(&mut self, qp: usize, now: Instant) {
+        self.done[qp] += 1;
+        self.sum += 1;
+        self.last[qp] = Some(now.saturating_duration_since(self.start));
+        if let Some(w) = &mut self.window
+            && (w.from..=w.to).contains(&now)
+        {
+            w.count += 1;
+        }
+    }
+
+    /// With `-D`: the sampling window and what completed in it.
+    pub(crate) fn sampled(&self) -> Option<(Duration, u64)> {
+        self.window.map(|w| (w.to - w.from, w.count))
+    }
+}

@@ -1,0 +1,56 @@
+use super::*;
+
+#[test]
+fn the_peak_is_the_best_window_and_never_below_the_average() {
+    let t0 = Instant::now();
+    let ms = |k: u64| t0 + Duration::from_millis(k);
+    // 1000 messages, one every ms, all posted at once: every window from 0 gives 1 ms.
+    let n = 1000u64;
+    let posted = vec![t0; n as usize];
+    let completed: Vec<Instant> = (1..=n).map(ms).collect();
+    let best = best_per_message(&posted, &completed).unwrap();
+    assert!((best - 1e-3).abs() < 1e-9, "{best}");
+    // Posted as they go, one per ms, and messages 300..600 come 4 times faster: the best
+    // window is in that burst (a quarter of a ms a message), the average is slower.
+    let mut t = 0.0f64;
+    let mut posted = Vec::new();
+    let mut completed = Vec::new();
+    for k in 0..n {
+        let step = if (300..600).contains(&k) { 0.25 } else { 1.0 };
+        posted.push(t0 + Duration::from_secs_f64(t / 1e3));
+        t += step;
+        completed.push(t0 + Duration::from_secs_f64((t + 0.5) / 1e3));
+    }
+    let best = best_per_message(&posted, &completed).unwrap();
+    let average = (completed[999] - posted[0]).as_secs_f64() / n as f64;
+    assert!(best < average, "{best} {average}");
+    assert!(best > 0.25e-3 && best < 0.3e-3, "{best}");
+    assert_eq!(best_per_message(&[], &[]), None);
+}
+
+#[test]
+fn a_qps_goodput_runs_to_its_last_completion() {
+    let t0 = Instant::now();
+    let mut per_qp = PerQp::new(2, t0, Plan::Iterations(1));
+    per_qp.completed(1, t0 + Duration::from_millis(4));
+    per_qp.completed(0, t0 + Duration::from_millis(2));
+    assert_eq!(
+        per_qp.last,
+        [
+            Some(Duration::from_millis(2)),
+            Some(Duration::from_millis(4))
+        ]
+    );
+    assert_eq!(per_qp.sampled(), None);
+    // With -D only what completes inside the window counts.
+    let plan = Plan::Duration {
+        total: Duration::from_secs(4),
+        margin: Duration::from_secs(1),
+    };
+    let mut per_qp = PerQp::new(1, t0, plan);
+    for s in [0.5, 1.5, 2.5, 3.5] {
+        per_qp.completed(0, t0 + Duration::from_secs_f64(s));
+    }
+    assert_eq!(per_qp.sampled(), Some((Duration::from_secs(2), 2)));
+    assert_eq!(per_qp.sum, 4);
+}
