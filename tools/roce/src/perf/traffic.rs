@@ -162,12 +162,13 @@ impl Runner<'_> {
 
     /// With `--check`, that message `message` of QP `qp`, which landed at `sge`, is what the
     /// peer sent.
-    fn check_landed(&self, sge: Sge, qp: usize, message: u32) -> Result<(), String> {
+    fn check_landed(&self, sge: Sge, qp: usize, message: u32) -> Result<(), TrafficError> {
         match self.check {
-            Some((mr, checker)) => checker
-                .borrow_mut()
-                .check(mr, sge, qp, u64::from(message))
-                .map_err(|mismatch| mismatch.to_string()),
+            Some((mr, checker)) => {
+                Ok(checker
+                    .borrow_mut()
+                    .check(mr, sge, qp, u64::from(message))?)
+            }
             None => Ok(()),
         }
     }

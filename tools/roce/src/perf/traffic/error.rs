@@ -30,6 +30,9 @@ pub(crate) enum TrafficError {
     /// A completion of the latency test's one QP failed.
     #[error("completion with status {0:?}")]
     LatencyStatus(WcStatus),
+    /// `--check`: a byte that landed is not the byte that was sent.
+    #[error(transparent)]
+    Mismatch(#[from] crate::perf::check::Mismatch),
     /// A completion of a QP that is not one of ours.
     #[error("a completion of QP {0}, which is not ours")]
     NotOurs(Qpn),
