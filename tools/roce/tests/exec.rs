@@ -1,0 +1,280 @@
+//! `roce exec` runs Debian's unmodified verbs programs (ibverbs-utils) on the emulated NIC and
+//! they show the device as rxe would. Skips, naming the package, where the programs are not
+//! installed; under CI=true that fails.
+
+#![allow(clippy::unwrap_used)] // test code: a panic is the failure report
+
+use std::process::{Command, Output};
+
+fn have(program: &str, package: &str) -> bool {
+    let found = std::env::var_os("PATH")
+        .is_some_and(|p| std::env::split_paths(&p).any(|d| d.join(program).is_file()));
+    if !found {
+        let why = format!("{program} not found: apt-get install {package}");
+        assert!(
+            std::env::var_os("CI").is_none_or(|v| v != "true"),
+            "{why} (CI=true: not skipping)"
+        );
+        eprintln!("skipping: {why}");
+    }
+    found
+}
+
+fn roce(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_roce"))
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+fn ok(out: &Output) -> String {
+    let stdout = String::from_utf8(out.stdout.clone()).unwrap();
+    assert!(
+        out.status.success(),
+        "{:?}\n{stdout}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
+}
+
+/// The value after `key:` on the first line that has it.
+fn field<'a>(text: &'a str, key: &str) -> &'a str {
+    text.lines()
+        .find_map(|l| l.trim().strip_prefix(&format!("{key}:")))
+        .unwrap_or_else(|| panic!("no {key}: in\n{text}"))
+        .trim()
+}
+
+#[test]
+fn ibv_devices_lists_one_device_with_the_guid_of_the_address() {
+    if !have("ibv_devices", "ibverbs-utils") {
+        return;
+    }
+    let text = ok(&roce(&["exec", "--ip", "127.0.0.1", "--", "ibv_devices"]));
+    let rows: Vec<&str> = text
+        .lines()
+        .skip(2)
+        .filter(|l| !l.trim().is_empty())
+        .collect();
+    assert_eq!(rows.len(), 1, "{text}");
+    let cols: Vec<&str> = rows[0].split_whitespace().collect();
+    assert_eq!(cols, ["roce0", "00007ffffe000001"], "{text}");
+    // Another address, another GUID.
+    let text = ok(&roce(&[
+        "exec",
+        "--ip",
+        "198.18.0.12",
+        "--name",
+        "rxe0",
+        "--",
+        "ibv_devices",
+    ]));
+    assert!(
+        text.contains("rxe0") && text.contains("0000c6fffe12000c"),
+        "{text}"
+    );
+}
+
+#[test]
+fn ibv_devinfo_shows_an_active_ethernet_port_with_rxe_gids() {
+    if !have("ibv_devinfo", "ibverbs-utils") {
+        return;
+    }
+    let text = ok(&roce(&[
+        "exec",
+        "--ip",
+        "127.0.0.1",
+        "--mtu",
+        "2048",
+        "--",
+        "ibv_devinfo",
+        "-v",
+    ]));
+    assert_eq!(field(&text, "hca_id"), "roce0");
+    assert_eq!(field(&text, "node_guid"), "0000:7fff:fe00:0001");
+    assert_eq!(field(&text, "phys_port_cnt"), "1");
+    assert_eq!(field(&text, "state"), "PORT_ACTIVE (4)");
+    assert_eq!(field(&text, "link_layer"), "Ethernet");
+    assert_eq!(field(&text, "active_mtu"), "2048 (4)");
+    assert_eq!(field(&text, "max_mtu"), "4096 (5)");
+    assert_eq!(field(&text, "GID[  0]"), "fe80::7fff:fe00:1, RoCE v2");
+    assert_eq!(field(&text, "GID[  1]"), "::ffff:127.0.0.1, RoCE v2");
+    assert!(!text.contains("GID[  2]"), "{text}");
+    // Limits no larger than the engine's.
+    let nic = roce_core::NicConfig::default();
+    let num = |k: &str| field(&text, k).parse::<u64>().unwrap();
+    assert!(num("max_sge") <= nic.max_sge as u64, "{text}");
+    assert!(num("max_qp") <= nic.max_qp as u64, "{text}");
+    let mr = u64::from_str_radix(field(&text, "max_mr_size").trim_start_matches("0x"), 16).unwrap();
+    assert!(mr <= nic.max_mr_size as u64, "{text}");
+    let msg = u64::from_str_radix(field(&text, "max_msg_sz").trim_start_matches("0x"), 16).unwrap();
+    assert!(msg <= u64::from(nic.max_msg_size), "{text}");
+    assert_eq!(num("max_srq"), 0, "the engine has no SRQ");
+}
+
+#[test]
+fn devinfo_selects_the_device_by_its_name() {
+    if !have("ibv_devinfo", "ibverbs-utils") {
+        return;
+    }
+    let text = ok(&roce(&[
+        "exec",
+        "--ip",
+        "127.0.0.2",
+        "--name",
+        "rxe0",
+        "--",
+        "ibv_devinfo",
+        "-d",
+        "rxe0",
+    ]));
+    assert_eq!(field(&text, "hca_id"), "rxe0");
+    let out = roce(&[
+        "exec",
+        "--ip",
+        "127.0.0.2",
+        "--",
+        "ibv_devinfo",
+        "-d",
+        "rxe0",
+    ]);
+    assert!(!out.status.success(), "only roce0 exists");
+}
+
+#[test]
+fn stats_json_reports_the_nic_counters_after_the_program() {
+    if !have("ibv_devinfo", "ibverbs-utils") {
+        return;
+    }
+    let out = roce(&[
+        "exec",
+        "--ip",
+        "127.0.0.1",
+        "--stats",
+        "json",
+        "--",
+        "ibv_devinfo",
+    ]);
+    ok(&out);
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    let json: serde_json::Value = serde_json::from_str(stderr.lines().last().unwrap()).unwrap();
+    assert_eq!(json["device"], "roce0");
+    assert_eq!(json["ip"], "127.0.0.1");
+    assert_eq!(json["counters"]["tx_packets"], 0);
+    assert!(json["counters"].as_object().unwrap().len() > 10, "{json}");
+    // A program that never opens the device has none.
+    let out = roce(&["exec", "--ip", "127.0.0.1", "--stats", "--", "ibv_devices"]);
+    ok(&out);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("did not open the device"));
+}
+
+#[test]
+fn the_program_gets_the_library_and_the_device_and_its_exit_status_is_ours() {
+    let out = roce(&[
+        "exec",
+        "--ip",
+        "127.0.0.3",
+        "--mtu",
+        "4096",
+        "--pcap",
+        "/tmp/x.pcap",
+        "--",
+        "sh",
+        "-c",
+        "echo $LD_LIBRARY_PATH; echo $ROCE_VERBS_IP $ROCE_VERBS_MTU $ROCE_VERBS_PCAP; exit 7",
+    ]);
+    assert_eq!(out.status.code(), Some(7));
+    let text = String::from_utf8(out.stdout).unwrap();
+    let mut lines = text.lines();
+    let first_dir = lines.next().unwrap().split(':').next().unwrap().to_owned();
+    assert!(
+        std::path::Path::new(&first_dir)
+            .join("libibverbs.so.1")
+            .is_file(),
+        "{text}"
+    );
+    assert_eq!(lines.next(), Some("127.0.0.3 4096 /tmp/x.pcap"));
+}
+
+#[test]
+fn bad_arguments_are_refused_before_the_program_runs() {
+    for args in [
+        &[
+            "exec",
+            "--ip",
+            "127.0.0.1",
+            "--mtu",
+            "1500",
+            "--",
+            "touch",
+            "/tmp/roce-exec-ran",
+        ][..],
+        &["exec", "--ip", "::1", "--", "touch", "/tmp/roce-exec-ran"][..],
+        &[
+            "exec",
+            "--ip",
+            "127.0.0.1",
+            "--backend",
+            "raw",
+            "--",
+            "touch",
+            "/tmp/roce-exec-ran",
+        ][..],
+        &[
+            "exec",
+            "--ip",
+            "127.0.0.1",
+            "--lib-dir",
+            "/nonexistent",
+            "--",
+            "touch",
+            "/tmp/roce-exec-ran",
+        ][..],
+        &["exec", "--ip", "127.0.0.1", "touch", "/tmp/roce-exec-ran"][..],
+    ] {
+        let _ = std::fs::remove_file("/tmp/roce-exec-ran");
+        let out = roce(args);
+        assert_eq!(
+            out.status.code(),
+            Some(2),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(
+            !std::path::Path::new("/tmp/roce-exec-ran").exists(),
+            "{args:?} ran the program"
+        );
+    }
+}
+
+#[test]
+fn a_bad_variable_fails_the_device_list_and_names_the_variable() {
+    if !have("ibv_devices", "ibverbs-utils") {
+        return;
+    }
+    let out = Command::new("ibv_devices")
+        .env("LD_LIBRARY_PATH", roce_verbs_so::library_dir())
+        .env("ROCE_VERBS_IP", "127.0.0.1")
+        .env("ROCE_VERBS_MTU", "1500")
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("ROCE_VERBS_MTU=\"1500\""), "{stderr}");
+    // No address: no device, and no failure.
+    let out = Command::new("ibv_devices")
+        .env("LD_LIBRARY_PATH", roce_verbs_so::library_dir())
+        .env_remove("ROCE_VERBS_IP")
+        .output()
+        .unwrap();
+    let text = ok(&out);
+    assert_eq!(
+        text.lines()
+            .skip(2)
+            .filter(|l| !l.trim().is_empty())
+            .count(),
+        0,
+        "{text}"
+    );
+}
