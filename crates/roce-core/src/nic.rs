@@ -2,6 +2,7 @@
 //! validation and dispatch (rxe_recv.c), and egress scheduling across QPs.
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::sync::Arc;
 
 use roce_wire::opcode::Transport;
 use roce_wire::{ParseError, PseudoHeader, Psn, Qpn, RocePacket, bth, gid, icrc};
@@ -9,7 +10,7 @@ use roce_wire::{ParseError, PseudoHeader, Psn, Qpn, RocePacket, bth, gid, icrc};
 use crate::config::{IcrcPolicy, QpAttr, QpInit, SrcPortPolicy};
 use crate::cq::{Cq, CqHandle, Cqe};
 use crate::in_flight::InFlight;
-use crate::mr::{Access, MemoryRegion, PdHandle};
+use crate::mr::{Access, MemoryRegion, OwnedMemory, PdHandle, RegionMemory};
 use crate::qp::{self, Ctx, MrEntry, Mrs, Qp, QpState, QpType, SendWqe};
 use crate::timer::{Deadlines, Timer};
 use crate::wr::{RecvWr, SendOp, SendWr};
@@ -306,6 +307,38 @@ impl Nic {
         len: usize,
         access: Access,
     ) -> Result<MemoryRegion, VerbsError> {
+        // Checked before allocating, so that a huge length is refused rather than aborting.
+        if !self.pds.contains(&pd.0) {
+            return Err(VerbsError::UnknownPd(pd.0));
+        }
+        if len > self.config.max_mr_size {
+            return Err(VerbsError::OutOfRange {
+                attr: "length",
+                value: len as u64,
+                range: "at most NicConfig::max_mr_size bytes",
+            });
+        }
+        self.reg_memory(pd, Arc::new(OwnedMemory::zeroed(len)), None, access)
+    }
+
+    /// Registers `memory` (`ibv_reg_mr` over the caller's buffer): its bytes are the region's.
+    /// `iova` is the address SGEs and peers name its first byte by (a verbs program's buffer
+    /// address); `None` picks one, as [`Nic::reg_mr`] does.
+    pub fn reg_memory(
+        &mut self,
+        pd: PdHandle,
+        memory: Arc<dyn RegionMemory>,
+        iova: Option<u64>,
+        access: Access,
+    ) -> Result<MemoryRegion, VerbsError> {
+        let len = memory.len();
+        if iova.is_some_and(|a| a.checked_add(len as u64).is_none()) {
+            return Err(VerbsError::OutOfRange {
+                attr: "addr",
+                value: iova.unwrap_or(0),
+                range: "a region that does not wrap around the address space",
+            });
+        }
         if !self.pds.contains(&pd.0) {
             return Err(VerbsError::UnknownPd(pd.0));
         }
@@ -333,9 +366,12 @@ impl Nic {
             .next_key
             .checked_add(0x100)
             .ok_or(VerbsError::Exhausted("memory regions"))?;
-        let iova = self.next_iova;
-        // Regions are spaced on 4 KiB boundaries with a gap, so a stray address hits no region.
-        self.next_iova += (len as u64).div_ceil(4096) * 4096 + 0x10_0000;
+        let iova = iova.unwrap_or_else(|| {
+            let iova = self.next_iova;
+            // Regions are spaced on 4 KiB boundaries with a gap, so a stray address hits no region.
+            self.next_iova += (len as u64).div_ceil(4096) * 4096 + 0x10_0000;
+            iova
+        });
         let mr = MemoryRegion {
             pd,
             lkey: key,
@@ -343,7 +379,7 @@ impl Nic {
             iova,
             access,
             len,
-            bytes: std::sync::Arc::new(std::sync::Mutex::new(vec![0; len].into_boxed_slice())),
+            bytes: memory,
         };
         self.mrs.insert(
             key,
