@@ -6,7 +6,7 @@
 //! every size and offset below with it. Only the structures the library fills or reads are here;
 //! slots the library leaves empty are typed as opaque pointers.
 
-use std::ffi::{c_char, c_int, c_void};
+use std::ffi::{c_char, c_int, c_uint, c_void};
 
 /// `IBV_SYSFS_NAME_MAX`.
 pub const SYSFS_NAME_MAX: usize = 64;
@@ -222,8 +222,8 @@ pub struct IbvPortAttr {
 /// Bytes of `struct _compat_ibv_port_attr`: what `ibv_query_port@IBVERBS_1.1` may write.
 pub const COMPAT_PORT_ATTR_LEN: usize = 48;
 
-/// `union ibv_gid`: 16 bytes, network order.
-#[repr(C)]
+/// `union ibv_gid`: 16 bytes, network order; aligned as its `__be64` halves.
+#[repr(C, align(8))]
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct IbvGid {
     /// The GID as an IPv6 address.
@@ -244,4 +244,246 @@ pub struct IbvGidEntry {
     pub gid_type: u32,
     /// The interface index of the netdev; 0 (none).
     pub ndev_ifindex: u32,
+}
+
+// ---- the data path ---------------------------------------------------------------------------
+
+/// `struct ibv_pd` (16 bytes).
+#[repr(C)]
+#[derive(Debug)]
+pub struct IbvPd {
+    /// Its context.
+    pub context: *mut IbvContext,
+    /// Kernel handle; a counter here.
+    pub handle: u32,
+}
+
+/// `struct ibv_mr` (48 bytes).
+#[repr(C)]
+#[derive(Debug)]
+#[allow(missing_docs)]
+pub struct IbvMr {
+    pub context: *mut IbvContext,
+    pub pd: *mut IbvPd,
+    pub addr: *mut c_void,
+    pub length: usize,
+    pub handle: u32,
+    pub lkey: u32,
+    pub rkey: u32,
+}
+
+/// `struct ibv_comp_channel` (16 bytes).
+#[repr(C)]
+#[derive(Debug)]
+#[allow(missing_docs)]
+pub struct IbvCompChannel {
+    pub context: *mut IbvContext,
+    pub fd: c_int,
+    pub refcnt: c_int,
+}
+
+/// `struct ibv_cq` (128 bytes).
+#[repr(C)]
+#[derive(Debug)]
+#[allow(missing_docs)]
+pub struct IbvCq {
+    pub context: *mut IbvContext,
+    pub channel: *mut IbvCompChannel,
+    pub cq_context: *mut c_void,
+    pub handle: u32,
+    pub cqe: c_int,
+    pub mutex: libc::pthread_mutex_t,
+    pub cond: libc::pthread_cond_t,
+    pub comp_events_completed: u32,
+    pub async_events_completed: u32,
+}
+
+/// `struct ibv_qp` (160 bytes).
+#[repr(C)]
+#[derive(Debug)]
+#[allow(missing_docs)]
+pub struct IbvQp {
+    pub context: *mut IbvContext,
+    pub qp_context: *mut c_void,
+    pub pd: *mut IbvPd,
+    pub send_cq: *mut IbvCq,
+    pub recv_cq: *mut IbvCq,
+    pub srq: *mut c_void,
+    pub handle: u32,
+    pub qp_num: u32,
+    /// `enum ibv_qp_state`.
+    pub state: c_int,
+    /// `enum ibv_qp_type`.
+    pub qp_type: c_int,
+    pub mutex: libc::pthread_mutex_t,
+    pub cond: libc::pthread_cond_t,
+    pub events_completed: u32,
+}
+
+/// `struct ibv_qp_ex` (352 bytes): every QP is allocated this large, as libibverbs providers
+/// do, with the `ibv_qp` first; the `wr_*` function table after it stays zero (the `ibv_wr_*`
+/// API is not offered yet: `ibv_qp_to_qp_ex` fails).
+#[repr(C)]
+#[derive(Debug)]
+pub struct IbvQpEx {
+    /// `qp_base`.
+    pub qp: IbvQp,
+    /// `comp_mask` ... `wr_atomic_write`: 192 bytes.
+    pub _ex: [u64; 24],
+}
+
+/// `struct ibv_sge` (16 bytes).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+#[allow(missing_docs)]
+pub struct IbvSge {
+    pub addr: u64,
+    pub length: u32,
+    pub lkey: u32,
+}
+
+/// `struct ibv_send_wr` (128 bytes). The `wr` union is read as the variant the opcode names.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+#[allow(missing_docs)]
+pub struct IbvSendWr {
+    pub wr_id: u64,
+    pub next: *mut Self,
+    pub sg_list: *mut IbvSge,
+    pub num_sge: c_int,
+    /// `enum ibv_wr_opcode`.
+    pub opcode: c_int,
+    pub send_flags: c_uint,
+    /// `imm_data` (big-endian) or `invalidate_rkey`.
+    pub imm_data: u32,
+    /// `wr.rdma.remote_addr`, `wr.atomic.remote_addr`, or `wr.ud.ah` (a pointer).
+    pub wr_remote_addr: u64,
+    /// `wr.rdma.rkey` (low half) or `wr.atomic.compare_add`; `wr.ud.remote_qpn` and
+    /// `remote_qkey` (low and high half).
+    pub wr_word1: u64,
+    /// `wr.atomic.swap`.
+    pub wr_swap: u64,
+    /// `wr.atomic.rkey`.
+    pub wr_atomic_rkey: u32,
+    pub _pad: u32,
+    /// `qp_type` (XRC) and `bind_mw`/`tso` unions: unused.
+    pub _rest: [u64; 7],
+}
+
+/// `struct ibv_recv_wr` (32 bytes).
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+#[allow(missing_docs)]
+pub struct IbvRecvWr {
+    pub wr_id: u64,
+    pub next: *mut Self,
+    pub sg_list: *mut IbvSge,
+    pub num_sge: c_int,
+}
+
+/// `struct ibv_wc` (48 bytes).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+#[allow(missing_docs)]
+pub struct IbvWc {
+    pub wr_id: u64,
+    pub status: c_int,
+    pub opcode: c_int,
+    pub vendor_err: u32,
+    pub byte_len: u32,
+    /// Big-endian.
+    pub imm_data: u32,
+    pub qp_num: u32,
+    pub src_qp: u32,
+    pub wc_flags: c_uint,
+    pub pkey_index: u16,
+    pub slid: u16,
+    pub sl: u8,
+    pub dlid_path_bits: u8,
+}
+
+/// `struct ibv_qp_cap` (20 bytes).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[allow(missing_docs)]
+pub struct IbvQpCap {
+    pub max_send_wr: u32,
+    pub max_recv_wr: u32,
+    pub max_send_sge: u32,
+    pub max_recv_sge: u32,
+    pub max_inline_data: u32,
+}
+
+/// `struct ibv_qp_init_attr` (64 bytes).
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+#[allow(missing_docs)]
+pub struct IbvQpInitAttr {
+    pub qp_context: *mut c_void,
+    pub send_cq: *mut IbvCq,
+    pub recv_cq: *mut IbvCq,
+    pub srq: *mut c_void,
+    pub cap: IbvQpCap,
+    /// `enum ibv_qp_type`.
+    pub qp_type: c_int,
+    pub sq_sig_all: c_int,
+}
+
+/// `struct ibv_global_route` (24 bytes).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+#[allow(missing_docs)]
+pub struct IbvGlobalRoute {
+    pub dgid: IbvGid,
+    pub flow_label: u32,
+    pub sgid_index: u8,
+    pub hop_limit: u8,
+    pub traffic_class: u8,
+}
+
+/// `struct ibv_ah_attr` (32 bytes).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+#[allow(missing_docs)]
+pub struct IbvAhAttr {
+    pub grh: IbvGlobalRoute,
+    pub dlid: u16,
+    pub sl: u8,
+    pub src_path_bits: u8,
+    pub static_rate: u8,
+    pub is_global: u8,
+    pub port_num: u8,
+}
+
+/// `struct ibv_qp_attr` (144 bytes).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+#[allow(missing_docs)]
+pub struct IbvQpAttr {
+    pub qp_state: c_int,
+    pub cur_qp_state: c_int,
+    pub path_mtu: c_int,
+    pub path_mig_state: c_int,
+    pub qkey: u32,
+    pub rq_psn: u32,
+    pub sq_psn: u32,
+    pub dest_qp_num: u32,
+    pub qp_access_flags: c_uint,
+    pub cap: IbvQpCap,
+    pub ah_attr: IbvAhAttr,
+    pub alt_ah_attr: IbvAhAttr,
+    pub pkey_index: u16,
+    pub alt_pkey_index: u16,
+    pub en_sqd_async_notify: u8,
+    pub sq_draining: u8,
+    pub max_rd_atomic: u8,
+    pub max_dest_rd_atomic: u8,
+    pub min_rnr_timer: u8,
+    pub port_num: u8,
+    pub timeout: u8,
+    pub retry_cnt: u8,
+    pub rnr_retry: u8,
+    pub alt_port_num: u8,
+    pub alt_timeout: u8,
+    pub rate_limit: u32,
 }

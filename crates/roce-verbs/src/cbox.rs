@@ -41,6 +41,23 @@ impl<T> CBox<T> {
     }
 }
 
+impl<T> CBox<T> {
+    /// Changes the object in place (a field the program reads, such as `ibv_qp.state`).
+    pub(crate) fn update(&self, f: impl FnOnce(&mut T)) {
+        // SAFETY: `ptr` is live; the reference lasts for `f` only. The program may read the
+        // same field from another thread meanwhile, as it may while libibverbs writes it.
+        f(unsafe { &mut *self.ptr.as_ptr() });
+    }
+}
+
+impl<T: Copy> CBox<T> {
+    /// A copy of the object.
+    pub(crate) fn get(&self) -> T {
+        // SAFETY: `ptr` is live and holds a T.
+        unsafe { self.ptr.as_ptr().read() }
+    }
+}
+
 impl CBox<VerbsContext> {
     /// The `ibv_context` inside: what the application holds.
     pub(crate) fn context_ptr(&self) -> *mut IbvContext {

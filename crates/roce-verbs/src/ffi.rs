@@ -30,7 +30,7 @@ pub(crate) fn set_errno(e: c_int) {
 }
 
 /// Runs `f`; a panic returns `on_panic` with `errno = EIO`.
-fn guard<R>(on_panic: R, f: impl FnOnce() -> R) -> R {
+pub(crate) fn guard<R>(on_panic: R, f: impl FnOnce() -> R) -> R {
     catch_unwind(AssertUnwindSafe(f)).unwrap_or_else(|_| {
         set_errno(libc::EIO);
         on_panic
@@ -38,7 +38,7 @@ fn guard<R>(on_panic: R, f: impl FnOnce() -> R) -> R {
 }
 
 /// For functions that return an errno value (0 on success): also sets `errno`.
-fn errno_ret(r: Result<(), Errno>) -> c_int {
+pub(crate) fn errno_ret(r: Result<(), Errno>) -> c_int {
     match r {
         Ok(()) => 0,
         Err(Errno(e)) => {
@@ -64,7 +64,11 @@ fn minus1_ret(r: Result<(), Errno>) -> c_int {
 /// # Safety
 /// `dst` is NULL or valid for writes of `min(len, size_of::<T>())` bytes, as the C caller
 /// promises by passing it with that size.
-unsafe fn write_prefix<T: Copy>(dst: *mut T, value: &T, len: usize) -> Result<(), Errno> {
+pub(crate) unsafe fn write_prefix<T: Copy>(
+    dst: *mut T,
+    value: &T,
+    len: usize,
+) -> Result<(), Errno> {
     if dst.is_null() {
         return Err(Errno(libc::EINVAL));
     }
@@ -79,7 +83,7 @@ unsafe fn write_prefix<T: Copy>(dst: *mut T, value: &T, len: usize) -> Result<()
 ///
 /// # Safety
 /// `dst` is NULL or valid for a write of a `T`.
-unsafe fn write_out<T: Copy>(dst: *mut T, value: T) -> Result<(), Errno> {
+pub(crate) unsafe fn write_out<T: Copy>(dst: *mut T, value: T) -> Result<(), Errno> {
     // SAFETY: forwarded.
     unsafe { write_prefix(dst, &value, size_of::<T>()) }
 }
@@ -180,7 +184,7 @@ pub(crate) unsafe extern "C" fn ibv_get_device_index(device: *mut IbvDevice) -> 
 #[unsafe(no_mangle)]
 pub(crate) unsafe extern "C" fn ibv_open_device(device: *mut IbvDevice) -> *mut IbvContext {
     guard(std::ptr::null_mut(), || {
-        match state::open(device as usize, query_port_ex) {
+        match state::open(device as usize, context_fns()) {
             Ok(ctx) => ctx,
             Err(Errno(e)) => {
                 set_errno(e);
@@ -188,6 +192,19 @@ pub(crate) unsafe extern "C" fn ibv_open_device(device: *mut IbvDevice) -> *mut 
             }
         }
     })
+}
+
+/// The functions a context's inline verbs call.
+fn context_fns() -> state::ContextFns {
+    use crate::ffi_verbs as v;
+    state::ContextFns {
+        query_port: query_port_ex,
+        poll_cq: v::poll_cq as *const c_void,
+        req_notify_cq: v::req_notify_cq as *const c_void,
+        post_send: v::post_send as *const c_void,
+        post_recv: v::post_recv as *const c_void,
+        post_srq_recv: v::post_srq_recv as *const c_void,
+    }
 }
 
 /// `int ibv_close_device(struct ibv_context *context)`: 0, or -1 with `EINVAL` for a context

@@ -6,12 +6,11 @@ use std::ffi::c_int;
 use std::fmt::Write as _;
 use std::sync::{Mutex, MutexGuard, Once, OnceLock, PoisonError};
 
-use roce_core::Nic;
-
 use crate::abi::{self, IbvContext, IbvContextOps, IbvDevice, QueryPortFn, VerbsContext};
 use crate::cbox::CBox;
 use crate::config::{DeviceSpec, EnvError};
 use crate::device::DeviceModel;
+use crate::engine::Engine;
 
 /// An errno value (`EINVAL`, ...).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -24,8 +23,19 @@ pub(crate) struct Device {
     pub(crate) model: DeviceModel,
     /// The `struct ibv_device` that `ibv_get_device_list` hands out; lives as long as the process.
     pub(crate) c_device: CBox<IbvDevice>,
-    /// The engine, made at the first `ibv_open_device`.
-    nic: Mutex<Option<Nic>>,
+    /// The NIC, started by the first `ibv_open_device`.
+    engine: OnceLock<Result<Engine, String>>,
+}
+
+/// The functions the application's inline verbs call through its context.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ContextFns {
+    pub(crate) query_port: QueryPortFn,
+    pub(crate) poll_cq: *const std::ffi::c_void,
+    pub(crate) req_notify_cq: *const std::ffi::c_void,
+    pub(crate) post_send: *const std::ffi::c_void,
+    pub(crate) post_recv: *const std::ffi::c_void,
+    pub(crate) post_srq_recv: *const std::ffi::c_void,
 }
 
 static DEVICE: OnceLock<Result<Option<Device>, EnvError>> = OnceLock::new();
@@ -52,7 +62,7 @@ pub(crate) fn device() -> Result<Option<&'static Device>, Errno> {
                 Device {
                     c_device: CBox::new(model.ibv_device()),
                     model,
-                    nic: Mutex::new(None),
+                    engine: OnceLock::new(),
                 }
             })
         })
@@ -71,11 +81,21 @@ pub(crate) fn device_at(addr: usize) -> Result<&'static Device, Errno> {
     }
 }
 
-/// Opens a context on the device at `dev_addr`; `query_port` fills the extended op.
-pub(crate) fn open(dev_addr: usize, query_port: QueryPortFn) -> Result<*mut IbvContext, Errno> {
+/// Opens a context on the device at `dev_addr`, starting the NIC the first time.
+pub(crate) fn open(dev_addr: usize, fns: ContextFns) -> Result<*mut IbvContext, Errno> {
     let dev = device_at(dev_addr)?;
-    lock(&dev.nic).get_or_insert_with(|| Nic::new(dev.model.nic.clone()));
+    let engine = dev.engine.get_or_init(|| {
+        let e = Engine::start(&dev.model);
+        if let Err(msg) = &e {
+            eprintln!("roce-verbs: {msg}");
+        }
+        e
+    });
+    if engine.is_err() {
+        return Err(Errno(libc::EADDRNOTAVAIL));
+    }
     AT_EXIT.call_once(crate::ffi::register_at_exit);
+    let query_port = fns.query_port;
     let null = std::ptr::null();
     let vctx = CBox::new(VerbsContext {
         query_port: Some(query_port),
@@ -97,13 +117,13 @@ pub(crate) fn open(dev_addr: usize, query_port: QueryPortFn) -> Result<*mut IbvC
                 bind_mw: null,
                 dealloc_mw: null,
                 _compat1: null,
-                poll_cq: null,
-                req_notify_cq: null,
+                poll_cq: fns.poll_cq,
+                req_notify_cq: fns.req_notify_cq,
                 _compat2: [null; 7],
-                post_srq_recv: null,
+                post_srq_recv: fns.post_srq_recv,
                 _compat3: [null; 4],
-                post_send: null,
-                post_recv: null,
+                post_send: fns.post_send,
+                post_recv: fns.post_recv,
                 _compat4: [null; 5],
             },
             cmd_fd: -1,
@@ -118,6 +138,15 @@ pub(crate) fn open(dev_addr: usize, query_port: QueryPortFn) -> Result<*mut IbvC
         .get_or_insert_with(HashMap::new)
         .insert(ctx as usize, vctx);
     Ok(ctx)
+}
+
+/// The NIC of the open context at `ctx_addr`.
+pub(crate) fn engine(ctx_addr: usize) -> Result<&'static Engine, Errno> {
+    let dev = context(ctx_addr)?;
+    match dev.engine.get() {
+        Some(Ok(e)) => Ok(e),
+        _ => Err(Errno(libc::EINVAL)),
+    }
 }
 
 /// The device of the open context at `ctx_addr`.
@@ -148,18 +177,20 @@ pub(crate) fn write_stats() {
     let Some(path) = &dev.model.spec.stats else {
         return;
     };
-    let json = {
-        let nic = lock(&dev.nic);
-        let Some(nic) = nic.as_ref() else { return };
-        stats_json(dev, nic)
+    let Some(Ok(engine)) = dev.engine.get() else {
+        return;
     };
+    let Ok(stats) = engine.wait(engine.device.stats()) else {
+        return;
+    };
+    let json = stats_json(dev, &stats);
     if let Err(err) = std::fs::write(path, json) {
         eprintln!("roce-verbs: writing counters to {}: {err}", path.display());
     }
 }
 
 /// `{"device": .., "ip": .., "mtu": .., "counters": {name: value, ..}}`.
-fn stats_json(dev: &Device, nic: &Nic) -> String {
+fn stats_json(dev: &Device, stats: &roce_core::Stats) -> String {
     let spec = &dev.model.spec;
     let mut s = String::new();
     // Names are Rust identifiers and the device name has no quote (checked in config), so no
@@ -171,7 +202,7 @@ fn stats_json(dev: &Device, nic: &Nic) -> String {
         spec.ip,
         spec.mtu.bytes()
     );
-    for (i, (name, value)) in nic.stats().counters().enumerate() {
+    for (i, (name, value)) in stats.counters().enumerate() {
         let _ = write!(s, "{}\"{name}\":{value}", if i == 0 { "" } else { "," });
     }
     s.push_str("}}\n");

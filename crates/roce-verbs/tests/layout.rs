@@ -3,7 +3,7 @@
 //! size and field offset, and each must equal Rust's. Skips (fails under CI=true) where the
 //! header (package libibverbs-dev) or a C compiler is missing.
 
-use std::mem::{offset_of, size_of};
+use std::mem::{align_of, offset_of, size_of};
 use std::path::Path;
 use std::process::Command;
 
@@ -77,9 +77,81 @@ fn rust_side() -> Vec<(String, usize)> {
         COMPAT_PORT_ATTR_LEN,
     ));
     v.push(("sizeof(union ibv_gid)".into(), size_of::<IbvGid>()));
+    v.push(("_Alignof(union ibv_gid)".into(), align_of::<IbvGid>()));
     size!("ibv_gid_entry", IbvGidEntry);
     off!("ibv_gid_entry", IbvGidEntry, gid => "gid", gid_index => "gid_index",
         port_num => "port_num", gid_type => "gid_type", ndev_ifindex => "ndev_ifindex");
+    size!("ibv_pd", IbvPd);
+    size!("ibv_mr", IbvMr);
+    off!("ibv_mr", IbvMr, pd => "pd", addr => "addr", length => "length", handle => "handle",
+        lkey => "lkey", rkey => "rkey");
+    size!("ibv_comp_channel", IbvCompChannel);
+    off!("ibv_comp_channel", IbvCompChannel, fd => "fd", refcnt => "refcnt");
+    size!("ibv_cq", IbvCq);
+    off!("ibv_cq", IbvCq, channel => "channel", cq_context => "cq_context", handle => "handle",
+        cqe => "cqe", mutex => "mutex", cond => "cond",
+        comp_events_completed => "comp_events_completed",
+        async_events_completed => "async_events_completed");
+    size!("ibv_qp", IbvQp);
+    off!("ibv_qp", IbvQp, qp_context => "qp_context", pd => "pd", send_cq => "send_cq",
+        recv_cq => "recv_cq", srq => "srq", handle => "handle", qp_num => "qp_num",
+        state => "state", qp_type => "qp_type", mutex => "mutex", cond => "cond",
+        events_completed => "events_completed");
+    size!("ibv_qp_ex", IbvQpEx);
+    off!("ibv_qp_ex", IbvQpEx, _ex => "comp_mask");
+    size!("ibv_sge", IbvSge);
+    off!("ibv_sge", IbvSge, length => "length", lkey => "lkey");
+    size!("ibv_send_wr", IbvSendWr);
+    off!("ibv_send_wr", IbvSendWr, next => "next", sg_list => "sg_list", num_sge => "num_sge",
+        opcode => "opcode", send_flags => "send_flags", imm_data => "imm_data",
+        wr_remote_addr => "wr.rdma.remote_addr", wr_word1 => "wr.rdma.rkey",
+        wr_swap => "wr.atomic.swap", wr_atomic_rkey => "wr.atomic.rkey", _rest => "qp_type");
+    v.push((
+        "offsetof(struct ibv_send_wr, wr.atomic.compare_add)".into(),
+        offset_of!(IbvSendWr, wr_word1),
+    ));
+    v.push((
+        "offsetof(struct ibv_send_wr, wr.ud.ah)".into(),
+        offset_of!(IbvSendWr, wr_remote_addr),
+    ));
+    v.push((
+        "offsetof(struct ibv_send_wr, wr.ud.remote_qpn)".into(),
+        offset_of!(IbvSendWr, wr_word1),
+    ));
+    v.push((
+        "offsetof(struct ibv_send_wr, wr.ud.remote_qkey)".into(),
+        offset_of!(IbvSendWr, wr_word1) + 4,
+    ));
+    size!("ibv_recv_wr", IbvRecvWr);
+    off!("ibv_recv_wr", IbvRecvWr, next => "next", sg_list => "sg_list", num_sge => "num_sge");
+    size!("ibv_wc", IbvWc);
+    off!("ibv_wc", IbvWc, status => "status", opcode => "opcode", vendor_err => "vendor_err",
+        byte_len => "byte_len", imm_data => "imm_data", qp_num => "qp_num", src_qp => "src_qp",
+        wc_flags => "wc_flags", pkey_index => "pkey_index", slid => "slid", sl => "sl",
+        dlid_path_bits => "dlid_path_bits");
+    size!("ibv_qp_cap", IbvQpCap);
+    off!("ibv_qp_cap", IbvQpCap, max_recv_wr => "max_recv_wr", max_send_sge => "max_send_sge",
+        max_recv_sge => "max_recv_sge", max_inline_data => "max_inline_data");
+    size!("ibv_qp_init_attr", IbvQpInitAttr);
+    off!("ibv_qp_init_attr", IbvQpInitAttr, send_cq => "send_cq", recv_cq => "recv_cq",
+        srq => "srq", cap => "cap", qp_type => "qp_type", sq_sig_all => "sq_sig_all");
+    size!("ibv_global_route", IbvGlobalRoute);
+    off!("ibv_global_route", IbvGlobalRoute, flow_label => "flow_label",
+        sgid_index => "sgid_index", hop_limit => "hop_limit", traffic_class => "traffic_class");
+    size!("ibv_ah_attr", IbvAhAttr);
+    off!("ibv_ah_attr", IbvAhAttr, dlid => "dlid", sl => "sl", src_path_bits => "src_path_bits",
+        static_rate => "static_rate", is_global => "is_global", port_num => "port_num");
+    size!("ibv_qp_attr", IbvQpAttr);
+    off!("ibv_qp_attr", IbvQpAttr, cur_qp_state => "cur_qp_state", path_mtu => "path_mtu",
+        path_mig_state => "path_mig_state", qkey => "qkey", rq_psn => "rq_psn",
+        sq_psn => "sq_psn", dest_qp_num => "dest_qp_num", qp_access_flags => "qp_access_flags",
+        cap => "cap", ah_attr => "ah_attr", alt_ah_attr => "alt_ah_attr",
+        pkey_index => "pkey_index", alt_pkey_index => "alt_pkey_index",
+        en_sqd_async_notify => "en_sqd_async_notify", sq_draining => "sq_draining",
+        max_rd_atomic => "max_rd_atomic", max_dest_rd_atomic => "max_dest_rd_atomic",
+        min_rnr_timer => "min_rnr_timer", port_num => "port_num", timeout => "timeout",
+        retry_cnt => "retry_cnt", rnr_retry => "rnr_retry", alt_port_num => "alt_port_num",
+        alt_timeout => "alt_timeout", rate_limit => "rate_limit");
     v
 }
 

@@ -1,6 +1,8 @@
-//! `roce exec` runs Debian's unmodified verbs programs (ibverbs-utils) on the emulated NIC and
-//! they show the device as rxe would. Skips, naming the package, where the programs are not
-//! installed; under CI=true that fails.
+//! `roce exec` runs Debian's unmodified verbs programs (ibverbs-utils) on the emulated NIC:
+//! they show the device as rxe would, and two of them exchange traffic over loopback. Each
+//! test that opens a device uses addresses of its own in 127.0.13.0/24 (a NIC binds UDP
+//! <ip>:4791, and the tests run in parallel). Skips, naming the package, where the programs are
+//! not installed; under CI=true that fails.
 
 #![allow(clippy::unwrap_used)] // test code: a panic is the failure report
 
@@ -84,7 +86,7 @@ fn ibv_devinfo_shows_an_active_ethernet_port_with_rxe_gids() {
     let text = ok(&roce(&[
         "exec",
         "--ip",
-        "127.0.0.1",
+        "127.0.13.1",
         "--mtu",
         "2048",
         "--",
@@ -92,14 +94,14 @@ fn ibv_devinfo_shows_an_active_ethernet_port_with_rxe_gids() {
         "-v",
     ]));
     assert_eq!(field(&text, "hca_id"), "roce0");
-    assert_eq!(field(&text, "node_guid"), "0000:7fff:fe00:0001");
+    assert_eq!(field(&text, "node_guid"), "0000:7fff:fe00:0d01");
     assert_eq!(field(&text, "phys_port_cnt"), "1");
     assert_eq!(field(&text, "state"), "PORT_ACTIVE (4)");
     assert_eq!(field(&text, "link_layer"), "Ethernet");
     assert_eq!(field(&text, "active_mtu"), "2048 (4)");
     assert_eq!(field(&text, "max_mtu"), "4096 (5)");
-    assert_eq!(field(&text, "GID[  0]"), "fe80::7fff:fe00:1, RoCE v2");
-    assert_eq!(field(&text, "GID[  1]"), "::ffff:127.0.0.1, RoCE v2");
+    assert_eq!(field(&text, "GID[  0]"), "fe80::7fff:fe00:d01, RoCE v2");
+    assert_eq!(field(&text, "GID[  1]"), "::ffff:127.0.13.1, RoCE v2");
     assert!(!text.contains("GID[  2]"), "{text}");
     // Limits no larger than the engine's.
     let nic = roce_core::NicConfig::default();
@@ -121,7 +123,7 @@ fn devinfo_selects_the_device_by_its_name() {
     let text = ok(&roce(&[
         "exec",
         "--ip",
-        "127.0.0.2",
+        "127.0.13.2",
         "--name",
         "rxe0",
         "--",
@@ -133,7 +135,7 @@ fn devinfo_selects_the_device_by_its_name() {
     let out = roce(&[
         "exec",
         "--ip",
-        "127.0.0.2",
+        "127.0.13.2",
         "--",
         "ibv_devinfo",
         "-d",
@@ -150,7 +152,7 @@ fn stats_json_reports_the_nic_counters_after_the_program() {
     let out = roce(&[
         "exec",
         "--ip",
-        "127.0.0.1",
+        "127.0.13.3",
         "--stats",
         "json",
         "--",
@@ -160,7 +162,7 @@ fn stats_json_reports_the_nic_counters_after_the_program() {
     let stderr = String::from_utf8(out.stderr).unwrap();
     let json: serde_json::Value = serde_json::from_str(stderr.lines().last().unwrap()).unwrap();
     assert_eq!(json["device"], "roce0");
-    assert_eq!(json["ip"], "127.0.0.1");
+    assert_eq!(json["ip"], "127.0.13.3");
     assert_eq!(json["counters"]["tx_packets"], 0);
     assert!(json["counters"].as_object().unwrap().len() > 10, "{json}");
     // A program that never opens the device has none.
@@ -277,4 +279,130 @@ fn a_bad_variable_fails_the_device_list_and_names_the_variable() {
         0,
         "{text}"
     );
+}
+
+/// Runs `ibv_rc_pingpong ARGS` as a server on `server_ip` and a client on `client_ip`, both
+/// under `roce exec` with `exec_args`; returns (client, server).
+fn rc_pingpong(
+    server_ip: &str,
+    client_ip: &str,
+    port: &str,
+    exec_args: &[&str],
+    args: &[&str],
+) -> (Output, Output) {
+    let run = |ip: &str, peer: Option<&str>| {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_roce"));
+        cmd.args(["exec", "--ip", ip]).args(exec_args).args([
+            "--",
+            "ibv_rc_pingpong",
+            "-g",
+            "1",
+            "-p",
+            port,
+        ]);
+        cmd.args(args).args(peer);
+        cmd.stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped());
+        cmd.spawn().unwrap()
+    };
+    let server = run(server_ip, None);
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let client = run(client_ip, Some(server_ip));
+    (
+        client.wait_with_output().unwrap(),
+        server.wait_with_output().unwrap(),
+    )
+}
+
+#[test]
+fn ibv_rc_pingpong_runs_between_two_roce_exec_processes() {
+    if !have("ibv_rc_pingpong", "ibverbs-utils") {
+        return;
+    }
+    // -c: each side checks the bytes it received. 1 B (inline), 64 KiB in 1024-byte packets,
+    // 1 MiB in 4096-byte packets.
+    for (i, (size, iters, mtu)) in [
+        ("1", "20", "1024"),
+        ("65536", "20", "1024"),
+        ("1048576", "5", "4096"),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let port = (18611 + i).to_string();
+        let (client, server) = rc_pingpong(
+            "127.0.13.10",
+            "127.0.13.11",
+            &port,
+            &["--mtu", mtu, "--stats", "json"],
+            &["-s", size, "-n", iters, "-m", mtu, "-c"],
+        );
+        let (c, s) = (ok(&client), ok(&server));
+        for out in [&c, &s] {
+            assert!(
+                out.contains(&format!("{iters} iters in")),
+                "size {size}:\n{out}"
+            );
+            assert!(out.contains("GID ::ffff:127.0.13.1"), "{out}");
+        }
+        let stderr = String::from_utf8(client.stderr).unwrap();
+        let stats: serde_json::Value =
+            serde_json::from_str(stderr.lines().last().unwrap()).unwrap();
+        let bytes = stats["counters"]["tx_bytes"].as_u64().unwrap();
+        let sent = size.parse::<u64>().unwrap() * iters.parse::<u64>().unwrap();
+        assert!(
+            bytes >= sent,
+            "size {size}: {bytes} bytes sent, at least {sent} expected"
+        );
+        assert_eq!(stats["counters"]["retransmitted_packets"], 0, "{stats}");
+    }
+}
+
+#[test]
+fn a_capture_of_the_exchange_is_written() {
+    if !have("ibv_rc_pingpong", "ibverbs-utils") {
+        return;
+    }
+    let pcap = std::env::temp_dir().join(format!("roce-exec-{}.pcap", std::process::id()));
+    let pcap_arg = pcap.to_str().unwrap();
+    let (client, server) = rc_pingpong(
+        "127.0.13.20",
+        "127.0.13.21",
+        "18621",
+        &["--pcap", pcap_arg],
+        &["-n", "3"],
+    );
+    ok(&server);
+    ok(&client);
+    let dump = ok(&roce(&["dump", pcap_arg]));
+    let _ = std::fs::remove_file(&pcap);
+    // 3 iterations each way: SENDs of 4096 bytes in 1024-byte packets, and their ACKs.
+    assert!(
+        dump.lines().filter(|l| l.contains("SEND")).count() >= 12,
+        "{dump}"
+    );
+    assert!(
+        dump.contains("127.0.13.21") && dump.contains("127.0.13.20"),
+        "{dump}"
+    );
+}
+
+#[test]
+fn a_qp_on_the_link_local_gid_is_refused_at_rtr() {
+    if !have("ibv_rc_pingpong", "ibverbs-utils") {
+        return;
+    }
+    // -g 0 names the link-local GID, which carries no traffic here: the move to RTR is refused
+    // (EINVAL) rather than the QP sending into nowhere. The server, which moves first, says so
+    // and exits non-zero; the client sees it hang up.
+    let (client, server) = rc_pingpong(
+        "127.0.13.30",
+        "127.0.13.31",
+        "18631",
+        &[],
+        &["-n", "1", "-g", "0"],
+    );
+    assert!(!server.status.success() && !client.status.success());
+    let stderr = String::from_utf8_lossy(&server.stderr);
+    assert!(stderr.contains("Failed to modify QP to RTR"), "{stderr}");
 }

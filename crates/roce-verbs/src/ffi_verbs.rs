@@ -1,0 +1,366 @@
+//! The exported data-path verbs (PDs, MRs, CQs, QPs, posting and polling): the second half of
+//! the C face, with the same rules as `ffi.rs` (pointers checked for NULL, objects looked up
+//! by address in `verbs.rs`, panics caught, errno set). This module only reads the caller's
+//! structures into Rust copies and writes results back; `verbs.rs` does the work.
+
+#![allow(unsafe_code)]
+
+use std::ffi::{c_int, c_uint, c_void};
+
+use crate::abi::{
+    IbvCompChannel, IbvContext, IbvCq, IbvMr, IbvPd, IbvQp, IbvQpAttr, IbvQpInitAttr, IbvRecvWr,
+    IbvSendWr, IbvSge, IbvWc,
+};
+use crate::ffi::{errno_ret, guard, set_errno, write_out};
+use crate::state::Errno;
+use crate::verbs;
+
+/// Longest WR list read from one post (a cycle in `next` ends here with `EINVAL`).
+const MAX_CHAIN: usize = 1 << 16;
+
+fn null_on_err<T>(r: Result<*mut T, Errno>) -> *mut T {
+    r.unwrap_or_else(|Errno(e)| {
+        set_errno(e);
+        std::ptr::null_mut()
+    })
+}
+
+/// Reads `n` SGEs at `list`.
+///
+/// # Safety
+/// `list` is NULL or valid for `n` reads of `struct ibv_sge`.
+unsafe fn sges(list: *const IbvSge, n: c_int) -> Result<Vec<IbvSge>, Errno> {
+    let n = usize::try_from(n).map_err(|_| Errno(libc::EINVAL))?;
+    if n == 0 {
+        return Ok(Vec::new());
+    }
+    if list.is_null() || n > 1024 {
+        return Err(Errno(libc::EINVAL));
+    }
+    // SAFETY: by the caller's contract.
+    Ok((0..n)
+        .map(|i| unsafe { list.add(i).read_unaligned() })
+        .collect())
+}
+
+/// `struct ibv_pd *ibv_alloc_pd(struct ibv_context *)`: NULL with errno on failure.
+#[unsafe(no_mangle)]
+pub(crate) unsafe extern "C" fn ibv_alloc_pd(context: *mut IbvContext) -> *mut IbvPd {
+    guard(std::ptr::null_mut(), || {
+        null_on_err(verbs::alloc_pd(context as usize))
+    })
+}
+
+/// `int ibv_dealloc_pd(struct ibv_pd *)`: an errno value.
+#[unsafe(no_mangle)]
+pub(crate) unsafe extern "C" fn ibv_dealloc_pd(pd: *mut IbvPd) -> c_int {
+    guard(libc::EIO, || errno_ret(verbs::dealloc_pd(pd as usize)))
+}
+
+/// `struct ibv_mr *ibv_reg_mr(struct ibv_pd *, void *addr, size_t length, int access)`.
+#[unsafe(no_mangle)]
+pub(crate) unsafe extern "C" fn ibv_reg_mr(
+    pd: *mut IbvPd,
+    addr: *mut c_void,
+    length: usize,
+    access: c_int,
+) -> *mut IbvMr {
+    guard(std::ptr::null_mut(), || {
+        null_on_err(verbs::reg_mr(
+            pd as usize,
+            addr as usize,
+            length,
+            addr as u64,
+            access,
+        ))
+    })
+}
+
+/// `struct ibv_mr *ibv_reg_mr_iova(pd, addr, length, uint64_t iova, int access)`.
+#[unsafe(no_mangle)]
+pub(crate) unsafe extern "C" fn ibv_reg_mr_iova(
+    pd: *mut IbvPd,
+    addr: *mut c_void,
+    length: usize,
+    iova: u64,
+    access: c_int,
+) -> *mut IbvMr {
+    guard(std::ptr::null_mut(), || {
+        null_on_err(verbs::reg_mr(
+            pd as usize,
+            addr as usize,
+            length,
+            iova,
+            access,
+        ))
+    })
+}
+
+/// `struct ibv_mr *ibv_reg_mr_iova2(pd, addr, length, uint64_t iova, unsigned access)`: what
+/// the header's `ibv_reg_mr` macro calls when the access flags are not a constant.
+#[unsafe(no_mangle)]
+pub(crate) unsafe extern "C" fn ibv_reg_mr_iova2(
+    pd: *mut IbvPd,
+    addr: *mut c_void,
+    length: usize,
+    iova: u64,
+    access: c_uint,
+) -> *mut IbvMr {
+    guard(std::ptr::null_mut(), || {
+        null_on_err(verbs::reg_mr(
+            pd as usize,
+            addr as usize,
+            length,
+            iova,
+            access as c_int,
+        ))
+    })
+}
+
+/// `int ibv_dereg_mr(struct ibv_mr *)`: an errno value.
+#[unsafe(no_mangle)]
+pub(crate) unsafe extern "C" fn ibv_dereg_mr(mr: *mut IbvMr) -> c_int {
+    guard(libc::EIO, || errno_ret(verbs::dereg_mr(mr as usize)))
+}
+
+/// `struct ibv_cq *ibv_create_cq(ctx, int cqe, void *cq_context, channel, int comp_vector)`.
+#[unsafe(no_mangle)]
+pub(crate) unsafe extern "C" fn ibv_create_cq(
+    context: *mut IbvContext,
+    cqe: c_int,
+    cq_context: *mut c_void,
+    channel: *mut IbvCompChannel,
+    _comp_vector: c_int,
+) -> *mut IbvCq {
+    guard(std::ptr::null_mut(), || {
+        null_on_err(verbs::create_cq(
+            context as usize,
+            cqe,
+            cq_context,
+            channel as usize,
+        ))
+    })
+}
+
+/// `int ibv_destroy_cq(struct ibv_cq *)`: an errno value.
+#[unsafe(no_mangle)]
+pub(crate) unsafe extern "C" fn ibv_destroy_cq(cq: *mut IbvCq) -> c_int {
+    guard(libc::EIO, || errno_ret(verbs::destroy_cq(cq as usize)))
+}
+
+/// `void ibv_ack_cq_events(struct ibv_cq *, unsigned nevents)`: nothing to acknowledge while
+/// completion channels are not offered.
+#[unsafe(no_mangle)]
+pub(crate) unsafe extern "C" fn ibv_ack_cq_events(_cq: *mut IbvCq, _nevents: c_uint) {}
+
+/// `struct ibv_qp *ibv_create_qp(struct ibv_pd *, struct ibv_qp_init_attr *)`: writes the
+/// capabilities the QP got into `init_attr->cap`.
+#[unsafe(no_mangle)]
+pub(crate) unsafe extern "C" fn ibv_create_qp(
+    pd: *mut IbvPd,
+    init_attr: *mut IbvQpInitAttr,
+) -> *mut IbvQp {
+    guard(std::ptr::null_mut(), || {
+        if init_attr.is_null() {
+            set_errno(libc::EINVAL);
+            return std::ptr::null_mut();
+        }
+        // SAFETY: the caller passes a struct ibv_qp_init_attr.
+        let init = unsafe { init_attr.read_unaligned() };
+        null_on_err(verbs::create_qp(pd as usize, init).map(|(qp, cap)| {
+            // SAFETY: as above; only the cap field is written.
+            unsafe { (&raw mut (*init_attr).cap).write_unaligned(cap) };
+            qp
+        }))
+    })
+}
+
+/// `int ibv_destroy_qp(struct ibv_qp *)`: an errno value.
+#[unsafe(no_mangle)]
+pub(crate) unsafe extern "C" fn ibv_destroy_qp(qp: *mut IbvQp) -> c_int {
+    guard(libc::EIO, || errno_ret(verbs::destroy_qp(qp as usize)))
+}
+
+/// `int ibv_modify_qp(struct ibv_qp *, struct ibv_qp_attr *, int attr_mask)`: an errno value.
+#[unsafe(no_mangle)]
+pub(crate) unsafe extern "C" fn ibv_modify_qp(
+    qp: *mut IbvQp,
+    attr: *mut IbvQpAttr,
+    mask: c_int,
+) -> c_int {
+    guard(libc::EIO, || {
+        if attr.is_null() {
+            return errno_ret(Err(Errno(libc::EINVAL)));
+        }
+        // SAFETY: the caller passes a struct ibv_qp_attr.
+        let a = unsafe { attr.read_unaligned() };
+        errno_ret(verbs::modify_qp(qp as usize, &a, mask))
+    })
+}
+
+/// `int ibv_query_qp(qp, struct ibv_qp_attr *, int attr_mask, struct ibv_qp_init_attr *)`.
+#[unsafe(no_mangle)]
+pub(crate) unsafe extern "C" fn ibv_query_qp(
+    qp: *mut IbvQp,
+    attr: *mut IbvQpAttr,
+    _mask: c_int,
+    init_attr: *mut IbvQpInitAttr,
+) -> c_int {
+    guard(libc::EIO, || {
+        errno_ret(verbs::query_qp(qp as usize).and_then(|(a, init)| {
+            // SAFETY: the caller passes both structs.
+            unsafe {
+                write_out(attr, a)?;
+                write_out(init_attr, init)
+            }
+        }))
+    })
+}
+
+/// `ops.poll_cq`: the number of completions written to `wc`, or -1 (errno set).
+pub(crate) unsafe extern "C" fn poll_cq(
+    cq: *mut IbvCq,
+    num_entries: c_int,
+    wc: *mut IbvWc,
+) -> c_int {
+    guard(-1, || {
+        let Ok(max) = usize::try_from(num_entries) else {
+            set_errno(libc::EINVAL);
+            return -1;
+        };
+        if max > 0 && wc.is_null() {
+            set_errno(libc::EINVAL);
+            return -1;
+        }
+        match verbs::poll_cq(cq as usize, max) {
+            Ok(wcs) => {
+                for (i, w) in wcs.iter().enumerate() {
+                    // SAFETY: the caller's array holds num_entries >= wcs.len() entries.
+                    unsafe { wc.add(i).write_unaligned(*w) };
+                }
+                wcs.len() as c_int
+            }
+            Err(Errno(e)) => {
+                set_errno(e);
+                -1
+            }
+        }
+    })
+}
+
+/// `ops.req_notify_cq`: `EOPNOTSUPP` (completion channels are not offered yet).
+pub(crate) unsafe extern "C" fn req_notify_cq(_cq: *mut IbvCq, _solicited_only: c_int) -> c_int {
+    set_errno(libc::EOPNOTSUPP);
+    libc::EOPNOTSUPP
+}
+
+/// `ops.post_send`: an errno value; `*bad_wr` is the first WR not posted.
+pub(crate) unsafe extern "C" fn post_send(
+    qp: *mut IbvQp,
+    wr: *mut IbvSendWr,
+    bad_wr: *mut *mut IbvSendWr,
+) -> c_int {
+    guard(libc::EIO, || {
+        let fail = |at: *mut IbvSendWr, Errno(e): Errno| {
+            if !bad_wr.is_null() {
+                // SAFETY: the caller passes a place for the pointer.
+                unsafe { *bad_wr = at };
+            }
+            set_errno(e);
+            e
+        };
+        let (qpn, _ty, sig_all, ctx) = match verbs::qp_for_post(qp as usize) {
+            Ok(q) => q,
+            Err(e) => return fail(wr, e),
+        };
+        let mut ptrs = Vec::new();
+        let mut wrs = Vec::new();
+        let mut at = wr;
+        while !at.is_null() {
+            if ptrs.len() == MAX_CHAIN {
+                return fail(wr, Errno(libc::EINVAL));
+            }
+            // SAFETY: a non-NULL WR of the caller's list, and its SGE array.
+            let w = unsafe { at.read_unaligned() };
+            let converted =
+                unsafe { sges(w.sg_list, w.num_sge) }.and_then(|s| verbs::send_wr(&w, &s, sig_all));
+            match converted {
+                Ok(c) => wrs.push(c),
+                // Those before it are posted; this one and the rest are not.
+                Err(e) => {
+                    if let Err((i, e2)) = verbs::post_send(ctx, qpn, wrs) {
+                        return fail(ptrs[i], e2);
+                    }
+                    return fail(at, e);
+                }
+            }
+            ptrs.push(at);
+            at = w.next;
+        }
+        match verbs::post_send(ctx, qpn, wrs) {
+            Ok(()) => 0,
+            Err((i, e)) => fail(ptrs.get(i).copied().unwrap_or(wr), e),
+        }
+    })
+}
+
+/// `ops.post_recv`: an errno value; `*bad_wr` is the first WR not posted.
+pub(crate) unsafe extern "C" fn post_recv(
+    qp: *mut IbvQp,
+    wr: *mut IbvRecvWr,
+    bad_wr: *mut *mut IbvRecvWr,
+) -> c_int {
+    guard(libc::EIO, || {
+        let fail = |at: *mut IbvRecvWr, Errno(e): Errno| {
+            if !bad_wr.is_null() {
+                // SAFETY: the caller passes a place for the pointer.
+                unsafe { *bad_wr = at };
+            }
+            set_errno(e);
+            e
+        };
+        let (qpn, _ty, _, ctx) = match verbs::qp_for_post(qp as usize) {
+            Ok(q) => q,
+            Err(e) => return fail(wr, e),
+        };
+        let mut ptrs = Vec::new();
+        let mut wrs = Vec::new();
+        let mut at = wr;
+        while !at.is_null() {
+            if ptrs.len() == MAX_CHAIN {
+                return fail(wr, Errno(libc::EINVAL));
+            }
+            // SAFETY: a non-NULL WR of the caller's list, and its SGE array.
+            let w = unsafe { at.read_unaligned() };
+            match unsafe { sges(w.sg_list, w.num_sge) } {
+                Ok(s) => wrs.push(verbs::recv_wr(w.wr_id, &s)),
+                Err(e) => {
+                    if let Err((i, e2)) = verbs::post_recv(ctx, qpn, wrs) {
+                        return fail(ptrs[i], e2);
+                    }
+                    return fail(at, e);
+                }
+            }
+            ptrs.push(at);
+            at = w.next;
+        }
+        match verbs::post_recv(ctx, qpn, wrs) {
+            Ok(()) => 0,
+            Err((i, e)) => fail(ptrs.get(i).copied().unwrap_or(wr), e),
+        }
+    })
+}
+
+/// `ops.post_srq_recv`: `EOPNOTSUPP` (no SRQ can exist: `ibv_create_srq` fails).
+pub(crate) unsafe extern "C" fn post_srq_recv(
+    _srq: *mut c_void,
+    wr: *mut IbvRecvWr,
+    bad_wr: *mut *mut IbvRecvWr,
+) -> c_int {
+    if !bad_wr.is_null() {
+        // SAFETY: the caller passes a place for the pointer.
+        unsafe { *bad_wr = wr };
+    }
+    set_errno(libc::EOPNOTSUPP);
+    libc::EOPNOTSUPP
+}

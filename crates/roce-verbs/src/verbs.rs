@@ -1,0 +1,821 @@
+//! The verbs objects of the program and their translation to the engine (safe code: C
+//! structures arrive here as Rust copies; addresses are integers).
+//!
+//! Every object the program gets (`ibv_pd`, `ibv_mr`, `ibv_cq`, `ibv_qp`) is a [`CBox`] kept in
+//! [`Objects`] under its address, next to the engine's handle for it, so that an address this
+//! library did not hand out is refused (`EINVAL`) rather than followed. The lock on the table
+//! is never held while waiting for the engine.
+
+use std::collections::HashMap;
+use std::ffi::{c_int, c_void};
+use std::net::{IpAddr, Ipv6Addr};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+use roce_core::{
+    Access, AddressVector, CqHandle, Cqe, MemoryRegion, Mtu, PdHandle, Psn, QpAttr, QpInit,
+    QpState, QpType, Qpn, RecvWr, Remote, SendOp, SendWr, Sge, VerbsError, WcOpcode, WcStatus,
+};
+
+use crate::abi::{
+    IbvContext, IbvCq, IbvMr, IbvPd, IbvQp, IbvQpAttr, IbvQpCap, IbvQpEx, IbvQpInitAttr, IbvSendWr,
+    IbvSge, IbvWc,
+};
+use crate::cbox::CBox;
+use crate::device::{DeviceModel, GID_INDEX_IPV4};
+use crate::memory::CallerMemory;
+use crate::state::{self, Errno};
+
+const EINVAL: Errno = Errno(libc::EINVAL);
+
+/// Most work requests a queue takes (rxe `RXE_MAX_QP_WR`), as `ibv_query_device` says.
+pub(crate) const MAX_WR: u32 = 0x4000;
+
+#[derive(Debug)]
+struct Pd {
+    _c: CBox<IbvPd>,
+    handle: PdHandle,
+    ctx: usize,
+}
+
+#[derive(Debug)]
+struct Mr {
+    _c: CBox<IbvMr>,
+    mr: MemoryRegion,
+    pd: usize,
+}
+
+#[derive(Debug)]
+struct Cq {
+    _c: CBox<IbvCq>,
+    handle: CqHandle,
+    ctx: usize,
+}
+
+#[derive(Debug)]
+struct Qp {
+    c: CBox<IbvQpEx>,
+    qpn: Qpn,
+    qp_type: QpType,
+    /// The creation attributes (pointers of the program's: kept, never followed).
+    init: CBox<IbvQpInitAttr>,
+    /// Every attribute given to modify_qp so far, for query_qp.
+    attr: IbvQpAttr,
+    send_cq: usize,
+    recv_cq: usize,
+    pd: usize,
+    ctx: usize,
+}
+
+/// The program's objects, by address.
+#[derive(Debug, Default)]
+pub(crate) struct Objects {
+    pds: HashMap<usize, Pd>,
+    mrs: HashMap<usize, Mr>,
+    cqs: HashMap<usize, Cq>,
+    qps: HashMap<usize, Qp>,
+    next_handle: u32,
+}
+
+static OBJECTS: Mutex<Option<Objects>> = Mutex::new(None);
+
+fn objects() -> MutexGuard<'static, Option<Objects>> {
+    OBJECTS.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+fn with<R>(f: impl FnOnce(&mut Objects) -> R) -> R {
+    f(objects().get_or_insert_with(Objects::default))
+}
+
+fn engine_err(e: VerbsError) -> Errno {
+    match e {
+        VerbsError::Exhausted(_) => Errno(libc::ENOMEM),
+        _ => EINVAL,
+    }
+}
+
+fn handle() -> u32 {
+    with(|o| {
+        o.next_handle += 1;
+        o.next_handle
+    })
+}
+
+/// `ibv_alloc_pd`.
+pub(crate) fn alloc_pd(ctx: usize) -> Result<*mut IbvPd, Errno> {
+    let engine = state::engine(ctx)?;
+    let pd = engine
+        .wait(engine.device.alloc_pd())
+        .map_err(|_| Errno(libc::EIO))?;
+    let c = CBox::new(IbvPd {
+        context: ctx as *mut IbvContext,
+        handle: handle(),
+    });
+    let ptr = c.ptr();
+    with(|o| {
+        o.pds.insert(
+            c.addr(),
+            Pd {
+                _c: c,
+                handle: pd,
+                ctx,
+            },
+        )
+    });
+    Ok(ptr)
+}
+
+/// `ibv_dealloc_pd`: `EBUSY` while a region or QP uses it.
+pub(crate) fn dealloc_pd(pd: usize) -> Result<(), Errno> {
+    with(|o| {
+        if !o.pds.contains_key(&pd) {
+            return Err(EINVAL);
+        }
+        if o.mrs.values().any(|m| m.pd == pd) || o.qps.values().any(|q| q.pd == pd) {
+            return Err(Errno(libc::EBUSY));
+        }
+        o.pds.remove(&pd);
+        Ok(())
+    })
+}
+
+/// The engine's rights for `ibv_access_flags`; `EINVAL` for flags it does not have.
+fn access(flags: c_int) -> Result<Access, Errno> {
+    // IBV_ACCESS_RELAXED_ORDERING and the other optional bits may be ignored (verbs.h).
+    const OPTIONAL: c_int = 0x3ff0_0000;
+    let flags = flags & !OPTIONAL;
+    if flags & !0xf != 0 {
+        return Err(EINVAL);
+    }
+    let mut a = Access::NONE;
+    for (bit, right) in [
+        (1, Access::LOCAL_WRITE),
+        (2, Access::REMOTE_WRITE),
+        (4, Access::REMOTE_READ),
+        (8, Access::REMOTE_ATOMIC),
+    ] {
+        if flags & bit != 0 {
+            a = a | right;
+        }
+    }
+    Ok(a)
+}
+
+/// `ibv_reg_mr_iova2`: `len` bytes at `addr`, named `iova` by SGEs and peers.
+pub(crate) fn reg_mr(
+    pd: usize,
+    addr: usize,
+    len: usize,
+    iova: u64,
+    flags: c_int,
+) -> Result<*mut IbvMr, Errno> {
+    let access = access(flags)?;
+    let (pd_handle, ctx) = with(|o| o.pds.get(&pd).map(|p| (p.handle, p.ctx))).ok_or(EINVAL)?;
+    let memory = CallerMemory::new(addr, len).ok_or(EINVAL)?;
+    let engine = state::engine(ctx)?;
+    let mr =
+        engine
+            .wait(engine.device.call(move |nic, _| {
+                nic.reg_memory(pd_handle, Arc::new(memory), Some(iova), access)
+            }))
+            .map_err(|_| Errno(libc::EIO))?
+            .map_err(engine_err)?;
+    let c = CBox::new(IbvMr {
+        context: ctx as *mut IbvContext,
+        pd: pd as *mut IbvPd,
+        addr: addr as *mut c_void,
+        length: len,
+        handle: handle(),
+        lkey: mr.lkey(),
+        rkey: mr.rkey(),
+    });
+    let ptr = c.ptr();
+    with(|o| o.mrs.insert(c.addr(), Mr { _c: c, mr, pd }));
+    Ok(ptr)
+}
+
+/// `ibv_dereg_mr`.
+pub(crate) fn dereg_mr(mr: usize) -> Result<(), Errno> {
+    let entry = with(|o| o.mrs.remove(&mr)).ok_or(EINVAL)?;
+    let ctx = with(|o| o.pds.get(&entry.pd).map(|p| p.ctx)).ok_or(EINVAL)?;
+    let engine = state::engine(ctx)?;
+    let lkey = entry.mr.lkey();
+    engine
+        .wait(engine.device.call(move |nic, _| nic.dereg_mr(lkey)))
+        .map_err(|_| Errno(libc::EIO))?
+        .map_err(engine_err)
+}
+
+/// `ibv_create_cq`.
+pub(crate) fn create_cq(
+    ctx: usize,
+    cqe: c_int,
+    cq_context: *mut c_void,
+    channel: usize,
+) -> Result<*mut IbvCq, Errno> {
+    if cqe < 1 || cqe as u32 > MAX_WR * 2 {
+        return Err(EINVAL);
+    }
+    if channel != 0 {
+        // Completion channels are not offered yet (ibv_create_comp_channel fails).
+        return Err(EINVAL);
+    }
+    let engine = state::engine(ctx)?;
+    let depth = cqe as usize;
+    let cq = engine
+        .wait(engine.device.call(move |nic, _| nic.create_cq(depth)))
+        .map_err(|_| Errno(libc::EIO))?;
+    let c = CBox::new(IbvCq {
+        context: ctx as *mut IbvContext,
+        channel: std::ptr::null_mut(),
+        cq_context,
+        handle: handle(),
+        cqe,
+        mutex: libc::PTHREAD_MUTEX_INITIALIZER,
+        cond: libc::PTHREAD_COND_INITIALIZER,
+        comp_events_completed: 0,
+        async_events_completed: 0,
+    });
+    let ptr = c.ptr();
+    with(|o| {
+        o.cqs.insert(
+            c.addr(),
+            Cq {
+                _c: c,
+                handle: cq,
+                ctx,
+            },
+        )
+    });
+    Ok(ptr)
+}
+
+/// `ibv_destroy_cq`: `EBUSY` while a QP uses it. The engine keeps its (empty) queue.
+pub(crate) fn destroy_cq(cq: usize) -> Result<(), Errno> {
+    with(|o| {
+        if !o.cqs.contains_key(&cq) {
+            return Err(EINVAL);
+        }
+        if o.qps.values().any(|q| q.send_cq == cq || q.recv_cq == cq) {
+            return Err(Errno(libc::EBUSY));
+        }
+        o.cqs.remove(&cq);
+        Ok(())
+    })
+}
+
+/// The capabilities a QP gets for what it asked: `EINVAL` past the device's limits.
+fn cap(asked: IbvQpCap, model: &DeviceModel) -> Result<IbvQpCap, Errno> {
+    let max_sge = model.nic.max_sge as u32;
+    let max_inline = model.nic.max_inline as u32;
+    if asked.max_send_wr > MAX_WR
+        || asked.max_recv_wr > MAX_WR
+        || asked.max_send_sge > max_sge
+        || asked.max_recv_sge > max_sge
+        || asked.max_inline_data > max_inline
+    {
+        return Err(EINVAL);
+    }
+    Ok(IbvQpCap {
+        max_send_wr: asked.max_send_wr.max(1),
+        max_recv_wr: asked.max_recv_wr.max(1),
+        max_send_sge: asked.max_send_sge.max(1),
+        max_recv_sge: asked.max_recv_sge.max(1),
+        // What the engine copies at post time for any QP.
+        max_inline_data: max_inline,
+    })
+}
+
+/// `ibv_create_qp`: the QP and the capabilities it got (written back to the caller's
+/// `init_attr.cap`, as providers do).
+pub(crate) fn create_qp(pd: usize, init: IbvQpInitAttr) -> Result<(*mut IbvQp, IbvQpCap), Errno> {
+    let qp_type = match init.qp_type {
+        2 => QpType::Rc,
+        3 => QpType::Uc,
+        4 => QpType::Ud,
+        _ => return Err(Errno(libc::EOPNOTSUPP)),
+    };
+    if !init.srq.is_null() {
+        return Err(Errno(libc::EOPNOTSUPP));
+    }
+    let (send_cq, recv_cq) = (init.send_cq as usize, init.recv_cq as usize);
+    let (pd_handle, ctx, send, recv) = with(|o| {
+        let p = o.pds.get(&pd)?;
+        Some((
+            p.handle,
+            p.ctx,
+            o.cqs.get(&send_cq)?.handle,
+            o.cqs.get(&recv_cq)?.handle,
+        ))
+    })
+    .ok_or(EINVAL)?;
+    let engine = state::engine(ctx)?;
+    let model = &state::device()?.ok_or(EINVAL)?.model;
+    let cap = cap(init.cap, model)?;
+    let qp_init = QpInit {
+        pd: pd_handle,
+        qp_type,
+        send_cq: send,
+        recv_cq: recv,
+        max_send_wr: cap.max_send_wr as usize,
+        max_recv_wr: cap.max_recv_wr as usize,
+    };
+    let qpn = engine
+        .wait(engine.device.create_qp(qp_init))
+        .map_err(|e| match e {
+            roce_device::DeviceError::Verbs(v) => engine_err(v),
+            _ => Errno(libc::EIO),
+        })?;
+    let c = CBox::new(IbvQpEx {
+        qp: IbvQp {
+            context: ctx as *mut IbvContext,
+            qp_context: init.qp_context,
+            pd: pd as *mut IbvPd,
+            send_cq: init.send_cq,
+            recv_cq: init.recv_cq,
+            srq: std::ptr::null_mut(),
+            handle: handle(),
+            qp_num: qpn.value(),
+            state: 0,
+            qp_type: init.qp_type,
+            mutex: libc::PTHREAD_MUTEX_INITIALIZER,
+            cond: libc::PTHREAD_COND_INITIALIZER,
+            events_completed: 0,
+        },
+        _ex: [0; 24],
+    });
+    let ptr = c.ptr().cast::<IbvQp>();
+    let mut init = init;
+    init.cap = cap;
+    with(|o| {
+        o.qps.insert(
+            c.addr(),
+            Qp {
+                c,
+                qpn,
+                qp_type,
+                init: CBox::new(init),
+                attr: IbvQpAttr {
+                    cap,
+                    ..IbvQpAttr::default()
+                },
+                send_cq,
+                recv_cq,
+                pd,
+                ctx,
+            },
+        )
+    });
+    Ok((ptr, cap))
+}
+
+/// `ibv_destroy_qp`.
+pub(crate) fn destroy_qp(qp: usize) -> Result<(), Errno> {
+    let (qpn, ctx) = with(|o| o.qps.get(&qp).map(|q| (q.qpn, q.ctx))).ok_or(EINVAL)?;
+    let engine = state::engine(ctx)?;
+    engine
+        .wait(engine.device.call(move |nic, _| nic.destroy_qp(qpn)))
+        .map_err(|_| Errno(libc::EIO))?
+        .map_err(engine_err)?;
+    with(|o| o.qps.remove(&qp));
+    Ok(())
+}
+
+fn qp_state(v: c_int) -> Result<QpState, Errno> {
+    Ok(match v {
+        0 => QpState::Reset,
+        1 => QpState::Init,
+        2 => QpState::Rtr,
+        3 => QpState::Rts,
+        4 => QpState::Sqd,
+        5 => QpState::Sqe,
+        6 => QpState::Err,
+        _ => return Err(EINVAL),
+    })
+}
+
+fn state_value(s: QpState) -> c_int {
+    match s {
+        QpState::Reset => 0,
+        QpState::Init => 1,
+        QpState::Rtr => 2,
+        QpState::Rts => 3,
+        QpState::Sqd => 4,
+        QpState::Sqe => 5,
+        QpState::Err => 6,
+    }
+}
+
+fn mtu(v: c_int) -> Result<Mtu, Errno> {
+    u32::try_from(v)
+        .ok()
+        .filter(|v| (1..=5).contains(v))
+        .and_then(|v| Mtu::from_bytes(128 << v))
+        .ok_or(EINVAL)
+}
+
+/// The engine's attributes for an `ibv_qp_attr` and its mask (`enum ibv_qp_attr_mask`).
+fn qp_attr(a: &IbvQpAttr, mask: c_int, model: &DeviceModel) -> Result<QpAttr, Errno> {
+    let has = |bit: u32| mask & (1 << bit) != 0;
+    let mut q = QpAttr::default();
+    if has(0) {
+        q.qp_state = Some(qp_state(a.qp_state)?);
+    }
+    if has(3) {
+        q.access_flags = Some(access(a.qp_access_flags as c_int)?);
+    }
+    if has(4) {
+        q.pkey_index = Some(a.pkey_index);
+    }
+    if has(5) {
+        q.port_num = Some(a.port_num);
+    }
+    if has(6) {
+        q.qkey = Some(a.qkey);
+    }
+    if has(7) {
+        let ah = &a.ah_attr;
+        // RoCE needs the GRH; the source is our IPv4 GID (index 1). GID 0, the link-local
+        // IPv6 one, carries no traffic here.
+        if ah.is_global == 0 || u32::from(ah.grh.sgid_index) != GID_INDEX_IPV4 {
+            return Err(EINVAL);
+        }
+        let dgid = Ipv6Addr::from(ah.grh.dgid.raw);
+        let dst = dgid.to_ipv4_mapped().map_or(IpAddr::V6(dgid), IpAddr::V4);
+        let mut av = AddressVector::new(IpAddr::V4(model.ipv4()), dst);
+        av.dscp = ah.grh.traffic_class >> 2;
+        av.hop_limit = ah.grh.hop_limit;
+        q.av = Some(av);
+    }
+    if has(8) {
+        q.path_mtu = Some(mtu(a.path_mtu)?);
+    }
+    if has(9) {
+        q.timeout = Some(a.timeout);
+    }
+    if has(10) {
+        q.retry_cnt = Some(a.retry_cnt);
+    }
+    if has(11) {
+        q.rnr_retry = Some(a.rnr_retry);
+    }
+    if has(12) {
+        q.rq_psn = Some(Psn::new(a.rq_psn & 0x00ff_ffff));
+    }
+    if has(13) {
+        q.max_rd_atomic = Some(a.max_rd_atomic);
+    }
+    if has(15) {
+        q.min_rnr_timer = Some(a.min_rnr_timer);
+    }
+    if has(16) {
+        q.sq_psn = Some(Psn::new(a.sq_psn & 0x00ff_ffff));
+    }
+    if has(17) {
+        q.max_dest_rd_atomic = Some(a.max_dest_rd_atomic);
+    }
+    if has(20) {
+        q.dest_qpn = Some(Qpn::new(a.dest_qp_num & 0x00ff_ffff));
+    }
+    // Alternate paths, path migration, SQD notification, CAP resizing, rate limits: not here.
+    if mask & ((1 << 14) | (1 << 18) | (1 << 19) | (1 << 2) | (1 << 25)) != 0 {
+        return Err(EINVAL);
+    }
+    Ok(q)
+}
+
+/// `ibv_modify_qp`: an errno value (`EINVAL` for what the engine refuses, as rxe).
+pub(crate) fn modify_qp(qp: usize, a: &IbvQpAttr, mask: c_int) -> Result<(), Errno> {
+    let (qpn, ctx) = with(|o| o.qps.get(&qp).map(|q| (q.qpn, q.ctx))).ok_or(EINVAL)?;
+    let model = &state::device()?.ok_or(EINVAL)?.model;
+    let attr = qp_attr(a, mask, model)?;
+    let engine = state::engine(ctx)?;
+    engine
+        .wait(engine.device.modify_qp(qpn, attr))
+        .map_err(|e| match e {
+            roce_device::DeviceError::Verbs(v) => engine_err(v),
+            _ => Errno(libc::EIO),
+        })?;
+    with(|o| {
+        if let Some(q) = o.qps.get_mut(&qp) {
+            merge(&mut q.attr, a, mask);
+            if mask & 1 != 0 {
+                q.c.update(|c| c.qp.state = a.qp_state);
+            }
+        }
+    });
+    Ok(())
+}
+
+/// Copies the masked fields of `a` into `into`.
+fn merge(into: &mut IbvQpAttr, a: &IbvQpAttr, mask: c_int) {
+    let has = |bit: u32| mask & (1 << bit) != 0;
+    if has(0) {
+        into.qp_state = a.qp_state;
+    }
+    if has(3) {
+        into.qp_access_flags = a.qp_access_flags;
+    }
+    if has(4) {
+        into.pkey_index = a.pkey_index;
+    }
+    if has(5) {
+        into.port_num = a.port_num;
+    }
+    if has(6) {
+        into.qkey = a.qkey;
+    }
+    if has(7) {
+        into.ah_attr = a.ah_attr;
+    }
+    if has(8) {
+        into.path_mtu = a.path_mtu;
+    }
+    if has(9) {
+        into.timeout = a.timeout;
+    }
+    if has(10) {
+        into.retry_cnt = a.retry_cnt;
+    }
+    if has(11) {
+        into.rnr_retry = a.rnr_retry;
+    }
+    if has(12) {
+        into.rq_psn = a.rq_psn;
+    }
+    if has(13) {
+        into.max_rd_atomic = a.max_rd_atomic;
+    }
+    if has(15) {
+        into.min_rnr_timer = a.min_rnr_timer;
+    }
+    if has(16) {
+        into.sq_psn = a.sq_psn;
+    }
+    if has(17) {
+        into.max_dest_rd_atomic = a.max_dest_rd_atomic;
+    }
+    if has(20) {
+        into.dest_qp_num = a.dest_qp_num;
+    }
+}
+
+/// `ibv_query_qp`: every attribute (whatever the mask: libibverbs providers fill them all),
+/// the state as the engine has it now, and the creation attributes.
+pub(crate) fn query_qp(qp: usize) -> Result<(IbvQpAttr, IbvQpInitAttr), Errno> {
+    let (qpn, ctx, mut attr, init) =
+        with(|o| o.qps.get(&qp).map(|q| (q.qpn, q.ctx, q.attr, q.init.get()))).ok_or(EINVAL)?;
+    let engine = state::engine(ctx)?;
+    let s = engine
+        .wait(engine.device.qp_state(qpn))
+        .map_err(|_| Errno(libc::EIO))?;
+    attr.qp_state = state_value(s);
+    attr.cur_qp_state = attr.qp_state;
+    with(|o| {
+        if let Some(q) = o.qps.get(&qp) {
+            q.c.update(|c| c.qp.state = attr.qp_state);
+        }
+    });
+    Ok((attr, init))
+}
+
+/// A send work request as the engine takes it.
+pub(crate) fn send_wr(wr: &IbvSendWr, sges: &[IbvSge], sq_sig_all: bool) -> Result<SendWr, Errno> {
+    let rdma = Remote {
+        addr: wr.wr_remote_addr,
+        rkey: wr.wr_word1 as u32,
+    };
+    let atomic = Remote {
+        addr: wr.wr_remote_addr,
+        rkey: wr.wr_atomic_rkey,
+    };
+    let imm = u32::from_be(wr.imm_data);
+    let op = match wr.opcode {
+        0 => SendOp::RdmaWrite(rdma),
+        1 => SendOp::RdmaWriteWithImm(rdma, imm),
+        2 => SendOp::Send,
+        3 => SendOp::SendWithImm(imm),
+        4 => SendOp::RdmaRead(rdma),
+        5 => SendOp::CompareSwap {
+            remote: atomic,
+            compare: wr.wr_word1,
+            swap: wr.wr_swap,
+        },
+        6 => SendOp::FetchAdd {
+            remote: atomic,
+            add: wr.wr_word1,
+        },
+        9 => SendOp::SendWithInv(wr.imm_data),
+        _ => return Err(EINVAL),
+    };
+    let sgl = sges
+        .iter()
+        .map(|s| Sge {
+            addr: s.addr,
+            length: s.length,
+            lkey: s.lkey,
+        })
+        .collect();
+    let mut w = SendWr::new(wr.wr_id, op, sgl);
+    w.signaled = sq_sig_all || wr.send_flags & 2 != 0;
+    w.solicited = wr.send_flags & 4 != 0;
+    w.inline = wr.send_flags & 8 != 0;
+    Ok(w)
+}
+
+/// What `post_send`/`post_recv` need of a QP: its number, type, `sq_sig_all`, and context.
+pub(crate) fn qp_for_post(qp: usize) -> Result<(Qpn, QpType, bool, usize), Errno> {
+    with(|o| {
+        o.qps
+            .get(&qp)
+            .map(|q| (q.qpn, q.qp_type, q.init.get().sq_sig_all != 0, q.ctx))
+    })
+    .ok_or(EINVAL)
+}
+
+/// Posts `wrs` in order; on failure, the index of the first one refused and why (those before
+/// it were posted).
+pub(crate) fn post_send(ctx: usize, qpn: Qpn, wrs: Vec<SendWr>) -> Result<(), (usize, Errno)> {
+    let engine = state::engine(ctx).map_err(|e| (0, e))?;
+    engine
+        .wait(engine.device.call(move |nic, now| {
+            for (i, wr) in wrs.into_iter().enumerate() {
+                nic.post_send(now, qpn, wr)
+                    .map_err(|e| (i, engine_err(e)))?;
+            }
+            Ok(())
+        }))
+        .map_err(|_| (0, Errno(libc::EIO)))?
+}
+
+/// Posts receive requests in order; as [`post_send`].
+pub(crate) fn post_recv(ctx: usize, qpn: Qpn, wrs: Vec<RecvWr>) -> Result<(), (usize, Errno)> {
+    let engine = state::engine(ctx).map_err(|e| (0, e))?;
+    engine
+        .wait(engine.device.call(move |nic, _| {
+            for (i, wr) in wrs.into_iter().enumerate() {
+                nic.post_recv(qpn, wr).map_err(|e| (i, engine_err(e)))?;
+            }
+            Ok(())
+        }))
+        .map_err(|_| (0, Errno(libc::EIO)))?
+}
+
+/// A receive request as the engine takes it.
+pub(crate) fn recv_wr(wr_id: u64, sges: &[IbvSge]) -> RecvWr {
+    RecvWr {
+        wr_id,
+        sgl: sges
+            .iter()
+            .map(|s| Sge {
+                addr: s.addr,
+                length: s.length,
+                lkey: s.lkey,
+            })
+            .collect(),
+    }
+}
+
+/// `ibv_poll_cq`: up to `max` completions, without waiting.
+pub(crate) fn poll_cq(cq: usize, max: usize) -> Result<Vec<IbvWc>, Errno> {
+    let (handle, ctx) = with(|o| o.cqs.get(&cq).map(|c| (c.handle, c.ctx))).ok_or(EINVAL)?;
+    let engine = state::engine(ctx)?;
+    let cqes = engine
+        .wait(engine.device.poll_completions(handle, max))
+        .map_err(|_| Errno(libc::EIO))?;
+    Ok(cqes.iter().map(wc).collect())
+}
+
+/// `struct ibv_wc` for a completion.
+fn wc(c: &Cqe) -> IbvWc {
+    let status = match c.status {
+        WcStatus::Success => 0,
+        WcStatus::LocLenErr => 1,
+        WcStatus::LocQpOpErr => 2,
+        WcStatus::LocProtErr => 4,
+        WcStatus::WrFlushErr => 5,
+        WcStatus::MwBindErr => 6,
+        WcStatus::RemInvReqErr => 9,
+        WcStatus::RemAccessErr => 10,
+        WcStatus::RemOpErr => 11,
+        WcStatus::RetryExcErr => 12,
+        WcStatus::RnrRetryExcErr => 13,
+        #[allow(unreachable_patterns)]
+        _ => 21, // IBV_WC_GENERAL_ERR
+    };
+    let opcode = match c.opcode {
+        WcOpcode::Send => 0,
+        WcOpcode::RdmaWrite => 1,
+        WcOpcode::RdmaRead => 2,
+        WcOpcode::CompareSwap => 3,
+        WcOpcode::FetchAdd => 4,
+        WcOpcode::Recv => 128,
+        WcOpcode::RecvRdmaWithImm => 129,
+    };
+    let mut flags = 0;
+    if c.imm_data.is_some() {
+        flags |= 2; // IBV_WC_WITH_IMM
+    }
+    if c.invalidated_rkey.is_some() {
+        flags |= 8; // IBV_WC_WITH_INV
+    }
+    if c.src_qp.is_some() {
+        flags |= 1; // IBV_WC_GRH: UD receives carry the sender's GRH
+    }
+    IbvWc {
+        wr_id: c.wr_id,
+        status,
+        opcode,
+        vendor_err: 0,
+        byte_len: c.byte_len,
+        imm_data: c
+            .imm_data
+            .or(c.invalidated_rkey.map(u32::from_be))
+            .unwrap_or(0)
+            .to_be(),
+        qp_num: c.qpn.value(),
+        src_qp: c.src_qp.map_or(0, Qpn::value),
+        wc_flags: flags,
+        pkey_index: 0,
+        slid: 0,
+        sl: 0,
+        dlid_path_bits: 0,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn access_flags_map_to_rights_and_unknown_ones_are_refused() {
+        assert_eq!(
+            access(1 | 2).unwrap(),
+            Access::LOCAL_WRITE | Access::REMOTE_WRITE
+        );
+        assert_eq!(
+            access(1 | (1 << 20)).unwrap(),
+            Access::LOCAL_WRITE,
+            "relaxed ordering is optional"
+        );
+        assert_eq!(access(1 << 6), Err(EINVAL), "on-demand paging");
+    }
+
+    #[test]
+    fn send_wrs_translate_opcodes_flags_and_immediates() {
+        let mut wr = IbvSendWr {
+            wr_id: 9,
+            next: std::ptr::null_mut(),
+            sg_list: std::ptr::null_mut(),
+            num_sge: 0,
+            opcode: 3,
+            send_flags: 2 | 8,
+            imm_data: 0x1234_5678u32.to_be(),
+            wr_remote_addr: 0,
+            wr_word1: 0,
+            wr_swap: 0,
+            wr_atomic_rkey: 0,
+            _pad: 0,
+            _rest: [0; 7],
+        };
+        let w = send_wr(&wr, &[], false).unwrap();
+        assert_eq!(w.op, SendOp::SendWithImm(0x1234_5678));
+        assert!(w.signaled && w.inline && !w.solicited);
+        wr.opcode = 0;
+        wr.send_flags = 0;
+        wr.wr_remote_addr = 0x1000;
+        wr.wr_word1 = 0x77;
+        let w = send_wr(&wr, &[], true).unwrap();
+        assert_eq!(
+            w.op,
+            SendOp::RdmaWrite(Remote {
+                addr: 0x1000,
+                rkey: 0x77
+            })
+        );
+        assert!(w.signaled, "sq_sig_all");
+        wr.opcode = 8;
+        assert_eq!(send_wr(&wr, &[], false).unwrap_err(), EINVAL, "bind MW");
+    }
+
+    #[test]
+    fn mtu_enum_values() {
+        assert_eq!(mtu(3), Ok(Mtu::Mtu1024));
+        assert_eq!(mtu(5), Ok(Mtu::Mtu4096));
+        assert_eq!(mtu(0), Err(EINVAL));
+        assert_eq!(mtu(6), Err(EINVAL));
+    }
+
+    #[test]
+    fn wc_of_a_receive_with_immediate() {
+        let mut c = Cqe::success(5, WcOpcode::Recv, Qpn::new(0x11));
+        c.byte_len = 64;
+        c.imm_data = Some(0xaabb_ccdd);
+        let w = wc(&c);
+        assert_eq!(
+            (w.wr_id, w.status, w.opcode, w.byte_len, w.qp_num),
+            (5, 0, 128, 64, 0x11)
+        );
+        assert_eq!(w.wc_flags & 2, 2);
+        assert_eq!(u32::from_be(w.imm_data), 0xaabb_ccdd);
+    }
+}
