@@ -274,7 +274,7 @@ pub struct IbvMr {
 
 /// `struct ibv_comp_channel` (16 bytes).
 #[repr(C)]
-#[derive(Debug)]
+#[derive(Debug, Clone, Copy)]
 #[allow(missing_docs)]
 pub struct IbvCompChannel {
     pub context: *mut IbvContext,
@@ -284,7 +284,7 @@ pub struct IbvCompChannel {
 
 /// `struct ibv_cq` (128 bytes).
 #[repr(C)]
-#[derive(Debug)]
+#[derive(Debug, Clone, Copy)]
 #[allow(missing_docs)]
 pub struct IbvCq {
     pub context: *mut IbvContext,

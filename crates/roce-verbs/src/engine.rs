@@ -73,6 +73,11 @@ impl Engine {
         Ok(Self { device, runtime })
     }
 
+    /// Runs `f` on the NIC's thread, in the background.
+    pub(crate) fn spawn(&self, f: impl Future<Output = ()> + Send + 'static) {
+        drop(self.runtime.spawn(f));
+    }
+
     /// Waits for `f` on the calling (program's) thread.
     pub(crate) fn wait<F: Future>(&self, f: F) -> F::Output {
         self.runtime.block_on(f)

@@ -148,10 +148,61 @@ pub(crate) unsafe extern "C" fn ibv_destroy_cq(cq: *mut IbvCq) -> c_int {
     guard(libc::EIO, || errno_ret(verbs::destroy_cq(cq as usize)))
 }
 
-/// `void ibv_ack_cq_events(struct ibv_cq *, unsigned nevents)`: nothing to acknowledge while
-/// completion channels are not offered.
+/// `void ibv_ack_cq_events(struct ibv_cq *, unsigned nevents)`.
 #[unsafe(no_mangle)]
-pub(crate) unsafe extern "C" fn ibv_ack_cq_events(_cq: *mut IbvCq, _nevents: c_uint) {}
+pub(crate) unsafe extern "C" fn ibv_ack_cq_events(cq: *mut IbvCq, nevents: c_uint) {
+    guard((), || verbs::ack_cq_events(cq as usize, nevents));
+}
+
+/// `struct ibv_comp_channel *ibv_create_comp_channel(struct ibv_context *)`: its `fd` can be
+/// polled, and made non-blocking with fcntl.
+#[unsafe(no_mangle)]
+pub(crate) unsafe extern "C" fn ibv_create_comp_channel(
+    context: *mut IbvContext,
+) -> *mut IbvCompChannel {
+    guard(std::ptr::null_mut(), || {
+        null_on_err(verbs::create_comp_channel(context as usize))
+    })
+}
+
+/// `int ibv_destroy_comp_channel(struct ibv_comp_channel *)`: an errno value (`EBUSY` while a
+/// CQ uses it).
+#[unsafe(no_mangle)]
+pub(crate) unsafe extern "C" fn ibv_destroy_comp_channel(channel: *mut IbvCompChannel) -> c_int {
+    guard(libc::EIO, || {
+        errno_ret(verbs::destroy_comp_channel(channel as usize))
+    })
+}
+
+/// `int ibv_get_cq_event(channel, struct ibv_cq **cq, void **cq_context)`: 0, or -1 with
+/// errno (`EAGAIN` on a non-blocking fd with no event).
+#[unsafe(no_mangle)]
+pub(crate) unsafe extern "C" fn ibv_get_cq_event(
+    channel: *mut IbvCompChannel,
+    cq: *mut *mut IbvCq,
+    cq_context: *mut *mut c_void,
+) -> c_int {
+    guard(-1, || {
+        if cq.is_null() || cq_context.is_null() {
+            set_errno(libc::EINVAL);
+            return -1;
+        }
+        match verbs::get_cq_event(channel as usize) {
+            Ok((c, ctx)) => {
+                // SAFETY: the caller passes places for both pointers (checked non-NULL).
+                unsafe {
+                    *cq = c as *mut IbvCq;
+                    *cq_context = ctx;
+                }
+                0
+            }
+            Err(Errno(e)) => {
+                set_errno(e);
+                -1
+            }
+        }
+    })
+}
 
 /// `struct ibv_qp *ibv_create_qp(struct ibv_pd *, struct ibv_qp_init_attr *)`: writes the
 /// capabilities the QP got into `init_attr->cap`.
@@ -248,10 +299,9 @@ pub(crate) unsafe extern "C" fn poll_cq(
     })
 }
 
-/// `ops.req_notify_cq`: `EOPNOTSUPP` (completion channels are not offered yet).
-pub(crate) unsafe extern "C" fn req_notify_cq(_cq: *mut IbvCq, _solicited_only: c_int) -> c_int {
-    set_errno(libc::EOPNOTSUPP);
-    libc::EOPNOTSUPP
+/// `ops.req_notify_cq`: an errno value (`EINVAL` for a CQ without a channel).
+pub(crate) unsafe extern "C" fn req_notify_cq(cq: *mut IbvCq, _solicited_only: c_int) -> c_int {
+    guard(libc::EIO, || errno_ret(verbs::req_notify_cq(cq as usize)))
 }
 
 /// `ops.post_send`: an errno value; `*bad_wr` is the first WR not posted.

@@ -79,7 +79,6 @@ stubs! {
     _verbs_init_and_alloc_context,
     ibv_create_ah,
     ibv_create_ah_from_wc,
-    ibv_create_comp_channel,
     ibv_create_srq,
     ibv_import_device,
     ibv_import_dm,
@@ -153,7 +152,6 @@ stubs! {
     ibv_cmd_rereg_mr,
     ibv_cmd_resize_cq,
     ibv_destroy_ah,
-    ibv_destroy_comp_channel,
     ibv_destroy_srq,
     ibv_detach_mcast,
     ibv_modify_srq,
@@ -167,7 +165,6 @@ stubs! {
 stubs! {
     minus_one;
     ibv_get_async_event,
-    ibv_get_cq_event,
     ibv_init_ah_from_wc,
     ibv_read_ibdev_sysfs_file,
     ibv_resolve_eth_l2_from_gid,

@@ -8,7 +8,10 @@
 
 use std::collections::HashMap;
 use std::ffi::{c_int, c_void};
+use std::io::{PipeReader, PipeWriter, Read as _, Write as _};
 use std::net::{IpAddr, Ipv6Addr};
+use std::os::fd::AsRawFd as _;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use roce_core::{
@@ -17,8 +20,8 @@ use roce_core::{
 };
 
 use crate::abi::{
-    IbvContext, IbvCq, IbvMr, IbvPd, IbvQp, IbvQpAttr, IbvQpCap, IbvQpEx, IbvQpInitAttr, IbvSendWr,
-    IbvSge, IbvWc,
+    IbvCompChannel, IbvContext, IbvCq, IbvMr, IbvPd, IbvQp, IbvQpAttr, IbvQpCap, IbvQpEx,
+    IbvQpInitAttr, IbvSendWr, IbvSge, IbvWc,
 };
 use crate::cbox::CBox;
 use crate::device::{DeviceModel, GID_INDEX_IPV4};
@@ -49,6 +52,23 @@ struct Cq {
     _c: CBox<IbvCq>,
     handle: CqHandle,
     ctx: usize,
+    /// Its completion channel, if any.
+    channel: Option<usize>,
+    /// Armed by `ibv_req_notify_cq`, until the next completion is announced.
+    armed: Arc<AtomicBool>,
+    /// False once destroyed: a pending announcement is dropped.
+    alive: Arc<AtomicBool>,
+}
+
+/// A completion channel: a pipe whose read end is `ibv_comp_channel.fd`. The NIC's thread
+/// writes the 8-byte `struct ibv_cq *` of a CQ whose armed notification fired, and
+/// `ibv_get_cq_event` reads it, as the kernel's uverbs event file works
+/// (`struct ib_uverbs_comp_event_desc`).
+#[derive(Debug)]
+struct Channel {
+    c: CBox<IbvCompChannel>,
+    reader: PipeReader,
+    writer: Arc<Mutex<PipeWriter>>,
 }
 
 #[derive(Debug)]
@@ -73,6 +93,7 @@ pub(crate) struct Objects {
     mrs: HashMap<usize, Mr>,
     cqs: HashMap<usize, Cq>,
     qps: HashMap<usize, Qp>,
+    channels: HashMap<usize, Channel>,
     next_handle: u32,
 }
 
@@ -215,8 +236,7 @@ pub(crate) fn create_cq(
     if cqe < 1 || cqe as u32 > MAX_WR * 2 {
         return Err(EINVAL);
     }
-    if channel != 0 {
-        // Completion channels are not offered yet (ibv_create_comp_channel fails).
+    if channel != 0 && !with(|o| o.channels.contains_key(&channel)) {
         return Err(EINVAL);
     }
     let engine = state::engine(ctx)?;
@@ -226,7 +246,7 @@ pub(crate) fn create_cq(
         .map_err(|_| Errno(libc::EIO))?;
     let c = CBox::new(IbvCq {
         context: ctx as *mut IbvContext,
-        channel: std::ptr::null_mut(),
+        channel: channel as *mut IbvCompChannel,
         cq_context,
         handle: handle(),
         cqe,
@@ -237,12 +257,18 @@ pub(crate) fn create_cq(
     });
     let ptr = c.ptr();
     with(|o| {
+        if let Some(ch) = o.channels.get(&channel) {
+            ch.c.update(|c| c.refcnt += 1);
+        }
         o.cqs.insert(
             c.addr(),
             Cq {
                 _c: c,
                 handle: cq,
                 ctx,
+                channel: (channel != 0).then_some(channel),
+                armed: Arc::new(AtomicBool::new(false)),
+                alive: Arc::new(AtomicBool::new(true)),
             },
         )
     });
@@ -258,9 +284,120 @@ pub(crate) fn destroy_cq(cq: usize) -> Result<(), Errno> {
         if o.qps.values().any(|q| q.send_cq == cq || q.recv_cq == cq) {
             return Err(Errno(libc::EBUSY));
         }
-        o.cqs.remove(&cq);
+        if let Some(c) = o.cqs.remove(&cq) {
+            c.alive.store(false, Ordering::SeqCst);
+            if let Some(ch) = c.channel.and_then(|ch| o.channels.get(&ch)) {
+                ch.c.update(|c| c.refcnt -= 1);
+            }
+        }
         Ok(())
     })
+}
+
+/// `ibv_create_comp_channel`.
+pub(crate) fn create_comp_channel(ctx: usize) -> Result<*mut IbvCompChannel, Errno> {
+    state::engine(ctx)?;
+    let (reader, writer) =
+        std::io::pipe().map_err(|e| Errno(e.raw_os_error().unwrap_or(libc::EMFILE)))?;
+    let c = CBox::new(IbvCompChannel {
+        context: ctx as *mut IbvContext,
+        fd: reader.as_raw_fd(),
+        refcnt: 0,
+    });
+    let ptr = c.ptr();
+    let channel = Channel {
+        c,
+        reader,
+        writer: Arc::new(Mutex::new(writer)),
+    };
+    with(|o| o.channels.insert(ptr as usize, channel));
+    Ok(ptr)
+}
+
+/// `ibv_destroy_comp_channel`: `EBUSY` while a CQ uses it; closes the pipe.
+pub(crate) fn destroy_comp_channel(channel: usize) -> Result<(), Errno> {
+    with(|o| {
+        if !o.channels.contains_key(&channel) {
+            return Err(EINVAL);
+        }
+        if o.cqs.values().any(|c| c.channel == Some(channel)) {
+            return Err(Errno(libc::EBUSY));
+        }
+        o.channels.remove(&channel);
+        Ok(())
+    })
+}
+
+/// How often an armed CQ is looked at for a new completion. The NIC's queue has no
+/// notification of its own yet; the wait for an event is at most this much longer.
+const NOTIFY_POLL: std::time::Duration = std::time::Duration::from_micros(200);
+
+/// `ibv_req_notify_cq`: the next completion of `cq` writes one event to its channel. Solicited-
+/// only arming fires on any completion (an extra event is allowed, ibv_req_notify_cq(3)).
+pub(crate) fn req_notify_cq(cq: usize) -> Result<(), Errno> {
+    let (handle, ctx, armed, alive, writer) = with(|o| {
+        let c = o.cqs.get(&cq)?;
+        let ch = o.channels.get(&c.channel?)?;
+        Some((
+            c.handle,
+            c.ctx,
+            c.armed.clone(),
+            c.alive.clone(),
+            ch.writer.clone(),
+        ))
+    })
+    .ok_or(EINVAL)?;
+    if armed.swap(true, Ordering::SeqCst) {
+        return Ok(());
+    }
+    let engine = state::engine(ctx)?;
+    engine.spawn(async move {
+        loop {
+            if !alive.load(Ordering::SeqCst) {
+                return;
+            }
+            match engine
+                .device
+                .call(move |nic, _| nic.completions_waiting(handle))
+                .await
+            {
+                Ok(0) => tokio::time::sleep(NOTIFY_POLL).await,
+                Ok(_) => break,
+                Err(_) => return,
+            }
+        }
+        armed.store(false, Ordering::SeqCst);
+        let event = (cq as u64).to_ne_bytes();
+        let mut w = writer.lock().unwrap_or_else(PoisonError::into_inner);
+        // A full pipe (a program that arms without ever reading) loses the event.
+        let _ = w.write_all(&event);
+    });
+    Ok(())
+}
+
+/// `ibv_get_cq_event`: waits (or not, if the program made the fd non-blocking) for the next
+/// event on `channel`; returns the CQ's address and its `cq_context`.
+pub(crate) fn get_cq_event(channel: usize) -> Result<(usize, *mut c_void), Errno> {
+    let mut reader = with(|o| o.channels.get(&channel).map(|c| c.reader.try_clone()))
+        .ok_or(EINVAL)?
+        .map_err(|e| Errno(e.raw_os_error().unwrap_or(libc::EIO)))?;
+    let mut event = [0u8; 8];
+    // Read without the table's lock: this may block until the event comes.
+    reader
+        .read_exact(&mut event)
+        .map_err(|e| Errno(e.raw_os_error().unwrap_or(libc::EIO)))?;
+    let cq = u64::from_ne_bytes(event) as usize;
+    let cq_context = with(|o| o.cqs.get(&cq).map(|c| c._c.get().cq_context)).ok_or(EINVAL)?;
+    Ok((cq, cq_context))
+}
+
+/// `ibv_ack_cq_events`: counted in `cq->comp_events_completed`, as libibverbs does.
+pub(crate) fn ack_cq_events(cq: usize, n: u32) {
+    with(|o| {
+        if let Some(c) = o.cqs.get(&cq) {
+            c._c.update(|c| c.comp_events_completed = c.comp_events_completed.wrapping_add(n));
+        }
+    });
 }
 
 /// The capabilities a QP gets for what it asked: `EINVAL` past the device's limits.

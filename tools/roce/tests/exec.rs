@@ -359,6 +359,25 @@ fn ibv_rc_pingpong_runs_between_two_roce_exec_processes() {
 }
 
 #[test]
+fn ibv_rc_pingpong_waits_on_completion_channels_with_e() {
+    if !have("ibv_rc_pingpong", "ibverbs-utils") {
+        return;
+    }
+    // -e: ibv_req_notify_cq, then ibv_get_cq_event on the channel's fd before each poll; the
+    // events are acknowledged at the end.
+    let (client, server) = rc_pingpong(
+        "127.0.13.12",
+        "127.0.13.13",
+        "18615",
+        &[],
+        &["-e", "-n", "50", "-c"],
+    );
+    for out in [ok(&client), ok(&server)] {
+        assert!(out.contains("50 iters in"), "{out}");
+    }
+}
+
+#[test]
 fn a_capture_of_the_exchange_is_written() {
     if !have("ibv_rc_pingpong", "ibverbs-utils") {
         return;
