@@ -425,3 +425,57 @@ fn a_qp_on_the_link_local_gid_is_refused_at_rtr() {
     let stderr = String::from_utf8_lossy(&server.stderr);
     assert!(stderr.contains("Failed to modify QP to RTR"), "{stderr}");
 }
+
+#[test]
+fn perftest_runs_every_operation_between_two_roce_exec_processes() {
+    if !have("ib_write_bw", "perftest") {
+        return;
+    }
+    // perftest 4.5 on a device it does not know uses ibv_post_send (verbs-facts key finding
+    // 4): WRITE, READ, SEND and atomics, bandwidth and latency; -q 4 runs four QPs at once.
+    let runs: &[&[&str]] = &[
+        &["ib_write_bw", "-q", "4"],
+        &["ib_read_bw"],
+        &["ib_send_bw"],
+        &["ib_atomic_bw"],
+        &["ib_write_lat"],
+        &["ib_read_lat"],
+        &["ib_send_lat"],
+        &["ib_atomic_lat"],
+    ];
+    for (i, run) in runs.iter().enumerate() {
+        let port = (18641 + i).to_string();
+        let spawn = |ip: &str, peer: Option<&str>| {
+            let mut cmd = Command::new(env!("CARGO_BIN_EXE_roce"));
+            cmd.args(["exec", "--ip", ip, "--"])
+                .args(*run)
+                .args(["-x", "1", "-n", "20", "-p", &port]);
+            cmd.args(peer)
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped());
+            cmd.spawn().unwrap()
+        };
+        let server = spawn("127.0.13.50", None);
+        std::thread::sleep(std::time::Duration::from_millis(500));
+        let client = spawn("127.0.13.51", Some("127.0.13.50"))
+            .wait_with_output()
+            .unwrap();
+        let server = server.wait_with_output().unwrap();
+        let out = ok(&client);
+        ok(&server);
+        // The result row follows the header: a size and the iterations, then numbers.
+        let row = out
+            .lines()
+            .skip_while(|l| !l.contains("#bytes"))
+            .nth(1)
+            .unwrap_or_else(|| panic!("{run:?}: no result row\n{out}"));
+        let cols: Vec<f64> = row
+            .split_whitespace()
+            .filter_map(|c| c.parse().ok())
+            .collect();
+        assert!(
+            cols.len() >= 3 && cols[0] > 0.0 && cols[1] >= 20.0,
+            "{run:?}: {row}"
+        );
+    }
+}
