@@ -332,6 +332,16 @@ pub struct IbvQpEx {
     pub _ex: [u64; 24],
 }
 
+/// `struct ibv_ah` (24 bytes).
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+#[allow(missing_docs)]
+pub struct IbvAh {
+    pub context: *mut IbvContext,
+    pub pd: *mut IbvPd,
+    pub handle: u32,
+}
+
 /// `struct ibv_sge` (16 bytes).
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Default)]

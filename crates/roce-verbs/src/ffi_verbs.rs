@@ -8,9 +8,11 @@
 use std::ffi::{c_int, c_uint, c_void};
 
 use crate::abi::{
-    IbvCompChannel, IbvContext, IbvCq, IbvMr, IbvPd, IbvQp, IbvQpAttr, IbvQpInitAttr, IbvRecvWr,
-    IbvSendWr, IbvSge, IbvWc,
+    IbvAh, IbvAhAttr, IbvCompChannel, IbvContext, IbvCq, IbvMr, IbvPd, IbvQp, IbvQpAttr,
+    IbvQpInitAttr, IbvRecvWr, IbvSendWr, IbvSge, IbvWc,
 };
+use roce_core::QpType;
+
 use crate::ffi::{errno_ret, guard, set_errno, write_out};
 use crate::state::Errno;
 use crate::verbs;
@@ -226,6 +228,27 @@ pub(crate) unsafe extern "C" fn ibv_create_qp(
     })
 }
 
+/// `struct ibv_ah *ibv_create_ah(struct ibv_pd *, struct ibv_ah_attr *)`: NULL with errno
+/// (`EINVAL` without a GRH or from a GID other than 1).
+#[unsafe(no_mangle)]
+pub(crate) unsafe extern "C" fn ibv_create_ah(pd: *mut IbvPd, attr: *mut IbvAhAttr) -> *mut IbvAh {
+    guard(std::ptr::null_mut(), || {
+        if attr.is_null() {
+            set_errno(libc::EINVAL);
+            return std::ptr::null_mut();
+        }
+        // SAFETY: the caller passes a struct ibv_ah_attr.
+        let a = unsafe { attr.read_unaligned() };
+        null_on_err(verbs::create_ah(pd as usize, &a))
+    })
+}
+
+/// `int ibv_destroy_ah(struct ibv_ah *)`: an errno value.
+#[unsafe(no_mangle)]
+pub(crate) unsafe extern "C" fn ibv_destroy_ah(ah: *mut IbvAh) -> c_int {
+    guard(libc::EIO, || errno_ret(verbs::destroy_ah(ah as usize)))
+}
+
 /// `int ibv_destroy_qp(struct ibv_qp *)`: an errno value.
 #[unsafe(no_mangle)]
 pub(crate) unsafe extern "C" fn ibv_destroy_qp(qp: *mut IbvQp) -> c_int {
@@ -319,7 +342,7 @@ pub(crate) unsafe extern "C" fn post_send(
             set_errno(e);
             e
         };
-        let (qpn, _ty, sig_all, ctx) = match verbs::qp_for_post(qp as usize) {
+        let (qpn, ty, sig_all, ctx) = match verbs::qp_for_post(qp as usize) {
             Ok(q) => q,
             Err(e) => return fail(wr, e),
         };
@@ -332,8 +355,17 @@ pub(crate) unsafe extern "C" fn post_send(
             }
             // SAFETY: a non-NULL WR of the caller's list, and its SGE array.
             let w = unsafe { at.read_unaligned() };
-            let converted =
-                unsafe { sges(w.sg_list, w.num_sge) }.and_then(|s| verbs::send_wr(&w, &s, sig_all));
+            // wr.ud of a UD QP: the AH pointer, then remote_qpn and remote_qkey.
+            let ud = || match ty {
+                QpType::Ud => {
+                    let (qpn, qkey) = (w.wr_word1 as u32, (w.wr_word1 >> 32) as u32);
+                    verbs::ud_dest(qp as usize, w.wr_remote_addr as usize, qpn, qkey).map(Some)
+                }
+                _ => Ok(None),
+            };
+            // SAFETY: the WR's SGE array, as the caller passes it.
+            let converted = unsafe { sges(w.sg_list, w.num_sge) }
+                .and_then(|s| ud().and_then(|ud| verbs::send_wr(&w, &s, sig_all, ud)));
             match converted {
                 Ok(c) => wrs.push(c),
                 // Those before it are posted; this one and the rest are not.

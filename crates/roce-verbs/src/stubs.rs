@@ -77,7 +77,6 @@ macro_rules! stubs {
 stubs! {
     null;
     _verbs_init_and_alloc_context,
-    ibv_create_ah,
     ibv_create_ah_from_wc,
     ibv_create_srq,
     ibv_import_device,
@@ -151,7 +150,6 @@ stubs! {
     ibv_cmd_req_notify_cq,
     ibv_cmd_rereg_mr,
     ibv_cmd_resize_cq,
-    ibv_destroy_ah,
     ibv_destroy_srq,
     ibv_detach_mcast,
     ibv_modify_srq,

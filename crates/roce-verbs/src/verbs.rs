@@ -16,12 +16,13 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use roce_core::{
     Access, AddressVector, CqHandle, Cqe, MemoryRegion, Mtu, PdHandle, Psn, QpAttr, QpInit,
-    QpState, QpType, Qpn, RecvWr, Remote, SendOp, SendWr, Sge, VerbsError, WcOpcode, WcStatus,
+    QpState, QpType, Qpn, RecvWr, Remote, SendOp, SendWr, Sge, UdDest, VerbsError, WcOpcode,
+    WcStatus,
 };
 
 use crate::abi::{
-    IbvCompChannel, IbvContext, IbvCq, IbvMr, IbvPd, IbvQp, IbvQpAttr, IbvQpCap, IbvQpEx,
-    IbvQpInitAttr, IbvSendWr, IbvSge, IbvWc,
+    IbvAh, IbvAhAttr, IbvCompChannel, IbvContext, IbvCq, IbvMr, IbvPd, IbvQp, IbvQpAttr, IbvQpCap,
+    IbvQpEx, IbvQpInitAttr, IbvSendWr, IbvSge, IbvWc,
 };
 use crate::cbox::CBox;
 use crate::device::{DeviceModel, GID_INDEX_IPV4};
@@ -86,6 +87,14 @@ struct Qp {
     ctx: usize,
 }
 
+/// An address handle: where a UD send goes.
+#[derive(Debug)]
+struct Ah {
+    _c: CBox<IbvAh>,
+    dst: IpAddr,
+    pd: usize,
+}
+
 /// The program's objects, by address.
 #[derive(Debug, Default)]
 pub(crate) struct Objects {
@@ -94,6 +103,7 @@ pub(crate) struct Objects {
     cqs: HashMap<usize, Cq>,
     qps: HashMap<usize, Qp>,
     channels: HashMap<usize, Channel>,
+    ahs: HashMap<usize, Ah>,
     next_handle: u32,
 }
 
@@ -151,7 +161,10 @@ pub(crate) fn dealloc_pd(pd: usize) -> Result<(), Errno> {
         if !o.pds.contains_key(&pd) {
             return Err(EINVAL);
         }
-        if o.mrs.values().any(|m| m.pd == pd) || o.qps.values().any(|q| q.pd == pd) {
+        if o.mrs.values().any(|m| m.pd == pd)
+            || o.qps.values().any(|q| q.pd == pd)
+            || o.ahs.values().any(|a| a.pd == pd)
+        {
             return Err(Errno(libc::EBUSY));
         }
         o.pds.remove(&pd);
@@ -550,6 +563,59 @@ fn mtu(v: c_int) -> Result<Mtu, Errno> {
         .ok_or(EINVAL)
 }
 
+/// Where an `ibv_ah_attr` points. RoCE needs the GRH; the source must be our IPv4 GID (index
+/// 1): GID 0, the link-local IPv6 one, carries no traffic here (`EINVAL`).
+fn destination(ah: &IbvAhAttr) -> Result<IpAddr, Errno> {
+    if ah.is_global == 0 || u32::from(ah.grh.sgid_index) != GID_INDEX_IPV4 {
+        return Err(EINVAL);
+    }
+    let dgid = Ipv6Addr::from(ah.grh.dgid.raw);
+    Ok(dgid.to_ipv4_mapped().map_or(IpAddr::V6(dgid), IpAddr::V4))
+}
+
+/// `ibv_create_ah`.
+pub(crate) fn create_ah(pd: usize, attr: &IbvAhAttr) -> Result<*mut IbvAh, Errno> {
+    let dst = destination(attr)?;
+    let ctx = with(|o| o.pds.get(&pd).map(|p| p.ctx)).ok_or(EINVAL)?;
+    let c = CBox::new(IbvAh {
+        context: ctx as *mut IbvContext,
+        pd: pd as *mut IbvPd,
+        handle: handle(),
+    });
+    let ptr = c.ptr();
+    with(|o| o.ahs.insert(c.addr(), Ah { _c: c, dst, pd }));
+    Ok(ptr)
+}
+
+/// `ibv_destroy_ah`.
+pub(crate) fn destroy_ah(ah: usize) -> Result<(), Errno> {
+    with(|o| o.ahs.remove(&ah)).map(drop).ok_or(EINVAL)
+}
+
+/// The destination of a UD send: the address handle's, the WR's QPN, and its Q_Key, or the
+/// QP's when the WR's has the high bit set (IBTA vol. 1 §10.2.5).
+pub(crate) fn ud_dest(
+    qp: usize,
+    ah: usize,
+    remote_qpn: u32,
+    remote_qkey: u32,
+) -> Result<UdDest, Errno> {
+    with(|o| {
+        let dst = o.ahs.get(&ah)?.dst;
+        let qkey = if remote_qkey & 0x8000_0000 != 0 {
+            o.qps.get(&qp)?.attr.qkey
+        } else {
+            remote_qkey
+        };
+        Some(UdDest {
+            ip: dst,
+            qpn: Qpn::new(remote_qpn & 0x00ff_ffff),
+            qkey,
+        })
+    })
+    .ok_or(EINVAL)
+}
+
 /// The engine's attributes for an `ibv_qp_attr` and its mask (`enum ibv_qp_attr_mask`).
 fn qp_attr(a: &IbvQpAttr, mask: c_int, model: &DeviceModel) -> Result<QpAttr, Errno> {
     let has = |bit: u32| mask & (1 << bit) != 0;
@@ -571,13 +637,7 @@ fn qp_attr(a: &IbvQpAttr, mask: c_int, model: &DeviceModel) -> Result<QpAttr, Er
     }
     if has(7) {
         let ah = &a.ah_attr;
-        // RoCE needs the GRH; the source is our IPv4 GID (index 1). GID 0, the link-local
-        // IPv6 one, carries no traffic here.
-        if ah.is_global == 0 || u32::from(ah.grh.sgid_index) != GID_INDEX_IPV4 {
-            return Err(EINVAL);
-        }
-        let dgid = Ipv6Addr::from(ah.grh.dgid.raw);
-        let dst = dgid.to_ipv4_mapped().map_or(IpAddr::V6(dgid), IpAddr::V4);
+        let dst = destination(ah)?;
         let mut av = AddressVector::new(IpAddr::V4(model.ipv4()), dst);
         av.dscp = ah.grh.traffic_class >> 2;
         av.hop_limit = ah.grh.hop_limit;
@@ -716,7 +776,12 @@ pub(crate) fn query_qp(qp: usize) -> Result<(IbvQpAttr, IbvQpInitAttr), Errno> {
 }
 
 /// A send work request as the engine takes it.
-pub(crate) fn send_wr(wr: &IbvSendWr, sges: &[IbvSge], sq_sig_all: bool) -> Result<SendWr, Errno> {
+pub(crate) fn send_wr(
+    wr: &IbvSendWr,
+    sges: &[IbvSge],
+    sq_sig_all: bool,
+    ud: Option<UdDest>,
+) -> Result<SendWr, Errno> {
     let rdma = Remote {
         addr: wr.wr_remote_addr,
         rkey: wr.wr_word1 as u32,
@@ -756,6 +821,7 @@ pub(crate) fn send_wr(wr: &IbvSendWr, sges: &[IbvSge], sq_sig_all: bool) -> Resu
     w.signaled = sq_sig_all || wr.send_flags & 2 != 0;
     w.solicited = wr.send_flags & 4 != 0;
     w.inline = wr.send_flags & 8 != 0;
+    w.ud = ud;
     Ok(w)
 }
 
@@ -914,14 +980,14 @@ mod tests {
             _pad: 0,
             _rest: [0; 7],
         };
-        let w = send_wr(&wr, &[], false).unwrap();
+        let w = send_wr(&wr, &[], false, None).unwrap();
         assert_eq!(w.op, SendOp::SendWithImm(0x1234_5678));
         assert!(w.signaled && w.inline && !w.solicited);
         wr.opcode = 0;
         wr.send_flags = 0;
         wr.wr_remote_addr = 0x1000;
         wr.wr_word1 = 0x77;
-        let w = send_wr(&wr, &[], true).unwrap();
+        let w = send_wr(&wr, &[], true, None).unwrap();
         assert_eq!(
             w.op,
             SendOp::RdmaWrite(Remote {
@@ -931,7 +997,11 @@ mod tests {
         );
         assert!(w.signaled, "sq_sig_all");
         wr.opcode = 8;
-        assert_eq!(send_wr(&wr, &[], false).unwrap_err(), EINVAL, "bind MW");
+        assert_eq!(
+            send_wr(&wr, &[], false, None).unwrap_err(),
+            EINVAL,
+            "bind MW"
+        );
     }
 
     #[test]

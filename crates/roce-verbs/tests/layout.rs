@@ -99,6 +99,8 @@ fn rust_side() -> Vec<(String, usize)> {
         events_completed => "events_completed");
     size!("ibv_qp_ex", IbvQpEx);
     off!("ibv_qp_ex", IbvQpEx, _ex => "comp_mask");
+    size!("ibv_ah", IbvAh);
+    off!("ibv_ah", IbvAh, pd => "pd", handle => "handle");
     size!("ibv_sge", IbvSge);
     off!("ibv_sge", IbvSge, length => "length", lkey => "lkey");
     size!("ibv_send_wr", IbvSendWr);

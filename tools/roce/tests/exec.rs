@@ -378,6 +378,42 @@ fn ibv_rc_pingpong_waits_on_completion_channels_with_e() {
 }
 
 #[test]
+fn uc_and_ud_pingpong_run_too() {
+    if !have("ibv_uc_pingpong", "ibverbs-utils") {
+        return;
+    }
+    // UD: address handles (ibv_create_ah), a Q_Key, and the 40-byte GRH area in front of each
+    // received message; the message must fit the port MTU (1024 here).
+    for (i, (program, args)) in [
+        ("ibv_uc_pingpong", &["-n", "50", "-c"][..]),
+        ("ibv_ud_pingpong", &["-n", "50", "-s", "1000", "-c"][..]),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let port = (18655 + i).to_string();
+        let spawn = |ip: &str, peer: Option<&str>| {
+            let mut cmd = Command::new(env!("CARGO_BIN_EXE_roce"));
+            cmd.args(["exec", "--ip", ip, "--", program, "-g", "1", "-p", &port])
+                .args(args);
+            cmd.args(peer)
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped());
+            cmd.spawn().unwrap()
+        };
+        let server = spawn("127.0.13.14", None);
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        let client = spawn("127.0.13.15", Some("127.0.13.14"))
+            .wait_with_output()
+            .unwrap();
+        let server = server.wait_with_output().unwrap();
+        for out in [ok(&client), ok(&server)] {
+            assert!(out.contains("50 iters in"), "{program}:\n{out}");
+        }
+    }
+}
+
+#[test]
 fn a_capture_of_the_exchange_is_written() {
     if !have("ibv_rc_pingpong", "ibverbs-utils") {
         return;

@@ -131,6 +131,15 @@ int main(void)
 	      "... and the QP is still in INIT");
 	CHECK(ibv_destroy_cq(cq) == EBUSY, "destroy_cq while a QP uses it: EBUSY");
 
+	struct ibv_ah_attr ah_attr = { .is_global = 1, .port_num = 1 };
+	ah_attr.grh.sgid_index = 0;
+	errno = 0;
+	CHECK(!ibv_create_ah(pd, &ah_attr) && errno == EINVAL, "create_ah from GID 0: EINVAL");
+	ah_attr.grh.sgid_index = 1;
+	struct ibv_ah *ah = ibv_create_ah(pd, &ah_attr);
+	CHECK(ah && ah->pd == pd, "create_ah from GID 1");
+	CHECK(ibv_destroy_ah(ah) == 0, "destroy_ah");
+
 	struct ibv_comp_channel *ch = ibv_create_comp_channel(ctx);
 	CHECK(ch && ch->fd >= 0, "create_comp_channel");
 	struct ibv_cq *cq2 = ibv_create_cq(ctx, 4, NULL, ch, 0);
