@@ -128,7 +128,7 @@ pub struct VerbsContext {
     pub _ops2: [*const c_void; 4],
     /// `open_qp`.
     pub open_qp: *const c_void,
-    /// `create_qp_ex`.
+    /// `create_qp_ex`: what `ibv_create_qp_ex` calls for more than a PD in `comp_mask`.
     pub create_qp_ex: *const c_void,
     /// `get_srq_num`, `create_srq_ex`, `open_xrcd`, `close_xrcd`.
     pub _ops3: [*const c_void; 4],
@@ -320,16 +320,68 @@ pub struct IbvQp {
     pub events_completed: u32,
 }
 
-/// `struct ibv_qp_ex` (352 bytes): every QP is allocated this large, as libibverbs providers
-/// do, with the `ibv_qp` first; the `wr_*` function table after it stays zero (the `ibv_wr_*`
-/// API is not offered yet: `ibv_qp_to_qp_ex` fails).
+/// `struct ibv_qp_ex` (352 bytes): every QP is allocated this large, with the `ibv_qp` first,
+/// and its `wr_*` table filled, so that `ibv_qp_to_qp_ex` works for all of them. The
+/// functions take the `ibv_qp_ex` itself; slots this library does not offer stay NULL.
 #[repr(C)]
 #[derive(Debug)]
+#[allow(missing_docs)]
 pub struct IbvQpEx {
     /// `qp_base`.
     pub qp: IbvQp,
-    /// `comp_mask` ... `wr_atomic_write`: 192 bytes.
-    pub _ex: [u64; 24],
+    pub comp_mask: u64,
+    /// Set by the application before each `wr_*` verb.
+    pub wr_id: u64,
+    /// `enum ibv_send_flags`, set by the application.
+    pub wr_flags: c_uint,
+    pub wr_atomic_cmp_swp: *const c_void,
+    pub wr_atomic_fetch_add: *const c_void,
+    pub wr_bind_mw: *const c_void,
+    pub wr_local_inv: *const c_void,
+    pub wr_rdma_read: *const c_void,
+    pub wr_rdma_write: *const c_void,
+    pub wr_rdma_write_imm: *const c_void,
+    pub wr_send: *const c_void,
+    pub wr_send_imm: *const c_void,
+    pub wr_send_inv: *const c_void,
+    pub wr_send_tso: *const c_void,
+    pub wr_set_ud_addr: *const c_void,
+    pub wr_set_xrc_srqn: *const c_void,
+    pub wr_set_inline_data: *const c_void,
+    pub wr_set_inline_data_list: *const c_void,
+    pub wr_set_sge: *const c_void,
+    pub wr_set_sge_list: *const c_void,
+    pub wr_start: *const c_void,
+    pub wr_complete: *const c_void,
+    pub wr_abort: *const c_void,
+    pub wr_atomic_write: *const c_void,
+}
+
+/// `struct ibv_qp_init_attr_ex` (136 bytes): the fields of `ibv_qp_init_attr`, then (at 60,
+/// in its tail padding) the extended ones.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+#[allow(missing_docs)]
+pub struct IbvQpInitAttrEx {
+    pub qp_context: *mut c_void,
+    pub send_cq: *mut IbvCq,
+    pub recv_cq: *mut IbvCq,
+    pub srq: *mut c_void,
+    pub cap: IbvQpCap,
+    pub qp_type: c_int,
+    pub sq_sig_all: c_int,
+    /// `enum ibv_qp_init_attr_mask`.
+    pub comp_mask: u32,
+    pub pd: *mut IbvPd,
+    pub xrcd: *mut c_void,
+    pub create_flags: u32,
+    pub max_tso_header: u16,
+    pub rwq_ind_tbl: *mut c_void,
+    /// `struct ibv_rx_hash_conf`: unused.
+    pub rx_hash_conf: [u64; 3],
+    pub source_qpn: u32,
+    /// `enum ibv_qp_create_send_ops_flags`.
+    pub send_ops_flags: u64,
 }
 
 /// `struct ibv_ah` (24 bytes).
@@ -496,4 +548,19 @@ pub struct IbvQpAttr {
     pub alt_port_num: u8,
     pub alt_timeout: u8,
     pub rate_limit: u32,
+}
+
+impl IbvQpInitAttrEx {
+    /// The `ibv_qp_init_attr` part.
+    pub fn base(&self) -> IbvQpInitAttr {
+        IbvQpInitAttr {
+            qp_context: self.qp_context,
+            send_cq: self.send_cq,
+            recv_cq: self.recv_cq,
+            srq: self.srq,
+            cap: self.cap,
+            qp_type: self.qp_type,
+            sq_sig_all: self.sq_sig_all,
+        }
+    }
 }

@@ -36,6 +36,7 @@ pub(crate) struct ContextFns {
     pub(crate) post_send: *const std::ffi::c_void,
     pub(crate) post_recv: *const std::ffi::c_void,
     pub(crate) post_srq_recv: *const std::ffi::c_void,
+    pub(crate) create_qp_ex: *const std::ffi::c_void,
 }
 
 static DEVICE: OnceLock<Result<Option<Device>, EnvError>> = OnceLock::new();
@@ -105,7 +106,7 @@ pub(crate) fn open(dev_addr: usize, fns: ContextFns) -> Result<*mut IbvContext, 
         query_device_ex: null,
         _ops2: [null; 4],
         open_qp: null,
-        create_qp_ex: null,
+        create_qp_ex: fns.create_qp_ex,
         _ops3: [null; 4],
         _abi_placeholder3: 0,
         sz: size_of::<VerbsContext>(),

@@ -85,6 +85,30 @@ struct Qp {
     recv_cq: usize,
     pd: usize,
     ctx: usize,
+    /// WRs built with the `ibv_wr_*` API since `wr_start`, and the first error while building.
+    pending: Vec<SendWr>,
+    pending_err: Option<Errno>,
+}
+
+/// The `ibv_qp_ex` `wr_*` functions a QP is given.
+#[derive(Debug, Clone, Copy)]
+#[allow(missing_docs)]
+pub(crate) struct WrFns {
+    pub(crate) atomic_cmp_swp: *const c_void,
+    pub(crate) atomic_fetch_add: *const c_void,
+    pub(crate) rdma_read: *const c_void,
+    pub(crate) rdma_write: *const c_void,
+    pub(crate) rdma_write_imm: *const c_void,
+    pub(crate) send: *const c_void,
+    pub(crate) send_imm: *const c_void,
+    pub(crate) send_inv: *const c_void,
+    pub(crate) set_ud_addr: *const c_void,
+    pub(crate) set_inline_data: *const c_void,
+    pub(crate) set_sge: *const c_void,
+    pub(crate) set_sge_list: *const c_void,
+    pub(crate) start: *const c_void,
+    pub(crate) complete: *const c_void,
+    pub(crate) abort: *const c_void,
 }
 
 /// An address handle: where a UD send goes.
@@ -437,7 +461,11 @@ fn cap(asked: IbvQpCap, model: &DeviceModel) -> Result<IbvQpCap, Errno> {
 
 /// `ibv_create_qp`: the QP and the capabilities it got (written back to the caller's
 /// `init_attr.cap`, as providers do).
-pub(crate) fn create_qp(pd: usize, init: IbvQpInitAttr) -> Result<(*mut IbvQp, IbvQpCap), Errno> {
+pub(crate) fn create_qp(
+    pd: usize,
+    init: IbvQpInitAttr,
+    fns: WrFns,
+) -> Result<(*mut IbvQp, IbvQpCap), Errno> {
     let qp_type = match init.qp_type {
         2 => QpType::Rc,
         3 => QpType::Uc,
@@ -491,7 +519,30 @@ pub(crate) fn create_qp(pd: usize, init: IbvQpInitAttr) -> Result<(*mut IbvQp, I
             cond: libc::PTHREAD_COND_INITIALIZER,
             events_completed: 0,
         },
-        _ex: [0; 24],
+        comp_mask: 0,
+        wr_id: 0,
+        wr_flags: 0,
+        wr_atomic_cmp_swp: fns.atomic_cmp_swp,
+        wr_atomic_fetch_add: fns.atomic_fetch_add,
+        wr_bind_mw: std::ptr::null(),
+        wr_local_inv: std::ptr::null(),
+        wr_rdma_read: fns.rdma_read,
+        wr_rdma_write: fns.rdma_write,
+        wr_rdma_write_imm: fns.rdma_write_imm,
+        wr_send: fns.send,
+        wr_send_imm: fns.send_imm,
+        wr_send_inv: fns.send_inv,
+        wr_send_tso: std::ptr::null(),
+        wr_set_ud_addr: fns.set_ud_addr,
+        wr_set_xrc_srqn: std::ptr::null(),
+        wr_set_inline_data: fns.set_inline_data,
+        wr_set_inline_data_list: std::ptr::null(),
+        wr_set_sge: fns.set_sge,
+        wr_set_sge_list: fns.set_sge_list,
+        wr_start: fns.start,
+        wr_complete: fns.complete,
+        wr_abort: fns.abort,
+        wr_atomic_write: std::ptr::null(),
     });
     let ptr = c.ptr().cast::<IbvQp>();
     let mut init = init;
@@ -512,6 +563,8 @@ pub(crate) fn create_qp(pd: usize, init: IbvQpInitAttr) -> Result<(*mut IbvQp, I
                 recv_cq,
                 pd,
                 ctx,
+                pending: Vec::new(),
+                pending_err: None,
             },
         )
     });
@@ -823,6 +876,95 @@ pub(crate) fn send_wr(
     w.inline = wr.send_flags & 8 != 0;
     w.ud = ud;
     Ok(w)
+}
+
+/// `ibv_qp_to_qp_ex`: every QP of ours is an `ibv_qp_ex` (NULL for others).
+pub(crate) fn is_qp(qp: usize) -> bool {
+    with(|o| o.qps.contains_key(&qp))
+}
+
+/// `wr_start`: a new batch.
+pub(crate) fn wr_start(qp: usize) {
+    with(|o| {
+        if let Some(q) = o.qps.get_mut(&qp) {
+            q.pending.clear();
+            q.pending_err = None;
+        }
+    });
+}
+
+/// `wr_send`, `wr_rdma_write`, ...: a new WR of the batch, with the `wr_id` and `wr_flags` the
+/// application set in the `ibv_qp_ex`.
+pub(crate) fn wr_op(qp: usize, wr_id: u64, flags: u32, op: SendOp) {
+    with(|o| {
+        if let Some(q) = o.qps.get_mut(&qp) {
+            let mut w = SendWr::new(wr_id, op, Vec::new());
+            w.signaled = q.init.get().sq_sig_all != 0 || flags & 2 != 0;
+            w.solicited = flags & 4 != 0;
+            w.inline = flags & 8 != 0;
+            q.pending.push(w);
+        }
+    });
+}
+
+/// Applies `f` to the batch's last WR; an error if there is none.
+fn wr_last(qp: usize, f: impl FnOnce(&mut SendWr) -> Result<(), Errno>) {
+    with(|o| {
+        if let Some(q) = o.qps.get_mut(&qp) {
+            let r = q.pending.last_mut().ok_or(EINVAL).and_then(f);
+            if let Err(e) = r {
+                q.pending_err.get_or_insert(e);
+            }
+        }
+    });
+}
+
+/// `wr_set_sge` / `wr_set_sge_list`.
+pub(crate) fn wr_set_sgl(qp: usize, sges: &[IbvSge]) {
+    let sgl = recv_wr(0, sges).sgl;
+    wr_last(qp, |w| {
+        w.sgl = sgl;
+        Ok(())
+    });
+}
+
+/// `wr_set_ud_addr`.
+pub(crate) fn wr_set_ud_addr(qp: usize, ah: usize, remote_qpn: u32, remote_qkey: u32) {
+    let ud = ud_dest(qp, ah, remote_qpn, remote_qkey);
+    wr_last(qp, |w| {
+        w.ud = Some(ud?);
+        Ok(())
+    });
+}
+
+/// A step of the batch that cannot be done (`wr_set_inline_data` from unregistered memory):
+/// `wr_complete` then fails with `e` and posts nothing.
+pub(crate) fn wr_fail(qp: usize, e: Errno) {
+    wr_last(qp, |_| Err(e));
+}
+
+/// `wr_complete`: posts the batch; an errno value (nothing is posted on a building error).
+pub(crate) fn wr_complete(qp: usize) -> Result<(), Errno> {
+    let (qpn, ctx, wrs, err) = with(|o| {
+        o.qps.get_mut(&qp).map(|q| {
+            (
+                q.qpn,
+                q.ctx,
+                std::mem::take(&mut q.pending),
+                q.pending_err.take(),
+            )
+        })
+    })
+    .ok_or(EINVAL)?;
+    if let Some(e) = err {
+        return Err(e);
+    }
+    post_send(ctx, qpn, wrs).map_err(|(_, e)| e)
+}
+
+/// `wr_abort`: drops the batch.
+pub(crate) fn wr_abort(qp: usize) {
+    wr_start(qp);
 }
 
 /// What `post_send`/`post_recv` need of a QP: its number, type, `sq_sig_all`, and context.

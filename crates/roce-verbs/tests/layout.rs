@@ -98,7 +98,21 @@ fn rust_side() -> Vec<(String, usize)> {
         state => "state", qp_type => "qp_type", mutex => "mutex", cond => "cond",
         events_completed => "events_completed");
     size!("ibv_qp_ex", IbvQpEx);
-    off!("ibv_qp_ex", IbvQpEx, _ex => "comp_mask");
+    off!("ibv_qp_ex", IbvQpEx, comp_mask => "comp_mask", wr_id => "wr_id", wr_flags => "wr_flags",
+        wr_atomic_cmp_swp => "wr_atomic_cmp_swp", wr_atomic_fetch_add => "wr_atomic_fetch_add",
+        wr_bind_mw => "wr_bind_mw", wr_local_inv => "wr_local_inv", wr_rdma_read => "wr_rdma_read",
+        wr_rdma_write => "wr_rdma_write", wr_rdma_write_imm => "wr_rdma_write_imm",
+        wr_send => "wr_send", wr_send_imm => "wr_send_imm", wr_send_inv => "wr_send_inv",
+        wr_send_tso => "wr_send_tso", wr_set_ud_addr => "wr_set_ud_addr",
+        wr_set_xrc_srqn => "wr_set_xrc_srqn", wr_set_inline_data => "wr_set_inline_data",
+        wr_set_inline_data_list => "wr_set_inline_data_list", wr_set_sge => "wr_set_sge",
+        wr_set_sge_list => "wr_set_sge_list", wr_start => "wr_start", wr_complete => "wr_complete",
+        wr_abort => "wr_abort", wr_atomic_write => "wr_atomic_write");
+    size!("ibv_qp_init_attr_ex", IbvQpInitAttrEx);
+    off!("ibv_qp_init_attr_ex", IbvQpInitAttrEx, comp_mask => "comp_mask", pd => "pd",
+        xrcd => "xrcd", create_flags => "create_flags", max_tso_header => "max_tso_header",
+        rwq_ind_tbl => "rwq_ind_tbl", rx_hash_conf => "rx_hash_conf", source_qpn => "source_qpn",
+        send_ops_flags => "send_ops_flags");
     size!("ibv_ah", IbvAh);
     off!("ibv_ah", IbvAh, pd => "pd", handle => "handle");
     size!("ibv_sge", IbvSge);

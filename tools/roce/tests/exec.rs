@@ -378,6 +378,25 @@ fn ibv_rc_pingpong_waits_on_completion_channels_with_e() {
 }
 
 #[test]
+fn ibv_rc_pingpong_posts_with_the_ibv_wr_api_with_n() {
+    if !have("ibv_rc_pingpong", "ibverbs-utils") {
+        return;
+    }
+    // -N: ibv_create_qp_ex (through the context's create_qp_ex), ibv_qp_to_qp_ex, then
+    // ibv_wr_start / ibv_wr_send / ibv_wr_set_sge / ibv_wr_complete for each send.
+    let (client, server) = rc_pingpong(
+        "127.0.13.16",
+        "127.0.13.17",
+        "18617",
+        &[],
+        &["-N", "-n", "50", "-c"],
+    );
+    for out in [ok(&client), ok(&server)] {
+        assert!(out.contains("50 iters in"), "{out}");
+    }
+}
+
+#[test]
 fn uc_and_ud_pingpong_run_too() {
     if !have("ibv_uc_pingpong", "ibverbs-utils") {
         return;
