@@ -55,7 +55,7 @@ pub use config::{
 pub use connect::Connect;
 pub use cq::{CqHandle, Cqe, WcOpcode, WcStatus};
 pub use error::VerbsError;
-pub use mr::{Access, MemoryRegion, PdHandle};
+pub use mr::{Access, MemoryRegion, OwnedMemory, PdHandle, RegionMemory};
 pub use nic::{MAX_DATAGRAM, Nic};
 pub use qp::{QpState, QpType};
 pub use roce_wire::{Psn, Qpn};

@@ -3,10 +3,74 @@
 //! A registered region is a buffer that the application and the NIC share through a safe handle:
 //! an `Arc` around a `Mutex`, so that the application reads and writes it while remote WRITEs land
 //! in it, as with hardware. "DMA" is a bounds-checked copy under the lock. No raw pointer crosses
-//! the API; a later registration of caller memory (to host unmodified verbs programs) would sit
-//! behind one small, documented module.
+//! the API: the bytes live behind [`RegionMemory`], which the engine reads and writes only at
+//! offsets it has checked against the region's length. The engine's own implementation is an
+//! owned buffer; the replacement libibverbs (crates/roce-verbs) implements it over the
+//! program's memory in its one `unsafe` module.
 
+use std::fmt;
 use std::sync::{Arc, Mutex, MutexGuard};
+
+/// Where a region's bytes are. The engine calls these only with `offset + len <= self.len()`
+/// (checked by the region first), so an implementation may rely on it; each call is one copy.
+pub trait RegionMemory: Send + Sync + fmt::Debug {
+    /// The length in bytes; never changes.
+    fn len(&self) -> usize;
+    /// Whether the length is 0.
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    /// Copies `out.len()` bytes at `offset` into `out`.
+    fn read_at(&self, offset: usize, out: &mut [u8]);
+    /// Copies `data` to `offset`.
+    fn write_at(&self, offset: usize, data: &[u8]);
+    /// Replaces the 8 bytes at `offset` (host order, as on the x86 hosts rxe runs on) with
+    /// `f(old)` in one step with respect to the NIC's other accesses, and returns `old`.
+    fn update_u64(&self, offset: usize, f: &mut dyn FnMut(u64) -> u64) -> u64;
+}
+
+/// Memory the engine owns: a zeroed buffer behind a lock.
+#[derive(Debug)]
+pub struct OwnedMemory(Mutex<Box<[u8]>>);
+
+impl OwnedMemory {
+    /// `len` zero bytes.
+    pub fn zeroed(len: usize) -> Self {
+        Self(Mutex::new(vec![0; len].into_boxed_slice()))
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Box<[u8]>> {
+        // A panic while holding the lock cannot leave the bytes invalid: any byte pattern is a
+        // valid region content, so a poisoned lock is used as it is.
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+impl RegionMemory for OwnedMemory {
+    fn len(&self) -> usize {
+        self.lock().len()
+    }
+
+    fn read_at(&self, offset: usize, out: &mut [u8]) {
+        out.copy_from_slice(&self.lock()[offset..offset + out.len()]);
+    }
+
+    fn write_at(&self, offset: usize, data: &[u8]) {
+        self.lock()[offset..offset + data.len()].copy_from_slice(data);
+    }
+
+    fn update_u64(&self, offset: usize, f: &mut dyn FnMut(u64) -> u64) -> u64 {
+        let mut bytes = self.lock();
+        let target = &mut bytes[offset..offset + 8];
+        let mut raw = [0; 8];
+        raw.copy_from_slice(target);
+        let old = u64::from_le_bytes(raw);
+        target.copy_from_slice(&f(old).to_le_bytes());
+        old
+    }
+}
 
 /// A protection domain: QPs and memory regions of one domain only see each other.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -68,7 +132,7 @@ pub struct MemoryRegion {
     pub(crate) access: Access,
     /// The length of `bytes`, which never changes: bounds checks need no lock.
     pub(crate) len: usize,
-    pub(crate) bytes: Arc<Mutex<Box<[u8]>>>,
+    pub(crate) bytes: Arc<dyn RegionMemory>,
 }
 
 impl MemoryRegion {
@@ -110,10 +174,9 @@ impl MemoryRegion {
     /// Copies `data` into the region at `offset`. Returns false, copying nothing, when it does not
     /// fit.
     pub fn write(&self, offset: usize, data: &[u8]) -> bool {
-        let mut bytes = self.lock();
         match offset.checked_add(data.len()) {
-            Some(end) if end <= bytes.len() => {
-                bytes[offset..end].copy_from_slice(data);
+            Some(end) if end <= self.len => {
+                self.bytes.write_at(offset, data);
                 true
             }
             _ => false,
@@ -122,14 +185,42 @@ impl MemoryRegion {
 
     /// A copy of `len` bytes at `offset`, or `None` when the range is outside the region.
     pub fn read(&self, offset: usize, len: usize) -> Option<Vec<u8>> {
-        let bytes = self.lock();
         let end = offset.checked_add(len)?;
-        bytes.get(offset..end).map(<[u8]>::to_vec)
+        (end <= self.len).then(|| {
+            let mut out = vec![0; len];
+            self.bytes.read_at(offset, &mut out);
+            out
+        })
     }
 
-    /// Runs `f` on the region's bytes, under the lock.
+    /// Copies `out.len()` bytes at `offset` into `out`; false, copying nothing, when the range
+    /// is outside the region.
+    pub fn read_into(&self, offset: usize, out: &mut [u8]) -> bool {
+        match offset.checked_add(out.len()) {
+            Some(end) if end <= self.len => {
+                self.bytes.read_at(offset, out);
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// The 8 bytes at `offset` become `f(old)`; returns `old`, or `None` (nothing changed) when
+    /// they are outside the region.
+    pub fn update_u64(&self, offset: usize, mut f: impl FnMut(u64) -> u64) -> Option<u64> {
+        let end = offset.checked_add(8)?;
+        (end <= self.len).then(|| self.bytes.update_u64(offset, &mut f))
+    }
+
+    /// Runs `f` on a copy of the region's bytes and writes the copy back: for the application's
+    /// bulk set-up of a region that no operation is using (not atomic with respect to the
+    /// NIC's own accesses; use [`MemoryRegion::read`]/[`MemoryRegion::write`] otherwise).
     pub fn with_bytes<R>(&self, f: impl FnOnce(&mut [u8]) -> R) -> R {
-        f(&mut self.lock())
+        let mut copy = vec![0; self.len];
+        self.bytes.read_at(0, &mut copy);
+        let r = f(&mut copy);
+        self.bytes.write_at(0, &copy);
+        r
     }
 
     /// The offset of `[addr, addr + len)` inside the region, if it lies inside.
@@ -137,14 +228,6 @@ impl MemoryRegion {
         let offset = addr.checked_sub(self.iova)?;
         let end = offset.checked_add(len)?;
         (end <= self.len as u64).then_some(offset as usize)
-    }
-
-    fn lock(&self) -> MutexGuard<'_, Box<[u8]>> {
-        // A panic while holding the lock cannot leave the bytes invalid: any byte pattern is a
-        // valid region content, so a poisoned lock is used as it is.
-        self.bytes
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 }
 
@@ -160,7 +243,7 @@ mod tests {
             iova: 0x1000,
             access: Access::LOCAL_WRITE | Access::REMOTE_READ,
             len,
-            bytes: Arc::new(Mutex::new(vec![0; len].into_boxed_slice())),
+            bytes: Arc::new(OwnedMemory::zeroed(len)),
         }
     }
 
@@ -191,5 +274,55 @@ mod tests {
         let other = mr.clone();
         assert!(other.write(0, b"xy"));
         assert_eq!(mr.read(0, 2).unwrap(), b"xy");
+    }
+
+    #[test]
+    fn atomics_and_reads_are_bounds_checked() {
+        let mr = region(16);
+        assert!(mr.write(8, &5u64.to_le_bytes()));
+        assert_eq!(mr.update_u64(8, |v| v + 1), Some(5));
+        assert_eq!(mr.read(8, 8).unwrap(), 6u64.to_le_bytes());
+        assert_eq!(mr.update_u64(9, |_| 0), None);
+        assert_eq!(
+            mr.read(8, 8).unwrap(),
+            6u64.to_le_bytes(),
+            "a refused update changes nothing"
+        );
+        let mut out = [0; 4];
+        assert!(!mr.read_into(14, &mut out));
+        assert!(mr.read_into(8, &mut out));
+        assert_eq!(out, [6, 0, 0, 0]);
+    }
+
+    #[test]
+    fn memory_of_the_caller_is_registered_at_its_address() {
+        let mut nic = crate::Nic::new(crate::NicConfig::default());
+        let pd = nic.alloc_pd();
+        let memory = Arc::new(OwnedMemory::zeroed(64));
+        let mr = nic
+            .reg_memory(
+                pd,
+                memory.clone(),
+                Some(0x7f00_0000_1000),
+                Access::LOCAL_WRITE,
+            )
+            .unwrap();
+        assert_eq!((mr.addr(), mr.len()), (0x7f00_0000_1000, 64));
+        assert!(mr.write(60, b"abcd"));
+        let mut out = [0; 4];
+        memory.read_at(60, &mut out);
+        assert_eq!(&out, b"abcd", "the region's bytes are the memory given");
+        // A region that would wrap around the address space is refused, and nothing changes.
+        let before = nic.reg_mr(pd, 1, Access::NONE).unwrap().lkey();
+        assert!(
+            nic.reg_memory(pd, memory, Some(u64::MAX - 8), Access::NONE)
+                .is_err()
+        );
+        let after = nic.reg_mr(pd, 1, Access::NONE).unwrap().lkey();
+        assert_eq!(
+            after >> 8,
+            (before >> 8) + 1,
+            "no key was used by the refused registration"
+        );
     }
 }

@@ -10,6 +10,7 @@ use clap::{Parser, Subcommand};
 mod demo;
 mod device;
 mod dump;
+mod exec;
 mod json;
 mod memory;
 mod perf;
@@ -43,6 +44,7 @@ struct Cli {
 enum Command {
     Demo(demo::Args),
     Dump(dump::Args),
+    Exec(exec::Args),
     Perf(perf::Args),
     Pingpong(pingpong::Args),
     Sim(sim::Args),
@@ -61,6 +63,7 @@ fn main() -> ExitCode {
     let outcome = match cli.command {
         Command::Demo(args) => demo::run(&args),
         Command::Dump(args) => dump::run(&args),
+        Command::Exec(args) => exec::run(&args),
         Command::Perf(args) => perf::run(&args),
         Command::Pingpong(args) => pingpong::run(&args),
         Command::Sim(args) => sim::run(&args),

@@ -1,14 +1,14 @@
 //! The NIC's objects — protection domains, memory regions, completion queues, QPs — and the QP
 //! attributes `modify_qp` checks against the verbs state table and their ranges.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use roce_wire::{Qpn, gid};
 
 use super::Nic;
 use crate::config::{QpAttr, QpInit, SrcPortPolicy};
 use crate::cq::{Cq, CqHandle};
-use crate::mr::{Access, MemoryRegion, PdHandle};
+use crate::mr::{Access, MemoryRegion, OwnedMemory, PdHandle, RegionMemory};
 use crate::qp::{self, MrEntry, Qp, QpState, QpType};
 use crate::{NicConfig, VerbsError};
 
@@ -63,16 +63,41 @@ impl Nic {
         len: usize,
         access: Access,
     ) -> Result<MemoryRegion, VerbsError> {
-        let shared = &mut self.shared;
-        if !shared.pds.contains(&pd.0) {
+        // Checked before allocating, so that a huge length is refused rather than aborting.
+        if !self.shared.pds.contains(&pd.0) {
             return Err(VerbsError::UnknownPd(pd.0));
         }
-        if len > shared.config.max_mr_size {
+        if len > self.shared.config.max_mr_size {
             return Err(VerbsError::OutOfRange {
                 attr: "length",
                 value: len as u64,
                 range: "at most NicConfig::max_mr_size bytes",
             });
+        }
+        self.reg_memory(pd, Arc::new(OwnedMemory::zeroed(len)), None, access)
+    }
+
+    /// Registers `memory` (`ibv_reg_mr` over the caller's buffer): its bytes are the region's.
+    /// `iova` is the address SGEs and peers name its first byte by (a verbs program's buffer
+    /// address); `None` picks one, as [`Nic::reg_mr`] does.
+    pub fn reg_memory(
+        &mut self,
+        pd: PdHandle,
+        memory: Arc<dyn RegionMemory>,
+        iova: Option<u64>,
+        access: Access,
+    ) -> Result<MemoryRegion, VerbsError> {
+        let len = memory.len();
+        if iova.is_some_and(|a| a.checked_add(len as u64).is_none()) {
+            return Err(VerbsError::OutOfRange {
+                attr: "addr",
+                value: iova.unwrap_or(0),
+                range: "a region that does not wrap around the address space",
+            });
+        }
+        let shared = &mut self.shared;
+        if !shared.pds.contains(&pd.0) {
+            return Err(VerbsError::UnknownPd(pd.0));
         }
         //= ibta:vol1/10.6.3.1
         //# remote write and atomic rights need local write
@@ -93,9 +118,13 @@ impl Nic {
             .next_key
             .checked_add(0x100)
             .ok_or(VerbsError::Exhausted("memory regions"))?;
-        let iova = ids.next_iova;
-        // Regions are spaced on 4 KiB boundaries with a gap, so a stray address hits no region.
-        ids.next_iova += (len as u64).div_ceil(4096) * 4096 + 0x10_0000;
+        let iova = iova.unwrap_or_else(|| {
+            let iova = ids.next_iova;
+            // Regions are spaced on 4 KiB boundaries with a gap, so a stray address hits no
+            // region.
+            ids.next_iova += (len as u64).div_ceil(4096) * 4096 + 0x10_0000;
+            iova
+        });
         let mr = MemoryRegion {
             pd,
             lkey: key,
@@ -103,7 +132,7 @@ impl Nic {
             iova,
             access,
             len,
-            bytes: Arc::new(Mutex::new(vec![0; len].into_boxed_slice())),
+            bytes: memory,
         };
         shared.mrs.insert(
             key,

@@ -269,11 +269,7 @@ pub(crate) fn gather(mrs: &Mrs, sgl: &[Sge], mut offset: u64, out: &mut [u8]) ->
         let Some(at) = entry.mr.offset_of(sge.addr + offset, take as u64) else {
             return false;
         };
-        let ok = entry.mr.with_bytes(|bytes| {
-            out[done..done + take].copy_from_slice(&bytes[at..at + take]);
-            true
-        });
-        if !ok {
+        if !entry.mr.read_into(at, &mut out[done..done + take]) {
             return false;
         }
         done += take;
@@ -311,9 +307,7 @@ pub(crate) fn scatter(mrs: &Mrs, sgl: &[Sge], offset: u64, data: &[u8]) -> bool 
                 return false;
             };
             if copy {
-                entry.mr.with_bytes(|bytes| {
-                    bytes[at..at + take].copy_from_slice(&data[done..done + take]);
-                });
+                entry.mr.write(at, &data[done..done + take]);
             }
             done += take;
             offset = 0;

@@ -179,9 +179,8 @@ impl Qp {
                 payload.len() as u64,
                 Access::REMOTE_WRITE,
             )?;
-            ctx.mrs[&key]
-                .mr
-                .with_bytes(|bytes| bytes[offset..offset + payload.len()].copy_from_slice(payload));
+            // In bounds: remote_region checked [offset, offset + len).
+            ctx.mrs[&key].mr.write(offset, payload);
         }
         let written = written + payload.len() as u32;
         if matches!(layout.position, Position::First | Position::Middle) {
@@ -259,23 +258,18 @@ impl Qp {
         )?;
         let compare_swap = packet.layout().operation == Operation::CompareSwap;
         // Memory holds the value in host order, as on the x86 hosts rxe runs on.
-        let orig = ctx.mrs[&atomic.rkey()].mr.with_bytes(|bytes| {
-            let target = &mut bytes[offset..offset + 8];
-            let mut raw = [0; 8];
-            raw.copy_from_slice(target);
-            let orig = u64::from_le_bytes(raw);
-            let new = if compare_swap {
-                if orig == atomic.compare() {
+        let orig = ctx.mrs[&atomic.rkey()]
+            .mr
+            .update_u64(offset, |orig| {
+                if !compare_swap {
+                    orig.wrapping_add(atomic.swap_add())
+                } else if orig == atomic.compare() {
                     atomic.swap_add()
                 } else {
                     orig
                 }
-            } else {
-                orig.wrapping_add(atomic.swap_add())
-            };
-            target.copy_from_slice(&new.to_le_bytes());
-            orig
-        });
+            })
+            .expect("remote_region checked the 8 bytes");
         let psn = packet.bth().psn();
         self.remember(Resource::Atomic { psn, orig });
         self.resp.msn = self.resp.msn.next();

@@ -74,12 +74,10 @@ impl Qp {
                 None => true,
                 Some((_, _, 0)) => true,
                 Some((key, va, chunk)) => mrs.get(&key).is_some_and(|entry| {
-                    entry.mr.offset_of(va, chunk.into()).is_some_and(|at| {
-                        entry.mr.with_bytes(|bytes| {
-                            payload.copy_from_slice(&bytes[at..at + chunk as usize])
-                        });
-                        true
-                    })
+                    entry
+                        .mr
+                        .offset_of(va, chunk.into())
+                        .is_some_and(|at| entry.mr.read_into(at, payload))
                 }),
             },
         );

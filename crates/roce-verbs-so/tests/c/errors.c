@@ -1,0 +1,165 @@
+/* Error paths of roce-emu's libibverbs.so.1, from C, through the public API of Debian's
+ * <infiniband/verbs.h>. Each CHECK prints "ok <what>" or "FAIL <what>"; the exit status is the
+ * number of failures. Where a call is refused, the test also checks that nothing happened
+ * (the caller's struct is untouched, the QP state did not change). Run by tests/errors.rs
+ * with ROCE_VERBS_IP set. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <infiniband/verbs.h>
+
+static int failures;
+#define CHECK(cond, what)                                                     \
+	do {                                                                  \
+		if (cond)                                                     \
+			printf("ok %s\n", what);                              \
+		else {                                                        \
+			printf("FAIL %s (errno %d)\n", what, errno);          \
+			failures++;                                           \
+		}                                                             \
+	} while (0)
+
+int main(void)
+{
+	int n = -1;
+	struct ibv_device **list = ibv_get_device_list(&n);
+	CHECK(list && n == 1 && list[0] && !list[1], "one device");
+	if (!list || n != 1)
+		return 100;
+
+	struct ibv_device fake_dev;
+	memset(&fake_dev, 0, sizeof(fake_dev));
+	errno = 0;
+	CHECK(!ibv_open_device(&fake_dev) && errno == EINVAL, "open_device of a device not ours: EINVAL");
+	errno = 0;
+	CHECK(!ibv_get_device_name(&fake_dev) && errno == EINVAL, "get_device_name of a device not ours: EINVAL");
+
+	struct ibv_context *ctx = ibv_open_device(list[0]);
+	CHECK(ctx != NULL, "open_device");
+	if (!ctx)
+		return 100;
+
+	struct ibv_port_attr port;
+	memset(&port, 0xab, sizeof(port));
+	CHECK(ibv_query_port(ctx, 2, &port) == EINVAL, "query_port of port 2: EINVAL");
+	CHECK(((unsigned char *)&port)[0] == 0xab && port.link_layer == 0xab, "... and the attributes untouched");
+	CHECK(ibv_query_port(ctx, 1, &port) == 0 && port.state == IBV_PORT_ACTIVE, "query_port 1");
+
+	union ibv_gid gid;
+	memset(&gid, 0xab, sizeof(gid));
+	CHECK(ibv_query_gid(ctx, 1, 1024, &gid) == -1 && errno == EINVAL, "query_gid past the table: -1 EINVAL");
+	CHECK(gid.raw[0] == 0xab, "... and the gid untouched");
+	CHECK(ibv_query_gid(ctx, 1, 5, &gid) == 0 && gid.global.interface_id == 0, "an empty slot reads as zero");
+
+	struct ibv_context fake_ctx;
+	memset(&fake_ctx, 0, sizeof(fake_ctx));
+	errno = 0;
+	CHECK(!ibv_alloc_pd(&fake_ctx) && errno == EINVAL, "alloc_pd on a context not ours: EINVAL");
+
+	struct ibv_pd *pd = ibv_alloc_pd(ctx);
+	CHECK(pd != NULL, "alloc_pd");
+	static char buf[8192];
+	errno = 0;
+	CHECK(!ibv_reg_mr(pd, buf, sizeof(buf), IBV_ACCESS_ON_DEMAND) && errno == EINVAL, "reg_mr on-demand: EINVAL");
+	errno = 0;
+	CHECK(!ibv_reg_mr(pd, NULL, 16, IBV_ACCESS_LOCAL_WRITE) && errno == EINVAL, "reg_mr of NULL: EINVAL");
+	errno = 0;
+	CHECK(!ibv_reg_mr(pd, buf, sizeof(buf), IBV_ACCESS_REMOTE_WRITE) && errno == EINVAL,
+	      "reg_mr remote write without local write: EINVAL");
+	struct ibv_mr *mr = ibv_reg_mr(pd, buf, sizeof(buf), IBV_ACCESS_LOCAL_WRITE);
+	CHECK(mr && mr->addr == buf && mr->length == sizeof(buf) && mr->pd == pd, "reg_mr at the caller's address");
+	CHECK(ibv_dealloc_pd(pd) == EBUSY, "dealloc_pd while a region uses it: EBUSY");
+	struct ibv_mr fake_mr;
+	memset(&fake_mr, 0, sizeof(fake_mr));
+	CHECK(ibv_dereg_mr(&fake_mr) == EINVAL, "dereg_mr of a region not ours: EINVAL");
+
+	errno = 0;
+	CHECK(!ibv_create_cq(ctx, 0, NULL, NULL, 0) && errno == EINVAL, "create_cq of 0 entries: EINVAL");
+	struct ibv_cq *cq = ibv_create_cq(ctx, 16, NULL, NULL, 0);
+	CHECK(cq != NULL, "create_cq");
+	CHECK(ibv_req_notify_cq(cq, 0) == EINVAL, "req_notify_cq without a channel: EINVAL");
+
+	struct ibv_qp_init_attr init = {
+		.send_cq = cq, .recv_cq = cq, .qp_type = IBV_QPT_RC,
+		.cap = { .max_send_wr = 4, .max_recv_wr = 4, .max_send_sge = 1, .max_recv_sge = 1 },
+	};
+	struct ibv_qp_init_attr bad = init;
+	bad.srq = (struct ibv_srq *)&fake_ctx;
+	errno = 0;
+	CHECK(!ibv_create_qp(pd, &bad) && errno == EOPNOTSUPP, "create_qp with an SRQ: EOPNOTSUPP");
+	bad = init;
+	bad.cap.max_send_sge = 1000;
+	errno = 0;
+	CHECK(!ibv_create_qp(pd, &bad) && errno == EINVAL, "create_qp with 1000 SGEs: EINVAL");
+	struct ibv_qp *qp = ibv_create_qp(pd, &init);
+	CHECK(qp && qp->qp_num != 0 && qp->state == IBV_QPS_RESET, "create_qp");
+	CHECK(init.cap.max_inline_data > 0, "create_qp reports its inline size");
+
+	struct ibv_sge sge = { .addr = (uintptr_t)buf, .length = 64, .lkey = mr->lkey };
+	struct ibv_send_wr wr = { .wr_id = 1, .sg_list = &sge, .num_sge = 1, .opcode = IBV_WR_SEND,
+				  .send_flags = IBV_SEND_SIGNALED };
+	struct ibv_send_wr *bad_wr = NULL;
+	CHECK(ibv_post_send(qp, &wr, &bad_wr) != 0 && bad_wr == &wr, "post_send in RESET: refused, bad_wr set");
+
+	struct ibv_qp_attr attr;
+	memset(&attr, 0, sizeof(attr));
+	attr.qp_state = IBV_QPS_RTR;
+	CHECK(ibv_modify_qp(qp, &attr, IBV_QP_STATE) == EINVAL, "RESET to RTR: EINVAL");
+	struct ibv_qp_attr got;
+	struct ibv_qp_init_attr got_init;
+	CHECK(ibv_query_qp(qp, &got, IBV_QP_STATE, &got_init) == 0 && got.qp_state == IBV_QPS_RESET,
+	      "... and the QP is still in RESET");
+	attr.qp_state = IBV_QPS_INIT;
+	attr.port_num = 1;
+	attr.pkey_index = 0;
+	attr.qp_access_flags = 0;
+	CHECK(ibv_modify_qp(qp, &attr, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS) == 0,
+	      "RESET to INIT");
+	memset(&attr, 0, sizeof(attr));
+	attr.qp_state = IBV_QPS_RTR;
+	attr.path_mtu = IBV_MTU_1024;
+	attr.dest_qp_num = 0x11;
+	attr.ah_attr.is_global = 1;
+	attr.ah_attr.grh.sgid_index = 0;
+	attr.ah_attr.port_num = 1;
+	CHECK(ibv_modify_qp(qp, &attr, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
+						   IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER) == EINVAL,
+	      "RTR from the link-local GID 0: EINVAL");
+	CHECK(ibv_query_qp(qp, &got, IBV_QP_STATE, &got_init) == 0 && got.qp_state == IBV_QPS_INIT,
+	      "... and the QP is still in INIT");
+	CHECK(ibv_destroy_cq(cq) == EBUSY, "destroy_cq while a QP uses it: EBUSY");
+
+	struct ibv_ah_attr ah_attr = { .is_global = 1, .port_num = 1 };
+	ah_attr.grh.sgid_index = 0;
+	errno = 0;
+	CHECK(!ibv_create_ah(pd, &ah_attr) && errno == EINVAL, "create_ah from GID 0: EINVAL");
+	ah_attr.grh.sgid_index = 1;
+	struct ibv_ah *ah = ibv_create_ah(pd, &ah_attr);
+	CHECK(ah && ah->pd == pd, "create_ah from GID 1");
+	CHECK(ibv_destroy_ah(ah) == 0, "destroy_ah");
+
+	struct ibv_comp_channel *ch = ibv_create_comp_channel(ctx);
+	CHECK(ch && ch->fd >= 0, "create_comp_channel");
+	struct ibv_cq *cq2 = ibv_create_cq(ctx, 4, NULL, ch, 0);
+	CHECK(cq2 && cq2->channel == ch, "create_cq on the channel");
+	CHECK(ibv_destroy_comp_channel(ch) == EBUSY, "destroy_comp_channel while a CQ uses it: EBUSY");
+	CHECK(ibv_req_notify_cq(cq2, 0) == 0, "req_notify_cq");
+	fcntl(ch->fd, F_SETFL, fcntl(ch->fd, F_GETFL) | O_NONBLOCK);
+	struct ibv_cq *ev_cq;
+	void *ev_ctx;
+	errno = 0;
+	CHECK(ibv_get_cq_event(ch, &ev_cq, &ev_ctx) == -1 && errno == EAGAIN, "get_cq_event with no event: EAGAIN");
+
+	CHECK(ibv_destroy_qp(qp) == 0, "destroy_qp");
+	CHECK(ibv_destroy_cq(cq) == 0, "destroy_cq");
+	CHECK(ibv_destroy_cq(cq2) == 0 && ibv_destroy_comp_channel(ch) == 0, "destroy_cq, then its channel");
+	CHECK(ibv_dereg_mr(mr) == 0, "dereg_mr");
+	CHECK(ibv_dealloc_pd(pd) == 0, "dealloc_pd");
+	CHECK(ibv_close_device(ctx) == 0, "close_device");
+	errno = 0;
+	CHECK(ibv_close_device(ctx) == -1 && errno == EINVAL, "close_device twice: -1 EINVAL");
+	ibv_free_device_list(list);
+	return failures;
+}

@@ -1,0 +1,98 @@
+/* The target of tests/hostile.rs: a verbs program under roce-emu's libibverbs that registers
+ * the middle 4 KiB of a 12 KiB buffer for remote writes, with canary bytes on both sides,
+ * connects one RC QP per attack to the peer named on the command line, and, when told, says
+ * whether the canaries survived. Protocol on stdin/stdout, one line each:
+ *   out: "<qpn0> <qpn1> <qpn2> <psn> <rkey> <addr>"   in: "<peer qpn0> <qpn1> <qpn2> <psn>"
+ *   out: "ready"                                          in: "check"
+ *   out: "canaries intact" or "canary broken at <offset>", then "region <4 bytes in hex>" */
+#include <arpa/inet.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <infiniband/verbs.h>
+
+#define NQP 3
+#define PAGE 4096
+
+static void die(const char *what)
+{
+	printf("error %s\n", what);
+	exit(1);
+}
+
+int main(int argc, char **argv)
+{
+	if (argc != 2)
+		die("usage: victim PEER_IPV4");
+	static unsigned char buf[3 * PAGE];
+	memset(buf, 0xcc, sizeof(buf));
+	memset(buf + PAGE, 0, PAGE);
+	struct ibv_device **list = ibv_get_device_list(NULL);
+	if (!list || !list[0])
+		die("no device");
+	struct ibv_context *ctx = ibv_open_device(list[0]);
+	struct ibv_pd *pd = ctx ? ibv_alloc_pd(ctx) : NULL;
+	struct ibv_mr *mr = pd ? ibv_reg_mr(pd, buf + PAGE, PAGE,
+					   IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ)
+			       : NULL;
+	struct ibv_cq *cq = mr ? ibv_create_cq(ctx, 16, NULL, NULL, 0) : NULL;
+	if (!cq)
+		die("setup");
+	struct ibv_qp *qp[NQP];
+	for (int i = 0; i < NQP; i++) {
+		struct ibv_qp_init_attr init = {
+			.send_cq = cq, .recv_cq = cq, .qp_type = IBV_QPT_RC,
+			.cap = { .max_send_wr = 1, .max_recv_wr = 1, .max_send_sge = 1, .max_recv_sge = 1 },
+		};
+		qp[i] = ibv_create_qp(pd, &init);
+		struct ibv_qp_attr a = { .qp_state = IBV_QPS_INIT, .port_num = 1,
+					 .qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ };
+		if (!qp[i] || ibv_modify_qp(qp[i], &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
+							   IBV_QP_ACCESS_FLAGS))
+			die("qp");
+	}
+	unsigned psn = 0x123456;
+	printf("%u %u %u %u %u %llu\n", qp[0]->qp_num, qp[1]->qp_num, qp[2]->qp_num, psn, mr->rkey,
+	       (unsigned long long)(uintptr_t)(buf + PAGE));
+	fflush(stdout);
+	unsigned peer[NQP], peer_psn;
+	if (scanf("%u %u %u %u", &peer[0], &peer[1], &peer[2], &peer_psn) != 4)
+		die("peer line");
+	union ibv_gid dgid = { .raw = { 0 } };
+	dgid.raw[10] = dgid.raw[11] = 0xff;
+	if (inet_pton(AF_INET, argv[1], &dgid.raw[12]) != 1)
+		die("peer address");
+	for (int i = 0; i < NQP; i++) {
+		struct ibv_qp_attr a = {
+			.qp_state = IBV_QPS_RTR, .path_mtu = IBV_MTU_1024, .dest_qp_num = peer[i],
+			.rq_psn = peer_psn, .max_dest_rd_atomic = 1, .min_rnr_timer = 12,
+			.ah_attr = { .is_global = 1, .port_num = 1, .grh = { .dgid = dgid, .sgid_index = 1, .hop_limit = 64 } },
+		};
+		if (ibv_modify_qp(qp[i], &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
+						     IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER))
+			die("rtr");
+		struct ibv_qp_attr r = { .qp_state = IBV_QPS_RTS, .sq_psn = psn, .timeout = 14, .retry_cnt = 7,
+					 .rnr_retry = 7, .max_rd_atomic = 1 };
+		if (ibv_modify_qp(qp[i], &r, IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
+						     IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC))
+			die("rts");
+	}
+	printf("ready\n");
+	fflush(stdout);
+	char word[16];
+	if (scanf("%15s", word) != 1 || strcmp(word, "check"))
+		die("check line");
+	int broken = -1;
+	for (int i = 0; i < PAGE && broken < 0; i++) {
+		if (buf[i] != 0xcc)
+			broken = i;
+		else if (buf[2 * PAGE + i] != 0xcc)
+			broken = 2 * PAGE + i;
+	}
+	if (broken < 0)
+		printf("canaries intact\n");
+	else
+		printf("canary broken at %d\n", broken);
+	printf("region %02x%02x%02x%02x\n", buf[PAGE], buf[PAGE + 1], buf[PAGE + 2], buf[PAGE + 3]);
+	return broken < 0 ? 0 : 1;
+}

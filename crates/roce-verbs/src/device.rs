@@ -1,0 +1,273 @@
+//! The one device and its port, as rxe shows them (safe code: values only).
+//!
+//! rxe's choices, followed here so that scripts written for rxe keep working:
+//! - node GUID: the EUI-64 of the netdev's MAC (`addrconf_addr_eui48`). The UDP backend has no
+//!   MAC, so the MAC is taken as `02:00:a:b:c:d` from the IPv4 address `a.b.c.d` (a locally
+//!   administered address), which gives the GUID bytes `00 00 a ff fe b c d` (127.0.0.1:
+//!   `0000:7fff:fe00:0001`): distinct per address and stable across runs.
+//! - GID table of port 1: index 0 is the netdev's IPv6 link-local address (`fe80::` + the
+//!   EUI-64), index 1 the IPv4 address as `::ffff:a.b.c.d`, both RoCE v2 (rxe is RoCE v2 only).
+//!   That is why rxe users pass `-g 1` / `-x 1`, and the same index works here. Only the IPv4 GID
+//!   carries traffic; a QP given GID 0 gets no answer, as on an rxe host without IPv6 routes.
+//! - port: ACTIVE, link layer Ethernet, max MTU 4096, active MTU the configured path MTU.
+//! - limits: rxe's (`rxe_param.h`) where the engine has no tighter one, the engine's
+//!   ([`NicConfig`]) where it has; features the engine lacks (SRQ, memory windows, multicast)
+//!   report 0.
+
+use std::ffi::c_char;
+use std::net::{Ipv4Addr, Ipv6Addr};
+
+use roce_core::NicConfig;
+
+use crate::abi::{self, IbvDevice, IbvDeviceAttr, IbvGid, IbvGidEntry, IbvPortAttr};
+use crate::config::DeviceSpec;
+
+/// Entries of the GID table that are set (the table has [`GID_TABLE_LEN`] slots).
+pub const GID_COUNT: u32 = 2;
+/// Index of the `::ffff:a.b.c.d` GID.
+pub const GID_INDEX_IPV4: u32 = 1;
+/// rxe `RXE_PORT_GID_TBL_LEN`.
+pub const GID_TABLE_LEN: i32 = 1024;
+/// The only port.
+pub const PORT: u8 = 1;
+/// The only P_Key: the default, full-membership one.
+pub const DEFAULT_PKEY: u16 = 0xffff;
+
+/// rxe `RXE_VENDOR_ID`: not a PCI vendor, so perftest treats the device as unknown and uses
+/// the classic `ibv_post_send` path (verbs-facts key finding 4).
+const VENDOR_ID: u32 = 0x00ff_ffff;
+
+/// The device: its settings and what follows from them.
+#[derive(Debug, Clone)]
+pub struct DeviceModel {
+    /// The settings it was made from.
+    pub spec: DeviceSpec,
+    /// The engine limits it reports.
+    pub nic: NicConfig,
+}
+
+impl DeviceModel {
+    /// The device for these settings.
+    pub fn new(spec: DeviceSpec) -> Self {
+        let nic = NicConfig {
+            addrs: vec![spec.ip.into()],
+            max_mtu: spec.mtu,
+            ..NicConfig::default()
+        };
+        Self { spec, nic }
+    }
+
+    /// The node GUID in host order (`ibv_get_device_guid` returns it big-endian).
+    pub fn node_guid(&self) -> u64 {
+        let [a, b, c, d] = self.spec.ip.octets();
+        // EUI-48 02:00:a:b:c:d -> EUI-64 (ff:fe in the middle) with the universal/local bit
+        // (0x02 of the first byte) flipped: 00 00 a ff fe b c d.
+        u64::from_be_bytes([0x00, 0x00, a, 0xff, 0xfe, b, c, d])
+    }
+
+    /// The GID at `index`, or `None` past the set entries.
+    pub fn gid(&self, index: u32) -> Option<IbvGid> {
+        let addr: Ipv6Addr = match index {
+            0 => {
+                let mut raw = [0u8; 16];
+                raw[0] = 0xfe;
+                raw[1] = 0x80;
+                raw[8..].copy_from_slice(&self.node_guid().to_be_bytes());
+                Ipv6Addr::from(raw)
+            }
+            GID_INDEX_IPV4 => self.spec.ip.to_ipv6_mapped(),
+            _ => return None,
+        };
+        Some(IbvGid { raw: addr.octets() })
+    }
+
+    /// The `ibv_gid_entry` at `index`.
+    pub fn gid_entry(&self, index: u32) -> Option<IbvGidEntry> {
+        self.gid(index).map(|gid| IbvGidEntry {
+            gid,
+            gid_index: index,
+            port_num: u32::from(PORT),
+            gid_type: abi::GID_TYPE_ROCE_V2,
+            ndev_ifindex: 0,
+        })
+    }
+
+    /// The address a GID stands for, if it is one of ours that carries traffic.
+    pub fn ipv4(&self) -> Ipv4Addr {
+        self.spec.ip
+    }
+
+    /// `struct ibv_device`.
+    pub fn ibv_device(&self) -> IbvDevice {
+        let mut dev = IbvDevice {
+            _ops: [std::ptr::null(); 2],
+            node_type: abi::NODE_CA,
+            transport_type: abi::TRANSPORT_IB,
+            name: [0; abi::SYSFS_NAME_MAX],
+            dev_name: [0; abi::SYSFS_NAME_MAX],
+            dev_path: [0; abi::SYSFS_PATH_MAX],
+            ibdev_path: [0; abi::SYSFS_PATH_MAX],
+        };
+        // Paths that do not exist: there is no kernel device. `ibv_read_sysfs_file` on them
+        // fails, which ibv_devinfo handles (it then prints no board_id).
+        copy_c_str(&mut dev.name, &self.spec.name);
+        copy_c_str(&mut dev.dev_name, "uverbs-roce-emu");
+        copy_c_str(&mut dev.dev_path, "/nonexistent/roce-emu/uverbs");
+        copy_c_str(
+            &mut dev.ibdev_path,
+            &format!("/nonexistent/roce-emu/{}", self.spec.name),
+        );
+        dev
+    }
+
+    /// `struct ibv_device_attr`.
+    pub fn device_attr(&self) -> IbvDeviceAttr {
+        let clamp = |v: usize| i32::try_from(v).unwrap_or(i32::MAX);
+        let mut fw_ver = [0; 64];
+        copy_c_str(&mut fw_ver, env!("CARGO_PKG_VERSION"));
+        let guid = self.node_guid().to_be();
+        IbvDeviceAttr {
+            fw_ver,
+            node_guid: guid,
+            sys_image_guid: guid,
+            max_mr_size: self.nic.max_mr_size as u64,
+            page_size_cap: 0xffff_f000,
+            vendor_id: VENDOR_ID,
+            vendor_part_id: 0,
+            hw_ver: 0,
+            max_qp: clamp(self.nic.max_qp),
+            max_qp_wr: 0x4000,
+            device_cap_flags: (1 << 10) | (1 << 11) | (1 << 12), // PORT_ACTIVE_EVENT, SYS_IMAGE_GUID, RC_RNR_NAK_GEN
+            max_sge: clamp(self.nic.max_sge),
+            max_sge_rd: clamp(self.nic.max_sge),
+            max_cq: 0x4000,
+            max_cqe: 0x7fff,
+            max_mr: 0x4000,
+            max_pd: 0x7ff0,
+            max_qp_rd_atom: 128,
+            max_ee_rd_atom: 0,
+            max_res_rd_atom: 0x3f000,
+            max_qp_init_rd_atom: 128,
+            max_ee_init_rd_atom: 0,
+            atomic_cap: abi::ATOMIC_HCA,
+            max_ee: 0,
+            max_rdd: 0,
+            max_mw: 0,
+            max_raw_ipv6_qp: 0,
+            max_raw_ethy_qp: 0,
+            max_mcast_grp: 0,
+            max_mcast_qp_attach: 0,
+            max_total_mcast_qp_attach: 0,
+            max_ah: 0x7ff0,
+            max_fmr: 0,
+            max_map_per_fmr: 0,
+            max_srq: 0,
+            max_srq_wr: 0,
+            max_srq_sge: 0,
+            max_pkeys: 1,
+            local_ca_ack_delay: 15,
+            phys_port_cnt: 1,
+        }
+    }
+
+    /// `struct ibv_port_attr` of port 1.
+    pub fn port_attr(&self) -> IbvPortAttr {
+        IbvPortAttr {
+            state: abi::PORT_ACTIVE,
+            max_mtu: i32::from(roce_core::Mtu::Mtu4096.enum_value()),
+            active_mtu: i32::from(self.spec.mtu.enum_value()),
+            gid_tbl_len: GID_TABLE_LEN,
+            // IB_PORT_CM_SUP | IB_PORT_IP_BASED_GIDS, as rxe's port shows.
+            port_cap_flags: (1 << 16) | (1 << 26),
+            max_msg_sz: self.nic.max_msg_size,
+            bad_pkey_cntr: 0,
+            qkey_viol_cntr: 0,
+            pkey_tbl_len: 1,
+            lid: 0,
+            sm_lid: 0,
+            lmc: 0,
+            max_vl_num: 1,
+            sm_sl: 0,
+            subnet_timeout: 0,
+            init_type_reply: 0,
+            // 4X EDR: 100 Gb/s, the engine's default line rate.
+            active_width: 2,
+            active_speed: 32,
+            phys_state: 5, // LinkUp
+            link_layer: abi::LINK_LAYER_ETHERNET,
+            flags: 0,
+            port_cap_flags2: 0,
+        }
+    }
+}
+
+/// Copies `s` into a C char array, truncated to leave a NUL.
+fn copy_c_str(dst: &mut [c_char], s: &str) {
+    let n = s.len().min(dst.len().saturating_sub(1));
+    for (d, b) in dst.iter_mut().zip(&s.as_bytes()[..n]) {
+        *d = *b as c_char;
+    }
+    if let Some(end) = dst.get_mut(n) {
+        *end = 0;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Backend;
+
+    fn model(ip: [u8; 4]) -> DeviceModel {
+        DeviceModel::new(DeviceSpec {
+            name: "roce0".into(),
+            ip: Ipv4Addr::from(ip),
+            backend: Backend::Udp,
+            dev: None,
+            mtu: roce_core::Mtu::Mtu2048,
+            pcap: None,
+            stats: None,
+        })
+    }
+
+    #[test]
+    fn guid_is_the_eui64_of_the_address_mac() {
+        assert_eq!(model([127, 0, 0, 1]).node_guid(), 0x0000_7fff_fe00_0001);
+        assert_eq!(model([198, 18, 0, 12]).node_guid(), 0x0000_c6ff_fe12_000c);
+    }
+
+    #[test]
+    fn gid_1_is_ipv4_mapped_and_gid_0_link_local() {
+        let m = model([198, 18, 0, 1]);
+        let v4: Ipv6Addr = "::ffff:198.18.0.1".parse().unwrap();
+        assert_eq!(m.gid(1).unwrap().raw, v4.octets());
+        let ll: Ipv6Addr = "fe80::c6ff:fe12:1".parse().unwrap();
+        assert_eq!(m.gid(0).unwrap().raw, ll.octets());
+        assert_eq!(m.gid(2), None);
+        assert_eq!(m.gid_entry(1).unwrap().gid_type, abi::GID_TYPE_ROCE_V2);
+    }
+
+    #[test]
+    fn port_shows_the_path_mtu_and_ethernet() {
+        let p = model([127, 0, 0, 1]).port_attr();
+        assert_eq!((p.state, p.active_mtu, p.max_mtu), (4, 4, 5));
+        assert_eq!(p.link_layer, abi::LINK_LAYER_ETHERNET);
+    }
+
+    #[test]
+    fn limits_are_no_larger_than_the_engine() {
+        let m = model([127, 0, 0, 1]);
+        let a = m.device_attr();
+        assert!(a.max_sge as usize <= m.nic.max_sge);
+        assert!(a.max_qp as usize <= m.nic.max_qp);
+        assert!(a.max_mr_size <= m.nic.max_mr_size as u64);
+        assert_eq!(a.max_srq, 0, "the engine has no SRQ");
+        assert!(m.port_attr().max_msg_sz <= m.nic.max_msg_size);
+    }
+
+    #[test]
+    fn long_names_are_truncated_with_a_nul() {
+        let mut buf = [1 as c_char; 4];
+        copy_c_str(&mut buf, "abcdef");
+        assert_eq!(buf, [b'a' as c_char, b'b' as c_char, b'c' as c_char, 0]);
+    }
+}

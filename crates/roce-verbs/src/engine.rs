@@ -1,0 +1,85 @@
+//! The NIC inside the program: roce-device's `Device` on a tokio runtime of its own thread,
+//! started by the first `ibv_open_device`, and a way for the program's threads to wait for
+//! its answers.
+
+use std::future::Future;
+use std::net::IpAddr;
+
+use roce_device::backend::raw::RawBackend;
+use roce_device::backend::udp::UdpBackend;
+use roce_device::{Device, DeviceConfig, DeviceHandle, Tap};
+use tokio::runtime::Handle;
+
+use crate::config::Backend;
+use crate::device::DeviceModel;
+
+/// A running NIC.
+#[derive(Debug)]
+pub(crate) struct Engine {
+    /// Its verbs.
+    pub(crate) device: DeviceHandle,
+    runtime: Handle,
+}
+
+impl Engine {
+    /// Starts the NIC on a thread named `roce-verbs-nic`; fails (with a message for stderr) if
+    /// the backend cannot open, e.g. when the address is not one of this host's.
+    pub(crate) fn start(model: &DeviceModel) -> Result<Self, String> {
+        let spec = model.spec.clone();
+        let mut config = DeviceConfig::new(IpAddr::V4(spec.ip));
+        config.nic.max_mtu = spec.mtu;
+        if let Some(path) = &spec.pcap {
+            config.tap = Some(
+                Tap::create(path, true)
+                    .map_err(|e| format!("cannot create {}: {e}", path.display()))?,
+            );
+        }
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::Builder::new()
+            .name("roce-verbs-nic".into())
+            .spawn(move || {
+                let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+                    Ok(rt) => rt,
+                    Err(e) => {
+                        let _ = tx.send(Err(format!("cannot start the NIC's runtime: {e}")));
+                        return;
+                    }
+                };
+                runtime.block_on(async move {
+                    let ip = IpAddr::V4(spec.ip);
+                    let device = match spec.backend {
+                        Backend::Udp => UdpBackend::bind(ip, roce_wire::ROCE_V2_UDP_PORT)
+                            .map(|b| Device::spawn(config, b))
+                            .map_err(|e| format!("cannot bind UDP {ip}:4791 (is {ip} an address of this host?): {e}")),
+                        Backend::Raw => {
+                            let dev = spec.dev.clone().unwrap_or_default();
+                            RawBackend::open(&dev, ip)
+                                .map(|b| Device::spawn(config, b))
+                                .map_err(|e| format!("raw backend on {dev}: {e}"))
+                        }
+                    };
+                    let ok = device.is_ok();
+                    let _ = tx.send(device.map(|d| (d, Handle::current())));
+                    if ok {
+                        // The device runs as long as the process: its task lives on this runtime.
+                        std::future::pending::<()>().await;
+                    }
+                });
+            })
+            .map_err(|e| format!("cannot start the NIC's thread: {e}"))?;
+        let (device, runtime) = rx
+            .recv()
+            .map_err(|_| "the NIC's thread stopped".to_owned())??;
+        Ok(Self { device, runtime })
+    }
+
+    /// Runs `f` on the NIC's thread, in the background.
+    pub(crate) fn spawn(&self, f: impl Future<Output = ()> + Send + 'static) {
+        drop(self.runtime.spawn(f));
+    }
+
+    /// Waits for `f` on the calling (program's) thread.
+    pub(crate) fn wait<F: Future>(&self, f: F) -> F::Output {
+        self.runtime.block_on(f)
+    }
+}

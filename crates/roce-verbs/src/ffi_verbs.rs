@@ -1,0 +1,613 @@
+//! The exported data-path verbs (PDs, MRs, CQs, QPs, posting and polling): the second half of
+//! the C face, with the same rules as `ffi.rs` (pointers checked for NULL, objects looked up
+//! by address in `verbs.rs`, panics caught, errno set). This module only reads the caller's
+//! structures into Rust copies and writes results back; `verbs.rs` does the work.
+
+#![allow(unsafe_code)]
+
+use std::ffi::{c_int, c_uint, c_void};
+
+use crate::abi::{
+    IbvAh, IbvAhAttr, IbvCompChannel, IbvContext, IbvCq, IbvMr, IbvPd, IbvQp, IbvQpAttr, IbvQpEx,
+    IbvQpInitAttr, IbvQpInitAttrEx, IbvRecvWr, IbvSendWr, IbvSge, IbvWc,
+};
+use roce_core::{QpType, Remote, SendOp};
+
+use crate::ffi::{errno_ret, guard, set_errno, write_out};
+use crate::state::Errno;
+use crate::verbs;
+
+/// Longest WR list read from one post (a cycle in `next` ends here with `EINVAL`).
+const MAX_CHAIN: usize = 1 << 16;
+
+fn null_on_err<T>(r: Result<*mut T, Errno>) -> *mut T {
+    r.unwrap_or_else(|Errno(e)| {
+        set_errno(e);
+        std::ptr::null_mut()
+    })
+}
+
+/// Reads `n` SGEs at `list`.
+///
+/// # Safety
+/// `list` is NULL or valid for `n` reads of `struct ibv_sge`.
+unsafe fn sges(list: *const IbvSge, n: c_int) -> Result<Vec<IbvSge>, Errno> {
+    let n = usize::try_from(n).map_err(|_| Errno(libc::EINVAL))?;
+    if n == 0 {
+        return Ok(Vec::new());
+    }
+    if list.is_null() || n > 1024 {
+        return Err(Errno(libc::EINVAL));
+    }
+    // SAFETY: by the caller's contract.
+    Ok((0..n)
+        .map(|i| unsafe { list.add(i).read_unaligned() })
+        .collect())
+}
+
+/// `struct ibv_pd *ibv_alloc_pd(struct ibv_context *)`: NULL with errno on failure.
+#[unsafe(no_mangle)]
+pub(crate) unsafe extern "C" fn ibv_alloc_pd(context: *mut IbvContext) -> *mut IbvPd {
+    guard(std::ptr::null_mut(), || {
+        null_on_err(verbs::alloc_pd(context as usize))
+    })
+}
+
+/// `int ibv_dealloc_pd(struct ibv_pd *)`: an errno value.
+#[unsafe(no_mangle)]
+pub(crate) unsafe extern "C" fn ibv_dealloc_pd(pd: *mut IbvPd) -> c_int {
+    guard(libc::EIO, || errno_ret(verbs::dealloc_pd(pd as usize)))
+}
+
+/// `struct ibv_mr *ibv_reg_mr(struct ibv_pd *, void *addr, size_t length, int access)`.
+#[unsafe(no_mangle)]
+pub(crate) unsafe extern "C" fn ibv_reg_mr(
+    pd: *mut IbvPd,
+    addr: *mut c_void,
+    length: usize,
+    access: c_int,
+) -> *mut IbvMr {
+    guard(std::ptr::null_mut(), || {
+        null_on_err(verbs::reg_mr(
+            pd as usize,
+            addr as usize,
+            length,
+            addr as u64,
+            access,
+        ))
+    })
+}
+
+/// `struct ibv_mr *ibv_reg_mr_iova(pd, addr, length, uint64_t iova, int access)`.
+#[unsafe(no_mangle)]
+pub(crate) unsafe extern "C" fn ibv_reg_mr_iova(
+    pd: *mut IbvPd,
+    addr: *mut c_void,
+    length: usize,
+    iova: u64,
+    access: c_int,
+) -> *mut IbvMr {
+    guard(std::ptr::null_mut(), || {
+        null_on_err(verbs::reg_mr(
+            pd as usize,
+            addr as usize,
+            length,
+            iova,
+            access,
+        ))
+    })
+}
+
+/// `struct ibv_mr *ibv_reg_mr_iova2(pd, addr, length, uint64_t iova, unsigned access)`: what
+/// the header's `ibv_reg_mr` macro calls when the access flags are not a constant.
+#[unsafe(no_mangle)]
+pub(crate) unsafe extern "C" fn ibv_reg_mr_iova2(
+    pd: *mut IbvPd,
+    addr: *mut c_void,
+    length: usize,
+    iova: u64,
+    access: c_uint,
+) -> *mut IbvMr {
+    guard(std::ptr::null_mut(), || {
+        null_on_err(verbs::reg_mr(
+            pd as usize,
+            addr as usize,
+            length,
+            iova,
+            access as c_int,
+        ))
+    })
+}
+
+/// `int ibv_dereg_mr(struct ibv_mr *)`: an errno value.
+#[unsafe(no_mangle)]
+pub(crate) unsafe extern "C" fn ibv_dereg_mr(mr: *mut IbvMr) -> c_int {
+    guard(libc::EIO, || errno_ret(verbs::dereg_mr(mr as usize)))
+}
+
+/// `struct ibv_cq *ibv_create_cq(ctx, int cqe, void *cq_context, channel, int comp_vector)`.
+#[unsafe(no_mangle)]
+pub(crate) unsafe extern "C" fn ibv_create_cq(
+    context: *mut IbvContext,
+    cqe: c_int,
+    cq_context: *mut c_void,
+    channel: *mut IbvCompChannel,
+    _comp_vector: c_int,
+) -> *mut IbvCq {
+    guard(std::ptr::null_mut(), || {
+        null_on_err(verbs::create_cq(
+            context as usize,
+            cqe,
+            cq_context,
+            channel as usize,
+        ))
+    })
+}
+
+/// `int ibv_destroy_cq(struct ibv_cq *)`: an errno value.
+#[unsafe(no_mangle)]
+pub(crate) unsafe extern "C" fn ibv_destroy_cq(cq: *mut IbvCq) -> c_int {
+    guard(libc::EIO, || errno_ret(verbs::destroy_cq(cq as usize)))
+}
+
+/// `void ibv_ack_cq_events(struct ibv_cq *, unsigned nevents)`.
+#[unsafe(no_mangle)]
+pub(crate) unsafe extern "C" fn ibv_ack_cq_events(cq: *mut IbvCq, nevents: c_uint) {
+    guard((), || verbs::ack_cq_events(cq as usize, nevents));
+}
+
+/// `struct ibv_comp_channel *ibv_create_comp_channel(struct ibv_context *)`: its `fd` can be
+/// polled, and made non-blocking with fcntl.
+#[unsafe(no_mangle)]
+pub(crate) unsafe extern "C" fn ibv_create_comp_channel(
+    context: *mut IbvContext,
+) -> *mut IbvCompChannel {
+    guard(std::ptr::null_mut(), || {
+        null_on_err(verbs::create_comp_channel(context as usize))
+    })
+}
+
+/// `int ibv_destroy_comp_channel(struct ibv_comp_channel *)`: an errno value (`EBUSY` while a
+/// CQ uses it).
+#[unsafe(no_mangle)]
+pub(crate) unsafe extern "C" fn ibv_destroy_comp_channel(channel: *mut IbvCompChannel) -> c_int {
+    guard(libc::EIO, || {
+        errno_ret(verbs::destroy_comp_channel(channel as usize))
+    })
+}
+
+/// `int ibv_get_cq_event(channel, struct ibv_cq **cq, void **cq_context)`: 0, or -1 with
+/// errno (`EAGAIN` on a non-blocking fd with no event).
+#[unsafe(no_mangle)]
+pub(crate) unsafe extern "C" fn ibv_get_cq_event(
+    channel: *mut IbvCompChannel,
+    cq: *mut *mut IbvCq,
+    cq_context: *mut *mut c_void,
+) -> c_int {
+    guard(-1, || {
+        if cq.is_null() || cq_context.is_null() {
+            set_errno(libc::EINVAL);
+            return -1;
+        }
+        match verbs::get_cq_event(channel as usize) {
+            Ok((c, ctx)) => {
+                // SAFETY: the caller passes places for both pointers (checked non-NULL).
+                unsafe {
+                    *cq = c as *mut IbvCq;
+                    *cq_context = ctx;
+                }
+                0
+            }
+            Err(Errno(e)) => {
+                set_errno(e);
+                -1
+            }
+        }
+    })
+}
+
+/// `struct ibv_qp *ibv_create_qp(struct ibv_pd *, struct ibv_qp_init_attr *)`: writes the
+/// capabilities the QP got into `init_attr->cap`.
+#[unsafe(no_mangle)]
+pub(crate) unsafe extern "C" fn ibv_create_qp(
+    pd: *mut IbvPd,
+    init_attr: *mut IbvQpInitAttr,
+) -> *mut IbvQp {
+    guard(std::ptr::null_mut(), || {
+        if init_attr.is_null() {
+            set_errno(libc::EINVAL);
+            return std::ptr::null_mut();
+        }
+        // SAFETY: the caller passes a struct ibv_qp_init_attr.
+        let init = unsafe { init_attr.read_unaligned() };
+        null_on_err(
+            verbs::create_qp(pd as usize, init, wr_fns()).map(|(qp, cap)| {
+                // SAFETY: as above; only the cap field is written.
+                unsafe { (&raw mut (*init_attr).cap).write_unaligned(cap) };
+                qp
+            }),
+        )
+    })
+}
+
+/// `struct ibv_ah *ibv_create_ah(struct ibv_pd *, struct ibv_ah_attr *)`: NULL with errno
+/// (`EINVAL` without a GRH or from a GID other than 1).
+#[unsafe(no_mangle)]
+pub(crate) unsafe extern "C" fn ibv_create_ah(pd: *mut IbvPd, attr: *mut IbvAhAttr) -> *mut IbvAh {
+    guard(std::ptr::null_mut(), || {
+        if attr.is_null() {
+            set_errno(libc::EINVAL);
+            return std::ptr::null_mut();
+        }
+        // SAFETY: the caller passes a struct ibv_ah_attr.
+        let a = unsafe { attr.read_unaligned() };
+        null_on_err(verbs::create_ah(pd as usize, &a))
+    })
+}
+
+/// `int ibv_destroy_ah(struct ibv_ah *)`: an errno value.
+#[unsafe(no_mangle)]
+pub(crate) unsafe extern "C" fn ibv_destroy_ah(ah: *mut IbvAh) -> c_int {
+    guard(libc::EIO, || errno_ret(verbs::destroy_ah(ah as usize)))
+}
+
+/// `int ibv_destroy_qp(struct ibv_qp *)`: an errno value.
+#[unsafe(no_mangle)]
+pub(crate) unsafe extern "C" fn ibv_destroy_qp(qp: *mut IbvQp) -> c_int {
+    guard(libc::EIO, || errno_ret(verbs::destroy_qp(qp as usize)))
+}
+
+/// `int ibv_modify_qp(struct ibv_qp *, struct ibv_qp_attr *, int attr_mask)`: an errno value.
+#[unsafe(no_mangle)]
+pub(crate) unsafe extern "C" fn ibv_modify_qp(
+    qp: *mut IbvQp,
+    attr: *mut IbvQpAttr,
+    mask: c_int,
+) -> c_int {
+    guard(libc::EIO, || {
+        if attr.is_null() {
+            return errno_ret(Err(Errno(libc::EINVAL)));
+        }
+        // SAFETY: the caller passes a struct ibv_qp_attr.
+        let a = unsafe { attr.read_unaligned() };
+        errno_ret(verbs::modify_qp(qp as usize, &a, mask))
+    })
+}
+
+/// `int ibv_query_qp(qp, struct ibv_qp_attr *, int attr_mask, struct ibv_qp_init_attr *)`.
+#[unsafe(no_mangle)]
+pub(crate) unsafe extern "C" fn ibv_query_qp(
+    qp: *mut IbvQp,
+    attr: *mut IbvQpAttr,
+    _mask: c_int,
+    init_attr: *mut IbvQpInitAttr,
+) -> c_int {
+    guard(libc::EIO, || {
+        errno_ret(verbs::query_qp(qp as usize).and_then(|(a, init)| {
+            // SAFETY: the caller passes both structs.
+            unsafe {
+                write_out(attr, a)?;
+                write_out(init_attr, init)
+            }
+        }))
+    })
+}
+
+/// `ops.poll_cq`: the number of completions written to `wc`, or -1 (errno set).
+pub(crate) unsafe extern "C" fn poll_cq(
+    cq: *mut IbvCq,
+    num_entries: c_int,
+    wc: *mut IbvWc,
+) -> c_int {
+    guard(-1, || {
+        let Ok(max) = usize::try_from(num_entries) else {
+            set_errno(libc::EINVAL);
+            return -1;
+        };
+        if max > 0 && wc.is_null() {
+            set_errno(libc::EINVAL);
+            return -1;
+        }
+        match verbs::poll_cq(cq as usize, max) {
+            Ok(wcs) => {
+                for (i, w) in wcs.iter().enumerate() {
+                    // SAFETY: the caller's array holds num_entries >= wcs.len() entries.
+                    unsafe { wc.add(i).write_unaligned(*w) };
+                }
+                wcs.len() as c_int
+            }
+            Err(Errno(e)) => {
+                set_errno(e);
+                -1
+            }
+        }
+    })
+}
+
+/// `ops.req_notify_cq`: an errno value (`EINVAL` for a CQ without a channel).
+pub(crate) unsafe extern "C" fn req_notify_cq(cq: *mut IbvCq, _solicited_only: c_int) -> c_int {
+    guard(libc::EIO, || errno_ret(verbs::req_notify_cq(cq as usize)))
+}
+
+/// `ops.post_send`: an errno value; `*bad_wr` is the first WR not posted.
+pub(crate) unsafe extern "C" fn post_send(
+    qp: *mut IbvQp,
+    wr: *mut IbvSendWr,
+    bad_wr: *mut *mut IbvSendWr,
+) -> c_int {
+    guard(libc::EIO, || {
+        let fail = |at: *mut IbvSendWr, Errno(e): Errno| {
+            if !bad_wr.is_null() {
+                // SAFETY: the caller passes a place for the pointer.
+                unsafe { *bad_wr = at };
+            }
+            set_errno(e);
+            e
+        };
+        let (qpn, ty, sig_all, ctx) = match verbs::qp_for_post(qp as usize) {
+            Ok(q) => q,
+            Err(e) => return fail(wr, e),
+        };
+        let mut ptrs = Vec::new();
+        let mut wrs = Vec::new();
+        let mut at = wr;
+        while !at.is_null() {
+            if ptrs.len() == MAX_CHAIN {
+                return fail(wr, Errno(libc::EINVAL));
+            }
+            // SAFETY: a non-NULL WR of the caller's list, and its SGE array.
+            let w = unsafe { at.read_unaligned() };
+            // wr.ud of a UD QP: the AH pointer, then remote_qpn and remote_qkey.
+            let ud = || match ty {
+                QpType::Ud => {
+                    let (qpn, qkey) = (w.wr_word1 as u32, (w.wr_word1 >> 32) as u32);
+                    verbs::ud_dest(qp as usize, w.wr_remote_addr as usize, qpn, qkey).map(Some)
+                }
+                _ => Ok(None),
+            };
+            // SAFETY: the WR's SGE array, as the caller passes it.
+            let converted = unsafe { sges(w.sg_list, w.num_sge) }
+                .and_then(|s| ud().and_then(|ud| verbs::send_wr(&w, &s, sig_all, ud)));
+            match converted {
+                Ok(c) => wrs.push(c),
+                // Those before it are posted; this one and the rest are not.
+                Err(e) => {
+                    if let Err((i, e2)) = verbs::post_send(ctx, qpn, wrs) {
+                        return fail(ptrs[i], e2);
+                    }
+                    return fail(at, e);
+                }
+            }
+            ptrs.push(at);
+            at = w.next;
+        }
+        match verbs::post_send(ctx, qpn, wrs) {
+            Ok(()) => 0,
+            Err((i, e)) => fail(ptrs.get(i).copied().unwrap_or(wr), e),
+        }
+    })
+}
+
+/// `ops.post_recv`: an errno value; `*bad_wr` is the first WR not posted.
+pub(crate) unsafe extern "C" fn post_recv(
+    qp: *mut IbvQp,
+    wr: *mut IbvRecvWr,
+    bad_wr: *mut *mut IbvRecvWr,
+) -> c_int {
+    guard(libc::EIO, || {
+        let fail = |at: *mut IbvRecvWr, Errno(e): Errno| {
+            if !bad_wr.is_null() {
+                // SAFETY: the caller passes a place for the pointer.
+                unsafe { *bad_wr = at };
+            }
+            set_errno(e);
+            e
+        };
+        let (qpn, _ty, _, ctx) = match verbs::qp_for_post(qp as usize) {
+            Ok(q) => q,
+            Err(e) => return fail(wr, e),
+        };
+        let mut ptrs = Vec::new();
+        let mut wrs = Vec::new();
+        let mut at = wr;
+        while !at.is_null() {
+            if ptrs.len() == MAX_CHAIN {
+                return fail(wr, Errno(libc::EINVAL));
+            }
+            // SAFETY: a non-NULL WR of the caller's list, and its SGE array.
+            let w = unsafe { at.read_unaligned() };
+            match unsafe { sges(w.sg_list, w.num_sge) } {
+                Ok(s) => wrs.push(verbs::recv_wr(w.wr_id, &s)),
+                Err(e) => {
+                    if let Err((i, e2)) = verbs::post_recv(ctx, qpn, wrs) {
+                        return fail(ptrs[i], e2);
+                    }
+                    return fail(at, e);
+                }
+            }
+            ptrs.push(at);
+            at = w.next;
+        }
+        match verbs::post_recv(ctx, qpn, wrs) {
+            Ok(()) => 0,
+            Err((i, e)) => fail(ptrs.get(i).copied().unwrap_or(wr), e),
+        }
+    })
+}
+
+/// `ops.post_srq_recv`: `EOPNOTSUPP` (no SRQ can exist: `ibv_create_srq` fails).
+pub(crate) unsafe extern "C" fn post_srq_recv(
+    _srq: *mut c_void,
+    wr: *mut IbvRecvWr,
+    bad_wr: *mut *mut IbvRecvWr,
+) -> c_int {
+    if !bad_wr.is_null() {
+        // SAFETY: the caller passes a place for the pointer.
+        unsafe { *bad_wr = wr };
+    }
+    set_errno(libc::EOPNOTSUPP);
+    libc::EOPNOTSUPP
+}
+
+// ---- the ibv_qp_ex API (ibv_wr_*) -------------------------------------------------------------
+
+/// `verbs_context.create_qp_ex`: what the header's `ibv_create_qp_ex` calls when more than the
+/// PD is in `comp_mask`. PD, create flags 0 and send-ops flags are accepted; the QP is the one
+/// `ibv_create_qp` makes (every QP has the `wr_*` table).
+pub(crate) unsafe extern "C" fn create_qp_ex(
+    _context: *mut IbvContext,
+    attr: *mut IbvQpInitAttrEx,
+) -> *mut IbvQp {
+    guard(std::ptr::null_mut(), || {
+        if attr.is_null() {
+            set_errno(libc::EINVAL);
+            return std::ptr::null_mut();
+        }
+        // SAFETY: the caller passes a struct ibv_qp_init_attr_ex.
+        let a = unsafe { attr.read_unaligned() };
+        const PD: u32 = 1 << 0;
+        const CREATE_FLAGS: u32 = 1 << 2;
+        const SEND_OPS_FLAGS: u32 = 1 << 6;
+        if a.comp_mask & PD == 0 || a.comp_mask & !(PD | CREATE_FLAGS | SEND_OPS_FLAGS) != 0 {
+            set_errno(libc::EOPNOTSUPP);
+            return std::ptr::null_mut();
+        }
+        if a.comp_mask & CREATE_FLAGS != 0 && a.create_flags != 0 {
+            set_errno(libc::EOPNOTSUPP);
+            return std::ptr::null_mut();
+        }
+        null_on_err(
+            verbs::create_qp(a.pd as usize, a.base(), wr_fns()).map(|(qp, cap)| {
+                // SAFETY: as above; only base.cap is written.
+                unsafe { (&raw mut (*attr).cap).write_unaligned(cap) };
+                qp
+            }),
+        )
+    })
+}
+
+/// `struct ibv_qp_ex *ibv_qp_to_qp_ex(struct ibv_qp *)`: the QP itself (all of ours are
+/// `ibv_qp_ex`), NULL for a QP not ours.
+#[unsafe(no_mangle)]
+pub(crate) unsafe extern "C" fn ibv_qp_to_qp_ex(qp: *mut IbvQp) -> *mut IbvQpEx {
+    guard(std::ptr::null_mut(), || {
+        if verbs::is_qp(qp as usize) {
+            qp.cast::<IbvQpEx>()
+        } else {
+            set_errno(libc::EINVAL);
+            std::ptr::null_mut()
+        }
+    })
+}
+
+/// The `wr_id` and `wr_flags` the application set in `qp`.
+///
+/// # Safety
+/// `qp` is an `ibv_qp_ex` of ours (the only way to reach the `wr_*` functions).
+unsafe fn wr_fields(qp: *mut IbvQpEx) -> (u64, u32) {
+    // SAFETY: by the caller's contract; two plain field reads.
+    unsafe {
+        (
+            (&raw const (*qp).wr_id).read(),
+            (&raw const (*qp).wr_flags).read(),
+        )
+    }
+}
+
+macro_rules! wr_op {
+    ($name:ident ( $($arg:ident : $ty:ty),* ) => $op:expr) => {
+        #[doc = concat!("`", stringify!($name), "` of `ibv_qp_ex`.")]
+        unsafe extern "C" fn $name(qp: *mut IbvQpEx $(, $arg: $ty)*) {
+            guard((), || {
+                // SAFETY: called through the table of one of our QPs.
+                let (wr_id, flags) = unsafe { wr_fields(qp) };
+                verbs::wr_op(qp as usize, wr_id, flags, $op);
+            });
+        }
+    };
+}
+
+fn remote(rkey: u32, addr: u64) -> Remote {
+    Remote { addr, rkey }
+}
+
+wr_op!(wr_send() => SendOp::Send);
+wr_op!(wr_send_imm(imm: u32) => SendOp::SendWithImm(u32::from_be(imm)));
+wr_op!(wr_send_inv(rkey: u32) => SendOp::SendWithInv(rkey));
+wr_op!(wr_rdma_write(rkey: u32, addr: u64) => SendOp::RdmaWrite(remote(rkey, addr)));
+wr_op!(wr_rdma_write_imm(rkey: u32, addr: u64, imm: u32) =>
+    SendOp::RdmaWriteWithImm(remote(rkey, addr), u32::from_be(imm)));
+wr_op!(wr_rdma_read(rkey: u32, addr: u64) => SendOp::RdmaRead(remote(rkey, addr)));
+wr_op!(wr_atomic_cmp_swp(rkey: u32, addr: u64, compare: u64, swap: u64) =>
+    SendOp::CompareSwap { remote: remote(rkey, addr), compare, swap });
+wr_op!(wr_atomic_fetch_add(rkey: u32, addr: u64, add: u64) =>
+    SendOp::FetchAdd { remote: remote(rkey, addr), add });
+
+unsafe extern "C" fn wr_set_sge(qp: *mut IbvQpEx, lkey: u32, addr: u64, length: u32) {
+    guard((), || {
+        verbs::wr_set_sgl(qp as usize, &[IbvSge { addr, length, lkey }])
+    });
+}
+
+unsafe extern "C" fn wr_set_sge_list(qp: *mut IbvQpEx, num_sge: usize, list: *const IbvSge) {
+    guard((), || {
+        // SAFETY: the caller's array of num_sge SGEs.
+        match c_int::try_from(num_sge)
+            .map_err(|_| Errno(libc::EINVAL))
+            .and_then(|n| unsafe { sges(list, n) })
+        {
+            Ok(s) => verbs::wr_set_sgl(qp as usize, &s),
+            Err(e) => verbs::wr_fail(qp as usize, e),
+        }
+    });
+}
+
+unsafe extern "C" fn wr_set_ud_addr(
+    qp: *mut IbvQpEx,
+    ah: *mut IbvAh,
+    remote_qpn: u32,
+    remote_qkey: u32,
+) {
+    guard((), || {
+        verbs::wr_set_ud_addr(qp as usize, ah as usize, remote_qpn, remote_qkey)
+    });
+}
+
+/// Inline data from memory that need not be registered: not offered (the engine gathers
+/// inline data from registered regions); `wr_complete` then fails with `EOPNOTSUPP`.
+unsafe extern "C" fn wr_set_inline_data(qp: *mut IbvQpEx, _addr: *mut c_void, _length: usize) {
+    guard((), || verbs::wr_fail(qp as usize, Errno(libc::EOPNOTSUPP)));
+}
+
+unsafe extern "C" fn wr_start(qp: *mut IbvQpEx) {
+    guard((), || verbs::wr_start(qp as usize));
+}
+
+unsafe extern "C" fn wr_complete(qp: *mut IbvQpEx) -> c_int {
+    guard(libc::EIO, || errno_ret(verbs::wr_complete(qp as usize)))
+}
+
+unsafe extern "C" fn wr_abort(qp: *mut IbvQpEx) {
+    guard((), || verbs::wr_abort(qp as usize));
+}
+
+/// The table every QP gets.
+fn wr_fns() -> verbs::WrFns {
+    verbs::WrFns {
+        atomic_cmp_swp: wr_atomic_cmp_swp as *const c_void,
+        atomic_fetch_add: wr_atomic_fetch_add as *const c_void,
+        rdma_read: wr_rdma_read as *const c_void,
+        rdma_write: wr_rdma_write as *const c_void,
+        rdma_write_imm: wr_rdma_write_imm as *const c_void,
+        send: wr_send as *const c_void,
+        send_imm: wr_send_imm as *const c_void,
+        send_inv: wr_send_inv as *const c_void,
+        set_ud_addr: wr_set_ud_addr as *const c_void,
+        set_inline_data: wr_set_inline_data as *const c_void,
+        set_sge: wr_set_sge as *const c_void,
+        set_sge_list: wr_set_sge_list as *const c_void,
+        start: wr_start as *const c_void,
+        complete: wr_complete as *const c_void,
+        abort: wr_abort as *const c_void,
+    }
+}

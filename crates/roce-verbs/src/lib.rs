@@ -1,0 +1,26 @@
+//! The libibverbs 1.x C ABI over a roce-emu NIC: the code of the replacement `libibverbs.so.1`
+//! that `roce exec` puts in front of unmodified verbs programs.
+//!
+//! The crate is built as a staticlib and relinked by `crates/roce-verbs-so` into a shared
+//! library with libibverbs's symbol versions (`libibverbs.map`). Which verbs work, and what a
+//! program gets for the others, is in `docs/verbs.md`.
+//!
+//! Layout: [`abi`] the C structures, [`config`] the environment variables that describe the
+//! device, [`device`] what the device and its port show, `state` the open objects, and the
+//! two modules that may use `unsafe`: `ffi` (the functions that work) and `stubs` (the ones
+//! that fail with `EOPNOTSUPP`), plus `cbox` (memory handed to C).
+
+#![deny(unsafe_code)]
+
+pub mod abi;
+mod cbox;
+pub mod config;
+pub mod device;
+mod engine;
+mod ffi;
+mod ffi_verbs;
+mod memory;
+mod state;
+mod strings;
+mod stubs;
+mod verbs;

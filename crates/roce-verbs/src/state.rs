@@ -1,0 +1,211 @@
+//! The process's device and its open contexts (safe code: raw addresses are only compared and
+//! stored as integers here; `ffi.rs` turns them into pointers).
+
+use std::collections::HashMap;
+use std::ffi::c_int;
+use std::fmt::Write as _;
+use std::sync::{Mutex, MutexGuard, Once, OnceLock, PoisonError};
+
+use crate::abi::{self, IbvContext, IbvContextOps, IbvDevice, QueryPortFn, VerbsContext};
+use crate::cbox::CBox;
+use crate::config::{DeviceSpec, EnvError};
+use crate::device::DeviceModel;
+use crate::engine::Engine;
+
+/// An errno value (`EINVAL`, ...).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Errno(pub(crate) c_int);
+
+/// The device of this process.
+#[derive(Debug)]
+pub(crate) struct Device {
+    /// What it shows.
+    pub(crate) model: DeviceModel,
+    /// The `struct ibv_device` that `ibv_get_device_list` hands out; lives as long as the process.
+    pub(crate) c_device: CBox<IbvDevice>,
+    /// The NIC, started by the first `ibv_open_device`.
+    engine: OnceLock<Result<Engine, String>>,
+}
+
+/// The functions the application's inline verbs call through its context.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ContextFns {
+    pub(crate) query_port: QueryPortFn,
+    pub(crate) poll_cq: *const std::ffi::c_void,
+    pub(crate) req_notify_cq: *const std::ffi::c_void,
+    pub(crate) post_send: *const std::ffi::c_void,
+    pub(crate) post_recv: *const std::ffi::c_void,
+    pub(crate) post_srq_recv: *const std::ffi::c_void,
+    pub(crate) create_qp_ex: *const std::ffi::c_void,
+}
+
+static DEVICE: OnceLock<Result<Option<Device>, EnvError>> = OnceLock::new();
+static CONTEXTS: Mutex<Option<HashMap<usize, CBox<VerbsContext>>>> = Mutex::new(None);
+static AT_EXIT: Once = Once::new();
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // A panic while holding the lock was caught at the boundary; the data is still consistent
+    // (every update is a single insert or remove).
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// The device from the environment, made on first use. `Err`: a variable does not parse (it is
+/// printed once on stderr). `Ok(None)`: no `ROCE_VERBS_IP`.
+pub(crate) fn device() -> Result<Option<&'static Device>, Errno> {
+    let dev = DEVICE.get_or_init(|| {
+        let spec = DeviceSpec::from_env(|k| std::env::var(k).ok());
+        if let Err(err) = &spec {
+            eprintln!("roce-verbs: {err}");
+        }
+        spec.map(|s| {
+            s.map(|spec| {
+                let model = DeviceModel::new(spec);
+                Device {
+                    c_device: CBox::new(model.ibv_device()),
+                    model,
+                    engine: OnceLock::new(),
+                }
+            })
+        })
+    });
+    match dev {
+        Ok(d) => Ok(d.as_ref()),
+        Err(_) => Err(Errno(libc::EINVAL)),
+    }
+}
+
+/// Our device if `addr` is its `struct ibv_device`.
+pub(crate) fn device_at(addr: usize) -> Result<&'static Device, Errno> {
+    match device()? {
+        Some(d) if d.c_device.addr() == addr && addr != 0 => Ok(d),
+        _ => Err(Errno(libc::EINVAL)),
+    }
+}
+
+/// Opens a context on the device at `dev_addr`, starting the NIC the first time.
+pub(crate) fn open(dev_addr: usize, fns: ContextFns) -> Result<*mut IbvContext, Errno> {
+    let dev = device_at(dev_addr)?;
+    let engine = dev.engine.get_or_init(|| {
+        let e = Engine::start(&dev.model);
+        if let Err(msg) = &e {
+            eprintln!("roce-verbs: {msg}");
+        }
+        e
+    });
+    if engine.is_err() {
+        return Err(Errno(libc::EADDRNOTAVAIL));
+    }
+    AT_EXIT.call_once(crate::ffi::register_at_exit);
+    let query_port = fns.query_port;
+    let null = std::ptr::null();
+    let vctx = CBox::new(VerbsContext {
+        query_port: Some(query_port),
+        _ops1: [null; 24],
+        create_cq_ex: null,
+        priv_: std::ptr::null_mut(),
+        query_device_ex: null,
+        _ops2: [null; 4],
+        open_qp: null,
+        create_qp_ex: fns.create_qp_ex,
+        _ops3: [null; 4],
+        _abi_placeholder3: 0,
+        sz: size_of::<VerbsContext>(),
+        context: IbvContext {
+            device: dev.c_device.ptr(),
+            ops: IbvContextOps {
+                _compat0: [null; 7],
+                alloc_mw: null,
+                bind_mw: null,
+                dealloc_mw: null,
+                _compat1: null,
+                poll_cq: fns.poll_cq,
+                req_notify_cq: fns.req_notify_cq,
+                _compat2: [null; 7],
+                post_srq_recv: fns.post_srq_recv,
+                _compat3: [null; 4],
+                post_send: fns.post_send,
+                post_recv: fns.post_recv,
+                _compat4: [null; 5],
+            },
+            cmd_fd: -1,
+            async_fd: -1,
+            num_comp_vectors: 1,
+            mutex: libc::PTHREAD_MUTEX_INITIALIZER,
+            abi_compat: abi::VERBS_ABI_IS_EXTENDED as *mut std::ffi::c_void,
+        },
+    });
+    let ctx = vctx.context_ptr();
+    lock(&CONTEXTS)
+        .get_or_insert_with(HashMap::new)
+        .insert(ctx as usize, vctx);
+    Ok(ctx)
+}
+
+/// The NIC of the open context at `ctx_addr`.
+pub(crate) fn engine(ctx_addr: usize) -> Result<&'static Engine, Errno> {
+    let dev = context(ctx_addr)?;
+    match dev.engine.get() {
+        Some(Ok(e)) => Ok(e),
+        _ => Err(Errno(libc::EINVAL)),
+    }
+}
+
+/// The device of the open context at `ctx_addr`.
+pub(crate) fn context(ctx_addr: usize) -> Result<&'static Device, Errno> {
+    let known = lock(&CONTEXTS)
+        .as_ref()
+        .is_some_and(|m| m.contains_key(&ctx_addr));
+    if !known {
+        return Err(Errno(libc::EINVAL));
+    }
+    device()?.ok_or(Errno(libc::EINVAL))
+}
+
+/// Closes the context at `ctx_addr` and frees it; writes the counters if asked to.
+pub(crate) fn close(ctx_addr: usize) -> Result<(), Errno> {
+    let removed = lock(&CONTEXTS)
+        .as_mut()
+        .and_then(|m| m.remove(&ctx_addr))
+        .ok_or(Errno(libc::EINVAL))?;
+    drop(removed);
+    write_stats();
+    Ok(())
+}
+
+/// Writes the counters to `ROCE_VERBS_STATS`, if set (at every close and at exit).
+pub(crate) fn write_stats() {
+    let Ok(Some(dev)) = device() else { return };
+    let Some(path) = &dev.model.spec.stats else {
+        return;
+    };
+    let Some(Ok(engine)) = dev.engine.get() else {
+        return;
+    };
+    let Ok(stats) = engine.wait(engine.device.stats()) else {
+        return;
+    };
+    let json = stats_json(dev, &stats);
+    if let Err(err) = std::fs::write(path, json) {
+        eprintln!("roce-verbs: writing counters to {}: {err}", path.display());
+    }
+}
+
+/// `{"device": .., "ip": .., "mtu": .., "counters": {name: value, ..}}`.
+fn stats_json(dev: &Device, stats: &roce_core::Stats) -> String {
+    let spec = &dev.model.spec;
+    let mut s = String::new();
+    // Names are Rust identifiers and the device name has no quote (checked in config), so no
+    // escaping is needed beyond what {:?} does for the name.
+    let _ = write!(
+        s,
+        "{{\"device\":{:?},\"ip\":\"{}\",\"mtu\":{},\"counters\":{{",
+        spec.name,
+        spec.ip,
+        spec.mtu.bytes()
+    );
+    for (i, (name, value)) in stats.counters().enumerate() {
+        let _ = write!(s, "{}\"{name}\":{value}", if i == 0 { "" } else { "," });
+    }
+    s.push_str("}}\n");
+    s
+}

@@ -1,0 +1,247 @@
+//! `roce exec`: runs an unmodified libibverbs program on an emulated NIC.
+//!
+//! The program loads roce-emu's `libibverbs.so.1` instead of the system's: `roce exec` puts
+//! the library's directory first on `LD_LIBRARY_PATH` and describes the device in `ROCE_VERBS_*`
+//! variables, which the library reads when the program lists its devices (crates/roce-verbs
+//! `config.rs` documents them). The NIC runs inside the program's process: each program is its
+//! own NIC, so two programs on one host need two addresses (127.0.0.1 and 127.0.0.2, or two
+//! network namespaces). `roce exec` waits for the program and exits with its status.
+
+use std::ffi::OsString;
+use std::net::Ipv4Addr;
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode};
+
+use anyhow::{Context, bail};
+
+use crate::device::BackendKind;
+
+/// Where the library is looked for, first to last; `--lib-dir` overrides.
+const LIB_DIR_ENV: &str = "ROCE_VERBS_LIB_DIR";
+
+/// How `--stats` prints the counters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum StatsFormat {
+    /// One `name value` line per counter that is not zero.
+    Text,
+    /// The library's JSON object: {"device", "ip", "mtu", "counters": {name: value}}.
+    Json,
+}
+
+/// Run an unmodified verbs program (ibv_rc_pingpong, ib_write_bw, your own) on an emulated NIC.
+#[derive(Debug, clap::Args)]
+#[command(
+    long_about = "Run an unmodified libibverbs program on an emulated RoCEv2 NIC: no kernel module, \
+        no root, no RDMA hardware.\n\n\
+        The program gets roce-emu's libibverbs.so.1 (through LD_LIBRARY_PATH) and sees one device \
+        with one port, as Soft-RoCE (rxe) shows it: GID 0 is the link-local IPv6 form, GID 1 the \
+        ::ffff:a.b.c.d form of --ip, so scripts written for rxe keep their -g 1 / -x 1. The NIC \
+        runs inside the program's process: each program is its own NIC, and two programs on one \
+        host need two addresses (127.0.0.1 and 127.0.0.2 on loopback, or two network \
+        namespaces). Setuid programs ignore LD_LIBRARY_PATH and keep the system library.\n\n\
+        Device and port queries work (ibv_devices, ibv_devinfo -v); verbs the library does not \
+        have yet fail with EOPNOTSUPP and say so once on stderr.",
+    after_help = "Examples:\n  roce exec --ip 127.0.0.1 -- ibv_devices\n  \
+        roce exec --ip 127.0.0.1 --mtu 4096 -- ibv_devinfo -v\n  \
+        roce exec --ip 127.0.0.1 --stats json -- ./my_verbs_app --flag"
+)]
+pub(crate) struct Args {
+    /// The NIC's IPv4 address (GID index 1 is its ::ffff: form). With the UDP backend the
+    /// program binds UDP <ip>:4791, so the address must be one of this host's (127.x works).
+    #[arg(long, value_name = "ADDR")]
+    ip: Ipv4Addr,
+    /// Backend: udp (no privileges) or raw (CAP_NET_RAW, whole frames on --dev).
+    #[arg(long, value_enum, default_value_t = BackendKind::Udp)]
+    backend: BackendKind,
+    /// Interface of the raw backend (e.g. a veth).
+    #[arg(long, value_name = "IFACE")]
+    dev: Option<String>,
+    /// The port's active MTU, which is the largest path MTU a QP may use: 256, 512, 1024,
+    /// 2048 or 4096. rxe shows 1024 on a 1500-byte netdev, 4096 on a 9000-byte one.
+    #[arg(long, default_value_t = 1024, value_parser = parse_mtu)]
+    mtu: u32,
+    /// Write every packet the NIC sends and receives to this pcap.
+    #[arg(long, value_name = "FILE")]
+    pcap: Option<PathBuf>,
+    /// The device name that ibv_devices lists and -d/--ib-dev selects.
+    #[arg(long, default_value = "roce0")]
+    name: String,
+    /// Print the NIC's counters on stderr when the program exits: text (the default) or json.
+    #[arg(long, value_enum, value_name = "FORMAT", num_args = 0..=1, default_missing_value = "text")]
+    stats: Option<StatsFormat>,
+    /// The directory of roce-emu's libibverbs.so.1 (default: $ROCE_VERBS_LIB_DIR, then
+    /// roce-verbs/ beside this executable, then where the build put it).
+    #[arg(long, value_name = "DIR")]
+    lib_dir: Option<PathBuf>,
+    /// The program and its arguments, after `--`.
+    #[arg(last = true, required = true, value_name = "PROGRAM [ARGS]")]
+    command: Vec<OsString>,
+}
+
+fn parse_mtu(text: &str) -> Result<u32, String> {
+    match text.parse::<u32>() {
+        Ok(m @ (256 | 512 | 1024 | 2048 | 4096)) => Ok(m),
+        _ => Err(format!("{text:?}: an MTU is 256, 512, 1024, 2048 or 4096")),
+    }
+}
+
+/// The directory holding `libibverbs.so.1`, and the places looked at if none does.
+fn library_dir(args: &Args) -> anyhow::Result<PathBuf> {
+    let mut tried = Vec::new();
+    let mut candidates = Vec::new();
+    if let Some(dir) = &args.lib_dir {
+        candidates.push(dir.clone());
+    } else {
+        if let Some(dir) = std::env::var_os(LIB_DIR_ENV) {
+            candidates.push(PathBuf::from(dir));
+        }
+        if let Some(dir) = std::env::current_exe()
+            .ok()
+            .and_then(|e| e.parent().map(Path::to_path_buf))
+        {
+            candidates.push(dir.join("roce-verbs"));
+        }
+        candidates.push(roce_verbs_so::library_dir().to_path_buf());
+    }
+    for dir in candidates {
+        if dir.join(roce_verbs_so::SONAME).is_file() {
+            return Ok(dir);
+        }
+        tried.push(dir.display().to_string());
+    }
+    bail!(
+        "no {} in {} (build it with cargo build, or give --lib-dir)",
+        roce_verbs_so::SONAME,
+        tried.join(", ")
+    )
+}
+
+pub(crate) fn run(args: &Args) -> anyhow::Result<ExitCode> {
+    if args.backend == BackendKind::Raw && args.dev.is_none() {
+        bail!("--backend raw needs --dev IFACE");
+    }
+    let lib_dir = library_dir(args)?;
+    let (program, rest) = args
+        .command
+        .split_first()
+        .context("no program given after --")?;
+    let mut cmd = Command::new(program);
+    cmd.args(rest);
+    // Whatever the caller's environment says about a device, this one is the device.
+    for (key, _) in std::env::vars_os() {
+        if key.to_string_lossy().starts_with("ROCE_VERBS_") && key != LIB_DIR_ENV {
+            cmd.env_remove(&key);
+        }
+    }
+    let mut path = OsString::from(&lib_dir);
+    if let Some(old) = std::env::var_os("LD_LIBRARY_PATH").filter(|p| !p.is_empty()) {
+        path.push(":");
+        path.push(old);
+    }
+    cmd.env("LD_LIBRARY_PATH", path)
+        .env("ROCE_VERBS_IP", args.ip.to_string())
+        .env(
+            "ROCE_VERBS_BACKEND",
+            match args.backend {
+                BackendKind::Udp => "udp",
+                BackendKind::Raw => "raw",
+            },
+        )
+        .env("ROCE_VERBS_MTU", args.mtu.to_string())
+        .env("ROCE_VERBS_NAME", &args.name);
+    if let Some(dev) = &args.dev {
+        cmd.env("ROCE_VERBS_DEV", dev);
+    }
+    if let Some(pcap) = &args.pcap {
+        cmd.env("ROCE_VERBS_PCAP", pcap);
+    }
+    let stats_file = args
+        .stats
+        .map(|_| std::env::temp_dir().join(format!("roce-exec-{}-stats.json", std::process::id())));
+    if let Some(file) = &stats_file {
+        let _ = std::fs::remove_file(file);
+        cmd.env("ROCE_VERBS_STATS", file);
+    }
+    let status = cmd
+        .status()
+        .with_context(|| format!("cannot run {}", Path::new(program).display()))?;
+    if let (Some(format), Some(file)) = (args.stats, &stats_file) {
+        print_stats(format, file, program);
+        let _ = std::fs::remove_file(file);
+    }
+    Ok(exit_code(status))
+}
+
+/// The program's status as the shell reports it: its exit code, or 128 + the signal.
+fn exit_code(status: std::process::ExitStatus) -> ExitCode {
+    use std::os::unix::process::ExitStatusExt as _;
+    match (status.code(), status.signal()) {
+        (Some(code), _) => ExitCode::from(code.clamp(0, 255) as u8),
+        (None, Some(sig)) => ExitCode::from((128 + sig).clamp(0, 255) as u8),
+        (None, None) => ExitCode::FAILURE,
+    }
+}
+
+fn print_stats(format: StatsFormat, file: &Path, program: &OsString) {
+    let Ok(json) = std::fs::read_to_string(file) else {
+        eprintln!(
+            "roce exec: {} did not open the device: no counters",
+            Path::new(program).display()
+        );
+        return;
+    };
+    match format {
+        StatsFormat::Json => eprint!("{json}"),
+        StatsFormat::Text => match serde_json::from_str::<serde_json::Value>(&json) {
+            Ok(v) => eprint!("{}", stats_text(&v)),
+            Err(err) => eprintln!("roce exec: counters unreadable ({err}): {json}"),
+        },
+    }
+}
+
+/// `roce0 127.0.0.1 mtu 1024` and one `  name value` line per counter that is not zero.
+fn stats_text(v: &serde_json::Value) -> String {
+    let mut out = format!(
+        "roce exec: counters of {} ({}, mtu {})\n",
+        v["device"].as_str().unwrap_or("?"),
+        v["ip"].as_str().unwrap_or("?"),
+        v["mtu"]
+    );
+    let counters = v["counters"].as_object();
+    let nonzero: Vec<_> = counters
+        .into_iter()
+        .flatten()
+        .filter(|(_, n)| n.as_u64().is_some_and(|n| n > 0))
+        .collect();
+    if nonzero.is_empty() {
+        out.push_str("  (all zero)\n");
+    }
+    for (name, n) in nonzero {
+        out.push_str(&format!("  {name:<28} {n}\n"));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn text_lists_the_counters_that_moved() {
+        let v: serde_json::Value = serde_json::from_str(
+            r#"{"device":"roce0","ip":"127.0.0.1","mtu":1024,"counters":{"tx_packets":3,"rx_packets":0}}"#,
+        )
+        .unwrap();
+        let text = stats_text(&v);
+        assert!(text.contains("roce0 (127.0.0.1, mtu 1024)"), "{text}");
+        assert!(text.contains("tx_packets"), "{text}");
+        assert!(!text.contains("rx_packets"), "{text}");
+    }
+
+    #[test]
+    fn mtus_are_the_ib_ones() {
+        assert_eq!(parse_mtu("4096"), Ok(4096));
+        assert!(parse_mtu("1500").is_err());
+        assert!(parse_mtu("x").is_err());
+    }
+}

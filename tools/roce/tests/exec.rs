@@ -1,0 +1,536 @@
+//! `roce exec` runs Debian's unmodified verbs programs (ibverbs-utils) on the emulated NIC:
+//! they show the device as rxe would, and two of them exchange traffic over loopback. Each
+//! test that opens a device uses addresses of its own in 127.0.13.0/24 (a NIC binds UDP
+//! <ip>:4791, and the tests run in parallel). Skips, naming the package, where the programs are
+//! not installed; under CI=true that fails.
+
+#![allow(clippy::unwrap_used)] // test code: a panic is the failure report
+
+use std::process::{Command, Output};
+
+fn have(program: &str, package: &str) -> bool {
+    let found = std::env::var_os("PATH")
+        .is_some_and(|p| std::env::split_paths(&p).any(|d| d.join(program).is_file()));
+    if !found {
+        let why = format!("{program} not found: apt-get install {package}");
+        assert!(
+            std::env::var_os("CI").is_none_or(|v| v != "true"),
+            "{why} (CI=true: not skipping)"
+        );
+        eprintln!("skipping: {why}");
+    }
+    found
+}
+
+fn roce(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_roce"))
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+fn ok(out: &Output) -> String {
+    let stdout = String::from_utf8(out.stdout.clone()).unwrap();
+    assert!(
+        out.status.success(),
+        "{:?}\n{stdout}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
+}
+
+/// The value after `key:` on the first line that has it.
+fn field<'a>(text: &'a str, key: &str) -> &'a str {
+    text.lines()
+        .find_map(|l| l.trim().strip_prefix(&format!("{key}:")))
+        .unwrap_or_else(|| panic!("no {key}: in\n{text}"))
+        .trim()
+}
+
+#[test]
+fn ibv_devices_lists_one_device_with_the_guid_of_the_address() {
+    if !have("ibv_devices", "ibverbs-utils") {
+        return;
+    }
+    let text = ok(&roce(&["exec", "--ip", "127.0.0.1", "--", "ibv_devices"]));
+    let rows: Vec<&str> = text
+        .lines()
+        .skip(2)
+        .filter(|l| !l.trim().is_empty())
+        .collect();
+    assert_eq!(rows.len(), 1, "{text}");
+    let cols: Vec<&str> = rows[0].split_whitespace().collect();
+    assert_eq!(cols, ["roce0", "00007ffffe000001"], "{text}");
+    // Another address, another GUID.
+    let text = ok(&roce(&[
+        "exec",
+        "--ip",
+        "198.18.0.12",
+        "--name",
+        "rxe0",
+        "--",
+        "ibv_devices",
+    ]));
+    assert!(
+        text.contains("rxe0") && text.contains("0000c6fffe12000c"),
+        "{text}"
+    );
+}
+
+#[test]
+fn ibv_devinfo_shows_an_active_ethernet_port_with_rxe_gids() {
+    if !have("ibv_devinfo", "ibverbs-utils") {
+        return;
+    }
+    let text = ok(&roce(&[
+        "exec",
+        "--ip",
+        "127.0.13.1",
+        "--mtu",
+        "2048",
+        "--",
+        "ibv_devinfo",
+        "-v",
+    ]));
+    assert_eq!(field(&text, "hca_id"), "roce0");
+    assert_eq!(field(&text, "node_guid"), "0000:7fff:fe00:0d01");
+    assert_eq!(field(&text, "phys_port_cnt"), "1");
+    assert_eq!(field(&text, "state"), "PORT_ACTIVE (4)");
+    assert_eq!(field(&text, "link_layer"), "Ethernet");
+    assert_eq!(field(&text, "active_mtu"), "2048 (4)");
+    assert_eq!(field(&text, "max_mtu"), "4096 (5)");
+    assert_eq!(field(&text, "GID[  0]"), "fe80::7fff:fe00:d01, RoCE v2");
+    assert_eq!(field(&text, "GID[  1]"), "::ffff:127.0.13.1, RoCE v2");
+    assert!(!text.contains("GID[  2]"), "{text}");
+    // Limits no larger than the engine's.
+    let nic = roce_core::NicConfig::default();
+    let num = |k: &str| field(&text, k).parse::<u64>().unwrap();
+    assert!(num("max_sge") <= nic.max_sge as u64, "{text}");
+    assert!(num("max_qp") <= nic.max_qp as u64, "{text}");
+    let mr = u64::from_str_radix(field(&text, "max_mr_size").trim_start_matches("0x"), 16).unwrap();
+    assert!(mr <= nic.max_mr_size as u64, "{text}");
+    let msg = u64::from_str_radix(field(&text, "max_msg_sz").trim_start_matches("0x"), 16).unwrap();
+    assert!(msg <= u64::from(nic.max_msg_size), "{text}");
+    assert_eq!(num("max_srq"), 0, "the engine has no SRQ");
+}
+
+#[test]
+fn devinfo_selects_the_device_by_its_name() {
+    if !have("ibv_devinfo", "ibverbs-utils") {
+        return;
+    }
+    let text = ok(&roce(&[
+        "exec",
+        "--ip",
+        "127.0.13.2",
+        "--name",
+        "rxe0",
+        "--",
+        "ibv_devinfo",
+        "-d",
+        "rxe0",
+    ]));
+    assert_eq!(field(&text, "hca_id"), "rxe0");
+    let out = roce(&[
+        "exec",
+        "--ip",
+        "127.0.13.2",
+        "--",
+        "ibv_devinfo",
+        "-d",
+        "rxe0",
+    ]);
+    assert!(!out.status.success(), "only roce0 exists");
+}
+
+#[test]
+fn stats_json_reports_the_nic_counters_after_the_program() {
+    if !have("ibv_devinfo", "ibverbs-utils") {
+        return;
+    }
+    let out = roce(&[
+        "exec",
+        "--ip",
+        "127.0.13.3",
+        "--stats",
+        "json",
+        "--",
+        "ibv_devinfo",
+    ]);
+    ok(&out);
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    let json: serde_json::Value = serde_json::from_str(stderr.lines().last().unwrap()).unwrap();
+    assert_eq!(json["device"], "roce0");
+    assert_eq!(json["ip"], "127.0.13.3");
+    assert_eq!(json["counters"]["tx_packets"], 0);
+    assert!(json["counters"].as_object().unwrap().len() > 10, "{json}");
+    // A program that never opens the device has none.
+    let out = roce(&["exec", "--ip", "127.0.0.1", "--stats", "--", "ibv_devices"]);
+    ok(&out);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("did not open the device"));
+}
+
+#[test]
+fn the_program_gets_the_library_and_the_device_and_its_exit_status_is_ours() {
+    let out = roce(&[
+        "exec",
+        "--ip",
+        "127.0.0.3",
+        "--mtu",
+        "4096",
+        "--pcap",
+        "/tmp/x.pcap",
+        "--",
+        "sh",
+        "-c",
+        "echo $LD_LIBRARY_PATH; echo $ROCE_VERBS_IP $ROCE_VERBS_MTU $ROCE_VERBS_PCAP; exit 7",
+    ]);
+    assert_eq!(out.status.code(), Some(7));
+    let text = String::from_utf8(out.stdout).unwrap();
+    let mut lines = text.lines();
+    let first_dir = lines.next().unwrap().split(':').next().unwrap().to_owned();
+    assert!(
+        std::path::Path::new(&first_dir)
+            .join("libibverbs.so.1")
+            .is_file(),
+        "{text}"
+    );
+    assert_eq!(lines.next(), Some("127.0.0.3 4096 /tmp/x.pcap"));
+}
+
+#[test]
+fn bad_arguments_are_refused_before_the_program_runs() {
+    for args in [
+        &[
+            "exec",
+            "--ip",
+            "127.0.0.1",
+            "--mtu",
+            "1500",
+            "--",
+            "touch",
+            "/tmp/roce-exec-ran",
+        ][..],
+        &["exec", "--ip", "::1", "--", "touch", "/tmp/roce-exec-ran"][..],
+        &[
+            "exec",
+            "--ip",
+            "127.0.0.1",
+            "--backend",
+            "raw",
+            "--",
+            "touch",
+            "/tmp/roce-exec-ran",
+        ][..],
+        &[
+            "exec",
+            "--ip",
+            "127.0.0.1",
+            "--lib-dir",
+            "/nonexistent",
+            "--",
+            "touch",
+            "/tmp/roce-exec-ran",
+        ][..],
+        &["exec", "--ip", "127.0.0.1", "touch", "/tmp/roce-exec-ran"][..],
+    ] {
+        let _ = std::fs::remove_file("/tmp/roce-exec-ran");
+        let out = roce(args);
+        assert_eq!(
+            out.status.code(),
+            Some(2),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(
+            !std::path::Path::new("/tmp/roce-exec-ran").exists(),
+            "{args:?} ran the program"
+        );
+    }
+}
+
+#[test]
+fn a_bad_variable_fails_the_device_list_and_names_the_variable() {
+    if !have("ibv_devices", "ibverbs-utils") {
+        return;
+    }
+    let out = Command::new("ibv_devices")
+        .env("LD_LIBRARY_PATH", roce_verbs_so::library_dir())
+        .env("ROCE_VERBS_IP", "127.0.0.1")
+        .env("ROCE_VERBS_MTU", "1500")
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("ROCE_VERBS_MTU=\"1500\""), "{stderr}");
+    // No address: no device, and no failure.
+    let out = Command::new("ibv_devices")
+        .env("LD_LIBRARY_PATH", roce_verbs_so::library_dir())
+        .env_remove("ROCE_VERBS_IP")
+        .output()
+        .unwrap();
+    let text = ok(&out);
+    assert_eq!(
+        text.lines()
+            .skip(2)
+            .filter(|l| !l.trim().is_empty())
+            .count(),
+        0,
+        "{text}"
+    );
+}
+
+/// Runs `ibv_rc_pingpong ARGS` as a server on `server_ip` and a client on `client_ip`, both
+/// under `roce exec` with `exec_args`; returns (client, server).
+fn rc_pingpong(
+    server_ip: &str,
+    client_ip: &str,
+    port: &str,
+    exec_args: &[&str],
+    args: &[&str],
+) -> (Output, Output) {
+    let run = |ip: &str, peer: Option<&str>| {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_roce"));
+        cmd.args(["exec", "--ip", ip]).args(exec_args).args([
+            "--",
+            "ibv_rc_pingpong",
+            "-g",
+            "1",
+            "-p",
+            port,
+        ]);
+        cmd.args(args).args(peer);
+        cmd.stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped());
+        cmd.spawn().unwrap()
+    };
+    let server = run(server_ip, None);
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let client = run(client_ip, Some(server_ip));
+    (
+        client.wait_with_output().unwrap(),
+        server.wait_with_output().unwrap(),
+    )
+}
+
+#[test]
+fn ibv_rc_pingpong_runs_between_two_roce_exec_processes() {
+    if !have("ibv_rc_pingpong", "ibverbs-utils") {
+        return;
+    }
+    // -c: each side checks the bytes it received. 1 B (inline), 64 KiB in 1024-byte packets,
+    // 1 MiB in 4096-byte packets.
+    for (i, (size, iters, mtu)) in [
+        ("1", "20", "1024"),
+        ("65536", "20", "1024"),
+        ("1048576", "5", "4096"),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let port = (18611 + i).to_string();
+        let (client, server) = rc_pingpong(
+            "127.0.13.10",
+            "127.0.13.11",
+            &port,
+            &["--mtu", mtu, "--stats", "json"],
+            &["-s", size, "-n", iters, "-m", mtu, "-c"],
+        );
+        let (c, s) = (ok(&client), ok(&server));
+        for out in [&c, &s] {
+            assert!(
+                out.contains(&format!("{iters} iters in")),
+                "size {size}:\n{out}"
+            );
+            assert!(out.contains("GID ::ffff:127.0.13.1"), "{out}");
+        }
+        let stderr = String::from_utf8(client.stderr).unwrap();
+        let stats: serde_json::Value =
+            serde_json::from_str(stderr.lines().last().unwrap()).unwrap();
+        let bytes = stats["counters"]["tx_bytes"].as_u64().unwrap();
+        let sent = size.parse::<u64>().unwrap() * iters.parse::<u64>().unwrap();
+        assert!(
+            bytes >= sent,
+            "size {size}: {bytes} bytes sent, at least {sent} expected"
+        );
+        assert_eq!(stats["counters"]["retransmitted_packets"], 0, "{stats}");
+    }
+}
+
+#[test]
+fn ibv_rc_pingpong_waits_on_completion_channels_with_e() {
+    if !have("ibv_rc_pingpong", "ibverbs-utils") {
+        return;
+    }
+    // -e: ibv_req_notify_cq, then ibv_get_cq_event on the channel's fd before each poll; the
+    // events are acknowledged at the end.
+    let (client, server) = rc_pingpong(
+        "127.0.13.12",
+        "127.0.13.13",
+        "18615",
+        &[],
+        &["-e", "-n", "50", "-c"],
+    );
+    for out in [ok(&client), ok(&server)] {
+        assert!(out.contains("50 iters in"), "{out}");
+    }
+}
+
+#[test]
+fn ibv_rc_pingpong_posts_with_the_ibv_wr_api_with_n() {
+    if !have("ibv_rc_pingpong", "ibverbs-utils") {
+        return;
+    }
+    // -N: ibv_create_qp_ex (through the context's create_qp_ex), ibv_qp_to_qp_ex, then
+    // ibv_wr_start / ibv_wr_send / ibv_wr_set_sge / ibv_wr_complete for each send.
+    let (client, server) = rc_pingpong(
+        "127.0.13.16",
+        "127.0.13.17",
+        "18617",
+        &[],
+        &["-N", "-n", "50", "-c"],
+    );
+    for out in [ok(&client), ok(&server)] {
+        assert!(out.contains("50 iters in"), "{out}");
+    }
+}
+
+#[test]
+fn uc_and_ud_pingpong_run_too() {
+    if !have("ibv_uc_pingpong", "ibverbs-utils") {
+        return;
+    }
+    // UD: address handles (ibv_create_ah), a Q_Key, and the 40-byte GRH area in front of each
+    // received message; the message must fit the port MTU (1024 here).
+    for (i, (program, args)) in [
+        ("ibv_uc_pingpong", &["-n", "50", "-c"][..]),
+        ("ibv_ud_pingpong", &["-n", "50", "-s", "1000", "-c"][..]),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let port = (18655 + i).to_string();
+        let spawn = |ip: &str, peer: Option<&str>| {
+            let mut cmd = Command::new(env!("CARGO_BIN_EXE_roce"));
+            cmd.args(["exec", "--ip", ip, "--", program, "-g", "1", "-p", &port])
+                .args(args);
+            cmd.args(peer)
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped());
+            cmd.spawn().unwrap()
+        };
+        let server = spawn("127.0.13.14", None);
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        let client = spawn("127.0.13.15", Some("127.0.13.14"))
+            .wait_with_output()
+            .unwrap();
+        let server = server.wait_with_output().unwrap();
+        for out in [ok(&client), ok(&server)] {
+            assert!(out.contains("50 iters in"), "{program}:\n{out}");
+        }
+    }
+}
+
+#[test]
+fn a_capture_of_the_exchange_is_written() {
+    if !have("ibv_rc_pingpong", "ibverbs-utils") {
+        return;
+    }
+    let pcap = std::env::temp_dir().join(format!("roce-exec-{}.pcap", std::process::id()));
+    let pcap_arg = pcap.to_str().unwrap();
+    let (client, server) = rc_pingpong(
+        "127.0.13.20",
+        "127.0.13.21",
+        "18621",
+        &["--pcap", pcap_arg],
+        &["-n", "3"],
+    );
+    ok(&server);
+    ok(&client);
+    let dump = ok(&roce(&["dump", pcap_arg]));
+    let _ = std::fs::remove_file(&pcap);
+    // 3 iterations each way: SENDs of 4096 bytes in 1024-byte packets, and their ACKs.
+    assert!(
+        dump.lines().filter(|l| l.contains("SEND")).count() >= 12,
+        "{dump}"
+    );
+    assert!(
+        dump.contains("127.0.13.21") && dump.contains("127.0.13.20"),
+        "{dump}"
+    );
+}
+
+#[test]
+fn a_qp_on_the_link_local_gid_is_refused_at_rtr() {
+    if !have("ibv_rc_pingpong", "ibverbs-utils") {
+        return;
+    }
+    // -g 0 names the link-local GID, which carries no traffic here: the move to RTR is refused
+    // (EINVAL) rather than the QP sending into nowhere. The server, which moves first, says so
+    // and exits non-zero; the client sees it hang up.
+    let (client, server) = rc_pingpong(
+        "127.0.13.30",
+        "127.0.13.31",
+        "18631",
+        &[],
+        &["-n", "1", "-g", "0"],
+    );
+    assert!(!server.status.success() && !client.status.success());
+    let stderr = String::from_utf8_lossy(&server.stderr);
+    assert!(stderr.contains("Failed to modify QP to RTR"), "{stderr}");
+}
+
+#[test]
+fn perftest_runs_every_operation_between_two_roce_exec_processes() {
+    if !have("ib_write_bw", "perftest") {
+        return;
+    }
+    // perftest 4.5 on a device it does not know uses ibv_post_send (verbs-facts key finding
+    // 4): WRITE, READ, SEND and atomics, bandwidth and latency; -q 4 runs four QPs at once.
+    let runs: &[&[&str]] = &[
+        &["ib_write_bw", "-q", "4"],
+        &["ib_read_bw"],
+        &["ib_send_bw"],
+        &["ib_atomic_bw"],
+        &["ib_write_lat"],
+        &["ib_read_lat"],
+        &["ib_send_lat"],
+        &["ib_atomic_lat"],
+    ];
+    for (i, run) in runs.iter().enumerate() {
+        let port = (18641 + i).to_string();
+        let spawn = |ip: &str, peer: Option<&str>| {
+            let mut cmd = Command::new(env!("CARGO_BIN_EXE_roce"));
+            cmd.args(["exec", "--ip", ip, "--"])
+                .args(*run)
+                .args(["-x", "1", "-n", "20", "-p", &port]);
+            cmd.args(peer)
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped());
+            cmd.spawn().unwrap()
+        };
+        let server = spawn("127.0.13.50", None);
+        std::thread::sleep(std::time::Duration::from_millis(500));
+        let client = spawn("127.0.13.51", Some("127.0.13.50"))
+            .wait_with_output()
+            .unwrap();
+        let server = server.wait_with_output().unwrap();
+        let out = ok(&client);
+        ok(&server);
+        // The result row follows the header: a size and the iterations, then numbers.
+        let row = out
+            .lines()
+            .skip_while(|l| !l.contains("#bytes"))
+            .nth(1)
+            .unwrap_or_else(|| panic!("{run:?}: no result row\n{out}"));
+        let cols: Vec<f64> = row
+            .split_whitespace()
+            .filter_map(|c| c.parse().ok())
+            .collect();
+        assert!(
+            cols.len() >= 3 && cols[0] > 0.0 && cols[1] >= 20.0,
+            "{run:?}: {row}"
+        );
+    }
+}
