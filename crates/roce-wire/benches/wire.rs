@@ -2,6 +2,9 @@
 //!
 //! - `icrc/4096`: the ICRC of a RoCE packet with a 4 KiB payload, against `crc32fast::hash` over
 //!   the same number of bytes (the floor: the ICRC hashes 8 + 28 more bytes and masks 4 of them).
+//! - `icrc_id/*`: a packet whose IPv4 ID a UDP socket hid, sealed for ID 0x4c1d as rxe might
+//!   send it: verifying it with its ID known (`verify`), and finding the ID from a wrong guess
+//!   (`solve`, one CRC and the algebra of `icrc::ipv4_id`), for a 4 KiB and a 64-byte payload.
 //! - `parse/*`: checking and reading a packet's headers.
 //!
 //! `cargo bench -p roce-wire --bench wire`; figures are kept in docs/benchmarks.md.
@@ -66,6 +69,27 @@ fn icrc_bench(c: &mut Criterion) {
         })
     });
     group.finish();
+    let mut id = c.benchmark_group("icrc_id");
+    let with_id = |identification| PseudoHeader {
+        ip: IpFields::V4 {
+            src: Ipv4Addr::new(198, 18, 0, 1),
+            dst: Ipv4Addr::new(198, 18, 0, 2),
+            identification,
+            dont_fragment: true,
+        },
+        ..header
+    };
+    for len in [4096, 64] {
+        let mut packet = write_first(len);
+        icrc::seal(&with_id(0x4c1d), &mut packet);
+        id.bench_function(format!("verify/{len}"), |b| {
+            b.iter(|| icrc::verify(black_box(&with_id(0x4c1d)), black_box(&packet)))
+        });
+        id.bench_function(format!("solve/{len}"), |b| {
+            b.iter(|| icrc::ipv4_id::solve(black_box(&with_id(0)), black_box(&packet)))
+        });
+    }
+    id.finish();
     let mut floor = c.benchmark_group("crc32fast_len");
     for len in [40, 4096, 4128, 4156] {
         let bytes = vec![0x5a; len];
