@@ -152,6 +152,12 @@ int main(void)
 	errno = 0;
 	CHECK(ibv_get_cq_event(ch, &ev_cq, &ev_ctx) == -1 && errno == EAGAIN, "get_cq_event with no event: EAGAIN");
 
+	struct ibv_async_event aev;
+	fcntl(ctx->async_fd, F_SETFL, fcntl(ctx->async_fd, F_GETFL) | O_NONBLOCK);
+	errno = 0;
+	CHECK(ctx->async_fd >= 0 && ibv_get_async_event(ctx, &aev) == -1 && errno == EAGAIN,
+	      "get_async_event on a non-blocking async_fd: EAGAIN");
+
 	CHECK(ibv_destroy_qp(qp) == 0, "destroy_qp");
 	CHECK(ibv_destroy_cq(cq) == 0, "destroy_cq");
 	CHECK(ibv_destroy_cq(cq2) == 0 && ibv_destroy_comp_channel(ch) == 0, "destroy_cq, then its channel");
