@@ -14,7 +14,7 @@ use std::process::{Command, ExitCode};
 
 use anyhow::{Context, bail};
 
-use crate::device::BackendKind;
+use crate::device::{BackendKind, CcKind, parse_gbps};
 
 /// Where the library is looked for, first to last; `--lib-dir` overrides.
 const LIB_DIR_ENV: &str = "ROCE_VERBS_LIB_DIR";
@@ -63,6 +63,22 @@ pub(crate) struct Args {
     /// Write every packet the NIC sends and receives to this pcap.
     #[arg(long, value_name = "FILE")]
     pcap: Option<PathBuf>,
+    /// Congestion control on every QP (see docs/congestion.md).
+    #[arg(long, value_enum, default_value_t = CcKind::None)]
+    cc: CcKind,
+    /// The port's line rate, Gb/s: where DCQCN's rate starts and the most it climbs back to.
+    #[arg(long, value_name = "GBPS", default_value_t = 100.0, value_parser = parse_gbps)]
+    line_rate: f64,
+    /// Drop this fraction (0 to 1) of the datagrams the NIC receives, to watch recovery work.
+    #[arg(long, value_name = "FRACTION", default_value_t = 0.0, value_parser = parse_fraction)]
+    loss: f64,
+    /// Busy polling: the NIC's thread never sleeps. Lower latency, one busy core per program.
+    #[arg(long)]
+    busy_poll: bool,
+    /// UDP backend: one datagram per system call instead of GSO batches (for captures on a
+    /// veth, which see a batch as one frame).
+    #[arg(long)]
+    no_gso: bool,
     /// The device name that ibv_devices lists and -d/--ib-dev selects.
     #[arg(long, default_value = "roce0")]
     name: String,
@@ -76,6 +92,13 @@ pub(crate) struct Args {
     /// The program and its arguments, after `--`.
     #[arg(last = true, required = true, value_name = "PROGRAM [ARGS]")]
     command: Vec<OsString>,
+}
+
+fn parse_fraction(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(f) if (0.0..=1.0).contains(&f) => Ok(f),
+        _ => Err(format!("{text:?}: a fraction from 0 to 1")),
+    }
 }
 
 fn parse_mtu(text: &str) -> Result<u32, String> {
@@ -148,7 +171,22 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<ExitCode> {
             },
         )
         .env("ROCE_VERBS_MTU", args.mtu.to_string())
-        .env("ROCE_VERBS_NAME", &args.name);
+        .env("ROCE_VERBS_NAME", &args.name)
+        .env(
+            "ROCE_VERBS_CC",
+            match args.cc {
+                CcKind::None => "none",
+                CcKind::Dcqcn => "dcqcn",
+                CcKind::DcqcnPaper => "dcqcn-paper",
+            },
+        )
+        .env("ROCE_VERBS_LINE_RATE", args.line_rate.to_string())
+        .env("ROCE_VERBS_LOSS", args.loss.to_string())
+        .env(
+            "ROCE_VERBS_BUSY_POLL",
+            if args.busy_poll { "1" } else { "0" },
+        )
+        .env("ROCE_VERBS_NO_GSO", if args.no_gso { "1" } else { "0" });
     if let Some(dev) = &args.dev {
         cmd.env("ROCE_VERBS_DEV", dev);
     }
