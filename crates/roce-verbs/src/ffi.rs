@@ -205,6 +205,7 @@ fn context_fns() -> state::ContextFns {
         post_recv: v::post_recv as *const c_void,
         post_srq_recv: v::post_srq_recv as *const c_void,
         create_qp_ex: v::create_qp_ex as *const c_void,
+        create_cq_ex: v::create_cq_ex as *const c_void,
     }
 }
 

@@ -37,6 +37,7 @@ pub(crate) struct ContextFns {
     pub(crate) post_recv: *const std::ffi::c_void,
     pub(crate) post_srq_recv: *const std::ffi::c_void,
     pub(crate) create_qp_ex: *const std::ffi::c_void,
+    pub(crate) create_cq_ex: *const std::ffi::c_void,
 }
 
 static DEVICE: OnceLock<Result<Option<Device>, EnvError>> = OnceLock::new();
@@ -114,7 +115,7 @@ pub(crate) fn open(dev_addr: usize, fns: ContextFns) -> Result<*mut IbvContext, 
     let vctx = CBox::new(VerbsContext {
         query_port: Some(query_port),
         _ops1: [null; 24],
-        create_cq_ex: null,
+        create_cq_ex: fns.create_cq_ex,
         priv_: std::ptr::null_mut(),
         query_device_ex: null,
         _ops2: [null; 4],
