@@ -39,15 +39,19 @@ pub(crate) enum StatsFormat {
         runs inside the program's process: each program is its own NIC, and two programs on one \
         host need two addresses (127.0.0.1 and 127.0.0.2 on loopback, or two network \
         namespaces). Setuid programs ignore LD_LIBRARY_PATH and keep the system library.\n\n\
-        Device and port queries work (ibv_devices, ibv_devinfo -v); verbs the library does not \
-        have yet fail with EOPNOTSUPP and say so once on stderr.",
+        ibv_devinfo, ibv_{rc,uc,ud}_pingpong (also -e and -N) and perftest's \
+        ib_{write,read,send,atomic}_{bw,lat} run as they are. Verbs the library does not have \
+        yet (SRQs, RDMA CM, memory windows) fail with EOPNOTSUPP and say so once on stderr; \
+        docs/verbs.md lists them.",
     after_help = "Examples:\n  roce exec --ip 127.0.0.1 -- ibv_devices\n  \
+        roce exec --ip 127.0.0.1 -- ibv_rc_pingpong -g 1 &\n  \
+        roce exec --ip 127.0.0.2 -- ibv_rc_pingpong -g 1 127.0.0.1\n  \
         roce exec --ip 127.0.0.1 --mtu 4096 -- ibv_devinfo -v\n  \
         roce exec --ip 127.0.0.1 --stats json -- ./my_verbs_app --flag"
 )]
 pub(crate) struct Args {
     /// The NIC's IPv4 address (GID index 1 is its ::ffff: form). With the UDP backend the
-    /// program binds UDP <ip>:4791, so the address must be one of this host's (127.x works).
+    /// program binds UDP `<ip>:4791`, so the address must be one of this host's (127.x works).
     #[arg(long, value_name = "ADDR")]
     ip: Ipv4Addr,
     /// Backend: udp (no privileges) or raw (CAP_NET_RAW, whole frames on --dev).
