@@ -575,7 +575,8 @@ fn perftest_runs_every_operation_between_two_roce_exec_processes() {
         return;
     }
     // perftest 4.5 on a device it does not know uses ibv_post_send (verbs-facts key finding
-    // 4): WRITE, READ, SEND and atomics, bandwidth and latency; -q 4 runs four QPs at once.
+    // 4): WRITE, READ, SEND and atomics, bandwidth and latency, over RC, and SEND over UD
+    // and WRITE over UC; -q 4 runs four QPs at once.
     let runs: &[&[&str]] = &[
         &["ib_write_bw", "-q", "4"],
         &["ib_read_bw"],
@@ -585,6 +586,9 @@ fn perftest_runs_every_operation_between_two_roce_exec_processes() {
         &["ib_read_lat"],
         &["ib_send_lat"],
         &["ib_atomic_lat"],
+        &["ib_send_bw", "-c", "UD"],
+        &["ib_send_lat", "-c", "UD"],
+        &["ib_write_bw", "-c", "UC"],
     ];
     for (i, run) in runs.iter().enumerate() {
         let port = (18641 + i).to_string();
