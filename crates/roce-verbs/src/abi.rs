@@ -118,7 +118,7 @@ pub struct VerbsContext {
     pub query_port: Option<QueryPortFn>,
     /// `advise_mr` ... `query_rt_values` (24 slots), all NULL.
     pub _ops1: [*const c_void; 24],
-    /// `create_cq_ex`.
+    /// `create_cq_ex`: what `ibv_create_cq_ex` calls.
     pub create_cq_ex: *const c_void,
     /// `priv`.
     pub priv_: *mut c_void,
@@ -296,6 +296,55 @@ pub struct IbvCq {
     pub cond: libc::pthread_cond_t,
     pub comp_events_completed: u32,
     pub async_events_completed: u32,
+}
+
+/// `struct ibv_cq_ex` (288 bytes): every CQ is allocated this large, with the `ibv_cq` first
+/// and the polling functions filled, so that `ibv_cq_ex_to_cq` and `ibv_create_cq_ex` CQs are
+/// the same objects. `status` and `wr_id` are those of the completion being read.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+#[allow(missing_docs)]
+pub struct IbvCqEx {
+    pub cq: IbvCq,
+    pub comp_mask: u32,
+    /// `enum ibv_wc_status`.
+    pub status: c_int,
+    pub wr_id: u64,
+    pub start_poll: *const c_void,
+    pub next_poll: *const c_void,
+    pub end_poll: *const c_void,
+    pub read_opcode: *const c_void,
+    pub read_vendor_err: *const c_void,
+    pub read_byte_len: *const c_void,
+    pub read_imm_data: *const c_void,
+    pub read_qp_num: *const c_void,
+    pub read_src_qp: *const c_void,
+    pub read_wc_flags: *const c_void,
+    pub read_slid: *const c_void,
+    pub read_sl: *const c_void,
+    pub read_dlid_path_bits: *const c_void,
+    pub read_completion_ts: *const c_void,
+    pub read_cvlan: *const c_void,
+    pub read_flow_tag: *const c_void,
+    pub read_tm_info: *const c_void,
+    pub read_completion_wallclock_ns: *const c_void,
+}
+
+/// `struct ibv_cq_init_attr_ex` (56 bytes).
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+#[allow(missing_docs)]
+pub struct IbvCqInitAttrEx {
+    pub cqe: u32,
+    pub cq_context: *mut c_void,
+    pub channel: *mut IbvCompChannel,
+    pub comp_vector: u32,
+    /// `enum ibv_create_cq_wc_flags`.
+    pub wc_flags: u64,
+    /// `enum ibv_cq_init_attr_mask`.
+    pub comp_mask: u32,
+    pub flags: u32,
+    pub parent_domain: *mut IbvPd,
 }
 
 /// `struct ibv_qp` (160 bytes).

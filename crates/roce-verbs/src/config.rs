@@ -12,6 +12,11 @@
 //! | `ROCE_VERBS_PCAP` | write the NIC's packets to this pcap | none |
 //! | `ROCE_VERBS_STATS` | write the NIC's counters (JSON) to this file when the program closes the device or exits | none |
 //! | `ROCE_VERBS_NAME` | the device name (`ibv_devices`, `-d`) | `roce0` |
+//! | `ROCE_VERBS_CC` | congestion control: `none`, `dcqcn` (NVIDIA's defaults) or `dcqcn-paper` | `none` |
+//! | `ROCE_VERBS_LINE_RATE` | the port's line rate in Gb/s (where DCQCN starts) | 100 |
+//! | `ROCE_VERBS_LOSS` | drop this fraction (0 to 1) of received datagrams | 0 |
+//! | `ROCE_VERBS_BUSY_POLL` | `1`: the NIC's thread never sleeps (one busy core, lower latency) | `0` |
+//! | `ROCE_VERBS_NO_GSO` | `1`: the UDP backend sends one datagram per system call | `0` |
 
 use std::fmt;
 use std::net::Ipv4Addr;
@@ -33,6 +38,27 @@ pub const ENV_PCAP: &str = "ROCE_VERBS_PCAP";
 pub const ENV_STATS: &str = "ROCE_VERBS_STATS";
 /// See the module table.
 pub const ENV_NAME: &str = "ROCE_VERBS_NAME";
+/// See the module table.
+pub const ENV_CC: &str = "ROCE_VERBS_CC";
+/// See the module table.
+pub const ENV_LINE_RATE: &str = "ROCE_VERBS_LINE_RATE";
+/// See the module table.
+pub const ENV_LOSS: &str = "ROCE_VERBS_LOSS";
+/// See the module table.
+pub const ENV_BUSY_POLL: &str = "ROCE_VERBS_BUSY_POLL";
+/// See the module table.
+pub const ENV_NO_GSO: &str = "ROCE_VERBS_NO_GSO";
+
+/// Congestion control on every QP.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Cc {
+    /// None, as rxe.
+    None,
+    /// DCQCN with NVIDIA's ConnectX defaults.
+    Dcqcn,
+    /// DCQCN with the SIGCOMM 2015 paper's parameters.
+    DcqcnPaper,
+}
 
 /// How the NIC reaches the network.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -44,7 +70,7 @@ pub enum Backend {
 }
 
 /// The device's settings.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct DeviceSpec {
     /// Device name, at most 63 bytes.
     pub name: String,
@@ -60,6 +86,16 @@ pub struct DeviceSpec {
     pub pcap: Option<PathBuf>,
     /// Counters file.
     pub stats: Option<PathBuf>,
+    /// Congestion control.
+    pub cc: Cc,
+    /// Line rate, bits per second.
+    pub line_rate_bps: u64,
+    /// Fraction of received datagrams dropped.
+    pub loss: f64,
+    /// The NIC's thread never sleeps.
+    pub busy_poll: bool,
+    /// No UDP segmentation offload.
+    pub no_gso: bool,
 }
 
 /// A variable that does not parse. The library prints it once on stderr and
@@ -134,7 +170,39 @@ impl DeviceSpec {
                 "1 to 63 letters, digits, '_', '-' or '.'",
             ));
         }
+        let cc = match get(ENV_CC).as_deref() {
+            None | Some("none") => Cc::None,
+            Some("dcqcn") => Cc::Dcqcn,
+            Some("dcqcn-paper") => Cc::DcqcnPaper,
+            Some(other) => return Err(bad(ENV_CC, other.to_owned(), "none, dcqcn or dcqcn-paper")),
+        };
+        let line_rate_bps = match get(ENV_LINE_RATE) {
+            None => 100_000_000_000,
+            Some(r) => match r.trim().parse::<f64>() {
+                Ok(g) if g > 0.0 && g <= 10_000.0 => (g * 1e9) as u64,
+                _ => return Err(bad(ENV_LINE_RATE, r, "Gb/s, above 0 and at most 10000")),
+            },
+        };
+        let loss = match get(ENV_LOSS) {
+            None => 0.0,
+            Some(l) => match l.trim().parse::<f64>() {
+                Ok(f) if (0.0..=1.0).contains(&f) => f,
+                _ => return Err(bad(ENV_LOSS, l, "a fraction from 0 to 1")),
+            },
+        };
+        let flag = |var: &'static str| match get(var).as_deref() {
+            None | Some("0") | Some("") => Ok(false),
+            Some("1") => Ok(true),
+            Some(other) => Err(bad(var, other.to_owned(), "0 or 1")),
+        };
+        let busy_poll = flag(ENV_BUSY_POLL)?;
+        let no_gso = flag(ENV_NO_GSO)?;
         Ok(Some(Self {
+            cc,
+            line_rate_bps,
+            loss,
+            busy_poll,
+            no_gso,
             name,
             ip,
             backend,
@@ -172,6 +240,27 @@ mod tests {
         assert_eq!(s.mtu, Mtu::Mtu1024);
         assert_eq!(s.name, "roce0");
         assert_eq!(s.pcap, None);
+        assert_eq!(
+            (s.cc, s.line_rate_bps, s.loss, s.busy_poll),
+            (Cc::None, 100_000_000_000, 0.0, false)
+        );
+    }
+
+    #[test]
+    fn device_tool_options_parse() {
+        let s = spec(&[
+            (ENV_IP, "127.0.0.2"),
+            (ENV_CC, "dcqcn"),
+            (ENV_LINE_RATE, "25"),
+            (ENV_LOSS, "0.01"),
+            (ENV_BUSY_POLL, "1"),
+        ])
+        .unwrap()
+        .unwrap();
+        assert_eq!(
+            (s.cc, s.line_rate_bps, s.loss, s.busy_poll),
+            (Cc::Dcqcn, 25_000_000_000, 0.01, true)
+        );
     }
 
     #[test]
@@ -190,6 +279,16 @@ mod tests {
                 ENV_NAME,
             ),
             (&[(ENV_IP, "1.2.3.4"), (ENV_NAME, "a\"b")][..], ENV_NAME),
+            (&[(ENV_IP, "1.2.3.4"), (ENV_CC, "reno")][..], ENV_CC),
+            (&[(ENV_IP, "1.2.3.4"), (ENV_LOSS, "1.5")][..], ENV_LOSS),
+            (
+                &[(ENV_IP, "1.2.3.4"), (ENV_LINE_RATE, "0")][..],
+                ENV_LINE_RATE,
+            ),
+            (
+                &[(ENV_IP, "1.2.3.4"), (ENV_BUSY_POLL, "yes")][..],
+                ENV_BUSY_POLL,
+            ),
         ] {
             assert_eq!(spec(vars).unwrap_err().var, var, "{vars:?}");
         }

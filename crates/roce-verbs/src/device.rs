@@ -52,6 +52,16 @@ impl DeviceModel {
         let nic = NicConfig {
             addrs: vec![spec.ip.into()],
             max_mtu: spec.mtu,
+            line_rate_bps: spec.line_rate_bps,
+            congestion: match spec.cc {
+                crate::config::Cc::None => roce_core::Congestion::None,
+                crate::config::Cc::Dcqcn => {
+                    roce_core::Congestion::Dcqcn(roce_core::DcqcnConfig::default())
+                }
+                crate::config::Cc::DcqcnPaper => {
+                    roce_core::Congestion::Dcqcn(roce_core::DcqcnConfig::paper())
+                }
+            },
             ..NicConfig::default()
         };
         Self { spec, nic }
@@ -226,6 +236,11 @@ mod tests {
             mtu: roce_core::Mtu::Mtu2048,
             pcap: None,
             stats: None,
+            cc: crate::config::Cc::None,
+            line_rate_bps: 100_000_000_000,
+            loss: 0.0,
+            busy_poll: false,
+            no_gso: false,
         })
     }
 

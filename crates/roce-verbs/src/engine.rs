@@ -28,6 +28,10 @@ impl Engine {
         let spec = model.spec.clone();
         let mut config = DeviceConfig::new(IpAddr::V4(spec.ip));
         config.nic.max_mtu = spec.mtu;
+        config.nic.line_rate_bps = model.nic.line_rate_bps;
+        config.nic.congestion = model.nic.congestion;
+        config.rx_loss = spec.loss;
+        config.busy_poll = spec.busy_poll;
         if let Some(path) = &spec.pcap {
             config.tap = Some(
                 Tap::create(path, true)
@@ -38,7 +42,13 @@ impl Engine {
         std::thread::Builder::new()
             .name("roce-verbs-nic".into())
             .spawn(move || {
-                let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+                let mut builder = tokio::runtime::Builder::new_current_thread();
+                builder.enable_all();
+                if spec.busy_poll {
+                    // Look at the socket at every tick, not every 61 (see roce's --busy-poll).
+                    builder.event_interval(1);
+                }
+                let runtime = match builder.build() {
                     Ok(rt) => rt,
                     Err(e) => {
                         let _ = tx.send(Err(format!("cannot start the NIC's runtime: {e}")));
@@ -49,6 +59,7 @@ impl Engine {
                     let ip = IpAddr::V4(spec.ip);
                     let device = match spec.backend {
                         Backend::Udp => UdpBackend::bind(ip, roce_wire::ROCE_V2_UDP_PORT)
+                            .map(|b| if spec.no_gso { b.without_gso() } else { b })
                             .map(|b| Device::spawn(config, b))
                             .map_err(|e| format!("cannot bind UDP {ip}:4791 (is {ip} an address of this host?): {e}")),
                         Backend::Raw => {

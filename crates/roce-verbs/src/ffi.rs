@@ -205,6 +205,7 @@ fn context_fns() -> state::ContextFns {
         post_recv: v::post_recv as *const c_void,
         post_srq_recv: v::post_srq_recv as *const c_void,
         create_qp_ex: v::create_qp_ex as *const c_void,
+        create_cq_ex: v::create_cq_ex as *const c_void,
     }
 }
 
@@ -214,6 +215,25 @@ fn context_fns() -> state::ContextFns {
 pub(crate) unsafe extern "C" fn ibv_close_device(context: *mut IbvContext) -> c_int {
     guard(-1, || minus1_ret(state::close(context as usize)))
 }
+
+/// `int ibv_get_async_event(struct ibv_context *, struct ibv_async_event *)`: -1 with errno,
+/// after blocking on the context's `async_fd` (`EAGAIN` at once on a non-blocking fd): this
+/// device raises no asynchronous events.
+#[unsafe(no_mangle)]
+pub(crate) unsafe extern "C" fn ibv_get_async_event(
+    context: *mut IbvContext,
+    _event: *mut c_void,
+) -> c_int {
+    guard(-1, || {
+        let Errno(e) = state::wait_async_event(context as usize);
+        set_errno(e);
+        -1
+    })
+}
+
+/// `void ibv_ack_async_event(struct ibv_async_event *)`: nothing to acknowledge.
+#[unsafe(no_mangle)]
+pub(crate) unsafe extern "C" fn ibv_ack_async_event(_event: *mut c_void) {}
 
 /// Called once, at the first `ibv_open_device`: counters are written at exit too, for programs
 /// that exit without closing their device.

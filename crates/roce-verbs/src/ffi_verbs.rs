@@ -8,8 +8,8 @@
 use std::ffi::{c_int, c_uint, c_void};
 
 use crate::abi::{
-    IbvAh, IbvAhAttr, IbvCompChannel, IbvContext, IbvCq, IbvMr, IbvPd, IbvQp, IbvQpAttr, IbvQpEx,
-    IbvQpInitAttr, IbvQpInitAttrEx, IbvRecvWr, IbvSendWr, IbvSge, IbvWc,
+    IbvAh, IbvAhAttr, IbvCompChannel, IbvContext, IbvCq, IbvCqEx, IbvCqInitAttrEx, IbvMr, IbvPd,
+    IbvQp, IbvQpAttr, IbvQpEx, IbvQpInitAttr, IbvQpInitAttrEx, IbvRecvWr, IbvSendWr, IbvSge, IbvWc,
 };
 use roce_core::{QpType, Remote, SendOp};
 
@@ -140,6 +140,7 @@ pub(crate) unsafe extern "C" fn ibv_create_cq(
             cqe,
             cq_context,
             channel as usize,
+            cq_ex_fns(),
         ))
     })
 }
@@ -609,5 +610,101 @@ fn wr_fns() -> verbs::WrFns {
         start: wr_start as *const c_void,
         complete: wr_complete as *const c_void,
         abort: wr_abort as *const c_void,
+    }
+}
+
+// ---- the ibv_cq_ex API (ibv_start_poll, ...) -------------------------------------------------
+
+/// `verbs_context.create_cq_ex`: what the header's `ibv_create_cq_ex` calls. The `wc_flags`
+/// of `ibv_poll_cq` ([`verbs::CQ_EX_WC_FLAGS`]) and `comp_mask` flags 0 are offered; others
+/// (timestamps, a parent domain) are `EOPNOTSUPP`.
+pub(crate) unsafe extern "C" fn create_cq_ex(
+    context: *mut IbvContext,
+    attr: *mut IbvCqInitAttrEx,
+) -> *mut IbvCqEx {
+    guard(std::ptr::null_mut(), || {
+        if attr.is_null() {
+            set_errno(libc::EINVAL);
+            return std::ptr::null_mut();
+        }
+        // SAFETY: the caller passes a struct ibv_cq_init_attr_ex.
+        let a = unsafe { attr.read_unaligned() };
+        const MASK_FLAGS: u32 = 1 << 0;
+        if a.wc_flags & !verbs::CQ_EX_WC_FLAGS != 0
+            || a.comp_mask & !MASK_FLAGS != 0
+            || (a.comp_mask & MASK_FLAGS != 0 && a.flags != 0)
+        {
+            set_errno(libc::EOPNOTSUPP);
+            return std::ptr::null_mut();
+        }
+        let Ok(cqe) = c_int::try_from(a.cqe) else {
+            set_errno(libc::EINVAL);
+            return std::ptr::null_mut();
+        };
+        null_on_err(verbs::create_cq(
+            context as usize,
+            cqe,
+            a.cq_context,
+            a.channel as usize,
+            cq_ex_fns(),
+        ))
+        .cast::<IbvCqEx>()
+    })
+}
+
+unsafe extern "C" fn start_poll(cq: *mut IbvCqEx, _attr: *mut c_void) -> c_int {
+    guard(libc::EIO, || {
+        verbs::next_poll(cq as usize).map_or_else(|Errno(e)| e, |_| 0)
+    })
+}
+
+unsafe extern "C" fn next_poll(cq: *mut IbvCqEx) -> c_int {
+    guard(libc::EIO, || {
+        verbs::next_poll(cq as usize).map_or_else(|Errno(e)| e, |_| 0)
+    })
+}
+
+unsafe extern "C" fn end_poll(cq: *mut IbvCqEx) {
+    guard((), || verbs::end_poll(cq as usize));
+}
+
+macro_rules! read_field {
+    ($name:ident -> $ty:ty = |$w:ident| $e:expr) => {
+        unsafe extern "C" fn $name(cq: *mut IbvCqEx) -> $ty {
+            guard(Default::default(), || {
+                let $w = verbs::current(cq as usize);
+                $e
+            })
+        }
+    };
+}
+
+read_field!(read_opcode -> c_int = |w| w.opcode);
+read_field!(read_vendor_err -> u32 = |w| w.vendor_err);
+read_field!(read_byte_len -> u32 = |w| w.byte_len);
+read_field!(read_imm_data -> u32 = |w| w.imm_data);
+read_field!(read_qp_num -> u32 = |w| w.qp_num);
+read_field!(read_src_qp -> u32 = |w| w.src_qp);
+read_field!(read_wc_flags -> c_uint = |w| w.wc_flags);
+read_field!(read_slid -> u32 = |w| u32::from(w.slid));
+read_field!(read_sl -> u8 = |w| w.sl);
+read_field!(read_dlid_path_bits -> u8 = |w| w.dlid_path_bits);
+
+/// The table every CQ gets.
+fn cq_ex_fns() -> verbs::CqExFns {
+    verbs::CqExFns {
+        start_poll: start_poll as *const c_void,
+        next_poll: next_poll as *const c_void,
+        end_poll: end_poll as *const c_void,
+        read_opcode: read_opcode as *const c_void,
+        read_vendor_err: read_vendor_err as *const c_void,
+        read_byte_len: read_byte_len as *const c_void,
+        read_imm_data: read_imm_data as *const c_void,
+        read_qp_num: read_qp_num as *const c_void,
+        read_src_qp: read_src_qp as *const c_void,
+        read_wc_flags: read_wc_flags as *const c_void,
+        read_slid: read_slid as *const c_void,
+        read_sl: read_sl as *const c_void,
+        read_dlid_path_bits: read_dlid_path_bits as *const c_void,
     }
 }

@@ -6,9 +6,11 @@
 //! program gets for the others, is in `docs/verbs.md`.
 //!
 //! Layout: [`abi`] the C structures, [`config`] the environment variables that describe the
-//! device, [`device`] what the device and its port show, `state` the open objects, and the
-//! two modules that may use `unsafe`: `ffi` (the functions that work) and `stubs` (the ones
-//! that fail with `EOPNOTSUPP`), plus `cbox` (memory handed to C).
+//! device, [`device`] what the device and its port show, `engine` the NIC's thread, `state`
+//! the device and its open contexts, `verbs` the program's objects and their translation to
+//! the engine. The modules that may use `unsafe`: `ffi` and `ffi_verbs` (the exported
+//! functions), `stubs` (the names that fail with `EOPNOTSUPP`), `cbox` (objects handed to C)
+//! and `memory` (a program's registered buffer).
 
 #![deny(unsafe_code)]
 

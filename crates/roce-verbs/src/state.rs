@@ -37,10 +37,22 @@ pub(crate) struct ContextFns {
     pub(crate) post_recv: *const std::ffi::c_void,
     pub(crate) post_srq_recv: *const std::ffi::c_void,
     pub(crate) create_qp_ex: *const std::ffi::c_void,
+    pub(crate) create_cq_ex: *const std::ffi::c_void,
 }
 
 static DEVICE: OnceLock<Result<Option<Device>, EnvError>> = OnceLock::new();
-static CONTEXTS: Mutex<Option<HashMap<usize, CBox<VerbsContext>>>> = Mutex::new(None);
+static CONTEXTS: Mutex<Option<HashMap<usize, OpenContext>>> = Mutex::new(None);
+
+/// An open context: the `verbs_context` the program holds, and the pipe whose read end is
+/// its `async_fd`. The device raises no asynchronous events (no port changes, no QP
+/// catastrophes it reports that way), so nothing is ever written: a program can poll the fd
+/// and `ibv_get_async_event` blocks, as on a device where nothing happens.
+#[derive(Debug)]
+struct OpenContext {
+    _vctx: CBox<VerbsContext>,
+    async_reader: std::io::PipeReader,
+    _async_writer: std::io::PipeWriter,
+}
 static AT_EXIT: Once = Once::new();
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -97,11 +109,13 @@ pub(crate) fn open(dev_addr: usize, fns: ContextFns) -> Result<*mut IbvContext, 
     }
     AT_EXIT.call_once(crate::ffi::register_at_exit);
     let query_port = fns.query_port;
+    let (async_reader, async_writer) =
+        std::io::pipe().map_err(|e| Errno(e.raw_os_error().unwrap_or(libc::EMFILE)))?;
     let null = std::ptr::null();
     let vctx = CBox::new(VerbsContext {
         query_port: Some(query_port),
         _ops1: [null; 24],
-        create_cq_ex: null,
+        create_cq_ex: fns.create_cq_ex,
         priv_: std::ptr::null_mut(),
         query_device_ex: null,
         _ops2: [null; 4],
@@ -128,17 +142,44 @@ pub(crate) fn open(dev_addr: usize, fns: ContextFns) -> Result<*mut IbvContext, 
                 _compat4: [null; 5],
             },
             cmd_fd: -1,
-            async_fd: -1,
+            async_fd: std::os::fd::AsRawFd::as_raw_fd(&async_reader),
             num_comp_vectors: 1,
             mutex: libc::PTHREAD_MUTEX_INITIALIZER,
             abi_compat: abi::VERBS_ABI_IS_EXTENDED as *mut std::ffi::c_void,
         },
     });
     let ctx = vctx.context_ptr();
-    lock(&CONTEXTS)
-        .get_or_insert_with(HashMap::new)
-        .insert(ctx as usize, vctx);
+    lock(&CONTEXTS).get_or_insert_with(HashMap::new).insert(
+        ctx as usize,
+        OpenContext {
+            _vctx: vctx,
+            async_reader,
+            _async_writer: async_writer,
+        },
+    );
     Ok(ctx)
+}
+
+/// `ibv_get_async_event`: waits on the context's async pipe (nothing is ever written, see
+/// [`OpenContext`]); `EAGAIN` if the program made the fd non-blocking.
+pub(crate) fn wait_async_event(ctx_addr: usize) -> Errno {
+    let reader = lock(&CONTEXTS)
+        .as_ref()
+        .and_then(|m| m.get(&ctx_addr))
+        .map(|c| c.async_reader.try_clone());
+    match reader {
+        None => Errno(libc::EINVAL),
+        Some(Err(e)) => Errno(e.raw_os_error().unwrap_or(libc::EIO)),
+        Some(Ok(mut r)) => {
+            let mut event = [0u8; 16];
+            // Outside the table's lock: this blocks.
+            match std::io::Read::read(&mut r, &mut event) {
+                Err(e) => Errno(e.raw_os_error().unwrap_or(libc::EIO)),
+                // Closed (the context was closed meanwhile) or, never, an event.
+                Ok(_) => Errno(libc::EIO),
+            }
+        }
+    }
 }
 
 /// The NIC of the open context at `ctx_addr`.

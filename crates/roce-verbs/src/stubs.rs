@@ -161,7 +161,6 @@ stubs! {
 }
 stubs! {
     minus_one;
-    ibv_get_async_event,
     ibv_init_ah_from_wc,
     ibv_read_ibdev_sysfs_file,
     ibv_resolve_eth_l2_from_gid,
@@ -174,7 +173,6 @@ stubs! {
 stubs! {
     nothing;
     __verbs_log,
-    ibv_ack_async_event,
     ibv_copy_ah_attr_from_kern,
     ibv_copy_path_rec_from_kern,
     ibv_copy_path_rec_to_kern,

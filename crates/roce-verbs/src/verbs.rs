@@ -21,8 +21,8 @@ use roce_core::{
 };
 
 use crate::abi::{
-    IbvAh, IbvAhAttr, IbvCompChannel, IbvContext, IbvCq, IbvMr, IbvPd, IbvQp, IbvQpAttr, IbvQpCap,
-    IbvQpEx, IbvQpInitAttr, IbvSendWr, IbvSge, IbvWc,
+    IbvAh, IbvAhAttr, IbvCompChannel, IbvContext, IbvCq, IbvCqEx, IbvMr, IbvPd, IbvQp, IbvQpAttr,
+    IbvQpCap, IbvQpEx, IbvQpInitAttr, IbvSendWr, IbvSge, IbvWc,
 };
 use crate::cbox::CBox;
 use crate::device::{DeviceModel, GID_INDEX_IPV4};
@@ -50,8 +50,10 @@ struct Mr {
 
 #[derive(Debug)]
 struct Cq {
-    _c: CBox<IbvCq>,
+    _c: CBox<IbvCqEx>,
     handle: CqHandle,
+    /// The completion `ibv_start_poll`/`ibv_next_poll` made current, for the `read_*` calls.
+    current: Option<IbvWc>,
     ctx: usize,
     /// Its completion channel, if any.
     channel: Option<usize>,
@@ -269,6 +271,7 @@ pub(crate) fn create_cq(
     cqe: c_int,
     cq_context: *mut c_void,
     channel: usize,
+    fns: CqExFns,
 ) -> Result<*mut IbvCq, Errno> {
     if cqe < 1 || cqe as u32 > MAX_WR * 2 {
         return Err(EINVAL);
@@ -281,18 +284,41 @@ pub(crate) fn create_cq(
     let cq = engine
         .wait(engine.device.call(move |nic, _| nic.create_cq(depth)))
         .map_err(|_| Errno(libc::EIO))?;
-    let c = CBox::new(IbvCq {
-        context: ctx as *mut IbvContext,
-        channel: channel as *mut IbvCompChannel,
-        cq_context,
-        handle: handle(),
-        cqe,
-        mutex: libc::PTHREAD_MUTEX_INITIALIZER,
-        cond: libc::PTHREAD_COND_INITIALIZER,
-        comp_events_completed: 0,
-        async_events_completed: 0,
+    let c = CBox::new(IbvCqEx {
+        cq: IbvCq {
+            context: ctx as *mut IbvContext,
+            channel: channel as *mut IbvCompChannel,
+            cq_context,
+            handle: handle(),
+            cqe,
+            mutex: libc::PTHREAD_MUTEX_INITIALIZER,
+            cond: libc::PTHREAD_COND_INITIALIZER,
+            comp_events_completed: 0,
+            async_events_completed: 0,
+        },
+        comp_mask: 0,
+        status: 0,
+        wr_id: 0,
+        start_poll: fns.start_poll,
+        next_poll: fns.next_poll,
+        end_poll: fns.end_poll,
+        read_opcode: fns.read_opcode,
+        read_vendor_err: fns.read_vendor_err,
+        read_byte_len: fns.read_byte_len,
+        read_imm_data: fns.read_imm_data,
+        read_qp_num: fns.read_qp_num,
+        read_src_qp: fns.read_src_qp,
+        read_wc_flags: fns.read_wc_flags,
+        read_slid: fns.read_slid,
+        read_sl: fns.read_sl,
+        read_dlid_path_bits: fns.read_dlid_path_bits,
+        read_completion_ts: std::ptr::null(),
+        read_cvlan: std::ptr::null(),
+        read_flow_tag: std::ptr::null(),
+        read_tm_info: std::ptr::null(),
+        read_completion_wallclock_ns: std::ptr::null(),
     });
-    let ptr = c.ptr();
+    let ptr = c.ptr().cast::<IbvCq>();
     with(|o| {
         if let Some(ch) = o.channels.get(&channel) {
             ch.c.update(|c| c.refcnt += 1);
@@ -302,6 +328,7 @@ pub(crate) fn create_cq(
             Cq {
                 _c: c,
                 handle: cq,
+                current: None,
                 ctx,
                 channel: (channel != 0).then_some(channel),
                 armed: Arc::new(AtomicBool::new(false)),
@@ -424,7 +451,7 @@ pub(crate) fn get_cq_event(channel: usize) -> Result<(usize, *mut c_void), Errno
         .read_exact(&mut event)
         .map_err(|e| Errno(e.raw_os_error().unwrap_or(libc::EIO)))?;
     let cq = u64::from_ne_bytes(event) as usize;
-    let cq_context = with(|o| o.cqs.get(&cq).map(|c| c._c.get().cq_context)).ok_or(EINVAL)?;
+    let cq_context = with(|o| o.cqs.get(&cq).map(|c| c._c.get().cq.cq_context)).ok_or(EINVAL)?;
     Ok((cq, cq_context))
 }
 
@@ -432,7 +459,9 @@ pub(crate) fn get_cq_event(channel: usize) -> Result<(usize, *mut c_void), Errno
 pub(crate) fn ack_cq_events(cq: usize, n: u32) {
     with(|o| {
         if let Some(c) = o.cqs.get(&cq) {
-            c._c.update(|c| c.comp_events_completed = c.comp_events_completed.wrapping_add(n));
+            c._c.update(|c| {
+                c.cq.comp_events_completed = c.cq.comp_events_completed.wrapping_add(n)
+            });
         }
     });
 }
@@ -1027,6 +1056,62 @@ pub(crate) fn poll_cq(cq: usize, max: usize) -> Result<Vec<IbvWc>, Errno> {
         .wait(engine.device.poll_completions(handle, max))
         .map_err(|_| Errno(libc::EIO))?;
     Ok(cqes.iter().map(wc).collect())
+}
+
+/// The `ibv_cq_ex` polling functions a CQ is given.
+#[derive(Debug, Clone, Copy)]
+#[allow(missing_docs)]
+pub(crate) struct CqExFns {
+    pub(crate) start_poll: *const c_void,
+    pub(crate) next_poll: *const c_void,
+    pub(crate) end_poll: *const c_void,
+    pub(crate) read_opcode: *const c_void,
+    pub(crate) read_vendor_err: *const c_void,
+    pub(crate) read_byte_len: *const c_void,
+    pub(crate) read_imm_data: *const c_void,
+    pub(crate) read_qp_num: *const c_void,
+    pub(crate) read_src_qp: *const c_void,
+    pub(crate) read_wc_flags: *const c_void,
+    pub(crate) read_slid: *const c_void,
+    pub(crate) read_sl: *const c_void,
+    pub(crate) read_dlid_path_bits: *const c_void,
+}
+
+/// The `wc_flags` of `ibv_create_cq_ex` offered: byte length, immediate, QP number, source QP,
+/// SLID, SL, DLID path bits (what `ibv_poll_cq` gives). Timestamps, VLANs, flow tags and tag
+/// matching are not.
+pub(crate) const CQ_EX_WC_FLAGS: u64 = 0x7f;
+
+/// `ibv_start_poll` / `ibv_next_poll`: makes the CQ's next completion current and returns it;
+/// `ENOENT` when there is none.
+pub(crate) fn next_poll(cq: usize) -> Result<IbvWc, Errno> {
+    let wc = poll_cq(cq, 1)?.into_iter().next();
+    with(|o| {
+        let c = o.cqs.get_mut(&cq).ok_or(EINVAL)?;
+        c.current = wc;
+        if let Some(w) = wc {
+            c._c.update(|x| {
+                x.status = w.status;
+                x.wr_id = w.wr_id;
+            });
+        }
+        wc.ok_or(Errno(libc::ENOENT))
+    })
+}
+
+/// `ibv_end_poll`.
+pub(crate) fn end_poll(cq: usize) {
+    with(|o| {
+        if let Some(c) = o.cqs.get_mut(&cq) {
+            c.current = None;
+        }
+    });
+}
+
+/// The current completion of `cq` (zeroes if there is none: reading without a successful
+/// `start_poll` is the program's error).
+pub(crate) fn current(cq: usize) -> IbvWc {
+    with(|o| o.cqs.get(&cq).and_then(|c| c.current)).unwrap_or_default()
 }
 
 /// `struct ibv_wc` for a completion.

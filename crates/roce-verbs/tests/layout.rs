@@ -92,6 +92,21 @@ fn rust_side() -> Vec<(String, usize)> {
         cqe => "cqe", mutex => "mutex", cond => "cond",
         comp_events_completed => "comp_events_completed",
         async_events_completed => "async_events_completed");
+    size!("ibv_cq_ex", IbvCqEx);
+    off!("ibv_cq_ex", IbvCqEx, comp_mask => "comp_mask", status => "status", wr_id => "wr_id",
+        start_poll => "start_poll", next_poll => "next_poll", end_poll => "end_poll",
+        read_opcode => "read_opcode", read_vendor_err => "read_vendor_err",
+        read_byte_len => "read_byte_len", read_imm_data => "read_imm_data",
+        read_qp_num => "read_qp_num", read_src_qp => "read_src_qp",
+        read_wc_flags => "read_wc_flags", read_slid => "read_slid", read_sl => "read_sl",
+        read_dlid_path_bits => "read_dlid_path_bits", read_completion_ts => "read_completion_ts",
+        read_cvlan => "read_cvlan", read_flow_tag => "read_flow_tag",
+        read_tm_info => "read_tm_info",
+        read_completion_wallclock_ns => "read_completion_wallclock_ns");
+    size!("ibv_cq_init_attr_ex", IbvCqInitAttrEx);
+    off!("ibv_cq_init_attr_ex", IbvCqInitAttrEx, cq_context => "cq_context", channel => "channel",
+        comp_vector => "comp_vector", wc_flags => "wc_flags", comp_mask => "comp_mask",
+        flags => "flags", parent_domain => "parent_domain");
     size!("ibv_qp", IbvQp);
     off!("ibv_qp", IbvQp, qp_context => "qp_context", pd => "pd", send_cq => "send_cq",
         recv_cq => "recv_cq", srq => "srq", handle => "handle", qp_num => "qp_num",

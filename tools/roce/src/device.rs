@@ -150,7 +150,7 @@ pub(crate) fn runtime(opts: &DeviceOpts) -> std::io::Result<tokio::runtime::Runt
 }
 
 /// A line rate in Gb/s: positive and at most 10 Tb/s.
-fn parse_gbps(text: &str) -> Result<f64, GbpsError> {
+pub(crate) fn parse_gbps(text: &str) -> Result<f64, GbpsError> {
     let gbps: f64 = text
         .parse()
         .map_err(|_| GbpsError::NotANumber(text.to_owned()))?;
@@ -163,7 +163,7 @@ fn parse_gbps(text: &str) -> Result<f64, GbpsError> {
 
 /// Why a line rate is refused.
 #[derive(Debug, thiserror::Error)]
-enum GbpsError {
+pub(crate) enum GbpsError {
     /// Not a number.
     #[error("{0:?} is not a number of Gb/s")]
     NotANumber(String),

@@ -14,7 +14,7 @@ use std::process::{Command, ExitCode};
 
 use anyhow::{Context, bail};
 
-use crate::device::BackendKind;
+use crate::device::{BackendKind, CcKind, parse_gbps};
 
 /// Where the library is looked for, first to last; `--lib-dir` overrides.
 const LIB_DIR_ENV: &str = "ROCE_VERBS_LIB_DIR";
@@ -39,15 +39,19 @@ pub(crate) enum StatsFormat {
         runs inside the program's process: each program is its own NIC, and two programs on one \
         host need two addresses (127.0.0.1 and 127.0.0.2 on loopback, or two network \
         namespaces). Setuid programs ignore LD_LIBRARY_PATH and keep the system library.\n\n\
-        Device and port queries work (ibv_devices, ibv_devinfo -v); verbs the library does not \
-        have yet fail with EOPNOTSUPP and say so once on stderr.",
+        ibv_devinfo, ibv_{rc,uc,ud}_pingpong (also -e and -N) and perftest's \
+        ib_{write,read,send,atomic}_{bw,lat} run as they are. Verbs the library does not have \
+        yet (SRQs, RDMA CM, memory windows) fail with EOPNOTSUPP and say so once on stderr; \
+        docs/verbs.md lists them.",
     after_help = "Examples:\n  roce exec --ip 127.0.0.1 -- ibv_devices\n  \
+        roce exec --ip 127.0.0.1 -- ibv_rc_pingpong -g 1 &\n  \
+        roce exec --ip 127.0.0.2 -- ibv_rc_pingpong -g 1 127.0.0.1\n  \
         roce exec --ip 127.0.0.1 --mtu 4096 -- ibv_devinfo -v\n  \
         roce exec --ip 127.0.0.1 --stats json -- ./my_verbs_app --flag"
 )]
 pub(crate) struct Args {
     /// The NIC's IPv4 address (GID index 1 is its ::ffff: form). With the UDP backend the
-    /// program binds UDP <ip>:4791, so the address must be one of this host's (127.x works).
+    /// program binds UDP `<ip>:4791`, so the address must be one of this host's (127.x works).
     #[arg(long, value_name = "ADDR")]
     ip: Ipv4Addr,
     /// Backend: udp (no privileges) or raw (CAP_NET_RAW, whole frames on --dev).
@@ -63,6 +67,22 @@ pub(crate) struct Args {
     /// Write every packet the NIC sends and receives to this pcap.
     #[arg(long, value_name = "FILE")]
     pcap: Option<PathBuf>,
+    /// Congestion control on every QP (see docs/congestion.md).
+    #[arg(long, value_enum, default_value_t = CcKind::None)]
+    cc: CcKind,
+    /// The port's line rate, Gb/s: where DCQCN's rate starts and the most it climbs back to.
+    #[arg(long, value_name = "GBPS", default_value_t = 100.0, value_parser = parse_gbps)]
+    line_rate: f64,
+    /// Drop this fraction (0 to 1) of the datagrams the NIC receives, to watch recovery work.
+    #[arg(long, value_name = "FRACTION", default_value_t = 0.0, value_parser = parse_fraction)]
+    loss: f64,
+    /// Busy polling: the NIC's thread never sleeps. Lower latency, one busy core per program.
+    #[arg(long)]
+    busy_poll: bool,
+    /// UDP backend: one datagram per system call instead of GSO batches (for captures on a
+    /// veth, which see a batch as one frame).
+    #[arg(long)]
+    no_gso: bool,
     /// The device name that ibv_devices lists and -d/--ib-dev selects.
     #[arg(long, default_value = "roce0")]
     name: String,
@@ -76,6 +96,13 @@ pub(crate) struct Args {
     /// The program and its arguments, after `--`.
     #[arg(last = true, required = true, value_name = "PROGRAM [ARGS]")]
     command: Vec<OsString>,
+}
+
+fn parse_fraction(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(f) if (0.0..=1.0).contains(&f) => Ok(f),
+        _ => Err(format!("{text:?}: a fraction from 0 to 1")),
+    }
 }
 
 fn parse_mtu(text: &str) -> Result<u32, String> {
@@ -148,7 +175,22 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<ExitCode> {
             },
         )
         .env("ROCE_VERBS_MTU", args.mtu.to_string())
-        .env("ROCE_VERBS_NAME", &args.name);
+        .env("ROCE_VERBS_NAME", &args.name)
+        .env(
+            "ROCE_VERBS_CC",
+            match args.cc {
+                CcKind::None => "none",
+                CcKind::Dcqcn => "dcqcn",
+                CcKind::DcqcnPaper => "dcqcn-paper",
+            },
+        )
+        .env("ROCE_VERBS_LINE_RATE", args.line_rate.to_string())
+        .env("ROCE_VERBS_LOSS", args.loss.to_string())
+        .env(
+            "ROCE_VERBS_BUSY_POLL",
+            if args.busy_poll { "1" } else { "0" },
+        )
+        .env("ROCE_VERBS_NO_GSO", if args.no_gso { "1" } else { "0" });
     if let Some(dev) = &args.dev {
         cmd.env("ROCE_VERBS_DEV", dev);
     }

@@ -40,6 +40,30 @@ fn ok(out: &Output) -> String {
     stdout
 }
 
+/// Waits (at most 20 s) until something listens on TCP `port`: the servers of
+/// ibv_rc_pingpong and perftest accept one connection only, so the test cannot probe by
+/// connecting. Reads /proc/net/tcp{,6} (state 0A is LISTEN).
+fn wait_listening(port: &str) {
+    let port: u16 = port.parse().unwrap();
+    let suffix = format!(":{port:04X}");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while std::time::Instant::now() < deadline {
+        let listening = ["/proc/net/tcp", "/proc/net/tcp6"].iter().any(|f| {
+            std::fs::read_to_string(f).is_ok_and(|t| {
+                t.lines().skip(1).any(|l| {
+                    let cols: Vec<&str> = l.split_whitespace().collect();
+                    cols.len() > 3 && cols[1].ends_with(&suffix) && cols[3] == "0A"
+                })
+            })
+        });
+        if listening {
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    panic!("nothing listens on TCP port {port} after 20 s");
+}
+
 /// The value after `key:` on the first line that has it.
 fn field<'a>(text: &'a str, key: &str) -> &'a str {
     text.lines()
@@ -181,10 +205,12 @@ fn the_program_gets_the_library_and_the_device_and_its_exit_status_is_ours() {
         "4096",
         "--pcap",
         "/tmp/x.pcap",
+        "--cc",
+        "dcqcn",
         "--",
         "sh",
         "-c",
-        "echo $LD_LIBRARY_PATH; echo $ROCE_VERBS_IP $ROCE_VERBS_MTU $ROCE_VERBS_PCAP; exit 7",
+        "echo $LD_LIBRARY_PATH; echo $ROCE_VERBS_IP $ROCE_VERBS_MTU $ROCE_VERBS_PCAP $ROCE_VERBS_CC; exit 7",
     ]);
     assert_eq!(out.status.code(), Some(7));
     let text = String::from_utf8(out.stdout).unwrap();
@@ -196,7 +222,7 @@ fn the_program_gets_the_library_and_the_device_and_its_exit_status_is_ours() {
             .is_file(),
         "{text}"
     );
-    assert_eq!(lines.next(), Some("127.0.0.3 4096 /tmp/x.pcap"));
+    assert_eq!(lines.next(), Some("127.0.0.3 4096 /tmp/x.pcap dcqcn"));
 }
 
 #[test]
@@ -234,6 +260,26 @@ fn bad_arguments_are_refused_before_the_program_runs() {
             "/tmp/roce-exec-ran",
         ][..],
         &["exec", "--ip", "127.0.0.1", "touch", "/tmp/roce-exec-ran"][..],
+        &[
+            "exec",
+            "--ip",
+            "127.0.0.1",
+            "--loss",
+            "2",
+            "--",
+            "touch",
+            "/tmp/roce-exec-ran",
+        ][..],
+        &[
+            "exec",
+            "--ip",
+            "127.0.0.1",
+            "--cc",
+            "reno",
+            "--",
+            "touch",
+            "/tmp/roce-exec-ran",
+        ][..],
     ] {
         let _ = std::fs::remove_file("/tmp/roce-exec-ran");
         let out = roce(args);
@@ -306,7 +352,7 @@ fn rc_pingpong(
         cmd.spawn().unwrap()
     };
     let server = run(server_ip, None);
-    std::thread::sleep(std::time::Duration::from_millis(300));
+    wait_listening(port);
     let client = run(client_ip, Some(server_ip));
     (
         client.wait_with_output().unwrap(),
@@ -397,6 +443,48 @@ fn ibv_rc_pingpong_posts_with_the_ibv_wr_api_with_n() {
 }
 
 #[test]
+fn a_lossy_nic_recovers_and_counts_its_retransmissions() {
+    if !have("ibv_rc_pingpong", "ibverbs-utils") {
+        return;
+    }
+    // The server's NIC drops 5% of what it receives (--loss): the client's NIC retransmits,
+    // the data still checks (-c), and the client's counters show it.
+    let run = |ip: &str, extra: &[&str], peer: Option<&str>| {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_roce"));
+        cmd.args(["exec", "--ip", ip]).args(extra);
+        cmd.args([
+            "--",
+            "ibv_rc_pingpong",
+            "-g",
+            "1",
+            "-p",
+            "18618",
+            "-n",
+            "100",
+            "-c",
+        ])
+        .args(peer);
+        cmd.stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped());
+        cmd.spawn().unwrap()
+    };
+    let server = run("127.0.13.18", &["--loss", "0.05"], None);
+    wait_listening("18618");
+    let client = run("127.0.13.19", &["--stats", "json"], Some("127.0.13.18"))
+        .wait_with_output()
+        .unwrap();
+    let server = server.wait_with_output().unwrap();
+    ok(&server);
+    assert!(ok(&client).contains("100 iters in"));
+    let stderr = String::from_utf8(client.stderr).unwrap();
+    let stats: serde_json::Value = serde_json::from_str(stderr.lines().last().unwrap()).unwrap();
+    assert!(
+        stats["counters"]["retransmitted_packets"].as_u64().unwrap() > 0,
+        "{stats}"
+    );
+}
+
+#[test]
 fn uc_and_ud_pingpong_run_too() {
     if !have("ibv_uc_pingpong", "ibverbs-utils") {
         return;
@@ -421,7 +509,7 @@ fn uc_and_ud_pingpong_run_too() {
             cmd.spawn().unwrap()
         };
         let server = spawn("127.0.13.14", None);
-        std::thread::sleep(std::time::Duration::from_millis(300));
+        wait_listening(&port);
         let client = spawn("127.0.13.15", Some("127.0.13.14"))
             .wait_with_output()
             .unwrap();
@@ -487,7 +575,8 @@ fn perftest_runs_every_operation_between_two_roce_exec_processes() {
         return;
     }
     // perftest 4.5 on a device it does not know uses ibv_post_send (verbs-facts key finding
-    // 4): WRITE, READ, SEND and atomics, bandwidth and latency; -q 4 runs four QPs at once.
+    // 4): WRITE, READ, SEND and atomics, bandwidth and latency, over RC, and SEND over UD
+    // and WRITE over UC; -q 4 runs four QPs at once.
     let runs: &[&[&str]] = &[
         &["ib_write_bw", "-q", "4"],
         &["ib_read_bw"],
@@ -497,6 +586,9 @@ fn perftest_runs_every_operation_between_two_roce_exec_processes() {
         &["ib_read_lat"],
         &["ib_send_lat"],
         &["ib_atomic_lat"],
+        &["ib_send_bw", "-c", "UD"],
+        &["ib_send_lat", "-c", "UD"],
+        &["ib_write_bw", "-c", "UC"],
     ];
     for (i, run) in runs.iter().enumerate() {
         let port = (18641 + i).to_string();
@@ -511,7 +603,7 @@ fn perftest_runs_every_operation_between_two_roce_exec_processes() {
             cmd.spawn().unwrap()
         };
         let server = spawn("127.0.13.50", None);
-        std::thread::sleep(std::time::Duration::from_millis(500));
+        wait_listening(&port);
         let client = spawn("127.0.13.51", Some("127.0.13.50"))
             .wait_with_output()
             .unwrap();

@@ -152,6 +152,40 @@ int main(void)
 	errno = 0;
 	CHECK(ibv_get_cq_event(ch, &ev_cq, &ev_ctx) == -1 && errno == EAGAIN, "get_cq_event with no event: EAGAIN");
 
+	struct ibv_cq_init_attr_ex cq_attr = { .cqe = 8, .wc_flags = IBV_WC_EX_WITH_COMPLETION_TIMESTAMP };
+	errno = 0;
+	CHECK(!ibv_create_cq_ex(ctx, &cq_attr) && errno == EOPNOTSUPP, "create_cq_ex with timestamps: EOPNOTSUPP");
+	cq_attr.wc_flags = IBV_WC_EX_WITH_BYTE_LEN | IBV_WC_EX_WITH_QP_NUM;
+	struct ibv_cq_ex *cqx = ibv_create_cq_ex(ctx, &cq_attr);
+	CHECK(cqx != NULL, "create_cq_ex");
+	struct ibv_poll_cq_attr pattr = { 0 };
+	CHECK(ibv_start_poll(cqx, &pattr) == ENOENT, "start_poll on an empty CQ: ENOENT");
+	struct ibv_qp_init_attr xi = init;
+	xi.send_cq = xi.recv_cq = ibv_cq_ex_to_cq(cqx);
+	struct ibv_qp *xqp = ibv_create_qp(pd, &xi);
+	struct ibv_qp_attr xa = { .qp_state = IBV_QPS_INIT, .port_num = 1 };
+	CHECK(xqp && !ibv_modify_qp(xqp, &xa, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS),
+	      "a QP on the ibv_cq_ex, in INIT");
+	struct ibv_recv_wr rwr = { .wr_id = 42, .sg_list = &sge, .num_sge = 1 }, *bad_rwr = NULL;
+	CHECK(ibv_post_recv(xqp, &rwr, &bad_rwr) == 0, "post_recv");
+	xa.qp_state = IBV_QPS_ERR;
+	CHECK(ibv_modify_qp(xqp, &xa, IBV_QP_STATE) == 0, "to ERR: the receive is flushed");
+	int got_one = ENOENT;
+	for (int i = 0; i < 1000 && got_one == ENOENT; i++)
+		got_one = ibv_start_poll(cqx, &pattr);
+	CHECK(got_one == 0 && cqx->wr_id == 42 && cqx->status == IBV_WC_WR_FLUSH_ERR &&
+		      ibv_wc_read_opcode(cqx) == IBV_WC_RECV && ibv_wc_read_qp_num(cqx) == xqp->qp_num,
+	      "the flushed receive read through start_poll and ibv_wc_read_*");
+	CHECK(ibv_next_poll(cqx) == ENOENT, "next_poll: no other completion");
+	ibv_end_poll(cqx);
+	CHECK(ibv_destroy_qp(xqp) == 0 && ibv_destroy_cq(ibv_cq_ex_to_cq(cqx)) == 0, "destroy the QP and the ibv_cq_ex");
+
+	struct ibv_async_event aev;
+	fcntl(ctx->async_fd, F_SETFL, fcntl(ctx->async_fd, F_GETFL) | O_NONBLOCK);
+	errno = 0;
+	CHECK(ctx->async_fd >= 0 && ibv_get_async_event(ctx, &aev) == -1 && errno == EAGAIN,
+	      "get_async_event on a non-blocking async_fd: EAGAIN");
+
 	CHECK(ibv_destroy_qp(qp) == 0, "destroy_qp");
 	CHECK(ibv_destroy_cq(cq) == 0, "destroy_cq");
 	CHECK(ibv_destroy_cq(cq2) == 0 && ibv_destroy_comp_channel(ch) == 0, "destroy_cq, then its channel");
