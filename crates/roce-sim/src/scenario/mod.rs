@@ -2,7 +2,7 @@
 //! between them, and a time series of what happened — per-flow goodput and DCQCN rate, the
 //! bottleneck queue, drops, pauses, CE marks and CNPs — sampled at a fixed interval.
 //!
-//! A [`Scenario`] describes the run; [`run`] plays it in virtual time and returns a [`Series`].
+//! A [`Scenario`] describes the run; [`run()`] plays it in virtual time and returns a [`Series`].
 //! Everything is a function of the scenario (its seed included): the same scenario gives the
 //! same series, bit for bit. Runs end at [`Scenario::duration`]: DCQCN timers re-arm forever, so
 //! "until idle" is no stopping rule.

@@ -24,7 +24,7 @@ pub struct FlowSeries {
     pub cnps: u64,
 }
 
-/// What [`run`](super::run) recorded. Sample `k` is taken at `times[k]`, the end of interval `k`.
+/// What [`run`](super::run()) recorded. Sample `k` is taken at `times[k]`, the end of interval `k`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct Series {
     /// The scenario's name.
