@@ -2,7 +2,8 @@
 //!
 //! A Rust cdylib cannot do this: rustc hands the linker its own version script, and the
 //! symbols end up unversioned, which glibc's loader refuses for Debian's BIND_NOW binaries
-//! (../shared/verbs-facts.md key findings 1 and 2). So roce-verbs is a build-dependency built
+//! (`Inconsistency detected by ld.so: dl-lookup.c: … check_match`, or `version 'IBVERBS_1.6'
+//! not found`; zlib-rs relinks the same way). So roce-verbs is a build-dependency built
 //! as a staticlib, and this script runs
 //!
 //! ```text

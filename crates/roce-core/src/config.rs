@@ -120,7 +120,7 @@ pub enum Congestion {
 /// DCQCN's parameters, named and in the units of the mlx5 firmware knobs
 /// (`/sys/class/net/<if>/ecn/roce_rp/*`, `roce_np/*`; `mlx5_ifc.h cong_control_r_roce_ecn_rp_bits`).
 /// [`Default`] is NVIDIA's ConnectX-4+ defaults, [`DcqcnConfig::paper`] the paper's values
-/// (../shared/roce-facts.md §B.6 has both, with their sources).
+/// (Zhu et al., SIGCOMM 2015, and NVIDIA's mlx5 documentation of the knobs).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct DcqcnConfig {
     /// Rate-increase timer period, µs (the paper's T). NVIDIA 300.
@@ -171,7 +171,7 @@ pub struct DcqcnConfig {
 }
 
 impl Default for DcqcnConfig {
-    /// NVIDIA's ConnectX-4+ firmware defaults (roce-facts §B.6, last column: mlxconfig on
+    /// NVIDIA's ConnectX-4+ firmware defaults (NVIDIA's documented defaults; mlxconfig on
     /// CX-5 fw 16.27 and the NVIDIA DOCA "DCQCN parameters" page).
     fn default() -> Self {
         Self {
@@ -199,7 +199,7 @@ impl Default for DcqcnConfig {
 
 impl DcqcnConfig {
     /// The paper's values (Zhu et al., SIGCOMM 2015, as htsim `dcqcn.cpp` and the
-    /// DCQCN-validation README give them; roce-facts §B.6, first column): g = 1/256,
+    /// DCQCN-validation README give them; the paper's Table 1): g = 1/256,
     /// K = 55 µs, timer 55 µs, B = 10 MB, F = 5, R_AI = 40 Mb/s, N = 50 µs, α starts at 1,
     /// `RT = RC` on every decrease, one decrease per CNP. R_HAI (not in the paper's table) is
     /// 200 Mb/s, beside R_AI 40 in the sample `mix/config.txt` of `bobzhuyb/ns3-rdma`, the

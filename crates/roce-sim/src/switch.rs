@@ -11,7 +11,8 @@
 //! their weights. With PFC (802.1Qbb) on, the switch counts, per ingress port and priority, the
 //! bytes it holds; above `xoff_bytes` it sends that port's host a PAUSE for the priority
 //! (`pause_quanta` of 512 bit times), refreshed while the count stays above `xon_bytes`, and an
-//! XON (quanta 0) once it falls below. Facts: ../shared/roce-facts.md §B.6 (CP) and §B.7.
+//! XON (quanta 0) once it falls below (IEEE 802.1Qbb; the CP as the DCQCN paper and HPCC's
+//! switch-mmu.cc mark).
 //!
 //! [`Fabric`](crate::Fabric) puts NICs on its ports.
 
@@ -438,7 +439,7 @@ impl Switch {
     }
 
     /// PFC at ingress: pause the host when its bytes held for `priority` pass XOFF, resume it
-    /// below XON (802.1Qbb; roce-facts §B.7).
+    /// below XON (802.1Qbb; IEEE 802.1Qbb).
     fn pfc_check(&mut self, now: Instant, ingress: usize, priority: usize) {
         let Some(pfc) = self.config.pfc else { return };
         if pfc.priorities & (1 << priority) == 0 {

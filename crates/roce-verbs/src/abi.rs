@@ -110,7 +110,7 @@ pub type QueryPortFn = unsafe extern "C" fn(*mut IbvContext, u8, *mut IbvPortAtt
 /// `struct verbs_context` (648 bytes): the extended operations, at negative offsets from the
 /// `ibv_context` the application holds. An operation counts as present only if `sz` covers it
 /// (its distance from the end) and it is not NULL; NULL ones make the inline wrappers fall back
-/// to an exported function or fail with `EOPNOTSUPP` (verbs-facts §A.2).
+/// to an exported function or fail with `EOPNOTSUPP` (rdma-core 44's verbs.h).
 #[repr(C)]
 #[derive(Debug)]
 pub struct VerbsContext {

@@ -34,7 +34,7 @@ pub const PORT: u8 = 1;
 pub const DEFAULT_PKEY: u16 = 0xffff;
 
 /// rxe `RXE_VENDOR_ID`: not a PCI vendor, so perftest treats the device as unknown and uses
-/// the classic `ibv_post_send` path (verbs-facts key finding 4).
+/// the classic `ibv_post_send` path (perftest 4.5's verify_params_with_device_context).
 const VENDOR_ID: u32 = 0x00ff_ffff;
 
 /// The device: its settings and what follows from them.

@@ -237,7 +237,7 @@ fn rust_layouts_match_debian_verbs_h() {
         .collect();
     let _ = std::fs::remove_dir_all(&dir);
     assert!(wrong.is_empty(), "layouts differ:\n{}", wrong.join("\n"));
-    // The numbers verbs-facts §A.2 measured, as a second check of the harness itself.
+    // The numbers rdma-core 44's verbs.h gives, as a second check of the harness itself.
     assert_eq!(size_of::<VerbsContext>(), 648);
     assert_eq!(offset_of!(VerbsContext, context), 320);
 }

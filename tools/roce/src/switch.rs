@@ -7,9 +7,9 @@
 //! through the egress port's queues, which drain at `--rate`. There the packet is classified
 //! by its DSCP ("trust dscp", priority = DSCP / 8), may be ECN-marked (RED on the class's queue:
 //! the IP header's ECN field becomes CE and the IPv4 header checksum is recomputed; the ICRC
-//! masks those bits, roce-facts §B.2), dropped when the port's buffer is full, and paused-for
+//! masks those bits, IBA Annex A17.4.3), dropped when the port's buffer is full, and paused-for
 //! by PFC. PFC PAUSE frames (802.1Qbb: DA 01:80:C2:00:00:01, EtherType 0x8808, opcode 0x0101,
-//! roce-facts §B.7) are sent to the host of an ingress port whose bytes held pass XOFF; PFC and
+//! IEEE 802.1Qbb) are sent to the host of an ingress port whose bytes held pass XOFF; PFC and
 //! 802.3x PAUSE frames that a host (or another switch) sends stop this switch's egress towards
 //! it for the priorities and quanta they name, so pauses propagate through chained switches.
 //!

@@ -574,8 +574,8 @@ fn perftest_runs_every_operation_between_two_roce_exec_processes() {
     if !have("ib_write_bw", "perftest") {
         return;
     }
-    // perftest 4.5 on a device it does not know uses ibv_post_send (verbs-facts key finding
-    // 4): WRITE, READ, SEND and atomics, bandwidth and latency, over RC, and SEND over UD
+    // perftest 4.5 on a device it does not know uses ibv_post_send (its
+    // verify_params_with_device_context): WRITE, READ, SEND and atomics, bandwidth and latency, over RC, and SEND over UD
     // and WRITE over UC; -q 4 runs four QPs at once.
     let runs: &[&[&str]] = &[
         &["ib_write_bw", "-q", "4"],

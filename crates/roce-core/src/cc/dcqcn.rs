@@ -1,6 +1,6 @@
 //! The DCQCN reaction point (Zhu et al., SIGCOMM 2015), per QP: the rate decrease on a CNP, the
 //! α estimate, and the rate increase driven by a timer and a byte counter (fast recovery,
-//! additive increase, hyper increase). Equations: roce-facts §B.6 "RP (sender NIC)", taken from
+//! additive increase, hyper increase). Equations: the paper's "RP (sender NIC)", taken from
 //! htsim `dcqcn.cpp`, `bobzhuyb/ns3-rdma` and HPCC `rdma-hw.cc`; knobs and their firmware
 //! semantics: the mlx5 names of [`DcqcnConfig`].
 
@@ -87,7 +87,7 @@ impl Dcqcn {
         self.alpha >= 1.0 / 1024.0
     }
 
-    /// One rate-increase event (roce-facts §B.6 RP; the counter of the event is incremented
+    /// One rate-increase event (the paper's RP; the counter of the event is incremented
     /// first and fast recovery lasts while max(T, BC) ≤ F, as htsim `dcqcn.cpp` does, so it
     /// takes F steps).
     fn increase(&mut self, event: IncreaseEvent, now: Instant, stats: &mut Stats) {

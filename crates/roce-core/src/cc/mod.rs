@@ -93,7 +93,7 @@ impl Default for QpCongestion {
 }
 
 /// The ECN codepoint of request packets: ECT(0) when congestion control is on, so a congestion
-/// point may mark them CE (RFC 3168 §5; roce-facts §B.5 "data DSCP 26 + ECT(0)").
+/// point may mark them CE (RFC 3168 §5; RoCE fabrics' "data DSCP 26 + ECT(0)").
 pub(crate) fn request_ecn(config: &NicConfig) -> Ecn {
     match config.congestion {
         Congestion::None => Ecn::NotEct,

@@ -1,4 +1,4 @@
-//! The DCQCN notification point (roce-facts §B.6 "NP"): a CE-marked request makes the receiving
+//! The DCQCN notification point (the paper's "NP"): a CE-marked request makes the receiving
 //! QP send a CNP to the QP that sent it, at most one per `min_time_between_cnps`.
 
 use roce_wire::{RoceRepr, cnp};

@@ -11,7 +11,7 @@ use crate::{Duration, Instant};
 
 const LINE: f64 = 40e9;
 
-/// The reaction point of Zhu et al. (SIGCOMM 2015), equation by equation, as roce-facts §B.6
+/// The reaction point of Zhu et al. (SIGCOMM 2015), equation by equation, as the paper
 /// writes it down. Nothing here is shared with `dcqcn.rs`.
 #[derive(Debug, Clone, Copy)]
 struct PaperRp {

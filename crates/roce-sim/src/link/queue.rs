@@ -24,8 +24,8 @@ pub struct EcnMarking {
 impl EcnMarking {
     /// The probability of marking a packet that finds `queue_bytes` in the queue.
     pub fn probability(&self, queue_bytes: usize) -> f64 {
-        // ../shared/roce-facts.md §B.6, CP: "p=0 if q≤Kmin; p = Pmax·(q−Kmin)/(Kmax−Kmin) if
-        // Kmin<q≤Kmax; p=1 if q>Kmax" (HPCC switch-mmu.cc `ShouldSendCN`).
+        // The DCQCN CP: "p=0 if q≤Kmin; p = Pmax·(q−Kmin)/(Kmax−Kmin) if Kmin<q≤Kmax; p=1 if
+        // q>Kmax" (HPCC switch-mmu.cc `ShouldSendCN`).
         if queue_bytes <= self.k_min_bytes {
             0.0
         } else if queue_bytes > self.k_max_bytes {
