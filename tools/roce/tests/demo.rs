@@ -3,14 +3,9 @@
 
 #![allow(clippy::unwrap_used)] // test code: a panic is the failure report
 
-use std::process::Command;
+mod common;
 
-fn roce(args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_roce"))
-        .args(args)
-        .output()
-        .unwrap()
-}
+use common::roce;
 
 #[test]
 fn demo_passes_its_checks_and_writes_a_clean_capture() {
