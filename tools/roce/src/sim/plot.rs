@@ -265,30 +265,26 @@ fn draw_queue(
     let caption = format!("port {} egress queue", s.bottleneck);
     let mut chart = chart(&area, caption, t_max, 0f64..q_top, "KiB (1024 bytes)", None)?;
     let mut entries = Vec::new();
-    let red = RGBColor(200, 30, 30).to_rgba();
-    let blue = RGBColor(0, 90, 200).to_rgba();
-    let maxima = times
-        .iter()
-        .zip(&series.queue_max_bytes)
-        .map(|(t, q)| (*t, kib(*q)));
-    chart.draw_series(LineSeries::new(maxima, red.stroke_width(2)))?;
-    entries.push(Entry {
-        label: "max in interval".into(),
-        color: red,
-        width: 2,
-        look: Look::Line,
-    });
-    let now = times
-        .iter()
-        .zip(&series.queue_bytes)
-        .map(|(t, q)| (*t, kib(*q)));
-    chart.draw_series(LineSeries::new(now, blue.stroke_width(1)))?;
-    entries.push(Entry {
-        label: "at sample".into(),
-        color: blue,
-        width: 1,
-        look: Look::Line,
-    });
+    let lines = [
+        (
+            &series.queue_max_bytes,
+            "max in interval",
+            RGBColor(200, 30, 30),
+            2,
+        ),
+        (&series.queue_bytes, "at sample", RGBColor(0, 90, 200), 1),
+    ];
+    for (bytes, label, color, width) in lines {
+        let color = color.to_rgba();
+        let points = times.iter().zip(bytes).map(|(t, q)| (*t, kib(*q)));
+        chart.draw_series(LineSeries::new(points, color.stroke_width(width)))?;
+        entries.push(Entry {
+            label: label.into(),
+            color,
+            width,
+            look: Look::Line,
+        });
+    }
     if let Some(ecn) = s.switch.ecn {
         let marks = [
             (ecn.k_min_bytes, "ECN Kmin", RGBColor(0, 150, 60)),
