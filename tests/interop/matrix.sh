@@ -58,28 +58,46 @@ cell() {
     fi
 }
 
-# rxe is the server in the guest; our roce pingpong is the client on the host.
-pp_we_are_client() {
-    local size=$1 n=$2 extra=${*:3} job
-    # shellcheck disable=SC2086
-    job=$(run_peer_in_guest "timeout 60 ibv_rc_pingpong -d rxe0 -g $G -s $size -n $n $extra")
-    sleep 0.5
-    # shellcheck disable=SC2086
-    ns timeout 60 "$ROCE_BIN" pingpong "$INTEROP_GUEST_IP" -s "$size" -n "$n" $extra --timeout 20 || { guest_wait "$job" 5; return 1; }
+# rxe's tool runs in the guest as the server (the command line `$1`); after `$2` seconds ours,
+# the rest of the arguments, runs on the host as the client. rxe's output follows ours.
+rxe_serves() {
+    local guest=$1 pause=$2 job
+    shift 2
+    job=$(run_peer_in_guest "$guest")
+    sleep "$pause"
+    "$@" || { guest_wait "$job" 5; return 1; }
     echo "--- rxe:"
     guest_wait "$job" 60
 }
 
-# Our roce pingpong is the server on the host; rxe is the client in the guest.
-pp_we_are_server() {
-    local size=$1 n=$2 extra=${*:3} ours rc=0
-    # shellcheck disable=SC2086
-    bg_in_ns timeout 60 "$ROCE_BIN" pingpong -s "$size" -n "$n" $extra --timeout 20
+# Ours is the server on the host, started in the background by the arguments from `$2` on
+# (bg_in_ns or bg_in_peer_ns and its command); rxe's tool, the command line `$1`, the client in
+# the guest.
+we_serve() {
+    local guest=$1 ours rc=0
+    shift
+    "$@"
     ours=$INTEROP_LAST_BG
     sleep 0.5
-    run_in_guest -t 70 "timeout 60 ibv_rc_pingpong -d rxe0 -g $G -s $size -n $n $extra $INTEROP_HOST_IP" || rc=$?
+    run_in_guest -t 70 "$guest" || rc=$?
     wait "$ours" || rc=$?
     return $rc
+}
+
+# rxe is the server in the guest; our roce pingpong is the client on the host.
+pp_we_are_client() {
+    local size=$1 n=$2 extra=${*:3}
+    # shellcheck disable=SC2086
+    rxe_serves "timeout 60 ibv_rc_pingpong -d rxe0 -g $G -s $size -n $n $extra" 0.5 \
+        ns timeout 60 "$ROCE_BIN" pingpong "$INTEROP_GUEST_IP" -s "$size" -n "$n" $extra --timeout 20
+}
+
+# Our roce pingpong is the server on the host; rxe is the client in the guest.
+pp_we_are_server() {
+    local size=$1 n=$2 extra=${*:3}
+    # shellcheck disable=SC2086
+    we_serve "timeout 60 ibv_rc_pingpong -d rxe0 -g $G -s $size -n $n $extra $INTEROP_HOST_IP" \
+        bg_in_ns timeout 60 "$ROCE_BIN" pingpong -s "$size" -n "$n" $extra --timeout 20
 }
 
 # The raw backend plays $INTEROP_PEER_IP on $INTEROP_PEER_IF in the peer namespace, whose kernel
@@ -89,70 +107,49 @@ RAW_TCP_IP=198.18.0.3
 peer_ns() { ip netns exec "$INTEROP_PEER_NS" "$@"; }
 
 pp_raw_client() {
-    local size=$1 n=$2 job
-    job=$(run_peer_in_guest "timeout 60 ibv_rc_pingpong -d rxe0 -g $G -s $size -n $n")
-    sleep 0.5
-    peer_ns timeout 60 "$ROCE_BIN" pingpong "$INTEROP_GUEST_IP" --backend raw --dev "$INTEROP_PEER_IF" \
-        --ip "$INTEROP_PEER_IP" -s "$size" -n "$n" --timeout 20 || { guest_wait "$job" 5; return 1; }
-    echo "--- rxe:"
-    guest_wait "$job" 60
+    local size=$1 n=$2
+    rxe_serves "timeout 60 ibv_rc_pingpong -d rxe0 -g $G -s $size -n $n" 0.5 \
+        peer_ns timeout 60 "$ROCE_BIN" pingpong "$INTEROP_GUEST_IP" --backend raw --dev "$INTEROP_PEER_IF" \
+        --ip "$INTEROP_PEER_IP" -s "$size" -n "$n" --timeout 20
 }
 
 pp_raw_server() {
-    local size=$1 n=$2 ours rc=0
-    bg_in_peer_ns timeout 60 "$ROCE_BIN" pingpong --backend raw --dev "$INTEROP_PEER_IF" \
+    local size=$1 n=$2
+    we_serve "timeout 60 ibv_rc_pingpong -d rxe0 -g $G -s $size -n $n $RAW_TCP_IP" \
+        bg_in_peer_ns timeout 60 "$ROCE_BIN" pingpong --backend raw --dev "$INTEROP_PEER_IF" \
         --ip "$INTEROP_PEER_IP" -s "$size" -n "$n" --timeout 20
-    ours=$INTEROP_LAST_BG
-    sleep 0.5
-    run_in_guest -t 70 "timeout 60 ibv_rc_pingpong -d rxe0 -g $G -s $size -n $n $RAW_TCP_IP" || rc=$?
-    wait "$ours" || rc=$?
-    return $rc
 }
 
 # perftest: rxe's tool is the server in the guest, roce perf the client on the host.
 pt_we_are_client() {
-    local tool=$1 verb=$2 flags=$3 job
-    job=$(run_peer_in_guest "timeout 60 $tool -d rxe0 -x $G ${flags/--lat /}")
-    sleep 1
+    local tool=$1 verb=$2 flags=$3
     # shellcheck disable=SC2086
-    ns timeout 60 "$ROCE_BIN" perf "$verb" "$INTEROP_GUEST_IP" $flags --timeout 20 || { guest_wait "$job" 5; return 1; }
-    echo "--- rxe:"
-    guest_wait "$job" 60
+    rxe_serves "timeout 60 $tool -d rxe0 -x $G ${flags/--lat /}" 1 \
+        ns timeout 60 "$ROCE_BIN" perf "$verb" "$INTEROP_GUEST_IP" $flags --timeout 20
 }
 
 # roce perf is the server on the host; rxe's tool the client in the guest.
 pt_we_are_server() {
-    local tool=$1 verb=$2 flags=$3 ours rc=0
+    local tool=$1 verb=$2 flags=$3
     # shellcheck disable=SC2086
-    bg_in_ns timeout 60 "$ROCE_BIN" perf "$verb" $flags --timeout 20
-    ours=$INTEROP_LAST_BG
-    sleep 0.5
-    run_in_guest -t 70 "timeout 60 $tool -d rxe0 -x $G ${flags/--lat /} $INTEROP_HOST_IP" || rc=$?
-    wait "$ours" || rc=$?
-    return $rc
+    we_serve "timeout 60 $tool -d rxe0 -x $G ${flags/--lat /} $INTEROP_HOST_IP" \
+        bg_in_ns timeout 60 "$ROCE_BIN" perf "$verb" $flags --timeout 20
 }
 
 pt_raw_client() {
-    local tool=$1 verb=$2 flags=$3 job
-    job=$(run_peer_in_guest "timeout 60 $tool -d rxe0 -x $G ${flags/--lat /}")
-    sleep 1
+    local tool=$1 verb=$2 flags=$3
     # shellcheck disable=SC2086
-    peer_ns timeout 60 "$ROCE_BIN" perf "$verb" "$INTEROP_GUEST_IP" --backend raw --dev "$INTEROP_PEER_IF" \
-        --ip "$INTEROP_PEER_IP" $flags --timeout 20 || { guest_wait "$job" 5; return 1; }
-    echo "--- rxe:"
-    guest_wait "$job" 60
+    rxe_serves "timeout 60 $tool -d rxe0 -x $G ${flags/--lat /}" 1 \
+        peer_ns timeout 60 "$ROCE_BIN" perf "$verb" "$INTEROP_GUEST_IP" --backend raw --dev "$INTEROP_PEER_IF" \
+        --ip "$INTEROP_PEER_IP" $flags --timeout 20
 }
 
 pt_raw_server() {
-    local tool=$1 verb=$2 flags=$3 ours rc=0
+    local tool=$1 verb=$2 flags=$3
     # shellcheck disable=SC2086
-    bg_in_peer_ns timeout 60 "$ROCE_BIN" perf "$verb" --backend raw --dev "$INTEROP_PEER_IF" \
+    we_serve "timeout 60 $tool -d rxe0 -x $G ${flags/--lat /} $RAW_TCP_IP" \
+        bg_in_peer_ns timeout 60 "$ROCE_BIN" perf "$verb" --backend raw --dev "$INTEROP_PEER_IF" \
         --ip "$INTEROP_PEER_IP" $flags --timeout 20
-    ours=$INTEROP_LAST_BG
-    sleep 0.5
-    run_in_guest -t 70 "timeout 60 $tool -d rxe0 -x $G ${flags/--lat /} $RAW_TCP_IP" || rc=$?
-    wait "$ours" || rc=$?
-    return $rc
 }
 
 # MTU 4096: rxe's active MTU follows its netdev (9000 → 4096); every link on the path too.

@@ -31,7 +31,20 @@ use criterion::{Criterion, criterion_group};
 use roce_core::{
     Access, AddressVector, Connect, CqHandle, Datagram, Ecn, IcrcPolicy, Instant, MAX_DATAGRAM,
     MemoryRegion, Mtu, Nic, NicConfig, Psn, QpInit, QpType, Qpn, Remote, SendOp, SendWr, Sge,
+    Transmit,
 };
+
+/// What one NIC sent, `t` of `buf`, as the datagram the other receives.
+fn datagram<'a>(t: &Transmit, buf: &'a [u8]) -> Datagram<'a> {
+    Datagram {
+        src: SocketAddr::new(t.src, t.src_port),
+        dst: t.dst,
+        ecn: Ecn::NotEct,
+        ip_id: Some(0),
+        segment: 0,
+        payload: &buf[..t.len],
+    }
+}
 
 const A: IpAddr = IpAddr::V4(Ipv4Addr::new(198, 18, 0, 1));
 const B: IpAddr = IpAddr::V4(Ipv4Addr::new(198, 18, 0, 2));
@@ -91,15 +104,7 @@ impl Stream {
                 self.acks(now);
                 continue;
             };
-            let datagram = Datagram {
-                src: SocketAddr::new(t.src, t.src_port),
-                dst: t.dst,
-                ecn: Ecn::NotEct,
-                ip_id: Some(0),
-                segment: 0,
-                payload: &self.buf[..t.len],
-            };
-            self.b.nic.handle_datagram(now, datagram);
+            self.b.nic.handle_datagram(now, datagram(&t, &self.buf));
             sent += 1;
             self.acks(now);
         }
@@ -108,15 +113,7 @@ impl Stream {
     /// b's ACKs to a, and a's completions.
     fn acks(&mut self, now: Instant) {
         while let Some(t) = self.b.nic.poll_transmit(now, &mut self.buf) {
-            let datagram = Datagram {
-                src: SocketAddr::new(t.src, t.src_port),
-                dst: t.dst,
-                ecn: Ecn::NotEct,
-                ip_id: Some(0),
-                segment: 0,
-                payload: &self.buf[..t.len],
-            };
-            self.a.nic.handle_datagram(now, datagram);
+            self.a.nic.handle_datagram(now, datagram(&t, &self.buf));
         }
         while let Some(cqe) = self.a.nic.poll_completion(self.a.cq) {
             assert_eq!(cqe.status, roce_core::WcStatus::Success, "{cqe:?}");

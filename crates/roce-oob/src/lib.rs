@@ -28,6 +28,19 @@ pub mod pingpong;
 mod io;
 mod text;
 
+/// What the unit tests of both exchanges share.
+#[cfg(test)]
+mod testing {
+    /// The GID both tools send for 198.18.0.`last`: its IPv4-mapped IPv6 address.
+    pub(crate) fn v4_gid(last: u8) -> [u8; 16] {
+        let mut gid = [0u8; 16];
+        gid[10] = 0xff;
+        gid[11] = 0xff;
+        gid[12..].copy_from_slice(&[198, 18, 0, last]);
+        gid
+    }
+}
+
 /// The TCP port both tools use by default (`-p` / `--port` changes it): rc_pingpong.c's `port`
 /// in `main`, perftest_parameters.h's `DEF_PORT`.
 pub const DEFAULT_PORT: u16 = 18515;

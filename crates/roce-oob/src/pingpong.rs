@@ -238,20 +238,13 @@ fn c_fixed2(x: f64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::testing::v4_gid;
 
     /// mtu1500-rc_s64_m1024.pcap frame 6: `ibv_rc_pingpong -g 1 -s 64 -m 1024 -n 10`, client
     /// 198.18.0.12 to server 198.18.0.11.
     const CLIENT_S64: &[u8; 52] = b"0000:000011:ad1776:00000000000000000000ffffc612000c\0";
     /// mtu1500-rc_s64_m1024.pcap frame 8, the server's reply.
     const SERVER_S64: &[u8; 52] = b"0000:000011:efc206:00000000000000000000ffffc612000b\0";
-
-    fn v4_gid(last: u8) -> [u8; 16] {
-        let mut gid = [0u8; 16];
-        gid[10] = 0xff;
-        gid[11] = 0xff;
-        gid[12..].copy_from_slice(&[198, 18, 0, last]);
-        gid
-    }
 
     #[test]
     fn golden_messages_from_the_capture() {

@@ -301,6 +301,19 @@ async fn started_pair(
     (client.unwrap(), server.unwrap())
 }
 
+/// Both sides of a pair say "connected", then "ready".
+async fn connected_and_ready(
+    client: &mut Session<tokio::io::DuplexStream>,
+    server: &mut Session<tokio::io::DuplexStream>,
+) {
+    let (c, s) = tokio::join!(client.connected(), server.connected());
+    c.unwrap();
+    s.unwrap();
+    let (c, s) = tokio::join!(client.ready(), server.ready());
+    c.unwrap();
+    s.unwrap();
+}
+
 #[tokio::test]
 async fn steps_out_of_order_are_refused() {
     let (_client, mut server) = started_pair(Test::SEND_BW).await;
@@ -377,12 +390,7 @@ async fn a_peer_gone_at_the_end_is_named_so() {
     );
     c.unwrap();
     s.unwrap();
-    let (c, s) = tokio::join!(client.connected(), server.connected());
-    c.unwrap();
-    s.unwrap();
-    let (c, s) = tokio::join!(client.ready(), server.ready());
-    c.unwrap();
-    s.unwrap();
+    connected_and_ready(&mut client, &mut server).await;
     drop(server);
     let err = client.finish(&BwReport::default()).await.unwrap_err();
     // (Writing to a closed pipe fails before the read would see the end.)
@@ -412,12 +420,7 @@ async fn send_bw_with_all_sizes_syncs_around_each_size() {
         server.exchange_keys(dest(2, None))
     );
     assert_eq!((c.unwrap().qpn, s.unwrap().qpn), (2, 1));
-    let (c, s) = tokio::join!(client.connected(), server.connected());
-    c.unwrap();
-    s.unwrap();
-    let (c, s) = tokio::join!(client.ready(), server.ready());
-    c.unwrap();
-    s.unwrap();
+    connected_and_ready(&mut client, &mut server).await;
     for _ in 0..2 * 22 + 1 {
         let (c, s) = tokio::join!(client.sync(), server.sync());
         assert_eq!((c.unwrap().qpn, s.unwrap().qpn), (2, 1));

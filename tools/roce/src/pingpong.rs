@@ -184,6 +184,18 @@ async fn print_result(
     Ok(())
 }
 
+/// Posts `count` receive WRs of `sge` to `qpn`, as rc_pingpong's `pp_post_recv`.
+async fn post_recvs(device: &DeviceHandle, qpn: Qpn, sge: Sge, count: u32) -> anyhow::Result<()> {
+    for _ in 0..count {
+        let wr = RecvWr {
+            wr_id: RECV_WRID,
+            sgl: vec![sge],
+        };
+        device.post_recv(qpn, wr).await?;
+    }
+    Ok(())
+}
+
 async fn pingpong(args: &Args, mtu: Mtu, live: &Live) -> anyhow::Result<ExitCode> {
     let mut stream = match &args.server {
         Some(server) => {
@@ -214,17 +226,7 @@ async fn pingpong(args: &Args, mtu: Mtu, live: &Live) -> anyhow::Result<ExitCode
         length: args.size,
         lkey: mr.lkey(),
     };
-    for _ in 0..args.rx_depth {
-        device
-            .post_recv(
-                qp.qpn,
-                RecvWr {
-                    wr_id: RECV_WRID,
-                    sgl: vec![sge],
-                },
-            )
-            .await?;
-    }
+    post_recvs(&device, qp.qpn, sge, args.rx_depth).await?;
     let local = Dest {
         lid: 0,
         qpn: qp.qpn.value(),
@@ -329,17 +331,7 @@ async fn pingpong(args: &Args, mtu: Mtu, live: &Live) -> anyhow::Result<ExitCode
             RECV_WRID => {
                 routs -= 1;
                 if routs <= 1 {
-                    for _ in routs..args.rx_depth {
-                        device
-                            .post_recv(
-                                qp.qpn,
-                                RecvWr {
-                                    wr_id: RECV_WRID,
-                                    sgl: vec![sge],
-                                },
-                            )
-                            .await?;
-                    }
+                    post_recvs(&device, qp.qpn, sge, args.rx_depth - routs).await?;
                     routs = args.rx_depth;
                 }
                 rcnt += 1;

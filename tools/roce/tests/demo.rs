@@ -3,13 +3,15 @@
 
 #![allow(clippy::unwrap_used)] // test code: a panic is the failure report
 
-use std::process::Command;
+mod common;
 
-fn roce(args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_roce"))
-        .args(args)
-        .output()
-        .unwrap()
+use common::roce;
+
+/// `roce demo` with `args` (which ask for `--json`): it must succeed; its report.
+fn demo_report(args: &[&str]) -> serde_json::Value {
+    let output = roce(args);
+    assert!(output.status.success(), "{output:?}");
+    serde_json::from_slice(&output.stdout).unwrap()
 }
 
 #[test]
@@ -17,7 +19,7 @@ fn demo_passes_its_checks_and_writes_a_clean_capture() {
     let dir = std::env::temp_dir().join(format!("roce-demo-test-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let pcap = dir.join("demo.pcap");
-    let output = roce(&[
+    let report = demo_report(&[
         "demo",
         "--a",
         "127.0.20.1",
@@ -31,8 +33,6 @@ fn demo_passes_its_checks_and_writes_a_clean_capture() {
         "--pcap",
         pcap.to_str().unwrap(),
     ]);
-    assert!(output.status.success(), "{output:?}");
-    let report: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
     assert_eq!(report["ok"], true, "{report}");
     let ops: Vec<&str> = report["operations"]
         .as_array()
@@ -66,7 +66,7 @@ fn demo_passes_its_checks_and_writes_a_clean_capture() {
 
 #[test]
 fn demo_with_loss_recovers_and_shows_retransmissions() {
-    let output = roce(&[
+    let report = demo_report(&[
         "demo",
         "--a",
         "127.0.21.1",
@@ -81,8 +81,6 @@ fn demo_with_loss_recovers_and_shows_retransmissions() {
         "--json",
         "--no-pcap",
     ]);
-    assert!(output.status.success(), "{output:?}");
-    let report: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
     assert_eq!(report["ok"], true, "{report}");
     let retransmits: u64 = report["operations"]
         .as_array()
@@ -129,7 +127,7 @@ fn demo_with_loss_recovers_and_shows_retransmissions() {
 /// again.
 #[test]
 fn demo_without_loss_counts_no_read_response_resent() {
-    let output = roce(&[
+    let report = demo_report(&[
         "demo",
         "--a",
         "127.0.23.1",
@@ -142,8 +140,6 @@ fn demo_without_loss_counts_no_read_response_resent() {
         "--json",
         "--no-pcap",
     ]);
-    assert!(output.status.success(), "{output:?}");
-    let report: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
     for o in report["operations"].as_array().unwrap() {
         // A request sent again (a timeout on a loaded machine) may be answered again.
         if o["retransmitted_requests"] == 0 {

@@ -2,28 +2,11 @@
 
 #![allow(clippy::unwrap_used)] // test code: a panic is the failure report
 
-use std::process::{Command, Output, Stdio};
-use std::time::Duration;
+mod common;
 
-fn roce(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_roce"))
-        .args(args)
-        .output()
-        .unwrap()
-}
+use std::process::Output;
 
-/// Runs a server with `server` arguments, then a client with `client` arguments.
-fn pair(server: &[&str], client: &[&str]) -> (Output, Output) {
-    let server = Command::new(env!("CARGO_BIN_EXE_roce"))
-        .args(server)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    std::thread::sleep(Duration::from_millis(300));
-    let client = roce(client);
-    (client, server.wait_with_output().unwrap())
-}
+use common::{pair, roce};
 
 fn stderr(out: &Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()

@@ -3,35 +3,23 @@
 
 #![allow(clippy::unwrap_used)] // test code: a panic is the failure report
 
+mod common;
+
 use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Child, Command, Output};
 use std::time::Duration;
+
+use common::{finish, roce, spawn};
 
 use serde_json::Value;
 
-fn spawn(args: &[&str]) -> Child {
-    Command::new(env!("CARGO_BIN_EXE_roce"))
-        .args(args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap()
-}
-
 /// Runs a server with `server` arguments, then a client with `client` arguments.
 fn pair(server: &[&str], client: &[&str]) -> (Output, Output) {
-    let mut server = spawn(server);
+    let server = spawn(server);
     std::thread::sleep(Duration::from_millis(300));
-    let client = spawn(client).wait_with_output().unwrap();
+    let client = roce(client);
     // A server whose client never came would wait for ever.
-    for _ in 0..600 {
-        if server.try_wait().unwrap().is_some() {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    let _ = server.kill();
-    (client, server.wait_with_output().unwrap())
+    (client, finish(server))
 }
 
 /// `roce perf VERB` as a server on `port` and as a client, both with `common`; the client

@@ -3,32 +3,15 @@
 
 #![allow(clippy::unwrap_used)] // test code: a panic is the failure report
 
+mod common;
+
 use std::io::Read;
-use std::process::{Child, Command, Output, Stdio};
+use std::process::Command;
 use std::time::Duration;
 
+use common::{finish, spawn};
+
 use serde_json::Value;
-
-fn spawn(args: &[&str]) -> Child {
-    Command::new(env!("CARGO_BIN_EXE_roce"))
-        .args(args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap()
-}
-
-/// Waits for a server, killing it if it is still up after a minute.
-fn finish(mut server: Child) -> Output {
-    for _ in 0..600 {
-        if server.try_wait().unwrap().is_some() {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    let _ = server.kill();
-    server.wait_with_output().unwrap()
-}
 
 #[test]
 fn json_has_the_figures_and_every_counter() {

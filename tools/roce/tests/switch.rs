@@ -8,7 +8,7 @@
 
 mod common;
 
-use common::{have_tools, run_ok, sh};
+use common::{have_tools, roce_in, run_ok, sh};
 use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
@@ -70,11 +70,7 @@ impl Topology {
     }
 
     fn roce(&self, ns: &str, args: &[&str]) -> Command {
-        let mut command = Command::new("ip");
-        command
-            .args(["netns", "exec", ns, env!("CARGO_BIN_EXE_roce")])
-            .args(args);
-        command
+        roce_in(ns, args)
     }
 }
 

@@ -3,24 +3,11 @@
 
 #![allow(clippy::unwrap_used)] // test code: a panic is the failure report
 
-use std::process::{Command, Output, Stdio};
-use std::time::Duration;
+mod common;
 
-/// Runs a server with `server` arguments, then a client with `client` arguments.
-fn pair(server: &[&str], client: &[&str]) -> (Output, Output) {
-    let server = Command::new(env!("CARGO_BIN_EXE_roce"))
-        .args(server)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    std::thread::sleep(Duration::from_millis(300));
-    let client = Command::new(env!("CARGO_BIN_EXE_roce"))
-        .args(client)
-        .output()
-        .unwrap();
-    (client, server.wait_with_output().unwrap())
-}
+use std::process::Output;
+
+use common::pair;
 
 fn ok(out: &Output) -> String {
     let stdout = String::from_utf8(out.stdout.clone()).unwrap();

@@ -7,7 +7,7 @@
 
 mod common;
 
-use common::{have_tools, run_ok, sh};
+use common::{have_tools, roce_in, run_ok, sh};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::Duration;
@@ -101,11 +101,7 @@ impl Veth {
     }
 
     fn roce(&self, ns: &str, args: &[&str]) -> Command {
-        let mut command = Command::new("ip");
-        command
-            .args(["netns", "exec", ns, env!("CARGO_BIN_EXE_roce")])
-            .args(args);
-        command
+        roce_in(ns, args)
     }
 
     /// Starts a capture of the veth in namespace a.

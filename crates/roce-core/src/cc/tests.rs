@@ -159,6 +159,14 @@ fn assert_same(rp: &Rp, paper: &PaperRp) {
 }
 
 /// Runs engine and paper side by side over `events` timer deadlines.
+/// `count` CNPs to the engine and to the paper's model alike.
+fn cnps_to_both(rp: &mut Rp, paper: &mut PaperRp, count: usize) {
+    for _ in 0..count {
+        rp.cnp();
+        paper.cnp();
+    }
+}
+
 fn run_both(rp: &mut Rp, paper: &mut PaperRp, events: usize) {
     for _ in 0..events {
         for timer in rp.next_event() {
@@ -176,16 +184,14 @@ fn run_both(rp: &mut Rp, paper: &mut PaperRp, events: usize) {
 fn one_cnp_at_alpha_one_halves_the_rate() {
     let mut rp = Rp::paper();
     let mut paper = PaperRp::new();
-    rp.cnp();
-    paper.cnp();
+    cnps_to_both(&mut rp, &mut paper, 1);
     assert_same(&rp, &paper);
     assert_eq!(rp.rate(), LINE / 2.0);
     assert_eq!(rp.target(), LINE);
     assert_eq!(rp.rp.alpha(), 1.0, "(1 − g)·1 + g");
     assert_eq!(rp.stats.rate_decreases, 1);
     // A second CNP: the rate is cut by α/2 again, the target follows the rate.
-    rp.cnp();
-    paper.cnp();
+    cnps_to_both(&mut rp, &mut paper, 1);
     assert_same(&rp, &paper);
     assert_eq!(rp.rate(), LINE / 4.0);
     assert_eq!(rp.target(), LINE / 2.0);
@@ -196,10 +202,7 @@ fn alpha_decays_as_one_minus_g_to_the_k_without_cnps() {
     let mut rp = Rp::paper();
     let mut paper = PaperRp::new();
     // Two CNPs (α stays 1): the rate stays far from line rate for the whole run.
-    for _ in 0..2 {
-        rp.cnp();
-        paper.cnp();
-    }
+    cnps_to_both(&mut rp, &mut paper, 2);
     // Paper values: K = 55 µs, g = 1/256.
     for k in 1..=20 {
         run_both(&mut rp, &mut paper, 1);
@@ -213,8 +216,7 @@ fn alpha_decays_as_one_minus_g_to_the_k_without_cnps() {
 fn rate_returns_to_target_in_f_fast_recovery_steps_then_additive_increase() {
     let mut rp = Rp::paper();
     let mut paper = PaperRp::new();
-    rp.cnp();
-    paper.cnp();
+    cnps_to_both(&mut rp, &mut paper, 1);
     let gap0 = rp.target() - rp.rate();
     // F = 5 timer events of fast recovery: RT stays, the gap halves each time.
     for step in 1..=5 {
@@ -230,10 +232,7 @@ fn rate_returns_to_target_in_f_fast_recovery_steps_then_additive_increase() {
     // so it is clamped; see the clamp test). Below line rate it climbs:
     let mut rp = Rp::paper();
     let mut paper = PaperRp::new();
-    rp.cnp();
-    paper.cnp();
-    rp.cnp();
-    paper.cnp();
+    cnps_to_both(&mut rp, &mut paper, 2);
     run_both(&mut rp, &mut paper, 5);
     let target = rp.target();
     run_both(&mut rp, &mut paper, 1);
@@ -245,10 +244,7 @@ fn rate_returns_to_target_in_f_fast_recovery_steps_then_additive_increase() {
 fn hyper_increase_once_both_counters_pass_f() {
     let mut rp = Rp::paper();
     let mut paper = PaperRp::new();
-    rp.cnp();
-    paper.cnp();
-    rp.cnp();
-    paper.cnp();
+    cnps_to_both(&mut rp, &mut paper, 2);
     // Eight byte-counter events (B = 10 MB each): five fast recovery, three additive increase.
     rp.sent(8 * 10_000_000);
     for _ in 0..8 {

@@ -153,6 +153,36 @@ fn request(opcode: Opcode, psn_value: u32, ack_req: bool) -> RoceRepr {
     RoceRepr::new(bth)
 }
 
+/// A READ or WRITE request whose RETH names `len` bytes of the setup's region from `offset`.
+fn rdma_request(s: &Setup, opcode: Opcode, psn_value: u32, offset: u64, len: u32) -> RoceRepr {
+    let mut repr = request(opcode, psn_value, true);
+    repr.reth = Some(RethRepr {
+        va: s.mr.addr() + offset,
+        rkey: s.mr.rkey(),
+        dma_len: len,
+    });
+    repr
+}
+
+/// An atomic request on the 8 bytes of the setup's region at `offset`.
+fn atomic_request(
+    s: &Setup,
+    opcode: Opcode,
+    psn_value: u32,
+    offset: u64,
+    swap_add: u64,
+    compare: u64,
+) -> RoceRepr {
+    let mut repr = request(opcode, psn_value, true);
+    repr.atomic_eth = Some(AtomicEthRepr {
+        va: s.mr.addr() + offset,
+        rkey: s.mr.rkey(),
+        swap_add,
+        compare,
+    });
+    repr
+}
+
 fn ack_of(repr: &RoceRepr) -> (Psn, Syndrome, u32) {
     let aeth = repr.aeth.expect("an AETH");
     (repr.bth.psn, aeth.syndrome, aeth.msn)
@@ -356,12 +386,7 @@ fn no_receive_wr_is_an_rnr_nak_with_the_qps_timer() {
 //= ibta:vol1/10.6.3.2
 fn write_lands_in_memory_and_bad_rkey_is_a_remote_access_nak() {
     let mut s = setup();
-    let mut write = request(Opcode::RcRdmaWriteOnly, RQ_PSN, true);
-    write.reth = Some(RethRepr {
-        va: s.mr.addr() + 10,
-        rkey: s.mr.rkey(),
-        dma_len: 3,
-    });
+    let write = rdma_request(&s, Opcode::RcRdmaWriteOnly, RQ_PSN, 10, 3);
     rx(&mut s, at(0), write, b"xyz");
     assert_eq!(s.mr.read(10, 3).unwrap(), b"xyz");
     assert_eq!(ack_of(&tx(&mut s, at(0)).0), (psn(RQ_PSN), ACK, 1));
@@ -386,12 +411,7 @@ fn write_lands_in_memory_and_bad_rkey_is_a_remote_access_nak() {
 #[test]
 fn write_outside_the_region_is_a_remote_access_nak() {
     let mut s = setup();
-    let mut write = request(Opcode::RcRdmaWriteOnly, RQ_PSN, true);
-    write.reth = Some(RethRepr {
-        va: s.mr.addr() + 65534,
-        rkey: s.mr.rkey(),
-        dma_len: 3,
-    });
+    let write = rdma_request(&s, Opcode::RcRdmaWriteOnly, RQ_PSN, 65534, 3);
     rx(&mut s, at(0), write, b"xyz");
     assert_eq!(
         ack_of(&tx(&mut s, at(0)).0).1,
@@ -404,12 +424,7 @@ fn read_is_answered_with_responses_from_memory() {
     let mut s = setup();
     let data: Vec<u8> = (0..2500u32).map(|i| i as u8).collect();
     s.mr.write(0, &data);
-    let mut read = request(Opcode::RcRdmaReadRequest, RQ_PSN, true);
-    read.reth = Some(RethRepr {
-        va: s.mr.addr(),
-        rkey: s.mr.rkey(),
-        dma_len: 2500,
-    });
+    let read = rdma_request(&s, Opcode::RcRdmaReadRequest, RQ_PSN, 0, 2500);
     rx(&mut s, at(0), read, b"");
     let (first, p1) = tx(&mut s, at(0));
     let (middle, p2) = tx(&mut s, at(0));
@@ -436,12 +451,7 @@ fn duplicate_read_is_read_again_from_the_psn_it_names() {
     let mut s = setup();
     let data: Vec<u8> = (0..2500u32).map(|i| (i * 7) as u8).collect();
     s.mr.write(0, &data);
-    let mut read = request(Opcode::RcRdmaReadRequest, RQ_PSN, true);
-    read.reth = Some(RethRepr {
-        va: s.mr.addr(),
-        rkey: s.mr.rkey(),
-        dma_len: 2500,
-    });
+    let read = rdma_request(&s, Opcode::RcRdmaReadRequest, RQ_PSN, 0, 2500);
     rx(&mut s, at(0), read, b"");
     for _ in 0..3 {
         let _ = tx(&mut s, at(0));
@@ -449,12 +459,7 @@ fn duplicate_read_is_read_again_from_the_psn_it_names() {
     // The requester lost the responses from PSN 101 on and asks again from there, as rxe's
     // req_retry does: a duplicate, answered from memory with MIDDLE then LAST, not executed as
     // a new READ (ePSN and MSN stay).
-    let mut again = request(Opcode::RcRdmaReadRequest, RQ_PSN + 1, true);
-    again.reth = Some(RethRepr {
-        va: s.mr.addr() + 1024,
-        rkey: s.mr.rkey(),
-        dma_len: 2500 - 1024,
-    });
+    let again = rdma_request(&s, Opcode::RcRdmaReadRequest, RQ_PSN + 1, 1024, 2500 - 1024);
     rx(&mut s, at(50), again, b"");
     let (middle, p2) = tx(&mut s, at(50));
     let (last, p3) = tx(&mut s, at(50));
@@ -482,23 +487,13 @@ fn duplicate_read_is_read_again_from_the_psn_it_names() {
 //= ibta:vol1/9.7.5.1.2
 fn issue_11_a_duplicate_read_restarts_its_train_of_responses_instead_of_queueing_another() {
     let mut s = setup();
-    let mut read = request(Opcode::RcRdmaReadRequest, RQ_PSN, true);
-    read.reth = Some(RethRepr {
-        va: s.mr.addr(),
-        rkey: s.mr.rkey(),
-        dma_len: 16 * 1024,
-    });
+    let read = rdma_request(&s, Opcode::RcRdmaReadRequest, RQ_PSN, 0, 16 * 1024);
     rx(&mut s, at(0), read, b"");
     // Three of the sixteen responses leave, then the requester asks again from PSN 101.
     for _ in 0..3 {
         let _ = tx(&mut s, at(0));
     }
-    let mut again = request(Opcode::RcRdmaReadRequest, RQ_PSN + 1, true);
-    again.reth = Some(RethRepr {
-        va: s.mr.addr() + 1024,
-        rkey: s.mr.rkey(),
-        dma_len: 15 * 1024,
-    });
+    let again = rdma_request(&s, Opcode::RcRdmaReadRequest, RQ_PSN + 1, 1024, 15 * 1024);
     rx(&mut s, at(50), again, b"");
     let mut psns = Vec::new();
     for _ in 0..15 {
@@ -513,13 +508,7 @@ fn issue_11_a_duplicate_read_restarts_its_train_of_responses_instead_of_queueing
 fn duplicate_atomic_replays_the_cached_value_and_does_not_execute_again() {
     let mut s = setup();
     s.mr.write(64, &5u64.to_le_bytes());
-    let mut add = request(Opcode::RcFetchAdd, RQ_PSN, true);
-    add.atomic_eth = Some(AtomicEthRepr {
-        va: s.mr.addr() + 64,
-        rkey: s.mr.rkey(),
-        swap_add: 10,
-        compare: 0,
-    });
+    let add = atomic_request(&s, Opcode::RcFetchAdd, RQ_PSN, 64, 10, 0);
     rx(&mut s, at(0), add, b"");
     let (ack, _) = tx(&mut s, at(0));
     assert_eq!(ack.bth.opcode, Opcode::RcAtomicAcknowledge);
@@ -534,21 +523,11 @@ fn duplicate_atomic_replays_the_cached_value_and_does_not_execute_again() {
 fn compare_swap_swaps_only_when_equal() {
     let mut s = setup();
     s.mr.write(0, &7u64.to_le_bytes());
-    let mut cas = request(Opcode::RcCompareSwap, RQ_PSN, true);
-    cas.atomic_eth = Some(AtomicEthRepr {
-        va: s.mr.addr(),
-        rkey: s.mr.rkey(),
-        swap_add: 9,
-        compare: 6,
-    });
+    let cas = atomic_request(&s, Opcode::RcCompareSwap, RQ_PSN, 0, 9, 6);
     rx(&mut s, at(0), cas, b"");
     assert_eq!(tx(&mut s, at(0)).0.atomic_ack_eth.unwrap().orig_data, 7);
     assert_eq!(s.mr.read(0, 8).unwrap(), 7u64.to_le_bytes());
-    cas.bth.psn = psn(RQ_PSN + 1);
-    cas.atomic_eth = Some(AtomicEthRepr {
-        compare: 7,
-        ..cas.atomic_eth.unwrap()
-    });
+    let cas = atomic_request(&s, Opcode::RcCompareSwap, RQ_PSN + 1, 0, 9, 7);
     rx(&mut s, at(1), cas, b"");
     assert_eq!(tx(&mut s, at(1)).0.atomic_ack_eth.unwrap().orig_data, 7);
     assert_eq!(s.mr.read(0, 8).unwrap(), 9u64.to_le_bytes());
@@ -558,13 +537,7 @@ fn compare_swap_swaps_only_when_equal() {
 //= ibta:vol1/9.4.5
 fn misaligned_atomic_is_an_invalid_request() {
     let mut s = setup();
-    let mut add = request(Opcode::RcFetchAdd, RQ_PSN, true);
-    add.atomic_eth = Some(AtomicEthRepr {
-        va: s.mr.addr() + 4,
-        rkey: s.mr.rkey(),
-        swap_add: 1,
-        compare: 0,
-    });
+    let add = atomic_request(&s, Opcode::RcFetchAdd, RQ_PSN, 4, 1, 0);
     rx(&mut s, at(0), add, b"");
     assert_eq!(
         ack_of(&tx(&mut s, at(0)).0).1,

@@ -1,4 +1,5 @@
 use super::*;
+use crate::testing::v4_gid;
 
 /// mtu1500-write_bw.pcap frame 15: `ib_write_bw -x 1 -n 100`, client 198.18.0.12.
 const WRITE_BW_CLIENT_KEYS: &[u8] = b"0000:0001:000016:297886:00000771:00007f6076683000:\
@@ -7,14 +8,6 @@ const WRITE_BW_CLIENT_KEYS: &[u8] = b"0000:0001:000016:297886:00000771:00007f607
 /// out_reads 0x80.
 const READ_BW_SERVER_KEYS: &[u8] = b"0000:0080:000017:e710bf:00000854:00007f72b0852000:\
 00:00:00:00:00:00:00:00:00:00:ff:ff:c6:12:00:0b:00000000:\0";
-
-fn v4_gid(last: u8) -> [u8; 16] {
-    let mut gid = [0u8; 16];
-    gid[10] = 0xff;
-    gid[11] = 0xff;
-    gid[12..].copy_from_slice(&[198, 18, 0, last]);
-    gid
-}
 
 #[test]
 fn golden_keys_from_the_captures() {

@@ -11,6 +11,7 @@
 
 use anyhow::anyhow;
 use plotters::coord::Shift;
+use plotters::coord::types::RangedCoordf64;
 use plotters::element::DashedPathElement;
 use plotters::prelude::*;
 use roce_sim::scenario::NicCongestion;
@@ -25,6 +26,36 @@ const PANELS: [u32; 3] = [420, 300, 280];
 
 type Area<'a> = DrawingArea<SVGBackend<'a>, Shift>;
 type DrawResult = Result<(), DrawingAreaErrorKind<std::io::Error>>;
+
+type Chart<'a, 'b> = ChartContext<'a, SVGBackend<'b>, Cartesian2d<RangedCoordf64, RangedCoordf64>>;
+
+/// A panel's chart with its mesh drawn: `caption` above, simulated time (ms) from 0 to `t_max`
+/// across, `y` up under `y_desc`, its labels written by `y_labels` where given.
+fn chart<'a, 'b>(
+    area: &'a Area<'b>,
+    caption: String,
+    t_max: f64,
+    y: std::ops::Range<f64>,
+    y_desc: &str,
+    y_labels: Option<&dyn Fn(&f64) -> String>,
+) -> Result<Chart<'a, 'b>, DrawingAreaErrorKind<std::io::Error>> {
+    let mut chart = ChartBuilder::on(area)
+        .caption(caption, ("sans-serif", 20).into_font())
+        .margin(12)
+        .x_label_area_size(40)
+        .y_label_area_size(64)
+        .build_cartesian_2d(0f64..t_max, y)?;
+    let mut mesh = chart.configure_mesh();
+    mesh.light_line_style(BLACK.mix(0.05))
+        .bold_line_style(BLACK.mix(0.12))
+        .x_desc("simulated time (ms)")
+        .y_desc(y_desc);
+    if let Some(labels) = y_labels {
+        mesh.y_label_formatter(labels);
+    }
+    mesh.draw()?;
+    Ok(chart)
+}
 
 /// One line of a legend: its label, colour, width and whether the curve is dashed or marks.
 struct Entry {
@@ -172,25 +203,11 @@ fn draw_rates(
         .map(gbps)
         .fold(line, f64::max)
         * 1.05;
-    let mut chart = ChartBuilder::on(&area)
-        .caption(
-            match s.congestion {
-                NicCongestion::None => format!("{}: flow goodput", s.name),
-                _ => format!("{}: flow goodput and DCQCN rate", s.name),
-            },
-            ("sans-serif", 20).into_font(),
-        )
-        .margin(12)
-        .x_label_area_size(40)
-        .y_label_area_size(64)
-        .build_cartesian_2d(0f64..t_max, 0f64..top)?;
-    chart
-        .configure_mesh()
-        .light_line_style(BLACK.mix(0.05))
-        .bold_line_style(BLACK.mix(0.12))
-        .x_desc("simulated time (ms)")
-        .y_desc("Gb/s (10^9 bit/s)")
-        .draw()?;
+    let caption = match s.congestion {
+        NicCongestion::None => format!("{}: flow goodput", s.name),
+        _ => format!("{}: flow goodput and DCQCN rate", s.name),
+    };
+    let mut chart = chart(&area, caption, t_max, 0f64..top, "Gb/s (10^9 bit/s)", None)?;
     let mut entries = Vec::new();
     for (i, f) in series.flows.iter().enumerate() {
         let color = flow_color(i);
@@ -245,47 +262,29 @@ fn draw_queue(
         top = top.max(ecn.k_max_bytes);
     }
     let q_top = kib(top) * 1.1;
-    let mut chart = ChartBuilder::on(&area)
-        .caption(
-            format!("port {} egress queue", s.bottleneck),
-            ("sans-serif", 20).into_font(),
-        )
-        .margin(12)
-        .x_label_area_size(40)
-        .y_label_area_size(64)
-        .build_cartesian_2d(0f64..t_max, 0f64..q_top)?;
-    chart
-        .configure_mesh()
-        .light_line_style(BLACK.mix(0.05))
-        .bold_line_style(BLACK.mix(0.12))
-        .x_desc("simulated time (ms)")
-        .y_desc("KiB (1024 bytes)")
-        .draw()?;
+    let caption = format!("port {} egress queue", s.bottleneck);
+    let mut chart = chart(&area, caption, t_max, 0f64..q_top, "KiB (1024 bytes)", None)?;
     let mut entries = Vec::new();
-    let red = RGBColor(200, 30, 30).to_rgba();
-    let blue = RGBColor(0, 90, 200).to_rgba();
-    let maxima = times
-        .iter()
-        .zip(&series.queue_max_bytes)
-        .map(|(t, q)| (*t, kib(*q)));
-    chart.draw_series(LineSeries::new(maxima, red.stroke_width(2)))?;
-    entries.push(Entry {
-        label: "max in interval".into(),
-        color: red,
-        width: 2,
-        look: Look::Line,
-    });
-    let now = times
-        .iter()
-        .zip(&series.queue_bytes)
-        .map(|(t, q)| (*t, kib(*q)));
-    chart.draw_series(LineSeries::new(now, blue.stroke_width(1)))?;
-    entries.push(Entry {
-        label: "at sample".into(),
-        color: blue,
-        width: 1,
-        look: Look::Line,
-    });
+    let lines = [
+        (
+            &series.queue_max_bytes,
+            "max in interval",
+            RGBColor(200, 30, 30),
+            2,
+        ),
+        (&series.queue_bytes, "at sample", RGBColor(0, 90, 200), 1),
+    ];
+    for (bytes, label, color, width) in lines {
+        let color = color.to_rgba();
+        let points = times.iter().zip(bytes).map(|(t, q)| (*t, kib(*q)));
+        chart.draw_series(LineSeries::new(points, color.stroke_width(width)))?;
+        entries.push(Entry {
+            label: label.into(),
+            color,
+            width,
+            look: Look::Line,
+        });
+    }
     if let Some(ecn) = s.switch.ecn {
         let marks = [
             (ecn.k_min_bytes, "ECN Kmin", RGBColor(0, 150, 60)),
@@ -366,15 +365,6 @@ fn draw_events(
         .unwrap_or(0)
         .max(10);
     let decades = (most as f64).log10().ceil();
-    let mut chart = ChartBuilder::on(&area)
-        .caption(
-            format!("events per {} µs interval", s.interval.as_micros()),
-            ("sans-serif", 20).into_font(),
-        )
-        .margin(12)
-        .x_label_area_size(40)
-        .y_label_area_size(64)
-        .build_cartesian_2d(0f64..t_max, -0.2f64..decades + 0.2)?;
     let power = |v: &f64| {
         let k = v.round();
         if (v - k).abs() < 1e-6 && k >= 0.0 {
@@ -383,14 +373,9 @@ fn draw_events(
             String::new()
         }
     };
-    chart
-        .configure_mesh()
-        .light_line_style(BLACK.mix(0.05))
-        .bold_line_style(BLACK.mix(0.12))
-        .y_label_formatter(&power)
-        .x_desc("simulated time (ms)")
-        .y_desc("count (log scale)")
-        .draw()?;
+    let caption = format!("events per {} µs interval", s.interval.as_micros());
+    let y = -0.2f64..decades + 0.2;
+    let chart = chart(&area, caption, t_max, y, "count (log scale)", Some(&power))?;
     let mut entries = Vec::new();
     for (name, counts, color, marker) in kinds {
         let color = color.to_rgba();

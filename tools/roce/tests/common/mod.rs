@@ -1,8 +1,58 @@
-//! What the root-only tests share: running commands that set up namespaces and veths.
+//! What the tests share: running `roce` itself, and (for the root-only tests) running commands
+//! that set up namespaces and veths.
 
 #![allow(clippy::unwrap_used)] // test code: a panic is the failure report
+#![allow(dead_code)] // each test binary uses its own part of this
 
-use std::process::{Command, Output};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::Duration;
+
+/// Runs `roce` with `args` to its end.
+pub(crate) fn roce(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_roce"))
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+/// Starts `roce` with `args`, its output piped.
+pub(crate) fn spawn(args: &[&str]) -> Child {
+    Command::new(env!("CARGO_BIN_EXE_roce"))
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// Waits for a server, killing it if it is still up after a minute.
+pub(crate) fn finish(mut server: Child) -> Output {
+    for _ in 0..600 {
+        if server.try_wait().unwrap().is_some() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let _ = server.kill();
+    server.wait_with_output().unwrap()
+}
+
+/// Runs a server with `server` arguments, then a client with `client` arguments.
+pub(crate) fn pair(server: &[&str], client: &[&str]) -> (Output, Output) {
+    let server = spawn(server);
+    std::thread::sleep(Duration::from_millis(300));
+    let client = roce(client);
+    (client, server.wait_with_output().unwrap())
+}
+
+/// `roce` with `args`, to run in the network namespace `ns`.
+pub(crate) fn roce_in(ns: &str, args: &[&str]) -> Command {
+    let mut command = Command::new("ip");
+    command
+        .args(["netns", "exec", ns, env!("CARGO_BIN_EXE_roce")])
+        .args(args);
+    command
+}
 
 /// Runs a command and returns its output.
 pub(crate) fn sh(args: &[&str]) -> Output {
