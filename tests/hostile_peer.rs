@@ -265,14 +265,7 @@ fn keys_qpns_and_region_addresses_come_from_the_seed() {
         let pd = nic.alloc_pd();
         let cq = nic.create_cq(4);
         let mr = nic.reg_mr(pd, 4096, roce_core::Access::ALL).unwrap();
-        let init = roce_core::QpInit {
-            pd,
-            qp_type: roce_core::QpType::Rc,
-            send_cq: cq,
-            recv_cq: cq,
-            max_send_wr: 1,
-            max_recv_wr: 1,
-        };
+        let init = roce_core::QpInit::new(roce_core::QpType::Rc, pd, cq, 1);
         let qpn = nic.create_qp(&init).unwrap();
         (mr.rkey(), mr.addr(), qpn)
     };

@@ -150,14 +150,7 @@ fn side(addr: IpAddr, icrc: IcrcPolicy, msg_len: u32) -> Side {
     let mr = nic
         .reg_mr(pd, msg_len as usize, Access::ALL)
         .expect("a valid region");
-    let init = QpInit {
-        pd,
-        qp_type: QpType::Rc,
-        send_cq: cq,
-        recv_cq: cq,
-        max_send_wr: 128,
-        max_recv_wr: 128,
-    };
+    let init = QpInit::new(QpType::Rc, pd, cq, 128);
     let qpn = nic.create_qp(&init).expect("a valid QP");
     Side { nic, qpn, cq, mr }
 }

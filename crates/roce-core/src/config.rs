@@ -321,6 +321,21 @@ pub struct QpInit {
     pub max_recv_wr: usize,
 }
 
+impl QpInit {
+    /// A QP of `qp_type` in `pd` whose send and receive completions both go to `cq`, with
+    /// queues of `depth` work requests each (what ibv_rc_pingpong and perftest create).
+    pub const fn new(qp_type: QpType, pd: PdHandle, cq: CqHandle, depth: usize) -> Self {
+        Self {
+            pd,
+            qp_type,
+            send_cq: cq,
+            recv_cq: cq,
+            max_send_wr: depth,
+            max_recv_wr: depth,
+        }
+    }
+}
+
 /// Attributes of `modify_qp` (`ibv_qp_attr` plus its mask: `None` is "not in the mask").
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct QpAttr {

@@ -169,14 +169,7 @@ impl Harness {
             .reg_mr(pd, REGION_LEN, Access::ALL)
             .expect("a region with local write");
         let qps = [QpType::Rc, QpType::Uc, QpType::Ud].map(|qp_type| {
-            let init = QpInit {
-                pd,
-                qp_type,
-                send_cq: cq,
-                recv_cq: cq,
-                max_send_wr: 16,
-                max_recv_wr: 16,
-            };
+            let init = QpInit::new(qp_type, pd, cq, 16);
             nic.create_qp(&init).expect("room for three QPs")
         });
         let mut harness = Self {

@@ -112,14 +112,7 @@ impl RcEndpoint {
     pub async fn create(device: &DeviceHandle, depth: usize) -> Result<Self, DeviceError> {
         let pd = device.alloc_pd().await?;
         let cq = device.create_cq(depth * 2).await?;
-        let init = QpInit {
-            pd,
-            qp_type: QpType::Rc,
-            send_cq: cq,
-            recv_cq: cq,
-            max_send_wr: depth,
-            max_recv_wr: depth,
-        };
+        let init = QpInit::new(QpType::Rc, pd, cq, depth);
         let qpn = device.create_qp(init).await?;
         Ok(Self {
             device: device.clone(),

@@ -291,14 +291,7 @@ fn config() -> PairConfig {
 const PSN: Psn = Psn::new(0);
 
 fn create_qps(nic: &mut Nic, pd: PdHandle, cq: CqHandle, n: usize) -> Vec<Qpn> {
-    let init = QpInit {
-        pd,
-        qp_type: QpType::Rc,
-        send_cq: cq,
-        recv_cq: cq,
-        max_send_wr: 16,
-        max_recv_wr: 16,
-    };
+    let init = QpInit::new(QpType::Rc, pd, cq, 16);
     (0..n)
         .map(|_| nic.create_qp(&init).expect("a QP under max_qp"))
         .collect()

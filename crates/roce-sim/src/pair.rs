@@ -306,14 +306,7 @@ pub(crate) fn side(config: &PairConfig, addr: IpAddr) -> Side {
 
 /// A new QP of `config.qp_type` on `nic`, in `pd`, completing to `cq`.
 fn new_qp(config: &PairConfig, nic: &mut Nic, pd: PdHandle, cq: CqHandle) -> Qpn {
-    let init = QpInit {
-        pd,
-        qp_type: config.qp_type,
-        send_cq: cq,
-        recv_cq: cq,
-        max_send_wr: config.queue_depth,
-        max_recv_wr: config.queue_depth,
-    };
+    let init = QpInit::new(config.qp_type, pd, cq, config.queue_depth);
     nic.create_qp(&init).expect("a valid QP")
 }
 

@@ -47,14 +47,7 @@ fn setup_with(config: NicConfig) -> Setup {
     let pd = nic.alloc_pd();
     let cq = nic.create_cq(64);
     let mr = nic.reg_mr(pd, 65536, Access::ALL).unwrap();
-    let init = QpInit {
-        pd,
-        qp_type: QpType::Rc,
-        send_cq: cq,
-        recv_cq: cq,
-        max_send_wr: 16,
-        max_recv_wr: 16,
-    };
+    let init = QpInit::new(QpType::Rc, pd, cq, 16);
     let qpn = nic.create_qp(&init).unwrap();
     let connect = Connect {
         max_rd_atomic: 4,
@@ -1139,14 +1132,7 @@ fn misuse_is_a_typed_error() {
     let pd = small.alloc_pd();
     let cq = small.create_cq(1);
     let qpn = small
-        .create_qp(&QpInit {
-            pd,
-            qp_type: QpType::Rc,
-            send_cq: cq,
-            recv_cq: cq,
-            max_send_wr: 1,
-            max_recv_wr: 1,
-        })
+        .create_qp(&QpInit::new(QpType::Rc, pd, cq, 1))
         .unwrap();
     let init = QpAttr {
         qp_state: Some(QpState::Init),

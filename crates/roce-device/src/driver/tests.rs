@@ -86,16 +86,7 @@ fn responder(len: usize) -> (Nic, Qpn, roce_core::MemoryRegion) {
     let pd = nic.alloc_pd();
     let cq = nic.create_cq(16);
     let mr = nic.reg_mr(pd, len, Access::ALL).unwrap();
-    let qpn = nic
-        .create_qp(&QpInit {
-            pd,
-            qp_type: QpType::Rc,
-            send_cq: cq,
-            recv_cq: cq,
-            max_send_wr: 16,
-            max_recv_wr: 16,
-        })
-        .unwrap();
+    let qpn = nic.create_qp(&QpInit::new(QpType::Rc, pd, cq, 16)).unwrap();
     let connect = Connect {
         max_rd_atomic: 4,
         max_dest_rd_atomic: 4,

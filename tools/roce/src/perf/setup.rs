@@ -127,14 +127,7 @@ async fn create_endpoints(
     let mut endpoints = Vec::with_capacity(qps);
     for _ in 0..qps {
         let qpn = device
-            .create_qp(QpInit {
-                pd,
-                qp_type: QpType::Rc,
-                send_cq: cq,
-                recv_cq: cq,
-                max_send_wr: depth,
-                max_recv_wr: depth,
-            })
+            .create_qp(QpInit::new(QpType::Rc, pd, cq, depth))
             .await?;
         endpoints.push(RcEndpoint {
             device: device.clone(),
