@@ -277,13 +277,9 @@ impl Runner<'_> {
             self.live.borrow_mut().completed = per_qp.sum;
             progress.tick(per_qp.sum);
         }
-        let (elapsed, iterations) = per_qp.sampled().unwrap_or((start.elapsed(), per_qp.sum));
         Ok(Measured {
-            elapsed,
-            iterations,
             best_per_message: times.and_then(|t| best_per_message(&t.posted, &t.completed)),
-            per_qp: Some(per_qp),
-            ..Measured::default()
+            ..measured(start, per_qp)
         })
     }
 
@@ -329,13 +325,7 @@ impl Runner<'_> {
             self.live.borrow_mut().completed = per_qp.sum;
             progress.tick(per_qp.sum);
         }
-        let (elapsed, iterations) = per_qp.sampled().unwrap_or((start.elapsed(), per_qp.sum));
-        Ok(Measured {
-            elapsed,
-            iterations,
-            per_qp: Some(per_qp),
-            ..Measured::default()
-        })
+        Ok(measured(start, per_qp))
     }
 
     /// One READ or atomic at a time; each sample is the round trip.
@@ -491,6 +481,18 @@ impl Progress {
                 (now - self.start).as_secs_f64()
             );
         }
+    }
+}
+
+/// What a bandwidth loop measured: the per-QP interval where every QP was busy (or the whole
+/// run when there is none), and the per-QP counts.
+fn measured(start: Instant, per_qp: PerQp) -> Measured {
+    let (elapsed, iterations) = per_qp.sampled().unwrap_or((start.elapsed(), per_qp.sum));
+    Measured {
+        elapsed,
+        iterations,
+        per_qp: Some(per_qp),
+        ..Measured::default()
     }
 }
 
