@@ -86,6 +86,8 @@ pub(super) struct Checker {
     /// Our QPs and the peer's QP of each.
     qpns: Vec<(Qpn, Qpn)>,
     expected: Vec<Vec<u8>>,
+    /// What landed, read out of the region for one check.
+    scratch: Vec<u8>,
     pub(super) checked: Checked,
 }
 
@@ -95,6 +97,7 @@ impl Checker {
         Self {
             qpns: ours.iter().copied().zip(peers.iter().copied()).collect(),
             expected: peers.iter().map(|&p| pattern(p, half, len)).collect(),
+            scratch: Vec::with_capacity(len),
             checked: Checked::default(),
         }
     }
@@ -111,16 +114,18 @@ impl Checker {
         let at = (sge.addr - mr.addr()) as usize;
         let expected = &self.expected[qp][..len];
         let (qpn, peer) = self.qpns[qp];
-        let found = mr.with_bytes(|bytes| {
-            let got = &bytes[at..at + len];
-            (got != expected).then(|| {
-                let offset = got
-                    .iter()
-                    .zip(expected)
-                    .position(|(g, e)| g != e)
-                    .expect("the slices differ");
-                (offset, got[offset])
-            })
+        // Read into a buffer of our own: the NIC goes on writing the other QPs' slots meanwhile,
+        // so the region is only ever read here, never written back.
+        self.scratch.resize(len, 0);
+        let got = &mut self.scratch[..];
+        assert!(mr.read_into(at, got), "the SGE lies inside the buffer");
+        let found = (got != expected).then(|| {
+            let offset = got
+                .iter()
+                .zip(expected)
+                .position(|(g, e)| g != e)
+                .expect("the slices differ");
+            (offset, got[offset])
         });
         if let Some((offset, got)) = found {
             return Err(Mismatch {
