@@ -5,7 +5,7 @@
 
 #![allow(clippy::unwrap_used)] // test code: a panic is the failure report
 
-use roce_core::{Mtu, NicConfig, QpType, SendOp, VerbsError, WcOpcode};
+use roce_core::{Mtu, NicConfig, QpType, SendOp, VerbsError, WcOpcode, WcStatus};
 use roce_sim::{Fault, Pair, PairConfig, TraceGuard};
 use roce_tests::sim::{after_millis, pattern, post, post_recv, remote, success, wr};
 use roce_wire::{Opcode, Psn};
@@ -308,4 +308,22 @@ fn ud_message_over_the_path_mtu_is_refused_at_post_send() {
     );
     assert_eq!(pair.a.completion().map(|c| c.wr_id), Some(1));
     assert_eq!(pair.a.completion(), None);
+}
+
+#[test]
+fn ud_message_longer_than_its_receive_is_a_length_error_and_lands_nothing() {
+    let (mut pair, _log) = pair(QpType::Ud);
+    // 40 bytes of GRH area and 1000 of payload do not fit 1024 bytes of receive buffer.
+    pair.b.mr.write(0, &[0xcc; 1024]);
+    post_recv(&mut pair.b, 100, 0, 1024);
+    ud_send(&mut pair, 1, SendOp::Send, 1000);
+    let deadline = after_millis(&pair, 1);
+    pair.drive_until(deadline);
+    let cqe = pair.b.completion().expect("the receive completes");
+    assert_eq!((cqe.wr_id, cqe.status), (100, WcStatus::LocLenErr));
+    assert_eq!(
+        pair.b.mr.read(0, 1024).unwrap(),
+        [0xcc; 1024],
+        "nothing landed"
+    );
 }

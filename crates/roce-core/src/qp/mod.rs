@@ -285,36 +285,54 @@ pub(crate) fn gather(mrs: &Mrs, sgl: &[Sge], mut offset: u64, out: &mut [u8]) ->
 /// piece is checked first (a valid region with local write rights that holds it), so that
 /// nothing lands unless all of it can: returns false, having written nothing, otherwise.
 pub(crate) fn scatter(mrs: &Mrs, sgl: &[Sge], offset: u64, data: &[u8]) -> bool {
-    let placed = |copy: bool| {
-        let (mut done, mut offset) = (0, offset);
-        for sge in sgl {
-            if done == data.len() {
-                break;
-            }
-            let len = u64::from(sge.length);
-            if offset >= len {
-                offset -= len;
-                continue;
-            }
-            let take = ((len - offset) as usize).min(data.len() - done);
-            let Some(entry) = mrs.get(&sge.lkey) else {
-                return false;
-            };
-            if !entry.mr.access().contains(Access::LOCAL_WRITE) {
-                return false;
-            }
-            let Some(at) = entry.mr.offset_of(sge.addr + offset, take as u64) else {
-                return false;
-            };
-            if copy {
-                entry.mr.write(at, &data[done..done + take]);
-            }
-            done += take;
-            offset = 0;
+    writable(mrs, sgl, offset, data.len())
+        && pieces(mrs, sgl, offset, data.len(), |mr, at, range| {
+            mr.write(at, &data[range]);
+        })
+}
+
+/// Whether `len` bytes from `offset` into the message that `sgl` describes may land: every
+/// piece in a valid region with local write rights that holds it. Checking a whole message
+/// first lets its parts be scattered one by one without one landing when another cannot.
+pub(crate) fn writable(mrs: &Mrs, sgl: &[Sge], offset: u64, len: usize) -> bool {
+    pieces(mrs, sgl, offset, len, |_, _, _| {})
+}
+
+/// Walks the pieces of `len` bytes from `offset` into `sgl`'s message: for each, its region,
+/// its offset there and the bytes of the message it holds. False when a piece names no region
+/// with local write rights that holds it, or the SGL is shorter than the bytes.
+fn pieces(
+    mrs: &Mrs,
+    sgl: &[Sge],
+    mut offset: u64,
+    len: usize,
+    mut each: impl FnMut(&MemoryRegion, usize, std::ops::Range<usize>),
+) -> bool {
+    let mut done = 0;
+    for sge in sgl {
+        if done == len {
+            break;
         }
-        done == data.len()
-    };
-    placed(false) && placed(true)
+        let sge_len = u64::from(sge.length);
+        if offset >= sge_len {
+            offset -= sge_len;
+            continue;
+        }
+        let take = ((sge_len - offset) as usize).min(len - done);
+        let Some(entry) = mrs.get(&sge.lkey) else {
+            return false;
+        };
+        if !entry.mr.access().contains(Access::LOCAL_WRITE) {
+            return false;
+        }
+        let Some(at) = entry.mr.offset_of(sge.addr + offset, take as u64) else {
+            return false;
+        };
+        each(&entry.mr, at, done..done + take);
+        done += take;
+        offset = 0;
+    }
+    done == len
 }
 
 /// Total bytes an SGL can hold.

@@ -5,7 +5,7 @@ use roce_wire::RocePacket;
 use roce_wire::opcode::Position;
 
 use crate::cq::{Cqe, WcOpcode, WcStatus};
-use crate::qp::{Ctx, Qp, scatter, sgl_len};
+use crate::qp::{Ctx, Qp, scatter, writable};
 
 impl Qp {
     /// UC: no ACKs, no retransmission. A gap in PSNs drops the message in progress; the next
@@ -50,11 +50,11 @@ impl Qp {
         grh[20] = 0x45;
         let mut cqe = Cqe::success(wr.wr_id, WcOpcode::Recv, self.qpn);
         let total = grh.len() + payload.len();
-        // One scatter of the whole, so that nothing lands unless all of it fits.
-        let mut message = Vec::with_capacity(total);
-        message.extend_from_slice(&grh);
-        message.extend_from_slice(payload);
-        if (total as u64) > sgl_len(&wr.sgl) || !scatter(ctx.mrs, &wr.sgl, 0, &message) {
+        // The whole is checked before either part lands (a receive too short fails here too).
+        if !writable(ctx.mrs, &wr.sgl, 0, total)
+            || !scatter(ctx.mrs, &wr.sgl, 0, &grh)
+            || !scatter(ctx.mrs, &wr.sgl, grh.len() as u64, payload)
+        {
             cqe.status = WcStatus::LocLenErr;
         }
         cqe.byte_len = total as u32;
