@@ -67,22 +67,35 @@ impl Connect {
         }
     }
 
+    /// RESET → INIT on P_Key index 0 of port 1, with nothing else: what every QP type's first
+    /// step starts from.
+    pub fn init() -> QpAttr {
+        QpAttr {
+            qp_state: Some(QpState::Init),
+            pkey_index: Some(0),
+            port_num: Some(1),
+            ..QpAttr::default()
+        }
+    }
+
+    /// The first step of a connected (RC or UC) QP whose responder grants `access`: receives
+    /// may be posted from here on.
+    pub fn init_with(access: Access) -> QpAttr {
+        QpAttr {
+            access_flags: Some(access),
+            ..Self::init()
+        }
+    }
+
     /// The three steps: RESET → INIT, INIT → RTR, RTR → RTS.
     pub fn steps(&self) -> [QpAttr; 3] {
         let state = |s| QpAttr {
             qp_state: Some(s),
             ..QpAttr::default()
         };
-        let init = QpAttr {
-            pkey_index: Some(0),
-            port_num: Some(1),
-            ..state(QpState::Init)
-        };
+        let init = Self::init();
         // What UC needs to reach RTR and RTS; RC adds its reliability attributes.
-        let access = QpAttr {
-            access_flags: Some(self.access),
-            ..init
-        };
+        let access = Self::init_with(self.access);
         let rtr = QpAttr {
             av: Some(self.av),
             path_mtu: Some(self.mtu),

@@ -125,16 +125,7 @@ impl RcEndpoint {
     /// RESET → INIT (receives may be posted from here on), the first step of
     /// [`roce_core::Connect`]'s recipe.
     pub async fn init(&self, access: Access) -> Result<(), DeviceError> {
-        let [init, ..] = Connect {
-            access,
-            ..Connect::rc(
-                AddressVector::new(IpAddr::from([0, 0, 0, 0]), IpAddr::from([0, 0, 0, 0])),
-                Qpn::new(0),
-                Psn::new(0),
-                Psn::new(0),
-            )
-        }
-        .steps();
+        let init = Connect::init_with(access);
         self.device.modify_qp(self.qpn, init).await
     }
 
