@@ -3,16 +3,11 @@
 //! prints one line per check and exits with the number that failed. Skips (fails under
 //! CI=true) without the header (libibverbs-dev) or a C compiler.
 
+mod common;
+
+use common::skip_or_fail;
 use std::path::Path;
 use std::process::Command;
-
-fn skip_or_fail(why: &str) {
-    assert!(
-        std::env::var_os("CI").is_none_or(|v| v != "true"),
-        "{why} (CI=true: not skipping)"
-    );
-    eprintln!("skipping: {why}");
-}
 
 #[test]
 fn c_program_sees_libibverbs_errors_and_nothing_changes_on_a_refusal() {

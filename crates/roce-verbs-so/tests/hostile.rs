@@ -7,6 +7,9 @@
 
 #![allow(clippy::unwrap_used)] // test code: a panic is the failure report
 
+mod common;
+
+use common::skip_or_fail;
 use std::io::{BufRead, BufReader, Write};
 use std::net::IpAddr;
 use std::path::Path;
@@ -19,14 +22,6 @@ use roce_device::{Connection, Device, DeviceConfig, RcEndpoint};
 
 const VICTIM: &str = "127.0.13.70";
 const ATTACKER: &str = "127.0.13.71";
-
-fn skip_or_fail(why: &str) {
-    assert!(
-        std::env::var_os("CI").is_none_or(|v| v != "true"),
-        "{why} (CI=true: not skipping)"
-    );
-    eprintln!("skipping: {why}");
-}
 
 #[tokio::test(flavor = "current_thread")]
 async fn out_of_bounds_and_wrong_key_writes_never_land() {
