@@ -108,6 +108,8 @@ impl Cqe {
 pub(crate) struct Cq {
     entries: VecDeque<Cqe>,
     depth: usize,
+    /// In the NIC's list of CQs that gained completions (`Nic::poll_completed_cq`).
+    pub(crate) listed: bool,
 }
 
 impl Cq {
@@ -115,6 +117,7 @@ impl Cq {
         Self {
             entries: VecDeque::new(),
             depth,
+            listed: false,
         }
     }
 

@@ -1,38 +1,32 @@
-//! The device's task: quinn's `ConnectionDriver`, in mini-redis's shape. One task owns the
-//! `Nic` and the backend; applications talk to it through `DeviceHandle` commands.
+//! The device's task: quinn's `ConnectionDriver`. The task owns the backend; the engine sits
+//! in [`Shared`], where verbs reach it from the application's threads and ring the doorbell.
 //!
-//! Each turn of the loop waits for the first of three things — a command from a handle, datagrams
-//! from the backend, the engine's next deadline — hands it to the engine with the current time,
-//! then sends what the engine wants to send, and wakes whoever waits for completions. The
-//! engine is synchronous and never blocks; a turn sends at most [`MAX_TRANSMITS_PER_TURN`]
-//! packets, so that a long train (the responses to a READ of a GiB) never keeps the task from
-//! what arrives meanwhile: a turn that left packets behind is followed by one that does not
-//! wait. The only awaits are on the backend.
+//! Each turn of the loop waits for the first of three things — the doorbell, datagrams from
+//! the backend, the engine's next deadline — hands it to the engine with the current time,
+//! one step at a time (the engine's lock is held for one datagram, one timer, one packet to
+//! send, never across an await), then sends what the engine wants to send, and last moves the
+//! turn's completions into the application's queues. The engine is synchronous
+//! and never blocks; a turn sends at most [`MAX_TRANSMITS_PER_TURN`] packets, so that a long
+//! train (the responses to a READ of a GiB) never keeps the task from what arrives meanwhile:
+//! a turn that left packets behind is followed by one that does not wait.
 
 use std::io;
 use std::sync::Arc;
 
-use roce_core::{Datagram, Instant, MAX_DATAGRAM, Nic};
-use tokio::sync::{Notify, mpsc};
+use roce_core::{Datagram, MAX_DATAGRAM};
 
 use crate::backend::{Backend, Received, reseal};
 use crate::batch::{MAX_BATCH_BYTES, TxBatch};
-use crate::clock::TokioClock;
+use crate::handle::Shared;
 use crate::tap::Tap;
 
-/// A verb to run on the device's task: a closure over the engine and the current time, which
-/// replies through a oneshot channel it captured.
-pub(crate) type Command = Box<dyn FnOnce(&mut Nic, Instant) + Send>;
-
 pub(crate) struct Driver<B> {
-    pub(crate) nic: Nic,
+    pub(crate) shared: Arc<Shared>,
     pub(crate) backend: B,
-    pub(crate) commands: mpsc::UnboundedReceiver<Command>,
-    pub(crate) completions: Arc<Notify>,
-    pub(crate) clock: TokioClock,
     pub(crate) tap: Option<Tap>,
     pub(crate) rx_loss: Loss,
-    /// Never sleep: look at commands, the backend and the clock, then yield, again and again.
+    /// Never sleep: look at the doorbell, the backend and the clock, then yield, again and
+    /// again.
     pub(crate) busy_poll: bool,
 }
 
@@ -59,12 +53,16 @@ impl Loss {
 
 impl<B: Backend> Driver<B> {
     pub(crate) async fn run(self) -> io::Result<()> {
+        let shared = self.shared.clone();
+        let result = self.turns().await;
+        shared.halt();
+        result
+    }
+
+    async fn turns(self) -> io::Result<()> {
         let Self {
-            mut nic,
+            shared,
             mut backend,
-            mut commands,
-            completions,
-            clock,
             tap,
             mut rx_loss,
             busy_poll,
@@ -75,25 +73,21 @@ impl<B: Backend> Driver<B> {
         let mut batch = TxBatch::new(backend.max_segments());
         let mut received: Vec<Received> = Vec::new();
         tracing::info!("device started");
-        let mut delivered = nic.completions_delivered();
         // The engine had more to send when the last turn ended.
         let mut more_to_send = false;
         loop {
-            let deadline = nic.poll_timeout().map(|at| clock.to_tokio(at));
+            let deadline = shared
+                .step(|nic, _| nic.poll_timeout())
+                .map(|at| shared.clock.to_tokio(at));
             tokio::select! {
-                // Commands first: an application waiting on a verb should not wait behind a
-                // flood of datagrams.
+                // The doorbell first: an application waiting on a verb should not wait behind
+                // a flood of datagrams.
                 biased;
-                command = commands.recv() => match command {
-                    Some(command) => command(&mut nic, clock.now()),
-                    // Every handle is gone: the device stops.
-                    None => break,
-                },
+                () = shared.doorbell.answered() => {}
                 result = backend.recv(&mut rx_buf, &mut received) => {
                     if let Err(err) = result {
                         tracing::debug!(error = %err, "backend receive error");
                     }
-                    let now = clock.now();
                     for datagram in received.drain(..) {
                         let payload = &rx_buf[datagram.offset..datagram.offset + datagram.len];
                         if rx_loss.drop_next() {
@@ -102,25 +96,27 @@ impl<B: Backend> Driver<B> {
                         if let Some(tap) = tap.as_ref().filter(|t| t.received_too()) {
                             tap.record_received(&datagram, payload);
                         }
-                        nic.handle_datagram(now, Datagram {
+                        shared.step(|nic, now| nic.handle_datagram(now, Datagram {
                             src: datagram.src,
                             dst: datagram.dst,
                             ecn: datagram.ecn,
                             ip_id: datagram.ip_id,
                             segment: datagram.segment,
                             payload,
-                        });
+                        }));
                     }
                 }
                 // `deadline` is None when no timer is armed: that branch then never fires.
-                () = sleep_until(deadline) => nic.handle_timeout(clock.now()),
+                () = sleep_until(deadline) => shared.step(|nic, now| nic.handle_timeout(now)),
                 // Busy polling: nothing was ready, the turn goes on without waiting (the
                 // runtime looks at the sockets at every tick: see `DeviceConfig::busy_poll`).
                 () = std::future::ready(()), if busy_poll => {}
                 // Packets were left behind: this turn takes what arrived, then sends on.
                 () = std::future::ready(()), if more_to_send => {}
             }
-            let now = clock.now();
+            if shared.is_released() {
+                break;
+            }
             more_to_send = false;
             for sent in 0.. {
                 if sent == MAX_TRANSMITS_PER_TURN {
@@ -128,7 +124,8 @@ impl<B: Backend> Driver<B> {
                     break;
                 }
                 let (at, ip_id) = (batch.len(), batch.next_ip_id());
-                let Some(transmit) = nic.poll_transmit_segment(now, &mut tx_buf[at..], ip_id)
+                let Some(transmit) = shared
+                    .step(|nic, now| nic.poll_transmit_segment(now, &mut tx_buf[at..], ip_id))
                 else {
                     break;
                 };
@@ -150,12 +147,7 @@ impl<B: Backend> Driver<B> {
                 }
             }
             flush(&mut backend, &mut batch, &mut tx_buf).await;
-            // Waiters poll when woken, and polling is a command, which makes a turn: waking
-            // them at every turn would keep a waiting application and this task spinning.
-            if nic.completions_delivered() != delivered {
-                delivered = nic.completions_delivered();
-                completions.notify_waiters();
-            }
+            shared.deliver();
             if busy_poll {
                 // Let the application's tasks run (they poll their CQs the same way).
                 tokio::task::yield_now().await;

@@ -1,17 +1,25 @@
-//! The async verbs API: what applications and the `roce` tools call. Every verb runs on the
-//! device's task (the engine has one owner); the handle sends it there and awaits the answer.
+//! The verbs API: what applications and the `roce` tools call, from any thread or task.
+//!
+//! The engine is behind one lock that the device's task takes for one step at a time (one
+//! datagram, one timer, one packet to send), never across a whole turn nor across an await. A
+//! verb takes it on the caller's thread, runs, and rings the [`Doorbell`] so that the task
+//! sends what the verb made: no command travels to the task and back. Completions are read
+//! from the [`CompletionQueue`]s the task fills, without the engine's lock.
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use roce_core::{
     Access, CongestionState, CqHandle, Cqe, Instant, MemoryRegion, Nic, PdHandle, QpAttr, QpInit,
     QpState, Qpn, RecvWr, SendWr, Stats, VerbsError,
 };
-use tokio::sync::{Notify, mpsc, oneshot};
 
 use crate::backend::{BackendCounters, BackendStats};
-use crate::driver::Command;
+use crate::clock::TokioClock;
+use crate::cq::CompletionQueue;
+use crate::doorbell::Doorbell;
 
 /// Why a device call failed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
@@ -28,39 +36,144 @@ pub enum DeviceError {
     Timeout(Duration),
 }
 
+/// The engine and the completion queues the device fills.
+#[derive(Debug)]
+pub(crate) struct Engine {
+    pub(crate) nic: Nic,
+    queues: HashMap<CqHandle, Arc<CompletionQueue>>,
+}
+
+impl Engine {
+    /// Moves what the engine completed into the shared queues. A CQ made by a raw
+    /// [`DeviceHandle::call`] has no shared queue: its completions stay in the engine, for
+    /// `Nic::poll_completion`.
+    fn deliver(&mut self) {
+        while let Some(cq) = self.nic.poll_completed_cq() {
+            if let Some(queue) = self.queues.get(&cq) {
+                let nic = &mut self.nic;
+                queue.push_from(|| nic.poll_completion(cq));
+            }
+        }
+    }
+}
+
+/// What the handles and the device's task share.
+#[derive(Debug)]
+pub(crate) struct Shared {
+    engine: Mutex<Engine>,
+    pub(crate) doorbell: Doorbell,
+    pub(crate) clock: TokioClock,
+    /// Wait for completions by polling in a loop instead of sleeping until woken.
+    busy_poll: bool,
+    /// What the backend drops before the engine sees it, if it counts anything.
+    backend: Option<Arc<BackendCounters>>,
+    /// Every handle is gone: the task stops.
+    released: AtomicBool,
+    /// The task has stopped: verbs fail.
+    halted: AtomicBool,
+}
+
+impl Shared {
+    pub(crate) fn new(nic: Nic, busy_poll: bool, backend: Option<Arc<BackendCounters>>) -> Self {
+        Self {
+            engine: Mutex::new(Engine {
+                nic,
+                queues: HashMap::new(),
+            }),
+            doorbell: Doorbell::default(),
+            clock: TokioClock::new(),
+            busy_poll,
+            backend,
+            released: AtomicBool::new(false),
+            halted: AtomicBool::new(false),
+        }
+    }
+
+    fn engine(&self) -> MutexGuard<'_, Engine> {
+        // A panic inside the engine is a bug; the state it left is still the best there is.
+        self.engine.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// One step of the engine at the current time: `f`, with the lock held for it alone. What
+    /// it completes stays in the engine until [`Shared::deliver`].
+    pub(crate) fn step<R>(&self, f: impl FnOnce(&mut Nic, Instant) -> R) -> R {
+        let mut engine = self.engine();
+        let now = self.clock.now();
+        f(&mut engine.nic, now)
+    }
+
+    /// Moves what the engine completed into the shared queues. The device's task does it at
+    /// the end of a turn, once the packets of the turn are sent: a program that sees the
+    /// completion of a received SEND and exits at once has had the ACK of it sent already
+    /// (rxe likewise completes, then acknowledges, within one run of its responder task).
+    pub(crate) fn deliver(&self) {
+        self.engine().deliver();
+    }
+
+    /// Every handle is gone.
+    pub(crate) fn is_released(&self) -> bool {
+        self.released.load(Ordering::SeqCst)
+    }
+
+    /// The task stopped (on its own, or because every handle is gone).
+    pub(crate) fn halt(&self) {
+        self.halted.store(true, Ordering::SeqCst);
+    }
+}
+
+/// The handles' share: when the last clone drops, the device's task is told to stop.
+#[derive(Debug)]
+struct Release(Arc<Shared>);
+
+impl Drop for Release {
+    fn drop(&mut self) {
+        self.0.released.store(true, Ordering::SeqCst);
+        self.0.doorbell.ring();
+    }
+}
+
 /// A handle on a running device. Clones talk to the same device; the device stops when the last
-/// handle is dropped.
+/// handle is dropped. Every verb runs on the caller's thread (see the module's documentation);
+/// the async ones are async only where they wait for a completion.
 #[derive(Debug, Clone)]
 pub struct DeviceHandle {
-    pub(crate) commands: mpsc::UnboundedSender<Command>,
-    pub(crate) completions: Arc<Notify>,
-    /// Wait for completions by polling the CQ in a loop instead of sleeping until woken.
-    pub(crate) busy_poll: bool,
-    /// What the backend drops before the engine sees it, if it counts anything.
-    pub(crate) backend: Option<Arc<BackendCounters>>,
+    shared: Arc<Shared>,
+    _release: Arc<Release>,
 }
 
 impl DeviceHandle {
-    /// Runs `f` on the device's task with the engine and the current time, and returns its
-    /// result. Every verb below is one of these.
-    pub async fn call<R: Send + 'static>(
-        &self,
-        f: impl FnOnce(&mut Nic, Instant) -> R + Send + 'static,
-    ) -> Result<R, DeviceError> {
-        let (reply, answer) = oneshot::channel();
-        let command: Command = Box::new(move |nic, now| {
-            // The caller may have gone away; then nobody wants the answer.
-            let _ = reply.send(f(nic, now));
-        });
-        self.commands
-            .send(command)
-            .map_err(|_| DeviceError::Stopped)?;
-        answer.await.map_err(|_| DeviceError::Stopped)
+    pub(crate) fn new(shared: Arc<Shared>) -> Self {
+        Self {
+            _release: Arc::new(Release(shared.clone())),
+            shared,
+        }
+    }
+
+    /// Runs `f` with the engine and the current time, on this thread, then rings the doorbell
+    /// so that the device sends what `f` made. Every verb below is one of these.
+    pub fn with<R>(&self, f: impl FnOnce(&mut Nic, Instant) -> R) -> Result<R, DeviceError> {
+        if self.shared.halted.load(Ordering::SeqCst) {
+            return Err(DeviceError::Stopped);
+        }
+        let result = {
+            let mut engine = self.shared.engine();
+            let now = self.shared.clock.now();
+            let result = f(&mut engine.nic, now);
+            engine.deliver();
+            result
+        };
+        self.shared.doorbell.ring();
+        Ok(result)
+    }
+
+    /// [`DeviceHandle::with`], for async callers.
+    pub async fn call<R>(&self, f: impl FnOnce(&mut Nic, Instant) -> R) -> Result<R, DeviceError> {
+        self.with(f)
     }
 
     /// `ibv_alloc_pd`.
     pub async fn alloc_pd(&self) -> Result<PdHandle, DeviceError> {
-        self.call(|nic, _| nic.alloc_pd()).await
+        self.with(|nic, _| nic.alloc_pd())
     }
 
     /// `ibv_reg_mr` of a new zeroed region.
@@ -70,57 +183,87 @@ impl DeviceHandle {
         len: usize,
         access: Access,
     ) -> Result<MemoryRegion, DeviceError> {
-        Ok(self
-            .call(move |nic, _| nic.reg_mr(pd, len, access))
-            .await??)
+        Ok(self.with(move |nic, _| nic.reg_mr(pd, len, access))??)
     }
 
-    /// `ibv_create_cq`.
+    /// `ibv_create_cq`: a CQ of `depth` entries whose completions are read without a call
+    /// to the device ([`DeviceHandle::completion_queue`]).
     pub async fn create_cq(&self, depth: usize) -> Result<CqHandle, DeviceError> {
-        self.call(move |nic, _| nic.create_cq(depth)).await
+        Ok(self.create_completion_queue(depth)?.handle())
+    }
+
+    /// `ibv_create_cq`, returning the queue itself.
+    pub fn create_completion_queue(
+        &self,
+        depth: usize,
+    ) -> Result<Arc<CompletionQueue>, DeviceError> {
+        if self.shared.halted.load(Ordering::SeqCst) {
+            return Err(DeviceError::Stopped);
+        }
+        let mut engine = self.shared.engine();
+        let depth = depth.max(1);
+        let cq = engine.nic.create_cq(depth);
+        let queue = Arc::new(CompletionQueue::new(cq, depth));
+        engine.queues.insert(cq, queue.clone());
+        Ok(queue)
+    }
+
+    /// The shared queue of a CQ made by [`DeviceHandle::create_cq`].
+    pub fn completion_queue(&self, cq: CqHandle) -> Option<Arc<CompletionQueue>> {
+        self.shared.engine().queues.get(&cq).cloned()
+    }
+
+    /// Forgets a CQ's shared queue (`ibv_destroy_cq`): later completions stay in the engine.
+    pub fn destroy_completion_queue(&self, cq: CqHandle) {
+        if let Some(queue) = self.shared.engine().queues.remove(&cq) {
+            queue.disarm();
+        }
     }
 
     /// `ibv_create_qp`.
     pub async fn create_qp(&self, init: QpInit) -> Result<Qpn, DeviceError> {
-        Ok(self.call(move |nic, _| nic.create_qp(&init)).await??)
+        Ok(self.with(move |nic, _| nic.create_qp(&init))??)
     }
 
     /// `ibv_modify_qp`.
     pub async fn modify_qp(&self, qpn: Qpn, attr: QpAttr) -> Result<(), DeviceError> {
-        Ok(self.call(move |nic, _| nic.modify_qp(qpn, &attr)).await??)
+        Ok(self.with(move |nic, _| nic.modify_qp(qpn, &attr))??)
     }
 
     /// The QP's state (`ibv_query_qp`).
     pub async fn qp_state(&self, qpn: Qpn) -> Result<QpState, DeviceError> {
-        Ok(self.call(move |nic, _| nic.qp_state(qpn)).await??)
+        Ok(self.with(move |nic, _| nic.qp_state(qpn))??)
     }
 
     /// `ibv_post_send`.
     pub async fn post_send(&self, qpn: Qpn, wr: SendWr) -> Result<(), DeviceError> {
-        Ok(self.call(move |nic, _| nic.post_send(qpn, wr)).await??)
+        Ok(self.with(move |nic, _| nic.post_send(qpn, wr))??)
     }
 
-    /// `ibv_post_send` of a list of WRs (on any QPs of the device), in one call to the device:
-    /// they are posted in order, and the device sends what they make in one go (one batch of
-    /// packets rather than one per WR). On the first one refused the error is returned; those
-    /// before it stay posted (`ibv_post_send`'s `bad_wr`).
+    /// `ibv_post_send` of a list of WRs (on any QPs of the device), with one ring of the
+    /// doorbell: they are posted in order, and the device sends what they make in one go (one
+    /// batch of packets rather than one per WR). On the first one refused the error is
+    /// returned; those before it stay posted (`ibv_post_send`'s `bad_wr`).
     pub async fn post_send_list(&self, wrs: Vec<(Qpn, SendWr)>) -> Result<(), DeviceError> {
-        Ok(self
-            .call(move |nic, _| {
-                wrs.into_iter()
-                    .try_for_each(|(qpn, wr)| nic.post_send(qpn, wr))
-            })
-            .await??)
+        Ok(self.with(move |nic, _| {
+            wrs.into_iter()
+                .try_for_each(|(qpn, wr)| nic.post_send(qpn, wr))
+        })??)
     }
 
     /// `ibv_post_recv`.
     pub async fn post_recv(&self, qpn: Qpn, wr: RecvWr) -> Result<(), DeviceError> {
-        Ok(self.call(move |nic, _| nic.post_recv(qpn, wr)).await??)
+        Ok(self.with(move |nic, _| nic.post_recv(qpn, wr))??)
+    }
+
+    fn queue(&self, cq: CqHandle) -> Result<Arc<CompletionQueue>, DeviceError> {
+        self.completion_queue(cq)
+            .ok_or(DeviceError::Verbs(VerbsError::UnknownCq(cq.value())))
     }
 
     /// `ibv_poll_cq` for one completion, without waiting.
     pub async fn poll_completion(&self, cq: CqHandle) -> Result<Option<Cqe>, DeviceError> {
-        self.call(move |nic, _| nic.poll_completion(cq)).await
+        Ok(self.queue(cq)?.poll())
     }
 
     /// `ibv_poll_cq` for up to `max` completions, without waiting.
@@ -129,68 +272,54 @@ impl DeviceHandle {
         cq: CqHandle,
         max: usize,
     ) -> Result<Vec<Cqe>, DeviceError> {
-        self.call(move |nic, _| {
-            std::iter::from_fn(|| nic.poll_completion(cq))
-                .take(max)
-                .collect()
-        })
-        .await
+        let mut out = Vec::new();
+        self.queue(cq)?.poll_into(max, &mut out);
+        Ok(out)
     }
 
     /// Waits for completions of `cq` and returns up to `max` of them (at least one), giving up
     /// after `limit`: [`DeviceHandle::next_completion`] for a batch, as perftest polls 16 at a
-    /// time. One poll (one turn of the device) takes them all.
+    /// time.
     pub async fn next_completions_within(
         &self,
         cq: CqHandle,
         max: usize,
         limit: Duration,
     ) -> Result<Vec<Cqe>, DeviceError> {
-        tokio::time::timeout(limit, self.next_completions(cq, max.max(1)))
-            .await
-            .map_err(|_| DeviceError::Timeout(limit))?
+        let queue = self.queue(cq)?;
+        let mut out = Vec::new();
+        tokio::time::timeout(limit, async {
+            while queue.poll_into(max.max(1), &mut out) == 0 {
+                self.wait(&queue).await;
+            }
+        })
+        .await
+        .map_err(|_| DeviceError::Timeout(limit))?;
+        Ok(out)
     }
 
     /// Waits for the next completion of `cq`: `ibv_get_cq_event` then `ibv_poll_cq`, or, on a
-    /// device started with [`crate::DeviceConfig::busy_poll`], `ibv_poll_cq` in a loop (each
-    /// poll lets the device's task run a turn: on a single-threaded runtime the two take turns
-    /// without ever sleeping, which saves the wake-ups of a latency test).
+    /// device started with [`crate::DeviceConfig::busy_poll`], `ibv_poll_cq` in a loop that
+    /// yields to the other tasks between polls (on a single-threaded runtime the device's task
+    /// and this one take turns without ever sleeping, which saves the wake-ups of a latency
+    /// test).
     pub async fn next_completion(&self, cq: CqHandle) -> Result<Cqe, DeviceError> {
-        self.wait_for(|| self.poll_completion(cq)).await
-    }
-
-    /// Up to `max` (at least 1) completions of `cq` once there is one.
-    async fn next_completions(&self, cq: CqHandle, max: usize) -> Result<Vec<Cqe>, DeviceError> {
-        self.wait_for(|| async move {
-            let cqes = self.poll_completions(cq, max).await?;
-            Ok((!cqes.is_empty()).then_some(cqes))
-        })
-        .await
-    }
-
-    /// Polls with `poll` until it finds something: sleeping until the device delivers a
-    /// completion between polls, or, busy polling, yielding to the device's task.
-    async fn wait_for<T, F>(&self, mut poll: impl FnMut() -> F) -> Result<T, DeviceError>
-    where
-        F: Future<Output = Result<Option<T>, DeviceError>>,
-    {
-        if self.busy_poll {
-            loop {
-                if let Some(found) = poll().await? {
-                    return Ok(found);
-                }
-                tokio::task::yield_now().await;
-            }
-        }
+        let queue = self.queue(cq)?;
         loop {
-            // Register for the wake-up before looking, so one that comes in between is not lost.
-            let notified = self.completions.notified();
-            tokio::pin!(notified);
-            notified.as_mut().enable();
-            if let Some(found) = poll().await? {
-                return Ok(found);
+            if let Some(cqe) = queue.poll() {
+                return Ok(cqe);
             }
-            notified.await;
+            self.wait(&queue).await;
+        }
+    }
+
+    /// Until `queue` may hold a completion: a yield when busy polling, else a sleep until the
+    /// device delivers one.
+    async fn wait(&self, queue: &CompletionQueue) {
+        if self.shared.busy_poll {
+            tokio::task::yield_now().await;
+        } else {
+            queue.wait().await;
         }
     }
 
@@ -208,21 +337,23 @@ impl DeviceHandle {
     /// The backend's counters: what it dropped before the engine saw it (all zero for a
     /// backend that drops nothing of its own, such as the UDP socket).
     pub fn backend_stats(&self) -> BackendStats {
-        self.backend
+        self.shared
+            .backend
             .as_ref()
             .map(|counters| counters.snapshot())
             .unwrap_or_default()
     }
 
-    /// A copy of the engine's counters.
+    /// A copy of the engine's counters; `cq_overflows` includes what the shared queues lost.
     pub async fn stats(&self) -> Result<Stats, DeviceError> {
-        self.call(|nic, _| nic.stats().clone()).await
+        let engine = self.shared.engine();
+        let mut stats = engine.nic.stats().clone();
+        stats.cq_overflows += engine.queues.values().map(|q| q.overflows()).sum::<u64>();
+        Ok(stats)
     }
 
     /// A QP's congestion control now: its rate, target rate, α and CNP counts.
     pub async fn qp_congestion(&self, qpn: Qpn) -> Result<CongestionState, DeviceError> {
-        self.call(move |nic, _| nic.qp_congestion(qpn))
-            .await?
-            .map_err(Into::into)
+        Ok(self.with(move |nic, _| nic.qp_congestion(qpn))??)
     }
 }

@@ -1,8 +1,9 @@
 //! A roce-emu NIC on real sockets.
 //!
 //! This is the only crate of roce-emu with tokio and sockets. [`Device::spawn`] starts a task that
-//! owns a sans-IO `roce_core::Nic` and a [`Backend`]; [`DeviceHandle`] is the async verbs API
-//! applications use from any task. The backends: [`backend::udp::UdpBackend`], an unprivileged
+//! drives a sans-IO `roce_core::Nic` over a [`Backend`]; [`DeviceHandle`] is the verbs API
+//! applications use from any thread or task: a verb runs on the caller's thread and rings the
+//! task's doorbell, and completions are read from [`CompletionQueue`]s the task fills. The backends: [`backend::udp::UdpBackend`], an unprivileged
 //! UDP socket on port 4791 (segmentation-offload batches out, GRO in), and
 //! [`backend::raw::RawBackend`], whole Ethernet frames on an interface through the crate's own
 //! AF_PACKET socket (a `TPACKET_V2` receive ring and virtio-net headers; CAP_NET_RAW), which sees
@@ -23,17 +24,19 @@ use std::net::IpAddr;
 use std::sync::Arc;
 
 use roce_core::{Nic, NicConfig, SrcPortPolicy};
-use tokio::sync::{Notify, mpsc};
 
 pub mod backend;
 mod batch;
 mod clock;
+mod cq;
+mod doorbell;
 mod driver;
 mod endpoint;
 mod handle;
 mod tap;
 
 pub use backend::{Backend, BackendStats};
+pub use cq::CompletionQueue;
 pub use endpoint::{Connection, RcEndpoint};
 pub use handle::{DeviceError, DeviceHandle};
 pub use tap::Tap;
@@ -99,15 +102,14 @@ impl Device {
             // One socket: every packet leaves from its port, so the ICRC must cover that one.
             nic_config.src_port = SrcPortPolicy::Fixed(port);
         }
-        let backend_counters = backend.counters();
-        let (commands_tx, commands) = mpsc::unbounded_channel();
-        let completions = Arc::new(Notify::new());
+        let shared = Arc::new(handle::Shared::new(
+            Nic::new(nic_config),
+            config.busy_poll,
+            backend.counters(),
+        ));
         let driver = driver::Driver {
-            nic: Nic::new(nic_config),
+            shared: shared.clone(),
             backend,
-            commands,
-            completions: completions.clone(),
-            clock: clock::TokioClock::new(),
             tap: config.tap,
             busy_poll: config.busy_poll,
             rx_loss: driver::Loss {
@@ -120,11 +122,6 @@ impl Device {
                 tracing::error!(error = %err, "device stopped on an error");
             }
         });
-        DeviceHandle {
-            commands: commands_tx,
-            completions,
-            busy_poll: config.busy_poll,
-            backend: backend_counters,
-        }
+        DeviceHandle::new(shared)
     }
 }

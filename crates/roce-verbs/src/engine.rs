@@ -1,6 +1,7 @@
 //! The NIC inside the program: roce-device's `Device` on a tokio runtime of its own thread,
-//! started by the first `ibv_open_device`, and a way for the program's threads to wait for
-//! its answers.
+//! started by the first `ibv_open_device`. The program's threads call its verbs directly
+//! ([`roce_device::DeviceHandle::with`]); the thread only moves packets, timers and
+//! completions.
 
 use std::future::Future;
 use std::net::IpAddr;
@@ -82,11 +83,6 @@ impl Engine {
             .recv()
             .map_err(|_| "the NIC's thread stopped".to_owned())??;
         Ok(Self { device, runtime })
-    }
-
-    /// Runs `f` on the NIC's thread, in the background.
-    pub(crate) fn spawn(&self, f: impl Future<Output = ()> + Send + 'static) {
-        drop(self.runtime.spawn(f));
     }
 
     /// Waits for `f` on the calling (program's) thread.

@@ -11,7 +11,7 @@ use crate::abi::{
     IbvAh, IbvAhAttr, IbvCompChannel, IbvContext, IbvCq, IbvCqEx, IbvCqInitAttrEx, IbvMr, IbvPd,
     IbvQp, IbvQpAttr, IbvQpEx, IbvQpInitAttr, IbvQpInitAttrEx, IbvRecvWr, IbvSendWr, IbvSge, IbvWc,
 };
-use roce_core::{QpType, Remote, SendOp};
+use roce_core::{QpType, Remote, SendOp, Sge};
 
 use crate::ffi::{errno_ret, guard, set_errno, write_out};
 use crate::state::Errno;
@@ -27,11 +27,11 @@ fn null_on_err<T>(r: Result<*mut T, Errno>) -> *mut T {
     })
 }
 
-/// Reads `n` SGEs at `list`.
+/// Reads `n` SGEs at `list`, as the engine takes them.
 ///
 /// # Safety
 /// `list` is NULL or valid for `n` reads of `struct ibv_sge`.
-unsafe fn sges(list: *const IbvSge, n: c_int) -> Result<Vec<IbvSge>, Errno> {
+unsafe fn sges(list: *const IbvSge, n: c_int) -> Result<Vec<Sge>, Errno> {
     let n = usize::try_from(n).map_err(|_| Errno(libc::EINVAL))?;
     if n == 0 {
         return Ok(Vec::new());
@@ -41,8 +41,75 @@ unsafe fn sges(list: *const IbvSge, n: c_int) -> Result<Vec<IbvSge>, Errno> {
     }
     // SAFETY: by the caller's contract.
     Ok((0..n)
-        .map(|i| unsafe { list.add(i).read_unaligned() })
+        .map(|i| verbs::sge(&unsafe { list.add(i).read_unaligned() }))
         .collect())
+}
+
+/// A C work request: the next one of its list.
+trait Linked: Copy {
+    fn next(&self) -> *mut Self;
+}
+
+impl Linked for IbvSendWr {
+    fn next(&self) -> *mut Self {
+        self.next
+    }
+}
+
+impl Linked for IbvRecvWr {
+    fn next(&self) -> *mut Self {
+        self.next
+    }
+}
+
+/// Posts the C list of WRs at `first` on the QP at `qp`, in order, in one step of the engine
+/// (one ring of the doorbell), each through `post`; stops at the first one refused, which is
+/// then `*bad_wr`, and returns its errno (those before it stay posted). A list longer than
+/// [`MAX_CHAIN`] (a cycle) is refused at that point.
+///
+/// # Safety
+/// `first` is NULL or a list of WRs valid for reads, as `ibv_post_send`'s caller passes it;
+/// `bad_wr` is NULL or valid for a write.
+unsafe fn post_list<W: Linked>(
+    qp: *mut IbvQp,
+    first: *mut W,
+    bad_wr: *mut *mut W,
+    mut post: impl FnMut(&verbs::PostQp, &mut roce_core::Nic, &W) -> Result<(), Errno>,
+) -> c_int {
+    let fail = |at: *mut W, Errno(e): Errno| {
+        if !bad_wr.is_null() {
+            // SAFETY: the caller passes a place for the pointer.
+            unsafe { *bad_wr = at };
+        }
+        set_errno(e);
+        e
+    };
+    let target = match verbs::qp_for_post(qp as usize) {
+        Ok(q) => q,
+        Err(e) => return fail(first, e),
+    };
+    let walked = verbs::post(target.ctx, |nic| {
+        let mut at = first;
+        for _ in 0..MAX_CHAIN {
+            if at.is_null() {
+                return Ok(());
+            }
+            // SAFETY: a non-NULL WR of the caller's list.
+            let w = unsafe { at.read_unaligned() };
+            post(&target, nic, &w).map_err(|e| (at, e))?;
+            at = w.next();
+        }
+        if at.is_null() {
+            Ok(())
+        } else {
+            Err((at, Errno(libc::EINVAL)))
+        }
+    });
+    match walked {
+        Ok(Ok(())) => 0,
+        Ok(Err((at, e))) => fail(at, e),
+        Err(e) => fail(first, e),
+    }
 }
 
 /// `struct ibv_pd *ibv_alloc_pd(struct ibv_context *)`: NULL with errno on failure.
@@ -309,14 +376,12 @@ pub(crate) unsafe extern "C" fn poll_cq(
             set_errno(libc::EINVAL);
             return -1;
         }
-        match verbs::poll_cq(cq as usize, max) {
-            Ok(wcs) => {
-                for (i, w) in wcs.iter().enumerate() {
-                    // SAFETY: the caller's array holds num_entries >= wcs.len() entries.
-                    unsafe { wc.add(i).write_unaligned(*w) };
-                }
-                wcs.len() as c_int
-            }
+        let polled = verbs::poll_cq(cq as usize, max, |i, w| {
+            // SAFETY: the caller's array holds num_entries > i entries.
+            unsafe { wc.add(i).write_unaligned(w) };
+        });
+        match polled {
+            Ok(n) => n as c_int,
             Err(Errno(e)) => {
                 set_errno(e);
                 -1
@@ -337,54 +402,21 @@ pub(crate) unsafe extern "C" fn post_send(
     bad_wr: *mut *mut IbvSendWr,
 ) -> c_int {
     guard(libc::EIO, || {
-        let fail = |at: *mut IbvSendWr, Errno(e): Errno| {
-            if !bad_wr.is_null() {
-                // SAFETY: the caller passes a place for the pointer.
-                unsafe { *bad_wr = at };
-            }
-            set_errno(e);
-            e
-        };
-        let (qpn, ty, sig_all, ctx) = match verbs::qp_for_post(qp as usize) {
-            Ok(q) => q,
-            Err(e) => return fail(wr, e),
-        };
-        let mut ptrs = Vec::new();
-        let mut wrs = Vec::new();
-        let mut at = wr;
-        while !at.is_null() {
-            if ptrs.len() == MAX_CHAIN {
-                return fail(wr, Errno(libc::EINVAL));
-            }
-            // SAFETY: a non-NULL WR of the caller's list, and its SGE array.
-            let w = unsafe { at.read_unaligned() };
-            // wr.ud of a UD QP: the AH pointer, then remote_qpn and remote_qkey.
-            let ud = || match ty {
-                QpType::Ud => {
-                    let (qpn, qkey) = (w.wr_word1 as u32, (w.wr_word1 >> 32) as u32);
-                    verbs::ud_dest(qp as usize, w.wr_remote_addr as usize, qpn, qkey).map(Some)
-                }
-                _ => Ok(None),
-            };
-            // SAFETY: the WR's SGE array, as the caller passes it.
-            let converted = unsafe { sges(w.sg_list, w.num_sge) }
-                .and_then(|s| ud().and_then(|ud| verbs::send_wr(&w, &s, sig_all, ud)));
-            match converted {
-                Ok(c) => wrs.push(c),
-                // Those before it are posted; this one and the rest are not.
-                Err(e) => {
-                    if let Err((i, e2)) = verbs::post_send(ctx, qpn, wrs) {
-                        return fail(ptrs[i], e2);
+        // SAFETY: the caller's list, as ibv_post_send passes it.
+        unsafe {
+            post_list(qp, wr, bad_wr, |target, nic, w| {
+                // wr.ud of a UD QP: the AH pointer, then remote_qpn and remote_qkey.
+                let ud = match target.qp_type {
+                    QpType::Ud => {
+                        let (qpn, qkey) = (w.wr_word1 as u32, (w.wr_word1 >> 32) as u32);
+                        let ah = w.wr_remote_addr as usize;
+                        Some(verbs::ud_dest(target.qp, ah, qpn, qkey)?)
                     }
-                    return fail(at, e);
-                }
-            }
-            ptrs.push(at);
-            at = w.next;
-        }
-        match verbs::post_send(ctx, qpn, wrs) {
-            Ok(()) => 0,
-            Err((i, e)) => fail(ptrs.get(i).copied().unwrap_or(wr), e),
+                    _ => None,
+                };
+                let sgl = sges(w.sg_list, w.num_sge)?;
+                target.send(nic, verbs::send_wr(w, sgl, target.sig_all, ud)?)
+            })
         }
     })
 }
@@ -396,42 +428,12 @@ pub(crate) unsafe extern "C" fn post_recv(
     bad_wr: *mut *mut IbvRecvWr,
 ) -> c_int {
     guard(libc::EIO, || {
-        let fail = |at: *mut IbvRecvWr, Errno(e): Errno| {
-            if !bad_wr.is_null() {
-                // SAFETY: the caller passes a place for the pointer.
-                unsafe { *bad_wr = at };
-            }
-            set_errno(e);
-            e
-        };
-        let (qpn, _ty, _, ctx) = match verbs::qp_for_post(qp as usize) {
-            Ok(q) => q,
-            Err(e) => return fail(wr, e),
-        };
-        let mut ptrs = Vec::new();
-        let mut wrs = Vec::new();
-        let mut at = wr;
-        while !at.is_null() {
-            if ptrs.len() == MAX_CHAIN {
-                return fail(wr, Errno(libc::EINVAL));
-            }
-            // SAFETY: a non-NULL WR of the caller's list, and its SGE array.
-            let w = unsafe { at.read_unaligned() };
-            match unsafe { sges(w.sg_list, w.num_sge) } {
-                Ok(s) => wrs.push(verbs::recv_wr(w.wr_id, &s)),
-                Err(e) => {
-                    if let Err((i, e2)) = verbs::post_recv(ctx, qpn, wrs) {
-                        return fail(ptrs[i], e2);
-                    }
-                    return fail(at, e);
-                }
-            }
-            ptrs.push(at);
-            at = w.next;
-        }
-        match verbs::post_recv(ctx, qpn, wrs) {
-            Ok(()) => 0,
-            Err((i, e)) => fail(ptrs.get(i).copied().unwrap_or(wr), e),
+        // SAFETY: the caller's list, as ibv_post_recv passes it.
+        unsafe {
+            post_list(qp, wr, bad_wr, |target, nic, w| {
+                let sgl = sges(w.sg_list, w.num_sge)?;
+                target.recv(nic, verbs::recv_wr(w.wr_id, sgl))
+            })
         }
     })
 }
@@ -546,7 +548,7 @@ wr_op!(wr_atomic_fetch_add(rkey: u32, addr: u64, add: u64) =>
 
 unsafe extern "C" fn wr_set_sge(qp: *mut IbvQpEx, lkey: u32, addr: u64, length: u32) {
     guard((), || {
-        verbs::wr_set_sgl(qp as usize, &[IbvSge { addr, length, lkey }])
+        verbs::wr_set_sgl(qp as usize, vec![Sge { addr, length, lkey }])
     });
 }
 
@@ -557,7 +559,7 @@ unsafe extern "C" fn wr_set_sge_list(qp: *mut IbvQpEx, num_sge: usize, list: *co
             .map_err(|_| Errno(libc::EINVAL))
             .and_then(|n| unsafe { sges(list, n) })
         {
-            Ok(s) => verbs::wr_set_sgl(qp as usize, &s),
+            Ok(s) => verbs::wr_set_sgl(qp as usize, s),
             Err(e) => verbs::wr_fail(qp as usize, e),
         }
     });

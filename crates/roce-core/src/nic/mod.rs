@@ -48,6 +48,8 @@ pub(crate) struct Shared {
     completions: Vec<(CqHandle, Cqe)>,
     /// Completions delivered to CQs so far.
     delivered: u64,
+    /// CQs that gained completions since `poll_completed_cq` last returned them, each once.
+    completed: Vec<CqHandle>,
     stats: Stats,
     ids: objects::Ids,
 }
@@ -64,6 +66,7 @@ impl Nic {
                 cqs: BTreeMap::new(),
                 completions: Vec::new(),
                 delivered: 0,
+                completed: Vec::new(),
                 stats: Stats::default(),
                 ids,
             },
@@ -123,6 +126,18 @@ impl Nic {
         self.shared.cqs.get_mut(&cq.0)?.pop()
     }
 
+    /// A CQ that gained completions since this last returned it (each CQ once, whatever the
+    /// number of completions), or `None`. A driver that moves completions into queues of its
+    /// own, as a NIC writes them into the host's memory, takes each such CQ's completions with
+    /// [`Nic::poll_completion`] and visits no other CQ.
+    pub fn poll_completed_cq(&mut self) -> Option<CqHandle> {
+        let cq = self.shared.completed.pop()?;
+        if let Some(queue) = self.shared.cqs.get_mut(&cq.0) {
+            queue.listed = false;
+        }
+        Some(cq)
+    }
+
     fn qp_ref(&self, qpn: Qpn) -> Result<&Qp, VerbsError> {
         self.qps.get(&qpn).ok_or(VerbsError::UnknownQp(qpn))
     }
@@ -151,9 +166,16 @@ impl Shared {
         }
         self.delivered += self.completions.len() as u64;
         for (cq, cqe) in self.completions.drain(..) {
-            let pushed = self.cqs.get_mut(&cq.0).is_some_and(|q| q.push(cqe));
-            if !pushed {
+            let Some(queue) = self.cqs.get_mut(&cq.0) else {
                 self.stats.cq_overflows += 1;
+                continue;
+            };
+            if !queue.push(cqe) {
+                self.stats.cq_overflows += 1;
+            }
+            if !queue.listed {
+                queue.listed = true;
+                self.completed.push(cq);
             }
         }
     }
@@ -164,3 +186,6 @@ impl Shared {
         tracing::trace!(why, "rx drop");
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -8,6 +8,7 @@ use roce_core::{Access, AddressVector, Connect, Ecn, Nic, NicConfig, QpInit, QpT
 use roce_wire::{BthRepr, Opcode, PseudoHeader, Psn, Qpn, RethRepr, RoceRepr, icrc};
 
 use super::*;
+use crate::CompletionQueue;
 
 const US: IpAddr = IpAddr::V4(Ipv4Addr::new(198, 18, 0, 2));
 const PEER: IpAddr = IpAddr::V4(Ipv4Addr::new(198, 18, 0, 1));
@@ -26,7 +27,12 @@ enum Event {
 struct Recorder {
     incoming: VecDeque<Vec<u8>>,
     log: Arc<Mutex<Vec<Event>>>,
+    /// A queue to look at when sending: how many completions the application could see then.
+    watch: Option<Watch>,
 }
+
+/// A queue, and the number of its completions at each send.
+type Watch = (Arc<CompletionQueue>, Arc<Mutex<Vec<usize>>>);
 
 impl Backend for Recorder {
     async fn recv(&mut self, buf: &mut [u8], out: &mut Vec<Received>) -> io::Result<()> {
@@ -60,6 +66,9 @@ impl Backend for Recorder {
     ) -> io::Result<()> {
         let count = payload.len().div_ceil(segment.max(1));
         self.log.lock().unwrap().push(Event::Send(count));
+        if let Some((queue, seen)) = &self.watch {
+            seen.lock().unwrap().push(queue.len());
+        }
         Ok(())
     }
 
@@ -125,16 +134,13 @@ async fn issue_11_a_long_train_of_read_responses_leaves_room_to_receive_between_
     icrc::seal(&header, &mut request);
 
     let log = Arc::new(Mutex::new(Vec::new()));
-    let (_commands_tx, commands) = mpsc::unbounded_channel();
     let driver = Driver {
-        nic,
+        shared: Arc::new(Shared::new(nic, false, None)),
         backend: Recorder {
             incoming: VecDeque::from([request]),
             log: log.clone(),
+            watch: None,
         },
-        commands,
-        completions: Arc::new(Notify::new()),
-        clock: TokioClock::new(),
         tap: None,
         rx_loss: Loss { ppm: 0, state: 1 },
         busy_poll: false,
@@ -162,4 +168,77 @@ async fn issue_11_a_long_train_of_read_responses_leaves_room_to_receive_between_
         longest <= MAX_TRANSMITS_PER_TURN,
         "{longest} packets sent without a look at the socket"
     );
+}
+
+/// A program that sees the completion of a received SEND may exit at once: the ACK of that
+/// SEND must have left by then, or the sender retries into the void until its retry counter
+/// runs out (seen with `ibv_rc_pingpong -e`, whose last receive ends the server).
+#[tokio::test(start_paused = true)]
+async fn the_ack_of_a_send_leaves_before_its_receive_completion_is_visible() {
+    let nic = Nic::new(NicConfig {
+        addrs: vec![US],
+        src_port: roce_core::SrcPortPolicy::Fixed(4791),
+        ..NicConfig::default()
+    });
+    let shared = Arc::new(Shared::new(nic, false, None));
+    let handle = crate::DeviceHandle::new(shared.clone());
+    let queue = handle.create_completion_queue(16).unwrap();
+    let qpn = handle
+        .with(|nic, _| {
+            let pd = nic.alloc_pd();
+            let qpn = nic
+                .create_qp(&QpInit::new(QpType::Rc, pd, queue.handle(), 16))
+                .unwrap();
+            let connect = Connect::rc(
+                AddressVector::new(US, PEER),
+                Qpn::new(0x99),
+                Psn::new(0),
+                Psn::new(0),
+            );
+            nic.connect_qp(qpn, &connect).unwrap();
+            nic.post_recv(
+                qpn,
+                roce_core::RecvWr {
+                    wr_id: 7,
+                    sgl: Vec::new(),
+                },
+            )
+            .unwrap();
+            qpn
+        })
+        .unwrap();
+    let mut bth = BthRepr::new(Opcode::RcSendOnly, qpn, Psn::new(0));
+    bth.ack_req = true;
+    let send = RoceRepr::new(bth);
+    let mut datagram = vec![0; send.buffer_len()];
+    send.emit(&mut datagram, |_| {}).unwrap();
+    let header =
+        PseudoHeader::for_datagram(SocketAddr::new(PEER, 4791), SocketAddr::new(US, 4791), 0)
+            .unwrap();
+    icrc::seal(&header, &mut datagram);
+
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let driver = Driver {
+        shared,
+        backend: Recorder {
+            incoming: VecDeque::from([datagram]),
+            log: Arc::new(Mutex::new(Vec::new())),
+            watch: Some((queue.clone(), seen.clone())),
+        },
+        tap: None,
+        rx_loss: Loss { ppm: 0, state: 1 },
+        busy_poll: false,
+    };
+    let _ = tokio::time::timeout(std::time::Duration::from_millis(100), driver.run()).await;
+
+    assert_eq!(
+        *seen.lock().unwrap(),
+        [0],
+        "one send (the ACK), while the receive was not yet visible"
+    );
+    let cqe = queue
+        .poll()
+        .expect("the receive completed after its ACK left");
+    assert_eq!((cqe.wr_id, cqe.qpn), (7, qpn));
+    drop(handle);
 }

@@ -1,0 +1,98 @@
+//! The verbs objects of the program and their translation to the engine (safe code: C
+//! structures arrive here as Rust copies; addresses are integers).
+//!
+//! Every object the program gets (`ibv_pd`, `ibv_mr`, `ibv_cq`, `ibv_qp`, `ibv_ah`) is a
+//! [`CBox`] kept in [`Objects`] under its address, next to the engine's handle for it, so that
+//! an address this library did not hand out is refused (`EINVAL`) rather than followed.
+//!
+//! The hot path is the device's ([`roce_device::DeviceHandle`]): a post takes the engine's
+//! lock for the WRs of one call and rings the NIC thread's doorbell once; a poll reads the
+//! CQ's shared queue and never touches the engine. Locks are taken in one order: the engine's
+//! before the object table's, never the other way round (no engine call runs inside
+//! [`with`]).
+//!
+//! One file per kind of object: `pd.rs` (protection domains, memory regions, address
+//! handles), `cq.rs` (CQs, completion channels, polling), `qp.rs` (QPs and their attributes),
+//! `post.rs` (work requests, the `ibv_wr_*` API).
+
+use std::collections::HashMap;
+use std::sync::{Mutex, MutexGuard, PoisonError};
+
+use roce_core::{Nic, VerbsError};
+use roce_device::DeviceError;
+
+use crate::state::{self, Errno};
+
+mod cq;
+mod pd;
+mod post;
+mod qp;
+#[cfg(test)]
+mod tests;
+
+pub(crate) use cq::{
+    CQ_EX_WC_FLAGS, CqExFns, ack_cq_events, create_comp_channel, create_cq, current,
+    destroy_comp_channel, destroy_cq, end_poll, get_cq_event, next_poll, poll_cq, req_notify_cq,
+};
+pub(crate) use pd::{alloc_pd, create_ah, dealloc_pd, dereg_mr, destroy_ah, reg_mr, ud_dest};
+pub(crate) use post::{
+    PostQp, post, qp_for_post, recv_wr, send_wr, sge, wr_abort, wr_complete, wr_fail, wr_op,
+    wr_set_sgl, wr_set_ud_addr, wr_start,
+};
+pub(crate) use qp::{MAX_WR, WrFns, create_qp, destroy_qp, is_qp, modify_qp, query_qp};
+
+const EINVAL: Errno = Errno(libc::EINVAL);
+
+/// The program's objects, by address.
+#[derive(Debug, Default)]
+pub(crate) struct Objects {
+    pds: HashMap<usize, pd::Pd>,
+    mrs: HashMap<usize, pd::Mr>,
+    cqs: HashMap<usize, cq::Cq>,
+    qps: HashMap<usize, qp::Qp>,
+    channels: HashMap<usize, cq::Channel>,
+    ahs: HashMap<usize, pd::Ah>,
+    next_handle: u32,
+}
+
+static OBJECTS: Mutex<Option<Objects>> = Mutex::new(None);
+
+fn objects() -> MutexGuard<'static, Option<Objects>> {
+    OBJECTS.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// Runs `f` on the object table. `f` must not call the engine (see the module's lock order).
+fn with<R>(f: impl FnOnce(&mut Objects) -> R) -> R {
+    f(objects().get_or_insert_with(Objects::default))
+}
+
+/// The errno for what the engine refused: `ENOMEM` for a full table or queue, else `EINVAL`.
+fn engine_err(e: VerbsError) -> Errno {
+    match e {
+        VerbsError::Exhausted(_) | VerbsError::QueueFull { .. } => Errno(libc::ENOMEM),
+        _ => EINVAL,
+    }
+}
+
+/// The errno for a device call that failed.
+fn device_err(e: DeviceError) -> Errno {
+    match e {
+        DeviceError::Verbs(v) => engine_err(v),
+        _ => Errno(libc::EIO),
+    }
+}
+
+/// A new `handle` for a C object.
+fn handle() -> u32 {
+    with(|o| {
+        o.next_handle += 1;
+        o.next_handle
+    })
+}
+
+/// Runs `f` on the engine of the context at `ctx`, on this thread, and rings the NIC's
+/// doorbell once.
+fn step<R>(ctx: usize, f: impl FnOnce(&mut Nic) -> R) -> Result<R, Errno> {
+    let engine = state::engine(ctx)?;
+    engine.device.with(|nic, _| f(nic)).map_err(device_err)
+}

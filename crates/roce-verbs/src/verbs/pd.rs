@@ -1,0 +1,184 @@
+//! Protection domains and what lives in one: memory regions over the program's buffers, and
+//! address handles (where a UD send goes).
+
+use std::ffi::{c_int, c_void};
+use std::net::{IpAddr, Ipv6Addr};
+use std::sync::Arc;
+
+use roce_core::{Access, MemoryRegion, PdHandle, Qpn, UdDest};
+
+use super::{EINVAL, engine_err, handle, step, with};
+use crate::abi::{IbvAh, IbvAhAttr, IbvContext, IbvMr, IbvPd};
+use crate::cbox::CBox;
+use crate::device::GID_INDEX_IPV4;
+use crate::memory::CallerMemory;
+use crate::state::{self, Errno};
+
+#[derive(Debug)]
+pub(super) struct Pd {
+    _c: CBox<IbvPd>,
+    pub(super) handle: PdHandle,
+    pub(super) ctx: usize,
+}
+
+#[derive(Debug)]
+pub(super) struct Mr {
+    _c: CBox<IbvMr>,
+    mr: MemoryRegion,
+    pd: usize,
+}
+
+/// An address handle: where a UD send goes.
+#[derive(Debug)]
+pub(super) struct Ah {
+    _c: CBox<IbvAh>,
+    dst: IpAddr,
+    pd: usize,
+}
+
+/// `ibv_alloc_pd`.
+pub(crate) fn alloc_pd(ctx: usize) -> Result<*mut IbvPd, Errno> {
+    let pd = step(ctx, |nic| nic.alloc_pd())?;
+    let c = CBox::new(IbvPd {
+        context: ctx as *mut IbvContext,
+        handle: handle(),
+    });
+    let ptr = c.ptr();
+    let entry = Pd {
+        _c: c,
+        handle: pd,
+        ctx,
+    };
+    with(|o| o.pds.insert(ptr as usize, entry));
+    Ok(ptr)
+}
+
+/// `ibv_dealloc_pd`: `EBUSY` while a region, QP or address handle uses it.
+pub(crate) fn dealloc_pd(pd: usize) -> Result<(), Errno> {
+    with(|o| {
+        if !o.pds.contains_key(&pd) {
+            return Err(EINVAL);
+        }
+        if o.mrs.values().any(|m| m.pd == pd)
+            || o.qps.values().any(|q| q.pd == pd)
+            || o.ahs.values().any(|a| a.pd == pd)
+        {
+            return Err(Errno(libc::EBUSY));
+        }
+        o.pds.remove(&pd);
+        Ok(())
+    })
+}
+
+/// The engine's rights for `ibv_access_flags`; `EINVAL` for flags it does not have.
+pub(super) fn access(flags: c_int) -> Result<Access, Errno> {
+    // IBV_ACCESS_RELAXED_ORDERING and the other optional bits may be ignored (verbs.h).
+    const OPTIONAL: c_int = 0x3ff0_0000;
+    let flags = flags & !OPTIONAL;
+    if flags & !0xf != 0 {
+        return Err(EINVAL);
+    }
+    let mut a = Access::NONE;
+    for (bit, right) in [
+        (1, Access::LOCAL_WRITE),
+        (2, Access::REMOTE_WRITE),
+        (4, Access::REMOTE_READ),
+        (8, Access::REMOTE_ATOMIC),
+    ] {
+        if flags & bit != 0 {
+            a = a | right;
+        }
+    }
+    Ok(a)
+}
+
+/// `ibv_reg_mr_iova2`: `len` bytes at `addr`, named `iova` by SGEs and peers.
+pub(crate) fn reg_mr(
+    pd: usize,
+    addr: usize,
+    len: usize,
+    iova: u64,
+    flags: c_int,
+) -> Result<*mut IbvMr, Errno> {
+    let access = access(flags)?;
+    let (pd_handle, ctx) = with(|o| o.pds.get(&pd).map(|p| (p.handle, p.ctx))).ok_or(EINVAL)?;
+    let memory = Arc::new(CallerMemory::new(addr, len).ok_or(EINVAL)?);
+    let mr = step(ctx, |nic| {
+        nic.reg_memory(pd_handle, memory, Some(iova), access)
+    })?
+    .map_err(engine_err)?;
+    let c = CBox::new(IbvMr {
+        context: ctx as *mut IbvContext,
+        pd: pd as *mut IbvPd,
+        addr: addr as *mut c_void,
+        length: len,
+        handle: handle(),
+        lkey: mr.lkey(),
+        rkey: mr.rkey(),
+    });
+    let ptr = c.ptr();
+    with(|o| o.mrs.insert(ptr as usize, Mr { _c: c, mr, pd }));
+    Ok(ptr)
+}
+
+/// `ibv_dereg_mr`.
+pub(crate) fn dereg_mr(mr: usize) -> Result<(), Errno> {
+    let entry = with(|o| o.mrs.remove(&mr)).ok_or(EINVAL)?;
+    let ctx = with(|o| o.pds.get(&entry.pd).map(|p| p.ctx)).ok_or(EINVAL)?;
+    let lkey = entry.mr.lkey();
+    step(ctx, |nic| nic.dereg_mr(lkey))?.map_err(engine_err)
+}
+
+/// Where an `ibv_ah_attr` points. RoCE needs the GRH; the source must be our IPv4 GID (index
+/// 1): GID 0, the link-local IPv6 one, carries no traffic here (`EINVAL`).
+pub(super) fn destination(ah: &IbvAhAttr) -> Result<IpAddr, Errno> {
+    if ah.is_global == 0 || u32::from(ah.grh.sgid_index) != GID_INDEX_IPV4 {
+        return Err(EINVAL);
+    }
+    let dgid = Ipv6Addr::from(ah.grh.dgid.raw);
+    Ok(dgid.to_ipv4_mapped().map_or(IpAddr::V6(dgid), IpAddr::V4))
+}
+
+/// `ibv_create_ah`.
+pub(crate) fn create_ah(pd: usize, attr: &IbvAhAttr) -> Result<*mut IbvAh, Errno> {
+    let dst = destination(attr)?;
+    let ctx = with(|o| o.pds.get(&pd).map(|p| p.ctx)).ok_or(EINVAL)?;
+    state::engine(ctx)?;
+    let c = CBox::new(IbvAh {
+        context: ctx as *mut IbvContext,
+        pd: pd as *mut IbvPd,
+        handle: handle(),
+    });
+    let ptr = c.ptr();
+    with(|o| o.ahs.insert(ptr as usize, Ah { _c: c, dst, pd }));
+    Ok(ptr)
+}
+
+/// `ibv_destroy_ah`.
+pub(crate) fn destroy_ah(ah: usize) -> Result<(), Errno> {
+    with(|o| o.ahs.remove(&ah)).map(drop).ok_or(EINVAL)
+}
+
+/// The destination of a UD send: the address handle's, the WR's QPN, and its Q_Key, or the
+/// QP's when the WR's has the high bit set (IBTA vol. 1 §10.2.5).
+pub(crate) fn ud_dest(
+    qp: usize,
+    ah: usize,
+    remote_qpn: u32,
+    remote_qkey: u32,
+) -> Result<UdDest, Errno> {
+    with(|o| {
+        let dst = o.ahs.get(&ah)?.dst;
+        let qkey = if remote_qkey & 0x8000_0000 != 0 {
+            o.qps.get(&qp)?.attr.qkey
+        } else {
+            remote_qkey
+        };
+        Some(UdDest {
+            ip: dst,
+            qpn: Qpn::new(remote_qpn & 0x00ff_ffff),
+            qkey,
+        })
+    })
+    .ok_or(EINVAL)
+}

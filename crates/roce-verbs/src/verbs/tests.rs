@@ -1,0 +1,87 @@
+//! The translations between C structures and the engine's.
+
+use roce_core::{Access, Cqe, Mtu, Qpn, Remote, SendOp, WcOpcode};
+
+use super::EINVAL;
+use super::cq::wc;
+use super::pd::access;
+use super::post::send_wr;
+use super::qp::mtu;
+use crate::abi::IbvSendWr;
+
+#[test]
+fn access_flags_map_to_rights_and_unknown_ones_are_refused() {
+    assert_eq!(
+        access(1 | 2).unwrap(),
+        Access::LOCAL_WRITE | Access::REMOTE_WRITE
+    );
+    assert_eq!(
+        access(1 | (1 << 20)).unwrap(),
+        Access::LOCAL_WRITE,
+        "relaxed ordering is optional"
+    );
+    assert_eq!(access(1 << 6), Err(EINVAL), "on-demand paging");
+}
+
+#[test]
+fn send_wrs_translate_opcodes_flags_and_immediates() {
+    let mut wr = IbvSendWr {
+        wr_id: 9,
+        next: std::ptr::null_mut(),
+        sg_list: std::ptr::null_mut(),
+        num_sge: 0,
+        opcode: 3,
+        send_flags: 2 | 8,
+        imm_data: 0x1234_5678u32.to_be(),
+        wr_remote_addr: 0,
+        wr_word1: 0,
+        wr_swap: 0,
+        wr_atomic_rkey: 0,
+        _pad: 0,
+        _rest: [0; 7],
+    };
+    let w = send_wr(&wr, Vec::new(), false, None).unwrap();
+    assert_eq!(w.op, SendOp::SendWithImm(0x1234_5678));
+    assert!(w.signaled && w.inline && !w.solicited);
+    wr.opcode = 0;
+    wr.send_flags = 0;
+    wr.wr_remote_addr = 0x1000;
+    wr.wr_word1 = 0x77;
+    let w = send_wr(&wr, Vec::new(), true, None).unwrap();
+    assert_eq!(
+        w.op,
+        SendOp::RdmaWrite(Remote {
+            addr: 0x1000,
+            rkey: 0x77
+        })
+    );
+    assert!(w.signaled, "sq_sig_all");
+    wr.opcode = 8;
+    assert_eq!(
+        send_wr(&wr, Vec::new(), false, None).unwrap_err(),
+        EINVAL,
+        "bind MW"
+    );
+}
+
+#[test]
+fn mtu_enum_values() {
+    assert_eq!(mtu(3), Ok(Mtu::Mtu1024));
+    assert_eq!(mtu(5), Ok(Mtu::Mtu4096));
+    assert_eq!(mtu(0), Err(EINVAL));
+    assert_eq!(mtu(6), Err(EINVAL));
+}
+
+#[test]
+fn wc_of_a_receive_with_immediate() {
+    let mut c = Cqe::success(5, WcOpcode::Recv, Qpn::new(0x11));
+    c.byte_len = 64;
+    c.imm_data = Some(0xaabb_ccdd);
+    let w = wc(&c);
+    assert_eq!(
+        (w.wr_id, w.status, w.opcode, w.byte_len, w.qp_num),
+        (5, 0, 128, 64, 0x11)
+    );
+    assert_eq!(w.wc_flags & 2, 2);
+    assert_eq!(u32::from_be(w.imm_data), 0xaabb_ccdd);
+}
