@@ -204,8 +204,8 @@ fn context_fns() -> state::ContextFns {
         post_send: v::post_send as *const c_void,
         post_recv: v::post_recv as *const c_void,
         post_srq_recv: v::post_srq_recv as *const c_void,
-        create_qp_ex: v::create_qp_ex as *const c_void,
-        create_cq_ex: v::create_cq_ex as *const c_void,
+        create_qp_ex: crate::ffi_ex::create_qp_ex as *const c_void,
+        create_cq_ex: crate::ffi_ex::create_cq_ex as *const c_void,
     }
 }
 

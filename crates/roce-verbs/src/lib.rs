@@ -8,7 +8,7 @@
 //! Layout: [`abi`] the C structures, [`config`] the environment variables that describe the
 //! device, [`device`] what the device and its port show, `engine` the NIC's thread, `state`
 //! the device and its open contexts, `verbs` the program's objects and their translation to
-//! the engine. The modules that may use `unsafe`: `ffi` and `ffi_verbs` (the exported
+//! the engine. The modules that may use `unsafe`: `ffi`, `ffi_verbs` and `ffi_ex` (the exported
 //! functions), `stubs` (the names that fail with `EOPNOTSUPP`), `cbox` (objects handed to C)
 //! and `memory` (a program's registered buffer).
 
@@ -20,6 +20,7 @@ pub mod config;
 pub mod device;
 mod engine;
 mod ffi;
+mod ffi_ex;
 mod ffi_verbs;
 mod memory;
 mod state;
