@@ -1,0 +1,110 @@
+//! The application's path to the NIC is a hardware NIC's: a poll reads the completion queue
+//! the device shares with it, and a post is the caller's own work plus a doorbell. Neither
+//! waits for the device's task or for another verb.
+
+#![allow(clippy::unwrap_used)] // test code: a panic is the failure report
+
+use std::net::IpAddr;
+use std::sync::mpsc;
+use std::time::Duration;
+
+use roce_core::{Access, Psn, SendOp, SendWr, Sge, WcStatus};
+use roce_device::backend::udp::UdpBackend;
+use roce_device::{Connection, Device, DeviceConfig, RcEndpoint};
+
+/// Long enough that only a deadlock reaches it.
+const STUCK: Duration = Duration::from_secs(10);
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_poll_answers_while_another_thread_holds_the_engine() {
+    let ip: IpAddr = "127.0.31.1".parse().unwrap();
+    let device = Device::spawn(DeviceConfig::new(ip), UdpBackend::bind(ip, 4791).unwrap());
+    let queue = device.create_completion_queue(8).unwrap();
+
+    // A verb that holds the engine until the poll below has answered.
+    let (polled_tx, polled_rx) = mpsc::channel::<()>();
+    let (inside_tx, inside_rx) = mpsc::channel::<()>();
+    let holder = std::thread::spawn({
+        let device = device.clone();
+        move || {
+            device
+                .with(|_, _| {
+                    inside_tx.send(()).unwrap();
+                    polled_rx.recv_timeout(STUCK).is_ok()
+                })
+                .unwrap()
+        }
+    });
+    inside_rx.recv_timeout(STUCK).unwrap();
+    assert_eq!(
+        queue.poll(),
+        None,
+        "an empty queue, read without the engine"
+    );
+    assert!(queue.is_empty());
+    polled_tx.send(()).unwrap();
+    assert!(
+        holder.join().unwrap(),
+        "the poll waited for the engine's lock"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn completions_of_a_list_of_writes_arrive_in_the_shared_queue_in_order() {
+    let (ip_a, ip_b): (IpAddr, IpAddr) =
+        ("127.0.31.2".parse().unwrap(), "127.0.31.3".parse().unwrap());
+    let a = Device::spawn(
+        DeviceConfig::new(ip_a),
+        UdpBackend::bind(ip_a, 4791).unwrap(),
+    );
+    let b = Device::spawn(
+        DeviceConfig::new(ip_b),
+        UdpBackend::bind(ip_b, 4791).unwrap(),
+    );
+    let qp_a = RcEndpoint::create(&a, 64).await.unwrap();
+    let qp_b = RcEndpoint::create(&b, 64).await.unwrap();
+    qp_a.init(Access::ALL).await.unwrap();
+    qp_b.init(Access::ALL).await.unwrap();
+    let (psn_a, psn_b) = (Psn::new(1), Psn::new(2));
+    qp_a.connect(&Connection::new(ip_a, ip_b, qp_b.qpn, psn_b, psn_a))
+        .await
+        .unwrap();
+    qp_b.connect(&Connection::new(ip_b, ip_a, qp_a.qpn, psn_a, psn_b))
+        .await
+        .unwrap();
+    let src = a.reg_mr(qp_a.pd, 4096, Access::LOCAL_WRITE).await.unwrap();
+    let dst = b.reg_mr(qp_b.pd, 4096, Access::ALL).await.unwrap();
+    assert!(src.write(0, &[0x5a; 4096]));
+
+    // 16 WRITEs of 256 bytes, one post: the device wakes once and sends them in one go.
+    let wrs = (0..16u64)
+        .map(|i| {
+            let sge = Sge {
+                addr: src.addr() + i * 256,
+                length: 256,
+                lkey: src.lkey(),
+            };
+            let op = SendOp::RdmaWrite(roce_core::Remote {
+                addr: dst.addr() + i * 256,
+                rkey: dst.rkey(),
+            });
+            (qp_a.qpn, SendWr::new(i, op, vec![sge]))
+        })
+        .collect();
+    a.post_send_list(wrs).await.unwrap();
+    let queue = a.completion_queue(qp_a.cq).unwrap();
+    let mut ids = Vec::new();
+    while ids.len() < 16 {
+        let cqes = a.next_completions_within(qp_a.cq, 16, STUCK).await.unwrap();
+        for cqe in cqes {
+            assert_eq!(cqe.status, WcStatus::Success, "{cqe:?}");
+            ids.push(cqe.wr_id);
+        }
+    }
+    assert_eq!(ids, (0..16).collect::<Vec<_>>());
+    assert!(queue.is_empty());
+    let landed = dst.read(0, 4096).unwrap();
+    assert!(landed.iter().all(|&b| b == 0x5a));
+    let stats = a.stats().await.unwrap();
+    assert_eq!(stats.cq_overflows, 0);
+}
