@@ -5,7 +5,7 @@
 
 use roce_core::{QpAttr, QpState, SendOp, WcOpcode, WcStatus};
 use roce_sim::{Fault, LinkConfig, Pair, PairConfig};
-use roce_tests::sim::{after_millis, pattern, post, post_recv, remote, wr};
+use roce_tests::sim::{after_millis, fetch_add, pattern, post, post_recv, remote, wr};
 use roce_wire::{Opcode, Psn};
 
 const PMTU: u32 = 1024;
@@ -169,16 +169,7 @@ fn duplicated_atomic_request_is_executed_once() {
         ..PairConfig::default()
     });
     pair.b.mr.write(0, &1000u64.to_le_bytes());
-    let add = wr(
-        &pair.a,
-        1,
-        SendOp::FetchAdd {
-            remote: remote(&pair.b, 0),
-            add: 1,
-        },
-        0,
-        8,
-    );
+    let add = fetch_add(&pair.a, 1, &pair.b, 0, 1, 0);
     post(&mut pair, true, add);
     pair.drive_until(roce_core::Instant::from_millis(5));
     assert_eq!(pair.a.completion().unwrap().status, WcStatus::Success);

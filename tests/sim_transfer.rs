@@ -5,7 +5,9 @@
 
 use roce_core::{QpState, SendOp, WcOpcode, WcStatus};
 use roce_sim::{Pair, PairConfig};
-use roce_tests::sim::{after_millis, pattern, post, post_recv, remote, success, wr};
+use roce_tests::sim::{
+    after_millis, compare_swap, fetch_add, pattern, post, post_recv, remote, success, wr,
+};
 
 fn pair() -> (Pair, roce_sim::TraceGuard) {
     let log = roce_sim::trace_to_test_output();
@@ -127,30 +129,11 @@ fn read_brings_the_peers_memory_back() {
 fn atomics_return_the_original_value_and_change_the_peers_memory() {
     let (mut pair, _log) = pair();
     pair.b.mr.write(8, &100u64.to_le_bytes());
-    let add = wr(
-        &pair.a,
-        1,
-        SendOp::FetchAdd {
-            remote: remote(&pair.b, 8),
-            add: 23,
-        },
-        0,
-        8,
-    );
+    let add = fetch_add(&pair.a, 1, &pair.b, 8, 23, 0);
     post(&mut pair, true, add);
-    let cas = SendOp::CompareSwap {
-        remote: remote(&pair.b, 8),
-        compare: 123,
-        swap: 7,
-    };
-    let cas = wr(&pair.a, 2, cas, 8, 8);
+    let cas = compare_swap(&pair.a, 2, &pair.b, 8, 123, 7, 8);
     post(&mut pair, true, cas);
-    let miss = SendOp::CompareSwap {
-        remote: remote(&pair.b, 8),
-        compare: 123,
-        swap: 9,
-    };
-    let miss = wr(&pair.a, 3, miss, 16, 8);
+    let miss = compare_swap(&pair.a, 3, &pair.b, 8, 123, 9, 16);
     post(&mut pair, true, miss);
     let deadline = after_millis(&pair, 10);
     pair.drive_until(deadline);

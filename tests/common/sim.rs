@@ -2,6 +2,7 @@
 //! test sends, recognisable by its seed.
 
 use roce_core::{Cqe, Instant, RecvWr, Remote, SendOp, SendWr, Sge, WcOpcode, WcStatus};
+pub use roce_sim::pattern;
 use roce_sim::{Pair, Side};
 
 /// An SGE of `len` bytes at `offset` in the side's region.
@@ -43,17 +44,30 @@ pub fn wr(side: &Side, wr_id: u64, op: SendOp, offset: u64, len: u32) -> SendWr 
     SendWr::new(wr_id, op, vec![sge(side, offset, len)])
 }
 
-/// `len` bytes that depend on `seed` and position: a misplaced or stale byte shows.
-pub fn pattern(seed: u64, len: usize) -> Vec<u8> {
-    let mut x = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
-    (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        })
-        .collect()
+/// A FETCH_ADD from `side` of `add` to the 8 bytes at `at` of `peer`'s region; the original
+/// value lands at `offset` of the side's.
+pub fn fetch_add(side: &Side, wr_id: u64, peer: &Side, at: u64, add: u64, offset: u64) -> SendWr {
+    let remote = remote(peer, at);
+    wr(side, wr_id, SendOp::FetchAdd { remote, add }, offset, 8)
+}
+
+/// A CMP_SWAP from `side`: `swap` into the 8 bytes at `at` of `peer`'s region if they hold
+/// `compare`; the original value lands at `offset` of the side's.
+pub fn compare_swap(
+    side: &Side,
+    wr_id: u64,
+    peer: &Side,
+    at: u64,
+    compare: u64,
+    swap: u64,
+    offset: u64,
+) -> SendWr {
+    let op = SendOp::CompareSwap {
+        remote: remote(peer, at),
+        compare,
+        swap,
+    };
+    wr(side, wr_id, op, offset, 8)
 }
 
 /// A deadline `millis` after the pair's current time.
