@@ -1,23 +1,12 @@
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use super::*;
+use crate::cnp::CONNECTX_FRAME;
 use crate::{BthRepr, Opcode, Psn, Qpn, RoceRepr};
-
-/// The ConnectX-4 Lx CNP of scapy's `test/contrib/roce.uts`, the whole Ethernet frame.
-const CONNECTX_CNP: [u8; 74] = [
-    0xe4, 0x1d, 0x2d, 0xab, 0x2b, 0xc2, 0x7c, 0xfe, 0x90, 0x64, 0x3b, 0x32, 0x08,
-    0x00, // Ethernet
-    0x45, 0xc2, 0x00, 0x3c, 0x71, 0x8c, 0x40, 0x00, 0x40, 0x11, 0x91, 0x61, // IPv4
-    0x0a, 0x00, 0x11, 0x01, 0x0a, 0x00, 0x12, 0x01, //
-    0x00, 0x00, 0x12, 0xb7, 0x00, 0x28, 0x00, 0x00, // UDP
-    0x81, 0x00, 0xff, 0xff, 0x40, 0x00, 0x01, 0x18, 0x00, 0x00, 0x00, 0x00, // BTH
-    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, // reserved
-    0x82, 0xfd, 0x00, 0x2a, // ICRC
-];
 
 #[test]
 fn connectx_cnp_frame() {
-    let frame = Frame::parse(LinkType::Ethernet, &CONNECTX_CNP).unwrap();
+    let frame = Frame::parse(LinkType::Ethernet, &CONNECTX_FRAME).unwrap();
     let ip = frame.ip.unwrap();
     assert_eq!(ip.src, IpAddr::V4(Ipv4Addr::new(10, 0, 17, 1)));
     assert_eq!((ip.dscp, ip.ecn, ip.ttl), (48, Ecn::Ect0, 64));
@@ -37,7 +26,7 @@ fn connectx_cnp_frame() {
 
 #[test]
 fn corrupt_icrc_is_reported() {
-    let mut bytes = CONNECTX_CNP;
+    let mut bytes = CONNECTX_FRAME;
     bytes[60] ^= 0x01; // a reserved byte of the CNP: covered
     let frame = Frame::parse(LinkType::Ethernet, &bytes).unwrap();
     assert!(matches!(
@@ -167,13 +156,13 @@ fn non_roce_frames_parse_without_roce() {
 
 #[test]
 fn truncated_frame_is_malformed() {
-    let err = Frame::parse(LinkType::Ethernet, &CONNECTX_CNP[..30]).unwrap_err();
+    let err = Frame::parse(LinkType::Ethernet, &CONNECTX_FRAME[..30]).unwrap_err();
     assert_eq!(err, ParseError::Malformed { layer: Layer::Ipv4 });
 }
 
 #[test]
 fn linux_cooked_captures_of_loopback() {
-    let ip = &CONNECTX_CNP[14..];
+    let ip = &CONNECTX_FRAME[14..];
     // SLL v1: packet type 4 (outgoing), ARPHRD_LOOPBACK (772), address length 6, address, then
     // the protocol.
     let mut v1 = vec![0, 4, 0x03, 0x04, 0, 6, 0, 0, 0, 0, 0, 0, 0, 0, 0x08, 0x00];
