@@ -5,7 +5,9 @@
 
 use roce_core::{QpAttr, QpState, SendOp, WcOpcode, WcStatus};
 use roce_sim::{Fault, LinkConfig, Pair, PairConfig};
-use roce_tests::sim::{after_millis, fetch_add, pattern, post, post_recv, remote, wr};
+use roce_tests::sim::{
+    drive_millis, drop_once, fetch_add, pattern, post, post_from_a, post_recv, remote, wr,
+};
 use roce_wire::{Opcode, Psn};
 
 const PMTU: u32 = 1024;
@@ -47,10 +49,7 @@ fn assert_write_done(pair: &mut Pair, wr_id: u64, data: &[u8]) {
 #[test]
 fn lost_middle_packet_is_recovered_by_nak_not_timeout() {
     let (mut pair, _log) = pair();
-    pair.a_to_b.fail(Fault::DropPsn {
-        psn: Psn::new(2),
-        times: 1,
-    });
+    pair.a_to_b.fail(drop_once(2));
     let data = write(&mut pair, 1, 4 * PMTU);
     pair.drive_until(roce_core::Instant::from_millis(5));
     assert_eq!(pair.a_to_b.sent_psns(), [0, 1, 2, 3, 2, 3]);
@@ -67,10 +66,7 @@ fn lost_middle_packet_is_recovered_by_nak_not_timeout() {
 #[test]
 fn lost_last_packet_is_recovered_only_by_local_ack_timeout() {
     let (mut pair, _log) = pair();
-    pair.a_to_b.fail(Fault::DropPsn {
-        psn: Psn::new(3),
-        times: 1,
-    });
+    pair.a_to_b.fail(drop_once(3));
     let data = write(&mut pair, 1, 4 * PMTU);
     pair.drive_until(roce_core::Instant::from_millis(5));
     // No later packet shows b the gap: nothing but the timer can recover it. Only the last
@@ -86,10 +82,7 @@ fn lost_last_packet_is_recovered_only_by_local_ack_timeout() {
 #[test]
 fn lost_first_packet_is_naked_at_the_second() {
     let (mut pair, _log) = pair();
-    pair.a_to_b.fail(Fault::DropPsn {
-        psn: Psn::new(0),
-        times: 1,
-    });
+    pair.a_to_b.fail(drop_once(0));
     let data = write(&mut pair, 1, 4 * PMTU);
     pair.drive_until(roce_core::Instant::from_millis(5));
     assert_eq!(pair.a_to_b.sent_psns(), [0, 1, 2, 3, 0, 1, 2, 3]);
@@ -103,8 +96,7 @@ fn lost_ack_is_recovered_by_timeout_and_the_duplicate_is_acked_not_executed() {
     post_recv(&mut pair.b, 7, 0, 4096);
     pair.b_to_a.fail(Fault::DropNextAck);
     pair.a.mr.write(0, b"exactly once");
-    let send = wr(&pair.a, 1, SendOp::Send, 0, 12);
-    post(&mut pair, true, send);
+    post_from_a(&mut pair, 1, SendOp::Send, 0, 12);
     pair.drive_until(roce_core::Instant::from_millis(5));
     assert_eq!(pair.a_to_b.sent_psns(), [0, 0]);
     assert_eq!(pair.a.nic.stats().retransmit_timeouts, 1);
@@ -185,8 +177,7 @@ fn duplicated_atomic_request_is_executed_once() {
 #[test]
 fn rnr_then_success_once_a_receive_is_posted() {
     let (mut pair, _log) = pair();
-    let send = wr(&pair.a, 1, SendOp::Send, 0, 100);
-    post(&mut pair, true, send);
+    post_from_a(&mut pair, 1, SendOp::Send, 0, 100);
     pair.drive_until(roce_core::Instant::from_micros(500));
     assert!(pair.b.nic.stats().tx_rnr_naks >= 1);
     assert_eq!(pair.a.completion(), None);
@@ -207,8 +198,7 @@ fn rnr_retry_exhaustion_fails_the_wr() {
         rnr_retry: 2,
         ..PairConfig::default()
     });
-    let send = wr(&pair.a, 1, SendOp::Send, 0, 100);
-    post(&mut pair, true, send);
+    post_from_a(&mut pair, 1, SendOp::Send, 0, 100);
     pair.drive_until(roce_core::Instant::from_millis(5));
     assert_eq!(
         pair.a.completion().unwrap().status,
@@ -256,8 +246,7 @@ fn bad_rkey_is_a_remote_access_error() {
     let (mut pair, _log) = pair();
     let mut target = remote(&pair.b, 0);
     target.rkey ^= 0x100;
-    let write = wr(&pair.a, 1, SendOp::RdmaWrite(target), 0, 10);
-    post(&mut pair, true, write);
+    post_from_a(&mut pair, 1, SendOp::RdmaWrite(target), 0, 10);
     pair.drive_until(roce_core::Instant::from_millis(5));
     assert_eq!(pair.a.completion().unwrap().status, WcStatus::RemAccessErr);
     assert_eq!(pair.a.qp_state(), QpState::Err);
@@ -279,8 +268,7 @@ fn moving_a_qp_to_error_flushes_every_wr() {
     let (mut pair, _log) = pair();
     for i in 0..3 {
         post_recv(&mut pair.a, 100 + i, 0, 10);
-        let send = wr(&pair.a, i, SendOp::Send, 0, 10);
-        post(&mut pair, true, send);
+        post_from_a(&mut pair, i, SendOp::Send, 0, 10);
     }
     let to_error = QpAttr {
         qp_state: Some(QpState::Err),
@@ -298,6 +286,6 @@ fn moving_a_qp_to_error_flushes_every_wr() {
         [0, 1, 2, 100, 101, 102].map(|id| (id, WcStatus::WrFlushErr)),
         "send WRs, then receive WRs"
     );
-    pair.drive_until(after_millis(&pair, 5));
+    drive_millis(&mut pair, 5);
     assert!(pair.a_to_b.sent().is_empty(), "nothing was sent");
 }

@@ -1,9 +1,9 @@
 //! Helpers for the two-NIC simulations: work requests on a [`Side`]'s region, and the data a
 //! test sends, recognisable by its seed.
 
-use roce_core::{Cqe, Instant, RecvWr, Remote, SendOp, SendWr, Sge, WcOpcode, WcStatus};
+use roce_core::{Cqe, Psn, RecvWr, Remote, SendOp, SendWr, Sge, WcOpcode, WcStatus};
 pub use roce_sim::pattern;
-use roce_sim::{Pair, Side};
+use roce_sim::{Fault, Pair, Side};
 
 /// An SGE of `len` bytes at `offset` in the side's region.
 pub fn sge(side: &Side, offset: u64, len: u32) -> Sge {
@@ -26,6 +26,12 @@ pub fn remote(side: &Side, offset: u64) -> Remote {
 pub fn post(pair: &mut Pair, a: bool, wr: SendWr) {
     let side = if a { &mut pair.a } else { &mut pair.b };
     side.nic.post_send(side.qpn, wr).expect("a valid send WR");
+}
+
+/// Posts [`wr`] on a's QP.
+pub fn post_from_a(pair: &mut Pair, wr_id: u64, op: SendOp, offset: u64, len: u32) {
+    let wr = wr(&pair.a, wr_id, op, offset, len);
+    post(pair, true, wr);
 }
 
 /// Posts a receive WR of `len` bytes at `offset`.
@@ -70,9 +76,18 @@ pub fn compare_swap(
     wr(side, wr_id, op, offset, 8)
 }
 
-/// A deadline `millis` after the pair's current time.
-pub fn after_millis(pair: &Pair, millis: u64) -> Instant {
-    pair.now + roce_core::Duration::from_millis(millis)
+/// Drives the pair `millis` ms of simulated time on from its current time.
+pub fn drive_millis(pair: &mut Pair, millis: u64) {
+    let deadline = pair.now + roce_core::Duration::from_millis(millis);
+    pair.drive_until(deadline);
+}
+
+/// Drops the first packet with PSN `psn`, and lets its retransmission through.
+pub fn drop_once(psn: u32) -> Fault {
+    Fault::DropPsn {
+        psn: Psn::new(psn),
+        times: 1,
+    }
 }
 
 /// The completion, which must be a success of `opcode` for `wr_id`.
