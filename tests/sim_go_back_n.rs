@@ -120,14 +120,8 @@ fn lost_read_response_is_recovered_and_the_data_is_whole() {
     });
     let data = pattern(5, 5 * PMTU as usize);
     pair.b.mr.write(0, &data);
-    let read = wr(
-        &pair.a,
-        1,
-        SendOp::RdmaRead(remote(&pair.b, 0)),
-        0,
-        5 * PMTU,
-    );
-    post(&mut pair, true, read);
+    let op = SendOp::RdmaRead(remote(&pair.b, 0));
+    post_from_a(&mut pair, 1, op, 0, 5 * PMTU);
     pair.drive_until(roce_core::Instant::from_millis(5));
     let cqe = pair.a.completion().unwrap();
     assert_eq!(
@@ -223,10 +217,10 @@ fn retry_exhaustion_fails_the_oldest_wr_and_flushes_the_rest() {
         retry_cnt: 3,
         ..PairConfig::default()
     });
-    let first = wr(&pair.a, 1, SendOp::RdmaWrite(remote(&pair.b, 0)), 0, 10);
-    post(&mut pair, true, first);
-    let second = wr(&pair.a, 2, SendOp::RdmaWrite(remote(&pair.b, 0)), 0, 10);
-    post(&mut pair, true, second);
+    let op = SendOp::RdmaWrite(remote(&pair.b, 0));
+    post_from_a(&mut pair, 1, op, 0, 10);
+    let op = SendOp::RdmaWrite(remote(&pair.b, 0));
+    post_from_a(&mut pair, 2, op, 0, 10);
     pair.drive_until(roce_core::Instant::from_millis(100));
     let completions = pair.a.completions();
     let got: Vec<(u64, WcStatus)> = completions.iter().map(|c| (c.wr_id, c.status)).collect();
@@ -257,8 +251,8 @@ fn bad_rkey_is_a_remote_access_error() {
 fn out_of_bounds_va_is_a_remote_access_error() {
     let (mut pair, _log) = pair();
     let len = pair.b.mr.len() as u64;
-    let read = wr(&pair.a, 1, SendOp::RdmaRead(remote(&pair.b, len - 4)), 0, 8);
-    post(&mut pair, true, read);
+    let op = SendOp::RdmaRead(remote(&pair.b, len - 4));
+    post_from_a(&mut pair, 1, op, 0, 8);
     pair.drive_until(roce_core::Instant::from_millis(5));
     assert_eq!(pair.a.completion().unwrap().status, WcStatus::RemAccessErr);
 }

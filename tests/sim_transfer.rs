@@ -49,8 +49,8 @@ fn send_with_immediate_and_with_invalidate() {
     let second = success(pair.b.completion(), 2, WcOpcode::Recv);
     assert_eq!(second.invalidated_rkey, Some(rkey));
     // The invalidated rkey no longer opens the region to WRITEs: remote access error.
-    let write = wr(&pair.a, 12, SendOp::RdmaWrite(remote(&pair.b, 0)), 0, 8);
-    post(&mut pair, true, write);
+    let op = SendOp::RdmaWrite(remote(&pair.b, 0));
+    post_from_a(&mut pair, 12, op, 0, 8);
     drive_millis(&mut pair, 10);
     let completions = pair.a.completions();
     assert_eq!(
@@ -65,14 +65,8 @@ fn write_lands_in_the_peers_memory_without_a_receive() {
     let (mut pair, _log) = pair();
     let data = pattern(7, 100_000);
     pair.a.mr.write(0, &data);
-    let write = wr(
-        &pair.a,
-        1,
-        SendOp::RdmaWrite(remote(&pair.b, 1000)),
-        0,
-        100_000,
-    );
-    post(&mut pair, true, write);
+    let op = SendOp::RdmaWrite(remote(&pair.b, 1000));
+    post_from_a(&mut pair, 1, op, 0, 100_000);
     drive_millis(&mut pair, 20);
     success(pair.a.completion(), 1, WcOpcode::RdmaWrite);
     assert_eq!(pair.b.completion(), None);
@@ -84,14 +78,8 @@ fn write_with_immediate_consumes_a_receive() {
     let (mut pair, _log) = pair();
     post_recv(&mut pair.b, 5, 0, 0);
     pair.a.mr.write(0, b"abcdefgh");
-    let write = wr(
-        &pair.a,
-        1,
-        SendOp::RdmaWriteWithImm(remote(&pair.b, 64), 42),
-        0,
-        8,
-    );
-    post(&mut pair, true, write);
+    let op = SendOp::RdmaWriteWithImm(remote(&pair.b, 64), 42);
+    post_from_a(&mut pair, 1, op, 0, 8);
     drive_millis(&mut pair, 10);
     let recv = success(pair.b.completion(), 5, WcOpcode::RecvRdmaWithImm);
     assert_eq!((recv.imm_data, recv.byte_len), (Some(42), 8));
@@ -103,14 +91,8 @@ fn read_brings_the_peers_memory_back() {
     let (mut pair, _log) = pair();
     let data = pattern(3, 70_000);
     pair.b.mr.write(500, &data);
-    let read = wr(
-        &pair.a,
-        1,
-        SendOp::RdmaRead(remote(&pair.b, 500)),
-        9000,
-        70_000,
-    );
-    post(&mut pair, true, read);
+    let op = SendOp::RdmaRead(remote(&pair.b, 500));
+    post_from_a(&mut pair, 1, op, 9000, 70_000);
     drive_millis(&mut pair, 20);
     let cqe = success(pair.a.completion(), 1, WcOpcode::RdmaRead);
     assert_eq!(cqe.byte_len, 70_000);

@@ -39,14 +39,8 @@ fn uc_send_write_and_write_with_immediate_arrive() {
     post_recv(&mut pair.b, 100, 0, 4096);
     post_recv(&mut pair.b, 101, 0, 0);
     post_from_a(&mut pair, 1, SendOp::Send, 0, 3000);
-    let write = wr(
-        &pair.a,
-        2,
-        SendOp::RdmaWrite(remote(&pair.b, 20_000)),
-        10_000,
-        5000,
-    );
-    post(&mut pair, true, write);
+    let op = SendOp::RdmaWrite(remote(&pair.b, 20_000));
+    post_from_a(&mut pair, 2, op, 10_000, 5000);
     let with_imm = SendOp::RdmaWriteWithImm(remote(&pair.b, 40_000), 0xabcd);
     post_from_a(&mut pair, 3, with_imm, 10_000, 100);
     drive_millis(&mut pair, 10);
@@ -129,22 +123,10 @@ fn uc_write_with_a_lost_last_packet_is_dropped_and_the_next_write_lands() {
     pair.a.mr.write(0, &data);
     post_recv(&mut pair.b, 100, 0, 0);
     // A two-packet WRITE with immediate whose LAST (which carries the immediate) is lost.
-    let cut = wr(
-        &pair.a,
-        1,
-        SendOp::RdmaWriteWithImm(remote(&pair.b, 0), 1),
-        0,
-        2048,
-    );
-    post(&mut pair, true, cut);
-    let next = wr(
-        &pair.a,
-        2,
-        SendOp::RdmaWriteWithImm(remote(&pair.b, 4096), 2),
-        0,
-        2048,
-    );
-    post(&mut pair, true, next);
+    let op = SendOp::RdmaWriteWithImm(remote(&pair.b, 0), 1);
+    post_from_a(&mut pair, 1, op, 0, 2048);
+    let op = SendOp::RdmaWriteWithImm(remote(&pair.b, 4096), 2);
+    post_from_a(&mut pair, 2, op, 0, 2048);
     drive_millis(&mut pair, 10);
 
     let imm = success(pair.b.completion(), 100, WcOpcode::RecvRdmaWithImm);
