@@ -36,6 +36,15 @@ fn write(pair: &mut Pair, wr_id: u64, len: u32) -> Vec<u8> {
     data
 }
 
+/// A WRITE of four packets from a whose packet with PSN `psn` is lost once, 5 ms on.
+fn write_losing(psn: u32) -> (Pair, roce_sim::TraceGuard, Vec<u8>) {
+    let (mut pair, log) = pair();
+    pair.a_to_b.fail(drop_once(psn));
+    let data = write(&mut pair, 1, 4 * PMTU);
+    pair.drive_until(roce_core::Instant::from_millis(5));
+    (pair, log, data)
+}
+
 fn assert_write_done(pair: &mut Pair, wr_id: u64, data: &[u8]) {
     let cqe = pair.a.completion().expect("the WRITE completes");
     assert_eq!(
@@ -48,10 +57,7 @@ fn assert_write_done(pair: &mut Pair, wr_id: u64, data: &[u8]) {
 
 #[test]
 fn lost_middle_packet_is_recovered_by_nak_not_timeout() {
-    let (mut pair, _log) = pair();
-    pair.a_to_b.fail(drop_once(2));
-    let data = write(&mut pair, 1, 4 * PMTU);
-    pair.drive_until(roce_core::Instant::from_millis(5));
+    let (mut pair, _log, data) = write_losing(2);
     assert_eq!(pair.a_to_b.sent_psns(), [0, 1, 2, 3, 2, 3]);
     assert_eq!(pair.a.nic.stats().rx_nak_seq_err, 1);
     assert_eq!(
@@ -65,10 +71,7 @@ fn lost_middle_packet_is_recovered_by_nak_not_timeout() {
 
 #[test]
 fn lost_last_packet_is_recovered_only_by_local_ack_timeout() {
-    let (mut pair, _log) = pair();
-    pair.a_to_b.fail(drop_once(3));
-    let data = write(&mut pair, 1, 4 * PMTU);
-    pair.drive_until(roce_core::Instant::from_millis(5));
+    let (mut pair, _log, data) = write_losing(3);
     // No later packet shows b the gap: nothing but the timer can recover it. Only the last
     // packet asked for an ACK, so nothing was acknowledged and a goes back to the first (as
     // rxe does); b answers the three duplicates with one coalesced ACK and executes nothing twice.
@@ -81,10 +84,7 @@ fn lost_last_packet_is_recovered_only_by_local_ack_timeout() {
 
 #[test]
 fn lost_first_packet_is_naked_at_the_second() {
-    let (mut pair, _log) = pair();
-    pair.a_to_b.fail(drop_once(0));
-    let data = write(&mut pair, 1, 4 * PMTU);
-    pair.drive_until(roce_core::Instant::from_millis(5));
+    let (mut pair, _log, data) = write_losing(0);
     assert_eq!(pair.a_to_b.sent_psns(), [0, 1, 2, 3, 0, 1, 2, 3]);
     assert_eq!(pair.a.nic.stats().rx_nak_seq_err, 1);
     assert_write_done(&mut pair, 1, &data);
