@@ -153,6 +153,13 @@ fn stderr(output: &Output) -> String {
     String::from_utf8(output.stderr.clone()).unwrap()
 }
 
+/// `output`'s standard error says `text`.
+#[track_caller]
+fn assert_stderr_has(output: &Output, text: &str) {
+    let err = stderr(output);
+    assert!(err.contains(text), "{err}");
+}
+
 /// A scratch file of this test's own, removed when dropped.
 struct Scratch(PathBuf);
 
@@ -214,13 +221,10 @@ fn gso_batches_captured_on_lo_print_as_the_segments_the_kernel_sends() {
             .any(|l| l.contains("RC_SEND_LAST ") && l.ends_with("icrc=ok gso 8/8")),
         "{text}"
     );
-    assert!(
-        stderr(&output).contains(
-            "40 frames, 98 RoCE: 0 malformed frames, 0 malformed RoCE packets, 0 bad ICRCs, \
-             16 GSO batches of 74 segments in all"
-        ),
-        "{}",
-        stderr(&output)
+    assert_stderr_has(
+        &output,
+        "40 frames, 98 RoCE: 0 malformed frames, 0 malformed RoCE packets, 0 bad ICRCs, \
+         16 GSO batches of 74 segments in all",
     );
 
     let json = stdout(&roce(&["dump", "--json"], &pcap));
@@ -260,11 +264,7 @@ fn gso_batches_captured_on_lo_print_as_the_segments_the_kernel_sends() {
         bad[0].ends_with("RC_SEND_LAST qp=0x000011 psn=0x001007 ack_req len=1024 icrc=BAD gso 8/8"),
         "{text}"
     );
-    assert!(
-        stderr(&output).contains(" 1 bad ICRCs, 16 GSO batches of 74 segments"),
-        "{}",
-        stderr(&output)
-    );
+    assert_stderr_has(&output, " 1 bad ICRCs, 16 GSO batches of 74 segments");
 }
 
 #[test]
@@ -295,11 +295,7 @@ fn standard_input_is_read_as_a_stream() {
 
     let empty = roce_stdin(&["dump"], Vec::new());
     assert_eq!(empty.status.code(), Some(2));
-    assert!(
-        stderr(&empty).contains("cannot read standard input: the file is empty"),
-        "{}",
-        stderr(&empty)
-    );
+    assert_stderr_has(&empty, "cannot read standard input: the file is empty");
 }
 
 #[test]
@@ -340,17 +336,13 @@ fn a_file_cut_short_ends_with_the_summary() {
     );
     let strict = roce(&["dump", "--strict"], &cut.0);
     assert_eq!(strict.status.code(), Some(1), "{strict:?}");
-    assert!(stderr(&strict).contains("--strict: 1 problems"));
+    assert_stderr_has(&strict, "--strict: 1 problems");
 
     let empty = Scratch::new("empty.pcap", &[]);
     let output = roce(&["dump"], &empty.0);
     assert_eq!(output.status.code(), Some(2));
     assert!(stdout(&output).is_empty());
-    assert!(
-        stderr(&output).contains("the file is empty"),
-        "{}",
-        stderr(&output)
-    );
+    assert_stderr_has(&output, "the file is empty");
 }
 
 #[test]
@@ -370,11 +362,7 @@ fn strict_fails_on_a_capture_without_roce() {
     let strict = roce(&["dump", "--strict"], &arp.0);
     assert_eq!(strict.status.code(), Some(1), "{strict:?}");
     assert_eq!(stdout(&strict).lines().count(), 2);
-    assert!(
-        stderr(&strict).contains("--strict: no RoCE packet"),
-        "{}",
-        stderr(&strict)
-    );
+    assert_stderr_has(&strict, "--strict: no RoCE packet");
 }
 
 #[test]
