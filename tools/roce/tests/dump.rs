@@ -29,6 +29,13 @@ fn roce(args: &[&str], file: &Path) -> Output {
         .unwrap()
 }
 
+/// Each line of `text` as the JSON value it must be.
+fn json_lines(text: &str) -> Vec<serde_json::Value> {
+    text.lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
 fn stdout(output: &Output) -> String {
     String::from_utf8(output.stdout.clone()).unwrap()
 }
@@ -120,16 +127,10 @@ fn json_is_one_object_per_frame() {
     let pcap = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../../pcap-fixtures/rxe/mtu1500-rc_s64_m1024.pcap");
     let all = stdout(&roce(&["dump", "--json"], &pcap));
-    let values: Vec<serde_json::Value> = all
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let values = json_lines(&all);
     assert_eq!(values.len(), 53);
     let roce_only = stdout(&roce(&["dump", "--json", "-q"], &pcap));
-    let roce_values: Vec<serde_json::Value> = roce_only
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let roce_values = json_lines(&roce_only);
     assert_eq!(roce_values.len(), 40);
     let ack = roce_values
         .iter()
@@ -228,10 +229,7 @@ fn gso_batches_captured_on_lo_print_as_the_segments_the_kernel_sends() {
     );
 
     let json = stdout(&roce(&["dump", "--json"], &pcap));
-    let values: Vec<serde_json::Value> = json
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let values = json_lines(&json);
     assert_eq!(values.len(), 98);
     let first: Vec<_> = values.iter().filter(|v| v["frame"] == 1).collect();
     assert_eq!(first.len(), 8);
