@@ -5,7 +5,9 @@
 
 use roce_core::{QpAttr, QpState, SendOp, WcOpcode, WcStatus};
 use roce_sim::{Fault, LinkConfig, Pair, PairConfig};
-use roce_tests::sim::{after_millis, pattern, post, post_recv, remote, wr};
+use roce_tests::sim::{
+    drive_millis, drop_once, fetch_add, pattern, post, post_from_a, post_recv, remote, wr,
+};
 use roce_wire::{Opcode, Psn};
 
 const PMTU: u32 = 1024;
@@ -34,6 +36,15 @@ fn write(pair: &mut Pair, wr_id: u64, len: u32) -> Vec<u8> {
     data
 }
 
+/// A WRITE of four packets from a whose packet with PSN `psn` is lost once, 5 ms on.
+fn write_losing(psn: u32) -> (Pair, roce_sim::TraceGuard, Vec<u8>) {
+    let (mut pair, log) = pair();
+    pair.a_to_b.fail(drop_once(psn));
+    let data = write(&mut pair, 1, 4 * PMTU);
+    pair.drive_until(roce_core::Instant::from_millis(5));
+    (pair, log, data)
+}
+
 fn assert_write_done(pair: &mut Pair, wr_id: u64, data: &[u8]) {
     let cqe = pair.a.completion().expect("the WRITE completes");
     assert_eq!(
@@ -46,13 +57,7 @@ fn assert_write_done(pair: &mut Pair, wr_id: u64, data: &[u8]) {
 
 #[test]
 fn lost_middle_packet_is_recovered_by_nak_not_timeout() {
-    let (mut pair, _log) = pair();
-    pair.a_to_b.fail(Fault::DropPsn {
-        psn: Psn::new(2),
-        times: 1,
-    });
-    let data = write(&mut pair, 1, 4 * PMTU);
-    pair.drive_until(roce_core::Instant::from_millis(5));
+    let (mut pair, _log, data) = write_losing(2);
     assert_eq!(pair.a_to_b.sent_psns(), [0, 1, 2, 3, 2, 3]);
     assert_eq!(pair.a.nic.stats().rx_nak_seq_err, 1);
     assert_eq!(
@@ -66,13 +71,7 @@ fn lost_middle_packet_is_recovered_by_nak_not_timeout() {
 
 #[test]
 fn lost_last_packet_is_recovered_only_by_local_ack_timeout() {
-    let (mut pair, _log) = pair();
-    pair.a_to_b.fail(Fault::DropPsn {
-        psn: Psn::new(3),
-        times: 1,
-    });
-    let data = write(&mut pair, 1, 4 * PMTU);
-    pair.drive_until(roce_core::Instant::from_millis(5));
+    let (mut pair, _log, data) = write_losing(3);
     // No later packet shows b the gap: nothing but the timer can recover it. Only the last
     // packet asked for an ACK, so nothing was acknowledged and a goes back to the first (as
     // rxe does); b answers the three duplicates with one coalesced ACK and executes nothing twice.
@@ -85,13 +84,7 @@ fn lost_last_packet_is_recovered_only_by_local_ack_timeout() {
 
 #[test]
 fn lost_first_packet_is_naked_at_the_second() {
-    let (mut pair, _log) = pair();
-    pair.a_to_b.fail(Fault::DropPsn {
-        psn: Psn::new(0),
-        times: 1,
-    });
-    let data = write(&mut pair, 1, 4 * PMTU);
-    pair.drive_until(roce_core::Instant::from_millis(5));
+    let (mut pair, _log, data) = write_losing(0);
     assert_eq!(pair.a_to_b.sent_psns(), [0, 1, 2, 3, 0, 1, 2, 3]);
     assert_eq!(pair.a.nic.stats().rx_nak_seq_err, 1);
     assert_write_done(&mut pair, 1, &data);
@@ -103,8 +96,7 @@ fn lost_ack_is_recovered_by_timeout_and_the_duplicate_is_acked_not_executed() {
     post_recv(&mut pair.b, 7, 0, 4096);
     pair.b_to_a.fail(Fault::DropNextAck);
     pair.a.mr.write(0, b"exactly once");
-    let send = wr(&pair.a, 1, SendOp::Send, 0, 12);
-    post(&mut pair, true, send);
+    post_from_a(&mut pair, 1, SendOp::Send, 0, 12);
     pair.drive_until(roce_core::Instant::from_millis(5));
     assert_eq!(pair.a_to_b.sent_psns(), [0, 0]);
     assert_eq!(pair.a.nic.stats().retransmit_timeouts, 1);
@@ -128,14 +120,8 @@ fn lost_read_response_is_recovered_and_the_data_is_whole() {
     });
     let data = pattern(5, 5 * PMTU as usize);
     pair.b.mr.write(0, &data);
-    let read = wr(
-        &pair.a,
-        1,
-        SendOp::RdmaRead(remote(&pair.b, 0)),
-        0,
-        5 * PMTU,
-    );
-    post(&mut pair, true, read);
+    let op = SendOp::RdmaRead(remote(&pair.b, 0));
+    post_from_a(&mut pair, 1, op, 0, 5 * PMTU);
     pair.drive_until(roce_core::Instant::from_millis(5));
     let cqe = pair.a.completion().unwrap();
     assert_eq!(
@@ -169,16 +155,7 @@ fn duplicated_atomic_request_is_executed_once() {
         ..PairConfig::default()
     });
     pair.b.mr.write(0, &1000u64.to_le_bytes());
-    let add = wr(
-        &pair.a,
-        1,
-        SendOp::FetchAdd {
-            remote: remote(&pair.b, 0),
-            add: 1,
-        },
-        0,
-        8,
-    );
+    let add = fetch_add(&pair.a, 1, &pair.b, 0, 1, 0);
     post(&mut pair, true, add);
     pair.drive_until(roce_core::Instant::from_millis(5));
     assert_eq!(pair.a.completion().unwrap().status, WcStatus::Success);
@@ -194,8 +171,7 @@ fn duplicated_atomic_request_is_executed_once() {
 #[test]
 fn rnr_then_success_once_a_receive_is_posted() {
     let (mut pair, _log) = pair();
-    let send = wr(&pair.a, 1, SendOp::Send, 0, 100);
-    post(&mut pair, true, send);
+    post_from_a(&mut pair, 1, SendOp::Send, 0, 100);
     pair.drive_until(roce_core::Instant::from_micros(500));
     assert!(pair.b.nic.stats().tx_rnr_naks >= 1);
     assert_eq!(pair.a.completion(), None);
@@ -216,8 +192,7 @@ fn rnr_retry_exhaustion_fails_the_wr() {
         rnr_retry: 2,
         ..PairConfig::default()
     });
-    let send = wr(&pair.a, 1, SendOp::Send, 0, 100);
-    post(&mut pair, true, send);
+    post_from_a(&mut pair, 1, SendOp::Send, 0, 100);
     pair.drive_until(roce_core::Instant::from_millis(5));
     assert_eq!(
         pair.a.completion().unwrap().status,
@@ -242,10 +217,10 @@ fn retry_exhaustion_fails_the_oldest_wr_and_flushes_the_rest() {
         retry_cnt: 3,
         ..PairConfig::default()
     });
-    let first = wr(&pair.a, 1, SendOp::RdmaWrite(remote(&pair.b, 0)), 0, 10);
-    post(&mut pair, true, first);
-    let second = wr(&pair.a, 2, SendOp::RdmaWrite(remote(&pair.b, 0)), 0, 10);
-    post(&mut pair, true, second);
+    let op = SendOp::RdmaWrite(remote(&pair.b, 0));
+    post_from_a(&mut pair, 1, op, 0, 10);
+    let op = SendOp::RdmaWrite(remote(&pair.b, 0));
+    post_from_a(&mut pair, 2, op, 0, 10);
     pair.drive_until(roce_core::Instant::from_millis(100));
     let completions = pair.a.completions();
     let got: Vec<(u64, WcStatus)> = completions.iter().map(|c| (c.wr_id, c.status)).collect();
@@ -265,8 +240,7 @@ fn bad_rkey_is_a_remote_access_error() {
     let (mut pair, _log) = pair();
     let mut target = remote(&pair.b, 0);
     target.rkey ^= 0x100;
-    let write = wr(&pair.a, 1, SendOp::RdmaWrite(target), 0, 10);
-    post(&mut pair, true, write);
+    post_from_a(&mut pair, 1, SendOp::RdmaWrite(target), 0, 10);
     pair.drive_until(roce_core::Instant::from_millis(5));
     assert_eq!(pair.a.completion().unwrap().status, WcStatus::RemAccessErr);
     assert_eq!(pair.a.qp_state(), QpState::Err);
@@ -277,8 +251,8 @@ fn bad_rkey_is_a_remote_access_error() {
 fn out_of_bounds_va_is_a_remote_access_error() {
     let (mut pair, _log) = pair();
     let len = pair.b.mr.len() as u64;
-    let read = wr(&pair.a, 1, SendOp::RdmaRead(remote(&pair.b, len - 4)), 0, 8);
-    post(&mut pair, true, read);
+    let op = SendOp::RdmaRead(remote(&pair.b, len - 4));
+    post_from_a(&mut pair, 1, op, 0, 8);
     pair.drive_until(roce_core::Instant::from_millis(5));
     assert_eq!(pair.a.completion().unwrap().status, WcStatus::RemAccessErr);
 }
@@ -288,8 +262,7 @@ fn moving_a_qp_to_error_flushes_every_wr() {
     let (mut pair, _log) = pair();
     for i in 0..3 {
         post_recv(&mut pair.a, 100 + i, 0, 10);
-        let send = wr(&pair.a, i, SendOp::Send, 0, 10);
-        post(&mut pair, true, send);
+        post_from_a(&mut pair, i, SendOp::Send, 0, 10);
     }
     let to_error = QpAttr {
         qp_state: Some(QpState::Err),
@@ -307,6 +280,6 @@ fn moving_a_qp_to_error_flushes_every_wr() {
         [0, 1, 2, 100, 101, 102].map(|id| (id, WcStatus::WrFlushErr)),
         "send WRs, then receive WRs"
     );
-    pair.drive_until(after_millis(&pair, 5));
+    drive_millis(&mut pair, 5);
     assert!(pair.a_to_b.sent().is_empty(), "nothing was sent");
 }

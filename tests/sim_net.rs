@@ -4,8 +4,8 @@
 #![allow(clippy::unwrap_used)] // test code: a panic is the failure report
 
 use roce_core::{Duration, Instant, NicConfig, Qpn, RecvWr, Remote, SendOp, SendWr, Sge, WcStatus};
-use roce_sim::{Fault, LinkConfig, Net, PairConfig};
-use roce_tests::sim::pattern;
+use roce_sim::{LinkConfig, Net, PairConfig};
+use roce_tests::sim::{drop_once, pattern};
 use roce_wire::Psn;
 
 fn sge(net: &Net, node: usize, offset: u64, len: u32) -> Sge {
@@ -91,10 +91,7 @@ fn three_nodes_write_to_each_other_at_once() {
 #[test]
 fn a_lost_packet_on_one_link_does_not_disturb_the_others() {
     let net = all_to_all(3, &PairConfig::default(), |net| {
-        net.link(0, 2).fail(Fault::DropPsn {
-            psn: Psn::new(5),
-            times: 1,
-        });
+        net.link(0, 2).fail(drop_once(5));
     });
     assert_eq!(
         net.nodes[0].nic.stats().rx_nak_seq_err,

@@ -8,7 +8,7 @@ use std::collections::HashMap;
 
 use roce_core::{Duration, Instant, SendOp, WcOpcode, WcStatus};
 use roce_sim::{LinkConfig, Pair, PairConfig};
-use roce_tests::sim::{pattern, post, post_recv, remote, wr};
+use roce_tests::sim::{fetch_add, pattern, post, post_recv, remote, wr};
 
 /// A mixed workload from a to b under the seed's luck; checks every invariant. Returns false
 /// when the transport retry budget ran out (possible at high loss: the peer's luck can take all
@@ -44,26 +44,8 @@ fn run(seed: u64, loss: f64) -> bool {
         wr(a, 1, SendOp::Send, 0, 6000),
         wr(a, 2, SendOp::RdmaWrite(remote(b, 20_000)), 10_000, 9000),
         wr(a, 3, SendOp::RdmaRead(remote(b, 100_000)), 40_000, 7000),
-        wr(
-            a,
-            4,
-            SendOp::FetchAdd {
-                remote: remote(b, 200_000),
-                add: 5,
-            },
-            60_000,
-            8,
-        ),
-        wr(
-            a,
-            5,
-            SendOp::FetchAdd {
-                remote: remote(b, 200_000),
-                add: 7,
-            },
-            60_008,
-            8,
-        ),
+        fetch_add(a, 4, b, 200_000, 5, 60_000),
+        fetch_add(a, 5, b, 200_000, 7, 60_008),
         wr(
             a,
             6,
@@ -130,27 +112,16 @@ fn run(seed: u64, loss: f64) -> bool {
         "{at}"
     );
 
-    assert_eq!(
-        pair.b.mr.read(300_000, 6000).unwrap(),
-        send_data,
-        "{at}: SEND"
-    );
-    assert_eq!(
-        pair.b.mr.read(20_000, 9000).unwrap(),
-        write_data,
-        "{at}: WRITE"
-    );
-    assert_eq!(
-        pair.a.mr.read(40_000, 7000).unwrap(),
-        read_data,
-        "{at}: READ"
-    );
     // Atomics executed once each, whatever was duplicated or retried.
-    assert_eq!(
-        pair.b.mr.read(200_000, 8).unwrap(),
-        12u64.to_le_bytes(),
-        "{at}: atomics"
-    );
+    let added = 12u64.to_le_bytes();
+    for (mr, offset, want, what) in [
+        (&pair.b.mr, 300_000, &send_data[..], "SEND"),
+        (&pair.b.mr, 20_000, &write_data[..], "WRITE"),
+        (&pair.a.mr, 40_000, &read_data[..], "READ"),
+        (&pair.b.mr, 200_000, &added[..], "atomics"),
+    ] {
+        assert_eq!(mr.read(offset, want.len()).unwrap(), want, "{at}: {what}");
+    }
     let first = u64::from_le_bytes(pair.a.mr.read(60_000, 8).unwrap().try_into().unwrap());
     let second = u64::from_le_bytes(pair.a.mr.read(60_008, 8).unwrap().try_into().unwrap());
     assert_eq!((first, second), (0, 5), "{at}: original values");

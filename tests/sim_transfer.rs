@@ -5,7 +5,10 @@
 
 use roce_core::{QpState, SendOp, WcOpcode, WcStatus};
 use roce_sim::{Pair, PairConfig};
-use roce_tests::sim::{after_millis, pattern, post, post_recv, remote, success, wr};
+use roce_tests::sim::{
+    compare_swap, drive_millis, fetch_add, pattern, post, post_from_a, post_recv, remote, success,
+    wr,
+};
 
 fn pair() -> (Pair, roce_sim::TraceGuard) {
     let log = roce_sim::trace_to_test_output();
@@ -22,10 +25,8 @@ fn send_of_every_size_lands_in_the_receive_wr() {
         let data = pattern(i as u64, len as usize);
         pair.a.mr.write(0, &data);
         post_recv(&mut pair.b, 100 + i as u64, 0, 16384);
-        let send = wr(&pair.a, i as u64, SendOp::Send, 0, len);
-        post(&mut pair, true, send);
-        let deadline = after_millis(&pair, 10);
-        pair.drive_until(deadline);
+        post_from_a(&mut pair, i as u64, SendOp::Send, 0, len);
+        drive_millis(&mut pair, 10);
         success(pair.a.completion(), i as u64, WcOpcode::Send);
         let recv = success(pair.b.completion(), 100 + i as u64, WcOpcode::Recv);
         assert_eq!(recv.byte_len, len);
@@ -39,22 +40,18 @@ fn send_with_immediate_and_with_invalidate() {
     let (mut pair, _log) = pair();
     post_recv(&mut pair.b, 1, 0, 100);
     post_recv(&mut pair.b, 2, 0, 100);
-    let imm = wr(&pair.a, 10, SendOp::SendWithImm(0xfeed_beef), 0, 5);
-    post(&mut pair, true, imm);
+    post_from_a(&mut pair, 10, SendOp::SendWithImm(0xfeed_beef), 0, 5);
     let rkey = pair.b.mr.rkey();
-    let inv = wr(&pair.a, 11, SendOp::SendWithInv(rkey), 0, 5);
-    post(&mut pair, true, inv);
-    let deadline = after_millis(&pair, 10);
-    pair.drive_until(deadline);
+    post_from_a(&mut pair, 11, SendOp::SendWithInv(rkey), 0, 5);
+    drive_millis(&mut pair, 10);
     let first = success(pair.b.completion(), 1, WcOpcode::Recv);
     assert_eq!(first.imm_data, Some(0xfeed_beef));
     let second = success(pair.b.completion(), 2, WcOpcode::Recv);
     assert_eq!(second.invalidated_rkey, Some(rkey));
     // The invalidated rkey no longer opens the region to WRITEs: remote access error.
-    let write = wr(&pair.a, 12, SendOp::RdmaWrite(remote(&pair.b, 0)), 0, 8);
-    post(&mut pair, true, write);
-    let deadline = after_millis(&pair, 10);
-    pair.drive_until(deadline);
+    let op = SendOp::RdmaWrite(remote(&pair.b, 0));
+    post_from_a(&mut pair, 12, op, 0, 8);
+    drive_millis(&mut pair, 10);
     let completions = pair.a.completions();
     assert_eq!(
         completions.last().unwrap().status,
@@ -68,16 +65,9 @@ fn write_lands_in_the_peers_memory_without_a_receive() {
     let (mut pair, _log) = pair();
     let data = pattern(7, 100_000);
     pair.a.mr.write(0, &data);
-    let write = wr(
-        &pair.a,
-        1,
-        SendOp::RdmaWrite(remote(&pair.b, 1000)),
-        0,
-        100_000,
-    );
-    post(&mut pair, true, write);
-    let deadline = after_millis(&pair, 20);
-    pair.drive_until(deadline);
+    let op = SendOp::RdmaWrite(remote(&pair.b, 1000));
+    post_from_a(&mut pair, 1, op, 0, 100_000);
+    drive_millis(&mut pair, 20);
     success(pair.a.completion(), 1, WcOpcode::RdmaWrite);
     assert_eq!(pair.b.completion(), None);
     assert_eq!(pair.b.mr.read(1000, 100_000).unwrap(), data);
@@ -88,16 +78,9 @@ fn write_with_immediate_consumes_a_receive() {
     let (mut pair, _log) = pair();
     post_recv(&mut pair.b, 5, 0, 0);
     pair.a.mr.write(0, b"abcdefgh");
-    let write = wr(
-        &pair.a,
-        1,
-        SendOp::RdmaWriteWithImm(remote(&pair.b, 64), 42),
-        0,
-        8,
-    );
-    post(&mut pair, true, write);
-    let deadline = after_millis(&pair, 10);
-    pair.drive_until(deadline);
+    let op = SendOp::RdmaWriteWithImm(remote(&pair.b, 64), 42);
+    post_from_a(&mut pair, 1, op, 0, 8);
+    drive_millis(&mut pair, 10);
     let recv = success(pair.b.completion(), 5, WcOpcode::RecvRdmaWithImm);
     assert_eq!((recv.imm_data, recv.byte_len), (Some(42), 8));
     assert_eq!(pair.b.mr.read(64, 8).unwrap(), b"abcdefgh");
@@ -108,16 +91,9 @@ fn read_brings_the_peers_memory_back() {
     let (mut pair, _log) = pair();
     let data = pattern(3, 70_000);
     pair.b.mr.write(500, &data);
-    let read = wr(
-        &pair.a,
-        1,
-        SendOp::RdmaRead(remote(&pair.b, 500)),
-        9000,
-        70_000,
-    );
-    post(&mut pair, true, read);
-    let deadline = after_millis(&pair, 20);
-    pair.drive_until(deadline);
+    let op = SendOp::RdmaRead(remote(&pair.b, 500));
+    post_from_a(&mut pair, 1, op, 9000, 70_000);
+    drive_millis(&mut pair, 20);
     let cqe = success(pair.a.completion(), 1, WcOpcode::RdmaRead);
     assert_eq!(cqe.byte_len, 70_000);
     assert_eq!(pair.a.mr.read(9000, 70_000).unwrap(), data);
@@ -127,33 +103,13 @@ fn read_brings_the_peers_memory_back() {
 fn atomics_return_the_original_value_and_change_the_peers_memory() {
     let (mut pair, _log) = pair();
     pair.b.mr.write(8, &100u64.to_le_bytes());
-    let add = wr(
-        &pair.a,
-        1,
-        SendOp::FetchAdd {
-            remote: remote(&pair.b, 8),
-            add: 23,
-        },
-        0,
-        8,
-    );
+    let add = fetch_add(&pair.a, 1, &pair.b, 8, 23, 0);
     post(&mut pair, true, add);
-    let cas = SendOp::CompareSwap {
-        remote: remote(&pair.b, 8),
-        compare: 123,
-        swap: 7,
-    };
-    let cas = wr(&pair.a, 2, cas, 8, 8);
+    let cas = compare_swap(&pair.a, 2, &pair.b, 8, 123, 7, 8);
     post(&mut pair, true, cas);
-    let miss = SendOp::CompareSwap {
-        remote: remote(&pair.b, 8),
-        compare: 123,
-        swap: 9,
-    };
-    let miss = wr(&pair.a, 3, miss, 16, 8);
+    let miss = compare_swap(&pair.a, 3, &pair.b, 8, 123, 9, 16);
     post(&mut pair, true, miss);
-    let deadline = after_millis(&pair, 10);
-    pair.drive_until(deadline);
+    drive_millis(&mut pair, 10);
     success(pair.a.completion(), 1, WcOpcode::FetchAdd);
     success(pair.a.completion(), 2, WcOpcode::CompareSwap);
     success(pair.a.completion(), 3, WcOpcode::CompareSwap);
@@ -173,13 +129,11 @@ fn both_directions_at_once_complete_in_order() {
     for i in 0..50 {
         post_recv(&mut pair.a, i, 0, 2048);
         post_recv(&mut pair.b, i, 0, 2048);
-        let to_b = wr(&pair.a, i, SendOp::Send, 4096, 2000);
-        post(&mut pair, true, to_b);
+        post_from_a(&mut pair, i, SendOp::Send, 4096, 2000);
         let to_a = wr(&pair.b, i, SendOp::Send, 4096, 2000);
         post(&mut pair, false, to_a);
     }
-    let deadline = after_millis(&pair, 50);
-    pair.drive_until(deadline);
+    drive_millis(&mut pair, 50);
     for side in [&mut pair.a, &mut pair.b] {
         let ids: Vec<u64> = side
             .completions()
@@ -201,8 +155,7 @@ fn unsignaled_sends_complete_silently() {
         send.signaled = i == 2;
         post(&mut pair, true, send);
     }
-    let deadline = after_millis(&pair, 10);
-    pair.drive_until(deadline);
+    drive_millis(&mut pair, 10);
     let ids: Vec<u64> = pair.a.completions().iter().map(|c| c.wr_id).collect();
     assert_eq!(ids, [2]);
     assert_eq!(pair.b.completions().len(), 3);
@@ -218,10 +171,8 @@ fn psns_wrap_around_at_2_pow_24() {
     post_recv(&mut pair.b, 1, 0, 8192);
     let data = pattern(11, 5000);
     pair.a.mr.write(0, &data);
-    let send = wr(&pair.a, 1, SendOp::Send, 0, 5000);
-    post(&mut pair, true, send);
-    let deadline = after_millis(&pair, 10);
-    pair.drive_until(deadline);
+    post_from_a(&mut pair, 1, SendOp::Send, 0, 5000);
+    drive_millis(&mut pair, 10);
     success(pair.a.completion(), 1, WcOpcode::Send);
     success(pair.b.completion(), 1, WcOpcode::Recv);
     assert_eq!(pair.b.mr.read(0, 5000).unwrap(), data);

@@ -6,9 +6,11 @@
 #![allow(clippy::unwrap_used)] // test code: a panic is the failure report
 
 use roce_core::{Mtu, NicConfig, QpType, SendOp, VerbsError, WcOpcode, WcStatus};
-use roce_sim::{Fault, Pair, PairConfig, TraceGuard};
-use roce_tests::sim::{after_millis, pattern, post, post_recv, remote, success, wr};
-use roce_wire::{Opcode, Psn};
+use roce_sim::{Pair, PairConfig, TraceGuard};
+use roce_tests::sim::{
+    drive_millis, drop_once, pattern, post, post_from_a, post_recv, remote, success, wr,
+};
+use roce_wire::Opcode;
 
 fn pair(qp_type: QpType) -> (Pair, TraceGuard) {
     let log = roce_sim::trace_to_test_output();
@@ -36,21 +38,12 @@ fn uc_send_write_and_write_with_immediate_arrive() {
     pair.a.mr.write(10_000, &write_data);
     post_recv(&mut pair.b, 100, 0, 4096);
     post_recv(&mut pair.b, 101, 0, 0);
-    let send = wr(&pair.a, 1, SendOp::Send, 0, 3000);
-    post(&mut pair, true, send);
-    let write = wr(
-        &pair.a,
-        2,
-        SendOp::RdmaWrite(remote(&pair.b, 20_000)),
-        10_000,
-        5000,
-    );
-    post(&mut pair, true, write);
+    post_from_a(&mut pair, 1, SendOp::Send, 0, 3000);
+    let op = SendOp::RdmaWrite(remote(&pair.b, 20_000));
+    post_from_a(&mut pair, 2, op, 10_000, 5000);
     let with_imm = SendOp::RdmaWriteWithImm(remote(&pair.b, 40_000), 0xabcd);
-    let with_imm = wr(&pair.a, 3, with_imm, 10_000, 100);
-    post(&mut pair, true, with_imm);
-    let deadline = after_millis(&pair, 10);
-    pair.drive_until(deadline);
+    post_from_a(&mut pair, 3, with_imm, 10_000, 100);
+    drive_millis(&mut pair, 10);
 
     // The sender completes each WR once its last packet is out.
     success(pair.a.completion(), 1, WcOpcode::Send);
@@ -77,22 +70,16 @@ fn uc_send_write_and_write_with_immediate_arrive() {
 #[test]
 fn uc_lost_middle_packet_drops_that_message_silently_and_the_next_arrives() {
     let (mut pair, _log) = pair(QpType::Uc);
-    pair.a_to_b.fail(Fault::DropPsn {
-        psn: Psn::new(1),
-        times: 1,
-    });
+    pair.a_to_b.fail(drop_once(1));
     let first = pattern(1, 3000);
     let second = pattern(2, 100);
     pair.a.mr.write(0, &first);
     pair.a.mr.write(4096, &second);
     post_recv(&mut pair.b, 100, 0, 4096);
     post_recv(&mut pair.b, 101, 8192, 4096);
-    let lost = wr(&pair.a, 1, SendOp::Send, 0, 3000);
-    post(&mut pair, true, lost);
-    let next = wr(&pair.a, 2, SendOp::Send, 4096, 100);
-    post(&mut pair, true, next);
-    let deadline = after_millis(&pair, 10);
-    pair.drive_until(deadline);
+    post_from_a(&mut pair, 1, SendOp::Send, 0, 3000);
+    post_from_a(&mut pair, 2, SendOp::Send, 4096, 100);
+    drive_millis(&mut pair, 10);
 
     // The sender cannot know: both complete.
     success(pair.a.completion(), 1, WcOpcode::Send);
@@ -112,20 +99,14 @@ fn uc_lost_middle_packet_drops_that_message_silently_and_the_next_arrives() {
 #[test]
 fn uc_lost_first_packet_drops_that_message_and_counts_it_once() {
     let (mut pair, _log) = pair(QpType::Uc);
-    pair.a_to_b.fail(Fault::DropPsn {
-        psn: Psn::new(0),
-        times: 1,
-    });
+    pair.a_to_b.fail(drop_once(0));
     let second = pattern(2, 1500);
     pair.a.mr.write(8192, &second);
     post_recv(&mut pair.b, 100, 0, 8192);
     // PSNs 0..=4, of which the FIRST is lost; then 5 and 6.
-    let lost = wr(&pair.a, 1, SendOp::Send, 0, 5 * 1024);
-    post(&mut pair, true, lost);
-    let next = wr(&pair.a, 2, SendOp::Send, 8192, 1500);
-    post(&mut pair, true, next);
-    let deadline = after_millis(&pair, 10);
-    pair.drive_until(deadline);
+    post_from_a(&mut pair, 1, SendOp::Send, 0, 5 * 1024);
+    post_from_a(&mut pair, 2, SendOp::Send, 8192, 1500);
+    drive_millis(&mut pair, 10);
 
     let recv = success(pair.b.completion(), 100, WcOpcode::Recv);
     assert_eq!(recv.byte_len, 1500);
@@ -137,32 +118,16 @@ fn uc_lost_first_packet_drops_that_message_and_counts_it_once() {
 #[test]
 fn uc_write_with_a_lost_last_packet_is_dropped_and_the_next_write_lands() {
     let (mut pair, _log) = pair(QpType::Uc);
-    pair.a_to_b.fail(Fault::DropPsn {
-        psn: Psn::new(1),
-        times: 1,
-    });
+    pair.a_to_b.fail(drop_once(1));
     let data = pattern(3, 2048);
     pair.a.mr.write(0, &data);
     post_recv(&mut pair.b, 100, 0, 0);
     // A two-packet WRITE with immediate whose LAST (which carries the immediate) is lost.
-    let cut = wr(
-        &pair.a,
-        1,
-        SendOp::RdmaWriteWithImm(remote(&pair.b, 0), 1),
-        0,
-        2048,
-    );
-    post(&mut pair, true, cut);
-    let next = wr(
-        &pair.a,
-        2,
-        SendOp::RdmaWriteWithImm(remote(&pair.b, 4096), 2),
-        0,
-        2048,
-    );
-    post(&mut pair, true, next);
-    let deadline = after_millis(&pair, 10);
-    pair.drive_until(deadline);
+    let op = SendOp::RdmaWriteWithImm(remote(&pair.b, 0), 1);
+    post_from_a(&mut pair, 1, op, 0, 2048);
+    let op = SendOp::RdmaWriteWithImm(remote(&pair.b, 4096), 2);
+    post_from_a(&mut pair, 2, op, 0, 2048);
+    drive_millis(&mut pair, 10);
 
     let imm = success(pair.b.completion(), 100, WcOpcode::RecvRdmaWithImm);
     assert_eq!(imm.imm_data, Some(2));
@@ -190,11 +155,9 @@ fn ud_send_only_with_and_without_immediate_arrives_after_the_grh_area() {
     post_recv(&mut pair.b, 100, 0, 2048);
     post_recv(&mut pair.b, 101, 4096, 2048);
     let plain = ud_send(&mut pair, 1, SendOp::Send, 1000);
-    let deadline = after_millis(&pair, 1);
-    pair.drive_until(deadline);
+    drive_millis(&mut pair, 1);
     let with_imm = ud_send(&mut pair, 2, SendOp::SendWithImm(0x5151), 1024);
-    let deadline = after_millis(&pair, 1);
-    pair.drive_until(deadline);
+    drive_millis(&mut pair, 1);
 
     success(pair.a.completion(), 1, WcOpcode::Send);
     success(pair.a.completion(), 2, WcOpcode::Send);
@@ -231,8 +194,7 @@ fn ud_with_the_wrong_qkey_is_dropped_and_counted() {
         ..pair.b.ud_dest()
     });
     post(&mut pair, true, send);
-    let deadline = after_millis(&pair, 1);
-    pair.drive_until(deadline);
+    drive_millis(&mut pair, 1);
 
     success(pair.a.completion(), 1, WcOpcode::Send);
     assert_eq!(pair.b.completion(), None);
@@ -246,8 +208,7 @@ fn ud_with_the_wrong_qkey_is_dropped_and_counted() {
         ..pair.b.ud_dest()
     });
     post(&mut pair, true, send);
-    let deadline = after_millis(&pair, 1);
-    pair.drive_until(deadline);
+    drive_millis(&mut pair, 1);
     success(pair.b.completion(), 100, WcOpcode::Recv);
 }
 
@@ -255,15 +216,13 @@ fn ud_with_the_wrong_qkey_is_dropped_and_counted() {
 fn ud_without_a_receive_wr_is_counted_and_the_next_one_arrives() {
     let (mut pair, _log) = pair(QpType::Ud);
     ud_send(&mut pair, 1, SendOp::Send, 10);
-    let deadline = after_millis(&pair, 1);
-    pair.drive_until(deadline);
+    drive_millis(&mut pair, 1);
     assert_eq!(pair.b.nic.stats().rx_no_recv_wr, 1);
     assert_eq!(pair.b.completion(), None);
 
     post_recv(&mut pair.b, 100, 0, 2048);
     ud_send(&mut pair, 2, SendOp::Send, 10);
-    let deadline = after_millis(&pair, 1);
-    pair.drive_until(deadline);
+    drive_millis(&mut pair, 1);
     assert_eq!(pair.b.completion().unwrap().byte_len, 50);
     assert_eq!(pair.b.nic.stats().rx_no_recv_wr, 1);
     assert_nothing_came_back(&pair);
@@ -284,8 +243,7 @@ fn ud_message_over_the_path_mtu_is_refused_at_post_send() {
     let mut pair = Pair::connected(&config);
     post_recv(&mut pair.b, 100, 0, 4096);
     let fits = ud_send(&mut pair, 1, SendOp::Send, 2048);
-    let deadline = after_millis(&pair, 1);
-    pair.drive_until(deadline);
+    drive_millis(&mut pair, 1);
     assert_eq!(pair.b.completion().unwrap().byte_len, 40 + 2048);
     assert_eq!(pair.b.mr.read(40, 2048).unwrap(), fits);
 
@@ -299,8 +257,7 @@ fn ud_message_over_the_path_mtu_is_refused_at_post_send() {
             reason: "a UD message must fit in one packet (path MTU)"
         })
     );
-    let deadline = after_millis(&pair, 1);
-    pair.drive_until(deadline);
+    drive_millis(&mut pair, 1);
     assert_eq!(
         pair.a_to_b.stats().offered,
         1,
@@ -317,8 +274,7 @@ fn ud_message_longer_than_its_receive_is_a_length_error_and_lands_nothing() {
     pair.b.mr.write(0, &[0xcc; 1024]);
     post_recv(&mut pair.b, 100, 0, 1024);
     ud_send(&mut pair, 1, SendOp::Send, 1000);
-    let deadline = after_millis(&pair, 1);
-    pair.drive_until(deadline);
+    drive_millis(&mut pair, 1);
     let cqe = pair.b.completion().expect("the receive completes");
     assert_eq!((cqe.wr_id, cqe.status), (100, WcStatus::LocLenErr));
     assert_eq!(

@@ -64,7 +64,7 @@ pub fn generated() -> Vec<Generated> {
     let mut out = vec![
         Generated {
             name: "vectors/connectx4lx-cnp.pcap",
-            frame: CONNECTX_CNP.to_vec(),
+            frame: roce_wire::cnp::CONNECTX_FRAME.to_vec(),
             error: None,
             about: "A CNP captured on a ConnectX-4 Lx (scapy test/contrib/roce.uts): hardware's ICRC",
         },
@@ -241,18 +241,6 @@ fn uc_send_only() -> Vec<u8> {
     ]);
     frame
 }
-
-/// The ConnectX-4 Lx CNP frame of scapy's `test/contrib/roce.uts`.
-const CONNECTX_CNP: [u8; 74] = [
-    0xe4, 0x1d, 0x2d, 0xab, 0x2b, 0xc2, 0x7c, 0xfe, 0x90, 0x64, 0x3b, 0x32, 0x08,
-    0x00, // Ethernet
-    0x45, 0xc2, 0x00, 0x3c, 0x71, 0x8c, 0x40, 0x00, 0x40, 0x11, 0x91, 0x61, // IPv4
-    0x0a, 0x00, 0x11, 0x01, 0x0a, 0x00, 0x12, 0x01, //
-    0x00, 0x00, 0x12, 0xb7, 0x00, 0x28, 0x00, 0x00, // UDP
-    0x81, 0x00, 0xff, 0xff, 0x40, 0x00, 0x01, 0x18, 0x00, 0x00, 0x00, 0x00, // BTH
-    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, // reserved
-    0x82, 0xfd, 0x00, 0x2a, // ICRC
-];
 
 /// Writes a one-frame capture.
 pub fn write_capture(path: &Path, frame: &[u8]) {

@@ -1,8 +1,9 @@
 //! Helpers for the two-NIC simulations: work requests on a [`Side`]'s region, and the data a
 //! test sends, recognisable by its seed.
 
-use roce_core::{Cqe, Instant, RecvWr, Remote, SendOp, SendWr, Sge, WcOpcode, WcStatus};
-use roce_sim::{Pair, Side};
+use roce_core::{Cqe, Psn, RecvWr, Remote, SendOp, SendWr, Sge, WcOpcode, WcStatus};
+pub use roce_sim::pattern;
+use roce_sim::{Fault, Pair, Side};
 
 /// An SGE of `len` bytes at `offset` in the side's region.
 pub fn sge(side: &Side, offset: u64, len: u32) -> Sge {
@@ -27,6 +28,12 @@ pub fn post(pair: &mut Pair, a: bool, wr: SendWr) {
     side.nic.post_send(side.qpn, wr).expect("a valid send WR");
 }
 
+/// Posts [`wr`] on a's QP.
+pub fn post_from_a(pair: &mut Pair, wr_id: u64, op: SendOp, offset: u64, len: u32) {
+    let wr = wr(&pair.a, wr_id, op, offset, len);
+    post(pair, true, wr);
+}
+
 /// Posts a receive WR of `len` bytes at `offset`.
 pub fn post_recv(side: &mut Side, wr_id: u64, offset: u64, len: u32) {
     let wr = RecvWr {
@@ -43,22 +50,44 @@ pub fn wr(side: &Side, wr_id: u64, op: SendOp, offset: u64, len: u32) -> SendWr 
     SendWr::new(wr_id, op, vec![sge(side, offset, len)])
 }
 
-/// `len` bytes that depend on `seed` and position: a misplaced or stale byte shows.
-pub fn pattern(seed: u64, len: usize) -> Vec<u8> {
-    let mut x = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
-    (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        })
-        .collect()
+/// A FETCH_ADD from `side` of `add` to the 8 bytes at `at` of `peer`'s region; the original
+/// value lands at `offset` of the side's.
+pub fn fetch_add(side: &Side, wr_id: u64, peer: &Side, at: u64, add: u64, offset: u64) -> SendWr {
+    let remote = remote(peer, at);
+    wr(side, wr_id, SendOp::FetchAdd { remote, add }, offset, 8)
 }
 
-/// A deadline `millis` after the pair's current time.
-pub fn after_millis(pair: &Pair, millis: u64) -> Instant {
-    pair.now + roce_core::Duration::from_millis(millis)
+/// A CMP_SWAP from `side`: `swap` into the 8 bytes at `at` of `peer`'s region if they hold
+/// `compare`; the original value lands at `offset` of the side's.
+pub fn compare_swap(
+    side: &Side,
+    wr_id: u64,
+    peer: &Side,
+    at: u64,
+    compare: u64,
+    swap: u64,
+    offset: u64,
+) -> SendWr {
+    let op = SendOp::CompareSwap {
+        remote: remote(peer, at),
+        compare,
+        swap,
+    };
+    wr(side, wr_id, op, offset, 8)
+}
+
+/// Drives the pair `millis` ms of simulated time on from its current time.
+pub fn drive_millis(pair: &mut Pair, millis: u64) {
+    let deadline = pair.now + roce_core::Duration::from_millis(millis);
+    pair.drive_until(deadline);
+}
+
+/// Drops the first packet with PSN `psn`, and lets its retransmission through.
+pub fn drop_once(psn: u32) -> Fault {
+    Fault::DropPsn {
+        psn: Psn::new(psn),
+        times: 1,
+    }
 }
 
 /// The completion, which must be a success of `opcode` for `wr_id`.

@@ -57,45 +57,44 @@ async fn client_and_server_over_loopback_tcp() {
     assert_eq!(from_client, client_dest);
 }
 
+/// Our `side` against the other side's captured bytes: given the captured QPN, PSN and GID of
+/// `side`, it must send exactly what the real tool sent and learn the other side's.
+async fn replay_every_capture(side: From) {
+    let other = match side {
+        From::Server => From::Client,
+        From::Client => From::Server,
+    };
+    for t in PINGPONG {
+        let (mut ours, peer) = duplex(4096);
+        let player = tokio::spawn(play(peer, t, other));
+        let local = dest(t.first(side));
+        let exchange = async {
+            match side {
+                From::Server => {
+                    let connect = |_| async { Ok::<(), std::io::Error>(()) };
+                    pingpong::server_exchange(&mut ours, &local, connect).await
+                }
+                From::Client => pingpong::client_exchange(&mut ours, &local).await,
+            }
+        };
+        let remote = timeout(LIMIT, exchange).await.unwrap().unwrap();
+        drop(ours);
+        timeout(LIMIT, player).await.unwrap().unwrap();
+        assert_eq!(remote, dest(t.first(other)), "{}", t.file);
+    }
+}
+
 /// Our server against the real client's bytes: it must reply with exactly what the real
 /// server sent, given the real server's QPN, PSN and GID.
 #[tokio::test]
 async fn our_server_replays_every_capture() {
-    for t in PINGPONG {
-        let (ours, peer) = duplex(4096);
-        let player = tokio::spawn(play(peer, t, From::Client));
-        let local = dest(t.first(From::Server));
-        let mut ours = ours;
-        let remote = timeout(
-            LIMIT,
-            pingpong::server_exchange(&mut ours, &local, |_| async {
-                Ok::<(), std::io::Error>(())
-            }),
-        )
-        .await
-        .unwrap()
-        .unwrap();
-        drop(ours);
-        timeout(LIMIT, player).await.unwrap().unwrap();
-        assert_eq!(remote, dest(t.first(From::Client)), "{}", t.file);
-    }
+    replay_every_capture(From::Server).await;
 }
 
 /// Our client against the real server's bytes.
 #[tokio::test]
 async fn our_client_replays_every_capture() {
-    for t in PINGPONG {
-        let (mut ours, peer) = duplex(4096);
-        let player = tokio::spawn(play(peer, t, From::Server));
-        let local = dest(t.first(From::Client));
-        let remote = timeout(LIMIT, pingpong::client_exchange(&mut ours, &local))
-            .await
-            .unwrap()
-            .unwrap();
-        drop(ours);
-        timeout(LIMIT, player).await.unwrap().unwrap();
-        assert_eq!(remote, dest(t.first(From::Server)), "{}", t.file);
-    }
+    replay_every_capture(From::Client).await;
 }
 
 /// The server replies only after the caller's connect step, and not at all if it fails.

@@ -203,6 +203,12 @@ mod tests {
             let _ = fs::remove_dir_all(&dir);
             Self(dir)
         }
+
+        /// The path of `name` in the scratch directory, which now exists.
+        fn file(&self, name: &str) -> PathBuf {
+            fs::create_dir_all(&self.0).unwrap();
+            self.0.join(name)
+        }
     }
 
     impl Drop for Scratch {
@@ -229,8 +235,7 @@ mod tests {
     #[test]
     fn every_offered_packet_is_a_frame_that_decodes_as_roce() {
         let scratch = Scratch::new("every_offered");
-        fs::create_dir_all(&scratch.0).unwrap();
-        let path = scratch.0.join("link.pcap");
+        let path = scratch.file("link.pcap");
         let a: SocketAddr = "10.0.0.1:49152".parse().unwrap();
         let b: SocketAddr = "10.0.0.2:4791".parse().unwrap();
 
@@ -274,8 +279,7 @@ mod tests {
     #[test]
     fn ipv6_frames_and_a_shared_capture() {
         let scratch = Scratch::new("ipv6");
-        fs::create_dir_all(&scratch.0).unwrap();
-        let path = scratch.0.join("pair.pcap");
+        let path = scratch.file("pair.pcap");
         let a: SocketAddr = "[fd00::1]:49152".parse().unwrap();
         let b: SocketAddr = "[fd00::2]:4791".parse().unwrap();
         let b_reply: SocketAddr = "[fd00::2]:49153".parse().unwrap();

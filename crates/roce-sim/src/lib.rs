@@ -30,6 +30,7 @@ mod fault;
 mod link;
 mod net;
 mod pair;
+mod pattern;
 pub mod scenario;
 pub mod switch;
 mod trace;
@@ -43,6 +44,7 @@ pub use link::{
 };
 pub use net::Net;
 pub use pair::{A_ADDR, B_ADDR, Pair, PairConfig, Side, connect};
+pub use pattern::pattern;
 pub use scenario::{Scenario, Series};
 pub use switch::{Switch, SwitchConfig};
 pub use trace::{TraceGuard, set_sim_time, trace_to_test_output};

@@ -42,32 +42,53 @@ pub(crate) fn set_u64(buf: &mut [u8], field: Field, value: u64) {
     buf[field].copy_from_slice(&value.to_be_bytes());
 }
 
-/// The view boilerplate every fixed-size header shares: a `Packet<T>` over a buffer with
-/// `new_unchecked`, `new_checked`, `check_len` and `into_inner` (smoltcp's contract).
-macro_rules! header_view {
-    ($doc:literal, $layer:expr, $len:expr) => {
-        #[doc = $doc]
-        ///
-        /// Accessors read the header at the start of the buffer. `new_unchecked` does not check the
-        /// length, so accessors may panic on a short buffer; `new_checked` makes them total.
+/// A `Packet<T>` view over a buffer with smoltcp's contract: `new_unchecked`, `new_checked`
+/// (which calls the view's own `$check` method) and `into_inner`, documented by the attributes
+/// given.
+macro_rules! view {
+    ($(#[$attr:meta])* check: $check:ident) => {
+        $(#[$attr])*
         #[derive(Debug, Clone, Copy, PartialEq, Eq)]
         pub struct Packet<T: AsRef<[u8]>> {
             buffer: T,
         }
 
         impl<T: AsRef<[u8]>> Packet<T> {
-            /// Wraps a buffer without checking its length.
+            /// Wraps a buffer without checking it; accessors may panic on one that
+            #[doc = concat!("[`Packet::", stringify!($check), "`] refuses.")]
             pub const fn new_unchecked(buffer: T) -> Self {
                 Self { buffer }
             }
 
-            /// Wraps a buffer that must hold at least the whole header.
+            #[doc = concat!("Wraps a buffer after [`Packet::", stringify!($check), "`].")]
             pub fn new_checked(buffer: T) -> Result<Self, $crate::ParseError> {
                 let packet = Self::new_unchecked(buffer);
-                packet.check_len()?;
+                packet.$check()?;
                 Ok(packet)
             }
 
+            /// The wrapped buffer.
+            pub fn into_inner(self) -> T {
+                self.buffer
+            }
+        }
+    };
+}
+pub(crate) use view;
+
+/// The view boilerplate every fixed-size header shares: a [`view`] whose check is `check_len`,
+/// that the buffer holds the whole header.
+macro_rules! header_view {
+    ($doc:literal, $layer:expr, $len:expr) => {
+        $crate::bytes::view!(
+            #[doc = $doc]
+            ///
+            /// Accessors read the header at the start of the buffer. `new_unchecked` does not check
+            /// the length, so accessors may panic on a short buffer; `new_checked` makes them total.
+            check: check_len
+        );
+
+        impl<T: AsRef<[u8]>> Packet<T> {
             /// Whether the buffer holds the whole header.
             pub fn check_len(&self) -> Result<(), $crate::ParseError> {
                 let got = self.buffer.as_ref().len();
@@ -80,11 +101,6 @@ macro_rules! header_view {
                 } else {
                     Ok(())
                 }
-            }
-
-            /// The wrapped buffer.
-            pub fn into_inner(self) -> T {
-                self.buffer
             }
         }
     };

@@ -5,6 +5,7 @@
 //! sizes); after it every accessor is total. The ICRC is not checked here because it also
 //! covers the IP and UDP headers: see [`crate::icrc`].
 
+use crate::bytes::view;
 use crate::opcode::{self, Headers, Layout, PayloadRule};
 use crate::{
     AethRepr, AtomicAckEthRepr, AtomicEthRepr, BthRepr, DethRepr, EmitError, FethRepr, IethRepr,
@@ -15,25 +16,12 @@ use crate::{
 /// Length of the invariant CRC at the end of every packet.
 pub const ICRC_LEN: usize = 4;
 
-/// A view of a RoCEv2 packet: the whole UDP payload, ICRC included.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Packet<T: AsRef<[u8]>> {
-    buffer: T,
-}
+view!(
+    /// A view of a RoCEv2 packet: the whole UDP payload, ICRC included.
+    check: check
+);
 
 impl<T: AsRef<[u8]>> Packet<T> {
-    /// Wraps a buffer without checking it; accessors may panic on a malformed one.
-    pub const fn new_unchecked(buffer: T) -> Self {
-        Self { buffer }
-    }
-
-    /// Wraps a buffer after [`Packet::check`].
-    pub fn new_checked(buffer: T) -> Result<Self, ParseError> {
-        let packet = Self::new_unchecked(buffer);
-        packet.check()?;
-        Ok(packet)
-    }
-
     /// Checks everything but the ICRC, in wire order, and returns the first problem: the BTH
     /// length, TVer, the opcode, room for the ICRC, each extension header, the pad count, then the
     /// payload length of opcodes that carry a fixed amount.
@@ -87,11 +75,6 @@ impl<T: AsRef<[u8]>> Packet<T> {
             }
             _ => Ok(()),
         }
-    }
-
-    /// The wrapped buffer.
-    pub fn into_inner(self) -> T {
-        self.buffer
     }
 
     /// The whole packet.

@@ -12,6 +12,7 @@ use roce_core::{
 };
 use roce_device::backend::udp::UdpBackend;
 use roce_device::{Connection, Device, DeviceConfig, DeviceHandle, RcEndpoint, Tap};
+use roce_sim::pattern;
 use serde_json::json;
 
 /// Run two emulated RoCEv2 NICs in this process and exercise every operation between them.
@@ -514,17 +515,4 @@ enum CheckError {
     /// The originals the fetch-and-adds returned.
     #[error("additions went wrong: originals {0:?}")]
     Additions(Vec<u64>),
-}
-
-/// Bytes that depend on the seed and position, so a misplaced byte shows.
-fn pattern(seed: u64, len: usize) -> Vec<u8> {
-    let mut x = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
-    (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        })
-        .collect()
 }

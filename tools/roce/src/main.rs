@@ -13,6 +13,7 @@ mod dump;
 mod exec;
 mod json;
 mod memory;
+mod oob;
 mod perf;
 mod pingpong;
 mod sim;

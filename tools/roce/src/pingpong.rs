@@ -2,7 +2,7 @@
 //! either side can be the real `ibv_rc_pingpong` (on rxe or hardware).
 
 use std::cell::{Cell, RefCell};
-use std::net::{IpAddr, SocketAddr};
+use std::net::IpAddr;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
@@ -12,7 +12,6 @@ use roce_device::{Connection, DeviceHandle, RcEndpoint};
 use roce_oob::pingpong::{self, Dest};
 use roce_wire::Gid;
 use serde_json::json;
-use tokio::net::{TcpListener, TcpStream};
 
 /// Ping-pong SENDs over an RC QP, as `ibv_rc_pingpong` does, with its out-of-band protocol.
 ///
@@ -197,23 +196,8 @@ async fn post_recvs(device: &DeviceHandle, qpn: Qpn, sge: Sge, count: u32) -> an
 }
 
 async fn pingpong(args: &Args, mtu: Mtu, live: &Live) -> anyhow::Result<ExitCode> {
-    let mut stream = match &args.server {
-        Some(server) => {
-            let target = format!("{server}:{}", args.port);
-            TcpStream::connect(&target)
-                .await
-                .with_context(|| format!("couldn't connect to {target}"))?
-        }
-        None => {
-            let at = SocketAddr::new(IpAddr::from([0, 0, 0, 0]), args.port);
-            let listener = TcpListener::bind(at)
-                .await
-                .with_context(|| format!("cannot listen on TCP port {}", args.port))?;
-            eprintln!("roce pingpong: waiting for a client on {at} (TCP, every address)");
-            let (stream, _) = listener.accept().await?;
-            stream
-        }
-    };
+    let mut stream =
+        crate::oob::connect_or_accept(args.server.as_deref(), args.port, "pingpong").await?;
     let (device, local_ip) = args.device.spawn(stream.local_addr()?.ip())?;
     let depth = args.rx_depth as usize + 2;
     let qp = RcEndpoint::create(&device, depth).await?;

@@ -29,6 +29,13 @@ fn roce(args: &[&str], file: &Path) -> Output {
         .unwrap()
 }
 
+/// Each line of `text` as the JSON value it must be.
+fn json_lines(text: &str) -> Vec<serde_json::Value> {
+    text.lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
 fn stdout(output: &Output) -> String {
     String::from_utf8(output.stdout.clone()).unwrap()
 }
@@ -120,16 +127,10 @@ fn json_is_one_object_per_frame() {
     let pcap = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../../pcap-fixtures/rxe/mtu1500-rc_s64_m1024.pcap");
     let all = stdout(&roce(&["dump", "--json"], &pcap));
-    let values: Vec<serde_json::Value> = all
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let values = json_lines(&all);
     assert_eq!(values.len(), 53);
     let roce_only = stdout(&roce(&["dump", "--json", "-q"], &pcap));
-    let roce_values: Vec<serde_json::Value> = roce_only
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let roce_values = json_lines(&roce_only);
     assert_eq!(roce_values.len(), 40);
     let ack = roce_values
         .iter()
@@ -151,6 +152,13 @@ fn fixture(path: &str) -> PathBuf {
 
 fn stderr(output: &Output) -> String {
     String::from_utf8(output.stderr.clone()).unwrap()
+}
+
+/// `output`'s standard error says `text`.
+#[track_caller]
+fn assert_stderr_has(output: &Output, text: &str) {
+    let err = stderr(output);
+    assert!(err.contains(text), "{err}");
 }
 
 /// A scratch file of this test's own, removed when dropped.
@@ -214,20 +222,14 @@ fn gso_batches_captured_on_lo_print_as_the_segments_the_kernel_sends() {
             .any(|l| l.contains("RC_SEND_LAST ") && l.ends_with("icrc=ok gso 8/8")),
         "{text}"
     );
-    assert!(
-        stderr(&output).contains(
-            "40 frames, 98 RoCE: 0 malformed frames, 0 malformed RoCE packets, 0 bad ICRCs, \
-             16 GSO batches of 74 segments in all"
-        ),
-        "{}",
-        stderr(&output)
+    assert_stderr_has(
+        &output,
+        "40 frames, 98 RoCE: 0 malformed frames, 0 malformed RoCE packets, 0 bad ICRCs, \
+         16 GSO batches of 74 segments in all",
     );
 
     let json = stdout(&roce(&["dump", "--json"], &pcap));
-    let values: Vec<serde_json::Value> = json
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let values = json_lines(&json);
     assert_eq!(values.len(), 98);
     let first: Vec<_> = values.iter().filter(|v| v["frame"] == 1).collect();
     assert_eq!(first.len(), 8);
@@ -260,11 +262,7 @@ fn gso_batches_captured_on_lo_print_as_the_segments_the_kernel_sends() {
         bad[0].ends_with("RC_SEND_LAST qp=0x000011 psn=0x001007 ack_req len=1024 icrc=BAD gso 8/8"),
         "{text}"
     );
-    assert!(
-        stderr(&output).contains(" 1 bad ICRCs, 16 GSO batches of 74 segments"),
-        "{}",
-        stderr(&output)
-    );
+    assert_stderr_has(&output, " 1 bad ICRCs, 16 GSO batches of 74 segments");
 }
 
 #[test]
@@ -295,11 +293,7 @@ fn standard_input_is_read_as_a_stream() {
 
     let empty = roce_stdin(&["dump"], Vec::new());
     assert_eq!(empty.status.code(), Some(2));
-    assert!(
-        stderr(&empty).contains("cannot read standard input: the file is empty"),
-        "{}",
-        stderr(&empty)
-    );
+    assert_stderr_has(&empty, "cannot read standard input: the file is empty");
 }
 
 #[test]
@@ -340,17 +334,13 @@ fn a_file_cut_short_ends_with_the_summary() {
     );
     let strict = roce(&["dump", "--strict"], &cut.0);
     assert_eq!(strict.status.code(), Some(1), "{strict:?}");
-    assert!(stderr(&strict).contains("--strict: 1 problems"));
+    assert_stderr_has(&strict, "--strict: 1 problems");
 
     let empty = Scratch::new("empty.pcap", &[]);
     let output = roce(&["dump"], &empty.0);
     assert_eq!(output.status.code(), Some(2));
     assert!(stdout(&output).is_empty());
-    assert!(
-        stderr(&output).contains("the file is empty"),
-        "{}",
-        stderr(&output)
-    );
+    assert_stderr_has(&output, "the file is empty");
 }
 
 #[test]
@@ -370,11 +360,7 @@ fn strict_fails_on_a_capture_without_roce() {
     let strict = roce(&["dump", "--strict"], &arp.0);
     assert_eq!(strict.status.code(), Some(1), "{strict:?}");
     assert_eq!(stdout(&strict).lines().count(), 2);
-    assert!(
-        stderr(&strict).contains("--strict: no RoCE packet"),
-        "{}",
-        stderr(&strict)
-    );
+    assert_stderr_has(&strict, "--strict: no RoCE packet");
 }
 
 #[test]

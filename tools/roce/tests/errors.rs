@@ -20,55 +20,36 @@ fn a_cause_is_printed_once() {
     assert_eq!(err.matches("(os error 2)").count(), 1, "{err}");
 }
 
+/// A pingpong client (of a server on `server_ip`, port `port`) bound to `ip`, which must fail with
+/// exit code 2 before it sets anything up: no address printed, and the server got no peer.
+/// Returns the client's stderr.
+fn a_client_on(ip: &str, server_ip: &str, port: &str) -> String {
+    let (client, server) = pair(
+        &["pingpong", "-p", port, "-n", "5"],
+        &["pingpong", server_ip, "-p", port, "--ip", ip, "-n", "5"],
+    );
+    assert_eq!(client.status.code(), Some(2));
+    assert!(client.stdout.is_empty(), "{client:?}");
+    assert!(!server.status.success());
+    stderr(&client)
+}
+
 #[test]
 fn a_udp_port_in_use_suggests_another_address() {
     // Someone else has 127.0.60.2:4791.
     let _taken = std::net::UdpSocket::bind("127.0.60.2:4791").unwrap();
-    let (client, server) = pair(
-        &["pingpong", "-p", "18860", "-n", "5"],
-        &[
-            "pingpong",
-            "127.0.60.1",
-            "-p",
-            "18860",
-            "--ip",
-            "127.0.60.2",
-            "-n",
-            "5",
-        ],
-    );
-    assert_eq!(client.status.code(), Some(2));
-    let err = stderr(&client);
+    let err = a_client_on("127.0.60.2", "127.0.60.1", "18860");
     assert!(err.contains("127.0.60.2:4791: in use"), "{err}");
     assert!(err.contains("another loopback address"), "{err}");
     assert!(err.contains("--ip"), "{err}");
-    // Nothing was set up: no address was printed, and the server got no peer.
-    assert!(client.stdout.is_empty(), "{client:?}");
-    assert!(!server.status.success());
 }
 
 #[test]
 fn an_address_not_on_this_host_is_named_so() {
-    let (client, server) = pair(
-        &["pingpong", "-p", "18861", "-n", "5"],
-        &[
-            "pingpong",
-            "127.0.61.1",
-            "-p",
-            "18861",
-            "--ip",
-            "198.18.255.254",
-            "-n",
-            "5",
-        ],
-    );
-    assert_eq!(client.status.code(), Some(2));
-    let err = stderr(&client);
+    let err = a_client_on("198.18.255.254", "127.0.61.1", "18861");
     assert!(
         err.contains("198.18.255.254 is not an address of this host"),
         "{err}"
     );
     assert!(!err.contains("in use"), "{err}");
-    assert!(client.stdout.is_empty(), "{client:?}");
-    assert!(!server.status.success());
 }

@@ -7,41 +7,29 @@ mod common;
 
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Output};
-use std::time::Duration;
 
-use common::{finish, roce, spawn};
+use common::{finish, interrupt, spawn_pair, spawn_tool_pair};
 
 use serde_json::Value;
-
-/// Runs a server with `server` arguments, then a client with `client` arguments.
-fn pair(server: &[&str], client: &[&str]) -> (Output, Output) {
-    let server = spawn(server);
-    std::thread::sleep(Duration::from_millis(300));
-    let client = roce(client);
-    // A server whose client never came would wait for ever.
-    (client, finish(server))
-}
 
 /// `roce perf VERB` as a server on `port` and as a client, both with `common`; the client
 /// connects to `net`.1 and plays `net`.2 (each test its own `net`: two servers cannot share
 /// an address's UDP port 4791).
 fn perf_pair(verb: &[&str], port: &str, net: &str, common: &[&str]) -> (Output, Output) {
-    let (server_ip, ip) = (format!("{net}.1"), format!("{net}.2"));
-    let server: Vec<&str> = ["perf"]
-        .iter()
-        .chain(verb)
-        .chain(&["-p", port])
-        .chain(common)
-        .copied()
-        .collect();
-    let client: Vec<&str> = ["perf"]
-        .iter()
-        .chain(verb)
-        .chain(&[server_ip.as_str(), "-p", port, "--ip", ip.as_str()])
-        .chain(common)
-        .copied()
-        .collect();
-    pair(&server, &client)
+    let tool: Vec<&str> = ["perf"].iter().chain(verb).copied().collect();
+    outputs(spawn_tool_pair(&tool, port, net, common, &[]))
+}
+
+/// Runs a server with `server` arguments, then a client with `client` arguments.
+fn pair(server: &[&str], client: &[&str]) -> (Output, Output) {
+    outputs(spawn_pair(server, client))
+}
+
+/// The client's output once it ends, then the server's.
+fn outputs((server, client): (Child, Child)) -> (Output, Output) {
+    let client = client.wait_with_output().unwrap();
+    // A server whose client never came would wait for ever.
+    (client, finish(server))
 }
 
 fn text(out: &Output) -> (String, String) {
@@ -284,42 +272,16 @@ fn counters_come_in_full_and_a_server_says_it_waits() {
     assert!(table.contains("tx_packets"), "{table}");
 }
 
-/// Sends SIGINT to a child.
-fn interrupt(child: &Child) {
-    let status = Command::new("kill")
-        .args(["-INT", &child.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(status.success());
-}
-
 #[test]
 fn ctrl_c_on_a_client_prints_what_was_measured() {
-    let server = spawn(&[
-        "perf",
-        "write",
-        "-p",
+    let shared = ["-n", "100000000", "-s", "64"];
+    let (server, mut client) = spawn_tool_pair(
+        &["perf", "write"],
         "18885",
-        "-n",
-        "100000000",
-        "-s",
-        "64",
-    ]);
-    std::thread::sleep(Duration::from_millis(300));
-    let mut client = spawn(&[
-        "perf",
-        "write",
-        "127.0.104.1",
-        "-p",
-        "18885",
-        "--ip",
-        "127.0.104.2",
-        "-n",
-        "100000000",
-        "-s",
-        "64",
-        "--json",
-    ]);
+        "127.0.104",
+        &shared,
+        &["--json"],
+    );
     // The progress line says the traffic runs (after 3 s).
     let mut stderr = BufReader::new(client.stderr.take().unwrap());
     let mut line = String::new();

@@ -6,34 +6,17 @@
 mod common;
 
 use std::io::Read;
-use std::process::Command;
 use std::time::Duration;
 
-use common::{finish, spawn};
+use common::{finish, interrupt, spawn_tool_pair};
 
 use serde_json::Value;
 
 #[test]
 fn json_has_the_figures_and_every_counter() {
-    let server = spawn(&[
-        "pingpong", "-p", "18890", "-n", "20", "-s", "1000", "--json",
-    ]);
-    std::thread::sleep(Duration::from_millis(300));
-    let client = spawn(&[
-        "pingpong",
-        "127.0.110.1",
-        "-p",
-        "18890",
-        "--ip",
-        "127.0.110.2",
-        "-n",
-        "20",
-        "-s",
-        "1000",
-        "--json",
-    ])
-    .wait_with_output()
-    .unwrap();
+    let shared = ["-n", "20", "-s", "1000", "--json"];
+    let (server, client) = spawn_tool_pair(&["pingpong"], "18890", "127.0.110", &shared, &[]);
+    let client = client.wait_with_output().unwrap();
     let server = finish(server);
     let stderr = String::from_utf8_lossy(&server.stderr);
     assert!(
@@ -67,21 +50,14 @@ fn json_has_the_figures_and_every_counter() {
 
 #[test]
 fn stats_in_text() {
-    let server = spawn(&["pingpong", "-p", "18891", "-n", "10"]);
-    std::thread::sleep(Duration::from_millis(300));
-    let client = spawn(&[
-        "pingpong",
-        "127.0.111.1",
-        "-p",
+    let (server, client) = spawn_tool_pair(
+        &["pingpong"],
         "18891",
-        "--ip",
-        "127.0.111.2",
-        "-n",
-        "10",
-        "--stats",
-    ])
-    .wait_with_output()
-    .unwrap();
+        "127.0.111",
+        &["-n", "10"],
+        &["--stats"],
+    );
+    let client = client.wait_with_output().unwrap();
     finish(server);
     let text = String::from_utf8_lossy(&client.stdout);
     assert!(text.contains("10 iters in"), "{text}");
@@ -91,28 +67,12 @@ fn stats_in_text() {
 
 #[test]
 fn ctrl_c_on_a_client_prints_the_round_trips_so_far() {
-    let server = spawn(&["pingpong", "-p", "18892", "-n", "100000000", "-s", "64"]);
-    std::thread::sleep(Duration::from_millis(300));
-    let mut client = spawn(&[
-        "pingpong",
-        "127.0.112.1",
-        "-p",
-        "18892",
-        "--ip",
-        "127.0.112.2",
-        "-n",
-        "100000000",
-        "-s",
-        "64",
-        "--json",
-    ]);
+    let shared = ["-n", "100000000", "-s", "64"];
+    let (server, mut client) =
+        spawn_tool_pair(&["pingpong"], "18892", "127.0.112", &shared, &["--json"]);
     // Round trips are under way once the addresses are exchanged; give them a second.
     std::thread::sleep(Duration::from_millis(1500));
-    let status = Command::new("kill")
-        .args(["-INT", &client.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(status.success());
+    interrupt(&client);
     let mut stderr = String::new();
     client
         .stderr

@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{have_tools, run_ok, sh};
+use common::{have_tools, interrupt, run_ok, sh};
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 
@@ -55,11 +55,7 @@ fn ctrl_c_prints_the_final_report_and_exits_130() {
     assert!(stdout.read_line(&mut line).unwrap() > 0, "no report");
     assert!(line.contains("\"final\":false"), "{line}");
     // `ip netns exec` execs the switch: its process is the child's.
-    let status = Command::new("kill")
-        .args(["-INT", &switch.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(status.success());
+    interrupt(&switch);
     let mut last = String::new();
     let mut rest = String::new();
     while stdout.read_line(&mut rest).unwrap() > 0 {

@@ -1,11 +1,9 @@
 //! The harness over proptest's inputs, over well-formed packets, and over the seed corpus.
 
 use proptest::prelude::*;
+use roce_wire::fuzzing::{FieldValues, repr_with};
 use roce_wire::opcode::{Layout, PayloadRule, Transport};
-use roce_wire::{
-    AethRepr, AtomicAckEthRepr, AtomicEthRepr, BthRepr, DethRepr, FethRepr, IethRepr, ImmDtRepr,
-    Opcode, RethRepr, Syndrome,
-};
+use roce_wire::{AethRepr, BthRepr, DethRepr, Opcode};
 
 use super::*;
 
@@ -289,7 +287,6 @@ fn arb_repr(opcode: Opcode) -> impl Strategy<Value = RoceRepr> {
         PayloadRule::OneToMtu => (1usize..=mtu + 8).boxed(),
         PayloadRule::UpToMtu => (0usize..=mtu + 8).boxed(),
     };
-    let h = layout.headers;
     (
         (
             any::<[bool; 5]>(),
@@ -317,51 +314,26 @@ fn arb_repr(opcode: Opcode) -> impl Strategy<Value = RoceRepr> {
                 (qkey, syndrome, msn, imm),
                 (rkey, offset, len, swap, compare),
             )| {
-                let mut bth = BthRepr::new(opcode, Qpn::new(0), Psn::new(0));
-                [
-                    bth.solicited_event,
-                    bth.mig_req,
-                    bth.fecn,
-                    bth.becn,
-                    bth.ack_req,
-                ] = flags;
-                bth.pkey = pkey;
-                bth.pad_count = RoceRepr::pad_for(payload_len);
-                // Filled in when the step runs: the region's address and key are the harness's.
-                let va = offset;
-                let rkey = rkey.unwrap_or(0);
-                RoceRepr {
-                    bth,
-                    feth: h.feth.then_some(FethRepr {
-                        placement_type: syndrome & 0xf,
-                        selectivity_level: syndrome & 3,
-                    }),
-                    deth: h.deth.then_some(DethRepr {
-                        qkey,
-                        src_qp: Qpn::new(imm),
-                    }),
-                    reth: h.reth.then_some(RethRepr {
-                        va,
-                        rkey,
-                        dma_len: len,
-                    }),
-                    atomic_eth: h.atomic_eth.then_some(AtomicEthRepr {
-                        va,
-                        rkey,
-                        swap_add: swap,
-                        compare,
-                    }),
-                    aeth: h.aeth.then_some(AethRepr {
-                        syndrome: Syndrome::from(syndrome),
-                        msn: msn & 0x00ff_ffff,
-                    }),
-                    atomic_ack_eth: h
-                        .atomic_ack_eth
-                        .then_some(AtomicAckEthRepr { orig_data: compare }),
-                    immdt: h.immdt.then_some(ImmDtRepr { imm_data: imm }),
-                    ieth: h.ieth.then_some(IethRepr { rkey }),
+                let values = FieldValues {
+                    flags,
+                    pkey,
+                    placement_type: syndrome,
+                    selectivity_level: syndrome,
+                    qkey,
+                    imm,
+                    syndrome,
+                    msn,
+                    // Filled in when the step runs: the region's address and key are the
+                    // harness's.
+                    va: offset,
+                    rkey: rkey.unwrap_or(0),
+                    dma_len: len,
+                    swap_add: swap,
+                    compare,
                     payload_len,
-                }
+                    ..FieldValues::default()
+                };
+                repr_with(opcode, layout.headers, &values)
             },
         )
 }

@@ -89,18 +89,35 @@ fn rx(s: &mut Setup, now: Instant, mut repr: RoceRepr, payload: &[u8]) {
     }
     repr.payload_len = payload.len();
     repr.bth.pad_count = RoceRepr::pad_for(payload.len());
+    let buf = sealed(&repr, payload, &header(PEER, US));
+    s.nic.handle_datagram(now, datagram(&buf));
+}
+
+/// The peer sends `opcode` at `psn_value`, with AckReq, and `payload` to our QP.
+#[track_caller]
+fn rx_request(s: &mut Setup, now: Instant, opcode: Opcode, psn_value: u32, payload: &[u8]) {
+    rx(s, now, request(opcode, psn_value, true), payload);
+}
+
+/// `repr` emitted with `payload` (its `payload_len` bytes) and an ICRC sealed for `h`.
+fn sealed(repr: &RoceRepr, payload: &[u8], h: &PseudoHeader) -> Vec<u8> {
     let mut buf = vec![0; repr.buffer_len()];
     repr.emit(&mut buf, |p| p.copy_from_slice(payload)).unwrap();
-    icrc::seal(&header(PEER, US), &mut buf);
-    let datagram = Datagram {
+    icrc::seal(h, &mut buf);
+    buf
+}
+
+/// A datagram of `payload` from the peer to us, as a backend that saw the IPv4 ID 0 hands it
+/// over.
+fn datagram(payload: &[u8]) -> Datagram<'_> {
+    Datagram {
         src: SocketAddr::new(PEER, 0xc000),
         dst: SocketAddr::new(US, 4791),
         ecn: Ecn::NotEct,
         ip_id: Some(0),
         segment: 0,
-        payload: &buf,
-    };
-    s.nic.handle_datagram(now, datagram);
+        payload,
+    }
 }
 
 /// What our NIC sends next: its headers and payload. Checks the ICRC and the addressing.
@@ -176,9 +193,28 @@ fn atomic_request(
     repr
 }
 
+/// A response from the peer: `opcode` at `psn_value` with an AETH of `syndrome` and `msn`.
+fn response(opcode: Opcode, psn_value: u32, syndrome: Syndrome, msn: u32) -> RoceRepr {
+    let mut repr = request(opcode, psn_value, false);
+    repr.aeth = Some(AethRepr { syndrome, msn });
+    repr
+}
+
 fn ack_of(repr: &RoceRepr) -> (Psn, Syndrome, u32) {
     let aeth = repr.aeth.expect("an AETH");
     (repr.bth.psn, aeth.syndrome, aeth.msn)
+}
+
+/// The syndrome of what our NIC sends next, which must be an acknowledgement.
+#[track_caller]
+fn next_syndrome(s: &mut Setup, now: Instant) -> Syndrome {
+    ack_of(&tx(s, now).0).1
+}
+
+/// The next completion, which must be there.
+#[track_caller]
+fn completion(s: &mut Setup) -> Cqe {
+    s.nic.poll_completion(s.cq).expect("a completion")
 }
 
 const ACK: Syndrome = Syndrome::Ack {
@@ -214,19 +250,27 @@ fn send_wr(s: &Setup, wr_id: u64, op: SendOp, offset: u64, len: u32) -> SendWr {
     )
 }
 
+/// Posts [`send_wr`] on the setup's QP, which must take it.
+#[track_caller]
+fn post(s: &mut Setup, wr_id: u64, op: SendOp, offset: u64, len: u32) {
+    let wr = send_wr(s, wr_id, op, offset, len);
+    s.nic.post_send(s.qpn, wr).unwrap();
+}
+
+/// The region the requester tests READ from and add to at the peer.
+const PEER_REGION: Remote = Remote {
+    addr: 0x5000,
+    rkey: 0x77,
+};
+
 // ---- responder -------------------------------------------------------------------------------
 
 #[test]
 fn send_only_lands_in_the_receive_wr_and_is_acked() {
     let mut s = setup();
     recv(&mut s, 7, 0, 100);
-    rx(
-        &mut s,
-        at(0),
-        request(Opcode::RcSendOnly, RQ_PSN, true),
-        b"hello",
-    );
-    let cqe = s.nic.poll_completion(s.cq).unwrap();
+    rx_request(&mut s, at(0), Opcode::RcSendOnly, RQ_PSN, b"hello");
+    let cqe = completion(&mut s);
     assert_eq!(
         (cqe.wr_id, cqe.status, cqe.opcode, cqe.byte_len),
         (7, WcStatus::Success, WcOpcode::Recv, 5)
@@ -249,23 +293,13 @@ fn only_packets_with_ack_req_are_acked_and_acks_coalesce() {
         request(Opcode::RcSendFirst, RQ_PSN, false),
         &[1; 1024],
     );
-    rx(
-        &mut s,
-        at(0),
-        request(Opcode::RcSendMiddle, RQ_PSN + 1, true),
-        &[2; 1024],
-    );
-    rx(
-        &mut s,
-        at(0),
-        request(Opcode::RcSendLast, RQ_PSN + 2, true),
-        &[3; 10],
-    );
+    rx_request(&mut s, at(0), Opcode::RcSendMiddle, RQ_PSN + 1, &[2; 1024]);
+    rx_request(&mut s, at(0), Opcode::RcSendLast, RQ_PSN + 2, &[3; 10]);
     // Two AckReqs, one ACK: the newest covers both.
     let (ack, _) = tx(&mut s, at(0));
     assert_eq!(ack_of(&ack), (psn(RQ_PSN + 2), ACK, 1));
     expect_nothing(&mut s, at(0));
-    assert_eq!(s.nic.poll_completion(s.cq).unwrap().byte_len, 2058);
+    assert_eq!(completion(&mut s).byte_len, 2058);
 }
 
 #[test]
@@ -274,19 +308,9 @@ fn duplicate_send_is_acked_again_never_executed_again() {
     let mut s = setup();
     recv(&mut s, 1, 0, 100);
     recv(&mut s, 2, 100, 100);
-    rx(
-        &mut s,
-        at(0),
-        request(Opcode::RcSendOnly, RQ_PSN, true),
-        b"once",
-    );
+    rx_request(&mut s, at(0), Opcode::RcSendOnly, RQ_PSN, b"once");
     let _ = tx(&mut s, at(0));
-    rx(
-        &mut s,
-        at(10),
-        request(Opcode::RcSendOnly, RQ_PSN, true),
-        b"once",
-    );
+    rx_request(&mut s, at(10), Opcode::RcSendOnly, RQ_PSN, b"once");
     // C9-105: ACK of ePSN - 1, and the second receive WR is untouched.
     let (ack, _) = tx(&mut s, at(10));
     assert_eq!(ack_of(&ack), (psn(RQ_PSN), ACK, 1));
@@ -301,40 +325,20 @@ fn out_of_sequence_is_naked_once_then_silence_until_the_expected_psn() {
     let mut s = setup();
     recv(&mut s, 1, 0, 100);
     recv(&mut s, 2, 100, 100);
-    rx(
-        &mut s,
-        at(0),
-        request(Opcode::RcSendOnly, RQ_PSN + 1, true),
-        b"b",
-    );
+    rx_request(&mut s, at(0), Opcode::RcSendOnly, RQ_PSN + 1, b"b");
     let (nak, _) = tx(&mut s, at(0));
     assert_eq!(
         ack_of(&nak),
         (psn(RQ_PSN), Syndrome::Nak(NakCode::PsnSeqErr), 0)
     );
-    rx(
-        &mut s,
-        at(1),
-        request(Opcode::RcSendOnly, RQ_PSN + 2, true),
-        b"c",
-    );
+    rx_request(&mut s, at(1), Opcode::RcSendOnly, RQ_PSN + 2, b"c");
     expect_nothing(&mut s, at(1));
     assert_eq!(s.nic.stats().rx_out_of_sequence, 2);
     assert_eq!(s.nic.stats().tx_nak_seq_err, 1);
     // The retransmission starts at ePSN: accepted, and a later gap gets a NAK again.
-    rx(
-        &mut s,
-        at(2),
-        request(Opcode::RcSendOnly, RQ_PSN, true),
-        b"a",
-    );
+    rx_request(&mut s, at(2), Opcode::RcSendOnly, RQ_PSN, b"a");
     assert_eq!(ack_of(&tx(&mut s, at(2)).0), (psn(RQ_PSN), ACK, 1));
-    rx(
-        &mut s,
-        at(3),
-        request(Opcode::RcSendOnly, RQ_PSN + 5, true),
-        b"f",
-    );
+    rx_request(&mut s, at(3), Opcode::RcSendOnly, RQ_PSN + 5, b"f");
     assert_eq!(
         ack_of(&tx(&mut s, at(3)).0),
         (psn(RQ_PSN + 1), Syndrome::Nak(NakCode::PsnSeqErr), 1)
@@ -345,12 +349,7 @@ fn out_of_sequence_is_naked_once_then_silence_until_the_expected_psn() {
 //= ibta:vol1/9.7.5.2.8
 fn no_receive_wr_is_an_rnr_nak_with_the_qps_timer() {
     let mut s = setup();
-    rx(
-        &mut s,
-        at(0),
-        request(Opcode::RcSendOnly, RQ_PSN, true),
-        b"early",
-    );
+    rx_request(&mut s, at(0), Opcode::RcSendOnly, RQ_PSN, b"early");
     let (nak, _) = tx(&mut s, at(0));
     assert_eq!(
         ack_of(&nak),
@@ -365,14 +364,9 @@ fn no_receive_wr_is_an_rnr_nak_with_the_qps_timer() {
     assert_eq!(RnrTimer::new(12).micros(), 640);
     // ePSN did not move: the retry after a receive WR is posted is accepted.
     recv(&mut s, 1, 0, 100);
-    rx(
-        &mut s,
-        at(700),
-        request(Opcode::RcSendOnly, RQ_PSN, true),
-        b"early",
-    );
+    rx_request(&mut s, at(700), Opcode::RcSendOnly, RQ_PSN, b"early");
     assert_eq!(ack_of(&tx(&mut s, at(700)).0), (psn(RQ_PSN), ACK, 1));
-    assert_eq!(s.nic.poll_completion(s.cq).unwrap().byte_len, 5);
+    assert_eq!(completion(&mut s).byte_len, 5);
 }
 
 #[test]
@@ -407,7 +401,7 @@ fn write_outside_the_region_is_a_remote_access_nak() {
     let write = rdma_request(&s, Opcode::RcRdmaWriteOnly, RQ_PSN, 65534, 3);
     rx(&mut s, at(0), write, b"xyz");
     assert_eq!(
-        ack_of(&tx(&mut s, at(0)).0).1,
+        next_syndrome(&mut s, at(0)),
         Syndrome::Nak(NakCode::RemoteAccessError)
     );
 }
@@ -533,7 +527,7 @@ fn misaligned_atomic_is_an_invalid_request() {
     let add = atomic_request(&s, Opcode::RcFetchAdd, RQ_PSN, 4, 1, 0);
     rx(&mut s, at(0), add, b"");
     assert_eq!(
-        ack_of(&tx(&mut s, at(0)).0).1,
+        next_syndrome(&mut s, at(0)),
         Syndrome::Nak(NakCode::InvalidRequest)
     );
 }
@@ -543,22 +537,14 @@ fn misaligned_atomic_is_an_invalid_request() {
 fn a_middle_without_a_first_is_an_invalid_request() {
     let mut s = setup();
     recv(&mut s, 1, 0, 4096);
-    rx(
-        &mut s,
-        at(0),
-        request(Opcode::RcSendMiddle, RQ_PSN, true),
-        &[0; 1024],
-    );
+    rx_request(&mut s, at(0), Opcode::RcSendMiddle, RQ_PSN, &[0; 1024]);
     assert_eq!(
-        ack_of(&tx(&mut s, at(0)).0).1,
+        next_syndrome(&mut s, at(0)),
         Syndrome::Nak(NakCode::InvalidRequest)
     );
     assert_eq!(s.nic.qp_state(s.qpn), Ok(QpState::Err));
     // The receive WR is flushed.
-    assert_eq!(
-        s.nic.poll_completion(s.cq).unwrap().status,
-        WcStatus::WrFlushErr
-    );
+    assert_eq!(completion(&mut s).status, WcStatus::WrFlushErr);
 }
 
 // ---- ingress checks --------------------------------------------------------------------------
@@ -593,42 +579,19 @@ fn packets_failing_a_check_are_dropped_under_their_own_counter() {
         ..request(Opcode::RcSendOnly, RQ_PSN, true)
     };
     repr.bth.dest_qp = s.qpn;
-    let mut buf = vec![0; repr.buffer_len()];
-    repr.emit(&mut buf, |p| p[0] = b'x').unwrap();
-    icrc::seal(&header(PEER, US), &mut buf);
+    let mut buf = sealed(&repr, b"x", &header(PEER, US));
     buf[12] ^= 0x40;
-    let datagram = Datagram {
-        src: SocketAddr::new(PEER, 0xc000),
-        dst: SocketAddr::new(US, 4791),
-        ecn: Ecn::NotEct,
-        ip_id: Some(0),
-        segment: 0,
-        payload: &buf,
-    };
-    s.nic.handle_datagram(at(0), datagram);
+    s.nic.handle_datagram(at(0), datagram(&buf));
     // From an address that is not the QP's peer.
     let other = IpAddr::V4(Ipv4Addr::new(198, 18, 0, 3));
     let mut from_other = buf.clone();
     from_other[12] ^= 0x40;
-    let (IpAddr::V4(o), IpAddr::V4(u)) = (other, US) else {
-        unreachable!()
-    };
-    let h = PseudoHeader {
-        ip: IpFields::V4 {
-            src: o,
-            dst: u,
-            identification: 0,
-            dont_fragment: true,
-        },
-        ..header(PEER, US)
-    };
-    icrc::seal(&h, &mut from_other);
+    icrc::seal(&header(other, US), &mut from_other);
     s.nic.handle_datagram(
         at(0),
         Datagram {
             src: SocketAddr::new(other, 0xc000),
-            payload: &from_other,
-            ..datagram
+            ..datagram(&from_other)
         },
     );
     let stats = s.nic.stats();
@@ -649,22 +612,12 @@ fn ingress_checks_address_special_qp_and_state_are_counted_by_name() {
         payload_len: 4,
         ..request(Opcode::RcSendOnly, RQ_PSN, true)
     };
-    let mut buf = vec![0; repr.buffer_len()];
-    repr.emit(&mut buf, |p| p.copy_from_slice(b"lost")).unwrap();
-    let mut h = header(PEER, US);
-    if let IpFields::V4 { dst, .. } = &mut h.ip {
-        *dst = other;
-    }
-    icrc::seal(&h, &mut buf);
+    let buf = sealed(&repr, b"lost", &header(PEER, IpAddr::V4(other)));
     s.nic.handle_datagram(
         at(0),
         Datagram {
-            src: SocketAddr::new(PEER, 0xc000),
             dst: SocketAddr::new(IpAddr::V4(other), 4791),
-            ecn: Ecn::NotEct,
-            ip_id: Some(0),
-            segment: 0,
-            payload: &buf,
+            ..datagram(&buf)
         },
     );
     // To QP 1, the GSI, which is not implemented.
@@ -684,18 +637,9 @@ fn ingress_checks_address_special_qp_and_state_are_counted_by_name() {
         ..QpAttr::default()
     };
     s.nic.modify_qp(s.qpn, &to_error).unwrap();
-    assert_eq!(
-        s.nic.poll_completion(s.cq).unwrap().status,
-        WcStatus::WrFlushErr
-    );
-    rx(
-        &mut s,
-        at(1),
-        request(Opcode::RcSendOnly, RQ_PSN, true),
-        b"late",
-    );
-    let mut ack = request(Opcode::RcAcknowledge, SQ_PSN, false);
-    ack.aeth = Some(AethRepr::ack(0));
+    assert_eq!(completion(&mut s).status, WcStatus::WrFlushErr);
+    rx_request(&mut s, at(1), Opcode::RcSendOnly, RQ_PSN, b"late");
+    let ack = response(Opcode::RcAcknowledge, SQ_PSN, ACK, 0);
     rx(&mut s, at(1), ack, b"");
     let stats = s.nic.stats();
     assert_eq!(stats.rx_qp_not_ready, 2);
@@ -709,12 +653,8 @@ fn garbage_never_panics_and_is_counted() {
     for len in 0..64 {
         let bytes: Vec<u8> = (0..len).map(|i| (i * 37 + len) as u8).collect();
         let datagram = Datagram {
-            src: SocketAddr::new(PEER, 0xc000),
-            dst: SocketAddr::new(US, 4791),
-            ecn: Ecn::NotEct,
             ip_id: None,
-            segment: 0,
-            payload: &bytes,
+            ..datagram(&bytes)
         };
         s.nic.handle_datagram(at(0), datagram);
     }
@@ -731,9 +671,7 @@ fn garbage_never_panics_and_is_counted() {
 //= ibta:vol1/Table-35
 fn a_send_is_segmented_by_path_mtu_with_ack_req_on_the_last_packet() {
     let mut s = setup();
-    s.nic
-        .post_send(s.qpn, send_wr(&s, 9, SendOp::Send, 0, 2500))
-        .unwrap();
+    post(&mut s, 9, SendOp::Send, 0, 2500);
     let (first, _) = tx(&mut s, at(0));
     let (middle, _) = tx(&mut s, at(0));
     let (last, payload) = tx(&mut s, at(0));
@@ -760,10 +698,9 @@ fn a_send_is_segmented_by_path_mtu_with_ack_req_on_the_last_packet() {
     );
     assert_eq!(last.bth.pad_count, 0);
     assert_eq!(s.nic.poll_completion(s.cq), None, "not before the ACK");
-    let mut ack = request(Opcode::RcAcknowledge, 502, false);
-    ack.aeth = Some(AethRepr::ack(1));
+    let ack = response(Opcode::RcAcknowledge, 502, ACK, 1);
     rx(&mut s, at(20), ack, b"");
-    let cqe = s.nic.poll_completion(s.cq).unwrap();
+    let cqe = completion(&mut s);
     assert_eq!(
         (cqe.wr_id, cqe.status, cqe.opcode),
         (9, WcStatus::Success, WcOpcode::Send)
@@ -778,9 +715,7 @@ fn a_long_message_asks_for_an_ack_every_max_pkts_per_ack_packets() {
         max_pkts_per_ack: 2,
         ..NicConfig::default()
     });
-    s.nic
-        .post_send(s.qpn, send_wr(&s, 1, SendOp::Send, 0, 5 * 1024))
-        .unwrap();
+    post(&mut s, 1, SendOp::Send, 0, 5 * 1024);
     let ack_req: Vec<bool> = (0..5).map(|_| tx(&mut s, at(0)).0.bth.ack_req).collect();
     assert_eq!(ack_req, [false, true, false, true, true]);
 }
@@ -789,17 +724,16 @@ fn a_long_message_asks_for_an_ack_every_max_pkts_per_ack_packets() {
 //= ibta:vol1/9.7.5.2.1
 fn a_psn_sequence_nak_goes_back_n_from_the_psn_it_names() {
     let mut s = setup();
-    s.nic
-        .post_send(s.qpn, send_wr(&s, 9, SendOp::Send, 0, 3000))
-        .unwrap();
+    post(&mut s, 9, SendOp::Send, 0, 3000);
     for _ in 0..3 {
         let _ = tx(&mut s, at(0));
     }
-    let mut nak = request(Opcode::RcAcknowledge, 501, false);
-    nak.aeth = Some(AethRepr {
-        syndrome: Syndrome::Nak(NakCode::PsnSeqErr),
-        msn: 0,
-    });
+    let nak = response(
+        Opcode::RcAcknowledge,
+        501,
+        Syndrome::Nak(NakCode::PsnSeqErr),
+        0,
+    );
     rx(&mut s, at(20), nak, b"");
     let (again, _) = tx(&mut s, at(20));
     let (last, _) = tx(&mut s, at(20));
@@ -820,12 +754,8 @@ fn a_psn_sequence_nak_goes_back_n_from_the_psn_it_names() {
 //= ibta:vol1/9.7.6.1.3
 fn the_local_ack_timeout_resends_and_exhausted_retries_fail_the_wr() {
     let mut s = setup();
-    s.nic
-        .post_send(s.qpn, send_wr(&s, 1, SendOp::Send, 0, 10))
-        .unwrap();
-    s.nic
-        .post_send(s.qpn, send_wr(&s, 2, SendOp::Send, 0, 10))
-        .unwrap();
+    post(&mut s, 1, SendOp::Send, 0, 10);
+    post(&mut s, 2, SendOp::Send, 0, 10);
     let _ = tx(&mut s, at(0));
     let _ = tx(&mut s, at(0));
     // timeout 14: 4.096 µs × 2^14 = 67.108864 ms.
@@ -847,9 +777,9 @@ fn the_local_ack_timeout_resends_and_exhausted_retries_fail_the_wr() {
     // retry_cnt 2 used up: the next timeout fails the oldest WR and flushes the other.
     let now = s.nic.poll_timeout().unwrap();
     s.nic.handle_timeout(now);
-    let failed = s.nic.poll_completion(s.cq).unwrap();
+    let failed = completion(&mut s);
     assert_eq!((failed.wr_id, failed.status), (1, WcStatus::RetryExcErr));
-    let flushed = s.nic.poll_completion(s.cq).unwrap();
+    let flushed = completion(&mut s);
     assert_eq!((flushed.wr_id, flushed.status), (2, WcStatus::WrFlushErr));
     assert_eq!(s.nic.qp_state(s.qpn), Ok(QpState::Err));
     assert_eq!(s.nic.stats().retransmit_timeouts, 3);
@@ -860,17 +790,10 @@ fn the_local_ack_timeout_resends_and_exhausted_retries_fail_the_wr() {
 #[test]
 fn an_rnr_nak_waits_its_timer_then_resends() {
     let mut s = setup();
-    s.nic
-        .post_send(s.qpn, send_wr(&s, 1, SendOp::Send, 0, 10))
-        .unwrap();
+    post(&mut s, 1, SendOp::Send, 0, 10);
     let _ = tx(&mut s, at(0));
-    let mut rnr = request(Opcode::RcAcknowledge, 500, false);
-    rnr.aeth = Some(AethRepr {
-        syndrome: Syndrome::RnrNak {
-            timer: RnrTimer::new(1),
-        },
-        msn: 0,
-    });
+    let timer = RnrTimer::new(1);
+    let rnr = response(Opcode::RcAcknowledge, 500, Syndrome::RnrNak { timer }, 0);
     rx(&mut s, at(5), rnr, b"");
     expect_nothing(&mut s, at(5));
     assert_eq!(
@@ -882,22 +805,14 @@ fn an_rnr_nak_waits_its_timer_then_resends() {
     assert_eq!(tx(&mut s, at(15)).0.bth.psn, psn(500));
     // rnr_retry 1 is used up: the next RNR NAK fails the WR.
     rx(&mut s, at(20), rnr, b"");
-    assert_eq!(
-        s.nic.poll_completion(s.cq).unwrap().status,
-        WcStatus::RnrRetryExcErr
-    );
+    assert_eq!(completion(&mut s).status, WcStatus::RnrRetryExcErr);
 }
 
 #[test]
 fn a_read_completes_when_its_last_response_arrives() {
     let mut s = setup();
-    let remote = Remote {
-        addr: 0x5000,
-        rkey: 0x77,
-    };
-    s.nic
-        .post_send(s.qpn, send_wr(&s, 3, SendOp::RdmaRead(remote), 100, 1500))
-        .unwrap();
+    let remote = PEER_REGION;
+    post(&mut s, 3, SendOp::RdmaRead(remote), 100, 1500);
     let (req, _) = tx(&mut s, at(0));
     assert_eq!(req.bth.opcode, Opcode::RcRdmaReadRequest);
     assert_eq!(
@@ -908,14 +823,12 @@ fn a_read_completes_when_its_last_response_arrives() {
             dma_len: 1500
         })
     );
-    let mut first = request(Opcode::RcRdmaReadResponseFirst, 500, false);
-    first.aeth = Some(AethRepr::ack(1));
+    let first = response(Opcode::RcRdmaReadResponseFirst, 500, ACK, 1);
     rx(&mut s, at(10), first, &[0xaa; 1024]);
     assert_eq!(s.nic.poll_completion(s.cq), None);
-    let mut last = request(Opcode::RcRdmaReadResponseLast, 501, false);
-    last.aeth = Some(AethRepr::ack(1));
+    let last = response(Opcode::RcRdmaReadResponseLast, 501, ACK, 1);
     rx(&mut s, at(11), last, &[0xbb; 476]);
-    let cqe = s.nic.poll_completion(s.cq).unwrap();
+    let cqe = completion(&mut s);
     assert_eq!(
         (cqe.wr_id, cqe.opcode, cqe.byte_len),
         (3, WcOpcode::RdmaRead, 1500)
@@ -928,20 +841,13 @@ fn a_read_completes_when_its_last_response_arrives() {
 //= ibta:vol1/9.7.5.2.4
 fn a_lost_read_response_is_an_implied_nak_and_the_read_resumes_where_it_stopped() {
     let mut s = setup();
-    let remote = Remote {
-        addr: 0x5000,
-        rkey: 0x77,
-    };
-    s.nic
-        .post_send(s.qpn, send_wr(&s, 3, SendOp::RdmaRead(remote), 0, 3000))
-        .unwrap();
+    let remote = PEER_REGION;
+    post(&mut s, 3, SendOp::RdmaRead(remote), 0, 3000);
     let _ = tx(&mut s, at(0));
-    let mut first = request(Opcode::RcRdmaReadResponseFirst, 500, false);
-    first.aeth = Some(AethRepr::ack(1));
+    let first = response(Opcode::RcRdmaReadResponseFirst, 500, ACK, 1);
     rx(&mut s, at(10), first, &[1; 1024]);
     // PSN 501 is lost; 502 arrives.
-    let mut last = request(Opcode::RcRdmaReadResponseLast, 502, false);
-    last.aeth = Some(AethRepr::ack(1));
+    let last = response(Opcode::RcRdmaReadResponseLast, 502, ACK, 1);
     rx(&mut s, at(11), last, &[3; 952]);
     assert_eq!(s.nic.stats().implied_naks, 1);
     let (again, _) = tx(&mut s, at(11));
@@ -963,15 +869,12 @@ fn unacknowledged_psns_are_bounded_by_the_window() {
         max_unacked_psns: 4,
         ..NicConfig::default()
     });
-    s.nic
-        .post_send(s.qpn, send_wr(&s, 1, SendOp::Send, 0, 6 * 1024))
-        .unwrap();
+    post(&mut s, 1, SendOp::Send, 0, 6 * 1024);
     let sent: Vec<Psn> = (0..4).map(|_| tx(&mut s, at(0)).0.bth.psn).collect();
     assert_eq!(sent, [psn(500), psn(501), psn(502), psn(503)]);
     expect_nothing(&mut s, at(0));
     // An ACK of 501 opens the window by two.
-    let mut ack = request(Opcode::RcAcknowledge, 501, false);
-    ack.aeth = Some(AethRepr::ack(0));
+    let ack = response(Opcode::RcAcknowledge, 501, ACK, 0);
     rx(&mut s, at(10), ack, b"");
     assert_eq!(tx(&mut s, at(10)).0.bth.psn, psn(504));
     assert_eq!(tx(&mut s, at(10)).0.bth.psn, psn(505));
@@ -981,23 +884,17 @@ fn unacknowledged_psns_are_bounded_by_the_window() {
 #[test]
 fn atomics_and_reads_wait_for_max_rd_atomic() {
     let mut s = setup();
-    let remote = Remote {
-        addr: 0x5000,
-        rkey: 0x77,
-    };
+    let remote = PEER_REGION;
     for id in 0..5 {
         let op = SendOp::FetchAdd { remote, add: 1 };
-        s.nic
-            .post_send(s.qpn, send_wr(&s, id, op, 8 * id, 8))
-            .unwrap();
+        post(&mut s, id, op, 8 * id, 8);
     }
     for _ in 0..4 {
         let (req, _) = tx(&mut s, at(0));
         assert_eq!(req.bth.opcode, Opcode::RcFetchAdd);
     }
     expect_nothing(&mut s, at(0));
-    let mut ack = request(Opcode::RcAtomicAcknowledge, 500, false);
-    ack.aeth = Some(AethRepr::ack(1));
+    let mut ack = response(Opcode::RcAtomicAcknowledge, 500, ACK, 1);
     ack.atomic_ack_eth = Some(roce_wire::AtomicAckEthRepr { orig_data: 41 });
     rx(&mut s, at(5), ack, b"");
     assert_eq!(s.mr.read(0, 8).unwrap(), 41u64.to_le_bytes());
@@ -1033,19 +930,11 @@ fn an_idle_qp_takes_at_most_4_kib() {
 
     // After a little traffic each way the queues are empty again; what they keep stays bounded.
     recv(&mut s, 1, 0, 100);
-    rx(
-        &mut s,
-        at(0),
-        request(Opcode::RcSendOnly, RQ_PSN, true),
-        b"ping",
-    );
+    rx_request(&mut s, at(0), Opcode::RcSendOnly, RQ_PSN, b"ping");
     let _ = tx(&mut s, at(0));
-    s.nic
-        .post_send(s.qpn, send_wr(&s, 2, SendOp::Send, 0, 4))
-        .unwrap();
+    post(&mut s, 2, SendOp::Send, 0, 4);
     let _ = tx(&mut s, at(0));
-    let mut ack = request(Opcode::RcAcknowledge, SQ_PSN, false);
-    ack.aeth = Some(AethRepr::ack(1));
+    let ack = response(Opcode::RcAcknowledge, SQ_PSN, ACK, 1);
     rx(&mut s, at(10), ack, b"");
     assert_eq!(s.nic.poll_completion(s.cq).map(|c| c.wr_id), Some(1));
     assert_eq!(s.nic.poll_completion(s.cq).map(|c| c.wr_id), Some(2));
@@ -1112,9 +1001,7 @@ fn misuse_is_a_typed_error() {
         Err(VerbsError::UnknownQp(Qpn::new(0x4242)))
     );
     for id in 0..16 {
-        s.nic
-            .post_send(s.qpn, send_wr(&s, id, SendOp::Send, 0, 1))
-            .unwrap();
+        post(&mut s, id, SendOp::Send, 0, 1);
     }
     assert_eq!(
         s.nic.post_send(s.qpn, send_wr(&s, 99, SendOp::Send, 0, 1)),
@@ -1191,9 +1078,7 @@ fn with_ip_id(mut h: PseudoHeader, id: u16) -> PseudoHeader {
 #[test]
 fn a_packet_polled_as_segment_i_of_a_batch_is_sealed_for_ipv4_id_i() {
     let mut s = setup();
-    s.nic
-        .post_send(s.qpn, send_wr(&s, 9, SendOp::Send, 0, 2500))
-        .unwrap();
+    post(&mut s, 9, SendOp::Send, 0, 2500);
     let mut buf = vec![0; MAX_DATAGRAM];
     for id in [0, 1, 5] {
         let t = s.nic.poll_transmit_segment(at(0), &mut buf, id).unwrap();
@@ -1216,18 +1101,13 @@ fn an_unseen_ipv4_id_is_tried_as_the_segments_place_then_solved_for() {
         let mut repr = request(Opcode::RcSendOnly, RQ_PSN + psn_offset as u32, true);
         repr.bth.dest_qp = s.qpn;
         repr.payload_len = 4;
-        let mut buf = vec![0; repr.buffer_len()];
-        repr.emit(&mut buf, |p| p.copy_from_slice(b"data")).unwrap();
-        icrc::seal(&with_ip_id(header(PEER, US), id), &mut buf);
+        let buf = sealed(&repr, b"data", &with_ip_id(header(PEER, US), id));
         s.nic.handle_datagram(
             at(0),
             Datagram {
-                src: SocketAddr::new(PEER, 0xc000),
-                dst: SocketAddr::new(US, 4791),
-                ecn: Ecn::NotEct,
                 ip_id: None,
                 segment,
-                payload: &buf,
+                ..datagram(&buf)
             },
         );
     }
@@ -1247,19 +1127,13 @@ fn requests_wait_for_room_in_the_nics_budget_and_go_on_when_acks_make_some() {
         ..NicConfig::default()
     });
     // Four packets at path MTU 1024; the QP's own window (128) would let all go at once.
-    s.nic
-        .post_send(s.qpn, send_wr(&s, 9, SendOp::Send, 0, 4000))
-        .unwrap();
+    post(&mut s, 9, SendOp::Send, 0, 4000);
     let (first, _) = tx(&mut s, at(0));
     let (second, _) = tx(&mut s, at(0));
     expect_nothing(&mut s, at(0));
     assert_eq!([first.bth.psn, second.bth.psn], [psn(500), psn(501)]);
     // The first is acknowledged: room for one more.
-    let mut ack = request(Opcode::RcAcknowledge, 500, false);
-    ack.aeth = Some(AethRepr {
-        syndrome: ACK,
-        msn: 0,
-    });
+    let mut ack = response(Opcode::RcAcknowledge, 500, ACK, 0);
     rx(&mut s, at(10), ack, b"");
     let (third, _) = tx(&mut s, at(10));
     expect_nothing(&mut s, at(10));
@@ -1273,12 +1147,9 @@ fn requests_wait_for_room_in_the_nics_budget_and_go_on_when_acks_make_some() {
         (Opcode::RcSendLast, psn(503))
     );
     ack.bth.psn = psn(503);
-    ack.aeth = Some(AethRepr {
-        syndrome: ACK,
-        msn: 1,
-    });
+    ack.aeth = Some(AethRepr::ack(1));
     rx(&mut s, at(30), ack, b"");
-    let cqe = s.nic.poll_completion(s.cq).unwrap();
+    let cqe = completion(&mut s);
     assert_eq!((cqe.wr_id, cqe.status), (9, WcStatus::Success));
     assert_eq!(s.nic.stats().retransmitted_packets, 0);
 }

@@ -33,6 +33,19 @@ fn send_psn(psn: u32) -> SimPacket {
     packet(Opcode::RcSendOnly, psn, 100)
 }
 
+/// A 1000-byte frame: 1 µs on an [`eight_gbps`] link.
+fn frame_psn(psn: u32) -> SimPacket {
+    packet(Opcode::RcSendOnly, psn, 1000)
+}
+
+/// 8 Gb/s, one byte per nanosecond, and the default latency.
+fn eight_gbps() -> LinkConfig {
+    LinkConfig {
+        bandwidth_bps: Some(8_000_000_000),
+        ..LinkConfig::default()
+    }
+}
+
 fn with_ecn(packet: SimPacket, ecn: Ecn) -> SimPacket {
     SimPacket { ecn, ..packet }
 }
@@ -63,6 +76,23 @@ fn psn_of(packet: &SimPacket) -> u32 {
         .value()
 }
 
+/// The PSNs of what arrives by `until`, in delivery order.
+fn delivered_psns(link: &mut Link, until: Instant) -> Vec<u32> {
+    drain(link, until).iter().map(|(_, p)| psn_of(p)).collect()
+}
+
+/// A perfect link with `faults` armed, after each of `packets` was offered to it at time 0.
+fn faulted(faults: &[Fault], packets: impl IntoIterator<Item = SimPacket>) -> Link {
+    let mut link = Link::new(LinkConfig::default(), 0);
+    for &fault in faults {
+        link.fail(fault);
+    }
+    for packet in packets {
+        link.send(us(0), packet);
+    }
+    link
+}
+
 fn fates(link: &Link) -> Vec<Fate> {
     link.sent().iter().map(|sent| sent.fate).collect()
 }
@@ -89,16 +119,12 @@ fn a_perfect_wire_delivers_after_exactly_the_latency() {
 #[test]
 fn frames_serialise_back_to_back_at_the_bandwidth() {
     // 8 Gb/s is one byte per nanosecond: a 1000-byte frame takes 1 µs.
-    let config = LinkConfig {
-        bandwidth_bps: Some(8_000_000_000),
-        ..LinkConfig::default()
-    };
-    let mut link = Link::new(config, 0);
-    link.send(us(0), packet(Opcode::RcSendOnly, 0, 1000));
-    link.send(us(0), packet(Opcode::RcSendOnly, 1, 1000));
+    let mut link = Link::new(eight_gbps(), 0);
+    link.send(us(0), frame_psn(0));
+    link.send(us(0), frame_psn(1));
     link.send(ns(500), packet(Opcode::RcSendOnly, 2, 500));
     // The wire is idle again by then: starts at once.
-    link.send(us(5), packet(Opcode::RcSendOnly, 3, 1000));
+    link.send(us(5), frame_psn(3));
 
     let arrivals: Vec<_> = link.sent().iter().map(|s| s.arrival.unwrap()).collect();
     assert_eq!(arrivals, [ns(11_000), ns(12_000), ns(12_500), ns(16_000)]);
@@ -144,13 +170,9 @@ fn serialisation_counts_the_frame_headers_and_rounds_up() {
 
 #[test]
 fn queue_holds_each_frame_until_its_last_bit_has_left() {
-    let config = LinkConfig {
-        bandwidth_bps: Some(8_000_000_000),
-        ..LinkConfig::default()
-    };
-    let mut link = Link::new(config, 0);
+    let mut link = Link::new(eight_gbps(), 0);
     for psn in 0..3 {
-        link.send(us(0), packet(Opcode::RcSendOnly, psn, 1000));
+        link.send(us(0), frame_psn(psn));
     }
     assert_eq!(link.queue_bytes(us(0)), 3000);
     assert_eq!(link.queue_bytes(ns(999)), 3000);
@@ -173,13 +195,12 @@ fn an_infinitely_fast_link_never_queues() {
 #[test]
 fn drop_tail_drops_the_frame_that_does_not_fit() {
     let config = LinkConfig {
-        bandwidth_bps: Some(8_000_000_000),
         queue_limit_bytes: Some(3000),
-        ..LinkConfig::default()
+        ..eight_gbps()
     };
     let mut link = Link::new(config, 0);
     for psn in 0..4 {
-        link.send(us(0), packet(Opcode::RcSendOnly, psn, 1000));
+        link.send(us(0), frame_psn(psn));
     }
     // Exactly at the limit fits; one byte more does not.
     assert_eq!(
@@ -194,16 +215,13 @@ fn drop_tail_drops_the_frame_that_does_not_fit() {
     link.send(ns(999), SimPacket::new(addr(A), addr(B), vec![0; 1]));
     assert_eq!(link.sent()[4].fate, Fate::QueueFull);
     // Once the first frame has left there is room for one more.
-    link.send(ns(1_000), packet(Opcode::RcSendOnly, 5, 1000));
-    link.send(ns(1_000), packet(Opcode::RcSendOnly, 6, 1000));
+    link.send(ns(1_000), frame_psn(5));
+    link.send(ns(1_000), frame_psn(6));
     assert_eq!(link.sent()[5].fate, Fate::Delivered);
     assert_eq!(link.sent()[6].fate, Fate::QueueFull);
     assert_eq!(link.stats().queue_drops, 3);
     assert_eq!(link.stats().max_queue_bytes, 3000);
-    let delivered: Vec<_> = drain(&mut link, Instant::MAX)
-        .iter()
-        .map(|(_, p)| psn_of(p))
-        .collect();
+    let delivered = delivered_psns(&mut link, Instant::MAX);
     assert_eq!(delivered, [0, 1, 2, 5]);
 }
 
@@ -233,13 +251,12 @@ fn red_probability_follows_the_dcqcn_congestion_point() {
 /// the queue; returns how many the link marked.
 fn marks_behind(fillers: usize, ecn: Ecn, trials: u64) -> u64 {
     let config = LinkConfig {
-        bandwidth_bps: Some(8_000_000_000),
         ecn: Some(EcnMarking {
             k_min_bytes: 1000,
             k_max_bytes: 3000,
             p_max: 0.5,
         }),
-        ..LinkConfig::default()
+        ..eight_gbps()
     };
     let mut link = Link::new(config, 7);
     let mut marked = 0;
@@ -403,10 +420,7 @@ fn jitter_reorders_packets_sent_closer_than_it() {
         let delay = sent.arrival.unwrap() - sent.time;
         assert!(delay >= DEFAULT_LATENCY && delay <= DEFAULT_LATENCY + Duration::from_micros(5));
     }
-    let order: Vec<_> = drain(&mut link, Instant::MAX)
-        .iter()
-        .map(|(_, p)| psn_of(p))
-        .collect();
+    let order = delivered_psns(&mut link, Instant::MAX);
     assert_eq!(order.len(), 100);
     assert!(order.windows(2).any(|w| w[0] > w[1]), "{order:?}");
     let mut sorted = order.clone();
@@ -421,10 +435,7 @@ fn without_jitter_simultaneous_arrivals_keep_send_order() {
         link.send(us(0), send_psn(psn));
     }
     assert_eq!(link.in_flight(), 50);
-    let order: Vec<_> = drain(&mut link, us(10))
-        .iter()
-        .map(|(_, p)| psn_of(p))
-        .collect();
+    let order = delivered_psns(&mut link, us(10));
     assert_eq!(order, (0..50).collect::<Vec<_>>());
 }
 
@@ -522,15 +533,12 @@ fn a_payload_that_is_not_roce_is_carried_without_a_psn() {
 
 #[test]
 fn drop_psn_once_drops_only_the_first_packet_with_that_psn() {
-    let mut link = Link::new(LinkConfig::default(), 0);
-    link.fail(Fault::DropPsn {
+    let drop = Fault::DropPsn {
         psn: Psn::new(2),
         times: 1,
-    });
+    };
     // Go-back-N from PSN 2.
-    for psn in [0, 1, 2, 3, 2, 3] {
-        link.send(us(0), send_psn(psn));
-    }
+    let mut link = faulted(&[drop], [0, 1, 2, 3, 2, 3].map(send_psn));
     assert_eq!(link.sent_psns(), [0, 1, 2, 3, 2, 3], "the dropped one too");
     assert_eq!(
         fates(&link),
@@ -543,10 +551,7 @@ fn drop_psn_once_drops_only_the_first_packet_with_that_psn() {
             Fate::Delivered
         ]
     );
-    let delivered: Vec<_> = drain(&mut link, Instant::MAX)
-        .iter()
-        .map(|(_, p)| psn_of(p))
-        .collect();
+    let delivered = delivered_psns(&mut link, Instant::MAX);
     assert_eq!(delivered, [0, 1, 3, 2, 3]);
     assert_eq!(link.stats().fault_drops, 1);
     assert!(link.faults().is_empty());
@@ -554,14 +559,11 @@ fn drop_psn_once_drops_only_the_first_packet_with_that_psn() {
 
 #[test]
 fn drop_psn_twice_drops_the_retransmission_too() {
-    let mut link = Link::new(LinkConfig::default(), 0);
-    link.fail(Fault::DropPsn {
+    let drop = Fault::DropPsn {
         psn: Psn::new(2),
         times: 2,
-    });
-    for psn in [2, 3, 2, 2] {
-        link.send(us(0), send_psn(psn));
-    }
+    };
+    let link = faulted(&[drop], [2, 3, 2, 2].map(send_psn));
     assert_eq!(
         fates(&link),
         [Fate::Fault, Fate::Delivered, Fate::Fault, Fate::Delivered]
@@ -570,12 +572,8 @@ fn drop_psn_twice_drops_the_retransmission_too() {
 
 #[test]
 fn drop_nth_drops_the_nth_offered_packet_counting_from_one() {
-    let mut link = Link::new(LinkConfig::default(), 0);
-    link.fail(Fault::DropNth { n: 3 });
-    link.fail(Fault::DropNth { n: 1 });
-    for psn in 0..5 {
-        link.send(us(0), send_psn(psn));
-    }
+    let faults = [Fault::DropNth { n: 3 }, Fault::DropNth { n: 1 }];
+    let mut link = faulted(&faults, (0..5).map(send_psn));
     link.fail(Fault::DropNth { n: 2 }); // already gone by: never fires
     link.send(us(0), send_psn(5));
     assert_eq!(
@@ -600,11 +598,10 @@ fn drop_next_ack_drops_one_acknowledgement_and_no_request() {
         Opcode::RcAcknowledge,
         Opcode::RcAcknowledge,
     ];
-    let mut link = Link::new(LinkConfig::default(), 0);
-    link.fail(Fault::DropNextAck);
-    for (psn, opcode) in opcodes.into_iter().enumerate() {
-        link.send(us(0), packet(opcode, psn as u32, 100));
-    }
+    let packets = (0..)
+        .zip(opcodes)
+        .map(|(psn, opcode)| packet(opcode, psn, 100));
+    let link = faulted(&[Fault::DropNextAck], packets);
     assert_eq!(
         fates(&link),
         [
@@ -617,10 +614,8 @@ fn drop_next_ack_drops_one_acknowledgement_and_no_request() {
 
     // A READ response and an ATOMIC ACKNOWLEDGE acknowledge too.
     for ack in [Opcode::RcRdmaReadResponseFirst, Opcode::RcAtomicAcknowledge] {
-        let mut link = Link::new(LinkConfig::default(), 0);
-        link.fail(Fault::DropNextAck);
-        link.send(us(0), packet(Opcode::RcSendOnly, 0, 100));
-        link.send(us(0), real_ack(ack));
+        let packets = [packet(Opcode::RcSendOnly, 0, 100), real_ack(ack)];
+        let link = faulted(&[Fault::DropNextAck], packets);
         assert_eq!(fates(&link), [Fate::Delivered, Fate::Fault], "{ack}");
     }
 }
@@ -642,20 +637,17 @@ fn real_ack(opcode: Opcode) -> SimPacket {
 
 #[test]
 fn drop_opcode_drops_that_opcode_times_times() {
-    let mut link = Link::new(LinkConfig::default(), 0);
-    link.fail(Fault::DropOpcode {
+    let drop = Fault::DropOpcode {
         opcode: Opcode::RcAcknowledge,
         times: 2,
-    });
+    };
     let opcodes = [
         Opcode::RcAcknowledge,
         Opcode::RcSendOnly,
         Opcode::RcAcknowledge,
         Opcode::RcAcknowledge,
     ];
-    for opcode in opcodes {
-        link.send(us(0), packet(opcode, 0, 100));
-    }
+    let link = faulted(&[drop], opcodes.map(|opcode| packet(opcode, 0, 100)));
     assert_eq!(
         fates(&link),
         [Fate::Fault, Fate::Delivered, Fate::Fault, Fate::Delivered]
@@ -682,11 +674,10 @@ fn mark_ce_marks_the_next_ecn_capable_packet_with_that_psn_once() {
 
 #[test]
 fn corrupt_flips_one_bit_of_the_next_packet_with_that_psn() {
-    let mut link = Link::new(LinkConfig::default(), 0);
-    link.fail(Fault::Corrupt { psn: Psn::new(1) });
-    for psn in [0, 1, 1] {
-        link.send(us(0), sealed(psn));
-    }
+    let mut link = faulted(
+        &[Fault::Corrupt { psn: Psn::new(1) }],
+        [0, 1, 1].map(sealed),
+    );
     let delivered = drain(&mut link, Instant::MAX);
     let broken: Vec<_> = delivered
         .iter()
@@ -702,14 +693,17 @@ fn corrupt_flips_one_bit_of_the_next_packet_with_that_psn() {
 
 #[test]
 fn a_packet_dropped_by_a_fault_keeps_the_mark_for_its_retransmission() {
-    let mut link = Link::new(LinkConfig::default(), 0);
-    link.fail(Fault::DropPsn {
-        psn: Psn::new(1),
-        times: 1,
-    });
-    link.fail(Fault::MarkCe { psn: Psn::new(1) });
-    link.send(us(0), with_ecn(send_psn(1), Ecn::Ect0));
-    link.send(us(0), with_ecn(send_psn(1), Ecn::Ect0));
+    let faults = [
+        Fault::DropPsn {
+            psn: Psn::new(1),
+            times: 1,
+        },
+        Fault::MarkCe { psn: Psn::new(1) },
+    ];
+    let link = faulted(
+        &faults,
+        [1, 1].map(|psn| with_ecn(send_psn(psn), Ecn::Ect0)),
+    );
     assert_eq!(fates(&link), [Fate::Fault, Fate::Delivered]);
     assert!(link.sent()[1].ce_marked);
 }

@@ -127,8 +127,10 @@ pub fn run_observed(
         ..Series::default()
     };
     let end = Instant::ZERO + scenario.duration;
-    let mut next_sample = Instant::ZERO + scenario.interval;
-    let mut queue_max = 0usize;
+    let mut sampler = Sampler {
+        next: Instant::ZERO + scenario.interval,
+        queue_max: 0,
+    };
     let starts: Vec<Instant> = scenario
         .flows
         .iter()
@@ -194,33 +196,28 @@ pub fn run_observed(
         for (i, flow) in flows.iter_mut().enumerate() {
             flow.observe(&fabric, scenario.flows[i].to);
         }
-        queue_max = queue_max.max(fabric.switch.queue_bytes(scenario.bottleneck));
+        sampler.see_queue(&fabric, scenario.bottleneck);
         // Samples due.
-        while now >= next_sample {
-            sample(
-                scenario,
-                &fabric,
-                &mut flows,
-                &mut series,
-                next_sample,
-                queue_max,
-            );
-            progress(next_sample - Instant::ZERO);
-            queue_max = fabric.switch.queue_bytes(scenario.bottleneck);
-            next_sample += scenario.interval;
-        }
+        sampler.take_until(
+            now,
+            scenario,
+            &fabric,
+            &mut flows,
+            &mut series,
+            &mut progress,
+        );
         // Step, but stop at the next sample or flow start so they are taken on time.
         let wake = starts
             .iter()
             .copied()
             .filter(|&s| s > now)
-            .chain([next_sample, end])
+            .chain([sampler.next, end])
             .min()
             .unwrap_or(end);
         let mut stepped = false;
         let port = scenario.bottleneck;
         fabric.drive_while(wake, |f| {
-            queue_max = queue_max.max(f.switch.queue_bytes(port));
+            sampler.see_queue(f, port);
             let moved = stepped;
             stepped = true;
             moved && (f.now >= wake || f.nodes.iter().any(|n| n.nic.completions_waiting(n.cq) > 0))
@@ -234,19 +231,14 @@ pub fn run_observed(
     for (i, flow) in flows.iter_mut().enumerate() {
         flow.observe(&fabric, scenario.flows[i].to);
     }
-    while next_sample <= end {
-        progress(next_sample - Instant::ZERO);
-        sample(
-            scenario,
-            &fabric,
-            &mut flows,
-            &mut series,
-            next_sample,
-            queue_max,
-        );
-        queue_max = fabric.switch.queue_bytes(scenario.bottleneck);
-        next_sample += scenario.interval;
-    }
+    sampler.take_until(
+        end,
+        scenario,
+        &fabric,
+        &mut flows,
+        &mut series,
+        &mut progress,
+    );
     series.retransmitted_packets = fabric
         .nodes
         .iter()
@@ -262,6 +254,38 @@ pub fn run_observed(
         }
     }
     Ok(series)
+}
+
+/// When the next sample is due, and the bottleneck's peak queue in the interval it closes.
+struct Sampler {
+    next: Instant,
+    queue_max: usize,
+}
+
+impl Sampler {
+    /// Keeps the peak of the queue on `port`.
+    fn see_queue(&mut self, fabric: &Fabric, port: usize) {
+        self.queue_max = self.queue_max.max(fabric.switch.queue_bytes(port));
+    }
+
+    /// Takes every sample due by `until` and tells `progress` of each; the next interval's peak
+    /// starts from the queue as it is.
+    fn take_until(
+        &mut self,
+        until: Instant,
+        scenario: &Scenario,
+        fabric: &Fabric,
+        flows: &mut [Running],
+        series: &mut Series,
+        progress: &mut impl FnMut(Duration),
+    ) {
+        while self.next <= until {
+            sample(scenario, fabric, flows, series, self.next, self.queue_max);
+            progress(self.next - Instant::ZERO);
+            self.queue_max = fabric.switch.queue_bytes(scenario.bottleneck);
+            self.next += scenario.interval;
+        }
+    }
 }
 
 fn sample(

@@ -1,23 +1,12 @@
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use super::*;
+use crate::cnp::CONNECTX_FRAME;
 use crate::{BthRepr, Opcode, Psn, Qpn, RoceRepr};
-
-/// The ConnectX-4 Lx CNP of scapy's `test/contrib/roce.uts`, the whole Ethernet frame.
-const CONNECTX_CNP: [u8; 74] = [
-    0xe4, 0x1d, 0x2d, 0xab, 0x2b, 0xc2, 0x7c, 0xfe, 0x90, 0x64, 0x3b, 0x32, 0x08,
-    0x00, // Ethernet
-    0x45, 0xc2, 0x00, 0x3c, 0x71, 0x8c, 0x40, 0x00, 0x40, 0x11, 0x91, 0x61, // IPv4
-    0x0a, 0x00, 0x11, 0x01, 0x0a, 0x00, 0x12, 0x01, //
-    0x00, 0x00, 0x12, 0xb7, 0x00, 0x28, 0x00, 0x00, // UDP
-    0x81, 0x00, 0xff, 0xff, 0x40, 0x00, 0x01, 0x18, 0x00, 0x00, 0x00, 0x00, // BTH
-    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, // reserved
-    0x82, 0xfd, 0x00, 0x2a, // ICRC
-];
 
 #[test]
 fn connectx_cnp_frame() {
-    let frame = Frame::parse(LinkType::Ethernet, &CONNECTX_CNP).unwrap();
+    let frame = Frame::parse(LinkType::Ethernet, &CONNECTX_FRAME).unwrap();
     let ip = frame.ip.unwrap();
     assert_eq!(ip.src, IpAddr::V4(Ipv4Addr::new(10, 0, 17, 1)));
     assert_eq!((ip.dscp, ip.ecn, ip.ttl), (48, Ecn::Ect0, 64));
@@ -37,7 +26,7 @@ fn connectx_cnp_frame() {
 
 #[test]
 fn corrupt_icrc_is_reported() {
-    let mut bytes = CONNECTX_CNP;
+    let mut bytes = CONNECTX_FRAME;
     bytes[60] ^= 0x01; // a reserved byte of the CNP: covered
     let frame = Frame::parse(LinkType::Ethernet, &bytes).unwrap();
     assert!(matches!(
@@ -60,8 +49,45 @@ fn build(repr: &FrameRepr, roce: &RoceRepr, payload: &[u8]) -> Vec<u8> {
     buf
 }
 
-fn send_only(len: usize) -> RoceRepr {
-    let mut bth = BthRepr::new(Opcode::RcSendOnly, Qpn::new(0x11), Psn::new(5));
+/// Headers from 127.0.0.1 to 127.0.0.2, port 4791 to 4791, with IPv4 ID `id`.
+pub(super) fn repr_v4(id: u16) -> FrameRepr {
+    FrameRepr {
+        ethernet: Ethernet {
+            src: [2, 0, 0, 0, 0, 1],
+            dst: [2, 0, 0, 0, 0, 2],
+            vlan: None,
+            ether_type: 0x0800,
+        },
+        ip: Ip {
+            src: IpAddr::V4(Ipv4Addr::new(127, 0, 0, 1)),
+            dst: IpAddr::V4(Ipv4Addr::new(127, 0, 0, 2)),
+            dscp: 0,
+            ecn: Ecn::Ect0,
+            ttl: 64,
+            identification: Some(id),
+            dont_fragment: true,
+            flow_label: None,
+        },
+        src_port: 4791,
+        dst_port: 4791,
+    }
+}
+
+/// [`repr_v4`] over IPv6, 2001:db8::1 to 2001:db8::2, flow label 7.
+pub(super) fn repr_v6() -> FrameRepr {
+    let mut repr = repr_v4(0);
+    repr.ethernet.ether_type = 0x86dd;
+    repr.ip.src = IpAddr::V6("2001:db8::1".parse::<Ipv6Addr>().unwrap());
+    repr.ip.dst = IpAddr::V6("2001:db8::2".parse::<Ipv6Addr>().unwrap());
+    repr.ip.identification = None;
+    repr.ip.dont_fragment = false;
+    repr.ip.flow_label = Some(7);
+    repr
+}
+
+/// A packet of `opcode` to QP `qp` at `psn` with `len` bytes of payload.
+pub(super) fn op(opcode: Opcode, qp: u32, psn: u32, len: usize) -> RoceRepr {
+    let mut bth = BthRepr::new(opcode, Qpn::new(qp), Psn::new(psn));
     bth.pad_count = RoceRepr::pad_for(len);
     RoceRepr {
         payload_len: len,
@@ -71,31 +97,17 @@ fn send_only(len: usize) -> RoceRepr {
 
 #[test]
 fn build_then_parse_ipv4_with_vlan() {
-    let repr = FrameRepr {
-        ethernet: Ethernet {
-            src: [2, 0, 0, 0, 0, 1],
-            dst: [2, 0, 0, 0, 0, 2],
-            vlan: Some(Vlan {
-                pcp: 3,
-                dei: false,
-                vid: 100,
-            }),
-            ether_type: 0x0800,
-        },
-        ip: Ip {
-            src: IpAddr::V4(Ipv4Addr::new(198, 18, 0, 1)),
-            dst: IpAddr::V4(Ipv4Addr::new(198, 18, 0, 2)),
-            dscp: 26,
-            ecn: Ecn::Ect0,
-            ttl: 64,
-            identification: Some(0x1234),
-            dont_fragment: true,
-            flow_label: None,
-        },
-        src_port: 0xc121,
-        dst_port: 4791,
-    };
-    let bytes = build(&repr, &send_only(5), b"hello");
+    let mut repr = repr_v4(0x1234);
+    repr.ethernet.vlan = Some(Vlan {
+        pcp: 3,
+        dei: false,
+        vid: 100,
+    });
+    repr.ip.src = IpAddr::V4(Ipv4Addr::new(198, 18, 0, 1));
+    repr.ip.dst = IpAddr::V4(Ipv4Addr::new(198, 18, 0, 2));
+    repr.ip.dscp = 26;
+    repr.src_port = 0xc121;
+    let bytes = build(&repr, &op(Opcode::RcSendOnly, 0x11, 5, 5), b"hello");
     let frame = Frame::parse(LinkType::Ethernet, &bytes).unwrap();
     assert_eq!(frame.ethernet, Some(repr.ethernet));
     assert_eq!(frame.ip, Some(repr.ip));
@@ -106,27 +118,12 @@ fn build_then_parse_ipv4_with_vlan() {
 
 #[test]
 fn build_then_parse_ipv6() {
-    let repr = FrameRepr {
-        ethernet: Ethernet {
-            src: [2, 0, 0, 0, 0, 1],
-            dst: [2, 0, 0, 0, 0, 2],
-            vlan: None,
-            ether_type: 0x86dd,
-        },
-        ip: Ip {
-            src: IpAddr::V6("2001:db8::1".parse::<Ipv6Addr>().unwrap()),
-            dst: IpAddr::V6("2001:db8::2".parse::<Ipv6Addr>().unwrap()),
-            dscp: 0,
-            ecn: Ecn::Ce,
-            ttl: 1,
-            identification: None,
-            dont_fragment: false,
-            flow_label: Some(0x12345),
-        },
-        src_port: 0xc000,
-        dst_port: 4791,
-    };
-    let bytes = build(&repr, &send_only(300), &[7; 300]);
+    let mut repr = repr_v6();
+    repr.ip.ecn = Ecn::Ce;
+    repr.ip.ttl = 1;
+    repr.ip.flow_label = Some(0x12345);
+    repr.src_port = 0xc000;
+    let bytes = build(&repr, &op(Opcode::RcSendOnly, 0x11, 5, 300), &[7; 300]);
     let frame = Frame::parse(LinkType::Ethernet, &bytes).unwrap();
     assert_eq!(frame.ip, Some(repr.ip));
     assert_eq!(frame.verify_icrc(), Ok(()));
@@ -167,13 +164,13 @@ fn non_roce_frames_parse_without_roce() {
 
 #[test]
 fn truncated_frame_is_malformed() {
-    let err = Frame::parse(LinkType::Ethernet, &CONNECTX_CNP[..30]).unwrap_err();
+    let err = Frame::parse(LinkType::Ethernet, &CONNECTX_FRAME[..30]).unwrap_err();
     assert_eq!(err, ParseError::Malformed { layer: Layer::Ipv4 });
 }
 
 #[test]
 fn linux_cooked_captures_of_loopback() {
-    let ip = &CONNECTX_CNP[14..];
+    let ip = &CONNECTX_FRAME[14..];
     // SLL v1: packet type 4 (outgoing), ARPHRD_LOOPBACK (772), address length 6, address, then
     // the protocol.
     let mut v1 = vec![0, 4, 0x03, 0x04, 0, 6, 0, 0, 0, 0, 0, 0, 0, 0, 0x08, 0x00];

@@ -2,6 +2,7 @@ use proptest::prelude::*;
 
 use super::*;
 use crate::aeth::{CreditCode, RnrTimer};
+use crate::fuzzing::{FieldValues, repr_with};
 use crate::opcode::Layout;
 use crate::{NakCode, Opcode, Psn, Qpn, Syndrome};
 
@@ -291,7 +292,6 @@ fn arb_repr(opcode: Opcode) -> impl Strategy<Value = Repr> {
         PayloadRule::OneToMtu => (1usize..=300).boxed(),
         PayloadRule::UpToMtu => (0usize..=300).boxed(),
     };
-    let h = layout.headers;
     (
         (any::<[bool; 5]>(), any::<u16>(), any::<u32>(), any::<u32>()),
         payload_len,
@@ -313,48 +313,25 @@ fn arb_repr(opcode: Opcode) -> impl Strategy<Value = Repr> {
         .prop_map(move |((flags, pkey, qpn, psn), payload_len, small, big)| {
             let (plt, sel, qkey, imm, syndrome) = small;
             let (va, rkey, len, swap, cmp) = big;
-            let mut bth = BthRepr::new(opcode, Qpn::new(qpn), Psn::new(psn));
-            [
-                bth.solicited_event,
-                bth.mig_req,
-                bth.fecn,
-                bth.becn,
-                bth.ack_req,
-            ] = flags;
-            bth.pkey = pkey;
-            bth.pad_count = Repr::pad_for(payload_len);
-            Repr {
-                bth,
-                feth: h.feth.then_some(FethRepr {
-                    placement_type: plt & 0xf,
-                    selectivity_level: sel & 3,
-                }),
-                deth: h.deth.then_some(DethRepr {
-                    qkey,
-                    src_qp: Qpn::new(imm),
-                }),
-                reth: h.reth.then_some(RethRepr {
-                    va,
-                    rkey,
-                    dma_len: len,
-                }),
-                atomic_eth: h.atomic_eth.then_some(AtomicEthRepr {
-                    va,
-                    rkey,
-                    swap_add: swap,
-                    compare: cmp,
-                }),
-                aeth: h.aeth.then_some(AethRepr {
-                    syndrome: Syndrome::from(syndrome),
-                    msn: len & 0x00ff_ffff,
-                }),
-                atomic_ack_eth: h
-                    .atomic_ack_eth
-                    .then_some(AtomicAckEthRepr { orig_data: cmp }),
-                immdt: h.immdt.then_some(ImmDtRepr { imm_data: imm }),
-                ieth: h.ieth.then_some(IethRepr { rkey }),
+            let values = FieldValues {
+                flags,
+                pkey,
+                dest_qp: qpn,
+                psn,
+                placement_type: plt,
+                selectivity_level: sel,
+                qkey,
+                imm,
+                syndrome,
+                msn: len,
+                va,
+                rkey,
+                dma_len: len,
+                swap_add: swap,
+                compare: cmp,
                 payload_len,
-            }
+            };
+            repr_with(opcode, layout.headers, &values)
         })
 }
 

@@ -3,7 +3,6 @@
 //! `ib_read_bw`, `ib_send_bw`, `ib_atomic_bw`, `ib_send_lat`, `ib_read_lat` or `ib_atomic_lat`.
 
 use std::cell::RefCell;
-use std::net::{IpAddr, SocketAddr};
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -13,7 +12,6 @@ use roce_device::DeviceHandle;
 use roce_oob::perftest::{
     self, Amount, BwReport, Config, IbvMtu, Kind, RunParams, Session, Side, Test, Verb,
 };
-use tokio::net::{TcpListener, TcpStream};
 
 mod check;
 mod report;
@@ -376,24 +374,11 @@ async fn test_run(
         size: (!args.all).then_some(size),
         qps: u16::try_from(args.qps).unwrap_or(u16::MAX),
     };
-    let (stream, side) = match &args.server {
-        Some(server) => {
-            let target = format!("{server}:{}", args.port);
-            (
-                TcpStream::connect(&target)
-                    .await
-                    .with_context(|| format!("couldn't connect to {target}"))?,
-                Side::Client,
-            )
-        }
-        None => {
-            let at = SocketAddr::new(IpAddr::from([0, 0, 0, 0]), args.port);
-            let listener = TcpListener::bind(at)
-                .await
-                .with_context(|| format!("cannot listen on TCP port {}", args.port))?;
-            eprintln!("roce perf: waiting for a client on {at} (TCP, every address)");
-            (listener.accept().await?.0, Side::Server)
-        }
+    let stream = crate::oob::connect_or_accept(args.server.as_deref(), args.port, "perf").await?;
+    let side = if args.server.is_some() {
+        Side::Client
+    } else {
+        Side::Server
     };
     let default_ip = stream.local_addr()?.ip();
     let config = Config {

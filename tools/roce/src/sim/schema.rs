@@ -198,7 +198,6 @@ fn default_dscp() -> u8 {
 }
 
 /// A scenario as loaded, with what the summary needs beyond [`Scenario`].
-/// A scenario as loaded, with what the summary needs beyond [`Scenario`].
 #[derive(Debug)]
 pub(super) struct Loaded {
     pub(super) scenario: Scenario,

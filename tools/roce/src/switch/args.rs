@@ -90,14 +90,8 @@ pub(super) fn parse_ecn(text: &str) -> Result<EcnMarking, ArgError> {
     let [kmin, kmax, pmax] = parts.as_slice() else {
         return Err(ArgError::EcnShape(text.to_owned()));
     };
-    let k_min_bytes: usize = kmin
-        .trim()
-        .parse()
-        .map_err(|_| ArgError::not_bytes("KMIN", kmin))?;
-    let k_max_bytes: usize = kmax
-        .trim()
-        .parse()
-        .map_err(|_| ArgError::not_bytes("KMAX", kmax))?;
+    let k_min_bytes = bytes("KMIN", kmin)?;
+    let k_max_bytes = bytes("KMAX", kmax)?;
     let p_max: f64 = pmax
         .trim()
         .parse()
@@ -118,19 +112,20 @@ pub(super) fn parse_ecn(text: &str) -> Result<EcnMarking, ArgError> {
     })
 }
 
+/// A byte count, the field named `field` of an option.
+fn bytes(field: &'static str, text: &str) -> Result<usize, ArgError> {
+    text.trim()
+        .parse()
+        .map_err(|_| ArgError::not_bytes(field, text))
+}
+
 /// `XOFF,XON` on priority 3, pausing for 65535 quanta at a time.
 pub(super) fn parse_pfc(text: &str) -> Result<Pfc, ArgError> {
     let Some((xoff, xon)) = text.split_once(',') else {
         return Err(ArgError::PfcShape(text.to_owned()));
     };
-    let xoff_bytes: usize = xoff
-        .trim()
-        .parse()
-        .map_err(|_| ArgError::not_bytes("XOFF", xoff))?;
-    let xon_bytes: usize = xon
-        .trim()
-        .parse()
-        .map_err(|_| ArgError::not_bytes("XON", xon))?;
+    let xoff_bytes = bytes("XOFF", xoff)?;
+    let xon_bytes = bytes("XON", xon)?;
     if xon_bytes > xoff_bytes {
         return Err(ArgError::XonAboveXoff {
             xon: xon_bytes,

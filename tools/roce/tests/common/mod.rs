@@ -45,6 +45,50 @@ pub(crate) fn pair(server: &[&str], client: &[&str]) -> (Output, Output) {
     (client, server.wait_with_output().unwrap())
 }
 
+/// Starts a server with `server` arguments, lets it listen, then starts a client with `client`
+/// arguments.
+pub(crate) fn spawn_pair(server: &[&str], client: &[&str]) -> (Child, Child) {
+    let server = spawn(server);
+    std::thread::sleep(Duration::from_millis(300));
+    (server, spawn(client))
+}
+
+/// `roce TOOL…` as a server on `port` and as its client, both with `shared` and the client then
+/// with `client_only`, started as [`spawn_pair`] does. The client connects to `net`.1 and plays
+/// `net`.2 (each test its own `net`: two servers cannot share an address's UDP port 4791).
+pub(crate) fn spawn_tool_pair(
+    tool: &[&str],
+    port: &str,
+    net: &str,
+    shared: &[&str],
+    client_only: &[&str],
+) -> (Child, Child) {
+    let (server_ip, ip) = (format!("{net}.1"), format!("{net}.2"));
+    let server: Vec<&str> = tool
+        .iter()
+        .chain(&["-p", port])
+        .chain(shared)
+        .copied()
+        .collect();
+    let client: Vec<&str> = tool
+        .iter()
+        .chain(&[server_ip.as_str(), "-p", port, "--ip", ip.as_str()])
+        .chain(shared)
+        .chain(client_only)
+        .copied()
+        .collect();
+    spawn_pair(&server, &client)
+}
+
+/// Sends SIGINT to a child, as Ctrl-C in its terminal would.
+pub(crate) fn interrupt(child: &Child) {
+    let status = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+}
+
 /// `roce` with `args`, to run in the network namespace `ns`.
 pub(crate) fn roce_in(ns: &str, args: &[&str]) -> Command {
     let mut command = Command::new("ip");

@@ -1,41 +1,6 @@
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
-
-use crate::frame::{Ecn, Ethernet, Frame, FrameRepr, Ip, LinkType, Transport};
-use crate::{BthRepr, Opcode, ParseError, Psn, Qpn, RethRepr, RoceRepr, icrc};
-
-fn repr_v4(id: u16) -> FrameRepr {
-    FrameRepr {
-        ethernet: Ethernet {
-            src: [2, 0, 0, 0, 0, 1],
-            dst: [2, 0, 0, 0, 0, 2],
-            vlan: None,
-            ether_type: 0x0800,
-        },
-        ip: Ip {
-            src: IpAddr::V4(Ipv4Addr::new(127, 0, 0, 1)),
-            dst: IpAddr::V4(Ipv4Addr::new(127, 0, 0, 2)),
-            dscp: 0,
-            ecn: Ecn::Ect0,
-            ttl: 64,
-            identification: Some(id),
-            dont_fragment: true,
-            flow_label: None,
-        },
-        src_port: 4791,
-        dst_port: 4791,
-    }
-}
-
-fn repr_v6() -> FrameRepr {
-    let mut repr = repr_v4(0);
-    repr.ethernet.ether_type = 0x86dd;
-    repr.ip.src = IpAddr::V6("2001:db8::1".parse::<Ipv6Addr>().unwrap());
-    repr.ip.dst = IpAddr::V6("2001:db8::2".parse::<Ipv6Addr>().unwrap());
-    repr.ip.identification = None;
-    repr.ip.dont_fragment = false;
-    repr.ip.flow_label = Some(7);
-    repr
-}
+use crate::frame::tests::{op, repr_v4, repr_v6};
+use crate::frame::{Frame, FrameRepr, LinkType, Transport};
+use crate::{Opcode, ParseError, Qpn, RethRepr, RoceRepr, icrc};
 
 /// A packet of `roce`, sealed for the headers of `repr`.
 fn packet(repr: &FrameRepr, roce: &RoceRepr, fill: u8) -> Vec<u8> {
@@ -43,15 +8,6 @@ fn packet(repr: &FrameRepr, roce: &RoceRepr, fill: u8) -> Vec<u8> {
     roce.emit(&mut buf, |p| p.fill(fill)).unwrap();
     icrc::seal(&repr.pseudo_header().unwrap(), &mut buf);
     buf
-}
-
-fn op(opcode: Opcode, qp: u32, psn: u32, len: usize) -> RoceRepr {
-    let mut bth = BthRepr::new(opcode, Qpn::new(qp), Psn::new(psn));
-    bth.pad_count = RoceRepr::pad_for(len);
-    RoceRepr {
-        payload_len: len,
-        ..RoceRepr::new(bth)
-    }
 }
 
 /// What a sender gives the kernel in one `UDP_SEGMENT` send: the packets one after the other,
