@@ -9,21 +9,26 @@
 //!   unacknowledged packets.
 //!
 //! One file per concern: `ingress.rs` (rxe_recv.c: checks and dispatch of what arrives),
-//! `objects.rs` (PDs, MRs, CQs, QPs and their attributes), `post.rs` (work requests checked
-//! and queued), `schedule.rs` (timers and egress).
+//! `objects.rs` (PDs, MRs, CQs, QPs and their attributes), `srq.rs` (shared receive queues),
+//! `post.rs` (work requests checked and queued), `schedule.rs` (timers and egress).
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use roce_wire::{Psn, Qpn};
 
 use crate::cq::{Cq, CqHandle, Cqe};
+use crate::event::{AsyncEvent, AsyncEvents};
 use crate::qp::{Ctx, Mrs, Qp, QpState};
+use crate::srq::Srqs;
 use crate::{CongestionState, Instant, NicConfig, Stats, VerbsError};
 
 mod ingress;
 mod objects;
 mod post;
 mod schedule;
+mod srq;
+#[cfg(test)]
+mod tests_srq;
 
 /// The largest UDP payload the NIC writes: BTH, RETH, ImmDt, 4096 bytes of payload, pad and
 /// ICRC fit. A `poll_transmit` buffer this long always suffices.
@@ -44,6 +49,9 @@ pub(crate) struct Shared {
     pds: BTreeSet<u32>,
     mrs: Mrs,
     cqs: BTreeMap<u32, Cq>,
+    srqs: Srqs,
+    /// Asynchronous events waiting for the application.
+    events: AsyncEvents,
     /// Completions made during one call, delivered to their CQs at its end.
     completions: Vec<(CqHandle, Cqe)>,
     /// Completions delivered to CQs so far.
@@ -56,12 +64,15 @@ impl Nic {
     /// A NIC with no object yet.
     pub fn new(config: NicConfig) -> Self {
         let ids = objects::Ids::new(&config);
+        let events = AsyncEvents::new(config.max_async_events);
         Self {
             shared: Shared {
                 config,
                 pds: BTreeSet::new(),
                 mrs: BTreeMap::new(),
                 cqs: BTreeMap::new(),
+                srqs: BTreeMap::new(),
+                events,
                 completions: Vec::new(),
                 delivered: 0,
                 stats: Stats::default(),
@@ -110,6 +121,17 @@ impl Nic {
         self.shared.cqs.get(&cq.0).map_or(0, Cq::len)
     }
 
+    /// Asynchronous events waiting for [`Nic::poll_event`].
+    pub fn events_waiting(&self) -> usize {
+        self.shared.events.len()
+    }
+
+    /// How many asynchronous events the NIC has raised (including any a full queue lost): a
+    /// driver wakes whoever waits for events only when this moved.
+    pub fn events_raised(&self) -> u64 {
+        self.shared.events.raised()
+    }
+
     /// A QP, for the crate's tests.
     #[cfg(test)]
     pub(crate) fn qp(&self, qpn: Qpn) -> &Qp {
@@ -121,6 +143,11 @@ impl Nic {
     /// The next completion of `cq`.
     pub fn poll_completion(&mut self, cq: CqHandle) -> Option<Cqe> {
         self.shared.cqs.get_mut(&cq.0)?.pop()
+    }
+
+    /// The oldest asynchronous event waiting (`ibv_get_async_event`).
+    pub fn poll_event(&mut self) -> Option<AsyncEvent> {
+        self.shared.events.pop()
     }
 
     fn qp_ref(&self, qpn: Qpn) -> Result<&Qp, VerbsError> {
@@ -136,6 +163,8 @@ impl Shared {
             now,
             config: &self.config,
             mrs: &mut self.mrs,
+            srqs: &mut self.srqs,
+            events: &mut self.events,
             stats: &mut self.stats,
             completions: &mut self.completions,
             ip_id: 0,
