@@ -97,17 +97,22 @@ impl Srq {
 /// The NIC's SRQs by handle number.
 pub(crate) type Srqs = BTreeMap<u32, Srq>;
 
+/// What only some QPs touch — the SRQs and the asynchronous event queue — kept together so
+/// that a QP's context carries one pointer for both, and the common path (no SRQ, no event)
+/// builds its context as cheaply as before.
+#[derive(Debug)]
+pub(crate) struct SrqsAndEvents {
+    pub(crate) srqs: Srqs,
+    pub(crate) events: AsyncEvents,
+}
+
 /// Takes the oldest WQE of `srq` for a QP, raising the limit event when it leaves fewer than
 /// the armed limit waiting (rxe_resp.c `get_srq_wqe`: the count after the take is compared,
 /// and the limit is cleared when the event fires).
 //= rxe:rxe_resp.c/get_srq_wqe
 //# a QP takes the SRQ's oldest WQE; fewer left than the armed limit raises the event once and disarms it
-pub(crate) fn take(
-    srqs: &mut Srqs,
-    srq: SrqHandle,
-    events: &mut AsyncEvents,
-    stats: &mut Stats,
-) -> Option<RecvWr> {
+pub(crate) fn take(side: &mut SrqsAndEvents, srq: SrqHandle, stats: &mut Stats) -> Option<RecvWr> {
+    let SrqsAndEvents { srqs, events } = side;
     let entry = srqs.get_mut(&srq.0)?;
     let wr = entry.queue.pop_front()?;
     if entry.limit != 0 && entry.queue.len() < entry.limit {

@@ -19,7 +19,7 @@ use roce_wire::{Psn, Qpn};
 use crate::cq::{Cq, CqHandle, Cqe};
 use crate::event::{AsyncEvent, AsyncEvents};
 use crate::qp::{Ctx, Mrs, Qp, QpState};
-use crate::srq::Srqs;
+use crate::srq::SrqsAndEvents;
 use crate::{CongestionState, Instant, NicConfig, Stats, VerbsError};
 
 mod ingress;
@@ -49,9 +49,8 @@ pub(crate) struct Shared {
     pds: BTreeSet<u32>,
     mrs: Mrs,
     cqs: BTreeMap<u32, Cq>,
-    srqs: Srqs,
-    /// Asynchronous events waiting for the application.
-    events: AsyncEvents,
+    /// SRQs, and asynchronous events waiting for the application.
+    side: SrqsAndEvents,
     /// Completions made during one call, delivered to their CQs at its end.
     completions: Vec<(CqHandle, Cqe)>,
     /// Completions delivered to CQs so far.
@@ -71,8 +70,10 @@ impl Nic {
                 pds: BTreeSet::new(),
                 mrs: BTreeMap::new(),
                 cqs: BTreeMap::new(),
-                srqs: BTreeMap::new(),
-                events,
+                side: SrqsAndEvents {
+                    srqs: BTreeMap::new(),
+                    events,
+                },
                 completions: Vec::new(),
                 delivered: 0,
                 stats: Stats::default(),
@@ -123,13 +124,13 @@ impl Nic {
 
     /// Asynchronous events waiting for [`Nic::poll_event`].
     pub fn events_waiting(&self) -> usize {
-        self.shared.events.len()
+        self.shared.side.events.len()
     }
 
     /// How many asynchronous events the NIC has raised (including any a full queue lost): a
     /// driver wakes whoever waits for events only when this moved.
     pub fn events_raised(&self) -> u64 {
-        self.shared.events.raised()
+        self.shared.side.events.raised()
     }
 
     /// A QP, for the crate's tests.
@@ -147,7 +148,7 @@ impl Nic {
 
     /// The oldest asynchronous event waiting (`ibv_get_async_event`).
     pub fn poll_event(&mut self) -> Option<AsyncEvent> {
-        self.shared.events.pop()
+        self.shared.side.events.pop()
     }
 
     fn qp_ref(&self, qpn: Qpn) -> Result<&Qp, VerbsError> {
@@ -163,8 +164,7 @@ impl Shared {
             now,
             config: &self.config,
             mrs: &mut self.mrs,
-            srqs: &mut self.srqs,
-            events: &mut self.events,
+            side: &mut self.side,
             stats: &mut self.stats,
             completions: &mut self.completions,
             ip_id: 0,

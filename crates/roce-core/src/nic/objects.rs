@@ -188,6 +188,7 @@ impl Nic {
         }
         if let Some(srq) = srq {
             let entry = shared
+                .side
                 .srqs
                 .get(&srq.0)
                 .ok_or(VerbsError::UnknownSrq(srq.0))?;
@@ -212,7 +213,7 @@ impl Nic {
         let mut qp = Qp::new(qpn, init);
         qp.cc = crate::cc::QpCongestion::new(&shared.config);
         if let Some(srq) = srq
-            && let Some(entry) = shared.srqs.get_mut(&srq.0)
+            && let Some(entry) = shared.side.srqs.get_mut(&srq.0)
         {
             entry.users += 1;
             qp.srq = Some(srq);
@@ -230,7 +231,7 @@ impl Nic {
     pub fn destroy_qp(&mut self, qpn: Qpn) -> Result<(), VerbsError> {
         let qp = self.qps.remove(&qpn).ok_or(VerbsError::UnknownQp(qpn))?;
         if let Some(srq) = qp.srq
-            && let Some(entry) = self.shared.srqs.get_mut(&srq.0)
+            && let Some(entry) = self.shared.side.srqs.get_mut(&srq.0)
         {
             entry.users -= 1;
         }
@@ -292,7 +293,7 @@ impl Nic {
             }
             QpState::Err if from != QpState::Err => {
                 qp.enter_error(&mut self.shared.completions);
-                qp.last_wqe_reached(&mut self.shared.events, &mut self.shared.stats);
+                qp.last_wqe_reached(&mut self.shared.side.events, &mut self.shared.stats);
             }
             QpState::Err => {}
             other => qp.state = other,

@@ -35,7 +35,7 @@ impl Nic {
             });
         }
         check_limit(init.limit, init.max_wr)?;
-        if shared.srqs.len() >= config.max_srq {
+        if shared.side.srqs.len() >= config.max_srq {
             return Err(VerbsError::Exhausted("SRQs"));
         }
         let ids = &mut shared.ids;
@@ -49,7 +49,7 @@ impl Nic {
             max_sge: init.max_sge.max(1),
             ..init
         };
-        shared.srqs.insert(handle, Srq::new(pd, &init));
+        shared.side.srqs.insert(handle, Srq::new(pd, &init));
         tracing::debug!(
             srq = handle,
             max_wr = init.max_wr,
@@ -75,6 +75,7 @@ impl Nic {
         let max_srq_wr = self.shared.config.max_srq_wr;
         let entry = self
             .shared
+            .side
             .srqs
             .get_mut(&srq.0)
             .ok_or(VerbsError::UnknownSrq(srq.0))?;
@@ -131,7 +132,7 @@ impl Nic {
             });
         }
         check_sgl(&self.shared, entry.pd, &wr.sgl, true)?;
-        if let Some(entry) = self.shared.srqs.get_mut(&srq.0) {
+        if let Some(entry) = self.shared.side.srqs.get_mut(&srq.0) {
             entry.queue.push_back(wr);
         }
         Ok(())
@@ -147,7 +148,7 @@ impl Nic {
                 qps: entry.users,
             });
         }
-        self.shared.srqs.remove(&srq.0);
+        self.shared.side.srqs.remove(&srq.0);
         Ok(())
     }
 
@@ -166,6 +167,7 @@ impl Nic {
 
     fn srq_ref(&self, srq: SrqHandle) -> Result<&Srq, VerbsError> {
         self.shared
+            .side
             .srqs
             .get(&srq.0)
             .ok_or(VerbsError::UnknownSrq(srq.0))

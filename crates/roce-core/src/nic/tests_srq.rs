@@ -173,6 +173,7 @@ impl Story {
 }
 
 #[test]
+//= rxe:rxe_resp.c/get_srq_wqe
 fn sends_to_two_qps_sharing_an_srq_take_its_wqes_in_the_order_they_were_posted() {
     let mut s = story(srq_of(8, 0), NicConfig::default());
     for wr_id in 10..14 {
@@ -222,6 +223,7 @@ fn sends_to_two_qps_sharing_an_srq_take_its_wqes_in_the_order_they_were_posted()
 }
 
 #[test]
+//= rxe:rxe_resp.c/check_resource
 fn an_empty_srq_is_an_rnr_nak_and_the_send_lands_once_a_wqe_is_posted() {
     let mut s = story(srq_of(8, 0), NicConfig::default());
     s.post_send(0, 1, b"early");
@@ -242,6 +244,7 @@ fn an_empty_srq_is_an_rnr_nak_and_the_send_lands_once_a_wqe_is_posted() {
 }
 
 #[test]
+//= rxe:rxe_resp.c/get_srq_wqe
 fn the_limit_event_fires_once_below_the_limit_and_again_only_once_rearmed() {
     let mut s = story(srq_of(8, 2), NicConfig::default());
     for wr_id in 0..3 {
@@ -290,6 +293,7 @@ fn the_limit_event_fires_once_below_the_limit_and_again_only_once_rearmed() {
 }
 
 #[test]
+//= rxe:rxe_resp.c/flush_recv_queue
 fn a_qp_with_an_srq_in_error_flushes_the_wqe_it_holds_and_raises_last_wqe_reached() {
     let mut s = story(srq_of(8, 0), NicConfig::default());
     for wr_id in 1..4 {

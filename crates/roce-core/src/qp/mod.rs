@@ -11,7 +11,7 @@ use crate::config::{AddressVector, Mtu, NicConfig};
 use crate::cq::{Cqe, WcOpcode, WcStatus};
 use crate::event::{AsyncEvent, AsyncEvents};
 use crate::mr::{Access, MemoryRegion, PdHandle};
-use crate::srq::{self, SrqHandle, Srqs};
+use crate::srq::{self, SrqHandle, SrqsAndEvents};
 use crate::stats::Stats;
 use crate::timer::TimerTable;
 use crate::wr::{RecvWr, SendOp, SendWr, Sge};
@@ -43,8 +43,8 @@ pub(crate) struct Ctx<'a> {
     pub(crate) now: Instant,
     pub(crate) config: &'a NicConfig,
     pub(crate) mrs: &'a mut Mrs,
-    pub(crate) srqs: &'a mut Srqs,
-    pub(crate) events: &'a mut AsyncEvents,
+    /// SRQs and the event queue: touched only by QPs with an SRQ and by QPs that fail.
+    pub(crate) side: &'a mut SrqsAndEvents,
     pub(crate) stats: &'a mut Stats,
     pub(crate) completions: &'a mut Vec<(CqHandle, Cqe)>,
     /// The IPv4 identification the packet being built will carry (its ICRC covers it): 0, or
@@ -222,9 +222,11 @@ impl Qp {
         }
         self.enter_error(ctx.completions);
         if ctx.config.qp_fatal_events {
-            ctx.events.raise(AsyncEvent::QpFatal(self.qpn), ctx.stats);
+            ctx.side
+                .events
+                .raise(AsyncEvent::QpFatal(self.qpn), ctx.stats);
         }
-        self.last_wqe_reached(ctx.events, ctx.stats);
+        self.last_wqe_reached(&mut ctx.side.events, ctx.stats);
     }
 
     /// For a QP with an SRQ that is now in the error state: it takes no more WQEs from the SRQ
@@ -245,7 +247,7 @@ impl Qp {
         let Some(handle) = self.srq else {
             return false;
         };
-        match srq::take(ctx.srqs, handle, ctx.events, ctx.stats) {
+        match srq::take(ctx.side, handle, ctx.stats) {
             Some(wr) => {
                 self.rq.push_back(wr);
                 true

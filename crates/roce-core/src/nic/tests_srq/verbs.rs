@@ -114,6 +114,7 @@ fn post_srq_recv_checks_the_wr_as_post_recv_does_and_a_refusal_queues_nothing() 
 }
 
 #[test]
+//= rxe:rxe_qp.c/rxe_qp_from_init
 fn an_srq_of_another_protection_domain_is_refused() {
     let mut s = story(srq_of(8, 0), NicConfig::default());
     let other_pd = s.b.alloc_pd();
@@ -139,6 +140,7 @@ fn an_srq_of_another_protection_domain_is_refused() {
 }
 
 #[test]
+//= rxe:rxe_srq.c/rxe_srq_chk_attr
 fn create_and_modify_srq_check_their_limits_before_changing_anything() {
     let mut s = story(srq_of(4, 0), NicConfig::default());
     let pd = s.b_pd;
