@@ -322,7 +322,8 @@ impl AddressVector {
     }
 }
 
-/// What a QP is created with (`ibv_qp_init_attr`).
+/// What a QP is created with (`ibv_qp_init_attr`). A QP that takes its receive WRs from a
+/// shared receive queue (`ibv_qp_init_attr.srq`) is created with `Nic::create_qp_with_srq`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct QpInit {
     /// Its protection domain.
