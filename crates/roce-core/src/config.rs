@@ -75,6 +75,20 @@ pub struct NicConfig {
     pub max_inline: usize,
     /// Most SGEs in one work request (rxe 32). Default 32.
     pub max_sge: usize,
+    /// Most shared receive queues at once. Default 0x10000, as many as `max_qp` (rxe 6.x
+    /// allows more, `RXE_MAX_SRQ`; an SRQ nobody can use is of no help).
+    pub max_srq: usize,
+    /// Most receive WRs one SRQ holds (rxe `RXE_MAX_SRQ_WR`, `DEFAULT_MAX_VALUE` = 2^20 in
+    /// Linux 6.x). Default 2^20. Memory grows with the WRs posted, not with this bound.
+    pub max_srq_wr: usize,
+    /// Most asynchronous events waiting for `Nic::poll_event`; more are lost and counted
+    /// under `async_event_overflows` (the kernel's uverbs event queue is unbounded but
+    /// per-file; a bound keeps a reader that never reads from growing the NIC). Default 1024.
+    pub max_async_events: usize,
+    /// Raise [`crate::AsyncEvent::QpFatal`] when the transport moves a QP to the error state
+    /// by itself. rxe never raises `IBV_EVENT_QP_FATAL` (its `rxe_qp_error` raises no event),
+    /// so the default is false, as rxe.
+    pub qp_fatal_events: bool,
     /// The port's line rate in bits per second: where DCQCN's rate starts and the most it
     /// climbs back to (mlx5 `rpg_max_rate` 0 = line rate). Used only with congestion control.
     /// Default 100 Gb/s.
@@ -100,6 +114,10 @@ impl Default for NicConfig {
             max_mr_size: 1 << 32,
             max_inline: 400,
             max_sge: 32,
+            max_srq: 0x1_0000,
+            max_srq_wr: 1 << 20,
+            max_async_events: 1024,
+            qp_fatal_events: false,
             line_rate_bps: 100_000_000_000,
             congestion: Congestion::None,
         }
@@ -304,7 +322,8 @@ impl AddressVector {
     }
 }
 
-/// What a QP is created with (`ibv_qp_init_attr`).
+/// What a QP is created with (`ibv_qp_init_attr`). A QP that takes its receive WRs from a
+/// shared receive queue (`ibv_qp_init_attr.srq`) is created with `Nic::create_qp_with_srq`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct QpInit {
     /// Its protection domain.

@@ -108,4 +108,44 @@ pub enum VerbsError {
     /// The memory region still has QPs or bindings using it.
     #[error("memory region {0:#x} is in use")]
     Busy(u32),
+    /// No shared receive queue with this handle.
+    #[error("no shared receive queue {0}")]
+    UnknownSrq(u32),
+    /// The SRQ still has QPs taking from it (`ibv_destroy_srq` returns EBUSY).
+    #[error("shared receive queue {srq} is used by {qps} QP(s)")]
+    SrqBusy {
+        /// The SRQ.
+        srq: u32,
+        /// QPs created on it and not yet destroyed.
+        qps: usize,
+    },
+    /// The SRQ is in another protection domain than the QP.
+    #[error("shared receive queue {srq} is in protection domain {srq_pd}, the QP in {qp_pd}")]
+    SrqWrongPd {
+        /// The SRQ.
+        srq: u32,
+        /// The SRQ's protection domain.
+        srq_pd: u32,
+        /// The QP's protection domain.
+        qp_pd: u32,
+    },
+    /// The QP takes its receive WRs from an SRQ: post them there (`post_srq_recv`).
+    #[error("QP {0} receives through a shared receive queue: post to it instead")]
+    RecvThroughSrq(Qpn),
+    /// The SRQ is full.
+    #[error("shared receive queue {srq} is full ({depth} work requests)")]
+    SrqFull {
+        /// The SRQ.
+        srq: u32,
+        /// Its depth.
+        depth: usize,
+    },
+    /// The receive WR does not fit the SRQ (more SGEs than its `max_sge`).
+    #[error("shared receive queue {srq}: invalid work request: {reason}")]
+    InvalidSrqWorkRequest {
+        /// The SRQ.
+        srq: u32,
+        /// What is wrong.
+        reason: &'static str,
+    },
 }

@@ -16,7 +16,10 @@
 //!   Misuse is a typed [`VerbsError`].
 //! - **D. outputs, drained after every B or C call**: `poll_transmit(now, buf)` until `None`,
 //!   then `poll_timeout()` (the next deadline to call `handle_timeout` at), and
-//!   `poll_completion(cq)`.
+//!   `poll_completion(cq)`, and `poll_event()` for asynchronous events ([`AsyncEvent`]).
+//!
+//! Shared receive queues ([`SrqHandle`], `create_srq`, `post_srq_recv`) let several QPs of a
+//! protection domain take receive WRs from one queue (`srq.rs`).
 //!
 //! Congestion control ([`NicConfig`]'s `congestion`) runs on every QP of a NIC: none
 //! (requests leave as fast as the window allows) or DCQCN ([`Congestion::Dcqcn`]: a reaction
@@ -37,11 +40,13 @@ pub mod config;
 mod connect;
 mod cq;
 mod error;
+mod event;
 pub mod fuzzing;
 mod in_flight;
 mod mr;
 mod nic;
 pub mod qp;
+mod srq;
 mod stats;
 pub mod time;
 mod timer;
@@ -55,10 +60,12 @@ pub use config::{
 pub use connect::Connect;
 pub use cq::{CqHandle, Cqe, WcOpcode, WcStatus};
 pub use error::VerbsError;
+pub use event::AsyncEvent;
 pub use mr::{Access, MemoryRegion, OwnedMemory, PdHandle, RegionMemory};
 pub use nic::{MAX_DATAGRAM, Nic};
 pub use qp::{QpState, QpType};
 pub use roce_wire::{Psn, Qpn};
+pub use srq::{SrqAttr, SrqHandle, SrqInit, SrqModify};
 pub use stats::Stats;
 pub use time::{Duration, Instant};
 pub use wr::{RecvWr, Remote, SendOp, SendWr, Sge, UdDest};

@@ -102,6 +102,10 @@ stats! {
         rx_no_recv_wr,
         /// Transmits not written because the caller's buffer was too small.
         tx_buffer_too_small,
+        /// Asynchronous events raised (`Nic::poll_event`), including those lost.
+        async_events,
+        /// Asynchronous events lost because the queue was full (`NicConfig::max_async_events`).
+        async_event_overflows,
     }
     drops {
         /// Dropped: shorter than a header needs.

@@ -9,21 +9,28 @@
 //!   unacknowledged packets.
 //!
 //! One file per concern: `ingress.rs` (rxe_recv.c: checks and dispatch of what arrives),
-//! `objects.rs` (PDs, MRs, CQs, QPs and their attributes), `post.rs` (work requests checked
-//! and queued), `schedule.rs` (timers and egress).
+//! `objects.rs` (PDs, MRs, CQs, QPs and their attributes), `srq.rs` (shared receive queues),
+//! `post.rs` (work requests checked and queued), `schedule.rs` (timers and egress).
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use roce_wire::{Psn, Qpn};
 
 use crate::cq::{Cq, CqHandle, Cqe};
+use crate::event::{AsyncEvent, AsyncEvents};
 use crate::qp::{Ctx, Mrs, Qp, QpState};
+use crate::srq::SrqsAndEvents;
 use crate::{CongestionState, Instant, NicConfig, Stats, VerbsError};
 
 mod ingress;
 mod objects;
 mod post;
 mod schedule;
+mod srq;
+#[cfg(test)]
+mod tests;
+#[cfg(test)]
+mod tests_srq;
 
 /// The largest UDP payload the NIC writes: BTH, RETH, ImmDt, 4096 bytes of payload, pad and
 /// ICRC fit. A `poll_transmit` buffer this long always suffices.
@@ -44,6 +51,8 @@ pub(crate) struct Shared {
     pds: BTreeSet<u32>,
     mrs: Mrs,
     cqs: BTreeMap<u32, Cq>,
+    /// SRQs, and asynchronous events waiting for the application.
+    side: SrqsAndEvents,
     /// Completions made during one call, delivered to their CQs at its end.
     completions: Vec<(CqHandle, Cqe)>,
     /// Completions delivered to CQs so far.
@@ -58,12 +67,17 @@ impl Nic {
     /// A NIC with no object yet.
     pub fn new(config: NicConfig) -> Self {
         let ids = objects::Ids::new(&config);
+        let events = AsyncEvents::new(config.max_async_events);
         Self {
             shared: Shared {
                 config,
                 pds: BTreeSet::new(),
                 mrs: BTreeMap::new(),
                 cqs: BTreeMap::new(),
+                side: SrqsAndEvents {
+                    srqs: BTreeMap::new(),
+                    events,
+                },
                 completions: Vec::new(),
                 delivered: 0,
                 completed: Vec::new(),
@@ -113,6 +127,17 @@ impl Nic {
         self.shared.cqs.get(&cq.0).map_or(0, Cq::len)
     }
 
+    /// Asynchronous events waiting for [`Nic::poll_event`].
+    pub fn events_waiting(&self) -> usize {
+        self.shared.side.events.len()
+    }
+
+    /// How many asynchronous events the NIC has raised (including any a full queue lost): a
+    /// driver wakes whoever waits for events only when this moved.
+    pub fn events_raised(&self) -> u64 {
+        self.shared.side.events.raised()
+    }
+
     /// A QP, for the crate's tests.
     #[cfg(test)]
     pub(crate) fn qp(&self, qpn: Qpn) -> &Qp {
@@ -138,6 +163,11 @@ impl Nic {
         Some(cq)
     }
 
+    /// The oldest asynchronous event waiting (`ibv_get_async_event`).
+    pub fn poll_event(&mut self) -> Option<AsyncEvent> {
+        self.shared.side.events.pop()
+    }
+
     fn qp_ref(&self, qpn: Qpn) -> Result<&Qp, VerbsError> {
         self.qps.get(&qpn).ok_or(VerbsError::UnknownQp(qpn))
     }
@@ -151,6 +181,7 @@ impl Shared {
             now,
             config: &self.config,
             mrs: &mut self.mrs,
+            side: &mut self.side,
             stats: &mut self.stats,
             completions: &mut self.completions,
             ip_id: 0,
@@ -186,6 +217,3 @@ impl Shared {
         tracing::trace!(why, "rx drop");
     }
 }
-
-#[cfg(test)]
-mod tests;

@@ -10,6 +10,7 @@ use crate::config::{QpAttr, QpInit, SrcPortPolicy};
 use crate::cq::{Cq, CqHandle};
 use crate::mr::{Access, MemoryRegion, OwnedMemory, PdHandle, RegionMemory};
 use crate::qp::{self, MrEntry, Qp, QpState, QpType};
+use crate::srq::SrqHandle;
 use crate::{NicConfig, VerbsError};
 
 /// The numbers the NIC hands out next, some drawn from `NicConfig::seed`.
@@ -17,6 +18,7 @@ use crate::{NicConfig, VerbsError};
 pub(super) struct Ids {
     next_pd: u32,
     next_cq: u32,
+    pub(super) next_srq: u32,
     /// The next key's index, in its upper 24 bits.
     next_key: u32,
     next_qpn: u32,
@@ -35,6 +37,7 @@ impl Ids {
         Self {
             next_pd: 1,
             next_cq: 1,
+            next_srq: 1,
             next_key: 0x100,
             next_qpn,
             next_iova,
@@ -164,6 +167,16 @@ impl Nic {
 
     /// Creates a QP in RESET (`ibv_create_qp`).
     pub fn create_qp(&mut self, init: &QpInit) -> Result<Qpn, VerbsError> {
+        self.create_qp_on(init, None)
+    }
+
+    /// Creates a QP, on `srq` if given (then `init.max_recv_wr` is not used), once every
+    /// argument is checked.
+    pub(super) fn create_qp_on(
+        &mut self,
+        init: &QpInit,
+        srq: Option<SrqHandle>,
+    ) -> Result<Qpn, VerbsError> {
         let shared = &mut self.shared;
         if !shared.pds.contains(&init.pd.0) {
             return Err(VerbsError::UnknownPd(init.pd.0));
@@ -171,6 +184,22 @@ impl Nic {
         for cq in [init.send_cq, init.recv_cq] {
             if !shared.cqs.contains_key(&cq.0) {
                 return Err(VerbsError::UnknownCq(cq.0));
+            }
+        }
+        if let Some(srq) = srq {
+            let entry = shared
+                .side
+                .srqs
+                .get(&srq.0)
+                .ok_or(VerbsError::UnknownSrq(srq.0))?;
+            //= rxe:rxe_qp.c/rxe_qp_from_init
+            //# a QP takes from an SRQ of its own protection domain
+            if entry.pd != init.pd {
+                return Err(VerbsError::SrqWrongPd {
+                    srq: srq.0,
+                    srq_pd: entry.pd.0,
+                    qp_pd: init.pd.0,
+                });
             }
         }
         if self.qps.len() >= shared.config.max_qp {
@@ -183,6 +212,12 @@ impl Nic {
         shared.ids.next_qpn = qpn.value() + 1;
         let mut qp = Qp::new(qpn, init);
         qp.cc = crate::cc::QpCongestion::new(&shared.config);
+        if let Some(srq) = srq
+            && let Some(entry) = shared.side.srqs.get_mut(&srq.0)
+        {
+            entry.users += 1;
+            qp.srq = Some(srq);
+        }
         if init.qp_type == QpType::Ud {
             // A UD QP has no path MTU attribute: its messages are bounded by the port's active
             // MTU (rxe `get_mtu`; ibv_ud_pingpong sizes its messages by `active_mtu`).
@@ -195,6 +230,11 @@ impl Nic {
     /// Destroys a QP; its outstanding WRs are dropped without completions.
     pub fn destroy_qp(&mut self, qpn: Qpn) -> Result<(), VerbsError> {
         let qp = self.qps.remove(&qpn).ok_or(VerbsError::UnknownQp(qpn))?;
+        if let Some(srq) = qp.srq
+            && let Some(entry) = self.shared.side.srqs.get_mut(&srq.0)
+        {
+            entry.users -= 1;
+        }
         // Its deadline entries go stale; its packets and its grant leave the budget.
         self.unindex(&qp);
         Ok(())
@@ -251,7 +291,11 @@ impl Nic {
                 qp.reset();
                 qp.cc = crate::cc::QpCongestion::new(config);
             }
-            QpState::Err => qp.enter_error(&mut self.shared.completions),
+            QpState::Err if from != QpState::Err => {
+                qp.enter_error(&mut self.shared.completions);
+                qp.last_wqe_reached(&mut self.shared.side.events, &mut self.shared.stats);
+            }
+            QpState::Err => {}
             other => qp.state = other,
         }
         if from != to {

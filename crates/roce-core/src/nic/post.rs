@@ -28,6 +28,9 @@ impl Nic {
     /// Posts a receive WR (`ibv_post_recv`). Allowed from INIT on.
     pub fn post_recv(&mut self, qpn: Qpn, wr: RecvWr) -> Result<(), VerbsError> {
         let qp = self.qps.get_mut(&qpn).ok_or(VerbsError::UnknownQp(qpn))?;
+        if qp.srq.is_some() {
+            return Err(VerbsError::RecvThroughSrq(qpn));
+        }
         if matches!(qp.state, QpState::Reset | QpState::Err) {
             return Err(VerbsError::WrongState {
                 qpn,
@@ -146,7 +149,12 @@ fn send_wqe(shared: &Shared, qp: &Qp, wr: SendWr) -> Result<SendWqe, VerbsError>
 }
 
 /// Every SGE lies inside a region of the PD; `write` asks for local write rights.
-fn check_sgl(shared: &Shared, pd: PdHandle, sgl: &[Sge], write: bool) -> Result<(), VerbsError> {
+pub(super) fn check_sgl(
+    shared: &Shared,
+    pd: PdHandle,
+    sgl: &[Sge],
+    write: bool,
+) -> Result<(), VerbsError> {
     for sge in sgl {
         let bad = || VerbsError::BadSge {
             addr: sge.addr,

@@ -352,6 +352,6 @@ impl Qp {
             ctx.completions.push((self.send_cq, cqe));
         }
         tracing::debug!(qpn = %self.qpn, status = ?status, "send wr failed");
-        self.enter_error(ctx.completions);
+        self.fail(ctx);
     }
 }

@@ -9,7 +9,9 @@ use roce_wire::{Psn, Qpn};
 
 use crate::config::{AddressVector, Mtu, NicConfig};
 use crate::cq::{Cqe, WcOpcode, WcStatus};
+use crate::event::{AsyncEvent, AsyncEvents};
 use crate::mr::{Access, MemoryRegion, PdHandle};
+use crate::srq::{self, SrqHandle, SrqsAndEvents};
 use crate::stats::Stats;
 use crate::timer::TimerTable;
 use crate::wr::{RecvWr, SendOp, SendWr, Sge};
@@ -41,6 +43,8 @@ pub(crate) struct Ctx<'a> {
     pub(crate) now: Instant,
     pub(crate) config: &'a NicConfig,
     pub(crate) mrs: &'a mut Mrs,
+    /// SRQs and the event queue: touched only by QPs with an SRQ and by QPs that fail.
+    pub(crate) side: &'a mut SrqsAndEvents,
     pub(crate) stats: &'a mut Stats,
     pub(crate) completions: &'a mut Vec<(CqHandle, Cqe)>,
     /// The IPv4 identification the packet being built will carry (its ICRC covers it): 0, or
@@ -120,7 +124,11 @@ pub(crate) struct Qp {
     pub(crate) src_port: u16,
 
     pub(crate) sq: VecDeque<SendWqe>,
+    /// The receive queue. With an SRQ it holds at most the one WQE taken from the SRQ for the
+    /// message in progress (rxe `resp.srq_wqe`).
     pub(crate) rq: VecDeque<RecvWr>,
+    /// The SRQ it takes receive WQEs from, if any (`ibv_qp_init_attr.srq`).
+    pub(crate) srq: Option<SrqHandle>,
     pub(crate) req: requester::Requester,
     pub(crate) comp: completer::Completer,
     pub(crate) resp: responder::Responder,
@@ -172,6 +180,7 @@ impl Qp {
             src_port: roce_wire::ROCE_V2_UDP_PORT,
             sq: VecDeque::new(),
             rq: VecDeque::new(),
+            srq: None,
             req: requester::Requester::default(),
             comp: completer::Completer::default(),
             resp: responder::Responder::default(),
@@ -203,6 +212,57 @@ impl Qp {
         self.timers = TimerTable::default();
     }
 
+    /// Moves to the error state on the transport's own account (retries exhausted, a NAK or a
+    /// responder error that ends the QP, a WR that cannot be carried out), raising what the
+    /// application is told of it: `QpFatal` when `NicConfig::qp_fatal_events` asks (rxe raises
+    /// none), and `QpLastWqeReached` for a QP with an SRQ.
+    pub(crate) fn fail(&mut self, ctx: &mut Ctx<'_>) {
+        if self.state == QpState::Err {
+            return;
+        }
+        self.enter_error(ctx.completions);
+        if ctx.config.qp_fatal_events {
+            ctx.side
+                .events
+                .raise(AsyncEvent::QpFatal(self.qpn), ctx.stats);
+        }
+        self.last_wqe_reached(&mut ctx.side.events, ctx.stats);
+    }
+
+    /// For a QP with an SRQ that is now in the error state: it takes no more WQEs from the SRQ
+    /// (the one it held was flushed), which the application learns by
+    /// `IBV_EVENT_QP_LAST_WQE_REACHED` (rxe_resp.c `flush_recv_queue`).
+    //= rxe:rxe_resp.c/flush_recv_queue
+    //# a QP with an SRQ in the error state raises LAST_WQE_REACHED instead of flushing the SRQ
+    pub(crate) fn last_wqe_reached(&self, events: &mut AsyncEvents, stats: &mut Stats) {
+        if self.srq.is_some() {
+            events.raise(AsyncEvent::QpLastWqeReached(self.qpn), stats);
+        }
+    }
+
+    /// For a QP with an SRQ whose receive queue is empty: takes the SRQ's oldest WQE into it,
+    /// to be the QP's own until its message completes. False when there is none (or no SRQ).
+    #[cold]
+    pub(crate) fn take_from_srq(&mut self, ctx: &mut Ctx<'_>) -> bool {
+        let Some(handle) = self.srq else {
+            return false;
+        };
+        match srq::take(ctx.side, handle, ctx.stats) {
+            Some(wr) => {
+                self.rq.push_back(wr);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Whether a receive WQE is at the head of the receive queue, taking one from the SRQ if
+    /// the QP has one and holds none. Without an SRQ this is one test of the queue.
+    #[inline]
+    pub(crate) fn has_recv_wqe(&mut self, ctx: &mut Ctx<'_>) -> bool {
+        !self.rq.is_empty() || self.take_from_srq(ctx)
+    }
+
     /// Completes every queued WR with WR_FLUSH_ERR.
     pub(crate) fn flush(&mut self, completions: &mut Vec<(CqHandle, Cqe)>) {
         for wqe in self.sq.drain(..) {
@@ -214,6 +274,8 @@ impl Qp {
             );
             completions.push((self.send_cq, cqe));
         }
+        // With an SRQ this is the one WQE the QP took for the message in progress; the SRQ's
+        // own WQEs stay for its other QPs (rxe `check_resource` in the error state).
         for wr in self.rq.drain(..) {
             let cqe = Cqe::new(WcStatus::WrFlushErr, wr.wr_id, WcOpcode::Recv, self.qpn);
             completions.push((self.recv_cq, cqe));

@@ -94,7 +94,7 @@ impl Qp {
                 let wqe = self.sq.remove(cursor).expect("the cursor names a WQE");
                 let cqe = Cqe::new(status, wqe.wr.wr_id, wqe.wc_opcode(), self.qpn);
                 ctx.completions.push((self.send_cq, cqe));
-                self.enter_error(ctx.completions);
+                self.fail(ctx);
                 return None;
             }
         };

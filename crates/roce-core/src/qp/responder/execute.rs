@@ -83,6 +83,11 @@ impl Qp {
             (Some(Message::Send { written }), _) => written,
             _ => 0,
         };
+        //= rxe:rxe_resp.c/check_resource
+        //# a SEND needs a receive WQE: the QP's own, or one taken from its SRQ
+        if !self.has_recv_wqe(ctx) {
+            return Err(Refusal::Rnr);
+        }
         let Some(wr) = self.rq.front() else {
             return Err(Refusal::Rnr);
         };
@@ -124,7 +129,7 @@ impl Qp {
     ) -> Result<(), Refusal> {
         let layout = packet.layout();
         let with_imm = packet.immdt().is_some();
-        if with_imm && self.rq.is_empty() {
+        if with_imm && !self.has_recv_wqe(ctx) {
             return Err(Refusal::Rnr);
         }
         let (key, va, total, written) = match (self.resp.message, packet.reth()) {

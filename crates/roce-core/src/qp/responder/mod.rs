@@ -249,7 +249,7 @@ impl Qp {
                     let cqe = Cqe::new(WcStatus::LocLenErr, wr.wr_id, WcOpcode::Recv, self.qpn);
                     ctx.completions.push((self.recv_cq, cqe));
                 }
-                self.enter_error(ctx.completions);
+                self.fail(ctx);
             }
         }
     }

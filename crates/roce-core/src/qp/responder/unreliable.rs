@@ -41,6 +41,10 @@ impl Qp {
     /// UD: one packet per message, into the next receive WR, after a 40-byte GRH area as verbs
     /// lays it out (for IPv4 the IPv4 header sits in its last 20 bytes, as rxe writes it).
     pub(super) fn handle_ud_request(&mut self, ctx: &mut Ctx<'_>, packet: &RocePacket<&[u8]>) {
+        if !self.has_recv_wqe(ctx) {
+            ctx.stats.rx_no_recv_wr += 1;
+            return;
+        }
         let Some(wr) = self.rq.pop_front() else {
             ctx.stats.rx_no_recv_wr += 1;
             return;
