@@ -252,13 +252,25 @@ pub(crate) fn poll_cq(
         out(n, wc(&cqe));
         n += 1;
     });
+    if n == 0 {
+        idle();
+    }
     Ok(n)
+}
+
+/// A poll that found nothing gives the processor away for a moment. A program that spins on
+/// `ibv_poll_cq` (perftest's latency tests, `ibv_rc_pingpong` without `-e`) would otherwise
+/// keep the core the NIC's thread needs to deliver what it waits for: a hardware NIC has cores
+/// of its own, an emulated one shares the program's. `sched_yield` lets a runnable NIC thread
+/// in and returns at once when there is none.
+fn idle() {
+    std::thread::yield_now();
 }
 
 /// `ibv_start_poll` / `ibv_next_poll`: makes the CQ's next completion current and returns it;
 /// `ENOENT` when there is none.
 pub(crate) fn next_poll(cq: usize) -> Result<IbvWc, Errno> {
-    with(|o| {
+    let polled = with(|o| {
         let c = o.cqs.get_mut(&cq).ok_or(EINVAL)?;
         let wc = c.queue.poll().map(|cqe| wc(&cqe));
         c.current = wc;
@@ -269,7 +281,11 @@ pub(crate) fn next_poll(cq: usize) -> Result<IbvWc, Errno> {
             });
         }
         wc.ok_or(Errno(libc::ENOENT))
-    })
+    });
+    if matches!(polled, Err(Errno(libc::ENOENT))) {
+        idle();
+    }
+    polled
 }
 
 /// `ibv_end_poll`.
