@@ -10,8 +10,8 @@ use roce_core::{
     AsyncEvent, Duration, Instant, QpInit, QpType, Qpn, RecvWr, SendOp, SendWr, Sge, SrqHandle,
     SrqInit, SrqModify, WcOpcode, WcStatus,
 };
-use roce_sim::{LinkConfig, Pair, PairConfig};
 use roce_sim::pattern;
+use roce_sim::{LinkConfig, Pair, PairConfig};
 use roce_tests::sim::drive_millis;
 
 /// Each receive WR lands in its own 4 KiB slot of b's region; each message leaves from its

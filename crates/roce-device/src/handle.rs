@@ -12,8 +12,8 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use roce_core::{
-    Access, CongestionState, CqHandle, Cqe, Instant, MemoryRegion, Nic, PdHandle, QpAttr, QpInit,
-    QpState, Qpn, RecvWr, SendWr, Stats, VerbsError,
+    Access, AsyncEvent, CongestionState, CqHandle, Cqe, Instant, MemoryRegion, Nic, PdHandle,
+    QpAttr, QpInit, QpState, Qpn, RecvWr, SendWr, Stats, VerbsError,
 };
 
 use crate::backend::{BackendCounters, BackendStats};
@@ -36,11 +36,24 @@ pub enum DeviceError {
     Timeout(Duration),
 }
 
+/// Where asynchronous events go ([`DeviceHandle::on_async_event`]).
+type EventSink = Box<dyn FnMut(AsyncEvent) + Send>;
+
 /// The engine and the completion queues the device fills.
-#[derive(Debug)]
 pub(crate) struct Engine {
     pub(crate) nic: Nic,
     queues: HashMap<CqHandle, Arc<CompletionQueue>>,
+    events: Option<EventSink>,
+}
+
+impl std::fmt::Debug for Engine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Engine")
+            .field("nic", &self.nic)
+            .field("queues", &self.queues.len())
+            .field("events", &self.events.is_some())
+            .finish()
+    }
 }
 
 impl Engine {
@@ -52,6 +65,11 @@ impl Engine {
             if let Some(queue) = self.queues.get(&cq) {
                 let nic = &mut self.nic;
                 queue.push_from(|| nic.poll_completion(cq));
+            }
+        }
+        if let Some(sink) = &mut self.events {
+            while let Some(event) = self.nic.poll_event() {
+                sink(event);
             }
         }
     }
@@ -79,6 +97,7 @@ impl Shared {
             engine: Mutex::new(Engine {
                 nic,
                 queues: HashMap::new(),
+                events: None,
             }),
             doorbell: Doorbell::default(),
             clock: TokioClock::new(),
@@ -206,6 +225,16 @@ impl DeviceHandle {
         let queue = Arc::new(CompletionQueue::new(cq, depth));
         engine.queues.insert(cq, queue.clone());
         Ok(queue)
+    }
+
+    /// Hands every asynchronous event of the engine (`ibv_get_async_event`'s) to `sink`, on
+    /// the device's task at the end of the turn that raised it, or on the thread of the verb
+    /// that did; `sink` must not call the device. Without a sink, events wait in the engine's
+    /// bounded queue (`Nic::poll_event`).
+    pub fn on_async_event(&self, sink: impl FnMut(AsyncEvent) + Send + 'static) {
+        let mut engine = self.shared.engine();
+        engine.events = Some(Box::new(sink));
+        engine.deliver();
     }
 
     /// The shared queue of a CQ made by [`DeviceHandle::create_cq`].

@@ -11,7 +11,7 @@
 //!   carries traffic; a QP given GID 0 gets no answer, as on an rxe host without IPv6 routes.
 //! - port: ACTIVE, link layer Ethernet, max MTU 4096, active MTU the configured path MTU.
 //! - limits: rxe's (`rxe_param.h`) where the engine has no tighter one, the engine's
-//!   ([`NicConfig`]) where it has; features the engine lacks (SRQ, memory windows, multicast)
+//!   ([`NicConfig`]) where it has; features the engine lacks (memory windows, multicast)
 //!   report 0.
 
 use std::ffi::c_char;
@@ -171,9 +171,9 @@ impl DeviceModel {
             max_ah: 0x7ff0,
             max_fmr: 0,
             max_map_per_fmr: 0,
-            max_srq: 0,
-            max_srq_wr: 0,
-            max_srq_sge: 0,
+            max_srq: clamp(self.nic.max_srq),
+            max_srq_wr: clamp(self.nic.max_srq_wr).min(0x4000),
+            max_srq_sge: clamp(self.nic.max_sge),
             max_pkeys: 1,
             local_ca_ack_delay: 15,
             phys_port_cnt: 1,
@@ -275,7 +275,9 @@ mod tests {
         assert!(a.max_sge as usize <= m.nic.max_sge);
         assert!(a.max_qp as usize <= m.nic.max_qp);
         assert!(a.max_mr_size <= m.nic.max_mr_size as u64);
-        assert_eq!(a.max_srq, 0, "the engine has no SRQ");
+        assert!(a.max_srq as usize <= m.nic.max_srq && a.max_srq > 0);
+        assert!(a.max_srq_wr as usize <= m.nic.max_srq_wr);
+        assert!(a.max_srq_sge as usize <= m.nic.max_sge);
         assert!(m.port_attr().max_msg_sz <= m.nic.max_msg_size);
     }
 

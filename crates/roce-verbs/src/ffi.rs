@@ -18,7 +18,9 @@
 use std::ffi::{CStr, c_char, c_int, c_uint, c_void};
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
-use crate::abi::{self, IbvContext, IbvDevice, IbvDeviceAttr, IbvGid, IbvGidEntry, IbvPortAttr};
+use crate::abi::{
+    self, IbvAsyncEvent, IbvContext, IbvDevice, IbvDeviceAttr, IbvGid, IbvGidEntry, IbvPortAttr,
+};
 use crate::device::{self, GID_TABLE_LEN};
 use crate::state::{self, Errno};
 use crate::strings;
@@ -216,24 +218,52 @@ pub(crate) unsafe extern "C" fn ibv_close_device(context: *mut IbvContext) -> c_
     guard(-1, || minus1_ret(state::close(context as usize)))
 }
 
-/// `int ibv_get_async_event(struct ibv_context *, struct ibv_async_event *)`: -1 with errno,
-/// after blocking on the context's `async_fd` (`EAGAIN` at once on a non-blocking fd): this
-/// device raises no asynchronous events.
+/// `int ibv_get_async_event(struct ibv_context *, struct ibv_async_event *)`: 0 with the next
+/// event of the context, after blocking on its `async_fd` (`EAGAIN` at once on a non-blocking
+/// fd), or -1 with errno.
 #[unsafe(no_mangle)]
 pub(crate) unsafe extern "C" fn ibv_get_async_event(
     context: *mut IbvContext,
-    _event: *mut c_void,
+    event: *mut IbvAsyncEvent,
 ) -> c_int {
     guard(-1, || {
-        let Errno(e) = state::wait_async_event(context as usize);
-        set_errno(e);
-        -1
+        if event.is_null() {
+            set_errno(libc::EINVAL);
+            return -1;
+        }
+        minus1_ret(state::wait_async_event(context as usize).and_then(|got| {
+            // SAFETY: the caller passes a struct ibv_async_event.
+            unsafe { write_out(event, got) }
+        }))
     })
 }
 
-/// `void ibv_ack_async_event(struct ibv_async_event *)`: nothing to acknowledge.
+/// `void ibv_ack_async_event(struct ibv_async_event *)`: counted in the element's
+/// `events_completed`, as libibverbs does.
 #[unsafe(no_mangle)]
-pub(crate) unsafe extern "C" fn ibv_ack_async_event(_event: *mut c_void) {}
+pub(crate) unsafe extern "C" fn ibv_ack_async_event(event: *mut IbvAsyncEvent) {
+    guard((), || {
+        if event.is_null() {
+            return;
+        }
+        // SAFETY: the caller passes the event ibv_get_async_event filled.
+        let e = unsafe { event.read_unaligned() };
+        crate::verbs::ack_async_event(e.element as usize, e.event_type);
+    })
+}
+
+/// Makes `fd` non-blocking: the NIC's thread writes events into pipes the program reads, and
+/// must lose an event rather than wait for a program that never reads.
+pub(crate) fn set_nonblocking(fd: &impl std::os::fd::AsRawFd) -> std::io::Result<()> {
+    let fd = fd.as_raw_fd();
+    // SAFETY: fcntl on a descriptor the caller owns, with flags read from it.
+    let flags = unsafe { libc::fcntl(fd, libc::F_GETFL) };
+    // SAFETY: as above.
+    if flags < 0 || unsafe { libc::fcntl(fd, libc::F_SETFL, flags | libc::O_NONBLOCK) } < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
+}
 
 /// Called once, at the first `ibv_open_device`: counters are written at exit too, for programs
 /// that exit without closing their device.

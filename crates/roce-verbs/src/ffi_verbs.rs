@@ -9,7 +9,7 @@ use std::ffi::{c_int, c_uint, c_void};
 
 use crate::abi::{
     IbvAh, IbvAhAttr, IbvCompChannel, IbvContext, IbvCq, IbvMr, IbvPd, IbvQp, IbvQpAttr,
-    IbvQpInitAttr, IbvRecvWr, IbvSendWr, IbvSge, IbvWc,
+    IbvQpInitAttr, IbvRecvWr, IbvSendWr, IbvSge, IbvSrq, IbvSrqAttr, IbvSrqInitAttr, IbvWc,
 };
 use crate::ffi_ex::{cq_ex_fns, wr_fns};
 use roce_core::{QpType, Sge};
@@ -63,7 +63,24 @@ impl Linked for IbvRecvWr {
     }
 }
 
-/// Posts the C list of WRs at `first` on the QP at `qp`, in order, in one step of the engine
+/// What a list is posted to: a QP or an SRQ, of a context.
+trait Target {
+    fn ctx(&self) -> usize;
+}
+
+impl Target for verbs::PostQp {
+    fn ctx(&self) -> usize {
+        self.ctx
+    }
+}
+
+impl Target for verbs::PostSrq {
+    fn ctx(&self) -> usize {
+        self.ctx
+    }
+}
+
+/// Posts the C list of WRs at `first` to `target` (a QP or an SRQ), in order, in one step of the engine
 /// (one ring of the doorbell), each through `post`; stops at the first one refused, which is
 /// then `*bad_wr`, and returns its errno (those before it stay posted). A list longer than
 /// [`MAX_CHAIN`] (a cycle) is refused at that point.
@@ -71,11 +88,11 @@ impl Linked for IbvRecvWr {
 /// # Safety
 /// `first` is NULL or a list of WRs valid for reads, as `ibv_post_send`'s caller passes it;
 /// `bad_wr` is NULL or valid for a write.
-unsafe fn post_list<W: Linked>(
-    qp: *mut IbvQp,
+unsafe fn post_list<W: Linked, T: Target>(
+    target: Result<T, Errno>,
     first: *mut W,
     bad_wr: *mut *mut W,
-    mut post: impl FnMut(&verbs::PostQp, &mut roce_core::Nic, &W) -> Result<(), Errno>,
+    mut post: impl FnMut(&T, &mut roce_core::Nic, &W) -> Result<(), Errno>,
 ) -> c_int {
     let fail = |at: *mut W, Errno(e): Errno| {
         if !bad_wr.is_null() {
@@ -85,11 +102,11 @@ unsafe fn post_list<W: Linked>(
         set_errno(e);
         e
     };
-    let target = match verbs::qp_for_post(qp as usize) {
-        Ok(q) => q,
+    let target = match target {
+        Ok(t) => t,
         Err(e) => return fail(first, e),
     };
-    let walked = verbs::post(target.ctx, |nic| {
+    let walked = verbs::post(target.ctx(), |nic| {
         let mut at = first;
         for _ in 0..MAX_CHAIN {
             if at.is_null() {
@@ -405,19 +422,24 @@ pub(crate) unsafe extern "C" fn post_send(
     guard(libc::EIO, || {
         // SAFETY: the caller's list, as ibv_post_send passes it.
         unsafe {
-            post_list(qp, wr, bad_wr, |target, nic, w| {
-                // wr.ud of a UD QP: the AH pointer, then remote_qpn and remote_qkey.
-                let ud = match target.qp_type {
-                    QpType::Ud => {
-                        let (qpn, qkey) = (w.wr_word1 as u32, (w.wr_word1 >> 32) as u32);
-                        let ah = w.wr_remote_addr as usize;
-                        Some(verbs::ud_dest(target.qp, ah, qpn, qkey)?)
-                    }
-                    _ => None,
-                };
-                let sgl = sges(w.sg_list, w.num_sge)?;
-                target.send(nic, verbs::send_wr(w, sgl, target.sig_all, ud)?)
-            })
+            post_list(
+                verbs::qp_for_post(qp as usize),
+                wr,
+                bad_wr,
+                |target, nic, w| {
+                    // wr.ud of a UD QP: the AH pointer, then remote_qpn and remote_qkey.
+                    let ud = match target.qp_type {
+                        QpType::Ud => {
+                            let (qpn, qkey) = (w.wr_word1 as u32, (w.wr_word1 >> 32) as u32);
+                            let ah = w.wr_remote_addr as usize;
+                            Some(verbs::ud_dest(target.qp, ah, qpn, qkey)?)
+                        }
+                        _ => None,
+                    };
+                    let sgl = sges(w.sg_list, w.num_sge)?;
+                    target.send(nic, verbs::send_wr(w, sgl, target.sig_all, ud)?)
+                },
+            )
         }
     })
 }
@@ -431,24 +453,95 @@ pub(crate) unsafe extern "C" fn post_recv(
     guard(libc::EIO, || {
         // SAFETY: the caller's list, as ibv_post_recv passes it.
         unsafe {
-            post_list(qp, wr, bad_wr, |target, nic, w| {
-                let sgl = sges(w.sg_list, w.num_sge)?;
-                target.recv(nic, verbs::recv_wr(w.wr_id, sgl))
-            })
+            post_list(
+                verbs::qp_for_post(qp as usize),
+                wr,
+                bad_wr,
+                |target, nic, w| {
+                    let sgl = sges(w.sg_list, w.num_sge)?;
+                    target.recv(nic, verbs::recv_wr(w.wr_id, sgl))
+                },
+            )
         }
     })
 }
 
-/// `ops.post_srq_recv`: `EOPNOTSUPP` (no SRQ can exist: `ibv_create_srq` fails).
+/// `ops.post_srq_recv`: an errno value; `*bad_wr` is the first WR not posted.
 pub(crate) unsafe extern "C" fn post_srq_recv(
-    _srq: *mut c_void,
+    srq: *mut IbvSrq,
     wr: *mut IbvRecvWr,
     bad_wr: *mut *mut IbvRecvWr,
 ) -> c_int {
-    if !bad_wr.is_null() {
-        // SAFETY: the caller passes a place for the pointer.
-        unsafe { *bad_wr = wr };
-    }
-    set_errno(libc::EOPNOTSUPP);
-    libc::EOPNOTSUPP
+    guard(libc::EIO, || {
+        // SAFETY: the caller's list, as ibv_post_srq_recv passes it.
+        unsafe {
+            post_list(
+                verbs::srq_for_post(srq as usize),
+                wr,
+                bad_wr,
+                |target, nic, w| {
+                    let sgl = sges(w.sg_list, w.num_sge)?;
+                    target.recv(nic, verbs::recv_wr(w.wr_id, sgl))
+                },
+            )
+        }
+    })
+}
+
+/// `struct ibv_srq *ibv_create_srq(struct ibv_pd *, struct ibv_srq_init_attr *)`: NULL with
+/// errno on failure; the attributes the SRQ got are written back.
+#[unsafe(no_mangle)]
+pub(crate) unsafe extern "C" fn ibv_create_srq(
+    pd: *mut IbvPd,
+    init: *mut IbvSrqInitAttr,
+) -> *mut IbvSrq {
+    guard(std::ptr::null_mut(), || {
+        if init.is_null() {
+            set_errno(libc::EINVAL);
+            return std::ptr::null_mut();
+        }
+        // SAFETY: the caller passes a struct ibv_srq_init_attr.
+        let i = unsafe { init.read_unaligned() };
+        null_on_err(
+            verbs::create_srq(pd as usize, i.srq_context, i.attr).map(|(srq, got)| {
+                // SAFETY: as above; only the attr member is written.
+                unsafe { std::ptr::addr_of_mut!((*init).attr).write_unaligned(got) };
+                srq
+            }),
+        )
+    })
+}
+
+/// `int ibv_modify_srq(struct ibv_srq *, struct ibv_srq_attr *, int mask)`: an errno value.
+#[unsafe(no_mangle)]
+pub(crate) unsafe extern "C" fn ibv_modify_srq(
+    srq: *mut IbvSrq,
+    attr: *mut IbvSrqAttr,
+    mask: c_int,
+) -> c_int {
+    guard(libc::EIO, || {
+        if attr.is_null() {
+            return libc::EINVAL;
+        }
+        // SAFETY: the caller passes a struct ibv_srq_attr.
+        let a = unsafe { attr.read_unaligned() };
+        errno_ret(verbs::modify_srq(srq as usize, a, mask))
+    })
+}
+
+/// `int ibv_query_srq(struct ibv_srq *, struct ibv_srq_attr *)`: an errno value.
+#[unsafe(no_mangle)]
+pub(crate) unsafe extern "C" fn ibv_query_srq(srq: *mut IbvSrq, attr: *mut IbvSrqAttr) -> c_int {
+    guard(libc::EIO, || {
+        errno_ret(verbs::query_srq(srq as usize).and_then(|a| {
+            // SAFETY: the caller passes a struct ibv_srq_attr.
+            unsafe { write_out(attr, a) }
+        }))
+    })
+}
+
+/// `int ibv_destroy_srq(struct ibv_srq *)`: an errno value (`EBUSY` while a QP uses it).
+#[unsafe(no_mangle)]
+pub(crate) unsafe extern "C" fn ibv_destroy_srq(srq: *mut IbvSrq) -> c_int {
+    guard(libc::EIO, || errno_ret(verbs::destroy_srq(srq as usize)))
 }

@@ -44,14 +44,15 @@ static DEVICE: OnceLock<Result<Option<Device>, EnvError>> = OnceLock::new();
 static CONTEXTS: Mutex<Option<HashMap<usize, OpenContext>>> = Mutex::new(None);
 
 /// An open context: the `verbs_context` the program holds, and the pipe whose read end is
-/// its `async_fd`. The device raises no asynchronous events (no port changes, no QP
-/// catastrophes it reports that way), so nothing is ever written: a program can poll the fd
-/// and `ibv_get_async_event` blocks, as on a device where nothing happens.
+/// its `async_fd`. The NIC's thread writes each asynchronous event of the context's objects
+/// as 16 bytes (the element's address, the `ibv_event_type`, 4 bytes of padding), as the
+/// kernel's uverbs async event file carries `struct ib_uverbs_async_event_desc`; the write
+/// end does not block, so a program that never reads loses events instead of stopping the NIC.
 #[derive(Debug)]
 struct OpenContext {
     _vctx: CBox<VerbsContext>,
     async_reader: std::io::PipeReader,
-    _async_writer: std::io::PipeWriter,
+    async_writer: std::io::PipeWriter,
 }
 static AT_EXIT: Once = Once::new();
 
@@ -99,8 +100,9 @@ pub(crate) fn open(dev_addr: usize, fns: ContextFns) -> Result<*mut IbvContext, 
     let dev = device_at(dev_addr)?;
     let engine = dev.engine.get_or_init(|| {
         let e = Engine::start(&dev.model);
-        if let Err(msg) = &e {
-            eprintln!("roce-verbs: {msg}");
+        match &e {
+            Ok(engine) => engine.device.on_async_event(crate::verbs::raise),
+            Err(msg) => eprintln!("roce-verbs: {msg}"),
         }
         e
     });
@@ -111,6 +113,8 @@ pub(crate) fn open(dev_addr: usize, fns: ContextFns) -> Result<*mut IbvContext, 
     let query_port = fns.query_port;
     let (async_reader, async_writer) =
         std::io::pipe().map_err(|e| Errno(e.raw_os_error().unwrap_or(libc::EMFILE)))?;
+    crate::ffi::set_nonblocking(&async_writer)
+        .map_err(|e| Errno(e.raw_os_error().unwrap_or(libc::EIO)))?;
     let null = std::ptr::null();
     let vctx = CBox::new(VerbsContext {
         query_port: Some(query_port),
@@ -154,31 +158,47 @@ pub(crate) fn open(dev_addr: usize, fns: ContextFns) -> Result<*mut IbvContext, 
         OpenContext {
             _vctx: vctx,
             async_reader,
-            _async_writer: async_writer,
+            async_writer,
         },
     );
     Ok(ctx)
 }
 
-/// `ibv_get_async_event`: waits on the context's async pipe (nothing is ever written, see
-/// [`OpenContext`]); `EAGAIN` if the program made the fd non-blocking.
-pub(crate) fn wait_async_event(ctx_addr: usize) -> Errno {
+/// `ibv_get_async_event`: waits on the context's async pipe for the next event; `EAGAIN` if
+/// the program made the fd non-blocking and none waits.
+pub(crate) fn wait_async_event(ctx_addr: usize) -> Result<abi::IbvAsyncEvent, Errno> {
     let reader = lock(&CONTEXTS)
         .as_ref()
         .and_then(|m| m.get(&ctx_addr))
-        .map(|c| c.async_reader.try_clone());
-    match reader {
-        None => Errno(libc::EINVAL),
-        Some(Err(e)) => Errno(e.raw_os_error().unwrap_or(libc::EIO)),
-        Some(Ok(mut r)) => {
-            let mut event = [0u8; 16];
-            // Outside the table's lock: this blocks.
-            match std::io::Read::read(&mut r, &mut event) {
-                Err(e) => Errno(e.raw_os_error().unwrap_or(libc::EIO)),
-                // Closed (the context was closed meanwhile) or, never, an event.
-                Ok(_) => Errno(libc::EIO),
-            }
-        }
+        .map(|c| c.async_reader.try_clone())
+        .ok_or(Errno(libc::EINVAL))?;
+    let mut r = reader.map_err(|e| Errno(e.raw_os_error().unwrap_or(libc::EIO)))?;
+    let mut record = [0u8; ASYNC_RECORD];
+    // Outside the table's lock: this blocks. A closed pipe (the context was closed meanwhile)
+    // is EIO.
+    std::io::Read::read_exact(&mut r, &mut record)
+        .map_err(|e| Errno(e.raw_os_error().unwrap_or(libc::EIO)))?;
+    let (element, rest) = record.split_at(8);
+    Ok(abi::IbvAsyncEvent {
+        element: u64::from_ne_bytes(element.try_into().unwrap_or_default()) as usize
+            as *mut std::ffi::c_void,
+        event_type: c_int::from_ne_bytes(rest[..4].try_into().unwrap_or_default()),
+    })
+}
+
+/// Bytes of one event in a context's async pipe.
+const ASYNC_RECORD: usize = 16;
+
+/// Writes an event for `element` (a QP's or SRQ's address) to the async pipe of the context at
+/// `ctx_addr`; lost if the pipe is full or the context closed.
+pub(crate) fn raise_async_event(ctx_addr: usize, element: usize, event_type: c_int) {
+    let mut record = [0u8; ASYNC_RECORD];
+    record[..8].copy_from_slice(&(element as u64).to_ne_bytes());
+    record[8..12].copy_from_slice(&event_type.to_ne_bytes());
+    let contexts = lock(&CONTEXTS);
+    if let Some(c) = contexts.as_ref().and_then(|m| m.get(&ctx_addr)) {
+        // A pipe write of 16 bytes is atomic: whole, or EAGAIN when full (the event is lost).
+        let _ = std::io::Write::write(&mut &c.async_writer, &record);
     }
 }
 

@@ -128,6 +128,17 @@ fn rust_side() -> Vec<(String, usize)> {
         xrcd => "xrcd", create_flags => "create_flags", max_tso_header => "max_tso_header",
         rwq_ind_tbl => "rwq_ind_tbl", rx_hash_conf => "rx_hash_conf", source_qpn => "source_qpn",
         send_ops_flags => "send_ops_flags");
+    size!("ibv_srq", IbvSrq);
+    off!("ibv_srq", IbvSrq, context => "context", srq_context => "srq_context", pd => "pd",
+        handle => "handle", mutex => "mutex", cond => "cond",
+        events_completed => "events_completed");
+    size!("ibv_srq_attr", IbvSrqAttr);
+    off!("ibv_srq_attr", IbvSrqAttr, max_wr => "max_wr", max_sge => "max_sge",
+        srq_limit => "srq_limit");
+    size!("ibv_srq_init_attr", IbvSrqInitAttr);
+    off!("ibv_srq_init_attr", IbvSrqInitAttr, srq_context => "srq_context", attr => "attr");
+    size!("ibv_async_event", IbvAsyncEvent);
+    off!("ibv_async_event", IbvAsyncEvent, element => "element", event_type => "event_type");
     size!("ibv_ah", IbvAh);
     off!("ibv_ah", IbvAh, pd => "pd", handle => "handle");
     size!("ibv_sge", IbvSge);

@@ -136,7 +136,11 @@ fn ibv_devinfo_shows_an_active_ethernet_port_with_rxe_gids() {
     assert!(mr <= nic.max_mr_size as u64, "{text}");
     let msg = u64::from_str_radix(field(&text, "max_msg_sz").trim_start_matches("0x"), 16).unwrap();
     assert!(msg <= u64::from(nic.max_msg_size), "{text}");
-    assert_eq!(num("max_srq"), 0, "the engine has no SRQ");
+    assert!(
+        num("max_srq") > 0 && num("max_srq") <= nic.max_srq as u64,
+        "{text}"
+    );
+    assert!(num("max_srq_wr") <= nic.max_srq_wr as u64, "{text}");
 }
 
 #[test]
@@ -424,6 +428,39 @@ fn ibv_rc_pingpong_waits_on_completion_channels_with_e() {
 }
 
 #[test]
+fn ibv_srq_pingpong_shares_one_receive_queue_between_sixteen_qps() {
+    if !have("ibv_srq_pingpong", "ibverbs-utils") {
+        return;
+    }
+    // 16 QPs a side (srq_pingpong's default), every receive posted with ibv_post_srq_recv to one
+    // SRQ; plain, and with -e waiting on a completion channel.
+    for (i, extra) in [&[][..], &["-e"][..]].into_iter().enumerate() {
+        let port = (18631 + i).to_string();
+        let run = |ip: &str, peer: Option<&str>| {
+            let mut cmd = Command::new(env!("CARGO_BIN_EXE_roce"));
+            cmd.args(["exec", "--ip", ip, "--", "ibv_srq_pingpong", "-g", "1"])
+                .args(["-p", &port, "-n", "100"])
+                .args(extra)
+                .args(peer)
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped());
+            cmd.spawn().unwrap()
+        };
+        let server = run("127.0.13.24", None);
+        wait_listening(&port);
+        let client = run("127.0.13.25", Some("127.0.13.24"))
+            .wait_with_output()
+            .unwrap();
+        let server = server.wait_with_output().unwrap();
+        for out in [ok(&client), ok(&server)] {
+            assert!(out.contains("100 iters in"), "{extra:?}:\n{out}");
+            let qps = out.lines().filter(|l| l.contains("local address")).count();
+            assert_eq!(qps, 16, "{extra:?}: one line per QP\n{out}");
+        }
+    }
+}
+
+#[test]
 fn ibv_rc_pingpong_posts_with_the_ibv_wr_api_with_n() {
     if !have("ibv_rc_pingpong", "ibverbs-utils") {
         return;
@@ -576,7 +613,8 @@ fn perftest_runs_every_operation_between_two_roce_exec_processes() {
     }
     // perftest 4.5 on a device it does not know uses ibv_post_send (its
     // verify_params_with_device_context): WRITE, READ, SEND and atomics, bandwidth and latency, over RC, and SEND over UD
-    // and WRITE over UC; -q 4 runs four QPs at once.
+    // and WRITE over UC; -q 4 runs four QPs at once; --use-srq has two QPs take their receives
+    // from one shared receive queue.
     let runs: &[&[&str]] = &[
         &["ib_write_bw", "-q", "4"],
         &["ib_read_bw"],
@@ -589,6 +627,7 @@ fn perftest_runs_every_operation_between_two_roce_exec_processes() {
         &["ib_send_bw", "-c", "UD"],
         &["ib_send_lat", "-c", "UD"],
         &["ib_write_bw", "-c", "UC"],
+        &["ib_send_bw", "--use-srq", "-q", "2"],
     ];
     for (i, run) in runs.iter().enumerate() {
         let port = (18641 + i).to_string();

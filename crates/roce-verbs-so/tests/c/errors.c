@@ -88,7 +88,7 @@ int main(void)
 	struct ibv_qp_init_attr bad = init;
 	bad.srq = (struct ibv_srq *)&fake_ctx;
 	errno = 0;
-	CHECK(!ibv_create_qp(pd, &bad) && errno == EOPNOTSUPP, "create_qp with an SRQ: EOPNOTSUPP");
+	CHECK(!ibv_create_qp(pd, &bad) && errno == EINVAL, "create_qp with an SRQ not ours: EINVAL");
 	bad = init;
 	bad.cap.max_send_sge = 1000;
 	errno = 0;
@@ -185,6 +185,44 @@ int main(void)
 	errno = 0;
 	CHECK(ctx->async_fd >= 0 && ibv_get_async_event(ctx, &aev) == -1 && errno == EAGAIN,
 	      "get_async_event on a non-blocking async_fd: EAGAIN");
+
+	struct ibv_srq_init_attr sinit = { .attr = { .max_wr = 0, .max_sge = 1 } };
+	errno = 0;
+	CHECK(!ibv_create_srq(pd, &sinit) && errno == EINVAL, "create_srq of 0 WRs: EINVAL");
+	sinit.attr.max_wr = 8;
+	struct ibv_srq *srq = ibv_create_srq(pd, &sinit);
+	CHECK(srq && srq->pd == pd && sinit.attr.max_wr == 8 && sinit.attr.max_sge == 1, "create_srq");
+	struct ibv_srq_attr sattr = { .srq_limit = 4 };
+	CHECK(ibv_modify_srq(srq, &sattr, IBV_SRQ_LIMIT) == 0, "modify_srq arms a limit of 4");
+	sattr.srq_limit = 9;
+	CHECK(ibv_modify_srq(srq, &sattr, IBV_SRQ_LIMIT) == EINVAL, "a limit above max_wr: EINVAL");
+	memset(&sattr, 0, sizeof(sattr));
+	CHECK(ibv_query_srq(srq, &sattr) == 0 && sattr.max_wr == 8 && sattr.srq_limit == 4,
+	      "query_srq: the refused limit changed nothing");
+	struct ibv_recv_wr swr = { .wr_id = 7, .sg_list = &sge, .num_sge = 2000 }, *bad_swr = NULL;
+	CHECK(ibv_post_srq_recv(srq, &swr, &bad_swr) != 0 && bad_swr == &swr, "post_srq_recv of 2000 SGEs: refused, bad_wr set");
+	swr.num_sge = 1;
+	CHECK(ibv_post_srq_recv(srq, &swr, &bad_swr) == 0, "post_srq_recv");
+	struct ibv_qp_init_attr sqi = init;
+	sqi.srq = srq;
+	struct ibv_qp *sqp = ibv_create_qp(pd, &sqi);
+	CHECK(sqp && sqp->srq == srq, "create_qp on the SRQ");
+	CHECK(ibv_destroy_srq(srq) == EBUSY, "destroy_srq while a QP uses it: EBUSY");
+	xa.qp_state = IBV_QPS_INIT;
+	CHECK(!ibv_modify_qp(sqp, &xa, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS),
+	      "the SRQ's QP in INIT");
+	CHECK(ibv_post_recv(sqp, &rwr, &bad_rwr) == EINVAL && bad_rwr == &rwr, "post_recv on a QP with an SRQ: EINVAL");
+	xa.qp_state = IBV_QPS_ERR;
+	CHECK(ibv_modify_qp(sqp, &xa, IBV_QP_STATE) == 0, "the SRQ's QP to ERR");
+	memset(&aev, 0, sizeof(aev));
+	CHECK(ibv_get_async_event(ctx, &aev) == 0 && aev.event_type == IBV_EVENT_QP_LAST_WQE_REACHED &&
+		      aev.element.qp == sqp,
+	      "get_async_event: the last WQE of the QP in error");
+	ibv_ack_async_event(&aev);
+	CHECK(sqp->events_completed == 1, "ack_async_event counts it");
+	errno = 0;
+	CHECK(ibv_get_async_event(ctx, &aev) == -1 && errno == EAGAIN, "no other event");
+	CHECK(ibv_destroy_qp(sqp) == 0 && ibv_destroy_srq(srq) == 0, "destroy the QP, then its SRQ");
 
 	CHECK(ibv_destroy_qp(qp) == 0, "destroy_qp");
 	CHECK(ibv_destroy_cq(cq) == 0, "destroy_cq");

@@ -200,6 +200,56 @@ pub struct IbvAh {
     pub handle: u32,
 }
 
+/// `struct ibv_srq`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+#[allow(missing_docs)]
+pub struct IbvSrq {
+    pub context: *mut IbvContext,
+    pub srq_context: *mut c_void,
+    pub pd: *mut IbvPd,
+    pub handle: u32,
+    pub mutex: libc::pthread_mutex_t,
+    pub cond: libc::pthread_cond_t,
+    pub events_completed: u32,
+}
+
+/// `struct ibv_srq_attr`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[allow(missing_docs)]
+pub struct IbvSrqAttr {
+    pub max_wr: u32,
+    pub max_sge: u32,
+    pub srq_limit: u32,
+}
+
+/// `struct ibv_srq_init_attr`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+#[allow(missing_docs)]
+pub struct IbvSrqInitAttr {
+    pub srq_context: *mut c_void,
+    pub attr: IbvSrqAttr,
+}
+
+/// `enum ibv_event_type` values this device raises.
+pub const EVENT_QP_FATAL: c_int = 1;
+/// `IBV_EVENT_SRQ_LIMIT_REACHED`.
+pub const EVENT_SRQ_LIMIT_REACHED: c_int = 15;
+/// `IBV_EVENT_QP_LAST_WQE_REACHED`.
+pub const EVENT_QP_LAST_WQE_REACHED: c_int = 16;
+
+/// `struct ibv_async_event`: the element (a union of `struct ibv_cq *`, `ibv_qp *`,
+/// `ibv_srq *`, `ibv_wq *` and `int port_num`, one pointer wide) and the event's type.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+#[allow(missing_docs)]
+pub struct IbvAsyncEvent {
+    pub element: *mut c_void,
+    pub event_type: c_int,
+}
+
 /// `struct ibv_sge` (16 bytes).
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Default)]

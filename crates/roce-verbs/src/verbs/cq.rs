@@ -167,6 +167,9 @@ pub(crate) fn create_comp_channel(ctx: usize) -> Result<*mut IbvCompChannel, Err
     state::engine(ctx)?;
     let (reader, writer) =
         std::io::pipe().map_err(|e| Errno(e.raw_os_error().unwrap_or(libc::EMFILE)))?;
+    // The NIC's thread writes the events: a full pipe must lose one, not stop the NIC.
+    crate::ffi::set_nonblocking(&writer)
+        .map_err(|e| Errno(e.raw_os_error().unwrap_or(libc::EIO)))?;
     let c = CBox::new(IbvCompChannel {
         context: ctx as *mut IbvContext,
         fd: reader.as_raw_fd(),
@@ -208,8 +211,9 @@ pub(crate) fn req_notify_cq(cq: usize) -> Result<(), Errno> {
     queue.arm(move || {
         let event = (cq as u64).to_ne_bytes();
         let mut w = writer.lock().unwrap_or_else(PoisonError::into_inner);
-        // A full pipe (a program that arms without ever reading) loses the event.
-        let _ = w.write_all(&event);
+        // A full pipe (a program that arms without ever reading) loses the event: the write
+        // end does not block, and 8 bytes go whole or not at all.
+        let _ = w.write(&event);
     });
     Ok(())
 }

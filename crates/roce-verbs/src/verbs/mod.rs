@@ -13,20 +13,22 @@
 //!
 //! One file per kind of object: `pd.rs` (protection domains, memory regions, address
 //! handles), `cq.rs` (CQs, completion channels, polling), `qp.rs` (QPs and their attributes),
-//! `post.rs` (work requests, the `ibv_wr_*` API).
+//! `srq.rs` (shared receive queues), `post.rs` (work requests, the `ibv_wr_*` API).
 
 use std::collections::HashMap;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
-use roce_core::{Nic, VerbsError};
+use roce_core::{AsyncEvent, Nic, VerbsError};
 use roce_device::DeviceError;
 
+use crate::abi;
 use crate::state::{self, Errno};
 
 mod cq;
 mod pd;
 mod post;
 mod qp;
+mod srq;
 #[cfg(test)]
 mod tests;
 
@@ -40,6 +42,7 @@ pub(crate) use post::{
     wr_set_sgl, wr_set_ud_addr, wr_start,
 };
 pub(crate) use qp::{MAX_WR, WrFns, create_qp, destroy_qp, is_qp, modify_qp, query_qp};
+pub(crate) use srq::{PostSrq, create_srq, destroy_srq, modify_srq, query_srq, srq_for_post};
 
 const EINVAL: Errno = Errno(libc::EINVAL);
 
@@ -52,6 +55,7 @@ pub(crate) struct Objects {
     qps: HashMap<usize, qp::Qp>,
     channels: HashMap<usize, cq::Channel>,
     ahs: HashMap<usize, pd::Ah>,
+    srqs: HashMap<usize, srq::Srq>,
     next_handle: u32,
 }
 
@@ -69,7 +73,10 @@ fn with<R>(f: impl FnOnce(&mut Objects) -> R) -> R {
 /// The errno for what the engine refused: `ENOMEM` for a full table or queue, else `EINVAL`.
 fn engine_err(e: VerbsError) -> Errno {
     match e {
-        VerbsError::Exhausted(_) | VerbsError::QueueFull { .. } => Errno(libc::ENOMEM),
+        VerbsError::Exhausted(_) | VerbsError::QueueFull { .. } | VerbsError::SrqFull { .. } => {
+            Errno(libc::ENOMEM)
+        }
+        VerbsError::SrqBusy { .. } => Errno(libc::EBUSY),
         _ => EINVAL,
     }
 }
@@ -95,4 +102,50 @@ fn handle() -> u32 {
 fn step<R>(ctx: usize, f: impl FnOnce(&mut Nic) -> R) -> Result<R, Errno> {
     let engine = state::engine(ctx)?;
     engine.device.with(|nic, _| f(nic)).map_err(device_err)
+}
+
+/// Where an asynchronous event of the engine goes: the context of the QP or SRQ it names, as
+/// `ibv_async_event` (element, type). Runs on the NIC's thread (see
+/// [`roce_device::DeviceHandle::on_async_event`]); an event of an object already destroyed is
+/// dropped.
+pub(crate) fn raise(event: AsyncEvent) {
+    let found = with(|o| match event {
+        AsyncEvent::QpFatal(qpn) | AsyncEvent::QpLastWqeReached(qpn) => {
+            let kind = if matches!(event, AsyncEvent::QpFatal(_)) {
+                abi::EVENT_QP_FATAL
+            } else {
+                abi::EVENT_QP_LAST_WQE_REACHED
+            };
+            o.qps
+                .iter()
+                .find(|(_, q)| q.qpn == qpn)
+                .map(|(addr, q)| (*addr, q.ctx, kind))
+        }
+        AsyncEvent::SrqLimitReached(srq) => o
+            .srqs
+            .iter()
+            .find(|(_, s)| s.handle == srq)
+            .map(|(addr, s)| (*addr, s.ctx, abi::EVENT_SRQ_LIMIT_REACHED)),
+        _ => None,
+    });
+    if let Some((element, ctx, kind)) = found {
+        state::raise_async_event(ctx, element, kind);
+    }
+}
+
+/// `ibv_ack_async_event`: counted in the QP's or SRQ's `events_completed`.
+pub(crate) fn ack_async_event(element: usize, event_type: std::ffi::c_int) {
+    with(|o| match event_type {
+        abi::EVENT_SRQ_LIMIT_REACHED => {
+            if let Some(s) = o.srqs.get(&element) {
+                s.ack_event();
+            }
+        }
+        abi::EVENT_QP_FATAL | abi::EVENT_QP_LAST_WQE_REACHED => {
+            if let Some(q) = o.qps.get(&element) {
+                q.c.update(|c| c.qp.events_completed = c.qp.events_completed.wrapping_add(1));
+            }
+        }
+        _ => {}
+    });
 }

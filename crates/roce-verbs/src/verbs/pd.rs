@@ -62,6 +62,7 @@ pub(crate) fn dealloc_pd(pd: usize) -> Result<(), Errno> {
         if o.mrs.values().any(|m| m.pd == pd)
             || o.qps.values().any(|q| q.pd == pd)
             || o.ahs.values().any(|a| a.pd == pd)
+            || o.srqs.values().any(|s| s.pd == pd)
         {
             return Err(Errno(libc::EBUSY));
         }

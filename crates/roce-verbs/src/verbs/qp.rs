@@ -8,6 +8,7 @@ use roce_core::{AddressVector, Mtu, Psn, QpAttr, QpInit, QpState, QpType, Qpn, S
 
 use super::cq::engine_cq;
 use super::pd::{access, destination};
+use super::srq::engine_srq;
 use super::{EINVAL, engine_err, handle, step, with};
 use crate::abi::{IbvContext, IbvPd, IbvQp, IbvQpAttr, IbvQpCap, IbvQpEx, IbvQpInitAttr};
 use crate::cbox::CBox;
@@ -28,6 +29,8 @@ pub(super) struct Qp {
     pub(super) attr: IbvQpAttr,
     pub(super) send_cq: usize,
     pub(super) recv_cq: usize,
+    /// The SRQ its receives come from, if any.
+    pub(super) srq: Option<usize>,
     pub(super) pd: usize,
     pub(super) ctx: usize,
     /// WRs built with the `ibv_wr_*` API since `wr_start`, and the first error while building.
@@ -91,9 +94,11 @@ pub(crate) fn create_qp(
         4 => QpType::Ud,
         _ => return Err(Errno(libc::EOPNOTSUPP)),
     };
-    if !init.srq.is_null() {
-        return Err(Errno(libc::EOPNOTSUPP));
-    }
+    let srq = (!init.srq.is_null()).then_some(init.srq as usize);
+    let srq_handle = match srq {
+        Some(srq) => Some(engine_srq(srq).ok_or(EINVAL)?.0),
+        None => None,
+    };
     let (send_cq, recv_cq) = (init.send_cq as usize, init.recv_cq as usize);
     let (pd_handle, ctx) = with(|o| {
         let p = o.pds.get(&pd)?;
@@ -112,7 +117,11 @@ pub(crate) fn create_qp(
         max_send_wr: cap.max_send_wr as usize,
         max_recv_wr: cap.max_recv_wr as usize,
     };
-    let qpn = step(ctx, |nic| nic.create_qp(&qp_init))?.map_err(engine_err)?;
+    let qpn = step(ctx, |nic| match srq_handle {
+        Some(srq) => nic.create_qp_with_srq(&qp_init, srq),
+        None => nic.create_qp(&qp_init),
+    })?
+    .map_err(engine_err)?;
     let c = CBox::new(IbvQpEx {
         qp: IbvQp {
             context: ctx as *mut IbvContext,
@@ -120,7 +129,7 @@ pub(crate) fn create_qp(
             pd: pd as *mut IbvPd,
             send_cq: init.send_cq,
             recv_cq: init.recv_cq,
-            srq: std::ptr::null_mut(),
+            srq: init.srq,
             handle: handle(),
             qp_num: qpn.value(),
             state: 0,
@@ -171,6 +180,7 @@ pub(crate) fn create_qp(
                 },
                 send_cq,
                 recv_cq,
+                srq,
                 pd,
                 ctx,
                 pending: Vec::new(),
