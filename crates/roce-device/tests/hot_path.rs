@@ -4,13 +4,17 @@
 
 #![allow(clippy::unwrap_used)] // test code: a panic is the failure report
 
+mod common;
+
+use common::pair;
+
 use std::net::IpAddr;
 use std::sync::mpsc;
 use std::time::Duration;
 
-use roce_core::{Access, Psn, SendOp, SendWr, Sge, WcStatus};
+use roce_core::{Access, SendOp, SendWr, Sge, WcStatus};
 use roce_device::backend::udp::UdpBackend;
-use roce_device::{Connection, Device, DeviceConfig, RcEndpoint};
+use roce_device::{Device, DeviceConfig};
 
 /// Long enough that only a deadlock reaches it.
 const STUCK: Duration = Duration::from_secs(10);
@@ -51,27 +55,7 @@ async fn a_poll_answers_while_another_thread_holds_the_engine() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn completions_of_a_list_of_writes_arrive_in_the_shared_queue_in_order() {
-    let (ip_a, ip_b): (IpAddr, IpAddr) =
-        ("127.0.31.2".parse().unwrap(), "127.0.31.3".parse().unwrap());
-    let a = Device::spawn(
-        DeviceConfig::new(ip_a),
-        UdpBackend::bind(ip_a, 4791).unwrap(),
-    );
-    let b = Device::spawn(
-        DeviceConfig::new(ip_b),
-        UdpBackend::bind(ip_b, 4791).unwrap(),
-    );
-    let qp_a = RcEndpoint::create(&a, 64).await.unwrap();
-    let qp_b = RcEndpoint::create(&b, 64).await.unwrap();
-    qp_a.init(Access::ALL).await.unwrap();
-    qp_b.init(Access::ALL).await.unwrap();
-    let (psn_a, psn_b) = (Psn::new(1), Psn::new(2));
-    qp_a.connect(&Connection::new(ip_a, ip_b, qp_b.qpn, psn_b, psn_a))
-        .await
-        .unwrap();
-    qp_b.connect(&Connection::new(ip_b, ip_a, qp_a.qpn, psn_a, psn_b))
-        .await
-        .unwrap();
+    let ((a, qp_a), (b, qp_b), _, _) = pair("127.0.31.2", "127.0.31.3").await;
     let src = a.reg_mr(qp_a.pd, 4096, Access::LOCAL_WRITE).await.unwrap();
     let dst = b.reg_mr(qp_b.pd, 4096, Access::ALL).await.unwrap();
     assert!(src.write(0, &[0x5a; 4096]));

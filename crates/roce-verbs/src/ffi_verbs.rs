@@ -444,26 +444,51 @@ pub(crate) unsafe extern "C" fn post_send(
     })
 }
 
+/// What takes receive WRs: a QP or an SRQ.
+trait Receives: Target {
+    fn recv(&self, nic: &mut roce_core::Nic, wr: roce_core::RecvWr) -> Result<(), Errno>;
+}
+
+impl Receives for verbs::PostQp {
+    fn recv(&self, nic: &mut roce_core::Nic, wr: roce_core::RecvWr) -> Result<(), Errno> {
+        verbs::PostQp::recv(self, nic, wr)
+    }
+}
+
+impl Receives for verbs::PostSrq {
+    fn recv(&self, nic: &mut roce_core::Nic, wr: roce_core::RecvWr) -> Result<(), Errno> {
+        verbs::PostSrq::recv(self, nic, wr)
+    }
+}
+
+/// Posts a C list of receive WRs to `target`, as [`post_list`].
+///
+/// # Safety
+/// As [`post_list`].
+unsafe fn post_receives<T: Receives>(
+    target: Result<T, Errno>,
+    wr: *mut IbvRecvWr,
+    bad_wr: *mut *mut IbvRecvWr,
+) -> c_int {
+    guard(libc::EIO, || {
+        // SAFETY: forwarded.
+        unsafe {
+            post_list(target, wr, bad_wr, |target, nic, w| {
+                let sgl = sges(w.sg_list, w.num_sge)?;
+                target.recv(nic, verbs::recv_wr(w.wr_id, sgl))
+            })
+        }
+    })
+}
+
 /// `ops.post_recv`: an errno value; `*bad_wr` is the first WR not posted.
 pub(crate) unsafe extern "C" fn post_recv(
     qp: *mut IbvQp,
     wr: *mut IbvRecvWr,
     bad_wr: *mut *mut IbvRecvWr,
 ) -> c_int {
-    guard(libc::EIO, || {
-        // SAFETY: the caller's list, as ibv_post_recv passes it.
-        unsafe {
-            post_list(
-                verbs::qp_for_post(qp as usize),
-                wr,
-                bad_wr,
-                |target, nic, w| {
-                    let sgl = sges(w.sg_list, w.num_sge)?;
-                    target.recv(nic, verbs::recv_wr(w.wr_id, sgl))
-                },
-            )
-        }
-    })
+    // SAFETY: the caller's list, as ibv_post_recv passes it.
+    unsafe { post_receives(verbs::qp_for_post(qp as usize), wr, bad_wr) }
 }
 
 /// `ops.post_srq_recv`: an errno value; `*bad_wr` is the first WR not posted.
@@ -472,20 +497,8 @@ pub(crate) unsafe extern "C" fn post_srq_recv(
     wr: *mut IbvRecvWr,
     bad_wr: *mut *mut IbvRecvWr,
 ) -> c_int {
-    guard(libc::EIO, || {
-        // SAFETY: the caller's list, as ibv_post_srq_recv passes it.
-        unsafe {
-            post_list(
-                verbs::srq_for_post(srq as usize),
-                wr,
-                bad_wr,
-                |target, nic, w| {
-                    let sgl = sges(w.sg_list, w.num_sge)?;
-                    target.recv(nic, verbs::recv_wr(w.wr_id, sgl))
-                },
-            )
-        }
-    })
+    // SAFETY: the caller's list, as ibv_post_srq_recv passes it.
+    unsafe { post_receives(verbs::srq_for_post(srq as usize), wr, bad_wr) }
 }
 
 /// `struct ibv_srq *ibv_create_srq(struct ibv_pd *, struct ibv_srq_init_attr *)`: NULL with

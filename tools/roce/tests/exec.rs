@@ -331,26 +331,23 @@ fn a_bad_variable_fails_the_device_list_and_names_the_variable() {
     );
 }
 
-/// Runs `ibv_rc_pingpong ARGS` as a server on `server_ip` and a client on `client_ip`, both
-/// under `roce exec` with `exec_args`; returns (client, server).
-fn rc_pingpong(
+/// Runs `ARGV` as a server on `server_ip` and `ARGV server_ip` as a client on `client_ip`, both
+/// under `roce exec` with `exec_args`, once the server listens on TCP `port`; returns (client,
+/// server).
+fn exec_pair(
     server_ip: &str,
     client_ip: &str,
     port: &str,
     exec_args: &[&str],
-    args: &[&str],
+    argv: &[&str],
 ) -> (Output, Output) {
     let run = |ip: &str, peer: Option<&str>| {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_roce"));
-        cmd.args(["exec", "--ip", ip]).args(exec_args).args([
-            "--",
-            "ibv_rc_pingpong",
-            "-g",
-            "1",
-            "-p",
-            port,
-        ]);
-        cmd.args(args).args(peer);
+        cmd.args(["exec", "--ip", ip])
+            .args(exec_args)
+            .arg("--")
+            .args(argv)
+            .args(peer);
         cmd.stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::piped());
         cmd.spawn().unwrap()
@@ -362,6 +359,18 @@ fn rc_pingpong(
         client.wait_with_output().unwrap(),
         server.wait_with_output().unwrap(),
     )
+}
+
+/// Runs `ibv_rc_pingpong -g 1 -p PORT ARGS` as [`exec_pair`] does.
+fn rc_pingpong(
+    server_ip: &str,
+    client_ip: &str,
+    port: &str,
+    exec_args: &[&str],
+    args: &[&str],
+) -> (Output, Output) {
+    let argv = [&["ibv_rc_pingpong", "-g", "1", "-p", port][..], args].concat();
+    exec_pair(server_ip, client_ip, port, exec_args, &argv)
 }
 
 #[test]
@@ -409,21 +418,22 @@ fn ibv_rc_pingpong_runs_between_two_roce_exec_processes() {
 }
 
 #[test]
-fn ibv_rc_pingpong_waits_on_completion_channels_with_e() {
+fn ibv_rc_pingpong_waits_on_completion_channels_with_e_and_posts_with_the_wr_api_with_n() {
     if !have("ibv_rc_pingpong", "ibverbs-utils") {
         return;
     }
     // -e: ibv_req_notify_cq, then ibv_get_cq_event on the channel's fd before each poll; the
-    // events are acknowledged at the end.
-    let (client, server) = rc_pingpong(
-        "127.0.13.12",
-        "127.0.13.13",
-        "18615",
-        &[],
-        &["-e", "-n", "50", "-c"],
-    );
-    for out in [ok(&client), ok(&server)] {
-        assert!(out.contains("50 iters in"), "{out}");
+    // events are acknowledged at the end. -N: ibv_create_qp_ex (through the context's
+    // create_qp_ex), ibv_qp_to_qp_ex, then ibv_wr_start / ibv_wr_send / ibv_wr_set_sge /
+    // ibv_wr_complete for each send.
+    for (flag, server, client, port) in [
+        ("-e", "127.0.13.12", "127.0.13.13", "18615"),
+        ("-N", "127.0.13.16", "127.0.13.17", "18617"),
+    ] {
+        let (client, server) = rc_pingpong(server, client, port, &[], &[flag, "-n", "50", "-c"]);
+        for out in [ok(&client), ok(&server)] {
+            assert!(out.contains("50 iters in"), "{flag}: {out}");
+        }
     }
 }
 
@@ -436,46 +446,17 @@ fn ibv_srq_pingpong_shares_one_receive_queue_between_sixteen_qps() {
     // SRQ; plain, and with -e waiting on a completion channel.
     for (i, extra) in [&[][..], &["-e"][..]].into_iter().enumerate() {
         let port = (18631 + i).to_string();
-        let run = |ip: &str, peer: Option<&str>| {
-            let mut cmd = Command::new(env!("CARGO_BIN_EXE_roce"));
-            cmd.args(["exec", "--ip", ip, "--", "ibv_srq_pingpong", "-g", "1"])
-                .args(["-p", &port, "-n", "100"])
-                .args(extra)
-                .args(peer)
-                .stdout(std::process::Stdio::piped())
-                .stderr(std::process::Stdio::piped());
-            cmd.spawn().unwrap()
-        };
-        let server = run("127.0.13.24", None);
-        wait_listening(&port);
-        let client = run("127.0.13.25", Some("127.0.13.24"))
-            .wait_with_output()
-            .unwrap();
-        let server = server.wait_with_output().unwrap();
+        let argv = [
+            &["ibv_srq_pingpong", "-g", "1", "-p", &port, "-n", "100"][..],
+            extra,
+        ]
+        .concat();
+        let (client, server) = exec_pair("127.0.13.24", "127.0.13.25", &port, &[], &argv);
         for out in [ok(&client), ok(&server)] {
             assert!(out.contains("100 iters in"), "{extra:?}:\n{out}");
             let qps = out.lines().filter(|l| l.contains("local address")).count();
             assert_eq!(qps, 16, "{extra:?}: one line per QP\n{out}");
         }
-    }
-}
-
-#[test]
-fn ibv_rc_pingpong_posts_with_the_ibv_wr_api_with_n() {
-    if !have("ibv_rc_pingpong", "ibverbs-utils") {
-        return;
-    }
-    // -N: ibv_create_qp_ex (through the context's create_qp_ex), ibv_qp_to_qp_ex, then
-    // ibv_wr_start / ibv_wr_send / ibv_wr_set_sge / ibv_wr_complete for each send.
-    let (client, server) = rc_pingpong(
-        "127.0.13.16",
-        "127.0.13.17",
-        "18617",
-        &[],
-        &["-N", "-n", "50", "-c"],
-    );
-    for out in [ok(&client), ok(&server)] {
-        assert!(out.contains("50 iters in"), "{out}");
     }
 }
 
@@ -631,22 +612,8 @@ fn perftest_runs_every_operation_between_two_roce_exec_processes() {
     ];
     for (i, run) in runs.iter().enumerate() {
         let port = (18641 + i).to_string();
-        let spawn = |ip: &str, peer: Option<&str>| {
-            let mut cmd = Command::new(env!("CARGO_BIN_EXE_roce"));
-            cmd.args(["exec", "--ip", ip, "--"])
-                .args(*run)
-                .args(["-x", "1", "-n", "20", "-p", &port]);
-            cmd.args(peer)
-                .stdout(std::process::Stdio::piped())
-                .stderr(std::process::Stdio::piped());
-            cmd.spawn().unwrap()
-        };
-        let server = spawn("127.0.13.50", None);
-        wait_listening(&port);
-        let client = spawn("127.0.13.51", Some("127.0.13.50"))
-            .wait_with_output()
-            .unwrap();
-        let server = server.wait_with_output().unwrap();
+        let argv = [*run, &["-x", "1", "-n", "20", "-p", &port][..]].concat();
+        let (client, server) = exec_pair("127.0.13.50", "127.0.13.51", &port, &[], &argv);
         let out = ok(&client);
         ok(&server);
         // The result row follows the header: a size and the iterations, then numbers.
