@@ -81,6 +81,18 @@ pub(crate) unsafe fn write_prefix<T: Copy>(
     Ok(())
 }
 
+/// A copy of the caller's structure at `src`: `EINVAL` for NULL.
+///
+/// # Safety
+/// `src` is NULL or valid for one read of `T`.
+pub(crate) unsafe fn read_in<T: Copy>(src: *const T) -> Result<T, Errno> {
+    if src.is_null() {
+        return Err(Errno(libc::EINVAL));
+    }
+    // SAFETY: by the caller's contract.
+    Ok(unsafe { src.read_unaligned() })
+}
+
 /// Writes `value` to `dst` whole.
 ///
 /// # Safety

@@ -11,7 +11,7 @@ use crate::abi::{
 };
 use roce_core::{Remote, SendOp, Sge};
 
-use crate::ffi::{errno_ret, guard, set_errno};
+use crate::ffi::{errno_ret, guard, read_in, set_errno};
 use crate::ffi_verbs::{null_on_err, sges};
 use crate::state::Errno;
 use crate::verbs;
@@ -26,12 +26,11 @@ pub(crate) unsafe extern "C" fn create_qp_ex(
     attr: *mut IbvQpInitAttrEx,
 ) -> *mut IbvQp {
     guard(std::ptr::null_mut(), || {
-        if attr.is_null() {
-            set_errno(libc::EINVAL);
-            return std::ptr::null_mut();
-        }
         // SAFETY: the caller passes a struct ibv_qp_init_attr_ex.
-        let a = unsafe { attr.read_unaligned() };
+        let a = match unsafe { read_in(attr) } {
+            Ok(v) => v,
+            Err(e) => return null_on_err(Err(e)),
+        };
         const PD: u32 = 1 << 0;
         const CREATE_FLAGS: u32 = 1 << 2;
         const SEND_OPS_FLAGS: u32 = 1 << 6;
@@ -189,12 +188,11 @@ pub(crate) unsafe extern "C" fn create_cq_ex(
     attr: *mut IbvCqInitAttrEx,
 ) -> *mut IbvCqEx {
     guard(std::ptr::null_mut(), || {
-        if attr.is_null() {
-            set_errno(libc::EINVAL);
-            return std::ptr::null_mut();
-        }
         // SAFETY: the caller passes a struct ibv_cq_init_attr_ex.
-        let a = unsafe { attr.read_unaligned() };
+        let a = match unsafe { read_in(attr) } {
+            Ok(v) => v,
+            Err(e) => return null_on_err(Err(e)),
+        };
         const MASK_FLAGS: u32 = 1 << 0;
         if a.wc_flags & !verbs::CQ_EX_WC_FLAGS != 0
             || a.comp_mask & !MASK_FLAGS != 0

@@ -14,7 +14,7 @@ use crate::abi::{
 use crate::ffi_ex::{cq_ex_fns, wr_fns};
 use roce_core::{QpType, Sge};
 
-use crate::ffi::{errno_ret, guard, set_errno, write_out};
+use crate::ffi::{errno_ret, guard, read_in, set_errno, write_out};
 use crate::state::Errno;
 use crate::verbs;
 
@@ -300,19 +300,14 @@ pub(crate) unsafe extern "C" fn ibv_create_qp(
     init_attr: *mut IbvQpInitAttr,
 ) -> *mut IbvQp {
     guard(std::ptr::null_mut(), || {
-        if init_attr.is_null() {
-            set_errno(libc::EINVAL);
-            return std::ptr::null_mut();
-        }
         // SAFETY: the caller passes a struct ibv_qp_init_attr.
-        let init = unsafe { init_attr.read_unaligned() };
-        null_on_err(
+        null_on_err(unsafe { read_in(init_attr) }.and_then(|init| {
             verbs::create_qp(pd as usize, init, wr_fns()).map(|(qp, cap)| {
                 // SAFETY: as above; only the cap field is written.
                 unsafe { (&raw mut (*init_attr).cap).write_unaligned(cap) };
                 qp
-            }),
-        )
+            })
+        }))
     })
 }
 
@@ -321,13 +316,8 @@ pub(crate) unsafe extern "C" fn ibv_create_qp(
 #[unsafe(no_mangle)]
 pub(crate) unsafe extern "C" fn ibv_create_ah(pd: *mut IbvPd, attr: *mut IbvAhAttr) -> *mut IbvAh {
     guard(std::ptr::null_mut(), || {
-        if attr.is_null() {
-            set_errno(libc::EINVAL);
-            return std::ptr::null_mut();
-        }
         // SAFETY: the caller passes a struct ibv_ah_attr.
-        let a = unsafe { attr.read_unaligned() };
-        null_on_err(verbs::create_ah(pd as usize, &a))
+        null_on_err(unsafe { read_in(attr) }.and_then(|a| verbs::create_ah(pd as usize, &a)))
     })
 }
 
@@ -451,13 +441,13 @@ trait Receives: Target {
 
 impl Receives for verbs::PostQp {
     fn recv(&self, nic: &mut roce_core::Nic, wr: roce_core::RecvWr) -> Result<(), Errno> {
-        verbs::PostQp::recv(self, nic, wr)
+        self.post_recv(nic, wr)
     }
 }
 
 impl Receives for verbs::PostSrq {
     fn recv(&self, nic: &mut roce_core::Nic, wr: roce_core::RecvWr) -> Result<(), Errno> {
-        verbs::PostSrq::recv(self, nic, wr)
+        self.post_recv(nic, wr)
     }
 }
 
@@ -509,19 +499,14 @@ pub(crate) unsafe extern "C" fn ibv_create_srq(
     init: *mut IbvSrqInitAttr,
 ) -> *mut IbvSrq {
     guard(std::ptr::null_mut(), || {
-        if init.is_null() {
-            set_errno(libc::EINVAL);
-            return std::ptr::null_mut();
-        }
         // SAFETY: the caller passes a struct ibv_srq_init_attr.
-        let i = unsafe { init.read_unaligned() };
-        null_on_err(
+        null_on_err(unsafe { read_in(init) }.and_then(|i| {
             verbs::create_srq(pd as usize, i.srq_context, i.attr).map(|(srq, got)| {
                 // SAFETY: as above; only the attr member is written.
                 unsafe { std::ptr::addr_of_mut!((*init).attr).write_unaligned(got) };
                 srq
-            }),
-        )
+            })
+        }))
     })
 }
 

@@ -176,7 +176,7 @@ impl PostQp {
     }
 
     /// Posts one receive WR (inside [`post`]).
-    pub(crate) fn recv(&self, nic: &mut Nic, wr: RecvWr) -> Result<(), Errno> {
+    pub(crate) fn post_recv(&self, nic: &mut Nic, wr: RecvWr) -> Result<(), Errno> {
         nic.post_recv(self.qpn, wr).map_err(engine_err)
     }
 }
