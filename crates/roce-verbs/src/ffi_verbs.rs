@@ -152,15 +152,8 @@ pub(crate) unsafe extern "C" fn ibv_reg_mr(
     length: usize,
     access: c_int,
 ) -> *mut IbvMr {
-    guard(std::ptr::null_mut(), || {
-        null_on_err(verbs::reg_mr(
-            pd as usize,
-            addr as usize,
-            length,
-            addr as u64,
-            access,
-        ))
-    })
+    // SAFETY: forwarded; the region is named by its own address.
+    unsafe { ibv_reg_mr_iova(pd, addr, length, addr as u64, access) }
 }
 
 /// `struct ibv_mr *ibv_reg_mr_iova(pd, addr, length, uint64_t iova, int access)`.
@@ -193,15 +186,8 @@ pub(crate) unsafe extern "C" fn ibv_reg_mr_iova2(
     iova: u64,
     access: c_uint,
 ) -> *mut IbvMr {
-    guard(std::ptr::null_mut(), || {
-        null_on_err(verbs::reg_mr(
-            pd as usize,
-            addr as usize,
-            length,
-            iova,
-            access as c_int,
-        ))
-    })
+    // SAFETY: forwarded.
+    unsafe { ibv_reg_mr_iova(pd, addr, length, iova, access as c_int) }
 }
 
 /// `int ibv_dereg_mr(struct ibv_mr *)`: an errno value.
