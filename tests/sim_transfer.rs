@@ -3,7 +3,7 @@
 
 #![allow(clippy::unwrap_used)] // test code: a panic is the failure report
 
-use roce_core::{QpState, SendOp, WcOpcode, WcStatus};
+use roce_core::{QpState, SendOp, SendWr, WcOpcode, WcStatus};
 use roce_sim::{Pair, PairConfig};
 use roce_tests::sim::{
     compare_swap, drive_millis, fetch_add, pattern, post, post_from_a, post_recv, remote, success,
@@ -177,4 +177,44 @@ fn psns_wrap_around_at_2_pow_24() {
     success(pair.b.completion(), 1, WcOpcode::Recv);
     assert_eq!(pair.b.mr.read(0, 5000).unwrap(), data);
     assert_eq!(pair.a_to_b.sent_psns(), [0xff_fffe, 0xff_ffff, 0, 1, 2]);
+}
+
+#[test]
+fn inline_sends_and_writes_carry_bytes_from_no_region() {
+    let (mut pair, _log) = pair();
+    let data = pattern(7, 200);
+    post_recv(&mut pair.b, 1, 0, 4096);
+    // verbs' IBV_SEND_INLINE: the bytes are the WR's, from memory no region covers.
+    let mut send = SendWr::new(1, SendOp::Send, Vec::new());
+    send.inline_data = Some(data.clone());
+    post(&mut pair, true, send);
+    let mut write = SendWr::new(2, SendOp::RdmaWrite(remote(&pair.b, 1024)), Vec::new());
+    write.inline_data = Some(data.clone());
+    post(&mut pair, true, write);
+    // A READ has nowhere to land inline: refused, and nothing goes out for it.
+    let mut read = SendWr::new(3, SendOp::RdmaRead(remote(&pair.b, 0)), Vec::new());
+    read.inline_data = Some(vec![0; 8]);
+    assert!(pair.a.nic.post_send(pair.a.qpn, read).is_err());
+    drive_millis(&mut pair, 10);
+
+    success(pair.a.completion(), 1, WcOpcode::Send);
+    success(pair.a.completion(), 2, WcOpcode::RdmaWrite);
+    assert_eq!(
+        pair.a.completion(),
+        None,
+        "the refused READ made no completion"
+    );
+    let recv = success(pair.b.completion(), 1, WcOpcode::Recv);
+    assert_eq!(recv.byte_len, 200);
+    assert_eq!(pair.b.mr.read(0, 200).unwrap(), data);
+    assert_eq!(pair.b.mr.read(1024, 200).unwrap(), data);
+    assert!(
+        pair.a.mr.read(0, 200).unwrap().iter().all(|&b| b == 0),
+        "a's region played no part"
+    );
+    assert_eq!(
+        pair.b.nic.stats().rx_packets,
+        2,
+        "two packets: the READ never left"
+    );
 }

@@ -102,6 +102,11 @@ pub struct SendWr {
     pub solicited: bool,
     /// Copy the data at post time (`IBV_SEND_INLINE`): the SGEs may be reused at once.
     pub inline: bool,
+    /// The data of an inline SEND or WRITE, given as bytes rather than gathered from
+    /// registered memory: verbs' `IBV_SEND_INLINE` takes it from any memory of the program's,
+    /// registered or not, so a verbs library copies it out and hands it over here. When set,
+    /// `sgl` is not read and the message is these bytes.
+    pub inline_data: Option<Vec<u8>>,
     /// For UD QPs: where the datagram goes.
     pub ud: Option<UdDest>,
 }
@@ -116,6 +121,7 @@ impl SendWr {
             signaled: true,
             solicited: false,
             inline: false,
+            inline_data: None,
             ud: None,
         }
     }

@@ -9,13 +9,15 @@ use common::skip_or_fail;
 use std::path::Path;
 use std::process::Command;
 
-#[test]
-fn c_program_sees_libibverbs_errors_and_nothing_changes_on_a_refusal() {
+/// Builds `tests/c/NAME.c` against the installed header and our library, runs it on a device
+/// at `ip`, and returns its "ok" lines once it exited 0; `None` when it was skipped.
+fn run_c_program(name: &str, ip: &str) -> Option<Vec<String>> {
     if !Path::new("/usr/include/infiniband/verbs.h").exists() {
-        return skip_or_fail("no /usr/include/infiniband/verbs.h: apt-get install libibverbs-dev");
+        skip_or_fail("no /usr/include/infiniband/verbs.h: apt-get install libibverbs-dev");
+        return None;
     }
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/c/errors.c");
-    let exe = std::env::temp_dir().join(format!("roce-verbs-errors-{}", std::process::id()));
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("tests/c/{name}.c"));
+    let exe = std::env::temp_dir().join(format!("roce-verbs-{name}-{}", std::process::id()));
     let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
     let built = match Command::new(&cc)
         .arg("-Wall")
@@ -27,7 +29,10 @@ fn c_program_sees_libibverbs_errors_and_nothing_changes_on_a_refusal() {
         .output()
     {
         Ok(o) => o,
-        Err(e) => return skip_or_fail(&format!("cannot run {cc}: {e}")),
+        Err(e) => {
+            skip_or_fail(&format!("cannot run {cc}: {e}"));
+            return None;
+        }
     };
     assert!(
         built.status.success(),
@@ -36,17 +41,43 @@ fn c_program_sees_libibverbs_errors_and_nothing_changes_on_a_refusal() {
     );
     let out = Command::new(&exe)
         .env("LD_LIBRARY_PATH", roce_verbs_so::library_dir())
-        .env("ROCE_VERBS_IP", "127.0.13.60")
+        .env("ROCE_VERBS_IP", ip)
         .output()
         .unwrap();
     let _ = std::fs::remove_file(&exe);
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(
         out.status.success(),
-        "{:?}\n{text}\n{}",
+        "{name}: {:?}\n{text}\n{}",
         out.status,
         String::from_utf8_lossy(&out.stderr)
     );
-    let checks = text.lines().filter(|l| l.starts_with("ok ")).count();
-    assert!(checks >= 40, "only {checks} checks ran:\n{text}");
+    Some(
+        text.lines()
+            .filter(|l| l.starts_with("ok "))
+            .map(str::to_owned)
+            .collect(),
+    )
+}
+
+#[test]
+fn c_program_sees_libibverbs_errors_and_nothing_changes_on_a_refusal() {
+    if let Some(checks) = run_c_program("errors", "127.0.13.60") {
+        assert!(
+            checks.len() >= 40,
+            "only {} checks ran:\n{checks:?}",
+            checks.len()
+        );
+    }
+}
+
+#[test]
+fn inline_sends_take_their_bytes_from_any_memory_of_the_program() {
+    if let Some(checks) = run_c_program("inline", "127.0.13.61") {
+        assert!(
+            checks.len() >= 12,
+            "only {} checks ran:\n{checks:?}",
+            checks.len()
+        );
+    }
 }

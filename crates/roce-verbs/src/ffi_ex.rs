@@ -12,7 +12,7 @@ use crate::abi::{
 use roce_core::{Remote, SendOp, Sge};
 
 use crate::ffi::{errno_ret, guard, read_in, set_errno};
-use crate::ffi_verbs::{null_on_err, sges};
+use crate::ffi_verbs::{inline_bytes, null_on_err, sges};
 use crate::state::Errno;
 use crate::verbs;
 
@@ -141,8 +141,19 @@ unsafe extern "C" fn wr_set_ud_addr(
 
 /// Inline data from memory that need not be registered: not offered (the engine gathers
 /// inline data from registered regions); `wr_complete` then fails with `EOPNOTSUPP`.
-unsafe extern "C" fn wr_set_inline_data(qp: *mut IbvQpEx, _addr: *mut c_void, _length: usize) {
-    guard((), || verbs::wr_fail(qp as usize, Errno(libc::EOPNOTSUPP)));
+unsafe extern "C" fn wr_set_inline_data(qp: *mut IbvQpEx, addr: *mut c_void, length: usize) {
+    guard((), || {
+        let sge = Sge {
+            addr: addr as u64,
+            length: u32::try_from(length).unwrap_or(u32::MAX),
+            lkey: 0,
+        };
+        // SAFETY: the caller's buffer of `length` bytes, as ibv_wr_set_inline_data takes it.
+        match unsafe { inline_bytes(&[sge], verbs::max_inline()) } {
+            Ok(data) => verbs::wr_set_inline(qp as usize, data),
+            Err(e) => verbs::wr_fail(qp as usize, e),
+        }
+    });
 }
 
 unsafe extern "C" fn wr_start(qp: *mut IbvQpEx) {

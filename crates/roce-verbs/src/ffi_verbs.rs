@@ -46,6 +46,29 @@ pub(crate) unsafe fn sges(list: *const IbvSge, n: c_int) -> Result<Vec<Sge>, Err
         .collect())
 }
 
+/// The bytes an inline send's SGEs name, read from the program's memory (registered or not, as
+/// a provider's `memcpy` of an inline WR reads them); `EINVAL` past `max_inline`, before
+/// anything is read.
+///
+/// # Safety
+/// Each SGE's `addr` is valid for `length` reads, as `ibv_post_send`'s caller promises for an
+/// inline WR.
+pub(crate) unsafe fn inline_bytes(sgl: &[Sge], max_inline: usize) -> Result<Vec<u8>, Errno> {
+    let total: u64 = sgl.iter().map(|s| u64::from(s.length)).sum();
+    if total > max_inline as u64 {
+        return Err(Errno(libc::EINVAL));
+    }
+    let mut data = Vec::with_capacity(total as usize);
+    for sge in sgl.iter().filter(|s| s.length > 0) {
+        // SAFETY: by the caller's contract.
+        let bytes = unsafe {
+            std::slice::from_raw_parts(sge.addr as usize as *const u8, sge.length as usize)
+        };
+        data.extend_from_slice(bytes);
+    }
+    Ok(data)
+}
+
 /// A C work request: the next one of its list.
 trait Linked: Copy {
     fn next(&self) -> *mut Self;
@@ -413,7 +436,12 @@ pub(crate) unsafe extern "C" fn post_send(
                         _ => None,
                     };
                     let sgl = sges(w.sg_list, w.num_sge)?;
-                    target.send(nic, verbs::send_wr(w, sgl, target.sig_all, ud)?)
+                    let mut wr = verbs::send_wr(w, sgl, target.sig_all, ud)?;
+                    if wr.inline && !wr.op.is_read_or_atomic() {
+                        // IBV_SEND_INLINE: the bytes may lie in any memory of the program's.
+                        wr.inline_data = Some(inline_bytes(&wr.sgl, nic.config().max_inline)?);
+                    }
+                    target.send(nic, wr)
                 },
             )
         }

@@ -61,7 +61,7 @@ impl Nic {
 /// requester will send from.
 //= ibta:vol1/10.8.3
 //# a work request is checked whole when it is posted
-fn send_wqe(shared: &Shared, qp: &Qp, wr: SendWr) -> Result<SendWqe, VerbsError> {
+fn send_wqe(shared: &Shared, qp: &Qp, mut wr: SendWr) -> Result<SendWqe, VerbsError> {
     let qpn = qp.qpn;
     let config = &shared.config;
     if !matches!(qp.state, QpState::Rts | QpState::Sqd) {
@@ -82,7 +82,10 @@ fn send_wqe(shared: &Shared, qp: &Qp, wr: SendWr) -> Result<SendWqe, VerbsError>
     if wr.sgl.len() > config.max_sge {
         return invalid("more SGEs than the device allows");
     }
-    let length = wr.length();
+    let length = match &wr.inline_data {
+        Some(data) => data.len() as u64,
+        None => wr.length(),
+    };
     if length > u64::from(config.max_msg_size) {
         return invalid("message longer than the device allows");
     }
@@ -110,7 +113,15 @@ fn send_wqe(shared: &Shared, qp: &Qp, wr: SendWr) -> Result<SendWqe, VerbsError>
         }
         _ => {}
     }
-    let inline = if wr.inline {
+    let inline = if let Some(data) = wr.inline_data.take() {
+        if length > config.max_inline as u64 {
+            return invalid("inline data over max_inline");
+        }
+        if wr.op.is_read_or_atomic() {
+            return invalid("a READ or an atomic cannot be inline: it needs memory to land in");
+        }
+        Some(data)
+    } else if wr.inline {
         if length > config.max_inline as u64 {
             return invalid("inline data over max_inline");
         }

@@ -38,8 +38,8 @@ pub(crate) use cq::{
 };
 pub(crate) use pd::{alloc_pd, create_ah, dealloc_pd, dereg_mr, destroy_ah, reg_mr, ud_dest};
 pub(crate) use post::{
-    PostQp, post, qp_for_post, recv_wr, send_wr, sge, wr_abort, wr_complete, wr_fail, wr_op,
-    wr_set_sgl, wr_set_ud_addr, wr_start,
+    PostQp, max_inline, post, qp_for_post, recv_wr, send_wr, sge, wr_abort, wr_complete, wr_fail,
+    wr_op, wr_set_inline, wr_set_sgl, wr_set_ud_addr, wr_start,
 };
 pub(crate) use qp::{MAX_WR, WrFns, create_qp, destroy_qp, is_qp, modify_qp, query_qp};
 pub(crate) use srq::{PostSrq, create_srq, destroy_srq, modify_srq, query_srq, srq_for_post};

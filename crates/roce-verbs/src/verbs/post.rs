@@ -103,6 +103,24 @@ pub(crate) fn wr_set_ud_addr(qp: usize, ah: usize, remote_qpn: u32, remote_qkey:
     });
 }
 
+/// `wr_set_inline_data`: the batch's last WR carries `data`.
+pub(crate) fn wr_set_inline(qp: usize, data: Vec<u8>) {
+    wr_last(qp, |w| {
+        w.inline = true;
+        w.sgl.clear();
+        w.inline_data = Some(data);
+        Ok(())
+    });
+}
+
+/// The most bytes an inline WR carries.
+pub(crate) fn max_inline() -> usize {
+    crate::state::device()
+        .ok()
+        .flatten()
+        .map_or(0, |d| d.model.nic.max_inline)
+}
+
 /// A step of the batch that cannot be done (`wr_set_inline_data` from unregistered memory):
 /// `wr_complete` then fails with `e` and posts nothing.
 pub(crate) fn wr_fail(qp: usize, e: Errno) {
