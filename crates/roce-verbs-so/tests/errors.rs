@@ -1,7 +1,10 @@
-//! The error paths of the linked library, from C: `tests/c/errors.c` is compiled against
-//! Debian's `<infiniband/verbs.h>` and this library, and run with a device on 127.0.13.60. It
-//! prints one line per check and exits with the number that failed. Skips (fails under
-//! CI=true) without the header (libibverbs-dev) or a C compiler.
+//! The linked library from C: `tests/c/errors.c` (the error paths, on a device at
+//! 127.0.13.60) and `tests/c/inline.c` (inline data from unregistered memory, 127.0.13.61)
+//! are compiled against Debian's `<infiniband/verbs.h>` and this library. Each prints one line
+//! per check and exits with the number that failed. Skips (fails under CI=true) without the
+//! header (libibverbs-dev) or a C compiler.
+
+#![allow(clippy::unwrap_used)] // test code: a panic is the failure report
 
 mod common;
 
