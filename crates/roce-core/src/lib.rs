@@ -42,6 +42,7 @@ mod cq;
 mod error;
 mod event;
 pub mod fuzzing;
+pub mod gsi;
 mod in_flight;
 mod mr;
 mod nic;

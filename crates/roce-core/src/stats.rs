@@ -102,6 +102,10 @@ stats! {
         rx_no_recv_wr,
         /// Transmits not written because the caller's buffer was too small.
         tx_buffer_too_small,
+        /// Management datagrams QP 1 took (`Nic::poll_gsi`).
+        rx_gsi_mads,
+        /// Management datagrams QP 1 sent.
+        tx_gsi_mads,
         /// Asynchronous events raised (`Nic::poll_event`), including those lost.
         async_events,
         /// Asynchronous events lost because the queue was full (`NicConfig::max_async_events`).
@@ -122,8 +126,10 @@ stats! {
         rx_icrc_errors,
         /// Dropped: destination address is not one of ours.
         rx_dst_addr_mismatch,
-        /// Dropped: destination QP 0, or QP 1 (the GSI is not implemented).
+        /// Dropped: destination QP 0 (the SMI: there is no subnet manager on RoCE).
         rx_special_qp,
+        /// Dropped: a management datagram for QP 1 while its inbox was full.
+        rx_gsi_queue_full,
         /// Dropped: no such QP.
         rx_unknown_qp,
         /// Dropped: the opcode's transport is not the QP's type.

@@ -48,9 +48,13 @@ impl Nic {
         let layout = packet.layout();
         let qpn = bth.dest_qp();
         //= rxe:rxe_recv.c/hdr_check
-        //# QP 0 and 1 are special; the QP exists; the opcode's transport is the QP's type; its state takes the packet
-        if qpn.value() <= 1 {
-            shared.drop_rx(|s| &mut s.rx_special_qp, "QP 0 or 1");
+        //# QP 0 is not served and QP 1 is the GSI's; the QP exists; the opcode's transport is the QP's type; its state takes the packet
+        if qpn.value() == 0 {
+            shared.drop_rx(|s| &mut s.rx_special_qp, "QP 0");
+            return;
+        }
+        if qpn == crate::gsi::GSI_QPN {
+            shared.handle_gsi(&datagram, &packet);
             return;
         }
         let Some(qp) = self.qps.get_mut(&qpn) else {

@@ -22,6 +22,7 @@ use crate::qp::{Ctx, Mrs, Qp, QpState};
 use crate::srq::SrqsAndEvents;
 use crate::{CongestionState, Instant, NicConfig, Stats, VerbsError};
 
+mod gsi;
 mod ingress;
 mod objects;
 mod post;
@@ -29,6 +30,8 @@ mod schedule;
 mod srq;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_gsi;
 #[cfg(test)]
 mod tests_srq;
 
@@ -61,6 +64,8 @@ pub(crate) struct Shared {
     completed: Vec<CqHandle>,
     stats: Stats,
     ids: objects::Ids,
+    /// QP 1.
+    gsi: crate::gsi::Gsi,
 }
 
 impl Nic {
@@ -83,6 +88,7 @@ impl Nic {
                 completed: Vec::new(),
                 stats: Stats::default(),
                 ids,
+                gsi: crate::gsi::Gsi::default(),
             },
             qps: BTreeMap::new(),
             sched: schedule::Schedule::default(),

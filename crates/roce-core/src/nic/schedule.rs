@@ -101,6 +101,14 @@ impl Nic {
             self.shared.stats.tx_buffer_too_small += 1;
             return None;
         }
+        // Management datagrams first: a connection's set-up waits on them, and they are few.
+        let shared = &mut self.shared;
+        if let Some(transmit) = shared.gsi.poll_transmit(&shared.config, ip_id, buf) {
+            shared.stats.tx_packets += 1;
+            shared.stats.tx_bytes += transmit.len as u64;
+            shared.stats.tx_gsi_mads += 1;
+            return Some(transmit);
+        }
         while let Some(qpn) = self.sched.ready.pop_front() {
             let Some(qp) = self.qps.get_mut(&qpn) else {
                 continue;

@@ -24,6 +24,7 @@ mod state;
 #[cfg(test)]
 mod tests;
 
+pub(crate) use requester::seal;
 pub(crate) use state::check_transition;
 pub use state::{QpState, QpType};
 

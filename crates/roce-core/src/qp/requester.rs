@@ -433,8 +433,9 @@ impl Qp {
     }
 
     /// Writes a packet into `buf` and seals its ICRC: the UDP payload of a datagram to `dst`
-    /// whose IPv4 identification will be `ip_id`. `fill` writes the payload; it returns false
-    /// when the data cannot be read.
+    /// whose IPv4 identification will be `ip_id`, from the QP's path (or, for UD, the NIC's
+    /// address of `dst`'s family). `fill` writes the payload; it returns false when the data
+    /// cannot be read.
     pub(crate) fn emit(
         &self,
         config: &crate::NicConfig,
@@ -444,14 +445,6 @@ impl Qp {
         buf: &mut [u8],
         fill: impl FnOnce(&mut [u8]) -> bool,
     ) -> Result<Transmit, EmitError> {
-        let len = repr.buffer_len();
-        let packet = buf.get_mut(..len).ok_or(EmitError::BufferTooSmall)?;
-        let mut filled = true;
-        repr.emit(packet, |payload| filled = fill(payload))
-            .map_err(|_| EmitError::BufferTooSmall)?;
-        if !filled {
-            return Err(EmitError::Unreadable);
-        }
         let src = match self.av {
             Some(av) if self.qp_type != QpType::Ud => av.src,
             _ => config
@@ -465,24 +458,47 @@ impl Qp {
             SrcPortPolicy::PerQp => self.src_port,
             SrcPortPolicy::Fixed(port) => port,
         };
-        let to = SocketAddr::new(dst, roce_wire::ROCE_V2_UDP_PORT);
-        let header =
-            roce_wire::PseudoHeader::for_datagram(SocketAddr::new(src, src_port), to, ip_id)
-                .ok_or(EmitError::NoSource)?;
-        icrc::seal(&header, packet);
-        let (dscp, ttl) = self.av.map_or((0, 64), |av| {
-            (av.dscp, if av.hop_limit == 0 { 64 } else { av.hop_limit })
-        });
-        Ok(Transmit {
-            src,
-            src_port,
-            dst: to,
-            ecn: Ecn::NotEct,
-            dscp,
-            ttl,
-            len,
-        })
+        let mut transmit = seal(repr, (src, src_port), dst, ip_id, buf, fill)?;
+        if let Some(av) = self.av {
+            transmit.dscp = av.dscp;
+            transmit.ttl = if av.hop_limit == 0 { 64 } else { av.hop_limit };
+        }
+        Ok(transmit)
     }
+}
+
+/// Writes the packet `repr` into `buf`, its payload by `fill` (false: unreadable), and seals its
+/// ICRC for a datagram from `src` to `dst`:4791 whose IPv4 identification will be `ip_id`;
+/// DSCP 0 and TTL 64 unless the caller sets its path's.
+pub(crate) fn seal(
+    repr: &RoceRepr,
+    (src, src_port): (IpAddr, u16),
+    dst: IpAddr,
+    ip_id: u16,
+    buf: &mut [u8],
+    fill: impl FnOnce(&mut [u8]) -> bool,
+) -> Result<Transmit, EmitError> {
+    let len = repr.buffer_len();
+    let packet = buf.get_mut(..len).ok_or(EmitError::BufferTooSmall)?;
+    let mut filled = true;
+    repr.emit(packet, |payload| filled = fill(payload))
+        .map_err(|_| EmitError::BufferTooSmall)?;
+    if !filled {
+        return Err(EmitError::Unreadable);
+    }
+    let to = SocketAddr::new(dst, roce_wire::ROCE_V2_UDP_PORT);
+    let header = roce_wire::PseudoHeader::for_datagram(SocketAddr::new(src, src_port), to, ip_id)
+        .ok_or(EmitError::NoSource)?;
+    icrc::seal(&header, packet);
+    Ok(Transmit {
+        src,
+        src_port,
+        dst: to,
+        ecn: Ecn::NotEct,
+        dscp: 0,
+        ttl: 64,
+        len,
+    })
 }
 
 /// One request packet of a WQE: its headers, which bytes of the message it carries, the PSNs

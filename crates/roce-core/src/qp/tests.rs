@@ -620,17 +620,21 @@ fn ingress_checks_address_special_qp_and_state_are_counted_by_name() {
             ..datagram(&buf)
         },
     );
-    // To QP 1, the GSI, which is not implemented.
-    let mut gsi = request(Opcode::RcSendOnly, RQ_PSN, true);
-    gsi.bth.dest_qp = Qpn::new(1);
-    rx(&mut s, at(0), gsi, b"gsi");
+    // To QP 0, which nothing serves on RoCE, and an RC SEND to QP 1, which takes UD only.
+    for qpn in [0, 1] {
+        let mut special = request(Opcode::RcSendOnly, RQ_PSN, true);
+        special.bth.dest_qp = Qpn::new(qpn);
+        rx(&mut s, at(0), special, b"special");
+    }
     assert_eq!(
         (
             s.nic.stats().rx_dst_addr_mismatch,
-            s.nic.stats().rx_special_qp
+            s.nic.stats().rx_special_qp,
+            s.nic.stats().rx_wrong_transport
         ),
-        (1, 1)
+        (1, 1, 1)
     );
+    assert_eq!(s.nic.poll_gsi(), None);
     // To a QP in the error state: neither requests nor responses are taken.
     let to_error = QpAttr {
         qp_state: Some(QpState::Err),
@@ -643,7 +647,7 @@ fn ingress_checks_address_special_qp_and_state_are_counted_by_name() {
     rx(&mut s, at(1), ack, b"");
     let stats = s.nic.stats();
     assert_eq!(stats.rx_qp_not_ready, 2);
-    assert_eq!((stats.rx_dropped(), stats.rx_accepted), (4, 0));
+    assert_eq!((stats.rx_dropped(), stats.rx_accepted), (5, 0));
     expect_nothing(&mut s, at(1));
 }
 

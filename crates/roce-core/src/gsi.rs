@@ -1,0 +1,130 @@
+//! The general services interface: QP 1, the UD QP that carries management datagrams (MADs) —
+//! the connection manager's REQ, REP, RTU and the rest — between the NICs of a fabric.
+//!
+//! Every NIC has it from the start, as rxe has its GSI QP (`rxe_qp.c`, `IB_QPT_GSI`): no
+//! verb creates or connects it. What arrives for QP 1 and passes its checks waits in an inbox
+//! ([`Nic::poll_gsi`]) for the connection manager; what the manager sends ([`Nic::send_gsi`])
+//! leaves as a UD SEND Only from QP 1 at the next `poll_transmit`.
+
+use std::collections::VecDeque;
+use std::net::IpAddr;
+
+use roce_wire::{BthRepr, DethRepr, Opcode, Psn, Qpn, RoceRepr};
+
+use crate::{NicConfig, SrcPortPolicy, Transmit};
+
+/// The GSI QP's number.
+//= ibta:vol1/13.5.1
+//# QP1 is the GSI QP
+pub const GSI_QPN: Qpn = Qpn::new(1);
+
+/// The Q_Key of QP 1 (`IB_QP1_QKEY`): a GSI datagram with another is dropped.
+//= ibta:vol1/13.5.1
+//# the GSI QP's Q_Key is 0x80010000
+pub const GSI_QKEY: u32 = 0x8001_0000;
+
+/// Bytes of a MAD: a 24-byte header and 232 bytes of data (`IB_MGMT_MAD_SIZE`).
+pub const MAD_LEN: usize = 256;
+
+/// Datagrams each way that wait at most; beyond, an arriving one is dropped and counted
+/// (`rx_gsi_queue_full`) and a send is refused.
+pub const GSI_QUEUE: usize = 256;
+
+/// The UDP source port of QP 1's packets where the NIC may choose (`SrcPortPolicy::PerQp`):
+/// rxe's range starts at 0xc000 (`RXE_ROCE_V2_SPORT`).
+const GSI_SRC_PORT: u16 = 0xc001;
+
+/// A management datagram to or from QP 1 of a peer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GsiDatagram {
+    /// The peer's address: where it came from, or where it goes.
+    pub peer: IpAddr,
+    /// Our address it came to, or goes from.
+    pub local: IpAddr,
+    /// The peer's QP (DETH source QP of what came; 1 unless the peer redirected).
+    pub peer_qp: Qpn,
+    /// The MAD.
+    pub mad: [u8; MAD_LEN],
+}
+
+/// QP 1's queues and its PSN.
+#[derive(Debug, Default)]
+pub(crate) struct Gsi {
+    inbox: VecDeque<GsiDatagram>,
+    outbox: VecDeque<GsiDatagram>,
+    psn: u32,
+}
+
+impl Gsi {
+    /// The oldest datagram that arrived.
+    pub(crate) fn take(&mut self) -> Option<GsiDatagram> {
+        self.inbox.pop_front()
+    }
+
+    /// Datagrams waiting to be sent.
+    pub(crate) fn waiting(&self) -> usize {
+        self.outbox.len()
+    }
+
+    /// Queues a datagram to send: false when the outbox is full.
+    pub(crate) fn send(&mut self, datagram: GsiDatagram) -> bool {
+        if self.outbox.len() >= GSI_QUEUE {
+            return false;
+        }
+        self.outbox.push_back(datagram);
+        true
+    }
+
+    /// Takes what arrived: false when the inbox is full.
+    pub(crate) fn receive(&mut self, datagram: GsiDatagram) -> bool {
+        if self.inbox.len() >= GSI_QUEUE {
+            return false;
+        }
+        self.inbox.push_back(datagram);
+        true
+    }
+
+    /// Writes the next datagram to send, if any, into `buf` and seals it; a datagram that
+    /// cannot be written (no address of the NIC's is of the peer's family) is dropped.
+    pub(crate) fn poll_transmit(
+        &mut self,
+        config: &NicConfig,
+        ip_id: u16,
+        buf: &mut [u8],
+    ) -> Option<Transmit> {
+        while let Some(datagram) = self.outbox.pop_front() {
+            let psn = Psn::new(self.psn);
+            self.psn = (self.psn + 1) & 0x00ff_ffff;
+            //= ibta:vol1/13.5.1
+            //# a GSI datagram is a UD SEND from QP1 to the peer's QP1 with the GSI Q_Key
+            let repr = RoceRepr {
+                deth: Some(DethRepr {
+                    qkey: GSI_QKEY,
+                    src_qp: GSI_QPN,
+                }),
+                payload_len: MAD_LEN,
+                ..RoceRepr::new(BthRepr::new(Opcode::UdSendOnly, datagram.peer_qp, psn))
+            };
+            let src_port = match config.src_port {
+                SrcPortPolicy::PerQp => GSI_SRC_PORT,
+                SrcPortPolicy::Fixed(port) => port,
+            };
+            let sealed = crate::qp::seal(
+                &repr,
+                (datagram.local, src_port),
+                datagram.peer,
+                ip_id,
+                buf,
+                |payload| {
+                    payload.copy_from_slice(&datagram.mad);
+                    true
+                },
+            );
+            match sealed {
+                Ok(transmit) => return Some(transmit),
+                Err(err) => tracing::debug!(peer = %datagram.peer, ?err, "gsi datagram dropped"),
+            }
+        }
+        None
+    }
+}
