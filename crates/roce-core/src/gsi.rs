@@ -62,6 +62,7 @@ impl Gsi {
     }
 
     /// Datagrams waiting to be sent.
+    #[inline]
     pub(crate) fn waiting(&self) -> usize {
         self.outbox.len()
     }

@@ -103,7 +103,9 @@ impl Nic {
         }
         // Management datagrams first: a connection's set-up waits on them, and they are few.
         let shared = &mut self.shared;
-        if let Some(transmit) = shared.gsi.poll_transmit(&shared.config, ip_id, buf) {
+        if shared.gsi.waiting() > 0
+            && let Some(transmit) = shared.gsi.poll_transmit(&shared.config, ip_id, buf)
+        {
             shared.stats.tx_packets += 1;
             shared.stats.tx_bytes += transmit.len as u64;
             shared.stats.tx_gsi_mads += 1;

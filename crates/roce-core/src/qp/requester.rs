@@ -469,7 +469,9 @@ impl Qp {
 
 /// Writes the packet `repr` into `buf`, its payload by `fill` (false: unreadable), and seals its
 /// ICRC for a datagram from `src` to `dst`:4791 whose IPv4 identification will be `ip_id`;
-/// DSCP 0 and TTL 64 unless the caller sets its path's.
+/// DSCP 0 and TTL 64 unless the caller sets its path's. Inlined: it is the tail of every
+/// packet the requester and the responder send.
+#[inline(always)]
 pub(crate) fn seal(
     repr: &RoceRepr,
     (src, src_port): (IpAddr, u16),
