@@ -61,3 +61,22 @@ pub fn emit_cm(
     mad.emit(&mut bytes)?;
     emit(psn, &bytes, header, buffer)
 }
+
+/// A whole Ethernet frame from `src` to `dst` (UDP, with [`FrameRepr::for_datagram`]'s
+/// headers) carrying a GSI packet of `mad`, its ICRC sealed: what a capture of rdma_cm shows.
+/// `None` if the headers cannot be built (a mix of IPv4 and IPv6 endpoints).
+///
+/// [`FrameRepr::for_datagram`]: crate::frame::FrameRepr::for_datagram
+pub fn frame(
+    src: std::net::SocketAddr,
+    dst: std::net::SocketAddr,
+    psn: Psn,
+    mad: &crate::mad::cm::CmMad,
+) -> Option<Vec<u8>> {
+    let repr = crate::frame::FrameRepr::for_datagram(src, dst, crate::frame::Ecn::NotEct, 0, 64);
+    let mut buf = vec![0; repr.header_len() + PACKET_LEN];
+    let at = repr.emit_headers(&mut buf, PACKET_LEN).ok()?;
+    let header = repr.pseudo_header()?;
+    emit_cm(psn, mad, &header, &mut buf[at..]).ok()?;
+    Some(buf)
+}

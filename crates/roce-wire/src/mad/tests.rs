@@ -362,3 +362,45 @@ proptest! {
         crate::fuzzing::parse_cm_mad(&data);
     }
 }
+
+#[test]
+fn a_frame_line_shows_the_cm_mad_after_the_transport_part() {
+    use crate::frame::{Frame, LinkType};
+    use crate::pretty::FrameLine;
+    let src = "198.18.0.1:49152".parse().unwrap();
+    let dst = "198.18.0.12:4791".parse().unwrap();
+    let mads = examples::all();
+    let bytes = gsi::frame(src, dst, Psn::new(5), &mads[0]).unwrap();
+    let frame = Frame::parse(LinkType::Ethernet, &bytes).unwrap();
+    let line = FrameLine::new(&frame).to_string();
+    assert_eq!(
+        line,
+        format!(
+            "198.18.0.1:49152 > 198.18.0.12:4791 UD_SEND_ONLY qp=0x000001 psn=0x000005 \
+             deth(qkey=0x80010000 src_qp=0x000001) len=256 {} icrc=ok",
+            mads[0]
+        )
+    );
+    // A MAD of another class is named by its numbers; a broken CM MAD says why.
+    let mut other = bytes.clone();
+    let mad_at = other.len() - 4 - MAD_LEN;
+    other[mad_at + 1] = 0x04;
+    let line =
+        FrameLine::without_icrc(&Frame::parse(LinkType::Ethernet, &other).unwrap()).to_string();
+    assert!(
+        line.contains(" len=256 MAD class=0x04 version=2 attr=0x0010 icrc="),
+        "{line}"
+    );
+    other[mad_at + 1] = 0x07;
+    other[mad_at + 17] = 0x19;
+    let line =
+        FrameLine::without_icrc(&Frame::parse(LinkType::Ethernet, &other).unwrap()).to_string();
+    assert!(
+        line.contains(" CM malformed: CM attribute 0x0019 not supported"),
+        "{line}"
+    );
+    // Not to QP 1: no MAD.
+    let mut rc = gsi::roce_repr(Psn::new(0));
+    rc.bth.dest_qp = Qpn::new(3);
+    assert!(!crate::pretty::Roce(&rc).to_string().contains("CM"));
+}
