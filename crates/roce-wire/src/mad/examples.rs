@@ -83,7 +83,7 @@ pub fn req() -> req::Repr {
     }
 }
 
-/// The REP that answers [`req`].
+/// The REP that answers [`req()`].
 pub fn rep() -> rep::Repr {
     rep::Repr {
         local_comm_id: PASSIVE_COMM_ID,
