@@ -182,6 +182,26 @@ fn fuzz_corpus_seeds_are_current() {
     }
 }
 
+/// Seeds for the `parse_cm_mad` fuzz target: one MAD of each CM message
+/// (`roce_wire::mad::examples`). Written by `ROCE_BLESS=1`, checked otherwise.
+#[test]
+fn cm_mad_fuzz_seeds_are_current() {
+    let dir = fixtures_dir().join("../fuzz/corpus/parse_cm_mad");
+    for mad in roce_wire::mad::examples::all() {
+        let mut data = vec![0; roce_wire::mad::MAD_LEN];
+        mad.emit(&mut data).unwrap();
+        let path = dir.join(mad.message.attr().name().to_lowercase());
+        if blessing() {
+            std::fs::create_dir_all(&dir).unwrap();
+            std::fs::write(&path, &data).unwrap();
+        } else {
+            let committed = std::fs::read(&path)
+                .unwrap_or_else(|e| panic!("{}: {e} (ROCE_BLESS=1 writes it)", path.display()));
+            assert_eq!(committed, data, "{} is stale", path.display());
+        }
+    }
+}
+
 #[test]
 fn fuzz_harnesses_run_clean_over_every_fixture_and_the_corpus() {
     let mut inputs = 0;
@@ -201,7 +221,7 @@ fn fuzz_harnesses_run_clean_over_every_fixture_and_the_corpus() {
         }
     }
     let corpus = fixtures_dir().join("../fuzz/corpus");
-    for target in ["parse_packet", "parse_frame"] {
+    for target in ["parse_packet", "parse_frame", "parse_cm_mad"] {
         let Ok(dir) = std::fs::read_dir(corpus.join(target)) else {
             continue;
         };
@@ -209,6 +229,7 @@ fn fuzz_harnesses_run_clean_over_every_fixture_and_the_corpus() {
             let data = std::fs::read(entry.expect("corpus entry").path()).expect("corpus file");
             match target {
                 "parse_packet" => fuzzing::parse_packet(&data),
+                "parse_cm_mad" => fuzzing::parse_cm_mad(&data),
                 _ => fuzzing::parse_frame(&data),
             }
             inputs += 1;

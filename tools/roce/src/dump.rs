@@ -16,6 +16,8 @@ use serde_json::json;
 
 use crate::json;
 
+mod cm;
+
 /// Print the packets of a capture, one line each, with RoCEv2 decoded and the ICRC checked.
 ///
 /// Reads pcap or pcapng (Ethernet, Linux cooked capture v1 or v2, or raw IP), such as
@@ -23,7 +25,10 @@ use crate::json;
 /// input. RoCEv2 is recognised on UDP destination port 4791. Each RoCE line shows: time since the
 /// first packet, addresses and UDP ports, the opcode, destination QP, PSN and BTH flags, the key
 /// fields of the extension headers (RETH va/rkey/len, AETH syndrome/MSN, immediate data, atomic
-/// operands, DETH Q_Key), the payload length and `icrc=ok` or `icrc=BAD`.
+/// operands, DETH Q_Key), the payload length and `icrc=ok` or `icrc=BAD`. A UD SEND to QP 1
+/// carries a MAD: a connection manager message is shown after the transport part in one line
+/// (`CM REQ tid=… lcid=… sid=0x0000000001061c06 (RDMA TCP port 7174) qpn=… psn=… mtu=1024 …`,
+/// `CM REJ … reason=8 (invalid service ID)`), and `--json` gives it as a `cm` object.
 ///
 /// A capture taken on `lo`, or on a veth with segmentation offload on, holds UDP GSO batches:
 /// one datagram of up to 64 KiB carrying many RoCE packets of one size (the last maybe shorter),
@@ -41,7 +46,8 @@ use crate::json;
     roce dump pcap-fixtures/rxe/mtu1500-rc_s64_m1024.pcap\n  \
     roce dump --strict -q capture.pcapng     # RoCE only; fail on any malformed packet or bad ICRC\n  \
     tcpdump -i lo -U -w - udp port 4791 | roce dump -q -\n  \
-    roce dump --json capture.pcap | jq 'select(.roce.opcode == \"RC_ACKNOWLEDGE\")'")]
+    roce dump --json capture.pcap | jq 'select(.roce.opcode == \"RC_ACKNOWLEDGE\")'\n  \
+    roce dump --json capture.pcap | jq 'select(.cm.message == \"REJ\") | .cm.reason_text'")]
 pub(crate) struct Args {
     /// The capture file (pcap or pcapng); `-` reads standard input.
     file: PathBuf,
@@ -354,6 +360,9 @@ impl Line<'_> {
             verdict.icrc,
             self.snapped,
         );
+        if let Some(cm) = self.frame.as_ref().ok().and_then(cm::of_frame) {
+            value["cm"] = cm;
+        }
         if let Some(gso) = self.gso {
             value["gso"] = json!({
                 "segment": gso.segment,
