@@ -337,7 +337,7 @@ pub(crate) unsafe extern "C" fn rdma_create_qp_ex(
                 return Err(EINVAL);
             }
             // SAFETY: checked non-NULL; the head is a prefix of the caller's structure.
-            let head = unsafe { attr.read_unaligned() };
+            let mut head = unsafe { attr.read_unaligned() };
             if head.comp_mask & !crate::abi::IBV_QP_INIT_ATTR_PD != 0 {
                 return Err(Errno(libc::EOPNOTSUPP));
             }
@@ -346,9 +346,10 @@ pub(crate) unsafe extern "C" fn rdma_create_qp_ex(
             } else {
                 0
             };
-            let got = id::create_qp(id, pd, head.base)?;
-            // SAFETY: as above; only the base part is written.
-            unsafe { (&raw mut (*attr).base).write_unaligned(got) };
+            let got = id::create_qp(id, pd, head.base())?;
+            head.set_base(&got);
+            // SAFETY: as above; the head is written back whole, with what was read in it.
+            unsafe { attr.write_unaligned(head) };
             Ok(())
         })())
     })
