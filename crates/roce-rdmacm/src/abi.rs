@@ -285,7 +285,7 @@ pub struct RdmaAddrinfo {
     pub ai_route: *mut c_void,
     pub ai_connect_len: usize,
     pub ai_connect: *mut c_void,
-    pub ai_next: *mut RdmaAddrinfo,
+    pub ai_next: *mut Self,
 }
 
 /// `struct ibv_qp_cap`.

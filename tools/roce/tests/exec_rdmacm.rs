@@ -50,7 +50,7 @@ fn exec(args: &[&str], limit: Duration, stop_at: Option<&str>) -> (Option<i32>, 
     });
     let deadline = Instant::now() + limit;
     let mut text = String::new();
-    let mut status = None;
+    let mut exited = false;
     while Instant::now() < deadline {
         match rx.recv_timeout(Duration::from_millis(50)) {
             Ok(line) => {
@@ -61,20 +61,21 @@ fn exec(args: &[&str], limit: Duration, stop_at: Option<&str>) -> (Option<i32>, 
                 }
             }
             Err(mpsc::RecvTimeoutError::Disconnected) => {
-                status = Some(child.wait().unwrap().code().unwrap_or(-1));
+                // stderr closed: the program is done.
+                exited = true;
                 break;
             }
             Err(mpsc::RecvTimeoutError::Timeout) => {}
         }
     }
-    if status.is_none() {
+    if !exited {
         // The group holds roce and the program it started: end both.
         let _ = Command::new("kill")
             .args(["-TERM", "--", &format!("-{}", child.id())])
             .status();
-        let _ = child.wait();
     }
-    (status, text)
+    let code = child.wait().unwrap().code().unwrap_or(-1);
+    (exited.then_some(code), text)
 }
 
 #[test]
