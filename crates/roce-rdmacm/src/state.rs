@@ -320,6 +320,21 @@ mod tests {
     }
 
     #[test]
+    fn a_blocked_reader_gets_the_event_queued_after_it_started_waiting() {
+        let ch = create_channel().unwrap() as usize;
+        let id = with(|t| fake_id(t, Some(ch)));
+        let reader = std::thread::spawn(move || get_event(ch).map(|e| e as usize));
+        // Whether or not the reader is already blocked in read(2), it must get this event.
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        with(|t| t.report(id, event::ROUTE_RESOLVED, 0)).unwrap();
+        let e = reader.join().unwrap().unwrap();
+        assert_eq!(with(|t| t.events[&e].get().event), event::ROUTE_RESOLVED);
+        ack_event(e).unwrap();
+        with(|t| t.ids.remove(&id));
+        destroy_channel(ch).unwrap();
+    }
+
+    #[test]
     fn a_synchronous_id_reports_nothing() {
         let id = with(|t| fake_id(t, None));
         with(|t| t.report(id, event::ADDR_RESOLVED, 0)).unwrap();
