@@ -3,7 +3,8 @@
 //! The program loads roce-emu's `libibverbs.so.1` instead of the system's: `roce exec` puts
 //! the library's directory first on `LD_LIBRARY_PATH` and describes the device in `ROCE_VERBS_*`
 //! variables, which the library reads when the program lists its devices (crates/roce-verbs
-//! `config.rs` documents them). The NIC runs inside the program's process: each program is its
+//! `config.rs` documents them). roce-emu's `librdmacm.so.1` (crates/roce-rdmacm) goes on the
+//! path next to it, so RDMA CM programs (rping, perftest's `-R`) use the same NIC. The NIC runs inside the program's process: each program is its
 //! own NIC, so two programs on one host need two addresses (127.0.0.1 and 127.0.0.2, or two
 //! network namespaces). `roce exec` waits for the program and exits with its status.
 
@@ -41,8 +42,12 @@ pub(crate) enum StatsFormat {
         namespaces). Setuid programs ignore LD_LIBRARY_PATH and keep the system library.\n\n\
         ibv_devinfo, ibv_{rc,uc,ud}_pingpong (also -e and -N) and perftest's \
         ib_{write,read,send,atomic}_{bw,lat} run as they are. Verbs the library does not have \
-        yet (SRQs, RDMA CM, memory windows) fail with EOPNOTSUPP and say so once on stderr; \
-        docs/verbs.md lists them.",
+        yet (memory windows, ...) fail with EOPNOTSUPP and say so once on stderr; \
+        docs/verbs.md lists them.\n\n\
+        RDMA CM programs (rping, ucmatose, perftest's -R) get roce-emu's librdmacm.so.1 too: \
+        address and route resolution, QPs on ids and listeners work; connecting needs the \
+        connection manager, which is not there yet, so rdma_connect fails with ENOSYS and says \
+        so once on stderr (docs/rdmacm.md).",
     after_help = "Examples:\n  roce exec --ip 127.0.0.1 -- ibv_devices\n  \
         roce exec --ip 127.0.0.1 -- ibv_rc_pingpong -g 1 &\n  \
         roce exec --ip 127.0.0.2 -- ibv_rc_pingpong -g 1 127.0.0.1\n  \
@@ -90,7 +95,9 @@ pub(crate) struct Args {
     #[arg(long, value_enum, value_name = "FORMAT", num_args = 0..=1, default_missing_value = "text")]
     stats: Option<StatsFormat>,
     /// The directory of roce-emu's libibverbs.so.1 (default: $ROCE_VERBS_LIB_DIR, then
-    /// roce-verbs/ beside this executable, then where the build put it).
+    /// roce-verbs/ beside this executable, then where the build put it). librdmacm.so.1 is
+    /// taken from the same directory if it is there, else from roce-rdmacm/ beside this
+    /// executable, else from where the build put it.
     #[arg(long, value_name = "DIR")]
     lib_dir: Option<PathBuf>,
     /// The program and its arguments, after `--`.
@@ -143,6 +150,23 @@ fn library_dir(args: &Args) -> anyhow::Result<PathBuf> {
     )
 }
 
+/// The directory holding roce-emu's `librdmacm.so.1`: beside `libibverbs.so.1` (an install
+/// with both), `roce-rdmacm/` beside this executable, or where the build put it. `None` if
+/// none holds it: verbs programs run without it.
+fn rdmacm_dir(verbs_dir: &Path) -> Option<PathBuf> {
+    let mut candidates = vec![verbs_dir.to_path_buf()];
+    if let Some(dir) = std::env::current_exe()
+        .ok()
+        .and_then(|e| e.parent().map(Path::to_path_buf))
+    {
+        candidates.push(dir.join("roce-rdmacm"));
+    }
+    candidates.push(roce_rdmacm_so::library_dir().to_path_buf());
+    candidates
+        .into_iter()
+        .find(|d| d.join(roce_rdmacm_so::SONAME).is_file())
+}
+
 pub(crate) fn run(args: &Args) -> anyhow::Result<ExitCode> {
     if args.backend == BackendKind::Raw && args.dev.is_none() {
         bail!("--backend raw needs --dev IFACE");
@@ -161,6 +185,10 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<ExitCode> {
         }
     }
     let mut path = OsString::from(&lib_dir);
+    if let Some(dir) = rdmacm_dir(&lib_dir).filter(|d| *d != lib_dir) {
+        path.push(":");
+        path.push(dir);
+    }
     if let Some(old) = std::env::var_os("LD_LIBRARY_PATH").filter(|p| !p.is_empty()) {
         path.push(":");
         path.push(old);

@@ -1,0 +1,29 @@
+//! Where the replacement `librdmacm.so.1` is.
+//!
+//! `build.rs` links it from roce-rdmacm against roce-emu's `libibverbs.so.1`; `roce exec` puts
+//! [`library_dir`] on `LD_LIBRARY_PATH` next to [`roce_verbs_so::library_dir`] so that an
+//! unmodified RDMA CM program loads both instead of the system's libraries.
+
+use std::path::{Path, PathBuf};
+
+/// The library's file name (its soname).
+pub const SONAME: &str = "librdmacm.so.1";
+
+/// The directory the build put `librdmacm.so.1` in (inside cargo's target directory).
+pub fn library_dir() -> &'static Path {
+    Path::new(env!("ROCE_RDMACM_SO_DIR"))
+}
+
+/// `library_dir()/librdmacm.so.1`.
+pub fn library_path() -> PathBuf {
+    library_dir().join(SONAME)
+}
+
+/// `LD_LIBRARY_PATH` for a program that should load both libraries: this one's directory and
+/// libibverbs's.
+pub fn search_path() -> std::ffi::OsString {
+    let mut p = std::ffi::OsString::from(library_dir());
+    p.push(":");
+    p.push(roce_verbs_so::library_dir());
+    p
+}

@@ -1,0 +1,248 @@
+/* roce-emu's librdmacm.so.1 from C, through Debian's <rdma/rdma_cma.h>: what works before the
+ * connection manager (channels, ids, address and route resolution with their events, QPs on
+ * ids, getaddrinfo) and how the rest fails (-1, ENOSYS). Each CHECK prints "ok <what>" or
+ * "FAIL <what>"; the exit status is the number of failures. Where a call is refused, the test
+ * also checks that nothing happened (no event queued, the id unchanged). Run by tests/cm.rs
+ * with ROCE_VERBS_IP=127.0.13.80. */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <rdma/rdma_cma.h>
+#include <rdma/rsocket.h>
+
+static int failures;
+#define CHECK(cond, what)                                                     \
+	do {                                                                  \
+		if (cond)                                                     \
+			printf("ok %s\n", what);                              \
+		else {                                                        \
+			printf("FAIL %s (errno %d)\n", what, errno);          \
+			failures++;                                           \
+		}                                                             \
+	} while (0)
+
+static struct sockaddr_in sin4(const char *ip, int port)
+{
+	struct sockaddr_in a;
+	memset(&a, 0, sizeof(a));
+	a.sin_family = AF_INET;
+	a.sin_port = htons(port);
+	inet_pton(AF_INET, ip, &a.sin_addr);
+	return a;
+}
+
+static int readable(int fd)
+{
+	struct pollfd p = { .fd = fd, .events = POLLIN };
+	return poll(&p, 1, 0) == 1 && (p.revents & POLLIN);
+}
+
+static enum ibv_qp_state qp_state(struct ibv_qp *qp, uint32_t *qkey)
+{
+	struct ibv_qp_attr a;
+	struct ibv_qp_init_attr i;
+	memset(&a, 0, sizeof(a));
+	if (ibv_query_qp(qp, &a, IBV_QP_STATE | IBV_QP_QKEY, &i))
+		return -1;
+	if (qkey)
+		*qkey = a.qkey;
+	return a.qp_state;
+}
+
+int main(void)
+{
+	int n = -1;
+	struct ibv_context **devs = rdma_get_devices(&n);
+	CHECK(devs && n == 1 && devs[0] && !devs[1], "rdma_get_devices: one device");
+	if (!devs || n != 1)
+		return 100;
+
+	struct rdma_event_channel *ch = rdma_create_event_channel();
+	CHECK(ch && ch->fd >= 0, "create_event_channel");
+	if (!ch)
+		return 100;
+	CHECK(fcntl(ch->fd, F_SETFL, fcntl(ch->fd, F_GETFL) | O_NONBLOCK) == 0, "the channel fd can be made non-blocking");
+	struct rdma_cm_event *ev = (void *)0x1;
+	errno = 0;
+	CHECK(rdma_get_cm_event(ch, &ev) == -1 && errno == EAGAIN && ev == (void *)0x1, "get_cm_event on an empty non-blocking channel: EAGAIN");
+
+	int tag;
+	struct rdma_cm_id *id = NULL, *bad = (void *)0x1;
+	errno = 0;
+	CHECK(rdma_create_id(ch, &bad, NULL, 0x9999) == -1 && errno == EINVAL && bad == (void *)0x1, "create_id of an unknown port space: EINVAL, nothing written");
+	CHECK(rdma_create_id(ch, &id, &tag, RDMA_PS_TCP) == 0 && id, "create_id RDMA_PS_TCP");
+	if (!id)
+		return 100;
+	CHECK(id->context == &tag && id->channel == ch && !id->verbs && id->qp_type == IBV_QPT_RC && id->ps == RDMA_PS_TCP, "... context, channel, RC, no device yet");
+
+	/* getaddrinfo: numeric hosts and ports. */
+	struct rdma_addrinfo *ai = NULL, hints;
+	CHECK(rdma_getaddrinfo("127.0.13.81", "7471", NULL, &ai) == 0 && ai, "getaddrinfo 127.0.13.81:7471");
+	if (!ai)
+		return 100;
+	struct sockaddr_in *d = (struct sockaddr_in *)ai->ai_dst_addr;
+	CHECK(d && d->sin_family == AF_INET && ntohs(d->sin_port) == 7471 && d->sin_addr.s_addr == sin4("127.0.13.81", 0).sin_addr.s_addr && !ai->ai_src_addr, "... the destination, no source");
+	CHECK(ai->ai_port_space == RDMA_PS_TCP && ai->ai_qp_type == IBV_QPT_RC && !ai->ai_next, "... TCP port space, RC");
+	memset(&hints, 0, sizeof(hints));
+	hints.ai_flags = RAI_PASSIVE;
+	hints.ai_port_space = RDMA_PS_UDP;
+	struct rdma_addrinfo *pai = NULL;
+	CHECK(rdma_getaddrinfo(NULL, "7472", &hints, &pai) == 0 && pai && pai->ai_src_addr && !pai->ai_dst_addr && pai->ai_qp_type == IBV_QPT_UD, "getaddrinfo RAI_PASSIVE: a wildcard source, UD");
+	rdma_freeaddrinfo(pai);
+	struct rdma_addrinfo *none = (void *)0x1;
+	CHECK(rdma_getaddrinfo("no-such-name.invalid", NULL, NULL, &none) != 0 && none == (void *)0x1, "getaddrinfo of a name: an error, nothing written");
+
+	/* A refused resolve changes nothing. */
+	errno = 0;
+	CHECK(rdma_resolve_route(id, 1000) == -1 && errno == EINVAL, "resolve_route before resolve_addr: EINVAL");
+	struct sockaddr_in6 six;
+	memset(&six, 0, sizeof(six));
+	six.sin6_family = AF_INET6;
+	errno = 0;
+	CHECK(rdma_resolve_addr(id, NULL, (struct sockaddr *)&six, 1000) == -1 && errno == EAFNOSUPPORT, "resolve_addr to IPv6: EAFNOSUPPORT");
+	CHECK(!readable(ch->fd) && !id->verbs && id->route.num_paths == 0 && rdma_get_src_port(id) == 0, "... no event, the id unchanged");
+
+	/* resolve_addr -> ADDR_RESOLVED. */
+	CHECK(rdma_resolve_addr(id, NULL, ai->ai_dst_addr, 2000) == 0, "resolve_addr");
+	CHECK(readable(ch->fd), "... the channel fd is readable");
+	ev = NULL;
+	CHECK(rdma_get_cm_event(ch, &ev) == 0 && ev && ev->event == RDMA_CM_EVENT_ADDR_RESOLVED && ev->id == id && ev->status == 0, "... ADDR_RESOLVED for the id");
+	CHECK(!readable(ch->fd), "... and nothing more");
+	CHECK(id->verbs == devs[0] && id->port_num == 1, "... the id has the device");
+	struct sockaddr_in *l = (struct sockaddr_in *)rdma_get_local_addr(id);
+	struct sockaddr_in *p = (struct sockaddr_in *)rdma_get_peer_addr(id);
+	CHECK(l->sin_family == AF_INET && l->sin_addr.s_addr == sin4("127.0.13.80", 0).sin_addr.s_addr && l->sin_port != 0, "... local address: the device's, a port");
+	CHECK(p->sin_port == htons(7471) && rdma_get_dst_port(id) == htons(7471) && rdma_get_src_port(id) == l->sin_port, "... peer port, get_src_port/get_dst_port");
+	CHECK(rdma_ack_cm_event(ev) == 0, "ack_cm_event");
+	errno = 0;
+	CHECK(rdma_ack_cm_event(ev) == -1 && errno == EINVAL, "a second ack: EINVAL");
+	CHECK(!strcmp(rdma_event_str(RDMA_CM_EVENT_ROUTE_RESOLVED), "RDMA_CM_EVENT_ROUTE_RESOLVED"), "event_str");
+
+	/* resolve_route -> ROUTE_RESOLVED, on a blocking fd. */
+	CHECK(fcntl(ch->fd, F_SETFL, fcntl(ch->fd, F_GETFL) & ~O_NONBLOCK) == 0, "the channel fd blocking again");
+	CHECK(rdma_resolve_route(id, 2000) == 0, "resolve_route");
+	CHECK(rdma_get_cm_event(ch, &ev) == 0 && ev->event == RDMA_CM_EVENT_ROUTE_RESOLVED && ev->id == id, "... ROUTE_RESOLVED (blocking get)");
+	union ibv_gid want;
+	memset(&want, 0, sizeof(want));
+	want.raw[10] = want.raw[11] = 0xff;
+	memcpy(&want.raw[12], &d->sin_addr, 4);
+	CHECK(id->route.num_paths == 1 && id->route.path_rec && !memcmp(&id->route.path_rec->dgid, &want, 16) && id->route.path_rec->pkey == htons(0xffff), "... one path to ::ffff:127.0.13.81");
+	CHECK(rdma_ack_cm_event(ev) == 0, "... acked");
+
+	/* rdma_create_qp on the id: the program's PD and CQ. */
+	struct ibv_pd *pd = ibv_alloc_pd(id->verbs);
+	struct ibv_cq *cq = ibv_create_cq(id->verbs, 16, NULL, NULL, 0);
+	CHECK(pd && cq, "alloc_pd and create_cq on id->verbs");
+	struct ibv_qp_init_attr qa;
+	memset(&qa, 0, sizeof(qa));
+	qa.send_cq = qa.recv_cq = cq;
+	qa.qp_type = IBV_QPT_RC;
+	qa.cap.max_send_wr = qa.cap.max_recv_wr = 4;
+	qa.cap.max_send_sge = qa.cap.max_recv_sge = 1;
+	errno = 0;
+	CHECK(rdma_create_qp(id, pd, NULL) == -1 && errno == EINVAL && !id->qp, "create_qp without attributes: EINVAL, no QP");
+	CHECK(rdma_create_qp(id, pd, &qa) == 0 && id->qp && id->qp->pd == pd && id->pd == pd, "create_qp");
+	CHECK(id->qp && qp_state(id->qp, NULL) == IBV_QPS_INIT, "... the QP is in INIT");
+	struct ibv_qp *first = id->qp;
+	errno = 0;
+	CHECK(rdma_create_qp(id, pd, &qa) == -1 && errno == EINVAL && id->qp == first, "a second create_qp: EINVAL, the QP kept");
+
+	/* rdma_set_option. */
+	uint8_t tos = 32;
+	int one = 1;
+	CHECK(rdma_set_option(id, RDMA_OPTION_ID, RDMA_OPTION_ID_TOS, &tos, sizeof(tos)) == 0, "set_option TOS");
+	CHECK(rdma_set_option(id, RDMA_OPTION_ID, RDMA_OPTION_ID_REUSEADDR, &one, sizeof(one)) == 0, "set_option REUSEADDR");
+	errno = 0;
+	CHECK(rdma_set_option(id, RDMA_OPTION_ID, RDMA_OPTION_ID_TOS, &one, sizeof(one)) == -1 && errno == EINVAL, "set_option TOS of the wrong size: EINVAL");
+	errno = 0;
+	CHECK(rdma_set_option(id, RDMA_OPTION_IB, RDMA_OPTION_IB_PATH, &one, sizeof(one)) == -1 && errno == ENOSYS, "set_option IB_PATH: ENOSYS");
+
+	/* Connecting needs the connection manager: -1 ENOSYS; the QP fails as on a refusal. */
+	struct rdma_conn_param cp;
+	memset(&cp, 0, sizeof(cp));
+	errno = 0;
+	CHECK(rdma_connect(id, &cp) == -1 && errno == ENOSYS, "connect: ENOSYS");
+	CHECK(qp_state(id->qp, NULL) == IBV_QPS_ERR && !readable(ch->fd), "... the QP in ERR, no event");
+	errno = 0;
+	CHECK(rdma_accept(id, &cp) == -1 && errno == ENOSYS, "accept: ENOSYS");
+	errno = 0;
+	CHECK(rdma_reject(id, NULL, 0) == -1 && errno == ENOSYS, "reject: ENOSYS");
+	errno = 0;
+	CHECK(rdma_disconnect(id) == -1 && errno == ENOSYS, "disconnect: ENOSYS");
+	errno = 0;
+	CHECK(rdma_join_multicast(id, ai->ai_dst_addr, NULL) == -1 && errno == ENOSYS, "join_multicast: ENOSYS");
+	errno = 0;
+	CHECK(rsocket(AF_INET, SOCK_STREAM, 0) == -1 && errno == ENOSYS, "rsocket: ENOSYS");
+
+	rdma_destroy_qp(id);
+	CHECK(!id->qp, "destroy_qp");
+	CHECK(ibv_destroy_cq(cq) == 0 && ibv_dealloc_pd(pd) == 0, "... the program's CQ and PD are free again");
+
+	/* A UD id with no PD or CQs: the library makes them; the QP reaches RTS. */
+	struct rdma_cm_id *ud = NULL;
+	CHECK(rdma_create_id(ch, &ud, NULL, RDMA_PS_UDP) == 0 && ud->qp_type == IBV_QPT_UD, "create_id RDMA_PS_UDP: UD");
+	CHECK(rdma_resolve_addr(ud, NULL, ai->ai_dst_addr, 2000) == 0 && rdma_get_cm_event(ch, &ev) == 0 && ev->id == ud && ev->event == RDMA_CM_EVENT_ADDR_RESOLVED, "... resolve_addr");
+	rdma_ack_cm_event(ev);
+	memset(&qa, 0, sizeof(qa));
+	qa.qp_type = IBV_QPT_UD;
+	qa.cap.max_send_wr = qa.cap.max_recv_wr = 4;
+	qa.cap.max_send_sge = qa.cap.max_recv_sge = 1;
+	uint32_t qkey = 0;
+	CHECK(rdma_create_qp(ud, NULL, &qa) == 0 && ud->qp && ud->pd && ud->send_cq && ud->recv_cq && qa.send_cq == ud->send_cq, "create_qp with no PD or CQs");
+	CHECK(ud->qp && qp_state(ud->qp, &qkey) == IBV_QPS_RTS && qkey == RDMA_UDP_QKEY, "... RTS with RDMA_UDP_QKEY");
+	rdma_destroy_qp(ud);
+	CHECK(!ud->qp && !ud->send_cq && !ud->recv_cq, "... destroy_qp takes the library's CQs too");
+	CHECK(rdma_destroy_id(ud) == 0, "destroy_id (UD)");
+
+	/* Binding and listening. */
+	struct rdma_cm_id *srv = NULL, *other = NULL;
+	rdma_create_id(ch, &srv, NULL, RDMA_PS_TCP);
+	rdma_create_id(ch, &other, NULL, RDMA_PS_TCP);
+	struct sockaddr_in a = sin4("127.0.13.99", 7471);
+	errno = 0;
+	CHECK(rdma_bind_addr(srv, (struct sockaddr *)&a) == -1 && errno == EADDRNOTAVAIL && rdma_get_src_port(srv) == 0, "bind to an address not the device's: EADDRNOTAVAIL, unbound");
+	a = sin4("127.0.13.80", 7471);
+	CHECK(rdma_bind_addr(srv, (struct sockaddr *)&a) == 0 && rdma_get_src_port(srv) == htons(7471) && srv->verbs == devs[0], "bind to the device's address");
+	errno = 0;
+	CHECK(rdma_bind_addr(other, (struct sockaddr *)&a) == -1 && errno == EADDRINUSE && rdma_get_src_port(other) == 0, "a second bind to the port: EADDRINUSE");
+	CHECK(rdma_listen(srv, 4) == 0 && !readable(ch->fd), "listen: recorded, no event");
+	errno = 0;
+	CHECK(rdma_listen(srv, 4) == -1 && errno == EINVAL, "listen twice: EINVAL");
+	CHECK(rdma_destroy_id(other) == 0 && rdma_destroy_id(srv) == 0, "destroy the listener");
+
+	/* A synchronous id (no channel): resolve completes in the call. */
+	struct rdma_cm_id *sync = NULL;
+	CHECK(rdma_create_id(NULL, &sync, NULL, RDMA_PS_TCP) == 0 && !sync->channel, "create_id without a channel");
+	CHECK(rdma_resolve_addr(sync, NULL, ai->ai_dst_addr, 2000) == 0 && sync->verbs && rdma_resolve_route(sync, 2000) == 0 && sync->route.num_paths == 1 && !readable(ch->fd), "... resolve_addr and resolve_route complete at once, no event");
+	CHECK(rdma_destroy_id(sync) == 0, "... destroyed");
+
+	/* rdma_create_ep: a synchronous id with its QP. */
+	struct rdma_cm_id *ep = NULL;
+	memset(&qa, 0, sizeof(qa));
+	qa.cap.max_send_wr = qa.cap.max_recv_wr = 2;
+	qa.cap.max_send_sge = qa.cap.max_recv_sge = 1;
+	CHECK(rdma_create_ep(&ep, ai, NULL, &qa) == 0 && ep && ep->qp && ep->qp->qp_type == IBV_QPT_RC && ep->route.num_paths == 1, "create_ep: resolved, with an RC QP");
+	if (ep)
+		rdma_destroy_ep(ep);
+
+	/* A queued event of a destroyed id is not delivered. */
+	struct rdma_cm_id *gone = NULL;
+	rdma_create_id(ch, &gone, NULL, RDMA_PS_TCP);
+	CHECK(rdma_resolve_addr(gone, NULL, ai->ai_dst_addr, 2000) == 0 && rdma_destroy_id(gone) == 0, "destroy an id with an event queued");
+	fcntl(ch->fd, F_SETFL, fcntl(ch->fd, F_GETFL) | O_NONBLOCK);
+	errno = 0;
+	CHECK(rdma_get_cm_event(ch, &ev) == -1 && errno == EAGAIN, "... its event is gone");
+
+	rdma_freeaddrinfo(ai);
+	CHECK(rdma_destroy_id(id) == 0, "destroy_id");
+	errno = 0;
+	CHECK(rdma_destroy_id(id) == -1 && errno == EINVAL, "destroy_id twice: EINVAL");
+	rdma_destroy_event_channel(ch);
+	rdma_free_devices(devs);
+	printf("%d failures\n", failures);
+	return failures;
+}

@@ -1,0 +1,441 @@
+//! What an `rdma_cm_id` does before a connection: bind, resolve the address and the route
+//! (both answered at once: the device reaches every IPv4 address over UDP, so the events
+//! are queued before the call returns), listen, carry a QP. Every refusal leaves the id as
+//! it was: the checks come first, the event is queued next (it can fail: a full pipe), and
+//! the id changes last, all under the tables' lock so a reader never sees half of it.
+
+use std::ffi::{c_int, c_void};
+use std::net::{Ipv4Addr, SocketAddrV4};
+
+use crate::Errno;
+use crate::abi::{
+    self, IbvGid, IbvQpAttr, IbvQpInitAttr, IbvSaPathRec, RdmaCmId, RdmaRoute, event, qp,
+};
+use crate::addr;
+use crate::cbox::CBox;
+use crate::ibv::{self, Device};
+use crate::state::{EINVAL, Id, Phase, Tables, with};
+
+/// A fresh `rdma_cm_id`, nothing bound.
+pub(crate) fn blank_id(
+    channel: Option<usize>,
+    context: *mut c_void,
+    ps: c_int,
+    qp_type: c_int,
+) -> RdmaCmId {
+    RdmaCmId {
+        verbs: std::ptr::null_mut(),
+        channel: channel.map_or(std::ptr::null_mut(), |c| c as *mut _),
+        context,
+        qp: std::ptr::null_mut(),
+        route: RdmaRoute {
+            addr: abi::RdmaAddr::default(),
+            path_rec: std::ptr::null_mut(),
+            num_paths: 0,
+        },
+        ps,
+        port_num: 0,
+        event: std::ptr::null_mut(),
+        send_cq_channel: std::ptr::null_mut(),
+        send_cq: std::ptr::null_mut(),
+        recv_cq_channel: std::ptr::null_mut(),
+        recv_cq: std::ptr::null_mut(),
+        srq: std::ptr::null_mut(),
+        pd: std::ptr::null_mut(),
+        qp_type,
+    }
+}
+
+/// `rdma_create_id`: `RDMA_PS_TCP` and `RDMA_PS_IB` ids carry RC QPs, `RDMA_PS_UDP` and
+/// `RDMA_PS_IPOIB` UD QPs (as librdmacm decides); other port spaces are `EINVAL`.
+pub(crate) fn create_id(
+    channel: Option<usize>,
+    context: *mut c_void,
+    ps: c_int,
+) -> Result<*mut RdmaCmId, Errno> {
+    let qp_type = match ps {
+        abi::RDMA_PS_TCP | abi::RDMA_PS_IB => abi::IBV_QPT_RC,
+        abi::RDMA_PS_UDP | abi::RDMA_PS_IPOIB => abi::IBV_QPT_UD,
+        _ => return Err(EINVAL),
+    };
+    with(|t| {
+        if let Some(c) = channel
+            && !t.channels.contains_key(&c)
+        {
+            return Err(EINVAL);
+        }
+        let id = Id {
+            c: CBox::new(blank_id(channel, context, ps, qp_type)),
+            channel,
+            phase: Phase::Idle,
+            local: None,
+            own_pd: None,
+            own_cqs: Vec::new(),
+            path: None,
+        };
+        let ptr = id.c.ptr();
+        t.ids.insert(id.c.addr(), id);
+        Ok(ptr)
+    })
+}
+
+/// `rdma_destroy_id`: events already taken stay valid until acked; queued ones go. A QP the
+/// program did not destroy is left to it (as librdmacm does); a PD or CQs this library made
+/// are freed unless that QP still uses them.
+pub(crate) fn destroy_id(id: usize) -> Result<(), Errno> {
+    with(|t| {
+        let i = t.ids.get(&id).ok_or(EINVAL)?;
+        if i.c.get().qp.is_null() {
+            for cq in &i.own_cqs {
+                ibv::destroy_cq(*cq);
+            }
+            if let Some(pd) = i.own_pd {
+                ibv::dealloc_pd(pd);
+            }
+        }
+        t.drop_queued(id);
+        t.ids.remove(&id);
+        Ok(())
+    })
+}
+
+/// The address `want` gives the id in `t`, checked but not taken: `EADDRNOTAVAIL` for an
+/// address that is not the device's, `EADDRINUSE` for a port another id of the same port
+/// space holds; port 0 picks a free one.
+fn choose_local(
+    t: &mut Tables,
+    id: usize,
+    dev: &Device,
+    want: SocketAddrV4,
+) -> Result<SocketAddrV4, Errno> {
+    let i = t.ids.get(&id).ok_or(EINVAL)?;
+    if i.phase != Phase::Idle {
+        return Err(EINVAL);
+    }
+    if !want.ip().is_unspecified() && *want.ip() != dev.ip {
+        return Err(Errno(libc::EADDRNOTAVAIL));
+    }
+    let ps = i.c.get().ps;
+    let port = if want.port() == 0 {
+        t.ephemeral_port()?
+    } else {
+        let taken = t.ids.values().any(|o| {
+            o.c.get().ps == ps
+                && o.local.is_some_and(|a| {
+                    a.port() == want.port()
+                        && (a.ip() == want.ip()
+                            || a.ip().is_unspecified()
+                            || want.ip().is_unspecified())
+                })
+        });
+        if taken {
+            return Err(Errno(libc::EADDRINUSE));
+        }
+        want.port()
+    };
+    Ok(SocketAddrV4::new(*want.ip(), port))
+}
+
+/// Takes `local` for the id: its source address, and the device when the address is the
+/// device's (a wildcard bind has no device yet, as with librdmacm).
+fn take_local(t: &mut Tables, id: usize, dev: &Device, local: SocketAddrV4) {
+    let Some(i) = t.ids.get_mut(&id) else { return };
+    i.local = Some(local);
+    i.phase = Phase::Bound;
+    i.c.update(|c| {
+        c.route.addr.src = addr::to_storage(local);
+        if !local.ip().is_unspecified() {
+            c.verbs = dev.ctx as *mut _;
+            c.port_num = 1;
+            c.route.addr.ibaddr.sgid = IbvGid::from_ipv4(*local.ip());
+            c.route.addr.ibaddr.pkey = 0xffff_u16.to_be();
+        }
+    });
+}
+
+/// `rdma_bind_addr`.
+pub(crate) fn bind(id: usize, want: SocketAddrV4) -> Result<(), Errno> {
+    let dev = ibv::device()?;
+    with(|t| {
+        let local = choose_local(t, id, &dev, want)?;
+        take_local(t, id, &dev, local);
+        Ok(())
+    })
+}
+
+/// `rdma_resolve_addr`: binds first if the id is not bound (to `src`, or the device's address
+/// with a free port), then reports `RDMA_CM_EVENT_ADDR_RESOLVED`.
+pub(crate) fn resolve_addr(
+    id: usize,
+    src: Option<SocketAddrV4>,
+    dst: SocketAddrV4,
+) -> Result<(), Errno> {
+    if dst.ip().is_unspecified() || dst.ip().is_broadcast() || dst.ip().is_multicast() {
+        return Err(EINVAL);
+    }
+    let dev = ibv::device()?;
+    with(|t| {
+        let i = t.ids.get(&id).ok_or(EINVAL)?;
+        let bind_to = match (i.phase, i.local) {
+            (Phase::Idle, _) => Some(choose_local(
+                t,
+                id,
+                &dev,
+                src.unwrap_or(SocketAddrV4::new(dev.ip, 0)),
+            )?),
+            (Phase::Bound, Some(_)) => None,
+            _ => return Err(EINVAL),
+        };
+        t.report(id, event::ADDR_RESOLVED, 0)?;
+        if let Some(local) = bind_to {
+            take_local(t, id, &dev, local);
+        }
+        let Some(i) = t.ids.get_mut(&id) else {
+            return Err(EINVAL);
+        };
+        // A wildcard bind resolves to the device's address.
+        let local = i.local.map(|a| {
+            if a.ip().is_unspecified() {
+                SocketAddrV4::new(dev.ip, a.port())
+            } else {
+                a
+            }
+        });
+        i.local = local;
+        i.phase = Phase::AddrResolved;
+        i.c.update(|c| {
+            if let Some(l) = local {
+                c.route.addr.src = addr::to_storage(l);
+            }
+            c.route.addr.dst = addr::to_storage(dst);
+            c.verbs = dev.ctx as *mut _;
+            c.port_num = 1;
+            c.route.addr.ibaddr.sgid = IbvGid::from_ipv4(dev.ip);
+            c.route.addr.ibaddr.dgid = IbvGid::from_ipv4(*dst.ip());
+            c.route.addr.ibaddr.pkey = 0xffff_u16.to_be();
+        });
+        Ok(())
+    })
+}
+
+/// `rdma_resolve_route`: one path, the GIDs of the two addresses, the port's active MTU;
+/// reports `RDMA_CM_EVENT_ROUTE_RESOLVED`. `EINVAL` before the address is resolved.
+pub(crate) fn resolve_route(id: usize) -> Result<(), Errno> {
+    let dev = ibv::device()?;
+    with(|t| {
+        if t.ids.get(&id).ok_or(EINVAL)?.phase != Phase::AddrResolved {
+            return Err(EINVAL);
+        }
+        t.report(id, event::ROUTE_RESOLVED, 0)?;
+        let Some(i) = t.ids.get_mut(&id) else {
+            return Err(EINVAL);
+        };
+        let ib = i.c.get().route.addr.ibaddr;
+        let path = CBox::new(IbvSaPathRec {
+            dgid: ib.dgid,
+            sgid: ib.sgid,
+            pkey: ib.pkey,
+            hop_limit: 64,
+            reversible: 1,
+            numb_path: 1,
+            mtu_selector: 2, // exactly
+            mtu: dev.active_mtu,
+            rate_selector: 2,
+            rate: 3, // IBV_RATE_10_GBPS, as rxe reports
+            packet_life_time_selector: 2,
+            packet_life_time: 16, // CMA_IBOE_PACKET_LIFETIME
+            ..IbvSaPathRec::default()
+        });
+        let p = path.ptr();
+        i.path = Some(path);
+        i.phase = Phase::RouteResolved;
+        i.c.update(|c| {
+            c.route.path_rec = p;
+            c.route.num_paths = 1;
+        });
+        Ok(())
+    })
+}
+
+/// `rdma_listen`: an unbound id binds to the wildcard address with a free port first. The
+/// listener is recorded; connection requests need the connection manager, so none arrive yet
+/// (said once on stderr).
+pub(crate) fn listen(id: usize) -> Result<SocketAddrV4, Errno> {
+    let dev = ibv::device()?;
+    with(|t| {
+        let i = t.ids.get(&id).ok_or(EINVAL)?;
+        let local = match (i.phase, i.local) {
+            (Phase::Idle, _) => {
+                let l = choose_local(t, id, &dev, SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0))?;
+                take_local(t, id, &dev, l);
+                l
+            }
+            (Phase::Bound, Some(l)) => l,
+            _ => return Err(EINVAL),
+        };
+        if let Some(i) = t.ids.get_mut(&id) {
+            i.phase = Phase::Listening;
+        }
+        Ok(local)
+    })
+}
+
+/// `rdma_create_qp`: on `pd` (0: the id's PD, or one allocated for it), with CQs made for
+/// the id where `attr` has none; the QP is moved to INIT (RC, UC) or up to RTS with
+/// `RDMA_UDP_QKEY` (UD), as librdmacm does. Returns `attr` with the granted capabilities.
+pub(crate) fn create_qp(
+    id: usize,
+    pd: usize,
+    mut attr: IbvQpInitAttr,
+) -> Result<IbvQpInitAttr, Errno> {
+    with(|t| {
+        let i = t.ids.get_mut(&id).ok_or(EINVAL)?;
+        let c = i.c.get();
+        if c.verbs.is_null() || !c.qp.is_null() {
+            return Err(EINVAL);
+        }
+        let ctx = c.verbs as usize;
+        let mut made_pd = None;
+        let pd = match (pd, c.pd as usize, i.own_pd) {
+            (0, 0, None) => {
+                let p = ibv::alloc_pd(ctx)?;
+                made_pd = Some(p);
+                p
+            }
+            (0, 0, Some(p)) | (0, p, _) => p,
+            (p, _, _) => p,
+        };
+        let mut made_cqs = Vec::new();
+        let undo = |cqs: &[usize], made_pd: Option<usize>| {
+            for cq in cqs {
+                ibv::destroy_cq(*cq);
+            }
+            if let Some(p) = made_pd {
+                ibv::dealloc_pd(p);
+            }
+        };
+        for (slot, depth) in [
+            (&mut attr.send_cq, attr.cap.max_send_wr),
+            (&mut attr.recv_cq, attr.cap.max_recv_wr),
+        ] {
+            if slot.is_null() {
+                match ibv::create_cq(ctx, depth) {
+                    Ok(cq) => {
+                        *slot = cq as *mut _;
+                        made_cqs.push(cq);
+                    }
+                    Err(e) => {
+                        undo(&made_cqs, made_pd);
+                        return Err(e);
+                    }
+                }
+            }
+        }
+        let qp = match ibv::create_qp(pd, &mut attr) {
+            Ok(q) => q,
+            Err(e) => {
+                undo(&made_cqs, made_pd);
+                return Err(e);
+            }
+        };
+        if let Err(e) = init_qp(qp, attr.qp_type) {
+            let _ = ibv::destroy_qp(qp);
+            undo(&made_cqs, made_pd);
+            return Err(e);
+        }
+        if made_pd.is_some() {
+            i.own_pd = made_pd;
+        }
+        i.own_cqs = made_cqs;
+        let (send_cq, recv_cq) = (attr.send_cq, attr.recv_cq);
+        i.c.update(|c| {
+            c.qp = qp as *mut _;
+            c.pd = pd as *mut _;
+            c.send_cq = send_cq;
+            c.recv_cq = recv_cq;
+        });
+        Ok(attr)
+    })
+}
+
+/// The states librdmacm puts a new QP in (`ucma_init_conn_qp`, `ucma_init_ud_qp`,
+/// rdma-core v44 librdmacm/cma.c): INIT with P_Key index 0 on port 1 and no remote access
+/// before a connection; a UD QP goes on to RTR and RTS with `RDMA_UDP_QKEY`.
+fn init_qp(qp: usize, qp_type: c_int) -> Result<(), Errno> {
+    let init = IbvQpAttr {
+        qp_state: qp::STATE_INIT,
+        pkey_index: 0,
+        port_num: 1,
+        qkey: abi::RDMA_UDP_QKEY,
+        ..IbvQpAttr::default()
+    };
+    let base = qp::ATTR_STATE | qp::ATTR_PKEY_INDEX | qp::ATTR_PORT;
+    if qp_type != abi::IBV_QPT_UD {
+        return ibv::modify_qp(qp, init, base | qp::ATTR_ACCESS_FLAGS);
+    }
+    ibv::modify_qp(qp, init, base | qp::ATTR_QKEY)?;
+    let rtr = IbvQpAttr {
+        qp_state: qp::STATE_RTR,
+        ..IbvQpAttr::default()
+    };
+    ibv::modify_qp(qp, rtr, qp::ATTR_STATE)?;
+    let rts = IbvQpAttr {
+        qp_state: qp::STATE_RTS,
+        sq_psn: 0,
+        ..IbvQpAttr::default()
+    };
+    ibv::modify_qp(qp, rts, qp::ATTR_STATE | qp::ATTR_SQ_PSN)
+}
+
+/// `rdma_destroy_qp`: the QP, and the CQs made for it.
+pub(crate) fn destroy_qp(id: usize) -> Result<(), Errno> {
+    with(|t| {
+        let i = t.ids.get_mut(&id).ok_or(EINVAL)?;
+        let qp = i.c.get().qp as usize;
+        if qp == 0 {
+            return Ok(());
+        }
+        ibv::destroy_qp(qp)?;
+        let own = std::mem::take(&mut i.own_cqs);
+        i.c.update(|c| {
+            c.qp = std::ptr::null_mut();
+            if own.contains(&(c.send_cq as usize)) {
+                c.send_cq = std::ptr::null_mut();
+            }
+            if own.contains(&(c.recv_cq as usize)) {
+                c.recv_cq = std::ptr::null_mut();
+            }
+        });
+        for cq in own {
+            ibv::destroy_cq(cq);
+        }
+        Ok(())
+    })
+}
+
+/// Moves the id's QP (if it has one) to the error state, as a failed connection does.
+pub(crate) fn fail_qp(id: usize) -> Result<(), Errno> {
+    let qp = with(|t| t.ids.get(&id).map(|i| i.c.get().qp as usize)).ok_or(EINVAL)?;
+    if qp == 0 {
+        return Ok(());
+    }
+    let err = IbvQpAttr {
+        qp_state: qp::STATE_ERR,
+        ..IbvQpAttr::default()
+    };
+    ibv::modify_qp(qp, err, qp::ATTR_STATE)
+}
+
+/// `rdma_set_option`: the `RDMA_OPTION_ID` options (TOS, REUSEADDR, AFONLY, ACK_TIMEOUT)
+/// are accepted with their C sizes and change nothing yet (no connections); `RDMA_OPTION_IB_PATH`
+/// is `ENOSYS`; anything else, or a wrong size, `EINVAL`.
+pub(crate) fn set_option(id: usize, level: c_int, name: c_int, len: usize) -> Result<(), Errno> {
+    with(|t| t.ids.contains_key(&id))
+        .then_some(())
+        .ok_or(EINVAL)?;
+    match (level, name, len) {
+        (0, 0 | 3, 1) | (0, 1 | 2, 4) => Ok(()),
+        (1, 1, _) => Err(Errno(libc::ENOSYS)),
+        _ => Err(EINVAL),
+    }
+}

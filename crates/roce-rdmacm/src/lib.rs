@@ -1,0 +1,48 @@
+//! The librdmacm C ABI over roce-emu's libibverbs: the code of the replacement
+//! `librdmacm.so.1` that `roce exec` puts in front of unmodified RDMA CM programs (rping,
+//! perftest's `-R`, ucmatose, ...).
+//!
+//! Built as a staticlib and relinked by `crates/roce-rdmacm-so` into a shared library with
+//! librdmacm's symbol versions (`librdmacm.map`) that NEEDs roce-emu's `libibverbs.so.1`:
+//! the verbs objects (the device context, PDs, CQs, QPs) are made there, through the
+//! exported `ibv_*` functions (`ibv`). What works before the connection manager exists, and
+//! what fails how, is in `docs/rdmacm.md`.
+//!
+//! Layout: [`abi`] the C structures, `state` the channels, ids, events and lists handed out,
+//! `id` what an id does, `info` `rdma_getaddrinfo`, `addr` socket addresses. The modules that
+//! may use `unsafe`: `ffi` (the exported functions), `stubs` (the names that fail with
+//! `ENOSYS`), `ibv` (the calls into libibverbs) and `cbox` (objects handed to C).
+
+#![deny(unsafe_code)]
+
+pub mod abi;
+mod addr;
+mod cbox;
+mod ffi;
+mod ibv;
+mod id;
+mod info;
+mod state;
+mod strings;
+mod stubs;
+
+use std::collections::HashSet;
+use std::sync::Mutex;
+
+/// An errno value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Errno(pub(crate) i32);
+
+static SAID: Mutex<Option<HashSet<&'static str>>> = Mutex::new(None);
+
+/// Says `roce-rdmacm: NAME WHAT` on stderr, the first time only for each name.
+pub(crate) fn note(name: &'static str, what: &str) {
+    let first = SAID
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .get_or_insert_with(HashSet::new)
+        .insert(name);
+    if first {
+        eprintln!("roce-rdmacm: {name} {what}");
+    }
+}

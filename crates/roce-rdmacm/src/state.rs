@@ -1,0 +1,347 @@
+//! What the library has handed out: event channels, ids, events, address lists. Everything
+//! a program passes in is looked up here by address first, so a pointer the library did not
+//! make is `EINVAL`, never a crash.
+//!
+//! An event channel is a pipe and a queue: queueing an event writes one byte, and
+//! `rdma_get_cm_event` reads one byte (blocking, or `EAGAIN` when the program made the fd
+//! non-blocking) and takes the queue's first event. The program may `poll` the fd.
+
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::io::{PipeReader, PipeWriter, Read, Write};
+use std::net::SocketAddrV4;
+use std::os::fd::AsRawFd;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use crate::Errno;
+use crate::abi::{IbvSaPathRec, RdmaAddrinfo, RdmaCmEvent, RdmaCmId, RdmaEventChannel};
+use crate::cbox::CBox;
+
+pub(crate) const EINVAL: Errno = Errno(libc::EINVAL);
+
+/// An event channel.
+#[derive(Debug)]
+pub(crate) struct Channel {
+    /// The structure the program holds (owned here, freed with the channel).
+    #[allow(dead_code)]
+    c: CBox<RdmaEventChannel>,
+    reader: Arc<PipeReader>,
+    writer: PipeWriter,
+    /// Events not yet taken by `rdma_get_cm_event`, oldest first (addresses in `events`).
+    queue: VecDeque<usize>,
+}
+
+/// Where an id is in its life.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Phase {
+    Idle,
+    Bound,
+    AddrResolved,
+    RouteResolved,
+    Listening,
+}
+
+/// An id.
+#[derive(Debug)]
+pub(crate) struct Id {
+    pub(crate) c: CBox<RdmaCmId>,
+    /// Its channel; `None` for a synchronous id (`rdma_create_id` with a NULL channel), whose
+    /// operations complete before they return and report no events.
+    pub(crate) channel: Option<usize>,
+    pub(crate) phase: Phase,
+    /// The local address once bound (the port is never 0 once bound).
+    pub(crate) local: Option<SocketAddrV4>,
+    /// A PD this library allocated for the id (freed with it).
+    pub(crate) own_pd: Option<usize>,
+    /// CQs this library created for the id's QP (destroyed with the QP).
+    pub(crate) own_cqs: Vec<usize>,
+    /// `route.path_rec` once the route is resolved.
+    pub(crate) path: Option<CBox<IbvSaPathRec>>,
+}
+
+/// A list from `rdma_getaddrinfo`: the `rdma_addrinfo` and the addresses it points to.
+#[derive(Debug)]
+pub(crate) struct AddrInfo {
+    pub(crate) info: CBox<RdmaAddrinfo>,
+    /// What `ai_src_addr` and `ai_dst_addr` point to (owned here, freed with the list).
+    #[allow(dead_code)]
+    pub(crate) src: Option<CBox<crate::abi::SockaddrStorage>>,
+    #[allow(dead_code)]
+    pub(crate) dst: Option<CBox<crate::abi::SockaddrStorage>>,
+}
+
+#[derive(Debug, Default)]
+pub(crate) struct Tables {
+    pub(crate) channels: HashMap<usize, Channel>,
+    pub(crate) ids: HashMap<usize, Id>,
+    /// Every event not yet acked: queued, or taken and not yet acked.
+    pub(crate) events: HashMap<usize, CBox<RdmaCmEvent>>,
+    /// Events taken by `rdma_get_cm_event` and not acked.
+    pub(crate) taken: HashSet<usize>,
+    pub(crate) addrinfos: HashMap<usize, AddrInfo>,
+    /// `rdma_get_devices` arrays.
+    pub(crate) device_lists: HashMap<usize, CBox<[usize; 2]>>,
+    /// The last ephemeral port given out.
+    pub(crate) last_port: u16,
+}
+
+static TABLES: Mutex<Option<Tables>> = Mutex::new(None);
+
+/// Runs `f` on the tables under their lock.
+pub(crate) fn with<R>(f: impl FnOnce(&mut Tables) -> R) -> R {
+    let mut t = TABLES.lock().unwrap_or_else(PoisonError::into_inner);
+    f(t.get_or_insert_with(Tables::default))
+}
+
+fn os(e: &std::io::Error) -> Errno {
+    Errno(e.raw_os_error().unwrap_or(libc::EIO))
+}
+
+/// `rdma_create_event_channel`.
+pub(crate) fn create_channel() -> Result<*mut RdmaEventChannel, Errno> {
+    let (reader, writer) = std::io::pipe().map_err(|e| os(&e))?;
+    // Queueing must never block the caller: a full pipe (65536 unread events) refuses the
+    // operation instead.
+    crate::ffi::set_nonblocking(&writer).map_err(|e| os(&e))?;
+    let c = CBox::new(RdmaEventChannel {
+        fd: reader.as_raw_fd(),
+    });
+    let ptr = c.ptr();
+    let channel = Channel {
+        c,
+        reader: Arc::new(reader),
+        writer,
+        queue: VecDeque::new(),
+    };
+    with(|t| t.channels.insert(ptr as usize, channel));
+    Ok(ptr)
+}
+
+/// `rdma_destroy_event_channel`: drops the events still queued; ids that still name the
+/// channel get `EINVAL` from the calls that would report on it.
+pub(crate) fn destroy_channel(channel: usize) -> Result<(), Errno> {
+    with(|t| {
+        let ch = t.channels.remove(&channel).ok_or(EINVAL)?;
+        for e in ch.queue {
+            t.events.remove(&e);
+        }
+        Ok(())
+    })
+}
+
+impl Tables {
+    /// Queues `event` for `id` on its channel; a synchronous id gets none. Nothing is queued
+    /// if this fails (`EINVAL`: the channel was destroyed, `ENOBUFS`: its pipe is full).
+    pub(crate) fn report(&mut self, id: usize, event: i32, status: i32) -> Result<(), Errno> {
+        let Some(ch_addr) = self.ids.get(&id).ok_or(EINVAL)?.channel else {
+            return Ok(());
+        };
+        let ch = self.channels.get_mut(&ch_addr).ok_or(EINVAL)?;
+        match ch.writer.write(&[1]) {
+            Ok(1) => {}
+            Ok(_) => return Err(Errno(libc::ENOBUFS)),
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                return Err(Errno(libc::ENOBUFS));
+            }
+            Err(e) => return Err(os(&e)),
+        }
+        // SAFETY of the union: zeroed `param` is a valid rdma_conn_param (no private data).
+        let e = CBox::new(RdmaCmEvent {
+            id: id as *mut RdmaCmId,
+            listen_id: std::ptr::null_mut(),
+            event,
+            status,
+            param: crate::abi::RdmaCmEventParam {
+                conn: crate::abi::RdmaConnParam {
+                    private_data: std::ptr::null(),
+                    private_data_len: 0,
+                    responder_resources: 0,
+                    initiator_depth: 0,
+                    flow_control: 0,
+                    retry_count: 0,
+                    rnr_retry_count: 0,
+                    srq: 0,
+                    qp_num: 0,
+                },
+            },
+        });
+        ch.queue.push_back(e.addr());
+        self.events.insert(e.addr(), e);
+        Ok(())
+    }
+
+    /// Drops the queued (not yet taken) events of `id`, when it is destroyed. Their bytes stay
+    /// in the pipe; `get_event` skips a byte that has no event behind it.
+    pub(crate) fn drop_queued(&mut self, id: usize) {
+        let events = &mut self.events;
+        for ch in self.channels.values_mut() {
+            ch.queue.retain(|e| {
+                let mine = events.get(e).is_some_and(|ev| ev.get().id as usize == id);
+                if mine {
+                    events.remove(e);
+                }
+                !mine
+            });
+        }
+    }
+
+    /// A fresh ephemeral port (32768-60999, the Linux default range) no id holds.
+    pub(crate) fn ephemeral_port(&mut self) -> Result<u16, Errno> {
+        for _ in 0..(61000 - 32768) {
+            self.last_port = if (32768..60999).contains(&self.last_port) {
+                self.last_port + 1
+            } else {
+                32768
+            };
+            let p = self.last_port;
+            if !self
+                .ids
+                .values()
+                .any(|i| i.local.is_some_and(|a| a.port() == p))
+            {
+                return Ok(p);
+            }
+        }
+        Err(Errno(libc::EADDRINUSE))
+    }
+}
+
+/// `rdma_get_cm_event`: the channel's next event, waiting for it unless the program made the
+/// fd non-blocking (`EAGAIN`).
+pub(crate) fn get_event(channel: usize) -> Result<*mut RdmaCmEvent, Errno> {
+    loop {
+        let reader = with(|t| t.channels.get(&channel).map(|c| c.reader.clone())).ok_or(EINVAL)?;
+        let mut byte = [0u8; 1];
+        // Without the tables' lock: this may block until an event comes.
+        match (&*reader).read(&mut byte) {
+            Ok(1) => {}
+            Ok(_) => return Err(Errno(libc::EPIPE)),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(os(&e)),
+        }
+        let got = with(|t| {
+            let ch = t.channels.get_mut(&channel)?;
+            let e = ch.queue.pop_front()?;
+            t.taken.insert(e);
+            t.events.get(&e).map(CBox::ptr)
+        });
+        // No event behind the byte: it was dropped with its id; read on.
+        if let Some(e) = got {
+            return Ok(e);
+        }
+    }
+}
+
+/// `rdma_ack_cm_event`: frees an event `get_event` returned.
+pub(crate) fn ack_event(event: usize) -> Result<(), Errno> {
+    with(|t| {
+        if !t.taken.remove(&event) {
+            return Err(EINVAL);
+        }
+        t.events.remove(&event);
+        Ok(())
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::abi::event;
+
+    fn fake_id(t: &mut Tables, channel: Option<usize>) -> usize {
+        let id = Id {
+            c: CBox::new(crate::id::blank_id(
+                channel,
+                std::ptr::null_mut(),
+                0x0106,
+                2,
+            )),
+            channel,
+            phase: Phase::Idle,
+            local: None,
+            own_pd: None,
+            own_cqs: Vec::new(),
+            path: None,
+        };
+        let a = id.c.addr();
+        t.ids.insert(a, id);
+        a
+    }
+
+    #[test]
+    fn events_come_out_in_order_once_and_are_acked_once() {
+        let ch = create_channel().unwrap() as usize;
+        let id = with(|t| fake_id(t, Some(ch)));
+        with(|t| t.report(id, event::ADDR_RESOLVED, 0)).unwrap();
+        with(|t| t.report(id, event::ROUTE_RESOLVED, 0)).unwrap();
+        let a = get_event(ch).unwrap();
+        let b = get_event(ch).unwrap();
+        with(|t| {
+            assert_eq!(t.events[&(a as usize)].get().event, event::ADDR_RESOLVED);
+            assert_eq!(t.events[&(b as usize)].get().event, event::ROUTE_RESOLVED);
+            assert_eq!(t.events[&(b as usize)].get().id as usize, id);
+        });
+        assert_eq!(ack_event(a as usize), Ok(()));
+        assert_eq!(
+            ack_event(a as usize),
+            Err(EINVAL),
+            "a second ack is refused"
+        );
+        assert_eq!(ack_event(b as usize), Ok(()));
+        assert_eq!(ack_event(0x1234), Err(EINVAL));
+        with(|t| t.ids.remove(&id));
+        destroy_channel(ch).unwrap();
+        assert_eq!(destroy_channel(ch), Err(EINVAL));
+        assert_eq!(get_event(ch).err(), Some(EINVAL));
+    }
+
+    #[test]
+    fn a_destroyed_ids_queued_events_are_skipped() {
+        let ch = create_channel().unwrap() as usize;
+        let gone = with(|t| fake_id(t, Some(ch)));
+        let kept = with(|t| fake_id(t, Some(ch)));
+        with(|t| t.report(gone, event::ADDR_RESOLVED, 0)).unwrap();
+        with(|t| t.report(kept, event::ADDR_ERROR, -5)).unwrap();
+        with(|t| {
+            t.drop_queued(gone);
+            t.ids.remove(&gone);
+        });
+        let e = get_event(ch).unwrap() as usize;
+        with(|t| {
+            assert_eq!(t.events[&e].get().id as usize, kept);
+            assert_eq!(t.events[&e].get().status, -5);
+            assert!(
+                !t.events.values().any(|ev| ev.get().id as usize == gone),
+                "the dropped event is freed"
+            );
+        });
+        ack_event(e).unwrap();
+        with(|t| t.ids.remove(&kept));
+        destroy_channel(ch).unwrap();
+    }
+
+    #[test]
+    fn a_blocked_reader_gets_the_event_queued_after_it_started_waiting() {
+        let ch = create_channel().unwrap() as usize;
+        let id = with(|t| fake_id(t, Some(ch)));
+        let reader = std::thread::spawn(move || get_event(ch).map(|e| e as usize));
+        // Whether or not the reader is already blocked in read(2), it must get this event.
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        with(|t| t.report(id, event::ROUTE_RESOLVED, 0)).unwrap();
+        let e = reader.join().unwrap().unwrap();
+        assert_eq!(with(|t| t.events[&e].get().event), event::ROUTE_RESOLVED);
+        ack_event(e).unwrap();
+        with(|t| t.ids.remove(&id));
+        destroy_channel(ch).unwrap();
+    }
+
+    #[test]
+    fn a_synchronous_id_reports_nothing() {
+        let id = with(|t| fake_id(t, None));
+        with(|t| t.report(id, event::ADDR_RESOLVED, 0)).unwrap();
+        assert!(!with(|t| t
+            .events
+            .values()
+            .any(|ev| ev.get().id as usize == id)));
+        with(|t| t.ids.remove(&id));
+    }
+}

@@ -1,0 +1,88 @@
+//! Exported names that need the connection manager (connect, accept, multicast, ECE, the
+//! rsocket family, ...). Each sets `errno = ENOSYS`, says once on stderr
+//! (`roce-rdmacm: rdma_connect needs the connection manager, not there yet`) and returns
+//! what its C signature uses for failure: -1 or nothing. They exist because Debian's programs
+//! are linked BIND_NOW: every imported name must resolve at load time, used or not.
+//!
+//! The functions take no parameters whatever their C signature: on x86_64 and aarch64 the
+//! caller owns its arguments, so a callee that ignores them is called correctly (as
+//! roce-verbs's stubs). -1 is returned as a 64-bit value, which is -1 for `int`, `ssize_t`
+//! and `off_t` callers alike.
+
+#![allow(unsafe_code)]
+
+use crate::ffi::set_errno;
+use crate::note;
+
+pub(crate) fn unsupported(name: &'static str) {
+    note(name, "needs the connection manager, not there yet");
+    set_errno(libc::ENOSYS);
+}
+
+macro_rules! stubs {
+    (minus_one; $($name:ident,)*) => {$(
+        #[doc = concat!("`", stringify!($name), "`: -1, errno `ENOSYS`.")]
+        #[unsafe(no_mangle)]
+        pub(crate) extern "C" fn $name() -> i64 {
+            unsupported(stringify!($name));
+            -1
+        }
+    )*};
+    (nothing; $($name:ident,)*) => {$(
+        #[doc = concat!("`", stringify!($name), "`: does nothing.")]
+        #[unsafe(no_mangle)]
+        pub(crate) extern "C" fn $name() {
+            unsupported(stringify!($name));
+        }
+    )*};
+}
+
+stubs! {
+    minus_one;
+    rdma_accept,
+    rdma_create_srq,
+    rdma_create_srq_ex,
+    rdma_disconnect,
+    rdma_establish,
+    rdma_get_remote_ece,
+    rdma_get_request,
+    rdma_init_qp_attr,
+    rdma_join_multicast,
+    rdma_join_multicast_ex,
+    rdma_leave_multicast,
+    rdma_migrate_id,
+    rdma_notify,
+    rdma_reject,
+    rdma_reject_ece,
+    rdma_set_local_ece,
+    raccept,
+    rbind,
+    rclose,
+    rconnect,
+    rfcntl,
+    rgetpeername,
+    rgetsockname,
+    rgetsockopt,
+    riomap,
+    riounmap,
+    riowrite,
+    rlisten,
+    rread,
+    rreadv,
+    rrecv,
+    rrecvfrom,
+    rrecvmsg,
+    rselect,
+    rsend,
+    rsendmsg,
+    rsendto,
+    rsetsockopt,
+    rshutdown,
+    rsocket,
+    rwrite,
+    rwritev,
+}
+stubs! {
+    nothing;
+    rdma_destroy_srq,
+}
