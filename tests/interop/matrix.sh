@@ -30,7 +30,11 @@ guest_artifacts_present || skip "no guest kernel/initramfs in $INTEROP_CACHE/gue
 start_guest_on_bridge
 
 RESULTS="$INTEROP_RUN/results.tsv"
+# The cells with Debian's tools on both sides (ours under `roce exec`): a table of their own.
+RESULTS_EXEC="$INTEROP_RUN/results-exec.tsv"
 : >"$RESULTS"
+: >"$RESULTS_EXEC"
+CELLS_TO=$RESULTS
 failures=0
 # cell NAME CMD...: runs one cell; records pass/fail, its time and the tool's summary line.
 cell() {
@@ -48,7 +52,7 @@ cell() {
     local secs figure
     secs=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN{printf "%.1f", b-a}')
     figure=$(printf '%s\n' "$out" | grep -m1 -E 'Mbit/sec|^ [0-9]+ +[0-9]+ ' | tr -s ' ' | sed 's/^ *//' || true)
-    printf '%s\t%s\t%s\t%s\n' "$name" "$status" "$secs" "$figure" >>"$RESULTS"
+    printf '%s\t%s\t%s\t%s\n' "$name" "$status" "$secs" "$figure" >>"$CELLS_TO"
     if [ "$status" = pass ]; then
         log "PASS $name (${secs}s) $figure"
     else
@@ -58,13 +62,22 @@ cell() {
     fi
 }
 
-# rxe's tool runs in the guest as the server (the command line `$1`); after `$2` seconds ours,
-# the rest of the arguments, runs on the host as the client. rxe's output follows ours.
+# Waits (at most 10 s) until rxe's server listens on the out-of-band TCP port in the guest. The
+# servers of perftest and the pingpongs take one connection only, so the host cannot probe by
+# connecting; and a fixed pause is not always enough in a loaded TCG guest (the client then gets
+# "Connection refused", and the server it missed holds the port into the next cell).
+guest_listening() {
+    run_in_guest -t 15 'for i in $(seq 100); do [ -n "$(ss -Hltn "sport = :18515")" ] && exit 0; sleep 0.1; done; exit 1' >/dev/null ||
+        echo "rxe's server does not listen on TCP port 18515 after 10 s"
+}
+
+# rxe's tool runs in the guest as the server (the command line `$1`); once it listens, ours, the
+# rest of the arguments, runs on the host as the client. rxe's output follows ours.
 rxe_serves() {
-    local guest=$1 pause=$2 job
-    shift 2
+    local guest=$1 job
+    shift
     job=$(run_peer_in_guest "$guest")
-    sleep "$pause"
+    guest_listening
     "$@" || { guest_wait "$job" 5; return 1; }
     echo "--- rxe:"
     guest_wait "$job" 60
@@ -88,7 +101,7 @@ we_serve() {
 pp_we_are_client() {
     local size=$1 n=$2 extra=${*:3}
     # shellcheck disable=SC2086
-    rxe_serves "timeout 60 ibv_rc_pingpong -d rxe0 -g $G -s $size -n $n $extra" 0.5 \
+    rxe_serves "timeout 60 ibv_rc_pingpong -d rxe0 -g $G -s $size -n $n $extra" \
         ns timeout 60 "$ROCE_BIN" pingpong "$INTEROP_GUEST_IP" -s "$size" -n "$n" $extra --timeout 20
 }
 
@@ -108,7 +121,7 @@ peer_ns() { ip netns exec "$INTEROP_PEER_NS" "$@"; }
 
 pp_raw_client() {
     local size=$1 n=$2
-    rxe_serves "timeout 60 ibv_rc_pingpong -d rxe0 -g $G -s $size -n $n" 0.5 \
+    rxe_serves "timeout 60 ibv_rc_pingpong -d rxe0 -g $G -s $size -n $n" \
         peer_ns timeout 60 "$ROCE_BIN" pingpong "$INTEROP_GUEST_IP" --backend raw --dev "$INTEROP_PEER_IF" \
         --ip "$INTEROP_PEER_IP" -s "$size" -n "$n" --timeout 20
 }
@@ -124,7 +137,7 @@ pp_raw_server() {
 pt_we_are_client() {
     local tool=$1 verb=$2 flags=$3
     # shellcheck disable=SC2086
-    rxe_serves "timeout 60 $tool -d rxe0 -x $G ${flags/--lat /}" 1 \
+    rxe_serves "timeout 60 $tool -d rxe0 -x $G ${flags/--lat /}" \
         ns timeout 60 "$ROCE_BIN" perf "$verb" "$INTEROP_GUEST_IP" $flags --timeout 20
 }
 
@@ -139,7 +152,7 @@ pt_we_are_server() {
 pt_raw_client() {
     local tool=$1 verb=$2 flags=$3
     # shellcheck disable=SC2086
-    rxe_serves "timeout 60 $tool -d rxe0 -x $G ${flags/--lat /}" 1 \
+    rxe_serves "timeout 60 $tool -d rxe0 -x $G ${flags/--lat /}" \
         peer_ns timeout 60 "$ROCE_BIN" perf "$verb" "$INTEROP_GUEST_IP" --backend raw --dev "$INTEROP_PEER_IF" \
         --ip "$INTEROP_PEER_IP" $flags --timeout 20
 }
@@ -150,6 +163,46 @@ pt_raw_server() {
     we_serve "timeout 60 $tool -d rxe0 -x $G ${flags/--lat /} $RAW_TCP_IP" \
         bg_in_peer_ns timeout 60 "$ROCE_BIN" perf "$verb" --backend raw --dev "$INTEROP_PEER_IF" \
         --ip "$INTEROP_PEER_IP" $flags --timeout 20
+}
+
+# `roce exec`: the same unmodified Debian program as rxe's (ibverbs-utils, perftest) runs on the
+# host on our NIC, through roce-emu's libibverbs.so.1 (UDP backend at $INTEROP_HOST_IP, GID 1).
+# `$1` is the program with the flags both sides share, `$2` the guest's own flags (device and
+# GID index), `$3` the host's (GID index 1, whatever the guest's is). EXEC_OPTS: more options of `roce exec`.
+EXEC_PORT=18515
+EXEC_OPTS=""
+# shellcheck disable=SC2086
+ex_ours() { ns timeout 60 "$ROCE_BIN" exec --ip "$INTEROP_HOST_IP" $EXEC_OPTS -- "$@"; }
+
+# Waits (at most 10 s) until our server listens on the out-of-band TCP port: perftest's and the
+# pingpongs' servers take one connection only, so it cannot be probed by connecting.
+ex_wait_listening() {
+    local _
+    for _ in $(seq 50); do
+        [ -n "$(ns ss -Hltn "sport = :$EXEC_PORT" 2>/dev/null)" ] && return 0
+        sleep 0.2
+    done
+    echo "nothing listens on TCP port $EXEC_PORT on the host after 10 s"
+    return 1
+}
+
+# rxe's program is the server in the guest; the same program under roce exec the client.
+ex_we_are_client() {
+    local common=$1 guest=$2 host=$3
+    # shellcheck disable=SC2086
+    rxe_serves "timeout 60 $common $guest" ex_ours $common $host "$INTEROP_GUEST_IP"
+}
+
+# The program under roce exec is the server on the host; rxe's the client in the guest.
+ex_we_are_server() {
+    local common=$1 guest=$2 host=$3 ours rc=0
+    # shellcheck disable=SC2086
+    bg_in_ns timeout 60 "$ROCE_BIN" exec --ip "$INTEROP_HOST_IP" $EXEC_OPTS -- $common $host
+    ours=$INTEROP_LAST_BG
+    ex_wait_listening || { wait "$ours"; return 1; }
+    run_in_guest -t 70 "timeout 60 $common $guest $INTEROP_HOST_IP" || rc=$?
+    wait "$ours" || rc=$?
+    return $rc
 }
 
 # MTU 4096: rxe's active MTU follows its netdev (9000 → 4096); every link on the path too.
@@ -175,6 +228,21 @@ for t in "ib_write_bw write -n 200" "ib_read_bw read -n 200" "ib_send_bw send -n
     cell "$tool $pflags: rxe server, roce client" pt_we_are_client "$tool" "$verb" "$flags"
     cell "$tool $pflags: roce server, rxe client" pt_we_are_server "$tool" "$verb" "$flags"
 done
+CELLS_TO=$RESULTS_EXEC
+for t in "ibv_rc_pingpong -s 64 -n 20|-g" "ibv_rc_pingpong -s 4096 -n 20|-g" \
+         "ibv_rc_pingpong -s 65536 -n 5|-g" "ibv_rc_pingpong -s 4096 -n 20 -e|-g" \
+         "ibv_rc_pingpong -s 4096 -n 20 -N|-g" "ibv_uc_pingpong -s 4096 -n 20|-g" \
+         "ibv_ud_pingpong -s 1000 -n 20|-g" \
+         "ib_write_bw -n 200|-x" "ib_read_bw -n 200|-x" "ib_send_bw -n 200|-x" "ib_atomic_bw -n 200|-x" \
+         "ib_write_lat -n 100|-x" "ib_read_lat -n 100|-x" "ib_send_lat -n 100|-x" \
+         "ib_atomic_lat -n 100|-x"; do
+    common=${t%|*} gid=${t#*|}
+    cell "$common: rxe server, roce exec client" ex_we_are_client \
+        "$common -p $EXEC_PORT" "-d rxe0 $gid $G" "$gid 1"
+    cell "$common: roce exec server, rxe client" ex_we_are_server \
+        "$common -p $EXEC_PORT" "-d rxe0 $gid $G" "$gid 1"
+done
+CELLS_TO=$RESULTS
 peer_ns ip addr add "$RAW_TCP_IP/24" dev "$INTEROP_PEER_IF"
 for size in 64 4096 65536; do
     n=20; [ "$size" = 65536 ] && n=5
@@ -196,6 +264,15 @@ cell "ibv_rc_pingpong -s 4096, 1 % loss: rxe server, roce client" pp_we_are_clie
 cell "ibv_rc_pingpong -s 4096, 1 % loss: roce server, rxe client" pp_we_are_server 4096 50
 cell "ibv_rc_pingpong -s 4096, 1 % loss: rxe server, roce client (raw backend)" pp_raw_client 4096 50
 cell "ibv_rc_pingpong -s 4096, 1 % loss: roce server (raw backend), rxe client" pp_raw_server 4096 50
+CELLS_TO=$RESULTS_EXEC
+for t in "ibv_rc_pingpong -s 4096 -n 50|-g" "ib_write_bw -n 200|-x" "ib_read_bw -n 200|-x"; do
+    common=${t%|*} gid=${t#*|}
+    cell "$common, 1 % loss: rxe server, roce exec client" ex_we_are_client \
+        "$common -p $EXEC_PORT" "-d rxe0 $gid $G" "$gid 1"
+    cell "$common, 1 % loss: roce exec server, rxe client" ex_we_are_server \
+        "$common -p $EXEC_PORT" "-d rxe0 $gid $G" "$gid 1"
+done
+CELLS_TO=$RESULTS
 loss_off
 if mtu_9000; then
     for size in 4096 65536; do
@@ -204,6 +281,17 @@ if mtu_9000; then
     done
     cell "ib_write_bw -m 4096: rxe server, roce client" pt_we_are_client ib_write_bw write "-n 200 -m 4096"
     cell "ib_write_bw -m 4096: roce server, rxe client" pt_we_are_server ib_write_bw write "-n 200 -m 4096"
+    # Our port's active MTU is 4096 too (roce exec --mtu 4096), as rxe's on a 9000-byte netdev.
+    CELLS_TO=$RESULTS_EXEC EXEC_OPTS="--mtu 4096"
+    for t in "ibv_rc_pingpong -s 65536 -n 10 -m 4096|-g" "ib_write_bw -n 200 -m 4096|-x" \
+             "ibv_ud_pingpong -s 4000 -n 20|-g"; do
+        common=${t%|*} gid=${t#*|}
+        cell "$common: rxe server, roce exec client" ex_we_are_client \
+            "$common -p $EXEC_PORT" "-d rxe0 $gid $G" "$gid 1"
+        cell "$common: roce exec server, rxe client" ex_we_are_server \
+            "$common -p $EXEC_PORT" "-d rxe0 $gid $G" "$gid 1"
+    done
+    CELLS_TO=$RESULTS EXEC_OPTS=""
 else
     printf '%s\t%s\t%s\t%s\n' "MTU 4096 cells" "FAIL" 0 "rxe's active MTU did not become 4096" >>"$RESULTS"
     failures=$((failures + 1))
@@ -235,6 +323,18 @@ fi
     while IFS=$'\t' read -r name status secs figure; do
         echo "| $name | $status | $secs | $figure |"
     done <"$RESULTS"
+    echo
+    echo "## Debian's tools on both sides"
+    echo
+    echo "The same unmodified Debian program on both ends (ibverbs-utils $(dpkg-query -W -f '${Version}' ibverbs-utils 2>/dev/null || echo '?'),"
+    echo "perftest $(dpkg-query -W -f '${Version}' perftest 2>/dev/null || echo '?') on the host): on rxe in the guest, and under \`roce exec\` on our NIC"
+    echo "on the host (roce-emu's libibverbs.so.1, UDP backend at $INTEROP_HOST_IP, GID index 1)."
+    echo
+    echo "| cell | result | seconds | figures printed by the tools |"
+    echo "|---|---|---|---|"
+    while IFS=$'\t' read -r name status secs figure; do
+        echo "| $name | $status | $secs | $figure |"
+    done <"$RESULTS_EXEC"
     echo
     echo "Not yet in the matrix: several QPs (-q), -a and -D, rdma_cm (-R), IPv6. See docs/interop.md."
 } >"$INTEROP_REPO/docs/interop-matrix.md"

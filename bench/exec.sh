@@ -1,0 +1,105 @@
+#!/usr/bin/env bash
+# What the verbs layer costs: Debian's unmodified perftest under `roce exec` (roce-emu's
+# libibverbs.so.1 in the program's process) against `roce perf` (the same NIC driven directly),
+# over one veth pair between two network namespaces (root), in one run, medians of RUNS runs:
+#   - RC WRITE goodput, 64 KiB messages, path MTU 4096, 5000 WRITEs, 128 in flight:
+#     `roce exec --mtu 4096 -- ib_write_bw -s 65536 -m 4096` against
+#     `roce perf write -s 65536 -m 4096` (goal: ≥ 0.9 ×);
+#   - 8-byte SEND latency, typical (median) one-way, 20 000 exchanges:
+#     `roce exec -- ib_send_lat -s 8` against `roce perf send --lat -s 8` (goal: ≤ 1.1 ×). Both
+#     NICs wait on their sockets (no --busy-poll on either side).
+# The two are interleaved in each run, so load on the machine hits both alike. perftest's MB/sec
+# is 2^20 bytes per second (its rows show it: size × MsgRate[Mpps] = 1.049 × BW average; `roce
+# perf --help` says the same of its own table): converted here to 10^6, the unit of `roce perf
+# --json`. Prints each ratio and whether its goal
+# is met (a missed goal does not fail the script) and writes the medians to
+# target/bench/exec.env, for bench/compare.sh's goals table. Release build.
+#   RUNS=5 bash bench/exec.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+[ "$(id -u)" = 0 ] || { echo "SKIP: needs root (network namespaces)"; exit 0; }
+RUNS=${RUNS:-3}
+export DEBIAN_FRONTEND=noninteractive
+command -v ib_write_bw >/dev/null || { apt-get update -qq; apt-get install -y -qq perftest >/dev/null; }
+cargo build -q --release -p roce
+ROCE=$PWD/target/release/roce
+A=roce-bench-xa.$$; B=roce-bench-xb.$$
+A_IP=198.18.2.1; B_IP=198.18.2.2
+cleanup() { ip netns delete "$A" 2>/dev/null || true; ip netns delete "$B" 2>/dev/null || true; }
+trap cleanup EXIT INT TERM
+ip netns add "$A"; ip netns add "$B"
+ip -n "$A" link add va type veth peer name vb netns "$B"
+for x in "$A va $A_IP" "$B vb $B_IP"; do
+    read -r ns dev ip <<<"$x"
+    ip -n "$ns" addr add "$ip/24" dev "$dev"; ip -n "$ns" link set "$dev" mtu 9000 up; ip -n "$ns" link set lo up
+done
+ina() { ip netns exec "$A" "$@"; }
+inb() { ip netns exec "$B" "$@"; }
+median() { sort -g | awk '{v[NR]=$1} END{print (NR%2 ? v[(NR+1)/2] : (v[NR/2]+v[NR/2+1])/2)}'; }
+# Waits (at most 10 s) until namespace b listens on TCP port 18515: perftest's server takes one
+# connection only, so it cannot be probed by connecting.
+listening() {
+    for _ in $(seq 100); do
+        [ -n "$(inb ss -Hltn 'sport = :18515')" ] && return 0
+        sleep 0.1
+    done
+    echo "nothing listens on TCP port 18515 in $B" >&2
+    return 1
+}
+# perftest's result row: the line after the "#bytes" header; column $1 of it.
+row() { awk -v c="$1" 'found && $1 ~ /^[0-9]+$/ {print $c; exit} /#bytes/ {found=1}'; }
+
+perf_write() {  # MB/s (10^6) of the client's average
+    inb "$ROCE" perf write -n 5000 -s 65536 -m 4096 --json >/dev/null & local pid=$!
+    listening
+    ina "$ROCE" perf write "$B_IP" -n 5000 -s 65536 -m 4096 --json |
+        python3 -c 'import json,sys; print(json.load(sys.stdin)["bw_avg_mb_s"])'
+    wait "$pid"
+}
+exec_write() {  # ib_write_bw's BW average (2^20 bytes per second), in 10^6 bytes per second
+    local args=(-x 1 -n 5000 -s 65536 -m 4096)
+    inb "$ROCE" exec --ip "$B_IP" --mtu 4096 -- ib_write_bw "${args[@]}" >/dev/null & local pid=$!
+    listening
+    ina "$ROCE" exec --ip "$A_IP" --mtu 4096 -- ib_write_bw "${args[@]}" "$B_IP" |
+        row 4 | awk '{printf "%.2f\n", $1 * 1.048576}'
+    wait "$pid"
+}
+perf_lat() {  # µs, typical one-way
+    inb "$ROCE" perf send --lat -s 8 -n 20000 --json >/dev/null & local pid=$!
+    listening
+    ina "$ROCE" perf send --lat "$B_IP" -s 8 -n 20000 --json |
+        python3 -c 'import json,sys; print(json.load(sys.stdin)["t_typical_us"])'
+    wait "$pid"
+}
+exec_lat() {  # ib_send_lat's t_typical, µs (one-way: perftest halves the round trip)
+    local args=(-x 1 -n 20000 -s 8)
+    inb "$ROCE" exec --ip "$B_IP" -- ib_send_lat "${args[@]}" >/dev/null & local pid=$!
+    listening
+    ina "$ROCE" exec --ip "$A_IP" -- ib_send_lat "${args[@]}" "$B_IP" | row 5
+    wait "$pid"
+}
+
+declare -A R
+for i in $(seq "$RUNS"); do
+    # Alternate which goes first, so that a trend in the machine's load does not favour one.
+    if [ $((i % 2)) = 1 ]; then
+        R[perf_bw]+="$(perf_write) "; R[exec_bw]+="$(exec_write) "
+        R[perf_lat]+="$(perf_lat) "; R[exec_lat]+="$(exec_lat) "
+    else
+        R[exec_bw]+="$(exec_write) "; R[perf_bw]+="$(perf_write) "
+        R[exec_lat]+="$(exec_lat) "; R[perf_lat]+="$(perf_lat) "
+    fi
+done
+med() { tr ' ' '\n' <<<"${R[$1]}" | grep . | median | awk '{printf "%.4g", $1}'; }
+mkdir -p target/bench
+{
+    for key in "${!R[@]}"; do echo "$key=$(med "$key")"; done
+    echo "runs=$RUNS"
+} | sort > target/bench/exec.env
+awk -v e="$(med exec_bw)" -v p="$(med perf_bw)" 'BEGIN{r = e / p;
+    printf "WRITE 64 KiB, MTU 4096: roce exec -- ib_write_bw %.0f MB/s / roce perf write %.0f MB/s = %.2f (goal >= 0.9: %s)\n",
+        e, p, r, (r >= 0.9 ? "met" : "NOT met")}'
+awk -v e="$(med exec_lat)" -v p="$(med perf_lat)" 'BEGIN{r = e / p;
+    printf "SEND 8 B latency: roce exec -- ib_send_lat %.2f us / roce perf send --lat %.2f us = %.2f (goal <= 1.1: %s)\n",
+        e, p, r, (r <= 1.1 ? "met" : "NOT met")}'
+echo "medians of $RUNS runs in target/bench/exec.env"

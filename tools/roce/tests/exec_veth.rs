@@ -1,0 +1,402 @@
+//! `roce exec` over a veth: Debian's unmodified ibverbs-utils and perftest programs, each under
+//! its own `roce exec`, in two network namespaces joined by a veth pair (198.18.3.0/24, MTU
+//! 9000 so that RoCE's 4096-byte packets cross whole). Each test checks what the programs
+//! themselves report (bytes, iterations, sizes) and that both exit 0. Needs root (namespaces);
+//! elsewhere each test says that it skipped. Skips, naming the package, where the programs are
+//! not installed; under CI=true (which installs them, .ci/run) that fails.
+
+#![allow(clippy::unwrap_used)] // test code: a panic is the failure report
+
+mod common;
+
+use common::{have_tools, run_ok, sh};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+/// Namespace a (clients) and b (servers), removed on drop.
+struct Pair {
+    a: String,
+    b: String,
+}
+
+const A_IP: &str = "198.18.3.1";
+const B_IP: &str = "198.18.3.2";
+
+impl Pair {
+    /// Creates the namespaces and the veth, or returns None (and says why) where that cannot
+    /// be done here, or where `program` (from Debian's `package`) is missing.
+    fn new(tag: &str, program: &str, package: &str) -> Option<Self> {
+        if !have(program, package) {
+            return None;
+        }
+        if sh(&["id", "-u"]).stdout != b"0\n" {
+            eprintln!("\n*** SKIPPED: roce exec veth tests need root (network namespaces) ***\n");
+            return None;
+        }
+        if !have_tools("the roce exec veth tests", &["ip"]) {
+            return None;
+        }
+        let id = std::process::id();
+        let (a, b) = (
+            format!("roce-xv-a-{tag}-{id}"),
+            format!("roce-xv-b-{tag}-{id}"),
+        );
+        if !sh(&["ip", "netns", "add", &a]).status.success() {
+            eprintln!("\n*** SKIPPED: cannot create network namespaces here ***\n");
+            return None;
+        }
+        run_ok(&["ip", "netns", "add", &b]);
+        let pair = Self { a, b };
+        run_ok(&[
+            "ip", "-n", &pair.a, "link", "add", "va", "type", "veth", "peer", "name", "vb",
+            "netns", &pair.b,
+        ]);
+        for (ns, dev, ip) in [(&pair.a, "va", A_IP), (&pair.b, "vb", B_IP)] {
+            let cidr = format!("{ip}/24");
+            run_ok(&["ip", "-n", ns, "addr", "add", &cidr, "dev", dev]);
+            run_ok(&["ip", "-n", ns, "link", "set", dev, "mtu", "9000", "up"]);
+            run_ok(&["ip", "-n", ns, "link", "set", "lo", "up"]);
+        }
+        Some(pair)
+    }
+
+    /// Starts `roce exec --ip IP EXEC_ARGS -- PROGRAM` in namespace `ns` (at most 120 s).
+    fn spawn(&self, ns: &str, ip: &str, exec_args: &[&str], program: &[&str]) -> Child {
+        Command::new("ip")
+            .args(["netns", "exec", ns, "timeout", "120"])
+            .arg(env!("CARGO_BIN_EXE_roce"))
+            .args(["exec", "--ip", ip])
+            .args(exec_args)
+            .arg("--")
+            .args(program)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    }
+
+    /// Runs `program` as the server in b (no peer argument) and as the client in a (B_IP last),
+    /// both under `roce exec EXEC_ARGS`; returns (client, server) once both have ended.
+    fn run(&self, exec_args: &[&str], program: &[&str], port: &str) -> (Output, Output) {
+        let server = self.spawn(&self.b, B_IP, exec_args, program);
+        wait_listening(server.id(), port);
+        let mut client_args = program.to_vec();
+        client_args.push(B_IP);
+        let client = self
+            .spawn(&self.a, A_IP, exec_args, &client_args)
+            .wait_with_output()
+            .unwrap();
+        (client, server.wait_with_output().unwrap())
+    }
+}
+
+impl Drop for Pair {
+    fn drop(&mut self) {
+        for ns in [&self.a, &self.b] {
+            let _ = sh(&["ip", "netns", "delete", ns]);
+        }
+    }
+}
+
+/// Whether Debian's `program` is installed; skips (or, under CI=true, fails) if not.
+fn have(program: &str, package: &str) -> bool {
+    let found = std::env::var_os("PATH")
+        .is_some_and(|p| std::env::split_paths(&p).any(|d| d.join(program).is_file()));
+    if !found {
+        let why = format!("{program} not found: apt-get install {package}");
+        assert!(
+            std::env::var_os("CI").is_none_or(|v| v != "true"),
+            "{why} (CI=true: not skipping)"
+        );
+        eprintln!("\n*** SKIPPED: {why} ***\n");
+    }
+    found
+}
+
+/// The program's stdout, after checking that it exited 0.
+fn ok(what: &str, out: &Output) -> String {
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "{what}: {:?}\n{stdout}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
+}
+
+/// Waits (at most 20 s) until something listens on TCP `port` in the namespace of process
+/// `pid`: the servers of ibv_*_pingpong and perftest accept one connection only, so the test
+/// cannot probe by connecting. Reads /proc/PID/net/tcp (state 0A is LISTEN), which shows the
+/// sockets of that process's namespace.
+fn wait_listening(pid: u32, port: &str) {
+    let port: u16 = port.parse().unwrap();
+    let suffix = format!(":{port:04X}");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while Instant::now() < deadline {
+        let listening = ["tcp", "tcp6"].iter().any(|f| {
+            std::fs::read_to_string(format!("/proc/{pid}/net/{f}")).is_ok_and(|t| {
+                t.lines().skip(1).any(|l| {
+                    let cols: Vec<&str> = l.split_whitespace().collect();
+                    cols.len() > 3 && cols[1].ends_with(&suffix) && cols[3] == "0A"
+                })
+            })
+        });
+        if listening {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    panic!("nothing listens on TCP port {port} after 20 s");
+}
+
+/// Checks an ibv_*_pingpong run: both sides exit 0 and report `iters` iterations and
+/// 2 × size × iters bytes (each side counts what it sent and received), and each names the
+/// other's IPv4 GID.
+fn assert_pingpong(what: &str, (client, server): (Output, Output), size: u64, iters: u64) {
+    for (who, out, peer) in [("client", &client, B_IP), ("server", &server, A_IP)] {
+        let text = ok(&format!("{what} {who}"), out);
+        let bytes = format!("{} bytes in", 2 * size * iters);
+        assert!(text.contains(&bytes), "{what} {who}: no {bytes:?}\n{text}");
+        let line = format!("{iters} iters in");
+        assert!(text.contains(&line), "{what} {who}: no {line:?}\n{text}");
+        let remote = text
+            .lines()
+            .find(|l| l.contains("remote address"))
+            .unwrap_or_else(|| panic!("{what} {who}: no remote address\n{text}"));
+        assert!(
+            remote.contains(&format!("GID ::ffff:{peer}")),
+            "{what} {who}: {remote}"
+        );
+    }
+}
+
+/// ibv_rc_pingpong with `flags`, 1 B (inline, 1024-byte MTU) and 1 MiB (256 packets of 4096
+/// bytes each way); -c: each side checks every byte it received.
+fn rc_pingpong(tag: &str, flags: &[&str]) {
+    let Some(pair) = Pair::new(tag, "ibv_rc_pingpong", "ibverbs-utils") else {
+        return;
+    };
+    for (i, (size, iters, mtu)) in [("1", "50", "1024"), ("1048576", "5", "4096")]
+        .into_iter()
+        .enumerate()
+    {
+        let port = (18700 + i).to_string();
+        let mut program = vec!["ibv_rc_pingpong", "-g", "1", "-p", &port, "-c"];
+        program.extend(["-s", size, "-n", iters, "-m", mtu]);
+        program.extend(flags);
+        let out = pair.run(&["--mtu", mtu], &program, &port);
+        let what = format!("ibv_rc_pingpong {flags:?} -s {size}");
+        assert_pingpong(&what, out, size.parse().unwrap(), iters.parse().unwrap());
+    }
+}
+
+#[test]
+fn ibv_rc_pingpong_over_veth() {
+    rc_pingpong("rc", &[]);
+}
+
+#[test]
+fn ibv_rc_pingpong_with_completion_events_over_veth() {
+    // -e: ibv_req_notify_cq, then ibv_get_cq_event on the channel's fd before each poll.
+    rc_pingpong("rce", &["-e"]);
+}
+
+#[test]
+fn ibv_rc_pingpong_with_the_wr_api_over_veth() {
+    // -N: ibv_create_qp_ex, then ibv_wr_start / ibv_wr_send / ibv_wr_complete for each send.
+    rc_pingpong("rcn", &["-N"]);
+}
+
+#[test]
+fn ibv_uc_pingpong_over_veth() {
+    let Some(pair) = Pair::new("uc", "ibv_uc_pingpong", "ibverbs-utils") else {
+        return;
+    };
+    // UC: no ACKs, no retransmission; 4096-byte messages in 1024-byte packets, then 64 KiB in
+    // 4096-byte packets.
+    for (i, (size, mtu)) in [("4096", "1024"), ("65536", "4096")]
+        .into_iter()
+        .enumerate()
+    {
+        let port = (18710 + i).to_string();
+        let program = [
+            "ibv_uc_pingpong",
+            "-g",
+            "1",
+            "-p",
+            &port,
+            "-c",
+            "-n",
+            "50",
+            "-s",
+            size,
+            "-m",
+            mtu,
+        ];
+        let out = pair.run(&["--mtu", mtu], &program, &port);
+        assert_pingpong(
+            &format!("ibv_uc_pingpong -s {size}"),
+            out,
+            size.parse().unwrap(),
+            50,
+        );
+    }
+}
+
+#[test]
+fn ibv_ud_pingpong_over_veth() {
+    let Some(pair) = Pair::new("ud", "ibv_ud_pingpong", "ibverbs-utils") else {
+        return;
+    };
+    // UD: address handles, a Q_Key, the 40-byte GRH area in front of each received message,
+    // which must fit the port's MTU: 1000 of 1024, 4000 of 4096.
+    for (i, (size, mtu)) in [("1000", "1024"), ("4000", "4096")].into_iter().enumerate() {
+        let port = (18720 + i).to_string();
+        let program = [
+            "ibv_ud_pingpong",
+            "-g",
+            "1",
+            "-p",
+            &port,
+            "-c",
+            "-n",
+            "50",
+            "-s",
+            size,
+        ];
+        let out = pair.run(&["--mtu", mtu], &program, &port);
+        assert_pingpong(
+            &format!("ibv_ud_pingpong -s {size}"),
+            out,
+            size.parse().unwrap(),
+            50,
+        );
+    }
+}
+
+/// perftest's result rows, as numbers: the lines after the `#bytes` header that start with a
+/// size (both sides print them for SEND, the client alone for WRITE, READ and atomics).
+fn result_rows(text: &str) -> Vec<Vec<f64>> {
+    text.lines()
+        .skip_while(|l| !l.contains("#bytes"))
+        .skip(1)
+        .take_while(|l| !l.starts_with("---"))
+        .map(|l| {
+            l.split_whitespace()
+                .map_while(|c| c.parse::<f64>().ok())
+                .collect::<Vec<f64>>()
+        })
+        .filter(|cols| !cols.is_empty())
+        .collect()
+}
+
+/// Runs the perftest program `program` (with `-x 1 -p PORT` added) between the namespaces and
+/// returns the client's result rows, after checking that both sides exited 0 and that every
+/// row reports `iters` iterations (all QPs together) and a figure above zero (perftest prints
+/// a bandwidth of 2-byte messages as 0.00 MB/s, but then their message rate is not zero).
+fn perftest(pair: &Pair, program: &[&str], port: &str, iters: u64) -> Vec<Vec<f64>> {
+    let mut args = program.to_vec();
+    args.extend(["-x", "1", "-p", port]);
+    let (client, server) = pair.run(&["--mtu", "4096"], &args, port);
+    let what = program.join(" ");
+    let text = ok(&format!("{what} client"), &client);
+    ok(&format!("{what} server"), &server);
+    let rows = result_rows(&text);
+    assert!(!rows.is_empty(), "{what}: no result row\n{text}");
+    for row in &rows {
+        assert!(
+            row.len() >= 3
+                && row[0] >= 1.0
+                && row[1] == iters as f64
+                && row[2..].iter().any(|&x| x > 0.0),
+            "{what}: row {row:?}\n{text}"
+        );
+    }
+    rows
+}
+
+#[test]
+fn perftest_bandwidth_with_four_qps_over_veth() {
+    let Some(pair) = Pair::new("bw", "ib_write_bw", "perftest") else {
+        return;
+    };
+    // -q 4: four QPs, each with its own connection data in the exchange, all posting at once;
+    // perftest reports the iterations of the four together.
+    for (i, (program, size)) in [
+        ("ib_write_bw", 65536.0),
+        ("ib_read_bw", 65536.0),
+        ("ib_send_bw", 65536.0),
+        ("ib_atomic_bw", 8.0),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let port = (18730 + i).to_string();
+        let rows = perftest(&pair, &[program, "-q", "4", "-n", "200"], &port, 4 * 200);
+        assert_eq!(rows.len(), 1, "{program}: {rows:?}");
+        assert_eq!(rows[0][0], size, "{program}: {rows:?}");
+    }
+}
+
+#[test]
+fn perftest_latency_over_veth() {
+    let Some(pair) = Pair::new("lat", "ib_write_lat", "perftest") else {
+        return;
+    };
+    for (i, (program, size)) in [
+        ("ib_write_lat", 2.0),
+        ("ib_read_lat", 2.0),
+        ("ib_send_lat", 2.0),
+        ("ib_atomic_lat", 8.0),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let port = (18740 + i).to_string();
+        let rows = perftest(&pair, &[program, "-n", "100"], &port, 100);
+        assert_eq!(rows.len(), 1, "{program}: {rows:?}");
+        assert_eq!(rows[0][0], size, "{program}: {rows:?}");
+    }
+}
+
+#[test]
+fn perftest_all_sizes_over_veth() {
+    let Some(pair) = Pair::new("all", "ib_write_bw", "perftest") else {
+        return;
+    };
+    // -a: every power of two from 2 B to 8 MiB, one row each, in one connection.
+    let all: Vec<f64> = (1..=23).map(|p| f64::from(1u32 << p)).collect();
+    for (i, program) in ["ib_write_bw", "ib_send_lat"].into_iter().enumerate() {
+        let port = (18750 + i).to_string();
+        let rows = perftest(&pair, &[program, "-a", "-n", "5"], &port, 5);
+        let sizes: Vec<f64> = rows.iter().map(|r| r[0]).collect();
+        assert_eq!(sizes, all, "{program} -a");
+    }
+}
+
+#[test]
+fn perftest_bandwidth_with_completion_events_over_veth() {
+    let Some(pair) = Pair::new("evbw", "ib_send_bw", "perftest") else {
+        return;
+    };
+    // -e: perftest sleeps on the completion channel (ibv_get_cq_event) instead of polling the
+    // CQ, and polls once after each event. perftest 4.5 takes -e for SEND and READ only.
+    for (i, program) in ["ib_send_bw", "ib_read_bw"].into_iter().enumerate() {
+        let port = (18760 + i).to_string();
+        perftest(&pair, &[program, "-e", "-n", "200"], &port, 200);
+    }
+}
+
+#[test]
+fn perftest_latency_with_completion_events_over_veth() {
+    let Some(pair) = Pair::new("evlat", "ib_send_lat", "perftest") else {
+        return;
+    };
+    // -e in a latency test: post one WR, wait for one event, re-arm, poll once. With a send
+    // queue of one WR, an event that comes before its completion makes the next post fail.
+    for (i, program) in ["ib_send_lat", "ib_read_lat"].into_iter().enumerate() {
+        let port = (18765 + i).to_string();
+        perftest(&pair, &[program, "-e", "-n", "100"], &port, 100);
+    }
+}
