@@ -375,10 +375,15 @@ impl DeviceHandle {
 
     /// A copy of the engine's counters; `cq_overflows` includes what the shared queues lost.
     pub async fn stats(&self) -> Result<Stats, DeviceError> {
+        Ok(self.stats_now())
+    }
+
+    /// [`DeviceHandle::stats`] from any thread, without a runtime (an exit handler's, say).
+    pub fn stats_now(&self) -> Stats {
         let engine = self.shared.engine();
         let mut stats = engine.nic.stats().clone();
         stats.cq_overflows += engine.queues.values().map(|q| q.overflows()).sum::<u64>();
-        Ok(stats)
+        stats
     }
 
     /// A QP's congestion control now: its rate, target rate, α and CNP counts.

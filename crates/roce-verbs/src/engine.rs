@@ -3,13 +3,11 @@
 //! ([`roce_device::DeviceHandle::with`]); the thread only moves packets, timers and
 //! completions.
 
-use std::future::Future;
 use std::net::IpAddr;
 
 use roce_device::backend::raw::RawBackend;
 use roce_device::backend::udp::UdpBackend;
 use roce_device::{Device, DeviceConfig, DeviceHandle, Tap};
-use tokio::runtime::Handle;
 
 use crate::config::Backend;
 use crate::device::DeviceModel;
@@ -19,7 +17,6 @@ use crate::device::DeviceModel;
 pub(crate) struct Engine {
     /// Its verbs.
     pub(crate) device: DeviceHandle,
-    runtime: Handle,
 }
 
 impl Engine {
@@ -71,7 +68,7 @@ impl Engine {
                         }
                     };
                     let ok = device.is_ok();
-                    let _ = tx.send(device.map(|d| (d, Handle::current())));
+                    let _ = tx.send(device);
                     if ok {
                         // The device runs as long as the process: its task lives on this runtime.
                         std::future::pending::<()>().await;
@@ -79,14 +76,9 @@ impl Engine {
                 });
             })
             .map_err(|e| format!("cannot start the NIC's thread: {e}"))?;
-        let (device, runtime) = rx
+        let device = rx
             .recv()
             .map_err(|_| "the NIC's thread stopped".to_owned())??;
-        Ok(Self { device, runtime })
-    }
-
-    /// Waits for `f` on the calling (program's) thread.
-    pub(crate) fn wait<F: Future>(&self, f: F) -> F::Output {
-        self.runtime.block_on(f)
+        Ok(Self { device })
     }
 }

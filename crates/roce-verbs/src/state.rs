@@ -242,9 +242,8 @@ pub(crate) fn write_stats() {
     let Some(Ok(engine)) = dev.engine.get() else {
         return;
     };
-    let Ok(stats) = engine.wait(engine.device.stats()) else {
-        return;
-    };
+    // Without the NIC's runtime: at exit its thread-locals may be gone already.
+    let stats = engine.device.stats_now();
     let json = stats_json(dev, &stats);
     if let Err(err) = std::fs::write(path, json) {
         eprintln!("roce-verbs: writing counters to {}: {err}", path.display());
