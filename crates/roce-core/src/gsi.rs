@@ -3,7 +3,7 @@
 //!
 //! Every NIC has it from the start, as rxe has its GSI QP (`rxe_qp.c`, `IB_QPT_GSI`): no
 //! verb creates or connects it. What arrives for QP 1 and passes its checks waits in an inbox
-//! ([`Nic::poll_gsi`]) for the connection manager; what the manager sends ([`Nic::send_gsi`])
+//! ([`Nic::poll_gsi`](crate::Nic::poll_gsi)) for the connection manager; what the manager sends ([`Nic::send_gsi`](crate::Nic::send_gsi))
 //! leaves as a UD SEND Only from QP 1 at the next `poll_transmit`.
 
 use std::collections::VecDeque;

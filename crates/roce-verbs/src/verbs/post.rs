@@ -188,12 +188,12 @@ pub(crate) fn post<R>(ctx: usize, f: impl FnOnce(&mut Nic) -> R) -> Result<R, Er
 }
 
 impl PostQp {
-    /// Posts one send WR (inside [`post`]).
+    /// Posts one send WR (inside [`post()`]).
     pub(crate) fn send(&self, nic: &mut Nic, wr: SendWr) -> Result<(), Errno> {
         nic.post_send(self.qpn, wr).map_err(engine_err)
     }
 
-    /// Posts one receive WR (inside [`post`]).
+    /// Posts one receive WR (inside [`post()`]).
     pub(crate) fn post_recv(&self, nic: &mut Nic, wr: RecvWr) -> Result<(), Errno> {
         nic.post_recv(self.qpn, wr).map_err(engine_err)
     }

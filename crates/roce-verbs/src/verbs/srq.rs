@@ -123,7 +123,7 @@ pub(crate) fn srq_for_post(srq: usize) -> Result<PostSrq, Errno> {
 }
 
 impl PostSrq {
-    /// Posts one receive WR (inside [`super::post`]).
+    /// Posts one receive WR (inside [`super::post()`]).
     pub(crate) fn post_recv(&self, nic: &mut Nic, wr: RecvWr) -> Result<(), Errno> {
         nic.post_srq_recv(self.handle, wr).map_err(engine_err)
     }
