@@ -58,6 +58,28 @@ pub enum ParseError {
         /// The layer that did not parse.
         layer: Layer,
     },
+    /// A MAD whose base version is not 1 (ib_mad drops those, mad.c `validate_mad`).
+    #[error("MAD base version {0}, expected 1")]
+    BadMadBaseVersion(u8),
+    /// A MAD of another management class or class version than CM's (class 0x07, version 2).
+    #[error("MAD class {mgmt_class:#04x} version {class_version}, not CM (class 0x07 version 2)")]
+    NotCm {
+        /// The management class.
+        mgmt_class: u8,
+        /// The class version.
+        class_version: u8,
+    },
+    /// A CM attribute that has no decoder here (ClassPortInfo, SIDR, LAP, APR, or unknown).
+    #[error("CM attribute {0:#06x} not supported")]
+    UnsupportedCmAttribute(u16),
+    /// A `cma_hdr` whose version is not 0 or whose IP version is neither 4 nor 6.
+    #[error("cma_hdr version {version} IP version {ip_version}: not an RDMA IP CM header")]
+    BadCmaHeader {
+        /// The `cma_version` byte.
+        version: u8,
+        /// The high nibble of the `ip_version` byte.
+        ip_version: u8,
+    },
 }
 
 /// A protocol layer, named in errors.
@@ -94,6 +116,12 @@ pub enum Layer {
     CnpReserved,
     /// The 4-byte invariant CRC at the end of the packet.
     Icrc,
+    /// The 24-byte MAD common header.
+    Mad,
+    /// A CM message (the 232 bytes after the MAD header) of the attribute named.
+    Cm(&'static str),
+    /// The 36-byte RDMA IP CM header (`cma_hdr`) at the start of a REQ's private data.
+    CmaHdr,
 }
 
 impl fmt::Display for Layer {
@@ -114,6 +142,9 @@ impl fmt::Display for Layer {
             Self::Ieth => "IETH",
             Self::CnpReserved => "CNP reserved",
             Self::Icrc => "ICRC",
+            Self::Mad => "MAD",
+            Self::Cm(name) => return write!(f, "CM {name}"),
+            Self::CmaHdr => "cma_hdr",
         })
     }
 }

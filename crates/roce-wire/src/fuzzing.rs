@@ -141,3 +141,15 @@ pub fn repr_with(opcode: Opcode, headers: Headers, v: &FieldValues) -> RoceRepr 
         payload_len: v.payload_len,
     }
 }
+
+/// A MAD: parse it as a CM MAD, and if it parses, emit it again, parse that, and print it.
+pub fn parse_cm_mad(data: &[u8]) {
+    let Ok(mad) = crate::CmMad::parse(data) else {
+        return;
+    };
+    let mut buf = [0; crate::mad::MAD_LEN];
+    mad.emit(&mut buf).expect("a parsed MAD emits");
+    let again = crate::CmMad::parse(&buf).expect("an emitted MAD parses");
+    assert_eq!(mad, again, "re-emitted MAD differs");
+    assert!(mad.to_string().starts_with("CM "));
+}

@@ -7,7 +7,8 @@
 //! whose `new_checked` makes every accessor total, and a `Repr` with `parse` and `emit` that holds
 //! the fields as Rust values. The headers are those of IBTA vol. 1 ch. 9 as RoCEv2 carries them in
 //! UDP (Annex A17): [`bth`], [`reth`], [`aeth`], [`deth`], [`immdt`], [`ieth`], [`atomic_eth`],
-//! [`atomic_ack_eth`], [`feth`], and the RoCEv2 [`cnp`]. [`opcode`] holds the one table that says
+//! [`atomic_ack_eth`], [`feth`], and the RoCEv2 [`cnp`]. [`mad`] holds the Management Datagrams
+//! that ride in UD SENDs to QP 1: the MAD header and the connection manager's messages. [`opcode`] holds the one table that says
 //! which headers and how much payload follow each opcode. [`packet`] puts them together into the
 //! UDP payload that a RoCEv2 NIC exchanges, and [`icrc`] computes the invariant CRC that ends it.
 //! [`frame`] reads and writes whole Ethernet/IP/UDP frames around it (through etherparse), and
@@ -35,6 +36,7 @@ pub mod gid;
 pub mod icrc;
 pub mod ieth;
 pub mod immdt;
+pub mod mad;
 pub mod opcode;
 pub mod packet;
 pub mod pretty;
@@ -52,6 +54,7 @@ pub use gid::Gid;
 pub use icrc::{IpFields, PseudoHeader};
 pub use ieth::Repr as IethRepr;
 pub use immdt::Repr as ImmDtRepr;
+pub use mad::cm::{CmMad, Message as CmMessage};
 pub use opcode::Opcode;
 pub use packet::{Packet as RocePacket, Repr as RoceRepr};
 pub use psn::{Psn, Qpn};

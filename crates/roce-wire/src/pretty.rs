@@ -4,11 +4,15 @@
 //! ```text
 //! 198.18.0.11:49441 > 198.18.0.12:4791 RC_SEND_ONLY qp=0x000011 psn=0x765543 ack_req len=64 icrc=ok
 //! ```
+//!
+//! A UD SEND to QP 1 carries a MAD, shown after the transport part: `... UD_SEND_ONLY qp=0x000001
+//! ... len=256 CM REQ tid=0x… lcid=0x… sid=0x0000000001061c06 (RDMA TCP port 7174) qpn=… icrc=ok`.
 
 use core::fmt;
 
 use crate::frame::{Ecn, Frame, Transport};
-use crate::{RocePacket, RoceRepr};
+use crate::mad::{self, gsi};
+use crate::{CmMad, ParseError, RocePacket, RoceRepr};
 
 /// Displays the RoCE part of a packet: opcode, dest QP, PSN, flags, the extension headers' key
 /// fields and the payload length.
@@ -158,8 +162,40 @@ impl fmt::Display for FrameLine<'_> {
 
 fn write_roce(f: &mut fmt::Formatter<'_>, packet: &RocePacket<&[u8]>) -> fmt::Result {
     match RoceRepr::parse(packet) {
-        Ok(repr) => write!(f, " {}", Roce(&repr)),
+        Ok(repr) => {
+            write!(f, " {}", Roce(&repr))?;
+            match gsi::mad_of(packet) {
+                Some(mad) => write!(f, " {}", Mad(mad)),
+                None => Ok(()),
+            }
+        }
         Err(err) => write!(f, " RoCE malformed: {err}"),
+    }
+}
+
+/// Displays the MAD of a GSI packet: a CM MAD in one line (`CM REQ tid=… lcid=… sid=…`), another
+/// class by its numbers, or why it did not parse.
+#[derive(Debug, Clone, Copy)]
+pub struct Mad<'a>(pub &'a [u8]);
+
+impl fmt::Display for Mad<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match CmMad::parse(self.0) {
+            Ok(mad) => write!(f, "{mad}"),
+            Err(ParseError::NotCm {
+                mgmt_class,
+                class_version,
+            }) => {
+                let attr = mad::Packet::new_checked(self.0)
+                    .map(|h| h.attr_id())
+                    .unwrap_or(0);
+                write!(
+                    f,
+                    "MAD class={mgmt_class:#04x} version={class_version} attr={attr:#06x}"
+                )
+            }
+            Err(err) => write!(f, "CM malformed: {err}"),
+        }
     }
 }
 
