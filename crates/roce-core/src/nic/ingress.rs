@@ -55,6 +55,9 @@ impl Nic {
         }
         if qpn == crate::gsi::GSI_QPN {
             shared.handle_gsi(&datagram, &packet);
+            if shared.gsi.cm_waiting() {
+                self.cm_receive(now);
+            }
             return;
         }
         let Some(qp) = self.qps.get_mut(&qpn) else {
