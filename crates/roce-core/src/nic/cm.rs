@@ -95,7 +95,9 @@ impl Nic {
         out
     }
 
-    /// Hands the CM MADs QP 1 took to the CM.
+    /// Hands the CM MADs QP 1 took to the CM. Kept out of line: the data path never calls it.
+    #[cold]
+    #[inline(never)]
     pub(super) fn cm_receive(&mut self, now: Instant) {
         self.with_cm(now, |cm, nic| {
             while let Some(datagram) = nic.shared.gsi.take_cm() {
@@ -105,6 +107,8 @@ impl Nic {
     }
 
     /// The CM's deadline passed.
+    #[cold]
+    #[inline(never)]
     pub(super) fn cm_timeout(&mut self, now: Instant) {
         self.with_cm(now, |cm, nic| cm.on_timeout(nic, now));
     }
