@@ -71,7 +71,7 @@ impl Cm {
         conn.max_cm_retries = params.max_cm_retries;
         let mut private = Vec::with_capacity(roce_wire::mad::req::PRIVATE_DATA_LEN);
         if ip_cm {
-            //= ibta:annex11/A11.4
+            //= ibta:annex11/A11
             //# an RDMA IP CM REQ's private data starts with the cma_hdr: version, IP version,
             //# the active side's port, both addresses
             let mut header = [0; cma::HEADER_LEN];
