@@ -64,7 +64,7 @@ fn random_cm_messages_at_connections_in_every_state_never_panic_and_are_all_coun
             let attr = ATTRS[(draws.next() % ATTRS.len() as u64) as usize];
             mad[16..18].copy_from_slice(&attr.id().to_be_bytes());
             // Half of them name b's connection and a's, as a peer that watched the wire would.
-            if draws.next() % 2 == 0 {
+            if draws.next() & 1 == 0 {
                 mad[24..28].copy_from_slice(&a_conn.0.to_be_bytes());
                 mad[28..32].copy_from_slice(&b_conn.0.to_be_bytes());
             }
