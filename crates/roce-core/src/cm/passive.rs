@@ -189,7 +189,8 @@ impl Cm {
         next.responder_resources = params.responder_resources.min(conn.responder_resources);
         next.initiator_depth = params.initiator_depth.min(conn.initiator_depth);
         next.rnr_retry_offered = params.rnr_retry_count;
-        // librdmacm's rdma_accept takes the QP to RTR and RTS before it asks for the REP.
+        //= rxe:cma.c/cma_accept_ib
+        //# rdma_accept takes the QP to RTR and then RTS before the REP is sent
         let [_, rtr, rts] = attrs::recipe(&next).steps();
         if nic.qp_state(params.qpn)? == QpState::Reset {
             nic.modify_qp(params.qpn, &attrs::init(next.responder_resources))?;
