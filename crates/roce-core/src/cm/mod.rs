@@ -36,6 +36,8 @@ mod wire;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]
+mod tests_attrs;
+#[cfg(test)]
 mod tests_hostile;
 #[cfg(test)]
 mod tests_loss;

@@ -62,6 +62,7 @@ pub(super) struct Sent {
     pub(super) from: char,
     pub(super) attr: Attr,
     pub(super) at: Instant,
+    pub(super) mad: [u8; MAD_LEN],
 }
 
 /// Two hosts and the wire between them; `lose` decides which MADs the wire loses.
@@ -101,11 +102,12 @@ impl Net {
                     moved = true;
                     let payload = buf[..t.len].to_vec();
                     let attr = attr_of(&payload);
-                    if let Some(attr) = attr {
+                    if let Some((attr, mad)) = attr {
                         let sent = Sent {
                             from,
                             attr,
                             at: self.now,
+                            mad,
                         };
                         self.log.push(sent);
                         if (self.lose)(&sent) {
@@ -206,15 +208,14 @@ impl Net {
     }
 }
 
-/// The CM attribute of a RoCE packet to QP 1, if it is one.
-fn attr_of(payload: &[u8]) -> Option<Attr> {
+/// The CM attribute and the MAD of a RoCE packet to QP 1, if it is one.
+fn attr_of(payload: &[u8]) -> Option<(Attr, [u8; MAD_LEN])> {
     let packet = RocePacket::new_checked(payload).ok()?;
     if packet.bth().dest_qp() != GSI_QPN {
         return None;
     }
-    CmMad::parse(packet.payload())
-        .ok()
-        .map(|m| m.message.attr())
+    let mad = <[u8; MAD_LEN]>::try_from(packet.payload()).ok()?;
+    CmMad::parse(&mad).ok().map(|m| (m.message.attr(), mad))
 }
 
 /// The first `n` bytes of `data`.

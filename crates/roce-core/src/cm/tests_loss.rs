@@ -192,6 +192,48 @@ fn a_dreq_sent_again_after_the_peers_timewait_still_gets_a_drep() {
     assert_eq!(net.a.events(), vec![CmEvent::Disconnected { conn: a_conn }]);
 }
 
+//= rxe:cm.c/cm_dup_req_handler
+//# a duplicate REQ gets the MRA while the consumer holds the REQ, REJ STALE_CONN in timewait,
+//# and nothing in any other state (the REP's own retries answer it)
+#[test]
+fn a_req_that_comes_again_in_timewait_is_rejected_stale() {
+    let mut net = Net::new();
+    let (a_conn, b_conn) = net.establish();
+    let req = net.log[0];
+    assert_eq!(req.attr, Attr::Req);
+    net.a.nic.cm_disconnect(net.now, a_conn).unwrap();
+    net.pump();
+    net.b.nic.cm_disconnect(net.now, b_conn).unwrap();
+    net.pump();
+    assert_eq!(net.b.nic.cm_state(b_conn), Some(CmState::Timewait));
+    assert_eq!(net.b.events(), vec![CmEvent::Disconnected { conn: b_conn }]);
+    // The first REQ, held up in the network, arrives now.
+    let late = crate::gsi::GsiDatagram {
+        peer: super::tests::B,
+        local: super::tests::A,
+        peer_qp: crate::gsi::GSI_QPN,
+        mad: req.mad,
+    };
+    net.a.nic.send_gsi(late).unwrap();
+    net.pump();
+    assert_eq!(net.sent('b', Attr::Rej), 1);
+    let rej = net.log.last().unwrap();
+    let parsed = roce_wire::CmMad::parse(&rej.mad).unwrap();
+    match parsed.message {
+        roce_wire::CmMessage::Rej(m) => {
+            assert_eq!(m.reason, roce_wire::mad::rej::RejectReason::StaleConn);
+            assert_eq!((m.local_comm_id, m.remote_comm_id), (b_conn.0, a_conn.0));
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(net.b.nic.stats().cm_rx_duplicates, 1);
+    assert!(net.b.events().is_empty(), "nothing for the application");
+    assert_eq!(net.b.nic.cm_state(b_conn), Some(CmState::Timewait));
+    // a, in timewait itself, takes the REJ for nothing.
+    assert_eq!(net.a.nic.stats().cm_rx_unexpected, 1);
+    assert_eq!(net.a.events(), vec![CmEvent::Disconnected { conn: a_conn }]);
+}
+
 fn times(net: &Net, from: char, attr: Attr) -> Vec<Instant> {
     net.log
         .iter()
