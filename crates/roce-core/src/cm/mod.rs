@@ -222,8 +222,10 @@ pub enum CmEvent {
         /// The connection (gone).
         conn: ConnId,
     },
-    /// The connection is down: the peer's DREQ came, or the DREP to ours (or our DREQ was
-    /// never answered). The QP is in the error state.
+    /// The connection is down: the peer's DREQ came (answer with
+    /// [`crate::Nic::cm_disconnect`], which moves the QP to the error state and sends the
+    /// DREP, as rdma_cm's DISCONNECTED is answered with `rdma_disconnect`), or the DREP to ours
+    /// came, or our DREQ was never answered.
     Disconnected {
         /// The connection (in timewait, or waiting for our DREP).
         conn: ConnId,
