@@ -3,8 +3,8 @@
 //!
 //! Every NIC has it from the start, as rxe has its GSI QP (`rxe_qp.c`, `IB_QPT_GSI`): no
 //! verb creates or connects it. What arrives for QP 1 and passes its checks waits in an inbox
-//! ([`Nic::poll_gsi`]) for a management agent — CM MADs go to the engine's own connection
-//! manager (`crate::cm`) instead; what the manager sends ([`Nic::send_gsi`])
+//! ([`Nic::poll_gsi`](crate::Nic::poll_gsi)) for a management agent — CM MADs go to the engine's own connection
+//! manager (`crate::cm`) instead; what the manager sends ([`Nic::send_gsi`](crate::Nic::send_gsi))
 //! leaves as a UD SEND Only from QP 1 at the next `poll_transmit`.
 
 use std::collections::VecDeque;
