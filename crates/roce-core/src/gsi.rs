@@ -3,7 +3,8 @@
 //!
 //! Every NIC has it from the start, as rxe has its GSI QP (`rxe_qp.c`, `IB_QPT_GSI`): no
 //! verb creates or connects it. What arrives for QP 1 and passes its checks waits in an inbox
-//! ([`Nic::poll_gsi`](crate::Nic::poll_gsi)) for the connection manager; what the manager sends ([`Nic::send_gsi`](crate::Nic::send_gsi))
+//! ([`Nic::poll_gsi`](crate::Nic::poll_gsi)) for a management agent — CM MADs go to the engine's own connection
+//! manager (`crate::cm`) instead; what the manager sends ([`Nic::send_gsi`](crate::Nic::send_gsi))
 //! leaves as a UD SEND Only from QP 1 at the next `poll_transmit`.
 
 use std::collections::VecDeque;
@@ -51,6 +52,8 @@ pub struct GsiDatagram {
 #[derive(Debug, Default)]
 pub(crate) struct Gsi {
     inbox: VecDeque<GsiDatagram>,
+    /// CM MADs (class CM, version 2), for the engine's own CM.
+    cm_inbox: VecDeque<GsiDatagram>,
     outbox: VecDeque<GsiDatagram>,
     psn: u32,
 }
@@ -59,6 +62,25 @@ impl Gsi {
     /// The oldest datagram that arrived.
     pub(crate) fn take(&mut self) -> Option<GsiDatagram> {
         self.inbox.pop_front()
+    }
+
+    /// The oldest CM MAD that arrived.
+    pub(crate) fn take_cm(&mut self) -> Option<GsiDatagram> {
+        self.cm_inbox.pop_front()
+    }
+
+    /// Whether CM MADs wait for the CM.
+    pub(crate) fn cm_waiting(&self) -> bool {
+        !self.cm_inbox.is_empty()
+    }
+
+    /// Takes a CM MAD for the engine's CM: false when its inbox is full.
+    pub(crate) fn receive_cm(&mut self, datagram: GsiDatagram) -> bool {
+        if self.cm_inbox.len() >= GSI_QUEUE {
+            return false;
+        }
+        self.cm_inbox.push_back(datagram);
+        true
     }
 
     /// Datagrams waiting to be sent.

@@ -18,6 +18,9 @@
 //!   then `poll_timeout()` (the next deadline to call `handle_timeout` at), and
 //!   `poll_completion(cq)`, and `poll_event()` for asynchronous events ([`AsyncEvent`]).
 //!
+//! The IB communication manager ([`cm`]: `cm_listen`, `cm_connect`, `cm_accept`, …,
+//! `poll_cm_event`) sets up RC connections over QP 1 as the kernel's ib_cm does.
+//!
 //! Shared receive queues ([`SrqHandle`], `create_srq`, `post_srq_recv`) let several QPs of a
 //! protection domain take receive WRs from one queue (`srq.rs`).
 //!
@@ -36,6 +39,7 @@ use std::net::{IpAddr, SocketAddr};
 pub use roce_wire::frame::Ecn;
 
 mod cc;
+pub mod cm;
 pub mod config;
 mod connect;
 mod cq;
@@ -54,6 +58,9 @@ mod timer;
 mod wr;
 
 pub use cc::CongestionState;
+pub use cm::{
+    AcceptParams, CmError, CmEvent, CmState, ConnId, ConnectParams, ConnectRequest, ListenHandle,
+};
 pub use config::{
     AddressVector, Congestion, DcqcnConfig, IcrcPolicy, Mtu, NicConfig, QpAttr, QpInit,
     SrcPortPolicy,

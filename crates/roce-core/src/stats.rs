@@ -106,6 +106,25 @@ stats! {
         rx_gsi_mads,
         /// Management datagrams QP 1 sent.
         tx_gsi_mads,
+        /// CM MADs (class CM, version 2) QP 1 handed to the engine's CM.
+        cm_rx_mads,
+        /// Dropped by the CM: a CM MAD that does not parse, or whose method is not Send.
+        cm_rx_malformed,
+        /// Dropped by the CM: a message naming no connection of ours (a DREQ still gets a DREP).
+        cm_rx_unmatched,
+        /// Dropped by the CM: a message its connection's state does not take.
+        cm_rx_unexpected,
+        /// CM messages received again (REQ, REP, RTU, DREQ, DREP, MRA): answered as ib_cm
+        /// answers duplicates, or ignored.
+        cm_rx_duplicates,
+        /// REQs for a service ID nobody listens on (rejected INVALID_SERVICE_ID).
+        cm_rx_no_listener,
+        /// RDMA IP CM REQs whose `cma_hdr` does not parse (rejected CONSUMER_DEFINED).
+        cm_rx_bad_private_data,
+        /// REQs, REPs and DREQs sent again after their response timeout.
+        cm_retransmits,
+        /// CM events lost because their queue was full (`cm::MAX_CM_EVENTS`).
+        cm_event_overflows,
         /// Asynchronous events raised (`Nic::poll_event`), including those lost.
         async_events,
         /// Asynchronous events lost because the queue was full (`NicConfig::max_async_events`).

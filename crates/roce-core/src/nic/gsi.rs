@@ -7,7 +7,8 @@ use crate::gsi::{GSI_QKEY, GSI_QPN, GSI_QUEUE, GsiDatagram, MAD_LEN};
 use crate::{Datagram, VerbsError};
 
 impl Nic {
-    /// The oldest management datagram that came for QP 1.
+    /// The oldest management datagram that came for QP 1 and is not the CM's (CM MADs of
+    /// class version 2 go to the engine's CM).
     pub fn poll_gsi(&mut self) -> Option<GsiDatagram> {
         self.shared.gsi.take()
     }
@@ -70,7 +71,12 @@ impl Shared {
             peer_qp: deth.src_qp(),
             mad,
         };
-        if !self.gsi.receive(received) {
+        let taken = if super::cm::is_cm(&received.mad) {
+            self.gsi.receive_cm(received)
+        } else {
+            self.gsi.receive(received)
+        };
+        if !taken {
             self.drop_rx(|s| &mut s.rx_gsi_queue_full, "the GSI inbox is full");
             return;
         }

@@ -54,7 +54,7 @@ impl Nic {
             return;
         }
         if qpn == crate::gsi::GSI_QPN {
-            shared.handle_gsi(&datagram, &packet);
+            self.handle_qp1(now, &datagram, &packet);
             return;
         }
         let Some(qp) = self.qps.get_mut(&qpn) else {
@@ -134,6 +134,19 @@ impl Nic {
         self.sched
             .tidy(&mut self.qps, shared.config.max_unacked_total);
         shared.deliver_completions();
+    }
+}
+
+impl Nic {
+    /// A packet for QP 1: the GSI's checks, then a CM MAD goes to the CM. Out of line, so that
+    /// the data path's code stays as it was.
+    #[cold]
+    #[inline(never)]
+    fn handle_qp1(&mut self, now: Instant, datagram: &Datagram<'_>, packet: &RocePacket<&[u8]>) {
+        self.shared.handle_gsi(datagram, packet);
+        if self.shared.gsi.cm_waiting() {
+            self.cm_receive(now);
+        }
     }
 }
 

@@ -10,7 +10,8 @@
 //!
 //! One file per concern: `ingress.rs` (rxe_recv.c: checks and dispatch of what arrives),
 //! `objects.rs` (PDs, MRs, CQs, QPs and their attributes), `srq.rs` (shared receive queues),
-//! `post.rs` (work requests checked and queued), `schedule.rs` (timers and egress).
+//! `post.rs` (work requests checked and queued), `schedule.rs` (timers and egress), `gsi.rs`
+//! (QP 1) and `cm.rs` (the communication manager's calls).
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -22,6 +23,7 @@ use crate::qp::{Ctx, Mrs, Qp, QpState};
 use crate::srq::SrqsAndEvents;
 use crate::{CongestionState, Instant, NicConfig, Stats, VerbsError};
 
+mod cm;
 mod gsi;
 mod ingress;
 mod objects;
@@ -45,6 +47,8 @@ pub struct Nic {
     shared: Shared,
     qps: BTreeMap<Qpn, Qp>,
     sched: schedule::Schedule,
+    /// The communication manager.
+    cm: crate::cm::Cm,
 }
 
 /// What a QP's parts may touch while the QP itself is borrowed.
@@ -92,6 +96,7 @@ impl Nic {
             },
             qps: BTreeMap::new(),
             sched: schedule::Schedule::default(),
+            cm: crate::cm::Cm::default(),
         }
     }
 

@@ -30,6 +30,9 @@ impl Nic {
 
     /// Fires every timer due at `now`. Early or spurious calls do nothing.
     pub fn handle_timeout(&mut self, now: Instant) {
+        if self.cm.next.is_some_and(|at| at <= now) {
+            self.cm_timeout(now);
+        }
         let sched = &mut self.sched;
         let mut due = std::mem::take(&mut sched.due);
         due.clear();
@@ -163,7 +166,10 @@ impl Nic {
             self.qps.values().filter_map(|qp| qp.timers.next()).min(),
             "the deadline index missed a timer change"
         );
-        first
+        match (first, self.cm.next) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
     }
 
     /// Updates the indexes after `qpn` changed, if it still exists, and tidies them.
