@@ -297,13 +297,24 @@ impl Runner<'_> {
         let mut per_qp = PerQp::new(n, start, self.plan);
         let mut progress = Progress::new(end.is_none().then_some(total));
         while per_qp.sum < total {
-            let over = end.is_some_and(|end| Instant::now() >= end);
-            let Some((_, qp)) = self
-                .complete_within(if over { DRAIN } else { self.limit })
-                .await?
-            else {
+            let now = Instant::now();
+            let over = end.is_some_and(|end| now >= end);
+            // Before its own end, a -D server waits no later than that end: the client, whose
+            // time started first, may have stopped sending already, and silence then is the
+            // end of the test, not a stalled peer.
+            let wait = match end {
+                _ if over => DRAIN,
+                Some(end) => self.limit.min(end - now),
+                None => self.limit,
+            };
+            let Some((_, qp)) = self.complete_within(wait).await? else {
                 if over {
+                    // Nothing more for DRAIN after the end: the client is done.
                     break;
+                }
+                if end.is_some_and(|end| Instant::now() >= end) {
+                    // The end came while waiting: drain what the client still sends.
+                    continue;
                 }
                 return Err(self.silence());
             };
