@@ -150,35 +150,24 @@ fn ibv_rc_pingpong_with_the_wr_api_over_veth() {
     rc_pingpong("rcn", &["-N"]);
 }
 
-#[test]
-fn ibv_uc_pingpong_over_veth() {
-    let Some(pair) = Pair::new("uc", "ibv_uc_pingpong", "ibverbs-utils") else {
+/// `program -g 1 -p PORT -c -n 50 -s SIZE` at each `(size, mtu)` of `runs` (the port's MTU
+/// set with `roce exec --mtu`, and with `-m MTU` the path MTU too where `path_mtu`), each on
+/// its own port from `port_base`.
+fn pingpong_sizes(tag: &str, program: &str, port_base: u16, runs: &[(&str, &str)], path_mtu: bool) {
+    let Some(pair) = Pair::new(tag, program, "ibverbs-utils") else {
         return;
     };
-    // UC: no ACKs, no retransmission; 4096-byte messages in 1024-byte packets, then 64 KiB in
-    // 4096-byte packets.
-    for (i, (size, mtu)) in [("4096", "1024"), ("65536", "4096")]
-        .into_iter()
-        .enumerate()
-    {
-        let port = (18710 + i).to_string();
-        let program = [
-            "ibv_uc_pingpong",
-            "-g",
-            "1",
-            "-p",
-            &port,
-            "-c",
-            "-n",
-            "50",
-            "-s",
-            size,
-            "-m",
-            mtu,
+    for (port, &(size, mtu)) in (port_base..).zip(runs) {
+        let port = port.to_string();
+        let mut argv = vec![
+            program, "-g", "1", "-p", &port, "-c", "-n", "50", "-s", size,
         ];
-        let out = pair.run(&["--mtu", mtu], &program, &port);
+        if path_mtu {
+            argv.extend(["-m", mtu]);
+        }
+        let out = pair.run(&["--mtu", mtu], &argv, &port);
         assert_pingpong(
-            &format!("ibv_uc_pingpong -s {size}"),
+            &format!("{program} -s {size}"),
             out,
             size.parse().unwrap(),
             50,
@@ -187,34 +176,29 @@ fn ibv_uc_pingpong_over_veth() {
 }
 
 #[test]
+fn ibv_uc_pingpong_over_veth() {
+    // UC: no ACKs, no retransmission; 4096-byte messages in 1024-byte packets, then 64 KiB in
+    // 4096-byte packets.
+    pingpong_sizes(
+        "uc",
+        "ibv_uc_pingpong",
+        18710,
+        &[("4096", "1024"), ("65536", "4096")],
+        true,
+    );
+}
+
+#[test]
 fn ibv_ud_pingpong_over_veth() {
-    let Some(pair) = Pair::new("ud", "ibv_ud_pingpong", "ibverbs-utils") else {
-        return;
-    };
     // UD: address handles, a Q_Key, the 40-byte GRH area in front of each received message,
     // which must fit the port's MTU: 1000 of 1024, 4000 of 4096.
-    for (i, (size, mtu)) in [("1000", "1024"), ("4000", "4096")].into_iter().enumerate() {
-        let port = (18720 + i).to_string();
-        let program = [
-            "ibv_ud_pingpong",
-            "-g",
-            "1",
-            "-p",
-            &port,
-            "-c",
-            "-n",
-            "50",
-            "-s",
-            size,
-        ];
-        let out = pair.run(&["--mtu", mtu], &program, &port);
-        assert_pingpong(
-            &format!("ibv_ud_pingpong -s {size}"),
-            out,
-            size.parse().unwrap(),
-            50,
-        );
-    }
+    pingpong_sizes(
+        "ud",
+        "ibv_ud_pingpong",
+        18720,
+        &[("1000", "1024"), ("4000", "4096")],
+        false,
+    );
 }
 
 /// Runs the perftest program `program` (with `-x 1 -p PORT` added) between the namespaces and
