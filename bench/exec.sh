@@ -23,19 +23,9 @@ export DEBIAN_FRONTEND=noninteractive
 command -v ib_write_bw >/dev/null || { apt-get update -qq; apt-get install -y -qq perftest >/dev/null; }
 cargo build -q --release -p roce
 ROCE=$PWD/target/release/roce
-A=roce-bench-xa.$$; B=roce-bench-xb.$$
 A_IP=198.18.2.1; B_IP=198.18.2.2
-cleanup() { ip netns delete "$A" 2>/dev/null || true; ip netns delete "$B" 2>/dev/null || true; }
-trap cleanup EXIT INT TERM
-ip netns add "$A"; ip netns add "$B"
-ip -n "$A" link add va type veth peer name vb netns "$B"
-for x in "$A va $A_IP" "$B vb $B_IP"; do
-    read -r ns dev ip <<<"$x"
-    ip -n "$ns" addr add "$ip/24" dev "$dev"; ip -n "$ns" link set "$dev" mtu 9000 up; ip -n "$ns" link set lo up
-done
-ina() { ip netns exec "$A" "$@"; }
-inb() { ip netns exec "$B" "$@"; }
-median() { sort -g | awk '{v[NR]=$1} END{print (NR%2 ? v[(NR+1)/2] : (v[NR/2]+v[NR/2+1])/2)}'; }
+. bench/lib.sh
+veth_pair roce-bench-xa.$$ roce-bench-xb.$$ "$A_IP" "$B_IP"
 # Waits (at most 10 s) until namespace b listens on TCP port 18515: perftest's server takes one
 # connection only, so it cannot be probed by connecting.
 listening() {

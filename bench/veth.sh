@@ -22,19 +22,9 @@ for tool in iperf3 sockperf; do
 done
 cargo build -q --release -p roce
 ROCE=$PWD/target/release/roce
-A=roce-bench-a.$$; B=roce-bench-b.$$
 A_IP=198.18.2.1; B_IP=198.18.2.2; A_RAW=198.18.2.3; B_RAW=198.18.2.4
-cleanup() { ip netns delete "$A" 2>/dev/null || true; ip netns delete "$B" 2>/dev/null || true; }
-trap cleanup EXIT INT TERM
-ip netns add "$A"; ip netns add "$B"
-ip -n "$A" link add va type veth peer name vb netns "$B"
-for x in "$A va $A_IP" "$B vb $B_IP"; do
-    read -r ns dev ip <<<"$x"
-    ip -n "$ns" addr add "$ip/24" dev "$dev"; ip -n "$ns" link set "$dev" mtu 9000 up; ip -n "$ns" link set lo up
-done
-ina() { ip netns exec "$A" "$@"; }
-inb() { ip netns exec "$B" "$@"; }
-median() { sort -g | awk '{v[NR]=$1} END{print (NR%2 ? v[(NR+1)/2] : (v[NR/2]+v[NR/2+1])/2)}'; }
+. bench/lib.sh
+veth_pair roce-bench-a.$$ roce-bench-b.$$ "$A_IP" "$B_IP"
 
 # roce perf write: MB/s (10^6 bytes per second) of the client's average.
 roce_write() {  # roce_write BACKEND MTU: both NICs on BACKEND (raw: they play A_RAW and B_RAW)

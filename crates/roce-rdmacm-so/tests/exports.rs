@@ -5,10 +5,9 @@
 //! packages rdmacm-utils and perftest; where one is missing the test says so and skips it
 //! (under CI=true it fails).
 
-mod common;
-
-use common::skip_or_fail;
-use std::collections::BTreeSet;
+use roce_cabi::testing::{
+    Symbols, check_exports, check_imports, check_loader, map_symbols, skip_or_fail, system_lib,
+};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -29,65 +28,19 @@ const IMPORTERS: &[(&str, &str)] = &[
     ("ib_send_lat", "perftest"),
 ];
 
-fn system_librdmacm() -> PathBuf {
-    Path::new("/usr/lib")
-        .join(format!("{}-linux-gnu", std::env::consts::ARCH))
-        .join("librdmacm.so.1")
+/// `(version, name)` of the `RDMACM_*` symbols of `file`: the defined ones or the imports.
+fn rdmacm_symbols(file: &Path, undefined: bool) -> Option<Symbols> {
+    roce_cabi::testing::versioned_symbols(file, "RDMACM_", undefined)
 }
 
-/// `(version, name)` of `objdump -T` lines whose version is `RDMACM_*`: the defined ones
-/// (`undefined == false`) or the imports. `None` without objdump.
-fn rdmacm_symbols(file: &Path, undefined: bool) -> Option<BTreeSet<(String, String)>> {
-    let out = Command::new("objdump").arg("-T").arg(file).output().ok()?;
-    assert!(
-        out.status.success(),
-        "objdump -T {}: {}",
-        file.display(),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let text = String::from_utf8(out.stdout).expect("objdump prints text");
-    let mut set = BTreeSet::new();
-    for line in text.lines() {
-        let fields: Vec<&str> = line.split_whitespace().collect();
-        let [.., version, name] = fields[..] else {
-            continue;
-        };
-        let version = version.trim_start_matches('(').trim_end_matches(')');
-        if !version.starts_with("RDMACM_") || version == name {
-            continue;
-        }
-        if line.contains("*UND*") == undefined {
-            set.insert((version.to_owned(), name.to_owned()));
-        }
-    }
-    Some(set)
+fn importers() -> Vec<(PathBuf, &'static str)> {
+    IMPORTERS
+        .iter()
+        .map(|(name, p)| (Path::new("/usr/bin").join(name), *p))
+        .collect()
 }
 
-/// `(version, name)` for every name in the version script.
-fn map_symbols() -> BTreeSet<(String, String)> {
-    let map = std::fs::read_to_string(
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("../roce-rdmacm/librdmacm.map"),
-    )
-    .expect("read crates/roce-rdmacm/librdmacm.map");
-    let mut set = BTreeSet::new();
-    let mut node = None;
-    for line in map.lines().map(str::trim) {
-        if let Some(n) = line.strip_suffix(" {") {
-            node = Some(n.to_owned());
-        } else if let Some(name) = line.strip_suffix(';')
-            && !name.contains(':')
-            && !name.starts_with('}')
-        {
-            set.insert((
-                node.clone().expect("names are inside a node"),
-                name.to_owned(),
-            ));
-        }
-    }
-    set
-}
-
-fn ours() -> Option<BTreeSet<(String, String)>> {
+fn ours() -> Option<Symbols> {
     let so = roce_rdmacm_so::library_path();
     assert!(so.exists(), "{} was not built", so.display());
     rdmacm_symbols(&so, false)
@@ -98,19 +51,14 @@ fn every_name_of_the_version_script_is_exported_at_its_node() {
     let Some(ours) = ours() else {
         return skip_or_fail("objdump not found: apt-get install binutils");
     };
-    let map = map_symbols();
+    let map =
+        map_symbols(&Path::new(env!("CARGO_MANIFEST_DIR")).join("../roce-rdmacm/librdmacm.map"));
     assert_eq!(
         map.len(),
         68,
         "rdma-core 44's librdmacm exports 62 + 1 + 2 + 3 names"
     );
-    let missing: Vec<_> = map.difference(&ours).collect();
-    let extra: Vec<_> = ours.difference(&map).collect();
-    assert!(
-        missing.is_empty(),
-        "in the map but not defined in roce-rdmacm: {missing:?}"
-    );
-    assert!(extra.is_empty(), "exported but not in the map: {extra:?}");
+    check_exports(&ours, &map);
 }
 
 #[test]
@@ -118,7 +66,7 @@ fn the_system_librarys_exports_are_all_ours() {
     let Some(ours) = ours() else {
         return skip_or_fail("objdump not found: apt-get install binutils");
     };
-    let real = system_librdmacm();
+    let real = system_lib("librdmacm.so.1");
     let Some(theirs) = real
         .exists()
         .then(|| rdmacm_symbols(&real, false))
@@ -145,38 +93,7 @@ fn debian_programs_find_every_import() {
     let Some(ours) = ours() else {
         return skip_or_fail("objdump not found: apt-get install binutils");
     };
-    let mut absent = Vec::new();
-    let mut missing = Vec::new();
-    let mut checked = 0;
-    for (name, package) in IMPORTERS {
-        let file = Path::new("/usr/bin").join(name);
-        if !file.exists() {
-            absent.push(format!("{} ({package})", file.display()));
-            continue;
-        }
-        let imports = rdmacm_symbols(&file, true).expect("objdump ran above");
-        assert!(
-            !imports.is_empty(),
-            "{} imports nothing from librdmacm?",
-            file.display()
-        );
-        for sym in imports.difference(&ours) {
-            missing.push(format!("{}: {}@{}", file.display(), sym.1, sym.0));
-        }
-        checked += 1;
-    }
-    assert!(
-        missing.is_empty(),
-        "imports we do not export:\n{}",
-        missing.join("\n")
-    );
-    if !absent.is_empty() {
-        skip_or_fail(&format!(
-            "not installed, not checked: {} (apt-get install rdmacm-utils perftest)",
-            absent.join(", ")
-        ));
-    }
-    eprintln!("{checked} programs checked");
+    check_imports(&importers(), &ours, "RDMACM_", "rdmacm-utils perftest");
 }
 
 #[test]
@@ -210,48 +127,12 @@ fn our_library_needs_our_libibverbs() {
 
 #[test]
 fn the_loader_resolves_debian_programs_against_both_of_ours() {
-    let ours = roce_rdmacm_so::library_dir().display().to_string();
-    let verbs = roce_verbs_so::library_dir().display().to_string();
-    let mut absent = Vec::new();
-    for (name, package) in IMPORTERS {
-        let file = Path::new("/usr/bin").join(name);
-        if !file.exists() {
-            absent.push(format!("{} ({package})", file.display()));
-            continue;
-        }
-        // ldd -r performs every relocation as BIND_NOW would and reports what fails.
-        let Ok(out) = Command::new("ldd")
-            .arg("-r")
-            .arg(&file)
-            .env("LD_LIBRARY_PATH", roce_rdmacm_so::search_path())
-            .output()
-        else {
-            return skip_or_fail("ldd not found (package libc-bin)");
-        };
-        let text = format!(
-            "{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        for (soname, dir) in [("librdmacm.so.1 ", &ours), ("libibverbs.so.1 ", &verbs)] {
-            let line = text
-                .lines()
-                .find(|l| l.trim_start().starts_with(soname))
-                .unwrap_or_else(|| panic!("{} does not load {soname}:\n{text}", file.display()));
-            assert!(
-                line.contains(dir.as_str()),
-                "{} loads another {soname}: {line}",
-                file.display()
-            );
-        }
-        for bad in ["undefined symbol", "not found", "no version information"] {
-            assert!(!text.contains(bad), "{}: {bad}:\n{text}", file.display());
-        }
-    }
-    if !absent.is_empty() {
-        skip_or_fail(&format!(
-            "not installed, not checked: {}",
-            absent.join(", ")
-        ));
-    }
+    check_loader(
+        &importers(),
+        &roce_rdmacm_so::search_path(),
+        &[
+            ("librdmacm.so.1", roce_rdmacm_so::library_dir()),
+            ("libibverbs.so.1", roce_verbs_so::library_dir()),
+        ],
+    );
 }

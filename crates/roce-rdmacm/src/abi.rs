@@ -6,6 +6,8 @@
 
 use std::ffi::{c_char, c_int, c_uint, c_void};
 
+pub use roce_cabi::ibv::{IbvAhAttr, IbvGid, IbvGlobalRoute, IbvQpAttr, IbvQpCap};
+
 /// `enum rdma_cm_event_type`.
 pub mod event {
     #![allow(missing_docs)]
@@ -56,28 +58,6 @@ pub const IBV_QPT_UD: c_int = 4;
 
 /// An `ibv_context`, `ibv_pd`, `ibv_cq`, `ibv_qp`, ...: owned by libibverbs, opaque here.
 pub type Opaque = c_void;
-
-/// `union ibv_gid`.
-#[repr(C, align(8))]
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct IbvGid {
-    /// The 16 bytes, network order.
-    pub raw: [u8; 16],
-}
-
-impl IbvGid {
-    /// `::ffff:a.b.c.d`, the RoCEv2 GID of an IPv4 address.
-    pub fn from_ipv4(ip: std::net::Ipv4Addr) -> Self {
-        Self {
-            raw: ip.to_ipv6_mapped().octets(),
-        }
-    }
-
-    /// The IPv4 address of a `::ffff:a.b.c.d` GID.
-    pub fn to_ipv4(&self) -> Option<std::net::Ipv4Addr> {
-        std::net::Ipv6Addr::from(self.raw).to_ipv4_mapped()
-    }
-}
 
 /// `struct sockaddr_storage`: 128 bytes, the family first.
 #[repr(C, align(8))]
@@ -201,32 +181,6 @@ pub struct RdmaConnParam {
     pub qp_num: u32,
 }
 
-/// `struct ibv_global_route`.
-#[repr(C)]
-#[derive(Debug, Clone, Copy, Default)]
-#[allow(missing_docs)]
-pub struct IbvGlobalRoute {
-    pub dgid: IbvGid,
-    pub flow_label: u32,
-    pub sgid_index: u8,
-    pub hop_limit: u8,
-    pub traffic_class: u8,
-}
-
-/// `struct ibv_ah_attr`.
-#[repr(C)]
-#[derive(Debug, Clone, Copy, Default)]
-#[allow(missing_docs)]
-pub struct IbvAhAttr {
-    pub grh: IbvGlobalRoute,
-    pub dlid: u16,
-    pub sl: u8,
-    pub src_path_bits: u8,
-    pub static_rate: u8,
-    pub is_global: u8,
-    pub port_num: u8,
-}
-
 /// `struct rdma_ud_param`.
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]
@@ -286,18 +240,6 @@ pub struct RdmaAddrinfo {
     pub ai_connect_len: usize,
     pub ai_connect: *mut c_void,
     pub ai_next: *mut Self,
-}
-
-/// `struct ibv_qp_cap`.
-#[repr(C)]
-#[derive(Debug, Clone, Copy, Default)]
-#[allow(missing_docs)]
-pub struct IbvQpCap {
-    pub max_send_wr: u32,
-    pub max_recv_wr: u32,
-    pub max_send_sge: u32,
-    pub max_recv_sge: u32,
-    pub max_inline_data: u32,
 }
 
 /// `struct ibv_qp_init_attr`.
@@ -360,39 +302,6 @@ impl IbvQpInitAttrExHead {
 
 /// `IBV_QP_INIT_ATTR_PD`.
 pub const IBV_QP_INIT_ATTR_PD: u32 = 1;
-
-/// `struct ibv_qp_attr`.
-#[repr(C)]
-#[derive(Debug, Clone, Copy, Default)]
-#[allow(missing_docs)]
-pub struct IbvQpAttr {
-    pub qp_state: c_int,
-    pub cur_qp_state: c_int,
-    pub path_mtu: c_int,
-    pub path_mig_state: c_int,
-    pub qkey: u32,
-    pub rq_psn: u32,
-    pub sq_psn: u32,
-    pub dest_qp_num: u32,
-    pub qp_access_flags: c_uint,
-    pub cap: IbvQpCap,
-    pub ah_attr: IbvAhAttr,
-    pub alt_ah_attr: IbvAhAttr,
-    pub pkey_index: u16,
-    pub alt_pkey_index: u16,
-    pub en_sqd_async_notify: u8,
-    pub sq_draining: u8,
-    pub max_rd_atomic: u8,
-    pub max_dest_rd_atomic: u8,
-    pub min_rnr_timer: u8,
-    pub port_num: u8,
-    pub timeout: u8,
-    pub retry_cnt: u8,
-    pub rnr_retry: u8,
-    pub alt_port_num: u8,
-    pub alt_timeout: u8,
-    pub rate_limit: u32,
-}
 
 /// `enum ibv_qp_state` and `enum ibv_qp_attr_mask` values used here.
 pub mod qp {

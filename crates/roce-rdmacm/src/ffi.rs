@@ -14,42 +14,17 @@
 
 use std::ffi::{CStr, c_char, c_int, c_void};
 use std::net::{Ipv4Addr, SocketAddrV4};
-use std::panic::{AssertUnwindSafe, catch_unwind};
 
 use crate::Errno;
 use crate::abi::{
     IbvQpInitAttr, IbvQpInitAttrExHead, Opaque, RdmaAddrinfo, RdmaCmEvent, RdmaCmId,
     RdmaEventChannel, SockaddrStorage,
 };
-use crate::cbox::CBox;
 use crate::state::{EINVAL, with};
 use crate::{addr, ibv, id, info, note, state, strings};
+use roce_cabi::CBox;
 
-/// Sets the calling thread's `errno`.
-pub(crate) fn set_errno(e: c_int) {
-    // SAFETY: __errno_location returns the calling thread's errno slot, always valid.
-    unsafe { *libc::__errno_location() = e };
-}
-
-/// Makes a pipe end non-blocking.
-pub(crate) fn set_nonblocking(fd: &impl std::os::fd::AsRawFd) -> std::io::Result<()> {
-    let fd = fd.as_raw_fd();
-    // SAFETY: fcntl on an fd the caller owns; F_GETFL/F_SETFL touch only its flags.
-    let flags = unsafe { libc::fcntl(fd, libc::F_GETFL) };
-    // SAFETY: as above.
-    if flags < 0 || unsafe { libc::fcntl(fd, libc::F_SETFL, flags | libc::O_NONBLOCK) } < 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    Ok(())
-}
-
-/// Runs `f`; a panic returns `on_panic` with `errno = EIO`.
-fn guard<R>(on_panic: R, f: impl FnOnce() -> R) -> R {
-    catch_unwind(AssertUnwindSafe(f)).unwrap_or_else(|_| {
-        set_errno(libc::EIO);
-        on_panic
-    })
-}
+pub(crate) use roce_cabi::os::{guard, set_errno, set_nonblocking};
 
 /// 0, or -1 with `errno`.
 fn ret(r: Result<(), Errno>) -> c_int {

@@ -12,9 +12,9 @@ use crate::abi::{
     self, IbvGid, IbvQpAttr, IbvQpInitAttr, IbvSaPathRec, RdmaCmId, RdmaRoute, event, qp,
 };
 use crate::addr;
-use crate::cbox::CBox;
 use crate::ibv::{self, Device};
 use crate::state::{EINVAL, Id, Phase, Tables, with};
+use roce_cabi::CBox;
 
 /// A fresh `rdma_cm_id`, nothing bound.
 pub(crate) fn blank_id(

@@ -6,8 +6,8 @@ use std::net::{Ipv4Addr, SocketAddrV4};
 
 use crate::abi::{self, RdmaAddrinfo};
 use crate::addr;
-use crate::cbox::CBox;
 use crate::state::{AddrInfo, with};
+use roce_cabi::CBox;
 
 /// What the program asked for (the fields of `hints` that matter, or their defaults).
 #[derive(Debug, Clone, Copy, Default)]

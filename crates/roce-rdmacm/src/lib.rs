@@ -11,13 +11,13 @@
 //! Layout: [`abi`] the C structures, `state` the channels, ids, events and lists handed out,
 //! `id` what an id does, `info` `rdma_getaddrinfo`, `addr` socket addresses. The modules that
 //! may use `unsafe`: `ffi` (the exported functions), `stubs` (the names that fail with
-//! `ENOSYS`), `ibv` (the calls into libibverbs) and `cbox` (objects handed to C).
+//! `ENOSYS`), `ibv` (the calls into libibverbs); objects handed to C are roce-cabi's `CBox`, shared with
+//! roce-verbs.
 
 #![deny(unsafe_code)]
 
 pub mod abi;
 mod addr;
-mod cbox;
 mod ffi;
 mod ibv;
 mod id;
@@ -26,23 +26,17 @@ mod state;
 mod strings;
 mod stubs;
 
-use std::collections::HashSet;
-use std::sync::Mutex;
+use roce_cabi::FirstTime;
 
 /// An errno value.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Errno(pub(crate) i32);
 
-static SAID: Mutex<Option<HashSet<&'static str>>> = Mutex::new(None);
+static SAID: FirstTime = FirstTime::new();
 
 /// Says `roce-rdmacm: NAME WHAT` on stderr, the first time only for each name.
 pub(crate) fn note(name: &'static str, what: &str) {
-    let first = SAID
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
-        .get_or_insert_with(HashSet::new)
-        .insert(name);
-    if first {
+    if SAID.first(name) {
         eprintln!("roce-rdmacm: {name} {what}");
     }
 }

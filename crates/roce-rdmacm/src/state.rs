@@ -14,7 +14,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use crate::Errno;
 use crate::abi::{IbvSaPathRec, RdmaAddrinfo, RdmaCmEvent, RdmaCmId, RdmaEventChannel};
-use crate::cbox::CBox;
+use roce_cabi::CBox;
 
 pub(crate) const EINVAL: Errno = Errno(libc::EINVAL);
 

@@ -13,32 +13,15 @@
 
 use crate::ffi::set_errno;
 use crate::note;
+use roce_cabi::stubs;
 
 pub(crate) fn unsupported(name: &'static str) {
     note(name, "needs the connection manager, not there yet");
     set_errno(libc::ENOSYS);
 }
 
-macro_rules! stubs {
-    (minus_one; $($name:ident,)*) => {$(
-        #[doc = concat!("`", stringify!($name), "`: -1, errno `ENOSYS`.")]
-        #[unsafe(no_mangle)]
-        pub(crate) extern "C" fn $name() -> i64 {
-            unsupported(stringify!($name));
-            -1
-        }
-    )*};
-    (nothing; $($name:ident,)*) => {$(
-        #[doc = concat!("`", stringify!($name), "`: does nothing.")]
-        #[unsafe(no_mangle)]
-        pub(crate) extern "C" fn $name() {
-            unsupported(stringify!($name));
-        }
-    )*};
-}
-
 stubs! {
-    minus_one;
+    unsupported -> i64 = -1, "-1, errno `ENOSYS`";
     rdma_accept,
     rdma_create_srq,
     rdma_create_srq_ex,
@@ -83,6 +66,6 @@ stubs! {
     rwritev,
 }
 stubs! {
-    nothing;
+    unsupported, "does nothing";
     rdma_destroy_srq,
 }

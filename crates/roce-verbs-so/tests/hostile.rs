@@ -7,9 +7,7 @@
 
 #![allow(clippy::unwrap_used)] // test code: a panic is the failure report
 
-mod common;
-
-use common::skip_or_fail;
+use roce_cabi::testing::skip_or_fail;
 use std::io::{BufRead, BufReader, Write};
 use std::net::IpAddr;
 use std::path::Path;

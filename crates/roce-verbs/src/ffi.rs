@@ -16,7 +16,6 @@
 #![allow(unsafe_code)]
 
 use std::ffi::{CStr, c_char, c_int, c_uint, c_void};
-use std::panic::{AssertUnwindSafe, catch_unwind};
 
 use crate::abi::{
     self, IbvAsyncEvent, IbvContext, IbvDevice, IbvDeviceAttr, IbvGid, IbvGidEntry, IbvPortAttr,
@@ -25,19 +24,7 @@ use crate::device::{self, GID_TABLE_LEN};
 use crate::state::{self, Errno};
 use crate::strings;
 
-/// Sets the calling thread's `errno`.
-pub(crate) fn set_errno(e: c_int) {
-    // SAFETY: __errno_location returns the calling thread's errno slot, always valid.
-    unsafe { *libc::__errno_location() = e };
-}
-
-/// Runs `f`; a panic returns `on_panic` with `errno = EIO`.
-pub(crate) fn guard<R>(on_panic: R, f: impl FnOnce() -> R) -> R {
-    catch_unwind(AssertUnwindSafe(f)).unwrap_or_else(|_| {
-        set_errno(libc::EIO);
-        on_panic
-    })
-}
+pub(crate) use roce_cabi::os::{guard, set_errno, set_nonblocking};
 
 /// For functions that return an errno value (0 on success): also sets `errno`.
 pub(crate) fn errno_ret(r: Result<(), Errno>) -> c_int {
@@ -262,19 +249,6 @@ pub(crate) unsafe extern "C" fn ibv_ack_async_event(event: *mut IbvAsyncEvent) {
         let e = unsafe { event.read_unaligned() };
         crate::verbs::ack_async_event(e.element as usize, e.event_type);
     })
-}
-
-/// Makes `fd` non-blocking: the NIC's thread writes events into pipes the program reads, and
-/// must lose an event rather than wait for a program that never reads.
-pub(crate) fn set_nonblocking(fd: &impl std::os::fd::AsRawFd) -> std::io::Result<()> {
-    let fd = fd.as_raw_fd();
-    // SAFETY: fcntl on a descriptor the caller owns, with flags read from it.
-    let flags = unsafe { libc::fcntl(fd, libc::F_GETFL) };
-    // SAFETY: as above.
-    if flags < 0 || unsafe { libc::fcntl(fd, libc::F_SETFL, flags | libc::O_NONBLOCK) } < 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    Ok(())
 }
 
 /// Called once, at the first `ibv_open_device`: counters are written at exit too, for programs

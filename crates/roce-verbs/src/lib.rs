@@ -9,13 +9,13 @@
 //! device, [`device`] what the device and its port show, `engine` the NIC's thread, `state`
 //! the device and its open contexts, `verbs` the program's objects and their translation to
 //! the engine. The modules that may use `unsafe`: `ffi`, `ffi_verbs` and `ffi_ex` (the exported
-//! functions), `stubs` (the names that fail with `EOPNOTSUPP`), `cbox` (objects handed to C)
-//! and `memory` (a program's registered buffer).
+//! functions), `stubs` (the names that fail with `EOPNOTSUPP`) and `memory`
+//! (a program's registered buffer); objects handed to C are roce-cabi's `CBox`, shared with
+//! roce-rdmacm.
 
 #![deny(unsafe_code)]
 
 pub mod abi;
-mod cbox;
 pub mod config;
 pub mod device;
 mod engine;

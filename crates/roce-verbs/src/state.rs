@@ -7,10 +7,10 @@ use std::fmt::Write as _;
 use std::sync::{Mutex, MutexGuard, Once, OnceLock, PoisonError};
 
 use crate::abi::{self, IbvContext, IbvContextOps, IbvDevice, QueryPortFn, VerbsContext};
-use crate::cbox::CBox;
 use crate::config::{DeviceSpec, EnvError};
 use crate::device::DeviceModel;
 use crate::engine::Engine;
+use roce_cabi::CBox;
 
 /// An errno value (`EINVAL`, ...).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -152,7 +152,11 @@ pub(crate) fn open(dev_addr: usize, fns: ContextFns) -> Result<*mut IbvContext, 
             abi_compat: abi::VERBS_ABI_IS_EXTENDED as *mut std::ffi::c_void,
         },
     });
-    let ctx = vctx.context_ptr();
+    // The `ibv_context` inside: what the application holds (an address, no reference made).
+    let ctx = vctx
+        .ptr()
+        .wrapping_byte_add(std::mem::offset_of!(VerbsContext, context))
+        .cast::<IbvContext>();
     lock(&CONTEXTS).get_or_insert_with(HashMap::new).insert(
         ctx as usize,
         OpenContext {

@@ -12,70 +12,22 @@
 
 #![allow(unsafe_code)]
 
-use std::collections::HashSet;
 use std::ffi::{c_int, c_uint, c_void};
-use std::sync::Mutex;
 
 use crate::ffi::set_errno;
+use roce_cabi::{FirstTime, stubs};
 
-static SAID: Mutex<Option<HashSet<&'static str>>> = Mutex::new(None);
+static SAID: FirstTime = FirstTime::new();
 
 fn unsupported(name: &'static str) {
-    let first = SAID
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
-        .get_or_insert_with(HashSet::new)
-        .insert(name);
-    if first {
+    if SAID.first(name) {
         eprintln!("roce-verbs: {name} is not supported yet");
     }
     set_errno(libc::EOPNOTSUPP);
 }
 
-macro_rules! stubs {
-    (null; $($name:ident,)*) => {$(
-        #[doc = concat!("`", stringify!($name), "`: NULL, errno `EOPNOTSUPP`.")]
-        #[unsafe(no_mangle)]
-        pub(crate) extern "C" fn $name() -> *mut c_void {
-            unsupported(stringify!($name));
-            std::ptr::null_mut()
-        }
-    )*};
-    (errno; $($name:ident,)*) => {$(
-        #[doc = concat!("`", stringify!($name), "`: returns `EOPNOTSUPP`.")]
-        #[unsafe(no_mangle)]
-        pub(crate) extern "C" fn $name() -> c_int {
-            unsupported(stringify!($name));
-            libc::EOPNOTSUPP
-        }
-    )*};
-    (minus_one; $($name:ident,)*) => {$(
-        #[doc = concat!("`", stringify!($name), "`: -1, errno `EOPNOTSUPP`.")]
-        #[unsafe(no_mangle)]
-        pub(crate) extern "C" fn $name() -> c_int {
-            unsupported(stringify!($name));
-            -1
-        }
-    )*};
-    (zero; $($name:ident,)*) => {$(
-        #[doc = concat!("`", stringify!($name), "`: 0.")]
-        #[unsafe(no_mangle)]
-        pub(crate) extern "C" fn $name() -> c_uint {
-            unsupported(stringify!($name));
-            0
-        }
-    )*};
-    (nothing; $($name:ident,)*) => {$(
-        #[doc = concat!("`", stringify!($name), "`: does nothing.")]
-        #[unsafe(no_mangle)]
-        pub(crate) extern "C" fn $name() {
-            unsupported(stringify!($name));
-        }
-    )*};
-}
-
 stubs! {
-    null;
+    unsupported -> *mut c_void = std::ptr::null_mut(), "NULL, errno `EOPNOTSUPP`";
     _verbs_init_and_alloc_context,
     ibv_create_ah_from_wc,
     ibv_import_device,
@@ -86,7 +38,7 @@ stubs! {
     verbs_open_device,
 }
 stubs! {
-    errno;
+    unsupported -> c_int = libc::EOPNOTSUPP, "returns `EOPNOTSUPP`";
     execute_ioctl,
     ibv_attach_mcast,
     ibv_cmd_advise_mr,
@@ -156,18 +108,18 @@ stubs! {
     verbs_init_cq,
 }
 stubs! {
-    minus_one;
+    unsupported -> c_int = -1, "-1, errno `EOPNOTSUPP`";
     ibv_init_ah_from_wc,
     ibv_read_ibdev_sysfs_file,
     ibv_resolve_eth_l2_from_gid,
 }
 stubs! {
-    zero;
+    unsupported -> c_uint = 0, "0";
     __ioctl_final_num_attrs,
     ibv_query_qp_data_in_order,
 }
 stubs! {
-    nothing;
+    unsupported, "does nothing";
     __verbs_log,
     ibv_copy_ah_attr_from_kern,
     ibv_copy_path_rec_from_kern,

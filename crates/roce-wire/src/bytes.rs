@@ -79,7 +79,7 @@ pub(crate) use view;
 /// The view boilerplate every fixed-size header shares: a [`view`] whose check is `check_len`,
 /// that the buffer holds the whole header.
 macro_rules! header_view {
-    ($doc:literal, $layer:expr, $len:expr) => {
+    ($doc:expr, $layer:expr, $len:expr) => {
         $crate::bytes::view!(
             #[doc = $doc]
             ///

@@ -6,63 +6,11 @@
 
 #![allow(clippy::unwrap_used)] // test code: a panic is the failure report
 
+mod common;
+
+use common::exec::{Side, exec_pair, have, ok, result_rows};
+use common::roce;
 use std::process::{Command, Output};
-
-fn have(program: &str, package: &str) -> bool {
-    let found = std::env::var_os("PATH")
-        .is_some_and(|p| std::env::split_paths(&p).any(|d| d.join(program).is_file()));
-    if !found {
-        let why = format!("{program} not found: apt-get install {package}");
-        assert!(
-            std::env::var_os("CI").is_none_or(|v| v != "true"),
-            "{why} (CI=true: not skipping)"
-        );
-        eprintln!("skipping: {why}");
-    }
-    found
-}
-
-fn roce(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_roce"))
-        .args(args)
-        .output()
-        .unwrap()
-}
-
-fn ok(out: &Output) -> String {
-    let stdout = String::from_utf8(out.stdout.clone()).unwrap();
-    assert!(
-        out.status.success(),
-        "{:?}\n{stdout}\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
-    stdout
-}
-
-/// Waits (at most 20 s) until something listens on TCP `port`: the servers of
-/// ibv_rc_pingpong and perftest accept one connection only, so the test cannot probe by
-/// connecting. Reads /proc/net/tcp{,6} (state 0A is LISTEN).
-fn wait_listening(port: &str) {
-    let port: u16 = port.parse().unwrap();
-    let suffix = format!(":{port:04X}");
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-    while std::time::Instant::now() < deadline {
-        let listening = ["/proc/net/tcp", "/proc/net/tcp6"].iter().any(|f| {
-            std::fs::read_to_string(f).is_ok_and(|t| {
-                t.lines().skip(1).any(|l| {
-                    let cols: Vec<&str> = l.split_whitespace().collect();
-                    cols.len() > 3 && cols[1].ends_with(&suffix) && cols[3] == "0A"
-                })
-            })
-        });
-        if listening {
-            return;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
-    panic!("nothing listens on TCP port {port} after 20 s");
-}
 
 /// The value after `key:` on the first line that has it.
 fn field<'a>(text: &'a str, key: &str) -> &'a str {
@@ -333,36 +281,6 @@ fn a_bad_variable_fails_the_device_list_and_names_the_variable() {
     );
 }
 
-/// Runs `ARGV` as a server on `server_ip` and `ARGV server_ip` as a client on `client_ip`, both
-/// under `roce exec` with `exec_args`, once the server listens on TCP `port`; returns (client,
-/// server).
-fn exec_pair(
-    server_ip: &str,
-    client_ip: &str,
-    port: &str,
-    exec_args: &[&str],
-    argv: &[&str],
-) -> (Output, Output) {
-    let run = |ip: &str, peer: Option<&str>| {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_roce"));
-        cmd.args(["exec", "--ip", ip])
-            .args(exec_args)
-            .arg("--")
-            .args(argv)
-            .args(peer);
-        cmd.stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped());
-        cmd.spawn().unwrap()
-    };
-    let server = run(server_ip, None);
-    wait_listening(port);
-    let client = run(client_ip, Some(server_ip));
-    (
-        client.wait_with_output().unwrap(),
-        server.wait_with_output().unwrap(),
-    )
-}
-
 /// Runs `ibv_rc_pingpong -g 1 -p PORT ARGS` as [`exec_pair`] does.
 fn rc_pingpong(
     server_ip: &str,
@@ -372,7 +290,12 @@ fn rc_pingpong(
     args: &[&str],
 ) -> (Output, Output) {
     let argv = [&["ibv_rc_pingpong", "-g", "1", "-p", port][..], args].concat();
-    exec_pair(server_ip, client_ip, port, exec_args, &argv)
+    exec_pair(
+        Side::local(server_ip, exec_args),
+        Side::local(client_ip, exec_args),
+        port,
+        &argv,
+    )
 }
 
 #[test]
@@ -453,7 +376,12 @@ fn ibv_srq_pingpong_shares_one_receive_queue_between_sixteen_qps() {
             extra,
         ]
         .concat();
-        let (client, server) = exec_pair("127.0.13.24", "127.0.13.25", &port, &[], &argv);
+        let (client, server) = exec_pair(
+            Side::local("127.0.13.24", &[]),
+            Side::local("127.0.13.25", &[]),
+            &port,
+            &argv,
+        );
         for out in [ok(&client), ok(&server)] {
             assert!(out.contains("100 iters in"), "{extra:?}:\n{out}");
             let qps = out.lines().filter(|l| l.contains("local address")).count();
@@ -469,11 +397,11 @@ fn a_lossy_nic_recovers_and_counts_its_retransmissions() {
     }
     // The server's NIC drops 5% of what it receives (--loss): the client's NIC retransmits,
     // the data still checks (-c), and the client's counters show it.
-    let run = |ip: &str, extra: &[&str], peer: Option<&str>| {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_roce"));
-        cmd.args(["exec", "--ip", ip]).args(extra);
-        cmd.args([
-            "--",
+    let (client, server) = exec_pair(
+        Side::local("127.0.13.18", &["--loss", "0.05"]),
+        Side::local("127.0.13.19", &["--stats", "json"]),
+        "18618",
+        &[
             "ibv_rc_pingpong",
             "-g",
             "1",
@@ -482,18 +410,8 @@ fn a_lossy_nic_recovers_and_counts_its_retransmissions() {
             "-n",
             "100",
             "-c",
-        ])
-        .args(peer);
-        cmd.stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped());
-        cmd.spawn().unwrap()
-    };
-    let server = run("127.0.13.18", &["--loss", "0.05"], None);
-    wait_listening("18618");
-    let client = run("127.0.13.19", &["--stats", "json"], Some("127.0.13.18"))
-        .wait_with_output()
-        .unwrap();
-    let server = server.wait_with_output().unwrap();
+        ],
+    );
     ok(&server);
     assert!(ok(&client).contains("100 iters in"));
     let stderr = String::from_utf8(client.stderr).unwrap();
@@ -519,21 +437,13 @@ fn uc_and_ud_pingpong_run_too() {
     .enumerate()
     {
         let port = (18655 + i).to_string();
-        let spawn = |ip: &str, peer: Option<&str>| {
-            let mut cmd = Command::new(env!("CARGO_BIN_EXE_roce"));
-            cmd.args(["exec", "--ip", ip, "--", program, "-g", "1", "-p", &port])
-                .args(args);
-            cmd.args(peer)
-                .stdout(std::process::Stdio::piped())
-                .stderr(std::process::Stdio::piped());
-            cmd.spawn().unwrap()
-        };
-        let server = spawn("127.0.13.14", None);
-        wait_listening(&port);
-        let client = spawn("127.0.13.15", Some("127.0.13.14"))
-            .wait_with_output()
-            .unwrap();
-        let server = server.wait_with_output().unwrap();
+        let argv = [&[program, "-g", "1", "-p", &port][..], args].concat();
+        let (client, server) = exec_pair(
+            Side::local("127.0.13.14", &[]),
+            Side::local("127.0.13.15", &[]),
+            &port,
+            &argv,
+        );
         for out in [ok(&client), ok(&server)] {
             assert!(out.contains("50 iters in"), "{program}:\n{out}");
         }
@@ -615,22 +525,22 @@ fn perftest_runs_every_operation_between_two_roce_exec_processes() {
     for (i, run) in runs.iter().enumerate() {
         let port = (18641 + i).to_string();
         let argv = [*run, &["-x", "1", "-n", "20", "-p", &port][..]].concat();
-        let (client, server) = exec_pair("127.0.13.50", "127.0.13.51", &port, &[], &argv);
+        let (client, server) = exec_pair(
+            Side::local("127.0.13.50", &[]),
+            Side::local("127.0.13.51", &[]),
+            &port,
+            &argv,
+        );
         let out = ok(&client);
         ok(&server);
         // The result row follows the header: a size and the iterations, then numbers.
-        let row = out
-            .lines()
-            .skip_while(|l| !l.contains("#bytes"))
-            .nth(1)
+        let rows = result_rows(&out);
+        let cols = rows
+            .first()
             .unwrap_or_else(|| panic!("{run:?}: no result row\n{out}"));
-        let cols: Vec<f64> = row
-            .split_whitespace()
-            .filter_map(|c| c.parse().ok())
-            .collect();
         assert!(
             cols.len() >= 3 && cols[0] > 0.0 && cols[1] >= 20.0,
-            "{run:?}: {row}"
+            "{run:?}: {cols:?}"
         );
     }
 }

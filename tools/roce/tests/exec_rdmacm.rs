@@ -7,25 +7,14 @@
 
 #![allow(clippy::unwrap_used)] // test code: a panic is the failure report
 
+mod common;
+
+use common::exec::have;
 use std::io::{BufRead, BufReader};
 use std::os::unix::process::CommandExt as _;
 use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
-
-fn have(program: &str, package: &str) -> bool {
-    let found = std::env::var_os("PATH")
-        .is_some_and(|p| std::env::split_paths(&p).any(|d| d.join(program).is_file()));
-    if !found {
-        let why = format!("{program} not found: apt-get install {package}");
-        assert!(
-            std::env::var_os("CI").is_none_or(|v| v != "true"),
-            "{why} (CI=true: not skipping)"
-        );
-        eprintln!("skipping: {why}");
-    }
-    found
-}
 
 /// Runs `roce exec ARGS` in a process group of its own and returns (exit status or `None` if
 /// it was still running after `limit` and was killed, stderr).

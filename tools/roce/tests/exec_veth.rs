@@ -9,9 +9,9 @@
 
 mod common;
 
+use common::exec::{Side, exec_pair, have, ok_as as ok, result_rows};
 use common::{have_tools, run_ok, sh};
-use std::process::{Child, Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Output;
 
 /// Namespace a (clients) and b (servers), removed on drop.
 struct Pair {
@@ -60,33 +60,27 @@ impl Pair {
         Some(pair)
     }
 
-    /// Starts `roce exec --ip IP EXEC_ARGS -- PROGRAM` in namespace `ns` (at most 120 s).
-    fn spawn(&self, ns: &str, ip: &str, exec_args: &[&str], program: &[&str]) -> Child {
-        Command::new("ip")
-            .args(["netns", "exec", ns, "timeout", "120"])
-            .arg(env!("CARGO_BIN_EXE_roce"))
-            .args(["exec", "--ip", ip])
-            .args(exec_args)
-            .arg("--")
-            .args(program)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap()
-    }
-
     /// Runs `program` as the server in b (no peer argument) and as the client in a (B_IP last),
-    /// both under `roce exec EXEC_ARGS`; returns (client, server) once both have ended.
+    /// both under `roce exec EXEC_ARGS` (at most 120 s each); returns (client, server) once
+    /// both have ended.
     fn run(&self, exec_args: &[&str], program: &[&str], port: &str) -> (Output, Output) {
-        let server = self.spawn(&self.b, B_IP, exec_args, program);
-        wait_listening(server.id(), port);
-        let mut client_args = program.to_vec();
-        client_args.push(B_IP);
-        let client = self
-            .spawn(&self.a, A_IP, exec_args, &client_args)
-            .wait_with_output()
-            .unwrap();
-        (client, server.wait_with_output().unwrap())
+        let wrap = |ns| ["netns", "exec", ns, "timeout", "120"];
+        let (wa, wb) = (wrap(self.a.as_str()), wrap(self.b.as_str()));
+        let (wa, wb) = ([&["ip"][..], &wa].concat(), [&["ip"][..], &wb].concat());
+        exec_pair(
+            Side {
+                wrapper: &wb,
+                ip: B_IP,
+                exec_args,
+            },
+            Side {
+                wrapper: &wa,
+                ip: A_IP,
+                exec_args,
+            },
+            port,
+            program,
+        )
     }
 }
 
@@ -96,58 +90,6 @@ impl Drop for Pair {
             let _ = sh(&["ip", "netns", "delete", ns]);
         }
     }
-}
-
-/// Whether Debian's `program` is installed; skips (or, under CI=true, fails) if not.
-fn have(program: &str, package: &str) -> bool {
-    let found = std::env::var_os("PATH")
-        .is_some_and(|p| std::env::split_paths(&p).any(|d| d.join(program).is_file()));
-    if !found {
-        let why = format!("{program} not found: apt-get install {package}");
-        assert!(
-            std::env::var_os("CI").is_none_or(|v| v != "true"),
-            "{why} (CI=true: not skipping)"
-        );
-        eprintln!("\n*** SKIPPED: {why} ***\n");
-    }
-    found
-}
-
-/// The program's stdout, after checking that it exited 0.
-fn ok(what: &str, out: &Output) -> String {
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(
-        out.status.success(),
-        "{what}: {:?}\n{stdout}\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
-    stdout
-}
-
-/// Waits (at most 20 s) until something listens on TCP `port` in the namespace of process
-/// `pid`: the servers of ibv_*_pingpong and perftest accept one connection only, so the test
-/// cannot probe by connecting. Reads /proc/PID/net/tcp (state 0A is LISTEN), which shows the
-/// sockets of that process's namespace.
-fn wait_listening(pid: u32, port: &str) {
-    let port: u16 = port.parse().unwrap();
-    let suffix = format!(":{port:04X}");
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while Instant::now() < deadline {
-        let listening = ["tcp", "tcp6"].iter().any(|f| {
-            std::fs::read_to_string(format!("/proc/{pid}/net/{f}")).is_ok_and(|t| {
-                t.lines().skip(1).any(|l| {
-                    let cols: Vec<&str> = l.split_whitespace().collect();
-                    cols.len() > 3 && cols[1].ends_with(&suffix) && cols[3] == "0A"
-                })
-            })
-        });
-        if listening {
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    panic!("nothing listens on TCP port {port} after 20 s");
 }
 
 /// Checks an ibv_*_pingpong run: both sides exit 0 and report `iters` iterations and
@@ -208,87 +150,55 @@ fn ibv_rc_pingpong_with_the_wr_api_over_veth() {
     rc_pingpong("rcn", &["-N"]);
 }
 
-#[test]
-fn ibv_uc_pingpong_over_veth() {
-    let Some(pair) = Pair::new("uc", "ibv_uc_pingpong", "ibverbs-utils") else {
+/// `program -g 1 -p PORT -c -n 50 -s SIZE` at each `(size, mtu)` of `runs` (the port's MTU
+/// set with `roce exec --mtu`, and with `-m MTU` the path MTU too where `path_mtu`), each on
+/// its own port from `port_base`.
+fn pingpong_sizes(tag: &str, program: &str, port_base: u16, runs: &[(&str, &str)], path_mtu: bool) {
+    let Some(pair) = Pair::new(tag, program, "ibverbs-utils") else {
         return;
     };
-    // UC: no ACKs, no retransmission; 4096-byte messages in 1024-byte packets, then 64 KiB in
-    // 4096-byte packets.
-    for (i, (size, mtu)) in [("4096", "1024"), ("65536", "4096")]
-        .into_iter()
-        .enumerate()
-    {
-        let port = (18710 + i).to_string();
-        let program = [
-            "ibv_uc_pingpong",
-            "-g",
-            "1",
-            "-p",
-            &port,
-            "-c",
-            "-n",
-            "50",
-            "-s",
-            size,
-            "-m",
-            mtu,
+    for (port, &(size, mtu)) in (port_base..).zip(runs) {
+        let port = port.to_string();
+        let mut argv = vec![
+            program, "-g", "1", "-p", &port, "-c", "-n", "50", "-s", size,
         ];
-        let out = pair.run(&["--mtu", mtu], &program, &port);
+        if path_mtu {
+            argv.extend(["-m", mtu]);
+        }
+        let out = pair.run(&["--mtu", mtu], &argv, &port);
         assert_pingpong(
-            &format!("ibv_uc_pingpong -s {size}"),
+            &format!("{program} -s {size}"),
             out,
             size.parse().unwrap(),
             50,
         );
     }
+}
+
+#[test]
+fn ibv_uc_pingpong_over_veth() {
+    // UC: no ACKs, no retransmission; 4096-byte messages in 1024-byte packets, then 64 KiB in
+    // 4096-byte packets.
+    pingpong_sizes(
+        "uc",
+        "ibv_uc_pingpong",
+        18710,
+        &[("4096", "1024"), ("65536", "4096")],
+        true,
+    );
 }
 
 #[test]
 fn ibv_ud_pingpong_over_veth() {
-    let Some(pair) = Pair::new("ud", "ibv_ud_pingpong", "ibverbs-utils") else {
-        return;
-    };
     // UD: address handles, a Q_Key, the 40-byte GRH area in front of each received message,
     // which must fit the port's MTU: 1000 of 1024, 4000 of 4096.
-    for (i, (size, mtu)) in [("1000", "1024"), ("4000", "4096")].into_iter().enumerate() {
-        let port = (18720 + i).to_string();
-        let program = [
-            "ibv_ud_pingpong",
-            "-g",
-            "1",
-            "-p",
-            &port,
-            "-c",
-            "-n",
-            "50",
-            "-s",
-            size,
-        ];
-        let out = pair.run(&["--mtu", mtu], &program, &port);
-        assert_pingpong(
-            &format!("ibv_ud_pingpong -s {size}"),
-            out,
-            size.parse().unwrap(),
-            50,
-        );
-    }
-}
-
-/// perftest's result rows, as numbers: the lines after the `#bytes` header that start with a
-/// size (both sides print them for SEND, the client alone for WRITE, READ and atomics).
-fn result_rows(text: &str) -> Vec<Vec<f64>> {
-    text.lines()
-        .skip_while(|l| !l.contains("#bytes"))
-        .skip(1)
-        .take_while(|l| !l.starts_with("---"))
-        .map(|l| {
-            l.split_whitespace()
-                .map_while(|c| c.parse::<f64>().ok())
-                .collect::<Vec<f64>>()
-        })
-        .filter(|cols| !cols.is_empty())
-        .collect()
+    pingpong_sizes(
+        "ud",
+        "ibv_ud_pingpong",
+        18720,
+        &[("1000", "1024"), ("4000", "4096")],
+        false,
+    );
 }
 
 /// Runs the perftest program `program` (with `-x 1 -p PORT` added) between the namespaces and

@@ -14,16 +14,7 @@
 #include <rdma/rdma_cma.h>
 #include <rdma/rsocket.h>
 
-static int failures;
-#define CHECK(cond, what)                                                     \
-	do {                                                                  \
-		if (cond)                                                     \
-			printf("ok %s\n", what);                              \
-		else {                                                        \
-			printf("FAIL %s (errno %d)\n", what, errno);          \
-			failures++;                                           \
-		}                                                             \
-	} while (0)
+#include "check.h"
 
 static struct sockaddr_in sin4(const char *ip, int port)
 {

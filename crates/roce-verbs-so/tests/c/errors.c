@@ -10,16 +10,7 @@
 #include <string.h>
 #include <infiniband/verbs.h>
 
-static int failures;
-#define CHECK(cond, what)                                                     \
-	do {                                                                  \
-		if (cond)                                                     \
-			printf("ok %s\n", what);                              \
-		else {                                                        \
-			printf("FAIL %s (errno %d)\n", what, errno);          \
-			failures++;                                           \
-		}                                                             \
-	} while (0)
+#include "check.h"
 
 int main(void)
 {

@@ -10,16 +10,7 @@
 #include <string.h>
 #include <infiniband/verbs.h>
 
-static int failures;
-#define CHECK(cond, what)                                                     \
-	do {                                                                  \
-		if (cond) {                                                   \
-			printf("ok %s\n", what);                              \
-		} else {                                                      \
-			printf("FAIL %s (errno %d)\n", what, errno);          \
-			failures++;                                           \
-		}                                                             \
-	} while (0)
+#include "check.h"
 
 /* Waits for `n` completions; returns how many came, the last one in `*last`. */
 static int wait_for(struct ibv_cq *cq, int n, struct ibv_wc *wcs)

@@ -3,7 +3,7 @@
 
 use std::ffi::{c_int, c_uint, c_void};
 
-use super::{IbvContext, IbvGid};
+use super::{IbvContext, IbvQpCap};
 
 /// `struct ibv_pd` (16 bytes).
 #[repr(C)]
@@ -320,18 +320,6 @@ pub struct IbvWc {
     pub dlid_path_bits: u8,
 }
 
-/// `struct ibv_qp_cap` (20 bytes).
-#[repr(C)]
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-#[allow(missing_docs)]
-pub struct IbvQpCap {
-    pub max_send_wr: u32,
-    pub max_recv_wr: u32,
-    pub max_send_sge: u32,
-    pub max_recv_sge: u32,
-    pub max_inline_data: u32,
-}
-
 /// `struct ibv_qp_init_attr` (64 bytes).
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]
@@ -345,65 +333,6 @@ pub struct IbvQpInitAttr {
     /// `enum ibv_qp_type`.
     pub qp_type: c_int,
     pub sq_sig_all: c_int,
-}
-
-/// `struct ibv_global_route` (24 bytes).
-#[repr(C)]
-#[derive(Debug, Clone, Copy, Default)]
-#[allow(missing_docs)]
-pub struct IbvGlobalRoute {
-    pub dgid: IbvGid,
-    pub flow_label: u32,
-    pub sgid_index: u8,
-    pub hop_limit: u8,
-    pub traffic_class: u8,
-}
-
-/// `struct ibv_ah_attr` (32 bytes).
-#[repr(C)]
-#[derive(Debug, Clone, Copy, Default)]
-#[allow(missing_docs)]
-pub struct IbvAhAttr {
-    pub grh: IbvGlobalRoute,
-    pub dlid: u16,
-    pub sl: u8,
-    pub src_path_bits: u8,
-    pub static_rate: u8,
-    pub is_global: u8,
-    pub port_num: u8,
-}
-
-/// `struct ibv_qp_attr` (144 bytes).
-#[repr(C)]
-#[derive(Debug, Clone, Copy, Default)]
-#[allow(missing_docs)]
-pub struct IbvQpAttr {
-    pub qp_state: c_int,
-    pub cur_qp_state: c_int,
-    pub path_mtu: c_int,
-    pub path_mig_state: c_int,
-    pub qkey: u32,
-    pub rq_psn: u32,
-    pub sq_psn: u32,
-    pub dest_qp_num: u32,
-    pub qp_access_flags: c_uint,
-    pub cap: IbvQpCap,
-    pub ah_attr: IbvAhAttr,
-    pub alt_ah_attr: IbvAhAttr,
-    pub pkey_index: u16,
-    pub alt_pkey_index: u16,
-    pub en_sqd_async_notify: u8,
-    pub sq_draining: u8,
-    pub max_rd_atomic: u8,
-    pub max_dest_rd_atomic: u8,
-    pub min_rnr_timer: u8,
-    pub port_num: u8,
-    pub timeout: u8,
-    pub retry_cnt: u8,
-    pub rnr_retry: u8,
-    pub alt_port_num: u8,
-    pub alt_timeout: u8,
-    pub rate_limit: u32,
 }
 
 impl IbvQpInitAttrEx {

@@ -222,14 +222,6 @@ pub struct IbvPortAttr {
 /// Bytes of `struct _compat_ibv_port_attr`: what `ibv_query_port@IBVERBS_1.1` may write.
 pub const COMPAT_PORT_ATTR_LEN: usize = 48;
 
-/// `union ibv_gid`: 16 bytes, network order; aligned as its `__be64` halves.
-#[repr(C, align(8))]
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct IbvGid {
-    /// The GID as an IPv6 address.
-    pub raw: [u8; 16],
-}
-
 /// `struct ibv_gid_entry` (32 bytes): what `_ibv_query_gid_ex` fills.
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Default)]
@@ -248,3 +240,4 @@ pub struct IbvGidEntry {
 
 mod data_path;
 pub use data_path::*;
+pub use roce_cabi::ibv::{IbvAhAttr, IbvGid, IbvGlobalRoute, IbvQpAttr, IbvQpCap};

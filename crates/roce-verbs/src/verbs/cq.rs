@@ -16,8 +16,8 @@ use roce_device::CompletionQueue;
 
 use super::{EINVAL, MAX_WR, device_err, handle, with};
 use crate::abi::{IbvCompChannel, IbvContext, IbvCq, IbvCqEx, IbvWc};
-use crate::cbox::CBox;
 use crate::state::{self, Errno};
+use roce_cabi::CBox;
 
 #[derive(Debug)]
 pub(super) struct Cq {

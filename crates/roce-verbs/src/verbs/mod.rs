@@ -2,7 +2,7 @@
 //! structures arrive here as Rust copies; addresses are integers).
 //!
 //! Every object the program gets (`ibv_pd`, `ibv_mr`, `ibv_cq`, `ibv_qp`, `ibv_ah`) is a
-//! [`CBox`](crate::cbox::CBox) kept in [`Objects`] under its address, next to the engine's handle for it, so that
+//! [`CBox`](roce_cabi::CBox) kept in [`Objects`] under its address, next to the engine's handle for it, so that
 //! an address this library did not hand out is refused (`EINVAL`) rather than followed.
 //!
 //! The hot path is the device's ([`roce_device::DeviceHandle`]): a post takes the engine's

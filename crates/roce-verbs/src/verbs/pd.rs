@@ -9,10 +9,10 @@ use roce_core::{Access, MemoryRegion, PdHandle, Qpn, UdDest};
 
 use super::{EINVAL, engine_err, handle, step, with};
 use crate::abi::{IbvAh, IbvAhAttr, IbvContext, IbvMr, IbvPd};
-use crate::cbox::CBox;
 use crate::device::GID_INDEX_IPV4;
 use crate::memory::CallerMemory;
 use crate::state::{self, Errno};
+use roce_cabi::CBox;
 
 #[derive(Debug)]
 pub(super) struct Pd {

@@ -11,9 +11,9 @@ use super::pd::{access, destination};
 use super::srq::engine_srq;
 use super::{EINVAL, engine_err, handle, step, with};
 use crate::abi::{IbvContext, IbvPd, IbvQp, IbvQpAttr, IbvQpCap, IbvQpEx, IbvQpInitAttr};
-use crate::cbox::CBox;
 use crate::device::DeviceModel;
 use crate::state::{self, Errno};
+use roce_cabi::CBox;
 
 /// Most work requests a queue takes (rxe `RXE_MAX_QP_WR`), as `ibv_query_device` says.
 pub(crate) const MAX_WR: u32 = 0x4000;

@@ -7,8 +7,8 @@ use roce_core::{Nic, RecvWr, SrqHandle, SrqInit, SrqModify};
 
 use super::{EINVAL, engine_err, handle, step, with};
 use crate::abi::{IbvContext, IbvPd, IbvSrq, IbvSrqAttr};
-use crate::cbox::CBox;
 use crate::state::Errno;
+use roce_cabi::CBox;
 
 #[derive(Debug)]
 pub(super) struct Srq {

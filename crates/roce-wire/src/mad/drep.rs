@@ -1,9 +1,8 @@
 //! DREP, disconnect reply (IBA vol. 1 §12.6.11, Table 113; kernel `ibta_vol1_c12.h`
 //! `CM_DREP_*`).
 
-use crate::bytes::{get_u32, header_view, set_u32};
-use crate::mad::{DATA_LEN, array};
-use crate::{Layer, ParseError};
+use crate::ParseError;
+use crate::mad::message::cm_message;
 
 mod field {
     use crate::field::Field;
@@ -12,41 +11,11 @@ mod field {
     pub(super) const PRIVATE_DATA: Field = 8..232;
 }
 
-/// Bytes of private data a DREP carries.
-pub const PRIVATE_DATA_LEN: usize = field::PRIVATE_DATA.end - field::PRIVATE_DATA.start;
-
-header_view!(
-    "A view of a CM DREP message: the 232 bytes after the MAD header.",
-    Layer::Cm("DREP"),
-    DATA_LEN
-);
-
-impl<T: AsRef<[u8]>> Packet<T> {
-    /// Local Communication ID: the sender's.
-    pub fn local_comm_id(&self) -> u32 {
-        get_u32(self.buffer.as_ref(), field::LOCAL_COMM_ID)
-    }
-
-    /// Remote Communication ID: the receiver's.
-    pub fn remote_comm_id(&self) -> u32 {
-        get_u32(self.buffer.as_ref(), field::REMOTE_COMM_ID)
-    }
-
-    /// The private data.
-    pub fn private_data(&self) -> &[u8] {
-        &self.buffer.as_ref()[field::PRIVATE_DATA]
-    }
-}
-
-/// The fields of a DREP.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct Repr {
-    /// Local Communication ID.
-    pub local_comm_id: u32,
-    /// Remote Communication ID.
-    pub remote_comm_id: u32,
-    /// Private data.
-    pub private_data: [u8; PRIVATE_DATA_LEN],
+cm_message! {
+    name: "DREP",
+    a: "a",
+    remote: remote_comm_id,
+    emit_doc: "Writes the message.",
 }
 
 impl Repr {
@@ -55,23 +24,6 @@ impl Repr {
     //# Table 113 DREP Message Contents: comm IDs, private data from byte 8
     pub fn parse<T: AsRef<[u8]>>(packet: &Packet<T>) -> Result<Self, ParseError> {
         packet.check_len()?;
-        Ok(Self {
-            local_comm_id: packet.local_comm_id(),
-            remote_comm_id: packet.remote_comm_id(),
-            private_data: array(packet.buffer.as_ref(), field::PRIVATE_DATA.start),
-        })
-    }
-
-    /// Length of the emitted message.
-    pub const fn buffer_len(&self) -> usize {
-        DATA_LEN
-    }
-
-    /// Writes the message.
-    pub fn emit<T: AsRef<[u8]> + AsMut<[u8]>>(&self, packet: &mut Packet<T>) {
-        let buf = packet.buffer.as_mut();
-        set_u32(buf, field::LOCAL_COMM_ID, self.local_comm_id);
-        set_u32(buf, field::REMOTE_COMM_ID, self.remote_comm_id);
-        buf[field::PRIVATE_DATA].copy_from_slice(&self.private_data);
+        Ok(Self::read(packet))
     }
 }

@@ -16,6 +16,7 @@ pub mod drep;
 pub mod dreq;
 pub mod examples;
 pub mod gsi;
+mod message;
 pub mod mra;
 pub mod rej;
 pub mod rep;

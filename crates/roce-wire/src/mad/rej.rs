@@ -1,11 +1,13 @@
 //! REJ, reject: the answer to a REQ (or REP) that cannot be accepted, with a reason (IBA vol. 1
 //! §12.6.7, Tables 108–109; kernel `ibta_vol1_c12.h` `CM_REJ_*`, `ib_cm.h` `ib_cm_rej_reason`).
+//! Its Remote Communication ID is 0 when it rejects a REQ whose sender is unknown.
 
 use core::fmt;
 
-use crate::bytes::{get_u16, get_u32, header_view, set_u16, set_u32};
-use crate::mad::{DATA_LEN, array, bits, place};
-use crate::{Layer, ParseError};
+use crate::ParseError;
+use crate::bytes::{get_u16, set_u16};
+use crate::mad::message::cm_message;
+use crate::mad::{array, bits, place};
 
 mod field {
     use crate::field::Field;
@@ -22,9 +24,6 @@ mod field {
 
 /// Bytes of Additional Rejection Information.
 pub const ARI_LEN: usize = field::ARI.end - field::ARI.start;
-/// Bytes of private data a REJ carries.
-pub const PRIVATE_DATA_LEN: usize = field::PRIVATE_DATA.end - field::PRIVATE_DATA.start;
-
 const MESSAGE_REJECTED: u8 = 0xc0;
 const REJECT_INFO_LENGTH: u8 = 0xfe;
 
@@ -158,23 +157,25 @@ impl fmt::Display for RejectReason {
     }
 }
 
-header_view!(
-    "A view of a CM REJ message: the 232 bytes after the MAD header.",
-    Layer::Cm("REJ"),
-    DATA_LEN
-);
+cm_message! {
+    name: "REJ",
+    a: "a",
+    remote: remote_comm_id,
+    fields: {
+        /// Message Rejected (2 bits).
+        message_rejected: u8,
+        /// Reject Info Length (7 bits).
+        reject_info_length: u8,
+        /// Reason.
+        reason: RejectReason,
+        /// Additional Rejection Information.
+        ari: [u8; ARI_LEN] = ari_array,
+    },
+    emit_with: emit_fields,
+    emit_doc: "Writes the message; reserved bits become 0.",
+}
 
 impl<T: AsRef<[u8]>> Packet<T> {
-    /// Local Communication ID: the sender's.
-    pub fn local_comm_id(&self) -> u32 {
-        get_u32(self.buffer.as_ref(), field::LOCAL_COMM_ID)
-    }
-
-    /// Remote Communication ID: the receiver's (0 when rejecting an unknown REQ's sender).
-    pub fn remote_comm_id(&self) -> u32 {
-        get_u32(self.buffer.as_ref(), field::REMOTE_COMM_ID)
-    }
-
     /// Message Rejected (2 bits): [`REJECTED_REQ`], [`REJECTED_REP`], [`REJECTED_OTHER`].
     pub fn message_rejected(&self) -> u8 {
         bits(self.buffer.as_ref()[field::BYTE_8], MESSAGE_REJECTED)
@@ -200,29 +201,10 @@ impl<T: AsRef<[u8]>> Packet<T> {
         &self.buffer.as_ref()[field::ARI]
     }
 
-    /// The private data.
-    pub fn private_data(&self) -> &[u8] {
-        &self.buffer.as_ref()[field::PRIVATE_DATA]
+    /// The ARI as `Repr` keeps it.
+    fn ari_array(&self) -> [u8; ARI_LEN] {
+        array(self.buffer.as_ref(), field::ARI.start)
     }
-}
-
-/// The fields of a REJ.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct Repr {
-    /// Local Communication ID.
-    pub local_comm_id: u32,
-    /// Remote Communication ID.
-    pub remote_comm_id: u32,
-    /// Message Rejected (2 bits).
-    pub message_rejected: u8,
-    /// Reject Info Length (7 bits).
-    pub reject_info_length: u8,
-    /// Reason.
-    pub reason: RejectReason,
-    /// Additional Rejection Information.
-    pub ari: [u8; ARI_LEN],
-    /// Private data.
-    pub private_data: [u8; PRIVATE_DATA_LEN],
 }
 
 impl Repr {
@@ -232,32 +214,14 @@ impl Repr {
     //# Length (7 bits), Reason (16 bits), 72 bytes of ARI, private data from byte 84
     pub fn parse<T: AsRef<[u8]>>(packet: &Packet<T>) -> Result<Self, ParseError> {
         packet.check_len()?;
-        let buf = packet.buffer.as_ref();
-        Ok(Self {
-            local_comm_id: packet.local_comm_id(),
-            remote_comm_id: packet.remote_comm_id(),
-            message_rejected: packet.message_rejected(),
-            reject_info_length: packet.reject_info_length(),
-            reason: packet.reason(),
-            ari: array(buf, field::ARI.start),
-            private_data: array(buf, field::PRIVATE_DATA.start),
-        })
+        Ok(Self::read(packet))
     }
 
-    /// Length of the emitted message.
-    pub const fn buffer_len(&self) -> usize {
-        DATA_LEN
-    }
-
-    /// Writes the message; reserved bits become 0.
-    pub fn emit<T: AsRef<[u8]> + AsMut<[u8]>>(&self, packet: &mut Packet<T>) {
-        let buf = packet.buffer.as_mut();
-        set_u32(buf, field::LOCAL_COMM_ID, self.local_comm_id);
-        set_u32(buf, field::REMOTE_COMM_ID, self.remote_comm_id);
+    /// The fields of its own, for `emit`.
+    fn emit_fields(&self, buf: &mut [u8]) {
         buf[field::BYTE_8] = place(self.message_rejected, MESSAGE_REJECTED);
         buf[field::BYTE_9] = place(self.reject_info_length, REJECT_INFO_LENGTH);
         set_u16(buf, field::REASON, self.reason.into());
         buf[field::ARI].copy_from_slice(&self.ari);
-        buf[field::PRIVATE_DATA].copy_from_slice(&self.private_data);
     }
 }

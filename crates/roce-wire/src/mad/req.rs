@@ -1,11 +1,10 @@
 //! REQ, the request for communication: the active side's QP, its starting PSN, the path, and
 //! the private data (IBA vol. 1 §12.6.5, Table 106; kernel `ibta_vol1_c12.h` `CM_REQ_*`).
 
-use crate::bytes::{
-    get_u16, get_u24, get_u32, get_u64, header_view, set_u16, set_u24, set_u32, set_u64,
-};
+use crate::bytes::{get_u16, get_u24, get_u32, get_u64, set_u16, set_u24, set_u32, set_u64};
+use crate::mad::message::cm_message;
 use crate::mad::{DATA_LEN, array, bits, flag, place, place_flag};
-use crate::{Gid, Layer, ParseError, Psn, Qpn};
+use crate::{Gid, ParseError, Psn, Qpn};
 
 mod field {
     use crate::field::Field;
@@ -35,8 +34,6 @@ mod field {
     pub(super) const PRIVATE_DATA: Field = 140..232;
 }
 
-/// Bytes of private data a REQ carries.
-pub const PRIVATE_DATA_LEN: usize = field::PRIVATE_DATA.end - field::PRIVATE_DATA.start;
 /// Length of one path description (primary or alternate).
 pub const PATH_LEN: usize = 44;
 
@@ -72,20 +69,68 @@ pub const fn mtu_bytes(code: u8) -> Option<u32> {
     }
 }
 
-header_view!(
-    "A view of a CM REQ message: the 232 bytes after the MAD header.",
-    Layer::Cm("REQ"),
-    DATA_LEN
-);
+cm_message! {
+    name: "REQ",
+    a: "a",
+    fields: {
+        /// ECE vendor ID (24 bits).
+        vendor_id: u32,
+        /// ServiceID.
+        service_id: u64,
+        /// Local CA GUID.
+        local_ca_guid: u64,
+        /// Local Q_Key.
+        local_qkey: u32,
+        /// Local QPN.
+        local_qpn: Qpn,
+        /// Responder Resources.
+        responder_resources: u8,
+        /// Local EECN (24 bits).
+        local_eecn: u32,
+        /// Initiator Depth.
+        initiator_depth: u8,
+        /// Remote EECN (24 bits).
+        remote_eecn: u32,
+        /// Remote CM Response Timeout (5 bits).
+        remote_cm_response_timeout: u8,
+        /// Transport Service Type (2 bits).
+        transport_service_type: u8,
+        /// End-to-End Flow Control.
+        end_to_end_flow_control: bool,
+        /// Starting PSN.
+        starting_psn: Psn,
+        /// Local CM Response Timeout (5 bits).
+        local_cm_response_timeout: u8,
+        /// Retry Count (3 bits).
+        retry_count: u8,
+        /// Partition Key.
+        partition_key: u16,
+        /// Path Packet Payload MTU code (4 bits).
+        path_mtu: u8,
+        /// RDC Exists.
+        rdc_exists: bool,
+        /// RNR Retry Count (3 bits).
+        rnr_retry_count: u8,
+        /// Max CM Retries (4 bits).
+        max_cm_retries: u8,
+        /// SRQ.
+        srq: bool,
+        /// Extended Transport Type (3 bits).
+        extended_transport_type: u8,
+        /// The primary path.
+        primary_path: Path,
+        /// The alternate path.
+        alternate_path: Path,
+        /// SAP Supported.
+        sap_supported: bool,
+    },
+    emit_with: emit_fields,
+    emit_doc: "Writes the message; reserved bits become 0 and each field keeps only its width.",
+}
 
 impl<T: AsRef<[u8]>> Packet<T> {
     fn byte(&self, at: usize) -> u8 {
         self.buffer.as_ref()[at]
-    }
-
-    /// Local Communication ID.
-    pub fn local_comm_id(&self) -> u32 {
-        get_u32(self.buffer.as_ref(), field::LOCAL_COMM_ID)
     }
 
     /// The ECE vendor ID (24 bits; 0 without ECE).
@@ -212,11 +257,6 @@ impl<T: AsRef<[u8]>> Packet<T> {
     pub fn sap_supported(&self) -> bool {
         flag(self.byte(field::ALTERNATE_PATH.end - 1), SAP_SUPPORTED)
     }
-
-    /// The private data; for rdma_cm it starts with a [`crate::mad::cma`] header.
-    pub fn private_data(&self) -> &[u8] {
-        &self.buffer.as_ref()[field::PRIVATE_DATA]
-    }
 }
 
 /// One path of a REQ: the 44 bytes from Primary (or Alternate) Local Port LID to Local ACK
@@ -281,65 +321,6 @@ impl Path {
     }
 }
 
-/// The fields of a REQ.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct Repr {
-    /// Local Communication ID.
-    pub local_comm_id: u32,
-    /// ECE vendor ID (24 bits).
-    pub vendor_id: u32,
-    /// ServiceID.
-    pub service_id: u64,
-    /// Local CA GUID.
-    pub local_ca_guid: u64,
-    /// Local Q_Key.
-    pub local_qkey: u32,
-    /// Local QPN.
-    pub local_qpn: Qpn,
-    /// Responder Resources.
-    pub responder_resources: u8,
-    /// Local EECN (24 bits).
-    pub local_eecn: u32,
-    /// Initiator Depth.
-    pub initiator_depth: u8,
-    /// Remote EECN (24 bits).
-    pub remote_eecn: u32,
-    /// Remote CM Response Timeout (5 bits).
-    pub remote_cm_response_timeout: u8,
-    /// Transport Service Type (2 bits).
-    pub transport_service_type: u8,
-    /// End-to-End Flow Control.
-    pub end_to_end_flow_control: bool,
-    /// Starting PSN.
-    pub starting_psn: Psn,
-    /// Local CM Response Timeout (5 bits).
-    pub local_cm_response_timeout: u8,
-    /// Retry Count (3 bits).
-    pub retry_count: u8,
-    /// Partition Key.
-    pub partition_key: u16,
-    /// Path Packet Payload MTU code (4 bits).
-    pub path_mtu: u8,
-    /// RDC Exists.
-    pub rdc_exists: bool,
-    /// RNR Retry Count (3 bits).
-    pub rnr_retry_count: u8,
-    /// Max CM Retries (4 bits).
-    pub max_cm_retries: u8,
-    /// SRQ.
-    pub srq: bool,
-    /// Extended Transport Type (3 bits).
-    pub extended_transport_type: u8,
-    /// The primary path.
-    pub primary_path: Path,
-    /// The alternate path.
-    pub alternate_path: Path,
-    /// SAP Supported.
-    pub sap_supported: bool,
-    /// Private data.
-    pub private_data: [u8; PRIVATE_DATA_LEN],
-}
-
 impl Repr {
     /// Reads a REQ.
     //= ibta:vol1/12.6.5
@@ -347,47 +328,12 @@ impl Repr {
     //# from byte 140 to the end of the MAD
     pub fn parse<T: AsRef<[u8]>>(packet: &Packet<T>) -> Result<Self, ParseError> {
         packet.check_len()?;
-        Ok(Self {
-            local_comm_id: packet.local_comm_id(),
-            vendor_id: packet.vendor_id(),
-            service_id: packet.service_id(),
-            local_ca_guid: packet.local_ca_guid(),
-            local_qkey: packet.local_qkey(),
-            local_qpn: packet.local_qpn(),
-            responder_resources: packet.responder_resources(),
-            local_eecn: packet.local_eecn(),
-            initiator_depth: packet.initiator_depth(),
-            remote_eecn: packet.remote_eecn(),
-            remote_cm_response_timeout: packet.remote_cm_response_timeout(),
-            transport_service_type: packet.transport_service_type(),
-            end_to_end_flow_control: packet.end_to_end_flow_control(),
-            starting_psn: packet.starting_psn(),
-            local_cm_response_timeout: packet.local_cm_response_timeout(),
-            retry_count: packet.retry_count(),
-            partition_key: packet.partition_key(),
-            path_mtu: packet.path_mtu(),
-            rdc_exists: packet.rdc_exists(),
-            rnr_retry_count: packet.rnr_retry_count(),
-            max_cm_retries: packet.max_cm_retries(),
-            srq: packet.srq(),
-            extended_transport_type: packet.extended_transport_type(),
-            primary_path: packet.primary_path(),
-            alternate_path: packet.alternate_path(),
-            sap_supported: packet.sap_supported(),
-            private_data: array(packet.buffer.as_ref(), field::PRIVATE_DATA.start),
-        })
+        Ok(Self::read(packet))
     }
 
-    /// Length of the emitted message.
-    pub const fn buffer_len(&self) -> usize {
-        DATA_LEN
-    }
-
-    /// Writes the message; reserved bits become 0 and each field keeps only its width.
-    pub fn emit<T: AsRef<[u8]> + AsMut<[u8]>>(&self, packet: &mut Packet<T>) {
-        let buf = packet.buffer.as_mut();
+    /// The fields of its own, for `emit`.
+    fn emit_fields(&self, buf: &mut [u8]) {
         buf[..DATA_LEN].fill(0);
-        set_u32(buf, field::LOCAL_COMM_ID, self.local_comm_id);
         set_u24(buf, field::VENDOR_ID, self.vendor_id & 0xff_ffff);
         set_u64(buf, field::SERVICE_ID, self.service_id);
         set_u64(buf, field::LOCAL_CA_GUID, self.local_ca_guid);
@@ -413,6 +359,5 @@ impl Repr {
         self.primary_path.write(&mut buf[field::PRIMARY_PATH]);
         self.alternate_path.write(&mut buf[field::ALTERNATE_PATH]);
         buf[field::ALTERNATE_PATH.end - 1] |= place_flag(self.sap_supported, SAP_SUPPORTED);
-        buf[field::PRIVATE_DATA].copy_from_slice(&self.private_data);
     }
 }

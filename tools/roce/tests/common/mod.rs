@@ -4,6 +4,8 @@
 #![allow(clippy::unwrap_used)] // test code: a panic is the failure report
 #![allow(dead_code)] // each test binary uses its own part of this
 
+pub(crate) mod exec;
+
 use std::process::{Child, Command, Output, Stdio};
 use std::time::Duration;
 

@@ -1,0 +1,22 @@
+# Shared by bench/exec.sh and bench/veth.sh (sourced, not run): two network namespaces joined
+# by a veth pair, and the median of numbers.
+#   veth_pair NAME_A NAME_B IP_A IP_B
+# creates namespaces NAME_A (device va, IP_A/24) and NAME_B (vb, IP_B/24), MTU 9000 so that
+# RoCE's 4096-byte packets cross whole, lo up in both, and removes both when the script exits;
+# sets A and B and defines `ina CMD…` and `inb CMD…` to run CMD in either.
+
+veth_pair() {
+    A=$1; B=$2
+    trap 'ip netns delete "$A" 2>/dev/null || true; ip netns delete "$B" 2>/dev/null || true' EXIT INT TERM
+    ip netns add "$A"; ip netns add "$B"
+    ip -n "$A" link add va type veth peer name vb netns "$B"
+    local x ns dev ip
+    for x in "$A va $3" "$B vb $4"; do
+        read -r ns dev ip <<<"$x"
+        ip -n "$ns" addr add "$ip/24" dev "$dev"; ip -n "$ns" link set "$dev" mtu 9000 up; ip -n "$ns" link set lo up
+    done
+}
+ina() { ip netns exec "$A" "$@"; }
+inb() { ip netns exec "$B" "$@"; }
+# The median of the numbers on stdin, one a line.
+median() { sort -g | awk '{v[NR]=$1} END{print (NR%2 ? v[(NR+1)/2] : (v[NR/2]+v[NR/2+1])/2)}'; }

@@ -1,0 +1,118 @@
+//! The relink of a crate's staticlib into a shared library with symbol versions, for the
+//! build scripts of roce-verbs-so and roce-rdmacm-so.
+//!
+//! A Rust cdylib cannot carry symbol versions: rustc hands the linker its own version script,
+//! and the symbols end up unversioned, which glibc's loader refuses for Debian's BIND_NOW
+//! binaries (`Inconsistency detected by ld.so: dl-lookup.c: … check_match`, or `version
+//! 'IBVERBS_1.6' not found`; zlib-rs relinks the same way). So the library crate is a
+//! build-dependency built as a staticlib, and [`Relink::run`] runs
+//!
+//! ```text
+//! cc -shared -o $OUT_DIR/lib/SONAME -Wl,--whole-archive libCRATE.a -Wl,--no-whole-archive
+//!    -Wl,--version-script=MAP -Wl,-soname,SONAME -Wl,-z,now -Wl,-z,defs [EXTRA] -l<std's>
+//! ```
+//!
+//! `CC` chooses the compiler driver (default `cc`). A build script may panic: that is how it
+//! reports a failure to cargo.
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::SystemTime;
+
+/// One relink.
+#[derive(Debug)]
+pub struct Relink<'a> {
+    /// The library crate's name as in its archive, `roce_verbs` for `libroce_verbs-HASH.a`.
+    pub archive: &'a str,
+    /// The output's file name and soname, `libibverbs.so.1`.
+    pub soname: &'a str,
+    /// The version script.
+    pub map: PathBuf,
+    /// Linker arguments after the version script (`-L…`, `-l:…`).
+    pub extra: Vec<OsString>,
+    /// The `cargo:rustc-env` variable that gets the output's directory.
+    pub env: &'a str,
+}
+
+impl Relink<'_> {
+    /// Links `$OUT_DIR/lib/SONAME` and sets `env` to that directory for the crate.
+    pub fn run(&self) {
+        let out_dir = PathBuf::from(std::env::var_os("OUT_DIR").expect("cargo sets OUT_DIR"));
+        println!("cargo:rerun-if-changed={}", self.map.display());
+        println!("cargo:rerun-if-env-changed=CC");
+        let archive = find_archive(&out_dir, self.archive);
+        let lib_dir = out_dir.join("lib");
+        std::fs::create_dir_all(&lib_dir).expect("create $OUT_DIR/lib");
+        let so = lib_dir.join(self.soname);
+        let cc = std::env::var("CC").unwrap_or_else(|_| "cc".to_owned());
+        let soname = self.soname;
+        let status = Command::new(&cc)
+            .arg("-shared")
+            .arg("-o")
+            .arg(&so)
+            .arg("-Wl,--whole-archive")
+            .arg(&archive)
+            .arg("-Wl,--no-whole-archive")
+            .arg(format!("-Wl,--version-script={}", self.map.display()))
+            .arg(format!("-Wl,-soname,{soname}"))
+            .arg("-Wl,-z,now")
+            .arg("-Wl,-z,defs")
+            .args(&self.extra)
+            // What Rust's std needs on Linux (`rustc --print native-static-libs`).
+            .args([
+                "-lgcc_s",
+                "-lutil",
+                "-lrt",
+                "-lpthread",
+                "-lm",
+                "-ldl",
+                "-lc",
+            ])
+            .status()
+            .unwrap_or_else(|e| {
+                panic!("cannot run {cc} to link {soname} (install gcc or set CC): {e}")
+            });
+        assert!(
+            status.success(),
+            "{cc} failed to link {soname} from {}",
+            archive.display()
+        );
+        println!("cargo:rustc-env={}={}", self.env, lib_dir.display());
+    }
+}
+
+/// The newest `lib<name>-*.a` in the deps directory where cargo put the build-dependency.
+/// (Cargo tells a build script nothing about its build-dependencies' files; the newest is the
+/// one just built from the current sources.)
+fn find_archive(out_dir: &Path, name: &str) -> PathBuf {
+    // $target/$profile/build/<pkg>-HASH/out -> $target/$profile/deps
+    let deps = out_dir
+        .ancestors()
+        .nth(3)
+        .expect("OUT_DIR is target/<profile>/build/<pkg>/out")
+        .join("deps");
+    let prefix = format!("lib{name}-");
+    let mut best: Option<(SystemTime, PathBuf)> = None;
+    for entry in std::fs::read_dir(&deps).unwrap_or_else(|e| panic!("read {}: {e}", deps.display()))
+    {
+        let Ok(entry) = entry else { continue };
+        let file = entry.file_name();
+        let file = file.to_string_lossy();
+        if !(file.starts_with(&prefix) && file.ends_with(".a")) {
+            continue;
+        }
+        let Ok(modified) = entry.metadata().and_then(|m| m.modified()) else {
+            continue;
+        };
+        if best.as_ref().is_none_or(|(t, _)| modified > *t) {
+            best = Some((modified, entry.path()));
+        }
+    }
+    best.map(|(_, p)| p).unwrap_or_else(|| {
+        panic!(
+            "no {prefix}*.a in {}: the crate must be a build-dependency",
+            deps.display()
+        )
+    })
+}

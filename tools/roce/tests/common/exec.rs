@@ -1,0 +1,137 @@
+//! What the `roce exec` tests share (exec.rs on loopback, exec_veth.rs over a veth,
+//! exec_rdmacm.rs): whether a Debian program is installed, a pair of `roce exec` processes
+//! (server, then client once the server listens), and perftest's result rows.
+
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+/// Whether Debian's `program` (from `package`) is on the PATH; where not, the test says that it
+/// skips, except under CI=true, which installs it: there that is a failure.
+pub(crate) fn have(program: &str, package: &str) -> bool {
+    let found = std::env::var_os("PATH")
+        .is_some_and(|p| std::env::split_paths(&p).any(|d| d.join(program).is_file()));
+    if !found {
+        let why = format!("{program} not found: apt-get install {package}");
+        assert!(
+            std::env::var_os("CI").is_none_or(|v| v != "true"),
+            "{why} (CI=true: not skipping)"
+        );
+        eprintln!("\n*** SKIPPED: {why} ***\n");
+    }
+    found
+}
+
+/// The program's stdout, after checking that it exited 0 (`what` names it in the failure).
+pub(crate) fn ok_as(what: &str, out: &Output) -> String {
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "{what}: {:?}\n{stdout}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
+}
+
+/// [`ok_as`] for a single program.
+pub(crate) fn ok(out: &Output) -> String {
+    ok_as("the program", out)
+}
+
+/// Waits (at most 20 s) until something listens on TCP `port` in the network namespace of
+/// process `pid`: the servers of ibv_*_pingpong and perftest accept one connection only, so
+/// the test cannot probe by connecting. Reads /proc/PID/net/tcp{,6} (state 0A is LISTEN),
+/// which shows the sockets of that process's namespace.
+pub(crate) fn wait_listening(pid: u32, port: &str) {
+    let port: u16 = port.parse().unwrap();
+    let suffix = format!(":{port:04X}");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while Instant::now() < deadline {
+        let listening = ["tcp", "tcp6"].iter().any(|f| {
+            std::fs::read_to_string(format!("/proc/{pid}/net/{f}")).is_ok_and(|t| {
+                t.lines().skip(1).any(|l| {
+                    let cols: Vec<&str> = l.split_whitespace().collect();
+                    cols.len() > 3 && cols[1].ends_with(&suffix) && cols[3] == "0A"
+                })
+            })
+        });
+        if listening {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    panic!("nothing listens on TCP port {port} after 20 s");
+}
+
+/// Where one side of an [`exec_pair`] runs: under `wrapper` (`ip netns exec NS timeout 120`,
+/// or nothing), with the NIC at `ip` and `roce exec`'s options `exec_args`.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Side<'a> {
+    pub(crate) wrapper: &'a [&'a str],
+    pub(crate) ip: &'a str,
+    pub(crate) exec_args: &'a [&'a str],
+}
+
+impl<'a> Side<'a> {
+    /// `roce exec --ip IP EXEC_ARGS` in the test's own namespace.
+    pub(crate) fn local(ip: &'a str, exec_args: &'a [&'a str]) -> Self {
+        Self {
+            wrapper: &[],
+            ip,
+            exec_args,
+        }
+    }
+}
+
+/// Starts `[WRAPPER] roce exec --ip IP EXEC_ARGS -- ARGV`, its output piped.
+pub(crate) fn spawn_exec(side: Side<'_>, argv: &[&str]) -> Child {
+    let roce = env!("CARGO_BIN_EXE_roce");
+    let mut cmd = match side.wrapper.split_first() {
+        Some((first, rest)) => {
+            let mut c = Command::new(first);
+            c.args(rest).arg(roce);
+            c
+        }
+        None => Command::new(roce),
+    };
+    cmd.args(["exec", "--ip", side.ip])
+        .args(side.exec_args)
+        .arg("--")
+        .args(argv)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// Runs `ARGV` as the server and `ARGV SERVER_IP` as the client, each under its `roce exec`,
+/// the client once the server listens on TCP `port`; returns (client, server) once both have
+/// ended.
+pub(crate) fn exec_pair(
+    server: Side<'_>,
+    client: Side<'_>,
+    port: &str,
+    argv: &[&str],
+) -> (Output, Output) {
+    let server_child = spawn_exec(server, argv);
+    wait_listening(server_child.id(), port);
+    let client_argv = [argv, &[server.ip]].concat();
+    let client = spawn_exec(client, &client_argv).wait_with_output().unwrap();
+    (client, server_child.wait_with_output().unwrap())
+}
+
+/// perftest's result rows, as numbers: the lines after the `#bytes` header that start with a
+/// size (both sides print them for SEND, the client alone for WRITE, READ and atomics).
+pub(crate) fn result_rows(text: &str) -> Vec<Vec<f64>> {
+    text.lines()
+        .skip_while(|l| !l.contains("#bytes"))
+        .skip(1)
+        .take_while(|l| !l.starts_with("---"))
+        .map(|l| {
+            l.split_whitespace()
+                .map_while(|c| c.parse::<f64>().ok())
+                .collect::<Vec<f64>>()
+        })
+        .filter(|cols| !cols.is_empty())
+        .collect()
+}
