@@ -36,7 +36,7 @@ const FIELDS: [&str; 15] = [
 
 #[test]
 fn tshark_decodes_every_fixture_as_we_do() {
-    if !tshark_available() {
+    if !roce_tests::tshark::available("tshark_decodes_every_fixture_as_we_do") {
         return;
     }
     let mut compared = 0;
@@ -141,42 +141,10 @@ fn tshark_rows(path: &Path) -> Vec<Vec<Option<u64>>> {
                 "{}: tshark error: {line}",
                 path.display()
             );
-            cells.iter().map(|cell| number(cell)).collect()
+            cells
+                .iter()
+                .map(|cell| roce_tests::tshark::number(cell))
+                .collect()
         })
         .collect()
-}
-
-/// A tshark field value as a number: decimal or 0x-hex; booleans print as 1/0 or True/False.
-fn number(cell: &str) -> Option<u64> {
-    match cell {
-        "" => None,
-        "True" => Some(1),
-        "False" => Some(0),
-        hex if hex.starts_with("0x") => {
-            Some(u64::from_str_radix(&hex[2..], 16).expect("tshark prints valid hex"))
-        }
-        decimal => Some(
-            decimal
-                .parse()
-                .unwrap_or_else(|_| panic!("tshark printed {decimal:?}")),
-        ),
-    }
-}
-
-fn tshark_available() -> bool {
-    let found = Command::new("tshark")
-        .arg("--version")
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !found {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "tshark is not installed, and CI must run the cross-check: .ci/run installs it"
-        );
-        eprintln!(
-            "\n*** SKIPPED: tshark_decodes_every_fixture_as_we_do: tshark is not installed \
-             (apt-get install tshark) ***\n"
-        );
-    }
-    found
 }

@@ -220,7 +220,7 @@ fn req_fields(m: &req::Repr) -> Vec<(&'static str, V)> {
 
 #[test]
 fn tshark_decodes_every_cm_message_as_we_do() {
-    if !tshark_available() {
+    if !roce_tests::tshark::available("tshark_decodes_every_cm_message_as_we_do") {
         return;
     }
     let mads = examples::all();
@@ -245,7 +245,7 @@ fn tshark_decodes_every_cm_message_as_we_do() {
         for (field, value) in want {
             let cell = &row[fields.iter().position(|f| f == field).unwrap()];
             let got = match value {
-                V::N(_) => number(cell).map(V::N),
+                V::N(_) => roce_tests::tshark::number(cell).map(V::N),
                 V::S(_) => (!cell.is_empty()).then(|| V::S(cell.clone())),
             };
             assert_eq!(
@@ -305,33 +305,4 @@ fn tshark_rows(path: &Path, fields: &[&str]) -> Vec<Vec<String>> {
             cells
         })
         .collect()
-}
-
-/// A tshark number: decimal or 0x-hex; booleans print as 1/0 or True/False.
-fn number(cell: &str) -> Option<u64> {
-    match cell {
-        "" => None,
-        "True" => Some(1),
-        "False" => Some(0),
-        hex if hex.starts_with("0x") => u64::from_str_radix(&hex[2..], 16).ok(),
-        decimal => decimal.parse().ok(),
-    }
-}
-
-fn tshark_available() -> bool {
-    let found = Command::new("tshark")
-        .arg("--version")
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !found {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "tshark is not installed, and CI must run the cross-check: .ci/run installs it"
-        );
-        eprintln!(
-            "\n*** SKIPPED: tshark_decodes_every_cm_message_as_we_do: tshark is not installed \
-             (apt-get install tshark) ***\n"
-        );
-    }
-    found
 }

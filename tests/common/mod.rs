@@ -6,6 +6,7 @@
 //! `ROCE_BLESS=1 cargo test -p roce-tests --test fixtures` rewrites them.
 
 pub mod sim;
+pub mod tshark;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
