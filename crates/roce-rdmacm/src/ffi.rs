@@ -26,6 +26,11 @@ use roce_cabi::CBox;
 
 pub(crate) use roce_cabi::os::{guard, set_errno, set_nonblocking};
 
+/// For the calls that return nothing: errno set on a failure.
+fn set_errno_on(r: Result<(), Errno>) {
+    let _ = ret(r);
+}
+
 /// 0, or -1 with `errno`.
 fn ret(r: Result<(), Errno>) -> c_int {
     match r {
@@ -82,9 +87,7 @@ pub(crate) extern "C" fn rdma_create_event_channel() -> *mut RdmaEventChannel {
 #[unsafe(no_mangle)]
 pub(crate) extern "C" fn rdma_destroy_event_channel(channel: *mut RdmaEventChannel) {
     guard((), || {
-        if let Err(Errno(e)) = state::destroy_channel(channel as usize) {
-            set_errno(e);
-        }
+        set_errno_on(state::destroy_channel(channel as usize));
     });
 }
 
@@ -334,9 +337,7 @@ pub(crate) unsafe extern "C" fn rdma_create_qp_ex(
 #[unsafe(no_mangle)]
 pub(crate) extern "C" fn rdma_destroy_qp(id: *mut RdmaCmId) {
     guard((), || {
-        if let Err(Errno(e)) = id::destroy_qp(id as usize) {
-            set_errno(e);
-        }
+        set_errno_on(id::destroy_qp(id as usize));
     });
 }
 
@@ -509,9 +510,7 @@ pub(crate) unsafe extern "C" fn rdma_create_ep(
 pub(crate) extern "C" fn rdma_destroy_ep(id: *mut RdmaCmId) {
     guard((), || {
         let _ = id::destroy_qp(id as usize);
-        if let Err(Errno(e)) = id::destroy_id(id as usize) {
-            set_errno(e);
-        }
+        set_errno_on(id::destroy_id(id as usize));
     });
 }
 
