@@ -211,6 +211,19 @@ mtu_9000() {
     run_in_guest -t 30 'ip link set eth0 mtu 9000; sleep 1; ibv_devinfo -d rxe0 | grep -q "active_mtu:.*4096"'
 }
 
+# Both directions, rxe's tool as server then ours under roce exec as server, of each
+# "TOOL ARGS|GID-FLAG" after $1 (a note for the cell names, such as ", 1 % loss").
+exec_both_ways() {
+    local note=$1 t common gid
+    shift
+    for t in "$@"; do
+        common=${t%|*} gid=${t#*|}
+        cell "$common$note: rxe server, roce exec client" ex_we_are_client \
+            "$common -p $EXEC_PORT" "-d rxe0 $gid $G" "$gid 1"
+        cell "$common$note: roce exec server, rxe client" ex_we_are_server \
+            "$common -p $EXEC_PORT" "-d rxe0 $gid $G" "$gid 1"
+    done
+}
 loss_on()  { run_in_guest -t 30 'tc qdisc add dev eth0 root netem loss 1%' >/dev/null; }
 loss_off() { run_in_guest -t 30 'tc qdisc del dev eth0 root' >/dev/null; }
 
@@ -229,19 +242,14 @@ for t in "ib_write_bw write -n 200" "ib_read_bw read -n 200" "ib_send_bw send -n
     cell "$tool $pflags: roce server, rxe client" pt_we_are_server "$tool" "$verb" "$flags"
 done
 CELLS_TO=$RESULTS_EXEC
-for t in "ibv_rc_pingpong -s 64 -n 20|-g" "ibv_rc_pingpong -s 4096 -n 20|-g" \
-         "ibv_rc_pingpong -s 65536 -n 5|-g" "ibv_rc_pingpong -s 4096 -n 20 -e|-g" \
-         "ibv_rc_pingpong -s 4096 -n 20 -N|-g" "ibv_uc_pingpong -s 4096 -n 20|-g" \
-         "ibv_ud_pingpong -s 1000 -n 20|-g" \
-         "ib_write_bw -n 200|-x" "ib_read_bw -n 200|-x" "ib_send_bw -n 200|-x" "ib_atomic_bw -n 200|-x" \
-         "ib_write_lat -n 100|-x" "ib_read_lat -n 100|-x" "ib_send_lat -n 100|-x" \
-         "ib_atomic_lat -n 100|-x"; do
-    common=${t%|*} gid=${t#*|}
-    cell "$common: rxe server, roce exec client" ex_we_are_client \
-        "$common -p $EXEC_PORT" "-d rxe0 $gid $G" "$gid 1"
-    cell "$common: roce exec server, rxe client" ex_we_are_server \
-        "$common -p $EXEC_PORT" "-d rxe0 $gid $G" "$gid 1"
-done
+exec_both_ways "" \
+    "ibv_rc_pingpong -s 64 -n 20|-g" "ibv_rc_pingpong -s 4096 -n 20|-g" \
+    "ibv_rc_pingpong -s 65536 -n 5|-g" "ibv_rc_pingpong -s 4096 -n 20 -e|-g" \
+    "ibv_rc_pingpong -s 4096 -n 20 -N|-g" "ibv_uc_pingpong -s 4096 -n 20|-g" \
+    "ibv_ud_pingpong -s 1000 -n 20|-g" \
+    "ib_write_bw -n 200|-x" "ib_read_bw -n 200|-x" "ib_send_bw -n 200|-x" "ib_atomic_bw -n 200|-x" \
+    "ib_write_lat -n 100|-x" "ib_read_lat -n 100|-x" "ib_send_lat -n 100|-x" \
+    "ib_atomic_lat -n 100|-x"
 CELLS_TO=$RESULTS
 peer_ns ip addr add "$RAW_TCP_IP/24" dev "$INTEROP_PEER_IF"
 for size in 64 4096 65536; do
@@ -265,13 +273,7 @@ cell "ibv_rc_pingpong -s 4096, 1 % loss: roce server, rxe client" pp_we_are_serv
 cell "ibv_rc_pingpong -s 4096, 1 % loss: rxe server, roce client (raw backend)" pp_raw_client 4096 50
 cell "ibv_rc_pingpong -s 4096, 1 % loss: roce server (raw backend), rxe client" pp_raw_server 4096 50
 CELLS_TO=$RESULTS_EXEC
-for t in "ibv_rc_pingpong -s 4096 -n 50|-g" "ib_write_bw -n 200|-x" "ib_read_bw -n 200|-x"; do
-    common=${t%|*} gid=${t#*|}
-    cell "$common, 1 % loss: rxe server, roce exec client" ex_we_are_client \
-        "$common -p $EXEC_PORT" "-d rxe0 $gid $G" "$gid 1"
-    cell "$common, 1 % loss: roce exec server, rxe client" ex_we_are_server \
-        "$common -p $EXEC_PORT" "-d rxe0 $gid $G" "$gid 1"
-done
+exec_both_ways ", 1 % loss" "ibv_rc_pingpong -s 4096 -n 50|-g" "ib_write_bw -n 200|-x" "ib_read_bw -n 200|-x"
 CELLS_TO=$RESULTS
 loss_off
 if mtu_9000; then
@@ -283,14 +285,8 @@ if mtu_9000; then
     cell "ib_write_bw -m 4096: roce server, rxe client" pt_we_are_server ib_write_bw write "-n 200 -m 4096"
     # Our port's active MTU is 4096 too (roce exec --mtu 4096), as rxe's on a 9000-byte netdev.
     CELLS_TO=$RESULTS_EXEC EXEC_OPTS="--mtu 4096"
-    for t in "ibv_rc_pingpong -s 65536 -n 10 -m 4096|-g" "ib_write_bw -n 200 -m 4096|-x" \
-             "ibv_ud_pingpong -s 4000 -n 20|-g"; do
-        common=${t%|*} gid=${t#*|}
-        cell "$common: rxe server, roce exec client" ex_we_are_client \
-            "$common -p $EXEC_PORT" "-d rxe0 $gid $G" "$gid 1"
-        cell "$common: roce exec server, rxe client" ex_we_are_server \
-            "$common -p $EXEC_PORT" "-d rxe0 $gid $G" "$gid 1"
-    done
+    exec_both_ways "" "ibv_rc_pingpong -s 65536 -n 10 -m 4096|-g" "ib_write_bw -n 200 -m 4096|-x" \
+        "ibv_ud_pingpong -s 4000 -n 20|-g"
     CELLS_TO=$RESULTS EXEC_OPTS=""
 else
     printf '%s\t%s\t%s\t%s\n' "MTU 4096 cells" "FAIL" 0 "rxe's active MTU did not become 4096" >>"$RESULTS"
