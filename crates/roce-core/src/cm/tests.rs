@@ -88,6 +88,17 @@ impl Net {
         }
     }
 
+    /// Has a's QP 1 send `mad` to b's, as a peer (or anyone on the wire) can.
+    pub(super) fn mad_from_a(&mut self, mad: [u8; MAD_LEN]) {
+        let datagram = GsiDatagram {
+            peer: B,
+            local: A,
+            peer_qp: GSI_QPN,
+            mad,
+        };
+        self.a.nic.send_gsi(datagram).unwrap();
+    }
+
     /// Carries packets both ways until neither side has one.
     pub(super) fn pump(&mut self) {
         let mut buf = vec![0; crate::MAX_DATAGRAM];
@@ -495,13 +506,7 @@ fn malformed_cm_mads_are_dropped_and_counted_and_change_nothing() {
     lap[16..18].copy_from_slice(&Attr::Lap.id().to_be_bytes());
     bad.push(lap);
     for mad in &bad {
-        let datagram = GsiDatagram {
-            peer: B,
-            local: A,
-            peer_qp: GSI_QPN,
-            mad: *mad,
-        };
-        net.a.nic.send_gsi(datagram).unwrap();
+        net.mad_from_a(*mad);
     }
     net.pump();
     let stats = net.b.nic.stats();
@@ -525,13 +530,7 @@ fn a_request_whose_cma_header_is_bad_is_rejected_consumer_defined() {
         req.private_data[0] = 0x99; // cma_version
     }
     example.emit(&mut mad).unwrap();
-    let datagram = GsiDatagram {
-        peer: B,
-        local: A,
-        peer_qp: GSI_QPN,
-        mad,
-    };
-    net.a.nic.send_gsi(datagram).unwrap();
+    net.mad_from_a(mad);
     net.pump();
     assert_eq!(net.b.nic.stats().cm_rx_bad_private_data, 1);
     assert_eq!(net.sent('b', Attr::Rej), 1);

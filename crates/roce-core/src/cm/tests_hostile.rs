@@ -5,8 +5,7 @@
 use roce_wire::mad::cm::Attr;
 use roce_wire::mad::{CM_CLASS_VERSION, MAD_LEN, METHOD_SEND, MGMT_CLASS_CM};
 
-use super::tests::{A, B, Net};
-use crate::gsi::{GSI_QPN, GsiDatagram};
+use super::tests::Net;
 
 /// A small deterministic generator (xorshift64*).
 struct Draws(u64);
@@ -68,13 +67,7 @@ fn random_cm_messages_at_connections_in_every_state_never_panic_and_are_all_coun
                 mad[24..28].copy_from_slice(&a_conn.0.to_be_bytes());
                 mad[28..32].copy_from_slice(&b_conn.0.to_be_bytes());
             }
-            let datagram = GsiDatagram {
-                peer: B,
-                local: A,
-                peer_qp: GSI_QPN,
-                mad,
-            };
-            net.a.nic.send_gsi(datagram).unwrap();
+            net.mad_from_a(mad);
             sent += 1;
             net.pump();
         }

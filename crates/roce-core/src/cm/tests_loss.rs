@@ -208,13 +208,7 @@ fn a_req_that_comes_again_in_timewait_is_rejected_stale() {
     assert_eq!(net.b.nic.cm_state(b_conn), Some(CmState::Timewait));
     assert_eq!(net.b.events(), vec![CmEvent::Disconnected { conn: b_conn }]);
     // The first REQ, held up in the network, arrives now.
-    let late = crate::gsi::GsiDatagram {
-        peer: super::tests::B,
-        local: super::tests::A,
-        peer_qp: crate::gsi::GSI_QPN,
-        mad: req.mad,
-    };
-    net.a.nic.send_gsi(late).unwrap();
+    net.mad_from_a(req.mad);
     net.pump();
     assert_eq!(net.sent('b', Attr::Rej), 1);
     let rej = net.log.last().unwrap();
