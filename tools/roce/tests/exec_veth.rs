@@ -201,6 +201,19 @@ fn ibv_ud_pingpong_over_veth() {
     );
 }
 
+#[test]
+fn ibv_srq_pingpong_over_veth() {
+    // 16 QPs a side taking their receives from one shared receive queue (ibv_post_srq_recv);
+    // 4096-byte messages in 1024-byte packets, then 64 KiB in 4096-byte packets.
+    pingpong_sizes(
+        "srq",
+        "ibv_srq_pingpong",
+        18790,
+        &[("4096", "1024"), ("65536", "4096")],
+        true,
+    );
+}
+
 /// Runs the perftest program `program` (with `-x 1 -p PORT` added) between the namespaces and
 /// returns the client's result rows, after checking that both sides exited 0 and that every
 /// row reports `iters` iterations (all QPs together) and a figure above zero (perftest prints
