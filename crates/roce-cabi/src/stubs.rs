@@ -1,4 +1,4 @@
-//! The exported names that only fail ([`stubs!`](crate::stubs)), and what says so once
+//! The exported names that only fail ([`stubs!`](crate::stubs!)), and what says so once
 //! ([`FirstTime`]).
 //!
 //! They exist because Debian's programs are linked BIND_NOW: the dynamic linker resolves every
