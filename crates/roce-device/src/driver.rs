@@ -77,7 +77,7 @@ impl<B: Backend> Driver<B> {
         let mut more_to_send = false;
         loop {
             let deadline = shared
-                .step(|nic, _| nic.poll_timeout())
+                .step(|nic| nic.poll_timeout())
                 .map(|at| shared.clock.to_tokio(at));
             tokio::select! {
                 // The doorbell first: an application waiting on a verb should not wait behind
@@ -88,6 +88,8 @@ impl<B: Backend> Driver<B> {
                     if let Err(err) = result {
                         tracing::debug!(error = %err, "backend receive error");
                     }
+                    // One time for the whole receive batch, as before the engine had a lock.
+                    let now = shared.clock.now();
                     for datagram in received.drain(..) {
                         let payload = &rx_buf[datagram.offset..datagram.offset + datagram.len];
                         if rx_loss.drop_next() {
@@ -96,7 +98,7 @@ impl<B: Backend> Driver<B> {
                         if let Some(tap) = tap.as_ref().filter(|t| t.received_too()) {
                             tap.record_received(&datagram, payload);
                         }
-                        shared.step(|nic, now| nic.handle_datagram(now, Datagram {
+                        shared.step(|nic| nic.handle_datagram(now, Datagram {
                             src: datagram.src,
                             dst: datagram.dst,
                             ecn: datagram.ecn,
@@ -107,7 +109,7 @@ impl<B: Backend> Driver<B> {
                     }
                 }
                 // `deadline` is None when no timer is armed: that branch then never fires.
-                () = sleep_until(deadline) => shared.step(|nic, now| nic.handle_timeout(now)),
+                () = sleep_until(deadline) => shared.step(|nic| nic.handle_timeout(shared.clock.now())),
                 // Busy polling: nothing was ready, the turn goes on without waiting (the
                 // runtime looks at the sockets at every tick: see `DeviceConfig::busy_poll`).
                 () = std::future::ready(()), if busy_poll => {}
@@ -118,14 +120,15 @@ impl<B: Backend> Driver<B> {
                 break;
             }
             more_to_send = false;
+            let now = shared.clock.now();
             for sent in 0.. {
                 if sent == MAX_TRANSMITS_PER_TURN {
                     more_to_send = true;
                     break;
                 }
                 let (at, ip_id) = (batch.len(), batch.next_ip_id());
-                let Some(transmit) = shared
-                    .step(|nic, now| nic.poll_transmit_segment(now, &mut tx_buf[at..], ip_id))
+                let Some(transmit) =
+                    shared.step(|nic| nic.poll_transmit_segment(now, &mut tx_buf[at..], ip_id))
                 else {
                     break;
                 };

@@ -8,7 +8,7 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::Duration;
 
 use roce_core::{
@@ -39,10 +39,9 @@ pub enum DeviceError {
 /// Where asynchronous events go ([`DeviceHandle::on_async_event`]).
 type EventSink = Box<dyn FnMut(AsyncEvent) + Send>;
 
-/// The engine and the completion queues the device fills.
+/// The engine and where its asynchronous events go.
 pub(crate) struct Engine {
     pub(crate) nic: Nic,
-    queues: HashMap<CqHandle, Arc<CompletionQueue>>,
     events: Option<EventSink>,
 }
 
@@ -50,19 +49,22 @@ impl std::fmt::Debug for Engine {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Engine")
             .field("nic", &self.nic)
-            .field("queues", &self.queues.len())
             .field("events", &self.events.is_some())
             .finish()
     }
 }
 
+/// The shared completion queues by the engine's CQ handle. Apart from the engine's lock, so
+/// that finding a queue to poll never waits for a step of the device.
+type Queues = RwLock<HashMap<CqHandle, Arc<CompletionQueue>>>;
+
 impl Engine {
-    /// Moves what the engine completed into the shared queues. A CQ made by a raw
+    /// Moves what the engine completed into `queues`. A CQ made by a raw
     /// [`DeviceHandle::call`] has no shared queue: its completions stay in the engine, for
     /// `Nic::poll_completion`.
-    fn deliver(&mut self) {
+    fn deliver(&mut self, queues: &Queues) {
         while let Some(cq) = self.nic.poll_completed_cq() {
-            if let Some(queue) = self.queues.get(&cq) {
+            if let Some(queue) = read(queues).get(&cq) {
                 let nic = &mut self.nic;
                 queue.push_from(|| nic.poll_completion(cq));
             }
@@ -75,10 +77,20 @@ impl Engine {
     }
 }
 
+fn read(queues: &Queues) -> RwLockReadGuard<'_, HashMap<CqHandle, Arc<CompletionQueue>>> {
+    queues.read().unwrap_or_else(PoisonError::into_inner)
+}
+
+fn write(queues: &Queues) -> RwLockWriteGuard<'_, HashMap<CqHandle, Arc<CompletionQueue>>> {
+    queues.write().unwrap_or_else(PoisonError::into_inner)
+}
+
 /// What the handles and the device's task share.
 #[derive(Debug)]
 pub(crate) struct Shared {
     engine: Mutex<Engine>,
+    /// Taken after the engine's lock when both are held, never before.
+    queues: Queues,
     pub(crate) doorbell: Doorbell,
     pub(crate) clock: TokioClock,
     /// Wait for completions by polling in a loop instead of sleeping until woken.
@@ -94,11 +106,8 @@ pub(crate) struct Shared {
 impl Shared {
     pub(crate) fn new(nic: Nic, busy_poll: bool, backend: Option<Arc<BackendCounters>>) -> Self {
         Self {
-            engine: Mutex::new(Engine {
-                nic,
-                queues: HashMap::new(),
-                events: None,
-            }),
+            engine: Mutex::new(Engine { nic, events: None }),
+            queues: RwLock::new(HashMap::new()),
             doorbell: Doorbell::default(),
             clock: TokioClock::new(),
             busy_poll,
@@ -113,12 +122,11 @@ impl Shared {
         self.engine.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// One step of the engine at the current time: `f`, with the lock held for it alone. What
-    /// it completes stays in the engine until [`Shared::deliver`].
-    pub(crate) fn step<R>(&self, f: impl FnOnce(&mut Nic, Instant) -> R) -> R {
-        let mut engine = self.engine();
-        let now = self.clock.now();
-        f(&mut engine.nic, now)
+    /// One step of the engine: `f`, with the lock held for it alone. What it completes stays
+    /// in the engine until [`Shared::deliver`]. The caller reads the clock, once for a batch
+    /// of steps.
+    pub(crate) fn step<R>(&self, f: impl FnOnce(&mut Nic) -> R) -> R {
+        f(&mut self.engine().nic)
     }
 
     /// Moves what the engine completed into the shared queues. The device's task does it at
@@ -126,7 +134,7 @@ impl Shared {
     /// completion of a received SEND and exits at once has had the ACK of it sent already
     /// (rxe likewise completes, then acknowledges, within one run of its responder task).
     pub(crate) fn deliver(&self) {
-        self.engine().deliver();
+        self.engine().deliver(&self.queues);
     }
 
     /// Every handle is gone.
@@ -178,7 +186,7 @@ impl DeviceHandle {
             let mut engine = self.shared.engine();
             let now = self.shared.clock.now();
             let result = f(&mut engine.nic, now);
-            engine.deliver();
+            engine.deliver(&self.shared.queues);
             result
         };
         self.shared.doorbell.ring();
@@ -219,11 +227,11 @@ impl DeviceHandle {
         if self.shared.halted.load(Ordering::SeqCst) {
             return Err(DeviceError::Stopped);
         }
-        let mut engine = self.shared.engine();
         let depth = depth.max(1);
-        let cq = engine.nic.create_cq(depth);
+        let cq = self.shared.engine().nic.create_cq(depth);
+        // No QP can complete into it yet: the queue may join the table after the engine's lock.
         let queue = Arc::new(CompletionQueue::new(cq, depth));
-        engine.queues.insert(cq, queue.clone());
+        write(&self.shared.queues).insert(cq, queue.clone());
         Ok(queue)
     }
 
@@ -234,17 +242,18 @@ impl DeviceHandle {
     pub fn on_async_event(&self, sink: impl FnMut(AsyncEvent) + Send + 'static) {
         let mut engine = self.shared.engine();
         engine.events = Some(Box::new(sink));
-        engine.deliver();
+        engine.deliver(&self.shared.queues);
     }
 
     /// The shared queue of a CQ made by [`DeviceHandle::create_cq`].
     pub fn completion_queue(&self, cq: CqHandle) -> Option<Arc<CompletionQueue>> {
-        self.shared.engine().queues.get(&cq).cloned()
+        read(&self.shared.queues).get(&cq).cloned()
     }
 
     /// Forgets a CQ's shared queue (`ibv_destroy_cq`): later completions stay in the engine.
     pub fn destroy_completion_queue(&self, cq: CqHandle) {
-        if let Some(queue) = self.shared.engine().queues.remove(&cq) {
+        let removed = write(&self.shared.queues).remove(&cq);
+        if let Some(queue) = removed {
             queue.disarm();
         }
     }
@@ -380,9 +389,11 @@ impl DeviceHandle {
 
     /// [`DeviceHandle::stats`] from any thread, without a runtime (an exit handler's, say).
     pub fn stats_now(&self) -> Stats {
-        let engine = self.shared.engine();
-        let mut stats = engine.nic.stats().clone();
-        stats.cq_overflows += engine.queues.values().map(|q| q.overflows()).sum::<u64>();
+        let mut stats = self.shared.engine().nic.stats().clone();
+        stats.cq_overflows += read(&self.shared.queues)
+            .values()
+            .map(|q| q.overflows())
+            .sum::<u64>();
         stats
     }
 

@@ -46,6 +46,10 @@ async fn a_poll_answers_while_another_thread_holds_the_engine() {
         "an empty queue, read without the engine"
     );
     assert!(queue.is_empty());
+    // The handle finds the queue by its CQ without the engine's lock too.
+    let cq = queue.handle();
+    assert_eq!(device.poll_completion(cq).await.unwrap(), None);
+    assert!(device.completion_queue(cq).is_some());
     polled_tx.send(()).unwrap();
     assert!(
         holder.join().unwrap(),
