@@ -62,8 +62,6 @@ pub(crate) struct Shared {
     side: SrqsAndEvents,
     /// Completions made during one call, delivered to their CQs at its end.
     completions: Vec<(CqHandle, Cqe)>,
-    /// Completions delivered to CQs so far.
-    delivered: u64,
     /// CQs that gained completions since `poll_completed_cq` last returned them, each once.
     completed: Vec<CqHandle>,
     stats: Stats,
@@ -88,7 +86,6 @@ impl Nic {
                     events,
                 },
                 completions: Vec::new(),
-                delivered: 0,
                 completed: Vec::new(),
                 stats: Stats::default(),
                 ids,
@@ -125,12 +122,6 @@ impl Nic {
     /// A QP's congestion control: its rate, target rate, α and CNPs.
     pub fn qp_congestion(&self, qpn: Qpn) -> Result<CongestionState, VerbsError> {
         self.qp_ref(qpn).map(|qp| qp.cc.state())
-    }
-
-    /// How many completions the NIC has delivered to its CQs (including any a full CQ lost):
-    /// a driver wakes whoever waits on a CQ only when this moved.
-    pub fn completions_delivered(&self) -> u64 {
-        self.shared.delivered
     }
 
     /// Completions waiting in `cq`.
@@ -206,7 +197,6 @@ impl Shared {
         if self.completions.is_empty() {
             return;
         }
-        self.delivered += self.completions.len() as u64;
         for (cq, cqe) in self.completions.drain(..) {
             let Some(queue) = self.cqs.get_mut(&cq.0) else {
                 self.stats.cq_overflows += 1;
