@@ -10,22 +10,15 @@
 use std::collections::VecDeque;
 use std::net::IpAddr;
 
-use roce_wire::{BthRepr, DethRepr, Opcode, Psn, Qpn, RoceRepr};
+use roce_wire::{Psn, Qpn};
 
 use crate::{NicConfig, SrcPortPolicy, Transmit};
 
-/// The GSI QP's number.
-//= ibta:vol1/13.5.1
-//# QP1 is the GSI QP
-pub const GSI_QPN: Qpn = Qpn::new(1);
-
-/// The Q_Key of QP 1 (`IB_QP1_QKEY`): a GSI datagram with another is dropped.
-//= ibta:vol1/13.5.1
-//# the GSI QP's Q_Key is 0x80010000
-pub const GSI_QKEY: u32 = 0x8001_0000;
-
-/// Bytes of a MAD: a 24-byte header and 232 bytes of data (`IB_MGMT_MAD_SIZE`).
-pub const MAD_LEN: usize = 256;
+/// The GSI QP's number, its Q_Key (a GSI datagram with another is dropped) and the length of
+/// a MAD, as the wire crate defines them.
+pub use roce_wire::deth::GSI_QKEY;
+pub use roce_wire::mad::MAD_LEN;
+pub use roce_wire::mad::gsi::GSI_QPN;
 
 /// Datagrams each way that wait at most; beyond, an arriving one is dropped and counted
 /// (`rx_gsi_queue_full`) and a send is refused.
@@ -120,14 +113,8 @@ impl Gsi {
             self.psn = (self.psn + 1) & 0x00ff_ffff;
             //= ibta:vol1/13.5.1
             //# a GSI datagram is a UD SEND from QP1 to the peer's QP1 with the GSI Q_Key
-            let repr = RoceRepr {
-                deth: Some(DethRepr {
-                    qkey: GSI_QKEY,
-                    src_qp: GSI_QPN,
-                }),
-                payload_len: MAD_LEN,
-                ..RoceRepr::new(BthRepr::new(Opcode::UdSendOnly, datagram.peer_qp, psn))
-            };
+            let mut repr = roce_wire::mad::gsi::roce_repr(psn);
+            repr.bth.dest_qp = datagram.peer_qp;
             let src_port = match config.src_port {
                 SrcPortPolicy::PerQp => GSI_SRC_PORT,
                 SrcPortPolicy::Fixed(port) => port,
