@@ -114,7 +114,18 @@ int main(void)
 	struct ibv_sge big = { .addr = (uintptr_t)too_long, .length = sizeof(too_long), .lkey = 0 };
 	wr.sg_list = &big;
 	bad_wr = NULL;
+	struct ibv_sge rsge3 = { .addr = (uintptr_t)landing + 2048, .length = 2048, .lkey = mr->lkey };
+	struct ibv_recv_wr rwr3 = { .wr_id = 103, .sg_list = &rsge3, .num_sge = 1 }, *bad_rwr3;
+	CHECK(ibv_post_recv(qp, &rwr3, &bad_rwr3) == 0, "a receive for a message that must not come");
+	memset(too_long, 0x77, sizeof(too_long));
 	CHECK(ibv_post_send(qp, &wr, &bad_wr) == EINVAL && bad_wr == &wr, "inline past max_inline: EINVAL");
+	int quiet = 1;
+	for (long spins = 0; spins < 2000000L && quiet; spins++)
+		quiet = ibv_poll_cq(cq, 4, wcs) == 0;
+	int untouched = 1;
+	for (int i = 2048; i < 4096; i++)
+		untouched &= landing[i] == 0;
+	CHECK(quiet && untouched, "... and nothing was sent: no completion, the receive buffer untouched");
 
 	CHECK(ibv_destroy_qp(qp) == 0 && ibv_destroy_cq(cq) == 0 && ibv_dereg_mr(mr) == 0 &&
 		      ibv_dealloc_pd(pd) == 0 && ibv_close_device(ctx) == 0,
