@@ -7,6 +7,7 @@
 //! - [`os`]: `errno`, non-blocking descriptors, the panic guard of the exported functions.
 //! - [`FirstTime`]: a name said once on stderr; [`stubs!`]: the exported names that only fail.
 //! - [`ibv`]: the `<infiniband/verbs.h>` structures both libraries fill.
+//! - [`cm`]: the private interface through which librdmacm reaches the engine's CM.
 //! - `build` (feature `build`): the relink of a staticlib into a `.so` with symbol versions,
 //!   for the build scripts of roce-verbs-so and roce-rdmacm-so.
 //! - `testing` (feature `testing`): the checks their tests share (exported symbols against a
@@ -19,6 +20,7 @@
 #[cfg(feature = "build")]
 pub mod build;
 mod cbox;
+pub mod cm;
 pub mod ibv;
 pub mod os;
 mod stubs;

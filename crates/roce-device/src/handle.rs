@@ -12,8 +12,8 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock, RwLockReadGuard, Rw
 use std::time::Duration;
 
 use roce_core::{
-    Access, AsyncEvent, CongestionState, CqHandle, Cqe, Instant, MemoryRegion, Nic, PdHandle,
-    QpAttr, QpInit, QpState, Qpn, RecvWr, SendWr, Stats, VerbsError,
+    Access, AsyncEvent, CmEvent, CongestionState, CqHandle, Cqe, Instant, MemoryRegion, Nic,
+    PdHandle, QpAttr, QpInit, QpState, Qpn, RecvWr, SendWr, Stats, VerbsError,
 };
 
 use crate::backend::{BackendCounters, BackendStats};
@@ -39,10 +39,14 @@ pub enum DeviceError {
 /// Where asynchronous events go ([`DeviceHandle::on_async_event`]).
 type EventSink = Box<dyn FnMut(AsyncEvent) + Send>;
 
-/// The engine and where its asynchronous events go.
+/// Where the CM's events go ([`DeviceHandle::on_cm_event`]).
+type CmSink = Box<dyn FnMut(CmEvent) + Send>;
+
+/// The engine and where its asynchronous and CM events go.
 pub(crate) struct Engine {
     pub(crate) nic: Nic,
     events: Option<EventSink>,
+    cm_events: Option<CmSink>,
 }
 
 impl std::fmt::Debug for Engine {
@@ -50,6 +54,7 @@ impl std::fmt::Debug for Engine {
         f.debug_struct("Engine")
             .field("nic", &self.nic)
             .field("events", &self.events.is_some())
+            .field("cm_events", &self.cm_events.is_some())
             .finish()
     }
 }
@@ -71,6 +76,11 @@ impl Engine {
         }
         if let Some(sink) = &mut self.events {
             while let Some(event) = self.nic.poll_event() {
+                sink(event);
+            }
+        }
+        if let Some(sink) = &mut self.cm_events {
+            while let Some(event) = self.nic.poll_cm_event() {
                 sink(event);
             }
         }
@@ -106,7 +116,11 @@ pub(crate) struct Shared {
 impl Shared {
     pub(crate) fn new(nic: Nic, busy_poll: bool, backend: Option<Arc<BackendCounters>>) -> Self {
         Self {
-            engine: Mutex::new(Engine { nic, events: None }),
+            engine: Mutex::new(Engine {
+                nic,
+                events: None,
+                cm_events: None,
+            }),
             queues: RwLock::new(HashMap::new()),
             doorbell: Doorbell::default(),
             clock: TokioClock::new(),
@@ -242,6 +256,15 @@ impl DeviceHandle {
     pub fn on_async_event(&self, sink: impl FnMut(AsyncEvent) + Send + 'static) {
         let mut engine = self.shared.engine();
         engine.events = Some(Box::new(sink));
+        engine.deliver(&self.shared.queues);
+    }
+
+    /// Hands every event of the engine's connection manager (`Nic::poll_cm_event`'s) to
+    /// `sink`, as [`DeviceHandle::on_async_event`] does; `sink` must not call the device.
+    /// Without a sink, the events wait in the engine for `Nic::poll_cm_event`.
+    pub fn on_cm_event(&self, sink: impl FnMut(CmEvent) + Send + 'static) {
+        let mut engine = self.shared.engine();
+        engine.cm_events = Some(Box::new(sink));
         engine.deliver(&self.shared.queues);
     }
 

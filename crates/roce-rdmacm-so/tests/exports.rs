@@ -120,8 +120,22 @@ fn our_library_needs_our_libibverbs() {
         .collect();
     assert!(imports.len() >= 10, "{imports:?}");
     assert!(
-        imports.iter().all(|l| l.contains("(IBVERBS_1.1)")),
+        imports
+            .iter()
+            .all(|l| l.contains("(IBVERBS_1.1)") || l.contains("(IBVERBS_1.0)")),
         "{imports:?}"
+    );
+    // The connection manager is reached through the private node of ours alone.
+    let private: Vec<&str> = text
+        .lines()
+        .filter(|l| l.contains("*UND*") && l.contains(" roce_cm_"))
+        .collect();
+    assert_eq!(private.len(), 7, "{private:?}");
+    assert!(
+        private
+            .iter()
+            .all(|l| l.contains(&format!("({})", roce_cabi::cm::VERSION_NODE))),
+        "{private:?}"
     );
 }
 

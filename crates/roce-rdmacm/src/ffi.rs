@@ -17,11 +17,11 @@ use std::net::{Ipv4Addr, SocketAddrV4};
 
 use crate::Errno;
 use crate::abi::{
-    IbvQpInitAttr, IbvQpInitAttrExHead, Opaque, RdmaAddrinfo, RdmaCmEvent, RdmaCmId,
+    IbvQpInitAttr, IbvQpInitAttrExHead, Opaque, RdmaAddrinfo, RdmaCmEvent, RdmaCmId, RdmaConnParam,
     RdmaEventChannel, SockaddrStorage,
 };
 use crate::state::{EINVAL, with};
-use crate::{addr, ibv, id, info, note, state, strings};
+use crate::{addr, conn, ibv, id, info, state, strings};
 use roce_cabi::CBox;
 
 pub(crate) use roce_cabi::os::{guard, set_errno, set_nonblocking};
@@ -212,17 +212,7 @@ pub(crate) extern "C" fn rdma_resolve_route(id: *mut RdmaCmId, _timeout_ms: c_in
 /// `int rdma_listen(struct rdma_cm_id *, int backlog)`.
 #[unsafe(no_mangle)]
 pub(crate) extern "C" fn rdma_listen(id: *mut RdmaCmId, _backlog: c_int) -> c_int {
-    guard(-1, || {
-        ret(known_id(id).and_then(id::listen).map(|local| {
-            note(
-                "rdma_listen",
-                &format!(
-                    "records the listener on {local}; connection requests need the connection \
-                     manager, not there yet: none will arrive"
-                ),
-            );
-        }))
-    })
+    guard(-1, || ret(known_id(id).and_then(conn::listen).map(|_| ())))
 }
 
 /// `__be16 rdma_get_src_port(struct rdma_cm_id *)`: 0 for an id not ours.
@@ -476,10 +466,23 @@ pub(crate) unsafe extern "C" fn rdma_create_ep(
                 };
                 let src = src.transpose()?;
                 if r.ai_flags & crate::abi::RAI_PASSIVE != 0 {
-                    return id::bind(
+                    id::bind(
                         new,
                         src.unwrap_or(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0)),
-                    );
+                    )?;
+                    if !attr.is_null() {
+                        // Each child rdma_get_request returns gets a QP of these attributes
+                        // (librdmacm keeps them in the listener, `ucma_get_request`).
+                        // SAFETY: checked non-NULL; by the caller's contract.
+                        let mut a = unsafe { attr.read_unaligned() };
+                        a.qp_type = r.ai_qp_type;
+                        with(|t| {
+                            if let Some(i) = t.ids.get_mut(&new) {
+                                i.child_qp = Some((pd as usize, CBox::new(a)));
+                            }
+                        });
+                    }
+                    return Ok(());
                 }
                 id::resolve_addr(new, src, dst.ok_or(EINVAL)??)?;
                 id::resolve_route(new)?;
@@ -514,18 +517,124 @@ pub(crate) extern "C" fn rdma_destroy_ep(id: *mut RdmaCmId) {
     });
 }
 
-/// `int rdma_connect(struct rdma_cm_id *, struct rdma_conn_param *)`: -1 with `ENOSYS` (said
-/// once on stderr) until the connection manager exists. The attempt fails as a refused
-/// connection does with librdmacm: the id's QP goes to the error state, so receives the
-/// program posted complete with `IBV_WC_WR_FLUSH_ERR` and a thread waiting on them wakes up
-/// (rping's does, then joins).
+/// A caller's `struct rdma_conn_param`, NULL for none; private data beyond what a REQ or REP
+/// carries is `EINVAL`.
+///
+/// # Safety
+/// `p` is NULL or valid, its private data valid for its length.
+unsafe fn read_conn_param(p: *const RdmaConnParam) -> Option<conn::ConnParam> {
+    if p.is_null() {
+        return None;
+    }
+    // SAFETY: checked non-NULL; by the caller's contract.
+    let p = unsafe { p.read_unaligned() };
+    let private_data = if p.private_data.is_null() || p.private_data_len == 0 {
+        Vec::new()
+    } else {
+        // SAFETY: by the caller's contract.
+        unsafe {
+            std::slice::from_raw_parts(p.private_data.cast::<u8>(), usize::from(p.private_data_len))
+        }
+        .to_vec()
+    };
+    Some(conn::ConnParam {
+        private_data,
+        responder_resources: p.responder_resources,
+        initiator_depth: p.initiator_depth,
+        retry_count: p.retry_count,
+        rnr_retry_count: p.rnr_retry_count,
+    })
+}
+
+/// `int rdma_connect(struct rdma_cm_id *, struct rdma_conn_param *)`: the REQ leaves; a
+/// synchronous id waits for ESTABLISHED (`ECONNREFUSED` if rejected, `ETIMEDOUT` if
+/// unanswered).
+///
+/// # Safety
+/// `param` is NULL or valid.
 #[unsafe(no_mangle)]
-pub(crate) extern "C" fn rdma_connect(id: *mut RdmaCmId, _param: *mut c_void) -> c_int {
+pub(crate) unsafe extern "C" fn rdma_connect(
+    id: *mut RdmaCmId,
+    param: *const RdmaConnParam,
+) -> c_int {
     guard(-1, || {
-        crate::stubs::unsupported("rdma_connect");
-        let _ = id::fail_qp(id as usize);
-        set_errno(libc::ENOSYS);
-        -1
+        ret((|| {
+            let id = known_id(id)?;
+            // SAFETY: by the caller's contract.
+            conn::connect(id, unsafe { read_conn_param(param) })
+        })())
+    })
+}
+
+/// `int rdma_accept(struct rdma_cm_id *, struct rdma_conn_param *)`.
+///
+/// # Safety
+/// `param` is NULL or valid.
+#[unsafe(no_mangle)]
+pub(crate) unsafe extern "C" fn rdma_accept(
+    id: *mut RdmaCmId,
+    param: *const RdmaConnParam,
+) -> c_int {
+    guard(-1, || {
+        ret((|| {
+            let id = known_id(id)?;
+            // SAFETY: by the caller's contract.
+            conn::accept(id, unsafe { read_conn_param(param) })
+        })())
+    })
+}
+
+/// `int rdma_reject(struct rdma_cm_id *, const void *private_data, uint8_t len)`.
+///
+/// # Safety
+/// `data` is NULL or valid for `len` bytes.
+#[unsafe(no_mangle)]
+pub(crate) unsafe extern "C" fn rdma_reject(
+    id: *mut RdmaCmId,
+    data: *const c_void,
+    len: u8,
+) -> c_int {
+    guard(-1, || {
+        ret((|| {
+            let id = known_id(id)?;
+            let data = if data.is_null() || len == 0 {
+                &[][..]
+            } else {
+                // SAFETY: by the caller's contract.
+                unsafe { std::slice::from_raw_parts(data.cast::<u8>(), usize::from(len)) }
+            };
+            conn::reject(id, data)
+        })())
+    })
+}
+
+/// `int rdma_disconnect(struct rdma_cm_id *)`.
+#[unsafe(no_mangle)]
+pub(crate) extern "C" fn rdma_disconnect(id: *mut RdmaCmId) -> c_int {
+    guard(-1, || ret(known_id(id).and_then(conn::disconnect)))
+}
+
+/// `int rdma_get_request(struct rdma_cm_id *listen, struct rdma_cm_id **id)`: a synchronous
+/// listener's next connection request, as a child id (with its QP if the endpoint was made
+/// with QP attributes).
+///
+/// # Safety
+/// `id` is NULL or valid for a pointer write.
+#[unsafe(no_mangle)]
+pub(crate) unsafe extern "C" fn rdma_get_request(
+    listen: *mut RdmaCmId,
+    id: *mut *mut RdmaCmId,
+) -> c_int {
+    guard(-1, || {
+        ret((|| {
+            if id.is_null() {
+                return Err(EINVAL);
+            }
+            let child = conn::get_request(known_id(listen)?)?;
+            // SAFETY: checked non-NULL; by the caller's contract.
+            unsafe { id.write(child as *mut RdmaCmId) };
+            Ok(())
+        })())
     })
 }
 

@@ -12,8 +12,11 @@ use std::ffi::c_int;
 use std::net::Ipv4Addr;
 use std::sync::Mutex;
 
+use roce_cabi::cm::{CmAccept, CmConnect, CmEventRecord, CmSink};
+
 use crate::Errno;
 use crate::abi::{IbvGid, IbvPortAttrHead, IbvQpAttr, IbvQpInitAttr, Opaque};
+use crate::inbox::CmEvent;
 
 unsafe extern "C" {
     fn ibv_get_device_list(num: *mut c_int) -> *mut *mut Opaque;
@@ -34,6 +37,15 @@ unsafe extern "C" {
     fn ibv_create_qp(pd: *mut Opaque, attr: *mut IbvQpInitAttr) -> *mut Opaque;
     fn ibv_modify_qp(qp: *mut Opaque, attr: *mut IbvQpAttr, mask: c_int) -> c_int;
     fn ibv_destroy_qp(qp: *mut Opaque) -> c_int;
+    fn ibv_create_comp_channel(ctx: *mut Opaque) -> *mut Opaque;
+    fn ibv_destroy_comp_channel(channel: *mut Opaque) -> c_int;
+    fn roce_cm_listen(service_id: u64, listen: *mut u32) -> c_int;
+    fn roce_cm_unlisten(listen: u32) -> c_int;
+    fn roce_cm_connect(params: *const CmConnect, conn: *mut u32) -> c_int;
+    fn roce_cm_accept(conn: u32, params: *const CmAccept) -> c_int;
+    fn roce_cm_reject(conn: u32, data: *const u8, len: u32) -> c_int;
+    fn roce_cm_disconnect(conn: u32) -> c_int;
+    fn roce_cm_set_sink(sink: CmSink) -> c_int;
 }
 
 fn errno() -> Errno {
@@ -106,6 +118,12 @@ pub(crate) fn device() -> Result<Device, Errno> {
         ip,
         active_mtu,
     };
+    // The engine's CM events come to this library from now on.
+    // SAFETY: the sink is a function of ours, valid for the life of the process.
+    match unsafe { roce_cm_set_sink(crate::inbox::sink) } {
+        0 => {}
+        e => return Err(Errno(e)),
+    }
     *slot = Some(d);
     Ok(d)
 }
@@ -127,8 +145,8 @@ pub(crate) fn dealloc_pd(pd: usize) {
     unsafe { ibv_dealloc_pd(pd as *mut Opaque) };
 }
 
-/// `ibv_create_cq` with `cqe` entries, no channel.
-pub(crate) fn create_cq(ctx: usize, cqe: u32) -> Result<usize, Errno> {
+/// `ibv_create_cq` with `cqe` entries on the completion channel `channel` (0: none).
+pub(crate) fn create_cq(ctx: usize, cqe: u32, channel: usize) -> Result<usize, Errno> {
     let cqe = c_int::try_from(cqe.max(1)).map_err(|_| Errno(libc::EINVAL))?;
     // SAFETY: ctx is the device's context; NULL context and channel are allowed.
     let cq = unsafe {
@@ -136,7 +154,7 @@ pub(crate) fn create_cq(ctx: usize, cqe: u32) -> Result<usize, Errno> {
             ctx as *mut Opaque,
             cqe,
             std::ptr::null_mut(),
-            std::ptr::null_mut(),
+            channel as *mut Opaque,
             0,
         )
     };
@@ -180,4 +198,102 @@ pub(crate) fn destroy_qp(qp: usize) -> Result<(), Errno> {
         0 => Ok(()),
         e => Err(Errno(e)),
     }
+}
+
+/// `ibv_create_comp_channel`.
+pub(crate) fn create_comp_channel(ctx: usize) -> Result<usize, Errno> {
+    // SAFETY: ctx is the device's open context.
+    let ch = unsafe { ibv_create_comp_channel(ctx as *mut Opaque) };
+    if ch.is_null() {
+        Err(errno())
+    } else {
+        Ok(ch as usize)
+    }
+}
+
+/// `ibv_destroy_comp_channel`.
+pub(crate) fn destroy_comp_channel(channel: usize) {
+    // SAFETY: libibverbs checks the channel against its table.
+    unsafe { ibv_destroy_comp_channel(channel as *mut Opaque) };
+}
+
+fn code(e: c_int) -> Result<(), Errno> {
+    match e {
+        0 => Ok(()),
+        e => Err(Errno(e)),
+    }
+}
+
+/// Listens on an RDMA IP CM service ID: the listener's handle.
+pub(crate) fn cm_listen(service_id: u64) -> Result<u32, Errno> {
+    let mut h = 0;
+    // SAFETY: h is ours.
+    code(unsafe { roce_cm_listen(service_id, &mut h) }).map(|()| h)
+}
+
+/// Stops listening.
+pub(crate) fn cm_unlisten(listen: u32) -> Result<(), Errno> {
+    // SAFETY: a plain value.
+    code(unsafe { roce_cm_unlisten(listen) })
+}
+
+/// Sends a REQ: the connection's handle. `p.private_data` points into `data`.
+pub(crate) fn cm_connect(mut p: CmConnect, data: &[u8]) -> Result<u32, Errno> {
+    p.private_data_len = u8::try_from(data.len()).map_err(|_| Errno(libc::EINVAL))?;
+    p.private_data = data.as_ptr();
+    let mut conn = 0;
+    // SAFETY: p and data are live for the call; conn is ours.
+    code(unsafe { roce_cm_connect(&p, &mut conn) }).map(|()| conn)
+}
+
+/// Accepts a REQ.
+pub(crate) fn cm_accept(conn: u32, mut p: CmAccept, data: &[u8]) -> Result<(), Errno> {
+    p.private_data_len = u8::try_from(data.len()).map_err(|_| Errno(libc::EINVAL))?;
+    p.private_data = data.as_ptr();
+    // SAFETY: p and data are live for the call.
+    code(unsafe { roce_cm_accept(conn, &p) })
+}
+
+/// Rejects a REQ.
+pub(crate) fn cm_reject(conn: u32, data: &[u8]) -> Result<(), Errno> {
+    let len = u32::try_from(data.len()).map_err(|_| Errno(libc::EINVAL))?;
+    // SAFETY: data is live for the call.
+    code(unsafe { roce_cm_reject(conn, data.as_ptr(), len) })
+}
+
+/// Disconnects.
+pub(crate) fn cm_disconnect(conn: u32) -> Result<(), Errno> {
+    // SAFETY: a plain value.
+    code(unsafe { roce_cm_disconnect(conn) })
+}
+
+/// A copy of the record libibverbs handed the sink; `None` for NULL.
+pub(crate) fn read_record(record: *const CmEventRecord) -> Option<CmEvent> {
+    if record.is_null() {
+        return None;
+    }
+    // SAFETY: libibverbs passes a valid record (roce_cabi::cm's contract).
+    let r = unsafe { record.read_unaligned() };
+    let private_data = if r.private_data.is_null() || r.private_data_len == 0 {
+        Vec::new()
+    } else {
+        // SAFETY: the record's data is valid for its length during the sink's call.
+        unsafe { std::slice::from_raw_parts(r.private_data, r.private_data_len as usize) }.to_vec()
+    };
+    Some(CmEvent {
+        kind: r.kind,
+        conn: r.conn,
+        listen: r.listen,
+        status: r.status,
+        peer: r.peer,
+        local: r.local,
+        peer_port: r.peer_port,
+        responder_resources: r.responder_resources,
+        initiator_depth: r.initiator_depth,
+        retry_count: r.retry_count,
+        rnr_retry_count: r.rnr_retry_count,
+        srq: r.srq,
+        peer_qpn: r.peer_qpn,
+        private_data,
+    })
 }

@@ -64,15 +64,7 @@ pub(crate) fn create_id(
         {
             return Err(EINVAL);
         }
-        let id = Id {
-            c: CBox::new(blank_id(channel, context, ps, qp_type)),
-            channel,
-            phase: Phase::Idle,
-            local: None,
-            own_pd: None,
-            own_cqs: Vec::new(),
-            path: None,
-        };
+        let id = Id::new(blank_id(channel, context, ps, qp_type), channel);
         let ptr = id.c.ptr();
         t.ids.insert(id.c.addr(), id);
         Ok(ptr)
@@ -82,19 +74,30 @@ pub(crate) fn create_id(
 /// `rdma_destroy_id`: events already taken stay valid until acked; queued ones go. A QP the
 /// program did not destroy is left to it (as librdmacm does); a PD or CQs this library made
 /// are freed unless that QP still uses them.
+///
+/// A connection request not yet answered is rejected, a connection still up disconnected
+/// and a listener closed (`conn::close`).
 pub(crate) fn destroy_id(id: usize) -> Result<(), Errno> {
     with(|t| {
-        let i = t.ids.get(&id).ok_or(EINVAL)?;
+        let i = t.ids.get_mut(&id).ok_or(EINVAL)?;
+        crate::conn::close(i);
         if i.c.get().qp.is_null() {
             for cq in &i.own_cqs {
                 ibv::destroy_cq(*cq);
+            }
+            for ch in &i.own_channels {
+                ibv::destroy_comp_channel(*ch);
             }
             if let Some(pd) = i.own_pd {
                 ibv::dealloc_pd(pd);
             }
         }
+        let sync_channel = i.sync_channel;
         t.drop_queued(id);
         t.ids.remove(&id);
+        if let Some(ch) = sync_channel {
+            let _ = t.drop_channel(ch);
+        }
         Ok(())
     })
 }
@@ -257,9 +260,8 @@ pub(crate) fn resolve_route(id: usize) -> Result<(), Errno> {
     })
 }
 
-/// `rdma_listen`: an unbound id binds to the wildcard address with a free port first. The
-/// listener is recorded; connection requests need the connection manager, so none arrive yet
-/// (said once on stderr).
+/// The binding half of `rdma_listen` (`conn::listen` does the rest): an unbound id binds to
+/// the wildcard address with a free port first.
 pub(crate) fn listen(id: usize) -> Result<SocketAddrV4, Errno> {
     let dev = ibv::device()?;
     with(|t| {
@@ -281,7 +283,9 @@ pub(crate) fn listen(id: usize) -> Result<SocketAddrV4, Errno> {
 }
 
 /// `rdma_create_qp`: on `pd` (0: the id's PD, or one allocated for it), with CQs made for
-/// the id where `attr` has none; the QP is moved to INIT (RC, UC) or up to RTS with
+/// the id where `attr` has none, each on a completion channel of its own
+/// (`id->send_cq_channel`, `id->recv_cq_channel`, which `rdma_get_send_comp` and
+/// `rdma_get_recv_comp` wait on, as librdmacm's `ucma_create_cqs` makes them); the QP is moved to INIT (RC, UC) or up to RTS with
 /// `RDMA_UDP_QKEY` (UD), as librdmacm does. Returns `attr` with the granted capabilities.
 pub(crate) fn create_qp(
     id: usize,
@@ -306,26 +310,39 @@ pub(crate) fn create_qp(
             (p, _, _) => p,
         };
         let mut made_cqs = Vec::new();
-        let undo = |cqs: &[usize], made_pd: Option<usize>| {
+        let mut made_channels = Vec::new();
+        let undo = |cqs: &[usize], channels: &[usize], made_pd: Option<usize>| {
             for cq in cqs {
                 ibv::destroy_cq(*cq);
+            }
+            for ch in channels {
+                ibv::destroy_comp_channel(*ch);
             }
             if let Some(p) = made_pd {
                 ibv::dealloc_pd(p);
             }
         };
-        for (slot, depth) in [
+        let mut channels = [0usize; 2];
+        for (k, (slot, depth)) in [
             (&mut attr.send_cq, attr.cap.max_send_wr),
             (&mut attr.recv_cq, attr.cap.max_recv_wr),
-        ] {
+        ]
+        .into_iter()
+        .enumerate()
+        {
             if slot.is_null() {
-                match ibv::create_cq(ctx, depth) {
-                    Ok(cq) => {
+                let made = ibv::create_comp_channel(ctx).and_then(|ch| {
+                    made_channels.push(ch);
+                    ibv::create_cq(ctx, depth, ch).map(|cq| (cq, ch))
+                });
+                match made {
+                    Ok((cq, ch)) => {
                         *slot = cq as *mut _;
                         made_cqs.push(cq);
+                        channels[k] = ch;
                     }
                     Err(e) => {
-                        undo(&made_cqs, made_pd);
+                        undo(&made_cqs, &made_channels, made_pd);
                         return Err(e);
                     }
                 }
@@ -334,25 +351,32 @@ pub(crate) fn create_qp(
         let qp = match ibv::create_qp(pd, &mut attr) {
             Ok(q) => q,
             Err(e) => {
-                undo(&made_cqs, made_pd);
+                undo(&made_cqs, &made_channels, made_pd);
                 return Err(e);
             }
         };
         if let Err(e) = init_qp(qp, attr.qp_type) {
             let _ = ibv::destroy_qp(qp);
-            undo(&made_cqs, made_pd);
+            undo(&made_cqs, &made_channels, made_pd);
             return Err(e);
         }
         if made_pd.is_some() {
             i.own_pd = made_pd;
         }
         i.own_cqs = made_cqs;
+        i.own_channels = made_channels;
         let (send_cq, recv_cq) = (attr.send_cq, attr.recv_cq);
         i.c.update(|c| {
             c.qp = qp as *mut _;
             c.pd = pd as *mut _;
             c.send_cq = send_cq;
             c.recv_cq = recv_cq;
+            if channels[0] != 0 {
+                c.send_cq_channel = channels[0] as *mut _;
+            }
+            if channels[1] != 0 {
+                c.recv_cq_channel = channels[1] as *mut _;
+            }
         });
         Ok(attr)
     })
@@ -397,6 +421,7 @@ pub(crate) fn destroy_qp(id: usize) -> Result<(), Errno> {
         }
         ibv::destroy_qp(qp)?;
         let own = std::mem::take(&mut i.own_cqs);
+        let channels = std::mem::take(&mut i.own_channels);
         i.c.update(|c| {
             c.qp = std::ptr::null_mut();
             if own.contains(&(c.send_cq as usize)) {
@@ -405,25 +430,21 @@ pub(crate) fn destroy_qp(id: usize) -> Result<(), Errno> {
             if own.contains(&(c.recv_cq as usize)) {
                 c.recv_cq = std::ptr::null_mut();
             }
+            if channels.contains(&(c.send_cq_channel as usize)) {
+                c.send_cq_channel = std::ptr::null_mut();
+            }
+            if channels.contains(&(c.recv_cq_channel as usize)) {
+                c.recv_cq_channel = std::ptr::null_mut();
+            }
         });
         for cq in own {
             ibv::destroy_cq(cq);
         }
+        for ch in channels {
+            ibv::destroy_comp_channel(ch);
+        }
         Ok(())
     })
-}
-
-/// Moves the id's QP (if it has one) to the error state, as a failed connection does.
-pub(crate) fn fail_qp(id: usize) -> Result<(), Errno> {
-    let qp = with(|t| t.ids.get(&id).map(|i| i.c.get().qp as usize)).ok_or(EINVAL)?;
-    if qp == 0 {
-        return Ok(());
-    }
-    let err = IbvQpAttr {
-        qp_state: qp::STATE_ERR,
-        ..IbvQpAttr::default()
-    };
-    ibv::modify_qp(qp, err, qp::ATTR_STATE)
 }
 
 /// `rdma_set_option`: the `RDMA_OPTION_ID` options (TOS, REUSEADDR, AFONLY, ACK_TIMEOUT)

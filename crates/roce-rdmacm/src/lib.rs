@@ -9,7 +9,9 @@
 //! what fails how, is in `docs/rdmacm.md`.
 //!
 //! Layout: [`abi`] the C structures, `state` the channels, ids, events and lists handed out,
-//! `id` what an id does, `info` `rdma_getaddrinfo`, `addr` socket addresses. The modules that
+//! `id` what an id does before a connection, `conn` what it does through the engine's
+//! connection manager, `inbox` where the CM's events land, `info` `rdma_getaddrinfo`, `addr`
+//! socket addresses. The modules that
 //! may use `unsafe`: `ffi` (the exported functions), `stubs` (the names that fail with
 //! `ENOSYS`), `ibv` (the calls into libibverbs); objects handed to C are roce-cabi's `CBox`, shared with
 //! roce-verbs.
@@ -18,9 +20,11 @@
 
 pub mod abi;
 mod addr;
+mod conn;
 mod ffi;
 mod ibv;
 mod id;
+mod inbox;
 mod info;
 mod state;
 mod strings;

@@ -25,7 +25,8 @@ pub(crate) struct Channel {
     #[allow(dead_code)]
     c: CBox<RdmaEventChannel>,
     reader: Arc<PipeReader>,
-    writer: PipeWriter,
+    /// Shared with the channel's inbox (`inbox.rs`), which writes the bytes of CM events.
+    writer: Arc<PipeWriter>,
     /// Events not yet taken by `rdma_get_cm_event`, oldest first (addresses in `events`).
     queue: VecDeque<usize>,
 }
@@ -38,6 +39,40 @@ pub(crate) enum Phase {
     AddrResolved,
     RouteResolved,
     Listening,
+    /// The REQ left (`rdma_connect`).
+    Connecting,
+    /// A connection request the program has not accepted or rejected yet.
+    Requested,
+    /// The REP left (`rdma_accept`); the RTU has not come.
+    Accepting,
+    Connected,
+    /// The connection is down (DISCONNECTED reported, or `rdma_disconnect` called).
+    Disconnected,
+}
+
+/// What a connection request asked for, kept on the child id for `rdma_accept`.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Request {
+    pub(crate) responder_resources: u8,
+    pub(crate) initiator_depth: u8,
+}
+
+/// An event handed out, and the private data its `param.conn` points to.
+#[derive(Debug)]
+pub(crate) struct Event {
+    pub(crate) c: CBox<RdmaCmEvent>,
+    /// Owned here, freed with the event.
+    #[allow(dead_code)]
+    pub(crate) data: Box<[u8]>,
+}
+
+impl Event {
+    pub(crate) fn new(c: RdmaCmEvent) -> Self {
+        Self {
+            c: CBox::new(c),
+            data: Box::new([]),
+        }
+    }
 }
 
 /// An id.
@@ -56,6 +91,46 @@ pub(crate) struct Id {
     pub(crate) own_cqs: Vec<usize>,
     /// `route.path_rec` once the route is resolved.
     pub(crate) path: Option<CBox<IbvSaPathRec>>,
+    /// The channel of a synchronous id, made when it first needs one (connect, listen): its
+    /// CM events come there, and the calls that wait read them.
+    pub(crate) sync_channel: Option<usize>,
+    /// The engine's connection, once one is made or requested.
+    pub(crate) conn: Option<u32>,
+    /// The engine's listener.
+    pub(crate) listen: Option<u32>,
+    /// The connection request of a child id.
+    pub(crate) request: Option<Request>,
+    /// The QP a passive endpoint (`rdma_create_ep` with `RAI_PASSIVE`) makes for each child
+    /// `rdma_get_request` returns: its PD (0: one of its own) and attributes.
+    pub(crate) child_qp: Option<(usize, CBox<crate::abi::IbvQpInitAttr>)>,
+    /// Comp channels this library made for the CQs of the id's QP.
+    pub(crate) own_channels: Vec<usize>,
+}
+
+impl Id {
+    /// A fresh id.
+    pub(crate) fn new(c: RdmaCmId, channel: Option<usize>) -> Self {
+        Self {
+            c: CBox::new(c),
+            channel,
+            phase: Phase::Idle,
+            local: None,
+            own_pd: None,
+            own_cqs: Vec::new(),
+            path: None,
+            sync_channel: None,
+            conn: None,
+            listen: None,
+            request: None,
+            child_qp: None,
+            own_channels: Vec::new(),
+        }
+    }
+
+    /// Where the id's CM events go: its channel, or its synchronous channel.
+    pub(crate) fn events_channel(&self) -> Option<usize> {
+        self.channel.or(self.sync_channel)
+    }
 }
 
 /// A list from `rdma_getaddrinfo`: the `rdma_addrinfo` and the addresses it points to.
@@ -74,7 +149,7 @@ pub(crate) struct Tables {
     pub(crate) channels: HashMap<usize, Channel>,
     pub(crate) ids: HashMap<usize, Id>,
     /// Every event not yet acked: queued, or taken and not yet acked.
-    pub(crate) events: HashMap<usize, CBox<RdmaCmEvent>>,
+    pub(crate) events: HashMap<usize, Event>,
     /// Events taken by `rdma_get_cm_event` and not acked.
     pub(crate) taken: HashSet<usize>,
     pub(crate) addrinfos: HashMap<usize, AddrInfo>,
@@ -96,8 +171,8 @@ fn os(e: &std::io::Error) -> Errno {
     Errno(e.raw_os_error().unwrap_or(libc::EIO))
 }
 
-/// `rdma_create_event_channel`.
-pub(crate) fn create_channel() -> Result<*mut RdmaEventChannel, Errno> {
+/// A new channel, not yet in the tables: its address and itself.
+fn make_channel() -> Result<(usize, Channel), Errno> {
     let (reader, writer) = std::io::pipe().map_err(|e| os(&e))?;
     // Queueing must never block the caller: a full pipe (65536 unread events) refuses the
     // operation instead.
@@ -105,30 +180,49 @@ pub(crate) fn create_channel() -> Result<*mut RdmaEventChannel, Errno> {
     let c = CBox::new(RdmaEventChannel {
         fd: reader.as_raw_fd(),
     });
-    let ptr = c.ptr();
+    let addr = c.addr();
+    let writer = Arc::new(writer);
+    crate::inbox::add_channel(addr, writer.clone());
     let channel = Channel {
         c,
         reader: Arc::new(reader),
         writer,
         queue: VecDeque::new(),
     };
-    with(|t| t.channels.insert(ptr as usize, channel));
-    Ok(ptr)
+    Ok((addr, channel))
+}
+
+/// `rdma_create_event_channel`.
+pub(crate) fn create_channel() -> Result<*mut RdmaEventChannel, Errno> {
+    let (addr, channel) = make_channel()?;
+    with(|t| t.channels.insert(addr, channel));
+    Ok(addr as *mut RdmaEventChannel)
+}
+
+/// A channel made under the tables' lock (a synchronous id's).
+pub(crate) fn new_channel(t: &mut Tables) -> Result<usize, Errno> {
+    let (addr, channel) = make_channel()?;
+    t.channels.insert(addr, channel);
+    Ok(addr)
 }
 
 /// `rdma_destroy_event_channel`: drops the events still queued; ids that still name the
 /// channel get `EINVAL` from the calls that would report on it.
 pub(crate) fn destroy_channel(channel: usize) -> Result<(), Errno> {
-    with(|t| {
-        let ch = t.channels.remove(&channel).ok_or(EINVAL)?;
-        for e in ch.queue {
-            t.events.remove(&e);
-        }
-        Ok(())
-    })
+    with(|t| t.drop_channel(channel))
 }
 
 impl Tables {
+    /// Forgets a channel and the events queued on it.
+    pub(crate) fn drop_channel(&mut self, channel: usize) -> Result<(), Errno> {
+        let ch = self.channels.remove(&channel).ok_or(EINVAL)?;
+        crate::inbox::remove_channel(channel);
+        for e in ch.queue {
+            self.events.remove(&e);
+        }
+        Ok(())
+    }
+
     /// Queues `event` for `id` on its channel; a synchronous id gets none. Nothing is queued
     /// if this fails (`EINVAL`: the channel was destroyed, `ENOBUFS`: its pipe is full).
     pub(crate) fn report(&mut self, id: usize, event: i32, status: i32) -> Result<(), Errno> {
@@ -136,7 +230,7 @@ impl Tables {
             return Ok(());
         };
         let ch = self.channels.get_mut(&ch_addr).ok_or(EINVAL)?;
-        match ch.writer.write(&[1]) {
+        match (&*ch.writer).write(&[1]) {
             Ok(1) => {}
             Ok(_) => return Err(Errno(libc::ENOBUFS)),
             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
@@ -145,7 +239,7 @@ impl Tables {
             Err(e) => return Err(os(&e)),
         }
         // SAFETY of the union: zeroed `param` is a valid rdma_conn_param (no private data).
-        let e = CBox::new(RdmaCmEvent {
+        let e = Event::new(RdmaCmEvent {
             id: id as *mut RdmaCmId,
             listen_id: std::ptr::null_mut(),
             event,
@@ -164,8 +258,8 @@ impl Tables {
                 },
             },
         });
-        ch.queue.push_back(e.addr());
-        self.events.insert(e.addr(), e);
+        ch.queue.push_back(e.c.addr());
+        self.events.insert(e.c.addr(), e);
         Ok(())
     }
 
@@ -175,7 +269,7 @@ impl Tables {
         let events = &mut self.events;
         for ch in self.channels.values_mut() {
             ch.queue.retain(|e| {
-                let mine = events.get(e).is_some_and(|ev| ev.get().id as usize == id);
+                let mine = events.get(e).is_some_and(|ev| ev.c.get().id as usize == id);
                 if mine {
                     events.remove(e);
                 }
@@ -209,7 +303,15 @@ impl Tables {
 /// fd non-blocking (`EAGAIN`).
 pub(crate) fn get_event(channel: usize) -> Result<*mut RdmaCmEvent, Errno> {
     loop {
-        let reader = with(|t| t.channels.get(&channel).map(|c| c.reader.clone())).ok_or(EINVAL)?;
+        // The write end is held too: a channel destroyed while this thread waits leaves it
+        // waiting, as a read of the kernel's rdma_cm file does (rping's event thread is still
+        // in rdma_get_cm_event when its main thread destroys the channel and returns).
+        let (reader, _writer) = with(|t| {
+            t.channels
+                .get(&channel)
+                .map(|c| (c.reader.clone(), c.writer.clone()))
+        })
+        .ok_or(EINVAL)?;
         let mut byte = [0u8; 1];
         // Without the tables' lock: this may block until an event comes.
         match (&*reader).read(&mut byte) {
@@ -220,9 +322,13 @@ pub(crate) fn get_event(channel: usize) -> Result<*mut RdmaCmEvent, Errno> {
         }
         let got = with(|t| {
             let ch = t.channels.get_mut(&channel)?;
-            let e = ch.queue.pop_front()?;
+            let e = match ch.queue.pop_front() {
+                Some(e) => e,
+                // Not one of this library's own: a CM event from the engine, if any is left.
+                None => crate::conn::materialize(t, channel, crate::inbox::take(channel)?)?,
+            };
             t.taken.insert(e);
-            t.events.get(&e).map(CBox::ptr)
+            t.events.get(&e).map(|e| e.c.ptr())
         });
         // No event behind the byte: it was dropped with its id; read on.
         if let Some(e) = got {
@@ -248,20 +354,10 @@ mod tests {
     use crate::abi::event;
 
     fn fake_id(t: &mut Tables, channel: Option<usize>) -> usize {
-        let id = Id {
-            c: CBox::new(crate::id::blank_id(
-                channel,
-                std::ptr::null_mut(),
-                0x0106,
-                2,
-            )),
+        let id = Id::new(
+            crate::id::blank_id(channel, std::ptr::null_mut(), 0x0106, 2),
             channel,
-            phase: Phase::Idle,
-            local: None,
-            own_pd: None,
-            own_cqs: Vec::new(),
-            path: None,
-        };
+        );
         let a = id.c.addr();
         t.ids.insert(a, id);
         a
@@ -276,9 +372,9 @@ mod tests {
         let a = get_event(ch).unwrap();
         let b = get_event(ch).unwrap();
         with(|t| {
-            assert_eq!(t.events[&(a as usize)].get().event, event::ADDR_RESOLVED);
-            assert_eq!(t.events[&(b as usize)].get().event, event::ROUTE_RESOLVED);
-            assert_eq!(t.events[&(b as usize)].get().id as usize, id);
+            assert_eq!(t.events[&(a as usize)].c.get().event, event::ADDR_RESOLVED);
+            assert_eq!(t.events[&(b as usize)].c.get().event, event::ROUTE_RESOLVED);
+            assert_eq!(t.events[&(b as usize)].c.get().id as usize, id);
         });
         assert_eq!(ack_event(a as usize), Ok(()));
         assert_eq!(
@@ -307,10 +403,10 @@ mod tests {
         });
         let e = get_event(ch).unwrap() as usize;
         with(|t| {
-            assert_eq!(t.events[&e].get().id as usize, kept);
-            assert_eq!(t.events[&e].get().status, -5);
+            assert_eq!(t.events[&e].c.get().id as usize, kept);
+            assert_eq!(t.events[&e].c.get().status, -5);
             assert!(
-                !t.events.values().any(|ev| ev.get().id as usize == gone),
+                !t.events.values().any(|ev| ev.c.get().id as usize == gone),
                 "the dropped event is freed"
             );
         });
@@ -328,7 +424,7 @@ mod tests {
         std::thread::sleep(std::time::Duration::from_millis(20));
         with(|t| t.report(id, event::ROUTE_RESOLVED, 0)).unwrap();
         let e = reader.join().unwrap().unwrap();
-        assert_eq!(with(|t| t.events[&e].get().event), event::ROUTE_RESOLVED);
+        assert_eq!(with(|t| t.events[&e].c.get().event), event::ROUTE_RESOLVED);
         ack_event(e).unwrap();
         with(|t| t.ids.remove(&id));
         destroy_channel(ch).unwrap();
@@ -341,7 +437,7 @@ mod tests {
         assert!(!with(|t| t
             .events
             .values()
-            .any(|ev| ev.get().id as usize == id)));
+            .any(|ev| ev.c.get().id as usize == id)));
         with(|t| t.ids.remove(&id));
     }
 }

@@ -1,6 +1,6 @@
-//! Exported names that need the connection manager (connect, accept, multicast, ECE, the
-//! rsocket family, ...). Each sets `errno = ENOSYS`, says once on stderr
-//! (`roce-rdmacm: rdma_connect needs the connection manager, not there yet`) and returns
+//! Exported names roce-emu's librdmacm does not have yet (multicast, ECE, SRQs made through
+//! an id, migration, the rsocket family, ...). Each sets `errno = ENOSYS`, says once on stderr
+//! (`roce-rdmacm: rdma_join_multicast is not supported yet`) and returns
 //! what its C signature uses for failure: -1 or nothing. They exist because Debian's programs
 //! are linked BIND_NOW: every imported name must resolve at load time, used or not.
 //!
@@ -16,26 +16,22 @@ use crate::note;
 use roce_cabi::stubs;
 
 pub(crate) fn unsupported(name: &'static str) {
-    note(name, "needs the connection manager, not there yet");
+    note(name, "is not supported yet");
     set_errno(libc::ENOSYS);
 }
 
 stubs! {
     unsupported -> i64 = -1, "-1, errno `ENOSYS`";
-    rdma_accept,
     rdma_create_srq,
     rdma_create_srq_ex,
-    rdma_disconnect,
     rdma_establish,
     rdma_get_remote_ece,
-    rdma_get_request,
     rdma_init_qp_attr,
     rdma_join_multicast,
     rdma_join_multicast_ex,
     rdma_leave_multicast,
     rdma_migrate_id,
     rdma_notify,
-    rdma_reject,
     rdma_reject_ece,
     rdma_set_local_ece,
     raccept,

@@ -49,8 +49,17 @@ fn ibverbs_symbols(file: &Path, undefined: bool) -> Option<Symbols> {
     roce_cabi::testing::versioned_symbols(file, "IBVERBS_", undefined)
 }
 
-fn map() -> Symbols {
+/// The version script's names at the nodes whose name starts with `prefix`.
+fn map_of(prefix: &str) -> Symbols {
     map_symbols(&Path::new(env!("CARGO_MANIFEST_DIR")).join("../roce-verbs/libibverbs.map"))
+        .into_iter()
+        .filter(|(node, _)| node.starts_with(prefix))
+        .collect()
+}
+
+/// libibverbs's names (the private node of roce-emu apart).
+fn map() -> Symbols {
+    map_of("IBVERBS_")
 }
 
 fn importers(programs_only: bool) -> Vec<(PathBuf, &'static str)> {
@@ -78,6 +87,18 @@ fn every_name_of_the_version_script_is_exported_at_its_node() {
         146,
         "rdma-core 44 has 146 default-versioned names"
     );
+    check_exports(&ours, &map);
+}
+
+#[test]
+fn the_private_node_exports_the_connection_managers_functions() {
+    let so = roce_verbs_so::library_path();
+    let Some(ours) = roce_cabi::testing::versioned_symbols(&so, roce_cabi::cm::VERSION_NODE, false)
+    else {
+        return skip_or_fail("objdump not found: apt-get install binutils");
+    };
+    let map = map_of(roce_cabi::cm::VERSION_NODE);
+    assert_eq!(map.len(), 7, "roce_cabi::cm names seven functions: {map:?}");
     check_exports(&ours, &map);
 }
 

@@ -6,9 +6,9 @@
 //! program gets for the others, is in `docs/verbs.md`.
 //!
 //! Layout: [`abi`] the C structures, [`config`] the environment variables that describe the
-//! device, [`device`] what the device and its port show, `engine` the NIC's thread, `state`
+//! device, [`device`] what the device and its port show, `engine` the NIC's thread, `cm` the connection manager for roce-emu's librdmacm, `state`
 //! the device and its open contexts, `verbs` the program's objects and their translation to
-//! the engine. The modules that may use `unsafe`: `ffi`, `ffi_verbs` and `ffi_ex` (the exported
+//! the engine. The modules that may use `unsafe`: `ffi`, `ffi_verbs`, `ffi_ex` and `ffi_cm` (the exported
 //! functions), `stubs` (the names that fail with `EOPNOTSUPP`) and `memory`
 //! (a program's registered buffer); objects handed to C are roce-cabi's `CBox`, shared with
 //! roce-rdmacm.
@@ -16,10 +16,12 @@
 #![deny(unsafe_code)]
 
 pub mod abi;
+mod cm;
 pub mod config;
 pub mod device;
 mod engine;
 mod ffi;
+mod ffi_cm;
 mod ffi_ex;
 mod ffi_verbs;
 mod memory;

@@ -215,6 +215,14 @@ pub(crate) fn engine(ctx_addr: usize) -> Result<&'static Engine, Errno> {
     }
 }
 
+/// The NIC, once a context was opened on the device: `ENODEV` before (or without a device).
+pub(crate) fn running_engine() -> Result<&'static Engine, Errno> {
+    match device()?.map(|d| d.engine.get()) {
+        Some(Some(Ok(e))) => Ok(e),
+        _ => Err(Errno(libc::ENODEV)),
+    }
+}
+
 /// The device of the open context at `ctx_addr`.
 pub(crate) fn context(ctx_addr: usize) -> Result<&'static Device, Errno> {
     let known = lock(&CONTEXTS)

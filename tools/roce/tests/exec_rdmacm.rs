@@ -1,157 +1,207 @@
-//! `roce exec` gives RDMA CM programs roce-emu's librdmacm.so.1 next to its libibverbs.so.1:
-//! Debian's rping and ib_send_bw -R load it, resolve, create their QPs and listen on it, and
-//! fail cleanly where the connection manager is needed (not there yet). The evidence that our
-//! library was used is its own stderr note: the system's librdmacm has no such text, and it
-//! would not find a device at all. Addresses of their own in 127.0.13.0/24. Skips, naming the
-//! package, where the programs are not installed; under CI=true that fails.
+//! `roce exec` gives RDMA CM programs roce-emu's librdmacm.so.1 next to its libibverbs.so.1,
+//! and its connection manager: Debian's unmodified rping, ucmatose, rdma_server/rdma_client
+//! and perftest's `-R` connect through IB CM MADs between two `roce exec` processes on
+//! loopback addresses of their own (127.0.13.0/24), exchange their data and disconnect. Each
+//! test checks what the programs themselves report. A connect to a port nobody listens on is
+//! rejected (reason 8, invalid service ID) before anything is sent; a UD connect (SIDR, not
+//! there yet) fails cleanly. Skips, naming the package, where the programs are not installed;
+//! under CI=true that fails. The same programs over a veth: exec_veth.rs.
 
 #![allow(clippy::unwrap_used)] // test code: a panic is the failure report
 
 mod common;
 
-use common::exec::have;
-use std::io::{BufRead, BufReader};
-use std::os::unix::process::CommandExt as _;
-use std::process::{Command, Stdio};
-use std::sync::mpsc;
-use std::time::{Duration, Instant};
+use common::exec::{Side, exec_cm_pair, have, ok_as as ok, result_rows};
+use std::process::Output;
 
-/// Runs `roce exec ARGS` in a process group of its own and returns (exit status or `None` if
-/// it was still running after `limit` and was killed, stderr).
-fn exec(args: &[&str], limit: Duration, stop_at: Option<&str>) -> (Option<i32>, String) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_roce"))
-        .arg("exec")
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .process_group(0)
-        .spawn()
-        .unwrap();
-    let stderr = child.stderr.take().unwrap();
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            if tx.send(line).is_err() {
-                break;
-            }
-        }
-    });
-    let deadline = Instant::now() + limit;
-    let mut text = String::new();
-    let mut exited = false;
-    while Instant::now() < deadline {
-        match rx.recv_timeout(Duration::from_millis(50)) {
-            Ok(line) => {
-                text.push_str(&line);
-                text.push('\n');
-                if stop_at.is_some_and(|s| line.contains(s)) {
-                    break;
-                }
-            }
-            Err(mpsc::RecvTimeoutError::Disconnected) => {
-                // stderr closed: the program is done.
-                exited = true;
-                break;
-            }
-            Err(mpsc::RecvTimeoutError::Timeout) => {}
-        }
-    }
-    if !exited {
-        // The group holds roce and the program it started: end both.
-        let _ = Command::new("kill")
-            .args(["-TERM", "--", &format!("-{}", child.id())])
-            .status();
-    }
-    let code = child.wait().unwrap().code().unwrap_or(-1);
-    (exited.then_some(code), text)
+/// Runs `server` at `server_ip` and `client` at `client_ip`, each under `roce exec` (at most
+/// 60 s); (client, server).
+fn cm_pair(server_ip: &str, server: &[&str], client_ip: &str, client: &[&str]) -> (Output, Output) {
+    let wrap = ["timeout", "60"];
+    exec_cm_pair(
+        Side {
+            wrapper: &wrap,
+            ip: server_ip,
+            exec_args: &[],
+        },
+        Side {
+            wrapper: &wrap,
+            ip: client_ip,
+            exec_args: &[],
+        },
+        server,
+        client,
+    )
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// rping's `ping data` lines, with the number each carries (`rdma-ping-N`).
+fn pings(text: &str, prefix: &str) -> Vec<String> {
+    text.lines()
+        .filter_map(|l| l.strip_prefix(prefix))
+        .map(|l| l.split(':').next().unwrap_or_default().to_owned())
+        .collect()
 }
 
 #[test]
-fn rping_server_loads_our_librdmacm_and_listens_on_it() {
+fn rping_connects_reads_writes_and_disconnects_through_our_connection_manager() {
     if !have("rping", "rdmacm-utils") {
         return;
     }
-    let note = "roce-rdmacm: rdma_listen records the listener on 127.0.13.81:7174";
-    let (status, stderr) = exec(
+    let (client, server) = cm_pair(
+        "127.0.13.81",
+        &["rping", "-s", "-v", "-V", "-C", "3", "-a", "127.0.13.81"],
+        "127.0.13.82",
+        &["rping", "-c", "-v", "-V", "-C", "3", "-a", "127.0.13.81"],
+    );
+    let (c, s) = (ok("rping -c", &client), ok("rping -s", &server));
+    let want: Vec<String> = (0..3).map(|n| format!(" rdma-ping-{n}")).collect();
+    // The client sees its buffer come back through the server's RDMA READ and RDMA WRITE (-V
+    // compares it), the server what it read.
+    assert_eq!(pings(&c, "ping data:"), want, "{c}");
+    assert_eq!(pings(&s, "server ping data:"), want, "{s}");
+    // The server learns of the end from the client's DREQ.
+    assert!(
+        stderr(&server).contains("server DISCONNECT EVENT"),
+        "{}",
+        stderr(&server)
+    );
+}
+
+#[test]
+fn rping_to_a_port_nobody_listens_on_is_rejected_before_anything_is_sent() {
+    if !have("rping", "rdmacm-utils") {
+        return;
+    }
+    // The server listens on rping's port 7174; the client asks for 7175.
+    let (client, server) = cm_pair(
+        "127.0.13.83",
         &[
-            "--ip",
-            "127.0.13.81",
-            "--",
+            "timeout",
+            "8",
             "rping",
             "-s",
-            "-V",
-            "-C",
-            "1",
-            "-a",
-            "127.0.13.81",
-        ],
-        Duration::from_secs(20),
-        Some(note),
-    );
-    assert!(
-        stderr.contains(note),
-        "no note from our librdmacm:\n{stderr}"
-    );
-    // rping -s waits for a connection request: it was still running when the note came.
-    assert_eq!(status, None, "rping -s exited:\n{stderr}");
-}
-
-#[test]
-fn rping_client_resolves_and_fails_cleanly_at_rdma_connect() {
-    if !have("rping", "rdmacm-utils") {
-        return;
-    }
-    let (status, stderr) = exec(
-        &[
-            "--ip",
-            "127.0.13.82",
-            "--",
-            "rping",
-            "-c",
-            "-V",
             "-C",
             "1",
             "-a",
             "127.0.13.83",
         ],
-        Duration::from_secs(20),
-        None,
+        "127.0.13.84",
+        &[
+            "rping",
+            "-c",
+            "-v",
+            "-C",
+            "1",
+            "-a",
+            "127.0.13.83",
+            "-p",
+            "7175",
+        ],
     );
-    let status = status.unwrap_or_else(|| panic!("rping -c did not exit:\n{stderr}"));
-    assert_ne!(status, 0, "{stderr}");
-    // rping got as far as rdma_connect: the address and route resolved, its QP was made.
+    let text = stderr(&client);
+    assert!(!client.status.success(), "{text}");
     assert!(
-        stderr.contains("roce-rdmacm: rdma_connect needs the connection manager, not there yet"),
-        "{stderr}"
+        text.contains("RDMA_CM_EVENT_REJECTED, error 8"),
+        "not rejected for its service ID:\n{text}"
     );
     assert!(
-        stderr.contains("rdma_connect: Function not implemented"),
-        "{stderr}"
+        pings(&String::from_utf8_lossy(&client.stdout), "ping data:").is_empty(),
+        "data moved before the rejection"
     );
+    // The listener saw no connection request: it was still waiting when timeout ended it.
+    assert_eq!(server.status.code(), Some(124), "{}", stderr(&server));
 }
 
 #[test]
-fn perftest_with_rdma_cm_fails_cleanly_at_rdma_connect() {
-    if !have("ib_send_bw", "perftest") {
+fn ucmatose_exchanges_its_messages_and_disconnects() {
+    if !have("ucmatose", "rdmacm-utils") {
         return;
     }
-    let (status, stderr) = exec(
-        &[
-            "--ip",
-            "127.0.13.84",
-            "--",
-            "ib_send_bw",
-            "-R",
-            "127.0.13.85",
-        ],
-        Duration::from_secs(20),
-        None,
+    let (client, server) = cm_pair(
+        "127.0.13.85",
+        &["ucmatose", "-b", "127.0.13.85", "-C", "5"],
+        "127.0.13.86",
+        &["ucmatose", "-s", "127.0.13.85", "-C", "5"],
     );
-    let status = status.unwrap_or_else(|| panic!("ib_send_bw -R did not exit:\n{stderr}"));
-    assert_ne!(status, 0, "{stderr}");
+    for (who, out) in [("client", &client), ("server", &server)] {
+        let text = ok(&format!("ucmatose {who}"), out);
+        assert!(text.contains("data transfers complete"), "{who}: {text}");
+        assert!(text.contains("return status 0"), "{who}: {text}");
+    }
+}
+
+#[test]
+fn rdma_server_and_rdma_client_use_synchronous_endpoints() {
+    if !have("rdma_server", "rdmacm-utils") {
+        return;
+    }
+    let (client, server) = cm_pair(
+        "127.0.13.87",
+        &["rdma_server", "-s", "127.0.13.87"],
+        "127.0.13.88",
+        &["rdma_client", "-s", "127.0.13.87"],
+    );
+    // Each side sends one message and waits for the other's (rdma_get_recv_comp).
     assert!(
-        stderr.contains("roce-rdmacm: rdma_connect needs the connection manager"),
-        "{stderr}"
+        ok("rdma_client", &client).contains("rdma_client: end 0"),
+        "{}",
+        stderr(&client)
     );
+    assert!(
+        ok("rdma_server", &server).contains("rdma_server: end 0"),
+        "{}",
+        stderr(&server)
+    );
+}
+
+/// perftest `-R`: both sides exit 0, and the client reports every iteration at a size.
+fn perftest_rdma_cm(program: &str, server_ip: &str, client_ip: &str) {
+    if !have(program, "perftest") {
+        return;
+    }
+    let args = [program, "-R", "-n", "200", "-s", "4096"];
+    let client_args = [&args[..], &[server_ip]].concat();
+    let (client, server) = cm_pair(server_ip, &args, client_ip, &client_args);
+    let text = ok(&format!("{program} -R client"), &client);
+    ok(&format!("{program} -R server"), &server);
+    assert!(text.contains("rdma_cm"), "not through the CM:\n{text}");
+    let rows = result_rows(&text);
+    assert_eq!(rows.len(), 1, "{text}");
+    assert_eq!(rows[0][..2], [4096.0, 200.0], "{text}");
+    assert!(rows[0][3] > 0.0, "no bandwidth: {text}");
+}
+
+#[test]
+fn ib_send_bw_connects_through_the_connection_manager() {
+    perftest_rdma_cm("ib_send_bw", "127.0.13.89", "127.0.13.90");
+}
+
+#[test]
+fn ib_write_bw_connects_through_the_connection_manager() {
+    perftest_rdma_cm("ib_write_bw", "127.0.13.91", "127.0.13.92");
+}
+
+#[test]
+fn udaddy_fails_cleanly_where_the_connection_manager_needs_sidr() {
+    if !have("udaddy", "rdmacm-utils") {
+        return;
+    }
+    let (client, server) = cm_pair(
+        "127.0.13.93",
+        &["timeout", "8", "udaddy", "-b", "127.0.13.93"],
+        "127.0.13.94",
+        &["udaddy", "-s", "127.0.13.93"],
+    );
+    let text = stderr(&client);
+    assert!(!client.status.success(), "{text}");
+    assert!(
+        text.contains("roce-rdmacm: rdma_connect of a UD id needs SIDR"),
+        "{text}"
+    );
+    assert!(text.contains("Function not implemented"), "{text}");
+    assert_eq!(server.status.code(), Some(124), "{}", stderr(&server));
 }

@@ -130,9 +130,14 @@ impl Cm {
         let id = conn.id;
         let [_, rtr, rts] = attrs::recipe(conn).steps();
         let qpn = conn.qpn.unwrap_or(roce_wire::Qpn::new(0));
-        // librdmacm takes the QP to RTR and RTS on the REP, then asks for the RTU.
+        // librdmacm takes the QP to RTR and RTS on the REP, then asks for the RTU; first it
+        // gives the QP its INIT attributes again with the negotiated responder resources
+        // (the program's rdma_create_qp left remote access off).
+        //= rxe:librdmacm/cma.c/ucma_modify_qp_rtr
+        //# the QP is given its INIT attributes again (INIT to INIT) with the negotiated responder resources before RTR
         let moved = nic
-            .modify_qp(qpn, &rtr)
+            .modify_qp(qpn, &attrs::init(conn.responder_resources))
+            .and_then(|()| nic.modify_qp(qpn, &rtr))
             .and_then(|()| nic.modify_qp(qpn, &rts));
         if let Err(error) = moved {
             //= rxe:cma.c/cma_rep_recv

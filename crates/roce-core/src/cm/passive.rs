@@ -192,9 +192,9 @@ impl Cm {
         //= rxe:cma.c/cma_accept_ib
         //# rdma_accept takes the QP to RTR and then RTS before the REP is sent
         let [_, rtr, rts] = attrs::recipe(&next).steps();
-        if nic.qp_state(params.qpn)? == QpState::Reset {
-            nic.modify_qp(params.qpn, &attrs::init(next.responder_resources))?;
-        }
+        //= rxe:librdmacm/cma.c/ucma_modify_qp_rtr
+        //# the QP is given its INIT attributes again (INIT to INIT) with the negotiated responder resources before RTR
+        nic.modify_qp(params.qpn, &attrs::init(next.responder_resources))?;
         nic.modify_qp(params.qpn, &rtr)?;
         nic.modify_qp(params.qpn, &rts)?;
         let mad = wire::rep(&next, wire::ca_guid(nic.config()), &params.private_data);

@@ -1,6 +1,6 @@
 /* roce-emu's librdmacm.so.1 from C, through Debian's <rdma/rdma_cma.h>: what works before the
  * connection manager (channels, ids, address and route resolution with their events, QPs on
- * ids, getaddrinfo) and how the rest fails (-1, ENOSYS). Each CHECK prints "ok <what>" or
+ * ids, getaddrinfo), how the connecting calls refuse misuse, and how the rest fails (-1, ENOSYS). Each CHECK prints "ok <what>" or
  * "FAIL <what>"; the exit status is the number of failures. Where a call is refused, the test
  * also checks that nothing happened (no event queued, the id unchanged). Run by tests/cm.rs
  * with ROCE_VERBS_IP=127.0.13.80. */
@@ -152,18 +152,27 @@ int main(void)
 	errno = 0;
 	CHECK(rdma_set_option(id, RDMA_OPTION_IB, RDMA_OPTION_IB_PATH, &one, sizeof(one)) == -1 && errno == ENOSYS, "set_option IB_PATH: ENOSYS");
 
-	/* Connecting needs the connection manager: -1 ENOSYS; the QP fails as on a refusal. */
+	/* The connecting calls refuse what they cannot do, and change nothing: no event, the QP
+	 * still in INIT. (Connections themselves: tools/roce/tests/exec_rdmacm.rs.) */
 	struct rdma_conn_param cp;
 	memset(&cp, 0, sizeof(cp));
+	char big[64] = {0};
+	cp.private_data = big;
+	cp.private_data_len = 57;
 	errno = 0;
-	CHECK(rdma_connect(id, &cp) == -1 && errno == ENOSYS, "connect: ENOSYS");
-	CHECK(qp_state(id->qp, NULL) == IBV_QPS_ERR && !readable(ch->fd), "... the QP in ERR, no event");
+	CHECK(rdma_connect(id, &cp) == -1 && errno == EINVAL, "connect with 57 bytes of private data: EINVAL");
+	CHECK(qp_state(id->qp, NULL) == IBV_QPS_INIT && !readable(ch->fd), "... the QP still in INIT, no event");
+	cp.private_data_len = 0;
 	errno = 0;
-	CHECK(rdma_accept(id, &cp) == -1 && errno == ENOSYS, "accept: ENOSYS");
+	CHECK(rdma_accept(id, &cp) == -1 && errno == EINVAL, "accept without a connection request: EINVAL");
 	errno = 0;
-	CHECK(rdma_reject(id, NULL, 0) == -1 && errno == ENOSYS, "reject: ENOSYS");
+	CHECK(rdma_reject(id, NULL, 0) == -1 && errno == EINVAL, "reject without a connection request: EINVAL");
 	errno = 0;
-	CHECK(rdma_disconnect(id) == -1 && errno == ENOSYS, "disconnect: ENOSYS");
+	CHECK(rdma_disconnect(id) == -1 && errno == EINVAL, "disconnect before a connection: EINVAL");
+	struct rdma_cm_id *child = (struct rdma_cm_id *)&cp;
+	errno = 0;
+	CHECK(rdma_get_request(id, &child) == -1 && errno == EINVAL && child == (struct rdma_cm_id *)&cp, "get_request on an id not listening: EINVAL, nothing written");
+	CHECK(qp_state(id->qp, NULL) == IBV_QPS_INIT && !readable(ch->fd), "... the QP still in INIT, no event");
 	errno = 0;
 	CHECK(rdma_join_multicast(id, ai->ai_dst_addr, NULL) == -1 && errno == ENOSYS, "join_multicast: ENOSYS");
 	errno = 0;

@@ -41,7 +41,7 @@ pub(crate) use post::{
     PostQp, max_inline, post, qp_for_post, recv_wr, send_wr, sge, wr_abort, wr_complete, wr_fail,
     wr_op, wr_set_inline, wr_set_sgl, wr_set_ud_addr, wr_start,
 };
-pub(crate) use qp::{MAX_WR, WrFns, create_qp, destroy_qp, is_qp, modify_qp, query_qp};
+pub(crate) use qp::{MAX_WR, WrFns, create_qp, destroy_qp, is_qp, modify_qp, qpn_of, query_qp};
 pub(crate) use srq::{PostSrq, create_srq, destroy_srq, modify_srq, query_srq, srq_for_post};
 
 const EINVAL: Errno = Errno(libc::EINVAL);
@@ -71,7 +71,7 @@ fn with<R>(f: impl FnOnce(&mut Objects) -> R) -> R {
 }
 
 /// The errno for what the engine refused: `ENOMEM` for a full table or queue, else `EINVAL`.
-fn engine_err(e: VerbsError) -> Errno {
+pub(crate) fn engine_err(e: VerbsError) -> Errno {
     match e {
         VerbsError::Exhausted(_) | VerbsError::QueueFull { .. } | VerbsError::SrqFull { .. } => {
             Errno(libc::ENOMEM)

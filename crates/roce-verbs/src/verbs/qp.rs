@@ -383,6 +383,11 @@ pub(crate) fn query_qp(qp: usize) -> Result<(IbvQpAttr, IbvQpInitAttr), Errno> {
 }
 
 /// `ibv_qp_to_qp_ex`: every QP of ours is an `ibv_qp_ex` (NULL for others).
+/// The engine's number of the QP at `qp`: `EINVAL` if it is not one of ours.
+pub(crate) fn qpn_of(qp: usize) -> Result<Qpn, Errno> {
+    with(|o| o.qps.get(&qp).map(|q| q.qpn)).ok_or(EINVAL)
+}
+
 pub(crate) fn is_qp(qp: usize) -> bool {
     with(|o| o.qps.contains_key(&qp))
 }

@@ -63,6 +63,45 @@ pub(crate) fn wait_listening(pid: u32, port: &str) {
     panic!("nothing listens on TCP port {port} after 20 s");
 }
 
+/// Waits (at most 20 s) until a NIC's UDP socket is bound to `ip`:4791 in the network
+/// namespace of process `pid` (/proc/PID/net/udp): an RDMA CM server opens its device just
+/// before it listens, and listens on no socket the test could see.
+pub(crate) fn wait_nic(pid: u32, ip: &str) {
+    let ip: std::net::Ipv4Addr = ip.parse().unwrap();
+    // /proc shows the address as the bytes in memory, printed as a little-endian word.
+    let want = format!("{:08X}:12B7", u32::from_le_bytes(ip.octets()));
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while Instant::now() < deadline {
+        let bound = std::fs::read_to_string(format!("/proc/{pid}/net/udp")).is_ok_and(|t| {
+            t.lines()
+                .skip(1)
+                .any(|l| l.split_whitespace().nth(1) == Some(&want))
+        });
+        if bound {
+            // The program listens right after it opens the device.
+            std::thread::sleep(Duration::from_millis(300));
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    panic!("no NIC bound to {ip}:4791 after 20 s");
+}
+
+/// Runs `server` (ARGV) and then, once its NIC is up, `client` (ARGV), each under its `roce
+/// exec`: for RDMA CM programs, whose client names the server itself. Returns (client,
+/// server) once both have ended.
+pub(crate) fn exec_cm_pair(
+    server: Side<'_>,
+    client: Side<'_>,
+    server_argv: &[&str],
+    client_argv: &[&str],
+) -> (Output, Output) {
+    let server_child = spawn_exec(server, server_argv);
+    wait_nic(server_child.id(), server.ip);
+    let client = spawn_exec(client, client_argv).wait_with_output().unwrap();
+    (client, server_child.wait_with_output().unwrap())
+}
+
 /// Where one side of an [`exec_pair`] runs: under `wrapper` (`ip netns exec NS timeout 120`,
 /// or nothing), with the NIC at `ip` and `roce exec`'s options `exec_args`.
 #[derive(Debug, Clone, Copy)]

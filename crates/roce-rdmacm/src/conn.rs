@@ -1,0 +1,449 @@
+//! What an `rdma_cm_id` does through the engine's connection manager: listen, connect,
+//! accept, reject, disconnect, and the events these bring (`materialize`), with the
+//! behaviour of librdmacm 44 over the kernel's rdma_cm:
+//! - the RDMA IP CM service ID of the port space and port (`cma_get_service_id`);
+//! - a CONNECT_REQUEST makes a child id on the listener's channel, with the listener's
+//!   context (`cma_ib_new_conn_id`); a synchronous listener's child gets its own channel, as
+//!   `rdma_get_request` migrates it;
+//! - a REJECTED, UNREACHABLE or CONNECT_ERROR moves the id's QP to the error state
+//!   (`ucma_process_conn_resp` and friends: a thread waiting on its receives wakes up);
+//! - a synchronous id's `rdma_connect`, `rdma_accept`, `rdma_disconnect` and
+//!   `rdma_get_request` wait for their event (`ucma_complete`).
+
+use std::ffi::c_int;
+use std::net::SocketAddrV4;
+
+use roce_cabi::cm::{CmAccept, CmConnect, ip_from_bytes, ip_to_bytes, kind};
+
+use crate::Errno;
+use crate::abi::{IbvGid, IbvQpAttr, RdmaCmEvent, RdmaCmEventParam, RdmaConnParam, event, qp};
+use crate::addr;
+use crate::inbox::{self, CmEvent};
+use crate::state::{self, EINVAL, Event, Id, Phase, Request, Tables, with};
+use crate::{ibv, id};
+
+/// Responder resources and initiator depth without a `conn_param`: the device's
+/// `max_qp_rd_atom` (librdmacm takes the device's).
+const DEFAULT_RD_ATOMIC: u8 = 128;
+
+/// The RDMA IP CM service ID of port `port` in port space `ps` (`cma_get_service_id`).
+pub(crate) fn service_id(ps: c_int, port: u16) -> u64 {
+    ((ps as u64 & 0xffff) << 16) | u64::from(port)
+}
+
+/// What the program's `struct rdma_conn_param` asks for, read by value.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct ConnParam {
+    pub(crate) private_data: Vec<u8>,
+    pub(crate) responder_resources: u8,
+    pub(crate) initiator_depth: u8,
+    pub(crate) retry_count: u8,
+    pub(crate) rnr_retry_count: u8,
+}
+
+/// The channel of `id`'s CM events, made for a synchronous id the first time.
+fn events_channel(t: &mut Tables, id: usize) -> Result<usize, Errno> {
+    let i = t.ids.get(&id).ok_or(EINVAL)?;
+    if let Some(ch) = i.events_channel() {
+        return Ok(ch);
+    }
+    let ch = state::new_channel(t)?;
+    if let Some(i) = t.ids.get_mut(&id) {
+        i.sync_channel = Some(ch);
+    }
+    Ok(ch)
+}
+
+/// Whether `id` is synchronous (made with a NULL channel).
+fn is_sync(id: usize) -> bool {
+    with(|t| t.ids.get(&id).is_some_and(|i| i.channel.is_none()))
+}
+
+/// `rdma_listen`: binds an unbound id (`id::listen`), then listens on its service ID.
+pub(crate) fn listen(id: usize) -> Result<SocketAddrV4, Errno> {
+    let local = id::listen(id)?;
+    let made = with(|t| {
+        let ch = events_channel(t, id)?;
+        let i = t.ids.get_mut(&id).ok_or(EINVAL)?;
+        if i.listen.is_some() {
+            return Ok(());
+        }
+        let h = ibv::cm_listen(service_id(i.c.get().ps, local.port()))?;
+        i.listen = Some(h);
+        inbox::route_listen(h, ch);
+        Ok(())
+    });
+    if let Err(e) = made {
+        with(|t| {
+            if let Some(i) = t.ids.get_mut(&id) {
+                i.phase = Phase::Bound;
+            }
+        });
+        return Err(e);
+    }
+    Ok(local)
+}
+
+/// `rdma_connect`: the REQ leaves; ESTABLISHED, REJECTED or UNREACHABLE follows.
+pub(crate) fn connect(id: usize, param: Option<ConnParam>) -> Result<(), Errno> {
+    let param = param.unwrap_or(ConnParam {
+        responder_resources: DEFAULT_RD_ATOMIC,
+        initiator_depth: DEFAULT_RD_ATOMIC,
+        retry_count: 7,
+        rnr_retry_count: 7,
+        ..ConnParam::default()
+    });
+    let channel = with(|t| {
+        let ch = events_channel(t, id)?;
+        let i = t.ids.get_mut(&id).ok_or(EINVAL)?;
+        let c = i.c.get();
+        if i.phase != Phase::RouteResolved || c.qp.is_null() {
+            return Err(EINVAL);
+        }
+        if c.qp_type != crate::abi::IBV_QPT_RC {
+            crate::note(
+                "rdma_connect",
+                "of a UD id needs SIDR, which the connection manager does not do yet",
+            );
+            return Err(Errno(libc::ENOSYS));
+        }
+        let local = addr::from_storage(&c.route.addr.src)?;
+        let peer = addr::from_storage(&c.route.addr.dst)?;
+        let p = CmConnect {
+            qp: c.qp.cast(),
+            local: ip_to_bytes((*local.ip()).into()),
+            peer: ip_to_bytes((*peer.ip()).into()),
+            service_id: service_id(c.ps, peer.port()),
+            src_port: local.port(),
+            responder_resources: param.responder_resources,
+            initiator_depth: param.initiator_depth,
+            retry_count: param.retry_count.min(7),
+            rnr_retry_count: param.rnr_retry_count.min(7),
+            private_data_len: 0,
+            private_data: std::ptr::null(),
+        };
+        let conn = ibv::cm_connect(p, &param.private_data)?;
+        i.conn = Some(conn);
+        i.phase = Phase::Connecting;
+        inbox::route_conn(conn, ch);
+        Ok(ch)
+    })?;
+    if is_sync(id) {
+        complete(id, channel, event::ESTABLISHED)?;
+    }
+    Ok(())
+}
+
+/// `rdma_accept`: the QP goes to RTR and RTS and the REP leaves; ESTABLISHED follows the RTU.
+/// What the program asks for is capped by what the request offered.
+pub(crate) fn accept(id: usize, param: Option<ConnParam>) -> Result<(), Errno> {
+    let channel = with(|t| {
+        let ch = events_channel(t, id)?;
+        let i = t.ids.get_mut(&id).ok_or(EINVAL)?;
+        let (Phase::Requested, Some(conn), Some(req)) = (i.phase, i.conn, i.request) else {
+            return Err(EINVAL);
+        };
+        let c = i.c.get();
+        if c.qp.is_null() {
+            crate::note(
+                "rdma_accept",
+                "without a QP made by rdma_create_qp is not supported",
+            );
+            return Err(EINVAL);
+        }
+        let param = param.unwrap_or(ConnParam {
+            responder_resources: req.initiator_depth,
+            initiator_depth: req.responder_resources,
+            rnr_retry_count: 7,
+            ..ConnParam::default()
+        });
+        let p = CmAccept {
+            qp: c.qp.cast(),
+            responder_resources: param.responder_resources.min(req.initiator_depth),
+            initiator_depth: param.initiator_depth.min(req.responder_resources),
+            rnr_retry_count: param.rnr_retry_count.min(7),
+            private_data_len: 0,
+            private_data: std::ptr::null(),
+        };
+        ibv::cm_accept(conn, p, &param.private_data)?;
+        i.phase = Phase::Accepting;
+        Ok(ch)
+    })?;
+    if is_sync(id) {
+        complete(id, channel, event::ESTABLISHED)?;
+    }
+    Ok(())
+}
+
+/// `rdma_reject`: a REJ (CONSUMER_DEFINED) with the program's private data.
+pub(crate) fn reject(id: usize, private_data: &[u8]) -> Result<(), Errno> {
+    with(|t| {
+        let i = t.ids.get_mut(&id).ok_or(EINVAL)?;
+        let (Phase::Requested, Some(conn)) = (i.phase, i.conn) else {
+            return Err(EINVAL);
+        };
+        ibv::cm_reject(conn, private_data)?;
+        i.conn = None;
+        i.phase = Phase::Disconnected;
+        inbox::close_conn(conn);
+        Ok(())
+    })
+}
+
+/// `rdma_disconnect`: the QP to the error state, and a DREQ (or the DREP that answers the
+/// peer's). A connection already down is no error, as with rdma_cm.
+pub(crate) fn disconnect(id: usize) -> Result<(), Errno> {
+    let wait = with(|t| {
+        let ch = events_channel(t, id)?;
+        let i = t.ids.get_mut(&id).ok_or(EINVAL)?;
+        let Some(conn) = i.conn else {
+            return Err(EINVAL);
+        };
+        let was = i.phase;
+        i.phase = Phase::Disconnected;
+        // The engine moves the QP to the error state and sends the DREQ or DREP; a connection
+        // already in timewait refuses, which rdma_cm does not report.
+        let sent = ibv::cm_disconnect(conn).is_ok();
+        if !sent {
+            fail_qp(i);
+        }
+        // A synchronous id waits for DISCONNECTED unless it was reported already.
+        Ok((sent && was != Phase::Disconnected).then_some(ch))
+    })?;
+    if let Some(ch) = wait
+        && is_sync(id)
+    {
+        complete(id, ch, event::DISCONNECTED)?;
+    }
+    Ok(())
+}
+
+/// `rdma_get_request` on a synchronous listener: waits for a connection request and returns
+/// its child id, with the QP the endpoint's attributes ask for.
+pub(crate) fn get_request(listen: usize) -> Result<usize, Errno> {
+    let (ch, child_qp) = with(|t| {
+        let i = t.ids.get(&listen).ok_or(EINVAL)?;
+        if i.phase != Phase::Listening || i.channel.is_some() {
+            return Err(EINVAL);
+        }
+        Ok((
+            i.sync_channel.ok_or(EINVAL)?,
+            i.child_qp.as_ref().map(|(pd, a)| (*pd, a.get())),
+        ))
+    })?;
+    let e = state::get_event(ch)?;
+    let (kind, child, status) = with(|t| {
+        let ev = t.events.get(&(e as usize)).map(|e| e.c.get());
+        ev.map(|ev| (ev.event, ev.id as usize, ev.status))
+    })
+    .ok_or(EINVAL)?;
+    let _ = state::ack_event(e as usize);
+    if kind != event::CONNECT_REQUEST {
+        return Err(Errno(if status < 0 { -status } else { libc::EINVAL }));
+    }
+    if let Some((pd, attr)) = child_qp
+        && let Err(err) = id::create_qp(child, pd, attr)
+    {
+        let _ = reject(child, &[]);
+        let _ = id::destroy_id(child);
+        return Err(err);
+    }
+    Ok(child)
+}
+
+/// Waits on a synchronous id's channel for `want` (`ucma_complete`): its failure as librdmacm
+/// gives it (REJECTED is `ECONNREFUSED`, UNREACHABLE `ETIMEDOUT`).
+fn complete(id: usize, channel: usize, want: c_int) -> Result<(), Errno> {
+    loop {
+        let e = state::get_event(channel)? as usize;
+        let got = with(|t| t.events.get(&e).map(|e| e.c.get()));
+        let _ = state::ack_event(e);
+        let Some(ev) = got else { continue };
+        if ev.id as usize != id {
+            continue;
+        }
+        return match ev.event {
+            x if x == want => Ok(()),
+            event::REJECTED => Err(Errno(libc::ECONNREFUSED)),
+            _ if ev.status < 0 => Err(Errno(-ev.status)),
+            // DISCONNECTED while waiting for ESTABLISHED, and the like.
+            _ => Err(Errno(libc::ECONNRESET)),
+        };
+    }
+}
+
+/// Moves an id's QP to the error state.
+fn fail_qp(i: &Id) {
+    let qp = i.c.get().qp as usize;
+    if qp != 0 {
+        let err = IbvQpAttr {
+            qp_state: qp::STATE_ERR,
+            ..IbvQpAttr::default()
+        };
+        let _ = ibv::modify_qp(qp, err, qp::ATTR_STATE);
+    }
+}
+
+/// What `rdma_destroy_id` does to the id's connection and listener: a request not answered
+/// is rejected, a connection up is disconnected, the listener goes; later events of either
+/// are dropped.
+pub(crate) fn close(i: &mut Id) {
+    if let Some(h) = i.listen.take() {
+        inbox::unroute_listen(h);
+        let _ = ibv::cm_unlisten(h);
+    }
+    if let Some(conn) = i.conn.take() {
+        inbox::close_conn(conn);
+        let _ = match i.phase {
+            Phase::Requested => ibv::cm_reject(conn, &[]),
+            Phase::Connecting | Phase::Accepting | Phase::Connected => ibv::cm_disconnect(conn),
+            _ => Ok(()),
+        };
+    }
+}
+
+fn conn_param(data: &[u8], ev: &CmEvent) -> RdmaCmEventParam {
+    RdmaCmEventParam {
+        conn: RdmaConnParam {
+            private_data: if data.is_empty() {
+                std::ptr::null()
+            } else {
+                data.as_ptr().cast()
+            },
+            private_data_len: u8::try_from(data.len()).unwrap_or(u8::MAX),
+            responder_resources: ev.responder_resources,
+            initiator_depth: ev.initiator_depth,
+            flow_control: u8::from(ev.kind == kind::CONNECT_REQUEST),
+            retry_count: ev.retry_count,
+            rnr_retry_count: ev.rnr_retry_count,
+            srq: ev.srq,
+            qp_num: ev.peer_qpn,
+        },
+    }
+}
+
+/// Turns an engine CM event that came to `channel` into an event for the program: queued in
+/// `t.events`, its address returned. `None` when the id it concerns is gone.
+pub(crate) fn materialize(t: &mut Tables, channel: usize, ev: CmEvent) -> Option<usize> {
+    let data: Box<[u8]> = ev.private_data.clone().into_boxed_slice();
+    let param = conn_param(&data, &ev);
+    let (id, listen_id, kind, status) = if ev.kind == kind::CONNECT_REQUEST {
+        let (child, listener) = new_child(t, channel, &ev)?;
+        (child, listener, event::CONNECT_REQUEST, 0)
+    } else {
+        let (&addr, i) = t.ids.iter_mut().find(|(_, i)| i.conn == Some(ev.conn))?;
+        let (kind, status) = match ev.kind {
+            kind::ESTABLISHED => {
+                i.phase = Phase::Connected;
+                (event::ESTABLISHED, 0)
+            }
+            kind::REJECTED => (event::REJECTED, ev.status),
+            kind::CONNECT_ERROR => (event::CONNECT_ERROR, -ev.status),
+            kind::UNREACHABLE => (event::UNREACHABLE, -libc::ETIMEDOUT),
+            kind::DISCONNECTED => {
+                i.phase = Phase::Disconnected;
+                (event::DISCONNECTED, 0)
+            }
+            kind::TIMEWAIT_EXIT => (event::TIMEWAIT_EXIT, 0),
+            _ => return None,
+        };
+        if matches!(
+            kind,
+            event::REJECTED | event::CONNECT_ERROR | event::UNREACHABLE
+        ) {
+            fail_qp(i);
+        }
+        if matches!(
+            kind,
+            event::REJECTED | event::CONNECT_ERROR | event::UNREACHABLE | event::TIMEWAIT_EXIT
+        ) {
+            // The connection is gone in the engine.
+            i.conn = None;
+            if i.phase != Phase::Disconnected {
+                i.phase = Phase::RouteResolved;
+            }
+            inbox::close_conn(ev.conn);
+        }
+        (addr, 0, kind, status)
+    };
+    let e = Event {
+        c: roce_cabi::CBox::new(RdmaCmEvent {
+            id: id as *mut _,
+            listen_id: listen_id as *mut _,
+            event: kind,
+            status,
+            param,
+        }),
+        data,
+    };
+    let a = e.c.addr();
+    t.events.insert(a, e);
+    Some(a)
+}
+
+/// The child id of a connection request, on the listener's channel (or a channel of its own
+/// for a synchronous listener): `(child, listener)`. A request whose listener is gone is
+/// rejected.
+fn new_child(t: &mut Tables, channel: usize, ev: &CmEvent) -> Option<(usize, usize)> {
+    let Some((&listener, l)) = t.ids.iter().find(|(_, i)| i.listen == Some(ev.listen)) else {
+        let _ = ibv::cm_reject(ev.conn, &[]);
+        inbox::close_conn(ev.conn);
+        return None;
+    };
+    let lc = l.c.get();
+    let (sync, listen_port) = (l.channel.is_none(), addr::from_storage(&lc.route.addr.src));
+    let dev = ibv::device().ok()?;
+    let local_ip = ip_from_bytes(ev.local);
+    let peer_ip = ip_from_bytes(ev.peer);
+    let (std::net::IpAddr::V4(local_ip), std::net::IpAddr::V4(peer_ip)) = (local_ip, peer_ip)
+    else {
+        let _ = ibv::cm_reject(ev.conn, &[]);
+        return None;
+    };
+    let local = SocketAddrV4::new(local_ip, listen_port.map_or(0, |a| a.port()));
+    let peer = SocketAddrV4::new(peer_ip, ev.peer_port);
+    let mut c = id::blank_id(l.channel, lc.context, lc.ps, lc.qp_type);
+    c.verbs = dev.ctx as *mut _;
+    c.port_num = 1;
+    c.route.addr.src = addr::to_storage(local);
+    c.route.addr.dst = addr::to_storage(peer);
+    c.route.addr.ibaddr.sgid = IbvGid::from_ipv4(local_ip);
+    c.route.addr.ibaddr.dgid = IbvGid::from_ipv4(peer_ip);
+    c.route.addr.ibaddr.pkey = 0xffff_u16.to_be();
+    let mut child = Id::new(c, l.channel);
+    child.phase = Phase::Requested;
+    child.conn = Some(ev.conn);
+    child.request = Some(Request {
+        responder_resources: ev.responder_resources,
+        initiator_depth: ev.initiator_depth,
+    });
+    if sync {
+        // rdma_get_request migrates the child to a channel of its own.
+        let own = state::new_channel(t).ok()?;
+        child.sync_channel = Some(own);
+        inbox::route_conn(ev.conn, own);
+    } else {
+        inbox::route_conn(ev.conn, channel);
+    }
+    let a = child.c.addr();
+    t.ids.insert(a, child);
+    Some((a, listener))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn service_ids_are_the_port_space_and_the_port() {
+        // rping's default port 7174 in the TCP port space (cma_get_service_id).
+        assert_eq!(
+            service_id(crate::abi::RDMA_PS_TCP, 7174),
+            0x0000_0000_0106_1c06
+        );
+        assert_eq!(
+            service_id(crate::abi::RDMA_PS_UDP, 1),
+            0x0000_0000_0111_0001
+        );
+    }
+}

@@ -1,0 +1,262 @@
+//! The engine's connection manager for roce-emu's librdmacm (safe code: the private interface
+//! of `roce_cabi::cm`, its C side in `ffi_cm.rs`).
+//!
+//! librdmacm names a QP by the `struct ibv_qp *` this library gave it; the CM calls here turn
+//! it into the engine's QP number, draw the QP's first PSN (the kernel's rdma_cm draws it,
+//! `cma_init_conn_qp`: the engine draws no random number), and take the path MTU from the
+//! port. The events the engine raises go to the sink librdmacm installed, as records.
+
+use std::hash::{BuildHasher, RandomState};
+use std::net::IpAddr;
+use std::sync::{Mutex, PoisonError};
+
+use roce_cabi::cm::{CmEventRecord, CmSink, ip_to_bytes, kind};
+use roce_core::{AcceptParams, CmError, CmEvent, ConnId, ConnectParams, ListenHandle, Psn};
+
+use crate::state::{self, Errno};
+use crate::verbs;
+
+/// A connect, as librdmacm asks for it.
+#[derive(Debug, Clone)]
+pub(crate) struct Connect {
+    pub(crate) qp: usize,
+    pub(crate) local: IpAddr,
+    pub(crate) peer: IpAddr,
+    pub(crate) service_id: u64,
+    pub(crate) src_port: u16,
+    pub(crate) responder_resources: u8,
+    pub(crate) initiator_depth: u8,
+    pub(crate) retry_count: u8,
+    pub(crate) rnr_retry_count: u8,
+    pub(crate) private_data: Vec<u8>,
+}
+
+/// An accept, as librdmacm asks for it.
+#[derive(Debug, Clone)]
+pub(crate) struct Accept {
+    pub(crate) qp: usize,
+    pub(crate) responder_resources: u8,
+    pub(crate) initiator_depth: u8,
+    pub(crate) rnr_retry_count: u8,
+    pub(crate) private_data: Vec<u8>,
+}
+
+/// The errno librdmacm's callers get for a refused CM call.
+fn cm_err(e: CmError) -> Errno {
+    match e {
+        CmError::ServiceInUse(_) => Errno(libc::EADDRINUSE),
+        CmError::Exhausted(_) => Errno(libc::ENOMEM),
+        CmError::Qp(v) => verbs::engine_err(v),
+        _ => Errno(libc::EINVAL),
+    }
+}
+
+/// A first PSN of 24 random bits.
+fn random_psn() -> Psn {
+    Psn::new(RandomState::new().hash_one(std::time::SystemTime::now()) as u32)
+}
+
+/// Runs `f` on the running NIC: `ENODEV` before a context was opened.
+fn on_engine<R>(f: impl FnOnce(&mut roce_core::Nic, roce_core::Instant) -> R) -> Result<R, Errno> {
+    let engine = state::running_engine()?;
+    engine.device.with(f).map_err(|_| Errno(libc::EIO))
+}
+
+/// `roce_cm_listen`.
+pub(crate) fn listen(service_id: u64) -> Result<u32, Errno> {
+    on_engine(|nic, _| nic.cm_listen(service_id))?
+        .map(|h| h.0)
+        .map_err(cm_err)
+}
+
+/// `roce_cm_unlisten`.
+pub(crate) fn unlisten(listen: u32) -> Result<(), Errno> {
+    on_engine(|nic, _| nic.cm_unlisten(ListenHandle(listen)))?.map_err(cm_err)
+}
+
+/// `roce_cm_connect`: the REQ leaves.
+pub(crate) fn connect(c: Connect) -> Result<u32, Errno> {
+    let qpn = verbs::qpn_of(c.qp)?;
+    let mtu = state::device()?.ok_or(Errno(libc::ENODEV))?.model.spec.mtu;
+    let mut p = ConnectParams::new(qpn, c.local, c.peer, c.service_id, random_psn());
+    p.src_port = c.src_port;
+    p.private_data = c.private_data;
+    p.responder_resources = c.responder_resources;
+    p.initiator_depth = c.initiator_depth;
+    p.retry_count = c.retry_count;
+    p.rnr_retry_count = c.rnr_retry_count;
+    p.mtu = mtu;
+    on_engine(|nic, now| nic.cm_connect(now, &p))?
+        .map(|c| c.0)
+        .map_err(cm_err)
+}
+
+/// `roce_cm_accept`: the QP goes to RTR and RTS, the REP leaves.
+pub(crate) fn accept(conn: u32, a: Accept) -> Result<(), Errno> {
+    let qpn = verbs::qpn_of(a.qp)?;
+    let mut p = AcceptParams::new(qpn, random_psn());
+    p.private_data = a.private_data;
+    p.responder_resources = a.responder_resources;
+    p.initiator_depth = a.initiator_depth;
+    p.rnr_retry_count = a.rnr_retry_count;
+    on_engine(|nic, now| nic.cm_accept(now, ConnId(conn), &p))?.map_err(cm_err)
+}
+
+/// `roce_cm_reject`.
+pub(crate) fn reject(conn: u32, private_data: &[u8]) -> Result<(), Errno> {
+    on_engine(|nic, now| nic.cm_reject(now, ConnId(conn), private_data))?.map_err(cm_err)
+}
+
+/// `roce_cm_disconnect`.
+pub(crate) fn disconnect(conn: u32) -> Result<(), Errno> {
+    on_engine(|nic, now| nic.cm_disconnect(now, ConnId(conn)))?.map_err(cm_err)
+}
+
+/// The sink librdmacm installed; events before it are kept in the engine.
+static SINK: Mutex<Option<CmSink>> = Mutex::new(None);
+
+/// `roce_cm_set_sink`: from now on every CM event of the engine goes to `sink`.
+pub(crate) fn set_sink(sink: CmSink) -> Result<(), Errno> {
+    *SINK.lock().unwrap_or_else(PoisonError::into_inner) = Some(sink);
+    let engine = state::running_engine()?;
+    engine.device.on_cm_event(|event| {
+        let sink = *SINK.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(sink) = sink {
+            let (record, _) = record(&event);
+            sink(&record);
+        }
+    });
+    Ok(())
+}
+
+/// The record of `event`; its private data points into the event, which outlives the call.
+pub(crate) fn record(event: &CmEvent) -> (CmEventRecord, usize) {
+    let mut r = CmEventRecord {
+        kind: 0,
+        conn: 0,
+        listen: 0,
+        status: 0,
+        peer: [0; 16],
+        local: [0; 16],
+        service_id: 0,
+        peer_port: 0,
+        responder_resources: 0,
+        initiator_depth: 0,
+        retry_count: 0,
+        rnr_retry_count: 0,
+        srq: 0,
+        peer_qpn: 0,
+        private_data_len: 0,
+        private_data: std::ptr::null(),
+    };
+    let mut data: &[u8] = &[];
+    match event {
+        CmEvent::ConnectRequest(req) => {
+            r.kind = kind::CONNECT_REQUEST;
+            r.conn = req.conn.0;
+            r.listen = req.listen.0;
+            r.peer = ip_to_bytes(req.peer);
+            r.local = ip_to_bytes(req.local);
+            r.service_id = req.service_id;
+            r.peer_port = req.peer_port.unwrap_or(0);
+            r.responder_resources = req.responder_resources;
+            r.initiator_depth = req.initiator_depth;
+            r.retry_count = req.retry_count;
+            r.rnr_retry_count = req.rnr_retry_count;
+            r.srq = u8::from(req.srq);
+            r.peer_qpn = req.peer_qpn.value();
+            data = &req.private_data;
+        }
+        CmEvent::Established { conn, private_data } => {
+            r.kind = kind::ESTABLISHED;
+            r.conn = conn.0;
+            data = private_data;
+        }
+        CmEvent::Rejected {
+            conn,
+            reason,
+            private_data,
+        } => {
+            r.kind = kind::REJECTED;
+            r.conn = conn.0;
+            r.status = i32::from(u16::from(*reason));
+            data = private_data;
+        }
+        CmEvent::ConnectError { conn, error } => {
+            r.kind = kind::CONNECT_ERROR;
+            r.conn = conn.0;
+            r.status = verbs::engine_err(*error).0;
+        }
+        CmEvent::Unreachable { conn } => {
+            r.kind = kind::UNREACHABLE;
+            r.conn = conn.0;
+        }
+        CmEvent::Disconnected { conn } => {
+            r.kind = kind::DISCONNECTED;
+            r.conn = conn.0;
+        }
+        CmEvent::TimewaitExit { conn } => {
+            r.kind = kind::TIMEWAIT_EXIT;
+            r.conn = conn.0;
+        }
+    }
+    r.private_data_len = u32::try_from(data.len()).unwrap_or(0);
+    if !data.is_empty() {
+        r.private_data = data.as_ptr();
+    }
+    (r, data.len())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use roce_wire::mad::rej::RejectReason;
+
+    #[test]
+    fn a_rejection_carries_its_reason_number_and_private_data() {
+        let event = CmEvent::Rejected {
+            conn: ConnId(7),
+            reason: RejectReason::InvalidServiceId,
+            private_data: vec![1, 2, 3],
+        };
+        let (r, len) = record(&event);
+        assert_eq!((r.kind, r.conn, r.status, len), (kind::REJECTED, 7, 8, 3));
+        assert_eq!(r.private_data_len, 3);
+        assert!(!r.private_data.is_null());
+    }
+
+    #[test]
+    fn a_connect_request_carries_the_peer_and_what_it_asks_for() {
+        let req = roce_core::ConnectRequest {
+            conn: ConnId(3),
+            listen: ListenHandle(1),
+            service_id: 0x0106_0000_0000_1c06,
+            peer: "198.18.0.2".parse().unwrap(),
+            local: "198.18.0.1".parse().unwrap(),
+            peer_port: Some(40000),
+            private_data: Vec::new(),
+            peer_qpn: roce_core::Qpn::new(0x11),
+            peer_psn: Psn::new(5),
+            mtu: roce_core::Mtu::Mtu1024,
+            responder_resources: 4,
+            initiator_depth: 2,
+            retry_count: 6,
+            rnr_retry_count: 7,
+            srq: true,
+        };
+        let (r, len) = record(&CmEvent::ConnectRequest(Box::new(req)));
+        assert_eq!(r.kind, kind::CONNECT_REQUEST);
+        assert_eq!(
+            (r.conn, r.listen, r.peer_port, r.peer_qpn),
+            (3, 1, 40000, 0x11)
+        );
+        assert_eq!(
+            roce_cabi::cm::ip_from_bytes(r.peer),
+            "198.18.0.2".parse::<IpAddr>().unwrap()
+        );
+        assert_eq!((r.responder_resources, r.initiator_depth), (4, 2));
+        assert_eq!((r.retry_count, r.rnr_retry_count, r.srq), (6, 7, 1));
+        assert_eq!((len, r.private_data_len), (0, 0));
+        assert!(r.private_data.is_null());
+    }
+}
