@@ -296,7 +296,12 @@ pub(crate) fn close(i: &mut Id) {
         inbox::close_conn(conn);
         let _ = match i.phase {
             Phase::Requested => ibv::cm_reject(conn, &[]),
-            Phase::Connecting | Phase::Accepting | Phase::Connected => ibv::cm_disconnect(conn),
+            // Disconnected: the peer's DREQ came and the program did not answer it; the DREP
+            // leaves now (ib_destroy_cm_id in DREQ_RCVD sends it). In timewait the engine
+            // refuses, harmlessly.
+            Phase::Connecting | Phase::Accepting | Phase::Connected | Phase::Disconnected => {
+                ibv::cm_disconnect(conn)
+            }
             _ => Ok(()),
         };
     }

@@ -112,6 +112,31 @@ pub(crate) fn disconnect(conn: u32) -> Result<(), Errno> {
     on_engine(|nic, now| nic.cm_disconnect(now, ConnId(conn)))?.map_err(cm_err)
 }
 
+/// At exit: lets the NIC's thread send the CM's last MADs (at most 100 ms). A program that
+/// answers the peer's DREQ with `rdma_disconnect` and returns from `main` at once would
+/// otherwise take the DREP with it, and the peer would wait out its DREQ retries (the kernel's
+/// CM sends it from the kernel, which outlives the process).
+pub(crate) fn flush() {
+    let Ok(engine) = state::running_engine() else {
+        return;
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_millis(100);
+    let mut waited = false;
+    while std::time::Instant::now() < deadline {
+        match engine.device.with(|nic, _| nic.gsi_waiting()) {
+            Ok(0) | Err(_) => break,
+            Ok(_) => {
+                waited = true;
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
+        }
+    }
+    if waited {
+        // Taken from the queue is not yet sent: the send ends the device's turn.
+        std::thread::sleep(std::time::Duration::from_millis(2));
+    }
+}
+
 /// The sink librdmacm installed; events before it are kept in the engine.
 static SINK: Mutex<Option<CmSink>> = Mutex::new(None);
 

@@ -255,6 +255,7 @@ pub(crate) unsafe extern "C" fn ibv_ack_async_event(event: *mut IbvAsyncEvent) {
 /// that exit without closing their device.
 pub(crate) fn register_at_exit() {
     extern "C" fn at_exit() {
+        guard((), crate::cm::flush);
         guard((), state::write_stats);
     }
     // SAFETY: registering a function that takes and returns nothing; a failure (ENOMEM) only

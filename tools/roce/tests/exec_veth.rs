@@ -9,7 +9,7 @@
 
 mod common;
 
-use common::exec::{Side, exec_pair, have, ok_as as ok, result_rows};
+use common::exec::{Side, exec_cm_pair, exec_pair, have, ok_as as ok, result_rows};
 use common::{have_tools, run_ok, sh};
 use std::process::Output;
 
@@ -80,6 +80,30 @@ impl Pair {
             },
             port,
             program,
+        )
+    }
+}
+
+impl Pair {
+    /// Runs `server` in b and `client` in a, each under `roce exec EXEC_ARGS`, the client once
+    /// the server's NIC is up: for RDMA CM programs, whose client names the server itself.
+    fn run_cm(&self, exec_args: &[&str], server: &[&str], client: &[&str]) -> (Output, Output) {
+        let wrap = |ns| ["netns", "exec", ns, "timeout", "120"];
+        let (wa, wb) = (wrap(self.a.as_str()), wrap(self.b.as_str()));
+        let (wa, wb) = ([&["ip"][..], &wa].concat(), [&["ip"][..], &wb].concat());
+        exec_cm_pair(
+            Side {
+                wrapper: &wb,
+                ip: B_IP,
+                exec_args,
+            },
+            Side {
+                wrapper: &wa,
+                ip: A_IP,
+                exec_args,
+            },
+            server,
+            client,
         )
     }
 }
@@ -321,5 +345,84 @@ fn perftest_latency_with_completion_events_over_veth() {
     for (i, program) in ["ib_send_lat", "ib_read_lat"].into_iter().enumerate() {
         let port = (18765 + i).to_string();
         perftest(&pair, &[program, "-e", "-n", "100"], &port, 100);
+    }
+}
+
+#[test]
+fn rping_over_veth() {
+    let Some(pair) = Pair::new("rping", "rping", "rdmacm-utils") else {
+        return;
+    };
+    // 4 KiB pings at path MTU 4096: the RDMA READ and WRITE of each cross in one packet.
+    let (client, server) = pair.run_cm(
+        &["--mtu", "4096"],
+        &[
+            "rping", "-s", "-v", "-V", "-S", "4096", "-C", "5", "-a", B_IP,
+        ],
+        &[
+            "rping", "-c", "-v", "-V", "-S", "4096", "-C", "5", "-a", B_IP,
+        ],
+    );
+    let c = ok("rping -c", &client);
+    let s = ok("rping -s", &server);
+    for n in 0..5 {
+        let ping = format!("rdma-ping-{n}: ");
+        assert!(
+            c.lines()
+                .any(|l| l.starts_with("ping data: ") && l.contains(&ping)),
+            "{c}"
+        );
+        assert!(
+            s.lines()
+                .any(|l| l.starts_with("server ping data: ") && l.contains(&ping)),
+            "{s}"
+        );
+    }
+}
+
+#[test]
+fn rdma_cm_programs_over_veth() {
+    let Some(pair) = Pair::new("cm", "ucmatose", "rdmacm-utils") else {
+        return;
+    };
+    // ucmatose: four connections at once on one event channel.
+    let (client, server) = pair.run_cm(
+        &[],
+        &["ucmatose", "-b", B_IP, "-c", "4", "-C", "10"],
+        &["ucmatose", "-s", B_IP, "-c", "4", "-C", "10"],
+    );
+    for (who, out) in [("client", &client), ("server", &server)] {
+        let text = ok(&format!("ucmatose {who}"), out);
+        assert!(text.contains("data transfers complete"), "{who}: {text}");
+        assert!(text.contains("return status 0"), "{who}: {text}");
+    }
+    // rdma_server / rdma_client: synchronous endpoints.
+    let (client, server) = pair.run_cm(
+        &[],
+        &["rdma_server", "-s", B_IP],
+        &["rdma_client", "-s", B_IP],
+    );
+    assert!(ok("rdma_client", &client).contains("rdma_client: end 0"));
+    assert!(ok("rdma_server", &server).contains("rdma_server: end 0"));
+}
+
+#[test]
+fn perftest_through_the_connection_manager_over_veth() {
+    let Some(pair) = Pair::new("cmbw", "ib_send_bw", "perftest") else {
+        return;
+    };
+    for program in ["ib_send_bw", "ib_write_bw", "ib_read_bw", "ib_send_lat"] {
+        let server = [program, "-R", "-n", "200", "-x", "1"];
+        let client = [&server[..], &[B_IP]].concat();
+        let (client, server) = pair.run_cm(&["--mtu", "4096"], &server, &client);
+        let text = ok(&format!("{program} -R client"), &client);
+        ok(&format!("{program} -R server"), &server);
+        assert!(
+            text.contains("rdma_cm"),
+            "{program}: not through the CM:\n{text}"
+        );
+        let rows = result_rows(&text);
+        assert_eq!(rows.len(), 1, "{program}: {text}");
+        assert_eq!(rows[0][1], 200.0, "{program}: {text}");
     }
 }
