@@ -13,7 +13,8 @@ use roce_core::cm::{
     AcceptParams, CmEvent, ConnId, ConnectParams, ConnectRequest, ListenHandle, PortSpace,
     ServiceId,
 };
-use roce_device::DeviceHandle;
+use roce_core::{Access, QpAttr, QpState};
+use roce_device::{DeviceHandle, RcEndpoint};
 use roce_wire::mad::rej::RejectReason;
 
 /// How long the CM queue is left alone between two looks.
@@ -143,20 +144,34 @@ pub(crate) async fn connect(
 
 /// [`connect`], again every 100 ms while the peer has no listener yet, `tries` times at most,
 /// as perftest's client does for its data QPs (`rdma_cm_client_connection`: 10 tries, 100 ms
-/// apart).
+/// apart). A rejection leaves the QP in the error state: it goes back to RESET and to INIT
+/// with `access` before the next try.
 pub(crate) async fn connect_retrying(
-    device: &DeviceHandle,
+    qp: &RcEndpoint,
+    access: Access,
     params: &ConnectParams,
     port: u16,
     timeout: Duration,
     tries: u32,
 ) -> Result<(ConnId, Vec<u8>), ConnectError> {
+    let device = &qp.device;
     let mut left = tries.max(1);
     loop {
         match connect(device, params, port, timeout).await {
             Err(err) if err.is_no_listener() && left > 1 => {
                 left -= 1;
                 tokio::time::sleep(Duration::from_millis(100)).await;
+                let reset = QpAttr {
+                    qp_state: Some(QpState::Reset),
+                    ..QpAttr::default()
+                };
+                device
+                    .modify_qp(qp.qpn, reset)
+                    .await
+                    .context("cannot reset the QP after a rejection")?;
+                qp.init(access)
+                    .await
+                    .context("cannot take the QP to INIT again")?;
             }
             other => return other,
         }
@@ -207,17 +222,27 @@ pub(crate) fn accept(
         .with_context(|| format!("cannot accept the connection from {}", req.peer))
 }
 
-/// Disconnects `conn` and waits a moment for the peer's answer, so that the DREQ leaves
-/// before the process ends; the outcome does not matter any more.
-pub(crate) async fn disconnect(device: &DeviceHandle, conn: ConnId) {
-    let sent = device.with(|nic, now| nic.cm_disconnect(now, conn));
-    if !matches!(sent, Ok(Ok(()))) {
-        return;
-    }
-    let deadline = Instant::now() + Duration::from_millis(500);
-    while let Ok(Some(event)) = next_event(device, deadline).await {
-        if matches!(event, CmEvent::Disconnected { conn: c } if c == conn) {
+/// Disconnects `conns` (a DREQ each, or the DREP that answers the peer's) and waits up to a
+/// second for every one to be down, so that the MADs leave before the process ends and a peer
+/// waiting for its DISCONNECTED gets it; the outcome does not matter any more.
+pub(crate) async fn disconnect(device: &DeviceHandle, conns: &[ConnId]) {
+    let mut up: Vec<ConnId> = conns
+        .iter()
+        .copied()
+        .filter(|&conn| {
+            matches!(
+                device.with(|nic, now| nic.cm_disconnect(now, conn)),
+                Ok(Ok(()))
+            )
+        })
+        .collect();
+    let deadline = Instant::now() + Duration::from_secs(1);
+    while !up.is_empty() {
+        let Ok(Some(event)) = next_event(device, deadline).await else {
             return;
+        };
+        if let CmEvent::Disconnected { conn } = event {
+            up.retain(|&c| c != conn);
         }
     }
 }

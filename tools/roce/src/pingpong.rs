@@ -371,7 +371,7 @@ async fn pingpong(args: &Args, mtu: Mtu, live: &Live) -> anyhow::Result<ExitCode
     // (every 67 ms with ibv_rc_pingpong's timeout 14) and must find us there.
     tokio::time::sleep(Duration::from_millis(args.linger)).await;
     if let Some(conn) = cm_conn {
-        crate::cm::disconnect(&device, conn).await;
+        crate::cm::disconnect(&device, &[conn]).await;
     }
     live.running.borrow_mut().take();
     let addresses = (Some(local), Some(remote));
