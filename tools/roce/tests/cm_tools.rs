@@ -150,3 +150,172 @@ fn a_cm_server_needs_its_address() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("-R: the server needs --ip"), "{stderr}");
 }
+
+/// `roce perf ARGS -R` as a server on `net`.1 and a client on `net`.2, both with `shared`.
+fn perf_pair(args: &[&str], port: &str, net: &str, shared: &[&str]) -> (Output, Output) {
+    let (server_ip, client_ip) = (format!("{net}.1"), format!("{net}.2"));
+    let server: Vec<&str> = ["perf"]
+        .iter()
+        .chain(args)
+        .chain(&["-R", "-p", port, "--ip", server_ip.as_str()])
+        .chain(shared)
+        .copied()
+        .collect();
+    let client: Vec<&str> = ["perf"]
+        .iter()
+        .chain(args)
+        .chain(&[
+            "-R",
+            server_ip.as_str(),
+            "-p",
+            port,
+            "--ip",
+            client_ip.as_str(),
+        ])
+        .chain(shared)
+        .copied()
+        .collect();
+    run_pair(&server, &client)
+}
+
+#[test]
+fn perf_write_through_the_cm() {
+    let (client, server) = perf_pair(
+        &["write"],
+        "18964",
+        "127.0.164",
+        &["-n", "300", "-s", "4096", "--json"],
+    );
+    let stderr = String::from_utf8_lossy(&server.stderr).into_owned();
+    assert!(
+        stderr.contains("127.0.164.1 port 18964 through the CM"),
+        "{stderr}"
+    );
+    let (client, server) = (json(&client), json(&server));
+    assert_eq!(client["iterations"], 300, "{client}");
+    assert_eq!(client["bytes"], 4096, "{client}");
+    assert!(client["bw_avg_mb_s"].as_f64().unwrap() > 0.0, "{client}");
+    // The report came back over the control connection: the server shows the client's.
+    assert_eq!(server["bw_avg_mb_s"], client["bw_avg_mb_s"], "{server}");
+    // The client's CM took a REP for the control QP and one for the test QP (and a REJ for
+    // each try that came before the server listened again).
+    assert!(client["counters"]["cm_rx_mads"].as_u64().unwrap() >= 2, "{client}");
+    // The WRITEs themselves: 300 messages of 4096 bytes, 4 packets each at MTU 1024.
+    assert!(
+        server["counters"]["rx_packets"].as_u64().unwrap() >= 1200,
+        "{server}"
+    );
+}
+
+#[test]
+fn perf_send_with_two_qps_through_the_cm_checks_every_byte() {
+    let (client, server) = perf_pair(
+        &["send"],
+        "18965",
+        "127.0.165",
+        &["-q", "2", "-n", "100", "-s", "2000", "--check", "--json"],
+    );
+    let stderr = String::from_utf8_lossy(&server.stderr).into_owned();
+    let (client, server) = (json(&client), json(&server));
+    assert_eq!(client["iterations"], 200, "{client}");
+    assert_eq!(server["iterations"], 200, "{server}");
+    assert!(
+        stderr.contains("--check: 200 messages (400000 bytes) checked"),
+        "{stderr}"
+    );
+    // One REP for the control QP, one for each test QP.
+    assert!(client["counters"]["cm_rx_mads"].as_u64().unwrap() >= 3, "{client}");
+    assert_eq!(client["per_qp_bytes"], serde_json::json!([200000, 200000]), "{client}");
+}
+
+#[test]
+fn perf_send_latency_through_the_cm() {
+    let (client, server) = perf_pair(
+        &["send", "--lat"],
+        "18966",
+        "127.0.166",
+        &["-n", "200", "--json"],
+    );
+    for (side, result) in [("client", json(&client)), ("server", json(&server))] {
+        assert_eq!(result["iterations"], 200, "{side}: {result}");
+    }
+}
+
+#[test]
+fn perf_to_a_port_nobody_listens_on_is_rejected_at_once() {
+    let server = spawn(&[
+        "perf",
+        "write",
+        "-R",
+        "-p",
+        "18967",
+        "--ip",
+        "127.0.167.1",
+        "-n",
+        "5",
+    ]);
+    std::thread::sleep(Duration::from_millis(400));
+    let start = Instant::now();
+    let client = spawn(&[
+        "perf",
+        "write",
+        "-R",
+        "127.0.167.1",
+        "-p",
+        "18968",
+        "--ip",
+        "127.0.167.2",
+        "-n",
+        "5",
+    ])
+    .wait_with_output()
+    .unwrap();
+    let took = start.elapsed();
+    let stderr = String::from_utf8_lossy(&client.stderr);
+    assert_eq!(client.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("127.0.167.1 port 18968: rejected: no listener (reason 8"),
+        "{stderr}"
+    );
+    assert!(took < Duration::from_secs(5), "{took:?}");
+    // Nothing was measured or printed before the rejection.
+    assert!(
+        client.stdout.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&client.stdout)
+    );
+    let server = stop(server);
+    assert!(
+        server.stdout.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&server.stdout)
+    );
+}
+
+#[test]
+fn perf_to_a_host_without_a_nic_gives_up_after_the_timeout() {
+    let start = Instant::now();
+    let client = common::roce(&[
+        "perf",
+        "write",
+        "-R",
+        "127.0.168.1",
+        "-p",
+        "18969",
+        "--ip",
+        "127.0.168.2",
+        "--timeout",
+        "2",
+    ]);
+    let took = start.elapsed();
+    let stderr = String::from_utf8_lossy(&client.stderr);
+    assert_eq!(client.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("127.0.168.1 port 18969: no answer from the CM within 2 s"),
+        "{stderr}"
+    );
+    assert!(
+        took >= Duration::from_secs(2) && took < Duration::from_secs(10),
+        "{took:?}"
+    );
+}
