@@ -199,7 +199,10 @@ fn perf_write_through_the_cm() {
     assert_eq!(server["bw_avg_mb_s"], client["bw_avg_mb_s"], "{server}");
     // The client's CM took a REP for the control QP and one for the test QP (and a REJ for
     // each try that came before the server listened again).
-    assert!(client["counters"]["cm_rx_mads"].as_u64().unwrap() >= 2, "{client}");
+    assert!(
+        client["counters"]["cm_rx_mads"].as_u64().unwrap() >= 2,
+        "{client}"
+    );
     // The WRITEs themselves: 300 messages of 4096 bytes, 4 packets each at MTU 1024.
     assert!(
         server["counters"]["rx_packets"].as_u64().unwrap() >= 1200,
@@ -224,8 +227,15 @@ fn perf_send_with_two_qps_through_the_cm_checks_every_byte() {
         "{stderr}"
     );
     // One REP for the control QP, one for each test QP.
-    assert!(client["counters"]["cm_rx_mads"].as_u64().unwrap() >= 3, "{client}");
-    assert_eq!(client["per_qp_bytes"], serde_json::json!([200000, 200000]), "{client}");
+    assert!(
+        client["counters"]["cm_rx_mads"].as_u64().unwrap() >= 3,
+        "{client}"
+    );
+    assert_eq!(
+        client["per_qp_bytes"],
+        serde_json::json!([200000, 200000]),
+        "{client}"
+    );
 }
 
 #[test]
