@@ -15,7 +15,9 @@ use std::pin::Pin;
 use std::task::{Context, Poll, ready};
 use std::time::Duration;
 
-use roce_core::{Cqe, MemoryRegion, Qpn, RecvWr, SendOp, SendWr, Sge, WcStatus};
+use roce_core::{
+    CmState, ConnId, Cqe, MemoryRegion, QpState, Qpn, RecvWr, SendOp, SendWr, Sge, WcStatus,
+};
 use roce_device::{DeviceError, DeviceHandle, RcEndpoint};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
@@ -41,6 +43,9 @@ pub(crate) struct CmStream {
     completed: u64,
     wait: Option<Wait>,
     limit: Duration,
+    /// The connection, once made: while it is up, a wait longer than `limit` goes on (the
+    /// server of a one-way test hears nothing until the client's traffic is over).
+    conn: Option<ConnId>,
 }
 
 impl std::fmt::Debug for CmStream {
@@ -77,11 +82,31 @@ impl CmStream {
             completed: 0,
             wait: None,
             limit,
+            conn: None,
         };
         for slot in 0..RECEIVES {
             stream.post_recv(slot).map_err(io_to_anyhow)?;
         }
         Ok(stream)
+    }
+
+    /// The CM connection of the QP: a wait goes on as long as it is established.
+    pub(crate) fn set_conn(&mut self, conn: ConnId) {
+        self.conn = Some(conn);
+    }
+
+    /// Whether the connection is still up (not disconnected by the peer).
+    fn connection_up(&self) -> bool {
+        let Some(conn) = self.conn else {
+            return false;
+        };
+        let qpn = self.qpn;
+        self.device
+            .with(move |nic, _| {
+                nic.cm_state(conn) == Some(CmState::Established)
+                    && nic.qp_state(qpn).is_ok_and(|s| s == QpState::Rts)
+            })
+            .unwrap_or(false)
     }
 
     fn sge(&self, slot: usize, len: usize) -> Sge {
@@ -107,17 +132,25 @@ impl CmStream {
     /// Waits for one completion and takes it in: a send's counts, a receive's bytes join the
     /// inbound queue and its receive is posted again.
     fn poll_completion(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        let wait = self.wait.get_or_insert_with(|| {
-            let (device, cq, limit) = (self.device.clone(), self.cq, self.limit);
-            Box::pin(async move { device.next_completion_within(cq, limit).await })
-        });
-        let done = ready!(wait.as_mut().poll(cx));
-        self.wait = None;
+        let done = loop {
+            let wait = self.wait.get_or_insert_with(|| {
+                let (device, cq, limit) = (self.device.clone(), self.cq, self.limit);
+                Box::pin(async move { device.next_completion_within(cq, limit).await })
+            });
+            let done = ready!(wait.as_mut().poll(cx));
+            self.wait = None;
+            if matches!(done, Err(DeviceError::Timeout(_))) && self.connection_up() {
+                tracing::debug!("control connection: still waiting for the peer");
+                continue;
+            }
+            break done;
+        };
         let cqe = done.map_err(|err| match err {
             DeviceError::Timeout(_) => io::Error::new(
                 io::ErrorKind::TimedOut,
                 format!(
-                    "nothing from the peer on the control connection for {} s",
+                    "nothing from the peer on the control connection for {} s, and the \
+                     connection is down (the peer disconnected)",
                     self.limit.as_secs()
                 ),
             ),

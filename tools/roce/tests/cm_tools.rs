@@ -329,3 +329,18 @@ fn perf_to_a_host_without_a_nic_gives_up_after_the_timeout() {
         "{took:?}"
     );
 }
+
+#[test]
+fn a_one_way_server_waits_out_a_test_longer_than_the_timeout() {
+    // The server of a WRITE test hears nothing on the control connection until the client's
+    // 3 seconds are over: longer than --timeout, but the connection is up.
+    let (client, server) = perf_pair(
+        &["write"],
+        "18970",
+        "127.0.170",
+        &["-D", "3", "-s", "4096", "--timeout", "1", "--json"],
+    );
+    let (client, server) = (json(&client), json(&server));
+    assert!(client["iterations"].as_u64().unwrap() > 0, "{client}");
+    assert_eq!(server["bw_avg_mb_s"], client["bw_avg_mb_s"], "{server}");
+}

@@ -82,7 +82,7 @@ pub(super) async fn control(
     let limit = Duration::from_secs(args.timeout);
     let qp = RcEndpoint::create(device, 8).await?;
     qp.init(Access::LOCAL_WRITE).await?;
-    let stream = CmStream::new(&qp, limit).await?;
+    let mut stream = CmStream::new(&qp, limit).await?;
     let conn = match (side, &args.server) {
         (Side::Client, Some(server)) => {
             let peer = cm::server_ip(server)?;
@@ -107,6 +107,7 @@ pub(super) async fn control(
             req.conn
         }
     };
+    stream.set_conn(conn);
     Ok((stream, conn))
 }
 
