@@ -50,7 +50,10 @@ pub(crate) enum ConnectError {
         why: String,
     },
     /// No answer within the tool's timeout.
-    #[error("{peer} port {port}: no answer from the CM within {secs} s")]
+    #[error(
+        "{peer} port {port}: no answer from the CM within {secs} s (is the peer's NIC up, and \
+         was the peer given -R too?)"
+    )]
     Timeout { peer: IpAddr, port: u16, secs: u64 },
     /// The device or the CM refused the call.
     #[error(transparent)]
