@@ -4,7 +4,8 @@
 //! * [`pingpong`]: `ibv_rc_pingpong` (and `ibv_ud_pingpong`, same format) from rdma-core 44,
 //!   one 52-byte text message each way and a closing `"done"`;
 //! * [`perftest`]: perftest 4.5-0.17 (`ib_write_bw`, `ib_send_bw`, `ib_read_bw`, the `_lat`
-//!   tools) without `-R`: a version string, system data, the MTU, then repeated key handshakes
+//!   tools) over TCP, or with `-R` over a CM-connected RC QP ([`perftest::Exchange`]): a
+//!   version string, system data, the MTU, then repeated key handshakes
 //!   around the test and, after a bandwidth test, the report and `"done"`.
 //!
 //! Each module has the sans-IO formats (`encode` / `decode` with typed errors; nothing from the

@@ -7,6 +7,8 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+mod cm;
+mod cm_stream;
 mod demo;
 mod device;
 mod dump;

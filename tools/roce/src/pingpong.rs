@@ -7,6 +7,7 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
+use roce_core::cm::{AcceptParams, CmEvent, ConnId, ConnectParams};
 use roce_core::{Access, Mtu, Psn, Qpn, RecvWr, SendOp, SendWr, Sge, WcStatus};
 use roce_device::{Connection, DeviceHandle, RcEndpoint};
 use roce_oob::pingpong::{self, Dest};
@@ -30,13 +31,25 @@ use serde_json::json;
 #[command(after_help = "Examples (198.18.0.12 runs rxe):\n  \
     ibv_rc_pingpong -g 1                      # on the rxe host: the server\n  \
     roce pingpong 198.18.0.12                 # here: the client\n  \
-    roce pingpong -s 65536 -n 100             # here: the server, for ibv_rc_pingpong -g 1 198.18.0.1")]
+    roce pingpong -s 65536 -n 100             # here: the server, for ibv_rc_pingpong -g 1 198.18.0.1\n  \
+    roce pingpong -R --ip 127.0.0.1           # a server through the CM, and its client:\n  \
+    roce pingpong -R --ip 127.0.0.2 127.0.0.1")]
 pub(crate) struct Args {
     /// The server to connect to; without it, be the server.
     server: Option<String>,
-    /// TCP port of the out-of-band exchange.
+    /// TCP port of the out-of-band exchange (with -R: the port of the CM's service ID).
     #[arg(short, long, default_value_t = 18515)]
     port: u16,
+    /// Connect the QP through the RDMA connection manager (REQ, REP and RTU over QP 1, as
+    /// rdma_cm connects it; service ID: the TCP port space and --port) instead of exchanging
+    /// QP numbers over TCP. Both sides need -R (ibv_rc_pingpong has no such option: the peer is
+    /// another `roce pingpong -R`). Each side's address message rides in the REQ's and the REP's
+    /// private data. The server needs --ip (there is no TCP connection to take it from); a
+    /// client without --ip uses the address its host sends from to reach SERVER. A connect to
+    /// a port nobody listens on fails at once ("rejected: no listener"); one to a host with no
+    /// RoCE NIC gives up after --timeout.
+    #[arg(short = 'R', long = "rdma-cm")]
+    rdma_cm: bool,
     /// Device name (accepted for compatibility; the NIC is this process's).
     #[arg(short = 'd', long = "ib-dev")]
     ib_dev: Option<String>,
@@ -196,9 +209,24 @@ async fn post_recvs(device: &DeviceHandle, qpn: Qpn, sge: Sge, count: u32) -> an
 }
 
 async fn pingpong(args: &Args, mtu: Mtu, live: &Live) -> anyhow::Result<ExitCode> {
-    let mut stream =
-        crate::oob::connect_or_accept(args.server.as_deref(), args.port, "pingpong").await?;
-    let (device, local_ip) = args.device.spawn(stream.local_addr()?.ip())?;
+    let mut stream = None;
+    let (device, local_ip) = if args.rdma_cm {
+        let default_ip = match (&args.server, args.device.ip) {
+            (_, Some(ip)) => ip,
+            (Some(server), None) => crate::cm::source_for(crate::cm::server_ip(server)?)?,
+            (None, None) => bail!(
+                "-R: the server needs --ip ADDR, the address its CM listens on (there is no TCP \
+                 connection to take it from)"
+            ),
+        };
+        args.device.spawn(default_ip)?
+    } else {
+        let tcp =
+            crate::oob::connect_or_accept(args.server.as_deref(), args.port, "pingpong").await?;
+        let default_ip = tcp.local_addr()?.ip();
+        stream = Some(tcp);
+        args.device.spawn(default_ip)?
+    };
     let depth = args.rx_depth as usize + 2;
     let qp = RcEndpoint::create(&device, depth).await?;
     qp.init(Access::LOCAL_WRITE).await?;
@@ -241,17 +269,28 @@ async fn pingpong(args: &Args, mtu: Mtu, live: &Live) -> anyhow::Result<ExitCode
             qp.connect(&c).await
         }
     };
-    let remote = if args.server.is_some() {
-        let remote = pingpong::client_exchange(&mut stream, &local).await?;
+    let mut cm_conn = None;
+    let remote = if let Some(server) = args.server.as_deref().filter(|_| args.rdma_cm) {
+        let (conn, remote) = cm_client(args, mtu, &device, local_ip, server, &local).await?;
+        cm_conn = Some(conn);
+        remote
+    } else if args.rdma_cm {
+        let (conn, remote) = cm_server(args, &device, &local).await?;
+        cm_conn = Some(conn);
+        remote
+    } else if let Some(stream) = stream.as_mut().filter(|_| args.server.is_some()) {
+        let remote = pingpong::client_exchange(stream, &local).await?;
         check_remote(&remote, local_ip)?;
         connect(remote).await?;
         remote
-    } else {
-        pingpong::server_exchange(&mut stream, &local, |remote| async move {
+    } else if let Some(stream) = stream.as_mut() {
+        pingpong::server_exchange(stream, &local, |remote| async move {
             check_remote(&remote, local_ip)?;
             connect(remote).await.map_err(anyhow::Error::from)
         })
         .await?
+    } else {
+        bail!("no out-of-band connection")
     };
     if !args.json {
         println!("  remote address: {}", describe(&remote));
@@ -333,10 +372,103 @@ async fn pingpong(args: &Args, mtu: Mtu, live: &Live) -> anyhow::Result<ExitCode
     // Stay up a moment: if our ACK of the peer's last message was lost, the peer sends it again
     // (every 67 ms with ibv_rc_pingpong's timeout 14) and must find us there.
     tokio::time::sleep(Duration::from_millis(args.linger)).await;
+    if let Some(conn) = cm_conn {
+        crate::cm::disconnect(&device, &[conn]).await;
+    }
     live.running.borrow_mut().take();
     let addresses = (Some(local), Some(remote));
     print_result(args, args.iters, elapsed, &device, addresses, false).await?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// The CM's parameters of a pingpong QP: rc_pingpong's (one READ each way, 7 retries of
+/// each kind, our path MTU).
+fn cm_connect_params(
+    args: &Args,
+    mtu: Mtu,
+    local_ip: IpAddr,
+    peer: IpAddr,
+    local: &Dest,
+) -> ConnectParams {
+    let mut params = ConnectParams::new(
+        Qpn::new(local.qpn),
+        local_ip,
+        peer,
+        crate::cm::service(args.port),
+        Psn::new(local.psn),
+    );
+    params.mtu = mtu;
+    params.src_port = args.port;
+    params.private_data = pingpong::encode(local).to_vec();
+    params
+}
+
+/// The address message a peer sent in its REQ or REP; one that sent none (or not ours) gets
+/// the parts the CM knows.
+fn peer_dest(private_data: &[u8], qpn: u32, psn: u32, peer: IpAddr) -> Dest {
+    let head = private_data.get(..pingpong::MSG_LEN).unwrap_or_default();
+    pingpong::decode(head).unwrap_or(Dest {
+        lid: 0,
+        qpn,
+        psn,
+        gid: Gid::from_ip(peer).0,
+    })
+}
+
+/// -R, client: a REQ to the server's pingpong service; returns the connection and the server's
+/// address message (from the REP).
+async fn cm_client(
+    args: &Args,
+    mtu: Mtu,
+    device: &DeviceHandle,
+    local_ip: IpAddr,
+    server: &str,
+    local: &Dest,
+) -> anyhow::Result<(ConnId, Dest)> {
+    let peer = crate::cm::server_ip(server)?;
+    let params = cm_connect_params(args, mtu, local_ip, peer, local);
+    let limit = Duration::from_secs(args.timeout);
+    let (conn, private_data) = crate::cm::connect(device, &params, args.port, limit).await?;
+    Ok((conn, peer_dest(&private_data, 0, 0, peer)))
+}
+
+/// -R, server: listens on the pingpong service, accepts the first REQ (its QP goes to RTR and
+/// RTS) and waits for the RTU; returns the connection and the client's address message.
+async fn cm_server(
+    args: &Args,
+    device: &DeviceHandle,
+    local: &Dest,
+) -> anyhow::Result<(ConnId, Dest)> {
+    let listen = crate::cm::listen(device, args.port)?;
+    eprintln!(
+        "roce pingpong: waiting for a client on port {} through the CM (service ID {:#018x})",
+        args.port,
+        crate::cm::service(args.port)
+    );
+    let req = crate::cm::request(device, None).await?;
+    crate::cm::unlisten(device, listen)?;
+    let remote = peer_dest(
+        &req.private_data,
+        req.peer_qpn.value(),
+        req.peer_psn.value(),
+        req.peer,
+    );
+    let mut params = AcceptParams::new(Qpn::new(local.qpn), Psn::new(local.psn));
+    params.private_data = pingpong::encode(local).to_vec();
+    crate::cm::accept(device, &req, &params)?;
+    // The client sends once it has the REP; its RTU comes with (or before) the first message.
+    let deadline = Instant::now() + Duration::from_secs(args.timeout);
+    loop {
+        match crate::cm::next_event(device, deadline).await? {
+            Some(CmEvent::Established { conn, .. }) if conn == req.conn => break,
+            Some(other) => tracing::debug!(?other, "cm: waiting for the RTU"),
+            None => bail!(
+                "the client's RTU did not come within {} s of our REP",
+                args.timeout
+            ),
+        }
+    }
+    Ok((req.conn, remote))
 }
 
 /// A peer without a GID cannot be reached over RoCEv2 (ibv_rc_pingpong without -g).

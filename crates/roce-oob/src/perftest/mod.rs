@@ -20,14 +20,22 @@
 //!    big-endian values); then `ctx_close_connection`: one more handshake and `"done\0"`, which
 //!    each side writes and then closes without reading the other's.
 //!
+//! With perftest's `-R` ([`Exchange::RdmaCm`]) the same steps run over an RC connection that
+//! rdma_cm made to the server's port (service ID: TCP port space, `-p`), each message one SEND
+//! of its own length; the keys are the binary `struct pingpong_dest` and there is no `"done"`.
+//! Between the MTU and the first key handshake come one handshake, the data QPs' own rdma_cm
+//! connections to the same port, and one more handshake ([`Session::rdma_cm_sync`]).
+//!
 //! [`Session`] runs these steps in order for one QP (or N, `-q N`) and stops where the tool
 //! connects its QPs and where it starts its traffic; the free functions are the single steps.
 
+mod keys_struct;
 mod messages;
 mod plan;
 mod session;
 mod steps;
 
+pub use keys_struct::{KEY_STRUCT_SIZE, decode_keys_struct, encode_keys_struct};
 pub use messages::{
     Amount, BwReport, IbvMtu, KEY_MSG_SIZE, KEY_MSG_SIZE_GID, MIN_PEER_VERSION, MTU_MSG_LEN,
     PeerVersion, PerftestDest, RUN_PARAMS_MAGIC, RunParams, SysData, VERSION, VERSION_LEN,
@@ -37,8 +45,8 @@ pub use messages::{
 pub use plan::{Kind, MAX_QPS, Test, Verb, check_qps};
 pub use session::{Config, Finish, Session};
 pub use steps::{
-    PeerDone, Side, close_connection, exchange_bw_reports, exchange_mtu, exchange_sys_data,
-    exchange_versions, exchange_versions_with, hand_shake,
+    Exchange, PeerDone, Side, close_connection, exchange_bw_reports, exchange_mtu,
+    exchange_sys_data, exchange_versions, exchange_versions_with, hand_shake,
 };
 
 #[cfg(test)]

@@ -7,7 +7,7 @@ use super::messages::{
 };
 use super::plan::{Test, check_qps};
 use super::steps::{
-    END, PeerDone, SYNC, Side, close_connection, exchange_bw_reports, exchange_mtu,
+    END, Exchange, PeerDone, SYNC, Side, close_connection, exchange_bw_reports, exchange_mtu,
     exchange_sys_data, exchange_versions_with, hand_shake_as,
 };
 use crate::OobError;
@@ -94,6 +94,7 @@ pub struct Session<S> {
     /// One entry per QP, QP 0 first (perftest's `my_dest` array).
     local: Vec<PerftestDest>,
     stage: Stage,
+    exchange: Exchange,
 }
 
 impl<S> Session<S>
@@ -102,10 +103,22 @@ where
 {
     /// Runs the version, system data and MTU exchanges on a connected stream.
     pub async fn start(
+        stream: S,
+        side: Side,
+        test: Test,
+        config: &Config,
+    ) -> Result<Self, OobError> {
+        Self::start_over(stream, side, test, config, Exchange::Ethernet).await
+    }
+
+    /// [`Session::start`] on `exchange`'s channel: with [`Exchange::RdmaCm`], `stream` carries
+    /// each write as one SEND and each read is one received message.
+    pub async fn start_over(
         mut stream: S,
         side: Side,
         test: Test,
         config: &Config,
+        exchange: Exchange,
     ) -> Result<Self, OobError> {
         let peer_version =
             exchange_versions_with(&mut stream, side, &config.version, config.params.as_ref())
@@ -123,6 +136,7 @@ where
             mtu: config.mtu.min(remote_mtu),
             local: vec![PerftestDest::default()],
             stage: Stage::Started,
+            exchange,
         })
     }
 
@@ -187,7 +201,14 @@ where
     ) -> Result<PerftestDest, OobError> {
         let mut remote = PerftestDest::default();
         for _ in 0..count {
-            remote = hand_shake_as(&mut self.stream, self.side, &self.local[qp], message).await?;
+            remote = hand_shake_as(
+                &mut self.stream,
+                self.side,
+                self.exchange,
+                &self.local[qp],
+                message,
+            )
+            .await?;
         }
         Ok(remote)
     }
@@ -200,10 +221,26 @@ where
     ) -> Result<Vec<PerftestDest>, OobError> {
         let mut remote = Vec::with_capacity(self.local.len());
         for qp in 0..self.local.len() {
-            remote
-                .push(hand_shake_as(&mut self.stream, self.side, &self.local[qp], message).await?);
+            let keys = hand_shake_as(
+                &mut self.stream,
+                self.side,
+                self.exchange,
+                &self.local[qp],
+                message,
+            )
+            .await?;
+            remote.push(keys);
         }
         Ok(remote)
+    }
+
+    /// With `-R`, one of the two handshakes `create_rdma_cm_connection` runs around the data
+    /// QPs' rdma_cm connections, before any keys (they send perftest's zeroed `my_dest[0]`):
+    /// call it, connect the data QPs through the CM, call it again, then
+    /// [`Session::exchange_keys`]. [`OobError::Sequence`] after the keys.
+    pub async fn rdma_cm_sync(&mut self) -> Result<(), OobError> {
+        self.step("rdma_cm_sync", Stage::Started, Stage::Started)?;
+        self.hand_shakes(0, 1, SYNC).await.map(|_| ())
     }
 
     /// The key handshakes before connect ([`Test::handshakes_before_connect`]) for one QP,
@@ -281,7 +318,10 @@ where
             finish.remote_report =
                 Some(exchange_bw_reports(&mut self.stream, self.side, report).await?);
         }
-        if self.test.closes_with_done() {
+        if self.test.closes_with_done() && self.exchange == Exchange::RdmaCm {
+            // ctx_close_connection: the handshake, and no "done" with rdma_cm.
+            finish.remote = Some(self.hand_shakes(0, 1, END).await?);
+        } else if self.test.closes_with_done() {
             let (remote, done) =
                 close_connection(&mut self.stream, self.side, &self.local[0]).await?;
             finish.remote = Some(remote);

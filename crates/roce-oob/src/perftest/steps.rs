@@ -3,6 +3,7 @@
 
 use tokio::io::{AsyncRead, AsyncWrite};
 
+use super::keys_struct::{KEY_STRUCT_SIZE, decode_keys_struct, encode_keys_struct};
 use super::messages::{
     BwReport, IbvMtu, KEY_MSG_SIZE, KEY_MSG_SIZE_GID, KEYS, MIN_PEER_VERSION, MTU_MSG_LEN,
     PeerVersion, PerftestDest, RunParams, SysData, VERSION_LEN, decode_keys_in, decode_mtu,
@@ -18,6 +19,20 @@ pub enum Side {
     Client,
     /// Accepts; reads first in every step.
     Server,
+}
+
+/// Which channel perftest's exchange runs on: the messages are the same but for the keys and
+/// the close.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum Exchange {
+    /// A TCP connection (no `-R`): keys as text, `"done\0"` at the close.
+    #[default]
+    Ethernet,
+    /// perftest's `-R` (`use_rdma_cm`): an RC connection made by rdma_cm, each message one
+    /// SEND of its own length: keys as the binary `struct pingpong_dest`
+    /// ([`super::encode_keys_struct`]), no `"done"` (`ctx_close_connection` writes it only
+    /// without rdma_cm).
+    RdmaCm,
 }
 
 /// One `ctx_xchg_data`: the client writes `mine` then reads `theirs`, the server the other way
@@ -133,19 +148,26 @@ pub async fn hand_shake<S>(
 where
     S: AsyncRead + AsyncWrite + Unpin + ?Sized,
 {
-    hand_shake_as(stream, side, local, KEYS).await
+    hand_shake_as(stream, side, Exchange::Ethernet, local, KEYS).await
 }
 
-/// [`hand_shake`] with errors that name `message`, the step it is part of.
+/// [`hand_shake`] on `exchange`, with errors that name `message`, the step it is part of.
 pub(super) async fn hand_shake_as<S>(
     stream: &mut S,
     side: Side,
+    exchange: Exchange,
     local: &PerftestDest,
     message: &'static str,
 ) -> Result<PerftestDest, OobError>
 where
     S: AsyncRead + AsyncWrite + Unpin + ?Sized,
 {
+    if exchange == Exchange::RdmaCm {
+        let mine = encode_keys_struct(local);
+        let mut theirs = [0u8; KEY_STRUCT_SIZE];
+        xchg(stream, side, &mine, &mut theirs, message).await?;
+        return decode_keys_struct(&theirs, message);
+    }
     let mine = encode_keys(local);
     let with_gid = local.gid.is_some();
     let mut theirs = vec![
@@ -198,7 +220,7 @@ pub async fn close_connection<S>(
 where
     S: AsyncRead + AsyncWrite + Unpin + ?Sized,
 {
-    let remote = hand_shake_as(stream, side, local, END).await?;
+    let remote = hand_shake_as(stream, side, Exchange::Ethernet, local, END).await?;
     write_msg(stream, &DONE, "closing \"done\"").await?;
     let mut buf = [0u8; DONE.len()];
     match read_msg(stream, &mut buf, "closing \"done\"").await {

@@ -10,10 +10,11 @@ use anyhow::{Context, bail};
 use roce_core::{Qpn, RecvWr, Sge};
 use roce_device::DeviceHandle;
 use roce_oob::perftest::{
-    self, Amount, BwReport, Config, IbvMtu, Kind, RunParams, Session, Side, Test, Verb,
+    self, Amount, BwReport, Config, Exchange, IbvMtu, Kind, RunParams, Session, Side, Test, Verb,
 };
 
 mod check;
+mod rdma_cm;
 mod report;
 mod setup;
 mod traffic;
@@ -66,7 +67,8 @@ pub(crate) enum VerbArg {
     roce perf write 198.18.0.12       # here: the client\n  \
     roce perf write -a 198.18.0.12    # every size from 2 bytes to 8 MiB\n  \
     roce perf send -D 10 198.18.0.12  # for 10 seconds (give the server -D 10 too)\n  \
-    roce perf send --lat              # here: the server, for ib_send_lat -x 1 198.18.0.1")]
+    roce perf send --lat              # here: the server, for ib_send_lat -x 1 198.18.0.1\n  \
+    roce perf write -R --ip 198.18.0.1  # the server through the CM, for ib_write_bw -R 198.18.0.1")]
 pub(crate) struct Args {
     /// The operation.
     #[arg(value_enum)]
@@ -76,9 +78,22 @@ pub(crate) struct Args {
     /// Latency test (ib_*_lat) instead of bandwidth (ib_*_bw).
     #[arg(long)]
     lat: bool,
-    /// TCP port of the out-of-band exchange.
+    /// TCP port of the out-of-band exchange (with -R: the port of the CM's service ID).
     #[arg(short, long, default_value_t = 18515)]
     port: u16,
+    /// Connect through the RDMA connection manager, as perftest's -R: the out-of-band
+    /// exchange runs over an RC connection the CM makes to the server's --port (service ID:
+    /// the TCP port space and --port; each message one SEND; the keys as perftest's binary
+    /// struct; no "done"), and each test QP is connected by a CM connection of its own to the
+    /// same port, between two handshakes, instead of by the QP numbers of the exchange. Give
+    /// both sides -R (the peer may be ib_*_bw -R / ib_*_lat -R). The server needs --ip (there
+    /// is no TCP connection to take it from); a client without --ip uses the address its host
+    /// sends from to reach SERVER. A connect to a port nobody listens on fails at once
+    /// ("rejected: no listener", after 10 tries 100 ms apart for the test QPs, as perftest
+    /// tries); one to a host with no RoCE NIC gives up after --timeout. The CM's QPs send
+    /// with DSCP 0 whatever --dscp says.
+    #[arg(short = 'R', long = "rdma_cm", alias = "rdma-cm")]
+    rdma_cm: bool,
     /// Bytes per message, at least 1 (default 65536, or 2 with --lat; atomics move 8).
     #[arg(short, long, value_parser = bytes, conflicts_with = "all")]
     size: Option<u32>,
@@ -374,26 +389,79 @@ async fn test_run(
         size: (!args.all).then_some(size),
         qps: u16::try_from(args.qps).unwrap_or(u16::MAX),
     };
-    let stream = crate::oob::connect_or_accept(args.server.as_deref(), args.port, "perf").await?;
     let side = if args.server.is_some() {
         Side::Client
     } else {
         Side::Server
     };
-    let default_ip = stream.local_addr()?.ip();
     let config = Config {
         mtu,
         params: Some(params),
         ..Config::default()
     };
+    let largest = sizes.iter().copied().max().unwrap_or(size);
+    if args.rdma_cm {
+        let (device, local_ip) = rdma_cm::spawn_device(args)?;
+        let (stream, control) = rdma_cm::control(args, &device, local_ip, side).await?;
+        let mut session =
+            Session::start_over(stream, side, test, &config, Exchange::RdmaCm).await?;
+        check_params(&session, &params)?;
+        let qps = setup::Qps::create(args, device.clone(), local_ip).await?;
+        // create_rdma_cm_connection: a handshake, the data QPs' connections, a handshake.
+        session.rdma_cm_sync().await?;
+        let path_mtu =
+            roce_core::Mtu::from_bytes(session.mtu().bytes()).context("the negotiated MTU")?;
+        let mut conns = rdma_cm::connect_data(args, &qps, side, test.verb, path_mtu).await?;
+        session.rdma_cm_sync().await?;
+        conns.push(control);
+        let set_up = setup::set_up(args, &mut session, qps, largest, true).await?;
+        let outcome =
+            traffic_and_end(args, test, &sizes, plan, session, set_up, live, current).await;
+        rdma_cm::disconnect_all(&device, &conns).await;
+        return outcome;
+    }
+    let stream = crate::oob::connect_or_accept(args.server.as_deref(), args.port, "perf").await?;
+    let default_ip = stream.local_addr()?.ip();
     let mut session = Session::start(stream, side, test, &config).await?;
+    check_params(&session, &params)?;
+    let (device, local_ip) = args.device.spawn(default_ip)?;
+    let qps = setup::Qps::create(args, device, local_ip).await?;
+    let set_up = setup::set_up(args, &mut session, qps, largest, false).await?;
+    traffic_and_end(args, test, &sizes, plan, session, set_up, live, current).await
+}
+
+/// Two `roce perf`s stop before any traffic when they were given different parameters.
+fn check_params<S>(session: &Session<S>, params: &RunParams) -> anyhow::Result<()>
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
+{
     if let Some(theirs) = &session.peer_version().params
-        && let Some(why) = mismatch(&params, theirs)
+        && let Some(why) = mismatch(params, theirs)
     {
         bail!(why);
     }
-    let largest = sizes.iter().copied().max().unwrap_or(size);
-    let set_up = setup::set_up(args, &mut session, default_ip, largest).await?;
+    Ok(())
+}
+
+/// The traffic of every size, then the end of the exchange and the result.
+#[allow(clippy::too_many_arguments)]
+async fn traffic_and_end<S>(
+    args: &Args,
+    test: Test,
+    sizes: &[u32],
+    plan: Plan,
+    mut session: Session<S>,
+    set_up: setup::SetUp,
+    live: &RefCell<Live>,
+    current: &RefCell<Option<Current>>,
+) -> anyhow::Result<ExitCode>
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
+{
+    let lat = test.kind == Kind::Latency;
+    let side = session.side();
+    let largest = sizes.iter().copied().max().unwrap_or(1);
+    let size = sizes.first().copied().unwrap_or(1);
     let setup::SetUp {
         device,
         endpoints,

@@ -27,25 +27,55 @@ pub(super) struct SetUp {
     pub(super) peer_qpns: Vec<Qpn>,
 }
 
-/// Starts the device, creates `-q` QPs and their buffer (room for `largest` bytes a
-/// message), exchanges the keys and connects every QP; then runs the handshakes after
+/// The device and the test's `-q` QPs, in INIT, not connected yet.
+#[derive(Debug)]
+pub(super) struct Qps {
+    pub(super) device: DeviceHandle,
+    /// The address the device plays.
+    pub(super) local_ip: IpAddr,
+    /// QP 0 first.
+    pub(super) endpoints: Vec<RcEndpoint>,
+}
+
+impl Qps {
+    /// Creates `-q` QPs on `device` and takes them to INIT.
+    pub(super) async fn create(
+        args: &Args,
+        device: DeviceHandle,
+        local_ip: IpAddr,
+    ) -> anyhow::Result<Self> {
+        let depth = (args.tx_depth.max(args.rx_depth) + 4) as usize;
+        let endpoints = create_endpoints(&device, depth, args.qps as usize).await?;
+        for qp in &endpoints {
+            qp.init(Access::ALL).await?;
+        }
+        Ok(Self {
+            device,
+            local_ip,
+            endpoints,
+        })
+    }
+}
+
+/// Creates `-q` QPs' buffer (room for `largest` bytes a message), exchanges the keys and
+/// connects every QP (unless the CM did already: `connected`); then runs the handshakes after
 /// connect ([`Session::connected`]).
 pub(super) async fn set_up<S>(
     args: &Args,
     session: &mut Session<S>,
-    default_ip: IpAddr,
+    qps_made: Qps,
     largest: u32,
+    connected: bool,
 ) -> anyhow::Result<SetUp>
 where
     S: AsyncRead + AsyncWrite + Unpin,
 {
-    let (device, local_ip) = args.device.spawn(default_ip)?;
+    let Qps {
+        device,
+        local_ip,
+        endpoints,
+    } = qps_made;
     let qps = args.qps as usize;
-    let depth = (args.tx_depth.max(args.rx_depth) + 4) as usize;
-    let endpoints = create_endpoints(&device, depth, qps).await?;
-    for qp in &endpoints {
-        qp.init(Access::ALL).await?;
-    }
     // perftest's buffer: one region, a send half and a receive half per QP, each the larger of
     // the (largest) message and the cycle buffer (`BUFF_SIZE`); QP i sends from
     // `buf + i * BUFF_SIZE` and its keys announce its receive half, where the peer's WRITEs
@@ -75,6 +105,9 @@ where
     let remotes = session.exchange_qp_keys(locals.clone()).await?;
     let path_mtu = Mtu::from_bytes(session.mtu().bytes()).context("the negotiated MTU")?;
     for ((qp, local), remote) in endpoints.iter().zip(&locals).zip(&remotes) {
+        if connected {
+            break;
+        }
         let Some(gid) = remote.gid else {
             bail!("the peer sent no GID")
         };
