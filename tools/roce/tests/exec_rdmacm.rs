@@ -205,3 +205,58 @@ fn udaddy_fails_cleanly_where_the_connection_manager_needs_sidr() {
     assert!(text.contains("Function not implemented"), "{text}");
     assert_eq!(server.status.code(), Some(124), "{}", stderr(&server));
 }
+
+/// `roce perf ARGS` with its output piped.
+fn roce_perf(args: &[&str]) -> std::process::Child {
+    std::process::Command::new(env!("CARGO_BIN_EXE_roce"))
+        .arg("perf")
+        .args(args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+#[test]
+fn roce_perf_and_perftest_connect_through_the_connection_manager_both_ways() {
+    if !have("ib_write_bw", "perftest") {
+        return;
+    }
+    // perftest's server, our client.
+    let server = common::exec::spawn_exec(
+        Side::local("127.0.13.95", &[]),
+        &["ib_write_bw", "-R", "-n", "300"],
+    );
+    common::exec::wait_nic(server.id(), "127.0.13.95");
+    let client = roce_perf(&[
+        "write",
+        "-R",
+        "--ip",
+        "127.0.13.96",
+        "-n",
+        "300",
+        "127.0.13.95",
+    ])
+    .wait_with_output()
+    .unwrap();
+    let server = server.wait_with_output().unwrap();
+    let ours = ok("roce perf write -R", &client);
+    let theirs = ok("ib_write_bw -R server", &server);
+    assert_eq!(result_rows(&ours)[0][..2], [65536.0, 300.0], "{ours}");
+    assert!(theirs.contains("rdma_cm QPs\t : ON"), "{theirs}");
+    // Our server, perftest's client.
+    let server = roce_perf(&["send", "-R", "--ip", "127.0.13.97", "-n", "300"]);
+    common::exec::wait_nic(server.id(), "127.0.13.97");
+    let client = common::exec::spawn_exec(
+        Side::local("127.0.13.98", &[]),
+        &["ib_send_bw", "-R", "-n", "300", "127.0.13.97"],
+    )
+    .wait_with_output()
+    .unwrap();
+    let server = server.wait_with_output().unwrap();
+    let theirs = ok("ib_send_bw -R client", &client);
+    ok("roce perf send -R server", &server);
+    let rows = result_rows(&theirs);
+    assert_eq!(rows[0][..2], [65536.0, 300.0], "{theirs}");
+    assert!(rows[0][3] > 0.0, "{theirs}");
+}
