@@ -22,7 +22,7 @@ ROOT="$INTEROP_CACHE/initramfs-root"
 # libraries that the chosen binaries really load are copied in). rdma-core itself is not needed:
 # iproute2 provides the `rdma` tool, and rdma-core only brings udev rules and services.
 GUEST_PKGS=(ibverbs-utils ibverbs-providers libibverbs1 perftest rdmacm-utils librdmacm1
-    libnl-3-200 libnl-route-3-200 iproute2 tcpdump)
+    libnl-3-200 libnl-route-3-200 iproute2 tcpdump libgcc-s1)
 # Binaries (paths inside the packages) to copy in with their libraries.
 GUEST_BIN_GLOBS=(/usr/bin/ibv_* /usr/bin/ib_* /usr/bin/rping /usr/bin/ucmatose /usr/bin/udaddy
     /usr/bin/rdma_client /usr/bin/rdma_server /usr/bin/rdma_xclient /usr/bin/rdma_xserver
@@ -199,6 +199,12 @@ build_initramfs() {
         put "$f"
     done
     put /lib64/ld-linux-x86-64.so.2
+    # glibc loads libgcc_s with dlopen to unwind a thread it cancels or exits (rping's threads):
+    # no binary names it, so it is added by hand.
+    local gcc_s
+    gcc_s=$(cd "$STAGE" && ls lib/x86_64-linux-gnu/libgcc_s.so.1 usr/lib/x86_64-linux-gnu/libgcc_s.so.1 2>/dev/null | head -n1 || true)
+    [ -n "$gcc_s" ] || die "no libgcc_s.so.1 in the unpacked packages (libgcc-s1)"
+    put "/$gcc_s"
     mkdir -p "$ROOT/etc/libibverbs.d"
     cp "$STAGE/etc/libibverbs.d/rxe.driver" "$ROOT/etc/libibverbs.d/"
     [ -d "$STAGE/usr/lib/tc" ] && cp -r "$STAGE/usr/lib/tc" "$ROOT/usr/lib/"   # netem tables

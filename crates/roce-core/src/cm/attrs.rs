@@ -38,9 +38,11 @@ pub(crate) fn mtu_of(code: u8, port: Mtu) -> Option<Mtu> {
 
 /// The recipe for the connection's QP, from what was negotiated.
 //= rxe:cm.c/cm_init_qp_rtr_attr
-//# RTR: the peer's QPN and starting PSN, the path MTU, responder resources as max_dest_rd_atomic, min_rnr_timer 0
+//# RTR: the peer's QPN, our own starting PSN as rq_psn, the path MTU, responder resources as max_dest_rd_atomic, min_rnr_timer 0
 //= rxe:cm.c/cm_init_qp_rts_attr
-//# RTS: our starting PSN, the ACK timeout, retry and RNR retry counts, initiator depth as max_rd_atomic
+//# RTS: the peer's starting PSN as sq_psn, the ACK timeout, retry and RNR retry counts, initiator depth as max_rd_atomic
+//= rxe:cm.c/cm_req_handler
+//# the Starting PSN a REQ or REP carries is the one its sender's receive queue expects: the passive side's send queue starts at the REQ's, the active side's at the REP's
 pub(crate) fn recipe(conn: &Conn) -> Connect {
     let av = AddressVector {
         src: conn.local,
@@ -52,8 +54,8 @@ pub(crate) fn recipe(conn: &Conn) -> Connect {
         qp_type: QpType::Rc,
         av,
         dest_qpn: conn.remote_qpn,
-        rq_psn: conn.remote_psn,
-        sq_psn: conn.psn,
+        rq_psn: conn.psn,
+        sq_psn: conn.remote_psn,
         access: Access::NONE,
         qkey: 0,
         mtu: conn.mtu,

@@ -59,7 +59,8 @@ pub(crate) struct Conn {
     pub(crate) qpn: Option<Qpn>,
     /// The peer's QP.
     pub(crate) remote_qpn: Qpn,
-    /// Our requester's first PSN, and the peer's.
+    /// The Starting PSN we announced (our responder expects it), and the peer's (our
+    /// requester starts there).
     pub(crate) psn: Psn,
     pub(crate) remote_psn: Psn,
     pub(crate) mtu: Mtu,

@@ -78,7 +78,9 @@ pub struct ConnectParams {
     pub src_port: u16,
     /// The consumer's private data: at most 56 bytes after a `cma_hdr`, 92 without.
     pub private_data: Vec<u8>,
-    /// Our requester's first PSN (the library draws it: the engine draws no random number).
+    /// The REQ's Starting PSN: the first PSN our responder expects, where the peer's
+    /// requester starts (as the Linux CM reads it). The library draws it: the engine draws
+    /// no random number.
     pub psn: Psn,
     /// READs and atomics of the peer we take at once.
     pub responder_resources: u8,
@@ -127,7 +129,7 @@ impl ConnectParams {
 pub struct AcceptParams {
     /// Our RC QP, in RESET or INIT: the CM takes it to RTR and RTS before the REP leaves.
     pub qpn: Qpn,
-    /// Our requester's first PSN.
+    /// The REP's Starting PSN: the first PSN our responder expects.
     pub psn: Psn,
     /// The consumer's private data of the REP (at most 196 bytes).
     pub private_data: Vec<u8>,
@@ -172,7 +174,8 @@ pub struct ConnectRequest {
     pub private_data: Vec<u8>,
     /// The peer's QP.
     pub peer_qpn: Qpn,
-    /// The peer requester's first PSN: our responder expects it.
+    /// The REQ's Starting PSN: the first PSN the peer's responder expects, where our
+    /// requester starts.
     pub peer_psn: Psn,
     /// The path MTU: the REQ's, capped by our port's.
     pub mtu: Mtu,

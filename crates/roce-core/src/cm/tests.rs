@@ -274,14 +274,15 @@ fn connect_accept_rtu_take_both_qps_to_rts_and_a_send_lands() {
     assert!(matches!(net.b.events()[..], [CmEvent::Established { conn, .. }] if conn == req.conn));
     assert_eq!(net.a.nic.cm_state(a_conn), Some(CmState::Established));
     assert_eq!(net.b.nic.cm_state(req.conn), Some(CmState::Established));
-    // Each side's requester starts at its own PSN, its responder at the peer's.
+    // Each side's responder expects the PSN it announced (a in the REQ, b in the REP), its
+    // requester starts at the peer's, as the Linux CM sets them up (rxe NAKs otherwise).
     assert_eq!(
         net.a.nic.qp_psns(net.a.qpn),
-        Ok((Psn::new(0x11_1111), Psn::new(0x22_2222)))
+        Ok((Psn::new(0x22_2222), Psn::new(0x11_1111)))
     );
     assert_eq!(
         net.b.nic.qp_psns(net.b.qpn),
-        Ok((Psn::new(0x22_2222), Psn::new(0x11_1111)))
+        Ok((Psn::new(0x11_1111), Psn::new(0x22_2222)))
     );
     let order: Vec<_> = net.log.iter().map(|s| (s.from, s.attr)).collect();
     assert_eq!(
