@@ -225,6 +225,53 @@ fn tshark_decodes_every_cm_message_as_we_do() {
     }
     let mads = examples::all();
     let path = capture(&mads);
+    let compared = compare(&path, &mads);
+    // 10 header fields per MAD, and every field of the REQ, REP, REJ, RTU, DREQ and DREP.
+    assert!(compared >= 130, "only {compared} fields compared");
+    let _ = std::fs::remove_file(&path);
+}
+
+/// The CM MADs rxe's kernel CM and ours sent each other in the interop matrix's RDMA CM cells
+/// (`pcap-fixtures/interop/rxe-vs-roce-cm.pcap`: rping, ucmatose, perftest `-R` both ways): we
+/// parse every one, and tshark reads every field as we do.
+#[test]
+fn tshark_decodes_the_cm_messages_of_rxe_and_ours_as_we_do() {
+    if !roce_tests::tshark::available("tshark_decodes_the_cm_messages_of_rxe_and_ours_as_we_do") {
+        return;
+    }
+    let path = roce_tests::fixtures_dir().join("interop/rxe-vs-roce-cm.pcap");
+    let mut mads = Vec::new();
+    let mut senders = BTreeSet::new();
+    for (n, captured) in roce_tests::frames(&path).iter().enumerate() {
+        let at = format!("{} frame {}", path.display(), n + 1);
+        let frame = roce_wire::frame::Frame::parse(captured.link, &captured.data).expect(&at);
+        let packet = frame.roce().expect(&at).expect(&at);
+        let mad = gsi::mad_of(&packet).unwrap_or_else(|| panic!("{at}: not a GSI packet"));
+        let mad = CmMad::parse(mad).unwrap_or_else(|err| panic!("{at}: {err}"));
+        let src = frame.ip.as_ref().expect(&at).src.to_string();
+        senders.insert((src, mad.message.attr().name()));
+        mads.push(mad);
+    }
+    // Both sides' REQ, REP, RTU, DREQ and DREP, and rxe's REJ.
+    for who in ["198.18.0.1", "198.18.0.12"] {
+        for attr in ["REQ", "REP", "RTU", "DREQ", "DREP"] {
+            assert!(
+                senders.contains(&(who.to_owned(), attr)),
+                "no {attr} from {who}: {senders:?}"
+            );
+        }
+    }
+    assert!(senders.contains(&("198.18.0.12".to_owned(), "REJ")));
+    let compared = compare(&path, &mads);
+    assert!(
+        compared >= 20 * mads.len(),
+        "only {compared} fields compared"
+    );
+}
+
+/// Compares tshark's reading of the frames of `path` with `mads`, frame by frame; the number
+/// of fields compared.
+fn compare(path: &Path, mads: &[CmMad]) -> usize {
     let wanted: Vec<Vec<(&str, V)>> = mads.iter().map(expected).collect();
     let fields: Vec<&str> = wanted
         .iter()
@@ -233,7 +280,7 @@ fn tshark_decodes_every_cm_message_as_we_do() {
         .collect::<BTreeSet<_>>()
         .into_iter()
         .collect();
-    let rows = tshark_rows(&path, &fields);
+    let rows = tshark_rows(path, &fields);
     assert_eq!(rows.len(), mads.len(), "frame count");
     let mut compared = 0;
     for ((mad, want), row) in mads.iter().zip(&wanted).zip(&rows) {
@@ -256,9 +303,7 @@ fn tshark_decodes_every_cm_message_as_we_do() {
             compared += 1;
         }
     }
-    // 10 header fields per MAD, and every field of the REQ, REP, REJ, RTU, DREQ and DREP.
-    assert!(compared >= 130, "only {compared} fields compared");
-    let _ = std::fs::remove_file(&path);
+    compared
 }
 
 /// The capture of `mads`, one GSI frame each from 198.18.0.1 to 198.18.0.12.
