@@ -60,6 +60,7 @@ mod wr;
 pub use cc::CongestionState;
 pub use cm::{
     AcceptParams, CmError, CmEvent, CmState, ConnId, ConnectParams, ConnectRequest, ListenHandle,
+    RDMA_UDP_QKEY, SidrParams, SidrRequest,
 };
 pub use config::{
     AddressVector, Congestion, DcqcnConfig, IcrcPolicy, Mtu, NicConfig, QpAttr, QpInit,

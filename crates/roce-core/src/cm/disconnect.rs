@@ -125,6 +125,7 @@ impl Cm {
     //# a REQ or REP without an answer after its retries: the connection is unreachable and gone;
     //# a DREQ without one: timewait all the same
     pub(crate) fn on_timeout(&mut self, nic: &mut Nic, now: Instant) {
+        self.sidr_timeout(nic, now);
         let due: Vec<u32> = self
             .conns
             .values()

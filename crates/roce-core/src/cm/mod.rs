@@ -12,7 +12,8 @@
 //!
 //! One concept per file: `conn.rs` (a connection and its states), `listen.rs` (listeners by
 //! service ID), `retry.rs` (the IBA time unit, response timeouts, retries and timewait),
-//! `attrs.rs` (REQ/REP fields ⇄ QP attributes), `wire.rs` (the MADs the CM sends),
+//! `attrs.rs` (REQ/REP fields ⇄ QP attributes), `wire.rs` (the MADs the CM sends), `sidr.rs`
+//! (service ID resolution for UD),
 //! `passive.rs`, `active.rs` and `disconnect.rs` (the state machine by message), and the
 //! `Nic` methods in `nic/cm.rs`.
 
@@ -31,6 +32,7 @@ mod disconnect;
 mod listen;
 mod passive;
 pub(crate) mod retry;
+mod sidr;
 mod wire;
 
 #[cfg(test)]
@@ -41,10 +43,13 @@ mod tests_attrs;
 mod tests_hostile;
 #[cfg(test)]
 mod tests_loss;
+#[cfg(test)]
+mod tests_sidr;
 
 pub use conn::CmState;
 pub(crate) use conn::{Conn, State};
 pub use roce_wire::mad::cma::{PortSpace, ServiceId};
+pub use sidr::{RDMA_UDP_QKEY, SidrParams, SidrRequest};
 
 /// Events that wait at most for [`crate::Nic::poll_cm_event`]; beyond, they are lost and counted
 /// (`cm_event_overflows`).
@@ -238,6 +243,29 @@ pub enum CmEvent {
         /// The connection (gone).
         conn: ConnId,
     },
+    /// A SIDR_REQ for a listener (UD): answer it with [`crate::Nic::cm_sidr_accept`] or
+    /// [`crate::Nic::cm_sidr_reject`].
+    SidrRequest(Box<SidrRequest>),
+    /// Our SIDR_REQ was answered: the service's UD QP and Q_Key.
+    SidrResolved {
+        /// The request.
+        conn: ConnId,
+        /// The service's QP.
+        qpn: Qpn,
+        /// Its Q_Key.
+        qkey: u32,
+        /// The consumer's private data of the SIDR_REP.
+        private_data: Vec<u8>,
+    },
+    /// Our SIDR_REQ was refused (any status but success).
+    SidrRejected {
+        /// The request.
+        conn: ConnId,
+        /// The SIDR_REP's status.
+        status: roce_wire::mad::sidr_rep::SidrStatus,
+        /// The consumer's private data of the SIDR_REP.
+        private_data: Vec<u8>,
+    },
 }
 
 /// Why a CM call was refused.
@@ -280,6 +308,8 @@ pub(crate) struct Cm {
     pub(crate) conns: BTreeMap<u32, Conn>,
     pub(crate) listeners: listen::Listeners,
     pub(crate) events: VecDeque<CmEvent>,
+    /// The SIDR requests in flight (UD).
+    pub(crate) sidr: sidr::Sidr,
     /// The next local comm ID to try.
     pub(crate) next_id: u32,
     /// The earliest deadline of any connection, kept current after every CM call so that
@@ -300,7 +330,11 @@ impl Cm {
 
     /// Recomputes the earliest deadline.
     pub(crate) fn reindex(&mut self) {
-        self.next = self.conns.values().filter_map(|c| c.deadline).min();
+        let conns = self.conns.values().filter_map(|c| c.deadline).min();
+        self.next = match (conns, self.sidr.next()) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
     }
 
     /// A local comm ID no connection holds: counted up from a start drawn from the NIC's seed

@@ -47,7 +47,7 @@ fn padded<const N: usize>(data: &[u8]) -> [u8; N] {
 }
 
 /// The 256 bytes of a message.
-fn bytes(tid: u64, message: Message) -> [u8; MAD_LEN] {
+pub(crate) fn bytes(tid: u64, message: Message) -> [u8; MAD_LEN] {
     let mut out = [0; MAD_LEN];
     // The buffer is exactly MAD_LEN long: emit cannot fail.
     if CmMad::new(tid, message).emit(&mut out).is_err() {

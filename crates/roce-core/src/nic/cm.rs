@@ -9,7 +9,9 @@ use roce_wire::mad::cm::{CmMad, Message};
 use roce_wire::mad::{CM_CLASS_VERSION, METHOD_SEND, MGMT_CLASS_CM};
 
 use super::Nic;
-use crate::cm::{AcceptParams, Cm, CmError, CmEvent, CmState, ConnId, ConnectParams, ListenHandle};
+use crate::cm::{
+    AcceptParams, Cm, CmError, CmEvent, CmState, ConnId, ConnectParams, ListenHandle, SidrParams,
+};
 use crate::gsi::GsiDatagram;
 use crate::{Instant, QpState, QpType, Stats, VerbsError};
 
@@ -57,6 +59,45 @@ impl Nic {
     /// DREP that answers the peer's.
     pub fn cm_disconnect(&mut self, now: Instant, conn: ConnId) -> Result<(), CmError> {
         self.with_cm(now, |cm, nic| cm.disconnect(nic, now, conn))
+    }
+
+    /// Sends a SIDR_REQ (`rdma_connect` of a UD id): [`CmEvent::SidrResolved`] follows with
+    /// the service's QP and Q_Key, or [`CmEvent::SidrRejected`], or [`CmEvent::Unreachable`].
+    pub fn cm_sidr_resolve(
+        &mut self,
+        now: Instant,
+        params: &SidrParams,
+    ) -> Result<ConnId, CmError> {
+        self.with_cm(now, |cm, nic| cm.sidr_resolve(nic, now, params))
+    }
+
+    /// Answers a SIDR request with our UD QP `qpn` and its Q_Key (`rdma_accept` of a UD id).
+    pub fn cm_sidr_accept(
+        &mut self,
+        now: Instant,
+        conn: ConnId,
+        qpn: Qpn,
+        qkey: u32,
+        private_data: &[u8],
+    ) -> Result<(), CmError> {
+        self.with_cm(now, |cm, nic| {
+            cm.sidr_accept(nic, conn, qpn, qkey, private_data)
+        })
+    }
+
+    /// Refuses a SIDR request (status "rejected").
+    pub fn cm_sidr_reject(
+        &mut self,
+        now: Instant,
+        conn: ConnId,
+        private_data: &[u8],
+    ) -> Result<(), CmError> {
+        self.with_cm(now, |cm, nic| cm.sidr_reject(nic, conn, private_data))
+    }
+
+    /// Whether `conn` is a SIDR request waiting for [`Nic::cm_sidr_accept`].
+    pub fn cm_is_sidr_request(&self, conn: ConnId) -> bool {
+        self.cm.is_sidr_request(conn)
     }
 
     /// The oldest CM event waiting.
@@ -142,6 +183,8 @@ impl Nic {
             Message::Rtu(m) => cm.on_rtu(self, m),
             Message::Dreq(m) => cm.on_dreq(self, now, datagram, tid, m),
             Message::Drep(m) => cm.on_drep(self, now, m),
+            Message::SidrReq(m) => cm.on_sidr_req(self, datagram, tid, m),
+            Message::SidrRep(m) => cm.on_sidr_rep(self, datagram, m),
         }
     }
 }

@@ -5,7 +5,7 @@ use core::fmt;
 
 use crate::mad::{
     self, BASE_VERSION, CM_CLASS_VERSION, DATA_LEN, HEADER_LEN, MAD_LEN, METHOD_SEND,
-    MGMT_CLASS_CM, cma, drep, dreq, mra, rej, rep, req, rtu,
+    MGMT_CLASS_CM, cma, drep, dreq, mra, rej, rep, req, rtu, sidr_rep, sidr_req,
 };
 use crate::{EmitError, Layer, ParseError};
 
@@ -120,6 +120,10 @@ pub enum Message {
     Dreq(dreq::Repr),
     /// Disconnect reply.
     Drep(drep::Repr),
+    /// Service ID resolution request (UD).
+    SidrReq(sidr_req::Repr),
+    /// Service ID resolution response (UD).
+    SidrRep(sidr_rep::Repr),
 }
 
 impl Message {
@@ -133,10 +137,13 @@ impl Message {
             Self::Rtu(_) => Attr::Rtu,
             Self::Dreq(_) => Attr::Dreq,
             Self::Drep(_) => Attr::Drep,
+            Self::SidrReq(_) => Attr::SidrReq,
+            Self::SidrRep(_) => Attr::SidrRep,
         }
     }
 
-    /// The sender's Local Communication ID, which every CM message starts with.
+    /// The sender's Local Communication ID, which every CM message starts with (a SIDR
+    /// message's Request ID, in the same place: the kernel's CM puts its local ID there).
     pub const fn local_comm_id(&self) -> u32 {
         match self {
             Self::Req(m) => m.local_comm_id,
@@ -146,6 +153,8 @@ impl Message {
             Self::Rtu(m) => m.local_comm_id,
             Self::Dreq(m) => m.local_comm_id,
             Self::Drep(m) => m.local_comm_id,
+            Self::SidrReq(m) => m.request_id,
+            Self::SidrRep(m) => m.request_id,
         }
     }
 
@@ -159,6 +168,12 @@ impl Message {
             Attr::Rtu => Self::Rtu(rtu::Repr::parse(&rtu::Packet::new_checked(data)?)?),
             Attr::Dreq => Self::Dreq(dreq::Repr::parse(&dreq::Packet::new_checked(data)?)?),
             Attr::Drep => Self::Drep(drep::Repr::parse(&drep::Packet::new_checked(data)?)?),
+            Attr::SidrReq => Self::SidrReq(sidr_req::Repr::parse(&sidr_req::Packet::new_checked(
+                data,
+            )?)?),
+            Attr::SidrRep => Self::SidrRep(sidr_rep::Repr::parse(&sidr_rep::Packet::new_checked(
+                data,
+            )?)?),
             other => return Err(ParseError::UnsupportedCmAttribute(other.id())),
         })
     }
@@ -173,6 +188,8 @@ impl Message {
             Self::Rtu(m) => m.emit(&mut rtu::Packet::new_unchecked(data)),
             Self::Dreq(m) => m.emit(&mut dreq::Packet::new_unchecked(data)),
             Self::Drep(m) => m.emit(&mut drep::Packet::new_unchecked(data)),
+            Self::SidrReq(m) => m.emit(&mut sidr_req::Packet::new_unchecked(data)),
+            Self::SidrRep(m) => m.emit(&mut sidr_rep::Packet::new_unchecked(data)),
         }
     }
 }
@@ -295,6 +312,20 @@ impl fmt::Display for CmMad {
             Message::Rtu(m) => write!(f, " rcid={:#010x}", m.remote_comm_id)?,
             Message::Dreq(m) => write!(f, " rcid={:#010x} qpn={}", m.remote_comm_id, m.remote_qpn)?,
             Message::Drep(m) => write!(f, " rcid={:#010x}", m.remote_comm_id)?,
+            Message::SidrReq(m) => write!(
+                f,
+                " sid={} pkey={:#06x}",
+                cma::ServiceId(m.service_id),
+                m.partition_key
+            )?,
+            Message::SidrRep(m) => write!(
+                f,
+                " status={} qpn={} qkey={:#010x} sid={}",
+                m.status,
+                m.qpn,
+                m.q_key,
+                cma::ServiceId(m.service_id)
+            )?,
         }
         if h.method != METHOD_SEND {
             write!(f, " method={:#04x}", h.method)?;

@@ -6,7 +6,7 @@ use std::net::{IpAddr, Ipv4Addr};
 
 use crate::mad::cm::{CmMad, Message};
 use crate::mad::cma::{self, PortSpace, ServiceId};
-use crate::mad::{drep, dreq, mra, rej, rep, req, rtu};
+use crate::mad::{drep, dreq, mra, rej, rep, req, rtu, sidr_rep, sidr_req};
 use crate::{Gid, Psn, Qpn};
 
 /// rping's port.
@@ -157,6 +157,28 @@ pub fn all() -> Vec<CmMad> {
                 reason: rej::RejectReason::InvalidServiceId,
                 ari: pattern(0x55),
                 private_data: pattern(0x66),
+            }),
+        ),
+        CmMad::new(
+            tid + 4,
+            Message::SidrReq(sidr_req::Repr {
+                request_id: ACTIVE_COMM_ID,
+                partition_key: 0xffff,
+                service_id: ServiceId::new(PortSpace::UDP, RPING_PORT).0,
+                private_data: pattern(0x77),
+            }),
+        ),
+        CmMad::new(
+            tid + 4,
+            Message::SidrRep(sidr_rep::Repr {
+                request_id: ACTIVE_COMM_ID,
+                status: sidr_rep::SidrStatus::Success,
+                additional_information_length: 0,
+                qpn: Qpn::new(0x00_0034),
+                service_id: ServiceId::new(PortSpace::UDP, RPING_PORT).0,
+                q_key: 0x0123_4567,
+                additional_information: [0; sidr_rep::ADDITIONAL_INFORMATION_LEN],
+                private_data: pattern(0x88),
             }),
         ),
     ];

@@ -3,7 +3,7 @@
 //!
 //! A MAD is 256 bytes: this header, then 232 bytes of class data (kernel `ib_mad.h`
 //! `IB_MGMT_MAD_HDR`, `IB_MGMT_MAD_DATA`). The CM messages ([`req`], [`mra`], [`rej`], [`rep`],
-//! [`rtu`], [`dreq`], [`drep`]) are views over those 232 bytes, each with a `Repr`; [`cm`] picks one by
+//! [`rtu`], [`dreq`], [`drep`], and for UD [`sidr_req`], [`sidr_rep`]) are views over those 232 bytes, each with a `Repr`; [`cm`] picks one by
 //! attribute ID, [`cma`] reads the RDMA IP CM service ID and private-data header, and [`gsi`]
 //! puts a MAD into a UD SEND to QP 1.
 
@@ -22,6 +22,8 @@ pub mod rej;
 pub mod rep;
 pub mod req;
 pub mod rtu;
+pub mod sidr_rep;
+pub mod sidr_req;
 
 mod field {
     use crate::field::Field;

@@ -265,8 +265,8 @@ fn mads_that_are_not_cm_are_refused_by_name() {
         })
     );
     assert_eq!(
-        with(17, 0x17),
-        Err(ParseError::UnsupportedCmAttribute(0x17))
+        with(17, 0x19),
+        Err(ParseError::UnsupportedCmAttribute(0x19))
     );
     assert_eq!(
         CmMad::parse(&good[..255]),
@@ -350,7 +350,7 @@ proptest! {
 
     #[test]
     fn cm_header_with_arbitrary_body_never_panics_and_round_trips(
-        attr in 0x0010u16..=0x0018,
+        attr in 0x0010u16..=0x0019,
         body in proptest::collection::vec(any::<u8>(), DATA_LEN),
     ) {
         let mut data = vec![1, 0x07, 2, 0x03, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1];
@@ -358,7 +358,7 @@ proptest! {
         data.extend_from_slice(&[0; 6]);
         data.extend_from_slice(&body);
         let parsed = CmMad::parse(&data);
-        prop_assert_eq!(parsed.is_ok(), attr <= 0x0016);
+        prop_assert_eq!(parsed.is_ok(), attr <= 0x0018);
         crate::fuzzing::parse_cm_mad(&data);
     }
 }
