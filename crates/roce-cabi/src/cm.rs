@@ -12,6 +12,10 @@
 //! - `int roce_cm_accept(uint32_t conn, const struct CmAccept *)`: QP to RTR and RTS, REP;
 //! - `int roce_cm_reject(uint32_t conn, const uint8_t *data, uint32_t len)`;
 //! - `int roce_cm_disconnect(uint32_t conn)`: DREQ, or the DREP that answers the peer's;
+//! - `int roce_cm_sidr_resolve(const struct CmConnect *, uint32_t *conn)`: a SIDR_REQ for a
+//!   UD service (the QP and the retry counts of `CmConnect` are not used);
+//! - `int roce_cm_sidr_accept(uint32_t conn, void *qp, uint32_t qkey, const uint8_t *data,
+//!   uint32_t len)`: the SIDR_REP with our UD QP (`roce_cm_reject` refuses a SIDR request);
 //! - `int roce_cm_set_sink(CmSink)`: where the engine's CM events go from then on.
 //!
 //! A sink runs on the NIC's thread (or on the thread of the call that raised the event), with
@@ -88,6 +92,13 @@ pub mod kind {
     pub const DISCONNECTED: u32 = 5;
     /// Timewait is over; the connection is gone.
     pub const TIMEWAIT_EXIT: u32 = 6;
+    /// A SIDR_REQ for a listener (`listen`, `conn`, the addresses, the service and the
+    /// private data are set).
+    pub const SIDR_REQUEST: u32 = 7;
+    /// Our SIDR_REQ was answered: `peer_qpn` and `qkey` are the service's.
+    pub const SIDR_RESOLVED: u32 = 8;
+    /// Our SIDR_REQ was refused (`status`: the SIDR_REP's status).
+    pub const SIDR_REJECTED: u32 = 9;
 }
 
 /// One CM event, as the sink receives it.
@@ -114,6 +125,8 @@ pub struct CmEventRecord {
     pub rnr_retry_count: u8,
     pub srq: u8,
     pub peer_qpn: u32,
+    /// SIDR_RESOLVED: the service QP's Q_Key.
+    pub qkey: u32,
     /// The private data the event carries (REQ, REP or REJ), valid during the call.
     pub private_data_len: u32,
     pub private_data: *const u8,

@@ -130,7 +130,7 @@ fn our_library_needs_our_libibverbs() {
         .lines()
         .filter(|l| l.contains("*UND*") && l.contains(" roce_cm_"))
         .collect();
-    assert_eq!(private.len(), 7, "{private:?}");
+    assert_eq!(private.len(), 9, "{private:?}");
     assert!(
         private
             .iter()

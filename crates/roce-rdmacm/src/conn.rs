@@ -100,13 +100,6 @@ pub(crate) fn connect(id: usize, param: Option<ConnParam>) -> Result<(), Errno> 
         if i.phase != Phase::RouteResolved || c.qp.is_null() {
             return Err(EINVAL);
         }
-        if c.qp_type != crate::abi::IBV_QPT_RC {
-            crate::note(
-                "rdma_connect",
-                "of a UD id needs SIDR, which the connection manager does not do yet",
-            );
-            return Err(Errno(libc::ENOSYS));
-        }
         let local = addr::from_storage(&c.route.addr.src)?;
         let peer = addr::from_storage(&c.route.addr.dst)?;
         let p = CmConnect {
@@ -122,7 +115,13 @@ pub(crate) fn connect(id: usize, param: Option<ConnParam>) -> Result<(), Errno> 
             private_data_len: 0,
             private_data: std::ptr::null(),
         };
-        let conn = ibv::cm_connect(p, &param.private_data)?;
+        // A UD id resolves the service's QP and Q_Key with a SIDR_REQ (cma_resolve_ib_udp).
+        let ud = c.qp_type == crate::abi::IBV_QPT_UD;
+        let conn = if ud {
+            ibv::cm_sidr_resolve(p, &param.private_data)?
+        } else {
+            ibv::cm_connect(p, &param.private_data)?
+        };
         i.conn = Some(conn);
         i.phase = Phase::Connecting;
         inbox::route_conn(conn, ch);
@@ -151,6 +150,15 @@ pub(crate) fn accept(id: usize, param: Option<ConnParam>) -> Result<(), Errno> {
             );
             return Err(EINVAL);
         }
+        if c.qp_type == crate::abi::IBV_QPT_UD {
+            // The SIDR_REP: our UD QP and RDMA_UDP_QKEY; nothing follows on this side.
+            let data = param.map(|p| p.private_data).unwrap_or_default();
+            ibv::cm_sidr_accept(conn, c.qp as usize, crate::abi::RDMA_UDP_QKEY, &data)?;
+            i.conn = None;
+            i.phase = Phase::Connected;
+            inbox::close_conn(conn);
+            return Ok(None);
+        }
         let param = param.unwrap_or(ConnParam {
             responder_resources: req.initiator_depth,
             initiator_depth: req.responder_resources,
@@ -167,9 +175,11 @@ pub(crate) fn accept(id: usize, param: Option<ConnParam>) -> Result<(), Errno> {
         };
         ibv::cm_accept(conn, p, &param.private_data)?;
         i.phase = Phase::Accepting;
-        Ok(ch)
+        Ok(Some(ch))
     })?;
-    if is_sync(id) {
+    if let Some(channel) = channel
+        && is_sync(id)
+    {
         complete(id, channel, event::ESTABLISHED)?;
     }
     Ok(())
@@ -327,50 +337,93 @@ fn conn_param(data: &[u8], ev: &CmEvent) -> RdmaCmEventParam {
     }
 }
 
+/// `param.ud` of a UD event: the private data, and for a resolved SIDR the service's QP, Q_Key
+/// and the address handle that reaches it (its GID `dgid`, from our GID index 1).
+fn ud_param(data: &[u8], ev: &CmEvent, dgid: Option<IbvGid>) -> RdmaCmEventParam {
+    let mut ah_attr = crate::abi::IbvAhAttr::default();
+    if let Some(dgid) = dgid {
+        ah_attr.is_global = 1;
+        ah_attr.port_num = 1;
+        ah_attr.grh.dgid = dgid;
+        ah_attr.grh.sgid_index = 1;
+        ah_attr.grh.hop_limit = 64;
+    }
+    RdmaCmEventParam {
+        ud: crate::abi::RdmaUdParam {
+            private_data: if data.is_empty() {
+                std::ptr::null()
+            } else {
+                data.as_ptr().cast()
+            },
+            private_data_len: u8::try_from(data.len()).unwrap_or(u8::MAX),
+            ah_attr,
+            qp_num: if dgid.is_some() { ev.peer_qpn } else { 0 },
+            qkey: if dgid.is_some() { ev.qkey } else { 0 },
+        },
+    }
+}
+
 /// Turns an engine CM event that came to `channel` into an event for the program: queued in
 /// `t.events`, its address returned. `None` when the id it concerns is gone.
 pub(crate) fn materialize(t: &mut Tables, channel: usize, ev: CmEvent) -> Option<usize> {
     let data: Box<[u8]> = ev.private_data.clone().into_boxed_slice();
-    let param = conn_param(&data, &ev);
-    let (id, listen_id, kind, status) = if ev.kind == kind::CONNECT_REQUEST {
-        let (child, listener) = new_child(t, channel, &ev)?;
-        (child, listener, event::CONNECT_REQUEST, 0)
-    } else {
-        let (&addr, i) = t.ids.iter_mut().find(|(_, i)| i.conn == Some(ev.conn))?;
-        let (kind, status) = match ev.kind {
-            kind::ESTABLISHED => {
-                i.phase = Phase::Connected;
-                (event::ESTABLISHED, 0)
+    let mut param = conn_param(&data, &ev);
+    let (id, listen_id, kind, status) =
+        if matches!(ev.kind, kind::CONNECT_REQUEST | kind::SIDR_REQUEST) {
+            let (child, listener) = new_child(t, channel, &ev)?;
+            if ev.kind == kind::SIDR_REQUEST {
+                param = ud_param(&data, &ev, None);
             }
-            kind::REJECTED => (event::REJECTED, ev.status),
-            kind::CONNECT_ERROR => (event::CONNECT_ERROR, -ev.status),
-            kind::UNREACHABLE => (event::UNREACHABLE, -libc::ETIMEDOUT),
-            kind::DISCONNECTED => {
-                i.phase = Phase::Disconnected;
-                (event::DISCONNECTED, 0)
+            (child, listener, event::CONNECT_REQUEST, 0)
+        } else {
+            let (&addr, i) = t.ids.iter_mut().find(|(_, i)| i.conn == Some(ev.conn))?;
+            let (kind, status) = match ev.kind {
+                kind::ESTABLISHED => {
+                    i.phase = Phase::Connected;
+                    (event::ESTABLISHED, 0)
+                }
+                kind::REJECTED => (event::REJECTED, ev.status),
+                kind::CONNECT_ERROR => (event::CONNECT_ERROR, -ev.status),
+                kind::UNREACHABLE => (event::UNREACHABLE, -libc::ETIMEDOUT),
+                kind::DISCONNECTED => {
+                    i.phase = Phase::Disconnected;
+                    (event::DISCONNECTED, 0)
+                }
+                kind::TIMEWAIT_EXIT => (event::TIMEWAIT_EXIT, 0),
+                //= rxe:cma.c/cma_sidr_rep_handler
+                //# a successful SIDR_REP is ESTABLISHED with the service's QP, Q_Key and address
+                //# handle; another status is UNREACHABLE with that status
+                kind::SIDR_RESOLVED => {
+                    i.phase = Phase::Connected;
+                    param = ud_param(&data, &ev, Some(i.c.get().route.addr.ibaddr.dgid));
+                    (event::ESTABLISHED, 0)
+                }
+                kind::SIDR_REJECTED => (event::UNREACHABLE, ev.status),
+                _ => return None,
+            };
+            let ud = i.c.get().qp_type == crate::abi::IBV_QPT_UD;
+            if !ud
+                && matches!(
+                    kind,
+                    event::REJECTED | event::CONNECT_ERROR | event::UNREACHABLE
+                )
+            {
+                fail_qp(i);
             }
-            kind::TIMEWAIT_EXIT => (event::TIMEWAIT_EXIT, 0),
-            _ => return None,
+            if matches!(
+                kind,
+                event::REJECTED | event::CONNECT_ERROR | event::UNREACHABLE | event::TIMEWAIT_EXIT
+            ) || ev.kind == kind::SIDR_RESOLVED
+            {
+                // The connection is gone in the engine.
+                i.conn = None;
+                if !matches!(i.phase, Phase::Disconnected | Phase::Connected) {
+                    i.phase = Phase::RouteResolved;
+                }
+                inbox::close_conn(ev.conn);
+            }
+            (addr, 0, kind, status)
         };
-        if matches!(
-            kind,
-            event::REJECTED | event::CONNECT_ERROR | event::UNREACHABLE
-        ) {
-            fail_qp(i);
-        }
-        if matches!(
-            kind,
-            event::REJECTED | event::CONNECT_ERROR | event::UNREACHABLE | event::TIMEWAIT_EXIT
-        ) {
-            // The connection is gone in the engine.
-            i.conn = None;
-            if i.phase != Phase::Disconnected {
-                i.phase = Phase::RouteResolved;
-            }
-            inbox::close_conn(ev.conn);
-        }
-        (addr, 0, kind, status)
-    };
     let e = Event {
         c: roce_cabi::CBox::new(RdmaCmEvent {
             id: id as *mut _,

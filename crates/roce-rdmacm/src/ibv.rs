@@ -46,6 +46,14 @@ unsafe extern "C" {
     fn roce_cm_reject(conn: u32, data: *const u8, len: u32) -> c_int;
     fn roce_cm_disconnect(conn: u32) -> c_int;
     fn roce_cm_set_sink(sink: CmSink) -> c_int;
+    fn roce_cm_sidr_resolve(params: *const CmConnect, conn: *mut u32) -> c_int;
+    fn roce_cm_sidr_accept(
+        conn: u32,
+        qp: *mut Opaque,
+        qkey: u32,
+        data: *const u8,
+        len: u32,
+    ) -> c_int;
 }
 
 fn errno() -> Errno {
@@ -246,6 +254,22 @@ pub(crate) fn cm_connect(mut p: CmConnect, data: &[u8]) -> Result<u32, Errno> {
     code(unsafe { roce_cm_connect(&p, &mut conn) }).map(|()| conn)
 }
 
+/// Sends a SIDR_REQ: the request's handle. `p.private_data` points into `data`.
+pub(crate) fn cm_sidr_resolve(mut p: CmConnect, data: &[u8]) -> Result<u32, Errno> {
+    p.private_data_len = u8::try_from(data.len()).map_err(|_| Errno(libc::EINVAL))?;
+    p.private_data = data.as_ptr();
+    let mut conn = 0;
+    // SAFETY: p and data are live for the call; conn is ours.
+    code(unsafe { roce_cm_sidr_resolve(&p, &mut conn) }).map(|()| conn)
+}
+
+/// Answers a SIDR request with the UD QP `qp` and its Q_Key.
+pub(crate) fn cm_sidr_accept(conn: u32, qp: usize, qkey: u32, data: &[u8]) -> Result<(), Errno> {
+    let len = u32::try_from(data.len()).map_err(|_| Errno(libc::EINVAL))?;
+    // SAFETY: data is live for the call; libibverbs checks the QP.
+    code(unsafe { roce_cm_sidr_accept(conn, qp as *mut Opaque, qkey, data.as_ptr(), len) })
+}
+
 /// Accepts a REQ.
 pub(crate) fn cm_accept(conn: u32, mut p: CmAccept, data: &[u8]) -> Result<(), Errno> {
     p.private_data_len = u8::try_from(data.len()).map_err(|_| Errno(libc::EINVAL))?;
@@ -294,6 +318,7 @@ pub(crate) fn read_record(record: *const CmEventRecord) -> Option<CmEvent> {
         rnr_retry_count: r.rnr_retry_count,
         srq: r.srq,
         peer_qpn: r.peer_qpn,
+        qkey: r.qkey,
         private_data,
     })
 }

@@ -37,6 +37,7 @@ pub(crate) struct CmEvent {
     pub(crate) rnr_retry_count: u8,
     pub(crate) srq: u8,
     pub(crate) peer_qpn: u32,
+    pub(crate) qkey: u32,
     pub(crate) private_data: Vec<u8>,
 }
 
@@ -90,7 +91,11 @@ impl Router {
     }
 
     fn route(&mut self, event: CmEvent) {
-        let to = if event.kind == roce_cabi::cm::kind::CONNECT_REQUEST {
+        let request = matches!(
+            event.kind,
+            roce_cabi::cm::kind::CONNECT_REQUEST | roce_cabi::cm::kind::SIDR_REQUEST
+        );
+        let to = if request {
             // The child id shares the listener's channel, until it is migrated.
             let to = self.listens.get(&event.listen).copied();
             if let Some(ch) = to {
@@ -104,9 +109,7 @@ impl Router {
             Some(ch) => {
                 self.deliver(ch, event);
             }
-            None if self.closed.contains(&event.conn)
-                || event.kind == roce_cabi::cm::kind::CONNECT_REQUEST =>
-            {
+            None if self.closed.contains(&event.conn) || request => {
                 self.dropped += 1;
             }
             None => {
@@ -223,6 +226,7 @@ mod tests {
             rnr_retry_count: 0,
             srq: 0,
             peer_qpn: 0,
+            qkey: 0,
             private_data: Vec::new(),
         }
     }

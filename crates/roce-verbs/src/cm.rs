@@ -11,7 +11,9 @@ use std::net::IpAddr;
 use std::sync::{Mutex, PoisonError};
 
 use roce_cabi::cm::{CmEventRecord, CmSink, ip_to_bytes, kind};
-use roce_core::{AcceptParams, CmError, CmEvent, ConnId, ConnectParams, ListenHandle, Psn};
+use roce_core::{
+    AcceptParams, CmError, CmEvent, ConnId, ConnectParams, ListenHandle, Psn, SidrParams,
+};
 
 use crate::state::{self, Errno};
 use crate::verbs;
@@ -102,9 +104,42 @@ pub(crate) fn accept(conn: u32, a: Accept) -> Result<(), Errno> {
     on_engine(|nic, now| nic.cm_accept(now, ConnId(conn), &p))?.map_err(cm_err)
 }
 
-/// `roce_cm_reject`.
+/// `roce_cm_reject`: a REJ, or the SIDR_REP that refuses a SIDR request.
 pub(crate) fn reject(conn: u32, private_data: &[u8]) -> Result<(), Errno> {
-    on_engine(|nic, now| nic.cm_reject(now, ConnId(conn), private_data))?.map_err(cm_err)
+    on_engine(|nic, now| {
+        if nic.cm_is_sidr_request(ConnId(conn)) {
+            nic.cm_sidr_reject(now, ConnId(conn), private_data)
+        } else {
+            nic.cm_reject(now, ConnId(conn), private_data)
+        }
+    })?
+    .map_err(cm_err)
+}
+
+/// `roce_cm_sidr_resolve`: the SIDR_REQ leaves.
+pub(crate) fn sidr_resolve(c: Connect) -> Result<u32, Errno> {
+    let p = SidrParams {
+        local: c.local,
+        peer: c.peer,
+        service_id: c.service_id,
+        src_port: c.src_port,
+        private_data: c.private_data,
+    };
+    on_engine(|nic, now| nic.cm_sidr_resolve(now, &p))?
+        .map(|c| c.0)
+        .map_err(cm_err)
+}
+
+/// `roce_cm_sidr_accept`: the SIDR_REP with the UD QP at `qp`.
+pub(crate) fn sidr_accept(
+    conn: u32,
+    qp: usize,
+    qkey: u32,
+    private_data: &[u8],
+) -> Result<(), Errno> {
+    let qpn = verbs::qpn_of(qp)?;
+    on_engine(|nic, now| nic.cm_sidr_accept(now, ConnId(conn), qpn, qkey, private_data))?
+        .map_err(cm_err)
 }
 
 /// `roce_cm_disconnect`.
@@ -171,6 +206,7 @@ pub(crate) fn record(event: &CmEvent) -> (CmEventRecord, usize) {
         rnr_retry_count: 0,
         srq: 0,
         peer_qpn: 0,
+        qkey: 0,
         private_data_len: 0,
         private_data: std::ptr::null(),
     };
@@ -223,6 +259,38 @@ pub(crate) fn record(event: &CmEvent) -> (CmEventRecord, usize) {
         CmEvent::TimewaitExit { conn } => {
             r.kind = kind::TIMEWAIT_EXIT;
             r.conn = conn.0;
+        }
+        CmEvent::SidrRequest(req) => {
+            r.kind = kind::SIDR_REQUEST;
+            r.conn = req.conn.0;
+            r.listen = req.listen.0;
+            r.peer = ip_to_bytes(req.peer);
+            r.local = ip_to_bytes(req.local);
+            r.service_id = req.service_id;
+            r.peer_port = req.peer_port.unwrap_or(0);
+            data = &req.private_data;
+        }
+        CmEvent::SidrResolved {
+            conn,
+            qpn,
+            qkey,
+            private_data,
+        } => {
+            r.kind = kind::SIDR_RESOLVED;
+            r.conn = conn.0;
+            r.peer_qpn = qpn.value();
+            r.qkey = *qkey;
+            data = private_data;
+        }
+        CmEvent::SidrRejected {
+            conn,
+            status,
+            private_data,
+        } => {
+            r.kind = kind::SIDR_REJECTED;
+            r.conn = conn.0;
+            r.status = i32::from(u8::from(*status));
+            data = private_data;
         }
     }
     r.private_data_len = u32::try_from(data.len()).unwrap_or(0);

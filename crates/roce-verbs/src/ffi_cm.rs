@@ -93,6 +93,60 @@ pub(crate) unsafe extern "C" fn roce_cm_connect(params: *const CmConnect, conn: 
     })
 }
 
+/// `int roce_cm_sidr_resolve(const struct CmConnect *, uint32_t *conn)`.
+///
+/// # Safety
+/// As `roce_cm_connect`.
+#[unsafe(no_mangle)]
+pub(crate) unsafe extern "C" fn roce_cm_sidr_resolve(
+    params: *const CmConnect,
+    conn: *mut u32,
+) -> c_int {
+    guard(libc::EIO, || {
+        if params.is_null() || conn.is_null() {
+            return libc::EINVAL;
+        }
+        // SAFETY: checked non-NULL; by the caller's contract.
+        let p = unsafe { params.read_unaligned() };
+        // SAFETY: as above.
+        let private_data = unsafe { bytes(p.private_data, usize::from(p.private_data_len)) };
+        let c = cm::Connect {
+            qp: 0,
+            local: ip_from_bytes(p.local),
+            peer: ip_from_bytes(p.peer),
+            service_id: p.service_id,
+            src_port: p.src_port,
+            responder_resources: 0,
+            initiator_depth: 0,
+            retry_count: 0,
+            rnr_retry_count: 0,
+            private_data,
+        };
+        // SAFETY: checked non-NULL; by the caller's contract.
+        code(cm::sidr_resolve(c).map(|id| unsafe { put(conn, id) }))
+    })
+}
+
+/// `int roce_cm_sidr_accept(uint32_t conn, void *qp, uint32_t qkey, const uint8_t *data,
+/// uint32_t len)`.
+///
+/// # Safety
+/// `data` is NULL or valid for `len` bytes.
+#[unsafe(no_mangle)]
+pub(crate) unsafe extern "C" fn roce_cm_sidr_accept(
+    conn: u32,
+    qp: *mut std::ffi::c_void,
+    qkey: u32,
+    data: *const u8,
+    len: u32,
+) -> c_int {
+    guard(libc::EIO, || {
+        // SAFETY: by the caller's contract.
+        let data = unsafe { bytes(data, len as usize) };
+        code(cm::sidr_accept(conn, qp as usize, qkey, &data))
+    })
+}
+
 /// `int roce_cm_accept(uint32_t conn, const struct CmAccept *)`.
 ///
 /// # Safety

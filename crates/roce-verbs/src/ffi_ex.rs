@@ -283,3 +283,74 @@ pub(crate) fn cq_ex_fns() -> verbs::CqExFns {
         read_dlid_path_bits: read_dlid_path_bits as *const c_void,
     }
 }
+
+// ---- address handles from a completion --------------------------------------------------------
+
+/// The `ibv_ah_attr` of a reply to the sender of `wc`, from the GRH area at `grh`.
+///
+/// # Safety
+/// `wc` is a valid `struct ibv_wc`, `grh` valid for 40 bytes.
+unsafe fn ah_attr_of(
+    port_num: u8,
+    wc: *const crate::abi::IbvWc,
+    grh: *const c_void,
+) -> Result<crate::abi::IbvAhAttr, Errno> {
+    if wc.is_null() || grh.is_null() {
+        return Err(Errno(libc::EINVAL));
+    }
+    // SAFETY: by the caller's contract.
+    let (w, area) = unsafe { (wc.read_unaligned(), grh.cast::<[u8; 40]>().read_unaligned()) };
+    verbs::ah_attr_from_wc(port_num, w.wc_flags, w.slid, w.sl, &area)
+}
+
+/// `int ibv_init_ah_from_wc(struct ibv_context *, uint8_t port_num, struct ibv_wc *, struct
+/// ibv_grh *, struct ibv_ah_attr *)`: 0, or -1 with errno.
+///
+/// # Safety
+/// As libibverbs: `wc` and `ah_attr` valid, `grh` the 40 bytes in front of the receive.
+#[unsafe(no_mangle)]
+pub(crate) unsafe extern "C" fn ibv_init_ah_from_wc(
+    _context: *mut IbvContext,
+    port_num: u8,
+    wc: *const crate::abi::IbvWc,
+    grh: *const c_void,
+    ah_attr: *mut crate::abi::IbvAhAttr,
+) -> c_int {
+    guard(-1, || {
+        // SAFETY: by the caller's contract.
+        match unsafe { ah_attr_of(port_num, wc, grh) } {
+            Ok(attr) if !ah_attr.is_null() => {
+                // SAFETY: checked non-NULL; by the caller's contract.
+                unsafe { ah_attr.write_unaligned(attr) };
+                0
+            }
+            Ok(_) => {
+                set_errno(libc::EINVAL);
+                -1
+            }
+            Err(Errno(e)) => {
+                set_errno(e);
+                -1
+            }
+        }
+    })
+}
+
+/// `struct ibv_ah *ibv_create_ah_from_wc(struct ibv_pd *, struct ibv_wc *, struct ibv_grh *,
+/// uint8_t port_num)`: NULL with errno.
+///
+/// # Safety
+/// As libibverbs: `wc` valid, `grh` the 40 bytes in front of the receive.
+#[unsafe(no_mangle)]
+pub(crate) unsafe extern "C" fn ibv_create_ah_from_wc(
+    pd: *mut crate::abi::IbvPd,
+    wc: *const crate::abi::IbvWc,
+    grh: *const c_void,
+    port_num: u8,
+) -> *mut IbvAh {
+    guard(std::ptr::null_mut(), || {
+        // SAFETY: by the caller's contract.
+        let attr = unsafe { ah_attr_of(port_num, wc, grh) };
+        null_on_err(attr.and_then(|a| verbs::create_ah(pd as usize, &a)))
+    })
+}

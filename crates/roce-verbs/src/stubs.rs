@@ -29,7 +29,6 @@ fn unsupported(name: &'static str) {
 stubs! {
     unsupported -> *mut c_void = std::ptr::null_mut(), "NULL, errno `EOPNOTSUPP`";
     _verbs_init_and_alloc_context,
-    ibv_create_ah_from_wc,
     ibv_import_device,
     ibv_import_dm,
     ibv_import_mr,
@@ -109,7 +108,6 @@ stubs! {
 }
 stubs! {
     unsupported -> c_int = -1, "-1, errno `EOPNOTSUPP`";
-    ibv_init_ah_from_wc,
     ibv_read_ibdev_sysfs_file,
     ibv_resolve_eth_l2_from_gid,
 }

@@ -1,10 +1,10 @@
 //! `roce exec` gives RDMA CM programs roce-emu's librdmacm.so.1 next to its libibverbs.so.1,
 //! and its connection manager: Debian's unmodified rping, ucmatose, rdma_server/rdma_client
 //! and perftest's `-R` connect through IB CM MADs between two `roce exec` processes on
-//! loopback addresses of their own (127.0.13.0/24), exchange their data and disconnect. Each
-//! test checks what the programs themselves report. A connect to a port nobody listens on is
-//! rejected (reason 8, invalid service ID) before anything is sent; a UD connect (SIDR, not
-//! there yet) fails cleanly. Skips, naming the package, where the programs are not installed;
+//! loopback addresses of their own (127.0.13.0/24), exchange their data and disconnect; udaddy
+//! resolves its UD service with SIDR. Each test checks what the programs themselves report. A
+//! connect to a port nobody listens on is rejected (reason 8, invalid service ID) before
+//! anything is sent. Skips, naming the package, where the programs are not installed;
 //! under CI=true that fails. The same programs over a veth: exec_veth.rs.
 
 #![allow(clippy::unwrap_used)] // test code: a panic is the failure report
@@ -199,23 +199,55 @@ fn ib_write_bw_connects_through_the_connection_manager() {
 }
 
 #[test]
-fn udaddy_fails_cleanly_where_the_connection_manager_needs_sidr() {
+fn udaddy_resolves_the_service_with_sidr_and_exchanges_datagrams() {
     if !have("udaddy", "rdmacm-utils") {
         return;
     }
+    // The client learns the server's QP and Q_Key from the SIDR_REP; the server answers each
+    // client from the GRH of its first datagram (ibv_create_ah_from_wc).
     let (client, server) = cm_pair(
-        "127.0.13.93",
-        &["timeout", "8", "udaddy", "-b", "127.0.13.93"],
-        "127.0.13.94",
-        &["udaddy", "-s", "127.0.13.93"],
+        "127.0.13.99",
+        &["udaddy", "-b", "127.0.13.99", "-C", "10"],
+        "127.0.13.100",
+        &["udaddy", "-s", "127.0.13.99", "-C", "10"],
     );
-    let text = stderr(&client);
+    for (who, out) in [("client", &client), ("server", &server)] {
+        let text = ok(&format!("udaddy {who}"), out);
+        assert!(text.contains("data transfers complete"), "{who}: {text}");
+        assert!(text.contains("return status 0"), "{who}: {text}");
+    }
+}
+
+#[test]
+fn udaddy_to_a_service_nobody_listens_for_is_unreachable_at_once() {
+    if !have("udaddy", "rdmacm-utils") || !have("rping", "rdmacm-utils") {
+        return;
+    }
+    // rping listens on port 7174 of the TCP port space; udaddy asks for 7174 of the UDP one:
+    // the SIDR_REP says "unsupported" (1), which rdma_cm reports as UNREACHABLE.
+    let (client, server) = cm_pair(
+        "127.0.13.101",
+        &[
+            "timeout",
+            "8",
+            "rping",
+            "-s",
+            "-C",
+            "1",
+            "-a",
+            "127.0.13.101",
+        ],
+        "127.0.13.102",
+        &["udaddy", "-s", "127.0.13.101", "-C", "1"],
+    );
+    let text = String::from_utf8_lossy(&client.stdout);
     assert!(!client.status.success(), "{text}");
     assert!(
-        text.contains("roce-rdmacm: rdma_connect of a UD id needs SIDR"),
+        text.contains("udaddy: event: RDMA_CM_EVENT_UNREACHABLE, error: 1"),
         "{text}"
     );
-    assert!(text.contains("Function not implemented"), "{text}");
+    assert!(!text.contains("initiating data transfers"), "{text}");
+    // rping saw no connection request: timeout ended it.
     assert_eq!(server.status.code(), Some(124), "{}", stderr(&server));
 }
 

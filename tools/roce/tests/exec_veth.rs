@@ -396,6 +396,17 @@ fn rdma_cm_programs_over_veth() {
         assert!(text.contains("data transfers complete"), "{who}: {text}");
         assert!(text.contains("return status 0"), "{who}: {text}");
     }
+    // udaddy: UD, the service resolved with SIDR, the replies addressed from the GRH.
+    let (client, server) = pair.run_cm(
+        &[],
+        &["udaddy", "-b", B_IP, "-c", "2", "-C", "10"],
+        &["udaddy", "-s", B_IP, "-c", "2", "-C", "10"],
+    );
+    for (who, out) in [("client", &client), ("server", &server)] {
+        let text = ok(&format!("udaddy {who}"), out);
+        assert!(text.contains("data transfers complete"), "{who}: {text}");
+        assert!(text.contains("return status 0"), "{who}: {text}");
+    }
     // rdma_server / rdma_client: synchronous endpoints.
     let (client, server) = pair.run_cm(
         &[],

@@ -122,6 +122,13 @@ impl Nic {
             qp.cc.rp.on_cnp(now, &mut qp.timers, &mut shared.stats);
         } else {
             let mut ctx = shared.ctx(now);
+            ctx.arrival = Some(crate::qp::responder::Arrival {
+                src: datagram.src.ip(),
+                dst: dst_ip,
+                ecn: datagram.ecn,
+                ip_id: datagram.ip_id.unwrap_or(0),
+                len: datagram.payload.len(),
+            });
             if request {
                 qp.notify_ecn(&ctx, datagram.ecn);
                 qp.handle_request(&mut ctx, &packet);

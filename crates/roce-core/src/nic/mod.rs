@@ -188,6 +188,7 @@ impl Shared {
             completions: &mut self.completions,
             ip_id: 0,
             budget_short: false,
+            arrival: None,
         }
     }
 

@@ -54,6 +54,8 @@ pub(crate) struct Ctx<'a> {
     /// Half or more of the NIC's budget of unacknowledged packets is spent: every request asks
     /// for an ACK (see `in_flight.rs`).
     pub(crate) budget_short: bool,
+    /// The IP header of the datagram being handled, for the GRH area of a UD receive.
+    pub(crate) arrival: Option<responder::Arrival>,
 }
 
 /// A send WR on the send queue, with the transport's bookkeeping.

@@ -36,7 +36,9 @@ pub(crate) use cq::{
     CQ_EX_WC_FLAGS, CqExFns, ack_cq_events, create_comp_channel, create_cq, current,
     destroy_comp_channel, destroy_cq, end_poll, get_cq_event, next_poll, poll_cq, req_notify_cq,
 };
-pub(crate) use pd::{alloc_pd, create_ah, dealloc_pd, dereg_mr, destroy_ah, reg_mr, ud_dest};
+pub(crate) use pd::{
+    ah_attr_from_wc, alloc_pd, create_ah, dealloc_pd, dereg_mr, destroy_ah, reg_mr, ud_dest,
+};
 pub(crate) use post::{
     PostQp, max_inline, post, qp_for_post, recv_wr, send_wr, sge, wr_abort, wr_complete, wr_fail,
     wr_op, wr_set_inline, wr_set_sgl, wr_set_ud_addr, wr_start,

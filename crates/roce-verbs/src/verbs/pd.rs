@@ -2,13 +2,13 @@
 //! address handles (where a UD send goes).
 
 use std::ffi::{c_int, c_void};
-use std::net::{IpAddr, Ipv6Addr};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::sync::Arc;
 
 use roce_core::{Access, MemoryRegion, PdHandle, Qpn, UdDest};
 
 use super::{EINVAL, engine_err, handle, step, with};
-use crate::abi::{IbvAh, IbvAhAttr, IbvContext, IbvMr, IbvPd};
+use crate::abi::{IbvAh, IbvAhAttr, IbvContext, IbvGid, IbvMr, IbvPd};
 use crate::device::GID_INDEX_IPV4;
 use crate::memory::CallerMemory;
 use crate::state::{self, Errno};
@@ -138,6 +138,57 @@ pub(super) fn destination(ah: &IbvAhAttr) -> Result<IpAddr, Errno> {
     }
     let dgid = Ipv6Addr::from(ah.grh.dgid.raw);
     Ok(dgid.to_ipv4_mapped().map_or(IpAddr::V6(dgid), IpAddr::V4))
+}
+
+/// `ibv_init_ah_from_wc`: the address handle that answers the sender of a UD receive, from
+/// the 40-byte GRH area in front of its data (`IBV_WC_GRH`). As libibverbs reads it: IPv4
+/// when the area's first word is not IPv6's (the IPv4 header in its last 20 bytes), the
+/// sender's address as the destination GID, ours as the source GID (index 1), hop limit
+/// 0xff, the header's traffic class.
+//= rxe:libibverbs/verbs.c/ibv_init_ah_from_wc
+//# the reply's destination GID is the GRH's source, its source GID index the one of the GRH's destination
+pub(crate) fn ah_attr_from_wc(
+    port_num: u8,
+    wc_flags: u32,
+    slid: u16,
+    sl: u8,
+    grh: &[u8; 40],
+) -> Result<IbvAhAttr, Errno> {
+    let mut attr = IbvAhAttr {
+        dlid: slid,
+        sl,
+        port_num,
+        ..IbvAhAttr::default()
+    };
+    if wc_flags & 1 == 0 {
+        return Ok(attr);
+    }
+    let (src, dst, traffic_class, flow_label) = if grh[0] >> 4 == 6 {
+        let word = u32::from_be_bytes([grh[0], grh[1], grh[2], grh[3]]);
+        let addr = |at: usize| {
+            let mut b = [0u8; 16];
+            b.copy_from_slice(&grh[at..at + 16]);
+            Ipv6Addr::from(b)
+        };
+        (addr(8), addr(24), (word >> 20) as u8, word & 0xf_ffff)
+    } else if grh[20] >> 4 == 4 {
+        let v4 = |at: usize| Ipv4Addr::new(grh[at], grh[at + 1], grh[at + 2], grh[at + 3]);
+        (v4(32).to_ipv6_mapped(), v4(36).to_ipv6_mapped(), grh[21], 0)
+    } else {
+        return Err(Errno(libc::EPROTONOSUPPORT));
+    };
+    // Our one routable GID is the IPv4 one at index 1; the reply leaves from it.
+    let ours = dst.to_ipv4_mapped().is_some();
+    if !ours {
+        return Err(Errno(libc::ENOENT));
+    }
+    attr.is_global = 1;
+    attr.grh.dgid = IbvGid { raw: src.octets() };
+    attr.grh.sgid_index = GID_INDEX_IPV4 as u8;
+    attr.grh.hop_limit = 0xff;
+    attr.grh.traffic_class = traffic_class;
+    attr.grh.flow_label = flow_label;
+    Ok(attr)
 }
 
 /// `ibv_create_ah`.

@@ -85,3 +85,37 @@ fn wc_of_a_receive_with_immediate() {
     assert_eq!(w.wc_flags & 2, 2);
     assert_eq!(u32::from_be(w.imm_data), 0xaabb_ccdd);
 }
+
+#[test]
+fn a_reply_to_a_ud_sender_is_addressed_from_the_ipv4_header_in_the_grh() {
+    let mut grh = [0u8; 40];
+    grh[20] = 0x45;
+    grh[21] = 0x02; // ECT(0)
+    grh[32..36].copy_from_slice(&[198, 18, 0, 7]);
+    grh[36..40].copy_from_slice(&[198, 18, 0, 8]);
+    let attr = super::ah_attr_from_wc(1, 1, 0, 0, &grh).unwrap();
+    assert_eq!(attr.is_global, 1);
+    assert_eq!(
+        std::net::Ipv6Addr::from(attr.grh.dgid.raw).to_ipv4_mapped(),
+        Some(std::net::Ipv4Addr::new(198, 18, 0, 7)),
+        "the reply goes to the sender"
+    );
+    assert_eq!(
+        (
+            attr.grh.sgid_index,
+            attr.grh.hop_limit,
+            attr.grh.traffic_class
+        ),
+        (1, 0xff, 2)
+    );
+    // Without IBV_WC_GRH there is no GRH to read: a local address handle.
+    assert_eq!(
+        super::ah_attr_from_wc(1, 0, 0, 0, &grh).unwrap().is_global,
+        0
+    );
+    // An area that is neither IPv6 nor IPv4 is refused.
+    assert_eq!(
+        super::ah_attr_from_wc(1, 1, 0, 0, &[0; 40]).map(|_| ()),
+        Err(crate::state::Errno(libc::EPROTONOSUPPORT))
+    );
+}

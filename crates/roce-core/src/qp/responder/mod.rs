@@ -13,6 +13,8 @@ use roce_wire::aeth::{CreditCode, RnrTimer};
 use roce_wire::opcode::Operation;
 use roce_wire::{NakCode, Psn, RocePacket, Syndrome};
 
+pub(crate) use grh::Arrival;
+
 use super::{Ctx, Mrs, Qp, QpType};
 use crate::cq::{Cqe, WcOpcode, WcStatus};
 use crate::mr::{Access, PdHandle};
@@ -304,6 +306,7 @@ fn remote_region(
 
 mod duplicate;
 mod execute;
+mod grh;
 mod respond;
 #[cfg(test)]
 mod tests;

@@ -39,7 +39,8 @@ impl Qp {
     }
 
     /// UD: one packet per message, into the next receive WR, after a 40-byte GRH area as verbs
-    /// lays it out (for IPv4 the IPv4 header sits in its last 20 bytes, as rxe writes it).
+    /// lays it out: the IPv6 header, or for IPv4 the IPv4 header in its last 20 bytes, as rxe
+    /// writes it (`ibv_init_ah_from_wc` reads the sender's address there).
     pub(super) fn handle_ud_request(&mut self, ctx: &mut Ctx<'_>, packet: &RocePacket<&[u8]>) {
         if !self.has_recv_wqe(ctx) {
             ctx.stats.rx_no_recv_wr += 1;
@@ -50,8 +51,10 @@ impl Qp {
             return;
         };
         let payload = packet.payload();
-        let mut grh = [0u8; 40];
-        grh[20] = 0x45;
+        let grh = ctx
+            .arrival
+            .as_ref()
+            .map_or([0u8; super::grh::GRH_LEN], super::grh::Arrival::grh);
         let mut cqe = Cqe::success(wr.wr_id, WcOpcode::Recv, self.qpn);
         let total = grh.len() + payload.len();
         // The whole is checked before either part lands (a receive too short fails here too).
