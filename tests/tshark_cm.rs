@@ -233,7 +233,8 @@ fn tshark_decodes_every_cm_message_as_we_do() {
 }
 
 /// The CM MADs rxe's kernel CM and ours sent each other in the interop matrix's RDMA CM cells
-/// (`pcap-fixtures/interop/rxe-vs-roce-cm.pcap`: rping, ucmatose, perftest `-R` both ways): we
+/// (`pcap-fixtures/interop/rxe-vs-roce-cm.pcap`: rping, ucmatose, udaddy, perftest `-R` both
+/// ways): we
 /// parse every one, and tshark reads every field as we do.
 #[test]
 fn tshark_decodes_the_cm_messages_of_rxe_and_ours_as_we_do() {
@@ -253,9 +254,9 @@ fn tshark_decodes_the_cm_messages_of_rxe_and_ours_as_we_do() {
         senders.insert((src, mad.message.attr().name()));
         mads.push(mad);
     }
-    // Both sides' REQ, REP, RTU, DREQ and DREP, and rxe's REJ.
+    // Both sides' REQ, REP, RTU, DREQ, DREP, SIDR_REQ and SIDR_REP, and rxe's REJ.
     for who in ["198.18.0.1", "198.18.0.12"] {
-        for attr in ["REQ", "REP", "RTU", "DREQ", "DREP"] {
+        for attr in ["REQ", "REP", "RTU", "DREQ", "DREP", "SIDR_REQ", "SIDR_REP"] {
             assert!(
                 senders.contains(&(who.to_owned(), attr)),
                 "no {attr} from {who}: {senders:?}"
