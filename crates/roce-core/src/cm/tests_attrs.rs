@@ -9,9 +9,9 @@ use super::{AcceptParams, ConnectParams};
 use crate::{Access, Mtu};
 
 //= rxe:cm.c/cm_init_qp_rtr_attr
-//# RTR: the peer's QPN and starting PSN, the path MTU, responder resources as max_dest_rd_atomic, min_rnr_timer 0
+//# RTR: the peer's QPN, our own starting PSN as rq_psn, the path MTU, responder resources as max_dest_rd_atomic, min_rnr_timer 0
 //= rxe:cm.c/cm_init_qp_rts_attr
-//# RTS: our starting PSN, the ACK timeout, retry and RNR retry counts, initiator depth as max_rd_atomic
+//# RTS: the peer's starting PSN as sq_psn, the ACK timeout, retry and RNR retry counts, initiator depth as max_rd_atomic
 #[test]
 fn the_req_and_rep_fields_become_both_qps_attributes() {
     let mut net = Net::new();
