@@ -134,3 +134,28 @@ pub struct CmEventRecord {
 
 /// Where the CM's events go.
 pub type CmSink = extern "C" fn(*const CmEventRecord);
+
+impl Default for CmEventRecord {
+    /// A record of no event: every field 0, no private data.
+    fn default() -> Self {
+        Self {
+            kind: 0,
+            conn: 0,
+            listen: 0,
+            status: 0,
+            peer: [0; 16],
+            local: [0; 16],
+            service_id: 0,
+            peer_port: 0,
+            responder_resources: 0,
+            initiator_depth: 0,
+            retry_count: 0,
+            rnr_retry_count: 0,
+            srq: 0,
+            peer_qpn: 0,
+            qkey: 0,
+            private_data_len: 0,
+            private_data: std::ptr::null(),
+        }
+    }
+}

@@ -557,11 +557,24 @@ pub(crate) unsafe extern "C" fn rdma_connect(
     id: *mut RdmaCmId,
     param: *const RdmaConnParam,
 ) -> c_int {
+    // SAFETY: by the caller's contract.
+    unsafe { with_conn_param(id, param, conn::connect) }
+}
+
+/// Runs `f` on the id and the caller's conn param: 0, or -1 with errno.
+///
+/// # Safety
+/// `param` is NULL or valid.
+unsafe fn with_conn_param(
+    id: *mut RdmaCmId,
+    param: *const RdmaConnParam,
+    f: fn(usize, Option<conn::ConnParam>) -> Result<(), Errno>,
+) -> c_int {
     guard(-1, || {
         ret((|| {
             let id = known_id(id)?;
             // SAFETY: by the caller's contract.
-            conn::connect(id, unsafe { read_conn_param(param) })
+            f(id, unsafe { read_conn_param(param) })
         })())
     })
 }
@@ -575,13 +588,8 @@ pub(crate) unsafe extern "C" fn rdma_accept(
     id: *mut RdmaCmId,
     param: *const RdmaConnParam,
 ) -> c_int {
-    guard(-1, || {
-        ret((|| {
-            let id = known_id(id)?;
-            // SAFETY: by the caller's contract.
-            conn::accept(id, unsafe { read_conn_param(param) })
-        })())
-    })
+    // SAFETY: by the caller's contract.
+    unsafe { with_conn_param(id, param, conn::accept) }
 }
 
 /// `int rdma_reject(struct rdma_cm_id *, const void *private_data, uint8_t len)`.

@@ -22,7 +22,7 @@ use roce_cabi::cm::CmEventRecord;
 pub(crate) const MAX_UNROUTED: usize = 64;
 
 /// A CM event, copied out of the sink's record.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub(crate) struct CmEvent {
     pub(crate) kind: u32,
     pub(crate) conn: u32,
@@ -216,18 +216,7 @@ mod tests {
             kind,
             conn,
             listen,
-            status: 0,
-            peer: [0; 16],
-            local: [0; 16],
-            peer_port: 0,
-            responder_resources: 0,
-            initiator_depth: 0,
-            retry_count: 0,
-            rnr_retry_count: 0,
-            srq: 0,
-            peer_qpn: 0,
-            qkey: 0,
-            private_data: Vec::new(),
+            ..CmEvent::default()
         }
     }
 

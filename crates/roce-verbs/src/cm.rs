@@ -191,25 +191,7 @@ pub(crate) fn set_sink(sink: CmSink) -> Result<(), Errno> {
 
 /// The record of `event`; its private data points into the event, which outlives the call.
 pub(crate) fn record(event: &CmEvent) -> (CmEventRecord, usize) {
-    let mut r = CmEventRecord {
-        kind: 0,
-        conn: 0,
-        listen: 0,
-        status: 0,
-        peer: [0; 16],
-        local: [0; 16],
-        service_id: 0,
-        peer_port: 0,
-        responder_resources: 0,
-        initiator_depth: 0,
-        retry_count: 0,
-        rnr_retry_count: 0,
-        srq: 0,
-        peer_qpn: 0,
-        qkey: 0,
-        private_data_len: 0,
-        private_data: std::ptr::null(),
-    };
+    let mut r = CmEventRecord::default();
     let mut data: &[u8] = &[];
     match event {
         CmEvent::ConnectRequest(req) => {

@@ -62,38 +62,50 @@ pub(crate) extern "C" fn roce_cm_unlisten(listen: u32) -> c_int {
     guard(libc::EIO, || code(cm::unlisten(listen)))
 }
 
+/// Runs `call` on the request at `params` and writes the handle it returns to `conn`.
+///
+/// # Safety
+/// `params` is NULL or valid, its private data valid for its length; `conn` NULL or valid.
+unsafe fn request(
+    params: *const CmConnect,
+    conn: *mut u32,
+    call: fn(cm::Connect) -> Result<u32, Errno>,
+) -> c_int {
+    if params.is_null() || conn.is_null() {
+        return libc::EINVAL;
+    }
+    // SAFETY: checked non-NULL; by the caller's contract.
+    let p = unsafe { params.read_unaligned() };
+    // SAFETY: as above.
+    let private_data = unsafe { bytes(p.private_data, usize::from(p.private_data_len)) };
+    let c = cm::Connect {
+        qp: p.qp as usize,
+        local: ip_from_bytes(p.local),
+        peer: ip_from_bytes(p.peer),
+        service_id: p.service_id,
+        src_port: p.src_port,
+        responder_resources: p.responder_resources,
+        initiator_depth: p.initiator_depth,
+        retry_count: p.retry_count,
+        rnr_retry_count: p.rnr_retry_count,
+        private_data,
+    };
+    // SAFETY: checked non-NULL; by the caller's contract.
+    code(call(c).map(|id| unsafe { put(conn, id) }))
+}
+
 /// `int roce_cm_connect(const struct CmConnect *, uint32_t *conn)`.
 ///
 /// # Safety
 /// `params` is NULL or valid, its private data valid for its length; `conn` NULL or valid.
 #[unsafe(no_mangle)]
 pub(crate) unsafe extern "C" fn roce_cm_connect(params: *const CmConnect, conn: *mut u32) -> c_int {
-    guard(libc::EIO, || {
-        if params.is_null() || conn.is_null() {
-            return libc::EINVAL;
-        }
-        // SAFETY: checked non-NULL; by the caller's contract.
-        let p = unsafe { params.read_unaligned() };
-        // SAFETY: as above.
-        let private_data = unsafe { bytes(p.private_data, usize::from(p.private_data_len)) };
-        let c = cm::Connect {
-            qp: p.qp as usize,
-            local: ip_from_bytes(p.local),
-            peer: ip_from_bytes(p.peer),
-            service_id: p.service_id,
-            src_port: p.src_port,
-            responder_resources: p.responder_resources,
-            initiator_depth: p.initiator_depth,
-            retry_count: p.retry_count,
-            rnr_retry_count: p.rnr_retry_count,
-            private_data,
-        };
-        // SAFETY: checked non-NULL; by the caller's contract.
-        code(cm::connect(c).map(|id| unsafe { put(conn, id) }))
-    })
+    // SAFETY: by the caller's contract.
+    guard(libc::EIO, || unsafe { request(params, conn, cm::connect) })
 }
 
-/// `int roce_cm_sidr_resolve(const struct CmConnect *, uint32_t *conn)`.
+/// `int roce_cm_sidr_resolve(const struct CmConnect *, uint32_t *conn)`: the QP and the retry
+/// counts of the request are not used.
 ///
 /// # Safety
 /// As `roce_cm_connect`.
@@ -102,28 +114,9 @@ pub(crate) unsafe extern "C" fn roce_cm_sidr_resolve(
     params: *const CmConnect,
     conn: *mut u32,
 ) -> c_int {
-    guard(libc::EIO, || {
-        if params.is_null() || conn.is_null() {
-            return libc::EINVAL;
-        }
-        // SAFETY: checked non-NULL; by the caller's contract.
-        let p = unsafe { params.read_unaligned() };
-        // SAFETY: as above.
-        let private_data = unsafe { bytes(p.private_data, usize::from(p.private_data_len)) };
-        let c = cm::Connect {
-            qp: 0,
-            local: ip_from_bytes(p.local),
-            peer: ip_from_bytes(p.peer),
-            service_id: p.service_id,
-            src_port: p.src_port,
-            responder_resources: 0,
-            initiator_depth: 0,
-            retry_count: 0,
-            rnr_retry_count: 0,
-            private_data,
-        };
-        // SAFETY: checked non-NULL; by the caller's contract.
-        code(cm::sidr_resolve(c).map(|id| unsafe { put(conn, id) }))
+    // SAFETY: by the caller's contract.
+    guard(libc::EIO, || unsafe {
+        request(params, conn, cm::sidr_resolve)
     })
 }
 

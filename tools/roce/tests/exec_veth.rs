@@ -60,51 +60,45 @@ impl Pair {
         Some(pair)
     }
 
+    /// The wrappers of the two sides: `ip netns exec NS timeout 120` for a, then for b.
+    fn wrappers(&self) -> [Vec<&str>; 2] {
+        [self.a.as_str(), self.b.as_str()]
+            .map(|ns| vec!["ip", "netns", "exec", ns, "timeout", "120"])
+    }
+
     /// Runs `program` as the server in b (no peer argument) and as the client in a (B_IP last),
     /// both under `roce exec EXEC_ARGS` (at most 120 s each); returns (client, server) once
     /// both have ended.
     fn run(&self, exec_args: &[&str], program: &[&str], port: &str) -> (Output, Output) {
-        let wrap = |ns| ["netns", "exec", ns, "timeout", "120"];
-        let (wa, wb) = (wrap(self.a.as_str()), wrap(self.b.as_str()));
-        let (wa, wb) = ([&["ip"][..], &wa].concat(), [&["ip"][..], &wb].concat());
-        exec_pair(
-            Side {
-                wrapper: &wb,
-                ip: B_IP,
-                exec_args,
-            },
-            Side {
-                wrapper: &wa,
-                ip: A_IP,
-                exec_args,
-            },
-            port,
-            program,
-        )
+        let [wa, wb] = self.wrappers();
+        let server = Side {
+            wrapper: &wb,
+            ip: B_IP,
+            exec_args,
+        };
+        let client = Side {
+            wrapper: &wa,
+            ip: A_IP,
+            exec_args,
+        };
+        exec_pair(server, client, port, program)
     }
-}
 
-impl Pair {
     /// Runs `server` in b and `client` in a, each under `roce exec EXEC_ARGS`, the client once
     /// the server's NIC is up: for RDMA CM programs, whose client names the server itself.
     fn run_cm(&self, exec_args: &[&str], server: &[&str], client: &[&str]) -> (Output, Output) {
-        let wrap = |ns| ["netns", "exec", ns, "timeout", "120"];
-        let (wa, wb) = (wrap(self.a.as_str()), wrap(self.b.as_str()));
-        let (wa, wb) = ([&["ip"][..], &wa].concat(), [&["ip"][..], &wb].concat());
-        exec_cm_pair(
-            Side {
-                wrapper: &wb,
-                ip: B_IP,
-                exec_args,
-            },
-            Side {
-                wrapper: &wa,
-                ip: A_IP,
-                exec_args,
-            },
-            server,
-            client,
-        )
+        let [wa, wb] = self.wrappers();
+        let b = Side {
+            wrapper: &wb,
+            ip: B_IP,
+            exec_args,
+        };
+        let a = Side {
+            wrapper: &wa,
+            ip: A_IP,
+            exec_args,
+        };
+        exec_cm_pair(b, a, server, client)
     }
 }
 

@@ -1,7 +1,7 @@
 //! The passive side: a REQ comes (a duplicate, a stale connection, an unknown service ID, or a
 //! request for a listener), the application accepts or rejects it, the RTU comes.
 
-use roce_wire::mad::cma::{self, PortSpace, ServiceId};
+use roce_wire::mad::cma::PortSpace;
 use roce_wire::mad::rej::{self, RejectReason};
 use roce_wire::mad::{req, rtu};
 
@@ -73,23 +73,16 @@ impl Cm {
             reply(nic, RejectReason::ConsumerDefined);
             return;
         }
-        let sid = ServiceId(m.service_id);
-        let ip_cm = sid.is_ip_cm() && matches!(sid.port_space(), PortSpace::TCP | PortSpace::UDP);
-        let (peer_port, private) = if ip_cm {
-            let header =
-                cma::Packet::new_checked(&m.private_data[..]).and_then(|p| cma::Repr::parse(&p));
-            match header {
-                Ok(h) => (Some(h.port), m.private_data[cma::HEADER_LEN..].to_vec()),
+        let (peer_port, private) =
+            match wire::split_cma_hdr(m.service_id, PortSpace::TCP, &m.private_data) {
+                Ok(split) => split,
                 Err(err) => {
                     tracing::debug!(%err, "REQ with a bad cma_hdr");
                     nic.stats_mut().cm_rx_bad_private_data += 1;
                     reply(nic, RejectReason::ConsumerDefined);
                     return;
                 }
-            }
-        } else {
-            (None, m.private_data.to_vec())
-        };
+            };
         let Some(mtu) = attrs::mtu_of(m.path_mtu, nic.config().max_mtu) else {
             reply(nic, RejectReason::InvalidMtu);
             return;

@@ -268,31 +268,11 @@ impl Cm {
         qkey: u32,
         private_data: &[u8],
     ) -> Result<(), CmError> {
-        if private_data.len() > sidr_rep::PRIVATE_DATA_LEN {
-            return Err(CmError::Invalid(
-                "a SIDR_REP carries at most 136 bytes of private data",
-            ));
-        }
         let (qp_type, _) = nic.qp_type_state(qpn)?;
         if qp_type != crate::QpType::Ud {
             return Err(CmError::Invalid("a SIDR_REP names a UD QP"));
         }
-        let i = self
-            .sidr
-            .incoming
-            .remove(&conn.0)
-            .ok_or(CmError::UnknownConn(conn))?;
-        let mad = sidr_rep_mad(
-            i.request_id,
-            i.tid,
-            SidrStatus::Success,
-            qpn,
-            qkey,
-            i.service_id,
-            private_data,
-        );
-        wire::send(nic, i.to, mad);
-        Ok(())
+        self.sidr_answer(nic, conn, (SidrStatus::Success, qpn, qkey), private_data)
     }
 
     /// Refuses a SIDR request (`rdma_reject` of a UD id: status "rejected").
@@ -300,6 +280,18 @@ impl Cm {
         &mut self,
         nic: &mut Nic,
         conn: ConnId,
+        private_data: &[u8],
+    ) -> Result<(), CmError> {
+        let answer = (SidrStatus::Reject, Qpn::new(0), 0);
+        self.sidr_answer(nic, conn, answer, private_data)
+    }
+
+    /// Sends the SIDR_REP of `conn`: its status, QP and Q_Key, and the private data.
+    fn sidr_answer(
+        &mut self,
+        nic: &mut Nic,
+        conn: ConnId,
+        (status, qpn, qkey): (SidrStatus, Qpn, u32),
         private_data: &[u8],
     ) -> Result<(), CmError> {
         if private_data.len() > sidr_rep::PRIVATE_DATA_LEN {
@@ -315,9 +307,9 @@ impl Cm {
         let mad = sidr_rep_mad(
             i.request_id,
             i.tid,
-            SidrStatus::Reject,
-            Qpn::new(0),
-            0,
+            status,
+            qpn,
+            qkey,
             i.service_id,
             private_data,
         );

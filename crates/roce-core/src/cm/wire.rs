@@ -5,7 +5,7 @@ use std::net::IpAddr;
 
 use roce_wire::mad::cm::{CmMad, Message};
 use roce_wire::mad::rej::RejectReason;
-use roce_wire::mad::{MAD_LEN, drep, dreq, mra, rej, rep, req, rtu};
+use roce_wire::mad::{MAD_LEN, cma, drep, dreq, mra, rej, rep, req, rtu};
 use roce_wire::{Gid, Qpn};
 
 use super::Conn;
@@ -193,6 +193,24 @@ pub(crate) fn drep(ids: (u32, u32), tid: u64) -> [u8; MAD_LEN] {
         private_data: [0; drep::PRIVATE_DATA_LEN],
     };
     bytes(tid, Message::Drep(repr))
+}
+
+/// The peer's port and the consumer's private data of a REQ or SIDR_REQ: after the `cma_hdr`
+/// for an RDMA IP CM service ID of `space` (a REQ's may be of the UDP port space too, as
+/// rdma_cm listens for both), else the whole. A bad `cma_hdr` is the error.
+pub(crate) fn split_cma_hdr(
+    service_id: u64,
+    space: cma::PortSpace,
+    private_data: &[u8],
+) -> Result<(Option<u16>, Vec<u8>), roce_wire::ParseError> {
+    let sid = cma::ServiceId(service_id);
+    let spaces_ok = sid.port_space() == space
+        || (space == cma::PortSpace::TCP && sid.port_space() == cma::PortSpace::UDP);
+    if !(sid.is_ip_cm() && spaces_ok) {
+        return Ok((None, private_data.to_vec()));
+    }
+    let header = cma::Repr::parse(&cma::Packet::new_checked(private_data)?)?;
+    Ok((Some(header.port), private_data[cma::HEADER_LEN..].to_vec()))
 }
 
 /// Where a connection's MADs go.
