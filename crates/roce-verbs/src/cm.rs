@@ -189,19 +189,41 @@ pub(crate) fn set_sink(sink: CmSink) -> Result<(), Errno> {
     Ok(())
 }
 
+/// The record of a request for a listener: the connection, the listener, the service, and the
+/// peer's address, ours and the peer's port.
+fn request(
+    kind: u32,
+    conn: ConnId,
+    listen: ListenHandle,
+    service_id: u64,
+    (peer, local, peer_port): (IpAddr, IpAddr, Option<u16>),
+) -> CmEventRecord {
+    CmEventRecord {
+        kind,
+        conn: conn.0,
+        listen: listen.0,
+        peer: ip_to_bytes(peer),
+        local: ip_to_bytes(local),
+        service_id,
+        peer_port: peer_port.unwrap_or(0),
+        ..CmEventRecord::default()
+    }
+}
+
 /// The record of `event`; its private data points into the event, which outlives the call.
 pub(crate) fn record(event: &CmEvent) -> (CmEventRecord, usize) {
     let mut r = CmEventRecord::default();
     let mut data: &[u8] = &[];
     match event {
         CmEvent::ConnectRequest(req) => {
-            r.kind = kind::CONNECT_REQUEST;
-            r.conn = req.conn.0;
-            r.listen = req.listen.0;
-            r.peer = ip_to_bytes(req.peer);
-            r.local = ip_to_bytes(req.local);
-            r.service_id = req.service_id;
-            r.peer_port = req.peer_port.unwrap_or(0);
+            let at = (req.peer, req.local, req.peer_port);
+            r = request(
+                kind::CONNECT_REQUEST,
+                req.conn,
+                req.listen,
+                req.service_id,
+                at,
+            );
             r.responder_resources = req.responder_resources;
             r.initiator_depth = req.initiator_depth;
             r.retry_count = req.retry_count;
@@ -243,13 +265,8 @@ pub(crate) fn record(event: &CmEvent) -> (CmEventRecord, usize) {
             r.conn = conn.0;
         }
         CmEvent::SidrRequest(req) => {
-            r.kind = kind::SIDR_REQUEST;
-            r.conn = req.conn.0;
-            r.listen = req.listen.0;
-            r.peer = ip_to_bytes(req.peer);
-            r.local = ip_to_bytes(req.local);
-            r.service_id = req.service_id;
-            r.peer_port = req.peer_port.unwrap_or(0);
+            let at = (req.peer, req.local, req.peer_port);
+            r = request(kind::SIDR_REQUEST, req.conn, req.listen, req.service_id, at);
             data = &req.private_data;
         }
         CmEvent::SidrResolved {
