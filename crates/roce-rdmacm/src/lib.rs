@@ -5,8 +5,9 @@
 //! Built as a staticlib and relinked by `crates/roce-rdmacm-so` into a shared library with
 //! librdmacm's symbol versions (`librdmacm.map`) that NEEDs roce-emu's `libibverbs.so.1`:
 //! the verbs objects (the device context, PDs, CQs, QPs) are made there, through the
-//! exported `ibv_*` functions (`ibv`). What works before the connection manager exists, and
-//! what fails how, is in `docs/rdmacm.md`.
+//! exported `ibv_*` functions (`ibv`), and connections by the engine's connection manager,
+//! through libibverbs's private `roce_cm_*` functions (`roce_cabi::cm`). What each call does,
+//! and what fails how, is in `docs/rdmacm.md`.
 //!
 //! Layout: [`abi`] the C structures, `state` the channels, ids, events and lists handed out,
 //! `id` what an id does before a connection, `conn` what it does through the engine's

@@ -44,14 +44,17 @@ pub(crate) enum StatsFormat {
         ib_{write,read,send,atomic}_{bw,lat} run as they are. Verbs the library does not have \
         yet (memory windows, ...) fail with EOPNOTSUPP and say so once on stderr; \
         docs/verbs.md lists them.\n\n\
-        RDMA CM programs (rping, ucmatose, perftest's -R) get roce-emu's librdmacm.so.1 too: \
-        address and route resolution, QPs on ids and listeners work; connecting needs the \
-        connection manager, which is not there yet, so rdma_connect fails with ENOSYS and says \
-        so once on stderr (docs/rdmacm.md).",
+        RDMA CM programs (rping, ucmatose, udaddy, rdma_server/rdma_client, perftest's -R) get \
+        roce-emu's librdmacm.so.1 too, and connect through the NIC's IB CM (REQ, REP, RTU, \
+        DREQ, DREP, SIDR on QP 1), to each other and to the kernel's rdma_cm; calls the library \
+        does not have yet (multicast, rsockets, ...) fail with ENOSYS and say so once on stderr \
+        (docs/rdmacm.md).",
     after_help = "Examples:\n  roce exec --ip 127.0.0.1 -- ibv_devices\n  \
         roce exec --ip 127.0.0.1 -- ibv_rc_pingpong -g 1 &\n  \
         roce exec --ip 127.0.0.2 -- ibv_rc_pingpong -g 1 127.0.0.1\n  \
         roce exec --ip 127.0.0.1 --mtu 4096 -- ibv_devinfo -v\n  \
+        roce exec --ip 127.0.0.1 -- rping -s -a 127.0.0.1 -v -C 3 &\n  \
+        roce exec --ip 127.0.0.2 -- rping -c -a 127.0.0.1 -v -C 3\n  \
         roce exec --ip 127.0.0.1 --stats json -- ./my_verbs_app --flag"
 )]
 pub(crate) struct Args {
