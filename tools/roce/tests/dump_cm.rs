@@ -62,10 +62,9 @@ fn each_cm_message_is_one_line_after_the_transport_part() {
     ));
     assert!(lines[0].contains(" cma(198.18.0.1:47123 > 198.18.0.12:7174)"));
     assert!(lines[6].contains(" CM REJ ") && lines[6].contains(" reason=8 (invalid service ID)"));
-    for (line, name) in lines
-        .iter()
-        .zip(["REQ", "MRA", "REP", "RTU", "DREQ", "DREP", "REJ"])
-    {
+    for (line, name) in lines.iter().zip([
+        "REQ", "MRA", "REP", "RTU", "DREQ", "DREP", "REJ", "SIDR_REQ", "SIDR_REP",
+    ]) {
         assert!(line.contains(&format!(" CM {name} tid=")), "{line}");
     }
     let _ = std::fs::remove_file(&path);
@@ -112,13 +111,24 @@ fn json_carries_the_cm_fields() {
     assert_eq!(rej["reason"], 8);
     assert_eq!(rej["reason_text"], "invalid service ID");
     assert_eq!(rej["remote_comm_id"], "0x1a2b3c4d");
+    let sidr_req = &values[7]["cm"];
+    assert_eq!(sidr_req["message"], "SIDR_REQ");
+    assert_eq!(sidr_req["service_id"], "0x0000000001111c06");
+    assert_eq!(sidr_req["partition_key"], 0xffff);
+    let sidr_rep = &values[8]["cm"];
+    assert_eq!(sidr_rep["message"], "SIDR_REP");
+    assert_eq!(
+        (sidr_rep["status"].clone(), sidr_rep["qpn"].clone()),
+        (0.into(), 0x34.into())
+    );
+    assert_eq!(sidr_rep["q_key"], "0x1234567");
+    let other = &values[mads.len()];
     assert!(
-        values[7]["cm"]["error"]
+        other["cm"]["error"]
             .as_str()
             .unwrap()
             .contains("class 0x04"),
-        "{}",
-        values[7]
+        "{other}"
     );
     let _ = std::fs::remove_file(&path);
 }

@@ -74,13 +74,13 @@ pub(crate) fn cm_mad(mad: &CmMad) -> Value {
         Message::Drep(m) => json!({ "remote_comm_id": hex(m.remote_comm_id.into()) }),
         Message::SidrReq(m) => json!({
             "partition_key": m.partition_key,
-            "service_id": hex(m.service_id),
+            "service_id": format!("{:#018x}", m.service_id),
         }),
         Message::SidrRep(m) => json!({
             "status": u8::from(m.status),
             "qpn": m.qpn.value(),
             "q_key": hex(m.q_key.into()),
-            "service_id": hex(m.service_id),
+            "service_id": format!("{:#018x}", m.service_id),
         }),
     };
     if let (Value::Object(map), Value::Object(more)) = (&mut value, fields) {
