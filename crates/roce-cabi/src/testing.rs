@@ -213,8 +213,11 @@ impl Layouts {
         if !path.exists() {
             return skip_or_fail(&format!("no {}: apt-get install {package}", path.display()));
         }
+        // One directory per check: tests of one process may check the same header at once.
+        static CHECKS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let n = CHECKS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let dir = std::env::temp_dir().join(format!(
-            "roce-cabi-layout-{}-{}",
+            "roce-cabi-layout-{}-{}-{n}",
             header.replace('/', "-"),
             std::process::id()
         ));
