@@ -11,7 +11,7 @@
 
 mod common;
 
-use common::exec::{Side, exec_cm_pair, have, ok_as as ok, result_rows};
+use common::exec::{Side, exec_cm_pair, have, ok_as as ok, result_rows, transfers_complete};
 use std::process::Output;
 
 /// Runs `server` at `server_ip` and `client` at `client_ip`, each under `roce exec` (at most
@@ -127,11 +127,7 @@ fn ucmatose_exchanges_its_messages_and_disconnects() {
         "127.0.13.86",
         &["ucmatose", "-s", "127.0.13.85", "-C", "5"],
     );
-    for (who, out) in [("client", &client), ("server", &server)] {
-        let text = ok(&format!("ucmatose {who}"), out);
-        assert!(text.contains("data transfers complete"), "{who}: {text}");
-        assert!(text.contains("return status 0"), "{who}: {text}");
-    }
+    transfers_complete("ucmatose", &(client, server));
 }
 
 #[test]
@@ -211,11 +207,7 @@ fn udaddy_resolves_the_service_with_sidr_and_exchanges_datagrams() {
         "127.0.13.100",
         &["udaddy", "-s", "127.0.13.99", "-C", "10"],
     );
-    for (who, out) in [("client", &client), ("server", &server)] {
-        let text = ok(&format!("udaddy {who}"), out);
-        assert!(text.contains("data transfers complete"), "{who}: {text}");
-        assert!(text.contains("return status 0"), "{who}: {text}");
-    }
+    transfers_complete("udaddy", &(client, server));
 }
 
 #[test]

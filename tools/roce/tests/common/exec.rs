@@ -174,3 +174,16 @@ pub(crate) fn result_rows(text: &str) -> Vec<Vec<f64>> {
         .filter(|cols| !cols.is_empty())
         .collect()
 }
+
+/// Checks a run of one of librdmacm's cmatose-family examples (ucmatose, udaddy): both sides
+/// exit 0 and end with their own "data transfers complete" and "return status 0".
+pub(crate) fn transfers_complete(program: &str, (client, server): &(Output, Output)) {
+    for (who, out) in [("client", client), ("server", server)] {
+        let text = ok_as(&format!("{program} {who}"), out);
+        assert!(
+            text.contains("data transfers complete"),
+            "{program} {who}: {text}"
+        );
+        assert!(text.contains("return status 0"), "{program} {who}: {text}");
+    }
+}
