@@ -3,7 +3,7 @@
 //! `ibv_*` functions. Each library's `tests/layout.rs` checks them against the installed
 //! header.
 
-use std::ffi::{c_int, c_uint};
+use std::ffi::{c_int, c_uint, c_void};
 
 /// `union ibv_gid`: 16 bytes, network order; aligned as its `__be64` halves.
 #[repr(C, align(8))]
@@ -113,5 +113,77 @@ mod tests {
         assert_eq!(size_of::<IbvGlobalRoute>(), 24);
         assert_eq!(size_of::<IbvAhAttr>(), 32);
         assert_eq!(size_of::<IbvQpAttr>(), 144);
+    }
+}
+
+/// `struct ibv_qp_init_attr` (64 bytes). The verbs objects it names (CQs, SRQ) are opaque
+/// here: roce-verbs looks them up by address.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+#[allow(missing_docs)]
+pub struct IbvQpInitAttr {
+    pub qp_context: *mut c_void,
+    pub send_cq: *mut c_void,
+    pub recv_cq: *mut c_void,
+    pub srq: *mut c_void,
+    pub cap: IbvQpCap,
+    /// `enum ibv_qp_type`.
+    pub qp_type: c_int,
+    pub sq_sig_all: c_int,
+}
+
+/// `struct ibv_qp_init_attr_ex`. The fields of `ibv_qp_init_attr` come first but without its
+/// tail padding: `comp_mask` is at 60.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+#[allow(missing_docs)]
+pub struct IbvQpInitAttrEx {
+    pub qp_context: *mut c_void,
+    pub send_cq: *mut c_void,
+    pub recv_cq: *mut c_void,
+    pub srq: *mut c_void,
+    pub cap: IbvQpCap,
+    pub qp_type: c_int,
+    pub sq_sig_all: c_int,
+    /// `enum ibv_qp_init_attr_mask`.
+    pub comp_mask: u32,
+    pub pd: *mut c_void,
+    pub xrcd: *mut c_void,
+    pub create_flags: u32,
+    pub max_tso_header: u16,
+    pub rwq_ind_tbl: *mut c_void,
+    /// `struct ibv_rx_hash_conf`: unused.
+    pub rx_hash_conf: [u64; 3],
+    pub source_qpn: u32,
+    /// `enum ibv_qp_create_send_ops_flags`.
+    pub send_ops_flags: u64,
+}
+
+/// `IBV_QP_INIT_ATTR_PD`.
+pub const IBV_QP_INIT_ATTR_PD: u32 = 1;
+
+impl IbvQpInitAttrEx {
+    /// The `ibv_qp_init_attr` part.
+    pub fn base(&self) -> IbvQpInitAttr {
+        IbvQpInitAttr {
+            qp_context: self.qp_context,
+            send_cq: self.send_cq,
+            recv_cq: self.recv_cq,
+            srq: self.srq,
+            cap: self.cap,
+            qp_type: self.qp_type,
+            sq_sig_all: self.sq_sig_all,
+        }
+    }
+
+    /// Takes the `ibv_qp_init_attr` part from `base` (the rest stays).
+    pub fn set_base(&mut self, base: &IbvQpInitAttr) {
+        self.qp_context = base.qp_context;
+        self.send_cq = base.send_cq;
+        self.recv_cq = base.recv_cq;
+        self.srq = base.srq;
+        self.cap = base.cap;
+        self.qp_type = base.qp_type;
+        self.sq_sig_all = base.sq_sig_all;
     }
 }

@@ -48,7 +48,18 @@ pub(crate) struct Gsi {
     /// CM MADs (class CM, version 2), for the engine's own CM.
     cm_inbox: VecDeque<GsiDatagram>,
     outbox: VecDeque<GsiDatagram>,
-    psn: u32,
+    /// The PSN of the next datagram QP 1 sends.
+    psn: Psn,
+}
+
+/// Queues `datagram` at the back of `queue`: false (and nothing queued) when it holds
+/// [`GSI_QUEUE`] already.
+fn push_bounded(queue: &mut VecDeque<GsiDatagram>, datagram: GsiDatagram) -> bool {
+    if queue.len() >= GSI_QUEUE {
+        return false;
+    }
+    queue.push_back(datagram);
+    true
 }
 
 impl Gsi {
@@ -69,11 +80,7 @@ impl Gsi {
 
     /// Takes a CM MAD for the engine's CM: false when its inbox is full.
     pub(crate) fn receive_cm(&mut self, datagram: GsiDatagram) -> bool {
-        if self.cm_inbox.len() >= GSI_QUEUE {
-            return false;
-        }
-        self.cm_inbox.push_back(datagram);
-        true
+        push_bounded(&mut self.cm_inbox, datagram)
     }
 
     /// Datagrams waiting to be sent.
@@ -84,20 +91,12 @@ impl Gsi {
 
     /// Queues a datagram to send: false when the outbox is full.
     pub(crate) fn send(&mut self, datagram: GsiDatagram) -> bool {
-        if self.outbox.len() >= GSI_QUEUE {
-            return false;
-        }
-        self.outbox.push_back(datagram);
-        true
+        push_bounded(&mut self.outbox, datagram)
     }
 
     /// Takes what arrived: false when the inbox is full.
     pub(crate) fn receive(&mut self, datagram: GsiDatagram) -> bool {
-        if self.inbox.len() >= GSI_QUEUE {
-            return false;
-        }
-        self.inbox.push_back(datagram);
-        true
+        push_bounded(&mut self.inbox, datagram)
     }
 
     /// Writes the next datagram to send, if any, into `buf` and seals it; a datagram that
@@ -109,8 +108,8 @@ impl Gsi {
         buf: &mut [u8],
     ) -> Option<Transmit> {
         while let Some(datagram) = self.outbox.pop_front() {
-            let psn = Psn::new(self.psn);
-            self.psn = (self.psn + 1) & 0x00ff_ffff;
+            let psn = self.psn;
+            self.psn = psn.wrapping_add(1);
             //= ibta:vol1/13.5.1
             //# a GSI datagram is a UD SEND from QP1 to the peer's QP1 with the GSI Q_Key
             let mut repr = roce_wire::mad::gsi::roce_repr(psn);

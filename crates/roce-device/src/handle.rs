@@ -68,10 +68,16 @@ impl Engine {
     /// [`DeviceHandle::call`] has no shared queue: its completions stay in the engine, for
     /// `Nic::poll_completion`.
     fn deliver(&mut self, queues: &Queues) {
-        while let Some(cq) = self.nic.poll_completed_cq() {
-            if let Some(queue) = read(queues).get(&cq) {
-                let nic = &mut self.nic;
-                queue.push_from(|| nic.poll_completion(cq));
+        if let Some(cq) = self.nic.poll_completed_cq() {
+            // One look at the table for all the CQs this turn completed.
+            let queues = read(queues);
+            let mut next = Some(cq);
+            while let Some(cq) = next {
+                if let Some(queue) = queues.get(&cq) {
+                    let nic = &mut self.nic;
+                    queue.push_from(|| nic.poll_completion(cq));
+                }
+                next = self.nic.poll_completed_cq();
             }
         }
         if let Some(sink) = &mut self.events {

@@ -6,7 +6,10 @@
 
 use std::ffi::{c_char, c_int, c_uint, c_void};
 
-pub use roce_cabi::ibv::{IbvAhAttr, IbvGid, IbvGlobalRoute, IbvQpAttr, IbvQpCap};
+pub use roce_cabi::ibv::{
+    IBV_QP_INIT_ATTR_PD, IbvAhAttr, IbvGid, IbvGlobalRoute, IbvQpAttr, IbvQpCap, IbvQpInitAttr,
+    IbvQpInitAttrEx,
+};
 
 /// `enum rdma_cm_event_type`.
 pub mod event {
@@ -241,67 +244,6 @@ pub struct RdmaAddrinfo {
     pub ai_connect: *mut c_void,
     pub ai_next: *mut Self,
 }
-
-/// `struct ibv_qp_init_attr`.
-#[repr(C)]
-#[derive(Debug, Clone, Copy)]
-#[allow(missing_docs)]
-pub struct IbvQpInitAttr {
-    pub qp_context: *mut c_void,
-    pub send_cq: *mut Opaque,
-    pub recv_cq: *mut Opaque,
-    pub srq: *mut Opaque,
-    pub cap: IbvQpCap,
-    pub qp_type: c_int,
-    pub sq_sig_all: c_int,
-}
-
-/// `struct ibv_qp_init_attr_ex`, up to the fields this library looks at (it never writes
-/// past `pd`, so the tail is not declared; `tests/layout.rs` checks the prefix). The fields of
-/// `ibv_qp_init_attr` come first but without its tail padding: `comp_mask` is at 60.
-#[repr(C)]
-#[derive(Debug, Clone, Copy)]
-#[allow(missing_docs)]
-pub struct IbvQpInitAttrExHead {
-    pub qp_context: *mut c_void,
-    pub send_cq: *mut Opaque,
-    pub recv_cq: *mut Opaque,
-    pub srq: *mut Opaque,
-    pub cap: IbvQpCap,
-    pub qp_type: c_int,
-    pub sq_sig_all: c_int,
-    pub comp_mask: u32,
-    pub pd: *mut Opaque,
-}
-
-impl IbvQpInitAttrExHead {
-    /// The `ibv_qp_init_attr` part.
-    pub fn base(&self) -> IbvQpInitAttr {
-        IbvQpInitAttr {
-            qp_context: self.qp_context,
-            send_cq: self.send_cq,
-            recv_cq: self.recv_cq,
-            srq: self.srq,
-            cap: self.cap,
-            qp_type: self.qp_type,
-            sq_sig_all: self.sq_sig_all,
-        }
-    }
-
-    /// Takes the `ibv_qp_init_attr` part from `base` (the rest stays).
-    pub fn set_base(&mut self, base: &IbvQpInitAttr) {
-        self.qp_context = base.qp_context;
-        self.send_cq = base.send_cq;
-        self.recv_cq = base.recv_cq;
-        self.srq = base.srq;
-        self.cap = base.cap;
-        self.qp_type = base.qp_type;
-        self.sq_sig_all = base.sq_sig_all;
-    }
-}
-
-/// `IBV_QP_INIT_ATTR_PD`.
-pub const IBV_QP_INIT_ATTR_PD: u32 = 1;
 
 /// `enum ibv_qp_state` and `enum ibv_qp_attr_mask` values used here.
 pub mod qp {

@@ -17,7 +17,7 @@ use std::net::{Ipv4Addr, SocketAddrV4};
 
 use crate::Errno;
 use crate::abi::{
-    IbvQpInitAttr, IbvQpInitAttrExHead, Opaque, RdmaAddrinfo, RdmaCmEvent, RdmaCmId, RdmaConnParam,
+    IbvQpInitAttr, IbvQpInitAttrEx, Opaque, RdmaAddrinfo, RdmaCmEvent, RdmaCmId, RdmaConnParam,
     RdmaEventChannel, SockaddrStorage,
 };
 use crate::state::{EINVAL, with};
@@ -40,6 +40,25 @@ fn ret(r: Result<(), Errno>) -> c_int {
             -1
         }
     }
+}
+
+/// Runs `f` and writes what it makes to `out`: 0, or -1 with `errno` (`EINVAL` for a NULL
+/// `out`, before `f` runs).
+///
+/// # Safety
+/// `out` is NULL or valid for a write.
+unsafe fn into_out<T>(out: *mut T, f: impl FnOnce() -> Result<T, Errno>) -> c_int {
+    guard(-1, || {
+        ret((|| {
+            if out.is_null() {
+                return Err(EINVAL);
+            }
+            let value = f()?;
+            // SAFETY: checked non-NULL; by the caller's contract.
+            unsafe { out.write(value) };
+            Ok(())
+        })())
+    })
 }
 
 /// The id at `id` if it is one of ours.
@@ -100,17 +119,8 @@ pub(crate) unsafe extern "C" fn rdma_get_cm_event(
     channel: *mut RdmaEventChannel,
     event: *mut *mut RdmaCmEvent,
 ) -> c_int {
-    guard(-1, || {
-        ret((|| {
-            if event.is_null() {
-                return Err(EINVAL);
-            }
-            let e = state::get_event(channel as usize)?;
-            // SAFETY: checked non-NULL; by the caller's contract.
-            unsafe { event.write(e) };
-            Ok(())
-        })())
-    })
+    // SAFETY: by the caller's contract.
+    unsafe { into_out(event, || state::get_event(channel as usize)) }
 }
 
 /// `int rdma_ack_cm_event(struct rdma_cm_event *)`.
@@ -139,18 +149,9 @@ pub(crate) unsafe extern "C" fn rdma_create_id(
     context: *mut c_void,
     ps: c_int,
 ) -> c_int {
-    guard(-1, || {
-        ret((|| {
-            if id.is_null() {
-                return Err(EINVAL);
-            }
-            let ch = (!channel.is_null()).then_some(channel as usize);
-            let new = id::create_id(ch, context, ps)?;
-            // SAFETY: checked non-NULL; by the caller's contract.
-            unsafe { id.write(new) };
-            Ok(())
-        })())
-    })
+    let ch = (!channel.is_null()).then_some(channel as usize);
+    // SAFETY: by the caller's contract.
+    unsafe { into_out(id, || id::create_id(ch, context, ps)) }
 }
 
 /// `int rdma_destroy_id(struct rdma_cm_id *)`.
@@ -296,7 +297,7 @@ pub(crate) unsafe extern "C" fn rdma_create_qp(
 #[unsafe(no_mangle)]
 pub(crate) unsafe extern "C" fn rdma_create_qp_ex(
     id: *mut RdmaCmId,
-    attr: *mut IbvQpInitAttrExHead,
+    attr: *mut IbvQpInitAttrEx,
 ) -> c_int {
     guard(-1, || {
         ret((|| {
@@ -633,17 +634,12 @@ pub(crate) unsafe extern "C" fn rdma_get_request(
     listen: *mut RdmaCmId,
     id: *mut *mut RdmaCmId,
 ) -> c_int {
-    guard(-1, || {
-        ret((|| {
-            if id.is_null() {
-                return Err(EINVAL);
-            }
-            let child = conn::get_request(known_id(listen)?)?;
-            // SAFETY: checked non-NULL; by the caller's contract.
-            unsafe { id.write(child as *mut RdmaCmId) };
-            Ok(())
-        })())
-    })
+    // SAFETY: by the caller's contract.
+    unsafe {
+        into_out(id, || {
+            conn::get_request(known_id(listen)?).map(|child| child as *mut RdmaCmId)
+        })
+    }
 }
 
 /// `int rpoll(struct pollfd *, nfds_t, int timeout)`: rsockets are not there yet, so every

@@ -56,12 +56,9 @@ unsafe extern "C" {
     ) -> c_int;
 }
 
+/// The errno libibverbs left.
 fn errno() -> Errno {
-    Errno(
-        std::io::Error::last_os_error()
-            .raw_os_error()
-            .unwrap_or(libc::EIO),
-    )
+    Errno(roce_cabi::os::errno())
 }
 
 /// The one device of roce-emu's libibverbs, opened once and kept open (librdmacm keeps its

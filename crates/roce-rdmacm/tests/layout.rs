@@ -85,7 +85,7 @@ fn rust_side() -> Layouts {
         recv_cq => "recv_cq", srq => "srq", cap => "cap", qp_type => "qp_type",
         sq_sig_all => "sq_sig_all");
     // The head of ibv_qp_init_attr_ex: the base fields, then comp_mask and pd.
-    offsets!(l, "ibv_qp_init_attr_ex", IbvQpInitAttrExHead, qp_context => "qp_context",
+    offsets!(l, "ibv_qp_init_attr_ex", IbvQpInitAttrEx, qp_context => "qp_context",
         send_cq => "send_cq", recv_cq => "recv_cq", srq => "srq", cap => "cap",
         qp_type => "qp_type", sq_sig_all => "sq_sig_all", comp_mask => "comp_mask", pd => "pd");
     l.size_align::<IbvQpAttr>("ibv_qp_attr");

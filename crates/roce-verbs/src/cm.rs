@@ -8,7 +8,6 @@
 
 use std::hash::{BuildHasher, RandomState};
 use std::net::IpAddr;
-use std::sync::{Mutex, PoisonError};
 
 use roce_cabi::cm::{CmEventRecord, CmSink, ip_to_bytes, kind};
 use roce_core::{
@@ -172,35 +171,24 @@ pub(crate) fn flush() {
     }
 }
 
-/// The sink librdmacm installed; events before it are kept in the engine.
-static SINK: Mutex<Option<CmSink>> = Mutex::new(None);
-
-/// `roce_cm_set_sink`: from now on every CM event of the engine goes to `sink`.
+/// `roce_cm_set_sink`: from now on every CM event of the engine goes to `sink` (before, they
+/// wait in the engine).
 pub(crate) fn set_sink(sink: CmSink) -> Result<(), Errno> {
-    *SINK.lock().unwrap_or_else(PoisonError::into_inner) = Some(sink);
     let engine = state::running_engine()?;
-    engine.device.on_cm_event(|event| {
-        let sink = *SINK.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some(sink) = sink {
-            let (record, _) = record(&event);
-            sink(&record);
-        }
-    });
+    engine
+        .device
+        .on_cm_event(move |event| sink(&record(&event)));
     Ok(())
 }
 
-/// The record of a request for a listener: the connection, the listener, the service, and the
-/// peer's address, ours and the peer's port.
+/// The record of a request for a listener: the listener, the service, the peer's address,
+/// ours and the peer's port.
 fn request(
-    kind: u32,
-    conn: ConnId,
     listen: ListenHandle,
     service_id: u64,
     (peer, local, peer_port): (IpAddr, IpAddr, Option<u16>),
 ) -> CmEventRecord {
     CmEventRecord {
-        kind,
-        conn: conn.0,
         listen: listen.0,
         peer: ip_to_bytes(peer),
         local: ip_to_bytes(local),
@@ -211,18 +199,16 @@ fn request(
 }
 
 /// The record of `event`; its private data points into the event, which outlives the call.
-pub(crate) fn record(event: &CmEvent) -> (CmEventRecord, usize) {
+pub(crate) fn record(event: &CmEvent) -> CmEventRecord {
     let mut r = CmEventRecord::default();
-    let mut data: &[u8] = &[];
-    match event {
+    let none: &[u8] = &[];
+    // Each event's kind, connection, status and private data; the fields of its own.
+    let (kind, conn, status, data) = match event {
         CmEvent::ConnectRequest(req) => {
-            let at = (req.peer, req.local, req.peer_port);
             r = request(
-                kind::CONNECT_REQUEST,
-                req.conn,
                 req.listen,
                 req.service_id,
-                at,
+                (req.peer, req.local, req.peer_port),
             );
             r.responder_resources = req.responder_resources;
             r.initiator_depth = req.initiator_depth;
@@ -230,44 +216,37 @@ pub(crate) fn record(event: &CmEvent) -> (CmEventRecord, usize) {
             r.rnr_retry_count = req.rnr_retry_count;
             r.srq = u8::from(req.srq);
             r.peer_qpn = req.peer_qpn.value();
-            data = &req.private_data;
+            (kind::CONNECT_REQUEST, req.conn, 0, &req.private_data[..])
         }
         CmEvent::Established { conn, private_data } => {
-            r.kind = kind::ESTABLISHED;
-            r.conn = conn.0;
-            data = private_data;
+            (kind::ESTABLISHED, *conn, 0, &private_data[..])
         }
         CmEvent::Rejected {
             conn,
             reason,
             private_data,
-        } => {
-            r.kind = kind::REJECTED;
-            r.conn = conn.0;
-            r.status = i32::from(u16::from(*reason));
-            data = private_data;
-        }
-        CmEvent::ConnectError { conn, error } => {
-            r.kind = kind::CONNECT_ERROR;
-            r.conn = conn.0;
-            r.status = verbs::engine_err(*error).0;
-        }
-        CmEvent::Unreachable { conn } => {
-            r.kind = kind::UNREACHABLE;
-            r.conn = conn.0;
-        }
-        CmEvent::Disconnected { conn } => {
-            r.kind = kind::DISCONNECTED;
-            r.conn = conn.0;
-        }
-        CmEvent::TimewaitExit { conn } => {
-            r.kind = kind::TIMEWAIT_EXIT;
-            r.conn = conn.0;
-        }
+        } => (
+            kind::REJECTED,
+            *conn,
+            i32::from(u16::from(*reason)),
+            &private_data[..],
+        ),
+        CmEvent::ConnectError { conn, error } => (
+            kind::CONNECT_ERROR,
+            *conn,
+            verbs::engine_err(*error).0,
+            none,
+        ),
+        CmEvent::Unreachable { conn } => (kind::UNREACHABLE, *conn, 0, none),
+        CmEvent::Disconnected { conn } => (kind::DISCONNECTED, *conn, 0, none),
+        CmEvent::TimewaitExit { conn } => (kind::TIMEWAIT_EXIT, *conn, 0, none),
         CmEvent::SidrRequest(req) => {
-            let at = (req.peer, req.local, req.peer_port);
-            r = request(kind::SIDR_REQUEST, req.conn, req.listen, req.service_id, at);
-            data = &req.private_data;
+            r = request(
+                req.listen,
+                req.service_id,
+                (req.peer, req.local, req.peer_port),
+            );
+            (kind::SIDR_REQUEST, req.conn, 0, &req.private_data[..])
         }
         CmEvent::SidrResolved {
             conn,
@@ -275,28 +254,29 @@ pub(crate) fn record(event: &CmEvent) -> (CmEventRecord, usize) {
             qkey,
             private_data,
         } => {
-            r.kind = kind::SIDR_RESOLVED;
-            r.conn = conn.0;
             r.peer_qpn = qpn.value();
             r.qkey = *qkey;
-            data = private_data;
+            (kind::SIDR_RESOLVED, *conn, 0, &private_data[..])
         }
         CmEvent::SidrRejected {
             conn,
             status,
             private_data,
-        } => {
-            r.kind = kind::SIDR_REJECTED;
-            r.conn = conn.0;
-            r.status = i32::from(u8::from(*status));
-            data = private_data;
-        }
-    }
+        } => (
+            kind::SIDR_REJECTED,
+            *conn,
+            i32::from(u8::from(*status)),
+            &private_data[..],
+        ),
+    };
+    r.kind = kind;
+    r.conn = conn.0;
+    r.status = status;
     r.private_data_len = u32::try_from(data.len()).unwrap_or(0);
     if !data.is_empty() {
         r.private_data = data.as_ptr();
     }
-    (r, data.len())
+    r
 }
 
 #[cfg(test)]
@@ -311,8 +291,8 @@ mod tests {
             reason: RejectReason::InvalidServiceId,
             private_data: vec![1, 2, 3],
         };
-        let (r, len) = record(&event);
-        assert_eq!((r.kind, r.conn, r.status, len), (kind::REJECTED, 7, 8, 3));
+        let r = record(&event);
+        assert_eq!((r.kind, r.conn, r.status), (kind::REJECTED, 7, 8));
         assert_eq!(r.private_data_len, 3);
         assert!(!r.private_data.is_null());
     }
@@ -336,7 +316,7 @@ mod tests {
             rnr_retry_count: 7,
             srq: true,
         };
-        let (r, len) = record(&CmEvent::ConnectRequest(Box::new(req)));
+        let r = record(&CmEvent::ConnectRequest(Box::new(req)));
         assert_eq!(r.kind, kind::CONNECT_REQUEST);
         assert_eq!(
             (r.conn, r.listen, r.peer_port, r.peer_qpn),
@@ -348,7 +328,7 @@ mod tests {
         );
         assert_eq!((r.responder_resources, r.initiator_depth), (4, 2));
         assert_eq!((r.retry_count, r.rnr_retry_count, r.srq), (6, 7, 1));
-        assert_eq!((len, r.private_data_len), (0, 0));
+        assert_eq!(r.private_data_len, 0);
         assert!(r.private_data.is_null());
     }
 }

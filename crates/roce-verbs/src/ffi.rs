@@ -38,7 +38,7 @@ pub(crate) fn errno_ret(r: Result<(), Errno>) -> c_int {
 }
 
 /// For functions that return 0 or -1 with `errno` set.
-fn minus1_ret(r: Result<(), Errno>) -> c_int {
+pub(crate) fn minus1_ret(r: Result<(), Errno>) -> c_int {
     match r {
         Ok(()) => 0,
         Err(Errno(e)) => {

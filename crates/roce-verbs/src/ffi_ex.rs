@@ -11,7 +11,7 @@ use crate::abi::{
 };
 use roce_core::{Remote, SendOp, Sge};
 
-use crate::ffi::{errno_ret, guard, read_in, set_errno};
+use crate::ffi::{errno_ret, guard, minus1_ret, read_in, set_errno, write_out};
 use crate::ffi_verbs::{inline_bytes, null_on_err, sges};
 use crate::state::Errno;
 use crate::verbs;
@@ -229,13 +229,13 @@ pub(crate) unsafe extern "C" fn create_cq_ex(
 
 unsafe extern "C" fn start_poll(cq: *mut IbvCqEx, _attr: *mut c_void) -> c_int {
     guard(libc::EIO, || {
-        verbs::next_poll(cq as usize).map_or_else(|Errno(e)| e, |_| 0)
+        verbs::next_poll(cq as usize, true).map_or_else(|Errno(e)| e, |_| 0)
     })
 }
 
 unsafe extern "C" fn next_poll(cq: *mut IbvCqEx) -> c_int {
     guard(libc::EIO, || {
-        verbs::next_poll(cq as usize).map_or_else(|Errno(e)| e, |_| 0)
+        verbs::next_poll(cq as usize, false).map_or_else(|Errno(e)| e, |_| 0)
     })
 }
 
@@ -317,22 +317,8 @@ pub(crate) unsafe extern "C" fn ibv_init_ah_from_wc(
     ah_attr: *mut crate::abi::IbvAhAttr,
 ) -> c_int {
     guard(-1, || {
-        // SAFETY: by the caller's contract.
-        match unsafe { ah_attr_of(port_num, wc, grh) } {
-            Ok(attr) if !ah_attr.is_null() => {
-                // SAFETY: checked non-NULL; by the caller's contract.
-                unsafe { ah_attr.write_unaligned(attr) };
-                0
-            }
-            Ok(_) => {
-                set_errno(libc::EINVAL);
-                -1
-            }
-            Err(Errno(e)) => {
-                set_errno(e);
-                -1
-            }
-        }
+        // SAFETY: by the caller's contract (write_out refuses a NULL ah_attr).
+        minus1_ret(unsafe { ah_attr_of(port_num, wc, grh).and_then(|a| write_out(ah_attr, a)) })
     })
 }
 

@@ -69,21 +69,12 @@ impl Cm {
         conn.ack_timeout = conn.packet_life_time + 1;
         conn.response_timeout = req_timeout(conn.packet_life_time, params.cm_response_timeout);
         conn.max_cm_retries = params.max_cm_retries;
-        let mut private = Vec::with_capacity(roce_wire::mad::req::PRIVATE_DATA_LEN);
-        if ip_cm {
-            //= ibta:annex11/A11
-            //# an RDMA IP CM REQ's private data starts with the cma_hdr: version, IP version,
-            //# the active side's port, both addresses
-            let mut header = [0; cma::HEADER_LEN];
-            cma::Repr {
-                port: params.src_port,
-                src: params.local,
-                dst: params.peer,
-            }
-            .emit(&mut cma::Packet::new_unchecked(&mut header[..]));
-            private.extend_from_slice(&header);
-        }
-        private.extend_from_slice(&params.private_data);
+        let private = wire::join_cma_hdr(
+            params.service_id,
+            PortSpace::TCP,
+            (params.src_port, params.local, params.peer),
+            &params.private_data,
+        );
         let guid = wire::ca_guid(nic.config());
         let mad = wire::req(&conn, guid, params.cm_response_timeout, &private);
         let (every, left) = (conn.response_timeout, conn.max_cm_retries);
@@ -128,18 +119,9 @@ impl Cm {
         conn.rnr_retry = m.rnr_retry_count;
         conn.ack_timeout = ack_timeout(m.target_ack_delay, conn.ack_timeout.saturating_sub(1));
         let id = conn.id;
-        let [_, rtr, rts] = attrs::recipe(conn).steps();
         let qpn = conn.qpn.unwrap_or(roce_wire::Qpn::new(0));
-        // librdmacm takes the QP to RTR and RTS on the REP, then asks for the RTU; first it
-        // gives the QP its INIT attributes again with the negotiated responder resources
-        // (the program's rdma_create_qp left remote access off).
-        //= rxe:librdmacm/cma.c/ucma_modify_qp_rtr
-        //# the QP is given its INIT attributes again (INIT to INIT) with the negotiated responder resources before RTR
-        let moved = nic
-            .modify_qp(qpn, &attrs::init(conn.responder_resources))
-            .and_then(|()| nic.modify_qp(qpn, &rtr))
-            .and_then(|()| nic.modify_qp(qpn, &rts));
-        if let Err(error) = moved {
+        // librdmacm takes the QP to RTR and RTS on the REP, then asks for the RTU.
+        if let Err(error) = attrs::to_rts(nic, qpn, conn) {
             //= rxe:cma.c/cma_rep_recv
             //# a REP the QP cannot take is rejected CONSUMER_DEFINED and the connection fails
             let mad = wire::rej(

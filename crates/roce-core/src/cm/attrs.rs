@@ -68,6 +68,18 @@ pub(crate) fn recipe(conn: &Conn) -> Connect {
     }
 }
 
+/// Takes the connection's QP from INIT (or RESET) to RTS as librdmacm does on both sides: its
+/// INIT attributes again with the negotiated responder resources (the program's
+/// `rdma_create_qp` left remote access off), then RTR and RTS of the [`recipe`].
+//= rxe:librdmacm/cma.c/ucma_modify_qp_rtr
+//# the QP is given its INIT attributes again (INIT to INIT) with the negotiated responder resources before RTR
+pub(crate) fn to_rts(nic: &mut crate::Nic, qpn: Qpn, conn: &Conn) -> Result<(), crate::VerbsError> {
+    let [_, rtr, rts] = recipe(conn).steps();
+    nic.modify_qp(qpn, &init(conn.responder_resources))?;
+    nic.modify_qp(qpn, &rtr)?;
+    nic.modify_qp(qpn, &rts)
+}
+
 /// Whether `addr` is of the same family as `other` (a path needs both ends in one).
 pub(crate) fn same_family(addr: IpAddr, other: IpAddr) -> bool {
     addr.is_ipv4() == other.is_ipv4()

@@ -330,11 +330,8 @@ impl Cm {
 
     /// Recomputes the earliest deadline.
     pub(crate) fn reindex(&mut self) {
-        let conns = self.conns.values().filter_map(|c| c.deadline).min();
-        self.next = match (conns, self.sidr.next()) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        };
+        let conns = self.conns.values().filter_map(|c| c.deadline);
+        self.next = conns.chain(self.sidr.next()).min();
     }
 
     /// A local comm ID no connection holds: counted up from a start drawn from the NIC's seed

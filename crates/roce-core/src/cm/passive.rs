@@ -184,12 +184,7 @@ impl Cm {
         next.rnr_retry_offered = params.rnr_retry_count;
         //= rxe:cma.c/cma_accept_ib
         //# rdma_accept takes the QP to RTR and then RTS before the REP is sent
-        let [_, rtr, rts] = attrs::recipe(&next).steps();
-        //= rxe:librdmacm/cma.c/ucma_modify_qp_rtr
-        //# the QP is given its INIT attributes again (INIT to INIT) with the negotiated responder resources before RTR
-        nic.modify_qp(params.qpn, &attrs::init(next.responder_resources))?;
-        nic.modify_qp(params.qpn, &rtr)?;
-        nic.modify_qp(params.qpn, &rts)?;
+        attrs::to_rts(nic, params.qpn, &next)?;
         let mad = wire::rep(&next, wire::ca_guid(nic.config()), &params.private_data);
         next.state = State::RepSent;
         let (every, left) = (next.response_timeout, next.max_cm_retries);

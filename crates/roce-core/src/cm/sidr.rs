@@ -15,7 +15,7 @@ use std::net::IpAddr;
 use roce_wire::Qpn;
 use roce_wire::mad::MAD_LEN;
 use roce_wire::mad::cm::Message;
-use roce_wire::mad::cma::{self, PortSpace, ServiceId};
+use roce_wire::mad::cma::PortSpace;
 use roce_wire::mad::sidr_rep::{self, SidrStatus};
 use roce_wire::mad::sidr_req;
 
@@ -105,27 +105,19 @@ impl Sidr {
     }
 }
 
-/// The `cma_hdr` and user data of an RDMA IP CM service ID of the UDP port space, else the
-/// data alone; `None` when the data does not fit.
+/// The private data of our SIDR_REQ: the `cma_hdr` for an RDMA IP CM service ID of the UDP
+/// port space, then the consumer's data; `None` when that does not fit.
+//= ibta:annex11/A11
+//# an RDMA IP CM SIDR_REQ's private data starts with the cma_hdr, as a REQ's
 fn private_data(params: &SidrParams) -> Option<[u8; sidr_req::PRIVATE_DATA_LEN]> {
-    let sid = ServiceId(params.service_id);
-    let ip_cm = sid.is_ip_cm() && matches!(sid.port_space(), PortSpace::UDP);
+    let joined = wire::join_cma_hdr(
+        params.service_id,
+        PortSpace::UDP,
+        (params.src_port, params.local, params.peer),
+        &params.private_data,
+    );
     let mut out = [0; sidr_req::PRIVATE_DATA_LEN];
-    let at = if ip_cm {
-        //= ibta:annex11/A11
-        //# an RDMA IP CM SIDR_REQ's private data starts with the cma_hdr, as a REQ's
-        cma::Repr {
-            port: params.src_port,
-            src: params.local,
-            dst: params.peer,
-        }
-        .emit(&mut cma::Packet::new_unchecked(&mut out[..cma::HEADER_LEN]));
-        cma::HEADER_LEN
-    } else {
-        0
-    };
-    let user = out.get_mut(at..at + params.private_data.len())?;
-    user.copy_from_slice(&params.private_data);
+    out.get_mut(..joined.len())?.copy_from_slice(&joined);
     Some(out)
 }
 
@@ -161,7 +153,7 @@ impl Cm {
             .ok_or(CmError::Exhausted("connections"))?;
         let repr = sidr_req::Repr {
             request_id: id,
-            partition_key: 0xffff,
+            partition_key: roce_wire::mad::gsi::GSI_PKEY,
             service_id: params.service_id,
             private_data: private,
         };
@@ -219,20 +211,16 @@ impl Cm {
             answer(nic, SidrStatus::Unsupported);
             return;
         };
-        let sid = ServiceId(m.service_id);
-        let (peer_port, private) = if sid.is_ip_cm() && matches!(sid.port_space(), PortSpace::UDP) {
-            match cma::Packet::new_checked(&m.private_data[..]).and_then(|p| cma::Repr::parse(&p)) {
-                Ok(h) => (Some(h.port), m.private_data[cma::HEADER_LEN..].to_vec()),
+        let (peer_port, private) =
+            match wire::split_cma_hdr(m.service_id, PortSpace::UDP, &m.private_data) {
+                Ok(split) => split,
                 Err(err) => {
                     tracing::debug!(%err, "SIDR_REQ with a bad cma_hdr");
                     nic.stats_mut().cm_rx_bad_private_data += 1;
                     answer(nic, SidrStatus::Reject);
                     return;
                 }
-            }
-        } else {
-            (None, m.private_data.to_vec())
-        };
+            };
         let Some(id) = self.alloc_sidr_id(nic.config().seed) else {
             answer(nic, SidrStatus::NoQp);
             return;

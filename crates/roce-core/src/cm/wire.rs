@@ -91,7 +91,7 @@ pub(crate) fn req(conn: &Conn, guid: u64, response_timeout: u8, private: &[u8]) 
         starting_psn: conn.psn,
         local_cm_response_timeout: response_timeout,
         retry_count: conn.retry_count,
-        partition_key: 0xffff,
+        partition_key: roce_wire::mad::gsi::GSI_PKEY,
         path_mtu: conn.mtu.enum_value(),
         rdc_exists: false,
         rnr_retry_count: conn.rnr_retry_offered,
@@ -195,18 +195,45 @@ pub(crate) fn drep(ids: (u32, u32), tid: u64) -> [u8; MAD_LEN] {
     bytes(tid, Message::Drep(repr))
 }
 
+/// Whether a REQ or SIDR_REQ of `service_id` carries a `cma_hdr`: an RDMA IP CM service ID of
+/// `space` (a REQ's may be of the UDP port space too, as rdma_cm listens for both).
+fn has_cma_hdr(service_id: u64, space: cma::PortSpace) -> bool {
+    let sid = cma::ServiceId(service_id);
+    let port_space = sid.port_space();
+    sid.is_ip_cm()
+        && (port_space == space
+            || (space == cma::PortSpace::TCP && port_space == cma::PortSpace::UDP))
+}
+
+/// The private data of a REQ or SIDR_REQ of ours: the `cma_hdr` (our port, our address and
+/// the peer's) where [`has_cma_hdr`], then the consumer's data.
+pub(crate) fn join_cma_hdr(
+    service_id: u64,
+    space: cma::PortSpace,
+    (port, src, dst): (u16, IpAddr, IpAddr),
+    user: &[u8],
+) -> Vec<u8> {
+    let mut private = Vec::with_capacity(cma::HEADER_LEN + user.len());
+    if has_cma_hdr(service_id, space) {
+        //= ibta:annex11/A11
+        //# an RDMA IP CM REQ's private data starts with the cma_hdr: version, IP version,
+        //# the active side's port, both addresses
+        let mut header = [0; cma::HEADER_LEN];
+        cma::Repr { port, src, dst }.emit(&mut cma::Packet::new_unchecked(&mut header[..]));
+        private.extend_from_slice(&header);
+    }
+    private.extend_from_slice(user);
+    private
+}
+
 /// The peer's port and the consumer's private data of a REQ or SIDR_REQ: after the `cma_hdr`
-/// for an RDMA IP CM service ID of `space` (a REQ's may be of the UDP port space too, as
-/// rdma_cm listens for both), else the whole. A bad `cma_hdr` is the error.
+/// where [`has_cma_hdr`], else the whole. A bad `cma_hdr` is the error.
 pub(crate) fn split_cma_hdr(
     service_id: u64,
     space: cma::PortSpace,
     private_data: &[u8],
 ) -> Result<(Option<u16>, Vec<u8>), roce_wire::ParseError> {
-    let sid = cma::ServiceId(service_id);
-    let spaces_ok = sid.port_space() == space
-        || (space == cma::PortSpace::TCP && sid.port_space() == cma::PortSpace::UDP);
-    if !(sid.is_ip_cm() && spaces_ok) {
+    if !has_cma_hdr(service_id, space) {
         return Ok((None, private_data.to_vec()));
     }
     let header = cma::Repr::parse(&cma::Packet::new_checked(private_data)?)?;

@@ -17,7 +17,7 @@ impl Nic {
     /// address of the NIC's of the peer's family.
     pub fn send_gsi(&mut self, datagram: GsiDatagram) -> Result<(), VerbsError> {
         if !self.shared.config.addrs.contains(&datagram.local)
-            || datagram.local.is_ipv4() != datagram.peer.is_ipv4()
+            || !crate::cm::attrs::same_family(datagram.local, datagram.peer)
         {
             return Err(VerbsError::InvalidWorkRequest {
                 qpn: GSI_QPN,

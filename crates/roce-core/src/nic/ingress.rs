@@ -122,7 +122,8 @@ impl Nic {
             qp.cc.rp.on_cnp(now, &mut qp.timers, &mut shared.stats);
         } else {
             let mut ctx = shared.ctx(now);
-            ctx.arrival = Some(crate::qp::responder::Arrival {
+            // Only a UD receive shows the IP header (in its GRH area).
+            ctx.arrival = (qp.qp_type == QpType::Ud).then(|| crate::qp::responder::Arrival {
                 src: datagram.src.ip(),
                 dst: dst_ip,
                 ecn: datagram.ecn,

@@ -113,18 +113,15 @@ fn send_wqe(shared: &Shared, qp: &Qp, mut wr: SendWr) -> Result<SendWqe, VerbsEr
         }
         _ => {}
     }
+    if (wr.inline || wr.inline_data.is_some()) && length > config.max_inline as u64 {
+        return invalid("inline data over max_inline");
+    }
     let inline = if let Some(data) = wr.inline_data.take() {
-        if length > config.max_inline as u64 {
-            return invalid("inline data over max_inline");
-        }
         if wr.op.is_read_or_atomic() {
             return invalid("a READ or an atomic cannot be inline: it needs memory to land in");
         }
         Some(data)
     } else if wr.inline {
-        if length > config.max_inline as u64 {
-            return invalid("inline data over max_inline");
-        }
         let mut data = vec![0; length as usize];
         if !qp::gather(&shared.mrs, &wr.sgl, 0, &mut data) {
             let sge = wr.sgl.first().copied().unwrap_or(Sge {

@@ -166,10 +166,7 @@ impl Nic {
             self.qps.values().filter_map(|qp| qp.timers.next()).min(),
             "the deadline index missed a timer change"
         );
-        match (first, self.cm.next) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
+        [first, self.cm.next].into_iter().flatten().min()
     }
 
     /// Updates the indexes after `qpn` changed, if it still exists, and tidies them.

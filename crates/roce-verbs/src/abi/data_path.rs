@@ -3,7 +3,7 @@
 
 use std::ffi::{c_int, c_uint, c_void};
 
-use super::{IbvContext, IbvQpCap};
+use super::IbvContext;
 
 /// `struct ibv_pd` (16 bytes).
 #[repr(C)]
@@ -163,33 +163,6 @@ pub struct IbvQpEx {
     pub wr_atomic_write: *const c_void,
 }
 
-/// `struct ibv_qp_init_attr_ex` (136 bytes): the fields of `ibv_qp_init_attr`, then (at 60,
-/// in its tail padding) the extended ones.
-#[repr(C)]
-#[derive(Debug, Clone, Copy)]
-#[allow(missing_docs)]
-pub struct IbvQpInitAttrEx {
-    pub qp_context: *mut c_void,
-    pub send_cq: *mut IbvCq,
-    pub recv_cq: *mut IbvCq,
-    pub srq: *mut c_void,
-    pub cap: IbvQpCap,
-    pub qp_type: c_int,
-    pub sq_sig_all: c_int,
-    /// `enum ibv_qp_init_attr_mask`.
-    pub comp_mask: u32,
-    pub pd: *mut IbvPd,
-    pub xrcd: *mut c_void,
-    pub create_flags: u32,
-    pub max_tso_header: u16,
-    pub rwq_ind_tbl: *mut c_void,
-    /// `struct ibv_rx_hash_conf`: unused.
-    pub rx_hash_conf: [u64; 3],
-    pub source_qpn: u32,
-    /// `enum ibv_qp_create_send_ops_flags`.
-    pub send_ops_flags: u64,
-}
-
 /// `struct ibv_ah` (24 bytes).
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]
@@ -318,34 +291,4 @@ pub struct IbvWc {
     pub slid: u16,
     pub sl: u8,
     pub dlid_path_bits: u8,
-}
-
-/// `struct ibv_qp_init_attr` (64 bytes).
-#[repr(C)]
-#[derive(Debug, Clone, Copy)]
-#[allow(missing_docs)]
-pub struct IbvQpInitAttr {
-    pub qp_context: *mut c_void,
-    pub send_cq: *mut IbvCq,
-    pub recv_cq: *mut IbvCq,
-    pub srq: *mut c_void,
-    pub cap: IbvQpCap,
-    /// `enum ibv_qp_type`.
-    pub qp_type: c_int,
-    pub sq_sig_all: c_int,
-}
-
-impl IbvQpInitAttrEx {
-    /// The `ibv_qp_init_attr` part.
-    pub fn base(&self) -> IbvQpInitAttr {
-        IbvQpInitAttr {
-            qp_context: self.qp_context,
-            send_cq: self.send_cq,
-            recv_cq: self.recv_cq,
-            srq: self.srq,
-            cap: self.cap,
-            qp_type: self.qp_type,
-            sq_sig_all: self.sq_sig_all,
-        }
-    }
 }

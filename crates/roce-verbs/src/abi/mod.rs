@@ -240,4 +240,6 @@ pub struct IbvGidEntry {
 
 mod data_path;
 pub use data_path::*;
-pub use roce_cabi::ibv::{IbvAhAttr, IbvGid, IbvGlobalRoute, IbvQpAttr, IbvQpCap};
+pub use roce_cabi::ibv::{
+    IbvAhAttr, IbvGid, IbvGlobalRoute, IbvQpAttr, IbvQpCap, IbvQpInitAttr, IbvQpInitAttrEx,
+};

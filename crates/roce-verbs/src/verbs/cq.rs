@@ -271,9 +271,10 @@ fn idle() {
     std::thread::yield_now();
 }
 
-/// `ibv_start_poll` / `ibv_next_poll`: makes the CQ's next completion current and returns it;
-/// `ENOENT` when there is none.
-pub(crate) fn next_poll(cq: usize) -> Result<IbvWc, Errno> {
+/// `ibv_start_poll` (`start`) / `ibv_next_poll`: makes the CQ's next completion current and
+/// returns it; `ENOENT` when there is none. Only a `start` that finds nothing yields the
+/// processor ([`idle`]): the `ENOENT` that ends a batch is not an idle poll.
+pub(crate) fn next_poll(cq: usize, start: bool) -> Result<IbvWc, Errno> {
     let polled = with(|o| {
         let c = o.cqs.get_mut(&cq).ok_or(EINVAL)?;
         let wc = c.queue.poll().map(|cqe| wc(&cqe));
@@ -286,7 +287,7 @@ pub(crate) fn next_poll(cq: usize) -> Result<IbvWc, Errno> {
         }
         wc.ok_or(Errno(libc::ENOENT))
     });
-    if matches!(polled, Err(Errno(libc::ENOENT))) {
+    if start && matches!(polled, Err(Errno(libc::ENOENT))) {
         idle();
     }
     polled

@@ -127,8 +127,8 @@ pub(crate) fn create_qp(
             context: ctx as *mut IbvContext,
             qp_context: init.qp_context,
             pd: pd as *mut IbvPd,
-            send_cq: init.send_cq,
-            recv_cq: init.recv_cq,
+            send_cq: init.send_cq.cast(),
+            recv_cq: init.recv_cq.cast(),
             srq: init.srq,
             handle: handle(),
             qp_num: qpn.value(),
@@ -382,12 +382,12 @@ pub(crate) fn query_qp(qp: usize) -> Result<(IbvQpAttr, IbvQpInitAttr), Errno> {
     Ok((attr, init))
 }
 
-/// `ibv_qp_to_qp_ex`: every QP of ours is an `ibv_qp_ex` (NULL for others).
 /// The engine's number of the QP at `qp`: `EINVAL` if it is not one of ours.
 pub(crate) fn qpn_of(qp: usize) -> Result<Qpn, Errno> {
     with(|o| o.qps.get(&qp).map(|q| q.qpn)).ok_or(EINVAL)
 }
 
+/// `ibv_qp_to_qp_ex`: every QP of ours is an `ibv_qp_ex` (NULL for others).
 pub(crate) fn is_qp(qp: usize) -> bool {
     with(|o| o.qps.contains_key(&qp))
 }
