@@ -99,6 +99,10 @@ fn a_service_nobody_listens_for_is_unsupported_and_a_refusal_says_rejected() {
         other => panic!("a: {other:?}"),
     }
     assert_eq!(net.b.nic.stats().cm_rx_no_listener, 1);
+    // The request is over: nothing is sent again.
+    assert_eq!(net.a.nic.poll_timeout(), None);
+    assert!(!net.tick());
+    assert_eq!(net.sent('a', Attr::SidrReq), 1);
 
     net.b.nic.cm_listen(UDADDY).unwrap();
     let conn = net.a.nic.cm_sidr_resolve(net.now, &params(&[])).unwrap();
@@ -119,6 +123,7 @@ fn a_service_nobody_listens_for_is_unsupported_and_a_refusal_says_rejected() {
         }
         other => panic!("a: {other:?}"),
     }
+    assert_eq!(net.a.nic.poll_timeout(), None, "a's request is over");
     // The request is answered: a second answer is refused and sends nothing.
     let before = net.log.len();
     assert!(
@@ -178,4 +183,35 @@ fn a_duplicated_sidr_req_reaches_the_consumer_once() {
     net.pump();
     request(&mut net);
     assert_eq!(net.b.nic.stats().cm_rx_duplicates, 1);
+}
+
+#[test]
+fn a_sidr_req_with_a_bad_cma_header_is_rejected_and_reaches_no_consumer() {
+    let mut net = Net::new();
+    net.b.nic.cm_listen(UDADDY).unwrap();
+    let mut example = roce_wire::mad::examples::all()
+        .into_iter()
+        .find(|m| m.message.attr() == Attr::SidrReq)
+        .unwrap();
+    if let roce_wire::CmMessage::SidrReq(req) = &mut example.message {
+        req.service_id = UDADDY;
+        req.private_data[0] = 0x30; // cma_hdr version 3: not rdma_cm's
+    }
+    let mut mad = [0u8; roce_wire::mad::MAD_LEN];
+    example.emit(&mut mad).unwrap();
+    net.mad_from_a(mad);
+    net.pump();
+    assert!(net.b.events().is_empty(), "no request reaches b's consumer");
+    assert_eq!(net.b.nic.stats().cm_rx_bad_private_data, 1);
+    match net.a.events().as_slice() {
+        [] => {}
+        other => panic!("a made no request of its own: {other:?}"),
+    }
+    let answers: Vec<_> = net.log.iter().filter(|s| s.from == 'b').collect();
+    assert_eq!(answers.len(), 1, "one SIDR_REP");
+    let rep = roce_wire::CmMad::parse(&answers[0].mad).unwrap();
+    match rep.message {
+        roce_wire::CmMessage::SidrRep(r) => assert_eq!(r.status, SidrStatus::Reject),
+        other => panic!("{other:?}"),
+    }
 }

@@ -193,12 +193,18 @@ int main(void)
 	struct ibv_recv_wr swr = { .wr_id = 7, .sg_list = &sge, .num_sge = 2000 }, *bad_swr = NULL;
 	CHECK(ibv_post_srq_recv(srq, &swr, &bad_swr) != 0 && bad_swr == &swr, "post_srq_recv of 2000 SGEs: refused, bad_wr set");
 	swr.num_sge = 1;
-	CHECK(ibv_post_srq_recv(srq, &swr, &bad_swr) == 0, "post_srq_recv");
+	int posted = 0;
+	for (int i = 0; i < 8; i++)
+		posted += ibv_post_srq_recv(srq, &swr, &bad_swr) == 0;
+	CHECK(posted == 8, "post_srq_recv 8 times: the refused WR took none of the 8 slots");
+	CHECK(ibv_post_srq_recv(srq, &swr, &bad_swr) == ENOMEM && bad_swr == &swr, "a 9th: the SRQ is full, ENOMEM");
 	struct ibv_qp_init_attr sqi = init;
 	sqi.srq = srq;
 	struct ibv_qp *sqp = ibv_create_qp(pd, &sqi);
 	CHECK(sqp && sqp->srq == srq, "create_qp on the SRQ");
 	CHECK(ibv_destroy_srq(srq) == EBUSY, "destroy_srq while a QP uses it: EBUSY");
+	memset(&sattr, 0, sizeof(sattr));
+	CHECK(ibv_query_srq(srq, &sattr) == 0 && sattr.max_wr == 8, "... the SRQ still stands");
 	xa.qp_state = IBV_QPS_INIT;
 	CHECK(!ibv_modify_qp(sqp, &xa, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS),
 	      "the SRQ's QP in INIT");
