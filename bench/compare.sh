@@ -7,8 +7,8 @@
 #      of the criterion-free stream in the engine bench, so set-up does not count);
 #   4. scale: `cargo run --release -p roce-sim --example scale` (memory per idle QP with 10 000
 #      QPs, goodput and Jain's index with 1 to 1000 active QPs);
-#   5. veth (root): bench/veth.sh — our NIC over a veth pair against a UDP blast, TCP and a
-#      UDP ping-pong;
+#   5. veth (root): bench/veth.sh — our NIC over a veth pair against the offloaded UDP blast
+#      (bench/blast), iperf3's UDP blast and TCP, and a UDP ping-pong (sockperf);
 #   6. guests (root, QEMU; GUESTS=0 skips it, ~10 min under TCG): bench/guests.sh — our NIC
 #      against our NIC and rxe against rxe in the interop harness's guests;
 #   7. exec (root): bench/exec.sh — Debian's ib_write_bw and ib_send_lat under `roce exec` against
@@ -119,11 +119,11 @@ def ratio(a, b):
     return None if a is None or b is None or b == 0 else a / b
 
 rows = []
-# 1. veth goodput against the UDP blast, both backends.
+# 1. veth goodput against the offloaded UDP blast (bench/blast), both backends.
 for backend in ("udp", "raw"):
-    r = ratio(f(f"{backend}4096", veth), f("blast4112", veth))
-    rows.append((f"RC WRITE 64 KiB, MTU 4096, veth, {backend.upper()} backend ≥ 0.9 × UDP blast",
-                 "—" if r is None else f"{f(backend + '4096', veth):.0f} MB/s = {r:.2f} × {f('blast4112', veth):.0f} MB/s",
+    r = ratio(f(f"{backend}4096", veth), f("oblast4112", veth))
+    rows.append((f"RC WRITE 64 KiB, MTU 4096, veth, {backend.upper()} backend ≥ 0.9 × the offloaded UDP blast of 4112-byte datagrams",
+                 "—" if r is None else f"{f(backend + '4096', veth):.0f} MB/s = {r:.2f} × {f('oblast4112', veth):.0f} MB/s",
                  verdict(None if r is None else r >= 0.9)))
 # 2. against rxe in the guests.
 g_bw = ratio(f("roce_bw", guests), f("rxe_bw", guests))
@@ -150,8 +150,22 @@ rows.append(("≥ 1 M 64-byte WRITEs per second on one core (engine, both NICs o
              "—" if rate is None else f"{rate:.2f} M/s ({m64:.0f} ns per message)",
              verdict(None if rate is None else rate >= 1)))
 v64 = f("rate64", veth)
-rows.append(("… over the veth (two processes, `roce perf write -s 64`)",
-             "—" if v64 is None else f"{v64:.2f} M/s", verdict(None if v64 is None else v64 >= 1)))
+b96 = f("oblast96pps", veth)
+rows.append(("64-byte WRITEs over the veth, one QP (`roce perf write -s 64`) ≥ 2 M messages/s",
+             "—" if v64 is None else f"{v64:.2f} M/s" + ("" if b96 is None else f" (the offloaded blast of 96-byte datagrams: {b96:.2f} M/s)"),
+             verdict(None if v64 is None else v64 >= 2)))
+# 3b. latency over the veth against sockperf's one-way figure, and its tails.
+ulat = f("ulat", veth)
+for key, what in (("rlatbusy", "with `--busy-poll`"), ("rlat", "waiting on completion events")):
+    t, p99, p999 = f(key, veth), f(key + "99", veth), f(key + "999", veth)
+    if key == "rlatbusy":
+        r = ratio(t, ulat)
+        rows.append(("8-byte SEND latency over the veth with `--busy-poll` ≤ 1.2 × sockperf's one-way",
+                     "—" if r is None else f"{t:.1f} vs {ulat:.1f} µs = {r:.2f} ×", verdict(None if r is None else r <= 1.2)))
+    ok = None if None in (t, p99, p999) else (p99 <= 3 * t and p999 < 100)
+    rows.append((f"… {what}: p99 ≤ 3 × the median and p99.9 < 100 µs",
+                 "—" if ok is None else f"median {t:.1f}, p99 {p99:.1f} ({p99 / t:.1f} ×), p99.9 {p999:.1f} µs",
+                 verdict(ok)))
 # 4. scale.
 idle = re.search(r"an idle QP, whole NIC: (\d+) bytes", scale)
 rows.append(("10 000 QPs on one NIC, ≤ 4 KiB per idle QP",

@@ -2,8 +2,10 @@
 # Device benchmarks over a veth pair between two network namespaces (root), side by side in one
 # run, medians of RUNS runs:
 #   - RC WRITE goodput, 64 KiB messages (`roce perf write`, UDP and raw backends, path MTU 1024
-#     and 4096), against a UDP blast of datagrams of the size of the WRITE packets (iperf3 -u)
-#     and against TCP (iperf3) between the same namespaces;
+#     and 4096), against the offloaded UDP blast of datagrams of the size of the WRITE packets
+#     (bench/blast: UDP_SEGMENT on send, UDP_GRO on receive, the ceiling of a userspace protocol
+#     on UDP), against iperf3's blast (one datagram per system call, the weaker anchor) and
+#     against TCP (iperf3) between the same namespaces;
 #   - 8-byte SEND ping-pong latency (`roce perf send --lat -s 8`, waiting on completion events
 #     and with --busy-poll) against a UDP ping-pong of 14 bytes, sockperf's smallest message;
 #   - the message rate of 64-byte WRITEs (`roce perf write -s 64`);
@@ -20,8 +22,10 @@ export DEBIAN_FRONTEND=noninteractive
 for tool in iperf3 sockperf; do
     command -v "$tool" >/dev/null || { apt-get update -qq; apt-get install -y -qq "$tool" >/dev/null; }
 done
-cargo build -q --release -p roce
+cargo build -q --release -p roce -p roce-blast
 ROCE=$PWD/target/release/roce
+BLAST=$PWD/target/release/roce-blast
+TMP=$(mktemp -d)
 A_IP=198.18.2.1; B_IP=198.18.2.2; A_RAW=198.18.2.3; B_RAW=198.18.2.4
 . bench/lib.sh
 veth_pair roce-bench-a.$$ roce-bench-b.$$ "$A_IP" "$B_IP"
@@ -40,6 +44,13 @@ roce_write() {  # roce_write BACKEND MTU: both NICs on BACKEND (raw: they play A
     ina "$ROCE" "${client[@]}" | python3 -c 'import json,sys; print(json.load(sys.stdin)["bw_avg_mb_s"])'
     wait "$pid"
 }
+offload_blast() {  # offload_blast DATAGRAM_BYTES: "MB/s datagrams/s" received (bench/blast: UDP_SEGMENT + UDP_GRO)
+    inb "$BLAST" recv --bind "$B_IP:5300" --seconds 3 >"$TMP/blast.json" & local pid=$!
+    sleep 0.3
+    ina "$BLAST" send --to "$B_IP:5300" --size "$1" --seconds 3 >/dev/null
+    wait "$pid"
+    python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(d["mb_s"], d["datagrams_per_s"]/1e6)' "$TMP/blast.json"
+}
 udp_blast() {  # udp_blast DATAGRAM_BYTES: MB/s received
     inb iperf3 -s -1 -p 5201 >/dev/null & local pid=$!
     sleep 0.3
@@ -52,10 +63,10 @@ tcp() {
     ina iperf3 -c "$B_IP" -p 5202 -t 3 -J | python3 -c 'import json,sys; d=json.load(sys.stdin); print(d["end"]["sum_received"]["bytes"]/d["end"]["sum_received"]["seconds"]/1e6)'
     wait "$pid" || true
 }
-roce_lat() {  # roce_lat [--busy-poll]: median one-way latency, µs
+roce_lat() {  # roce_lat [--busy-poll]: "median p99 p99.9" one-way latency, µs
     inb "$ROCE" perf send --lat -s 8 -n 20000 --json "$@" >/dev/null & local pid=$!
     sleep 0.3
-    ina "$ROCE" perf send --lat "$B_IP" -s 8 -n 20000 --json "$@" | python3 -c 'import json,sys; print(json.load(sys.stdin)["t_typical_us"])'
+    ina "$ROCE" perf send --lat "$B_IP" -s 8 -n 20000 --json "$@" | python3 -c 'import json,sys; d=json.load(sys.stdin); print(d["t_typical_us"], d["p99_us"], d["p999_us"])'
     wait "$pid"
 }
 roce_qps() {  # roce_qps N: aggregate MB/s and Jain's index of N QPs writing 64 KiB (same bytes in all)
@@ -83,7 +94,11 @@ for _ in $(seq "$RUNS"); do
     R[udp1024]+="$(roce_write udp 1024) "; R[udp4096]+="$(roce_write udp 4096) "
     R[raw1024]+="$(roce_write raw 1024) "; R[raw4096]+="$(roce_write raw 4096) "
     R[blast1040]+="$(udp_blast 1040) "; R[blast4112]+="$(udp_blast 4112) "
-    R[tcp]+="$(tcp) "; R[rlat]+="$(roce_lat) "; R[rlatbusy]+="$(roce_lat --busy-poll) "
+    read -r mb mpps <<<"$(offload_blast 4112)"; R[oblast4112]+="$mb "
+    read -r mb mpps <<<"$(offload_blast 96)"; R[oblast96pps]+="$mpps "
+    R[tcp]+="$(tcp) "
+    read -r t p99 p999 <<<"$(roce_lat)"; R[rlat]+="$t "; R[rlat99]+="$p99 "; R[rlat999]+="$p999 "
+    read -r t p99 p999 <<<"$(roce_lat --busy-poll)"; R[rlatbusy]+="$t "; R[rlatbusy99]+="$p99 "; R[rlatbusy999]+="$p999 "
     R[ulat]+="$(udp_lat) "; R[rate64]+="$(roce_rate) "
     for q in 1 10 100 1000; do
         read -r bw jain <<<"$(roce_qps "$q")"
@@ -100,14 +115,18 @@ release build. MB/s are 10^6 bytes of payload per second.
 | measurement | median | ratio |
 |---|---|---|
 | \`roce perf write\` 64 KiB, UDP backend, path MTU 1024 | $(med udp1024) MB/s | $(ratio udp1024 blast1040) × UDP blast of 1040-byte datagrams |
-| \`roce perf write\` 64 KiB, UDP backend, path MTU 4096 | $(med udp4096) MB/s | $(ratio udp4096 blast4112) × UDP blast of 4112-byte datagrams |
+| \`roce perf write\` 64 KiB, UDP backend, path MTU 4096 | $(med udp4096) MB/s | $(ratio udp4096 oblast4112) × the offloaded UDP blast of 4112-byte datagrams, $(ratio udp4096 blast4112) × iperf3's |
 | \`roce perf write\` 64 KiB, raw backend on both sides, path MTU 1024 | $(med raw1024) MB/s | $(ratio raw1024 blast1040) × UDP blast |
-| \`roce perf write\` 64 KiB, raw backend on both sides, path MTU 4096 | $(med raw4096) MB/s | $(ratio raw4096 blast4112) × UDP blast |
-| UDP blast, 1040-byte datagrams (iperf3 -u -b 0) | $(med blast1040) MB/s | |
-| UDP blast, 4112-byte datagrams | $(med blast4112) MB/s | |
+| \`roce perf write\` 64 KiB, raw backend on both sides, path MTU 4096 | $(med raw4096) MB/s | $(ratio raw4096 oblast4112) × the offloaded blast, $(ratio raw4096 blast4112) × iperf3's |
+| offloaded UDP blast, 4112-byte datagrams (bench/blast: UDP_SEGMENT, UDP_GRO) | $(med oblast4112) MB/s | |
+| offloaded UDP blast, 96-byte datagrams (a 64-byte WRITE's size) | $(med oblast96pps) M datagrams/s | |
+| iperf3's UDP blast, 1040-byte datagrams (-u -b 0: one datagram per system call) | $(med blast1040) MB/s | |
+| iperf3's UDP blast, 4112-byte datagrams | $(med blast4112) MB/s | |
 | TCP (iperf3) | $(med tcp) MB/s | |
 | \`roce perf send --lat -s 8\`, typical one-way latency | $(med rlat) µs | $(ratio rlat ulat) × UDP ping-pong |
+| … its p99 / p99.9 | $(med rlat99) / $(med rlat999) µs | p99 $(ratio rlat99 rlat) × its median |
 | \`roce perf send --lat -s 8 --busy-poll\`, typical one-way latency | $(med rlatbusy) µs | $(ratio rlatbusy ulat) × UDP ping-pong |
+| … its p99 / p99.9 | $(med rlatbusy99) / $(med rlatbusy999) µs | p99 $(ratio rlatbusy99 rlatbusy) × its median |
 | \`roce perf write -s 64 -t 128\`, message rate | $(med rate64) M/s | |
 | \`roce perf write -q 1\` 64 KiB, MTU 4096, 20 000 WRITEs | $(med q1) MB/s | Jain $(med jain1) |
 | \`roce perf write -q 10\`, 2 000 WRITEs per QP | $(med q10) MB/s | $(ratio q10 q1) × 1 QP, Jain $(med jain10) |

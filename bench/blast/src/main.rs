@@ -1,0 +1,190 @@
+//! `roce-blast`: the strongest anchor our socket path can be measured against — a UDP sender
+//! and receiver that use the kernel's offloads, as a NIC on the UDP backend could at best.
+//!
+//! - `send` hands the kernel 64 KiB per `sendmsg` with a `UDP_SEGMENT` control message, so one
+//!   system call (and, on a veth, one skb) carries up to 64 datagrams of `--size` bytes;
+//! - `recv` turns on `UDP_GRO`, so one `recvmsg` returns a whole coalesced batch, and counts
+//!   the datagrams by the batch's segment size.
+//!
+//! Neither side touches the payload beyond what the kernel copies: the figure is the rate at
+//! which the kernel can move datagrams of that size between two processes, the ceiling of any
+//! userspace protocol on UDP. bench/veth.sh runs it beside `roce perf` in one run.
+//!
+//! Unlike iperf3 (`-u -b 0`, one datagram per system call, no offload), which bench/veth.sh
+//! keeps as the second, weaker anchor.
+
+use std::io::{IoSlice, IoSliceMut};
+use std::net::{SocketAddr, UdpSocket};
+use std::os::fd::AsRawFd;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use clap::{Parser, Subcommand};
+use nix::sys::socket::{
+    ControlMessage, ControlMessageOwned, MsgFlags, SockaddrStorage, recvmsg, sendmsg, setsockopt,
+    sockopt,
+};
+
+/// A UDP blast with segmentation offload on send and GRO on receive.
+#[derive(Debug, Parser)]
+#[command(
+    about,
+    after_help = "Example, on a veth pair between namespaces a and b:\n  \
+        ip netns exec b roce-blast recv --bind 198.18.2.2:5300 --seconds 3 &\n  \
+        ip netns exec a roce-blast send --to 198.18.2.2:5300 --size 4112 --seconds 3\n\
+        The receiver prints one JSON object: bytes, datagrams, seconds, mb_s, datagrams_per_s."
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Receive with UDP_GRO until --seconds have passed since the first datagram (or 1 s of
+    /// silence after it), then print what arrived.
+    Recv {
+        /// Address to bind.
+        #[arg(long)]
+        bind: SocketAddr,
+        /// How long to count, from the first datagram.
+        #[arg(long, default_value_t = 3.0)]
+        seconds: f64,
+        /// How long to wait for the first datagram before giving up.
+        #[arg(long, default_value_t = 30.0)]
+        wait: f64,
+    },
+    /// Send datagrams of --size bytes, 64 KiB (at most 64 datagrams) per sendmsg, for --seconds.
+    Send {
+        /// Where to send.
+        #[arg(long)]
+        to: SocketAddr,
+        /// Bytes of UDP payload per datagram.
+        #[arg(long, default_value_t = 4112)]
+        size: u16,
+        /// How long to send.
+        #[arg(long, default_value_t = 3.0)]
+        seconds: f64,
+    },
+}
+
+/// The kernel's limit on segments per UDP_SEGMENT send before Linux 6.9 (`UDP_MAX_SEGMENTS`).
+const MAX_SEGMENTS: usize = 64;
+/// The largest UDP payload one send may carry.
+const MAX_SEND: usize = 65_507;
+/// Socket buffer asked for (the kernel caps it at net.core.[rw]mem_max).
+const SOCKET_BUFFER: usize = 8 << 20;
+
+fn main() -> anyhow::Result<()> {
+    match Cli::parse().command {
+        Command::Recv {
+            bind,
+            seconds,
+            wait,
+        } => recv(bind, seconds, wait),
+        Command::Send { to, size, seconds } => send(to, size, seconds),
+    }
+}
+
+fn recv(bind: SocketAddr, seconds: f64, wait: f64) -> anyhow::Result<()> {
+    let waited = Instant::now();
+    let socket = UdpSocket::bind(bind).with_context(|| format!("binding {bind}"))?;
+    let fd = socket.as_raw_fd();
+    setsockopt(&socket, sockopt::UdpGroSegment, &true).context("turning on UDP_GRO")?;
+    let _ = setsockopt(&socket, sockopt::RcvBuf, &SOCKET_BUFFER);
+    socket.set_read_timeout(Some(Duration::from_secs(1)))?;
+    let limit = Duration::from_secs_f64(seconds);
+    let mut buf = vec![0u8; 1 << 16];
+    let mut cmsg = nix::cmsg_space!(i32);
+    let (mut bytes, mut datagrams) = (0u64, 0u64);
+    let mut first: Option<Instant> = None;
+    let mut last = Instant::now();
+    loop {
+        let mut iov = [IoSliceMut::new(&mut buf)];
+        let msg = match recvmsg::<SockaddrStorage>(fd, &mut iov, Some(&mut cmsg), MsgFlags::empty())
+        {
+            Ok(msg) => msg,
+            Err(nix::errno::Errno::EAGAIN) if first.is_some() => break,
+            Err(nix::errno::Errno::EAGAIN) if waited.elapsed().as_secs_f64() < wait => continue,
+            Err(nix::errno::Errno::EAGAIN) => bail!("no datagram arrived within {wait} s"),
+            Err(err) => return Err(err).context("recvmsg"),
+        };
+        let len = msg.bytes;
+        let mut stride = len;
+        for c in msg.cmsgs().context("reading control messages")? {
+            if let ControlMessageOwned::UdpGroSegments(size) = c {
+                stride = usize::try_from(size).unwrap_or(len).max(1);
+            }
+        }
+        let now = Instant::now();
+        let start = *first.get_or_insert(now);
+        bytes += len as u64;
+        datagrams += len.div_ceil(stride.max(1)) as u64;
+        last = now;
+        if now.duration_since(start) >= limit {
+            break;
+        }
+    }
+    let Some(start) = first else {
+        bail!("no datagram arrived within {wait} s");
+    };
+    let secs = last.duration_since(start).as_secs_f64().max(1e-9);
+    let report = serde_json::json!({
+        "bytes": bytes,
+        "datagrams": datagrams,
+        "seconds": secs,
+        "mb_s": bytes as f64 / secs / 1e6,
+        "datagrams_per_s": datagrams as f64 / secs,
+    });
+    println!("{report}");
+    Ok(())
+}
+
+fn send(to: SocketAddr, size: u16, seconds: f64) -> anyhow::Result<()> {
+    if size == 0 {
+        bail!("--size must be at least 1 byte");
+    }
+    let bind: SocketAddr = if to.is_ipv4() {
+        "0.0.0.0:0".parse()?
+    } else {
+        "[::]:0".parse()?
+    };
+    let socket = UdpSocket::bind(bind)?;
+    socket
+        .connect(to)
+        .with_context(|| format!("connecting to {to}"))?;
+    let _ = setsockopt(&socket, sockopt::SndBuf, &SOCKET_BUFFER);
+    let fd = socket.as_raw_fd();
+    let per_send = (MAX_SEND / usize::from(size)).clamp(1, MAX_SEGMENTS);
+    let payload = vec![0xa5u8; per_send * usize::from(size)];
+    let limit = Duration::from_secs_f64(seconds);
+    let start = Instant::now();
+    let (mut sends, mut refused) = (0u64, 0u64);
+    while start.elapsed() < limit {
+        let cmsgs = [ControlMessage::UdpGsoSegments(&size)];
+        let cmsgs = if per_send > 1 { &cmsgs[..] } else { &[][..] };
+        match sendmsg::<()>(
+            fd,
+            &[IoSlice::new(&payload)],
+            cmsgs,
+            MsgFlags::empty(),
+            None,
+        ) {
+            Ok(_) => sends += 1,
+            // The receiver not up yet, or a full queue: count and go on.
+            Err(nix::errno::Errno::ECONNREFUSED | nix::errno::Errno::ENOBUFS) => refused += 1,
+            Err(err) => return Err(err).context("sendmsg with UDP_SEGMENT"),
+        }
+    }
+    let secs = start.elapsed().as_secs_f64();
+    let sent = sends * per_send as u64;
+    let report = serde_json::json!({
+        "datagrams": sent,
+        "datagrams_per_send": per_send,
+        "refused_sends": refused,
+        "seconds": secs,
+        "mb_s": (sent * u64::from(size)) as f64 / secs / 1e6,
+    });
+    println!("{report}");
+    Ok(())
+}
