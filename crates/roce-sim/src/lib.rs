@@ -24,6 +24,7 @@
 #![warn(missing_docs)]
 
 mod capture;
+mod decimal;
 mod event_loop;
 mod fabric;
 mod fault;
@@ -33,6 +34,7 @@ mod pair;
 mod pattern;
 pub mod scenario;
 pub mod switch;
+pub mod topology;
 mod trace;
 
 pub use capture::{Capture, PCAP_DIR_VAR};
@@ -47,4 +49,5 @@ pub use pair::{A_ADDR, B_ADDR, Pair, PairConfig, Side, connect};
 pub use pattern::pattern;
 pub use scenario::{Scenario, Series};
 pub use switch::{Switch, SwitchConfig};
+pub use topology::{NodeId, NodeKind, Routes, Topology};
 pub use trace::{TraceGuard, set_sim_time, trace_to_test_output};
