@@ -36,6 +36,7 @@ pub mod scenario;
 pub mod switch;
 pub mod topology;
 mod trace;
+pub mod workload;
 
 pub use capture::{Capture, PCAP_DIR_VAR};
 pub use fabric::Fabric;
@@ -51,3 +52,4 @@ pub use scenario::{Scenario, Series};
 pub use switch::{Switch, SwitchConfig};
 pub use topology::{NodeId, NodeKind, Routes, Topology};
 pub use trace::{TraceGuard, set_sim_time, trace_to_test_output};
+pub use workload::{Cdf, FlowSpec};
