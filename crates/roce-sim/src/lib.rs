@@ -28,6 +28,7 @@ mod decimal;
 mod event_loop;
 mod fabric;
 mod fault;
+pub mod fct;
 mod link;
 mod net;
 mod pair;
@@ -41,6 +42,7 @@ pub mod workload;
 pub use capture::{Capture, PCAP_DIR_VAR};
 pub use fabric::Fabric;
 pub use fault::{Fault, PacketMeta, Verdict};
+pub use fct::{FctRecord, SlowdownTable};
 pub use link::{
     DEFAULT_LATENCY, EcnMarking, Fate, IPV4_FRAME_OVERHEAD, IPV6_FRAME_OVERHEAD, Link, LinkConfig,
     LinkStats, Sent, SimPacket,
