@@ -76,8 +76,8 @@ pub struct Routes {
     hosts: usize,
     /// `(dst_host_index * nodes + node)` → start of its next hops in `hops`; one more at the end.
     offsets: Vec<u32>,
-    /// (next node, index of the link to it).
-    hops: Vec<(NodeId, usize)>,
+    /// (next node, index of the link to it): 8 bytes an entry, ~26 MB for a k = 16 fat-tree.
+    hops: Vec<(NodeId, u32)>,
 }
 
 impl Routes {
@@ -92,7 +92,7 @@ impl Routes {
         let mut offsets = Vec::with_capacity(host_ids.len() * nodes + 1);
         let mut hops = Vec::new();
         let mut dist = vec![u32::MAX; nodes];
-        let mut per_node: Vec<Vec<(NodeId, usize)>> = vec![Vec::new(); nodes];
+        let mut per_node: Vec<Vec<(NodeId, u32)>> = vec![Vec::new(); nodes];
         let mut queue = Vec::with_capacity(nodes);
         for &dst in &host_ids {
             dist.fill(u32::MAX);
@@ -112,6 +112,7 @@ impl Routes {
                         }
                     }
                     if dist[next.index()] == d + 1 {
+                        let link = u32::try_from(link).map_err(|_| too_big())?;
                         per_node[next.index()].push((now, link));
                     }
                 }
@@ -196,7 +197,7 @@ impl Routes {
         let mut at = src;
         while at != dst {
             let &(next, link) = self.entry(at, dst).first()?;
-            let l = self.topology.links().get(link)?;
+            let l = self.topology.links().get(link as usize)?;
             info.hops += 1;
             info.delay += l.delay;
             let tx = u128::from(packet_bytes) * 8 * 1_000_000_000 / u128::from(l.rate_bps);
@@ -207,7 +208,7 @@ impl Routes {
         (info.hops > 0).then_some(info)
     }
 
-    fn entry(&self, node: NodeId, dst: NodeId) -> &[(NodeId, usize)] {
+    fn entry(&self, node: NodeId, dst: NodeId) -> &[(NodeId, u32)] {
         let nodes = self.topology.node_count();
         let Some(&h) = self.host_index.get(dst.index()) else {
             return &[];

@@ -190,3 +190,17 @@ fn a_host_cut_off_is_named() {
         e => panic!("{e}"),
     }
 }
+
+#[test]
+fn a_k16_fat_tree_routes_every_pair_over_shortest_paths() {
+    let t = fat_tree(16, 100 * G, 100 * G, Duration::from_micros(1)).unwrap();
+    let r = Routes::new(t).unwrap();
+    // Host 0 to the last host (another pod): 6 links, 8 x 8 equal-cost paths.
+    let last = NodeId(1023);
+    assert_eq!(r.path_info(NodeId(0), last, 1000).unwrap().hops, 6);
+    assert_eq!(r.next_hops(NodeId(0), last).count(), 1);
+    let edge = r.next_hops(NodeId(0), last).next().unwrap();
+    assert_eq!(r.next_hops(edge, last).count(), 8);
+    let flow = FiveTuple::hpcc(NodeId(0), last, 10_000, 100);
+    assert_eq!(r.ecmp_path(NodeId(0), last, &flow).unwrap().len(), 7);
+}
