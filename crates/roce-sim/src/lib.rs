@@ -18,26 +18,36 @@
 //! goodput, DCQCN rates, the bottleneck queue, drops, PAUSEs, CE marks and CNPs): what
 //! `roce sim` plays from a TOML file.
 //!
+//! Research-scale data, not yet wired to the engine: [`topology`] (multi-switch topologies from
+//! HPCC's files or generated fat-trees, BFS routes and ECMP), [`workload`] (flow-size CDFs, flow
+//! files, Poisson/incast/permutation generators) and [`fct`] (per-flow FCT records, HPCC's
+//! `fct.txt` and the FCT-slowdown table of its `fct_analysis.py`).
+//!
 //! [`Capture`] writes what crossed the links as a pcap stamped with simulated time, and
 //! [`trace_to_test_output`] sends the logs of a test to its output.
 
 #![warn(missing_docs)]
 
 mod capture;
+mod decimal;
 mod event_loop;
 mod fabric;
 mod fault;
+pub mod fct;
 mod link;
 mod net;
 mod pair;
 mod pattern;
 pub mod scenario;
 pub mod switch;
+pub mod topology;
 mod trace;
+pub mod workload;
 
 pub use capture::{Capture, PCAP_DIR_VAR};
 pub use fabric::Fabric;
 pub use fault::{Fault, PacketMeta, Verdict};
+pub use fct::{FctRecord, SlowdownTable};
 pub use link::{
     DEFAULT_LATENCY, EcnMarking, Fate, IPV4_FRAME_OVERHEAD, IPV6_FRAME_OVERHEAD, Link, LinkConfig,
     LinkStats, Sent, SimPacket,
@@ -47,4 +57,6 @@ pub use pair::{A_ADDR, B_ADDR, Pair, PairConfig, Side, connect};
 pub use pattern::pattern;
 pub use scenario::{Scenario, Series};
 pub use switch::{Switch, SwitchConfig};
+pub use topology::{NodeId, NodeKind, Routes, Topology};
 pub use trace::{TraceGuard, set_sim_time, trace_to_test_output};
+pub use workload::{Cdf, FlowSpec};
