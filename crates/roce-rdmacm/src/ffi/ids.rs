@@ -136,6 +136,31 @@ pub(crate) extern "C" fn rdma_set_option(
 
 // ---- QPs -----------------------------------------------------------------------------------
 
+/// Reads the caller's `attr` of a known id, runs `f` on them and writes what it gives back:
+/// 0, or -1 with `errno` (`EINVAL` for an id not ours or a NULL `attr`, before `f` runs).
+///
+/// # Safety
+/// `attr` is NULL or valid for a read and a write of a `T`.
+unsafe fn update_attr<T>(
+    id: *mut RdmaCmId,
+    attr: *mut T,
+    f: impl FnOnce(usize, T) -> Result<T, Errno>,
+) -> c_int {
+    guard(-1, || {
+        ret((|| {
+            let id = known_id(id)?;
+            if attr.is_null() {
+                return Err(EINVAL);
+            }
+            // SAFETY: checked non-NULL; by the caller's contract.
+            let got = f(id, unsafe { attr.read_unaligned() })?;
+            // SAFETY: as above.
+            unsafe { attr.write_unaligned(got) };
+            Ok(())
+        })())
+    })
+}
+
 /// `int rdma_create_qp(struct rdma_cm_id *, struct ibv_pd *, struct ibv_qp_init_attr *)`:
 /// writes the granted capabilities (and CQs made for the id) back into `attr`.
 ///
@@ -147,19 +172,8 @@ pub(crate) unsafe extern "C" fn rdma_create_qp(
     pd: *mut Opaque,
     attr: *mut IbvQpInitAttr,
 ) -> c_int {
-    guard(-1, || {
-        ret((|| {
-            let id = known_id(id)?;
-            if attr.is_null() {
-                return Err(EINVAL);
-            }
-            // SAFETY: checked non-NULL; by the caller's contract.
-            let got = id::create_qp(id, pd as usize, unsafe { attr.read_unaligned() })?;
-            // SAFETY: as above.
-            unsafe { attr.write_unaligned(got) };
-            Ok(())
-        })())
-    })
+    // SAFETY: by the caller's contract.
+    unsafe { update_attr(id, attr, |id, a| id::create_qp(id, pd as usize, a)) }
 }
 
 /// `int rdma_create_qp_ex(struct rdma_cm_id *, struct ibv_qp_init_attr_ex *)`: the fields of
@@ -173,14 +187,10 @@ pub(crate) unsafe extern "C" fn rdma_create_qp_ex(
     id: *mut RdmaCmId,
     attr: *mut IbvQpInitAttrEx,
 ) -> c_int {
-    guard(-1, || {
-        ret((|| {
-            let id = known_id(id)?;
-            if attr.is_null() {
-                return Err(EINVAL);
-            }
-            // SAFETY: checked non-NULL; the head is a prefix of the caller's structure.
-            let mut head = unsafe { attr.read_unaligned() };
+    // SAFETY: by the caller's contract; the head is a prefix of the caller's structure,
+    // written back whole, with what was read in it.
+    unsafe {
+        update_attr(id, attr, |id, mut head: IbvQpInitAttrEx| {
             if head.comp_mask & !crate::abi::IBV_QP_INIT_ATTR_PD != 0 {
                 return Err(Errno(libc::EOPNOTSUPP));
             }
@@ -191,11 +201,9 @@ pub(crate) unsafe extern "C" fn rdma_create_qp_ex(
             };
             let got = id::create_qp(id, pd, head.base())?;
             head.set_base(&got);
-            // SAFETY: as above; the head is written back whole, with what was read in it.
-            unsafe { attr.write_unaligned(head) };
-            Ok(())
-        })())
-    })
+            Ok(head)
+        })
+    }
 }
 
 /// `void rdma_destroy_qp(struct rdma_cm_id *)`.
