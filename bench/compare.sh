@@ -119,6 +119,14 @@ def ratio(a, b):
     return None if a is None or b is None or b == 0 else a / b
 
 rows = []
+
+def versus(goal, ours, theirs, d, digits, unit, met):
+    """A row comparing ours to theirs in d: both values, their ratio, and whether met(ratio)."""
+    r = ratio(f(ours, d), f(theirs, d))
+    rows.append((goal,
+                 "—" if r is None else f"{f(ours, d):.{digits}f} vs {f(theirs, d):.{digits}f} {unit} = {r:.2f} ×",
+                 verdict(None if r is None else met(r))))
+
 # 1. veth goodput against the offloaded UDP blast (bench/blast), both backends.
 for backend in ("udp", "raw"):
     r = ratio(f(f"{backend}4096", veth), f("oblast4112", veth))
@@ -126,23 +134,15 @@ for backend in ("udp", "raw"):
                  "—" if r is None else f"{f(backend + '4096', veth):.0f} MB/s = {r:.2f} × {f('oblast4112', veth):.0f} MB/s",
                  verdict(None if r is None else r >= 0.9)))
 # 2. against rxe in the guests.
-g_bw = ratio(f("roce_bw", guests), f("rxe_bw", guests))
-g_lat = ratio(f("roce_lat", guests), f("rxe_lat", guests))
-rows.append(("Our NIC vs rxe in the QEMU guests: ≥ 2 × rxe's ib_write_bw goodput",
-             "—" if g_bw is None else f"{f('roce_bw', guests):.0f} vs {f('rxe_bw', guests):.0f} MB/s = {g_bw:.2f} ×",
-             verdict(None if g_bw is None else g_bw >= 2)))
-rows.append(("… and ≤ rxe's latency for 8-byte sends",
-             "—" if g_lat is None else f"{f('roce_lat', guests):.1f} vs {f('rxe_lat', guests):.1f} µs = {g_lat:.2f} ×",
-             verdict(None if g_lat is None else g_lat <= 1)))
+versus("Our NIC vs rxe in the QEMU guests: ≥ 2 × rxe's ib_write_bw goodput",
+       "roce_bw", "rxe_bw", guests, 0, "MB/s", lambda r: r >= 2)
+versus("… and ≤ rxe's latency for 8-byte sends",
+       "roce_lat", "rxe_lat", guests, 1, "µs", lambda r: r <= 1)
 # 2b. the verbs layer: Debian's perftest under roce exec against roce perf, same NIC, same veth.
-x_bw = ratio(f("exec_bw", xenv), f("perf_bw", xenv))
-x_lat = ratio(f("exec_lat", xenv), f("perf_lat", xenv))
-rows.append(("`roce exec -- ib_write_bw` 64 KiB, MTU 4096, veth ≥ 0.9 × `roce perf write`",
-             "—" if x_bw is None else f"{f('exec_bw', xenv):.0f} vs {f('perf_bw', xenv):.0f} MB/s = {x_bw:.2f} ×",
-             verdict(None if x_bw is None else x_bw >= 0.9)))
-rows.append(("`roce exec -- ib_send_lat -s 8` typical latency ≤ 1.1 × `roce perf send --lat -s 8`",
-             "—" if x_lat is None else f"{f('exec_lat', xenv):.1f} vs {f('perf_lat', xenv):.1f} µs = {x_lat:.2f} ×",
-             verdict(None if x_lat is None else x_lat <= 1.1)))
+versus("`roce exec -- ib_write_bw` 64 KiB, MTU 4096, veth ≥ 0.9 × `roce perf write`",
+       "exec_bw", "perf_bw", xenv, 0, "MB/s", lambda r: r >= 0.9)
+versus("`roce exec -- ib_send_lat -s 8` typical latency ≤ 1.1 × `roce perf send --lat -s 8`",
+       "exec_lat", "perf_lat", xenv, 1, "µs", lambda r: r <= 1.1)
 # 3. small messages on one core.
 m64 = crit("write_64_messages")
 rate = None if m64 is None else 1e3 / m64

@@ -170,15 +170,21 @@ fn fuzz_corpus_seeds_are_current() {
     for (name, (packet, frame)) in seeds {
         for (target, data) in [("parse_packet", packet), ("parse_frame", frame)] {
             let path = corpus.join(target).join(&name);
-            if blessing() {
-                std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-                std::fs::write(&path, &data).unwrap();
-            } else {
-                let committed = std::fs::read(&path)
-                    .unwrap_or_else(|e| panic!("{}: {e} (ROCE_BLESS=1 writes it)", path.display()));
-                assert_eq!(committed, data, "{} is stale", path.display());
-            }
+            bless_or_check(&path, &data);
         }
+    }
+}
+
+/// With `ROCE_BLESS=1` writes `data` to `path` (making its folder); otherwise checks that
+/// the committed file holds `data`.
+fn bless_or_check(path: &std::path::Path, data: &[u8]) {
+    if blessing() {
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, data).unwrap();
+    } else {
+        let committed = std::fs::read(path)
+            .unwrap_or_else(|e| panic!("{}: {e} (ROCE_BLESS=1 writes it)", path.display()));
+        assert_eq!(committed, data, "{} is stale", path.display());
     }
 }
 
@@ -191,14 +197,7 @@ fn cm_mad_fuzz_seeds_are_current() {
         let mut data = vec![0; roce_wire::mad::MAD_LEN];
         mad.emit(&mut data).unwrap();
         let path = dir.join(mad.message.attr().name().to_lowercase());
-        if blessing() {
-            std::fs::create_dir_all(&dir).unwrap();
-            std::fs::write(&path, &data).unwrap();
-        } else {
-            let committed = std::fs::read(&path)
-                .unwrap_or_else(|e| panic!("{}: {e} (ROCE_BLESS=1 writes it)", path.display()));
-            assert_eq!(committed, data, "{} is stale", path.display());
-        }
+        bless_or_check(&path, &data);
     }
 }
 

@@ -38,36 +38,41 @@ fn stop(mut server: Child) -> Output {
     server.wait_with_output().unwrap()
 }
 
+/// `COMMAND -R [SERVER] -p PORT --ip IP TAIL`: a server's arguments without `server`, a
+/// client's with.
+fn cm_args<'a>(
+    command: &[&'a str],
+    server: Option<&'a str>,
+    port: &'a str,
+    ip: &'a str,
+    tail: &[&'a str],
+) -> Vec<&'a str> {
+    [
+        command,
+        &["-R"],
+        server.as_slice(),
+        &["-p", port, "--ip", ip],
+        tail,
+    ]
+    .concat()
+}
+
+/// `roce COMMAND -R` as a server on `net`.1 and a client on `net`.2, both with `shared`.
+fn cm_pair(command: &[&str], port: &str, net: &str, shared: &[&str]) -> (Output, Output) {
+    let (server_ip, client_ip) = (format!("{net}.1"), format!("{net}.2"));
+    run_pair(
+        &cm_args(command, None, port, &server_ip, shared),
+        &cm_args(command, Some(&server_ip), port, &client_ip, shared),
+    )
+}
+
 #[test]
 fn pingpong_through_the_cm() {
-    let (client, server) = run_pair(
-        &[
-            "pingpong",
-            "-R",
-            "-p",
-            "18960",
-            "--ip",
-            "127.0.160.1",
-            "-n",
-            "40",
-            "-s",
-            "1000",
-            "--json",
-        ],
-        &[
-            "pingpong",
-            "-R",
-            "127.0.160.1",
-            "-p",
-            "18960",
-            "--ip",
-            "127.0.160.2",
-            "-n",
-            "40",
-            "-s",
-            "1000",
-            "--json",
-        ],
+    let (client, server) = cm_pair(
+        &["pingpong"],
+        "18960",
+        "127.0.160",
+        &["-n", "40", "-s", "1000", "--json"],
     );
     let stderr = String::from_utf8_lossy(&server.stderr);
     assert!(stderr.contains("through the CM"), "{stderr}");
@@ -93,47 +98,34 @@ fn pingpong_through_the_cm() {
     assert_eq!(server["remote"]["gid"], "::ffff:127.0.160.2", "{server}");
 }
 
-#[test]
-fn pingpong_to_a_port_nobody_listens_on_is_rejected_at_once() {
-    let server = spawn(&[
-        "pingpong",
-        "-R",
-        "-p",
-        "18961",
-        "--ip",
-        "127.0.161.1",
-        "-n",
-        "5",
-        "--json",
-    ]);
+/// A `roce COMMAND -R` server on `net`.1 port `port` and a client that connects to `port` + 1,
+/// where nobody listens: the client is told "rejected: no listener" at once (status 2, well
+/// before any timeout), and the server saw nothing. The client's output.
+fn rejected_at_once(command: &[&str], server_extra: &[&str], net: &str, port: u16) -> Output {
+    let (server_ip, client_ip) = (format!("{net}.1"), format!("{net}.2"));
+    let (port, wrong) = (port.to_string(), (port + 1).to_string());
+    let server = spawn(&cm_args(
+        command,
+        None,
+        &port,
+        &server_ip,
+        &[&["-n", "5"], server_extra].concat(),
+    ));
     std::thread::sleep(Duration::from_millis(400));
+    let client = cm_args(command, Some(&server_ip), &wrong, &client_ip, &["-n", "5"]);
     let start = Instant::now();
-    let client = spawn(&[
-        "pingpong",
-        "-R",
-        "127.0.161.1",
-        "-p",
-        "18962",
-        "--ip",
-        "127.0.161.2",
-        "-n",
-        "5",
-    ])
-    .wait_with_output()
-    .unwrap();
+    let client = spawn(&client).wait_with_output().unwrap();
     let took = start.elapsed();
     let stderr = String::from_utf8_lossy(&client.stderr);
     assert_eq!(client.status.code(), Some(2), "{stderr}");
     assert!(
-        stderr.contains("127.0.161.1 port 18962: rejected: no listener (reason 8"),
+        stderr.contains(&format!(
+            "{server_ip} port {wrong}: rejected: no listener (reason 8"
+        )),
         "{stderr}"
     );
     // The REJ answers the REQ: no waiting for the timeout.
     assert!(took < Duration::from_secs(5), "{took:?}");
-    // Nothing happened before the rejection: no remote address, no round trip.
-    let stdout = String::from_utf8_lossy(&client.stdout);
-    assert!(!stdout.contains("remote address"), "{stdout}");
-    assert!(!stdout.contains("iters"), "{stdout}");
     // The server on the other port is still waiting for its client, and saw none.
     let server = stop(server);
     assert!(
@@ -141,6 +133,16 @@ fn pingpong_to_a_port_nobody_listens_on_is_rejected_at_once() {
         "{}",
         String::from_utf8_lossy(&server.stdout)
     );
+    client
+}
+
+#[test]
+fn pingpong_to_a_port_nobody_listens_on_is_rejected_at_once() {
+    let client = rejected_at_once(&["pingpong"], &["--json"], "127.0.161", 18961);
+    // Nothing happened before the rejection: no remote address, no round trip.
+    let stdout = String::from_utf8_lossy(&client.stdout);
+    assert!(!stdout.contains("remote address"), "{stdout}");
+    assert!(!stdout.contains("iters"), "{stdout}");
 }
 
 #[test]
@@ -151,37 +153,10 @@ fn a_cm_server_needs_its_address() {
     assert!(stderr.contains("-R: the server needs --ip"), "{stderr}");
 }
 
-/// `roce perf ARGS -R` as a server on `net`.1 and a client on `net`.2, both with `shared`.
-fn perf_pair(args: &[&str], port: &str, net: &str, shared: &[&str]) -> (Output, Output) {
-    let (server_ip, client_ip) = (format!("{net}.1"), format!("{net}.2"));
-    let server: Vec<&str> = ["perf"]
-        .iter()
-        .chain(args)
-        .chain(&["-R", "-p", port, "--ip", server_ip.as_str()])
-        .chain(shared)
-        .copied()
-        .collect();
-    let client: Vec<&str> = ["perf"]
-        .iter()
-        .chain(args)
-        .chain(&[
-            "-R",
-            server_ip.as_str(),
-            "-p",
-            port,
-            "--ip",
-            client_ip.as_str(),
-        ])
-        .chain(shared)
-        .copied()
-        .collect();
-    run_pair(&server, &client)
-}
-
 #[test]
 fn perf_write_through_the_cm() {
-    let (client, server) = perf_pair(
-        &["write"],
+    let (client, server) = cm_pair(
+        &["perf", "write"],
         "18964",
         "127.0.164",
         &["-n", "300", "-s", "4096", "--json"],
@@ -212,8 +187,8 @@ fn perf_write_through_the_cm() {
 
 #[test]
 fn perf_send_with_two_qps_through_the_cm_checks_every_byte() {
-    let (client, server) = perf_pair(
-        &["send"],
+    let (client, server) = cm_pair(
+        &["perf", "send"],
         "18965",
         "127.0.165",
         &["-q", "2", "-n", "100", "-s", "2000", "--check", "--json"],
@@ -240,8 +215,8 @@ fn perf_send_with_two_qps_through_the_cm_checks_every_byte() {
 
 #[test]
 fn perf_send_latency_through_the_cm() {
-    let (client, server) = perf_pair(
-        &["send", "--lat"],
+    let (client, server) = cm_pair(
+        &["perf", "send", "--lat"],
         "18966",
         "127.0.166",
         &["-n", "200", "--json"],
@@ -253,52 +228,12 @@ fn perf_send_latency_through_the_cm() {
 
 #[test]
 fn perf_to_a_port_nobody_listens_on_is_rejected_at_once() {
-    let server = spawn(&[
-        "perf",
-        "write",
-        "-R",
-        "-p",
-        "18967",
-        "--ip",
-        "127.0.167.1",
-        "-n",
-        "5",
-    ]);
-    std::thread::sleep(Duration::from_millis(400));
-    let start = Instant::now();
-    let client = spawn(&[
-        "perf",
-        "write",
-        "-R",
-        "127.0.167.1",
-        "-p",
-        "18968",
-        "--ip",
-        "127.0.167.2",
-        "-n",
-        "5",
-    ])
-    .wait_with_output()
-    .unwrap();
-    let took = start.elapsed();
-    let stderr = String::from_utf8_lossy(&client.stderr);
-    assert_eq!(client.status.code(), Some(2), "{stderr}");
-    assert!(
-        stderr.contains("127.0.167.1 port 18968: rejected: no listener (reason 8"),
-        "{stderr}"
-    );
-    assert!(took < Duration::from_secs(5), "{took:?}");
+    let client = rejected_at_once(&["perf", "write"], &[], "127.0.167", 18967);
     // Nothing was measured or printed before the rejection.
     assert!(
         client.stdout.is_empty(),
         "{}",
         String::from_utf8_lossy(&client.stdout)
-    );
-    let server = stop(server);
-    assert!(
-        server.stdout.is_empty(),
-        "{}",
-        String::from_utf8_lossy(&server.stdout)
     );
 }
 
@@ -334,8 +269,8 @@ fn perf_to_a_host_without_a_nic_gives_up_after_the_timeout() {
 fn a_one_way_server_waits_out_a_test_longer_than_the_timeout() {
     // The server of a WRITE test hears nothing on the control connection until the client's
     // 3 seconds are over: longer than --timeout, but the connection is up.
-    let (client, server) = perf_pair(
-        &["write"],
+    let (client, server) = cm_pair(
+        &["perf", "write"],
         "18970",
         "127.0.170",
         &["-D", "3", "-s", "4096", "--timeout", "1", "--json"],

@@ -281,7 +281,19 @@ fn a_bad_variable_fails_the_device_list_and_names_the_variable() {
     );
 }
 
-/// Runs `ibv_rc_pingpong -g 1 -p PORT ARGS` as [`exec_pair`] does.
+/// Runs `PROGRAM -g 1 -p PORT ARGS` (an ibv_*_pingpong) as [`exec_pair`] does.
+fn pingpong(
+    program: &str,
+    server: Side,
+    client: Side,
+    port: &str,
+    args: &[&str],
+) -> (Output, Output) {
+    let argv = [&[program, "-g", "1", "-p", port][..], args].concat();
+    exec_pair(server, client, port, &argv)
+}
+
+/// Runs `ibv_rc_pingpong -g 1 -p PORT ARGS`, both sides with `exec_args`.
 fn rc_pingpong(
     server_ip: &str,
     client_ip: &str,
@@ -289,13 +301,19 @@ fn rc_pingpong(
     exec_args: &[&str],
     args: &[&str],
 ) -> (Output, Output) {
-    let argv = [&["ibv_rc_pingpong", "-g", "1", "-p", port][..], args].concat();
-    exec_pair(
+    pingpong(
+        "ibv_rc_pingpong",
         Side::local(server_ip, exec_args),
         Side::local(client_ip, exec_args),
         port,
-        &argv,
+        args,
     )
+}
+
+/// The `--stats json` line a side printed last on stderr.
+fn stats(out: &Output) -> serde_json::Value {
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    serde_json::from_str(stderr.lines().last().unwrap()).unwrap()
 }
 
 #[test]
@@ -329,9 +347,7 @@ fn ibv_rc_pingpong_runs_between_two_roce_exec_processes() {
             );
             assert!(out.contains("GID ::ffff:127.0.13.1"), "{out}");
         }
-        let stderr = String::from_utf8(client.stderr).unwrap();
-        let stats: serde_json::Value =
-            serde_json::from_str(stderr.lines().last().unwrap()).unwrap();
+        let stats = stats(&client);
         let bytes = stats["counters"]["tx_bytes"].as_u64().unwrap();
         let sent = size.parse::<u64>().unwrap() * iters.parse::<u64>().unwrap();
         assert!(
@@ -371,16 +387,12 @@ fn ibv_srq_pingpong_shares_one_receive_queue_between_sixteen_qps() {
     // SRQ; plain, and with -e waiting on a completion channel.
     for (i, extra) in [&[][..], &["-e"][..]].into_iter().enumerate() {
         let port = (18631 + i).to_string();
-        let argv = [
-            &["ibv_srq_pingpong", "-g", "1", "-p", &port, "-n", "100"][..],
-            extra,
-        ]
-        .concat();
-        let (client, server) = exec_pair(
+        let (client, server) = pingpong(
+            "ibv_srq_pingpong",
             Side::local("127.0.13.24", &[]),
             Side::local("127.0.13.25", &[]),
             &port,
-            &argv,
+            &[&["-n", "100"][..], extra].concat(),
         );
         for out in [ok(&client), ok(&server)] {
             assert!(out.contains("100 iters in"), "{extra:?}:\n{out}");
@@ -397,25 +409,16 @@ fn a_lossy_nic_recovers_and_counts_its_retransmissions() {
     }
     // The server's NIC drops 5% of what it receives (--loss): the client's NIC retransmits,
     // the data still checks (-c), and the client's counters show it.
-    let (client, server) = exec_pair(
+    let (client, server) = pingpong(
+        "ibv_rc_pingpong",
         Side::local("127.0.13.18", &["--loss", "0.05"]),
         Side::local("127.0.13.19", &["--stats", "json"]),
         "18618",
-        &[
-            "ibv_rc_pingpong",
-            "-g",
-            "1",
-            "-p",
-            "18618",
-            "-n",
-            "100",
-            "-c",
-        ],
+        &["-n", "100", "-c"],
     );
     ok(&server);
     assert!(ok(&client).contains("100 iters in"));
-    let stderr = String::from_utf8(client.stderr).unwrap();
-    let stats: serde_json::Value = serde_json::from_str(stderr.lines().last().unwrap()).unwrap();
+    let stats = stats(&client);
     assert!(
         stats["counters"]["retransmitted_packets"].as_u64().unwrap() > 0,
         "{stats}"
@@ -437,12 +440,12 @@ fn uc_and_ud_pingpong_run_too() {
     .enumerate()
     {
         let port = (18655 + i).to_string();
-        let argv = [&[program, "-g", "1", "-p", &port][..], args].concat();
-        let (client, server) = exec_pair(
+        let (client, server) = pingpong(
+            program,
             Side::local("127.0.13.14", &[]),
             Side::local("127.0.13.15", &[]),
             &port,
-            &argv,
+            args,
         );
         for out in [ok(&client), ok(&server)] {
             assert!(out.contains("50 iters in"), "{program}:\n{out}");

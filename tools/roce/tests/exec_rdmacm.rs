@@ -46,6 +46,27 @@ fn pings(text: &str, prefix: &str) -> Vec<String> {
         .collect()
 }
 
+/// One rping server at `ip` that listens for a connection for 8 s (ended by timeout, status
+/// 124, if none comes).
+fn rping_listener(ip: &str) -> [&str; 8] {
+    ["timeout", "8", "rping", "-s", "-C", "1", "-a", ip]
+}
+
+/// `program -b SERVER_IP -C COUNT` and `program -s SERVER_IP -C COUNT` (ucmatose, udaddy):
+/// both sides report their data transfers complete.
+fn transfers_between(program: &str, server_ip: &str, client_ip: &str, count: &str) {
+    if !have(program, "rdmacm-utils") {
+        return;
+    }
+    let run = cm_pair(
+        server_ip,
+        &[program, "-b", server_ip, "-C", count],
+        client_ip,
+        &[program, "-s", server_ip, "-C", count],
+    );
+    transfers_complete(program, &run);
+}
+
 #[test]
 fn rping_connects_reads_writes_and_disconnects_through_our_connection_manager() {
     if !have("rping", "rdmacm-utils") {
@@ -79,16 +100,7 @@ fn rping_to_a_port_nobody_listens_on_is_rejected_before_anything_is_sent() {
     // The server listens on rping's port 7174; the client asks for 7175.
     let (client, server) = cm_pair(
         "127.0.13.83",
-        &[
-            "timeout",
-            "8",
-            "rping",
-            "-s",
-            "-C",
-            "1",
-            "-a",
-            "127.0.13.83",
-        ],
+        &rping_listener("127.0.13.83"),
         "127.0.13.84",
         &[
             "rping",
@@ -118,16 +130,7 @@ fn rping_to_a_port_nobody_listens_on_is_rejected_before_anything_is_sent() {
 
 #[test]
 fn ucmatose_exchanges_its_messages_and_disconnects() {
-    if !have("ucmatose", "rdmacm-utils") {
-        return;
-    }
-    let (client, server) = cm_pair(
-        "127.0.13.85",
-        &["ucmatose", "-b", "127.0.13.85", "-C", "5"],
-        "127.0.13.86",
-        &["ucmatose", "-s", "127.0.13.85", "-C", "5"],
-    );
-    transfers_complete("ucmatose", &(client, server));
+    transfers_between("ucmatose", "127.0.13.85", "127.0.13.86", "5");
 }
 
 #[test]
@@ -196,18 +199,9 @@ fn ib_write_bw_connects_through_the_connection_manager() {
 
 #[test]
 fn udaddy_resolves_the_service_with_sidr_and_exchanges_datagrams() {
-    if !have("udaddy", "rdmacm-utils") {
-        return;
-    }
     // The client learns the server's QP and Q_Key from the SIDR_REP; the server answers each
     // client from the GRH of its first datagram (ibv_create_ah_from_wc).
-    let (client, server) = cm_pair(
-        "127.0.13.99",
-        &["udaddy", "-b", "127.0.13.99", "-C", "10"],
-        "127.0.13.100",
-        &["udaddy", "-s", "127.0.13.99", "-C", "10"],
-    );
-    transfers_complete("udaddy", &(client, server));
+    transfers_between("udaddy", "127.0.13.99", "127.0.13.100", "10");
 }
 
 #[test]
@@ -219,16 +213,7 @@ fn udaddy_to_a_service_nobody_listens_for_is_unreachable_at_once() {
     // the SIDR_REP says "unsupported" (1), which rdma_cm reports as UNREACHABLE.
     let (client, server) = cm_pair(
         "127.0.13.101",
-        &[
-            "timeout",
-            "8",
-            "rping",
-            "-s",
-            "-C",
-            "1",
-            "-a",
-            "127.0.13.101",
-        ],
+        &rping_listener("127.0.13.101"),
         "127.0.13.102",
         &["udaddy", "-s", "127.0.13.101", "-C", "1"],
     );

@@ -73,16 +73,12 @@ impl Cm {
             reply(nic, RejectReason::ConsumerDefined);
             return;
         }
-        let (peer_port, private) =
-            match wire::split_cma_hdr(m.service_id, PortSpace::TCP, &m.private_data) {
-                Ok(split) => split,
-                Err(err) => {
-                    tracing::debug!(%err, "REQ with a bad cma_hdr");
-                    nic.stats_mut().cm_rx_bad_private_data += 1;
-                    reply(nic, RejectReason::ConsumerDefined);
-                    return;
-                }
-            };
+        let Some((peer_port, private)) =
+            wire::split_cma_hdr(nic, "REQ", m.service_id, PortSpace::TCP, &m.private_data)
+        else {
+            reply(nic, RejectReason::ConsumerDefined);
+            return;
+        };
         let Some(mtu) = attrs::mtu_of(m.path_mtu, nic.config().max_mtu) else {
             reply(nic, RejectReason::InvalidMtu);
             return;

@@ -211,16 +211,16 @@ impl Cm {
             answer(nic, SidrStatus::Unsupported);
             return;
         };
-        let (peer_port, private) =
-            match wire::split_cma_hdr(m.service_id, PortSpace::UDP, &m.private_data) {
-                Ok(split) => split,
-                Err(err) => {
-                    tracing::debug!(%err, "SIDR_REQ with a bad cma_hdr");
-                    nic.stats_mut().cm_rx_bad_private_data += 1;
-                    answer(nic, SidrStatus::Reject);
-                    return;
-                }
-            };
+        let Some((peer_port, private)) = wire::split_cma_hdr(
+            nic,
+            "SIDR_REQ",
+            m.service_id,
+            PortSpace::UDP,
+            &m.private_data,
+        ) else {
+            answer(nic, SidrStatus::Reject);
+            return;
+        };
         let Some(id) = self.alloc_sidr_id(nic.config().seed) else {
             answer(nic, SidrStatus::NoQp);
             return;

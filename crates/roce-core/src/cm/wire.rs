@@ -226,18 +226,27 @@ pub(crate) fn join_cma_hdr(
     private
 }
 
-/// The peer's port and the consumer's private data of a REQ or SIDR_REQ: after the `cma_hdr`
-/// where [`has_cma_hdr`], else the whole. A bad `cma_hdr` is the error.
+/// The peer's port and the consumer's private data of a REQ or SIDR_REQ (`what`): after the
+/// `cma_hdr` where [`has_cma_hdr`], else the whole. A bad `cma_hdr` is `None`, counted in
+/// `cm_rx_bad_private_data`; the caller answers it as its protocol says.
 pub(crate) fn split_cma_hdr(
+    nic: &mut Nic,
+    what: &'static str,
     service_id: u64,
     space: cma::PortSpace,
     private_data: &[u8],
-) -> Result<(Option<u16>, Vec<u8>), roce_wire::ParseError> {
+) -> Option<(Option<u16>, Vec<u8>)> {
     if !has_cma_hdr(service_id, space) {
-        return Ok((None, private_data.to_vec()));
+        return Some((None, private_data.to_vec()));
     }
-    let header = cma::Repr::parse(&cma::Packet::new_checked(private_data)?)?;
-    Ok((Some(header.port), private_data[cma::HEADER_LEN..].to_vec()))
+    match cma::Packet::new_checked(private_data).and_then(|p| cma::Repr::parse(&p)) {
+        Ok(header) => Some((Some(header.port), private_data[cma::HEADER_LEN..].to_vec())),
+        Err(err) => {
+            tracing::debug!(%err, what, "a bad cma_hdr");
+            nic.stats_mut().cm_rx_bad_private_data += 1;
+            None
+        }
+    }
 }
 
 /// Where a connection's MADs go.

@@ -12,6 +12,18 @@ const B: IpAddr = IpAddr::V4(Ipv4Addr::new(198, 18, 0, 2));
 /// Each receive WR and each message gets its own slot of a region.
 const SLOT: u64 = 4096;
 
+/// What `t` of `buf` is as the datagram the other NIC receives.
+fn delivered<'a>(t: &Transmit, buf: &'a [u8]) -> Datagram<'a> {
+    Datagram {
+        src: SocketAddr::new(t.src, t.src_port),
+        dst: t.dst,
+        ecn: t.ecn,
+        ip_id: Some(0),
+        segment: 0,
+        payload: &buf[..t.len],
+    }
+}
+
 /// Carries what `from` sends to `to` (or loses it when `cut`); how many datagrams went.
 fn carry(from: &mut Nic, to: &mut Nic, now: Instant, cut: bool) -> usize {
     let mut buf = vec![0; MAX_DATAGRAM];
@@ -19,15 +31,7 @@ fn carry(from: &mut Nic, to: &mut Nic, now: Instant, cut: bool) -> usize {
     while let Some(t) = from.poll_transmit(now, &mut buf) {
         n += 1;
         if !cut {
-            let datagram = Datagram {
-                src: SocketAddr::new(t.src, t.src_port),
-                dst: t.dst,
-                ecn: t.ecn,
-                ip_id: Some(0),
-                segment: 0,
-                payload: &buf[..t.len],
-            };
-            to.handle_datagram(now, datagram);
+            to.handle_datagram(now, delivered(&t, &buf));
         }
     }
     n
@@ -166,6 +170,16 @@ impl Story {
         Some((cqe.wr_id, cqe.status, cqe.qpn, cqe.byte_len))
     }
 
+    /// Asserts that B's QP `i` completed the receive `wr_id` with `len` bytes, successfully.
+    #[track_caller]
+    fn received(&mut self, i: usize, wr_id: u64, len: u32) {
+        let qpn = self.b_qps[i];
+        assert_eq!(
+            self.b_completion(i),
+            Some((wr_id, WcStatus::Success, qpn, len))
+        );
+    }
+
     fn events(&mut self, nic: char) -> Vec<AsyncEvent> {
         let nic = if nic == 'a' { &mut self.a } else { &mut self.b };
         std::iter::from_fn(|| nic.poll_event()).collect()
@@ -183,14 +197,8 @@ fn sends_to_two_qps_sharing_an_srq_take_its_wqes_in_the_order_they_were_posted()
     s.pump();
     s.post_send(1, 2, b"two");
     s.pump();
-    assert_eq!(
-        s.b_completion(0),
-        Some((10, WcStatus::Success, s.b_qps[0], 3))
-    );
-    assert_eq!(
-        s.b_completion(1),
-        Some((11, WcStatus::Success, s.b_qps[1], 3))
-    );
+    s.received(0, 10, 3);
+    s.received(1, 11, 3);
     assert_eq!(
         (s.landed(10, 3), s.landed(11, 3)),
         (b"one".to_vec(), b"two".to_vec())
@@ -202,14 +210,8 @@ fn sends_to_two_qps_sharing_an_srq_take_its_wqes_in_the_order_they_were_posted()
     s.post_send(0, 3, &long);
     s.post_send(1, 4, b"short");
     s.pump();
-    assert_eq!(
-        s.b_completion(1),
-        Some((13, WcStatus::Success, s.b_qps[1], 5))
-    );
-    assert_eq!(
-        s.b_completion(0),
-        Some((12, WcStatus::Success, s.b_qps[0], 1500))
-    );
+    s.received(1, 13, 5);
+    s.received(0, 12, 1500);
     assert_eq!(s.landed(12, 1500), long);
     assert_eq!(s.landed(13, 5), b"short");
     assert_eq!((s.b_completion(0), s.b_completion(1)), (None, None));
@@ -234,10 +236,7 @@ fn an_empty_srq_is_an_rnr_nak_and_the_send_lands_once_a_wqe_is_posted() {
     assert_eq!(s.a.poll_completion(s.a_cq), None, "A waits its RNR timer");
     s.post_srq(15);
     s.next_timer();
-    assert_eq!(
-        s.b_completion(0),
-        Some((15, WcStatus::Success, s.b_qps[0], 5))
-    );
+    s.received(0, 15, 5);
     assert_eq!(s.landed(15, 5), b"early");
     let sent = s.a.poll_completion(s.a_cq).unwrap();
     assert_eq!((sent.wr_id, sent.status), (1, WcStatus::Success));
@@ -304,17 +303,7 @@ fn a_qp_with_an_srq_in_error_flushes_the_wqe_it_holds_and_raises_last_wqe_reache
     s.post_send(0, 1, &long);
     let mut buf = vec![0; MAX_DATAGRAM];
     let t = s.a.poll_transmit(s.now, &mut buf).unwrap();
-    s.b.handle_datagram(
-        s.now,
-        Datagram {
-            src: SocketAddr::new(t.src, t.src_port),
-            dst: t.dst,
-            ecn: t.ecn,
-            ip_id: Some(0),
-            segment: 0,
-            payload: &buf[..t.len],
-        },
-    );
+    s.b.handle_datagram(s.now, delivered(&t, &buf));
     assert_eq!(s.b.srq_wqes_waiting(s.srq), Ok(2));
     let to_error = QpAttr {
         qp_state: Some(QpState::Err),
@@ -338,10 +327,7 @@ fn a_qp_with_an_srq_in_error_flushes_the_wqe_it_holds_and_raises_last_wqe_reache
     // The other QP goes on taking from the SRQ.
     s.post_send(1, 2, b"on");
     s.pump();
-    assert_eq!(
-        s.b_completion(1),
-        Some((2, WcStatus::Success, s.b_qps[1], 2))
-    );
+    s.received(1, 2, 2);
 }
 
 #[test]

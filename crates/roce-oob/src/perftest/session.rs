@@ -192,6 +192,22 @@ where
         }
     }
 
+    /// One handshake sending QP `qp`'s keys; returns the peer's.
+    async fn hand_shake(
+        &mut self,
+        qp: usize,
+        message: &'static str,
+    ) -> Result<PerftestDest, OobError> {
+        hand_shake_as(
+            &mut self.stream,
+            self.side,
+            self.exchange,
+            &self.local[qp],
+            message,
+        )
+        .await
+    }
+
     /// `count` handshakes, each sending QP `qp`'s keys; returns the peer's keys from the last.
     async fn hand_shakes(
         &mut self,
@@ -201,14 +217,7 @@ where
     ) -> Result<PerftestDest, OobError> {
         let mut remote = PerftestDest::default();
         for _ in 0..count {
-            remote = hand_shake_as(
-                &mut self.stream,
-                self.side,
-                self.exchange,
-                &self.local[qp],
-                message,
-            )
-            .await?;
+            remote = self.hand_shake(qp, message).await?;
         }
         Ok(remote)
     }
@@ -221,15 +230,7 @@ where
     ) -> Result<Vec<PerftestDest>, OobError> {
         let mut remote = Vec::with_capacity(self.local.len());
         for qp in 0..self.local.len() {
-            let keys = hand_shake_as(
-                &mut self.stream,
-                self.side,
-                self.exchange,
-                &self.local[qp],
-                message,
-            )
-            .await?;
-            remote.push(keys);
+            remote.push(self.hand_shake(qp, message).await?);
         }
         Ok(remote)
     }

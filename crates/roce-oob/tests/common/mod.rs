@@ -56,52 +56,82 @@ const CYCLE: &[u8] = b"\x00\x00\x10\x00";
 const LINE: &[u8] = b"\x00\x00\x00\x40";
 const MTU: &[u8] = b"3\0";
 
+/// An ibv_*_pingpong exchange: the client's line at frame `first`, the server's two frames
+/// later, and the client's "done" two after that.
+macro_rules! pingpong {
+    ($file:literal, $first:literal, $client:literal, $server:literal) => {
+        Transcript {
+            file: $file,
+            msgs: &[
+                c($first, $client),
+                s($first + 2, $server),
+                c($first + 4, DONE),
+            ],
+        }
+    };
+}
+
+/// A perftest exchange: the version, cycle, cache-line and MTU messages that open every
+/// capture here at the same frames (4 to 13), the client's `$client` and the server's `$server`
+/// line at frames 15/16, 18/19 and 20/21, then `rest`.
+macro_rules! perftest {
+    ($client:expr, $server:expr; $($rest:expr),* $(,)?) => {
+        &[
+            c(4, VERSION),
+            s(6, VERSION),
+            c(8, CYCLE),
+            s(9, CYCLE),
+            c(10, LINE),
+            s(11, LINE),
+            c(12, MTU),
+            s(13, MTU),
+            c(15, $client),
+            s(16, $server),
+            c(18, $client),
+            s(19, $server),
+            c(20, $client),
+            s(21, $server),
+            $($rest),*
+        ]
+    };
+}
+
 // ---- ibv_rc_pingpong / ibv_ud_pingpong (rdma-core 44) ----
 
-pub const RC_S64: Transcript = Transcript {
-    file: "mtu1500-rc_s64_m1024.pcap",
-    msgs: &[
-        c(6, b"0000:000011:ad1776:00000000000000000000ffffc612000c\0"),
-        s(8, b"0000:000011:efc206:00000000000000000000ffffc612000b\0"),
-        c(10, DONE),
-    ],
-};
+pub const RC_S64: Transcript = pingpong!(
+    "mtu1500-rc_s64_m1024.pcap",
+    6,
+    b"0000:000011:ad1776:00000000000000000000ffffc612000c\0",
+    b"0000:000011:efc206:00000000000000000000ffffc612000b\0"
+);
 
-pub const RC_S4096: Transcript = Transcript {
-    file: "mtu1500-rc_s4096_m1024.pcap",
-    msgs: &[
-        c(4, b"0000:000012:4f9a57:00000000000000000000ffffc612000c\0"),
-        s(6, b"0000:000012:a54af7:00000000000000000000ffffc612000b\0"),
-        c(8, DONE),
-    ],
-};
+pub const RC_S4096: Transcript = pingpong!(
+    "mtu1500-rc_s4096_m1024.pcap",
+    4,
+    b"0000:000012:4f9a57:00000000000000000000ffffc612000c\0",
+    b"0000:000012:a54af7:00000000000000000000ffffc612000b\0"
+);
 
-pub const RC_S65536: Transcript = Transcript {
-    file: "mtu1500-rc_s65536_m1024.pcap",
-    msgs: &[
-        c(4, b"0000:000013:741dbc:00000000000000000000ffffc612000c\0"),
-        s(6, b"0000:000013:fba290:00000000000000000000ffffc612000b\0"),
-        c(8, DONE),
-    ],
-};
+pub const RC_S65536: Transcript = pingpong!(
+    "mtu1500-rc_s65536_m1024.pcap",
+    4,
+    b"0000:000013:741dbc:00000000000000000000ffffc612000c\0",
+    b"0000:000013:fba290:00000000000000000000ffffc612000b\0"
+);
 
-pub const UD_S512: Transcript = Transcript {
-    file: "mtu1500-ud_s512.pcap",
-    msgs: &[
-        c(4, b"0000:000015:83e88c:00000000000000000000ffffc612000c\0"),
-        s(6, b"0000:000015:a7d8e9:00000000000000000000ffffc612000b\0"),
-        c(8, DONE),
-    ],
-};
+pub const UD_S512: Transcript = pingpong!(
+    "mtu1500-ud_s512.pcap",
+    4,
+    b"0000:000015:83e88c:00000000000000000000ffffc612000c\0",
+    b"0000:000015:a7d8e9:00000000000000000000ffffc612000b\0"
+);
 
-pub const RC_MTU9000: Transcript = Transcript {
-    file: "mtu9000-rc_s4096_m4096.pcap",
-    msgs: &[
-        c(4, b"0000:00001e:c1d448:00000000000000000000ffffc612000c\0"),
-        s(6, b"0000:00001e:8b0887:00000000000000000000ffffc612000b\0"),
-        c(8, DONE),
-    ],
-};
+pub const RC_MTU9000: Transcript = pingpong!(
+    "mtu9000-rc_s4096_m4096.pcap",
+    4,
+    b"0000:00001e:c1d448:00000000000000000000ffffc612000c\0",
+    b"0000:00001e:8b0887:00000000000000000000ffffc612000b\0"
+);
 
 pub const PINGPONG: [&Transcript; 5] = [&RC_S64, &RC_S4096, &RC_S65536, &UD_S512, &RC_MTU9000];
 
@@ -116,21 +146,8 @@ const WRITE_S: &[u8] = b"0000:0001:000016:4ed9d6:0000071e:00007f6984fbb000:\
 /// report struct.
 pub const WRITE_BW: Transcript = Transcript {
     file: "mtu1500-write_bw.pcap",
-    msgs: &[
-        c(4, VERSION),
-        s(6, VERSION),
-        c(8, CYCLE),
-        s(9, CYCLE),
-        c(10, LINE),
-        s(11, LINE),
-        c(12, MTU),
-        s(13, MTU),
-        c(15, WRITE_C),
-        s(16, WRITE_S),
-        c(18, WRITE_C),
-        s(19, WRITE_S),
-        c(20, WRITE_C),
-        s(21, WRITE_S),
+    msgs: perftest![
+        WRITE_C, WRITE_S;
         c(1746, WRITE_C),
         s(1747, WRITE_S),
         c(1749, b"\x00\x00\x00\x00\x00\x01\x00\x00"),
@@ -158,21 +175,8 @@ const SEND_S: &[u8] = b"0000:0001:000018:707da4:00000000:00007f0b0c505000:\
 /// `ib_send_bw -x 1 -n 100`: four handshakes before the test, no report.
 pub const SEND_BW: Transcript = Transcript {
     file: "mtu1500-send_bw.pcap",
-    msgs: &[
-        c(4, VERSION),
-        s(6, VERSION),
-        c(8, CYCLE),
-        s(9, CYCLE),
-        c(10, LINE),
-        s(11, LINE),
-        c(12, MTU),
-        s(13, MTU),
-        c(15, SEND_C),
-        s(16, SEND_S),
-        c(18, SEND_C),
-        s(19, SEND_S),
-        c(20, SEND_C),
-        s(21, SEND_S),
+    msgs: perftest![
+        SEND_C, SEND_S;
         c(22, SEND_C),
         s(23, SEND_S),
         c(1756, SEND_C),
@@ -190,21 +194,8 @@ const READ_S: &[u8] = b"0000:0080:000017:e710bf:00000854:00007f72b0852000:\
 /// `ib_read_bw -x 1 -n 100`: out_reads 0x80 (rxe's max_qp_rd_atom).
 pub const READ_BW: Transcript = Transcript {
     file: "mtu1500-read_bw.pcap",
-    msgs: &[
-        c(4, VERSION),
-        s(6, VERSION),
-        c(8, CYCLE),
-        s(9, CYCLE),
-        c(10, LINE),
-        s(11, LINE),
-        c(12, MTU),
-        s(13, MTU),
-        c(15, READ_C),
-        s(16, READ_S),
-        c(18, READ_C),
-        s(19, READ_S),
-        c(20, READ_C),
-        s(21, READ_S),
+    msgs: perftest![
+        READ_C, READ_S;
         c(1746, READ_C),
         s(1747, READ_S),
         c(1749, b"\x00\x00\x00\x00\x00\x01\x00\x00"),

@@ -14,11 +14,15 @@ use roce_oob::perftest::{
 };
 
 mod check;
+mod counts;
+mod params;
 mod rdma_cm;
 mod report;
 mod setup;
 mod traffic;
 
+use counts::{bytes, depth, iterations, seconds, timeout};
+use params::check_params;
 use report::{Measured, Part, Unit, print_result};
 use traffic::{Live, Plan, RECV, Runner};
 
@@ -182,105 +186,9 @@ impl Args {
     }
 }
 
-/// Why a count option (`-n`, `-s`, `-D`, `-t`, `-r`, `--timeout`) is refused.
-#[derive(Debug, thiserror::Error)]
-enum CountError {
-    /// Not a whole number.
-    #[error("{0:?} is not a whole number")]
-    NotWhole(String),
-    /// 0, and why that means nothing here.
-    #[error("{0}")]
-    Zero(&'static str),
-    /// More than a `u32` holds.
-    #[error("{0} is more than {max}", max = u32::MAX)]
-    AboveU32(u64),
-    /// More seconds than perftest's `int` holds.
-    #[error("{0} seconds is more than perftest's {max}", max = i32::MAX)]
-    SecondsAboveI32(u32),
-}
-
-/// A whole number of at least 1, or why not.
-fn positive(text: &str, zero: &'static str) -> Result<u64, CountError> {
-    let n: u64 = text
-        .parse()
-        .map_err(|_| CountError::NotWhole(text.to_owned()))?;
-    if n == 0 {
-        return Err(CountError::Zero(zero));
-    }
-    Ok(n)
-}
-
-fn positive_u32(text: &str, zero: &'static str) -> Result<u32, CountError> {
-    let n = positive(text, zero)?;
-    u32::try_from(n).map_err(|_| CountError::AboveU32(n))
-}
-
-fn iterations(text: &str) -> Result<u32, CountError> {
-    positive_u32(
-        text,
-        "0 iterations: a test needs at least 1 (-D SECS runs for a time instead)",
-    )
-}
-
-fn bytes(text: &str) -> Result<u32, CountError> {
-    positive_u32(text, "0 bytes: a message has at least 1")
-}
-
-fn depth(text: &str) -> Result<u32, CountError> {
-    positive_u32(text, "0: nothing would ever be posted; give at least 1")
-}
-
-fn seconds(text: &str) -> Result<u32, CountError> {
-    let n = positive_u32(text, "0 seconds: give at least 1")?;
-    if n > i32::MAX as u32 {
-        return Err(CountError::SecondsAboveI32(n));
-    }
-    Ok(n)
-}
-
-fn timeout(text: &str) -> Result<u64, CountError> {
-    positive(
-        text,
-        "0 seconds: every wait would give up at once; give at least 1",
-    )
-}
-
 /// perftest's -a: 2^1 to 2^23 bytes (write_bw.c, `RUN_ALL`: `for (i = 1; i < 24 ; ++i)`).
 fn all_sizes() -> Vec<u32> {
     (1..24).map(|i| 1u32 << i).collect()
-}
-
-/// What differs between this side's parameters and the peer's, as a sentence.
-fn mismatch(mine: &RunParams, theirs: &RunParams) -> Option<String> {
-    let amount = |a: Amount| match a {
-        Amount::Iterations(n) => format!("-n {n}"),
-        Amount::Seconds(s) => format!("-D {s}"),
-    };
-    let size = |s: Option<u32>| s.map_or_else(|| "-a".to_owned(), |s| format!("-s {s}"));
-    let mut diffs = Vec::new();
-    if mine.amount != theirs.amount {
-        diffs.push(format!(
-            "{} here, {} there",
-            amount(mine.amount),
-            amount(theirs.amount)
-        ));
-    }
-    if mine.size != theirs.size {
-        diffs.push(format!(
-            "{} here, {} there",
-            size(mine.size),
-            size(theirs.size)
-        ));
-    }
-    if mine.qps != theirs.qps {
-        diffs.push(format!("-q {} here, -q {} there", mine.qps, theirs.qps));
-    }
-    (!diffs.is_empty()).then(|| {
-        format!(
-            "the peer was given other parameters ({}): give both sides the same -n/-D, -s/-a and -q",
-            diffs.join("; ")
-        )
-    })
 }
 
 /// Runs `roce perf`.
@@ -428,19 +336,6 @@ async fn test_run(
     let qps = setup::Qps::create(args, device, local_ip).await?;
     let set_up = setup::set_up(args, &mut session, qps, largest, false).await?;
     traffic_and_end(args, test, &sizes, plan, session, set_up, live, current).await
-}
-
-/// Two `roce perf`s stop before any traffic when they were given different parameters.
-fn check_params<S>(session: &Session<S>, params: &RunParams) -> anyhow::Result<()>
-where
-    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
-{
-    if let Some(theirs) = &session.peer_version().params
-        && let Some(why) = mismatch(params, theirs)
-    {
-        bail!(why);
-    }
-    Ok(())
 }
 
 /// The traffic of every size, then the end of the exchange and the result.

@@ -1,0 +1,140 @@
+//! The exported functions that do something (the rest are in `stubs.rs`).
+//!
+//! The `unsafe` face of the crate: each function checks its pointers for NULL, finds the
+//! object it was given in `state.rs` (an address this library did not hand out is `EINVAL`),
+//! reads the caller's structures by value and writes results back whole. A panic becomes an
+//! error return with `errno = EIO` ([`guard`]). Return conventions are librdmacm 44's: 0 or
+//! -1 with `errno`, NULL with `errno`, getaddrinfo codes for `rdma_getaddrinfo`.
+//!
+//! # Safety
+//! The exported functions are `unsafe`: only C calls them, with the contract of the librdmacm
+//! function of the same name (pointers valid for what that function reads or writes).
+//!
+//! Here: the conventions every function shares and the event channels; by family, `ids`
+//! (ids and their QPs), `devices` (the device list and `rdma_getaddrinfo`) and `connect`
+//! (endpoints and connections).
+
+#![allow(unsafe_code)]
+
+use std::ffi::{c_char, c_int, c_void};
+use std::net::SocketAddrV4;
+
+use crate::Errno;
+use crate::abi::{RdmaCmEvent, RdmaCmId, RdmaEventChannel, SockaddrStorage};
+use crate::state::{EINVAL, with};
+use crate::{addr, state, strings};
+
+mod connect;
+mod devices;
+mod ids;
+
+pub(crate) use roce_cabi::os::{guard, set_errno, set_nonblocking};
+
+/// For the calls that return nothing: errno set on a failure.
+fn set_errno_on(r: Result<(), Errno>) {
+    let _ = ret(r);
+}
+
+/// 0, or -1 with `errno`.
+fn ret(r: Result<(), Errno>) -> c_int {
+    match r {
+        Ok(()) => 0,
+        Err(Errno(e)) => {
+            set_errno(e);
+            -1
+        }
+    }
+}
+
+/// Runs `f` and writes what it makes to `out`: 0, or -1 with `errno` (`EINVAL` for a NULL
+/// `out`, before `f` runs).
+///
+/// # Safety
+/// `out` is NULL or valid for a write.
+unsafe fn into_out<T>(out: *mut T, f: impl FnOnce() -> Result<T, Errno>) -> c_int {
+    guard(-1, || {
+        ret((|| {
+            if out.is_null() {
+                return Err(EINVAL);
+            }
+            let value = f()?;
+            // SAFETY: checked non-NULL; by the caller's contract.
+            unsafe { out.write(value) };
+            Ok(())
+        })())
+    })
+}
+
+/// The id at `id` if it is one of ours.
+fn known_id(id: *mut RdmaCmId) -> Result<usize, Errno> {
+    let a = id as usize;
+    with(|t| t.ids.contains_key(&a)).then_some(a).ok_or(EINVAL)
+}
+
+/// A caller's `struct sockaddr *`: the family first (2 bytes), then `sockaddr_in` if it is
+/// `AF_INET` (other families are `EAFNOSUPPORT`; NULL is `EINVAL`).
+///
+/// # Safety
+/// `sa` is NULL or points to a socket address of the family it names.
+unsafe fn read_sockaddr(sa: *const c_void) -> Result<SocketAddrV4, Errno> {
+    if sa.is_null() {
+        return Err(EINVAL);
+    }
+    // SAFETY: every sockaddr starts with its 2-byte family.
+    let family = unsafe { sa.cast::<u16>().read_unaligned() };
+    if family != addr::AF_INET {
+        return Err(Errno(libc::EAFNOSUPPORT));
+    }
+    let mut s = SockaddrStorage::default();
+    // SAFETY: an AF_INET address is a 16-byte sockaddr_in; s has room for it.
+    let bytes = unsafe { sa.cast::<[u8; 16]>().read_unaligned() };
+    s.family = family;
+    s.data[..14].copy_from_slice(&bytes[2..]);
+    addr::from_storage(&s)
+}
+
+// ---- event channels and events -------------------------------------------------------------
+
+/// `struct rdma_event_channel *rdma_create_event_channel(void)`: NULL with errno.
+#[unsafe(no_mangle)]
+pub(crate) extern "C" fn rdma_create_event_channel() -> *mut RdmaEventChannel {
+    guard(std::ptr::null_mut(), || {
+        state::create_channel().unwrap_or_else(|Errno(e)| {
+            set_errno(e);
+            std::ptr::null_mut()
+        })
+    })
+}
+
+/// `void rdma_destroy_event_channel(struct rdma_event_channel *)`.
+#[unsafe(no_mangle)]
+pub(crate) extern "C" fn rdma_destroy_event_channel(channel: *mut RdmaEventChannel) {
+    guard((), || {
+        set_errno_on(state::destroy_channel(channel as usize));
+    });
+}
+
+/// `int rdma_get_cm_event(struct rdma_event_channel *, struct rdma_cm_event **)`.
+///
+/// # Safety
+/// `event` is NULL or valid for a pointer write.
+#[unsafe(no_mangle)]
+pub(crate) unsafe extern "C" fn rdma_get_cm_event(
+    channel: *mut RdmaEventChannel,
+    event: *mut *mut RdmaCmEvent,
+) -> c_int {
+    // SAFETY: by the caller's contract.
+    unsafe { into_out(event, || state::get_event(channel as usize)) }
+}
+
+/// `int rdma_ack_cm_event(struct rdma_cm_event *)`.
+#[unsafe(no_mangle)]
+pub(crate) extern "C" fn rdma_ack_cm_event(event: *mut RdmaCmEvent) -> c_int {
+    guard(-1, || ret(state::ack_event(event as usize)))
+}
+
+/// `const char *rdma_event_str(enum rdma_cm_event_type)`.
+#[unsafe(no_mangle)]
+pub(crate) extern "C" fn rdma_event_str(event: c_int) -> *const c_char {
+    strings::event_str(event).as_ptr()
+}
