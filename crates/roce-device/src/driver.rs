@@ -75,10 +75,13 @@ impl<B: Backend> Driver<B> {
         tracing::info!("device started");
         // The engine had more to send when the last turn ended.
         let mut more_to_send = false;
+        let mut turns = 0u32;
+        let mut timer = Timer::new();
         loop {
             let deadline = shared
                 .step(|nic| nic.poll_timeout())
                 .map(|at| shared.clock.to_tokio(at));
+            timer.arm(deadline);
             tokio::select! {
                 // The doorbell first: an application waiting on a verb should not wait behind
                 // a flood of datagrams.
@@ -108,8 +111,9 @@ impl<B: Backend> Driver<B> {
                         }));
                     }
                 }
-                // `deadline` is None when no timer is armed: that branch then never fires.
-                () = sleep_until(deadline) => shared.step(|nic| nic.handle_timeout(shared.clock.now())),
+                // The timer fires at the engine's deadline or before it (see `Timer`); early,
+                // `handle_timeout` finds nothing due and the next turn arms it again.
+                () = timer.fired() => shared.step(|nic| nic.handle_timeout(shared.clock.now())),
                 // Busy polling: nothing was ready, the turn goes on without waiting (the
                 // runtime looks at the sockets at every tick: see `DeviceConfig::busy_poll`).
                 () = std::future::ready(()), if busy_poll => {}
@@ -150,10 +154,20 @@ impl<B: Backend> Driver<B> {
                 }
             }
             flush(&mut backend, &mut batch, &mut tx_buf).await;
+            // After the turn's packets have left: a program may exit as soon as it sees a
+            // completion, and the ACK of what it received must be gone by then.
             shared.deliver();
             if busy_poll {
                 // Let the application's tasks run (they poll their CQs the same way).
                 tokio::task::yield_now().await;
+                turns = turns.wrapping_add(1);
+                if turns % OS_YIELD_EVERY == 0 {
+                    // And now and then the machine's other threads: a spinning thread keeps
+                    // the kernel's own work on this core (the softirq thread that carries the
+                    // peer's packets, say) waiting for the scheduler's slice, milliseconds. A
+                    // yield every few turns bounds that wait at microseconds.
+                    std::thread::yield_now();
+                }
             }
         }
         tracing::info!("device stopped");
@@ -167,6 +181,9 @@ impl<B: Backend> Driver<B> {
 /// ran out while its duplicate request waited in the socket.
 const MAX_TRANSMITS_PER_TURN: usize = 256;
 
+/// Busy polling, a turn in this many gives the core to the machine's other threads.
+const OS_YIELD_EVERY: u32 = 8;
+
 /// Sends the batch, if any. A batch that cannot go out is lost, as on a wire: the transport
 /// recovers. The error is logged, not fatal.
 async fn flush<B: Backend>(backend: &mut B, batch: &mut TxBatch, buf: &mut [u8]) {
@@ -179,10 +196,43 @@ async fn flush<B: Backend>(backend: &mut B, batch: &mut TxBatch, buf: &mut [u8])
     }
 }
 
-async fn sleep_until(deadline: Option<tokio::time::Instant>) {
-    match deadline {
-        Some(at) => tokio::time::sleep_until(at).await,
-        None => std::future::pending().await,
+/// The task's one timer, moved only to an earlier time. A new `sleep_until` every turn (the
+/// engine's deadline moves with every packet it sends: a request's retry timer) registers a
+/// new timer with the runtime, and one earlier than the runtime's next wake-up costs a write to
+/// its eventfd and a spurious return from `epoll_wait`: two system calls per message in a
+/// ping-pong. Kept armed at the earliest deadline seen instead, the timer may fire before the
+/// engine's current deadline (that deadline moved later, or went away): the engine then has
+/// nothing to do, and the timer is armed again at the deadline of that turn.
+struct Timer {
+    sleep: std::pin::Pin<Box<tokio::time::Sleep>>,
+    armed: Option<tokio::time::Instant>,
+}
+
+impl Timer {
+    fn new() -> Self {
+        Self {
+            sleep: Box::pin(tokio::time::sleep(std::time::Duration::ZERO)),
+            armed: None,
+        }
+    }
+
+    /// The engine's deadline now: the timer moves to it if that is earlier than where it is.
+    fn arm(&mut self, deadline: Option<tokio::time::Instant>) {
+        if let Some(at) = deadline
+            && self.armed.is_none_or(|armed| at < armed)
+        {
+            self.sleep.as_mut().reset(at);
+            self.armed = Some(at);
+        }
+    }
+
+    /// Until the timer fires; never, when it is not armed.
+    async fn fired(&mut self) {
+        if self.armed.is_none() {
+            return std::future::pending().await;
+        }
+        self.sleep.as_mut().await;
+        self.armed = None;
     }
 }
 

@@ -1,5 +1,5 @@
-//! The system calls of an AF_PACKET socket with a receive ring: the one module of this crate
-//! that needs `unsafe`. Everything here is a thin wrapper whose safety argument fits in a
+//! The system calls of an AF_PACKET socket with a receive ring, and the registration of sockets
+//! with tokio's reactor: the one module of this crate that needs `unsafe`. Everything here is a thin wrapper whose safety argument fits in a
 //! comment; what the bytes mean is read (safely) in [`super::packet_socket`].
 //!
 //! The kernel's side is described in Documentation/networking/packet_mmap.rst: a ring of
@@ -27,6 +27,17 @@ pub(crate) fn register(rx: Receiver) -> io::Result<AsyncFd<Receiver>> {
     // receiver is one holder and lives inside the `AsyncFd`, so the descriptor stays open and
     // the same for the `AsyncFd`'s whole life.
     Ok(unsafe { AsyncFd::register_with_interest(rx, Interest::READABLE) }?)
+}
+
+/// Registers a UDP socket with tokio's reactor, for reading and writing. Must be called inside
+/// a tokio runtime.
+pub(crate) fn register_udp(
+    socket: std::net::UdpSocket,
+) -> io::Result<AsyncFd<std::net::UdpSocket>> {
+    // SAFETY: a `std::net::UdpSocket` owns its descriptor and closes it only when dropped; it
+    // lives inside the `AsyncFd`, which never replaces it, so the descriptor stays open and the
+    // same for the `AsyncFd`'s whole life.
+    Ok(unsafe { AsyncFd::register(socket) }?)
 }
 
 /// An AF_PACKET `SOCK_RAW` socket that receives nothing until [`PacketFd::bind`].

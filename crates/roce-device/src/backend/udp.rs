@@ -27,14 +27,16 @@ use nix::sys::socket::{ControlMessage, MsgFlags, SockaddrStorage, sendmsg};
 use quinn_udp::{EcnCodepoint, RecvMeta, UdpSocketState};
 use roce_core::{Ecn, Transmit};
 use tokio::io::Interest;
-use tokio::net::UdpSocket;
+use tokio::io::unix::AsyncFd;
 
 use super::{Backend, Received};
 
 /// A UDP socket on `<ip>:4791`.
 #[derive(Debug)]
 pub struct UdpBackend {
-    socket: UdpSocket,
+    /// Registered with the runtime's reactor as an `AsyncFd` rather than a tokio `UdpSocket`,
+    /// for the readiness guard's `clear_ready` (see `recv`).
+    socket: AsyncFd<std::net::UdpSocket>,
     state: UdpSocketState,
     local: SocketAddr,
     meta: Vec<RecvMeta>,
@@ -61,8 +63,8 @@ impl UdpBackend {
                 tracing::debug!(error = %err, "socket buffer size not set");
             }
         }
-        let socket = UdpSocket::from_std(std_socket)?;
-        let local = socket.local_addr()?;
+        let local = std_socket.local_addr()?;
+        let socket = super::sys::register_udp(std_socket)?;
         let meta = vec![RecvMeta::default(); BATCH];
         let gso_segments = state.max_gso_segments().clamp(1, MAX_GSO_SEGMENTS);
         Ok(Self {
@@ -92,20 +94,27 @@ impl Backend for UdpBackend {
     async fn recv(&mut self, buf: &mut [u8], out: &mut Vec<Received>) -> io::Result<()> {
         let chunk = buf.len() / BATCH;
         loop {
-            self.socket.readable().await?;
+            let mut ready = self.socket.readable().await?;
             // On the stack: a receive allocates nothing.
             let mut chunks = buf.chunks_mut(chunk);
             let mut slices: [IoSliceMut<'_>; BATCH] =
                 std::array::from_fn(|_| IoSliceMut::new(chunks.next().unwrap_or_default()));
-            let result = self.socket.try_io(Interest::READABLE, || {
-                self.state
-                    .recv((&self.socket).into(), &mut slices, &mut self.meta)
-            });
+            let (state, meta) = (&self.state, &mut self.meta);
+            let result =
+                ready.try_io(|socket| state.recv(socket.get_ref().into(), &mut slices, meta));
             let count = match result {
-                Ok(count) => count,
-                Err(err) if err.kind() == io::ErrorKind::WouldBlock => continue,
-                Err(err) => return Err(err),
+                Ok(Ok(count)) => count,
+                Ok(Err(err)) => return Err(err),
+                // Would block: readiness is cleared, wait for the next datagram.
+                Err(_would_block) => continue,
             };
+            if count < BATCH {
+                // The queue was drained: fewer datagrams than asked for. Without this the next
+                // turn's receive is a system call that can only fail with EAGAIN (readiness is
+                // otherwise cleared only by a failure). A datagram that arrives after this call
+                // raises a new edge, which `readable` sees: nothing is missed.
+                ready.clear_ready();
+            }
             for (index, meta) in self.meta.iter().take(count).enumerate() {
                 // With GRO one buffer holds several datagrams of `stride` bytes each.
                 let stride = meta.stride.max(1);
@@ -195,7 +204,7 @@ impl UdpBackend {
         let address = SockaddrStorage::from(transmit.dst);
         let fd = self.socket.as_raw_fd();
         self.socket
-            .async_io(Interest::WRITABLE, || {
+            .async_io(Interest::WRITABLE, |_| {
                 let mut cmsgs = [ControlMessage::Ipv4Tos(&tos), ControlMessage::Ipv4Tos(&tos)];
                 if transmit.dst.is_ipv6() {
                     cmsgs[0] = ControlMessage::Ipv6TClass(&tclass);
@@ -238,3 +247,37 @@ pub const MAX_GSO_SEGMENTS: usize = 64;
 
 /// Datagrams (or GRO batches) taken from the socket per system call.
 const BATCH: usize = 8;
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    /// A receive that drains the socket clears its readiness without a failing system call;
+    /// a datagram that arrives afterwards still wakes the next receive.
+    #[tokio::test]
+    async fn a_datagram_after_a_drained_receive_is_received() {
+        let ip: IpAddr = "127.0.0.1".parse().unwrap();
+        let mut backend = UdpBackend::bind(ip, 0).unwrap();
+        let to = backend.local_addr();
+        let peer = std::net::UdpSocket::bind((ip, 0)).unwrap();
+        let mut buf = vec![0; backend.recv_buffer_len()];
+        let mut out = Vec::new();
+        for round in 0..3u8 {
+            peer.send_to(&[round; 20], to).unwrap();
+            tokio::time::timeout(Duration::from_secs(5), backend.recv(&mut buf, &mut out))
+                .await
+                .expect("the datagram was missed")
+                .unwrap();
+            assert_eq!(out.len(), 1, "round {round}");
+            let got = &out[0];
+            assert_eq!(&buf[got.offset..got.offset + got.len], &[round; 20]);
+            out.clear();
+        }
+        // Nothing more was sent: the next receive waits.
+        let idle =
+            tokio::time::timeout(Duration::from_millis(50), backend.recv(&mut buf, &mut out));
+        assert!(idle.await.is_err() && out.is_empty());
+    }
+}

@@ -175,12 +175,23 @@ async fn issue_11_a_long_train_of_read_responses_leaves_room_to_receive_between_
 /// runs out (seen with `ibv_rc_pingpong -e`, whose last receive ends the server).
 #[tokio::test(start_paused = true)]
 async fn the_ack_of_a_send_leaves_before_its_receive_completion_is_visible() {
+    ack_before_completion(false).await;
+}
+
+/// The same while busy polling, where the application's tasks run at the end of every turn
+/// (in real time: a busy-polling runtime is never idle, so paused time would never advance).
+#[tokio::test]
+async fn busy_polling_the_ack_of_a_send_leaves_before_its_receive_completion_is_visible() {
+    ack_before_completion(true).await;
+}
+
+async fn ack_before_completion(busy_poll: bool) {
     let nic = Nic::new(NicConfig {
         addrs: vec![US],
         src_port: roce_core::SrcPortPolicy::Fixed(4791),
         ..NicConfig::default()
     });
-    let shared = Arc::new(Shared::new(nic, false, None));
+    let shared = Arc::new(Shared::new(nic, busy_poll, None));
     let handle = crate::DeviceHandle::new(shared.clone());
     let queue = handle.create_completion_queue(16).unwrap();
     let qpn = handle
@@ -227,7 +238,7 @@ async fn the_ack_of_a_send_leaves_before_its_receive_completion_is_visible() {
         },
         tap: None,
         rx_loss: Loss { ppm: 0, state: 1 },
-        busy_poll: false,
+        busy_poll,
     };
     let _ = tokio::time::timeout(std::time::Duration::from_millis(100), driver.run()).await;
 
@@ -241,4 +252,34 @@ async fn the_ack_of_a_send_leaves_before_its_receive_completion_is_visible() {
         .expect("the receive completed after its ACK left");
     assert_eq!((cqe.wr_id, cqe.qpn), (7, qpn));
     drop(handle);
+}
+
+/// The driver's timer moves only to earlier deadlines: a later one (the engine's retry timer
+/// pushed on by the next packet) leaves it where it is, so that it is not registered anew with
+/// the runtime at every packet; it then fires early, once, and is armed again.
+#[tokio::test(start_paused = true)]
+async fn the_timer_moves_only_to_earlier_deadlines() {
+    let start = tokio::time::Instant::now();
+    let ms = std::time::Duration::from_millis;
+    let mut timer = Timer::new();
+    // Not armed: it never fires.
+    assert!(tokio::time::timeout(ms(50), timer.fired()).await.is_err());
+    timer.arm(Some(start + ms(100)));
+    timer.arm(Some(start + ms(300)));
+    assert_eq!(
+        timer.armed,
+        Some(start + ms(100)),
+        "a later deadline moved it"
+    );
+    timer.arm(Some(start + ms(80)));
+    assert_eq!(timer.armed, Some(start + ms(80)));
+    timer.arm(None);
+    assert_eq!(timer.armed, Some(start + ms(80)), "no deadline disarmed it");
+    timer.fired().await;
+    assert_eq!(tokio::time::Instant::now(), start + ms(80));
+    assert_eq!(timer.armed, None);
+    // Fired, it waits for the next deadline, whatever it is.
+    timer.arm(Some(start + ms(300)));
+    timer.fired().await;
+    assert_eq!(tokio::time::Instant::now(), start + ms(300));
 }
