@@ -161,7 +161,7 @@ impl<B: Backend> Driver<B> {
                 // Let the application's tasks run (they poll their CQs the same way).
                 tokio::task::yield_now().await;
                 turns = turns.wrapping_add(1);
-                if turns % OS_YIELD_EVERY == 0 {
+                if turns.is_multiple_of(OS_YIELD_EVERY) {
                     // And now and then the machine's other threads: a spinning thread keeps
                     // the kernel's own work on this core (the softirq thread that carries the
                     // peer's packets, say) waiting for the scheduler's slice, milliseconds. A
