@@ -133,7 +133,7 @@ pub trait Frame {
 
 impl Frame for SimPacket {
     fn wire_len(&self) -> usize {
-        SimPacket::wire_len(self)
+        Self::wire_len(self)
     }
     fn dscp(&self) -> u8 {
         self.dscp
@@ -430,10 +430,12 @@ impl<P: Frame> SwitchOf<P> {
         self.ports[port].in_service.as_ref().map(|(end, _)| *end)
     }
 
-    /// The packet `port` finished serialising by `now`, handed to the caller instead of the
-    /// port's cable (whoever drives the switch by events carries it); the next one starts at
-    /// the end of this one. `None` while it is still being sent or when the port is idle.
-    pub fn finish(&mut self, now: Instant, port: usize) -> Option<P> {
+    /// The packet `port` finished serialising by `now` and the port it came in on, handed to
+    /// the caller instead of the port's cable (whoever drives the switch by events carries it);
+    /// the next one starts at the end of this one. The ingress port's PFC state may have changed
+    /// (see [`SwitchOf::take_pause_frames`]). `None` while it is still being sent or when the
+    /// port is idle.
+    pub fn finish(&mut self, now: Instant, port: usize) -> Option<(P, usize)> {
         let end = self.service_end(port).filter(|end| *end <= now)?;
         let (_, done) = self.ports[port].in_service.take()?;
         self.ports[done.ingress].held[done.priority] -= done.bytes;
@@ -442,7 +444,7 @@ impl<P: Frame> SwitchOf<P> {
         stats.sent += 1;
         stats.sent_bytes += done.bytes as u64;
         self.start(end, port);
-        Some(done.packet)
+        Some((done.packet, done.ingress))
     }
 
     /// Starts the next packet on `port` if it is idle and a class may send (a pause ran out).
