@@ -40,6 +40,7 @@ pub(super) enum Event {
 pub(super) struct EventQueue {
     heap: BinaryHeap<Reverse<(Instant, u64, Event)>>,
     seq: u64,
+    peak: usize,
 }
 
 impl EventQueue {
@@ -47,6 +48,7 @@ impl EventQueue {
     pub(super) fn push(&mut self, at: Instant, event: Event) {
         self.seq += 1;
         self.heap.push(Reverse((at, self.seq, event)));
+        self.peak = self.peak.max(self.heap.len());
     }
 
     /// The earliest event, if it is due by `until`.
@@ -61,6 +63,16 @@ impl EventQueue {
     /// Events waiting.
     pub(super) fn len(&self) -> usize {
         self.heap.len()
+    }
+
+    /// The most events that were ever waiting at once.
+    pub(super) fn peak(&self) -> usize {
+        self.peak
+    }
+
+    /// Events pushed so far.
+    pub(super) fn pushed(&self) -> u64 {
+        self.seq
     }
 }
 

@@ -217,6 +217,11 @@ impl Network {
         self.events.len()
     }
 
+    /// The most events that were ever scheduled at once, and the events scheduled in all.
+    pub fn event_counts(&self) -> (usize, u64) {
+        (self.events.peak(), self.events.pushed())
+    }
+
     /// The NIC of `host`, if it is a host.
     pub fn nic(&self, host: NodeId) -> Option<&Nic> {
         let i = self.wiring.host_index(host.0)?;
