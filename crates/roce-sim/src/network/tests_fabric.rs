@@ -134,3 +134,40 @@ fn without_pfc_the_same_traffic_overflows_s1() {
     assert!(net.port_stats(NodeId(4), NodeId(2)).unwrap().drops > 0);
     assert_eq!(net.port_stats(NodeId(4), NodeId(3)).unwrap().pauses_sent, 0);
 }
+
+#[test]
+fn a_switch_port_serialises_and_sizes_its_pauses_at_its_own_rate() {
+    use crate::{SimPacket, Switch};
+    let pfc = Pfc {
+        xoff_bytes: 0,
+        xon_bytes: 0,
+        pause_quanta: 1000,
+        priorities: 1,
+    };
+    let config = SwitchConfig {
+        latency: Duration::ZERO,
+        pfc: Some(pfc),
+        ..SwitchConfig::default()
+    };
+    let mut s = Switch::new(config, 2, Vec::new(), 1);
+    s.set_port_rate(0, 10 * G);
+    s.set_port_rate(1, 40 * G);
+    let addr = "198.18.0.1:4791".parse().unwrap();
+    // 958 bytes of payload + 42 of headers: 1000 bytes, 200 ns at 40 G.
+    let now = Instant::from_micros(5);
+    assert!(s.receive_to(now, 0, 1, SimPacket::new(addr, addr, vec![0; 958])));
+    assert_eq!(s.service_end(1), Some(now + Duration::from_nanos(200)));
+    // Ingress 0 passed XOFF: 1000 quanta of 512 bits at ingress 0's 10 G are 51.2 µs.
+    let frames: Vec<_> = s.take_pause_frames(0).collect();
+    assert_eq!(frames.len(), 1);
+    assert_eq!(frames[0].until - frames[0].at, Duration::from_nanos(51_200));
+    assert!(s.finish(now + Duration::from_nanos(199), 1).is_none());
+    let (packet, ingress) = s.finish(now + Duration::from_nanos(200), 1).unwrap();
+    assert_eq!((packet.payload.len(), ingress), (958, 0));
+    assert_eq!(s.stats(1).sent_bytes, 1000);
+    assert_eq!(s.service_end(1), None);
+    // Its bytes left: the resume.
+    let frames: Vec<_> = s.take_pause_frames(0).collect();
+    assert_eq!(frames.len(), 1);
+    assert_eq!(frames[0].until, frames[0].at);
+}
