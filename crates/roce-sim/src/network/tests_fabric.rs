@@ -97,6 +97,18 @@ fn pfc_pauses_propagate_from_switch_to_switch_to_the_hosts() {
         assert!(net.port_stats(s0, h).unwrap().pauses_sent > 0);
         assert!(net.host_stats(h).unwrap().pauses_received > 0);
     }
+    // Lossless by PFC, not by luck: what an ingress holds stays under XOFF plus the headroom
+    // (what the link still delivers during a pause's round trip, and a frame in service at
+    // each end), so s0's queue is bounded by its two ingresses and s1's by its one.
+    let headroom = |rate_bps: u64| (rate_bps * 2 / 8 / 1_000_000) as usize + 2 * (1024 + 78);
+    let s0_bound = 2 * (pfc.xoff_bytes + headroom(50 * G));
+    assert!(s0_up.max_queue_bytes <= s0_bound, "{s0_up:?} > {s0_bound}");
+    let s1_down = net.port_stats(s1, NodeId(2)).unwrap();
+    let s1_bound = pfc.xoff_bytes + headroom(100 * G);
+    assert!(
+        s1_down.max_queue_bytes <= s1_bound,
+        "{s1_down:?} > {s1_bound}"
+    );
     assert_eq!(net.drops(), 0);
     // Lossless, and the 25 G link was the pace: 4 MB take at least 1.28 ms.
     let last = records.iter().map(|r| r.fct).max().unwrap();
