@@ -6,18 +6,18 @@
 //! with the link's own rate, and every link has its own rate and delay. A switch forwards a
 //! packet by its destination host and its 5-tuple (the UDP source port is RoCEv2's entropy, per
 //! QP: `SrcPortPolicy::PerQp`) with HPCC's ECMP ([`Routes::ecmp_next_hop`]), from a table
-//! precomputed per switch ([`wiring`]). PFC works hop by hop: a switch's PAUSE for an ingress
+//! precomputed per switch (`wiring.rs`). PFC works hop by hop: a switch's PAUSE for an ingress
 //! port reaches whatever is at the other end of that link (a host's egress, or another switch's
 //! egress port) one link delay later.
 //!
-//! Scheduling is one binary heap of events ([`events`]) over packets kept in a pool ([`pool`]):
+//! Scheduling is one binary heap of events (`events.rs`) over packets kept in a pool (`pool.rs`):
 //! the cost of a packet-hop does not grow with the network, and a NIC is asked for packets only
 //! when something touched it (a datagram delivered, a timer due, a flow posted, its link free).
 //! A run is a function of the topology, the configuration and the flows: ties between events at
 //! one instant are broken by the order they were scheduled in.
 //!
 //! [`Network::run_flows`] plays a list of [`FlowSpec`](crate::FlowSpec)s: one RC QP pair per
-//! flow, RDMA WRITEs, one [`FctRecord`](crate::FctRecord) per flow finished ([`flows`]).
+//! flow, RDMA WRITEs, one [`FctRecord`](crate::FctRecord) per flow finished (`flows.rs`).
 //!
 //! Not modelled: links' `error_rate` (no random loss), multi-homed hosts (refused), a shared
 //! buffer across a switch's ports (each egress port has `buffer_bytes`, as in
