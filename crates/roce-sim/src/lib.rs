@@ -18,10 +18,11 @@
 //! goodput, DCQCN rates, the bottleneck queue, drops, PAUSEs, CE marks and CNPs): what
 //! `roce sim` plays from a TOML file.
 //!
-//! Research-scale data, not yet wired to the engine: [`topology`] (multi-switch topologies from
-//! HPCC's files or generated fat-trees, BFS routes and ECMP), [`workload`] (flow-size CDFs, flow
-//! files, Poisson/incast/permutation generators) and [`fct`] (per-flow FCT records, HPCC's
-//! `fct.txt` and the FCT-slowdown table of its `fct_analysis.py`).
+//! Research scale: [`topology`] (multi-switch topologies from HPCC's files or generated
+//! fat-trees, BFS routes and ECMP), [`workload`] (flow-size CDFs, flow files,
+//! Poisson/incast/permutation generators) and [`fct`] (per-flow FCT records, HPCC's `fct.txt` and
+//! the FCT-slowdown table of its `fct_analysis.py`), played by [`network::Network`]: NICs and
+//! switches on a topology, ECMP, hop-by-hop PFC, one event queue.
 //!
 //! [`Capture`] writes what crossed the links as a pcap stamped with simulated time, and
 //! [`trace_to_test_output`] sends the logs of a test to its output.
@@ -36,6 +37,7 @@ mod fault;
 pub mod fct;
 mod link;
 mod net;
+pub mod network;
 mod pair;
 mod pattern;
 pub mod scenario;

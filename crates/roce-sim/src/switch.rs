@@ -14,7 +14,14 @@
 //! XON (quanta 0) once it falls below (IEEE 802.1Qbb; the CP as the DCQCN paper and HPCC's
 //! switch-mmu.cc mark).
 //!
-//! [`Fabric`](crate::Fabric) puts NICs on its ports.
+//! Each port has its own line rate ([`SwitchOf::set_port_rate`]; by default the config's
+//! `bandwidth_bps`), which serialises what it sends and sizes the pause quanta it sends.
+//!
+//! [`Fabric`](crate::Fabric) puts NICs on its ports and drives it with [`SwitchOf::advance`];
+//! the multi-switch [`network`](crate::network) drives each port by its own events
+//! ([`SwitchOf::service_end`], [`SwitchOf::finish`], [`SwitchOf::kick`],
+//! [`SwitchOf::take_pause_frames`]) and queues compact references to pooled packets in it: the
+//! switch is generic over what it queues ([`Frame`]), and [`Switch`] queues [`SimPacket`]s.
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
@@ -111,6 +118,34 @@ impl Default for SwitchConfig {
     }
 }
 
+/// What a switch needs to know of a packet it queues: its length on the wire, its DSCP
+/// (classification) and its ECN bits (marking).
+pub trait Frame {
+    /// Bytes on the wire.
+    fn wire_len(&self) -> usize;
+    /// DSCP, 0..=63.
+    fn dscp(&self) -> u8;
+    /// The ECN bits.
+    fn ecn(&self) -> Ecn;
+    /// Sets the ECN bits (a CE mark).
+    fn set_ecn(&mut self, ecn: Ecn);
+}
+
+impl Frame for SimPacket {
+    fn wire_len(&self) -> usize {
+        Self::wire_len(self)
+    }
+    fn dscp(&self) -> u8 {
+        self.dscp
+    }
+    fn ecn(&self) -> Ecn {
+        self.ecn
+    }
+    fn set_ecn(&mut self, ecn: Ecn) {
+        self.ecn = ecn;
+    }
+}
+
 /// Counters of one port.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct PortStats {
@@ -118,6 +153,8 @@ pub struct PortStats {
     pub enqueued: u64,
     /// Packets sent out of it.
     pub sent: u64,
+    /// Bytes (on the wire) sent out of it.
+    pub sent_bytes: u64,
     /// Packets dropped: its buffer was full.
     pub drops: u64,
     /// Packets marked CE on it.
@@ -145,26 +182,28 @@ pub struct PauseFrame {
 }
 
 #[derive(Debug)]
-struct Queued {
-    packet: SimPacket,
+struct Queued<P> {
+    packet: P,
     ingress: usize,
     priority: usize,
     bytes: usize,
 }
 
-#[derive(Debug, Default)]
-struct Port {
-    queues: [VecDeque<Queued>; CLASSES],
+#[derive(Debug)]
+struct Port<P> {
+    /// Line rate, bits per second.
+    rate_bps: u64,
+    queues: [VecDeque<Queued<P>>; CLASSES],
     class_bytes: [usize; CLASSES],
     bytes: usize,
     deficit: [i64; CLASSES],
     next_class: usize,
     /// Whether the class whose turn it is got its quantum this round.
     granted: bool,
-    in_service: Option<(Instant, Queued)>,
+    in_service: Option<(Instant, Queued<P>)>,
     /// Packets on the cable towards the host: (arrival, sequence).
     cable: BinaryHeap<Reverse<(Instant, u64)>>,
-    cable_packets: Vec<(u64, SimPacket)>,
+    cable_packets: Vec<(u64, P)>,
     /// Ingress accounting: bytes held that came in on this port, per priority (PFC).
     held: [usize; CLASSES],
     paused_host: [bool; CLASSES],
@@ -176,11 +215,37 @@ struct Port {
     stats: PortStats,
 }
 
-/// An N-port switch.
+impl<P> Port<P> {
+    fn new(rate_bps: u64) -> Self {
+        Self {
+            rate_bps,
+            queues: Default::default(),
+            class_bytes: [0; CLASSES],
+            bytes: 0,
+            deficit: [0; CLASSES],
+            next_class: 0,
+            granted: false,
+            in_service: None,
+            cable: BinaryHeap::new(),
+            cable_packets: Vec::new(),
+            held: [0; CLASSES],
+            paused_host: [false; CLASSES],
+            pause_until: [Instant::ZERO; CLASSES],
+            egress_paused_until: [Instant::ZERO; CLASSES],
+            pauses: VecDeque::new(),
+            stats: PortStats::default(),
+        }
+    }
+}
+
+/// An N-port switch queueing [`SimPacket`]s.
+pub type Switch = SwitchOf<SimPacket>;
+
+/// An N-port switch queueing packets of type `P`.
 #[derive(Debug)]
-pub struct Switch {
+pub struct SwitchOf<P> {
     config: SwitchConfig,
-    ports: Vec<Port>,
+    ports: Vec<Port<P>>,
     /// Destination address → port.
     routes: Vec<(std::net::IpAddr, usize)>,
     seq: u64,
@@ -189,37 +254,6 @@ pub struct Switch {
 }
 
 impl Switch {
-    /// A switch with `ports` ports; `routes` maps each host address to its port.
-    pub fn new(
-        config: SwitchConfig,
-        ports: usize,
-        routes: Vec<(std::net::IpAddr, usize)>,
-        seed: u64,
-    ) -> Self {
-        Self {
-            config,
-            ports: (0..ports).map(|_| Port::default()).collect(),
-            routes,
-            seq: 0,
-            rng: seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1,
-        }
-    }
-
-    /// The configuration.
-    pub fn config(&self) -> &SwitchConfig {
-        &self.config
-    }
-
-    /// A port's counters.
-    pub fn stats(&self, port: usize) -> &PortStats {
-        &self.ports[port].stats
-    }
-
-    /// Bytes queued on a port now.
-    pub fn queue_bytes(&self, port: usize) -> usize {
-        self.ports[port].bytes
-    }
-
     /// A packet arrives on `ingress` (its last bit, at `now`), routed by its destination.
     pub fn receive(&mut self, now: Instant, ingress: usize, packet: SimPacket) {
         let Some(egress) = self
@@ -232,6 +266,56 @@ impl Switch {
         };
         self.receive_to(now, ingress, egress, packet);
     }
+}
+
+impl<P: Frame> SwitchOf<P> {
+    /// A switch with `ports` ports; `routes` maps each host address to its port.
+    pub fn new(
+        config: SwitchConfig,
+        ports: usize,
+        routes: Vec<(std::net::IpAddr, usize)>,
+        seed: u64,
+    ) -> Self {
+        Self {
+            ports: (0..ports)
+                .map(|_| Port::new(config.bandwidth_bps))
+                .collect(),
+            config,
+            routes,
+            seq: 0,
+            rng: seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1,
+        }
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &SwitchConfig {
+        &self.config
+    }
+
+    /// Sets the line rate of `port`, bits per second (0 counts as 1).
+    pub fn set_port_rate(&mut self, port: usize, rate_bps: u64) {
+        self.ports[port].rate_bps = rate_bps;
+    }
+
+    /// The line rate of `port`, bits per second.
+    pub fn port_rate(&self, port: usize) -> u64 {
+        self.ports[port].rate_bps
+    }
+
+    /// How many ports.
+    pub fn port_count(&self) -> usize {
+        self.ports.len()
+    }
+
+    /// A port's counters.
+    pub fn stats(&self, port: usize) -> &PortStats {
+        &self.ports[port].stats
+    }
+
+    /// Bytes queued on a port now.
+    pub fn queue_bytes(&self, port: usize) -> usize {
+        self.ports[port].bytes
+    }
 
     /// A packet arrives on `ingress` for the port `egress`, chosen by the caller (a bridge that
     /// learns MAC addresses, say). Returns whether it was queued: `false` is a drop, the buffer
@@ -241,10 +325,10 @@ impl Switch {
         now: Instant,
         ingress: usize,
         egress: usize,
-        mut packet: SimPacket,
+        mut packet: P,
     ) -> bool {
         let priority =
-            usize::from(self.config.dscp_to_priority[usize::from(packet.dscp & 63)]) % CLASSES;
+            usize::from(self.config.dscp_to_priority[usize::from(packet.dscp() & 63)]) % CLASSES;
         let bytes = packet.wire_len();
         let port = &mut self.ports[egress];
         if port.bytes + bytes > self.config.buffer_bytes {
@@ -311,6 +395,7 @@ impl Switch {
                 self.seq += 1;
                 let port = &mut self.ports[egress];
                 port.stats.sent += 1;
+                port.stats.sent_bytes += done.bytes as u64;
                 port.cable.push(Reverse((arrival, self.seq)));
                 port.cable_packets.push((self.seq, done.packet));
                 self.start(end, egress);
@@ -319,7 +404,7 @@ impl Switch {
     }
 
     /// The next packet that has reached the host on `port` by `now`.
-    pub fn deliver(&mut self, now: Instant, port: usize) -> Option<SimPacket> {
+    pub fn deliver(&mut self, now: Instant, port: usize) -> Option<P> {
         let port = &mut self.ports[port];
         let Reverse((at, seq)) = *port.cable.peek()?;
         if at > now {
@@ -338,6 +423,40 @@ impl Switch {
         } else {
             None
         }
+    }
+
+    /// When the packet `port` is sending now finishes serialising, if it is sending one.
+    pub fn service_end(&self, port: usize) -> Option<Instant> {
+        self.ports[port].in_service.as_ref().map(|(end, _)| *end)
+    }
+
+    /// The packet `port` finished serialising by `now` and the port it came in on, handed to
+    /// the caller instead of the port's cable (whoever drives the switch by events carries it);
+    /// the next one starts at the end of this one. The ingress port's PFC state may have changed
+    /// (see [`SwitchOf::take_pause_frames`]). `None` while it is still being sent or when the
+    /// port is idle.
+    pub fn finish(&mut self, now: Instant, port: usize) -> Option<(P, usize)> {
+        let end = self.service_end(port).filter(|end| *end <= now)?;
+        let (_, done) = self.ports[port].in_service.take()?;
+        self.ports[done.ingress].held[done.priority] -= done.bytes;
+        self.pfc_check(end, done.ingress, done.priority);
+        let stats = &mut self.ports[port].stats;
+        stats.sent += 1;
+        stats.sent_bytes += done.bytes as u64;
+        self.start(end, port);
+        Some((done.packet, done.ingress))
+    }
+
+    /// Starts the next packet on `port` if it is idle and a class may send (a pause ran out).
+    pub fn kick(&mut self, now: Instant, port: usize) {
+        self.start(now, port);
+    }
+
+    /// Every PFC frame the switch has sent out of `port` so far, oldest first, taken. Their
+    /// `at` is when they left plus the config's `latency` (set it to zero to add each cable's
+    /// own delay).
+    pub fn take_pause_frames(&mut self, port: usize) -> impl Iterator<Item = PauseFrame> + '_ {
+        self.ports[port].pauses.drain(..)
     }
 
     /// When something next happens: a packet finishes serialising, reaches a host, or a PFC
@@ -388,8 +507,7 @@ impl Switch {
                 &mut port.stats,
             );
         }
-        let nanos =
-            (queued.bytes as u64 * 8 * 1_000_000_000).div_ceil(self.config.bandwidth_bps.max(1));
+        let nanos = (queued.bytes as u64 * 8 * 1_000_000_000).div_ceil(port.rate_bps.max(1));
         port.in_service = Some((now + Duration::from_nanos(nanos), queued));
     }
 
@@ -398,7 +516,7 @@ impl Switch {
     fn pick(&mut self, egress: usize, now: Instant) -> Option<usize> {
         let ets = self.config.ets;
         let port = &mut self.ports[egress];
-        let ready = |port: &Port, c: usize| {
+        let ready = |port: &Port<P>, c: usize| {
             !port.queues[c].is_empty() && port.egress_paused_until[c] <= now
         };
         if let Some(class) = (0..CLASSES)
@@ -447,7 +565,7 @@ impl Switch {
         }
         let latency = self.config.latency;
         let quanta_nanos = (u64::from(pfc.pause_quanta) * 512 * 1_000_000_000)
-            .div_ceil(self.config.bandwidth_bps.max(1));
+            .div_ceil(self.ports[ingress].rate_bps.max(1));
         let port = &mut self.ports[ingress];
         let held = port.held[priority];
         let at = now + latency;
@@ -477,15 +595,15 @@ impl Switch {
 }
 
 /// RED marking of an ECN-capable packet by the queue `queue_bytes` of its class.
-fn mark(
+fn mark<P: Frame>(
     config: &SwitchConfig,
     rng: &mut u64,
-    packet: &mut SimPacket,
+    packet: &mut P,
     queue_bytes: usize,
     stats: &mut PortStats,
 ) {
     let Some(ecn) = config.ecn else { return };
-    if !matches!(packet.ecn, Ecn::Ect0 | Ecn::Ect1) {
+    if !matches!(packet.ecn(), Ecn::Ect0 | Ecn::Ect1) {
         return;
     }
     *rng ^= *rng << 13;
@@ -493,7 +611,7 @@ fn mark(
     *rng ^= *rng << 17;
     let draw = (*rng >> 11) as f64 / (1u64 << 53) as f64;
     if draw < ecn.probability(queue_bytes) {
-        packet.ecn = Ecn::Ce;
+        packet.set_ecn(Ecn::Ce);
         stats.ce_marked += 1;
     }
 }

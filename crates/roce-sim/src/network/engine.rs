@@ -1,0 +1,247 @@
+//! What each event does: packets cross links, switches forward and PFC-pause, hosts' links
+//! serialise, NICs receive, fire timers and are asked for packets.
+
+use roce_core::{Duration, Instant};
+
+use super::Network;
+use super::events::Event;
+use super::flows::FlowRun;
+use super::pool::frame_len;
+use crate::pair::datagram;
+use crate::set_sim_time;
+
+impl Network {
+    /// Runs every event due by `until`, in order; `run` hears of flow starts and completions.
+    pub(super) fn run_events(&mut self, until: Instant, run: &mut FlowRun<'_>) {
+        while let Some((at, event)) = self.events.pop_until(until) {
+            if at != self.now {
+                self.now = at;
+                set_sim_time(at);
+            }
+            match event {
+                Event::Arrival { node, port, packet } => self.arrival(node, port, packet, run),
+                Event::Pause {
+                    node,
+                    port,
+                    priority,
+                    until,
+                } => self.pause(node, port, priority, until, run),
+                Event::PortFree { node, port } => self.port_free(node, port),
+                Event::PortKick { node, port } => {
+                    if let Some(s) = self.switches[node as usize].as_mut() {
+                        s.kick(at, usize::from(port));
+                    }
+                    self.schedule_port(node, port);
+                }
+                Event::HostTx { host } => {
+                    let e = &mut self.egress[host as usize];
+                    if e.tx_at == Some(at) {
+                        e.tx_at = None;
+                    }
+                    self.touch(host as usize, run);
+                }
+                Event::NicTimer { host } => {
+                    let e = &mut self.egress[host as usize];
+                    if e.timer_at == Some(at) {
+                        e.timer_at = None;
+                    }
+                    self.touch(host as usize, run);
+                }
+                Event::FlowStart { flow } => run.start(self, flow as usize),
+            }
+        }
+        if self.now < until {
+            self.now = until;
+            set_sim_time(until);
+        }
+    }
+
+    /// A packet reaches `node`: a host's NIC takes it, a switch forwards it.
+    fn arrival(&mut self, node: u32, port: u16, packet: u32, run: &mut FlowRun<'_>) {
+        self.packet_hops += 1;
+        let now = self.now;
+        if let Some(h) = self.wiring.host_index(node) {
+            let side = &mut self.sides[h];
+            side.nic
+                .handle_datagram(now, datagram(self.pool.get(packet)));
+            self.pool.free(packet);
+            self.egress[h].stats.received += 1;
+            self.touch(h, run);
+            return;
+        }
+        let p = self.pool.get(packet);
+        let Some(egress) = self.wiring.forward(node, p.src, p.dst) else {
+            self.unroutable += 1;
+            self.pool.free(packet);
+            return;
+        };
+        let reference = self.pool.reference(packet);
+        let switch = self.switches[node as usize]
+            .as_mut()
+            .expect("a node that is no host is a switch");
+        if !switch.receive_to(now, usize::from(port), usize::from(egress), reference) {
+            self.pool.free(packet);
+        }
+        self.send_pauses(node, port);
+        self.schedule_port(node, egress);
+    }
+
+    /// A PFC frame reaches `node`: it stops (or resumes) `priority` on its port towards the
+    /// sender.
+    fn pause(&mut self, node: u32, port: u16, priority: u8, until: Instant, run: &mut FlowRun) {
+        let now = self.now;
+        if let Some(h) = self.wiring.host_index(node) {
+            let e = &mut self.egress[h];
+            e.paused_until[usize::from(priority) % e.paused_until.len()] = until;
+            if until > now {
+                e.stats.pauses_received += 1;
+                self.events.push(until, Event::HostTx { host: h as u32 });
+            } else {
+                self.touch(h, run);
+            }
+            return;
+        }
+        if let Some(s) = self.switches[node as usize].as_mut() {
+            s.pause_egress(now, usize::from(port), priority, until);
+            if until > now {
+                self.events.push(until, Event::PortKick { node, port });
+            }
+        }
+        self.schedule_port(node, port);
+    }
+
+    /// A switch port finished a packet: it goes on the cable, the next one starts.
+    fn port_free(&mut self, node: u32, port: u16) {
+        let now = self.now;
+        let g = self.wiring.global(node, port);
+        if self.port_free_at[g] == Some(now) {
+            self.port_free_at[g] = None;
+        }
+        let switch = self.switches[node as usize]
+            .as_mut()
+            .expect("only switch ports are scheduled");
+        if let Some((reference, ingress)) = switch.finish(now, usize::from(port)) {
+            self.pool.get_mut(reference.index).ecn = reference.ecn;
+            let peer = self.wiring.peer(node, port);
+            self.events.push(
+                now + peer.delay,
+                Event::Arrival {
+                    node: peer.node,
+                    port: peer.port,
+                    packet: reference.index,
+                },
+            );
+            self.send_pauses(node, ingress as u16);
+        }
+        self.schedule_port(node, port);
+    }
+
+    /// Schedules the end of what `node`'s `port` is sending, unless it is scheduled already.
+    fn schedule_port(&mut self, node: u32, port: u16) {
+        let Some(s) = self.switches[node as usize].as_ref() else {
+            return;
+        };
+        let Some(end) = s.service_end(usize::from(port)) else {
+            return;
+        };
+        let g = self.wiring.global(node, port);
+        if self.port_free_at[g] != Some(end) {
+            self.port_free_at[g] = Some(end);
+            self.events.push(end, Event::PortFree { node, port });
+        }
+    }
+
+    /// Puts the PFC frames `node` sent out of `port` on that link.
+    fn send_pauses(&mut self, node: u32, port: u16) {
+        let peer = self.wiring.peer(node, port);
+        let Some(s) = self.switches[node as usize].as_mut() else {
+            return;
+        };
+        for frame in s.take_pause_frames(usize::from(port)) {
+            self.events.push(
+                frame.at + peer.delay,
+                Event::Pause {
+                    node: peer.node,
+                    port: peer.port,
+                    priority: frame.priority,
+                    until: frame.until + peer.delay,
+                },
+            );
+        }
+    }
+
+    /// Host `h` was touched: its due timers fire, its link takes what its NIC has to send while
+    /// it is free, its completions go to the flows, and its next timer is scheduled.
+    pub(super) fn touch(&mut self, h: usize, run: &mut FlowRun<'_>) {
+        let now = self.now;
+        loop {
+            let nic = &mut self.sides[h].nic;
+            if nic.poll_timeout().is_some_and(|at| at <= now) {
+                nic.handle_timeout(now);
+            }
+            self.pump(h);
+            if !run.completions(self, h) {
+                break;
+            }
+        }
+        let e = &mut self.egress[h];
+        if let Some(at) = self.sides[h].nic.poll_timeout() {
+            // A timer that did not move on when fired would spin: try again a nanosecond later.
+            let at = at.max(now + Duration::from_nanos(1));
+            if e.timer_at.is_none_or(|pending| at < pending) {
+                e.timer_at = Some(at);
+                self.events.push(at, Event::NicTimer { host: h as u32 });
+            }
+        }
+    }
+
+    /// Host `h`'s link: while it is free, the next packet of a priority not paused goes, asked
+    /// of the NIC when none is queued.
+    fn pump(&mut self, h: usize) {
+        let now = self.now;
+        let node = self.host_nodes[h].0;
+        let peer = self.wiring.peer(node, 0);
+        let priority_of = self.config.switch.dscp_to_priority;
+        loop {
+            let e = &mut self.egress[h];
+            if e.busy_until > now {
+                if e.tx_at != Some(e.busy_until) {
+                    e.tx_at = Some(e.busy_until);
+                    self.events
+                        .push(e.busy_until, Event::HostTx { host: h as u32 });
+                }
+                return;
+            }
+            if let Some(index) = e.pop_sendable(now) {
+                let bytes = frame_len(self.pool.get(index)) as u64;
+                let nanos = (bytes * 8 * 1_000_000_000).div_ceil(peer.rate_bps.max(1));
+                e.busy_until = now + Duration::from_nanos(nanos);
+                e.stats.sent += 1;
+                e.stats.sent_bytes += bytes;
+                self.events.push(
+                    e.busy_until + peer.delay,
+                    Event::Arrival {
+                        node: peer.node,
+                        port: peer.port,
+                        packet: index,
+                    },
+                );
+                continue;
+            }
+            // Only paused priorities are queued: a bounded number more may wait behind them.
+            if e.queued() >= HOST_QUEUE_LIMIT {
+                return;
+            }
+            let Some(transmit) = self.sides[h].nic.poll_transmit(now, &mut self.buf) else {
+                return;
+            };
+            let index = self.pool.insert(&transmit, &self.buf);
+            let class = usize::from(priority_of[usize::from(transmit.dscp & 63)]);
+            self.egress[h].push(class, index);
+        }
+    }
+}
+
+/// Packets a host's egress holds while their priorities are paused before it stops asking its
+/// NIC for more.
+const HOST_QUEUE_LIMIT: usize = 64;

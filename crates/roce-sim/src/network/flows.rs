@@ -1,0 +1,263 @@
+//! Playing flows on a [`Network`]: at each flow's start a fresh RC QP pair between its hosts, its
+//! bytes as RDMA WRITEs from the sender's region into the receiver's (regions are reused per
+//! host; a flow larger than a region posts several WRITEs, at most [`MAX_POSTED`] at a time), and
+//! at the sender's last completion an [`FctRecord`]; the QPs are then destroyed, so that 10^5
+//! flows do not keep 10^5 QPs.
+//!
+//! The ideal FCT is HPCC's standalone FCT ([`ideal_fct`]) over the first shortest path with our
+//! own packets ([`ideal_model`]): path-MTU payloads under 14 (Ethernet) + 20 (IPv4) + 8 (UDP) +
+//! 12 (BTH) + 4 (ICRC) + 4 (FCS) = 62 header bytes, plus the 16-byte RETH of each WRITE's first
+//! packet at the bottleneck rate.
+
+use roce_core::{Duration, Instant, Qpn, Remote, SendOp, SendWr, Sge, WcStatus};
+use roce_wire::gid::udp_sport_for_qps;
+
+use super::Network;
+use super::events::Event;
+use super::pool::FCS_BYTES;
+use crate::IPV4_FRAME_OVERHEAD;
+use crate::fct::{FctRecord, IdealModel, ideal_fct};
+use crate::pair::connect_nodes;
+use crate::workload::FlowSpec;
+
+/// The default size of each host's memory region, and so of the largest WRITE: 256 KiB.
+pub const REGION_LEN: usize = 256 << 10;
+
+/// WRITEs a flow has outstanding at most.
+pub const MAX_POSTED: u64 = 16;
+
+/// Bytes of the RETH on the first packet of each WRITE.
+pub const RETH_BYTES: u64 = 16;
+
+/// What became of the flows of the last [`Network::run_flows`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct FlowOutcome {
+    /// Flows started.
+    pub started: u64,
+    /// Flows whose last WRITE completed successfully (one [`FctRecord`] each).
+    pub finished: u64,
+    /// Flows refused (a host that is not one, a flow to itself) or whose WRITE failed.
+    pub failed: u64,
+    /// Flows still running at the end of the run: abandoned, their QPs destroyed.
+    pub unfinished: u64,
+}
+
+/// The packetization of our RoCEv2 WRITEs at path MTU `mtu_bytes`, as [`ideal_fct`] takes it.
+pub fn ideal_model(mtu_bytes: u64) -> IdealModel {
+    IdealModel {
+        payload_bytes: mtu_bytes,
+        header_bytes: (IPV4_FRAME_OVERHEAD + FCS_BYTES) as u64 + BTH_BYTES + ICRC_BYTES,
+    }
+}
+
+impl Network {
+    /// Plays `flows` (in any order; each starts at its `start`, or now if that has passed) until
+    /// `until`; returns one record per flow finished, in completion order. Flows still running
+    /// at `until` are abandoned (see [`Network::flow_outcome`]); their packets still in the
+    /// network drain in a later run.
+    pub fn run_flows(&mut self, flows: &[FlowSpec], until: Instant) -> Vec<FctRecord> {
+        let mut order: Vec<u32> = (0..flows.len() as u32).collect();
+        order.sort_by_key(|&i| (flows[i as usize].start, i));
+        let mut run = FlowRun {
+            flows,
+            order,
+            next: 0,
+            active: (0..flows.len()).map(|_| None).collect(),
+            records: Vec::new(),
+            outcome: FlowOutcome::default(),
+            chunk: self.config.host.region_len.clamp(1, u32::MAX as usize) as u64,
+        };
+        run.schedule_next(self);
+        self.run_events(until, &mut run);
+        for a in run.active.iter_mut().filter_map(Option::take) {
+            run.outcome.unfinished += 1;
+            self.close(&a);
+        }
+        self.outcome = run.outcome;
+        run.records
+    }
+
+    /// What became of the flows of the last [`Network::run_flows`].
+    pub fn flow_outcome(&self) -> FlowOutcome {
+        self.outcome
+    }
+
+    /// The ideal FCT of `size` bytes from `src` to `dst` sent as WRITEs of at most a region.
+    pub fn ideal_fct(&self, src: crate::NodeId, dst: crate::NodeId, size: u64) -> Option<Duration> {
+        let mtu = u64::from(self.config.host.mtu.bytes());
+        let path = self.routes.path_info(src, dst, mtu)?;
+        let chunk = self.config.host.region_len.max(1) as u64;
+        let writes = size.div_ceil(chunk).max(1);
+        let reth =
+            u128::from(writes * RETH_BYTES) * 8_000_000_000 / u128::from(path.bottleneck_bps);
+        let reth = Duration::from_nanos(u64::try_from(reth).unwrap_or(u64::MAX));
+        Some(ideal_fct(size, &path, ideal_model(mtu)) + reth)
+    }
+
+    /// Destroys a flow's QPs.
+    fn close(&mut self, a: &Active) {
+        for (host, qpn) in [(a.src, a.qpn), (a.dst, a.peer)] {
+            // The QP exists: it was created for this flow and is destroyed only here.
+            let _ = self.sides[host].nic.destroy_qp(qpn);
+        }
+    }
+}
+
+/// A flow while it runs.
+#[derive(Debug)]
+struct Active {
+    src: usize,
+    dst: usize,
+    qpn: Qpn,
+    peer: Qpn,
+    remote: Remote,
+    started: Instant,
+    posted: u64,
+    completed: u64,
+    writes: u64,
+    /// Bytes of the last WRITE.
+    last_len: u64,
+}
+
+/// The flows of one [`Network::run_flows`].
+pub(super) struct FlowRun<'a> {
+    flows: &'a [FlowSpec],
+    /// Flow indexes by start time.
+    order: Vec<u32>,
+    next: usize,
+    active: Vec<Option<Active>>,
+    records: Vec<FctRecord>,
+    outcome: FlowOutcome,
+    /// Bytes per WRITE (the region size).
+    chunk: u64,
+}
+
+impl FlowRun<'_> {
+    /// Flow `i` starts now.
+    pub(super) fn start(&mut self, net: &mut Network, i: usize) {
+        self.schedule_next(net);
+        let flow = self.flows[i];
+        self.outcome.started += 1;
+        let (Some(src), Some(dst)) = (
+            net.wiring.host_index(flow.src.0),
+            net.wiring.host_index(flow.dst.0),
+        ) else {
+            self.outcome.failed += 1;
+            return;
+        };
+        if src == dst {
+            self.outcome.failed += 1;
+            return;
+        }
+        let dscp = (flow.pg % 8) * 8;
+        let (qpn, peer) = connect_nodes(&net.config.host, &mut net.sides, src, dst, dscp);
+        let mr = &net.sides[dst].mr;
+        let writes = flow.size_bytes.div_ceil(self.chunk).max(1);
+        self.active[i] = Some(Active {
+            src,
+            dst,
+            qpn,
+            peer,
+            remote: Remote {
+                addr: mr.addr(),
+                rkey: mr.rkey(),
+            },
+            started: net.now,
+            posted: 0,
+            completed: 0,
+            writes,
+            last_len: flow.size_bytes - (writes - 1) * self.chunk,
+        });
+        self.post(net, i);
+        net.touch(src, self);
+    }
+
+    /// Takes host `h`'s completions; whether a flow posted more WRITEs.
+    pub(super) fn completions(&mut self, net: &mut Network, h: usize) -> bool {
+        let mut posted = false;
+        while let Some(cqe) = net.sides[h].completion() {
+            let i = (cqe.wr_id >> 32) as usize;
+            let Some(a) = self.active.get_mut(i).and_then(Option::as_mut) else {
+                continue;
+            };
+            if cqe.status != WcStatus::Success {
+                self.outcome.failed += 1;
+                if let Some(a) = self.active[i].take() {
+                    net.close(&a);
+                }
+                continue;
+            }
+            a.completed += 1;
+            if a.completed < a.writes {
+                posted |= self.post(net, i);
+                continue;
+            }
+            let a = self.active[i].take().expect("looked up above");
+            let flow = self.flows[i];
+            self.records.push(FctRecord {
+                src: flow.src,
+                dst: flow.dst,
+                sport: udp_sport_for_qps(a.qpn.value(), a.peer.value()),
+                dport: flow.dport,
+                size: flow.size_bytes,
+                start: flow.start,
+                fct: net.now - a.started,
+                ideal: net
+                    .ideal_fct(flow.src, flow.dst, flow.size_bytes)
+                    .unwrap_or(Duration::ZERO),
+            });
+            self.outcome.finished += 1;
+            net.close(&a);
+        }
+        posted
+    }
+
+    /// Posts flow `i`'s next WRITEs, up to [`MAX_POSTED`] outstanding; whether it posted any.
+    fn post(&mut self, net: &mut Network, i: usize) -> bool {
+        let Some(a) = self.active[i].as_mut() else {
+            return false;
+        };
+        let side = &mut net.sides[a.src];
+        let mut any = false;
+        while a.posted < a.writes && a.posted - a.completed < MAX_POSTED {
+            let len = if a.posted + 1 == a.writes {
+                a.last_len
+            } else {
+                self.chunk
+            };
+            let sgl = if len == 0 {
+                Vec::new()
+            } else {
+                vec![Sge {
+                    addr: side.mr.addr(),
+                    length: len as u32,
+                    lkey: side.mr.lkey(),
+                }]
+            };
+            let wr_id = ((i as u64) << 32) | a.posted;
+            let wr = SendWr::new(wr_id, SendOp::RdmaWrite(a.remote), sgl);
+            if side.nic.post_send(a.qpn, wr).is_err() {
+                self.outcome.failed += 1;
+                if let Some(a) = self.active[i].take() {
+                    net.close(&a);
+                }
+                return any;
+            }
+            a.posted += 1;
+            any = true;
+        }
+        any
+    }
+
+    /// Schedules the next flow to start, at its start or now.
+    fn schedule_next(&mut self, net: &mut Network) {
+        if let Some(&i) = self.order.get(self.next) {
+            self.next += 1;
+            let at = self.flows[i as usize].start.max(net.now);
+            net.events.push(at, Event::FlowStart { flow: i });
+        }
+    }
+}
+
+const BTH_BYTES: u64 = 12;
+const ICRC_BYTES: u64 = 4;

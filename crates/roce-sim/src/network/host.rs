@@ -1,0 +1,62 @@
+//! A host's egress: one queue per priority between its NIC and its one link, the PFC pauses the
+//! switch above it sent, and when its next events are scheduled. The NIC is asked for a packet
+//! only when the link is free, as a NIC's scheduler picks the next packet when the wire is free,
+//! so these queues hold at most the packets of priorities that are paused.
+
+use std::collections::VecDeque;
+
+use roce_core::Instant;
+
+use crate::switch::CLASSES;
+
+/// Counters of one host's link.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct HostStats {
+    /// Packets its NIC sent.
+    pub sent: u64,
+    /// Their bytes on the wire.
+    pub sent_bytes: u64,
+    /// Packets delivered to its NIC.
+    pub received: u64,
+    /// PAUSE frames (XOFF) it received, which stopped a priority of its egress.
+    pub pauses_received: u64,
+}
+
+/// The egress of one host.
+#[derive(Debug, Default)]
+pub(super) struct Egress {
+    /// Pool indexes, per priority.
+    queues: [VecDeque<u32>; CLASSES],
+    queued: usize,
+    /// Until when the link is serialising.
+    pub(super) busy_until: Instant,
+    /// Until when each priority is paused.
+    pub(super) paused_until: [Instant; CLASSES],
+    /// When a `HostTx` event is pending, if one is.
+    pub(super) tx_at: Option<Instant>,
+    /// When a `NicTimer` event is pending, if one is.
+    pub(super) timer_at: Option<Instant>,
+    pub(super) stats: HostStats,
+}
+
+impl Egress {
+    /// Queues packet `index` on priority `class`.
+    pub(super) fn push(&mut self, class: usize, index: u32) {
+        self.queues[class % CLASSES].push_back(index);
+        self.queued += 1;
+    }
+
+    /// The next packet that may go at `now`: the highest priority not paused.
+    pub(super) fn pop_sendable(&mut self, now: Instant) -> Option<u32> {
+        let class = (0..CLASSES)
+            .rev()
+            .find(|&c| !self.queues[c].is_empty() && self.paused_until[c] <= now)?;
+        self.queued -= 1;
+        self.queues[class].pop_front()
+    }
+
+    /// Packets queued.
+    pub(super) fn queued(&self) -> usize {
+        self.queued
+    }
+}

@@ -1,0 +1,265 @@
+//! A multi-switch network on a [`Topology`], driven by one event queue: the research-scale
+//! counterpart of [`Fabric`](crate::Fabric).
+//!
+//! Every host is a real `roce_core::Nic` at HPCC's address for it ([`NodeId::hpcc_ipv4`], so
+//! `fct.txt` lines match HPCC's), every switch a [`SwitchOf`] whose ports are its links, each
+//! with the link's own rate, and every link has its own rate and delay. A switch forwards a
+//! packet by its destination host and its 5-tuple (the UDP source port is RoCEv2's entropy, per
+//! QP: `SrcPortPolicy::PerQp`) with HPCC's ECMP ([`Routes::ecmp_next_hop`]), from a table
+//! precomputed per switch (`wiring.rs`). PFC works hop by hop: a switch's PAUSE for an ingress
+//! port reaches whatever is at the other end of that link (a host's egress, or another switch's
+//! egress port) one link delay later.
+//!
+//! Scheduling is one binary heap of events (`events.rs`) over packets kept in a pool (`pool.rs`):
+//! the cost of a packet-hop does not grow with the network, and a NIC is asked for packets only
+//! when something touched it (a datagram delivered, a timer due, a flow posted, its link free).
+//! A run is a function of the topology, the configuration and the flows: ties between events at
+//! one instant are broken by the order they were scheduled in.
+//!
+//! [`Network::run_flows`] plays a list of [`FlowSpec`](crate::FlowSpec)s: one RC QP pair per
+//! flow, RDMA WRITEs, one [`FctRecord`](crate::FctRecord) per flow finished (`flows.rs`).
+//!
+//! Not modelled: links' `error_rate` (no random loss), multi-homed hosts (refused), a shared
+//! buffer across a switch's ports (each egress port has `buffer_bytes`, as in
+//! [`Switch`](crate::Switch)).
+
+mod engine;
+mod events;
+mod flows;
+mod host;
+mod pool;
+mod wiring;
+
+use std::net::{IpAddr, Ipv4Addr};
+
+use roce_core::{Instant, MAX_DATAGRAM, Nic, NicConfig};
+
+use crate::pair::{PairConfig, Side, side};
+use crate::switch::{PortStats, SwitchConfig, SwitchOf};
+use crate::topology::{NodeId, NodeKind, Routes, Topology, TopologyError};
+use events::EventQueue;
+pub use flows::{FlowOutcome, MAX_POSTED, REGION_LEN, RETH_BYTES, ideal_model};
+use host::Egress;
+pub use host::HostStats;
+use pool::PacketPool;
+pub use pool::{FCS_BYTES, PacketRef};
+use wiring::Wiring;
+
+/// How a [`Network`] is built.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NetworkConfig {
+    /// The hosts' NICs and QPs: path MTU, region size (the largest WRITE; bigger flows post
+    /// several), QP attributes, and the NIC configuration (congestion control, windows). Each
+    /// NIC's `line_rate_bps` is set to its link's rate and its `seed` to `nic.seed + host
+    /// index`; `link` and `seed` are unused.
+    pub host: PairConfig,
+    /// Every switch: buffer per egress port, ECN, PFC, ETS, DSCP map. `bandwidth_bps` and
+    /// `latency` are unused: each port has its link's rate and delay.
+    pub switch: SwitchConfig,
+    /// Seed of the switches' marking decisions (switch `n` uses `seed + n`).
+    pub seed: u64,
+}
+
+impl Default for NetworkConfig {
+    /// Path MTU 1024, [`REGION_LEN`] regions, windows of 512 packets per QP and 8192 per NIC
+    /// (enough for a 100 Gb/s flow over a few µs of RTT), no congestion control, lossy
+    /// switches with the default buffer.
+    fn default() -> Self {
+        Self {
+            host: PairConfig {
+                region_len: REGION_LEN,
+                queue_depth: 64,
+                nic: NicConfig {
+                    max_unacked_psns: 512,
+                    max_unacked_total: 8192,
+                    ..NicConfig::default()
+                },
+                ..PairConfig::default()
+            },
+            switch: SwitchConfig::default(),
+            seed: 0,
+        }
+    }
+}
+
+/// Why a topology cannot be built into a network.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum NetworkError {
+    /// Routing refused it (a host cut off).
+    #[error(transparent)]
+    Topology(#[from] TopologyError),
+    /// A host with other than one link.
+    #[error("host {host} has {links} links: only single-homed hosts are supported")]
+    MultiHomed {
+        /// The host.
+        host: NodeId,
+        /// Its links.
+        links: usize,
+    },
+}
+
+/// Hosts with NICs and switches on a topology, and the events between them.
+#[derive(Debug)]
+pub struct Network {
+    routes: Routes,
+    config: NetworkConfig,
+    wiring: Wiring,
+    /// Per host index: the NIC and its objects, and its egress.
+    sides: Vec<Side>,
+    egress: Vec<Egress>,
+    /// Host index → node id.
+    host_nodes: Vec<NodeId>,
+    /// Per node id: its switch, if it is one.
+    switches: Vec<Option<SwitchOf<PacketRef>>>,
+    /// Per global port: when its `PortFree` event is due, if one is pending.
+    port_free_at: Vec<Option<Instant>>,
+    pool: PacketPool,
+    events: EventQueue,
+    now: Instant,
+    packet_hops: u64,
+    /// Packets switches dropped for want of a route.
+    unroutable: u64,
+    outcome: FlowOutcome,
+    buf: Vec<u8>,
+}
+
+impl Network {
+    /// Builds the network: routes, one NIC per host, one switch per switch node.
+    pub fn new(topology: Topology, config: NetworkConfig) -> Result<Self, NetworkError> {
+        let routes = Routes::new(topology)?;
+        let wiring = Wiring::new(&routes);
+        let topology = routes.topology();
+        let host_nodes: Vec<NodeId> = topology.hosts().collect();
+        let mut sides = Vec::with_capacity(host_nodes.len());
+        for (i, &h) in host_nodes.iter().enumerate() {
+            let links = topology.neighbors(h);
+            let &[(_, link)] = links else {
+                return Err(NetworkError::MultiHomed {
+                    host: h,
+                    links: links.len(),
+                });
+            };
+            let host_config = PairConfig {
+                nic: NicConfig {
+                    line_rate_bps: topology.links()[link].rate_bps,
+                    seed: config.host.nic.seed.wrapping_add(i as u64),
+                    ..config.host.nic.clone()
+                },
+                ..config.host.clone()
+            };
+            let addr = IpAddr::V4(Ipv4Addr::from(h.hpcc_ipv4()));
+            sides.push(side(&host_config, addr));
+        }
+        let switch_config = SwitchConfig {
+            latency: roce_core::Duration::ZERO,
+            ..config.switch.clone()
+        };
+        let switches = (0..topology.node_count() as u32)
+            .map(|n| {
+                (topology.kind(NodeId(n)) == Some(NodeKind::Switch)).then(|| {
+                    let ports = wiring.port_count(n);
+                    let seed = config.seed.wrapping_add(u64::from(n));
+                    let mut s = SwitchOf::new(switch_config.clone(), ports, Vec::new(), seed);
+                    for p in 0..ports as u16 {
+                        s.set_port_rate(usize::from(p), wiring.peer(n, p).rate_bps);
+                    }
+                    s
+                })
+            })
+            .collect();
+        Ok(Self {
+            port_free_at: vec![None; wiring.total_ports()],
+            egress: (0..host_nodes.len()).map(|_| Egress::default()).collect(),
+            routes,
+            config,
+            wiring,
+            sides,
+            host_nodes,
+            switches,
+            pool: PacketPool::default(),
+            events: EventQueue::default(),
+            now: Instant::ZERO,
+            packet_hops: 0,
+            unroutable: 0,
+            outcome: FlowOutcome::default(),
+            buf: vec![0; MAX_DATAGRAM],
+        })
+    }
+
+    /// The simulated time reached.
+    pub fn now(&self) -> Instant {
+        self.now
+    }
+
+    /// The routes (and through them the topology).
+    pub fn routes(&self) -> &Routes {
+        &self.routes
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &NetworkConfig {
+        &self.config
+    }
+
+    /// Packets that crossed a link so far (one packet over one link is one packet-hop).
+    pub fn packet_hops(&self) -> u64 {
+        self.packet_hops
+    }
+
+    /// Packets stored in the pool now: on a link, in a queue, or being sent.
+    pub fn packets_in_flight(&self) -> usize {
+        self.pool.live()
+    }
+
+    /// Events scheduled now.
+    pub fn events_pending(&self) -> usize {
+        self.events.len()
+    }
+
+    /// The most events that were ever scheduled at once, and the events scheduled in all.
+    pub fn event_counts(&self) -> (usize, u64) {
+        (self.events.peak(), self.events.pushed())
+    }
+
+    /// The NIC of `host`, if it is a host.
+    pub fn nic(&self, host: NodeId) -> Option<&Nic> {
+        let i = self.wiring.host_index(host.0)?;
+        Some(&self.sides[i].nic)
+    }
+
+    /// The counters of `host`'s link, if it is a host.
+    pub fn host_stats(&self, host: NodeId) -> Option<&HostStats> {
+        let i = self.wiring.host_index(host.0)?;
+        Some(&self.egress[i].stats)
+    }
+
+    /// The counters of `switch`'s port towards `neighbor`, if that link exists.
+    pub fn port_stats(&self, switch: NodeId, neighbor: NodeId) -> Option<&PortStats> {
+        let s = self.switches.get(switch.index())?.as_ref()?;
+        let port = self.port_towards(switch, neighbor)?;
+        Some(s.stats(port))
+    }
+
+    /// Packets the switches dropped: buffers full, or no route.
+    pub fn drops(&self) -> u64 {
+        let full: u64 = self
+            .switches
+            .iter()
+            .flatten()
+            .map(|s| (0..s.port_count()).map(|p| s.stats(p).drops).sum::<u64>())
+            .sum();
+        full + self.unroutable
+    }
+
+    fn port_towards(&self, node: NodeId, neighbor: NodeId) -> Option<usize> {
+        let topology = self.routes.topology();
+        topology
+            .neighbors(node)
+            .iter()
+            .position(|&(m, _)| m == neighbor)
+    }
+}
+
+#[cfg(test)]
+mod tests;

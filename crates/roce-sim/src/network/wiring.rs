@@ -1,0 +1,160 @@
+//! How the nodes' ports connect, and each switch's forwarding table.
+//!
+//! A node's ports are its links in [`Topology::neighbors`] order; a global port id is the node's
+//! base plus the local port. Forwarding is precomputed from [`Routes`]: for every (node,
+//! destination host) the local ports of its equal-cost next hops, in the order
+//! [`Routes::next_hops`] gives them, so that picking `ecmp_hash(node, tuple) % len` of them is
+//! exactly [`Routes::ecmp_next_hop`] — an array lookup and one hash per packet-hop.
+
+use std::net::{IpAddr, SocketAddr};
+
+use roce_core::Duration;
+
+use crate::topology::{FiveTuple, NodeId, NodeKind, Routes, Topology, ecmp_hash};
+
+/// The far end of a port and the cable to it.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Peer {
+    /// The node at the other end.
+    pub(super) node: u32,
+    /// Its port for this link.
+    pub(super) port: u16,
+    /// Line rate, bit/s.
+    pub(super) rate_bps: u64,
+    /// One-way propagation delay.
+    pub(super) delay: Duration,
+}
+
+/// Ports, peers and forwarding tables.
+#[derive(Debug)]
+pub(super) struct Wiring {
+    /// Per node: its first global port id; one more entry at the end.
+    base: Vec<u32>,
+    /// Per global port.
+    peers: Vec<Peer>,
+    /// Node id → host index (`u32::MAX` for switches).
+    host_index: Vec<u32>,
+    hosts: usize,
+    /// `(node * hosts + dst host index)` → start of its candidate ports in `candidates`.
+    offsets: Vec<u32>,
+    candidates: Vec<u16>,
+}
+
+impl Wiring {
+    /// The wiring of `routes`' topology.
+    pub(super) fn new(routes: &Routes) -> Self {
+        let topology: &Topology = routes.topology();
+        let nodes = topology.node_count();
+        let mut base = Vec::with_capacity(nodes + 1);
+        let mut peers = Vec::new();
+        for n in 0..nodes {
+            base.push(u32::try_from(peers.len()).expect("fewer than 2^32 ports"));
+            let id = NodeId(n as u32);
+            for &(m, link) in topology.neighbors(id) {
+                let spec = topology.links()[link];
+                let port = topology
+                    .neighbors(m)
+                    .iter()
+                    .position(|&(back, _)| back == id)
+                    .expect("links are listed at both ends");
+                peers.push(Peer {
+                    node: m.0,
+                    port: port_number(port),
+                    rate_bps: spec.rate_bps,
+                    delay: spec.delay,
+                });
+            }
+        }
+        base.push(u32::try_from(peers.len()).expect("fewer than 2^32 ports"));
+        let mut host_index = vec![u32::MAX; nodes];
+        let host_ids: Vec<NodeId> = topology.hosts().collect();
+        for (i, h) in (0u32..).zip(&host_ids) {
+            host_index[h.index()] = i;
+        }
+        let mut offsets = Vec::with_capacity(nodes * host_ids.len() + 1);
+        let mut candidates = Vec::new();
+        for n in 0..nodes {
+            let id = NodeId(n as u32);
+            let neighbors = topology.neighbors(id);
+            for &dst in &host_ids {
+                offsets.push(u32::try_from(candidates.len()).expect("fewer than 2^32 entries"));
+                if topology.kind(id) != Some(NodeKind::Switch) {
+                    continue; // hosts have one port: they need no table
+                }
+                for next in routes.next_hops(id, dst) {
+                    let port = neighbors
+                        .iter()
+                        .position(|&(m, _)| m == next)
+                        .expect("a next hop is a neighbour");
+                    candidates.push(port_number(port));
+                }
+            }
+        }
+        offsets.push(u32::try_from(candidates.len()).expect("fewer than 2^32 entries"));
+        Self {
+            base,
+            peers,
+            host_index,
+            hosts: host_ids.len(),
+            offsets,
+            candidates,
+        }
+    }
+
+    /// The global id of `node`'s `port`.
+    pub(super) fn global(&self, node: u32, port: u16) -> usize {
+        self.base[node as usize] as usize + usize::from(port)
+    }
+
+    /// How many ports `node` has.
+    pub(super) fn port_count(&self, node: u32) -> usize {
+        (self.base[node as usize + 1] - self.base[node as usize]) as usize
+    }
+
+    /// The far end of `node`'s `port`.
+    pub(super) fn peer(&self, node: u32, port: u16) -> Peer {
+        self.peers[self.global(node, port)]
+    }
+
+    /// Ports over all nodes.
+    pub(super) fn total_ports(&self) -> usize {
+        self.peers.len()
+    }
+
+    /// The host index of node `node`, if it is a host.
+    pub(super) fn host_index(&self, node: u32) -> Option<usize> {
+        let i = *self.host_index.get(node as usize)?;
+        (i != u32::MAX).then_some(i as usize)
+    }
+
+    /// The port switch `node` sends a packet from `src` to `dst` out of (ECMP over the
+    /// equal-cost next hops towards `dst`'s host); `None` when `dst` is no host of the network.
+    pub(super) fn forward(&self, node: u32, src: SocketAddr, dst: SocketAddr) -> Option<u16> {
+        let (IpAddr::V4(s), IpAddr::V4(d)) = (src.ip(), dst.ip()) else {
+            return None;
+        };
+        let dst_id = NodeId::from_hpcc_ipv4(u32::from(d));
+        // from_hpcc_ipv4 ignores the low byte and the top one: check the address round-trips.
+        if dst_id.hpcc_ipv4() != u32::from(d) {
+            return None;
+        }
+        let h = self.host_index(dst_id.0)?;
+        let i = node as usize * self.hosts + h;
+        let (start, end) = (self.offsets[i] as usize, self.offsets[i + 1] as usize);
+        let ports = &self.candidates[start..end];
+        if ports.is_empty() {
+            return None;
+        }
+        let tuple = FiveTuple {
+            src_ip: u32::from(s),
+            dst_ip: u32::from(d),
+            sport: src.port(),
+            dport: dst.port(),
+        };
+        Some(ports[ecmp_hash(node, &tuple) as usize % ports.len()])
+    }
+}
+
+fn port_number(port: usize) -> u16 {
+    u16::try_from(port).expect("fewer than 2^16 ports per node")
+}
