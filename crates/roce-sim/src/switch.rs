@@ -452,6 +452,29 @@ impl<P: Frame> SwitchOf<P> {
         self.start(now, port);
     }
 
+    /// Whether `port`'s egress holds packets of `priority` that the node at its other end has
+    /// paused at `now`: a queue that waits on its peer (PFC deadlock detection).
+    pub fn egress_blocked(&self, now: Instant, port: usize, priority: u8) -> bool {
+        let class = usize::from(priority) % CLASSES;
+        let p = &self.ports[port];
+        !p.queues[class].is_empty() && p.egress_paused_until[class] > now
+    }
+
+    /// The egress ports whose queues of `priority` hold packets that came in on `ingress`: the
+    /// queues the bytes `ingress` is charged with (and paused for) wait in.
+    pub fn egress_holding(&self, ingress: usize, priority: u8) -> impl Iterator<Item = usize> + '_ {
+        let class = usize::from(priority) % CLASSES;
+        self.ports
+            .iter()
+            .enumerate()
+            .filter_map(move |(egress, p)| {
+                p.queues[class]
+                    .iter()
+                    .any(|q| q.ingress == ingress)
+                    .then_some(egress)
+            })
+    }
+
     /// Every PFC frame the switch has sent out of `port` so far, oldest first, taken. Their
     /// `at` is when they left plus the config's `latency` (set it to zero to add each cable's
     /// own delay).

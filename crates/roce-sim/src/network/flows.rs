@@ -68,7 +68,20 @@ impl Network {
             chunk: self.config.host.region_len.clamp(1, u32::MAX as usize) as u64,
         };
         run.schedule_next(self);
-        self.run_events(until, &mut run);
+        // In slices, looking for a PFC deadlock after each: one stops the run, as nothing in
+        // its loop can move again.
+        self.deadlock = None;
+        let mut monitor = super::deadlock::Monitor::default();
+        let mut at = self.now;
+        while at < until {
+            at = (at + super::CHECK_EVERY).min(until);
+            self.run_events(at, &mut run);
+            if let Some(deadlock) = monitor.check(self) {
+                tracing::warn!(%deadlock, "run stopped");
+                self.deadlock = Some(deadlock);
+                break;
+            }
+        }
         for a in run.active.iter_mut().filter_map(Option::take) {
             run.outcome.unfinished += 1;
             self.close(&a);

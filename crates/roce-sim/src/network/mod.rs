@@ -19,10 +19,15 @@
 //! [`Network::run_flows`] plays a list of [`FlowSpec`](crate::FlowSpec)s: one RC QP pair per
 //! flow, RDMA WRITEs, one [`FctRecord`](crate::FctRecord) per flow finished (`flows.rs`).
 //!
+//! PFC deadlocks (a cycle of paused queues, each waiting on the next) are looked for every
+//! [`CHECK_EVERY`] of a run; a confirmed one stops the run and is reported with the switches
+//! and ports in it ([`Network::deadlock`], `deadlock.rs`).
+//!
 //! Not modelled: links' `error_rate` (no random loss), multi-homed hosts (refused), a shared
 //! buffer across a switch's ports (each egress port has `buffer_bytes`, as in
 //! [`Switch`](crate::Switch)).
 
+mod deadlock;
 mod engine;
 mod events;
 mod flows;
@@ -37,6 +42,7 @@ use roce_core::{Instant, MAX_DATAGRAM, Nic, NicConfig};
 use crate::pair::{PairConfig, Side, side};
 use crate::switch::{PortStats, SwitchConfig, SwitchOf};
 use crate::topology::{NodeId, NodeKind, Routes, Topology, TopologyError};
+pub use deadlock::{CHECK_EVERY, Deadlock, PausedQueue};
 use events::EventQueue;
 pub use flows::{FlowOutcome, MAX_POSTED, REGION_LEN, RETH_BYTES, ideal_model};
 use host::Egress;
@@ -121,6 +127,8 @@ pub struct Network {
     /// Packets switches dropped for want of a route.
     unroutable: u64,
     outcome: FlowOutcome,
+    /// The deadlock the last run stopped at.
+    deadlock: Option<Deadlock>,
     buf: Vec<u8>,
 }
 
@@ -183,6 +191,7 @@ impl Network {
             packet_hops: 0,
             unroutable: 0,
             outcome: FlowOutcome::default(),
+            deadlock: None,
             buf: vec![0; MAX_DATAGRAM],
         })
     }
@@ -263,3 +272,5 @@ impl Network {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_deadlock;
