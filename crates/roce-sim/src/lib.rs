@@ -42,6 +42,7 @@ mod pair;
 mod pattern;
 pub mod scenario;
 pub mod switch;
+mod text;
 pub mod topology;
 mod trace;
 pub mod workload;

@@ -149,17 +149,13 @@ pub enum FctParseErrorKind {
     },
 }
 
-/// Reads an `fct.txt` (ours or HPCC's) back into records; blank lines are skipped.
+/// Reads an `fct.txt` (ours or HPCC's) back into records; blank and `#` lines are skipped.
 pub fn parse_fct_file(file: &str, text: &str) -> Result<Vec<FctRecord>, FctParseError> {
     let mut out = Vec::new();
-    for (i, line) in text.lines().enumerate() {
-        let line = line.trim();
-        if line.is_empty() {
-            continue;
-        }
+    for (n, line) in crate::text::content_lines(text) {
         let err = |kind| FctParseError {
             file: file.to_owned(),
-            line: i + 1,
+            line: n,
             kind,
         };
         out.push(parse_fct_line(line).map_err(err)?);

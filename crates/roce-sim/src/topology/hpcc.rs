@@ -110,11 +110,7 @@ impl Topology {
             line,
             kind,
         };
-        let mut lines = text
-            .lines()
-            .enumerate()
-            .map(|(i, l)| (i + 1, l.trim()))
-            .filter(|(_, l)| !l.is_empty() && !l.starts_with('#'));
+        let mut lines = crate::text::content_lines(text);
         let last_line = text.lines().count().max(1);
 
         let (hline, header) = lines
@@ -176,7 +172,7 @@ impl Topology {
             }
             let link = parse_link(line).map_err(|k| err(n, k))?;
             // Check each link as it comes, so that a duplicate or unknown node names its line.
-            check_link(node_num, &mut seen, link)
+            super::check_link(node_num, &mut seen, link)
                 .map_err(|e| err(n, HpccParseErrorKind::Topology(e)))?;
             links.push(link);
         }
@@ -298,32 +294,6 @@ fn parse_delay(text: &str) -> Option<u64> {
         .into_iter()
         .find_map(|(suffix, unit)| text.strip_suffix(suffix).map(|n| (n, unit)))?;
     decimal::scaled(number, unit)
-}
-
-/// [`Topology::new`]'s checks for one more link, so the parser can name the line at fault
-/// (rate and error rate are already checked by [`parse_link`]).
-fn check_link(
-    nodes: usize,
-    seen: &mut HashSet<(NodeId, NodeId)>,
-    l: LinkSpec,
-) -> Result<(), TopologyError> {
-    for node in [l.a, l.b] {
-        if node.index() >= nodes {
-            return Err(TopologyError::NoSuchNode {
-                a: l.a,
-                b: l.b,
-                node,
-                nodes,
-            });
-        }
-    }
-    if l.a == l.b {
-        return Err(TopologyError::SelfLink(l.a));
-    }
-    if !seen.insert((l.a.min(l.b), l.a.max(l.b))) {
-        return Err(TopologyError::DuplicateLink { a: l.a, b: l.b });
-    }
-    Ok(())
 }
 
 #[cfg(test)]

@@ -148,20 +148,9 @@ impl Topology {
     pub fn new(kinds: Vec<NodeKind>, links: Vec<LinkSpec>) -> Result<Self, TopologyError> {
         let nodes = kinds.len();
         let mut adjacency: Vec<Vec<(NodeId, usize)>> = vec![Vec::new(); nodes];
+        let mut seen = std::collections::HashSet::new();
         for (i, l) in links.iter().enumerate() {
-            for node in [l.a, l.b] {
-                if node.index() >= nodes {
-                    return Err(TopologyError::NoSuchNode {
-                        a: l.a,
-                        b: l.b,
-                        node,
-                        nodes,
-                    });
-                }
-            }
-            if l.a == l.b {
-                return Err(TopologyError::SelfLink(l.a));
-            }
+            check_link(nodes, &mut seen, *l)?;
             if l.rate_bps == 0 {
                 return Err(TopologyError::ZeroRate { a: l.a, b: l.b });
             }
@@ -171,9 +160,6 @@ impl Topology {
                     b: l.b,
                     rate: l.error_rate,
                 });
-            }
-            if adjacency[l.a.index()].iter().any(|&(n, _)| n == l.b) {
-                return Err(TopologyError::DuplicateLink { a: l.a, b: l.b });
             }
             adjacency[l.a.index()].push((l.b, i));
             adjacency[l.b.index()].push((l.a, i));
@@ -228,6 +214,33 @@ impl Topology {
             .filter(move |&(_, k)| *k == kind)
             .map(|(i, _)| NodeId(i))
     }
+}
+
+/// The checks of one more link that need only the node count and the links before it: its
+/// endpoints exist, it is no self-link and no duplicate (either way round). [`Topology::new`]
+/// runs them, and the HPCC parser too, so that it can name the line at fault.
+pub(super) fn check_link(
+    nodes: usize,
+    seen: &mut std::collections::HashSet<(NodeId, NodeId)>,
+    l: LinkSpec,
+) -> Result<(), TopologyError> {
+    for node in [l.a, l.b] {
+        if node.index() >= nodes {
+            return Err(TopologyError::NoSuchNode {
+                a: l.a,
+                b: l.b,
+                node,
+                nodes,
+            });
+        }
+    }
+    if l.a == l.b {
+        return Err(TopologyError::SelfLink(l.a));
+    }
+    if !seen.insert((l.a.min(l.b), l.a.max(l.b))) {
+        return Err(TopologyError::DuplicateLink { a: l.a, b: l.b });
+    }
+    Ok(())
 }
 
 #[cfg(test)]

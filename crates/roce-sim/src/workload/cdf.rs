@@ -85,11 +85,7 @@ impl Cdf {
         };
         let mut points: Vec<(f64, f64)> = Vec::new();
         let mut last_line = text.lines().count().max(1);
-        for (i, raw) in text.lines().enumerate() {
-            let (n, line) = (i + 1, raw.trim());
-            if line.is_empty() || line.starts_with('#') {
-                continue;
-            }
+        for (n, line) in crate::text::content_lines(text) {
             let fields: Vec<&str> = line.split_whitespace().collect();
             let &[size, percent] = fields.as_slice() else {
                 return Err(err(n, CdfErrorKind::FieldCount(fields.len())));

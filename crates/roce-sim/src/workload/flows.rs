@@ -104,11 +104,7 @@ pub fn parse_flow_file(file: &str, text: &str) -> Result<Vec<FlowSpec>, FlowFile
         line,
         kind,
     };
-    let mut lines = text
-        .lines()
-        .enumerate()
-        .map(|(i, l)| (i + 1, l.trim()))
-        .filter(|(_, l)| !l.is_empty() && !l.starts_with('#'));
+    let mut lines = crate::text::content_lines(text);
     let (cline, count) = lines
         .next()
         .ok_or_else(|| err(1, FlowFileErrorKind::Empty))?;
