@@ -60,6 +60,7 @@ pub use pair::{A_ADDR, B_ADDR, Pair, PairConfig, Side, connect};
 pub use pattern::pattern;
 pub use scenario::{Scenario, Series};
 pub use switch::{Switch, SwitchConfig};
+pub use text::BadField;
 pub use topology::{NodeId, NodeKind, Routes, Topology};
 pub use trace::{TraceGuard, set_sim_time, trace_to_test_output};
 pub use workload::{Cdf, FlowSpec};

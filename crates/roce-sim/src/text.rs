@@ -10,6 +10,30 @@ pub(crate) fn content_lines(text: &str) -> impl Iterator<Item = (usize, &str)> {
         .filter(|(_, l)| !l.is_empty() && !l.starts_with('#'))
 }
 
+/// A field of a line that does not parse or is out of range: what every reader of the text
+/// inputs says of one.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{field} {value:?}: expected {expected}")]
+pub struct BadField {
+    /// The field's name.
+    pub field: &'static str,
+    /// The text found.
+    pub value: String,
+    /// What would have been accepted.
+    pub expected: &'static str,
+}
+
+impl BadField {
+    /// `field` read as `value`, where `expected` would have been accepted.
+    pub(crate) fn new(field: &'static str, value: &str, expected: &'static str) -> Self {
+        Self {
+            field,
+            value: value.to_owned(),
+            expected,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::content_lines;

@@ -138,15 +138,8 @@ pub enum FctParseErrorKind {
     #[error("expected 8 fields `sip dip sport dport size start_ns fct_ns ideal_ns`, got {0}")]
     FieldCount(usize),
     /// A field that does not parse.
-    #[error("{field} {value:?}: expected {expected}")]
-    BadField {
-        /// The field's name.
-        field: &'static str,
-        /// The text found.
-        value: String,
-        /// What would have been accepted.
-        expected: &'static str,
-    },
+    #[error(transparent)]
+    BadField(#[from] crate::text::BadField),
 }
 
 /// Reads an `fct.txt` (ours or HPCC's) back into records; blank and `#` lines are skipped.
@@ -168,10 +161,8 @@ fn parse_fct_line(line: &str) -> Result<FctRecord, FctParseErrorKind> {
     let &[sip, dip, sport, dport, size, start, fct, ideal] = fields.as_slice() else {
         return Err(FctParseErrorKind::FieldCount(fields.len()));
     };
-    let bad = |field, value: &str, expected| FctParseErrorKind::BadField {
-        field,
-        value: value.to_owned(),
-        expected,
+    let bad = |field, value: &str, expected| {
+        FctParseErrorKind::BadField(crate::text::BadField::new(field, value, expected))
     };
     let ip = |field, v: &str| {
         u32::from_str_radix(v, 16)

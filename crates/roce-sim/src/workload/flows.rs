@@ -65,15 +65,8 @@ pub enum FlowFileErrorKind {
     #[error("expected 6 fields `src dst pg dport size start_s`, got {0}")]
     FieldCount(usize),
     /// A field that does not parse or is out of range.
-    #[error("{field} {value:?}: expected {expected}")]
-    BadField {
-        /// The field's name.
-        field: &'static str,
-        /// The text found.
-        value: String,
-        /// What would have been accepted.
-        expected: &'static str,
-    },
+    #[error(transparent)]
+    BadField(#[from] crate::text::BadField),
     /// A flow from a host to itself.
     #[error("src and dst are both {0}")]
     SelfFlow(NodeId),
@@ -163,10 +156,8 @@ fn parse_flow(line: &str) -> Result<FlowSpec, FlowFileErrorKind> {
     let &[src, dst, pg, dport, size, start] = fields.as_slice() else {
         return Err(FlowFileErrorKind::FieldCount(fields.len()));
     };
-    let bad = |field, value: &str, expected| FlowFileErrorKind::BadField {
-        field,
-        value: value.to_owned(),
-        expected,
+    let bad = |field, value: &str, expected| {
+        FlowFileErrorKind::BadField(crate::text::BadField::new(field, value, expected))
     };
     let node = |field, value: &str| {
         value
