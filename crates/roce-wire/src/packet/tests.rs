@@ -366,3 +366,47 @@ proptest! {
         crate::fuzzing::parse_packet(&data);
     }
 }
+
+/// Every header of every opcode is found where the walk over the layout in wire order puts it,
+/// and a header the opcode lacks is not found.
+#[test]
+fn locate_agrees_with_the_wire_order_walk_for_every_opcode() {
+    let layers = [
+        Layer::Feth,
+        Layer::Deth,
+        Layer::Reth,
+        Layer::AtomicEth,
+        Layer::Aeth,
+        Layer::AtomicAckEth,
+        Layer::ImmDt,
+        Layer::Ieth,
+        Layer::CnpReserved,
+    ];
+    let mut checked = 0;
+    for opcode in 0..=u8::MAX {
+        let Some(layout) = crate::opcode::layout_of(opcode) else {
+            continue;
+        };
+        let mut walked = Vec::new();
+        let mut offset = bth::HEADER_LEN;
+        for (layer, len) in present(&layout.headers) {
+            walked.push((layer, offset, len));
+            offset += len;
+        }
+        for layer in layers {
+            let expected = walked
+                .iter()
+                .find(|(l, _, _)| *l == layer)
+                .map(|&(_, offset, len)| (offset, len));
+            assert_eq!(
+                locate(&layout.headers, layer),
+                expected,
+                "{} {layer:?}",
+                layout.name
+            );
+            checked += usize::from(expected.is_some());
+        }
+    }
+    // Not vacuous: RC, UC and UD opcodes carry 32 extension headers between them.
+    assert_eq!(checked, 32);
+}
