@@ -384,7 +384,7 @@ fn locate_agrees_with_the_wire_order_walk_for_every_opcode() {
     ];
     let mut checked = 0;
     for opcode in 0..=u8::MAX {
-        let Some(layout) = crate::opcode::layout_of(opcode) else {
+        let Some(layout) = opcode::layout_of(opcode) else {
             continue;
         };
         let mut walked = Vec::new();

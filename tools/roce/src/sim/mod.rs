@@ -5,9 +5,11 @@
 //! [`schema`] reads and checks the file, [`report`] makes the summary and `series.json`,
 //! [`plot`] draws `plot.svg`.
 
+mod grid;
 mod plot;
 mod report;
 mod schema;
+mod sweep;
 
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
