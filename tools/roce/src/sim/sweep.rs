@@ -1,0 +1,397 @@
+//! `roce sim sweep` and `roce sim merge`: a network scenario's `[sweep]` grid ([`super::grid`])
+//! run point by point, several at once (one per core by default), and the points' results
+//! joined into one table.
+//!
+//! The output directory holds `grid.json` (the scenario file and its axes: shards of one grid
+//! must agree on it), and per point `points/NNNNN/` with its `scenario.toml` (the scenario with
+//! the point's values) and what the run of it wrote (`summary.json`, `fct.txt`, the slowdown
+//! table and plot), then `point.json` (its number, its values, and whether it ran). `merge`
+//! reads any number of such directories — the shards of a sweep run as a job array on a
+//! cluster — and writes `sweep.json` and `sweep.txt` into one: a row per point, with the
+//! slowdown percentiles over all of the point's flows, computed from its `fct.txt` as
+//! `fct_analysis.py` computes them per bin (slowdown = FCT / ideal FCT, at least 1).
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, bail};
+use rayon::prelude::*;
+use serde_json::{Value as Json, json};
+use toml::Table;
+
+use super::grid::{Grid, Shard};
+
+/// What a sweep ran.
+#[derive(Debug)]
+pub(crate) struct Ran {
+    /// Points run, and the numbers of those that failed with their errors.
+    pub(crate) points: usize,
+    pub(crate) failed: Vec<(usize, String)>,
+}
+
+/// Runs the points of `file`'s grid that `shard` takes into `out`, `jobs` at a time;
+/// `run_point(scenario_file, point_dir)` runs one scenario and writes its results into
+/// `point_dir`. Refuses an `out` that holds another grid's points.
+pub(crate) fn sweep(
+    file: &Path,
+    out: &Path,
+    shard: Shard,
+    jobs: usize,
+    run_point: impl Fn(&Path, &Path) -> anyhow::Result<()> + Sync,
+) -> anyhow::Result<Ran> {
+    let name = file.display().to_string();
+    let text = std::fs::read_to_string(file).with_context(|| format!("reading {name}"))?;
+    let mut base: Table = text.parse().with_context(|| format!("{name}: not TOML"))?;
+    let Some(toml::Value::Table(axes)) = base.remove("sweep") else {
+        bail!(
+            "{name}: no [sweep] table: a sweep needs its axes, like \"workload.load\" = [0.3, 0.5]"
+        );
+    };
+    let grid = Grid::new(&name, &axes, &base)?;
+    let header = grid_json(&name, &grid);
+    std::fs::create_dir_all(out.join("points"))
+        .with_context(|| format!("creating {}", out.display()))?;
+    let grid_file = out.join("grid.json");
+    match std::fs::read_to_string(&grid_file) {
+        Ok(old) if serde_json::from_str::<Json>(&old).ok().as_ref() != Some(&header) => bail!(
+            "{} holds the points of another grid ({}); give another --out",
+            out.display(),
+            grid_file.display()
+        ),
+        Ok(_) => {}
+        Err(_) => std::fs::write(&grid_file, format!("{header:#}\n"))
+            .with_context(|| format!("writing {}", grid_file.display()))?,
+    }
+    let points: Vec<usize> = shard.points(grid.len()).collect();
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(jobs.max(1))
+        .build()
+        .context("starting the sweep's threads")?;
+    let results: Vec<(usize, anyhow::Result<()>)> = pool.install(|| {
+        points
+            .par_iter()
+            .map(|&i| (i, run_one(&grid, &base, i, out, &run_point)))
+            .collect()
+    });
+    let failed = results
+        .into_iter()
+        .filter_map(|(i, r)| r.err().map(|e| (i, format!("{e:#}"))))
+        .collect();
+    Ok(Ran {
+        points: points.len(),
+        failed,
+    })
+}
+
+fn run_one(
+    grid: &Grid,
+    base: &Table,
+    index: usize,
+    out: &Path,
+    run_point: &(impl Fn(&Path, &Path) -> anyhow::Result<()> + Sync),
+) -> anyhow::Result<()> {
+    let dir = point_dir(out, index);
+    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    let scenario = dir.join("scenario.toml");
+    let table = grid.scenario(base, index)?;
+    std::fs::write(&scenario, toml::to_string(&table)?)
+        .with_context(|| format!("writing {}", scenario.display()))?;
+    let result = run_point(&scenario, &dir);
+    let params: serde_json::Map<String, Json> = grid
+        .point(index)
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), toml_to_json(v)))
+        .collect();
+    let record = json!({
+        "index": index,
+        "params": params,
+        "ok": result.is_ok(),
+        "error": result.as_ref().err().map(|e| format!("{e:#}")),
+    });
+    std::fs::write(dir.join("point.json"), format!("{record:#}\n"))?;
+    result
+}
+
+fn point_dir(out: &Path, index: usize) -> PathBuf {
+    out.join("points").join(format!("{index:05}"))
+}
+
+fn grid_json(file: &str, grid: &Grid) -> Json {
+    let axes: Vec<Json> = grid
+        .axes
+        .iter()
+        .map(|(k, v)| json!({"key": k, "values": v.iter().map(toml_to_json).collect::<Vec<_>>()}))
+        .collect();
+    json!({"scenario": file, "points": grid.len(), "axes": axes})
+}
+
+fn toml_to_json(v: &toml::Value) -> Json {
+    serde_json::to_value(v).unwrap_or(Json::Null)
+}
+
+/// What `merge` found.
+#[derive(Debug)]
+pub(crate) struct Merged {
+    pub(crate) points: usize,
+    pub(crate) of: usize,
+    pub(crate) missing: Vec<usize>,
+}
+
+/// Joins the points of `dirs` (one sweep's shards, or one directory) into `into`'s
+/// `sweep.json` and `sweep.txt`.
+pub(crate) fn merge(dirs: &[PathBuf], into: &Path) -> anyhow::Result<Merged> {
+    let mut grid: Option<Json> = None;
+    let mut rows: std::collections::BTreeMap<u64, Json> = Default::default();
+    for dir in dirs {
+        let file = dir.join("grid.json");
+        let text = std::fs::read_to_string(&file).with_context(|| {
+            format!(
+                "reading {} (is {} a sweep's output?)",
+                file.display(),
+                dir.display()
+            )
+        })?;
+        let this: Json =
+            serde_json::from_str(&text).with_context(|| format!("{}", file.display()))?;
+        match &grid {
+            Some(g) if *g != this => bail!(
+                "{} is of another grid than {}: only shards of one sweep merge",
+                file.display(),
+                dirs[0].join("grid.json").display()
+            ),
+            Some(_) => {}
+            None => grid = Some(this),
+        }
+        let Ok(entries) = std::fs::read_dir(dir.join("points")) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            if let Some(row) = read_point(&entry.path())? {
+                let index = row["index"].as_u64().unwrap_or(u64::MAX);
+                rows.insert(index, row);
+            }
+        }
+    }
+    let Some(grid) = grid else {
+        bail!("nothing to merge: give sweep output directories")
+    };
+    let of = grid["points"].as_u64().unwrap_or(0) as usize;
+    let missing: Vec<usize> = (0..of)
+        .filter(|i| !rows.contains_key(&(*i as u64)))
+        .collect();
+    std::fs::create_dir_all(into).with_context(|| format!("creating {}", into.display()))?;
+    let rows: Vec<Json> = rows.into_values().collect();
+    let doc = json!({"grid": grid, "missing": missing, "points": rows});
+    std::fs::write(into.join("sweep.json"), format!("{doc:#}\n"))?;
+    std::fs::write(into.join("sweep.txt"), table(&grid, &rows))?;
+    Ok(Merged {
+        points: rows.len(),
+        of,
+        missing,
+    })
+}
+
+/// A point's row: its `point.json`, its summary's totals, and the slowdown percentiles over its
+/// `fct.txt`. `None` for a directory that is not a point.
+fn read_point(dir: &Path) -> anyhow::Result<Option<Json>> {
+    let Ok(text) = std::fs::read_to_string(dir.join("point.json")) else {
+        return Ok(None);
+    };
+    let mut row: Json =
+        serde_json::from_str(&text).with_context(|| format!("{}", dir.display()))?;
+    if let Ok(summary) = std::fs::read_to_string(dir.join("summary.json")) {
+        let summary: Json = serde_json::from_str(&summary).unwrap_or(Json::Null);
+        for key in [
+            "flows_started",
+            "flows_finished",
+            "goodput_gbps",
+            "pfc_pauses",
+            "drops",
+            "packet_hops_per_s",
+        ] {
+            row[key] = summary[key].clone();
+        }
+    }
+    if let Ok(fct) = std::fs::read_to_string(dir.join("fct.txt")) {
+        let name = dir.join("fct.txt").display().to_string();
+        let records = roce_sim::fct::parse_fct_file(&name, &fct)?;
+        let mut slowdowns: Vec<f64> = records.iter().map(|r| r.slowdown()).collect();
+        slowdowns.sort_by(f64::total_cmp);
+        for (key, p) in [
+            ("slowdown_p50", 0.5),
+            ("slowdown_p95", 0.95),
+            ("slowdown_p99", 0.99),
+        ] {
+            // fct_analysis.py's percentile: the element at int(len * p).
+            let at = ((slowdowns.len() as f64 * p) as usize).min(slowdowns.len().saturating_sub(1));
+            row[key] = slowdowns.get(at).map_or(Json::Null, |&s| json!(s));
+        }
+    }
+    Ok(Some(row))
+}
+
+/// The text table: a row per point, its values, then what it gave.
+fn table(grid: &Json, rows: &[Json]) -> String {
+    let keys: Vec<String> = grid["axes"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|x| x["key"].as_str().map(str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default();
+    let results = [
+        "flows_finished",
+        "goodput_gbps",
+        "pfc_pauses",
+        "drops",
+        "slowdown_p50",
+        "slowdown_p95",
+        "slowdown_p99",
+    ];
+    let mut out = String::from(
+        "# roce sim sweep: one row per point; slowdown = FCT / ideal FCT over all its flows\n# point",
+    );
+    for k in keys.iter().map(String::as_str).chain(results) {
+        let _ = write!(out, "\t{k}");
+    }
+    out.push('\n');
+    for row in rows {
+        let _ = write!(out, "{}", row["index"]);
+        for k in &keys {
+            let _ = write!(out, "\t{}", row["params"][k]);
+        }
+        for k in results {
+            let _ = match &row[k] {
+                Json::Number(n) if n.is_f64() => write!(out, "\t{:.3}", n.as_f64().unwrap_or(0.0)),
+                Json::Null => write!(out, "\t-"),
+                v => write!(out, "\t{v}"),
+            };
+        }
+        if row["ok"] == Json::Bool(false) {
+            out.push_str("\tFAILED");
+        }
+        out.push('\n');
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SCENARIO: &str = "name = \"s\"\n[workload]\nload = 0.3\nseed = 1\n\n[sweep]\n\"workload.load\" = [0.3, 0.5]\n\"workload.seed\" = [1, 2]\n";
+
+    /// A stand-in for a run: reads the point's scenario and writes a summary and an fct.txt
+    /// whose slowdowns follow from its values (load 0.5 doubles every FCT).
+    fn fake_run(scenario: &Path, dir: &Path) -> anyhow::Result<()> {
+        let t: Table = std::fs::read_to_string(scenario)?.parse()?;
+        let load = t["workload"]["load"].as_float().unwrap();
+        let seed = t["workload"]["seed"].as_integer().unwrap();
+        if seed == 2 && load > 0.4 {
+            bail!("this point fails");
+        }
+        std::fs::write(
+            dir.join("summary.json"),
+            json!({"flows_started": 2, "flows_finished": 2}).to_string(),
+        )?;
+        let fct = if load > 0.4 { 2000 } else { 1000 };
+        let lines = format!(
+            "0b000001 0b000101 10000 100 1000 0 {fct} 1000\n0b000001 0b000201 10001 100 1000 0 {fct} 1000\n"
+        );
+        std::fs::write(dir.join("fct.txt"), lines)?;
+        Ok(())
+    }
+
+    /// A directory of the test's own, removed when dropped.
+    struct TempDir(PathBuf);
+
+    impl Drop for TempDir {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
+    fn setup() -> (TempDir, PathBuf) {
+        static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let root = std::env::temp_dir().join(format!("roce-sweep-{}-{n}", std::process::id()));
+        std::fs::create_dir_all(&root).unwrap();
+        std::fs::write(root.join("s.toml"), SCENARIO).unwrap();
+        (TempDir(root.clone()), root)
+    }
+
+    #[test]
+    fn shards_run_their_points_and_merge_into_one_table() {
+        let (_keep, root) = setup();
+        let file = root.join("s.toml");
+        let (a, b) = (root.join("a"), root.join("b"));
+        let ran = sweep(&file, &a, Shard { index: 0, count: 2 }, 2, fake_run).unwrap();
+        assert_eq!((ran.points, ran.failed.len()), (2, 0)); // points 0 and 2
+        let ran = sweep(&file, &b, Shard { index: 1, count: 2 }, 1, fake_run).unwrap();
+        assert_eq!(ran.points, 2); // points 1 and 3; point 3 (load 0.5, seed 2) fails
+        assert_eq!(ran.failed.iter().map(|f| f.0).collect::<Vec<_>>(), [3]);
+        assert!(ran.failed[0].1.contains("this point fails"));
+        // Shard a alone is missing points 1 and 3.
+        let half = merge(std::slice::from_ref(&a), &root.join("half")).unwrap();
+        assert_eq!((half.points, half.of, half.missing), (2, 4, vec![1, 3]));
+        let all = merge(&[a, b], &root.join("all")).unwrap();
+        assert_eq!((all.points, all.of, all.missing.len()), (4, 4, 0));
+        let doc: Json =
+            serde_json::from_str(&std::fs::read_to_string(root.join("all/sweep.json")).unwrap())
+                .unwrap();
+        let points = doc["points"].as_array().unwrap();
+        let slowdowns: Vec<Json> = points.iter().map(|p| p["slowdown_p99"].clone()).collect();
+        assert_eq!(slowdowns, [json!(1.0), json!(1.0), json!(2.0), Json::Null]);
+        assert_eq!(points[2]["params"]["workload.load"], json!(0.5));
+        assert_eq!(points[3]["ok"], json!(false));
+        let text = std::fs::read_to_string(root.join("all/sweep.txt")).unwrap();
+        assert!(text.contains("\tworkload.load\tworkload.seed\t"), "{text}");
+        assert!(text.lines().last().unwrap().ends_with("FAILED"), "{text}");
+    }
+
+    #[test]
+    fn an_out_dir_of_another_grid_is_refused_and_left_as_it_was() {
+        let (_keep, root) = setup();
+        let file = root.join("s.toml");
+        let out = root.join("out");
+        sweep(&file, &out, Shard::ALL, 1, fake_run).unwrap();
+        let before = std::fs::read_to_string(out.join("grid.json")).unwrap();
+        let other = root.join("t.toml");
+        std::fs::write(&other, SCENARIO.replace("[0.3, 0.5]", "[0.3, 0.7]")).unwrap();
+        let ran = std::sync::atomic::AtomicUsize::new(0);
+        let err = sweep(&other, &out, Shard::ALL, 1, |_, _| {
+            ran.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            Ok(())
+        })
+        .unwrap_err();
+        assert!(
+            err.to_string().contains("holds the points of another grid"),
+            "{err}"
+        );
+        assert_eq!(ran.into_inner(), 0, "a point ran before the refusal");
+        assert_eq!(
+            std::fs::read_to_string(out.join("grid.json")).unwrap(),
+            before
+        );
+        // Nor do two grids merge.
+        let other_out = root.join("other");
+        sweep(&other, &other_out, Shard::ALL, 1, fake_run).unwrap();
+        let err = merge(&[out, other_out], &root.join("m")).unwrap_err();
+        assert!(
+            err.to_string().contains("only shards of one sweep merge"),
+            "{err}"
+        );
+        assert!(!root.join("m").exists());
+    }
+
+    #[test]
+    fn a_scenario_without_a_sweep_table_is_refused() {
+        let (_keep, root) = setup();
+        let file = root.join("plain.toml");
+        std::fs::write(&file, "name = \"s\"\n").unwrap();
+        let err = sweep(&file, &root.join("o"), Shard::ALL, 1, fake_run).unwrap_err();
+        assert!(err.to_string().contains("no [sweep] table"), "{err}");
+        assert!(!root.join("o").exists());
+    }
+}
