@@ -8,6 +8,7 @@
 mod plot;
 mod report;
 mod schema;
+mod switch_keys;
 
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
