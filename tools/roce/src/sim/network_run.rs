@@ -12,7 +12,7 @@ use anyhow::{Context, anyhow, bail};
 use roce_core::{Duration, Instant};
 use roce_sim::network::{Network, NetworkConfig};
 use roce_sim::workload::{Traffic, incast, parse_flow_file, poisson};
-use roce_sim::{FctRecord, FlowSpec, NodeId, NodeKind, Topology};
+use roce_sim::{FctRecord, FlowSpec, NodeId, NodeKind, Routes, Topology};
 
 use super::Args;
 use super::network_out;
@@ -77,6 +77,13 @@ pub(super) fn run(args: &Args, path: &Path, text: &str) -> anyhow::Result<ExitCo
 /// Everything checked before the run: the file, the flows, the memory estimate.
 pub(super) fn plan(args: &Args, path: &Path, text: &str) -> anyhow::Result<Plan> {
     let scenario = load(path, text, args.topology.as_deref(), args.flows.is_some())?;
+    // Connected first: the flows are about hosts that must reach each other.
+    Routes::new(scenario.topology.clone()).map_err(|e| {
+        anyhow!(
+            "topology {}: {e} (every host must reach every other through switches)",
+            scenario.topology_source
+        )
+    })?;
     let (mut flows, default_until) = match (&args.flows, &scenario.workload) {
         (Some(file), _) => {
             let flows = read_flows(file, &scenario.topology)?;
