@@ -75,16 +75,16 @@ fn the_small_leaf_spine_scenario_writes_every_output() {
     let rows: Vec<&str> = table.lines().filter(|l| !l.starts_with('#')).collect();
     assert_eq!(rows.len(), 20, "{table}");
     for row in &rows {
-        let fields: Vec<f64> = row
-            .split_whitespace()
-            .map(|f| f.parse().unwrap())
-            .collect();
+        let fields: Vec<f64> = row.split_whitespace().map(|f| f.parse().unwrap()).collect();
         assert_eq!(fields.len(), 5, "{row}");
         assert!(fields[2] >= 1.0 && fields[2] <= fields[3] && fields[3] <= fields[4]);
     }
     let json: serde_json::Value = serde_json::from_str(&read(&out.join("slowdown.json"))).unwrap();
     assert_eq!(json["step_percent"], 5);
     assert_eq!(json["flows"].as_u64().unwrap(), started);
+    let flows =
+        roce_sim::workload::parse_flow_file("flow.txt", &read(&out.join("flow.txt"))).unwrap();
+    assert_eq!(flows.len() as u64, started);
     let svg = read(&out.join("slowdown.svg"));
     assert!(svg.starts_with("<svg") && svg.contains("p99"), "{svg:.200}");
 }
@@ -96,7 +96,11 @@ const STAR: &str = "4 1 3\n3\n0 3 100Gbps 1us 0\n1 3 100Gbps 1us 0\n2 3 100Gbps 
 fn hpcc_topology_and_flow_files_run_exactly_their_flows() {
     let dir = temp_dir("files");
     let scenario = dir.join("s.toml");
-    std::fs::write(&scenario, "[network]\ncongestion = \"none\"\n[run]\ndrain_us = 5000\n").unwrap();
+    std::fs::write(
+        &scenario,
+        "[network]\ncongestion = \"none\"\n[run]\ndrain_us = 5000\n",
+    )
+    .unwrap();
     let topo = dir.join("topo.txt");
     std::fs::write(&topo, STAR).unwrap();
     let flows = dir.join("flow.txt");
@@ -165,7 +169,12 @@ const SMALL: &str = "[topology]\nkind = \"leaf-spine\"\nleaves = 2\nspines = 1\n
 #[test]
 fn an_unknown_key_is_refused_with_its_line() {
     let text = SMALL.replace("load = 0.3", "load = 0.3\nlaod = 0.5");
-    refused("unknown", &text, &[], &["bad.toml", "line 9", "unknown field `laod`"]);
+    refused(
+        "unknown",
+        &text,
+        &[],
+        &["bad.toml", "line 9", "unknown field `laod`"],
+    );
 }
 
 #[test]
@@ -173,7 +182,12 @@ fn a_missing_key_is_refused() {
     let text = SMALL.replace("load = 0.3\n", "");
     refused("missing", &text, &[], &["bad.toml", "missing field `load`"]);
     let text = SMALL.replace("spines = 1\n", "");
-    refused("missing-spines", &text, &[], &["bad.toml", "missing key `spines`"]);
+    refused(
+        "missing-spines",
+        &text,
+        &[],
+        &["bad.toml", "missing key `spines`"],
+    );
 }
 
 #[test]
@@ -204,7 +218,11 @@ fn a_flow_to_a_switch_is_refused_with_its_file_and_line() {
     let topo = dir.join("star.txt");
     std::fs::write(&topo, STAR).unwrap();
     let flows = dir.join("flows.txt");
-    std::fs::write(&flows, "2\n0 1 3 100 1000 0.000001\n0 3 3 100 1000 0.000002\n").unwrap();
+    std::fs::write(
+        &flows,
+        "2\n0 1 3 100 1000 0.000001\n0 3 3 100 1000 0.000002\n",
+    )
+    .unwrap();
     let text = "[network]\ncongestion = \"none\"\n";
     let d = dir.to_str().unwrap();
     let extra = [
@@ -230,17 +248,17 @@ fn a_scenario_too_large_for_memory_is_refused_unless_allowed() {
         "large",
         LARGE,
         &[],
-        &["too large for memory", "GiB", "packets in flight", "--allow-large"],
+        &[
+            "too large for memory",
+            "GiB",
+            "packets in flight",
+            "--allow-large",
+        ],
     );
     let dir = temp_dir("large-ok");
     let file = dir.join("large.toml");
     std::fs::write(&file, LARGE).unwrap();
-    let o = roce(&[
-        "sim",
-        file.to_str().unwrap(),
-        "--allow-large",
-        "--check",
-    ]);
+    let o = roce(&["sim", file.to_str().unwrap(), "--allow-large", "--check"]);
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(String::from_utf8_lossy(&o.stdout).contains("valid"));
 }

@@ -133,8 +133,8 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<ExitCode> {
         bail!("no scenario given (roce sim --list shows the shipped ones)");
     };
     let path = resolve(arg)?;
-    let text =
-        std::fs::read_to_string(&path).with_context(|| format!("cannot read {}", path.display()))?;
+    let text = std::fs::read_to_string(&path)
+        .with_context(|| format!("cannot read {}", path.display()))?;
     let network = match toml::from_str::<toml::Table>(&text) {
         Ok(doc) => network_schema::is_network(&doc),
         Err(_) => false,
@@ -214,8 +214,8 @@ fn list() -> anyhow::Result<ExitCode> {
             .map(|s| s.to_string_lossy().into_owned())
             .unwrap_or_default();
         let text = std::fs::read_to_string(file).unwrap_or_default();
-        let network = toml::from_str::<toml::Table>(&text)
-            .is_ok_and(|doc| network_schema::is_network(&doc));
+        let network =
+            toml::from_str::<toml::Table>(&text).is_ok_and(|doc| network_schema::is_network(&doc));
         let about = if network {
             match network_schema::load(file, &text, None, false) {
                 Ok(s) => s.description.unwrap_or_default(),

@@ -7,7 +7,8 @@
 //!   naming the columns;
 //! * `slowdown.json`: the same table as JSON;
 //! * `slowdown.svg`: slowdown against flow size, p50/p95/p99;
-//! * `summary.json`: flows, packet-hops, speed, drops, PFC pauses, goodput.
+//! * `summary.json`: flows, packet-hops, speed, drops, PFC pauses, goodput;
+//! * `flow.txt`: the flows run, in HPCC's flow-file format, to feed HPCC's simulator.
 //!
 //! Nothing is written before the run has finished.
 
@@ -17,6 +18,7 @@ use std::path::Path;
 use anyhow::{Context, anyhow};
 use roce_sim::fct::write_fct_file;
 use roce_sim::network::Network;
+use roce_sim::workload::write_flow_file;
 use roce_sim::{FctRecord, SlowdownTable};
 use serde_json::{Value, json};
 
@@ -76,7 +78,11 @@ pub(super) fn write_all(
         std::fs::write(&path, text).with_context(|| format!("cannot write {}", path.display()))
     };
     write("fct.txt", write_fct_file(records))?;
-    write("slowdown.txt", format!("{SLOWDOWN_HEADER}{}", table.to_text()))?;
+    write("flow.txt", write_flow_file(&plan.flows))?;
+    write(
+        "slowdown.txt",
+        format!("{SLOWDOWN_HEADER}{}", table.to_text()),
+    )?;
     write("slowdown.json", table.to_json() + "\n")?;
     write("slowdown.svg", svg)?;
     let text = serde_json::to_string_pretty(&summary).context("cannot encode summary.json")?;
@@ -86,7 +92,7 @@ pub(super) fn write_all(
     } else {
         print!("{}", summary_text(&summary, &table));
         println!(
-            "wrote fct.txt, slowdown.txt, slowdown.json, slowdown.svg and summary.json in {}",
+            "wrote fct.txt, flow.txt, slowdown.txt, slowdown.json, slowdown.svg and summary.json in {}",
             out.display()
         );
     }

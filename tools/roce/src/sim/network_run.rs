@@ -118,9 +118,7 @@ pub(super) fn plan(args: &Args, path: &Path, text: &str) -> anyhow::Result<Plan>
         }
         (None, None) => bail!("{}: no workload and no --flows", path.display()),
     };
-    let until = scenario
-        .until
-        .map_or(default_until, |u| Instant::ZERO + u);
+    let until = scenario.until.map_or(default_until, |u| Instant::ZERO + u);
     let before = flows.len();
     flows.retain(|f| f.start < until);
     let cut = before - flows.len();

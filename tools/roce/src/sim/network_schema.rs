@@ -246,7 +246,11 @@ impl NetworkFile {
             }
             config.switch.buffer_bytes = b;
         }
-        config.switch.ecn = n.ecn.as_ref().map(|e| e.marking("network.ecn")).transpose()?;
+        config.switch.ecn = n
+            .ecn
+            .as_ref()
+            .map(|e| e.marking("network.ecn"))
+            .transpose()?;
         config.switch.pfc = n.pfc.as_ref().map(|p| p.pfc("network.pfc")).transpose()?;
         config.seed = n.seed;
         const MAX_RUN_US: u64 = 60_000_000;

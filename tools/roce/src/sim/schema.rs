@@ -185,7 +185,11 @@ impl ScenarioFile {
         if !(sw.rate_gbps.is_finite() && sw.rate_gbps > 0.0 && sw.rate_gbps <= 10_000.0) {
             bail!("switch.rate_gbps = {}: from >0 to 10000", sw.rate_gbps);
         }
-        let ecn = sw.ecn.as_ref().map(|e| e.marking("switch.ecn")).transpose()?;
+        let ecn = sw
+            .ecn
+            .as_ref()
+            .map(|e| e.marking("switch.ecn"))
+            .transpose()?;
         let pfc = sw.pfc.as_ref().map(|p| p.pfc("switch.pfc")).transpose()?;
         let mtu = Mtu::from_bytes(self.mtu)
             .ok_or_else(|| anyhow!("mtu = {}: one of 256, 512, 1024, 2048, 4096", self.mtu))?;

@@ -81,4 +81,3 @@ fn default_priorities() -> Vec<u8> {
 fn default_quanta() -> u16 {
     0xffff
 }
-
