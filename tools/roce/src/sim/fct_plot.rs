@@ -5,6 +5,7 @@
 use anyhow::anyhow;
 use plotters::prelude::*;
 use roce_sim::SlowdownTable;
+use roce_sim::fct::SlowdownBin;
 
 use super::plot::COLORS;
 
@@ -61,8 +62,8 @@ fn draw(
         .y_desc("FCT slowdown (fct / ideal)")
         .x_label_formatter(&|v| size_label(*v))
         .draw()?;
-    let curves: [(&str, fn(&roce_sim::fct::SlowdownBin) -> f64); 3] =
-        [("p50", |b| b.p50), ("p95", |b| b.p95), ("p99", |b| b.p99)];
+    type Pick = fn(&SlowdownBin) -> f64;
+    let curves: [(&str, Pick); 3] = [("p50", |b| b.p50), ("p95", |b| b.p95), ("p99", |b| b.p99)];
     for (i, (label, pick)) in curves.iter().enumerate() {
         let color = COLORS[i].to_rgba();
         let points: Vec<(f64, f64)> = table

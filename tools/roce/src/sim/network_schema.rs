@@ -359,7 +359,7 @@ impl TopologyFile {
                 "topology.kind = \"{other}\": one of \"fat-tree\", \"leaf-spine\", \"hpcc-fat\""
             ),
         };
-        Ok((topology, format!("{kind}")))
+        Ok((topology, kind.clone()))
     }
 }
 
