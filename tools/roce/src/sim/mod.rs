@@ -4,12 +4,21 @@
 //!
 //! [`schema`] reads and checks the file, [`report`] makes the summary and `series.json`,
 //! [`plot`] draws `plot.svg`.
+//!
+//! A file with a `[topology]`, `[workload]` or `[network]` table is a network scenario instead:
+//! flows on a multi-switch topology (`roce_sim::network`), read by [`network_schema`], run by
+//! [`network_run`], written out by [`network_out`] and [`fct_plot`].
 
+mod fct_plot;
 mod grid;
+mod network_out;
+mod network_run;
+mod network_schema;
 mod plot;
 mod report;
 mod schema;
 mod sweep;
+mod switch_keys;
 
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
@@ -46,7 +55,14 @@ use schema::load;
     roce sim incast-dcqcn                 # scenarios/incast-dcqcn.toml -> sim-out/incast-dcqcn/\n  \
     roce sim my.toml --out /tmp/my --json | jq .flows\n\n\
     Required keys: hosts, duration_ms, sample_us, and [[flows]] tables with src and dst.\n\
-    File format: see docs/congestion.md (\"roce sim\") and scenarios/*.toml.")]
+    File format: see docs/congestion.md (\"roce sim\") and scenarios/*.toml.\n\n\
+    Network scenarios ([topology], [workload], [network], [run] tables) run flows on a fat-tree,\n\
+    leaf-spine or HPCC topology and write fct.txt (HPCC's layout), slowdown.txt/.json/.svg and\n\
+    summary.json:\n  \
+    roce sim leafspine-websearch --out /tmp/ls\n  \
+    roce sim fattree-fb30 --check                # validate, print the plan, write nothing\n  \
+    roce sim fattree-fb30 --topology fat.txt --flows flow.txt --out /tmp/f\n\
+    See docs/congestion.md (\"Research-scale runs\").")]
 pub(crate) struct Args {
     /// The scenario: a TOML file, or the name of a shipped scenario.
     #[arg(required_unless_present = "list", value_name = "SCENARIO")]
@@ -64,6 +80,23 @@ pub(crate) struct Args {
     /// error every SECONDS of wall time (default: after 2 s, then every 5 s).
     #[arg(long, value_name = "SECONDS")]
     progress_every: Option<f64>,
+    /// Network scenarios: the topology, an HPCC topology file (replaces `[topology]`).
+    #[arg(long, value_name = "FILE")]
+    topology: Option<PathBuf>,
+    /// Network scenarios: the flows, an HPCC flow file (replaces `[workload]`), so the same
+    /// flows can run in HPCC's simulator.
+    #[arg(long, value_name = "FILE")]
+    flows: Option<PathBuf>,
+    /// Network scenarios: run even when the memory estimate is above its limit (4 GiB).
+    #[arg(long)]
+    allow_large: bool,
+    /// Network scenarios: print a progress line on standard error every 0.5 s of wall time
+    /// (the default when standard error is a terminal).
+    #[arg(long)]
+    progress: bool,
+    /// Network scenarios: check the file and the flows, print the plan, write nothing.
+    #[arg(long)]
+    check: bool,
 }
 
 /// Where shipped scenarios are looked for: `scenarios/` here, then the source tree's.
@@ -102,6 +135,18 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<ExitCode> {
         bail!("no scenario given (roce sim --list shows the shipped ones)");
     };
     let path = resolve(arg)?;
+    let text = std::fs::read_to_string(&path)
+        .with_context(|| format!("cannot read {}", path.display()))?;
+    let network = match toml::from_str::<toml::Table>(&text) {
+        Ok(doc) => network_schema::is_network(&doc),
+        Err(_) => false,
+    };
+    if network || args.topology.is_some() || args.flows.is_some() {
+        return network_run::run(args, &path, &text);
+    }
+    if args.check || args.allow_large {
+        bail!("--check and --allow-large are for network scenarios ([topology], [workload])");
+    }
     let loaded = load(&path)?;
     let name = loaded.scenario.name.clone();
     let out = args
@@ -170,9 +215,19 @@ fn list() -> anyhow::Result<ExitCode> {
             .file_stem()
             .map(|s| s.to_string_lossy().into_owned())
             .unwrap_or_default();
-        let about = match load(file) {
-            Ok(loaded) => loaded.description.unwrap_or_default(),
-            Err(err) => format!("(not a valid scenario: {err:#})"),
+        let text = std::fs::read_to_string(file).unwrap_or_default();
+        let network =
+            toml::from_str::<toml::Table>(&text).is_ok_and(|doc| network_schema::is_network(&doc));
+        let about = if network {
+            match network_schema::load(file, &text, None, false) {
+                Ok(s) => s.description.unwrap_or_default(),
+                Err(err) => format!("(not a valid scenario: {err:#})"),
+            }
+        } else {
+            match load(file) {
+                Ok(loaded) => loaded.description.unwrap_or_default(),
+                Err(err) => format!("(not a valid scenario: {err:#})"),
+            }
         };
         println!("{stem:<width$}  {about}");
     }

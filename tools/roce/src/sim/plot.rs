@@ -105,7 +105,7 @@ where
 }
 
 /// Colours that stay apart on white and from each other (Okabe and Ito's palette, then more).
-const COLORS: [RGBColor; 10] = [
+pub(super) const COLORS: [RGBColor; 10] = [
     RGBColor(0, 114, 178),
     RGBColor(213, 94, 0),
     RGBColor(0, 158, 115),

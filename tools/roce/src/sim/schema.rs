@@ -12,9 +12,11 @@ use std::path::Path;
 use anyhow::{Context, anyhow, bail};
 use roce_core::{Duration, Mtu};
 use roce_sim::scenario::{Flow, MAX_DURATION, MAX_HOSTS, NicCongestion};
-use roce_sim::switch::{MarkAt, Pfc};
-use roce_sim::{EcnMarking, Scenario, SwitchConfig};
+use roce_sim::switch::MarkAt;
+use roce_sim::{Scenario, SwitchConfig};
 use serde::Deserialize;
+
+use super::switch_keys::{EcnFile, PfcFile};
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -78,7 +80,7 @@ pub(super) enum CongestionName {
 }
 
 impl CongestionName {
-    fn nic(self) -> NicCongestion {
+    pub(super) fn nic(self) -> NicCongestion {
         match self {
             Self::None => NicCongestion::None,
             Self::Dcqcn => NicCongestion::Dcqcn,
@@ -151,35 +153,6 @@ enum MarkAtName {
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-struct EcnFile {
-    kmin_bytes: usize,
-    kmax_bytes: usize,
-    pmax: f64,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct PfcFile {
-    xoff_bytes: usize,
-    xon_bytes: usize,
-    /// Priorities PFC applies to; default: priority 3 alone.
-    #[serde(default = "default_priorities")]
-    priorities: Vec<u8>,
-    /// Pause time per PAUSE frame, quanta of 512 bit times.
-    #[serde(default = "default_quanta")]
-    pause_quanta: u16,
-}
-
-fn default_priorities() -> Vec<u8> {
-    vec![3]
-}
-
-fn default_quanta() -> u16 {
-    0xffff
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
 struct FlowFile {
     /// Required. The sending host.
     src: usize,
@@ -212,51 +185,12 @@ impl ScenarioFile {
         if !(sw.rate_gbps.is_finite() && sw.rate_gbps > 0.0 && sw.rate_gbps <= 10_000.0) {
             bail!("switch.rate_gbps = {}: from >0 to 10000", sw.rate_gbps);
         }
-        let ecn = match &sw.ecn {
-            None => None,
-            Some(e) => {
-                if !(0.0..=1.0).contains(&e.pmax) {
-                    bail!("switch.ecn.pmax = {}: from 0 to 1", e.pmax);
-                }
-                if e.kmin_bytes > e.kmax_bytes {
-                    bail!(
-                        "switch.ecn: kmin_bytes {} is above kmax_bytes {}",
-                        e.kmin_bytes,
-                        e.kmax_bytes
-                    );
-                }
-                Some(EcnMarking {
-                    k_min_bytes: e.kmin_bytes,
-                    k_max_bytes: e.kmax_bytes,
-                    p_max: e.pmax,
-                })
-            }
-        };
-        let pfc = match &sw.pfc {
-            None => None,
-            Some(p) => {
-                if p.xon_bytes > p.xoff_bytes {
-                    bail!(
-                        "switch.pfc: xon_bytes {} is above xoff_bytes {}",
-                        p.xon_bytes,
-                        p.xoff_bytes
-                    );
-                }
-                let mut priorities = 0u8;
-                for &prio in &p.priorities {
-                    if prio > 7 {
-                        bail!("switch.pfc.priorities: {prio} is not a priority (0 to 7)");
-                    }
-                    priorities |= 1 << prio;
-                }
-                Some(Pfc {
-                    xoff_bytes: p.xoff_bytes,
-                    xon_bytes: p.xon_bytes,
-                    pause_quanta: p.pause_quanta,
-                    priorities,
-                })
-            }
-        };
+        let ecn = sw
+            .ecn
+            .as_ref()
+            .map(|e| e.marking("switch.ecn"))
+            .transpose()?;
+        let pfc = sw.pfc.as_ref().map(|p| p.pfc("switch.pfc")).transpose()?;
         let mtu = Mtu::from_bytes(self.mtu)
             .ok_or_else(|| anyhow!("mtu = {}: one of 256, 512, 1024, 2048, 4096", self.mtu))?;
         self.check_keys()?;

@@ -1,0 +1,288 @@
+//! Running a network scenario: its flows (generated, or `--flows`), the checks made before the
+//! run (every endpoint a host, the topology connected, the memory estimate), the run itself on
+//! [`Network::run_flows`], and the files it writes (see [`super::network_out`]).
+
+use std::io::IsTerminal as _;
+use std::path::Path;
+use std::process::ExitCode;
+use std::sync::mpsc;
+use std::time::Instant as WallClock;
+
+use anyhow::{Context, anyhow, bail};
+use roce_core::{Duration, Instant};
+use roce_sim::network::{Network, NetworkConfig};
+use roce_sim::workload::{Traffic, incast, parse_flow_file, poisson};
+use roce_sim::{FctRecord, FlowSpec, NodeId, NodeKind, Routes, Topology};
+
+use super::Args;
+use super::network_out;
+use super::network_schema::{NetScenario, load};
+
+/// The memory a run may need by the estimate before `--allow-large` is required: 4 GiB.
+pub(super) const MEMORY_LIMIT: u64 = 4 << 30;
+/// Per flow: its spec, its slot while running and its record.
+const FLOW_BYTES: u64 = 256;
+/// Per running flow: its two QPs (rough; the engine's per-QP state and queues).
+const QP_PAIR_BYTES: u64 = 16 << 10;
+/// Per packet in flight: the frame and the pool slot.
+const PACKET_OVERHEAD_BYTES: u64 = 160;
+
+/// What a run is: the scenario, its flows, and when it stops.
+pub(super) struct Plan {
+    pub(super) scenario: NetScenario,
+    pub(super) flows: Vec<FlowSpec>,
+    /// Flows of the workload or file that start at or after `until` (not run).
+    pub(super) cut: usize,
+    pub(super) until: Instant,
+    pub(super) end: Instant,
+    pub(super) memory: Memory,
+}
+
+/// The memory estimate, by part.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Memory {
+    pub(super) flows: u64,
+    pub(super) concurrent_flows: u64,
+    pub(super) packets_in_flight: u64,
+    pub(super) bytes: u64,
+}
+
+/// Runs a network scenario (`text` is the file's contents).
+pub(super) fn run(args: &Args, path: &Path, text: &str) -> anyhow::Result<ExitCode> {
+    let plan = plan(args, path, text)?;
+    let name = plan.scenario.name.clone();
+    let network = Network::new(plan.scenario.topology.clone(), plan.scenario.config.clone())
+        .map_err(|e| {
+            anyhow!(
+                "topology {}: {e} (every host must reach every other through switches)",
+                plan.scenario.topology_source
+            )
+        })?;
+    if args.check {
+        print!("{}", network_out::plan_text(&plan));
+        return Ok(ExitCode::SUCCESS);
+    }
+    let out = args
+        .out
+        .clone()
+        .unwrap_or_else(|| Path::new("sim-out").join(&name));
+    let progress = args.progress || std::io::stderr().is_terminal();
+    let started = WallClock::now();
+    let (network, records) = run_with_progress(network, &plan, progress)?;
+    let wall = started.elapsed().as_secs_f64();
+    network_out::write_all(&out, &plan, &network, &records, wall, args.json)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Everything checked before the run: the file, the flows, the memory estimate.
+pub(super) fn plan(args: &Args, path: &Path, text: &str) -> anyhow::Result<Plan> {
+    let scenario = load(path, text, args.topology.as_deref(), args.flows.is_some())?;
+    // Connected first: the flows are about hosts that must reach each other.
+    Routes::new(scenario.topology.clone()).map_err(|e| {
+        anyhow!(
+            "topology {}: {e} (every host must reach every other through switches)",
+            scenario.topology_source
+        )
+    })?;
+    let (mut flows, default_until) = match (&args.flows, &scenario.workload) {
+        (Some(file), _) => {
+            let flows = read_flows(file, &scenario.topology)?;
+            let last = flows.iter().map(|f| f.start).max().unwrap_or(Instant::ZERO);
+            (flows, last + Duration::from_nanos(1))
+        }
+        (None, Some((w, cdf))) => {
+            let hosts: Vec<NodeId> = scenario.topology.hosts().collect();
+            let t = Traffic {
+                hosts,
+                host_rate_bps: host_rate(&scenario.topology)?,
+                start: Instant::from_micros(w.start_us),
+                duration: Duration::from_micros(w.duration_us),
+                pg: 3,
+                dport: 100,
+                seed: w.seed,
+            };
+            let mut flows = poisson(&t, w.load, cdf)
+                .map_err(|e| anyhow!("{}: workload: {e}", path.display()))?;
+            if let Some(i) = &w.incast {
+                let t = Traffic {
+                    dport: 200,
+                    seed: w.seed.wrapping_add(1),
+                    ..t.clone()
+                };
+                let more = incast(&t, i.fraction, i.senders, i.size_bytes)
+                    .map_err(|e| anyhow!("{}: workload.incast: {e}", path.display()))?;
+                flows.extend(more);
+                flows.sort_by_key(|f| f.start);
+            }
+            (flows, t.start + t.duration)
+        }
+        (None, None) => bail!("{}: no workload and no --flows", path.display()),
+    };
+    let until = scenario.until.map_or(default_until, |u| Instant::ZERO + u);
+    let before = flows.len();
+    flows.retain(|f| f.start < until);
+    let cut = before - flows.len();
+    if flows.is_empty() {
+        bail!(
+            "{}: no flow starts before {} s (run.until_us); nothing to run",
+            path.display(),
+            until
+        );
+    }
+    let end = until + scenario.drain;
+    let memory = estimate(&scenario, &flows, until);
+    if memory.bytes > MEMORY_LIMIT && !args.allow_large {
+        bail!(
+            "{}: too large for memory by the estimate: {:.2} GiB ({} flows x {FLOW_BYTES} B + \
+             {} running at once x {} KiB of QP state + {} packets in flight x about {} B), above \
+             the limit of {} GiB; shorten workload.duration_us or run.until_us, or pass \
+             --allow-large",
+            path.display(),
+            memory.bytes as f64 / f64::from(1u32 << 30),
+            memory.flows,
+            memory.concurrent_flows,
+            QP_PAIR_BYTES >> 10,
+            memory.packets_in_flight,
+            packet_bytes(&scenario.config),
+            MEMORY_LIMIT >> 30,
+        );
+    }
+    Ok(Plan {
+        scenario,
+        flows,
+        cut,
+        until,
+        end,
+        memory,
+    })
+}
+
+/// The rate of the hosts' links (the generators need one; the first host's).
+fn host_rate(topology: &Topology) -> anyhow::Result<u64> {
+    let host = topology
+        .hosts()
+        .next()
+        .ok_or_else(|| anyhow!("the topology has no hosts"))?;
+    let &(_, link) = topology
+        .neighbors(host)
+        .first()
+        .ok_or_else(|| anyhow!("host {host} has no link"))?;
+    Ok(topology.links()[link].rate_bps)
+}
+
+/// Reads an HPCC flow file and checks that every endpoint is a host of `topology`.
+fn read_flows(file: &Path, topology: &Topology) -> anyhow::Result<Vec<FlowSpec>> {
+    let name = file.display().to_string();
+    let text =
+        std::fs::read_to_string(file).with_context(|| format!("cannot read the flows {name}"))?;
+    let flows = parse_flow_file(&name, &text).map_err(|e| anyhow!("{e}"))?;
+    // The n-th flow is on the n-th line after the count that is neither blank nor a comment.
+    let lines = text
+        .lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty() && !l.trim().starts_with('#'))
+        .skip(1)
+        .map(|(i, _)| i + 1);
+    for (flow, line) in flows.iter().zip(lines) {
+        for (key, node) in [("src", flow.src), ("dst", flow.dst)] {
+            if topology.kind(node) != Some(NodeKind::Host) {
+                let what = match topology.kind(node) {
+                    Some(NodeKind::Switch) => "a switch",
+                    _ => "not a node",
+                };
+                bail!(
+                    "{name}:{line}: {key} {node} is {what} of the topology ({} nodes, hosts {}): \
+                     flows run between hosts",
+                    topology.node_count(),
+                    host_ranges(topology)
+                );
+            }
+        }
+    }
+    Ok(flows)
+}
+
+/// "0-319" (or "0-3, 8-11").
+fn host_ranges(topology: &Topology) -> String {
+    let mut ranges: Vec<(u32, u32)> = Vec::new();
+    for h in topology.hosts() {
+        match ranges.last_mut() {
+            Some(r) if r.1 + 1 == h.0 => r.1 = h.0,
+            _ => ranges.push((h.0, h.0)),
+        }
+    }
+    let parts: Vec<String> = ranges.iter().map(|(a, b)| format!("{a}-{b}")).collect();
+    parts.join(", ")
+}
+
+fn packet_bytes(config: &NetworkConfig) -> u64 {
+    u64::from(config.host.mtu.bytes()) + PACKET_OVERHEAD_BYTES
+}
+
+/// The memory estimate: every flow's bookkeeping, the QPs of the flows running at once (by
+/// Little's law: their ideal time at the host rate plus 10 µs each, times a slowdown of 10,
+/// over the time they start in), the packets in flight (the hosts' windows, at most what the
+/// switches' buffers hold) and the hosts' memory regions.
+fn estimate(s: &NetScenario, flows: &[FlowSpec], until: Instant) -> Memory {
+    let rate = host_rate(&s.topology).unwrap_or(1).max(1) as f64;
+    let busy_s: f64 = flows
+        .iter()
+        .map(|f| f.size_bytes as f64 * 8.0 / rate + 10e-6)
+        .sum();
+    let first = flows.iter().map(|f| f.start).min().unwrap_or(Instant::ZERO);
+    let span_s = (until - first).as_secs_f64().max(1e-6);
+    let concurrent = ((busy_s * 10.0 / span_s).ceil() as u64).min(flows.len() as u64);
+    let hosts = s.topology.hosts().count() as u64;
+    let window = hosts * u64::from(s.config.host.nic.max_unacked_total);
+    let ports = 2 * s.topology.links().len() as u64;
+    let per_packet = packet_bytes(&s.config);
+    let buffered = ports * s.config.switch.buffer_bytes as u64 / per_packet;
+    let packets = window.min(buffered + ports * 64);
+    let regions = hosts * 2 * s.config.host.region_len as u64;
+    let n = flows.len() as u64;
+    Memory {
+        flows: n,
+        concurrent_flows: concurrent,
+        packets_in_flight: packets,
+        bytes: n * FLOW_BYTES + concurrent * QP_PAIR_BYTES + packets * per_packet + regions,
+    }
+}
+
+/// Runs the flows on a thread; with `progress`, says on standard error every half second of
+/// wall time how long the run has taken. The network runs the flows in one call, which
+/// reports nothing while it runs, so the line gives the wall time and the target, not the
+/// simulated time reached.
+fn run_with_progress(
+    mut network: Network,
+    plan: &Plan,
+    progress: bool,
+) -> anyhow::Result<(Network, Vec<FctRecord>)> {
+    let (tx, rx) = mpsc::channel();
+    let flows = plan.flows.clone();
+    let end = plan.end;
+    let worker = std::thread::spawn(move || {
+        let records = network.run_flows(&flows, end);
+        let _ = tx.send(());
+        (network, records)
+    });
+    let started = WallClock::now();
+    loop {
+        match rx.recv_timeout(Duration::from_millis(500)) {
+            Ok(()) | Err(mpsc::RecvTimeoutError::Disconnected) => break,
+            Err(mpsc::RecvTimeoutError::Timeout) => {
+                if progress {
+                    eprintln!(
+                        "roce sim {}: running {} flows to {} s simulated, {:.1} s of wall time so far",
+                        plan.scenario.name,
+                        plan.flows.len(),
+                        end,
+                        started.elapsed().as_secs_f64()
+                    );
+                }
+            }
+        }
+    }
+    worker
+        .join()
+        .map_err(|_| anyhow!("{}: the simulation panicked", plan.scenario.name))
+}

@@ -1,0 +1,390 @@
+//! The network scenario file: a research-scale run on a multi-switch topology. A scenario file
+//! is one of these when it has a `[topology]`, `[workload]` or `[network]` table (or when
+//! `--topology`/`--flows` is given); otherwise it is the one-switch kind of [`super::schema`].
+//!
+//! ```toml
+//! name = "leafspine-websearch"          # optional; default: the file's stem
+//! description = "..."                   # optional
+//! [topology]                            # required unless --topology FILE
+//! kind = "leaf-spine"                   # or "fat-tree" (k), "hpcc-fat"; or file = "topo.txt"
+//! leaves = 2
+//! spines = 2
+//! hosts_per_leaf = 4
+//! host_rate_gbps = 100.0
+//! fabric_rate_gbps = 100.0
+//! delay_us = 1.0
+//! [workload]                            # required unless --flows FILE
+//! cdf = "websearch"                     # or "fb_hadoop", or the path of an HPCC CDF file
+//! load = 0.3
+//! duration_us = 200
+//! seed = 1
+//! [workload.incast]                     # optional
+//! senders = 60
+//! size_bytes = 500000
+//! fraction = 0.02
+//! [network]                             # optional; defaults below
+//! congestion = "dcqcn"                  # "none", "dcqcn" (NVIDIA defaults), "dcqcn-paper"
+//! buffer_bytes = 1048576                # per egress port
+//! mtu = 1024
+//! [network.dcqcn]                       # optional: DcqcnConfig knobs (mlx5 names) to override
+//! [network.ecn]                         # kmin_bytes, kmax_bytes, pmax (as [switch.ecn])
+//! [network.pfc]                         # xoff_bytes, xon_bytes (as [switch.pfc])
+//! [run]
+//! until_us = 300                        # no flow starts at or after it; default: the workload's end
+//! drain_us = 1000                       # then this long for the flows started to finish
+//! ```
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, anyhow, bail};
+use roce_core::{Congestion, DcqcnConfig, Duration, Mtu};
+use roce_sim::network::NetworkConfig;
+use roce_sim::topology::{LeafSpine, fat_tree, hpcc_fat};
+use roce_sim::{Cdf, Topology};
+use serde::Deserialize;
+
+use super::schema::CongestionName;
+use super::switch_keys::{EcnFile, PfcFile};
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct NetworkFile {
+    name: Option<String>,
+    description: Option<String>,
+    topology: Option<TopologyFile>,
+    workload: Option<WorkloadFile>,
+    #[serde(default)]
+    network: NetFile,
+    #[serde(default)]
+    run: RunFile,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TopologyFile {
+    kind: Option<String>,
+    file: Option<PathBuf>,
+    k: Option<u32>,
+    leaves: Option<u32>,
+    spines: Option<u32>,
+    hosts_per_leaf: Option<u32>,
+    #[serde(default = "default_rate")]
+    host_rate_gbps: f64,
+    #[serde(default = "default_rate")]
+    fabric_rate_gbps: f64,
+    #[serde(default = "default_delay")]
+    delay_us: f64,
+}
+
+fn default_rate() -> f64 {
+    100.0
+}
+
+fn default_delay() -> f64 {
+    1.0
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct WorkloadFile {
+    pub(super) cdf: String,
+    pub(super) load: f64,
+    pub(super) duration_us: u64,
+    #[serde(default)]
+    pub(super) start_us: u64,
+    #[serde(default)]
+    pub(super) seed: u64,
+    pub(super) incast: Option<IncastFile>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct IncastFile {
+    pub(super) senders: usize,
+    pub(super) size_bytes: u64,
+    pub(super) fraction: f64,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct NetFile {
+    #[serde(default)]
+    congestion: CongestionName,
+    dcqcn: Option<DcqcnFile>,
+    ecn: Option<EcnFile>,
+    pfc: Option<PfcFile>,
+    buffer_bytes: Option<usize>,
+    mtu: Option<u32>,
+    #[serde(default)]
+    seed: u64,
+}
+
+/// DCQCN knobs over the profile `congestion` names; the names are [`DcqcnConfig`]'s.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct DcqcnFile {
+    rpg_time_reset: Option<u32>,
+    rpg_byte_reset: Option<u32>,
+    rpg_threshold: Option<u32>,
+    rpg_ai_rate: Option<u32>,
+    rpg_hai_rate: Option<u32>,
+    rpg_gd: Option<u32>,
+    rpg_min_dec_fac: Option<u32>,
+    rpg_min_rate: Option<u32>,
+    dce_tcp_g: Option<u32>,
+    dce_tcp_rtt: Option<u32>,
+    initial_alpha_value: Option<u32>,
+    clamp_tgt_rate: Option<bool>,
+    clamp_tgt_rate_after_time_inc: Option<bool>,
+    rate_to_set_on_first_cnp: Option<u32>,
+    rate_reduce_monitor_period: Option<u32>,
+    min_time_between_cnps: Option<u32>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RunFile {
+    until_us: Option<u64>,
+    #[serde(default)]
+    drain_us: u64,
+}
+
+/// Whether a parsed TOML document is a network scenario.
+pub(super) fn is_network(doc: &toml::Table) -> bool {
+    ["topology", "workload", "network"]
+        .iter()
+        .any(|k| doc.contains_key(*k))
+}
+
+/// A network scenario, checked, before its flows are made.
+#[derive(Debug)]
+pub(super) struct NetScenario {
+    pub(super) name: String,
+    pub(super) description: Option<String>,
+    /// The topology, and where it came from (for the summary).
+    pub(super) topology: Topology,
+    pub(super) topology_source: String,
+    /// `None` when `--flows` gives them.
+    pub(super) workload: Option<(WorkloadFile, Cdf)>,
+    pub(super) config: NetworkConfig,
+    pub(super) congestion: CongestionName,
+    /// No flow starts at or after it (None: the workload's end, or the last flow's start).
+    pub(super) until: Option<Duration>,
+    pub(super) drain: Duration,
+}
+
+/// Reads and checks a network scenario; `topology_override` is `--topology`, `have_flows`
+/// whether `--flows` is given.
+pub(super) fn load(
+    path: &Path,
+    text: &str,
+    topology_override: Option<&Path>,
+    have_flows: bool,
+) -> anyhow::Result<NetScenario> {
+    let file: NetworkFile = toml::from_str(text)
+        .map_err(|e| anyhow!("{}: {}", path.display(), e.to_string().trim_end()))?;
+    let stem = path
+        .file_stem()
+        .and_then(|s| s.to_str())
+        .unwrap_or("network");
+    let base = path.parent().unwrap_or(Path::new("."));
+    file.check(stem, base, topology_override, have_flows)
+        .with_context(|| format!("{}: not a valid network scenario", path.display()))
+}
+
+impl NetworkFile {
+    fn check(
+        self,
+        stem: &str,
+        base: &Path,
+        topology_override: Option<&Path>,
+        have_flows: bool,
+    ) -> anyhow::Result<NetScenario> {
+        let (topology, topology_source) = match (topology_override, &self.topology) {
+            (Some(file), _) => (read_hpcc_topology(file)?, file.display().to_string()),
+            (None, Some(t)) => t.build(base)?,
+            (None, None) => bail!("missing table `topology` (or give --topology FILE)"),
+        };
+        let workload = match (have_flows, self.workload) {
+            (true, _) => None,
+            (false, None) => bail!("missing table `workload` (or give --flows FILE)"),
+            (false, Some(w)) => {
+                let cdf = read_cdf(&w.cdf, base)?;
+                if !(w.load > 0.0 && w.load <= 1.0) {
+                    bail!("workload.load = {}: more than 0, at most 1", w.load);
+                }
+                if w.duration_us == 0 {
+                    bail!("workload.duration_us = 0: at least 1");
+                }
+                if let Some(i) = &w.incast
+                    && !(i.fraction > 0.0 && i.fraction <= 1.0)
+                {
+                    bail!(
+                        "workload.incast.fraction = {}: more than 0, at most 1",
+                        i.fraction
+                    );
+                }
+                Some((w, cdf))
+            }
+        };
+        let n = &self.network;
+        let mut config = NetworkConfig::default();
+        if let Some(mtu) = n.mtu {
+            config.host.mtu = Mtu::from_bytes(mtu)
+                .ok_or_else(|| anyhow!("network.mtu = {mtu}: one of 256, 512, 1024, 2048, 4096"))?;
+        }
+        config.host.nic.congestion = match (n.congestion.nic().config(), &n.dcqcn) {
+            (Congestion::Dcqcn(d), Some(o)) => Congestion::Dcqcn(o.over(d)),
+            (Congestion::None, Some(_)) => {
+                bail!("network.dcqcn is set but network.congestion is \"none\"")
+            }
+            (c, None) => c,
+        };
+        if let Some(b) = n.buffer_bytes {
+            if b < 4096 {
+                bail!("network.buffer_bytes = {b}: at least 4096");
+            }
+            config.switch.buffer_bytes = b;
+        }
+        config.switch.ecn = n
+            .ecn
+            .as_ref()
+            .map(|e| e.marking("network.ecn"))
+            .transpose()?;
+        config.switch.pfc = n.pfc.as_ref().map(|p| p.pfc("network.pfc")).transpose()?;
+        config.seed = n.seed;
+        const MAX_RUN_US: u64 = 60_000_000;
+        if let Some(u) = self.run.until_us
+            && (u == 0 || u > MAX_RUN_US)
+        {
+            bail!("run.until_us = {u}: from 1 to {MAX_RUN_US} (a minute)");
+        }
+        if self.run.drain_us > MAX_RUN_US {
+            bail!(
+                "run.drain_us = {}: at most {MAX_RUN_US} (a minute)",
+                self.run.drain_us
+            );
+        }
+        Ok(NetScenario {
+            name: self.name.unwrap_or_else(|| stem.to_owned()),
+            description: self.description,
+            topology,
+            topology_source,
+            workload,
+            config,
+            congestion: n.congestion,
+            until: self.run.until_us.map(Duration::from_micros),
+            drain: Duration::from_micros(self.run.drain_us),
+        })
+    }
+}
+
+impl DcqcnFile {
+    fn over(&self, mut d: DcqcnConfig) -> DcqcnConfig {
+        macro_rules! set {
+            ($($f:ident),*) => { $( if let Some(v) = self.$f { d.$f = v; } )* };
+        }
+        set!(
+            rpg_time_reset,
+            rpg_byte_reset,
+            rpg_threshold,
+            rpg_ai_rate,
+            rpg_hai_rate,
+            rpg_gd,
+            rpg_min_dec_fac,
+            rpg_min_rate,
+            dce_tcp_g,
+            dce_tcp_rtt,
+            initial_alpha_value,
+            clamp_tgt_rate,
+            clamp_tgt_rate_after_time_inc,
+            rate_to_set_on_first_cnp,
+            rate_reduce_monitor_period,
+            min_time_between_cnps
+        );
+        d
+    }
+}
+
+fn gbps(key: &str, v: f64) -> anyhow::Result<u64> {
+    if !(v.is_finite() && v > 0.0 && v <= 100_000.0) {
+        bail!("topology.{key} = {v}: more than 0, at most 100000 (Gb/s)");
+    }
+    Ok((v * 1e9).round() as u64)
+}
+
+impl TopologyFile {
+    fn build(&self, base: &Path) -> anyhow::Result<(Topology, String)> {
+        if let Some(file) = &self.file {
+            if self.kind.is_some() {
+                bail!("topology: give `kind` or `file`, not both");
+            }
+            let path = base.join(file);
+            return Ok((read_hpcc_topology(&path)?, path.display().to_string()));
+        }
+        let Some(kind) = &self.kind else {
+            bail!(
+                "topology: missing key `kind` (\"fat-tree\", \"leaf-spine\", \"hpcc-fat\") or `file`"
+            );
+        };
+        let host = gbps("host_rate_gbps", self.host_rate_gbps)?;
+        let fabric = gbps("fabric_rate_gbps", self.fabric_rate_gbps)?;
+        if !(self.delay_us.is_finite() && self.delay_us >= 0.0 && self.delay_us <= 1e6) {
+            bail!("topology.delay_us = {}: from 0 to 1000000", self.delay_us);
+        }
+        let delay = Duration::from_nanos((self.delay_us * 1e3).round() as u64);
+        let need = |key: &str, v: Option<u32>| {
+            v.ok_or_else(|| anyhow!("topology: missing key `{key}` (kind = \"{kind}\")"))
+        };
+        let topology = match kind.as_str() {
+            "hpcc-fat" => hpcc_fat(),
+            "fat-tree" => {
+                let k = need("k", self.k)?;
+                if k > 64 {
+                    bail!("topology.k = {k}: at most 64");
+                }
+                fat_tree(k, host, fabric, delay).map_err(|e| anyhow!("topology: {e}"))?
+            }
+            "leaf-spine" => LeafSpine {
+                leaves: need("leaves", self.leaves)?,
+                spines: need("spines", self.spines)?,
+                hosts_per_leaf: need("hosts_per_leaf", self.hosts_per_leaf)?,
+                host_rate_bps: host,
+                fabric_rate_bps: fabric,
+                delay,
+            }
+            .build()
+            .map_err(|e| anyhow!("topology: {e}"))?,
+            other => bail!(
+                "topology.kind = \"{other}\": one of \"fat-tree\", \"leaf-spine\", \"hpcc-fat\""
+            ),
+        };
+        Ok((topology, kind.clone()))
+    }
+}
+
+/// Reads a topology in HPCC's format; errors name the file and line.
+pub(super) fn read_hpcc_topology(path: &Path) -> anyhow::Result<Topology> {
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("cannot read the topology {}", path.display()))?;
+    Topology::from_hpcc(&path.display().to_string(), &text).map_err(|e| anyhow!("{e}"))
+}
+
+/// `fb_hadoop`, `websearch`, or an HPCC CDF file (relative to the scenario's directory).
+fn read_cdf(name: &str, base: &Path) -> anyhow::Result<Cdf> {
+    match name {
+        "fb_hadoop" => Ok(Cdf::fb_hadoop()),
+        "websearch" => Ok(Cdf::websearch()),
+        file => {
+            let path = base.join(file);
+            let text = std::fs::read_to_string(&path).with_context(|| {
+                format!(
+                    "workload.cdf = \"{file}\": not \"fb_hadoop\" or \"websearch\", and cannot \
+                     read {}",
+                    path.display()
+                )
+            })?;
+            Cdf::parse(&path.display().to_string(), &text).map_err(|e| anyhow!("{e}"))
+        }
+    }
+}

@@ -1,0 +1,284 @@
+//! `roce sim` on network scenarios: the shipped leaf-spine scenario runs and writes fct.txt, the
+//! slowdown table, plot and summary with sane contents; `--topology`/`--flows` run exactly the
+//! flows of HPCC files; bad input (unknown or missing key, a CDF that is not monotone, a
+//! topology that is not connected, a flow to a switch, a run too large for memory) is refused
+//! with a message naming file, line or key, and nothing is written; the shipped HPCC-scale
+//! scenarios validate.
+
+#![allow(clippy::unwrap_used)] // test code: a panic is the failure report
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Output;
+
+use common::roce;
+use roce_sim::NodeId;
+use roce_sim::fct::parse_fct_file;
+
+fn scenarios() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios")
+}
+
+fn temp_dir(tag: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("roce-simnet-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn read(path: &Path) -> String {
+    std::fs::read_to_string(path).unwrap()
+}
+
+#[test]
+fn the_small_leaf_spine_scenario_writes_every_output() {
+    let dir = temp_dir("ls");
+    let out = dir.join("out");
+    let file = scenarios().join("leafspine-websearch.toml");
+    let o = roce(&[
+        "sim",
+        file.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let summary: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let on_disk: serde_json::Value =
+        serde_json::from_str(&read(&out.join("summary.json"))).unwrap();
+    assert_eq!(summary["flows_finished"], on_disk["flows_finished"]);
+    let started = summary["flows_started"].as_u64().unwrap();
+    assert!(started >= 20, "{summary}");
+    assert_eq!(summary["flows_finished"].as_u64().unwrap(), started);
+    assert_eq!(summary["flows_unfinished"], 0);
+    assert_eq!(summary["flows_failed"], 0);
+    assert!(summary["packet_hops"].as_u64().unwrap() > 1000, "{summary}");
+    assert!(summary["packet_hops_per_s"].as_f64().unwrap() > 0.0);
+    assert!(summary["goodput_gbps"].as_f64().unwrap() > 1.0, "{summary}");
+
+    let records = parse_fct_file("fct.txt", &read(&out.join("fct.txt"))).unwrap();
+    assert_eq!(records.len() as u64, started);
+    assert!(records.iter().all(|r| r.slowdown() >= 1.0));
+    assert!(
+        records.iter().any(|r| r.slowdown() > 1.05),
+        "no flow was slowed at 50 % load"
+    );
+    assert!(records.iter().all(|r| r.src.0 < 32 && r.dst.0 < 32));
+
+    let table = read(&out.join("slowdown.txt"));
+    assert!(table.starts_with("# FCT slowdown"), "{table}");
+    let rows: Vec<&str> = table.lines().filter(|l| !l.starts_with('#')).collect();
+    assert_eq!(rows.len(), 20, "{table}");
+    for row in &rows {
+        let fields: Vec<f64> = row.split_whitespace().map(|f| f.parse().unwrap()).collect();
+        assert_eq!(fields.len(), 5, "{row}");
+        assert!(fields[2] >= 1.0 && fields[2] <= fields[3] && fields[3] <= fields[4]);
+    }
+    let json: serde_json::Value = serde_json::from_str(&read(&out.join("slowdown.json"))).unwrap();
+    assert_eq!(json["step_percent"], 5);
+    assert_eq!(json["flows"].as_u64().unwrap(), started);
+    let flows =
+        roce_sim::workload::parse_flow_file("flow.txt", &read(&out.join("flow.txt"))).unwrap();
+    assert_eq!(flows.len() as u64, started);
+    let svg = read(&out.join("slowdown.svg"));
+    assert!(svg.starts_with("<svg") && svg.contains("p99"), "{svg:.200}");
+}
+
+/// Three hosts on one switch in HPCC's topology format.
+const STAR: &str = "4 1 3\n3\n0 3 100Gbps 1us 0\n1 3 100Gbps 1us 0\n2 3 100Gbps 1us 0\n";
+
+#[test]
+fn hpcc_topology_and_flow_files_run_exactly_their_flows() {
+    let dir = temp_dir("files");
+    let scenario = dir.join("s.toml");
+    std::fs::write(
+        &scenario,
+        "[network]\ncongestion = \"none\"\n[run]\ndrain_us = 5000\n",
+    )
+    .unwrap();
+    let topo = dir.join("topo.txt");
+    std::fs::write(&topo, STAR).unwrap();
+    let flows = dir.join("flow.txt");
+    let text = "3\n0 1 3 100 20000 0.000001\n2 1 3 100 50000 0.000002\n1 0 3 100 3000 0.000010\n";
+    std::fs::write(&flows, text).unwrap();
+    let out = dir.join("out");
+    let o = roce(&[
+        "sim",
+        scenario.to_str().unwrap(),
+        "--topology",
+        topo.to_str().unwrap(),
+        "--flows",
+        flows.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let mut got: Vec<(NodeId, NodeId, u64)> =
+        parse_fct_file("fct.txt", &read(&out.join("fct.txt")))
+            .unwrap()
+            .iter()
+            .map(|r| (r.src, r.dst, r.size))
+            .collect();
+    got.sort();
+    let want = vec![
+        (NodeId(0), NodeId(1), 20000),
+        (NodeId(1), NodeId(0), 3000),
+        (NodeId(2), NodeId(1), 50000),
+    ];
+    assert_eq!(got, want);
+}
+
+/// Runs `roce sim` with `extra` arguments and an out dir that exists and is empty, and checks
+/// it fails with exit status 2, says every one of `needles`, and left the directory empty.
+fn refused(tag: &str, scenario: &str, extra: &[(&str, &str)], needles: &[&str]) {
+    let dir = temp_dir(tag);
+    let file = dir.join("bad.toml");
+    std::fs::write(&file, scenario).unwrap();
+    let out = dir.join("out");
+    std::fs::create_dir_all(&out).unwrap();
+    let mut args = vec![
+        "sim".to_owned(),
+        file.to_str().unwrap().to_owned(),
+        "--out".to_owned(),
+        out.to_str().unwrap().to_owned(),
+    ];
+    // `extra` paths are absolute (joining keeps them as they are).
+    for (flag, name) in extra {
+        let path = dir.join(name);
+        args.push((*flag).to_owned());
+        args.push(path.to_str().unwrap().to_owned());
+    }
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let o = roce(&args);
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    for needle in needles {
+        assert!(err.contains(needle), "{needle:?} not in: {err}");
+    }
+    assert_eq!(std::fs::read_dir(&out).unwrap().count(), 0, "{err}");
+}
+
+const SMALL: &str = "[topology]\nkind = \"leaf-spine\"\nleaves = 2\nspines = 1\nhosts_per_leaf = 2\n\
+    [workload]\ncdf = \"websearch\"\nload = 0.3\nduration_us = 100\n";
+
+#[test]
+fn an_unknown_key_is_refused_with_its_line() {
+    let text = SMALL.replace("load = 0.3", "load = 0.3\nlaod = 0.5");
+    refused(
+        "unknown",
+        &text,
+        &[],
+        &["bad.toml", "line 9", "unknown field `laod`"],
+    );
+}
+
+#[test]
+fn a_missing_key_is_refused() {
+    let text = SMALL.replace("load = 0.3\n", "");
+    refused("missing", &text, &[], &["bad.toml", "missing field `load`"]);
+    let text = SMALL.replace("spines = 1\n", "");
+    refused(
+        "missing-spines",
+        &text,
+        &[],
+        &["bad.toml", "missing key `spines`"],
+    );
+}
+
+#[test]
+fn a_cdf_that_is_not_monotone_is_refused_with_its_file_and_line() {
+    let dir = temp_dir("cdf-file");
+    let cdf = dir.join("bad.cdf");
+    std::fs::write(&cdf, "0 0\n1000 50\n500 60\n2000 100\n").unwrap();
+    let text = SMALL.replace("\"websearch\"", &format!("{:?}", cdf.to_str().unwrap()));
+    refused("cdf", &text, &[], &["bad.cdf:3"]);
+}
+
+#[test]
+fn a_topology_that_is_not_connected_is_refused() {
+    let dir = temp_dir("cut-files");
+    // Host 2 has no link.
+    let topo = dir.join("cut.txt");
+    std::fs::write(&topo, "4 1 2\n3\n0 3 100Gbps 1us 0\n1 3 100Gbps 1us 0\n").unwrap();
+    let text = format!(
+        "[topology]\nfile = {:?}\n[workload]\ncdf = \"websearch\"\nload = 0.3\nduration_us = 100\n",
+        topo.to_str().unwrap()
+    );
+    refused("cut", &text, &[], &["cut.txt", "host 2 cannot reach"]);
+}
+
+#[test]
+fn a_flow_to_a_switch_is_refused_with_its_file_and_line() {
+    let dir = temp_dir("flow-files");
+    let topo = dir.join("star.txt");
+    std::fs::write(&topo, STAR).unwrap();
+    let flows = dir.join("flows.txt");
+    std::fs::write(
+        &flows,
+        "2\n0 1 3 100 1000 0.000001\n0 3 3 100 1000 0.000002\n",
+    )
+    .unwrap();
+    let text = "[network]\ncongestion = \"none\"\n";
+    let d = dir.to_str().unwrap();
+    let extra = [
+        ("--topology", &*format!("{d}/star.txt")),
+        ("--flows", &*format!("{d}/flows.txt")),
+    ];
+    refused(
+        "flow",
+        text,
+        &extra,
+        &["flows.txt:3", "dst 3 is a switch", "hosts 0-2"],
+    );
+}
+
+/// A fat-tree of 1024 hosts with buffers so large that the hosts' windows bound the packets.
+const LARGE: &str = "[topology]\nkind = \"fat-tree\"\nk = 16\n\
+    [workload]\ncdf = \"fb_hadoop\"\nload = 0.3\nduration_us = 2\n\
+    [network]\nbuffer_bytes = 1000000000\n";
+
+#[test]
+fn a_scenario_too_large_for_memory_is_refused_unless_allowed() {
+    refused(
+        "large",
+        LARGE,
+        &[],
+        &[
+            "too large for memory",
+            "GiB",
+            "packets in flight",
+            "--allow-large",
+        ],
+    );
+    let dir = temp_dir("large-ok");
+    let file = dir.join("large.toml");
+    std::fs::write(&file, LARGE).unwrap();
+    let o = roce(&["sim", file.to_str().unwrap(), "--allow-large", "--check"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(String::from_utf8_lossy(&o.stdout).contains("valid"));
+}
+
+#[test]
+fn the_shipped_hpcc_scale_scenarios_validate() {
+    for (name, incast) in [("fattree-fb30", false), ("fattree-fb30-incast", true)] {
+        let o = roce(&["sim", name, "--check"]);
+        assert!(o.status.success(), "{name}: {}", stderr(&o));
+        let text = String::from_utf8_lossy(&o.stdout).into_owned();
+        assert!(text.contains("320 hosts, 56 switches"), "{text}");
+        // About a million FB_Hadoop flows in 0.1 s (sim-facts §3.2), more with incast.
+        let flows: u64 = text
+            .split(" flows (")
+            .next()
+            .and_then(|s| s.rsplit(' ').next())
+            .unwrap()
+            .parse()
+            .unwrap();
+        assert!((900_000..1_100_000).contains(&flows), "{text}");
+        assert_eq!(incast, flows > 1_005_000, "{text}");
+    }
+}
