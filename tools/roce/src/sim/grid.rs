@@ -3,8 +3,8 @@
 //!
 //! An axis is a dotted key of the scenario and the values it takes, e.g.
 //! `"workload.load" = [0.3, 0.5]` or `"workload.seed" = [1, 2, 3]`. The points are the cartesian
-//! product of the axes, numbered with the axes in the file's order and the last one varying
-//! fastest; point `i` of a grid is always the same scenario, so that shards run on different
+//! product of the axes, numbered with the axes in their keys' alphabetical order (TOML tables
+//! have none of their own) and the last one varying fastest; point `i` of a grid is always the same scenario, so that shards run on different
 //! machines (`--shard i/N`: the points `i`, `i + N`, `i + 2N`, …) can be merged by number.
 //! A key must name a value the scenario has (a typo would otherwise sweep nothing).
 
@@ -14,7 +14,7 @@ use toml::{Table, Value};
 /// The axes of a sweep.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct Grid {
-    /// Dotted key and its values, in the file's order.
+    /// Dotted key and its values, in the keys' order.
     pub(crate) axes: Vec<(String, Vec<Value>)>,
 }
 
@@ -30,6 +30,8 @@ impl Grid {
             bail!("{file}: [sweep] has no axes: give `\"key\" = [values]` lines");
         }
         let mut axes = Vec::new();
+        // `Table` iterates its keys in order: the points' numbering does not depend on how
+        // the file lists them.
         let mut points = 1usize;
         for (key, values) in sweep {
             let Value::Array(values) = values else {
@@ -95,6 +97,7 @@ pub(crate) struct Shard {
 
 impl Shard {
     /// The whole grid.
+    #[cfg(test)]
     pub(crate) const ALL: Self = Self { index: 0, count: 1 };
 
     /// The point numbers of a grid of `len` points this shard runs: every `count`-th from

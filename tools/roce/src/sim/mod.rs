@@ -50,7 +50,8 @@ use schema::load;
 /// million samples, and about 2 GiB of memory by the estimate. Exit status: 0, or 2 when the
 /// file cannot be read or is not a valid scenario (the error names the file and the key).
 #[derive(Debug, clap::Args)]
-#[command(after_help = "Examples:\n  \
+#[command(
+    after_help = "Examples:\n  \
     roce sim --list\n  \
     roce sim incast-dcqcn                 # scenarios/incast-dcqcn.toml -> sim-out/incast-dcqcn/\n  \
     roce sim my.toml --out /tmp/my --json | jq .flows\n\n\
@@ -62,7 +63,11 @@ use schema::load;
     roce sim leafspine-websearch --out /tmp/ls\n  \
     roce sim fattree-fb30 --check                # validate, print the plan, write nothing\n  \
     roce sim fattree-fb30 --topology fat.txt --flows flow.txt --out /tmp/f\n\
-    See docs/congestion.md (\"Research-scale runs\").")]
+    See docs/congestion.md (\"Research-scale runs\").\n\n\
+    Sweeps of a scenario's parameters: roce sim sweep --help, roce sim merge --help.",
+    subcommand_negates_reqs = true,
+    args_conflicts_with_subcommands = true
+)]
 pub(crate) struct Args {
     /// The scenario: a TOML file, or the name of a shipped scenario.
     #[arg(required_unless_present = "list", value_name = "SCENARIO")]
@@ -97,6 +102,57 @@ pub(crate) struct Args {
     /// Network scenarios: check the file and the flows, print the plan, write nothing.
     #[arg(long)]
     check: bool,
+    /// Print nothing on success (the points of a sweep).
+    #[arg(skip)]
+    quiet: bool,
+    #[command(subcommand)]
+    command: Option<SimCommand>,
+}
+
+/// `roce sim sweep` and `roce sim merge`.
+#[derive(Debug, clap::Subcommand)]
+enum SimCommand {
+    /// Run every point of a network scenario's `[sweep]` grid, several at once.
+    ///
+    /// The `[sweep]` table gives the axes: a dotted key of the scenario and its values, e.g.
+    /// `"workload.load" = [0.3, 0.5]` and `"workload.seed" = [1, 2, 3]`: 6 points, numbered with
+    /// the last axis varying fastest. Each point runs as `roce sim` would run the scenario with
+    /// its values, into OUT/points/NNNNN/; then OUT/sweep.txt and OUT/sweep.json hold a row per
+    /// point (its values, flows finished, goodput, PAUSEs, drops, and the p50/p95/p99 FCT
+    /// slowdown over all its flows).
+    #[command(after_help = "Examples:
+          roce sim sweep scenarios/sweep-leafspine-load.toml --out /tmp/sw
+          roce sim sweep my.toml --shard 3/16 --out shard-3   # one task of a job array
+          roce sim merge shard-* --out all
+
+        A Slurm job array: see docs/congestion.md (\"Sweeps\").")]
+    Sweep {
+        /// The network scenario, with a [sweep] table.
+        #[arg(value_name = "SCENARIO")]
+        scenario: PathBuf,
+        /// Output directory (default: sim-out/NAME-sweep).
+        #[arg(long, value_name = "DIR")]
+        out: Option<PathBuf>,
+        /// Run only shard I of N (0 <= I < N): the points I, I + N, I + 2N, … Merge the
+        /// shards' directories with `roce sim merge`.
+        #[arg(long, value_name = "I/N", default_value = "0/1")]
+        shard: grid::Shard,
+        /// Points run at once (default: one per core).
+        #[arg(long, value_name = "N")]
+        jobs: Option<usize>,
+        /// Run even when a point's memory estimate is above its limit.
+        #[arg(long)]
+        allow_large: bool,
+    },
+    /// Join the points of sweep directories (the shards of one sweep) into one table.
+    Merge {
+        /// Sweep output directories.
+        #[arg(value_name = "DIR", required = true)]
+        dirs: Vec<PathBuf>,
+        /// Where to write sweep.txt and sweep.json.
+        #[arg(long, value_name = "DIR")]
+        out: PathBuf,
+    },
 }
 
 /// Where shipped scenarios are looked for: `scenarios/` here, then the source tree's.
@@ -128,6 +184,17 @@ fn resolve(arg: &str) -> anyhow::Result<PathBuf> {
 
 /// Runs `roce sim`.
 pub(crate) fn run(args: &Args) -> anyhow::Result<ExitCode> {
+    match &args.command {
+        Some(SimCommand::Sweep {
+            scenario,
+            out,
+            shard,
+            jobs,
+            allow_large,
+        }) => return sweep::run(scenario, out.as_deref(), *shard, *jobs, *allow_large),
+        Some(SimCommand::Merge { dirs, out }) => return sweep::run_merge(dirs, out),
+        None => {}
+    }
     if args.list {
         return list();
     }

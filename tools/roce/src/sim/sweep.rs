@@ -13,6 +13,7 @@
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
+use std::process::ExitCode;
 
 use anyhow::{Context, bail};
 use rayon::prelude::*;
@@ -20,6 +21,81 @@ use serde_json::{Value as Json, json};
 use toml::Table;
 
 use super::grid::{Grid, Shard};
+
+/// `roce sim sweep`: the points of `scenario`'s grid that `shard` takes, into `out`, then the
+/// table of what this directory holds.
+pub(super) fn run(
+    scenario: &Path,
+    out: Option<&Path>,
+    shard: Shard,
+    jobs: Option<usize>,
+    allow_large: bool,
+) -> anyhow::Result<ExitCode> {
+    let stem = scenario
+        .file_stem()
+        .map_or_else(|| "sweep".into(), |s| s.to_string_lossy().into_owned());
+    let out = out.map_or_else(
+        || Path::new("sim-out").join(format!("{stem}-sweep")),
+        Path::to_path_buf,
+    );
+    let jobs = jobs.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, usize::from));
+    let started = std::time::Instant::now();
+    let ran = sweep(scenario, &out, shard, jobs, |file, dir| {
+        let args = super::Args {
+            scenario: Some(file.display().to_string()),
+            out: Some(dir.to_path_buf()),
+            json: false,
+            list: false,
+            progress_every: None,
+            topology: None,
+            flows: None,
+            allow_large,
+            progress: false,
+            check: false,
+            quiet: true,
+            command: None,
+        };
+        let text = std::fs::read_to_string(file)?;
+        super::network_run::run(&args, file, &text).map(drop)
+    })?;
+    let merged = merge(std::slice::from_ref(&out), &out)?;
+    eprintln!(
+        "roce sim sweep: {} points run ({} failed) in {:.1} s, {} jobs at once; {} of the grid's {} points in {}",
+        ran.points,
+        ran.failed.len(),
+        started.elapsed().as_secs_f64(),
+        jobs,
+        merged.points,
+        merged.of,
+        out.display()
+    );
+    print!("{}", std::fs::read_to_string(out.join("sweep.txt"))?);
+    for (index, error) in &ran.failed {
+        eprintln!("point {index}: {error}");
+    }
+    Ok(if ran.failed.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}
+
+/// `roce sim merge`.
+pub(super) fn run_merge(dirs: &[PathBuf], out: &Path) -> anyhow::Result<ExitCode> {
+    let merged = merge(dirs, out)?;
+    eprintln!(
+        "roce sim merge: {} of {} points; wrote {} and {}",
+        merged.points,
+        merged.of,
+        out.join("sweep.txt").display(),
+        out.join("sweep.json").display()
+    );
+    if !merged.missing.is_empty() {
+        eprintln!("missing points: {:?}", merged.missing);
+    }
+    print!("{}", std::fs::read_to_string(out.join("sweep.txt"))?);
+    Ok(ExitCode::SUCCESS)
+}
 
 /// What a sweep ran.
 #[derive(Debug)]

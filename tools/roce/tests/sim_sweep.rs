@@ -1,0 +1,159 @@
+//! `roce sim sweep` and `roce sim merge`: a grid's points run, each as `roce sim` runs its
+//! scenario; shards of one grid merge into the table of the whole; a key the scenario lacks is
+//! refused before any point runs.
+
+#![allow(clippy::unwrap_used)] // test code: a panic is the failure report
+
+mod common;
+
+use std::path::{Path, PathBuf};
+
+use common::roce;
+
+/// A 4-point sweep (load × seed) of a tiny leaf-spine for 300 µs of WebSearch.
+const SWEEP: &str = r#"name = "tiny-sweep"
+[topology]
+kind = "leaf-spine"
+leaves = 2
+spines = 2
+hosts_per_leaf = 4
+host_rate_gbps = 100.0
+fabric_rate_gbps = 100.0
+delay_us = 1.0
+[workload]
+cdf = "websearch"
+load = 0.3
+duration_us = 300
+seed = 1
+[network]
+congestion = "none"
+[run]
+drain_us = 5000
+[sweep]
+"workload.load" = [0.3, 0.6]
+"workload.seed" = [1, 2]
+"#;
+
+fn temp_dir(tag: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("roce-sweep-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn run(args: &[&str]) -> std::process::Output {
+    let o = roce(args);
+    assert!(
+        o.status.success(),
+        "roce {args:?}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    o
+}
+
+fn rows(dir: &Path) -> Vec<String> {
+    std::fs::read_to_string(dir.join("sweep.txt"))
+        .unwrap()
+        .lines()
+        .filter(|l| !l.starts_with('#'))
+        .map(str::to_owned)
+        .collect()
+}
+
+#[test]
+fn shards_of_a_sweep_merge_into_the_whole_grid() {
+    let dir = temp_dir("shards");
+    let file = dir.join("sweep.toml");
+    std::fs::write(&file, SWEEP).unwrap();
+    let f = file.to_str().unwrap();
+    let whole = dir.join("whole");
+    run(&[
+        "sim",
+        "sweep",
+        f,
+        "--out",
+        whole.to_str().unwrap(),
+        "--jobs",
+        "2",
+    ]);
+    let all = rows(&whole);
+    assert_eq!(all.len(), 4, "{all:?}");
+    // Every point ran its own scenario and wrote what `roce sim` writes.
+    for i in 0..4 {
+        let point = whole.join(format!("points/{i:05}"));
+        for name in ["scenario.toml", "summary.json", "fct.txt", "point.json"] {
+            assert!(
+                point.join(name).is_file(),
+                "{} has no {name}",
+                point.display()
+            );
+        }
+    }
+    let load_of_point_2 =
+        std::fs::read_to_string(whole.join("points/00002/scenario.toml")).unwrap();
+    assert!(load_of_point_2.contains("load = 0.6"), "{load_of_point_2}");
+    // Two shards, merged, give the same table.
+    let (a, b) = (dir.join("a"), dir.join("b"));
+    run(&[
+        "sim",
+        "sweep",
+        f,
+        "--shard",
+        "0/2",
+        "--out",
+        a.to_str().unwrap(),
+    ]);
+    run(&[
+        "sim",
+        "sweep",
+        f,
+        "--shard",
+        "1/2",
+        "--out",
+        b.to_str().unwrap(),
+    ]);
+    assert_eq!(rows(&a).len(), 2);
+    let merged = dir.join("merged");
+    let o = run(&[
+        "sim",
+        "merge",
+        a.to_str().unwrap(),
+        b.to_str().unwrap(),
+        "--out",
+        merged.to_str().unwrap(),
+    ]);
+    assert!(String::from_utf8_lossy(&o.stderr).contains("4 of 4 points"));
+    // The same rows, but for the wall-clock figures nothing in the table holds.
+    assert_eq!(rows(&merged), all);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_sweep_key_the_scenario_lacks_is_refused_before_any_point_runs() {
+    let dir = temp_dir("typo");
+    let file = dir.join("sweep.toml");
+    std::fs::write(
+        &file,
+        SWEEP.replace("\"workload.seed\"", "\"workload.sed\""),
+    )
+    .unwrap();
+    let out = dir.join("out");
+    let o = roce(&[
+        "sim",
+        "sweep",
+        file.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("[sweep] workload.sed: the scenario has no such key"),
+        "{err}"
+    );
+    assert!(!out.exists(), "the refused sweep wrote {}", out.display());
+    let bad_shard = roce(&["sim", "sweep", file.to_str().unwrap(), "--shard", "2/2"]);
+    assert!(!bad_shard.status.success());
+    assert!(String::from_utf8_lossy(&bad_shard.stderr).contains("expected i/N"));
+    let _ = std::fs::remove_dir_all(&dir);
+}
