@@ -6,8 +6,6 @@ use roce_core::{Duration, Instant};
 use super::Network;
 use super::events::Event;
 use super::flows::FlowRun;
-use super::pool::frame_len;
-use crate::pair::datagram;
 use crate::set_sim_time;
 
 impl Network {
@@ -62,8 +60,8 @@ impl Network {
         let now = self.now;
         if let Some(h) = self.wiring.host_index(node) {
             let side = &mut self.sides[h];
-            side.nic
-                .handle_datagram(now, datagram(self.pool.get(packet)));
+            let datagram = self.pool.datagram(packet, &mut self.rx);
+            side.nic.handle_datagram(now, datagram);
             self.pool.free(packet);
             self.egress[h].stats.received += 1;
             self.touch(h, run);
@@ -213,7 +211,7 @@ impl Network {
                 return;
             }
             if let Some(index) = e.pop_sendable(now) {
-                let bytes = frame_len(self.pool.get(index)) as u64;
+                let bytes = self.pool.frame_len(index) as u64;
                 let nanos = (bytes * 8 * 1_000_000_000).div_ceil(peer.rate_bps.max(1));
                 e.busy_until = now + Duration::from_nanos(nanos);
                 e.stats.sent += 1;

@@ -2,39 +2,68 @@
 //! `u32`, switches queue a [`PacketRef`] (the few fields they read), and a slot's payload buffer
 //! is reused by the next packet, so a packet-hop allocates nothing once the pool has grown to the
 //! packets in flight.
+//!
+//! In [`Payload::Lengths`] mode a slot keeps only the first [`HEADER_BYTES`] of the UDP payload
+//! (every RoCE header there is, and the start of the data) and the payload's length; delivery
+//! copies that prefix into a scratch buffer whose remaining bytes are whatever they were, and
+//! hands the NIC the whole length of it.
 
 use std::net::SocketAddr;
 
-use roce_core::Transmit;
+use roce_core::{Datagram, Transmit};
 use roce_wire::frame::Ecn;
 
-use crate::SimPacket;
+use super::Payload;
+use crate::pair::datagram;
 use crate::switch::Frame;
+use crate::{IPV4_FRAME_OVERHEAD, IPV6_FRAME_OVERHEAD, SimPacket};
+
+/// Bytes of the UDP payload a slot keeps in [`Payload::Lengths`] mode: more than the BTH and
+/// the longest extended headers (RETH and immediate, or an AtomicETH, 40 bytes in all).
+pub(super) const HEADER_BYTES: usize = 64;
 
 /// Slots of packets and the free ones.
 #[derive(Debug, Default)]
 pub(super) struct PacketPool {
     packets: Vec<SimPacket>,
+    /// Per slot: its UDP payload's length (all of it, in either mode).
+    lens: Vec<u32>,
     free: Vec<u32>,
+    /// Bytes of the payload kept: all, or [`HEADER_BYTES`].
+    keep: usize,
 }
 
 impl PacketPool {
+    /// An empty pool that stores packets as `payload` says.
+    pub(super) fn new(payload: Payload) -> Self {
+        Self {
+            keep: match payload {
+                Payload::Bytes => usize::MAX,
+                Payload::Lengths => HEADER_BYTES,
+            },
+            ..Self::default()
+        }
+    }
+
     /// Stores what a NIC transmitted (its UDP payload is `buf[..transmit.len]`).
     pub(super) fn insert(&mut self, transmit: &Transmit, buf: &[u8]) -> u32 {
         let src = SocketAddr::new(transmit.src, transmit.src_port);
-        let payload = &buf[..transmit.len];
+        let payload = &buf[..transmit.len.min(self.keep)];
+        let len = u32::try_from(transmit.len).unwrap_or(u32::MAX);
         let index = if let Some(index) = self.free.pop() {
             let p = &mut self.packets[index as usize];
             p.src = src;
             p.dst = transmit.dst;
             p.payload.clear();
             p.payload.extend_from_slice(payload);
+            self.lens[index as usize] = len;
             index
         } else {
             let index =
                 u32::try_from(self.packets.len()).expect("fewer than 2^32 packets in flight");
             self.packets
                 .push(SimPacket::new(src, transmit.dst, payload.to_vec()));
+            self.lens.push(len);
             index
         };
         let p = &mut self.packets[index as usize];
@@ -42,6 +71,34 @@ impl PacketPool {
         p.dscp = transmit.dscp;
         p.ttl = transmit.ttl;
         index
+    }
+
+    /// The datagram of slot `index` as its receiver sees it; in [`Payload::Lengths`] mode built
+    /// in `scratch` (at least as long as the payload), past the kept prefix unchanged.
+    pub(super) fn datagram<'a>(&'a self, index: u32, scratch: &'a mut [u8]) -> Datagram<'a> {
+        let p = &self.packets[index as usize];
+        let len = self.lens[index as usize] as usize;
+        let mut datagram = datagram(p);
+        if p.payload.len() < len {
+            // Only a payload longer than the prefix is cut, to exactly the prefix: a copy of a
+            // constant length, which compiles to a few moves rather than a call.
+            let head: &[u8; HEADER_BYTES] = p.payload[..].try_into().expect("cut to the prefix");
+            scratch[..HEADER_BYTES].copy_from_slice(head);
+            datagram.payload = &scratch[..len];
+        }
+        datagram
+    }
+
+    /// Bytes of slot `index`'s packet on a link: Ethernet, IP and UDP headers, the UDP payload,
+    /// and the Ethernet FCS. Preamble and inter-frame gap are not counted, as HPCC does not
+    /// count them.
+    pub(super) fn frame_len(&self, index: u32) -> usize {
+        let overhead = if self.packets[index as usize].dst.is_ipv4() {
+            IPV4_FRAME_OVERHEAD
+        } else {
+            IPV6_FRAME_OVERHEAD
+        };
+        self.lens[index as usize] as usize + overhead + FCS_BYTES
     }
 
     /// The packet in slot `index`.
@@ -59,7 +116,7 @@ impl PacketPool {
         let p = self.get(index);
         PacketRef {
             index,
-            wire_len: u32::try_from(frame_len(p)).unwrap_or(u32::MAX),
+            wire_len: u32::try_from(self.frame_len(index)).unwrap_or(u32::MAX),
             dscp: p.dscp,
             ecn: p.ecn,
         }
@@ -74,13 +131,6 @@ impl PacketPool {
     pub(super) fn live(&self) -> usize {
         self.packets.len() - self.free.len()
     }
-}
-
-/// Bytes of a packet on a link: Ethernet, IP and UDP headers, the UDP payload, and the
-/// Ethernet FCS (which [`SimPacket::wire_len`] leaves out). Preamble and inter-frame gap are not
-/// counted, as HPCC does not count them.
-pub(super) fn frame_len(p: &SimPacket) -> usize {
-    p.wire_len() + FCS_BYTES
 }
 
 /// The Ethernet frame check sequence.
