@@ -67,8 +67,11 @@ impl Network {
             self.touch(h, run);
             return;
         }
-        let p = self.pool.get(packet);
-        let Some(egress) = self.wiring.forward(node, p.src, p.dst) else {
+        let egress = self
+            .pool
+            .tuple(packet)
+            .and_then(|tuple| self.wiring.forward_tuple(node, tuple));
+        let Some(egress) = egress else {
             self.unroutable += 1;
             self.pool.free(packet);
             return;
@@ -119,7 +122,7 @@ impl Network {
             .as_mut()
             .expect("only switch ports are scheduled");
         if let Some((reference, ingress)) = switch.finish(now, usize::from(port)) {
-            self.pool.get_mut(reference.index).ecn = reference.ecn;
+            self.pool.set_ecn(reference.index, reference.ecn);
             let peer = self.wiring.peer(node, port);
             self.events.push(
                 now + peer.delay,

@@ -14,20 +14,37 @@ use roce_core::{Datagram, Transmit};
 use roce_wire::frame::Ecn;
 
 use super::Payload;
+use super::wiring::tuple_of;
 use crate::pair::datagram;
 use crate::switch::Frame;
+use crate::topology::FiveTuple;
 use crate::{IPV4_FRAME_OVERHEAD, IPV6_FRAME_OVERHEAD, SimPacket};
 
 /// Bytes of the UDP payload a slot keeps in [`Payload::Lengths`] mode: more than the BTH and
 /// the longest extended headers (RETH and immediate, or an AtomicETH, 40 bytes in all).
 pub(super) const HEADER_BYTES: usize = 64;
 
+/// What a packet-hop reads and writes of a packet, kept apart from its bytes so that forwarding
+/// touches 32 bytes of memory per packet rather than the packet.
+#[derive(Debug, Clone, Copy)]
+struct Meta {
+    /// Its IPv4 5-tuple (`None` for IPv6, which no switch routes).
+    tuple: Option<FiveTuple>,
+    /// Bytes of its UDP payload (all of it, in either mode).
+    len: u32,
+    /// Bytes on a link ([`PacketPool::frame_len`]).
+    frame_len: u32,
+    dscp: u8,
+    /// Its ECN bits as the last switch left them (the receiver sees these).
+    ecn: Ecn,
+}
+
 /// Slots of packets and the free ones.
 #[derive(Debug, Default)]
 pub(super) struct PacketPool {
     packets: Vec<SimPacket>,
-    /// Per slot: its UDP payload's length (all of it, in either mode).
-    lens: Vec<u32>,
+    /// Per slot.
+    meta: Vec<Meta>,
     free: Vec<u32>,
     /// Bytes of the payload kept: all, or [`HEADER_BYTES`].
     keep: usize,
@@ -56,29 +73,55 @@ impl PacketPool {
             p.dst = transmit.dst;
             p.payload.clear();
             p.payload.extend_from_slice(payload);
-            self.lens[index as usize] = len;
             index
         } else {
             let index =
                 u32::try_from(self.packets.len()).expect("fewer than 2^32 packets in flight");
             self.packets
                 .push(SimPacket::new(src, transmit.dst, payload.to_vec()));
-            self.lens.push(len);
             index
         };
         let p = &mut self.packets[index as usize];
         p.ecn = transmit.ecn;
         p.dscp = transmit.dscp;
         p.ttl = transmit.ttl;
+        let overhead = if transmit.dst.is_ipv4() {
+            IPV4_FRAME_OVERHEAD
+        } else {
+            IPV6_FRAME_OVERHEAD
+        };
+        let meta = Meta {
+            tuple: tuple_of(src, transmit.dst),
+            len,
+            frame_len: u32::try_from(transmit.len + overhead + FCS_BYTES).unwrap_or(u32::MAX),
+            dscp: transmit.dscp,
+            ecn: transmit.ecn,
+        };
+        match self.meta.get_mut(index as usize) {
+            Some(m) => *m = meta,
+            None => self.meta.push(meta),
+        }
         index
+    }
+
+    /// The 5-tuple of slot `index`'s packet, if it is IPv4.
+    pub(super) fn tuple(&self, index: u32) -> Option<&FiveTuple> {
+        self.meta[index as usize].tuple.as_ref()
+    }
+
+    /// A switch left slot `index`'s packet with these ECN bits.
+    pub(super) fn set_ecn(&mut self, index: u32, ecn: Ecn) {
+        self.meta[index as usize].ecn = ecn;
     }
 
     /// The datagram of slot `index` as its receiver sees it; in [`Payload::Lengths`] mode built
     /// in `scratch` (at least as long as the payload), past the kept prefix unchanged.
     pub(super) fn datagram<'a>(&'a self, index: u32, scratch: &'a mut [u8]) -> Datagram<'a> {
         let p = &self.packets[index as usize];
-        let len = self.lens[index as usize] as usize;
+        let meta = &self.meta[index as usize];
+        let len = meta.len as usize;
         let mut datagram = datagram(p);
+        datagram.ecn = meta.ecn;
         if p.payload.len() < len {
             // Only a payload longer than the prefix is cut, to exactly the prefix: a copy of a
             // constant length, which compiles to a few moves rather than a call.
@@ -93,32 +136,17 @@ impl PacketPool {
     /// and the Ethernet FCS. Preamble and inter-frame gap are not counted, as HPCC does not
     /// count them.
     pub(super) fn frame_len(&self, index: u32) -> usize {
-        let overhead = if self.packets[index as usize].dst.is_ipv4() {
-            IPV4_FRAME_OVERHEAD
-        } else {
-            IPV6_FRAME_OVERHEAD
-        };
-        self.lens[index as usize] as usize + overhead + FCS_BYTES
-    }
-
-    /// The packet in slot `index`.
-    pub(super) fn get(&self, index: u32) -> &SimPacket {
-        &self.packets[index as usize]
-    }
-
-    /// The packet in slot `index`, to change.
-    pub(super) fn get_mut(&mut self, index: u32) -> &mut SimPacket {
-        &mut self.packets[index as usize]
+        self.meta[index as usize].frame_len as usize
     }
 
     /// What a switch queues for the packet in slot `index`.
     pub(super) fn reference(&self, index: u32) -> PacketRef {
-        let p = self.get(index);
+        let m = &self.meta[index as usize];
         PacketRef {
             index,
-            wire_len: u32::try_from(self.frame_len(index)).unwrap_or(u32::MAX),
-            dscp: p.dscp,
-            ecn: p.ecn,
+            wire_len: m.frame_len,
+            dscp: m.dscp,
+            ecn: m.ecn,
         }
     }
 

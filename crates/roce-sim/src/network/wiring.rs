@@ -129,13 +129,16 @@ impl Wiring {
 
     /// The port switch `node` sends a packet from `src` to `dst` out of (ECMP over the
     /// equal-cost next hops towards `dst`'s host); `None` when `dst` is no host of the network.
+    #[cfg(test)]
     pub(super) fn forward(&self, node: u32, src: SocketAddr, dst: SocketAddr) -> Option<u16> {
-        let (IpAddr::V4(s), IpAddr::V4(d)) = (src.ip(), dst.ip()) else {
-            return None;
-        };
-        let dst_id = NodeId::from_hpcc_ipv4(u32::from(d));
+        self.forward_tuple(node, &tuple_of(src, dst)?)
+    }
+
+    /// [`Wiring::forward`] of a packet's IPv4 5-tuple ([`tuple_of`]).
+    pub(super) fn forward_tuple(&self, node: u32, tuple: &FiveTuple) -> Option<u16> {
+        let dst_id = NodeId::from_hpcc_ipv4(tuple.dst_ip);
         // from_hpcc_ipv4 ignores the low byte and the top one: check the address round-trips.
-        if dst_id.hpcc_ipv4() != u32::from(d) {
+        if dst_id.hpcc_ipv4() != tuple.dst_ip {
             return None;
         }
         let h = self.host_index(dst_id.0)?;
@@ -145,14 +148,21 @@ impl Wiring {
         if ports.is_empty() {
             return None;
         }
-        let tuple = FiveTuple {
-            src_ip: u32::from(s),
-            dst_ip: u32::from(d),
-            sport: src.port(),
-            dport: dst.port(),
-        };
-        Some(ports[ecmp_hash(node, &tuple) as usize % ports.len()])
+        Some(ports[ecmp_hash(node, tuple) as usize % ports.len()])
     }
+}
+
+/// The 5-tuple switches hash, of an IPv4 packet (`None` for IPv6: no route).
+pub(super) fn tuple_of(src: SocketAddr, dst: SocketAddr) -> Option<FiveTuple> {
+    let (IpAddr::V4(s), IpAddr::V4(d)) = (src.ip(), dst.ip()) else {
+        return None;
+    };
+    Some(FiveTuple {
+        src_ip: u32::from(s),
+        dst_ip: u32::from(d),
+        sport: src.port(),
+        dport: dst.port(),
+    })
 }
 
 fn port_number(port: usize) -> u16 {
