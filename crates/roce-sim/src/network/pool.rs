@@ -4,11 +4,11 @@
 //! packets in flight.
 //!
 //! In [`Payload::Lengths`] mode a slot keeps only the first [`HEADER_BYTES`] of the UDP payload
-//! (every RoCE header there is, and the start of the data) and the payload's length; delivery
-//! copies that prefix into a scratch buffer whose remaining bytes are whatever they were, and
-//! hands the NIC the whole length of it.
+//! (every RoCE header there is, and the start of the data), inline, and the payload's length;
+//! delivery copies that prefix into a scratch buffer whose remaining bytes are whatever they
+//! were, and hands the NIC the whole length of it.
 
-use std::net::SocketAddr;
+use std::net::{Ipv4Addr, SocketAddr};
 
 use roce_core::{Datagram, Transmit};
 use roce_wire::frame::Ecn;
@@ -42,22 +42,23 @@ struct Meta {
 /// Slots of packets and the free ones.
 #[derive(Debug, Default)]
 pub(super) struct PacketPool {
+    /// Per slot, the packet: in [`Payload::Lengths`] mode only for a packet without an IPv4
+    /// 5-tuple (the network gives its hosts IPv4 addresses: never), cut to [`HEADER_BYTES`].
     packets: Vec<SimPacket>,
+    /// Per slot, in [`Payload::Lengths`] mode: the first [`HEADER_BYTES`] of its UDP payload
+    /// (one cache line: delivery reads this and `meta`, not the packet).
+    heads: Vec<[u8; HEADER_BYTES]>,
     /// Per slot.
     meta: Vec<Meta>,
     free: Vec<u32>,
-    /// Bytes of the payload kept: all, or [`HEADER_BYTES`].
-    keep: usize,
+    lengths: bool,
 }
 
 impl PacketPool {
     /// An empty pool that stores packets as `payload` says.
     pub(super) fn new(payload: Payload) -> Self {
         Self {
-            keep: match payload {
-                Payload::Bytes => usize::MAX,
-                Payload::Lengths => HEADER_BYTES,
-            },
+            lengths: payload == Payload::Lengths,
             ..Self::default()
         }
     }
@@ -65,26 +66,6 @@ impl PacketPool {
     /// Stores what a NIC transmitted (its UDP payload is `buf[..transmit.len]`).
     pub(super) fn insert(&mut self, transmit: &Transmit, buf: &[u8]) -> u32 {
         let src = SocketAddr::new(transmit.src, transmit.src_port);
-        let payload = &buf[..transmit.len.min(self.keep)];
-        let len = u32::try_from(transmit.len).unwrap_or(u32::MAX);
-        let index = if let Some(index) = self.free.pop() {
-            let p = &mut self.packets[index as usize];
-            p.src = src;
-            p.dst = transmit.dst;
-            p.payload.clear();
-            p.payload.extend_from_slice(payload);
-            index
-        } else {
-            let index =
-                u32::try_from(self.packets.len()).expect("fewer than 2^32 packets in flight");
-            self.packets
-                .push(SimPacket::new(src, transmit.dst, payload.to_vec()));
-            index
-        };
-        let p = &mut self.packets[index as usize];
-        p.ecn = transmit.ecn;
-        p.dscp = transmit.dscp;
-        p.ttl = transmit.ttl;
         let overhead = if transmit.dst.is_ipv4() {
             IPV4_FRAME_OVERHEAD
         } else {
@@ -92,15 +73,46 @@ impl PacketPool {
         };
         let meta = Meta {
             tuple: tuple_of(src, transmit.dst),
-            len,
+            len: u32::try_from(transmit.len).unwrap_or(u32::MAX),
             frame_len: u32::try_from(transmit.len + overhead + FCS_BYTES).unwrap_or(u32::MAX),
             dscp: transmit.dscp,
             ecn: transmit.ecn,
         };
-        match self.meta.get_mut(index as usize) {
-            Some(m) => *m = meta,
-            None => self.meta.push(meta),
+        let index = match self.free.pop() {
+            Some(index) => {
+                self.meta[index as usize] = meta;
+                index
+            }
+            None => {
+                let index =
+                    u32::try_from(self.meta.len()).expect("fewer than 2^32 packets in flight");
+                self.meta.push(meta);
+                self.packets.push(SimPacket::new(src, transmit.dst, Vec::new()));
+                if self.lengths {
+                    self.heads.push([0; HEADER_BYTES]);
+                }
+                index
+            }
+        };
+        if self.lengths && meta.tuple.is_some() {
+            let n = transmit.len.min(HEADER_BYTES);
+            self.heads[index as usize][..n].copy_from_slice(&buf[..n]);
+            return index;
         }
+        let keep = if self.lengths {
+            HEADER_BYTES
+        } else {
+            usize::MAX
+        };
+        let p = &mut self.packets[index as usize];
+        p.src = src;
+        p.dst = transmit.dst;
+        p.payload.clear();
+        p.payload
+            .extend_from_slice(&buf[..transmit.len.min(keep)]);
+        p.ecn = transmit.ecn;
+        p.dscp = transmit.dscp;
+        p.ttl = transmit.ttl;
         index
     }
 
@@ -115,20 +127,40 @@ impl PacketPool {
     }
 
     /// The datagram of slot `index` as its receiver sees it; in [`Payload::Lengths`] mode built
-    /// in `scratch` (at least as long as the payload), past the kept prefix unchanged.
+    /// in `scratch` (at least [`MAX_DATAGRAM`](roce_core::MAX_DATAGRAM) long), past the kept
+    /// prefix unchanged.
     pub(super) fn datagram<'a>(&'a self, index: u32, scratch: &'a mut [u8]) -> Datagram<'a> {
-        let p = &self.packets[index as usize];
         let meta = &self.meta[index as usize];
         let len = meta.len as usize;
-        let mut datagram = datagram(p);
-        datagram.ecn = meta.ecn;
-        if p.payload.len() < len {
-            // Only a payload longer than the prefix is cut, to exactly the prefix: a copy of a
-            // constant length, which compiles to a few moves rather than a call.
-            let head: &[u8; HEADER_BYTES] = p.payload[..].try_into().expect("cut to the prefix");
-            scratch[..HEADER_BYTES].copy_from_slice(head);
-            datagram.payload = &scratch[..len];
+        if self.lengths {
+            let mut head = None;
+            if let Some(t) = meta.tuple {
+                // A copy of a constant length: a few moves rather than a call.
+                scratch[..HEADER_BYTES].copy_from_slice(&self.heads[index as usize]);
+                head = Some((
+                    SocketAddr::from((Ipv4Addr::from(t.src_ip), t.sport)),
+                    SocketAddr::from((Ipv4Addr::from(t.dst_ip), t.dport)),
+                ));
+            } else {
+                let p = &self.packets[index as usize];
+                scratch[..p.payload.len()].copy_from_slice(&p.payload);
+            }
+            let (src, dst) = head.unwrap_or_else(|| {
+                let p = &self.packets[index as usize];
+                (p.src, p.dst)
+            });
+            return Datagram {
+                src,
+                dst,
+                ecn: meta.ecn,
+                // The simulator knows the whole header: IPv4 ID 0, as the NICs computed the ICRC.
+                ip_id: src.is_ipv4().then_some(0),
+                segment: 0,
+                payload: &scratch[..len],
+            };
         }
+        let mut datagram = datagram(&self.packets[index as usize]);
+        datagram.ecn = meta.ecn;
         datagram
     }
 
