@@ -110,10 +110,16 @@ fn run() -> Result<(), String> {
     if outcome.finished == flows.len() as u64 && full_bytes == 0 {
         let hosts: Vec<_> = net.routes().topology().hosts().collect();
         for h in hosts {
-            let want: u64 = flows.iter().filter(|f| f.dst == h).map(|f| f.size_bytes).sum();
+            let want: u64 = flows
+                .iter()
+                .filter(|f| f.dst == h)
+                .map(|f| f.size_bytes)
+                .sum();
             let got = net.bytes_written(h).unwrap_or(0);
             if got != want {
-                return Err(format!("host {h:?}: its region took {got} bytes, not {want}"));
+                return Err(format!(
+                    "host {h:?}: its region took {got} bytes, not {want}"
+                ));
             }
         }
         println!("every region took the bytes of the flows to it ({bytes} in all)");

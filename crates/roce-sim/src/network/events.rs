@@ -44,7 +44,6 @@ pub(super) enum Event {
     FlowStart { flow: u32 },
 }
 
-
 /// Nanosecond slots of the wheel: events due less than this far ahead of now go into a slot.
 pub(super) const SLOTS: usize = 1 << 13;
 
@@ -333,7 +332,11 @@ mod tests {
                 now = at;
                 popped += 1;
             }
-            assert!(reference.peek().is_none_or(|Reverse((at, _, _))| *at > until));
+            assert!(
+                reference
+                    .peek()
+                    .is_none_or(|Reverse((at, _, _))| *at > until)
+            );
             assert_eq!(q.len(), reference.len());
         }
         assert!(popped > 10_000, "{popped}");

@@ -87,7 +87,8 @@ impl PacketPool {
                 let index =
                     u32::try_from(self.meta.len()).expect("fewer than 2^32 packets in flight");
                 self.meta.push(meta);
-                self.packets.push(SimPacket::new(src, transmit.dst, Vec::new()));
+                self.packets
+                    .push(SimPacket::new(src, transmit.dst, Vec::new()));
                 if self.lengths {
                     self.heads.push([0; HEADER_BYTES]);
                 }
@@ -108,8 +109,7 @@ impl PacketPool {
         p.src = src;
         p.dst = transmit.dst;
         p.payload.clear();
-        p.payload
-            .extend_from_slice(&buf[..transmit.len.min(keep)]);
+        p.payload.extend_from_slice(&buf[..transmit.len.min(keep)]);
         p.ecn = transmit.ecn;
         p.dscp = transmit.dscp;
         p.ttl = transmit.ttl;

@@ -227,7 +227,11 @@ fn a_workload_in_lengths_mode_gives_the_records_of_bytes_mode() {
     assert_eq!(a.len(), flows.len());
     assert_eq!(a, b);
     for h in topology.hosts() {
-        let to_h: u64 = flows.iter().filter(|f| f.dst == h).map(|f| f.size_bytes).sum();
+        let to_h: u64 = flows
+            .iter()
+            .filter(|f| f.dst == h)
+            .map(|f| f.size_bytes)
+            .sum();
         assert_eq!(lens.bytes_written(h), Some(to_h), "host {h:?}");
     }
 }

@@ -84,18 +84,17 @@ impl Wiring {
         let mut sets = Vec::new();
         let mut candidates = Vec::new();
         let mut known: HashMap<Vec<u16>, u32> = HashMap::new();
-        for n in 0..nodes {
+        for (n, row) in switch_row.iter_mut().enumerate() {
             let id = NodeId(n as u32);
             if topology.kind(id) != Some(NodeKind::Switch) {
                 continue; // hosts have one port: they need no table
             }
-            switch_row[n] = u32::try_from(table.len() / host_ids.len().max(1))
+            *row = u32::try_from(table.len() / host_ids.len().max(1))
                 .expect("fewer than 2^32 switches");
             let neighbors = topology.neighbors(id);
             for &dst in &host_ids {
                 let ports: Vec<u16> = routes
                     .next_hops(id, dst)
-                    .into_iter()
                     .map(|next| {
                         let port = neighbors
                             .iter()
