@@ -194,6 +194,8 @@ struct Port<P> {
     /// Line rate, bits per second.
     rate_bps: u64,
     queues: [VecDeque<Queued<P>>; CLASSES],
+    /// Bit `c` set when `queues[c]` holds a packet: the scheduler reads this, not the queues.
+    queued_classes: u16,
     class_bytes: [usize; CLASSES],
     bytes: usize,
     deficit: [i64; CLASSES],
@@ -220,6 +222,7 @@ impl<P> Port<P> {
         Self {
             rate_bps,
             queues: Default::default(),
+            queued_classes: 0,
             class_bytes: [0; CLASSES],
             bytes: 0,
             deficit: [0; CLASSES],
@@ -251,6 +254,8 @@ pub struct SwitchOf<P> {
     seq: u64,
     /// Deterministic marking decisions: a xorshift generator seeded per switch.
     rng: u64,
+    /// The ETS strict classes, as a bit set.
+    strict_classes: u16,
 }
 
 impl Switch {
@@ -280,6 +285,9 @@ impl<P: Frame> SwitchOf<P> {
             ports: (0..ports)
                 .map(|_| Port::new(config.bandwidth_bps))
                 .collect(),
+            strict_classes: (0..CLASSES)
+                .filter(|&c| config.ets.strict[c])
+                .fold(0, |set, c| set | 1 << c),
             config,
             routes,
             seq: 0,
@@ -355,6 +363,7 @@ impl<P: Frame> SwitchOf<P> {
             priority,
             bytes,
         });
+        port.queued_classes |= 1 << priority;
         self.ports[ingress].held[priority] += bytes;
         self.pfc_check(now, ingress, priority);
         self.start(now, egress);
@@ -495,6 +504,9 @@ impl<P: Frame> SwitchOf<P> {
         let mut queued = port.queues[class]
             .pop_front()
             .expect("pick chose a non-empty class");
+        if port.queues[class].is_empty() {
+            port.queued_classes &= !(1 << class);
+        }
         port.bytes -= queued.bytes;
         port.class_bytes[class] -= queued.bytes;
         if self.config.mark_at == MarkAt::Dequeue {
@@ -516,19 +528,26 @@ impl<P: Frame> SwitchOf<P> {
     fn pick(&mut self, egress: usize, now: Instant) -> Option<usize> {
         let ets = self.config.ets;
         let port = &mut self.ports[egress];
-        let ready = |port: &Port<P>, c: usize| {
-            !port.queues[c].is_empty() && port.egress_paused_until[c] <= now
-        };
-        if let Some(class) = (0..CLASSES)
-            .rev()
-            .find(|&c| ets.strict[c] && ready(port, c))
-        {
-            return Some(class);
+        let queued = port.queued_classes;
+        if queued == 0 {
+            return None;
         }
-        // The weighted classes that may send, as a bit set (no allocation per packet).
-        let weighted: u16 = (0..CLASSES)
-            .filter(|&c| !ets.strict[c] && ready(port, c))
-            .fold(0, |set, c| set | 1 << c);
+        // The classes with packets whose pause has run out, as a bit set (no allocation, and
+        // only the queued classes' pause times are read).
+        let mut ready: u16 = 0;
+        let mut bits = queued;
+        while bits != 0 {
+            let c = bits.trailing_zeros() as usize;
+            bits &= bits - 1;
+            if port.egress_paused_until[c] <= now {
+                ready |= 1 << c;
+            }
+        }
+        let strict = ready & self.strict_classes;
+        if strict != 0 {
+            return Some(15 - strict.leading_zeros() as usize); // the highest strict class
+        }
+        let weighted = ready & !self.strict_classes;
         if weighted == 0 {
             return None;
         }
@@ -548,10 +567,17 @@ impl<P: Frame> SwitchOf<P> {
                     port.deficit[class] -= head;
                     return Some(class);
                 }
+                port.next_class = (class + 1) % CLASSES;
             } else {
-                port.deficit[class] = 0;
+                // On to the next class that may send; those passed keep no deficit.
+                let w = u32::from(weighted);
+                let after = ((w >> class) | (w << (CLASSES - class))) & ((1 << CLASSES) - 1);
+                let ahead = after.trailing_zeros() as usize; // weighted != 0: < CLASSES
+                for k in 0..ahead {
+                    port.deficit[(class + k) % CLASSES] = 0;
+                }
+                port.next_class = (class + ahead) % CLASSES;
             }
-            port.next_class = (class + 1) % CLASSES;
             port.granted = false;
         }
     }
