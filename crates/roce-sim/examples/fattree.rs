@@ -9,14 +9,17 @@
 //! - `ROCE_FATTREE_WINDOW_US`: flows start in the first this many µs (default 1000);
 //! - `ROCE_FATTREE_DRAIN_MS`: simulated time after the window for them to finish (default 20);
 //! - `ROCE_FATTREE_LOAD`: load of each host's link, 0–1 (default 0.3);
-//! - `ROCE_FATTREE_SEED`: the workload's seed (default 1).
+//! - `ROCE_FATTREE_SEED`: the workload's seed (default 1);
+//! - `ROCE_FATTREE_BYTES=1`: carry and check every payload byte and ICRC (default: lengths only,
+//!   [`Payload::Lengths`], which checks that every host's region took the bytes of the flows
+//!   finished towards it when all of them finished).
 //!
 //! `cargo run --release -p roce-sim --example fattree`
 
 use std::time::Instant as WallClock;
 
 use roce_core::{Congestion, DcqcnConfig, Duration, Instant};
-use roce_sim::network::{Network, NetworkConfig};
+use roce_sim::network::{Network, NetworkConfig, Payload};
 use roce_sim::switch::{Pfc, SwitchConfig};
 use roce_sim::workload::{Cdf, Traffic, poisson};
 use roce_sim::{EcnMarking, SlowdownTable, topology};
@@ -34,6 +37,7 @@ fn run() -> Result<(), String> {
     let load: f64 = env("ROCE_FATTREE_LOAD", 0.3)?;
     let seed: u64 = env("ROCE_FATTREE_SEED", 1)?;
     let dcqcn: u8 = env("ROCE_FATTREE_DCQCN", 0)?;
+    let full_bytes: u8 = env("ROCE_FATTREE_BYTES", 0)?;
 
     let topology = topology::hpcc_fat();
     let traffic = Traffic {
@@ -58,6 +62,11 @@ fn run() -> Result<(), String> {
                 priorities: 1 << 3,
             }),
             ..SwitchConfig::default()
+        },
+        payload: if full_bytes != 0 {
+            Payload::Bytes
+        } else {
+            Payload::Lengths
         },
         ..NetworkConfig::default()
     };
@@ -98,6 +107,23 @@ fn run() -> Result<(), String> {
         hops as f64 / secs.max(1e-9),
         net.drops()
     );
+    if outcome.finished == flows.len() as u64 && full_bytes == 0 {
+        let hosts: Vec<_> = net.routes().topology().hosts().collect();
+        for h in hosts {
+            let want: u64 = flows
+                .iter()
+                .filter(|f| f.dst == h)
+                .map(|f| f.size_bytes)
+                .sum();
+            let got = net.bytes_written(h).unwrap_or(0);
+            if got != want {
+                return Err(format!(
+                    "host {h:?}: its region took {got} bytes, not {want}"
+                ));
+            }
+        }
+        println!("every region took the bytes of the flows to it ({bytes} in all)");
+    }
     let (peak, events) = net.event_counts();
     println!("events {events} (at most {peak} pending at once)");
     let table = SlowdownTable::new(&records, 5).map_err(|e| e.to_string())?;

@@ -194,6 +194,8 @@ struct Port<P> {
     /// Line rate, bits per second.
     rate_bps: u64,
     queues: [VecDeque<Queued<P>>; CLASSES],
+    /// Bit `c` set when `queues[c]` holds a packet: the scheduler reads this, not the queues.
+    queued_classes: u16,
     class_bytes: [usize; CLASSES],
     bytes: usize,
     deficit: [i64; CLASSES],
@@ -220,6 +222,7 @@ impl<P> Port<P> {
         Self {
             rate_bps,
             queues: Default::default(),
+            queued_classes: 0,
             class_bytes: [0; CLASSES],
             bytes: 0,
             deficit: [0; CLASSES],
@@ -251,6 +254,8 @@ pub struct SwitchOf<P> {
     seq: u64,
     /// Deterministic marking decisions: a xorshift generator seeded per switch.
     rng: u64,
+    /// The ETS strict classes, as a bit set.
+    strict_classes: u16,
 }
 
 impl Switch {
@@ -280,6 +285,9 @@ impl<P: Frame> SwitchOf<P> {
             ports: (0..ports)
                 .map(|_| Port::new(config.bandwidth_bps))
                 .collect(),
+            strict_classes: (0..CLASSES)
+                .filter(|&c| config.ets.strict[c])
+                .fold(0, |set, c| set | 1 << c),
             config,
             routes,
             seq: 0,
@@ -355,6 +363,7 @@ impl<P: Frame> SwitchOf<P> {
             priority,
             bytes,
         });
+        port.queued_classes |= 1 << priority;
         self.ports[ingress].held[priority] += bytes;
         self.pfc_check(now, ingress, priority);
         self.start(now, egress);
@@ -518,6 +527,9 @@ impl<P: Frame> SwitchOf<P> {
         let mut queued = port.queues[class]
             .pop_front()
             .expect("pick chose a non-empty class");
+        if port.queues[class].is_empty() {
+            port.queued_classes &= !(1 << class);
+        }
         port.bytes -= queued.bytes;
         port.class_bytes[class] -= queued.bytes;
         if self.config.mark_at == MarkAt::Dequeue {
@@ -537,21 +549,59 @@ impl<P: Frame> SwitchOf<P> {
     /// ETS: the highest strict class with packets, else deficit round robin over the others;
     /// classes the host has paused wait.
     fn pick(&mut self, egress: usize, now: Instant) -> Option<usize> {
+        #[cfg(test)]
+        let reference = {
+            let port = &self.ports[egress];
+            let (mut deficit, mut next, mut granted) =
+                (port.deficit, port.next_class, port.granted);
+            let ready: [bool; CLASSES] = std::array::from_fn(|c| {
+                !port.queues[c].is_empty() && port.egress_paused_until[c] <= now
+            });
+            let heads = std::array::from_fn(|c| port.queues[c].front().map_or(0, |q| q.bytes));
+            let class = tests::pick_reference(
+                &self.config.ets,
+                ready,
+                heads,
+                (&mut deficit, &mut next, &mut granted),
+            );
+            (class, deficit, next, granted)
+        };
+        let class = self.pick_fast(egress, now);
+        #[cfg(test)]
+        {
+            let port = &self.ports[egress];
+            assert_eq!(
+                (class, port.deficit, port.next_class, port.granted),
+                reference,
+                "ETS pick differs from the one-step reference"
+            );
+        }
+        class
+    }
+
+    fn pick_fast(&mut self, egress: usize, now: Instant) -> Option<usize> {
         let ets = self.config.ets;
         let port = &mut self.ports[egress];
-        let ready = |port: &Port<P>, c: usize| {
-            !port.queues[c].is_empty() && port.egress_paused_until[c] <= now
-        };
-        if let Some(class) = (0..CLASSES)
-            .rev()
-            .find(|&c| ets.strict[c] && ready(port, c))
-        {
-            return Some(class);
+        let queued = port.queued_classes;
+        if queued == 0 {
+            return None;
         }
-        // The weighted classes that may send, as a bit set (no allocation per packet).
-        let weighted: u16 = (0..CLASSES)
-            .filter(|&c| !ets.strict[c] && ready(port, c))
-            .fold(0, |set, c| set | 1 << c);
+        // The classes with packets whose pause has run out, as a bit set (no allocation, and
+        // only the queued classes' pause times are read).
+        let mut ready: u16 = 0;
+        let mut bits = queued;
+        while bits != 0 {
+            let c = bits.trailing_zeros() as usize;
+            bits &= bits - 1;
+            if port.egress_paused_until[c] <= now {
+                ready |= 1 << c;
+            }
+        }
+        let strict = ready & self.strict_classes;
+        if strict != 0 {
+            return Some(15 - strict.leading_zeros() as usize); // the highest strict class
+        }
+        let weighted = ready & !self.strict_classes;
         if weighted == 0 {
             return None;
         }
@@ -571,10 +621,17 @@ impl<P: Frame> SwitchOf<P> {
                     port.deficit[class] -= head;
                     return Some(class);
                 }
+                port.next_class = (class + 1) % CLASSES;
             } else {
-                port.deficit[class] = 0;
+                // On to the next class that may send; those passed keep no deficit.
+                let w = u32::from(weighted);
+                let after = ((w >> class) | (w << (CLASSES - class))) & ((1 << CLASSES) - 1);
+                let ahead = after.trailing_zeros() as usize; // weighted != 0: < CLASSES
+                for k in 0..ahead {
+                    port.deficit[(class + k) % CLASSES] = 0;
+                }
+                port.next_class = (class + ahead) % CLASSES;
             }
-            port.next_class = (class + 1) % CLASSES;
             port.granted = false;
         }
     }
@@ -636,5 +693,118 @@ fn mark<P: Frame>(
     if draw < ecn.probability(queue_bytes) {
         packet.set_ecn(Ecn::Ce);
         stats.ce_marked += 1;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::net::SocketAddr;
+
+    use super::*;
+
+    /// ETS as first written, one class per step: what `pick` must choose, and the state it must
+    /// leave. `pick` checks itself against this in every test build.
+    pub(super) fn pick_reference(
+        ets: &Ets,
+        ready: [bool; CLASSES],
+        heads: [usize; CLASSES],
+        (deficit, next_class, granted): (&mut [i64; CLASSES], &mut usize, &mut bool),
+    ) -> Option<usize> {
+        if let Some(class) = (0..CLASSES).rev().find(|&c| ets.strict[c] && ready[c]) {
+            return Some(class);
+        }
+        if !(0..CLASSES).any(|c| !ets.strict[c] && ready[c]) {
+            return None;
+        }
+        loop {
+            let class = *next_class;
+            if !ets.strict[class] && ready[class] {
+                if !*granted {
+                    deficit[class] += i64::from(ets.weights[class].max(1)) * 1500;
+                    *granted = true;
+                }
+                if deficit[class] >= heads[class] as i64 {
+                    deficit[class] -= heads[class] as i64;
+                    return Some(class);
+                }
+            } else {
+                deficit[class] = 0;
+            }
+            *next_class = (class + 1) % CLASSES;
+            *granted = false;
+        }
+    }
+
+    /// Random arrivals of random classes and sizes, random pauses, a mix of strict and
+    /// weighted classes: every choice `pick` makes agrees with the reference (it asserts so),
+    /// and every packet leaves.
+    #[test]
+    fn ets_picks_as_the_one_step_reference_does() {
+        let addr: SocketAddr = "198.18.0.1:4791".parse().unwrap();
+        let mut strict = [false; CLASSES];
+        strict[6] = true;
+        strict[2] = true;
+        let config = SwitchConfig {
+            ets: Ets {
+                strict,
+                weights: [1, 3, 1, 2, 1, 5, 1, 2],
+            },
+            buffer_bytes: usize::MAX / 2,
+            ..SwitchConfig::default()
+        };
+        let mut switch = SwitchOf::<SimPacket>::new(config.clone(), 2, Vec::new(), 1);
+        let mut x = 0x2545_f491_4f6c_dd1du64;
+        let mut next = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        let (mut sent, mut left) = (0u64, 0u64);
+        let mut now = Instant::ZERO;
+        for _ in 0..20_000 {
+            now += Duration::from_nanos(next() % 300);
+            match next() % 8 {
+                0..=3 => {
+                    let class = (next() % CLASSES as u64) as u8;
+                    let dscp = (0..64u8)
+                        .find(|&d| config.dscp_to_priority[usize::from(d)] == class)
+                        .unwrap_or(0);
+                    let len = 64 + (next() % 4000) as usize;
+                    let mut p = SimPacket::new(addr, addr, vec![0; len]);
+                    p.dscp = dscp;
+                    assert!(switch.receive_to(now, 0, 1, p));
+                    sent += 1;
+                }
+                4 => {
+                    let until = now + Duration::from_nanos(next() % 3000);
+                    switch.pause_egress(now, 1, (next() % CLASSES as u64) as u8, until);
+                }
+                _ => {
+                    switch.kick(now, 1);
+                    while switch.finish(now, 1).is_some() {
+                        left += 1;
+                    }
+                }
+            }
+        }
+        // Drain: what finished leaves (a port restarts at its last packet's end), then every
+        // class resumes.
+        now += Duration::from_secs(1);
+        while switch.finish(now, 1).is_some() {
+            left += 1;
+        }
+        for c in 0..CLASSES as u8 {
+            switch.pause_egress(now, 1, c, now);
+        }
+        while switch.service_end(1).is_some() {
+            now += Duration::from_secs(1);
+            while switch.finish(now, 1).is_some() {
+                left += 1;
+            }
+        }
+        assert!(sent > 5_000, "{sent}");
+        assert_eq!(left, sent);
+        assert_eq!(switch.queue_bytes(1), 0);
     }
 }

@@ -6,8 +6,6 @@ use roce_core::{Duration, Instant};
 use super::Network;
 use super::events::Event;
 use super::flows::FlowRun;
-use super::pool::frame_len;
-use crate::pair::datagram;
 use crate::set_sim_time;
 
 impl Network {
@@ -62,15 +60,18 @@ impl Network {
         let now = self.now;
         if let Some(h) = self.wiring.host_index(node) {
             let side = &mut self.sides[h];
-            side.nic
-                .handle_datagram(now, datagram(self.pool.get(packet)));
+            let datagram = self.pool.datagram(packet, &mut self.rx);
+            side.nic.handle_datagram(now, datagram);
             self.pool.free(packet);
             self.egress[h].stats.received += 1;
             self.touch(h, run);
             return;
         }
-        let p = self.pool.get(packet);
-        let Some(egress) = self.wiring.forward(node, p.src, p.dst) else {
+        let egress = self
+            .pool
+            .tuple(packet)
+            .and_then(|tuple| self.wiring.forward_tuple(node, tuple));
+        let Some(egress) = egress else {
             self.unroutable += 1;
             self.pool.free(packet);
             return;
@@ -121,7 +122,7 @@ impl Network {
             .as_mut()
             .expect("only switch ports are scheduled");
         if let Some((reference, ingress)) = switch.finish(now, usize::from(port)) {
-            self.pool.get_mut(reference.index).ecn = reference.ecn;
+            self.pool.set_ecn(reference.index, reference.ecn);
             let peer = self.wiring.peer(node, port);
             self.events.push(
                 now + peer.delay,
@@ -213,7 +214,7 @@ impl Network {
                 return;
             }
             if let Some(index) = e.pop_sendable(now) {
-                let bytes = frame_len(self.pool.get(index)) as u64;
+                let bytes = self.pool.frame_len(index) as u64;
                 let nanos = (bytes * 8 * 1_000_000_000).div_ceil(peer.rate_bps.max(1));
                 e.busy_until = now + Duration::from_nanos(nanos);
                 e.stats.sent += 1;

@@ -1,7 +1,16 @@
-//! The one event queue of a [`Network`](super::Network): a binary heap of
-//! `(time, sequence, event)`. The sequence number, taken when an event is pushed, breaks ties
-//! between events due at the same instant in the order they were scheduled, so a run is the same
-//! whatever the heap's internal order.
+//! The one event queue of a [`Network`](super::Network): events in `(time, sequence)` order. The
+//! sequence number, taken when an event is pushed, breaks ties between events due at the same
+//! instant in the order they were scheduled, so a run is the same whatever the queue's layout.
+//!
+//! Simulated time only moves forward and nearly every event is due within a few µs of now (a
+//! link delay plus a serialisation), so the queue is a timing wheel of [`SLOTS`] one-nanosecond
+//! slots over `[now, now + SLOTS ns)` (slot = time mod [`SLOTS`], so one slot holds one instant,
+//! a FIFO list of its events in push order) with a bitmap of the slots that hold something, and a
+//! binary heap of `(time, sequence)` for what lies beyond (timers, flow starts). Whenever the
+//! current time moves, the heap's events that the window now covers move into their slots, in
+//! `(time, sequence)` order and before anything else can be pushed for those instants, so the
+//! order is exactly the `(time, sequence)` order of one heap. A push is O(1); a pop is O(1) plus
+//! a scan of the bitmap to the next busy slot, plus the heap's O(log n) for far events.
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -35,34 +44,105 @@ pub(super) enum Event {
     FlowStart { flow: u32 },
 }
 
+/// Nanosecond slots of the wheel: events due less than this far ahead of now go into a slot.
+pub(super) const SLOTS: usize = 1 << 13;
+
+const WORDS: usize = SLOTS / 64;
+
+/// No entry (end of a slot's list, or an empty slot).
+const NIL: u32 = u32::MAX;
+
+/// One queued event in the wheel's arena, linked to the next of its slot.
+#[derive(Debug, Clone, Copy)]
+struct Entry {
+    event: Event,
+    next: u32,
+}
+
 /// Events in time order, ties in the order pushed.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(super) struct EventQueue {
-    heap: BinaryHeap<Reverse<(Instant, u64, Event)>>,
+    /// The time of the last event popped (or the furthest `pop_until` bound reached): nothing
+    /// is due before it, and the wheel covers `[now, now + SLOTS)`.
+    now: u64,
+    /// Per slot: its first and last entry, `NIL` when empty.
+    heads: Box<[u32]>,
+    tails: Box<[u32]>,
+    /// Bit `s` set when slot `s` holds an event.
+    busy: Box<[u64; WORDS]>,
+    entries: Vec<Entry>,
+    free: Vec<u32>,
+    /// Events in the wheel.
+    in_wheel: usize,
+    /// Events beyond the wheel's window.
+    far: BinaryHeap<Reverse<(u64, u64, Event)>>,
     seq: u64,
     peak: usize,
 }
 
+impl Default for EventQueue {
+    fn default() -> Self {
+        Self {
+            now: 0,
+            heads: vec![NIL; SLOTS].into_boxed_slice(),
+            tails: vec![NIL; SLOTS].into_boxed_slice(),
+            busy: Box::new([0; WORDS]),
+            entries: Vec::new(),
+            free: Vec::new(),
+            in_wheel: 0,
+            far: BinaryHeap::new(),
+            seq: 0,
+            peak: 0,
+        }
+    }
+}
+
 impl EventQueue {
-    /// Schedules `event` at `at`.
+    /// Schedules `event` at `at`. An instant before the last one popped is taken as that one
+    /// (the network never schedules into the past; this keeps the order total if it did).
     pub(super) fn push(&mut self, at: Instant, event: Event) {
         self.seq += 1;
-        self.heap.push(Reverse((at, self.seq, event)));
-        self.peak = self.peak.max(self.heap.len());
+        let at = at.as_nanos().max(self.now);
+        if at - self.now < SLOTS as u64 {
+            self.link(at, event);
+        } else {
+            self.far.push(Reverse((at, self.seq, event)));
+        }
+        self.peak = self.peak.max(self.len());
     }
 
     /// The earliest event, if it is due by `until`.
     pub(super) fn pop_until(&mut self, until: Instant) -> Option<(Instant, Event)> {
-        let Reverse((at, _, _)) = self.heap.peek()?;
-        if *at > until {
+        let until = until.as_nanos();
+        let at = match self.next_in_wheel() {
+            Some(at) => at,
+            None => {
+                let &Reverse((at, _, _)) = self.far.peek()?;
+                at
+            }
+        };
+        if at > until {
             return None;
         }
-        self.heap.pop().map(|Reverse((at, _, event))| (at, event))
+        if at != self.now {
+            self.advance(at);
+        }
+        let slot = slot_of(at);
+        let index = self.heads[slot];
+        let entry = self.entries[index as usize];
+        self.heads[slot] = entry.next;
+        if entry.next == NIL {
+            self.tails[slot] = NIL;
+            self.busy[slot / 64] &= !(1 << (slot % 64));
+        }
+        self.free.push(index);
+        self.in_wheel -= 1;
+        Some((Instant::from_nanos(at), entry.event))
     }
 
     /// Events waiting.
     pub(super) fn len(&self) -> usize {
-        self.heap.len()
+        self.in_wheel + self.far.len()
     }
 
     /// The most events that were ever waiting at once.
@@ -74,32 +154,191 @@ impl EventQueue {
     pub(super) fn pushed(&self) -> u64 {
         self.seq
     }
+
+    /// Appends `event` to the slot of `at` (within the window).
+    fn link(&mut self, at: u64, event: Event) {
+        let entry = Entry { event, next: NIL };
+        let index = match self.free.pop() {
+            Some(index) => {
+                self.entries[index as usize] = entry;
+                index
+            }
+            None => {
+                self.entries.push(entry);
+                u32::try_from(self.entries.len() - 1).expect("fewer than 2^32 events")
+            }
+        };
+        let slot = slot_of(at);
+        match self.tails[slot] {
+            NIL => {
+                self.heads[slot] = index;
+                self.busy[slot / 64] |= 1 << (slot % 64);
+            }
+            tail => self.entries[tail as usize].next = index,
+        }
+        self.tails[slot] = index;
+        self.in_wheel += 1;
+    }
+
+    /// The time of the wheel's earliest event: the first busy slot from now's, round the wheel.
+    fn next_in_wheel(&self) -> Option<u64> {
+        if self.in_wheel == 0 {
+            return None;
+        }
+        let start = slot_of(self.now);
+        let (word, bit) = (start / 64, start % 64);
+        // The start word from now's bit, the other words in order, then the start word's bits
+        // before now's (the wheel's far end).
+        let first = self.busy[word] & (u64::MAX << bit);
+        let found = if first != 0 {
+            Some(word * 64 + first.trailing_zeros() as usize)
+        } else {
+            (1..=WORDS).find_map(|k| {
+                let w = (word + k) % WORDS;
+                let bits = if k == WORDS {
+                    self.busy[w] & !(u64::MAX << bit)
+                } else {
+                    self.busy[w]
+                };
+                (bits != 0).then(|| w * 64 + bits.trailing_zeros() as usize)
+            })
+        };
+        let slot = found?;
+        let ahead = (slot + SLOTS - start) % SLOTS;
+        Some(self.now + ahead as u64)
+    }
+
+    /// Time moves to `at`: the far events the window now covers move into their slots.
+    fn advance(&mut self, at: u64) {
+        self.now = at;
+        while let Some(&Reverse((t, _, event))) = self.far.peek() {
+            if t - at >= SLOTS as u64 {
+                break;
+            }
+            self.far.pop();
+            self.link(t, event);
+        }
+    }
+}
+
+fn slot_of(at: u64) -> usize {
+    (at % SLOTS as u64) as usize
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    fn ns(n: u64) -> Instant {
+        Instant::from_nanos(n)
+    }
+
+    fn drain(q: &mut EventQueue, until: u64) -> Vec<(Instant, Event)> {
+        std::iter::from_fn(|| q.pop_until(ns(until))).collect()
+    }
+
     #[test]
     fn ties_keep_the_order_pushed() {
         let mut q = EventQueue::default();
-        let t = Instant::from_nanos(5);
+        let t = ns(5);
         q.push(t, Event::HostTx { host: 9 });
-        q.push(Instant::from_nanos(3), Event::FlowStart { flow: 1 });
+        q.push(ns(3), Event::FlowStart { flow: 1 });
         q.push(t, Event::HostTx { host: 1 });
-        q.push(Instant::from_nanos(7), Event::FlowStart { flow: 0 });
-        let mut got = Vec::new();
-        while let Some(e) = q.pop_until(Instant::from_nanos(6)) {
-            got.push(e);
-        }
+        q.push(ns(7), Event::FlowStart { flow: 0 });
         assert_eq!(
-            got,
+            drain(&mut q, 6),
             [
-                (Instant::from_nanos(3), Event::FlowStart { flow: 1 }),
+                (ns(3), Event::FlowStart { flow: 1 }),
                 (t, Event::HostTx { host: 9 }),
                 (t, Event::HostTx { host: 1 }),
             ]
         );
         assert_eq!(q.len(), 1);
+        assert_eq!(drain(&mut q, 7), [(ns(7), Event::FlowStart { flow: 0 })]);
+        assert_eq!(q.len(), 0);
+    }
+
+    /// Far events that the window reaches keep their place among near events pushed later for
+    /// the same instant, and the wheel wraps round.
+    #[test]
+    fn far_events_keep_their_order_with_near_ones() {
+        let mut q = EventQueue::default();
+        let far = SLOTS as u64 * 3 + 17;
+        q.push(ns(far), Event::NicTimer { host: 1 });
+        q.push(ns(far), Event::NicTimer { host: 2 });
+        q.push(ns(10), Event::HostTx { host: 0 });
+        assert_eq!(drain(&mut q, 10), [(ns(10), Event::HostTx { host: 0 })]);
+        // Not yet within the window: goes far, behind the two.
+        q.push(ns(far), Event::NicTimer { host: 3 });
+        q.push(ns(far - 100), Event::FlowStart { flow: 4 });
+        assert_eq!(
+            drain(&mut q, far - 100),
+            [(ns(far - 100), Event::FlowStart { flow: 4 })]
+        );
+        // Now the window covers `far`: a push goes into its slot after the three moved there.
+        q.push(ns(far), Event::NicTimer { host: 5 });
+        q.push(ns(far - 1), Event::FlowStart { flow: 6 });
+        let hosts: Vec<_> = drain(&mut q, u64::MAX)
+            .into_iter()
+            .map(|(at, e)| (at.as_nanos(), e))
+            .collect();
+        assert_eq!(
+            hosts,
+            [
+                (far - 1, Event::FlowStart { flow: 6 }),
+                (far, Event::NicTimer { host: 1 }),
+                (far, Event::NicTimer { host: 2 }),
+                (far, Event::NicTimer { host: 3 }),
+                (far, Event::NicTimer { host: 5 }),
+            ]
+        );
+    }
+
+    /// Against a binary heap of (time, sequence): monotone pushes at random distances, near and
+    /// far, many ties, popped in exactly the heap's order.
+    #[test]
+    fn pops_in_the_order_of_a_binary_heap() {
+        let mut q = EventQueue::default();
+        let mut reference = BinaryHeap::new();
+        let mut seq = 0u64;
+        let mut now = 0u64;
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        let mut popped = 0;
+        for round in 0..20_000u32 {
+            for _ in 0..(next() % 3) {
+                let r = next();
+                let ahead = match r % 4 {
+                    0 => 0,
+                    1 => r % 50,
+                    2 => r % (SLOTS as u64 + 10),
+                    _ => r % (SLOTS as u64 * 40),
+                };
+                seq += 1;
+                let e = Event::FlowStart { flow: round };
+                q.push(ns(now + ahead), e);
+                reference.push(Reverse((now + ahead, seq, e)));
+            }
+            let until = now + next() % 2000;
+            while let Some(got) = q.pop_until(ns(until)) {
+                let Reverse((at, _, e)) = reference.pop().unwrap();
+                assert_eq!(got, (ns(at), e));
+                assert!(at >= now);
+                now = at;
+                popped += 1;
+            }
+            assert!(
+                reference
+                    .peek()
+                    .is_none_or(|Reverse((at, _, _))| *at > until)
+            );
+            assert_eq!(q.len(), reference.len());
+        }
+        assert!(popped > 10_000, "{popped}");
     }
 }

@@ -4,6 +4,9 @@
 //! so these queues hold at most the packets of priorities that are paused.
 
 use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use roce_core::RegionMemory;
 
 use roce_core::Instant;
 
@@ -58,5 +61,47 @@ impl Egress {
     /// Packets queued.
     pub(super) fn queued(&self) -> usize {
         self.queued
+    }
+}
+
+/// A host's memory region in [`Payload::Lengths`](super::Payload::Lengths) mode: it stores
+/// nothing. Reads leave the NIC's buffer as it is (so a sent payload is whatever that buffer
+/// held), writes only add their length to a counter, atomics see 0 and count their 8 bytes.
+#[derive(Debug)]
+pub(super) struct SinkMemory {
+    len: usize,
+    written: AtomicU64,
+}
+
+impl SinkMemory {
+    /// A region of `len` bytes that has had nothing written.
+    pub(super) fn new(len: usize) -> Self {
+        Self {
+            len,
+            written: AtomicU64::new(0),
+        }
+    }
+
+    /// Bytes written into the region so far.
+    pub(super) fn written(&self) -> u64 {
+        self.written.load(Ordering::Relaxed)
+    }
+}
+
+impl RegionMemory for SinkMemory {
+    fn len(&self) -> usize {
+        self.len
+    }
+
+    fn read_at(&self, _offset: usize, _out: &mut [u8]) {}
+
+    fn write_at(&self, _offset: usize, data: &[u8]) {
+        self.written.fetch_add(data.len() as u64, Ordering::Relaxed);
+    }
+
+    fn update_u64(&self, _offset: usize, f: &mut dyn FnMut(u64) -> u64) -> u64 {
+        f(0);
+        self.written.fetch_add(8, Ordering::Relaxed);
+        0
     }
 }

@@ -36,8 +36,9 @@ mod pool;
 mod wiring;
 
 use std::net::{IpAddr, Ipv4Addr};
+use std::sync::Arc;
 
-use roce_core::{Instant, MAX_DATAGRAM, Nic, NicConfig};
+use roce_core::{IcrcPolicy, Instant, MAX_DATAGRAM, Nic, NicConfig};
 
 use crate::pair::{PairConfig, Side, side};
 use crate::switch::{PortStats, SwitchConfig, SwitchOf};
@@ -45,11 +46,31 @@ use crate::topology::{NodeId, NodeKind, Routes, Topology, TopologyError};
 pub use deadlock::{CHECK_EVERY, Deadlock, PausedQueue};
 use events::EventQueue;
 pub use flows::{FlowOutcome, MAX_POSTED, REGION_LEN, RETH_BYTES, ideal_model};
-use host::Egress;
 pub use host::HostStats;
+use host::{Egress, SinkMemory};
 use pool::PacketPool;
 pub use pool::{FCS_BYTES, PacketRef};
 use wiring::Wiring;
+
+/// How a [`Network`] carries payloads.
+///
+/// In `Lengths` mode the hosts' regions store nothing (writes are counted:
+/// [`Network::bytes_written`]), a sent payload is whatever the NIC's send buffer held, a packet
+/// in flight keeps only its first 64 UDP payload bytes (every RoCE header) and its length, and
+/// the NICs skip the ICRC check ([`IcrcPolicy::Skip`](roce_core::IcrcPolicy::Skip)). What is
+/// still checked: everything the engine checks in the headers (opcodes, PSN order, lengths
+/// against the RETH and the path MTU, keys and bounds of every access to the region), and the
+/// bytes each receiving region took, which [`Network::bytes_written`] gives per host; not
+/// checked: the payload's bytes and the ICRC. Timing is the same in both modes: a packet's
+/// length on the wire is its whole length.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Payload {
+    /// Every byte stored, copied and checked (ICRC as the NICs are configured).
+    #[default]
+    Bytes,
+    /// Lengths only, for speed.
+    Lengths,
+}
 
 /// How a [`Network`] is built.
 #[derive(Debug, Clone, PartialEq)]
@@ -64,6 +85,8 @@ pub struct NetworkConfig {
     pub switch: SwitchConfig,
     /// Seed of the switches' marking decisions (switch `n` uses `seed + n`).
     pub seed: u64,
+    /// Payload bytes, or only lengths. Default bytes.
+    pub payload: Payload,
 }
 
 impl Default for NetworkConfig {
@@ -84,6 +107,7 @@ impl Default for NetworkConfig {
             },
             switch: SwitchConfig::default(),
             seed: 0,
+            payload: Payload::Bytes,
         }
     }
 }
@@ -130,6 +154,10 @@ pub struct Network {
     /// The deadlock the last run stopped at.
     deadlock: Option<Deadlock>,
     buf: Vec<u8>,
+    /// Where datagrams are rebuilt for delivery in [`Payload::Lengths`] mode.
+    rx: Vec<u8>,
+    /// Per host index, in [`Payload::Lengths`] mode: its region.
+    sinks: Vec<Arc<SinkMemory>>,
 }
 
 impl Network {
@@ -140,6 +168,7 @@ impl Network {
         let topology = routes.topology();
         let host_nodes: Vec<NodeId> = topology.hosts().collect();
         let mut sides = Vec::with_capacity(host_nodes.len());
+        let mut sinks = Vec::new();
         for (i, &h) in host_nodes.iter().enumerate() {
             let links = topology.neighbors(h);
             let &[(_, link)] = links else {
@@ -152,12 +181,28 @@ impl Network {
                 nic: NicConfig {
                     line_rate_bps: topology.links()[link].rate_bps,
                     seed: config.host.nic.seed.wrapping_add(i as u64),
+                    icrc: match config.payload {
+                        Payload::Bytes => config.host.nic.icrc,
+                        Payload::Lengths => IcrcPolicy::Skip,
+                    },
                     ..config.host.nic.clone()
                 },
                 ..config.host.clone()
             };
             let addr = IpAddr::V4(Ipv4Addr::from(h.hpcc_ipv4()));
-            sides.push(side(&host_config, addr));
+            let mut s = side(&host_config, addr);
+            if config.payload == Payload::Lengths {
+                let sink = Arc::new(SinkMemory::new(config.host.region_len));
+                // The region `side` registered is swapped for one that stores nothing.
+                let access = s.mr.access();
+                let _ = s.nic.dereg_mr(s.mr.lkey());
+                s.mr = s
+                    .nic
+                    .reg_memory(s.pd, sink.clone(), None, access)
+                    .expect("the region's PD and rights were just accepted");
+                sinks.push(sink);
+            }
+            sides.push(s);
         }
         let switch_config = SwitchConfig {
             latency: roce_core::Duration::ZERO,
@@ -176,6 +221,7 @@ impl Network {
                 })
             })
             .collect();
+        let payload = config.payload;
         Ok(Self {
             port_free_at: vec![None; wiring.total_ports()],
             egress: (0..host_nodes.len()).map(|_| Egress::default()).collect(),
@@ -185,7 +231,7 @@ impl Network {
             sides,
             host_nodes,
             switches,
-            pool: PacketPool::default(),
+            pool: PacketPool::new(payload),
             events: EventQueue::default(),
             now: Instant::ZERO,
             packet_hops: 0,
@@ -193,6 +239,8 @@ impl Network {
             outcome: FlowOutcome::default(),
             deadlock: None,
             buf: vec![0; MAX_DATAGRAM],
+            rx: vec![0; MAX_DATAGRAM],
+            sinks,
         })
     }
 
@@ -229,6 +277,13 @@ impl Network {
     /// The most events that were ever scheduled at once, and the events scheduled in all.
     pub fn event_counts(&self) -> (usize, u64) {
         (self.events.peak(), self.events.pushed())
+    }
+
+    /// Bytes written into `host`'s region so far, in [`Payload::Lengths`] mode (`None` in bytes
+    /// mode, or if it is no host).
+    pub fn bytes_written(&self, host: NodeId) -> Option<u64> {
+        let i = self.wiring.host_index(host.0)?;
+        Some(self.sinks.get(i)?.written())
     }
 
     /// The NIC of `host`, if it is a host.

@@ -181,5 +181,60 @@ fn a_poisson_workload_completes_with_physical_fcts() {
     assert_eq!(table.flows, records.len());
 }
 
+fn lengths() -> NetworkConfig {
+    NetworkConfig {
+        payload: Payload::Lengths,
+        ..NetworkConfig::default()
+    }
+}
+
+/// A lone flow of several WRITEs (the last one short) takes exactly as long with lengths only as
+/// with bytes, and the receiver's region took exactly its bytes.
+#[test]
+fn a_lone_flow_in_lengths_mode_has_the_fct_of_bytes_mode() {
+    let topology = leaf_spine(2, 2);
+    let size = 3 * REGION_LEN as u64 + 1000;
+    let flows = [flow(0, 3, size, Instant::from_micros(2))];
+    let until = Instant::from_millis(20);
+    let mut bytes = Network::new(topology.clone(), NetworkConfig::default()).unwrap();
+    let mut lens = Network::new(topology, lengths()).unwrap();
+    let a = bytes.run_flows(&flows, until);
+    let b = lens.run_flows(&flows, until);
+    assert_eq!(a.len(), 1, "{:?}", bytes.flow_outcome());
+    assert_eq!(a, b);
+    assert_eq!(bytes.packet_hops(), lens.packet_hops());
+    assert_eq!(lens.bytes_written(NodeId(3)), Some(size));
+    assert_eq!(lens.bytes_written(NodeId(0)), Some(0));
+    assert_eq!(bytes.bytes_written(NodeId(3)), None);
+    // Bytes mode checks ICRCs, lengths mode skips them.
+    let rx = |net: &Network| net.nic(NodeId(3)).unwrap().stats().rx_icrc_skipped;
+    assert_eq!(rx(&bytes), 0);
+    assert!(rx(&lens) > size / 1024);
+    assert_eq!(lens.packets_in_flight(), 0);
+}
+
+/// A Poisson workload gives the same records in both modes, and the regions took every byte of
+/// the flows to them.
+#[test]
+fn a_workload_in_lengths_mode_gives_the_records_of_bytes_mode() {
+    let topology = leaf_spine(4, 2);
+    let flows = hadoop_flows(&topology, 0.3, Duration::from_micros(300), 3);
+    assert!(flows.len() > 10, "{} flows", flows.len());
+    let until = Instant::from_millis(30);
+    let (a, _) = run(&topology, &flows, until);
+    let mut lens = Network::new(topology.clone(), lengths()).unwrap();
+    let b = lens.run_flows(&flows, until);
+    assert_eq!(a.len(), flows.len());
+    assert_eq!(a, b);
+    for h in topology.hosts() {
+        let to_h: u64 = flows
+            .iter()
+            .filter(|f| f.dst == h)
+            .map(|f| f.size_bytes)
+            .sum();
+        assert_eq!(lens.bytes_written(h), Some(to_h), "host {h:?}");
+    }
+}
+
 #[path = "tests_fabric.rs"]
 mod fabric;

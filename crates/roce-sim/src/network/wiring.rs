@@ -1,11 +1,13 @@
 //! How the nodes' ports connect, and each switch's forwarding table.
 //!
 //! A node's ports are its links in [`Topology::neighbors`] order; a global port id is the node's
-//! base plus the local port. Forwarding is precomputed from [`Routes`]: for every (node,
+//! base plus the local port. Forwarding is precomputed from [`Routes`]: for every (switch,
 //! destination host) the local ports of its equal-cost next hops, in the order
-//! [`Routes::next_hops`] gives them, so that picking `ecmp_hash(node, tuple) % len` of them is
-//! exactly [`Routes::ecmp_next_hop`] — an array lookup and one hash per packet-hop.
+//! [`Routes::next_hops`] gives them (each distinct set stored once), so that picking
+//! `ecmp_hash(node, tuple) % len` of them is exactly [`Routes::ecmp_next_hop`] — a few array
+//! lookups and one hash per packet-hop.
 
+use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
 
 use roce_core::Duration;
@@ -35,8 +37,14 @@ pub(super) struct Wiring {
     /// Node id → host index (`u32::MAX` for switches).
     host_index: Vec<u32>,
     hosts: usize,
-    /// `(node * hosts + dst host index)` → start of its candidate ports in `candidates`.
-    offsets: Vec<u32>,
+    /// Node id → its row in `table` (`u32::MAX` for hosts, which need none).
+    switch_row: Vec<u32>,
+    /// `(row * hosts + dst host index)` → its set of candidate ports, an index into `sets`.
+    table: Vec<u32>,
+    /// Distinct sets of candidate ports: (start, end) in `candidates`. A switch sends most
+    /// destinations to the same few sets (all its uplinks, say), so the table stays small
+    /// enough to stay in cache.
+    sets: Vec<(u32, u32)>,
     candidates: Vec<u16>,
 }
 
@@ -71,32 +79,48 @@ impl Wiring {
         for (i, h) in (0u32..).zip(&host_ids) {
             host_index[h.index()] = i;
         }
-        let mut offsets = Vec::with_capacity(nodes * host_ids.len() + 1);
+        let mut switch_row = vec![u32::MAX; nodes];
+        let mut table = Vec::new();
+        let mut sets = Vec::new();
         let mut candidates = Vec::new();
-        for n in 0..nodes {
+        let mut known: HashMap<Vec<u16>, u32> = HashMap::new();
+        for (n, row) in switch_row.iter_mut().enumerate() {
             let id = NodeId(n as u32);
+            if topology.kind(id) != Some(NodeKind::Switch) {
+                continue; // hosts have one port: they need no table
+            }
+            *row = u32::try_from(table.len() / host_ids.len().max(1))
+                .expect("fewer than 2^32 switches");
             let neighbors = topology.neighbors(id);
             for &dst in &host_ids {
-                offsets.push(u32::try_from(candidates.len()).expect("fewer than 2^32 entries"));
-                if topology.kind(id) != Some(NodeKind::Switch) {
-                    continue; // hosts have one port: they need no table
-                }
-                for next in routes.next_hops(id, dst) {
-                    let port = neighbors
-                        .iter()
-                        .position(|&(m, _)| m == next)
-                        .expect("a next hop is a neighbour");
-                    candidates.push(port_number(port));
-                }
+                let ports: Vec<u16> = routes
+                    .next_hops(id, dst)
+                    .map(|next| {
+                        let port = neighbors
+                            .iter()
+                            .position(|&(m, _)| m == next)
+                            .expect("a next hop is a neighbour");
+                        port_number(port)
+                    })
+                    .collect();
+                let set = *known.entry(ports).or_insert_with_key(|ports| {
+                    let start = u32::try_from(candidates.len()).expect("fewer than 2^32 entries");
+                    candidates.extend_from_slice(ports);
+                    let end = u32::try_from(candidates.len()).expect("fewer than 2^32 entries");
+                    sets.push((start, end));
+                    u32::try_from(sets.len() - 1).expect("fewer than 2^32 sets")
+                });
+                table.push(set);
             }
         }
-        offsets.push(u32::try_from(candidates.len()).expect("fewer than 2^32 entries"));
         Self {
             base,
             peers,
             host_index,
             hosts: host_ids.len(),
-            offsets,
+            switch_row,
+            table,
+            sets,
             candidates,
         }
     }
@@ -129,30 +153,44 @@ impl Wiring {
 
     /// The port switch `node` sends a packet from `src` to `dst` out of (ECMP over the
     /// equal-cost next hops towards `dst`'s host); `None` when `dst` is no host of the network.
+    #[cfg(test)]
     pub(super) fn forward(&self, node: u32, src: SocketAddr, dst: SocketAddr) -> Option<u16> {
-        let (IpAddr::V4(s), IpAddr::V4(d)) = (src.ip(), dst.ip()) else {
-            return None;
-        };
-        let dst_id = NodeId::from_hpcc_ipv4(u32::from(d));
+        self.forward_tuple(node, &tuple_of(src, dst)?)
+    }
+
+    /// [`Wiring::forward`] of a packet's IPv4 5-tuple ([`tuple_of`]).
+    pub(super) fn forward_tuple(&self, node: u32, tuple: &FiveTuple) -> Option<u16> {
+        let dst_id = NodeId::from_hpcc_ipv4(tuple.dst_ip);
         // from_hpcc_ipv4 ignores the low byte and the top one: check the address round-trips.
-        if dst_id.hpcc_ipv4() != u32::from(d) {
+        if dst_id.hpcc_ipv4() != tuple.dst_ip {
             return None;
         }
         let h = self.host_index(dst_id.0)?;
-        let i = node as usize * self.hosts + h;
-        let (start, end) = (self.offsets[i] as usize, self.offsets[i + 1] as usize);
-        let ports = &self.candidates[start..end];
+        let row = *self.switch_row.get(node as usize)?;
+        if row == u32::MAX {
+            return None;
+        }
+        let set = self.table[row as usize * self.hosts + h];
+        let (start, end) = self.sets[set as usize];
+        let ports = &self.candidates[start as usize..end as usize];
         if ports.is_empty() {
             return None;
         }
-        let tuple = FiveTuple {
-            src_ip: u32::from(s),
-            dst_ip: u32::from(d),
-            sport: src.port(),
-            dport: dst.port(),
-        };
-        Some(ports[ecmp_hash(node, &tuple) as usize % ports.len()])
+        Some(ports[ecmp_hash(node, tuple) as usize % ports.len()])
     }
+}
+
+/// The 5-tuple switches hash, of an IPv4 packet (`None` for IPv6: no route).
+pub(super) fn tuple_of(src: SocketAddr, dst: SocketAddr) -> Option<FiveTuple> {
+    let (IpAddr::V4(s), IpAddr::V4(d)) = (src.ip(), dst.ip()) else {
+        return None;
+    };
+    Some(FiveTuple {
+        src_ip: u32::from(s),
+        dst_ip: u32::from(d),
+        sport: src.port(),
+        dport: dst.port(),
+    })
 }
 
 fn port_number(port: usize) -> u16 {
