@@ -159,6 +159,16 @@ fn summary(
         "goodput_gbps": finished_bytes as f64 * 8.0 / busy_s.max(1e-12) / 1e9,
         "memory_estimate_bytes": plan.memory.bytes,
         "slowdown": bins,
+        "deadlock": network.deadlock().map(|d| json!({
+            "since_ns": d.since.as_nanos(),
+            "confirmed_ns": d.confirmed.as_nanos(),
+            "cycle": d.cycle.iter().map(|q| json!({
+                "switch": q.switch.0,
+                "towards": q.towards.0,
+                "priority": q.priority,
+            })).collect::<Vec<_>>(),
+            "text": d.to_string(),
+        })),
     })
 }
 
@@ -185,6 +195,9 @@ fn summary_text(summary: &Value, table: &SlowdownTable) -> String {
         summary["ce_marks"],
         summary["goodput_gbps"].as_f64().unwrap_or(0.0),
     );
+    if let Some(text) = summary["deadlock"]["text"].as_str() {
+        let _ = writeln!(out, "{text}; the run stopped there");
+    }
     let _ = writeln!(
         out,
         "FCT slowdown, {} flows in {} % bins by size:",

@@ -84,7 +84,8 @@ pub(super) fn plan(args: &Args, path: &Path, text: &str) -> anyhow::Result<Plan>
             scenario.topology_source
         )
     })?;
-    let (mut flows, default_until) = match (&args.flows, &scenario.workload) {
+    let flows_file = args.flows.clone().or_else(|| scenario.flows_file.clone());
+    let (mut flows, default_until) = match (&flows_file, &scenario.workload) {
         (Some(file), _) => {
             let flows = read_flows(file, &scenario.topology)?;
             let last = flows.iter().map(|f| f.start).max().unwrap_or(Instant::ZERO);

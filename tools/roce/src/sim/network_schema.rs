@@ -13,7 +13,7 @@
 //! host_rate_gbps = 100.0
 //! fabric_rate_gbps = 100.0
 //! delay_us = 1.0
-//! [workload]                            # required unless --flows FILE
+//! [workload]                            # required unless --flows FILE or flows = "FILE"
 //! cdf = "websearch"                     # or "fb_hadoop", or the path of an HPCC CDF file
 //! load = 0.3
 //! duration_us = 200
@@ -53,6 +53,8 @@ pub(super) struct NetworkFile {
     description: Option<String>,
     topology: Option<TopologyFile>,
     workload: Option<WorkloadFile>,
+    /// An HPCC flow file (relative to the scenario) instead of a `[workload]`.
+    flows: Option<PathBuf>,
     #[serde(default)]
     network: NetFile,
     #[serde(default)]
@@ -164,8 +166,10 @@ pub(super) struct NetScenario {
     /// The topology, and where it came from (for the summary).
     pub(super) topology: Topology,
     pub(super) topology_source: String,
-    /// `None` when `--flows` gives them.
+    /// `None` when `--flows` or the file's `flows` gives them.
     pub(super) workload: Option<(WorkloadFile, Cdf)>,
+    /// The file's `flows`, resolved against its directory.
+    pub(super) flows_file: Option<PathBuf>,
     pub(super) config: NetworkConfig,
     pub(super) congestion: CongestionName,
     /// No flow starts at or after it (None: the workload's end, or the last flow's start).
@@ -205,9 +209,15 @@ impl NetworkFile {
             (None, Some(t)) => t.build(base)?,
             (None, None) => bail!("missing table `topology` (or give --topology FILE)"),
         };
-        let workload = match (have_flows, self.workload) {
+        if self.flows.is_some() && self.workload.is_some() {
+            bail!("`flows` and `[workload]` both give the flows: keep one");
+        }
+        let flows_file = self.flows.as_ref().map(|f| base.join(f));
+        let workload = match (have_flows || flows_file.is_some(), self.workload) {
             (true, _) => None,
-            (false, None) => bail!("missing table `workload` (or give --flows FILE)"),
+            (false, None) => {
+                bail!("missing table `workload` (or `flows = \"FILE\"`, or --flows FILE)")
+            }
             (false, Some(w)) => {
                 let cdf = read_cdf(&w.cdf, base)?;
                 if !(w.load > 0.0 && w.load <= 1.0) {
@@ -271,6 +281,7 @@ impl NetworkFile {
             topology,
             topology_source,
             workload,
+            flows_file,
             config,
             congestion: n.congestion,
             until: self.run.until_us.map(Duration::from_micros),

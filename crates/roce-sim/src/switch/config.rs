@@ -1,0 +1,156 @@
+//! What a switch is configured with, what it counts, and what it queues.
+
+use roce_core::{Duration, Instant};
+use roce_wire::frame::Ecn;
+
+use crate::{EcnMarking, SimPacket};
+
+/// Priorities (traffic classes) per port.
+pub const CLASSES: usize = 8;
+
+/// When the congestion point decides to mark.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum MarkAt {
+    /// When a packet joins the queue, by the queue it finds.
+    #[default]
+    Enqueue,
+    /// When a packet leaves the queue, by the queue it leaves behind ("Fast ECN"): the
+    /// notification reaches the sender a queueing delay earlier.
+    Dequeue,
+}
+
+/// PFC thresholds, per ingress port and priority.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Pfc {
+    /// Bytes held above which the port's host is paused.
+    pub xoff_bytes: usize,
+    /// Bytes held below which it is resumed.
+    pub xon_bytes: usize,
+    /// Pause time per PAUSE frame, in quanta of 512 bit times.
+    pub pause_quanta: u16,
+    /// Which priorities PFC applies to (bit i = priority i); RoCE usually uses one (3).
+    pub priorities: u8,
+}
+
+/// ETS: which classes are strict priority, and the weights of the others.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Ets {
+    /// Strict priority classes, served before any weighted one, higher priority first.
+    pub strict: [bool; CLASSES],
+    /// Weights of the other classes (deficit round robin); 0 counts as 1.
+    pub weights: [u32; CLASSES],
+}
+
+impl Default for Ets {
+    /// Every class weighted equally.
+    fn default() -> Self {
+        Self {
+            strict: [false; CLASSES],
+            weights: [1; CLASSES],
+        }
+    }
+}
+
+/// How a [`Switch`] behaves.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SwitchConfig {
+    /// Line rate of every port, bits per second.
+    pub bandwidth_bps: u64,
+    /// Propagation delay of each cable, each way.
+    pub latency: Duration,
+    /// Bytes of buffer per egress port, all classes together (drop-tail).
+    pub buffer_bytes: usize,
+    /// RED ECN marking per egress class; `None` never marks.
+    pub ecn: Option<EcnMarking>,
+    /// When marking is decided.
+    pub mark_at: MarkAt,
+    /// PFC; `None` (the default) is a lossy fabric, as on real switches until configured.
+    pub pfc: Option<Pfc>,
+    /// Egress scheduling.
+    pub ets: Ets,
+    /// DSCP → priority ("trust dscp"); the default is DSCP / 8 (so DSCP 26, RoCE's usual, is 3
+    /// and CNPs' DSCP 48 is 6).
+    pub dscp_to_priority: [u8; 64],
+}
+
+impl Default for SwitchConfig {
+    fn default() -> Self {
+        let mut map = [0; 64];
+        for (dscp, prio) in map.iter_mut().enumerate() {
+            *prio = (dscp / 8) as u8;
+        }
+        Self {
+            bandwidth_bps: 10_000_000_000,
+            latency: Duration::from_micros(1),
+            buffer_bytes: 1 << 20,
+            ecn: None,
+            mark_at: MarkAt::Enqueue,
+            pfc: None,
+            ets: Ets::default(),
+            dscp_to_priority: map,
+        }
+    }
+}
+
+/// What a switch needs to know of a packet it queues: its length on the wire, its DSCP
+/// (classification) and its ECN bits (marking).
+pub trait Frame {
+    /// Bytes on the wire.
+    fn wire_len(&self) -> usize;
+    /// DSCP, 0..=63.
+    fn dscp(&self) -> u8;
+    /// The ECN bits.
+    fn ecn(&self) -> Ecn;
+    /// Sets the ECN bits (a CE mark).
+    fn set_ecn(&mut self, ecn: Ecn);
+}
+
+impl Frame for SimPacket {
+    fn wire_len(&self) -> usize {
+        Self::wire_len(self)
+    }
+    fn dscp(&self) -> u8 {
+        self.dscp
+    }
+    fn ecn(&self) -> Ecn {
+        self.ecn
+    }
+    fn set_ecn(&mut self, ecn: Ecn) {
+        self.ecn = ecn;
+    }
+}
+
+/// Counters of one port.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PortStats {
+    /// Packets queued for this egress port.
+    pub enqueued: u64,
+    /// Packets sent out of it.
+    pub sent: u64,
+    /// Bytes (on the wire) sent out of it.
+    pub sent_bytes: u64,
+    /// Packets dropped: its buffer was full.
+    pub drops: u64,
+    /// Packets marked CE on it.
+    pub ce_marked: u64,
+    /// PAUSE frames (XOFF) sent to its host.
+    pub pauses_sent: u64,
+    /// Resume frames (XON) sent to its host.
+    pub resumes_sent: u64,
+    /// The largest occupancy its buffer reached, bytes.
+    pub max_queue_bytes: usize,
+    /// PAUSE frames (XOFF) its host sent, which stop this port's egress for a priority.
+    pub pauses_received: u64,
+}
+
+/// A PFC frame on its way to a host, as its effect: the host may not send `priority` until
+/// `until` (`until == at` for XON).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PauseFrame {
+    /// When it reaches the host.
+    pub at: Instant,
+    /// The priority it pauses.
+    pub priority: u8,
+    /// Until when (`at` itself for a resume).
+    pub until: Instant,
+}

@@ -1,0 +1,97 @@
+//! ETS (802.1Qaz) at an egress port: which class sends next.
+
+use roce_core::Instant;
+
+use super::{CLASSES, Frame, SwitchOf};
+
+impl<P: Frame> SwitchOf<P> {
+    /// ETS: the highest strict class with packets, else deficit round robin over the others;
+    /// classes the host has paused wait.
+    pub(super) fn pick(&mut self, egress: usize, now: Instant) -> Option<usize> {
+        #[cfg(test)]
+        let reference = {
+            let port = &self.ports[egress];
+            let (mut deficit, mut next, mut granted) =
+                (port.deficit, port.next_class, port.granted);
+            let ready: [bool; CLASSES] = std::array::from_fn(|c| {
+                !port.queues[c].is_empty() && port.egress_paused_until[c] <= now
+            });
+            let heads = std::array::from_fn(|c| port.queues[c].front().map_or(0, |q| q.bytes));
+            let class = super::tests::pick_reference(
+                &self.config.ets,
+                ready,
+                heads,
+                (&mut deficit, &mut next, &mut granted),
+            );
+            (class, deficit, next, granted)
+        };
+        let class = self.pick_fast(egress, now);
+        #[cfg(test)]
+        {
+            let port = &self.ports[egress];
+            assert_eq!(
+                (class, port.deficit, port.next_class, port.granted),
+                reference,
+                "ETS pick differs from the one-step reference"
+            );
+        }
+        class
+    }
+
+    pub(super) fn pick_fast(&mut self, egress: usize, now: Instant) -> Option<usize> {
+        let ets = self.config.ets;
+        let port = &mut self.ports[egress];
+        let queued = port.queued_classes;
+        if queued == 0 {
+            return None;
+        }
+        // The classes with packets whose pause has run out, as a bit set (no allocation, and
+        // only the queued classes' pause times are read).
+        let mut ready: u16 = 0;
+        let mut bits = queued;
+        while bits != 0 {
+            let c = bits.trailing_zeros() as usize;
+            bits &= bits - 1;
+            if port.egress_paused_until[c] <= now {
+                ready |= 1 << c;
+            }
+        }
+        let strict = ready & self.strict_classes;
+        if strict != 0 {
+            return Some(15 - strict.leading_zeros() as usize); // the highest strict class
+        }
+        let weighted = ready & !self.strict_classes;
+        if weighted == 0 {
+            return None;
+        }
+        // Deficit round robin: each visit in a round grants a class weight × quantum bytes; it
+        // sends while its deficit covers its head packet, then the turn passes on. An empty
+        // class keeps no deficit.
+        const QUANTUM: i64 = 1500;
+        loop {
+            let class = port.next_class;
+            if weighted & 1 << class != 0 {
+                if !port.granted {
+                    port.deficit[class] += i64::from(ets.weights[class].max(1)) * QUANTUM;
+                    port.granted = true;
+                }
+                let head = port.queues[class].front().map_or(0, |q| q.bytes) as i64;
+                if port.deficit[class] >= head {
+                    port.deficit[class] -= head;
+                    return Some(class);
+                }
+                port.next_class = (class + 1) % CLASSES;
+            } else {
+                // On to the next class that may send; those passed keep no deficit.
+                let w = u32::from(weighted);
+                let after = ((w >> class) | (w << (CLASSES - class))) & ((1 << CLASSES) - 1);
+                let ahead = after.trailing_zeros() as usize; // weighted != 0: < CLASSES
+                for k in 0..ahead {
+                    port.deficit[(class + k) % CLASSES] = 0;
+                }
+                port.next_class = (class + ahead) % CLASSES;
+            }
+            port.granted = false;
+        }
+    }
+}

@@ -1,0 +1,67 @@
+//! PFC (802.1Qbb) at ingress, and RED/ECN marking: the switch's two signals to senders.
+
+use roce_core::{Duration, Instant};
+use roce_wire::frame::Ecn;
+
+use super::{Frame, PauseFrame, PortStats, SwitchConfig, SwitchOf};
+
+impl<P: Frame> SwitchOf<P> {
+    /// PFC at ingress: pause the host when its bytes held for `priority` pass XOFF, resume it
+    /// below XON (802.1Qbb; IEEE 802.1Qbb).
+    pub(super) fn pfc_check(&mut self, now: Instant, ingress: usize, priority: usize) {
+        let Some(pfc) = self.config.pfc else { return };
+        if pfc.priorities & (1 << priority) == 0 {
+            return;
+        }
+        let latency = self.config.latency;
+        let quanta_nanos = (u64::from(pfc.pause_quanta) * 512 * 1_000_000_000)
+            .div_ceil(self.ports[ingress].rate_bps.max(1));
+        let port = &mut self.ports[ingress];
+        let held = port.held[priority];
+        let at = now + latency;
+        // XOFF, or a refresh before the last one runs out (senders would resume otherwise).
+        let refresh = port.paused_host[priority]
+            && at + Duration::from_nanos(quanta_nanos / 2) >= port.pause_until[priority];
+        if held > pfc.xoff_bytes && (!port.paused_host[priority] || refresh) {
+            port.paused_host[priority] = true;
+            port.stats.pauses_sent += 1;
+            let until = at + Duration::from_nanos(quanta_nanos);
+            port.pause_until[priority] = until;
+            port.pauses.push_back(PauseFrame {
+                at,
+                priority: priority as u8,
+                until,
+            });
+        } else if held <= pfc.xon_bytes && port.paused_host[priority] {
+            port.paused_host[priority] = false;
+            port.stats.resumes_sent += 1;
+            port.pauses.push_back(PauseFrame {
+                at,
+                priority: priority as u8,
+                until: at,
+            });
+        }
+    }
+}
+
+/// RED marking of an ECN-capable packet by the queue `queue_bytes` of its class.
+pub(super) fn mark<P: Frame>(
+    config: &SwitchConfig,
+    rng: &mut u64,
+    packet: &mut P,
+    queue_bytes: usize,
+    stats: &mut PortStats,
+) {
+    let Some(ecn) = config.ecn else { return };
+    if !matches!(packet.ecn(), Ecn::Ect0 | Ecn::Ect1) {
+        return;
+    }
+    *rng ^= *rng << 13;
+    *rng ^= *rng >> 7;
+    *rng ^= *rng << 17;
+    let draw = (*rng >> 11) as f64 / (1u64 << 53) as f64;
+    if draw < ecn.probability(queue_bytes) {
+        packet.set_ecn(Ecn::Ce);
+        stats.ce_marked += 1;
+    }
+}
