@@ -72,7 +72,7 @@ enum Command {
 const MAX_SEGMENTS: usize = 64;
 /// The largest UDP payload one send may carry.
 const MAX_SEND: usize = 65_507;
-/// Socket buffer asked for (the kernel caps it at net.core.[rw]mem_max).
+/// Socket buffer asked for (the kernel caps it at `net.core.rmem_max` and `wmem_max`).
 const SOCKET_BUFFER: usize = 8 << 20;
 
 fn main() -> anyhow::Result<()> {

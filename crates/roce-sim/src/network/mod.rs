@@ -57,7 +57,7 @@ use wiring::Wiring;
 /// In `Lengths` mode the hosts' regions store nothing (writes are counted:
 /// [`Network::bytes_written`]), a sent payload is whatever the NIC's send buffer held, a packet
 /// in flight keeps only its first 64 UDP payload bytes (every RoCE header) and its length, and
-/// the NICs skip the ICRC check ([`IcrcPolicy::Skip`](roce_core::IcrcPolicy::Skip)). What is
+/// the NICs skip the ICRC check ([`IcrcPolicy::Skip`]). What is
 /// still checked: everything the engine checks in the headers (opcodes, PSN order, lengths
 /// against the RETH and the path MTU, keys and bounds of every access to the region), and the
 /// bytes each receiving region took, which [`Network::bytes_written`] gives per host; not

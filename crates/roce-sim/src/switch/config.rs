@@ -51,7 +51,7 @@ impl Default for Ets {
     }
 }
 
-/// How a [`Switch`] behaves.
+/// How a [`Switch`](super::Switch) behaves.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SwitchConfig {
     /// Line rate of every port, bits per second.

@@ -4,7 +4,7 @@
 //! Every port has eight egress classes (802.1p priorities). A packet that arrives on a port is
 //! routed by its destination address, classified by its DSCP ("trust dscp", default priority =
 //! DSCP / 8), and queued on its egress port's class: dropped when the port's buffer is full,
-//! ECN-marked (RED, [`EcnMarking`]) when it is ECN-capable and the class's queue is long — at
+//! ECN-marked (RED, [`EcnMarking`](crate::EcnMarking)) when it is ECN-capable and the class's queue is long — at
 //! enqueue, or at dequeue ("Fast ECN", the mark reflects the queue when the packet leaves).
 //! Each port sends one packet at a time at its line rate, choosing the class by ETS: strict
 //! priority classes first (highest priority first), then the others by deficit round robin on
