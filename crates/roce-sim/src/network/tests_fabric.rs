@@ -53,20 +53,7 @@ fn pfc_pauses_propagate_from_switch_to_switch_to_the_hosts() {
     // h0 (0), h1 (1) → s0 (3) → s1 (4) → h2 (2). The hosts send 2 × 50 G into s0, which the
     // 100 G link to s1 carries; only s1's 25 G link to h2 is a bottleneck. s0's queue can grow
     // only while s1 pauses it, and only then can s0 pause the hosts.
-    let kinds = vec![
-        NodeKind::Host,
-        NodeKind::Host,
-        NodeKind::Host,
-        NodeKind::Switch,
-        NodeKind::Switch,
-    ];
-    let links = vec![
-        link(0, 3, 50 * G),
-        link(1, 3, 50 * G),
-        link(3, 4, 100 * G),
-        link(4, 2, 25 * G),
-    ];
-    let topology = Topology::new(kinds, links).unwrap();
+    let topology = two_switches_in_a_line();
     let pfc = Pfc {
         xoff_bytes: 64 << 10,
         xon_bytes: 32 << 10,
@@ -118,20 +105,7 @@ fn pfc_pauses_propagate_from_switch_to_switch_to_the_hosts() {
 #[test]
 fn without_pfc_the_same_traffic_overflows_s1() {
     // The control of the test above: the buffers are small enough that, unpaused, s1 drops.
-    let kinds = vec![
-        NodeKind::Host,
-        NodeKind::Host,
-        NodeKind::Host,
-        NodeKind::Switch,
-        NodeKind::Switch,
-    ];
-    let links = vec![
-        link(0, 3, 50 * G),
-        link(1, 3, 50 * G),
-        link(3, 4, 100 * G),
-        link(4, 2, 25 * G),
-    ];
-    let topology = Topology::new(kinds, links).unwrap();
+    let topology = two_switches_in_a_line();
     let config = NetworkConfig {
         switch: SwitchConfig {
             buffer_bytes: 1 << 20,
@@ -182,4 +156,22 @@ fn a_switch_port_serialises_and_sizes_its_pauses_at_its_own_rate() {
     let frames: Vec<_> = s.take_pause_frames(0).collect();
     assert_eq!(frames.len(), 1);
     assert_eq!(frames[0].until, frames[0].at);
+}
+
+/// h0 (0), h1 (1) → s0 (3) → s1 (4) → h2 (2): the hosts at 50 G, s0–s1 at 100 G, s1–h2 at 25 G.
+fn two_switches_in_a_line() -> Topology {
+    let kinds = vec![
+        NodeKind::Host,
+        NodeKind::Host,
+        NodeKind::Host,
+        NodeKind::Switch,
+        NodeKind::Switch,
+    ];
+    let links = vec![
+        link(0, 3, 50 * G),
+        link(1, 3, 50 * G),
+        link(3, 4, 100 * G),
+        link(4, 2, 25 * G),
+    ];
+    Topology::new(kinds, links).unwrap()
 }

@@ -29,6 +29,8 @@
 //! [network.dcqcn]                       # optional: DcqcnConfig knobs (mlx5 names) to override
 //! [network.ecn]                         # kmin_bytes, kmax_bytes, pmax (as [switch.ecn])
 //! [network.pfc]                         # xoff_bytes, xon_bytes (as [switch.pfc])
+//! [sweep]                               # optional: the axes of `roce sim sweep` (ignored here)
+//! "workload.load" = [0.3, 0.5]
 //! [run]
 //! until_us = 300                        # no flow starts at or after it; default: the workload's end
 //! drain_us = 1000                       # then this long for the flows started to finish
@@ -59,6 +61,10 @@ pub(super) struct NetworkFile {
     network: NetFile,
     #[serde(default)]
     run: RunFile,
+    /// The axes of `roce sim sweep` (`super::grid`); a plain run ignores them and runs the
+    /// scenario as its other keys give it.
+    #[serde(default, rename = "sweep")]
+    _sweep: Option<toml::Table>,
 }
 
 #[derive(Debug, Deserialize)]
