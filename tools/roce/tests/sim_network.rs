@@ -282,3 +282,34 @@ fn the_shipped_hpcc_scale_scenarios_validate() {
         assert_eq!(incast, flows > 1_005_000, "{text}");
     }
 }
+
+/// `network.payload = "lengths"` (headers only, for speed) gives the very records of the full
+/// bytes: the same flows, the same FCTs to the nanosecond.
+#[test]
+fn lengths_mode_gives_the_fct_records_of_bytes_mode() {
+    let dir = temp_dir("payload");
+    let base = read(&scenarios().join("leafspine-websearch.toml"));
+    let mut fcts = Vec::new();
+    for mode in ["bytes", "lengths"] {
+        let file = dir.join(format!("{mode}.toml"));
+        let text = base.replacen(
+            "[network]\n",
+            &format!("[network]\npayload = \"{mode}\"\n"),
+            1,
+        );
+        assert!(text.contains(&format!("payload = \"{mode}\"")));
+        std::fs::write(&file, text).unwrap();
+        let out = dir.join(mode);
+        let o = roce(&[
+            "sim",
+            file.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+        ]);
+        assert!(o.status.success(), "{mode}: {}", stderr(&o));
+        fcts.push(read(&out.join("fct.txt")));
+    }
+    assert!(fcts[0].lines().count() >= 20, "{}", fcts[0]);
+    assert_eq!(fcts[0], fcts[1], "the two modes' fct.txt differ");
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -26,6 +26,7 @@
 //! congestion = "dcqcn"                  # "none", "dcqcn" (NVIDIA defaults), "dcqcn-paper"
 //! buffer_bytes = 1048576                # per egress port
 //! mtu = 1024
+//! payload = "bytes"                     # or "lengths": headers only, regions count bytes (speed)
 //! [network.dcqcn]                       # optional: DcqcnConfig knobs (mlx5 names) to override
 //! [network.ecn]                         # kmin_bytes, kmax_bytes, pmax (as [switch.ecn])
 //! [network.pfc]                         # xoff_bytes, xon_bytes (as [switch.pfc])
@@ -40,7 +41,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, anyhow, bail};
 use roce_core::{Congestion, DcqcnConfig, Duration, Mtu};
-use roce_sim::network::NetworkConfig;
+use roce_sim::network::{NetworkConfig, Payload};
 use roce_sim::topology::{LeafSpine, fat_tree, hpcc_fat};
 use roce_sim::{Cdf, Topology};
 use serde::Deserialize;
@@ -125,6 +126,19 @@ struct NetFile {
     mtu: Option<u32>,
     #[serde(default)]
     seed: u64,
+    #[serde(default)]
+    payload: PayloadName,
+}
+
+/// `network.payload`: what packets carry (`roce_sim::network::Payload`).
+#[derive(Debug, Default, Clone, Copy, Deserialize)]
+#[serde(rename_all = "lowercase")]
+enum PayloadName {
+    /// Every byte, copied and ICRC-checked.
+    #[default]
+    Bytes,
+    /// Lengths only (headers kept, regions count what they receive): for speed.
+    Lengths,
 }
 
 /// DCQCN knobs over the profile `congestion` names; the names are [`DcqcnConfig`]'s.
@@ -244,7 +258,13 @@ impl NetworkFile {
             }
         };
         let n = &self.network;
-        let mut config = NetworkConfig::default();
+        let mut config = NetworkConfig {
+            payload: match n.payload {
+                PayloadName::Bytes => Payload::Bytes,
+                PayloadName::Lengths => Payload::Lengths,
+            },
+            ..NetworkConfig::default()
+        };
         if let Some(mtu) = n.mtu {
             config.host.mtu = Mtu::from_bytes(mtu)
                 .ok_or_else(|| anyhow!("network.mtu = {mtu}: one of 256, 512, 1024, 2048, 4096"))?;
