@@ -11,7 +11,10 @@
 
 mod common;
 
-use common::exec::{Side, exec_cm_pair, have, ok_as as ok, result_rows, transfers_complete};
+use common::exec::{
+    Side, exec_cm_pair, have, ok_as as ok, past_perftests_listen_race, result_rows,
+    transfers_complete,
+};
 use std::process::Output;
 
 /// Runs `server` at `server_ip` and `client` at `client_ip`, each under `roce exec` (at most
@@ -157,30 +160,17 @@ fn rdma_server_and_rdma_client_use_synchronous_endpoints() {
     );
 }
 
-/// perftest 4.5-0.17's `-R` client connects its test QPs as soon as the first handshake is
-/// done, while the server may not listen again yet; the REJ (invalid service ID) it then gets
-/// is final, because its retry reuses the ids it destroyed. Whether a run lost that race.
-fn lost_perftests_listen_race(client: &Output) -> bool {
-    !client.status.success() && stderr(client).contains("RDMA_CM_EVENT_REJECTED; error: 8")
-}
-
 /// perftest `-R`: both sides exit 0, and the client reports every iteration at a size. A run
-/// that lost perftest's own listen race ([`lost_perftests_listen_race`]) is run again, up to
-/// three times.
+/// that lost perftest's own listen race is run again ([`past_perftests_listen_race`]).
 fn perftest_rdma_cm(program: &str, server_ip: &str, client_ip: &str) {
     if !have(program, "perftest") {
         return;
     }
     let args = [program, "-R", "-n", "200", "-s", "4096"];
     let client_args = [&args[..], &[server_ip]].concat();
-    let mut run = cm_pair(server_ip, &args, client_ip, &client_args);
-    for _ in 0..3 {
-        if !lost_perftests_listen_race(&run.0) {
-            break;
-        }
-        eprintln!("{program} -R: the client was faster than the server's second listen; again");
-        run = cm_pair(server_ip, &args, client_ip, &client_args);
-    }
+    let run = past_perftests_listen_race(program, || {
+        cm_pair(server_ip, &args, client_ip, &client_args)
+    });
     let (client, server) = run;
     let text = ok(&format!("{program} -R client"), &client);
     ok(&format!("{program} -R server"), &server);

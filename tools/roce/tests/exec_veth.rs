@@ -10,7 +10,8 @@
 mod common;
 
 use common::exec::{
-    Side, exec_cm_pair, exec_pair, have, ok_as as ok, result_rows, transfers_complete,
+    Side, exec_cm_pair, exec_pair, have, ok_as as ok, past_perftests_listen_race, result_rows,
+    transfers_complete,
 };
 use common::{have_tools, run_ok, sh};
 use std::process::Output;
@@ -72,23 +73,17 @@ impl Pair {
     /// both under `roce exec EXEC_ARGS` (at most 120 s each); returns (client, server) once
     /// both have ended.
     fn run(&self, exec_args: &[&str], program: &[&str], port: &str) -> (Output, Output) {
-        let [wa, wb] = self.wrappers();
-        let server = Side {
-            wrapper: &wb,
-            ip: B_IP,
-            exec_args,
-        };
-        let client = Side {
-            wrapper: &wa,
-            ip: A_IP,
-            exec_args,
-        };
-        exec_pair(server, client, port, program)
+        self.with_sides(exec_args, |b, a| exec_pair(b, a, port, program))
     }
 
     /// Runs `server` in b and `client` in a, each under `roce exec EXEC_ARGS`, the client once
     /// the server's NIC is up: for RDMA CM programs, whose client names the server itself.
     fn run_cm(&self, exec_args: &[&str], server: &[&str], client: &[&str]) -> (Output, Output) {
+        self.with_sides(exec_args, |b, a| exec_cm_pair(b, a, server, client))
+    }
+
+    /// `f(b, a)`: the two namespaces' sides, each under `roce exec EXEC_ARGS` (at most 120 s).
+    fn with_sides<R>(&self, exec_args: &[&str], f: impl FnOnce(Side<'_>, Side<'_>) -> R) -> R {
         let [wa, wb] = self.wrappers();
         let b = Side {
             wrapper: &wb,
@@ -100,7 +95,7 @@ impl Pair {
             ip: A_IP,
             exec_args,
         };
-        exec_cm_pair(b, a, server, client)
+        f(b, a)
     }
 }
 
@@ -438,20 +433,9 @@ fn perftest_through_the_connection_manager_over_veth() {
     for program in ["ib_send_bw", "ib_write_bw", "ib_read_bw", "ib_send_lat"] {
         let server = [program, "-R", "-n", "200", "-x", "1"];
         let client = [&server[..], &[B_IP]].concat();
-        let mut run = pair.run_cm(&["--mtu", "4096"], &server, &client);
-        // perftest 4.5-0.17's client may connect before its server listens again, and does
-        // not survive the REJ (exec_rdmacm.rs, lost_perftests_listen_race): again then, up to
-        // three times more (on a loaded machine it loses that race often).
-        for _ in 0..3 {
-            let lost = !run.0.status.success()
-                && String::from_utf8_lossy(&run.0.stderr)
-                    .contains("RDMA_CM_EVENT_REJECTED; error: 8");
-            if !lost {
-                break;
-            }
-            eprintln!("{program} -R: the client was faster than the server's second listen; again");
-            run = pair.run_cm(&["--mtu", "4096"], &server, &client);
-        }
+        let run = past_perftests_listen_race(program, || {
+            pair.run_cm(&["--mtu", "4096"], &server, &client)
+        });
         let (client, server) = run;
         let text = ok(&format!("{program} -R client"), &client);
         ok(&format!("{program} -R server"), &server);

@@ -44,16 +44,9 @@ pub(super) fn run(
         let args = super::Args {
             scenario: Some(file.display().to_string()),
             out: Some(dir.to_path_buf()),
-            json: false,
-            list: false,
-            progress_every: None,
-            topology: None,
-            flows: None,
             allow_large,
-            progress: false,
-            check: false,
             quiet: true,
-            command: None,
+            ..super::Args::default()
         };
         let text = std::fs::read_to_string(file)?;
         super::network_run::run(&args, file, &text).map(drop)
@@ -291,16 +284,12 @@ fn read_point(dir: &Path) -> anyhow::Result<Option<Json>> {
     if let Ok(fct) = std::fs::read_to_string(dir.join("fct.txt")) {
         let name = dir.join("fct.txt").display().to_string();
         let records = roce_sim::fct::parse_fct_file(&name, &fct)?;
-        let mut slowdowns: Vec<f64> = records.iter().map(|r| r.slowdown()).collect();
-        slowdowns.sort_by(f64::total_cmp);
-        for (key, p) in [
-            ("slowdown_p50", 0.5),
-            ("slowdown_p95", 0.95),
-            ("slowdown_p99", 0.99),
-        ] {
-            // fct_analysis.py's percentile: the element at int(len * p).
-            let at = ((slowdowns.len() as f64 * p) as usize).min(slowdowns.len().saturating_sub(1));
-            row[key] = slowdowns.get(at).map_or(Json::Null, |&s| json!(s));
+        // One bin of all the flows: fct_analysis.py's percentiles over the whole point.
+        let table = roce_sim::SlowdownTable::new(&records, 100)?;
+        if let Some(all) = table.bins.first() {
+            row["slowdown_p50"] = json!(all.p50);
+            row["slowdown_p95"] = json!(all.p95);
+            row["slowdown_p99"] = json!(all.p99);
         }
     }
     Ok(Some(row))
