@@ -51,18 +51,7 @@ impl UdpBackend {
         let std_socket = std::net::UdpSocket::bind(SocketAddr::new(ip, port))?;
         std_socket.set_nonblocking(true)?;
         let state = UdpSocketState::new((&std_socket).into())?;
-        // A burst of READ responses or a window of requests is a few hundred datagrams; the
-        // default receive buffer (rmem_default, ~208 KiB) holds about 90 of them and the kernel
-        // drops the rest (RcvbufErrors in /proc/net/snmp). Ask for more; the kernel caps it at
-        // net.core.rmem_max / wmem_max.
-        for result in [
-            state.set_recv_buffer_size((&std_socket).into(), SOCKET_BUFFER),
-            state.set_send_buffer_size((&std_socket).into(), SOCKET_BUFFER),
-        ] {
-            if let Err(err) = result {
-                tracing::debug!(error = %err, "socket buffer size not set");
-            }
-        }
+        size_buffers(&std_socket);
         let local = std_socket.local_addr()?;
         let socket = super::sys::register_udp(std_socket)?;
         let meta = vec![RecvMeta::default(); BATCH];
@@ -240,6 +229,44 @@ fn ecn_from(ecn: Option<EcnCodepoint>) -> Ecn {
 
 /// Bytes of socket buffer asked for in each direction.
 const SOCKET_BUFFER: usize = 8 << 20;
+
+/// Gives the socket [`SOCKET_BUFFER`] bytes each way. A burst of READ responses, or the send
+/// windows of a few QPs (16 QPs with a 64 KiB message each is 256 datagrams of 4 KiB), is a
+/// few hundred datagrams; the default receive buffer (rmem_default, ~208 KiB) holds a few
+/// dozen of them and the kernel drops the rest (RcvbufErrors in /proc/net/snmp), which costs
+/// a retransmission timeout each and, at the end of a run whose peer has gone, a failed work
+/// request. `SO_RCVBUFFORCE` passes net.core.rmem_max with CAP_NET_ADMIN; without it
+/// `SO_RCVBUF` is capped at rmem_max (wmem_max for sends, where a full buffer only makes the
+/// sender wait), and a receive cap below what we asked for is said once, with the sysctl that lifts
+/// it.
+fn size_buffers(socket: &std::net::UdpSocket) {
+    use nix::sys::socket::{getsockopt, setsockopt, sockopt};
+    /// The cap is said once per process, not once per NIC.
+    static CAPPED: std::sync::Once = std::sync::Once::new();
+    let want = SOCKET_BUFFER;
+    if setsockopt(socket, sockopt::SndBufForce, &want)
+        .or_else(|_| setsockopt(socket, sockopt::SndBuf, &want))
+        .is_err()
+    {
+        tracing::debug!("send buffer size not set");
+    }
+    let recv = setsockopt(socket, sockopt::RcvBufForce, &want)
+        .or_else(|_| setsockopt(socket, sockopt::RcvBuf, &want))
+        .and_then(|()| getsockopt(socket, sockopt::RcvBuf));
+    match recv {
+        // The kernel reports twice the size set (socket(7): the other half is its bookkeeping).
+        Ok(got) if got / 2 < want => CAPPED.call_once(|| {
+            tracing::warn!(
+                "UDP receive buffer capped at {} KiB by net.core.rmem_max: datagrams beyond it \
+                 are dropped and retransmitted; `sysctl -w net.core.rmem_max={want}` lifts the \
+                 cap",
+                got / 2 / 1024
+            );
+        }),
+        Ok(_) => {}
+        Err(err) => tracing::debug!(error = %err, "receive buffer size not set"),
+    }
+}
 
 /// The most datagrams one segmentation-offload send carries (Linux's `UDP_MAX_SEGMENTS` is 64
 /// before 6.9, 128 since).
