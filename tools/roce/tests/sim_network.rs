@@ -264,12 +264,41 @@ fn a_scenario_too_large_for_memory_is_refused_unless_allowed() {
 }
 
 #[test]
+fn static_thresholds_on_a_shared_buffer_are_refused() {
+    let text = format!(
+        "{SMALL}[network]\nshared_buffer = true\n[network.pfc]\nxoff_bytes = 65536\n\
+         xon_bytes = 32768\n"
+    );
+    refused(
+        "shared-xoff",
+        &text,
+        &[],
+        &["network.pfc", "dynamic", "alpha_shift"],
+    );
+    let text =
+        format!("{SMALL}[network.pfc]\nxoff_bytes = 65536\nxon_bytes = 32768\nalpha_shift = 2\n");
+    refused(
+        "alpha-per-port",
+        &text,
+        &[],
+        &["network.pfc.alpha_shift", "only with a shared buffer"],
+    );
+    let text = format!("{SMALL}[network.pfc]\nxon_bytes = 32768\n");
+    refused("no-xoff", &text, &[], &["network.pfc: needs xoff_bytes"]);
+}
+
+#[test]
 fn the_shipped_hpcc_scale_scenarios_validate() {
     for (name, incast) in [("fattree-fb30", false), ("fattree-fb30-incast", true)] {
         let o = roce(&["sim", name, "--check"]);
         assert!(o.status.success(), "{name}: {}", stderr(&o));
         let text = String::from_utf8_lossy(&o.stdout).into_owned();
         assert!(text.contains("320 hosts, 56 switches"), "{text}");
+        // HPCC's buffer: 32 MB per switch, shared, with dynamic PFC thresholds.
+        assert!(
+            text.contains("buffer 33554432 B per switch, shared, dynamic PFC thresholds (1/8"),
+            "{text}"
+        );
         // About a million FB_Hadoop flows in 0.1 s (sim-facts §3.2), more with incast.
         let flows: u64 = text
             .split(" flows (")

@@ -23,9 +23,12 @@
 //! [`CHECK_EVERY`] of a run; a confirmed one stops the run and is reported with the switches
 //! and ports in it ([`Network::deadlock`], `deadlock.rs`).
 //!
-//! Not modelled: links' `error_rate` (no random loss), multi-homed hosts (refused), a shared
-//! buffer across a switch's ports (each egress port has `buffer_bytes`, as in
-//! [`Switch`](crate::Switch)).
+//! A switch's buffer is `buffer_bytes` per egress port, as in [`Switch`](crate::Switch), or with
+//! [`SwitchConfig::shared`] one buffer shared by its ports with dynamic PFC thresholds (HPCC's
+//! model): each port's headroom is [`pfc_headroom`] of its link, its α [`alpha_shift`] of its
+//! rate.
+//!
+//! Not modelled: links' `error_rate` (no random loss), multi-homed hosts (refused).
 
 mod deadlock;
 mod engine;
@@ -41,7 +44,7 @@ use std::sync::Arc;
 use roce_core::{IcrcPolicy, Instant, MAX_DATAGRAM, Nic, NicConfig};
 
 use crate::pair::{PairConfig, Side, side};
-use crate::switch::{PortStats, SwitchConfig, SwitchOf};
+use crate::switch::{PortStats, SwitchConfig, SwitchOf, pfc_headroom};
 use crate::topology::{NodeId, NodeKind, Routes, Topology, TopologyError};
 pub use deadlock::{CHECK_EVERY, Deadlock, PausedQueue};
 use events::EventQueue;
@@ -110,6 +113,19 @@ impl Default for NetworkConfig {
             payload: Payload::Bytes,
         }
     }
+}
+
+/// A shared buffer's α for a port of `rate_bps` when hosts send at `host_rate_bps`: `base`,
+/// one less per doubling of the port's rate over the hosts' (down to 0), as HPCC's `third.cc`
+/// sets `pfc_a_shift`: a 400 Gb/s port beside 100 Gb/s hosts may take 1/2 of the free space
+/// where a host's port takes 1/8.
+pub fn alpha_shift(base: u8, rate_bps: u64, host_rate_bps: u64) -> u8 {
+    let (mut shift, mut rate) = (base, rate_bps);
+    while rate > host_rate_bps && shift > 0 {
+        shift -= 1;
+        rate /= 2;
+    }
+    shift
 }
 
 /// Why a topology cannot be built into a network.
@@ -204,6 +220,13 @@ impl Network {
             }
             sides.push(s);
         }
+        // The hosts' rate, which a shared buffer's α is relative to (HPCC's `nic_rate`).
+        let host_rate = host_nodes
+            .iter()
+            .filter_map(|&h| topology.neighbors(h).first())
+            .map(|&(_, link)| topology.links()[link].rate_bps)
+            .min()
+            .unwrap_or(0);
         let switch_config = SwitchConfig {
             latency: roce_core::Duration::ZERO,
             ..config.switch.clone()
@@ -215,7 +238,13 @@ impl Network {
                     let seed = config.seed.wrapping_add(u64::from(n));
                     let mut s = SwitchOf::new(switch_config.clone(), ports, Vec::new(), seed);
                     for p in 0..ports as u16 {
-                        s.set_port_rate(usize::from(p), wiring.peer(n, p).rate_bps);
+                        let peer = wiring.peer(n, p);
+                        s.set_port_rate(usize::from(p), peer.rate_bps);
+                        if let Some(shared) = config.switch.shared {
+                            let headroom = pfc_headroom(peer.rate_bps, peer.delay);
+                            let shift = alpha_shift(shared.alpha_shift, peer.rate_bps, host_rate);
+                            s.set_port_headroom(usize::from(p), headroom, shift);
+                        }
                     }
                     s
                 })
@@ -329,3 +358,5 @@ impl Network {
 mod tests;
 #[cfg(test)]
 mod tests_deadlock;
+#[cfg(test)]
+mod tests_shared;

@@ -32,6 +32,46 @@ pub struct Pfc {
     pub priorities: u8,
 }
 
+/// One buffer shared by all of a switch's ports, with dynamic PFC thresholds: Broadcom's
+/// shared-buffer MMU as HPCC's ns-3 models it (`switch-mmu.cc`; headroom and α per port set by
+/// `third.cc`). With it a switch has no per-egress limit and `Pfc`'s `xoff_bytes` and
+/// `xon_bytes` are unused: each ingress port and priority owns `reserve_bytes`, then takes from
+/// the shared pool until its share passes the *threshold* `free >> alpha_shift` of its port,
+/// where `free` is what neither the reserves, the headrooms nor the shared bytes in use hold.
+/// There it pauses its sender (XOFF), and what still arrives goes to the port's headroom
+/// ([`SwitchOf::set_port_headroom`](super::SwitchOf::set_port_headroom)); it resumes (XON)
+/// once its headroom is empty and its share is `resume_offset_bytes` under the threshold. A
+/// packet that finds the headroom full is dropped, and so is one of a priority without PFC
+/// that would need it. A busy switch has less free space, so every port's threshold falls:
+/// the more ports share the buffer, the earlier each pauses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SharedBuffer {
+    /// The switch's whole buffer, bytes.
+    pub bytes: usize,
+    /// Bytes each ingress port and priority holds before it takes from the shared pool
+    /// (HPCC: 4 KiB).
+    pub reserve_bytes: usize,
+    /// How far under the threshold a paused port's share must fall before it resumes (HPCC:
+    /// 3 KiB).
+    pub resume_offset_bytes: usize,
+    /// The threshold is the free space shifted right by this much (α = 2^-shift) on a port of
+    /// the slowest rate; HPCC uses 3 (1/8) and one less per doubling of a port's rate over the
+    /// hosts' (`set_port_headroom` takes each port's own).
+    pub alpha_shift: u8,
+}
+
+impl SharedBuffer {
+    /// `bytes` shared, with HPCC's reserve (4 KiB), resume offset (3 KiB) and α (1/8).
+    pub fn hpcc(bytes: usize) -> Self {
+        Self {
+            bytes,
+            reserve_bytes: 4 * 1024,
+            resume_offset_bytes: 3 * 1024,
+            alpha_shift: 3,
+        }
+    }
+}
+
 /// ETS: which classes are strict priority, and the weights of the others.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Ets {
@@ -58,8 +98,12 @@ pub struct SwitchConfig {
     pub bandwidth_bps: u64,
     /// Propagation delay of each cable, each way.
     pub latency: Duration,
-    /// Bytes of buffer per egress port, all classes together (drop-tail).
+    /// Bytes of buffer per egress port, all classes together (drop-tail); unused with
+    /// `shared`.
     pub buffer_bytes: usize,
+    /// One buffer shared by all ports, with dynamic PFC thresholds, instead of `buffer_bytes`
+    /// per egress port and PFC's static ones; `None` (the default): per-port buffers.
+    pub shared: Option<SharedBuffer>,
     /// RED ECN marking per egress class; `None` never marks.
     pub ecn: Option<EcnMarking>,
     /// When marking is decided.
@@ -83,6 +127,7 @@ impl Default for SwitchConfig {
             bandwidth_bps: 10_000_000_000,
             latency: Duration::from_micros(1),
             buffer_bytes: 1 << 20,
+            shared: None,
             ecn: None,
             mark_at: MarkAt::Enqueue,
             pfc: None,
@@ -129,7 +174,8 @@ pub struct PortStats {
     pub sent: u64,
     /// Bytes (on the wire) sent out of it.
     pub sent_bytes: u64,
-    /// Packets dropped: its buffer was full.
+    /// Packets dropped: its buffer was full (with a shared buffer: packets that came in on
+    /// this port and found its headroom full).
     pub drops: u64,
     /// Packets marked CE on it.
     pub ce_marked: u64,

@@ -1,4 +1,4 @@
-//! A shared-buffer switch in virtual time: the congestion point of DCQCN and the PFC and ETS
+//! A switch in virtual time: the congestion point of DCQCN and the PFC and ETS
 //! machinery of a lossless Ethernet fabric.
 //!
 //! Every port has eight egress classes (802.1p priorities). A packet that arrives on a port is
@@ -12,7 +12,8 @@
 //! bytes it holds; above `xoff_bytes` it sends that port's host a PAUSE for the priority
 //! (`pause_quanta` of 512 bit times), refreshed while the count stays above `xon_bytes`, and an
 //! XON (quanta 0) once it falls below (IEEE 802.1Qbb; the CP as the DCQCN paper and HPCC's
-//! switch-mmu.cc mark).
+//! switch-mmu.cc mark). With [`SwitchConfig::shared`] the buffer is one pool for all ports and
+//! the thresholds are dynamic ([`SharedBuffer`], `shared.rs`).
 //!
 //! Each port has its own line rate ([`SwitchOf::set_port_rate`]; by default the config's
 //! `bandwidth_bps`), which serialises what it sends and sizes the pause quanta it sends.
@@ -26,6 +27,7 @@
 mod config;
 mod ets;
 mod pfc;
+mod shared;
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
@@ -33,7 +35,9 @@ use std::collections::{BinaryHeap, VecDeque};
 use roce_core::{Duration, Instant};
 
 use crate::SimPacket;
-pub use config::{CLASSES, Ets, Frame, MarkAt, PauseFrame, Pfc, PortStats, SwitchConfig};
+pub use config::{
+    CLASSES, Ets, Frame, MarkAt, PauseFrame, Pfc, PortStats, SharedBuffer, SwitchConfig,
+};
 use pfc::mark;
 
 #[derive(Debug)]
@@ -61,8 +65,15 @@ struct Port<P> {
     /// Packets on the cable towards the host: (arrival, sequence).
     cable: BinaryHeap<Reverse<(Instant, u64)>>,
     cable_packets: Vec<(u64, P)>,
-    /// Ingress accounting: bytes held that came in on this port, per priority (PFC).
+    /// Ingress accounting: bytes held that came in on this port, per priority (PFC); with a
+    /// shared buffer, those in its reserve and the shared pool.
     held: [usize; CLASSES],
+    /// With a shared buffer: bytes held in this port's headroom, per priority.
+    headroom_held: [usize; CLASSES],
+    /// With a shared buffer: the headroom, bytes (each PFC priority has this much).
+    headroom: usize,
+    /// With a shared buffer: this port's threshold is the free space `>> alpha_shift`.
+    alpha_shift: u8,
     paused_host: [bool; CLASSES],
     /// When the last PAUSE sent to the host runs out, per priority.
     pause_until: [Instant; CLASSES],
@@ -87,6 +98,9 @@ impl<P> Port<P> {
             cable: BinaryHeap::new(),
             cable_packets: Vec::new(),
             held: [0; CLASSES],
+            headroom_held: [0; CLASSES],
+            headroom: 0,
+            alpha_shift: 0,
             paused_host: [false; CLASSES],
             pause_until: [Instant::ZERO; CLASSES],
             egress_paused_until: [Instant::ZERO; CLASSES],
@@ -111,6 +125,10 @@ pub struct SwitchOf<P> {
     rng: u64,
     /// The ETS strict classes, as a bit set.
     strict_classes: u16,
+    /// With a shared buffer: the bytes of it in use beyond the ports' reserves and headrooms.
+    shared_used: usize,
+    /// With a shared buffer: what the reserves and headrooms set aside, bytes.
+    set_aside: usize,
 }
 
 impl Switch {
@@ -136,7 +154,7 @@ impl<P: Frame> SwitchOf<P> {
         routes: Vec<(std::net::IpAddr, usize)>,
         seed: u64,
     ) -> Self {
-        Self {
+        let mut switch = Self {
             ports: (0..ports)
                 .map(|_| Port::new(config.bandwidth_bps))
                 .collect(),
@@ -147,6 +165,49 @@ impl<P: Frame> SwitchOf<P> {
             routes,
             seq: 0,
             rng: seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1,
+            shared_used: 0,
+            set_aside: 0,
+        };
+        if let Some(shared) = switch.config.shared {
+            // Until told otherwise, each port's headroom covers what arrives in the time a
+            // PAUSE takes to act over the config's cable (see `set_port_headroom`).
+            let rate = switch.config.bandwidth_bps;
+            let headroom = pfc_headroom(rate, switch.config.latency);
+            for port in 0..ports {
+                switch.set_port_headroom(port, headroom, shared.alpha_shift);
+            }
+        }
+        switch
+    }
+
+    /// With a shared buffer: sets `port`'s headroom (bytes per PFC priority, for what arrives
+    /// after its PAUSE leaves; [`pfc_headroom`] is HPCC's) and its α (`alpha_shift`: the
+    /// threshold is the free space `>> alpha_shift`). Without one this does nothing.
+    pub fn set_port_headroom(&mut self, port: usize, headroom_bytes: usize, alpha_shift: u8) {
+        let Some(shared) = self.config.shared else {
+            return;
+        };
+        self.ports[port].headroom = headroom_bytes;
+        self.ports[port].alpha_shift = alpha_shift.min(63);
+        self.set_aside = self
+            .ports
+            .iter()
+            .map(|p| p.headroom + shared.reserve_bytes)
+            .sum();
+    }
+
+    /// Whether `priority` is one PFC keeps lossless.
+    fn lossless(&self, priority: usize) -> bool {
+        self.config
+            .pfc
+            .is_some_and(|pfc| pfc.priorities & (1 << priority) != 0)
+    }
+
+    /// Gives back what a packet that came in on `ingress` took, as it leaves.
+    fn release(&mut self, ingress: usize, priority: usize, bytes: usize) {
+        match self.config.shared {
+            Some(shared) => self.shared_release(&shared, ingress, priority, bytes),
+            None => self.ports[ingress].held[priority] -= bytes,
         }
     }
 
@@ -193,11 +254,19 @@ impl<P: Frame> SwitchOf<P> {
         let priority =
             usize::from(self.config.dscp_to_priority[usize::from(packet.dscp() & 63)]) % CLASSES;
         let bytes = packet.wire_len();
-        let port = &mut self.ports[egress];
-        if port.bytes + bytes > self.config.buffer_bytes {
-            port.stats.drops += 1;
+        if let Some(shared) = self.config.shared {
+            if !self.shared_admits(&shared, ingress, priority, bytes) {
+                self.ports[ingress].stats.drops += 1;
+                return false;
+            }
+            self.shared_charge(&shared, ingress, priority, bytes);
+        } else if self.ports[egress].bytes + bytes > self.config.buffer_bytes {
+            self.ports[egress].stats.drops += 1;
             return false;
+        } else {
+            self.ports[ingress].held[priority] += bytes;
         }
+        let port = &mut self.ports[egress];
         if self.config.mark_at == MarkAt::Enqueue {
             let queue = port.class_bytes[priority];
             mark(
@@ -219,7 +288,6 @@ impl<P: Frame> SwitchOf<P> {
             bytes,
         });
         port.queued_classes |= 1 << priority;
-        self.ports[ingress].held[priority] += bytes;
         self.pfc_check(now, ingress, priority);
         self.start(now, egress);
         true
@@ -253,7 +321,7 @@ impl<P: Frame> SwitchOf<P> {
                 }
                 let end = *end;
                 let (_, done) = self.ports[egress].in_service.take().expect("checked above");
-                self.ports[done.ingress].held[done.priority] -= done.bytes;
+                self.release(done.ingress, done.priority, done.bytes);
                 self.pfc_check(end, done.ingress, done.priority);
                 let arrival = end + self.config.latency;
                 self.seq += 1;
@@ -302,7 +370,7 @@ impl<P: Frame> SwitchOf<P> {
     pub fn finish(&mut self, now: Instant, port: usize) -> Option<(P, usize)> {
         let end = self.service_end(port).filter(|end| *end <= now)?;
         let (_, done) = self.ports[port].in_service.take()?;
-        self.ports[done.ingress].held[done.priority] -= done.bytes;
+        self.release(done.ingress, done.priority, done.bytes);
         self.pfc_check(end, done.ingress, done.priority);
         let stats = &mut self.ports[port].stats;
         stats.sent += 1;
@@ -402,5 +470,15 @@ impl<P: Frame> SwitchOf<P> {
     }
 }
 
+/// HPCC's headroom for a port (`third.cc`): three times what the link carries in one cable
+/// delay — the PAUSE's way there, the bytes on the cable back and the packet the sender is in
+/// the middle of, with room to spare.
+pub fn pfc_headroom(rate_bps: u64, delay: Duration) -> usize {
+    let bytes = u128::from(rate_bps) * delay.as_nanos() / 8 / 1_000_000_000 * 3;
+    usize::try_from(bytes).unwrap_or(usize::MAX)
+}
+
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_shared;

@@ -7,22 +7,29 @@ use super::{Frame, PauseFrame, PortStats, SwitchConfig, SwitchOf};
 
 impl<P: Frame> SwitchOf<P> {
     /// PFC at ingress: pause the host when its bytes held for `priority` pass XOFF, resume it
-    /// below XON (802.1Qbb; IEEE 802.1Qbb).
+    /// below XON (IEEE 802.1Qbb); with a shared buffer, by the dynamic threshold instead
+    /// (`shared.rs`).
     pub(super) fn pfc_check(&mut self, now: Instant, ingress: usize, priority: usize) {
         let Some(pfc) = self.config.pfc else { return };
         if pfc.priorities & (1 << priority) == 0 {
             return;
         }
+        let (pause, resume) = match self.config.shared {
+            Some(shared) => self.shared_pfc(&shared, ingress, priority),
+            None => {
+                let held = self.ports[ingress].held[priority];
+                (held > pfc.xoff_bytes, held <= pfc.xon_bytes)
+            }
+        };
         let latency = self.config.latency;
         let quanta_nanos = (u64::from(pfc.pause_quanta) * 512 * 1_000_000_000)
             .div_ceil(self.ports[ingress].rate_bps.max(1));
         let port = &mut self.ports[ingress];
-        let held = port.held[priority];
         let at = now + latency;
         // XOFF, or a refresh before the last one runs out (senders would resume otherwise).
         let refresh = port.paused_host[priority]
             && at + Duration::from_nanos(quanta_nanos / 2) >= port.pause_until[priority];
-        if held > pfc.xoff_bytes && (!port.paused_host[priority] || refresh) {
+        if pause && (!port.paused_host[priority] || refresh) {
             port.paused_host[priority] = true;
             port.stats.pauses_sent += 1;
             let until = at + Duration::from_nanos(quanta_nanos);
@@ -32,7 +39,7 @@ impl<P: Frame> SwitchOf<P> {
                 priority: priority as u8,
                 until,
             });
-        } else if held <= pfc.xon_bytes && port.paused_host[priority] {
+        } else if resume && port.paused_host[priority] {
             port.paused_host[priority] = false;
             port.stats.resumes_sent += 1;
             port.pauses.push_back(PauseFrame {

@@ -34,8 +34,8 @@ pub(super) fn plan_text(plan: &Plan) -> String {
     let m = &plan.memory;
     format!(
         "{}: valid. topology {} ({} hosts, {} switches, {} links); {} flows ({} start at or \
-         after {} s and are left out), run to {} s; congestion {}; memory estimate {:.3} GiB \
-         (limit {} GiB)\n",
+         after {} s and are left out), run to {} s; congestion {}; buffer {}; memory estimate \
+         {:.3} GiB (limit {} GiB)\n",
         s.name,
         s.topology_source,
         s.topology.hosts().count(),
@@ -46,9 +46,28 @@ pub(super) fn plan_text(plan: &Plan) -> String {
         plan.until,
         plan.end,
         s.congestion.as_str(),
+        buffer_text(&s.config.switch),
         m.bytes as f64 / f64::from(1u32 << 30),
         MEMORY_LIMIT >> 30,
     )
+}
+
+/// The switches' buffer and PFC thresholds, in words.
+fn buffer_text(switch: &roce_sim::SwitchConfig) -> String {
+    let bytes = switch.buffer_bytes;
+    match (switch.shared, switch.pfc) {
+        (Some(shared), Some(_)) => format!(
+            "{bytes} B per switch, shared, dynamic PFC thresholds (1/{} of the free space on a \
+             host-rate port)",
+            1u64 << shared.alpha_shift
+        ),
+        (Some(_), None) => format!("{bytes} B per switch, shared, no PFC"),
+        (None, Some(pfc)) => format!(
+            "{bytes} B per egress port, PFC XOFF {} B / XON {} B per ingress",
+            pfc.xoff_bytes, pfc.xon_bytes
+        ),
+        (None, None) => format!("{bytes} B per egress port, no PFC"),
+    }
 }
 
 /// The header of `slowdown.txt`.

@@ -223,7 +223,7 @@ fn packet_bytes(config: &NetworkConfig) -> u64 {
 /// The memory estimate: every flow's bookkeeping, the QPs of the flows running at once (by
 /// Little's law: their ideal time at the host rate plus 10 µs each, times a slowdown of 10,
 /// over the time they start in), the packets in flight (the hosts' windows, at most what the
-/// switches' buffers hold) and the hosts' memory regions.
+/// switches' buffers hold: one per egress port, or one per switch when shared) and the hosts' memory regions.
 fn estimate(s: &NetScenario, flows: &[FlowSpec], until: Instant) -> Memory {
     let rate = host_rate(&s.topology).unwrap_or(1).max(1) as f64;
     let busy_s: f64 = flows
@@ -237,7 +237,12 @@ fn estimate(s: &NetScenario, flows: &[FlowSpec], until: Instant) -> Memory {
     let window = hosts * u64::from(s.config.host.nic.max_unacked_total);
     let ports = 2 * s.topology.links().len() as u64;
     let per_packet = packet_bytes(&s.config);
-    let buffered = ports * s.config.switch.buffer_bytes as u64 / per_packet;
+    let buffers = match s.config.switch.shared {
+        // One per switch.
+        Some(_) => s.topology.node_count() as u64 - hosts,
+        None => ports,
+    };
+    let buffered = buffers * s.config.switch.buffer_bytes as u64 / per_packet;
     let packets = window.min(buffered + ports * 64);
     let regions = hosts * 2 * s.config.host.region_len as u64;
     let n = flows.len() as u64;

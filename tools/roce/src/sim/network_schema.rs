@@ -24,12 +24,14 @@
 //! fraction = 0.02
 //! [network]                             # optional; defaults below
 //! congestion = "dcqcn"                  # "none", "dcqcn" (NVIDIA defaults), "dcqcn-paper"
-//! buffer_bytes = 1048576                # per egress port
+//! buffer_bytes = 1048576                # per egress port; with shared_buffer, per switch
+//! shared_buffer = false                 # true: one buffer per switch, dynamic PFC thresholds
 //! mtu = 1024
 //! payload = "bytes"                     # or "lengths": headers only, regions count bytes (speed)
 //! [network.dcqcn]                       # optional: DcqcnConfig knobs (mlx5 names) to override
 //! [network.ecn]                         # kmin_bytes, kmax_bytes, pmax (as [switch.ecn])
-//! [network.pfc]                         # xoff_bytes, xon_bytes (as [switch.pfc])
+//! [network.pfc]                         # xoff_bytes, xon_bytes (as [switch.pfc]); with a
+//!                                       # shared buffer alpha_shift instead (default 3: 1/8)
 //! [sweep]                               # optional: the axes of `roce sim sweep` (ignored here)
 //! "workload.load" = [0.3, 0.5]
 //! [run]
@@ -42,6 +44,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, anyhow, bail};
 use roce_core::{Congestion, DcqcnConfig, Duration, Mtu};
 use roce_sim::network::{NetworkConfig, Payload};
+use roce_sim::switch::SharedBuffer;
 use roce_sim::topology::{LeafSpine, fat_tree, hpcc_fat};
 use roce_sim::{Cdf, Topology};
 use serde::Deserialize;
@@ -123,6 +126,9 @@ struct NetFile {
     ecn: Option<EcnFile>,
     pfc: Option<PfcFile>,
     buffer_bytes: Option<usize>,
+    /// One buffer per switch, shared by its ports, with dynamic PFC thresholds.
+    #[serde(default)]
+    shared_buffer: bool,
     mtu: Option<u32>,
     #[serde(default)]
     seed: u64,
@@ -282,12 +288,23 @@ impl NetworkFile {
             }
             config.switch.buffer_bytes = b;
         }
+        if n.shared_buffer {
+            let mut shared = SharedBuffer::hpcc(config.switch.buffer_bytes);
+            if let Some(a) = n.pfc.as_ref().and_then(|p| p.alpha_shift) {
+                shared.alpha_shift = a;
+            }
+            config.switch.shared = Some(shared);
+        }
         config.switch.ecn = n
             .ecn
             .as_ref()
             .map(|e| e.marking("network.ecn"))
             .transpose()?;
-        config.switch.pfc = n.pfc.as_ref().map(|p| p.pfc("network.pfc")).transpose()?;
+        config.switch.pfc = n
+            .pfc
+            .as_ref()
+            .map(|p| p.pfc("network.pfc", n.shared_buffer))
+            .transpose()?;
         config.seed = n.seed;
         const MAX_RUN_US: u64 = 60_000_000;
         if let Some(u) = self.run.until_us

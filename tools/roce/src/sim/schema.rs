@@ -190,7 +190,11 @@ impl ScenarioFile {
             .as_ref()
             .map(|e| e.marking("switch.ecn"))
             .transpose()?;
-        let pfc = sw.pfc.as_ref().map(|p| p.pfc("switch.pfc")).transpose()?;
+        let pfc = sw
+            .pfc
+            .as_ref()
+            .map(|p| p.pfc("switch.pfc", false))
+            .transpose()?;
         let mtu = Mtu::from_bytes(self.mtu)
             .ok_or_else(|| anyhow!("mtu = {}: one of 256, 512, 1024, 2048, 4096", self.mtu))?;
         self.check_keys()?;

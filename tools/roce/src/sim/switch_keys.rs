@@ -17,8 +17,11 @@ pub(super) struct EcnFile {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(super) struct PfcFile {
-    xoff_bytes: usize,
-    xon_bytes: usize,
+    /// Static thresholds; with a shared buffer they are dynamic and these must not be set.
+    xoff_bytes: Option<usize>,
+    xon_bytes: Option<usize>,
+    /// With a shared buffer: a port pauses when its share passes the free space `>>` this.
+    pub(super) alpha_shift: Option<u8>,
     /// Priorities PFC applies to; default: priority 3 alone.
     #[serde(default = "default_priorities")]
     priorities: Vec<u8>,
@@ -49,14 +52,27 @@ impl EcnFile {
 }
 
 impl PfcFile {
-    /// PFC, checked; `key` names the table in errors.
-    pub(super) fn pfc(&self, key: &str) -> anyhow::Result<Pfc> {
-        if self.xon_bytes > self.xoff_bytes {
-            bail!(
-                "{key}: xon_bytes {} is above xoff_bytes {}",
-                self.xon_bytes,
-                self.xoff_bytes
-            );
+    /// PFC, checked; `key` names the table in errors. With a `shared` buffer the thresholds
+    /// are dynamic (`alpha_shift`), otherwise `xoff_bytes` and `xon_bytes` give them.
+    pub(super) fn pfc(&self, key: &str, shared: bool) -> anyhow::Result<Pfc> {
+        let (xoff_bytes, xon_bytes) = match (shared, self.xoff_bytes, self.xon_bytes) {
+            (true, None, None) => (0, 0),
+            (true, _, _) => bail!(
+                "{key}: xoff_bytes and xon_bytes are static thresholds, but the buffer is \
+                 shared (network.shared_buffer = true), whose thresholds are dynamic: remove \
+                 them (alpha_shift sets how much of the free space a port may take)"
+            ),
+            (false, Some(xoff), Some(xon)) => (xoff, xon),
+            (false, _, _) => bail!("{key}: needs xoff_bytes and xon_bytes"),
+        };
+        if !shared && self.alpha_shift.is_some() {
+            bail!("{key}.alpha_shift: only with a shared buffer (network.shared_buffer = true)");
+        }
+        if self.alpha_shift.is_some_and(|a| a > 16) {
+            bail!("{key}.alpha_shift: from 0 (all the free space) to 16");
+        }
+        if xon_bytes > xoff_bytes {
+            bail!("{key}: xon_bytes {xon_bytes} is above xoff_bytes {xoff_bytes}");
         }
         let mut priorities = 0u8;
         for &prio in &self.priorities {
@@ -66,8 +82,8 @@ impl PfcFile {
             priorities |= 1 << prio;
         }
         Ok(Pfc {
-            xoff_bytes: self.xoff_bytes,
-            xon_bytes: self.xon_bytes,
+            xoff_bytes,
+            xon_bytes,
             pause_quanta: self.pause_quanta,
             priorities,
         })

@@ -1,0 +1,100 @@
+//! The shared buffer ([`SharedBuffer`]): what a packet may take of it, what it is charged to,
+//! and the dynamic threshold that decides PFC. The rules are those of HPCC's `switch-mmu.cc`
+//! (`CheckIngressAdmission`, `UpdateIngressAdmission`, `RemoveFromIngressAdmission`,
+//! `GetPfcThreshold`, `CheckShouldPause`, `CheckShouldResume`), written here from their
+//! description in [`SharedBuffer`].
+
+use super::{Frame, SharedBuffer, SwitchOf};
+
+impl<P: Frame> SwitchOf<P> {
+    /// The threshold of `port` now: the free space (what neither the reserves, the headrooms
+    /// nor the shared bytes in use hold) shifted right by the port's α.
+    pub(super) fn threshold(&self, shared: &SharedBuffer, port: usize) -> usize {
+        let free = shared
+            .bytes
+            .saturating_sub(self.set_aside)
+            .saturating_sub(self.shared_used);
+        free >> self.ports[port].alpha_shift
+    }
+
+    /// The bytes of the shared pool that `ingress`'s `priority` holds.
+    pub(super) fn shared_share(
+        &self,
+        shared: &SharedBuffer,
+        ingress: usize,
+        priority: usize,
+    ) -> usize {
+        self.ports[ingress].held[priority].saturating_sub(shared.reserve_bytes)
+    }
+
+    /// Whether a packet of `bytes` that came in on `ingress` with `priority` may be queued: it
+    /// fits under the threshold, or (on a PFC priority) in the port's headroom.
+    pub(super) fn shared_admits(
+        &self,
+        shared: &SharedBuffer,
+        ingress: usize,
+        priority: usize,
+        bytes: usize,
+    ) -> bool {
+        let port = &self.ports[ingress];
+        let under = port.held[priority] + bytes <= shared.reserve_bytes
+            || self.shared_share(shared, ingress, priority) + bytes
+                <= self.threshold(shared, ingress);
+        under || (self.lossless(priority) && port.headroom_held[priority] + bytes <= port.headroom)
+    }
+
+    /// Charges an admitted packet to its ingress: to the reserve, the shared pool, or (past
+    /// the threshold) the headroom.
+    pub(super) fn shared_charge(
+        &mut self,
+        shared: &SharedBuffer,
+        ingress: usize,
+        priority: usize,
+        bytes: usize,
+    ) {
+        let held = self.ports[ingress].held[priority] + bytes;
+        if held <= shared.reserve_bytes {
+            self.ports[ingress].held[priority] = held;
+        } else if held - shared.reserve_bytes > self.threshold(shared, ingress) {
+            self.ports[ingress].headroom_held[priority] += bytes;
+        } else {
+            self.ports[ingress].held[priority] = held;
+            self.shared_used += bytes.min(held - shared.reserve_bytes);
+        }
+    }
+
+    /// Gives back what a packet that left took: from the headroom first, then the shared
+    /// pool, then the reserve.
+    pub(super) fn shared_release(
+        &mut self,
+        shared: &SharedBuffer,
+        ingress: usize,
+        priority: usize,
+        bytes: usize,
+    ) {
+        let port = &mut self.ports[ingress];
+        let from_headroom = port.headroom_held[priority].min(bytes);
+        let rest = bytes - from_headroom;
+        let from_shared = rest.min(port.held[priority].saturating_sub(shared.reserve_bytes));
+        port.headroom_held[priority] -= from_headroom;
+        port.held[priority] -= rest;
+        self.shared_used -= from_shared;
+    }
+
+    /// PFC with the dynamic threshold: (whether `ingress`'s sender should be paused for
+    /// `priority`, whether a paused one may resume).
+    pub(super) fn shared_pfc(
+        &self,
+        shared: &SharedBuffer,
+        ingress: usize,
+        priority: usize,
+    ) -> (bool, bool) {
+        let share = self.shared_share(shared, ingress, priority);
+        let threshold = self.threshold(shared, ingress);
+        let in_headroom = self.ports[ingress].headroom_held[priority] > 0;
+        let pause = in_headroom || share >= threshold;
+        let resume =
+            !in_headroom && (share == 0 || share + shared.resume_offset_bytes <= threshold);
+        (pause, resume)
+    }
+}
