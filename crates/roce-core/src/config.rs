@@ -19,6 +19,11 @@ pub enum IcrcPolicy {
     Check,
     /// Do not check (paths that rewrite packets); every packet counts under `rx_icrc_skipped`.
     Skip,
+    /// Neither compute it on transmit (the field keeps what the send buffer held) nor check it
+    /// (as `Skip`): for a
+    /// simulator whose packets carry no payload bytes (roce-sim's lengths mode), where an ICRC
+    /// would cover bytes that are not there and cost a CRC per packet for nothing.
+    Off,
 }
 
 /// The UDP source port of the NIC's packets; the ICRC covers it.

@@ -458,7 +458,8 @@ impl Qp {
             SrcPortPolicy::PerQp => self.src_port,
             SrcPortPolicy::Fixed(port) => port,
         };
-        let mut transmit = seal(repr, (src, src_port), dst, ip_id, buf, fill)?;
+        let icrc = config.icrc != crate::IcrcPolicy::Off;
+        let mut transmit = seal(repr, (src, src_port), dst, (ip_id, icrc), buf, fill)?;
         if let Some(av) = self.av {
             transmit.dscp = av.dscp;
             transmit.ttl = if av.hop_limit == 0 { 64 } else { av.hop_limit };
@@ -468,7 +469,9 @@ impl Qp {
 }
 
 /// Writes the packet `repr` into `buf`, its payload by `fill` (false: unreadable), and seals its
-/// ICRC for a datagram from `src` to `dst`:4791 whose IPv4 identification will be `ip_id`;
+/// ICRC for a datagram from `src` to `dst`:4791 whose IPv4 identification will be `ip_id`
+/// (unless `icrc` is false: [`IcrcPolicy::Off`](crate::IcrcPolicy::Off) leaves it as `buf` held
+/// it);
 /// DSCP 0 and TTL 64 unless the caller sets its path's. Inlined: it is the tail of every
 /// packet the requester and the responder send.
 #[inline(always)]
@@ -476,7 +479,7 @@ pub(crate) fn seal(
     repr: &RoceRepr,
     (src, src_port): (IpAddr, u16),
     dst: IpAddr,
-    ip_id: u16,
+    (ip_id, icrc): (u16, bool),
     buf: &mut [u8],
     fill: impl FnOnce(&mut [u8]) -> bool,
 ) -> Result<Transmit, EmitError> {
@@ -491,7 +494,9 @@ pub(crate) fn seal(
     let to = SocketAddr::new(dst, roce_wire::ROCE_V2_UDP_PORT);
     let header = roce_wire::PseudoHeader::for_datagram(SocketAddr::new(src, src_port), to, ip_id)
         .ok_or(EmitError::NoSource)?;
-    icrc::seal(&header, packet);
+    if icrc {
+        icrc::seal(&header, packet);
+    }
     Ok(Transmit {
         src,
         src_port,

@@ -1121,6 +1121,33 @@ fn an_unseen_ipv4_id_is_tried_as_the_segments_place_then_solved_for() {
     assert_eq!(stats.rx_icrc_errors, 0);
 }
 
+#[test]
+fn with_the_icrc_off_packets_leave_unsealed_and_arrive_unchecked() {
+    let mut s = setup_with(NicConfig {
+        addrs: vec![US],
+        icrc: IcrcPolicy::Off,
+        ..NicConfig::default()
+    });
+    post(&mut s, 9, SendOp::Send, 0, 100);
+    let mut buf = vec![0; MAX_DATAGRAM];
+    let t = s.nic.poll_transmit(at(0), &mut buf).unwrap();
+    // The last four bytes, the ICRC, are not computed: they keep what the buffer held.
+    assert_eq!(buf[t.len - 4..t.len], [0; 4]);
+    // A request with a wrong ICRC is taken, and counted as not checked.
+    recv(&mut s, 1, 0, 100);
+    let mut repr = request(Opcode::RcSendOnly, RQ_PSN, true);
+    repr.bth.dest_qp = s.qpn;
+    repr.payload_len = 4;
+    let mut bytes = sealed(&repr, b"data", &header(PEER, US));
+    let len = bytes.len();
+    bytes[len - 1] ^= 0xff;
+    s.nic.handle_datagram(at(1), datagram(&bytes));
+    let stats = s.nic.stats();
+    assert_eq!((stats.rx_accepted, stats.rx_icrc_skipped), (1, 1));
+    assert_eq!(stats.rx_icrc_errors, 0);
+    assert_eq!(s.mr.read(0, 4).unwrap(), b"data");
+}
+
 // ---- the NIC's budget of unacknowledged packets ----------------------------------------------
 
 #[test]

@@ -48,6 +48,8 @@ pub(super) enum Event {
 pub(super) const SLOTS: usize = 1 << 13;
 
 const WORDS: usize = SLOTS / 64;
+// One bit per word of the bitmap in `words`.
+const _: () = assert!(WORDS == 128);
 
 /// No entry (end of a slot's list, or an empty slot).
 const NIL: u32 = u32::MAX;
@@ -70,6 +72,8 @@ pub(super) struct EventQueue {
     tails: Box<[u32]>,
     /// Bit `s` set when slot `s` holds an event.
     busy: Box<[u64; WORDS]>,
+    /// Bit `w` set when `busy[w]` is not zero: the scan for the next event reads one word.
+    words: u128,
     entries: Vec<Entry>,
     free: Vec<u32>,
     /// Events in the wheel.
@@ -87,6 +91,7 @@ impl Default for EventQueue {
             heads: vec![NIL; SLOTS].into_boxed_slice(),
             tails: vec![NIL; SLOTS].into_boxed_slice(),
             busy: Box::new([0; WORDS]),
+            words: 0,
             entries: Vec::new(),
             free: Vec::new(),
             in_wheel: 0,
@@ -134,6 +139,9 @@ impl EventQueue {
         if entry.next == NIL {
             self.tails[slot] = NIL;
             self.busy[slot / 64] &= !(1 << (slot % 64));
+            if self.busy[slot / 64] == 0 {
+                self.words &= !(1 << (slot / 64));
+            }
         }
         self.free.push(index);
         self.in_wheel -= 1;
@@ -173,6 +181,7 @@ impl EventQueue {
             NIL => {
                 self.heads[slot] = index;
                 self.busy[slot / 64] |= 1 << (slot % 64);
+                self.words |= 1 << (slot / 64);
             }
             tail => self.entries[tail as usize].next = index,
         }
@@ -193,14 +202,17 @@ impl EventQueue {
         let found = if first != 0 {
             Some(word * 64 + first.trailing_zeros() as usize)
         } else {
-            (1..=WORDS).find_map(|k| {
-                let w = (word + k) % WORDS;
-                let bits = if k == WORDS {
+            // The next busy word after the start word, round the wheel (`words` rotated so
+            // that the word after the start word is bit 0).
+            let after = self.words.rotate_right(((word + 1) % WORDS) as u32);
+            (after != 0).then(|| {
+                let w = (word + 1 + after.trailing_zeros() as usize) % WORDS;
+                let bits = if w == word {
                     self.busy[w] & !(u64::MAX << bit)
                 } else {
                     self.busy[w]
                 };
-                (bits != 0).then(|| w * 64 + bits.trailing_zeros() as usize)
+                w * 64 + bits.trailing_zeros() as usize
             })
         };
         let slot = found?;

@@ -52,7 +52,8 @@ pub fn ideal_model(mtu_bytes: u64) -> IdealModel {
 
 impl Network {
     /// Plays `flows` (in any order; each starts at its `start`, or now if that has passed) until
-    /// `until`; returns one record per flow finished, in completion order. Flows still running
+    /// `until`, or until every flow has ended (checked every [`CHECK_EVERY`](super::CHECK_EVERY)
+    /// of simulated time); returns one record per flow finished, in completion order. Flows still running
     /// at `until` are abandoned (see [`Network::flow_outcome`]); their packets still in the
     /// network drain in a later run.
     pub fn run_flows(&mut self, flows: &[FlowSpec], until: Instant) -> Vec<FctRecord> {
@@ -66,6 +67,7 @@ impl Network {
             records: Vec::new(),
             outcome: FlowOutcome::default(),
             chunk: self.config.host.region_len.clamp(1, u32::MAX as usize) as u64,
+            live: 0,
         };
         run.schedule_next(self);
         // In slices, looking for a PFC deadlock after each: one stops the run, as nothing in
@@ -73,7 +75,9 @@ impl Network {
         self.deadlock = None;
         let mut monitor = super::deadlock::Monitor::default();
         let mut at = self.now;
-        while at < until {
+        // Until `until`, or until the last flow has finished: what is still in flight then
+        // (ACKs, timers) changes no record.
+        while at < until && !run.done() {
             at = (at + super::CHECK_EVERY).min(until);
             self.run_events(at, &mut run);
             if let Some(deadlock) = monitor.check(self) {
@@ -143,9 +147,23 @@ pub(super) struct FlowRun<'a> {
     outcome: FlowOutcome,
     /// Bytes per WRITE (the region size).
     chunk: u64,
+    /// Flows in `active`.
+    live: usize,
 }
 
 impl FlowRun<'_> {
+    /// Whether every flow has started and ended.
+    fn done(&self) -> bool {
+        self.outcome.started == self.order.len() as u64 && self.live == 0
+    }
+
+    /// Takes flow `i` out of the running ones.
+    fn end(&mut self, i: usize) -> Option<Active> {
+        let a = self.active.get_mut(i)?.take()?;
+        self.live -= 1;
+        Some(a)
+    }
+
     /// Flow `i` starts now.
     pub(super) fn start(&mut self, net: &mut Network, i: usize) {
         self.schedule_next(net);
@@ -181,6 +199,7 @@ impl FlowRun<'_> {
             writes,
             last_len: flow.size_bytes - (writes - 1) * self.chunk,
         });
+        self.live += 1;
         self.post(net, i);
         net.touch(src, self);
     }
@@ -195,7 +214,7 @@ impl FlowRun<'_> {
             };
             if cqe.status != WcStatus::Success {
                 self.outcome.failed += 1;
-                if let Some(a) = self.active[i].take() {
+                if let Some(a) = self.end(i) {
                     net.close(&a);
                 }
                 continue;
@@ -205,7 +224,7 @@ impl FlowRun<'_> {
                 posted |= self.post(net, i);
                 continue;
             }
-            let a = self.active[i].take().expect("looked up above");
+            let a = self.end(i).expect("looked up above");
             let flow = self.flows[i];
             self.records.push(FctRecord {
                 src: flow.src,
@@ -251,7 +270,7 @@ impl FlowRun<'_> {
             let wr = SendWr::new(wr_id, SendOp::RdmaWrite(a.remote), sgl);
             if side.nic.post_send(a.qpn, wr).is_err() {
                 self.outcome.failed += 1;
-                if let Some(a) = self.active[i].take() {
+                if let Some(a) = self.end(i) {
                     net.close(&a);
                 }
                 return any;

@@ -60,7 +60,7 @@ use wiring::Wiring;
 /// In `Lengths` mode the hosts' regions store nothing (writes are counted:
 /// [`Network::bytes_written`]), a sent payload is whatever the NIC's send buffer held, a packet
 /// in flight keeps only its first 64 UDP payload bytes (every RoCE header) and its length, and
-/// the NICs skip the ICRC check ([`IcrcPolicy::Skip`]). What is
+/// the NICs neither compute nor check ICRCs ([`IcrcPolicy::Off`]). What is
 /// still checked: everything the engine checks in the headers (opcodes, PSN order, lengths
 /// against the RETH and the path MTU, keys and bounds of every access to the region), and the
 /// bytes each receiving region took, which [`Network::bytes_written`] gives per host; not
@@ -199,7 +199,7 @@ impl Network {
                     seed: config.host.nic.seed.wrapping_add(i as u64),
                     icrc: match config.payload {
                         Payload::Bytes => config.host.nic.icrc,
-                        Payload::Lengths => IcrcPolicy::Skip,
+                        Payload::Lengths => IcrcPolicy::Off,
                     },
                     ..config.host.nic.clone()
                 },

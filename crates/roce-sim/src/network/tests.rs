@@ -68,6 +68,13 @@ fn assert_lone_flow_is_ideal(topology: Topology, src: u32, dst: u32, size: u64) 
     let acks = net.host_stats(NodeId(dst)).unwrap().sent;
     assert_eq!(net.packet_hops(), (sent + acks) * path.hops as u64);
     assert_eq!(net.packets_in_flight(), 0);
+    // The run ended within one check of its flow's end, not at `until`.
+    let end = start + r.fct;
+    assert!(
+        net.now() > end && net.now() <= end + CHECK_EVERY,
+        "{:?}",
+        net.now()
+    );
 }
 
 #[test]

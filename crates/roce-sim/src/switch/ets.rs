@@ -39,7 +39,7 @@ impl<P: Frame> SwitchOf<P> {
     }
 
     pub(super) fn pick_fast(&mut self, egress: usize, now: Instant) -> Option<usize> {
-        let ets = self.config.ets;
+        let weights = &self.config.ets.weights;
         let port = &mut self.ports[egress];
         let queued = port.queued_classes;
         if queued == 0 {
@@ -72,7 +72,7 @@ impl<P: Frame> SwitchOf<P> {
             let class = port.next_class;
             if weighted & 1 << class != 0 {
                 if !port.granted {
-                    port.deficit[class] += i64::from(ets.weights[class].max(1)) * QUANTUM;
+                    port.deficit[class] += i64::from(weights[class].max(1)) * QUANTUM;
                     port.granted = true;
                 }
                 let head = port.queues[class].front().map_or(0, |q| q.bytes) as i64;

@@ -21,6 +21,11 @@ impl<P: Frame> SwitchOf<P> {
                 (held > pfc.xoff_bytes, held <= pfc.xon_bytes)
             }
         };
+        let paused = self.ports[ingress].paused_host[priority];
+        if !pause && !(resume && paused) {
+            // Most calls: nothing to send (and no division for the pause time).
+            return;
+        }
         let latency = self.config.latency;
         let quanta_nanos = (u64::from(pfc.pause_quanta) * 512 * 1_000_000_000)
             .div_ceil(self.ports[ingress].rate_bps.max(1));
