@@ -154,10 +154,13 @@ impl Network {
 
     /// Puts the PFC frames `node` sent out of `port` on that link.
     fn send_pauses(&mut self, node: u32, port: u16) {
-        let peer = self.wiring.peer(node, port);
         let Some(s) = self.switches[node as usize].as_mut() else {
             return;
         };
+        if !s.has_pause_frames(usize::from(port)) {
+            return; // nearly always
+        }
+        let peer = self.wiring.peer(node, port);
         for frame in s.take_pause_frames(usize::from(port)) {
             self.events.push(
                 frame.at + peer.delay,

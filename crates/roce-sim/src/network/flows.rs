@@ -42,6 +42,19 @@ pub struct FlowOutcome {
     pub unfinished: u64,
 }
 
+/// Where a [`Network::run_flows_observed`] run is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RunProgress {
+    /// Simulated time reached.
+    pub now: Instant,
+    /// Packet-hops so far (the network's count, from its creation).
+    pub packet_hops: u64,
+    /// Flows started so far in this run.
+    pub started: u64,
+    /// Flows finished so far in this run.
+    pub finished: u64,
+}
+
 /// The packetization of our RoCEv2 WRITEs at path MTU `mtu_bytes`, as [`ideal_fct`] takes it.
 pub fn ideal_model(mtu_bytes: u64) -> IdealModel {
     IdealModel {
@@ -57,6 +70,17 @@ impl Network {
     /// at `until` are abandoned (see [`Network::flow_outcome`]); their packets still in the
     /// network drain in a later run.
     pub fn run_flows(&mut self, flows: &[FlowSpec], until: Instant) -> Vec<FctRecord> {
+        self.run_flows_observed(flows, until, |_| {})
+    }
+
+    /// [`Network::run_flows`], telling `observe` where the run is after every
+    /// [`CHECK_EVERY`](super::CHECK_EVERY) of simulated time (for a progress line).
+    pub fn run_flows_observed(
+        &mut self,
+        flows: &[FlowSpec],
+        until: Instant,
+        mut observe: impl FnMut(&RunProgress),
+    ) -> Vec<FctRecord> {
         let mut order: Vec<u32> = (0..flows.len() as u32).collect();
         order.sort_by_key(|&i| (flows[i as usize].start, i));
         let mut run = FlowRun {
@@ -80,6 +104,12 @@ impl Network {
         while at < until && !run.done() {
             at = (at + super::CHECK_EVERY).min(until);
             self.run_events(at, &mut run);
+            observe(&RunProgress {
+                now: self.now,
+                packet_hops: self.packet_hops,
+                started: run.outcome.started,
+                finished: run.outcome.finished,
+            });
             if let Some(deadlock) = monitor.check(self) {
                 tracing::warn!(%deadlock, "run stopped");
                 self.deadlock = Some(deadlock);

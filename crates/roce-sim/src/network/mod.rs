@@ -48,7 +48,7 @@ use crate::switch::{PortStats, SwitchConfig, SwitchOf, pfc_headroom};
 use crate::topology::{NodeId, NodeKind, Routes, Topology, TopologyError};
 pub use deadlock::{CHECK_EVERY, Deadlock, PausedQueue};
 use events::EventQueue;
-pub use flows::{FlowOutcome, MAX_POSTED, REGION_LEN, RETH_BYTES, ideal_model};
+pub use flows::{FlowOutcome, MAX_POSTED, REGION_LEN, RETH_BYTES, RunProgress, ideal_model};
 pub use host::HostStats;
 use host::{Egress, SinkMemory};
 use pool::PacketPool;

@@ -407,6 +407,11 @@ impl<P: Frame> SwitchOf<P> {
             })
     }
 
+    /// Whether the switch has PFC frames to send out of `port` ([`SwitchOf::take_pause_frames`]).
+    pub fn has_pause_frames(&self, port: usize) -> bool {
+        !self.ports[port].pauses.is_empty()
+    }
+
     /// Every PFC frame the switch has sent out of `port` so far, oldest first, taken. Their
     /// `at` is when they left plus the config's `latency` (set it to zero to add each cable's
     /// own delay).

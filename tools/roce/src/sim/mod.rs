@@ -81,8 +81,10 @@ pub(crate) struct Args {
     /// List the shipped scenarios, one line each, and exit.
     #[arg(long, conflicts_with_all = ["scenario", "out", "json"])]
     list: bool,
-    /// Say how far the run has got (simulated time reached, percent, wall time) on standard
-    /// error every SECONDS of wall time (default: after 2 s, then every 5 s).
+    /// Say how far the run has got (simulated time reached, percent, wall time; network
+    /// scenarios: flows and packet-hops per second too) on standard error every SECONDS of wall
+    /// time (default: one-switch scenarios after 2 s, then every 5 s; network scenarios with
+    /// --progress or a terminal every 0.5 s).
     #[arg(long, value_name = "SECONDS")]
     progress_every: Option<f64>,
     /// Network scenarios: the topology, an HPCC topology file (replaces `[topology]`).

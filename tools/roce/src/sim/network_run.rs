@@ -5,12 +5,12 @@
 use std::io::IsTerminal as _;
 use std::path::Path;
 use std::process::ExitCode;
-use std::sync::mpsc;
+use std::sync::{Arc, Mutex, mpsc};
 use std::time::Instant as WallClock;
 
 use anyhow::{Context, anyhow, bail};
 use roce_core::{Duration, Instant};
-use roce_sim::network::{Network, NetworkConfig};
+use roce_sim::network::{Network, NetworkConfig, RunProgress};
 use roce_sim::workload::{Traffic, incast, parse_flow_file, poisson};
 use roce_sim::{FctRecord, FlowSpec, NodeId, NodeKind, Routes, Topology};
 
@@ -66,9 +66,18 @@ pub(super) fn run(args: &Args, path: &Path, text: &str) -> anyhow::Result<ExitCo
         .out
         .clone()
         .unwrap_or_else(|| Path::new("sim-out").join(&name));
-    let progress = args.progress || std::io::stderr().is_terminal();
+    let every = match args.progress_every {
+        Some(s) if !(s.is_finite() && s > 0.0 && s <= 3600.0) => {
+            bail!("--progress-every {s}: seconds, more than 0 and at most 3600")
+        }
+        Some(s) => Some(Duration::from_secs_f64(s)),
+        None if args.progress || std::io::stderr().is_terminal() => {
+            Some(Duration::from_millis(500))
+        }
+        None => None,
+    };
     let started = WallClock::now();
-    let (network, records) = run_with_progress(network, &plan, progress)?;
+    let (network, records) = run_with_progress(network, &plan, every)?;
     let wall = started.elapsed().as_secs_f64();
     network_out::write_all(&out, &plan, &network, &records, wall, args.json, args.quiet)?;
     Ok(ExitCode::SUCCESS)
@@ -254,37 +263,63 @@ fn estimate(s: &NetScenario, flows: &[FlowSpec], until: Instant) -> Memory {
     }
 }
 
-/// Runs the flows on a thread; with `progress`, says on standard error every half second of
-/// wall time how long the run has taken. The network runs the flows in one call, which
-/// reports nothing while it runs, so the line gives the wall time and the target, not the
-/// simulated time reached.
+/// Runs the flows on a thread; with `every`, says on standard error at that interval of wall
+/// time the simulated time reached against the target, the flows started and finished,
+/// and the packet-hops per wall second since the last line.
 fn run_with_progress(
     mut network: Network,
     plan: &Plan,
-    progress: bool,
+    every: Option<Duration>,
 ) -> anyhow::Result<(Network, Vec<FctRecord>)> {
     let (tx, rx) = mpsc::channel();
     let flows = plan.flows.clone();
     let end = plan.end;
+    // The worker's position, published after every slice of the run.
+    let shared = Arc::new(Mutex::new(None::<RunProgress>));
+    let publish = Arc::clone(&shared);
     let worker = std::thread::spawn(move || {
-        let records = network.run_flows(&flows, end);
+        let records = network.run_flows_observed(&flows, end, |p| {
+            if let Ok(mut slot) = publish.lock() {
+                *slot = Some(*p);
+            }
+        });
         let _ = tx.send(());
         (network, records)
     });
     let started = WallClock::now();
+    let mut last = (0.0, 0u64);
     loop {
-        match rx.recv_timeout(Duration::from_millis(500)) {
+        let interval = every.unwrap_or(Duration::from_secs(3600));
+        match rx.recv_timeout(interval) {
             Ok(()) | Err(mpsc::RecvTimeoutError::Disconnected) => break,
             Err(mpsc::RecvTimeoutError::Timeout) => {
-                if progress {
-                    eprintln!(
-                        "roce sim {}: running {} flows to {} s simulated, {:.1} s of wall time so far",
-                        plan.scenario.name,
-                        plan.flows.len(),
-                        end,
-                        started.elapsed().as_secs_f64()
-                    );
+                if every.is_none() {
+                    continue;
                 }
+                let wall = started.elapsed().as_secs_f64();
+                let Some(p) = shared.lock().ok().and_then(|slot| *slot) else {
+                    eprintln!(
+                        "roce sim {}: setting up {} flows, {wall:.1} s of wall time",
+                        plan.scenario.name,
+                        plan.flows.len()
+                    );
+                    continue;
+                };
+                let rate = (p.packet_hops - last.1) as f64 / (wall - last.0).max(1e-9);
+                last = (wall, p.packet_hops);
+                let target = end.as_nanos().max(1) as f64;
+                eprintln!(
+                    "roce sim {}: {:.6} of {} s simulated ({:.0} %), flows {} started and {} \
+                     finished of {}, {:.2} M packet-hops/s, {wall:.1} s of wall time",
+                    plan.scenario.name,
+                    p.now.as_nanos() as f64 / 1e9,
+                    end,
+                    100.0 * p.now.as_nanos() as f64 / target,
+                    p.started,
+                    p.finished,
+                    plan.flows.len(),
+                    rate / 1e6,
+                );
             }
         }
     }
