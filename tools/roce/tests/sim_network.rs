@@ -69,6 +69,21 @@ fn the_small_leaf_spine_scenario_writes_every_output() {
         "{reached:?}"
     );
     let summary: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    // Queue lengths: every switch port sampled every 10 us, in qlen.txt and the summary.
+    let q = &summary["queue_kb"];
+    assert_eq!(q["every_ns"], 10_000, "{summary}");
+    let samples = q["samples"].as_u64().unwrap();
+    let qlen = read(&out.join("qlen.txt"));
+    let rows: Vec<&str> = qlen.lines().filter(|l| !l.starts_with('#')).collect();
+    assert!(rows[0].starts_with("time: "), "{qlen}");
+    // 4 leaves of 8 hosts and 2 spines: 4 x 10 + 2 x 4 switch ports.
+    assert_eq!(rows.len() - 1, 48, "{qlen}");
+    assert_eq!(q["ports"], 48);
+    for row in &rows[1..] {
+        let counts: Vec<u64> = row.split(' ').skip(2).map(|n| n.parse().unwrap()).collect();
+        assert_eq!(counts.iter().sum::<u64>(), samples, "{row}");
+    }
+    assert!(q["max"].as_u64().unwrap() >= q["p50"].as_u64().unwrap());
     let on_disk: serde_json::Value =
         serde_json::from_str(&read(&out.join("summary.json"))).unwrap();
     assert_eq!(summary["flows_finished"], on_disk["flows_finished"]);

@@ -46,6 +46,7 @@ impl Network {
                     self.touch(host as usize, run);
                 }
                 Event::FlowStart { flow } => run.start(self, flow as usize),
+                Event::QueueSample => self.sample_queues(at),
             }
         }
         if self.now < until {

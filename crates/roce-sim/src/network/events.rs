@@ -42,6 +42,8 @@ pub(super) enum Event {
     NicTimer { host: u32 },
     /// A flow starts.
     FlowStart { flow: u32 },
+    /// Every switch port's queue length is sampled.
+    QueueSample,
 }
 
 /// Nanosecond slots of the wheel: events due less than this far ahead of now go into a slot.

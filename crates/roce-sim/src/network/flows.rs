@@ -94,6 +94,7 @@ impl Network {
             live: 0,
         };
         run.schedule_next(self);
+        self.start_sampling();
         // In slices, looking for a PFC deadlock after each: one stops the run, as nothing in
         // its loop can move again.
         self.deadlock = None;

@@ -36,6 +36,7 @@ mod events;
 mod flows;
 mod host;
 mod pool;
+mod qlen;
 mod wiring;
 
 use std::net::{IpAddr, Ipv4Addr};
@@ -53,6 +54,7 @@ pub use host::HostStats;
 use host::{Egress, SinkMemory};
 use pool::PacketPool;
 pub use pool::{FCS_BYTES, PacketRef};
+pub use qlen::QueueLengths;
 use wiring::Wiring;
 
 /// How a [`Network`] carries payloads.
@@ -90,6 +92,9 @@ pub struct NetworkConfig {
     pub seed: u64,
     /// Payload bytes, or only lengths. Default bytes.
     pub payload: Payload,
+    /// Sample every switch port's queue length at this interval of simulated time
+    /// ([`Network::queue_lengths`]); `None` (the default): no samples.
+    pub queue_sample_every: Option<roce_core::Duration>,
 }
 
 impl Default for NetworkConfig {
@@ -111,6 +116,7 @@ impl Default for NetworkConfig {
             switch: SwitchConfig::default(),
             seed: 0,
             payload: Payload::Bytes,
+            queue_sample_every: None,
         }
     }
 }
@@ -174,6 +180,9 @@ pub struct Network {
     rx: Vec<u8>,
     /// Per host index, in [`Payload::Lengths`] mode: its region.
     sinks: Vec<Arc<SinkMemory>>,
+    /// Queue-length samples, and whether their event is scheduled.
+    qlen: QueueLengths,
+    sampling: bool,
 }
 
 impl Network {
@@ -270,6 +279,8 @@ impl Network {
             buf: vec![0; MAX_DATAGRAM],
             rx: vec![0; MAX_DATAGRAM],
             sinks,
+            qlen: QueueLengths::default(),
+            sampling: false,
         })
     }
 

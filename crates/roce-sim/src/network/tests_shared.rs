@@ -35,6 +35,7 @@ fn pfc() -> Pfc {
 fn incast(switch: SwitchConfig) -> (Network, Vec<crate::FctRecord>) {
     let config = NetworkConfig {
         switch,
+        queue_sample_every: Some(Duration::from_micros(1)),
         ..NetworkConfig::default()
     };
     let mut net = Network::new(incast_topology(), config).unwrap();
@@ -65,6 +66,47 @@ fn a_shared_buffer_pauses_an_incast_before_any_port_overflows() {
     // 8 MB through one 100 G port take at least 640 µs.
     let last = records.iter().map(|r| r.fct).max().unwrap();
     assert!(last >= Duration::from_micros(640), "{last:?}");
+}
+
+#[test]
+fn queue_samples_show_the_incast_at_its_bottleneck_and_nowhere_else() {
+    let (net, records) = incast(SwitchConfig {
+        buffer_bytes: 2 << 20,
+        shared: Some(SharedBuffer::hpcc(2 << 20)),
+        pfc: Some(pfc()),
+        ..SwitchConfig::default()
+    });
+    let q = net.queue_lengths();
+    // One sample a microsecond, of each of the 11 switch ports, until the run ended.
+    let run_us = net.now().as_nanos() / 1000;
+    assert!(
+        q.samples.abs_diff(run_us) <= 1,
+        "{} samples in {run_us} us",
+        q.samples
+    );
+    assert_eq!(q.ports.len(), 9 + 2);
+    let samples = |switch: u32, towards: u32| {
+        let port = net.port_towards(NodeId(switch), NodeId(towards)).unwrap() as u16;
+        let (_, _, bins) = q
+            .ports
+            .iter()
+            .find(|(s, p, _)| (*s, *p) == (switch, port))
+            .unwrap();
+        assert_eq!(bins.iter().sum::<u64>(), q.samples);
+        bins.clone()
+    };
+    // Switch 10's port to host 8 is the bottleneck: a queue most of the time the incast ran.
+    let bottleneck = samples(10, 8);
+    let busy: u64 = bottleneck[1..].iter().sum();
+    let incast_us = records.iter().map(|r| r.fct).max().unwrap().as_nanos() as u64 / 1000;
+    assert!(
+        busy > incast_us / 2,
+        "{busy} of {incast_us} samples above 1 KB"
+    );
+    // Nothing ever waits to go back to the senders (ACKs only).
+    assert_eq!(samples(9, 0)[1..].iter().sum::<u64>(), 0);
+    assert!(q.quantile_kb(1.0).unwrap() >= q.quantile_kb(0.5).unwrap());
+    assert!(q.quantile_kb(1.0).unwrap() as usize >= bottleneck.len() - 1);
 }
 
 #[test]

@@ -22,7 +22,7 @@ impl<P: Frame> SwitchOf<P> {
             }
         };
         let paused = self.ports[ingress].paused_host[priority];
-        if !pause && !(resume && paused) {
+        if !(pause || (resume && paused)) {
             // Most calls: nothing to send (and no division for the pause time).
             return;
         }

@@ -105,6 +105,7 @@ pub(super) fn write_all(
     )?;
     write("slowdown.json", table.to_json() + "\n")?;
     write("slowdown.svg", svg)?;
+    write("qlen.txt", write_qlen_file(network))?;
     let text = serde_json::to_string_pretty(&summary).context("cannot encode summary.json")?;
     write("summary.json", text.clone() + "\n")?;
     if quiet {
@@ -114,7 +115,8 @@ pub(super) fn write_all(
     } else {
         print!("{}", summary_text(&summary, &table));
         println!(
-            "wrote fct.txt, flow.txt, slowdown.txt, slowdown.json, slowdown.svg and summary.json in {}",
+            "wrote fct.txt, flow.txt, slowdown.txt, slowdown.json, slowdown.svg, qlen.txt and \
+             summary.json in {}",
             out.display()
         );
     }
@@ -177,6 +179,7 @@ fn summary(
         "finished_bytes": finished_bytes,
         "goodput_gbps": finished_bytes as f64 * 8.0 / busy_s.max(1e-12) / 1e9,
         "memory_estimate_bytes": plan.memory.bytes,
+        "queue_kb": queue_summary(network),
         "slowdown": bins,
         "deadlock": network.deadlock().map(|d| json!({
             "since_ns": d.since.as_nanos(),
@@ -189,6 +192,48 @@ fn summary(
             "text": d.to_string(),
         })),
     })
+}
+
+/// The switch ports' sampled queue lengths, pooled: `{"every_ns", "samples", "p50", "p95",
+/// "p99", "max"}` in KB (1000 bytes; a bin's lower edge), `null` without samples.
+fn queue_summary(network: &Network) -> Value {
+    let q = network.queue_lengths();
+    if q.samples == 0 {
+        return Value::Null;
+    }
+    json!({
+        "every_ns": q.every.as_nanos() as u64,
+        "samples": q.samples,
+        "ports": q.ports.len(),
+        "p50": q.quantile_kb(0.5),
+        "p95": q.quantile_kb(0.95),
+        "p99": q.quantile_kb(0.99),
+        "max": q.quantile_kb(1.0),
+    })
+}
+
+/// `qlen.txt` in the layout of HPCC's `monitor_buffer` dump: a `time: NS` line (the end of the
+/// run), then per switch port `switch device count0 count1 ...`, where `device` is HPCC's
+/// device index (the port in the switch's neighbour order, plus 1) and `countK` the samples of
+/// K to K + 1 KB. After `#` lines naming the columns and the interval.
+fn write_qlen_file(network: &Network) -> String {
+    let q = network.queue_lengths();
+    let mut out = format!(
+        "# Queue length of every switch egress port, sampled every {} ns ({} samples), as HPCC's\n\
+         # qlen file: switch id, device index (port + 1), then the samples in each 1 KB bin.\n\
+         time: {}\n",
+        q.every.as_nanos(),
+        q.samples,
+        network.now().as_nanos()
+    );
+    for (switch, port, bins) in &q.ports {
+        let _ = write!(out, "{switch} {}", port + 1);
+        for n in bins {
+            let _ = write!(out, " {n}");
+        }
+        out.push('\n');
+    }
+    out
 }
 
 fn summary_text(summary: &Value, table: &SlowdownTable) -> String {
@@ -216,6 +261,14 @@ fn summary_text(summary: &Value, table: &SlowdownTable) -> String {
     );
     if let Some(text) = summary["deadlock"]["text"].as_str() {
         let _ = writeln!(out, "{text}; the run stopped there");
+    }
+    let q = &summary["queue_kb"];
+    if !q.is_null() {
+        let _ = writeln!(
+            out,
+            "switch queues ({} ports, sampled every {} ns): p50 {} KB, p95 {} KB, p99 {} KB, max {} KB",
+            q["ports"], q["every_ns"], q["p50"], q["p95"], q["p99"], q["max"]
+        );
     }
     let _ = writeln!(
         out,

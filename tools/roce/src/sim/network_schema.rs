@@ -37,6 +37,7 @@
 //! [run]
 //! until_us = 300                        # no flow starts at or after it; default: the workload's end
 //! drain_us = 1000                       # then this long for the flows started to finish
+//! qlen_every_us = 10                    # switch queue-length samples (qlen.txt); 0: none
 //! ```
 
 use std::path::{Path, PathBuf};
@@ -169,12 +170,29 @@ struct DcqcnFile {
     min_time_between_cnps: Option<u32>,
 }
 
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RunFile {
     until_us: Option<u64>,
     #[serde(default)]
     drain_us: u64,
+    /// Queue-length samples of every switch port, microseconds apart (0: none).
+    #[serde(default = "default_qlen_every")]
+    qlen_every_us: f64,
+}
+
+impl Default for RunFile {
+    fn default() -> Self {
+        Self {
+            until_us: None,
+            drain_us: 0,
+            qlen_every_us: default_qlen_every(),
+        }
+    }
+}
+
+fn default_qlen_every() -> f64 {
+    10.0
 }
 
 /// Whether a parsed TOML document is a network scenario.
@@ -306,6 +324,12 @@ impl NetworkFile {
             .map(|p| p.pfc("network.pfc", n.shared_buffer))
             .transpose()?;
         config.seed = n.seed;
+        let every = self.run.qlen_every_us;
+        if !(every.is_finite() && (every == 0.0 || (0.1..=1e6).contains(&every))) {
+            bail!("run.qlen_every_us = {every}: 0 (no samples), or from 0.1 to 1000000");
+        }
+        config.queue_sample_every =
+            (every > 0.0).then(|| Duration::from_nanos((every * 1000.0).round() as u64));
         const MAX_RUN_US: u64 = 60_000_000;
         if let Some(u) = self.run.until_us
             && (u == 0 || u > MAX_RUN_US)
