@@ -215,7 +215,18 @@ impl Network {
                 ..config.host.clone()
             };
             let addr = IpAddr::V4(Ipv4Addr::from(h.hpcc_ipv4()));
-            let mut s = side(&host_config, addr);
+            let mut s = match config.payload {
+                Payload::Bytes => side(&host_config, addr),
+                // The region is swapped for a sink below: register a small one first, not
+                // `region_len` zeroed bytes per host.
+                Payload::Lengths => side(
+                    &PairConfig {
+                        region_len: 4096,
+                        ..host_config
+                    },
+                    addr,
+                ),
+            };
             if config.payload == Payload::Lengths {
                 let sink = Arc::new(SinkMemory::new(config.host.region_len));
                 // The region `side` registered is swapped for one that stores nothing.
