@@ -231,7 +231,7 @@ fn cnps_from_anyone_but_the_qps_peer_do_not_slow_it_down() {
     let rate = |pair: &Pair| {
         pair.b
             .nic
-            .qp_congestion(pair.b.qpn)
+            .qp_congestion(pair.b.qpn, pair.now)
             .unwrap()
             .rate_bps
             .unwrap()

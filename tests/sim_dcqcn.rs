@@ -89,9 +89,9 @@ fn ce_marked_requests_get_one_cnp_per_min_time_between_cnps() {
     assert_eq!(times, expected, "one CNP per min_time_between_cnps");
     assert_eq!(pair.b.nic.stats().tx_cnps, cnps.len() as u64);
     assert_eq!(pair.a.nic.stats().rx_cnps, cnps.len() as u64);
-    let b_state = pair.b.nic.qp_congestion(pair.b.qpn).unwrap();
+    let b_state = pair.b.nic.qp_congestion(pair.b.qpn, pair.now).unwrap();
     assert_eq!(b_state.cnps_sent, cnps.len() as u64);
-    let a_state = pair.a.nic.qp_congestion(pair.a.qpn).unwrap();
+    let a_state = pair.a.nic.qp_congestion(pair.a.qpn, pair.now).unwrap();
     assert_eq!(a_state.cnps_received, cnps.len() as u64);
     assert!(a_state.rate_bps.unwrap() < 10_000_000_000);
 
@@ -200,7 +200,7 @@ fn dcqcn_keeps_a_bottleneck_queue_bounded_and_lossless() {
     pair.drive_until(Instant::from_millis(5));
     let link = *pair.a_to_b.stats();
     let a = pair.a.nic.stats().clone();
-    let state = pair.a.nic.qp_congestion(pair.a.qpn).unwrap();
+    let state = pair.a.nic.qp_congestion(pair.a.qpn, pair.now).unwrap();
     eprintln!(
         "max queue {} B, CE marks {}, CNPs {}, decreases {}, increases {}, {state:?}",
         link.max_queue_bytes, link.ce_marked, a.rx_cnps, a.rate_decreases, a.rate_increases
@@ -220,13 +220,13 @@ fn dcqcn_keeps_a_bottleneck_queue_bounded_and_lossless() {
 fn dcqcn_cuts_the_senders_rate_after_cnps() {
     let mut pair = bottleneck(Congestion::Dcqcn(DcqcnConfig::default()));
     let line = 20_000_000_000;
-    let start = pair.a.nic.qp_congestion(pair.a.qpn).unwrap();
+    let start = pair.a.nic.qp_congestion(pair.a.qpn, pair.now).unwrap();
     assert_eq!(start.rate_bps, Some(line));
     let cut = pair.drive_while(Instant::from_millis(1), |pair| {
         pair.a.nic.stats().rx_cnps > 0
     });
     assert!(cut, "a CNP arrives");
-    let state = pair.a.nic.qp_congestion(pair.a.qpn).unwrap();
+    let state = pair.a.nic.qp_congestion(pair.a.qpn, pair.now).unwrap();
     // NVIDIA defaults: α starts at 1023/1024, so the cut is 1 − α/2, just under half.
     assert!(state.rate_bps.unwrap() <= line * 51 / 100, "{state:?}");
     assert_eq!(state.target_bps, Some(line));

@@ -16,8 +16,6 @@ pub(crate) enum Timer {
     Retransmit,
     /// The RNR NAK delay has passed: send again the request that found no receive WR.
     RnrRetry,
-    /// DCQCN reaction point: α decays, as no CNP arrived for `dce_tcp_rtt`.
-    AlphaUpdate,
     /// DCQCN reaction point: the rate-increase timer (`rpg_time_reset`) ticks.
     RateIncrease,
     /// Pacing: the requester may send its next packet at the QP's rate.
@@ -25,10 +23,9 @@ pub(crate) enum Timer {
 }
 
 impl Timer {
-    pub(crate) const ALL: [Self; 5] = [
+    pub(crate) const ALL: [Self; 4] = [
         Self::Retransmit,
         Self::RnrRetry,
-        Self::AlphaUpdate,
         Self::RateIncrease,
         Self::Pacing,
     ];
@@ -36,7 +33,7 @@ impl Timer {
 
 /// When each timer expires, if armed.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub(crate) struct TimerTable([Option<Instant>; 5]);
+pub(crate) struct TimerTable([Option<Instant>; 4]);
 
 impl TimerTable {
     pub(crate) fn set(&mut self, timer: Timer, at: Instant) {

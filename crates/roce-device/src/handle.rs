@@ -428,6 +428,6 @@ impl DeviceHandle {
 
     /// A QP's congestion control now: its rate, target rate, α and CNP counts.
     pub async fn qp_congestion(&self, qpn: Qpn) -> Result<CongestionState, DeviceError> {
-        Ok(self.with(move |nic, _| nic.qp_congestion(qpn))??)
+        Ok(self.with(move |nic, now| nic.qp_congestion(qpn, now))??)
     }
 }

@@ -32,7 +32,13 @@ pub(crate) struct Dcqcn {
     rc: f64,
     /// Target rate RT, bits per second.
     rt: f64,
+    /// α as of its last decay.
     alpha: f64,
+    /// When α next decays by (1 − g): every `dce_tcp_rtt` after the last decrease, while the
+    /// rate recovers or α is above 1/1024; `None`: α holds. The decays are applied when α is
+    /// next needed ([`Dcqcn::decay_alpha`]), not by a timer of their own: at HPCC's 1 µs
+    /// period a timer would wake every recovering QP a million times a second.
+    alpha_due: Option<Instant>,
     /// Timer events since the last decrease (the paper's T).
     t: u32,
     /// Byte-counter events since the last decrease (BC).
@@ -56,6 +62,7 @@ impl Dcqcn {
             rc: line_bps,
             rt: line_bps,
             alpha: f64::from(config.initial_alpha_value) / 1024.0,
+            alpha_due: None,
             t: 0,
             bc: 0,
             bytes: 0,
@@ -83,8 +90,43 @@ impl Dcqcn {
     }
 
     /// α is still above the firmware's resolution (1/1024) and worth decaying.
-    fn alpha_live(&self) -> bool {
-        self.alpha >= 1.0 / 1024.0
+    fn alpha_live(alpha: f64) -> bool {
+        alpha >= 1.0 / 1024.0
+    }
+
+    /// α and its next decay once the decays due by `now` (or only those before it, unless
+    /// `inclusive`) are applied: the paper's "every K without a CNP, α = (1 − g)·α", one step
+    /// per period as a timer would take them (so the arithmetic is the timer's, bit for bit),
+    /// stopping where the timer would no longer be re-armed. `recovering` cannot change
+    /// between two calls: every event that changes it applies the decays first.
+    fn decayed(&self, now: Instant, inclusive: bool) -> (f64, Option<Instant>) {
+        let (mut alpha, mut due) = (self.alpha, self.alpha_due);
+        let (keep, period) = (1.0 - self.g(), self.alpha_period());
+        while let Some(at) = due {
+            if at > now || (at == now && !inclusive) {
+                break;
+            }
+            alpha *= keep;
+            due = (self.recovering || Self::alpha_live(alpha)).then(|| at + period);
+        }
+        (alpha, due)
+    }
+
+    /// When α next decays, if it does.
+    #[cfg(test)]
+    pub(crate) fn alpha_due(&self) -> Option<Instant> {
+        self.alpha_due
+    }
+
+    /// Applies every decay due by `now`, as the events that need α do.
+    #[cfg(test)]
+    pub(crate) fn apply_alpha_decays(&mut self, now: Instant) {
+        self.decay_alpha(now, true);
+    }
+
+    /// Applies the decays due by `now` ([`Dcqcn::decayed`]).
+    fn decay_alpha(&mut self, now: Instant, inclusive: bool) {
+        (self.alpha, self.alpha_due) = self.decayed(now, inclusive);
     }
 
     /// One rate-increase event (the paper's RP; the counter of the event is incremented
@@ -144,8 +186,8 @@ impl RateControl for Dcqcn {
         Some(self.rt)
     }
 
-    fn alpha(&self) -> f64 {
-        self.alpha
+    fn alpha(&self, now: Instant) -> f64 {
+        self.decayed(now, true).0
     }
 
     fn on_cnp(&mut self, now: Instant, timers: &mut TimerTable, stats: &mut Stats) {
@@ -158,6 +200,9 @@ impl RateControl for Dcqcn {
             debug!(time = %now, "dcqcn cnp within the rate-reduce monitor period");
             return;
         }
+        // The decays before now; one due at this very instant is replaced by the new period,
+        // as re-arming a timer would replace it.
+        self.decay_alpha(now, false);
         let old = self.rc;
         let first = !self.recovering && self.rc >= self.line;
         if first && self.config.rate_to_set_on_first_cnp != 0 {
@@ -192,7 +237,7 @@ impl RateControl for Dcqcn {
         self.time_increased = false;
         self.recovering = true;
         self.last_decrease = Some(now);
-        timers.set(Timer::AlphaUpdate, now + self.alpha_period());
+        self.alpha_due = Some(now + self.alpha_period());
         timers.set(Timer::RateIncrease, now + self.increase_period());
         stats.rate_decreases += 1;
         debug!(
@@ -209,6 +254,8 @@ impl RateControl for Dcqcn {
         if !self.recovering {
             return;
         }
+        // An increase may end the recovery, after which α decays only while it is live.
+        self.decay_alpha(now, true);
         // Paper: a rate-increase event every B bytes sent.
         let b = u64::from(self.config.rpg_byte_reset.max(1));
         self.bytes += bytes;
@@ -220,14 +267,10 @@ impl RateControl for Dcqcn {
 
     fn on_timer(&mut self, timer: Timer, now: Instant, timers: &mut TimerTable, stats: &mut Stats) {
         match timer {
-            Timer::AlphaUpdate => {
-                // Paper: every K without a CNP, α = (1 − g)·α.
-                self.alpha *= 1.0 - self.g();
-                if self.recovering || self.alpha_live() {
-                    timers.set(Timer::AlphaUpdate, now + self.alpha_period());
-                }
-            }
             Timer::RateIncrease if self.recovering => {
+                // The decays due by now come first, as timers of the same instant fire in
+                // `Timer::ALL` order; the increase may end the recovery.
+                self.decay_alpha(now, true);
                 self.increase(IncreaseEvent::Timer, now, stats);
                 if self.recovering {
                     timers.set(Timer::RateIncrease, now + self.increase_period());

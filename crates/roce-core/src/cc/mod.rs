@@ -18,14 +18,14 @@ mod tests;
 
 /// A reaction point: decides a QP's sending rate from the CNPs it receives, the bytes it sends
 /// and its timers. Timers are armed in the QP's [`TimerTable`]; the NIC calls
-/// [`RateControl::on_timer`] when one of `AlphaUpdate` and `RateIncrease` expires.
+/// [`RateControl::on_timer`] when `RateIncrease` expires.
 pub(crate) trait RateControl: fmt::Debug + Send {
     /// The rate the requester may send at, bits per second; `None` is no limit.
     fn rate_bps(&self) -> Option<f64>;
     /// The rate it is climbing back to, bits per second; `None` is no limit.
     fn target_bps(&self) -> Option<f64>;
-    /// DCQCN's α, the estimate of how congested the path is (0 when not applicable).
-    fn alpha(&self) -> f64;
+    /// DCQCN's α at `now`, the estimate of how congested the path is (0 when not applicable).
+    fn alpha(&self, now: Instant) -> f64;
     /// A CNP for this QP arrived.
     fn on_cnp(&mut self, now: Instant, timers: &mut TimerTable, stats: &mut Stats);
     /// The requester put `bytes` on the wire.
@@ -45,7 +45,7 @@ impl RateControl for Unlimited {
     fn target_bps(&self) -> Option<f64> {
         None
     }
-    fn alpha(&self) -> f64 {
+    fn alpha(&self, _: Instant) -> f64 {
         0.0
     }
     fn on_cnp(&mut self, _: Instant, _: &mut TimerTable, _: &mut Stats) {}
@@ -118,12 +118,12 @@ pub struct CongestionState {
 }
 
 impl QpCongestion {
-    /// What [`CongestionState`] shows of it.
-    pub(crate) fn state(&self) -> CongestionState {
+    /// What [`CongestionState`] shows of it at `now`.
+    pub(crate) fn state(&self, now: Instant) -> CongestionState {
         CongestionState {
             rate_bps: self.rp.rate_bps().map(|r| r.round() as u64),
             target_bps: self.rp.target_bps().map(|r| r.round() as u64),
-            alpha: self.rp.alpha(),
+            alpha: self.rp.alpha(now),
             cnps_sent: self.np.cnps_sent,
             cnps_received: self.cnps_received,
         }

@@ -80,6 +80,14 @@ impl PaperRp {
     }
 }
 
+/// What [`Rp::next_event`] fired.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Fired {
+    /// α decayed by (1 − g), its period having passed without a CNP.
+    AlphaDecay,
+    Timer(Timer),
+}
+
 struct Rp {
     rp: Dcqcn,
     timers: TimerTable,
@@ -110,22 +118,40 @@ impl Rp {
             .on_sent(self.now, bytes, &mut self.timers, &mut self.stats);
     }
 
-    /// Jumps to the next deadline and fires what is due there, in `Timer::ALL` order as the
-    /// NIC does; returns what fired.
-    fn next_event(&mut self) -> Vec<Timer> {
-        let Some(at) = self.timers.next() else {
+    /// The next instant something happens: an armed timer, or α's next decay.
+    fn next_deadline(&self) -> Option<Instant> {
+        [self.timers.next(), self.rp.alpha_due()]
+            .into_iter()
+            .flatten()
+            .min()
+    }
+
+    /// Jumps to the next deadline and fires what is due there: α's decay first (it was the
+    /// first of `Timer::ALL` when it had a timer of its own), then the timers in `Timer::ALL`
+    /// order as the NIC does; returns what fired.
+    fn next_event(&mut self) -> Vec<Fired> {
+        let Some(at) = self.next_deadline() else {
             return Vec::new();
         };
         self.now = at;
         let mut fired = Vec::new();
+        if self.rp.alpha_due() == Some(at) {
+            // Applied when next needed; here at once, to read α tick by tick.
+            self.rp.apply_alpha_decays(at);
+            fired.push(Fired::AlphaDecay);
+        }
         for timer in Timer::ALL {
             if self.timers.expire(timer, self.now) {
                 self.rp
                     .on_timer(timer, self.now, &mut self.timers, &mut self.stats);
-                fired.push(timer);
+                fired.push(Fired::Timer(timer));
             }
         }
         fired
+    }
+
+    fn alpha(&self) -> f64 {
+        self.rp.alpha(self.now)
     }
 
     fn rate(&self) -> f64 {
@@ -146,11 +172,11 @@ fn assert_same(rp: &Rp, paper: &PaperRp) {
     assert!(
         close(rp.rate(), paper.rc)
             && close(rp.target(), paper.rt)
-            && close(rp.rp.alpha(), paper.alpha),
+            && close(rp.alpha(), paper.alpha),
         "engine (rc {}, rt {}, α {}) != paper (rc {}, rt {}, α {}) at {}",
         rp.rate(),
         rp.target(),
-        rp.rp.alpha(),
+        rp.alpha(),
         paper.rc,
         paper.rt,
         paper.alpha,
@@ -169,10 +195,10 @@ fn cnps_to_both(rp: &mut Rp, paper: &mut PaperRp, count: usize) {
 
 fn run_both(rp: &mut Rp, paper: &mut PaperRp, events: usize) {
     for _ in 0..events {
-        for timer in rp.next_event() {
-            match timer {
-                Timer::AlphaUpdate => paper.alpha_timer(),
-                Timer::RateIncrease => paper.timer(),
+        for fired in rp.next_event() {
+            match fired {
+                Fired::AlphaDecay => paper.alpha_timer(),
+                Fired::Timer(Timer::RateIncrease) => paper.timer(),
                 other => panic!("unexpected {other:?}"),
             }
         }
@@ -188,7 +214,7 @@ fn one_cnp_at_alpha_one_halves_the_rate() {
     assert_same(&rp, &paper);
     assert_eq!(rp.rate(), LINE / 2.0);
     assert_eq!(rp.target(), LINE);
-    assert_eq!(rp.rp.alpha(), 1.0, "(1 − g)·1 + g");
+    assert_eq!(rp.alpha(), 1.0, "(1 − g)·1 + g");
     assert_eq!(rp.stats.rate_decreases, 1);
     // A second CNP: the rate is cut by α/2 again, the target follows the rate.
     cnps_to_both(&mut rp, &mut paper, 1);
@@ -208,7 +234,7 @@ fn alpha_decays_as_one_minus_g_to_the_k_without_cnps() {
         run_both(&mut rp, &mut paper, 1);
         assert_eq!(rp.now, Instant::from_micros(55 * k));
         let expected = (1.0 - 1.0 / 256.0_f64).powi(k as i32);
-        assert!(close(rp.rp.alpha(), expected), "k {k}: α {}", rp.rp.alpha());
+        assert!(close(rp.alpha(), expected), "k {k}: α {}", rp.alpha());
     }
 }
 
@@ -280,11 +306,12 @@ fn the_rate_is_clamped_to_line_rate_and_the_timers_stop_there() {
         assert!(events < 10_000, "recovers");
     }
     assert_eq!((rp.rate(), rp.target()), (LINE, LINE));
-    // α decays on until it is below 1/1024, then nothing is armed: an idle QP is idle.
-    while rp.timers.next().is_some() {
+    // α decays on until it is below 1/1024, then nothing is due: an idle QP is idle.
+    while rp.next_deadline().is_some() {
         rp.next_event();
     }
-    assert!(rp.rp.alpha() < 1.0 / 1024.0);
+    assert!(rp.alpha() < 1.0 / 1024.0);
+    assert_eq!(rp.rp.alpha_due(), None);
 }
 
 #[test]
@@ -325,10 +352,7 @@ fn nvidia_defaults_decrease_by_alpha_over_two_and_keep_min_dec_fac() {
         "rpg_gd 11 is 1 − α/2"
     );
     // g = 5/1024.
-    assert!(close(
-        rp.rp.alpha(),
-        (1019.0 / 1024.0) * alpha + 5.0 / 1024.0
-    ));
+    assert!(close(rp.alpha(), (1019.0 / 1024.0) * alpha + 5.0 / 1024.0));
     // rpg_gd 10 would be 1 − α: rpg_min_dec_fac 50 keeps half.
     let mut rp = Rp::new(DcqcnConfig {
         rpg_gd: 10,

@@ -119,9 +119,10 @@ impl Nic {
         self.qp_ref(qpn).map(|qp| (qp.req.psn, qp.resp.epsn))
     }
 
-    /// A QP's congestion control: its rate, target rate, α and CNPs.
-    pub fn qp_congestion(&self, qpn: Qpn) -> Result<CongestionState, VerbsError> {
-        self.qp_ref(qpn).map(|qp| qp.cc.state())
+    /// A QP's congestion control at `now`: its rate, target rate, α (decayed to `now`) and
+    /// CNPs.
+    pub fn qp_congestion(&self, qpn: Qpn, now: Instant) -> Result<CongestionState, VerbsError> {
+        self.qp_ref(qpn).map(|qp| qp.cc.state(now))
     }
 
     /// Completions waiting in `cq`.

@@ -60,7 +60,7 @@ impl Nic {
                     match timer {
                         Timer::Retransmit => qp.on_retransmit_timer(&mut ctx),
                         Timer::RnrRetry => qp.on_rnr_timer(&mut ctx),
-                        Timer::AlphaUpdate | Timer::RateIncrease => {
+                        Timer::RateIncrease => {
                             qp.cc.rp.on_timer(timer, now, &mut qp.timers, ctx.stats);
                         }
                         // The QP is put back in line below: its next packet may go.

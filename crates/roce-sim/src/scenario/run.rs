@@ -249,7 +249,7 @@ pub fn run_observed(
         .sum();
     for (i, flow) in flows.iter().enumerate() {
         let node = &fabric.nodes[scenario.flows[i].from];
-        if let Ok(state) = node.nic.qp_congestion(flow.qpn) {
+        if let Ok(state) = node.nic.qp_congestion(flow.qpn, end) {
             series.flows[i].cnps = state.cnps_received;
         }
     }
@@ -301,7 +301,7 @@ fn sample(
     series.times.push(at - Instant::ZERO);
     for (i, flow) in flows.iter_mut().enumerate() {
         let node = &fabric.nodes[scenario.flows[i].from];
-        let state = node.nic.qp_congestion(flow.qpn).unwrap_or_default();
+        let state = node.nic.qp_congestion(flow.qpn, at).unwrap_or_default();
         let delivered = payload_of(
             flow.delivered_packets,
             scenario.message_bytes,
