@@ -30,6 +30,16 @@ fn pfc() -> Pfc {
     }
 }
 
+/// 2 MB shared per switch, HPCC's thresholds, PFC on priority 3.
+fn shared_2mb() -> SwitchConfig {
+    SwitchConfig {
+        buffer_bytes: 2 << 20,
+        shared: Some(SharedBuffer::hpcc(2 << 20)),
+        pfc: Some(pfc()),
+        ..SwitchConfig::default()
+    }
+}
+
 /// Eight 1 MB flows into host 8 at once; returns the network after the run and the flows'
 /// records.
 fn incast(switch: SwitchConfig) -> (Network, Vec<crate::FctRecord>) {
@@ -47,12 +57,7 @@ fn incast(switch: SwitchConfig) -> (Network, Vec<crate::FctRecord>) {
 
 #[test]
 fn a_shared_buffer_pauses_an_incast_before_any_port_overflows() {
-    let (net, records) = incast(SwitchConfig {
-        buffer_bytes: 2 << 20,
-        shared: Some(SharedBuffer::hpcc(2 << 20)),
-        pfc: Some(pfc()),
-        ..SwitchConfig::default()
-    });
+    let (net, records) = incast(shared_2mb());
     assert_eq!(records.len(), 8, "{:?}", net.flow_outcome());
     assert_eq!(net.drops(), 0);
     // Switch 10 paused switch 9 (its 400 G ingress holds the whole incast), and switch 9
@@ -70,12 +75,7 @@ fn a_shared_buffer_pauses_an_incast_before_any_port_overflows() {
 
 #[test]
 fn queue_samples_show_the_incast_at_its_bottleneck_and_nowhere_else() {
-    let (net, records) = incast(SwitchConfig {
-        buffer_bytes: 2 << 20,
-        shared: Some(SharedBuffer::hpcc(2 << 20)),
-        pfc: Some(pfc()),
-        ..SwitchConfig::default()
-    });
+    let (net, records) = incast(shared_2mb());
     let q = net.queue_lengths();
     // One sample a microsecond, of each of the 11 switch ports, until the run ended.
     let run_us = net.now().as_nanos() / 1000;

@@ -265,7 +265,7 @@ fn estimate(s: &NetScenario, flows: &[FlowSpec], until: Instant) -> Memory {
 
 /// Runs the flows on a thread; with `every`, says on standard error at that interval of wall
 /// time the simulated time reached against the target, the flows started and finished,
-/// and the packet-hops per wall second since the last line.
+/// and the packet-hops per wall second so far.
 fn run_with_progress(
     mut network: Network,
     plan: &Plan,
@@ -287,7 +287,6 @@ fn run_with_progress(
         (network, records)
     });
     let started = WallClock::now();
-    let mut last = (0.0, 0u64);
     loop {
         let interval = every.unwrap_or(Duration::from_secs(3600));
         match rx.recv_timeout(interval) {
@@ -305,8 +304,9 @@ fn run_with_progress(
                     );
                     continue;
                 };
-                let rate = (p.packet_hops - last.1) as f64 / (wall - last.0).max(1e-9);
-                last = (wall, p.packet_hops);
+                // Since the start: the worker publishes once per 100 µs of simulated time,
+                // which can take longer than a line's interval.
+                let rate = p.packet_hops as f64 / wall.max(1e-9);
                 let target = end.as_nanos().max(1) as f64;
                 eprintln!(
                     "roce sim {}: {:.6} of {} s simulated ({:.0} %), flows {} started and {} \
