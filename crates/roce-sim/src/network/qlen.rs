@@ -55,8 +55,9 @@ impl QueueLengths {
 }
 
 impl Network {
-    /// The queue-length distributions sampled so far ([`NetworkConfig::queue_sample_every`]
-    /// (super::NetworkConfig::queue_sample_every); empty when it is `None`).
+    /// The queue-length distributions sampled so far (every
+    /// [`NetworkConfig::queue_sample_every`](super::NetworkConfig::queue_sample_every); empty
+    /// when it is `None`).
     pub fn queue_lengths(&self) -> &QueueLengths {
         &self.qlen
     }
