@@ -47,6 +47,16 @@ impl Network {
                 }
                 Event::FlowStart { flow } => run.start(self, flow as usize),
                 Event::QueueSample => self.sample_queues(at),
+                Event::PauseRefresh {
+                    node,
+                    port,
+                    priority,
+                } => {
+                    if let Some(s) = self.switches[node as usize].as_mut() {
+                        s.check_pause(at, usize::from(port), priority);
+                    }
+                    self.send_pauses(node, port);
+                }
             }
         }
         if self.now < until {
@@ -162,6 +172,7 @@ impl Network {
             return; // nearly always
         }
         let peer = self.wiring.peer(node, port);
+        let mut refresh = Vec::new();
         for frame in s.take_pause_frames(usize::from(port)) {
             self.events.push(
                 frame.at + peer.delay,
@@ -170,6 +181,19 @@ impl Network {
                     port: peer.port,
                     priority: frame.priority,
                     until: frame.until + peer.delay,
+                },
+            );
+            if frame.until > frame.at {
+                refresh.push((frame.at + (frame.until - frame.at) / 2, frame.priority));
+            }
+        }
+        for (at, priority) in refresh {
+            self.events.push(
+                at,
+                Event::PauseRefresh {
+                    node,
+                    port,
+                    priority,
                 },
             );
         }

@@ -44,6 +44,9 @@ pub(super) enum Event {
     FlowStart { flow: u32 },
     /// Every switch port's queue length is sampled.
     QueueSample,
+    /// Halfway through a PAUSE a switch sent out of `port`: it sends another if the ingress
+    /// still holds too much (a paused ingress may see no packet to check it by).
+    PauseRefresh { node: u32, port: u16, priority: u8 },
 }
 
 /// Nanosecond slots of the wheel: events due less than this far ahead of now go into a slot.

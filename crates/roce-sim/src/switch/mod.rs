@@ -407,6 +407,13 @@ impl<P: Frame> SwitchOf<P> {
             })
     }
 
+    /// Checks the PFC state of ingress `port` for `priority` at `now`: a PAUSE whose time is
+    /// half gone is sent again while the ingress still holds too much, as a switch refreshes
+    /// XOFF on a timer (a paused ingress may see no packet of its own to check it by).
+    pub fn check_pause(&mut self, now: Instant, port: usize, priority: u8) {
+        self.pfc_check(now, port, usize::from(priority) % CLASSES);
+    }
+
     /// Whether the switch has PFC frames to send out of `port` ([`SwitchOf::take_pause_frames`]).
     pub fn has_pause_frames(&self, port: usize) -> bool {
         !self.ports[port].pauses.is_empty()

@@ -169,3 +169,29 @@ fn a_priority_without_pfc_drops_where_a_lossless_one_would_use_its_headroom() {
     );
     assert_eq!(sw.stats(0).drops, 1);
 }
+
+#[test]
+fn a_pause_half_gone_is_sent_again_while_the_ingress_is_still_full() {
+    let mut sw = switch();
+    held_at_first_pause(&mut sw, &[0]);
+    let frames: Vec<_> = sw.take_pause_frames(0).collect();
+    let [first] = frames[..] else {
+        panic!("{frames:?}")
+    };
+    // Nothing of ingress 0's leaves (its egress is paused), so only the refresh check can
+    // renew the PAUSE: not before half its time has passed since it left (its `at` is when
+    // it reaches the sender, one cable later)...
+    let (cable, quanta) = (sw.config().latency, first.until - first.at);
+    let half = Instant::from_nanos((first.at + quanta / 2).as_nanos() - cable.as_nanos() as u64);
+    sw.check_pause(Instant::from_nanos(half.as_nanos() - 1), 0, 3);
+    assert!(!sw.has_pause_frames(0));
+    // ... and then, running as long again from then.
+    sw.check_pause(half, 0, 3);
+    let frames: Vec<_> = sw.take_pause_frames(0).collect();
+    let [again] = frames[..] else {
+        panic!("{frames:?}")
+    };
+    assert_eq!(again.until - again.at, quanta);
+    assert_eq!(again.at, half + cable);
+    assert_eq!(sw.stats(0).pauses_sent, 2);
+}
