@@ -172,7 +172,6 @@ impl Network {
             return; // nearly always
         }
         let peer = self.wiring.peer(node, port);
-        let mut refresh = Vec::new();
         for frame in s.take_pause_frames(usize::from(port)) {
             self.events.push(
                 frame.at + peer.delay,
@@ -184,18 +183,15 @@ impl Network {
                 },
             );
             if frame.until > frame.at {
-                refresh.push((frame.at + (frame.until - frame.at) / 2, frame.priority));
-            }
-        }
-        for (at, priority) in refresh {
-            self.events.push(
-                at,
-                Event::PauseRefresh {
+                let priority = frame.priority;
+                let half = frame.at + (frame.until - frame.at) / 2;
+                let refresh = Event::PauseRefresh {
                     node,
                     port,
                     priority,
-                },
-            );
+                };
+                self.events.push(half, refresh);
+            }
         }
     }
 

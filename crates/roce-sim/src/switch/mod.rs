@@ -154,6 +154,9 @@ impl<P: Frame> SwitchOf<P> {
         routes: Vec<(std::net::IpAddr, usize)>,
         seed: u64,
     ) -> Self {
+        let reserves = config
+            .shared
+            .map_or(0, |shared| shared.reserve_bytes * ports);
         let mut switch = Self {
             ports: (0..ports)
                 .map(|_| Port::new(config.bandwidth_bps))
@@ -166,7 +169,8 @@ impl<P: Frame> SwitchOf<P> {
             seq: 0,
             rng: seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1,
             shared_used: 0,
-            set_aside: 0,
+            // Every port's reserve; `set_port_headroom` adds the headrooms.
+            set_aside: reserves,
         };
         if let Some(shared) = switch.config.shared {
             // Until told otherwise, each port's headroom covers what arrives in the time a
@@ -184,16 +188,13 @@ impl<P: Frame> SwitchOf<P> {
     /// after its PAUSE leaves; [`pfc_headroom`] is HPCC's) and its α (`alpha_shift`: the
     /// threshold is the free space `>> alpha_shift`). Without one this does nothing.
     pub fn set_port_headroom(&mut self, port: usize, headroom_bytes: usize, alpha_shift: u8) {
-        let Some(shared) = self.config.shared else {
+        if self.config.shared.is_none() {
             return;
-        };
-        self.ports[port].headroom = headroom_bytes;
-        self.ports[port].alpha_shift = alpha_shift.min(63);
-        self.set_aside = self
-            .ports
-            .iter()
-            .map(|p| p.headroom + shared.reserve_bytes)
-            .sum();
+        }
+        let p = &mut self.ports[port];
+        self.set_aside = self.set_aside - p.headroom + headroom_bytes;
+        p.headroom = headroom_bytes;
+        p.alpha_shift = alpha_shift.min(63);
     }
 
     /// Whether `priority` is one PFC keeps lossless.

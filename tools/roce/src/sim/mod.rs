@@ -224,11 +224,7 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<ExitCode> {
         .unwrap_or_else(|| Path::new("sim-out").join(&name));
 
     let started = WallClock::now();
-    let every = match args.progress_every {
-        None => None,
-        Some(s) if s.is_finite() && s > 0.0 && s <= 3600.0 => Some(Duration::from_secs_f64(s)),
-        Some(s) => bail!("--progress-every {s}: seconds, more than 0 and at most 3600"),
-    };
+    let every = progress_every(args)?;
     let series = run_with_progress(&loaded.scenario, every)?;
     let wall = started.elapsed();
 
@@ -355,6 +351,15 @@ fn progress_line(name: &str, done_ms: f64, target_ms: f64, wall: Duration) -> St
          {:.1} s of wall time so far",
         wall.as_secs_f64()
     )
+}
+
+/// `--progress-every SECONDS`, checked: more than 0 and at most an hour.
+fn progress_every(args: &Args) -> anyhow::Result<Option<Duration>> {
+    match args.progress_every {
+        None => Ok(None),
+        Some(s) if s.is_finite() && s > 0.0 && s <= 3600.0 => Ok(Some(Duration::from_secs_f64(s))),
+        Some(s) => bail!("--progress-every {s}: seconds, more than 0 and at most 3600"),
+    }
 }
 
 #[cfg(test)]

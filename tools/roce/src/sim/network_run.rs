@@ -66,15 +66,11 @@ pub(super) fn run(args: &Args, path: &Path, text: &str) -> anyhow::Result<ExitCo
         .out
         .clone()
         .unwrap_or_else(|| Path::new("sim-out").join(&name));
-    let every = match args.progress_every {
-        Some(s) if !(s.is_finite() && s > 0.0 && s <= 3600.0) => {
-            bail!("--progress-every {s}: seconds, more than 0 and at most 3600")
-        }
-        Some(s) => Some(Duration::from_secs_f64(s)),
+    let every = match super::progress_every(args)? {
         None if args.progress || std::io::stderr().is_terminal() => {
             Some(Duration::from_millis(500))
         }
-        None => None,
+        every => every,
     };
     let started = WallClock::now();
     let (network, records) = run_with_progress(network, &plan, every)?;
