@@ -184,13 +184,12 @@ impl Network {
             );
             if frame.until > frame.at {
                 let priority = frame.priority;
-                let half = frame.at + (frame.until - frame.at) / 2;
                 let refresh = Event::PauseRefresh {
                     node,
                     port,
                     priority,
                 };
-                self.events.push(half, refresh);
+                self.events.push(frame.refresh_at(), refresh);
             }
         }
     }

@@ -75,8 +75,9 @@ struct Port<P> {
     /// With a shared buffer: this port's threshold is the free space `>> alpha_shift`.
     alpha_shift: u8,
     paused_host: [bool; CLASSES],
-    /// When the last PAUSE sent to the host runs out, per priority.
-    pause_until: [Instant; CLASSES],
+    /// When the last PAUSE sent to the host is due to be sent again, per priority
+    /// ([`PauseFrame::refresh_at`]).
+    refresh_at: [Instant; CLASSES],
     /// Until when the host has paused this port's egress, per priority (PAUSE it sent).
     egress_paused_until: [Instant; CLASSES],
     pauses: VecDeque<PauseFrame>,
@@ -102,7 +103,7 @@ impl<P> Port<P> {
             headroom: 0,
             alpha_shift: 0,
             paused_host: [false; CLASSES],
-            pause_until: [Instant::ZERO; CLASSES],
+            refresh_at: [Instant::ZERO; CLASSES],
             egress_paused_until: [Instant::ZERO; CLASSES],
             pauses: VecDeque::new(),
             stats: PortStats::default(),

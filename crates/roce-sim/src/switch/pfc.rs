@@ -32,18 +32,17 @@ impl<P: Frame> SwitchOf<P> {
         let port = &mut self.ports[ingress];
         let at = now + latency;
         // XOFF, or a refresh before the last one runs out (senders would resume otherwise).
-        let refresh = port.paused_host[priority]
-            && at + Duration::from_nanos(quanta_nanos / 2) >= port.pause_until[priority];
+        let refresh = port.paused_host[priority] && at >= port.refresh_at[priority];
         if pause && (!port.paused_host[priority] || refresh) {
             port.paused_host[priority] = true;
             port.stats.pauses_sent += 1;
-            let until = at + Duration::from_nanos(quanta_nanos);
-            port.pause_until[priority] = until;
-            port.pauses.push_back(PauseFrame {
+            let frame = PauseFrame {
                 at,
                 priority: priority as u8,
-                until,
-            });
+                until: at + Duration::from_nanos(quanta_nanos),
+            };
+            port.refresh_at[priority] = frame.refresh_at();
+            port.pauses.push_back(frame);
         } else if resume && port.paused_host[priority] {
             port.paused_host[priority] = false;
             port.stats.resumes_sent += 1;
