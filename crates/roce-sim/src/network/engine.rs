@@ -3,10 +3,11 @@
 
 use roce_core::{Duration, Instant};
 
-use super::Network;
 use super::events::Event;
 use super::flows::FlowRun;
+use super::{Network, PacketRef};
 use crate::set_sim_time;
+use crate::switch::Frame;
 
 impl Network {
     /// Runs every event due by `until`, in order; `run` hears of flow starts and completions.
@@ -66,33 +67,31 @@ impl Network {
     }
 
     /// A packet reaches `node`: a host's NIC takes it, a switch forwards it.
-    fn arrival(&mut self, node: u32, port: u16, packet: u32, run: &mut FlowRun<'_>) {
+    fn arrival(&mut self, node: u32, port: u16, packet: PacketRef, run: &mut FlowRun<'_>) {
         self.packet_hops += 1;
         let now = self.now;
         if let Some(h) = self.wiring.host_index(node) {
             let side = &mut self.sides[h];
             let datagram = self.pool.datagram(packet, &mut self.rx);
             side.nic.handle_datagram(now, datagram);
-            self.pool.free(packet);
+            self.pool.free(packet.index);
             self.egress[h].stats.received += 1;
             self.touch(h, run);
             return;
         }
-        let egress = self
-            .pool
-            .tuple(packet)
+        let egress = packet
+            .tuple()
             .and_then(|tuple| self.wiring.forward_tuple(node, tuple));
         let Some(egress) = egress else {
             self.unroutable += 1;
-            self.pool.free(packet);
+            self.pool.free(packet.index);
             return;
         };
-        let reference = self.pool.reference(packet);
         let switch = self.switches[node as usize]
             .as_mut()
             .expect("a node that is no host is a switch");
-        if !switch.receive_to(now, usize::from(port), usize::from(egress), reference) {
-            self.pool.free(packet);
+        if !switch.receive_to(now, usize::from(port), usize::from(egress), packet) {
+            self.pool.free(packet.index);
         }
         self.send_pauses(node, port);
         self.schedule_port(node, egress);
@@ -132,15 +131,14 @@ impl Network {
         let switch = self.switches[node as usize]
             .as_mut()
             .expect("only switch ports are scheduled");
-        if let Some((reference, ingress)) = switch.finish(now, usize::from(port)) {
-            self.pool.set_ecn(reference.index, reference.ecn);
+        if let Some((packet, ingress)) = switch.finish(now, usize::from(port)) {
             let peer = self.wiring.peer(node, port);
             self.events.push(
                 now + peer.delay,
                 Event::Arrival {
                     node: peer.node,
                     port: peer.port,
-                    packet: reference.index,
+                    packet,
                 },
             );
             self.send_pauses(node, ingress as u16);
@@ -237,7 +235,8 @@ impl Network {
                 return;
             }
             if let Some(index) = e.pop_sendable(now) {
-                let bytes = self.pool.frame_len(index) as u64;
+                let packet = self.pool.reference(index);
+                let bytes = packet.wire_len() as u64;
                 let nanos = (bytes * 8 * 1_000_000_000).div_ceil(peer.rate_bps.max(1));
                 e.busy_until = now + Duration::from_nanos(nanos);
                 e.stats.sent += 1;
@@ -247,7 +246,7 @@ impl Network {
                     Event::Arrival {
                         node: peer.node,
                         port: peer.port,
-                        packet: index,
+                        packet,
                     },
                 );
                 continue;

@@ -17,13 +17,19 @@ use std::collections::BinaryHeap;
 
 use roce_core::Instant;
 
+use super::PacketRef;
+
 /// Something that happens to one node at one instant. Nodes are topology ids, ports are a
 /// node's links in [`Topology::neighbors`](crate::topology::Topology::neighbors) order, packets
 /// are indexes into the packet pool.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Event {
     /// A packet's last bit reaches `node` on `port`.
-    Arrival { node: u32, port: u16, packet: u32 },
+    Arrival {
+        node: u32,
+        port: u16,
+        packet: PacketRef,
+    },
     /// A PFC frame reaches `node` on `port`: it may not send `priority` out of that port until
     /// `until` (a resume when `until` is the arrival time).
     Pause {
@@ -66,6 +72,31 @@ struct Entry {
     next: u32,
 }
 
+/// An event beyond the wheel's window, ordered by `(time, sequence)` alone.
+#[derive(Debug, Clone, Copy)]
+struct Far {
+    at: u64,
+    seq: u64,
+    event: Event,
+}
+
+impl PartialEq for Far {
+    fn eq(&self, other: &Self) -> bool {
+        (self.at, self.seq) == (other.at, other.seq)
+    }
+}
+impl Eq for Far {}
+impl PartialOrd for Far {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for Far {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        (self.at, self.seq).cmp(&(other.at, other.seq))
+    }
+}
+
 /// Events in time order, ties in the order pushed.
 #[derive(Debug)]
 pub(super) struct EventQueue {
@@ -84,7 +115,7 @@ pub(super) struct EventQueue {
     /// Events in the wheel.
     in_wheel: usize,
     /// Events beyond the wheel's window.
-    far: BinaryHeap<Reverse<(u64, u64, Event)>>,
+    far: BinaryHeap<Reverse<Far>>,
     seq: u64,
     peak: usize,
 }
@@ -116,7 +147,11 @@ impl EventQueue {
         if at - self.now < SLOTS as u64 {
             self.link(at, event);
         } else {
-            self.far.push(Reverse((at, self.seq, event)));
+            self.far.push(Reverse(Far {
+                at,
+                seq: self.seq,
+                event,
+            }));
         }
         self.peak = self.peak.max(self.len());
     }
@@ -127,7 +162,7 @@ impl EventQueue {
         let at = match self.next_in_wheel() {
             Some(at) => at,
             None => {
-                let &Reverse((at, _, _)) = self.far.peek()?;
+                let &Reverse(Far { at, .. }) = self.far.peek()?;
                 at
             }
         };
@@ -228,7 +263,7 @@ impl EventQueue {
     /// Time moves to `at`: the far events the window now covers move into their slots.
     fn advance(&mut self, at: u64) {
         self.now = at;
-        while let Some(&Reverse((t, _, event))) = self.far.peek() {
+        while let Some(&Reverse(Far { at: t, event, .. })) = self.far.peek() {
             if t - at >= SLOTS as u64 {
                 break;
             }
@@ -252,6 +287,17 @@ mod tests {
 
     fn drain(q: &mut EventQueue, until: u64) -> Vec<(Instant, Event)> {
         std::iter::from_fn(|| q.pop_until(ns(until))).collect()
+    }
+
+    /// Events are the wheel's arena: a packet's arrival carries its [`PacketRef`] and stays
+    /// within 32 bytes.
+    #[test]
+    fn an_event_is_small() {
+        assert!(
+            std::mem::size_of::<Event>() <= 32,
+            "{}",
+            std::mem::size_of::<Event>()
+        );
     }
 
     #[test]
@@ -337,14 +383,13 @@ mod tests {
                     _ => r % (SLOTS as u64 * 40),
                 };
                 seq += 1;
-                let e = Event::FlowStart { flow: round };
-                q.push(ns(now + ahead), e);
-                reference.push(Reverse((now + ahead, seq, e)));
+                q.push(ns(now + ahead), Event::FlowStart { flow: round });
+                reference.push(Reverse((now + ahead, seq, round)));
             }
             let until = now + next() % 2000;
             while let Some(got) = q.pop_until(ns(until)) {
-                let Reverse((at, _, e)) = reference.pop().unwrap();
-                assert_eq!(got, (ns(at), e));
+                let Reverse((at, _, flow)) = reference.pop().unwrap();
+                assert_eq!(got, (ns(at), Event::FlowStart { flow }));
                 assert!(at >= now);
                 now = at;
                 popped += 1;

@@ -1,7 +1,7 @@
-//! Packets in flight, stored once in a pool and referred to by index: events and queues carry a
-//! `u32`, switches queue a [`PacketRef`] (the few fields they read), and a slot's payload buffer
-//! is reused by the next packet, so a packet-hop allocates nothing once the pool has grown to the
-//! packets in flight.
+//! Packets in flight, stored once in a pool and referred to by index: links and switches carry
+//! a [`PacketRef`] (the index and the few fields a hop reads, so that forwarding never reads
+//! the pool), and a slot's payload buffer is reused by the next packet, so a packet-hop
+//! allocates nothing once the pool has grown to the packets in flight.
 //!
 //! In [`Payload::Lengths`] mode a slot keeps only the first [`HEADER_BYTES`] of the UDP payload
 //! (every RoCE header there is, and the start of the data), inline, and the payload's length;
@@ -24,18 +24,19 @@ use crate::{IPV4_FRAME_OVERHEAD, IPV6_FRAME_OVERHEAD, SimPacket};
 /// the longest extended headers (RETH and immediate, or an AtomicETH, 40 bytes in all).
 pub(super) const HEADER_BYTES: usize = 64;
 
-/// What a packet-hop reads and writes of a packet, kept apart from its bytes so that forwarding
-/// touches 32 bytes of memory per packet rather than the packet.
+/// What a slot knows of its packet besides its bytes: read when it is sent ([`PacketRef`]) and
+/// when it is delivered.
 #[derive(Debug, Clone, Copy)]
 struct Meta {
     /// Its IPv4 5-tuple (`None` for IPv6, which no switch routes).
     tuple: Option<FiveTuple>,
     /// Bytes of its UDP payload (all of it, in either mode).
     len: u32,
-    /// Bytes on a link ([`PacketPool::frame_len`]).
+    /// Bytes on a link: Ethernet, IP and UDP headers, the UDP payload, and the Ethernet FCS.
+    /// Preamble and inter-frame gap are not counted, as HPCC does not count them.
     frame_len: u32,
     dscp: u8,
-    /// Its ECN bits as the last switch left them (the receiver sees these).
+    /// Its ECN bits as its NIC sent them (the hops' marks travel in its [`PacketRef`]).
     ecn: Ecn,
 }
 
@@ -116,20 +117,11 @@ impl PacketPool {
         index
     }
 
-    /// The 5-tuple of slot `index`'s packet, if it is IPv4.
-    pub(super) fn tuple(&self, index: u32) -> Option<&FiveTuple> {
-        self.meta[index as usize].tuple.as_ref()
-    }
-
-    /// A switch left slot `index`'s packet with these ECN bits.
-    pub(super) fn set_ecn(&mut self, index: u32, ecn: Ecn) {
-        self.meta[index as usize].ecn = ecn;
-    }
-
-    /// The datagram of slot `index` as its receiver sees it; in [`Payload::Lengths`] mode built
-    /// in `scratch` (at least [`MAX_DATAGRAM`](roce_core::MAX_DATAGRAM) long), past the kept
-    /// prefix unchanged.
-    pub(super) fn datagram<'a>(&'a self, index: u32, scratch: &'a mut [u8]) -> Datagram<'a> {
+    /// The datagram of `packet` as its receiver sees it, with the ECN bits the switches left it;
+    /// in [`Payload::Lengths`] mode built in `scratch` (at least
+    /// [`MAX_DATAGRAM`](roce_core::MAX_DATAGRAM) long), past the kept prefix unchanged.
+    pub(super) fn datagram<'a>(&'a self, packet: PacketRef, scratch: &'a mut [u8]) -> Datagram<'a> {
+        let index = packet.index;
         let meta = &self.meta[index as usize];
         let len = meta.len as usize;
         if self.lengths {
@@ -152,7 +144,7 @@ impl PacketPool {
             return Datagram {
                 src,
                 dst,
-                ecn: meta.ecn,
+                ecn: packet.ecn,
                 // The simulator knows the whole header: IPv4 ID 0, as the NICs computed the ICRC.
                 ip_id: src.is_ipv4().then_some(0),
                 segment: 0,
@@ -160,22 +152,17 @@ impl PacketPool {
             };
         }
         let mut datagram = datagram(&self.packets[index as usize]);
-        datagram.ecn = meta.ecn;
+        datagram.ecn = packet.ecn;
         datagram
     }
 
-    /// Bytes of slot `index`'s packet on a link: Ethernet, IP and UDP headers, the UDP payload,
-    /// and the Ethernet FCS. Preamble and inter-frame gap are not counted, as HPCC does not
-    /// count them.
-    pub(super) fn frame_len(&self, index: u32) -> usize {
-        self.meta[index as usize].frame_len as usize
-    }
-
-    /// What a switch queues for the packet in slot `index`.
+    /// What links and switches carry for the packet in slot `index`.
     pub(super) fn reference(&self, index: u32) -> PacketRef {
         let m = &self.meta[index as usize];
         PacketRef {
             index,
+            // No IPv4 destination: a tuple no switch routes (`PacketRef::tuple`).
+            tuple: m.tuple.unwrap_or(UNROUTED),
             wire_len: m.frame_len,
             dscp: m.dscp,
             ecn: m.ecn,
@@ -196,14 +183,32 @@ impl PacketPool {
 /// The Ethernet frame check sequence.
 pub const FCS_BYTES: usize = 4;
 
-/// A pooled packet as a switch queues it: the index and what the switch reads and marks. Its
-/// ECN bits are written back to the pool when it leaves the switch.
-#[derive(Debug, Clone, Copy)]
+/// A pooled packet as links carry it and switches queue it: the index and what a hop reads
+/// and marks, so that forwarding reads no slot of the pool (in a research-scale run most slots
+/// have left the cache while their packets waited in deep queues). The receiver's datagram
+/// takes its ECN bits from here.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PacketRef {
     pub(super) index: u32,
+    tuple: FiveTuple,
     wire_len: u32,
     dscp: u8,
-    pub(super) ecn: Ecn,
+    ecn: Ecn,
+}
+
+/// The tuple of a packet without an IPv4 5-tuple: destination 0.0.0.0, which is no host's.
+const UNROUTED: FiveTuple = FiveTuple {
+    src_ip: 0,
+    dst_ip: 0,
+    sport: 0,
+    dport: 0,
+};
+
+impl PacketRef {
+    /// Its IPv4 5-tuple, `None` for IPv6 (which no switch routes).
+    pub(super) fn tuple(&self) -> Option<&FiveTuple> {
+        (self.tuple.dst_ip != 0).then_some(&self.tuple)
+    }
 }
 
 impl Frame for PacketRef {

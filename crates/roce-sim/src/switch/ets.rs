@@ -16,7 +16,7 @@ impl<P: Frame> SwitchOf<P> {
             let ready: [bool; CLASSES] = std::array::from_fn(|c| {
                 !port.queues[c].is_empty() && port.egress_paused_until[c] <= now
             });
-            let heads = std::array::from_fn(|c| port.queues[c].front().map_or(0, |q| q.bytes));
+            let heads = std::array::from_fn(|c| port.queues[c].front().map_or(0, |q| q.bytes()));
             let class = super::tests::pick_reference(
                 &self.config.ets,
                 ready,
@@ -75,7 +75,7 @@ impl<P: Frame> SwitchOf<P> {
                     port.deficit[class] += i64::from(weights[class].max(1)) * QUANTUM;
                     port.granted = true;
                 }
-                let head = port.queues[class].front().map_or(0, |q| q.bytes) as i64;
+                let head = port.queues[class].front().map_or(0, |q| q.bytes()) as i64;
                 if port.deficit[class] >= head {
                     port.deficit[class] -= head;
                     return Some(class);

@@ -43,9 +43,21 @@ use pfc::mark;
 #[derive(Debug)]
 struct Queued<P> {
     packet: P,
-    ingress: usize,
-    priority: usize,
-    bytes: usize,
+    /// Narrow, as the deep queues of a research-scale run hold millions of these.
+    ingress: u16,
+    priority: u8,
+}
+
+impl<P: Frame> Queued<P> {
+    fn ingress(&self) -> usize {
+        usize::from(self.ingress)
+    }
+    fn priority(&self) -> usize {
+        usize::from(self.priority)
+    }
+    fn bytes(&self) -> usize {
+        self.packet.wire_len()
+    }
 }
 
 #[derive(Debug)]
@@ -155,6 +167,7 @@ impl<P: Frame> SwitchOf<P> {
         routes: Vec<(std::net::IpAddr, usize)>,
         seed: u64,
     ) -> Self {
+        assert!(ports <= 1 << 16, "a switch has at most 65 536 ports");
         let reserves = config
             .shared
             .map_or(0, |shared| shared.reserve_bytes * ports);
@@ -285,9 +298,8 @@ impl<P: Frame> SwitchOf<P> {
         port.stats.max_queue_bytes = port.stats.max_queue_bytes.max(port.bytes);
         port.queues[priority].push_back(Queued {
             packet,
-            ingress,
-            priority,
-            bytes,
+            ingress: ingress as u16, // a switch has fewer ports (`new`)
+            priority: priority as u8,
         });
         port.queued_classes |= 1 << priority;
         self.pfc_check(now, ingress, priority);
@@ -323,13 +335,13 @@ impl<P: Frame> SwitchOf<P> {
                 }
                 let end = *end;
                 let (_, done) = self.ports[egress].in_service.take().expect("checked above");
-                self.release(done.ingress, done.priority, done.bytes);
-                self.pfc_check(end, done.ingress, done.priority);
+                self.release(done.ingress(), done.priority(), done.bytes());
+                self.pfc_check(end, done.ingress(), done.priority());
                 let arrival = end + self.config.latency;
                 self.seq += 1;
                 let port = &mut self.ports[egress];
                 port.stats.sent += 1;
-                port.stats.sent_bytes += done.bytes as u64;
+                port.stats.sent_bytes += done.bytes() as u64;
                 port.cable.push(Reverse((arrival, self.seq)));
                 port.cable_packets.push((self.seq, done.packet));
                 self.start(end, egress);
@@ -372,13 +384,14 @@ impl<P: Frame> SwitchOf<P> {
     pub fn finish(&mut self, now: Instant, port: usize) -> Option<(P, usize)> {
         let end = self.service_end(port).filter(|end| *end <= now)?;
         let (_, done) = self.ports[port].in_service.take()?;
-        self.release(done.ingress, done.priority, done.bytes);
-        self.pfc_check(end, done.ingress, done.priority);
+        self.release(done.ingress(), done.priority(), done.bytes());
+        self.pfc_check(end, done.ingress(), done.priority());
         let stats = &mut self.ports[port].stats;
         stats.sent += 1;
-        stats.sent_bytes += done.bytes as u64;
+        stats.sent_bytes += done.bytes() as u64;
         self.start(end, port);
-        Some((done.packet, done.ingress))
+        let ingress = done.ingress();
+        Some((done.packet, ingress))
     }
 
     /// Starts the next packet on `port` if it is idle and a class may send (a pause ran out).
@@ -404,7 +417,7 @@ impl<P: Frame> SwitchOf<P> {
             .filter_map(move |(egress, p)| {
                 p.queues[class]
                     .iter()
-                    .any(|q| q.ingress == ingress)
+                    .any(|q| q.ingress() == ingress)
                     .then_some(egress)
             })
     }
@@ -467,8 +480,8 @@ impl<P: Frame> SwitchOf<P> {
         if port.queues[class].is_empty() {
             port.queued_classes &= !(1 << class);
         }
-        port.bytes -= queued.bytes;
-        port.class_bytes[class] -= queued.bytes;
+        port.bytes -= queued.bytes();
+        port.class_bytes[class] -= queued.bytes();
         if self.config.mark_at == MarkAt::Dequeue {
             let queue = port.class_bytes[class];
             mark(
@@ -479,7 +492,7 @@ impl<P: Frame> SwitchOf<P> {
                 &mut port.stats,
             );
         }
-        let nanos = (queued.bytes as u64 * 8 * 1_000_000_000).div_ceil(port.rate_bps.max(1));
+        let nanos = (queued.bytes() as u64 * 8 * 1_000_000_000).div_ceil(port.rate_bps.max(1));
         port.in_service = Some((now + Duration::from_nanos(nanos), queued));
     }
 }
