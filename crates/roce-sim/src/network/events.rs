@@ -293,11 +293,7 @@ mod tests {
     /// within 32 bytes.
     #[test]
     fn an_event_is_small() {
-        assert!(
-            std::mem::size_of::<Event>() <= 32,
-            "{}",
-            std::mem::size_of::<Event>()
-        );
+        assert!(size_of::<Event>() <= 32, "{}", size_of::<Event>());
     }
 
     #[test]
