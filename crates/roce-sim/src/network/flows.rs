@@ -38,6 +38,9 @@ pub struct FlowOutcome {
     pub finished: u64,
     /// Flows refused (a host that is not one, a flow to itself) or whose WRITE failed.
     pub failed: u64,
+    /// Of the failed, those whose WRITE ended with the transport retry counter exceeded
+    /// ([`WcStatus::RetryExcErr`]): `retry_cnt + 1` ACK timeouts or sequence NAKs.
+    pub retry_exceeded: u64,
     /// Flows still running at the end of the run: abandoned, their QPs destroyed.
     pub unfinished: u64,
 }
@@ -245,6 +248,9 @@ impl FlowRun<'_> {
             };
             if cqe.status != WcStatus::Success {
                 self.outcome.failed += 1;
+                if cqe.status == WcStatus::RetryExcErr {
+                    self.outcome.retry_exceeded += 1;
+                }
                 if let Some(a) = self.end(i) {
                     net.close(&a);
                 }

@@ -43,11 +43,14 @@ fn shared_2mb() -> SwitchConfig {
 /// Eight 1 MB flows into host 8 at once; returns the network after the run and the flows'
 /// records.
 fn incast(switch: SwitchConfig) -> (Network, Vec<crate::FctRecord>) {
-    let config = NetworkConfig {
+    incast_with(NetworkConfig {
         switch,
         queue_sample_every: Some(Duration::from_micros(1)),
         ..NetworkConfig::default()
-    };
+    })
+}
+
+fn incast_with(config: NetworkConfig) -> (Network, Vec<crate::FctRecord>) {
     let mut net = Network::new(incast_topology(), config).unwrap();
     let start = Instant::from_micros(1);
     let flows: Vec<_> = (0..8).map(|h| flow(h, 8, 1_000_000, start)).collect();
@@ -114,7 +117,14 @@ fn per_port_buffers_with_static_thresholds_drop_the_same_incast() {
     // The control. Switch 10's one ingress holds the incast and pauses switch 9 past its
     // XOFF; at switch 9 each of the eight ingresses stays under its XOFF of 512 KB, yet
     // together they overfill the 1 MB of the port towards switch 10.
-    let (net, _) = incast(SwitchConfig {
+    let (net, _) = incast(per_port_static());
+    assert!(net.drops() > 0);
+    assert!(net.port_stats(NodeId(9), NodeId(10)).unwrap().drops > 0);
+}
+
+/// The control's static thresholds, which drop the incast.
+fn per_port_static() -> SwitchConfig {
+    SwitchConfig {
         buffer_bytes: 1 << 20,
         pfc: Some(Pfc {
             xoff_bytes: 512 << 10,
@@ -122,9 +132,31 @@ fn per_port_buffers_with_static_thresholds_drop_the_same_incast() {
             ..pfc()
         }),
         ..SwitchConfig::default()
-    });
+    }
+}
+
+#[test]
+fn a_write_whose_retries_run_out_fails_its_flow_and_says_why() {
+    // The control's drops with no retry left: a WRITE that lost a packet is NAKed (or times
+    // out) once and ends in RetryExcErr.
+    let mut config = NetworkConfig {
+        switch: per_port_static(),
+        ..NetworkConfig::default()
+    };
+    config.host.retry_cnt = 0;
+    let (net, records) = incast_with(config);
     assert!(net.drops() > 0);
-    assert!(net.port_stats(NodeId(9), NodeId(10)).unwrap().drops > 0);
+    let outcome = net.flow_outcome();
+    assert!(outcome.failed > 0, "{outcome:?}");
+    assert_eq!(outcome.retry_exceeded, outcome.failed, "{outcome:?}");
+    assert_eq!(records.len() as u64 + outcome.failed, 8, "{outcome:?}");
+    let retries: u64 = (0..8)
+        .map(|h| {
+            let stats = net.nic(NodeId(h)).unwrap().stats();
+            stats.retransmit_timeouts + stats.rx_nak_seq_err
+        })
+        .sum();
+    assert!(retries >= outcome.failed, "{retries} retries, {outcome:?}");
 }
 
 #[test]

@@ -141,6 +141,15 @@ fn summary(
             }
         }
     }
+    // The NICs' retransmissions: under PFC a queue that grows past the ACK timeout
+    // retransmits without a drop.
+    let (mut timeouts, mut retransmitted) = (0u64, 0u64);
+    for h in topology.hosts() {
+        if let Some(nic) = network.nic(h) {
+            timeouts += nic.stats().retransmit_timeouts;
+            retransmitted += nic.stats().retransmitted_packets;
+        }
+    }
     let outcome = network.flow_outcome();
     let finished_bytes: u64 = records.iter().map(|r| r.size).sum();
     let sim_s = network.now().as_nanos() as f64 / 1e9;
@@ -167,6 +176,7 @@ fn summary(
         "flows_finished": outcome.finished,
         "flows_unfinished": outcome.unfinished,
         "flows_failed": outcome.failed,
+        "flows_retry_exceeded": outcome.retry_exceeded,
         "flows_not_started": plan.cut,
         "until_s": plan.until.as_nanos() as f64 / 1e9,
         "simulated_s": sim_s,
@@ -176,6 +186,8 @@ fn summary(
         "drops": network.drops(),
         "pfc_pauses": pauses,
         "ce_marks": ce_marks,
+        "retransmit_timeouts": timeouts,
+        "retransmitted_packets": retransmitted,
         "finished_bytes": finished_bytes,
         "goodput_gbps": finished_bytes as f64 * 8.0 / busy_s.max(1e-12) / 1e9,
         "memory_estimate_bytes": plan.memory.bytes,
@@ -241,8 +253,9 @@ fn summary_text(summary: &Value, table: &SlowdownTable) -> String {
     let _ = writeln!(
         out,
         "roce sim {}: {} hosts, congestion {}; flows {} started, {} finished, {} unfinished, {} \
-         failed; {:.6} s simulated in {:.2} s wall, {} packet-hops ({:.0} per second); drops {}, \
-         PFC pauses {}, CE marks {}; goodput {:.3} Gb/s",
+         failed ({} retry exceeded); {:.6} s simulated in {:.2} s wall, {} packet-hops ({:.0} per \
+         second); drops {}, PFC pauses {}, CE marks {}, retransmission timeouts {}; goodput {:.3} \
+         Gb/s",
         summary["name"].as_str().unwrap_or(""),
         summary["hosts"],
         summary["congestion"].as_str().unwrap_or(""),
@@ -250,6 +263,7 @@ fn summary_text(summary: &Value, table: &SlowdownTable) -> String {
         summary["flows_finished"],
         summary["flows_unfinished"],
         summary["flows_failed"],
+        summary["flows_retry_exceeded"],
         summary["simulated_s"].as_f64().unwrap_or(0.0),
         summary["wall_s"].as_f64().unwrap_or(0.0),
         summary["packet_hops"],
@@ -257,6 +271,7 @@ fn summary_text(summary: &Value, table: &SlowdownTable) -> String {
         summary["drops"],
         summary["pfc_pauses"],
         summary["ce_marks"],
+        summary["retransmit_timeouts"],
         summary["goodput_gbps"].as_f64().unwrap_or(0.0),
     );
     if let Some(text) = summary["deadlock"]["text"].as_str() {
