@@ -90,6 +90,9 @@ struct Port<P> {
     /// When the last PAUSE sent to the host is due to be sent again, per priority
     /// ([`PauseFrame::refresh_at`]).
     refresh_at: [Instant; CLASSES],
+    /// The priorities whose PAUSE a polled driver ([`SwitchOf::advance`]) has yet to check at
+    /// its `refresh_at` (an event driver calls [`SwitchOf::check_pause`] itself).
+    refresh_due: u16,
     /// Until when the host has paused this port's egress, per priority (PAUSE it sent).
     egress_paused_until: [Instant; CLASSES],
     pauses: VecDeque<PauseFrame>,
@@ -116,6 +119,7 @@ impl<P> Port<P> {
             alpha_shift: 0,
             paused_host: [false; CLASSES],
             refresh_at: [Instant::ZERO; CLASSES],
+            refresh_due: 0,
             egress_paused_until: [Instant::ZERO; CLASSES],
             pauses: VecDeque::new(),
             stats: PortStats::default(),
@@ -324,6 +328,19 @@ impl<P: Frame> SwitchOf<P> {
     /// Moves time to `now`: packets finish serialising and go on their cables, the next ones
     /// start. Call before `deliver` and `next_event`.
     pub fn advance(&mut self, now: Instant) {
+        // PAUSEs half gone: sent again while their ingress still holds too much.
+        let at = now + self.config.latency;
+        for ingress in 0..self.ports.len() {
+            let mut due = self.ports[ingress].refresh_due;
+            while due != 0 {
+                let class = due.trailing_zeros() as usize;
+                due &= due - 1;
+                if self.ports[ingress].refresh_at[class] <= at {
+                    self.ports[ingress].refresh_due &= !(1 << class);
+                    self.pfc_check(now, ingress, class);
+                }
+            }
+        }
         for egress in 0..self.ports.len() {
             // A class whose pause ran out may go again.
             if self.ports[egress].in_service.is_none() && self.ports[egress].bytes > 0 {
@@ -459,7 +476,18 @@ impl<P: Frame> SwitchOf<P> {
                             .min()
                     })
                     .flatten();
-                [service, cable, pause, resume]
+                // The first PAUSE refresh check due (`advance`), a cable earlier.
+                let refresh = (0..CLASSES)
+                    .filter(|&c| p.refresh_due & (1 << c) != 0)
+                    .map(|c| {
+                        Instant::from_nanos(
+                            p.refresh_at[c]
+                                .as_nanos()
+                                .saturating_sub(self.config.latency.as_nanos() as u64),
+                        )
+                    })
+                    .min();
+                [service, cable, pause, resume, refresh]
             })
             .flatten()
             .min()

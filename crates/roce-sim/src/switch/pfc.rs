@@ -42,9 +42,11 @@ impl<P: Frame> SwitchOf<P> {
                 until: at + Duration::from_nanos(quanta_nanos),
             };
             port.refresh_at[priority] = frame.refresh_at();
+            port.refresh_due |= 1 << priority;
             port.pauses.push_back(frame);
         } else if resume && port.paused_host[priority] {
             port.paused_host[priority] = false;
+            port.refresh_due &= !(1 << priority);
             port.stats.resumes_sent += 1;
             port.pauses.push_back(PauseFrame {
                 at,

@@ -206,3 +206,28 @@ fn a_pause_half_gone_is_sent_again_while_the_ingress_is_still_full() {
         assert_eq!(sw.stats(0).pauses_sent, 2);
     }
 }
+
+#[test]
+fn a_polled_switch_refreshes_its_pause_by_itself() {
+    // The one-switch fabric drives the switch by `next_event` and `advance`, with no refresh
+    // events of its own: the switch names the refresh check as its next event.
+    let mut sw = switch_at(400 * G);
+    held_at_first_pause(&mut sw, &[0]);
+    let [first] = sw.take_pause_frames(0).collect::<Vec<_>>()[..] else {
+        panic!("not one frame")
+    };
+    let cable = sw.config().latency;
+    let half = Instant::from_nanos(first.refresh_at().as_nanos() - cable.as_nanos() as u64);
+    assert_eq!(sw.next_event(), Some(half));
+    sw.advance(Instant::from_nanos(half.as_nanos() - 1));
+    assert!(!sw.has_pause_frames(0));
+    sw.advance(half);
+    let [again] = sw.take_pause_frames(0).collect::<Vec<_>>()[..] else {
+        panic!("not one frame")
+    };
+    assert_eq!(again.at, half + cable);
+    // The next check is the new PAUSE's, not one in the past (a polled loop would spin).
+    let next = Instant::from_nanos(again.refresh_at().as_nanos() - cable.as_nanos() as u64);
+    assert_eq!(sw.next_event(), Some(next));
+    assert!(next > half);
+}
