@@ -203,9 +203,9 @@ pub struct PauseFrame {
 
 impl PauseFrame {
     /// Halfway through the pause (rounded down): from then the switch sends it again while
-    /// the ingress still holds too much ([`SwitchOf::check_pause`]). Whoever drives the
-    /// switch by events checks it then; the switch refreshes from the same instant, so an odd
-    /// pause time cannot leave the check one nanosecond short of it.
+    /// the ingress still holds too much ([`check_pause`](super::SwitchOf::check_pause)).
+    /// Whoever drives the switch by events checks it then; the switch refreshes from the same
+    /// instant, so an odd pause time cannot leave the check one nanosecond short of it.
     pub fn refresh_at(&self) -> Instant {
         self.at + (self.until - self.at) / 2
     }
