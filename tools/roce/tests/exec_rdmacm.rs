@@ -172,8 +172,18 @@ fn perftest_rdma_cm(program: &str, server_ip: &str, client_ip: &str) {
         cm_pair(server_ip, &args, client_ip, &client_args)
     });
     let (client, server) = run;
-    let text = ok(&format!("{program} -R client"), &client);
-    ok(&format!("{program} -R server"), &server);
+    // A side that fails shows the other's output too: a hang of one is often the other's story.
+    let both = |what: &str, out: &Output, other: &Output| {
+        let side = format!(
+            "{program} -R {what} (the other side: {:?}\n{}\n{})",
+            other.status,
+            String::from_utf8_lossy(&other.stdout),
+            stderr(other)
+        );
+        ok(&side, out)
+    };
+    let text = both("client", &client, &server);
+    both("server", &server, &client);
     assert!(text.contains("rdma_cm"), "not through the CM:\n{text}");
     let rows = result_rows(&text);
     assert_eq!(rows.len(), 1, "{text}");
