@@ -20,10 +20,22 @@ pub enum IcrcPolicy {
     /// Do not check (paths that rewrite packets); every packet counts under `rx_icrc_skipped`.
     Skip,
     /// Neither compute it on transmit (the field keeps what the send buffer held) nor check it
-    /// (as `Skip`): for a
-    /// simulator whose packets carry no payload bytes (roce-sim's lengths mode), where an ICRC
-    /// would cover bytes that are not there and cost a CRC per packet for nothing.
+    /// (as `Skip`): for a simulator whose packets carry no payload bytes (roce-sim's lengths
+    /// mode), where an ICRC would cover bytes that are not there and cost a CRC per packet for
+    /// nothing.
     Off,
+}
+
+impl IcrcPolicy {
+    /// Whether packets sent are sealed with their ICRC (all but [`IcrcPolicy::Off`]).
+    pub fn seals(self) -> bool {
+        self != Self::Off
+    }
+
+    /// Whether packets received are checked ([`IcrcPolicy::Check`] alone).
+    pub fn checks(self) -> bool {
+        self == Self::Check
+    }
 }
 
 /// The UDP source port of the NIC's packets; the ICRC covers it.

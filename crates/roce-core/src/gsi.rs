@@ -122,7 +122,7 @@ impl Gsi {
                 &repr,
                 (datagram.local, src_port),
                 datagram.peer,
-                (ip_id, config.icrc != crate::IcrcPolicy::Off),
+                (ip_id, config.icrc.seals()),
                 buf,
                 |payload| {
                     payload.copy_from_slice(&datagram.mad);

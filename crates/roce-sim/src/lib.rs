@@ -41,6 +41,7 @@ pub mod network;
 mod pair;
 mod pattern;
 pub mod scenario;
+mod scheduled;
 pub mod switch;
 mod text;
 pub mod topology;

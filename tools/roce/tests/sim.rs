@@ -280,24 +280,13 @@ fn a_long_run_says_how_far_it_has_got() {
     let output = run_into(&file, &dir.join("out"), &["--progress-every", "0.05"]);
     assert!(output.status.success(), "{output:?}");
     let stderr = String::from_utf8_lossy(&output.stderr);
-    let reached: Vec<f64> = stderr
-        .lines()
-        .filter_map(|l| l.strip_prefix("roce sim incast-dcqcn: "))
-        .map(|l| {
-            assert!(l.contains(" of 6 ms simulated ("), "{l}");
-            assert!(
-                l.contains(" %), ") && l.ends_with(" s of wall time so far"),
-                "{l}"
-            );
-            l.split(' ').next().unwrap().parse().unwrap()
-        })
-        .collect();
-    assert!(!reached.is_empty(), "no progress line: {stderr}");
-    assert!(reached.windows(2).all(|w| w[0] <= w[1]), "{reached:?}");
-    assert!(
-        reached.iter().all(|r| (0.0..=6.0).contains(r)),
-        "{reached:?}"
-    );
+    common::progress_reached(&stderr, "roce sim incast-dcqcn: ", "", 6.0, |l| {
+        assert!(l.contains(" of 6 ms simulated ("), "{l}");
+        assert!(
+            l.contains(" %), ") && l.ends_with(" s of wall time so far"),
+            "{l}"
+        );
+    });
     let _ = std::fs::remove_dir_all(&dir);
 }
 

@@ -52,21 +52,15 @@ fn the_small_leaf_spine_scenario_writes_every_output() {
     assert!(o.status.success(), "{}", stderr(&o));
     // Progress lines: simulated time reached, never past the target, never going back.
     let err = stderr(&o);
-    let reached: Vec<f64> = err
-        .lines()
-        .filter_map(|l| l.strip_prefix("roce sim leafspine-websearch: "))
-        .filter(|l| !l.starts_with("setting up"))
-        .map(|l| {
+    common::progress_reached(
+        &err,
+        "roce sim leafspine-websearch: ",
+        "setting up",
+        0.021,
+        |l| {
             assert!(l.contains(" of 0.021000000 s simulated ("), "{l}");
             assert!(l.contains(" M packet-hops/s, "), "{l}");
-            l.split(' ').next().unwrap().parse().unwrap()
-        })
-        .collect();
-    assert!(!reached.is_empty(), "no progress line: {err}");
-    assert!(reached.windows(2).all(|w| w[0] <= w[1]), "{reached:?}");
-    assert!(
-        reached.iter().all(|r| (0.0..=0.021).contains(r)),
-        "{reached:?}"
+        },
     );
     let summary: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     // Queue lengths: every switch port sampled every 10 us, in qlen.txt and the summary.

@@ -458,8 +458,8 @@ impl Qp {
             SrcPortPolicy::PerQp => self.src_port,
             SrcPortPolicy::Fixed(port) => port,
         };
-        let icrc = config.icrc != crate::IcrcPolicy::Off;
-        let mut transmit = seal(repr, (src, src_port), dst, (ip_id, icrc), buf, fill)?;
+        let sealed = (ip_id, config.icrc.seals());
+        let mut transmit = seal(repr, (src, src_port), dst, sealed, buf, fill)?;
         if let Some(av) = self.av {
             transmit.dscp = av.dscp;
             transmit.ttl = if av.hop_limit == 0 { 64 } else { av.hop_limit };

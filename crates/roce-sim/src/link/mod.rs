@@ -41,6 +41,7 @@ use tracing::trace;
 
 use crate::capture::Capture;
 use crate::fault::{Fault, PacketMeta, Verdict};
+use crate::scheduled::Scheduled;
 
 use draws::{Draws, flip_one_bit, scale};
 use faults::Filter;
@@ -197,11 +198,11 @@ impl Link {
             .pop()
             .expect("next_arrival found a packet in flight");
         self.stats.delivered += 1;
-        let psn = bth::Packet::new_checked(&copy.packet.payload[..])
+        let psn = bth::Packet::new_checked(&copy.item.payload[..])
             .ok()
             .map(|bth| bth.psn().value());
-        trace!(psn, arrival = copy.arrival.as_nanos(), "arrived");
-        Some(copy.packet)
+        trace!(psn, arrival = copy.at.as_nanos(), "arrived");
+        Some(copy.item)
     }
 
     /// Writes every offered packet into `capture` from now on (see [`Capture`] for what is
@@ -218,7 +219,7 @@ impl Link {
 
     /// When the next packet arrives, if any is in flight.
     pub fn next_arrival(&self) -> Option<Instant> {
-        self.in_flight.peek().map(|Reverse(copy)| copy.arrival)
+        self.in_flight.peek().map(|Reverse(copy)| copy.at)
     }
 
     /// Copies on the cable, not yet delivered.
@@ -303,9 +304,9 @@ impl Link {
         let seq = self.next_seq;
         self.next_seq += 1;
         self.in_flight.push(Reverse(InFlight {
-            arrival,
+            at: arrival,
             seq,
-            packet,
+            item: packet,
         }));
     }
 
@@ -331,32 +332,7 @@ impl fmt::Debug for Link {
 }
 
 /// One copy on the cable, ordered by arrival, then by when it was scheduled.
-#[derive(Debug)]
-struct InFlight {
-    arrival: Instant,
-    seq: u64,
-    packet: SimPacket,
-}
-
-impl PartialEq for InFlight {
-    fn eq(&self, other: &Self) -> bool {
-        (self.arrival, self.seq) == (other.arrival, other.seq)
-    }
-}
-
-impl Eq for InFlight {}
-
-impl PartialOrd for InFlight {
-    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
-        Some(self.cmp(other))
-    }
-}
-
-impl Ord for InFlight {
-    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
-        (self.arrival, self.seq).cmp(&(other.arrival, other.seq))
-    }
-}
+type InFlight = Scheduled<Instant, SimPacket>;
 
 /// One-way delay of [`LinkConfig::default`].
 pub const DEFAULT_LATENCY: Duration = Duration::from_micros(10);

@@ -18,6 +18,7 @@ use std::collections::BinaryHeap;
 use roce_core::Instant;
 
 use super::PacketRef;
+use crate::scheduled::Scheduled;
 
 /// Something that happens to one node at one instant. Nodes are topology ids, ports are a
 /// node's links in [`Topology::neighbors`](crate::topology::Topology::neighbors) order, packets
@@ -72,30 +73,8 @@ struct Entry {
     next: u32,
 }
 
-/// An event beyond the wheel's window, ordered by `(time, sequence)` alone.
-#[derive(Debug, Clone, Copy)]
-struct Far {
-    at: u64,
-    seq: u64,
-    event: Event,
-}
-
-impl PartialEq for Far {
-    fn eq(&self, other: &Self) -> bool {
-        (self.at, self.seq) == (other.at, other.seq)
-    }
-}
-impl Eq for Far {}
-impl PartialOrd for Far {
-    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
-        Some(self.cmp(other))
-    }
-}
-impl Ord for Far {
-    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
-        (self.at, self.seq).cmp(&(other.at, other.seq))
-    }
-}
+/// An event beyond the wheel's window, at its nanosecond.
+type Far = Scheduled<u64, Event>;
 
 /// Events in time order, ties in the order pushed.
 #[derive(Debug)]
@@ -150,7 +129,7 @@ impl EventQueue {
             self.far.push(Reverse(Far {
                 at,
                 seq: self.seq,
-                event,
+                item: event,
             }));
         }
         self.peak = self.peak.max(self.len());
@@ -263,7 +242,10 @@ impl EventQueue {
     /// Time moves to `at`: the far events the window now covers move into their slots.
     fn advance(&mut self, at: u64) {
         self.now = at;
-        while let Some(&Reverse(Far { at: t, event, .. })) = self.far.peek() {
+        while let Some(&Reverse(Far {
+            at: t, item: event, ..
+        })) = self.far.peek()
+        {
             if t - at >= SLOTS as u64 {
                 break;
             }

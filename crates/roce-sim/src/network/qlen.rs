@@ -38,19 +38,26 @@ impl QueueLengths {
     /// The `q`-quantile (0 to 1) of the pooled samples, KB (the bin's lower edge); `None`
     /// without samples.
     pub fn quantile_kb(&self, q: f64) -> Option<u64> {
+        self.quantiles_kb([q])[0]
+    }
+
+    /// [`QueueLengths::quantile_kb`] of each of `qs`, the ports pooled once.
+    pub fn quantiles_kb<const N: usize>(&self, qs: [f64; N]) -> [Option<u64>; N] {
         let bins = self.pooled();
         let total: u64 = bins.iter().sum();
-        if total == 0 {
-            return None;
-        }
-        let rank = ((q.clamp(0.0, 1.0) * total as f64).ceil() as u64).max(1);
-        let mut seen = 0;
-        bins.iter()
-            .position(|&n| {
-                seen += n;
-                seen >= rank
-            })
-            .map(|k| k as u64)
+        qs.map(|q| {
+            if total == 0 {
+                return None;
+            }
+            let rank = ((q.clamp(0.0, 1.0) * total as f64).ceil() as u64).max(1);
+            let mut seen = 0;
+            bins.iter()
+                .position(|&n| {
+                    seen += n;
+                    seen >= rank
+                })
+                .map(|k| k as u64)
+        })
     }
 }
 

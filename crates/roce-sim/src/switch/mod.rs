@@ -336,8 +336,7 @@ impl<P: Frame> SwitchOf<P> {
                 let class = due.trailing_zeros() as usize;
                 due &= due - 1;
                 if self.ports[ingress].refresh_at[class] <= at {
-                    self.ports[ingress].refresh_due &= !(1 << class);
-                    self.pfc_check(now, ingress, class);
+                    self.check_pause(now, ingress, class as u8);
                 }
             }
         }
@@ -443,7 +442,10 @@ impl<P: Frame> SwitchOf<P> {
     /// half gone is sent again while the ingress still holds too much, as a switch refreshes
     /// XOFF on a timer (a paused ingress may see no packet of its own to check it by).
     pub fn check_pause(&mut self, now: Instant, port: usize, priority: u8) {
-        self.pfc_check(now, port, usize::from(priority) % CLASSES);
+        let class = usize::from(priority) % CLASSES;
+        // The check `advance` would make: done, for either kind of driver.
+        self.ports[port].refresh_due &= !(1 << class);
+        self.pfc_check(now, port, class);
     }
 
     /// Whether the switch has PFC frames to send out of `port` ([`SwitchOf::take_pause_frames`]).

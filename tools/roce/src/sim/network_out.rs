@@ -213,14 +213,15 @@ fn queue_summary(network: &Network) -> Value {
     if q.samples == 0 {
         return Value::Null;
     }
+    let [p50, p95, p99, max] = q.quantiles_kb([0.5, 0.95, 0.99, 1.0]);
     json!({
         "every_ns": q.every.as_nanos() as u64,
         "samples": q.samples,
         "ports": q.ports.len(),
-        "p50": q.quantile_kb(0.5),
-        "p95": q.quantile_kb(0.95),
-        "p99": q.quantile_kb(0.99),
-        "max": q.quantile_kb(1.0),
+        "p50": p50,
+        "p95": p95,
+        "p99": p99,
+        "max": max,
     })
 }
 

@@ -139,3 +139,32 @@ pub(crate) fn have_tools(test: &str, tools: &[&str]) -> bool {
     eprintln!("\n*** SKIPPED: {message} ***\n");
     false
 }
+
+/// The simulated times that `roce sim`'s progress lines on `stderr` say they reached: the
+/// lines after `prefix` (skipping those that start with `skip`), each checked by `check`,
+/// whose first word is the time. Asserts there is one at least, that they never go back, and
+/// that none passes `target` (in the lines' unit).
+pub(crate) fn progress_reached(
+    stderr: &str,
+    prefix: &str,
+    skip: &str,
+    target: f64,
+    check: impl Fn(&str),
+) -> Vec<f64> {
+    let reached: Vec<f64> = stderr
+        .lines()
+        .filter_map(|l| l.strip_prefix(prefix))
+        .filter(|l| skip.is_empty() || !l.starts_with(skip))
+        .map(|l| {
+            check(l);
+            l.split(' ').next().unwrap().parse().unwrap()
+        })
+        .collect();
+    assert!(!reached.is_empty(), "no progress line: {stderr}");
+    assert!(reached.windows(2).all(|w| w[0] <= w[1]), "{reached:?}");
+    assert!(
+        reached.iter().all(|r| (0.0..=target).contains(r)),
+        "{reached:?}"
+    );
+    reached
+}
