@@ -5,20 +5,27 @@
 //! the backend, the engine's next deadline — hands it to the engine with the current time,
 //! one step at a time (the engine's lock is held for one datagram, one timer, one packet to
 //! send, never across an await), then sends what the engine wants to send, and last moves the
-//! turn's completions into the application's queues. The engine is synchronous
-//! and never blocks; a turn sends at most [`MAX_TRANSMITS_PER_TURN`] packets, so that a long
+//! turn's completions into the application's queues. (A verb that makes packets sends them on
+//! its own thread where the backend allows it, and wakes the task only for what it leaves:
+//! [`crate::transmit`].) The engine is synchronous
+//! and never blocks; a turn sends at most [`MAX_TRANSMITS_PER_ROUND`] packets, so that a long
 //! train (the responses to a READ of a GiB) never keeps the task from what arrives meanwhile:
 //! a turn that left packets behind is followed by one that does not wait.
 
 use std::io;
-use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
-use roce_core::{Datagram, MAX_DATAGRAM};
+use roce_core::Datagram;
 
-use crate::backend::{Backend, Received, reseal};
-use crate::batch::{MAX_BATCH_BYTES, TxBatch};
+use crate::backend::{Backend, Received};
 use crate::handle::Shared;
 use crate::tap::Tap;
+use crate::transmit::{MAX_TRANSMITS_PER_ROUND, Outbox, log_failure};
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
 
 pub(crate) struct Driver<B> {
     pub(crate) shared: Arc<Shared>,
@@ -68,9 +75,8 @@ impl<B: Backend> Driver<B> {
             busy_poll,
         } = self;
         let mut rx_buf = vec![0u8; backend.recv_buffer_len()];
-        // Room for a whole batch, and behind its last packet always room for one more.
-        let mut tx_buf = vec![0u8; MAX_BATCH_BYTES + MAX_DATAGRAM];
-        let mut batch = TxBatch::new(backend.max_segments());
+        // The task's own way out, when the backend has no sender for every thread.
+        let mut outbox = Outbox::new(backend.max_segments(), tap.clone());
         let mut received: Vec<Received> = Vec::new();
         tracing::info!("device started");
         // The engine had more to send when the last turn ended.
@@ -78,10 +84,8 @@ impl<B: Backend> Driver<B> {
         let mut turns = 0u32;
         let mut timer = Timer::new();
         loop {
-            let deadline = shared
-                .step(|nic| nic.poll_timeout())
-                .map(|at| shared.clock.to_tokio(at));
-            timer.arm(deadline);
+            let deadline = shared.step(|nic| nic.poll_timeout());
+            timer.arm(deadline, &shared);
             tokio::select! {
                 // The doorbell first: an application waiting on a verb should not wait behind
                 // a flood of datagrams.
@@ -113,7 +117,7 @@ impl<B: Backend> Driver<B> {
                 }
                 // The timer fires at the engine's deadline or before it (see `Timer`); early,
                 // `handle_timeout` finds nothing due and the next turn arms it again.
-                () = timer.fired() => shared.step(|nic| nic.handle_timeout(shared.clock.now())),
+                () = timer.fired(&shared) => shared.step(|nic| nic.handle_timeout(shared.clock.now())),
                 // Busy polling: nothing was ready, the turn goes on without waiting (the
                 // runtime looks at the sockets at every tick: see `DeviceConfig::busy_poll`).
                 () = std::future::ready(()), if busy_poll => {}
@@ -123,37 +127,19 @@ impl<B: Backend> Driver<B> {
             if shared.is_released() {
                 break;
             }
-            more_to_send = false;
             let now = shared.clock.now();
-            for sent in 0.. {
-                if sent == MAX_TRANSMITS_PER_TURN {
-                    more_to_send = true;
-                    break;
-                }
-                let (at, ip_id) = (batch.len(), batch.next_ip_id());
-                let Some(transmit) =
-                    shared.step(|nic| nic.poll_transmit_segment(now, &mut tx_buf[at..], ip_id))
-                else {
-                    break;
-                };
-                if !batch.fits(&transmit) {
-                    // Send what is there; this packet starts the next batch, as segment 0.
-                    flush(&mut backend, &mut batch, &mut tx_buf).await;
-                    tx_buf.copy_within(at..at + transmit.len, 0);
-                    if ip_id != 0 {
-                        reseal(&transmit, &mut tx_buf[..transmit.len], 0);
+            more_to_send = match &shared.direct {
+                // One thread sends at a time: a verb's send waits for this turn's, or rings.
+                Some(direct) => lock(direct).send_round(&shared, now, MAX_TRANSMITS_PER_ROUND),
+                None => {
+                    outbox.begin(MAX_TRANSMITS_PER_ROUND);
+                    while let Some((transmit, payload, segment)) = outbox.next_batch(&shared, now) {
+                        let sent = backend.send_segments(&transmit, payload, segment).await;
+                        log_failure(&transmit, sent);
                     }
+                    outbox.stopped_at_limit()
                 }
-                let (at, ip_id) = (batch.len(), batch.next_ip_id());
-                if let Some(tap) = &tap {
-                    tap.record_transmit(&transmit, ip_id, &tx_buf[at..at + transmit.len]);
-                }
-                batch.push(transmit);
-                if batch.is_full() {
-                    flush(&mut backend, &mut batch, &mut tx_buf).await;
-                }
-            }
-            flush(&mut backend, &mut batch, &mut tx_buf).await;
+            };
             // After the turn's packets have left: a program may exit as soon as it sees a
             // completion, and the ACK of what it received must be gone by then.
             shared.deliver();
@@ -175,26 +161,8 @@ impl<B: Backend> Driver<B> {
     }
 }
 
-/// Packets one turn sends at most (a few offload batches): then the task looks at its
-/// commands, the backend and the clock again. Without a bound a READ of a GiB was sent whole,
-/// seconds long, before the task read anything, and the requester's retries of a lost response
-/// ran out while its duplicate request waited in the socket.
-const MAX_TRANSMITS_PER_TURN: usize = 256;
-
 /// Busy polling, a turn in this many gives the core to the machine's other threads.
 const OS_YIELD_EVERY: u32 = 8;
-
-/// Sends the batch, if any. A batch that cannot go out is lost, as on a wire: the transport
-/// recovers. The error is logged, not fatal.
-async fn flush<B: Backend>(backend: &mut B, batch: &mut TxBatch, buf: &mut [u8]) {
-    if let Some((transmit, len, segment)) = batch.take()
-        && let Err(err) = backend
-            .send_segments(&transmit, &mut buf[..len], segment)
-            .await
-    {
-        tracing::debug!(dst = %transmit.dst, error = %err, "send failed");
-    }
-}
 
 /// The task's one timer, moved only to an earlier time. A new `sleep_until` every turn (the
 /// engine's deadline moves with every packet it sends: a request's retry timer) registers a
@@ -205,7 +173,7 @@ async fn flush<B: Backend>(backend: &mut B, batch: &mut TxBatch, buf: &mut [u8])
 /// nothing to do, and the timer is armed again at the deadline of that turn.
 struct Timer {
     sleep: std::pin::Pin<Box<tokio::time::Sleep>>,
-    armed: Option<tokio::time::Instant>,
+    armed: Option<roce_core::Instant>,
 }
 
 impl Timer {
@@ -217,22 +185,25 @@ impl Timer {
     }
 
     /// The engine's deadline now: the timer moves to it if that is earlier than where it is.
-    fn arm(&mut self, deadline: Option<tokio::time::Instant>) {
+    /// Where it is goes to `shared.timer_at`, for the verbs (`Shared::after_verb`).
+    fn arm(&mut self, deadline: Option<roce_core::Instant>, shared: &Shared) {
         if let Some(at) = deadline
             && self.armed.is_none_or(|armed| at < armed)
         {
-            self.sleep.as_mut().reset(at);
+            self.sleep.as_mut().reset(shared.clock.to_tokio(at));
             self.armed = Some(at);
+            shared.timer_at.store(at.as_nanos(), Ordering::SeqCst);
         }
     }
 
     /// Until the timer fires; never, when it is not armed.
-    async fn fired(&mut self) {
+    async fn fired(&mut self, shared: &Shared) {
         if self.armed.is_none() {
             return std::future::pending().await;
         }
         self.sleep.as_mut().await;
         self.armed = None;
+        shared.timer_at.store(u64::MAX, Ordering::SeqCst);
     }
 }
 

@@ -7,7 +7,7 @@
 //! from the [`CompletionQueue`]s the task fills, without the engine's lock.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::Duration;
 
@@ -20,6 +20,7 @@ use crate::backend::{BackendCounters, BackendStats};
 use crate::clock::TokioClock;
 use crate::cq::CompletionQueue;
 use crate::doorbell::Doorbell;
+use crate::transmit::{Direct, MAX_TRANSMITS_PER_ROUND};
 
 /// Why a device call failed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
@@ -108,6 +109,13 @@ pub(crate) struct Shared {
     /// Taken after the engine's lock when both are held, never before.
     queues: Queues,
     pub(crate) doorbell: Doorbell,
+    /// Sending from any thread, if the backend can ([`crate::backend::Backend::sender`]).
+    /// Taken before the engine's lock when both are held, never after.
+    pub(crate) direct: Option<Mutex<Direct>>,
+    /// The engine instant (ns) at which the task's timer fires, `u64::MAX` when it is not
+    /// armed. A verb whose deadline is not earlier needs no wake-up: the timer fires early,
+    /// finds nothing due and is armed again (see `driver::Timer`).
+    pub(crate) timer_at: AtomicU64,
     pub(crate) clock: TokioClock,
     /// Wait for completions by polling in a loop instead of sleeping until woken.
     busy_poll: bool,
@@ -120,7 +128,12 @@ pub(crate) struct Shared {
 }
 
 impl Shared {
-    pub(crate) fn new(nic: Nic, busy_poll: bool, backend: Option<Arc<BackendCounters>>) -> Self {
+    pub(crate) fn new(
+        nic: Nic,
+        busy_poll: bool,
+        backend: Option<Arc<BackendCounters>>,
+        direct: Option<Direct>,
+    ) -> Self {
         Self {
             engine: Mutex::new(Engine {
                 nic,
@@ -129,6 +142,8 @@ impl Shared {
             }),
             queues: RwLock::new(HashMap::new()),
             doorbell: Doorbell::default(),
+            direct: direct.map(Mutex::new),
+            timer_at: AtomicU64::new(u64::MAX),
             clock: TokioClock::new(),
             busy_poll,
             backend,
@@ -155,6 +170,37 @@ impl Shared {
     /// (rxe likewise completes, then acknowledges, within one run of its responder task).
     pub(crate) fn deliver(&self) {
         self.engine().deliver(&self.queues);
+    }
+
+    /// What a verb leaves to do once it has run: the packets it made (`sends`: the engine may
+    /// have some) go out on this thread if the device sends directly and no other thread is
+    /// sending at the moment; the doorbell rings if the task has work (packets left, or a
+    /// deadline earlier than its timer's).
+    fn after_verb(&self, sends: bool) {
+        let mut ring = false;
+        if sends {
+            ring = match self.direct.as_ref().map(Mutex::try_lock) {
+                Some(Ok(mut direct)) => {
+                    let more = direct.send_round(self, self.clock.now(), MAX_TRANSMITS_PER_ROUND);
+                    drop(direct);
+                    // Completions of what just left (UD and UC sends complete when sent).
+                    self.deliver();
+                    more
+                }
+                // No direct sender, or another thread is sending: the task sends.
+                None | Some(Err(_)) => true,
+            };
+        }
+        if ring || self.deadline_before_timer() {
+            self.doorbell.ring();
+        }
+    }
+
+    /// Whether the engine's next deadline comes before the task's timer fires.
+    fn deadline_before_timer(&self) -> bool {
+        let timer_at = self.timer_at.load(Ordering::SeqCst);
+        self.step(|nic| nic.poll_timeout())
+            .is_some_and(|at| at.as_nanos() < timer_at)
     }
 
     /// Every handle is gone.
@@ -196,20 +242,23 @@ impl DeviceHandle {
         }
     }
 
-    /// Runs `f` with the engine and the current time, on this thread, then rings the doorbell
-    /// so that the device sends what `f` made. Every verb below is one of these.
+    /// Runs `f` with the engine and the current time, on this thread, then sends the packets
+    /// it made, on this thread too where the backend allows it ([`crate::transmit`]), and
+    /// rings the doorbell only if the device's task has work from it: packets left to send,
+    /// or a deadline earlier than the one its timer waits for. Every verb below is one of
+    /// these. A verb that makes neither (a posted receive, a query) wakes nobody.
     pub fn with<R>(&self, f: impl FnOnce(&mut Nic, Instant) -> R) -> Result<R, DeviceError> {
         if self.shared.halted.load(Ordering::SeqCst) {
             return Err(DeviceError::Stopped);
         }
-        let result = {
+        let (result, sends) = {
             let mut engine = self.shared.engine();
             let now = self.shared.clock.now();
             let result = f(&mut engine.nic, now);
             engine.deliver(&self.shared.queues);
-            result
+            (result, engine.nic.may_transmit())
         };
-        self.shared.doorbell.ring();
+        self.shared.after_verb(sends);
         Ok(result)
     }
 

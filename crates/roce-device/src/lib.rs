@@ -34,6 +34,7 @@ mod driver;
 mod endpoint;
 mod handle;
 mod tap;
+mod transmit;
 
 pub use backend::{Backend, BackendStats};
 pub use cq::CompletionQueue;
@@ -102,10 +103,15 @@ impl Device {
             // One socket: every packet leaves from its port, so the ICRC must cover that one.
             nic_config.src_port = SrcPortPolicy::Fixed(port);
         }
+        let mut backend = backend;
+        let direct = backend
+            .sender()
+            .map(|sender| transmit::Direct::new(sender, config.tap.clone()));
         let shared = Arc::new(handle::Shared::new(
             Nic::new(nic_config),
             config.busy_poll,
             backend.counters(),
+            direct,
         ));
         let driver = driver::Driver {
             shared: shared.clone(),

@@ -157,6 +157,15 @@ impl Nic {
         None
     }
 
+    /// Whether [`Nic::poll_transmit`] may have a packet to send: a QP is in line to send or a
+    /// management datagram waits. A device whose verbs run on other threads than the loop that
+    /// sends wakes that loop after a verb only then, or when [`Nic::poll_timeout`] moved
+    /// earlier: a posted receive, a poll or a query makes nothing to send (as rxe's
+    /// `rxe_post_recv` schedules no task unless the QP is in error).
+    pub fn may_transmit(&self) -> bool {
+        !self.sched.ready.is_empty() || self.shared.gsi.waiting() > 0
+    }
+
     /// The earliest time `handle_timeout` has work to do.
     pub fn poll_timeout(&self) -> Option<Instant> {
         // `index` keeps a current entry at the top.

@@ -101,4 +101,29 @@ pub trait Backend: Send + 'static {
     fn counters(&self) -> Option<std::sync::Arc<BackendCounters>> {
         None
     }
+
+    /// A [`Sender`] that any thread may use, so that a verb sends the packets it makes on the
+    /// application's thread. Once one is handed out, the device sends only through it and
+    /// never calls this backend's `send` or `send_segments` again. `None` (the default): only
+    /// the device's task sends, through those.
+    fn sender(&mut self) -> Option<Box<dyn Sender>> {
+        None
+    }
+}
+
+/// Sending without waiting on a runtime, from whichever thread has the device's transmit lock
+/// (one at a time, so packets leave in the engine's order). A send that finds the kernel's
+/// buffer full waits for room in the call.
+pub trait Sender: Send + 'static {
+    /// Sends `payload`, the UDP payloads of datagrams of `segment` bytes each, as
+    /// [`Backend::send_segments`] does.
+    fn send_segments(
+        &mut self,
+        transmit: &Transmit,
+        payload: &mut [u8],
+        segment: usize,
+    ) -> io::Result<()>;
+
+    /// How many datagrams one [`Sender::send_segments`] may carry.
+    fn max_segments(&self) -> usize;
 }

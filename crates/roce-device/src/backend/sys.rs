@@ -29,15 +29,18 @@ pub(crate) fn register(rx: Receiver) -> io::Result<AsyncFd<Receiver>> {
     Ok(unsafe { AsyncFd::register_with_interest(rx, Interest::READABLE) }?)
 }
 
-/// Registers a UDP socket with tokio's reactor, for reading and writing. Must be called inside
+/// Registers a UDP socket with tokio's reactor, for reading. Must be called inside
 /// a tokio runtime.
 pub(crate) fn register_udp(
     socket: std::net::UdpSocket,
 ) -> io::Result<AsyncFd<std::net::UdpSocket>> {
+    // Readable only: sends never wait on the runtime (`UdpSender` polls a full buffer out),
+    // and a writable interest would make every send's freed buffer an edge that returns the
+    // runtime's `epoll_wait` once more for nothing.
     // SAFETY: a `std::net::UdpSocket` owns its descriptor and closes it only when dropped; it
     // lives inside the `AsyncFd`, which never replaces it, so the descriptor stays open and the
     // same for the `AsyncFd`'s whole life.
-    Ok(unsafe { AsyncFd::register(socket) }?)
+    Ok(unsafe { AsyncFd::register_with_interest(socket, Interest::READABLE) }?)
 }
 
 /// An AF_PACKET `SOCK_RAW` socket that receives nothing until [`PacketFd::bind`].

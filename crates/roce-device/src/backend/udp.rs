@@ -21,15 +21,15 @@ use std::io::{self, IoSliceMut};
 use std::net::{IpAddr, SocketAddr};
 
 use std::io::IoSlice;
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsFd, AsRawFd};
 
+use nix::poll::{PollFd, PollFlags, poll};
 use nix::sys::socket::{ControlMessage, MsgFlags, SockaddrStorage, sendmsg};
 use quinn_udp::{EcnCodepoint, RecvMeta, UdpSocketState};
 use roce_core::{Ecn, Transmit};
-use tokio::io::Interest;
 use tokio::io::unix::AsyncFd;
 
-use super::{Backend, Received};
+use super::{Backend, Received, Sender};
 
 /// A UDP socket on `<ip>:4791`.
 #[derive(Debug)]
@@ -40,6 +40,15 @@ pub struct UdpBackend {
     state: UdpSocketState,
     local: SocketAddr,
     meta: Vec<RecvMeta>,
+    /// Its own sends, until the device takes a [`UdpSender`] of its own.
+    tx: UdpSender,
+}
+
+/// The sending half of a [`UdpBackend`]: another descriptor of the same socket, non-blocking,
+/// which any thread may use (see [`Backend::sender`]).
+#[derive(Debug)]
+pub struct UdpSender {
+    socket: std::net::UdpSocket,
     /// Datagrams one send may carry (1 when the kernel has no UDP segmentation offload or
     /// refused it once).
     gso_segments: usize,
@@ -53,15 +62,18 @@ impl UdpBackend {
         let state = UdpSocketState::new((&std_socket).into())?;
         size_buffers(&std_socket);
         let local = std_socket.local_addr()?;
+        let tx = UdpSender {
+            socket: std_socket.try_clone()?,
+            gso_segments: state.max_gso_segments().clamp(1, MAX_GSO_SEGMENTS),
+        };
         let socket = super::sys::register_udp(std_socket)?;
         let meta = vec![RecvMeta::default(); BATCH];
-        let gso_segments = state.max_gso_segments().clamp(1, MAX_GSO_SEGMENTS);
         Ok(Self {
             socket,
             state,
             local,
             meta,
-            gso_segments,
+            tx,
         })
     }
 
@@ -69,7 +81,7 @@ impl UdpBackend {
     /// For links where a reader of packet sockets that does not cut batches (a capture on a
     /// veth) should see each datagram as a frame of its own.
     pub fn without_gso(mut self) -> Self {
-        self.gso_segments = 1;
+        self.tx.gso_segments = 1;
         self
     }
 
@@ -132,7 +144,7 @@ impl Backend for UdpBackend {
     }
 
     async fn send(&mut self, transmit: &Transmit, payload: &[u8]) -> io::Result<()> {
-        self.sendmsg(transmit, payload, None).await.map(drop)
+        self.tx.sendmsg(transmit, payload, None).map(drop)
     }
 
     async fn send_segments(
@@ -141,9 +153,47 @@ impl Backend for UdpBackend {
         payload: &mut [u8],
         segment: usize,
     ) -> io::Result<()> {
+        Sender::send_segments(&mut self.tx, transmit, payload, segment)
+    }
+
+    fn max_segments(&self) -> usize {
+        self.tx.gso_segments
+    }
+
+    fn sender(&mut self) -> Option<Box<dyn Sender>> {
+        match self.tx.socket.try_clone() {
+            Ok(socket) => Some(Box::new(UdpSender {
+                socket,
+                gso_segments: self.tx.gso_segments,
+            })),
+            Err(err) => {
+                tracing::debug!(error = %err, "no second descriptor: the device's task sends");
+                None
+            }
+        }
+    }
+
+    fn fixed_src_port(&self) -> Option<u16> {
+        Some(self.local.port())
+    }
+
+    fn recv_buffer_len(&self) -> usize {
+        // Each slot must hold a whole GRO batch of the largest datagrams a NIC sends, or the
+        // kernel truncates the batch and its last datagrams are lost.
+        BATCH * self.state.gro_segments().max(1) * roce_core::MAX_DATAGRAM
+    }
+}
+
+impl Sender for UdpSender {
+    fn send_segments(
+        &mut self,
+        transmit: &Transmit,
+        payload: &mut [u8],
+        segment: usize,
+    ) -> io::Result<()> {
         if payload.len() <= segment || self.gso_segments > 1 {
             let gso = (payload.len() > segment).then_some(segment);
-            match self.sendmsg(transmit, payload, gso).await {
+            match self.sendmsg(transmit, payload, gso) {
                 Ok(_) => return Ok(()),
                 // The route's device cannot take the batch (EIO from a device without checksum
                 // offload, as quinn-udp handles it): send datagrams one by one from now on.
@@ -158,7 +208,7 @@ impl Backend for UdpBackend {
             if index > 0 {
                 super::reseal(transmit, datagram, 0);
             }
-            self.sendmsg(transmit, datagram, None).await?;
+            self.sendmsg(transmit, datagram, None)?;
         }
         Ok(())
     }
@@ -166,22 +216,14 @@ impl Backend for UdpBackend {
     fn max_segments(&self) -> usize {
         self.gso_segments
     }
-
-    fn fixed_src_port(&self) -> Option<u16> {
-        Some(self.local.port())
-    }
-
-    fn recv_buffer_len(&self) -> usize {
-        // Each slot must hold a whole GRO batch of the largest datagrams a NIC sends, or the
-        // kernel truncates the batch and its last datagrams are lost.
-        BATCH * self.state.gro_segments().max(1) * roce_core::MAX_DATAGRAM
-    }
 }
 
-impl UdpBackend {
+impl UdpSender {
     /// One `sendmsg` of `payload` to the transmit's destination, with its DSCP and ECN as the
     /// TOS (traffic class) and, with `gso`, cut by the kernel into datagrams of that many bytes.
-    async fn sendmsg(
+    /// A full send buffer is waited out with `poll`, a few times [`SEND_WAIT_MS`] at most;
+    /// then the send fails (the packets are lost, and the transport recovers).
+    fn sendmsg(
         &self,
         transmit: &Transmit,
         payload: &[u8],
@@ -191,32 +233,43 @@ impl UdpBackend {
         let tclass = i32::from(tos);
         let segment = gso.map(|size| u16::try_from(size).unwrap_or(u16::MAX));
         let address = SockaddrStorage::from(transmit.dst);
+        let mut cmsgs = [ControlMessage::Ipv4Tos(&tos), ControlMessage::Ipv4Tos(&tos)];
+        if transmit.dst.is_ipv6() {
+            cmsgs[0] = ControlMessage::Ipv6TClass(&tclass);
+        }
+        let count = match &segment {
+            Some(size) => {
+                cmsgs[1] = ControlMessage::UdpGsoSegments(size);
+                2
+            }
+            None => 1,
+        };
         let fd = self.socket.as_raw_fd();
-        self.socket
-            .async_io(Interest::WRITABLE, |_| {
-                let mut cmsgs = [ControlMessage::Ipv4Tos(&tos), ControlMessage::Ipv4Tos(&tos)];
-                if transmit.dst.is_ipv6() {
-                    cmsgs[0] = ControlMessage::Ipv6TClass(&tclass);
+        let mut waits = 0;
+        loop {
+            match sendmsg(
+                fd,
+                &[IoSlice::new(payload)],
+                &cmsgs[..count],
+                MsgFlags::empty(),
+                Some(&address),
+            ) {
+                Err(nix::errno::Errno::EAGAIN) if waits < SEND_WAITS => {
+                    waits += 1;
+                    let mut fds = [PollFd::new(self.socket.as_fd(), PollFlags::POLLOUT)];
+                    poll(&mut fds, SEND_WAIT_MS)?;
                 }
-                let count = match &segment {
-                    Some(size) => {
-                        cmsgs[1] = ControlMessage::UdpGsoSegments(size);
-                        2
-                    }
-                    None => 1,
-                };
-                sendmsg(
-                    fd,
-                    &[IoSlice::new(payload)],
-                    &cmsgs[..count],
-                    MsgFlags::empty(),
-                    Some(&address),
-                )
-                .map_err(io::Error::from)
-            })
-            .await
+                Err(nix::errno::Errno::EINTR) => {}
+                result => return result.map_err(io::Error::from),
+            }
+        }
     }
 }
+
+/// A send that finds the socket's buffer full waits for room this many times at most, each
+/// wait at most [`SEND_WAIT_MS`] milliseconds.
+const SEND_WAITS: u32 = 10;
+const SEND_WAIT_MS: u16 = 10;
 
 fn ecn_from(ecn: Option<EcnCodepoint>) -> Ecn {
     match ecn {
@@ -306,5 +359,42 @@ mod tests {
         let idle =
             tokio::time::timeout(Duration::from_millis(50), backend.recv(&mut buf, &mut out));
         assert!(idle.await.is_err() && out.is_empty());
+    }
+
+    /// The backend's sender for every thread sends from the backend's own socket (its port,
+    /// which the ICRCs cover), a batch cut into datagrams by the kernel or one by one.
+    #[tokio::test]
+    async fn the_sender_sends_from_the_backends_socket() {
+        let ip: IpAddr = "127.0.0.1".parse().unwrap();
+        let mut backend = UdpBackend::bind(ip, 0).unwrap();
+        let from = backend.local_addr();
+        let peer = std::net::UdpSocket::bind((ip, 0)).unwrap();
+        peer.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        let mut sender = backend.sender().expect("a UDP backend hands out a sender");
+        let transmit = Transmit {
+            src: ip,
+            src_port: from.port(),
+            dst: peer.local_addr().unwrap(),
+            ecn: Ecn::NotEct,
+            dscp: 0,
+            ttl: 64,
+            len: 0,
+        };
+        // Three datagrams of 40 bytes and a last one of 10, in one call, from another thread.
+        let mut payload: Vec<u8> = (0..130u8).collect();
+        std::thread::spawn(move || sender.send_segments(&transmit, &mut payload, 40))
+            .join()
+            .unwrap()
+            .unwrap();
+        let mut got = Vec::new();
+        for _ in 0..4 {
+            let mut buf = [0u8; 64];
+            let (len, src) = peer.recv_from(&mut buf).unwrap();
+            assert_eq!(src, from, "not the backend's socket");
+            got.push(len);
+        }
+        // Cut at 40 bytes; the ICRC of all but the first is sealed again for ID 0 when they go
+        // one by one, so only the lengths are compared.
+        assert_eq!(got, [40, 40, 40, 10]);
     }
 }

@@ -2,6 +2,7 @@
 
 use std::collections::VecDeque;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 
 use roce_core::{Access, AddressVector, Connect, Ecn, Nic, NicConfig, QpInit, QpType, Transmit};
@@ -9,6 +10,7 @@ use roce_wire::{BthRepr, Opcode, PseudoHeader, Psn, Qpn, RethRepr, RoceRepr, icr
 
 use super::*;
 use crate::CompletionQueue;
+use crate::transmit::MAX_TRANSMITS_PER_ROUND;
 
 const US: IpAddr = IpAddr::V4(Ipv4Addr::new(198, 18, 0, 2));
 const PEER: IpAddr = IpAddr::V4(Ipv4Addr::new(198, 18, 0, 1));
@@ -33,6 +35,35 @@ struct Recorder {
 
 /// A queue, and the number of its completions at each send.
 type Watch = (Arc<CompletionQueue>, Arc<Mutex<Vec<usize>>>);
+
+/// A [`crate::backend::Sender`] that records each send in the log, with the thread that made
+/// it.
+#[derive(Debug, Clone, Default)]
+struct Sends {
+    log: Arc<Mutex<Vec<Event>>>,
+    threads: Arc<Mutex<Vec<std::thread::ThreadId>>>,
+}
+
+impl crate::backend::Sender for Sends {
+    fn send_segments(
+        &mut self,
+        _: &Transmit,
+        payload: &mut [u8],
+        segment: usize,
+    ) -> io::Result<()> {
+        let count = payload.len().div_ceil(segment.max(1));
+        self.log.lock().unwrap().push(Event::Send(count));
+        self.threads
+            .lock()
+            .unwrap()
+            .push(std::thread::current().id());
+        Ok(())
+    }
+
+    fn max_segments(&self) -> usize {
+        64
+    }
+}
 
 impl Backend for Recorder {
     async fn recv(&mut self, buf: &mut [u8], out: &mut Vec<Received>) -> io::Result<()> {
@@ -135,7 +166,7 @@ async fn issue_11_a_long_train_of_read_responses_leaves_room_to_receive_between_
 
     let log = Arc::new(Mutex::new(Vec::new()));
     let driver = Driver {
-        shared: Arc::new(Shared::new(nic, false, None)),
+        shared: Arc::new(Shared::new(nic, false, None, None)),
         backend: Recorder {
             incoming: VecDeque::from([request]),
             log: log.clone(),
@@ -165,7 +196,7 @@ async fn issue_11_a_long_train_of_read_responses_leaves_room_to_receive_between_
     assert_eq!(total, LEN / 1024, "every response of the READ left");
     let longest = sent_between_recvs.iter().max().copied().unwrap_or(0);
     assert!(
-        longest <= MAX_TRANSMITS_PER_TURN,
+        longest <= MAX_TRANSMITS_PER_ROUND,
         "{longest} packets sent without a look at the socket"
     );
 }
@@ -175,25 +206,52 @@ async fn issue_11_a_long_train_of_read_responses_leaves_room_to_receive_between_
 /// runs out (seen with `ibv_rc_pingpong -e`, whose last receive ends the server).
 #[tokio::test(start_paused = true)]
 async fn the_ack_of_a_send_leaves_before_its_receive_completion_is_visible() {
-    ack_before_completion(false).await;
+    ack_before_completion(false, false).await;
 }
 
 /// The same while busy polling, where the application's tasks run at the end of every turn
 /// (in real time: a busy-polling runtime is never idle, so paused time would never advance).
 #[tokio::test]
 async fn busy_polling_the_ack_of_a_send_leaves_before_its_receive_completion_is_visible() {
-    ack_before_completion(true).await;
+    ack_before_completion(true, false).await;
 }
 
-async fn ack_before_completion(busy_poll: bool) {
+/// The same when the task sends through the backend's sender for every thread.
+#[tokio::test(start_paused = true)]
+async fn sending_directly_the_ack_of_a_send_leaves_before_its_receive_completion_is_visible() {
+    ack_before_completion(false, true).await;
+}
+
+async fn ack_before_completion(busy_poll: bool, direct: bool) {
     let nic = Nic::new(NicConfig {
         addrs: vec![US],
         src_port: roce_core::SrcPortPolicy::Fixed(4791),
         ..NicConfig::default()
     });
-    let shared = Arc::new(Shared::new(nic, busy_poll, None));
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let mut backend = Recorder {
+        incoming: VecDeque::new(),
+        log: log.clone(),
+        watch: None,
+    };
+    // The queue is made on the shared engine below; the sender watches it from its creation.
+    let queue_cell: Arc<Mutex<Option<Arc<CompletionQueue>>>> = Arc::default();
+    let sender = direct.then(|| {
+        Box::new(LateWatch {
+            inner: Sends {
+                log: log.clone(),
+                ..Sends::default()
+            },
+            queue: queue_cell.clone(),
+            seen: seen.clone(),
+        }) as Box<dyn crate::backend::Sender>
+    });
+    let direct = sender.map(|s| crate::transmit::Direct::new(s, None));
+    let shared = Arc::new(Shared::new(nic, busy_poll, None, direct));
     let handle = crate::DeviceHandle::new(shared.clone());
     let queue = handle.create_completion_queue(16).unwrap();
+    *queue_cell.lock().unwrap() = Some(queue.clone());
     let qpn = handle
         .with(|nic, _| {
             let pd = nic.alloc_pd();
@@ -228,14 +286,11 @@ async fn ack_before_completion(busy_poll: bool) {
             .unwrap();
     icrc::seal(&header, &mut datagram);
 
-    let seen = Arc::new(Mutex::new(Vec::new()));
+    backend.incoming.push_back(datagram);
+    backend.watch = Some((queue.clone(), seen.clone()));
     let driver = Driver {
         shared,
-        backend: Recorder {
-            incoming: VecDeque::from([datagram]),
-            log: Arc::new(Mutex::new(Vec::new())),
-            watch: Some((queue.clone(), seen.clone())),
-        },
+        backend,
         tap: None,
         rx_loss: Loss { ppm: 0, state: 1 },
         busy_poll,
@@ -254,32 +309,169 @@ async fn ack_before_completion(busy_poll: bool) {
     drop(handle);
 }
 
+/// A [`Sends`] that learns the queue to watch after the engine made it.
+#[derive(Debug)]
+struct LateWatch {
+    inner: Sends,
+    queue: Arc<Mutex<Option<Arc<CompletionQueue>>>>,
+    seen: Arc<Mutex<Vec<usize>>>,
+}
+
+impl crate::backend::Sender for LateWatch {
+    fn send_segments(
+        &mut self,
+        t: &Transmit,
+        payload: &mut [u8],
+        segment: usize,
+    ) -> io::Result<()> {
+        if let Some(queue) = &*self.queue.lock().unwrap() {
+            self.seen.lock().unwrap().push(queue.len());
+        }
+        self.inner.send_segments(t, payload, segment)
+    }
+
+    fn max_segments(&self) -> usize {
+        self.inner.max_segments()
+    }
+}
+
+/// A device whose backend sends from any thread, with no task running: the test plays the
+/// task. Its NIC's RC QP is connected to the peer's QP 0x99.
+fn direct_device() -> (crate::DeviceHandle, Arc<Shared>, Sends, Qpn) {
+    let (nic, qpn, _) = responder(64);
+    let sends = Sends::default();
+    let direct = crate::transmit::Direct::new(Box::new(sends.clone()), None);
+    let shared = Arc::new(Shared::new(nic, false, None, Some(direct)));
+    (crate::DeviceHandle::new(shared.clone()), shared, sends, qpn)
+}
+
+fn a_send(wr_id: u64) -> roce_core::SendWr {
+    roce_core::SendWr::new(wr_id, roce_core::SendOp::Send, Vec::new())
+}
+
+/// A posted SEND leaves on the thread that posted it, as a NIC's doorbell starts the transmit:
+/// the device's task is not woken, since its timer already fires before the new retry
+/// deadline. A posted receive sends nothing and wakes nobody either.
+#[test]
+fn a_verb_sends_what_it_makes_on_its_own_thread_and_wakes_nobody() {
+    let (handle, shared, sends, qpn) = direct_device();
+    // The task's timer fires first (at 0): the retry timer of the SEND needs no wake-up.
+    shared.timer_at.store(0, Ordering::SeqCst);
+    let poster = std::thread::spawn(move || {
+        handle
+            .with(|nic, _| nic.post_send(qpn, a_send(1)))
+            .unwrap()
+            .unwrap();
+        handle
+            .with(|nic, _| {
+                nic.post_recv(
+                    qpn,
+                    roce_core::RecvWr {
+                        wr_id: 2,
+                        sgl: Vec::new(),
+                    },
+                )
+            })
+            .unwrap()
+            .unwrap();
+        // The handle comes back: its last drop would ring the doorbell (the task stops).
+        (handle, std::thread::current().id())
+    });
+    let (_handle, poster) = poster.join().unwrap();
+    assert_eq!(
+        *sends.log.lock().unwrap(),
+        [Event::Send(1)],
+        "the SEND, once"
+    );
+    assert_eq!(
+        *sends.threads.lock().unwrap(),
+        [poster],
+        "sent by the posting thread"
+    );
+    assert!(!shared.doorbell.is_rung(), "the task was woken");
+}
+
+/// A verb whose packets start a retry timer earlier than the task's timer (here: none armed)
+/// still sends them itself, and rings the doorbell so that the task arms its timer.
+#[test]
+fn a_verb_rings_for_a_deadline_the_task_does_not_wait_for() {
+    let (handle, shared, sends, qpn) = direct_device();
+    assert_eq!(shared.timer_at.load(Ordering::SeqCst), u64::MAX);
+    handle
+        .with(|nic, _| nic.post_send(qpn, a_send(1)))
+        .unwrap()
+        .unwrap();
+    assert_eq!(*sends.log.lock().unwrap(), [Event::Send(1)]);
+    assert!(
+        shared.doorbell.is_rung(),
+        "the retry timer would not be armed"
+    );
+}
+
+/// While another thread sends (it holds the transmit lock), a verb does not send beside it —
+/// its packets could overtake that thread's — but leaves them in the engine and rings the
+/// doorbell; they leave with the next round.
+#[test]
+fn a_verb_that_finds_another_thread_sending_leaves_its_packets_to_the_task() {
+    let (handle, shared, sends, qpn) = direct_device();
+    shared.timer_at.store(0, Ordering::SeqCst);
+    let direct = shared.direct.as_ref().unwrap();
+    let held = direct.lock().unwrap();
+    std::thread::scope(|scope| {
+        scope.spawn(|| {
+            handle
+                .with(|nic, _| nic.post_send(qpn, a_send(1)))
+                .unwrap()
+                .unwrap()
+        });
+    });
+    assert!(
+        sends.log.lock().unwrap().is_empty(),
+        "sent beside the lock's holder"
+    );
+    assert!(shared.doorbell.is_rung(), "nobody was told to send it");
+    let mut held = held;
+    let more = held.send_round(&shared, shared.clock.now(), MAX_TRANSMITS_PER_ROUND);
+    assert!(!more);
+    assert_eq!(
+        *sends.log.lock().unwrap(),
+        [Event::Send(1)],
+        "the round sent it"
+    );
+}
+
 /// The driver's timer moves only to earlier deadlines: a later one (the engine's retry timer
 /// pushed on by the next packet) leaves it where it is, so that it is not registered anew with
 /// the runtime at every packet; it then fires early, once, and is armed again.
 #[tokio::test(start_paused = true)]
 async fn the_timer_moves_only_to_earlier_deadlines() {
+    let shared = Shared::new(Nic::new(NicConfig::default()), false, None, None);
     let start = tokio::time::Instant::now();
     let ms = std::time::Duration::from_millis;
+    let at = roce_core::Instant::from_millis;
+    let timer_at = || shared.timer_at.load(Ordering::SeqCst);
     let mut timer = Timer::new();
     // Not armed: it never fires.
-    assert!(tokio::time::timeout(ms(50), timer.fired()).await.is_err());
-    timer.arm(Some(start + ms(100)));
-    timer.arm(Some(start + ms(300)));
-    assert_eq!(
-        timer.armed,
-        Some(start + ms(100)),
-        "a later deadline moved it"
+    assert!(
+        tokio::time::timeout(ms(50), timer.fired(&shared))
+            .await
+            .is_err()
     );
-    timer.arm(Some(start + ms(80)));
-    assert_eq!(timer.armed, Some(start + ms(80)));
-    timer.arm(None);
-    assert_eq!(timer.armed, Some(start + ms(80)), "no deadline disarmed it");
-    timer.fired().await;
+    assert_eq!(timer_at(), u64::MAX);
+    timer.arm(Some(at(100)), &shared);
+    timer.arm(Some(at(300)), &shared);
+    assert_eq!(timer.armed, Some(at(100)), "a later deadline moved it");
+    assert_eq!(timer_at(), at(100).as_nanos(), "the verbs see where it is");
+    timer.arm(Some(at(80)), &shared);
+    assert_eq!(timer.armed, Some(at(80)));
+    timer.arm(None, &shared);
+    assert_eq!(timer.armed, Some(at(80)), "no deadline disarmed it");
+    assert_eq!(timer_at(), at(80).as_nanos());
+    timer.fired(&shared).await;
     assert_eq!(tokio::time::Instant::now(), start + ms(80));
-    assert_eq!(timer.armed, None);
+    assert_eq!((timer.armed, timer_at()), (None, u64::MAX));
     // Fired, it waits for the next deadline, whatever it is.
-    timer.arm(Some(start + ms(300)));
-    timer.fired().await;
+    timer.arm(Some(at(300)), &shared);
+    timer.fired(&shared).await;
     assert_eq!(tokio::time::Instant::now(), start + ms(300));
 }

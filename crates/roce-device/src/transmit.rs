@@ -1,0 +1,151 @@
+//! The way out: the engine's transmits, packed into segmentation-offload batches ([`TxBatch`])
+//! one batch at a time, and — where the backend has a [`Sender`] that any thread may use — sent
+//! by whichever thread made them.
+//!
+//! A verb that makes packets (a posted send WR) sends them itself, on the application's thread,
+//! as a hardware NIC's doorbell starts the transmit at once: the device's task is not woken,
+//! which in a ping-pong is a wake-up of another thread saved per message. One thread sends at a
+//! time ([`Direct`] is behind a lock the verb only tries), so packets leave in the engine's
+//! order; a verb that finds the lock taken rings the doorbell instead, and the task sends.
+
+use std::io;
+
+use roce_core::{Instant, MAX_DATAGRAM, Transmit};
+
+use crate::backend::{Sender, reseal};
+use crate::batch::{MAX_BATCH_BYTES, TxBatch};
+use crate::handle::Shared;
+use crate::tap::Tap;
+
+/// Packets one round of sending takes from the engine at most (a few offload batches): then
+/// the task looks at its commands, the backend and the clock again. Without a bound a READ of
+/// a GiB was sent whole, seconds long, before the task read anything, and the requester's
+/// retries of a lost response ran out while its duplicate request waited in the socket. A verb
+/// that reaches the bound leaves the rest to the task.
+pub(crate) const MAX_TRANSMITS_PER_ROUND: usize = 256;
+
+/// The packets being taken from the engine and the batch they are packed into.
+#[derive(Debug)]
+pub(crate) struct Outbox {
+    /// Room for a whole batch, and behind its last packet always room for one more.
+    buf: Vec<u8>,
+    batch: TxBatch,
+    /// A packet that did not join the batch handed out last: it starts the next one. Its
+    /// transmit, where it was written, and the IPv4 identification its ICRC covers.
+    carried: Option<(Transmit, usize, u16)>,
+    /// Packets taken from the engine this round, and the most it may take.
+    taken: usize,
+    limit: usize,
+    tap: Option<Tap>,
+}
+
+impl Outbox {
+    pub(crate) fn new(max_segments: usize, tap: Option<Tap>) -> Self {
+        Self {
+            buf: vec![0u8; MAX_BATCH_BYTES + MAX_DATAGRAM],
+            batch: TxBatch::new(max_segments),
+            carried: None,
+            taken: 0,
+            limit: MAX_TRANSMITS_PER_ROUND,
+            tap,
+        }
+    }
+
+    /// Starts a round of at most `limit` packets.
+    pub(crate) fn begin(&mut self, limit: usize) {
+        self.taken = 0;
+        self.limit = limit;
+    }
+
+    /// Whether the last round stopped at its bound: the engine may have more to send.
+    pub(crate) fn stopped_at_limit(&self) -> bool {
+        self.taken >= self.limit
+    }
+
+    /// The next batch to send — its shared transmit, its payloads (packet `i` sealed for the
+    /// IPv4 identification `i`) and its segment size — or `None` when the engine has nothing
+    /// more this round. Every batch returned must be sent (or counted lost) before the next
+    /// call: the packet that ended it is moved to the front of the buffer then.
+    pub(crate) fn next_batch(
+        &mut self,
+        shared: &Shared,
+        now: Instant,
+    ) -> Option<(Transmit, &mut [u8], usize)> {
+        if let Some((transmit, at, ip_id)) = self.carried.take() {
+            // It starts this batch, as segment 0.
+            self.buf.copy_within(at..at + transmit.len, 0);
+            if ip_id != 0 {
+                reseal(&transmit, &mut self.buf[..transmit.len], 0);
+            }
+            self.push(transmit);
+        }
+        while !self.batch.is_full() && self.taken < self.limit {
+            let (at, ip_id) = (self.batch.len(), self.batch.next_ip_id());
+            let buf = &mut self.buf[at..];
+            let Some(transmit) = shared.step(|nic| nic.poll_transmit_segment(now, buf, ip_id))
+            else {
+                break;
+            };
+            self.taken += 1;
+            if !self.batch.fits(&transmit) {
+                self.carried = Some((transmit, at, ip_id));
+                break;
+            }
+            self.push(transmit);
+        }
+        let (transmit, len, segment) = self.batch.take()?;
+        Some((transmit, &mut self.buf[..len], segment))
+    }
+
+    /// Adds the packet just written at the batch's end.
+    fn push(&mut self, transmit: Transmit) {
+        if let Some(tap) = &self.tap {
+            let (at, ip_id) = (self.batch.len(), self.batch.next_ip_id());
+            tap.record_transmit(&transmit, ip_id, &self.buf[at..at + transmit.len]);
+        }
+        self.batch.push(transmit);
+    }
+}
+
+/// Sending without the device's task: the backend's [`Sender`] and the outbox, used by one
+/// thread at a time (the task's turn, or a verb's).
+pub(crate) struct Direct {
+    outbox: Outbox,
+    sender: Box<dyn Sender>,
+}
+
+impl std::fmt::Debug for Direct {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Direct")
+            .field("outbox", &self.outbox)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Direct {
+    pub(crate) fn new(sender: Box<dyn Sender>, tap: Option<Tap>) -> Self {
+        Self {
+            outbox: Outbox::new(sender.max_segments(), tap),
+            sender,
+        }
+    }
+
+    /// Sends what the engine has, at most `limit` packets; returns whether it stopped at that
+    /// bound (more may wait).
+    pub(crate) fn send_round(&mut self, shared: &Shared, now: Instant, limit: usize) -> bool {
+        let Self { outbox, sender } = self;
+        outbox.begin(limit);
+        while let Some((transmit, payload, segment)) = outbox.next_batch(shared, now) {
+            log_failure(&transmit, sender.send_segments(&transmit, payload, segment));
+        }
+        outbox.stopped_at_limit()
+    }
+}
+
+/// A batch that cannot go out is lost, as on a wire: the transport recovers. The error is
+/// logged, not fatal.
+pub(crate) fn log_failure(transmit: &Transmit, result: io::Result<()>) {
+    if let Err(err) = result {
+        tracing::debug!(dst = %transmit.dst, error = %err, "send failed");
+    }
+}
