@@ -16,10 +16,9 @@ use std::io;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
-use roce_core::Datagram;
-
-use crate::backend::{Backend, Received};
+use crate::backend::Backend;
 use crate::handle::Shared;
+use crate::receive::{Inbox, Loss};
 use crate::tap::Tap;
 use crate::transmit::{MAX_TRANSMITS_PER_ROUND, Outbox, log_failure};
 
@@ -37,27 +36,6 @@ pub(crate) struct Driver<B> {
     pub(crate) busy_poll: bool,
 }
 
-/// Receive-side random drops, for showing recovery at work (`roce demo --loss`).
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Loss {
-    /// Probability in parts per million.
-    pub(crate) ppm: u32,
-    /// xorshift state.
-    pub(crate) state: u64,
-}
-
-impl Loss {
-    fn drop_next(&mut self) -> bool {
-        if self.ppm == 0 {
-            return false;
-        }
-        self.state ^= self.state << 13;
-        self.state ^= self.state >> 7;
-        self.state ^= self.state << 17;
-        (self.state % 1_000_000) < u64::from(self.ppm)
-    }
-}
-
 impl<B: Backend> Driver<B> {
     pub(crate) async fn run(self) -> io::Result<()> {
         let shared = self.shared.clone();
@@ -71,13 +49,18 @@ impl<B: Backend> Driver<B> {
             shared,
             mut backend,
             tap,
-            mut rx_loss,
+            rx_loss,
             busy_poll,
         } = self;
-        let mut rx_buf = vec![0u8; backend.recv_buffer_len()];
+        // The task's own way in, when the backend has no receiver for every thread.
+        let own_rx = if shared.rx.is_none() {
+            backend.recv_buffer_len()
+        } else {
+            0
+        };
+        let mut inbox = Inbox::new(own_rx, rx_loss, tap.clone());
         // The task's own way out, when the backend has no sender for every thread.
         let mut outbox = Outbox::new(backend.max_segments(), tap.clone());
-        let mut received: Vec<Received> = Vec::new();
         tracing::info!("device started");
         // The engine had more to send when the last turn ended.
         let mut more_to_send = false;
@@ -91,28 +74,9 @@ impl<B: Backend> Driver<B> {
                 // a flood of datagrams.
                 biased;
                 () = shared.doorbell.answered() => {}
-                result = backend.recv(&mut rx_buf, &mut received) => {
+                result = receive(&mut backend, &mut inbox, &shared) => {
                     if let Err(err) = result {
                         tracing::debug!(error = %err, "backend receive error");
-                    }
-                    // One time for the whole receive batch, as before the engine had a lock.
-                    let now = shared.clock.now();
-                    for datagram in received.drain(..) {
-                        let payload = &rx_buf[datagram.offset..datagram.offset + datagram.len];
-                        if rx_loss.drop_next() {
-                            continue;
-                        }
-                        if let Some(tap) = tap.as_ref().filter(|t| t.received_too()) {
-                            tap.record_received(&datagram, payload);
-                        }
-                        shared.step(|nic| nic.handle_datagram(now, Datagram {
-                            src: datagram.src,
-                            dst: datagram.dst,
-                            ecn: datagram.ecn,
-                            ip_id: datagram.ip_id,
-                            segment: datagram.segment,
-                            payload,
-                        }));
                     }
                 }
                 // The timer fires at the engine's deadline or before it (see `Timer`); early,
@@ -158,6 +122,28 @@ impl<B: Backend> Driver<B> {
         }
         tracing::info!("device stopped");
         Ok(())
+    }
+}
+
+/// Waits for datagrams and hands them to the engine: through the device's receiver for every
+/// thread if it has one (waiting for its lock while a program's thread receives), else through
+/// the backend into the task's own inbox. Cancel-safe: it may be dropped only while it waits.
+async fn receive<B: Backend>(
+    backend: &mut B,
+    inbox: &mut Inbox,
+    shared: &Shared,
+) -> io::Result<()> {
+    match &shared.rx {
+        Some(rx) => {
+            backend
+                .when_readable(|| lock(rx).receive_round(shared).map(|(drained, _)| drained))
+                .await
+        }
+        None => {
+            let result = backend.recv(&mut inbox.buf, &mut inbox.received).await;
+            inbox.hand_over(shared);
+            result
+        }
     }
 }
 

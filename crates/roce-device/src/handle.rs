@@ -20,6 +20,7 @@ use crate::backend::{BackendCounters, BackendStats};
 use crate::clock::TokioClock;
 use crate::cq::CompletionQueue;
 use crate::doorbell::Doorbell;
+use crate::receive::DirectRx;
 use crate::transmit::{Direct, MAX_TRANSMITS_PER_ROUND};
 
 /// Why a device call failed.
@@ -112,6 +113,9 @@ pub(crate) struct Shared {
     /// Sending from any thread, if the backend can ([`crate::backend::Backend::sender`]).
     /// Taken before the engine's lock when both are held, never after.
     pub(crate) direct: Option<Mutex<Direct>>,
+    /// Receiving from any thread, if the backend can ([`crate::backend::Backend::receiver`]).
+    /// Taken before the transmit lock and the engine's when held together, never after.
+    pub(crate) rx: Option<Mutex<DirectRx>>,
     /// The engine instant (ns) at which the task's timer fires, `u64::MAX` when it is not
     /// armed. A verb whose deadline is not earlier needs no wake-up: the timer fires early,
     /// finds nothing due and is armed again (see `driver::Timer`).
@@ -128,12 +132,7 @@ pub(crate) struct Shared {
 }
 
 impl Shared {
-    pub(crate) fn new(
-        nic: Nic,
-        busy_poll: bool,
-        backend: Option<Arc<BackendCounters>>,
-        direct: Option<Direct>,
-    ) -> Self {
+    pub(crate) fn new(nic: Nic, busy_poll: bool, backend: Option<Arc<BackendCounters>>) -> Self {
         Self {
             engine: Mutex::new(Engine {
                 nic,
@@ -142,7 +141,8 @@ impl Shared {
             }),
             queues: RwLock::new(HashMap::new()),
             doorbell: Doorbell::default(),
-            direct: direct.map(Mutex::new),
+            direct: None,
+            rx: None,
             timer_at: AtomicU64::new(u64::MAX),
             clock: TokioClock::new(),
             busy_poll,
@@ -170,6 +170,13 @@ impl Shared {
     /// (rxe likewise completes, then acknowledges, within one run of its responder task).
     pub(crate) fn deliver(&self) {
         self.engine().deliver(&self.queues);
+    }
+
+    /// Sends (`tx`) and receives (`rx`) from any thread, where the backend can.
+    pub(crate) fn with_direct(mut self, tx: Option<Direct>, rx: Option<DirectRx>) -> Self {
+        self.direct = tx.map(Mutex::new);
+        self.rx = rx.map(Mutex::new);
+        self
     }
 
     /// What a verb leaves to do once it has run: the packets it made (`sends`: the engine may
@@ -260,6 +267,32 @@ impl DeviceHandle {
         };
         self.shared.after_verb(sends);
         Ok(result)
+    }
+
+    /// One look at the network on this thread, for a program that spins on an empty CQ: what
+    /// waits on the socket is received and handed to the engine here, and what that makes
+    /// (ACKs, responses, completions) is sent and delivered as after a verb — no other thread
+    /// has to wake for a completion the program waits for. Does nothing when the backend has
+    /// no receiver for every thread or another thread is receiving. Returns whether a datagram
+    /// came.
+    pub fn poll_network(&self) -> bool {
+        let shared = &self.shared;
+        let Some(Ok(mut rx)) = shared.rx.as_ref().map(Mutex::try_lock) else {
+            return false;
+        };
+        let came = match rx.receive_round(shared) {
+            Ok((_, came)) => came,
+            Err(err) => {
+                tracing::debug!(error = %err, "backend receive error");
+                0
+            }
+        };
+        drop(rx);
+        if came > 0 {
+            // The ACKs before the completions, as at the end of the task's turn.
+            shared.after_verb(true);
+        }
+        came > 0
     }
 
     /// [`DeviceHandle::with`], for async callers.

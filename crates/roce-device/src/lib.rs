@@ -33,6 +33,7 @@ mod doorbell;
 mod driver;
 mod endpoint;
 mod handle;
+mod receive;
 mod tap;
 mod transmit;
 
@@ -107,21 +108,23 @@ impl Device {
         let direct = backend
             .sender()
             .map(|sender| transmit::Direct::new(sender, config.tap.clone()));
-        let shared = Arc::new(handle::Shared::new(
-            Nic::new(nic_config),
-            config.busy_poll,
-            backend.counters(),
-            direct,
-        ));
+        let rx_loss = receive::Loss {
+            ppm: (config.rx_loss.clamp(0.0, 1.0) * 1e6) as u32,
+            state: config.seed | 1,
+        };
+        let direct_rx = backend
+            .receiver()
+            .map(|receiver| receive::DirectRx::new(receiver, rx_loss, config.tap.clone()));
+        let shared = Arc::new(
+            handle::Shared::new(Nic::new(nic_config), config.busy_poll, backend.counters())
+                .with_direct(direct, direct_rx),
+        );
         let driver = driver::Driver {
             shared: shared.clone(),
             backend,
             tap: config.tap,
             busy_poll: config.busy_poll,
-            rx_loss: driver::Loss {
-                ppm: (config.rx_loss.clamp(0.0, 1.0) * 1e6) as u32,
-                state: config.seed | 1,
-            },
+            rx_loss,
         };
         tokio::spawn(async move {
             if let Err(err) = driver.run().await {

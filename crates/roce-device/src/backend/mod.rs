@@ -109,6 +109,37 @@ pub trait Backend: Send + 'static {
     fn sender(&mut self) -> Option<Box<dyn Sender>> {
         None
     }
+
+    /// A [`Receiver`] that any thread may use, so that a program spinning on an empty CQ
+    /// receives on its own thread what it waits for. Once one is handed out, the device
+    /// receives only through it, and its task waits with [`Backend::when_readable`] instead of
+    /// [`Backend::recv`]. `None` (the default): only the task receives, through `recv`.
+    fn receiver(&mut self) -> Option<Box<dyn Receiver>> {
+        None
+    }
+
+    /// Waits until datagrams may have arrived, then calls `receive`, which takes them through
+    /// the [`Receiver`] and says whether it drained the socket: then the next call waits for a
+    /// new datagram. Must be cancel-safe until `receive` is called. Only called on a backend
+    /// that handed out a receiver; the default never returns.
+    fn when_readable<F>(&mut self, receive: F) -> impl Future<Output = io::Result<()>> + Send
+    where
+        F: FnOnce() -> io::Result<bool> + Send,
+    {
+        let _ = receive;
+        std::future::pending()
+    }
+}
+
+/// Receiving without waiting, from whichever thread has the device's receive lock (one at a
+/// time, so datagrams reach the engine in the order they came).
+pub trait Receiver: Send + 'static {
+    /// Receives what waits, without waiting, into `buf`, appending to `out`; returns whether
+    /// the socket was drained (fewer datagrams than one call can take, or none).
+    fn try_recv(&mut self, buf: &mut [u8], out: &mut Vec<Received>) -> io::Result<bool>;
+
+    /// A size for the receive buffer (large enough for what one `try_recv` can bring in).
+    fn buffer_len(&self) -> usize;
 }
 
 /// Sending without waiting on a runtime, from whichever thread has the device's transmit lock

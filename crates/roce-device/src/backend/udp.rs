@@ -19,6 +19,7 @@
 
 use std::io::{self, IoSliceMut};
 use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
 
 use std::io::IoSlice;
 use std::os::fd::{AsFd, AsRawFd};
@@ -29,7 +30,7 @@ use quinn_udp::{EcnCodepoint, RecvMeta, UdpSocketState};
 use roce_core::{Ecn, Transmit};
 use tokio::io::unix::AsyncFd;
 
-use super::{Backend, Received, Sender};
+use super::{Backend, Received, Receiver, Sender};
 
 /// A UDP socket on `<ip>:4791`.
 #[derive(Debug)]
@@ -37,11 +38,20 @@ pub struct UdpBackend {
     /// Registered with the runtime's reactor as an `AsyncFd` rather than a tokio `UdpSocket`,
     /// for the readiness guard's `clear_ready` (see `recv`).
     socket: AsyncFd<std::net::UdpSocket>,
-    state: UdpSocketState,
-    local: SocketAddr,
-    meta: Vec<RecvMeta>,
+    /// Its own receives, until the device takes a [`UdpReceiver`] of its own.
+    rx: UdpReceiver,
     /// Its own sends, until the device takes a [`UdpSender`] of its own.
     tx: UdpSender,
+}
+
+/// The receiving half of a [`UdpBackend`]: another descriptor of the same socket,
+/// non-blocking, which any thread may use (see [`Backend::receiver`]).
+#[derive(Debug)]
+pub struct UdpReceiver {
+    socket: std::net::UdpSocket,
+    state: Arc<UdpSocketState>,
+    local: SocketAddr,
+    meta: Vec<RecvMeta>,
 }
 
 /// The sending half of a [`UdpBackend`]: another descriptor of the same socket, non-blocking,
@@ -66,15 +76,14 @@ impl UdpBackend {
             socket: std_socket.try_clone()?,
             gso_segments: state.max_gso_segments().clamp(1, MAX_GSO_SEGMENTS),
         };
-        let socket = super::sys::register_udp(std_socket)?;
-        let meta = vec![RecvMeta::default(); BATCH];
-        Ok(Self {
-            socket,
-            state,
+        let rx = UdpReceiver {
+            socket: std_socket.try_clone()?,
+            state: Arc::new(state),
             local,
-            meta,
-            tx,
-        })
+            meta: vec![RecvMeta::default(); BATCH],
+        };
+        let socket = super::sys::register_udp(std_socket)?;
+        Ok(Self { socket, rx, tx })
     }
 
     /// Sends every datagram with a system call of its own: no segmentation-offload batches.
@@ -87,59 +96,52 @@ impl UdpBackend {
 
     /// The bound address.
     pub fn local_addr(&self) -> SocketAddr {
-        self.local
+        self.rx.local
     }
 }
 
 impl Backend for UdpBackend {
     async fn recv(&mut self, buf: &mut [u8], out: &mut Vec<Received>) -> io::Result<()> {
-        let chunk = buf.len() / BATCH;
+        let before = out.len();
         loop {
             let mut ready = self.socket.readable().await?;
-            // On the stack: a receive allocates nothing.
-            let mut chunks = buf.chunks_mut(chunk);
-            let mut slices: [IoSliceMut<'_>; BATCH] =
-                std::array::from_fn(|_| IoSliceMut::new(chunks.next().unwrap_or_default()));
-            let (state, meta) = (&self.state, &mut self.meta);
-            let result =
-                ready.try_io(|socket| state.recv(socket.get_ref().into(), &mut slices, meta));
-            let count = match result {
-                Ok(Ok(count)) => count,
-                Ok(Err(err)) => return Err(err),
-                // Would block: readiness is cleared, wait for the next datagram.
-                Err(_would_block) => continue,
-            };
-            if count < BATCH {
-                // The queue was drained: fewer datagrams than asked for. Without this the next
-                // turn's receive is a system call that can only fail with EAGAIN (readiness is
-                // otherwise cleared only by a failure). A datagram that arrives after this call
-                // raises a new edge, which `readable` sees: nothing is missed.
+            if self.rx.try_recv(buf, out)? {
+                // The queue was drained (fewer datagrams than asked for, or none). Without
+                // this the next turn's receive is a system call that can only fail with
+                // EAGAIN. The guard was taken before the receive, so a datagram that arrived
+                // after it raised a new edge, which `readable` sees: nothing is missed.
                 ready.clear_ready();
             }
-            for (index, meta) in self.meta.iter().take(count).enumerate() {
-                // With GRO one buffer holds several datagrams of `stride` bytes each.
-                let stride = meta.stride.max(1);
-                let mut start = 0;
-                let mut segment = 0u16;
-                while start < meta.len {
-                    let len = stride.min(meta.len - start);
-                    out.push(Received {
-                        src: meta.addr,
-                        dst: SocketAddr::new(
-                            meta.dst_ip.unwrap_or(self.local.ip()),
-                            self.local.port(),
-                        ),
-                        ecn: ecn_from(meta.ecn),
-                        ip_id: None,
-                        segment,
-                        offset: index * chunk + start,
-                        len,
-                    });
-                    start += len;
-                    segment = segment.wrapping_add(1);
-                }
+            if out.len() > before {
+                return Ok(());
             }
-            return Ok(());
+        }
+    }
+
+    async fn when_readable<F>(&mut self, receive: F) -> io::Result<()>
+    where
+        F: FnOnce() -> io::Result<bool> + Send,
+    {
+        // As `recv`, with the receive made by `receive` through the device's `UdpReceiver`.
+        let mut ready = self.socket.readable().await?;
+        if receive()? {
+            ready.clear_ready();
+        }
+        Ok(())
+    }
+
+    fn receiver(&mut self) -> Option<Box<dyn Receiver>> {
+        match self.rx.socket.try_clone() {
+            Ok(socket) => Some(Box::new(UdpReceiver {
+                socket,
+                state: self.rx.state.clone(),
+                local: self.rx.local,
+                meta: vec![RecvMeta::default(); BATCH],
+            })),
+            Err(err) => {
+                tracing::debug!(error = %err, "no second descriptor: the device's task receives");
+                None
+            }
         }
     }
 
@@ -174,10 +176,53 @@ impl Backend for UdpBackend {
     }
 
     fn fixed_src_port(&self) -> Option<u16> {
-        Some(self.local.port())
+        Some(self.rx.local.port())
     }
 
     fn recv_buffer_len(&self) -> usize {
+        self.rx.buffer_len()
+    }
+}
+
+impl Receiver for UdpReceiver {
+    fn try_recv(&mut self, buf: &mut [u8], out: &mut Vec<Received>) -> io::Result<bool> {
+        let chunk = buf.len() / BATCH;
+        // On the stack: a receive allocates nothing.
+        let mut chunks = buf.chunks_mut(chunk);
+        let mut slices: [IoSliceMut<'_>; BATCH] =
+            std::array::from_fn(|_| IoSliceMut::new(chunks.next().unwrap_or_default()));
+        let count = match self
+            .state
+            .recv((&self.socket).into(), &mut slices, &mut self.meta)
+        {
+            Ok(count) => count,
+            Err(err) if err.kind() == io::ErrorKind::WouldBlock => return Ok(true),
+            Err(err) => return Err(err),
+        };
+        for (index, meta) in self.meta.iter().take(count).enumerate() {
+            // With GRO one buffer holds several datagrams of `stride` bytes each.
+            let stride = meta.stride.max(1);
+            let mut start = 0;
+            let mut segment = 0u16;
+            while start < meta.len {
+                let len = stride.min(meta.len - start);
+                out.push(Received {
+                    src: meta.addr,
+                    dst: SocketAddr::new(meta.dst_ip.unwrap_or(self.local.ip()), self.local.port()),
+                    ecn: ecn_from(meta.ecn),
+                    ip_id: None,
+                    segment,
+                    offset: index * chunk + start,
+                    len,
+                });
+                start += len;
+                segment = segment.wrapping_add(1);
+            }
+        }
+        Ok(count < BATCH)
+    }
+
+    fn buffer_len(&self) -> usize {
         // Each slot must hold a whole GRO batch of the largest datagrams a NIC sends, or the
         // kernel truncates the batch and its last datagrams are lost.
         BATCH * self.state.gro_segments().max(1) * roce_core::MAX_DATAGRAM
@@ -396,5 +441,41 @@ mod tests {
         // Cut at 40 bytes; the ICRC of all but the first is sealed again for ID 0 when they go
         // one by one, so only the lengths are compared.
         assert_eq!(got, [40, 40, 40, 10]);
+    }
+
+    /// The backend's receiver for every thread takes what waits without waiting, and says
+    /// when it drained the socket, also when nothing was there.
+    #[tokio::test]
+    async fn the_receiver_takes_what_waits_without_waiting() {
+        let ip: IpAddr = "127.0.0.1".parse().unwrap();
+        let mut backend = UdpBackend::bind(ip, 0).unwrap();
+        let to = backend.local_addr();
+        let mut receiver = backend
+            .receiver()
+            .expect("a UDP backend hands out a receiver");
+        let mut buf = vec![0; receiver.buffer_len()];
+        let mut out = Vec::new();
+        assert!(
+            receiver.try_recv(&mut buf, &mut out).unwrap(),
+            "nothing: drained"
+        );
+        assert!(out.is_empty());
+        let peer = std::net::UdpSocket::bind((ip, 0)).unwrap();
+        peer.send_to(&[1; 20], to).unwrap();
+        peer.send_to(&[2; 30], to).unwrap();
+        // Loopback delivers within `send_to`; a slow machine gets a few tries.
+        for _ in 0..100 {
+            assert!(
+                receiver.try_recv(&mut buf, &mut out).unwrap(),
+                "fewer than a batch"
+            );
+            if out.len() == 2 {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let got: Vec<_> = out.iter().map(|r| (r.src, buf[r.offset], r.len)).collect();
+        let from = peer.local_addr().unwrap();
+        assert_eq!(got, [(from, 1, 20), (from, 2, 30)]);
     }
 }

@@ -10,6 +10,7 @@ use roce_wire::{BthRepr, Opcode, PseudoHeader, Psn, Qpn, RethRepr, RoceRepr, icr
 
 use super::*;
 use crate::CompletionQueue;
+use crate::backend::Received;
 use crate::transmit::MAX_TRANSMITS_PER_ROUND;
 
 const US: IpAddr = IpAddr::V4(Ipv4Addr::new(198, 18, 0, 2));
@@ -166,7 +167,7 @@ async fn issue_11_a_long_train_of_read_responses_leaves_room_to_receive_between_
 
     let log = Arc::new(Mutex::new(Vec::new()));
     let driver = Driver {
-        shared: Arc::new(Shared::new(nic, false, None, None)),
+        shared: Arc::new(Shared::new(nic, false, None)),
         backend: Recorder {
             incoming: VecDeque::from([request]),
             log: log.clone(),
@@ -248,43 +249,12 @@ async fn ack_before_completion(busy_poll: bool, direct: bool) {
         }) as Box<dyn crate::backend::Sender>
     });
     let direct = sender.map(|s| crate::transmit::Direct::new(s, None));
-    let shared = Arc::new(Shared::new(nic, busy_poll, None, direct));
+    let shared = Arc::new(Shared::new(nic, busy_poll, None).with_direct(direct, None));
     let handle = crate::DeviceHandle::new(shared.clone());
     let queue = handle.create_completion_queue(16).unwrap();
     *queue_cell.lock().unwrap() = Some(queue.clone());
-    let qpn = handle
-        .with(|nic, _| {
-            let pd = nic.alloc_pd();
-            let qpn = nic
-                .create_qp(&QpInit::new(QpType::Rc, pd, queue.handle(), 16))
-                .unwrap();
-            let connect = Connect::rc(
-                AddressVector::new(US, PEER),
-                Qpn::new(0x99),
-                Psn::new(0),
-                Psn::new(0),
-            );
-            nic.connect_qp(qpn, &connect).unwrap();
-            nic.post_recv(
-                qpn,
-                roce_core::RecvWr {
-                    wr_id: 7,
-                    sgl: Vec::new(),
-                },
-            )
-            .unwrap();
-            qpn
-        })
-        .unwrap();
-    let mut bth = BthRepr::new(Opcode::RcSendOnly, qpn, Psn::new(0));
-    bth.ack_req = true;
-    let send = RoceRepr::new(bth);
-    let mut datagram = vec![0; send.buffer_len()];
-    send.emit(&mut datagram, |_| {}).unwrap();
-    let header =
-        PseudoHeader::for_datagram(SocketAddr::new(PEER, 4791), SocketAddr::new(US, 4791), 0)
-            .unwrap();
-    icrc::seal(&header, &mut datagram);
+    let qpn = receiving_qp(&handle, &queue);
+    let datagram = send_only(qpn);
 
     backend.incoming.push_back(datagram);
     backend.watch = Some((queue.clone(), seen.clone()));
@@ -307,6 +277,207 @@ async fn ack_before_completion(busy_poll: bool, direct: bool) {
         .expect("the receive completed after its ACK left");
     assert_eq!((cqe.wr_id, cqe.qpn), (7, qpn));
     drop(handle);
+}
+
+/// An RC QP of `handle` on `queue`, connected to the peer's QP 0x99, with a receive (wr_id 7)
+/// posted.
+fn receiving_qp(handle: &crate::DeviceHandle, queue: &CompletionQueue) -> Qpn {
+    handle
+        .with(|nic, _| {
+            let pd = nic.alloc_pd();
+            let qpn = nic
+                .create_qp(&QpInit::new(QpType::Rc, pd, queue.handle(), 16))
+                .unwrap();
+            let connect = Connect::rc(
+                AddressVector::new(US, PEER),
+                Qpn::new(0x99),
+                Psn::new(0),
+                Psn::new(0),
+            );
+            nic.connect_qp(qpn, &connect).unwrap();
+            nic.post_recv(
+                qpn,
+                roce_core::RecvWr {
+                    wr_id: 7,
+                    sgl: Vec::new(),
+                },
+            )
+            .unwrap();
+            qpn
+        })
+        .unwrap()
+}
+
+/// The peer's SEND_ONLY of no bytes with PSN 0 to `qpn`, asking for an ACK, sealed.
+fn send_only(qpn: Qpn) -> Vec<u8> {
+    let mut bth = BthRepr::new(Opcode::RcSendOnly, qpn, Psn::new(0));
+    bth.ack_req = true;
+    let send = RoceRepr::new(bth);
+    let mut datagram = vec![0; send.buffer_len()];
+    send.emit(&mut datagram, |_| {}).unwrap();
+    let header =
+        PseudoHeader::for_datagram(SocketAddr::new(PEER, 4791), SocketAddr::new(US, 4791), 0)
+            .unwrap();
+    icrc::seal(&header, &mut datagram);
+    datagram
+}
+
+/// A [`crate::backend::Receiver`] that hands over the datagrams put in `waiting`, recording
+/// the thread of each receive that found some.
+#[derive(Debug, Clone, Default)]
+struct Inflow {
+    waiting: Arc<Mutex<VecDeque<Vec<u8>>>>,
+    threads: Arc<Mutex<Vec<std::thread::ThreadId>>>,
+}
+
+impl crate::backend::Receiver for Inflow {
+    fn try_recv(&mut self, buf: &mut [u8], out: &mut Vec<Received>) -> io::Result<bool> {
+        let mut waiting = self.waiting.lock().unwrap();
+        if !waiting.is_empty() {
+            self.threads
+                .lock()
+                .unwrap()
+                .push(std::thread::current().id());
+        }
+        let mut at = 0;
+        while let Some(datagram) = waiting.pop_front() {
+            buf[at..at + datagram.len()].copy_from_slice(&datagram);
+            out.push(Received {
+                src: SocketAddr::new(PEER, 4791),
+                dst: SocketAddr::new(US, 4791),
+                ecn: Ecn::NotEct,
+                ip_id: Some(0),
+                segment: 0,
+                offset: at,
+                len: datagram.len(),
+            });
+            at += datagram.len();
+        }
+        Ok(true)
+    }
+
+    fn buffer_len(&self) -> usize {
+        65536
+    }
+}
+
+/// A device that sends and receives from any thread, with no task running (the test plays
+/// it), an RC QP with a receive posted, and the peer's SEND to it waiting on the network.
+struct Spinning {
+    handle: crate::DeviceHandle,
+    shared: Arc<Shared>,
+    sends: Sends,
+    inflow: Inflow,
+    queue: Arc<CompletionQueue>,
+    seen: Arc<Mutex<Vec<usize>>>,
+}
+
+fn spinning() -> Spinning {
+    let nic = Nic::new(NicConfig {
+        addrs: vec![US],
+        src_port: roce_core::SrcPortPolicy::Fixed(4791),
+        ..NicConfig::default()
+    });
+    let sends = Sends::default();
+    let (queue_cell, seen) = (Arc::default(), Arc::new(Mutex::new(Vec::new())));
+    let watched = LateWatch {
+        inner: sends.clone(),
+        queue: Arc::clone(&queue_cell),
+        seen: seen.clone(),
+    };
+    let inflow = Inflow::default();
+    let loss = Loss { ppm: 0, state: 1 };
+    let shared = Arc::new(Shared::new(nic, false, None).with_direct(
+        Some(crate::transmit::Direct::new(Box::new(watched), None)),
+        Some(crate::receive::DirectRx::new(
+            Box::new(inflow.clone()),
+            loss,
+            None,
+        )),
+    ));
+    // The task's timer fires before any retry deadline: no verb needs to wake it for one.
+    shared.timer_at.store(0, Ordering::SeqCst);
+    let handle = crate::DeviceHandle::new(shared.clone());
+    let queue = handle.create_completion_queue(16).unwrap();
+    *queue_cell.lock().unwrap() = Some(queue.clone());
+    let qpn = receiving_qp(&handle, &queue);
+    inflow.waiting.lock().unwrap().push_back(send_only(qpn));
+    Spinning {
+        handle,
+        shared,
+        sends,
+        inflow,
+        queue,
+        seen,
+    }
+}
+
+/// A program that spins on its empty CQ receives what it waits for on its own thread: the
+/// SEND is received, acknowledged and completed there — the ACK sent before the completion
+/// became visible — and the device's task is never woken.
+#[test]
+fn a_program_polling_an_empty_cq_receives_on_its_own_thread() {
+    let Spinning {
+        handle,
+        shared,
+        sends,
+        inflow,
+        queue,
+        seen,
+    } = spinning();
+    assert!(queue.poll().is_none());
+    let poller = std::thread::spawn(move || {
+        let came = handle.poll_network();
+        (handle, came, std::thread::current().id())
+    });
+    let (_handle, came, poller) = poller.join().unwrap();
+    assert!(came, "the SEND was not received");
+    assert_eq!(
+        *inflow.threads.lock().unwrap(),
+        [poller],
+        "received by the poller"
+    );
+    assert_eq!(*sends.log.lock().unwrap(), [Event::Send(1)], "one ACK");
+    assert_eq!(
+        *sends.threads.lock().unwrap(),
+        [poller],
+        "sent by the poller"
+    );
+    assert_eq!(
+        *seen.lock().unwrap(),
+        [0],
+        "the completion was visible before the ACK left"
+    );
+    let cqe = queue.poll().expect("the receive completed");
+    assert_eq!(cqe.wr_id, 7);
+    assert!(!shared.doorbell.is_rung(), "the task was woken");
+}
+
+/// While another thread receives (the device's task, say), a poll of the network takes
+/// nothing: two receivers side by side could hand datagrams to the engine out of order.
+#[test]
+fn a_poll_of_the_network_takes_nothing_while_another_thread_receives() {
+    let Spinning {
+        handle,
+        shared,
+        sends,
+        inflow,
+        queue,
+        ..
+    } = spinning();
+    let held = shared.rx.as_ref().unwrap().lock().unwrap();
+    std::thread::scope(|scope| {
+        assert!(!scope.spawn(|| handle.poll_network()).join().unwrap());
+    });
+    assert_eq!(
+        inflow.waiting.lock().unwrap().len(),
+        1,
+        "the SEND was taken"
+    );
+    assert!(sends.log.lock().unwrap().is_empty() && queue.poll().is_none());
+    // The holder's receive takes it.
+    let mut held = held;
+    assert_eq!(held.receive_round(&shared).unwrap(), (true, 1));
 }
 
 /// A [`Sends`] that learns the queue to watch after the engine made it.
@@ -341,7 +512,7 @@ fn direct_device() -> (crate::DeviceHandle, Arc<Shared>, Sends, Qpn) {
     let (nic, qpn, _) = responder(64);
     let sends = Sends::default();
     let direct = crate::transmit::Direct::new(Box::new(sends.clone()), None);
-    let shared = Arc::new(Shared::new(nic, false, None, Some(direct)));
+    let shared = Arc::new(Shared::new(nic, false, None).with_direct(Some(direct), None));
     (crate::DeviceHandle::new(shared.clone()), shared, sends, qpn)
 }
 
@@ -445,7 +616,7 @@ fn a_verb_that_finds_another_thread_sending_leaves_its_packets_to_the_task() {
 /// the runtime at every packet; it then fires early, once, and is armed again.
 #[tokio::test(start_paused = true)]
 async fn the_timer_moves_only_to_earlier_deadlines() {
-    let shared = Shared::new(Nic::new(NicConfig::default()), false, None, None);
+    let shared = Shared::new(Nic::new(NicConfig::default()), false, None);
     let start = tokio::time::Instant::now();
     let ms = std::time::Duration::from_millis;
     let at = roce_core::Instant::from_millis;

@@ -250,23 +250,36 @@ pub(crate) fn poll_cq(
     max: usize,
     mut out: impl FnMut(usize, IbvWc),
 ) -> Result<usize, Errno> {
-    let queue = with(|o| o.cqs.get(&cq).map(|c| c.queue.clone())).ok_or(EINVAL)?;
+    let (queue, ctx) = with(|o| o.cqs.get(&cq).map(|c| (c.queue.clone(), c.ctx))).ok_or(EINVAL)?;
     let mut n = 0;
-    queue.poll_with(max, |cqe| {
-        out(n, wc(&cqe));
-        n += 1;
-    });
-    if n == 0 {
+    let mut take = |queue: &CompletionQueue| {
+        queue.poll_with(max, |cqe| {
+            out(n, wc(&cqe));
+            n += 1;
+        });
+        n
+    };
+    if take(&queue) == 0 && !(look_at_network(ctx) && take(&queue) > 0) {
         idle();
     }
     Ok(n)
 }
 
+/// A poll that found its CQ empty looks at the network on the program's thread
+/// ([`roce_device::DeviceHandle::poll_network`]): a program that spins on `ibv_poll_cq`
+/// (perftest's latency tests, `ibv_rc_pingpong` without `-e`) then receives what it waits for
+/// itself, as a kernel-bypass NIC's poll does, without waiting for the NIC's thread to wake.
+/// Returns whether a datagram came.
+fn look_at_network(ctx: usize) -> bool {
+    state::engine(ctx).is_ok_and(|engine| engine.device.poll_network())
+}
+
 /// A poll that found nothing gives the processor away for a moment. A program that spins on
-/// `ibv_poll_cq` (perftest's latency tests, `ibv_rc_pingpong` without `-e`) would otherwise
-/// keep the core the NIC's thread needs to deliver what it waits for: a hardware NIC has cores
-/// of its own, an emulated one shares the program's. `sched_yield` lets a runnable NIC thread
-/// in and returns at once when there is none.
+/// `ibv_poll_cq` would otherwise keep the core the NIC's thread needs to deliver what it
+/// waits for (a backend the program's thread cannot receive from, or a program that waits for
+/// a send's ACK, which only the timer or the network brings): a hardware NIC has cores of its
+/// own, an emulated one shares the program's. `sched_yield` lets a runnable NIC thread in and
+/// returns at once when there is none.
 fn idle() {
     std::thread::yield_now();
 }
@@ -288,6 +301,10 @@ pub(crate) fn next_poll(cq: usize, start: bool) -> Result<IbvWc, Errno> {
         wc.ok_or(Errno(libc::ENOENT))
     });
     if start && matches!(polled, Err(Errno(libc::ENOENT))) {
+        let ctx = with(|o| o.cqs.get(&cq).map(|c| c.ctx)).ok_or(EINVAL)?;
+        if look_at_network(ctx) {
+            return next_poll(cq, false);
+        }
         idle();
     }
     polled
