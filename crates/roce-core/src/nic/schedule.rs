@@ -166,6 +166,12 @@ impl Nic {
         !self.sched.ready.is_empty() || self.shared.gsi.waiting() > 0
     }
 
+    /// Request packets of RC QPs sent and not yet acknowledged, over the whole NIC. Zero when
+    /// no RC stream is under way.
+    pub fn unacked_packets(&self) -> u32 {
+        self.sched.in_flight.total()
+    }
+
     /// The earliest time `handle_timeout` has work to do.
     pub fn poll_timeout(&self) -> Option<Instant> {
         // `index` keeps a current entry at the top.

@@ -562,6 +562,34 @@ fn a_verb_sends_what_it_makes_on_its_own_thread_and_wakes_nobody() {
     assert!(!shared.doorbell.is_rung(), "the task was woken");
 }
 
+/// A post while requests are in flight (a stream) leaves its packets to the task, whose turn
+/// gathers a burst of posts into batches: the first SEND leaves at once, the second, posted
+/// before the first is acknowledged, waits for the task.
+#[test]
+fn a_post_during_a_stream_leaves_its_packets_to_the_task() {
+    let (handle, shared, sends, qpn) = direct_device();
+    shared.timer_at.store(0, Ordering::SeqCst);
+    handle
+        .with(|nic, _| nic.post_send(qpn, a_send(1)))
+        .unwrap()
+        .unwrap();
+    assert_eq!(*sends.log.lock().unwrap(), [Event::Send(1)]);
+    assert!(!shared.doorbell.is_rung());
+    handle
+        .with(|nic, _| nic.post_send(qpn, a_send(2)))
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        *sends.log.lock().unwrap(),
+        [Event::Send(1)],
+        "the second went at once"
+    );
+    assert!(
+        shared.doorbell.is_rung(),
+        "nobody was told to send the second"
+    );
+}
+
 /// A verb whose packets start a retry timer earlier than the task's timer (here: none armed)
 /// still sends them itself, and rings the doorbell so that the task arms its timer.
 #[test]
