@@ -120,6 +120,9 @@ pub(crate) struct Shared {
     /// armed. A verb whose deadline is not earlier needs no wake-up: the timer fires early,
     /// finds nothing due and is armed again (see `driver::Timer`).
     pub(crate) timer_at: AtomicU64,
+    /// The engine instant (ns) of the last [`DeviceHandle::poll_network`] that could
+    /// receive; 0 before the first.
+    network_polled_at: AtomicU64,
     /// The thread the device's task runs on, once it started.
     pub(crate) task_thread: std::sync::OnceLock<std::thread::ThreadId>,
     pub(crate) clock: TokioClock,
@@ -147,6 +150,7 @@ impl Shared {
             rx: None,
             timer_at: AtomicU64::new(u64::MAX),
             task_thread: std::sync::OnceLock::new(),
+            network_polled_at: AtomicU64::new(0),
             clock: TokioClock::new(),
             busy_poll,
             backend,
@@ -226,6 +230,13 @@ impl Shared {
             .is_some_and(|at| at.as_nanos() < timer_at)
     }
 
+    /// Whether a program's thread polled the network within `within`.
+    pub(crate) fn network_polled_within(&self, within: Duration) -> bool {
+        let at = self.network_polled_at.load(Ordering::Relaxed);
+        let age = self.clock.now().as_nanos().saturating_sub(at);
+        at != 0 && u128::from(age) < within.as_nanos()
+    }
+
     /// Every handle is gone.
     pub(crate) fn is_released(&self) -> bool {
         self.released.load(Ordering::SeqCst)
@@ -297,6 +308,8 @@ impl DeviceHandle {
         let Some(Ok(mut rx)) = shared.rx.as_ref().map(Mutex::try_lock) else {
             return false;
         };
+        let now = shared.clock.now().as_nanos().max(1);
+        shared.network_polled_at.store(now, Ordering::Relaxed);
         let came = match rx.receive_round(shared) {
             Ok((_, came)) => came,
             Err(err) => {
