@@ -61,9 +61,6 @@ impl<B: Backend> Driver<B> {
         let mut inbox = Inbox::new(own_rx, rx_loss, tap.clone());
         // The task's own way out, when the backend has no sender for every thread.
         let mut outbox = Outbox::new(backend.max_segments(), tap.clone());
-        // A current-thread runtime keeps its tasks on one thread (a multi-threaded one may
-        // move the task: then this is only where it started, and verbs on that thread ring).
-        let _ = shared.task_thread.set(std::thread::current().id());
         tracing::info!("device started");
         // The engine had more to send when the last turn ended.
         let mut more_to_send = false;

@@ -123,8 +123,6 @@ pub(crate) struct Shared {
     /// The engine instant (ns) of the last [`DeviceHandle::poll_network`] that could
     /// receive; 0 before the first.
     network_polled_at: AtomicU64,
-    /// The thread the device's task runs on, once it started.
-    pub(crate) task_thread: std::sync::OnceLock<std::thread::ThreadId>,
     pub(crate) clock: TokioClock,
     /// Wait for completions by polling in a loop instead of sleeping until woken.
     busy_poll: bool,
@@ -149,7 +147,6 @@ impl Shared {
             direct: None,
             rx: None,
             timer_at: AtomicU64::new(u64::MAX),
-            task_thread: std::sync::OnceLock::new(),
             network_polled_at: AtomicU64::new(0),
             clock: TokioClock::new(),
             busy_poll,
@@ -199,13 +196,7 @@ impl Shared {
     fn after_verb(&self, sends: bool, at_once: bool) {
         let mut ring = false;
         if sends {
-            // On the task's own thread (a tool whose traffic loop shares the device's runtime)
-            // a ring wakes nobody, and the task's turn gathers the loop's posts into batches.
-            let here = self
-                .task_thread
-                .get()
-                .is_none_or(|task| *task != std::thread::current().id());
-            let direct = self.direct.as_ref().filter(|_| here && at_once);
+            let direct = self.direct.as_ref().filter(|_| at_once);
             ring = match direct.map(Mutex::try_lock) {
                 Some(Ok(mut direct)) => {
                     let more = direct.send_round(self, self.clock.now(), MAX_TRANSMITS_PER_ROUND);
@@ -496,7 +487,10 @@ impl DeviceHandle {
     /// device delivers one.
     async fn wait(&self, queue: &CompletionQueue) {
         if self.shared.busy_poll {
-            tokio::task::yield_now().await;
+            // The network first, on this thread; then the device's task gets its turn.
+            if !self.poll_network() {
+                tokio::task::yield_now().await;
+            }
         } else {
             queue.wait().await;
         }

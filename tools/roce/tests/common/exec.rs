@@ -2,6 +2,7 @@
 //! exec_rdmacm.rs): whether a Debian program is installed, a pair of `roce exec` processes
 //! (server, then client once the server listens), and perftest's result rows.
 
+use std::os::unix::process::CommandExt as _;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
@@ -99,7 +100,20 @@ pub(crate) fn exec_cm_pair(
     let server_child = spawn_exec(server, server_argv);
     wait_nic(server_child.id(), server.ip);
     let client = spawn_exec(client, client_argv).wait_with_output().unwrap();
+    if lost_the_listen_race(&client) {
+        // The server waits for a connection that will not come, until its wrapper's timeout
+        // (two minutes per lost race): end it, and its process group with it, now.
+        let group = format!("-{}", server_child.id());
+        let _ = Command::new("kill").args(["-TERM", "--", &group]).status();
+    }
     (client, server_child.wait_with_output().unwrap())
+}
+
+/// Whether a perftest `-R` client lost perftest's own listen race
+/// ([`past_perftests_listen_race`]).
+fn lost_the_listen_race(client: &Output) -> bool {
+    !client.status.success()
+        && String::from_utf8_lossy(&client.stderr).contains("RDMA_CM_EVENT_REJECTED; error: 8")
 }
 
 /// Where one side of an [`exec_pair`] runs: under `wrapper` (`ip netns exec NS timeout 120`,
@@ -122,7 +136,8 @@ impl<'a> Side<'a> {
     }
 }
 
-/// Starts `[WRAPPER] roce exec --ip IP EXEC_ARGS -- ARGV`, its output piped.
+/// Starts `[WRAPPER] roce exec --ip IP EXEC_ARGS -- ARGV`, its output piped, in a process
+/// group of its own (so that the whole of it can be ended at once).
 pub(crate) fn spawn_exec(side: Side<'_>, argv: &[&str]) -> Child {
     let roce = env!("CARGO_BIN_EXE_roce");
     let mut cmd = match side.wrapper.split_first() {
@@ -139,6 +154,7 @@ pub(crate) fn spawn_exec(side: Side<'_>, argv: &[&str]) -> Child {
         .args(argv)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
+        .process_group(0)
         .spawn()
         .unwrap()
 }
@@ -168,13 +184,9 @@ pub(crate) fn past_perftests_listen_race(
     program: &str,
     mut run: impl FnMut() -> (Output, Output),
 ) -> (Output, Output) {
-    let lost = |client: &Output| {
-        !client.status.success()
-            && String::from_utf8_lossy(&client.stderr).contains("RDMA_CM_EVENT_REJECTED; error: 8")
-    };
     let mut pair = run();
     for _ in 0..3 {
-        if !lost(&pair.0) {
+        if !lost_the_listen_race(&pair.0) {
             break;
         }
         eprintln!("{program} -R: the client was faster than the server's second listen; again");
