@@ -516,8 +516,13 @@ fn direct_device() -> (crate::DeviceHandle, Arc<Shared>, Sends, Qpn) {
     (crate::DeviceHandle::new(shared.clone()), shared, sends, qpn)
 }
 
-fn a_send(wr_id: u64) -> roce_core::SendWr {
-    roce_core::SendWr::new(wr_id, roce_core::SendOp::Send, Vec::new())
+/// Posts a SEND of no bytes, `wr_id`, on `qpn`, on this thread.
+fn post_a_send(handle: &crate::DeviceHandle, qpn: Qpn, wr_id: u64) {
+    let wr = roce_core::SendWr::new(wr_id, roce_core::SendOp::Send, Vec::new());
+    handle
+        .with(|nic, _| nic.post_send(qpn, wr))
+        .unwrap()
+        .unwrap();
 }
 
 /// A posted SEND leaves on the thread that posted it, as a NIC's doorbell starts the transmit:
@@ -529,10 +534,7 @@ fn a_verb_sends_what_it_makes_on_its_own_thread_and_wakes_nobody() {
     // The task's timer fires first (at 0): the retry timer of the SEND needs no wake-up.
     shared.timer_at.store(0, Ordering::SeqCst);
     let poster = std::thread::spawn(move || {
-        handle
-            .with(|nic, _| nic.post_send(qpn, a_send(1)))
-            .unwrap()
-            .unwrap();
+        post_a_send(&handle, qpn, 1);
         handle
             .with(|nic, _| {
                 nic.post_recv(
@@ -569,16 +571,10 @@ fn a_verb_sends_what_it_makes_on_its_own_thread_and_wakes_nobody() {
 fn a_post_during_a_stream_leaves_its_packets_to_the_task() {
     let (handle, shared, sends, qpn) = direct_device();
     shared.timer_at.store(0, Ordering::SeqCst);
-    handle
-        .with(|nic, _| nic.post_send(qpn, a_send(1)))
-        .unwrap()
-        .unwrap();
+    post_a_send(&handle, qpn, 1);
     assert_eq!(*sends.log.lock().unwrap(), [Event::Send(1)]);
     assert!(!shared.doorbell.is_rung());
-    handle
-        .with(|nic, _| nic.post_send(qpn, a_send(2)))
-        .unwrap()
-        .unwrap();
+    post_a_send(&handle, qpn, 2);
     assert_eq!(
         *sends.log.lock().unwrap(),
         [Event::Send(1)],
@@ -596,10 +592,7 @@ fn a_post_during_a_stream_leaves_its_packets_to_the_task() {
 fn a_verb_rings_for_a_deadline_the_task_does_not_wait_for() {
     let (handle, shared, sends, qpn) = direct_device();
     assert_eq!(shared.timer_at.load(Ordering::SeqCst), u64::MAX);
-    handle
-        .with(|nic, _| nic.post_send(qpn, a_send(1)))
-        .unwrap()
-        .unwrap();
+    post_a_send(&handle, qpn, 1);
     assert_eq!(*sends.log.lock().unwrap(), [Event::Send(1)]);
     assert!(
         shared.doorbell.is_rung(),
@@ -617,12 +610,7 @@ fn a_verb_that_finds_another_thread_sending_leaves_its_packets_to_the_task() {
     let direct = shared.direct.as_ref().unwrap();
     let held = direct.lock().unwrap();
     std::thread::scope(|scope| {
-        scope.spawn(|| {
-            handle
-                .with(|nic, _| nic.post_send(qpn, a_send(1)))
-                .unwrap()
-                .unwrap()
-        });
+        scope.spawn(|| post_a_send(&handle, qpn, 1));
     });
     assert!(
         sends.log.lock().unwrap().is_empty(),
