@@ -268,7 +268,7 @@ impl DeviceHandle {
     }
 
     /// Runs `f` with the engine and the current time, on this thread, then sends the packets
-    /// it made, on this thread too where the backend allows it ([`crate::transmit`]), and
+    /// it made, on this thread too where the backend allows it (when no stream is in flight), and
     /// rings the doorbell only if the device's task has work from it: packets left to send,
     /// or a deadline earlier than the one its timer waits for. Every verb below is one of
     /// these. A verb that makes neither (a posted receive, a query) wakes nobody.

@@ -2,8 +2,11 @@
 //!
 //! This is the only crate of roce-emu with tokio and sockets. [`Device::spawn`] starts a task that
 //! drives a sans-IO `roce_core::Nic` over a [`Backend`]; [`DeviceHandle`] is the verbs API
-//! applications use from any thread or task: a verb runs on the caller's thread and rings the
-//! task's doorbell, and completions are read from [`CompletionQueue`]s the task fills. The backends: [`backend::udp::UdpBackend`], an unprivileged
+//! applications use from any thread or task: a verb runs on the caller's thread, sends what it
+//! made from there when the backend allows it (else it rings the task's doorbell), and
+//! completions are read from [`CompletionQueue`]s the task fills — or the polling thread, when
+//! it finds its queue empty and looks at the network itself
+//! ([`DeviceHandle::poll_network`]). The backends: [`backend::udp::UdpBackend`], an unprivileged
 //! UDP socket on port 4791 (segmentation-offload batches out, GRO in), and
 //! [`backend::raw::RawBackend`], whole Ethernet frames on an interface through the crate's own
 //! AF_PACKET socket (a `TPACKET_V2` receive ring and virtio-net headers; CAP_NET_RAW), which sees

@@ -274,12 +274,11 @@ fn look_at_network(ctx: usize) -> bool {
     state::engine(ctx).is_ok_and(|engine| engine.device.poll_network())
 }
 
-/// A poll that found nothing gives the processor away for a moment. A program that spins on
-/// `ibv_poll_cq` would otherwise keep the core the NIC's thread needs to deliver what it
-/// waits for (a backend the program's thread cannot receive from, or a program that waits for
-/// a send's ACK, which only the timer or the network brings): a hardware NIC has cores of its
-/// own, an emulated one shares the program's. `sched_yield` lets a runnable NIC thread in and
-/// returns at once when there is none.
+/// A poll that found nothing, on the network either, gives the processor away for a moment.
+/// A program that spins on `ibv_poll_cq` would otherwise keep the core the NIC's thread may
+/// need (a timer to fire, a backend the program's thread cannot receive from): a hardware NIC
+/// has cores of its own, an emulated one shares the program's. `sched_yield` lets a runnable
+/// NIC thread in and returns at once when there is none.
 fn idle() {
     std::thread::yield_now();
 }
