@@ -129,8 +129,8 @@ impl<B: Backend> Driver<B> {
 /// receives), else through the backend into the task's own inbox. Cancel-safe: it may be
 /// dropped only while it waits.
 ///
-/// While a program's thread polls the network ([`crate::DeviceHandle::poll_network`]), that
-/// thread takes what comes, and the task, woken by the same datagrams, would only contend with
+/// While a program's thread spins on the network ([`crate::DeviceHandle::poll_network`] in a
+/// loop: `Shared::network_polled_within`), that thread takes what comes, and the task, woken by the same datagrams, would only contend with
 /// it for the locks (strace of `ib_send_lat` under `roce exec`: three futex calls per message).
 /// The task then steps back and looks again a timer tick later. The socket's readiness is kept
 /// meanwhile, so nothing that arrives is missed when the program stops polling.

@@ -123,6 +123,9 @@ pub(crate) struct Shared {
     /// The engine instant (ns) of the last [`DeviceHandle::poll_network`] that could
     /// receive; 0 before the first.
     network_polled_at: AtomicU64,
+    /// The instant of the last such poll that came within [`SPINNING`] of the one before it:
+    /// a program spinning on its CQ. 0 before the first.
+    network_spun_at: AtomicU64,
     pub(crate) clock: TokioClock,
     /// Wait for completions by polling in a loop instead of sleeping until woken.
     busy_poll: bool,
@@ -148,6 +151,7 @@ impl Shared {
             rx: None,
             timer_at: AtomicU64::new(u64::MAX),
             network_polled_at: AtomicU64::new(0),
+            network_spun_at: AtomicU64::new(0),
             clock: TokioClock::new(),
             busy_poll,
             backend,
@@ -221,9 +225,12 @@ impl Shared {
             .is_some_and(|at| at.as_nanos() < timer_at)
     }
 
-    /// Whether a program's thread polled the network within `within`.
+    /// Whether a program's thread spins on the network: two of its polls came within
+    /// [`SPINNING`] of each other, the last one within `within`. A program that polls once
+    /// after each completion event does not count: the task must not step back from a socket
+    /// whose next datagram that program waits for on the event.
     pub(crate) fn network_polled_within(&self, within: Duration) -> bool {
-        let at = self.network_polled_at.load(Ordering::Relaxed);
+        let at = self.network_spun_at.load(Ordering::Relaxed);
         let age = self.clock.now().as_nanos().saturating_sub(at);
         at != 0 && u128::from(age) < within.as_nanos()
     }
@@ -238,6 +245,10 @@ impl Shared {
         self.halted.store(true, Ordering::SeqCst);
     }
 }
+
+/// Polls of the network closer together than this are a program spinning on its CQ (an
+/// empty poll costs a `recvmmsg` and a `sched_yield`, a few microseconds).
+const SPINNING: Duration = Duration::from_micros(20);
 
 /// The handles' share: when the last clone drops, the device's task is told to stop.
 #[derive(Debug)]
@@ -300,7 +311,10 @@ impl DeviceHandle {
             return false;
         };
         let now = shared.clock.now().as_nanos().max(1);
-        shared.network_polled_at.store(now, Ordering::Relaxed);
+        let before = shared.network_polled_at.swap(now, Ordering::Relaxed);
+        if before != 0 && u128::from(now.saturating_sub(before)) < SPINNING.as_nanos() {
+            shared.network_spun_at.store(now, Ordering::Relaxed);
+        }
         let came = match rx.receive_round(shared) {
             Ok((_, came)) => came,
             Err(err) => {

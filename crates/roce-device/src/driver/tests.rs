@@ -453,6 +453,33 @@ fn a_program_polling_an_empty_cq_receives_on_its_own_thread() {
     assert!(!shared.doorbell.is_rung(), "the task was woken");
 }
 
+/// The task steps back from the socket only for a program that spins on it: a poll after a
+/// completion event, alone, does not count (the program then waits for its next datagram on
+/// the event, which the task must bring); polls in a row do.
+#[test]
+fn only_a_program_spinning_on_the_network_keeps_the_task_off_the_socket() {
+    let Spinning {
+        handle,
+        shared,
+        inflow,
+        ..
+    } = spinning();
+    inflow.waiting.lock().unwrap().clear();
+    let window = std::time::Duration::from_secs(3600);
+    assert!(!shared.network_polled_within(window));
+    assert!(!handle.poll_network());
+    assert!(
+        !shared.network_polled_within(window),
+        "one poll made a spinner"
+    );
+    // A spinning program polls again and again; two of its polls come close together.
+    let spun = (0..10_000).any(|_| {
+        handle.poll_network();
+        shared.network_polled_within(window)
+    });
+    assert!(spun, "polls in a row did not keep the task away");
+}
+
 /// While another thread receives (the device's task, say), a poll of the network takes
 /// nothing: two receivers side by side could hand datagrams to the engine out of order.
 #[test]
