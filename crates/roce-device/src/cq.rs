@@ -45,7 +45,9 @@ impl fmt::Debug for CompletionQueue {
     }
 }
 
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+/// A lock of the crate's, whatever a panic elsewhere left behind (the state is still the best
+/// there is).
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 

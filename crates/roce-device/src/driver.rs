@@ -13,18 +13,15 @@
 //! a turn that left packets behind is followed by one that does not wait.
 
 use std::io;
+use std::sync::Arc;
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use crate::backend::Backend;
+use crate::cq::lock;
 use crate::handle::Shared;
 use crate::receive::{Inbox, Loss};
 use crate::tap::Tap;
 use crate::transmit::{MAX_TRANSMITS_PER_ROUND, Outbox, log_failure};
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(PoisonError::into_inner)
-}
 
 pub(crate) struct Driver<B> {
     pub(crate) shared: Arc<Shared>,
@@ -60,7 +57,10 @@ impl<B: Backend> Driver<B> {
         };
         let mut inbox = Inbox::new(own_rx, rx_loss, tap.clone());
         // The task's own way out, when the backend has no sender for every thread.
-        let mut outbox = Outbox::new(backend.max_segments(), tap.clone());
+        let mut outbox = shared
+            .direct
+            .is_none()
+            .then(|| Outbox::new(backend.max_segments(), tap.clone()));
         tracing::info!("device started");
         // The engine had more to send when the last turn ended.
         let mut more_to_send = false;
@@ -92,10 +92,11 @@ impl<B: Backend> Driver<B> {
                 break;
             }
             let now = shared.clock.now();
-            more_to_send = match &shared.direct {
+            more_to_send = match (&shared.direct, &mut outbox) {
                 // One thread sends at a time: a verb's send waits for this turn's, or rings.
-                Some(direct) => lock(direct).send_round(&shared, now, MAX_TRANSMITS_PER_ROUND),
-                None => {
+                (Some(direct), _) => lock(direct).send_round(&shared, now, MAX_TRANSMITS_PER_ROUND),
+                (None, None) => false,
+                (None, Some(outbox)) => {
                     outbox.begin(MAX_TRANSMITS_PER_ROUND);
                     while let Some((transmit, payload, segment)) = outbox.next_batch(&shared, now) {
                         let sent = backend.send_segments(&transmit, payload, segment).await;

@@ -45,6 +45,18 @@ struct Sends {
     threads: Arc<Mutex<Vec<std::thread::ThreadId>>>,
 }
 
+impl Sends {
+    /// What was sent so far.
+    fn sent(&self) -> Vec<Event> {
+        self.log.lock().unwrap().clone()
+    }
+}
+
+/// The datagrams a batch of `len` bytes cut at `segment` makes.
+fn datagrams(len: usize, segment: usize) -> usize {
+    len.div_ceil(segment.max(1))
+}
+
 impl crate::backend::Sender for Sends {
     fn send_segments(
         &mut self,
@@ -52,7 +64,7 @@ impl crate::backend::Sender for Sends {
         payload: &mut [u8],
         segment: usize,
     ) -> io::Result<()> {
-        let count = payload.len().div_ceil(segment.max(1));
+        let count = datagrams(payload.len(), segment);
         self.log.lock().unwrap().push(Event::Send(count));
         self.threads
             .lock()
@@ -96,7 +108,7 @@ impl Backend for Recorder {
         payload: &mut [u8],
         segment: usize,
     ) -> io::Result<()> {
-        let count = payload.len().div_ceil(segment.max(1));
+        let count = datagrams(payload.len(), segment);
         self.log.lock().unwrap().push(Event::Send(count));
         if let Some((queue, seen)) = &self.watch {
             seen.lock().unwrap().push(queue.len());
@@ -437,7 +449,7 @@ fn a_program_polling_an_empty_cq_receives_on_its_own_thread() {
         [poller],
         "received by the poller"
     );
-    assert_eq!(*sends.log.lock().unwrap(), [Event::Send(1)], "one ACK");
+    assert_eq!(sends.sent(), [Event::Send(1)], "one ACK");
     assert_eq!(
         *sends.threads.lock().unwrap(),
         [poller],
@@ -501,7 +513,7 @@ fn a_poll_of_the_network_takes_nothing_while_another_thread_receives() {
         1,
         "the SEND was taken"
     );
-    assert!(sends.log.lock().unwrap().is_empty() && queue.poll().is_none());
+    assert!(sends.sent().is_empty() && queue.poll().is_none());
     // The holder's receive takes it.
     let mut held = held;
     assert_eq!(held.receive_round(&shared).unwrap(), (true, 1));
@@ -578,11 +590,7 @@ fn a_verb_sends_what_it_makes_on_its_own_thread_and_wakes_nobody() {
         (handle, std::thread::current().id())
     });
     let (_handle, poster) = poster.join().unwrap();
-    assert_eq!(
-        *sends.log.lock().unwrap(),
-        [Event::Send(1)],
-        "the SEND, once"
-    );
+    assert_eq!(sends.sent(), [Event::Send(1)], "the SEND, once");
     assert_eq!(
         *sends.threads.lock().unwrap(),
         [poster],
@@ -599,14 +607,10 @@ fn a_post_during_a_stream_leaves_its_packets_to_the_task() {
     let (handle, shared, sends, qpn) = direct_device();
     shared.timer_at.store(0, Ordering::SeqCst);
     post_a_send(&handle, qpn, 1);
-    assert_eq!(*sends.log.lock().unwrap(), [Event::Send(1)]);
+    assert_eq!(sends.sent(), [Event::Send(1)]);
     assert!(!shared.doorbell.is_rung());
     post_a_send(&handle, qpn, 2);
-    assert_eq!(
-        *sends.log.lock().unwrap(),
-        [Event::Send(1)],
-        "the second went at once"
-    );
+    assert_eq!(sends.sent(), [Event::Send(1)], "the second went at once");
     assert!(
         shared.doorbell.is_rung(),
         "nobody was told to send the second"
@@ -620,7 +624,7 @@ fn a_verb_rings_for_a_deadline_the_task_does_not_wait_for() {
     let (handle, shared, sends, qpn) = direct_device();
     assert_eq!(shared.timer_at.load(Ordering::SeqCst), u64::MAX);
     post_a_send(&handle, qpn, 1);
-    assert_eq!(*sends.log.lock().unwrap(), [Event::Send(1)]);
+    assert_eq!(sends.sent(), [Event::Send(1)]);
     assert!(
         shared.doorbell.is_rung(),
         "the retry timer would not be armed"
@@ -639,19 +643,12 @@ fn a_verb_that_finds_another_thread_sending_leaves_its_packets_to_the_task() {
     std::thread::scope(|scope| {
         scope.spawn(|| post_a_send(&handle, qpn, 1));
     });
-    assert!(
-        sends.log.lock().unwrap().is_empty(),
-        "sent beside the lock's holder"
-    );
+    assert!(sends.sent().is_empty(), "sent beside the lock's holder");
     assert!(shared.doorbell.is_rung(), "nobody was told to send it");
     let mut held = held;
     let more = held.send_round(&shared, shared.clock.now(), MAX_TRANSMITS_PER_ROUND);
     assert!(!more);
-    assert_eq!(
-        *sends.log.lock().unwrap(),
-        [Event::Send(1)],
-        "the round sent it"
-    );
+    assert_eq!(sends.sent(), [Event::Send(1)], "the round sent it");
 }
 
 /// The driver's timer moves only to earlier deadlines: a later one (the engine's retry timer
