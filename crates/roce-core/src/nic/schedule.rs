@@ -81,7 +81,8 @@ impl Nic {
 
     /// The next datagram to send, written into `buf` (at least [`MAX_DATAGRAM`] bytes long), or
     /// `None` when nothing is due. QPs take turns, one packet each; a QP's responses go before
-    /// its requests. Its ICRC covers an IPv4 identification of 0.
+    /// its requests, except that a positive ACK lets one request packet go first (see
+    /// `Responder::ack_may_wait`). Its ICRC covers an IPv4 identification of 0.
     pub fn poll_transmit(&mut self, now: Instant, buf: &mut [u8]) -> Option<Transmit> {
         self.poll_transmit_segment(now, buf, 0)
     }
@@ -133,6 +134,15 @@ impl Nic {
             ctx.budget_short = spent.saturating_mul(2) >= budget;
             let transmit = match qp.poll_cnp(&mut ctx, buf) {
                 Some(t) => Some(t),
+                None if !gated && qp.resp.ack_may_wait() && qp.has_requests() => {
+                    match qp.poll_request(&mut ctx, buf) {
+                        Some(t) => {
+                            qp.resp.ack_waited = true;
+                            Some(t)
+                        }
+                        None => qp.poll_response(&mut ctx, buf),
+                    }
+                }
                 None => match qp.poll_response(&mut ctx, buf) {
                     Some(t) => Some(t),
                     None if gated => None,

@@ -547,6 +547,104 @@ fn a_middle_without_a_first_is_an_invalid_request() {
     assert_eq!(completion(&mut s).status, WcStatus::WrFlushErr);
 }
 
+// ---- the two directions of a QP ------------------------------------------------------------
+
+/// The opcode and PSN of what our NIC sends next.
+#[track_caller]
+fn next_packet(s: &mut Setup, now: Instant) -> (Opcode, Psn) {
+    let (repr, _) = tx(s, now);
+    (repr.bth.opcode, repr.bth.psn)
+}
+
+#[test]
+fn an_answer_goes_before_the_ack_of_what_it_answers() {
+    // A ping-pong: the SEND received is answered with a SEND. The two directions of a QP are
+    // independent streams, so the answer goes first and its ACK right behind it (one offload
+    // batch: every segment but the last of the same size, and an ACK is the shortest).
+    let mut s = setup();
+    recv(&mut s, 1, 0, 100);
+    rx_request(&mut s, at(0), Opcode::RcSendOnly, RQ_PSN, b"ping");
+    post(&mut s, 2, SendOp::Send, 100, 4);
+    assert_eq!(
+        next_packet(&mut s, at(1)),
+        (Opcode::RcSendOnly, psn(SQ_PSN))
+    );
+    assert_eq!(ack_of(&tx(&mut s, at(1)).0), (psn(RQ_PSN), ACK, 1));
+    expect_nothing(&mut s, at(1));
+}
+
+#[test]
+fn an_ack_lets_one_request_pass_it_not_a_stream() {
+    let mut s = setup();
+    recv(&mut s, 1, 0, 100);
+    rx_request(&mut s, at(0), Opcode::RcSendOnly, RQ_PSN, b"ping");
+    for wr_id in 2..5 {
+        post(&mut s, wr_id, SendOp::Send, 100, 4);
+    }
+    assert_eq!(
+        next_packet(&mut s, at(1)),
+        (Opcode::RcSendOnly, psn(SQ_PSN))
+    );
+    assert_eq!(
+        next_packet(&mut s, at(1)),
+        (Opcode::RcAcknowledge, psn(RQ_PSN))
+    );
+    assert_eq!(
+        next_packet(&mut s, at(1)),
+        (Opcode::RcSendOnly, psn(SQ_PSN + 1))
+    );
+    assert_eq!(
+        next_packet(&mut s, at(1)),
+        (Opcode::RcSendOnly, psn(SQ_PSN + 2))
+    );
+    expect_nothing(&mut s, at(1));
+    // The next ACK may let a request pass again.
+    recv(&mut s, 6, 0, 100);
+    rx_request(&mut s, at(2), Opcode::RcSendOnly, RQ_PSN + 1, b"ping");
+    post(&mut s, 5, SendOp::Send, 100, 4);
+    assert_eq!(
+        next_packet(&mut s, at(3)),
+        (Opcode::RcSendOnly, psn(SQ_PSN + 3))
+    );
+    assert_eq!(
+        next_packet(&mut s, at(3)),
+        (Opcode::RcAcknowledge, psn(RQ_PSN + 1))
+    );
+}
+
+#[test]
+fn naks_and_read_responses_never_wait_for_a_request() {
+    // A NAK makes the peer go back at once, and a READ response is what the peer waits for.
+    let mut s = setup();
+    recv(&mut s, 1, 0, 100);
+    rx_request(&mut s, at(0), Opcode::RcSendOnly, RQ_PSN + 1, b"gap");
+    post(&mut s, 2, SendOp::Send, 100, 4);
+    let (nak, _) = tx(&mut s, at(1));
+    assert_eq!(
+        ack_of(&nak),
+        (psn(RQ_PSN), Syndrome::Nak(NakCode::PsnSeqErr), 0)
+    );
+    assert_eq!(
+        next_packet(&mut s, at(1)),
+        (Opcode::RcSendOnly, psn(SQ_PSN))
+    );
+    expect_nothing(&mut s, at(1));
+
+    let mut s = setup();
+    let read = rdma_request(&s, Opcode::RcRdmaReadRequest, RQ_PSN, 0, 8);
+    rx(&mut s, at(0), read, b"");
+    post(&mut s, 2, SendOp::Send, 100, 4);
+    assert_eq!(
+        next_packet(&mut s, at(1)),
+        (Opcode::RcRdmaReadResponseOnly, psn(RQ_PSN))
+    );
+    assert_eq!(
+        next_packet(&mut s, at(1)),
+        (Opcode::RcSendOnly, psn(SQ_PSN))
+    );
+    expect_nothing(&mut s, at(1));
+}
+
 // ---- ingress checks --------------------------------------------------------------------------
 
 #[test]

@@ -38,6 +38,9 @@ pub(crate) struct Responder {
     pub(crate) resources: VecDeque<Resource>,
     /// Responses waiting to be sent, oldest first.
     pub(crate) out: VecDeque<Response>,
+    /// The positive ACK at the head of `out` let a request packet of this QP go first
+    /// ([`Responder::ack_may_wait`]); it goes next.
+    pub(crate) ack_waited: bool,
 }
 
 impl Responder {
@@ -46,6 +49,21 @@ impl Responder {
             epsn,
             ..Self::default()
         }
+    }
+
+    /// Whether the response due is a positive ACK that may let one request packet of the QP
+    /// go first: an ACK owes nothing to the order of the requester's packets (the two
+    /// directions of a QP are independent streams), and a program that answers what it
+    /// received sends the answer and the ACK in one offload batch, the answer first.
+    pub(crate) fn ack_may_wait(&self) -> bool {
+        !self.ack_waited
+            && matches!(
+                self.out.front(),
+                Some(Response::Ack {
+                    syndrome: Syndrome::Ack { .. },
+                    ..
+                })
+            )
     }
 
     /// Forgets a message in progress (error, or a UC gap).

@@ -92,6 +92,7 @@ impl Qp {
         };
         ctx.stats.tx_packets += 1;
         ctx.stats.tx_bytes += transmit.len as u64;
+        self.resp.ack_waited = false;
         tracing::trace!(qpn = %self.qpn, psn = %repr.bth.psn, opcode = %repr.bth.opcode, "tx response");
         match (response, self.resp.out.front_mut()) {
             (
