@@ -18,7 +18,7 @@ use std::sync::atomic::Ordering;
 
 use crate::backend::Backend;
 use crate::cq::lock;
-use crate::handle::Shared;
+use crate::handle::{STEP_BACK, Shared};
 use crate::receive::{Inbox, Loss};
 use crate::tap::Tap;
 use crate::transmit::{MAX_TRANSMITS_PER_ROUND, Outbox, log_failure};
@@ -74,8 +74,9 @@ impl<B: Backend> Driver<B> {
                 biased;
                 () = shared.doorbell.answered() => {}
                 result = receive(&mut backend, &mut inbox, &shared) => match result {
-                    // Another thread took what woke the task: this turn has nothing to do.
-                    Ok(0) if !more_to_send => continue,
+                    // Another thread took what woke the task: this turn has nothing to do,
+                    // unless that thread left ACKs for a post it has not made.
+                    Ok(0) if !more_to_send && !shared.owed.load(Ordering::SeqCst) => continue,
                     Ok(_) => {}
                     Err(err) => tracing::debug!(error = %err, "backend receive error"),
                 },
@@ -92,6 +93,8 @@ impl<B: Backend> Driver<B> {
                 break;
             }
             let now = shared.clock.now();
+            // This turn's round takes what a program's poll left for its next post.
+            shared.owed.store(false, Ordering::SeqCst);
             more_to_send = match (&shared.direct, &mut outbox) {
                 // One thread sends at a time: a verb's send waits for this turn's, or rings.
                 (Some(direct), _) => lock(direct).send_round(&shared, now, MAX_TRANSMITS_PER_ROUND),
@@ -134,7 +137,8 @@ impl<B: Backend> Driver<B> {
 /// loop: `Shared::network_polled_within`), that thread takes what comes, and the task, woken by the same datagrams, would only contend with
 /// it for the locks (strace of `ib_send_lat` under `roce exec`: three futex calls per message).
 /// The task then steps back and looks again a timer tick later. The socket's readiness is kept
-/// meanwhile, so nothing that arrives is missed when the program stops polling.
+/// meanwhile, so nothing that arrives is missed when the program stops polling; and what the
+/// program's last poll left for a post it did not make (`Shared::owed`: ACKs) is sent then.
 async fn receive<B: Backend>(
     backend: &mut B,
     inbox: &mut Inbox,
@@ -144,6 +148,10 @@ async fn receive<B: Backend>(
         Some(rx) => {
             while shared.network_polled_within(STEP_BACK) {
                 tokio::time::sleep(STEP_BACK).await;
+            }
+            // The program stopped polling with ACKs left for a post it did not make.
+            if shared.owed.load(Ordering::SeqCst) {
+                return Ok(0);
             }
             let mut came = 0;
             backend
@@ -162,9 +170,6 @@ async fn receive<B: Backend>(
         }
     }
 }
-
-/// How long the task steps back from a socket a program's thread polls.
-const STEP_BACK: std::time::Duration = std::time::Duration::from_millis(1);
 
 /// The task's one timer, moved only to an earlier time. A new `sleep_until` every turn (the
 /// engine's deadline moves with every packet it sends: a request's retry timer) registers a

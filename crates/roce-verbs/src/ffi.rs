@@ -256,6 +256,12 @@ pub(crate) unsafe extern "C" fn ibv_ack_async_event(event: *mut IbvAsyncEvent) {
 pub(crate) fn register_at_exit() {
     extern "C" fn at_exit() {
         guard((), crate::cm::flush);
+        // ACKs left for a post the program did not make before it returned from main.
+        guard((), || {
+            if let Ok(engine) = state::running_engine() {
+                engine.device.flush();
+            }
+        });
         guard((), state::write_stats);
     }
     // SAFETY: registering a function that takes and returns nothing; a failure (ENOMEM) only

@@ -71,16 +71,20 @@ pub(crate) unsafe fn inline_bytes(sgl: &[Sge], max_inline: usize) -> Result<Vec<
 
 /// A C work request: the next one of its list.
 trait Linked: Copy {
+    /// A send WR (which makes packets), not a receive WR (which makes none).
+    const SENDS: bool;
     fn next(&self) -> *mut Self;
 }
 
 impl Linked for IbvSendWr {
+    const SENDS: bool = true;
     fn next(&self) -> *mut Self {
         self.next
     }
 }
 
 impl Linked for IbvRecvWr {
+    const SENDS: bool = false;
     fn next(&self) -> *mut Self {
         self.next
     }
@@ -129,7 +133,7 @@ unsafe fn post_list<W: Linked, T: Target>(
         Ok(t) => t,
         Err(e) => return fail(first, e),
     };
-    let walked = verbs::post(target.ctx(), |nic| {
+    let walk = |nic: &mut roce_core::Nic| {
         let mut at = first;
         for _ in 0..MAX_CHAIN {
             if at.is_null() {
@@ -145,7 +149,12 @@ unsafe fn post_list<W: Linked, T: Target>(
         } else {
             Err((at, Errno(libc::EINVAL)))
         }
-    });
+    };
+    let walked = if W::SENDS {
+        verbs::post(target.ctx(), walk)
+    } else {
+        verbs::post_receives(target.ctx(), walk)
+    };
     match walked {
         Ok(Ok(())) => 0,
         Ok(Err((at, e))) => fail(at, e),

@@ -43,12 +43,19 @@ type Watch = (Arc<CompletionQueue>, Arc<Mutex<Vec<usize>>>);
 struct Sends {
     log: Arc<Mutex<Vec<Event>>>,
     threads: Arc<Mutex<Vec<std::thread::ThreadId>>>,
+    /// The opcode of each datagram, batch by batch.
+    opcodes: Arc<Mutex<Vec<Vec<Opcode>>>>,
 }
 
 impl Sends {
     /// What was sent so far.
     fn sent(&self) -> Vec<Event> {
         self.log.lock().unwrap().clone()
+    }
+
+    /// The opcodes of what was sent so far, batch by batch.
+    fn opcodes(&self) -> Vec<Vec<Opcode>> {
+        self.opcodes.lock().unwrap().clone()
     }
 }
 
@@ -70,6 +77,12 @@ impl crate::backend::Sender for Sends {
             .lock()
             .unwrap()
             .push(std::thread::current().id());
+        // A datagram opens on its BTH, whose first byte is the opcode.
+        let opcodes = payload
+            .chunks(segment.max(1))
+            .map(|datagram| Opcode::from(datagram[0]))
+            .collect();
+        self.opcodes.lock().unwrap().push(opcodes);
         Ok(())
     }
 
@@ -378,6 +391,7 @@ impl crate::backend::Receiver for Inflow {
 struct Spinning {
     handle: crate::DeviceHandle,
     shared: Arc<Shared>,
+    qpn: Qpn,
     sends: Sends,
     inflow: Inflow,
     queue: Arc<CompletionQueue>,
@@ -417,6 +431,7 @@ fn spinning() -> Spinning {
     Spinning {
         handle,
         shared,
+        qpn,
         sends,
         inflow,
         queue,
@@ -424,9 +439,10 @@ fn spinning() -> Spinning {
     }
 }
 
-/// A program that spins on its empty CQ receives what it waits for on its own thread: the
-/// SEND is received, acknowledged and completed there — the ACK sent before the completion
-/// became visible — and the device's task is never woken.
+/// A program that polls its empty CQ receives what it waits for on its own thread: the SEND
+/// is received, acknowledged and completed there, and the device's task is never woken. One
+/// poll is not a program spinning on its CQ: the ACK leaves before the completion is visible
+/// (see `a_spinning_program_sees_its_completion_first_and_its_answer_takes_the_ack_along`).
 #[test]
 fn a_program_polling_an_empty_cq_receives_on_its_own_thread() {
     let Spinning {
@@ -436,6 +452,7 @@ fn a_program_polling_an_empty_cq_receives_on_its_own_thread() {
         inflow,
         queue,
         seen,
+        ..
     } = spinning();
     assert!(queue.poll().is_none());
     let poller = std::thread::spawn(move || {
@@ -490,6 +507,118 @@ fn only_a_program_spinning_on_the_network_keeps_the_task_off_the_socket() {
         shared.network_polled_within(window)
     });
     assert!(spun, "polls in a row did not keep the task away");
+}
+
+/// A program spinning on its empty CQ receives the peer's SEND: two polls in a row (paused
+/// time makes them simultaneous), the second of which brings the SEND. Its completion is
+/// visible, and nothing was sent yet.
+#[track_caller]
+fn spin_and_receive(s: &Spinning) {
+    let send = s.inflow.waiting.lock().unwrap().pop_front().unwrap();
+    assert!(!s.handle.poll_network());
+    s.inflow.waiting.lock().unwrap().push_back(send);
+    assert!(s.handle.poll_network(), "the SEND was not received");
+    assert!(
+        s.sends.sent().is_empty(),
+        "sent before the program answered"
+    );
+    let cqe = s.queue.poll().expect("the receive completed");
+    assert_eq!(cqe.wr_id, 7);
+}
+
+/// A program spinning on its CQ sees the completion of a received SEND before the ACK
+/// leaves. Its posted receive sends nothing; its answer takes the ACK along, in one batch,
+/// the answer first (one system call, and the peer has the answer sooner). No thread woke.
+#[tokio::test(start_paused = true)]
+async fn a_spinning_program_sees_its_completion_first_and_its_answer_takes_the_ack_along() {
+    let s = spinning();
+    spin_and_receive(&s);
+    let recv = roce_core::RecvWr {
+        wr_id: 8,
+        sgl: Vec::new(),
+    };
+    s.handle
+        .with_receive(|nic, _| nic.post_recv(s.qpn, recv))
+        .unwrap()
+        .unwrap();
+    assert!(s.sends.sent().is_empty(), "a posted receive sent the ACK");
+    // An answer of 8 bytes, as `ib_send_lat -s 8`'s: its packet (24 bytes) is longer than the
+    // ACK (20), which can then end its batch.
+    let mut answer = roce_core::SendWr::new(1, roce_core::SendOp::Send, Vec::new());
+    answer.inline_data = Some(b"answer!!".to_vec());
+    s.handle
+        .with_sends(|nic, _| nic.post_send(s.qpn, answer))
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        s.sends.opcodes(),
+        [vec![Opcode::RcSendOnly, Opcode::RcAcknowledge]]
+    );
+    assert!(!s.shared.doorbell.is_rung(), "the task was woken");
+}
+
+/// What a spinning program's poll left for its answer leaves with its next empty poll when
+/// no answer came first.
+#[tokio::test(start_paused = true)]
+async fn what_a_poll_left_leaves_with_the_next_empty_poll() {
+    let s = spinning();
+    spin_and_receive(&s);
+    assert!(!s.handle.poll_network());
+    assert_eq!(s.sends.opcodes(), [vec![Opcode::RcAcknowledge]]);
+    assert!(!s.handle.poll_network());
+    assert_eq!(s.sends.sent().len(), 1, "sent twice");
+}
+
+/// Any verb but a post sends what is owed before it runs: one that destroys the QP would
+/// otherwise take the ACK with it, and the peer's SEND would end in retries.
+#[tokio::test(start_paused = true)]
+async fn a_verb_sends_what_a_poll_left_before_it_runs() {
+    let s = spinning();
+    spin_and_receive(&s);
+    let sent_before = s
+        .handle
+        .with(|nic, _| {
+            let sent = s.sends.opcodes();
+            nic.destroy_qp(s.qpn).unwrap();
+            sent
+        })
+        .unwrap();
+    assert_eq!(sent_before, [vec![Opcode::RcAcknowledge]]);
+}
+
+/// A program that drops its last handle (it exits) leaves nothing owed behind.
+#[tokio::test(start_paused = true)]
+async fn the_last_handle_dropped_sends_what_a_poll_left() {
+    let s = spinning();
+    spin_and_receive(&s);
+    let Spinning { handle, sends, .. } = s;
+    drop(handle);
+    assert_eq!(sends.opcodes(), [vec![Opcode::RcAcknowledge]]);
+}
+
+/// A program that stops polling (and posts nothing) with an ACK owed: the task, which stepped
+/// back from the socket while the program spun, sends it when it looks again.
+#[tokio::test(start_paused = true)]
+async fn the_task_sends_what_a_poll_left_once_the_program_stops_polling() {
+    let s = spinning();
+    spin_and_receive(&s);
+    let driver = Driver {
+        shared: s.shared.clone(),
+        backend: Recorder {
+            incoming: VecDeque::new(),
+            log: Arc::default(),
+            watch: None,
+        },
+        tap: None,
+        rx_loss: Loss { ppm: 0, state: 1 },
+        busy_poll: false,
+    };
+    let task = tokio::spawn(driver.run());
+    tokio::time::sleep(STEP_BACK / 2).await;
+    assert!(s.sends.sent().is_empty(), "sent while the program spun");
+    tokio::time::sleep(STEP_BACK * 3).await;
+    assert_eq!(s.sends.opcodes(), [vec![Opcode::RcAcknowledge]]);
+    task.abort();
 }
 
 /// While another thread receives (the device's task, say), a poll of the network takes
@@ -559,7 +688,7 @@ fn direct_device() -> (crate::DeviceHandle, Arc<Shared>, Sends, Qpn) {
 fn post_a_send(handle: &crate::DeviceHandle, qpn: Qpn, wr_id: u64) {
     let wr = roce_core::SendWr::new(wr_id, roce_core::SendOp::Send, Vec::new());
     handle
-        .with(|nic, _| nic.post_send(qpn, wr))
+        .with_sends(|nic, _| nic.post_send(qpn, wr))
         .unwrap()
         .unwrap();
 }

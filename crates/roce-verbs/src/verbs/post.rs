@@ -4,8 +4,9 @@
 use roce_core::{Nic, QpType, Qpn, RecvWr, Remote, SendOp, SendWr, Sge, UdDest};
 
 use super::pd::ud_dest;
-use super::{EINVAL, engine_err, step, with};
+use super::{EINVAL, device_err, engine_err, with};
 use crate::abi::{IbvSendWr, IbvSge};
+use crate::state;
 use crate::state::Errno;
 
 /// A send work request as the engine takes it.
@@ -115,7 +116,7 @@ pub(crate) fn wr_set_inline(qp: usize, data: Vec<u8>) {
 
 /// The most bytes an inline WR carries.
 pub(crate) fn max_inline() -> usize {
-    crate::state::device()
+    state::device()
         .ok()
         .flatten()
         .map_or(0, |d| d.model.nic.max_inline)
@@ -181,10 +182,26 @@ pub(crate) fn qp_for_post(qp: usize) -> Result<PostQp, Errno> {
     .ok_or(EINVAL)
 }
 
-/// Runs `f`, which posts WRs, in one step of the engine of `ctx`, and rings the NIC's
-/// doorbell once: what an `ibv_post_send` of a list costs, whatever its length.
+/// Runs `f`, which posts send WRs, in one step of the engine of `ctx`, and sends what they
+/// make once (or rings the NIC's doorbell once): what an `ibv_post_send` of a list costs,
+/// whatever its length. ACKs owed for what the program received go with its packets
+/// ([`roce_device::DeviceHandle::with_sends`]).
 pub(crate) fn post<R>(ctx: usize, f: impl FnOnce(&mut Nic) -> R) -> Result<R, Errno> {
-    step(ctx, f)
+    let engine = state::engine(ctx)?;
+    engine
+        .device
+        .with_sends(|nic, _| f(nic))
+        .map_err(device_err)
+}
+
+/// Runs `f`, which posts receive WRs, in one step of the engine of `ctx`: nothing to send, no
+/// doorbell ([`roce_device::DeviceHandle::with_receive`]).
+pub(crate) fn post_receives<R>(ctx: usize, f: impl FnOnce(&mut Nic) -> R) -> Result<R, Errno> {
+    let engine = state::engine(ctx)?;
+    engine
+        .device
+        .with_receive(|nic, _| f(nic))
+        .map_err(device_err)
 }
 
 impl PostQp {
