@@ -82,19 +82,17 @@ impl Relink<'_> {
     }
 }
 
-/// The newest `lib<name>-*.a` in the deps directory where cargo put the build-dependency.
+/// The newest `lib<name>-*.a` in the deps directories where cargo put the build-dependency.
 /// (Cargo tells a build script nothing about its build-dependencies' files; the newest is the
 /// one just built from the current sources.)
 fn find_archive(out_dir: &Path, name: &str) -> PathBuf {
-    // $target/$profile/build/<pkg>-HASH/out -> $target/$profile/deps
-    let deps = out_dir
-        .ancestors()
-        .nth(3)
-        .expect("OUT_DIR is target/<profile>/build/<pkg>/out")
-        .join("deps");
+    let dirs = deps_dirs(out_dir, std::env::var_os("TARGET").as_deref());
     let prefix = format!("lib{name}-");
     let mut best: Option<(SystemTime, PathBuf)> = None;
-    for entry in std::fs::read_dir(&deps).unwrap_or_else(|e| panic!("read {}: {e}", deps.display()))
+    for entry in dirs
+        .iter()
+        .filter_map(|deps| std::fs::read_dir(deps).ok())
+        .flatten()
     {
         let Ok(entry) = entry else { continue };
         let file = entry.file_name();
@@ -112,7 +110,59 @@ fn find_archive(out_dir: &Path, name: &str) -> PathBuf {
     best.map(|(_, p)| p).unwrap_or_else(|| {
         panic!(
             "no {prefix}*.a in {}: the crate must be a build-dependency",
-            deps.display()
+            dirs.iter()
+                .map(|d| d.display().to_string())
+                .collect::<Vec<_>>()
+                .join(" or ")
         )
     })
+}
+
+/// Where cargo puts build-dependencies: `$target/$profile/deps` beside the package's own
+/// build directory (`$target/$profile/build/<pkg>-HASH/out`), and with `--target TRIPLE`
+/// (`triple`, cargo's `TARGET`), where the package's directory is `$target/TRIPLE/$profile/…`,
+/// in the host's `$target/$profile/deps` too (build-dependencies are built for the host).
+fn deps_dirs(out_dir: &Path, triple: Option<&std::ffi::OsStr>) -> Vec<PathBuf> {
+    let profile_dir = out_dir
+        .ancestors()
+        .nth(3)
+        .expect("OUT_DIR is target/<profile>/build/<pkg>/out");
+    let mut dirs = vec![profile_dir.join("deps")];
+    if let (Some(profile), Some(triple_dir)) = (profile_dir.file_name(), profile_dir.parent())
+        && triple.is_some_and(|t| triple_dir.file_name() == Some(t))
+        && let Some(target_dir) = triple_dir.parent()
+    {
+        dirs.push(target_dir.join(profile).join("deps"));
+    }
+    dirs
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const TRIPLE: &str = "x86_64-unknown-linux-gnu";
+
+    #[test]
+    fn a_build_for_the_host_finds_its_build_dependencies_beside_it() {
+        let out = Path::new("/t/release/build/roce-verbs-so-1234/out");
+        assert_eq!(
+            deps_dirs(out, Some(TRIPLE.as_ref())),
+            [PathBuf::from("/t/release/deps")]
+        );
+    }
+
+    #[test]
+    fn a_build_with_target_also_looks_where_the_host_build_dependencies_are() {
+        // `cargo build --target x86_64-unknown-linux-gnu` (bench/guests.sh's static binary):
+        // the package is built under the triple, its build-dependencies for the host.
+        let out = Path::new("/t/x86_64-unknown-linux-gnu/release/build/roce-verbs-so-1234/out");
+        assert_eq!(
+            deps_dirs(out, Some(TRIPLE.as_ref())),
+            [
+                PathBuf::from("/t/x86_64-unknown-linux-gnu/release/deps"),
+                PathBuf::from("/t/release/deps")
+            ]
+        );
+    }
 }

@@ -17,7 +17,7 @@
 
 #![deny(unsafe_code)]
 
-#[cfg(feature = "build")]
+#[cfg(any(test, feature = "build"))]
 pub mod build;
 mod cbox;
 pub mod cm;
