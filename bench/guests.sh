@@ -103,6 +103,15 @@ for share in "$INTEROP_RUN/share" "$INTEROP_RUN2/share"; do
     cp "$ROCE_STATIC" "$share/roce"
     cat >"$share/bench.sh" <<'GUEST'
 # Sourced by bench/guests.sh's jobs in the guest (busybox sh).
+# cpu_around CMD...: runs CMD between two readings of the guest's CPU time (/proc/stat's first
+# line: user nice system idle iowait irq softirq, in ticks), printed as "cpu-before" and
+# "cpu-after" lines. One vCPU: that is where the tool and the kernel's work for it went.
+cpu_around() {
+    echo "cpu-before $(head -1 /proc/stat)"
+    "$@"; rc=$?
+    echo "cpu-after $(head -1 /proc/stat)"
+    return "$rc"
+}
 # client CMD...: runs a client, again while its server is not listening yet (the server's job
 # starts up to 200 ms late and needs a moment under TCG); at most 20 tries.
 client() {
@@ -179,14 +188,14 @@ perftest_pair() {  # perftest_pair TOOL ARGS...: prints the client's output
     local tool=$1; shift
     local args="$*" try out rc job
     for try in 1 2 3; do
-        job=$(run_peer_in_guest "timeout $TOOL_TIMEOUT $tool -d rxe0 -x $G1 $args")
+        job=$(run_peer_in_guest ". /share/bench.sh; cpu_around timeout $TOOL_TIMEOUT $tool -d rxe0 -x $G1 $args")
         sleep 0.5
         rc=0
         out=$(guest2 run_in_guest -t $((TOOL_TIMEOUT + 30)) \
-            ". /share/bench.sh; client timeout $TOOL_TIMEOUT $tool -d rxe0 -x $G2 $args $G1_IP") || rc=$?
+            ". /share/bench.sh; client cpu_around timeout $TOOL_TIMEOUT $tool -d rxe0 -x $G2 $args $G1_IP") || rc=$?
         guest_wait "$job" $((TOOL_TIMEOUT + 10)) >"$INTEROP_RUN/server.out" || rc=$?
         printf '%s\n' "$out" >&2
-        if [ "$rc" = 0 ]; then printf '%s\n' "$out"; return 0; fi
+        if [ "$rc" = 0 ]; then cpu_split "$out"; printf '%s\n' "$out"; return 0; fi
         grep -q "Can't produce a report" <<<"$out$(cat "$INTEROP_RUN/server.out")" || break
         log "  $tool: perftest could not time the run (CPU clock check); again ($try)"
     done
@@ -208,21 +217,35 @@ rxe_lat() {  # typical 8-byte SEND latency of ib_send_lat's client, µs
 roce_pair() {  # roce_pair FIELD ARGS...
     local field=$1; shift
     local args="$*" out rc=0 job
-    job=$(run_peer_in_guest "timeout $TOOL_TIMEOUT /tmp/roce perf $args --json")
+    job=$(run_peer_in_guest ". /share/bench.sh; cpu_around timeout $TOOL_TIMEOUT /tmp/roce perf $args --json")
     sleep 0.5
     out=$(guest2 run_in_guest -t $((TOOL_TIMEOUT + 30)) \
-        ". /share/bench.sh; client timeout $TOOL_TIMEOUT /tmp/roce perf ${args/ / $G1_IP } --json") || rc=$?
+        ". /share/bench.sh; client cpu_around timeout $TOOL_TIMEOUT /tmp/roce perf ${args/ / $G1_IP } --json") || rc=$?
     guest_wait "$job" $((TOOL_TIMEOUT + 10)) >"$INTEROP_RUN/server.out" || rc=$?
     printf '%s\n' "$out" >&2
     if [ "$rc" != 0 ]; then
         log "  roce perf $args failed (rc=$rc); server said:"; sed 's/^/    /' "$INTEROP_RUN/server.out" >&2
         return 1
     fi
+    cpu_split "$out"
     # The figure, then the packets our client retransmitted.
     python3 -c 'import json,sys
 f = sys.argv[1]
 r = [json.loads(l) for l in sys.stdin.read().splitlines() if l.startswith("{")][-1]
 print("%.1f" % r[f] if f.startswith("bw") else "%.2f" % r[f], r["retransmitted_packets"])' "$field" <<<"$out"
+}
+# cpu_split CLIENT_OUTPUT: the CPU ticks of the client's guest and of the server's
+# ($INTEROP_RUN/server.out) between their cpu_around readings, as "user system softirq idle"
+# (nice counted as user, iowait as idle, irq as softirq), one line each, into
+# $INTEROP_RUN/cpu.last for `cell` (which runs this in a subshell and cannot take variables).
+cpu_split() {
+    local side
+    for side in "$1" "$(cat "$INTEROP_RUN/server.out")"; do
+        awk '$1 == "cpu-before" {for (i = 3; i <= 9; i++) b[i] = $i}
+             $1 == "cpu-after" {for (i = 3; i <= 9; i++) a[i] = $i}
+             END {for (i = 3; i <= 9; i++) t[i] = a[i] - b[i]
+                  print t[3] + t[4], t[5], t[8] + t[9], t[6] + t[7]}' <<<"$side"
+    done >"$INTEROP_RUN/cpu.last"
 }
 ours_write() { roce_pair bw_avg_mb_s write -s "$SIZE" -m "$1" -n "$BW_ITERS"; }
 # --busy-poll: ib_send_lat polls its CQ in a loop (perftest's default), so ours does too.
@@ -247,16 +270,25 @@ tap_drops() {
     echo "$n"
 }
 
+# add4 "A B C D" "E F G H": the sums, element by element.
+add4() { awk -v a="$1" -v b="$2" 'BEGIN{split(a, x, " "); split(b, y, " "); print x[1]+y[1], x[2]+y[2], x[3]+y[3], x[4]+y[4]}'; }
+
 # Timed cell: appends its figure to R[KEY], its wall time to W[KEY], the frames dropped at the
 # taps during it to D[KEY] and, when the cell prints a second number (our retransmitted packets),
 # that to X[KEY].
-declare -A R W X D
+declare -A R W X D CPU_C CPU_S
 cell() {  # cell KEY FUNCTION ARGS...
     local key=$1; shift
-    local t0 out v x d0
+    local t0 out v x d0 c s
     t0=$(date +%s.%N)
     d0=$(tap_drops)
+    rm -f "$INTEROP_RUN/cpu.last"
     out=$("$@") || die "cell $key ($*) failed"
+    if [ -f "$INTEROP_RUN/cpu.last" ]; then
+        { read -r c; read -r s; } <"$INTEROP_RUN/cpu.last"
+        CPU_C[$key]=$(add4 "${CPU_C[$key]:-0 0 0 0}" "$c")
+        CPU_S[$key]=$(add4 "${CPU_S[$key]:-0 0 0 0}" "$s")
+    fi
     read -r v x <<<"$out"
     [ -n "$v" ] || die "cell $key ($*) printed no figure"
     R[$key]+="$v "
@@ -324,6 +356,14 @@ all() { sed 's/ $//; s/ /, /g' <<<"${R[$1]}"; }
 xs() { sed 's/ $//; s/ /, /g' <<<"${X[$1]:-}"; }
 ds() { sed 's/ $//; s/ /, /g' <<<"${D[$1]:-}"; }
 secs() { median <<<"${W[$1]}"; }
+# cpu KEY C|S: where the client's (C) or the server's (S) guest CPU went over all runs of KEY.
+cpu() {
+    local v
+    if [ "$2" = C ]; then v=${CPU_C[$1]:-}; else v=${CPU_S[$1]:-}; fi
+    awk -v v="$v" 'BEGIN{n = split(v, t, " "); s = t[1] + t[2] + t[3] + t[4]
+        if (n < 4 || s <= 0) {print "?"; exit}
+        printf "user %.0f %%, kernel %.0f %%, softirq %.0f %%, idle %.0f %%", 100*t[1]/s, 100*t[2]/s, 100*t[3]/s, 100*t[4]/s}'
+}
 verdict() {  # verdict VALUE OP LIMIT
     if awk -v v="$1" -v l="$3" "BEGIN{exit !(v $2 l)}"; then echo met; else echo "not met"; fi
 }
@@ -364,6 +404,12 @@ binary: a static release build of \`$SOURCE\`. MB/s are 10^6 bytes of payload pe
 - Frames the host dropped at the guests' taps (tx_dropped), per run, rxe / ours:
   WRITE MTU 4096 $(ds rxe_write_4096) / $(ds ours_write_4096); MTU 1024 $(ds rxe_write_1024) / $(ds ours_write_1024); latency $(ds rxe_lat) / $(ds ours_lat).
 - In the guests, over the whole run: guest 1 $C1; guest 2 $C2.
+- Where each guest's one vCPU went while the tools ran (/proc/stat, all runs; "kernel" is
+  system time outside softirq, where rxe does its work), client / server:
+  - rxe WRITE MTU 4096: $(cpu rxe_write_4096 C) / $(cpu rxe_write_4096 S);
+  - ours WRITE MTU 4096: $(cpu ours_write_4096 C) / $(cpu ours_write_4096 S);
+  - rxe latency: $(cpu rxe_lat C) / $(cpu rxe_lat S);
+  - ours latency: $(cpu ours_lat C) / $(cpu ours_lat S).
 - Cross pair before the runs (ib_write_bw on rxe serving, \`roce perf write\` as its client, MTU
   4096): passed, $CROSS_MB MB/s.
 - Wall time per cell (median, guest job overhead included), rxe / ours: WRITE MTU 4096
