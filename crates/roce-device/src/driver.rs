@@ -93,14 +93,12 @@ impl<B: Backend> Driver<B> {
                 break;
             }
             let now = shared.clock.now();
-            // This turn's round takes what a program's poll left for its next post.
-            shared.owed.store(false, Ordering::SeqCst);
             more_to_send = match (&shared.direct, &mut outbox) {
                 // One thread sends at a time: a verb's send waits for this turn's, or rings.
                 (Some(direct), _) => lock(direct).send_round(&shared, now, MAX_TRANSMITS_PER_ROUND),
                 (None, None) => false,
                 (None, Some(outbox)) => {
-                    outbox.begin(MAX_TRANSMITS_PER_ROUND);
+                    outbox.begin(&shared, MAX_TRANSMITS_PER_ROUND);
                     while let Some((transmit, payload, segment)) = outbox.next_batch(&shared, now) {
                         let sent = backend.send_segments(&transmit, payload, segment).await;
                         log_failure(&transmit, sent);

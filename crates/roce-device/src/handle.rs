@@ -130,7 +130,7 @@ pub(crate) struct Shared {
     network_spun_at: AtomicU64,
     /// A poll of the network delivered completions and left the packets the datagrams made
     /// (their ACKs) unsent, for the program's next post to take along
-    /// ([`DeviceHandle::poll_network`]). Whoever sends next clears it.
+    /// ([`DeviceHandle::poll_network`]). The next send round clears it (`Outbox::begin`).
     pub(crate) owed: AtomicBool,
     pub(crate) clock: TokioClock,
     /// Wait for completions by polling in a loop instead of sleeping until woken.
@@ -230,7 +230,6 @@ impl Shared {
     /// Sends what the engine has, on this thread, waiting for another thread's send to end;
     /// rings the doorbell when the device has no sender for every thread.
     fn flush(&self) {
-        self.owed.store(false, Ordering::SeqCst);
         let Some(direct) = &self.direct else {
             self.doorbell.ring();
             return;
@@ -258,9 +257,13 @@ impl Shared {
     /// after each completion event does not count: the task must not step back from a socket
     /// whose next datagram that program waits for on the event.
     pub(crate) fn network_polled_within(&self, within: Duration) -> bool {
+        self.spun_within(self.clock.now().as_nanos(), within)
+    }
+
+    /// [`Shared::network_polled_within`] at the engine instant `now` (ns).
+    fn spun_within(&self, now: u64, within: Duration) -> bool {
         let at = self.network_spun_at.load(Ordering::Relaxed);
-        let age = self.clock.now().as_nanos().saturating_sub(at);
-        at != 0 && u128::from(age) < within.as_nanos()
+        at != 0 && u128::from(now.saturating_sub(at)) < within.as_nanos()
     }
 
     /// Every handle is gone.
@@ -329,9 +332,7 @@ impl DeviceHandle {
         if self.shared.owed.load(Ordering::SeqCst) {
             self.shared.flush();
         }
-        let (result, sends, streaming) = self.run(f)?;
-        self.shared.after_verb(sends, !streaming);
-        Ok(result)
+        self.verb(f)
     }
 
     /// [`DeviceHandle::with`] for a verb that posts send WRs (`ibv_post_send`): the ACKs a poll
@@ -339,7 +340,12 @@ impl DeviceHandle {
     /// first request packet (the engine lets a positive ACK wait for one request of its QP).
     /// A ping-pong's answer then leaves first, and its ACK costs no system call of its own.
     pub fn with_sends<R>(&self, f: impl FnOnce(&mut Nic, Instant) -> R) -> Result<R, DeviceError> {
-        self.shared.owed.store(false, Ordering::SeqCst);
+        self.verb(f)
+    }
+
+    /// `f`, then what it leaves to do ([`Shared::after_verb`]); the round that sends its
+    /// packets takes whatever else the engine has, what is owed among it.
+    fn verb<R>(&self, f: impl FnOnce(&mut Nic, Instant) -> R) -> Result<R, DeviceError> {
         let (result, sends, streaming) = self.run(f)?;
         self.shared.after_verb(sends, !streaming);
         Ok(result)
@@ -416,9 +422,9 @@ impl DeviceHandle {
         drop(rx);
         // A spinning program keeps the task off the socket (`driver::receive`), and the task
         // sends what is owed when the program stops polling: nothing owed is left behind.
-        if came > 0 && shared.network_polled_within(STEP_BACK) && shared.deliver() {
+        if came > 0 && shared.spun_within(now, STEP_BACK) && shared.deliver() {
             shared.owed.store(true, Ordering::SeqCst);
-        } else if came > 0 || shared.owed.swap(false, Ordering::SeqCst) {
+        } else if came > 0 || shared.owed.load(Ordering::SeqCst) {
             shared.after_verb(true, true);
         }
         came > 0

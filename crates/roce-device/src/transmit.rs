@@ -9,6 +9,7 @@
 //! order; a verb that finds the lock taken rings the doorbell instead, and the task sends.
 
 use std::io;
+use std::sync::atomic::Ordering;
 
 use roce_core::{Instant, MAX_DATAGRAM, Transmit};
 
@@ -51,8 +52,10 @@ impl Outbox {
         }
     }
 
-    /// Starts a round of at most `limit` packets.
-    pub(crate) fn begin(&mut self, limit: usize) {
+    /// Starts a round of at most `limit` packets. The round takes what the engine has, so what
+    /// a poll of the network left for a post (`Shared::owed`) is no longer owed.
+    pub(crate) fn begin(&mut self, shared: &Shared, limit: usize) {
+        shared.owed.store(false, Ordering::SeqCst);
         self.taken = 0;
         self.limit = limit;
     }
@@ -134,7 +137,7 @@ impl Direct {
     /// bound (more may wait).
     pub(crate) fn send_round(&mut self, shared: &Shared, now: Instant, limit: usize) -> bool {
         let Self { outbox, sender } = self;
-        outbox.begin(limit);
+        outbox.begin(shared, limit);
         while let Some((transmit, payload, segment)) = outbox.next_batch(shared, now) {
             log_failure(&transmit, sender.send_segments(&transmit, payload, segment));
         }

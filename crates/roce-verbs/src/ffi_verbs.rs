@@ -133,7 +133,7 @@ unsafe fn post_list<W: Linked, T: Target>(
         Ok(t) => t,
         Err(e) => return fail(first, e),
     };
-    let walk = |nic: &mut roce_core::Nic| {
+    let walked = verbs::post(target.ctx(), W::SENDS, |nic| {
         let mut at = first;
         for _ in 0..MAX_CHAIN {
             if at.is_null() {
@@ -149,12 +149,7 @@ unsafe fn post_list<W: Linked, T: Target>(
         } else {
             Err((at, Errno(libc::EINVAL)))
         }
-    };
-    let walked = if W::SENDS {
-        verbs::post(target.ctx(), walk)
-    } else {
-        verbs::post_receives(target.ctx(), walk)
-    };
+    });
     match walked {
         Ok(Ok(())) => 0,
         Ok(Err((at, e))) => fail(at, e),

@@ -40,8 +40,8 @@ pub(crate) use pd::{
     ah_attr_from_wc, alloc_pd, create_ah, dealloc_pd, dereg_mr, destroy_ah, reg_mr, ud_dest,
 };
 pub(crate) use post::{
-    PostQp, max_inline, post, post_receives, qp_for_post, recv_wr, send_wr, sge, wr_abort,
-    wr_complete, wr_fail, wr_op, wr_set_inline, wr_set_sgl, wr_set_ud_addr, wr_start,
+    PostQp, max_inline, post, qp_for_post, recv_wr, send_wr, sge, wr_abort, wr_complete, wr_fail,
+    wr_op, wr_set_inline, wr_set_sgl, wr_set_ud_addr, wr_start,
 };
 pub(crate) use qp::{MAX_WR, WrFns, create_qp, destroy_qp, is_qp, modify_qp, qpn_of, query_qp};
 pub(crate) use srq::{PostSrq, create_srq, destroy_srq, modify_srq, query_srq, srq_for_post};

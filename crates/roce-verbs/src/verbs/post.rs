@@ -144,7 +144,7 @@ pub(crate) fn wr_complete(qp: usize) -> Result<(), Errno> {
     if let Some(e) = err {
         return Err(e);
     }
-    post(ctx, |nic| {
+    post(ctx, true, |nic| {
         wrs.into_iter()
             .try_for_each(|wr| nic.post_send(qpn, wr).map_err(engine_err))
     })?
@@ -182,26 +182,20 @@ pub(crate) fn qp_for_post(qp: usize) -> Result<PostQp, Errno> {
     .ok_or(EINVAL)
 }
 
-/// Runs `f`, which posts send WRs, in one step of the engine of `ctx`, and sends what they
-/// make once (or rings the NIC's doorbell once): what an `ibv_post_send` of a list costs,
-/// whatever its length. ACKs owed for what the program received go with its packets
-/// ([`roce_device::DeviceHandle::with_sends`]).
-pub(crate) fn post<R>(ctx: usize, f: impl FnOnce(&mut Nic) -> R) -> Result<R, Errno> {
-    let engine = state::engine(ctx)?;
-    engine
-        .device
-        .with_sends(|nic, _| f(nic))
-        .map_err(device_err)
-}
-
-/// Runs `f`, which posts receive WRs, in one step of the engine of `ctx`: nothing to send, no
+/// Runs `f`, which posts WRs, in one step of the engine of `ctx`. Send WRs (`sends`): what
+/// they make is sent once (or the NIC's doorbell rung once), what an `ibv_post_send` of a list
+/// costs whatever its length, and ACKs owed for what the program received go with their
+/// packets ([`roce_device::DeviceHandle::with_sends`]). Receive WRs: nothing to send, no
 /// doorbell ([`roce_device::DeviceHandle::with_receive`]).
-pub(crate) fn post_receives<R>(ctx: usize, f: impl FnOnce(&mut Nic) -> R) -> Result<R, Errno> {
-    let engine = state::engine(ctx)?;
-    engine
-        .device
-        .with_receive(|nic, _| f(nic))
-        .map_err(device_err)
+pub(crate) fn post<R>(ctx: usize, sends: bool, f: impl FnOnce(&mut Nic) -> R) -> Result<R, Errno> {
+    let device = &state::engine(ctx)?.device;
+    let verb = |nic: &mut Nic, _| f(nic);
+    let result = if sends {
+        device.with_sends(verb)
+    } else {
+        device.with_receive(verb)
+    };
+    result.map_err(device_err)
 }
 
 impl PostQp {
