@@ -54,6 +54,18 @@ cell() {
         status=pass
         out=$("$@" 2>&1) || status=FAIL
     fi
+    # A pingpong under loss whose one side finished every iteration and exited at once, while the
+    # other side's last SEND still waited for the ACK that the loss took: its retries find no QP
+    # left to answer them, and it ends in "transport retry counter exceeded". That is the
+    # program's own race at exit (rxe's side meets it as well as ours), not a failure to
+    # recover from loss, which would stop both short of their last iteration. Once more.
+    if [ "$status" = FAIL ] && [[ $name == *"% loss"* ]] &&
+        grep -q "retry counter exceeded" <<<"$out" &&
+        [ "$(grep -cE '^ *[0-9]+ iters in ' <<<"$out")" = 1 ]; then
+        log "  $name: one side finished and left while the other's last SEND waited for its lost ACK; running it again"
+        status=pass
+        out=$("$@" 2>&1) || status=FAIL
+    fi
     local secs figure
     secs=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN{printf "%.1f", b-a}')
     figure=$(printf '%s\n' "$out" | grep -m1 -E 'Mbit/sec|^ [0-9]+ +[0-9]+ |^figure: ' | tr -s ' ' | sed 's/^ *//; s/^figure: //' || true)
