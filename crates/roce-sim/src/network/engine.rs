@@ -26,12 +26,7 @@ impl Network {
                     until,
                 } => self.pause(node, port, priority, until, run),
                 Event::PortFree { node, port } => self.port_free(node, port),
-                Event::PortKick { node, port } => {
-                    if let Some(s) = self.switches[node as usize].as_mut() {
-                        s.kick(at, usize::from(port));
-                    }
-                    self.schedule_port(node, port);
-                }
+                Event::PortKick { node, port } => self.serve(node, port),
                 Event::HostTx { host } => {
                     let e = &mut self.egress[host as usize];
                     if e.tx_at == Some(at) {
@@ -90,11 +85,11 @@ impl Network {
         let switch = self.switches[node as usize]
             .as_mut()
             .expect("a node that is no host is a switch");
-        if !switch.receive_to(now, usize::from(port), usize::from(egress), packet) {
+        if !switch.enqueue(now, usize::from(port), usize::from(egress), packet) {
             self.pool.free(packet.index);
         }
         self.send_pauses(node, port);
-        self.schedule_port(node, egress);
+        self.serve(node, egress);
     }
 
     /// A PFC frame reaches `node`: it stops (or resumes) `priority` on its port towards the
@@ -112,52 +107,61 @@ impl Network {
             }
             return;
         }
-        if let Some(s) = self.switches[node as usize].as_mut() {
-            s.pause_egress(now, usize::from(port), priority, until);
-            if until > now {
-                self.events.push(until, Event::PortKick { node, port });
-            }
+        if let Some(s) = self.switches[node as usize].as_mut()
+            && s.set_egress_pause(now, usize::from(port), priority, until)
+        {
+            self.events.push(until, Event::PortKick { node, port });
         }
-        self.schedule_port(node, port);
+        self.serve(node, port);
     }
 
-    /// A switch port finished a packet: it goes on the cable, the next one starts.
+    /// A switch port finished serialising a packet and has more queued: the next one starts.
     fn port_free(&mut self, node: u32, port: u16) {
-        let now = self.now;
         let g = self.wiring.global(node, port);
-        if self.port_free_at[g] == Some(now) {
+        if self.port_free_at[g] == Some(self.now) {
             self.port_free_at[g] = None;
         }
-        let switch = self.switches[node as usize]
-            .as_mut()
-            .expect("only switch ports are scheduled");
-        if let Some((packet, ingress)) = switch.finish(now, usize::from(port)) {
+        self.serve(node, port);
+    }
+
+    /// `node`'s `port` starts its next packet if it is free and one may go: the packet is put
+    /// on the cable at once, to arrive when its serialisation ends plus the link's delay. A
+    /// packet that finds its port free and its queue empty so costs one event for the hop
+    /// (its arrival); only a port with packets still queued is woken again at the end of the
+    /// one it sends (`PortFree`).
+    fn serve(&mut self, node: u32, port: u16) {
+        let now = self.now;
+        let Some(switch) = self.switches[node as usize].as_mut() else {
+            return;
+        };
+        let p = usize::from(port);
+        if let Some(departure) = switch.depart(now, p) {
             let peer = self.wiring.peer(node, port);
             self.events.push(
-                now + peer.delay,
+                departure.end + peer.delay,
                 Event::Arrival {
                     node: peer.node,
                     port: peer.port,
-                    packet,
+                    packet: departure.packet,
                 },
             );
-            self.send_pauses(node, ingress as u16);
+            self.send_pauses(node, departure.ingress as u16);
         }
-        self.schedule_port(node, port);
-    }
-
-    /// Schedules the end of what `node`'s `port` is sending, unless it is scheduled already.
-    fn schedule_port(&mut self, node: u32, port: u16) {
-        let Some(s) = self.switches[node as usize].as_ref() else {
+        let Some(switch) = self.switches[node as usize].as_ref() else {
             return;
         };
-        let Some(end) = s.service_end(usize::from(port)) else {
+        if !switch.has_queued(p) {
             return;
-        };
-        let g = self.wiring.global(node, port);
-        if self.port_free_at[g] != Some(end) {
-            self.port_free_at[g] = Some(end);
-            self.events.push(end, Event::PortFree { node, port });
+        }
+        // Still sending, with more queued: wake at the end (a paused class is woken by its
+        // `PortKick` instead, when its pause ends).
+        let end = switch.busy_until(p);
+        if end > now {
+            let g = self.wiring.global(node, port);
+            if self.port_free_at[g] != Some(end) {
+                self.port_free_at[g] = Some(end);
+                self.events.push(end, Event::PortFree { node, port });
+            }
         }
     }
 

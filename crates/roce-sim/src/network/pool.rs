@@ -122,11 +122,12 @@ impl PacketPool {
     /// [`MAX_DATAGRAM`](roce_core::MAX_DATAGRAM) long), past the kept prefix unchanged.
     pub(super) fn datagram<'a>(&'a self, packet: PacketRef, scratch: &'a mut [u8]) -> Datagram<'a> {
         let index = packet.index;
-        let meta = &self.meta[index as usize];
-        let len = meta.len as usize;
         if self.lengths {
             let mut head = None;
-            if let Some(t) = meta.tuple {
+            // The tuple and the length travel in the reference: the slot's meta is not read.
+            let mut len =
+                (packet.wire_len as usize).saturating_sub(IPV4_FRAME_OVERHEAD + FCS_BYTES);
+            if let Some(t) = packet.tuple() {
                 // A copy of a constant length: a few moves rather than a call.
                 scratch[..HEADER_BYTES].copy_from_slice(&self.heads[index as usize]);
                 head = Some((
@@ -136,6 +137,7 @@ impl PacketPool {
             } else {
                 let p = &self.packets[index as usize];
                 scratch[..p.payload.len()].copy_from_slice(&p.payload);
+                len = self.meta[index as usize].len as usize;
             }
             let (src, dst) = head.unwrap_or_else(|| {
                 let p = &self.packets[index as usize];

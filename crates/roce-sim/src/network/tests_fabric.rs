@@ -141,21 +141,26 @@ fn a_switch_port_serialises_and_sizes_its_pauses_at_its_own_rate() {
     let addr = "198.18.0.1:4791".parse().unwrap();
     // 958 bytes of payload + 42 of headers: 1000 bytes, 200 ns at 40 G.
     let now = Instant::from_micros(5);
-    assert!(s.receive_to(now, 0, 1, SimPacket::new(addr, addr, vec![0; 958])));
-    assert_eq!(s.service_end(1), Some(now + Duration::from_nanos(200)));
+    assert!(s.enqueue(now, 0, 1, SimPacket::new(addr, addr, vec![0; 958])));
     // Ingress 0 passed XOFF: 1000 quanta of 512 bits at ingress 0's 10 G are 51.2 µs.
     let frames: Vec<_> = s.take_pause_frames(0).collect();
     assert_eq!(frames.len(), 1);
     assert_eq!(frames[0].until - frames[0].at, Duration::from_nanos(51_200));
-    assert!(s.finish(now + Duration::from_nanos(199), 1).is_none());
-    let (packet, ingress) = s.finish(now + Duration::from_nanos(200), 1).unwrap();
-    assert_eq!((packet.payload.len(), ingress), (958, 0));
+    let first = s.depart(now, 1).unwrap();
+    assert_eq!((first.packet.payload.len(), first.ingress), (958, 0));
+    assert_eq!(first.end, now + Duration::from_nanos(200));
     assert_eq!(s.stats(1).sent_bytes, 1000);
-    assert_eq!(s.service_end(1), None);
-    // Its bytes left: the resume.
+    // Its bytes left as it started (as HPCC's switch releases them): the resume.
     let frames: Vec<_> = s.take_pause_frames(0).collect();
     assert_eq!(frames.len(), 1);
     assert_eq!(frames[0].until, frames[0].at);
+    // A second packet waits for the end of the first: nothing leaves before it.
+    assert!(s.enqueue(now, 0, 1, SimPacket::new(addr, addr, vec![0; 458])));
+    assert!(s.depart(now + Duration::from_nanos(199), 1).is_none());
+    assert_eq!((s.stats(1).sent, s.queue_bytes(1)), (1, 500));
+    let second = s.depart(first.end, 1).unwrap();
+    assert_eq!(second.end, first.end + Duration::from_nanos(100));
+    assert_eq!((s.stats(1).sent, s.queue_bytes(1)), (2, 0));
 }
 
 /// h0 (0), h1 (1) → s0 (3) → s1 (4) → h2 (2): the hosts at 50 G, s0–s1 at 100 G, s1–h2 at 25 G.

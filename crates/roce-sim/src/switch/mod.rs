@@ -74,6 +74,9 @@ struct Port<P> {
     /// Whether the class whose turn it is got its quantum this round.
     granted: bool,
     in_service: Option<(Instant, Queued<P>)>,
+    /// For an event driver ([`SwitchOf::depart`]): when the packet that left last ends its
+    /// serialisation, and the port may start the next.
+    busy_until: Instant,
     /// Packets on the cable towards the host: (arrival, sequence).
     cable: BinaryHeap<Reverse<(Instant, u64)>>,
     cable_packets: Vec<(u64, P)>,
@@ -111,6 +114,7 @@ impl<P> Port<P> {
             next_class: 0,
             granted: false,
             in_service: None,
+            busy_until: Instant::ZERO,
             cable: BinaryHeap::new(),
             cable_packets: Vec::new(),
             held: [0; CLASSES],
@@ -125,6 +129,17 @@ impl<P> Port<P> {
             stats: PortStats::default(),
         }
     }
+}
+
+/// A packet an event driver's port started ([`SwitchOf::depart`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Departure<P> {
+    /// The packet, marked as it left.
+    pub packet: P,
+    /// The port it came in on (whose PFC state its leaving may have changed).
+    pub ingress: usize,
+    /// When its serialisation ends: its last bit is on the cable, and the port is free.
+    pub end: Instant,
 }
 
 /// An N-port switch queueing [`SimPacket`]s.
@@ -263,13 +278,18 @@ impl<P: Frame> SwitchOf<P> {
     /// A packet arrives on `ingress` for the port `egress`, chosen by the caller (a bridge that
     /// learns MAC addresses, say). Returns whether it was queued: `false` is a drop, the buffer
     /// being full.
-    pub fn receive_to(
-        &mut self,
-        now: Instant,
-        ingress: usize,
-        egress: usize,
-        mut packet: P,
-    ) -> bool {
+    pub fn receive_to(&mut self, now: Instant, ingress: usize, egress: usize, packet: P) -> bool {
+        let queued = self.enqueue(now, ingress, egress, packet);
+        if queued {
+            self.start(now, egress);
+        }
+        queued
+    }
+
+    /// A packet arrives on `ingress` for the port `egress`: it is admitted and queued, as in
+    /// [`SwitchOf::receive_to`], but not started; an event driver starts it with
+    /// [`SwitchOf::depart`]. Returns whether it was queued (`false`: dropped, the buffer full).
+    pub fn enqueue(&mut self, now: Instant, ingress: usize, egress: usize, mut packet: P) -> bool {
         let priority =
             usize::from(self.config.dscp_to_priority[usize::from(packet.dscp() & 63)]) % CLASSES;
         let bytes = packet.wire_len();
@@ -307,7 +327,6 @@ impl<P: Frame> SwitchOf<P> {
         });
         port.queued_classes |= 1 << priority;
         self.pfc_check(now, ingress, priority);
-        self.start(now, egress);
         true
     }
 
@@ -315,14 +334,27 @@ impl<P: Frame> SwitchOf<P> {
     /// (a PFC frame it sent; `until <= now` resumes at once, as a zero-quanta frame does). A
     /// packet already being sent finishes (802.1Qbb); the class waits after it.
     pub fn pause_egress(&mut self, now: Instant, port: usize, priority: u8, until: Instant) {
+        if !self.set_egress_pause(now, port, priority, until) {
+            self.start(now, port);
+        }
+    }
+
+    /// [`SwitchOf::pause_egress`] for an event driver: records the pause and starts nothing
+    /// (the driver calls [`SwitchOf::depart`]). Returns whether the class is paused now.
+    pub fn set_egress_pause(
+        &mut self,
+        now: Instant,
+        port: usize,
+        priority: u8,
+        until: Instant,
+    ) -> bool {
         let class = usize::from(priority) % CLASSES;
         let state = &mut self.ports[port];
         state.egress_paused_until[class] = until;
         if until > now {
             state.stats.pauses_received += 1;
-        } else {
-            self.start(now, port);
         }
+        until > now
     }
 
     /// Moves time to `now`: packets finish serialising and go on their cables, the next ones
@@ -387,32 +419,43 @@ impl<P: Frame> SwitchOf<P> {
         }
     }
 
-    /// When the packet `port` is sending now finishes serialising, if it is sending one.
-    pub fn service_end(&self, port: usize) -> Option<Instant> {
-        self.ports[port].in_service.as_ref().map(|(end, _)| *end)
+    /// An event driver's port `port` starts its next packet at `now`, if it is free (the last
+    /// one it started has ended: [`SwitchOf::busy_until`]) and a queued class may send (ETS,
+    /// pauses): the packet leaves the switch at once, with when its serialisation ends.
+    ///
+    /// Its buffer is given back now, at the start of its serialisation, and its ECN mark
+    /// ([`MarkAt::Dequeue`]) reflects the queue it leaves behind, as HPCC's switch does
+    /// (`SwitchNotifyDequeue`, called as `DequeueAndTransmit` starts a packet). The ingress
+    /// port's PFC state may have changed (see [`SwitchOf::take_pause_frames`]).
+    pub fn depart(&mut self, now: Instant, port: usize) -> Option<Departure<P>> {
+        if self.ports[port].busy_until > now {
+            return None;
+        }
+        let (queued, nanos) = self.dequeue(now, port)?;
+        let end = now + Duration::from_nanos(nanos);
+        let (ingress, priority, bytes) = (queued.ingress(), queued.priority(), queued.bytes());
+        let state = &mut self.ports[port];
+        state.busy_until = end;
+        state.stats.sent += 1;
+        state.stats.sent_bytes += bytes as u64;
+        self.release(ingress, priority, bytes);
+        self.pfc_check(now, ingress, priority);
+        Some(Departure {
+            packet: queued.packet,
+            ingress,
+            end,
+        })
     }
 
-    /// The packet `port` finished serialising by `now` and the port it came in on, handed to
-    /// the caller instead of the port's cable (whoever drives the switch by events carries it);
-    /// the next one starts at the end of this one. The ingress port's PFC state may have changed
-    /// (see [`SwitchOf::take_pause_frames`]). `None` while it is still being sent or when the
-    /// port is idle.
-    pub fn finish(&mut self, now: Instant, port: usize) -> Option<(P, usize)> {
-        let end = self.service_end(port).filter(|end| *end <= now)?;
-        let (_, done) = self.ports[port].in_service.take()?;
-        self.release(done.ingress(), done.priority(), done.bytes());
-        self.pfc_check(end, done.ingress(), done.priority());
-        let stats = &mut self.ports[port].stats;
-        stats.sent += 1;
-        stats.sent_bytes += done.bytes() as u64;
-        self.start(end, port);
-        let ingress = done.ingress();
-        Some((done.packet, ingress))
+    /// For an event driver: when the packet `port` started last ends its serialisation (the
+    /// port is free from then on).
+    pub fn busy_until(&self, port: usize) -> Instant {
+        self.ports[port].busy_until
     }
 
-    /// Starts the next packet on `port` if it is idle and a class may send (a pause ran out).
-    pub fn kick(&mut self, now: Instant, port: usize) {
-        self.start(now, port);
+    /// Whether `port` has packets queued (waiting for the port, or for a pause to end).
+    pub fn has_queued(&self, port: usize) -> bool {
+        self.ports[port].queued_classes != 0
     }
 
     /// Whether `port`'s egress holds packets of `priority` that the node at its other end has
@@ -500,9 +543,15 @@ impl<P: Frame> SwitchOf<P> {
         if self.ports[egress].in_service.is_some() {
             return;
         }
-        let Some(class) = self.pick(egress, now) else {
-            return;
-        };
+        if let Some((queued, nanos)) = self.dequeue(now, egress) {
+            self.ports[egress].in_service = Some((now + Duration::from_nanos(nanos), queued));
+        }
+    }
+
+    /// Takes the next packet ETS chooses off `egress`'s queues, marked if marking is at
+    /// dequeue, and its serialisation time in nanoseconds.
+    fn dequeue(&mut self, now: Instant, egress: usize) -> Option<(Queued<P>, u64)> {
+        let class = self.pick(egress, now)?;
         let port = &mut self.ports[egress];
         let mut queued = port.queues[class]
             .pop_front()
@@ -523,7 +572,7 @@ impl<P: Frame> SwitchOf<P> {
             );
         }
         let nanos = (queued.bytes() as u64 * 8 * 1_000_000_000).div_ceil(port.rate_bps.max(1));
-        port.in_service = Some((now + Duration::from_nanos(nanos), queued));
+        Some((queued, nanos))
     }
 }
 

@@ -131,11 +131,10 @@ fn draining_resumes_the_sender_and_gives_every_byte_back() {
     let mut now = Instant::from_micros(10);
     while sw.receive_to(now, 0, 3, packet()) {}
     let drops = sw.stats(0).drops;
-    sw.pause_egress(now, 3, 3, now);
+    sw.set_egress_pause(now, 3, 3, now);
     let mut resumed_at_headroom = None;
-    while sw.service_end(3).is_some() {
-        now = sw.service_end(3).unwrap();
-        let _ = sw.finish(now, 3);
+    while let Some(departure) = sw.depart(now, 3) {
+        now = departure.end;
         if sw.stats(0).resumes_sent > 0 && resumed_at_headroom.is_none() {
             resumed_at_headroom = Some(sw.ports[0].headroom_held[3]);
         }
