@@ -166,13 +166,21 @@ impl Network {
     }
 
     /// Puts the PFC frames `node` sent out of `port` on that link.
+    #[inline]
     fn send_pauses(&mut self, node: u32, port: u16) {
+        let Some(s) = self.switches[node as usize].as_ref() else {
+            return;
+        };
+        if s.has_pause_frames(usize::from(port)) {
+            self.put_pauses(node, port); // rarely
+        }
+    }
+
+    #[cold]
+    fn put_pauses(&mut self, node: u32, port: u16) {
         let Some(s) = self.switches[node as usize].as_mut() else {
             return;
         };
-        if !s.has_pause_frames(usize::from(port)) {
-            return; // nearly always
-        }
         let peer = self.wiring.peer(node, port);
         for frame in s.take_pause_frames(usize::from(port)) {
             self.events.push(

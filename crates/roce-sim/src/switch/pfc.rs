@@ -9,23 +9,37 @@ impl<P: Frame> SwitchOf<P> {
     /// PFC at ingress: pause the host when its bytes held for `priority` pass XOFF, resume it
     /// below XON (IEEE 802.1Qbb); with a shared buffer, by the dynamic threshold instead
     /// (`shared.rs`).
+    #[inline]
     pub(super) fn pfc_check(&mut self, now: Instant, ingress: usize, priority: usize) {
-        let Some(pfc) = self.config.pfc else { return };
+        let Some(pfc) = &self.config.pfc else { return };
         if pfc.priorities & (1 << priority) == 0 {
             return;
         }
-        let (pause, resume) = match self.config.shared {
-            Some(shared) => self.shared_pfc(&shared, ingress, priority),
+        let (pause, resume) = match &self.config.shared {
+            Some(shared) => self.shared_pfc(shared, ingress, priority),
             None => {
                 let held = self.ports[ingress].held[priority];
                 (held > pfc.xoff_bytes, held <= pfc.xon_bytes)
             }
         };
         let paused = self.ports[ingress].paused_host[priority];
-        if !(pause || (resume && paused)) {
-            // Most calls: nothing to send (and no division for the pause time).
-            return;
+        if pause || (resume && paused) {
+            // Rarely: most calls have nothing to send (and no division for the pause time).
+            self.pfc_signal(now, ingress, priority, pause, resume);
         }
+    }
+
+    /// Sends (or refreshes) the PAUSE or the resume that [`SwitchOf::pfc_check`] found due.
+    #[cold]
+    fn pfc_signal(
+        &mut self,
+        now: Instant,
+        ingress: usize,
+        priority: usize,
+        pause: bool,
+        resume: bool,
+    ) {
+        let Some(pfc) = self.config.pfc else { return };
         let latency = self.config.latency;
         let quanta_nanos = (u64::from(pfc.pause_quanta) * 512 * 1_000_000_000)
             .div_ceil(self.ports[ingress].rate_bps.max(1));
@@ -44,6 +58,7 @@ impl<P: Frame> SwitchOf<P> {
             port.refresh_at[priority] = frame.refresh_at();
             port.refresh_due |= 1 << priority;
             port.pauses.push_back(frame);
+            self.pauses_waiting += 1;
         } else if resume && port.paused_host[priority] {
             port.paused_host[priority] = false;
             port.refresh_due &= !(1 << priority);
@@ -53,6 +68,7 @@ impl<P: Frame> SwitchOf<P> {
                 priority: priority as u8,
                 until: at,
             });
+            self.pauses_waiting += 1;
         }
     }
 }

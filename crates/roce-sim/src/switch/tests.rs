@@ -116,3 +116,57 @@ fn ets_picks_as_the_one_step_reference_does() {
     assert_eq!(left, sent);
     assert_eq!(switch.queue_bytes(1), 0);
 }
+
+/// A packet of `class` (DSCP `class * 8`) whose wire length is `wire` bytes.
+fn packet_of(class: u8, wire: usize) -> SimPacket {
+    let addr: SocketAddr = "198.18.0.1:4791".parse().unwrap();
+    let overhead = SimPacket::new(addr, addr, Vec::new()).wire_len();
+    let mut p = SimPacket::new(addr, addr, vec![0; wire - overhead]);
+    p.dscp = class * 8;
+    p
+}
+
+/// Two weighted classes, then one of them paused with deficit left: the other sends alone,
+/// and the paused one, passed by the turn, keeps no deficit (as the one-step reference, which
+/// `pick` checks itself against, says), whether the turn passes it on its way to the class
+/// that sends or on a round that class needs to cover a long packet.
+#[test]
+fn a_class_passed_while_paused_keeps_no_deficit() {
+    for passed_on_a_round in [false, true] {
+        let mut switch = SwitchOf::<SimPacket>::new(SwitchConfig::default(), 2, Vec::new(), 1);
+        let now = Instant::from_micros(1);
+        let mut sent = Vec::new();
+        let mut depart = |switch: &mut SwitchOf<SimPacket>| {
+            let at = switch.busy_until(1).max(now);
+            let d = switch.depart(at, 1)?;
+            sent.push((usize::from(d.packet.dscp / 8), d.packet.wire_len()));
+            Some(())
+        };
+        for p in [packet_of(1, 1000), packet_of(1, 1000), packet_of(3, 1000)] {
+            assert!(switch.enqueue(now, 0, 1, p));
+        }
+        if passed_on_a_round {
+            assert!(switch.enqueue(now, 0, 1, packet_of(3, 4000)));
+        }
+        // Class 1 sends one (500 bytes of its 1500 left), then class 3 its turn's first.
+        depart(&mut switch).unwrap();
+        if passed_on_a_round {
+            depart(&mut switch).unwrap();
+        }
+        switch.set_egress_pause(now, 1, 1, Instant::from_millis(1));
+        if !passed_on_a_round {
+            assert!(switch.enqueue(now, 0, 1, packet_of(3, 4000)));
+        }
+        while depart(&mut switch).is_some() {}
+        assert_eq!(switch.ports[1].deficit[1], 0);
+        switch.set_egress_pause(now, 1, 1, now);
+        while depart(&mut switch).is_some() {}
+        let order: Vec<usize> = sent.iter().map(|&(class, _)| class).collect();
+        assert_eq!(
+            order,
+            [1, 3, 3, 1],
+            "passed on a round: {passed_on_a_round}"
+        );
+        assert_eq!(switch.queue_bytes(1), 0);
+    }
+}
