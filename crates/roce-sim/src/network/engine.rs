@@ -235,7 +235,6 @@ impl Network {
         let now = self.now;
         let node = self.host_nodes[h].0;
         let peer = self.wiring.peer(node, 0);
-        let priority_of = self.config.switch.dscp_to_priority;
         loop {
             let e = &mut self.egress[h];
             if e.busy_until > now {
@@ -246,33 +245,45 @@ impl Network {
                 }
                 return;
             }
-            if let Some(index) = e.pop_sendable(now) {
-                let packet = self.pool.reference(index);
-                let bytes = packet.wire_len() as u64;
-                let nanos = (bytes * 8 * 1_000_000_000).div_ceil(peer.rate_bps.max(1));
-                e.busy_until = now + Duration::from_nanos(nanos);
-                e.stats.sent += 1;
-                e.stats.sent_bytes += bytes;
-                self.events.push(
-                    e.busy_until + peer.delay,
-                    Event::Arrival {
-                        node: peer.node,
-                        port: peer.port,
-                        packet,
-                    },
-                );
-                continue;
-            }
-            // Only paused priorities are queued: a bounded number more may wait behind them.
-            if e.queued() >= HOST_QUEUE_LIMIT {
-                return;
-            }
-            let Some(transmit) = self.sides[h].nic.poll_transmit(now, &mut self.buf) else {
-                return;
+            let index = match e.pop_sendable(now) {
+                Some(index) => index,
+                None => {
+                    // Only paused priorities are queued: a bounded number more may wait behind
+                    // them.
+                    if e.queued() >= HOST_QUEUE_LIMIT {
+                        return;
+                    }
+                    let Some(transmit) = self.sides[h].nic.poll_transmit(now, &mut self.buf) else {
+                        return;
+                    };
+                    let index = self.pool.insert(&transmit, &self.buf);
+                    let priority_of = &self.config.switch.dscp_to_priority;
+                    let class = usize::from(priority_of[usize::from(transmit.dscp & 63)]);
+                    let e = &mut self.egress[h];
+                    if !e.may_bypass(class, now) {
+                        e.push(class, index);
+                        continue;
+                    }
+                    // Nothing before it and its priority free: it goes now, as the queue would
+                    // have sent it.
+                    index
+                }
             };
-            let index = self.pool.insert(&transmit, &self.buf);
-            let class = usize::from(priority_of[usize::from(transmit.dscp & 63)]);
-            self.egress[h].push(class, index);
+            let e = &mut self.egress[h];
+            let packet = self.pool.reference(index);
+            let bytes = packet.wire_len() as u64;
+            let nanos = (bytes * 8 * 1_000_000_000).div_ceil(peer.rate_bps.max(1));
+            e.busy_until = now + Duration::from_nanos(nanos);
+            e.stats.sent += 1;
+            e.stats.sent_bytes += bytes;
+            self.events.push(
+                e.busy_until + peer.delay,
+                Event::Arrival {
+                    node: peer.node,
+                    port: peer.port,
+                    packet,
+                },
+            );
         }
     }
 }

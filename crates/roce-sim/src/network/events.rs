@@ -4,10 +4,8 @@
 //!
 //! Simulated time only moves forward and nearly every event is due within a few µs of now (a
 //! link delay plus a serialisation), so the queue is a timing wheel of [`SLOTS`] one-nanosecond
-//! slots over `[now, now + SLOTS ns)` (slot = time mod [`SLOTS`], so one slot holds one instant:
-//! its events in push order, in a vector of their own that keeps its capacity, so that the
-//! events of one instant are read one after another and a push allocates nothing once the run
-//! has warmed up) with a bitmap of the slots that hold something, and a
+//! slots over `[now, now + SLOTS ns)` (slot = time mod [`SLOTS`], so one slot holds one instant,
+//! a FIFO list of its events in push order) with a bitmap of the slots that hold something, and a
 //! binary heap of `(time, sequence)` for what lies beyond (timers, flow starts). Whenever the
 //! current time moves, the heap's events that the window now covers move into their slots, in
 //! `(time, sequence)` order and before anything else can be pushed for those instants, so the
@@ -65,6 +63,16 @@ const WORDS: usize = SLOTS / 64;
 // One bit per word of the bitmap in `words`.
 const _: () = assert!(WORDS == 128);
 
+/// No entry (end of a slot's list, or an empty slot).
+const NIL: u32 = u32::MAX;
+
+/// One queued event in the wheel's arena, linked to the next of its slot.
+#[derive(Debug, Clone, Copy)]
+struct Entry {
+    event: Event,
+    next: u32,
+}
+
 /// An event beyond the wheel's window, at its nanosecond.
 type Far = Scheduled<u64, Event>;
 
@@ -74,16 +82,16 @@ pub(super) struct EventQueue {
     /// The time of the last event popped (or the furthest `pop_until` bound reached): nothing
     /// is due before it, and the wheel covers `[now, now + SLOTS)`.
     now: u64,
-    /// Per slot: its events, in push order. A slot whose events have all been popped is
-    /// emptied at once (its bit cleared), so only now's slot is ever part-read.
-    slots: Box<[Vec<Event>]>,
-    /// How many of now's slot's events have been popped.
-    cursor: usize,
-    /// Bit `s` set when slot `s` holds an event not yet popped.
+    /// Per slot: its first and last entry, `NIL` when empty.
+    heads: Box<[u32]>,
+    tails: Box<[u32]>,
+    /// Bit `s` set when slot `s` holds an event.
     busy: Box<[u64; WORDS]>,
     /// Bit `w` set when `busy[w]` is not zero: the scan for the next event reads one word.
     words: u128,
-    /// Events in the wheel not yet popped.
+    entries: Vec<Entry>,
+    free: Vec<u32>,
+    /// Events in the wheel.
     in_wheel: usize,
     /// Events beyond the wheel's window.
     far: BinaryHeap<Reverse<Far>>,
@@ -95,10 +103,12 @@ impl Default for EventQueue {
     fn default() -> Self {
         Self {
             now: 0,
-            slots: (0..SLOTS).map(|_| Vec::new()).collect(),
-            cursor: 0,
+            heads: vec![NIL; SLOTS].into_boxed_slice(),
+            tails: vec![NIL; SLOTS].into_boxed_slice(),
             busy: Box::new([0; WORDS]),
             words: 0,
+            entries: Vec::new(),
+            free: Vec::new(),
             in_wheel: 0,
             far: BinaryHeap::new(),
             seq: 0,
@@ -139,25 +149,22 @@ impl EventQueue {
             return None;
         }
         if at != self.now {
-            // Now's slot is empty (emptied when its last event was popped): a new slot is
-            // read from its start.
-            debug_assert_eq!(self.cursor, 0);
             self.advance(at);
         }
         let slot = slot_of(at);
-        let events = &mut self.slots[slot];
-        let event = events[self.cursor];
-        self.cursor += 1;
-        if self.cursor == events.len() {
-            events.clear();
-            self.cursor = 0;
+        let index = self.heads[slot];
+        let entry = self.entries[index as usize];
+        self.heads[slot] = entry.next;
+        if entry.next == NIL {
+            self.tails[slot] = NIL;
             self.busy[slot / 64] &= !(1 << (slot % 64));
             if self.busy[slot / 64] == 0 {
                 self.words &= !(1 << (slot / 64));
             }
         }
+        self.free.push(index);
         self.in_wheel -= 1;
-        Some((Instant::from_nanos(at), event))
+        Some((Instant::from_nanos(at), entry.event))
     }
 
     /// Events waiting.
@@ -177,13 +184,27 @@ impl EventQueue {
 
     /// Appends `event` to the slot of `at` (within the window).
     fn link(&mut self, at: u64, event: Event) {
+        let entry = Entry { event, next: NIL };
+        let index = match self.free.pop() {
+            Some(index) => {
+                self.entries[index as usize] = entry;
+                index
+            }
+            None => {
+                self.entries.push(entry);
+                u32::try_from(self.entries.len() - 1).expect("fewer than 2^32 events")
+            }
+        };
         let slot = slot_of(at);
-        let events = &mut self.slots[slot];
-        if events.is_empty() {
-            self.busy[slot / 64] |= 1 << (slot % 64);
-            self.words |= 1 << (slot / 64);
+        match self.tails[slot] {
+            NIL => {
+                self.heads[slot] = index;
+                self.busy[slot / 64] |= 1 << (slot % 64);
+                self.words |= 1 << (slot / 64);
+            }
+            tail => self.entries[tail as usize].next = index,
         }
-        events.push(event);
+        self.tails[slot] = index;
         self.in_wheel += 1;
     }
 
@@ -250,8 +271,8 @@ mod tests {
         std::iter::from_fn(|| q.pop_until(ns(until))).collect()
     }
 
-    /// Events are what the wheel's slots hold: a packet's arrival carries its [`PacketRef`] and
-    /// stays within 32 bytes.
+    /// Events are the wheel's arena: a packet's arrival carries its [`PacketRef`] and stays
+    /// within 32 bytes.
     #[test]
     fn an_event_is_small() {
         assert!(size_of::<Event>() <= 32, "{}", size_of::<Event>());

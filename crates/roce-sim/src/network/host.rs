@@ -51,11 +51,20 @@ impl Egress {
 
     /// The next packet that may go at `now`: the highest priority not paused.
     pub(super) fn pop_sendable(&mut self, now: Instant) -> Option<u32> {
+        if self.queued == 0 {
+            return None; // nearly always: a packet is asked of the NIC when the link is free
+        }
         let class = (0..CLASSES)
             .rev()
             .find(|&c| !self.queues[c].is_empty() && self.paused_until[c] <= now)?;
         self.queued -= 1;
         self.queues[class].pop_front()
+    }
+
+    /// Whether a packet of priority `class` asked of the NIC now may go at once: nothing is
+    /// queued before it (every queued packet waits on a pause) and its priority is not paused.
+    pub(super) fn may_bypass(&self, class: usize, now: Instant) -> bool {
+        self.queued == 0 && self.paused_until[class % CLASSES] <= now
     }
 
     /// Packets queued.

@@ -173,10 +173,12 @@ impl Wiring {
         let set = self.table[row as usize * self.hosts + h];
         let (start, end) = self.sets[set as usize];
         let ports = &self.candidates[start as usize..end as usize];
-        if ports.is_empty() {
-            return None;
+        match ports {
+            [] => None,
+            // One next hop (towards a host below): whatever the hash, it is this one.
+            &[port] => Some(port),
+            _ => Some(ports[ecmp_hash(node, tuple) as usize % ports.len()]),
         }
-        Some(ports[ecmp_hash(node, tuple) as usize % ports.len()])
     }
 }
 

@@ -90,9 +90,9 @@ impl<P: Frame> SwitchOf<P> {
             }
             if port.deficit[class] < head {
                 // Each further round passes every other class and grants this one again.
-                for c in (0..CLASSES).filter(|&c| c != class) {
-                    port.deficit[c] = 0;
-                }
+                let kept = port.deficit[class];
+                port.deficit = [0; CLASSES];
+                port.deficit[class] = kept;
                 let short = (head - port.deficit[class]) as u64; // > 0
                 port.deficit[class] += short.div_ceil(quantum as u64) as i64 * quantum;
             }
