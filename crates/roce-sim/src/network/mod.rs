@@ -8,11 +8,15 @@
 //! QP: `SrcPortPolicy::PerQp`) with HPCC's ECMP ([`Routes::ecmp_next_hop`]), from a table
 //! precomputed per switch (`wiring.rs`). PFC works hop by hop: a switch's PAUSE for an ingress
 //! port reaches whatever is at the other end of that link (a host's egress, or another switch's
-//! egress port) one link delay later.
+//! egress port) one link delay later. A switch port sends as HPCC's does
+//! ([`SwitchOf::depart`]): a packet leaves its queue, gives back its buffer and is ECN-marked
+//! as its serialisation starts, and is put on the link at once; a hop through a free port with
+//! nothing queued is one event, its arrival at the next node.
 //!
-//! Scheduling is one binary heap of events (`events.rs`) over packets kept in a pool (`pool.rs`):
-//! the cost of a packet-hop does not grow with the network, and a NIC is asked for packets only
-//! when something touched it (a datagram delivered, a timer due, a flow posted, its link free).
+//! Scheduling is one event queue (`events.rs`, a timing wheel) over packets kept in a pool
+//! (`pool.rs`): the cost of a packet-hop does not grow with the network, and a NIC is asked for
+//! packets only when something touched it (a datagram delivered, a timer due, a flow posted,
+//! its link free).
 //! A run is a function of the topology, the configuration and the flows: ties between events at
 //! one instant are broken by the order they were scheduled in.
 //!

@@ -18,11 +18,14 @@
 //! Each port has its own line rate ([`SwitchOf::set_port_rate`]; by default the config's
 //! `bandwidth_bps`), which serialises what it sends and sizes the pause quanta it sends.
 //!
-//! [`Fabric`](crate::Fabric) puts NICs on its ports and drives it with [`SwitchOf::advance`];
-//! the multi-switch [`network`](crate::network) drives each port by its own events
-//! ([`SwitchOf::service_end`], [`SwitchOf::finish`], [`SwitchOf::kick`],
-//! [`SwitchOf::take_pause_frames`]) and queues compact references to pooled packets in it: the
-//! switch is generic over what it queues ([`Frame`]), and [`Switch`] queues [`SimPacket`]s.
+//! [`Fabric`](crate::Fabric) puts NICs on its ports and drives it with [`SwitchOf::advance`]:
+//! a packet stays in the switch (and in its buffer) until its serialisation ends. The
+//! multi-switch [`network`](crate::network) drives each port by its own events
+//! ([`SwitchOf::enqueue`], [`SwitchOf::depart`], [`SwitchOf::set_egress_pause`],
+//! [`SwitchOf::take_pause_frames`]) as HPCC's switch does: a packet leaves its queue, gives
+//! back its buffer and takes its dequeue mark as its serialisation starts, and the driver
+//! carries it from there. It queues compact references to pooled packets: the switch is
+//! generic over what it queues ([`Frame`]), and [`Switch`] queues [`SimPacket`]s.
 
 mod config;
 mod ets;
