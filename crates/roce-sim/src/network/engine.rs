@@ -135,7 +135,11 @@ impl Network {
             return;
         };
         let p = usize::from(port);
-        if let Some(departure) = switch.depart(now, p) {
+        let departure = switch.depart(now, p);
+        // Still sending, with more queued: woken at the end (a paused class is woken by its
+        // `PortKick` instead, when its pause ends).
+        let wake = Some(switch.busy_until(p)).filter(|&end| end > now && switch.has_queued(p));
+        if let Some(departure) = departure {
             let peer = self.wiring.peer(node, port);
             self.events.push(
                 departure.end + peer.delay,
@@ -147,16 +151,7 @@ impl Network {
             );
             self.send_pauses(node, departure.ingress as u16);
         }
-        let Some(switch) = self.switches[node as usize].as_ref() else {
-            return;
-        };
-        if !switch.has_queued(p) {
-            return;
-        }
-        // Still sending, with more queued: wake at the end (a paused class is woken by its
-        // `PortKick` instead, when its pause ends).
-        let end = switch.busy_until(p);
-        if end > now {
+        if let Some(end) = wake {
             let g = self.wiring.global(node, port);
             if self.port_free_at[g] != Some(end) {
                 self.port_free_at[g] = Some(end);

@@ -164,9 +164,6 @@ pub struct SwitchOf<P> {
     shared_used: usize,
     /// With a shared buffer: what the reserves and headrooms set aside, bytes.
     set_aside: usize,
-    /// PFC frames waiting in the ports' `pauses`, over all ports: while there are none (nearly
-    /// always), asking whether a port has any reads no port.
-    pauses_waiting: usize,
 }
 
 impl Switch {
@@ -210,7 +207,6 @@ impl<P: Frame> SwitchOf<P> {
             shared_used: 0,
             // Every port's reserve; `set_port_headroom` adds the headrooms.
             set_aside: reserves,
-            pauses_waiting: 0,
         };
         if let Some(shared) = switch.config.shared {
             // Until told otherwise, each port's headroom covers what arrives in the time a
@@ -420,7 +416,6 @@ impl<P: Frame> SwitchOf<P> {
     pub fn pause_frame(&mut self, now: Instant, port: usize) -> Option<PauseFrame> {
         let pauses = &mut self.ports[port].pauses;
         if pauses.front().is_some_and(|p| p.at <= now) {
-            self.pauses_waiting -= 1;
             pauses.pop_front()
         } else {
             None
@@ -502,14 +497,13 @@ impl<P: Frame> SwitchOf<P> {
     /// Whether the switch has PFC frames to send out of `port` ([`SwitchOf::take_pause_frames`]).
     #[inline]
     pub fn has_pause_frames(&self, port: usize) -> bool {
-        self.pauses_waiting != 0 && !self.ports[port].pauses.is_empty()
+        !self.ports[port].pauses.is_empty()
     }
 
     /// Every PFC frame the switch has sent out of `port` so far, oldest first, taken. Their
     /// `at` is when they left plus the config's `latency` (set it to zero to add each cable's
     /// own delay).
     pub fn take_pause_frames(&mut self, port: usize) -> impl Iterator<Item = PauseFrame> + '_ {
-        self.pauses_waiting -= self.ports[port].pauses.len();
         self.ports[port].pauses.drain(..)
     }
 

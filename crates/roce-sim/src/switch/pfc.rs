@@ -3,15 +3,14 @@
 use roce_core::{Duration, Instant};
 use roce_wire::frame::Ecn;
 
-use super::{Frame, PauseFrame, PortStats, SwitchConfig, SwitchOf};
+use super::{Frame, PauseFrame, Pfc, PortStats, SwitchConfig, SwitchOf};
 
 impl<P: Frame> SwitchOf<P> {
     /// PFC at ingress: pause the host when its bytes held for `priority` pass XOFF, resume it
     /// below XON (IEEE 802.1Qbb); with a shared buffer, by the dynamic threshold instead
     /// (`shared.rs`).
-    #[inline]
     pub(super) fn pfc_check(&mut self, now: Instant, ingress: usize, priority: usize) {
-        let Some(pfc) = &self.config.pfc else { return };
+        let Some(pfc) = self.config.pfc else { return };
         if pfc.priorities & (1 << priority) == 0 {
             return;
         }
@@ -25,7 +24,7 @@ impl<P: Frame> SwitchOf<P> {
         let paused = self.ports[ingress].paused_host[priority];
         if pause || (resume && paused) {
             // Rarely: most calls have nothing to send (and no division for the pause time).
-            self.pfc_signal(now, ingress, priority, pause, resume);
+            self.pfc_signal(&pfc, now, ingress, priority, (pause, resume));
         }
     }
 
@@ -33,13 +32,12 @@ impl<P: Frame> SwitchOf<P> {
     #[cold]
     fn pfc_signal(
         &mut self,
+        pfc: &Pfc,
         now: Instant,
         ingress: usize,
         priority: usize,
-        pause: bool,
-        resume: bool,
+        (pause, resume): (bool, bool),
     ) {
-        let Some(pfc) = self.config.pfc else { return };
         let latency = self.config.latency;
         let quanta_nanos = (u64::from(pfc.pause_quanta) * 512 * 1_000_000_000)
             .div_ceil(self.ports[ingress].rate_bps.max(1));
@@ -58,7 +56,6 @@ impl<P: Frame> SwitchOf<P> {
             port.refresh_at[priority] = frame.refresh_at();
             port.refresh_due |= 1 << priority;
             port.pauses.push_back(frame);
-            self.pauses_waiting += 1;
         } else if resume && port.paused_host[priority] {
             port.paused_host[priority] = false;
             port.refresh_due &= !(1 << priority);
@@ -68,7 +65,6 @@ impl<P: Frame> SwitchOf<P> {
                 priority: priority as u8,
                 until: at,
             });
-            self.pauses_waiting += 1;
         }
     }
 }
