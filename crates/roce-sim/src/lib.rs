@@ -40,6 +40,7 @@ mod net;
 pub mod network;
 mod pair;
 mod pattern;
+mod prefetch;
 pub mod scenario;
 mod scheduled;
 pub mod switch;

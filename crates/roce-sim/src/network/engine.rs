@@ -17,6 +17,7 @@ impl Network {
                 self.now = at;
                 set_sim_time(at);
             }
+            self.prefetch_upcoming();
             match event {
                 Event::Arrival { node, port, packet } => self.arrival(node, port, packet, run),
                 Event::Pause {
@@ -59,6 +60,27 @@ impl Network {
             self.now = until;
             set_sim_time(until);
         }
+    }
+
+    /// Cache hints for the next event: what it will read first.
+    #[inline]
+    fn prefetch_upcoming(&self) {
+        let (pool, wiring, switches) = (&self.pool, &self.wiring, &self.switches);
+        self.events.prefetch_upcoming(|event| match *event {
+            Event::Arrival { node, port, packet } => {
+                if wiring.host_index(node).is_some() {
+                    pool.prefetch(&packet);
+                } else if let Some(Some(s)) = switches.get(node as usize) {
+                    s.prefetch_ingress(usize::from(port));
+                }
+            }
+            Event::PortFree { node, port } | Event::PortKick { node, port } => {
+                if let Some(Some(s)) = switches.get(node as usize) {
+                    s.prefetch_departure(usize::from(port));
+                }
+            }
+            _ => {}
+        });
     }
 
     /// A packet reaches `node`: a host's NIC takes it, a switch forwards it.
@@ -240,8 +262,8 @@ impl Network {
                 }
                 return;
             }
-            let index = match e.pop_sendable(now) {
-                Some(index) => index,
+            let packet = match e.pop_sendable(now) {
+                Some(packet) => packet,
                 None => {
                     // Only paused priorities are queued: a bounded number more may wait behind
                     // them.
@@ -251,21 +273,20 @@ impl Network {
                     let Some(transmit) = self.sides[h].nic.poll_transmit(now, &mut self.buf) else {
                         return;
                     };
-                    let index = self.pool.insert(&transmit, &self.buf);
+                    let packet = self.pool.insert(&transmit, &self.buf);
                     let priority_of = &self.config.switch.dscp_to_priority;
                     let class = usize::from(priority_of[usize::from(transmit.dscp & 63)]);
                     let e = &mut self.egress[h];
                     if !e.may_bypass(class, now) {
-                        e.push(class, index);
+                        e.push(class, packet);
                         continue;
                     }
                     // Nothing before it and its priority free: it goes now, as the queue would
                     // have sent it.
-                    index
+                    packet
                 }
             };
             let e = &mut self.egress[h];
-            let packet = self.pool.reference(index);
             let bytes = packet.wire_len() as u64;
             let nanos = (bytes * 8 * 1_000_000_000).div_ceil(peer.rate_bps.max(1));
             e.busy_until = now + Duration::from_nanos(nanos);

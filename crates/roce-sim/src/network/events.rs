@@ -214,11 +214,41 @@ impl EventQueue {
             return None;
         }
         let start = slot_of(self.now);
+        let slot = self.busy_from(start)?;
+        let ahead = (slot + SLOTS - start) % SLOTS;
+        Some(self.now + ahead as u64)
+    }
+
+    /// Hints for the caches: the next event in the wheel (its entry was asked for while the
+    /// one before ran) goes to `upcoming`, and the entry of the one after it is asked for. An
+    /// event pushed meanwhile may come before them: a hint only costs a wasted line then.
+    #[inline]
+    pub(super) fn prefetch_upcoming(&self, upcoming: impl FnOnce(&Event)) {
+        if self.in_wheel == 0 {
+            return;
+        }
+        let Some(slot) = self.busy_from(slot_of(self.now)) else {
+            return;
+        };
+        let first = &self.entries[self.heads[slot] as usize];
+        let second = match first.next {
+            NIL => self.busy_from((slot + 1) % SLOTS).map(|s| self.heads[s]),
+            next => Some(next),
+        };
+        if let Some(second) = self.entries.get(second.unwrap_or(NIL) as usize) {
+            crate::prefetch::prefetch(second);
+        }
+        upcoming(&first.event);
+    }
+
+    /// The first busy slot from `start`, round the wheel.
+    #[inline]
+    fn busy_from(&self, start: usize) -> Option<usize> {
         let (word, bit) = (start / 64, start % 64);
         // The start word from now's bit, the other words in order, then the start word's bits
         // before now's (the wheel's far end).
         let first = self.busy[word] & (u64::MAX << bit);
-        let found = if first != 0 {
+        if first != 0 {
             Some(word * 64 + first.trailing_zeros() as usize)
         } else {
             // The next busy word after the start word, round the wheel (`words` rotated so
@@ -233,10 +263,7 @@ impl EventQueue {
                 };
                 w * 64 + bits.trailing_zeros() as usize
             })
-        };
-        let slot = found?;
-        let ahead = (slot + SLOTS - start) % SLOTS;
-        Some(self.now + ahead as u64)
+        }
     }
 
     /// Time moves to `at`: the far events the window now covers move into their slots.
@@ -333,6 +360,33 @@ mod tests {
                 (far, Event::NicTimer { host: 5 }),
             ]
         );
+    }
+
+    /// The hint names the event the next pop returns, whether it shares its slot with the one
+    /// after or not, and round the wheel's end; with nothing in the wheel it names none.
+    #[test]
+    fn the_upcoming_hint_is_the_next_event_popped() {
+        let mut q = EventQueue::default();
+        let upcoming = |q: &EventQueue| {
+            let mut seen = None;
+            q.prefetch_upcoming(|e| seen = Some(*e));
+            seen
+        };
+        assert_eq!(upcoming(&q), None);
+        let last = SLOTS as u64 - 1;
+        q.push(ns(last), Event::HostTx { host: 3 });
+        q.push(ns(5), Event::HostTx { host: 1 });
+        q.push(ns(5), Event::HostTx { host: 2 });
+        q.push(ns(last + 9), Event::HostTx { host: 4 });
+        let mut order = Vec::new();
+        while let Some(hint) = upcoming(&q) {
+            let (_, popped) = q.pop_until(ns(u64::MAX)).unwrap();
+            assert_eq!(hint, popped);
+            order.push(popped);
+        }
+        let host = |host| Event::HostTx { host };
+        assert_eq!(order, [host(1), host(2), host(3), host(4)]);
+        assert!(q.pop_until(ns(u64::MAX)).is_none());
     }
 
     /// Against a binary heap of (time, sequence): monotone pushes at random distances, near and

@@ -10,6 +10,7 @@ use roce_core::RegionMemory;
 
 use roce_core::Instant;
 
+use super::PacketRef;
 use crate::switch::CLASSES;
 
 /// Counters of one host's link.
@@ -28,8 +29,8 @@ pub struct HostStats {
 /// The egress of one host.
 #[derive(Debug, Default)]
 pub(super) struct Egress {
-    /// Pool indexes, per priority.
-    queues: [VecDeque<u32>; CLASSES],
+    /// Packets, per priority.
+    queues: [VecDeque<PacketRef>; CLASSES],
     queued: usize,
     /// Until when the link is serialising.
     pub(super) busy_until: Instant,
@@ -43,14 +44,14 @@ pub(super) struct Egress {
 }
 
 impl Egress {
-    /// Queues packet `index` on priority `class`.
-    pub(super) fn push(&mut self, class: usize, index: u32) {
-        self.queues[class % CLASSES].push_back(index);
+    /// Queues `packet` on priority `class`.
+    pub(super) fn push(&mut self, class: usize, packet: PacketRef) {
+        self.queues[class % CLASSES].push_back(packet);
         self.queued += 1;
     }
 
     /// The next packet that may go at `now`: the highest priority not paused.
-    pub(super) fn pop_sendable(&mut self, now: Instant) -> Option<u32> {
+    pub(super) fn pop_sendable(&mut self, now: Instant) -> Option<PacketRef> {
         if self.queued == 0 {
             return None; // nearly always: a packet is asked of the NIC when the link is free
         }

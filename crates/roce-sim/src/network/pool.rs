@@ -71,8 +71,9 @@ impl PacketPool {
         }
     }
 
-    /// Stores what a NIC transmitted (its UDP payload is `buf[..transmit.len]`).
-    pub(super) fn insert(&mut self, transmit: &Transmit, buf: &[u8]) -> u32 {
+    /// Stores what a NIC transmitted (its UDP payload is `buf[..transmit.len]`); what links
+    /// and switches carry for it.
+    pub(super) fn insert(&mut self, transmit: &Transmit, buf: &[u8]) -> PacketRef {
         let src = SocketAddr::new(transmit.src, transmit.src_port);
         let overhead = if transmit.dst.is_ipv4() {
             IPV4_FRAME_OVERHEAD
@@ -86,11 +87,16 @@ impl PacketPool {
             dscp: transmit.dscp,
             ecn: transmit.ecn,
         };
+        let reference = |index| PacketRef {
+            index,
+            // No IPv4 destination: a tuple no switch routes (`PacketRef::tuple`).
+            tuple: meta.tuple.unwrap_or(UNROUTED),
+            wire_len: meta.frame_len,
+            dscp: meta.dscp,
+            ecn: meta.ecn,
+        };
         let index = match self.free.pop() {
-            Some(index) => {
-                self.meta[index as usize] = meta;
-                index
-            }
+            Some(index) => index,
             None => {
                 let index =
                     u32::try_from(self.meta.len()).expect("fewer than 2^32 packets in flight");
@@ -106,8 +112,10 @@ impl PacketPool {
         if self.lengths && meta.tuple.is_some() {
             let n = transmit.len.min(HEADER_BYTES);
             self.heads[index as usize].0[..n].copy_from_slice(&buf[..n]);
-            return index;
+            // The reference carries all delivery reads of the meta: it is not written.
+            return reference(index);
         }
+        self.meta[index as usize] = meta;
         let keep = if self.lengths {
             HEADER_BYTES
         } else {
@@ -121,7 +129,7 @@ impl PacketPool {
         p.ecn = transmit.ecn;
         p.dscp = transmit.dscp;
         p.ttl = transmit.ttl;
-        index
+        reference(index)
     }
 
     /// The datagram of `packet` as its receiver sees it, with the ECN bits the switches left it;
@@ -165,16 +173,11 @@ impl PacketPool {
         datagram
     }
 
-    /// What links and switches carry for the packet in slot `index`.
-    pub(super) fn reference(&self, index: u32) -> PacketRef {
-        let m = &self.meta[index as usize];
-        PacketRef {
-            index,
-            // No IPv4 destination: a tuple no switch routes (`PacketRef::tuple`).
-            tuple: m.tuple.unwrap_or(UNROUTED),
-            wire_len: m.frame_len,
-            dscp: m.dscp,
-            ecn: m.ecn,
+    /// Cache hint: the header bytes delivery of `packet` will read.
+    #[inline]
+    pub(super) fn prefetch(&self, packet: &PacketRef) {
+        if let Some(head) = self.heads.get(packet.index as usize) {
+            crate::prefetch::prefetch(head);
         }
     }
 

@@ -542,6 +542,31 @@ impl<P: Frame> SwitchOf<P> {
             .min()
     }
 
+    /// Cache hints for a port's next departure: the head of each of its queues that holds a
+    /// packet.
+    #[inline]
+    pub(crate) fn prefetch_departure(&self, port: usize) {
+        let Some(p) = self.ports.get(port) else {
+            return;
+        };
+        let mut classes = p.queued_classes;
+        while classes != 0 {
+            let c = classes.trailing_zeros() as usize;
+            classes &= classes - 1;
+            if let Some(head) = p.queues[c].front() {
+                crate::prefetch::prefetch(head);
+            }
+        }
+    }
+
+    /// Cache hint for an arrival on `port`: its ingress counters.
+    #[inline]
+    pub(crate) fn prefetch_ingress(&self, port: usize) {
+        if let Some(p) = self.ports.get(port) {
+            crate::prefetch::prefetch(&p.held);
+        }
+    }
+
     /// Starts serialising the next packet on an idle port, chosen by ETS.
     fn start(&mut self, now: Instant, egress: usize) {
         if self.ports[egress].in_service.is_some() {
