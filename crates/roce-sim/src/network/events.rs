@@ -56,6 +56,10 @@ pub(super) enum Event {
     PauseRefresh { node: u32, port: u16, priority: u8 },
 }
 
+/// How many events ahead [`EventQueue::prefetch_upcoming`] names: its hint must come early
+/// enough for a line from memory to arrive before the event runs.
+pub(super) const LEAD: usize = 2;
+
 /// Nanosecond slots of the wheel: events due less than this far ahead of now go into a slot.
 pub(super) const SLOTS: usize = 1 << 13;
 
@@ -219,9 +223,10 @@ impl EventQueue {
         Some(self.now + ahead as u64)
     }
 
-    /// Hints for the caches: the next event in the wheel (its entry was asked for while the
-    /// one before ran) goes to `upcoming`, and the entry of the one after it is asked for. An
-    /// event pushed meanwhile may come before them: a hint only costs a wasted line then.
+    /// Hints for the caches, [`LEAD`] events ahead: the `LEAD`th event from now in the wheel
+    /// (its entry was asked for while the one before ran) goes to `upcoming`, which asks for
+    /// what it will read, and the entry of the one after it is asked for. An event pushed
+    /// meanwhile may come before them: a hint then only costs a wasted line.
     #[inline]
     pub(super) fn prefetch_upcoming(&self, upcoming: impl FnOnce(&Event)) {
         if self.in_wheel == 0 {
@@ -230,15 +235,32 @@ impl EventQueue {
         let Some(slot) = self.busy_from(slot_of(self.now)) else {
             return;
         };
-        let first = &self.entries[self.heads[slot] as usize];
-        let second = match first.next {
-            NIL => self.busy_from((slot + 1) % SLOTS).map(|s| self.heads[s]),
-            next => Some(next),
-        };
-        if let Some(second) = self.entries.get(second.unwrap_or(NIL) as usize) {
-            crate::prefetch::prefetch(second);
+        let mut at = (slot, self.heads[slot]);
+        for _ in 1..LEAD {
+            match self.after(at) {
+                Some(next) => at = next,
+                None => return,
+            }
         }
-        upcoming(&first.event);
+        if let Some((_, index)) = self.after(at) {
+            crate::prefetch::prefetch(&self.entries[index as usize]);
+        }
+        upcoming(&self.entries[at.1 as usize].event);
+    }
+
+    /// The entry popped after entry `index` of `slot` (if nothing is pushed meanwhile), and
+    /// its slot.
+    #[inline]
+    fn after(&self, (slot, index): (usize, u32)) -> Option<(usize, u32)> {
+        match self.entries[index as usize].next {
+            NIL => {
+                let next = self.busy_from((slot + 1) % SLOTS)?;
+                // Not round the wheel past now: that slot is `slot` itself, or in the past.
+                let ahead = |s: usize| (s + SLOTS - slot_of(self.now)) % SLOTS;
+                (ahead(next) > ahead(slot)).then(|| (next, self.heads[next]))
+            }
+            next => Some((slot, next)),
+        }
     }
 
     /// The first busy slot from `start`, round the wheel.
@@ -362,8 +384,9 @@ mod tests {
         );
     }
 
-    /// The hint names the event the next pop returns, whether it shares its slot with the one
-    /// after or not, and round the wheel's end; with nothing in the wheel it names none.
+    /// The hint names the event the [`LEAD`]th pop from now returns, whether it shares its
+    /// slot with the one before or not, and round the wheel's end; past the last it names
+    /// none.
     #[test]
     fn the_upcoming_hint_is_the_next_event_popped() {
         let mut q = EventQueue::default();
@@ -373,20 +396,29 @@ mod tests {
             seen
         };
         assert_eq!(upcoming(&q), None);
+        q.push(ns(100), Event::HostTx { host: 0 });
+        assert!(q.pop_until(ns(100)).is_some());
+        // The window is [100, SLOTS + 100): the last two are in its last slot and, round the
+        // wheel, in slot 8.
         let last = SLOTS as u64 - 1;
         q.push(ns(last), Event::HostTx { host: 3 });
-        q.push(ns(5), Event::HostTx { host: 1 });
-        q.push(ns(5), Event::HostTx { host: 2 });
+        q.push(ns(105), Event::HostTx { host: 1 });
+        q.push(ns(105), Event::HostTx { host: 2 });
         q.push(ns(last + 9), Event::HostTx { host: 4 });
+        assert_eq!(upcoming(&q), Some(Event::HostTx { host: [1, 2, 3][LEAD - 1] }));
+        let mut hints = Vec::new();
         let mut order = Vec::new();
-        while let Some(hint) = upcoming(&q) {
-            let (_, popped) = q.pop_until(ns(u64::MAX)).unwrap();
-            assert_eq!(hint, popped);
+        while let Some((_, popped)) = q.pop_until(ns(u64::MAX)) {
             order.push(popped);
+            hints.push(upcoming(&q));
         }
         let host = |host| Event::HostTx { host };
         assert_eq!(order, [host(1), host(2), host(3), host(4)]);
-        assert!(q.pop_until(ns(u64::MAX)).is_none());
+        // After each pop, the event LEAD - 1 pops later (none past the end).
+        let expected: Vec<_> = (0..order.len())
+            .map(|i| order.get(i + LEAD).copied())
+            .collect();
+        assert_eq!(hints, expected);
     }
 
     /// Against a binary heap of (time, sequence): monotone pushes at random distances, near and
