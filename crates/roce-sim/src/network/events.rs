@@ -405,7 +405,12 @@ mod tests {
         q.push(ns(105), Event::HostTx { host: 1 });
         q.push(ns(105), Event::HostTx { host: 2 });
         q.push(ns(last + 9), Event::HostTx { host: 4 });
-        assert_eq!(upcoming(&q), Some(Event::HostTx { host: [1, 2, 3][LEAD - 1] }));
+        assert_eq!(
+            upcoming(&q),
+            Some(Event::HostTx {
+                host: [1, 2, 3][LEAD - 1]
+            })
+        );
         let mut hints = Vec::new();
         let mut order = Vec::new();
         while let Some((_, popped)) = q.pop_until(ns(u64::MAX)) {
