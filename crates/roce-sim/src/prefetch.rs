@@ -2,7 +2,8 @@
 //! (the network's event loop, `network/engine.rs`). At research scale the state a
 //! packet-hop reads (its event entry, the head of a deep queue, the header bytes of a packet
 //! that waited in one) was last touched thousands of events before and has left the caches; a
-//! hint one event ahead hides most of that wait behind the current event's work.
+//! hint a few events ahead (`network::events::LEAD`) hides most of that wait behind the work of
+//! the events before it.
 
 /// Asks the CPU to bring the cache lines of `value` (its first and its last byte: a value may
 /// straddle two lines) into its caches. No effect where there is no such instruction.

@@ -388,7 +388,7 @@ mod tests {
     /// slot with the one before or not, and round the wheel's end; past the last it names
     /// none.
     #[test]
-    fn the_upcoming_hint_is_the_next_event_popped() {
+    fn the_upcoming_hint_names_the_event_lead_pops_ahead() {
         let mut q = EventQueue::default();
         let upcoming = |q: &EventQueue| {
             let mut seen = None;
@@ -405,13 +405,8 @@ mod tests {
         q.push(ns(105), Event::HostTx { host: 1 });
         q.push(ns(105), Event::HostTx { host: 2 });
         q.push(ns(last + 9), Event::HostTx { host: 4 });
-        assert_eq!(
-            upcoming(&q),
-            Some(Event::HostTx {
-                host: [1, 2, 3][LEAD - 1]
-            })
-        );
-        let mut hints = Vec::new();
+        // `hints[i]` is taken after `i` pops.
+        let mut hints = vec![upcoming(&q)];
         let mut order = Vec::new();
         while let Some((_, popped)) = q.pop_until(ns(u64::MAX)) {
             order.push(popped);
@@ -419,9 +414,9 @@ mod tests {
         }
         let host = |host| Event::HostTx { host };
         assert_eq!(order, [host(1), host(2), host(3), host(4)]);
-        // After each pop, the event LEAD - 1 pops later (none past the end).
-        let expected: Vec<_> = (0..order.len())
-            .map(|i| order.get(i + LEAD).copied())
+        // After `i` pops, the event of pop `i + LEAD` (none past the end).
+        let expected: Vec<_> = (0..=order.len())
+            .map(|i| order.get(i + LEAD - 1).copied())
             .collect();
         assert_eq!(hints, expected);
     }

@@ -24,22 +24,6 @@ use crate::{IPV4_FRAME_OVERHEAD, IPV6_FRAME_OVERHEAD, SimPacket};
 /// the longest extended headers (RETH and immediate, or an AtomicETH, 40 bytes in all).
 pub(super) const HEADER_BYTES: usize = 64;
 
-/// What a slot knows of its packet besides its bytes: read when it is sent ([`PacketRef`]) and
-/// when it is delivered.
-#[derive(Debug, Clone, Copy)]
-struct Meta {
-    /// Its IPv4 5-tuple (`None` for IPv6, which no switch routes).
-    tuple: Option<FiveTuple>,
-    /// Bytes of its UDP payload (all of it, in either mode).
-    len: u32,
-    /// Bytes on a link: Ethernet, IP and UDP headers, the UDP payload, and the Ethernet FCS.
-    /// Preamble and inter-frame gap are not counted, as HPCC does not count them.
-    frame_len: u32,
-    dscp: u8,
-    /// Its ECN bits as its NIC sent them (the hops' marks travel in its [`PacketRef`]).
-    ecn: Ecn,
-}
-
 /// A slot's first [`HEADER_BYTES`] of UDP payload, on a cache line of its own: delivery reads it
 /// after the packet crossed the fabric, when it has long left the cache, and an unaligned slot
 /// would straddle two lines and cost two misses.
@@ -54,10 +38,12 @@ pub(super) struct PacketPool {
     /// 5-tuple (the network gives its hosts IPv4 addresses: never), cut to [`HEADER_BYTES`].
     packets: Vec<SimPacket>,
     /// Per slot, in [`Payload::Lengths`] mode: the first [`HEADER_BYTES`] of its UDP payload
-    /// (one cache line: delivery reads this and `meta`, not the packet).
+    /// (one cache line: delivery reads this and the [`PacketRef`], not the packet).
     heads: Vec<Head>,
-    /// Per slot.
-    meta: Vec<Meta>,
+    /// Per slot, of a packet stored in `packets`: the bytes of its whole UDP payload (in
+    /// [`Payload::Lengths`] mode, longer than what `packets` keeps). The others' length
+    /// travels in their [`PacketRef`].
+    lens: Vec<u32>,
     free: Vec<u32>,
     lengths: bool,
 }
@@ -80,42 +66,35 @@ impl PacketPool {
         } else {
             IPV6_FRAME_OVERHEAD
         };
-        let meta = Meta {
-            tuple: tuple_of(src, transmit.dst),
-            len: u32::try_from(transmit.len).unwrap_or(u32::MAX),
-            frame_len: u32::try_from(transmit.len + overhead + FCS_BYTES).unwrap_or(u32::MAX),
-            dscp: transmit.dscp,
-            ecn: transmit.ecn,
-        };
-        let reference = |index| PacketRef {
-            index,
-            // No IPv4 destination: a tuple no switch routes (`PacketRef::tuple`).
-            tuple: meta.tuple.unwrap_or(UNROUTED),
-            wire_len: meta.frame_len,
-            dscp: meta.dscp,
-            ecn: meta.ecn,
-        };
+        let tuple = tuple_of(src, transmit.dst);
         let index = match self.free.pop() {
             Some(index) => index,
             None => {
                 let index =
-                    u32::try_from(self.meta.len()).expect("fewer than 2^32 packets in flight");
-                self.meta.push(meta);
+                    u32::try_from(self.packets.len()).expect("fewer than 2^32 packets in flight");
                 self.packets
                     .push(SimPacket::new(src, transmit.dst, Vec::new()));
+                self.lens.push(0);
                 if self.lengths {
                     self.heads.push(Head([0; HEADER_BYTES]));
                 }
                 index
             }
         };
-        if self.lengths && meta.tuple.is_some() {
+        let packet = PacketRef {
+            index,
+            // No IPv4 destination: a tuple no switch routes (`PacketRef::tuple`).
+            tuple: tuple.unwrap_or(UNROUTED),
+            wire_len: u32::try_from(transmit.len + overhead + FCS_BYTES).unwrap_or(u32::MAX),
+            dscp: transmit.dscp,
+            ecn: transmit.ecn,
+        };
+        if self.lengths && tuple.is_some() {
             let n = transmit.len.min(HEADER_BYTES);
             self.heads[index as usize].0[..n].copy_from_slice(&buf[..n]);
-            // The reference carries all delivery reads of the meta: it is not written.
-            return reference(index);
+            return packet;
         }
-        self.meta[index as usize] = meta;
+        self.lens[index as usize] = u32::try_from(transmit.len).unwrap_or(u32::MAX);
         let keep = if self.lengths {
             HEADER_BYTES
         } else {
@@ -129,7 +108,7 @@ impl PacketPool {
         p.ecn = transmit.ecn;
         p.dscp = transmit.dscp;
         p.ttl = transmit.ttl;
-        reference(index)
+        packet
     }
 
     /// The datagram of `packet` as its receiver sees it, with the ECN bits the switches left it;
@@ -139,7 +118,7 @@ impl PacketPool {
         let index = packet.index;
         if self.lengths {
             let mut head = None;
-            // The tuple and the length travel in the reference: the slot's meta is not read.
+            // The tuple and the length travel in the reference.
             let mut len =
                 (packet.wire_len as usize).saturating_sub(IPV4_FRAME_OVERHEAD + FCS_BYTES);
             if let Some(t) = packet.tuple() {
@@ -152,7 +131,7 @@ impl PacketPool {
             } else {
                 let p = &self.packets[index as usize];
                 scratch[..p.payload.len()].copy_from_slice(&p.payload);
-                len = self.meta[index as usize].len as usize;
+                len = self.lens[index as usize] as usize;
             }
             let (src, dst) = head.unwrap_or_else(|| {
                 let p = &self.packets[index as usize];
@@ -203,8 +182,11 @@ pub const FCS_BYTES: usize = 4;
 pub struct PacketRef {
     pub(super) index: u32,
     tuple: FiveTuple,
+    /// Bytes on a link: Ethernet, IP and UDP headers, the UDP payload, and the Ethernet FCS.
+    /// Preamble and inter-frame gap are not counted, as HPCC does not count them.
     wire_len: u32,
     dscp: u8,
+    /// Its ECN bits: as its NIC sent them, then as the hops marked them.
     ecn: Ecn,
 }
 
