@@ -288,7 +288,7 @@ impl Network {
             };
             let e = &mut self.egress[h];
             let bytes = packet.wire_len() as u64;
-            let nanos = (bytes * 8 * 1_000_000_000).div_ceil(peer.rate_bps.max(1));
+            let nanos = e.serialisation_nanos(bytes, peer.rate_bps);
             e.busy_until = now + Duration::from_nanos(nanos);
             e.stats.sent += 1;
             e.stats.sent_bytes += bytes;

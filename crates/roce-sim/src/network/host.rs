@@ -40,6 +40,9 @@ pub(super) struct Egress {
     pub(super) tx_at: Option<Instant>,
     /// When a `NicTimer` event is pending, if one is.
     pub(super) timer_at: Option<Instant>,
+    /// The last (length, rate) serialised and its time in nanoseconds: a hit saves a
+    /// division.
+    last_serialised: (u64, u64, u64),
     pub(super) stats: HostStats,
 }
 
@@ -66,6 +69,18 @@ impl Egress {
     /// queued before it (every queued packet waits on a pause) and its priority is not paused.
     pub(super) fn may_bypass(&self, class: usize, now: Instant) -> bool {
         self.queued == 0 && self.paused_until[class % CLASSES] <= now
+    }
+
+    /// Nanoseconds `bytes` take at `rate_bps`, rounded up.
+    #[inline]
+    pub(super) fn serialisation_nanos(&mut self, bytes: u64, rate_bps: u64) -> u64 {
+        let (len, rate, nanos) = self.last_serialised;
+        if (len, rate) == (bytes, rate_bps) {
+            return nanos;
+        }
+        let nanos = (bytes * 8 * 1_000_000_000).div_ceil(rate_bps.max(1));
+        self.last_serialised = (bytes, rate_bps, nanos);
+        nanos
     }
 
     /// Packets queued.

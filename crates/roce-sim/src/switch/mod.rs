@@ -67,6 +67,9 @@ impl<P: Frame> Queued<P> {
 struct Port<P> {
     /// Line rate, bits per second.
     rate_bps: u64,
+    /// The last packet length serialised and its time in nanoseconds at `rate_bps`: most
+    /// packets of a run are of a few lengths, and a hit saves a 64-bit division.
+    last_serialised: (usize, u64),
     queues: [VecDeque<Queued<P>>; CLASSES],
     /// Bit `c` set when `queues[c]` holds a packet: the scheduler reads this, not the queues.
     queued_classes: u16,
@@ -106,9 +109,20 @@ struct Port<P> {
 }
 
 impl<P> Port<P> {
+    /// Nanoseconds `bytes` take at the port's rate, rounded up.
+    #[inline]
+    fn serialisation_nanos(&mut self, bytes: usize) -> u64 {
+        if self.last_serialised.0 != bytes {
+            let nanos = (bytes as u64 * 8 * 1_000_000_000).div_ceil(self.rate_bps.max(1));
+            self.last_serialised = (bytes, nanos);
+        }
+        self.last_serialised.1
+    }
+
     fn new(rate_bps: u64) -> Self {
         Self {
             rate_bps,
+            last_serialised: (0, 0),
             queues: Default::default(),
             queued_classes: 0,
             class_bytes: [0; CLASSES],
@@ -256,6 +270,7 @@ impl<P: Frame> SwitchOf<P> {
     /// Sets the line rate of `port`, bits per second (0 counts as 1).
     pub fn set_port_rate(&mut self, port: usize, rate_bps: u64) {
         self.ports[port].rate_bps = rate_bps;
+        self.ports[port].last_serialised = (0, 0);
     }
 
     /// The line rate of `port`, bits per second.
@@ -600,7 +615,7 @@ impl<P: Frame> SwitchOf<P> {
                 &mut port.stats,
             );
         }
-        let nanos = (queued.bytes() as u64 * 8 * 1_000_000_000).div_ceil(port.rate_bps.max(1));
+        let nanos = port.serialisation_nanos(queued.bytes());
         Some((queued, nanos))
     }
 }

@@ -10,11 +10,16 @@ impl<P: Frame> SwitchOf<P> {
     /// The threshold of `port` now: the free space (what neither the reserves, the headrooms
     /// nor the shared bytes in use hold) shifted right by the port's α.
     pub(super) fn threshold(&self, shared: &SharedBuffer, port: usize) -> usize {
-        let free = shared
+        self.free(shared) >> self.ports[port].alpha_shift
+    }
+
+    /// What neither the reserves, the headrooms nor the shared bytes in use hold.
+    #[inline]
+    fn free(&self, shared: &SharedBuffer) -> usize {
+        shared
             .bytes
             .saturating_sub(self.set_aside)
-            .saturating_sub(self.shared_used);
-        free >> self.ports[port].alpha_shift
+            .saturating_sub(self.shared_used)
     }
 
     /// The bytes of the shared pool that `ingress`'s `priority` holds.
@@ -83,18 +88,22 @@ impl<P: Frame> SwitchOf<P> {
 
     /// PFC with the dynamic threshold: (whether `ingress`'s sender should be paused for
     /// `priority`, whether a paused one may resume).
+    #[inline]
     pub(super) fn shared_pfc(
         &self,
         shared: &SharedBuffer,
         ingress: usize,
         priority: usize,
     ) -> (bool, bool) {
-        let share = self.shared_share(shared, ingress, priority);
-        let threshold = self.threshold(shared, ingress);
-        let in_headroom = self.ports[ingress].headroom_held[priority] > 0;
-        let pause = in_headroom || share >= threshold;
-        let resume =
-            !in_headroom && (share == 0 || share + shared.resume_offset_bytes <= threshold);
+        let port = &self.ports[ingress];
+        if port.headroom_held[priority] > 0 {
+            return (true, false); // in its headroom: paused, and not to resume
+        }
+        let share = port.held[priority].saturating_sub(shared.reserve_bytes);
+        // `threshold`, with the port in hand.
+        let threshold = self.free(shared) >> port.alpha_shift;
+        let pause = share >= threshold;
+        let resume = share == 0 || share + shared.resume_offset_bytes <= threshold;
         (pause, resume)
     }
 }
