@@ -7,7 +7,7 @@ use super::events::Event;
 use super::flows::FlowRun;
 use super::{Network, PacketRef};
 use crate::set_sim_time;
-use crate::switch::Frame;
+use crate::switch::{Departure, Forwarded, Frame};
 
 impl Network {
     /// Runs every event due by `until`, in order; `run` hears of flow starts and completions.
@@ -107,11 +107,18 @@ impl Network {
         let switch = self.switches[node as usize]
             .as_mut()
             .expect("a node that is no host is a switch");
-        if !switch.enqueue(now, usize::from(port), usize::from(egress), packet) {
-            self.pool.free(packet.index);
+        match switch.forward(now, usize::from(port), usize::from(egress), packet) {
+            // Through a free port with nothing queued: on the cable at once, as `serve` puts
+            // it (the arrival had no PFC frame to send first, or it would have been queued).
+            Forwarded::Departed(departure) => self.launch(node, egress, departure),
+            forwarded => {
+                if let Forwarded::Dropped(packet) = forwarded {
+                    self.pool.free(packet.index);
+                }
+                self.send_pauses(node, port);
+                self.serve(node, egress);
+            }
         }
-        self.send_pauses(node, port);
-        self.serve(node, egress);
     }
 
     /// A PFC frame reaches `node`: it stops (or resumes) `priority` on its port towards the
@@ -162,16 +169,7 @@ impl Network {
         // `PortKick` instead, when its pause ends).
         let wake = Some(switch.busy_until(p)).filter(|&end| end > now && switch.has_queued(p));
         if let Some(departure) = departure {
-            let peer = self.wiring.peer(node, port);
-            self.events.push(
-                departure.end + peer.delay,
-                Event::Arrival {
-                    node: peer.node,
-                    port: peer.port,
-                    packet: departure.packet,
-                },
-            );
-            self.send_pauses(node, departure.ingress as u16);
+            self.launch(node, port, departure);
         }
         if let Some(end) = wake {
             let g = self.wiring.global(node, port);
@@ -180,6 +178,22 @@ impl Network {
                 self.events.push(end, Event::PortFree { node, port });
             }
         }
+    }
+
+    /// A packet `node` started on `port`: it arrives at the far end when its serialisation
+    /// ends plus the link's delay, and its leaving may have changed its ingress's PFC state.
+    #[inline]
+    fn launch(&mut self, node: u32, port: u16, departure: Departure<PacketRef>) {
+        let peer = self.wiring.peer(node, port);
+        self.events.push(
+            departure.end + peer.delay,
+            Event::Arrival {
+                node: peer.node,
+                port: peer.port,
+                packet: departure.packet,
+            },
+        );
+        self.send_pauses(node, departure.ingress as u16);
     }
 
     /// Puts the PFC frames `node` sent out of `port` on that link.

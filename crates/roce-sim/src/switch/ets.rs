@@ -2,7 +2,7 @@
 
 use roce_core::Instant;
 
-use super::{CLASSES, Frame, SwitchOf};
+use super::{CLASSES, Frame, Port, SwitchOf};
 
 impl<P: Frame> SwitchOf<P> {
     /// ETS: the highest strict class with packets, else deficit round robin over the others;
@@ -67,36 +67,12 @@ impl<P: Frame> SwitchOf<P> {
         // Deficit round robin: each visit in a round grants a class weight × quantum bytes; it
         // sends while its deficit covers its head packet, then the turn passes on. An empty
         // class keeps no deficit.
-        const QUANTUM: i64 = 1500;
         if weighted.is_power_of_two() {
             // One weighted class may send (a fabric's data class, nearly always): where the
             // loop below would end, in closed form, with the same deficits and turn.
             let class = weighted.trailing_zeros() as usize;
-            let head = port.queues[class].front().map_or(0, |q| q.bytes()) as i64;
-            let quantum = i64::from(weights[class].max(1)) * QUANTUM;
-            if port.next_class != class {
-                // The classes from the turn's up to this one are passed: they keep no deficit.
-                let mut c = port.next_class;
-                while c != class {
-                    port.deficit[c] = 0;
-                    c = (c + 1) % CLASSES;
-                }
-                port.next_class = class;
-                port.granted = false;
-            }
-            if !port.granted {
-                port.deficit[class] += quantum;
-                port.granted = true;
-            }
-            if port.deficit[class] < head {
-                // Each further round passes every other class and grants this one again.
-                let kept = port.deficit[class];
-                port.deficit = [0; CLASSES];
-                port.deficit[class] = kept;
-                let short = (head - port.deficit[class]) as u64; // > 0
-                port.deficit[class] += short.div_ceil(quantum as u64) as i64 * quantum;
-            }
-            port.deficit[class] -= head;
+            let head = port.queues[class].front().map_or(0, |q| q.bytes());
+            port.drr_alone(class, weights[class], head);
             return Some(class);
         }
         loop {
@@ -124,5 +100,42 @@ impl<P: Frame> SwitchOf<P> {
             }
             port.granted = false;
         }
+    }
+}
+
+/// Bytes a class of weight 1 is granted per round of the deficit round robin.
+const QUANTUM: i64 = 1500;
+
+impl<P> Port<P> {
+    /// The deficit round robin's turn when `class` (of `weight`) is the only weighted class
+    /// ready and its head packet is `head` bytes: where the loop of [`SwitchOf::pick_fast`]
+    /// would end, in closed form, with the same deficits and turn.
+    #[inline]
+    pub(super) fn drr_alone(&mut self, class: usize, weight: u32, head: usize) {
+        let head = head as i64;
+        let quantum = i64::from(weight.max(1)) * QUANTUM;
+        if self.next_class != class {
+            // The classes from the turn's up to this one are passed: they keep no deficit.
+            let mut c = self.next_class;
+            while c != class {
+                self.deficit[c] = 0;
+                c = (c + 1) % CLASSES;
+            }
+            self.next_class = class;
+            self.granted = false;
+        }
+        if !self.granted {
+            self.deficit[class] += quantum;
+            self.granted = true;
+        }
+        if self.deficit[class] < head {
+            // Each further round passes every other class and grants this one again.
+            let kept = self.deficit[class];
+            self.deficit = [0; CLASSES];
+            self.deficit[class] = kept;
+            let short = (head - self.deficit[class]) as u64; // > 0
+            self.deficit[class] += short.div_ceil(quantum as u64) as i64 * quantum;
+        }
+        self.deficit[class] -= head;
     }
 }

@@ -159,6 +159,17 @@ pub struct Departure<P> {
     pub end: Instant,
 }
 
+/// What became of a packet [`SwitchOf::forward`] took.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Forwarded<P> {
+    /// Dropped: the buffer was full.
+    Dropped(P),
+    /// Queued on its egress port, for [`SwitchOf::depart`] to start.
+    Queued,
+    /// Started at once, as [`SwitchOf::depart`] would have started it.
+    Departed(Departure<P>),
+}
+
 /// An N-port switch queueing [`SimPacket`]s.
 pub type Switch = SwitchOf<SimPacket>;
 
@@ -308,23 +319,50 @@ impl<P: Frame> SwitchOf<P> {
     /// [`SwitchOf::receive_to`], but not started; an event driver starts it with
     /// [`SwitchOf::depart`]. Returns whether it was queued (`false`: dropped, the buffer full).
     pub fn enqueue(&mut self, now: Instant, ingress: usize, egress: usize, mut packet: P) -> bool {
-        let priority =
-            usize::from(self.config.dscp_to_priority[usize::from(packet.dscp() & 63)]) % CLASSES;
-        let bytes = packet.wire_len();
-        if let Some(shared) = self.config.shared {
-            if !self.shared_admits(&shared, ingress, priority, bytes) {
-                self.ports[ingress].stats.drops += 1;
-                return false;
-            }
-            self.shared_charge(&shared, ingress, priority, bytes);
-        } else if self.ports[egress].bytes + bytes > self.config.buffer_bytes {
-            self.ports[egress].stats.drops += 1;
+        let Some(priority) = self.admit(now, ingress, egress, &mut packet) else {
             return false;
-        } else {
-            self.ports[ingress].held[priority] += bytes;
+        };
+        self.place(ingress, egress, priority, packet);
+        true
+    }
+
+    /// [`SwitchOf::enqueue`], then [`SwitchOf::depart`] of the same port at once, as an event
+    /// driver does for an arriving packet — without the queue when the packet is the one that
+    /// would leave: its port free, nothing queued there and its class not paused (the hop of
+    /// most packets through a fabric that is not congested). It takes the same decisions in
+    /// the same order (ETS's deficit, both marks' draws, both PFC checks). When the arrival's
+    /// PFC check has a frame to send, the packet is queued and the driver sends that frame
+    /// before it departs, as after an `enqueue`.
+    pub fn forward(
+        &mut self,
+        now: Instant,
+        ingress: usize,
+        egress: usize,
+        mut packet: P,
+    ) -> Forwarded<P> {
+        let Some(priority) = self.admit(now, ingress, egress, &mut packet) else {
+            return Forwarded::Dropped(packet);
+        };
+        let port = &self.ports[egress];
+        let alone = port.queued_classes == 0
+            && port.busy_until <= now
+            && port.egress_paused_until[priority] <= now
+            && self.ports[ingress].pauses.is_empty();
+        if !alone {
+            self.place(ingress, egress, priority, packet);
+            return Forwarded::Queued;
         }
+        // What `place` then `depart` would do with the packet alone in its queue.
+        let bytes = packet.wire_len();
+        let strict = self.strict_classes & (1 << priority) != 0;
+        let weight = self.config.ets.weights[priority];
         let port = &mut self.ports[egress];
-        if self.config.mark_at == MarkAt::Enqueue {
+        port.stats.enqueued += 1;
+        port.stats.max_queue_bytes = port.stats.max_queue_bytes.max(port.bytes + bytes);
+        if !strict {
+            port.drr_alone(priority, weight, bytes);
+        }
+        if self.config.mark_at == MarkAt::Dequeue {
             let queue = port.class_bytes[priority];
             mark(
                 &self.config,
@@ -334,6 +372,59 @@ impl<P: Frame> SwitchOf<P> {
                 &mut port.stats,
             );
         }
+        let end = now + Duration::from_nanos(port.serialisation_nanos(bytes));
+        port.busy_until = end;
+        port.stats.sent += 1;
+        port.stats.sent_bytes += bytes as u64;
+        self.release(ingress, priority, bytes);
+        self.pfc_check(now, ingress, priority);
+        Forwarded::Departed(Departure {
+            packet,
+            ingress,
+            end,
+        })
+    }
+
+    /// Admits a packet that arrived on `ingress` for `egress` into the buffer: charged to its
+    /// ingress, marked if marking is at enqueue, and the ingress's PFC state checked. Returns
+    /// its priority, or `None` when it is dropped (the buffer full).
+    #[inline]
+    fn admit(
+        &mut self,
+        now: Instant,
+        ingress: usize,
+        egress: usize,
+        packet: &mut P,
+    ) -> Option<usize> {
+        let priority =
+            usize::from(self.config.dscp_to_priority[usize::from(packet.dscp() & 63)]) % CLASSES;
+        let bytes = packet.wire_len();
+        if let Some(shared) = self.config.shared {
+            if !self.shared_admits(&shared, ingress, priority, bytes) {
+                self.ports[ingress].stats.drops += 1;
+                return None;
+            }
+            self.shared_charge(&shared, ingress, priority, bytes);
+        } else if self.ports[egress].bytes + bytes > self.config.buffer_bytes {
+            self.ports[egress].stats.drops += 1;
+            return None;
+        } else {
+            self.ports[ingress].held[priority] += bytes;
+        }
+        if self.config.mark_at == MarkAt::Enqueue {
+            let port = &mut self.ports[egress];
+            let queue = port.class_bytes[priority];
+            mark(&self.config, &mut self.rng, packet, queue, &mut port.stats);
+        }
+        self.pfc_check(now, ingress, priority);
+        Some(priority)
+    }
+
+    /// Puts an admitted packet on its egress port's queue of `priority`.
+    #[inline]
+    fn place(&mut self, ingress: usize, egress: usize, priority: usize, packet: P) {
+        let bytes = packet.wire_len();
+        let port = &mut self.ports[egress];
         port.bytes += bytes;
         port.class_bytes[priority] += bytes;
         port.stats.enqueued += 1;
@@ -344,8 +435,6 @@ impl<P: Frame> SwitchOf<P> {
             priority: priority as u8,
         });
         port.queued_classes |= 1 << priority;
-        self.pfc_check(now, ingress, priority);
-        true
     }
 
     /// The host on `port` paused the switch's egress towards it for `priority` until `until`
@@ -630,5 +719,7 @@ pub fn pfc_headroom(rate_bps: u64, delay: Duration) -> usize {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_forward;
 #[cfg(test)]
 mod tests_shared;
