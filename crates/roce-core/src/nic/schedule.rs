@@ -23,6 +23,9 @@ pub(super) struct Schedule {
     due: Vec<Qpn>,
     /// Unacknowledged request packets of all RC QPs, and the QPs waiting for room.
     in_flight: InFlight,
+    /// Whether `tidy` found the top of `deadlines` current and nothing has pushed, popped or
+    /// left the table since (so the next `tidy` has no stale entry to look for).
+    deadlines_tidy: bool,
 }
 
 impl Nic {
@@ -34,6 +37,7 @@ impl Nic {
             self.cm_timeout(now);
         }
         let sched = &mut self.sched;
+        sched.deadlines_tidy = false;
         let mut due = std::mem::take(&mut sched.due);
         due.clear();
         while let Some((at, qpn)) = sched.deadlines.peek()
@@ -206,6 +210,8 @@ impl Nic {
 
     /// A QP left the table: its packets and its grant leave the budget.
     pub(super) fn unindex(&mut self, qp: &Qp) {
+        // Its deadline entries are stale now.
+        self.sched.deadlines_tidy = false;
         self.sched.in_flight.update(qp.indexed.unacked, 0);
         if qp.indexed.granted {
             self.sched.in_flight.grant_used();
@@ -231,6 +237,8 @@ impl Schedule {
     pub(super) fn index(&mut self, qp: &mut Qp) {
         let next = qp.timers.next();
         if next != qp.indexed.deadline {
+            // The entry of the deadline it had, if any, is stale (and may be the top).
+            self.deadlines_tidy = false;
             qp.indexed.deadline = next;
             if let Some(at) = next {
                 self.deadlines.push(qp.qpn, at);
@@ -254,6 +262,26 @@ impl Schedule {
     /// is some.
     #[inline]
     pub(super) fn tidy(&mut self, qps: &mut BTreeMap<Qpn, Qp>, limit: u32) {
+        // Most calls follow a packet that moved no deadline: the top checked last is current.
+        if !self.deadlines_tidy {
+            self.tidy_deadlines(qps);
+        }
+        let ready = &mut self.ready;
+        self.in_flight.release(limit, |qpn| {
+            if let Some(qp) = qps.get_mut(&qpn) {
+                qp.indexed.waiting = false;
+                qp.indexed.granted = true;
+                if !qp.indexed.ready {
+                    qp.indexed.ready = true;
+                    ready.push_back(qpn);
+                }
+            }
+        });
+    }
+
+    /// Drops stale entries at the top of the deadline heap, and compacts it when they pile up
+    /// (a table that shrank, or deadlines that moved many times).
+    fn tidy_deadlines(&mut self, qps: &BTreeMap<Qpn, Qp>) {
         while let Some((at, top)) = self.deadlines.peek() {
             if qps
                 .get(&top)
@@ -269,16 +297,6 @@ impl Schedule {
                     .is_some_and(|qp| qp.indexed.deadline == Some(at))
             });
         }
-        let ready = &mut self.ready;
-        self.in_flight.release(limit, |qpn| {
-            if let Some(qp) = qps.get_mut(&qpn) {
-                qp.indexed.waiting = false;
-                qp.indexed.granted = true;
-                if !qp.indexed.ready {
-                    qp.indexed.ready = true;
-                    ready.push_back(qpn);
-                }
-            }
-        });
+        self.deadlines_tidy = true;
     }
 }
