@@ -43,16 +43,9 @@ impl<T: AsRef<[u8]>> Packet<T> {
             });
         }
         let body = got - ICRC_LEN;
-        let mut end = bth::HEADER_LEN;
-        for (layer, len) in present(&layout.headers) {
-            end += len;
-            if end > body {
-                return Err(ParseError::Truncated {
-                    layer,
-                    need: end + ICRC_LEN,
-                    got,
-                });
-            }
+        let end = bth::HEADER_LEN + layout.headers.len();
+        if end > body {
+            return Err(truncated_at(&layout.headers, body, got));
         }
         let available = body - end;
         let pad = bth.pad_count();
@@ -174,6 +167,29 @@ impl<T: AsRef<[u8]>> Packet<T> {
     fn header(&self, wanted: Layer) -> Option<&[u8]> {
         let (offset, len) = locate(&self.table_row().headers, wanted)?;
         Some(&self.buffer.as_ref()[offset..offset + len])
+    }
+}
+
+/// The error of a packet of `got` bytes whose extension headers run past its `body` (the
+/// bytes before the ICRC): the first header that does not fit.
+#[cold]
+fn truncated_at(headers: &Headers, body: usize, got: usize) -> ParseError {
+    let mut end = bth::HEADER_LEN;
+    for (layer, len) in present(headers) {
+        end += len;
+        if end > body {
+            return ParseError::Truncated {
+                layer,
+                need: end + ICRC_LEN,
+                got,
+            };
+        }
+    }
+    // Not reached (the caller saw them all run past it); the packet is refused either way.
+    ParseError::Truncated {
+        layer: Layer::Icrc,
+        need: end + ICRC_LEN,
+        got,
     }
 }
 
@@ -366,38 +382,55 @@ impl Repr {
 
         self.bth
             .emit(&mut bth::Packet::new_unchecked(&mut buffer[..]));
+        // In wire order; `check_headers` made the headers present those the opcode calls for.
         let mut offset = bth::HEADER_LEN;
-        for (layer, len) in present(&layout.headers) {
-            let header = &mut buffer[offset..offset + len];
-            match layer {
-                Layer::Feth => emit_some(self.feth, header, |r, b| {
-                    r.emit(&mut feth::Packet::new_unchecked(b))
-                }),
-                Layer::Deth => emit_some(self.deth, header, |r, b| {
-                    r.emit(&mut deth::Packet::new_unchecked(b))
-                }),
-                Layer::Reth => emit_some(self.reth, header, |r, b| {
-                    r.emit(&mut reth::Packet::new_unchecked(b))
-                }),
-                Layer::AtomicEth => emit_some(self.atomic_eth, header, |r, b| {
-                    r.emit(&mut atomic_eth::Packet::new_unchecked(b));
-                }),
-                Layer::Aeth => emit_some(self.aeth, header, |r, b| {
-                    r.emit(&mut aeth::Packet::new_unchecked(b))
-                }),
-                Layer::AtomicAckEth => emit_some(self.atomic_ack_eth, header, |r, b| {
-                    r.emit(&mut atomic_ack_eth::Packet::new_unchecked(b));
-                }),
-                Layer::ImmDt => emit_some(self.immdt, header, |r, b| {
-                    r.emit(&mut immdt::Packet::new_unchecked(b))
-                }),
-                Layer::Ieth => emit_some(self.ieth, header, |r, b| {
-                    r.emit(&mut ieth::Packet::new_unchecked(b))
-                }),
-                // The CNP's reserved block, and anything else, is zero.
-                _ => header.fill(0),
-            }
+        let mut next = |len: usize| {
             offset += len;
+            offset - len..offset
+        };
+        if let Some(r) = self.feth {
+            r.emit(&mut feth::Packet::new_unchecked(
+                &mut buffer[next(feth::HEADER_LEN)],
+            ));
+        }
+        if let Some(r) = self.deth {
+            r.emit(&mut deth::Packet::new_unchecked(
+                &mut buffer[next(deth::HEADER_LEN)],
+            ));
+        }
+        if let Some(r) = self.reth {
+            r.emit(&mut reth::Packet::new_unchecked(
+                &mut buffer[next(reth::HEADER_LEN)],
+            ));
+        }
+        if let Some(r) = self.atomic_eth {
+            let range = next(atomic_eth::HEADER_LEN);
+            r.emit(&mut atomic_eth::Packet::new_unchecked(&mut buffer[range]));
+        }
+        if let Some(r) = self.aeth {
+            r.emit(&mut aeth::Packet::new_unchecked(
+                &mut buffer[next(aeth::HEADER_LEN)],
+            ));
+        }
+        if let Some(r) = self.atomic_ack_eth {
+            let range = next(atomic_ack_eth::HEADER_LEN);
+            r.emit(&mut atomic_ack_eth::Packet::new_unchecked(
+                &mut buffer[range],
+            ));
+        }
+        if let Some(r) = self.immdt {
+            r.emit(&mut immdt::Packet::new_unchecked(
+                &mut buffer[next(immdt::HEADER_LEN)],
+            ));
+        }
+        if let Some(r) = self.ieth {
+            r.emit(&mut ieth::Packet::new_unchecked(
+                &mut buffer[next(ieth::HEADER_LEN)],
+            ));
+        }
+        if layout.headers.cnp_reserved {
+            // The CNP's reserved block is zero.
+            buffer[next(cnp::RESERVED_LEN)].fill(0);
         }
         let payload_end = offset + self.payload_len;
         fill_payload(&mut buffer[offset..payload_end]);
@@ -407,6 +440,23 @@ impl Repr {
 
     /// Every header the opcode calls for is present, and no other.
     fn check_headers(&self, opcode: u8, headers: &Headers) -> Result<(), EmitError> {
+        let same = self.feth.is_some() == headers.feth
+            && self.deth.is_some() == headers.deth
+            && self.reth.is_some() == headers.reth
+            && self.atomic_eth.is_some() == headers.atomic_eth
+            && self.aeth.is_some() == headers.aeth
+            && self.atomic_ack_eth.is_some() == headers.atomic_ack_eth
+            && self.immdt.is_some() == headers.immdt
+            && self.ieth.is_some() == headers.ieth;
+        if same {
+            return Ok(());
+        }
+        self.header_mismatch(opcode, headers)
+    }
+
+    /// Which header `check_headers` found missing or unexpected, first in wire order.
+    #[cold]
+    fn header_mismatch(&self, opcode: u8, headers: &Headers) -> Result<(), EmitError> {
         let have = [
             (self.feth.is_some(), headers.feth, Layer::Feth),
             (self.deth.is_some(), headers.deth, Layer::Deth),
@@ -433,13 +483,6 @@ impl Repr {
             }
         }
         Ok(())
-    }
-}
-
-/// Emits `repr` into `buf` when present; `check_headers` has made sure it is.
-fn emit_some<R>(repr: Option<R>, buf: &mut [u8], emit: impl FnOnce(R, &mut [u8])) {
-    if let Some(repr) = repr {
-        emit(repr, buf);
     }
 }
 

@@ -266,6 +266,7 @@ impl<P: Frame> SwitchOf<P> {
     }
 
     /// Gives back what a packet that came in on `ingress` took, as it leaves.
+    #[inline]
     fn release(&mut self, ingress: usize, priority: usize, bytes: usize) {
         match self.config.shared {
             Some(shared) => self.shared_release(&shared, ingress, priority, bytes),
