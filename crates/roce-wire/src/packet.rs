@@ -338,15 +338,16 @@ impl Repr {
     }
 
     /// Length of the headers (BTH included) that the opcode calls for; 12 for an unknown opcode.
-    pub const fn header_len(&self) -> usize {
-        match self.bth.opcode.layout() {
+    pub fn header_len(&self) -> usize {
+        // The opcode table's row, not `Opcode::layout`'s match, which builds the row anew.
+        match opcode::layout_of(u8::from(self.bth.opcode)) {
             Some(layout) => bth::HEADER_LEN + layout.headers.len(),
             None => bth::HEADER_LEN,
         }
     }
 
     /// Length of the whole packet: headers, payload, pad and ICRC.
-    pub const fn buffer_len(&self) -> usize {
+    pub fn buffer_len(&self) -> usize {
         self.header_len() + self.payload_len + (self.bth.pad_count & 3) as usize + ICRC_LEN
     }
 

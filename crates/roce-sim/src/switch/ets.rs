@@ -110,7 +110,7 @@ impl<P> Port<P> {
     /// The deficit round robin's turn when `class` (of `weight`) is the only weighted class
     /// ready and its head packet is `head` bytes: where the loop of [`SwitchOf::pick_fast`]
     /// would end, in closed form, with the same deficits and turn.
-    #[inline]
+    #[inline(always)]
     pub(super) fn drr_alone(&mut self, class: usize, weight: u32, head: usize) {
         let head = head as i64;
         let quantum = i64::from(weight.max(1)) * QUANTUM;

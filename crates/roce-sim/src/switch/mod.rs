@@ -320,7 +320,7 @@ impl<P: Frame> SwitchOf<P> {
     /// [`SwitchOf::receive_to`], but not started; an event driver starts it with
     /// [`SwitchOf::depart`]. Returns whether it was queued (`false`: dropped, the buffer full).
     pub fn enqueue(&mut self, now: Instant, ingress: usize, egress: usize, mut packet: P) -> bool {
-        let Some(priority) = self.admit(now, ingress, egress, &mut packet) else {
+        let Some((priority, _)) = self.admit(now, ingress, egress, &mut packet) else {
             return false;
         };
         self.place(ingress, egress, priority, packet);
@@ -341,7 +341,7 @@ impl<P: Frame> SwitchOf<P> {
         egress: usize,
         mut packet: P,
     ) -> Forwarded<P> {
-        let Some(priority) = self.admit(now, ingress, egress, &mut packet) else {
+        let Some((priority, quiet)) = self.admit(now, ingress, egress, &mut packet) else {
             return Forwarded::Dropped(packet);
         };
         let port = &self.ports[egress];
@@ -378,7 +378,10 @@ impl<P: Frame> SwitchOf<P> {
         port.stats.sent += 1;
         port.stats.sent_bytes += bytes as u64;
         self.release(ingress, priority, bytes);
-        self.pfc_check(now, ingress, priority);
+        if !quiet {
+            // (When the arrival's check was quiet, this one would be too: see `pfc_check`.)
+            self.pfc_check(now, ingress, priority);
+        }
         Forwarded::Departed(Departure {
             packet,
             ingress,
@@ -388,7 +391,8 @@ impl<P: Frame> SwitchOf<P> {
 
     /// Admits a packet that arrived on `ingress` for `egress` into the buffer: charged to its
     /// ingress, marked if marking is at enqueue, and the ingress's PFC state checked. Returns
-    /// its priority, or `None` when it is dropped (the buffer full).
+    /// its priority and whether that check was quiet ([`SwitchOf::pfc_check`]), or `None` when
+    /// it is dropped (the buffer full).
     #[inline]
     fn admit(
         &mut self,
@@ -396,7 +400,7 @@ impl<P: Frame> SwitchOf<P> {
         ingress: usize,
         egress: usize,
         packet: &mut P,
-    ) -> Option<usize> {
+    ) -> Option<(usize, bool)> {
         let priority =
             usize::from(self.config.dscp_to_priority[usize::from(packet.dscp() & 63)]) % CLASSES;
         let bytes = packet.wire_len();
@@ -417,8 +421,8 @@ impl<P: Frame> SwitchOf<P> {
             let queue = port.class_bytes[priority];
             mark(&self.config, &mut self.rng, packet, queue, &mut port.stats);
         }
-        self.pfc_check(now, ingress, priority);
-        Some(priority)
+        let quiet = self.pfc_check(now, ingress, priority);
+        Some((priority, quiet))
     }
 
     /// Puts an admitted packet on its egress port's queue of `priority`.

@@ -11,12 +11,17 @@ impl<P: Frame> SwitchOf<P> {
     /// (`shared.rs`).
     ///
     /// Twice per packet a switch forwards (as it is queued and as it leaves): inlined, and
-    /// nothing is copied until a frame is due.
-    #[inline]
-    pub(super) fn pfc_check(&mut self, now: Instant, ingress: usize, priority: usize) {
-        let Some(pfc) = &self.config.pfc else { return };
+    /// nothing is copied until a frame is due. Returns whether the port's host was left
+    /// unpaused with no cause to pause it: then a check after bytes leave, with nothing
+    /// charged meanwhile, finds nothing either (a share that only fell and a threshold that
+    /// only rose cannot call for a PAUSE, and a resume needs a pause).
+    #[inline(always)]
+    pub(super) fn pfc_check(&mut self, now: Instant, ingress: usize, priority: usize) -> bool {
+        let Some(pfc) = &self.config.pfc else {
+            return true;
+        };
         if priority >= CLASSES || pfc.priorities & (1 << priority) == 0 {
-            return;
+            return true;
         }
         let (pause, resume) = match &self.config.shared {
             Some(shared) => self.shared_pfc(shared, ingress, priority),
@@ -25,11 +30,13 @@ impl<P: Frame> SwitchOf<P> {
                 (held > pfc.xoff_bytes, held <= pfc.xon_bytes)
             }
         };
-        if pause || (resume && self.ports[ingress].paused_host[priority]) {
+        let paused = self.ports[ingress].paused_host[priority];
+        if pause || (resume && paused) {
             // Rarely: most calls have nothing to send (and no division for the pause time).
             let pfc = *pfc;
             self.pfc_signal(&pfc, now, ingress, priority, (pause, resume));
         }
+        !pause && !paused
     }
 
     /// Sends (or refreshes) the PAUSE or the resume that [`SwitchOf::pfc_check`] found due.
