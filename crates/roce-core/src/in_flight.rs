@@ -61,7 +61,11 @@ impl InFlight {
 
     /// Grants room to as many waiting QPs as there are packets of room below `limit` not
     /// already promised, in order, handing each to `release`.
+    #[inline]
     pub(crate) fn release(&mut self, limit: u32, mut release: impl FnMut(Qpn)) {
+        if self.waiting.is_empty() {
+            return; // after nearly every packet: nobody waits
+        }
         let room = limit.saturating_sub(self.total + self.granted) as usize;
         for _ in 0..room.min(self.waiting.len()) {
             if let Some(qpn) = self.waiting.pop_front() {

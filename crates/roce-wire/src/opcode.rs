@@ -348,6 +348,29 @@ pub(crate) fn layout_of(byte: u8) -> Option<&'static Layout> {
     LAYOUTS[usize::from(byte)].as_ref()
 }
 
+/// Per BTH opcode byte: the BTH and the extension headers its layout has, bytes (the BTH alone
+/// for an opcode without one). Built at compile time, as [`LAYOUTS`] is: every packet asks for
+/// it, and summing the headers' lengths each time cost a pass over nine flags.
+static HEADER_LENS: [u8; 256] = {
+    let mut table = [0; 256];
+    let mut byte = 0;
+    while byte < 256 {
+        let ext = match &LAYOUTS[byte] {
+            Some(layout) => layout.headers.len(),
+            None => 0,
+        };
+        table[byte] = (crate::bth::HEADER_LEN + ext) as u8;
+        byte += 1;
+    }
+    table
+};
+
+/// The BTH's and the extension headers' length for the opcode in a BTH byte
+/// ([`HEADER_LENS`]).
+pub(crate) fn header_len_of(byte: u8) -> usize {
+    usize::from(HEADER_LENS[usize::from(byte)])
+}
+
 impl Opcode {
     /// The kernel's name for the opcode (`RC_SEND_ONLY`), or `UNKNOWN`.
     pub const fn name(self) -> &'static str {
@@ -410,6 +433,17 @@ mod tests {
             };
             assert!(layout.name.starts_with(prefix), "{}", layout.name);
         }
+    }
+
+    /// The compile-time table of header lengths agrees with every layout, byte for byte: the
+    /// BTH and its headers, or the BTH alone for an opcode without a layout.
+    #[test]
+    fn the_header_length_table_is_the_layouts_sum() {
+        for byte in 0..=255u8 {
+            let want = 12 + Opcode::from(byte).layout().map_or(0, |l| l.headers.len());
+            assert_eq!(header_len_of(byte), want, "{byte:#x}");
+        }
+        assert_eq!(header_len_of(u8::from(Opcode::RcRdmaWriteFirst)), 12 + 16);
     }
 
     #[test]

@@ -43,7 +43,7 @@ impl<T: AsRef<[u8]>> Packet<T> {
             });
         }
         let body = got - ICRC_LEN;
-        let end = bth::HEADER_LEN + layout.headers.len();
+        let end = opcode::header_len_of(opcode);
         if end > body {
             return Err(truncated_at(&layout.headers, body, got));
         }
@@ -132,7 +132,7 @@ impl<T: AsRef<[u8]>> Packet<T> {
 
     /// Offset of the payload: BTH plus every extension header.
     pub fn payload_offset(&self) -> usize {
-        bth::HEADER_LEN + self.table_row().headers.len()
+        opcode::header_len_of(self.buffer.as_ref()[0])
     }
 
     /// The payload, without pad and ICRC.
@@ -339,11 +339,8 @@ impl Repr {
 
     /// Length of the headers (BTH included) that the opcode calls for; 12 for an unknown opcode.
     pub fn header_len(&self) -> usize {
-        // The opcode table's row, not `Opcode::layout`'s match, which builds the row anew.
-        match opcode::layout_of(u8::from(self.bth.opcode)) {
-            Some(layout) => bth::HEADER_LEN + layout.headers.len(),
-            None => bth::HEADER_LEN,
-        }
+        // The compile-time table, not `Opcode::layout`'s match, which builds the row anew.
+        opcode::header_len_of(u8::from(self.bth.opcode))
     }
 
     /// Length of the whole packet: headers, payload, pad and ICRC.

@@ -195,7 +195,10 @@ impl Nic {
             self.qps.values().filter_map(|qp| qp.timers.next()).min(),
             "the deadline index missed a timer change"
         );
-        [first, self.cm.next].into_iter().flatten().min()
+        match (first, self.cm.next) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
     }
 
     /// Updates the indexes after `qpn` changed, if it still exists, and tidies them.

@@ -133,8 +133,15 @@ impl<P> Port<P> {
             let kept = self.deficit[class];
             self.deficit = [0; CLASSES];
             self.deficit[class] = kept;
-            let short = (head - self.deficit[class]) as u64; // > 0
-            self.deficit[class] += short.div_ceil(quantum as u64) as i64 * quantum;
+            let short = head - self.deficit[class]; // > 0
+            // Rounds of one quantum each until it covers the head: nearly always one (a
+            // packet is shorter than a quantum), which needs no division.
+            let rounds = if short <= quantum {
+                1
+            } else {
+                (short as u64).div_ceil(quantum as u64) as i64
+            };
+            self.deficit[class] += rounds * quantum;
         }
         self.deficit[class] -= head;
     }
