@@ -41,10 +41,11 @@ pub(super) struct Wiring {
     switch_row: Vec<u32>,
     /// `(row * hosts + dst host index)` → its set of candidate ports, an index into `sets`.
     table: Vec<u32>,
-    /// Distinct sets of candidate ports: (start, end) in `candidates`. A switch sends most
+    /// Distinct sets of candidate ports: (start, end) in `candidates`, and the set's
+    /// [`Remainder`] by its length. A switch sends most
     /// destinations to the same few sets (all its uplinks, say), so the table stays small
     /// enough to stay in cache.
-    sets: Vec<(u32, u32)>,
+    sets: Vec<(u32, u32, Remainder)>,
     candidates: Vec<u16>,
 }
 
@@ -107,7 +108,7 @@ impl Wiring {
                     let start = u32::try_from(candidates.len()).expect("fewer than 2^32 entries");
                     candidates.extend_from_slice(ports);
                     let end = u32::try_from(candidates.len()).expect("fewer than 2^32 entries");
-                    sets.push((start, end));
+                    sets.push((start, end, Remainder::by(end - start)));
                     u32::try_from(sets.len() - 1).expect("fewer than 2^32 sets")
                 });
                 table.push(set);
@@ -171,14 +172,44 @@ impl Wiring {
             return None;
         }
         let set = self.table[row as usize * self.hosts + h];
-        let (start, end) = self.sets[set as usize];
+        let (start, end, remainder) = self.sets[set as usize];
         let ports = &self.candidates[start as usize..end as usize];
         match ports {
             [] => None,
             // One next hop (towards a host below): whatever the hash, it is this one.
             &[port] => Some(port),
-            _ => Some(ports[ecmp_hash(node, tuple) as usize % ports.len()]),
+            _ => ports
+                .get(remainder.of(ecmp_hash(node, tuple)) as usize)
+                .copied(),
         }
+    }
+}
+
+/// `x % d` for a fixed `d` without a division, exact for every 32-bit `x` (D. Lemire, O. Kaser
+/// and N. Kurz, "Faster remainder by direct computation", 2019): the low 64 bits of
+/// `x * (⌊(2^64 − 1) / d⌋ + 1)`, times `d`, shifted right by 64. The ECMP choice takes it once
+/// per packet-hop.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Remainder {
+    d: u32,
+    m: u64,
+}
+
+impl Remainder {
+    /// The remainder by `d` (0 counts as 1).
+    pub(super) fn by(d: u32) -> Self {
+        let d = d.max(1);
+        Self {
+            d,
+            m: (u64::MAX / u64::from(d)).wrapping_add(1),
+        }
+    }
+
+    /// `x % d`.
+    #[inline]
+    pub(super) fn of(self, x: u32) -> u32 {
+        let low = self.m.wrapping_mul(u64::from(x));
+        ((u128::from(low) * u128::from(self.d)) >> 64) as u32
     }
 }
 
@@ -197,4 +228,30 @@ pub(super) fn tuple_of(src: SocketAddr, dst: SocketAddr) -> Option<FiveTuple> {
 
 fn port_number(port: usize) -> u16 {
     u16::try_from(port).expect("fewer than 2^16 ports per node")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Remainder;
+
+    /// The remainder without a division is `%` itself: every divisor up to 1 000 (a switch's
+    /// next hops) against the edges of the 32-bit range and a spread of values between.
+    #[test]
+    fn the_remainder_without_division_is_exact() {
+        let mut x = 0x9e37_79b9u32;
+        let mut values = vec![0, 1, 2, u32::MAX, u32::MAX - 1, 1 << 31, (1 << 31) - 1];
+        for _ in 0..2_000 {
+            x ^= x << 13;
+            x ^= x >> 17;
+            x ^= x << 5;
+            values.push(x);
+        }
+        for d in 1..=1_000u32 {
+            let r = Remainder::by(d);
+            for &v in &values {
+                assert_eq!(r.of(v), v % d, "{v} % {d}");
+            }
+        }
+        assert_eq!(Remainder::by(0).of(7), 0, "0 counts as 1");
+    }
 }
