@@ -87,8 +87,9 @@ pub(super) struct EventQueue {
     /// is due before it, and the wheel covers `[now, now + SLOTS)`.
     now: u64,
     /// Per slot: its first and last entry, `NIL` when empty.
-    heads: Box<[u32]>,
-    tails: Box<[u32]>,
+    /// (Arrays of the wheel's size: a slot, taken modulo it, needs no bounds check.)
+    heads: Box<[u32; SLOTS]>,
+    tails: Box<[u32; SLOTS]>,
     /// Bit `s` set when slot `s` holds an event.
     busy: Box<[u64; WORDS]>,
     /// Bit `w` set when `busy[w]` is not zero: the scan for the next event reads one word.
@@ -107,8 +108,8 @@ impl Default for EventQueue {
     fn default() -> Self {
         Self {
             now: 0,
-            heads: vec![NIL; SLOTS].into_boxed_slice(),
-            tails: vec![NIL; SLOTS].into_boxed_slice(),
+            heads: Box::new([NIL; SLOTS]),
+            tails: Box::new([NIL; SLOTS]),
             busy: Box::new([0; WORDS]),
             words: 0,
             entries: Vec::new(),
