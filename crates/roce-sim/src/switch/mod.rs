@@ -341,6 +341,11 @@ impl<P: Frame> SwitchOf<P> {
         egress: usize,
         mut packet: P,
     ) -> Forwarded<P> {
+        // As indexing would panic; said once, so that the indexing below needs no checks.
+        assert!(
+            ingress < self.ports.len() && egress < self.ports.len(),
+            "no such port"
+        );
         let Some((priority, quiet)) = self.admit(now, ingress, egress, &mut packet) else {
             return Forwarded::Dropped(packet);
         };
