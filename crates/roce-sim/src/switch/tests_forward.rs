@@ -114,7 +114,7 @@ fn forward_is_enqueue_then_depart() {
         let mut now = Instant::ZERO;
         let (mut shortcuts, mut queued, mut dropped, mut departed) = (0, 0, 0, 0);
         for id in 0..30_000u32 {
-            now = now + Duration::from_nanos(next() % 700);
+            now += Duration::from_nanos(next() % 700);
             match next() % 16 {
                 0 => {
                     // A host pauses (or resumes) a class of its port's egress.
