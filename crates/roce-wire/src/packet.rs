@@ -386,46 +386,25 @@ impl Repr {
             offset += len;
             offset - len..offset
         };
-        if let Some(r) = self.feth {
-            r.emit(&mut feth::Packet::new_unchecked(
-                &mut buffer[next(feth::HEADER_LEN)],
-            ));
+        // Each header the Repr holds, in wire order (field and module share a name).
+        macro_rules! emit_present {
+            ($($header:ident),*) => {$(
+                if let Some(r) = self.$header {
+                    let range = next($header::HEADER_LEN);
+                    r.emit(&mut $header::Packet::new_unchecked(&mut buffer[range]));
+                }
+            )*};
         }
-        if let Some(r) = self.deth {
-            r.emit(&mut deth::Packet::new_unchecked(
-                &mut buffer[next(deth::HEADER_LEN)],
-            ));
-        }
-        if let Some(r) = self.reth {
-            r.emit(&mut reth::Packet::new_unchecked(
-                &mut buffer[next(reth::HEADER_LEN)],
-            ));
-        }
-        if let Some(r) = self.atomic_eth {
-            let range = next(atomic_eth::HEADER_LEN);
-            r.emit(&mut atomic_eth::Packet::new_unchecked(&mut buffer[range]));
-        }
-        if let Some(r) = self.aeth {
-            r.emit(&mut aeth::Packet::new_unchecked(
-                &mut buffer[next(aeth::HEADER_LEN)],
-            ));
-        }
-        if let Some(r) = self.atomic_ack_eth {
-            let range = next(atomic_ack_eth::HEADER_LEN);
-            r.emit(&mut atomic_ack_eth::Packet::new_unchecked(
-                &mut buffer[range],
-            ));
-        }
-        if let Some(r) = self.immdt {
-            r.emit(&mut immdt::Packet::new_unchecked(
-                &mut buffer[next(immdt::HEADER_LEN)],
-            ));
-        }
-        if let Some(r) = self.ieth {
-            r.emit(&mut ieth::Packet::new_unchecked(
-                &mut buffer[next(ieth::HEADER_LEN)],
-            ));
-        }
+        emit_present!(
+            feth,
+            deth,
+            reth,
+            atomic_eth,
+            aeth,
+            atomic_ack_eth,
+            immdt,
+            ieth
+        );
         if layout.headers.cnp_reserved {
             // The CNP's reserved block is zero.
             buffer[next(cnp::RESERVED_LEN)].fill(0);
