@@ -10,6 +10,7 @@ use roce_core::{Duration, Instant, MAX_DATAGRAM, Qpn};
 
 use crate::event_loop::{self, Network};
 use crate::pair::{PairConfig, Side, connect_nodes, side};
+use crate::serialisation::serialisation_nanos;
 use crate::switch::{CLASSES, Switch, SwitchConfig};
 use crate::{Net, SimPacket, set_sim_time};
 
@@ -168,7 +169,7 @@ impl Network for Ports<'_> {
                     break;
                 };
                 let p = host.queues[class].pop_front().expect("chosen non-empty");
-                let nanos = (p.wire_len() as u64 * 8 * 1_000_000_000).div_ceil(bandwidth);
+                let nanos = serialisation_nanos(p.wire_len() as u64, bandwidth);
                 let end = now.max(host.busy_until) + Duration::from_nanos(nanos);
                 host.busy_until = end;
                 *self.seq += 1;

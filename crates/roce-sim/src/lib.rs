@@ -43,6 +43,7 @@ mod pattern;
 mod prefetch;
 pub mod scenario;
 mod scheduled;
+mod serialisation;
 pub mod switch;
 mod text;
 pub mod topology;

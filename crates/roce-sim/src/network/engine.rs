@@ -110,15 +110,12 @@ impl Network {
         match switch.forward(now, usize::from(port), usize::from(egress), packet) {
             // Through a free port with nothing queued: on the cable at once, as `serve` puts
             // it (the arrival had no PFC frame to send first, or it would have been queued).
-            Forwarded::Departed(departure) => self.launch(node, egress, departure),
-            forwarded => {
-                if let Forwarded::Dropped(packet) = forwarded {
-                    self.pool.free(packet.index);
-                }
-                self.send_pauses(node, port);
-                self.serve(node, egress);
-            }
+            Forwarded::Departed(departure) => return self.launch(node, egress, departure),
+            Forwarded::Dropped(packet) => self.pool.free(packet.index),
+            Forwarded::Queued => {}
         }
+        self.send_pauses(node, port);
+        self.serve(node, egress);
     }
 
     /// A PFC frame reaches `node`: it stops (or resumes) `priority` on its port towards the
@@ -302,7 +299,7 @@ impl Network {
             };
             let e = &mut self.egress[h];
             let bytes = packet.wire_len() as u64;
-            let nanos = e.serialisation_nanos(bytes, peer.rate_bps);
+            let nanos = e.last_serialised.nanos(bytes, peer.rate_bps);
             e.busy_until = now + Duration::from_nanos(nanos);
             e.stats.sent += 1;
             e.stats.sent_bytes += bytes;

@@ -11,6 +11,7 @@ use roce_core::RegionMemory;
 use roce_core::Instant;
 
 use super::PacketRef;
+use crate::serialisation::LastSerialised;
 use crate::switch::CLASSES;
 
 /// Counters of one host's link.
@@ -40,9 +41,8 @@ pub(super) struct Egress {
     pub(super) tx_at: Option<Instant>,
     /// When a `NicTimer` event is pending, if one is.
     pub(super) timer_at: Option<Instant>,
-    /// The last (length, rate) serialised and its time in nanoseconds: a hit saves a
-    /// division.
-    last_serialised: (u64, u64, u64),
+    /// What the link serialised last, remembered.
+    pub(super) last_serialised: LastSerialised,
     pub(super) stats: HostStats,
 }
 
@@ -69,18 +69,6 @@ impl Egress {
     /// queued before it (every queued packet waits on a pause) and its priority is not paused.
     pub(super) fn may_bypass(&self, class: usize, now: Instant) -> bool {
         self.queued == 0 && self.paused_until[class % CLASSES] <= now
-    }
-
-    /// Nanoseconds `bytes` take at `rate_bps`, rounded up.
-    #[inline]
-    pub(super) fn serialisation_nanos(&mut self, bytes: u64, rate_bps: u64) -> u64 {
-        let (len, rate, nanos) = self.last_serialised;
-        if (len, rate) == (bytes, rate_bps) {
-            return nanos;
-        }
-        let nanos = (bytes * 8 * 1_000_000_000).div_ceil(rate_bps.max(1));
-        self.last_serialised = (bytes, rate_bps, nanos);
-        nanos
     }
 
     /// Packets queued.

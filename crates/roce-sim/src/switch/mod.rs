@@ -38,6 +38,7 @@ use std::collections::{BinaryHeap, VecDeque};
 use roce_core::{Duration, Instant};
 
 use crate::SimPacket;
+use crate::serialisation::LastSerialised;
 pub use config::{
     CLASSES, Ets, Frame, MarkAt, PauseFrame, Pfc, PortStats, SharedBuffer, SwitchConfig,
 };
@@ -67,9 +68,8 @@ impl<P: Frame> Queued<P> {
 struct Port<P> {
     /// Line rate, bits per second.
     rate_bps: u64,
-    /// The last packet length serialised and its time in nanoseconds at `rate_bps`: most
-    /// packets of a run are of a few lengths, and a hit saves a 64-bit division.
-    last_serialised: (usize, u64),
+    /// What the port serialised last, remembered.
+    last_serialised: LastSerialised,
     queues: [VecDeque<Queued<P>>; CLASSES],
     /// Bit `c` set when `queues[c]` holds a packet: the scheduler reads this, not the queues.
     queued_classes: u16,
@@ -112,17 +112,13 @@ impl<P> Port<P> {
     /// Nanoseconds `bytes` take at the port's rate, rounded up.
     #[inline]
     fn serialisation_nanos(&mut self, bytes: usize) -> u64 {
-        if self.last_serialised.0 != bytes {
-            let nanos = (bytes as u64 * 8 * 1_000_000_000).div_ceil(self.rate_bps.max(1));
-            self.last_serialised = (bytes, nanos);
-        }
-        self.last_serialised.1
+        self.last_serialised.nanos(bytes as u64, self.rate_bps)
     }
 
     fn new(rate_bps: u64) -> Self {
         Self {
             rate_bps,
-            last_serialised: (0, 0),
+            last_serialised: LastSerialised::default(),
             queues: Default::default(),
             queued_classes: 0,
             class_bytes: [0; CLASSES],
@@ -282,7 +278,6 @@ impl<P: Frame> SwitchOf<P> {
     /// Sets the line rate of `port`, bits per second (0 counts as 1).
     pub fn set_port_rate(&mut self, port: usize, rate_bps: u64) {
         self.ports[port].rate_bps = rate_bps;
-        self.ports[port].last_serialised = (0, 0);
     }
 
     /// The line rate of `port`, bits per second.
@@ -368,21 +363,8 @@ impl<P: Frame> SwitchOf<P> {
         if !strict {
             port.drr_alone(priority, weight, bytes);
         }
-        if self.config.mark_at == MarkAt::Dequeue {
-            let queue = port.class_bytes[priority];
-            mark(
-                &self.config,
-                &mut self.rng,
-                &mut packet,
-                queue,
-                &mut port.stats,
-            );
-        }
-        let end = now + Duration::from_nanos(port.serialisation_nanos(bytes));
-        port.busy_until = end;
-        port.stats.sent += 1;
-        port.stats.sent_bytes += bytes as u64;
-        self.release(ingress, priority, bytes);
+        self.mark_leaving(egress, priority, &mut packet);
+        let end = self.start_serialising(now, egress, ingress, priority, bytes);
         if !quiet {
             // (When the arrival's check was quiet, this one would be too: see `pfc_check`.)
             self.pfc_check(now, ingress, priority);
@@ -548,14 +530,9 @@ impl<P: Frame> SwitchOf<P> {
         if self.ports[port].busy_until > now {
             return None;
         }
-        let (queued, nanos) = self.dequeue(now, port)?;
-        let end = now + Duration::from_nanos(nanos);
+        let queued = self.dequeue(now, port)?;
         let (ingress, priority, bytes) = (queued.ingress(), queued.priority(), queued.bytes());
-        let state = &mut self.ports[port];
-        state.busy_until = end;
-        state.stats.sent += 1;
-        state.stats.sent_bytes += bytes as u64;
-        self.release(ingress, priority, bytes);
+        let end = self.start_serialising(now, port, ingress, priority, bytes);
         self.pfc_check(now, ingress, priority);
         Some(Departure {
             packet: queued.packet,
@@ -686,14 +663,16 @@ impl<P: Frame> SwitchOf<P> {
         if self.ports[egress].in_service.is_some() {
             return;
         }
-        if let Some((queued, nanos)) = self.dequeue(now, egress) {
-            self.ports[egress].in_service = Some((now + Duration::from_nanos(nanos), queued));
+        if let Some(queued) = self.dequeue(now, egress) {
+            let port = &mut self.ports[egress];
+            let end = now + Duration::from_nanos(port.serialisation_nanos(queued.bytes()));
+            port.in_service = Some((end, queued));
         }
     }
 
     /// Takes the next packet ETS chooses off `egress`'s queues, marked if marking is at
-    /// dequeue, and its serialisation time in nanoseconds.
-    fn dequeue(&mut self, now: Instant, egress: usize) -> Option<(Queued<P>, u64)> {
+    /// dequeue.
+    fn dequeue(&mut self, now: Instant, egress: usize) -> Option<Queued<P>> {
         let class = self.pick(egress, now)?;
         let port = &mut self.ports[egress];
         let mut queued = port.queues[class]
@@ -704,18 +683,40 @@ impl<P: Frame> SwitchOf<P> {
         }
         port.bytes -= queued.bytes();
         port.class_bytes[class] -= queued.bytes();
+        self.mark_leaving(egress, class, &mut queued.packet);
+        Some(queued)
+    }
+
+    /// With marking at dequeue, marks a packet leaving `egress`'s `class` by the queue it
+    /// leaves behind.
+    #[inline(always)] // twice per hop; a call costs more than its body
+    fn mark_leaving(&mut self, egress: usize, class: usize, packet: &mut P) {
         if self.config.mark_at == MarkAt::Dequeue {
+            let port = &mut self.ports[egress];
             let queue = port.class_bytes[class];
-            mark(
-                &self.config,
-                &mut self.rng,
-                &mut queued.packet,
-                queue,
-                &mut port.stats,
-            );
+            mark(&self.config, &mut self.rng, packet, queue, &mut port.stats);
         }
-        let nanos = port.serialisation_nanos(queued.bytes());
-        Some((queued, nanos))
+    }
+
+    /// For an event driver: a packet of `bytes` that came in on `ingress` starts on `egress`
+    /// at `now`, which is busy until its serialisation ends (returned); it counts as sent, and
+    /// its buffer is given back.
+    #[inline(always)] // twice per hop; a call costs more than its body
+    fn start_serialising(
+        &mut self,
+        now: Instant,
+        egress: usize,
+        ingress: usize,
+        priority: usize,
+        bytes: usize,
+    ) -> Instant {
+        let port = &mut self.ports[egress];
+        let end = now + Duration::from_nanos(port.serialisation_nanos(bytes));
+        port.busy_until = end;
+        port.stats.sent += 1;
+        port.stats.sent_bytes += bytes as u64;
+        self.release(ingress, priority, bytes);
+        end
     }
 }
 
