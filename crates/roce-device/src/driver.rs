@@ -62,6 +62,7 @@ impl<B: Backend> Driver<B> {
             .is_none()
             .then(|| Outbox::new(backend.max_segments(), tap.clone()));
         tracing::info!("device started");
+        shared.task_turns.store(1, Ordering::SeqCst);
         // The engine had more to send when the last turn ended.
         let mut more_to_send = false;
         let mut timer = Timer::new();
@@ -109,6 +110,7 @@ impl<B: Backend> Driver<B> {
             // After the turn's packets have left: a program may exit as soon as it sees a
             // completion, and the ACK of what it received must be gone by then.
             shared.deliver();
+            shared.task_turns.fetch_add(1, Ordering::SeqCst);
             if busy_poll {
                 // Let the application's tasks run (they poll their CQs the same way).
                 tokio::task::yield_now().await;

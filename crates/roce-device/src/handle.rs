@@ -137,6 +137,9 @@ pub(crate) struct Shared {
     busy_poll: bool,
     /// What the backend drops before the engine sees it, if it counts anything.
     backend: Option<Arc<BackendCounters>>,
+    /// Turns the device's task has ended, plus one once it has started (0: no task runs
+    /// yet). A flush without a sender for every thread waits for them (`Shared::flush`).
+    pub(crate) task_turns: AtomicU64,
     /// Every handle is gone: the task stops.
     released: AtomicBool,
     /// The task has stopped: verbs fail.
@@ -162,6 +165,7 @@ impl Shared {
             clock: TokioClock::new(),
             busy_poll,
             backend,
+            task_turns: AtomicU64::new(0),
             released: AtomicBool::new(false),
             halted: AtomicBool::new(false),
         }
@@ -227,11 +231,26 @@ impl Shared {
         }
     }
 
-    /// Sends what the engine has, on this thread, waiting for another thread's send to end;
-    /// rings the doorbell when the device has no sender for every thread.
+    /// Sends what the engine has, on this thread, waiting for another thread's send to end.
+    /// When the device has no sender for every thread the task sends: the doorbell rings, and
+    /// a thread outside the task's runtime waits (at most [`FLUSH_WAIT`]) for a whole turn
+    /// after the ring, or for one that left the engine with nothing to send.
     fn flush(&self) {
         let Some(direct) = &self.direct else {
+            let before = self.task_turns.load(Ordering::SeqCst);
             self.doorbell.ring();
+            // On the runtime's own threads, waiting could keep the task from its turn.
+            if before == 0 || tokio::runtime::Handle::try_current().is_ok() {
+                return;
+            }
+            let deadline = std::time::Instant::now() + FLUSH_WAIT;
+            while !self.halted.load(Ordering::SeqCst) && std::time::Instant::now() < deadline {
+                let turns = self.task_turns.load(Ordering::SeqCst);
+                if turns >= before + 2 || (turns > before && !self.step(|nic| nic.may_transmit())) {
+                    return;
+                }
+                std::thread::yield_now();
+            }
             return;
         };
         let mut direct = lock(direct);
@@ -243,6 +262,18 @@ impl Shared {
         }
         drop(direct);
         self.deliver();
+    }
+
+    /// [`Shared::flush`] if the engine has something to send or a poll left ACKs owed. A
+    /// completion may be visible before the ACK of its SEND has left: the device's task hands
+    /// datagrams to the engine one step at a time and sends at the end of its turn, and a
+    /// verb of the program's thread in between delivers what those steps completed. The
+    /// verbs that end a QP's life (modify to an error state, destroy) and the program's exit
+    /// must not take that ACK with them, or the peer's SEND ends in retries.
+    fn flush_pending(&self) {
+        if self.owed.load(Ordering::SeqCst) || self.step(|nic| nic.may_transmit()) {
+            self.flush();
+        }
     }
 
     /// Whether the engine's next deadline comes before the task's timer fires.
@@ -285,6 +316,9 @@ const SPINNING: Duration = Duration::from_micros(20);
 /// (`driver::receive`).
 pub(crate) const STEP_BACK: Duration = Duration::from_millis(1);
 
+/// How long a flush waits for the device's task to send, when only the task can.
+const FLUSH_WAIT: Duration = Duration::from_millis(100);
+
 /// Send rounds a flush takes at most (of [`MAX_TRANSMITS_PER_ROUND`] packets each).
 const FLUSH_ROUNDS: usize = 64;
 
@@ -294,10 +328,9 @@ struct Release(Arc<Shared>);
 
 impl Drop for Release {
     fn drop(&mut self) {
-        // ACKs a poll of the network left for the program's next post: there is none.
-        if self.0.owed.load(Ordering::SeqCst) {
-            self.0.flush();
-        }
+        // ACKs a poll of the network left for the program's next post (there is none), or
+        // that the task's turn has not sent yet.
+        self.0.flush_pending();
         self.0.released.store(true, Ordering::SeqCst);
         self.0.doorbell.ring();
     }
@@ -326,12 +359,12 @@ impl DeviceHandle {
     /// or a deadline earlier than the one its timer waits for. Every verb below is one of
     /// these. A verb that makes neither (a query) wakes nobody.
     ///
-    /// ACKs a poll of the network left for the program's next post ([`DeviceHandle::poll_network`])
-    /// are sent first: `f` may destroy the QP that owes them.
+    /// What the engine has to send is sent first ([`Shared::flush_pending`]): `f` may destroy
+    /// the QP that owes an ACK — one a poll of the network left for the program's next post
+    /// ([`DeviceHandle::poll_network`]), or one of a SEND the device's task handed to the
+    /// engine and has not sent yet, whose completion another verb of the program delivered.
     pub fn with<R>(&self, f: impl FnOnce(&mut Nic, Instant) -> R) -> Result<R, DeviceError> {
-        if self.shared.owed.load(Ordering::SeqCst) {
-            self.shared.flush();
-        }
+        self.shared.flush_pending();
         self.verb(f)
     }
 

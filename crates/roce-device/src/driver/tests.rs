@@ -586,6 +586,131 @@ async fn a_verb_sends_what_a_poll_left_before_it_runs() {
     assert_eq!(sent_before, [vec![Opcode::RcAcknowledge]]);
 }
 
+/// The device's task hands the peer's SEND to the engine; before its turn sends the ACK, a
+/// verb of the program's thread (a posted receive) delivers the completion, the program sees
+/// it and destroys the QP: the ACK leaves before the QP goes, though no poll left it owed.
+/// (`ibv_srq_pingpong`'s server once ran out of retries on its last SEND this way: the
+/// client had exited with the ACK of it.)
+#[tokio::test(start_paused = true)]
+async fn a_verb_sends_what_the_tasks_turn_has_not_sent_yet_before_it_runs() {
+    let s = spinning();
+    let send = s.inflow.waiting.lock().unwrap().pop_front().unwrap();
+    // The task's receive: one step of the engine, its send round still to come.
+    let now = s.shared.clock.now();
+    s.shared.step(|nic| {
+        nic.handle_datagram(
+            now,
+            roce_core::Datagram {
+                src: SocketAddr::new(PEER, 4791),
+                dst: SocketAddr::new(US, 4791),
+                ecn: Ecn::NotEct,
+                ip_id: Some(0),
+                segment: 0,
+                payload: &send,
+            },
+        );
+    });
+    let recv = roce_core::RecvWr {
+        wr_id: 8,
+        sgl: Vec::new(),
+    };
+    s.handle
+        .with_receive(|nic, _| nic.post_recv(s.qpn, recv))
+        .unwrap()
+        .unwrap();
+    let cqe = s.queue.poll().expect("the receive completed");
+    assert_eq!(cqe.wr_id, 7);
+    assert!(s.sends.sent().is_empty(), "a posted receive sent the ACK");
+    assert!(!s.shared.owed.load(Ordering::SeqCst));
+    let sent_before = s
+        .handle
+        .with(|nic, _| {
+            let sent = s.sends.opcodes();
+            nic.destroy_qp(s.qpn).unwrap();
+            sent
+        })
+        .unwrap();
+    assert_eq!(sent_before, [vec![Opcode::RcAcknowledge]]);
+}
+
+/// The same on a device without a sender for every thread (the raw backend's): only the
+/// task sends, and a verb of the program's thread waits for the task's turn to send the ACK
+/// before it destroys the QP.
+#[test]
+fn without_a_sender_for_every_thread_a_verb_waits_for_the_task_to_send_the_ack() {
+    let nic = Nic::new(NicConfig {
+        addrs: vec![US],
+        src_port: roce_core::SrcPortPolicy::Fixed(4791),
+        ..NicConfig::default()
+    });
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let shared = Arc::new(Shared::new(nic, false, None));
+    let handle = crate::DeviceHandle::new(shared.clone());
+    let queue = handle.create_completion_queue(16).unwrap();
+    let qpn = receiving_qp(&handle, &queue);
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let driver = Driver {
+        shared: shared.clone(),
+        backend: Recorder {
+            incoming: VecDeque::new(),
+            log: log.clone(),
+            watch: None,
+        },
+        tap: None,
+        rx_loss: Loss { ppm: 0, state: 1 },
+        busy_poll: false,
+    };
+    let task = runtime.spawn(driver.run());
+    while shared.task_turns.load(Ordering::SeqCst) == 0 {
+        std::thread::yield_now();
+    }
+    // The task has handed the SEND to the engine and not sent yet; the program sees the
+    // completion (a posted receive delivers it).
+    let send = send_only(qpn);
+    let now = shared.clock.now();
+    shared.step(|nic| {
+        nic.handle_datagram(
+            now,
+            roce_core::Datagram {
+                src: SocketAddr::new(PEER, 4791),
+                dst: SocketAddr::new(US, 4791),
+                ecn: Ecn::NotEct,
+                ip_id: Some(0),
+                segment: 0,
+                payload: &send,
+            },
+        );
+    });
+    let recv = roce_core::RecvWr {
+        wr_id: 8,
+        sgl: Vec::new(),
+    };
+    handle
+        .with_receive(|nic, _| nic.post_recv(qpn, recv))
+        .unwrap()
+        .unwrap();
+    assert_eq!(queue.poll().expect("the receive completed").wr_id, 7);
+    let sent = |log: &Mutex<Vec<Event>>| {
+        let log = log.lock().unwrap();
+        log.iter().filter(|e| matches!(e, Event::Send(_))).count()
+    };
+    assert_eq!(sent(&log), 0, "sent before the program's verb");
+    let sent_before = handle
+        .with(|nic, _| {
+            let sent = sent(&log);
+            nic.destroy_qp(qpn).unwrap();
+            sent
+        })
+        .unwrap();
+    assert_eq!(sent_before, 1, "the QP was destroyed with its ACK unsent");
+    drop(handle);
+    runtime.block_on(async { task.await.unwrap().unwrap() });
+}
+
 /// A program that drops its last handle (it exits) leaves nothing owed behind.
 #[tokio::test(start_paused = true)]
 async fn the_last_handle_dropped_sends_what_a_poll_left() {
