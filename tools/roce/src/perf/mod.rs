@@ -316,10 +316,12 @@ async fn test_run(
         check_params(&session, &params)?;
         let qps = setup::Qps::create(args, device.clone(), local_ip).await?;
         // create_rdma_cm_connection: a handshake, the data QPs' connections, a handshake.
+        let listen = rdma_cm::listen_for_data(args, &device, side)?;
         session.rdma_cm_sync().await?;
         let path_mtu =
             roce_core::Mtu::from_bytes(session.mtu().bytes()).context("the negotiated MTU")?;
-        let mut conns = rdma_cm::connect_data(args, &qps, side, test.verb, path_mtu).await?;
+        let mut conns =
+            rdma_cm::connect_data(args, &qps, side, test.verb, path_mtu, listen).await?;
         session.rdma_cm_sync().await?;
         conns.push(control);
         let set_up = setup::set_up(args, &mut session, qps, largest, true).await?;

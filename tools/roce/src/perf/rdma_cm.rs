@@ -8,7 +8,7 @@
 //! 2. the exchange of the TCP flavour over it, each message one SEND ([`CmStream`]), keys as
 //!    the binary `struct pingpong_dest`;
 //! 3. `create_rdma_cm_connection`: a handshake; the server listens on the same port again and
-//!    accepts `-q` REQs, the client connects each test QP (again 10 times, 100 ms apart, while
+//!    accepts `-q` REQs (ours listens before the handshake: [`listen_for_data`]), the client connects each test QP (again 10 times, 100 ms apart, while
 //!    the server has no listener yet: `rdma_cm_client_connection`); a handshake. Responder
 //!    resources and initiator depth are the out_reads (16 here) for READ and atomics, 0
 //!    otherwise; retry and RNR retry 7;
@@ -18,7 +18,7 @@ use std::net::IpAddr;
 use std::time::Duration;
 
 use anyhow::bail;
-use roce_core::cm::{AcceptParams, ConnId, ConnectParams};
+use roce_core::cm::{AcceptParams, ConnId, ConnectParams, ListenHandle};
 use roce_core::{Access, Mtu, Psn};
 use roce_device::{DeviceHandle, RcEndpoint};
 use roce_oob::perftest::{Side, Verb};
@@ -111,14 +111,32 @@ pub(super) async fn control(
     Ok((stream, conn))
 }
 
+/// The server's listener for the test QPs' connections, opened before step 3's first
+/// handshake (`None` on the client). perftest's server listens again only after that
+/// handshake, and its client connects as soon as the handshake is done: a client faster than
+/// the server's second listen gets a REJ (reason 8, invalid service ID) that perftest 4.5-0.17
+/// does not survive (its retry reuses the ids it destroyed). Listening first, our server has
+/// the REQs wait as connect requests for [`connect_data`] instead.
+pub(super) fn listen_for_data(
+    args: &Args,
+    device: &DeviceHandle,
+    side: Side,
+) -> anyhow::Result<Option<ListenHandle>> {
+    match (side, &args.server) {
+        (Side::Client, Some(_)) => Ok(None),
+        _ => cm::listen(device, args.port).map(Some),
+    }
+}
+
 /// The test QPs' connections (step 3, between the two handshakes), QP `i` to the peer's
-/// `i`-th.
+/// `i`-th; the server accepts them on `listen` ([`listen_for_data`]) and stops listening.
 pub(super) async fn connect_data(
     args: &Args,
     qps: &Qps,
     side: Side,
     verb: Verb,
     mtu: Mtu,
+    listen: Option<ListenHandle>,
 ) -> anyhow::Result<Vec<ConnId>> {
     let limit = Duration::from_secs(args.timeout);
     let device = &qps.device;
@@ -143,7 +161,10 @@ pub(super) async fn connect_data(
             }
         }
         _ => {
-            let listen = cm::listen(device, args.port)?;
+            let listen = match listen {
+                Some(listen) => listen,
+                None => cm::listen(device, args.port)?,
+            };
             let deadline = std::time::Instant::now() + limit;
             for qp in &qps.endpoints {
                 let req = cm::request(device, Some(deadline)).await?;
