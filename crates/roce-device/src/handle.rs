@@ -359,7 +359,7 @@ impl DeviceHandle {
     /// or a deadline earlier than the one its timer waits for. Every verb below is one of
     /// these. A verb that makes neither (a query) wakes nobody.
     ///
-    /// What the engine has to send is sent first ([`Shared::flush_pending`]): `f` may destroy
+    /// What the engine has to send is sent first (`Shared::flush_pending`): `f` may destroy
     /// the QP that owes an ACK — one a poll of the network left for the program's next post
     /// ([`DeviceHandle::poll_network`]), or one of a SEND the device's task handed to the
     /// engine and has not sent yet, whose completion another verb of the program delivered.
