@@ -12,6 +12,7 @@
 //! order is exactly the `(time, sequence)` order of one heap. A push is O(1); a pop is O(1) plus
 //! a scan of the bitmap to the next busy slot, plus the heap's O(log n) for far events.
 
+use std::cell::Cell;
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
@@ -70,6 +71,9 @@ const _: () = assert!(WORDS == 128);
 /// No entry (end of a slot's list, or an empty slot).
 const NIL: u32 = u32::MAX;
 
+/// [`EventQueue::first`] not known: a scan of the bitmap finds it.
+const UNKNOWN: u32 = u32::MAX;
+
 /// One queued event in the wheel's arena, linked to the next of its slot.
 #[derive(Debug, Clone, Copy)]
 struct Entry {
@@ -94,6 +98,10 @@ pub(super) struct EventQueue {
     busy: Box<[u64; WORDS]>,
     /// Bit `w` set when `busy[w]` is not zero: the scan for the next event reads one word.
     words: u128,
+    /// The first busy slot from now's, once a scan found it ([`UNKNOWN`] until then): the
+    /// cache hints look for the next event right after a pop, and the next pop looks for the
+    /// same one; a push into an earlier slot moves it there, a pop that empties it forgets it.
+    first: Cell<u32>,
     entries: Vec<Entry>,
     free: Vec<u32>,
     /// Events in the wheel.
@@ -112,6 +120,7 @@ impl Default for EventQueue {
             tails: Box::new([NIL; SLOTS]),
             busy: Box::new([0; WORDS]),
             words: 0,
+            first: Cell::new(UNKNOWN),
             entries: Vec::new(),
             free: Vec::new(),
             in_wheel: 0,
@@ -166,6 +175,7 @@ impl EventQueue {
             if self.busy[slot / 64] == 0 {
                 self.words &= !(1 << (slot / 64));
             }
+            self.first.set(UNKNOWN);
         }
         self.free.push(index);
         self.in_wheel -= 1;
@@ -206,6 +216,11 @@ impl EventQueue {
                 self.heads[slot] = index;
                 self.busy[slot / 64] |= 1 << (slot % 64);
                 self.words |= 1 << (slot / 64);
+                // A slot before the first busy one is the first now.
+                let first = self.first.get();
+                if first != UNKNOWN && self.ahead(slot) < self.ahead(first as usize) {
+                    self.first.set(slot as u32);
+                }
             }
             tail => self.entries[tail as usize].next = index,
         }
@@ -215,13 +230,30 @@ impl EventQueue {
 
     /// The time of the wheel's earliest event: the first busy slot from now's, round the wheel.
     fn next_in_wheel(&self) -> Option<u64> {
+        let slot = self.first_busy()?;
+        Some(self.now + self.ahead(slot) as u64)
+    }
+
+    /// The first busy slot from now's, round the wheel: [`EventQueue::first`], or a scan.
+    #[inline]
+    fn first_busy(&self) -> Option<usize> {
         if self.in_wheel == 0 {
             return None;
         }
-        let start = slot_of(self.now);
-        let slot = self.busy_from(start)?;
-        let ahead = (slot + SLOTS - start) % SLOTS;
-        Some(self.now + ahead as u64)
+        let known = self.first.get();
+        if known != UNKNOWN {
+            debug_assert_eq!(Some(known as usize), self.busy_from(slot_of(self.now)));
+            return Some(known as usize);
+        }
+        let slot = self.busy_from(slot_of(self.now))?;
+        self.first.set(slot as u32);
+        Some(slot)
+    }
+
+    /// Nanoseconds from now to the time slot `s` holds.
+    #[inline]
+    fn ahead(&self, s: usize) -> usize {
+        (s + SLOTS - slot_of(self.now)) % SLOTS
     }
 
     /// Hints for the caches, [`LEAD`] events ahead: the `LEAD`th event from now in the wheel
@@ -230,10 +262,7 @@ impl EventQueue {
     /// meanwhile may come before them: a hint then only costs a wasted line.
     #[inline]
     pub(super) fn prefetch_upcoming(&self, upcoming: impl FnOnce(&Event)) {
-        if self.in_wheel == 0 {
-            return;
-        }
-        let Some(slot) = self.busy_from(slot_of(self.now)) else {
+        let Some(slot) = self.first_busy() else {
             return;
         };
         let mut at = (slot, self.heads[slot]);
@@ -257,8 +286,7 @@ impl EventQueue {
             NIL => {
                 let next = self.busy_from((slot + 1) % SLOTS)?;
                 // Not round the wheel past now: that slot is `slot` itself, or in the past.
-                let ahead = |s: usize| (s + SLOTS - slot_of(self.now)) % SLOTS;
-                (ahead(next) > ahead(slot)).then(|| (next, self.heads[next]))
+                (self.ahead(next) > self.ahead(slot)).then(|| (next, self.heads[next]))
             }
             next => Some((slot, next)),
         }
