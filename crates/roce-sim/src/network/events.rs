@@ -149,7 +149,8 @@ impl EventQueue {
         self.peak = self.peak.max(self.len());
     }
 
-    /// The earliest event, if it is due by `until`.
+    /// The earliest event, if it is due by `until`. Inlined into the one loop that pops.
+    #[inline(always)]
     pub(super) fn pop_until(&mut self, until: Instant) -> Option<(Instant, Event)> {
         let until = until.as_nanos();
         let at = match self.next_in_wheel() {
