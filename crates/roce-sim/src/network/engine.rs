@@ -179,7 +179,7 @@ impl Network {
 
     /// A packet `node` started on `port`: it arrives at the far end when its serialisation
     /// ends plus the link's delay, and its leaving may have changed its ingress's PFC state.
-    #[inline]
+    #[inline(always)]
     fn launch(&mut self, node: u32, port: u16, departure: Departure<PacketRef>) {
         let peer = self.wiring.peer(node, port);
         self.events.push(
