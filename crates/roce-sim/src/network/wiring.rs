@@ -160,6 +160,7 @@ impl Wiring {
     }
 
     /// The port `node` forwards a packet with IPv4 5-tuple `tuple` out of ([`tuple_of`]).
+    #[inline(always)]
     pub(super) fn forward_tuple(&self, node: u32, tuple: &FiveTuple) -> Option<u16> {
         let dst_id = NodeId::from_hpcc_ipv4(tuple.dst_ip);
         // from_hpcc_ipv4 ignores the low byte and the top one: check the address round-trips.
