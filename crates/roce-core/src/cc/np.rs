@@ -20,6 +20,11 @@ pub(crate) struct Notifier {
 }
 
 impl Notifier {
+    /// Whether a CNP is to be sent.
+    pub(crate) fn due(&self) -> bool {
+        self.due
+    }
+
     /// A CE-marked request arrived at `now`: a CNP is due unless one was sent less than
     /// `min_gap` ago (mlx5 `min_time_between_cnps`; such CE marks send nothing, the firmware's
     /// rate limit, where htsim's NP sends one when the interval ends instead).

@@ -124,6 +124,15 @@ impl Nic {
                 continue;
             };
             qp.indexed.ready = false;
+            // In line with nothing to send (a packet of its peer's that needed no answer put
+            // it there): the turn below would make nothing and change nothing, so only the
+            // bookkeeping that ends every turn runs.
+            if qp.idle_in_line() {
+                self.sched.index(qp);
+                self.sched.tidy(&mut self.qps, budget);
+                self.shared.deliver_completions();
+                continue;
+            }
             // The NIC's budget of unacknowledged packets: without room (or while others wait
             // for it and this QP has no grant) its requests wait.
             let in_flight = &mut self.sched.in_flight;
