@@ -365,6 +365,64 @@ static HEADER_LENS: [u8; 256] = {
     table
 };
 
+/// The extension headers in wire order, as [`extension_at`] numbers them, and their lengths.
+pub(crate) const EXTENSION_LENS: [usize; 9] = [
+    crate::feth::HEADER_LEN,
+    crate::deth::HEADER_LEN,
+    crate::reth::HEADER_LEN,
+    crate::atomic_eth::HEADER_LEN,
+    crate::aeth::HEADER_LEN,
+    crate::atomic_ack_eth::HEADER_LEN,
+    crate::immdt::HEADER_LEN,
+    crate::ieth::HEADER_LEN,
+    crate::cnp::RESERVED_LEN,
+];
+
+/// No such header in [`EXTENSION_OFFSETS`].
+const ABSENT: u8 = u8::MAX;
+
+/// Per BTH opcode byte and extension header ([`EXTENSION_LENS`]' order): where the header
+/// starts in the packet, or [`ABSENT`]. Built at compile time: the responder reads three or
+/// four headers of every packet, and each look-up summed the lengths of those before it.
+static EXTENSION_OFFSETS: [[u8; 9]; 256] = {
+    let mut table = [[ABSENT; 9]; 256];
+    let mut byte = 0;
+    while byte < 256 {
+        if let Some(layout) = &LAYOUTS[byte] {
+            let h = &layout.headers;
+            let present = [
+                h.feth,
+                h.deth,
+                h.reth,
+                h.atomic_eth,
+                h.aeth,
+                h.atomic_ack_eth,
+                h.immdt,
+                h.ieth,
+                h.cnp_reserved,
+            ];
+            let mut offset = crate::bth::HEADER_LEN;
+            let mut i = 0;
+            while i < 9 {
+                if present[i] {
+                    table[byte][i] = offset as u8;
+                    offset += EXTENSION_LENS[i];
+                }
+                i += 1;
+            }
+        }
+        byte += 1;
+    }
+    table
+};
+
+/// Where extension header `index` ([`EXTENSION_LENS`]' order) starts in a packet whose BTH
+/// opcode byte is `byte`, and its length, if the opcode's layout has it.
+pub(crate) fn extension_at(byte: u8, index: usize) -> Option<(usize, usize)> {
+    let offset = *EXTENSION_OFFSETS[usize::from(byte)].get(index)?;
+    (offset != ABSENT).then(|| (usize::from(offset), EXTENSION_LENS[index]))
+}
+
 /// The BTH's and the extension headers' length for the opcode in a BTH byte
 /// ([`HEADER_LENS`]).
 pub(crate) fn header_len_of(byte: u8) -> usize {

@@ -163,10 +163,12 @@ impl<T: AsRef<[u8]>> Packet<T> {
         opcode::layout_of(self.buffer.as_ref()[0]).expect("a checked packet has a known opcode")
     }
 
-    /// The bytes of one extension header, if the opcode has it.
+    /// The bytes of one extension header, if the opcode has it (the compile-time table of
+    /// offsets, [`opcode::extension_at`]).
     fn header(&self, wanted: Layer) -> Option<&[u8]> {
-        let (offset, len) = locate(&self.table_row().headers, wanted)?;
-        Some(&self.buffer.as_ref()[offset..offset + len])
+        let buf = self.buffer.as_ref();
+        let (offset, len) = opcode::extension_at(buf[0], extension_index(wanted)?)?;
+        Some(&buf[offset..offset + len])
     }
 }
 
@@ -193,23 +195,10 @@ fn truncated_at(headers: &Headers, body: usize, got: usize) -> ParseError {
     }
 }
 
-/// Where extension header `wanted` starts in a packet of a layout with `headers`, and its
-/// length, if the layout has it: the BTH and the headers before it in wire order. Straight-line
-/// sums over a fixed array, where walking [`present`] cost a pass over every header per access
-/// (the responder reads three or four headers of every packet).
-fn locate(headers: &Headers, wanted: Layer) -> Option<(usize, usize)> {
-    let order = [
-        (headers.feth, feth::HEADER_LEN),
-        (headers.deth, deth::HEADER_LEN),
-        (headers.reth, reth::HEADER_LEN),
-        (headers.atomic_eth, atomic_eth::HEADER_LEN),
-        (headers.aeth, aeth::HEADER_LEN),
-        (headers.atomic_ack_eth, atomic_ack_eth::HEADER_LEN),
-        (headers.immdt, immdt::HEADER_LEN),
-        (headers.ieth, ieth::HEADER_LEN),
-        (headers.cnp_reserved, cnp::RESERVED_LEN),
-    ];
-    let index = match wanted {
+/// An extension header's place in wire order ([`opcode::EXTENSION_LENS`]), `None` for a layer
+/// that is none.
+fn extension_index(wanted: Layer) -> Option<usize> {
+    Some(match wanted {
         Layer::Feth => 0,
         Layer::Deth => 1,
         Layer::Reth => 2,
@@ -220,16 +209,7 @@ fn locate(headers: &Headers, wanted: Layer) -> Option<(usize, usize)> {
         Layer::Ieth => 7,
         Layer::CnpReserved => 8,
         _ => return None,
-    };
-    let (present, len) = order[index];
-    if !present {
-        return None;
-    }
-    let before: usize = order[..index]
-        .iter()
-        .map(|&(present, len)| if present { len } else { 0 })
-        .sum();
-    Some((bth::HEADER_LEN + before, len))
+    })
 }
 
 /// The extension headers of a layout that are present, in wire order, with their lengths.
