@@ -586,6 +586,41 @@ async fn a_verb_sends_what_a_poll_left_before_it_runs() {
     assert_eq!(sent_before, [vec![Opcode::RcAcknowledge]]);
 }
 
+/// The device's task hands `send` (the peer's SEND to `qpn`) to the engine, one step, its send
+/// round still to come; then the program posts a receive, which delivers the SEND's
+/// completion, and sees it on `queue`.
+fn task_receives_and_program_sees(
+    shared: &Shared,
+    handle: &crate::DeviceHandle,
+    queue: &CompletionQueue,
+    qpn: Qpn,
+    send: &[u8],
+) {
+    let now = shared.clock.now();
+    shared.step(|nic| {
+        nic.handle_datagram(
+            now,
+            roce_core::Datagram {
+                src: SocketAddr::new(PEER, 4791),
+                dst: SocketAddr::new(US, 4791),
+                ecn: Ecn::NotEct,
+                ip_id: Some(0),
+                segment: 0,
+                payload: send,
+            },
+        );
+    });
+    let recv = roce_core::RecvWr {
+        wr_id: 8,
+        sgl: Vec::new(),
+    };
+    handle
+        .with_receive(|nic, _| nic.post_recv(qpn, recv))
+        .unwrap()
+        .unwrap();
+    assert_eq!(queue.poll().expect("the receive completed").wr_id, 7);
+}
+
 /// The device's task hands the peer's SEND to the engine; before its turn sends the ACK, a
 /// verb of the program's thread (a posted receive) delivers the completion, the program sees
 /// it and destroys the QP: the ACK leaves before the QP goes, though no poll left it owed.
@@ -595,31 +630,7 @@ async fn a_verb_sends_what_a_poll_left_before_it_runs() {
 async fn a_verb_sends_what_the_tasks_turn_has_not_sent_yet_before_it_runs() {
     let s = spinning();
     let send = s.inflow.waiting.lock().unwrap().pop_front().unwrap();
-    // The task's receive: one step of the engine, its send round still to come.
-    let now = s.shared.clock.now();
-    s.shared.step(|nic| {
-        nic.handle_datagram(
-            now,
-            roce_core::Datagram {
-                src: SocketAddr::new(PEER, 4791),
-                dst: SocketAddr::new(US, 4791),
-                ecn: Ecn::NotEct,
-                ip_id: Some(0),
-                segment: 0,
-                payload: &send,
-            },
-        );
-    });
-    let recv = roce_core::RecvWr {
-        wr_id: 8,
-        sgl: Vec::new(),
-    };
-    s.handle
-        .with_receive(|nic, _| nic.post_recv(s.qpn, recv))
-        .unwrap()
-        .unwrap();
-    let cqe = s.queue.poll().expect("the receive completed");
-    assert_eq!(cqe.wr_id, 7);
+    task_receives_and_program_sees(&s.shared, &s.handle, &s.queue, s.qpn, &send);
     assert!(s.sends.sent().is_empty(), "a posted receive sent the ACK");
     assert!(!s.shared.owed.load(Ordering::SeqCst));
     let sent_before = s
@@ -670,30 +681,7 @@ fn without_a_sender_for_every_thread_a_verb_waits_for_the_task_to_send_the_ack()
     }
     // The task has handed the SEND to the engine and not sent yet; the program sees the
     // completion (a posted receive delivers it).
-    let send = send_only(qpn);
-    let now = shared.clock.now();
-    shared.step(|nic| {
-        nic.handle_datagram(
-            now,
-            roce_core::Datagram {
-                src: SocketAddr::new(PEER, 4791),
-                dst: SocketAddr::new(US, 4791),
-                ecn: Ecn::NotEct,
-                ip_id: Some(0),
-                segment: 0,
-                payload: &send,
-            },
-        );
-    });
-    let recv = roce_core::RecvWr {
-        wr_id: 8,
-        sgl: Vec::new(),
-    };
-    handle
-        .with_receive(|nic, _| nic.post_recv(qpn, recv))
-        .unwrap()
-        .unwrap();
-    assert_eq!(queue.poll().expect("the receive completed").wr_id, 7);
+    task_receives_and_program_sees(&shared, &handle, &queue, qpn, &send_only(qpn));
     let sent = |log: &Mutex<Vec<Event>>| {
         let log = log.lock().unwrap();
         log.iter().filter(|e| matches!(e, Event::Send(_))).count()
