@@ -575,15 +575,18 @@ async fn what_a_poll_left_leaves_with_the_next_empty_poll() {
 async fn a_verb_sends_what_a_poll_left_before_it_runs() {
     let s = spinning();
     spin_and_receive(&s);
-    let sent_before = s
-        .handle
+    assert_eq!(sent_when_destroying(&s), [vec![Opcode::RcAcknowledge]]);
+}
+
+/// What had been sent when a verb destroyed the QP of `s`, from inside that verb.
+fn sent_when_destroying(s: &Spinning) -> Vec<Vec<Opcode>> {
+    s.handle
         .with(|nic, _| {
             let sent = s.sends.opcodes();
             nic.destroy_qp(s.qpn).unwrap();
             sent
         })
-        .unwrap();
-    assert_eq!(sent_before, [vec![Opcode::RcAcknowledge]]);
+        .unwrap()
 }
 
 /// The device's task hands `send` (the peer's SEND to `qpn`) to the engine, one step, its send
@@ -633,15 +636,7 @@ async fn a_verb_sends_what_the_tasks_turn_has_not_sent_yet_before_it_runs() {
     task_receives_and_program_sees(&s.shared, &s.handle, &s.queue, s.qpn, &send);
     assert!(s.sends.sent().is_empty(), "a posted receive sent the ACK");
     assert!(!s.shared.owed.load(Ordering::SeqCst));
-    let sent_before = s
-        .handle
-        .with(|nic, _| {
-            let sent = s.sends.opcodes();
-            nic.destroy_qp(s.qpn).unwrap();
-            sent
-        })
-        .unwrap();
-    assert_eq!(sent_before, [vec![Opcode::RcAcknowledge]]);
+    assert_eq!(sent_when_destroying(&s), [vec![Opcode::RcAcknowledge]]);
 }
 
 /// The same on a device without a sender for every thread (the raw backend's): only the
