@@ -371,3 +371,37 @@ fn lengths_mode_gives_the_fct_records_of_bytes_mode() {
     assert_eq!(fcts[0], fcts[1], "the two modes' fct.txt differ");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// With `network.payload = "lengths"` the memory estimate counts no payload bytes: packets in
+/// flight keep their first 64 bytes, and the hosts' regions store nothing (the reference run's
+/// estimate was 2.4 GB where it peaked at 0.6 GB). The same scenario with full bytes is
+/// estimated above it by at least its 32 hosts' two 1 MiB regions.
+#[test]
+fn the_memory_estimate_of_lengths_mode_counts_no_payload_bytes() {
+    let dir = temp_dir("estimate");
+    let base = read(&scenarios().join("leafspine-websearch.toml"));
+    let mut gib = Vec::new();
+    for mode in ["bytes", "lengths"] {
+        let file = dir.join(format!("{mode}.toml"));
+        let text = base.replacen(
+            "[network]\n",
+            &format!("[network]\npayload = \"{mode}\"\n"),
+            1,
+        );
+        std::fs::write(&file, text).unwrap();
+        let o = roce(&["sim", file.to_str().unwrap(), "--check"]);
+        assert!(o.status.success(), "{mode}: {}", stderr(&o));
+        let text = String::from_utf8_lossy(&o.stdout).into_owned();
+        let estimate: f64 = text
+            .split("memory estimate ")
+            .nth(1)
+            .and_then(|s| s.split(' ').next())
+            .and_then(|s| s.parse().ok())
+            .unwrap_or_else(|| panic!("{mode}: no estimate in {text}"));
+        gib.push(estimate);
+    }
+    let regions = 32.0 * 2.0 / 1024.0;
+    assert!(gib[1] > 0.0, "{gib:?}");
+    assert!(gib[0] - gib[1] >= regions, "{gib:?}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

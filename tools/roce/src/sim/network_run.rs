@@ -10,7 +10,7 @@ use std::time::Instant as WallClock;
 
 use anyhow::{Context, anyhow, bail};
 use roce_core::{Duration, Instant};
-use roce_sim::network::{Network, NetworkConfig, RunProgress};
+use roce_sim::network::{Network, NetworkConfig, Payload, RunProgress};
 use roce_sim::workload::{Traffic, incast, parse_flow_file, poisson};
 use roce_sim::{FctRecord, FlowSpec, NodeId, NodeKind, Routes, Topology};
 
@@ -26,6 +26,9 @@ const FLOW_BYTES: u64 = 256;
 const QP_PAIR_BYTES: u64 = 16 << 10;
 /// Per packet in flight: the frame and the pool slot.
 const PACKET_OVERHEAD_BYTES: u64 = 160;
+/// Per packet in flight with `network.payload = "lengths"`: the first 64 bytes of its UDP
+/// payload, all that the pool keeps of it (`roce_sim::network::Payload::Lengths`).
+const LENGTHS_KEPT_BYTES: u64 = 64;
 
 /// What a run is: the scenario, its flows, and when it stops.
 pub(super) struct Plan {
@@ -222,13 +225,18 @@ fn host_ranges(topology: &Topology) -> String {
 }
 
 fn packet_bytes(config: &NetworkConfig) -> u64 {
-    u64::from(config.host.mtu.bytes()) + PACKET_OVERHEAD_BYTES
+    let kept = match config.payload {
+        Payload::Bytes => u64::from(config.host.mtu.bytes()),
+        Payload::Lengths => LENGTHS_KEPT_BYTES,
+    };
+    kept + PACKET_OVERHEAD_BYTES
 }
 
 /// The memory estimate: every flow's bookkeeping, the QPs of the flows running at once (by
 /// Little's law: their ideal time at the host rate plus 10 µs each, times a slowdown of 10,
 /// over the time they start in), the packets in flight (the hosts' windows, at most what the
-/// switches' buffers hold: one per egress port, or one per switch when shared) and the hosts' memory regions.
+/// switches' buffers hold: one per egress port, or one per switch when shared) and the hosts'
+/// memory regions; with lengths only, a packet's first 64 bytes and no regions.
 fn estimate(s: &NetScenario, flows: &[FlowSpec], until: Instant) -> Memory {
     let rate = host_rate(&s.topology).unwrap_or(1).max(1) as f64;
     let busy_s: f64 = flows
@@ -249,7 +257,11 @@ fn estimate(s: &NetScenario, flows: &[FlowSpec], until: Instant) -> Memory {
     };
     let buffered = buffers * s.config.switch.buffer_bytes as u64 / per_packet;
     let packets = window.min(buffered + ports * 64);
-    let regions = hosts * 2 * s.config.host.region_len as u64;
+    // With lengths only, a host's regions store nothing (they count what is written).
+    let regions = match s.config.payload {
+        Payload::Bytes => hosts * 2 * s.config.host.region_len as u64,
+        Payload::Lengths => 0,
+    };
     let n = flows.len() as u64;
     Memory {
         flows: n,
