@@ -25,7 +25,7 @@ impl Network {
                     port,
                     priority,
                     until,
-                } => self.pause(node, port, priority, until, run),
+                } => self.pause(node, port, priority, until.into(), run),
                 Event::PortFree { node, port } => self.port_free(node, port),
                 Event::PortKick { node, port } => self.serve(node, port),
                 Event::HostTx { host } => {
@@ -217,7 +217,7 @@ impl Network {
                     node: peer.node,
                     port: peer.port,
                     priority: frame.priority,
-                    until: frame.until + peer.delay,
+                    until: (frame.until + peer.delay).into(),
                 },
             );
             if frame.until > frame.at {

@@ -85,7 +85,8 @@ impl PacketPool {
             index,
             // No IPv4 destination: a tuple no switch routes (`PacketRef::tuple`).
             tuple: tuple.unwrap_or(UNROUTED),
-            wire_len: u32::try_from(transmit.len + overhead + FCS_BYTES).unwrap_or(u32::MAX),
+            // At most MAX_DATAGRAM (4 160) plus the frame's headers: well within 16 bits.
+            wire_len: u16::try_from(transmit.len + overhead + FCS_BYTES).unwrap_or(u16::MAX),
             dscp: transmit.dscp,
             ecn: transmit.ecn,
         };
@@ -183,8 +184,9 @@ pub struct PacketRef {
     pub(super) index: u32,
     tuple: FiveTuple,
     /// Bytes on a link: Ethernet, IP and UDP headers, the UDP payload, and the Ethernet FCS.
-    /// Preamble and inter-frame gap are not counted, as HPCC does not count them.
-    wire_len: u32,
+    /// Preamble and inter-frame gap are not counted, as HPCC does not count them. (16 bits:
+    /// a packet's event and its link in the wheel then fit in 32 bytes.)
+    wire_len: u16,
     dscp: u8,
     /// Its ECN bits: as its NIC sent them, then as the hops marked them.
     ecn: Ecn,
