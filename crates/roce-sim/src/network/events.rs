@@ -71,7 +71,7 @@ impl From<Instant> for Halves {
 
 impl From<Halves> for Instant {
     fn from(Halves([low, high]): Halves) -> Self {
-        Instant::from_nanos(u64::from(low) | (u64::from(high) << 32))
+        Self::from_nanos(u64::from(low) | (u64::from(high) << 32))
     }
 }
 
