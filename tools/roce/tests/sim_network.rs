@@ -341,14 +341,11 @@ fn the_shipped_hpcc_scale_scenarios_validate() {
     }
 }
 
-/// `network.payload = "lengths"` (headers only, for speed) gives the very records of the full
-/// bytes: the same flows, the same FCTs to the nanosecond.
-#[test]
-fn lengths_mode_gives_the_fct_records_of_bytes_mode() {
-    let dir = temp_dir("payload");
+/// The small leaf-spine scenario written into `dir` twice, with `network.payload` "bytes" and
+/// "lengths": each mode and its file.
+fn payload_variants(dir: &Path) -> [(&'static str, PathBuf); 2] {
     let base = read(&scenarios().join("leafspine-websearch.toml"));
-    let mut fcts = Vec::new();
-    for mode in ["bytes", "lengths"] {
+    ["bytes", "lengths"].map(|mode| {
         let file = dir.join(format!("{mode}.toml"));
         let text = base.replacen(
             "[network]\n",
@@ -357,6 +354,17 @@ fn lengths_mode_gives_the_fct_records_of_bytes_mode() {
         );
         assert!(text.contains(&format!("payload = \"{mode}\"")));
         std::fs::write(&file, text).unwrap();
+        (mode, file)
+    })
+}
+
+/// `network.payload = "lengths"` (headers only, for speed) gives the very records of the full
+/// bytes: the same flows, the same FCTs to the nanosecond.
+#[test]
+fn lengths_mode_gives_the_fct_records_of_bytes_mode() {
+    let dir = temp_dir("payload");
+    let mut fcts = Vec::new();
+    for (mode, file) in payload_variants(&dir) {
         let out = dir.join(mode);
         let o = roce(&[
             "sim",
@@ -379,16 +387,8 @@ fn lengths_mode_gives_the_fct_records_of_bytes_mode() {
 #[test]
 fn the_memory_estimate_of_lengths_mode_counts_no_payload_bytes() {
     let dir = temp_dir("estimate");
-    let base = read(&scenarios().join("leafspine-websearch.toml"));
     let mut gib = Vec::new();
-    for mode in ["bytes", "lengths"] {
-        let file = dir.join(format!("{mode}.toml"));
-        let text = base.replacen(
-            "[network]\n",
-            &format!("[network]\npayload = \"{mode}\"\n"),
-            1,
-        );
-        std::fs::write(&file, text).unwrap();
+    for (mode, file) in payload_variants(&dir) {
         let o = roce(&["sim", file.to_str().unwrap(), "--check"]);
         assert!(o.status.success(), "{mode}: {}", stderr(&o));
         let text = String::from_utf8_lossy(&o.stdout).into_owned();
