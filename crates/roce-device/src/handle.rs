@@ -231,26 +231,12 @@ impl Shared {
         }
     }
 
-    /// Sends what the engine has, on this thread, waiting for another thread's send to end.
-    /// When the device has no sender for every thread the task sends: the doorbell rings, and
-    /// a thread outside the task's runtime waits (at most [`FLUSH_WAIT`]) for a whole turn
-    /// after the ring, or for one that left the engine with nothing to send.
+    /// Sends what the engine has, on this thread, waiting for another thread's send to end;
+    /// without a sender for every thread, has the task send it and waits (at most
+    /// [`FLUSH_WAIT`]) for that ([`Shared::flush_through_the_task`]).
     fn flush(&self) {
         let Some(direct) = &self.direct else {
-            let before = self.task_turns.load(Ordering::SeqCst);
-            self.doorbell.ring();
-            // On the runtime's own threads, waiting could keep the task from its turn.
-            if before == 0 || tokio::runtime::Handle::try_current().is_ok() {
-                return;
-            }
-            let deadline = std::time::Instant::now() + FLUSH_WAIT;
-            while !self.halted.load(Ordering::SeqCst) && std::time::Instant::now() < deadline {
-                let turns = self.task_turns.load(Ordering::SeqCst);
-                if turns >= before + 2 || (turns > before && !self.step(|nic| nic.may_transmit())) {
-                    return;
-                }
-                std::thread::yield_now();
-            }
+            self.flush_through_the_task();
             return;
         };
         let mut direct = lock(direct);
@@ -262,6 +248,25 @@ impl Shared {
         }
         drop(direct);
         self.deliver();
+    }
+
+    /// [`Shared::flush`] without a sender for every thread: the doorbell rings, and a thread
+    /// outside the task's runtime (where waiting could keep the task from its turn) waits for
+    /// a whole turn after the ring, or for one that left the engine with nothing to send.
+    fn flush_through_the_task(&self) {
+        let before = self.task_turns.load(Ordering::SeqCst);
+        self.doorbell.ring();
+        if before == 0 || tokio::runtime::Handle::try_current().is_ok() {
+            return;
+        }
+        let deadline = std::time::Instant::now() + FLUSH_WAIT;
+        while !self.halted.load(Ordering::SeqCst) && std::time::Instant::now() < deadline {
+            let turns = self.task_turns.load(Ordering::SeqCst);
+            if turns >= before + 2 || (turns > before && !self.step(|nic| nic.may_transmit())) {
+                return;
+            }
+            std::thread::yield_now();
+        }
     }
 
     /// [`Shared::flush`] if the engine has something to send or a poll left ACKs owed. A

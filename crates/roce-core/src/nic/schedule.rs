@@ -127,7 +127,7 @@ impl Nic {
             // In line with nothing to send (a packet of its peer's that needed no answer put
             // it there): the turn below would make nothing and change nothing, so only the
             // bookkeeping that ends every turn runs.
-            if qp.idle_in_line() {
+            if idle_in_line(qp) {
                 self.sched.index(qp);
                 self.sched.tidy(&mut self.qps, budget);
                 self.shared.deliver_completions();
@@ -311,4 +311,12 @@ impl Schedule {
         }
         self.deadlines_tidy = true;
     }
+}
+
+/// Whether `qp`'s turn in the ready line would find nothing to do: no CNP due, no response
+/// waiting, no request the requester could send (each of those polls returns at its first
+/// check, changing nothing) and no grant of the NIC's budget to use.
+#[inline]
+fn idle_in_line(qp: &Qp) -> bool {
+    !qp.cc.np.due() && qp.resp.out.is_empty() && !qp.indexed.granted && !qp.has_requests()
 }

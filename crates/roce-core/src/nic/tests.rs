@@ -51,3 +51,83 @@ fn a_driver_learns_each_cq_that_gained_completions_once() {
     assert_eq!(nic.poll_completed_cq(), Some(c));
     assert_eq!(nic.poll_completed_cq(), None);
 }
+
+/// A CE-marked request that asks for no ACK (the first packet of a WRITE of three) leaves its
+/// QP in B's ready line with a CNP due and nothing else to send: the next poll sends the CNP
+/// (a QP in line with nothing to send is passed over, and one with only a CNP due is not that).
+#[test]
+fn a_qp_in_line_with_only_a_cnp_due_sends_it() {
+    use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+
+    use crate::{
+        AddressVector, Congestion, Datagram, DcqcnConfig, Ecn, MAX_DATAGRAM, Psn, Remote, SendOp,
+        SendWr, Sge,
+    };
+    let (a_ip, b_ip) = (
+        IpAddr::V4(Ipv4Addr::new(198, 18, 0, 1)),
+        IpAddr::V4(Ipv4Addr::new(198, 18, 0, 2)),
+    );
+    let dcqcn = |ip| NicConfig {
+        addrs: vec![ip],
+        congestion: Congestion::Dcqcn(DcqcnConfig::default()),
+        ..NicConfig::default()
+    };
+    let (mut a, mut b) = (Nic::new(dcqcn(a_ip)), Nic::new(dcqcn(b_ip)));
+    let (a_pd, b_pd) = (a.alloc_pd(), b.alloc_pd());
+    let (a_cq, b_cq) = (a.create_cq(16), b.create_cq(16));
+    let a_mr = a.reg_mr(a_pd, 4096, Access::ALL).unwrap();
+    let b_mr = b.reg_mr(b_pd, 4096, Access::ALL).unwrap();
+    let a_qp = a
+        .create_qp(&QpInit::new(QpType::Rc, a_pd, a_cq, 16))
+        .unwrap();
+    let b_qp = b
+        .create_qp(&QpInit::new(QpType::Rc, b_pd, b_cq, 16))
+        .unwrap();
+    let zero = Psn::new(0);
+    a.connect_qp(
+        a_qp,
+        &Connect::rc(AddressVector::new(a_ip, b_ip), b_qp, zero, zero),
+    )
+    .unwrap();
+    b.connect_qp(
+        b_qp,
+        &Connect::rc(AddressVector::new(b_ip, a_ip), a_qp, zero, zero),
+    )
+    .unwrap();
+    let sge = Sge {
+        addr: a_mr.addr(),
+        length: 3072,
+        lkey: a_mr.lkey(),
+    };
+    let remote = Remote {
+        addr: b_mr.addr(),
+        rkey: b_mr.rkey(),
+    };
+    let write = SendWr::new(1, SendOp::RdmaWrite(remote), vec![sge]);
+    a.post_send(a_qp, write).unwrap();
+    let now = crate::Instant::ZERO;
+    let mut buf = vec![0; MAX_DATAGRAM];
+    let first = a
+        .poll_transmit(now, &mut buf)
+        .expect("the WRITE's first packet");
+    assert_eq!(buf[0], 0x06, "RC_RDMA_WRITE_FIRST");
+    assert_eq!(buf[8] & 0x80, 0, "the first of three asks for no ACK");
+    b.handle_datagram(
+        now,
+        Datagram {
+            src: SocketAddr::new(first.src, first.src_port),
+            dst: first.dst,
+            ecn: Ecn::Ce,
+            ip_id: Some(0),
+            segment: 0,
+            payload: &buf[..first.len],
+        },
+    );
+    let cnp = b.poll_transmit(now, &mut buf).expect("the CNP");
+    assert_eq!(buf[0], 0x81, "a CNP");
+    assert_eq!(cnp.dst.ip(), a_ip);
+    assert!(
+        b.poll_transmit(now, &mut buf).is_none(),
+        "nothing but the CNP"
+    );
+}

@@ -65,17 +65,6 @@ impl Qp {
         self.can_send() && !self.req.rnr_wait && self.req.cursor < self.sq.len()
     }
 
-    /// Whether a turn in the NIC's ready line would find nothing to do: no CNP due, no
-    /// response waiting, no request the requester could send (each of those polls returns
-    /// at its first check, changing nothing) and no grant of the NIC's budget to use.
-    #[inline]
-    pub(crate) fn idle_in_line(&self) -> bool {
-        !self.cc.np.due()
-            && self.resp.out.is_empty()
-            && !self.indexed.granted
-            && !self.has_requests()
-    }
-
     /// The next request packet, written into `buf`, if the requester has one to send now:
     /// the gate (state, window, initiator depth, pacing), the next segment of the WQE at the
     /// cursor, its bytes, then the bookkeeping of what was sent.

@@ -8,8 +8,9 @@
 //! 2. the exchange of the TCP flavour over it, each message one SEND ([`CmStream`]), keys as
 //!    the binary `struct pingpong_dest`;
 //! 3. `create_rdma_cm_connection`: a handshake; the server listens on the same port again and
-//!    accepts `-q` REQs (ours listens before the handshake: [`listen_for_data`]), the client connects each test QP (again 10 times, 100 ms apart, while
-//!    the server has no listener yet: `rdma_cm_client_connection`); a handshake. Responder
+//!    accepts `-q` REQs (ours listens before the handshake: [`listen_for_data`]), the client
+//!    connects each test QP (again 10 times, 100 ms apart, while the server has no listener
+//!    yet: `rdma_cm_client_connection`); a handshake. Responder
 //!    resources and initiator depth are the out_reads (16 here) for READ and atomics, 0
 //!    otherwise; retry and RNR retry 7;
 //! 4. at the end, `destroy_ctx`: every connection disconnected.
@@ -17,7 +18,7 @@
 use std::net::IpAddr;
 use std::time::Duration;
 
-use anyhow::bail;
+use anyhow::{Context, bail};
 use roce_core::cm::{AcceptParams, ConnId, ConnectParams, ListenHandle};
 use roce_core::{Access, Mtu, Psn};
 use roce_device::{DeviceHandle, RcEndpoint};
@@ -161,10 +162,7 @@ pub(super) async fn connect_data(
             }
         }
         _ => {
-            let listen = match listen {
-                Some(listen) => listen,
-                None => cm::listen(device, args.port)?,
-            };
+            let listen = listen.context("the server listens before step 3 (listen_for_data)")?;
             let deadline = std::time::Instant::now() + limit;
             for qp in &qps.endpoints {
                 let req = cm::request(device, Some(deadline)).await?;
