@@ -71,7 +71,7 @@ impl Network {
                 if wiring.host_index(node).is_some() {
                     pool.prefetch(&packet);
                 } else if let Some(Some(s)) = switches.get(node as usize) {
-                    s.prefetch_ingress(usize::from(port));
+                    s.prefetch_ingress(usize::from(port), &packet);
                 }
             }
             Event::PortFree { node, port } | Event::PortKick { node, port } => {

@@ -14,9 +14,10 @@ impl<P: Frame> SwitchOf<P> {
             let (mut deficit, mut next, mut granted) =
                 (port.deficit, port.next_class, port.granted);
             let ready: [bool; CLASSES] = std::array::from_fn(|c| {
-                !port.queues[c].is_empty() && port.egress_paused_until[c] <= now
+                !port.class[c].queue.is_empty() && port.class[c].paused_until <= now
             });
-            let heads = std::array::from_fn(|c| port.queues[c].front().map_or(0, |q| q.bytes()));
+            let heads =
+                std::array::from_fn(|c| port.class[c].queue.front().map_or(0, |q| q.bytes()));
             let class = super::tests::pick_reference(
                 &self.config.ets,
                 ready,
@@ -52,7 +53,7 @@ impl<P: Frame> SwitchOf<P> {
         while bits != 0 {
             let c = bits.trailing_zeros() as usize;
             bits &= bits - 1;
-            if port.egress_paused_until[c] <= now {
+            if port.class[c].paused_until <= now {
                 ready |= 1 << c;
             }
         }
@@ -71,7 +72,7 @@ impl<P: Frame> SwitchOf<P> {
             // One weighted class may send (a fabric's data class, nearly always): where the
             // loop below would end, in closed form, with the same deficits and turn.
             let class = weighted.trailing_zeros() as usize;
-            let head = port.queues[class].front().map_or(0, |q| q.bytes());
+            let head = port.class[class].queue.front().map_or(0, |q| q.bytes());
             port.drr_alone(class, weights[class], head);
             return Some(class);
         }
@@ -82,7 +83,7 @@ impl<P: Frame> SwitchOf<P> {
                     port.deficit[class] += i64::from(weights[class].max(1)) * QUANTUM;
                     port.granted = true;
                 }
-                let head = port.queues[class].front().map_or(0, |q| q.bytes()) as i64;
+                let head = port.class[class].queue.front().map_or(0, |q| q.bytes()) as i64;
                 if port.deficit[class] >= head {
                     port.deficit[class] -= head;
                     return Some(class);

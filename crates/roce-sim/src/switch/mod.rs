@@ -64,48 +64,77 @@ impl<P: Frame> Queued<P> {
     }
 }
 
+/// What a port keeps per class (802.1p priority): its egress queue and, as an ingress, the
+/// bytes it is charged with. One cache line, so that a hop reads one line of each of its two
+/// ports' classes rather than one line of each per-class array.
 #[derive(Debug)]
+#[repr(C, align(64))]
+struct Class<P> {
+    /// The egress queue.
+    queue: VecDeque<Queued<P>>,
+    /// Bytes in `queue`.
+    bytes: usize,
+    /// Until when the host has paused this egress class (PAUSE it sent).
+    paused_until: Instant,
+    /// Ingress accounting: bytes held that came in on this port at this priority (PFC); with a
+    /// shared buffer, those in its reserve and the shared pool.
+    held: usize,
+    /// With a shared buffer: bytes held in this port's headroom at this priority.
+    headroom_held: usize,
+}
+
+impl<P> Default for Class<P> {
+    fn default() -> Self {
+        Self {
+            queue: VecDeque::new(),
+            bytes: 0,
+            paused_until: Instant::ZERO,
+            held: 0,
+            headroom_held: 0,
+        }
+    }
+}
+
+/// A switch port. Laid out by use (`repr(C)`, one cache line per group): what every departure
+/// reads first, the ETS deficits, the counters, the ingress state, the classes, and last what
+/// only the polled driver ([`SwitchOf::advance`]) and PAUSE refreshes touch.
+#[derive(Debug)]
+#[repr(C, align(64))]
 struct Port<P> {
     /// Line rate, bits per second.
     rate_bps: u64,
-    /// What the port serialised last, remembered.
-    last_serialised: LastSerialised,
-    queues: [VecDeque<Queued<P>>; CLASSES],
-    /// Bit `c` set when `queues[c]` holds a packet: the scheduler reads this, not the queues.
-    queued_classes: u16,
-    class_bytes: [usize; CLASSES],
-    bytes: usize,
-    deficit: [i64; CLASSES],
-    next_class: usize,
-    /// Whether the class whose turn it is got its quantum this round.
-    granted: bool,
-    in_service: Option<(Instant, Queued<P>)>,
     /// For an event driver ([`SwitchOf::depart`]): when the packet that left last ends its
     /// serialisation, and the port may start the next.
     busy_until: Instant,
-    /// Packets on the cable towards the host: (arrival, sequence).
-    cable: BinaryHeap<Reverse<(Instant, u64)>>,
-    cable_packets: Vec<(u64, P)>,
-    /// Ingress accounting: bytes held that came in on this port, per priority (PFC); with a
-    /// shared buffer, those in its reserve and the shared pool.
-    held: [usize; CLASSES],
-    /// With a shared buffer: bytes held in this port's headroom, per priority.
-    headroom_held: [usize; CLASSES],
+    /// Bytes queued, all classes.
+    bytes: usize,
+    /// What the port serialised last, remembered.
+    last_serialised: LastSerialised,
+    next_class: usize,
+    /// Bit `c` set when class `c`'s queue holds a packet: the scheduler reads this, not the
+    /// queues.
+    queued_classes: u16,
+    /// Whether the class whose turn it is got its quantum this round.
+    granted: bool,
+    deficit: [i64; CLASSES],
+    stats: PortStats,
     /// With a shared buffer: the headroom, bytes (each PFC priority has this much).
     headroom: usize,
     /// With a shared buffer: this port's threshold is the free space `>> alpha_shift`.
     alpha_shift: u8,
     paused_host: [bool; CLASSES],
-    /// When the last PAUSE sent to the host is due to be sent again, per priority
-    /// ([`PauseFrame::refresh_at`]).
-    refresh_at: [Instant; CLASSES],
     /// The priorities whose PAUSE a polled driver ([`SwitchOf::advance`]) has yet to check at
     /// its `refresh_at` (an event driver calls [`SwitchOf::check_pause`] itself).
     refresh_due: u16,
-    /// Until when the host has paused this port's egress, per priority (PAUSE it sent).
-    egress_paused_until: [Instant; CLASSES],
     pauses: VecDeque<PauseFrame>,
-    stats: PortStats,
+    class: [Class<P>; CLASSES],
+    /// When the last PAUSE sent to the host is due to be sent again, per priority
+    /// ([`PauseFrame::refresh_at`]).
+    refresh_at: [Instant; CLASSES],
+    in_service: Option<(Instant, Queued<P>)>,
+    /// Packets on the cable towards the host: (arrival, sequence).
+    cable: BinaryHeap<Reverse<(Instant, u64)>>,
+    cable_packets: Vec<(u64, P)>,
 }
 
 impl<P> Port<P> {
@@ -115,31 +144,39 @@ impl<P> Port<P> {
         self.last_serialised.nanos(bytes as u64, self.rate_bps)
     }
 
+    /// Bytes held per priority (ingress accounting), for tests.
+    #[cfg(test)]
+    fn held(&self) -> [usize; CLASSES] {
+        std::array::from_fn(|c| self.class[c].held)
+    }
+
+    /// Bytes held in the headroom per priority, for tests.
+    #[cfg(test)]
+    fn headroom_held(&self) -> [usize; CLASSES] {
+        std::array::from_fn(|c| self.class[c].headroom_held)
+    }
+
     fn new(rate_bps: u64) -> Self {
         Self {
             rate_bps,
-            last_serialised: LastSerialised::default(),
-            queues: Default::default(),
-            queued_classes: 0,
-            class_bytes: [0; CLASSES],
-            bytes: 0,
-            deficit: [0; CLASSES],
-            next_class: 0,
-            granted: false,
-            in_service: None,
             busy_until: Instant::ZERO,
-            cable: BinaryHeap::new(),
-            cable_packets: Vec::new(),
-            held: [0; CLASSES],
-            headroom_held: [0; CLASSES],
+            bytes: 0,
+            last_serialised: LastSerialised::default(),
+            next_class: 0,
+            queued_classes: 0,
+            granted: false,
+            deficit: [0; CLASSES],
+            stats: PortStats::default(),
             headroom: 0,
             alpha_shift: 0,
             paused_host: [false; CLASSES],
-            refresh_at: [Instant::ZERO; CLASSES],
             refresh_due: 0,
-            egress_paused_until: [Instant::ZERO; CLASSES],
             pauses: VecDeque::new(),
-            stats: PortStats::default(),
+            class: Default::default(),
+            refresh_at: [Instant::ZERO; CLASSES],
+            in_service: None,
+            cable: BinaryHeap::new(),
+            cable_packets: Vec::new(),
         }
     }
 }
@@ -266,7 +303,7 @@ impl<P: Frame> SwitchOf<P> {
     fn release(&mut self, ingress: usize, priority: usize, bytes: usize) {
         match self.config.shared {
             Some(shared) => self.shared_release(&shared, ingress, priority, bytes),
-            None => self.ports[ingress].held[priority] -= bytes,
+            None => self.ports[ingress].class[priority].held -= bytes,
         }
     }
 
@@ -347,7 +384,7 @@ impl<P: Frame> SwitchOf<P> {
         let port = &self.ports[egress];
         let alone = port.queued_classes == 0
             && port.busy_until <= now
-            && port.egress_paused_until[priority] <= now
+            && port.class[priority].paused_until <= now
             && self.ports[ingress].pauses.is_empty();
         if !alone {
             self.place(ingress, egress, priority, packet);
@@ -401,11 +438,11 @@ impl<P: Frame> SwitchOf<P> {
             self.ports[egress].stats.drops += 1;
             return None;
         } else {
-            self.ports[ingress].held[priority] += bytes;
+            self.ports[ingress].class[priority].held += bytes;
         }
         if self.config.mark_at == MarkAt::Enqueue {
             let port = &mut self.ports[egress];
-            let queue = port.class_bytes[priority];
+            let queue = port.class[priority].bytes;
             mark(&self.config, &mut self.rng, packet, queue, &mut port.stats);
         }
         let quiet = self.pfc_check(now, ingress, priority);
@@ -418,10 +455,10 @@ impl<P: Frame> SwitchOf<P> {
         let bytes = packet.wire_len();
         let port = &mut self.ports[egress];
         port.bytes += bytes;
-        port.class_bytes[priority] += bytes;
+        port.class[priority].bytes += bytes;
         port.stats.enqueued += 1;
         port.stats.max_queue_bytes = port.stats.max_queue_bytes.max(port.bytes);
-        port.queues[priority].push_back(Queued {
+        port.class[priority].queue.push_back(Queued {
             packet,
             ingress: ingress as u16, // a switch has fewer ports (`new`)
             priority: priority as u8,
@@ -449,7 +486,7 @@ impl<P: Frame> SwitchOf<P> {
     ) -> bool {
         let class = usize::from(priority) % CLASSES;
         let state = &mut self.ports[port];
-        state.egress_paused_until[class] = until;
+        state.class[class].paused_until = until;
         if until > now {
             state.stats.pauses_received += 1;
         }
@@ -557,7 +594,7 @@ impl<P: Frame> SwitchOf<P> {
     pub fn egress_blocked(&self, now: Instant, port: usize, priority: u8) -> bool {
         let class = usize::from(priority) % CLASSES;
         let p = &self.ports[port];
-        !p.queues[class].is_empty() && p.egress_paused_until[class] > now
+        !p.class[class].queue.is_empty() && p.class[class].paused_until > now
     }
 
     /// The egress ports whose queues of `priority` hold packets that came in on `ingress`: the
@@ -568,7 +605,8 @@ impl<P: Frame> SwitchOf<P> {
             .iter()
             .enumerate()
             .filter_map(move |(egress, p)| {
-                p.queues[class]
+                p.class[class]
+                    .queue
                     .iter()
                     .any(|q| q.ingress() == ingress)
                     .then_some(egress)
@@ -611,8 +649,8 @@ impl<P: Frame> SwitchOf<P> {
                 let resume = (p.in_service.is_none() && p.bytes > 0)
                     .then(|| {
                         (0..CLASSES)
-                            .filter(|&c| !p.queues[c].is_empty())
-                            .map(|c| p.egress_paused_until[c])
+                            .filter(|&c| !p.class[c].queue.is_empty())
+                            .map(|c| p.class[c].paused_until)
                             .min()
                     })
                     .flatten();
@@ -644,17 +682,20 @@ impl<P: Frame> SwitchOf<P> {
         while classes != 0 {
             let c = classes.trailing_zeros() as usize;
             classes &= classes - 1;
-            if let Some(head) = p.queues[c].front() {
+            if let Some(head) = p.class[c].queue.front() {
                 crate::prefetch::prefetch(head);
             }
         }
     }
 
-    /// Cache hint for an arrival on `port`: its ingress counters.
+    /// Cache hints for `packet`'s arrival on `port`: the port's ingress state and its class's
+    /// counters.
     #[inline]
-    pub(crate) fn prefetch_ingress(&self, port: usize) {
+    pub(crate) fn prefetch_ingress(&self, port: usize, packet: &P) {
         if let Some(p) = self.ports.get(port) {
-            crate::prefetch::prefetch(&p.held);
+            let priority = self.config.dscp_to_priority[usize::from(packet.dscp() & 63)];
+            crate::prefetch::prefetch(&p.headroom);
+            crate::prefetch::prefetch(&p.class[usize::from(priority) % CLASSES]);
         }
     }
 
@@ -675,14 +716,15 @@ impl<P: Frame> SwitchOf<P> {
     fn dequeue(&mut self, now: Instant, egress: usize) -> Option<Queued<P>> {
         let class = self.pick(egress, now)?;
         let port = &mut self.ports[egress];
-        let mut queued = port.queues[class]
+        let mut queued = port.class[class]
+            .queue
             .pop_front()
             .expect("pick chose a non-empty class");
-        if port.queues[class].is_empty() {
+        if port.class[class].queue.is_empty() {
             port.queued_classes &= !(1 << class);
         }
         port.bytes -= queued.bytes();
-        port.class_bytes[class] -= queued.bytes();
+        port.class[class].bytes -= queued.bytes();
         self.mark_leaving(egress, class, &mut queued.packet);
         Some(queued)
     }
@@ -693,7 +735,7 @@ impl<P: Frame> SwitchOf<P> {
     fn mark_leaving(&mut self, egress: usize, class: usize, packet: &mut P) {
         if self.config.mark_at == MarkAt::Dequeue {
             let port = &mut self.ports[egress];
-            let queue = port.class_bytes[class];
+            let queue = port.class[class].bytes;
             mark(&self.config, &mut self.rng, packet, queue, &mut port.stats);
         }
     }

@@ -26,7 +26,7 @@ impl<P: Frame> SwitchOf<P> {
         let (pause, resume) = match &self.config.shared {
             Some(shared) => self.shared_pfc(shared, ingress, priority),
             None => {
-                let held = self.ports[ingress].held[priority];
+                let held = self.ports[ingress].class[priority].held;
                 (held > pfc.xoff_bytes, held <= pfc.xon_bytes)
             }
         };

@@ -29,7 +29,9 @@ impl<P: Frame> SwitchOf<P> {
         ingress: usize,
         priority: usize,
     ) -> usize {
-        self.ports[ingress].held[priority].saturating_sub(shared.reserve_bytes)
+        self.ports[ingress].class[priority]
+            .held
+            .saturating_sub(shared.reserve_bytes)
     }
 
     /// Whether a packet of `bytes` that came in on `ingress` with `priority` may be queued: it
@@ -42,10 +44,12 @@ impl<P: Frame> SwitchOf<P> {
         bytes: usize,
     ) -> bool {
         let port = &self.ports[ingress];
-        let under = port.held[priority] + bytes <= shared.reserve_bytes
+        let under = port.class[priority].held + bytes <= shared.reserve_bytes
             || self.shared_share(shared, ingress, priority) + bytes
                 <= self.threshold(shared, ingress);
-        under || (self.lossless(priority) && port.headroom_held[priority] + bytes <= port.headroom)
+        under
+            || (self.lossless(priority)
+                && port.class[priority].headroom_held + bytes <= port.headroom)
     }
 
     /// Charges an admitted packet to its ingress: to the reserve, the shared pool, or (past
@@ -57,13 +61,13 @@ impl<P: Frame> SwitchOf<P> {
         priority: usize,
         bytes: usize,
     ) {
-        let held = self.ports[ingress].held[priority] + bytes;
+        let held = self.ports[ingress].class[priority].held + bytes;
         if held <= shared.reserve_bytes {
-            self.ports[ingress].held[priority] = held;
+            self.ports[ingress].class[priority].held = held;
         } else if held - shared.reserve_bytes > self.threshold(shared, ingress) {
-            self.ports[ingress].headroom_held[priority] += bytes;
+            self.ports[ingress].class[priority].headroom_held += bytes;
         } else {
-            self.ports[ingress].held[priority] = held;
+            self.ports[ingress].class[priority].held = held;
             self.shared_used += bytes.min(held - shared.reserve_bytes);
         }
     }
@@ -78,11 +82,15 @@ impl<P: Frame> SwitchOf<P> {
         bytes: usize,
     ) {
         let port = &mut self.ports[ingress];
-        let from_headroom = port.headroom_held[priority].min(bytes);
+        let from_headroom = port.class[priority].headroom_held.min(bytes);
         let rest = bytes - from_headroom;
-        let from_shared = rest.min(port.held[priority].saturating_sub(shared.reserve_bytes));
-        port.headroom_held[priority] -= from_headroom;
-        port.held[priority] -= rest;
+        let from_shared = rest.min(
+            port.class[priority]
+                .held
+                .saturating_sub(shared.reserve_bytes),
+        );
+        port.class[priority].headroom_held -= from_headroom;
+        port.class[priority].held -= rest;
         self.shared_used -= from_shared;
     }
 
@@ -96,10 +104,12 @@ impl<P: Frame> SwitchOf<P> {
         priority: usize,
     ) -> (bool, bool) {
         let port = &self.ports[ingress];
-        if port.headroom_held[priority] > 0 {
+        if port.class[priority].headroom_held > 0 {
             return (true, false); // in its headroom: paused, and not to resume
         }
-        let share = port.held[priority].saturating_sub(shared.reserve_bytes);
+        let share = port.class[priority]
+            .held
+            .saturating_sub(shared.reserve_bytes);
         // `threshold`, with the port in hand.
         let threshold = self.free(shared) >> port.alpha_shift;
         let pause = share >= threshold;

@@ -52,7 +52,7 @@ fn held_at_first_pause(sw: &mut Switch, ingresses: &[usize]) -> usize {
         for &i in ingresses {
             assert!(sw.receive_to(now, i, 3, packet()));
             if sw.stats(i).pauses_sent > 0 {
-                return sw.ports[i].held[3] + sw.ports[i].headroom_held[3];
+                return sw.ports[i].class[3].held + sw.ports[i].class[3].headroom_held;
             }
         }
     }
@@ -75,7 +75,7 @@ fn a_port_pauses_when_its_share_passes_the_free_space_shifted_by_alpha() {
         "paused holding {held}, share {share} + reserve"
     );
     // At most the packet that crossed the threshold went to the headroom.
-    assert!(sw.ports[0].headroom_held[3] <= PACKET);
+    assert!(sw.ports[0].class[3].headroom_held <= PACKET);
     assert_eq!(sw.stats(1).pauses_sent, 0);
 }
 
@@ -105,19 +105,19 @@ fn the_headroom_takes_what_arrives_after_the_pause_then_the_port_drops() {
         );
     }
     // It holds what fits: the packet that crossed the threshold and those after the PAUSE.
-    let in_headroom = sw.ports[0].headroom_held[3];
+    let in_headroom = sw.ports[0].class[3].headroom_held;
     assert_eq!(
         in_headroom,
         headroom / PACKET * PACKET,
         "{admitted} more admitted"
     );
     // The drop: counted on the ingress, and nothing of the packet queued or charged.
-    let (queued, held, used) = (sw.queue_bytes(3), sw.ports[0].held, sw.shared_used);
+    let (queued, held, used) = (sw.queue_bytes(3), sw.ports[0].held(), sw.shared_used);
     assert!(!sw.receive_to(now, 0, 3, packet()));
     assert_eq!(sw.stats(0).drops, 2);
     assert_eq!(sw.stats(3).drops, 0);
     assert_eq!(
-        (sw.queue_bytes(3), sw.ports[0].held, sw.shared_used),
+        (sw.queue_bytes(3), sw.ports[0].held(), sw.shared_used),
         (queued, held, used)
     );
     // Another port still has its reserve and its share of what is free.
@@ -136,7 +136,7 @@ fn draining_resumes_the_sender_and_gives_every_byte_back() {
     while let Some(departure) = sw.depart(now, 3) {
         now = departure.end;
         if sw.stats(0).resumes_sent > 0 && resumed_at_headroom.is_none() {
-            resumed_at_headroom = Some(sw.ports[0].headroom_held[3]);
+            resumed_at_headroom = Some(sw.ports[0].class[3].headroom_held);
         }
     }
     // XON only once the headroom was empty.
@@ -145,7 +145,7 @@ fn draining_resumes_the_sender_and_gives_every_byte_back() {
     assert_eq!(sw.shared_used, 0);
     assert_eq!(sw.queue_bytes(3), 0);
     for p in &sw.ports {
-        assert_eq!((p.held, p.headroom_held), ([0; CLASSES], [0; CLASSES]));
+        assert_eq!((p.held(), p.headroom_held()), ([0; CLASSES], [0; CLASSES]));
     }
 }
 
@@ -163,7 +163,7 @@ fn a_priority_without_pfc_drops_where_a_lossless_one_would_use_its_headroom() {
         }
         admitted += 1;
     }
-    assert_eq!(sw.ports[0].headroom_held[0], 0);
+    assert_eq!(sw.ports[0].class[0].headroom_held, 0);
     assert_eq!(sw.stats(0).pauses_sent, 0);
     // It held no more than its reserve and the one port's share.
     let share = (BUFFER - 4 * (37_500 + 4096)) / 9;
