@@ -83,6 +83,9 @@ struct Class<P> {
     headroom_held: usize,
 }
 
+// One line whatever a queue holds (a `VecDeque` is its pointer, capacity, head and length).
+const _: () = assert!(size_of::<Class<()>>() == 64);
+
 impl<P> Default for Class<P> {
     fn default() -> Self {
         Self {
