@@ -11,6 +11,7 @@
 
 mod fct_plot;
 mod grid;
+mod huge_pages;
 mod network_out;
 mod network_run;
 mod network_schema;
@@ -186,6 +187,9 @@ fn resolve(arg: &str) -> anyhow::Result<PathBuf> {
 
 /// Runs `roce sim`.
 pub(crate) fn run(args: &Args) -> anyhow::Result<ExitCode> {
+    if !args.list && !args.check {
+        huge_pages::ask();
+    }
     match &args.command {
         Some(SimCommand::Sweep {
             scenario,
