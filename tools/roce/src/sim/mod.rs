@@ -65,7 +65,10 @@ use schema::load;
     roce sim fattree-fb30 --check                # validate, print the plan, write nothing\n  \
     roce sim fattree-fb30 --topology fat.txt --flows flow.txt --out /tmp/f\n\
     See docs/congestion.md (\"Research-scale runs\").\n\n\
-    Sweeps of a scenario's parameters: roce sim sweep --help, roce sim merge --help.",
+    Sweeps of a scenario's parameters: roce sim sweep --help, roce sim merge --help.\n\n\
+    Environment: on glibc, where transparent huge pages are given on request (madvise),\n\
+    roce sim runs itself again with GLIBC_TUNABLES=glibc.malloc.hugetlb=1 (about 5 % faster\n\
+    at research scale); ROCE_SIM_HUGE_PAGES=0 declines.",
     subcommand_negates_reqs = true,
     args_conflicts_with_subcommands = true
 )]
