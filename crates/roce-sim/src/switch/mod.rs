@@ -140,6 +140,9 @@ struct Port<P> {
     cable_packets: Vec<(u64, P)>,
 }
 
+// What a departure reads first fills the first line, the deficits the second.
+const _: () = assert!(std::mem::offset_of!(Port<()>, deficit) == 64);
+
 impl<P> Port<P> {
     /// Nanoseconds `bytes` take at the port's rate, rounded up.
     #[inline]
