@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, VecDeque};
 
 use roce_wire::Qpn;
 
-use super::{MAX_DATAGRAM, Nic};
+use super::{MAX_DATAGRAM, Nic, Shared};
 use crate::in_flight::InFlight;
 use crate::qp::{Qp, QpState, QpType};
 use crate::timer::{Deadlines, Timer};
@@ -125,47 +125,19 @@ impl Nic {
             };
             qp.indexed.ready = false;
             // In line with nothing to send (a packet of its peer's that needed no answer put
-            // it there): the turn below would make nothing and change nothing, so only the
+            // it there): the turn would make nothing and change nothing, so only the
             // bookkeeping that ends every turn runs.
-            if idle_in_line(qp) {
-                self.sched.index(qp);
-                self.sched.tidy(&mut self.qps, budget);
-                self.shared.deliver_completions();
-                continue;
-            }
-            // The NIC's budget of unacknowledged packets: without room (or while others wait
-            // for it and this QP has no grant) its requests wait.
-            let in_flight = &mut self.sched.in_flight;
-            let spent = in_flight.total();
-            let granted = std::mem::take(&mut qp.indexed.granted);
-            if granted {
-                in_flight.grant_used();
-            }
-            let gated = qp.qp_type == QpType::Rc && !in_flight.may_send(budget, granted);
-            let mut ctx = self.shared.ctx(now);
-            ctx.ip_id = ip_id;
-            ctx.budget_short = spent.saturating_mul(2) >= budget;
-            let transmit = match qp.poll_cnp(&mut ctx, buf) {
-                Some(t) => Some(t),
-                None if !gated && qp.resp.ack_may_wait() && qp.has_requests() => {
-                    match qp.poll_request(&mut ctx, buf) {
-                        Some(t) => {
-                            qp.resp.ack_waited = true;
-                            Some(t)
-                        }
-                        None => qp.poll_response(&mut ctx, buf),
-                    }
-                }
-                None => match qp.poll_response(&mut ctx, buf) {
-                    Some(t) => Some(t),
-                    None if gated => None,
-                    None => qp.poll_request(&mut ctx, buf),
-                },
+            let transmit = if idle_in_line(qp) {
+                None
+            } else {
+                turn(
+                    &mut self.sched,
+                    &mut self.shared,
+                    qp,
+                    (now, ip_id, budget),
+                    buf,
+                )
             };
-            if gated && !qp.indexed.waiting && qp.has_requests() {
-                qp.indexed.waiting = true;
-                self.sched.in_flight.wait(qpn, granted);
-            }
             if transmit.is_some() {
                 // It may have more: back in line, behind the others.
                 self.sched.push_ready(qp);
@@ -311,6 +283,53 @@ impl Schedule {
         }
         self.deadlines_tidy = true;
     }
+}
+
+/// One QP's turn in the ready line: its CNP, else its response or its request (a positive ACK
+/// may wait for one request packet), within the NIC's budget of unacknowledged packets
+/// (`budget`); a QP its requests found without room joins the budget's wait.
+#[inline]
+fn turn(
+    sched: &mut Schedule,
+    shared: &mut Shared,
+    qp: &mut Qp,
+    (now, ip_id, budget): (Instant, u16, u32),
+    buf: &mut [u8],
+) -> Option<Transmit> {
+    // Without room in the budget (or while others wait for it and this QP has no grant) its
+    // requests wait.
+    let in_flight = &mut sched.in_flight;
+    let spent = in_flight.total();
+    let granted = std::mem::take(&mut qp.indexed.granted);
+    if granted {
+        in_flight.grant_used();
+    }
+    let gated = qp.qp_type == QpType::Rc && !in_flight.may_send(budget, granted);
+    let mut ctx = shared.ctx(now);
+    ctx.ip_id = ip_id;
+    ctx.budget_short = spent.saturating_mul(2) >= budget;
+    let transmit = match qp.poll_cnp(&mut ctx, buf) {
+        Some(t) => Some(t),
+        None if !gated && qp.resp.ack_may_wait() && qp.has_requests() => {
+            match qp.poll_request(&mut ctx, buf) {
+                Some(t) => {
+                    qp.resp.ack_waited = true;
+                    Some(t)
+                }
+                None => qp.poll_response(&mut ctx, buf),
+            }
+        }
+        None => match qp.poll_response(&mut ctx, buf) {
+            Some(t) => Some(t),
+            None if gated => None,
+            None => qp.poll_request(&mut ctx, buf),
+        },
+    };
+    if gated && !qp.indexed.waiting && qp.has_requests() {
+        qp.indexed.waiting = true;
+        sched.in_flight.wait(qp.qpn, granted);
+    }
+    transmit
 }
 
 /// Whether `qp`'s turn in the ready line would find nothing to do: no CNP due, no response

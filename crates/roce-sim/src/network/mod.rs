@@ -57,7 +57,7 @@ pub use flows::{FlowOutcome, MAX_POSTED, REGION_LEN, RETH_BYTES, RunProgress, id
 pub use host::HostStats;
 use host::{Egress, SinkMemory};
 use pool::PacketPool;
-pub use pool::{FCS_BYTES, PacketRef};
+pub use pool::{FCS_BYTES, HEADER_BYTES, PacketRef};
 pub use qlen::QueueLengths;
 use wiring::Wiring;
 

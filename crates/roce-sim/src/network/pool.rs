@@ -22,7 +22,7 @@ use crate::{IPV4_FRAME_OVERHEAD, IPV6_FRAME_OVERHEAD, SimPacket};
 
 /// Bytes of the UDP payload a slot keeps in [`Payload::Lengths`] mode: more than the BTH and
 /// the longest extended headers (RETH and immediate, or an AtomicETH, 40 bytes in all).
-pub(super) const HEADER_BYTES: usize = 64;
+pub const HEADER_BYTES: usize = 64;
 
 /// A slot's first [`HEADER_BYTES`] of UDP payload, on a cache line of its own: delivery reads it
 /// after the packet crossed the fabric, when it has long left the cache, and an unaligned slot

@@ -98,9 +98,10 @@ impl<P> Default for Class<P> {
     }
 }
 
-/// A switch port. Laid out by use (`repr(C)`, one cache line per group): what every departure
-/// reads first, the ETS deficits, the counters, the ingress state, the classes, and last what
-/// only the polled driver ([`SwitchOf::advance`]) and PAUSE refreshes touch.
+/// A switch port. Laid out by use (`repr(C)`): what every departure reads first (one cache
+/// line) and the ETS deficits (the next), then the counters, the ingress state, the classes
+/// (a line each), and last what only the polled driver ([`SwitchOf::advance`]) and PAUSE
+/// refreshes touch.
 #[derive(Debug)]
 #[repr(C, align(64))]
 struct Port<P> {

@@ -9,7 +9,9 @@
 //! itself again with the tunable added (the same arguments, standard streams and process id:
 //! `exec`), and with `ROCE_SIM_HUGE_PAGES=asked`, so that it runs only once again even where
 //! glibc ignores the tunable. Measured on the reference run: 5 % more packet-hops per second
-//! (docs/benchmarks.md). `ROCE_SIM_HUGE_PAGES=0` keeps the process as it is.
+//! (docs/benchmarks.md). `ROCE_SIM_HUGE_PAGES=0` keeps the process as it is — which a tool
+//! that does not follow `exec` needs (valgrind without `--trace-children=yes` would measure
+//! only the few instructions before it).
 
 use std::ffi::OsStr;
 use std::os::unix::process::CommandExt;

@@ -68,7 +68,8 @@ use schema::load;
     Sweeps of a scenario's parameters: roce sim sweep --help, roce sim merge --help.\n\n\
     Environment: on glibc, where transparent huge pages are given on request (madvise),\n\
     roce sim runs itself again with GLIBC_TUNABLES=glibc.malloc.hugetlb=1 (about 5 % faster\n\
-    at research scale); ROCE_SIM_HUGE_PAGES=0 declines.",
+    at research scale); ROCE_SIM_HUGE_PAGES=0 declines (as valgrind needs, which does not\n\
+    follow exec).",
     subcommand_negates_reqs = true,
     args_conflicts_with_subcommands = true
 )]

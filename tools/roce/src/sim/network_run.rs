@@ -10,7 +10,7 @@ use std::time::Instant as WallClock;
 
 use anyhow::{Context, anyhow, bail};
 use roce_core::{Duration, Instant};
-use roce_sim::network::{Network, NetworkConfig, Payload, RunProgress};
+use roce_sim::network::{HEADER_BYTES, Network, NetworkConfig, Payload, RunProgress};
 use roce_sim::workload::{Traffic, incast, parse_flow_file, poisson};
 use roce_sim::{FctRecord, FlowSpec, NodeId, NodeKind, Routes, Topology};
 
@@ -26,9 +26,6 @@ const FLOW_BYTES: u64 = 256;
 const QP_PAIR_BYTES: u64 = 16 << 10;
 /// Per packet in flight: the frame and the pool slot.
 const PACKET_OVERHEAD_BYTES: u64 = 160;
-/// Per packet in flight with `network.payload = "lengths"`: the first 64 bytes of its UDP
-/// payload, all that the pool keeps of it (`roce_sim::network::Payload::Lengths`).
-const LENGTHS_KEPT_BYTES: u64 = 64;
 
 /// What a run is: the scenario, its flows, and when it stops.
 pub(super) struct Plan {
@@ -227,7 +224,8 @@ fn host_ranges(topology: &Topology) -> String {
 fn packet_bytes(config: &NetworkConfig) -> u64 {
     let kept = match config.payload {
         Payload::Bytes => u64::from(config.host.mtu.bytes()),
-        Payload::Lengths => LENGTHS_KEPT_BYTES,
+        // The first bytes of its UDP payload, all that the pool keeps of it.
+        Payload::Lengths => HEADER_BYTES as u64,
     };
     kept + PACKET_OVERHEAD_BYTES
 }
