@@ -16,6 +16,7 @@ mod network_out;
 mod network_run;
 mod network_schema;
 mod plot;
+mod progress;
 mod report;
 mod schema;
 mod sweep;
@@ -24,9 +25,7 @@ mod switch_keys;
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::mpsc;
 use std::time::Instant as WallClock;
 
 use anyhow::{Context, anyhow, bail};
@@ -307,43 +306,27 @@ fn list() -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// Runs the scenario on a thread and, when it takes more than two seconds, says on standard
-/// error how far it has got: simulated time reached out of the run's, and the wall time so far.
+/// Runs the scenario on this thread (see [`progress`] for why not on another) and, when it
+/// takes more than two seconds, says on standard error how far it has got: simulated time
+/// reached out of the run's, and the wall time so far.
 fn run_with_progress(scenario: &Scenario, every: Option<Duration>) -> anyhow::Result<Series> {
-    let (tx, rx) = mpsc::channel();
-    let owned = scenario.clone();
-    let reached = Arc::new(AtomicU64::new(0));
-    let seen = Arc::clone(&reached);
-    let worker = std::thread::spawn(move || {
-        let result = roce_sim::scenario::run_observed(&owned, |t| {
-            let nanos = u64::try_from(t.as_nanos()).unwrap_or(u64::MAX);
-            seen.store(nanos, Ordering::Relaxed);
-        });
-        // The receiver only goes away when the main thread has given up.
-        let _ = tx.send(result);
-    });
-    let started = WallClock::now();
-    let mut wait = every.unwrap_or(Duration::from_secs(2));
+    let reached = AtomicU64::new(0);
     let target = scenario.duration.as_secs_f64() * 1e3;
-    let result = loop {
-        match rx.recv_timeout(wait) {
-            Ok(result) => break result,
-            Err(mpsc::RecvTimeoutError::Timeout) => {
-                let done = reached.load(Ordering::Relaxed) as f64 / 1e6;
-                eprintln!(
-                    "{}",
-                    progress_line(&scenario.name, done, target, started.elapsed())
-                );
-                wait = every.unwrap_or(Duration::from_secs(5));
-            }
-            Err(mpsc::RecvTimeoutError::Disconnected) => {
-                break Err(roce_sim::scenario::ScenarioError(
-                    "the simulation stopped without a result".into(),
-                ));
-            }
-        }
+    let every = progress::Every {
+        first: every.unwrap_or(Duration::from_secs(2)),
+        then: every.unwrap_or(Duration::from_secs(5)),
     };
-    let _ = worker.join();
+    let report = |wall| {
+        let done = reached.load(Ordering::Relaxed) as f64 / 1e6;
+        eprintln!("{}", progress_line(&scenario.name, done, target, wall));
+    };
+    let result = progress::run_reporting(Some(every), report, || {
+        roce_sim::scenario::run_observed(scenario, |t| {
+            let nanos = u64::try_from(t.as_nanos()).unwrap_or(u64::MAX);
+            reached.store(nanos, Ordering::Relaxed);
+        })
+    })
+    .map_err(|_| anyhow!("{}: the simulation panicked", scenario.name))?;
     result.map_err(|e| anyhow!("{}: the run failed: {e}", scenario.name))
 }
 

@@ -5,7 +5,7 @@
 use std::io::IsTerminal as _;
 use std::path::Path;
 use std::process::ExitCode;
-use std::sync::{Arc, Mutex, mpsc};
+use std::sync::Mutex;
 use std::time::Instant as WallClock;
 
 use anyhow::{Context, anyhow, bail};
@@ -17,6 +17,7 @@ use roce_sim::{FctRecord, FlowSpec, NodeId, NodeKind, Routes, Topology};
 use super::Args;
 use super::network_out;
 use super::network_schema::{NetScenario, load};
+use super::progress;
 
 /// The memory a run may need by the estimate before `--allow-large` is required: 4 GiB.
 pub(super) const MEMORY_LIMIT: u64 = 4 << 30;
@@ -269,67 +270,56 @@ fn estimate(s: &NetScenario, flows: &[FlowSpec], until: Instant) -> Memory {
     }
 }
 
-/// Runs the flows on a thread; with `every`, says on standard error at that interval of wall
-/// time the simulated time reached against the target, the flows started and finished,
-/// and the packet-hops per wall second so far.
+/// Runs the flows on this thread (see [`super::progress`] for why not on another); with
+/// `every`, says on standard error at that interval of wall time the simulated time reached
+/// against the target, the flows started and finished, and the packet-hops per wall second so
+/// far.
 fn run_with_progress(
     mut network: Network,
     plan: &Plan,
     every: Option<Duration>,
 ) -> anyhow::Result<(Network, Vec<FctRecord>)> {
-    let (tx, rx) = mpsc::channel();
-    let flows = plan.flows.clone();
     let end = plan.end;
-    // The worker's position, published after every slice of the run.
-    let shared = Arc::new(Mutex::new(None::<RunProgress>));
-    let publish = Arc::clone(&shared);
-    let worker = std::thread::spawn(move || {
-        let records = network.run_flows_observed(&flows, end, |p| {
-            if let Ok(mut slot) = publish.lock() {
+    // The run's position, published after every slice of it.
+    let shared = Mutex::new(None::<RunProgress>);
+    let report = |wall: Duration| {
+        let wall = wall.as_secs_f64();
+        let Some(p) = shared.lock().ok().and_then(|slot| *slot) else {
+            eprintln!(
+                "roce sim {}: setting up {} flows, {wall:.1} s of wall time",
+                plan.scenario.name,
+                plan.flows.len()
+            );
+            return;
+        };
+        // Since the start: the run publishes once per 100 µs of simulated time, which can
+        // take longer than a line's interval.
+        let rate = p.packet_hops as f64 / wall.max(1e-9);
+        let target = end.as_nanos().max(1) as f64;
+        eprintln!(
+            "roce sim {}: {:.6} of {} s simulated ({:.0} %), flows {} started and {} \
+             finished of {}, {:.2} M packet-hops/s, {wall:.1} s of wall time",
+            plan.scenario.name,
+            p.now.as_nanos() as f64 / 1e9,
+            end,
+            100.0 * p.now.as_nanos() as f64 / target,
+            p.started,
+            p.finished,
+            plan.flows.len(),
+            rate / 1e6,
+        );
+    };
+    let every = every.map(|every| progress::Every {
+        first: every,
+        then: every,
+    });
+    let records = progress::run_reporting(every, report, || {
+        network.run_flows_observed(&plan.flows, end, |p| {
+            if let Ok(mut slot) = shared.lock() {
                 *slot = Some(*p);
             }
-        });
-        let _ = tx.send(());
-        (network, records)
-    });
-    let started = WallClock::now();
-    loop {
-        let interval = every.unwrap_or(Duration::from_secs(3600));
-        match rx.recv_timeout(interval) {
-            Ok(()) | Err(mpsc::RecvTimeoutError::Disconnected) => break,
-            Err(mpsc::RecvTimeoutError::Timeout) => {
-                if every.is_none() {
-                    continue;
-                }
-                let wall = started.elapsed().as_secs_f64();
-                let Some(p) = shared.lock().ok().and_then(|slot| *slot) else {
-                    eprintln!(
-                        "roce sim {}: setting up {} flows, {wall:.1} s of wall time",
-                        plan.scenario.name,
-                        plan.flows.len()
-                    );
-                    continue;
-                };
-                // Since the start: the worker publishes once per 100 µs of simulated time,
-                // which can take longer than a line's interval.
-                let rate = p.packet_hops as f64 / wall.max(1e-9);
-                let target = end.as_nanos().max(1) as f64;
-                eprintln!(
-                    "roce sim {}: {:.6} of {} s simulated ({:.0} %), flows {} started and {} \
-                     finished of {}, {:.2} M packet-hops/s, {wall:.1} s of wall time",
-                    plan.scenario.name,
-                    p.now.as_nanos() as f64 / 1e9,
-                    end,
-                    100.0 * p.now.as_nanos() as f64 / target,
-                    p.started,
-                    p.finished,
-                    plan.flows.len(),
-                    rate / 1e6,
-                );
-            }
-        }
-    }
-    worker
-        .join()
-        .map_err(|_| anyhow!("{}: the simulation panicked", plan.scenario.name))
+        })
+    })
+    .map_err(|_| anyhow!("{}: the simulation panicked", plan.scenario.name))?;
+    Ok((network, records))
 }
