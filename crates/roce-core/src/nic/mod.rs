@@ -4,7 +4,7 @@
 //! everything its parts touch can be borrowed at once:
 //! - [`Shared`]: configuration, protection domains, memory regions, CQs, counters and the
 //!   completions waiting for delivery; a QP's parts see it through a `Ctx` ([`Shared::ctx`]);
-//! - the QP table;
+//! - the QP table (`qp_table.rs`);
 //! - [`schedule::Schedule`]: which QP may send next, the deadlines, the budget of
 //!   unacknowledged packets.
 //!
@@ -28,6 +28,7 @@ mod gsi;
 mod ingress;
 mod objects;
 mod post;
+mod qp_table;
 mod schedule;
 mod srq;
 #[cfg(test)]
@@ -45,7 +46,7 @@ pub const MAX_DATAGRAM: usize = 4096 + 64;
 #[derive(Debug)]
 pub struct Nic {
     shared: Shared,
-    qps: BTreeMap<Qpn, Qp>,
+    qps: qp_table::QpTable,
     sched: schedule::Schedule,
     /// The communication manager.
     cm: crate::cm::Cm,
@@ -91,7 +92,7 @@ impl Nic {
                 ids,
                 gsi: crate::gsi::Gsi::default(),
             },
-            qps: BTreeMap::new(),
+            qps: qp_table::QpTable::default(),
             sched: schedule::Schedule::default(),
             cm: crate::cm::Cm::default(),
         }
@@ -144,7 +145,7 @@ impl Nic {
     /// A QP, for the crate's tests.
     #[cfg(test)]
     pub(crate) fn qp(&self, qpn: Qpn) -> &Qp {
-        &self.qps[&qpn]
+        self.qps.get(&qpn).expect("a QP of the test")
     }
 
     // D. outputs (the rest are in `schedule.rs`)

@@ -2,10 +2,11 @@
 //! QPs' deadlines, and the NIC-wide budget of unacknowledged packets (`in_flight.rs`). The
 //! indexes are updated with the QP in hand, after anything that may have changed it.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::VecDeque;
 
 use roce_wire::Qpn;
 
+use super::qp_table::QpTable;
 use super::{MAX_DATAGRAM, Nic, Shared};
 use crate::in_flight::InFlight;
 use crate::qp::{Qp, QpState, QpType};
@@ -245,7 +246,7 @@ impl Schedule {
     /// up), and grants room in the budget of `limit` packets to QPs that wait for it, if there
     /// is some.
     #[inline]
-    pub(super) fn tidy(&mut self, qps: &mut BTreeMap<Qpn, Qp>, limit: u32) {
+    pub(super) fn tidy(&mut self, qps: &mut QpTable, limit: u32) {
         // Most calls follow a packet that moved no deadline: the top checked last is current.
         if !self.deadlines_tidy {
             self.tidy_deadlines(qps);
@@ -265,7 +266,7 @@ impl Schedule {
 
     /// Drops stale entries at the top of the deadline heap, and compacts it when they pile up
     /// (a table that shrank, or deadlines that moved many times).
-    fn tidy_deadlines(&mut self, qps: &BTreeMap<Qpn, Qp>) {
+    fn tidy_deadlines(&mut self, qps: &QpTable) {
         while let Some((at, top)) = self.deadlines.peek() {
             if qps
                 .get(&top)
