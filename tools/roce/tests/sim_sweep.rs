@@ -1,6 +1,6 @@
 //! `roce sim sweep` and `roce sim merge`: a grid's points run, each as `roce sim` runs its
 //! scenario; shards of one grid merge into the table of the whole; a key the scenario lacks is
-//! refused before any point runs.
+//! refused before any point runs; a point that fails fails alone.
 
 #![allow(clippy::unwrap_used)] // test code: a panic is the failure report
 
@@ -155,5 +155,65 @@ fn a_sweep_key_the_scenario_lacks_is_refused_before_any_point_runs() {
     let bad_shard = roce(&["sim", "sweep", file.to_str().unwrap(), "--shard", "2/2"]);
     assert!(!bad_shard.status.success());
     assert!(String::from_utf8_lossy(&bad_shard.stderr).contains("expected i/N"));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_point_that_fails_fails_alone() {
+    let dir = temp_dir("fails");
+    let file = dir.join("sweep.toml");
+    std::fs::write(
+        &file,
+        SWEEP.replace(
+            "\"workload.load\" = [0.3, 0.6]",
+            "\"workload.load\" = [0.3, 7.0]",
+        ),
+    )
+    .unwrap();
+    let out = dir.join("out");
+    let o = roce(&[
+        "sim",
+        "sweep",
+        file.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+        "--jobs",
+        "2",
+    ]);
+    assert_eq!(o.status.code(), Some(1), "a failed point fails the sweep");
+    let err = String::from_utf8_lossy(&o.stderr);
+    // Points 2 and 3 have the load of 7: each is refused, in its own words, and wrote nothing
+    // but its scenario and its record.
+    for i in [2, 3] {
+        let point = out.join(format!("points/{i:05}"));
+        let record = std::fs::read_to_string(point.join("point.json")).unwrap();
+        let record: serde_json::Value = serde_json::from_str(&record).unwrap();
+        assert_eq!(record["ok"], false, "{record}");
+        let error = record["error"].as_str().unwrap();
+        assert!(
+            error.contains("workload.load = 7: more than 0, at most 1")
+                && !error.contains("roce: error"),
+            "{error}"
+        );
+        assert!(err.contains(&format!("point {i}: {error}")), "{err}");
+        assert!(!point.join("summary.json").exists());
+        assert!(!point.join("fct.txt").exists());
+    }
+    // The others ran to the end, and the table has a row for each point.
+    for i in [0, 1] {
+        let point = out.join(format!("points/{i:05}"));
+        assert!(
+            point.join("fct.txt").is_file(),
+            "{} has no fct.txt",
+            point.display()
+        );
+    }
+    let rows = rows(&out);
+    assert_eq!(rows.len(), 4, "{rows:?}");
+    assert_eq!(
+        rows.iter().filter(|r| r.ends_with("FAILED")).count(),
+        2,
+        "{rows:?}"
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -9,11 +9,12 @@
 //! itself again with the tunable added (the same arguments, standard streams and process id:
 //! `exec`), and with `ROCE_SIM_HUGE_PAGES=asked`, so that it runs only once again even where
 //! glibc ignores the tunable. Only the main thread's heap is so marked (a spawned thread's
-//! arena is not), so the run itself stays on the main thread (`progress.rs`). Measured on the
-//! reference run: 5 % more packet-hops per second, and 7–11 % more again once the run moved to
-//! the main thread (docs/benchmarks.md). `ROCE_SIM_HUGE_PAGES=0` keeps the process as it is —
-//! which a tool that does not follow `exec` needs (valgrind without `--trace-children=yes`
-//! would measure only the few instructions before it).
+//! arena is not), so the run itself stays on the main thread (`progress.rs`), and each point of
+//! a sweep runs in a process of its own (`sweep.rs`). Measured on the reference run: 5 % more
+//! packet-hops per second, and 7–11 % more again once the run moved to the main thread
+//! (docs/benchmarks.md). `ROCE_SIM_HUGE_PAGES=0` keeps the process as it is — which a tool
+//! that does not follow `exec` needs (valgrind without `--trace-children=yes` would measure
+//! only the few instructions before it).
 
 use std::ffi::OsStr;
 use std::os::unix::process::CommandExt;

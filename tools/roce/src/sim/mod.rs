@@ -108,9 +108,6 @@ pub(crate) struct Args {
     /// Network scenarios: check the file and the flows, print the plan, write nothing.
     #[arg(long)]
     check: bool,
-    /// Print nothing on success (the points of a sweep).
-    #[arg(skip)]
-    quiet: bool,
     #[command(subcommand)]
     command: Option<SimCommand>,
 }
@@ -122,10 +119,10 @@ enum SimCommand {
     ///
     /// The `[sweep]` table gives the axes: a dotted key of the scenario and its values, e.g.
     /// `"workload.load" = [0.3, 0.5]` and `"workload.seed" = [1, 2, 3]`: 6 points, numbered with
-    /// the last axis varying fastest. Each point runs as `roce sim` would run the scenario with
-    /// its values, into OUT/points/NNNNN/; then OUT/sweep.txt and OUT/sweep.json hold a row per
-    /// point (its values, flows finished, goodput, PAUSEs, drops, and the p50/p95/p99 FCT
-    /// slowdown over all its flows).
+    /// the last axis varying fastest. Each point runs as `roce sim OUT/points/NNNNN/scenario.toml
+    /// --out OUT/points/NNNNN/`, in a process of its own (a point that fails fails alone); then
+    /// OUT/sweep.txt and OUT/sweep.json hold a row per point (its values, flows finished,
+    /// goodput, PAUSEs, drops, and the p50/p95/p99 FCT slowdown over all its flows).
     #[command(after_help = "Examples:
           roce sim sweep scenarios/sweep-leafspine-load.toml --out /tmp/sw
           roce sim sweep my.toml --shard 3/16 --out shard-3   # one task of a job array

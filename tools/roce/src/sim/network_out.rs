@@ -86,7 +86,6 @@ pub(super) fn write_all(
     records: &[FctRecord],
     wall_s: f64,
     json: bool,
-    quiet: bool,
 ) -> anyhow::Result<()> {
     let table = SlowdownTable::new(records, STEP_PERCENT).map_err(|e| anyhow!("{e}"))?;
     let summary = summary(plan, network, records, &table, wall_s);
@@ -108,9 +107,7 @@ pub(super) fn write_all(
     write("qlen.txt", write_qlen_file(network))?;
     let text = serde_json::to_string_pretty(&summary).context("cannot encode summary.json")?;
     write("summary.json", text.clone() + "\n")?;
-    if quiet {
-        // A point of a sweep: the files are the result.
-    } else if json {
+    if json {
         println!("{summary}");
     } else {
         print!("{}", summary_text(&summary, &table));

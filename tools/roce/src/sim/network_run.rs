@@ -76,7 +76,7 @@ pub(super) fn run(args: &Args, path: &Path, text: &str) -> anyhow::Result<ExitCo
     let started = WallClock::now();
     let (network, records) = run_with_progress(network, &plan, every)?;
     let wall = started.elapsed().as_secs_f64();
-    network_out::write_all(&out, &plan, &network, &records, wall, args.json, args.quiet)?;
+    network_out::write_all(&out, &plan, &network, &records, wall, args.json)?;
     Ok(ExitCode::SUCCESS)
 }
 
