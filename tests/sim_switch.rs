@@ -269,3 +269,22 @@ fn pfc_makes_the_same_incast_lossless() {
     );
     assert!(fabric.switch.stats(2).max_queue_bytes <= 64 * 1024);
 }
+
+#[test]
+fn a_packet_hop_is_one_packet_across_one_link() {
+    let mut fabric = incast(None);
+    // The last ACKs land; then the switch holds nothing and nothing is on a cable.
+    let later = fabric.now + Duration::from_millis(1);
+    fabric.drive_while(later, |_| false);
+    let sent: u64 = (0..3).map(|i| fabric.nodes[i].nic.stats().tx_packets).sum();
+    let received: u64 = (0..3).map(|i| fabric.nodes[i].nic.stats().rx_packets).sum();
+    let drops: u64 = (0..3).map(|i| fabric.switch.stats(i).drops).sum();
+    assert!(drops > 0, "the incast should drop some");
+    assert_eq!(
+        received + drops,
+        sent,
+        "every packet sent was received or dropped"
+    );
+    // A packet received crossed two links (to the switch, then on); a dropped one, one.
+    assert_eq!(fabric.packet_hops(), sent + received);
+}

@@ -37,6 +37,8 @@ pub struct Fabric {
     pub now: Instant,
     config: PairConfig,
     seq: u64,
+    /// Packets that crossed a link: a host's cable to the switch, or the switch's to a host.
+    packet_hops: u64,
     buf: Vec<u8>,
 }
 
@@ -52,6 +54,7 @@ impl Fabric {
             now: Instant::ZERO,
             config: config.clone(),
             seq: 0,
+            packet_hops: 0,
             buf: vec![0; MAX_DATAGRAM],
         }
     }
@@ -65,6 +68,12 @@ impl Fabric {
     /// class), which the switch maps to a priority.
     pub fn connect_dscp(&mut self, i: usize, j: usize, dscp: u8) -> (Qpn, Qpn) {
         connect_nodes(&self.config, &mut self.nodes, i, j, dscp)
+    }
+
+    /// Packets that crossed one link so far (host to switch, or switch to host; PFC frames are
+    /// not counted): the unit of a simulation's work, as in [`crate::network`]'s runs.
+    pub fn packet_hops(&self) -> u64 {
+        self.packet_hops
     }
 
     /// PAUSE frames host `i` has received.
@@ -116,6 +125,7 @@ impl Fabric {
             switch: &mut self.switch,
             hosts: &mut self.hosts,
             seq: &mut self.seq,
+            hops: &mut self.packet_hops,
         };
         event_loop::exchange(self.now, &mut self.nodes, &mut network, &mut self.buf);
     }
@@ -126,6 +136,7 @@ struct Ports<'a> {
     switch: &'a mut Switch,
     hosts: &'a mut [Host],
     seq: &'a mut u64,
+    hops: &'a mut u64,
 }
 
 impl Network for Ports<'_> {
@@ -144,7 +155,9 @@ impl Network for Ports<'_> {
     }
 
     fn deliver(&mut self, now: Instant, to: usize) -> Option<SimPacket> {
-        self.switch.deliver(now, to)
+        let packet = self.switch.deliver(now, to);
+        *self.hops += u64::from(packet.is_some());
+        packet
     }
 
     /// Into the host's egress queue of the packet's priority.
@@ -189,6 +202,7 @@ impl Network for Ports<'_> {
                     .expect("queued with its packet");
                 let p = host.cable_packets.swap_remove(index).1;
                 self.switch.receive(at, i, p);
+                *self.hops += 1;
                 progress = true;
             }
         }

@@ -57,9 +57,25 @@ fn a_scenario_writes_its_series_and_plot() {
     assert_eq!(summary["flows"].as_array().unwrap().len(), 2);
     assert!(summary["jain_index"].as_f64().unwrap() > 0.5, "{summary}");
     assert_eq!(summary["drops"], 0, "{summary}");
+    // The work in packet-hops, as the network runs count it: nothing dropped, so every packet
+    // the switch sent on crossed a link to it first.
+    let hops = summary["packet_hops"].as_u64().unwrap();
+    assert!(
+        hops >= 2 * summary["switched_packets"].as_u64().unwrap(),
+        "{summary}"
+    );
+    assert!(
+        summary["packet_hops_per_s"].as_f64().unwrap() > 0.0,
+        "{summary}"
+    );
 
     let series: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(out.join("series.json")).unwrap()).unwrap();
+    assert_eq!(series["summary"]["packet_hops"], hops);
+    assert!(
+        series["summary"].get("packet_hops_per_s").is_none(),
+        "no wall clock in series.json"
+    );
     let samples = series["samples"].as_array().unwrap();
     assert_eq!(samples.len(), 6, "3 ms sampled every 500 µs");
     assert!(samples.iter().all(|s| s["queue_bytes"].is_u64()));

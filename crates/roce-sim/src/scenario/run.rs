@@ -244,6 +244,7 @@ pub fn run_observed(
         .iter()
         .map(|n| n.nic.stats().retransmitted_packets)
         .sum();
+    series.packet_hops = fabric.packet_hops();
     series.switched_packets = (0..fabric.nodes.len())
         .map(|port| fabric.switch.stats(port).sent)
         .sum();

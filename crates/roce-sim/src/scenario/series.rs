@@ -47,8 +47,11 @@ pub struct Series {
     pub cnps: Vec<u64>,
     /// Packets the NICs sent again (go-back-N), over the run.
     pub retransmitted_packets: u64,
-    /// Packets the switch forwarded (all ports), over the run: the simulation's work.
+    /// Packets the switch forwarded (all ports), over the run.
     pub switched_packets: u64,
+    /// Packets that crossed a link (a host's to the switch, the switch's to a host), over the
+    /// run: the simulation's work, in the unit of the network runs.
+    pub packet_hops: u64,
 }
 
 impl Series {

@@ -1,8 +1,8 @@
 //! What `roce sim` reports: the summary (text, or JSON with `--json`) and `series.json`.
 //!
 //! `series.json` is a function of the scenario alone, so two runs of one file write the same
-//! bytes; the wall-clock figures (`wall_s`, `sim_packets_per_s`) are only in the summary on
-//! standard output.
+//! bytes; the wall-clock figures (`wall_s`, `packet_hops_per_s`, `sim_packets_per_s`) are only
+//! in the summary on standard output.
 
 use std::fmt::Write as _;
 
@@ -65,6 +65,7 @@ pub(super) fn summarise(loaded: &Loaded, series: &Series) -> Value {
         "cnps": Series::total(&series.cnps),
         "retransmitted_packets": series.retransmitted_packets,
         "switched_packets": series.switched_packets,
+        "packet_hops": series.packet_hops,
     })
 }
 
@@ -72,7 +73,9 @@ pub(super) fn summarise(loaded: &Loaded, series: &Series) -> Value {
 pub(super) fn with_timing(summary: &Value, series: &Series, wall_s: f64) -> Value {
     let mut value = summary.clone();
     value["wall_s"] = json!(wall_s);
-    // Simulation speed: packets through the switch per wall-clock second.
+    // Simulation speed: packets across one link per wall-clock second, the unit of the network
+    // runs, and packets through the switch per wall-clock second.
+    value["packet_hops_per_s"] = json!(series.packet_hops as f64 / wall_s.max(1e-9));
     value["sim_packets_per_s"] = json!(series.switched_packets as f64 / wall_s.max(1e-9));
     value
 }
@@ -85,7 +88,7 @@ pub(super) fn summary_text(loaded: &Loaded, summary: &Value) -> String {
     let _ = writeln!(
         out,
         "roce sim {}: {} hosts, {} flows, congestion {}, {} ms simulated in {:.2} s \
-         ({} packets switched, {:.0} per second)",
+         ({} packets switched, {:.0} per second; {} packet-hops, {:.0} per second)",
         s.name,
         s.hosts,
         s.flows.len(),
@@ -94,6 +97,8 @@ pub(super) fn summary_text(loaded: &Loaded, summary: &Value) -> String {
         summary["wall_s"].as_f64().unwrap_or(0.0),
         summary["switched_packets"],
         summary["sim_packets_per_s"].as_f64().unwrap_or(0.0),
+        summary["packet_hops"],
+        summary["packet_hops_per_s"].as_f64().unwrap_or(0.0),
     );
     let _ = writeln!(
         out,
