@@ -208,6 +208,12 @@ fn a_point_that_fails_fails_alone() {
             point.display()
         );
     }
+    // Each point was said as it ended.
+    assert!(
+        err.contains("point 2 failed in") && err.contains("point 0 ran in"),
+        "{err}"
+    );
+    assert_eq!(err.matches(" of 4)").count(), 4, "{err}");
     let rows = rows(&out);
     assert_eq!(rows.len(), 4, "{rows:?}");
     assert_eq!(

@@ -120,9 +120,10 @@ enum SimCommand {
     /// The `[sweep]` table gives the axes: a dotted key of the scenario and its values, e.g.
     /// `"workload.load" = [0.3, 0.5]` and `"workload.seed" = [1, 2, 3]`: 6 points, numbered with
     /// the last axis varying fastest. Each point runs as `roce sim OUT/points/NNNNN/scenario.toml
-    /// --out OUT/points/NNNNN/`, in a process of its own (a point that fails fails alone); then
-    /// OUT/sweep.txt and OUT/sweep.json hold a row per point (its values, flows finished,
-    /// goodput, PAUSEs, drops, and the p50/p95/p99 FCT slowdown over all its flows).
+    /// --out OUT/points/NNNNN/`, in a process of its own (a point that fails fails alone), and is
+    /// said on standard error as it ends; then OUT/sweep.txt and OUT/sweep.json hold a row per
+    /// point (its values, flows finished, goodput, PAUSEs, drops, and the p50/p95/p99 FCT
+    /// slowdown over all its flows).
     #[command(after_help = "Examples:
           roce sim sweep scenarios/sweep-leafspine-load.toml --out /tmp/sw
           roce sim sweep my.toml --shard 3/16 --out shard-3   # one task of a job array

@@ -173,10 +173,23 @@ pub(crate) fn sweep(
         .num_threads(jobs.max(1))
         .build()
         .context("starting the sweep's threads")?;
+    // Each point said as it ends: a sweep of the reference run's size takes hours.
+    let done = std::sync::atomic::AtomicUsize::new(0);
     let results: Vec<(usize, anyhow::Result<()>)> = pool.install(|| {
         points
             .par_iter()
-            .map(|&i| (i, run_one(&grid, &base, i, out, &run_point)))
+            .map(|&i| {
+                let started = std::time::Instant::now();
+                let result = run_one(&grid, &base, i, out, &run_point);
+                let n = done.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
+                eprintln!(
+                    "roce sim sweep: point {i} {} in {:.1} s ({n} of {})",
+                    if result.is_ok() { "ran" } else { "failed" },
+                    started.elapsed().as_secs_f64(),
+                    points.len()
+                );
+                (i, result)
+            })
             .collect()
     });
     let failed = results
