@@ -12,7 +12,7 @@
 mod common;
 
 use common::exec::{
-    Side, exec_cm_pair, have, ok_as as ok, past_perftests_listen_race, result_rows,
+    Side, exec_cm_pair, have, ok_as as ok, past_perftests_listen_race, result_rows, rping_done,
     transfers_complete,
 };
 use std::process::Output;
@@ -81,7 +81,10 @@ fn rping_connects_reads_writes_and_disconnects_through_our_connection_manager() 
         "127.0.13.82",
         &["rping", "-c", "-v", "-V", "-C", "3", "-a", "127.0.13.81"],
     );
-    let (c, s) = (ok("rping -c", &client), ok("rping -s", &server));
+    let (c, s) = (
+        rping_done("rping -c", &client),
+        rping_done("rping -s", &server),
+    );
     let want: Vec<String> = (0..3).map(|n| format!(" rdma-ping-{n}")).collect();
     // The client sees its buffer come back through the server's RDMA READ and RDMA WRITE (-V
     // compares it), the server what it read.
@@ -285,4 +288,30 @@ fn roce_perf_and_perftest_connect_through_the_connection_manager_both_ways() {
     let rows = result_rows(&theirs);
     assert_eq!(rows[0][..2], [65536.0, 300.0], "{theirs}");
     assert!(rows[0][3] > 0.0, "{theirs}");
+}
+
+/// Only rping's own end-of-run race is let through: the same status with any other last words
+/// fails, as does a failure before the disconnect.
+#[test]
+fn only_rpings_own_end_of_run_race_is_let_through() {
+    use std::os::unix::process::ExitStatusExt;
+    let run = |code: i32, err: &str| Output {
+        status: std::process::ExitStatus::from_raw(code << 8),
+        stdout: b"ping data: rdma-ping-0: ABC\n".to_vec(),
+        stderr: err.as_bytes().to_vec(),
+    };
+    let raced = "client DISCONNECT EVENT...\nrdma_get_cm_event: Invalid argument\n";
+    assert!(rping_done("rping", &run(255, raced)).starts_with("ping data"));
+    assert!(rping_done("rping", &run(0, "")).starts_with("ping data"));
+    for (code, err) in [
+        (255, "rdma_get_cm_event: Invalid argument\n"),
+        (
+            255,
+            "client DISCONNECT EVENT...\ncq completion failed status 5\n",
+        ),
+        (1, raced),
+    ] {
+        let failed = std::panic::catch_unwind(|| rping_done("rping", &run(code, err)));
+        assert!(failed.is_err(), "{code} {err:?} was let through");
+    }
 }

@@ -11,7 +11,7 @@ mod common;
 
 use common::exec::{
     Side, exec_cm_pair, exec_pair, have, ok_as as ok, past_perftests_listen_race, result_rows,
-    transfers_complete,
+    rping_done, transfers_complete,
 };
 use common::{have_tools, run_ok, sh};
 use std::process::Output;
@@ -379,8 +379,8 @@ fn rping_over_veth() {
             "rping", "-c", "-v", "-V", "-S", "4096", "-C", "5", "-a", B_IP,
         ],
     );
-    let c = ok("rping -c", &client);
-    let s = ok("rping -s", &server);
+    let c = rping_done("rping -c", &client);
+    let s = rping_done("rping -s", &server);
     for n in 0..5 {
         let ping = format!("rdma-ping-{n}: ");
         assert!(
