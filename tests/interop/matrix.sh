@@ -66,6 +66,15 @@ cell() {
         status=pass
         out=$("$@" 2>&1) || status=FAIL
     fi
+    # rping before rdma-core's pull request #1622 (Debian's is 44.0) destroys its CM event channel
+    # as it ends while its event thread may call rdma_get_cm_event once more, and so exits 255
+    # after every ping was done (rxe's side meets it as well as ours). Once more.
+    if [ "$status" = FAIL ] && [[ $name == rping* ]] &&
+        grep -q "DISCONNECT EVENT" <<<"$out" && grep -q "^rdma_get_cm_event: " <<<"$out"; then
+        log "  $name: rping's own race at its end (rdma-core #1622); running it again"
+        status=pass
+        out=$("$@" 2>&1) || status=FAIL
+    fi
     local secs figure
     secs=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN{printf "%.1f", b-a}')
     figure=$(printf '%s\n' "$out" | grep -m1 -E 'Mbit/sec|^ [0-9]+ +[0-9]+ |^figure: ' | tr -s ' ' | sed 's/^ *//; s/^figure: //' || true)
