@@ -7,6 +7,7 @@
 mod common;
 
 use std::path::{Path, PathBuf};
+use std::process::Output;
 
 use common::roce;
 
@@ -41,7 +42,7 @@ fn temp_dir(tag: &str) -> PathBuf {
     dir
 }
 
-fn run(args: &[&str]) -> std::process::Output {
+fn run(args: &[&str]) -> Output {
     let o = roce(args);
     assert!(
         o.status.success(),
@@ -58,6 +59,25 @@ fn rows(dir: &Path) -> Vec<String> {
         .filter(|l| !l.starts_with('#'))
         .map(str::to_owned)
         .collect()
+}
+
+/// `roce sim sweep` of [`SWEEP`] with `edit.0` replaced by `edit.1`, into `DIR/out`, with
+/// `args` after: the directory, the out directory and what the run did.
+fn sweep_of(tag: &str, edit: (&str, &str), args: &[&str]) -> (PathBuf, PathBuf, Output) {
+    let dir = temp_dir(tag);
+    let file = dir.join("sweep.toml");
+    std::fs::write(&file, SWEEP.replace(edit.0, edit.1)).unwrap();
+    let out = dir.join("out");
+    let mut all = vec![
+        "sim",
+        "sweep",
+        file.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+    ];
+    all.extend_from_slice(args);
+    let o = roce(&all);
+    (dir, out, o)
 }
 
 #[test]
@@ -130,21 +150,8 @@ fn shards_of_a_sweep_merge_into_the_whole_grid() {
 
 #[test]
 fn a_sweep_key_the_scenario_lacks_is_refused_before_any_point_runs() {
-    let dir = temp_dir("typo");
+    let (dir, out, o) = sweep_of("typo", ("\"workload.seed\"", "\"workload.sed\""), &[]);
     let file = dir.join("sweep.toml");
-    std::fs::write(
-        &file,
-        SWEEP.replace("\"workload.seed\"", "\"workload.sed\""),
-    )
-    .unwrap();
-    let out = dir.join("out");
-    let o = roce(&[
-        "sim",
-        "sweep",
-        file.to_str().unwrap(),
-        "--out",
-        out.to_str().unwrap(),
-    ]);
     assert!(!o.status.success());
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(
@@ -160,26 +167,11 @@ fn a_sweep_key_the_scenario_lacks_is_refused_before_any_point_runs() {
 
 #[test]
 fn a_point_that_fails_fails_alone() {
-    let dir = temp_dir("fails");
-    let file = dir.join("sweep.toml");
-    std::fs::write(
-        &file,
-        SWEEP.replace(
-            "\"workload.load\" = [0.3, 0.6]",
-            "\"workload.load\" = [0.3, 7.0]",
-        ),
-    )
-    .unwrap();
-    let out = dir.join("out");
-    let o = roce(&[
-        "sim",
-        "sweep",
-        file.to_str().unwrap(),
-        "--out",
-        out.to_str().unwrap(),
-        "--jobs",
-        "2",
-    ]);
+    let load = (
+        "\"workload.load\" = [0.3, 0.6]",
+        "\"workload.load\" = [0.3, 7.0]",
+    );
+    let (dir, out, o) = sweep_of("fails", load, &["--jobs", "2"]);
     assert_eq!(o.status.code(), Some(1), "a failed point fails the sweep");
     let err = String::from_utf8_lossy(&o.stderr);
     // Points 2 and 3 have the load of 7: each is refused, in its own words, and wrote nothing
