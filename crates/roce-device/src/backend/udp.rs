@@ -352,18 +352,27 @@ fn size_buffers(socket: &std::net::UdpSocket) {
         .or_else(|_| setsockopt(socket, sockopt::RcvBuf, &want))
         .and_then(|()| getsockopt(socket, sockopt::RcvBuf));
     match recv {
-        // The kernel reports twice the size set (socket(7): the other half is its bookkeeping).
-        Ok(got) if got / 2 < want => CAPPED.call_once(|| {
-            tracing::warn!(
-                "UDP receive buffer capped at {} KiB by net.core.rmem_max: datagrams beyond it \
-                 are dropped and retransmitted; `sysctl -w net.core.rmem_max={want}` lifts the \
-                 cap",
-                got / 2 / 1024
-            );
-        }),
-        Ok(_) => {}
+        Ok(reported) => {
+            if let Some(warning) = receive_cap_warning(reported, want) {
+                CAPPED.call_once(|| tracing::warn!("{warning}"));
+            }
+        }
         Err(err) => tracing::debug!(error = %err, "receive buffer size not set"),
     }
+}
+
+/// What to say when the kernel gave the socket a smaller receive buffer than `want`:
+/// `reported` is what `SO_RCVBUF` reads back, twice the size set (socket(7): the other half
+/// is the kernel's bookkeeping). `None` when it gave at least `want`.
+fn receive_cap_warning(reported: usize, want: usize) -> Option<String> {
+    let got = reported / 2;
+    (got < want).then(|| {
+        format!(
+            "UDP receive buffer capped at {} KiB by net.core.rmem_max: datagrams beyond it are \
+             dropped and retransmitted; `sysctl -w net.core.rmem_max={want}` lifts the cap",
+            got / 1024
+        )
+    })
 }
 
 /// The most datagrams one segmentation-offload send carries (Linux's `UDP_MAX_SEGMENTS` is 64
@@ -378,6 +387,22 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
+
+    /// A buffer below what was asked for is said, with its size and the sysctl that lifts
+    /// the cap; one at least as large is not (the kernel reads back twice the size set).
+    #[test]
+    fn a_receive_buffer_below_the_ask_is_said_with_the_sysctl_that_lifts_it() {
+        let want = SOCKET_BUFFER;
+        // rmem_max's usual default, 208 KiB, read back doubled.
+        let warning = receive_cap_warning(2 * 212_992, want).expect("capped");
+        assert!(warning.contains("capped at 208 KiB"), "{warning}");
+        assert!(
+            warning.contains("sysctl -w net.core.rmem_max=8388608"),
+            "{warning}"
+        );
+        assert_eq!(receive_cap_warning(2 * want, want), None);
+        assert!(receive_cap_warning(2 * want - 2, want).is_some());
+    }
 
     /// A receive that drains the socket clears its readiness without a failing system call;
     /// a datagram that arrives afterwards still wakes the next receive.
