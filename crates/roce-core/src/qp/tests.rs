@@ -1277,3 +1277,72 @@ fn requests_wait_for_room_in_the_nics_budget_and_go_on_when_acks_make_some() {
     assert_eq!((cqe.wr_id, cqe.status), (9, WcStatus::Success));
     assert_eq!(s.nic.stats().retransmitted_packets, 0);
 }
+
+/// A second RC QP on the setup's NIC, connected to the peer's QP `peer`, its send queue
+/// starting at PSN `sq_psn`.
+fn another_qp(s: &mut Setup, peer: u32, sq_psn: u32) -> Qpn {
+    let pd = s.mr.pd();
+    let qpn = s
+        .nic
+        .create_qp(&QpInit::new(QpType::Rc, pd, s.cq, 16))
+        .unwrap();
+    let connect = Connect::rc(
+        AddressVector::new(US, PEER),
+        Qpn::new(peer),
+        psn(RQ_PSN),
+        psn(sq_psn),
+    );
+    s.nic.connect_qp(qpn, &connect).unwrap();
+    qpn
+}
+
+#[test]
+fn room_granted_to_a_qp_that_then_has_nothing_to_send_goes_back_to_the_budget() {
+    let mut s = setup_with(NicConfig {
+        addrs: vec![US],
+        max_unacked_total: 2,
+        ..NicConfig::default()
+    });
+    let b = another_qp(&mut s, 0x9a, 700);
+    let c = another_qp(&mut s, 0x9b, 900);
+    // The setup's QP fills the budget with two packets; B's one request waits for room.
+    post(&mut s, 1, SendOp::Send, 0, 2000);
+    let _ = (tx(&mut s, at(0)), tx(&mut s, at(0)));
+    let wr = send_wr(&s, 2, SendOp::Send, 0, 100);
+    s.nic.post_send(b, wr).unwrap();
+    expect_nothing(&mut s, at(0));
+    // An ACK makes room for one: B is granted it, then goes to the error state before its
+    // turn, so its turn finds nothing to send.
+    rx(
+        &mut s,
+        at(10),
+        response(Opcode::RcAcknowledge, SQ_PSN, ACK, 0),
+        b"",
+    );
+    let to_error = QpAttr {
+        qp_state: Some(QpState::Err),
+        ..QpAttr::default()
+    };
+    s.nic.modify_qp(b, &to_error).unwrap();
+    assert_eq!(completion(&mut s).status, WcStatus::WrFlushErr);
+    expect_nothing(&mut s, at(10));
+    // The budget is full again and C waits; the next ACK's room is C's: the grant B did not use
+    // is not held back from it.
+    post(&mut s, 3, SendOp::Send, 0, 100);
+    let (third, _) = tx(&mut s, at(20));
+    assert_eq!(third.bth.psn, psn(502));
+    let wr = send_wr(&s, 4, SendOp::Send, 0, 100);
+    s.nic.post_send(c, wr).unwrap();
+    expect_nothing(&mut s, at(20));
+    rx(
+        &mut s,
+        at(30),
+        response(Opcode::RcAcknowledge, SQ_PSN + 1, ACK, 0),
+        b"",
+    );
+    let (from_c, _) = tx(&mut s, at(30));
+    assert_eq!(
+        (from_c.bth.dest_qp, from_c.bth.psn),
+        (Qpn::new(0x9b), psn(900))
+    );
+}
