@@ -21,6 +21,12 @@ mod pingpong;
 mod sim;
 mod switch;
 
+/// What `roce` writes before its error, on standard error, as it fails.
+pub(crate) const ERROR_PREFIX: &str = "roce: error: ";
+
+/// Its exit status then.
+pub(crate) const ERROR_EXIT: u8 = 2;
+
 /// roce-emu: a RoCEv2 NIC in software, and the tools around it.
 #[derive(Debug, Parser)]
 #[command(
@@ -75,8 +81,8 @@ fn main() -> ExitCode {
     match outcome {
         Ok(code) => code,
         Err(err) => {
-            eprintln!("roce: error: {}", describe(&err));
-            ExitCode::from(2)
+            eprintln!("{ERROR_PREFIX}{}", describe(&err));
+            ExitCode::from(ERROR_EXIT)
         }
     }
 }

@@ -253,8 +253,14 @@ fn send_wr(s: &Setup, wr_id: u64, op: SendOp, offset: u64, len: u32) -> SendWr {
 /// Posts [`send_wr`] on the setup's QP, which must take it.
 #[track_caller]
 fn post(s: &mut Setup, wr_id: u64, op: SendOp, offset: u64, len: u32) {
+    post_on(s, s.qpn, wr_id, op, offset, len);
+}
+
+/// Posts [`send_wr`] on QP `qpn` of the setup's NIC, which must take it.
+#[track_caller]
+fn post_on(s: &mut Setup, qpn: Qpn, wr_id: u64, op: SendOp, offset: u64, len: u32) {
     let wr = send_wr(s, wr_id, op, offset, len);
-    s.nic.post_send(s.qpn, wr).unwrap();
+    s.nic.post_send(qpn, wr).unwrap();
 }
 
 /// The region the requester tests READ from and add to at the peer.
@@ -1308,17 +1314,12 @@ fn room_granted_to_a_qp_that_then_has_nothing_to_send_goes_back_to_the_budget() 
     // The setup's QP fills the budget with two packets; B's one request waits for room.
     post(&mut s, 1, SendOp::Send, 0, 2000);
     let _ = (tx(&mut s, at(0)), tx(&mut s, at(0)));
-    let wr = send_wr(&s, 2, SendOp::Send, 0, 100);
-    s.nic.post_send(b, wr).unwrap();
+    post_on(&mut s, b, 2, SendOp::Send, 0, 100);
     expect_nothing(&mut s, at(0));
     // An ACK makes room for one: B is granted it, then goes to the error state before its
     // turn, so its turn finds nothing to send.
-    rx(
-        &mut s,
-        at(10),
-        response(Opcode::RcAcknowledge, SQ_PSN, ACK, 0),
-        b"",
-    );
+    let ack = |psn_value| response(Opcode::RcAcknowledge, psn_value, ACK, 0);
+    rx(&mut s, at(10), ack(SQ_PSN), b"");
     let to_error = QpAttr {
         qp_state: Some(QpState::Err),
         ..QpAttr::default()
@@ -1331,15 +1332,9 @@ fn room_granted_to_a_qp_that_then_has_nothing_to_send_goes_back_to_the_budget() 
     post(&mut s, 3, SendOp::Send, 0, 100);
     let (third, _) = tx(&mut s, at(20));
     assert_eq!(third.bth.psn, psn(502));
-    let wr = send_wr(&s, 4, SendOp::Send, 0, 100);
-    s.nic.post_send(c, wr).unwrap();
+    post_on(&mut s, c, 4, SendOp::Send, 0, 100);
     expect_nothing(&mut s, at(20));
-    rx(
-        &mut s,
-        at(30),
-        response(Opcode::RcAcknowledge, SQ_PSN + 1, ACK, 0),
-        b"",
-    );
+    rx(&mut s, at(30), ack(SQ_PSN + 1), b"");
     let (from_c, _) = tx(&mut s, at(30));
     assert_eq!(
         (from_c.bth.dest_qp, from_c.bth.psn),

@@ -49,7 +49,7 @@ use schema::load;
 /// error how far it has got. Limits: 2 to 254 hosts, at most 60000 ms of simulated time, a
 /// million samples, and about 2 GiB of memory by the estimate. Exit status: 0, or 2 when the
 /// file cannot be read or is not a valid scenario (the error names the file and the key).
-#[derive(Debug, Default, clap::Args)]
+#[derive(Debug, clap::Args)]
 #[command(
     after_help = "Examples:\n  \
     roce sim --list\n  \

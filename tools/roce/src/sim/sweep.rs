@@ -70,8 +70,9 @@ pub(super) fn run(
 /// runs on a main thread, whose heap glibc gives huge pages where a worker thread's arena gets
 /// none (`huge_pages.rs`; two points of a 10 ms cut held 82 MB of their 273 MB in huge pages on
 /// workers, 240 MB of 304 MB in processes); its memory is given back when it ends; and a point
-/// that fails, even by a panic, fails alone. The child inherits `GLIBC_TUNABLES` and `ROCE_SIM_HUGE_PAGES` from this
-/// process, which asked for them already, so it does not run itself again.
+/// that fails, even by a panic, fails alone. The child inherits `GLIBC_TUNABLES` and
+/// `ROCE_SIM_HUGE_PAGES` from this process, which asked for them already, so it does not run
+/// itself again.
 fn run_point(exe: &Path, file: &Path, dir: &Path, allow_large: bool) -> anyhow::Result<()> {
     let mut command = std::process::Command::new(exe);
     command.arg("sim").arg(file).arg("--out").arg(dir);
@@ -101,10 +102,10 @@ fn child_error(stderr: &str, status: std::process::ExitStatus) -> String {
     let said = stderr
         .lines()
         .rev()
-        .find_map(|line| line.strip_prefix("roce: error: "))
+        .find_map(|line| line.strip_prefix(crate::ERROR_PREFIX))
         .map_or_else(|| stderr.trim().to_owned(), str::to_owned);
     match (said.is_empty(), status.code()) {
-        (false, Some(2)) => said,
+        (false, Some(code)) if code == i32::from(crate::ERROR_EXIT) => said,
         (false, _) => format!("{said} ({status})"),
         (true, _) => format!("the point's process ended with {status} and said nothing"),
     }
