@@ -3,8 +3,9 @@
 //! ([`roce_device::DeviceHandle::with`]); the thread only moves packets, timers and
 //! completions.
 
-use std::net::IpAddr;
+use std::net::{IpAddr, SocketAddr};
 
+use roce_device::backend::BindError;
 use roce_device::backend::raw::RawBackend;
 use roce_device::backend::udp::UdpBackend;
 use roce_device::{Device, DeviceConfig, DeviceHandle, Tap};
@@ -59,7 +60,7 @@ impl Engine {
                         Backend::Udp => UdpBackend::bind(ip, roce_wire::ROCE_V2_UDP_PORT)
                             .map(|b| if spec.no_gso { b.without_gso() } else { b })
                             .map(|b| Device::spawn(config, b))
-                            .map_err(|e| format!("cannot bind UDP {ip}:4791 (is {ip} an address of this host?): {e}")),
+                            .map_err(|e| bind_error(ip, e)),
                         Backend::Raw => {
                             let dev = spec.dev.clone().unwrap_or_default();
                             RawBackend::open(&dev, ip)
@@ -80,5 +81,15 @@ impl Engine {
             .recv()
             .map_err(|_| "the NIC's thread stopped".to_owned())??;
         Ok(Self { device })
+    }
+}
+
+/// Why the NIC could not bind `ip:4791`, by its real cause (in use, or not an address of this
+/// host), with what a `roce exec` user does about it.
+fn bind_error(ip: IpAddr, err: std::io::Error) -> String {
+    let err = BindError::new(SocketAddr::new(ip, roce_wire::ROCE_V2_UDP_PORT), err);
+    match err.advice("roce exec --ip") {
+        Some(advice) => format!("{err}; {advice}"),
+        None => err.to_string(),
     }
 }

@@ -28,18 +28,21 @@ use serde_json::json;
 /// `roce dump` checks).
 ///
 /// Exit status: 0 when every check passed, 1 when one failed, 2 on a setup error (for example
-/// port 4791 already taken on those addresses: pick others with --a/--b).
+/// port 4791 already taken on those addresses: pick others with --ip-a/--ip-b).
 #[derive(Debug, clap::Args)]
-#[command(after_help = "Examples:\n  \
+#[command(
+    allow_negative_numbers = true,
+    after_help = "Examples:\n  \
     roce demo                       # 64 messages of 64 KiB per operation\n  \
     roce demo --loss 0.01           # drop 1 % of received packets: go-back-N at work\n  \
-    roce demo --size 4096 --mtu 4096 --json")]
+    roce demo --size 4096 --mtu 4096 --json"
+)]
 pub(crate) struct Args {
     /// Address of NIC a (any 127.x.y.z works on Linux without configuration).
-    #[arg(long, default_value = "127.0.0.1")]
+    #[arg(long = "ip-a", value_name = "IP", default_value = "127.0.0.1")]
     a: IpAddr,
     /// Address of NIC b.
-    #[arg(long, default_value = "127.0.0.2")]
+    #[arg(long = "ip-b", value_name = "IP", default_value = "127.0.0.2")]
     b: IpAddr,
     /// Bytes per message (atomics always move 8).
     #[arg(short, long, default_value_t = 65536)]
@@ -146,18 +149,17 @@ async fn demo(args: &Args, mtu: Mtu) -> anyhow::Result<ExitCode> {
                 .with_context(|| format!("cannot create {}", args.pcap.display()))?,
         )
     };
-    let start_device = |addr: IpAddr, seed: u64| -> anyhow::Result<DeviceHandle> {
-        let backend = UdpBackend::bind(addr, roce_wire::ROCE_V2_UDP_PORT).with_context(|| {
-            format!("cannot bind UDP {addr}:4791 (in use? pick other addresses with --a/--b)")
-        })?;
+    let start_device = |addr: IpAddr, seed: u64, option: &str| -> anyhow::Result<DeviceHandle> {
+        let backend = UdpBackend::bind(addr, roce_wire::ROCE_V2_UDP_PORT)
+            .map_err(|err| crate::device::bind_error(addr, err, option))?;
         let mut config = DeviceConfig::new(addr);
         config.tap = tap.clone();
         config.rx_loss = args.loss;
         config.seed = seed;
         Ok(Device::spawn(config, backend))
     };
-    let dev_a = start_device(args.a, 1)?;
-    let dev_b = start_device(args.b, 2)?;
+    let dev_a = start_device(args.a, 1, "--ip-a")?;
+    let dev_b = start_device(args.b, 2, "--ip-b")?;
     let depth = args.iters as usize + 8;
     let qp_a = RcEndpoint::create(&dev_a, depth).await?;
     let qp_b = RcEndpoint::create(&dev_b, depth).await?;

@@ -1,11 +1,12 @@
 //! The device options every networked verb shares: which backend, which interface, which
 //! address, and an optional capture.
 
-use std::net::IpAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 
 use anyhow::{Context, bail};
 use roce_core::{Congestion, DcqcnConfig};
+use roce_device::backend::BindError;
 use roce_device::backend::raw::RawBackend;
 use roce_device::backend::udp::UdpBackend;
 use roce_device::{Device, DeviceConfig, DeviceHandle, Tap};
@@ -95,7 +96,7 @@ impl DeviceOpts {
         let device = match self.backend {
             BackendKind::Udp => {
                 let mut backend = UdpBackend::bind(ip, roce_wire::ROCE_V2_UDP_PORT)
-                    .map_err(|err| bind_error(ip, &err))?;
+                    .map_err(|err| bind_error(ip, err, "--ip"))?;
                 if self.no_gso {
                     backend = backend.without_gso();
                 }
@@ -114,26 +115,13 @@ impl DeviceOpts {
     }
 }
 
-/// Why the UDP backend could not bind `ip:4791`, with what to do about it.
-fn bind_error(ip: IpAddr, err: &std::io::Error) -> anyhow::Error {
-    match err.kind() {
-        std::io::ErrorKind::AddrInUse => {
-            let other = if ip.is_loopback() {
-                "another loopback address (--ip 127.0.0.2, any 127.x works) or "
-            } else {
-                ""
-            };
-            anyhow::anyhow!(
-                "cannot bind UDP {ip}:4791: in use (by another roce process on this address, or by \
-                 the kernel's rxe driver); give this side {other}another address with --ip"
-            )
-        }
-        std::io::ErrorKind::AddrNotAvailable => anyhow::anyhow!(
-            "cannot bind UDP {ip}:4791: {ip} is not an address of this host (see `ip address`); \
-             give --ip one of its addresses, or use --backend raw --dev IFACE to play an address \
-             the kernel does not have"
-        ),
-        _ => anyhow::anyhow!("cannot bind UDP {ip}:4791: {err}"),
+/// Why the UDP backend could not bind `ip:4791`, by its real cause, with what to do about it
+/// through `option` (the flag that chose the address).
+pub(crate) fn bind_error(ip: IpAddr, err: std::io::Error, option: &str) -> anyhow::Error {
+    let err = BindError::new(SocketAddr::new(ip, roce_wire::ROCE_V2_UDP_PORT), err);
+    match err.advice(option) {
+        Some(advice) => anyhow::anyhow!("{err}; {advice}"),
+        None => anyhow::Error::new(err),
     }
 }
 

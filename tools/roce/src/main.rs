@@ -3,6 +3,8 @@
 //! Each subcommand is a module that calls the libraries; this file only parses arguments and
 //! maps outcomes to exit codes.
 
+use std::ffi::OsStr;
+use std::io::IsTerminal as _;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
@@ -61,6 +63,7 @@ enum Command {
 }
 
 fn main() -> ExitCode {
+    quiet_on_a_closed_pipe();
     let cli = Cli::parse();
     // Logs go to standard error, filtered by RUST_LOG (e.g. RUST_LOG=roce_core=debug).
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
@@ -68,6 +71,10 @@ fn main() -> ExitCode {
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
+        .with_ansi(colour(
+            std::io::stderr().is_terminal(),
+            std::env::var_os("NO_COLOR").as_deref(),
+        ))
         .init();
     let outcome = match cli.command {
         Command::Demo(args) => demo::run(&args),
@@ -85,6 +92,44 @@ fn main() -> ExitCode {
             ExitCode::from(ERROR_EXIT)
         }
     }
+}
+
+/// The exit status of a program whose reader went away (`roce demo | head -1`), as a shell
+/// reports a process that SIGPIPE ended: 128 + 13.
+const CLOSED_PIPE_EXIT: i32 = 141;
+
+/// Ends the process quietly, with [`CLOSED_PIPE_EXIT`], when a `println!` finds standard output
+/// closed by its reader, instead of the panic and backtrace that `println!` turns the `EPIPE`
+/// into (Rust ignores SIGPIPE, and restoring it would take `unsafe`). Every other panic is
+/// reported as before.
+fn quiet_on_a_closed_pipe() {
+    let report = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let payload = info.payload();
+        let message = payload
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| payload.downcast_ref::<&str>().copied());
+        if message.is_some_and(is_closed_pipe) {
+            std::process::exit(CLOSED_PIPE_EXIT);
+        }
+        report(info);
+    }));
+}
+
+/// Whether a panic's message is `println!`'s on a closed standard output: `failed printing to
+/// stdout: ` and the error, `EPIPE` (32 on Linux).
+fn is_closed_pipe(message: &str) -> bool {
+    const EPIPE: i32 = 32;
+    message.starts_with("failed printing to stdout")
+        && message.ends_with(&std::io::Error::from_raw_os_error(EPIPE).to_string())
+}
+
+/// Whether the logs on standard error are coloured: only on a terminal, and never when
+/// `NO_COLOR` is set to anything but the empty string (no-color.org), so that a log written to
+/// a file or a pipe carries no escape codes.
+fn colour(stderr_is_terminal: bool, no_color: Option<&OsStr>) -> bool {
+    stderr_is_terminal && no_color.is_none_or(OsStr::is_empty)
 }
 
 /// An error and its causes, `: `-separated, each said once: a cause whose text is already in
@@ -108,7 +153,28 @@ fn describe(err: &anyhow::Error) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::describe;
+    use super::{colour, describe};
+    use std::ffi::OsStr;
+
+    #[test]
+    fn only_printlns_closed_pipe_is_a_quiet_end() {
+        assert!(super::is_closed_pipe(
+            "failed printing to stdout: Broken pipe (os error 32)"
+        ));
+        assert!(!super::is_closed_pipe(
+            "failed printing to stdout: No space left on device (os error 28)"
+        ));
+        assert!(!super::is_closed_pipe("index out of bounds"));
+    }
+
+    #[test]
+    fn logs_are_coloured_only_on_a_terminal_without_no_color() {
+        assert!(colour(true, None));
+        assert!(colour(true, Some(OsStr::new(""))));
+        assert!(!colour(true, Some(OsStr::new("1"))));
+        assert!(!colour(false, None));
+        assert!(!colour(false, Some(OsStr::new(""))));
+    }
     use anyhow::Context;
 
     /// An error that shows its source in its own text, as `#[error("{0}")]` does.

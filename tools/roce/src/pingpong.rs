@@ -28,12 +28,15 @@ use serde_json::json;
 /// Exit status: 0, 1 when the test failed (an error completion, or no progress for
 /// --timeout), 2 on a setup error, 130 on Ctrl-C.
 #[derive(Debug, clap::Args)]
-#[command(after_help = "Examples (198.18.0.12 runs rxe):\n  \
+#[command(
+    allow_negative_numbers = true,
+    after_help = "Examples (198.18.0.12 runs rxe):\n  \
     ibv_rc_pingpong -g 1                      # on the rxe host: the server\n  \
     roce pingpong 198.18.0.12                 # here: the client\n  \
     roce pingpong -s 65536 -n 100             # here: the server, for ibv_rc_pingpong -g 1 198.18.0.1\n  \
     roce pingpong -R --ip 127.0.0.1           # a server through the CM, and its client:\n  \
-    roce pingpong -R --ip 127.0.0.2 127.0.0.1")]
+    roce pingpong -R --ip 127.0.0.2 127.0.0.1"
+)]
 pub(crate) struct Args {
     /// The server to connect to; without it, be the server.
     server: Option<String>,

@@ -48,6 +48,7 @@ const PFC_OPCODE: u16 = 0x0101;
 
 #[derive(Debug, clap::Args)]
 #[command(
+    allow_negative_numbers = true,
     about = "A userspace switch between interfaces, with ECN marking, PFC and ETS",
     long_about = "A userspace learning switch between two or more interfaces (e.g. veth ends \
                   in a namespace), whose egress ports drain at --rate through roce-sim's queues: \

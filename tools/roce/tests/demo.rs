@@ -21,9 +21,9 @@ fn demo_passes_its_checks_and_writes_a_clean_capture() {
     let pcap = dir.join("demo.pcap");
     let report = demo_report(&[
         "demo",
-        "--a",
+        "--ip-a",
         "127.0.20.1",
-        "--b",
+        "--ip-b",
         "127.0.20.2",
         "-n",
         "16",
@@ -68,9 +68,9 @@ fn demo_passes_its_checks_and_writes_a_clean_capture() {
 fn demo_with_loss_recovers_and_shows_retransmissions() {
     let report = demo_report(&[
         "demo",
-        "--a",
+        "--ip-a",
         "127.0.21.1",
-        "--b",
+        "--ip-b",
         "127.0.21.2",
         "-n",
         "16",
@@ -129,9 +129,9 @@ fn demo_with_loss_recovers_and_shows_retransmissions() {
 fn demo_without_loss_counts_no_read_response_resent() {
     let report = demo_report(&[
         "demo",
-        "--a",
+        "--ip-a",
         "127.0.23.1",
-        "--b",
+        "--ip-b",
         "127.0.23.2",
         "-n",
         "8",
@@ -153,9 +153,9 @@ fn demo_explains_a_taken_address() {
     let hold = std::net::UdpSocket::bind("127.0.22.1:4791").unwrap();
     let output = roce(&[
         "demo",
-        "--a",
+        "--ip-a",
         "127.0.22.1",
-        "--b",
+        "--ip-b",
         "127.0.22.2",
         "--no-pcap",
     ]);
@@ -163,9 +163,60 @@ fn demo_explains_a_taken_address() {
     assert_eq!(output.status.code(), Some(2));
     let stderr = String::from_utf8(output.stderr).unwrap();
     assert!(
-        stderr.contains("cannot bind UDP 127.0.22.1:4791"),
+        stderr.contains("cannot bind UDP 127.0.22.1:4791: in use"),
         "{stderr}"
     );
+    assert!(
+        stderr.contains("another loopback address with --ip-a"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("not an address"), "{stderr}");
+    assert!(output.stdout.is_empty(), "nothing ran");
+}
+
+/// An address this host does not have is named as such, not as one in use.
+#[test]
+fn demo_names_an_address_this_host_lacks() {
+    let output = roce(&[
+        "demo",
+        "--ip-a",
+        "198.18.9.9",
+        "--ip-b",
+        "127.0.24.2",
+        "--no-pcap",
+    ]);
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = String::from_utf8(output.stderr).unwrap();
+    assert!(
+        stderr.contains("198.18.9.9 is not an address of this host"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("give --ip-a one of this host's addresses"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("in use"), "{stderr}");
+    assert!(output.stdout.is_empty(), "nothing ran");
+}
+
+/// A negative number is a value that the range check refuses, not an option clap cannot find,
+/// and a mistyped option is not "corrected" to a one-letter one.
+#[test]
+fn demo_reads_a_negative_loss_as_a_value_and_hints_real_options() {
+    let output = roce(&["demo", "--loss", "-0.1", "--no-pcap"]);
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = String::from_utf8(output.stderr).unwrap();
+    assert!(
+        stderr.contains("--loss -0.1: a fraction from 0 up to (not including) 1"),
+        "{stderr}"
+    );
+    assert!(output.stdout.is_empty(), "nothing ran");
+    let output = roce(&["demo", "--bogus"]);
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = String::from_utf8(output.stderr).unwrap();
+    assert!(stderr.contains("unexpected argument '--bogus'"), "{stderr}");
+    assert!(!stderr.contains("'--b'"), "{stderr}");
+    assert!(!stderr.contains("'--a'"), "{stderr}");
 }
 
 /// Issue 11 (hardening), item 8: `--size 2147483648` aborted the process trying to allocate
@@ -174,9 +225,9 @@ fn demo_explains_a_taken_address() {
 fn issue_11_demo_refuses_regions_larger_than_the_machine_before_allocating() {
     let output = roce(&[
         "demo",
-        "--a",
+        "--ip-a",
         "127.0.23.1",
-        "--b",
+        "--ip-b",
         "127.0.23.2",
         "--size",
         "2147483648",

@@ -53,3 +53,53 @@ fn an_address_not_on_this_host_is_named_so() {
     );
     assert!(!err.contains("in use"), "{err}");
 }
+
+/// `roce demo | true`: a reader that goes away ends the tool quietly, as SIGPIPE ends a C
+/// program (status 141), not with a panic and a backtrace.
+#[test]
+fn a_closed_pipe_ends_quietly() {
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_roce"))
+        .args([
+            "demo",
+            "--ip-a",
+            "127.0.64.1",
+            "--ip-b",
+            "127.0.64.2",
+            "-n",
+            "1",
+            "--no-pcap",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take()); // the reader is gone before the first line
+    let out = child.wait_with_output().unwrap();
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(141), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+}
+
+/// Logs written to a pipe or a file carry no colour codes (they do on a terminal, unless
+/// NO_COLOR is set: main.rs's unit test).
+#[test]
+fn logs_to_a_pipe_carry_no_escape_codes() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_roce"))
+        .args([
+            "demo",
+            "--ip-a",
+            "127.0.65.1",
+            "--ip-b",
+            "127.0.65.2",
+            "-n",
+            "1",
+            "--no-pcap",
+        ])
+        .env("RUST_LOG", "roce_core=debug")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let err = stderr(&out);
+    assert!(err.contains("DEBUG"), "the run logged: {err}");
+    assert!(!err.contains('\u{1b}'), "{err}");
+}

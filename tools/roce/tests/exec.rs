@@ -281,6 +281,34 @@ fn a_bad_variable_fails_the_device_list_and_names_the_variable() {
     );
 }
 
+/// A second NIC on an address whose port 4791 is taken is told that it is in use, and what to
+/// do, not asked whether the address is this host's; one on an address this host lacks is
+/// told that instead.
+#[test]
+fn a_taken_or_missing_address_is_named_by_its_cause() {
+    if !have("ibv_devinfo", "ibverbs-utils") {
+        return;
+    }
+    let _taken = std::net::UdpSocket::bind("127.0.13.240:4791").unwrap();
+    let out = roce(&["exec", "--ip", "127.0.13.240", "--", "ibv_devinfo"]);
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("127.0.13.240:4791: in use"), "{stderr}");
+    assert!(
+        stderr.contains("another loopback address with roce exec --ip"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("address of this host"), "{stderr}");
+    let out = roce(&["exec", "--ip", "198.18.255.252", "--", "ibv_devinfo"]);
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("198.18.255.252 is not an address of this host"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("in use"), "{stderr}");
+}
+
 /// Runs `PROGRAM -g 1 -p PORT ARGS` (an ibv_*_pingpong) as [`exec_pair`] does.
 fn pingpong(
     program: &str,

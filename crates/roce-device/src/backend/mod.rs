@@ -6,6 +6,7 @@ use std::net::SocketAddr;
 
 use roce_core::{Ecn, Transmit};
 
+mod bind_error;
 mod counters;
 pub mod packet_socket;
 pub mod raw;
@@ -13,6 +14,7 @@ pub mod raw;
 mod sys;
 pub mod udp;
 
+pub use bind_error::BindError;
 pub(crate) use counters::Counter;
 pub use counters::{BackendCounters, BackendStats};
 

@@ -66,13 +66,16 @@ pub(crate) enum VerbArg {
 /// Exit status: 0, 1 when the test failed (an error completion or no progress for --timeout),
 /// 2 on a setup or protocol error (the two sides' parameters differ, for one), 130 on Ctrl-C.
 #[derive(Debug, clap::Args)]
-#[command(after_help = "Examples (198.18.0.12 runs rxe):\n  \
+#[command(
+    allow_negative_numbers = true,
+    after_help = "Examples (198.18.0.12 runs rxe):\n  \
     ib_write_bw -x 1                  # there: the server\n  \
     roce perf write 198.18.0.12       # here: the client\n  \
     roce perf write -a 198.18.0.12    # every size from 2 bytes to 8 MiB\n  \
     roce perf send -D 10 198.18.0.12  # for 10 seconds (give the server -D 10 too)\n  \
     roce perf send --lat              # here: the server, for ib_send_lat -x 1 198.18.0.1\n  \
-    roce perf write -R --ip 198.18.0.1  # the server through the CM, for ib_write_bw -R 198.18.0.1")]
+    roce perf write -R --ip 198.18.0.1  # the server through the CM, for ib_write_bw -R 198.18.0.1"
+)]
 pub(crate) struct Args {
     /// The operation.
     #[arg(value_enum)]
