@@ -9,9 +9,11 @@ pub(crate) fn check_regions(what: &str, bytes: u128, largest: u128) -> anyhow::R
     let limit = roce_core::NicConfig::default().max_mr_size as u128;
     if largest > limit {
         anyhow::bail!(
-            "{what} needs a memory region of {} bytes ({}), more than the NIC registers ({}): lower the size or the count",
+            "{what} needs a memory region of {} bytes ({}), more than the {} bytes ({}) the NIC \
+             registers in one region: lower the size or the count",
             largest,
             iec(largest),
+            limit,
             iec(limit)
         );
     }

@@ -225,6 +225,37 @@ fn zero_iterations_depths_and_timeouts_are_refused_before_anything() {
     }
 }
 
+/// A message too large for the NIC's regions is refused with the limit in bytes before the
+/// client reaches its server: a listener on the server's port is never connected to.
+#[test]
+fn a_size_over_the_region_limit_is_refused_before_connecting() {
+    let listener = std::net::TcpListener::bind("127.0.106.1:18887").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_roce"))
+        .args([
+            "perf",
+            "write",
+            "127.0.106.1",
+            "-p",
+            "18887",
+            "-s",
+            "3000000000",
+        ])
+        .output()
+        .unwrap();
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("-s 3000000000"), "{stderr}");
+    assert!(stderr.contains("6000000000 bytes"), "{stderr}");
+    assert!(stderr.contains("4294967296 bytes"), "{stderr}");
+    assert!(!stderr.contains("max_mr_size"), "{stderr}");
+    assert!(stdout.is_empty(), "{stdout}");
+    assert!(
+        listener.accept().is_err(),
+        "the client connected before refusing"
+    );
+}
+
 #[test]
 fn counters_come_in_full_and_a_server_says_it_waits() {
     let (client, server) = perf_pair(&["send"], "18883", "127.0.96", &["-n", "100", "--json"]);

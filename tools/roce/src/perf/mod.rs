@@ -226,8 +226,39 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<ExitCode> {
     if args.duration.is_some() && args.lat {
         bail!("-D: bandwidth tests only (a latency test counts -n iterations)");
     }
+    // The buffer is checked against the NIC's region limit and this machine's memory before a
+    // socket is bound or the peer is reached (setup.rs lays it out).
+    crate::memory::check_regions(
+        &buffer_what(args),
+        buffer_bytes(args, test),
+        buffer_bytes(args, test),
+    )?;
     let runtime = crate::device::runtime(&args.device)?;
     runtime.block_on(perf(args, test, mtu))
+}
+
+/// The options that size the buffer, as a user typed them, for the refusal's sentence.
+fn buffer_what(args: &Args) -> String {
+    let size = match (args.all, args.size) {
+        (true, _) => "-a".to_owned(),
+        (false, Some(size)) => format!("-s {size}"),
+        (false, None) => "the default size".to_owned(),
+    };
+    format!("roce perf {size} -q {}", args.qps)
+}
+
+/// The bytes of the one region perftest's layout needs (setup.rs): a send half and a receive
+/// half per QP, each the larger of the largest message and the cycle buffer (a page, 4096 on
+/// Linux: what perftest sends in its `sys_data`).
+fn buffer_bytes(args: &Args, test: Test) -> u128 {
+    let largest = match test.verb {
+        Verb::Atomic => 8,
+        _ if args.all => all_sizes().into_iter().max().unwrap_or(1),
+        _ => args
+            .size
+            .unwrap_or(if test.kind == Kind::Latency { 2 } else { 65536 }),
+    };
+    2 * u128::from(args.qps) * u128::from(largest.max(4096))
 }
 
 /// What a Ctrl-C needs to print the run it stopped.
