@@ -14,7 +14,9 @@ pub fn available(test: &str) -> bool {
             std::env::var_os("CI").is_none_or(|v| v != "true"),
             "tshark is not installed, and CI must run the cross-check: .ci/run installs it"
         );
-        eprintln!("\n*** SKIPPED: {test}: tshark is not installed (apt-get install tshark) ***\n");
+        super::skipped(&format!(
+            "{test}: tshark is not installed (apt-get install tshark)"
+        ));
     }
     found
 }

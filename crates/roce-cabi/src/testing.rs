@@ -12,13 +12,22 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 /// A test that cannot run here (a package or a compiler is missing) says why and returns;
-/// under `CI=true`, which installs everything, that is a failure instead.
+/// under `CI=true`, which installs everything, that is a failure instead. The line goes to the
+/// process's standard error itself, which libtest does not capture (it captures `eprintln!`),
+/// so that `cargo test` shows it without `--nocapture`, named after the test (libtest names
+/// the test's thread after it).
 pub fn skip_or_fail(why: &str) {
+    use std::io::Write as _;
     assert!(
         std::env::var_os("CI").is_none_or(|v| v != "true"),
         "{why} (CI=true: not skipping)"
     );
-    eprintln!("skipping: {why}");
+    let thread = std::thread::current();
+    let test = thread
+        .name()
+        .filter(|name| *name != "main")
+        .unwrap_or("a test");
+    let _ = writeln!(std::io::stderr().lock(), "*** SKIPPED {test}: {why} ***");
 }
 
 /// The C compiler driver: `CC`, default `cc`.

@@ -103,3 +103,35 @@ fn logs_to_a_pipe_carry_no_escape_codes() {
     assert!(err.contains("DEBUG"), "the run logged: {err}");
     assert!(!err.contains('\u{1b}'), "{err}");
 }
+
+/// A test that skips stands out in `cargo test`'s ordinary output (no `--nocapture`): this
+/// binary is run again on [`a_test_that_skips`] alone, output captured as cargo captures it,
+/// and its standard error must name the test and why it skipped.
+#[test]
+fn a_skip_is_seen_without_nocapture() {
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "a_test_that_skips",
+            "--ignored",
+            "--test-threads",
+            "2",
+        ])
+        .env("ROCE_TEST_SKIP_PROBE", "1")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let err = stderr(&out);
+    assert!(
+        err.contains("*** SKIPPED a_test_that_skips: nothing to run it on here ***"),
+        "{err}"
+    );
+}
+
+/// What [`a_skip_is_seen_without_nocapture`] runs: a test that skips.
+#[test]
+#[ignore = "run by a_skip_is_seen_without_nocapture"]
+fn a_test_that_skips() {
+    assert!(std::env::var_os("ROCE_TEST_SKIP_PROBE").is_some());
+    common::skipped("nothing to run it on here");
+}

@@ -33,7 +33,7 @@ impl Pair {
             return None;
         }
         if sh(&["id", "-u"]).stdout != b"0\n" {
-            eprintln!("\n*** SKIPPED: roce exec veth tests need root (network namespaces) ***\n");
+            common::skipped("roce exec veth tests need root (network namespaces)");
             return None;
         }
         if !have_tools("the roce exec veth tests", &["ip"]) {
@@ -45,7 +45,7 @@ impl Pair {
             format!("roce-xv-b-{tag}-{id}"),
         );
         if !sh(&["ip", "netns", "add", &a]).status.success() {
-            eprintln!("\n*** SKIPPED: cannot create network namespaces here ***\n");
+            common::skipped("cannot create network namespaces here");
             return None;
         }
         run_ok(&["ip", "netns", "add", &b]);

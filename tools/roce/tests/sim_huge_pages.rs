@@ -5,6 +5,8 @@
 
 #![allow(clippy::unwrap_used)] // test code: a panic is the failure report
 
+mod common;
+
 use std::path::Path;
 use std::process::Command;
 
@@ -39,17 +41,19 @@ fn trace(tag: &str, extra: &[(&str, &str)]) -> String {
 /// Whether this machine is one where the re-run happens: glibc, and THP on `madvise`.
 fn madvise_machine() -> bool {
     if !cfg!(all(target_os = "linux", target_env = "gnu")) {
-        eprintln!("skipped: huge pages are asked for through glibc only");
+        common::skipped("huge pages are asked for through glibc only");
         return false;
     }
     match std::fs::read_to_string(POLICY) {
         Ok(policy) if policy.contains("[madvise]") => true,
         Ok(policy) => {
-            eprintln!("skipped: {POLICY} is {policy:?}, not madvise: nothing to ask for");
+            common::skipped(&format!(
+                "{POLICY} is {policy:?}, not madvise: nothing to ask for"
+            ));
             false
         }
         Err(err) => {
-            eprintln!("skipped: no {POLICY} ({err})");
+            common::skipped(&format!("no {POLICY} ({err})"));
             false
         }
     }

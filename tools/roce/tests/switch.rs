@@ -25,7 +25,7 @@ struct Topology {
 impl Topology {
     fn new() -> Option<Self> {
         if sh(&["id", "-u"]).stdout != b"0\n" {
-            eprintln!("\n*** SKIPPED: the switch test needs root (namespaces, raw sockets) ***\n");
+            common::skipped("the switch test needs root (namespaces, raw sockets)");
             return None;
         }
         if !have_tools("the switch test", &["ip"]) {
@@ -34,7 +34,7 @@ impl Topology {
         let id = std::process::id();
         let names = ["a", "b", "s"].map(|n| format!("roce-sw-{n}-{id}"));
         if !sh(&["ip", "netns", "add", &names[0]]).status.success() {
-            eprintln!("\n*** SKIPPED: cannot create network namespaces here ***\n");
+            common::skipped("cannot create network namespaces here");
             return None;
         }
         let [a, b, s] = names;

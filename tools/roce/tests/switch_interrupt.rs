@@ -21,7 +21,7 @@ impl Drop for Namespace {
 #[test]
 fn ctrl_c_prints_the_final_report_and_exits_130() {
     if sh(&["id", "-u"]).stdout != b"0\n" {
-        eprintln!("\n*** SKIPPED: the switch test needs root (namespaces, raw sockets) ***\n");
+        common::skipped("the switch test needs root (namespaces, raw sockets)");
         return;
     }
     if !have_tools("the switch test", &["ip"]) {
@@ -29,7 +29,7 @@ fn ctrl_c_prints_the_final_report_and_exits_130() {
     }
     let name = format!("roce-swint-{}", std::process::id());
     if !sh(&["ip", "netns", "add", &name]).status.success() {
-        eprintln!("\n*** SKIPPED: cannot create network namespaces here ***\n");
+        common::skipped("cannot create network namespaces here");
         return;
     }
     let ns = Namespace(name);

@@ -36,9 +36,7 @@ impl Veth {
     fn create(tag: &str, udp_offload: bool) -> Option<Self> {
         let root = sh(&["id", "-u"]).stdout == b"0\n";
         if !root {
-            eprintln!(
-                "\n*** SKIPPED: veth tests need root (network namespaces, raw sockets) ***\n"
-            );
+            common::skipped("veth tests need root (network namespaces, raw sockets)");
             return None;
         }
         if !have_tools("the veth tests", &["ip", "ethtool", "nft", "tshark"]) {
@@ -50,7 +48,7 @@ impl Veth {
             format!("roce-veth-b-{tag}-{id}"),
         );
         if !sh(&["ip", "netns", "add", &a]).status.success() {
-            eprintln!("\n*** SKIPPED: cannot create network namespaces here ***\n");
+            common::skipped("cannot create network namespaces here");
             return None;
         }
         run_ok(&["ip", "netns", "add", &b]);

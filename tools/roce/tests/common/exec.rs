@@ -17,7 +17,7 @@ pub(crate) fn have(program: &str, package: &str) -> bool {
             std::env::var_os("CI").is_none_or(|v| v != "true"),
             "{why} (CI=true: not skipping)"
         );
-        eprintln!("\n*** SKIPPED: {why} ***\n");
+        super::skipped(&why);
     }
     found
 }

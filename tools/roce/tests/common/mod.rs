@@ -100,6 +100,20 @@ pub(crate) fn roce_in(ns: &str, args: &[&str]) -> Command {
     command
 }
 
+/// Says that the running test skips, and why, where a person running `cargo test` sees it
+/// without `--nocapture`: libtest captures `eprintln!`, not the process's standard error
+/// itself, so the line is written there, named after the test (libtest names the test's
+/// thread after it).
+pub(crate) fn skipped(why: &str) {
+    use std::io::Write as _;
+    let thread = std::thread::current();
+    let test = thread
+        .name()
+        .filter(|name| *name != "main")
+        .unwrap_or("a test");
+    let _ = writeln!(std::io::stderr().lock(), "*** SKIPPED {test}: {why} ***");
+}
+
 /// Runs a command and returns its output.
 pub(crate) fn sh(args: &[&str]) -> Output {
     Command::new(args[0]).args(&args[1..]).output().unwrap()
@@ -136,7 +150,7 @@ pub(crate) fn have_tools(test: &str, tools: &[&str]) -> bool {
         std::env::var("CI").as_deref() != Ok("true"),
         "{message}: CI installs them"
     );
-    eprintln!("\n*** SKIPPED: {message} ***\n");
+    skipped(&message);
     false
 }
 
