@@ -55,6 +55,7 @@ struct OpenContext {
     async_writer: std::io::PipeWriter,
 }
 static AT_EXIT: Once = Once::new();
+static ON_SIGNALS: Once = Once::new();
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     // A panic while holding the lock was caught at the boundary; the data is still consistent
@@ -110,6 +111,9 @@ pub(crate) fn open(dev_addr: usize, fns: ContextFns) -> Result<*mut IbvContext, 
         return Err(Errno(libc::EADDRNOTAVAIL));
     }
     AT_EXIT.call_once(crate::ffi::register_at_exit);
+    if dev.model.spec.stats.is_some() {
+        ON_SIGNALS.call_once(crate::ffi::write_stats_on_fatal_signals);
+    }
     let query_port = fns.query_port;
     let (async_reader, async_writer) =
         std::io::pipe().map_err(|e| Errno(e.raw_os_error().unwrap_or(libc::EMFILE)))?;

@@ -27,8 +27,12 @@ use serde_json::json;
 /// counted). Everything a sends and b sends is written to a pcap that Wireshark opens (and
 /// `roce dump` checks).
 ///
+/// Ctrl-C stops the run at the operation it is in: the operations that ended are printed (with
+/// "interrupted" naming the one stopped, in --json), and the capture holds every packet sent
+/// until then.
+///
 /// Exit status: 0 when every check passed, 1 when one failed, 2 on a setup error (for example
-/// port 4791 already taken on those addresses: pick others with --ip-a/--ip-b).
+/// port 4791 already taken on those addresses: pick others with --ip-a/--ip-b), 130 on Ctrl-C.
 #[derive(Debug, clap::Args)]
 #[command(
     allow_negative_numbers = true,
@@ -141,6 +145,10 @@ fn region_len(args: &Args) -> u128 {
 }
 
 async fn demo(args: &Args, mtu: Mtu) -> anyhow::Result<ExitCode> {
+    // Caught from the start, so that a Ctrl-C during the set-up ends the run at the first
+    // operation, with what it has, rather than killing the process.
+    let mut interrupt = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())
+        .context("cannot catch Ctrl-C")?;
     let tap = if args.no_pcap {
         None
     } else {
@@ -188,6 +196,7 @@ async fn demo(args: &Args, mtu: Mtu) -> anyhow::Result<ExitCode> {
         mr_b,
     };
     let mut outcomes = Vec::new();
+    let mut interrupted = None;
     for op in [
         Op::Send,
         Op::SendWithImm,
@@ -197,15 +206,37 @@ async fn demo(args: &Args, mtu: Mtu) -> anyhow::Result<ExitCode> {
         Op::CompareSwap,
         Op::FetchAdd,
     ] {
-        outcomes.push(ctx.run(op).await?);
+        tokio::select! {
+            outcome = ctx.run(op) => outcomes.push(outcome?),
+            _ = interrupt.recv() => {
+                interrupted = Some(op.name());
+                break;
+            }
+        }
     }
-
     let failed = outcomes.iter().filter(|o| o.check.is_err()).count();
-    let packets = [&dev_a, &dev_b];
     let mut sent = 0;
-    for dev in packets {
+    for dev in [&dev_a, &dev_b] {
         sent += dev.stats().await?.tx_packets;
     }
+    report(args, &outcomes, sent, interrupted);
+    if let Some(op) = interrupted {
+        eprintln!(
+            "roce demo: interrupted during {op}; the operations above are the ones that ended"
+        );
+        return Ok(ExitCode::from(130));
+    }
+    Ok(if failed == 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}
+
+/// Prints the table (or the JSON object) of the operations that ended, `sent` packets in all;
+/// `interrupted` names the operation a Ctrl-C stopped.
+fn report(args: &Args, outcomes: &[Outcome], sent: u64, interrupted: Option<&str>) {
+    let failed = outcomes.iter().filter(|o| o.check.is_err()).count();
     if args.json {
         let ops: Vec<_> = outcomes
             .iter()
@@ -228,7 +259,8 @@ async fn demo(args: &Args, mtu: Mtu) -> anyhow::Result<ExitCode> {
             "a": args.a.to_string(), "b": args.b.to_string(), "mtu": args.mtu, "size": args.size,
             "iters": args.iters, "loss": args.loss, "packets_sent": sent,
             "pcap": (!args.no_pcap).then(|| args.pcap.display().to_string()),
-            "operations": ops, "ok": failed == 0,
+            "operations": ops, "ok": failed == 0 && interrupted.is_none(),
+            "interrupted": interrupted,
         });
         println!("{report}");
     } else {
@@ -249,7 +281,7 @@ async fn demo(args: &Args, mtu: Mtu) -> anyhow::Result<ExitCode> {
             "{:<16} {:>8} {:>12} {:>10} {:>14} {:>12}  data",
             "operation", "messages", "bytes", "time ms", "goodput Gb/s", "retransmits"
         );
-        for o in &outcomes {
+        for o in outcomes {
             println!(
                 "{:<16} {:>8} {:>12} {:>10.2} {:>14.3} {:>12}  {}",
                 o.name,
@@ -279,11 +311,6 @@ async fn demo(args: &Args, mtu: Mtu) -> anyhow::Result<ExitCode> {
             );
         }
     }
-    Ok(if failed == 0 {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::from(1)
-    })
 }
 
 fn goodput(o: &Outcome) -> f64 {
@@ -304,6 +331,21 @@ enum Op {
     Read,
     CompareSwap,
     FetchAdd,
+}
+
+impl Op {
+    /// The operation's name in the table and in --json.
+    fn name(self) -> &'static str {
+        match self {
+            Self::Send => "SEND",
+            Self::SendWithImm => "SEND_WITH_IMM",
+            Self::Write => "RDMA_WRITE",
+            Self::WriteWithImm => "RDMA_WRITE_IMM",
+            Self::Read => "RDMA_READ",
+            Self::CompareSwap => "ATOMIC_CMP_SWP",
+            Self::FetchAdd => "ATOMIC_FETCH_ADD",
+        }
+    }
 }
 
 struct Ctx<'a> {
@@ -332,15 +374,7 @@ impl Ctx<'_> {
         let seed = op as u64 + 1;
         let data = pattern(seed, half as usize);
         let (a_before, b_before) = (a.stats().await?, b.stats().await?);
-        let name = match op {
-            Op::Send => "SEND",
-            Op::SendWithImm => "SEND_WITH_IMM",
-            Op::Write => "RDMA_WRITE",
-            Op::WriteWithImm => "RDMA_WRITE_IMM",
-            Op::Read => "RDMA_READ",
-            Op::CompareSwap => "ATOMIC_CMP_SWP",
-            Op::FetchAdd => "ATOMIC_FETCH_ADD",
-        };
+        let name = op.name();
         // Sources hold a fresh pattern, targets are cleared: stale bytes cannot pass a check.
         match op {
             Op::Read => {

@@ -8,6 +8,12 @@
 //! own NIC, so two programs on one host need two addresses (127.0.0.1 and 127.0.0.2, or two
 //! network namespaces). `roce exec` waits for the program and exits with its status.
 
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
+use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
+use signal_hook::iterator::SignalsInfo;
+use signal_hook::iterator::exfiltrator::WithOrigin;
+use signal_hook::low_level::siginfo::Cause;
 use std::ffi::OsString;
 use std::net::Ipv4Addr;
 use std::path::{Path, PathBuf};
@@ -48,7 +54,11 @@ pub(crate) enum StatsFormat {
         roce-emu's librdmacm.so.1 too, and connect through the NIC's IB CM (REQ, REP, RTU, \
         DREQ, DREP, SIDR on QP 1), to each other and to the kernel's rdma_cm; calls the library \
         does not have yet (multicast, rsockets, ...) fail with ENOSYS and say so once on stderr \
-        (docs/rdmacm.md).",
+        (docs/rdmacm.md).\n\n\
+        Ctrl-C, SIGTERM and SIGHUP: roce exec waits for the program and ends with its status \
+        (130 for Ctrl-C); a signal sent to roce exec alone (kill) is passed on to the program. \
+        With --stats, a program that such a signal ends still leaves its counters, which are \
+        printed.",
     after_help = "Examples:\n  roce exec --ip 127.0.0.1 -- ibv_devices\n  \
         roce exec --ip 127.0.0.1 -- ibv_rc_pingpong -g 1 &\n  \
         roce exec --ip 127.0.0.2 -- ibv_rc_pingpong -g 1 127.0.0.1\n  \
@@ -94,7 +104,8 @@ pub(crate) struct Args {
     /// The device name that ibv_devices lists and -d/--ib-dev selects.
     #[arg(long, default_value = "roce0")]
     name: String,
-    /// Print the NIC's counters on stderr when the program exits: text (the default) or json.
+    /// Print the NIC's counters on stderr when the program exits, Ctrl-C or SIGTERM included:
+    /// text (the default) or json.
     #[arg(long, value_enum, value_name = "FORMAT", num_args = 0..=1, default_missing_value = "text")]
     stats: Option<StatsFormat>,
     /// The directory of roce-emu's libibverbs.so.1 (default: $ROCE_VERBS_LIB_DIR, then
@@ -235,14 +246,46 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<ExitCode> {
         let _ = std::fs::remove_file(file);
         cmd.env("ROCE_VERBS_STATS", file);
     }
-    let status = cmd
-        .status()
+    // Caught before the program starts, so that no signal meant for it ends us first.
+    let mut signals = SignalsInfo::<WithOrigin>::new(RELAYED)
+        .context("cannot catch the signals that end a program")?;
+    let signals_handle = signals.handle();
+    let mut child = cmd
+        .spawn()
         .with_context(|| format!("cannot run {}", Path::new(program).display()))?;
+    let pid = Pid::from_raw(i32::try_from(child.id()).unwrap_or(i32::MAX));
+    let relay = std::thread::spawn(move || {
+        for origin in &mut signals {
+            if let Ok(signal) = Signal::try_from(origin.signal)
+                && relays(origin.cause)
+            {
+                let _ = kill(pid, signal);
+            }
+        }
+    });
+    let status = child.wait();
+    signals_handle.close();
+    let _ = relay.join();
+    let status = status.with_context(|| format!("waiting for {}", Path::new(program).display()))?;
     if let (Some(format), Some(file)) = (args.stats, &stats_file) {
         print_stats(format, file, program);
         let _ = std::fs::remove_file(file);
     }
     Ok(exit_code(status))
+}
+
+/// What ends a program from outside: Ctrl-C, `kill`, a closed terminal. `roce exec` does not
+/// die of them: it waits for the program, so that `--stats` prints the counters the program
+/// leaves as it ends (roce-verbs writes them on these signals too), and ends with the program's
+/// status.
+const RELAYED: &[i32] = &[SIGINT, SIGTERM, SIGHUP];
+
+/// Whether a signal `roce exec` got is passed on to the program: one that a process sent
+/// (`kill`), which the program has not had, but not one the kernel sent (Ctrl-C, a hang-up),
+/// which reached the terminal's whole foreground group, the program with us — as sudo relays
+/// only what a process sent.
+fn relays(cause: Cause) -> bool {
+    matches!(cause, Cause::Sent(_) | Cause::Unknown)
 }
 
 /// The program's status as the shell reports it: its exit code, or 128 + the signal.

@@ -243,3 +243,56 @@ fn issue_11_demo_refuses_regions_larger_than_the_machine_before_allocating() {
     assert_eq!(output.status.code(), Some(2));
     assert!(String::from_utf8(output.stderr).unwrap().contains("2^31"));
 }
+
+/// Ctrl-C in the middle of an operation (SEND, under so much loss that it cannot end) keeps
+/// what was done: the run says where it stopped, prints its table, exits 130, and the capture
+/// holds the packets sent until then, every one whole.
+#[test]
+fn ctrl_c_keeps_the_table_and_the_capture() {
+    let dir = std::env::temp_dir().join(format!("roce-demo-int-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let pcap = dir.join("demo.pcap");
+    let child = common::spawn(&[
+        "demo",
+        "--ip-a",
+        "127.0.25.1",
+        "--ip-b",
+        "127.0.25.2",
+        "-n",
+        "64",
+        "--size",
+        "1048576",
+        "--loss",
+        "0.5",
+        "--pcap",
+        pcap.to_str().unwrap(),
+    ]);
+    // Packets are being captured: the run is in its first operation.
+    let begun = std::time::Instant::now();
+    while std::fs::metadata(&pcap).map_or(0, |m| m.len()) < 10_000 {
+        assert!(begun.elapsed().as_secs() < 60, "no packet captured");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    common::interrupt(&child);
+    let out = child.wait_with_output().unwrap();
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(out.status.code(), Some(130), "{stderr}");
+    assert!(
+        stderr.contains("roce demo: interrupted during SEND;"),
+        "{stderr}"
+    );
+    assert!(
+        stdout.starts_with("roce demo: two NICs over UDP"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("capture: "), "{stdout}");
+    let dump = roce(&["dump", "--strict", "-q", pcap.to_str().unwrap()]);
+    assert!(
+        dump.status.success(),
+        "{}",
+        String::from_utf8_lossy(&dump.stderr)
+    );
+    assert!(String::from_utf8(dump.stdout).unwrap().lines().count() > 10);
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -149,6 +149,70 @@ fn stats_json_reports_the_nic_counters_after_the_program() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("did not open the device"));
 }
 
+/// Whether a TCP socket listens on `port` (any address), from /proc/net/tcp.
+fn listening(port: u16) -> bool {
+    let table = std::fs::read_to_string("/proc/net/tcp").unwrap_or_default();
+    let local = format!(":{port:04X} ");
+    table.lines().skip(1).any(|l| {
+        l.split_whitespace()
+            .nth(1)
+            .is_some_and(|a| format!("{a} ").ends_with(&local))
+            && l.split_whitespace().nth(3) == Some("0A")
+    })
+}
+
+/// Ctrl-C on a program that ends by it (ibv_rc_pingpong waiting for its client) still prints
+/// `--stats`: the signal reaches the terminal's foreground group, the program and `roce exec`
+/// alike, as here; the counters are the program's, and the status is the program's (130).
+/// A SIGTERM sent to `roce exec` alone is passed on to the program, with the same outcome.
+#[test]
+fn ctrl_c_and_sigterm_still_print_the_counters() {
+    use std::os::unix::process::CommandExt as _;
+    if !have("ibv_rc_pingpong", "ibverbs-utils") {
+        return;
+    }
+    for (port, ip, group, signal, status) in [
+        (18_990, "127.0.13.241", true, "-INT", 130),
+        (18_991, "127.0.13.242", false, "-TERM", 143),
+    ] {
+        let child = Command::new(env!("CARGO_BIN_EXE_roce"))
+            .args(["exec", "--ip", ip, "--stats", "json", "--"])
+            .args(["ibv_rc_pingpong", "-g", "1", "-p", &port.to_string()])
+            .process_group(0)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let begun = std::time::Instant::now();
+        while !listening(port) {
+            assert!(begun.elapsed().as_secs() < 30, "the server never listened");
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        let target = if group {
+            format!("-{}", child.id())
+        } else {
+            child.id().to_string()
+        };
+        let sent = Command::new("kill")
+            .args([signal, "--", &target])
+            .status()
+            .unwrap();
+        assert!(sent.success());
+        let out = child.wait_with_output().unwrap();
+        let stderr = String::from_utf8(out.stderr).unwrap();
+        assert_eq!(out.status.code(), Some(status), "{signal}: {stderr}");
+        let json: serde_json::Value = serde_json::from_str(
+            stderr
+                .lines()
+                .find(|l| l.starts_with('{'))
+                .unwrap_or_else(|| panic!("{signal}: no counters in {stderr}")),
+        )
+        .unwrap();
+        assert_eq!(json["ip"], ip, "{signal}");
+        assert!(json["counters"].as_object().unwrap().len() > 10, "{json}");
+    }
+}
+
 #[test]
 fn the_program_gets_the_library_and_the_device_and_its_exit_status_is_ours() {
     let out = roce(&[
