@@ -195,6 +195,20 @@ pub struct Network {
 }
 
 impl Network {
+    /// What [`Network::new`] would refuse of `topology` (a host cut off, a host with other than
+    /// one link), found without building anything of the network: no NIC, region or switch.
+    pub fn check(topology: &Topology) -> Result<(), NetworkError> {
+        // In `new`'s order: routes first, so a host with no link is one cut off.
+        Routes::new(topology.clone())?;
+        for h in topology.hosts() {
+            let links = topology.neighbors(h).len();
+            if links != 1 {
+                return Err(NetworkError::MultiHomed { host: h, links });
+            }
+        }
+        Ok(())
+    }
+
     /// Builds the network: routes, one NIC per host, one switch per switch node.
     pub fn new(topology: Topology, config: NetworkConfig) -> Result<Self, NetworkError> {
         let routes = Routes::new(topology)?;

@@ -61,7 +61,7 @@ use schema::load;
     leaf-spine or HPCC topology and write fct.txt (HPCC's layout), slowdown.txt/.json/.svg and\n\
     summary.json:\n  \
     roce sim leafspine-websearch --out /tmp/ls\n  \
-    roce sim fattree-fb30 --check                # validate, print the plan, write nothing\n  \
+    roce sim fattree-fb30 --check                # validate and estimate; makes no flow\n  \
     roce sim fattree-fb30 --topology fat.txt --flows flow.txt --out /tmp/f\n\
     See docs/congestion.md (\"Research-scale runs\").\n\n\
     Sweeps of a scenario's parameters: roce sim sweep --help, roce sim merge --help.\n\n\
@@ -105,7 +105,10 @@ pub(crate) struct Args {
     /// (the default when standard error is a terminal).
     #[arg(long)]
     progress: bool,
-    /// Network scenarios: check the file and the flows, print the plan, write nothing.
+    /// Network scenarios: validate the file, estimate the flows and the memory, print the plan,
+    /// write nothing. Makes no flow of a workload (its count is the workload's expected one)
+    /// and builds no network; a flow file is read and checked. Refused, as the run would be,
+    /// when the estimate is above the limit without --allow-large.
     #[arg(long)]
     check: bool,
     #[command(subcommand)]
