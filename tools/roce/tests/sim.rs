@@ -1,7 +1,7 @@
 //! `roce sim`: a shipped scenario, shortened, writes a time series and a plot, the same bytes
 //! every time; a file with an unknown key, a missing required key or a value out of range is
 //! refused with exit status 2, naming the key and the file, before anything is written; a long
-//! run says how far it has got; `--list` names every shipped scenario.
+//! run says how far it has got; `--list` names every shipped scenario, with its size.
 
 #![allow(clippy::unwrap_used)] // test code: a panic is the failure report
 
@@ -168,6 +168,52 @@ fn list_names_every_shipped_scenario() {
         }
     }
     assert!(names >= 5, "{names} scenarios shipped");
+}
+
+/// `--list` gives sizes, not wall times (which depend on the machine and went stale): every
+/// line ends with its hosts, flows and simulated time, read from the file (the flows of a
+/// workload as `--check` counts them), and says nothing of seconds or minutes of waiting.
+#[test]
+fn list_gives_each_scenario_its_size_and_no_wall_time() {
+    let output = roce(&["sim", "--list"]);
+    assert!(output.status.success(), "{output:?}");
+    let stdout = String::from_utf8(output.stdout).unwrap();
+    for line in stdout.lines() {
+        assert!(line.ends_with(" ms simulated]"), "{line}");
+        for stale in ["(seconds)", "minute", "(long)", "hours"] {
+            assert!(!line.contains(stale), "{line}");
+        }
+    }
+    let line = |name: &str| {
+        stdout
+            .lines()
+            .find(|l| l.split_whitespace().next() == Some(name))
+            .unwrap()
+            .to_owned()
+    };
+    assert!(
+        line("fairness").ends_with("[3 hosts, 2 flows, 20 ms simulated]"),
+        "{stdout}"
+    );
+    let check = roce(&["sim", "leafspine-websearch", "--check"]);
+    let check = String::from_utf8(check.stdout).unwrap();
+    let flows = check
+        .split("about ")
+        .nth(1)
+        .unwrap()
+        .split(' ')
+        .next()
+        .unwrap();
+    assert!(
+        line("leafspine-websearch").ends_with(&format!(
+            "[32 hosts, about {flows} flows, at most 21 ms simulated]"
+        )),
+        "{stdout}\n{check}"
+    );
+    assert!(
+        line("sweep-leafspine-load").contains("[a sweep of 12 points; the base: 32 hosts, "),
+        "{stdout}"
+    );
 }
 
 fn run_into(file: &Path, out: &Path, extra: &[&str]) -> Output {

@@ -58,11 +58,29 @@ fn the_small_leaf_spine_scenario_writes_every_output() {
         "setting up",
         0.021,
         |l| {
-            assert!(l.contains(" of 0.021000000 s simulated ("), "{l}");
+            assert!(
+                l.contains(" of at most 0.021000000 s simulated (") || l.contains("run ended"),
+                "{l}"
+            );
             assert!(l.contains(" M packet-hops/s, "), "{l}");
         },
     );
     let summary: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    // Every flow finishes well before the configured end: the last line says where the run
+    // really ended, as 100 %.
+    let last = err.lines().rfind(|l| l.starts_with("roce sim ")).unwrap();
+    let ended = format!(
+        "{:.6} of {:.9} s simulated (100 %)",
+        summary["simulated_s"].as_f64().unwrap(),
+        summary["simulated_s"].as_f64().unwrap()
+    );
+    assert!(last.contains(&ended), "{ended:?} not in {last}");
+    assert!(
+        last.ends_with(
+            "the run ended: every flow finished, before the configured end of 0.021000000 s"
+        ),
+        "{last}"
+    );
     // Queue lengths: every switch port sampled every 10 us, in qlen.txt and the summary.
     let q = &summary["queue_kb"];
     assert_eq!(q["every_ns"], 10_000, "{summary}");

@@ -215,3 +215,46 @@ fn a_point_that_fails_fails_alone() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `roce sim sweep` takes a shipped scenario by name, as `roce sim` does (one shard of one
+/// point, to be quick), and refuses a name that is neither a file nor a shipped scenario.
+#[test]
+fn a_shipped_sweep_runs_by_name() {
+    let dir = temp_dir("by-name");
+    let out = dir.join("out");
+    let args = [
+        "sim",
+        "sweep",
+        "sweep-leafspine-load",
+        "--shard",
+        "0/12",
+        "--out",
+        out.to_str().unwrap(),
+    ];
+    run(&args);
+    let grid: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("grid.json")).unwrap()).unwrap();
+    assert!(
+        grid["scenario"]
+            .as_str()
+            .unwrap()
+            .ends_with("scenarios/sweep-leafspine-load.toml"),
+        "{grid}"
+    );
+    assert_eq!(grid["points"], 12);
+    assert_eq!(rows(&out).len(), 1, "{:?}", rows(&out));
+    let o = roce(&[
+        "sim",
+        "sweep",
+        "no-such-sweep",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("no file no-such-sweep and no shipped scenario called no-such-sweep"),
+        "{err}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

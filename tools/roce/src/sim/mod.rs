@@ -82,7 +82,8 @@ pub(crate) struct Args {
     /// Print the summary as one JSON object on standard output instead of text.
     #[arg(long)]
     json: bool,
-    /// List the shipped scenarios, one line each, and exit.
+    /// List the shipped scenarios, one line each: name, description, and size (hosts, flows,
+    /// simulated time; for a workload, the flows its rates give), then exit.
     #[arg(long, conflicts_with_all = ["scenario", "out", "json"])]
     list: bool,
     /// Say how far the run has got (simulated time reached, percent, wall time; network
@@ -128,15 +129,16 @@ enum SimCommand {
     /// point (its values, flows finished, goodput, PAUSEs, drops, and the p50/p95/p99 FCT
     /// slowdown over all its flows).
     #[command(after_help = "Examples:
-          roce sim sweep scenarios/sweep-leafspine-load.toml --out /tmp/sw
+          roce sim sweep sweep-leafspine-load --out /tmp/sw   # a shipped one, by name
           roce sim sweep my.toml --shard 3/16 --out shard-3   # one task of a job array
           roce sim merge shard-* --out all
 
         A Slurm job array: see docs/congestion.md (\"Sweeps\").")]
     Sweep {
-        /// The network scenario, with a [sweep] table.
+        /// The network scenario, with a [sweep] table: a TOML file, or the name of a shipped
+        /// one (as `roce sim NAME`).
         #[arg(value_name = "SCENARIO")]
-        scenario: PathBuf,
+        scenario: String,
         /// Output directory (default: sim-out/NAME-sweep).
         #[arg(long, value_name = "DIR")]
         out: Option<PathBuf>,
@@ -201,7 +203,10 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<ExitCode> {
             shard,
             jobs,
             allow_large,
-        }) => return sweep::run(scenario, out.as_deref(), *shard, *jobs, *allow_large),
+        }) => {
+            let file = resolve(scenario)?;
+            return sweep::run(&file, out.as_deref(), *shard, *jobs, *allow_large);
+        }
         Some(SimCommand::Merge { dirs, out }) => return sweep::run_merge(dirs, out),
         None => {}
     }
@@ -289,22 +294,54 @@ fn list() -> anyhow::Result<ExitCode> {
             .map(|s| s.to_string_lossy().into_owned())
             .unwrap_or_default();
         let text = std::fs::read_to_string(file).unwrap_or_default();
-        let network =
-            toml::from_str::<toml::Table>(&text).is_ok_and(|doc| network_schema::is_network(&doc));
+        let doc = toml::from_str::<toml::Table>(&text).ok();
+        let network = doc.as_ref().is_some_and(network_schema::is_network);
         let about = if network {
             match network_schema::load(file, &text, None, false) {
-                Ok(s) => s.description.unwrap_or_default(),
+                Ok(s) => {
+                    let size = network_run::size_text(file, &text)
+                        .unwrap_or_else(|err| format!("not a valid scenario: {err:#}"));
+                    let points = doc
+                        .as_ref()
+                        .and_then(|d| d.get("sweep"))
+                        .and_then(toml::Value::as_table)
+                        .map(|axes| {
+                            axes.values()
+                                .filter_map(toml::Value::as_array)
+                                .map(Vec::len)
+                                .product::<usize>()
+                        })
+                        .map_or_else(String::new, |n| {
+                            format!("a sweep of {n} points; the base: ")
+                        });
+                    format!("{} [{points}{size}]", s.description.unwrap_or_default())
+                }
                 Err(err) => format!("(not a valid scenario: {err:#})"),
             }
         } else {
             match load(file) {
-                Ok(loaded) => loaded.description.unwrap_or_default(),
+                Ok(loaded) => {
+                    let s = &loaded.scenario;
+                    format!(
+                        "{} [{} hosts, {} flows, {} ms simulated]",
+                        loaded.description.as_deref().unwrap_or_default(),
+                        s.hosts,
+                        s.flows.len(),
+                        millis(s.duration.as_secs_f64() * 1e3)
+                    )
+                }
                 Err(err) => format!("(not a valid scenario: {err:#})"),
             }
         };
         println!("{stem:<width$}  {about}");
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Milliseconds to at most three decimals, without trailing zeros: "20", "20.001".
+fn millis(ms: f64) -> String {
+    let text = format!("{ms:.3}");
+    text.trim_end_matches('0').trim_end_matches('.').to_owned()
 }
 
 /// Runs the scenario on this thread (see [`progress`] for why not on another) and, when it

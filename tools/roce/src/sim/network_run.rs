@@ -58,9 +58,52 @@ pub(super) struct Memory {
     pub(super) bytes: u64,
 }
 
+/// What of the command line [`plan`] takes.
+pub(super) struct Options<'a> {
+    /// `--topology`, `--flows`.
+    pub(super) topology: Option<&'a Path>,
+    pub(super) flows: Option<&'a Path>,
+    pub(super) allow_large: bool,
+    /// Make no flow of a workload (`--check`).
+    pub(super) check: bool,
+}
+
+impl<'a> Options<'a> {
+    fn of(args: &'a Args) -> Self {
+        Self {
+            topology: args.topology.as_deref(),
+            flows: args.flows.as_deref(),
+            allow_large: args.allow_large,
+            check: args.check,
+        }
+    }
+}
+
+/// "320 hosts, about 996506 flows, at most 200 ms simulated": what a network scenario's file
+/// makes, from its plan without flows (a flow file is read). A size, not a time: how long it
+/// takes depends on the machine.
+pub(super) fn size_text(path: &Path, text: &str) -> anyhow::Result<String> {
+    let options = Options {
+        topology: None,
+        flows: None,
+        allow_large: true,
+        check: true,
+    };
+    let plan = plan(&options, path, text)?;
+    let flows = match plan.expected {
+        Some((run, _)) => format!("about {run:.0}"),
+        None => plan.flows.len().to_string(),
+    };
+    Ok(format!(
+        "{} hosts, {flows} flows, at most {} ms simulated",
+        plan.scenario.topology.hosts().count(),
+        super::millis(plan.end.as_nanos() as f64 / 1e6)
+    ))
+}
+
 /// Runs a network scenario (`text` is the file's contents).
 pub(super) fn run(args: &Args, path: &Path, text: &str) -> anyhow::Result<ExitCode> {
-    let plan = plan(args, path, text)?;
+    let plan = plan(&Options::of(args), path, text)?;
     if args.check {
         print!("{}", network_out::plan_text(&plan));
         return Ok(ExitCode::SUCCESS);
@@ -94,8 +137,8 @@ pub(super) fn run(args: &Args, path: &Path, text: &str) -> anyhow::Result<ExitCo
 /// is made and held to its limit twice: first from what the file says (a workload's expected
 /// flow count, a flow file's declared one) before any flow is made, then from the flows made.
 /// With `--check`, a workload's flows are not made at all, nor is the network built.
-pub(super) fn plan(args: &Args, path: &Path, text: &str) -> anyhow::Result<Plan> {
-    let scenario = load(path, text, args.topology.as_deref(), args.flows.is_some())?;
+pub(super) fn plan(args: &Options<'_>, path: &Path, text: &str) -> anyhow::Result<Plan> {
+    let scenario = load(path, text, args.topology, args.flows.is_some())?;
     // Connected first: the flows are about hosts that must reach each other.
     Network::check(&scenario.topology).map_err(|e| {
         anyhow!(
@@ -104,7 +147,10 @@ pub(super) fn plan(args: &Args, path: &Path, text: &str) -> anyhow::Result<Plan>
         )
     })?;
     let guard = |memory: &Memory| check_memory(args, path, &scenario, memory);
-    let flows_file = args.flows.clone().or_else(|| scenario.flows_file.clone());
+    let flows_file = args
+        .flows
+        .map(Path::to_path_buf)
+        .or_else(|| scenario.flows_file.clone());
     let (mut flows, default_until) = match (&flows_file, &scenario.workload) {
         (Some(file), _) => {
             // The count it declares bounds what parsing it holds (more lines are an error).
@@ -209,7 +255,7 @@ pub(super) fn plan(args: &Args, path: &Path, text: &str) -> anyhow::Result<Plan>
 
 /// Refuses a run whose estimate is above [`MEMORY_LIMIT`] unless `--allow-large`.
 fn check_memory(
-    args: &Args,
+    args: &Options<'_>,
     path: &Path,
     scenario: &NetScenario,
     memory: &Memory,
@@ -372,6 +418,24 @@ fn estimate_parts(s: &NetScenario, flows: f64, busy_s: f64, span_s: f64) -> Memo
     }
 }
 
+/// "roce sim NAME: 0.000120 of at most 0.021 s simulated (1 %), flows …": `of` the end
+/// measured against, `percent` of it reached.
+fn progress_text(plan: &Plan, p: &RunProgress, of: &str, percent: f64, wall: f64) -> String {
+    // Since the start: the run publishes once per 100 µs of simulated time, which can take
+    // longer than a line's interval.
+    let rate = p.packet_hops as f64 / wall.max(1e-9);
+    format!(
+        "roce sim {}: {:.6} of {of} s simulated ({percent:.0} %), flows {} started and {} \
+         finished of {}, {:.2} M packet-hops/s, {wall:.1} s of wall time",
+        plan.scenario.name,
+        p.now.as_nanos() as f64 / 1e9,
+        p.started,
+        p.finished,
+        plan.flows.len(),
+        rate / 1e6,
+    )
+}
+
 /// Runs the flows on this thread (see [`super::progress`] for why not on another); with
 /// `every`, says on standard error at that interval of wall time the simulated time reached
 /// against the target, the flows started and finished, and the packet-hops per wall second so
@@ -382,9 +446,12 @@ fn run_with_progress(
     every: Option<Duration>,
 ) -> anyhow::Result<(Network, Vec<FctRecord>)> {
     let end = plan.end;
+    let started = WallClock::now();
     // The run's position, published after every slice of it.
     let shared = Mutex::new(None::<RunProgress>);
+    let spoke = std::sync::atomic::AtomicBool::new(false);
     let report = |wall: Duration| {
+        spoke.store(true, std::sync::atomic::Ordering::Relaxed);
         let wall = wall.as_secs_f64();
         let Some(p) = shared.lock().ok().and_then(|slot| *slot) else {
             eprintln!(
@@ -394,21 +461,13 @@ fn run_with_progress(
             );
             return;
         };
-        // Since the start: the run publishes once per 100 µs of simulated time, which can
-        // take longer than a line's interval.
-        let rate = p.packet_hops as f64 / wall.max(1e-9);
+        // Against the configured end: the run may end sooner, when every flow has finished
+        // (then its last line says so).
         let target = end.as_nanos().max(1) as f64;
+        let percent = 100.0 * p.now.as_nanos() as f64 / target;
         eprintln!(
-            "roce sim {}: {:.6} of {} s simulated ({:.0} %), flows {} started and {} \
-             finished of {}, {:.2} M packet-hops/s, {wall:.1} s of wall time",
-            plan.scenario.name,
-            p.now.as_nanos() as f64 / 1e9,
-            end,
-            100.0 * p.now.as_nanos() as f64 / target,
-            p.started,
-            p.finished,
-            plan.flows.len(),
-            rate / 1e6,
+            "{}",
+            progress_text(plan, &p, &format!("at most {end}"), percent, wall)
         );
     };
     let every = every.map(|every| progress::Every {
@@ -423,5 +482,20 @@ fn run_with_progress(
         })
     })
     .map_err(|_| anyhow!("{}: the simulation panicked", plan.scenario.name))?;
+    // The last line, once lines were said: where the run really ended, as 100 %.
+    if let Some(p) = shared.lock().ok().and_then(|slot| *slot)
+        && spoke.load(std::sync::atomic::Ordering::Relaxed)
+    {
+        let why = if network.deadlock().is_some() {
+            "stopped by a PFC deadlock".to_owned()
+        } else if p.now < end {
+            format!("every flow finished, before the configured end of {end} s")
+        } else {
+            "the configured end".to_owned()
+        };
+        let wall = started.elapsed().as_secs_f64();
+        let line = progress_text(plan, &p, &p.now.to_string(), 100.0, wall);
+        eprintln!("{line}; the run ended: {why}");
+    }
     Ok((network, records))
 }
