@@ -48,6 +48,7 @@ use std::sync::Arc;
 
 use roce_core::{IcrcPolicy, Instant, MAX_DATAGRAM, Nic, NicConfig};
 
+use crate::capture::Capture;
 use crate::pair::{PairConfig, Side, side};
 use crate::switch::{PortStats, SwitchConfig, SwitchOf, pfc_headroom};
 use crate::topology::{NodeId, NodeKind, Routes, Topology, TopologyError};
@@ -192,6 +193,8 @@ pub struct Network {
     /// Queue-length samples, and whether their event is scheduled.
     qlen: QueueLengths,
     sampling: bool,
+    /// Where the packets the hosts' NICs send are written, if anywhere.
+    capture: Option<Capture>,
 }
 
 impl Network {
@@ -315,7 +318,15 @@ impl Network {
             sinks,
             qlen: QueueLengths::default(),
             sampling: false,
+            capture: None,
         })
+    }
+
+    /// Writes every packet a host's NIC sends into `capture` from now on, stamped with the
+    /// simulated time the NIC hands it over: each packet once, as its sender made it (what a
+    /// switch then drops included; CE marks and per-hop copies not).
+    pub fn capture(&mut self, capture: Capture) {
+        self.capture = Some(capture);
     }
 
     /// The simulated time reached.
