@@ -558,3 +558,88 @@ fn a_flow_file_declaring_too_many_flows_is_refused_before_it_is_read() {
         &["too large for memory", "100000000 flows x 256 B"],
     );
 }
+
+/// `--pcap` of a network run: what the hosts' NICs sent, stamped with simulated time (within
+/// the run's simulated time, in order), every frame decoded by `roce dump --strict`; `--set`
+/// shortens the workload to 100 µs.
+#[test]
+fn pcap_of_a_network_run_decodes_strictly() {
+    let dir = temp_dir("pcap");
+    let pcap = dir.join("net.pcap");
+    let out = dir.join("out");
+    let o = roce(&[
+        "sim",
+        "leafspine-websearch",
+        "--set",
+        "workload.duration_us=100",
+        "--out",
+        out.to_str().unwrap(),
+        "--json",
+        "--pcap",
+        pcap.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let summary: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert!(summary["until_s"].as_f64().unwrap() <= 100e-6, "{summary}");
+    let mut capture = roce_pcap::Capture::open(&pcap).unwrap();
+    let mut times = Vec::new();
+    while let Some(frame) = capture.next_frame() {
+        times.push(frame.unwrap().time.as_secs_f64());
+    }
+    assert!(times.len() > 100, "{} frames", times.len());
+    assert!(times.windows(2).all(|w| w[0] <= w[1]));
+    let simulated = summary["simulated_s"].as_f64().unwrap();
+    assert!(*times.last().unwrap() <= simulated, "{times:?} {simulated}");
+    let dump = roce(&["dump", "--strict", pcap.to_str().unwrap()]);
+    assert!(dump.status.success(), "{}", stderr(&dump));
+    assert!(
+        stderr(&dump).contains(&format!("{0} frames, {0} RoCE", times.len())),
+        "{}",
+        stderr(&dump)
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `--set` on a network scenario: a value changes what is planned (the expected flows grow
+/// with the load), and a key the schema does not know is refused with the valid ones, exit
+/// status 2, nothing written.
+#[test]
+fn set_changes_a_network_scenario_or_is_refused_by_key() {
+    let count = |extra: &[&str]| {
+        let mut args = vec!["sim", "leafspine-websearch", "--check"];
+        args.extend_from_slice(extra);
+        let o = roce(&args);
+        assert!(o.status.success(), "{}", stderr(&o));
+        expected_flows(&String::from_utf8_lossy(&o.stdout)) as f64
+    };
+    let base = count(&[]);
+    let more = count(&["--set", "workload.load=1.0"]);
+    assert!((more / base - 2.0).abs() < 0.05, "{base} -> {more}");
+    let dir = temp_dir("set-bad");
+    let out = dir.join("out");
+    let o = roce(&[
+        "sim",
+        "leafspine-websearch",
+        "--set",
+        "workload.laod=0.5",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains(
+            "with --set workload.laod=0.5: unknown field `laod`, expected one of `cdf`, `load`"
+        ),
+        "{err}"
+    );
+    assert!(!out.exists(), "{err}");
+    // A key through a value that is not a table.
+    let o = roce(&["sim", "leafspine-websearch", "--set", "name.x=1", "--check"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("--set name.x=1: name is not a table"),
+        "{}",
+        stderr(&o)
+    );
+}

@@ -258,3 +258,32 @@ fn a_shipped_sweep_runs_by_name() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `roce sim sweep --set`: every point's scenario has the set value; a set of a key the grid
+/// varies, or of a key the scenario cannot have, is refused before anything is written.
+#[test]
+fn sweep_set_applies_to_every_point_or_is_refused_first() {
+    let (dir, out, o) = sweep_of(
+        "set",
+        ("", ""),
+        &["--set", "run.drain_us=4000", "--shard", "0/4"],
+    );
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let point = std::fs::read_to_string(out.join("points/00000/scenario.toml")).unwrap();
+    assert!(point.contains("drain_us = 4000"), "{point}");
+    let _ = std::fs::remove_dir_all(&dir);
+    for (set, needle) in [
+        ("workload.seed=5", "[sweep] varies workload.seed"),
+        (
+            "workload.laod=0.5",
+            "with --set workload.laod=0.5: unknown field `laod`, expected one of",
+        ),
+    ] {
+        let (dir, out, o) = sweep_of("set-bad", ("", ""), &["--set", set]);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{err}");
+        assert!(err.contains(needle), "{needle:?} not in {err}");
+        assert!(!out.exists(), "{err}");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}

@@ -15,6 +15,7 @@ mod huge_pages;
 mod network_out;
 mod network_run;
 mod network_schema;
+mod overrides;
 mod plot;
 mod progress;
 mod report;
@@ -30,7 +31,7 @@ use std::time::Instant as WallClock;
 
 use anyhow::{Context, anyhow, bail};
 use roce_core::Duration;
-use roce_sim::{Scenario, Series};
+use roce_sim::{Capture, Scenario, Series};
 use serde_json::json;
 
 use schema::load;
@@ -112,6 +113,16 @@ pub(crate) struct Args {
     /// when the estimate is above the limit without --allow-large.
     #[arg(long)]
     check: bool,
+    /// Set a key of the scenario, as if the file said so: a dotted KEY (workload.load,
+    /// network.ecn.kmin_bytes) and a TOML VALUE (0.5, "websearch", true, [1, 2]; a word that is
+    /// not one is a string). Repeatable; applied in order before the file is checked, so an
+    /// unknown key is refused as in the file.
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    set: Vec<overrides::Set>,
+    /// Write every packet the hosts send into this pcap file, stamped with simulated time
+    /// (`roce dump FILE` decodes it; Wireshark shows RoCEv2).
+    #[arg(long, value_name = "FILE", conflicts_with = "check")]
+    pcap: Option<PathBuf>,
     #[command(subcommand)]
     command: Option<SimCommand>,
 }
@@ -152,6 +163,10 @@ enum SimCommand {
         /// Run even when a point's memory estimate is above its limit.
         #[arg(long)]
         allow_large: bool,
+        /// Set a key of the scenario in every point, as `roce sim --set` does (not a key the
+        /// [sweep] varies).
+        #[arg(long = "set", value_name = "KEY=VALUE")]
+        set: Vec<overrides::Set>,
     },
     /// Join the points of sweep directories (the shards of one sweep) into one table.
     Merge {
@@ -203,9 +218,10 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<ExitCode> {
             shard,
             jobs,
             allow_large,
+            set,
         }) => {
             let file = resolve(scenario)?;
-            return sweep::run(&file, out.as_deref(), *shard, *jobs, *allow_large);
+            return sweep::run(&file, out.as_deref(), *shard, *jobs, *allow_large, set);
         }
         Some(SimCommand::Merge { dirs, out }) => return sweep::run_merge(dirs, out),
         None => {}
@@ -220,7 +236,11 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<ExitCode> {
     let text = std::fs::read_to_string(&path)
         .with_context(|| format!("cannot read {}", path.display()))?;
     let network = match toml::from_str::<toml::Table>(&text) {
-        Ok(doc) => network_schema::is_network(&doc),
+        Ok(mut doc) => {
+            overrides::apply(&mut doc, &args.set)
+                .map_err(|e| anyhow!("{}: {e}", path.display()))?;
+            network_schema::is_network(&doc)
+        }
         Err(_) => false,
     };
     if network || args.topology.is_some() || args.flows.is_some() {
@@ -229,17 +249,21 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<ExitCode> {
     if args.check || args.allow_large {
         bail!("--check and --allow-large are for network scenarios ([topology], [workload])");
     }
-    let loaded = load(&path)?;
+    let loaded = load(&path, &args.set)?;
     let name = loaded.scenario.name.clone();
     let out = args
         .out
         .clone()
         .unwrap_or_else(|| Path::new("sim-out").join(&name));
 
-    let started = WallClock::now();
     let every = progress_every(args)?;
-    let series = run_with_progress(&loaded.scenario, every)?;
+    let capture = args.pcap.as_deref().map(create_capture).transpose()?;
+    let started = WallClock::now();
+    let series = run_with_progress(&loaded.scenario, capture.clone(), every)?;
     let wall = started.elapsed();
+    let captured = capture
+        .map(|c| finish_capture(&c, args.pcap.as_deref().unwrap_or(Path::new(""))))
+        .transpose()?;
 
     let summary = report::summarise(&loaded, &series);
     std::fs::create_dir_all(&out)
@@ -268,7 +292,31 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<ExitCode> {
             plot_path.display()
         );
     }
+    if let Some(said) = captured {
+        eprintln!("{said}");
+    }
     Ok(ExitCode::SUCCESS)
+}
+
+/// `--pcap FILE`, created once the scenario has been checked.
+fn create_capture(path: &Path) -> anyhow::Result<Capture> {
+    Capture::create(path).map_err(|e| anyhow!("--pcap {}: cannot create it: {e}", path.display()))
+}
+
+/// Flushes the capture: "wrote FILE: N packets, stamped with simulated time".
+fn finish_capture(capture: &Capture, path: &Path) -> anyhow::Result<String> {
+    capture
+        .flush()
+        .with_context(|| format!("--pcap {}: cannot write it", path.display()))?;
+    let skipped = match capture.skipped() {
+        0 => String::new(),
+        n => format!(" ({n} that could not be framed left out)"),
+    };
+    Ok(format!(
+        "wrote {}: {} packets as the hosts sent them, stamped with simulated time{skipped}",
+        path.display(),
+        capture.frames()
+    ))
 }
 
 /// `roce sim --list`: the shipped scenarios and their descriptions.
@@ -297,7 +345,7 @@ fn list() -> anyhow::Result<ExitCode> {
         let doc = toml::from_str::<toml::Table>(&text).ok();
         let network = doc.as_ref().is_some_and(network_schema::is_network);
         let about = if network {
-            match network_schema::load(file, &text, None, false) {
+            match network_schema::load(file, &text, None, false, &[]) {
                 Ok(s) => {
                     let size = network_run::size_text(file, &text)
                         .unwrap_or_else(|err| format!("not a valid scenario: {err:#}"));
@@ -319,7 +367,7 @@ fn list() -> anyhow::Result<ExitCode> {
                 Err(err) => format!("(not a valid scenario: {err:#})"),
             }
         } else {
-            match load(file) {
+            match load(file, &[]) {
                 Ok(loaded) => {
                     let s = &loaded.scenario;
                     format!(
@@ -347,7 +395,11 @@ fn millis(ms: f64) -> String {
 /// Runs the scenario on this thread (see [`progress`] for why not on another) and, when it
 /// takes more than two seconds, says on standard error how far it has got: simulated time
 /// reached out of the run's, and the wall time so far.
-fn run_with_progress(scenario: &Scenario, every: Option<Duration>) -> anyhow::Result<Series> {
+fn run_with_progress(
+    scenario: &Scenario,
+    capture: Option<Capture>,
+    every: Option<Duration>,
+) -> anyhow::Result<Series> {
     let reached = AtomicU64::new(0);
     let target = scenario.duration.as_secs_f64() * 1e3;
     let every = progress::Every {
@@ -359,7 +411,7 @@ fn run_with_progress(scenario: &Scenario, every: Option<Duration>) -> anyhow::Re
         eprintln!("{}", progress_line(&scenario.name, done, target, wall));
     };
     let result = progress::run_reporting(Some(every), report, || {
-        roce_sim::scenario::run_observed(scenario, |t| {
+        roce_sim::scenario::run_captured(scenario, capture, |t| {
             let nanos = u64::try_from(t.as_nanos()).unwrap_or(u64::MAX);
             reached.store(nanos, Ordering::Relaxed);
         })

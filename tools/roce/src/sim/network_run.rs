@@ -19,6 +19,7 @@ use roce_sim::{FctRecord, FlowSpec, NodeId, NodeKind, Topology};
 use super::Args;
 use super::network_out;
 use super::network_schema::{NetScenario, load};
+use super::overrides::Set;
 use super::progress;
 
 /// The memory a run may need by the estimate before `--allow-large` is required: 4 GiB.
@@ -66,6 +67,8 @@ pub(super) struct Options<'a> {
     pub(super) allow_large: bool,
     /// Make no flow of a workload (`--check`).
     pub(super) check: bool,
+    /// `--set`s.
+    pub(super) sets: &'a [Set],
 }
 
 impl<'a> Options<'a> {
@@ -75,6 +78,7 @@ impl<'a> Options<'a> {
             flows: args.flows.as_deref(),
             allow_large: args.allow_large,
             check: args.check,
+            sets: &args.set,
         }
     }
 }
@@ -88,6 +92,7 @@ pub(super) fn size_text(path: &Path, text: &str) -> anyhow::Result<String> {
         flows: None,
         allow_large: true,
         check: true,
+        sets: &[],
     };
     let plan = plan(&options, path, text)?;
     let flows = match plan.expected {
@@ -126,10 +131,25 @@ pub(super) fn run(args: &Args, path: &Path, text: &str) -> anyhow::Result<ExitCo
         }
         every => every,
     };
+    let mut network = network;
+    let capture = args
+        .pcap
+        .as_deref()
+        .map(super::create_capture)
+        .transpose()?;
+    if let Some(capture) = &capture {
+        network.capture(capture.clone());
+    }
     let started = WallClock::now();
     let (network, records) = run_with_progress(network, &plan, every)?;
     let wall = started.elapsed().as_secs_f64();
+    let captured = capture
+        .map(|c| super::finish_capture(&c, args.pcap.as_deref().unwrap_or(Path::new(""))))
+        .transpose()?;
     network_out::write_all(&out, &plan, &network, &records, wall, args.json)?;
+    if let Some(said) = captured {
+        eprintln!("{said}");
+    }
     Ok(ExitCode::SUCCESS)
 }
 
@@ -138,7 +158,7 @@ pub(super) fn run(args: &Args, path: &Path, text: &str) -> anyhow::Result<ExitCo
 /// flow count, a flow file's declared one) before any flow is made, then from the flows made.
 /// With `--check`, a workload's flows are not made at all, nor is the network built.
 pub(super) fn plan(args: &Options<'_>, path: &Path, text: &str) -> anyhow::Result<Plan> {
-    let scenario = load(path, text, args.topology, args.flows.is_some())?;
+    let scenario = load(path, text, args.topology, args.flows.is_some(), args.sets)?;
     // Connected first: the flows are about hosts that must reach each other.
     Network::check(&scenario.topology).map_err(|e| {
         anyhow!(

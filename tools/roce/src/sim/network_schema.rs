@@ -50,6 +50,7 @@ use roce_sim::topology::{LeafSpine, fat_tree, hpcc_fat};
 use roce_sim::{Cdf, Topology};
 use serde::Deserialize;
 
+use super::overrides::{self, Set};
 use super::schema::CongestionName;
 use super::switch_keys::{EcnFile, PfcFile};
 
@@ -228,9 +229,24 @@ pub(super) fn load(
     text: &str,
     topology_override: Option<&Path>,
     have_flows: bool,
+    sets: &[Set],
 ) -> anyhow::Result<NetScenario> {
-    let file: NetworkFile = toml::from_str(text)
-        .map_err(|e| anyhow!("{}: {}", path.display(), e.to_string().trim_end()))?;
+    let file: NetworkFile = overrides::parse(path, text, sets)?;
+    checked(path, file, topology_override, have_flows)
+}
+
+/// [`load`] of a document already parsed (a sweep's base, `sets` applied), for its checks.
+pub(super) fn load_doc(path: &Path, doc: toml::Table, sets: &[Set]) -> anyhow::Result<NetScenario> {
+    let file: NetworkFile = overrides::from_doc(path, doc, sets)?;
+    checked(path, file, None, false)
+}
+
+fn checked(
+    path: &Path,
+    file: NetworkFile,
+    topology_override: Option<&Path>,
+    have_flows: bool,
+) -> anyhow::Result<NetScenario> {
     let stem = path
         .file_stem()
         .and_then(|s| s.to_str())
