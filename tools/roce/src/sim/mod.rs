@@ -55,7 +55,8 @@ use schema::load;
     after_help = "Examples:\n  \
     roce sim --list\n  \
     roce sim incast-dcqcn                 # scenarios/incast-dcqcn.toml -> sim-out/incast-dcqcn/\n  \
-    roce sim my.toml --out /tmp/my --json | jq .flows\n\n\
+    roce sim my.toml --out /tmp/my --json | jq .flows\n  \
+    roce sim fairness --set duration_ms=10 --set congestion=dcqcn --pcap /tmp/f.pcap\n\n\
     Required keys: hosts, duration_ms, sample_us, and [[flows]] tables with src and dst.\n\
     File format: see docs/congestion.md (\"roce sim\") and scenarios/*.toml.\n\n\
     Network scenarios ([topology], [workload], [network], [run] tables) run flows on a fat-tree,\n\
