@@ -8,6 +8,7 @@ use std::collections::{BinaryHeap, VecDeque};
 
 use roce_core::{Duration, Instant, MAX_DATAGRAM, Qpn};
 
+use crate::capture::Capture;
 use crate::event_loop::{self, Network};
 use crate::pair::{PairConfig, Side, connect_nodes, side};
 use crate::serialisation::serialisation_nanos;
@@ -40,6 +41,8 @@ pub struct Fabric {
     /// Packets that crossed a link: a host's cable to the switch, or the switch's to a host.
     packet_hops: u64,
     buf: Vec<u8>,
+    /// Where the packets the hosts send are written, if anywhere.
+    capture: Option<Capture>,
 }
 
 impl Fabric {
@@ -56,7 +59,15 @@ impl Fabric {
             seq: 0,
             packet_hops: 0,
             buf: vec![0; MAX_DATAGRAM],
+            capture: None,
         }
+    }
+
+    /// Writes every packet a host puts on its cable to the switch into `capture` from now on,
+    /// stamped with the simulated time its serialisation starts: each packet once, as the host
+    /// sends it (what the switch then drops included, its CE marks not).
+    pub fn capture(&mut self, capture: Capture) {
+        self.capture = Some(capture);
     }
 
     /// Connects a new QP on host `i` to a new QP on host `j`; returns their numbers.
@@ -126,6 +137,7 @@ impl Fabric {
             hosts: &mut self.hosts,
             seq: &mut self.seq,
             hops: &mut self.packet_hops,
+            capture: self.capture.as_ref(),
         };
         event_loop::exchange(self.now, &mut self.nodes, &mut network, &mut self.buf);
     }
@@ -137,6 +149,7 @@ struct Ports<'a> {
     hosts: &'a mut [Host],
     seq: &'a mut u64,
     hops: &'a mut u64,
+    capture: Option<&'a Capture>,
 }
 
 impl Network for Ports<'_> {
@@ -183,7 +196,11 @@ impl Network for Ports<'_> {
                 };
                 let p = host.queues[class].pop_front().expect("chosen non-empty");
                 let nanos = serialisation_nanos(p.wire_len() as u64, bandwidth);
-                let end = now.max(host.busy_until) + Duration::from_nanos(nanos);
+                let begins = now.max(host.busy_until);
+                if let Some(capture) = self.capture {
+                    capture.record(begins, &p);
+                }
+                let end = begins + Duration::from_nanos(nanos);
                 host.busy_until = end;
                 *self.seq += 1;
                 host.cable.push(Reverse((end + latency, *self.seq)));

@@ -1,7 +1,7 @@
 //! `roce sim`: a shipped scenario, shortened, writes a time series and a plot, the same bytes
 //! every time; a file with an unknown key, a missing required key or a value out of range is
 //! refused with exit status 2, naming the key and the file, before anything is written; a long
-//! run says how far it has got; `--list` names every shipped scenario.
+//! run says how far it has got; `--list` names every shipped scenario, with its size.
 
 #![allow(clippy::unwrap_used)] // test code: a panic is the failure report
 
@@ -170,6 +170,52 @@ fn list_names_every_shipped_scenario() {
     assert!(names >= 5, "{names} scenarios shipped");
 }
 
+/// `--list` gives sizes, not wall times (which depend on the machine and went stale): every
+/// line ends with its hosts, flows and simulated time, read from the file (the flows of a
+/// workload as `--check` counts them), and says nothing of seconds or minutes of waiting.
+#[test]
+fn list_gives_each_scenario_its_size_and_no_wall_time() {
+    let output = roce(&["sim", "--list"]);
+    assert!(output.status.success(), "{output:?}");
+    let stdout = String::from_utf8(output.stdout).unwrap();
+    for line in stdout.lines() {
+        assert!(line.ends_with(" ms simulated]"), "{line}");
+        for stale in ["(seconds)", "minute", "(long)", "hours"] {
+            assert!(!line.contains(stale), "{line}");
+        }
+    }
+    let line = |name: &str| {
+        stdout
+            .lines()
+            .find(|l| l.split_whitespace().next() == Some(name))
+            .unwrap()
+            .to_owned()
+    };
+    assert!(
+        line("fairness").ends_with("[3 hosts, 2 flows, 20 ms simulated]"),
+        "{stdout}"
+    );
+    let check = roce(&["sim", "leafspine-websearch", "--check"]);
+    let check = String::from_utf8(check.stdout).unwrap();
+    let flows = check
+        .split("about ")
+        .nth(1)
+        .unwrap()
+        .split(' ')
+        .next()
+        .unwrap();
+    assert!(
+        line("leafspine-websearch").ends_with(&format!(
+            "[32 hosts, about {flows} flows, at most 21 ms simulated]"
+        )),
+        "{stdout}\n{check}"
+    );
+    assert!(
+        line("sweep-leafspine-load").contains("[a sweep of 12 points; the base: 32 hosts, "),
+        "{stdout}"
+    );
+}
+
 fn run_into(file: &Path, out: &Path, extra: &[&str]) -> Output {
     let mut args = vec![
         "sim",
@@ -311,4 +357,100 @@ fn a_bad_progress_interval_is_refused() {
     let output = roce(&["sim", "fairness", "--progress-every", "0"]);
     assert_eq!(output.status.code(), Some(2), "{output:?}");
     assert!(String::from_utf8_lossy(&output.stderr).contains("--progress-every 0"));
+}
+
+/// The frames of a pcap file and their times (ns since the file's zero).
+fn pcap_times(path: &Path) -> Vec<u128> {
+    let mut capture = roce_pcap::Capture::open(path).unwrap();
+    let mut times = Vec::new();
+    while let Some(frame) = capture.next_frame() {
+        times.push(frame.unwrap().time.as_nanos());
+    }
+    times
+}
+
+/// `--set` changes keys as the file would (the fairness scenario cut to 2 ms by it), and
+/// `--pcap` writes what the hosts sent, stamped with simulated time: every frame within the
+/// 2 ms simulated, in order, and `roce dump --strict` decodes every one, every ICRC good.
+#[test]
+fn set_and_pcap_on_a_one_switch_run() {
+    let dir = temp_dir("set-pcap");
+    let pcap = dir.join("run.pcap");
+    let out = dir.join("out");
+    let o = roce(&[
+        "sim",
+        "fairness",
+        "--set",
+        "duration_ms=2",
+        "--set",
+        "summary_from_ms=1",
+        "--out",
+        out.to_str().unwrap(),
+        "--json",
+        "--pcap",
+        pcap.to_str().unwrap(),
+    ]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    let summary: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(summary["duration_ms"], 2.0, "{summary}");
+    let times = pcap_times(&pcap);
+    assert!(times.len() > 100, "{} frames", times.len());
+    assert!(err.contains(&format!("{} packets", times.len())), "{err}");
+    assert!(times.windows(2).all(|w| w[0] <= w[1]));
+    assert!(*times.last().unwrap() <= 2_000_000, "{times:?}");
+    let dump = roce(&["dump", "--strict", pcap.to_str().unwrap()]);
+    let said = String::from_utf8_lossy(&dump.stderr);
+    assert!(dump.status.success(), "{said}");
+    assert!(
+        said.contains(&format!("{0} frames, {0} RoCE", times.len()))
+            && said.contains(" 0 bad ICRCs"),
+        "{said}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A `--set` of a key the scenario does not have is refused as a typo in the file is: the key,
+/// the valid ones, exit status 2, and nothing written (no output directory, no capture).
+#[test]
+fn a_set_of_an_unknown_key_is_refused_and_nothing_is_written() {
+    let dir = temp_dir("set-bad");
+    let out = dir.join("out");
+    let pcap = dir.join("run.pcap");
+    let o = roce(&[
+        "sim",
+        "fairness",
+        "--set",
+        "duraton_ms=2",
+        "--out",
+        out.to_str().unwrap(),
+        "--pcap",
+        pcap.to_str().unwrap(),
+    ]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains(
+            "fairness.toml with --set duraton_ms=2: unknown field `duraton_ms`, expected one of "
+        ) && err.contains("`duration_ms`"),
+        "{err}"
+    );
+    assert!(!out.exists() && !pcap.exists(), "{err}");
+    // A value of the wrong type names the key too.
+    let o = roce(&[
+        "sim",
+        "fairness",
+        "--set",
+        "hosts=many",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("--set hosts=many") && err.contains("hosts"),
+        "{err}"
+    );
+    assert!(!out.exists(), "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
 }

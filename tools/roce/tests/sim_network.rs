@@ -58,11 +58,29 @@ fn the_small_leaf_spine_scenario_writes_every_output() {
         "setting up",
         0.021,
         |l| {
-            assert!(l.contains(" of 0.021000000 s simulated ("), "{l}");
+            assert!(
+                l.contains(" of at most 0.021000000 s simulated (") || l.contains("run ended"),
+                "{l}"
+            );
             assert!(l.contains(" M packet-hops/s, "), "{l}");
         },
     );
     let summary: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    // Every flow finishes well before the configured end: the last line says where the run
+    // really ended, as 100 %.
+    let last = err.lines().rfind(|l| l.starts_with("roce sim ")).unwrap();
+    let ended = format!(
+        "{:.6} of {:.9} s simulated (100 %)",
+        summary["simulated_s"].as_f64().unwrap(),
+        summary["simulated_s"].as_f64().unwrap()
+    );
+    assert!(last.contains(&ended), "{ended:?} not in {last}");
+    assert!(
+        last.ends_with(
+            "the run ended: every flow finished, before the configured end of 0.021000000 s"
+        ),
+        "{last}"
+    );
     // Queue lengths: every switch port sampled every 10 us, in qlen.txt and the summary.
     let q = &summary["queue_kb"];
     assert_eq!(q["every_ns"], 10_000, "{summary}");
@@ -328,17 +346,112 @@ fn the_shipped_hpcc_scale_scenarios_validate() {
             text.contains("buffer 33554432 B per switch, shared, dynamic PFC thresholds (1/8"),
             "{text}"
         );
-        // About a million FB_Hadoop flows in 0.1 s (sim-facts §3.2), more with incast.
-        let flows: u64 = text
-            .split(" flows (")
-            .next()
-            .and_then(|s| s.rsplit(' ').next())
-            .unwrap()
-            .parse()
-            .unwrap();
+        // About a million FB_Hadoop flows in 0.1 s (sim-facts §3.2), more with incast: by the
+        // workload's rates, since --check makes none of them.
+        let flows = expected_flows(&text);
         assert!((900_000..1_100_000).contains(&flows), "{text}");
         assert_eq!(incast, flows > 1_005_000, "{text}");
     }
+}
+
+/// The flow count `--check` gives by the workload's rates ("about N flows by the workload's
+/// rates, not made").
+fn expected_flows(text: &str) -> u64 {
+    text.split("about ")
+        .nth(1)
+        .and_then(|s| s.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .filter(|_| text.contains(" flows by the workload's rates, not made"))
+        .unwrap_or_else(|| panic!("no expected flow count in {text}"))
+}
+
+/// `sh -c 'ulimit -v KIB; exec roce ARGS…'`: `roce` under an address-space limit, so that what
+/// it could allocate is bounded whatever it tries.
+fn roce_capped(kib: u64, args: &[&str]) -> Output {
+    std::process::Command::new("sh")
+        .arg("-c")
+        .arg(format!("ulimit -v {kib} && exec \"$0\" \"$@\""))
+        .arg(env!("CARGO_BIN_EXE_roce"))
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+/// The HPCC fat-tree of fattree-fb30.toml with its workload 500 times longer (50 s): about
+/// 500 million flows, far beyond memory.
+fn huge_scenario(dir: &Path) -> PathBuf {
+    let text = read(&scenarios().join("fattree-fb30.toml"));
+    let huge = text.replacen("duration_us = 100000\n", "duration_us = 50000000\n", 1);
+    assert_ne!(huge, text);
+    let file = dir.join("huge.toml");
+    std::fs::write(&file, huge).unwrap();
+    file
+}
+
+/// A workload too long for memory is refused by its estimate before any flow is made: under a
+/// 4 GiB address-space limit (which the flows alone, 16 GB of them, would break) it ends with
+/// the estimate, the limit and how to pass it, no panic, and nothing written.
+#[test]
+fn a_workload_too_long_for_memory_is_refused_before_its_flows_are_made() {
+    let dir = temp_dir("huge");
+    let file = huge_scenario(&dir);
+    let out = dir.join("out");
+    let o = roce_capped(
+        4 << 20,
+        &[
+            "sim",
+            file.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+        ],
+    );
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    for needle in [
+        "huge.toml: too large for memory by the estimate: ",
+        "flows x 256 B",
+        "above the limit of 4 GiB",
+        "--allow-large",
+    ] {
+        assert!(err.contains(needle), "{needle:?} not in: {err}");
+    }
+    assert!(!err.contains("panicked"), "{err}");
+    assert!(!out.exists(), "{err}");
+    // `--check` refuses it by the same estimate.
+    let o = roce_capped(4 << 20, &["sim", file.to_str().unwrap(), "--check"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("too large for memory"),
+        "{}",
+        stderr(&o)
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `--check` only validates and estimates: of the 500-million-flow scenario, allowed to be
+/// large, it says how many flows there would be (by the workload's rates) and the estimate,
+/// within a 1 GiB address space that the flows could not fit in.
+#[test]
+fn check_of_a_huge_scenario_makes_no_flows() {
+    let dir = temp_dir("huge-check");
+    let file = huge_scenario(&dir);
+    let o = roce_capped(
+        1 << 20,
+        &["sim", file.to_str().unwrap(), "--check", "--allow-large"],
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let text = String::from_utf8_lossy(&o.stdout).into_owned();
+    let flows = expected_flows(&text);
+    // 500 times fattree-fb30's million, made they would be 16 GB as specs alone.
+    assert!((450_000_000..550_000_000).contains(&flows), "{text}");
+    let estimate: f64 = text
+        .split("memory estimate ")
+        .nth(1)
+        .and_then(|s| s.split(' ').next())
+        .and_then(|s| s.parse().ok())
+        .unwrap();
+    assert!(estimate > 100.0, "{text}");
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// The small leaf-spine scenario written into `dir` twice, with `network.payload` "bytes" and
@@ -404,4 +517,129 @@ fn the_memory_estimate_of_lengths_mode_counts_no_payload_bytes() {
     assert!(gib[1] > 0.0, "{gib:?}");
     assert!(gib[0] - gib[1] >= regions, "{gib:?}");
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Without `run.until_us` the run lasts as long as its workload, which is held to the minute
+/// that `until_us` is held to.
+#[test]
+fn a_workload_longer_than_a_minute_needs_until() {
+    let text = SMALL.replace("duration_us = 100", "duration_us = 61000000");
+    refused(
+        "minute",
+        &text,
+        &[],
+        &[
+            "workload.duration_us = 61000000",
+            "past 60000000 us",
+            "run.until_us",
+        ],
+    );
+}
+
+/// A flow file's declared count is held to the memory limit before the file is parsed.
+#[test]
+fn a_flow_file_declaring_too_many_flows_is_refused_before_it_is_read() {
+    let dir = temp_dir("declared-files");
+    std::fs::write(dir.join("star.txt"), STAR).unwrap();
+    std::fs::write(
+        dir.join("flows.txt"),
+        "# many\n100000000\n0 1 3 100 1000 0.000001\n",
+    )
+    .unwrap();
+    let d = dir.to_str().unwrap();
+    let extra = [
+        ("--topology", &*format!("{d}/star.txt")),
+        ("--flows", &*format!("{d}/flows.txt")),
+    ];
+    refused(
+        "declared",
+        "[network]\ncongestion = \"none\"\n",
+        &extra,
+        &["too large for memory", "100000000 flows x 256 B"],
+    );
+}
+
+/// `--pcap` of a network run: what the hosts' NICs sent, stamped with simulated time (within
+/// the run's simulated time, in order), every frame decoded by `roce dump --strict`; `--set`
+/// shortens the workload to 100 µs.
+#[test]
+fn pcap_of_a_network_run_decodes_strictly() {
+    let dir = temp_dir("pcap");
+    let pcap = dir.join("net.pcap");
+    let out = dir.join("out");
+    let o = roce(&[
+        "sim",
+        "leafspine-websearch",
+        "--set",
+        "workload.duration_us=100",
+        "--out",
+        out.to_str().unwrap(),
+        "--json",
+        "--pcap",
+        pcap.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let summary: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert!(summary["until_s"].as_f64().unwrap() <= 100e-6, "{summary}");
+    let mut capture = roce_pcap::Capture::open(&pcap).unwrap();
+    let mut times = Vec::new();
+    while let Some(frame) = capture.next_frame() {
+        times.push(frame.unwrap().time.as_secs_f64());
+    }
+    assert!(times.len() > 100, "{} frames", times.len());
+    assert!(times.windows(2).all(|w| w[0] <= w[1]));
+    let simulated = summary["simulated_s"].as_f64().unwrap();
+    assert!(*times.last().unwrap() <= simulated, "{times:?} {simulated}");
+    let dump = roce(&["dump", "--strict", pcap.to_str().unwrap()]);
+    assert!(dump.status.success(), "{}", stderr(&dump));
+    assert!(
+        stderr(&dump).contains(&format!("{0} frames, {0} RoCE", times.len())),
+        "{}",
+        stderr(&dump)
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `--set` on a network scenario: a value changes what is planned (the expected flows grow
+/// with the load), and a key the schema does not know is refused with the valid ones, exit
+/// status 2, nothing written.
+#[test]
+fn set_changes_a_network_scenario_or_is_refused_by_key() {
+    let count = |extra: &[&str]| {
+        let mut args = vec!["sim", "leafspine-websearch", "--check"];
+        args.extend_from_slice(extra);
+        let o = roce(&args);
+        assert!(o.status.success(), "{}", stderr(&o));
+        expected_flows(&String::from_utf8_lossy(&o.stdout)) as f64
+    };
+    let base = count(&[]);
+    let more = count(&["--set", "workload.load=1.0"]);
+    assert!((more / base - 2.0).abs() < 0.05, "{base} -> {more}");
+    let dir = temp_dir("set-bad");
+    let out = dir.join("out");
+    let o = roce(&[
+        "sim",
+        "leafspine-websearch",
+        "--set",
+        "workload.laod=0.5",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains(
+            "with --set workload.laod=0.5: unknown field `laod`, expected one of `cdf`, `load`"
+        ),
+        "{err}"
+    );
+    assert!(!out.exists(), "{err}");
+    // A key through a value that is not a table.
+    let o = roce(&["sim", "leafspine-websearch", "--set", "name.x=1", "--check"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("--set name.x=1: name is not a table"),
+        "{}",
+        stderr(&o)
+    );
 }

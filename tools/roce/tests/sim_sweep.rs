@@ -215,3 +215,75 @@ fn a_point_that_fails_fails_alone() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `roce sim sweep` takes a shipped scenario by name, as `roce sim` does (one shard of one
+/// point, to be quick), and refuses a name that is neither a file nor a shipped scenario.
+#[test]
+fn a_shipped_sweep_runs_by_name() {
+    let dir = temp_dir("by-name");
+    let out = dir.join("out");
+    let args = [
+        "sim",
+        "sweep",
+        "sweep-leafspine-load",
+        "--shard",
+        "0/12",
+        "--out",
+        out.to_str().unwrap(),
+    ];
+    run(&args);
+    let grid: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("grid.json")).unwrap()).unwrap();
+    assert!(
+        grid["scenario"]
+            .as_str()
+            .unwrap()
+            .ends_with("scenarios/sweep-leafspine-load.toml"),
+        "{grid}"
+    );
+    assert_eq!(grid["points"], 12);
+    assert_eq!(rows(&out).len(), 1, "{:?}", rows(&out));
+    let o = roce(&[
+        "sim",
+        "sweep",
+        "no-such-sweep",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("no file no-such-sweep and no shipped scenario called no-such-sweep"),
+        "{err}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `roce sim sweep --set`: every point's scenario has the set value; a set of a key the grid
+/// varies, or of a key the scenario cannot have, is refused before anything is written.
+#[test]
+fn sweep_set_applies_to_every_point_or_is_refused_first() {
+    let (dir, out, o) = sweep_of(
+        "set",
+        ("", ""),
+        &["--set", "run.drain_us=4000", "--shard", "0/4"],
+    );
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let point = std::fs::read_to_string(out.join("points/00000/scenario.toml")).unwrap();
+    assert!(point.contains("drain_us = 4000"), "{point}");
+    let _ = std::fs::remove_dir_all(&dir);
+    for (set, needle) in [
+        ("workload.seed=5", "[sweep] varies workload.seed"),
+        (
+            "workload.laod=0.5",
+            "with --set workload.laod=0.5: unknown field `laod`, expected one of",
+        ),
+    ] {
+        let (dir, out, o) = sweep_of("set-bad", ("", ""), &["--set", set]);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{err}");
+        assert!(err.contains(needle), "{needle:?} not in {err}");
+        assert!(!out.exists(), "{err}");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}

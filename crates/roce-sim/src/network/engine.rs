@@ -1,13 +1,15 @@
 //! What each event does: packets cross links, switches forward and PFC-pause, hosts' links
 //! serialise, NICs receive, fire timers and are asked for packets.
 
+use std::net::SocketAddr;
+
 use roce_core::{Duration, Instant};
 
 use super::events::Event;
 use super::flows::FlowRun;
 use super::{Network, PacketRef};
-use crate::set_sim_time;
 use crate::switch::{Departure, Forwarded, Frame};
+use crate::{SimPacket, set_sim_time};
 
 impl Network {
     /// Runs every event due by `until`, in order; `run` hears of flow starts and completions.
@@ -284,6 +286,14 @@ impl Network {
                     let Some(transmit) = self.sides[h].nic.poll_transmit(now, &mut self.buf) else {
                         return;
                     };
+                    if let Some(capture) = &self.capture {
+                        let payload = self.buf[..transmit.len].to_vec();
+                        let src = SocketAddr::new(self.sides[h].addr, transmit.src_port);
+                        let mut sent = SimPacket::new(src, transmit.dst, payload);
+                        sent.ecn = transmit.ecn;
+                        sent.dscp = transmit.dscp;
+                        capture.record(now, &sent);
+                    }
                     let packet = self.pool.insert(&transmit, &self.buf);
                     let priority_of = &self.config.switch.dscp_to_priority;
                     let class = usize::from(priority_of[usize::from(transmit.dscp & 63)]);

@@ -48,6 +48,7 @@ use std::sync::Arc;
 
 use roce_core::{IcrcPolicy, Instant, MAX_DATAGRAM, Nic, NicConfig};
 
+use crate::capture::Capture;
 use crate::pair::{PairConfig, Side, side};
 use crate::switch::{PortStats, SwitchConfig, SwitchOf, pfc_headroom};
 use crate::topology::{NodeId, NodeKind, Routes, Topology, TopologyError};
@@ -192,9 +193,25 @@ pub struct Network {
     /// Queue-length samples, and whether their event is scheduled.
     qlen: QueueLengths,
     sampling: bool,
+    /// Where the packets the hosts' NICs send are written, if anywhere.
+    capture: Option<Capture>,
 }
 
 impl Network {
+    /// What [`Network::new`] would refuse of `topology` (a host cut off, a host with other than
+    /// one link), found without building anything of the network: no NIC, region or switch.
+    pub fn check(topology: &Topology) -> Result<(), NetworkError> {
+        // In `new`'s order: routes first, so a host with no link is one cut off.
+        Routes::new(topology.clone())?;
+        for h in topology.hosts() {
+            let links = topology.neighbors(h).len();
+            if links != 1 {
+                return Err(NetworkError::MultiHomed { host: h, links });
+            }
+        }
+        Ok(())
+    }
+
     /// Builds the network: routes, one NIC per host, one switch per switch node.
     pub fn new(topology: Topology, config: NetworkConfig) -> Result<Self, NetworkError> {
         let routes = Routes::new(topology)?;
@@ -301,7 +318,15 @@ impl Network {
             sinks,
             qlen: QueueLengths::default(),
             sampling: false,
+            capture: None,
         })
+    }
+
+    /// Writes every packet a host's NIC sends into `capture` from now on, stamped with the
+    /// simulated time the NIC hands it over: each packet once, as its sender made it (what a
+    /// switch then drops included; CE marks and per-hop copies not).
+    pub fn capture(&mut self, capture: Capture) {
+        self.capture = Some(capture);
     }
 
     /// The simulated time reached.

@@ -245,3 +245,28 @@ fn a_workload_in_lengths_mode_gives_the_records_of_bytes_mode() {
 
 #[path = "tests_fabric.rs"]
 mod fabric;
+
+/// `Network::check` refuses what `Network::new` refuses, with the same error, and passes what
+/// it builds.
+#[test]
+fn check_refuses_what_new_refuses() {
+    let cases = [
+        // Host 0 on two switches.
+        "4 2 4\n2 3\n0 2 100Gbps 1us 0\n1 2 100Gbps 1us 0\n0 3 100Gbps 1us 0\n2 3 100Gbps 1us 0\n",
+        // Host 1 on nothing.
+        "3 1 1\n2\n0 2 100Gbps 1us 0\n",
+        // Good.
+        "3 1 2\n2\n0 2 100Gbps 1us 0\n1 2 100Gbps 1us 0\n",
+    ];
+    let mut refused = 0;
+    for text in cases {
+        let topology = Topology::from_hpcc("t.txt", text).unwrap();
+        let checked = Network::check(&topology).map_err(|e| e.to_string());
+        let built = Network::new(topology, NetworkConfig::default())
+            .map(|_| ())
+            .map_err(|e| e.to_string());
+        assert_eq!(checked, built, "{text}");
+        refused += usize::from(checked.is_err());
+    }
+    assert_eq!(refused, 2);
+}

@@ -26,7 +26,7 @@ use roce_core::{Congestion, DcqcnConfig, Duration, Mtu};
 
 use crate::switch::SwitchConfig;
 
-pub use run::{run, run_observed};
+pub use run::{run, run_captured, run_observed};
 pub use series::{FlowSeries, Series, jain_index};
 
 #[cfg(test)]

@@ -4,6 +4,7 @@
 use roce_core::{Duration, Instant, NicConfig, Psn, Qpn, Remote, SendOp, SendWr, Sge, WcStatus};
 
 use super::{FlowSeries, REGION_LEN, Scenario, ScenarioError, Series};
+use crate::capture::Capture;
 use crate::{Fabric, PairConfig};
 
 /// A flow while it runs.
@@ -64,6 +65,16 @@ pub fn run(scenario: &Scenario) -> Result<Series, ScenarioError> {
 /// line; it does not change the run).
 pub fn run_observed(
     scenario: &Scenario,
+    progress: impl FnMut(Duration),
+) -> Result<Series, ScenarioError> {
+    run_captured(scenario, None, progress)
+}
+
+/// [`run_observed`], writing every packet the hosts send into `capture` (see
+/// [`Fabric::capture`]).
+pub fn run_captured(
+    scenario: &Scenario,
+    capture: Option<Capture>,
     mut progress: impl FnMut(Duration),
 ) -> Result<Series, ScenarioError> {
     scenario.validate()?;
@@ -81,6 +92,9 @@ pub fn run_observed(
         ..PairConfig::default()
     };
     let mut fabric = Fabric::new(scenario.hosts, &config, scenario.switch.clone());
+    if let Some(capture) = capture {
+        fabric.capture(capture);
+    }
     let len = scenario.message_bytes;
     let mut flows: Vec<Running> = scenario
         .flows

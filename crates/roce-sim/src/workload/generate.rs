@@ -71,8 +71,7 @@ pub enum GenerateError {
 
 /// Poisson background traffic at `load` (of each host's NIC rate) with sizes from `cdf`.
 pub fn poisson(t: &Traffic, load: f64, cdf: &Cdf) -> Result<Vec<FlowSpec>, GenerateError> {
-    check(t, load)?;
-    let mean_gap_ns = cdf.mean() * 8.0 / (load * t.host_rate_bps as f64) * 1e9;
+    let mean_gap_ns = poisson_gap_ns(t, load, cdf)?;
     let end = t.start.as_nanos() as f64 + t.duration.as_nanos() as f64;
     let mut flows = Vec::new();
     for (i, &src) in t.hosts.iter().enumerate() {
@@ -90,6 +89,20 @@ pub fn poisson(t: &Traffic, load: f64, cdf: &Cdf) -> Result<Vec<FlowSpec>, Gener
     Ok(flows)
 }
 
+/// How many flows [`poisson`] makes with these parameters on average, without making them
+/// (every host's window over its mean gap), after the checks it makes: what a caller sizes
+/// memory by before asking for the flows.
+pub fn poisson_expected(t: &Traffic, load: f64, cdf: &Cdf) -> Result<f64, GenerateError> {
+    let mean_gap_ns = poisson_gap_ns(t, load, cdf)?;
+    Ok(t.hosts.len() as f64 * t.duration.as_nanos() as f64 / mean_gap_ns)
+}
+
+/// The mean gap between a host's flows, ns, once `t` and `load` are checked.
+fn poisson_gap_ns(t: &Traffic, load: f64, cdf: &Cdf) -> Result<f64, GenerateError> {
+    check(t, load)?;
+    Ok(cdf.mean() * 8.0 / (load * t.host_rate_bps as f64) * 1e9)
+}
+
 /// Incast bursts: Poisson events at `fraction` of the total host capacity; each event picks one
 /// receiver and `senders` distinct other hosts, each of which sends `size_bytes` to it at the
 /// event's time.
@@ -99,17 +112,8 @@ pub fn incast(
     senders: usize,
     size_bytes: u64,
 ) -> Result<Vec<FlowSpec>, GenerateError> {
-    check(t, fraction)?;
+    let mean_gap_ns = incast_gap_ns(t, fraction, senders, size_bytes)?;
     let others = t.hosts.len() - 1;
-    if senders == 0 || senders > others {
-        return Err(GenerateError::BadSenders { senders, others });
-    }
-    if size_bytes == 0 {
-        return Err(GenerateError::ZeroSize);
-    }
-    let capacity = t.hosts.len() as f64 * t.host_rate_bps as f64;
-    let event_bits = 8.0 * senders as f64 * size_bytes as f64;
-    let mean_gap_ns = event_bits / (fraction * capacity) * 1e9;
     let end = t.start.as_nanos() as f64 + t.duration.as_nanos() as f64;
     let mut rng = ChaCha8Rng::seed_from_u64(t.seed);
     let mut pool: Vec<usize> = Vec::with_capacity(others);
@@ -127,6 +131,38 @@ pub fn incast(
     }
     sort(&mut flows);
     Ok(flows)
+}
+
+/// How many flows [`incast`] makes with these parameters on average (its events over the
+/// window times `senders`), without making them, after the checks it makes.
+pub fn incast_expected(
+    t: &Traffic,
+    fraction: f64,
+    senders: usize,
+    size_bytes: u64,
+) -> Result<f64, GenerateError> {
+    let mean_gap_ns = incast_gap_ns(t, fraction, senders, size_bytes)?;
+    Ok(t.duration.as_nanos() as f64 / mean_gap_ns * senders as f64)
+}
+
+/// The mean gap between incast events, ns, once the parameters are checked.
+fn incast_gap_ns(
+    t: &Traffic,
+    fraction: f64,
+    senders: usize,
+    size_bytes: u64,
+) -> Result<f64, GenerateError> {
+    check(t, fraction)?;
+    let others = t.hosts.len() - 1;
+    if senders == 0 || senders > others {
+        return Err(GenerateError::BadSenders { senders, others });
+    }
+    if size_bytes == 0 {
+        return Err(GenerateError::ZeroSize);
+    }
+    let capacity = t.hosts.len() as f64 * t.host_rate_bps as f64;
+    let event_bits = 8.0 * senders as f64 * size_bytes as f64;
+    Ok(event_bits / (fraction * capacity) * 1e9)
 }
 
 /// One flow of `size_bytes` from every host to a distinct other host, all at `t.start`

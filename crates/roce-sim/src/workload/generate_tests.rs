@@ -190,3 +190,36 @@ fn bad_parameters_are_refused() {
     assert_eq!(incast(&t, 0.02, 2, 0), Err(GenerateError::ZeroSize));
     assert_eq!(permutation(&t, 0), Err(GenerateError::ZeroSize));
 }
+
+/// The expected counts, which callers size memory by before generating, agree with the flows
+/// the generators then make (within a few standard deviations of a Poisson count), and refuse
+/// what the generators refuse.
+#[test]
+fn the_expected_counts_match_what_the_generators_make() {
+    let t = traffic(16, Duration::from_millis(20), 3);
+    for (cdf, load) in [(Cdf::websearch(), 0.5), (Cdf::fb_hadoop(), 0.3)] {
+        let want = poisson_expected(&t, load, &cdf).unwrap();
+        let got = poisson(&t, load, &cdf).unwrap().len() as f64;
+        assert!(want > 100.0, "{want}");
+        assert!((got - want).abs() < 5.0 * want.sqrt(), "{got} vs {want}");
+    }
+    let want = incast_expected(&t, 0.1, 5, 100_000).unwrap();
+    let got = incast(&t, 0.1, 5, 100_000).unwrap().len() as f64;
+    assert!(want > 100.0, "{want}");
+    // Events are Poisson; each is `senders` flows.
+    assert!(
+        (got - want).abs() < 5.0 * 5.0 * (want / 5.0).sqrt(),
+        "{got} vs {want}"
+    );
+    assert_eq!(
+        incast_expected(&t, 0.1, 16, 1000),
+        Err(GenerateError::BadSenders {
+            senders: 16,
+            others: 15
+        })
+    );
+    assert!(matches!(
+        poisson_expected(&t, 0.0, &Cdf::websearch()),
+        Err(GenerateError::BadLoad(_))
+    ));
+}

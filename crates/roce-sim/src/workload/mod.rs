@@ -8,4 +8,6 @@ pub mod generate;
 
 pub use cdf::{Cdf, CdfError, CdfErrorKind};
 pub use flows::{FlowFileError, FlowFileErrorKind, FlowSpec, parse_flow_file, write_flow_file};
-pub use generate::{GenerateError, Traffic, incast, permutation, poisson};
+pub use generate::{
+    GenerateError, Traffic, incast, incast_expected, permutation, poisson, poisson_expected,
+};

@@ -1,6 +1,8 @@
 //! `slowdown.svg`: FCT slowdown against flow size, as the HPCC paper's Fig. 11 draws it: one
 //! point per 5 % bin of the flows (at the bin's largest size, on a log axis), the bin's 50th,
-//! 95th and 99th percentile slowdown joined by lines.
+//! 95th and 99th percentile slowdown joined by lines. The legend stands in a column of its own
+//! right of the chart, so it covers no point whatever the data (in the chart's upper left it
+//! hid the p99 of the smallest bins, which are often the highest).
 
 use anyhow::anyhow;
 use plotters::prelude::*;
@@ -10,6 +12,12 @@ use roce_sim::fct::SlowdownBin;
 use super::plot::COLORS;
 
 const SIZE: (u32, u32) = (900, 520);
+/// The legend's column, right of the chart.
+const LEGEND_WIDTH: u32 = 100;
+
+/// Where the legend's box starts in its column (pixels from the top of the area under the
+/// caption), level with the chart's top.
+const LEGEND_TOP: i32 = 14;
 
 /// Draws the table; an empty table gives an empty chart that says so.
 pub(super) fn plot(name: &str, table: &SlowdownTable) -> anyhow::Result<String> {
@@ -48,8 +56,9 @@ fn draw(
         "roce sim {name}: FCT slowdown by flow size ({} flows, {} % bins)",
         table.flows, table.step_percent
     );
-    let mut chart = ChartBuilder::on(root)
-        .caption(caption, ("sans-serif", 18).into_font())
+    let below = root.titled(&caption, ("sans-serif", 18).into_font())?;
+    let (area, side) = below.split_horizontally(SIZE.0 - LEGEND_WIDTH);
+    let mut chart = ChartBuilder::on(&area)
         .margin(14)
         .x_label_area_size(44)
         .y_label_area_size(60)
@@ -72,22 +81,31 @@ fn draw(
             .map(|b| (b.max_size.max(1) as f64, pick(b)))
             .filter(|p| p.1.is_finite())
             .collect();
-        chart
-            .draw_series(LineSeries::new(points.clone(), color.stroke_width(2)))?
-            .label(*label)
-            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color));
+        chart.draw_series(LineSeries::new(points.clone(), color.stroke_width(2)))?;
+        // Its entry: a line and the label (no mark: every circle of the SVG is a point).
+        let y = LEGEND_TOP + 12 + 22 * i as i32;
+        side.draw(&PathElement::new(
+            vec![(12, y), (36, y)],
+            color.stroke_width(2),
+        ))?;
+        side.draw(&Text::new(
+            *label,
+            (44, y - 7),
+            ("sans-serif", 14).into_font(),
+        ))?;
         chart.draw_series(
             points
                 .into_iter()
                 .map(|p| Circle::new(p, 3, color.filled())),
         )?;
     }
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::UpperLeft)
-        .background_style(WHITE.mix(0.9))
-        .border_style(BLACK.mix(0.3))
-        .draw()?;
+    side.draw(&Rectangle::new(
+        [
+            (4, LEGEND_TOP),
+            (LEGEND_WIDTH as i32 - 12, LEGEND_TOP + 22 * 3 + 2),
+        ],
+        BLACK.mix(0.3).stroke_width(1),
+    ))?;
     Ok(())
 }
 
@@ -106,7 +124,77 @@ fn size_label(v: f64) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::size_label;
+    use super::*;
+
+    /// The value of attribute `name` of an SVG element's text.
+    fn attr(element: &str, name: &str) -> f64 {
+        let key = format!(" {name}=\"");
+        let at = element
+            .find(&key)
+            .unwrap_or_else(|| panic!("no {name} in {element}"))
+            + key.len();
+        element[at..].split('"').next().unwrap().parse().unwrap()
+    }
+
+    /// Twenty bins whose p99 is highest for the smallest flows, where the legend used to be.
+    fn table() -> SlowdownTable {
+        let bins = (0..20)
+            .map(|i| {
+                let p99 = 60.0 - 2.5 * f64::from(i);
+                SlowdownBin {
+                    percentile: f64::from(i) * 0.05,
+                    max_size: (100.0 * 10f64.powf(f64::from(i) * 5.0 / 19.0)) as u64,
+                    flows: 10,
+                    p50: 1.0 + p99 / 10.0,
+                    p95: 1.0 + p99 / 2.0,
+                    p99,
+                }
+            })
+            .collect();
+        SlowdownTable {
+            step_percent: 5,
+            flows: 200,
+            bins,
+        }
+    }
+
+    /// The legend's box (the rectangle around its "p50") covers no plotted point: no point's
+    /// circle meets it.
+    #[test]
+    fn the_legend_covers_no_point() {
+        let svg = plot("t", &table()).unwrap();
+        let elements: Vec<&str> = svg.split('<').collect();
+        let circles: Vec<(f64, f64, f64)> = elements
+            .iter()
+            .filter(|e| e.starts_with("circle "))
+            .map(|e| (attr(e, "cx"), attr(e, "cy"), attr(e, "r")))
+            .collect();
+        // Every bin's three points are drawn.
+        assert_eq!(circles.len(), 60);
+        let label = elements
+            .iter()
+            .find(|e| e.starts_with("text ") && e.split('>').nth(1).map(str::trim) == Some("p50"))
+            .expect("a legend entry p50");
+        let (lx, ly) = (attr(label, "x"), attr(label, "y"));
+        let legend = elements
+            .iter()
+            .filter(|e| e.starts_with("rect "))
+            .map(|e| {
+                let (x, y) = (attr(e, "x"), attr(e, "y"));
+                (x, y, x + attr(e, "width"), y + attr(e, "height"))
+            })
+            .filter(|&(x0, _, x1, _)| x1 - x0 < f64::from(SIZE.0))
+            .find(|&(x0, y0, x1, y1)| (x0..=x1).contains(&lx) && (y0..=y1).contains(&ly))
+            .expect("a box around the legend");
+        for (cx, cy, r) in circles {
+            let apart =
+                cx + r < legend.0 || cx - r > legend.2 || cy + r < legend.1 || cy - r > legend.3;
+            assert!(
+                apart,
+                "the point at ({cx}, {cy}) is under the legend {legend:?}"
+            );
+        }
+    }
 
     #[test]
     fn size_labels_use_decimal_units() {

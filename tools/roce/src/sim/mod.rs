@@ -15,6 +15,7 @@ mod huge_pages;
 mod network_out;
 mod network_run;
 mod network_schema;
+mod overrides;
 mod plot;
 mod progress;
 mod report;
@@ -30,7 +31,7 @@ use std::time::Instant as WallClock;
 
 use anyhow::{Context, anyhow, bail};
 use roce_core::Duration;
-use roce_sim::{Scenario, Series};
+use roce_sim::{Capture, Scenario, Series};
 use serde_json::json;
 
 use schema::load;
@@ -54,14 +55,15 @@ use schema::load;
     after_help = "Examples:\n  \
     roce sim --list\n  \
     roce sim incast-dcqcn                 # scenarios/incast-dcqcn.toml -> sim-out/incast-dcqcn/\n  \
-    roce sim my.toml --out /tmp/my --json | jq .flows\n\n\
+    roce sim my.toml --out /tmp/my --json | jq .flows\n  \
+    roce sim fairness --set duration_ms=10 --set congestion=dcqcn --pcap /tmp/f.pcap\n\n\
     Required keys: hosts, duration_ms, sample_us, and [[flows]] tables with src and dst.\n\
     File format: see docs/congestion.md (\"roce sim\") and scenarios/*.toml.\n\n\
     Network scenarios ([topology], [workload], [network], [run] tables) run flows on a fat-tree,\n\
     leaf-spine or HPCC topology and write fct.txt (HPCC's layout), slowdown.txt/.json/.svg and\n\
     summary.json:\n  \
     roce sim leafspine-websearch --out /tmp/ls\n  \
-    roce sim fattree-fb30 --check                # validate, print the plan, write nothing\n  \
+    roce sim fattree-fb30 --check                # validate and estimate; makes no flow\n  \
     roce sim fattree-fb30 --topology fat.txt --flows flow.txt --out /tmp/f\n\
     See docs/congestion.md (\"Research-scale runs\").\n\n\
     Sweeps of a scenario's parameters: roce sim sweep --help, roce sim merge --help.\n\n\
@@ -82,7 +84,8 @@ pub(crate) struct Args {
     /// Print the summary as one JSON object on standard output instead of text.
     #[arg(long)]
     json: bool,
-    /// List the shipped scenarios, one line each, and exit.
+    /// List the shipped scenarios, one line each: name, description, and size (hosts, flows,
+    /// simulated time; for a workload, the flows its rates give), then exit.
     #[arg(long, conflicts_with_all = ["scenario", "out", "json"])]
     list: bool,
     /// Say how far the run has got (simulated time reached, percent, wall time; network
@@ -105,9 +108,22 @@ pub(crate) struct Args {
     /// (the default when standard error is a terminal).
     #[arg(long)]
     progress: bool,
-    /// Network scenarios: check the file and the flows, print the plan, write nothing.
+    /// Network scenarios: validate the file, estimate the flows and the memory, print the plan,
+    /// write nothing. Makes no flow of a workload (its count is the workload's expected one)
+    /// and builds no network; a flow file is read and checked. Refused, as the run would be,
+    /// when the estimate is above the limit without --allow-large.
     #[arg(long)]
     check: bool,
+    /// Set a key of the scenario, as if the file said so: a dotted KEY (workload.load,
+    /// network.ecn.kmin_bytes) and a TOML VALUE (0.5, "websearch", true, [1, 2]; a word that is
+    /// not one is a string). Repeatable; applied in order before the file is checked, so an
+    /// unknown key is refused as in the file.
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    set: Vec<overrides::Set>,
+    /// Write every packet the hosts send into this pcap file, stamped with simulated time
+    /// (`roce dump FILE` decodes it; Wireshark shows RoCEv2).
+    #[arg(long, value_name = "FILE", conflicts_with = "check")]
+    pcap: Option<PathBuf>,
     #[command(subcommand)]
     command: Option<SimCommand>,
 }
@@ -125,15 +141,16 @@ enum SimCommand {
     /// point (its values, flows finished, goodput, PAUSEs, drops, and the p50/p95/p99 FCT
     /// slowdown over all its flows).
     #[command(after_help = "Examples:
-          roce sim sweep scenarios/sweep-leafspine-load.toml --out /tmp/sw
+          roce sim sweep sweep-leafspine-load --out /tmp/sw   # a shipped one, by name
           roce sim sweep my.toml --shard 3/16 --out shard-3   # one task of a job array
           roce sim merge shard-* --out all
 
         A Slurm job array: see docs/congestion.md (\"Sweeps\").")]
     Sweep {
-        /// The network scenario, with a [sweep] table.
+        /// The network scenario, with a [sweep] table: a TOML file, or the name of a shipped
+        /// one (as `roce sim NAME`).
         #[arg(value_name = "SCENARIO")]
-        scenario: PathBuf,
+        scenario: String,
         /// Output directory (default: sim-out/NAME-sweep).
         #[arg(long, value_name = "DIR")]
         out: Option<PathBuf>,
@@ -147,6 +164,10 @@ enum SimCommand {
         /// Run even when a point's memory estimate is above its limit.
         #[arg(long)]
         allow_large: bool,
+        /// Set a key of the scenario in every point, as `roce sim --set` does (not a key the
+        /// [sweep] varies).
+        #[arg(long = "set", value_name = "KEY=VALUE")]
+        set: Vec<overrides::Set>,
     },
     /// Join the points of sweep directories (the shards of one sweep) into one table.
     Merge {
@@ -198,7 +219,11 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<ExitCode> {
             shard,
             jobs,
             allow_large,
-        }) => return sweep::run(scenario, out.as_deref(), *shard, *jobs, *allow_large),
+            set,
+        }) => {
+            let file = resolve(scenario)?;
+            return sweep::run(&file, out.as_deref(), *shard, *jobs, *allow_large, set);
+        }
         Some(SimCommand::Merge { dirs, out }) => return sweep::run_merge(dirs, out),
         None => {}
     }
@@ -212,7 +237,11 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<ExitCode> {
     let text = std::fs::read_to_string(&path)
         .with_context(|| format!("cannot read {}", path.display()))?;
     let network = match toml::from_str::<toml::Table>(&text) {
-        Ok(doc) => network_schema::is_network(&doc),
+        Ok(mut doc) => {
+            overrides::apply(&mut doc, &args.set)
+                .map_err(|e| anyhow!("{}: {e}", path.display()))?;
+            network_schema::is_network(&doc)
+        }
         Err(_) => false,
     };
     if network || args.topology.is_some() || args.flows.is_some() {
@@ -221,17 +250,21 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<ExitCode> {
     if args.check || args.allow_large {
         bail!("--check and --allow-large are for network scenarios ([topology], [workload])");
     }
-    let loaded = load(&path)?;
+    let loaded = load(&path, &args.set)?;
     let name = loaded.scenario.name.clone();
     let out = args
         .out
         .clone()
         .unwrap_or_else(|| Path::new("sim-out").join(&name));
 
-    let started = WallClock::now();
     let every = progress_every(args)?;
-    let series = run_with_progress(&loaded.scenario, every)?;
+    let capture = args.pcap.as_deref().map(create_capture).transpose()?;
+    let started = WallClock::now();
+    let series = run_with_progress(&loaded.scenario, capture.clone(), every)?;
     let wall = started.elapsed();
+    let captured = capture
+        .map(|c| finish_capture(&c, args.pcap.as_deref().unwrap_or(Path::new(""))))
+        .transpose()?;
 
     let summary = report::summarise(&loaded, &series);
     std::fs::create_dir_all(&out)
@@ -260,7 +293,31 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<ExitCode> {
             plot_path.display()
         );
     }
+    if let Some(said) = captured {
+        eprintln!("{said}");
+    }
     Ok(ExitCode::SUCCESS)
+}
+
+/// `--pcap FILE`, created once the scenario has been checked.
+fn create_capture(path: &Path) -> anyhow::Result<Capture> {
+    Capture::create(path).map_err(|e| anyhow!("--pcap {}: cannot create it: {e}", path.display()))
+}
+
+/// Flushes the capture: "wrote FILE: N packets, stamped with simulated time".
+fn finish_capture(capture: &Capture, path: &Path) -> anyhow::Result<String> {
+    capture
+        .flush()
+        .with_context(|| format!("--pcap {}: cannot write it", path.display()))?;
+    let skipped = match capture.skipped() {
+        0 => String::new(),
+        n => format!(" ({n} that could not be framed left out)"),
+    };
+    Ok(format!(
+        "wrote {}: {} packets as the hosts sent them, stamped with simulated time{skipped}",
+        path.display(),
+        capture.frames()
+    ))
 }
 
 /// `roce sim --list`: the shipped scenarios and their descriptions.
@@ -286,16 +343,42 @@ fn list() -> anyhow::Result<ExitCode> {
             .map(|s| s.to_string_lossy().into_owned())
             .unwrap_or_default();
         let text = std::fs::read_to_string(file).unwrap_or_default();
-        let network =
-            toml::from_str::<toml::Table>(&text).is_ok_and(|doc| network_schema::is_network(&doc));
+        let doc = toml::from_str::<toml::Table>(&text).ok();
+        let network = doc.as_ref().is_some_and(network_schema::is_network);
         let about = if network {
-            match network_schema::load(file, &text, None, false) {
-                Ok(s) => s.description.unwrap_or_default(),
+            match network_schema::load(file, &text, None, false, &[]) {
+                Ok(s) => {
+                    let size = network_run::size_text(file, &text)
+                        .unwrap_or_else(|err| format!("not a valid scenario: {err:#}"));
+                    let points = doc
+                        .as_ref()
+                        .and_then(|d| d.get("sweep"))
+                        .and_then(toml::Value::as_table)
+                        .map(|axes| {
+                            axes.values()
+                                .filter_map(toml::Value::as_array)
+                                .map(Vec::len)
+                                .product::<usize>()
+                        })
+                        .map_or_else(String::new, |n| {
+                            format!("a sweep of {n} points; the base: ")
+                        });
+                    format!("{} [{points}{size}]", s.description.unwrap_or_default())
+                }
                 Err(err) => format!("(not a valid scenario: {err:#})"),
             }
         } else {
-            match load(file) {
-                Ok(loaded) => loaded.description.unwrap_or_default(),
+            match load(file, &[]) {
+                Ok(loaded) => {
+                    let s = &loaded.scenario;
+                    format!(
+                        "{} [{} hosts, {} flows, {} ms simulated]",
+                        loaded.description.as_deref().unwrap_or_default(),
+                        s.hosts,
+                        s.flows.len(),
+                        millis(s.duration.as_secs_f64() * 1e3)
+                    )
+                }
                 Err(err) => format!("(not a valid scenario: {err:#})"),
             }
         };
@@ -304,10 +387,20 @@ fn list() -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// Milliseconds to at most three decimals, without trailing zeros: "20", "20.001".
+fn millis(ms: f64) -> String {
+    let text = format!("{ms:.3}");
+    text.trim_end_matches('0').trim_end_matches('.').to_owned()
+}
+
 /// Runs the scenario on this thread (see [`progress`] for why not on another) and, when it
 /// takes more than two seconds, says on standard error how far it has got: simulated time
 /// reached out of the run's, and the wall time so far.
-fn run_with_progress(scenario: &Scenario, every: Option<Duration>) -> anyhow::Result<Series> {
+fn run_with_progress(
+    scenario: &Scenario,
+    capture: Option<Capture>,
+    every: Option<Duration>,
+) -> anyhow::Result<Series> {
     let reached = AtomicU64::new(0);
     let target = scenario.duration.as_secs_f64() * 1e3;
     let every = progress::Every {
@@ -319,7 +412,7 @@ fn run_with_progress(scenario: &Scenario, every: Option<Duration>) -> anyhow::Re
         eprintln!("{}", progress_line(&scenario.name, done, target, wall));
     };
     let result = progress::run_reporting(Some(every), report, || {
-        roce_sim::scenario::run_observed(scenario, |t| {
+        roce_sim::scenario::run_captured(scenario, capture, |t| {
             let nanos = u64::try_from(t.as_nanos()).unwrap_or(u64::MAX);
             reached.store(nanos, Ordering::Relaxed);
         })

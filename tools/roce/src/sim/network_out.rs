@@ -32,18 +32,29 @@ const STEP_PERCENT: u32 = 5;
 pub(super) fn plan_text(plan: &Plan) -> String {
     let s = &plan.scenario;
     let m = &plan.memory;
+    let flows = match plan.expected {
+        // Not made: what the workload's rates give.
+        Some((run, cut)) if cut >= 0.5 => format!(
+            "about {run:.0} flows by the workload's rates, not made (about {cut:.0} more start \
+             at or after {} s and are left out)",
+            plan.until
+        ),
+        Some((run, _)) => format!("about {run:.0} flows by the workload's rates, not made"),
+        None => format!(
+            "{} flows ({} start at or after {} s and are left out)",
+            plan.flows.len(),
+            plan.cut,
+            plan.until
+        ),
+    };
     format!(
-        "{}: valid. topology {} ({} hosts, {} switches, {} links); {} flows ({} start at or \
-         after {} s and are left out), run to {} s; congestion {}; buffer {}; memory estimate \
-         {:.3} GiB (limit {} GiB)\n",
+        "{}: valid. topology {} ({} hosts, {} switches, {} links); {flows}, run to {} s; \
+         congestion {}; buffer {}; memory estimate {:.3} GiB (limit {} GiB)\n",
         s.name,
         s.topology_source,
         s.topology.hosts().count(),
         s.topology.switches().count(),
         s.topology.links().len(),
-        plan.flows.len(),
-        plan.cut,
-        plan.until,
         plan.end,
         s.congestion.as_str(),
         buffer_text(&s.config.switch),

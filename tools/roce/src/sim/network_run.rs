@@ -11,12 +11,15 @@ use std::time::Instant as WallClock;
 use anyhow::{Context, anyhow, bail};
 use roce_core::{Duration, Instant};
 use roce_sim::network::{HEADER_BYTES, Network, NetworkConfig, Payload, RunProgress};
-use roce_sim::workload::{Traffic, incast, parse_flow_file, poisson};
-use roce_sim::{FctRecord, FlowSpec, NodeId, NodeKind, Routes, Topology};
+use roce_sim::workload::{
+    Traffic, incast, incast_expected, parse_flow_file, poisson, poisson_expected,
+};
+use roce_sim::{FctRecord, FlowSpec, NodeId, NodeKind, Topology};
 
 use super::Args;
 use super::network_out;
 use super::network_schema::{NetScenario, load};
+use super::overrides::Set;
 use super::progress;
 
 /// The memory a run may need by the estimate before `--allow-large` is required: 4 GiB.
@@ -25,15 +28,22 @@ pub(super) const MEMORY_LIMIT: u64 = 4 << 30;
 const FLOW_BYTES: u64 = 256;
 /// Per running flow: its two QPs (rough; the engine's per-QP state and queues).
 const QP_PAIR_BYTES: u64 = 16 << 10;
+/// Per flow, in the concurrency estimate: its ideal time is taken as this much longer.
+const FLOW_OVERHEAD_S: f64 = 10e-6;
 /// Per packet in flight: the frame and the pool slot.
 const PACKET_OVERHEAD_BYTES: u64 = 160;
 
 /// What a run is: the scenario, its flows, and when it stops.
 pub(super) struct Plan {
     pub(super) scenario: NetScenario,
+    /// The flows to run; empty when they were not made (`expected` says how many there would
+    /// be).
     pub(super) flows: Vec<FlowSpec>,
     /// Flows of the workload or file that start at or after `until` (not run).
     pub(super) cut: usize,
+    /// `--check` of a workload: the flows were not made, and would be about this many, with
+    /// about this many of them cut.
+    pub(super) expected: Option<(f64, f64)>,
     pub(super) until: Instant,
     pub(super) end: Instant,
     pub(super) memory: Memory,
@@ -45,12 +55,64 @@ pub(super) struct Memory {
     pub(super) flows: u64,
     pub(super) concurrent_flows: u64,
     pub(super) packets_in_flight: u64,
+    pub(super) regions: u64,
     pub(super) bytes: u64,
+}
+
+/// What of the command line [`plan`] takes.
+pub(super) struct Options<'a> {
+    /// `--topology`, `--flows`.
+    pub(super) topology: Option<&'a Path>,
+    pub(super) flows: Option<&'a Path>,
+    pub(super) allow_large: bool,
+    /// Make no flow of a workload (`--check`).
+    pub(super) check: bool,
+    /// `--set`s.
+    pub(super) sets: &'a [Set],
+}
+
+impl<'a> Options<'a> {
+    fn of(args: &'a Args) -> Self {
+        Self {
+            topology: args.topology.as_deref(),
+            flows: args.flows.as_deref(),
+            allow_large: args.allow_large,
+            check: args.check,
+            sets: &args.set,
+        }
+    }
+}
+
+/// "320 hosts, about 996506 flows, at most 200 ms simulated": what a network scenario's file
+/// makes, from its plan without flows (a flow file is read). A size, not a time: how long it
+/// takes depends on the machine.
+pub(super) fn size_text(path: &Path, text: &str) -> anyhow::Result<String> {
+    let options = Options {
+        topology: None,
+        flows: None,
+        allow_large: true,
+        check: true,
+        sets: &[],
+    };
+    let plan = plan(&options, path, text)?;
+    let flows = match plan.expected {
+        Some((run, _)) => format!("about {run:.0}"),
+        None => plan.flows.len().to_string(),
+    };
+    Ok(format!(
+        "{} hosts, {flows} flows, at most {} ms simulated",
+        plan.scenario.topology.hosts().count(),
+        super::millis(plan.end.as_nanos() as f64 / 1e6)
+    ))
 }
 
 /// Runs a network scenario (`text` is the file's contents).
 pub(super) fn run(args: &Args, path: &Path, text: &str) -> anyhow::Result<ExitCode> {
-    let plan = plan(args, path, text)?;
+    let plan = plan(&Options::of(args), path, text)?;
+    if args.check {
+        print!("{}", network_out::plan_text(&plan));
+        return Ok(ExitCode::SUCCESS);
+    }
     let name = plan.scenario.name.clone();
     let network = Network::new(plan.scenario.topology.clone(), plan.scenario.config.clone())
         .map_err(|e| {
@@ -59,10 +121,6 @@ pub(super) fn run(args: &Args, path: &Path, text: &str) -> anyhow::Result<ExitCo
                 plan.scenario.topology_source
             )
         })?;
-    if args.check {
-        print!("{}", network_out::plan_text(&plan));
-        return Ok(ExitCode::SUCCESS);
-    }
     let out = args
         .out
         .clone()
@@ -73,26 +131,52 @@ pub(super) fn run(args: &Args, path: &Path, text: &str) -> anyhow::Result<ExitCo
         }
         every => every,
     };
+    let mut network = network;
+    let capture = args
+        .pcap
+        .as_deref()
+        .map(super::create_capture)
+        .transpose()?;
+    if let Some(capture) = &capture {
+        network.capture(capture.clone());
+    }
     let started = WallClock::now();
     let (network, records) = run_with_progress(network, &plan, every)?;
     let wall = started.elapsed().as_secs_f64();
+    let captured = capture
+        .map(|c| super::finish_capture(&c, args.pcap.as_deref().unwrap_or(Path::new(""))))
+        .transpose()?;
     network_out::write_all(&out, &plan, &network, &records, wall, args.json)?;
+    if let Some(said) = captured {
+        eprintln!("{said}");
+    }
     Ok(ExitCode::SUCCESS)
 }
 
-/// Everything checked before the run: the file, the flows, the memory estimate.
-pub(super) fn plan(args: &Args, path: &Path, text: &str) -> anyhow::Result<Plan> {
-    let scenario = load(path, text, args.topology.as_deref(), args.flows.is_some())?;
+/// Everything checked before the run: the file, the flows, the memory estimate. The estimate
+/// is made and held to its limit twice: first from what the file says (a workload's expected
+/// flow count, a flow file's declared one) before any flow is made, then from the flows made.
+/// With `--check`, a workload's flows are not made at all, nor is the network built.
+pub(super) fn plan(args: &Options<'_>, path: &Path, text: &str) -> anyhow::Result<Plan> {
+    let scenario = load(path, text, args.topology, args.flows.is_some(), args.sets)?;
     // Connected first: the flows are about hosts that must reach each other.
-    Routes::new(scenario.topology.clone()).map_err(|e| {
+    Network::check(&scenario.topology).map_err(|e| {
         anyhow!(
             "topology {}: {e} (every host must reach every other through switches)",
             scenario.topology_source
         )
     })?;
-    let flows_file = args.flows.clone().or_else(|| scenario.flows_file.clone());
+    let guard = |memory: &Memory| check_memory(args, path, &scenario, memory);
+    let flows_file = args
+        .flows
+        .map(Path::to_path_buf)
+        .or_else(|| scenario.flows_file.clone());
     let (mut flows, default_until) = match (&flows_file, &scenario.workload) {
         (Some(file), _) => {
+            // The count it declares bounds what parsing it holds (more lines are an error).
+            if let Some(declared) = declared_count(file) {
+                guard(&estimate_parts(&scenario, declared, 0.0, 1.0))?;
+            }
             let flows = read_flows(file, &scenario.topology)?;
             let last = flows.iter().map(|f| f.start).max().unwrap_or(Instant::ZERO);
             (flows, last + Duration::from_nanos(1))
@@ -108,20 +192,59 @@ pub(super) fn plan(args: &Args, path: &Path, text: &str) -> anyhow::Result<Plan>
                 dport: 100,
                 seed: w.seed,
             };
-            let mut flows = poisson(&t, w.load, cdf)
-                .map_err(|e| anyhow!("{}: workload: {e}", path.display()))?;
+            let incast_traffic = Traffic {
+                dport: 200,
+                seed: w.seed.wrapping_add(1),
+                ..t.clone()
+            };
+            let default_until = t.start + t.duration;
+            let until = scenario.until.map_or(default_until, |u| Instant::ZERO + u);
+            // Before any flow is made: the workload's expected flows, all of which are made,
+            // the share of them that starts before `until` run.
+            let workload_error = |key: &str, e| anyhow!("{}: {key}: {e}", path.display());
+            let rate = t.host_rate_bps as f64;
+            let mut total =
+                poisson_expected(&t, w.load, cdf).map_err(|e| workload_error("workload", e))?;
+            let mut busy = total * (cdf.mean() * 8.0 / rate + FLOW_OVERHEAD_S);
             if let Some(i) = &w.incast {
-                let t = Traffic {
-                    dport: 200,
-                    seed: w.seed.wrapping_add(1),
-                    ..t.clone()
-                };
-                let more = incast(&t, i.fraction, i.senders, i.size_bytes)
-                    .map_err(|e| anyhow!("{}: workload.incast: {e}", path.display()))?;
+                let n = incast_expected(&incast_traffic, i.fraction, i.senders, i.size_bytes)
+                    .map_err(|e| workload_error("workload.incast", e))?;
+                total += n;
+                busy += n * (i.size_bytes as f64 * 8.0 / rate + FLOW_OVERHEAD_S);
+            }
+            let share = ((until.saturating_duration_since(t.start)).as_secs_f64()
+                / t.duration.as_secs_f64())
+            .clamp(0.0, 1.0);
+            if share == 0.0 {
+                bail!(
+                    "{}: no flow starts before {} s (run.until_us); nothing to run",
+                    path.display(),
+                    until
+                );
+            }
+            let span = until.saturating_duration_since(t.start).as_secs_f64();
+            let memory = estimate_parts(&scenario, total, busy * share, span);
+            guard(&memory)?;
+            if args.check {
+                let end = until + scenario.drain;
+                return Ok(Plan {
+                    scenario,
+                    flows: Vec::new(),
+                    cut: 0,
+                    expected: Some((total * share, total * (1.0 - share))),
+                    until,
+                    end,
+                    memory,
+                });
+            }
+            let mut flows = poisson(&t, w.load, cdf).map_err(|e| workload_error("workload", e))?;
+            if let Some(i) = &w.incast {
+                let more = incast(&incast_traffic, i.fraction, i.senders, i.size_bytes)
+                    .map_err(|e| workload_error("workload.incast", e))?;
                 flows.extend(more);
                 flows.sort_by_key(|f| f.start);
             }
-            (flows, t.start + t.duration)
+            (flows, default_until)
         }
         (None, None) => bail!("{}: no workload and no --flows", path.display()),
     };
@@ -137,31 +260,64 @@ pub(super) fn plan(args: &Args, path: &Path, text: &str) -> anyhow::Result<Plan>
         );
     }
     let end = until + scenario.drain;
-    let memory = estimate(&scenario, &flows, until);
-    if memory.bytes > MEMORY_LIMIT && !args.allow_large {
-        bail!(
-            "{}: too large for memory by the estimate: {:.2} GiB ({} flows x {FLOW_BYTES} B + \
-             {} running at once x {} KiB of QP state + {} packets in flight x about {} B), above \
-             the limit of {} GiB; shorten workload.duration_us or run.until_us, or pass \
-             --allow-large",
-            path.display(),
-            memory.bytes as f64 / f64::from(1u32 << 30),
-            memory.flows,
-            memory.concurrent_flows,
-            QP_PAIR_BYTES >> 10,
-            memory.packets_in_flight,
-            packet_bytes(&scenario.config),
-            MEMORY_LIMIT >> 30,
-        );
-    }
+    let memory = estimate(&scenario, &flows, before, until);
+    guard(&memory)?;
     Ok(Plan {
         scenario,
         flows,
         cut,
+        expected: None,
         until,
         end,
         memory,
     })
+}
+
+/// Refuses a run whose estimate is above [`MEMORY_LIMIT`] unless `--allow-large`.
+fn check_memory(
+    args: &Options<'_>,
+    path: &Path,
+    scenario: &NetScenario,
+    memory: &Memory,
+) -> anyhow::Result<()> {
+    if memory.bytes <= MEMORY_LIMIT || args.allow_large {
+        return Ok(());
+    }
+    let regions = match memory.regions {
+        0 => String::new(),
+        r => format!(" + {:.2} GiB of the hosts' memory regions", gib(r)),
+    };
+    bail!(
+        "{}: too large for memory by the estimate: {:.2} GiB ({} flows x {FLOW_BYTES} B + {} \
+         running at once x {} KiB of QP state + {} packets in flight x about {} B{regions}), \
+         above the limit of {} GiB; shorten \
+         workload.duration_us or run.until_us, or pass --allow-large to run it anyway",
+        path.display(),
+        gib(memory.bytes),
+        memory.flows,
+        memory.concurrent_flows,
+        QP_PAIR_BYTES >> 10,
+        memory.packets_in_flight,
+        packet_bytes(&scenario.config),
+        MEMORY_LIMIT >> 30,
+    )
+}
+
+fn gib(bytes: u64) -> f64 {
+    bytes as f64 / f64::from(1u32 << 30)
+}
+
+/// The count on the first line of a flow file that is neither blank nor a comment, if it
+/// reads as one (else parsing the file says what is wrong).
+fn declared_count(file: &Path) -> Option<f64> {
+    use std::io::BufRead as _;
+    let reader = std::io::BufReader::new(std::fs::File::open(file).ok()?);
+    let first = reader
+        .lines()
+        .map_while(Result::ok)
+        .map(|l| l.trim().to_owned())
+        .find(|l| !l.is_empty() && !l.starts_with('#'))?;
+    first.parse::<u64>().ok().map(|n| n as f64)
 }
 
 /// The rate of the hosts' links (the generators need one; the first host's).
@@ -231,20 +387,29 @@ fn packet_bytes(config: &NetworkConfig) -> u64 {
     kept + PACKET_OVERHEAD_BYTES
 }
 
-/// The memory estimate: every flow's bookkeeping, the QPs of the flows running at once (by
-/// Little's law: their ideal time at the host rate plus 10 µs each, times a slowdown of 10,
-/// over the time they start in), the packets in flight (the hosts' windows, at most what the
-/// switches' buffers hold: one per egress port, or one per switch when shared) and the hosts'
-/// memory regions; with lengths only, a packet's first 64 bytes and no regions.
-fn estimate(s: &NetScenario, flows: &[FlowSpec], until: Instant) -> Memory {
+/// The memory estimate of `flows` made (`made` of them, the rest cut before `until`): see
+/// [`estimate_parts`].
+fn estimate(s: &NetScenario, flows: &[FlowSpec], made: usize, until: Instant) -> Memory {
     let rate = host_rate(&s.topology).unwrap_or(1).max(1) as f64;
     let busy_s: f64 = flows
         .iter()
-        .map(|f| f.size_bytes as f64 * 8.0 / rate + 10e-6)
+        .map(|f| f.size_bytes as f64 * 8.0 / rate + FLOW_OVERHEAD_S)
         .sum();
     let first = flows.iter().map(|f| f.start).min().unwrap_or(Instant::ZERO);
-    let span_s = (until - first).as_secs_f64().max(1e-6);
-    let concurrent = ((busy_s * 10.0 / span_s).ceil() as u64).min(flows.len() as u64);
+    let span_s = (until - first).as_secs_f64();
+    estimate_parts(s, made as f64, busy_s, span_s)
+}
+
+/// The memory estimate: every flow's bookkeeping (`flows` of them, made or expected), the QPs
+/// of the flows running at once (by Little's law: `busy_s`, their ideal times at the host rate
+/// plus 10 µs each, times a slowdown of 10, over the `span_s` they start in), the packets in
+/// flight (the hosts' windows, at most what the switches' buffers hold: one per egress port,
+/// or one per switch when shared) and the hosts' memory regions; with lengths only, a packet's
+/// first 64 bytes and no regions.
+fn estimate_parts(s: &NetScenario, flows: f64, busy_s: f64, span_s: f64) -> Memory {
+    // `as` saturates: an absurd count stays absurd, and above the limit.
+    let n = flows.ceil() as u64;
+    let concurrent = ((busy_s * 10.0 / span_s.max(1e-6)).ceil() as u64).min(n);
     let hosts = s.topology.hosts().count() as u64;
     let window = hosts * u64::from(s.config.host.nic.max_unacked_total);
     let ports = 2 * s.topology.links().len() as u64;
@@ -261,13 +426,34 @@ fn estimate(s: &NetScenario, flows: &[FlowSpec], until: Instant) -> Memory {
         Payload::Bytes => hosts * 2 * s.config.host.region_len as u64,
         Payload::Lengths => 0,
     };
-    let n = flows.len() as u64;
     Memory {
         flows: n,
         concurrent_flows: concurrent,
         packets_in_flight: packets,
-        bytes: n * FLOW_BYTES + concurrent * QP_PAIR_BYTES + packets * per_packet + regions,
+        regions,
+        bytes: n
+            .saturating_mul(FLOW_BYTES)
+            .saturating_add(concurrent.saturating_mul(QP_PAIR_BYTES))
+            .saturating_add(packets * per_packet + regions),
     }
+}
+
+/// "roce sim NAME: 0.000120 of at most 0.021 s simulated (1 %), flows …": `of` the end
+/// measured against, `percent` of it reached.
+fn progress_text(plan: &Plan, p: &RunProgress, of: &str, percent: f64, wall: f64) -> String {
+    // Since the start: the run publishes once per 100 µs of simulated time, which can take
+    // longer than a line's interval.
+    let rate = p.packet_hops as f64 / wall.max(1e-9);
+    format!(
+        "roce sim {}: {:.6} of {of} s simulated ({percent:.0} %), flows {} started and {} \
+         finished of {}, {:.2} M packet-hops/s, {wall:.1} s of wall time",
+        plan.scenario.name,
+        p.now.as_nanos() as f64 / 1e9,
+        p.started,
+        p.finished,
+        plan.flows.len(),
+        rate / 1e6,
+    )
 }
 
 /// Runs the flows on this thread (see [`super::progress`] for why not on another); with
@@ -280,9 +466,12 @@ fn run_with_progress(
     every: Option<Duration>,
 ) -> anyhow::Result<(Network, Vec<FctRecord>)> {
     let end = plan.end;
+    let started = WallClock::now();
     // The run's position, published after every slice of it.
     let shared = Mutex::new(None::<RunProgress>);
+    let spoke = std::sync::atomic::AtomicBool::new(false);
     let report = |wall: Duration| {
+        spoke.store(true, std::sync::atomic::Ordering::Relaxed);
         let wall = wall.as_secs_f64();
         let Some(p) = shared.lock().ok().and_then(|slot| *slot) else {
             eprintln!(
@@ -292,21 +481,13 @@ fn run_with_progress(
             );
             return;
         };
-        // Since the start: the run publishes once per 100 µs of simulated time, which can
-        // take longer than a line's interval.
-        let rate = p.packet_hops as f64 / wall.max(1e-9);
+        // Against the configured end: the run may end sooner, when every flow has finished
+        // (then its last line says so).
         let target = end.as_nanos().max(1) as f64;
+        let percent = 100.0 * p.now.as_nanos() as f64 / target;
         eprintln!(
-            "roce sim {}: {:.6} of {} s simulated ({:.0} %), flows {} started and {} \
-             finished of {}, {:.2} M packet-hops/s, {wall:.1} s of wall time",
-            plan.scenario.name,
-            p.now.as_nanos() as f64 / 1e9,
-            end,
-            100.0 * p.now.as_nanos() as f64 / target,
-            p.started,
-            p.finished,
-            plan.flows.len(),
-            rate / 1e6,
+            "{}",
+            progress_text(plan, &p, &format!("at most {end}"), percent, wall)
         );
     };
     let every = every.map(|every| progress::Every {
@@ -321,5 +502,20 @@ fn run_with_progress(
         })
     })
     .map_err(|_| anyhow!("{}: the simulation panicked", plan.scenario.name))?;
+    // The last line, once lines were said: where the run really ended, as 100 %.
+    if let Some(p) = shared.lock().ok().and_then(|slot| *slot)
+        && spoke.load(std::sync::atomic::Ordering::Relaxed)
+    {
+        let why = if network.deadlock().is_some() {
+            "stopped by a PFC deadlock".to_owned()
+        } else if p.now < end {
+            format!("every flow finished, before the configured end of {end} s")
+        } else {
+            "the configured end".to_owned()
+        };
+        let wall = started.elapsed().as_secs_f64();
+        let line = progress_text(plan, &p, &p.now.to_string(), 100.0, wall);
+        eprintln!("{line}; the run ended: {why}");
+    }
     Ok((network, records))
 }

@@ -50,6 +50,7 @@ use roce_sim::topology::{LeafSpine, fat_tree, hpcc_fat};
 use roce_sim::{Cdf, Topology};
 use serde::Deserialize;
 
+use super::overrides::{self, Set};
 use super::schema::CongestionName;
 use super::switch_keys::{EcnFile, PfcFile};
 
@@ -228,9 +229,24 @@ pub(super) fn load(
     text: &str,
     topology_override: Option<&Path>,
     have_flows: bool,
+    sets: &[Set],
 ) -> anyhow::Result<NetScenario> {
-    let file: NetworkFile = toml::from_str(text)
-        .map_err(|e| anyhow!("{}: {}", path.display(), e.to_string().trim_end()))?;
+    let file: NetworkFile = overrides::parse(path, text, sets)?;
+    checked(path, file, topology_override, have_flows)
+}
+
+/// [`load`] of a document already parsed (a sweep's base, `sets` applied), for its checks.
+pub(super) fn load_doc(path: &Path, doc: toml::Table, sets: &[Set]) -> anyhow::Result<NetScenario> {
+    let file: NetworkFile = overrides::from_doc(path, doc, sets)?;
+    checked(path, file, None, false)
+}
+
+fn checked(
+    path: &Path,
+    file: NetworkFile,
+    topology_override: Option<&Path>,
+    have_flows: bool,
+) -> anyhow::Result<NetScenario> {
     let stem = path
         .file_stem()
         .and_then(|s| s.to_str())
@@ -331,10 +347,27 @@ impl NetworkFile {
         config.queue_sample_every =
             (every > 0.0).then(|| Duration::from_nanos((every * 1000.0).round() as u64));
         const MAX_RUN_US: u64 = 60_000_000;
+        const MAX_WORKLOAD_US: u64 = 86_400_000_000;
         if let Some(u) = self.run.until_us
             && (u == 0 || u > MAX_RUN_US)
         {
             bail!("run.until_us = {u}: from 1 to {MAX_RUN_US} (a minute)");
+        }
+        // Without `until_us` the run lasts as long as the workload: held to the same minute.
+        if let (None, Some((w, _))) = (self.run.until_us, &workload) {
+            let ends = w.start_us.saturating_add(w.duration_us);
+            if ends > MAX_RUN_US {
+                bail!(
+                    "workload.start_us + workload.duration_us = {ends}: the workload would run \
+                     past {MAX_RUN_US} us (a minute, the longest run); shorten \
+                     workload.duration_us, or set run.until_us to cut it"
+                );
+            }
+        }
+        if let Some((w, _)) = &workload
+            && (w.start_us > MAX_WORKLOAD_US || w.duration_us > MAX_WORKLOAD_US)
+        {
+            bail!("workload.start_us and workload.duration_us: at most {MAX_WORKLOAD_US} (a day)");
         }
         if self.run.drain_us > MAX_RUN_US {
             bail!(

@@ -16,6 +16,7 @@ use roce_sim::switch::MarkAt;
 use roce_sim::{Scenario, SwitchConfig};
 use serde::Deserialize;
 
+use super::overrides::{self, Set};
 use super::switch_keys::{EcnFile, PfcFile};
 
 #[derive(Debug, Deserialize)]
@@ -330,11 +331,10 @@ fn busiest_destination(flows: &[FlowFile]) -> usize {
 }
 
 /// Reads and checks a scenario file.
-pub(super) fn load(path: &Path) -> anyhow::Result<Loaded> {
+pub(super) fn load(path: &Path, sets: &[Set]) -> anyhow::Result<Loaded> {
     let text =
         std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
-    let file: ScenarioFile = toml::from_str(&text)
-        .map_err(|e| anyhow!("{}: {}", path.display(), e.to_string().trim_end()))?;
+    let file: ScenarioFile = overrides::parse(path, &text, sets)?;
     let stem = path
         .file_stem()
         .and_then(OsStr::to_str)

@@ -15,12 +15,14 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::{ExitCode, Stdio};
 
-use anyhow::{Context, bail};
+use anyhow::{Context, anyhow, bail};
 use rayon::prelude::*;
 use serde_json::{Value as Json, json};
 use toml::Table;
 
 use super::grid::{Grid, Shard};
+use super::network_schema;
+use super::overrides::{self, Set};
 
 /// `roce sim sweep`: the points of `scenario`'s grid that `shard` takes, into `out`, then the
 /// table of what this directory holds.
@@ -30,6 +32,7 @@ pub(super) fn run(
     shard: Shard,
     jobs: Option<usize>,
     allow_large: bool,
+    sets: &[Set],
 ) -> anyhow::Result<ExitCode> {
     let stem = scenario
         .file_stem()
@@ -41,7 +44,7 @@ pub(super) fn run(
     let jobs = jobs.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, usize::from));
     let exe = std::env::current_exe().context("finding this program, to run the points")?;
     let started = std::time::Instant::now();
-    let ran = sweep(scenario, &out, shard, jobs, |file, dir| {
+    let ran = sweep(scenario, &out, shard, jobs, sets, |file, dir| {
         run_point(&exe, file, dir, allow_large)
     })?;
     let merged = merge(std::slice::from_ref(&out), &out)?;
@@ -136,14 +139,17 @@ pub(crate) struct Ran {
     pub(crate) failed: Vec<(usize, String)>,
 }
 
-/// Runs the points of `file`'s grid that `shard` takes into `out`, `jobs` at a time;
-/// `run_point(scenario_file, point_dir)` runs one scenario and writes its results into
-/// `point_dir`. Refuses an `out` that holds another grid's points.
+/// Runs the points of `file`'s grid that `shard` takes into `out`, `jobs` at a time, every
+/// point with `sets` applied (`--set`); `run_point(scenario_file, point_dir)` runs one scenario
+/// and writes its results into `point_dir`. Refuses an `out` that holds another grid's points;
+/// with `sets`, refuses a set of a key the grid varies, and checks the scenario as the sets
+/// leave it before anything is written.
 pub(crate) fn sweep(
     file: &Path,
     out: &Path,
     shard: Shard,
     jobs: usize,
+    sets: &[Set],
     run_point: impl Fn(&Path, &Path) -> anyhow::Result<()> + Sync,
 ) -> anyhow::Result<Ran> {
     let name = file.display().to_string();
@@ -154,6 +160,17 @@ pub(crate) fn sweep(
             "{name}: no [sweep] table: a sweep needs its axes, like \"workload.load\" = [0.3, 0.5]"
         );
     };
+    if !sets.is_empty() {
+        if let Some(set) = sets.iter().find(|s| axes.contains_key(&s.path.join("."))) {
+            bail!(
+                "{name}: --set {}: [sweep] varies {}; change its values there",
+                set.text,
+                set.path.join(".")
+            );
+        }
+        overrides::apply(&mut base, sets).map_err(|e| anyhow!("{name}: {e}"))?;
+        network_schema::load_doc(file, base.clone(), sets)?;
+    }
     let grid = Grid::new(&name, &axes, &base)?;
     let header = grid_json(&name, &grid);
     std::fs::create_dir_all(out.join("points"))
@@ -442,9 +459,9 @@ mod tests {
         let (_keep, root) = setup();
         let file = root.join("s.toml");
         let (a, b) = (root.join("a"), root.join("b"));
-        let ran = sweep(&file, &a, Shard { index: 0, count: 2 }, 2, fake_run).unwrap();
+        let ran = sweep(&file, &a, Shard { index: 0, count: 2 }, 2, &[], fake_run).unwrap();
         assert_eq!((ran.points, ran.failed.len()), (2, 0)); // points 0 and 2
-        let ran = sweep(&file, &b, Shard { index: 1, count: 2 }, 1, fake_run).unwrap();
+        let ran = sweep(&file, &b, Shard { index: 1, count: 2 }, 1, &[], fake_run).unwrap();
         assert_eq!(ran.points, 2); // points 1 and 3; point 3 (load 0.5, seed 2) fails
         assert_eq!(ran.failed.iter().map(|f| f.0).collect::<Vec<_>>(), [3]);
         assert!(ran.failed[0].1.contains("this point fails"));
@@ -471,12 +488,12 @@ mod tests {
         let (_keep, root) = setup();
         let file = root.join("s.toml");
         let out = root.join("out");
-        sweep(&file, &out, Shard::ALL, 1, fake_run).unwrap();
+        sweep(&file, &out, Shard::ALL, 1, &[], fake_run).unwrap();
         let before = std::fs::read_to_string(out.join("grid.json")).unwrap();
         let other = root.join("t.toml");
         std::fs::write(&other, SCENARIO.replace("[0.3, 0.5]", "[0.3, 0.7]")).unwrap();
         let ran = std::sync::atomic::AtomicUsize::new(0);
-        let err = sweep(&other, &out, Shard::ALL, 1, |_, _| {
+        let err = sweep(&other, &out, Shard::ALL, 1, &[], |_, _| {
             ran.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
             Ok(())
         })
@@ -492,7 +509,7 @@ mod tests {
         );
         // Nor do two grids merge.
         let other_out = root.join("other");
-        sweep(&other, &other_out, Shard::ALL, 1, fake_run).unwrap();
+        sweep(&other, &other_out, Shard::ALL, 1, &[], fake_run).unwrap();
         let err = merge(&[out, other_out], &root.join("m")).unwrap_err();
         assert!(
             err.to_string().contains("only shards of one sweep merge"),
@@ -506,7 +523,7 @@ mod tests {
         let (_keep, root) = setup();
         let file = root.join("plain.toml");
         std::fs::write(&file, "name = \"s\"\n").unwrap();
-        let err = sweep(&file, &root.join("o"), Shard::ALL, 1, fake_run).unwrap_err();
+        let err = sweep(&file, &root.join("o"), Shard::ALL, 1, &[], fake_run).unwrap_err();
         assert!(err.to_string().contains("no [sweep] table"), "{err}");
         assert!(!root.join("o").exists());
     }
