@@ -346,7 +346,10 @@ mod tests {
             .collect();
         assert_eq!(frames[0].data, [7; 64]);
         assert_eq!(frames[0].orig_len, 1000);
-        assert_eq!(frames[1].data, [8; 40], "a frame under the snap length is whole");
+        assert_eq!(
+            frames[1].data, [8; 40],
+            "a frame under the snap length is whole"
+        );
         assert_eq!(frames[1].orig_len, 40);
         assert_eq!(SnapLen::new(0), SnapLen::WHOLE);
         let whole = Writer::new(Vec::new()).unwrap().into_inner();
