@@ -41,7 +41,7 @@ pub(crate) struct SnapLenOpt {
     /// record keeps the packet's length (Wireshark shows "Packet size limited during capture";
     /// `roce dump` decodes the headers and does not check the ICRC). Default 0: whole packets.
     /// 128 keeps every header of a RoCE packet (Ethernet, VLAN tag, IPv6, UDP, BTH and its
-    /// extension headers) but not the payload nor a CM MAD (UD to QP 1, which needs 384).
+    /// extension headers) but not the payload nor a CM MAD (UD to QP 1, which 384 keeps).
     #[arg(long, value_name = "BYTES", default_value_t = 0)]
     pub(crate) snaplen: u32,
 }
