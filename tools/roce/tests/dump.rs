@@ -388,74 +388,200 @@ fn unreadable_files_are_a_clear_error() {
     assert_eq!(stderr.matches("Invalid field value").count(), 1, "{stderr}");
 }
 
+/// Two NICs over the simulator, with a QP on each connected to the other, whose links write
+/// into one capture.
+struct Sim {
+    pair: roce_sim::Pair,
+    capture: roce_sim::Capture,
+    file: Scratch,
+    a_qp: roce_core::Qpn,
+    b_qp: roce_core::Qpn,
+}
+
+impl Sim {
+    fn new(name: &str, config: &roce_sim::PairConfig) -> Self {
+        use roce_core::{Psn, QpInit};
+        use roce_sim::{A_ADDR, B_ADDR, Pair};
+
+        let path = std::env::temp_dir().join(format!("roce-dump-{}-{name}", std::process::id()));
+        let file = Scratch(path);
+        let capture = roce_sim::Capture::create(&file.0).unwrap();
+        let mut pair = Pair::connected(config);
+        // The pair's QPs have one number (0x11) on both NICs: connect a new one on a to a
+        // second new one on b, so that the two directions go to different QPs.
+        let new_qp = |side: &mut roce_sim::Side| {
+            let init = QpInit::new(config.qp_type, side.pd, side.cq, config.queue_depth);
+            side.nic.create_qp(&init).unwrap()
+        };
+        let a_qp = new_qp(&mut pair.a);
+        new_qp(&mut pair.b);
+        let b_qp = new_qp(&mut pair.b);
+        let (a_psn, b_psn) = (Psn::new(0), Psn::new(0x80_0000));
+        let a = (A_ADDR, a_qp);
+        let b = (B_ADDR, b_qp);
+        roce_sim::connect(config, &mut pair.a.nic, a_qp, A_ADDR, b, b_psn, a_psn, 0);
+        roce_sim::connect(config, &mut pair.b.nic, b_qp, B_ADDR, a, a_psn, b_psn, 0);
+        pair.a_to_b.capture(capture.clone());
+        pair.b_to_a.capture(capture.clone());
+        Self {
+            pair,
+            capture,
+            file,
+            a_qp,
+            b_qp,
+        }
+    }
+
+    /// Posts on a's QP an operation of `len` bytes from the start of a's region (to the start
+    /// of b's, for a WRITE).
+    fn post(
+        &mut self,
+        wr_id: u64,
+        op: impl FnOnce(roce_core::Remote) -> roce_core::SendOp,
+        len: u32,
+    ) {
+        let pair = &mut self.pair;
+        let remote = roce_core::Remote {
+            addr: pair.b.mr.addr(),
+            rkey: pair.b.mr.rkey(),
+        };
+        let sge = roce_core::Sge {
+            addr: pair.a.mr.addr(),
+            length: len,
+            lkey: pair.a.mr.lkey(),
+        };
+        let wr = roce_core::SendWr::new(wr_id, op(remote), vec![sge]);
+        pair.a.nic.post_send(self.a_qp, wr).unwrap();
+    }
+
+    /// Runs `millis` more milliseconds of simulated time.
+    fn run(&mut self, millis: u64) {
+        let deadline = self.pair.now + roce_core::Duration::from_millis(millis);
+        self.pair.drive_until(deadline);
+    }
+
+    /// The capture, flushed.
+    fn file(&self) -> &Path {
+        self.capture.flush().unwrap();
+        &self.file.0
+    }
+
+    /// `roce dump --summary --json`: the row of a's requests (to b's QP), and of b's responses.
+    fn summary(&self) -> (serde_json::Value, serde_json::Value) {
+        let output = roce(&["dump", "--summary", "--json"], self.file());
+        assert!(output.status.success(), "{output:?}");
+        let rows = json_lines(&stdout(&output));
+        assert_eq!(rows.len(), 2, "{rows:?}");
+        let row = |qp: roce_core::Qpn| {
+            rows.iter()
+                .find(|r| r["dest_qp"] == qp.value())
+                .unwrap()
+                .clone()
+        };
+        (row(self.b_qp), row(self.a_qp))
+    }
+}
+
 /// A capture of two RDMA WRITEs of four packets each from a to b over the simulator: the first
 /// loses its PSN 2 (b NAKs it, a goes back to it), the second its last packet, PSN 7 (nothing
 /// tells a but its timer, and it goes back to 4). Returns the capture and what a put on its link
 /// (PSNs in order, dropped ones included), a's QPN and b's QPN (which differ: b has a QP more).
 fn go_back_n_capture(name: &str) -> (Scratch, Vec<u32>, u32, u32) {
-    use roce_core::{Instant, Psn, QpInit, Remote, SendOp, SendWr, Sge};
-    use roce_sim::{A_ADDR, B_ADDR, Fault, Pair, PairConfig};
-
-    let path = std::env::temp_dir().join(format!("roce-dump-{}-{name}", std::process::id()));
-    let scratch = Scratch(path);
-    let capture = roce_sim::Capture::create(&scratch.0).unwrap();
-    let config = PairConfig::default();
-    let mut pair = Pair::connected(&config);
-    // The pair's QPs have one number (0x11) on both NICs: connect a new one on a to a second
-    // new one on b, so that the two directions go to different QPs.
-    let new_qp = |side: &mut roce_sim::Side| {
-        let init = QpInit::new(config.qp_type, side.pd, side.cq, config.queue_depth);
-        side.nic.create_qp(&init).unwrap()
-    };
-    let a_qp = new_qp(&mut pair.a);
-    new_qp(&mut pair.b);
-    let b_qp = new_qp(&mut pair.b);
-    let (a_psn, b_psn) = (Psn::new(0), Psn::new(0x80_0000));
-    roce_sim::connect(
-        &config,
-        &mut pair.a.nic,
-        a_qp,
-        A_ADDR,
-        (B_ADDR, b_qp),
-        b_psn,
-        a_psn,
-        0,
-    );
-    roce_sim::connect(
-        &config,
-        &mut pair.b.nic,
-        b_qp,
-        B_ADDR,
-        (A_ADDR, a_qp),
-        a_psn,
-        b_psn,
-        0,
-    );
-    pair.a_to_b.capture(capture.clone());
-    pair.b_to_a.capture(capture.clone());
+    let mut sim = Sim::new(name, &roce_sim::PairConfig::default());
     for (wr_id, lost) in [(1, 2), (2, 7)] {
-        pair.a_to_b.fail(Fault::DropPsn {
-            psn: Psn::new(lost),
+        sim.pair.a_to_b.fail(roce_sim::Fault::DropPsn {
+            psn: roce_core::Psn::new(lost),
             times: 1,
         });
-        let remote = Remote {
-            addr: pair.b.mr.addr(),
-            rkey: pair.b.mr.rkey(),
-        };
-        let sge = Sge {
-            addr: pair.a.mr.addr(),
-            length: 4 * 1024,
-            lkey: pair.a.mr.lkey(),
-        };
-        let wr = SendWr::new(wr_id, SendOp::RdmaWrite(remote), vec![sge]);
-        pair.a.nic.post_send(a_qp, wr).unwrap();
-        let deadline = pair.now + roce_core::Duration::from_millis(5);
-        pair.drive_until(deadline.max(Instant::from_millis(5 * wr_id)));
-        assert!(pair.a.completion().is_some(), "WRITE {wr_id} completes");
+        sim.post(wr_id, roce_core::SendOp::RdmaWrite, 4 * 1024);
+        sim.run(5);
+        assert!(sim.pair.a.completion().is_some(), "WRITE {wr_id} completes");
     }
-    capture.flush().unwrap();
-    let sent = pair.a_to_b.sent_psns();
-    (scratch, sent, a_qp.value(), b_qp.value())
+    sim.file();
+    let sent = sim.pair.a_to_b.sent_psns();
+    let (a_qp, b_qp) = (sim.a_qp.value(), sim.b_qp.value());
+    let Sim { file, .. } = sim;
+    (file, sent, a_qp, b_qp)
+}
+
+#[test]
+fn summary_counts_rnr_naks_and_the_resends_they_cause() {
+    let mut sim = Sim::new("rnr.pcap", &roce_sim::PairConfig::default());
+    // A SEND that finds no receive WQE at b until 1 ms on: b answers RNR NAKs, a sends again
+    // after each RNR timer.
+    sim.post(1, |_| roce_core::SendOp::Send, 64);
+    sim.run(1);
+    let recv = roce_core::RecvWr {
+        wr_id: 7,
+        sgl: vec![roce_core::Sge {
+            addr: sim.pair.b.mr.addr(),
+            length: 64,
+            lkey: sim.pair.b.mr.lkey(),
+        }],
+    };
+    sim.pair.b.nic.post_recv(sim.b_qp, recv).unwrap();
+    sim.run(2);
+    assert!(sim.pair.a.completion().is_some(), "the SEND completes");
+    let rnr = sim.pair.b.nic.stats().tx_rnr_naks;
+    assert!(rnr >= 2, "{rnr}");
+    let (requests, responses) = sim.summary();
+    assert_eq!(responses["rnr_naks"]["count"], rnr);
+    assert_eq!(responses["seq_naks"]["count"], 0);
+    assert!(
+        responses["rnr_naks"]["psns"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|p| p == 0)
+    );
+    assert_eq!(requests["packets"], rnr + 1);
+    assert_eq!(requests["retransmitted"], rnr);
+    assert_eq!(requests["rewinds"]["count"], rnr);
+    let rewinds = requests["rewinds"]["list"].as_array().unwrap();
+    assert!(
+        rewinds
+            .iter()
+            .all(|r| r["after"] == "rnr_nak" && r["to"] == 0),
+        "{rewinds:?}"
+    );
+    // The lines say as much.
+    let naks = stdout(&roce(&["dump", "-o", "acknowledge"], sim.file()));
+    assert_eq!(naks.matches("RNR").count() as u64, rnr, "{naks}");
+}
+
+#[test]
+fn summary_counts_ce_marks_and_cnps() {
+    let mut config = roce_sim::PairConfig::default();
+    config.nic.congestion = roce_core::Congestion::Dcqcn(roce_core::DcqcnConfig::default());
+    let mut sim = Sim::new("cnp.pcap", &config);
+    for psn in [1, 6] {
+        sim.pair.a_to_b.fail(roce_sim::Fault::MarkCe {
+            psn: roce_core::Psn::new(psn),
+        });
+    }
+    sim.post(1, roce_core::SendOp::RdmaWrite, 8 * 1024);
+    sim.run(2);
+    assert!(sim.pair.a.completion().is_some(), "the WRITE completes");
+    let marked = sim
+        .pair
+        .a_to_b
+        .sent()
+        .iter()
+        .filter(|s| s.ce_marked)
+        .count();
+    assert_eq!(marked, 2);
+    let cnps = sim.pair.b.nic.stats().tx_cnps;
+    assert!(cnps >= 1);
+    let (requests, responses) = sim.summary();
+    assert_eq!(requests["ce"], marked);
+    assert_eq!(requests["cnps"], 0);
+    assert_eq!(responses["cnps"], cnps);
+    assert_eq!(responses["ce"], 0);
+    let lines = stdout(&roce(
+        &["dump", "-o", "CNP", "-Q", &sim.a_qp.value().to_string()],
+        sim.file(),
+    ));
+    assert_eq!(lines.lines().count() as u64, cnps, "{lines}");
 }
 
 /// How many of `psns` came again after an earlier packet of the same or a higher PSN (no wrap
