@@ -79,7 +79,8 @@ pub(crate) struct Args {
     /// The capture file (pcap or pcapng); `-` reads standard input.
     file: PathBuf,
     /// Write one JSON object per packet (JSON Lines) instead of text. The segments of a GSO
-    /// batch share their frame's number and carry `gso: {segment, segments, segment_size}`.
+    /// batch share their frame's number and carry `gso: {segment, segments, segment_size}`; a
+    /// frame cut short by the capture has `cut_short: true`, `captured_len` and `frame_len`.
     #[arg(long)]
     json: bool,
     /// Exit with status 1 if any frame is malformed, any RoCE packet fails to parse, any ICRC
@@ -299,8 +300,13 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::from(1));
     }
     if args.strict && tally.roce == 0 && !printer.done() {
+        let hint = if tally.snapped > 0 {
+            "; or was its snap length too short to see the UDP header?"
+        } else {
+            ""
+        };
         eprintln!(
-            "roce dump: --strict: no RoCE packet in {name} (RoCEv2 is UDP to port 4791; was the capture filtered?)"
+            "roce dump: --strict: no RoCE packet in {name} (RoCEv2 is UDP to port 4791; was the capture filtered?{hint})"
         );
         return Ok(ExitCode::from(1));
     }
@@ -567,7 +573,9 @@ impl Line<'_> {
             ),
         };
         if let Some(cut) = self.cut {
-            value["cut_short"] = json!({ "captured": cut.captured, "length": cut.orig_len });
+            value["cut_short"] = json!(true);
+            value["captured_len"] = json!(cut.captured);
+            value["frame_len"] = json!(cut.orig_len);
         }
         let mad_captured = self.frame.as_ref().is_ok_and(|frame| {
             frame

@@ -821,10 +821,9 @@ fn packets_cut_by_a_snap_length_decode_their_headers_and_are_not_bad() {
         &cut.0,
     )));
     assert_eq!(json.len(), sent.len());
-    assert_eq!(
-        json[0]["cut_short"],
-        serde_json::json!({"captured": 100, "length": 42 + 12 + 16 + 1024 + 4})
-    );
+    assert_eq!(json[0]["cut_short"], true);
+    assert_eq!(json[0]["captured_len"], 100);
+    assert_eq!(json[0]["frame_len"], 42 + 12 + 16 + 1024 + 4);
     assert_eq!(json[0]["icrc"], "unchecked");
     let rows = json_lines(&stdout(&roce(&["dump", "--summary", "--json"], &cut.0)));
     let whole_rows = json_lines(&stdout(&roce(&["dump", "--summary", "--json"], &pcap.0)));
@@ -835,6 +834,14 @@ fn packets_cut_by_a_snap_length_decode_their_headers_and_are_not_bad() {
         let cut = cut_to(&pcap.0, snaplen, "gbn-tiny.pcap");
         let output = roce(&["dump"], &cut.0);
         assert_eq!(output.status.code(), Some(0), "{snaplen}: {output:?}");
+        // Without the UDP destination port (bytes 36 and 37) nothing says RoCE.
+        if snaplen < 38 {
+            let strict = roce(&["dump", "--strict"], &cut.0);
+            assert_stderr_has(
+                &strict,
+                "was its snap length too short to see the UDP header?",
+            );
+        }
         let text = stdout(&output);
         assert!(
             !text.contains("BAD") && !text.contains("malformed"),
