@@ -44,6 +44,7 @@ pub use backend::{Backend, BackendStats};
 pub use cq::CompletionQueue;
 pub use endpoint::{Connection, RcEndpoint};
 pub use handle::{DeviceError, DeviceHandle};
+pub use roce_pcap::SnapLen;
 pub use tap::Tap;
 
 /// How a device is set up.

@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
 use roce_core::{Ecn, Transmit};
-use roce_pcap::{CaptureError, Writer};
+use roce_pcap::{CaptureError, SnapLen, Writer};
 use roce_wire::frame::FrameRepr;
 
 use crate::backend::Received;
@@ -24,11 +24,15 @@ pub struct Tap {
 impl Tap {
     /// Creates (or truncates) `path`. With `received_too`, received frames are written as well
     /// as sent ones (two devices sharing a tap should record only what they send, or every
-    /// packet appears twice).
-    pub fn create(path: impl AsRef<Path>, received_too: bool) -> Result<Self, CaptureError> {
+    /// packet appears twice). Each frame is cut to `snaplen` (its original length is kept).
+    pub fn create(
+        path: impl AsRef<Path>,
+        received_too: bool,
+        snaplen: SnapLen,
+    ) -> Result<Self, CaptureError> {
         // Unbuffered: every frame is in the file as soon as it is written, whenever the process
         // stops (a tap is for looking at a run, not for speed).
-        let writer = Writer::new(File::create(path)?)?;
+        let writer = Writer::with_snaplen(File::create(path)?, snaplen)?;
         Ok(Self {
             writer: Arc::new(Mutex::new(writer)),
             received_too,

@@ -3,7 +3,8 @@
 //! [`Capture::open`] reads classic pcap and pcapng alike (dumpcap writes pcapng, tcpdump pcap)
 //! and yields each frame with its time and link type, [`Capture::from_stream`] the same from a
 //! pipe; [`Writer`] writes classic pcap of Ethernet
-//! frames (LINKTYPE_ETHERNET), which Wireshark decodes as RoCEv2 on UDP port 4791.
+//! frames (LINKTYPE_ETHERNET), which Wireshark decodes as RoCEv2 on UDP port 4791, whole or cut
+//! to a snap length ([`SnapLen`], tcpdump's `-s`).
 
 #![warn(missing_docs)]
 
@@ -12,7 +13,7 @@ use std::io::{self, BufReader, BufWriter, Chain, Cursor, Read, Seek, SeekFrom, W
 use std::path::Path;
 use std::time::Duration;
 
-use pcap_file::pcap::{PcapHeader, PcapPacket, PcapReader, PcapWriter};
+use pcap_file::pcap::{PcapHeader, PcapPacket, PcapReader, PcapWriter, RawPcapPacket};
 use pcap_file::pcapng::{Block, PcapNgReader};
 use pcap_file::{DataLink, PcapError};
 use roce_wire::frame::LinkType;
@@ -136,10 +137,11 @@ impl<R: Read> Capture<R> {
     pub fn next_frame(&mut self) -> Option<Result<CapturedFrame, CaptureError>> {
         match self {
             Self::Pcap(reader) => {
-                let link = link_type(reader.header().datalink);
-                let packet = reader.next_packet()?;
+                let header = reader.header();
+                let link = link_type(header.datalink);
+                let packet = reader.next_raw_packet()?;
                 Some(link.and_then(|link| {
-                    let packet = packet?;
+                    let packet = checked(packet?, header)?;
                     Ok(CapturedFrame {
                         time: packet.timestamp,
                         link,
@@ -199,10 +201,52 @@ impl<R: Read> Iterator for Capture<R> {
     }
 }
 
+/// A record as pcap-file checks it, but for one check: pcap-file 2.0 refuses a record whose
+/// original length exceeds the file's snap length, which is every record that the snap length
+/// cut (what `tcpdump -s 128` writes). Its captured length must still be at most the original.
+fn checked(raw: RawPcapPacket<'_>, header: PcapHeader) -> Result<PcapPacket<'_>, PcapError> {
+    raw.try_into_pcap_packet(header.ts_resolution, u32::MAX)
+}
+
+/// How much of each frame a capture keeps, as tcpdump's `-s`: the file header's snap length, and
+/// the most bytes of a frame a record holds (its original length is kept, so Wireshark shows
+/// "Packet size limited during capture" and `roce dump` knows what is missing).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct SnapLen(u32);
+
+impl SnapLen {
+    /// Whole frames: the snap length of a file with no limit (65535, what pcap-file and older
+    /// tcpdumps write; a RoCE frame is at most a 9000-byte MTU plus headers).
+    pub const WHOLE: Self = Self(65_535);
+
+    /// At most `bytes` of each frame; 0 means whole frames (tcpdump's `-s 0`).
+    pub const fn new(bytes: u32) -> Self {
+        if bytes == 0 { Self::WHOLE } else { Self(bytes) }
+    }
+
+    /// The snap length in bytes.
+    pub const fn bytes(self) -> u32 {
+        self.0
+    }
+
+    /// The part of `frame` a record keeps.
+    pub fn cut(self, frame: &[u8]) -> &[u8] {
+        let keep = usize::try_from(self.0).unwrap_or(usize::MAX);
+        &frame[..frame.len().min(keep)]
+    }
+}
+
+impl Default for SnapLen {
+    fn default() -> Self {
+        Self::WHOLE
+    }
+}
+
 /// Writes a classic pcap of Ethernet frames.
 #[derive(Debug)]
 pub struct Writer<W: Write> {
     inner: PcapWriter<W>,
+    snaplen: SnapLen,
 }
 
 impl Writer<BufWriter<File>> {
@@ -213,23 +257,32 @@ impl Writer<BufWriter<File>> {
 }
 
 impl<W: Write> Writer<W> {
-    /// Starts a capture on `writer` with nanosecond timestamps.
+    /// Starts a capture of whole frames on `writer` with nanosecond timestamps.
     pub fn new(writer: W) -> Result<Self, CaptureError> {
+        Self::with_snaplen(writer, SnapLen::WHOLE)
+    }
+
+    /// Starts a capture on `writer` that keeps at most `snaplen` bytes of each frame.
+    pub fn with_snaplen(writer: W, snaplen: SnapLen) -> Result<Self, CaptureError> {
         let header = PcapHeader {
             datalink: DataLink::ETHERNET,
             ts_resolution: pcap_file::TsResolution::NanoSecond,
+            snaplen: snaplen.bytes(),
             ..PcapHeader::default()
         };
         Ok(Self {
             inner: PcapWriter::with_header(writer, header)?,
+            snaplen,
         })
     }
 
-    /// Appends one Ethernet frame captured at `time`.
+    /// Appends one Ethernet frame captured at `time`: its first snap length bytes, and its
+    /// whole length as the original length.
     pub fn write(&mut self, time: Duration, frame: &[u8]) -> Result<(), CaptureError> {
         let orig_len = u32::try_from(frame.len()).unwrap_or(u32::MAX);
+        let kept = self.snaplen.cut(frame);
         self.inner
-            .write_packet(&PcapPacket::new(time, orig_len, frame))?;
+            .write_packet(&PcapPacket::new(time, orig_len, kept))?;
         Ok(())
     }
 
@@ -277,6 +330,56 @@ mod tests {
         assert_eq!(frames[0].data, [1, 2, 3]);
         assert_eq!(frames[1].link, LinkType::Ethernet);
         assert_eq!(frames[1].orig_len, 60);
+    }
+
+    #[test]
+    fn a_snap_length_cuts_records_and_keeps_their_length() {
+        let mut writer = Writer::with_snaplen(Vec::new(), SnapLen::new(64)).unwrap();
+        writer.write(Duration::from_secs(1), &[7; 1000]).unwrap();
+        writer.write(Duration::from_secs(2), &[8; 40]).unwrap();
+        let bytes = writer.into_inner();
+        let snaplen = |bytes: &[u8]| PcapReader::new(bytes).unwrap().header().snaplen;
+        assert_eq!(snaplen(&bytes), 64);
+        let frames: Vec<_> = Capture::from_stream(&bytes[..])
+            .unwrap()
+            .map(Result::unwrap)
+            .collect();
+        assert_eq!(frames[0].data, [7; 64]);
+        assert_eq!(frames[0].orig_len, 1000);
+        assert_eq!(
+            frames[1].data, [8; 40],
+            "a frame under the snap length is whole"
+        );
+        assert_eq!(frames[1].orig_len, 40);
+        assert_eq!(SnapLen::new(0), SnapLen::WHOLE);
+        let whole = Writer::new(Vec::new()).unwrap().into_inner();
+        assert_eq!(snaplen(&whole), 65_535);
+    }
+
+    #[test]
+    fn records_cut_by_another_tool_are_read() {
+        // What tcpdump -s 20 writes: a snap length of 20 and a record of 20 bytes of 60.
+        let header = PcapHeader {
+            snaplen: 20,
+            ..PcapHeader::default()
+        };
+        let mut bytes = Vec::new();
+        let mut writer = PcapWriter::with_header(&mut bytes, header).unwrap();
+        writer
+            .write_raw_packet(&RawPcapPacket {
+                ts_sec: 1,
+                ts_frac: 0,
+                incl_len: 20,
+                orig_len: 60,
+                data: vec![5; 20].into(),
+            })
+            .unwrap();
+        let frames: Vec<_> = Capture::from_stream(&bytes[..])
+            .unwrap()
+            .map(Result::unwrap)
+            .collect();
+        assert_eq!(frames[0].data, [5; 20]);
+        assert_eq!(frames[0].orig_len, 60);
     }
 
     #[test]

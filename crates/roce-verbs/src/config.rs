@@ -10,6 +10,7 @@
 //! | `ROCE_VERBS_DEV` | interface of the raw backend | none |
 //! | `ROCE_VERBS_MTU` | the port's active (path) MTU: 256, 512, 1024, 2048 or 4096 | 1024, rxe's on a 1500-byte netdev |
 //! | `ROCE_VERBS_PCAP` | write the NIC's packets to this pcap | none |
+//! | `ROCE_VERBS_SNAPLEN` | keep at most this many bytes of each packet in the pcap (tcpdump's `-s`; 0: whole packets) | 0 |
 //! | `ROCE_VERBS_STATS` | write the NIC's counters (JSON) to this file when the program closes the device or exits | none |
 //! | `ROCE_VERBS_NAME` | the device name (`ibv_devices`, `-d`) | `roce0` |
 //! | `ROCE_VERBS_CC` | congestion control: `none`, `dcqcn` (NVIDIA's defaults) or `dcqcn-paper` | `none` |
@@ -34,6 +35,8 @@ pub const ENV_DEV: &str = "ROCE_VERBS_DEV";
 pub const ENV_MTU: &str = "ROCE_VERBS_MTU";
 /// See the module table.
 pub const ENV_PCAP: &str = "ROCE_VERBS_PCAP";
+/// See the module table.
+pub const ENV_SNAPLEN: &str = "ROCE_VERBS_SNAPLEN";
 /// See the module table.
 pub const ENV_STATS: &str = "ROCE_VERBS_STATS";
 /// See the module table.
@@ -84,6 +87,8 @@ pub struct DeviceSpec {
     pub mtu: Mtu,
     /// Capture file.
     pub pcap: Option<PathBuf>,
+    /// Bytes of each packet the capture keeps (0: whole packets).
+    pub snaplen: u32,
     /// Counters file.
     pub stats: Option<PathBuf>,
     /// Congestion control.
@@ -195,6 +200,13 @@ impl DeviceSpec {
             Some("1") => Ok(true),
             Some(other) => Err(bad(var, other.to_owned(), "0 or 1")),
         };
+        let snaplen = match get(ENV_SNAPLEN) {
+            None => 0,
+            Some(s) => s
+                .trim()
+                .parse::<u32>()
+                .map_err(|_| bad(ENV_SNAPLEN, s, "bytes, or 0 for whole packets"))?,
+        };
         let busy_poll = flag(ENV_BUSY_POLL)?;
         let no_gso = flag(ENV_NO_GSO)?;
         Ok(Some(Self {
@@ -209,6 +221,7 @@ impl DeviceSpec {
             dev,
             mtu,
             pcap: get(ENV_PCAP).filter(|p| !p.is_empty()).map(PathBuf::from),
+            snaplen,
             stats: get(ENV_STATS).filter(|p| !p.is_empty()).map(PathBuf::from),
         }))
     }
@@ -239,7 +252,7 @@ mod tests {
         assert_eq!(s.backend, Backend::Udp);
         assert_eq!(s.mtu, Mtu::Mtu1024);
         assert_eq!(s.name, "roce0");
-        assert_eq!(s.pcap, None);
+        assert_eq!((s.pcap, s.snaplen), (None, 0));
         assert_eq!(
             (s.cc, s.line_rate_bps, s.loss, s.busy_poll),
             (Cc::None, 100_000_000_000, 0.0, false)
@@ -254,9 +267,11 @@ mod tests {
             (ENV_LINE_RATE, "25"),
             (ENV_LOSS, "0.01"),
             (ENV_BUSY_POLL, "1"),
+            (ENV_SNAPLEN, "128"),
         ])
         .unwrap()
         .unwrap();
+        assert_eq!(s.snaplen, 128);
         assert_eq!(
             (s.cc, s.line_rate_bps, s.loss, s.busy_poll),
             (Cc::Dcqcn, 25_000_000_000, 0.01, true)
@@ -281,6 +296,7 @@ mod tests {
             (&[(ENV_IP, "1.2.3.4"), (ENV_NAME, "a\"b")][..], ENV_NAME),
             (&[(ENV_IP, "1.2.3.4"), (ENV_CC, "reno")][..], ENV_CC),
             (&[(ENV_IP, "1.2.3.4"), (ENV_LOSS, "1.5")][..], ENV_LOSS),
+            (&[(ENV_IP, "1.2.3.4"), (ENV_SNAPLEN, "-1")][..], ENV_SNAPLEN),
             (
                 &[(ENV_IP, "1.2.3.4"), (ENV_LINE_RATE, "0")][..],
                 ENV_LINE_RATE,

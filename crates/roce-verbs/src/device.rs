@@ -235,6 +235,7 @@ mod tests {
             dev: None,
             mtu: roce_core::Mtu::Mtu2048,
             pcap: None,
+            snaplen: 0,
             stats: None,
             cc: crate::config::Cc::None,
             line_rate_bps: 100_000_000_000,

@@ -8,7 +8,7 @@ use std::net::{IpAddr, SocketAddr};
 use roce_device::backend::BindError;
 use roce_device::backend::raw::RawBackend;
 use roce_device::backend::udp::UdpBackend;
-use roce_device::{Device, DeviceConfig, DeviceHandle, Tap};
+use roce_device::{Device, DeviceConfig, DeviceHandle, SnapLen, Tap};
 
 use crate::config::Backend;
 use crate::device::DeviceModel;
@@ -33,7 +33,7 @@ impl Engine {
         config.busy_poll = spec.busy_poll;
         if let Some(path) = &spec.pcap {
             config.tap = Some(
-                Tap::create(path, true)
+                Tap::create(path, true, SnapLen::new(spec.snaplen))
                     .map_err(|e| format!("cannot create {}: {e}", path.display()))?,
             );
         }

@@ -31,7 +31,8 @@ pub fn parse_packet(data: &[u8]) {
     );
 }
 
-/// An Ethernet frame (the first byte picks the link type): parse it, check its ICRC and print it.
+/// An Ethernet frame (the first byte picks the link type): parse it, check its ICRC and print it,
+/// whole and as if cut short.
 pub fn parse_frame(data: &[u8]) {
     let Some((&selector, bytes)) = data.split_first() else {
         return;
@@ -53,6 +54,14 @@ pub fn parse_frame(data: &[u8]) {
         }
         let line = FrameLine::new(&frame).to_string();
         assert!(!line.is_empty());
+        // As if a snap length had cut the RoCE packet anywhere (`roce dump` zero-fills the rest).
+        for captured in [0, 11, 12, usize::from(selector / 4), usize::MAX] {
+            assert!(
+                !FrameLine::cut_short(&frame, captured)
+                    .to_string()
+                    .is_empty()
+            );
+        }
     }
 }
 

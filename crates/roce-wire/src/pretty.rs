@@ -88,6 +88,8 @@ impl fmt::Display for Roce<'_> {
 pub struct FrameLine<'a> {
     frame: &'a Frame<'a>,
     check_icrc: bool,
+    /// For a frame the capture cut short: how many bytes of its RoCE packet were captured.
+    captured: Option<usize>,
 }
 
 impl<'a> FrameLine<'a> {
@@ -96,6 +98,20 @@ impl<'a> FrameLine<'a> {
         Self {
             frame,
             check_icrc: true,
+            captured: None,
+        }
+    }
+
+    /// A line for a frame that the capture's snap length cut short, parsed with the missing
+    /// bytes as zeros: only the first `captured` bytes of its RoCE packet are real. The RoCE
+    /// headers are shown if they were captured (else the BTH alone, or nothing), a MAD only if
+    /// whole, and the ICRC, which cannot be checked, as `icrc=unchecked (cut short by the
+    /// capture: N of M bytes)`.
+    pub const fn cut_short(frame: &'a Frame<'a>, captured: usize) -> Self {
+        Self {
+            frame,
+            check_icrc: false,
+            captured: Some(captured),
         }
     }
 
@@ -105,6 +121,7 @@ impl<'a> FrameLine<'a> {
         Self {
             frame,
             check_icrc: false,
+            captured: None,
         }
     }
 }
@@ -142,6 +159,9 @@ impl fmt::Display for FrameLine<'_> {
         if ip.ecn != Ecn::NotEct {
             write!(f, " ecn={:?}", ip.ecn)?;
         }
+        if let (Some(captured), Some(payload)) = (self.captured, frame.roce_payload()) {
+            return write_cut_short(f, payload, captured);
+        }
         match (frame.roce(), frame.transport) {
             (Some(Ok(packet)), _) => {
                 write_roce(f, &packet)?;
@@ -171,6 +191,39 @@ fn write_roce(f: &mut fmt::Formatter<'_>, packet: &RocePacket<&[u8]>) -> fmt::Re
         }
         Err(err) => write!(f, " RoCE malformed: {err}"),
     }
+}
+
+/// The RoCE part of a packet of which only the first `captured` bytes are real.
+fn write_cut_short(f: &mut fmt::Formatter<'_>, payload: &[u8], captured: usize) -> fmt::Result {
+    let len = payload.len();
+    let captured = captured.min(len);
+    let packet = RocePacket::new_checked(payload);
+    let repr = packet.as_ref().ok().map(RoceRepr::parse);
+    match (&packet, repr) {
+        (Ok(packet), Some(Ok(repr))) if captured >= packet.payload_offset() => {
+            write!(f, " {}", Roce(&repr))?;
+            if let Some(mad) = gsi::mad_of(packet)
+                && captured >= packet.payload_offset() + mad.len()
+            {
+                write!(f, " {}", Mad(mad))?;
+            }
+        }
+        _ if captured >= crate::bth::HEADER_LEN => {
+            let bth = crate::bth::Packet::new_unchecked(payload);
+            write!(
+                f,
+                " {} qp={} psn={} (headers cut short)",
+                bth.opcode(),
+                bth.dest_qp(),
+                bth.psn()
+            )?;
+        }
+        _ => f.write_str(" RoCE")?,
+    }
+    write!(
+        f,
+        " icrc=unchecked (cut short by the capture: {captured} of {len} bytes)"
+    )
 }
 
 /// Displays the MAD of a GSI packet: a CM MAD in one line (`CM REQ tid=… lcid=… sid=…`), another

@@ -69,6 +69,8 @@ pub(crate) struct Args {
     /// Do not write a capture.
     #[arg(long, conflicts_with = "pcap")]
     no_pcap: bool,
+    #[command(flatten)]
+    snaplen: crate::device::SnapLenOpt,
     /// Print the results as one JSON object.
     #[arg(long)]
     json: bool,
@@ -153,7 +155,7 @@ async fn demo(args: &Args, mtu: Mtu) -> anyhow::Result<ExitCode> {
         None
     } else {
         Some(
-            Tap::create(&args.pcap, false)
+            Tap::create(&args.pcap, false, args.snaplen.get())
                 .with_context(|| format!("cannot create {}", args.pcap.display()))?,
         )
     };

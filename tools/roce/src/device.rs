@@ -9,7 +9,7 @@ use roce_core::{Congestion, DcqcnConfig};
 use roce_device::backend::BindError;
 use roce_device::backend::raw::RawBackend;
 use roce_device::backend::udp::UdpBackend;
-use roce_device::{Device, DeviceConfig, DeviceHandle, Tap};
+use roce_device::{Device, DeviceConfig, DeviceHandle, SnapLen, Tap};
 
 /// How the NIC reaches the network.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -32,6 +32,26 @@ pub(crate) enum CcKind {
     Dcqcn,
     /// DCQCN with the SIGCOMM 2015 paper's parameters.
     DcqcnPaper,
+}
+
+/// How much of each packet a `--pcap` capture keeps: one option for every command that writes
+/// one.
+#[derive(Debug, Clone, Copy, clap::Args)]
+pub(crate) struct SnapLenOpt {
+    /// Keep at most this many bytes of each packet in the --pcap capture, as tcpdump's -s. A cut
+    /// record keeps the packet's length (Wireshark shows "Packet size limited during capture";
+    /// `roce dump` decodes the headers and does not check the ICRC). Default 0: whole packets.
+    /// 128 keeps every header of a RoCE packet (Ethernet, VLAN tag, IPv6, UDP, BTH and its
+    /// extension headers) but not the payload nor a CM MAD (UD to QP 1, which 384 keeps).
+    #[arg(long, value_name = "BYTES", default_value_t = 0)]
+    pub(crate) snaplen: u32,
+}
+
+impl SnapLenOpt {
+    /// The snap length for the capture writer.
+    pub(crate) fn get(self) -> SnapLen {
+        SnapLen::new(self.snaplen)
+    }
 }
 
 #[derive(Debug, clap::Args)]
@@ -73,6 +93,8 @@ pub(crate) struct DeviceOpts {
     /// Write every packet the NIC sends and receives to this pcap.
     #[arg(long, value_name = "FILE")]
     pub(crate) pcap: Option<PathBuf>,
+    #[command(flatten)]
+    pub(crate) snaplen: SnapLenOpt,
 }
 
 impl DeviceOpts {
@@ -89,7 +111,7 @@ impl DeviceOpts {
         };
         if let Some(path) = &self.pcap {
             config.tap = Some(
-                Tap::create(path, true)
+                Tap::create(path, true, self.snaplen.get())
                     .with_context(|| format!("cannot create {}", path.display()))?,
             );
         }

@@ -85,6 +85,8 @@ pub(crate) struct Args {
     /// Write every packet the NIC sends and receives to this pcap.
     #[arg(long, value_name = "FILE")]
     pcap: Option<PathBuf>,
+    #[command(flatten)]
+    snaplen: crate::device::SnapLenOpt,
     /// Congestion control on every QP (see docs/congestion.md).
     #[arg(long, value_enum, default_value_t = CcKind::None)]
     cc: CcKind,
@@ -238,6 +240,7 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<ExitCode> {
     }
     if let Some(pcap) = &args.pcap {
         cmd.env("ROCE_VERBS_PCAP", pcap);
+        cmd.env("ROCE_VERBS_SNAPLEN", args.snaplen.snaplen.to_string());
     }
     let stats_file = args
         .stats

@@ -65,6 +65,66 @@ fn demo_passes_its_checks_and_writes_a_clean_capture() {
 }
 
 #[test]
+fn snaplen_cuts_every_packet_of_the_capture_and_keeps_its_length() {
+    let dir = std::env::temp_dir().join(format!("roce-demo-snaplen-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let pcap = dir.join("demo.pcap");
+    let report = demo_report(&[
+        "demo",
+        "--a",
+        "127.0.41.1",
+        "--b",
+        "127.0.41.2",
+        "-n",
+        "2",
+        "--size",
+        "4096",
+        "--json",
+        "--pcap",
+        pcap.to_str().unwrap(),
+        "--snaplen",
+        "128",
+    ]);
+    assert_eq!(report["ok"], true, "{report}");
+    let bytes = std::fs::read(&pcap).unwrap();
+    // The file header's snap length, in the byte order of its magic number.
+    let field: [u8; 4] = bytes[16..20].try_into().unwrap();
+    let snaplen =
+        if bytes[..4] == [0xa1, 0xb2, 0x3c, 0x4d] || bytes[..4] == [0xa1, 0xb2, 0xc3, 0xd4] {
+            u32::from_be_bytes(field)
+        } else {
+            u32::from_le_bytes(field)
+        };
+    assert_eq!(snaplen, 128);
+    let frames: Vec<_> = roce_pcap::Capture::open(&pcap)
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    assert_eq!(
+        frames.len() as u64,
+        report["packets_sent"].as_u64().unwrap()
+    );
+    assert!(
+        frames
+            .iter()
+            .all(|f| f.data.len() == (f.orig_len as usize).min(128))
+    );
+    let cut = frames.iter().filter(|f| f.orig_len > 128).count();
+    assert!(cut > 0);
+    // roce dump decodes them, checks no ICRC it cannot, and finds nothing wrong.
+    let dump = roce(&["dump", "--strict", pcap.to_str().unwrap()]);
+    assert!(dump.status.success(), "{dump:?}");
+    let stderr = String::from_utf8(dump.stderr).unwrap();
+    assert!(
+        stderr.contains(&format!(" 0 bad ICRCs, {cut} cut short by the capture")),
+        "{stderr}"
+    );
+    let text = String::from_utf8(dump.stdout).unwrap();
+    assert_eq!(text.matches("(cut short by the capture: ").count(), cut);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
 fn demo_with_loss_recovers_and_shows_retransmissions() {
     let report = demo_report(&[
         "demo",
