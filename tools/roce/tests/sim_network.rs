@@ -643,3 +643,49 @@ fn set_changes_a_network_scenario_or_is_refused_by_key() {
         stderr(&o)
     );
 }
+
+/// Ctrl-C in a network run stops it where it is: the flows finished until then are written,
+/// the last progress line says why the run ended, and it exits 130.
+#[test]
+fn ctrl_c_writes_the_flows_finished_so_far() {
+    use std::io::BufRead as _;
+    let dir = temp_dir("interrupt");
+    let out = dir.join("out");
+    let mut child = common::spawn(&[
+        "sim",
+        "leafspine-websearch",
+        "--set",
+        "workload.duration_us=50000",
+        "--set",
+        "run.drain_us=0",
+        "--progress-every",
+        "0.05",
+        "--json",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    let mut err = std::io::BufReader::new(child.stderr.take().unwrap());
+    let mut said = String::new();
+    // A progress line with the run under way (not "setting up").
+    while !said.lines().any(|l| l.contains(" started and ")) {
+        let mut line = String::new();
+        assert!(err.read_line(&mut line).unwrap() > 0, "ended early: {said}");
+        said.push_str(&line);
+    }
+    common::interrupt(&child);
+    std::io::Read::read_to_string(&mut err, &mut said).unwrap();
+    let o = child.wait_with_output().unwrap();
+    assert_eq!(o.status.code(), Some(130), "{said}");
+    assert!(
+        said.contains("the run ended: interrupted (Ctrl-C)"),
+        "{said}"
+    );
+    assert!(
+        said.contains("roce sim leafspine-websearch: interrupted at "),
+        "{said}"
+    );
+    assert!(out.is_dir(), "the outputs were written");
+    let summary: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert!(summary.is_object(), "{summary}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -9,6 +9,8 @@
 //! 12 (BTH) + 4 (ICRC) + 4 (FCS) = 62 header bytes, plus the 16-byte RETH of each WRITE's first
 //! packet at the bottleneck rate.
 
+use std::ops::ControlFlow;
+
 use roce_core::{Duration, Instant, Qpn, Remote, SendOp, SendWr, Sge, WcStatus};
 use roce_wire::gid::udp_sport_for_qps;
 
@@ -73,16 +75,18 @@ impl Network {
     /// at `until` are abandoned (see [`Network::flow_outcome`]); their packets still in the
     /// network drain in a later run.
     pub fn run_flows(&mut self, flows: &[FlowSpec], until: Instant) -> Vec<FctRecord> {
-        self.run_flows_observed(flows, until, |_| {})
+        self.run_flows_observed(flows, until, |_| ControlFlow::Continue(()))
     }
 
     /// [`Network::run_flows`], telling `observe` where the run is after every
     /// [`CHECK_EVERY`](super::CHECK_EVERY) of simulated time (for a progress line).
+    /// `ControlFlow::Break` stops the run there (a Ctrl-C): the flows finished until then have
+    /// their records, the others are abandoned as at `until`.
     pub fn run_flows_observed(
         &mut self,
         flows: &[FlowSpec],
         until: Instant,
-        mut observe: impl FnMut(&RunProgress),
+        mut observe: impl FnMut(&RunProgress) -> ControlFlow<()>,
     ) -> Vec<FctRecord> {
         let mut order: Vec<u32> = (0..flows.len() as u32).collect();
         order.sort_by_key(|&i| (flows[i as usize].start, i));
@@ -108,12 +112,15 @@ impl Network {
         while at < until && !run.done() {
             at = (at + super::CHECK_EVERY).min(until);
             self.run_events(at, &mut run);
-            observe(&RunProgress {
+            let went_on = observe(&RunProgress {
                 now: self.now,
                 packet_hops: self.packet_hops,
                 started: run.outcome.started,
                 finished: run.outcome.finished,
             });
+            if went_on.is_break() {
+                break;
+            }
             if let Some(deadlock) = monitor.check(self) {
                 tracing::warn!(%deadlock, "run stopped");
                 self.deadlock = Some(deadlock);

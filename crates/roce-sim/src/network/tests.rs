@@ -151,6 +151,38 @@ fn run(topology: &Topology, flows: &[FlowSpec], until: Instant) -> (Vec<FctRecor
     (records, net)
 }
 
+/// An observer that breaks (a Ctrl-C) stops the run there: the records are those of the flows
+/// finished by then, the rest are counted unfinished, and the time is where it stopped.
+#[test]
+fn an_observer_that_breaks_stops_the_flows_where_they_are() {
+    let topology = leaf_spine(4, 2);
+    let flows = hadoop_flows(&topology, 0.3, Duration::from_micros(300), 7);
+    let until = Instant::from_millis(30);
+    let (all, _) = run(&topology, &flows, until);
+    let mut net = Network::new(topology.clone(), NetworkConfig::default()).unwrap();
+    let stop = Instant::from_micros(200);
+    let some = net.run_flows_observed(&flows, until, |p| {
+        if p.now >= stop {
+            std::ops::ControlFlow::Break(())
+        } else {
+            std::ops::ControlFlow::Continue(())
+        }
+    });
+    assert!(
+        net.now() >= stop && net.now() < stop + CHECK_EVERY,
+        "{}",
+        net.now()
+    );
+    assert!(some.len() < all.len(), "{} of {}", some.len(), all.len());
+    let outcome = net.flow_outcome();
+    assert_eq!(outcome.finished, some.len() as u64);
+    assert!(outcome.unfinished > 0);
+    // What finished before the stop finished as in the whole run.
+    for record in &some {
+        assert!(all.contains(record), "{record:?}");
+    }
+}
+
 #[test]
 fn the_same_flows_give_the_same_records() {
     let topology = leaf_spine(4, 2);

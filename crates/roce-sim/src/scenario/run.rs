@@ -1,6 +1,8 @@
 //! Playing a [`Scenario`] in virtual time: its hosts on one switch, its flows' WRITEs, and a sample
 //! of every counter each interval.
 
+use std::ops::ControlFlow;
+
 use roce_core::{Duration, Instant, NicConfig, Psn, Qpn, Remote, SendOp, SendWr, Sge, WcStatus};
 
 use super::{FlowSeries, REGION_LEN, Scenario, ScenarioError, Series};
@@ -58,14 +60,15 @@ pub(super) fn payload_of(packets: u64, len: u32, last_len: u32, messages: u64, m
 
 /// Plays `scenario` in virtual time and records its series.
 pub fn run(scenario: &Scenario) -> Result<Series, ScenarioError> {
-    run_observed(scenario, |_| {})
+    run_observed(scenario, |_| ControlFlow::Continue(()))
 }
 
 /// [`run`], calling `progress` with the simulated time reached at each sample (for a progress
-/// line; it does not change the run).
+/// line). `ControlFlow::Break` stops the run at that sample (a Ctrl-C): the series then ends
+/// there, and [`Series::stopped_at`] says when.
 pub fn run_observed(
     scenario: &Scenario,
-    progress: impl FnMut(Duration),
+    progress: impl FnMut(Duration) -> ControlFlow<()>,
 ) -> Result<Series, ScenarioError> {
     run_captured(scenario, None, progress)
 }
@@ -75,7 +78,7 @@ pub fn run_observed(
 pub fn run_captured(
     scenario: &Scenario,
     capture: Option<Capture>,
-    mut progress: impl FnMut(Duration),
+    mut progress: impl FnMut(Duration) -> ControlFlow<()>,
 ) -> Result<Series, ScenarioError> {
     scenario.validate()?;
     let line_rate = scenario.switch.bandwidth_bps;
@@ -140,7 +143,7 @@ pub fn run_captured(
         flows: vec![FlowSeries::default(); flows.len()],
         ..Series::default()
     };
-    let end = Instant::ZERO + scenario.duration;
+    let mut end = Instant::ZERO + scenario.duration;
     let mut sampler = Sampler {
         next: Instant::ZERO + scenario.interval,
         queue_max: 0,
@@ -211,8 +214,8 @@ pub fn run_captured(
             flow.observe(&fabric, scenario.flows[i].to);
         }
         sampler.see_queue(&fabric, scenario.bottleneck);
-        // Samples due.
-        sampler.take_until(
+        // Samples due; the observer may stop the run here.
+        let went_on = sampler.take_until(
             now,
             scenario,
             &fabric,
@@ -220,6 +223,12 @@ pub fn run_captured(
             &mut series,
             &mut progress,
         );
+        if went_on.is_break() {
+            // Stopped at the sample the observer broke on: the series ends there.
+            series.stopped_at = series.times.last().copied();
+            end = series.stopped_at.map_or(now, |at| Instant::ZERO + at);
+            break;
+        }
         // Step, but stop at the next sample or flow start so they are taken on time.
         let wake = starts
             .iter()
@@ -245,7 +254,8 @@ pub fn run_captured(
     for (i, flow) in flows.iter_mut().enumerate() {
         flow.observe(&fabric, scenario.flows[i].to);
     }
-    sampler.take_until(
+    // The last samples; a stop asked for now changes nothing more.
+    let _ = sampler.take_until(
         end,
         scenario,
         &fabric,
@@ -284,7 +294,7 @@ impl Sampler {
     }
 
     /// Takes every sample due by `until` and tells `progress` of each; the next interval's peak
-    /// starts from the queue as it is.
+    /// starts from the queue as it is. Stops at the first sample after which `progress` breaks.
     fn take_until(
         &mut self,
         until: Instant,
@@ -292,14 +302,16 @@ impl Sampler {
         fabric: &Fabric,
         flows: &mut [Running],
         series: &mut Series,
-        progress: &mut impl FnMut(Duration),
-    ) {
+        progress: &mut impl FnMut(Duration) -> ControlFlow<()>,
+    ) -> ControlFlow<()> {
         while self.next <= until {
             sample(scenario, fabric, flows, series, self.next, self.queue_max);
-            progress(self.next - Instant::ZERO);
+            let went_on = progress(self.next - Instant::ZERO);
             self.queue_max = fabric.switch.queue_bytes(scenario.bottleneck);
             self.next += scenario.interval;
+            went_on?;
         }
+        ControlFlow::Continue(())
     }
 }
 

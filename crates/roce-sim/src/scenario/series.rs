@@ -52,6 +52,8 @@ pub struct Series {
     /// Packets that crossed a link (a host's to the switch, the switch's to a host), over the
     /// run: the simulation's work, in the unit of the network runs.
     pub packet_hops: u64,
+    /// Where the run was stopped before its end (its observer broke: a Ctrl-C), if it was.
+    pub stopped_at: Option<Duration>,
 }
 
 impl Series {

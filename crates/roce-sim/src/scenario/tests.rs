@@ -1,6 +1,7 @@
 #![allow(clippy::unwrap_used)] // test code: a panic is the failure report
 
 use super::*;
+use std::ops::ControlFlow;
 
 /// One long flow from host 0 to host 1.
 fn one_flow(interval_us: u64) -> Scenario {
@@ -65,9 +66,42 @@ fn the_same_scenario_gives_the_same_series() {
 #[test]
 fn progress_reports_every_sample_in_order() {
     let mut seen = Vec::new();
-    let series = run_observed(&one_flow(250), |t| seen.push(t)).unwrap();
+    let series = run_observed(&one_flow(250), |t| {
+        seen.push(t);
+        ControlFlow::Continue(())
+    })
+    .unwrap();
     assert_eq!(seen, series.times);
     assert_eq!(seen.last().copied(), Some(Duration::from_millis(2)));
+}
+
+/// An observer that breaks (a Ctrl-C) stops the run at that sample: the series ends there,
+/// says so, and holds what the run did until then, the same as the full run's first samples.
+#[test]
+fn an_observer_that_breaks_stops_the_run_where_it_is() {
+    let s = one_flow(250);
+    let stop = Duration::from_millis(1);
+    let stopped = run_observed(&s, |t| {
+        if t >= stop {
+            ControlFlow::Break(())
+        } else {
+            ControlFlow::Continue(())
+        }
+    })
+    .unwrap();
+    let full = run(&s).unwrap();
+    assert_eq!(full.stopped_at, None);
+    assert_eq!(stopped.stopped_at, Some(stop));
+    assert_eq!(stopped.times.last().copied(), Some(stop));
+    let n = stopped.times.len();
+    assert!(n < full.times.len());
+    assert_eq!(stopped.times[..], full.times[..n]);
+    assert_eq!(
+        stopped.flows[0].goodput_bps[..],
+        full.flows[0].goodput_bps[..n]
+    );
+    assert!(stopped.flows[0].bytes > 0);
+    assert!(stopped.flows[0].bytes < full.flows[0].bytes);
 }
 
 #[test]

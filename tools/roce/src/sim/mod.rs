@@ -12,6 +12,7 @@
 mod fct_plot;
 mod grid;
 mod huge_pages;
+mod interrupt;
 mod network_out;
 mod network_run;
 mod network_schema;
@@ -52,6 +53,7 @@ use schema::load;
 /// file cannot be read or is not a valid scenario (the error names the file and the key).
 #[derive(Debug, clap::Args)]
 #[command(
+    allow_negative_numbers = true,
     after_help = "Examples:\n  \
     roce sim --list\n  \
     roce sim incast-dcqcn                 # scenarios/incast-dcqcn.toml -> sim-out/incast-dcqcn/\n  \
@@ -67,6 +69,9 @@ use schema::load;
     roce sim fattree-fb30 --topology fat.txt --flows flow.txt --out /tmp/f\n\
     See docs/congestion.md (\"Research-scale runs\").\n\n\
     Sweeps of a scenario's parameters: roce sim sweep --help, roce sim merge --help.\n\n\
+    Ctrl-C stops a run where it is and writes its outputs for the simulated time reached\n\
+    (\"interrupted_at_ms\" in the summary; a network run's flows finished so far), then exits\n\
+    130; a second Ctrl-C ends it at once.\n\n\
     Environment: on glibc, where transparent huge pages are given on request (madvise),\n\
     roce sim runs itself again with GLIBC_TUNABLES=glibc.malloc.hugetlb=1 (about 5 % faster\n\
     at research scale); ROCE_SIM_HUGE_PAGES=0 declines (as valgrind needs, which does not\n\
@@ -259,8 +264,9 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<ExitCode> {
 
     let every = progress_every(args)?;
     let capture = args.pcap.as_deref().map(create_capture).transpose()?;
+    let interrupt = interrupt::Interrupt::catch()?;
     let started = WallClock::now();
-    let series = run_with_progress(&loaded.scenario, capture.clone(), every)?;
+    let series = run_with_progress(&loaded.scenario, capture.clone(), every, &interrupt)?;
     let wall = started.elapsed();
     let captured = capture
         .map(|c| finish_capture(&c, args.pcap.as_deref().unwrap_or(Path::new(""))))
@@ -295,6 +301,15 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<ExitCode> {
     }
     if let Some(said) = captured {
         eprintln!("{said}");
+    }
+    if let Some(at) = series.stopped_at {
+        eprintln!(
+            "roce sim {name}: interrupted at {} of {} ms simulated; what is above and what was \
+             written covers the run until then",
+            report::ms(at),
+            report::ms(loaded.scenario.duration)
+        );
+        return Ok(ExitCode::from(130));
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -400,6 +415,7 @@ fn run_with_progress(
     scenario: &Scenario,
     capture: Option<Capture>,
     every: Option<Duration>,
+    interrupt: &interrupt::Interrupt,
 ) -> anyhow::Result<Series> {
     let reached = AtomicU64::new(0);
     let target = scenario.duration.as_secs_f64() * 1e3;
@@ -415,6 +431,7 @@ fn run_with_progress(
         roce_sim::scenario::run_captured(scenario, capture, |t| {
             let nanos = u64::try_from(t.as_nanos()).unwrap_or(u64::MAX);
             reached.store(nanos, Ordering::Relaxed);
+            interrupt.control()
         })
     })
     .map_err(|_| anyhow!("{}: the simulation panicked", scenario.name))?;

@@ -140,8 +140,9 @@ pub(super) fn run(args: &Args, path: &Path, text: &str) -> anyhow::Result<ExitCo
     if let Some(capture) = &capture {
         network.capture(capture.clone());
     }
+    let interrupt = super::interrupt::Interrupt::catch()?;
     let started = WallClock::now();
-    let (network, records) = run_with_progress(network, &plan, every)?;
+    let (network, records) = run_with_progress(network, &plan, every, &interrupt)?;
     let wall = started.elapsed().as_secs_f64();
     let captured = capture
         .map(|c| super::finish_capture(&c, args.pcap.as_deref().unwrap_or(Path::new(""))))
@@ -149,6 +150,16 @@ pub(super) fn run(args: &Args, path: &Path, text: &str) -> anyhow::Result<ExitCo
     network_out::write_all(&out, &plan, &network, &records, wall, args.json)?;
     if let Some(said) = captured {
         eprintln!("{said}");
+    }
+    if interrupt.asked() {
+        eprintln!(
+            "roce sim {name}: interrupted at {} of at most {} s simulated; what is above and what \
+             was written covers the run until then ({} flows finished)",
+            network.now(),
+            plan.end,
+            records.len()
+        );
+        return Ok(ExitCode::from(130));
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -464,6 +475,7 @@ fn run_with_progress(
     mut network: Network,
     plan: &Plan,
     every: Option<Duration>,
+    interrupt: &super::interrupt::Interrupt,
 ) -> anyhow::Result<(Network, Vec<FctRecord>)> {
     let end = plan.end;
     let started = WallClock::now();
@@ -499,6 +511,7 @@ fn run_with_progress(
             if let Ok(mut slot) = shared.lock() {
                 *slot = Some(*p);
             }
+            interrupt.control()
         })
     })
     .map_err(|_| anyhow!("{}: the simulation panicked", plan.scenario.name))?;
@@ -506,7 +519,9 @@ fn run_with_progress(
     if let Some(p) = shared.lock().ok().and_then(|slot| *slot)
         && spoke.load(std::sync::atomic::Ordering::Relaxed)
     {
-        let why = if network.deadlock().is_some() {
+        let why = if interrupt.asked() {
+            "interrupted (Ctrl-C)".to_owned()
+        } else if network.deadlock().is_some() {
             "stopped by a PFC deadlock".to_owned()
         } else if p.now < end {
             format!("every flow finished, before the configured end of {end} s")

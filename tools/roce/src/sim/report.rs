@@ -24,7 +24,8 @@ pub(super) fn ms(d: Duration) -> f64 {
 /// The summary of a run: what `series.json` holds under "summary" (nothing of the wall clock).
 pub(super) fn summarise(loaded: &Loaded, series: &Series) -> Value {
     let s = &loaded.scenario;
-    let (from, to) = (loaded.summary_from, s.duration);
+    // An interrupted run is summed up over the time it reached.
+    let (from, to) = (loaded.summary_from, series.stopped_at.unwrap_or(s.duration));
     let means: Vec<f64> = (0..s.flows.len())
         .map(|f| series.mean_goodput(f, from, to))
         .collect();
@@ -53,6 +54,7 @@ pub(super) fn summarise(loaded: &Loaded, series: &Series) -> Value {
         "hosts": s.hosts,
         "bottleneck": s.bottleneck,
         "duration_ms": ms(s.duration),
+        "interrupted_at_ms": series.stopped_at.map(ms),
         "window_ms": [ms(from), ms(to)],
         "flows": flows,
         "jain_index": jain_index(&means),
