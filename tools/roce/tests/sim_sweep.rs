@@ -287,3 +287,35 @@ fn sweep_set_applies_to_every_point_or_is_refused_first() {
         let _ = std::fs::remove_dir_all(&dir);
     }
 }
+
+/// A sweep of a scenario that names its topology and flow files relative to itself runs every
+/// point, though each point's scenario.toml is written in a directory of its own.
+#[test]
+fn a_sweep_finds_the_files_its_scenario_names_relatively() {
+    let dir = temp_dir("relative");
+    let shipped = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios");
+    for file in ["ring5-flows.txt", "ring5-topology.txt"] {
+        std::fs::copy(shipped.join(file), dir.join(file)).unwrap();
+    }
+    let text = std::fs::read_to_string(shipped.join("ring5-deadlock.toml")).unwrap();
+    assert!(text.contains("flows = \"ring5-flows.txt\""));
+    let file = dir.join("ring5-sweep.toml");
+    std::fs::write(
+        &file,
+        format!("{text}\n[sweep]\n\"network.pfc.xoff_bytes\" = [65536, 131072]\n"),
+    )
+    .unwrap();
+    let out = dir.join("out");
+    let o = roce(&[
+        "sim",
+        "sweep",
+        file.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    assert!(err.contains("2 points run (0 failed)"), "{err}");
+    assert_eq!(rows(&out).len(), 2, "{:?}", rows(&out));
+    let _ = std::fs::remove_dir_all(&dir);
+}

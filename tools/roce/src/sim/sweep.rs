@@ -171,6 +171,9 @@ pub(crate) fn sweep(
         overrides::apply(&mut base, sets).map_err(|e| anyhow!("{name}: {e}"))?;
         network_schema::load_doc(file, base.clone(), sets)?;
     }
+    // Each point's scenario.toml lives in its own directory: the files the scenario names
+    // relative to itself are named from there absolutely.
+    anchor_paths(&mut base, file.parent().unwrap_or(Path::new(".")));
     let grid = Grid::new(&name, &axes, &base)?;
     let header = grid_json(&name, &grid);
     std::fs::create_dir_all(out.join("points"))
@@ -247,6 +250,35 @@ fn run_one(
     });
     std::fs::write(dir.join("point.json"), format!("{record:#}\n"))?;
     result
+}
+
+/// The keys of a network scenario that name a file relative to the scenario's directory
+/// (`network_schema.rs`); `workload.cdf` may also be a built-in distribution's name.
+const PATH_KEYS: [&[&str]; 3] = [&["flows"], &["topology", "file"], &["workload", "cdf"]];
+
+/// Makes the relative file names of `table` (the [`PATH_KEYS`]) relative to `dir` instead, so
+/// that they name the same files from anywhere.
+fn anchor_paths(table: &mut Table, dir: &Path) {
+    for key in PATH_KEYS {
+        if let Some(toml::Value::String(name)) = lookup_mut(table, key) {
+            let builtin =
+                key == ["workload", "cdf"] && matches!(name.as_str(), "fb_hadoop" | "websearch");
+            if !builtin && Path::new(name.as_str()).is_relative() {
+                *name = dir.join(name.as_str()).display().to_string();
+            }
+        }
+    }
+}
+
+/// The value at the dotted `key` of `table`, if every table on the way is there.
+fn lookup_mut<'t>(table: &'t mut Table, key: &[&str]) -> Option<&'t mut toml::Value> {
+    let (first, rest) = key.split_first()?;
+    let value = table.get_mut(*first)?;
+    match value {
+        _ if rest.is_empty() => Some(value),
+        toml::Value::Table(inner) => lookup_mut(inner, rest),
+        _ => None,
+    }
 }
 
 fn point_dir(out: &Path, index: usize) -> PathBuf {
