@@ -117,6 +117,19 @@ fn configure(
     promiscuous: bool,
     max_frame: usize,
 ) -> io::Result<RxRing> {
+    let ring = set_up(fd, max_frame)?;
+    if promiscuous {
+        fd.add_promiscuous(ifindex)?;
+    }
+    fd.bind(ifindex)?;
+    Ok(ring)
+}
+
+/// The socket options and the ring of a socket not yet bound. Setting up the ring empties the
+/// socket's queue (`packet_set_ring`), and a socket made with protocol 0 ([`PacketFd::new`])
+/// takes no frame, from any interface, until its bind: nothing that crossed any interface
+/// before then, a peer's or an earlier NIC's, reaches the NIC.
+fn set_up(fd: &PacketFd, max_frame: usize) -> io::Result<RxRing> {
     // Must come before the ring: the kernel refuses to change it once a ring exists.
     fd.set_packet_int(libc::PACKET_VNET_HDR, 1)?;
     fd.set_packet_int(
@@ -141,12 +154,7 @@ fn configure(
             tracing::debug!(error = %err, "socket buffer size not set");
         }
     }
-    let ring = fd.rx_ring(&ring_request(max_frame))?;
-    if promiscuous {
-        fd.add_promiscuous(ifindex)?;
-    }
-    fd.bind(ifindex)?;
-    Ok(ring)
+    fd.rx_ring(&ring_request(max_frame))
 }
 
 /// A ring of about [`RING_BYTES`], in slots large enough for a frame of `max_frame` bytes

@@ -150,3 +150,120 @@ fn ring_geometry_and_macs() {
     assert_eq!(parse_mac("02:00:0a:ff:00:01"), Some([2, 0, 10, 255, 0, 1]));
     assert_eq!(parse_mac("02:00:0a"), None);
 }
+
+/// A network namespace holding a veth pair `x0`–`x1`, deleted on drop. `None`, with a note,
+/// where namespaces cannot be made (not root).
+struct Netns(String);
+
+impl Netns {
+    fn new(tag: &str) -> Option<Self> {
+        let ip = |args: &[&str]| {
+            std::process::Command::new("ip")
+                .args(args)
+                .stderr(std::process::Stdio::null())
+                .status()
+                .is_ok_and(|s| s.success())
+        };
+        let name = format!("roce-pkt-{tag}-{}", std::process::id());
+        if !ip(&["netns", "add", &name]) {
+            eprintln!(
+                "\n*** SKIPPED: needs root and `ip` (a network namespace, raw sockets) ***\n"
+            );
+            return None;
+        }
+        let ns = Self(name);
+        assert!(ip(&[
+            "-n", &ns.0, "link", "add", "x0", "type", "veth", "peer", "name", "x1"
+        ]));
+        for dev in ["x0", "x1"] {
+            assert!(ip(&["-n", &ns.0, "link", "set", dev, "up"]));
+        }
+        Some(ns)
+    }
+}
+
+impl Drop for Netns {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("ip")
+            .args(["netns", "delete", &self.0])
+            .status();
+    }
+}
+
+/// A broadcast IPv4/UDP frame to port 4791, tagged by its IPv4 ID.
+fn tagged(tag: u16) -> Vec<u8> {
+    let mut frame = super_frame(&[0xab; 64], tag);
+    frame[0..6].fill(0xff);
+    frame
+}
+
+/// The tags of the [`tagged`] frames `rx` takes within `limit`, until `last` (what else the
+/// kernel sends on a new link, IPv6 neighbour discovery say, is passed over).
+fn tags_until(rx: &mut Receiver, last: u16, limit: Duration) -> Vec<u16> {
+    let mut tags = Vec::new();
+    let start = std::time::Instant::now();
+    while !tags.contains(&last) && start.elapsed() < limit {
+        rx.wait(Duration::from_millis(50)).unwrap();
+        rx.poll_frames(64, |frame| {
+            let d = frame.data;
+            if d.get(12..14) == Some(&[0x08, 0x00]) && d.get(36..38) == Some(&[0x12, 0xb7]) {
+                tags.push(u16::from_be_bytes([d[18], d[19]]));
+            }
+            true
+        });
+    }
+    tags
+}
+
+#[test]
+fn frames_on_the_interface_before_the_socket_is_bound_never_reach_it() {
+    let Some(ns) = Netns::new("prebind") else {
+        return;
+    };
+    let name = ns.0.clone();
+    // Sockets belong to the namespace of the thread that makes them: a thread of its own.
+    std::thread::spawn(move || {
+        super::super::sys::enter_netns(&name).unwrap();
+        let index = |dev: &str| nix::net::if_::if_nametoindex(dev).unwrap();
+        let tx = PacketFd::new().unwrap();
+        tx.set_packet_int(libc::PACKET_VNET_HDR, 1).unwrap();
+        tx.bind(index("x0")).unwrap();
+        let tx = Sender { fd: Arc::new(tx) };
+        // Frames cross the veth to x1 while the receiving socket is made, and again once its
+        // ring is set up but before it is bound there: a peer's (or an earlier NIC's) frames
+        // as a NIC opens.
+        let fd = PacketFd::new().unwrap();
+        for tag in 1..=50 {
+            tx.send(&[&tagged(tag)]).unwrap();
+        }
+        let ring = set_up(&fd, 1500 + 18).unwrap();
+        for tag in 51..=100 {
+            tx.send(&[&tagged(tag)]).unwrap();
+        }
+        std::thread::sleep(Duration::from_millis(100));
+        fd.bind(index("x1")).unwrap();
+        let fd = Arc::new(fd);
+        let mut rx = Receiver {
+            fd: fd.clone(),
+            ring,
+            next: 0,
+            copy: vec![0; COPY_BUFFER],
+            copied: None,
+            truncated: 0,
+        };
+        // Bound: what crosses now arrives.
+        tx.send(&[&tagged(1000)]).unwrap();
+        let seen = tags_until(&mut rx, 1000, Duration::from_secs(5));
+        assert_eq!(seen, [1000], "only what came after the bind, in the ring");
+        // Nor in the socket's own queue, which a slot marked TP_STATUS_COPY is read from: a
+        // frame queued there before the bind would be taken for a later long frame.
+        let mut buf = [0u8; 2048];
+        assert_eq!(
+            nix::sys::socket::recv(fd.as_raw_fd(), &mut buf, MsgFlags::MSG_DONTWAIT),
+            Err(nix::errno::Errno::EAGAIN),
+            "nothing queued on the socket"
+        );
+    })
+    .join()
+    .unwrap();
+}
