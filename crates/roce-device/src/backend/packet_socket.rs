@@ -104,6 +104,7 @@ pub fn open(interface: &str, promiscuous: bool) -> io::Result<PacketSocket> {
             copy: vec![0; COPY_BUFFER],
             copied: None,
             truncated: 0,
+            ring_drops: 0,
         },
         mac,
         max_frame,
@@ -326,6 +327,9 @@ pub struct Receiver {
     /// The length in `copy` when it holds the frame of slot `next` (read, not yet taken).
     copied: Option<usize>,
     truncated: u64,
+    /// Frames the kernel dropped because the ring was full, read and not yet taken
+    /// ([`Receiver::take_ring_drops`]).
+    ring_drops: u64,
 }
 
 impl Receiver {
@@ -340,6 +344,11 @@ impl Receiver {
             let status = self.ring.status(index);
             if status & libc::TP_STATUS_USER == 0 {
                 break;
+            }
+            // The kernel marks the frames it queues while it has dropped some for want of a
+            // free slot: read (and reset) its count now, so that none goes uncounted.
+            if status & libc::TP_STATUS_LOSING != 0 {
+                self.read_ring_drops();
             }
             let took = if status & libc::TP_STATUS_COPY != 0 {
                 self.take_copied(&mut take)
@@ -412,10 +421,22 @@ impl Receiver {
         self.truncated
     }
 
-    /// Frames the kernel dropped since the last call because the ring was full
-    /// (`PACKET_STATISTICS`).
-    pub fn kernel_drops(&self) -> io::Result<u64> {
-        Ok(u64::from(self.fd.statistics()?.tp_drops))
+    /// Frames the kernel dropped because the ring was full since the last call: those the
+    /// frames taken since were marked for (`TP_STATUS_LOSING`), and with `now`, those its
+    /// counter holds at this moment (`PACKET_STATISTICS`, a system call).
+    pub fn take_ring_drops(&mut self, now: bool) -> u64 {
+        if now {
+            self.read_ring_drops();
+        }
+        std::mem::take(&mut self.ring_drops)
+    }
+
+    /// Adds the kernel's count of frames dropped for a full ring, which reading resets.
+    fn read_ring_drops(&mut self) {
+        match self.fd.statistics() {
+            Ok(stats) => self.ring_drops += u64::from(stats.tp_drops),
+            Err(err) => tracing::debug!(error = %err, "PACKET_STATISTICS not read"),
+        }
     }
 }
 

@@ -281,8 +281,10 @@ impl Link {
 
 impl Drop for RawBackend {
     fn drop(&mut self) {
-        let rx = self.rx.get_ref();
-        let kernel_drops = rx.kernel_drops().unwrap_or(0);
+        let rx = self.rx.get_mut();
+        self.link
+            .counters
+            .add(Counter::RingFull, rx.take_ring_drops(true));
         let counters = self.link.counters.snapshot();
         tracing::debug!(
             batches_cut = counters.rx_batches_cut,
@@ -290,7 +292,7 @@ impl Drop for RawBackend {
             fragments = counters.rx_ipv4_fragments,
             malformed = counters.rx_malformed_frames,
             truncated = rx.truncated(),
-            kernel_drops,
+            ring_full = counters.rx_ring_full,
             "raw backend closed"
         );
     }
@@ -304,6 +306,11 @@ impl Backend for RawBackend {
             let link = &mut self.link;
             let receiver = guard.get_inner_mut();
             receiver.poll_frames(MAX_FRAMES, |frame| link.take(frame, buf, &mut at, out));
+            let lost = receiver.take_ring_drops(false);
+            if lost > 0 {
+                link.counters.add(Counter::RingFull, lost);
+                tracing::debug!(lost, "raw backend: frames dropped by the kernel, ring full");
+            }
             if !receiver.has_frame() {
                 guard.clear_ready();
             }

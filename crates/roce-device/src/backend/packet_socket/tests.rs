@@ -250,6 +250,7 @@ fn frames_on_the_interface_before_the_socket_is_bound_never_reach_it() {
             copy: vec![0; COPY_BUFFER],
             copied: None,
             truncated: 0,
+            ring_drops: 0,
         };
         // Bound: what crosses now arrives.
         tx.send(&[&tagged(1000)]).unwrap();
@@ -263,6 +264,61 @@ fn frames_on_the_interface_before_the_socket_is_bound_never_reach_it() {
             Err(nix::errno::Errno::EAGAIN),
             "nothing queued on the socket"
         );
+    })
+    .join()
+    .unwrap();
+}
+
+#[test]
+fn frames_the_kernel_drops_for_a_full_ring_are_counted() {
+    let Some(ns) = Netns::new("ringfull") else {
+        return;
+    };
+    let name = ns.0.clone();
+    std::thread::spawn(move || {
+        super::super::sys::enter_netns(&name).unwrap();
+        let index = |dev: &str| nix::net::if_::if_nametoindex(dev).unwrap();
+        let tx = PacketFd::new().unwrap();
+        tx.set_packet_int(libc::PACKET_VNET_HDR, 1).unwrap();
+        tx.bind(index("x0")).unwrap();
+        let tx = Sender { fd: Arc::new(tx) };
+        let fd = PacketFd::new().unwrap();
+        let ring = configure(&fd, index("x1"), false, 1500 + 18).unwrap();
+        let slots = ring.frame_nr();
+        let mut rx = Receiver {
+            fd: Arc::new(fd),
+            ring,
+            next: 0,
+            copy: vec![0; COPY_BUFFER],
+            copied: None,
+            truncated: 0,
+            ring_drops: 0,
+        };
+        // Nothing reads the ring while a slot's worth and 500 more frames arrive.
+        let sent = slots + 500;
+        for tag in 0..sent {
+            tx.send(&[&tagged(tag as u16)]).unwrap();
+            // Paced, so that none is lost before the ring (the backlog holds 1000).
+            if tag % 200 == 199 {
+                std::thread::sleep(Duration::from_millis(2));
+            }
+        }
+        assert_eq!(rx.take_ring_drops(false), 0, "nothing read yet");
+        let mut seen = tags_until(&mut rx, (slots - 1) as u16, Duration::from_secs(5)).len();
+        // The frame after the drops comes marked; taking it reads the kernel's count.
+        tx.send(&[&tagged(60_000)]).unwrap();
+        seen += tags_until(&mut rx, 60_000, Duration::from_secs(5)).len();
+        let dropped = rx.take_ring_drops(false) as usize;
+        assert!(
+            dropped >= 500,
+            "{dropped} dropped, {seen} seen of {sent} + 1, {slots} slots"
+        );
+        // Every frame was taken or counted (what else the link sent may add to the drops).
+        assert!(
+            seen + dropped > sent,
+            "{dropped} dropped, {seen} seen of {sent} + 1"
+        );
+        assert_eq!(rx.take_ring_drops(true), 0, "each drop counted once");
     })
     .join()
     .unwrap();
