@@ -11,6 +11,8 @@ pub mod packet_socket;
 pub mod raw;
 #[allow(unsafe_code)]
 mod sys;
+#[cfg(test)]
+mod testing;
 pub mod udp;
 
 pub(crate) use counters::Counter;

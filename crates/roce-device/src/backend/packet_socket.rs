@@ -111,6 +111,31 @@ pub fn open(interface: &str, promiscuous: bool) -> io::Result<PacketSocket> {
     })
 }
 
+/// Opens `interface` of the calling thread's network namespace as [`open`] does, without
+/// reading sysfs (which shows another namespace's interfaces): MAC 02:00:00:00:00:00.
+#[cfg(test)]
+pub(crate) fn open_in_namespace(interface: &str) -> io::Result<PacketSocket> {
+    let ifindex = nix::net::if_::if_nametoindex(interface)?;
+    let max_frame = 1500 + Ethernet2Header::LEN + SingleVlanHeader::LEN;
+    let fd = PacketFd::new()?;
+    let ring = configure(&fd, ifindex, false, max_frame)?;
+    let fd = Arc::new(fd);
+    Ok(PacketSocket {
+        tx: Sender { fd: fd.clone() },
+        rx: Receiver {
+            fd,
+            ring,
+            next: 0,
+            copy: vec![0; COPY_BUFFER],
+            copied: None,
+            truncated: 0,
+            ring_drops: 0,
+        },
+        mac: [2, 0, 0, 0, 0, 0],
+        max_frame,
+    })
+}
+
 /// The socket options, the ring, then the binding (so no frame lands before all is set).
 fn configure(
     fd: &PacketFd,

@@ -1,4 +1,5 @@
 use super::*;
+use crate::backend::testing::Netns;
 
 /// An IPv4/UDP super-frame with `payload` behind its headers, ID `id`, DSCP/ECN 0x6a.
 fn super_frame(payload: &[u8], id: u16) -> Vec<u8> {
@@ -151,45 +152,6 @@ fn ring_geometry_and_macs() {
     assert_eq!(parse_mac("02:00:0a"), None);
 }
 
-/// A network namespace holding a veth pair `x0`–`x1`, deleted on drop. `None`, with a note,
-/// where namespaces cannot be made (not root).
-struct Netns(String);
-
-impl Netns {
-    fn new(tag: &str) -> Option<Self> {
-        let ip = |args: &[&str]| {
-            std::process::Command::new("ip")
-                .args(args)
-                .stderr(std::process::Stdio::null())
-                .status()
-                .is_ok_and(|s| s.success())
-        };
-        let name = format!("roce-pkt-{tag}-{}", std::process::id());
-        if !ip(&["netns", "add", &name]) {
-            eprintln!(
-                "\n*** SKIPPED: needs root and `ip` (a network namespace, raw sockets) ***\n"
-            );
-            return None;
-        }
-        let ns = Self(name);
-        assert!(ip(&[
-            "-n", &ns.0, "link", "add", "x0", "type", "veth", "peer", "name", "x1"
-        ]));
-        for dev in ["x0", "x1"] {
-            assert!(ip(&["-n", &ns.0, "link", "set", dev, "up"]));
-        }
-        Some(ns)
-    }
-}
-
-impl Drop for Netns {
-    fn drop(&mut self) {
-        let _ = std::process::Command::new("ip")
-            .args(["netns", "delete", &self.0])
-            .status();
-    }
-}
-
 /// A broadcast IPv4/UDP frame to port 4791, tagged by its IPv4 ID.
 fn tagged(tag: u16) -> Vec<u8> {
     let mut frame = super_frame(&[0xab; 64], tag);
@@ -223,7 +185,7 @@ fn frames_on_the_interface_before_the_socket_is_bound_never_reach_it() {
     let name = ns.0.clone();
     // Sockets belong to the namespace of the thread that makes them: a thread of its own.
     std::thread::spawn(move || {
-        super::super::sys::enter_netns(&name).unwrap();
+        crate::backend::sys::enter_netns(&name).unwrap();
         let index = |dev: &str| nix::net::if_::if_nametoindex(dev).unwrap();
         let tx = PacketFd::new().unwrap();
         tx.set_packet_int(libc::PACKET_VNET_HDR, 1).unwrap();
@@ -276,7 +238,7 @@ fn frames_the_kernel_drops_for_a_full_ring_are_counted() {
     };
     let name = ns.0.clone();
     std::thread::spawn(move || {
-        super::super::sys::enter_netns(&name).unwrap();
+        crate::backend::sys::enter_netns(&name).unwrap();
         let index = |dev: &str| nix::net::if_::if_nametoindex(dev).unwrap();
         let tx = PacketFd::new().unwrap();
         tx.set_packet_int(libc::PACKET_VNET_HDR, 1).unwrap();
