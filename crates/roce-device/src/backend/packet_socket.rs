@@ -556,6 +556,8 @@ pub struct ReceiverStats {
     pub batches_cut: AtomicU64,
     /// Frames dropped: batches that cannot be cut (TCP, IPv6, malformed).
     pub dropped: AtomicU64,
+    /// Frames the kernel dropped because the receive ring was full.
+    pub ring_full: AtomicU64,
 }
 
 /// Reads `rx` on a thread of its own, handing each frame to `on_frame` with whether its L4
@@ -606,6 +608,11 @@ pub fn spawn_receiver(
                     }
                     true
                 });
+                let lost = rx.take_ring_drops(false);
+                if lost > 0 {
+                    counters.ring_full.fetch_add(lost, Ordering::Relaxed);
+                    tracing::debug!(thread = %thread_name, lost, "frames dropped by the kernel, ring full");
+                }
             }
         })?;
     Ok(stats)
