@@ -152,8 +152,8 @@ stats! {
         rx_dst_addr_mismatch,
         /// Dropped: destination QP 0 (the SMI: there is no subnet manager on RoCE).
         rx_special_qp,
-        /// Dropped: a management datagram for QP 1 while its inbox (or, for one answered, its
-        /// send queue) was full.
+        /// Dropped: a management datagram for QP 1 while its inbox was full, or a Get or Set to
+        /// answer while answers held half its send queue.
         rx_gsi_queue_full,
         /// Dropped: a MAD for QP 1 whose base version is not 1 (ib_mad's `validate_mad`).
         rx_gsi_bad_base_version,

@@ -117,6 +117,12 @@ impl Shared {
                 return;
             }
             Route::Unsupported => {
+                // Answers take at most half the send queue: a flood of Gets leaves room for
+                // what the CM and the agents send.
+                if self.gsi.waiting() >= GSI_QUEUE / 2 {
+                    self.drop_rx(|s| &mut s.rx_gsi_queue_full, "no room to answer the MAD");
+                    return;
+                }
                 let reply = GsiDatagram {
                     mad: crate::gsi::unsupported_reply(&received.mad),
                     ..received
