@@ -1,6 +1,7 @@
 //! A hostile peer against one NIC: hand-built RoCEv2 packets that spoof side a of a connected
-//! pair and aim at side b's QP and memory. Every one is dropped or refused before a byte of
-//! b's memory changes, and counted under its name.
+//! pair and aim at side b's QP and memory, or at its QP 1. Every one is dropped or refused
+//! before a byte of b's memory changes, and counted under its name; a MAD no agent takes
+//! queues nothing.
 
 #![allow(clippy::unwrap_used)] // test code: a panic is the failure report
 
@@ -338,4 +339,59 @@ fn a_read_response_of_the_wrong_length_is_dropped_before_it_lands() {
     pair.drive_until(Instant::from_millis(50));
     let cqe = pair.a.completion().expect("the READ completes");
     assert_eq!((cqe.wr_id, cqe.status), (1, WcStatus::Success));
+}
+
+/// A GSI packet to b's QP 1 carrying `mad`, sealed as a's.
+fn gsi(mad: &[u8; roce_wire::mad::MAD_LEN]) -> Vec<u8> {
+    let mut bytes = vec![0; roce_wire::mad::gsi::PACKET_LEN];
+    let header = PseudoHeader::for_datagram(
+        SocketAddr::new(A_ADDR, SPORT),
+        SocketAddr::new(B_ADDR, 4791),
+        0,
+    )
+    .unwrap();
+    roce_wire::mad::gsi::emit(Psn::new(0), mad, &header, &mut bytes).unwrap();
+    bytes
+}
+
+#[test]
+//= rxe:mad.c/validate_mad
+fn subnet_management_mads_to_qp1_are_dropped_and_queue_nothing_and_an_unmatched_get_is_answered() {
+    let mut pair = target(NicConfig::default());
+    pair.b.mr.write(0, &[7; 64]);
+    let before = memory(&pair);
+    // SubnGet(NodeInfo), LID-routed then directed-route, a thousand times: no agent ever
+    // takes them on QP 1.
+    let mut smp = [0u8; roce_wire::mad::MAD_LEN];
+    smp[..4].copy_from_slice(&[1, 0x01, 1, 0x01]);
+    smp[16..18].copy_from_slice(&0x0011u16.to_be_bytes());
+    for i in 0..1000 {
+        smp[1] = if i % 2 == 0 { 0x01 } else { 0x81 };
+        deliver(&mut pair, A_ADDR, &gsi(&smp));
+    }
+    let stats = pair.b.nic.stats();
+    assert_eq!(
+        (stats.rx_gsi_smp_class, stats.rx_accepted, stats.rx_gsi_mads),
+        (1000, 0, 0),
+        "{stats:?}"
+    );
+    assert_eq!(pair.b.nic.poll_gsi(), None, "nothing waits for an agent");
+    assert_eq!(b_sends(&mut pair), None, "nothing answered");
+    // A PerfMgmt Get (class 0x04): nobody serves it, so it is answered GetResp, status
+    // 0x000c, the rest of the MAD as it came, to a's QP 1.
+    let mut get = [0u8; roce_wire::mad::MAD_LEN];
+    get[..4].copy_from_slice(&[1, 0x04, 1, 0x01]);
+    get[8..16].copy_from_slice(&0xdead_beef_0000_0001u64.to_be_bytes());
+    deliver(&mut pair, A_ADDR, &gsi(&get));
+    let answer = b_sends(&mut pair).expect("the Get is answered");
+    let packet = roce_wire::RocePacket::new_checked(&answer[..]).unwrap();
+    assert_eq!(packet.bth().dest_qp(), Qpn::new(1));
+    let mut expected = get;
+    expected[3] = 0x81;
+    expected[4..6].copy_from_slice(&[0x00, 0x0c]);
+    assert_eq!(packet.payload(), &expected[..]);
+    assert_eq!(b_sends(&mut pair), None, "once");
+    assert_eq!(pair.b.nic.stats().gsi_unsupported_replies, 1);
+    assert_eq!(memory(&pair), before, "nothing landed");
+    assert_eq!(pair.b.qp_state(), QpState::Rts);
 }

@@ -102,13 +102,18 @@ stats! {
         rx_no_recv_wr,
         /// Transmits not written because the caller's buffer was too small.
         tx_buffer_too_small,
-        /// Management datagrams QP 1 took (`Nic::poll_gsi`).
+        /// Management datagrams QP 1 took: for the engine's CM, or for an agent the application
+        /// registered (`Nic::poll_gsi`).
         rx_gsi_mads,
+        /// Get and Set MADs no agent takes, answered GetResp with status 0x000c (unsupported
+        /// method/attribute) as ib_mad answers them (`generate_unmatched_resp`); counted in
+        /// `rx_accepted`.
+        gsi_unsupported_replies,
         /// Management datagrams QP 1 sent.
         tx_gsi_mads,
         /// CM MADs (class CM, version 2) QP 1 handed to the engine's CM.
         cm_rx_mads,
-        /// Dropped by the CM: a CM MAD that does not parse, or whose method is not Send.
+        /// Dropped by the CM: a CM MAD that does not parse.
         cm_rx_malformed,
         /// Dropped by the CM: a message naming no connection of ours (a DREQ still gets a DREP).
         cm_rx_unmatched,
@@ -147,8 +152,19 @@ stats! {
         rx_dst_addr_mismatch,
         /// Dropped: destination QP 0 (the SMI: there is no subnet manager on RoCE).
         rx_special_qp,
-        /// Dropped: a management datagram for QP 1 while its inbox was full.
+        /// Dropped: a management datagram for QP 1 while its inbox was full, or a Get or Set to
+        /// answer while answers held half its send queue.
         rx_gsi_queue_full,
+        /// Dropped: a MAD for QP 1 whose base version is not 1 (ib_mad's `validate_mad`).
+        rx_gsi_bad_base_version,
+        /// Dropped: a subnet management MAD (LID-routed or directed-route class) for QP 1:
+        /// ib_mad takes those on QP 0 only (`validate_mad`), and RoCE has no QP 0.
+        rx_gsi_smp_class,
+        /// Dropped: a CM MAD other than ClassPortInfo whose method is not Send (`validate_mad`).
+        rx_gsi_cm_method,
+        /// Dropped: a MAD of a class no agent takes that is not a Get or Set (those are
+        /// answered: `gsi_unsupported_replies`).
+        rx_gsi_no_agent,
         /// Dropped: no such QP.
         rx_unknown_qp,
         /// Dropped: the opcode's transport is not the QP's type.

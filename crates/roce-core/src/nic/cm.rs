@@ -6,7 +6,6 @@
 
 use roce_wire::Qpn;
 use roce_wire::mad::cm::{CmMad, Message};
-use roce_wire::mad::{CM_CLASS_VERSION, METHOD_SEND, MGMT_CLASS_CM};
 
 use super::Nic;
 use crate::cm::{
@@ -154,8 +153,8 @@ impl Nic {
         self.with_cm(now, |cm, nic| cm.on_timeout(nic, now));
     }
 
-    /// One CM MAD: parsed, checked as ib_mad checks it, and handed to its message's handler.
-    /// A MAD that does not parse is dropped and counted.
+    /// One CM MAD (ib_mad's checks passed at ingress, `crate::gsi::Gsi::route`): parsed and
+    /// handed to its message's handler. A MAD that does not parse is dropped and counted.
     fn cm_dispatch(&mut self, cm: &mut Cm, now: Instant, datagram: &GsiDatagram) {
         self.shared.stats.cm_rx_mads += 1;
         let mad = match CmMad::parse(&datagram.mad) {
@@ -166,13 +165,6 @@ impl Nic {
                 return;
             }
         };
-        //= rxe:mad.c/validate_mad
-        //# a CM MAD whose method is not Send is dropped
-        if mad.header.method != METHOD_SEND {
-            self.shared.stats.cm_rx_malformed += 1;
-            tracing::debug!(peer = %datagram.peer, method = mad.header.method, "cm: not a Send");
-            return;
-        }
         tracing::debug!(peer = %datagram.peer, %mad, "cm rx");
         let tid = mad.header.tid;
         match &mad.message {
@@ -187,11 +179,4 @@ impl Nic {
             Message::SidrRep(m) => cm.on_sidr_rep(self, datagram, m),
         }
     }
-}
-
-/// Whether a MAD is the CM's: ib_mad hands a MAD to the agent of its class and class version.
-//= rxe:mad.c/find_mad_agent
-//# a MAD goes to the agent registered for its management class and class version
-pub(crate) fn is_cm(mad: &[u8]) -> bool {
-    mad.get(1) == Some(&MGMT_CLASS_CM) && mad.get(2) == Some(&CM_CLASS_VERSION)
 }

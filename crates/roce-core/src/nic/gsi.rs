@@ -3,14 +3,35 @@
 use roce_wire::RocePacket;
 
 use super::{Nic, Shared};
-use crate::gsi::{GSI_QKEY, GSI_QPN, GSI_QUEUE, GsiDatagram, MAD_LEN};
+use crate::gsi::{GSI_QKEY, GSI_QPN, GSI_QUEUE, GsiDatagram, MAD_LEN, Route};
 use crate::{Datagram, VerbsError};
 
 impl Nic {
-    /// The oldest management datagram that came for QP 1 and is not the CM's (CM MADs of
-    /// class version 2 go to the engine's CM).
+    /// The oldest management datagram that came for QP 1 for an agent registered with
+    /// [`gsi_register`](Self::gsi_register). Nothing else waits here: CM MADs go to the engine's
+    /// CM, and a MAD no agent takes is answered or dropped as ib_mad does.
     pub fn poll_gsi(&mut self) -> Option<GsiDatagram> {
         self.shared.gsi.take()
+    }
+
+    /// Registers the application as the agent of a management class and class version, as
+    /// `ib_register_mad_agent` does on the GSI QP: from now on their MADs, whatever the method,
+    /// wait in [`poll_gsi`](Self::poll_gsi), and answering a Get or Set is the agent's to do.
+    /// Refused for what ib_mad refuses on QP 1 (class versions 8 and up, class 0, the subnet
+    /// management classes, classes past the vendor range), for the OUI-routed vendor classes
+    /// (0x30–0x4F), for class CM version 2 (the engine's CM) and for a class already registered.
+    pub fn gsi_register(&mut self, mgmt_class: u8, class_version: u8) -> Result<(), VerbsError> {
+        let refused = crate::gsi::refuse_agent(mgmt_class, class_version).or_else(|| {
+            (!self.shared.gsi.register(mgmt_class, class_version))
+                .then_some("that class and class version have an agent already")
+        });
+        match refused {
+            Some(reason) => Err(VerbsError::InvalidWorkRequest {
+                qpn: GSI_QPN,
+                reason,
+            }),
+            None => Ok(()),
+        }
     }
 
     /// Sends a management datagram from QP 1 (at the next `poll_transmit`). `local` must be an
@@ -42,7 +63,8 @@ impl Nic {
 
 impl Shared {
     /// A packet for QP 1, past the structural, ICRC and address checks: rxe's `hdr_check` and
-    /// `check_keys` for the GSI QP, then the MAD waits for the connection manager.
+    /// `check_keys` for the GSI QP, then ib_mad's checks and routing (`Gsi::route`): the MAD
+    /// goes to the CM or a registered agent, is answered, or is dropped and counted.
     pub(super) fn handle_gsi(&mut self, datagram: &Datagram<'_>, packet: &RocePacket<&[u8]>) {
         let bth = packet.bth();
         //= rxe:rxe_recv.c/hdr_check
@@ -71,10 +93,51 @@ impl Shared {
             peer_qp: deth.src_qp(),
             mad,
         };
-        let taken = if super::cm::is_cm(&received.mad) {
-            self.gsi.receive_cm(received)
-        } else {
-            self.gsi.receive(received)
+        let taken = match self.gsi.route(&received.mad) {
+            Route::BadBaseVersion => {
+                self.drop_rx(|s| &mut s.rx_gsi_bad_base_version, "MAD base version not 1");
+                return;
+            }
+            Route::SubnetManagement => {
+                self.drop_rx(
+                    |s| &mut s.rx_gsi_smp_class,
+                    "a subnet management MAD on QP 1",
+                );
+                return;
+            }
+            Route::CmNotSend => {
+                self.drop_rx(
+                    |s| &mut s.rx_gsi_cm_method,
+                    "a CM MAD whose method is not Send",
+                );
+                return;
+            }
+            Route::NoAgent => {
+                self.drop_rx(|s| &mut s.rx_gsi_no_agent, "no agent for the MAD");
+                return;
+            }
+            Route::Unsupported => {
+                // Answers take at most half the send queue: a flood of Gets leaves room for
+                // what the CM and the agents send.
+                if self.gsi.waiting() >= GSI_QUEUE / 2 {
+                    self.drop_rx(|s| &mut s.rx_gsi_queue_full, "no room to answer the MAD");
+                    return;
+                }
+                let reply = GsiDatagram {
+                    mad: crate::gsi::unsupported_reply(&received.mad),
+                    ..received
+                };
+                if !self.gsi.send(reply) {
+                    self.drop_rx(|s| &mut s.rx_gsi_queue_full, "the GSI send queue is full");
+                    return;
+                }
+                self.stats.rx_accepted += 1;
+                self.stats.gsi_unsupported_replies += 1;
+                tracing::trace!(src = %datagram.src, "rx gsi mad no agent takes: answered");
+                return;
+            }
+            Route::Cm => self.gsi.receive_cm(received),
+            Route::Agent => self.gsi.receive(received),
         };
         if !taken {
             self.drop_rx(|s| &mut s.rx_gsi_queue_full, "the GSI inbox is full");

@@ -12,6 +12,8 @@ pub mod packet_socket;
 pub mod raw;
 #[allow(unsafe_code)]
 mod sys;
+#[cfg(test)]
+mod testing;
 pub mod udp;
 
 pub use bind_error::BindError;

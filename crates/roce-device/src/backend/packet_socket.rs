@@ -104,8 +104,34 @@ pub fn open(interface: &str, promiscuous: bool) -> io::Result<PacketSocket> {
             copy: vec![0; COPY_BUFFER],
             copied: None,
             truncated: 0,
+            ring_drops: 0,
         },
         mac,
+        max_frame,
+    })
+}
+
+/// Opens `interface` of the calling thread's network namespace as [`open`] does, without
+/// reading sysfs (which shows another namespace's interfaces): MAC 02:00:00:00:00:00.
+#[cfg(test)]
+pub(crate) fn open_in_namespace(interface: &str) -> io::Result<PacketSocket> {
+    let ifindex = nix::net::if_::if_nametoindex(interface)?;
+    let max_frame = 1500 + Ethernet2Header::LEN + SingleVlanHeader::LEN;
+    let fd = PacketFd::new()?;
+    let ring = configure(&fd, ifindex, false, max_frame)?;
+    let fd = Arc::new(fd);
+    Ok(PacketSocket {
+        tx: Sender { fd: fd.clone() },
+        rx: Receiver {
+            fd,
+            ring,
+            next: 0,
+            copy: vec![0; COPY_BUFFER],
+            copied: None,
+            truncated: 0,
+            ring_drops: 0,
+        },
+        mac: [2, 0, 0, 0, 0, 0],
         max_frame,
     })
 }
@@ -117,6 +143,19 @@ fn configure(
     promiscuous: bool,
     max_frame: usize,
 ) -> io::Result<RxRing> {
+    let ring = set_up(fd, max_frame)?;
+    if promiscuous {
+        fd.add_promiscuous(ifindex)?;
+    }
+    fd.bind(ifindex)?;
+    Ok(ring)
+}
+
+/// The socket options and the ring of a socket not yet bound. Setting up the ring empties the
+/// socket's queue (`packet_set_ring`), and a socket made with protocol 0 ([`PacketFd::new`])
+/// takes no frame, from any interface, until its bind: nothing that crossed any interface
+/// before then, a peer's or an earlier NIC's, reaches the NIC.
+fn set_up(fd: &PacketFd, max_frame: usize) -> io::Result<RxRing> {
     // Must come before the ring: the kernel refuses to change it once a ring exists.
     fd.set_packet_int(libc::PACKET_VNET_HDR, 1)?;
     fd.set_packet_int(
@@ -141,12 +180,7 @@ fn configure(
             tracing::debug!(error = %err, "socket buffer size not set");
         }
     }
-    let ring = fd.rx_ring(&ring_request(max_frame))?;
-    if promiscuous {
-        fd.add_promiscuous(ifindex)?;
-    }
-    fd.bind(ifindex)?;
-    Ok(ring)
+    fd.rx_ring(&ring_request(max_frame))
 }
 
 /// A ring of about [`RING_BYTES`], in slots large enough for a frame of `max_frame` bytes
@@ -318,6 +352,9 @@ pub struct Receiver {
     /// The length in `copy` when it holds the frame of slot `next` (read, not yet taken).
     copied: Option<usize>,
     truncated: u64,
+    /// Frames the kernel dropped because the ring was full, read and not yet taken
+    /// ([`Receiver::take_ring_drops`]).
+    ring_drops: u64,
 }
 
 impl Receiver {
@@ -332,6 +369,11 @@ impl Receiver {
             let status = self.ring.status(index);
             if status & libc::TP_STATUS_USER == 0 {
                 break;
+            }
+            // The kernel marks the frames it queues while it has dropped some for want of a
+            // free slot: read (and reset) its count now, so that none goes uncounted.
+            if status & libc::TP_STATUS_LOSING != 0 {
+                self.read_ring_drops();
             }
             let took = if status & libc::TP_STATUS_COPY != 0 {
                 self.take_copied(&mut take)
@@ -404,10 +446,22 @@ impl Receiver {
         self.truncated
     }
 
-    /// Frames the kernel dropped since the last call because the ring was full
-    /// (`PACKET_STATISTICS`).
-    pub fn kernel_drops(&self) -> io::Result<u64> {
-        Ok(u64::from(self.fd.statistics()?.tp_drops))
+    /// Frames the kernel dropped because the ring was full since the last call: those the
+    /// frames taken since were marked for (`TP_STATUS_LOSING`), and with `now`, those its
+    /// counter holds at this moment (`PACKET_STATISTICS`, a system call).
+    pub fn take_ring_drops(&mut self, now: bool) -> u64 {
+        if now {
+            self.read_ring_drops();
+        }
+        std::mem::take(&mut self.ring_drops)
+    }
+
+    /// Adds the kernel's count of frames dropped for a full ring, which reading resets.
+    fn read_ring_drops(&mut self) {
+        match self.fd.statistics() {
+            Ok(stats) => self.ring_drops += u64::from(stats.tp_drops),
+            Err(err) => tracing::debug!(error = %err, "PACKET_STATISTICS not read"),
+        }
     }
 }
 
@@ -502,6 +556,8 @@ pub struct ReceiverStats {
     pub batches_cut: AtomicU64,
     /// Frames dropped: batches that cannot be cut (TCP, IPv6, malformed).
     pub dropped: AtomicU64,
+    /// Frames the kernel dropped because the receive ring was full.
+    pub ring_full: AtomicU64,
 }
 
 /// Reads `rx` on a thread of its own, handing each frame to `on_frame` with whether its L4
@@ -552,6 +608,11 @@ pub fn spawn_receiver(
                     }
                     true
                 });
+                let lost = rx.take_ring_drops(false);
+                if lost > 0 {
+                    counters.ring_full.fetch_add(lost, Ordering::Relaxed);
+                    tracing::debug!(thread = %thread_name, lost, "frames dropped by the kernel, ring full");
+                }
             }
         })?;
     Ok(stats)

@@ -152,6 +152,9 @@ impl Link {
         }
         if let IpAddr::V4(src) = ip.src {
             self.neighbours.insert(src, eth.src);
+            // What waits for this peer's ARP reply goes first: later sends go straight out
+            // now, and would overtake it (the peer would see a PSN gap and NAK).
+            self.flush_waiting(src);
         }
         let mut push = |payload: &[u8], ip_id: Option<u16>| {
             buf[*at..*at + payload.len()].copy_from_slice(payload);
@@ -281,8 +284,10 @@ impl Link {
 
 impl Drop for RawBackend {
     fn drop(&mut self) {
-        let rx = self.rx.get_ref();
-        let kernel_drops = rx.kernel_drops().unwrap_or(0);
+        let rx = self.rx.get_mut();
+        self.link
+            .counters
+            .add(Counter::RingFull, rx.take_ring_drops(true));
         let counters = self.link.counters.snapshot();
         tracing::debug!(
             batches_cut = counters.rx_batches_cut,
@@ -290,7 +295,7 @@ impl Drop for RawBackend {
             fragments = counters.rx_ipv4_fragments,
             malformed = counters.rx_malformed_frames,
             truncated = rx.truncated(),
-            kernel_drops,
+            ring_full = counters.rx_ring_full,
             "raw backend closed"
         );
     }
@@ -304,6 +309,11 @@ impl Backend for RawBackend {
             let link = &mut self.link;
             let receiver = guard.get_inner_mut();
             receiver.poll_frames(MAX_FRAMES, |frame| link.take(frame, buf, &mut at, out));
+            let lost = receiver.take_ring_drops(false);
+            if lost > 0 {
+                link.counters.add(Counter::RingFull, lost);
+                tracing::debug!(lost, "raw backend: frames dropped by the kernel, ring full");
+            }
             if !receiver.has_frame() {
                 guard.clear_ready();
             }
@@ -519,6 +529,97 @@ mod tests {
         // A whole RoCEv2 datagram is wanted; a later fragment would not even look like one.
         assert!(wanted(&frame(US, DF, true)));
         assert!(!wanted(&frame(US, 370, false)));
+    }
+
+    /// The UDP payloads to port 4791 of the frames `rx` takes within `limit`, until `n`.
+    fn roce_payloads(rx: &mut Receiver, n: usize, limit: std::time::Duration) -> Vec<Vec<u8>> {
+        let mut got = Vec::new();
+        let start = std::time::Instant::now();
+        while got.len() < n && start.elapsed() < limit {
+            rx.wait(std::time::Duration::from_millis(50)).unwrap();
+            rx.poll_frames(64, |frame| {
+                if let Ok(Frame {
+                    transport: Some(Transport::Udp(udp, payload)),
+                    ..
+                }) = Frame::parse(LinkType::Ethernet, frame.data)
+                    && udp.dst_port == roce_wire::ROCE_V2_UDP_PORT
+                {
+                    got.push(payload.to_vec());
+                }
+                true
+            });
+        }
+        got
+    }
+
+    #[test]
+    fn what_waits_for_a_peers_arp_reply_leaves_before_what_follows_once_its_mac_is_learnt() {
+        let Some(ns) = crate::backend::testing::Netns::new("arp") else {
+            return;
+        };
+        let name = ns.0.clone();
+        std::thread::spawn(move || {
+            crate::backend::sys::enter_netns(&name).unwrap();
+            let (us, peer) = (Ipv4Addr::new(198, 18, 9, 4), Ipv4Addr::new(198, 18, 9, 1));
+            let peer_mac = [2, 0, 0, 0, 0, 0x21];
+            // The peer's side of the link, where our frames arrive.
+            let mut wire = packet_socket::open_in_namespace("x0").unwrap().rx;
+            let PacketSocket { tx, mac, .. } = packet_socket::open_in_namespace("x1").unwrap();
+            let mut link = Link {
+                tx,
+                mac,
+                ip: us,
+                neighbours: HashMap::new(),
+                waiting: HashMap::new(),
+                gso: true,
+                headers: [0; 64],
+                counters: BackendCounters::shared(),
+            };
+            let transmit = |len| Transmit {
+                src: IpAddr::V4(us),
+                src_port: 0xc000,
+                dst: SocketAddr::new(IpAddr::V4(peer), 4791),
+                ecn: roce_wire::frame::Ecn::NotEct,
+                dscp: 0,
+                ttl: 64,
+                len,
+            };
+            // The first packet to the peer waits for its ARP reply...
+            let first = [0xaa; 40];
+            link.wait_for_arp(&transmit(40), &first, 40).unwrap();
+            // ...and before any comes, a packet from the peer teaches us its MAC.
+            let mut from_peer = FrameRepr::for_datagram(
+                SocketAddr::new(IpAddr::V4(peer), 4791),
+                SocketAddr::new(IpAddr::V4(us), 4791),
+                roce_wire::frame::Ecn::NotEct,
+                0,
+                64,
+            );
+            from_peer.ethernet.src = peer_mac;
+            from_peer.ethernet.dst = mac;
+            let mut bytes = vec![0u8; 128];
+            let at = from_peer.emit_headers(&mut bytes, 40).unwrap();
+            bytes.truncate(at + 40);
+            let (mut buf, mut at, mut out) = (vec![0u8; 4096], 0, Vec::new());
+            let frame = RxFrame {
+                vnet: packet_socket::VirtioNetHdr::default(),
+                data: &bytes,
+            };
+            assert!(link.take(frame, &mut buf, &mut at, &mut out));
+            assert_eq!(
+                (out.len(), link.neighbours.get(&peer)),
+                (1, Some(&peer_mac))
+            );
+            // The next packet goes straight out, as `send` sends it to a known neighbour.
+            let second = [0xbb; 40];
+            let (repr, _) = link.repr(&transmit(40), 0).unwrap();
+            link.emit(&repr, &second).unwrap();
+            let seen = roce_payloads(&mut wire, 2, std::time::Duration::from_secs(5));
+            assert_eq!(seen, [first.to_vec(), second.to_vec()], "in the order sent");
+            assert!(link.waiting.get(&peer).is_none_or(Vec::is_empty));
+        })
+        .join()
+        .unwrap();
     }
 
     #[test]

@@ -43,6 +43,19 @@ pub(crate) fn register_udp(
     Ok(unsafe { AsyncFd::register_with_interest(socket, Interest::READABLE) }?)
 }
 
+/// Moves the calling thread into the network namespace `/var/run/netns/NAME` (`setns(2)`): for
+/// tests that open packet sockets on the interfaces of a namespace they made.
+#[cfg(test)]
+pub(crate) fn enter_netns(name: &str) -> io::Result<()> {
+    let file = std::fs::File::open(format!("/var/run/netns/{name}"))?;
+    // SAFETY: setns(2) takes a descriptor, open for the call, and a flag; it changes only the
+    // calling thread's network namespace.
+    if unsafe { libc::setns(file.as_raw_fd(), libc::CLONE_NEWNET) } < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
 /// An AF_PACKET `SOCK_RAW` socket that receives nothing until [`PacketFd::bind`].
 #[derive(Debug)]
 pub(crate) struct PacketFd(OwnedFd);

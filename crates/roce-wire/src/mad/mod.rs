@@ -54,6 +54,28 @@ pub const MGMT_CLASS_CM: u8 = 0x07;
 pub const CM_CLASS_VERSION: u8 = 2;
 /// Method `Send`: every CM message but ClassPortInfo uses it (`IB_MGMT_METHOD_SEND`).
 pub const METHOD_SEND: u8 = 0x03;
+/// Method `Get` (`IB_MGMT_METHOD_GET`).
+pub const METHOD_GET: u8 = 0x01;
+/// Method `Set` (`IB_MGMT_METHOD_SET`).
+pub const METHOD_SET: u8 = 0x02;
+/// Method `TrapRepress`, a response without the response bit (`IB_MGMT_METHOD_TRAP_REPRESS`).
+pub const METHOD_TRAP_REPRESS: u8 = 0x07;
+/// The response bit of a method (`IB_MGMT_METHOD_RESP`).
+pub const METHOD_RESP: u8 = 0x80;
+/// Method `GetResp`: the answer to a Get or a Set (`IB_MGMT_METHOD_GET_RESP`).
+pub const METHOD_GET_RESP: u8 = 0x81;
+/// The LID-routed subnet management class (`IB_MGMT_CLASS_SUBN_LID_ROUTED`): QP 0's only.
+pub const MGMT_CLASS_SUBN_LID_ROUTED: u8 = 0x01;
+/// The directed-route subnet management class (`IB_MGMT_CLASS_SUBN_DIRECTED_ROUTE`): QP 0's
+/// only.
+pub const MGMT_CLASS_SUBN_DIRECTED_ROUTE: u8 = 0x81;
+/// Class versions an agent can be registered for are below this (`MAX_MGMT_VERSION`).
+pub const MAX_CLASS_VERSION: u8 = 8;
+/// AttributeID ClassPortInfo, common to every class (`IB_MGMT_CLASSPORTINFO_ATTR_ID`).
+pub const ATTR_CLASS_PORT_INFO: u16 = 0x0001;
+/// Status "unsupported method/attribute combination": what ib_mad answers a Get or Set that no
+/// agent takes with (`IB_MGMT_MAD_STATUS_UNSUPPORTED_METHOD_ATTRIB`).
+pub const STATUS_UNSUPPORTED_METHOD_ATTRIB: u16 = 0x000c;
 
 header_view!("A view of a MAD common header.", Layer::Mad, HEADER_LEN);
 

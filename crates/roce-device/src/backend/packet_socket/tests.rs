@@ -1,4 +1,5 @@
 use super::*;
+use crate::backend::testing::Netns;
 
 /// An IPv4/UDP super-frame with `payload` behind its headers, ID `id`, DSCP/ECN 0x6a.
 fn super_frame(payload: &[u8], id: u16) -> Vec<u8> {
@@ -149,4 +150,138 @@ fn ring_geometry_and_macs() {
     }
     assert_eq!(parse_mac("02:00:0a:ff:00:01"), Some([2, 0, 10, 255, 0, 1]));
     assert_eq!(parse_mac("02:00:0a"), None);
+}
+
+/// A broadcast IPv4/UDP frame to port 4791, tagged by its IPv4 ID.
+fn tagged(tag: u16) -> Vec<u8> {
+    let mut frame = super_frame(&[0xab; 64], tag);
+    frame[0..6].fill(0xff);
+    frame
+}
+
+/// The tags of the [`tagged`] frames `rx` takes within `limit`, until `last` (what else the
+/// kernel sends on a new link, IPv6 neighbour discovery say, is passed over).
+fn tags_until(rx: &mut Receiver, last: u16, limit: Duration) -> Vec<u16> {
+    let mut tags = Vec::new();
+    let start = std::time::Instant::now();
+    while !tags.contains(&last) && start.elapsed() < limit {
+        rx.wait(Duration::from_millis(50)).unwrap();
+        rx.poll_frames(64, |frame| {
+            let d = frame.data;
+            if d.get(12..14) == Some(&[0x08, 0x00]) && d.get(36..38) == Some(&[0x12, 0xb7]) {
+                tags.push(u16::from_be_bytes([d[18], d[19]]));
+            }
+            true
+        });
+    }
+    tags
+}
+
+#[test]
+fn frames_on_the_interface_before_the_socket_is_bound_never_reach_it() {
+    let Some(ns) = Netns::new("prebind") else {
+        return;
+    };
+    let name = ns.0.clone();
+    // Sockets belong to the namespace of the thread that makes them: a thread of its own.
+    std::thread::spawn(move || {
+        crate::backend::sys::enter_netns(&name).unwrap();
+        let index = |dev: &str| nix::net::if_::if_nametoindex(dev).unwrap();
+        let tx = PacketFd::new().unwrap();
+        tx.set_packet_int(libc::PACKET_VNET_HDR, 1).unwrap();
+        tx.bind(index("x0")).unwrap();
+        let tx = Sender { fd: Arc::new(tx) };
+        // Frames cross the veth to x1 while the receiving socket is made, and again once its
+        // ring is set up but before it is bound there: a peer's (or an earlier NIC's) frames
+        // as a NIC opens.
+        let fd = PacketFd::new().unwrap();
+        for tag in 1..=50 {
+            tx.send(&[&tagged(tag)]).unwrap();
+        }
+        let ring = set_up(&fd, 1500 + 18).unwrap();
+        for tag in 51..=100 {
+            tx.send(&[&tagged(tag)]).unwrap();
+        }
+        std::thread::sleep(Duration::from_millis(100));
+        fd.bind(index("x1")).unwrap();
+        let fd = Arc::new(fd);
+        let mut rx = Receiver {
+            fd: fd.clone(),
+            ring,
+            next: 0,
+            copy: vec![0; COPY_BUFFER],
+            copied: None,
+            truncated: 0,
+            ring_drops: 0,
+        };
+        // Bound: what crosses now arrives.
+        tx.send(&[&tagged(1000)]).unwrap();
+        let seen = tags_until(&mut rx, 1000, Duration::from_secs(5));
+        assert_eq!(seen, [1000], "only what came after the bind, in the ring");
+        // Nor in the socket's own queue, which a slot marked TP_STATUS_COPY is read from: a
+        // frame queued there before the bind would be taken for a later long frame.
+        let mut buf = [0u8; 2048];
+        assert_eq!(
+            nix::sys::socket::recv(fd.as_raw_fd(), &mut buf, MsgFlags::MSG_DONTWAIT),
+            Err(nix::errno::Errno::EAGAIN),
+            "nothing queued on the socket"
+        );
+    })
+    .join()
+    .unwrap();
+}
+
+#[test]
+fn frames_the_kernel_drops_for_a_full_ring_are_counted() {
+    let Some(ns) = Netns::new("ringfull") else {
+        return;
+    };
+    let name = ns.0.clone();
+    std::thread::spawn(move || {
+        crate::backend::sys::enter_netns(&name).unwrap();
+        let index = |dev: &str| nix::net::if_::if_nametoindex(dev).unwrap();
+        let tx = PacketFd::new().unwrap();
+        tx.set_packet_int(libc::PACKET_VNET_HDR, 1).unwrap();
+        tx.bind(index("x0")).unwrap();
+        let tx = Sender { fd: Arc::new(tx) };
+        let fd = PacketFd::new().unwrap();
+        let ring = configure(&fd, index("x1"), false, 1500 + 18).unwrap();
+        let slots = ring.frame_nr();
+        let mut rx = Receiver {
+            fd: Arc::new(fd),
+            ring,
+            next: 0,
+            copy: vec![0; COPY_BUFFER],
+            copied: None,
+            truncated: 0,
+            ring_drops: 0,
+        };
+        // Nothing reads the ring while a slot's worth and 500 more frames arrive.
+        let sent = slots + 500;
+        for tag in 0..sent {
+            tx.send(&[&tagged(tag as u16)]).unwrap();
+            // Paced, so that none is lost before the ring (the backlog holds 1000).
+            if tag % 200 == 199 {
+                std::thread::sleep(Duration::from_millis(2));
+            }
+        }
+        assert_eq!(rx.take_ring_drops(false), 0, "nothing read yet");
+        let mut seen = tags_until(&mut rx, (slots - 1) as u16, Duration::from_secs(5)).len();
+        // The frame after the drops comes marked; taking it reads the kernel's count.
+        tx.send(&[&tagged(60_000)]).unwrap();
+        seen += tags_until(&mut rx, 60_000, Duration::from_secs(5)).len();
+        let dropped = rx.take_ring_drops(false) as usize;
+        assert!(
+            dropped >= 500,
+            "{dropped} dropped, {seen} seen of {sent} + 1, {slots} slots"
+        );
+        // Every frame was taken or counted (what else the link sent may add to the drops).
+        assert!(
+            seen + dropped > sent,
+            "{dropped} dropped, {seen} seen of {sent} + 1"
+        );
+        assert_eq!(rx.take_ring_drops(true), 0, "each drop counted once");
+    })
+    .join()
+    .unwrap();
 }

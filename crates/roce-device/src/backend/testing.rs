@@ -1,0 +1,40 @@
+//! For tests that need a link: a network namespace of their own with a veth pair in it.
+
+/// A network namespace holding a veth pair `x0`–`x1`, deleted on drop. `None`, with a note,
+/// where namespaces cannot be made (not root).
+pub(crate) struct Netns(pub(crate) String);
+
+impl Netns {
+    pub(crate) fn new(tag: &str) -> Option<Self> {
+        let ip = |args: &[&str]| {
+            std::process::Command::new("ip")
+                .args(args)
+                .stderr(std::process::Stdio::null())
+                .status()
+                .is_ok_and(|s| s.success())
+        };
+        let name = format!("roce-pkt-{tag}-{}", std::process::id());
+        if !ip(&["netns", "add", &name]) {
+            eprintln!(
+                "\n*** SKIPPED: needs root and `ip` (a network namespace, raw sockets) ***\n"
+            );
+            return None;
+        }
+        let ns = Self(name);
+        assert!(ip(&[
+            "-n", &ns.0, "link", "add", "x0", "type", "veth", "peer", "name", "x1"
+        ]));
+        for dev in ["x0", "x1"] {
+            assert!(ip(&["-n", &ns.0, "link", "set", dev, "up"]));
+        }
+        Some(ns)
+    }
+}
+
+impl Drop for Netns {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("ip")
+            .args(["netns", "delete", &self.0])
+            .status();
+    }
+}
