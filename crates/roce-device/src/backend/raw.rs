@@ -4,8 +4,10 @@
 //! Because it builds every header itself, it can do what a UDP socket cannot: a UDP source port
 //! per QP (the NIC runs with `SrcPortPolicy::PerQp`, as rxe does), the DSCP and ECN bits of every
 //! packet, and, on receive, the whole IP header, so every ICRC is checked in full (the IPv4 ID
-//! included). It answers ARP for its own address and learns its peers' MACs from ARP replies and
-//! from the frames they send, so it can play an address that no kernel owns.
+//! included). It answers ARP for its own address and learns its peers' MACs from ARP, and the
+//! MAC of a peer it does not know yet from the first frame that peer sends (never a new one for
+//! a known peer: a forged frame must not redirect its packets), so it can play an address that
+//! no kernel owns.
 //!
 //! The device's task reads the ring itself (the socket is registered with tokio): each wake-up
 //! takes every frame that has arrived, copying only the RoCEv2 payloads into the driver's
@@ -150,7 +152,14 @@ impl Link {
         if *at + payload.len() > buf.len() {
             return false;
         }
-        if let IpAddr::V4(src) = ip.src {
+        if let IpAddr::V4(src) = ip.src
+            && !self.neighbours.contains_key(&src)
+        {
+            // A datagram teaches the MAC of a peer we know nothing of yet (saving the ARP
+            // round trip before the first answer), never a new one for a known peer: before
+            // its ICRC is checked, a forged frame could otherwise send our packets for that
+            // peer elsewhere, and the peer would see a PSN gap. ARP alone updates a known
+            // peer, as the kernel's neighbour table is updated by ARP, not by IP packets.
             self.neighbours.insert(src, eth.src);
             // What waits for this peer's ARP reply goes first: later sends go straight out
             // now, and would overtake it (the peer would see a PSN gap and NAK).
@@ -609,6 +618,19 @@ mod tests {
             assert_eq!(
                 (out.len(), link.neighbours.get(&peer)),
                 (1, Some(&peer_mac))
+            );
+            // A forged datagram from the peer's address, from another MAC, is taken (the
+            // engine judges it) but does not move the peer.
+            let mut forged = bytes.clone();
+            forged[6..12].copy_from_slice(&[2, 0, 0, 0, 0, 0x66]);
+            let frame = RxFrame {
+                vnet: packet_socket::VirtioNetHdr::default(),
+                data: &forged,
+            };
+            assert!(link.take(frame, &mut buf, &mut at, &mut out));
+            assert_eq!(
+                (out.len(), link.neighbours.get(&peer)),
+                (2, Some(&peer_mac))
             );
             // The next packet goes straight out, as `send` sends it to a known neighbour.
             let second = [0xbb; 40];
