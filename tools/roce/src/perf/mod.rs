@@ -172,6 +172,13 @@ pub(crate) struct Args {
     /// patterns, so a `roce perf` peer needs no flag of its own; a perftest peer does not.
     #[arg(long)]
     check: bool,
+    /// Wait for completions on the CQ's completion channel instead of polling it, as
+    /// perftest's -e: the CQ is armed (ibv_req_notify_cq) and each wait takes one event
+    /// (ibv_get_cq_event), arms it again and polls what is there. --json counts the events
+    /// ("cq_events"). As perftest: not for write tests (whose receiver sees no completions),
+    /// nor with -D; and not with --busy-poll, which polls.
+    #[arg(short = 'e', long = "events")]
+    events: bool,
     #[command(flatten)]
     device: crate::device::DeviceOpts,
 }
@@ -223,8 +230,30 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<ExitCode> {
     if args.duration.is_some() && args.lat {
         bail!("-D: bandwidth tests only (a latency test counts -n iterations)");
     }
+    check_events(args, verb)?;
     let runtime = crate::device::runtime(&args.device)?;
     runtime.block_on(perf(args, test, mtu))
+}
+
+/// perftest's rules for -e (perftest_parameters.c: `case 'e'`, "Events feature not available
+/// on WRITE verb"; `force_dependecies`, "Duration mode doesn't work with events."), and ours:
+/// events are not polled for.
+fn check_events(args: &Args, verb: Verb) -> anyhow::Result<()> {
+    if !args.events {
+        return Ok(());
+    }
+    if verb == Verb::Write {
+        bail!(
+            "-e: not for write tests, as perftest (\"Events feature not available on WRITE verb\")"
+        );
+    }
+    if args.duration.is_some() {
+        bail!("-e: not with -D, as perftest (\"Duration mode doesn't work with events\")");
+    }
+    if args.device.busy_poll {
+        bail!("-e waits for completion events, --busy-poll polls: give one of them");
+    }
+    Ok(())
 }
 
 /// What a Ctrl-C needs to print the run it stopped.
@@ -408,6 +437,12 @@ where
         .map(|(i, qp)| (qp.qpn, i))
         .collect();
     let cas = args.atomic_type == "CMP_AND_SWAP";
+    // -e: the CQ armed once before the traffic, as perftest arms it after connecting.
+    let channel = if args.events {
+        Some(traffic::events::Channel::new(device, endpoints[0].cq)?)
+    } else {
+        None
+    };
     let mut last = (size, Measured::default());
     for (k, &size) in sizes.iter().enumerate() {
         // With one QP receives land in the send half, where ib_send_lat's answer is sent
@@ -452,6 +487,7 @@ where
             plan,
             live,
             check: checker.as_ref().map(|c| (mr, c)),
+            events: channel.as_ref(),
         };
         let outcome = match (test.kind, test.verb, side) {
             (Kind::Bandwidth, Verb::Send, Side::Server) => runner.receive_all(posted).await,
@@ -467,7 +503,10 @@ where
             (Kind::Latency, verb, Side::Client) => runner.latency(verb, cas).await,
         };
         let measured = match outcome {
-            Ok(measured) => measured,
+            Ok(measured) => Measured {
+                cq_events: channel.as_ref().map(traffic::events::Channel::events),
+                ..measured
+            },
             Err(why) => {
                 eprintln!("roce perf: {why}");
                 return Ok(ExitCode::from(1));

@@ -56,6 +56,8 @@ pub(super) struct Measured {
     /// The best time per message of any window, seconds: the peak
     /// ([`super::traffic::best_per_message`]).
     pub(super) best_per_message: Option<f64>,
+    /// With `-e`: the completion events taken so far.
+    pub(super) cq_events: Option<u64>,
 }
 
 /// A bandwidth result: bytes per second (peak, average), messages per second; `None` where
@@ -296,6 +298,7 @@ pub(super) async fn print_result(
     }
     if args.json {
         value["interrupted"] = json!(part.interrupted);
+        value["cq_events"] = json!(m.cq_events);
         value["congestion"] = congestion;
         crate::json::add_counters(&mut value, &stats);
         println!("{value}");

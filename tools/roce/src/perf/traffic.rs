@@ -1,6 +1,7 @@
 //! The traffic loops of `roce perf`: what each test posts and polls, and what it records.
 
 mod error;
+pub(super) mod events;
 mod peak;
 mod per_qp;
 
@@ -65,6 +66,8 @@ pub(super) struct Runner<'a> {
     pub(super) live: &'a RefCell<Live>,
     /// With `--check`, the buffer and what checks each message that lands here.
     pub(super) check: Option<(&'a MemoryRegion, &'a RefCell<Checker>)>,
+    /// With `-e`, the CQ's completion channel: completions are waited for by its events.
+    pub(super) events: Option<&'a events::Channel>,
 }
 
 impl Runner<'_> {
@@ -97,14 +100,27 @@ impl Runner<'_> {
 
     /// The next completion within `limit`, `None` if none came.
     async fn complete_within(&self, limit: Duration) -> Result<Option<(Cqe, usize)>, TrafficError> {
-        match self
-            .device
-            .next_completion_within(self.qp().cq, limit)
-            .await
-        {
-            Ok(cqe) => self.check(cqe).map(Some),
+        match self.cqes(1, limit).await {
+            Ok(mut cqes) => self.check(cqes.remove(0)).map(Some),
             Err(roce_device::DeviceError::Timeout(_)) => Ok(None),
             Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Up to `max` completions of the (shared) CQ, at least one, within `limit`: polled for,
+    /// or with `-e` waited for by the CQ's events.
+    async fn cqes(
+        &self,
+        max: usize,
+        limit: Duration,
+    ) -> Result<Vec<Cqe>, roce_device::DeviceError> {
+        match self.events {
+            Some(channel) => channel.next(max, limit).await,
+            None => {
+                self.device
+                    .next_completions_within(self.qp().cq, max, limit)
+                    .await
+            }
         }
     }
 
@@ -148,8 +164,7 @@ impl Runner<'_> {
 
     /// Up to `max` completions, at least one; each must be a success of one of our QPs.
     async fn complete_many(&self, max: usize) -> Result<Vec<(Cqe, usize)>, TrafficError> {
-        self.device
-            .next_completions_within(self.qp().cq, max, self.limit)
+        self.cqes(max, self.limit)
             .await
             .map_err(|e| match e {
                 roce_device::DeviceError::Timeout(_) => self.silence(),
@@ -375,10 +390,7 @@ impl Runner<'_> {
             // Wait for both this side's send and the peer's message.
             let mut waiting = if client { 2 } else { 1 };
             while waiting > 0 {
-                let cqe = self
-                    .device
-                    .next_completion_within(self.qp().cq, self.limit)
-                    .await?;
+                let cqe = self.cqes(1, self.limit).await?.remove(0);
                 if cqe.status != WcStatus::Success {
                     return Err(TrafficError::LatencyStatus(cqe.status));
                 }
