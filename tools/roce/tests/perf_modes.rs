@@ -203,3 +203,128 @@ fn events_are_refused_where_perftest_refuses_them() {
     // As a server too: refused before it listens.
     refused(&["write", "-e", "-p", "19205"], "WRITE verb");
 }
+
+/// The (average, rate) of a result, and its local and remote averages with -b.
+fn duplex_figures(side: &Value) -> (f64, f64, f64) {
+    (
+        side["bw_avg_mb_s"].as_f64().unwrap(),
+        side["local_bw_avg_mb_s"].as_f64().unwrap(),
+        side["remote_bw_avg_mb_s"].as_f64().unwrap(),
+    )
+}
+
+fn close(a: f64, b: f64) -> bool {
+    (a - b).abs() <= 1e-9 * a.abs().max(b.abs())
+}
+
+#[test]
+fn bidirectional_sides_each_show_both_directions() {
+    for (i, verb) in ["write", "send", "read"].into_iter().enumerate() {
+        let port = (19210 + i).to_string();
+        let net = format!("127.0.{}", 210 + i);
+        let (client, server) = perf_pair(
+            &[verb, "-b"],
+            &port,
+            &net,
+            &["-n", "300", "-s", "4096", "--json"],
+        );
+        let (client, server) = (json_as("client", &client), json_as("server", &server));
+        for side in [&client, &server] {
+            // Each side ran its own 300 iterations (a one-way server has none).
+            assert_eq!(side["iterations"], 300, "{verb}: {side}");
+            let (sum, local, remote) = duplex_figures(side);
+            assert!(local > 0.0 && remote > 0.0, "{verb}: {side}");
+            assert!(close(sum, local + remote), "{verb}: {side}");
+        }
+        // What one side measured is what the other was told.
+        let ((_, c_local, c_remote), (_, s_local, s_remote)) =
+            (duplex_figures(&client), duplex_figures(&server));
+        assert!(
+            close(c_local, s_remote) && close(s_local, c_remote),
+            "{verb}: {client}\n{server}"
+        );
+    }
+}
+
+#[test]
+fn bidirectional_against_perftest_both_ways() {
+    if !have("ib_write_bw", "perftest") {
+        return;
+    }
+    // perftest prints its own #iterations and the sum of both directions: the same sum as ours.
+    let same_sum = |perftest: &[f64], ours: &[f64], what: &str| {
+        assert_eq!(perftest[..2], ours[..2], "{what}: {perftest:?} {ours:?}");
+        assert!(
+            (perftest[3] - ours[3]).abs() <= 0.011 && ours[3] > 0.0,
+            "{what}: {perftest:?} {ours:?}"
+        );
+    };
+    for (i, verb) in ["write", "send"].into_iter().enumerate() {
+        let ib = format!("ib_{verb}_bw");
+        let common = ["-b", "-n", "300", "-s", "4096"];
+        let (client, server) = perf_server_perftest_client(
+            &[&[verb][..], &common].concat(),
+            &[&[ib.as_str()][..], &common].concat(),
+            &(19213 + 2 * i).to_string(),
+            &format!("127.0.{}", 213 + 2 * i),
+        );
+        let what = format!("roce perf {verb} -b server, {ib} -b client");
+        same_sum(
+            &perftest_row(&what, &client),
+            &perftest_row(&what, &server),
+            &what,
+        );
+        let (client, server) = perftest_server_perf_client(
+            &[&[ib.as_str()][..], &common].concat(),
+            &[&[verb][..], &common].concat(),
+            &(19214 + 2 * i).to_string(),
+            &format!("127.0.{}", 214 + 2 * i),
+        );
+        let what = format!("{ib} -b server, roce perf {verb} -b client");
+        same_sum(
+            &perftest_row(&what, &server),
+            &perftest_row(&what, &client),
+            &what,
+        );
+    }
+}
+
+#[test]
+fn bidirectional_is_refused_where_it_means_nothing() {
+    refused(
+        &["send", "-b", "--lat", "127.0.217.1", "-p", "19217"],
+        "Bidirectional is only available in BW test",
+    );
+    refused(
+        &["write", "-b", "--check", "127.0.217.1", "-p", "19217"],
+        "--check: not with -b",
+    );
+}
+
+#[test]
+fn two_roce_perfs_given_different_modes_both_stop_naming_them() {
+    let (client, server) = {
+        let server = spawn(&["perf", "write", "-b", "-p", "19218", "-n", "50"]);
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        let client = Command::new(env!("CARGO_BIN_EXE_roce"))
+            .args([
+                "perf",
+                "write",
+                "127.0.218.1",
+                "-p",
+                "19218",
+                "--ip",
+                "127.0.218.2",
+            ])
+            .args(["-n", "50"])
+            .output()
+            .unwrap();
+        (client, finish(server))
+    };
+    for out in [&client, &server] {
+        let (stdout, stderr) = text(out);
+        assert_eq!(out.status.code(), Some(2), "{stdout}\n{stderr}");
+        assert!(stderr.contains("-b"), "{stderr}");
+        assert!(stdout.is_empty(), "{stdout}");
+    }
+}

@@ -10,7 +10,8 @@ use anyhow::{Context, bail};
 use roce_core::{Qpn, RecvWr, Sge};
 use roce_device::DeviceHandle;
 use roce_oob::perftest::{
-    self, Amount, BwReport, Config, Exchange, IbvMtu, Kind, RunParams, Session, Side, Test, Verb,
+    self, Amount, BwReport, Config, Exchange, IbvMtu, Kind, Modes, RunParams, Session, Side, Test,
+    Verb,
 };
 
 mod check;
@@ -179,6 +180,14 @@ pub(crate) struct Args {
     /// nor with -D; and not with --busy-poll, which polls.
     #[arg(short = 'e', long = "events")]
     events: bool,
+    /// Both sides send at once, as perftest's -b (bandwidth tests; give both sides -b): each
+    /// side runs the test towards the other (a send test's server sends once the client's
+    /// first message came), they swap their reports after each run, and each prints its own
+    /// #bytes and #iterations with the sum of both directions' BW peak, BW average and
+    /// MsgRate, as perftest does (a send test with -D prints its own figures alone, as
+    /// perftest). --json adds "local_bw_avg_mb_s" and "remote_bw_avg_mb_s".
+    #[arg(short = 'b', long = "bidirectional")]
+    bidirectional: bool,
     #[command(flatten)]
     device: crate::device::DeviceOpts,
 }
@@ -231,6 +240,14 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<ExitCode> {
         bail!("-D: bandwidth tests only (a latency test counts -n iterations)");
     }
     check_events(args, verb)?;
+    if args.bidirectional && args.lat {
+        bail!(
+            "-b: bandwidth tests only, as perftest (\"Bidirectional is only available in BW test\")"
+        );
+    }
+    if args.bidirectional && args.check {
+        bail!("--check: not with -b (it checks one direction: give it to a one-way run)");
+    }
     let runtime = crate::device::runtime(&args.device)?;
     runtime.block_on(perf(args, test, mtu))
 }
@@ -325,6 +342,10 @@ async fn test_run(
             .map_or(Amount::Iterations(iters), Amount::Seconds),
         size: (!args.all).then_some(size),
         qps: u16::try_from(args.qps).unwrap_or(u16::MAX),
+        modes: Modes {
+            duplex: args.bidirectional,
+            ..Modes::default()
+        },
     };
     let side = if args.server.is_some() {
         Side::Client
@@ -334,6 +355,7 @@ async fn test_run(
     let config = Config {
         mtu,
         params: Some(params),
+        duplex: args.bidirectional,
         ..Config::default()
     };
     let largest = sizes.iter().copied().max().unwrap_or(size);
@@ -423,13 +445,14 @@ where
         length: size,
         lkey: mr.lkey(),
     };
-    let receives = test.verb == Verb::Send && (lat || side == Side::Server);
+    let duplex = args.bidirectional;
+    let receives = test.verb == Verb::Send && (lat || side == Side::Server || duplex);
     let posted = if receives {
         args.rx_depth.min(plan.iters()).max(1)
     } else {
         0
     };
-    let one_way_server = side == Side::Server && test.verb != Verb::Send;
+    let one_way_server = side == Side::Server && test.verb != Verb::Send && !duplex;
     let qpn = endpoints[0].qpn;
     let index: std::collections::HashMap<Qpn, usize> = endpoints
         .iter()
@@ -470,6 +493,10 @@ where
         } else if test.verb == Verb::Send {
             session.sync().await?;
         }
+        // write_bw.c, read_bw.c, atomic_bw.c with -b: a handshake before each run.
+        if duplex && test.verb != Verb::Send {
+            session.sync().await?;
+        }
         *current.borrow_mut() = Some(Current {
             device: device.clone(),
             qpn,
@@ -490,6 +517,14 @@ where
             events: channel.as_ref(),
         };
         let outcome = match (test.kind, test.verb, side) {
+            (Kind::Bandwidth, Verb::Send, side) if duplex => {
+                runner
+                    .bidirectional(args.tx_depth, posted, side == Side::Client)
+                    .await
+            }
+            (Kind::Bandwidth, verb, _) if duplex => {
+                runner.bandwidth(verb, args.tx_depth, cas).await
+            }
             (Kind::Bandwidth, Verb::Send, Side::Server) => runner.receive_all(posted).await,
             (Kind::Bandwidth, _, Side::Server) => Ok(Measured::default()),
             (Kind::Bandwidth, verb, Side::Client) => {
@@ -511,6 +546,23 @@ where
                 eprintln!("roce perf: {why}");
                 return Ok(ExitCode::from(1));
             }
+        };
+        // write_bw.c and read_bw.c with -b -a: a handshake after each run (perftest >= 4.6).
+        if duplex && args.all && test.verb != Verb::Send {
+            session.sync().await?;
+        }
+        // -b: the reports swapped, and each side shows the sum of both (not a send test's
+        // with -D: send_bw.c `if (user_param.duplex && user_param.test_type != DURATION)`).
+        let measured = if duplex && !lat && !(test.verb == Verb::Send && args.duration.is_some()) {
+            let remote = session
+                .exchange_reports(&measured.report(size, args.unit()))
+                .await?;
+            Measured {
+                remote: Some(remote),
+                ..measured
+            }
+        } else {
+            measured
         };
         // ... and one after its run.
         if args.all && test.verb == Verb::Send {

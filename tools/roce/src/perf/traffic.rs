@@ -1,5 +1,6 @@
 //! The traffic loops of `roce perf`: what each test posts and polls, and what it records.
 
+mod duplex;
 mod error;
 pub(super) mod events;
 mod peak;
