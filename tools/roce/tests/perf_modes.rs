@@ -328,3 +328,212 @@ fn two_roce_perfs_given_different_modes_both_stop_naming_them() {
         assert!(stdout.is_empty(), "{stdout}");
     }
 }
+
+/// The next `n` result rows a running program prints on `stdout`: lines that start with a
+/// number (perftest's table and `roce perf`'s) or JSON objects; panics if it ends first.
+fn rows(stdout: &mut impl std::io::BufRead, n: usize) -> Vec<String> {
+    let mut found = Vec::new();
+    let mut line = String::new();
+    while found.len() < n {
+        line.clear();
+        assert!(
+            stdout.read_line(&mut line).unwrap() > 0,
+            "the program ended after {found:?}"
+        );
+        let first = line.split_whitespace().next().unwrap_or("");
+        if first.starts_with('{') || first.parse::<u64>().is_ok() {
+            found.push(line.trim().to_owned());
+        }
+    }
+    found
+}
+
+/// SIGINT to the process group `group` (a `roce exec` and its program), as Ctrl-C would.
+fn interrupt_group(group: u32) {
+    let status = Command::new("kill")
+        .args(["-INT", "--", &format!("-{group}")])
+        .status()
+        .unwrap();
+    assert!(status.success());
+}
+
+#[test]
+fn run_infinitely_prints_a_row_every_interval_until_ctrl_c() {
+    use std::io::{BufReader, Read};
+    let (server, mut client) = spawn_tool_pair(
+        &["perf", "write", "--run_infinitely"],
+        "19220",
+        "127.0.220",
+        &["-D", "1", "-s", "4096"],
+        &["--json"],
+    );
+    let mut stdout = BufReader::new(client.stdout.take().unwrap());
+    let rows: Vec<Value> = rows(&mut stdout, 2)
+        .iter()
+        .map(|r| serde_json::from_str(r).unwrap())
+        .collect();
+    for row in &rows {
+        // One interval each: what completed in it, over it.
+        let secs = row["seconds"].as_f64().unwrap();
+        assert!((1.0..3.0).contains(&secs), "{row}");
+        assert!(row["iterations"].as_u64().unwrap() > 0, "{row}");
+        assert!(row["bw_peak_mb_s"].is_null(), "{row}");
+        assert_eq!(row["interrupted"], false, "{row}");
+    }
+    common::interrupt(&client);
+    let out = client.wait_with_output().unwrap();
+    let mut rest = String::new();
+    stdout.read_to_string(&mut rest).unwrap();
+    assert_eq!(out.status.code(), Some(130), "{}", text(&out).1);
+    // The last row: since the row before, marked interrupted.
+    let last: Value = serde_json::from_str(rest.lines().last().unwrap()).unwrap();
+    assert_eq!(last["interrupted"], true, "{last}");
+    assert!(last["seconds"].as_f64().unwrap() < 3.0, "{last}");
+    // The one-way server printed nothing and ends when its client does.
+    let server = finish(server);
+    let (stdout, stderr) = text(&server);
+    assert!(server.status.success(), "{stderr}");
+    assert!(stdout.is_empty(), "{stdout}");
+    assert!(stderr.contains("the client ended the run"), "{stderr}");
+}
+
+#[test]
+fn run_infinitely_against_perftest_both_ways() {
+    use std::io::BufReader;
+    if !have("ib_send_bw", "perftest") {
+        return;
+    }
+    // ib_send_bw's client runs until Ctrl-C; our server prints its rows and ends when nothing
+    // more comes for --timeout.
+    let server = spawn(&[
+        "perf",
+        "send",
+        "--run_infinitely",
+        "-D",
+        "1",
+        "-s",
+        "4096",
+        "--timeout",
+        "2",
+        "-p",
+        "19221",
+        "--ip",
+        "127.0.221.1",
+    ]);
+    wait_listening(server.id(), "19221");
+    let client = spawn_exec(
+        Side::local("127.0.221.2", &[]),
+        &[
+            "ib_send_bw",
+            "--run_infinitely",
+            "-D",
+            "1",
+            "-s",
+            "4096",
+            "-p",
+            "19221",
+            "127.0.221.1",
+        ],
+    );
+    let mut server = server;
+    let mut stdout = BufReader::new(server.stdout.take().unwrap());
+    for row in rows(&mut stdout, 2) {
+        let cols: Vec<f64> = row.split_whitespace().map(|c| c.parse().unwrap()).collect();
+        assert!(cols[0] == 4096.0 && cols[1] > 0.0 && cols[3] > 0.0, "{row}");
+    }
+    interrupt_group(client.id());
+    let _ = client.wait_with_output().unwrap();
+    let server = finish(server);
+    let (_, stderr) = text(&server);
+    assert!(server.status.success(), "{stderr}");
+    assert!(stderr.contains("the peer ended the run"), "{stderr}");
+
+    // ib_write_bw's server waits while our client runs; Ctrl-C ends our client.
+    let perftest = spawn_exec(
+        Side::local("127.0.222.1", &[]),
+        &[
+            "ib_write_bw",
+            "--run_infinitely",
+            "-D",
+            "1",
+            "-s",
+            "4096",
+            "-p",
+            "19222",
+        ],
+    );
+    wait_listening(perftest.id(), "19222");
+    let mut client = spawn(&[
+        "perf",
+        "write",
+        "--run_infinitely",
+        "-D",
+        "1",
+        "-s",
+        "4096",
+        "127.0.222.1",
+        "-p",
+        "19222",
+        "--ip",
+        "127.0.222.2",
+    ]);
+    let mut stdout = BufReader::new(client.stdout.take().unwrap());
+    for row in rows(&mut stdout, 2) {
+        let cols: Vec<f64> = row.split_whitespace().map(|c| c.parse().unwrap()).collect();
+        assert!(cols[0] == 4096.0 && cols[1] > 0.0 && cols[3] > 0.0, "{row}");
+    }
+    common::interrupt(&client);
+    let out = client.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(130), "{}", text(&out).1);
+    // perftest's server fails its end handshake when the client goes: its own way to end.
+    let _ = finish(perftest);
+}
+
+#[test]
+fn run_infinitely_is_refused_where_perftest_refuses_it() {
+    refused(
+        &[
+            "send",
+            "--run_infinitely",
+            "-e",
+            "127.0.223.1",
+            "-p",
+            "19223",
+        ],
+        "run_infinitely does not support events feature yet",
+    );
+    refused(
+        &[
+            "send",
+            "--run_infinitely",
+            "--lat",
+            "127.0.223.1",
+            "-p",
+            "19223",
+        ],
+        "run_infinitely exists only in BW tests for now",
+    );
+    refused(
+        &[
+            "send",
+            "--run_infinitely",
+            "-b",
+            "127.0.223.1",
+            "-p",
+            "19223",
+        ],
+        "not supported in SEND Bidirectional BW test",
+    );
+    refused(
+        &[
+            "write",
+            "--run_infinitely",
+            "-n",
+            "5",
+            "127.0.223.1",
+            "-p",
+            "19223",
+        ],
+        "cannot be used with",
+    );
+}

@@ -188,6 +188,15 @@ pub(crate) struct Args {
     /// perftest). --json adds "local_bw_avg_mb_s" and "remote_bw_avg_mb_s".
     #[arg(short = 'b', long = "bidirectional")]
     bidirectional: bool,
+    /// Run until Ctrl-C, printing a result row every -D seconds (5 without -D) of what
+    /// completed since the row before, as perftest's --run_infinitely (bandwidth tests; give
+    /// both sides the same; no peak; the server of a one-way write/read/atomic test prints
+    /// nothing and waits; with -b each row counts both directions as twice this side's, as
+    /// perftest does). Ctrl-C prints a last row, of what completed since the row before,
+    /// and the footer (exit status 130). --json prints one object per row. Not with -n, -a,
+    /// -e, --lat, nor -b in a send test (as perftest).
+    #[arg(long = "run_infinitely", alias = "run-infinitely", conflicts_with_all = ["iters", "all"])]
+    run_infinitely: bool,
     #[command(flatten)]
     device: crate::device::DeviceOpts,
 }
@@ -245,6 +254,7 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<ExitCode> {
             "-b: bandwidth tests only, as perftest (\"Bidirectional is only available in BW test\")"
         );
     }
+    check_run_infinitely(args, verb)?;
     if args.bidirectional && args.check {
         bail!("--check: not with -b (it checks one direction: give it to a one-way run)");
     }
@@ -273,6 +283,34 @@ fn check_events(args: &Args, verb: Verb) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// perftest's rules for --run_infinitely (perftest_parameters.c `force_dependecies`: "run_infinitely
+/// does not support events feature yet", "run_infinitely exists only in BW tests for now",
+/// "run_infinitely mode is not supported in SEND Bidirectional BW test").
+fn check_run_infinitely(args: &Args, verb: Verb) -> anyhow::Result<()> {
+    if !args.run_infinitely {
+        return Ok(());
+    }
+    if args.events {
+        bail!(
+            "--run_infinitely: not with -e, as perftest (\"run_infinitely does not support events feature yet\")"
+        );
+    }
+    if args.lat {
+        bail!(
+            "--run_infinitely: bandwidth tests only, as perftest (\"run_infinitely exists only in BW tests for now\")"
+        );
+    }
+    if args.bidirectional && verb == Verb::Send {
+        bail!(
+            "--run_infinitely: not with -b in a send test, as perftest (\"run_infinitely mode is not supported in SEND Bidirectional BW test\")"
+        );
+    }
+    Ok(())
+}
+
+/// perftest's interval of --run_infinitely without -D (perftest_parameters.h `DEF_DURATION`).
+const DEFAULT_INTERVAL_SECS: u32 = 5;
+
 /// What a Ctrl-C needs to print the run it stopped.
 struct Current {
     device: DeviceHandle,
@@ -296,17 +334,22 @@ async fn perf(args: &Args, test: Test, mtu: IbvMtu) -> anyhow::Result<ExitCode> 
             };
             let live = live.take();
             let elapsed = live.started.map_or(Duration::ZERO, |s| s.elapsed());
+            let since = if args.run_infinitely { " since the last row" } else { "" };
             eprintln!(
-                "roce perf: interrupted after {} iterations, {:.1} s; what was measured so far:",
+                "roce perf: interrupted after {} iterations, {:.1} s{since}; what was measured so far:",
                 live.completed,
                 elapsed.as_secs_f64()
             );
-            let measured = Measured {
+            let mut measured = Measured {
                 elapsed,
                 iterations: live.completed,
                 samples: live.samples,
                 ..Measured::default()
             };
+            if args.run_infinitely && args.bidirectional {
+                // As the rows: both directions, as twice this side's.
+                measured.remote = Some(measured.report(now.size, args.unit()));
+            }
             let part = Part { header: now.header, footer: true, interrupted: true };
             print_result(args, test, now.size, &measured, &now.device, now.qpn, part).await?;
             Ok(ExitCode::from(130))
@@ -329,6 +372,8 @@ async fn test_run(
     let sizes = if args.all { all_sizes() } else { vec![size] };
     let iters = args.iters.unwrap_or(if lat { 1000 } else { 5000 });
     let plan = match args.duration {
+        // --run_infinitely: no end; rows every -D seconds.
+        _ if args.run_infinitely => Plan::Iterations(u32::MAX),
         // perftest_parameters.c: `margin = duration / 4` unless --margin is given.
         Some(secs) => Plan::Duration {
             total: Duration::from_secs(secs.into()),
@@ -337,13 +382,18 @@ async fn test_run(
         None => Plan::Iterations(iters),
     };
     let params = RunParams {
-        amount: args
-            .duration
-            .map_or(Amount::Iterations(iters), Amount::Seconds),
+        amount: match args.duration {
+            _ if args.run_infinitely => {
+                Amount::Seconds(args.duration.unwrap_or(DEFAULT_INTERVAL_SECS))
+            }
+            Some(secs) => Amount::Seconds(secs),
+            None => Amount::Iterations(iters),
+        },
         size: (!args.all).then_some(size),
         qps: u16::try_from(args.qps).unwrap_or(u16::MAX),
         modes: Modes {
             duplex: args.bidirectional,
+            run_infinitely: args.run_infinitely,
             ..Modes::default()
         },
     };
@@ -466,6 +516,15 @@ where
     } else {
         None
     };
+    // --run_infinitely: the runner's rows, printed as they come.
+    let (rows_out, mut rows_in) = tokio::sync::mpsc::unbounded_channel();
+    let rows = args.run_infinitely.then(|| {
+        let secs = args.duration.unwrap_or(DEFAULT_INTERVAL_SECS);
+        RefCell::new(traffic::rows::Rows::new(
+            Duration::from_secs(secs.into()),
+            rows_out,
+        ))
+    });
     let mut last = (size, Measured::default());
     for (k, &size) in sizes.iter().enumerate() {
         // With one QP receives land in the send half, where ib_send_lat's answer is sent
@@ -494,7 +553,8 @@ where
             session.sync().await?;
         }
         // write_bw.c, read_bw.c, atomic_bw.c with -b: a handshake before each run.
-        if duplex && test.verb != Verb::Send {
+        // (Not with --run_infinitely, whose branch of those mains has none.)
+        if duplex && test.verb != Verb::Send && !args.run_infinitely {
             session.sync().await?;
         }
         *current.borrow_mut() = Some(Current {
@@ -515,33 +575,74 @@ where
             live,
             check: checker.as_ref().map(|c| (mr, c)),
             events: channel.as_ref(),
+            rows: rows.as_ref(),
         };
-        let outcome = match (test.kind, test.verb, side) {
-            (Kind::Bandwidth, Verb::Send, side) if duplex => {
-                runner
-                    .bidirectional(args.tx_depth, posted, side == Side::Client)
-                    .await
+        let run = async {
+            match (test.kind, test.verb, side) {
+                (Kind::Bandwidth, Verb::Send, side) if duplex => {
+                    runner
+                        .bidirectional(args.tx_depth, posted, side == Side::Client)
+                        .await
+                }
+                (Kind::Bandwidth, verb, _) if duplex => {
+                    runner.bandwidth(verb, args.tx_depth, cas).await
+                }
+                (Kind::Bandwidth, Verb::Send, Side::Server) => runner.receive_all(posted).await,
+                (Kind::Bandwidth, _, Side::Server) => Ok(Measured::default()),
+                (Kind::Bandwidth, verb, Side::Client) => {
+                    runner.bandwidth(verb, args.tx_depth, cas).await
+                }
+                (Kind::Latency, Verb::Send, side) => {
+                    runner.send_latency(side == Side::Client).await
+                }
+                (Kind::Latency, Verb::Write, side) => {
+                    runner.write_latency(mr, half, side == Side::Server).await
+                }
+                (Kind::Latency, _, Side::Server) => Ok(Measured::default()),
+                (Kind::Latency, verb, Side::Client) => runner.latency(verb, cas).await,
             }
-            (Kind::Bandwidth, verb, _) if duplex => {
-                runner.bandwidth(verb, args.tx_depth, cas).await
+        };
+        // The rows of --run_infinitely, printed while the traffic runs (the printer waits
+        // for ever: the run ends first, on an error, or Ctrl-C ends both).
+        let print_rows = async {
+            let mut first = true;
+            while let Some(row) = rows_in.recv().await {
+                let row = Measured {
+                    // perftest's `run_inf_bi_factor`: -b counts twice this side's traffic.
+                    remote: duplex.then(|| row.report(size, args.unit())),
+                    ..row
+                };
+                let part = Part {
+                    header: first,
+                    footer: false,
+                    interrupted: false,
+                };
+                print_result(args, test, size, &row, device, qpn, part).await?;
+                if let Some(now) = current.borrow_mut().as_mut() {
+                    now.header = false;
+                }
+                first = false;
             }
-            (Kind::Bandwidth, Verb::Send, Side::Server) => runner.receive_all(posted).await,
-            (Kind::Bandwidth, _, Side::Server) => Ok(Measured::default()),
-            (Kind::Bandwidth, verb, Side::Client) => {
-                runner.bandwidth(verb, args.tx_depth, cas).await
-            }
-            (Kind::Latency, Verb::Send, side) => runner.send_latency(side == Side::Client).await,
-            (Kind::Latency, Verb::Write, side) => {
-                runner.write_latency(mr, half, side == Side::Server).await
-            }
-            (Kind::Latency, _, Side::Server) => Ok(Measured::default()),
-            (Kind::Latency, verb, Side::Client) => runner.latency(verb, cas).await,
+            std::future::pending::<()>().await;
+            anyhow::Ok(())
+        };
+        let outcome = tokio::select! {
+            outcome = run => outcome,
+            Err(why) = print_rows => return Err(why),
         };
         let measured = match outcome {
             Ok(measured) => Measured {
                 cq_events: channel.as_ref().map(traffic::events::Channel::events),
                 ..measured
             },
+            Err(traffic::TrafficError::Silence { secs, .. }) if args.run_infinitely => {
+                // A run without end ends when the peer stops sending (Ctrl-C there).
+                if !args.json {
+                    println!("{}", "-".repeat(87));
+                }
+                eprintln!("roce perf: nothing came for {secs} s: the peer ended the run");
+                return Ok(ExitCode::SUCCESS);
+            }
             Err(why) => {
                 eprintln!("roce perf: {why}");
                 return Ok(ExitCode::from(1));
@@ -582,6 +683,13 @@ where
     *current.borrow_mut() = None;
     let (size, measured) = last;
     let report: BwReport = measured.report(size, args.unit());
+    if args.run_infinitely && one_way_server {
+        // Its client runs until Ctrl-C there, and then closes the exchange: the end.
+        if session.finish(&report).await.is_err() {
+            eprintln!("roce perf: the client ended the run (--run_infinitely)");
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
     let finish = session.finish(&report).await.map_err(|e| {
         anyhow::Error::new(e)
             .context("the peer stopped before the end of the test (see its output)")

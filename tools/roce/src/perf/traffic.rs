@@ -5,6 +5,7 @@ mod error;
 pub(super) mod events;
 mod peak;
 mod per_qp;
+pub(super) mod rows;
 
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -25,7 +26,7 @@ const POLL_BATCH: usize = 16;
 /// How long a `-D` send server goes on taking messages after its time is up, once none come.
 const DRAIN: Duration = Duration::from_millis(200);
 
-use error::TrafficError;
+pub(super) use error::TrafficError;
 pub(super) use peak::best_per_message;
 use peak::{PEAK_MAX_ITERS, PEAK_MAX_TOTAL};
 pub(super) use per_qp::{PerQp, Plan};
@@ -69,6 +70,8 @@ pub(super) struct Runner<'a> {
     pub(super) check: Option<(&'a MemoryRegion, &'a RefCell<Checker>)>,
     /// With `-e`, the CQ's completion channel: completions are waited for by its events.
     pub(super) events: Option<&'a events::Channel>,
+    /// With `--run_infinitely`, where the rows go (instead of the progress lines).
+    pub(super) rows: Option<&'a RefCell<rows::Rows>>,
 }
 
 impl Runner<'_> {
@@ -148,6 +151,18 @@ impl Runner<'_> {
         match self.plan {
             Plan::Iterations(_) => None,
             Plan::Duration { total, .. } => Some(start + total),
+        }
+    }
+
+    /// `sum` completions so far: a row of `--run_infinitely` when one is due, else the
+    /// progress line when one is due; the count for Ctrl-C either way.
+    fn progress(&self, progress: &mut Progress, sum: u64) {
+        match self.rows {
+            Some(rows) => rows.borrow_mut().tick(sum, Instant::now(), self.live),
+            None => {
+                self.live.borrow_mut().completed = sum;
+                progress.tick(sum);
+            }
         }
     }
 
@@ -290,8 +305,7 @@ impl Runner<'_> {
                     times.completed.push(now);
                 }
             }
-            self.live.borrow_mut().completed = per_qp.sum;
-            progress.tick(per_qp.sum);
+            self.progress(&mut progress, per_qp.sum);
         }
         Ok(Measured {
             best_per_message: times.and_then(|t| best_per_message(&t.posted, &t.completed)),
@@ -349,8 +363,7 @@ impl Runner<'_> {
                     .await?;
                 outstanding[qp] += 1;
             }
-            self.live.borrow_mut().completed = per_qp.sum;
-            progress.tick(per_qp.sum);
+            self.progress(&mut progress, per_qp.sum);
         }
         Ok(measured(start, per_qp))
     }

@@ -108,8 +108,7 @@ impl Runner<'_> {
                     }
                 }
             }
-            self.live.borrow_mut().completed = per_qp.sum;
-            progress.tick(per_qp.sum);
+            self.progress(&mut progress, per_qp.sum);
         }
         // -D: the peer's last messages, until nothing comes for DRAIN.
         if end.is_some() {
