@@ -537,3 +537,119 @@ fn run_infinitely_is_refused_where_perftest_refuses_it() {
         "cannot be used with",
     );
 }
+
+#[test]
+fn uc_and_ud_run_against_themselves() {
+    for (i, (verb, connection, size)) in [
+        ("write", "UC", 65536),
+        ("send", "UC", 65536),
+        ("send", "UD", 1024),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let port = (19230 + i).to_string();
+        let net = format!("127.0.{}", 230 + i);
+        let (client, server) = perf_pair(
+            &[verb, "-c", connection],
+            &port,
+            &net,
+            &["-n", "200", "--json", "--stats"],
+        );
+        let (client, server) = (json_as("client", &client), json_as("server", &server));
+        let what = format!("{verb} -c {connection}");
+        assert_eq!(client["iterations"], 200, "{what}: {client}");
+        assert_eq!(client["bytes"], size, "{what}: {client}");
+        if verb == "send" {
+            assert_eq!(server["iterations"], 200, "{what}: {server}");
+        }
+        // Nothing is acknowledged on UC and UD: the receiver sent no packet at all.
+        assert_eq!(server["counters"]["tx_packets"], 0, "{what}: {server}");
+    }
+    // RC, for comparison, acknowledges.
+    let (_, server) = perf_pair(&["write"], "19233", "127.0.233", &["-n", "20", "--json"]);
+    let server = json_as("server", &server);
+    assert!(
+        server["counters"]["tx_packets"].as_u64().unwrap() > 0,
+        "{server}"
+    );
+}
+
+#[test]
+fn uc_and_ud_against_perftest_both_ways() {
+    if !have("ib_send_bw", "perftest") {
+        return;
+    }
+    for (i, (verb, connection, size)) in [("write", "UC", 65536.0), ("send", "UD", 1024.0)]
+        .into_iter()
+        .enumerate()
+    {
+        let ib = format!("ib_{verb}_bw");
+        let common = ["-c", connection, "-n", "200"];
+        let (client, server) = perf_server_perftest_client(
+            &[&[verb][..], &common, &["--json"]].concat(),
+            &[&[ib.as_str()][..], &common].concat(),
+            &(19234 + 2 * i).to_string(),
+            &format!("127.0.{}", 234 + 2 * i),
+        );
+        let what = format!("roce perf {verb} -c {connection} server, {ib} client");
+        let row = perftest_row(&what, &client);
+        assert_eq!(row[..2], [size, 200.0], "{what}: {row:?}");
+        let server = json_as(&what, &server);
+        assert_eq!(server["bytes"].as_f64(), Some(size), "{what}: {server}");
+        assert_eq!(server["counters"]["tx_packets"], 0, "{what}: {server}");
+        let (client, server) = perftest_server_perf_client(
+            &[&[ib.as_str()][..], &common].concat(),
+            &[&[verb][..], &common, &["--json"]].concat(),
+            &(19235 + 2 * i).to_string(),
+            &format!("127.0.{}", 235 + 2 * i),
+        );
+        let what = format!("{ib} -c {connection} server, roce perf {verb} client");
+        let client = json_as(&what, &client);
+        assert_eq!(client["iterations"], 200, "{what}: {client}");
+        assert_eq!(client["bytes"].as_f64(), Some(size), "{what}: {client}");
+        let row = perftest_row(&what, &server);
+        assert_eq!(row[..2], [size, 200.0], "{what}: {row:?}");
+    }
+}
+
+#[test]
+fn connections_are_refused_where_perftest_refuses_them() {
+    refused(
+        &["read", "-c", "UC", "127.0.238.1", "-p", "19238"],
+        "UC connection not possible in READ/ATOMIC verbs",
+    );
+    refused(
+        &["atomic", "-c", "UC", "127.0.238.1", "-p", "19238"],
+        "UC connection not possible in READ/ATOMIC verbs",
+    );
+    refused(
+        &["write", "-c", "UD", "127.0.238.1", "-p", "19238"],
+        "UD connection only possible in SEND verb",
+    );
+    refused(
+        &["send", "-c", "UC", "-R", "127.0.238.1", "-p", "19238"],
+        "UC is not supported in librdmacm",
+    );
+    refused(
+        &["send", "-c", "UD", "--check", "127.0.238.1", "-p", "19238"],
+        "--check: not with -c UD",
+    );
+    // A UD message larger than the path MTU: both sides stop once they know the MTU, before
+    // their devices start.
+    let (client, server) = perf_pair(
+        &["send", "-c", "UD"],
+        "19239",
+        "127.0.239",
+        &["-s", "2048", "-m", "1024", "--json"],
+    );
+    for out in [&client, &server] {
+        let (stdout, stderr) = text(out);
+        assert_eq!(out.status.code(), Some(2), "{stderr}");
+        assert!(
+            stderr.contains("Max message size in UD cannot be greater than MTU"),
+            "{stderr}"
+        );
+        assert!(stdout.is_empty(), "{stdout}");
+    }
+}

@@ -10,8 +10,8 @@ use anyhow::{Context, bail};
 use roce_core::{Qpn, RecvWr, Sge};
 use roce_device::DeviceHandle;
 use roce_oob::perftest::{
-    self, Amount, BwReport, Config, Exchange, IbvMtu, Kind, Modes, RunParams, Session, Side, Test,
-    Verb,
+    self, Amount, BwReport, Config, Connection, Exchange, IbvMtu, Kind, Modes, RunParams, Session,
+    Side, Test, Verb,
 };
 
 mod check;
@@ -39,6 +39,37 @@ pub(crate) enum VerbArg {
     /// Atomics (ib_atomic_bw, ib_atomic_lat).
     Atomic,
 }
+
+/// perftest's -c: the QPs' transport.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum ConnectionArg {
+    /// Reliable connected.
+    #[value(name = "RC")]
+    Rc,
+    /// Unreliable connected: write and send.
+    #[value(name = "UC")]
+    Uc,
+    /// Unreliable datagram: send, one packet a message.
+    #[value(name = "UD")]
+    Ud,
+}
+
+impl ConnectionArg {
+    pub(crate) fn oob(self) -> Connection {
+        match self {
+            Self::Rc => Connection::Rc,
+            Self::Uc => Connection::Uc,
+            Self::Ud => Connection::Ud,
+        }
+    }
+}
+
+/// perftest's Q_Key of its UD QPs (perftest_parameters.h `DEF_QKEY`).
+pub(crate) const QKEY: u32 = 0x1111_1111;
+
+/// The room before a UD message in its receive buffer, for the GRH (perftest_parameters.h
+/// `UD_ADDITION`).
+pub(crate) const GRH: u32 = 40;
 
 /// perftest's tests, with its out-of-band protocol, against the real tools or another `roce perf`.
 ///
@@ -197,11 +228,39 @@ pub(crate) struct Args {
     /// -e, --lat, nor -b in a send test (as perftest).
     #[arg(long = "run_infinitely", alias = "run-infinitely", conflicts_with_all = ["iters", "all"])]
     run_infinitely: bool,
+    /// The QPs' transport, as perftest's -c: RC (default), UC (write and send: no ACKs, a
+    /// lost packet loses its message) or UD (send only: one packet a message, so at most the
+    /// path MTU: without -s, or with -a, the size is cut to it, as perftest; each send names
+    /// the peer's QP and Q_Key 0x11111111, and each receive buffer has 40 bytes for the GRH
+    /// before the message). With UC or UD and -r left at 512, -r is the iterations (at most
+    /// 16000), as perftest, since nothing slows a sender down to its receiver. Give both
+    /// sides the same. Not with -R; UD not with --check.
+    #[arg(
+        short = 'c',
+        long = "connection",
+        value_enum,
+        ignore_case = true,
+        default_value = "RC"
+    )]
+    connection: ConnectionArg,
     #[command(flatten)]
     device: crate::device::DeviceOpts,
 }
 
 impl Args {
+    /// The receives posted per QP: -r, or with UC/UD and -r at perftest's default, the
+    /// iterations up to 16000 (perftest_parameters.c `force_dependecies`: `if (rx_depth ==
+    /// DEF_RX_SEND) rx_depth = (iters < UC_MAX_RX) ? iters : UC_MAX_RX`).
+    fn rx_depth(&self) -> u32 {
+        let iters = self.iters.unwrap_or(if self.lat { 1000 } else { 5000 });
+        let counted = self.duration.is_none() && !self.run_infinitely;
+        if self.connection != ConnectionArg::Rc && self.rx_depth == 512 && counted {
+            iters.min(16000)
+        } else {
+            self.rx_depth
+        }
+    }
+
     fn unit(&self) -> Unit {
         if self.report_gbits {
             Unit::Gbit
@@ -255,6 +314,7 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<ExitCode> {
         );
     }
     check_run_infinitely(args, verb)?;
+    check_connection(args, verb)?;
     if args.bidirectional && args.check {
         bail!("--check: not with -b (it checks one direction: give it to a one-way run)");
     }
@@ -306,6 +366,57 @@ fn check_run_infinitely(args: &Args, verb: Verb) -> anyhow::Result<()> {
         );
     }
     Ok(())
+}
+
+/// perftest's rules for -c (perftest_parameters.c `change_conn_type`: "UC connection not
+/// possible in READ/ATOMIC verbs", "UD connection only possible in SEND verb";
+/// `force_dependecies`: "UC is not supported in librdmacm"), and ours.
+fn check_connection(args: &Args, verb: Verb) -> anyhow::Result<()> {
+    match args.connection {
+        ConnectionArg::Rc => {}
+        ConnectionArg::Uc if matches!(verb, Verb::Read | Verb::Atomic) => {
+            bail!(
+                "-c UC: write and send only, as perftest (\"UC connection not possible in READ/ATOMIC verbs\")"
+            );
+        }
+        ConnectionArg::Ud if verb != Verb::Send => {
+            bail!("-c UD: send only, as perftest (\"UD connection only possible in SEND verb\")");
+        }
+        ConnectionArg::Uc if args.rdma_cm => {
+            bail!("-c UC: not with -R, as perftest (\"UC is not supported in librdmacm\")");
+        }
+        ConnectionArg::Ud if args.rdma_cm => {
+            bail!("-c UD: not with -R (roce perf's CM connects RC QPs)");
+        }
+        ConnectionArg::Ud if args.check => {
+            bail!("--check: not with -c UD");
+        }
+        _ => {}
+    }
+    Ok(())
+}
+
+/// With -c UD, the sizes that fit one packet of the path MTU (perftest_communication.c
+/// `check_mtu`: "Max msg size in UD is MTU" and the size cut to it without -s or with -a;
+/// "Max message size in UD cannot be greater than MTU" with a larger -s; send_bw.c runs -a
+/// up to the MTU).
+fn ud_sizes(args: &Args, sizes: Vec<u32>, mtu: IbvMtu) -> anyhow::Result<Vec<u32>> {
+    let mtu = mtu.bytes();
+    if args.connection != ConnectionArg::Ud || sizes.iter().all(|&s| s <= mtu) {
+        return Ok(sizes);
+    }
+    if args.size.is_some() {
+        bail!(
+            "-c UD: -s {} is more than the path MTU, {mtu} bytes (\"Max message size in UD cannot be greater than MTU\")",
+            sizes[0]
+        );
+    }
+    eprintln!("roce perf: -c UD: a message is one packet: at most the path MTU, {mtu} bytes");
+    let mut cut: Vec<u32> = sizes.into_iter().filter(|&s| s <= mtu).collect();
+    if !args.all {
+        cut = vec![mtu];
+    }
+    Ok(cut)
 }
 
 /// perftest's interval of --run_infinitely without -D (perftest_parameters.h `DEF_DURATION`).
@@ -394,7 +505,7 @@ async fn test_run(
         modes: Modes {
             duplex: args.bidirectional,
             run_infinitely: args.run_infinitely,
-            ..Modes::default()
+            connection: args.connection.oob(),
         },
     };
     let side = if args.server.is_some() {
@@ -435,6 +546,8 @@ async fn test_run(
     let default_ip = stream.local_addr()?.ip();
     let mut session = Session::start(stream, side, test, &config).await?;
     check_params(&session, &params)?;
+    let sizes = ud_sizes(args, sizes, session.mtu())?;
+    let largest = sizes.iter().copied().max().unwrap_or(size);
     let (device, local_ip) = args.device.spawn(default_ip)?;
     let qps = setup::Qps::create(args, device, local_ip).await?;
     let set_up = setup::set_up(args, &mut session, qps, largest, false).await?;
@@ -498,7 +611,7 @@ where
     let duplex = args.bidirectional;
     let receives = test.verb == Verb::Send && (lat || side == Side::Server || duplex);
     let posted = if receives {
-        args.rx_depth.min(plan.iters()).max(1)
+        args.rx_depth().min(plan.iters()).max(1)
     } else {
         0
     };
@@ -530,8 +643,14 @@ where
         // With one QP receives land in the send half, where ib_send_lat's answer is sent
         // from; with several, each QP's in its receive half (perftest_resources.c
         // `ctx_set_recv_wqes`: `buf[0] + (num_of_qps + k) * send_qp_buff_size`).
+        // A UD receive has the GRH's 40 bytes before the message.
+        let grh = if args.connection == ConnectionArg::Ud {
+            GRH
+        } else {
+            0
+        };
         let recv_sges: Vec<Sge> = (0..qps)
-            .map(|i| slot(if qps == 1 { 0 } else { qps + i }, size))
+            .map(|i| slot(if qps == 1 { 0 } else { qps + i }, size + grh))
             .collect();
         for (qp, sge) in endpoints.iter().zip(&recv_sges) {
             for _ in 0..posted {
@@ -576,6 +695,7 @@ where
             check: checker.as_ref().map(|c| (mr, c)),
             events: channel.as_ref(),
             rows: rows.as_ref(),
+            ud: set_up.ud.as_deref(),
         };
         let run = async {
             match (test.kind, test.verb, side) {

@@ -11,7 +11,7 @@ use std::cell::RefCell;
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-use roce_core::{Cqe, MemoryRegion, Qpn, RecvWr, Remote, SendOp, SendWr, Sge, WcStatus};
+use roce_core::{Cqe, MemoryRegion, Qpn, RecvWr, Remote, SendOp, SendWr, Sge, UdDest, WcStatus};
 use roce_device::{DeviceHandle, RcEndpoint};
 use roce_oob::perftest::Verb;
 
@@ -72,6 +72,8 @@ pub(super) struct Runner<'a> {
     pub(super) events: Option<&'a events::Channel>,
     /// With `--run_infinitely`, where the rows go (instead of the progress lines).
     pub(super) rows: Option<&'a RefCell<rows::Rows>>,
+    /// With `-c UD`, each QP's destination.
+    pub(super) ud: Option<&'a [UdDest]>,
 }
 
 impl Runner<'_> {
@@ -93,6 +95,13 @@ impl Runner<'_> {
             },
             Verb::Atomic => SendOp::FetchAdd { remote, add: 1 },
         }
+    }
+
+    /// A work request of QP `qp` from `sge`: with `-c UD`, to the peer's QP.
+    fn wr(&self, qp: usize, wr_id: u64, op: SendOp, sge: Sge) -> SendWr {
+        let mut wr = SendWr::new(wr_id, op, vec![sge]);
+        wr.ud = self.ud.map(|ud| ud[qp]);
+        wr
     }
 
     /// The next completion of the (shared) CQ, which must be a success, and its QP's index.
@@ -236,7 +245,7 @@ impl Runner<'_> {
                     continue;
                 }
                 let n = posted[qp];
-                let wr = SendWr::new(u64::from(n), self.op(qp, verb, cas, n), vec![self.sges[qp]]);
+                let wr = self.wr(qp, u64::from(n), self.op(qp, verb, cas, n), self.sges[qp]);
                 list.push((self.qps[qp].qpn, wr));
                 posted[qp] += 1;
             }
@@ -392,7 +401,7 @@ impl Runner<'_> {
         let start = self.started();
         let iters = self.plan.iters();
         let send = |i: u32| {
-            let mut wr = SendWr::new(u64::from(i) + 2, SendOp::Send, vec![self.sges[0]]);
+            let mut wr = self.wr(0, u64::from(i) + 2, SendOp::Send, self.sges[0]);
             wr.inline = self.sges[0].length <= 400;
             self.device.post_send(self.qp().qpn, wr)
         };
@@ -414,7 +423,7 @@ impl Runner<'_> {
                             self.qp().qpn,
                             RecvWr {
                                 wr_id: RECV,
-                                sgl: vec![self.sges[0]],
+                                sgl: vec![self.recv_sges[0]],
                             },
                         )
                         .await?;
