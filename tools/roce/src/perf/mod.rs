@@ -89,9 +89,13 @@ pub(crate) const GRH: u32 = 40;
 /// computed (0 in the table, null in --json) with -D, above 20000 iterations per QP (or
 /// 200000 of all QPs), and on a send test's server.
 ///
-/// Two `roce perf`s compare -n/-D, -s/-a and -q before any traffic and both stop, naming the
-/// difference, if they were not given the same (perftest 4.5 does not send them: against it,
-/// a mismatch shows as a side that waits until --timeout).
+/// perftest's modes: -b (both directions at once), -c UC|UD (the QPs' transport), -e (wait
+/// on completion events) and --run_infinitely (a row every -D seconds until Ctrl-C), each
+/// with perftest's rules, against perftest's tools as against another `roce perf`.
+///
+/// Two `roce perf`s compare -n/-D, -s/-a, -q, -b, -c and --run_infinitely before any traffic
+/// and both stop, naming the difference, if they were not given the same (perftest 4.5 does
+/// not send them: against it, a mismatch shows as a side that waits until --timeout).
 ///
 /// Ctrl-C prints what was measured so far (with "interrupted": true in --json) and exits 130.
 ///
@@ -104,7 +108,11 @@ pub(crate) const GRH: u32 = 40;
     roce perf write -a 198.18.0.12    # every size from 2 bytes to 8 MiB\n  \
     roce perf send -D 10 198.18.0.12  # for 10 seconds (give the server -D 10 too)\n  \
     roce perf send --lat              # here: the server, for ib_send_lat -x 1 198.18.0.1\n  \
-    roce perf write -R --ip 198.18.0.1  # the server through the CM, for ib_write_bw -R 198.18.0.1")]
+    roce perf write -R --ip 198.18.0.1  # the server through the CM, for ib_write_bw -R 198.18.0.1\n  \
+    roce perf write -b 198.18.0.12    # both directions at once (ib_write_bw -b -x 1 there)\n  \
+    roce perf send -c UD 198.18.0.12  # over UD (ib_send_bw -c UD -x 1 there)\n  \
+    roce perf send -e 198.18.0.12     # waiting on completion events (ib_send_bw -e -x 1 there)\n  \
+    roce perf write --run_infinitely -D 2 198.18.0.12  # a row every 2 s until Ctrl-C")]
 pub(crate) struct Args {
     /// The operation.
     #[arg(value_enum)]
