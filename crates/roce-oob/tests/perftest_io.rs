@@ -106,6 +106,7 @@ async fn client_and_server_over_loopback_tcp_for_every_test() {
                 },
                 mtu: IbvMtu::Mtu4096,
                 params: None,
+                duplex: false,
             };
             let server = tokio::spawn(async move {
                 let (stream, _) = listener.accept().await.unwrap();
@@ -435,12 +436,13 @@ async fn send_bw_with_all_sizes_syncs_around_each_size() {
 /// padding carries none.
 #[tokio::test]
 async fn run_params_are_exchanged() {
-    use roce_oob::perftest::{Amount, RunParams};
+    use roce_oob::perftest::{Amount, Modes, RunParams};
     let (a, b) = duplex(4096);
     let mine = RunParams {
         amount: Amount::Iterations(100),
         size: Some(4096),
         qps: 1,
+        modes: Modes::default(),
     };
     let theirs = RunParams {
         amount: Amount::Iterations(50),
@@ -623,4 +625,50 @@ async fn qp_counts_perftest_refuses_are_refused() {
         Err(OobError::QpCount { .. })
     ));
     assert!(perftest::check_qps(Test::SEND_LAT, 1).is_ok());
+}
+
+/// With `-b` a write test's sides both run, sync once before the run (write_bw.c: `if
+/// (user_param.duplex) ctx_hand_shake(...)`), swap their reports right after it and close
+/// without the one-way end's handshake and report: the streams end with nothing left unread.
+#[tokio::test]
+async fn a_duplex_write_test_swaps_reports_after_its_run() {
+    let (a, b) = duplex(4096);
+    let config = Config {
+        duplex: true,
+        ..Config::default()
+    };
+    let side = |stream, side, qpn: u32, bw: f64| {
+        let config = config.clone();
+        async move {
+            let mut session = Session::start(stream, side, Test::WRITE_BW, &config).await?;
+            session.exchange_keys(dest(qpn, None)).await?;
+            session.connected().await?;
+            session.ready().await?;
+            session.sync().await?;
+            let report = BwReport {
+                size: 65536,
+                iters: 5000,
+                bw_peak: bw,
+                bw_avg: bw,
+                msg_rate_avg: 0.01,
+            };
+            let theirs = session.exchange_reports(&report).await?;
+            let finish = session.finish(&report).await?;
+            Ok::<_, OobError>((theirs, finish))
+        }
+    };
+    let (c, s) = timeout(LIMIT, async {
+        tokio::join!(
+            side(a, Side::Client, 1, 100.0),
+            side(b, Side::Server, 2, 200.0)
+        )
+    })
+    .await
+    .unwrap();
+    let ((client_saw, client_end), (server_saw, server_end)) = (c.unwrap(), s.unwrap());
+    assert_eq!((client_saw.bw_avg, server_saw.bw_avg), (200.0, 100.0));
+    for end in [client_end, server_end] {
+        assert_eq!(end.remote_report, None);
+        assert!(end.peer_done.is_some());
+    }
 }

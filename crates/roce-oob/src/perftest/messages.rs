@@ -150,8 +150,10 @@ pub(super) fn decode_keys_in(
 ///
 /// The 11 bytes after `"6.06\0"`: [`RUN_PARAMS_MAGIC`], the iterations per QP as a 32-bit
 /// big-endian number (or, top bit set, the duration in seconds of `-D`), the message size
-/// (0: all sizes, `-a`), the number of QPs (16 bits). A version longer than 4 bytes leaves no
-/// room: no parameters then.
+/// (0: all sizes, `-a`) in the low 28 bits of a 32-bit big-endian word whose top 4 bits are
+/// the [`Modes`] (bit 31 `-b`, bit 30 `--run_infinitely`, bits 29–28 the connection: 0 RC,
+/// 1 UC, 2 UD), the number of QPs (16 bits). A version longer than 4 bytes, or a message of
+/// 2^28 bytes or more, leaves no room: no parameters then (the peer is not checked).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct RunParams {
     /// Iterations per QP, or the duration in seconds.
@@ -160,6 +162,43 @@ pub struct RunParams {
     pub size: Option<u32>,
     /// QPs (`-q`).
     pub qps: u16,
+    /// The modes that both sides must share.
+    pub modes: Modes,
+}
+
+/// The modes of a run that change what both sides do, so that both must be given them:
+/// perftest's `-b`, `--run_infinitely` and `-c`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub struct Modes {
+    /// `-b`: both sides send.
+    pub duplex: bool,
+    /// `--run_infinitely`.
+    pub run_infinitely: bool,
+    /// `-c`.
+    pub connection: Connection,
+}
+
+/// perftest's `-c`: the QPs' transport.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub enum Connection {
+    /// Reliable connected (perftest's default).
+    #[default]
+    Rc,
+    /// Unreliable connected.
+    Uc,
+    /// Unreliable datagram.
+    Ud,
+}
+
+impl Connection {
+    /// perftest's name (`-c RC|UC|UD`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Rc => "RC",
+            Self::Uc => "UC",
+            Self::Ud => "UD",
+        }
+    }
 }
 
 /// How long a run is.
@@ -177,19 +216,41 @@ pub const RUN_PARAMS_MAGIC: u8 = b'R';
 
 const RUN_PARAMS_LEN: usize = 11;
 const DURATION_BIT: u32 = 0x8000_0000;
+const SIZE_BITS: u32 = 0x0fff_ffff;
+const DUPLEX_BIT: u32 = 0x8000_0000;
+const INFINITE_BIT: u32 = 0x4000_0000;
+const CONNECTION_SHIFT: u32 = 28;
 
 impl RunParams {
-    fn encode(&self) -> [u8; RUN_PARAMS_LEN] {
+    /// The 11 bytes; `None` when the size does not fit in its 28 bits.
+    fn encode(&self) -> Option<[u8; RUN_PARAMS_LEN]> {
         let amount = match self.amount {
             Amount::Iterations(n) => n & !DURATION_BIT,
             Amount::Seconds(s) => DURATION_BIT | (s & !DURATION_BIT),
         };
+        let size = self.size.unwrap_or(0);
+        if size > SIZE_BITS {
+            return None;
+        }
+        let connection = match self.modes.connection {
+            Connection::Rc => 0,
+            Connection::Uc => 1,
+            Connection::Ud => 2,
+        };
+        let word = size
+            | if self.modes.duplex { DUPLEX_BIT } else { 0 }
+            | if self.modes.run_infinitely {
+                INFINITE_BIT
+            } else {
+                0
+            }
+            | connection << CONNECTION_SHIFT;
         let mut out = [0u8; RUN_PARAMS_LEN];
         out[0] = RUN_PARAMS_MAGIC;
         out[1..5].copy_from_slice(&amount.to_be_bytes());
-        out[5..9].copy_from_slice(&self.size.unwrap_or(0).to_be_bytes());
+        out[5..9].copy_from_slice(&word.to_be_bytes());
         out[9..11].copy_from_slice(&self.qps.to_be_bytes());
-        out
+        Some(out)
     }
 
     fn decode(tail: &[u8]) -> Option<Self> {
@@ -203,7 +264,14 @@ impl RunParams {
             u32::from_be_bytes(b)
         };
         let amount = word(1..5);
-        let size = word(5..9);
+        let size_word = word(5..9);
+        let size = size_word & SIZE_BITS;
+        let connection = match (size_word >> CONNECTION_SHIFT) & 3 {
+            0 => Connection::Rc,
+            1 => Connection::Uc,
+            2 => Connection::Ud,
+            _ => return None,
+        };
         Some(Self {
             amount: if amount & DURATION_BIT != 0 {
                 Amount::Seconds(amount & !DURATION_BIT)
@@ -212,6 +280,11 @@ impl RunParams {
             },
             size: (size != 0).then_some(size),
             qps: u16::from_be_bytes([tail[9], tail[10]]),
+            modes: Modes {
+                duplex: size_word & DUPLEX_BIT != 0,
+                run_infinitely: size_word & INFINITE_BIT != 0,
+                connection,
+            },
         })
     }
 }
@@ -224,10 +297,10 @@ pub fn encode_version_with(
 ) -> Result<[u8; VERSION_LEN], OobError> {
     let mut out = encode_version(version)?;
     let tail = version.len() + 1;
-    if let Some(params) = params
+    if let Some(params) = params.and_then(RunParams::encode)
         && tail + RUN_PARAMS_LEN <= VERSION_LEN
     {
-        out[tail..tail + RUN_PARAMS_LEN].copy_from_slice(&params.encode());
+        out[tail..tail + RUN_PARAMS_LEN].copy_from_slice(&params);
     }
     Ok(out)
 }

@@ -37,9 +37,9 @@ mod steps;
 
 pub use keys_struct::{KEY_STRUCT_SIZE, decode_keys_struct, encode_keys_struct};
 pub use messages::{
-    Amount, BwReport, IbvMtu, KEY_MSG_SIZE, KEY_MSG_SIZE_GID, MIN_PEER_VERSION, MTU_MSG_LEN,
-    PeerVersion, PerftestDest, RUN_PARAMS_MAGIC, RunParams, SysData, VERSION, VERSION_LEN,
-    decode_keys, decode_mtu, decode_version, encode_keys, encode_mtu, encode_version,
+    Amount, BwReport, Connection, IbvMtu, KEY_MSG_SIZE, KEY_MSG_SIZE_GID, MIN_PEER_VERSION,
+    MTU_MSG_LEN, Modes, PeerVersion, PerftestDest, RUN_PARAMS_MAGIC, RunParams, SysData, VERSION,
+    VERSION_LEN, decode_keys, decode_mtu, decode_version, encode_keys, encode_mtu, encode_version,
     encode_version_with,
 };
 pub use plan::{Kind, MAX_QPS, Test, Verb, check_qps};

@@ -26,6 +26,9 @@ pub struct Config {
     /// This run's parameters, announced after the version's NUL ([`RunParams`]); `None`
     /// sends the NUL padding perftest sends.
     pub params: Option<RunParams>,
+    /// perftest's `-b`: both sides run traffic, and the end of a write/read/atomic test has no
+    /// handshake and report of its own ([`Session::exchange_reports`] runs after each run).
+    pub duplex: bool,
 }
 
 impl Default for Config {
@@ -35,6 +38,7 @@ impl Default for Config {
             sys: SysData::default(),
             mtu: IbvMtu::Mtu1024,
             params: None,
+            duplex: false,
         }
     }
 }
@@ -95,6 +99,7 @@ pub struct Session<S> {
     local: Vec<PerftestDest>,
     stage: Stage,
     exchange: Exchange,
+    duplex: bool,
 }
 
 impl<S> Session<S>
@@ -137,6 +142,7 @@ where
             local: vec![PerftestDest::default()],
             stage: Stage::Started,
             exchange,
+            duplex: config.duplex,
         })
     }
 
@@ -303,6 +309,16 @@ where
         self.hand_shakes(0, 1, SYNC).await
     }
 
+    /// With `-b`, after a run (each size's, with `-a`): this side's report for the peer's
+    /// (`xchg_bw_reports`, five 8-byte values each way, no handshake before); each side then
+    /// prints the sum of both (write_bw.c, read_bw.c, atomic_bw.c and send_bw.c `if
+    /// (user_param.duplex) { xchg_bw_reports(...); print_full_bw_report(&my_bw_rep,
+    /// &rem_bw_rep); }`; send_bw.c not with `-D`).
+    pub async fn exchange_reports(&mut self, report: &BwReport) -> Result<BwReport, OobError> {
+        self.step("exchange_reports", Stage::Ready, Stage::Ready)?;
+        exchange_bw_reports(&mut self.stream, self.side, report).await
+    }
+
     /// The end of the test, as [`Test`] says: for one-way write/read/atomic bandwidth tests a
     /// handshake and the report exchange (`report` is this side's; a perftest server sends
     /// garbage there), then for all but `ib_write_lat` [`close_connection`]. The stream is
@@ -314,7 +330,8 @@ where
             remote_report: None,
             peer_done: None,
         };
-        if self.test.exchanges_report() {
+        // With -b each run's report was exchanged already, and nobody waits for the client.
+        if self.test.exchanges_report() && !self.duplex {
             finish.remote = Some(self.hand_shakes(0, 1, END).await?);
             finish.remote_report =
                 Some(exchange_bw_reports(&mut self.stream, self.side, report).await?);

@@ -214,6 +214,7 @@ fn run_params_ride_after_the_version_nul() {
         amount: Amount::Iterations(5000),
         size: Some(65536),
         qps: 4,
+        modes: Modes::default(),
     };
     let msg = encode_version_with(VERSION, Some(&params)).unwrap();
     // perftest reads "6.06" and nothing after the NUL.
@@ -225,6 +226,11 @@ fn run_params_ride_after_the_version_nul() {
         amount: Amount::Seconds(5),
         size: None,
         qps: 16384,
+        modes: Modes {
+            duplex: true,
+            run_infinitely: true,
+            connection: Connection::Ud,
+        },
     };
     let msg = encode_version_with(VERSION, Some(&all)).unwrap();
     assert_eq!(decode_version(&msg).unwrap().params, Some(all));
@@ -235,6 +241,31 @@ fn run_params_ride_after_the_version_nul() {
             .params,
         None
     );
+    // Each mode on its own is told apart; a size past 28 bits sends nothing.
+    for modes in [
+        Modes {
+            duplex: true,
+            ..Modes::default()
+        },
+        Modes {
+            run_infinitely: true,
+            ..Modes::default()
+        },
+        Modes {
+            connection: Connection::Uc,
+            ..Modes::default()
+        },
+    ] {
+        let with = RunParams { modes, ..params };
+        let msg = encode_version_with(VERSION, Some(&with)).unwrap();
+        assert_eq!(decode_version(&msg).unwrap().params, Some(with));
+    }
+    let huge = RunParams {
+        size: Some(1 << 28),
+        ..params
+    };
+    let msg = encode_version_with(VERSION, Some(&huge)).unwrap();
+    assert_eq!(msg, encode_version(VERSION).unwrap());
     let long = encode_version_with("6.06.1", Some(&params)).unwrap();
     assert_eq!(long, encode_version("6.06.1").unwrap());
     assert_eq!(decode_version(&long).unwrap().params, None);

@@ -10,7 +10,8 @@ use anyhow::{Context, bail};
 use roce_core::{Qpn, RecvWr, Sge};
 use roce_device::DeviceHandle;
 use roce_oob::perftest::{
-    self, Amount, BwReport, Config, Exchange, IbvMtu, Kind, RunParams, Session, Side, Test, Verb,
+    self, Amount, BwReport, Config, Connection, Exchange, IbvMtu, Kind, Modes, RunParams, Session,
+    Side, Test, Verb,
 };
 
 mod check;
@@ -39,6 +40,37 @@ pub(crate) enum VerbArg {
     Atomic,
 }
 
+/// perftest's -c: the QPs' transport.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum ConnectionArg {
+    /// Reliable connected.
+    #[value(name = "RC")]
+    Rc,
+    /// Unreliable connected: write and send.
+    #[value(name = "UC")]
+    Uc,
+    /// Unreliable datagram: send, one packet a message.
+    #[value(name = "UD")]
+    Ud,
+}
+
+impl ConnectionArg {
+    pub(crate) fn oob(self) -> Connection {
+        match self {
+            Self::Rc => Connection::Rc,
+            Self::Uc => Connection::Uc,
+            Self::Ud => Connection::Ud,
+        }
+    }
+}
+
+/// perftest's Q_Key of its UD QPs (perftest_parameters.h `DEF_QKEY`).
+pub(crate) const QKEY: u32 = 0x1111_1111;
+
+/// The room before a UD message in its receive buffer, for the GRH (perftest_parameters.h
+/// `UD_ADDITION`).
+pub(crate) const GRH: u32 = 40;
+
 /// perftest's tests, with its out-of-band protocol, against the real tools or another `roce perf`.
 ///
 /// Without SERVER it waits on TCP port 18515 (the server); with SERVER it connects (the client),
@@ -57,9 +89,13 @@ pub(crate) enum VerbArg {
 /// computed (0 in the table, null in --json) with -D, above 20000 iterations per QP (or
 /// 200000 of all QPs), and on a send test's server.
 ///
-/// Two `roce perf`s compare -n/-D, -s/-a and -q before any traffic and both stop, naming the
-/// difference, if they were not given the same (perftest 4.5 does not send them: against it,
-/// a mismatch shows as a side that waits until --timeout).
+/// perftest's modes: -b (both directions at once), -c UC|UD (the QPs' transport), -e (wait
+/// on completion events) and --run_infinitely (a row every -D seconds until Ctrl-C), each
+/// with perftest's rules, against perftest's tools as against another `roce perf`.
+///
+/// Two `roce perf`s compare -n/-D, -s/-a, -q, -b, -c and --run_infinitely before any traffic
+/// and both stop, naming the difference, if they were not given the same (perftest 4.5 does
+/// not send them: against it, a mismatch shows as a side that waits until --timeout).
 ///
 /// Ctrl-C prints what was measured so far (with "interrupted": true in --json) and exits 130.
 ///
@@ -74,8 +110,11 @@ pub(crate) enum VerbArg {
     roce perf write -a 198.18.0.12    # every size from 2 bytes to 8 MiB\n  \
     roce perf send -D 10 198.18.0.12  # for 10 seconds (give the server -D 10 too)\n  \
     roce perf send --lat              # here: the server, for ib_send_lat -x 1 198.18.0.1\n  \
-    roce perf write -R --ip 198.18.0.1  # the server through the CM, for ib_write_bw -R 198.18.0.1"
-)]
+    roce perf write -R --ip 198.18.0.1  # the server through the CM, for ib_write_bw -R 198.18.0.1\n  \
+    roce perf write -b 198.18.0.12    # both directions at once (ib_write_bw -b -x 1 there)\n  \
+    roce perf send -c UD 198.18.0.12  # over UD (ib_send_bw -c UD -x 1 there)\n  \
+    roce perf send -e 198.18.0.12     # waiting on completion events (ib_send_bw -e -x 1 there)\n  \
+    roce perf write --run_infinitely -D 2 198.18.0.12  # a row every 2 s until Ctrl-C")]
 pub(crate) struct Args {
     /// The operation.
     #[arg(value_enum)]
@@ -175,11 +214,63 @@ pub(crate) struct Args {
     /// patterns, so a `roce perf` peer needs no flag of its own; a perftest peer does not.
     #[arg(long)]
     check: bool,
+    /// Wait for completions on the CQ's completion channel instead of polling it, as
+    /// perftest's -e: the CQ is armed (ibv_req_notify_cq) and each wait takes one event
+    /// (ibv_get_cq_event), arms it again and polls what is there. --json counts the events
+    /// ("cq_events"). As perftest: not for write tests (whose receiver sees no completions),
+    /// nor with -D; and not with --busy-poll, which polls.
+    #[arg(short = 'e', long = "events")]
+    events: bool,
+    /// Both sides send at once, as perftest's -b (bandwidth tests; give both sides -b): each
+    /// side runs the test towards the other (a send test's server sends once the client's
+    /// first message came), they swap their reports after each run, and each prints its own
+    /// #bytes and #iterations with the sum of both directions' BW peak, BW average and
+    /// MsgRate, as perftest does (a send test with -D prints its own figures alone, as
+    /// perftest). --json adds "local_bw_avg_mb_s" and "remote_bw_avg_mb_s".
+    #[arg(short = 'b', long = "bidirectional")]
+    bidirectional: bool,
+    /// Run until Ctrl-C, printing a result row every -D seconds (5 without -D) of what
+    /// completed since the row before, as perftest's --run_infinitely (bandwidth tests; give
+    /// both sides the same; no peak; the server of a one-way write/read/atomic test prints
+    /// nothing and waits; with -b each row counts both directions as twice this side's, as
+    /// perftest does). Ctrl-C prints a last row, of what completed since the row before,
+    /// and the footer (exit status 130). --json prints one object per row. Not with -n, -a,
+    /// -e, --lat, nor -b in a send test (as perftest).
+    #[arg(long = "run_infinitely", alias = "run-infinitely", conflicts_with_all = ["iters", "all"])]
+    run_infinitely: bool,
+    /// The QPs' transport, as perftest's -c: RC (default), UC (write and send: no ACKs, a
+    /// lost packet loses its message) or UD (send only: one packet a message, so at most the
+    /// path MTU: without -s, or with -a, the size is cut to it, as perftest; each send names
+    /// the peer's QP and Q_Key 0x11111111, and each receive buffer has 40 bytes for the GRH
+    /// before the message). With UC or UD and -r left at 512, -r is the iterations (at most
+    /// 16000), as perftest, since nothing slows a sender down to its receiver. Give both
+    /// sides the same. Not with -R; UD not with --check.
+    #[arg(
+        short = 'c',
+        long = "connection",
+        value_enum,
+        ignore_case = true,
+        default_value = "RC"
+    )]
+    connection: ConnectionArg,
     #[command(flatten)]
     device: crate::device::DeviceOpts,
 }
 
 impl Args {
+    /// The receives posted per QP: -r, or with UC/UD and -r at perftest's default, the
+    /// iterations up to 16000 (perftest_parameters.c `force_dependecies`: `if (rx_depth ==
+    /// DEF_RX_SEND) rx_depth = (iters < UC_MAX_RX) ? iters : UC_MAX_RX`).
+    fn rx_depth(&self) -> u32 {
+        let iters = self.iters.unwrap_or(if self.lat { 1000 } else { 5000 });
+        let counted = self.duration.is_none() && !self.run_infinitely;
+        if self.connection != ConnectionArg::Rc && self.rx_depth == 512 && counted {
+            iters.min(16000)
+        } else {
+            self.rx_depth
+        }
+    }
+
     fn unit(&self) -> Unit {
         if self.report_gbits {
             Unit::Gbit
@@ -226,6 +317,17 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<ExitCode> {
     if args.duration.is_some() && args.lat {
         bail!("-D: bandwidth tests only (a latency test counts -n iterations)");
     }
+    check_events(args, verb)?;
+    if args.bidirectional && args.lat {
+        bail!(
+            "-b: bandwidth tests only, as perftest (\"Bidirectional is only available in BW test\")"
+        );
+    }
+    check_run_infinitely(args, verb)?;
+    check_connection(args, verb)?;
+    if args.bidirectional && args.check {
+        bail!("--check: not with -b (it checks one direction: give it to a one-way run)");
+    }
     // The buffer is checked against the NIC's region limit and this machine's memory before a
     // socket is bound or the peer is reached (setup.rs lays it out).
     crate::memory::check_regions(
@@ -261,6 +363,106 @@ fn buffer_bytes(args: &Args, test: Test) -> u128 {
     2 * u128::from(args.qps) * u128::from(largest.max(4096))
 }
 
+/// perftest's rules for -e (perftest_parameters.c: `case 'e'`, "Events feature not available
+/// on WRITE verb"; `force_dependecies`, "Duration mode doesn't work with events."), and ours:
+/// events are not polled for.
+fn check_events(args: &Args, verb: Verb) -> anyhow::Result<()> {
+    if !args.events {
+        return Ok(());
+    }
+    if verb == Verb::Write {
+        bail!(
+            "-e: not for write tests, as perftest (\"Events feature not available on WRITE verb\")"
+        );
+    }
+    if args.duration.is_some() {
+        bail!("-e: not with -D, as perftest (\"Duration mode doesn't work with events\")");
+    }
+    if args.device.busy_poll {
+        bail!("-e waits for completion events, --busy-poll polls: give one of them");
+    }
+    Ok(())
+}
+
+/// perftest's rules for --run_infinitely (perftest_parameters.c `force_dependecies`: "run_infinitely
+/// does not support events feature yet", "run_infinitely exists only in BW tests for now",
+/// "run_infinitely mode is not supported in SEND Bidirectional BW test").
+fn check_run_infinitely(args: &Args, verb: Verb) -> anyhow::Result<()> {
+    if !args.run_infinitely {
+        return Ok(());
+    }
+    if args.events {
+        bail!(
+            "--run_infinitely: not with -e, as perftest (\"run_infinitely does not support events feature yet\")"
+        );
+    }
+    if args.lat {
+        bail!(
+            "--run_infinitely: bandwidth tests only, as perftest (\"run_infinitely exists only in BW tests for now\")"
+        );
+    }
+    if args.bidirectional && verb == Verb::Send {
+        bail!(
+            "--run_infinitely: not with -b in a send test, as perftest (\"run_infinitely mode is not supported in SEND Bidirectional BW test\")"
+        );
+    }
+    Ok(())
+}
+
+/// perftest's rules for -c (perftest_parameters.c `change_conn_type`: "UC connection not
+/// possible in READ/ATOMIC verbs", "UD connection only possible in SEND verb";
+/// `force_dependecies`: "UC is not supported in librdmacm"), and ours.
+fn check_connection(args: &Args, verb: Verb) -> anyhow::Result<()> {
+    match args.connection {
+        ConnectionArg::Rc => {}
+        ConnectionArg::Uc if matches!(verb, Verb::Read | Verb::Atomic) => {
+            bail!(
+                "-c UC: write and send only, as perftest (\"UC connection not possible in READ/ATOMIC verbs\")"
+            );
+        }
+        ConnectionArg::Ud if verb != Verb::Send => {
+            bail!("-c UD: send only, as perftest (\"UD connection only possible in SEND verb\")");
+        }
+        ConnectionArg::Uc if args.rdma_cm => {
+            bail!("-c UC: not with -R, as perftest (\"UC is not supported in librdmacm\")");
+        }
+        ConnectionArg::Ud if args.rdma_cm => {
+            bail!("-c UD: not with -R (roce perf's CM connects RC QPs)");
+        }
+        ConnectionArg::Ud if args.check => {
+            bail!("--check: not with -c UD");
+        }
+        _ => {}
+    }
+    Ok(())
+}
+
+/// With -c UD, the sizes that fit one packet of the path MTU (perftest_communication.c
+/// `check_mtu`: "Max msg size in UD is MTU" and the size cut to it without -s or with -a;
+/// "Max message size in UD cannot be greater than MTU" with a larger -s; send_bw.c runs -a
+/// up to the MTU).
+fn ud_sizes(args: &Args, sizes: Vec<u32>, mtu: IbvMtu) -> anyhow::Result<Vec<u32>> {
+    let mtu = mtu.bytes();
+    if args.connection != ConnectionArg::Ud || sizes.iter().all(|&s| s <= mtu) {
+        return Ok(sizes);
+    }
+    if args.size.is_some() {
+        bail!(
+            "-c UD: -s {} is more than the path MTU, {mtu} bytes (\"Max message size in UD cannot be greater than MTU\")",
+            sizes[0]
+        );
+    }
+    eprintln!("roce perf: -c UD: a message is one packet: at most the path MTU, {mtu} bytes");
+    let mut cut: Vec<u32> = sizes.into_iter().filter(|&s| s <= mtu).collect();
+    if !args.all {
+        cut = vec![mtu];
+    }
+    Ok(cut)
+}
+
+/// perftest's interval of --run_infinitely without -D (perftest_parameters.h `DEF_DURATION`).
+const DEFAULT_INTERVAL_SECS: u32 = 5;
+
 /// What a Ctrl-C needs to print the run it stopped.
 struct Current {
     device: DeviceHandle,
@@ -284,17 +486,22 @@ async fn perf(args: &Args, test: Test, mtu: IbvMtu) -> anyhow::Result<ExitCode> 
             };
             let live = live.take();
             let elapsed = live.started.map_or(Duration::ZERO, |s| s.elapsed());
+            let since = if args.run_infinitely { " since the last row" } else { "" };
             eprintln!(
-                "roce perf: interrupted after {} iterations, {:.1} s; what was measured so far:",
+                "roce perf: interrupted after {} iterations, {:.1} s{since}; what was measured so far:",
                 live.completed,
                 elapsed.as_secs_f64()
             );
-            let measured = Measured {
+            let mut measured = Measured {
                 elapsed,
                 iterations: live.completed,
                 samples: live.samples,
                 ..Measured::default()
             };
+            if args.run_infinitely && args.bidirectional {
+                // As the rows: both directions, as twice this side's.
+                measured.remote = Some(measured.report(now.size, args.unit()));
+            }
             let part = Part { header: now.header, footer: true, interrupted: true };
             print_result(args, test, now.size, &measured, &now.device, now.qpn, part).await?;
             Ok(ExitCode::from(130))
@@ -317,6 +524,8 @@ async fn test_run(
     let sizes = if args.all { all_sizes() } else { vec![size] };
     let iters = args.iters.unwrap_or(if lat { 1000 } else { 5000 });
     let plan = match args.duration {
+        // --run_infinitely: no end; rows every -D seconds.
+        _ if args.run_infinitely => Plan::Iterations(u32::MAX),
         // perftest_parameters.c: `margin = duration / 4` unless --margin is given.
         Some(secs) => Plan::Duration {
             total: Duration::from_secs(secs.into()),
@@ -325,11 +534,20 @@ async fn test_run(
         None => Plan::Iterations(iters),
     };
     let params = RunParams {
-        amount: args
-            .duration
-            .map_or(Amount::Iterations(iters), Amount::Seconds),
+        amount: match args.duration {
+            _ if args.run_infinitely => {
+                Amount::Seconds(args.duration.unwrap_or(DEFAULT_INTERVAL_SECS))
+            }
+            Some(secs) => Amount::Seconds(secs),
+            None => Amount::Iterations(iters),
+        },
         size: (!args.all).then_some(size),
         qps: u16::try_from(args.qps).unwrap_or(u16::MAX),
+        modes: Modes {
+            duplex: args.bidirectional,
+            run_infinitely: args.run_infinitely,
+            connection: args.connection.oob(),
+        },
     };
     let side = if args.server.is_some() {
         Side::Client
@@ -339,6 +557,7 @@ async fn test_run(
     let config = Config {
         mtu,
         params: Some(params),
+        duplex: args.bidirectional,
         ..Config::default()
     };
     let largest = sizes.iter().copied().max().unwrap_or(size);
@@ -368,6 +587,8 @@ async fn test_run(
     let default_ip = stream.local_addr()?.ip();
     let mut session = Session::start(stream, side, test, &config).await?;
     check_params(&session, &params)?;
+    let sizes = ud_sizes(args, sizes, session.mtu())?;
+    let largest = sizes.iter().copied().max().unwrap_or(size);
     let (device, local_ip) = args.device.spawn(default_ip)?;
     let qps = setup::Qps::create(args, device, local_ip).await?;
     let set_up = setup::set_up(args, &mut session, qps, largest, false).await?;
@@ -428,13 +649,14 @@ where
         length: size,
         lkey: mr.lkey(),
     };
-    let receives = test.verb == Verb::Send && (lat || side == Side::Server);
+    let duplex = args.bidirectional;
+    let receives = test.verb == Verb::Send && (lat || side == Side::Server || duplex);
     let posted = if receives {
-        args.rx_depth.min(plan.iters()).max(1)
+        args.rx_depth().min(plan.iters()).max(1)
     } else {
         0
     };
-    let one_way_server = side == Side::Server && test.verb != Verb::Send;
+    let one_way_server = side == Side::Server && test.verb != Verb::Send && !duplex;
     let qpn = endpoints[0].qpn;
     let index: std::collections::HashMap<Qpn, usize> = endpoints
         .iter()
@@ -442,13 +664,34 @@ where
         .map(|(i, qp)| (qp.qpn, i))
         .collect();
     let cas = args.atomic_type == "CMP_AND_SWAP";
+    // -e: the CQ armed once before the traffic, as perftest arms it after connecting.
+    let channel = if args.events {
+        Some(traffic::events::Channel::new(device, endpoints[0].cq)?)
+    } else {
+        None
+    };
+    // --run_infinitely: the runner's rows, printed as they come.
+    let (rows_out, mut rows_in) = tokio::sync::mpsc::unbounded_channel();
+    let rows = args.run_infinitely.then(|| {
+        let secs = args.duration.unwrap_or(DEFAULT_INTERVAL_SECS);
+        RefCell::new(traffic::rows::Rows::new(
+            Duration::from_secs(secs.into()),
+            rows_out,
+        ))
+    });
     let mut last = (size, Measured::default());
     for (k, &size) in sizes.iter().enumerate() {
         // With one QP receives land in the send half, where ib_send_lat's answer is sent
         // from; with several, each QP's in its receive half (perftest_resources.c
         // `ctx_set_recv_wqes`: `buf[0] + (num_of_qps + k) * send_qp_buff_size`).
+        // A UD receive has the GRH's 40 bytes before the message.
+        let grh = if args.connection == ConnectionArg::Ud {
+            GRH
+        } else {
+            0
+        };
         let recv_sges: Vec<Sge> = (0..qps)
-            .map(|i| slot(if qps == 1 { 0 } else { qps + i }, size))
+            .map(|i| slot(if qps == 1 { 0 } else { qps + i }, size + grh))
             .collect();
         for (qp, sge) in endpoints.iter().zip(&recv_sges) {
             for _ in 0..posted {
@@ -469,6 +712,11 @@ where
         } else if test.verb == Verb::Send {
             session.sync().await?;
         }
+        // write_bw.c, read_bw.c, atomic_bw.c with -b: a handshake before each run.
+        // (Not with --run_infinitely, whose branch of those mains has none.)
+        if duplex && test.verb != Verb::Send && !args.run_infinitely {
+            session.sync().await?;
+        }
         *current.borrow_mut() = Some(Current {
             device: device.clone(),
             qpn,
@@ -486,26 +734,97 @@ where
             plan,
             live,
             check: checker.as_ref().map(|c| (mr, c)),
+            events: channel.as_ref(),
+            rows: rows.as_ref(),
+            ud: set_up.ud.as_deref(),
         };
-        let outcome = match (test.kind, test.verb, side) {
-            (Kind::Bandwidth, Verb::Send, Side::Server) => runner.receive_all(posted).await,
-            (Kind::Bandwidth, _, Side::Server) => Ok(Measured::default()),
-            (Kind::Bandwidth, verb, Side::Client) => {
-                runner.bandwidth(verb, args.tx_depth, cas).await
+        let run = async {
+            match (test.kind, test.verb, side) {
+                (Kind::Bandwidth, Verb::Send, side) if duplex => {
+                    runner
+                        .bidirectional(args.tx_depth, posted, side == Side::Client)
+                        .await
+                }
+                (Kind::Bandwidth, verb, _) if duplex => {
+                    runner.bandwidth(verb, args.tx_depth, cas).await
+                }
+                (Kind::Bandwidth, Verb::Send, Side::Server) => runner.receive_all(posted).await,
+                (Kind::Bandwidth, _, Side::Server) => Ok(Measured::default()),
+                (Kind::Bandwidth, verb, Side::Client) => {
+                    runner.bandwidth(verb, args.tx_depth, cas).await
+                }
+                (Kind::Latency, Verb::Send, side) => {
+                    runner.send_latency(side == Side::Client).await
+                }
+                (Kind::Latency, Verb::Write, side) => {
+                    runner.write_latency(mr, half, side == Side::Server).await
+                }
+                (Kind::Latency, _, Side::Server) => Ok(Measured::default()),
+                (Kind::Latency, verb, Side::Client) => runner.latency(verb, cas).await,
             }
-            (Kind::Latency, Verb::Send, side) => runner.send_latency(side == Side::Client).await,
-            (Kind::Latency, Verb::Write, side) => {
-                runner.write_latency(mr, half, side == Side::Server).await
+        };
+        // The rows of --run_infinitely, printed while the traffic runs (the printer waits
+        // for ever: the run ends first, on an error, or Ctrl-C ends both).
+        let print_rows = async {
+            let mut first = true;
+            while let Some(row) = rows_in.recv().await {
+                let row = Measured {
+                    // perftest's `run_inf_bi_factor`: -b counts twice this side's traffic.
+                    remote: duplex.then(|| row.report(size, args.unit())),
+                    ..row
+                };
+                let part = Part {
+                    header: first,
+                    footer: false,
+                    interrupted: false,
+                };
+                print_result(args, test, size, &row, device, qpn, part).await?;
+                if let Some(now) = current.borrow_mut().as_mut() {
+                    now.header = false;
+                }
+                first = false;
             }
-            (Kind::Latency, _, Side::Server) => Ok(Measured::default()),
-            (Kind::Latency, verb, Side::Client) => runner.latency(verb, cas).await,
+            std::future::pending::<()>().await;
+            anyhow::Ok(())
+        };
+        let outcome = tokio::select! {
+            outcome = run => outcome,
+            Err(why) = print_rows => return Err(why),
         };
         let measured = match outcome {
-            Ok(measured) => measured,
+            Ok(measured) => Measured {
+                cq_events: channel.as_ref().map(traffic::events::Channel::events),
+                ..measured
+            },
+            Err(traffic::TrafficError::Silence { secs, .. }) if args.run_infinitely => {
+                // A run without end ends when the peer stops sending (Ctrl-C there).
+                if !args.json {
+                    println!("{}", "-".repeat(87));
+                }
+                eprintln!("roce perf: nothing came for {secs} s: the peer ended the run");
+                return Ok(ExitCode::SUCCESS);
+            }
             Err(why) => {
                 eprintln!("roce perf: {why}");
                 return Ok(ExitCode::from(1));
             }
+        };
+        // write_bw.c and read_bw.c with -b -a: a handshake after each run (perftest >= 4.6).
+        if duplex && args.all && test.verb != Verb::Send {
+            session.sync().await?;
+        }
+        // -b: the reports swapped, and each side shows the sum of both (not a send test's
+        // with -D: send_bw.c `if (user_param.duplex && user_param.test_type != DURATION)`).
+        let measured = if duplex && !lat && !(test.verb == Verb::Send && args.duration.is_some()) {
+            let remote = session
+                .exchange_reports(&measured.report(size, args.unit()))
+                .await?;
+            Measured {
+                remote: Some(remote),
+                ..measured
+            }
+        } else {
+            measured
         };
         // ... and one after its run.
         if args.all && test.verb == Verb::Send {
@@ -525,6 +844,13 @@ where
     *current.borrow_mut() = None;
     let (size, measured) = last;
     let report: BwReport = measured.report(size, args.unit());
+    if args.run_infinitely && one_way_server {
+        // Its client runs until Ctrl-C there, and then closes the exchange: the end.
+        if session.finish(&report).await.is_err() {
+            eprintln!("roce perf: the client ended the run (--run_infinitely)");
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
     let finish = session.finish(&report).await.map_err(|e| {
         anyhow::Error::new(e)
             .context("the peer stopped before the end of the test (see its output)")

@@ -1,4 +1,5 @@
-//! Two `roce perf`s compare the parameters that must agree (-n/-D, -s/-a, -q) before any
+//! Two `roce perf`s compare the parameters that must agree (-n/-D, -s/-a, -q, -b, -c,
+//! --run_infinitely) before any
 //! traffic, through the version exchange of the out-of-band protocol, and both stop naming the
 //! difference (perftest 4.5 does not send them).
 
@@ -30,9 +31,38 @@ fn mismatch(mine: &RunParams, theirs: &RunParams) -> Option<String> {
     if mine.qps != theirs.qps {
         diffs.push(format!("-q {} here, -q {} there", mine.qps, theirs.qps));
     }
+    let flag = |on: bool, name: &str| {
+        if on {
+            name.to_owned()
+        } else {
+            format!("no {name}")
+        }
+    };
+    let (m, t) = (mine.modes, theirs.modes);
+    if m.duplex != t.duplex {
+        diffs.push(format!(
+            "{} here, {} there",
+            flag(m.duplex, "-b"),
+            flag(t.duplex, "-b")
+        ));
+    }
+    if m.run_infinitely != t.run_infinitely {
+        diffs.push(format!(
+            "{} here, {} there",
+            flag(m.run_infinitely, "--run_infinitely"),
+            flag(t.run_infinitely, "--run_infinitely")
+        ));
+    }
+    if m.connection != t.connection {
+        diffs.push(format!(
+            "-c {} here, -c {} there",
+            m.connection.name(),
+            t.connection.name()
+        ));
+    }
     (!diffs.is_empty()).then(|| {
         format!(
-            "the peer was given other parameters ({}): give both sides the same -n/-D, -s/-a and -q",
+            "the peer was given other parameters ({}): give both sides the same -n/-D, -s/-a, -q, -b, -c and --run_infinitely",
             diffs.join("; ")
         )
     })

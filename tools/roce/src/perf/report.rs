@@ -56,6 +56,10 @@ pub(super) struct Measured {
     /// The best time per message of any window, seconds: the peak
     /// ([`super::traffic::best_per_message`]).
     pub(super) best_per_message: Option<f64>,
+    /// With `-e`: the completion events taken so far.
+    pub(super) cq_events: Option<u64>,
+    /// With `-b`: the peer's report of its direction, added to this side's in the result.
+    pub(super) remote: Option<BwReport>,
 }
 
 /// A bandwidth result: bytes per second (peak, average), messages per second; `None` where
@@ -103,6 +107,27 @@ impl Measured {
             avg: Some(f64::from(size) * n / secs),
             rate: Some(n / secs),
             iterations: self.iterations,
+        }
+    }
+
+    /// What the result shows: this side's figures, plus with `-b` the peer's direction (its
+    /// peak, average and rate added to ours; the iterations are ours), as perftest's
+    /// `print_full_bw_report(my_bw_rep, rem_bw_rep)`.
+    fn shown(&self, size: u32, unit: Unit) -> Figures {
+        let mine = self.figures(size, unit);
+        let Some(remote) = &self.remote else {
+            return mine;
+        };
+        let theirs = Self::from_report(remote).figures(size, unit);
+        let add = |a: Option<f64>, b: Option<f64>| match (a, b) {
+            (None, None) => None,
+            (a, b) => Some(a.unwrap_or(0.0) + b.unwrap_or(0.0)),
+        };
+        Figures {
+            peak: add(mine.peak, theirs.peak),
+            avg: add(mine.avg, theirs.avg),
+            rate: add(mine.rate, theirs.rate),
+            iterations: mine.iterations,
         }
     }
 
@@ -175,7 +200,7 @@ pub(super) async fn print_result(
     let unit = args.unit();
     let line = "-".repeat(87);
     let mut value = if test.kind == Kind::Bandwidth {
-        let f = m.figures(size, unit);
+        let f = m.shown(size, unit);
         let fairness = m.fairness(size);
         if !args.json {
             let num = |x: Option<f64>, k: f64| x.map_or(0.0, |x| x / k);
@@ -224,7 +249,7 @@ pub(super) async fn print_result(
                 .map(|&n| u64::from(n) * u64::from(size))
                 .collect::<Vec<_>>()
         });
-        json!({
+        let mut value = json!({
             "test": format!("{:?}_bw", test.verb).to_lowercase(), "bytes": size,
             "iterations": f.iterations, "seconds": (m.reported.is_none()).then_some(m.elapsed.as_secs_f64()),
             "duration_s": args.duration,
@@ -232,7 +257,16 @@ pub(super) async fn print_result(
             "msg_rate_mpps": f.rate.map(|r| r / 1e6),
             "qps": args.qps, "per_qp_bytes": per_qp_bytes,
             "per_qp_mb_s": fairness.as_ref().map(|f| &f.0), "jain": fairness.as_ref().map(|f| f.1),
-        })
+        });
+        if args.bidirectional {
+            value["local_bw_avg_mb_s"] = mb_per_s(m.figures(size, unit).avg);
+            value["remote_bw_avg_mb_s"] = mb_per_s(
+                m.remote
+                    .as_ref()
+                    .and_then(|r| Measured::from_report(r).figures(size, unit).avg),
+            );
+        }
+        value
     } else {
         let mut us: Vec<f64> = m.samples.iter().map(|d| d.as_secs_f64() * 1e6).collect();
         us.sort_by(f64::total_cmp);
@@ -296,6 +330,7 @@ pub(super) async fn print_result(
     }
     if args.json {
         value["interrupted"] = json!(part.interrupted);
+        value["cq_events"] = json!(m.cq_events);
         value["congestion"] = congestion;
         crate::json::add_counters(&mut value, &stats);
         println!("{value}");

@@ -4,13 +4,13 @@
 use std::net::IpAddr;
 
 use anyhow::{Context, bail};
-use roce_core::{Access, MemoryRegion, Mtu, Psn, QpInit, QpType, Qpn, Remote};
+use roce_core::{Access, Connect, MemoryRegion, Mtu, Psn, QpInit, QpType, Qpn, Remote, UdDest};
 use roce_device::{Connection, DeviceHandle, RcEndpoint};
 use roce_oob::perftest::{PerftestDest, Session};
 use roce_wire::Gid;
 use tokio::io::{AsyncRead, AsyncWrite};
 
-use super::Args;
+use super::{Args, ConnectionArg, GRH, QKEY};
 
 /// What the traffic runs on.
 #[derive(Debug)]
@@ -25,6 +25,8 @@ pub(super) struct SetUp {
     pub(super) remotes: Vec<Remote>,
     /// Each QP's peer QP.
     pub(super) peer_qpns: Vec<Qpn>,
+    /// With -c UD, where each QP's datagrams go: the peer's address, QP and Q_Key.
+    pub(super) ud: Option<Vec<UdDest>>,
 }
 
 /// The device and the test's `-q` QPs, in INIT, not connected yet.
@@ -44,10 +46,21 @@ impl Qps {
         device: DeviceHandle,
         local_ip: IpAddr,
     ) -> anyhow::Result<Self> {
-        let depth = (args.tx_depth.max(args.rx_depth) + 4) as usize;
-        let endpoints = create_endpoints(&device, depth, args.qps as usize).await?;
+        let depth = (args.tx_depth.max(args.rx_depth()) + 4) as usize;
+        let qp_type = match args.connection {
+            ConnectionArg::Rc => QpType::Rc,
+            ConnectionArg::Uc => QpType::Uc,
+            ConnectionArg::Ud => QpType::Ud,
+        };
+        let endpoints = create_endpoints(&device, depth, args.qps as usize, qp_type).await?;
         for qp in &endpoints {
-            qp.init(Access::ALL).await?;
+            if qp_type == QpType::Ud {
+                // A UD QP's INIT carries its Q_Key (perftest's DEF_QKEY).
+                let [init, _, _] = ud_connect(Psn::new(0)).steps();
+                device.modify_qp(qp.qpn, init).await?;
+            } else {
+                qp.init(Access::ALL).await?;
+            }
         }
         Ok(Self {
             device,
@@ -82,7 +95,12 @@ where
     // land and where ib_write_lat polls (perftest_resources.c `create_mr`: `buf[i] = buf[0] +
     // i * BUFF_SIZE`; perftest_communication.c `set_up_connection`: `vaddr = buf[0] +
     // (num_of_qps + i) * BUFF_SIZE`; `poll_buf = buf + BUFF_SIZE + size - 1` with one QP).
-    let half = (largest as usize)
+    let grh = if args.connection == ConnectionArg::Ud {
+        GRH
+    } else {
+        0
+    };
+    let half = ((largest + grh) as usize)
         .max(session.sys_data().cycle_buffer as usize)
         .max(8);
     let buf_len = 2 * qps * half;
@@ -123,8 +141,39 @@ where
         // perftest#114: never ask for more outstanding READs/atomics than the peer serves.
         connection.max_rd_atomic = u8::try_from(remote.out_reads.clamp(1, out_reads)).unwrap_or(1);
         connection.max_dest_rd_atomic = u8::try_from(out_reads).unwrap_or(16);
-        qp.connect(&connection).await?;
+        match args.connection {
+            ConnectionArg::Rc => qp.connect(&connection).await?,
+            // UC: the same path and PSNs, without RC's reliability attributes; UD: no peer,
+            // only the first PSN (each send names its destination).
+            other => {
+                let recipe = match other {
+                    ConnectionArg::Ud => ud_connect(Psn::new(local.psn)),
+                    _ => Connect {
+                        qp_type: QpType::Uc,
+                        ..connection.recipe()
+                    },
+                };
+                let [_, rtr, rts] = recipe.steps();
+                device.modify_qp(qp.qpn, rtr).await?;
+                device.modify_qp(qp.qpn, rts).await?;
+            }
+        }
     }
+    let ud = (args.connection == ConnectionArg::Ud)
+        .then(|| {
+            remotes
+                .iter()
+                .map(|r| {
+                    let gid = r.gid.context("the peer sent no GID")?;
+                    Ok(UdDest {
+                        ip: Gid(gid).to_ip(),
+                        qpn: Qpn::new(r.qpn),
+                        qkey: QKEY,
+                    })
+                })
+                .collect::<anyhow::Result<Vec<_>>>()
+        })
+        .transpose()?;
     session.connected().await?;
     let peer_qpns = remotes.iter().map(|r| Qpn::new(r.qpn)).collect();
     let remotes = remotes
@@ -141,7 +190,23 @@ where
         half,
         remotes,
         peer_qpns,
+        ud,
     })
+}
+
+/// A UD QP's recipe: its Q_Key (perftest's `DEF_QKEY`) and first PSN; no path or peer.
+fn ud_connect(sq_psn: Psn) -> Connect {
+    let unused = IpAddr::from([0, 0, 0, 0]);
+    Connect {
+        qp_type: QpType::Ud,
+        qkey: QKEY,
+        ..Connect::rc(
+            roce_core::AddressVector::new(unused, unused),
+            Qpn::new(0),
+            Psn::new(0),
+            sq_psn,
+        )
+    }
 }
 
 /// `qps` RC QPs in RESET with queues of `depth`, sharing one PD and one CQ as perftest's QPs
@@ -151,8 +216,9 @@ async fn create_endpoints(
     device: &DeviceHandle,
     depth: usize,
     qps: usize,
+    qp_type: QpType,
 ) -> anyhow::Result<Vec<RcEndpoint>> {
-    if qps == 1 {
+    if qps == 1 && qp_type == QpType::Rc {
         return Ok(vec![RcEndpoint::create(device, depth).await?]);
     }
     let pd = device.alloc_pd().await?;
@@ -160,7 +226,7 @@ async fn create_endpoints(
     let mut endpoints = Vec::with_capacity(qps);
     for _ in 0..qps {
         let qpn = device
-            .create_qp(QpInit::new(QpType::Rc, pd, cq, depth))
+            .create_qp(QpInit::new(qp_type, pd, cq, depth))
             .await?;
         endpoints.push(RcEndpoint {
             device: device.clone(),

@@ -1,14 +1,17 @@
 //! The traffic loops of `roce perf`: what each test posts and polls, and what it records.
 
+mod duplex;
 mod error;
+pub(super) mod events;
 mod peak;
 mod per_qp;
+pub(super) mod rows;
 
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-use roce_core::{Cqe, MemoryRegion, Qpn, RecvWr, Remote, SendOp, SendWr, Sge, WcStatus};
+use roce_core::{Cqe, MemoryRegion, Qpn, RecvWr, Remote, SendOp, SendWr, Sge, UdDest, WcStatus};
 use roce_device::{DeviceHandle, RcEndpoint};
 use roce_oob::perftest::Verb;
 
@@ -23,7 +26,7 @@ const POLL_BATCH: usize = 16;
 /// How long a `-D` send server goes on taking messages after its time is up, once none come.
 const DRAIN: Duration = Duration::from_millis(200);
 
-use error::TrafficError;
+pub(super) use error::TrafficError;
 pub(super) use peak::best_per_message;
 use peak::{PEAK_MAX_ITERS, PEAK_MAX_TOTAL};
 pub(super) use per_qp::{PerQp, Plan};
@@ -65,6 +68,12 @@ pub(super) struct Runner<'a> {
     pub(super) live: &'a RefCell<Live>,
     /// With `--check`, the buffer and what checks each message that lands here.
     pub(super) check: Option<(&'a MemoryRegion, &'a RefCell<Checker>)>,
+    /// With `-e`, the CQ's completion channel: completions are waited for by its events.
+    pub(super) events: Option<&'a events::Channel>,
+    /// With `--run_infinitely`, where the rows go (instead of the progress lines).
+    pub(super) rows: Option<&'a RefCell<rows::Rows>>,
+    /// With `-c UD`, each QP's destination.
+    pub(super) ud: Option<&'a [UdDest]>,
 }
 
 impl Runner<'_> {
@@ -88,6 +97,13 @@ impl Runner<'_> {
         }
     }
 
+    /// A work request of QP `qp` from `sge`: with `-c UD`, to the peer's QP.
+    fn wr(&self, qp: usize, wr_id: u64, op: SendOp, sge: Sge) -> SendWr {
+        let mut wr = SendWr::new(wr_id, op, vec![sge]);
+        wr.ud = self.ud.map(|ud| ud[qp]);
+        wr
+    }
+
     /// The next completion of the (shared) CQ, which must be a success, and its QP's index.
     async fn complete(&self) -> Result<(Cqe, usize), TrafficError> {
         self.complete_within(self.limit)
@@ -97,14 +113,27 @@ impl Runner<'_> {
 
     /// The next completion within `limit`, `None` if none came.
     async fn complete_within(&self, limit: Duration) -> Result<Option<(Cqe, usize)>, TrafficError> {
-        match self
-            .device
-            .next_completion_within(self.qp().cq, limit)
-            .await
-        {
-            Ok(cqe) => self.check(cqe).map(Some),
+        match self.cqes(1, limit).await {
+            Ok(mut cqes) => self.check(cqes.remove(0)).map(Some),
             Err(roce_device::DeviceError::Timeout(_)) => Ok(None),
             Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Up to `max` completions of the (shared) CQ, at least one, within `limit`: polled for,
+    /// or with `-e` waited for by the CQ's events.
+    async fn cqes(
+        &self,
+        max: usize,
+        limit: Duration,
+    ) -> Result<Vec<Cqe>, roce_device::DeviceError> {
+        match self.events {
+            Some(channel) => channel.next(max, limit).await,
+            None => {
+                self.device
+                    .next_completions_within(self.qp().cq, max, limit)
+                    .await
+            }
         }
     }
 
@@ -134,6 +163,18 @@ impl Runner<'_> {
         }
     }
 
+    /// `sum` completions so far: a row of `--run_infinitely` when one is due, else the
+    /// progress line when one is due; the count for Ctrl-C either way.
+    fn progress(&self, progress: &mut Progress, sum: u64) {
+        match self.rows {
+            Some(rows) => rows.borrow_mut().tick(sum, Instant::now(), self.live),
+            None => {
+                self.live.borrow_mut().completed = sum;
+                progress.tick(sum);
+            }
+        }
+    }
+
     /// One latency sample.
     fn sample(&self, sample: Duration) {
         let mut live = self.live.borrow_mut();
@@ -148,8 +189,7 @@ impl Runner<'_> {
 
     /// Up to `max` completions, at least one; each must be a success of one of our QPs.
     async fn complete_many(&self, max: usize) -> Result<Vec<(Cqe, usize)>, TrafficError> {
-        self.device
-            .next_completions_within(self.qp().cq, max, self.limit)
+        self.cqes(max, self.limit)
             .await
             .map_err(|e| match e {
                 roce_device::DeviceError::Timeout(_) => self.silence(),
@@ -205,7 +245,7 @@ impl Runner<'_> {
                     continue;
                 }
                 let n = posted[qp];
-                let wr = SendWr::new(u64::from(n), self.op(qp, verb, cas, n), vec![self.sges[qp]]);
+                let wr = self.wr(qp, u64::from(n), self.op(qp, verb, cas, n), self.sges[qp]);
                 list.push((self.qps[qp].qpn, wr));
                 posted[qp] += 1;
             }
@@ -274,8 +314,7 @@ impl Runner<'_> {
                     times.completed.push(now);
                 }
             }
-            self.live.borrow_mut().completed = per_qp.sum;
-            progress.tick(per_qp.sum);
+            self.progress(&mut progress, per_qp.sum);
         }
         Ok(Measured {
             best_per_message: times.and_then(|t| best_per_message(&t.posted, &t.completed)),
@@ -333,8 +372,7 @@ impl Runner<'_> {
                     .await?;
                 outstanding[qp] += 1;
             }
-            self.live.borrow_mut().completed = per_qp.sum;
-            progress.tick(per_qp.sum);
+            self.progress(&mut progress, per_qp.sum);
         }
         Ok(measured(start, per_qp))
     }
@@ -363,7 +401,7 @@ impl Runner<'_> {
         let start = self.started();
         let iters = self.plan.iters();
         let send = |i: u32| {
-            let mut wr = SendWr::new(u64::from(i) + 2, SendOp::Send, vec![self.sges[0]]);
+            let mut wr = self.wr(0, u64::from(i) + 2, SendOp::Send, self.sges[0]);
             wr.inline = self.sges[0].length <= 400;
             self.device.post_send(self.qp().qpn, wr)
         };
@@ -375,10 +413,7 @@ impl Runner<'_> {
             // Wait for both this side's send and the peer's message.
             let mut waiting = if client { 2 } else { 1 };
             while waiting > 0 {
-                let cqe = self
-                    .device
-                    .next_completion_within(self.qp().cq, self.limit)
-                    .await?;
+                let cqe = self.cqes(1, self.limit).await?.remove(0);
                 if cqe.status != WcStatus::Success {
                     return Err(TrafficError::LatencyStatus(cqe.status));
                 }
@@ -388,7 +423,7 @@ impl Runner<'_> {
                             self.qp().qpn,
                             RecvWr {
                                 wr_id: RECV,
-                                sgl: vec![self.sges[0]],
+                                sgl: vec![self.recv_sges[0]],
                             },
                         )
                         .await?;

@@ -1,0 +1,134 @@
+//! `-b` of a send test: both sides send and receive at once on every QP (perftest's
+//! `run_iter_bi`, perftest_resources.c).
+
+use std::time::Instant;
+
+use roce_core::{RecvWr, WcOpcode};
+use roce_oob::perftest::Verb;
+
+use super::error::TrafficError;
+use super::peak::{PEAK_MAX_ITERS, PEAK_MAX_TOTAL};
+use super::{
+    DRAIN, POLL_BATCH, PerQp, Plan, Progress, RECV, Runner, Times, best_per_message, measured,
+};
+use crate::perf::report::Measured;
+
+impl Runner<'_> {
+    /// Sends `iters` messages on every QP with up to `depth` in flight while taking the peer's,
+    /// `posted` receives per QP waiting, reposted as they are used; done when every QP has
+    /// both sent and received its `iters` (with `-D`: once its time is up, its sends are
+    /// complete and nothing more came for [`DRAIN`]). The server sends nothing before its
+    /// first receive, so that it does not start before the client (`run_iter_bi`:
+    /// `before_first_rx`). What is measured is this side's sends, as perftest's report.
+    pub(in crate::perf) async fn bidirectional(
+        &self,
+        depth: u32,
+        posted: u32,
+        client: bool,
+    ) -> Result<Measured, TrafficError> {
+        let start = self.started();
+        let n = self.qps.len();
+        let iters = self.plan.iters();
+        let total = u64::from(iters) * n as u64;
+        let end = self.end(start);
+        let mut sent = vec![0u32; n];
+        let mut received = vec![0u32; n];
+        let mut outstanding = vec![posted; n];
+        let mut received_sum = 0u64;
+        let mut per_qp = PerQp::new(n, start, self.plan);
+        let mut progress = Progress::new(end.is_none().then_some(total));
+        let mut times = (matches!(self.plan, Plan::Iterations(n) if n <= PEAK_MAX_ITERS)
+            && total <= PEAK_MAX_TOTAL)
+            .then(Times::default);
+        let mut sending = client;
+        let mut first_round = true;
+        loop {
+            let now = Instant::now();
+            let posting = end.is_none_or(|end| now < end);
+            let in_flight = sent.iter().map(|&p| u64::from(p)).sum::<u64>() - per_qp.sum;
+            let over = match end {
+                None => per_qp.sum >= total && received_sum >= total,
+                Some(_) => !posting && in_flight == 0,
+            };
+            if over {
+                break;
+            }
+            if sending && posting {
+                let list = self.fill((Verb::Send, depth, false), &mut sent, &per_qp.done);
+                if !list.is_empty() {
+                    let (now, count) = (Instant::now(), list.len());
+                    self.device.post_send_list(list).await?;
+                    if let Some(times) = &mut times {
+                        times.posted.extend(std::iter::repeat_n(now, count));
+                    }
+                }
+                if first_round {
+                    per_qp.start = Instant::now();
+                    first_round = false;
+                }
+            }
+            // Before its own end a -D side waits no later than that end: silence then is the
+            // peer's time being up, not a stalled peer.
+            let wait = match end {
+                Some(end) if posting => self.limit.min(end.saturating_duration_since(now)),
+                _ => self.limit,
+            };
+            let batch = match self.cqes(POLL_BATCH, wait).await {
+                Ok(batch) => batch,
+                // The wait ended at this side's end, not at the timeout.
+                Err(roce_device::DeviceError::Timeout(_)) if wait < self.limit => continue,
+                Err(roce_device::DeviceError::Timeout(_)) => return Err(self.silence()),
+                Err(e) => return Err(e.into()),
+            };
+            let now = Instant::now();
+            for cqe in batch {
+                let (cqe, qp) = self.check(cqe)?;
+                if matches!(cqe.opcode, WcOpcode::Recv | WcOpcode::RecvRdmaWithImm) {
+                    self.check_landed(self.recv_sges[qp], qp, received[qp])?;
+                    received[qp] += 1;
+                    received_sum += 1;
+                    outstanding[qp] -= 1;
+                    sending = true;
+                    if received[qp] + outstanding[qp] < iters {
+                        self.device
+                            .post_recv(
+                                self.qps[qp].qpn,
+                                RecvWr {
+                                    wr_id: RECV,
+                                    sgl: vec![self.recv_sges[qp]],
+                                },
+                            )
+                            .await?;
+                        outstanding[qp] += 1;
+                    }
+                } else {
+                    per_qp.completed(qp, now);
+                    if let Some(times) = &mut times {
+                        times.completed.push(now);
+                    }
+                }
+            }
+            self.progress(&mut progress, per_qp.sum);
+        }
+        // -D: the peer's last messages, until nothing comes for DRAIN.
+        if end.is_some() {
+            while let Some((cqe, qp)) = self.complete_within(DRAIN).await? {
+                if matches!(cqe.opcode, WcOpcode::Recv | WcOpcode::RecvRdmaWithImm) {
+                    self.device
+                        .post_recv(
+                            self.qps[qp].qpn,
+                            RecvWr {
+                                wr_id: RECV,
+                                sgl: vec![self.recv_sges[qp]],
+                            },
+                        )
+                        .await?;
+                }
+            }
+        }
+        Ok(Measured {
+            best_per_message: times.and_then(|t| best_per_message(&t.posted, &t.completed)),
+            ..measured(start, per_qp)
+        })
+    }
+}

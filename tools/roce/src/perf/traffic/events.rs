@@ -1,0 +1,73 @@
+//! perftest's `-e`: completions waited for through the CQ's completion event, as
+//! `ibv_req_notify_cq` and `ibv_get_cq_event` do, instead of polling the CQ
+//! (perftest_resources.h `ctx_notify_events`: get the event, acknowledge it, arm the CQ again,
+//! then poll what is there).
+
+use std::cell::Cell;
+use std::sync::Arc;
+use std::time::Duration;
+
+use roce_core::{CqHandle, Cqe};
+use roce_device::{CompletionQueue, DeviceError, DeviceHandle};
+use tokio::sync::Notify;
+
+/// A CQ and the channel its completion events come on.
+#[derive(Debug)]
+pub(in crate::perf) struct Channel {
+    queue: Arc<CompletionQueue>,
+    /// Signalled once by the device for each armed CQ's next completion; a signal that comes
+    /// while nobody waits is kept for the next wait (a completion channel's fd stays readable).
+    event: Arc<Notify>,
+    /// Events taken from the channel (perftest acknowledges each with `ibv_ack_cq_events`).
+    events: Cell<u64>,
+}
+
+impl Channel {
+    /// The channel of `cq`, armed for its first completion (perftest arms its CQs once after
+    /// the connection, before the traffic).
+    pub(in crate::perf) fn new(device: &DeviceHandle, cq: CqHandle) -> Result<Self, DeviceError> {
+        let queue = device.completion_queue(cq).ok_or(DeviceError::Verbs(
+            roce_core::VerbsError::UnknownCq(cq.value()),
+        ))?;
+        let channel = Self {
+            queue,
+            event: Arc::new(Notify::new()),
+            events: Cell::new(0),
+        };
+        channel.arm();
+        Ok(channel)
+    }
+
+    /// `ibv_req_notify_cq(cq, 0)`: the next completion signals the channel.
+    fn arm(&self) {
+        let event = self.event.clone();
+        self.queue.arm(move || event.notify_one());
+    }
+
+    /// The events taken so far.
+    pub(in crate::perf) fn events(&self) -> u64 {
+        self.events.get()
+    }
+
+    /// Up to `max` completions, at least one, within `limit`: what the CQ holds; when it holds
+    /// nothing, the next event (`ibv_get_cq_event`), the CQ armed again (`ibv_req_notify_cq`),
+    /// then what it holds. A completion that came between the poll and the arm is seen by the
+    /// poll after the arm, so none is waited for in vain.
+    pub(in crate::perf) async fn next(
+        &self,
+        max: usize,
+        limit: Duration,
+    ) -> Result<Vec<Cqe>, DeviceError> {
+        let mut out = Vec::new();
+        tokio::time::timeout(limit, async {
+            while self.queue.poll_into(max.max(1), &mut out) == 0 {
+                self.event.notified().await;
+                self.events.set(self.events.get() + 1);
+                self.arm();
+            }
+        })
+        .await
+        .map_err(|_| DeviceError::Timeout(limit))?;
+        Ok(out)
+    }
+}
