@@ -15,18 +15,10 @@ use roce_pcap::{Capture, CapturedFrame};
 use roce_wire::frame::{Frame, FrameRepr, LinkType};
 use roce_wire::{Layer, ParseError, icrc};
 
-/// Says that the running test skips, and why, where a person running `cargo test` sees it
-/// without `--nocapture`: libtest captures `eprintln!`, not the process's standard error
-/// itself, so the line is written there, named after the test (libtest names the test's
-/// thread after it).
+/// Says that the running test skips, and why, in cargo's ordinary output
+/// ([`roce_cabi::testing::say_skipped`]).
 pub fn skipped(why: &str) {
-    use std::io::Write as _;
-    let thread = std::thread::current();
-    let test = thread
-        .name()
-        .filter(|name| *name != "main")
-        .unwrap_or("a test");
-    let _ = writeln!(std::io::stderr().lock(), "*** SKIPPED {test}: {why} ***");
+    roce_cabi::testing::say_skipped(why);
 }
 
 /// The `pcap-fixtures` folder at the top of the workspace.

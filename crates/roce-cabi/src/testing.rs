@@ -12,16 +12,21 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 /// A test that cannot run here (a package or a compiler is missing) says why and returns;
-/// under `CI=true`, which installs everything, that is a failure instead. The line goes to the
-/// process's standard error itself, which libtest does not capture (it captures `eprintln!`),
-/// so that `cargo test` shows it without `--nocapture`, named after the test (libtest names
-/// the test's thread after it).
+/// under `CI=true`, which installs everything, that is a failure instead.
 pub fn skip_or_fail(why: &str) {
-    use std::io::Write as _;
     assert!(
         std::env::var_os("CI").is_none_or(|v| v != "true"),
         "{why} (CI=true: not skipping)"
     );
+    say_skipped(why);
+}
+
+/// Says that the running test skips, and why, where a person running `cargo test` sees it
+/// without `--nocapture`: libtest captures `eprintln!`, not the process's standard error
+/// itself, so the line is written there, named after the test (libtest names the test's
+/// thread after it). Every test crate of the workspace skips through this.
+pub fn say_skipped(why: &str) {
+    use std::io::Write as _;
     let thread = std::thread::current();
     let test = thread
         .name()

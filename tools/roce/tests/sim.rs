@@ -455,48 +455,26 @@ fn a_set_of_an_unknown_key_is_refused_and_nothing_is_written() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// Starts `roce sim` with `args`, waits for its first progress line on stderr, then sends it
-/// Ctrl-C; its output, and the stderr read.
-fn interrupted_run(args: &[&str]) -> (Output, String) {
-    use std::io::BufRead as _;
-    let mut child = common::spawn(args);
-    let mut stderr = std::io::BufReader::new(child.stderr.take().unwrap());
-    let mut said = String::new();
-    loop {
-        let mut line = String::new();
-        assert!(
-            stderr.read_line(&mut line).unwrap() > 0,
-            "ended before saying its progress: {said}"
-        );
-        said.push_str(&line);
-        if line.contains("wall time") {
-            break;
-        }
-    }
-    common::interrupt(&child);
-    let mut rest = String::new();
-    std::io::Read::read_to_string(&mut stderr, &mut rest).unwrap();
-    said.push_str(&rest);
-    (child.wait_with_output().unwrap(), said)
-}
-
 /// Ctrl-C in a long run stops it where it is: the summary and the series cover the simulated
 /// time reached, the run says where it stopped, and it exits 130.
 #[test]
 fn ctrl_c_writes_what_was_simulated() {
     let dir = temp_dir("interrupt");
     let out = dir.join("out");
-    let (output, stderr) = interrupted_run(&[
-        "sim",
-        "fairness",
-        "--set",
-        "duration_ms=60000",
-        "--progress-every",
-        "0.05",
-        "--json",
-        "--out",
-        out.to_str().unwrap(),
-    ]);
+    let (output, stderr) = common::interrupted_when(
+        &[
+            "sim",
+            "fairness",
+            "--set",
+            "duration_ms=60000",
+            "--progress-every",
+            "0.05",
+            "--json",
+            "--out",
+            out.to_str().unwrap(),
+        ],
+        |line| line.contains("wall time"),
+    );
     assert_eq!(output.status.code(), Some(130), "{stderr}");
     assert!(
         stderr.contains("roce sim fairness: interrupted at ")

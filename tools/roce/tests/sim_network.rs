@@ -648,33 +648,25 @@ fn set_changes_a_network_scenario_or_is_refused_by_key() {
 /// the last progress line says why the run ended, and it exits 130.
 #[test]
 fn ctrl_c_writes_the_flows_finished_so_far() {
-    use std::io::BufRead as _;
     let dir = temp_dir("interrupt");
     let out = dir.join("out");
-    let mut child = common::spawn(&[
-        "sim",
-        "leafspine-websearch",
-        "--set",
-        "workload.duration_us=50000",
-        "--set",
-        "run.drain_us=0",
-        "--progress-every",
-        "0.05",
-        "--json",
-        "--out",
-        out.to_str().unwrap(),
-    ]);
-    let mut err = std::io::BufReader::new(child.stderr.take().unwrap());
-    let mut said = String::new();
-    // A progress line with the run under way (not "setting up").
-    while !said.lines().any(|l| l.contains(" started and ")) {
-        let mut line = String::new();
-        assert!(err.read_line(&mut line).unwrap() > 0, "ended early: {said}");
-        said.push_str(&line);
-    }
-    common::interrupt(&child);
-    std::io::Read::read_to_string(&mut err, &mut said).unwrap();
-    let o = child.wait_with_output().unwrap();
+    // Interrupted once a progress line shows the run under way (not "setting up").
+    let (o, said) = common::interrupted_when(
+        &[
+            "sim",
+            "leafspine-websearch",
+            "--set",
+            "workload.duration_us=50000",
+            "--set",
+            "run.drain_us=0",
+            "--progress-every",
+            "0.05",
+            "--json",
+            "--out",
+            out.to_str().unwrap(),
+        ],
+        |line| line.contains(" started and "),
+    );
     assert_eq!(o.status.code(), Some(130), "{said}");
     assert!(
         said.contains("the run ended: interrupted (Ctrl-C)"),

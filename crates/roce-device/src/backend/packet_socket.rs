@@ -97,15 +97,7 @@ pub fn open(interface: &str, promiscuous: bool) -> io::Result<PacketSocket> {
     let fd = Arc::new(fd);
     Ok(PacketSocket {
         tx: Sender { fd: fd.clone() },
-        rx: Receiver {
-            fd,
-            ring,
-            next: 0,
-            copy: vec![0; COPY_BUFFER],
-            copied: None,
-            truncated: 0,
-            ring_drops: 0,
-        },
+        rx: Receiver::new(fd, ring),
         mac,
         max_frame,
     })
@@ -122,15 +114,7 @@ pub(crate) fn open_in_namespace(interface: &str) -> io::Result<PacketSocket> {
     let fd = Arc::new(fd);
     Ok(PacketSocket {
         tx: Sender { fd: fd.clone() },
-        rx: Receiver {
-            fd,
-            ring,
-            next: 0,
-            copy: vec![0; COPY_BUFFER],
-            copied: None,
-            truncated: 0,
-            ring_drops: 0,
-        },
+        rx: Receiver::new(fd, ring),
         mac: [2, 0, 0, 0, 0, 0],
         max_frame,
     })
@@ -358,6 +342,19 @@ pub struct Receiver {
 }
 
 impl Receiver {
+    /// The receiving half of the socket `fd`, whose receive ring is `ring`.
+    pub(crate) fn new(fd: Arc<PacketFd>, ring: RxRing) -> Self {
+        Self {
+            fd,
+            ring,
+            next: 0,
+            copy: vec![0; COPY_BUFFER],
+            copied: None,
+            truncated: 0,
+            ring_drops: 0,
+        }
+    }
+
     /// Hands every frame that has arrived, up to `max`, to `take`, in order, and returns how
     /// many it took. When `take` returns false (no room for the frame, say) the frame stays
     /// and comes first next time. Never blocks; a frame the kernel could only keep in part is

@@ -114,7 +114,8 @@ pub(crate) const GRH: u32 = 40;
     roce perf write -b 198.18.0.12    # both directions at once (ib_write_bw -b -x 1 there)\n  \
     roce perf send -c UD 198.18.0.12  # over UD (ib_send_bw -c UD -x 1 there)\n  \
     roce perf send -e 198.18.0.12     # waiting on completion events (ib_send_bw -e -x 1 there)\n  \
-    roce perf write --run_infinitely -D 2 198.18.0.12  # a row every 2 s until Ctrl-C")]
+    roce perf write --run_infinitely -D 2 198.18.0.12  # a row every 2 s until Ctrl-C"
+)]
 pub(crate) struct Args {
     /// The operation.
     #[arg(value_enum)]

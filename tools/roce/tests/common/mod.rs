@@ -91,6 +91,30 @@ pub(crate) fn interrupt(child: &Child) {
     assert!(status.success());
 }
 
+/// Starts `roce` with `args`, reads its standard error until a line for which `ready` holds,
+/// then sends it Ctrl-C; its output, and all it said on standard error (which the output does
+/// not hold).
+pub(crate) fn interrupted_when(args: &[&str], ready: impl Fn(&str) -> bool) -> (Output, String) {
+    use std::io::{BufRead as _, Read as _};
+    let mut child = spawn(args);
+    let mut stderr = std::io::BufReader::new(child.stderr.take().unwrap());
+    let mut said = String::new();
+    loop {
+        let mut line = String::new();
+        assert!(
+            stderr.read_line(&mut line).unwrap() > 0,
+            "ended before it was ready: {said}"
+        );
+        said.push_str(&line);
+        if ready(&line) {
+            break;
+        }
+    }
+    interrupt(&child);
+    stderr.read_to_string(&mut said).unwrap();
+    (child.wait_with_output().unwrap(), said)
+}
+
 /// `roce` with `args`, to run in the network namespace `ns`.
 pub(crate) fn roce_in(ns: &str, args: &[&str]) -> Command {
     let mut command = Command::new("ip");
@@ -100,18 +124,10 @@ pub(crate) fn roce_in(ns: &str, args: &[&str]) -> Command {
     command
 }
 
-/// Says that the running test skips, and why, where a person running `cargo test` sees it
-/// without `--nocapture`: libtest captures `eprintln!`, not the process's standard error
-/// itself, so the line is written there, named after the test (libtest names the test's
-/// thread after it).
+/// Says that the running test skips, and why, in cargo's ordinary output
+/// ([`roce_cabi::testing::say_skipped`]).
 pub(crate) fn skipped(why: &str) {
-    use std::io::Write as _;
-    let thread = std::thread::current();
-    let test = thread
-        .name()
-        .filter(|name| *name != "main")
-        .unwrap_or("a test");
-    let _ = writeln!(std::io::stderr().lock(), "*** SKIPPED {test}: {why} ***");
+    roce_cabi::testing::say_skipped(why);
 }
 
 /// Runs a command and returns its output.

@@ -205,15 +205,7 @@ fn frames_on_the_interface_before_the_socket_is_bound_never_reach_it() {
         std::thread::sleep(Duration::from_millis(100));
         fd.bind(index("x1")).unwrap();
         let fd = Arc::new(fd);
-        let mut rx = Receiver {
-            fd: fd.clone(),
-            ring,
-            next: 0,
-            copy: vec![0; COPY_BUFFER],
-            copied: None,
-            truncated: 0,
-            ring_drops: 0,
-        };
+        let mut rx = Receiver::new(fd.clone(), ring);
         // Bound: what crosses now arrives.
         tx.send(&[&tagged(1000)]).unwrap();
         let seen = tags_until(&mut rx, 1000, Duration::from_secs(5));
@@ -247,15 +239,7 @@ fn frames_the_kernel_drops_for_a_full_ring_are_counted() {
         let fd = PacketFd::new().unwrap();
         let ring = configure(&fd, index("x1"), false, 1500 + 18).unwrap();
         let slots = ring.frame_nr();
-        let mut rx = Receiver {
-            fd: Arc::new(fd),
-            ring,
-            next: 0,
-            copy: vec![0; COPY_BUFFER],
-            copied: None,
-            truncated: 0,
-            ring_drops: 0,
-        };
+        let mut rx = Receiver::new(Arc::new(fd), ring);
         // Nothing reads the ring while a slot's worth and 500 more frames arrive.
         let sent = slots + 500;
         for tag in 0..sent {
