@@ -105,6 +105,33 @@ impl Runner<'_> {
     }
 
     /// The next completion of the (shared) CQ, which must be a success, and its QP's index.
+    /// Posts `list` as one WR list, its posting time kept in `times` (for the peak) when kept.
+    async fn post_timed(
+        &self,
+        list: Vec<(Qpn, SendWr)>,
+        times: &mut Option<Times>,
+    ) -> Result<(), TrafficError> {
+        if list.is_empty() {
+            return Ok(());
+        }
+        let (now, count) = (Instant::now(), list.len());
+        self.device.post_send_list(list).await?;
+        if let Some(times) = times {
+            times.posted.extend(std::iter::repeat_n(now, count));
+        }
+        Ok(())
+    }
+
+    /// Posts QP `qp`'s receive buffer again.
+    async fn repost_recv(&self, qp: usize) -> Result<(), TrafficError> {
+        let wr = RecvWr {
+            wr_id: RECV,
+            sgl: vec![self.recv_sges[qp]],
+        };
+        self.device.post_recv(self.qps[qp].qpn, wr).await?;
+        Ok(())
+    }
+
     async fn complete(&self) -> Result<(Cqe, usize), TrafficError> {
         self.complete_within(self.limit)
             .await?
@@ -291,13 +318,7 @@ impl Runner<'_> {
             }
             if posting {
                 let list = self.fill(wr, &mut posted, &per_qp.done);
-                if !list.is_empty() {
-                    let (now, count) = (Instant::now(), list.len());
-                    self.device.post_send_list(list).await?;
-                    if let Some(times) = &mut times {
-                        times.posted.extend(std::iter::repeat_n(now, count));
-                    }
-                }
+                self.post_timed(list, &mut times).await?;
             }
             if first_round {
                 per_qp.start = Instant::now();
@@ -361,15 +382,7 @@ impl Runner<'_> {
             per_qp.completed(qp, Instant::now());
             outstanding[qp] -= 1;
             if per_qp.done[qp] + outstanding[qp] < iters {
-                self.device
-                    .post_recv(
-                        self.qps[qp].qpn,
-                        RecvWr {
-                            wr_id: RECV,
-                            sgl: vec![self.recv_sges[qp]],
-                        },
-                    )
-                    .await?;
+                self.repost_recv(qp).await?;
                 outstanding[qp] += 1;
             }
             self.progress(&mut progress, per_qp.sum);

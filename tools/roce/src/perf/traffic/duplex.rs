@@ -3,14 +3,12 @@
 
 use std::time::Instant;
 
-use roce_core::{RecvWr, WcOpcode};
+use roce_core::WcOpcode;
 use roce_oob::perftest::Verb;
 
 use super::error::TrafficError;
 use super::peak::{PEAK_MAX_ITERS, PEAK_MAX_TOTAL};
-use super::{
-    DRAIN, POLL_BATCH, PerQp, Plan, Progress, RECV, Runner, Times, best_per_message, measured,
-};
+use super::{DRAIN, POLL_BATCH, PerQp, Plan, Progress, Runner, Times, best_per_message, measured};
 use crate::perf::report::Measured;
 
 impl Runner<'_> {
@@ -55,13 +53,7 @@ impl Runner<'_> {
             }
             if sending && posting {
                 let list = self.fill((Verb::Send, depth, false), &mut sent, &per_qp.done);
-                if !list.is_empty() {
-                    let (now, count) = (Instant::now(), list.len());
-                    self.device.post_send_list(list).await?;
-                    if let Some(times) = &mut times {
-                        times.posted.extend(std::iter::repeat_n(now, count));
-                    }
-                }
+                self.post_timed(list, &mut times).await?;
                 if first_round {
                     per_qp.start = Instant::now();
                     first_round = false;
@@ -90,15 +82,7 @@ impl Runner<'_> {
                     outstanding[qp] -= 1;
                     sending = true;
                     if received[qp] + outstanding[qp] < iters {
-                        self.device
-                            .post_recv(
-                                self.qps[qp].qpn,
-                                RecvWr {
-                                    wr_id: RECV,
-                                    sgl: vec![self.recv_sges[qp]],
-                                },
-                            )
-                            .await?;
+                        self.repost_recv(qp).await?;
                         outstanding[qp] += 1;
                     }
                 } else {
@@ -114,15 +98,7 @@ impl Runner<'_> {
         if end.is_some() {
             while let Some((cqe, qp)) = self.complete_within(DRAIN).await? {
                 if matches!(cqe.opcode, WcOpcode::Recv | WcOpcode::RecvRdmaWithImm) {
-                    self.device
-                        .post_recv(
-                            self.qps[qp].qpn,
-                            RecvWr {
-                                wr_id: RECV,
-                                sgl: vec![self.recv_sges[qp]],
-                            },
-                        )
-                        .await?;
+                    self.repost_recv(qp).await?;
                 }
             }
         }
