@@ -653,7 +653,9 @@ where
     let duplex = args.bidirectional;
     let receives = test.verb == Verb::Send && (lat || side == Side::Server || duplex);
     let posted = if receives {
-        args.rx_depth().min(plan.iters()).max(1)
+        args.rx_depth()
+            .min(u32::try_from(plan.iters()).unwrap_or(u32::MAX))
+            .max(1)
     } else {
         0
     };
@@ -862,10 +864,7 @@ where
         if test.verb == Verb::Write {
             for (qp, _) in endpoints.iter().enumerate() {
                 let target = slot(qps + qp, size);
-                let message = measured
-                    .per_qp
-                    .as_ref()
-                    .map_or(0, |p| u64::from(p.done[qp]));
+                let message = measured.per_qp.as_ref().map_or(0, |p| p.done[qp]);
                 if let Err(mismatch) = checker.check(mr, target, qp, message) {
                     eprintln!("roce perf: {mismatch}");
                     return Ok(ExitCode::from(1));

@@ -155,7 +155,7 @@ impl Measured {
             .zip(&per_qp.last)
             .map(|(&n, last)| {
                 let secs = last.map_or(0.0, |d| d.as_secs_f64());
-                (secs > 0.0).then(|| f64::from(size) * f64::from(n) / secs / 1e6)
+                (secs > 0.0).then(|| f64::from(size) * n as f64 / secs / 1e6)
             })
             .collect();
         let all: Option<Vec<f64>> = rates.iter().copied().collect();
@@ -246,7 +246,7 @@ pub(super) async fn print_result(
         let per_qp_bytes = m.per_qp.as_ref().map(|p| {
             p.done
                 .iter()
-                .map(|&n| u64::from(n) * u64::from(size))
+                .map(|&n| n * u64::from(size))
                 .collect::<Vec<_>>()
         });
         let mut value = json!({

@@ -82,7 +82,7 @@ impl Runner<'_> {
         &self.qps[0]
     }
 
-    fn op(&self, qp: usize, verb: Verb, cas: bool, i: u32) -> SendOp {
+    fn op(&self, qp: usize, verb: Verb, cas: bool, i: u64) -> SendOp {
         let remote = self.remotes[qp];
         match verb {
             Verb::Write => SendOp::RdmaWrite(remote),
@@ -90,8 +90,8 @@ impl Runner<'_> {
             Verb::Send => SendOp::Send,
             Verb::Atomic if cas => SendOp::CompareSwap {
                 remote,
-                compare: u64::from(i),
-                swap: u64::from(i) + 1,
+                compare: i,
+                swap: i + 1,
             },
             Verb::Atomic => SendOp::FetchAdd { remote, add: 1 },
         }
@@ -229,13 +229,9 @@ impl Runner<'_> {
 
     /// With `--check`, that message `message` of QP `qp`, which landed at `sge`, is what the
     /// peer sent.
-    fn check_landed(&self, sge: Sge, qp: usize, message: u32) -> Result<(), TrafficError> {
+    fn check_landed(&self, sge: Sge, qp: usize, message: u64) -> Result<(), TrafficError> {
         match self.check {
-            Some((mr, checker)) => {
-                Ok(checker
-                    .borrow_mut()
-                    .check(mr, sge, qp, u64::from(message))?)
-            }
+            Some((mr, checker)) => Ok(checker.borrow_mut().check(mr, sge, qp, message)?),
             None => Ok(()),
         }
     }
@@ -261,18 +257,20 @@ impl Runner<'_> {
     fn fill(
         &self,
         (verb, depth, cas): (Verb, u32, bool),
-        posted: &mut [u32],
-        done: &[u32],
+        posted: &mut [u64],
+        done: &[u64],
     ) -> Vec<(Qpn, SendWr)> {
         let mut list = Vec::new();
         loop {
             let before = list.len();
             for qp in 0..self.qps.len() {
-                if posted[qp] >= self.plan.iters() || posted[qp] - done[qp] >= depth.max(1) {
+                if posted[qp] >= self.plan.iters()
+                    || posted[qp] - done[qp] >= u64::from(depth.max(1))
+                {
                     continue;
                 }
                 let n = posted[qp];
-                let wr = self.wr(qp, u64::from(n), self.op(qp, verb, cas, n), self.sges[qp]);
+                let wr = self.wr(qp, n, self.op(qp, verb, cas, n), self.sges[qp]);
                 list.push((self.qps[qp].qpn, wr));
                 posted[qp] += 1;
             }
@@ -301,9 +299,9 @@ impl Runner<'_> {
         let n = self.qps.len();
         let wr = (verb, depth, cas);
         let iters = self.plan.iters();
-        let total = u64::from(iters) * n as u64;
+        let total = iters.saturating_mul(n as u64);
         let end = self.end(start);
-        let mut posted = vec![0u32; n];
+        let mut posted = vec![0u64; n];
         let mut per_qp = PerQp::new(n, start, self.plan);
         let mut progress = Progress::new(end.is_none().then_some(total));
         let mut times = (matches!(self.plan, Plan::Iterations(n) if n <= PEAK_MAX_ITERS)
@@ -312,7 +310,7 @@ impl Runner<'_> {
         let mut first_round = true;
         loop {
             let posting = end.is_none_or(|end| Instant::now() < end);
-            let in_flight = posted.iter().map(|&p| u64::from(p)).sum::<u64>() - per_qp.sum;
+            let in_flight = posted.iter().sum::<u64>() - per_qp.sum;
             if per_qp.sum >= total || (!posting && in_flight == 0) {
                 break;
             }
@@ -351,9 +349,9 @@ impl Runner<'_> {
         let start = self.started();
         let n = self.qps.len();
         let iters = self.plan.iters();
-        let total = u64::from(iters) * n as u64;
+        let total = iters.saturating_mul(n as u64);
         let end = self.end(start);
-        let mut outstanding = vec![posted; n];
+        let mut outstanding = vec![u64::from(posted); n];
         let mut per_qp = PerQp::new(n, start, self.plan);
         let mut progress = Progress::new(end.is_none().then_some(total));
         while per_qp.sum < total {
@@ -396,7 +394,7 @@ impl Runner<'_> {
         let iters = self.plan.iters();
         for i in 0..iters {
             let t = Instant::now();
-            let wr = SendWr::new(u64::from(i), self.op(0, verb, cas, i), vec![self.sges[0]]);
+            let wr = SendWr::new(i, self.op(0, verb, cas, i), vec![self.sges[0]]);
             self.device.post_send(self.qp().qpn, wr).await?;
             self.complete().await?;
             self.sample(t.elapsed());
@@ -413,8 +411,8 @@ impl Runner<'_> {
     pub(super) async fn send_latency(&self, client: bool) -> Result<Measured, TrafficError> {
         let start = self.started();
         let iters = self.plan.iters();
-        let send = |i: u32| {
-            let mut wr = self.wr(0, u64::from(i) + 2, SendOp::Send, self.sges[0]);
+        let send = |i: u64| {
+            let mut wr = self.wr(0, i + 2, SendOp::Send, self.sges[0]);
             wr.inline = self.sges[0].length <= 400;
             self.device.post_send(self.qp().qpn, wr)
         };
@@ -472,7 +470,8 @@ impl Runner<'_> {
         let last = self.sges[0].length.max(1) as usize - 1;
         let poll = half + last;
         let start = self.started();
-        let iters = self.plan.iters();
+        // A latency test counts -n iterations (no -D): at most u32::MAX.
+        let iters = u32::try_from(self.plan.iters()).unwrap_or(u32::MAX);
         let (mut scnt, mut rcnt) = (0u32, 0u32);
         let mut round = Instant::now();
         while scnt < iters || rcnt < iters {

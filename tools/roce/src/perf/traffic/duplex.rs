@@ -27,11 +27,11 @@ impl Runner<'_> {
         let start = self.started();
         let n = self.qps.len();
         let iters = self.plan.iters();
-        let total = u64::from(iters) * n as u64;
+        let total = iters.saturating_mul(n as u64);
         let end = self.end(start);
-        let mut sent = vec![0u32; n];
-        let mut received = vec![0u32; n];
-        let mut outstanding = vec![posted; n];
+        let mut sent = vec![0u64; n];
+        let mut received = vec![0u64; n];
+        let mut outstanding = vec![u64::from(posted); n];
         let mut received_sum = 0u64;
         let mut per_qp = PerQp::new(n, start, self.plan);
         let mut progress = Progress::new(end.is_none().then_some(total));
@@ -43,7 +43,7 @@ impl Runner<'_> {
         loop {
             let now = Instant::now();
             let posting = end.is_none_or(|end| now < end);
-            let in_flight = sent.iter().map(|&p| u64::from(p)).sum::<u64>() - per_qp.sum;
+            let in_flight = sent.iter().sum::<u64>() - per_qp.sum;
             let over = match end {
                 None => per_qp.sum >= total && received_sum >= total,
                 Some(_) => !posting && in_flight == 0,

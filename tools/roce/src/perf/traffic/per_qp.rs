@@ -13,11 +13,12 @@ pub(crate) enum Plan {
 }
 
 impl Plan {
-    /// Iterations per QP; with a duration, as many as the time allows.
-    pub(crate) fn iters(self) -> u32 {
+    /// Iterations per QP; with a duration, as many as the time allows (a count no run
+    /// reaches: 2^64 messages).
+    pub(crate) fn iters(self) -> u64 {
         match self {
-            Self::Iterations(n) => n,
-            Self::Duration { .. } => u32::MAX,
+            Self::Iterations(n) => u64::from(n),
+            Self::Duration { .. } => u64::MAX,
         }
     }
 }
@@ -37,7 +38,7 @@ pub(crate) struct PerQp {
     /// When every QP had work.
     pub(crate) start: Instant,
     /// Completions per QP.
-    pub(crate) done: Vec<u32>,
+    pub(crate) done: Vec<u64>,
     /// Their sum.
     pub(crate) sum: u64,
     /// Each QP's last completion, since `start`: the end of its transfer, over which its
@@ -79,5 +80,26 @@ impl PerQp {
     /// With `-D`: the sampling window and what completed in it.
     pub(crate) fn sampled(&self) -> Option<(Duration, u64)> {
         self.window.map(|w| (w.to - w.from, w.count))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A `-D` or `--run_infinitely` run posts for as long as it lasts: 2^32 messages a QP
+    /// (71 minutes at a million a second) is no end.
+    #[test]
+    fn a_timed_run_has_no_message_count_to_reach() {
+        let timed = Plan::Duration {
+            total: Duration::from_secs(1),
+            margin: Duration::ZERO,
+        };
+        assert!(timed.iters() > u64::from(u32::MAX) + 1);
+        assert_eq!(Plan::Iterations(7).iters(), 7);
+        let mut per_qp = PerQp::new(1, Instant::now(), timed);
+        per_qp.done[0] = u64::from(u32::MAX);
+        per_qp.completed(0, Instant::now());
+        assert_eq!(per_qp.done[0], 1 << 32);
     }
 }
