@@ -1,5 +1,6 @@
 //! JSON forms of what the tools print, for scripts (`--json`).
 
+use roce_device::BackendStats;
 use std::time::Duration;
 
 use roce_wire::frame::{Frame, Transport};
@@ -151,9 +152,11 @@ fn hex(value: u64) -> String {
 
 /// Adds a NIC's counters to a result: every counter by name (`counters`, which includes the
 /// drops), every ingress drop by reason (`drops`), and the totals a reader looks for first:
-/// everything dropped, NAKs and RNR NAKs each way, duplicate requests, retransmissions.
-/// Counters added to `Stats` appear here without a change.
-pub(crate) fn add_counters(value: &mut Value, stats: &roce_core::Stats) {
+/// everything dropped, NAKs and RNR NAKs each way, duplicate requests, retransmissions; and the
+/// backend's own counters (`backend`: what it dropped before the engine saw it, such as frames
+/// the kernel dropped for a full ring). Counters added to `Stats` or `BackendStats` appear here
+/// without a change.
+pub(crate) fn add_counters(value: &mut Value, stats: &roce_core::Stats, backend: &BackendStats) {
     let map = |items: &mut dyn Iterator<Item = (&'static str, u64)>| {
         Value::Object(items.map(|(name, n)| (name.to_owned(), json!(n))).collect())
     };
@@ -168,10 +171,13 @@ pub(crate) fn add_counters(value: &mut Value, stats: &roce_core::Stats) {
     value["retransmitted_packets"] = json!(stats.retransmitted_packets);
     value["rx_icrc_errors"] = json!(stats.rx_icrc_errors);
     value["rx_icrc_id_solved"] = json!(stats.rx_icrc_id_solved);
+    value["backend"] = map(&mut backend.counters().into_iter());
+    value["backend_rx_dropped"] = json!(backend.rx_dropped());
 }
 
-/// A NIC's counters as text (`--stats`): the totals, then every counter that is not 0.
-pub(crate) fn stats_text(stats: &roce_core::Stats) -> String {
+/// A NIC's counters as text (`--stats`): the totals, then every counter that is not 0, the
+/// backend's among them.
+pub(crate) fn stats_text(stats: &roce_core::Stats, backend: &BackendStats) -> String {
     use std::fmt::Write as _;
     let mut out = String::new();
     let drops: Vec<String> = stats
@@ -203,6 +209,9 @@ pub(crate) fn stats_text(stats: &roce_core::Stats) -> String {
     for (name, n) in stats.counters().filter(|&(_, n)| n > 0) {
         let _ = writeln!(out, "   {name:<28} {n}");
     }
+    for (name, n) in backend.counters().into_iter().filter(|&(_, n)| n > 0) {
+        let _ = writeln!(out, "   backend {:<20} {n}", name);
+    }
     out
 }
 
@@ -217,8 +226,10 @@ mod tests {
         stats.tx_rnr_naks = 2;
         stats.tx_nak_seq_err = 1;
         stats.tx_naks_other = 4;
+        let mut backend = BackendStats::default();
+        backend.rx_ring_full = 7;
         let mut value = json!({});
-        add_counters(&mut value, &stats);
+        add_counters(&mut value, &stats, &backend);
         let counters = value["counters"].as_object().unwrap();
         assert_eq!(counters.len(), stats.counters().count());
         assert_eq!(counters["tx_rnr_naks"], 2);
@@ -228,8 +239,13 @@ mod tests {
         assert_eq!(value["rx_dropped"], 3);
         assert_eq!(value["naks_sent"], 5);
         assert_eq!(value["rnr_naks_sent"], 2);
-        let text = stats_text(&stats);
+        assert_eq!(value["backend"]["rx_ring_full"], 7);
+        assert_eq!(value["backend"]["rx_ipv4_fragments"], 0);
+        assert_eq!(value["backend_rx_dropped"], 7);
+        let text = stats_text(&stats, &backend);
         assert!(text.contains(" dropped: 3 (rx_unknown_qp 3)"), "{text}");
+        assert!(text.contains("backend rx_ring_full"), "{text}");
+        assert!(!text.contains("backend rx_ipv4_fragments"), "{text}");
         assert!(text.contains("tx_rnr_naks"), "{text}");
         assert!(!text.contains("rx_packets"), "{text}");
     }

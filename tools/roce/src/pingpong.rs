@@ -163,6 +163,7 @@ async fn print_result(
     interrupted: bool,
 ) -> anyhow::Result<()> {
     let stats = device.stats().await?;
+    let backend = device.backend_stats();
     if args.json {
         let usec = elapsed.as_micros() as f64;
         let bytes = u64::from(args.size) * u64::from(iters) * 2;
@@ -177,7 +178,7 @@ async fn print_result(
             "local": address(local), "remote": address(remote),
             "interrupted": interrupted,
         });
-        crate::json::add_counters(&mut value, &stats);
+        crate::json::add_counters(&mut value, &stats, &backend);
         println!("{value}");
     } else {
         if iters > 0 {
@@ -187,7 +188,7 @@ async fn print_result(
             );
         }
         if args.stats {
-            print!("{}", crate::json::stats_text(&stats));
+            print!("{}", crate::json::stats_text(&stats, &backend));
         }
     }
     if stats.retransmitted_packets > 0 || stats.rx_icrc_errors > 0 {

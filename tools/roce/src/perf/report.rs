@@ -189,6 +189,7 @@ pub(super) async fn print_result(
     part: Part,
 ) -> anyhow::Result<()> {
     let stats = device.stats().await?;
+    let backend = device.backend_stats();
     let cc = device.qp_congestion(qpn).await?;
     // The QP's congestion control, in the JSON result and (when on) in a line of text.
     let congestion = json!({
@@ -325,14 +326,14 @@ pub(super) async fn print_result(
             );
         }
         if args.stats {
-            print!("{}", crate::json::stats_text(&stats));
+            print!("{}", crate::json::stats_text(&stats, &backend));
         }
     }
     if args.json {
         value["interrupted"] = json!(part.interrupted);
         value["cq_events"] = json!(m.cq_events);
         value["congestion"] = congestion;
-        crate::json::add_counters(&mut value, &stats);
+        crate::json::add_counters(&mut value, &stats, &backend);
         println!("{value}");
     }
     Ok(())
