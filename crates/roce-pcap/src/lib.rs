@@ -209,8 +209,9 @@ fn checked(raw: RawPcapPacket<'_>, header: PcapHeader) -> Result<PcapPacket<'_>,
 }
 
 /// How much of each frame a capture keeps, as tcpdump's `-s`: the file header's snap length, and
-/// the most bytes of a frame a record holds (its original length is kept, so Wireshark shows
-/// "Packet size limited during capture" and `roce dump` knows what is missing).
+/// the most bytes of a frame a record holds (its original length is kept, so that a reader
+/// knows what is missing: `roce dump` decodes what was kept; Wireshark's InfiniBand dissector
+/// calls a cut RoCE packet malformed, as it does any `tcpdump -s` capture).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct SnapLen(u32);
 

@@ -39,8 +39,9 @@ pub(crate) enum CcKind {
 #[derive(Debug, Clone, Copy, clap::Args)]
 pub(crate) struct SnapLenOpt {
     /// Keep at most this many bytes of each packet in the --pcap capture, as tcpdump's -s. A cut
-    /// record keeps the packet's length (Wireshark shows "Packet size limited during capture";
-    /// `roce dump` decodes the headers and does not check the ICRC). Default 0: whole packets.
+    /// record keeps the packet's length (`roce dump` decodes the headers and does not check the
+    /// ICRC; Wireshark calls a cut RoCE packet malformed, as for any `tcpdump -s` capture).
+    /// Default 0: whole packets.
     /// 128 keeps every header of a RoCE packet (Ethernet, VLAN tag, IPv6, UDP, BTH and its
     /// extension headers) but not the payload nor a CM MAD (UD to QP 1, which 384 keeps).
     #[arg(long, value_name = "BYTES", default_value_t = 0)]
