@@ -71,9 +71,9 @@ fn snaplen_cuts_every_packet_of_the_capture_and_keeps_its_length() {
     let pcap = dir.join("demo.pcap");
     let report = demo_report(&[
         "demo",
-        "--a",
+        "--ip-a",
         "127.0.41.1",
-        "--b",
+        "--ip-b",
         "127.0.41.2",
         "-n",
         "2",
