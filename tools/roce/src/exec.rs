@@ -23,6 +23,8 @@ use anyhow::{Context, bail};
 
 use crate::device::{BackendKind, CcKind, parse_gbps};
 
+pub(crate) mod tree;
+
 /// Where the library is looked for, first to last; `--lib-dir` overrides.
 const LIB_DIR_ENV: &str = "ROCE_VERBS_LIB_DIR";
 
@@ -116,6 +118,11 @@ pub(crate) struct Args {
     /// executable, else from where the build put it.
     #[arg(long, value_name = "DIR")]
     lib_dir: Option<PathBuf>,
+    /// Run the program without the device's /dev/infiniband and /sys/class/infiniband trees
+    /// (and without the private mount and user namespaces that hold them): programs that read
+    /// them (UCX, NCCL) then see no device.
+    #[arg(long)]
+    no_sysfs: bool,
     /// The program and its arguments, after `--`.
     #[arg(last = true, required = true, value_name = "PROGRAM [ARGS]")]
     command: Vec<OsString>,
@@ -192,8 +199,13 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<ExitCode> {
         .command
         .split_first()
         .context("no program given after --")?;
-    let mut cmd = Command::new(program);
-    cmd.args(rest);
+    let mut cmd = if args.no_sysfs {
+        let mut cmd = Command::new(program);
+        cmd.args(rest);
+        cmd
+    } else {
+        tree::helper_command(&args.command)?
+    };
     // Whatever the caller's environment says about a device, this one is the device.
     for (key, _) in std::env::vars_os() {
         if key.to_string_lossy().starts_with("ROCE_VERBS_") && key != LIB_DIR_ENV {
@@ -220,6 +232,7 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<ExitCode> {
         )
         .env("ROCE_VERBS_MTU", args.mtu.to_string())
         .env("ROCE_VERBS_NAME", &args.name)
+        .env("ROCE_VERBS_UVERBS", tree::free_uverbs_name())
         .env(
             "ROCE_VERBS_CC",
             match args.cc {
