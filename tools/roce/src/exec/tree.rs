@@ -4,7 +4,8 @@
 //!
 //! `roce exec` runs itself again as `roce __exec-in-device-tree -- PROGRAM ARGS` with the
 //! program's environment; that process (single-threaded, which `unshare(CLONE_NEWUSER)` needs):
-//! 1. enters a mount namespace of its own: as root, `unshare(CLONE_NEWNS)` alone; otherwise
+//! 1. enters a mount namespace of its own: as root, `unshare(CLONE_NEWNS)` alone; otherwise (or
+//!    as root without CAP_SYS_ADMIN)
 //!    `unshare(CLONE_NEWUSER | CLONE_NEWNS)` with the caller's uid and gid mapped onto 0, which
 //!    allows mounts there; every mount becomes a slave of the host's, so nothing done here goes
 //!    back to the host;
@@ -122,12 +123,9 @@ enum Setup {
 /// Steps 1 to 3 of the module's description.
 fn enter(model: &DeviceModel) -> Result<(), Setup> {
     let (uid, gid) = (getuid(), getgid());
-    let as_root = uid.is_root();
-    if as_root {
-        unshare(CloneFlags::CLONE_NEWNS)
-            .context("unshare(CLONE_NEWNS)")
-            .map_err(Setup::Refused)?;
-    } else {
+    // Root without CAP_SYS_ADMIN (a container's) takes the user namespace's way, as others do.
+    let as_root = uid.is_root() && unshare(CloneFlags::CLONE_NEWNS).is_ok();
+    if !as_root {
         unshare(CloneFlags::CLONE_NEWUSER | CloneFlags::CLONE_NEWNS)
             .context("unshare(CLONE_NEWUSER | CLONE_NEWNS): user namespaces refused here")
             .map_err(Setup::Refused)?;
