@@ -48,6 +48,15 @@ pub(crate) enum StatsFormat {
         runs inside the program's process: each program is its own NIC, and two programs on one \
         host need two addresses (127.0.0.1 and 127.0.0.2 on loopback, or two network \
         namespaces). Setuid programs ignore LD_LIBRARY_PATH and keep the system library.\n\n\
+        The program also sees the device as the kernel shows it to programs that look past \
+        libibverbs (UCX, NCCL): /dev/infiniband/uverbs0 and rdma_cm (character devices, binds \
+        of /dev/null), /sys/class/infiniband/<name>/ (GUIDs, ports/1/gids/N, \
+        gid_attrs/types/N \"RoCE v2\", gid_attrs/ndevs/N, device/net/<ifname>) and \
+        /sys/class/infiniband_verbs/uverbs0/. They are mounted in a private mount namespace \
+        (without root, inside a user namespace that maps you back onto your own uid): the \
+        host's /dev and /sys do not change, the network is the host's. Inside, setuid \
+        programs gain nothing without root, and others' files show as nobody. --no-sysfs \
+        turns this off.\n\n\
         ibv_devinfo, ibv_{rc,uc,ud}_pingpong (also -e and -N) and perftest's \
         ib_{write,read,send,atomic}_{bw,lat} run as they are. Verbs the library does not have \
         yet (memory windows, ...) fail with EOPNOTSUPP and say so once on stderr; \
