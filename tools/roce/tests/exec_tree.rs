@@ -65,11 +65,15 @@ fn roce_as(who: As, args: &[&str]) -> Output {
     cmd.args(args).output().unwrap()
 }
 
-/// Runs `script` under `sh -c` through `roce exec` as `who`; its standard output.
+/// Runs `script` under `sh -c` through `roce exec` as `who`; its standard output. `exec_args`
+/// may end with `--` and a command that runs the shell (another `roce exec`).
 fn sh_as(who: As, exec_args: &[&str], script: &str) -> String {
     let mut args = vec!["exec"];
     args.extend_from_slice(exec_args);
-    args.extend_from_slice(&["--", "sh", "-c", script]);
+    if !exec_args.contains(&"--") {
+        args.push("--");
+    }
+    args.extend_from_slice(&["sh", "-c", script]);
     let out = roce_as(who, &args);
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     assert!(
@@ -250,5 +254,48 @@ fn ucx_keeps_the_device_with_rc_and_ud_verbs() {
     );
     if !std::path::Path::new("/dev/infiniband/uverbs0").exists() {
         assert_eq!(transports(&out), Vec::<String>::new());
+    }
+}
+
+#[test]
+fn a_device_already_there_stays_visible_and_ours_takes_the_next_uverbs_node() {
+    // The outer roce exec plays the host with a device of its own (mlx5_0 on uverbs0).
+    let roce = env!("CARGO_BIN_EXE_roce");
+    for (who, _) in users() {
+        let out = sh_as(
+            who,
+            &[
+                "--name",
+                "mlx5_0",
+                "--ip",
+                "127.0.71.6",
+                "--",
+                roce,
+                "exec",
+                "--ip",
+                "127.0.71.7",
+                "--",
+            ],
+            "ls /dev/infiniband /sys/class/infiniband; \
+             cat /sys/class/infiniband_verbs/uverbs0/ibdev /sys/class/infiniband_verbs/uverbs1/ibdev; \
+             stat -c %F /dev/infiniband/uverbs1",
+        );
+        let lines: Vec<&str> = out.lines().filter(|l| !l.is_empty()).collect();
+        assert_eq!(
+            lines,
+            [
+                "/dev/infiniband:",
+                "rdma_cm",
+                "uverbs0",
+                "uverbs1",
+                "/sys/class/infiniband:",
+                "mlx5_0",
+                "roce0",
+                "mlx5_0",
+                "roce0",
+                "character special file",
+            ],
+            "as {who:?}:\n{out}"
+        );
     }
 }
