@@ -299,3 +299,63 @@ fn a_device_already_there_stays_visible_and_ours_takes_the_next_uverbs_node() {
         );
     }
 }
+
+/// Runs its arguments as uid and gid 65534 in a user namespace (ids 0 to 65535 mapped onto
+/// themselves) that may create no user namespace of its own: a container that refuses them.
+/// The host's limit is not touched (`user.max_user_namespaces` is per user namespace).
+const WITHOUT_USER_NAMESPACES: &str = r#"
+# Runs argv[1:] as uid/gid 65534 in a user namespace (root's ids mapped onto themselves) whose
+# own user namespaces are limited to none: where a container refuses user namespaces.
+import ctypes, os, sys
+libc = ctypes.CDLL(None, use_errno=True)
+CLONE_NEWUSER = 0x10000000
+ready_r, ready_w = os.pipe()
+go_r, go_w = os.pipe()
+pid = os.fork()
+if pid == 0:
+    if libc.unshare(CLONE_NEWUSER) != 0:
+        sys.exit("unshare: " + os.strerror(ctypes.get_errno()))
+    os.write(ready_w, b"u")
+    os.read(go_r, 1)
+    with open("/proc/sys/user/max_user_namespaces", "w") as f:
+        f.write("0")
+    os.setgroups([])
+    os.setgid(65534)
+    os.setuid(65534)
+    os.execvp(sys.argv[1], sys.argv[1:])
+os.read(ready_r, 1)
+for m in ("uid_map", "gid_map"):
+    with open(f"/proc/{pid}/{m}", "w") as f:
+        f.write("0 0 65536")
+os.write(go_w, b"g")
+_, status = os.waitpid(pid, 0)
+sys.exit(os.waitstatus_to_exitcode(status))
+"#;
+
+#[test]
+fn where_user_namespaces_are_refused_the_program_runs_without_the_trees_and_a_warning() {
+    if caller_uid() != 0 {
+        roce_cabi::testing::say_skipped("not root: cannot map the ids of a user namespace");
+        return;
+    }
+    if !have("python3", "python3") {
+        return;
+    }
+    let out = Command::new("python3")
+        .args(["-c", WITHOUT_USER_NAMESPACES, env!("CARGO_BIN_EXE_roce")])
+        .args(["exec", "--ip", "127.0.71.8", "--", "sh", "-c"])
+        .arg("id -u; if [ -e /sys/class/infiniband/roce0 ]; then echo tree; fi")
+        .output()
+        .unwrap();
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(stdout, "65534\n", "{stderr}");
+    assert!(
+        stderr.contains("roce exec: warning: no /dev/infiniband or /sys/class/infiniband for sh")
+            && stderr.contains("--no-sysfs"),
+        "{stderr}"
+    );
+}
