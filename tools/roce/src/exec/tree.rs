@@ -249,16 +249,15 @@ fn fill(dst: &Path, host: Option<&Path>, ours: &Tree, null: &Path) -> anyhow::Re
                     done.insert(name.to_string_lossy().into_owned());
                 }
                 Some(_) => {} // ours replaces it
-                None if kind.is_symlink() => {
-                    symlink(fs::read_link(&src)?, &to).with_context(|| to.display().to_string())?;
-                }
                 None => {
-                    if kind.is_dir() {
-                        make_dir(&to)?;
-                    } else {
-                        fs::File::create(&to).with_context(|| to.display().to_string())?;
+                    // One entry the host has but we cannot show (a bind refused) is left out
+                    // with a warning rather than keep the program from running.
+                    if let Err(err) = keep(&src, &to, &kind) {
+                        eprintln!(
+                            "roce exec: warning: the program does not see {}: {err:#}",
+                            to.display()
+                        );
                     }
-                    bind(&src, &to)?;
                 }
             }
         }
@@ -284,6 +283,20 @@ fn fill(dst: &Path, host: Option<&Path>, ours: &Tree, null: &Path) -> anyhow::Re
         }
     }
     Ok(())
+}
+
+/// Shows the host's entry `src` at `to`: a symbolic link copied, anything else bound.
+fn keep(src: &Path, to: &Path, kind: &fs::FileType) -> anyhow::Result<()> {
+    if kind.is_symlink() {
+        symlink(fs::read_link(src)?, to).with_context(|| to.display().to_string())?;
+        return Ok(());
+    }
+    if kind.is_dir() {
+        make_dir(to)?;
+    } else {
+        fs::File::create(to).with_context(|| to.display().to_string())?;
+    }
+    bind(src, to)
 }
 
 fn make_dir(path: &Path) -> anyhow::Result<()> {
