@@ -18,6 +18,7 @@
 //! | `ROCE_VERBS_LOSS` | drop this fraction (0 to 1) of received datagrams | 0 |
 //! | `ROCE_VERBS_BUSY_POLL` | `1`: the NIC's thread never sleeps (one busy core, lower latency) | `0` |
 //! | `ROCE_VERBS_NO_GSO` | `1`: the UDP backend sends one datagram per system call | `0` |
+//! | `ROCE_VERBS_UVERBS` | the device's uverbs name (`ibv_device.dev_name`): its node is `/dev/infiniband/<name>` | `uverbs0` |
 
 use std::fmt;
 use std::net::Ipv4Addr;
@@ -51,6 +52,8 @@ pub const ENV_LOSS: &str = "ROCE_VERBS_LOSS";
 pub const ENV_BUSY_POLL: &str = "ROCE_VERBS_BUSY_POLL";
 /// See the module table.
 pub const ENV_NO_GSO: &str = "ROCE_VERBS_NO_GSO";
+/// See the module table.
+pub const ENV_UVERBS: &str = "ROCE_VERBS_UVERBS";
 
 /// Congestion control on every QP.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -101,6 +104,9 @@ pub struct DeviceSpec {
     pub busy_poll: bool,
     /// No UDP segmentation offload.
     pub no_gso: bool,
+    /// The uverbs device name (`uverbs0`): `ibv_device.dev_name`, the node
+    /// `/dev/infiniband/<uverbs>` and `/sys/class/infiniband_verbs/<uverbs>`.
+    pub uverbs: String,
 }
 
 /// A variable that does not parse. The library prints it once on stderr and
@@ -209,7 +215,15 @@ impl DeviceSpec {
         };
         let busy_poll = flag(ENV_BUSY_POLL)?;
         let no_gso = flag(ENV_NO_GSO)?;
+        let uverbs = get(ENV_UVERBS).unwrap_or_else(|| "uverbs0".to_owned());
+        if !uverbs
+            .strip_prefix("uverbs")
+            .is_some_and(|n| !n.is_empty() && n.len() <= 4 && n.bytes().all(|b| b.is_ascii_digit()))
+        {
+            return Err(bad(ENV_UVERBS, uverbs, "uverbsN, N a number such as 0"));
+        }
         Ok(Some(Self {
+            uverbs,
             cc,
             line_rate_bps,
             loss,
@@ -252,6 +266,7 @@ mod tests {
         assert_eq!(s.backend, Backend::Udp);
         assert_eq!(s.mtu, Mtu::Mtu1024);
         assert_eq!(s.name, "roce0");
+        assert_eq!(s.uverbs, "uverbs0");
         assert_eq!((s.pcap, s.snaplen), (None, 0));
         assert_eq!(
             (s.cc, s.line_rate_bps, s.loss, s.busy_poll),
@@ -304,6 +319,11 @@ mod tests {
             (
                 &[(ENV_IP, "1.2.3.4"), (ENV_BUSY_POLL, "yes")][..],
                 ENV_BUSY_POLL,
+            ),
+            (&[(ENV_IP, "1.2.3.4"), (ENV_UVERBS, "../x")][..], ENV_UVERBS),
+            (
+                &[(ENV_IP, "1.2.3.4"), (ENV_UVERBS, "uverbs")][..],
+                ENV_UVERBS,
             ),
         ] {
             assert_eq!(spec(vars).unwrap_err().var, var, "{vars:?}");

@@ -118,14 +118,19 @@ impl DeviceModel {
             dev_path: [0; abi::SYSFS_PATH_MAX],
             ibdev_path: [0; abi::SYSFS_PATH_MAX],
         };
-        // Paths that do not exist: there is no kernel device. `ibv_read_sysfs_file` on them
-        // fails, which ibv_devinfo handles (it then prints no board_id).
+        // The kernel's names and paths. `roce exec` puts a node and a sysfs tree there (see
+        // `sysfs`) for the programs that look past libibverbs (UCX wants the node to be a
+        // read-writable character device); without them, reads under the paths fail, which
+        // ibv_devinfo handles (it then prints no board_id).
         copy_c_str(&mut dev.name, &self.spec.name);
-        copy_c_str(&mut dev.dev_name, "uverbs-roce-emu");
-        copy_c_str(&mut dev.dev_path, "/nonexistent/roce-emu/uverbs");
+        copy_c_str(&mut dev.dev_name, &self.spec.uverbs);
+        copy_c_str(
+            &mut dev.dev_path,
+            &format!("/sys/class/infiniband_verbs/{}", self.spec.uverbs),
+        );
         copy_c_str(
             &mut dev.ibdev_path,
-            &format!("/nonexistent/roce-emu/{}", self.spec.name),
+            &format!("/sys/class/infiniband/{}", self.spec.name),
         );
         dev
     }
@@ -242,6 +247,7 @@ mod tests {
             loss: 0.0,
             busy_poll: false,
             no_gso: false,
+            uverbs: "uverbs0".into(),
         })
     }
 

@@ -537,7 +537,8 @@ pub(crate) unsafe extern "C" fn ibv_get_pkey_index(
 
 /// `int ibv_read_sysfs_file(const char *dir, const char *file, char *buf, size_t size)`: reads
 /// `dir/file` as libibverbs does (a trailing newline becomes NUL); the bytes read, or -1.
-/// The device's own paths do not exist, so reads under them fail.
+/// The device's own paths are the kernel's (`/sys/class/infiniband/<name>`): `roce exec` mounts
+/// a tree there (crate `sysfs`); without it, reads under them fail.
 #[unsafe(no_mangle)]
 pub(crate) unsafe extern "C" fn ibv_read_sysfs_file(
     dir: *const c_char,

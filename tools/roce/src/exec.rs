@@ -23,6 +23,8 @@ use anyhow::{Context, bail};
 
 use crate::device::{BackendKind, CcKind, parse_gbps};
 
+pub(crate) mod tree;
+
 /// Where the library is looked for, first to last; `--lib-dir` overrides.
 const LIB_DIR_ENV: &str = "ROCE_VERBS_LIB_DIR";
 
@@ -46,6 +48,15 @@ pub(crate) enum StatsFormat {
         runs inside the program's process: each program is its own NIC, and two programs on one \
         host need two addresses (127.0.0.1 and 127.0.0.2 on loopback, or two network \
         namespaces). Setuid programs ignore LD_LIBRARY_PATH and keep the system library.\n\n\
+        The program also sees the device as the kernel shows it to programs that look past \
+        libibverbs (UCX, NCCL): /dev/infiniband/uverbs0 and rdma_cm (character devices, binds \
+        of /dev/null), /sys/class/infiniband/<name>/ (GUIDs, ports/1/gids/N, \
+        gid_attrs/types/N \"RoCE v2\", gid_attrs/ndevs/N, device/net/<ifname>) and \
+        /sys/class/infiniband_verbs/uverbs0/. They are mounted in a private mount namespace \
+        (without root, inside a user namespace that maps you back onto your own uid): the \
+        host's /dev and /sys do not change, the network is the host's. Inside, setuid \
+        programs gain nothing without root, and others' files show as nobody. --no-sysfs \
+        turns this off.\n\n\
         ibv_devinfo, ibv_{rc,uc,ud}_pingpong (also -e and -N) and perftest's \
         ib_{write,read,send,atomic}_{bw,lat} run as they are. Verbs the library does not have \
         yet (memory windows, ...) fail with EOPNOTSUPP and say so once on stderr; \
@@ -116,6 +127,11 @@ pub(crate) struct Args {
     /// executable, else from where the build put it.
     #[arg(long, value_name = "DIR")]
     lib_dir: Option<PathBuf>,
+    /// Run the program without the device's /dev/infiniband and /sys/class/infiniband trees
+    /// (and without the private mount and user namespaces that hold them): programs that read
+    /// them (UCX, NCCL) then see no device.
+    #[arg(long)]
+    no_sysfs: bool,
     /// The program and its arguments, after `--`.
     #[arg(last = true, required = true, value_name = "PROGRAM [ARGS]")]
     command: Vec<OsString>,
@@ -192,8 +208,13 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<ExitCode> {
         .command
         .split_first()
         .context("no program given after --")?;
-    let mut cmd = Command::new(program);
-    cmd.args(rest);
+    let mut cmd = if args.no_sysfs {
+        let mut cmd = Command::new(program);
+        cmd.args(rest);
+        cmd
+    } else {
+        tree::helper_command(&args.command)?
+    };
     // Whatever the caller's environment says about a device, this one is the device.
     for (key, _) in std::env::vars_os() {
         if key.to_string_lossy().starts_with("ROCE_VERBS_") && key != LIB_DIR_ENV {
@@ -220,6 +241,7 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<ExitCode> {
         )
         .env("ROCE_VERBS_MTU", args.mtu.to_string())
         .env("ROCE_VERBS_NAME", &args.name)
+        .env("ROCE_VERBS_UVERBS", tree::free_uverbs_name())
         .env(
             "ROCE_VERBS_CC",
             match args.cc {

@@ -56,6 +56,8 @@ enum Command {
     Demo(demo::Args),
     Dump(dump::Args),
     Exec(exec::Args),
+    #[command(name = exec::tree::SUBCOMMAND, hide = true)]
+    ExecInDeviceTree(exec::tree::Args),
     Perf(perf::Args),
     Pingpong(pingpong::Args),
     Sim(sim::Args),
@@ -80,6 +82,7 @@ fn main() -> ExitCode {
         Command::Demo(args) => demo::run(&args),
         Command::Dump(args) => dump::run(&args),
         Command::Exec(args) => exec::run(&args),
+        Command::ExecInDeviceTree(args) => exec::tree::run(&args),
         Command::Perf(args) => perf::run(&args),
         Command::Pingpong(args) => pingpong::run(&args),
         Command::Sim(args) => sim::run(&args),
