@@ -122,8 +122,13 @@ stats! {
         /// CM messages received again (REQ, REP, RTU, DREQ, DREP, MRA): answered as ib_cm
         /// answers duplicates, or ignored.
         cm_rx_duplicates,
-        /// REQs for a service ID nobody listens on (rejected INVALID_SERVICE_ID).
+        /// REQs for a service ID nobody listens on (rejected INVALID_SERVICE_ID), at once or
+        /// once held for `NicConfig::cm_listen_grace` in vain.
         cm_rx_no_listener,
+        /// REQs for a service ID nobody listened on yet, held a moment for a listener
+        /// (`NicConfig::cm_listen_grace`); those still without one are counted again under
+        /// `cm_rx_no_listener`.
+        cm_rx_req_held,
         /// RDMA IP CM REQs whose `cma_hdr` does not parse (rejected CONSUMER_DEFINED).
         cm_rx_bad_private_data,
         /// REQs, REPs and DREQs sent again after their response timeout.

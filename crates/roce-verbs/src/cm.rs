@@ -65,7 +65,7 @@ fn on_engine<R>(f: impl FnOnce(&mut roce_core::Nic, roce_core::Instant) -> R) ->
 
 /// `roce_cm_listen`.
 pub(crate) fn listen(service_id: u64) -> Result<u32, Errno> {
-    on_engine(|nic, _| nic.cm_listen(service_id))?
+    on_engine(|nic, now| nic.cm_listen(now, service_id))?
         .map(|h| h.0)
         .map_err(cm_err)
 }

@@ -184,7 +184,7 @@ pub(crate) async fn connect_retrying(
 /// Listens on TCP port `port`'s service ID.
 pub(crate) fn listen(device: &DeviceHandle, port: u16) -> anyhow::Result<ListenHandle> {
     device
-        .with(|nic, _| nic.cm_listen(service(port)))?
+        .with(|nic, now| nic.cm_listen(now, service(port)))?
         .with_context(|| format!("cannot listen on port {port} through the CM"))
 }
 

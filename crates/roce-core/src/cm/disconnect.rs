@@ -126,6 +126,7 @@ impl Cm {
     //# a DREQ without one: timewait all the same
     pub(crate) fn on_timeout(&mut self, nic: &mut Nic, now: Instant) {
         self.sidr_timeout(nic, now);
+        self.parked_timeout(nic, now);
         let due: Vec<u32> = self
             .conns
             .values()

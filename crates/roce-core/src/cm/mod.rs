@@ -30,6 +30,7 @@ pub(crate) mod attrs;
 mod conn;
 mod disconnect;
 mod listen;
+mod parked;
 mod passive;
 pub(crate) mod retry;
 mod sidr;
@@ -310,6 +311,8 @@ pub(crate) struct Cm {
     pub(crate) events: VecDeque<CmEvent>,
     /// The SIDR requests in flight (UD).
     pub(crate) sidr: sidr::Sidr,
+    /// REQs waiting a moment for a listener of their service ID.
+    pub(crate) parked: parked::Parked,
     /// The next local comm ID to try.
     pub(crate) next_id: u32,
     /// The earliest deadline of any connection, kept current after every CM call so that
@@ -331,7 +334,10 @@ impl Cm {
     /// Recomputes the earliest deadline.
     pub(crate) fn reindex(&mut self) {
         let conns = self.conns.values().filter_map(|c| c.deadline);
-        self.next = conns.chain(self.sidr.next()).min();
+        self.next = conns
+            .chain(self.sidr.next())
+            .chain(self.parked.next())
+            .min();
     }
 
     /// A local comm ID no connection holds: counted up from a start drawn from the NIC's seed

@@ -5,6 +5,7 @@ use roce_wire::mad::cma::PortSpace;
 use roce_wire::mad::rej::{self, RejectReason};
 use roce_wire::mad::{req, rtu};
 
+use super::parked::Held;
 use super::retry::iba_ms;
 use super::wire::{self, To};
 use super::{AcceptParams, Cm, CmError, CmEvent, Conn, ConnId, ConnectRequest, State, attrs};
@@ -38,10 +39,7 @@ impl Cm {
             self.duplicate_req(nic, conn.id);
             return;
         }
-        let reply = |nic: &mut Nic, reason: RejectReason| {
-            let mad = wire::rej((0, m.local_comm_id), tid, rej::REJECTED_REQ, reason, &[]);
-            wire::send(nic, To::reply(from), mad);
-        };
+        let reply = |nic: &mut Nic, reason: RejectReason| reject_req(nic, from, tid, m, reason);
         let stale = self
             .conns
             .values()
@@ -59,10 +57,23 @@ impl Cm {
             return;
         }
         let Some(listen) = self.listeners.find(m.service_id) else {
-            //= rxe:cm.c/cm_req_handler
-            //# a REQ no listener takes is rejected INVALID_SERVICE_ID
-            nic.stats_mut().cm_rx_no_listener += 1;
-            reply(nic, RejectReason::InvalidServiceId);
+            // Held a moment for a listener to come (parked.rs), unless there is no room.
+            let until = now + nic.config().cm_listen_grace;
+            let held = if nic.config().cm_listen_grace.is_zero() {
+                Held::Full
+            } else {
+                self.parked.hold(until, from, tid, m)
+            };
+            match held {
+                Held::Now => nic.stats_mut().cm_rx_req_held += 1,
+                Held::Already => nic.stats_mut().cm_rx_duplicates += 1,
+                Held::Full => {
+                    //= rxe:cm.c/cm_req_handler
+                    //# a REQ no listener takes is rejected INVALID_SERVICE_ID
+                    nic.stats_mut().cm_rx_no_listener += 1;
+                    reply(nic, RejectReason::InvalidServiceId);
+                }
+            }
             return;
         };
         // What rdma_cm's handler turns down: its cm_id is destroyed in REQ_RCVD, which rejects
@@ -128,6 +139,28 @@ impl Cm {
             srq: m.srq,
         };
         self.emit(nic.stats_mut(), CmEvent::ConnectRequest(Box::new(event)));
+    }
+
+    /// A listener for `service_id` came: the REQs held for it are taken as if they came now.
+    pub(crate) fn listener_came(&mut self, nic: &mut Nic, now: Instant, service_id: u64) {
+        for held in self.parked.take_for(service_id) {
+            self.on_req(nic, now, &held.from, held.tid, &held.req);
+        }
+    }
+
+    /// The REQs held whose time is up without a listener: rejected INVALID_SERVICE_ID, as they
+    /// would have been when they came.
+    pub(crate) fn parked_timeout(&mut self, nic: &mut Nic, now: Instant) {
+        for held in self.parked.take_due(now) {
+            nic.stats_mut().cm_rx_no_listener += 1;
+            reject_req(
+                nic,
+                &held.from,
+                held.tid,
+                &held.req,
+                RejectReason::InvalidServiceId,
+            );
+        }
     }
 
     /// A REQ we hold already came again.
@@ -281,4 +314,10 @@ pub(crate) fn wrong(conn: &Conn, call: &'static str) -> CmError {
         state: conn.state,
         call,
     }
+}
+
+/// Rejects the REQ `m` (transaction `tid`) that came from `from`, for `reason`.
+fn reject_req(nic: &mut Nic, from: &GsiDatagram, tid: u64, m: &req::Repr, reason: RejectReason) {
+    let mad = wire::rej((0, m.local_comm_id), tid, rej::REJECTED_REQ, reason, &[]);
+    wire::send(nic, To::reply(from), mad);
 }

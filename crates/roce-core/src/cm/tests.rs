@@ -32,12 +32,17 @@ pub(super) struct Host {
 
 impl Host {
     pub(super) fn new(addr: IpAddr) -> Self {
-        let mut nic = Nic::new(NicConfig {
+        Self::new_with(NicConfig {
             addrs: vec![addr],
             src_port: SrcPortPolicy::Fixed(4791),
             max_mtu: crate::Mtu::Mtu1024,
             ..NicConfig::default()
-        });
+        })
+    }
+
+    /// A host with its NIC made of `config`.
+    pub(super) fn new_with(config: NicConfig) -> Self {
+        let mut nic = Nic::new(config);
         let pd = nic.alloc_pd();
         let cq = nic.create_cq(64);
         let mr = nic.reg_mr(pd, 4096, crate::Access::ALL).unwrap();
@@ -203,7 +208,7 @@ impl Net {
 
     /// Connect, accept, establish: the two connection IDs.
     pub(super) fn establish(&mut self) -> (ConnId, ConnId) {
-        self.b.nic.cm_listen(RPING).unwrap();
+        self.b.nic.cm_listen(self.now, RPING).unwrap();
         let a_conn = self.connect(b"");
         let b_conn = self.request().conn;
         self.accept(b_conn, b"");
@@ -237,7 +242,7 @@ fn head(data: &[u8], n: usize) -> &[u8] {
 #[test]
 fn connect_accept_rtu_take_both_qps_to_rts_and_a_send_lands() {
     let mut net = Net::new();
-    let listen = net.b.nic.cm_listen(RPING).unwrap();
+    let listen = net.b.nic.cm_listen(net.now, RPING).unwrap();
     let a_conn = net.connect(b"hello from a");
     assert_eq!(net.a.nic.cm_state(a_conn), Some(CmState::ReqSent));
     assert_eq!(net.a.nic.qp_state(net.a.qpn), Ok(QpState::Init));
@@ -326,7 +331,7 @@ fn connect_accept_rtu_take_both_qps_to_rts_and_a_send_lands() {
 #[test]
 fn a_rejected_request_carries_the_consumers_data_and_leaves_the_passive_qp_alone() {
     let mut net = Net::new();
-    net.b.nic.cm_listen(RPING).unwrap();
+    net.b.nic.cm_listen(net.now, RPING).unwrap();
     let a_conn = net.connect(b"may I?");
     let req = net.request();
     net.b
@@ -355,6 +360,57 @@ fn a_rejected_request_carries_the_consumers_data_and_leaves_the_passive_qp_alone
     assert!(net.b.events().is_empty());
 }
 
+/// A REQ that comes before its listener (perftest -R's client, whose server listens again
+/// after its first connection, with its threads off the processor) is held, and the listener
+/// that comes within the grace takes it: the connection is made as if the REQ came then.
+#[test]
+fn a_request_that_comes_just_before_its_listener_waits_for_it() {
+    let mut net = Net::new();
+    net.duplicate = true; // the REQ comes twice: held once
+    let a_conn = net.connect(b"hello");
+    assert!(net.a.events().is_empty());
+    assert!(net.b.events().is_empty());
+    assert_eq!(net.sent('b', Attr::Rej), 0, "not rejected");
+    assert_eq!(net.b.nic.stats().cm_rx_req_held, 1);
+    assert_eq!(net.b.nic.stats().cm_rx_duplicates, 1);
+    // The listener comes 100 ms later, within the grace.
+    net.now += crate::Duration::from_millis(100);
+    net.b.nic.handle_timeout(net.now);
+    net.duplicate = false;
+    net.b.nic.cm_listen(net.now, RPING).unwrap();
+    let request = net.request();
+    assert!(request.private_data.starts_with(b"hello"));
+    net.accept(request.conn, b"");
+    assert!(
+        matches!(net.a.events()[..], [CmEvent::Established { conn, .. }] if conn == a_conn),
+        "a is connected"
+    );
+    assert_eq!(net.sent('b', Attr::Rej), 0);
+    assert_eq!(net.b.nic.stats().cm_rx_no_listener, 0);
+    // Nothing is held any longer: no REJ comes later.
+    while net.tick() {}
+    assert_eq!(net.sent('b', Attr::Rej), 0);
+}
+
+/// With no grace (`NicConfig::cm_listen_grace` zero), a REQ no listener takes is rejected at
+/// once, as ib_cm rejects it.
+#[test]
+fn without_a_grace_a_request_nobody_listens_for_is_rejected_at_once() {
+    let mut net = Net::new();
+    let mut config = net.b.nic.config().clone();
+    config.cm_listen_grace = crate::Duration::ZERO;
+    net.b = Host::new_with(config);
+    let a_conn = net.connect(b"");
+    match &net.a.events()[..] {
+        [CmEvent::Rejected { conn, reason, .. }] => {
+            assert_eq!((*conn, *reason), (a_conn, RejectReason::InvalidServiceId));
+        }
+        other => panic!("a: {other:?}"),
+    }
+    assert_eq!(net.b.nic.stats().cm_rx_req_held, 0);
+    assert_eq!(net.b.nic.stats().cm_rx_no_listener, 1);
+}
+
 //= rxe:cm.c/cm_req_handler
 //# a REQ no listener takes is rejected INVALID_SERVICE_ID
 #[test]
@@ -362,9 +418,13 @@ fn a_request_for_a_service_nobody_listens_on_is_rejected_invalid_service_id() {
     let mut net = Net::new();
     net.b
         .nic
-        .cm_listen(ServiceId::new(PortSpace::TCP, 1).0)
+        .cm_listen(net.now, ServiceId::new(PortSpace::TCP, 1).0)
         .unwrap();
     let a_conn = net.connect(b"");
+    // Held a moment for a listener that does not come (parked.rs), then rejected.
+    assert!(net.a.events().is_empty(), "nothing yet");
+    assert_eq!(net.b.nic.stats().cm_rx_req_held, 1);
+    assert!(net.tick());
     match &net.a.events()[..] {
         [CmEvent::Rejected { conn, reason, .. }] => {
             assert_eq!((*conn, *reason), (a_conn, RejectReason::InvalidServiceId));
@@ -383,7 +443,7 @@ fn a_listener_per_service_id_and_calls_in_the_wrong_state_are_refused() {
     let mut net = Net::new();
     let (a_conn, b_conn) = net.establish();
     assert!(
-        net.b.nic.cm_listen(RPING).is_err(),
+        net.b.nic.cm_listen(net.now, RPING).is_err(),
         "one listener per service ID"
     );
     // Established: neither accept nor reject is possible, and the QP is the connection's.
@@ -397,7 +457,7 @@ fn a_listener_per_service_id_and_calls_in_the_wrong_state_are_refused() {
     assert!(net.a.nic.cm_connect(net.now, &too_long).is_err());
     assert_eq!(net.a.nic.cm_state(a_conn), Some(CmState::Established));
     assert_eq!(net.log.len(), 3, "the refused calls sent nothing");
-    let other = net.b.nic.cm_listen(RPING + 1).unwrap();
+    let other = net.b.nic.cm_listen(net.now, RPING + 1).unwrap();
     assert!(net.b.nic.cm_unlisten(other).is_ok());
     assert!(net.b.nic.cm_unlisten(other).is_err());
 }
@@ -489,7 +549,7 @@ fn a_request_from_a_qp_still_connected_is_stale_and_the_old_connection_is_discon
 #[test]
 fn malformed_cm_mads_are_dropped_and_counted_and_change_nothing() {
     let mut net = Net::new();
-    net.b.nic.cm_listen(RPING).unwrap();
+    net.b.nic.cm_listen(net.now, RPING).unwrap();
     let mut valid = [0u8; MAD_LEN];
     let req = roce_wire::mad::examples::all()[0];
     req.emit(&mut valid).unwrap();
@@ -532,7 +592,7 @@ fn malformed_cm_mads_are_dropped_and_counted_and_change_nothing() {
 #[test]
 fn a_request_whose_cma_header_is_bad_is_rejected_consumer_defined() {
     let mut net = Net::new();
-    net.b.nic.cm_listen(RPING).unwrap();
+    net.b.nic.cm_listen(net.now, RPING).unwrap();
     let mut mad = [0u8; MAD_LEN];
     let mut example = roce_wire::mad::examples::all()[0];
     if let roce_wire::CmMessage::Req(req) = &mut example.message {

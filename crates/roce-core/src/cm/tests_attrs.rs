@@ -15,7 +15,7 @@ use crate::{Access, Mtu};
 #[test]
 fn the_req_and_rep_fields_become_both_qps_attributes() {
     let mut net = Net::new();
-    net.b.nic.cm_listen(RPING).unwrap();
+    net.b.nic.cm_listen(net.now, RPING).unwrap();
     let mut params = ConnectParams::new(net.a.qpn, A, B, RPING, Psn::new(0x33));
     params.responder_resources = 4;
     params.initiator_depth = 2;
@@ -68,7 +68,7 @@ fn the_req_and_rep_fields_become_both_qps_attributes() {
 #[test]
 fn a_connection_without_responder_resources_grants_remote_writes_only() {
     let mut net = Net::new();
-    net.b.nic.cm_listen(RPING).unwrap();
+    net.b.nic.cm_listen(net.now, RPING).unwrap();
     let mut params = ConnectParams::new(net.a.qpn, A, B, RPING, Psn::new(1));
     params.responder_resources = 0;
     params.initiator_depth = 0;

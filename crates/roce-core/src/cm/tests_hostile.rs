@@ -89,3 +89,37 @@ fn random_cm_messages_at_connections_in_every_state_never_panic_and_are_all_coun
     }
     assert_eq!(sent, 2000);
 }
+
+/// A flood of REQs for a service nobody offers holds no more than `MAX_PARKED` of them a
+/// moment (parked.rs): the rest are rejected at once, as ib_cm rejects them, and the held ones
+/// when their grace is over.
+#[test]
+fn a_flood_of_requests_for_a_service_nobody_offers_is_held_only_so_far() {
+    use super::parked::MAX_PARKED;
+    let mut net = Net::new();
+    net.connect(b"");
+    let req = net
+        .log
+        .iter()
+        .find(|s| s.from == 'a' && s.attr == Attr::Req)
+        .unwrap()
+        .mad;
+    for i in 1..=100u32 {
+        let mut mad = req;
+        // The REQ's local comm ID: another requester each time.
+        mad[24..28].copy_from_slice(&(0x1000_0000 + i).to_be_bytes());
+        net.mad_from_a(mad);
+    }
+    net.pump();
+    let stats = net.b.nic.stats();
+    assert_eq!(stats.cm_rx_req_held, MAX_PARKED as u64);
+    assert_eq!(stats.cm_rx_no_listener, 101 - MAX_PARKED as u64);
+    assert_eq!(net.sent('b', Attr::Rej), 101 - MAX_PARKED);
+    while net.tick() {}
+    assert_eq!(
+        net.sent('b', Attr::Rej),
+        101,
+        "every one rejected in the end"
+    );
+    assert_eq!(net.b.nic.stats().cm_rx_no_listener, 101);
+}

@@ -35,7 +35,7 @@ fn ms(n: u64) -> Duration {
 fn a_lost_rep_is_sent_again_on_its_timeout_and_the_repeated_req_gets_no_second_answer() {
     let mut net = Net::new();
     net.lose = lose_nth('b', Attr::Rep, 1..=2);
-    net.b.nic.cm_listen(RPING).unwrap();
+    net.b.nic.cm_listen(net.now, RPING).unwrap();
     let a_conn = net.connect(b"");
     let b_conn = net.request().conn;
     net.accept(b_conn, b"");
@@ -77,7 +77,7 @@ fn a_lost_rtu_makes_the_passive_side_send_its_rep_again_which_the_active_side_an
 {
     let mut net = Net::new();
     net.lose = lose_nth('a', Attr::Rtu, 1..=1);
-    net.b.nic.cm_listen(RPING).unwrap();
+    net.b.nic.cm_listen(net.now, RPING).unwrap();
     let a_conn = net.connect(b"");
     let b_conn = net.request().conn;
     net.accept(b_conn, b"");
@@ -101,7 +101,7 @@ fn a_lost_rtu_makes_the_passive_side_send_its_rep_again_which_the_active_side_an
 fn a_duplicated_req_raises_one_request_and_its_mra_makes_the_active_side_wait_longer() {
     let mut net = Net::new();
     net.duplicate = true;
-    net.b.nic.cm_listen(RPING).unwrap();
+    net.b.nic.cm_listen(net.now, RPING).unwrap();
     let a_conn = net.connect(b"");
     let b_conn = net.request().conn;
     assert_eq!(net.b.nic.cm_conns(), 1, "one connection for both copies");
@@ -145,7 +145,7 @@ fn a_req_that_is_never_answered_is_sent_sixteen_times_then_unreachable() {
 fn a_rep_never_answered_makes_the_passive_side_unreachable() {
     let mut net = Net::new();
     net.lose = Box::new(|s| s.from == 'a' && s.attr == Attr::Rtu);
-    net.b.nic.cm_listen(RPING).unwrap();
+    net.b.nic.cm_listen(net.now, RPING).unwrap();
     net.connect(b"");
     let b_conn = net.request().conn;
     net.accept(b_conn, b"");

@@ -35,7 +35,7 @@ fn request(net: &mut Net) -> SidrRequest {
 #[test]
 fn a_ud_client_learns_the_services_qp_and_qkey() {
     let mut net = Net::new();
-    net.b.nic.cm_listen(UDADDY).unwrap();
+    net.b.nic.cm_listen(net.now, UDADDY).unwrap();
     let ud = net
         .b
         .nic
@@ -104,7 +104,7 @@ fn a_service_nobody_listens_for_is_unsupported_and_a_refusal_says_rejected() {
     assert!(!net.tick());
     assert_eq!(net.sent('a', Attr::SidrReq), 1);
 
-    net.b.nic.cm_listen(UDADDY).unwrap();
+    net.b.nic.cm_listen(net.now, UDADDY).unwrap();
     let conn = net.a.nic.cm_sidr_resolve(net.now, &params(&[])).unwrap();
     net.pump();
     let req = request(&mut net);
@@ -139,7 +139,7 @@ fn a_service_nobody_listens_for_is_unsupported_and_a_refusal_says_rejected() {
 #[test]
 fn a_lost_sidr_req_is_sent_again_and_one_never_answered_is_unreachable() {
     let mut net = Net::new();
-    net.b.nic.cm_listen(UDADDY).unwrap();
+    net.b.nic.cm_listen(net.now, UDADDY).unwrap();
     // The first SIDR_REQ is lost: the second one is answered.
     let mut lost = 0;
     net.lose = Box::new(move |s| {
@@ -177,7 +177,7 @@ fn a_lost_sidr_req_is_sent_again_and_one_never_answered_is_unreachable() {
 #[test]
 fn a_duplicated_sidr_req_reaches_the_consumer_once() {
     let mut net = Net::new();
-    net.b.nic.cm_listen(UDADDY).unwrap();
+    net.b.nic.cm_listen(net.now, UDADDY).unwrap();
     net.duplicate = true;
     net.a.nic.cm_sidr_resolve(net.now, &params(&[])).unwrap();
     net.pump();
@@ -188,7 +188,7 @@ fn a_duplicated_sidr_req_reaches_the_consumer_once() {
 #[test]
 fn a_sidr_req_with_a_bad_cma_header_is_rejected_and_reaches_no_consumer() {
     let mut net = Net::new();
-    net.b.nic.cm_listen(UDADDY).unwrap();
+    net.b.nic.cm_listen(net.now, UDADDY).unwrap();
     let mut example = roce_wire::mad::examples::all()
         .into_iter()
         .find(|m| m.message.attr() == Attr::SidrReq)

@@ -16,9 +16,14 @@ use crate::{Instant, QpState, QpType, Stats, VerbsError};
 
 impl Nic {
     /// Listens on `service_id` (`ib_cm_listen`): REQs for it become
-    /// [`CmEvent::ConnectRequest`]s.
-    pub fn cm_listen(&mut self, service_id: u64) -> Result<ListenHandle, CmError> {
-        self.cm.listeners.add(service_id)
+    /// [`CmEvent::ConnectRequest`]s, those held a moment for want of a listener
+    /// (`NicConfig::cm_listen_grace`) among them, at once.
+    pub fn cm_listen(&mut self, now: Instant, service_id: u64) -> Result<ListenHandle, CmError> {
+        self.with_cm(now, |cm, nic| {
+            let listen = cm.listeners.add(service_id)?;
+            cm.listener_came(nic, now, service_id);
+            Ok(listen)
+        })
     }
 
     /// Stops listening; connections that came through the listener stay.
