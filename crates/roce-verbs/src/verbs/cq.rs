@@ -262,7 +262,7 @@ pub(crate) fn poll_cq(
         n
     };
     if take(&queue) == 0 && !(look_at_network(ctx) && take(&queue) > 0) {
-        idle();
+        idle(ctx);
     } else {
         busy();
     }
@@ -295,11 +295,14 @@ const RUN_GAP: Duration = Duration::from_millis(1);
 thread_local! {
     /// This thread's run of empty polls: when it began, and its last poll.
     static EMPTY_RUN: Cell<Option<(Instant, Instant)>> = const { Cell::new(None) };
+    /// Whether this thread's run of empty polls has started napping.
+    static NAPPING: Cell<bool> = const { Cell::new(false) };
 }
 
 /// A poll that found something: the thread's run of empty polls is over.
 fn busy() {
     EMPTY_RUN.set(None);
+    NAPPING.set(false);
 }
 
 /// A poll that found nothing, on the network either. For the first [`SPIN`] of a run of
@@ -319,14 +322,24 @@ fn busy() {
 /// alone. Napping from the start of the wait (50 µs) still lost about one in twenty: the
 /// answer came during a nap, and the woken thread waited for the running one's slice to end
 /// (about 2 ms).
-fn idle() {
+fn idle(ctx: usize) {
     let now = Instant::now();
     let began = match EMPTY_RUN.get() {
         Some((began, last)) if now.duration_since(last) < RUN_GAP => began,
-        _ => now,
+        _ => {
+            NAPPING.set(false);
+            now
+        }
     };
     EMPTY_RUN.set(Some((began, now)));
     if now.duration_since(began) >= SPIN {
+        if !NAPPING.replace(true) {
+            // The device's task takes the socket back from this thread now, not once it
+            // notices that the thread stopped spinning.
+            if let Ok(engine) = state::engine(ctx) {
+                engine.device.stop_spinning();
+            }
+        }
         std::thread::sleep(NAP);
     }
 }
@@ -352,7 +365,7 @@ pub(crate) fn next_poll(cq: usize, start: bool) -> Result<IbvWc, Errno> {
         if look_at_network(ctx) {
             return next_poll(cq, false);
         }
-        idle();
+        idle(ctx);
     } else if polled.is_ok() {
         busy();
     }
