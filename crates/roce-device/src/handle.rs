@@ -468,17 +468,6 @@ impl DeviceHandle {
         came > 0
     }
 
-    /// The program's thread stops spinning on the network: it will sleep between its polls
-    /// from now on. The device's task, which steps back from the socket while a program spins
-    /// (for [`STEP_BACK`] after its last spinning poll), takes the socket again at once, and
-    /// what a poll left owed leaves with its next turn.
-    pub fn stop_spinning(&self) {
-        let shared = &self.shared;
-        if shared.network_spun_at.swap(0, Ordering::Relaxed) != 0 {
-            shared.doorbell.ring();
-        }
-    }
-
     /// [`DeviceHandle::with`], for async callers.
     pub async fn call<R>(&self, f: impl FnOnce(&mut Nic, Instant) -> R) -> Result<R, DeviceError> {
         self.with(f)

@@ -6,12 +6,10 @@
 //! the NIC's thread, at the step that delivered it, and `ibv_get_cq_event` reads it, as the
 //! kernel's uverbs event file works (`struct ib_uverbs_comp_event_desc`).
 
-use std::cell::Cell;
 use std::ffi::{c_int, c_void};
 use std::io::{PipeReader, PipeWriter, Read as _, Write as _};
 use std::os::fd::AsRawFd as _;
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::{Duration, Instant};
 
 use roce_core::{Cqe, Qpn, WcOpcode, WcStatus};
 use roce_device::CompletionQueue;
@@ -262,9 +260,7 @@ pub(crate) fn poll_cq(
         n
     };
     if take(&queue) == 0 && !(look_at_network(ctx) && take(&queue) > 0) {
-        idle(ctx);
-    } else {
-        busy();
+        idle();
     }
     Ok(n)
 }
@@ -278,70 +274,13 @@ fn look_at_network(ctx: usize) -> bool {
     state::engine(ctx).is_ok_and(|engine| engine.device.poll_network())
 }
 
-/// How long a thread's run of empty polls spins before it naps ([`idle`]): about as long as
-/// a peer's answer takes when the machine is busy (the ACK of a SEND on loopback came 0.1 to
-/// 0.6 ms after it beside two builds), so that a program waiting for one is still on the
-/// processor when it comes, as a program spinning on a hardware CQ is.
-const SPIN: Duration = Duration::from_millis(1);
-
-/// The nap of a poll that found nothing after [`SPIN`] (the kernel's timer slack, 50 µs for
-/// an ordinary thread, comes on top).
-const NAP: Duration = Duration::from_micros(20);
-
-/// Empty polls further apart than this are not one run: an event-driven program's one empty
-/// poll after each completion event starts a run of its own, and never naps.
-const RUN_GAP: Duration = Duration::from_millis(1);
-
-thread_local! {
-    /// This thread's run of empty polls: when it began, and its last poll.
-    static EMPTY_RUN: Cell<Option<(Instant, Instant)>> = const { Cell::new(None) };
-    /// Whether this thread's run of empty polls has started napping.
-    static NAPPING: Cell<bool> = const { Cell::new(false) };
-}
-
-/// A poll that found something: the thread's run of empty polls is over.
-fn busy() {
-    EMPTY_RUN.set(None);
-    NAPPING.set(false);
-}
-
-/// A poll that found nothing, on the network either. For the first [`SPIN`] of a run of
-/// empty polls the thread goes straight back to the program, which spins as it would on
-/// hardware; after that each empty poll naps for [`NAP`]: a program that waits longer gives
-/// its core away (a hardware NIC has cores of its own; an emulated one shares the program's,
-/// and its thread must receive, fire its timers and send the ACKs a poll left owed).
-///
-/// Not `sched_yield` at every empty poll, as before: under the kernel's EEVDF scheduler each
-/// yield moves the thread's deadline a slice later, so a thread that yields thousands of times
-/// falls behind every other runnable thread of a loaded machine and is kept off the processor
-/// for milliseconds (2.6 to 12.6 ms between two empty polls of perftest's `-R` server beside
-/// two builds). The server, waiting for the completion of the SEND that answered its client's
-/// handshake, listened again only after that, and the client's REQ, sent 2 ms after the
-/// handshake, came first and was rejected (reason 8): 18 of 30 of the README's
-/// `ib_send_bw -R` pairs failed beside three busy loops, about one in ten beside the builds
-/// alone. Napping from the start of the wait (50 µs) still lost about one in twenty: the
-/// answer came during a nap, and the woken thread waited for the running one's slice to end
-/// (about 2 ms).
-fn idle(ctx: usize) {
-    let now = Instant::now();
-    let began = match EMPTY_RUN.get() {
-        Some((began, last)) if now.duration_since(last) < RUN_GAP => began,
-        _ => {
-            NAPPING.set(false);
-            now
-        }
-    };
-    EMPTY_RUN.set(Some((began, now)));
-    if now.duration_since(began) >= SPIN {
-        if !NAPPING.replace(true) {
-            // The device's task takes the socket back from this thread now, not once it
-            // notices that the thread stopped spinning.
-            if let Ok(engine) = state::engine(ctx) {
-                engine.device.stop_spinning();
-            }
-        }
-        std::thread::sleep(NAP);
-    }
+/// A poll that found nothing, on the network either, gives the processor away for a moment.
+/// A program that spins on `ibv_poll_cq` would otherwise keep the core the NIC's thread may
+/// need (a timer to fire, a backend the program's thread cannot receive from): a hardware NIC
+/// has cores of its own, an emulated one shares the program's. `sched_yield` lets a runnable
+/// NIC thread in and returns at once when there is none.
+fn idle() {
+    std::thread::yield_now();
 }
 
 /// `ibv_start_poll` (`start`) / `ibv_next_poll`: makes the CQ's next completion current and
@@ -365,9 +304,7 @@ pub(crate) fn next_poll(cq: usize, start: bool) -> Result<IbvWc, Errno> {
         if look_at_network(ctx) {
             return next_poll(cq, false);
         }
-        idle(ctx);
-    } else if polled.is_ok() {
-        busy();
+        idle();
     }
     polled
 }
