@@ -5,10 +5,10 @@
 //! the event comes later, written to the channel by a kernel worker, so the program's thread
 //! waits for it in `rdma_get_cm_event` and another thread has to run before it goes on. Ours
 //! have nothing to wait for (the UDP backend reaches every IPv4 address), but they report
-//! the same way: from this thread, after the call returned. Queued before the call returned,
-//! the events let an active side go from its first handshake to its REQ without ever giving
-//! the processor away, which on a loaded machine outran the peer it had just answered:
-//! perftest's `-R` server, not yet listening again, rejected the REQ (reason 8).
+//! the same way: from this thread, after the call returned. (Queued before the call returned,
+//! they let an active side go from its first handshake to its REQ without giving the
+//! processor away; perftest `-R` pairs, which race that path against their server's second
+//! listen, lost it about as often either way on a loaded machine: docs/rdmacm.md.)
 
 use std::sync::mpsc::{Sender, channel};
 use std::sync::{Mutex, OnceLock, PoisonError};
