@@ -14,6 +14,7 @@ use crate::abi::{
 use crate::addr;
 use crate::ibv::{self, Device};
 use crate::state::{EINVAL, Id, Phase, Tables, with};
+use crate::work::report_later;
 use roce_cabi::CBox;
 
 /// A fresh `rdma_cm_id`, nothing bound.
@@ -189,7 +190,7 @@ pub(crate) fn resolve_addr(
             (Phase::Bound, Some(_)) => None,
             _ => return Err(EINVAL),
         };
-        t.report(id, event::ADDR_RESOLVED, 0)?;
+        let serial = t.reportable(id)?;
         if let Some(local) = bind_to {
             take_local(t, id, &dev, local);
         }
@@ -217,7 +218,12 @@ pub(crate) fn resolve_addr(
             c.route.addr.ibaddr.dgid = IbvGid::from_ipv4(*dst.ip());
             c.route.addr.ibaddr.pkey = 0xffff_u16.to_be();
         });
-        Ok(())
+        Ok(serial)
+    })
+    .map(|serial| {
+        if let Some(serial) = serial {
+            report_later(id, serial, event::ADDR_RESOLVED);
+        }
     })
 }
 
@@ -229,7 +235,7 @@ pub(crate) fn resolve_route(id: usize) -> Result<(), Errno> {
         if t.ids.get(&id).ok_or(EINVAL)?.phase != Phase::AddrResolved {
             return Err(EINVAL);
         }
-        t.report(id, event::ROUTE_RESOLVED, 0)?;
+        let serial = t.reportable(id)?;
         let Some(i) = t.ids.get_mut(&id) else {
             return Err(EINVAL);
         };
@@ -256,7 +262,12 @@ pub(crate) fn resolve_route(id: usize) -> Result<(), Errno> {
             c.route.path_rec = p;
             c.route.num_paths = 1;
         });
-        Ok(())
+        Ok(serial)
+    })
+    .map(|serial| {
+        if let Some(serial) = serial {
+            report_later(id, serial, event::ROUTE_RESOLVED);
+        }
     })
 }
 

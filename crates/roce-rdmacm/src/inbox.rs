@@ -10,7 +10,10 @@
 //! An event may come before its connection is routed: the REJ of a REQ can arrive between
 //! `roce_cm_connect` returning the connection and `rdma_connect` routing it. Such events wait
 //! (at most [`MAX_UNROUTED`]) until the route comes; an event of a connection whose id is gone
-//! is dropped.
+//! is dropped. So may a connection request before its listener is routed: the REQ can be
+//! taken by the NIC's thread between `roce_cm_listen` returning the listener and `rdma_listen`
+//! routing it; it waits the same way, and comes out when the route does, unless the listener is
+//! gone.
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::io::{PipeWriter, Write};
@@ -54,6 +57,8 @@ struct Router {
     inboxes: HashMap<usize, Inbox>,
     /// Listener → channel.
     listens: HashMap<u32, usize>,
+    /// Listeners that are gone: requests for them are dropped.
+    closed_listens: HashSet<u32>,
     /// Connection → channel.
     conns: HashMap<u32, usize>,
     /// Connections whose id is gone: their events are dropped.
@@ -109,7 +114,10 @@ impl Router {
             Some(ch) => {
                 self.deliver(ch, event);
             }
-            None if self.closed.contains(&event.conn) || request => {
+            None if request && self.closed_listens.contains(&event.listen) => {
+                self.dropped += 1;
+            }
+            None if !request && self.closed.contains(&event.conn) => {
                 self.dropped += 1;
             }
             None => {
@@ -162,14 +170,38 @@ pub(crate) fn take(channel: usize) -> Option<CmEvent> {
     with(|r| r.inboxes.get_mut(&channel)?.queue.pop_front())
 }
 
-/// Events of `listen` go to `channel` from now on.
+/// Events of `listen` go to `channel` from now on: the requests that came before the route
+/// first (with the events of their connections that came after them), in order.
 pub(crate) fn route_listen(listen: u32, channel: usize) {
-    with(|r| r.listens.insert(listen, channel));
+    with(|r| {
+        r.closed_listens.remove(&listen);
+        r.listens.insert(listen, channel);
+        let mut children = HashSet::new();
+        let (mine, rest): (VecDeque<_>, VecDeque<_>) = r.unrouted.drain(..).partition(|e| {
+            let request = matches!(
+                e.kind,
+                roce_cabi::cm::kind::CONNECT_REQUEST | roce_cabi::cm::kind::SIDR_REQUEST
+            );
+            if request && e.listen == listen {
+                children.insert(e.conn);
+                true
+            } else {
+                !request && children.contains(&e.conn)
+            }
+        });
+        r.unrouted = rest;
+        for e in mine {
+            r.route(e);
+        }
+    });
 }
 
-/// Forgets a listener.
+/// Forgets a listener: requests for it that come later are dropped.
 pub(crate) fn unroute_listen(listen: u32) {
-    with(|r| r.listens.remove(&listen));
+    with(|r| {
+        r.listens.remove(&listen);
+        r.closed_listens.insert(listen);
+    });
 }
 
 /// Events of `conn` go to `channel` from now on, those that came before the route first.
@@ -261,6 +293,33 @@ mod tests {
         with(|r| r.route(ev(kind::CONNECT_REQUEST, 903, 77)));
         assert!(with(|r| r.unrouted.iter().all(|e| e.conn != 903)));
         close_conn(902);
+        remove_channel(ch);
+    }
+
+    #[test]
+    fn a_connect_request_before_its_listener_is_routed_waits_for_the_route() {
+        let (mut reader, writer) = std::io::pipe().unwrap();
+        let ch = 0x5353_0000;
+        add_channel(ch, Arc::new(writer));
+        // The NIC's thread takes the REQ between roce_cm_listen and rdma_listen's route, and
+        // the child's next event comes before the route too.
+        with(|r| r.route(ev(kind::CONNECT_REQUEST, 904, 78)));
+        with(|r| r.route(ev(kind::DISCONNECTED, 904, 0)));
+        assert_eq!(take(ch), None, "nothing is on the channel before the route");
+        route_listen(78, ch);
+        let mut two = [0u8; 2];
+        reader.read_exact(&mut two).unwrap();
+        assert_eq!(
+            take(ch).map(|e| (e.kind, e.conn)),
+            Some((kind::CONNECT_REQUEST, 904))
+        );
+        assert_eq!(
+            take(ch).map(|e| (e.kind, e.conn)),
+            Some((kind::DISCONNECTED, 904))
+        );
+        assert!(with(|r| r.unrouted.iter().all(|e| e.conn != 904)));
+        unroute_listen(78);
+        close_conn(904);
         remove_channel(ch);
     }
 }

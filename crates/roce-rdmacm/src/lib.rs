@@ -30,6 +30,7 @@ mod info;
 mod state;
 mod strings;
 mod stubs;
+mod work;
 
 use roce_cabi::FirstTime;
 

@@ -79,6 +79,8 @@ impl Event {
 #[derive(Debug)]
 pub(crate) struct Id {
     pub(crate) c: CBox<RdmaCmId>,
+    /// Unique to this id in the process (an id made later at the same address has another).
+    pub(crate) serial: u64,
     /// Its channel; `None` for a synchronous id (`rdma_create_id` with a NULL channel), whose
     /// operations complete before they return and report no events.
     pub(crate) channel: Option<usize>,
@@ -110,8 +112,10 @@ pub(crate) struct Id {
 impl Id {
     /// A fresh id.
     pub(crate) fn new(c: RdmaCmId, channel: Option<usize>) -> Self {
+        static SERIAL: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
         Self {
             c: CBox::new(c),
+            serial: SERIAL.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
             channel,
             phase: Phase::Idle,
             local: None,
@@ -221,6 +225,18 @@ impl Tables {
             self.events.remove(&e);
         }
         Ok(())
+    }
+
+    /// Whether an event for `id` could be queued now (`EINVAL`: the id is unknown or its channel
+    /// was destroyed): `Ok` with the id's serial, for an event reported later
+    /// (`crate::work::report_later`); `Ok(None)` for a synchronous id, which gets none.
+    pub(crate) fn reportable(&self, id: usize) -> Result<Option<u64>, Errno> {
+        let i = self.ids.get(&id).ok_or(EINVAL)?;
+        match i.channel {
+            None => Ok(None),
+            Some(ch) if self.channels.contains_key(&ch) => Ok(Some(i.serial)),
+            Some(_) => Err(EINVAL),
+        }
     }
 
     /// Queues `event` for `id` on its channel; a synchronous id gets none. Nothing is queued

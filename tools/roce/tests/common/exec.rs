@@ -124,18 +124,21 @@ pub(crate) fn exec_cm_pair(
     let server_child = spawn_exec(server, server_argv);
     wait_nic(server_child.id(), server.ip);
     let client = spawn_exec(client, client_argv).wait_with_output().unwrap();
-    if lost_the_listen_race(&client) {
+    if rejected_for_no_listener(&client) {
         // The server waits for a connection that will not come, until its wrapper's timeout
-        // (two minutes per lost race): end it, and its process group with it, now.
+        // (two minutes): end it, and its process group with it, now; the caller fails on the
+        // client's exit status.
         let group = format!("-{}", server_child.id());
         let _ = Command::new("kill").args(["-TERM", "--", &group]).status();
     }
     (client, server_child.wait_with_output().unwrap())
 }
 
-/// Whether a perftest `-R` client lost perftest's own listen race
-/// ([`past_perftests_listen_race`]).
-fn lost_the_listen_race(client: &Output) -> bool {
+/// Whether a client failed on a REJ with reason 8 (invalid service ID: nobody listened for
+/// its REQ). perftest `-R`'s client sends its REQ as soon as its first handshake is done,
+/// while its server listens again only once its own side of that handshake has completed: a
+/// server kept off the processor meanwhile rejects it, and perftest does not try again.
+fn rejected_for_no_listener(client: &Output) -> bool {
     !client.status.success()
         && String::from_utf8_lossy(&client.stderr).contains("RDMA_CM_EVENT_REJECTED; error: 8")
 }
@@ -197,29 +200,6 @@ pub(crate) fn exec_pair(
     let client_argv = [argv, &[server.ip]].concat();
     let client = spawn_exec(client, &client_argv).wait_with_output().unwrap();
     (client, server_child.wait_with_output().unwrap())
-}
-
-/// Runs a perftest `-R` pair (`run` returns (client, server)), again up to five times while
-/// the client lost perftest 4.5-0.17's own listen race: its client connects the test QPs as
-/// soon as the first handshake is done, while the server may not listen again yet, and the
-/// REJ (reason 8, invalid service ID) it then gets is final, because its retry reuses the ids
-/// it destroyed. On a loaded machine it loses that race often (four times in a row once in
-/// CI, beside the other tests of this binary), so each try waits a little longer first, for
-/// the load to pass. Any other failure is returned as it came.
-pub(crate) fn past_perftests_listen_race(
-    program: &str,
-    mut run: impl FnMut() -> (Output, Output),
-) -> (Output, Output) {
-    let mut pair = run();
-    for attempt in 1..=5 {
-        if !lost_the_listen_race(&pair.0) {
-            break;
-        }
-        eprintln!("{program} -R: the client was faster than the server's second listen; again");
-        std::thread::sleep(Duration::from_millis(500 * attempt));
-        pair = run();
-    }
-    pair
 }
 
 /// perftest's result rows, as numbers: the lines after the `#bytes` header that start with a
