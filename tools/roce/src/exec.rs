@@ -22,9 +22,7 @@ use std::process::{Command, ExitCode};
 use anyhow::{Context, bail};
 
 use crate::device::{BackendKind, CcKind, parse_gbps};
-
-/// Where the library is looked for, first to last; `--lib-dir` overrides.
-const LIB_DIR_ENV: &str = "ROCE_VERBS_LIB_DIR";
+use crate::libs;
 
 /// How `--stats` prints the counters.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -135,59 +133,11 @@ fn parse_mtu(text: &str) -> Result<u32, String> {
     }
 }
 
-/// The directory holding `libibverbs.so.1`, and the places looked at if none does.
-fn library_dir(args: &Args) -> anyhow::Result<PathBuf> {
-    let mut tried = Vec::new();
-    let mut candidates = Vec::new();
-    if let Some(dir) = &args.lib_dir {
-        candidates.push(dir.clone());
-    } else {
-        if let Some(dir) = std::env::var_os(LIB_DIR_ENV) {
-            candidates.push(PathBuf::from(dir));
-        }
-        if let Some(dir) = std::env::current_exe()
-            .ok()
-            .and_then(|e| e.parent().map(Path::to_path_buf))
-        {
-            candidates.push(dir.join("roce-verbs"));
-        }
-        candidates.push(roce_verbs_so::library_dir().to_path_buf());
-    }
-    for dir in candidates {
-        if dir.join(roce_verbs_so::SONAME).is_file() {
-            return Ok(dir);
-        }
-        tried.push(dir.display().to_string());
-    }
-    bail!(
-        "no {} in {} (build it with cargo build, or give --lib-dir)",
-        roce_verbs_so::SONAME,
-        tried.join(", ")
-    )
-}
-
-/// The directory holding roce-emu's `librdmacm.so.1`: beside `libibverbs.so.1` (an install
-/// with both), `roce-rdmacm/` beside this executable, or where the build put it. `None` if
-/// none holds it: verbs programs run without it.
-fn rdmacm_dir(verbs_dir: &Path) -> Option<PathBuf> {
-    let mut candidates = vec![verbs_dir.to_path_buf()];
-    if let Some(dir) = std::env::current_exe()
-        .ok()
-        .and_then(|e| e.parent().map(Path::to_path_buf))
-    {
-        candidates.push(dir.join("roce-rdmacm"));
-    }
-    candidates.push(roce_rdmacm_so::library_dir().to_path_buf());
-    candidates
-        .into_iter()
-        .find(|d| d.join(roce_rdmacm_so::SONAME).is_file())
-}
-
 pub(crate) fn run(args: &Args) -> anyhow::Result<ExitCode> {
     if args.backend == BackendKind::Raw && args.dev.is_none() {
         bail!("--backend raw needs --dev IFACE");
     }
-    let lib_dir = library_dir(args)?;
+    let lib_dir = libs::verbs_dir(args.lib_dir.as_deref())?;
     let (program, rest) = args
         .command
         .split_first()
@@ -196,12 +146,12 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<ExitCode> {
     cmd.args(rest);
     // Whatever the caller's environment says about a device, this one is the device.
     for (key, _) in std::env::vars_os() {
-        if key.to_string_lossy().starts_with("ROCE_VERBS_") && key != LIB_DIR_ENV {
+        if key.to_string_lossy().starts_with("ROCE_VERBS_") && key != libs::LIB_DIR_ENV {
             cmd.env_remove(&key);
         }
     }
     let mut path = OsString::from(&lib_dir);
-    if let Some(dir) = rdmacm_dir(&lib_dir).filter(|d| *d != lib_dir) {
+    if let Some(dir) = libs::rdmacm_dir(&lib_dir).filter(|d| *d != lib_dir) {
         path.push(":");
         path.push(dir);
     }
