@@ -53,6 +53,14 @@ pub(crate) enum StatsFormat {
         DREQ, DREP, SIDR on QP 1), to each other and to the kernel's rdma_cm; calls the library \
         does not have yet (multicast, rsockets, ...) fail with ENOSYS and say so once on stderr \
         (docs/rdmacm.md).\n\n\
+        The libraries: roce carries both inside itself. Run from the build (cargo run, \
+        target/release/roce), it uses the ones the build linked; installed (cargo install), it \
+        writes its copies once into $XDG_CACHE_HOME/roce-emu/KEY/ (~/.cache/roce-emu/KEY/; KEY \
+        changes with their contents) and uses them from there, or, where that cannot be \
+        written, from a private roce-emu-UID/ in $TMPDIR or /tmp. A copy there is used only if \
+        its bytes are the same, and is written again if not; the cache may be deleted at any \
+        time. --lib-dir or ROCE_VERBS_LIB_DIR names other libraries; ROCE_EXEC_NO_BUILD_DIR=1 \
+        skips the build's, as an installed roce does.\n\n\
         Ctrl-C, SIGTERM and SIGHUP: roce exec waits for the program and ends with its status \
         (130 for Ctrl-C); a signal sent to roce exec alone (kill) is passed on to the program. \
         With --stats, a program that such a signal ends still leaves its counters, which are \
@@ -109,9 +117,9 @@ pub(crate) struct Args {
     #[arg(long, value_enum, value_name = "FORMAT", num_args = 0..=1, default_missing_value = "text")]
     stats: Option<StatsFormat>,
     /// The directory of roce-emu's libibverbs.so.1 (default: $ROCE_VERBS_LIB_DIR, then
-    /// roce-verbs/ beside this executable, then where the build put it). librdmacm.so.1 is
-    /// taken from the same directory if it is there, else from roce-rdmacm/ beside this
-    /// executable, else from where the build put it.
+    /// roce-verbs/ beside this executable, then where the build put it, then the copy this
+    /// executable carries, written out once to ~/.cache/roce-emu/). librdmacm.so.1 is taken
+    /// from the same directory if it is there, else from the same places.
     #[arg(long, value_name = "DIR")]
     lib_dir: Option<PathBuf>,
     /// The program and its arguments, after `--`.

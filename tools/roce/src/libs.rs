@@ -24,8 +24,8 @@
 use std::ffi::OsString;
 use std::fs::{DirBuilder, File, OpenOptions};
 use std::io::{ErrorKind, Read as _, Write as _};
-use std::os::unix::fs::{DirBuilderExt as _, MetadataExt as _, OpenOptionsExt as _};
 use std::os::unix::fs::PermissionsExt as _;
+use std::os::unix::fs::{DirBuilderExt as _, MetadataExt as _, OpenOptionsExt as _};
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context as _, bail};
@@ -160,11 +160,7 @@ enum Base {
 /// effective uid. An `XDG_CACHE_HOME` or `HOME` that is not absolute is ignored, as the XDG
 /// base directory specification says.
 fn bases(env: &dyn Fn(&str) -> Option<OsString>, tmp: &Path, uid: u32) -> Vec<Base> {
-    let absolute = |name: &str| {
-        env(name)
-            .map(PathBuf::from)
-            .filter(|p| p.is_absolute())
-    };
+    let absolute = |name: &str| env(name).map(PathBuf::from).filter(|p| p.is_absolute());
     let cache = absolute("XDG_CACHE_HOME").or_else(|| absolute("HOME").map(|h| h.join(".cache")));
     let mut bases: Vec<Base> = cache
         .map(|c| Base::Cache(c.join("roce-emu")))
@@ -327,10 +323,8 @@ mod tests {
 
     /// A fresh directory for one test.
     fn scratch(name: &str) -> PathBuf {
-        let dir = std::env::temp_dir().join(format!(
-            "roce-libs-test-{}-{name}",
-            std::process::id()
-        ));
+        let dir =
+            std::env::temp_dir().join(format!("roce-libs-test-{}-{name}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
         dir
@@ -388,11 +382,18 @@ mod tests {
         std::fs::remove_file(dir.join("liba.so.1")).unwrap();
         plant_link(&elsewhere, &dir.join("liba.so.1"));
         write_out(&base, "k", &LIBS).unwrap();
-        assert!(std::fs::symlink_metadata(dir.join("liba.so.1")).unwrap().is_file());
+        assert!(
+            std::fs::symlink_metadata(dir.join("liba.so.1"))
+                .unwrap()
+                .is_file()
+        );
         assert_eq!(std::fs::read(&elsewhere).unwrap(), LIBS[0].1);
         // A file others may write is replaced by one they may not.
-        std::fs::set_permissions(dir.join("libb.so.1"), std::fs::Permissions::from_mode(0o666))
-            .unwrap();
+        std::fs::set_permissions(
+            dir.join("libb.so.1"),
+            std::fs::Permissions::from_mode(0o666),
+        )
+        .unwrap();
         write_out(&base, "k", &LIBS).unwrap();
         assert_eq!(mode(&dir.join("libb.so.1")), FILE_MODE);
         std::fs::remove_dir_all(&root).unwrap();
@@ -436,7 +437,10 @@ mod tests {
         std::fs::create_dir(&private).unwrap();
         std::fs::set_permissions(&private, std::fs::Permissions::from_mode(0o777)).unwrap();
         let err = write_out(&[Base::Private(private.clone())], "k", &LIBS).unwrap_err();
-        assert!(format!("{err:#}").contains("not a private directory"), "{err:#}");
+        assert!(
+            format!("{err:#}").contains("not a private directory"),
+            "{err:#}"
+        );
         assert!(!private.join("k").exists());
         // A link to a directory that is private is refused too: it is not the directory.
         std::fs::remove_dir(&private).unwrap();
@@ -491,11 +495,14 @@ mod tests {
                 tmp,
                 1000
             ),
-            [Base::Cache("/home/u/.cache/roce-emu".into()), private.clone()]
+            [
+                Base::Cache("/home/u/.cache/roce-emu".into()),
+                private.clone()
+            ]
         );
         assert_eq!(
             bases(&env(&[("HOME", "")]), tmp, 1000),
-            [private.clone()]
+            std::slice::from_ref(&private)
         );
         assert_eq!(bases(&env(&[]), tmp, 1000), [private]);
     }

@@ -676,9 +676,11 @@ fn cached_dir(cache: &std::path::Path) -> std::path::PathBuf {
 /// Where the loader finds `lib` for `program` under `roce exec` (ldd's `lib => PATH`).
 fn loaded_from(cache: &std::path::Path, program: &str, lib: &str) -> String {
     let script = format!("ldd \"$(command -v {program})\"");
-    let text = ok(&installed(cache, &["--ip", "127.0.0.1", "--", "sh", "-c", &script])
-        .output()
-        .unwrap());
+    let text = ok(
+        &installed(cache, &["--ip", "127.0.0.1", "--", "sh", "-c", &script])
+            .output()
+            .unwrap(),
+    );
     text.lines()
         .find_map(|l| l.trim().strip_prefix(&format!("{lib} => ")))
         .and_then(|rest| rest.split_whitespace().next())
@@ -697,9 +699,11 @@ fn without_the_build_the_carried_libraries_are_written_to_the_cache_and_loaded()
     }
     let root = scratch("carried");
     let cache = root.join("cache");
-    let text = ok(&installed(&cache, &["--ip", "127.0.0.1", "--", "ibv_devices"])
-        .output()
-        .unwrap());
+    let text = ok(
+        &installed(&cache, &["--ip", "127.0.0.1", "--", "ibv_devices"])
+            .output()
+            .unwrap(),
+    );
     assert!(text.contains("roce0"), "{text}");
     let dir = cached_dir(&cache);
     let libs = [
@@ -711,7 +715,10 @@ fn without_the_build_the_carried_libraries_are_written_to_the_cache_and_loaded()
         let path = dir.join(name);
         let meta = std::fs::metadata(&path).unwrap();
         assert_eq!(meta.mode() & 0o7777, 0o644, "{name}");
-        assert!(std::fs::read(&path).unwrap() == bytes, "{name} differs from the carried copy");
+        assert!(
+            std::fs::read(&path).unwrap() == bytes,
+            "{name} differs from the carried copy"
+        );
         let dynamic = ok(&Command::new("readelf")
             .arg("-d")
             .arg(&path)
@@ -733,7 +740,11 @@ fn without_the_build_the_carried_libraries_are_written_to_the_cache_and_loaded()
     }
     // Used again as they are.
     for ((name, _), ino) in libs.iter().zip(&inodes) {
-        assert_eq!(std::fs::metadata(dir.join(name)).unwrap().ino(), *ino, "{name}");
+        assert_eq!(
+            std::fs::metadata(dir.join(name)).unwrap().ino(),
+            *ino,
+            "{name}"
+        );
     }
     // --lib-dir and ROCE_VERBS_LIB_DIR still come first.
     let script = "echo \"$LD_LIBRARY_PATH\"";
@@ -780,9 +791,11 @@ fn another_user_reuses_a_cache_it_cannot_write_or_falls_back_to_a_private_direct
         cmd.uid(NOBODY).gid(NOBODY).env("TMPDIR", &tmp);
         cmd.output().unwrap()
     };
-    ok(&installed(&cache, &["--ip", "127.0.0.1", "--", "ibv_devices"])
-        .output()
-        .unwrap());
+    ok(
+        &installed(&cache, &["--ip", "127.0.0.1", "--", "ibv_devices"])
+            .output()
+            .unwrap(),
+    );
     // The cache's parent is private when roce makes it; this user's own would be its own.
     std::fs::set_permissions(&cache, std::fs::Permissions::from_mode(0o755)).unwrap();
     let dir = cached_dir(&cache);
@@ -800,7 +813,9 @@ fn another_user_reuses_a_cache_it_cannot_write_or_falls_back_to_a_private_direct
     assert_eq!(std::fs::read(&verbs).unwrap(), spoiled);
     let meta = std::fs::metadata(&private).unwrap();
     assert_eq!((meta.uid(), meta.mode() & 0o7777), (NOBODY, 0o700));
-    let own = private.join(dir.file_name().unwrap()).join("libibverbs.so.1");
+    let own = private
+        .join(dir.file_name().unwrap())
+        .join("libibverbs.so.1");
     assert!(std::fs::read(&own).unwrap() == roce_verbs_so::carried());
     std::fs::remove_dir_all(&root).unwrap();
 }
