@@ -15,7 +15,7 @@ fn main() {
     );
     println!("cargo:rerun-if-changed=build.rs");
     let verbs_dir = roce_verbs_so::library_dir();
-    roce_cabi::build::Relink {
+    let so = roce_cabi::build::Relink {
         archive: "roce_rdmacm",
         soname: "librdmacm.so.1",
         map: manifest.join("../roce-rdmacm/librdmacm.map"),
@@ -26,4 +26,5 @@ fn main() {
         env: "ROCE_RDMACM_SO_DIR",
     }
     .run();
+    roce_cabi::build::carry(&so, "ROCE_RDMACM_SO_CARRIED");
 }

@@ -8,7 +8,7 @@ fn main() {
         std::env::var_os("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"),
     );
     println!("cargo:rerun-if-changed=build.rs");
-    roce_cabi::build::Relink {
+    let so = roce_cabi::build::Relink {
         archive: "roce_verbs",
         soname: "libibverbs.so.1",
         map: manifest.join("../roce-verbs/libibverbs.map"),
@@ -16,4 +16,5 @@ fn main() {
         env: "ROCE_VERBS_SO_DIR",
     }
     .run();
+    roce_cabi::build::carry(&so, "ROCE_VERBS_SO_CARRIED");
 }

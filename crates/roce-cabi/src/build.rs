@@ -36,8 +36,9 @@ pub struct Relink<'a> {
 }
 
 impl Relink<'_> {
-    /// Links `$OUT_DIR/lib/SONAME` and sets `env` to that directory for the crate.
-    pub fn run(&self) {
+    /// Links `$OUT_DIR/lib/SONAME`, sets `env` to that directory for the crate, and returns
+    /// the library's path.
+    pub fn run(&self) -> PathBuf {
         let out_dir = PathBuf::from(std::env::var_os("OUT_DIR").expect("cargo sets OUT_DIR"));
         println!("cargo:rerun-if-changed={}", self.map.display());
         println!("cargo:rerun-if-env-changed=CC");
@@ -79,7 +80,48 @@ impl Relink<'_> {
             archive.display()
         );
         println!("cargo:rustc-env={}={}", self.env, lib_dir.display());
+        so
     }
+}
+
+/// The copy of a linked library that an installed `roce` carries inside itself (with
+/// `include_bytes!`) and writes out where cargo's target directory is gone: `so` without its
+/// debug sections (`strip --strip-debug`: the symbol table stays, so backtraces still name the
+/// functions), in `$OUT_DIR/carried/`. Sets `env` to the copy's path and `env_HASH` to the
+/// 16 hex digits of its [`fnv1a`] for the crate. Where `strip` (binutils, beside `cc`) fails,
+/// the copy is the library as linked, and cargo shows a warning.
+pub fn carry(so: &Path, env: &str) {
+    let out_dir = PathBuf::from(std::env::var_os("OUT_DIR").expect("cargo sets OUT_DIR"));
+    let dir = out_dir.join("carried");
+    std::fs::create_dir_all(&dir).expect("create $OUT_DIR/carried");
+    let name = so.file_name().expect("a library has a file name");
+    let copy = dir.join(name);
+    let _ = std::fs::remove_file(&copy);
+    let stripped = Command::new("strip")
+        .arg("--strip-debug")
+        .arg("-o")
+        .arg(&copy)
+        .arg(so)
+        .status()
+        .is_ok_and(|s| s.success());
+    if !stripped {
+        println!(
+            "cargo:warning=strip --strip-debug failed on {}: the copy roce carries keeps its debug sections",
+            so.display()
+        );
+        std::fs::copy(so, &copy).expect("copy the library to $OUT_DIR/carried");
+    }
+    let bytes = std::fs::read(&copy).expect("read the carried library");
+    println!("cargo:rustc-env={env}={}", copy.display());
+    println!("cargo:rustc-env={env}_HASH={:016x}", fnv1a(&bytes));
+}
+
+/// 64-bit FNV-1a: a name for the carried libraries' contents (their cache directory), not a
+/// check of them (the cache's files are compared byte for byte).
+pub fn fnv1a(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, &b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
+    })
 }
 
 /// The newest `lib<name>-*.a` in the deps directories where cargo put the build-dependency.
@@ -142,6 +184,14 @@ mod tests {
     use super::*;
 
     const TRIPLE: &str = "x86_64-unknown-linux-gnu";
+
+    #[test]
+    fn fnv1a_is_the_published_function() {
+        // The test vectors of the FNV reference (draft-eastlake-fnv): "" and "a".
+        assert_eq!(fnv1a(b""), 0xcbf2_9ce4_8422_2325);
+        assert_eq!(fnv1a(b"a"), 0xaf63_dc4c_8601_ec8c);
+        assert_eq!(fnv1a(b"foobar"), 0x8594_4171_f739_67e8);
+    }
 
     #[test]
     fn a_build_for_the_host_finds_its_build_dependencies_beside_it() {

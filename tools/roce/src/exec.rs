@@ -22,11 +22,9 @@ use std::process::{Command, ExitCode};
 use anyhow::{Context, bail};
 
 use crate::device::{BackendKind, CcKind, parse_gbps};
+use crate::libs;
 
 pub(crate) mod tree;
-
-/// Where the library is looked for, first to last; `--lib-dir` overrides.
-const LIB_DIR_ENV: &str = "ROCE_VERBS_LIB_DIR";
 
 /// How `--stats` prints the counters.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -66,6 +64,14 @@ pub(crate) enum StatsFormat {
         DREQ, DREP, SIDR on QP 1), to each other and to the kernel's rdma_cm; calls the library \
         does not have yet (multicast, rsockets, ...) fail with ENOSYS and say so once on stderr \
         (docs/rdmacm.md).\n\n\
+        The libraries: roce carries both inside itself. Run from the build (cargo run, \
+        target/release/roce), it uses the ones the build linked; installed (cargo install), it \
+        writes its copies once into $XDG_CACHE_HOME/roce-emu/KEY/ (~/.cache/roce-emu/KEY/; KEY \
+        changes with their contents) and uses them from there, or, where that cannot be \
+        written, from a private roce-emu-UID/ in $TMPDIR or /tmp. A copy there is used only if \
+        its bytes are the same, and is written again if not; the cache may be deleted at any \
+        time. --lib-dir or ROCE_VERBS_LIB_DIR names other libraries; ROCE_EXEC_NO_BUILD_DIR=1 \
+        skips the build's, as an installed roce does.\n\n\
         Ctrl-C, SIGTERM and SIGHUP: roce exec waits for the program and ends with its status \
         (130 for Ctrl-C); a signal sent to roce exec alone (kill) is passed on to the program. \
         With --stats, a program that such a signal ends still leaves its counters, which are \
@@ -122,9 +128,9 @@ pub(crate) struct Args {
     #[arg(long, value_enum, value_name = "FORMAT", num_args = 0..=1, default_missing_value = "text")]
     stats: Option<StatsFormat>,
     /// The directory of roce-emu's libibverbs.so.1 (default: $ROCE_VERBS_LIB_DIR, then
-    /// roce-verbs/ beside this executable, then where the build put it). librdmacm.so.1 is
-    /// taken from the same directory if it is there, else from roce-rdmacm/ beside this
-    /// executable, else from where the build put it.
+    /// roce-verbs/ beside this executable, then where the build put it, then the copy this
+    /// executable carries, written out once to ~/.cache/roce-emu/). librdmacm.so.1 is taken
+    /// from the same directory if it is there, else from the same places.
     #[arg(long, value_name = "DIR")]
     lib_dir: Option<PathBuf>,
     /// Run the program without the device's /dev/infiniband and /sys/class/infiniband trees
@@ -151,59 +157,11 @@ fn parse_mtu(text: &str) -> Result<u32, String> {
     }
 }
 
-/// The directory holding `libibverbs.so.1`, and the places looked at if none does.
-fn library_dir(args: &Args) -> anyhow::Result<PathBuf> {
-    let mut tried = Vec::new();
-    let mut candidates = Vec::new();
-    if let Some(dir) = &args.lib_dir {
-        candidates.push(dir.clone());
-    } else {
-        if let Some(dir) = std::env::var_os(LIB_DIR_ENV) {
-            candidates.push(PathBuf::from(dir));
-        }
-        if let Some(dir) = std::env::current_exe()
-            .ok()
-            .and_then(|e| e.parent().map(Path::to_path_buf))
-        {
-            candidates.push(dir.join("roce-verbs"));
-        }
-        candidates.push(roce_verbs_so::library_dir().to_path_buf());
-    }
-    for dir in candidates {
-        if dir.join(roce_verbs_so::SONAME).is_file() {
-            return Ok(dir);
-        }
-        tried.push(dir.display().to_string());
-    }
-    bail!(
-        "no {} in {} (build it with cargo build, or give --lib-dir)",
-        roce_verbs_so::SONAME,
-        tried.join(", ")
-    )
-}
-
-/// The directory holding roce-emu's `librdmacm.so.1`: beside `libibverbs.so.1` (an install
-/// with both), `roce-rdmacm/` beside this executable, or where the build put it. `None` if
-/// none holds it: verbs programs run without it.
-fn rdmacm_dir(verbs_dir: &Path) -> Option<PathBuf> {
-    let mut candidates = vec![verbs_dir.to_path_buf()];
-    if let Some(dir) = std::env::current_exe()
-        .ok()
-        .and_then(|e| e.parent().map(Path::to_path_buf))
-    {
-        candidates.push(dir.join("roce-rdmacm"));
-    }
-    candidates.push(roce_rdmacm_so::library_dir().to_path_buf());
-    candidates
-        .into_iter()
-        .find(|d| d.join(roce_rdmacm_so::SONAME).is_file())
-}
-
 pub(crate) fn run(args: &Args) -> anyhow::Result<ExitCode> {
     if args.backend == BackendKind::Raw && args.dev.is_none() {
         bail!("--backend raw needs --dev IFACE");
     }
-    let lib_dir = library_dir(args)?;
+    let lib_dir = libs::verbs_dir(args.lib_dir.as_deref())?;
     let (program, rest) = args
         .command
         .split_first()
@@ -217,12 +175,12 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<ExitCode> {
     };
     // Whatever the caller's environment says about a device, this one is the device.
     for (key, _) in std::env::vars_os() {
-        if key.to_string_lossy().starts_with("ROCE_VERBS_") && key != LIB_DIR_ENV {
+        if key.to_string_lossy().starts_with("ROCE_VERBS_") && key != libs::LIB_DIR_ENV {
             cmd.env_remove(&key);
         }
     }
     let mut path = OsString::from(&lib_dir);
-    if let Some(dir) = rdmacm_dir(&lib_dir).filter(|d| *d != lib_dir) {
+    if let Some(dir) = libs::rdmacm_dir(&lib_dir).filter(|d| *d != lib_dir) {
         path.push(":");
         path.push(dir);
     }

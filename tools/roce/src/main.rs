@@ -16,6 +16,7 @@ mod device;
 mod dump;
 mod exec;
 mod json;
+mod libs;
 mod memory;
 mod oob;
 mod perf;

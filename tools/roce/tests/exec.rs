@@ -639,3 +639,183 @@ fn perftest_runs_every_operation_between_two_roce_exec_processes() {
         );
     }
 }
+
+/// A scratch directory for one test, empty, that every user may enter.
+fn scratch(name: &str) -> std::path::PathBuf {
+    use std::os::unix::fs::PermissionsExt as _;
+    let dir = std::env::temp_dir().join(format!("roce-exec-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    dir
+}
+
+/// `roce exec ARGS` as an installed `roce` runs: the build's library directory skipped, the
+/// cache in `cache`, from `/`.
+fn installed(cache: &std::path::Path, args: &[&str]) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_roce"));
+    cmd.arg("exec")
+        .args(args)
+        .current_dir("/")
+        .env("ROCE_EXEC_NO_BUILD_DIR", "1")
+        .env("XDG_CACHE_HOME", cache)
+        .env_remove("ROCE_VERBS_LIB_DIR");
+    cmd
+}
+
+/// The one directory under `cache/roce-emu`.
+fn cached_dir(cache: &std::path::Path) -> std::path::PathBuf {
+    let dirs: Vec<_> = std::fs::read_dir(cache.join("roce-emu"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(dirs.len(), 1, "{dirs:?}");
+    dirs[0].clone()
+}
+
+/// Where the loader finds `lib` for `program` under `roce exec` (ldd's `lib => PATH`).
+fn loaded_from(cache: &std::path::Path, program: &str, lib: &str) -> String {
+    let script = format!("ldd \"$(command -v {program})\"");
+    let text = ok(
+        &installed(cache, &["--ip", "127.0.0.1", "--", "sh", "-c", &script])
+            .output()
+            .unwrap(),
+    );
+    text.lines()
+        .find_map(|l| l.trim().strip_prefix(&format!("{lib} => ")))
+        .and_then(|rest| rest.split_whitespace().next())
+        .unwrap_or_else(|| panic!("no {lib} in\n{text}"))
+        .to_owned()
+}
+
+/// `cargo install` deletes the build's directory: `roce` then writes out the libraries it
+/// carries into the user's cache, once, readable by all, and programs load them from there,
+/// whatever the working directory.
+#[test]
+fn without_the_build_the_carried_libraries_are_written_to_the_cache_and_loaded() {
+    use std::os::unix::fs::MetadataExt as _;
+    if !have("ibv_devices", "ibverbs-utils") || !have("readelf", "binutils") {
+        return;
+    }
+    let root = scratch("carried");
+    let cache = root.join("cache");
+    let text = ok(
+        &installed(&cache, &["--ip", "127.0.0.1", "--", "ibv_devices"])
+            .output()
+            .unwrap(),
+    );
+    assert!(text.contains("roce0"), "{text}");
+    let dir = cached_dir(&cache);
+    let libs = [
+        ("libibverbs.so.1", roce_verbs_so::carried()),
+        ("librdmacm.so.1", roce_rdmacm_so::carried()),
+    ];
+    let mut inodes = Vec::new();
+    for (name, bytes) in libs {
+        let path = dir.join(name);
+        let meta = std::fs::metadata(&path).unwrap();
+        assert_eq!(meta.mode() & 0o7777, 0o644, "{name}");
+        assert!(
+            std::fs::read(&path).unwrap() == bytes,
+            "{name} differs from the carried copy"
+        );
+        let dynamic = ok(&Command::new("readelf")
+            .arg("-d")
+            .arg(&path)
+            .output()
+            .unwrap());
+        assert!(
+            dynamic.contains(&format!("Library soname: [{name}]")),
+            "{name}: {dynamic}"
+        );
+        inodes.push(meta.ino());
+    }
+    assert_eq!(std::fs::read_dir(&dir).unwrap().count(), libs.len());
+    // The program loaded that copy, not the build's nor the system's.
+    let from = loaded_from(&cache, "ibv_devices", "libibverbs.so.1");
+    assert_eq!(std::path::Path::new(&from), dir.join("libibverbs.so.1"));
+    if have("rping", "rdmacm-utils") {
+        let from = loaded_from(&cache, "rping", "librdmacm.so.1");
+        assert_eq!(std::path::Path::new(&from), dir.join("librdmacm.so.1"));
+    }
+    // Used again as they are.
+    for ((name, _), ino) in libs.iter().zip(&inodes) {
+        assert_eq!(
+            std::fs::metadata(dir.join(name)).unwrap().ino(),
+            *ino,
+            "{name}"
+        );
+    }
+    // --lib-dir and ROCE_VERBS_LIB_DIR still come first.
+    let script = "echo \"$LD_LIBRARY_PATH\"";
+    let explicit = roce_verbs_so::library_dir().to_str().unwrap();
+    for (lib_dir_arg, lib_dir_env) in [(Some(explicit), None), (None, Some(explicit))] {
+        let mut cmd = installed(&cache, &[]);
+        if let Some(dir) = lib_dir_arg {
+            cmd.args(["--lib-dir", dir]);
+        }
+        if let Some(dir) = lib_dir_env {
+            cmd.env("ROCE_VERBS_LIB_DIR", dir);
+        }
+        let text = ok(&cmd
+            .args(["--ip", "127.0.0.1", "--", "sh", "-c", script])
+            .output()
+            .unwrap());
+        assert!(text.starts_with(&format!("{explicit}:")), "{text}");
+    }
+    std::fs::remove_dir_all(&root).unwrap();
+}
+
+/// Another user (here `nobody`) reads a cache root filled, since it may not write there; when
+/// that cache is wrong it writes its own copy into a private directory in its temporary
+/// directory instead. Needs root, to be two users.
+#[test]
+fn another_user_reuses_a_cache_it_cannot_write_or_falls_back_to_a_private_directory() {
+    use std::os::unix::fs::{MetadataExt as _, PermissionsExt as _};
+    use std::os::unix::process::CommandExt as _;
+    const NOBODY: u32 = 65534;
+    if !have("ibv_devices", "ibverbs-utils") {
+        return;
+    }
+    if common::sh(&["id", "-u"]).stdout != b"0\n" {
+        common::skipped("needs root, to run roce exec as another user");
+        return;
+    }
+    let root = scratch("users");
+    let cache = root.join("cache");
+    let tmp = root.join("tmp");
+    std::fs::create_dir(&tmp).unwrap();
+    std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o1777)).unwrap();
+    let as_nobody = |args: &[&str]| {
+        let mut cmd = installed(&cache, args);
+        cmd.uid(NOBODY).gid(NOBODY).env("TMPDIR", &tmp);
+        cmd.output().unwrap()
+    };
+    ok(
+        &installed(&cache, &["--ip", "127.0.0.1", "--", "ibv_devices"])
+            .output()
+            .unwrap(),
+    );
+    // The cache's parent is private when roce makes it; this user's own would be its own.
+    std::fs::set_permissions(&cache, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let dir = cached_dir(&cache);
+    let text = ok(&as_nobody(&["--ip", "127.0.0.1", "--", "ibv_devices"]));
+    assert!(text.contains("roce0"), "{text}");
+    let private = tmp.join(format!("roce-emu-{NOBODY}"));
+    assert!(!private.exists(), "a good cache was not used");
+    // Spoil root's copy: nobody cannot mend it, and uses its own.
+    let verbs = dir.join("libibverbs.so.1");
+    let mut spoiled = std::fs::read(&verbs).unwrap();
+    spoiled[100] ^= 0xff;
+    std::fs::write(&verbs, &spoiled).unwrap();
+    let text = ok(&as_nobody(&["--ip", "127.0.0.1", "--", "ibv_devices"]));
+    assert!(text.contains("roce0"), "{text}");
+    assert_eq!(std::fs::read(&verbs).unwrap(), spoiled);
+    let meta = std::fs::metadata(&private).unwrap();
+    assert_eq!((meta.uid(), meta.mode() & 0o7777), (NOBODY, 0o700));
+    let own = private
+        .join(dir.file_name().unwrap())
+        .join("libibverbs.so.1");
+    assert!(std::fs::read(&own).unwrap() == roce_verbs_so::carried());
+    std::fs::remove_dir_all(&root).unwrap();
+}
