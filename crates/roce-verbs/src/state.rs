@@ -31,6 +31,7 @@ pub(crate) struct Device {
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct ContextFns {
     pub(crate) query_port: QueryPortFn,
+    pub(crate) query_device_ex: abi::QueryDeviceExFn,
     pub(crate) poll_cq: *const std::ffi::c_void,
     pub(crate) req_notify_cq: *const std::ffi::c_void,
     pub(crate) post_send: *const std::ffi::c_void,
@@ -125,7 +126,7 @@ pub(crate) fn open(dev_addr: usize, fns: ContextFns) -> Result<*mut IbvContext, 
         _ops1: [null; 24],
         create_cq_ex: fns.create_cq_ex,
         priv_: std::ptr::null_mut(),
-        query_device_ex: null,
+        query_device_ex: Some(fns.query_device_ex),
         _ops2: [null; 4],
         open_qp: null,
         create_qp_ex: fns.create_qp_ex,

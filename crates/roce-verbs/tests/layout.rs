@@ -49,6 +49,16 @@ fn rust_side() -> Layouts {
         max_fmr => "max_fmr", max_map_per_fmr => "max_map_per_fmr", max_srq => "max_srq",
         max_srq_wr => "max_srq_wr", max_srq_sge => "max_srq_sge", max_pkeys => "max_pkeys",
         local_ca_ack_delay => "local_ca_ack_delay", phys_port_cnt => "phys_port_cnt");
+    l.size::<IbvDeviceAttrEx>("ibv_device_attr_ex");
+    offsets!(l, "ibv_device_attr_ex", IbvDeviceAttrEx, orig_attr => "orig_attr",
+        comp_mask => "comp_mask", odp_caps => "odp_caps",
+        completion_timestamp_mask => "completion_timestamp_mask",
+        hca_core_clock => "hca_core_clock", device_cap_flags_ex => "device_cap_flags_ex",
+        tso_caps => "tso_caps", rss_caps => "rss_caps", max_wq_type_rq => "max_wq_type_rq",
+        packet_pacing_caps => "packet_pacing_caps", raw_packet_caps => "raw_packet_caps",
+        tm_caps => "tm_caps", cq_mod_caps => "cq_mod_caps", max_dm_size => "max_dm_size",
+        pci_atomic_caps => "pci_atomic_caps", xrc_odp_caps => "xrc_odp_caps",
+        phys_port_cnt_ex => "phys_port_cnt_ex");
     l.size::<IbvPortAttr>("ibv_port_attr");
     offsets!(l, "ibv_port_attr", IbvPortAttr, state => "state", max_mtu => "max_mtu",
         active_mtu => "active_mtu", gid_tbl_len => "gid_tbl_len",

@@ -38,6 +38,20 @@ int main(void)
 	CHECK(((unsigned char *)&port)[0] == 0xab && port.link_layer == 0xab, "... and the attributes untouched");
 	CHECK(ibv_query_port(ctx, 1, &port) == 0 && port.state == IBV_PORT_ACTIVE, "query_port 1");
 
+	/* ibv_query_device_ex through verbs_context.query_device_ex, as rxe's provider answers
+	 * it (libibverbs' fallback without that op would leave every extended field 0). */
+	struct ibv_device_attr_ex ex;
+	struct ibv_device_attr plain;
+	memset(&ex, 0xab, sizeof(ex));
+	CHECK(ibv_query_device(ctx, &plain) == 0 && ibv_query_device_ex(ctx, NULL, &ex) == 0,
+	      "query_device_ex");
+	CHECK(ex.phys_port_cnt_ex == 1 && ex.orig_attr.phys_port_cnt == 1, "... phys_port_cnt_ex 1");
+	CHECK(ex.device_cap_flags_ex == plain.device_cap_flags && ex.comp_mask == 0 &&
+	      ex.max_dm_size == 0 && ex.odp_caps.general_caps == 0,
+	      "... device_cap_flags_ex as device_cap_flags, what rxe lacks 0");
+	CHECK(ex.orig_attr.max_cqe == plain.max_cqe && ex.orig_attr.max_mw == plain.max_mw &&
+	      ex.orig_attr.vendor_id == 0xffffff, "... orig_attr as ibv_query_device");
+
 	union ibv_gid gid;
 	memset(&gid, 0xab, sizeof(gid));
 	CHECK(ibv_query_gid(ctx, 1, 1024, &gid) == -1 && errno == EINVAL, "query_gid past the table: -1 EINVAL");
