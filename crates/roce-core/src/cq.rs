@@ -131,6 +131,17 @@ impl Cq {
         true
     }
 
+    /// Gives the queue room for `depth` completions (`ibv_resize_cq`); `None`, and nothing
+    /// changed, when more than that wait (rxe `rxe_cq_chk_attr`: "cqe < current # elements
+    /// in queue" is `-EINVAL`).
+    pub(crate) fn resize(&mut self, depth: usize) -> Option<()> {
+        if depth < self.entries.len() {
+            return None;
+        }
+        self.depth = depth;
+        Some(())
+    }
+
     pub(crate) fn pop(&mut self) -> Option<Cqe> {
         self.entries.pop_front()
     }

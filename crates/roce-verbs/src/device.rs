@@ -172,7 +172,7 @@ impl DeviceModel {
             max_sge: clamp(self.nic.max_sge),
             max_sge_rd: clamp(self.nic.max_sge),
             max_cq: 0x4000,
-            max_cqe: 0x7fff,
+            max_cqe: crate::verbs::MAX_CQE,
             max_mr: 0x4000,
             max_pd: 0x7ff0,
             max_qp_rd_atom: 128,

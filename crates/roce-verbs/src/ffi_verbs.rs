@@ -249,6 +249,13 @@ pub(crate) unsafe extern "C" fn ibv_destroy_cq(cq: *mut IbvCq) -> c_int {
     guard(libc::EIO, || errno_ret(verbs::destroy_cq(cq as usize)))
 }
 
+/// `int ibv_resize_cq(struct ibv_cq *, int cqe)`: an errno value (`EINVAL` for a size out of
+/// 1..=max_cqe or below the completions waiting, or a CQ not ours; nothing changes then).
+#[unsafe(no_mangle)]
+pub(crate) unsafe extern "C" fn ibv_resize_cq(cq: *mut IbvCq, cqe: c_int) -> c_int {
+    guard(libc::EIO, || errno_ret(verbs::resize_cq(cq as usize, cqe)))
+}
+
 /// `void ibv_ack_cq_events(struct ibv_cq *, unsigned nevents)`.
 #[unsafe(no_mangle)]
 pub(crate) unsafe extern "C" fn ibv_ack_cq_events(cq: *mut IbvCq, nevents: c_uint) {

@@ -165,6 +165,25 @@ impl Nic {
         CqHandle(cq)
     }
 
+    /// Resizes a completion queue (`ibv_resize_cq`): the completions waiting stay, in order.
+    /// Refused, with nothing changed, for a depth of 0 or below the completions waiting.
+    pub fn resize_cq(&mut self, cq: CqHandle, depth: usize) -> Result<(), VerbsError> {
+        let q = self
+            .shared
+            .cqs
+            .get_mut(&cq.0)
+            .ok_or(VerbsError::UnknownCq(cq.0))?;
+        let too_small = VerbsError::OutOfRange {
+            attr: "cqe",
+            value: depth as u64,
+            range: "at least 1 and the completions waiting",
+        };
+        if depth == 0 {
+            return Err(too_small);
+        }
+        q.resize(depth).ok_or(too_small)
+    }
+
     /// Creates a QP in RESET (`ibv_create_qp`).
     pub fn create_qp(&mut self, init: &QpInit) -> Result<Qpn, VerbsError> {
         self.create_qp_on(init, None)

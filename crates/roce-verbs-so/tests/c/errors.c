@@ -185,6 +185,41 @@ int main(void)
 	ibv_end_poll(cqx);
 	CHECK(ibv_destroy_qp(xqp) == 0 && ibv_destroy_cq(ibv_cq_ex_to_cq(cqx)) == 0, "destroy the QP and the ibv_cq_ex");
 
+	/* ibv_resize_cq as rxe (rxe_cq_chk_attr): the completions waiting survive; a size out of
+	 * 1..=max_cqe or below what waits is EINVAL and changes nothing. */
+	struct ibv_cq *rcq = ibv_create_cq(ctx, 16, NULL, NULL, 0);
+	struct ibv_qp_init_attr ri = init;
+	ri.send_cq = ri.recv_cq = rcq;
+	struct ibv_qp *rqp = rcq ? ibv_create_qp(pd, &ri) : NULL;
+	xa.qp_state = IBV_QPS_INIT;
+	CHECK(rqp && !ibv_modify_qp(rqp, &xa, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS),
+	      "a QP on a CQ of 16, in INIT");
+	int rposted = 0;
+	for (int i = 0; i < 3; i++) {
+		struct ibv_recv_wr r = { .wr_id = 100 + i, .sg_list = &sge, .num_sge = 1 }, *bad_r = NULL;
+		rposted += ibv_post_recv(rqp, &r, &bad_r) == 0;
+	}
+	xa.qp_state = IBV_QPS_ERR;
+	CHECK(rposted == 3 && ibv_modify_qp(rqp, &xa, IBV_QP_STATE) == 0, "three receives, flushed into it");
+	struct ibv_device_attr dattr;
+	CHECK(ibv_query_device(ctx, &dattr) == 0, "query_device for max_cqe");
+	CHECK(ibv_resize_cq(rcq, 0) == EINVAL && rcq->cqe == 16, "resize_cq to 0: EINVAL, cqe unchanged");
+	CHECK(ibv_resize_cq(rcq, dattr.max_cqe + 1) == EINVAL && rcq->cqe == 16,
+	      "resize_cq past max_cqe: EINVAL, cqe unchanged");
+	CHECK(ibv_resize_cq(rcq, 2) == EINVAL && rcq->cqe == 16,
+	      "resize_cq below the 3 completions waiting: EINVAL, cqe unchanged");
+	struct ibv_cq fake_cq;
+	memset(&fake_cq, 0, sizeof(fake_cq));
+	CHECK(ibv_resize_cq(&fake_cq, 8) == EINVAL, "resize_cq of a CQ not ours: EINVAL");
+	CHECK(ibv_resize_cq(rcq, 3) == 0 && rcq->cqe == 3, "resize_cq to exactly what waits");
+	CHECK(ibv_resize_cq(rcq, dattr.max_cqe) == 0 && rcq->cqe == dattr.max_cqe, "resize_cq to max_cqe");
+	struct ibv_wc rwc[8];
+	int rn = ibv_poll_cq(rcq, 8, rwc);
+	CHECK(rn == 3 && rwc[0].wr_id == 100 && rwc[1].wr_id == 101 && rwc[2].wr_id == 102 &&
+		      rwc[2].status == IBV_WC_WR_FLUSH_ERR,
+	      "the three completions queued before the resizes, in order");
+	CHECK(ibv_destroy_qp(rqp) == 0 && ibv_destroy_cq(rcq) == 0, "destroy the resized CQ's QP and CQ");
+
 	struct ibv_async_event aev;
 	fcntl(ctx->async_fd, F_SETFL, fcntl(ctx->async_fd, F_GETFL) | O_NONBLOCK);
 	errno = 0;

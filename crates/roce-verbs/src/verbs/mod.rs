@@ -33,8 +33,9 @@ mod srq;
 mod tests;
 
 pub(crate) use cq::{
-    CQ_EX_WC_FLAGS, CqExFns, ack_cq_events, create_comp_channel, create_cq, current,
+    CQ_EX_WC_FLAGS, CqExFns, MAX_CQE, ack_cq_events, create_comp_channel, create_cq, current,
     destroy_comp_channel, destroy_cq, end_poll, get_cq_event, next_poll, poll_cq, req_notify_cq,
+    resize_cq,
 };
 pub(crate) use pd::{
     ah_attr_from_wc, alloc_pd, create_ah, dealloc_pd, dereg_mr, destroy_ah, reg_mr, ud_dest,
