@@ -40,6 +40,8 @@ pub enum WcStatus {
     RetryExcErr,
     /// The RNR retry counter ran out.
     RnrRetryExcErr,
+    /// A memory window bind failed (`IBV_WC_MW_BIND_ERR`, rxe `rxe_do_local_ops`).
+    MwBindErr,
 }
 
 /// What completed (`ibv_wc_opcode`).
@@ -59,6 +61,10 @@ pub enum WcOpcode {
     Recv,
     /// A receive of the immediate data of an RDMA WRITE with immediate.
     RecvRdmaWithImm,
+    /// A memory window bind (`IBV_WC_BIND_MW`).
+    BindMw,
+    /// A local invalidation (`IBV_WC_LOCAL_INV`).
+    LocalInv,
 }
 
 /// One completion (`ibv_wc`).

@@ -365,6 +365,7 @@ pub(super) fn wc(c: &Cqe) -> IbvWc {
         WcStatus::RemOpErr => 11,
         WcStatus::RetryExcErr => 12,
         WcStatus::RnrRetryExcErr => 13,
+        WcStatus::MwBindErr => 6,
         #[allow(unreachable_patterns)]
         _ => 21, // IBV_WC_GENERAL_ERR
     };
@@ -374,6 +375,8 @@ pub(super) fn wc(c: &Cqe) -> IbvWc {
         WcOpcode::RdmaRead => 2,
         WcOpcode::CompareSwap => 3,
         WcOpcode::FetchAdd => 4,
+        WcOpcode::BindMw => 5,
+        WcOpcode::LocalInv => 6,
         WcOpcode::Recv => 128,
         WcOpcode::RecvRdmaWithImm => 129,
     };
