@@ -68,6 +68,14 @@ int main(void)
 	static char buf[8192];
 	errno = 0;
 	CHECK(!ibv_reg_mr(pd, buf, sizeof(buf), IBV_ACCESS_ON_DEMAND) && errno == EINVAL, "reg_mr on-demand: EINVAL");
+	/* rxe 6.1's ib_check_mr_access: a flag outside IB_ACCESS_SUPPORTED is EINVAL; MW_BIND is taken. */
+	errno = 0;
+	CHECK(!ibv_reg_mr(pd, buf, sizeof(buf), IBV_ACCESS_LOCAL_WRITE | (1 << 12)) && errno == EINVAL,
+	      "reg_mr with an unknown access bit: EINVAL");
+	struct ibv_mr *bind_mr = ibv_reg_mr(pd, buf, sizeof(buf),
+					    IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_MW_BIND);
+	CHECK(bind_mr && bind_mr->lkey != 0, "reg_mr with IBV_ACCESS_MW_BIND");
+	CHECK(bind_mr && ibv_dereg_mr(bind_mr) == 0, "... and dereg_mr of it");
 	errno = 0;
 	CHECK(!ibv_reg_mr(pd, NULL, 16, IBV_ACCESS_LOCAL_WRITE) && errno == EINVAL, "reg_mr of NULL: EINVAL");
 	errno = 0;

@@ -20,7 +20,22 @@ fn access_flags_map_to_rights_and_unknown_ones_are_refused() {
         Access::LOCAL_WRITE,
         "relaxed ordering is optional"
     );
-    assert_eq!(access(1 << 6), Err(EINVAL), "on-demand paging");
+    assert_eq!(access(1 << 6), Err(EINVAL), "on-demand paging (rxe 6.1)");
+    // ib_check_mr_access: bits outside IB_ACCESS_SUPPORTED (0-7, 20-29) are EINVAL.
+    for bit in (8..20).chain(30..32) {
+        assert_eq!(access(1 | (1 << bit)), Err(EINVAL), "bit {bit}");
+    }
+    assert_eq!(
+        access(1 | 4 | 16).unwrap(),
+        Access::LOCAL_WRITE | Access::REMOTE_READ | Access::MW_BIND,
+        "MW_BIND as rxe takes it"
+    );
+    assert_eq!(
+        access(1 | 128).unwrap(),
+        Access::LOCAL_WRITE,
+        "HUGETLB is a hint"
+    );
+    assert_eq!(access(32).unwrap(), Access::ZERO_BASED);
 }
 
 #[test]
