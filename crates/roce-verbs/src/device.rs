@@ -11,7 +11,7 @@
 //!   carries traffic; a QP given GID 0 gets no answer, as on an rxe host without IPv6 routes.
 //! - port: ACTIVE, link layer Ethernet, max MTU 4096, active MTU the configured path MTU.
 //! - limits: rxe's (`rxe_param.h`) where the engine has no tighter one, the engine's
-//!   ([`NicConfig`]) where it has; features the engine lacks (memory windows, multicast)
+//!   ([`NicConfig`]) where it has; features the engine lacks (multicast)
 //!   report 0.
 
 use std::ffi::c_char;
@@ -45,14 +45,30 @@ pub mod cap {
     pub const RC_RNR_NAK_GEN: u64 = 1 << 12;
     /// `IBV_DEVICE_SRQ_RESIZE`.
     pub const SRQ_RESIZE: u64 = 1 << 13;
+    /// `IBV_DEVICE_MEM_WINDOW`.
+    pub const MEM_WINDOW: u64 = 1 << 17;
+    /// `IBV_DEVICE_MEM_MGT_EXTENSIONS`: local invalidation, SEND with invalidate, binds by
+    /// work request.
+    pub const MEM_MGT_EXTENSIONS: u64 = 1 << 21;
+    /// `IBV_DEVICE_MEM_WINDOW_TYPE_2B`.
+    pub const MEM_WINDOW_TYPE_2B: u64 = 1 << 24;
 }
 
 /// The capability flags: rxe's (Linux 6.1 rxe_param.h `RXE_DEVICE_CAP_FLAGS`) for what the
 /// engine does. rxe's BAD_PKEY_CNTR, BAD_QKEY_CNTR (its port counters stay 0 anyway),
-/// AUTO_PATH_MIG and CHANGE_PHY_PORT (alternate paths are refused here), UD_AV_PORT_ENFORCE,
-/// MEM_MGT_EXTENSIONS and the memory-window bits are left out until the engine has them.
-const DEVICE_CAP_FLAGS: u64 =
-    cap::PORT_ACTIVE_EVENT | cap::SYS_IMAGE_GUID | cap::RC_RNR_NAK_GEN | cap::SRQ_RESIZE;
+/// AUTO_PATH_MIG and CHANGE_PHY_PORT (alternate paths are refused here) and UD_AV_PORT_ENFORCE
+/// are left out.
+const DEVICE_CAP_FLAGS: u64 = cap::PORT_ACTIVE_EVENT
+    | cap::SYS_IMAGE_GUID
+    | cap::RC_RNR_NAK_GEN
+    | cap::SRQ_RESIZE
+    | cap::MEM_WINDOW
+    | cap::MEM_MGT_EXTENSIONS
+    | cap::MEM_WINDOW_TYPE_2B;
+
+/// rxe's `max_mw` and `max_mr` on Linux 6.1 (rxe_param.h: `RXE_MAX_MW_INDEX -
+/// RXE_MIN_MW_INDEX`); the engine's windows share the 2^24 key indices with regions.
+const MAX_MW: i32 = (1 << 19) - 1;
 
 /// rxe `RXE_VENDOR_ID`: not a PCI vendor, so perftest treats the device as unknown and uses
 /// the classic `ibv_post_send` path (perftest 4.5's verify_params_with_device_context).
@@ -183,7 +199,7 @@ impl DeviceModel {
             atomic_cap: abi::ATOMIC_HCA,
             max_ee: 0,
             max_rdd: 0,
-            max_mw: 0,
+            max_mw: MAX_MW,
             max_raw_ipv6_qp: 0,
             max_raw_ethy_qp: 0,
             max_mcast_grp: 0,
@@ -430,14 +446,7 @@ mod tests {
             ),
             ("max_ee", o.max_ee as u64, Same(0)),
             ("max_rdd", o.max_rdd as u64, Same(0)),
-            (
-                "max_mw",
-                o.max_mw as u64,
-                Absent {
-                    rxe: (1 << 19) - 1,
-                    why: "no memory windows yet",
-                },
-            ),
+            ("max_mw", o.max_mw as u64, Same((1 << 19) - 1)),
             ("max_raw_ipv6_qp", o.max_raw_ipv6_qp as u64, Same(0)),
             ("max_raw_ethy_qp", o.max_raw_ethy_qp as u64, Same(0)),
             (
@@ -564,6 +573,9 @@ mod tests {
             cap::SYS_IMAGE_GUID,
             cap::RC_RNR_NAK_GEN,
             cap::SRQ_RESIZE,
+            cap::MEM_WINDOW,
+            cap::MEM_MGT_EXTENSIONS,
+            cap::MEM_WINDOW_TYPE_2B,
         ] {
             assert_ne!(a.device_cap_flags_ex & f, 0, "{f:#x} missing");
         }

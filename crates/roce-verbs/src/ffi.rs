@@ -209,6 +209,9 @@ fn context_fns() -> state::ContextFns {
         post_srq_recv: v::post_srq_recv as *const c_void,
         create_qp_ex: crate::ffi_ex::create_qp_ex as *const c_void,
         create_cq_ex: crate::ffi_ex::create_cq_ex as *const c_void,
+        alloc_mw: v::alloc_mw as *const c_void,
+        bind_mw: v::bind_mw as *const c_void,
+        dealloc_mw: v::dealloc_mw as *const c_void,
     }
 }
 

@@ -146,7 +146,17 @@ fn rust_side() -> Layouts {
     offsets!(l, "ibv_send_wr", IbvSendWr, next => "next", sg_list => "sg_list", num_sge => "num_sge",
         opcode => "opcode", send_flags => "send_flags", imm_data => "imm_data",
         wr_remote_addr => "wr.rdma.remote_addr", wr_word1 => "wr.rdma.rkey",
-        wr_swap => "wr.atomic.swap", wr_atomic_rkey => "wr.atomic.rkey", _rest => "qp_type");
+        wr_swap => "wr.atomic.swap", wr_atomic_rkey => "wr.atomic.rkey", _qp_type => "qp_type",
+        bind_mw_mw => "bind_mw.mw", bind_mw_rkey => "bind_mw.rkey", bind_info => "bind_mw.bind_info");
+    l.size::<IbvMw>("ibv_mw");
+    offsets!(l, "ibv_mw", IbvMw, context => "context", pd => "pd", rkey => "rkey",
+        handle => "handle", mw_type => "type");
+    l.size::<IbvMwBindInfo>("ibv_mw_bind_info");
+    offsets!(l, "ibv_mw_bind_info", IbvMwBindInfo, mr => "mr", addr => "addr", length => "length",
+        mw_access_flags => "mw_access_flags");
+    l.size::<IbvMwBind>("ibv_mw_bind");
+    offsets!(l, "ibv_mw_bind", IbvMwBind, wr_id => "wr_id", send_flags => "send_flags",
+        bind_info => "bind_info");
     l.value(
         "offsetof(struct ibv_send_wr, wr.atomic.compare_add)",
         offset_of!(IbvSendWr, wr_word1),

@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <infiniband/verbs.h>
@@ -227,6 +228,123 @@ int main(void)
 		      rwc[2].status == IBV_WC_WR_FLUSH_ERR,
 	      "the three completions queued before the resizes, in order");
 	CHECK(ibv_destroy_qp(rqp) == 0 && ibv_destroy_cq(rcq) == 0, "destroy the resized CQ's QP and CQ");
+
+	/* Memory windows (rxe_mw.c; IBTA vol. 1 10.6.7): allocation, type 1 binds through
+	 * ibv_bind_mw, type 2 binds and invalidations as send WRs, and their errors. A bind is a
+	 * local operation: an RC QP in RTS (its peer never answers: none is needed) completes it. */
+	{
+		struct ibv_cq *mcq = ibv_create_cq(ctx, 16, NULL, NULL, 0);
+		struct ibv_qp_init_attr mi = init;
+		mi.send_cq = mi.recv_cq = mcq;
+		struct ibv_qp *mqp = mcq ? ibv_create_qp(pd, &mi) : NULL;
+		struct ibv_qp_attr ma = { .qp_state = IBV_QPS_INIT, .port_num = 1,
+					  .qp_access_flags = IBV_ACCESS_REMOTE_WRITE };
+		int up = mqp && !ibv_modify_qp(mqp, &ma, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
+								     IBV_QP_ACCESS_FLAGS);
+		memset(&ma, 0, sizeof(ma));
+		ma.qp_state = IBV_QPS_RTR;
+		ma.path_mtu = IBV_MTU_1024;
+		ma.dest_qp_num = 0x11;
+		ma.max_dest_rd_atomic = 1;
+		ma.min_rnr_timer = 12;
+		ma.ah_attr.is_global = 1;
+		ma.ah_attr.grh.sgid_index = 1;
+		ma.ah_attr.grh.hop_limit = 1;
+		ma.ah_attr.port_num = 1;
+		union ibv_gid self;
+		up = up && ibv_query_gid(ctx, 1, 1, &self) == 0;
+		ma.ah_attr.grh.dgid = self;
+		up = up && !ibv_modify_qp(mqp, &ma, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
+							    IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER);
+		memset(&ma, 0, sizeof(ma));
+		ma.qp_state = IBV_QPS_RTS;
+		ma.timeout = 14;
+		ma.retry_cnt = 7;
+		ma.rnr_retry = 7;
+		ma.max_rd_atomic = 1;
+		up = up && !ibv_modify_qp(mqp, &ma, IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
+							    IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC);
+		CHECK(up, "an RC QP in RTS for binds");
+
+		struct ibv_mr *wmr = ibv_reg_mr(pd, buf, 4096,
+					       IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_MW_BIND);
+		struct ibv_mr *nomw = ibv_reg_mr(pd, buf + 4096, 4096, IBV_ACCESS_LOCAL_WRITE);
+		errno = 0;
+		CHECK(!ibv_alloc_mw(pd, 3) && errno == EINVAL, "alloc_mw of type 3: EINVAL");
+		struct ibv_pd fake_pd;
+		memset(&fake_pd, 0, sizeof(fake_pd));
+		fake_pd.context = ctx;
+		errno = 0;
+		CHECK(!ibv_alloc_mw(&fake_pd, IBV_MW_TYPE_1) && errno == EINVAL, "alloc_mw on a PD not ours: EINVAL");
+		struct ibv_mw *mw1 = ibv_alloc_mw(pd, IBV_MW_TYPE_1);
+		struct ibv_mw *mw2 = ibv_alloc_mw(pd, IBV_MW_TYPE_2);
+		CHECK(mw1 && mw2 && mw1->type == IBV_MW_TYPE_1 && mw2->type == IBV_MW_TYPE_2 && mw1->pd == pd &&
+			      (mw1->rkey >> 8) != (mw2->rkey >> 8),
+		      "alloc_mw of types 1 and 2, each its own index");
+
+		struct ibv_mw_bind mb = { .wr_id = 51, .send_flags = IBV_SEND_SIGNALED,
+					  .bind_info = { .mr = wmr, .addr = (uintptr_t)buf + 256, .length = 512,
+							 .mw_access_flags = IBV_ACCESS_REMOTE_WRITE } };
+		CHECK(ibv_bind_mw(mqp, mw2, &mb) == EINVAL, "ibv_bind_mw of a type 2 window: EINVAL (libibverbs)");
+		uint32_t before = mw1->rkey;
+		CHECK(ibv_bind_mw(mqp, mw1, &mb) == 0 && mw1->rkey != before && (mw1->rkey >> 8) == (before >> 8),
+		      "ibv_bind_mw of a type 1 window: a new key byte, the same index");
+		struct ibv_wc mwc;
+		int got = 0;
+		for (int i = 0; i < 100000 && got == 0; i++)
+			got = ibv_poll_cq(mcq, 1, &mwc);
+		CHECK(got == 1 && mwc.wr_id == 51 && mwc.status == IBV_WC_SUCCESS && mwc.opcode == IBV_WC_BIND_MW,
+		      "... completes IBV_WC_BIND_MW");
+		CHECK(ibv_dereg_mr(wmr) == EINVAL && wmr->lkey != 0, "dereg_mr of a region with a bound window: EINVAL");
+		CHECK(ibv_dealloc_pd(pd) == EBUSY, "dealloc_pd with windows: EBUSY");
+
+		uint32_t key2 = ibv_inc_rkey(mw2->rkey);
+		struct ibv_send_wr bw = { .wr_id = 52, .opcode = IBV_WR_BIND_MW, .send_flags = IBV_SEND_SIGNALED,
+					  .bind_mw = { .mw = mw2, .rkey = key2, .bind_info = mb.bind_info } };
+		struct ibv_send_wr *bad_bw = NULL;
+		CHECK(ibv_post_send(mqp, &bw, &bad_bw) == 0, "post IBV_WR_BIND_MW of the type 2 window");
+		got = 0;
+		for (int i = 0; i < 100000 && got == 0; i++)
+			got = ibv_poll_cq(mcq, 1, &mwc);
+		CHECK(got == 1 && mwc.wr_id == 52 && mwc.status == IBV_WC_SUCCESS && mwc.opcode == IBV_WC_BIND_MW,
+		      "... completes IBV_WC_BIND_MW");
+		mw2->rkey = key2;
+		struct ibv_send_wr iw = { .wr_id = 53, .opcode = IBV_WR_LOCAL_INV, .send_flags = IBV_SEND_SIGNALED,
+					  .invalidate_rkey = key2 };
+		CHECK(ibv_post_send(mqp, &iw, &bad_bw) == 0, "post IBV_WR_LOCAL_INV of it");
+		got = 0;
+		for (int i = 0; i < 100000 && got == 0; i++)
+			got = ibv_poll_cq(mcq, 1, &mwc);
+		CHECK(got == 1 && mwc.wr_id == 53 && mwc.status == IBV_WC_SUCCESS && mwc.opcode == IBV_WC_LOCAL_INV,
+		      "... completes IBV_WC_LOCAL_INV");
+		struct ibv_mw fake_mw;
+		memset(&fake_mw, 0, sizeof(fake_mw));
+		fake_mw.context = ctx;
+		CHECK(ibv_dealloc_mw(&fake_mw) == EINVAL, "dealloc_mw of a window not ours: EINVAL");
+		bw.bind_mw.mw = &fake_mw;
+		bad_bw = NULL;
+		CHECK(ibv_post_send(mqp, &bw, &bad_bw) == EINVAL && bad_bw == &bw, "IBV_WR_BIND_MW of a window not ours: EINVAL");
+
+		/* A region without IBV_ACCESS_MW_BIND (C10-73): the bind completes IBV_WC_MW_BIND_ERR and
+		 * the QP goes to the error state, as rxe_do_local_ops. */
+		bw.bind_mw.mw = mw2;
+		bw.bind_mw.rkey = ibv_inc_rkey(key2);
+		bw.bind_mw.bind_info.mr = nomw;
+		bw.bind_mw.bind_info.addr = (uintptr_t)buf + 4096;
+		bw.wr_id = 54;
+		CHECK(ibv_post_send(mqp, &bw, &bad_bw) == 0, "post a bind to a region without MW_BIND");
+		got = 0;
+		for (int i = 0; i < 100000 && got == 0; i++)
+			got = ibv_poll_cq(mcq, 1, &mwc);
+		CHECK(got == 1 && mwc.wr_id == 54 && mwc.status == IBV_WC_MW_BIND_ERR, "... completes IBV_WC_MW_BIND_ERR");
+		struct ibv_qp_attr mq;
+		struct ibv_qp_init_attr mqi;
+		CHECK(ibv_query_qp(mqp, &mq, IBV_QP_STATE, &mqi) == 0 && mq.qp_state == IBV_QPS_ERR, "... and the QP is in ERR");
+
+		CHECK(ibv_dealloc_mw(mw1) == 0 && ibv_dealloc_mw(mw2) == 0, "dealloc_mw, the type 1 window bound");
+		CHECK(ibv_dereg_mr(wmr) == 0 && ibv_dereg_mr(nomw) == 0, "dereg_mr once the window is gone");
+		CHECK(ibv_destroy_qp(mqp) == 0 && ibv_destroy_cq(mcq) == 0, "destroy the binding QP and its CQ");
+	}
 
 	struct ibv_async_event aev;
 	fcntl(ctx->async_fd, F_SETFL, fcntl(ctx->async_fd, F_GETFL) | O_NONBLOCK);

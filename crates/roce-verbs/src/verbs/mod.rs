@@ -25,6 +25,7 @@ use crate::abi;
 use crate::state::{self, Errno};
 
 mod cq;
+mod mw;
 mod pd;
 mod post;
 mod qp;
@@ -37,6 +38,7 @@ pub(crate) use cq::{
     destroy_comp_channel, destroy_cq, end_poll, get_cq_event, next_poll, poll_cq, req_notify_cq,
     resize_cq,
 };
+pub(crate) use mw::{alloc_mw, bind_mw, dealloc_mw, mw_bind};
 pub(crate) use pd::{
     ah_attr_from_wc, alloc_pd, create_ah, dealloc_pd, dereg_mr, destroy_ah, reg_mr, ud_dest,
 };
@@ -59,6 +61,7 @@ pub(crate) struct Objects {
     channels: HashMap<usize, cq::Channel>,
     ahs: HashMap<usize, pd::Ah>,
     srqs: HashMap<usize, srq::Srq>,
+    mws: HashMap<usize, mw::Mw>,
     next_handle: u32,
 }
 

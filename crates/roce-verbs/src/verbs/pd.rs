@@ -24,8 +24,8 @@ pub(super) struct Pd {
 #[derive(Debug)]
 pub(super) struct Mr {
     _c: CBox<IbvMr>,
-    mr: MemoryRegion,
-    pd: usize,
+    pub(super) mr: MemoryRegion,
+    pub(super) pd: usize,
 }
 
 /// An address handle: where a UD send goes.
@@ -60,6 +60,7 @@ pub(crate) fn dealloc_pd(pd: usize) -> Result<(), Errno> {
             return Err(EINVAL);
         }
         if o.mrs.values().any(|m| m.pd == pd)
+            || o.mws.values().any(|m| m.pd == pd)
             || o.qps.values().any(|q| q.pd == pd)
             || o.ahs.values().any(|a| a.pd == pd)
             || o.srqs.values().any(|s| s.pd == pd)
@@ -133,11 +134,14 @@ pub(crate) fn reg_mr(
 }
 
 /// `ibv_dereg_mr`.
+/// A region a memory window is bound to is refused with `EINVAL`, and stays (rxe
+/// `rxe_dereg_mr`).
 pub(crate) fn dereg_mr(mr: usize) -> Result<(), Errno> {
-    let entry = with(|o| o.mrs.remove(&mr)).ok_or(EINVAL)?;
-    let ctx = with(|o| o.pds.get(&entry.pd).map(|p| p.ctx)).ok_or(EINVAL)?;
-    let lkey = entry.mr.lkey();
-    step(ctx, |nic| nic.dereg_mr(lkey))?.map_err(engine_err)
+    let (lkey, pd) = with(|o| o.mrs.get(&mr).map(|m| (m.mr.lkey(), m.pd))).ok_or(EINVAL)?;
+    let ctx = with(|o| o.pds.get(&pd).map(|p| p.ctx)).ok_or(EINVAL)?;
+    step(ctx, |nic| nic.dereg_mr(lkey))?.map_err(engine_err)?;
+    with(|o| o.mrs.remove(&mr));
+    Ok(())
 }
 
 /// Where an `ibv_ah_attr` points. RoCE needs the GRH; the source must be our IPv4 GID (index

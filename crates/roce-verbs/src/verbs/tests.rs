@@ -53,7 +53,16 @@ fn send_wrs_translate_opcodes_flags_and_immediates() {
         wr_swap: 0,
         wr_atomic_rkey: 0,
         _pad: 0,
-        _rest: [0; 7],
+        _qp_type: 0,
+        bind_mw_mw: std::ptr::null_mut(),
+        bind_mw_rkey: 0,
+        _pad2: 0,
+        bind_info: crate::abi::IbvMwBindInfo {
+            mr: std::ptr::null_mut(),
+            addr: 0,
+            length: 0,
+            mw_access_flags: 0,
+        },
     };
     let w = send_wr(&wr, Vec::new(), false, None).unwrap();
     assert_eq!(w.op, SendOp::SendWithImm(0x1234_5678));
