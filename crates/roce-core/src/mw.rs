@@ -187,14 +187,13 @@ pub(crate) fn invalidate(
 }
 
 /// The region (its L_Key) and the offset in it of `[va, va + len)` reached through the window
-/// `rkey` names, for QP `qpn` of `pd` asking `rights`; `None` if the window does not allow it
-/// (rxe `rxe_lookup_mw`: the R_Key, the PD, a type 2 window's QP, a bound window, the rights;
-/// and the window's range).
+/// `rkey` names, for the QP `by` (its PD and number) asking `rights`; `None` if the window does
+/// not allow it (rxe `rxe_lookup_mw`: the R_Key, the PD, a type 2 window's QP, a bound window,
+/// the rights; and the window's range).
 pub(crate) fn resolve(
     window: &Window,
     mrs: &Mrs,
-    pd: PdHandle,
-    qpn: Qpn,
+    (pd, qpn): (PdHandle, Qpn),
     rkey: u32,
     va: u64,
     len: u64,

@@ -323,7 +323,7 @@ fn remote_region(
     rights: Access,
 ) -> Result<(u32, usize), Refusal> {
     if let Some(window) = crate::mw::window_of(ctx.mws, rkey) {
-        return crate::mw::resolve(window, ctx.mrs, pd, qpn, rkey, va, len, rights).ok_or_else(
+        return crate::mw::resolve(window, ctx.mrs, (pd, qpn), rkey, va, len, rights).ok_or_else(
             || {
                 ctx.stats.rx_mw_access_refused += 1;
                 tracing::trace!(qpn = %qpn, rkey, va, len, "access through a window refused");
