@@ -441,3 +441,24 @@ fn a_bind_waits_for_the_wrs_before_it_and_completes_in_order() {
     success(pair.b.completion(), 1, WcOpcode::RdmaWrite);
     success(pair.b.completion(), 2, WcOpcode::BindMw);
 }
+
+#[test]
+fn a_window_takes_the_next_key_index_and_is_freed_once() {
+    let (mut pair, mr) = pair_with_region();
+    let first = pair.b.nic.alloc_mw(pair.b.pd, MwType::Type1).unwrap();
+    let second = pair.b.nic.alloc_mw(pair.b.pd, MwType::Type2).unwrap();
+    assert_eq!(
+        (second >> 8) - (first >> 8),
+        1,
+        "indices shared with regions, in order"
+    );
+    assert!((mr.lkey() >> 8) < (first >> 8), "not a region's index");
+    pair.b.nic.dealloc_mw(second).unwrap();
+    assert!(pair.b.nic.dealloc_mw(second).is_err(), "freed once");
+    assert_eq!(
+        pair.b.nic.mw_rkey(first),
+        Some(first),
+        "the other window stays"
+    );
+    assert_eq!(pair.b.nic.mw_rkey(second), None);
+}
