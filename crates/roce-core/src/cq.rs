@@ -40,6 +40,8 @@ pub enum WcStatus {
     RetryExcErr,
     /// The RNR retry counter ran out.
     RnrRetryExcErr,
+    /// A memory window bind failed (`IBV_WC_MW_BIND_ERR`, rxe `rxe_do_local_ops`).
+    MwBindErr,
 }
 
 /// What completed (`ibv_wc_opcode`).
@@ -59,6 +61,10 @@ pub enum WcOpcode {
     Recv,
     /// A receive of the immediate data of an RDMA WRITE with immediate.
     RecvRdmaWithImm,
+    /// A memory window bind (`IBV_WC_BIND_MW`).
+    BindMw,
+    /// A local invalidation (`IBV_WC_LOCAL_INV`).
+    LocalInv,
 }
 
 /// One completion (`ibv_wc`).
@@ -129,6 +135,17 @@ impl Cq {
         }
         self.entries.push_back(cqe);
         true
+    }
+
+    /// Gives the queue room for `depth` completions (`ibv_resize_cq`); `None`, and nothing
+    /// changed, when more than that wait (rxe `rxe_cq_chk_attr`: "cqe < current # elements
+    /// in queue" is `-EINVAL`).
+    pub(crate) fn resize(&mut self, depth: usize) -> Option<()> {
+        if depth < self.entries.len() {
+            return None;
+        }
+        self.depth = depth;
+        Some(())
     }
 
     pub(crate) fn pop(&mut self) -> Option<Cqe> {

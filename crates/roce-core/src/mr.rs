@@ -98,7 +98,12 @@ impl Access {
     pub const REMOTE_READ: Self = Self(4);
     /// Peers may run atomics on it.
     pub const REMOTE_ATOMIC: Self = Self(8);
-    /// Every right.
+    /// Memory windows may be bound to the region (`IBV_ACCESS_MW_BIND`; IBTA vol. 1 C10-73).
+    pub const MW_BIND: Self = Self(16);
+    /// Registered zero-based (`IBV_ACCESS_ZERO_BASED`): kept as rxe keeps it, addresses are
+    /// still the region's; a window cannot be bound to such a region (rxe `rxe_check_bind_mw`).
+    pub const ZERO_BASED: Self = Self(32);
+    /// Every right of a region's bytes (local write, remote write, read and atomic).
     pub const ALL: Self = Self(15);
 
     /// Whether every right of `other` is in `self`.

@@ -135,6 +135,11 @@ stats! {
         cm_retransmits,
         /// CM events lost because their queue was full (`cm::MAX_CM_EVENTS`).
         cm_event_overflows,
+        /// Requests refused for a memory window's R_Key (answered with a remote access error
+        /// NAK, or an invalid-request NAK for a SEND with invalidate): the window unbound or
+        /// invalidated, of another PD or (type 2) another QP, without the rights, or the
+        /// access outside its bounds. Nothing of such a request lands.
+        rx_mw_access_refused,
         /// Asynchronous events raised (`Nic::poll_event`), including those lost.
         async_events,
         /// Asynchronous events lost because the queue was full (`NicConfig::max_async_events`).

@@ -57,9 +57,21 @@ pub enum SendOp {
         /// Value to add.
         add: u64,
     },
+    /// Binds a memory window to a range of a region (`IBV_WR_BIND_MW`, and what
+    /// `ibv_bind_mw` posts for a type 1 window): a local operation, carried out when every
+    /// earlier WR of the queue has completed; no packet.
+    BindMw(crate::mw::MwBind),
+    /// Invalidates a type 2 window's R_Key (`IBV_WR_LOCAL_INV`): a local operation.
+    LocalInv(u32),
 }
 
 impl SendOp {
+    /// Whether the operation is local to the NIC (a bind or a local invalidation): it sends
+    /// nothing and takes no PSN.
+    pub const fn is_local(&self) -> bool {
+        matches!(self, Self::BindMw(_) | Self::LocalInv(_))
+    }
+
     /// Whether the operation is an RDMA READ or an atomic: it takes one of the peer's responder
     /// resources (`max_rd_atomic`) and its data comes back in responses.
     pub const fn is_read_or_atomic(&self) -> bool {

@@ -21,7 +21,9 @@ type Arm = Box<dyn FnOnce() + Send>;
 /// A completion queue as the application sees it.
 pub struct CompletionQueue {
     handle: CqHandle,
-    depth: usize,
+    /// Read and written under `entries`' lock; atomic so that [`CompletionQueue::depth`] needs
+    /// no lock.
+    depth: AtomicUsize,
     entries: Mutex<VecDeque<Cqe>>,
     /// `entries.len()`, readable without the lock.
     len: AtomicUsize,
@@ -38,7 +40,7 @@ impl fmt::Debug for CompletionQueue {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("CompletionQueue")
             .field("handle", &self.handle)
-            .field("depth", &self.depth)
+            .field("depth", &self.depth())
             .field("len", &self.len())
             .field("overflows", &self.overflows())
             .finish_non_exhaustive()
@@ -55,7 +57,7 @@ impl CompletionQueue {
     pub(crate) fn new(handle: CqHandle, depth: usize) -> Self {
         Self {
             handle,
-            depth: depth.max(1),
+            depth: AtomicUsize::new(depth.max(1)),
             entries: Mutex::new(VecDeque::new()),
             len: AtomicUsize::new(0),
             overflows: AtomicU64::new(0),
@@ -72,7 +74,26 @@ impl CompletionQueue {
 
     /// How many completions it holds at most.
     pub fn depth(&self) -> usize {
-        self.depth
+        self.depth.load(Ordering::Relaxed)
+    }
+
+    /// `ibv_resize_cq`: room for `depth` completions from now on; those waiting stay, in
+    /// order. `also` runs under the queue's lock once the depth is known to fit (the engine's
+    /// own queue is resized there); if it fails, or `depth` is 0 or below the completions
+    /// waiting (rxe `rxe_cq_chk_attr`), nothing changes and its error (or `Err(None)`) is
+    /// returned.
+    pub(crate) fn resize<E>(
+        &self,
+        depth: usize,
+        also: impl FnOnce() -> Result<(), E>,
+    ) -> Result<(), Option<E>> {
+        let entries = lock(&self.entries);
+        if depth == 0 || depth < entries.len() {
+            return Err(None);
+        }
+        also().map_err(Some)?;
+        self.depth.store(depth, Ordering::Relaxed);
+        Ok(())
     }
 
     /// Completions waiting.
@@ -159,7 +180,7 @@ impl CompletionQueue {
             let mut entries = lock(&self.entries);
             while let Some(cqe) = next() {
                 came = true;
-                if entries.len() < self.depth {
+                if entries.len() < self.depth.load(Ordering::Relaxed) {
                     entries.push_back(cqe);
                 } else {
                     self.overflows.fetch_add(1, Ordering::Relaxed);
@@ -217,6 +238,52 @@ mod tests {
         assert_eq!(out.iter().map(|c| c.wr_id).collect::<Vec<_>>(), [0, 1, 2]);
         assert_eq!(q.poll().map(|c| c.wr_id), Some(3));
         assert_eq!((q.poll(), q.len()), (None, 0));
+    }
+
+    #[test]
+    fn a_resize_keeps_the_waiting_completions_and_a_refused_one_changes_nothing() {
+        let q = queue(4);
+        q.push_from(cqes(0..3));
+        // rxe_cq_chk_attr: fewer entries than wait, or none, is EINVAL; nothing changes.
+        for bad in [0, 2] {
+            assert_eq!(q.resize(bad, || Ok::<(), ()>(())), Err(None), "depth {bad}");
+            assert_eq!(
+                (q.depth(), q.len()),
+                (4, 3),
+                "depth {bad} changed the queue"
+            );
+        }
+        let mut called = false;
+        assert_eq!(
+            q.resize(8, || {
+                called = true;
+                Err("engine said no")
+            }),
+            Err(Some("engine said no"))
+        );
+        assert!(called);
+        assert_eq!(
+            (q.depth(), q.len()),
+            (4, 3),
+            "the engine's refusal changed the queue"
+        );
+
+        assert_eq!(
+            q.resize(3, || Ok::<(), ()>(())),
+            Ok(()),
+            "exactly what waits fits"
+        );
+        q.push_from(cqes(3..4));
+        assert_eq!((q.len(), q.overflows()), (3, 1), "the new depth holds");
+        assert_eq!(q.resize(6, || Ok::<(), ()>(())), Ok(()));
+        q.push_from(cqes(4..7));
+        let mut out = Vec::new();
+        q.poll_into(10, &mut out);
+        assert_eq!(
+            out.iter().map(|c| c.wr_id).collect::<Vec<_>>(),
+            [0, 1, 2, 4, 5, 6],
+            "the completions queued before the resizes come first, in order"
+        );
     }
 
     #[test]

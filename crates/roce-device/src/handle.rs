@@ -510,6 +510,26 @@ impl DeviceHandle {
         Ok(queue)
     }
 
+    /// `ibv_resize_cq`: room for `depth` completions in `cq`, the completions waiting kept in
+    /// order. Refused with [`VerbsError::OutOfRange`], nothing changed, for a depth of 0 or
+    /// below the completions waiting (those the engine made and has not handed over count:
+    /// they are moved into the queue first).
+    pub fn resize_completion_queue(&self, cq: CqHandle, depth: usize) -> Result<(), DeviceError> {
+        let queue = self.queue(cq)?;
+        let mut engine = self.shared.engine();
+        engine.deliver(&self.shared.queues);
+        let nic = &mut engine.nic;
+        queue
+            .resize(depth, || nic.resize_cq(cq, depth))
+            .map_err(|e| {
+                DeviceError::Verbs(e.unwrap_or(VerbsError::OutOfRange {
+                    attr: "cqe",
+                    value: depth as u64,
+                    range: "at least 1 and the completions waiting",
+                }))
+            })
+    }
+
     /// Hands every asynchronous event of the engine (`ibv_get_async_event`'s) to `sink`, on
     /// the device's task at the end of the turn that raised it, or on the thread of the verb
     /// that did; `sink` must not call the device. Without a sink, events wait in the engine's

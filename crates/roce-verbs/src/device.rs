@@ -11,7 +11,7 @@
 //!   carries traffic; a QP given GID 0 gets no answer, as on an rxe host without IPv6 routes.
 //! - port: ACTIVE, link layer Ethernet, max MTU 4096, active MTU the configured path MTU.
 //! - limits: rxe's (`rxe_param.h`) where the engine has no tighter one, the engine's
-//!   ([`NicConfig`]) where it has; features the engine lacks (memory windows, multicast)
+//!   ([`NicConfig`]) where it has; features the engine lacks (multicast)
 //!   report 0.
 
 use std::ffi::c_char;
@@ -19,7 +19,9 @@ use std::net::{Ipv4Addr, Ipv6Addr};
 
 use roce_core::NicConfig;
 
-use crate::abi::{self, IbvDevice, IbvDeviceAttr, IbvGid, IbvGidEntry, IbvPortAttr};
+use crate::abi::{
+    self, IbvDevice, IbvDeviceAttr, IbvDeviceAttrEx, IbvGid, IbvGidEntry, IbvPortAttr,
+};
 use crate::config::DeviceSpec;
 
 /// Entries of the GID table that are set (the table has [`GID_TABLE_LEN`] slots).
@@ -32,6 +34,41 @@ pub const GID_TABLE_LEN: i32 = 1024;
 pub const PORT: u8 = 1;
 /// The only P_Key: the default, full-membership one.
 pub const DEFAULT_PKEY: u16 = 0xffff;
+
+/// `enum ibv_device_cap_flags` bits (verbs.h; the kernel's `IB_DEVICE_*` have the same values).
+pub mod cap {
+    /// `IBV_DEVICE_PORT_ACTIVE_EVENT`.
+    pub const PORT_ACTIVE_EVENT: u64 = 1 << 10;
+    /// `IBV_DEVICE_SYS_IMAGE_GUID`.
+    pub const SYS_IMAGE_GUID: u64 = 1 << 11;
+    /// `IBV_DEVICE_RC_RNR_NAK_GEN`.
+    pub const RC_RNR_NAK_GEN: u64 = 1 << 12;
+    /// `IBV_DEVICE_SRQ_RESIZE`.
+    pub const SRQ_RESIZE: u64 = 1 << 13;
+    /// `IBV_DEVICE_MEM_WINDOW`.
+    pub const MEM_WINDOW: u64 = 1 << 17;
+    /// `IBV_DEVICE_MEM_MGT_EXTENSIONS`: local invalidation, SEND with invalidate, binds by
+    /// work request.
+    pub const MEM_MGT_EXTENSIONS: u64 = 1 << 21;
+    /// `IBV_DEVICE_MEM_WINDOW_TYPE_2B`.
+    pub const MEM_WINDOW_TYPE_2B: u64 = 1 << 24;
+}
+
+/// The capability flags: rxe's (Linux 6.1 rxe_param.h `RXE_DEVICE_CAP_FLAGS`) for what the
+/// engine does. rxe's BAD_PKEY_CNTR, BAD_QKEY_CNTR (its port counters stay 0 anyway),
+/// AUTO_PATH_MIG and CHANGE_PHY_PORT (alternate paths are refused here) and UD_AV_PORT_ENFORCE
+/// are left out.
+const DEVICE_CAP_FLAGS: u64 = cap::PORT_ACTIVE_EVENT
+    | cap::SYS_IMAGE_GUID
+    | cap::RC_RNR_NAK_GEN
+    | cap::SRQ_RESIZE
+    | cap::MEM_WINDOW
+    | cap::MEM_MGT_EXTENSIONS
+    | cap::MEM_WINDOW_TYPE_2B;
+
+/// rxe's `max_mw` and `max_mr` on Linux 6.1 (rxe_param.h: `RXE_MAX_MW_INDEX -
+/// RXE_MIN_MW_INDEX`); the engine's windows share the 2^24 key indices with regions.
+const MAX_MW: i32 = (1 << 19) - 1;
 
 /// rxe `RXE_VENDOR_ID`: not a PCI vendor, so perftest treats the device as unknown and uses
 /// the classic `ibv_post_send` path (perftest 4.5's verify_params_with_device_context).
@@ -152,11 +189,11 @@ impl DeviceModel {
             hw_ver: 0,
             max_qp: clamp(self.nic.max_qp),
             max_qp_wr: 0x4000,
-            device_cap_flags: (1 << 10) | (1 << 11) | (1 << 12), // PORT_ACTIVE_EVENT, SYS_IMAGE_GUID, RC_RNR_NAK_GEN
+            device_cap_flags: DEVICE_CAP_FLAGS as u32,
             max_sge: clamp(self.nic.max_sge),
             max_sge_rd: clamp(self.nic.max_sge),
             max_cq: 0x4000,
-            max_cqe: 0x7fff,
+            max_cqe: crate::verbs::MAX_CQE,
             max_mr: 0x4000,
             max_pd: 0x7ff0,
             max_qp_rd_atom: 128,
@@ -167,21 +204,54 @@ impl DeviceModel {
             atomic_cap: abi::ATOMIC_HCA,
             max_ee: 0,
             max_rdd: 0,
-            max_mw: 0,
+            max_mw: MAX_MW,
             max_raw_ipv6_qp: 0,
             max_raw_ethy_qp: 0,
             max_mcast_grp: 0,
             max_mcast_qp_attach: 0,
             max_total_mcast_qp_attach: 0,
-            max_ah: 0x7ff0,
+            max_ah: 0x7fff,
             max_fmr: 0,
             max_map_per_fmr: 0,
             max_srq: clamp(self.nic.max_srq),
             max_srq_wr: clamp(self.nic.max_srq_wr).min(0x4000),
-            max_srq_sge: clamp(self.nic.max_sge),
-            max_pkeys: 1,
+            // rxe_param.h RXE_MAX_SRQ_SGE: what fits rxe's receive WQE.
+            max_srq_sge: clamp(self.nic.max_sge).min(27),
+            max_pkeys: 64,
             local_ca_ack_delay: 15,
             phys_port_cnt: 1,
+        }
+    }
+
+    /// `struct ibv_device_attr_ex`, as rxe's provider gets it from the kernel
+    /// (`ibv_cmd_query_device_any`, rdma-core v44 libibverbs/cmd_device.c): the extended
+    /// capabilities rxe lacks (ODP before 6.15, timestamps, TSO, RSS, packet pacing, tag
+    /// matching, CQ moderation, device memory, PCI atomics) are 0, `device_cap_flags_ex` is
+    /// the whole 64-bit set (uverbs' `ib_uverbs_ex_query_device` copies `attr.device_cap_flags`),
+    /// and `phys_port_cnt_ex` the port count (the sysfs port count, else `phys_port_cnt`).
+    pub fn device_attr_ex(&self) -> IbvDeviceAttrEx {
+        let orig_attr = self.device_attr();
+        IbvDeviceAttrEx {
+            orig_attr,
+            comp_mask: 0,
+            _pad0: 0,
+            odp_caps: [0; 3],
+            completion_timestamp_mask: 0,
+            hca_core_clock: 0,
+            device_cap_flags_ex: DEVICE_CAP_FLAGS,
+            tso_caps: [0; 2],
+            rss_caps: [0; 4],
+            max_wq_type_rq: 0,
+            packet_pacing_caps: [0; 3],
+            raw_packet_caps: 0,
+            tm_caps: [0; 5],
+            cq_mod_caps: [0; 2],
+            _pad1: 0,
+            max_dm_size: 0,
+            pci_atomic_caps: [0; 3],
+            _pad2: 0,
+            xrc_odp_caps: 0,
+            phys_port_cnt_ex: u32::from(orig_attr.phys_port_cnt),
         }
     }
 
@@ -286,6 +356,275 @@ mod tests {
         assert!(a.max_srq_wr as usize <= m.nic.max_srq_wr);
         assert!(a.max_srq_sge as usize <= m.nic.max_sge);
         assert!(m.port_attr().max_msg_sz <= m.nic.max_msg_size);
+    }
+
+    /// How a field compares with rxe's.
+    #[derive(Debug)]
+    enum Rxe {
+        /// The value rxe reports.
+        Same(u64),
+        /// rxe's value is larger; ours is the engine's own limit, given here.
+        EngineLimit { rxe: u64, engine: u64 },
+        /// rxe has the feature, the engine does not (yet): 0, and why.
+        Absent { rxe: u64, why: &'static str },
+    }
+
+    /// What rxe reports through `ibv_query_device_ex` on Debian 12's kernel (Linux 6.1 and its
+    /// stable fixes): drivers/infiniband/sw/rxe/rxe.c `rxe_init_device_param` from rxe_param.h
+    /// (`DEFAULT_MAX_VALUE` = 1 << 20; `RXE_MAX_MR` = `RXE_MAX_MW` = (1 << 19) - 1 since the
+    /// 6.1 stable "RDMA/rxe: Prevent faulty rkey generation"), then uverbs'
+    /// `ib_uverbs_ex_query_device` and rdma-core v44's `ibv_cmd_query_device_any`.
+    fn rxe_device_table(m: &DeviceModel) -> Vec<(&'static str, u64, Rxe)> {
+        use Rxe::*;
+        let a = m.device_attr_ex();
+        let o = a.orig_attr;
+        let n = &m.nic;
+        vec![
+            ("vendor_id", u64::from(o.vendor_id), Same(0x00ff_ffff)),
+            ("vendor_part_id", u64::from(o.vendor_part_id), Same(0)),
+            ("hw_ver", u64::from(o.hw_ver), Same(0)),
+            ("page_size_cap", o.page_size_cap, Same(0xffff_f000)),
+            (
+                "max_mr_size",
+                o.max_mr_size,
+                EngineLimit {
+                    rxe: u64::MAX,
+                    engine: n.max_mr_size as u64,
+                },
+            ),
+            (
+                "max_qp",
+                o.max_qp as u64,
+                EngineLimit {
+                    rxe: (1 << 20) - 16,
+                    engine: n.max_qp as u64,
+                },
+            ),
+            // The send/receive queues of roce-verbs hold at most 0x4000 WRs (verbs/qp.rs).
+            (
+                "max_qp_wr",
+                o.max_qp_wr as u64,
+                EngineLimit {
+                    rxe: 1 << 20,
+                    engine: 0x4000,
+                },
+            ),
+            ("max_sge", o.max_sge as u64, Same(32)),
+            ("max_sge_rd", o.max_sge_rd as u64, Same(32)),
+            (
+                "max_cq",
+                o.max_cq as u64,
+                EngineLimit {
+                    rxe: 1 << 20,
+                    engine: 0x4000,
+                },
+            ),
+            ("max_cqe", o.max_cqe as u64, Same((1 << 15) - 1)),
+            (
+                "max_mr",
+                o.max_mr as u64,
+                EngineLimit {
+                    rxe: (1 << 19) - 1,
+                    engine: 0x4000,
+                },
+            ),
+            (
+                "max_pd",
+                o.max_pd as u64,
+                EngineLimit {
+                    rxe: 1 << 20,
+                    engine: 0x7ff0,
+                },
+            ),
+            ("max_qp_rd_atom", o.max_qp_rd_atom as u64, Same(128)),
+            ("max_ee_rd_atom", o.max_ee_rd_atom as u64, Same(0)),
+            ("max_res_rd_atom", o.max_res_rd_atom as u64, Same(0x3f000)),
+            (
+                "max_qp_init_rd_atom",
+                o.max_qp_init_rd_atom as u64,
+                Same(128),
+            ),
+            ("max_ee_init_rd_atom", o.max_ee_init_rd_atom as u64, Same(0)),
+            (
+                "atomic_cap",
+                o.atomic_cap as u64,
+                Same(abi::ATOMIC_HCA as u64),
+            ),
+            ("max_ee", o.max_ee as u64, Same(0)),
+            ("max_rdd", o.max_rdd as u64, Same(0)),
+            ("max_mw", o.max_mw as u64, Same((1 << 19) - 1)),
+            ("max_raw_ipv6_qp", o.max_raw_ipv6_qp as u64, Same(0)),
+            ("max_raw_ethy_qp", o.max_raw_ethy_qp as u64, Same(0)),
+            (
+                "max_mcast_grp",
+                o.max_mcast_grp as u64,
+                Absent {
+                    rxe: 8192,
+                    why: "no multicast",
+                },
+            ),
+            (
+                "max_mcast_qp_attach",
+                o.max_mcast_qp_attach as u64,
+                Absent {
+                    rxe: 56,
+                    why: "no multicast",
+                },
+            ),
+            (
+                "max_total_mcast_qp_attach",
+                o.max_total_mcast_qp_attach as u64,
+                Absent {
+                    rxe: 0x70000,
+                    why: "no multicast",
+                },
+            ),
+            ("max_ah", o.max_ah as u64, Same((1 << 15) - 1)),
+            ("max_fmr", o.max_fmr as u64, Same(0)),
+            ("max_map_per_fmr", o.max_map_per_fmr as u64, Same(0)),
+            (
+                "max_srq",
+                o.max_srq as u64,
+                EngineLimit {
+                    rxe: (1 << 20) - 0x2_0001,
+                    engine: n.max_srq as u64,
+                },
+            ),
+            (
+                "max_srq_wr",
+                o.max_srq_wr as u64,
+                EngineLimit {
+                    rxe: 1 << 20,
+                    engine: (n.max_srq_wr as u64).min(0x4000),
+                },
+            ),
+            (
+                "max_srq_sge",
+                o.max_srq_sge as u64,
+                EngineLimit {
+                    rxe: 27,
+                    engine: n.max_sge as u64,
+                },
+            ),
+            ("max_pkeys", u64::from(o.max_pkeys), Same(64)),
+            (
+                "local_ca_ack_delay",
+                u64::from(o.local_ca_ack_delay),
+                Same(15),
+            ),
+            ("phys_port_cnt", u64::from(o.phys_port_cnt), Same(1)),
+            ("comp_mask", u64::from(a.comp_mask), Same(0)),
+            ("odp_caps.general_caps", a.odp_caps[0], Same(0)),
+            (
+                "completion_timestamp_mask",
+                a.completion_timestamp_mask,
+                Same(0),
+            ),
+            ("hca_core_clock", a.hca_core_clock, Same(0)),
+            ("max_wq_type_rq", u64::from(a.max_wq_type_rq), Same(0)),
+            ("raw_packet_caps", u64::from(a.raw_packet_caps), Same(0)),
+            ("max_dm_size", a.max_dm_size, Same(0)),
+            ("xrc_odp_caps", u64::from(a.xrc_odp_caps), Same(0)),
+            ("phys_port_cnt_ex", u64::from(a.phys_port_cnt_ex), Same(1)),
+        ]
+    }
+
+    #[test]
+    fn device_attributes_are_rxes_or_the_engines_limit() {
+        let m = model([127, 0, 0, 1]);
+        for (field, ours, rxe) in rxe_device_table(&m) {
+            match rxe {
+                Rxe::Same(v) => assert_eq!(ours, v, "{field}: rxe reports {v:#x}"),
+                Rxe::EngineLimit { rxe, engine } => {
+                    assert_eq!(ours, engine.min(rxe), "{field}: the engine's limit");
+                    assert!(ours <= rxe, "{field}: above rxe's {rxe:#x}");
+                }
+                Rxe::Absent { rxe, why } => {
+                    assert_eq!(ours, 0, "{field}: rxe has {rxe:#x}; 0 here: {why}")
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn capability_flags_are_a_subset_of_rxes_and_the_same_in_both_queries() {
+        // Linux 6.1 rxe_param.h RXE_DEVICE_CAP_FLAGS: BAD_PKEY_CNTR | BAD_QKEY_CNTR |
+        // AUTO_PATH_MIG | CHANGE_PHY_PORT | UD_AV_PORT_ENFORCE | PORT_ACTIVE_EVENT |
+        // SYS_IMAGE_GUID | RC_RNR_NAK_GEN | SRQ_RESIZE | MEM_MGT_EXTENSIONS | MEM_WINDOW |
+        // MEM_WINDOW_TYPE_2B.
+        const RXE_6_1: u64 = (1 << 1)
+            | (1 << 2)
+            | (1 << 4)
+            | (1 << 5)
+            | (1 << 6)
+            | (1 << 10)
+            | (1 << 11)
+            | (1 << 12)
+            | (1 << 13)
+            | (1 << 21)
+            | (1 << 17)
+            | (1 << 24);
+        let a = model([127, 0, 0, 1]).device_attr_ex();
+        assert_eq!(
+            a.device_cap_flags_ex & !RXE_6_1,
+            0,
+            "a flag rxe does not set"
+        );
+        assert_eq!(
+            a.device_cap_flags_ex,
+            u64::from(a.orig_attr.device_cap_flags)
+        );
+        for f in [
+            cap::PORT_ACTIVE_EVENT,
+            cap::SYS_IMAGE_GUID,
+            cap::RC_RNR_NAK_GEN,
+            cap::SRQ_RESIZE,
+            cap::MEM_WINDOW,
+            cap::MEM_MGT_EXTENSIONS,
+            cap::MEM_WINDOW_TYPE_2B,
+        ] {
+            assert_ne!(a.device_cap_flags_ex & f, 0, "{f:#x} missing");
+        }
+    }
+
+    /// rxe 6.1's port (rxe_param.h `rxe_port_param`, rxe_verbs.c `rxe_query_port`: LinkUp when
+    /// active; uverbs' `make_port_cap_flags` adds IP_BASED_GIDS for a RoCE port).
+    #[test]
+    fn port_attributes_are_rxes() {
+        let m = model([127, 0, 0, 1]);
+        let p = m.port_attr();
+        let same: [(&str, u64, u64); 16] = [
+            ("state", p.state as u64, abi::PORT_ACTIVE as u64),
+            ("max_mtu", p.max_mtu as u64, 5),
+            ("gid_tbl_len", p.gid_tbl_len as u64, 1024),
+            (
+                "port_cap_flags",
+                u64::from(p.port_cap_flags),
+                (1 << 16) | (1 << 26),
+            ),
+            ("bad_pkey_cntr", u64::from(p.bad_pkey_cntr), 0),
+            ("qkey_viol_cntr", u64::from(p.qkey_viol_cntr), 0),
+            ("pkey_tbl_len", u64::from(p.pkey_tbl_len), 1),
+            ("lid", u64::from(p.lid), 0),
+            ("sm_lid", u64::from(p.sm_lid), 0),
+            ("lmc", u64::from(p.lmc), 0),
+            ("max_vl_num", u64::from(p.max_vl_num), 1),
+            ("sm_sl", u64::from(p.sm_sl), 0),
+            ("subnet_timeout", u64::from(p.subnet_timeout), 0),
+            ("phys_state", u64::from(p.phys_state), 5),
+            (
+                "link_layer",
+                u64::from(p.link_layer),
+                u64::from(abi::LINK_LAYER_ETHERNET),
+            ),
+            ("port_cap_flags2", u64::from(p.port_cap_flags2), 0),
+        ];
+        for (field, ours, rxe) in same {
+            assert_eq!(ours, rxe, "{field}: rxe reports {rxe:#x}");
+        }
+        // rxe_param.h RXE_PORT_MAX_MSG_SZ: 0x800000 in 6.1, 1 << 31 upstream since; here the
+        // engine's largest message (1 << 31 by default).
+        assert_eq!(p.max_msg_sz, m.nic.max_msg_size);
     }
 
     #[test]

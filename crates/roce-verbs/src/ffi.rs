@@ -18,7 +18,8 @@
 use std::ffi::{CStr, c_char, c_int, c_uint, c_void};
 
 use crate::abi::{
-    self, IbvAsyncEvent, IbvContext, IbvDevice, IbvDeviceAttr, IbvGid, IbvGidEntry, IbvPortAttr,
+    self, IbvAsyncEvent, IbvContext, IbvDevice, IbvDeviceAttr, IbvDeviceAttrEx, IbvGid,
+    IbvGidEntry, IbvPortAttr,
 };
 use crate::device::{self, GID_TABLE_LEN};
 use crate::state::{self, Errno};
@@ -200,6 +201,7 @@ fn context_fns() -> state::ContextFns {
     use crate::ffi_verbs as v;
     state::ContextFns {
         query_port: query_port_ex,
+        query_device_ex,
         poll_cq: v::poll_cq as *const c_void,
         req_notify_cq: v::req_notify_cq as *const c_void,
         post_send: v::post_send as *const c_void,
@@ -207,6 +209,9 @@ fn context_fns() -> state::ContextFns {
         post_srq_recv: v::post_srq_recv as *const c_void,
         create_qp_ex: crate::ffi_ex::create_qp_ex as *const c_void,
         create_cq_ex: crate::ffi_ex::create_cq_ex as *const c_void,
+        alloc_mw: v::alloc_mw as *const c_void,
+        bind_mw: v::bind_mw as *const c_void,
+        dealloc_mw: v::dealloc_mw as *const c_void,
     }
 }
 
@@ -356,6 +361,38 @@ pub(crate) unsafe extern "C" fn ibv_query_device(
         errno_ret(state::context(context as usize).and_then(|d| {
             // SAFETY: the caller passes a struct ibv_device_attr.
             unsafe { write_out(attr, d.model.device_attr()) }
+        }))
+    })
+}
+
+/// `verbs_context.query_device_ex`: what the header's inline `ibv_query_device_ex` calls. As
+/// libibverbs' `ibv_cmd_query_device_any` (rdma-core v44 libibverbs/cmd_device.c), which rxe's
+/// provider calls (providers/rxe/rxe.c `rxe_query_device`): a non-zero `input->comp_mask` or a
+/// size smaller than `struct ibv_device_attr` is `EINVAL`; the caller's `attr_size` bytes are
+/// zeroed, then every field that fits in them is written. An errno value.
+pub(crate) unsafe extern "C" fn query_device_ex(
+    context: *mut IbvContext,
+    input: *const u32,
+    attr: *mut IbvDeviceAttrEx,
+    attr_size: usize,
+) -> c_int {
+    guard(libc::EIO, || {
+        errno_ret(state::context(context as usize).and_then(|d| {
+            // SAFETY: `input` is NULL or the caller's `struct ibv_query_device_ex_input`,
+            // whose only field is the u32 `comp_mask`.
+            if !input.is_null() && unsafe { input.read_unaligned() } != 0 {
+                return Err(Errno(libc::EINVAL));
+            }
+            if attr.is_null() || attr_size < size_of::<IbvDeviceAttr>() {
+                return Err(Errno(libc::EINVAL));
+            }
+            let n = attr_size.min(size_of::<IbvDeviceAttrEx>());
+            // SAFETY: the caller's struct is `attr_size` bytes (its own sizeof); bytes past
+            // ours are zeroed as libibverbs' memset(attr, 0, attr_size) does.
+            unsafe {
+                std::ptr::write_bytes(attr.cast::<u8>().add(n), 0, attr_size - n);
+                write_prefix(attr, &d.model.device_attr_ex(), n)
+            }
         }))
     })
 }

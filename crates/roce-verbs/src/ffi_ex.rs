@@ -7,7 +7,8 @@
 use std::ffi::{c_int, c_uint, c_void};
 
 use crate::abi::{
-    IbvAh, IbvContext, IbvCqEx, IbvCqInitAttrEx, IbvQp, IbvQpEx, IbvQpInitAttrEx, IbvSge,
+    IbvAh, IbvContext, IbvCqEx, IbvCqInitAttrEx, IbvMw, IbvMwBindInfo, IbvQp, IbvQpEx,
+    IbvQpInitAttrEx, IbvSge,
 };
 use roce_core::{Remote, SendOp, Sge};
 
@@ -109,6 +110,31 @@ wr_op!(wr_atomic_cmp_swp(rkey: u32, addr: u64, compare: u64, swap: u64) =>
 wr_op!(wr_atomic_fetch_add(rkey: u32, addr: u64, add: u64) =>
     SendOp::FetchAdd { remote: remote(rkey, addr), add });
 
+wr_op!(wr_local_inv(rkey: u32) => SendOp::LocalInv(rkey));
+
+/// `wr_bind_mw` of `ibv_qp_ex` (rxe's provider `wr_bind_mw`): a window or region not ours
+/// makes `wr_complete` fail with `EINVAL`.
+unsafe extern "C" fn wr_bind_mw(
+    qp: *mut IbvQpEx,
+    mw: *mut IbvMw,
+    rkey: u32,
+    info: *const IbvMwBindInfo,
+) {
+    guard((), || {
+        // SAFETY: called through the table of one of our QPs.
+        let (wr_id, flags) = unsafe { wr_fields(qp) };
+        // SAFETY: the caller's struct ibv_mw_bind_info, as ibv_wr_bind_mw passes it.
+        let bind = unsafe { read_in(info) }.and_then(|i| verbs::mw_bind(mw as usize, rkey, &i));
+        match bind {
+            Ok(b) => verbs::wr_op(qp as usize, wr_id, flags, SendOp::BindMw(b)),
+            Err(e) => {
+                verbs::wr_op(qp as usize, wr_id, flags, SendOp::Send);
+                verbs::wr_fail(qp as usize, e);
+            }
+        }
+    });
+}
+
 unsafe extern "C" fn wr_set_sge(qp: *mut IbvQpEx, lkey: u32, addr: u64, length: u32) {
     guard((), || {
         verbs::wr_set_sgl(qp as usize, vec![Sge { addr, length, lkey }])
@@ -179,6 +205,8 @@ pub(crate) fn wr_fns() -> verbs::WrFns {
         send: wr_send as *const c_void,
         send_imm: wr_send_imm as *const c_void,
         send_inv: wr_send_inv as *const c_void,
+        bind_mw: wr_bind_mw as *const c_void,
+        local_inv: wr_local_inv as *const c_void,
         set_ud_addr: wr_set_ud_addr as *const c_void,
         set_inline_data: wr_set_inline_data as *const c_void,
         set_sge: wr_set_sge as *const c_void,

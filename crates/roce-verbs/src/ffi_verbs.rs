@@ -8,8 +8,9 @@
 use std::ffi::{c_int, c_uint, c_void};
 
 use crate::abi::{
-    IbvAh, IbvAhAttr, IbvCompChannel, IbvContext, IbvCq, IbvMr, IbvPd, IbvQp, IbvQpAttr,
-    IbvQpInitAttr, IbvRecvWr, IbvSendWr, IbvSge, IbvSrq, IbvSrqAttr, IbvSrqInitAttr, IbvWc,
+    IbvAh, IbvAhAttr, IbvCompChannel, IbvContext, IbvCq, IbvMr, IbvMw, IbvMwBind, IbvPd, IbvQp,
+    IbvQpAttr, IbvQpInitAttr, IbvRecvWr, IbvSendWr, IbvSge, IbvSrq, IbvSrqAttr, IbvSrqInitAttr,
+    IbvWc,
 };
 use crate::ffi_ex::{cq_ex_fns, wr_fns};
 use roce_core::{QpType, Sge};
@@ -249,6 +250,13 @@ pub(crate) unsafe extern "C" fn ibv_destroy_cq(cq: *mut IbvCq) -> c_int {
     guard(libc::EIO, || errno_ret(verbs::destroy_cq(cq as usize)))
 }
 
+/// `int ibv_resize_cq(struct ibv_cq *, int cqe)`: an errno value (`EINVAL` for a size out of
+/// 1..=max_cqe or below the completions waiting, or a CQ not ours; nothing changes then).
+#[unsafe(no_mangle)]
+pub(crate) unsafe extern "C" fn ibv_resize_cq(cq: *mut IbvCq, cqe: c_int) -> c_int {
+    guard(libc::EIO, || errno_ret(verbs::resize_cq(cq as usize, cqe)))
+}
+
 /// `void ibv_ack_cq_events(struct ibv_cq *, unsigned nevents)`.
 #[unsafe(no_mangle)]
 pub(crate) unsafe extern "C" fn ibv_ack_cq_events(cq: *mut IbvCq, nevents: c_uint) {
@@ -414,6 +422,41 @@ pub(crate) unsafe extern "C" fn poll_cq(
 /// `ops.req_notify_cq`: an errno value (`EINVAL` for a CQ without a channel).
 pub(crate) unsafe extern "C" fn req_notify_cq(cq: *mut IbvCq, _solicited_only: c_int) -> c_int {
     guard(libc::EIO, || errno_ret(verbs::req_notify_cq(cq as usize)))
+}
+
+/// `ops.alloc_mw`, what the header's `ibv_alloc_mw` calls: NULL with errno (`EINVAL`) for a
+/// PD not ours or a type other than 1 and 2.
+pub(crate) unsafe extern "C" fn alloc_mw(pd: *mut IbvPd, mw_type: c_int) -> *mut IbvMw {
+    guard(std::ptr::null_mut(), || {
+        match verbs::alloc_mw(pd as usize, mw_type) {
+            Ok(mw) => mw,
+            Err(Errno(e)) => {
+                set_errno(e);
+                std::ptr::null_mut()
+            }
+        }
+    })
+}
+
+/// `ops.dealloc_mw`, what the header's `ibv_dealloc_mw` calls: an errno value.
+pub(crate) unsafe extern "C" fn dealloc_mw(mw: *mut IbvMw) -> c_int {
+    guard(libc::EIO, || errno_ret(verbs::dealloc_mw(mw as usize)))
+}
+
+/// `ops.bind_mw`, what the header's `ibv_bind_mw` calls for a type 1 window: an errno value.
+pub(crate) unsafe extern "C" fn bind_mw(
+    qp: *mut IbvQp,
+    mw: *mut IbvMw,
+    mw_bind: *mut IbvMwBind,
+) -> c_int {
+    guard(libc::EIO, || {
+        // SAFETY: the caller's struct ibv_mw_bind, as ibv_bind_mw passes it.
+        let bind = match unsafe { read_in(mw_bind) } {
+            Ok(b) => b,
+            Err(e) => return errno_ret(Err(e)),
+        };
+        errno_ret(verbs::bind_mw(qp as usize, mw as usize, &bind))
+    })
 }
 
 /// `ops.post_send`: an errno value; `*bad_wr` is the first WR not posted.

@@ -31,6 +31,7 @@ pub(crate) struct Device {
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct ContextFns {
     pub(crate) query_port: QueryPortFn,
+    pub(crate) query_device_ex: abi::QueryDeviceExFn,
     pub(crate) poll_cq: *const std::ffi::c_void,
     pub(crate) req_notify_cq: *const std::ffi::c_void,
     pub(crate) post_send: *const std::ffi::c_void,
@@ -38,6 +39,9 @@ pub(crate) struct ContextFns {
     pub(crate) post_srq_recv: *const std::ffi::c_void,
     pub(crate) create_qp_ex: *const std::ffi::c_void,
     pub(crate) create_cq_ex: *const std::ffi::c_void,
+    pub(crate) alloc_mw: *const std::ffi::c_void,
+    pub(crate) bind_mw: *const std::ffi::c_void,
+    pub(crate) dealloc_mw: *const std::ffi::c_void,
 }
 
 static DEVICE: OnceLock<Result<Option<Device>, EnvError>> = OnceLock::new();
@@ -125,7 +129,7 @@ pub(crate) fn open(dev_addr: usize, fns: ContextFns) -> Result<*mut IbvContext, 
         _ops1: [null; 24],
         create_cq_ex: fns.create_cq_ex,
         priv_: std::ptr::null_mut(),
-        query_device_ex: null,
+        query_device_ex: Some(fns.query_device_ex),
         _ops2: [null; 4],
         open_qp: null,
         create_qp_ex: fns.create_qp_ex,
@@ -136,9 +140,9 @@ pub(crate) fn open(dev_addr: usize, fns: ContextFns) -> Result<*mut IbvContext, 
             device: dev.c_device.ptr(),
             ops: IbvContextOps {
                 _compat0: [null; 7],
-                alloc_mw: null,
-                bind_mw: null,
-                dealloc_mw: null,
+                alloc_mw: fns.alloc_mw,
+                bind_mw: fns.bind_mw,
+                dealloc_mw: fns.dealloc_mw,
                 _compat1: null,
                 poll_cq: fns.poll_cq,
                 req_notify_cq: fns.req_notify_cq,

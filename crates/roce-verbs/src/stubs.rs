@@ -102,7 +102,6 @@ stubs! {
     ibv_detach_mcast,
     ibv_query_ece,
     ibv_rereg_mr,
-    ibv_resize_cq,
     ibv_set_ece,
     verbs_init_cq,
 }

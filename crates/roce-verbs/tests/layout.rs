@@ -49,6 +49,16 @@ fn rust_side() -> Layouts {
         max_fmr => "max_fmr", max_map_per_fmr => "max_map_per_fmr", max_srq => "max_srq",
         max_srq_wr => "max_srq_wr", max_srq_sge => "max_srq_sge", max_pkeys => "max_pkeys",
         local_ca_ack_delay => "local_ca_ack_delay", phys_port_cnt => "phys_port_cnt");
+    l.size::<IbvDeviceAttrEx>("ibv_device_attr_ex");
+    offsets!(l, "ibv_device_attr_ex", IbvDeviceAttrEx, orig_attr => "orig_attr",
+        comp_mask => "comp_mask", odp_caps => "odp_caps",
+        completion_timestamp_mask => "completion_timestamp_mask",
+        hca_core_clock => "hca_core_clock", device_cap_flags_ex => "device_cap_flags_ex",
+        tso_caps => "tso_caps", rss_caps => "rss_caps", max_wq_type_rq => "max_wq_type_rq",
+        packet_pacing_caps => "packet_pacing_caps", raw_packet_caps => "raw_packet_caps",
+        tm_caps => "tm_caps", cq_mod_caps => "cq_mod_caps", max_dm_size => "max_dm_size",
+        pci_atomic_caps => "pci_atomic_caps", xrc_odp_caps => "xrc_odp_caps",
+        phys_port_cnt_ex => "phys_port_cnt_ex");
     l.size::<IbvPortAttr>("ibv_port_attr");
     offsets!(l, "ibv_port_attr", IbvPortAttr, state => "state", max_mtu => "max_mtu",
         active_mtu => "active_mtu", gid_tbl_len => "gid_tbl_len",
@@ -136,7 +146,17 @@ fn rust_side() -> Layouts {
     offsets!(l, "ibv_send_wr", IbvSendWr, next => "next", sg_list => "sg_list", num_sge => "num_sge",
         opcode => "opcode", send_flags => "send_flags", imm_data => "imm_data",
         wr_remote_addr => "wr.rdma.remote_addr", wr_word1 => "wr.rdma.rkey",
-        wr_swap => "wr.atomic.swap", wr_atomic_rkey => "wr.atomic.rkey", _rest => "qp_type");
+        wr_swap => "wr.atomic.swap", wr_atomic_rkey => "wr.atomic.rkey", _qp_type => "qp_type",
+        bind_mw_mw => "bind_mw.mw", bind_mw_rkey => "bind_mw.rkey", bind_info => "bind_mw.bind_info");
+    l.size::<IbvMw>("ibv_mw");
+    offsets!(l, "ibv_mw", IbvMw, context => "context", pd => "pd", rkey => "rkey",
+        handle => "handle", mw_type => "type");
+    l.size::<IbvMwBindInfo>("ibv_mw_bind_info");
+    offsets!(l, "ibv_mw_bind_info", IbvMwBindInfo, mr => "mr", addr => "addr", length => "length",
+        mw_access_flags => "mw_access_flags");
+    l.size::<IbvMwBind>("ibv_mw_bind");
+    offsets!(l, "ibv_mw_bind", IbvMwBind, wr_id => "wr_id", send_flags => "send_flags",
+        bind_info => "bind_info");
     l.value(
         "offsetof(struct ibv_send_wr, wr.atomic.compare_add)",
         offset_of!(IbvSendWr, wr_word1),

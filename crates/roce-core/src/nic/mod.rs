@@ -58,6 +58,7 @@ pub(crate) struct Shared {
     config: NicConfig,
     pds: BTreeSet<u32>,
     mrs: Mrs,
+    mws: crate::mw::Windows,
     cqs: BTreeMap<u32, Cq>,
     /// SRQs, and asynchronous events waiting for the application.
     side: SrqsAndEvents,
@@ -81,6 +82,7 @@ impl Nic {
                 config,
                 pds: BTreeSet::new(),
                 mrs: BTreeMap::new(),
+                mws: BTreeMap::new(),
                 cqs: BTreeMap::new(),
                 side: SrqsAndEvents {
                     srqs: BTreeMap::new(),
@@ -185,6 +187,7 @@ impl Shared {
             now,
             config: &self.config,
             mrs: &mut self.mrs,
+            mws: &mut self.mws,
             side: &mut self.side,
             stats: &mut self.stats,
             completions: &mut self.completions,

@@ -148,12 +148,59 @@ impl Nic {
     }
 
     /// Deregisters a region (`ibv_dereg_mr`). The application's handle keeps the bytes.
+    /// Refused ([`VerbsError::Busy`]) while a memory window is bound to it (rxe
+    /// `rxe_dereg_mr`: `EINVAL` while the region has windows).
     pub fn dereg_mr(&mut self, lkey: u32) -> Result<(), VerbsError> {
+        if crate::mw::region_in_use(&self.shared.mws, lkey) {
+            return Err(VerbsError::Busy(lkey));
+        }
         self.shared
             .mrs
             .remove(&lkey)
             .map(drop)
             .ok_or(VerbsError::UnknownMr(lkey))
+    }
+
+    /// Allocates a memory window of `pd` (`ibv_alloc_mw`): its R_Key, an index shared with the
+    /// regions' keys and a drawn key byte, as rxe makes them (`rxe_alloc_mw`). A type 1 window
+    /// starts valid and unbound, a type 2 one free.
+    pub fn alloc_mw(&mut self, pd: PdHandle, ty: crate::MwType) -> Result<u32, VerbsError> {
+        let shared = &mut self.shared;
+        if !shared.pds.contains(&pd.0) {
+            return Err(VerbsError::UnknownPd(pd.0));
+        }
+        let ids = &mut shared.ids;
+        let rkey = ids.next_key | (ids.draws.next() as u32 & 0xff);
+        ids.next_key = ids
+            .next_key
+            .checked_add(0x100)
+            .ok_or(VerbsError::Exhausted("memory windows"))?;
+        shared.mws.insert(
+            rkey >> 8,
+            crate::mw::Window {
+                pd,
+                ty,
+                rkey,
+                bound: None,
+            },
+        );
+        Ok(rkey)
+    }
+
+    /// Frees the memory window whose index `rkey` names (`ibv_dealloc_mw`; its key byte may
+    /// be out of date), bound or not: its R_Key stops working at once (rxe `rxe_dealloc_mw`).
+    pub fn dealloc_mw(&mut self, rkey: u32) -> Result<(), VerbsError> {
+        self.shared
+            .mws
+            .remove(&(rkey >> 8))
+            .map(drop)
+            .ok_or(VerbsError::UnknownMr(rkey))
+    }
+
+    /// The R_Key of the window whose index `rkey` names (its key byte as the NIC has it now),
+    /// whether a bind changed it or not: what a program reads back after `ibv_bind_mw`.
+    pub fn mw_rkey(&self, rkey: u32) -> Option<u32> {
+        crate::mw::window_of(&self.shared.mws, rkey).map(|w| w.rkey)
     }
 
     /// Creates a completion queue of `depth` entries (`ibv_create_cq`).
@@ -163,6 +210,25 @@ impl Nic {
         ids.next_cq += 1;
         self.shared.cqs.insert(cq, Cq::new(depth.max(1)));
         CqHandle(cq)
+    }
+
+    /// Resizes a completion queue (`ibv_resize_cq`): the completions waiting stay, in order.
+    /// Refused, with nothing changed, for a depth of 0 or below the completions waiting.
+    pub fn resize_cq(&mut self, cq: CqHandle, depth: usize) -> Result<(), VerbsError> {
+        let q = self
+            .shared
+            .cqs
+            .get_mut(&cq.0)
+            .ok_or(VerbsError::UnknownCq(cq.0))?;
+        let too_small = VerbsError::OutOfRange {
+            attr: "cqe",
+            value: depth as u64,
+            range: "at least 1 and the completions waiting",
+        };
+        if depth == 0 {
+            return Err(too_small);
+        }
+        q.resize(depth).ok_or(too_small)
     }
 
     /// Creates a QP in RESET (`ibv_create_qp`).

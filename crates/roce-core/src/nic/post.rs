@@ -79,6 +79,25 @@ fn send_wqe(shared: &Shared, qp: &Qp, mut wr: SendWr) -> Result<SendWqe, VerbsEr
         });
     }
     let invalid = |reason| Err(VerbsError::InvalidWorkRequest { qpn, reason });
+    if wr.op.is_local() {
+        // rxe takes binds and local invalidations on RC and UC QPs (rxe_opcode.c
+        // `rxe_wr_opcode_info`); their SGL is not read. Whether the window and region allow the
+        // bind is checked when it is carried out: a refusal is an error completion.
+        if qp.qp_type == QpType::Ud {
+            return invalid("UD QPs only SEND");
+        }
+        if wr.inline || wr.inline_data.is_some() {
+            return invalid("a bind or an invalidation carries no data");
+        }
+        return Ok(SendWqe {
+            wr,
+            inline: None,
+            length: 0,
+            first_psn: None,
+            npsn: 0,
+            sent: false,
+        });
+    }
     if wr.sgl.len() > config.max_sge {
         return invalid("more SGEs than the device allows");
     }

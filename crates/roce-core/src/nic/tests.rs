@@ -131,3 +131,29 @@ fn a_qp_in_line_with_only_a_cnp_due_sends_it() {
         "nothing but the CNP"
     );
 }
+
+#[test]
+fn a_resized_cq_keeps_its_completions_and_a_refused_resize_changes_nothing() {
+    let mut nic = Nic::new(NicConfig::default());
+    // Three flushed receives wait in a CQ of 16.
+    let cq = qp_with_receives(&mut nic, 3);
+    // rxe_cq_chk_attr: 0, or fewer entries than wait, is EINVAL (here OutOfRange).
+    for bad in [0, 2] {
+        assert!(
+            matches!(
+                nic.resize_cq(cq, bad),
+                Err(crate::VerbsError::OutOfRange { attr: "cqe", .. })
+            ),
+            "depth {bad}"
+        );
+    }
+    assert!(matches!(
+        nic.resize_cq(crate::CqHandle(999), 8),
+        Err(crate::VerbsError::UnknownCq(999))
+    ));
+    nic.resize_cq(cq, 3).unwrap();
+    let ids: Vec<u64> = std::iter::from_fn(|| nic.poll_completion(cq))
+        .map(|c| c.wr_id)
+        .collect();
+    assert_eq!(ids, [0, 1, 2], "the waiting completions, in order");
+}

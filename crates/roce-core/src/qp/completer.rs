@@ -173,6 +173,7 @@ impl Qp {
             }
             ctx.completions.push((self.send_cq, cqe));
         }
+        self.run_local_ops(ctx);
     }
 
     /// Forward progress: the retry counters start again (IBTA vol. 1 §9.7.6.1.3), the

@@ -18,6 +18,7 @@ use crate::wr::{RecvWr, SendOp, SendWr, Sge};
 use crate::{CqHandle, Instant};
 
 pub(crate) mod completer;
+mod local_ops;
 pub(crate) mod requester;
 pub(crate) mod responder;
 mod state;
@@ -44,6 +45,8 @@ pub(crate) struct Ctx<'a> {
     pub(crate) now: Instant,
     pub(crate) config: &'a NicConfig,
     pub(crate) mrs: &'a mut Mrs,
+    /// Memory windows: R_Keys onto parts of `mrs`.
+    pub(crate) mws: &'a mut crate::mw::Windows,
     /// SRQs and the event queue: touched only by QPs with an SRQ and by QPs that fail.
     pub(crate) side: &'a mut SrqsAndEvents,
     pub(crate) stats: &'a mut Stats,
@@ -96,6 +99,8 @@ impl SendWqe {
             SendOp::RdmaRead(_) => WcOpcode::RdmaRead,
             SendOp::CompareSwap { .. } => WcOpcode::CompareSwap,
             SendOp::FetchAdd { .. } => WcOpcode::FetchAdd,
+            SendOp::BindMw(_) => WcOpcode::BindMw,
+            SendOp::LocalInv(_) => WcOpcode::LocalInv,
         }
     }
 }

@@ -69,6 +69,7 @@ impl Qp {
     /// the gate (state, window, initiator depth, pacing), the next segment of the WQE at the
     /// cursor, its bytes, then the bookkeeping of what was sent.
     pub(crate) fn poll_request(&mut self, ctx: &mut Ctx<'_>, buf: &mut [u8]) -> Option<Transmit> {
+        self.run_local_ops(ctx);
         let cursor = self.request_gate(ctx)?;
         let psn = self.req.psn;
         // PSNs are assigned once: a WQE sent again by go-back-N keeps them, so a PSN never names
@@ -113,6 +114,10 @@ impl Qp {
         }
         let cursor = self.req.cursor;
         let wqe = self.sq.get(cursor)?;
+        // A bind or an invalidation waits for the WRs before it (`local_ops.rs`).
+        if wqe.wr.op.is_local() {
+            return None;
+        }
         if self.state == super::QpState::Sqd && self.req.offset == 0 {
             return None;
         }

@@ -257,8 +257,49 @@ pub struct IbvSendWr {
     /// `wr.atomic.rkey`.
     pub wr_atomic_rkey: u32,
     pub _pad: u32,
-    /// `qp_type` (XRC) and `bind_mw`/`tso` unions: unused.
-    pub _rest: [u64; 7],
+    /// `qp_type` (XRC): unused.
+    pub _qp_type: u64,
+    /// `bind_mw.mw` (a `struct ibv_mw *`; the `tso` union's header pointer otherwise).
+    pub bind_mw_mw: *mut IbvMw,
+    /// `bind_mw.rkey`: the R_Key the window takes (its low byte).
+    pub bind_mw_rkey: u32,
+    pub _pad2: u32,
+    /// `bind_mw.bind_info`.
+    pub bind_info: IbvMwBindInfo,
+}
+
+/// `struct ibv_mw` (32 bytes).
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+#[allow(missing_docs)]
+pub struct IbvMw {
+    pub context: *mut IbvContext,
+    pub pd: *mut IbvPd,
+    pub rkey: u32,
+    pub handle: u32,
+    /// `enum ibv_mw_type`: 1 or 2.
+    pub mw_type: c_int,
+}
+
+/// `struct ibv_mw_bind_info` (32 bytes).
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+#[allow(missing_docs)]
+pub struct IbvMwBindInfo {
+    pub mr: *mut IbvMr,
+    pub addr: u64,
+    pub length: u64,
+    pub mw_access_flags: c_uint,
+}
+
+/// `struct ibv_mw_bind` (48 bytes): what `ibv_bind_mw` takes.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+#[allow(missing_docs)]
+pub struct IbvMwBind {
+    pub wr_id: u64,
+    pub send_flags: c_uint,
+    pub bind_info: IbvMwBindInfo,
 }
 
 /// `struct ibv_recv_wr` (32 bytes).

@@ -122,8 +122,9 @@ pub struct VerbsContext {
     pub create_cq_ex: *const c_void,
     /// `priv`.
     pub priv_: *mut c_void,
-    /// `query_device_ex`: NULL, so `ibv_query_device_ex` falls back to `ibv_query_device`.
-    pub query_device_ex: *const c_void,
+    /// `query_device_ex`: what `ibv_query_device_ex` calls (without it, libibverbs' fallback
+    /// zeroes every extended field, `phys_port_cnt_ex` included).
+    pub query_device_ex: Option<QueryDeviceExFn>,
     /// `ibv_destroy_flow`, `ABI_placeholder2`, `ibv_create_flow`, `ABI_placeholder1`.
     pub _ops2: [*const c_void; 4],
     /// `open_qp`.
@@ -188,6 +189,47 @@ pub struct IbvDeviceAttr {
     pub local_ca_ack_delay: u8,
     pub phys_port_cnt: u8,
 }
+
+/// `struct ibv_device_attr_ex` (400 bytes): what `ibv_query_device_ex` fills. The capability
+/// structures this device leaves at zero (ODP, TSO, RSS, packet pacing, tag matching, CQ
+/// moderation, PCI atomics) are typed as plain words of their size.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+#[allow(missing_docs)]
+pub struct IbvDeviceAttrEx {
+    pub orig_attr: IbvDeviceAttr,
+    pub comp_mask: u32,
+    pub _pad0: u32,
+    /// `struct ibv_odp_caps` (24 bytes).
+    pub odp_caps: [u64; 3],
+    pub completion_timestamp_mask: u64,
+    pub hca_core_clock: u64,
+    pub device_cap_flags_ex: u64,
+    /// `struct ibv_tso_caps` (8 bytes).
+    pub tso_caps: [u32; 2],
+    /// `struct ibv_rss_caps` (32 bytes).
+    pub rss_caps: [u64; 4],
+    pub max_wq_type_rq: u32,
+    /// `struct ibv_packet_pacing_caps` (12 bytes).
+    pub packet_pacing_caps: [u32; 3],
+    pub raw_packet_caps: u32,
+    /// `struct ibv_tm_caps` (20 bytes).
+    pub tm_caps: [u32; 5],
+    /// `struct ibv_cq_moderation_caps` (4 bytes).
+    pub cq_mod_caps: [u16; 2],
+    pub _pad1: u32,
+    pub max_dm_size: u64,
+    /// `struct ibv_pci_atomic_caps` (6 bytes).
+    pub pci_atomic_caps: [u16; 3],
+    pub _pad2: u16,
+    pub xrc_odp_caps: u32,
+    pub phys_port_cnt_ex: u32,
+}
+
+/// `query_device_ex` of `struct verbs_context`: what `ibv_query_device_ex()` in the
+/// application's header calls, with the size of the application's `struct ibv_device_attr_ex`.
+pub type QueryDeviceExFn =
+    unsafe extern "C" fn(*mut IbvContext, *const u32, *mut IbvDeviceAttrEx, usize) -> c_int;
 
 /// `struct ibv_port_attr` (52 bytes in v44; the exported `ibv_query_port@IBVERBS_1.1` gets the
 /// 48-byte `_compat_ibv_port_attr` prefix, without `flags` and `port_cap_flags2`).

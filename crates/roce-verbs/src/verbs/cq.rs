@@ -14,7 +14,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use roce_core::{Cqe, Qpn, WcOpcode, WcStatus};
 use roce_device::CompletionQueue;
 
-use super::{EINVAL, MAX_WR, device_err, handle, with};
+use super::{EINVAL, device_err, handle, with};
 use crate::abi::{IbvCompChannel, IbvContext, IbvCq, IbvCqEx, IbvWc};
 use crate::state::{self, Errno};
 use roce_cabi::CBox;
@@ -57,6 +57,10 @@ pub(crate) struct CqExFns {
     pub(crate) read_dlid_path_bits: *const c_void,
 }
 
+/// The most entries a CQ takes: rxe's `max_cqe` ((1 << RXE_MAX_LOG_CQE) - 1), as
+/// `ibv_query_device` says.
+pub(crate) const MAX_CQE: c_int = (1 << 15) - 1;
+
 /// The `wc_flags` of `ibv_create_cq_ex` offered: byte length, immediate, QP number, source QP,
 /// SLID, SL, DLID path bits (what `ibv_poll_cq` gives). Timestamps, VLANs, flow tags and tag
 /// matching are not.
@@ -70,7 +74,8 @@ pub(crate) fn create_cq(
     channel: usize,
     fns: CqExFns,
 ) -> Result<*mut IbvCq, Errno> {
-    if cqe < 1 || cqe as u32 > MAX_WR * 2 {
+    // rxe_cq_chk_attr: at least one entry, at most max_cqe.
+    if !(1..=MAX_CQE).contains(&cqe) {
         return Err(EINVAL);
     }
     if channel != 0 && !with(|o| o.channels.contains_key(&channel)) {
@@ -135,6 +140,29 @@ pub(crate) fn create_cq(
 /// The engine's handle of a CQ, and its context.
 pub(super) fn engine_cq(cq: usize) -> Option<(roce_core::CqHandle, usize)> {
     with(|o| o.cqs.get(&cq).map(|c| (c.queue.handle(), c.ctx)))
+}
+
+/// `ibv_resize_cq`, as rxe (rxe_verbs.c `rxe_resize_cq` → rxe_cq.c `rxe_cq_chk_attr`, then
+/// `rxe_cq_resize_queue`): `EINVAL` for fewer than 1 or more than `max_cqe` entries, or fewer
+/// than the completions waiting, and nothing changes; otherwise the completions waiting stay,
+/// in order, and `cq->cqe` is the new size. rxe rounds the size up to 2^n - 1 (its ring); this
+/// library keeps the size asked for, as its `ibv_create_cq` does.
+pub(crate) fn resize_cq(cq: usize, cqe: c_int) -> Result<(), Errno> {
+    if !(1..=MAX_CQE).contains(&cqe) {
+        return Err(EINVAL);
+    }
+    let (handle, ctx) = engine_cq(cq).ok_or(EINVAL)?;
+    let engine = state::engine(ctx)?;
+    engine
+        .device
+        .resize_completion_queue(handle, cqe as usize)
+        .map_err(device_err)?;
+    with(|o| {
+        if let Some(c) = o.cqs.get(&cq) {
+            c.c.update(|c| c.cq.cqe = cqe);
+        }
+    });
+    Ok(())
 }
 
 /// `ibv_destroy_cq`: `EBUSY` while a QP uses it. The engine keeps its (empty) queue; its
@@ -337,6 +365,7 @@ pub(super) fn wc(c: &Cqe) -> IbvWc {
         WcStatus::RemOpErr => 11,
         WcStatus::RetryExcErr => 12,
         WcStatus::RnrRetryExcErr => 13,
+        WcStatus::MwBindErr => 6,
         #[allow(unreachable_patterns)]
         _ => 21, // IBV_WC_GENERAL_ERR
     };
@@ -346,6 +375,8 @@ pub(super) fn wc(c: &Cqe) -> IbvWc {
         WcOpcode::RdmaRead => 2,
         WcOpcode::CompareSwap => 3,
         WcOpcode::FetchAdd => 4,
+        WcOpcode::BindMw => 5,
+        WcOpcode::LocalInv => 6,
         WcOpcode::Recv => 128,
         WcOpcode::RecvRdmaWithImm => 129,
     };

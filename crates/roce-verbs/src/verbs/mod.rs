@@ -25,6 +25,7 @@ use crate::abi;
 use crate::state::{self, Errno};
 
 mod cq;
+mod mw;
 mod pd;
 mod post;
 mod qp;
@@ -33,9 +34,11 @@ mod srq;
 mod tests;
 
 pub(crate) use cq::{
-    CQ_EX_WC_FLAGS, CqExFns, ack_cq_events, create_comp_channel, create_cq, current,
+    CQ_EX_WC_FLAGS, CqExFns, MAX_CQE, ack_cq_events, create_comp_channel, create_cq, current,
     destroy_comp_channel, destroy_cq, end_poll, get_cq_event, next_poll, poll_cq, req_notify_cq,
+    resize_cq,
 };
+pub(crate) use mw::{alloc_mw, bind_mw, dealloc_mw, mw_bind};
 pub(crate) use pd::{
     ah_attr_from_wc, alloc_pd, create_ah, dealloc_pd, dereg_mr, destroy_ah, reg_mr, ud_dest,
 };
@@ -43,7 +46,7 @@ pub(crate) use post::{
     PostQp, max_inline, post, qp_for_post, recv_wr, send_wr, sge, wr_abort, wr_complete, wr_fail,
     wr_op, wr_set_inline, wr_set_sgl, wr_set_ud_addr, wr_start,
 };
-pub(crate) use qp::{MAX_WR, WrFns, create_qp, destroy_qp, is_qp, modify_qp, qpn_of, query_qp};
+pub(crate) use qp::{WrFns, create_qp, destroy_qp, is_qp, modify_qp, qpn_of, query_qp};
 pub(crate) use srq::{PostSrq, create_srq, destroy_srq, modify_srq, query_srq, srq_for_post};
 
 const EINVAL: Errno = Errno(libc::EINVAL);
@@ -58,6 +61,7 @@ pub(crate) struct Objects {
     channels: HashMap<usize, cq::Channel>,
     ahs: HashMap<usize, pd::Ah>,
     srqs: HashMap<usize, srq::Srq>,
+    mws: HashMap<usize, mw::Mw>,
     next_handle: u32,
 }
 

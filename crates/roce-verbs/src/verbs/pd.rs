@@ -24,8 +24,8 @@ pub(super) struct Pd {
 #[derive(Debug)]
 pub(super) struct Mr {
     _c: CBox<IbvMr>,
-    mr: MemoryRegion,
-    pd: usize,
+    pub(super) mr: MemoryRegion,
+    pub(super) pd: usize,
 }
 
 /// An address handle: where a UD send goes.
@@ -60,6 +60,7 @@ pub(crate) fn dealloc_pd(pd: usize) -> Result<(), Errno> {
             return Err(EINVAL);
         }
         if o.mrs.values().any(|m| m.pd == pd)
+            || o.mws.values().any(|m| m.pd == pd)
             || o.qps.values().any(|q| q.pd == pd)
             || o.ahs.values().any(|a| a.pd == pd)
             || o.srqs.values().any(|s| s.pd == pd)
@@ -71,12 +72,20 @@ pub(crate) fn dealloc_pd(pd: usize) -> Result<(), Errno> {
     })
 }
 
-/// The engine's rights for `ibv_access_flags`; `EINVAL` for flags it does not have.
+/// The engine's rights for the `ibv_access_flags` of `ibv_reg_mr`, as rxe on Debian 12's
+/// kernel (Linux 6.1) takes them: the kernel's `ib_check_mr_access` (include/rdma/ib_verbs.h)
+/// refuses with `EINVAL` a flag outside `IB_ACCESS_SUPPORTED` (bits 0-7 and the optional range
+/// 20-29), `IBV_ACCESS_ON_DEMAND` on a device without on-demand paging (rxe before 6.15; the
+/// errno became `EOPNOTSUPP` in 6.2), and remote write or atomic without local write (the
+/// engine checks that one). `IBV_ACCESS_MW_BIND` lets windows be bound to the region;
+/// `IBV_ACCESS_HUGETLB` is a hint and `IBV_ACCESS_ZERO_BASED` is recorded but changes no
+/// address (rxe's `rxe_reg_user_mr` keeps the flags; rxe refuses to bind a window to such a
+/// region); the optional bits (`IBV_ACCESS_RELAXED_ORDERING`, ...) may be ignored (verbs.h).
 pub(super) fn access(flags: c_int) -> Result<Access, Errno> {
-    // IBV_ACCESS_RELAXED_ORDERING and the other optional bits may be ignored (verbs.h).
+    const ON_DEMAND: c_int = 1 << 6;
+    const SUPPORTED: c_int = 0xff | OPTIONAL;
     const OPTIONAL: c_int = 0x3ff0_0000;
-    let flags = flags & !OPTIONAL;
-    if flags & !0xf != 0 {
+    if flags & !SUPPORTED != 0 || flags & ON_DEMAND != 0 {
         return Err(EINVAL);
     }
     let mut a = Access::NONE;
@@ -85,6 +94,8 @@ pub(super) fn access(flags: c_int) -> Result<Access, Errno> {
         (2, Access::REMOTE_WRITE),
         (4, Access::REMOTE_READ),
         (8, Access::REMOTE_ATOMIC),
+        (16, Access::MW_BIND),
+        (32, Access::ZERO_BASED),
     ] {
         if flags & bit != 0 {
             a = a | right;
@@ -123,11 +134,14 @@ pub(crate) fn reg_mr(
 }
 
 /// `ibv_dereg_mr`.
+/// A region a memory window is bound to is refused with `EINVAL`, and stays (rxe
+/// `rxe_dereg_mr`).
 pub(crate) fn dereg_mr(mr: usize) -> Result<(), Errno> {
-    let entry = with(|o| o.mrs.remove(&mr)).ok_or(EINVAL)?;
-    let ctx = with(|o| o.pds.get(&entry.pd).map(|p| p.ctx)).ok_or(EINVAL)?;
-    let lkey = entry.mr.lkey();
-    step(ctx, |nic| nic.dereg_mr(lkey))?.map_err(engine_err)
+    let (lkey, pd) = with(|o| o.mrs.get(&mr).map(|m| (m.mr.lkey(), m.pd))).ok_or(EINVAL)?;
+    let ctx = with(|o| o.pds.get(&pd).map(|p| p.ctx)).ok_or(EINVAL)?;
+    step(ctx, |nic| nic.dereg_mr(lkey))?.map_err(engine_err)?;
+    with(|o| o.mrs.remove(&mr));
+    Ok(())
 }
 
 /// Where an `ibv_ah_attr` points. RoCE needs the GRH; the source must be our IPv4 GID (index

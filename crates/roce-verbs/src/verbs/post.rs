@@ -40,6 +40,13 @@ pub(crate) fn send_wr(
             remote: atomic,
             add: wr.wr_word1,
         },
+        // invalidate_rkey shares imm_data's place, in host order.
+        7 => SendOp::LocalInv(wr.imm_data),
+        8 => SendOp::BindMw(super::mw::mw_bind(
+            wr.bind_mw_mw as usize,
+            wr.bind_mw_rkey,
+            &wr.bind_info,
+        )?),
         9 => SendOp::SendWithInv(wr.imm_data),
         _ => return Err(EINVAL),
     };

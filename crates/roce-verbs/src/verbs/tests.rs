@@ -20,7 +20,22 @@ fn access_flags_map_to_rights_and_unknown_ones_are_refused() {
         Access::LOCAL_WRITE,
         "relaxed ordering is optional"
     );
-    assert_eq!(access(1 << 6), Err(EINVAL), "on-demand paging");
+    assert_eq!(access(1 << 6), Err(EINVAL), "on-demand paging (rxe 6.1)");
+    // ib_check_mr_access: bits outside IB_ACCESS_SUPPORTED (0-7, 20-29) are EINVAL.
+    for bit in (8..20).chain(30..32) {
+        assert_eq!(access(1 | (1 << bit)), Err(EINVAL), "bit {bit}");
+    }
+    assert_eq!(
+        access(1 | 4 | 16).unwrap(),
+        Access::LOCAL_WRITE | Access::REMOTE_READ | Access::MW_BIND,
+        "MW_BIND as rxe takes it"
+    );
+    assert_eq!(
+        access(1 | 128).unwrap(),
+        Access::LOCAL_WRITE,
+        "HUGETLB is a hint"
+    );
+    assert_eq!(access(32).unwrap(), Access::ZERO_BASED);
 }
 
 #[test]
@@ -38,7 +53,16 @@ fn send_wrs_translate_opcodes_flags_and_immediates() {
         wr_swap: 0,
         wr_atomic_rkey: 0,
         _pad: 0,
-        _rest: [0; 7],
+        _qp_type: 0,
+        bind_mw_mw: std::ptr::null_mut(),
+        bind_mw_rkey: 0,
+        _pad2: 0,
+        bind_info: crate::abi::IbvMwBindInfo {
+            mr: std::ptr::null_mut(),
+            addr: 0,
+            length: 0,
+            mw_access_flags: 0,
+        },
     };
     let w = send_wr(&wr, Vec::new(), false, None).unwrap();
     assert_eq!(w.op, SendOp::SendWithImm(0x1234_5678));

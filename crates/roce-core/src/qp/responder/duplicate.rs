@@ -46,16 +46,16 @@ impl Qp {
                 // its end first (rxe keeps one position per READ resource and moves it back).
                 // Without this every retry of a long READ queued another whole train behind
                 // the first, and a READ of a GiB never caught up with its own retries.
-                if readable(ctx.mrs, self.pd, &reth).is_err() {
+                let Ok(key) = readable(ctx, self.pd, self.qpn, &reth) else {
                     return;
-                }
+                };
                 self.resp
                     .out
                     .retain(|r| !matches!(*r, Response::Read { last: l, .. } if l == last));
                 self.resp.out.push_back(Response::Read {
                     psn,
                     last,
-                    key: reth.rkey(),
+                    key,
                     va: reth.va(),
                     remaining: reth.dma_len(),
                     from_start: psn == first,

@@ -9,7 +9,7 @@ use roce_wire::opcode::{Operation, Position};
 use super::{Message, Refusal, Resource, Response, readable, remote_region};
 use crate::cq::{Cqe, WcOpcode};
 use crate::mr::Access;
-use crate::qp::{Ctx, Qp, scatter, sgl_len};
+use crate::qp::{Ctx, Qp, scatter, sgl_len, writable};
 
 impl Qp {
     /// Executes a new request. Returns how many PSNs it took.
@@ -93,11 +93,26 @@ impl Qp {
         };
         let payload = packet.payload();
         if u64::from(written) + payload.len() as u64 > sgl_len(&wr.sgl)
-            || !scatter(ctx.mrs, &wr.sgl, u64::from(written), payload)
+            || !writable(ctx.mrs, &wr.sgl, u64::from(written), payload.len())
         {
             self.resp.message = Some(Message::Send { written });
             return Err(Refusal::Invalid);
         }
+        // A SEND with invalidate naming a window unbinds it before its last bytes land; one
+        // that cannot (a type 1 window, one unbound, of another PD) fails the message: rxe's
+        // responder moves the QP to the error state there (rxe_resp.c `do_complete`), here
+        // the requester learns it by an invalid-request NAK.
+        if let Some(ieth) = packet.ieth()
+            && crate::mw::window_of(ctx.mws, ieth.rkey()).is_some()
+            && let Err(why) = crate::mw::invalidate(ctx.mws, self.pd, ieth.rkey())
+        {
+            ctx.stats.rx_mw_access_refused += 1;
+            tracing::trace!(qpn = %self.qpn, rkey = ieth.rkey(), why, "remote invalidation refused");
+            self.resp.message = Some(Message::Send { written });
+            return Err(Refusal::Invalid);
+        }
+        let landed = scatter(ctx.mrs, &wr.sgl, u64::from(written), payload);
+        debug_assert!(landed, "writable() checked the receive WR's memory");
         let written = written + payload.len() as u32;
         if matches!(layout.position, Position::First | Position::Middle) {
             self.resp.message = Some(Message::Send { written });
@@ -114,6 +129,9 @@ impl Qp {
             //# SEND with Invalidate invalidates a region of the responder's PD
             if let Some(entry) = ctx.mrs.get_mut(&rkey).filter(|e| e.mr.pd() == self.pd) {
                 entry.rkey_valid = false;
+                cqe.invalidated_rkey = Some(rkey);
+            } else if crate::mw::window_of(ctx.mws, rkey).is_some() {
+                // Unbound above.
                 cqe.invalidated_rkey = Some(rkey);
             }
         }
@@ -151,8 +169,9 @@ impl Qp {
                 // §9.7.5.1.5 C9-88.2).
                 if total > 0 {
                     remote_region(
-                        ctx.mrs,
+                        ctx,
                         self.pd,
+                        self.qpn,
                         reth.rkey(),
                         reth.va(),
                         total.into(),
@@ -176,16 +195,17 @@ impl Qp {
             return Err(Refusal::Invalid);
         }
         if !payload.is_empty() {
-            let offset = remote_region(
-                ctx.mrs,
+            let (region, offset) = remote_region(
+                ctx,
                 self.pd,
+                self.qpn,
                 key,
                 va,
                 payload.len() as u64,
                 Access::REMOTE_WRITE,
             )?;
             // In bounds: remote_region checked [offset, offset + len).
-            ctx.mrs[&key].mr.write(offset, payload);
+            ctx.mrs[&region].mr.write(offset, payload);
         }
         let written = written + payload.len() as u32;
         if matches!(layout.position, Position::First | Position::Middle) {
@@ -218,7 +238,7 @@ impl Qp {
             return Err(Refusal::Invalid);
         }
         let reth = packet.reth().ok_or(Refusal::Invalid)?;
-        readable(ctx.mrs, self.pd, &reth)?;
+        let key = readable(ctx, self.pd, self.qpn, &reth)?;
         let len = reth.dma_len();
         let psn = packet.bth().psn();
         let npsn = len.div_ceil(self.mtu.bytes()).max(1);
@@ -230,7 +250,7 @@ impl Qp {
         self.resp.out.push_back(Response::Read {
             psn,
             last,
-            key: reth.rkey(),
+            key,
             va: reth.va(),
             remaining: len,
             from_start: true,
@@ -253,9 +273,10 @@ impl Qp {
         if atomic.va() % 8 != 0 {
             return Err(Refusal::Invalid);
         }
-        let offset = remote_region(
-            ctx.mrs,
+        let (region, offset) = remote_region(
+            ctx,
             self.pd,
+            self.qpn,
             atomic.rkey(),
             atomic.va(),
             8,
@@ -263,7 +284,7 @@ impl Qp {
         )?;
         let compare_swap = packet.layout().operation == Operation::CompareSwap;
         // Memory holds the value in host order, as on the x86 hosts rxe runs on.
-        let orig = ctx.mrs[&atomic.rkey()]
+        let orig = ctx.mrs[&region]
             .mr
             .update_u64(offset, |orig| {
                 if !compare_swap {

@@ -15,7 +15,7 @@ use roce_wire::{NakCode, Psn, RocePacket, Syndrome};
 
 pub(crate) use grh::Arrival;
 
-use super::{Ctx, Mrs, Qp, QpType};
+use super::{Ctx, Qp, QpType};
 use crate::cq::{Cqe, WcOpcode, WcStatus};
 use crate::mr::{Access, PdHandle};
 
@@ -283,43 +283,64 @@ impl Qp {
     }
 }
 
-/// A READ's RETH names readable memory of our PD (a zero-length READ names none).
-fn readable(mrs: &Mrs, pd: PdHandle, reth: &roce_wire::reth::Packet<&[u8]>) -> Result<(), Refusal> {
+/// A READ's RETH names readable memory of the QP's PD (a zero-length READ names none): the key
+/// of the region its responses are read from.
+fn readable(
+    ctx: &mut Ctx<'_>,
+    pd: PdHandle,
+    qpn: roce_wire::Qpn,
+    reth: &roce_wire::reth::Packet<&[u8]>,
+) -> Result<u32, Refusal> {
     let len = reth.dma_len();
-    if len > 0 {
-        remote_region(
-            mrs,
-            pd,
-            reth.rkey(),
-            reth.va(),
-            len.into(),
-            Access::REMOTE_READ,
-        )?;
+    if len == 0 {
+        return Ok(reth.rkey());
     }
-    Ok(())
+    let (region, _) = remote_region(
+        ctx,
+        pd,
+        qpn,
+        reth.rkey(),
+        reth.va(),
+        len.into(),
+        Access::REMOTE_READ,
+    )?;
+    Ok(region)
 }
 
-/// The offset in its region of `[va, va + len)` for a remote access with `rights`, if the R_Key
-/// is valid, the region is in our PD, allows it, and holds the range (IBTA vol. 1 §10.6.3.2,
-/// rxe `check_rkey`).
+/// The region (its key) and the offset in it of `[va, va + len)` for a remote access with
+/// `rights` by QP `qpn`, if the R_Key is valid: a region's of the QP's PD that allows it and
+/// holds the range (IBTA vol. 1 §10.6.3.2, rxe `check_rkey`), or a bound window's that does
+/// (`mw::resolve`). A refusal through a window is counted (`rx_mw_access_refused`).
 //= ibta:vol1/10.6.3.2
 //# a remote access needs a valid R_Key of the QP's PD, the rights, and the range inside the region
 fn remote_region(
-    mrs: &Mrs,
+    ctx: &mut Ctx<'_>,
     pd: PdHandle,
+    qpn: roce_wire::Qpn,
     rkey: u32,
     va: u64,
     len: u64,
     rights: Access,
-) -> Result<usize, Refusal> {
-    let entry = mrs
+) -> Result<(u32, usize), Refusal> {
+    if let Some(window) = crate::mw::window_of(ctx.mws, rkey) {
+        return crate::mw::resolve(window, ctx.mrs, (pd, qpn), rkey, va, len, rights).ok_or_else(
+            || {
+                ctx.stats.rx_mw_access_refused += 1;
+                tracing::trace!(qpn = %qpn, rkey, va, len, "access through a window refused");
+                Refusal::Access
+            },
+        );
+    }
+    let entry = ctx
+        .mrs
         .get(&rkey)
         .filter(|e| e.rkey_valid && e.mr.pd() == pd)
         .ok_or(Refusal::Access)?;
     if !entry.mr.access().contains(rights) {
         return Err(Refusal::Access);
     }
-    entry.mr.offset_of(va, len).ok_or(Refusal::Access)
+    let offset = entry.mr.offset_of(va, len).ok_or(Refusal::Access)?;
+    Ok((rkey, offset))
 }
 
 mod duplicate;

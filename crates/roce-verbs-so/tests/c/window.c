@@ -1,0 +1,132 @@
+/* The verbs program of tests/window.rs: under roce-emu's libibverbs it registers the middle
+ * 4 KiB of a 12 KiB buffer with IBV_ACCESS_MW_BIND, fills the whole buffer with 0xcc, connects
+ * one RC QP per access to the peer named on the command line, binds a type 1 window (through
+ * ibv_bind_mw) onto the region's second KiB, binds a type 2 window (IBV_WR_BIND_MW) onto the
+ * same KiB and invalidates it (IBV_WR_LOCAL_INV), and, when told, says what changed in the
+ * buffer. Protocol on stdin/stdout, one line each:
+ *   out: "<qpn0> <qpn1> <qpn2> <psn>"                    in: "<peer qpn0> <qpn1> <qpn2> <psn>"
+ *   out: "<type 1 rkey> <invalidated type 2 rkey> <window addr>"
+ *   out: "ready"                                          in: "check"
+ *   out: "untouched outside 0..4 of the window" or "changed at <offset>",
+ *        then "window <4 bytes in hex>" */
+#include <arpa/inet.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <infiniband/verbs.h>
+
+#define NQP 3
+#define PAGE 4096
+#define WINDOW (PAGE + 1024)
+
+static void die(const char *what)
+{
+	printf("error %s\n", what);
+	exit(1);
+}
+
+/* The next completion of cq, which must be a success of wr_id. */
+static void completes(struct ibv_cq *cq, uint64_t wr_id, const char *what)
+{
+	struct ibv_wc wc;
+	int n = 0;
+	for (long i = 0; i < 100000000 && n == 0; i++)
+		n = ibv_poll_cq(cq, 1, &wc);
+	if (n != 1 || wc.wr_id != wr_id || wc.status != IBV_WC_SUCCESS)
+		die(what);
+}
+
+int main(int argc, char **argv)
+{
+	if (argc != 2)
+		die("usage: window PEER_IPV4");
+	static unsigned char buf[3 * PAGE];
+	memset(buf, 0xcc, sizeof(buf));
+	struct ibv_device **list = ibv_get_device_list(NULL);
+	if (!list || !list[0])
+		die("no device");
+	struct ibv_context *ctx = ibv_open_device(list[0]);
+	struct ibv_pd *pd = ctx ? ibv_alloc_pd(ctx) : NULL;
+	struct ibv_mr *mr = pd ? ibv_reg_mr(pd, buf + PAGE, PAGE,
+					   IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_MW_BIND)
+			       : NULL;
+	struct ibv_cq *cq = mr ? ibv_create_cq(ctx, 16, NULL, NULL, 0) : NULL;
+	if (!cq)
+		die("setup");
+	struct ibv_qp *qp[NQP];
+	for (int i = 0; i < NQP; i++) {
+		struct ibv_qp_init_attr init = {
+			.send_cq = cq, .recv_cq = cq, .qp_type = IBV_QPT_RC,
+			.cap = { .max_send_wr = 4, .max_recv_wr = 1, .max_send_sge = 1, .max_recv_sge = 1 },
+		};
+		qp[i] = ibv_create_qp(pd, &init);
+		struct ibv_qp_attr a = { .qp_state = IBV_QPS_INIT, .port_num = 1,
+					 .qp_access_flags = IBV_ACCESS_REMOTE_WRITE };
+		if (!qp[i] || ibv_modify_qp(qp[i], &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
+							   IBV_QP_ACCESS_FLAGS))
+			die("qp");
+	}
+	unsigned psn = 0x123456;
+	printf("%u %u %u %u\n", qp[0]->qp_num, qp[1]->qp_num, qp[2]->qp_num, psn);
+	fflush(stdout);
+	unsigned peer[NQP], peer_psn;
+	if (scanf("%u %u %u %u", &peer[0], &peer[1], &peer[2], &peer_psn) != 4)
+		die("peer line");
+	union ibv_gid dgid = { .raw = { 0 } };
+	dgid.raw[10] = dgid.raw[11] = 0xff;
+	if (inet_pton(AF_INET, argv[1], &dgid.raw[12]) != 1)
+		die("peer address");
+	for (int i = 0; i < NQP; i++) {
+		struct ibv_qp_attr a = {
+			.qp_state = IBV_QPS_RTR, .path_mtu = IBV_MTU_1024, .dest_qp_num = peer[i],
+			.rq_psn = peer_psn, .max_dest_rd_atomic = 1, .min_rnr_timer = 12,
+			.ah_attr = { .is_global = 1, .port_num = 1, .grh = { .dgid = dgid, .sgid_index = 1, .hop_limit = 64 } },
+		};
+		if (ibv_modify_qp(qp[i], &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
+						     IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER))
+			die("rtr");
+		struct ibv_qp_attr r = { .qp_state = IBV_QPS_RTS, .sq_psn = psn, .timeout = 14, .retry_cnt = 7,
+					 .rnr_retry = 7, .max_rd_atomic = 1 };
+		if (ibv_modify_qp(qp[i], &r, IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
+						     IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC))
+			die("rts");
+	}
+	struct ibv_mw_bind_info window = { .mr = mr, .addr = (uintptr_t)(buf + WINDOW), .length = 1024,
+					   .mw_access_flags = IBV_ACCESS_REMOTE_WRITE };
+	struct ibv_mw *mw1 = ibv_alloc_mw(pd, IBV_MW_TYPE_1);
+	struct ibv_mw_bind bind = { .wr_id = 1, .send_flags = IBV_SEND_SIGNALED, .bind_info = window };
+	if (!mw1 || ibv_bind_mw(qp[0], mw1, &bind))
+		die("type 1 bind");
+	completes(cq, 1, "type 1 bind completion");
+	struct ibv_mw *mw2 = ibv_alloc_mw(pd, IBV_MW_TYPE_2);
+	if (!mw2)
+		die("type 2 window");
+	uint32_t rkey2 = ibv_inc_rkey(mw2->rkey);
+	struct ibv_send_wr b2 = { .wr_id = 2, .opcode = IBV_WR_BIND_MW, .send_flags = IBV_SEND_SIGNALED,
+				  .bind_mw = { .mw = mw2, .rkey = rkey2, .bind_info = window } };
+	struct ibv_send_wr inv = { .wr_id = 3, .opcode = IBV_WR_LOCAL_INV, .send_flags = IBV_SEND_SIGNALED,
+				   .invalidate_rkey = rkey2 };
+	b2.next = &inv;
+	struct ibv_send_wr *bad = NULL;
+	if (ibv_post_send(qp[2], &b2, &bad))
+		die("type 2 bind and invalidation");
+	completes(cq, 2, "type 2 bind completion");
+	completes(cq, 3, "invalidation completion");
+	printf("%u %u %llu\n", mw1->rkey, rkey2, (unsigned long long)(uintptr_t)(buf + WINDOW));
+	printf("ready\n");
+	fflush(stdout);
+	char word[16];
+	if (scanf("%15s", word) != 1 || strcmp(word, "check"))
+		die("check line");
+	int changed = -1;
+	for (int i = 0; i < (int)sizeof(buf) && changed < 0; i++)
+		if (buf[i] != 0xcc && !(i >= WINDOW && i < WINDOW + 4))
+			changed = i;
+	if (changed < 0)
+		printf("untouched outside 0..4 of the window\n");
+	else
+		printf("changed at %d\n", changed);
+	printf("window %02x%02x%02x%02x\n", buf[WINDOW], buf[WINDOW + 1], buf[WINDOW + 2], buf[WINDOW + 3]);
+	return changed < 0 ? 0 : 1;
+}
