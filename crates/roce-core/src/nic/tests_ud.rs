@@ -94,6 +94,10 @@ fn ud_datagram(a: IpAddr, b: IpAddr, data: &[u8]) -> (Cqe, Vec<u8>, Qpn) {
 
 #[test]
 fn an_ipv4_ud_receive_has_the_ipv4_header_at_offset_20_and_says_ipv4() {
+    //= ibta:annex17/A17.4.5.1
+    //# a UD completion says whether the received frame was IPv4 or IPv6
+    //= rxe:rxe_resp.c/send_data_in
+    //# a UD receive starts with the packet's IPv6 header, or 20 zero bytes and its IPv4 header
     let a: IpAddr = "198.18.0.1".parse().unwrap();
     let b: IpAddr = "198.18.0.2".parse().unwrap();
     let (cqe, area, sender) = ud_datagram(a, b, b"over ipv4");
@@ -122,6 +126,10 @@ fn an_ipv4_ud_receive_has_the_ipv4_header_at_offset_20_and_says_ipv4() {
 
 #[test]
 fn an_ipv6_ud_receive_has_the_ipv6_header_whole_and_says_ipv6() {
+    //= ibta:annex17/A17.4.5.1
+    //# a UD completion says whether the received frame was IPv4 or IPv6
+    //= rxe:rxe_resp.c/send_data_in
+    //# a UD receive starts with the packet's IPv6 header, or 20 zero bytes and its IPv4 header
     let a: IpAddr = "2001:db8::1".parse().unwrap();
     let b: IpAddr = "2001:db8::2".parse().unwrap();
     let (cqe, area, sender) = ud_datagram(a, b, b"over ipv6");
