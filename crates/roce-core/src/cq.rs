@@ -86,6 +86,20 @@ pub struct Cqe {
     pub invalidated_rkey: Option<u32>,
     /// The sender's QP, for UD receives.
     pub src_qp: Option<Qpn>,
+    /// The network header of the datagram a UD receive came in (its GRH area holds it), as
+    /// the kernel's `ib_wc.network_hdr_type`. `None` for every other completion.
+    pub network_hdr: Option<NetworkHdr>,
+}
+
+/// The network header of a RoCEv2 datagram (`rdma_network_type`: `RDMA_NETWORK_IPV4`,
+/// `RDMA_NETWORK_IPV6`). verbs has no field for it in `ibv_wc`: RoCE devices report it in `sl`
+/// (see `roce-verbs`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum NetworkHdr {
+    /// IPv4: the header lies in the last 20 bytes of the GRH area.
+    Ipv4,
+    /// IPv6: the header fills the GRH area.
+    Ipv6,
 }
 
 impl Cqe {
@@ -105,6 +119,7 @@ impl Cqe {
             imm_data: None,
             invalidated_rkey: None,
             src_qp: None,
+            network_hdr: None,
         }
     }
 }

@@ -68,7 +68,7 @@ pub use config::{
     SrcPortPolicy,
 };
 pub use connect::Connect;
-pub use cq::{CqHandle, Cqe, WcOpcode, WcStatus};
+pub use cq::{CqHandle, Cqe, NetworkHdr, WcOpcode, WcStatus};
 pub use error::VerbsError;
 pub use event::AsyncEvent;
 pub use mr::{Access, MemoryRegion, OwnedMemory, PdHandle, RegionMemory};

@@ -1,6 +1,7 @@
 //! The linked library from C: `tests/c/errors.c` (the error paths, on a device at
-//! 127.0.13.60) and `tests/c/inline.c` (inline data from unregistered memory, 127.0.13.61)
-//! are compiled against Debian's `<infiniband/verbs.h>` and this library. Each prints one line
+//! 127.0.13.60), `tests/c/inline.c` (inline data from unregistered memory, 127.0.13.61) and
+//! `tests/c/ud.c` (a UD receive's completion and GRH area as middleware reads them,
+//! 127.0.13.62) are compiled against Debian's `<infiniband/verbs.h>` and this library. Each prints one line
 //! per check and exits with the number that failed. Skips (fails under CI=true) without the
 //! header (libibverbs-dev) or a C compiler.
 
@@ -39,6 +40,17 @@ fn inline_sends_take_their_bytes_from_any_memory_of_the_program() {
     if let Some(checks) = run_c_program("inline", "127.0.13.61") {
         assert!(
             checks.len() >= 12,
+            "only {} checks ran:\n{checks:?}",
+            checks.len()
+        );
+    }
+}
+
+#[test]
+fn a_ud_receive_carries_its_l3_type_in_sl_and_its_ipv4_header_at_offset_20() {
+    if let Some(checks) = run_c_program("ud", "127.0.13.62") {
+        assert!(
+            checks.len() >= 20,
             "only {} checks ran:\n{checks:?}",
             checks.len()
         );

@@ -37,6 +37,8 @@ mod tests;
 mod tests_gsi;
 #[cfg(test)]
 mod tests_srq;
+#[cfg(test)]
+mod tests_ud;
 
 /// The largest UDP payload the NIC writes: BTH, RETH, ImmDt, 4096 bytes of payload, pad and
 /// ICRC fit. A `poll_transmit` buffer this long always suffices.

@@ -11,7 +11,7 @@ use std::io::{PipeReader, PipeWriter, Read as _, Write as _};
 use std::os::fd::AsRawFd as _;
 use std::sync::{Arc, Mutex, PoisonError};
 
-use roce_core::{Cqe, Qpn, WcOpcode, WcStatus};
+use roce_core::{Cqe, NetworkHdr, Qpn, WcOpcode, WcStatus};
 use roce_device::CompletionQueue;
 
 use super::{EINVAL, device_err, handle, with};
@@ -387,7 +387,7 @@ pub(super) fn wc(c: &Cqe) -> IbvWc {
     if c.invalidated_rkey.is_some() {
         flags |= 8; // IBV_WC_WITH_INV
     }
-    if c.src_qp.is_some() {
+    if c.src_qp.is_some() || c.network_hdr.is_some() {
         flags |= 1; // IBV_WC_GRH: UD receives carry the sender's GRH
     }
     IbvWc {
@@ -406,7 +406,23 @@ pub(super) fn wc(c: &Cqe) -> IbvWc {
         wc_flags: flags,
         pkey_index: 0,
         slid: 0,
-        sl: 0,
+        sl: roce_packet_type(c.network_hdr),
         dlid_path_bits: 0,
+    }
+}
+
+/// `ibv_wc.sl` of a completion: on RoCE, the network header type of a UD receive, as mlx5
+/// reports it (its CQE's `flags_rqpn` bits 27:24, copied to `sl` by rdma-core's mlx5
+/// `handle_responder`; bits 2:0 are the L3 header type, 0 GRH, 1 IPv6, 2 IPv4) and hns since
+/// rdma-core 47 (`parse_for_ud_qp`). UCX's ud_verbs reads it (`uct_ud_iface_check_grh`,
+/// `wc.sl & 7 == 2` for IPv4) to find the destination address in the GRH area, and drops the
+/// datagram when the address it finds is not one of the device's GIDs. rxe leaves `sl` 0 (its
+/// `do_complete` fills `network_hdr_type` only for kernel consumers), which makes UCX read an
+/// IPv4 datagram's area as IPv6 and drop it.
+pub(super) fn roce_packet_type(network_hdr: Option<NetworkHdr>) -> u8 {
+    match network_hdr {
+        None => 0,
+        Some(NetworkHdr::Ipv6) => 1,
+        Some(NetworkHdr::Ipv4) => 2,
     }
 }

@@ -111,6 +111,22 @@ fn wc_of_a_receive_with_immediate() {
 }
 
 #[test]
+fn a_ud_receive_reports_its_network_header_type_in_sl_as_mlx5_does() {
+    let mut c = Cqe::success(7, WcOpcode::Recv, Qpn::new(0x12));
+    c.byte_len = 48;
+    c.src_qp = Some(Qpn::new(0x34));
+    c.network_hdr = Some(roce_core::NetworkHdr::Ipv4);
+    let w = wc(&c);
+    assert_eq!((w.src_qp, w.wc_flags & 1), (0x34, 1), "IBV_WC_GRH");
+    assert_eq!(w.sl, 2, "IPv4");
+    c.network_hdr = Some(roce_core::NetworkHdr::Ipv6);
+    assert_eq!(wc(&c).sl, 1, "IPv6");
+    // Everything else: 0, as an IB service level would be.
+    let rc = Cqe::success(8, WcOpcode::Recv, Qpn::new(0x12));
+    assert_eq!((wc(&rc).sl, wc(&rc).wc_flags & 1), (0, 0));
+}
+
+#[test]
 fn a_reply_to_a_ud_sender_is_addressed_from_the_ipv4_header_in_the_grh() {
     let mut grh = [0u8; 40];
     grh[20] = 0x45;

@@ -67,6 +67,15 @@ impl Qp {
         cqe.byte_len = total as u32;
         cqe.imm_data = packet.immdt().map(|imm| imm.imm_data());
         cqe.src_qp = packet.deth().map(|deth| deth.src_qp());
+        //= ibta:annex17/A17.4.5.1
+        //# a UD completion says whether the received frame was IPv4 or IPv6
+        cqe.network_hdr = ctx.arrival.as_ref().map(|a| {
+            if a.src.is_ipv4() {
+                crate::cq::NetworkHdr::Ipv4
+            } else {
+                crate::cq::NetworkHdr::Ipv6
+            }
+        });
         ctx.completions.push((self.recv_cq, cqe));
     }
 }
