@@ -80,7 +80,7 @@ fn rping_connects_sends_and_disconnects_over_lossy_duplicating_links() {
     let mut retransmits = 0;
     for seed in 0..8 {
         let (mut pair, a_qpn, b_qpn) = pair(seed, 0.15, 0.1);
-        pair.b.nic.cm_listen(RPING).unwrap();
+        pair.b.nic.cm_listen(pair.now, RPING).unwrap();
         let mut params = ConnectParams::new(a_qpn, A_ADDR, B_ADDR, RPING, Psn::new(0x10_0000));
         params.src_port = 51_000;
         params.private_data = b"rdma-ping".to_vec();

@@ -71,7 +71,7 @@ impl Parked {
             until,
             from: from.clone(),
             tid,
-            req: req.clone(),
+            req: *req,
         });
         Held::Now
     }
