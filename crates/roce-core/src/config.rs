@@ -114,7 +114,7 @@ pub struct NicConfig {
     pub congestion: Congestion,
     /// How long a REQ for a service ID nobody listens on is held for a listener to come
     /// before it is rejected INVALID_SERVICE_ID (ib_cm rejects it at once; why ours waits:
-    /// `cm/parked.rs`). Zero rejects at once. Default 250 ms, far below a requester's CM
+    /// `cm/parked.rs`). Zero rejects at once. Default 1 s, a quarter of a requester's CM
     /// response timeout (librdmacm's 4.3 s).
     pub cm_listen_grace: crate::Duration,
 }
@@ -142,7 +142,7 @@ impl Default for NicConfig {
             qp_fatal_events: false,
             line_rate_bps: 100_000_000_000,
             congestion: Congestion::None,
-            cm_listen_grace: crate::Duration::from_millis(250),
+            cm_listen_grace: crate::Duration::from_secs(1),
         }
     }
 }
