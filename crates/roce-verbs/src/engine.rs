@@ -25,7 +25,7 @@ impl Engine {
     /// the backend cannot open, e.g. when the address is not one of this host's.
     pub(crate) fn start(model: &DeviceModel) -> Result<Self, String> {
         let spec = model.spec.clone();
-        let mut config = DeviceConfig::new(IpAddr::V4(spec.ip));
+        let mut config = DeviceConfig::new(spec.ip);
         config.nic.max_mtu = spec.mtu;
         config.nic.line_rate_bps = model.nic.line_rate_bps;
         config.nic.congestion = model.nic.congestion;
@@ -55,7 +55,7 @@ impl Engine {
                     }
                 };
                 runtime.block_on(async move {
-                    let ip = IpAddr::V4(spec.ip);
+                    let ip = spec.ip;
                     let device = match spec.backend {
                         Backend::Udp => UdpBackend::bind(ip, roce_wire::ROCE_V2_UDP_PORT)
                             .map(|b| if spec.no_gso { b.without_gso() } else { b })

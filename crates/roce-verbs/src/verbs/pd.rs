@@ -9,7 +9,7 @@ use roce_core::{Access, MemoryRegion, PdHandle, Qpn, UdDest};
 
 use super::{EINVAL, engine_err, handle, step, with};
 use crate::abi::{IbvAh, IbvAhAttr, IbvContext, IbvGid, IbvMr, IbvPd};
-use crate::device::GID_INDEX_IPV4;
+use crate::device::GID_INDEX_IP;
 use crate::memory::CallerMemory;
 use crate::state::{self, Errno};
 use roce_cabi::CBox;
@@ -144,10 +144,10 @@ pub(crate) fn dereg_mr(mr: usize) -> Result<(), Errno> {
     Ok(())
 }
 
-/// Where an `ibv_ah_attr` points. RoCE needs the GRH; the source must be our IPv4 GID (index
-/// 1): GID 0, the link-local IPv6 one, carries no traffic here (`EINVAL`).
+/// Where an `ibv_ah_attr` points. RoCE needs the GRH; the source must be our address's GID
+/// (index 1): GID 0, the link-local IPv6 one, carries no traffic here (`EINVAL`).
 pub(super) fn destination(ah: &IbvAhAttr) -> Result<IpAddr, Errno> {
-    if ah.is_global == 0 || u32::from(ah.grh.sgid_index) != GID_INDEX_IPV4 {
+    if ah.is_global == 0 || u32::from(ah.grh.sgid_index) != GID_INDEX_IP {
         return Err(EINVAL);
     }
     let dgid = Ipv6Addr::from(ah.grh.dgid.raw);
@@ -191,14 +191,15 @@ pub(crate) fn ah_attr_from_wc(
     } else {
         return Err(Errno(libc::EPROTONOSUPPORT));
     };
-    // Our one routable GID is the IPv4 one at index 1; the reply leaves from it.
-    let ours = dst.to_ipv4_mapped().is_some();
-    if !ours {
+    // Our one routable GID is our address at index 1 (IPv4-mapped or IPv6); the reply leaves
+    // from it. A datagram to a link-local address came to GID 0, which carries no traffic.
+    let link_local = dst.segments()[0] & 0xffc0 == 0xfe80;
+    if link_local {
         return Err(Errno(libc::ENOENT));
     }
     attr.is_global = 1;
     attr.grh.dgid = IbvGid { raw: src.octets() };
-    attr.grh.sgid_index = GID_INDEX_IPV4 as u8;
+    attr.grh.sgid_index = GID_INDEX_IP as u8;
     attr.grh.hop_limit = 0xff;
     attr.grh.traffic_class = traffic_class;
     attr.grh.flow_label = flow_label;

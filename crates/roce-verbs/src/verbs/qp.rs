@@ -2,7 +2,6 @@
 //! with the errno values rxe returns, `ibv_query_qp`), destruction.
 
 use std::ffi::{c_int, c_void};
-use std::net::IpAddr;
 
 use roce_core::{AddressVector, Mtu, Psn, QpAttr, QpInit, QpState, QpType, Qpn, SendWr};
 
@@ -256,7 +255,12 @@ fn qp_attr(a: &IbvQpAttr, mask: c_int, model: &DeviceModel) -> Result<QpAttr, Er
     if has(7) {
         let ah = &a.ah_attr;
         let dst = destination(ah)?;
-        let mut av = AddressVector::new(IpAddr::V4(model.ipv4()), dst);
+        // Our socket speaks one family: an IPv4 NIC cannot reach an IPv6 GID, nor an IPv6 one
+        // an IPv4-mapped GID.
+        if dst.is_ipv4() != model.ip().is_ipv4() {
+            return Err(EINVAL);
+        }
+        let mut av = AddressVector::new(model.ip(), dst);
         av.dscp = ah.grh.traffic_class >> 2;
         av.hop_limit = ah.grh.hop_limit;
         q.av = Some(av);
