@@ -10,8 +10,12 @@
 //!   EUI-64), index 1 the NIC's address: an IPv4 one as `::ffff:a.b.c.d`, an IPv6 one as itself
 //!   (rxe lists a netdev's addresses after the link-local one, so an interface with one address
 //!   has it at index 1), both RoCE v2 (rxe is RoCE v2 only). That is why rxe users pass `-g 1` /
-//!   `-x 1`, and the same index works here. Only GID 1 carries traffic; a QP given GID 0 gets
-//!   no answer, as on an rxe host without IPv6 routes.
+//!   `-x 1`, and the same index works here.
+//! - GID 0 carries traffic where rxe's would: for an IPv6 address on the UDP backend whose
+//!   interface has a link-local address, GID 0 is that address (the netdev's, as rxe's) and
+//!   QPs and AHs may use it ([`DeviceModel::for_host`]). Elsewhere (IPv4, `lo`, which has no
+//!   link-local address, the raw backend) GID 0 is the EUI-64 form above and a QP or AH on it
+//!   is refused with `EINVAL`.
 //! - port: ACTIVE, link layer Ethernet, max MTU 4096, active MTU the configured path MTU.
 //! - limits: rxe's (`rxe_param.h`) where the engine has no tighter one, the engine's
 //!   ([`NicConfig`]) where it has; features the engine lacks (multicast)
@@ -25,7 +29,8 @@ use roce_core::NicConfig;
 use crate::abi::{
     self, IbvDevice, IbvDeviceAttr, IbvDeviceAttrEx, IbvGid, IbvGidEntry, IbvPortAttr,
 };
-use crate::config::DeviceSpec;
+use crate::config::{Backend, DeviceSpec};
+pub use roce_device::backend::udp::Interface;
 
 /// Entries of the GID table that are set (the table has [`GID_TABLE_LEN`] slots).
 pub const GID_COUNT: u32 = 2;
@@ -84,6 +89,9 @@ pub struct DeviceModel {
     pub spec: DeviceSpec,
     /// The engine limits it reports.
     pub nic: NicConfig,
+    /// The interface holding the address, when its link-local address is GID 0 and carries
+    /// traffic (`link_local` is then set).
+    pub iface: Option<Interface>,
 }
 
 impl DeviceModel {
@@ -104,7 +112,42 @@ impl DeviceModel {
             },
             ..NicConfig::default()
         };
-        Self { spec, nic }
+        Self {
+            spec,
+            nic,
+            iface: None,
+        }
+    }
+
+    /// The device for these settings on this host: as [`DeviceModel::new`], and for an IPv6
+    /// address on the UDP backend, GID 0 is the link-local address of the interface that holds
+    /// it, if it has one.
+    pub fn for_host(spec: DeviceSpec) -> Self {
+        let iface = match (spec.ip, spec.backend) {
+            (IpAddr::V6(_), Backend::Udp) => {
+                roce_device::backend::udp::interface_of(spec.ip).filter(|i| i.link_local.is_some())
+            }
+            _ => None,
+        };
+        Self {
+            iface,
+            ..Self::new(spec)
+        }
+    }
+
+    /// The link-local address GID 0 is and carries traffic from, if it does.
+    pub fn link_local(&self) -> Option<Ipv6Addr> {
+        self.iface.as_ref().and_then(|i| i.link_local)
+    }
+
+    /// The address a QP or AH whose source is GID `index` sends from: GID 1's, or GID 0's
+    /// where it carries traffic.
+    pub fn source(&self, index: u32) -> Option<IpAddr> {
+        match index {
+            GID_INDEX_IP => Some(self.spec.ip),
+            0 => self.link_local().map(IpAddr::V6),
+            _ => None,
+        }
     }
 
     /// The node GUID in host order (`ibv_get_device_guid` returns it big-endian).
@@ -124,6 +167,7 @@ impl DeviceModel {
     /// The GID at `index`, or `None` past the set entries.
     pub fn gid(&self, index: u32) -> Option<IbvGid> {
         let addr: Ipv6Addr = match index {
+            0 if self.link_local().is_some() => self.link_local()?,
             0 => {
                 let mut raw = [0u8; 16];
                 raw[0] = 0xfe;
@@ -353,6 +397,28 @@ mod tests {
         assert_eq!(m.gid(0).unwrap().raw, ll.octets());
         assert_eq!(m.gid(2), None);
         assert_eq!(m.gid_entry(1).unwrap().gid_type, abi::GID_TYPE_ROCE_V2);
+    }
+
+    #[test]
+    fn gid_0_carries_traffic_only_as_an_interfaces_link_local_address() {
+        // No interface's link-local address (IPv4, lo's ::1, the raw backend): GID 0 is the
+        // EUI-64 form and no QP or AH may send from it.
+        let m = model([198, 18, 0, 1]);
+        assert_eq!(m.source(0), None);
+        assert_eq!(m.source(1), Some(IpAddr::from([198, 18, 0, 1])));
+        assert_eq!(m.source(2), None);
+        // An IPv6 address on an interface with a link-local address: GID 0 is that address.
+        let ip: Ipv6Addr = "fd00:198:18:6::1".parse().unwrap();
+        let ll: Ipv6Addr = "fe80::c6ff:fe12:601".parse().unwrap();
+        let mut m = model(ip);
+        m.iface = Some(Interface {
+            name: "va".into(),
+            index: 7,
+            link_local: Some(ll),
+        });
+        assert_eq!(m.gid(0).unwrap().raw, ll.octets());
+        assert_eq!(m.source(0), Some(IpAddr::V6(ll)));
+        assert_eq!(m.source(1), Some(IpAddr::V6(ip)));
     }
 
     #[test]

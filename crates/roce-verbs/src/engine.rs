@@ -27,6 +27,10 @@ impl Engine {
         let spec = model.spec.clone();
         let mut config = DeviceConfig::new(spec.ip);
         config.nic.max_mtu = spec.mtu;
+        let iface = model.iface.clone();
+        if let Some(ll) = model.link_local() {
+            config.nic.addrs.push(IpAddr::V6(ll));
+        }
         config.nic.line_rate_bps = model.nic.line_rate_bps;
         config.nic.congestion = model.nic.congestion;
         config.rx_loss = spec.loss;
@@ -57,10 +61,26 @@ impl Engine {
                 runtime.block_on(async move {
                     let ip = spec.ip;
                     let device = match spec.backend {
-                        Backend::Udp => UdpBackend::bind(ip, roce_wire::ROCE_V2_UDP_PORT)
-                            .map(|b| if spec.no_gso { b.without_gso() } else { b })
-                            .map(|b| Device::spawn(config, b))
-                            .map_err(|e| bind_error(ip, e)),
+                        Backend::Udp => match &iface {
+                            // GID 0 carries traffic: one socket for the interface's addresses.
+                            Some(i) => UdpBackend::bind_interface(
+                                &i.name,
+                                i.index,
+                                roce_wire::ROCE_V2_UDP_PORT,
+                            )
+                            .map_err(|e| {
+                                format!(
+                                    "{}; binding UDP [::]:4791 on {} for its addresses (GID 0 is \
+                                     its link-local address)",
+                                    bind_error(ip, e),
+                                    i.name
+                                )
+                            }),
+                            None => UdpBackend::bind(ip, roce_wire::ROCE_V2_UDP_PORT)
+                                .map_err(|e| bind_error(ip, e)),
+                        }
+                        .map(|b| if spec.no_gso { b.without_gso() } else { b })
+                        .map(|b| Device::spawn(config, b)),
                         Backend::Raw => {
                             let dev = spec.dev.clone().unwrap_or_default();
                             RawBackend::open(&dev, ip)

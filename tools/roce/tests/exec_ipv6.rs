@@ -2,7 +2,7 @@
 //! exec --ip <IPv6 address>`, in two network namespaces joined by a veth pair the test creates
 //! (the ULA prefix fd00:198:18:6::/64, which never leaves the namespaces; duplicate address
 //! detection off so that the addresses are usable at once). RoCEv2 runs over IPv6 between GID
-//! 1 (the `--ip` address) of each side; the programs' own out-of-band TCP exchange goes over
+//! 1 (the `--ip` address) of each side, or GID 0 (the veth's link-local address); the programs' own out-of-band TCP exchange goes over
 //! IPv4 (198.18.6.0/24 on the same veth), because ibv_*_pingpong's server listens on 0.0.0.0
 //! only. Needs root (namespaces); elsewhere each test says that it skipped.
 
@@ -23,9 +23,11 @@ struct Pair {
 /// The NICs' addresses (GID 1 of each side).
 const A_IP6: &str = "fd00:198:18:6::1";
 const B_IP6: &str = "fd00:198:18:6::2";
-/// The veth ends' MACs.
+/// The veth ends' MACs, and so their link-local addresses (EUI-64), GID 0 of each side.
 const A_MAC: &str = "02:00:c6:12:06:01";
 const B_MAC: &str = "02:00:c6:12:06:02";
+const A_LL: &str = "fe80::c6ff:fe12:601";
+const B_LL: &str = "fe80::c6ff:fe12:602";
 /// The addresses of the programs' TCP exchange.
 const A_IP4: &str = "198.18.6.1";
 const B_IP4: &str = "198.18.6.2";
@@ -95,6 +97,26 @@ impl Pair {
             run_ok(&["ip", "-n", ns, "link", "set", dev, "mtu", "9000", "up"]);
             run_ok(&["ip", "-n", ns, "link", "set", "lo", "up"]);
         }
+        // The kernel gives a link its link-local address once its carrier is up (both ends):
+        // wait for it (20 s at most), as a NIC takes GID 0 from the interface when it starts.
+        for (ns, dev, ll) in [(&pair.a, "va", A_LL), (&pair.b, "vb", B_LL)] {
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+            loop {
+                let shown = sh(&["ip", "-n", ns, "-6", "addr", "show", "dev", dev]);
+                let text = String::from_utf8_lossy(&shown.stdout).into_owned();
+                let ready = text
+                    .lines()
+                    .any(|l| l.contains(&format!("inet6 {ll}/64")) && !l.contains("tentative"));
+                if ready {
+                    break;
+                }
+                assert!(
+                    std::time::Instant::now() < deadline,
+                    "no link-local {ll} on {dev} after 20 s:\n{text}"
+                );
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+        }
         Some(pair)
     }
 
@@ -130,14 +152,27 @@ impl Drop for Pair {
     }
 }
 
-/// Checks an ibv_*_pingpong run: both sides exit 0, report `iters` iterations and
-/// 2 × size × iters bytes, and name the GIDs `local` and `remote` (IPv6 addresses) as theirs
-/// and the peer's.
-fn assert_pingpong(what: &str, (client, server): (Output, Output), size: u64, iters: u64) {
-    for (who, out, local, remote) in [
-        ("client", &client, A_IP6, B_IP6),
-        ("server", &server, B_IP6, A_IP6),
-    ] {
+/// The GIDs (client's, server's) of `-g gid`: the --ip addresses for 1, the link-local ones
+/// for 0.
+fn gids(gid: &str) -> (&'static str, &'static str) {
+    match gid {
+        "0" => (A_LL, B_LL),
+        _ => (A_IP6, B_IP6),
+    }
+}
+
+/// Checks an ibv_*_pingpong run with `-g gid`: both sides exit 0, report `iters` iterations
+/// and 2 × size × iters bytes, and name their own GID and the peer's as that index's
+/// addresses ([`gids`]).
+fn assert_pingpong(
+    what: &str,
+    gid: &str,
+    (client, server): (Output, Output),
+    size: u64,
+    iters: u64,
+) {
+    let (a, b) = gids(gid);
+    for (who, out, local, remote) in [("client", &client, a, b), ("server", &server, b, a)] {
         let text = ok(&format!("{what} {who}"), out);
         let bytes = format!("{} bytes in", 2 * size * iters);
         assert!(text.contains(&bytes), "{what} {who}: no {bytes:?}\n{text}");
@@ -153,43 +188,69 @@ fn assert_pingpong(what: &str, (client, server): (Output, Output), size: u64, it
     }
 }
 
-/// ibv_rc_pingpong -g 1 over IPv6: 1 B (inline, 1024-byte MTU) and 1 MiB (256 packets of 4096
-/// bytes each way, the ICRC over IPv6 checked on each); -c: each side checks every byte.
-#[test]
-fn ibv_rc_pingpong_over_ipv6() {
-    let Some(pair) = Pair::new("rc", "ibv_rc_pingpong", "ibverbs-utils") else {
+/// ibv_rc_pingpong -g GID over IPv6: 1 B (inline, 1024-byte MTU) and 1 MiB (256 packets of
+/// 4096 bytes each way, the ICRC over IPv6 checked on each); -c: each side checks every byte.
+fn rc_pingpong(tag: &str, gid: &str, port_base: u16) {
+    let Some(pair) = Pair::new(tag, "ibv_rc_pingpong", "ibverbs-utils") else {
         return;
     };
-    for (port, (size, iters, mtu)) in (18760..).zip([("1", "50", "1024"), ("1048576", "5", "4096")])
-    {
+    let runs = [("1", "50", "1024"), ("1048576", "5", "4096")];
+    for (port, (size, iters, mtu)) in (port_base..).zip(runs) {
         let port = port.to_string();
-        let mut argv = vec!["ibv_rc_pingpong", "-g", "1", "-p", &port, "-c"];
+        let mut argv = vec!["ibv_rc_pingpong", "-g", gid, "-p", &port, "-c"];
         argv.extend(["-s", size, "-n", iters, "-m", mtu]);
         let out = pair.run(&["--mtu", mtu], &argv, &port);
-        let what = format!("ibv_rc_pingpong -s {size}");
-        assert_pingpong(&what, out, size.parse().unwrap(), iters.parse().unwrap());
+        let what = format!("ibv_rc_pingpong -g {gid} -s {size}");
+        assert_pingpong(
+            &what,
+            gid,
+            out,
+            size.parse().unwrap(),
+            iters.parse().unwrap(),
+        );
     }
 }
 
-/// ibv_ud_pingpong -g 1 over IPv6: datagrams whose 40-byte GRH area holds the IPv6 header,
-/// -c checking the data after it.
-#[test]
-fn ibv_ud_pingpong_over_ipv6() {
-    let Some(pair) = Pair::new("ud", "ibv_ud_pingpong", "ibverbs-utils") else {
+/// ibv_ud_pingpong -g GID over IPv6: datagrams whose 40-byte GRH area holds the IPv6 header
+/// (the server answers the address it reads there), -c checking the data after it.
+fn ud_pingpong(tag: &str, gid: &str, port: &str) {
+    let Some(pair) = Pair::new(tag, "ibv_ud_pingpong", "ibverbs-utils") else {
         return;
     };
     let argv = [
         "ibv_ud_pingpong",
         "-g",
-        "1",
+        gid,
         "-p",
-        "18765",
+        port,
         "-c",
         "-n",
         "50",
         "-s",
         "1024",
     ];
-    let out = pair.run(&[], &argv, "18765");
-    assert_pingpong("ibv_ud_pingpong", out, 1024, 50);
+    let out = pair.run(&[], &argv, port);
+    assert_pingpong(&format!("ibv_ud_pingpong -g {gid}"), gid, out, 1024, 50);
+}
+
+/// GID 1, the --ip address.
+#[test]
+fn ibv_rc_pingpong_over_ipv6() {
+    rc_pingpong("rc", "1", 18760);
+}
+
+#[test]
+fn ibv_ud_pingpong_over_ipv6() {
+    ud_pingpong("ud", "1", "18765");
+}
+
+/// GID 0, the veth's link-local address, as rxe's GID 0 (libfabric's default).
+#[test]
+fn ibv_rc_pingpong_over_ipv6_link_local() {
+    rc_pingpong("rcll", "0", 18770);
+}
+
+#[test]
+fn ibv_ud_pingpong_over_ipv6_link_local() {
+    ud_pingpong("udll", "0", "18775");
 }

@@ -9,7 +9,7 @@ use roce_core::{Access, MemoryRegion, PdHandle, Qpn, UdDest};
 
 use super::{EINVAL, engine_err, handle, step, with};
 use crate::abi::{IbvAh, IbvAhAttr, IbvContext, IbvGid, IbvMr, IbvPd};
-use crate::device::GID_INDEX_IP;
+use crate::device::{DeviceModel, GID_INDEX_IP};
 use crate::memory::CallerMemory;
 use crate::state::{self, Errno};
 use roce_cabi::CBox;
@@ -144,14 +144,21 @@ pub(crate) fn dereg_mr(mr: usize) -> Result<(), Errno> {
     Ok(())
 }
 
-/// Where an `ibv_ah_attr` points. RoCE needs the GRH; the source must be our address's GID
-/// (index 1): GID 0, the link-local IPv6 one, carries no traffic here (`EINVAL`).
-pub(super) fn destination(ah: &IbvAhAttr) -> Result<IpAddr, Errno> {
-    if ah.is_global == 0 || u32::from(ah.grh.sgid_index) != GID_INDEX_IP {
+/// Where an `ibv_ah_attr` points, from where: (source, destination). RoCE needs the GRH; the
+/// source must be a GID that carries traffic: our address's (index 1), or GID 0, the
+/// link-local one, where it does ([`DeviceModel::source`]); else `EINVAL`. So is a destination
+/// of the other IP family than the source (our socket speaks one family).
+pub(super) fn destination(ah: &IbvAhAttr, model: &DeviceModel) -> Result<(IpAddr, IpAddr), Errno> {
+    if ah.is_global == 0 {
         return Err(EINVAL);
     }
+    let src = model.source(u32::from(ah.grh.sgid_index)).ok_or(EINVAL)?;
     let dgid = Ipv6Addr::from(ah.grh.dgid.raw);
-    Ok(dgid.to_ipv4_mapped().map_or(IpAddr::V6(dgid), IpAddr::V4))
+    let dst = dgid.to_ipv4_mapped().map_or(IpAddr::V6(dgid), IpAddr::V4);
+    if dst.is_ipv4() != src.is_ipv4() {
+        return Err(EINVAL);
+    }
+    Ok((src, dst))
 }
 
 /// `ibv_init_ah_from_wc`: the address handle that answers the sender of a UD receive, from
@@ -191,15 +198,12 @@ pub(crate) fn ah_attr_from_wc(
     } else {
         return Err(Errno(libc::EPROTONOSUPPORT));
     };
-    // Our one routable GID is our address at index 1 (IPv4-mapped or IPv6); the reply leaves
-    // from it. A datagram to a link-local address came to GID 0, which carries no traffic.
-    let link_local = dst.segments()[0] & 0xffc0 == 0xfe80;
-    if link_local {
-        return Err(Errno(libc::ENOENT));
-    }
+    // The reply leaves from the GID the datagram came to: GID 0 for a link-local address
+    // (the only one of ours a datagram to such an address reaches), GID 1 for the others.
+    let link_local = roce_device::backend::udp::is_link_local(dst);
     attr.is_global = 1;
     attr.grh.dgid = IbvGid { raw: src.octets() };
-    attr.grh.sgid_index = GID_INDEX_IP as u8;
+    attr.grh.sgid_index = if link_local { 0 } else { GID_INDEX_IP as u8 };
     attr.grh.hop_limit = 0xff;
     attr.grh.traffic_class = traffic_class;
     attr.grh.flow_label = flow_label;
@@ -208,7 +212,8 @@ pub(crate) fn ah_attr_from_wc(
 
 /// `ibv_create_ah`.
 pub(crate) fn create_ah(pd: usize, attr: &IbvAhAttr) -> Result<*mut IbvAh, Errno> {
-    let dst = destination(attr)?;
+    let model = &state::device()?.ok_or(EINVAL)?.model;
+    let (_, dst) = destination(attr, model)?;
     let ctx = with(|o| o.pds.get(&pd).map(|p| p.ctx)).ok_or(EINVAL)?;
     state::engine(ctx)?;
     let c = CBox::new(IbvAh {

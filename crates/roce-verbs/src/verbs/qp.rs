@@ -254,13 +254,8 @@ fn qp_attr(a: &IbvQpAttr, mask: c_int, model: &DeviceModel) -> Result<QpAttr, Er
     }
     if has(7) {
         let ah = &a.ah_attr;
-        let dst = destination(ah)?;
-        // Our socket speaks one family: an IPv4 NIC cannot reach an IPv6 GID, nor an IPv6 one
-        // an IPv4-mapped GID.
-        if dst.is_ipv4() != model.ip().is_ipv4() {
-            return Err(EINVAL);
-        }
-        let mut av = AddressVector::new(model.ip(), dst);
+        let (src, dst) = destination(ah, model)?;
+        let mut av = AddressVector::new(src, dst);
         av.dscp = ah.grh.traffic_class >> 2;
         av.hop_limit = ah.grh.hop_limit;
         q.av = Some(av);

@@ -82,7 +82,7 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<ExitCode> {
         .context("no program given after --")?;
     match DeviceSpec::from_env(|k| std::env::var(k).ok()) {
         Ok(Some(spec)) => {
-            if let Err(err) = enter(&DeviceModel::new(spec)) {
+            if let Err(err) = enter(&DeviceModel::for_host(spec)) {
                 match err {
                     Setup::Refused(err) => eprintln!(
                         "roce exec: warning: no /dev/infiniband or /sys/class/infiniband for {} \
