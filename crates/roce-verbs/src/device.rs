@@ -98,7 +98,7 @@ impl DeviceModel {
     /// The device for these settings.
     pub fn new(spec: DeviceSpec) -> Self {
         let nic = NicConfig {
-            addrs: vec![spec.ip.into()],
+            addrs: vec![spec.ip],
             max_mtu: spec.mtu,
             line_rate_bps: spec.line_rate_bps,
             congestion: match spec.cc {
