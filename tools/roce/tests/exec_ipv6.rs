@@ -254,3 +254,29 @@ fn ibv_rc_pingpong_over_ipv6_link_local() {
 fn ibv_ud_pingpong_over_ipv6_link_local() {
     ud_pingpong("udll", "0", "18775");
 }
+
+/// `roce pingpong` over IPv6 with no --ip on either side: the client connects to the server's
+/// IPv6 address, and each NIC takes its address from that TCP connection (the server listens
+/// on [::]), so both GIDs are the IPv6 addresses.
+#[test]
+fn roce_pingpong_takes_its_ipv6_address_from_the_connection() {
+    let Some(pair) = Pair::new("rpp", "ip", "iproute2") else {
+        return;
+    };
+    let roce = env!("CARGO_BIN_EXE_roce");
+    let spawn = |ns: &str, extra: &[&str]| {
+        std::process::Command::new("ip")
+            .args(["netns", "exec", ns, "timeout", "120", roce, "pingpong"])
+            .args(["-p", "18780", "-n", "20"])
+            .args(extra)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let server = spawn(&pair.b, &[]);
+    wait_listening(server.id(), "18780");
+    let client = spawn(&pair.a, &[B_IP6]).wait_with_output().unwrap();
+    let server = server.wait_with_output().unwrap();
+    assert_pingpong("roce pingpong", "1", (client, server), 4096, 20);
+}
