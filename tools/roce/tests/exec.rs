@@ -91,6 +91,24 @@ fn ibv_devinfo_shows_an_active_ethernet_port_with_rxe_gids() {
     assert!(num("max_srq_wr") <= nic.max_srq_wr as u64, "{text}");
 }
 
+/// An IPv6 --ip: GID 1 is the address itself, and on `lo`, which has no link-local address,
+/// GID 0 is the form made from the GUID (the address's last four bytes).
+#[test]
+fn ibv_devinfo_shows_an_ipv6_address_as_gid_1() {
+    if !have("ibv_devinfo", "ibverbs-utils") {
+        return;
+    }
+    if std::net::UdpSocket::bind("[::1]:0").is_err() {
+        common::skipped("no IPv6 loopback here");
+        return;
+    }
+    let text = ok(&roce(&["exec", "--ip", "::1", "--", "ibv_devinfo", "-v"]));
+    assert_eq!(field(&text, "node_guid"), "0000:00ff:fe00:0001");
+    assert_eq!(field(&text, "GID[  0]"), "fe80::ff:fe00:1, RoCE v2");
+    assert_eq!(field(&text, "GID[  1]"), "::1, RoCE v2");
+    assert!(!text.contains("GID[  2]"), "{text}");
+}
+
 #[test]
 fn devinfo_selects_the_device_by_its_name() {
     if !have("ibv_devinfo", "ibverbs-utils") {
@@ -256,7 +274,19 @@ fn bad_arguments_are_refused_before_the_program_runs() {
             "touch",
             "/tmp/roce-exec-ran",
         ][..],
-        &["exec", "--ip", "::1", "--", "touch", "/tmp/roce-exec-ran"][..],
+        // IPv6 is the UDP backend's only.
+        &[
+            "exec",
+            "--ip",
+            "::1",
+            "--backend",
+            "raw",
+            "--dev",
+            "lo",
+            "--",
+            "touch",
+            "/tmp/roce-exec-ran",
+        ][..],
         &[
             "exec",
             "--ip",
