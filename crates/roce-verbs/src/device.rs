@@ -89,8 +89,8 @@ pub struct DeviceModel {
     pub spec: DeviceSpec,
     /// The engine limits it reports.
     pub nic: NicConfig,
-    /// The interface holding the address, when its link-local address is GID 0 and carries
-    /// traffic (`link_local` is then set).
+    /// The interface holding an IPv6 address on the UDP backend: its link-local address, if
+    /// it has one, is GID 0 and carries traffic.
     pub iface: Option<Interface>,
 }
 
@@ -124,9 +124,7 @@ impl DeviceModel {
     /// it, if it has one.
     pub fn for_host(spec: DeviceSpec) -> Self {
         let iface = match (spec.ip, spec.backend) {
-            (IpAddr::V6(_), Backend::Udp) => {
-                roce_device::backend::udp::interface_of(spec.ip).filter(|i| i.link_local.is_some())
-            }
+            (IpAddr::V6(_), Backend::Udp) => roce_device::backend::udp::interface_of(spec.ip),
             _ => None,
         };
         Self {
@@ -138,6 +136,27 @@ impl DeviceModel {
     /// The link-local address GID 0 is and carries traffic from, if it does.
     pub fn link_local(&self) -> Option<Ipv6Addr> {
         self.iface.as_ref().and_then(|i| i.link_local)
+    }
+
+    /// Why GID 0 carries no traffic, for the message a program gets when it asks for it;
+    /// `None` when it does.
+    pub fn gid0_refusal(&self) -> Option<String> {
+        if self.link_local().is_some() {
+            return None;
+        }
+        Some(match (&self.iface, self.spec.ip, self.spec.backend) {
+            (_, _, Backend::Raw) => "the raw backend has no IPv6".to_owned(),
+            (_, IpAddr::V4(_), _) => {
+                "with an IPv4 --ip it is not an address of the NIC's (an IPv6 --ip makes its \
+                 interface's link-local address GID 0)"
+                    .to_owned()
+            }
+            (Some(i), ..) => format!(
+                "{}, which holds {}, has no IPv6 link-local address",
+                i.name, self.spec.ip
+            ),
+            (None, ip, _) => format!("no interface of this host holds {ip}"),
+        })
     }
 
     /// The address a QP or AH whose source is GID `index` sends from: GID 1's, or GID 0's
@@ -407,6 +426,21 @@ mod tests {
         assert_eq!(m.source(0), None);
         assert_eq!(m.source(1), Some(IpAddr::from([198, 18, 0, 1])));
         assert_eq!(m.source(2), None);
+        assert!(m.gid0_refusal().unwrap().contains("IPv4 --ip"));
+        // An IPv6 address on an interface without a link-local address (lo): refused, the
+        // interface named.
+        let mut lo = model(Ipv6Addr::LOCALHOST);
+        lo.iface = Some(Interface {
+            name: "lo".into(),
+            index: 1,
+            link_local: None,
+        });
+        assert_eq!(lo.source(0), None);
+        let why = lo.gid0_refusal().unwrap();
+        assert!(
+            why.contains("lo, which holds ::1, has no IPv6 link-local"),
+            "{why}"
+        );
         // An IPv6 address on an interface with a link-local address: GID 0 is that address.
         let ip: Ipv6Addr = "fd00:198:18:6::1".parse().unwrap();
         let ll: Ipv6Addr = "fe80::c6ff:fe12:601".parse().unwrap();
@@ -419,6 +453,7 @@ mod tests {
         assert_eq!(m.gid(0).unwrap().raw, ll.octets());
         assert_eq!(m.source(0), Some(IpAddr::V6(ll)));
         assert_eq!(m.source(1), Some(IpAddr::V6(ip)));
+        assert_eq!(m.gid0_refusal(), None);
     }
 
     #[test]

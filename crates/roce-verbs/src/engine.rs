@@ -27,7 +27,7 @@ impl Engine {
         let spec = model.spec.clone();
         let mut config = DeviceConfig::new(spec.ip);
         config.nic.max_mtu = spec.mtu;
-        let iface = model.iface.clone();
+        let iface = model.iface.clone().filter(|i| i.link_local.is_some());
         if let Some(ll) = model.link_local() {
             config.nic.addrs.push(IpAddr::V6(ll));
         }

@@ -152,7 +152,18 @@ pub(super) fn destination(ah: &IbvAhAttr, model: &DeviceModel) -> Result<(IpAddr
     if ah.is_global == 0 {
         return Err(EINVAL);
     }
-    let src = model.source(u32::from(ah.grh.sgid_index)).ok_or(EINVAL)?;
+    let index = u32::from(ah.grh.sgid_index);
+    let Some(src) = model.source(index) else {
+        if let (0, Some(why)) = (index, model.gid0_refusal()) {
+            static SAID: std::sync::Once = std::sync::Once::new();
+            SAID.call_once(|| {
+                eprintln!(
+                    "roce-verbs: GID 0 carries no traffic here: {why}; use GID 1 (-g 1, -x 1)"
+                );
+            });
+        }
+        return Err(EINVAL);
+    };
     let dgid = Ipv6Addr::from(ah.grh.dgid.raw);
     let dst = dgid.to_ipv4_mapped().map_or(IpAddr::V6(dgid), IpAddr::V4);
     if dst.is_ipv4() != src.is_ipv4() {
