@@ -68,14 +68,7 @@ impl Engine {
                                 i.index,
                                 roce_wire::ROCE_V2_UDP_PORT,
                             )
-                            .map_err(|e| {
-                                format!(
-                                    "{}; binding UDP [::]:4791 on {} for its addresses (GID 0 is \
-                                     its link-local address)",
-                                    bind_error(ip, e),
-                                    i.name
-                                )
-                            }),
+                            .map_err(|e| interface_bind_error(ip, &i.name, e)),
                             None => UdpBackend::bind(ip, roce_wire::ROCE_V2_UDP_PORT)
                                 .map_err(|e| bind_error(ip, e)),
                         }
@@ -101,6 +94,23 @@ impl Engine {
             .recv()
             .map_err(|_| "the NIC's thread stopped".to_owned())??;
         Ok(Self { device })
+    }
+}
+
+/// Why the NIC could not bind UDP `[::]:4791` on `ifname`, the socket of both its GIDs (its
+/// address, GID 1, and the interface's link-local address, GID 0).
+fn interface_bind_error(ip: IpAddr, ifname: &str, err: std::io::Error) -> String {
+    let what = format!(
+        "cannot bind UDP [::]:4791 on {ifname}, the socket of GID 1 ({ip}) and GID 0 ({ifname}'s \
+         link-local address)"
+    );
+    if err.kind() == std::io::ErrorKind::AddrInUse {
+        format!(
+            "{what}: in use, by another IPv6 NIC on {ifname} (or the kernel's rxe driver): one \
+             IPv6 NIC per interface; give this one an address on another interface"
+        )
+    } else {
+        format!("{what}: {err}")
     }
 }
 

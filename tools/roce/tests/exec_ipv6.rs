@@ -280,3 +280,45 @@ fn roce_pingpong_takes_its_ipv6_address_from_the_connection() {
     let server = server.wait_with_output().unwrap();
     assert_pingpong("roce pingpong", "1", (client, server), 4096, 20);
 }
+
+/// A second IPv6 NIC on an interface whose `[::]:4791` the first holds (for both its GIDs)
+/// does not start, and says why and what to do.
+#[test]
+fn a_second_ipv6_nic_on_the_interface_is_refused_with_the_reason() {
+    let Some(pair) = Pair::new("two", "ibv_rc_pingpong", "ibverbs-utils") else {
+        return;
+    };
+    let a2 = "fd00:198:18:6::3";
+    let cidr = format!("{a2}/64");
+    run_ok(&[
+        "ip", "-n", &pair.a, "addr", "add", &cidr, "dev", "va", "nodad",
+    ]);
+    let wrapper = ["ip", "netns", "exec", pair.a.as_str(), "timeout", "120"];
+    let side = |ip| Side {
+        wrapper: &wrapper,
+        ip,
+        exec_args: &[],
+    };
+    // NIC 1 (GIDs 0 and 1 on [::]:4791 of va) waits for its TCP exchange; ibv_rc_pingpong
+    // opens its device before it listens.
+    let first = spawn_exec(side(A_IP6), &["ibv_rc_pingpong", "-g", "1", "-p", "18785"]);
+    wait_listening(first.id(), "18785");
+    // NIC 2 on the same interface.
+    let second = spawn_exec(side(a2), &["ibv_devinfo"])
+        .wait_with_output()
+        .unwrap();
+    // NIC 1 waits for a peer that will not come: end it (its process group, which we started).
+    let group = format!("-{}", first.id());
+    let _ = std::process::Command::new("kill")
+        .args(["-TERM", "--", &group])
+        .status();
+    let _ = first.wait_with_output();
+    let err = String::from_utf8_lossy(&second.stderr);
+    assert!(!second.status.success(), "{err}");
+    assert!(
+        err.contains("cannot bind UDP [::]:4791 on va")
+            && err.contains("in use, by another IPv6 NIC on va")
+            && err.contains("one IPv6 NIC per interface"),
+        "{err}"
+    );
+}
