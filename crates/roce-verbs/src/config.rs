@@ -5,7 +5,7 @@
 //!
 //! | variable | meaning | default |
 //! |---|---|---|
-//! | `ROCE_VERBS_IP` | the NIC's IPv4 address: its GID `::ffff:a.b.c.d`, its UDP socket | none: no device is listed |
+//! | `ROCE_VERBS_IP` | the NIC's IPv4 or IPv6 address: its GID 1 (`::ffff:a.b.c.d` for IPv4, the address itself for IPv6), its UDP socket | none: no device is listed |
 //! | `ROCE_VERBS_BACKEND` | `udp` (unprivileged socket on port 4791) or `raw` (frames on `ROCE_VERBS_DEV`) | `udp` |
 //! | `ROCE_VERBS_DEV` | interface of the raw backend | none |
 //! | `ROCE_VERBS_MTU` | the port's active (path) MTU: 256, 512, 1024, 2048 or 4096 | 1024, rxe's on a 1500-byte netdev |
@@ -21,7 +21,7 @@
 //! | `ROCE_VERBS_UVERBS` | the device's uverbs name (`ibv_device.dev_name`): its node is `/dev/infiniband/<name>` | `uverbs0` |
 
 use std::fmt;
-use std::net::Ipv4Addr;
+use std::net::IpAddr;
 use std::path::PathBuf;
 
 use roce_core::Mtu;
@@ -80,8 +80,8 @@ pub enum Backend {
 pub struct DeviceSpec {
     /// Device name, at most 63 bytes.
     pub name: String,
-    /// The NIC's address.
-    pub ip: Ipv4Addr,
+    /// The NIC's address, IPv4 or IPv6.
+    pub ip: IpAddr,
     /// Backend.
     pub backend: Backend,
     /// Raw backend interface.
@@ -145,10 +145,13 @@ impl DeviceSpec {
         let Some(ip) = get(ENV_IP) else {
             return Ok(None);
         };
-        let ip: Ipv4Addr = ip
-            .trim()
-            .parse()
-            .map_err(|_| bad(ENV_IP, ip.clone(), "an IPv4 address such as 127.0.0.1"))?;
+        let ip: IpAddr = ip.trim().parse().map_err(|_| {
+            bad(
+                ENV_IP,
+                ip.clone(),
+                "an IPv4 or IPv6 address such as 127.0.0.1 or ::1",
+            )
+        })?;
         let backend = match get(ENV_BACKEND).as_deref() {
             None | Some("udp") => Backend::Udp,
             Some("raw") => Backend::Raw,
@@ -262,7 +265,7 @@ mod tests {
     #[test]
     fn defaults_are_udp_mtu_1024_roce0() {
         let s = spec(&[(ENV_IP, "127.0.0.2")]).unwrap().unwrap();
-        assert_eq!(s.ip, Ipv4Addr::new(127, 0, 0, 2));
+        assert_eq!(s.ip, IpAddr::from([127, 0, 0, 2]));
         assert_eq!(s.backend, Backend::Udp);
         assert_eq!(s.mtu, Mtu::Mtu1024);
         assert_eq!(s.name, "roce0");
@@ -272,6 +275,14 @@ mod tests {
             (s.cc, s.line_rate_bps, s.loss, s.busy_poll),
             (Cc::None, 100_000_000_000, 0.0, false)
         );
+    }
+
+    #[test]
+    fn an_ipv6_address_is_taken() {
+        let s = spec(&[(ENV_IP, " ::1 ")]).unwrap().unwrap();
+        assert_eq!(s.ip, IpAddr::from(std::net::Ipv6Addr::LOCALHOST));
+        let s = spec(&[(ENV_IP, "fd00:198:18::2")]).unwrap().unwrap();
+        assert_eq!(s.ip.to_string(), "fd00:198:18::2");
     }
 
     #[test]
@@ -297,7 +308,7 @@ mod tests {
     fn every_bad_value_names_its_variable() {
         for (vars, var) in [
             (&[(ENV_IP, "localhost")][..], ENV_IP),
-            (&[(ENV_IP, "::1")][..], ENV_IP),
+            (&[(ENV_IP, "::1/128")][..], ENV_IP),
             (&[(ENV_IP, "1.2.3.4"), (ENV_MTU, "1500")][..], ENV_MTU),
             (
                 &[(ENV_IP, "1.2.3.4"), (ENV_BACKEND, "tcp")][..],

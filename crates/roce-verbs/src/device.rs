@@ -2,32 +2,40 @@
 //!
 //! rxe's choices, followed here so that scripts written for rxe keep working:
 //! - node GUID: the EUI-64 of the netdev's MAC (`addrconf_addr_eui48`). The UDP backend has no
-//!   MAC, so the MAC is taken as `02:00:a:b:c:d` from the IPv4 address `a.b.c.d` (a locally
-//!   administered address), which gives the GUID bytes `00 00 a ff fe b c d` (127.0.0.1:
-//!   `0000:7fff:fe00:0001`): distinct per address and stable across runs.
+//!   MAC, so the MAC is taken as `02:00:a:b:c:d` from the IPv4 address `a.b.c.d` (for an IPv6
+//!   address, its last four bytes), a locally administered address, which gives the GUID bytes
+//!   `00 00 a ff fe b c d` (127.0.0.1: `0000:7fff:fe00:0001`): distinct per address and stable
+//!   across runs.
 //! - GID table of port 1: index 0 is the netdev's IPv6 link-local address (`fe80::` + the
-//!   EUI-64), index 1 the IPv4 address as `::ffff:a.b.c.d`, both RoCE v2 (rxe is RoCE v2 only).
-//!   That is why rxe users pass `-g 1` / `-x 1`, and the same index works here. Only the IPv4 GID
-//!   carries traffic; a QP given GID 0 gets no answer, as on an rxe host without IPv6 routes.
+//!   EUI-64), index 1 the NIC's address: an IPv4 one as `::ffff:a.b.c.d`, an IPv6 one as itself
+//!   (rxe lists a netdev's addresses after the link-local one, so an interface with one address
+//!   has it at index 1), both RoCE v2 (rxe is RoCE v2 only). That is why rxe users pass `-g 1` /
+//!   `-x 1`, and the same index works here.
+//! - GID 0 carries traffic where rxe's would: for an IPv6 address on the UDP backend whose
+//!   interface has a link-local address, GID 0 is that address (the netdev's, as rxe's) and
+//!   QPs and AHs may use it ([`DeviceModel::for_host`]). Elsewhere (IPv4, `lo`, which has no
+//!   link-local address, the raw backend) GID 0 is the EUI-64 form above and a QP or AH on it
+//!   is refused with `EINVAL`.
 //! - port: ACTIVE, link layer Ethernet, max MTU 4096, active MTU the configured path MTU.
 //! - limits: rxe's (`rxe_param.h`) where the engine has no tighter one, the engine's
 //!   ([`NicConfig`]) where it has; features the engine lacks (multicast)
 //!   report 0.
 
 use std::ffi::c_char;
-use std::net::{Ipv4Addr, Ipv6Addr};
+use std::net::{IpAddr, Ipv6Addr};
 
 use roce_core::NicConfig;
 
 use crate::abi::{
     self, IbvDevice, IbvDeviceAttr, IbvDeviceAttrEx, IbvGid, IbvGidEntry, IbvPortAttr,
 };
-use crate::config::DeviceSpec;
+use crate::config::{Backend, DeviceSpec};
+pub use roce_device::backend::udp::Interface;
 
 /// Entries of the GID table that are set (the table has [`GID_TABLE_LEN`] slots).
 pub const GID_COUNT: u32 = 2;
-/// Index of the `::ffff:a.b.c.d` GID.
-pub const GID_INDEX_IPV4: u32 = 1;
+/// Index of the NIC's address as a GID (`::ffff:a.b.c.d`, or the IPv6 address).
+pub const GID_INDEX_IP: u32 = 1;
 /// rxe `RXE_PORT_GID_TBL_LEN`.
 pub const GID_TABLE_LEN: i32 = 1024;
 /// The only port.
@@ -81,13 +89,16 @@ pub struct DeviceModel {
     pub spec: DeviceSpec,
     /// The engine limits it reports.
     pub nic: NicConfig,
+    /// The interface holding an IPv6 address on the UDP backend: its link-local address, if
+    /// it has one, is GID 0 and carries traffic.
+    pub iface: Option<Interface>,
 }
 
 impl DeviceModel {
     /// The device for these settings.
     pub fn new(spec: DeviceSpec) -> Self {
         let nic = NicConfig {
-            addrs: vec![spec.ip.into()],
+            addrs: vec![spec.ip],
             max_mtu: spec.mtu,
             line_rate_bps: spec.line_rate_bps,
             congestion: match spec.cc {
@@ -101,12 +112,72 @@ impl DeviceModel {
             },
             ..NicConfig::default()
         };
-        Self { spec, nic }
+        Self {
+            spec,
+            nic,
+            iface: None,
+        }
+    }
+
+    /// The device for these settings on this host: as [`DeviceModel::new`], and for an IPv6
+    /// address on the UDP backend, GID 0 is the link-local address of the interface that holds
+    /// it, if it has one.
+    pub fn for_host(spec: DeviceSpec) -> Self {
+        let iface = match (spec.ip, spec.backend) {
+            (IpAddr::V6(_), Backend::Udp) => roce_device::backend::udp::interface_of(spec.ip),
+            _ => None,
+        };
+        Self {
+            iface,
+            ..Self::new(spec)
+        }
+    }
+
+    /// The link-local address GID 0 is and carries traffic from, if it does.
+    pub fn link_local(&self) -> Option<Ipv6Addr> {
+        self.iface.as_ref().and_then(|i| i.link_local)
+    }
+
+    /// Why GID 0 carries no traffic, for the message a program gets when it asks for it;
+    /// `None` when it does.
+    pub fn gid0_refusal(&self) -> Option<String> {
+        if self.link_local().is_some() {
+            return None;
+        }
+        Some(match (&self.iface, self.spec.ip, self.spec.backend) {
+            (_, _, Backend::Raw) => "the raw backend has no IPv6".to_owned(),
+            (_, IpAddr::V4(_), _) => {
+                "with an IPv4 --ip it is not an address of the NIC's (an IPv6 --ip makes its \
+                 interface's link-local address GID 0)"
+                    .to_owned()
+            }
+            (Some(i), ..) => format!(
+                "{}, which holds {}, has no IPv6 link-local address",
+                i.name, self.spec.ip
+            ),
+            (None, ip, _) => format!("no interface of this host holds {ip}"),
+        })
+    }
+
+    /// The address a QP or AH whose source is GID `index` sends from: GID 1's, or GID 0's
+    /// where it carries traffic.
+    pub fn source(&self, index: u32) -> Option<IpAddr> {
+        match index {
+            GID_INDEX_IP => Some(self.spec.ip),
+            0 => self.link_local().map(IpAddr::V6),
+            _ => None,
+        }
     }
 
     /// The node GUID in host order (`ibv_get_device_guid` returns it big-endian).
     pub fn node_guid(&self) -> u64 {
-        let [a, b, c, d] = self.spec.ip.octets();
+        let [a, b, c, d] = match self.spec.ip {
+            IpAddr::V4(v4) => v4.octets(),
+            IpAddr::V6(v6) => {
+                let o = v6.octets();
+                [o[12], o[13], o[14], o[15]]
+            }
+        };
         // EUI-48 02:00:a:b:c:d -> EUI-64 (ff:fe in the middle) with the universal/local bit
         // (0x02 of the first byte) flipped: 00 00 a ff fe b c d.
         u64::from_be_bytes([0x00, 0x00, a, 0xff, 0xfe, b, c, d])
@@ -115,6 +186,7 @@ impl DeviceModel {
     /// The GID at `index`, or `None` past the set entries.
     pub fn gid(&self, index: u32) -> Option<IbvGid> {
         let addr: Ipv6Addr = match index {
+            0 if self.link_local().is_some() => self.link_local()?,
             0 => {
                 let mut raw = [0u8; 16];
                 raw[0] = 0xfe;
@@ -122,7 +194,7 @@ impl DeviceModel {
                 raw[8..].copy_from_slice(&self.node_guid().to_be_bytes());
                 Ipv6Addr::from(raw)
             }
-            GID_INDEX_IPV4 => self.spec.ip.to_ipv6_mapped(),
+            GID_INDEX_IP => ip_gid(self.spec.ip),
             _ => return None,
         };
         Some(IbvGid { raw: addr.octets() })
@@ -139,8 +211,8 @@ impl DeviceModel {
         })
     }
 
-    /// The address a GID stands for, if it is one of ours that carries traffic.
-    pub fn ipv4(&self) -> Ipv4Addr {
+    /// The NIC's address: GID 1's, the one that carries traffic.
+    pub fn ip(&self) -> IpAddr {
         self.spec.ip
     }
 
@@ -297,15 +369,23 @@ fn copy_c_str(dst: &mut [c_char], s: &str) {
     }
 }
 
+/// An address as a GID: IPv4 as `::ffff:a.b.c.d`, IPv6 as itself.
+pub fn ip_gid(ip: IpAddr) -> Ipv6Addr {
+    match ip {
+        IpAddr::V4(v4) => v4.to_ipv6_mapped(),
+        IpAddr::V6(v6) => v6,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::config::Backend;
 
-    fn model(ip: [u8; 4]) -> DeviceModel {
+    fn model(ip: impl Into<IpAddr>) -> DeviceModel {
         DeviceModel::new(DeviceSpec {
             name: "roce0".into(),
-            ip: Ipv4Addr::from(ip),
+            ip: ip.into(),
             backend: Backend::Udp,
             dev: None,
             mtu: roce_core::Mtu::Mtu2048,
@@ -336,6 +416,56 @@ mod tests {
         assert_eq!(m.gid(0).unwrap().raw, ll.octets());
         assert_eq!(m.gid(2), None);
         assert_eq!(m.gid_entry(1).unwrap().gid_type, abi::GID_TYPE_ROCE_V2);
+    }
+
+    #[test]
+    fn gid_0_carries_traffic_only_as_an_interfaces_link_local_address() {
+        // No interface's link-local address (IPv4, lo's ::1, the raw backend): GID 0 is the
+        // EUI-64 form and no QP or AH may send from it.
+        let m = model([198, 18, 0, 1]);
+        assert_eq!(m.source(0), None);
+        assert_eq!(m.source(1), Some(IpAddr::from([198, 18, 0, 1])));
+        assert_eq!(m.source(2), None);
+        assert!(m.gid0_refusal().unwrap().contains("IPv4 --ip"));
+        // An IPv6 address on an interface without a link-local address (lo): refused, the
+        // interface named.
+        let mut lo = model(Ipv6Addr::LOCALHOST);
+        lo.iface = Some(Interface {
+            name: "lo".into(),
+            index: 1,
+            link_local: None,
+        });
+        assert_eq!(lo.source(0), None);
+        let why = lo.gid0_refusal().unwrap();
+        assert!(
+            why.contains("lo, which holds ::1, has no IPv6 link-local"),
+            "{why}"
+        );
+        // An IPv6 address on an interface with a link-local address: GID 0 is that address.
+        let ip: Ipv6Addr = "fd00:198:18:6::1".parse().unwrap();
+        let ll: Ipv6Addr = "fe80::c6ff:fe12:601".parse().unwrap();
+        let mut m = model(ip);
+        m.iface = Some(Interface {
+            name: "va".into(),
+            index: 7,
+            link_local: Some(ll),
+        });
+        assert_eq!(m.gid(0).unwrap().raw, ll.octets());
+        assert_eq!(m.source(0), Some(IpAddr::V6(ll)));
+        assert_eq!(m.source(1), Some(IpAddr::V6(ip)));
+        assert_eq!(m.gid0_refusal(), None);
+    }
+
+    #[test]
+    fn gid_1_of_an_ipv6_address_is_the_address() {
+        let ip: Ipv6Addr = "fd00:198:18::2:7".parse().unwrap();
+        let m = model(ip);
+        assert_eq!(m.gid(1).unwrap().raw, ip.octets());
+        // The GUID and link-local GID from the address's last four bytes.
+        assert_eq!(m.node_guid(), 0x0000_00ff_fe02_0007);
+        let ll: Ipv6Addr = "fe80::ff:fe02:7".parse().unwrap();
+        assert_eq!(m.gid(0).unwrap().raw, ll.octets());
+        assert_eq!(m.gid(2), None);
     }
 
     #[test]

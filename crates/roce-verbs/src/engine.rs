@@ -25,8 +25,12 @@ impl Engine {
     /// the backend cannot open, e.g. when the address is not one of this host's.
     pub(crate) fn start(model: &DeviceModel) -> Result<Self, String> {
         let spec = model.spec.clone();
-        let mut config = DeviceConfig::new(IpAddr::V4(spec.ip));
+        let mut config = DeviceConfig::new(spec.ip);
         config.nic.max_mtu = spec.mtu;
+        let iface = model.iface.clone().filter(|i| i.link_local.is_some());
+        if let Some(ll) = model.link_local() {
+            config.nic.addrs.push(IpAddr::V6(ll));
+        }
         config.nic.line_rate_bps = model.nic.line_rate_bps;
         config.nic.congestion = model.nic.congestion;
         config.rx_loss = spec.loss;
@@ -55,12 +59,21 @@ impl Engine {
                     }
                 };
                 runtime.block_on(async move {
-                    let ip = IpAddr::V4(spec.ip);
+                    let ip = spec.ip;
                     let device = match spec.backend {
-                        Backend::Udp => UdpBackend::bind(ip, roce_wire::ROCE_V2_UDP_PORT)
-                            .map(|b| if spec.no_gso { b.without_gso() } else { b })
-                            .map(|b| Device::spawn(config, b))
-                            .map_err(|e| bind_error(ip, e)),
+                        Backend::Udp => match &iface {
+                            // GID 0 carries traffic: one socket for the interface's addresses.
+                            Some(i) => UdpBackend::bind_interface(
+                                &i.name,
+                                i.index,
+                                roce_wire::ROCE_V2_UDP_PORT,
+                            )
+                            .map_err(|e| interface_bind_error(ip, &i.name, e)),
+                            None => UdpBackend::bind(ip, roce_wire::ROCE_V2_UDP_PORT)
+                                .map_err(|e| bind_error(ip, e)),
+                        }
+                        .map(|b| if spec.no_gso { b.without_gso() } else { b })
+                        .map(|b| Device::spawn(config, b)),
                         Backend::Raw => {
                             let dev = spec.dev.clone().unwrap_or_default();
                             RawBackend::open(&dev, ip)
@@ -81,6 +94,23 @@ impl Engine {
             .recv()
             .map_err(|_| "the NIC's thread stopped".to_owned())??;
         Ok(Self { device })
+    }
+}
+
+/// Why the NIC could not bind UDP `[::]:4791` on `ifname`, the socket of both its GIDs (its
+/// address, GID 1, and the interface's link-local address, GID 0).
+fn interface_bind_error(ip: IpAddr, ifname: &str, err: std::io::Error) -> String {
+    let what = format!(
+        "cannot bind UDP [::]:4791 on {ifname}, the socket of GID 1 ({ip}) and GID 0 ({ifname}'s \
+         link-local address)"
+    );
+    if err.kind() == std::io::ErrorKind::AddrInUse {
+        format!(
+            "{what}: in use, by another IPv6 NIC on {ifname} (or the kernel's rxe driver): one \
+             IPv6 NIC per interface; give this one an address on another interface"
+        )
+    } else {
+        format!("{what}: {err}")
     }
 }
 

@@ -77,7 +77,7 @@ pub(crate) fn device() -> Result<Option<&'static Device>, Errno> {
         }
         spec.map(|s| {
             s.map(|spec| {
-                let model = DeviceModel::new(spec);
+                let model = DeviceModel::for_host(spec);
                 Device {
                     c_device: CBox::new(model.ibv_device()),
                     model,

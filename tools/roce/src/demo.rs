@@ -42,7 +42,9 @@ use serde_json::json;
     roce demo --size 4096 --mtu 4096 --json"
 )]
 pub(crate) struct Args {
-    /// Address of NIC a (any 127.x.y.z works on Linux without configuration).
+    /// Address of NIC a (any 127.x.y.z works on Linux without configuration). IPv6 works too,
+    /// with two addresses of this host: IPv6 has one loopback address, ::1, and the two NICs
+    /// cannot share it (e.g. two addresses on `lo` in a network namespace).
     #[arg(long = "ip-a", value_name = "IP", default_value = "127.0.0.1")]
     a: IpAddr,
     /// Address of NIC b.

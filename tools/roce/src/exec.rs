@@ -15,7 +15,7 @@ use signal_hook::iterator::SignalsInfo;
 use signal_hook::iterator::exfiltrator::WithOrigin;
 use signal_hook::low_level::siginfo::Cause;
 use std::ffi::OsString;
-use std::net::Ipv4Addr;
+use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 
@@ -41,8 +41,9 @@ pub(crate) enum StatsFormat {
     long_about = "Run an unmodified libibverbs program on an emulated RoCEv2 NIC: no kernel module, \
         no root, no RDMA hardware.\n\n\
         The program gets roce-emu's libibverbs.so.1 (through LD_LIBRARY_PATH) and sees one device \
-        with one port, as Soft-RoCE (rxe) shows it: GID 0 is the link-local IPv6 form, GID 1 the \
-        ::ffff:a.b.c.d form of --ip, so scripts written for rxe keep their -g 1 / -x 1. The NIC \
+        with one port, as Soft-RoCE (rxe) shows it: GID 0 is the link-local IPv6 form, GID 1 \
+        --ip (an IPv4 address in its ::ffff:a.b.c.d form, an IPv6 address as itself), so \
+        scripts written for rxe keep their -g 1 / -x 1. The NIC \
         runs inside the program's process: each program is its own NIC, and two programs on one \
         host need two addresses (127.0.0.1 and 127.0.0.2 on loopback, or two network \
         namespaces). Setuid programs ignore LD_LIBRARY_PATH and keep the system library.\n\n\
@@ -80,15 +81,17 @@ pub(crate) enum StatsFormat {
         roce exec --ip 127.0.0.1 -- ibv_rc_pingpong -g 1 &\n  \
         roce exec --ip 127.0.0.2 -- ibv_rc_pingpong -g 1 127.0.0.1\n  \
         roce exec --ip 127.0.0.1 --mtu 4096 -- ibv_devinfo -v\n  \
+        roce exec --ip ::1 -- ibv_devinfo -v\n  \
         roce exec --ip 127.0.0.1 -- rping -s -a 127.0.0.1 -v -C 3 &\n  \
         roce exec --ip 127.0.0.2 -- rping -c -a 127.0.0.1 -v -C 3\n  \
         roce exec --ip 127.0.0.1 --stats json -- ./my_verbs_app --flag"
 )]
 pub(crate) struct Args {
-    /// The NIC's IPv4 address (GID index 1 is its ::ffff: form). With the UDP backend the
-    /// program binds UDP `<ip>:4791`, so the address must be one of this host's (127.x works).
+    /// The NIC's IPv4 or IPv6 address (GID index 1: an IPv4 address's ::ffff: form, an IPv6
+    /// address itself). With the UDP backend the program binds UDP `<ip>:4791` (`[ip]:4791`),
+    /// so the address must be one of this host's (127.x and ::1 work).
     #[arg(long, value_name = "ADDR")]
-    ip: Ipv4Addr,
+    ip: IpAddr,
     /// Backend: udp (no privileges) or raw (CAP_NET_RAW, whole frames on --dev).
     #[arg(long, value_enum, default_value_t = BackendKind::Udp)]
     backend: BackendKind,
@@ -160,6 +163,9 @@ fn parse_mtu(text: &str) -> Result<u32, String> {
 pub(crate) fn run(args: &Args) -> anyhow::Result<ExitCode> {
     if args.backend == BackendKind::Raw && args.dev.is_none() {
         bail!("--backend raw needs --dev IFACE");
+    }
+    if args.backend == BackendKind::Raw && args.ip.is_ipv6() {
+        bail!("--backend raw takes an IPv4 --ip only; the UDP backend takes IPv6");
     }
     let lib_dir = libs::verbs_dir(args.lib_dir.as_deref())?;
     let (program, rest) = args

@@ -1,6 +1,6 @@
 //! The TCP connection of the out-of-band exchange that `roce pingpong` and `roce perf` share
 //! with their peer, as ibv_rc_pingpong and perftest open it: a client connects to the server's
-//! port, a server waits for one client on every address.
+//! port, a server waits for one client on every address, IPv4 and IPv6.
 
 use std::net::{IpAddr, SocketAddr};
 
@@ -16,14 +16,30 @@ pub(crate) async fn connect_or_accept(
 ) -> anyhow::Result<TcpStream> {
     if let Some(server) = server {
         let target = format!("{server}:{port}");
-        return TcpStream::connect(&target)
+        return TcpStream::connect((server, port))
             .await
             .with_context(|| format!("couldn't connect to {target}"));
     }
-    let at = SocketAddr::new(IpAddr::from([0, 0, 0, 0]), port);
-    let listener = TcpListener::bind(at)
-        .await
-        .with_context(|| format!("cannot listen on TCP port {port}"))?;
+    // [::] takes IPv4 clients too (as ::ffff:a.b.c.d; Linux's default net.ipv6.bindv6only=0),
+    // so that an IPv6 client's connection gives the NIC its IPv6 address; 0.0.0.0 where the
+    // host has no IPv6.
+    let v6 = SocketAddr::new(IpAddr::from([0u16; 8]), port);
+    let v4 = SocketAddr::new(IpAddr::from([0, 0, 0, 0]), port);
+    let (listener, at) = match TcpListener::bind(v6).await {
+        Ok(l) => (l, v6),
+        Err(_) => (
+            TcpListener::bind(v4)
+                .await
+                .with_context(|| format!("cannot listen on TCP port {port}"))?,
+            v4,
+        ),
+    };
     eprintln!("roce {tool}: waiting for a client on {at} (TCP, every address)");
     Ok(listener.accept().await?.0)
+}
+
+/// The address of our end of `stream`, an IPv4 client's on an IPv6 listener as IPv4: the
+/// address the NIC takes when no --ip is given.
+pub(crate) fn local_ip(stream: &TcpStream) -> std::io::Result<IpAddr> {
+    Ok(stream.local_addr()?.ip().to_canonical())
 }

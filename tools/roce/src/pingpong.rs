@@ -227,7 +227,7 @@ async fn pingpong(args: &Args, mtu: Mtu, live: &Live) -> anyhow::Result<ExitCode
     } else {
         let tcp =
             crate::oob::connect_or_accept(args.server.as_deref(), args.port, "pingpong").await?;
-        let default_ip = tcp.local_addr()?.ip();
+        let default_ip = crate::oob::local_ip(&tcp)?;
         stream = Some(tcp);
         args.device.spawn(default_ip)?
     };

@@ -91,6 +91,56 @@ fn ibv_devinfo_shows_an_active_ethernet_port_with_rxe_gids() {
     assert!(num("max_srq_wr") <= nic.max_srq_wr as u64, "{text}");
 }
 
+/// An IPv6 --ip: GID 1 is the address itself, and on `lo`, which has no link-local address,
+/// GID 0 is the form made from the GUID (the address's last four bytes).
+#[test]
+fn ibv_devinfo_shows_an_ipv6_address_as_gid_1() {
+    if !have("ibv_devinfo", "ibverbs-utils") {
+        return;
+    }
+    if std::net::UdpSocket::bind("[::1]:0").is_err() {
+        common::skipped("no IPv6 loopback here");
+        return;
+    }
+    let text = ok(&roce(&["exec", "--ip", "::1", "--", "ibv_devinfo", "-v"]));
+    assert_eq!(field(&text, "node_guid"), "0000:00ff:fe00:0001");
+    assert_eq!(field(&text, "GID[  0]"), "fe80::ff:fe00:1, RoCE v2");
+    assert_eq!(field(&text, "GID[  1]"), "::1, RoCE v2");
+    assert!(!text.contains("GID[  2]"), "{text}");
+}
+
+/// GID 0 on `::1`: `lo` has no link-local address, so GID 0 carries no traffic; the QP is
+/// refused at RTR, and the program's stderr says why and which GID works.
+#[test]
+fn gid_0_on_an_interface_without_a_link_local_address_is_refused_with_the_reason() {
+    if !have("ibv_rc_pingpong", "ibverbs-utils") {
+        return;
+    }
+    if std::net::UdpSocket::bind("[::1]:0").is_err() {
+        common::skipped("no IPv6 loopback here");
+        return;
+    }
+    // The server's NIC on ::1 with -g 0; the client (an IPv4 NIC) reaches its TCP exchange,
+    // which listens on 0.0.0.0, at 127.0.0.1.
+    let argv = ["ibv_rc_pingpong", "-g", "0", "-p", "18731"];
+    let server = common::exec::spawn_exec(Side::local("::1", &[]), &argv);
+    common::exec::wait_listening(server.id(), "18731");
+    let client_argv = [&argv[..], &["127.0.0.1"]].concat();
+    let client = common::exec::spawn_exec(Side::local("127.0.13.40", &[]), &client_argv)
+        .wait_with_output()
+        .unwrap();
+    let server = server.wait_with_output().unwrap();
+    assert!(!server.status.success() && !client.status.success());
+    let err = String::from_utf8_lossy(&server.stderr);
+    assert!(
+        err.contains(
+            "GID 0 carries no traffic here: lo, which holds ::1, has no IPv6 link-local address; \
+             use GID 1"
+        ),
+        "{err}"
+    );
+}
+
 #[test]
 fn devinfo_selects_the_device_by_its_name() {
     if !have("ibv_devinfo", "ibverbs-utils") {
@@ -256,7 +306,19 @@ fn bad_arguments_are_refused_before_the_program_runs() {
             "touch",
             "/tmp/roce-exec-ran",
         ][..],
-        &["exec", "--ip", "::1", "--", "touch", "/tmp/roce-exec-ran"][..],
+        // IPv6 is the UDP backend's only.
+        &[
+            "exec",
+            "--ip",
+            "::1",
+            "--backend",
+            "raw",
+            "--dev",
+            "lo",
+            "--",
+            "touch",
+            "/tmp/roce-exec-ran",
+        ][..],
         &[
             "exec",
             "--ip",

@@ -269,7 +269,9 @@ fn counters_come_in_full_and_a_server_says_it_waits() {
         .collect();
     let (_, server_err) = text(&server);
     assert!(
-        server_err.contains("waiting for a client on 0.0.0.0:18883"),
+        ["[::]", "0.0.0.0"]
+            .iter()
+            .any(|at| server_err.contains(&format!("waiting for a client on {at}:18883"))),
         "{server_err}"
     );
     for side in [json(&client), json(&server)] {

@@ -20,7 +20,9 @@ fn json_has_the_figures_and_every_counter() {
     let server = finish(server);
     let stderr = String::from_utf8_lossy(&server.stderr);
     assert!(
-        stderr.contains("waiting for a client on 0.0.0.0:18890"),
+        ["[::]", "0.0.0.0"]
+            .iter()
+            .any(|at| stderr.contains(&format!("waiting for a client on {at}:18890"))),
         "{stderr}"
     );
     let names = roce_core::Stats::default().counters().count();

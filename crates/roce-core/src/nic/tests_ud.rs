@@ -10,8 +10,14 @@ use crate::*;
 /// A UD datagram of `data` from a NIC at `a` to one at `b`; B's completion and the receive
 /// buffer (GRH area and data).
 fn ud_datagram(a: IpAddr, b: IpAddr, data: &[u8]) -> (Cqe, Vec<u8>, Qpn) {
+    ud_datagram_from(vec![a], b, data)
+}
+
+/// [`ud_datagram`] from a NIC with the addresses `a_addrs` (the first is its QP's).
+fn ud_datagram_from(a_addrs: Vec<IpAddr>, b: IpAddr, data: &[u8]) -> (Cqe, Vec<u8>, Qpn) {
+    let a = a_addrs[0];
     let mut na = Nic::new(NicConfig {
-        addrs: vec![a],
+        addrs: a_addrs,
         ..NicConfig::default()
     });
     let mut nb = Nic::new(NicConfig {
@@ -151,6 +157,27 @@ fn an_ipv6_ud_receive_has_the_ipv6_header_whole_and_says_ipv6() {
     assert_eq!(area[8..24], a6.octets(), "source: A");
     assert_eq!(area[24..40], b6.octets(), "destination: B");
     assert_eq!(&area[40..], b"over ipv6");
+}
+
+/// A NIC with a global and a link-local IPv6 address (GID 1 and GID 0) sends a UD datagram
+/// to a link-local address from its link-local one, and to a global one from its global one:
+/// the receiver answers the source it reads in the GRH area.
+#[test]
+fn a_ud_send_leaves_from_the_address_of_the_destinations_scope() {
+    let global: IpAddr = "fd00:198:18:6::1".parse().unwrap();
+    let ll: IpAddr = "fe80::c6ff:fe12:601".parse().unwrap();
+    for (dst, want) in [("fe80::c6ff:fe12:602", ll), ("fd00:198:18:6::2", global)] {
+        let (cqe, area, _) = ud_datagram_from(vec![global, ll], dst.parse().unwrap(), b"x");
+        assert_eq!(cqe.status, WcStatus::Success, "to {dst}");
+        let IpAddr::V6(want) = want else {
+            unreachable!()
+        };
+        assert_eq!(
+            area[8..24],
+            want.octets(),
+            "the source of a datagram to {dst}"
+        );
+    }
 }
 
 #[test]

@@ -452,12 +452,19 @@ impl Qp {
     ) -> Result<Transmit, EmitError> {
         let src = match self.av {
             Some(av) if self.qp_type != QpType::Ud => av.src,
-            _ => config
-                .addrs
-                .iter()
-                .copied()
-                .find(|a| a.is_ipv4() == dst.is_ipv4())
-                .ok_or(EmitError::NoSource)?,
+            _ => {
+                // The NIC's address of dst's family, and of its scope where the NIC has one:
+                // a link-local source for a link-local destination (GID 0), else a wider one.
+                let same_family = |a: &&IpAddr| a.is_ipv4() == dst.is_ipv4();
+                config
+                    .addrs
+                    .iter()
+                    .filter(same_family)
+                    .find(|a| link_local(**a) == link_local(dst))
+                    .or_else(|| config.addrs.iter().find(same_family))
+                    .copied()
+                    .ok_or(EmitError::NoSource)?
+            }
         };
         let src_port = match config.src_port {
             SrcPortPolicy::PerQp => self.src_port,
@@ -592,4 +599,9 @@ fn data_opcode(qp_type: QpType, op: SendOp, first: bool, last: bool) -> Opcode {
             }
         }
     }
+}
+
+/// Whether `ip` is an IPv6 link-local unicast address (`fe80::/10`).
+fn link_local(ip: IpAddr) -> bool {
+    matches!(ip, IpAddr::V6(v6) if v6.segments()[0] & 0xffc0 == 0xfe80)
 }

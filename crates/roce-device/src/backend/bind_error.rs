@@ -50,6 +50,11 @@ impl BindError {
     /// a sentence to print after the error, or `None` when the cause says it all.
     pub fn advice(&self, option: &str) -> Option<String> {
         match self {
+            Self::InUse { addr } if addr.is_ipv6() && addr.ip().is_loopback() => Some(format!(
+                "IPv6 has one loopback address, ::1, and one NIC binds it: give this side \
+                 another IPv6 address of this host with {option} (two NICs over IPv6 need two \
+                 addresses, e.g. on an interface in a network namespace), or an IPv4 one"
+            )),
             Self::InUse { addr } if addr.ip().is_loopback() => Some(format!(
                 "give this side another loopback address with {option} (any 127.x works without \
                  configuration)"
@@ -73,6 +78,19 @@ mod tests {
     fn bind(addr: &str) -> BindError {
         let addr: SocketAddr = addr.parse().unwrap();
         BindError::new(addr, UdpSocket::bind(addr).unwrap_err())
+    }
+
+    #[test]
+    fn ipv6_loopback_in_use_says_that_a_second_nic_needs_another_address() {
+        let Ok(taken) = UdpSocket::bind("[::1]:0") else {
+            return; // no IPv6 on this host
+        };
+        let addr = taken.local_addr().unwrap();
+        let err = BindError::new(addr, UdpSocket::bind(addr).unwrap_err());
+        assert!(matches!(err, BindError::InUse { .. }), "{err:?}");
+        let advice = err.advice("--ip-b").unwrap();
+        assert!(advice.contains("one loopback address, ::1"), "{advice}");
+        assert!(advice.contains("with --ip-b"), "{advice}");
     }
 
     #[test]

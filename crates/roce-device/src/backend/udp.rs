@@ -18,7 +18,7 @@
 //!   sees whole frames and checks every ICRC in full.
 
 use std::io::{self, IoSliceMut};
-use std::net::{IpAddr, SocketAddr};
+use std::net::{IpAddr, Ipv6Addr, SocketAddr, SocketAddrV6};
 use std::sync::Arc;
 
 use std::io::IoSlice;
@@ -59,6 +59,10 @@ pub struct UdpReceiver {
 #[derive(Debug)]
 pub struct UdpSender {
     socket: std::net::UdpSocket,
+    /// For a socket bound to `[::]` on one interface ([`UdpBackend::bind_interface`]): that
+    /// interface's index, given with each send's source address (`IPV6_PKTINFO`) and as the
+    /// scope of a link-local destination.
+    ifindex: Option<u32>,
     /// Datagrams one send may carry (1 when the kernel has no UDP segmentation offload or
     /// refused it once).
     gso_segments: usize,
@@ -68,12 +72,32 @@ impl UdpBackend {
     /// Binds `<ip>:port` (4791 for RoCEv2). Must be called inside a tokio runtime.
     pub fn bind(ip: IpAddr, port: u16) -> io::Result<Self> {
         let std_socket = std::net::UdpSocket::bind(SocketAddr::new(ip, port))?;
+        Self::from_socket(std_socket, None)
+    }
+
+    /// Binds `[::]:port` on the interface `ifname` alone (`SO_BINDTODEVICE`, IPv6 only): one
+    /// socket for every IPv6 address of the interface, its link-local one too, each send
+    /// leaving from the transmit's source address (`IPV6_PKTINFO`). For a NIC whose GIDs are
+    /// an interface's global and link-local addresses, as rxe's are. Another socket on that
+    /// port and interface (another NIC on the same interface) makes it fail with
+    /// `EADDRINUSE`. Must be called inside a tokio runtime.
+    pub fn bind_interface(ifname: &str, ifindex: u32, port: u16) -> io::Result<Self> {
+        use socket2::{Domain, Protocol, Socket, Type};
+        let socket = Socket::new(Domain::IPV6, Type::DGRAM, Some(Protocol::UDP))?;
+        socket.set_only_v6(true)?;
+        socket.bind_device(Some(ifname.as_bytes()))?;
+        socket.bind(&SocketAddr::from((Ipv6Addr::UNSPECIFIED, port)).into())?;
+        Self::from_socket(socket.into(), Some(ifindex))
+    }
+
+    fn from_socket(std_socket: std::net::UdpSocket, ifindex: Option<u32>) -> io::Result<Self> {
         std_socket.set_nonblocking(true)?;
         let state = UdpSocketState::new((&std_socket).into())?;
         size_buffers(&std_socket);
         let local = std_socket.local_addr()?;
         let tx = UdpSender {
             socket: std_socket.try_clone()?,
+            ifindex,
             gso_segments: state.max_gso_segments().clamp(1, MAX_GSO_SEGMENTS),
         };
         let rx = UdpReceiver {
@@ -166,6 +190,7 @@ impl Backend for UdpBackend {
         match self.tx.socket.try_clone() {
             Ok(socket) => Some(Box::new(UdpSender {
                 socket,
+                ifindex: self.tx.ifindex,
                 gso_segments: self.tx.gso_segments,
             })),
             Err(err) => {
@@ -277,18 +302,41 @@ impl UdpSender {
         let tos = (transmit.dscp << 2) | transmit.ecn.bits();
         let tclass = i32::from(tos);
         let segment = gso.map(|size| u16::try_from(size).unwrap_or(u16::MAX));
-        let address = SockaddrStorage::from(transmit.dst);
-        let mut cmsgs = [ControlMessage::Ipv4Tos(&tos), ControlMessage::Ipv4Tos(&tos)];
+        let mut dst = transmit.dst;
+        let mut pktinfo = None;
+        if let (Some(ifindex), SocketAddr::V6(v6), IpAddr::V6(src)) =
+            (self.ifindex, transmit.dst, transmit.src)
+        {
+            // A socket bound to [::] on one interface: the source address is the transmit's,
+            // and a link-local destination is on that interface.
+            if is_link_local(*v6.ip()) {
+                dst = SocketAddr::V6(SocketAddrV6::new(*v6.ip(), v6.port(), 0, ifindex));
+            }
+            pktinfo = Some(nix::libc::in6_pktinfo {
+                ipi6_addr: nix::libc::in6_addr {
+                    s6_addr: src.octets(),
+                },
+                ipi6_ifindex: ifindex,
+            });
+        }
+        let address = SockaddrStorage::from(dst);
+        let mut cmsgs = [
+            ControlMessage::Ipv4Tos(&tos),
+            ControlMessage::Ipv4Tos(&tos),
+            ControlMessage::Ipv4Tos(&tos),
+        ];
         if transmit.dst.is_ipv6() {
             cmsgs[0] = ControlMessage::Ipv6TClass(&tclass);
         }
-        let count = match &segment {
-            Some(size) => {
-                cmsgs[1] = ControlMessage::UdpGsoSegments(size);
-                2
-            }
-            None => 1,
-        };
+        let mut count = 1;
+        if let Some(size) = &segment {
+            cmsgs[count] = ControlMessage::UdpGsoSegments(size);
+            count += 1;
+        }
+        if let Some(info) = &pktinfo {
+            cmsgs[count] = ControlMessage::Ipv6PacketInfo(info);
+            count += 1;
+        }
         let fd = self.socket.as_raw_fd();
         let mut waits = 0;
         loop {
@@ -309,6 +357,53 @@ impl UdpSender {
             }
         }
     }
+}
+
+/// The interface that holds an address, and its IPv6 link-local address if it has one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Interface {
+    /// Its name (`veth0`).
+    pub name: String,
+    /// Its index (the scope of its link-local addresses).
+    pub index: u32,
+    /// Its first IPv6 link-local address, as rxe's GID 0 is the netdev's (`lo` has none).
+    pub link_local: Option<Ipv6Addr>,
+}
+
+/// The interface of this network namespace that holds `ip`, if one does.
+pub fn interface_of(ip: IpAddr) -> Option<Interface> {
+    let addrs: Vec<_> = nix::ifaddrs::getifaddrs().ok()?.collect();
+    let addr_of = |a: &nix::ifaddrs::InterfaceAddress| -> Option<IpAddr> {
+        let sa = a.address.as_ref()?;
+        if let Some(v4) = sa.as_sockaddr_in() {
+            return Some(IpAddr::V4(v4.ip()));
+        }
+        sa.as_sockaddr_in6().map(|v6| IpAddr::V6(v6.ip()))
+    };
+    let name = addrs
+        .iter()
+        .find(|a| addr_of(a) == Some(ip))?
+        .interface_name
+        .clone();
+    let index = nix::net::if_::if_nametoindex(name.as_str()).ok()?;
+    let link_local =
+        addrs
+            .iter()
+            .filter(|a| a.interface_name == name)
+            .find_map(|a| match addr_of(a) {
+                Some(IpAddr::V6(v6)) if is_link_local(v6) => Some(v6),
+                _ => None,
+            });
+    Some(Interface {
+        name,
+        index,
+        link_local,
+    })
+}
+
+/// Whether `ip` is an IPv6 link-local unicast address (`fe80::/10`).
+pub fn is_link_local(ip: Ipv6Addr) -> bool {
+    ip.segments()[0] & 0xffc0 == 0xfe80
 }
 
 /// A send that finds the socket's buffer full waits for room this many times at most, each

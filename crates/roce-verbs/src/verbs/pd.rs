@@ -9,7 +9,7 @@ use roce_core::{Access, MemoryRegion, PdHandle, Qpn, UdDest};
 
 use super::{EINVAL, engine_err, handle, step, with};
 use crate::abi::{IbvAh, IbvAhAttr, IbvContext, IbvGid, IbvMr, IbvPd};
-use crate::device::GID_INDEX_IPV4;
+use crate::device::{DeviceModel, GID_INDEX_IP};
 use crate::memory::CallerMemory;
 use crate::state::{self, Errno};
 use roce_cabi::CBox;
@@ -144,14 +144,32 @@ pub(crate) fn dereg_mr(mr: usize) -> Result<(), Errno> {
     Ok(())
 }
 
-/// Where an `ibv_ah_attr` points. RoCE needs the GRH; the source must be our IPv4 GID (index
-/// 1): GID 0, the link-local IPv6 one, carries no traffic here (`EINVAL`).
-pub(super) fn destination(ah: &IbvAhAttr) -> Result<IpAddr, Errno> {
-    if ah.is_global == 0 || u32::from(ah.grh.sgid_index) != GID_INDEX_IPV4 {
+/// Where an `ibv_ah_attr` points, from where: (source, destination). RoCE needs the GRH; the
+/// source must be a GID that carries traffic: our address's (index 1), or GID 0, the
+/// link-local one, where it does ([`DeviceModel::source`]); else `EINVAL`. So is a destination
+/// of the other IP family than the source (our socket speaks one family).
+pub(super) fn destination(ah: &IbvAhAttr, model: &DeviceModel) -> Result<(IpAddr, IpAddr), Errno> {
+    if ah.is_global == 0 {
         return Err(EINVAL);
     }
+    let index = u32::from(ah.grh.sgid_index);
+    let Some(src) = model.source(index) else {
+        if let (0, Some(why)) = (index, model.gid0_refusal()) {
+            static SAID: std::sync::Once = std::sync::Once::new();
+            SAID.call_once(|| {
+                eprintln!(
+                    "roce-verbs: GID 0 carries no traffic here: {why}; use GID 1 (-g 1, -x 1)"
+                );
+            });
+        }
+        return Err(EINVAL);
+    };
     let dgid = Ipv6Addr::from(ah.grh.dgid.raw);
-    Ok(dgid.to_ipv4_mapped().map_or(IpAddr::V6(dgid), IpAddr::V4))
+    let dst = dgid.to_ipv4_mapped().map_or(IpAddr::V6(dgid), IpAddr::V4);
+    if dst.is_ipv4() != src.is_ipv4() {
+        return Err(EINVAL);
+    }
+    Ok((src, dst))
 }
 
 /// `ibv_init_ah_from_wc`: the address handle that answers the sender of a UD receive, from
@@ -191,14 +209,12 @@ pub(crate) fn ah_attr_from_wc(
     } else {
         return Err(Errno(libc::EPROTONOSUPPORT));
     };
-    // Our one routable GID is the IPv4 one at index 1; the reply leaves from it.
-    let ours = dst.to_ipv4_mapped().is_some();
-    if !ours {
-        return Err(Errno(libc::ENOENT));
-    }
+    // The reply leaves from the GID the datagram came to: GID 0 for a link-local address
+    // (the only one of ours a datagram to such an address reaches), GID 1 for the others.
+    let link_local = roce_device::backend::udp::is_link_local(dst);
     attr.is_global = 1;
     attr.grh.dgid = IbvGid { raw: src.octets() };
-    attr.grh.sgid_index = GID_INDEX_IPV4 as u8;
+    attr.grh.sgid_index = if link_local { 0 } else { GID_INDEX_IP as u8 };
     attr.grh.hop_limit = 0xff;
     attr.grh.traffic_class = traffic_class;
     attr.grh.flow_label = flow_label;
@@ -207,7 +223,8 @@ pub(crate) fn ah_attr_from_wc(
 
 /// `ibv_create_ah`.
 pub(crate) fn create_ah(pd: usize, attr: &IbvAhAttr) -> Result<*mut IbvAh, Errno> {
-    let dst = destination(attr)?;
+    let model = &state::device()?.ok_or(EINVAL)?.model;
+    let (_, dst) = destination(attr, model)?;
     let ctx = with(|o| o.pds.get(&pd).map(|p| p.ctx)).ok_or(EINVAL)?;
     state::engine(ctx)?;
     let c = CBox::new(IbvAh {

@@ -2,7 +2,6 @@
 //! with the errno values rxe returns, `ibv_query_qp`), destruction.
 
 use std::ffi::{c_int, c_void};
-use std::net::IpAddr;
 
 use roce_core::{AddressVector, Mtu, Psn, QpAttr, QpInit, QpState, QpType, Qpn, SendWr};
 
@@ -255,8 +254,8 @@ fn qp_attr(a: &IbvQpAttr, mask: c_int, model: &DeviceModel) -> Result<QpAttr, Er
     }
     if has(7) {
         let ah = &a.ah_attr;
-        let dst = destination(ah)?;
-        let mut av = AddressVector::new(IpAddr::V4(model.ipv4()), dst);
+        let (src, dst) = destination(ah, model)?;
+        let mut av = AddressVector::new(src, dst);
         av.dscp = ah.grh.traffic_class >> 2;
         av.hop_limit = ah.grh.hop_limit;
         q.av = Some(av);

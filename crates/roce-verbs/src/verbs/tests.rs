@@ -153,6 +153,25 @@ fn a_reply_to_a_ud_sender_is_addressed_from_the_ipv4_header_in_the_grh() {
         super::ah_attr_from_wc(1, 0, 0, 0, &grh).unwrap().is_global,
         0
     );
+    // IPv6: the header fills the area; a datagram to a link-local address came to GID 0,
+    // and the reply leaves from it; one to a global address, from GID 1.
+    let mut grh6 = [0u8; 40];
+    grh6[0] = 0x60;
+    let src: std::net::Ipv6Addr = "fe80::c6ff:fe12:602".parse().unwrap();
+    let ll: std::net::Ipv6Addr = "fe80::c6ff:fe12:601".parse().unwrap();
+    grh6[8..24].copy_from_slice(&src.octets());
+    grh6[24..40].copy_from_slice(&ll.octets());
+    let attr = super::ah_attr_from_wc(1, 1, 0, 0, &grh6).unwrap();
+    assert_eq!((attr.grh.dgid.raw, attr.grh.sgid_index), (src.octets(), 0));
+    let global: std::net::Ipv6Addr = "fd00:198:18:6::1".parse().unwrap();
+    grh6[24..40].copy_from_slice(&global.octets());
+    assert_eq!(
+        super::ah_attr_from_wc(1, 1, 0, 0, &grh6)
+            .unwrap()
+            .grh
+            .sgid_index,
+        1
+    );
     // An area that is neither IPv6 nor IPv4 is refused.
     assert_eq!(
         super::ah_attr_from_wc(1, 1, 0, 0, &[0; 40]).map(|_| ()),

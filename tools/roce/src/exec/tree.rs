@@ -82,7 +82,7 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<ExitCode> {
         .context("no program given after --")?;
     match DeviceSpec::from_env(|k| std::env::var(k).ok()) {
         Ok(Some(spec)) => {
-            if let Err(err) = enter(&DeviceModel::new(spec)) {
+            if let Err(err) = enter(&DeviceModel::for_host(spec)) {
                 match err {
                     Setup::Refused(err) => eprintln!(
                         "roce exec: warning: no /dev/infiniband or /sys/class/infiniband for {} \
@@ -160,12 +160,23 @@ fn netdev_of(model: &DeviceModel) -> Option<String> {
     if let Some(dev) = &model.spec.dev {
         return Some(dev.clone());
     }
-    let ip = u32::from(model.spec.ip);
+    let ip = u128::from(roce_verbs::device::ip_gid(model.spec.ip));
+    let v6 = model.spec.ip.is_ipv6();
     nix::ifaddrs::getifaddrs()
         .ok()?
         .filter_map(|a| {
-            let addr = u32::from(a.address?.as_sockaddr_in()?.ip());
-            let mask = u32::from(a.netmask?.as_sockaddr_in()?.ip());
+            // Both families compared as IPv6 (IPv4 in its ::ffff: form, its mask widened).
+            let (addr, mask) = if v6 {
+                (
+                    u128::from(a.address?.as_sockaddr_in6()?.ip()),
+                    u128::from(a.netmask?.as_sockaddr_in6()?.ip()),
+                )
+            } else {
+                (
+                    u128::from(a.address?.as_sockaddr_in()?.ip().to_ipv6_mapped()),
+                    u128::from(u32::from(a.netmask?.as_sockaddr_in()?.ip())) | !0u128 << 32,
+                )
+            };
             (addr & mask == ip & mask).then_some((addr == ip, mask.count_ones(), a.interface_name))
         })
         .max_by_key(|(exact, prefix, _)| (*exact, *prefix))

@@ -585,7 +585,7 @@ async fn test_run(
         return outcome;
     }
     let stream = crate::oob::connect_or_accept(args.server.as_deref(), args.port, "perf").await?;
-    let default_ip = stream.local_addr()?.ip();
+    let default_ip = crate::oob::local_ip(&stream)?;
     let mut session = Session::start(stream, side, test, &config).await?;
     check_params(&session, &params)?;
     let sizes = ud_sizes(args, sizes, session.mtu())?;

@@ -1,0 +1,324 @@
+//! `roce exec` over IPv6: Debian's unmodified ibverbs-utils, each program under its own `roce
+//! exec --ip <IPv6 address>`, in two network namespaces joined by a veth pair the test creates
+//! (the ULA prefix fd00:198:18:6::/64, which never leaves the namespaces; duplicate address
+//! detection off so that the addresses are usable at once). RoCEv2 runs over IPv6 between GID
+//! 1 (the `--ip` address) of each side, or GID 0 (the veth's link-local address); the programs' own out-of-band TCP exchange goes over
+//! IPv4 (198.18.6.0/24 on the same veth), because ibv_*_pingpong's server listens on 0.0.0.0
+//! only. Needs root (namespaces); elsewhere each test says that it skipped.
+
+#![allow(clippy::unwrap_used)] // test code: a panic is the failure report
+
+mod common;
+
+use common::exec::{Side, have, ok_as as ok, spawn_exec, wait_listening};
+use common::{have_tools, run_ok, sh};
+use std::process::Output;
+
+/// Namespace a (clients) and b (servers), removed on drop.
+struct Pair {
+    a: String,
+    b: String,
+}
+
+/// The NICs' addresses (GID 1 of each side).
+const A_IP6: &str = "fd00:198:18:6::1";
+const B_IP6: &str = "fd00:198:18:6::2";
+/// The veth ends' MACs, and so their link-local addresses (EUI-64), GID 0 of each side.
+const A_MAC: &str = "02:00:c6:12:06:01";
+const B_MAC: &str = "02:00:c6:12:06:02";
+const A_LL: &str = "fe80::c6ff:fe12:601";
+const B_LL: &str = "fe80::c6ff:fe12:602";
+/// The addresses of the programs' TCP exchange.
+const A_IP4: &str = "198.18.6.1";
+const B_IP4: &str = "198.18.6.2";
+
+impl Pair {
+    /// Creates the namespaces and the veth, or returns None (and says why) where that cannot
+    /// be done here, or where `program` (from Debian's `package`) is missing.
+    fn new(tag: &str, program: &str, package: &str) -> Option<Self> {
+        if !have(program, package) {
+            return None;
+        }
+        if sh(&["id", "-u"]).stdout != b"0\n" {
+            common::skipped("roce exec IPv6 tests need root (network namespaces)");
+            return None;
+        }
+        if !have_tools("the roce exec IPv6 tests", &["ip"]) {
+            return None;
+        }
+        let id = std::process::id();
+        let (a, b) = (
+            format!("roce-x6-a-{tag}-{id}"),
+            format!("roce-x6-b-{tag}-{id}"),
+        );
+        if !sh(&["ip", "netns", "add", &a]).status.success() {
+            common::skipped("cannot create network namespaces here");
+            return None;
+        }
+        run_ok(&["ip", "netns", "add", &b]);
+        let pair = Self { a, b };
+        for ns in [&pair.a, &pair.b] {
+            // Interfaces made from now on skip duplicate address detection: their addresses,
+            // the link-local one too, are usable as soon as the link is up.
+            for conf in ["default", "all"] {
+                let key = format!("net.ipv6.conf.{conf}.accept_dad=0");
+                run_ok(&["ip", "netns", "exec", ns, "sysctl", "-qw", &key]);
+            }
+        }
+        run_ok(&[
+            "ip", "-n", &pair.a, "link", "add", "va", "address", A_MAC, "type", "veth", "peer",
+            "name", "vb", "address", B_MAC, "netns", &pair.b,
+        ]);
+        for (ns, dev, ip6, ip4, peer_ip6, peer_mac) in [
+            (&pair.a, "va", A_IP6, A_IP4, B_IP6, B_MAC),
+            (&pair.b, "vb", B_IP6, B_IP4, A_IP6, A_MAC),
+        ] {
+            // The peer's link-layer address, known from the start: right after a link comes
+            // up, IPv6 neighbour discovery can take a second (its retransmission timer), in
+            // which an RC QP's retries run out.
+            run_ok(&[
+                "ip",
+                "-n",
+                ns,
+                "neigh",
+                "replace",
+                peer_ip6,
+                "lladdr",
+                peer_mac,
+                "dev",
+                dev,
+                "nud",
+                "permanent",
+            ]);
+            let cidr6 = format!("{ip6}/64");
+            run_ok(&["ip", "-n", ns, "addr", "add", &cidr6, "dev", dev, "nodad"]);
+            let cidr4 = format!("{ip4}/24");
+            run_ok(&["ip", "-n", ns, "addr", "add", &cidr4, "dev", dev]);
+            run_ok(&["ip", "-n", ns, "link", "set", dev, "mtu", "9000", "up"]);
+            run_ok(&["ip", "-n", ns, "link", "set", "lo", "up"]);
+        }
+        // The kernel gives a link its link-local address once its carrier is up (both ends):
+        // wait for it (20 s at most), as a NIC takes GID 0 from the interface when it starts.
+        for (ns, dev, ll) in [(&pair.a, "va", A_LL), (&pair.b, "vb", B_LL)] {
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+            loop {
+                let shown = sh(&["ip", "-n", ns, "-6", "addr", "show", "dev", dev]);
+                let text = String::from_utf8_lossy(&shown.stdout).into_owned();
+                let ready = text
+                    .lines()
+                    .any(|l| l.contains(&format!("inet6 {ll}/64")) && !l.contains("tentative"));
+                if ready {
+                    break;
+                }
+                assert!(
+                    std::time::Instant::now() < deadline,
+                    "no link-local {ll} on {dev} after 20 s:\n{text}"
+                );
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+        }
+        Some(pair)
+    }
+
+    /// Runs `argv` as the server in b and `argv B_IP4` as the client in a, each under `roce
+    /// exec --ip <its IPv6 address> EXEC_ARGS` (at most 120 s), the client once the server
+    /// listens on TCP `port`; returns (client, server) once both have ended.
+    fn run(&self, exec_args: &[&str], argv: &[&str], port: &str) -> (Output, Output) {
+        let [wa, wb] = [self.a.as_str(), self.b.as_str()]
+            .map(|ns| vec!["ip", "netns", "exec", ns, "timeout", "120"]);
+        let server = Side {
+            wrapper: &wb,
+            ip: B_IP6,
+            exec_args,
+        };
+        let client = Side {
+            wrapper: &wa,
+            ip: A_IP6,
+            exec_args,
+        };
+        let server_child = spawn_exec(server, argv);
+        wait_listening(server_child.id(), port);
+        let client_argv = [argv, &[B_IP4]].concat();
+        let client = spawn_exec(client, &client_argv).wait_with_output().unwrap();
+        (client, server_child.wait_with_output().unwrap())
+    }
+}
+
+impl Drop for Pair {
+    fn drop(&mut self) {
+        for ns in [&self.a, &self.b] {
+            let _ = sh(&["ip", "netns", "delete", ns]);
+        }
+    }
+}
+
+/// The GIDs (client's, server's) of `-g gid`: the --ip addresses for 1, the link-local ones
+/// for 0.
+fn gids(gid: &str) -> (&'static str, &'static str) {
+    match gid {
+        "0" => (A_LL, B_LL),
+        _ => (A_IP6, B_IP6),
+    }
+}
+
+/// Checks an ibv_*_pingpong run with `-g gid`: both sides exit 0, report `iters` iterations
+/// and 2 × size × iters bytes, and name their own GID and the peer's as that index's
+/// addresses ([`gids`]).
+fn assert_pingpong(
+    what: &str,
+    gid: &str,
+    (client, server): (Output, Output),
+    size: u64,
+    iters: u64,
+) {
+    let (a, b) = gids(gid);
+    for (who, out, local, remote) in [("client", &client, a, b), ("server", &server, b, a)] {
+        let text = ok(&format!("{what} {who}"), out);
+        let bytes = format!("{} bytes in", 2 * size * iters);
+        assert!(text.contains(&bytes), "{what} {who}: no {bytes:?}\n{text}");
+        let line = format!("{iters} iters in");
+        assert!(text.contains(&line), "{what} {who}: no {line:?}\n{text}");
+        for (label, gid) in [("local address", local), ("remote address", remote)] {
+            let l = text
+                .lines()
+                .find(|l| l.contains(label))
+                .unwrap_or_else(|| panic!("{what} {who}: no {label}\n{text}"));
+            assert!(l.ends_with(&format!("GID {gid}")), "{what} {who}: {l}");
+        }
+    }
+}
+
+/// ibv_rc_pingpong -g GID over IPv6: 1 B (inline, 1024-byte MTU) and 1 MiB (256 packets of
+/// 4096 bytes each way, the ICRC over IPv6 checked on each); -c: each side checks every byte.
+fn rc_pingpong(tag: &str, gid: &str, port_base: u16) {
+    let Some(pair) = Pair::new(tag, "ibv_rc_pingpong", "ibverbs-utils") else {
+        return;
+    };
+    let runs = [("1", "50", "1024"), ("1048576", "5", "4096")];
+    for (port, (size, iters, mtu)) in (port_base..).zip(runs) {
+        let port = port.to_string();
+        let mut argv = vec!["ibv_rc_pingpong", "-g", gid, "-p", &port, "-c"];
+        argv.extend(["-s", size, "-n", iters, "-m", mtu]);
+        let out = pair.run(&["--mtu", mtu], &argv, &port);
+        let what = format!("ibv_rc_pingpong -g {gid} -s {size}");
+        assert_pingpong(
+            &what,
+            gid,
+            out,
+            size.parse().unwrap(),
+            iters.parse().unwrap(),
+        );
+    }
+}
+
+/// ibv_ud_pingpong -g GID over IPv6: datagrams whose 40-byte GRH area holds the IPv6 header
+/// (the server answers the address it reads there), -c checking the data after it.
+fn ud_pingpong(tag: &str, gid: &str, port: &str) {
+    let Some(pair) = Pair::new(tag, "ibv_ud_pingpong", "ibverbs-utils") else {
+        return;
+    };
+    let argv = [
+        "ibv_ud_pingpong",
+        "-g",
+        gid,
+        "-p",
+        port,
+        "-c",
+        "-n",
+        "50",
+        "-s",
+        "1024",
+    ];
+    let out = pair.run(&[], &argv, port);
+    assert_pingpong(&format!("ibv_ud_pingpong -g {gid}"), gid, out, 1024, 50);
+}
+
+/// GID 1, the --ip address.
+#[test]
+fn ibv_rc_pingpong_over_ipv6() {
+    rc_pingpong("rc", "1", 18760);
+}
+
+#[test]
+fn ibv_ud_pingpong_over_ipv6() {
+    ud_pingpong("ud", "1", "18765");
+}
+
+/// GID 0, the veth's link-local address, as rxe's GID 0 (libfabric's default).
+#[test]
+fn ibv_rc_pingpong_over_ipv6_link_local() {
+    rc_pingpong("rcll", "0", 18770);
+}
+
+#[test]
+fn ibv_ud_pingpong_over_ipv6_link_local() {
+    ud_pingpong("udll", "0", "18775");
+}
+
+/// `roce pingpong` over IPv6 with no --ip on either side: the client connects to the server's
+/// IPv6 address, and each NIC takes its address from that TCP connection (the server listens
+/// on [::]), so both GIDs are the IPv6 addresses.
+#[test]
+fn roce_pingpong_takes_its_ipv6_address_from_the_connection() {
+    let Some(pair) = Pair::new("rpp", "ip", "iproute2") else {
+        return;
+    };
+    let roce = env!("CARGO_BIN_EXE_roce");
+    let spawn = |ns: &str, extra: &[&str]| {
+        std::process::Command::new("ip")
+            .args(["netns", "exec", ns, "timeout", "120", roce, "pingpong"])
+            .args(["-p", "18780", "-n", "20"])
+            .args(extra)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let server = spawn(&pair.b, &[]);
+    wait_listening(server.id(), "18780");
+    let client = spawn(&pair.a, &[B_IP6]).wait_with_output().unwrap();
+    let server = server.wait_with_output().unwrap();
+    assert_pingpong("roce pingpong", "1", (client, server), 4096, 20);
+}
+
+/// A second IPv6 NIC on an interface whose `[::]:4791` the first holds (for both its GIDs)
+/// does not start, and says why and what to do.
+#[test]
+fn a_second_ipv6_nic_on_the_interface_is_refused_with_the_reason() {
+    let Some(pair) = Pair::new("two", "ibv_rc_pingpong", "ibverbs-utils") else {
+        return;
+    };
+    let a2 = "fd00:198:18:6::3";
+    let cidr = format!("{a2}/64");
+    run_ok(&[
+        "ip", "-n", &pair.a, "addr", "add", &cidr, "dev", "va", "nodad",
+    ]);
+    let wrapper = ["ip", "netns", "exec", pair.a.as_str(), "timeout", "120"];
+    let side = |ip| Side {
+        wrapper: &wrapper,
+        ip,
+        exec_args: &[],
+    };
+    // NIC 1 (GIDs 0 and 1 on [::]:4791 of va) waits for its TCP exchange; ibv_rc_pingpong
+    // opens its device before it listens.
+    let first = spawn_exec(side(A_IP6), &["ibv_rc_pingpong", "-g", "1", "-p", "18785"]);
+    wait_listening(first.id(), "18785");
+    // NIC 2 on the same interface.
+    let second = spawn_exec(side(a2), &["ibv_devinfo"])
+        .wait_with_output()
+        .unwrap();
+    // NIC 1 waits for a peer that will not come: end it (its process group, which we started).
+    let group = format!("-{}", first.id());
+    let _ = std::process::Command::new("kill")
+        .args(["-TERM", "--", &group])
+        .status();
+    let _ = first.wait_with_output();
+    let err = String::from_utf8_lossy(&second.stderr);
+    assert!(!second.status.success(), "{err}");
+    assert!(
+        err.contains("cannot bind UDP [::]:4791 on va")
+            && err.contains("in use, by another IPv6 NIC on va")
+            && err.contains("one IPv6 NIC per interface"),
+        "{err}"
+    );
+}
