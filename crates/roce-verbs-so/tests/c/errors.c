@@ -150,6 +150,11 @@ int main(void)
 	errno = 0;
 	CHECK(!ibv_create_ah(pd, &ah_attr) && errno == EINVAL, "create_ah from GID 0: EINVAL");
 	ah_attr.grh.sgid_index = 1;
+	errno = 0;
+	CHECK(!ibv_create_ah(pd, &ah_attr) && errno == EINVAL,
+	      "create_ah from GID 1 (IPv4) to the unspecified IPv6 GID ::: EINVAL");
+	/* To the NIC's own GID 1, ::ffff:127.0.13.60. */
+	CHECK(ibv_query_gid(ctx, 1, 1, &ah_attr.grh.dgid) == 0, "query_gid 1");
 	struct ibv_ah *ah = ibv_create_ah(pd, &ah_attr);
 	CHECK(ah && ah->pd == pd, "create_ah from GID 1");
 	CHECK(ibv_destroy_ah(ah) == 0, "destroy_ah");
