@@ -461,8 +461,6 @@ fn new_child(t: &mut Tables, channel: usize, ev: &CmEvent) -> Option<(usize, usi
     let local = SocketAddrV4::new(local_ip, listen_port.map_or(0, |a| a.port()));
     let peer = SocketAddrV4::new(peer_ip, ev.peer_port);
     let mut c = id::blank_id(l.channel, lc.context, lc.ps, lc.qp_type);
-    c.verbs = dev.ctx as *mut _;
-    c.port_num = 1;
     c.route.addr.src = addr::to_storage(local);
     c.route.addr.dst = addr::to_storage(peer);
     c.route.addr.ibaddr.sgid = IbvGid::from_ipv4(local_ip);
@@ -475,16 +473,32 @@ fn new_child(t: &mut Tables, channel: usize, ev: &CmEvent) -> Option<(usize, usi
         responder_resources: ev.responder_resources,
         initiator_depth: ev.initiator_depth,
     });
-    if sync {
+    let a = child.c.addr();
+    t.ids.insert(a, child);
+    let own = if t.give_device(a, dev.ctx).is_err() {
+        None
+    } else if sync {
         // rdma_get_request migrates the child to a channel of its own.
-        let own = state::new_channel(t).ok()?;
-        child.sync_channel = Some(own);
+        state::new_channel(t).ok().map(Some)
+    } else {
+        Some(None)
+    };
+    let Some(own) = own else {
+        // No PD or no channel for it: the request is refused as one without a listener is.
+        t.put_device(a);
+        t.ids.remove(&a);
+        let _ = ibv::cm_reject(ev.conn, &[]);
+        inbox::close_conn(ev.conn);
+        return None;
+    };
+    if let Some(own) = own {
+        if let Some(child) = t.ids.get_mut(&a) {
+            child.sync_channel = Some(own);
+        }
         inbox::route_conn(ev.conn, own);
     } else {
         inbox::route_conn(ev.conn, channel);
     }
-    let a = child.c.addr();
-    t.ids.insert(a, child);
     Some((a, listener))
 }
 

@@ -103,7 +103,7 @@ int main(void)
 	six.sin6_family = AF_INET6;
 	errno = 0;
 	CHECK(rdma_resolve_addr(id, NULL, (struct sockaddr *)&six, 1000) == -1 && errno == EAFNOSUPPORT, "resolve_addr to IPv6: EAFNOSUPPORT");
-	CHECK(!readable(ch->fd) && !id->verbs && id->route.num_paths == 0 && rdma_get_src_port(id) == 0, "... no event, the id unchanged");
+	CHECK(!readable(ch->fd) && !id->verbs && !id->pd && id->route.num_paths == 0 && rdma_get_src_port(id) == 0, "... no event, the id unchanged");
 
 	/* resolve_addr -> ADDR_RESOLVED. */
 	CHECK(rdma_resolve_addr(id, NULL, ai->ai_dst_addr, 2000) == 0, "resolve_addr");
@@ -112,6 +112,25 @@ int main(void)
 	CHECK(rdma_get_cm_event(ch, &ev) == 0 && ev && ev->event == RDMA_CM_EVENT_ADDR_RESOLVED && ev->id == id && ev->status == 0, "... ADDR_RESOLVED for the id");
 	CHECK(!readable(ch->fd), "... and nothing more");
 	CHECK(id->verbs == devs[0] && id->port_num == 1, "... the id has the device");
+	/* ucma_get_device: the device's PD comes with it (UCX's rdmacm CM makes a UD QP on it
+	 * before any rdma_create_qp). */
+	struct ibv_pd *devpd = id->pd;
+	CHECK(devpd && devpd->context == id->verbs, "... and the device's PD in id->pd");
+	{
+		struct ibv_cq *dcq = ibv_create_cq(id->verbs, 4, NULL, NULL, 0);
+		struct ibv_qp_init_attr da;
+		memset(&da, 0, sizeof(da));
+		da.send_cq = da.recv_cq = dcq;
+		da.qp_type = IBV_QPT_UD;
+		da.cap.max_send_wr = da.cap.max_recv_wr = 2;
+		da.cap.max_send_sge = da.cap.max_recv_sge = 1;
+		struct ibv_qp *dqp = dcq ? ibv_create_qp(id->pd, &da) : NULL;
+		CHECK(dqp && dqp->pd == devpd, "... a UD QP made with ibv_create_qp(id->pd), as UCX does");
+		if (dqp)
+			ibv_destroy_qp(dqp);
+		if (dcq)
+			ibv_destroy_cq(dcq);
+	}
 	struct sockaddr_in *l = (struct sockaddr_in *)rdma_get_local_addr(id);
 	struct sockaddr_in *p = (struct sockaddr_in *)rdma_get_peer_addr(id);
 	CHECK(l->sin_family == AF_INET && l->sin_addr.s_addr == sin4("127.0.13.80", 0).sin_addr.s_addr && l->sin_port != 0, "... local address: the device's, a port");
@@ -200,7 +219,8 @@ int main(void)
 	qa.cap.max_send_wr = qa.cap.max_recv_wr = 4;
 	qa.cap.max_send_sge = qa.cap.max_recv_sge = 1;
 	uint32_t qkey = 0;
-	CHECK(rdma_create_qp(ud, NULL, &qa) == 0 && ud->qp && ud->pd && ud->send_cq && ud->recv_cq && qa.send_cq == ud->send_cq, "create_qp with no PD or CQs");
+	CHECK(ud->pd == devpd, "... the same device PD in the second id");
+	CHECK(rdma_create_qp(ud, NULL, &qa) == 0 && ud->qp && ud->qp->pd == devpd && ud->pd == devpd && ud->send_cq && ud->recv_cq && qa.send_cq == ud->send_cq, "create_qp with no PD or CQs");
 	CHECK(ud->qp && qp_state(ud->qp, &qkey) == IBV_QPS_RTS && qkey == RDMA_UDP_QKEY, "... RTS with RDMA_UDP_QKEY");
 	rdma_destroy_qp(ud);
 	CHECK(!ud->qp && !ud->send_cq && !ud->recv_cq, "... destroy_qp takes the library's CQs too");
@@ -212,9 +232,12 @@ int main(void)
 	rdma_create_id(ch, &other, NULL, RDMA_PS_TCP);
 	struct sockaddr_in a = sin4("127.0.13.99", 7471);
 	errno = 0;
-	CHECK(rdma_bind_addr(srv, (struct sockaddr *)&a) == -1 && errno == EADDRNOTAVAIL && rdma_get_src_port(srv) == 0, "bind to an address not the device's: EADDRNOTAVAIL, unbound");
+	CHECK(rdma_bind_addr(srv, (struct sockaddr *)&a) == -1 && errno == EADDRNOTAVAIL && rdma_get_src_port(srv) == 0 && !srv->verbs && !srv->pd, "bind to an address not the device's: EADDRNOTAVAIL, unbound, no device");
+	struct sockaddr_in any = sin4("0.0.0.0", 0);
+	CHECK(rdma_bind_addr(other, (struct sockaddr *)&any) == 0 && !other->verbs && !other->pd, "bind to the wildcard address: no device, no PD yet");
+	CHECK(rdma_destroy_id(other) == 0 && rdma_create_id(ch, &other, NULL, RDMA_PS_TCP) == 0, "... destroyed, a fresh id");
 	a = sin4("127.0.13.80", 7471);
-	CHECK(rdma_bind_addr(srv, (struct sockaddr *)&a) == 0 && rdma_get_src_port(srv) == htons(7471) && srv->verbs == devs[0], "bind to the device's address");
+	CHECK(rdma_bind_addr(srv, (struct sockaddr *)&a) == 0 && rdma_get_src_port(srv) == htons(7471) && srv->verbs == devs[0] && srv->pd == devpd, "bind to the device's address: the device and its PD");
 	errno = 0;
 	CHECK(rdma_bind_addr(other, (struct sockaddr *)&a) == -1 && errno == EADDRINUSE && rdma_get_src_port(other) == 0, "a second bind to the port: EADDRINUSE");
 	CHECK(rdma_listen(srv, 4) == 0 && !readable(ch->fd), "listen: recorded, no event");
@@ -225,7 +248,7 @@ int main(void)
 	/* A synchronous id (no channel): resolve completes in the call. */
 	struct rdma_cm_id *sync = NULL;
 	CHECK(rdma_create_id(NULL, &sync, NULL, RDMA_PS_TCP) == 0 && !sync->channel, "create_id without a channel");
-	CHECK(rdma_resolve_addr(sync, NULL, ai->ai_dst_addr, 2000) == 0 && sync->verbs && rdma_resolve_route(sync, 2000) == 0 && sync->route.num_paths == 1 && !readable(ch->fd), "... resolve_addr and resolve_route complete at once, no event");
+	CHECK(rdma_resolve_addr(sync, NULL, ai->ai_dst_addr, 2000) == 0 && sync->verbs && sync->pd == devpd && rdma_resolve_route(sync, 2000) == 0 && sync->route.num_paths == 1 && !readable(ch->fd), "... resolve_addr and resolve_route complete at once, no event");
 	CHECK(rdma_destroy_id(sync) == 0, "... destroyed");
 
 	/* rdma_create_ep: a synchronous id with its QP. */
