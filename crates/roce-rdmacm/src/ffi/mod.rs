@@ -26,6 +26,7 @@ use crate::{addr, state, strings};
 
 mod connect;
 mod devices;
+pub(crate) mod gai;
 mod ids;
 
 pub(crate) use roce_cabi::os::{guard, set_errno, set_nonblocking};
