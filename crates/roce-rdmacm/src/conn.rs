@@ -294,6 +294,20 @@ fn fail_qp(i: &Id) {
     }
 }
 
+/// At exit, what the kernel does when a process's rdma_cm file closes (`ucma_close` destroys
+/// every id of the file): each id still listening stops, a request not answered is rejected,
+/// a connection up or being made is disconnected (the DREQ leaves; libibverbs's at-exit,
+/// which runs after this one, lets the NIC send it), and a DREQ not answered gets its DREP.
+/// A program that returns from `main` with a connection up (qperf's server does) thus ends it
+/// at once for the peer, which otherwise would wait out its own timeouts.
+pub(crate) fn close_all() {
+    with(|t| {
+        for i in t.ids.values_mut() {
+            close(i);
+        }
+    });
+}
+
 /// What `rdma_destroy_id` does to the id's connection and listener: a request not answered
 /// is rejected, a connection up is disconnected, the listener goes; later events of either
 /// are dropped.

@@ -94,6 +94,19 @@ unsafe fn read_sockaddr(sa: *const c_void) -> Result<SocketAddrV4, Errno> {
     addr::from_storage(&s)
 }
 
+/// Called once, when the device is first opened (after libibverbs registered its own at-exit,
+/// so this one runs first): at exit, every id's connection and listener is closed as the
+/// kernel closes them with the process's rdma_cm file (`conn::close_all`); libibverbs's
+/// at-exit then lets the NIC send the DREQs and REJs before the process ends.
+pub(crate) fn register_at_exit() {
+    extern "C" fn at_exit() {
+        guard((), crate::conn::close_all);
+    }
+    // SAFETY: registering a function that takes and returns nothing; a failure (ENOMEM) only
+    // loses the disconnections at exit.
+    let _ = unsafe { libc::atexit(at_exit) };
+}
+
 // ---- event channels and events -------------------------------------------------------------
 
 /// `struct rdma_event_channel *rdma_create_event_channel(void)`: NULL with errno.
