@@ -26,6 +26,20 @@ use crate::{ibv, id};
 /// `max_qp_rd_atom` (librdmacm takes the device's).
 const DEFAULT_RD_ATOMIC: u8 = 128;
 
+/// `RDMA_MAX_RESP_RES` and `RDMA_MAX_INIT_DEPTH`: "as many as the device allows".
+const RDMA_MAX_RD_ATOMIC: u8 = 0xff;
+
+/// A `conn_param`'s responder resources or initiator depth as librdmacm takes it
+/// (`rdma_connect`, `rdma_accept`, `ucma_valid_param`): `RDMA_MAX_*` is the device's maximum
+/// (`max_qp_rd_atom`, `max_qp_init_rd_atom`: 128, as rxe's), a larger value `EINVAL`.
+fn rd_atomic(v: u8) -> Result<u8, Errno> {
+    match v {
+        RDMA_MAX_RD_ATOMIC => Ok(DEFAULT_RD_ATOMIC),
+        v if v > DEFAULT_RD_ATOMIC => Err(EINVAL),
+        v => Ok(v),
+    }
+}
+
 /// The RDMA IP CM service ID of port `port` in port space `ps` (`cma_get_service_id`).
 pub(crate) fn service_id(ps: c_int, port: u16) -> u64 {
     ((ps as u64 & 0xffff) << 16) | u64::from(port)
@@ -93,6 +107,11 @@ pub(crate) fn connect(id: usize, param: Option<ConnParam>) -> Result<(), Errno> 
         rnr_retry_count: 7,
         ..ConnParam::default()
     });
+    let param = ConnParam {
+        responder_resources: rd_atomic(param.responder_resources)?,
+        initiator_depth: rd_atomic(param.initiator_depth)?,
+        ..param
+    };
     let channel = with(|t| {
         let ch = events_channel(t, id)?;
         let i = t.ids.get_mut(&id).ok_or(EINVAL)?;
@@ -165,6 +184,11 @@ pub(crate) fn accept(id: usize, param: Option<ConnParam>) -> Result<(), Errno> {
             rnr_retry_count: 7,
             ..ConnParam::default()
         });
+        let param = ConnParam {
+            responder_resources: rd_atomic(param.responder_resources)?,
+            initiator_depth: rd_atomic(param.initiator_depth)?,
+            ..param
+        };
         let p = CmAccept {
             qp: c.qp.cast(),
             responder_resources: param.responder_resources.min(req.initiator_depth),
