@@ -405,6 +405,69 @@ pub(crate) fn get_event(channel: usize) -> Result<*mut RdmaCmEvent, Errno> {
     }
 }
 
+/// `rdma_migrate_id`: the id's events go to `channel` from now on (`None`: a channel of its
+/// own, the id becoming synchronous), with those queued and not yet taken; events already taken
+/// stay valid until acked. A synchronous id's own channel goes. `EINVAL` for an id or a
+/// channel this library did not make, before anything moves.
+pub(crate) fn migrate_id(id: usize, channel: Option<usize>) -> Result<(), Errno> {
+    with(|t| {
+        let i = t.ids.get(&id).ok_or(EINVAL)?;
+        if channel.is_some_and(|c| !t.channels.contains_key(&c)) {
+            return Err(EINVAL);
+        }
+        let old = i.events_channel();
+        let old_own = if i.channel.is_none() {
+            i.sync_channel
+        } else {
+            None
+        };
+        let (conn, listen) = (i.conn, i.listen);
+        let to = match channel {
+            Some(c) => c,
+            None => new_channel(t)?,
+        };
+        if let Some(old) = old.filter(|&o| o != to) {
+            let mut mine = Vec::new();
+            if let Some(ch) = t.channels.get_mut(&old) {
+                let events = &t.events;
+                ch.queue.retain(|e| {
+                    let m = events.get(e).is_some_and(|ev| ev.c.get().id as usize == id);
+                    if m {
+                        mine.push(*e);
+                    }
+                    !m
+                });
+            }
+            for e in mine {
+                let delivered = t.channels.get_mut(&to).is_some_and(|ch| {
+                    let ok = matches!((&*ch.writer).write(&[1]), Ok(1));
+                    if ok {
+                        ch.queue.push_back(e);
+                    }
+                    ok
+                });
+                if !delivered {
+                    t.events.remove(&e);
+                }
+            }
+        }
+        crate::inbox::migrate(conn, listen, to);
+        if let Some(i) = t.ids.get_mut(&id) {
+            (i.channel, i.sync_channel) = match channel {
+                Some(c) => (Some(c), None),
+                None => (None, Some(to)),
+            };
+            i.c.update(|c| {
+                c.channel = channel.map_or(std::ptr::null_mut(), |ch| ch as *mut _);
+            });
+        }
+        if let Some(own) = old_own.filter(|&o| o != to) {
+            let _ = t.drop_channel(own);
+        }
+        Ok(())
+    })
+}
+
 /// `rdma_ack_cm_event`: frees an event `get_event` returned.
 pub(crate) fn ack_event(event: usize) -> Result<(), Errno> {
     with(|t| {

@@ -277,6 +277,39 @@ int main(void)
 	if (ep)
 		rdma_destroy_ep(ep);
 
+	/* rdma_migrate_id: the id's queued event moves with it to the new channel. */
+	struct rdma_event_channel *ch2 = rdma_create_event_channel();
+	struct rdma_cm_id *mig = NULL;
+	rdma_create_id(ch, &mig, NULL, RDMA_PS_TCP);
+	CHECK(ch2 && mig && rdma_resolve_addr(mig, NULL, ai->ai_dst_addr, 2000) == 0 && readable_within(ch->fd, 10000), "an id with ADDR_RESOLVED queued");
+	errno = 0;
+	CHECK(rdma_migrate_id(mig, (struct rdma_event_channel *)&cp) == -1 && errno == EINVAL && mig->channel == ch, "migrate_id to a channel not ours: EINVAL, the id stays");
+	CHECK(rdma_migrate_id(mig, ch2) == 0 && mig->channel == ch2, "migrate_id to a second channel");
+	fcntl(ch2->fd, F_SETFL, fcntl(ch2->fd, F_GETFL) | O_NONBLOCK);
+	ev = NULL;
+	CHECK(readable_within(ch2->fd, 10000) && rdma_get_cm_event(ch2, &ev) == 0 && ev->id == mig && ev->event == RDMA_CM_EVENT_ADDR_RESOLVED, "... its event comes on the new channel");
+	if (ev)
+		rdma_ack_cm_event(ev);
+	fcntl(ch->fd, F_SETFL, fcntl(ch->fd, F_GETFL) | O_NONBLOCK);
+	errno = 0;
+	CHECK(rdma_get_cm_event(ch, &ev) == -1 && errno == EAGAIN, "... and not on the old one");
+	fcntl(ch->fd, F_SETFL, fcntl(ch->fd, F_GETFL) & ~O_NONBLOCK);
+	/* RDMA_MAX_INIT_DEPTH / RDMA_MAX_RESP_RES ask for the device's maximum; more is EINVAL. */
+	CHECK(rdma_resolve_route(mig, 2000) == 0 && rdma_get_cm_event(ch2, &ev) == 0 && ev->event == RDMA_CM_EVENT_ROUTE_RESOLVED && rdma_ack_cm_event(ev) == 0, "... its route resolved");
+	memset(&qa, 0, sizeof(qa));
+	qa.qp_type = IBV_QPT_RC;
+	qa.cap.max_send_wr = qa.cap.max_recv_wr = 2;
+	qa.cap.max_send_sge = qa.cap.max_recv_sge = 1;
+	CHECK(rdma_create_qp(mig, NULL, &qa) == 0, "... a QP");
+	memset(&cp, 0, sizeof(cp));
+	cp.responder_resources = 200;
+	cp.initiator_depth = 1;
+	errno = 0;
+	CHECK(rdma_connect(mig, &cp) == -1 && errno == EINVAL && !readable(ch2->fd) && qp_state(mig->qp, NULL) == IBV_QPS_INIT, "connect asking for 200 responder resources: EINVAL, nothing sent");
+	rdma_destroy_qp(mig);
+	CHECK(rdma_destroy_id(mig) == 0, "... destroyed");
+	rdma_destroy_event_channel(ch2);
+
 	/* A queued event of a destroyed id is not delivered. */
 	struct rdma_cm_id *gone = NULL;
 	rdma_create_id(ch, &gone, NULL, RDMA_PS_TCP);
