@@ -12,7 +12,7 @@
 mod common;
 
 use common::exec::{
-    Side, exec_cm_pair, have, ok_as, ok_as as ok, result_rows, rping_done, spawn_exec,
+    Side, exec_cm_pair, exec_pair, have, ok_as, ok_as as ok, result_rows, rping_done, spawn_exec,
     transfers_complete, wait_listening,
 };
 use std::process::Output;
@@ -476,4 +476,40 @@ fn qperf_rc_tests_through_its_connection_manager_end_cleanly() {
     assert_eq!(stats["counters"]["cm_retransmits"], 0, "{stats}");
     assert_eq!(stats["counters"]["cm_rx_mads"], 2 * tests.len(), "{stats}");
     assert_eq!(stats["counters"]["retransmit_timeouts"], 0, "{stats}");
+}
+
+#[test]
+fn fi_pingpong_msg_runs_over_libfabrics_verbs_provider() {
+    if !have("fi_pingpong", "libfabric-bin") {
+        return;
+    }
+    // libfabric's MSG endpoints go through librdmacm: rdma_getaddrinfo("localhost", NULL,
+    // RAI_PASSIVE) for every device, rdma_migrate_id to its event queues, RDMA_MAX_* depths.
+    // The server finds its device by binding the addresses of the host's interfaces and
+    // "localhost" (vrb_get_rai_id): on loopback only 127.0.0.1 is one of them.
+    // The client first connects to the server's TCP control port (47592).
+    let wrap = ["timeout", "60"];
+    let side = |ip| Side {
+        wrapper: &wrap,
+        ip,
+        exec_args: &[],
+    };
+    let (client, server) = exec_pair(
+        side("127.0.0.1"),
+        side("127.0.13.85"),
+        "47592",
+        &["fi_pingpong", "-p", "verbs", "-e", "msg", "-d", "roce0"],
+    );
+    for (side, out) in [("server", &server), ("client", &client)] {
+        let text = ok_as(side, out);
+        let rows: Vec<&str> = text
+            .lines()
+            .filter(|l| l.split_whitespace().nth(2) == Some("=10"))
+            .collect();
+        assert_eq!(
+            rows.len(),
+            6,
+            "{side}: 64 B to 1 MiB, each 10 sent and acked:\n{text}"
+        );
+    }
 }
