@@ -388,12 +388,12 @@ fn a_program_that_exits_connected_disconnects_its_peer_as_the_kernel_does() {
     let (client, server) = exec_cm_pair(
         Side {
             wrapper: &wrap,
-            ip: "127.0.13.86",
+            ip: "127.0.13.110",
             exec_args: &[],
         },
         Side {
             wrapper: &wrap,
-            ip: "127.0.13.87",
+            ip: "127.0.13.111",
             exec_args: &["--stats", "json"],
         },
         &[
@@ -401,7 +401,7 @@ fn a_program_that_exits_connected_disconnects_its_peer_as_the_kernel_does() {
             "-c",
             EXIT_CONNECTED,
             "server",
-            "127.0.13.86",
+            "127.0.13.110",
             "7490",
         ],
         &[
@@ -409,7 +409,7 @@ fn a_program_that_exits_connected_disconnects_its_peer_as_the_kernel_does() {
             "-c",
             EXIT_CONNECTED,
             "client",
-            "127.0.13.86",
+            "127.0.13.110",
             "7490",
         ],
     );
@@ -443,7 +443,7 @@ fn qperf_rc_tests_through_its_connection_manager_end_cleanly() {
     let server = spawn_exec(
         Side {
             wrapper: &["timeout", "60"],
-            ip: "127.0.13.88",
+            ip: "127.0.13.112",
             exec_args: &[],
         },
         &["qperf"],
@@ -453,10 +453,10 @@ fn qperf_rc_tests_through_its_connection_manager_end_cleanly() {
     let client = spawn_exec(
         Side {
             wrapper: &["timeout", "60"],
-            ip: "127.0.13.89",
+            ip: "127.0.13.113",
             exec_args: &["--stats", "json"],
         },
-        &[&["qperf", "-t", "1", "-cm1", "127.0.13.88"], &tests[..]].concat(),
+        &[&["qperf", "-t", "1", "-cm1", "127.0.13.112"], &tests[..]].concat(),
     )
     .wait_with_output()
     .unwrap();
@@ -496,7 +496,7 @@ fn fi_pingpong_msg_runs_over_libfabrics_verbs_provider() {
     };
     let (client, server) = exec_pair(
         side("127.0.0.1"),
-        side("127.0.13.85"),
+        side("127.0.13.114"),
         "47592",
         &["fi_pingpong", "-p", "verbs", "-e", "msg", "-d", "roce0"],
     );
