@@ -381,11 +381,12 @@ pub(crate) fn get_event(channel: usize) -> Result<*mut RdmaCmEvent, Errno> {
         })
         .ok_or(EINVAL)?;
         let mut byte = [0u8; 1];
-        // Without the tables' lock: this may block until an event comes.
+        // Without the tables' lock: this may block until an event comes. A signal whose
+        // handler was installed without SA_RESTART interrupts it: EINTR, as librdmacm's
+        // read(2) of the rdma_cm file fails.
         match (&*reader).read(&mut byte) {
             Ok(1) => {}
             Ok(_) => return Err(Errno(libc::EPIPE)),
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
             Err(e) => return Err(os(&e)),
         }
         let got = with(|t| {

@@ -10,6 +10,10 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <pthread.h>
+#include <unistd.h>
+#include <signal.h>
+#include <sys/time.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,6 +30,29 @@ static struct sockaddr_in sin4(const char *ip, int port)
 	a.sin_port = htons(port);
 	inet_pton(AF_INET, ip, &a.sin_addr);
 	return a;
+}
+
+static volatile sig_atomic_t alarms;
+static volatile int interrupted_waits_done;
+
+/* Fails the program, rather than let it hang, if a wait the alarm should interrupt does not
+ * return. */
+static void *watchdog(void *arg)
+{
+	(void)arg;
+	sleep(10);
+	if (!interrupted_waits_done) {
+		printf("FAIL a wait a signal should interrupt did not return within 10 s\n");
+		fflush(stdout);
+		_exit(99);
+	}
+	return NULL;
+}
+
+static void on_alarm(int sig)
+{
+	(void)sig;
+	alarms++;
 }
 
 static int readable(int fd)
@@ -295,7 +322,7 @@ int main(void)
 	CHECK(rdma_get_cm_event(ch, &ev) == -1 && errno == EAGAIN, "... and not on the old one");
 	fcntl(ch->fd, F_SETFL, fcntl(ch->fd, F_GETFL) & ~O_NONBLOCK);
 	/* RDMA_MAX_INIT_DEPTH / RDMA_MAX_RESP_RES ask for the device's maximum; more is EINVAL. */
-	CHECK(rdma_resolve_route(mig, 2000) == 0 && rdma_get_cm_event(ch2, &ev) == 0 && ev->event == RDMA_CM_EVENT_ROUTE_RESOLVED && rdma_ack_cm_event(ev) == 0, "... its route resolved");
+	CHECK(rdma_resolve_route(mig, 2000) == 0 && readable_within(ch2->fd, 10000) && rdma_get_cm_event(ch2, &ev) == 0 && ev->event == RDMA_CM_EVENT_ROUTE_RESOLVED && rdma_ack_cm_event(ev) == 0, "... its route resolved");
 	memset(&qa, 0, sizeof(qa));
 	qa.qp_type = IBV_QPT_RC;
 	qa.cap.max_send_wr = qa.cap.max_recv_wr = 2;
@@ -317,6 +344,41 @@ int main(void)
 	fcntl(ch->fd, F_SETFL, fcntl(ch->fd, F_GETFL) | O_NONBLOCK);
 	errno = 0;
 	CHECK(rdma_get_cm_event(ch, &ev) == -1 && errno == EAGAIN, "... its event is gone");
+
+	/* A signal whose handler has no SA_RESTART interrupts the waits, as the kernel's read(2)
+	 * of the rdma_cm file and of a completion channel: qperf's timer ends its tests so. */
+	{
+		struct sigaction sa;
+		memset(&sa, 0, sizeof(sa));
+		sa.sa_handler = on_alarm;
+		sigemptyset(&sa.sa_mask);
+		sigaction(SIGALRM, &sa, NULL);
+		struct itimerval t;
+		memset(&t, 0, sizeof(t));
+		t.it_value.tv_usec = 100000;
+		fcntl(ch->fd, F_SETFL, fcntl(ch->fd, F_GETFL) & ~O_NONBLOCK);
+		pthread_t dog;
+		pthread_create(&dog, NULL, watchdog, NULL);
+		pthread_detach(dog);
+		setitimer(ITIMER_REAL, &t, NULL);
+		errno = 0;
+		ev = (void *)0x1;
+		CHECK(rdma_get_cm_event(ch, &ev) == -1 && errno == EINTR && alarms == 1 && ev == (void *)0x1, "get_cm_event interrupted by a signal: EINTR");
+		struct ibv_comp_channel *cc = ibv_create_comp_channel(devs[0]);
+		struct ibv_cq *ccq = cc ? ibv_create_cq(devs[0], 4, NULL, cc, 0) : NULL;
+		struct ibv_cq *got = NULL;
+		void *gctx = NULL;
+		CHECK(ccq && ibv_req_notify_cq(ccq, 0) == 0, "a CQ on a completion channel, armed");
+		setitimer(ITIMER_REAL, &t, NULL);
+		errno = 0;
+		CHECK(ccq && ibv_get_cq_event(cc, &got, &gctx) == -1 && errno == EINTR && alarms == 2 && !got, "get_cq_event interrupted by a signal: EINTR");
+		if (ccq)
+			ibv_destroy_cq(ccq);
+		if (cc)
+			ibv_destroy_comp_channel(cc);
+		interrupted_waits_done = 1;
+		signal(SIGALRM, SIG_DFL);
+	}
 
 	rdma_freeaddrinfo(ai);
 	CHECK(rdma_destroy_id(id) == 0, "destroy_id");
