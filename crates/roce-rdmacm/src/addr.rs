@@ -1,5 +1,5 @@
 //! Socket addresses as librdmacm's structures carry them (`struct sockaddr_in` inside a
-//! `sockaddr_storage`), and `rdma_getaddrinfo`'s parsing of numeric hosts and ports.
+//! `sockaddr_storage`).
 
 use std::net::{Ipv4Addr, SocketAddrV4};
 
@@ -39,17 +39,6 @@ pub(crate) fn port_be(s: &SockaddrStorage) -> u16 {
     from_storage(s).map_or(0, |a| a.port().to_be())
 }
 
-/// A numeric IPv4 host (`"198.18.0.1"`); other spellings are `EAI_NONAME` (name lookups are
-/// not done: the device has one IPv4 address and programs are given addresses).
-pub(crate) fn parse_host(host: &str) -> Result<Ipv4Addr, i32> {
-    host.parse().map_err(|_| libc::EAI_NONAME)
-}
-
-/// A numeric port (`"7174"`); service names are `EAI_SERVICE`.
-pub(crate) fn parse_port(service: &str) -> Result<u16, i32> {
-    service.parse().map_err(|_| libc::EAI_SERVICE)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -64,16 +53,12 @@ mod tests {
     }
 
     #[test]
-    fn other_families_and_names_are_refused() {
+    fn other_families_are_refused() {
         let s = SockaddrStorage {
             family: libc::AF_INET6 as u16,
             ..SockaddrStorage::default()
         };
         assert_eq!(from_storage(&s), Err(Errno(libc::EAFNOSUPPORT)));
         assert_eq!(port_be(&s), 0);
-        assert_eq!(parse_host("localhost"), Err(libc::EAI_NONAME));
-        assert_eq!(parse_host("198.18.0.1"), Ok(Ipv4Addr::new(198, 18, 0, 1)));
-        assert_eq!(parse_port("http"), Err(libc::EAI_SERVICE));
-        assert_eq!(parse_port("70000"), Err(libc::EAI_SERVICE));
     }
 }

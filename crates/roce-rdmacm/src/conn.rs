@@ -26,6 +26,20 @@ use crate::{ibv, id};
 /// `max_qp_rd_atom` (librdmacm takes the device's).
 const DEFAULT_RD_ATOMIC: u8 = 128;
 
+/// `RDMA_MAX_RESP_RES` and `RDMA_MAX_INIT_DEPTH`: "as many as the device allows".
+const RDMA_MAX_RD_ATOMIC: u8 = 0xff;
+
+/// A `conn_param`'s responder resources or initiator depth as librdmacm takes it
+/// (`rdma_connect`, `rdma_accept`, `ucma_valid_param`): `RDMA_MAX_*` is the device's maximum
+/// (`max_qp_rd_atom`, `max_qp_init_rd_atom`: 128, as rxe's), a larger value `EINVAL`.
+fn rd_atomic(v: u8) -> Result<u8, Errno> {
+    match v {
+        RDMA_MAX_RD_ATOMIC => Ok(DEFAULT_RD_ATOMIC),
+        v if v > DEFAULT_RD_ATOMIC => Err(EINVAL),
+        v => Ok(v),
+    }
+}
+
 /// The RDMA IP CM service ID of port `port` in port space `ps` (`cma_get_service_id`).
 pub(crate) fn service_id(ps: c_int, port: u16) -> u64 {
     ((ps as u64 & 0xffff) << 16) | u64::from(port)
@@ -93,6 +107,11 @@ pub(crate) fn connect(id: usize, param: Option<ConnParam>) -> Result<(), Errno> 
         rnr_retry_count: 7,
         ..ConnParam::default()
     });
+    let param = ConnParam {
+        responder_resources: rd_atomic(param.responder_resources)?,
+        initiator_depth: rd_atomic(param.initiator_depth)?,
+        ..param
+    };
     let channel = with(|t| {
         let ch = events_channel(t, id)?;
         let i = t.ids.get_mut(&id).ok_or(EINVAL)?;
@@ -165,6 +184,11 @@ pub(crate) fn accept(id: usize, param: Option<ConnParam>) -> Result<(), Errno> {
             rnr_retry_count: 7,
             ..ConnParam::default()
         });
+        let param = ConnParam {
+            responder_resources: rd_atomic(param.responder_resources)?,
+            initiator_depth: rd_atomic(param.initiator_depth)?,
+            ..param
+        };
         let p = CmAccept {
             qp: c.qp.cast(),
             responder_resources: param.responder_resources.min(req.initiator_depth),
@@ -292,6 +316,20 @@ fn fail_qp(i: &Id) {
         };
         let _ = ibv::modify_qp(qp, err, qp::ATTR_STATE);
     }
+}
+
+/// At exit, what the kernel does when a process's rdma_cm file closes (`ucma_close` destroys
+/// every id of the file): each id still listening stops, a request not answered is rejected,
+/// a connection up or being made is disconnected (the DREQ leaves; libibverbs's at-exit,
+/// which runs after this one, lets the NIC send it), and a DREQ not answered gets its DREP.
+/// A program that returns from `main` with a connection up (qperf's server does) thus ends it
+/// at once for the peer, which otherwise would wait out its own timeouts.
+pub(crate) fn close_all() {
+    with(|t| {
+        for i in t.ids.values_mut() {
+            close(i);
+        }
+    });
 }
 
 /// What `rdma_destroy_id` does to the id's connection and listener: a request not answered
@@ -461,8 +499,6 @@ fn new_child(t: &mut Tables, channel: usize, ev: &CmEvent) -> Option<(usize, usi
     let local = SocketAddrV4::new(local_ip, listen_port.map_or(0, |a| a.port()));
     let peer = SocketAddrV4::new(peer_ip, ev.peer_port);
     let mut c = id::blank_id(l.channel, lc.context, lc.ps, lc.qp_type);
-    c.verbs = dev.ctx as *mut _;
-    c.port_num = 1;
     c.route.addr.src = addr::to_storage(local);
     c.route.addr.dst = addr::to_storage(peer);
     c.route.addr.ibaddr.sgid = IbvGid::from_ipv4(local_ip);
@@ -475,16 +511,32 @@ fn new_child(t: &mut Tables, channel: usize, ev: &CmEvent) -> Option<(usize, usi
         responder_resources: ev.responder_resources,
         initiator_depth: ev.initiator_depth,
     });
-    if sync {
+    let a = child.c.addr();
+    t.ids.insert(a, child);
+    let own = if t.give_device(a, dev.ctx).is_err() {
+        None
+    } else if sync {
         // rdma_get_request migrates the child to a channel of its own.
-        let own = state::new_channel(t).ok()?;
-        child.sync_channel = Some(own);
+        state::new_channel(t).ok().map(Some)
+    } else {
+        Some(None)
+    };
+    let Some(own) = own else {
+        // No PD or no channel for it: the request is refused as one without a listener is.
+        t.put_device(a);
+        t.ids.remove(&a);
+        let _ = ibv::cm_reject(ev.conn, &[]);
+        inbox::close_conn(ev.conn);
+        return None;
+    };
+    if let Some(own) = own {
+        if let Some(child) = t.ids.get_mut(&a) {
+            child.sync_channel = Some(own);
+        }
         inbox::route_conn(ev.conn, own);
     } else {
         inbox::route_conn(ev.conn, channel);
     }
-    let a = child.c.addr();
-    t.ids.insert(a, child);
     Some((a, listener))
 }
 

@@ -130,6 +130,8 @@ pub(crate) fn device() -> Result<Device, Errno> {
         e => return Err(Errno(e)),
     }
     *slot = Some(d);
+    static AT_EXIT: std::sync::Once = std::sync::Once::new();
+    AT_EXIT.call_once(crate::ffi::register_at_exit);
     Ok(d)
 }
 

@@ -73,8 +73,8 @@ pub(crate) fn create_id(
 }
 
 /// `rdma_destroy_id`: events already taken stay valid until acked; queued ones go. A QP the
-/// program did not destroy is left to it (as librdmacm does); a PD or CQs this library made
-/// are freed unless that QP still uses them.
+/// program did not destroy is left to it (as librdmacm does); CQs this library made are freed
+/// unless that QP still uses them, and the device's PD with the last id that holds it.
 ///
 /// A connection request not yet answered is rejected, a connection still up disconnected
 /// and a listener closed (`conn::close`).
@@ -89,11 +89,9 @@ pub(crate) fn destroy_id(id: usize) -> Result<(), Errno> {
             for ch in &i.own_channels {
                 ibv::destroy_comp_channel(*ch);
             }
-            if let Some(pd) = i.own_pd {
-                ibv::dealloc_pd(pd);
-            }
         }
         let sync_channel = i.sync_channel;
+        t.put_device(id);
         t.drop_queued(id);
         t.ids.remove(&id);
         if let Some(ch) = sync_channel {
@@ -141,34 +139,39 @@ fn choose_local(
 }
 
 /// Takes `local` for the id: its source address, and the device when the address is the
-/// device's (a wildcard bind has no device yet, as with librdmacm).
-fn take_local(t: &mut Tables, id: usize, dev: &Device, local: SocketAddrV4) {
-    let Some(i) = t.ids.get_mut(&id) else { return };
+/// device's (a wildcard bind has no device yet, as with librdmacm). Fails only if the
+/// device's PD cannot be allocated, and then changes nothing.
+fn take_local(t: &mut Tables, id: usize, dev: &Device, local: SocketAddrV4) -> Result<(), Errno> {
+    if !local.ip().is_unspecified() {
+        t.give_device(id, dev.ctx)?;
+    }
+    let Some(i) = t.ids.get_mut(&id) else {
+        return Err(EINVAL);
+    };
     i.local = Some(local);
     i.phase = Phase::Bound;
     i.c.update(|c| {
         c.route.addr.src = addr::to_storage(local);
         if !local.ip().is_unspecified() {
-            c.verbs = dev.ctx as *mut _;
-            c.port_num = 1;
             c.route.addr.ibaddr.sgid = IbvGid::from_ipv4(*local.ip());
             c.route.addr.ibaddr.pkey = 0xffff_u16.to_be();
         }
     });
+    Ok(())
 }
 
-/// `rdma_bind_addr`.
+/// `rdma_bind_addr`: to the device's address, the id gets the device (`id->verbs`, `id->pd`).
 pub(crate) fn bind(id: usize, want: SocketAddrV4) -> Result<(), Errno> {
     let dev = ibv::device()?;
     with(|t| {
         let local = choose_local(t, id, &dev, want)?;
-        take_local(t, id, &dev, local);
-        Ok(())
+        take_local(t, id, &dev, local)
     })
 }
 
 /// `rdma_resolve_addr`: binds first if the id is not bound (to `src`, or the device's address
-/// with a free port), then reports `RDMA_CM_EVENT_ADDR_RESOLVED`.
+/// with a free port), gives the id the device (`id->verbs`, `id->pd`), then reports
+/// `RDMA_CM_EVENT_ADDR_RESOLVED`.
 pub(crate) fn resolve_addr(
     id: usize,
     src: Option<SocketAddrV4>,
@@ -192,8 +195,9 @@ pub(crate) fn resolve_addr(
         };
         let serial = t.reportable(id)?;
         if let Some(local) = bind_to {
-            take_local(t, id, &dev, local);
+            take_local(t, id, &dev, local)?;
         }
+        t.give_device(id, dev.ctx)?;
         let Some(i) = t.ids.get_mut(&id) else {
             return Err(EINVAL);
         };
@@ -212,8 +216,6 @@ pub(crate) fn resolve_addr(
                 c.route.addr.src = addr::to_storage(l);
             }
             c.route.addr.dst = addr::to_storage(dst);
-            c.verbs = dev.ctx as *mut _;
-            c.port_num = 1;
             c.route.addr.ibaddr.sgid = IbvGid::from_ipv4(dev.ip);
             c.route.addr.ibaddr.dgid = IbvGid::from_ipv4(*dst.ip());
             c.route.addr.ibaddr.pkey = 0xffff_u16.to_be();
@@ -280,7 +282,7 @@ pub(crate) fn listen(id: usize) -> Result<SocketAddrV4, Errno> {
         let local = match (i.phase, i.local) {
             (Phase::Idle, _) => {
                 let l = choose_local(t, id, &dev, SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0))?;
-                take_local(t, id, &dev, l);
+                take_local(t, id, &dev, l)?;
                 l
             }
             (Phase::Bound, Some(l)) => l,
@@ -293,7 +295,7 @@ pub(crate) fn listen(id: usize) -> Result<SocketAddrV4, Errno> {
     })
 }
 
-/// `rdma_create_qp`: on `pd` (0: the id's PD, or one allocated for it), with CQs made for
+/// `rdma_create_qp`: on `pd` (0: the id's, the device's PD), with CQs made for
 /// the id where `attr` has none, each on a completion channel of its own
 /// (`id->send_cq_channel`, `id->recv_cq_channel`, which `rdma_get_send_comp` and
 /// `rdma_get_recv_comp` wait on, as librdmacm's `ucma_create_cqs` makes them); the QP is moved to INIT (RC, UC) or up to RTS with
@@ -310,27 +312,15 @@ pub(crate) fn create_qp(
             return Err(EINVAL);
         }
         let ctx = c.verbs as usize;
-        let mut made_pd = None;
-        let pd = match (pd, c.pd as usize, i.own_pd) {
-            (0, 0, None) => {
-                let p = ibv::alloc_pd(ctx)?;
-                made_pd = Some(p);
-                p
-            }
-            (0, 0, Some(p)) | (0, p, _) => p,
-            (p, _, _) => p,
-        };
+        let pd = if pd == 0 { c.pd as usize } else { pd };
         let mut made_cqs = Vec::new();
         let mut made_channels = Vec::new();
-        let undo = |cqs: &[usize], channels: &[usize], made_pd: Option<usize>| {
+        let undo = |cqs: &[usize], channels: &[usize]| {
             for cq in cqs {
                 ibv::destroy_cq(*cq);
             }
             for ch in channels {
                 ibv::destroy_comp_channel(*ch);
-            }
-            if let Some(p) = made_pd {
-                ibv::dealloc_pd(p);
             }
         };
         let mut channels = [0usize; 2];
@@ -353,7 +343,7 @@ pub(crate) fn create_qp(
                         channels[k] = ch;
                     }
                     Err(e) => {
-                        undo(&made_cqs, &made_channels, made_pd);
+                        undo(&made_cqs, &made_channels);
                         return Err(e);
                     }
                 }
@@ -362,17 +352,14 @@ pub(crate) fn create_qp(
         let qp = match ibv::create_qp(pd, &mut attr) {
             Ok(q) => q,
             Err(e) => {
-                undo(&made_cqs, &made_channels, made_pd);
+                undo(&made_cqs, &made_channels);
                 return Err(e);
             }
         };
         if let Err(e) = init_qp(qp, attr.qp_type) {
             let _ = ibv::destroy_qp(qp);
-            undo(&made_cqs, &made_channels, made_pd);
+            undo(&made_cqs, &made_channels);
             return Err(e);
-        }
-        if made_pd.is_some() {
-            i.own_pd = made_pd;
         }
         i.own_cqs = made_cqs;
         i.own_channels = made_channels;

@@ -218,6 +218,54 @@ pub(crate) fn route_conn(conn: u32, channel: usize) {
     });
 }
 
+/// An id moves to `to` (`rdma_migrate_id`): its listener's and its connection's events go
+/// there from now on, and those waiting on another channel move there too, in order (with the
+/// events of the connections they request, whose children follow their listener), as the
+/// kernel's `ucma_migrate_id` moves the id's events to the new file. Their bytes stay in the
+/// old pipe, where `rdma_get_cm_event` finds no event behind them and reads on.
+pub(crate) fn migrate(conn: Option<u32>, listen: Option<u32>, to: usize) {
+    let is_request = |e: &CmEvent| {
+        matches!(
+            e.kind,
+            roce_cabi::cm::kind::CONNECT_REQUEST | roce_cabi::cm::kind::SIDR_REQUEST
+        )
+    };
+    with(|r| {
+        if let Some(l) = listen
+            && r.listens.contains_key(&l)
+        {
+            r.listens.insert(l, to);
+        }
+        let mut conns: HashSet<u32> = conn.into_iter().collect();
+        let mut moved = Vec::new();
+        for (&ch, inbox) in &mut r.inboxes {
+            if ch == to {
+                continue;
+            }
+            inbox.queue.retain(|e| {
+                let mine = if is_request(e) && listen == Some(e.listen) {
+                    conns.insert(e.conn);
+                    true
+                } else {
+                    conns.contains(&e.conn)
+                };
+                if mine {
+                    moved.push(e.clone());
+                }
+                !mine
+            });
+        }
+        for c in conns {
+            if r.conns.contains_key(&c) {
+                r.conns.insert(c, to);
+            }
+        }
+        for e in moved {
+            r.deliver(to, e);
+        }
+    });
+}
+
 /// `conn`'s id is gone: its later events are dropped, and those waiting on its channel too.
 pub(crate) fn close_conn(conn: u32) {
     with(|r| {

@@ -1,11 +1,16 @@
-//! `rdma_getaddrinfo` for numeric IPv4 hosts and ports (librdmacm's own resolves names and
-//! routes too; programs that pass addresses, as rping and perftest do, see the same result).
+//! `rdma_getaddrinfo` as librdmacm's (rdma-core librdmacm/addrinfo.c): the node and service
+//! go through getaddrinfo(3) (`crate::ffi::gai`), so host names (`localhost`, `/etc/hosts`),
+//! service names and a NULL node (the wildcard with `RAI_PASSIVE`, loopback without) resolve;
+//! the first answer is the one kept. IPv4 only: the device has no IPv6 address yet, so the
+//! lookup asks for `AF_INET` and an `AF_INET6` hint is `EAI_FAMILY`. Route resolution through
+//! ACM (`ucma_ib_resolve`) is not done (no `ai_route`).
 
 use std::ffi::c_int;
-use std::net::{Ipv4Addr, SocketAddrV4};
+use std::net::SocketAddrV4;
 
 use crate::abi::{self, RdmaAddrinfo};
 use crate::addr;
+use crate::ffi::gai;
 use crate::state::{AddrInfo, with};
 use roce_cabi::CBox;
 
@@ -16,13 +21,46 @@ pub(crate) struct Hints {
     pub(crate) family: c_int,
     pub(crate) qp_type: c_int,
     pub(crate) port_space: c_int,
-    /// `hints->ai_src_addr` of an active lookup, copied to the result.
+    /// `hints->ai_src_addr`, copied to a result that has no source address.
     pub(crate) src: Option<SocketAddrV4>,
+    /// `hints->ai_dst_addr`, copied when neither node nor service is given.
+    pub(crate) dst: Option<SocketAddrV4>,
 }
 
-/// One `rdma_addrinfo`: for `RAI_PASSIVE` the node is the source address (wildcard without a
-/// node), otherwise the destination (loopback without one, as getaddrinfo(3)). Errors are
-/// getaddrinfo's codes: `EAI_NONAME` (a name, not an address), `EAI_SERVICE`, `EAI_FAMILY`.
+/// `IBV_QPT_XRC_SEND`, `IBV_QPT_XRC_RECV`.
+const IBV_QPT_XRC_SEND: c_int = 9;
+const IBV_QPT_XRC_RECV: c_int = 10;
+
+/// What getaddrinfo(3) is asked for these hints (`ucma_convert_to_ai`).
+fn ask(hints: &Hints) -> gai::Ask {
+    let socktype = match hints.qp_type {
+        abi::IBV_QPT_RC | abi::IBV_QPT_UC | IBV_QPT_XRC_SEND | IBV_QPT_XRC_RECV => {
+            libc::SOCK_STREAM
+        }
+        abi::IBV_QPT_UD => libc::SOCK_DGRAM,
+        _ => 0,
+    };
+    let protocol = match (hints.port_space, socktype) {
+        (abi::RDMA_PS_TCP, _) | (abi::RDMA_PS_IB, libc::SOCK_STREAM) => libc::IPPROTO_TCP,
+        (abi::RDMA_PS_UDP | abi::RDMA_PS_IPOIB, _) | (abi::RDMA_PS_IB, libc::SOCK_DGRAM) => {
+            libc::IPPROTO_UDP
+        }
+        _ => 0,
+    };
+    gai::Ask {
+        passive: hints.flags & abi::RAI_PASSIVE != 0,
+        numeric: hints.flags & abi::RAI_NUMERICHOST != 0,
+        socktype,
+        protocol,
+    }
+}
+
+/// One `rdma_addrinfo`. With a node or a service, getaddrinfo(3) answers: for `RAI_PASSIVE`
+/// the address is the source (the wildcard without a node), otherwise the destination
+/// (loopback without a node); the QP type and port space are the hints' or follow the
+/// answer's socket type and protocol (`ucma_convert_to_rai`), and the flags are
+/// `RAI_PASSIVE` or none. With neither, the hints are copied. Errors are getaddrinfo's codes
+/// (`EAI_NONAME`, `EAI_SERVICE`, `EAI_FAMILY`, ...); nothing is kept then.
 pub(crate) fn getaddrinfo(
     node: Option<&str>,
     service: Option<&str>,
@@ -31,39 +69,37 @@ pub(crate) fn getaddrinfo(
     if !matches!(hints.family, 0 | libc::AF_INET) {
         return Err(libc::EAI_FAMILY);
     }
-    let port = service.map(addr::parse_port).transpose()?.unwrap_or(0);
-    let ip = node.map(addr::parse_host).transpose()?;
-    let passive = hints.flags & abi::RAI_PASSIVE != 0;
-    let (src, dst) = if passive {
-        (
-            Some(SocketAddrV4::new(ip.unwrap_or(Ipv4Addr::UNSPECIFIED), port)),
-            None,
-        )
-    } else {
-        (
-            hints.src,
-            Some(SocketAddrV4::new(ip.unwrap_or(Ipv4Addr::LOCALHOST), port)),
-        )
-    };
-    let port_space = if hints.port_space == 0 {
-        if hints.qp_type == abi::IBV_QPT_UD {
-            abi::RDMA_PS_UDP
+    let (flags, family, qp_type, port_space, src, dst);
+    if node.is_some() || service.is_some() {
+        let ask = ask(&hints);
+        let found = gai::lookup(node, service, ask)?;
+        flags = if ask.passive { abi::RAI_PASSIVE } else { 0 };
+        family = libc::AF_INET;
+        qp_type = match (hints.qp_type, found.socktype) {
+            (0, libc::SOCK_STREAM) => abi::IBV_QPT_RC,
+            (0, libc::SOCK_DGRAM) => abi::IBV_QPT_UD,
+            (t, _) => t,
+        };
+        port_space = match (hints.port_space, found.protocol) {
+            (0, libc::IPPROTO_TCP) => abi::RDMA_PS_TCP,
+            (0, libc::IPPROTO_UDP) => abi::RDMA_PS_UDP,
+            (p, _) => p,
+        };
+        (src, dst) = if ask.passive {
+            (Some(found.addr), None)
         } else {
-            abi::RDMA_PS_TCP
-        }
+            (hints.src, Some(found.addr))
+        };
     } else {
-        hints.port_space
-    };
-    let qp_type = match (hints.qp_type, port_space) {
-        (0, abi::RDMA_PS_UDP | abi::RDMA_PS_IPOIB) => abi::IBV_QPT_UD,
-        (0, _) => abi::IBV_QPT_RC,
-        (t, _) => t,
-    };
+        (flags, family, qp_type, port_space) =
+            (hints.flags, hints.family, hints.qp_type, hints.port_space);
+        (src, dst) = (hints.src, hints.dst);
+    }
     let src = src.map(|a| CBox::new(addr::to_storage(a)));
     let dst = dst.map(|a| CBox::new(addr::to_storage(a)));
     let info = CBox::new(RdmaAddrinfo {
-        ai_flags: hints.flags,
-        ai_family: libc::AF_INET,
+        ai_flags: flags,
+        ai_family: family,
         ai_qp_type: qp_type,
         ai_port_space: port_space,
         ai_src_len: if src.is_some() {
@@ -143,15 +179,78 @@ mod tests {
     }
 
     #[test]
-    fn names_ports_and_families_it_cannot_do_are_refused_and_nothing_is_kept() {
+    fn host_names_and_a_null_node_resolve_as_librdmacms_do() {
+        let _turn = TABLE.lock().unwrap_or_else(|e| e.into_inner());
+        // libfabric's verbs provider: rdma_getaddrinfo("localhost", NULL, RAI_PASSIVE).
+        let passive = Hints {
+            flags: abi::RAI_PASSIVE,
+            ..Hints::default()
+        };
+        let p = getaddrinfo(Some("localhost"), None, passive).unwrap();
+        let i = read(p);
+        let src = with(|t| t.addrinfos[&(p as usize)].src.as_ref().map(CBox::get)).unwrap();
+        assert_eq!(addr::from_storage(&src), Ok("127.0.0.1:0".parse().unwrap()));
+        assert!(i.ai_dst_addr.is_null());
+        assert_eq!((i.ai_flags, i.ai_family), (abi::RAI_PASSIVE, libc::AF_INET));
+        freeaddrinfo(p as usize);
+        // A NULL node with RAI_PASSIVE: the wildcard address.
+        let p = getaddrinfo(None, Some("7471"), passive).unwrap();
+        let src = with(|t| t.addrinfos[&(p as usize)].src.as_ref().map(CBox::get)).unwrap();
+        assert_eq!(
+            addr::from_storage(&src),
+            Ok("0.0.0.0:7471".parse().unwrap())
+        );
+        freeaddrinfo(p as usize);
+        // Without it, loopback is the destination; the hints' flags are not copied.
+        let active = Hints {
+            flags: abi::RAI_NOROUTE,
+            ..Hints::default()
+        };
+        let p = getaddrinfo(None, Some("7471"), active).unwrap();
+        let i = read(p);
+        let dst = with(|t| t.addrinfos[&(p as usize)].dst.as_ref().map(CBox::get)).unwrap();
+        assert_eq!(
+            addr::from_storage(&dst),
+            Ok("127.0.0.1:7471".parse().unwrap())
+        );
+        assert!(i.ai_src_addr.is_null());
+        assert_eq!(i.ai_flags, 0);
+        freeaddrinfo(p as usize);
+        // Neither node nor service: the hints, copied.
+        let bare = Hints {
+            flags: abi::RAI_PASSIVE,
+            port_space: abi::RDMA_PS_IB,
+            ..Hints::default()
+        };
+        let p = getaddrinfo(None, None, bare).unwrap();
+        let i = read(p);
+        assert!(i.ai_src_addr.is_null() && i.ai_dst_addr.is_null());
+        assert_eq!(
+            (i.ai_flags, i.ai_port_space, i.ai_qp_type),
+            (abi::RAI_PASSIVE, abi::RDMA_PS_IB, 0)
+        );
+        freeaddrinfo(p as usize);
+    }
+
+    #[test]
+    fn names_ports_and_families_that_do_not_resolve_are_refused_and_nothing_is_kept() {
         let _turn = TABLE.lock().unwrap_or_else(|e| e.into_inner());
         let before = with(|t| t.addrinfos.len());
+        // (No lookup of an unknown name: it would go to DNS, off this machine.)
+        let numeric = Hints {
+            flags: abi::RAI_NUMERICHOST,
+            ..Hints::default()
+        };
         assert_eq!(
-            getaddrinfo(Some("example.org"), None, Hints::default()),
+            getaddrinfo(Some("localhost"), None, numeric),
             Err(libc::EAI_NONAME)
         );
         assert_eq!(
-            getaddrinfo(Some("198.18.0.1"), Some("ssh"), Hints::default()),
+            getaddrinfo(
+                Some("198.18.0.1"),
+                Some("no-such-service"),
+                Hints::default()
+            ),
             Err(libc::EAI_SERVICE)
         );
         let v6 = Hints {

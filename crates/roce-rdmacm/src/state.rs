@@ -87,8 +87,8 @@ pub(crate) struct Id {
     pub(crate) phase: Phase,
     /// The local address once bound (the port is never 0 once bound).
     pub(crate) local: Option<SocketAddrV4>,
-    /// A PD this library allocated for the id (freed with it).
-    pub(crate) own_pd: Option<usize>,
+    /// Whether the id holds the device (and with it the device's PD, `Tables::device_pd`).
+    pub(crate) has_device: bool,
     /// CQs this library created for the id's QP (destroyed with the QP).
     pub(crate) own_cqs: Vec<usize>,
     /// `route.path_rec` once the route is resolved.
@@ -119,7 +119,7 @@ impl Id {
             channel,
             phase: Phase::Idle,
             local: None,
-            own_pd: None,
+            has_device: false,
             own_cqs: Vec::new(),
             path: None,
             sync_channel: None,
@@ -161,6 +161,12 @@ pub(crate) struct Tables {
     pub(crate) device_lists: HashMap<usize, CBox<[usize; 2]>>,
     /// The last ephemeral port given out.
     pub(crate) last_port: u16,
+    /// The device's PD, which every id that has the device carries in `id->pd`, as
+    /// librdmacm's `cma_dev->pd` (`ucma_get_device`): allocated when the first id gets the
+    /// device, deallocated when the last one holding it is destroyed (`ucma_put_device`).
+    pub(crate) device_pd: Option<usize>,
+    /// How many ids hold the device.
+    pub(crate) device_holders: usize,
 }
 
 static TABLES: Mutex<Option<Tables>> = Mutex::new(None);
@@ -217,6 +223,52 @@ pub(crate) fn destroy_channel(channel: usize) -> Result<(), Errno> {
 }
 
 impl Tables {
+    /// Gives the id `id` the device: `id->verbs`, `id->port_num` and `id->pd`, the device's PD
+    /// (allocated now if no id holds the device). An id that has it already keeps it; a
+    /// failed allocation changes nothing.
+    pub(crate) fn give_device(&mut self, id: usize, ctx: usize) -> Result<(), Errno> {
+        let i = self.ids.get(&id).ok_or(EINVAL)?;
+        if i.has_device {
+            return Ok(());
+        }
+        let pd = match self.device_pd {
+            Some(pd) => pd,
+            None => {
+                let pd = crate::ibv::alloc_pd(ctx)?;
+                self.device_pd = Some(pd);
+                pd
+            }
+        };
+        self.device_holders += 1;
+        if let Some(i) = self.ids.get_mut(&id) {
+            i.has_device = true;
+            i.c.update(|c| {
+                c.verbs = ctx as *mut _;
+                c.port_num = 1;
+                c.pd = pd as *mut _;
+            });
+        }
+        Ok(())
+    }
+
+    /// The id `id`, being destroyed, lets the device go: the last holder deallocates the
+    /// device's PD (which fails, and leaves it to the program, while its QPs or MRs use it,
+    /// as librdmacm's `ucma_put_device` does).
+    pub(crate) fn put_device(&mut self, id: usize) {
+        let Some(i) = self.ids.get_mut(&id) else {
+            return;
+        };
+        if !std::mem::take(&mut i.has_device) {
+            return;
+        }
+        self.device_holders -= 1;
+        if self.device_holders == 0
+            && let Some(pd) = self.device_pd.take()
+        {
+            crate::ibv::dealloc_pd(pd);
+        }
+    }
+
     /// Forgets a channel and the events queued on it.
     pub(crate) fn drop_channel(&mut self, channel: usize) -> Result<(), Errno> {
         let ch = self.channels.remove(&channel).ok_or(EINVAL)?;
@@ -329,11 +381,12 @@ pub(crate) fn get_event(channel: usize) -> Result<*mut RdmaCmEvent, Errno> {
         })
         .ok_or(EINVAL)?;
         let mut byte = [0u8; 1];
-        // Without the tables' lock: this may block until an event comes.
+        // Without the tables' lock: this may block until an event comes. A signal whose
+        // handler was installed without SA_RESTART interrupts it: EINTR, as librdmacm's
+        // read(2) of the rdma_cm file fails.
         match (&*reader).read(&mut byte) {
             Ok(1) => {}
             Ok(_) => return Err(Errno(libc::EPIPE)),
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
             Err(e) => return Err(os(&e)),
         }
         let got = with(|t| {
@@ -351,6 +404,69 @@ pub(crate) fn get_event(channel: usize) -> Result<*mut RdmaCmEvent, Errno> {
             return Ok(e);
         }
     }
+}
+
+/// `rdma_migrate_id`: the id's events go to `channel` from now on (`None`: a channel of its
+/// own, the id becoming synchronous), with those queued and not yet taken; events already taken
+/// stay valid until acked. A synchronous id's own channel goes. `EINVAL` for an id or a
+/// channel this library did not make, before anything moves.
+pub(crate) fn migrate_id(id: usize, channel: Option<usize>) -> Result<(), Errno> {
+    with(|t| {
+        let i = t.ids.get(&id).ok_or(EINVAL)?;
+        if channel.is_some_and(|c| !t.channels.contains_key(&c)) {
+            return Err(EINVAL);
+        }
+        let old = i.events_channel();
+        let old_own = if i.channel.is_none() {
+            i.sync_channel
+        } else {
+            None
+        };
+        let (conn, listen) = (i.conn, i.listen);
+        let to = match channel {
+            Some(c) => c,
+            None => new_channel(t)?,
+        };
+        if let Some(old) = old.filter(|&o| o != to) {
+            let mut mine = Vec::new();
+            if let Some(ch) = t.channels.get_mut(&old) {
+                let events = &t.events;
+                ch.queue.retain(|e| {
+                    let m = events.get(e).is_some_and(|ev| ev.c.get().id as usize == id);
+                    if m {
+                        mine.push(*e);
+                    }
+                    !m
+                });
+            }
+            for e in mine {
+                let delivered = t.channels.get_mut(&to).is_some_and(|ch| {
+                    let ok = matches!((&*ch.writer).write(&[1]), Ok(1));
+                    if ok {
+                        ch.queue.push_back(e);
+                    }
+                    ok
+                });
+                if !delivered {
+                    t.events.remove(&e);
+                }
+            }
+        }
+        crate::inbox::migrate(conn, listen, to);
+        if let Some(i) = t.ids.get_mut(&id) {
+            (i.channel, i.sync_channel) = match channel {
+                Some(c) => (Some(c), None),
+                None => (None, Some(to)),
+            };
+            i.c.update(|c| {
+                c.channel = channel.map_or(std::ptr::null_mut(), |ch| ch as *mut _);
+            });
+        }
+        if let Some(own) = old_own.filter(|&o| o != to) {
+            let _ = t.drop_channel(own);
+        }
+        Ok(())
+    })
 }
 
 /// `rdma_ack_cm_event`: frees an event `get_event` returned.

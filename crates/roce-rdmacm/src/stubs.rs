@@ -1,5 +1,5 @@
 //! Exported names roce-emu's librdmacm does not have yet (multicast, ECE, SRQs made through
-//! an id, migration, the rsocket family, ...). Each sets `errno = ENOSYS`, says once on stderr
+//! an id, the rsocket family, ...). Each sets `errno = ENOSYS`, says once on stderr
 //! (`roce-rdmacm: rdma_join_multicast is not supported yet`) and returns
 //! what its C signature uses for failure: -1 or nothing. They exist because Debian's programs
 //! are linked BIND_NOW: every imported name must resolve at load time, used or not.
@@ -30,7 +30,6 @@ stubs! {
     rdma_join_multicast,
     rdma_join_multicast_ex,
     rdma_leave_multicast,
-    rdma_migrate_id,
     rdma_notify,
     rdma_reject_ece,
     rdma_set_local_ece,

@@ -12,7 +12,8 @@
 mod common;
 
 use common::exec::{
-    Side, exec_cm_pair, have, ok_as as ok, result_rows, rping_done, transfers_complete,
+    Side, exec_cm_pair, exec_pair, have, ok_as, ok_as as ok, result_rows, rping_done, spawn_exec,
+    transfers_complete, wait_listening,
 };
 use std::process::Output;
 
@@ -248,7 +249,7 @@ fn roce_perf_and_perftest_connect_through_the_connection_manager_both_ways() {
         return;
     }
     // perftest's server, our client.
-    let server = common::exec::spawn_exec(
+    let server = spawn_exec(
         Side::local("127.0.13.95", &[]),
         &["ib_write_bw", "-R", "-n", "300"],
     );
@@ -272,7 +273,7 @@ fn roce_perf_and_perftest_connect_through_the_connection_manager_both_ways() {
     // Our server, perftest's client.
     let server = roce_perf(&["send", "-R", "--ip", "127.0.13.97", "-n", "300"]);
     common::exec::wait_nic(server.id(), "127.0.13.97");
-    let client = common::exec::spawn_exec(
+    let client = spawn_exec(
         Side::local("127.0.13.98", &[]),
         &["ib_send_bw", "-R", "-n", "300", "127.0.13.97"],
     )
@@ -309,5 +310,206 @@ fn only_rpings_own_end_of_run_race_is_let_through() {
     ] {
         let failed = std::panic::catch_unwind(|| rping_done("rping", &run(code, err)));
         assert!(failed.is_err(), "{code} {err:?} was let through");
+    }
+}
+
+/// A librdmacm program in Python (ctypes, the C library itself): `server IP PORT` listens,
+/// accepts one connection on a QP made on `id->pd` (`rdma_create_qp` with no PD), and once it
+/// is ESTABLISHED returns from its main without disconnecting or destroying anything, as
+/// qperf's server does; `client IP PORT` connects, and prints the event that ends its
+/// connection. Every event is printed as it comes.
+const EXIT_CONNECTED: &str = r#"
+import ctypes, socket, struct, sys
+L = ctypes.CDLL("librdmacm.so.1", use_errno=True)
+vp = ctypes.c_void_p
+L.rdma_create_event_channel.restype = vp
+L.rdma_event_str.restype = ctypes.c_char_p
+for f in ("rdma_create_id", "rdma_bind_addr", "rdma_listen", "rdma_resolve_addr",
+          "rdma_resolve_route", "rdma_create_qp", "rdma_connect", "rdma_accept",
+          "rdma_get_cm_event", "rdma_ack_cm_event"):
+    getattr(L, f).argtypes = None
+ch = vp(L.rdma_create_event_channel())
+
+def event():
+    e = vp()
+    assert L.rdma_get_cm_event(ch, ctypes.byref(e)) == 0, ctypes.get_errno()
+    kind = ctypes.c_int.from_address(e.value + 16).value
+    status = ctypes.c_int.from_address(e.value + 20).value
+    id_ = vp.from_address(e.value).value
+    L.rdma_ack_cm_event(e)
+    name = L.rdma_event_str(kind).decode()
+    print(name, status, flush=True)
+    return name, vp(id_)
+
+def expect(want):
+    name, id_ = event()
+    assert name == want, name
+    return id_
+
+def make_qp(id_):
+    # struct ibv_qp_init_attr: no CQs (the library makes them), cap at 32, qp_type RC at 52.
+    attr = ctypes.create_string_buffer(64)
+    struct.pack_into("<IIIII", attr, 32, 4, 4, 1, 1, 0)
+    struct.pack_into("<i", attr, 52, 2)
+    pd = vp.from_address(id_.value + 400).value  # id->pd
+    assert pd, "no id->pd"
+    assert L.rdma_create_qp(id_, None, attr) == 0, ctypes.get_errno()
+
+role, ip, port = sys.argv[1], sys.argv[2], int(sys.argv[3])
+sin = ctypes.create_string_buffer(struct.pack("<H", socket.AF_INET) + struct.pack(">H", port)
+                                  + socket.inet_aton(ip) + bytes(8), 16)
+id_ = vp()
+assert L.rdma_create_id(ch, ctypes.byref(id_), None, 0x0106) == 0
+if role == "server":
+    assert L.rdma_bind_addr(id_, sin) == 0 and L.rdma_listen(id_, 1) == 0
+    child = expect("RDMA_CM_EVENT_CONNECT_REQUEST")
+    make_qp(child)
+    assert L.rdma_accept(child, None) == 0, ctypes.get_errno()
+    expect("RDMA_CM_EVENT_ESTABLISHED")
+    sys.exit(0)
+assert L.rdma_resolve_addr(id_, None, sin, 2000) == 0
+expect("RDMA_CM_EVENT_ADDR_RESOLVED")
+assert L.rdma_resolve_route(id_, 2000) == 0
+expect("RDMA_CM_EVENT_ROUTE_RESOLVED")
+make_qp(id_)
+assert L.rdma_connect(id_, None) == 0, ctypes.get_errno()
+expect("RDMA_CM_EVENT_ESTABLISHED")
+event()
+"#;
+
+#[test]
+fn a_program_that_exits_connected_disconnects_its_peer_as_the_kernel_does() {
+    if !have("python3", "python3") {
+        return;
+    }
+    // Without a DREQ from the exiting server nothing would end the client's connection (no
+    // traffic, no timer): its `timeout 30` would end it, status 124.
+    let wrap = ["timeout", "30"];
+    let (client, server) = exec_cm_pair(
+        Side {
+            wrapper: &wrap,
+            ip: "127.0.13.110",
+            exec_args: &[],
+        },
+        Side {
+            wrapper: &wrap,
+            ip: "127.0.13.111",
+            exec_args: &["--stats", "json"],
+        },
+        &[
+            "python3",
+            "-c",
+            EXIT_CONNECTED,
+            "server",
+            "127.0.13.110",
+            "7490",
+        ],
+        &[
+            "python3",
+            "-c",
+            EXIT_CONNECTED,
+            "client",
+            "127.0.13.110",
+            "7490",
+        ],
+    );
+    let s = ok_as("server", &server);
+    assert!(s.ends_with("RDMA_CM_EVENT_ESTABLISHED 0\n"), "{s}");
+    let c = ok_as("client", &client);
+    assert!(
+        c.ends_with("RDMA_CM_EVENT_ESTABLISHED 0\nRDMA_CM_EVENT_DISCONNECTED 0\n"),
+        "{c}"
+    );
+    // What the client's NIC received of the CM: the REP and the server's DREQ (no REJ, no
+    // retransmission), and it answered with a DREP after its REQ and RTU.
+    let stats = stats(&client);
+    assert_eq!(stats["counters"]["cm_rx_mads"], 2, "{stats}");
+    assert_eq!(stats["counters"]["tx_gsi_mads"], 3, "{stats}");
+    assert_eq!(stats["counters"]["cm_retransmits"], 0, "{stats}");
+}
+
+/// The `--stats json` line a side printed last on stderr.
+fn stats(out: &Output) -> serde_json::Value {
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    serde_json::from_str(stderr.lines().last().unwrap()).unwrap()
+}
+
+#[test]
+fn qperf_rc_tests_through_its_connection_manager_end_cleanly() {
+    if !have("qperf", "qperf") {
+        return;
+    }
+    // qperf's server serves until it is killed: it is ended once the client is done.
+    let server = spawn_exec(
+        Side {
+            wrapper: &["timeout", "60"],
+            ip: "127.0.13.112",
+            exec_args: &[],
+        },
+        &["qperf"],
+    );
+    wait_listening(server.id(), "19765");
+    let tests = ["rc_bw", "rc_lat", "rc_rdma_write_bw", "rc_rdma_read_bw"];
+    let client = spawn_exec(
+        Side {
+            wrapper: &["timeout", "60"],
+            ip: "127.0.13.113",
+            exec_args: &["--stats", "json"],
+        },
+        &[&["qperf", "-t", "1", "-cm1", "127.0.13.112"], &tests[..]].concat(),
+    )
+    .wait_with_output()
+    .unwrap();
+    let group = format!("-{}", server.id());
+    let _ = std::process::Command::new("kill")
+        .args(["-TERM", "--", &group])
+        .status();
+    let _ = server.wait_with_output();
+    let out = ok_as("qperf -cm1", &client);
+    for t in tests {
+        assert!(out.contains(&format!("{t}:\n")), "{out}");
+    }
+    assert_eq!(out.matches("bw  =").count(), 3, "{out}");
+    assert_eq!(out.matches("latency  =").count(), 1, "{out}");
+    // Each test connected and disconnected through the CM, with nothing sent twice.
+    let stats = stats(&client);
+    assert_eq!(stats["counters"]["cm_retransmits"], 0, "{stats}");
+    assert_eq!(stats["counters"]["cm_rx_mads"], 2 * tests.len(), "{stats}");
+    assert_eq!(stats["counters"]["retransmit_timeouts"], 0, "{stats}");
+}
+
+#[test]
+fn fi_pingpong_msg_runs_over_libfabrics_verbs_provider() {
+    if !have("fi_pingpong", "libfabric-bin") {
+        return;
+    }
+    // libfabric's MSG endpoints go through librdmacm: rdma_getaddrinfo("localhost", NULL,
+    // RAI_PASSIVE) for every device, rdma_migrate_id to its event queues, RDMA_MAX_* depths.
+    // The server finds its device by binding the addresses of the host's interfaces and
+    // "localhost" (vrb_get_rai_id): on loopback only 127.0.0.1 is one of them.
+    // The client first connects to the server's TCP control port (47592).
+    let wrap = ["timeout", "60"];
+    let side = |ip| Side {
+        wrapper: &wrap,
+        ip,
+        exec_args: &[],
+    };
+    let (client, server) = exec_pair(
+        side("127.0.0.1"),
+        side("127.0.13.114"),
+        "47592",
+        &["fi_pingpong", "-p", "verbs", "-e", "msg", "-d", "roce0"],
+    );
+    for (side, out) in [("server", &server), ("client", &client)] {
+        let text = ok_as(side, out);
+        let rows: Vec<&str> = text
+            .lines()
+            .filter(|l| l.split_whitespace().nth(2) == Some("=10"))
+            .collect();
+        assert_eq!(
+            rows.len(),
+            6,
+            "{side}: 64 B to 1 MiB, each 10 sent and acked:\n{text}"
+        );
     }
 }

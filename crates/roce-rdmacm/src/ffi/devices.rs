@@ -58,7 +58,8 @@ unsafe fn opt_str<'a>(s: *const c_char) -> Option<std::borrow::Cow<'a, str>> {
 }
 
 /// `int rdma_getaddrinfo(const char *node, const char *service,
-/// const struct rdma_addrinfo *hints, struct rdma_addrinfo **res)`.
+/// const struct rdma_addrinfo *hints, struct rdma_addrinfo **res)`: 0, or -1 with errno
+/// (`EINVAL` for no node, service or hints; getaddrinfo's code for a failed lookup).
 ///
 /// # Safety
 /// Strings are NULL or NUL-terminated; `hints` NULL or valid; `res` valid for a write.
@@ -85,7 +86,14 @@ pub(crate) unsafe extern "C" fn rdma_getaddrinfo(
                 // SAFETY: a hints source address is a socket address of its family.
                 match unsafe { read_sockaddr(given.ai_src_addr.cast()) } {
                     Ok(a) => h.src = Some(a),
-                    Err(_) => return libc::EAI_FAMILY,
+                    Err(_) => return gai_error(libc::EAI_FAMILY),
+                }
+            }
+            if !given.ai_dst_addr.is_null() && given.ai_dst_len != 0 {
+                // SAFETY: a hints destination address is a socket address of its family.
+                match unsafe { read_sockaddr(given.ai_dst_addr.cast()) } {
+                    Ok(a) => h.dst = Some(a),
+                    Err(_) => return gai_error(libc::EAI_FAMILY),
                 }
             }
         }
@@ -97,12 +105,16 @@ pub(crate) unsafe extern "C" fn rdma_getaddrinfo(
                 unsafe { res.write(p) };
                 0
             }
-            Err(code) => {
-                set_errno(libc::EINVAL);
-                code
-            }
+            Err(code) => gai_error(code),
         }
     })
+}
+
+/// A failed lookup as librdmacm reports it (`ERR(ret)` in `rdma_getaddrinfo`): -1, with
+/// getaddrinfo's code (`EAI_NONAME`, ...; negative in glibc) in `errno`.
+fn gai_error(code: c_int) -> c_int {
+    set_errno(code);
+    -1
 }
 
 /// `void rdma_freeaddrinfo(struct rdma_addrinfo *)`.

@@ -36,6 +36,20 @@ pub(crate) extern "C" fn rdma_destroy_id(id: *mut RdmaCmId) -> c_int {
     guard(-1, || ret(id::destroy_id(id as usize)))
 }
 
+/// `int rdma_migrate_id(struct rdma_cm_id *, struct rdma_event_channel *)`: a NULL channel
+/// makes the id synchronous.
+#[unsafe(no_mangle)]
+pub(crate) extern "C" fn rdma_migrate_id(
+    id: *mut RdmaCmId,
+    channel: *mut RdmaEventChannel,
+) -> c_int {
+    guard(-1, || {
+        ret(known_id(id).and_then(|id| {
+            crate::state::migrate_id(id, (!channel.is_null()).then_some(channel as usize))
+        }))
+    })
+}
+
 /// `int rdma_bind_addr(struct rdma_cm_id *, struct sockaddr *)`.
 ///
 /// # Safety

@@ -26,6 +26,7 @@ use crate::{addr, state, strings};
 
 mod connect;
 mod devices;
+pub(crate) mod gai;
 mod ids;
 
 pub(crate) use roce_cabi::os::{guard, set_errno, set_nonblocking};
@@ -91,6 +92,30 @@ unsafe fn read_sockaddr(sa: *const c_void) -> Result<SocketAddrV4, Errno> {
     s.family = family;
     s.data[..14].copy_from_slice(&bytes[2..]);
     addr::from_storage(&s)
+}
+
+/// Called once, when the device is first opened (after libibverbs registered its own at-exit,
+/// so this one runs first): at exit, every id's connection and listener is closed as the
+/// kernel closes them with the process's rdma_cm file (`conn::close_all`); libibverbs's
+/// at-exit then lets the NIC send the DREQs and REJs before the process ends.
+///
+/// Only in the process that opened the device: a child of `fork()` shares the kernel's
+/// rdma_cm file with its parent, whose ids stay up when the child exits (and the child has no
+/// NIC thread to send anything).
+pub(crate) fn register_at_exit() {
+    use std::sync::atomic::{AtomicI32, Ordering};
+    static PID: AtomicI32 = AtomicI32::new(0);
+    extern "C" fn at_exit() {
+        // SAFETY: getpid cannot fail.
+        if unsafe { libc::getpid() } == PID.load(Ordering::Relaxed) {
+            guard((), crate::conn::close_all);
+        }
+    }
+    // SAFETY: getpid cannot fail.
+    PID.store(unsafe { libc::getpid() }, Ordering::Relaxed);
+    // SAFETY: registering a function that takes and returns nothing; a failure (ENOMEM) only
+    // loses the disconnections at exit.
+    let _ = unsafe { libc::atexit(at_exit) };
 }
 
 // ---- event channels and events -------------------------------------------------------------

@@ -253,10 +253,16 @@ pub(crate) fn get_cq_event(channel: usize) -> Result<(usize, *mut c_void), Errno
         .ok_or(EINVAL)?
         .map_err(|e| Errno(e.raw_os_error().unwrap_or(libc::EIO)))?;
     let mut event = [0u8; 8];
-    // Read without the table's lock: this may block until the event comes.
-    reader
-        .read_exact(&mut event)
-        .map_err(|e| Errno(e.raw_os_error().unwrap_or(libc::EIO)))?;
+    let os = |e: std::io::Error| Errno(e.raw_os_error().unwrap_or(libc::EIO));
+    // Read without the table's lock: this may block until the event comes. One read(2), as
+    // libibverbs's: a signal whose handler was installed without SA_RESTART interrupts it
+    // and the call fails with EINTR (qperf's timer ends its tests so); the 8 bytes of an
+    // event are written at once, so they come whole.
+    match reader.read(&mut event).map_err(os)? {
+        8 => {}
+        0 => return Err(Errno(libc::EIO)),
+        n => reader.read_exact(&mut event[n..]).map_err(os)?,
+    }
     let cq = u64::from_ne_bytes(event) as usize;
     let cq_context = with(|o| o.cqs.get(&cq).map(|c| c.c.get().cq.cq_context)).ok_or(EINVAL)?;
     Ok((cq, cq_context))
