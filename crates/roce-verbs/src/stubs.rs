@@ -117,7 +117,6 @@ stubs! {
 }
 stubs! {
     unsupported, "does nothing";
-    __verbs_log,
     ibv_copy_ah_attr_from_kern,
     ibv_copy_path_rec_from_kern,
     ibv_copy_path_rec_to_kern,
@@ -128,3 +127,12 @@ stubs! {
     verbs_set_ops,
     verbs_uninit_context,
 }
+
+/// `void __verbs_log(struct verbs_context *ctx, uint32_t level, char *format, ...)`: where
+/// rdma-core's providers log (`verbs_err`, `verbs_debug`). libibverbs prints a line only at or
+/// below `VERBS_LOG_LEVEL`, which is 0 unless the environment sets it: nothing, by default. So
+/// this one is quiet, as the real one is, for the providers that libfabric and Open MPI load
+/// (libefa, libhns, ...) call it as they look for their devices. Variadic in C: a callee that
+/// ignores its arguments is called correctly (above).
+#[unsafe(no_mangle)]
+pub(crate) extern "C" fn __verbs_log() {}
