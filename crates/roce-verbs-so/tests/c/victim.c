@@ -11,6 +11,8 @@
 #include <string.h>
 #include <infiniband/verbs.h>
 
+#include "peer.h"
+
 #define NQP 3
 #define PAGE 4096
 
@@ -55,28 +57,9 @@ int main(int argc, char **argv)
 	printf("%u %u %u %u %u %llu\n", qp[0]->qp_num, qp[1]->qp_num, qp[2]->qp_num, psn, mr->rkey,
 	       (unsigned long long)(uintptr_t)(buf + PAGE));
 	fflush(stdout);
-	unsigned peer[NQP], peer_psn;
-	if (scanf("%u %u %u %u", &peer[0], &peer[1], &peer[2], &peer_psn) != 4)
-		die("peer line");
-	union ibv_gid dgid = { .raw = { 0 } };
-	dgid.raw[10] = dgid.raw[11] = 0xff;
-	if (inet_pton(AF_INET, argv[1], &dgid.raw[12]) != 1)
-		die("peer address");
-	for (int i = 0; i < NQP; i++) {
-		struct ibv_qp_attr a = {
-			.qp_state = IBV_QPS_RTR, .path_mtu = IBV_MTU_1024, .dest_qp_num = peer[i],
-			.rq_psn = peer_psn, .max_dest_rd_atomic = 1, .min_rnr_timer = 12,
-			.ah_attr = { .is_global = 1, .port_num = 1, .grh = { .dgid = dgid, .sgid_index = 1, .hop_limit = 64 } },
-		};
-		if (ibv_modify_qp(qp[i], &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
-						     IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER))
-			die("rtr");
-		struct ibv_qp_attr r = { .qp_state = IBV_QPS_RTS, .sq_psn = psn, .timeout = 14, .retry_cnt = 7,
-					 .rnr_retry = 7, .max_rd_atomic = 1 };
-		if (ibv_modify_qp(qp[i], &r, IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
-						     IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC))
-			die("rts");
-	}
+	const char *failed = connect_to_peer(qp, NQP, argv[1], psn);
+	if (failed)
+		die(failed);
 	printf("ready\n");
 	fflush(stdout);
 	char word[16];
