@@ -319,3 +319,39 @@ fn a_sweep_finds_the_files_its_scenario_names_relatively() {
     assert_eq!(rows(&out).len(), 2, "{:?}", rows(&out));
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Ctrl-C in a sweep: the point running ends, no other starts, the table holds what ran, and
+/// the sweep says so and exits 130.
+#[test]
+fn ctrl_c_stops_a_sweep_between_its_points() {
+    let dir = temp_dir("interrupt");
+    let out = dir.join("out");
+    let (o, said) = common::interrupted_when(
+        &[
+            "sim",
+            "sweep",
+            "sweep-leafspine-load",
+            "--jobs",
+            "1",
+            "--out",
+            out.to_str().unwrap(),
+        ],
+        |line| line.starts_with("roce sim sweep: point "),
+    );
+    assert_eq!(o.status.code(), Some(130), "{said}");
+    assert!(said.contains("roce sim sweep: interrupted;"), "{said}");
+    assert!(
+        said.contains("not run: the sweep was interrupted"),
+        "{said}"
+    );
+    assert_eq!(rows(&out).len(), 12, "every point has its row");
+    let ran = std::fs::read_dir(out.join("points"))
+        .unwrap()
+        .filter(|d| {
+            let text = std::fs::read_to_string(d.as_ref().unwrap().path().join("point.json"));
+            text.is_ok_and(|t| t.contains("\"ok\": true"))
+        })
+        .count();
+    assert!((1..12).contains(&ran), "{ran} of 12 points ran: {said}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -71,7 +71,8 @@ use schema::load;
     Sweeps of a scenario's parameters: roce sim sweep --help, roce sim merge --help.\n\n\
     Ctrl-C stops a run where it is and writes its outputs for the simulated time reached\n\
     (\"interrupted_at_ms\" in the summary; a network run's flows finished so far), then exits\n\
-    130; a second Ctrl-C ends it at once.\n\n\
+    130; a second Ctrl-C ends it at once. In a sweep no point starts after it, and the table\n\
+    holds the points that ran.\n\n\
     Environment: on glibc, where transparent huge pages are given on request (madvise),\n\
     roce sim runs itself again with GLIBC_TUNABLES=glibc.malloc.hugetlb=1 (about 5 % faster\n\
     at research scale); ROCE_SIM_HUGE_PAGES=0 declines (as valgrind needs, which does not\n\

@@ -43,8 +43,14 @@ pub(super) fn run(
     );
     let jobs = jobs.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, usize::from));
     let exe = std::env::current_exe().context("finding this program, to run the points")?;
+    // Ctrl-C: the points running end as a run ends on Ctrl-C (their outputs written for the
+    // time they reached), the others are not started, and the table holds what ran.
+    let interrupt = super::interrupt::Interrupt::catch()?;
     let started = std::time::Instant::now();
     let ran = sweep(scenario, &out, shard, jobs, sets, |file, dir| {
+        if interrupt.asked() {
+            bail!("not run: the sweep was interrupted");
+        }
         run_point(&exe, file, dir, allow_large)
     })?;
     let merged = merge(std::slice::from_ref(&out), &out)?;
@@ -61,6 +67,13 @@ pub(super) fn run(
     print!("{}", std::fs::read_to_string(out.join("sweep.txt"))?);
     for (index, error) in &ran.failed {
         eprintln!("point {index}: {error}");
+    }
+    if interrupt.asked() {
+        eprintln!(
+            "roce sim sweep: interrupted; the table holds the points that ran: run the same \
+             command again to run them all"
+        );
+        return Ok(ExitCode::from(130));
     }
     Ok(if ran.failed.is_empty() {
         ExitCode::SUCCESS
