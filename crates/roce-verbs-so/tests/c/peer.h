@@ -1,4 +1,4 @@
-/* What victim.c and window.c share: the peer's line on standard input (its QP numbers and its
+/* What victim.c and window.c share: their RC QPs, the peer's line on standard input (its QP numbers and its
  * PSN), and this program's RC QPs taken to RTR and RTS towards them through GID 1, the ::ffff:
  * form of the peer's IPv4 address. */
 #ifndef ROCE_TESTS_PEER_H
@@ -7,6 +7,25 @@
 #include <arpa/inet.h>
 #include <stdio.h>
 #include <infiniband/verbs.h>
+
+/* Creates `n` RC QPs on `pd` and `cq` into `qp`, each with `send_wr` send WRs, and takes them
+ * to INIT with `access`: NULL, or the step that failed. */
+static const char *create_qps(struct ibv_pd *pd, struct ibv_cq *cq, struct ibv_qp **qp, int n,
+			      unsigned send_wr, unsigned access)
+{
+	for (int i = 0; i < n; i++) {
+		struct ibv_qp_init_attr init = {
+			.send_cq = cq, .recv_cq = cq, .qp_type = IBV_QPT_RC,
+			.cap = { .max_send_wr = send_wr, .max_recv_wr = 1, .max_send_sge = 1, .max_recv_sge = 1 },
+		};
+		qp[i] = ibv_create_qp(pd, &init);
+		struct ibv_qp_attr a = { .qp_state = IBV_QPS_INIT, .port_num = 1, .qp_access_flags = access };
+		if (!qp[i] || ibv_modify_qp(qp[i], &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
+							   IBV_QP_ACCESS_FLAGS))
+			return "qp";
+	}
+	return NULL;
+}
 
 /* Connects `qp[0..n]` (in INIT) to the peer at `peer_ip`, this side starting at `psn`: NULL,
  * or the step that failed. */

@@ -41,18 +41,9 @@ int main(int argc, char **argv)
 	if (!cq)
 		die("setup");
 	struct ibv_qp *qp[NQP];
-	for (int i = 0; i < NQP; i++) {
-		struct ibv_qp_init_attr init = {
-			.send_cq = cq, .recv_cq = cq, .qp_type = IBV_QPT_RC,
-			.cap = { .max_send_wr = 1, .max_recv_wr = 1, .max_send_sge = 1, .max_recv_sge = 1 },
-		};
-		qp[i] = ibv_create_qp(pd, &init);
-		struct ibv_qp_attr a = { .qp_state = IBV_QPS_INIT, .port_num = 1,
-					 .qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ };
-		if (!qp[i] || ibv_modify_qp(qp[i], &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
-							   IBV_QP_ACCESS_FLAGS))
-			die("qp");
-	}
+	const char *failed_qp = create_qps(pd, cq, qp, NQP, 1, IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ);
+	if (failed_qp)
+		die(failed_qp);
 	unsigned psn = 0x123456;
 	printf("%u %u %u %u %u %llu\n", qp[0]->qp_num, qp[1]->qp_num, qp[2]->qp_num, psn, mr->rkey,
 	       (unsigned long long)(uintptr_t)(buf + PAGE));
