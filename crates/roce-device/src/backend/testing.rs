@@ -15,8 +15,14 @@ impl Netns {
         };
         let name = format!("roce-pkt-{tag}-{}", std::process::id());
         if !ip(&["netns", "add", &name]) {
-            eprintln!(
-                "\n*** SKIPPED: needs root and `ip` (a network namespace, raw sockets) ***\n"
+            // On the process's own standard error, which libtest does not capture, so that
+            // the skip shows in cargo's ordinary output (as `roce_cabi::testing::say_skipped`).
+            use std::io::Write as _;
+            let thread = std::thread::current();
+            let test = thread.name().unwrap_or("a test");
+            let _ = writeln!(
+                std::io::stderr().lock(),
+                "*** SKIPPED {test}: needs root and `ip` (a network namespace, raw sockets) ***"
             );
             return None;
         }

@@ -177,20 +177,30 @@ fn tags_until(rx: &mut Receiver, last: u16, limit: Duration) -> Vec<u16> {
     tags
 }
 
-#[test]
-fn frames_on_the_interface_before_the_socket_is_bound_never_reach_it() {
-    let Some(ns) = Netns::new("prebind") else {
+/// Runs `body` in a thread inside a namespace of its own with the veth x0–x1 (sockets belong
+/// to the namespace of the thread that makes them), with a sender on x0 and x1's index; does
+/// nothing (the test skips, saying so) where no namespace can be made.
+fn on_the_veth(tag: &str, body: impl FnOnce(&Sender, u32) + Send + 'static) {
+    let Some(ns) = Netns::new(tag) else {
         return;
     };
     let name = ns.0.clone();
-    // Sockets belong to the namespace of the thread that makes them: a thread of its own.
     std::thread::spawn(move || {
         crate::backend::sys::enter_netns(&name).unwrap();
         let index = |dev: &str| nix::net::if_::if_nametoindex(dev).unwrap();
         let tx = PacketFd::new().unwrap();
         tx.set_packet_int(libc::PACKET_VNET_HDR, 1).unwrap();
         tx.bind(index("x0")).unwrap();
-        let tx = Sender { fd: Arc::new(tx) };
+        body(&Sender { fd: Arc::new(tx) }, index("x1"));
+    })
+    .join()
+    .unwrap();
+    drop(ns);
+}
+
+#[test]
+fn frames_on_the_interface_before_the_socket_is_bound_never_reach_it() {
+    on_the_veth("prebind", |tx, x1| {
         // Frames cross the veth to x1 while the receiving socket is made, and again once its
         // ring is set up but before it is bound there: a peer's (or an earlier NIC's) frames
         // as a NIC opens.
@@ -203,7 +213,7 @@ fn frames_on_the_interface_before_the_socket_is_bound_never_reach_it() {
             tx.send(&[&tagged(tag)]).unwrap();
         }
         std::thread::sleep(Duration::from_millis(100));
-        fd.bind(index("x1")).unwrap();
+        fd.bind(x1).unwrap();
         let fd = Arc::new(fd);
         let mut rx = Receiver::new(fd.clone(), ring);
         // Bound: what crosses now arrives.
@@ -218,26 +228,14 @@ fn frames_on_the_interface_before_the_socket_is_bound_never_reach_it() {
             Err(nix::errno::Errno::EAGAIN),
             "nothing queued on the socket"
         );
-    })
-    .join()
-    .unwrap();
+    });
 }
 
 #[test]
 fn frames_the_kernel_drops_for_a_full_ring_are_counted() {
-    let Some(ns) = Netns::new("ringfull") else {
-        return;
-    };
-    let name = ns.0.clone();
-    std::thread::spawn(move || {
-        crate::backend::sys::enter_netns(&name).unwrap();
-        let index = |dev: &str| nix::net::if_::if_nametoindex(dev).unwrap();
-        let tx = PacketFd::new().unwrap();
-        tx.set_packet_int(libc::PACKET_VNET_HDR, 1).unwrap();
-        tx.bind(index("x0")).unwrap();
-        let tx = Sender { fd: Arc::new(tx) };
+    on_the_veth("ringfull", |tx, x1| {
         let fd = PacketFd::new().unwrap();
-        let ring = configure(&fd, index("x1"), false, 1500 + 18).unwrap();
+        let ring = configure(&fd, x1, false, 1500 + 18).unwrap();
         let slots = ring.frame_nr();
         let mut rx = Receiver::new(Arc::new(fd), ring);
         // Nothing reads the ring while a slot's worth and 500 more frames arrive.
@@ -265,7 +263,5 @@ fn frames_the_kernel_drops_for_a_full_ring_are_counted() {
             "{dropped} dropped, {seen} seen of {sent} + 1"
         );
         assert_eq!(rx.take_ring_drops(true), 0, "each drop counted once");
-    })
-    .join()
-    .unwrap();
+    });
 }
