@@ -44,6 +44,18 @@ impl Ids {
             draws,
         }
     }
+
+    /// The next key of a region or a window (they share the index space): an index in the
+    /// upper 24 bits and a variant drawn for the low byte, as rxe makes its keys
+    /// (`rxe_mr_init`: index << 8 | a random key byte); `what` names them when none is left.
+    fn next_key(&mut self, what: &'static str) -> Result<u32, VerbsError> {
+        let key = self.next_key | (self.draws.next() as u32 & 0xff);
+        self.next_key = self
+            .next_key
+            .checked_add(0x100)
+            .ok_or(VerbsError::Exhausted(what))?;
+        Ok(key)
+    }
 }
 
 impl Nic {
@@ -114,13 +126,7 @@ impl Nic {
             });
         }
         let ids = &mut shared.ids;
-        // An index in the upper 24 bits and a variant drawn for the low byte, as rxe makes
-        // its keys (`rxe_mr_init`: index << 8 | a random key byte).
-        let key = ids.next_key | (ids.draws.next() as u32 & 0xff);
-        ids.next_key = ids
-            .next_key
-            .checked_add(0x100)
-            .ok_or(VerbsError::Exhausted("memory regions"))?;
+        let key = ids.next_key("memory regions")?;
         let iova = iova.unwrap_or_else(|| {
             let iova = ids.next_iova;
             // Regions are spaced on 4 KiB boundaries with a gap, so a stray address hits no
@@ -169,12 +175,7 @@ impl Nic {
         if !shared.pds.contains(&pd.0) {
             return Err(VerbsError::UnknownPd(pd.0));
         }
-        let ids = &mut shared.ids;
-        let rkey = ids.next_key | (ids.draws.next() as u32 & 0xff);
-        ids.next_key = ids
-            .next_key
-            .checked_add(0x100)
-            .ok_or(VerbsError::Exhausted("memory windows"))?;
+        let rkey = shared.ids.next_key("memory windows")?;
         shared.mws.insert(
             rkey >> 8,
             crate::mw::Window {
