@@ -92,27 +92,35 @@ impl Qp {
             return Err(Refusal::Rnr);
         };
         let payload = packet.payload();
-        if u64::from(written) + payload.len() as u64 > sgl_len(&wr.sgl)
-            || !writable(ctx.mrs, &wr.sgl, u64::from(written), payload.len())
-        {
-            self.resp.message = Some(Message::Send { written });
-            return Err(Refusal::Invalid);
+        let refuse = |qp: &mut Self| {
+            qp.resp.message = Some(Message::Send { written });
+            Err(Refusal::Invalid)
+        };
+        if u64::from(written) + payload.len() as u64 > sgl_len(&wr.sgl) {
+            return refuse(self);
         }
-        // A SEND with invalidate naming a window unbinds it before its last bytes land; one
-        // that cannot (a type 1 window, one unbound, of another PD) fails the message: rxe's
-        // responder moves the QP to the error state there (rxe_resp.c `do_complete`), here
-        // the requester learns it by an invalid-request NAK.
-        if let Some(ieth) = packet.ieth()
-            && crate::mw::window_of(ctx.mws, ieth.rkey()).is_some()
-            && let Err(why) = crate::mw::invalidate(ctx.mws, self.pd, ieth.rkey())
+        // A SEND with invalidate naming a window unbinds it before its last bytes land, once
+        // they are known to fit; one that cannot (a type 1 window, one unbound, of another PD)
+        // fails the message: rxe's responder moves the QP to the error state there
+        // (rxe_resp.c `do_complete`), here the requester learns it by an invalid-request NAK.
+        // Only that packet checks its memory before it writes: every other lands in one walk.
+        if let Some(rkey) = packet
+            .ieth()
+            .map(|ieth| ieth.rkey())
+            .filter(|&rkey| crate::mw::window_of(ctx.mws, rkey).is_some())
         {
-            ctx.stats.rx_mw_access_refused += 1;
-            tracing::trace!(qpn = %self.qpn, rkey = ieth.rkey(), why, "remote invalidation refused");
-            self.resp.message = Some(Message::Send { written });
-            return Err(Refusal::Invalid);
+            if !writable(ctx.mrs, &wr.sgl, u64::from(written), payload.len()) {
+                return refuse(self);
+            }
+            if let Err(why) = crate::mw::invalidate(ctx.mws, self.pd, rkey) {
+                ctx.stats.rx_mw_access_refused += 1;
+                tracing::trace!(qpn = %self.qpn, rkey, why, "remote invalidation refused");
+                return refuse(self);
+            }
         }
-        let landed = scatter(ctx.mrs, &wr.sgl, u64::from(written), payload);
-        debug_assert!(landed, "writable() checked the receive WR's memory");
+        if !scatter(ctx.mrs, &wr.sgl, u64::from(written), payload) {
+            return refuse(self);
+        }
         let written = written + payload.len() as u32;
         if matches!(layout.position, Position::First | Position::Middle) {
             self.resp.message = Some(Message::Send { written });
