@@ -603,5 +603,5 @@ fn data_opcode(qp_type: QpType, op: SendOp, first: bool, last: bool) -> Opcode {
 
 /// Whether `ip` is an IPv6 link-local unicast address (`fe80::/10`).
 fn link_local(ip: IpAddr) -> bool {
-    matches!(ip, IpAddr::V6(v6) if v6.segments()[0] & 0xffc0 == 0xfe80)
+    matches!(ip, IpAddr::V6(v6) if v6.is_unicast_link_local())
 }

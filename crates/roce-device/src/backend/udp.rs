@@ -309,7 +309,7 @@ impl UdpSender {
         {
             // A socket bound to [::] on one interface: the source address is the transmit's,
             // and a link-local destination is on that interface.
-            if is_link_local(*v6.ip()) {
+            if v6.ip().is_unicast_link_local() {
                 dst = SocketAddr::V6(SocketAddrV6::new(*v6.ip(), v6.port(), 0, ifindex));
             }
             pktinfo = Some(nix::libc::in6_pktinfo {
@@ -391,7 +391,7 @@ pub fn interface_of(ip: IpAddr) -> Option<Interface> {
             .iter()
             .filter(|a| a.interface_name == name)
             .find_map(|a| match addr_of(a) {
-                Some(IpAddr::V6(v6)) if is_link_local(v6) => Some(v6),
+                Some(IpAddr::V6(v6)) if v6.is_unicast_link_local() => Some(v6),
                 _ => None,
             });
     Some(Interface {
@@ -399,11 +399,6 @@ pub fn interface_of(ip: IpAddr) -> Option<Interface> {
         index,
         link_local,
     })
-}
-
-/// Whether `ip` is an IPv6 link-local unicast address (`fe80::/10`).
-pub fn is_link_local(ip: Ipv6Addr) -> bool {
-    ip.segments()[0] & 0xffc0 == 0xfe80
 }
 
 /// A send that finds the socket's buffer full waits for room this many times at most, each

@@ -211,7 +211,7 @@ pub(crate) fn ah_attr_from_wc(
     };
     // The reply leaves from the GID the datagram came to: GID 0 for a link-local address
     // (the only one of ours a datagram to such an address reaches), GID 1 for the others.
-    let link_local = roce_device::backend::udp::is_link_local(dst);
+    let link_local = dst.is_unicast_link_local();
     attr.is_global = 1;
     attr.grh.dgid = IbvGid { raw: src.octets() };
     attr.grh.sgid_index = if link_local { 0 } else { GID_INDEX_IP as u8 };
