@@ -140,10 +140,19 @@ impl Runner<'_> {
 
     /// The next completion within `limit`, `None` if none came.
     async fn complete_within(&self, limit: Duration) -> Result<Option<(Cqe, usize)>, TrafficError> {
-        match self.cqes(1, limit).await {
-            Ok(mut cqes) => self.check(cqes.remove(0)).map(Some),
+        match self.cqe(limit).await {
+            Ok(cqe) => self.check(cqe).map(Some),
             Err(roce_device::DeviceError::Timeout(_)) => Ok(None),
             Err(e) => Err(e.into()),
+        }
+    }
+
+    /// The next completion of the (shared) CQ within `limit`: polled for without a list (the
+    /// latency loops take one at a time), or with `-e` waited for by the CQ's events.
+    async fn cqe(&self, limit: Duration) -> Result<Cqe, roce_device::DeviceError> {
+        match self.events {
+            Some(channel) => Ok(channel.next(1, limit).await?.swap_remove(0)),
+            None => self.device.next_completion_within(self.qp().cq, limit).await,
         }
     }
 
@@ -424,20 +433,12 @@ impl Runner<'_> {
             // Wait for both this side's send and the peer's message.
             let mut waiting = if client { 2 } else { 1 };
             while waiting > 0 {
-                let cqe = self.cqes(1, self.limit).await?.remove(0);
+                let cqe = self.cqe(self.limit).await?;
                 if cqe.status != WcStatus::Success {
                     return Err(TrafficError::LatencyStatus(cqe.status));
                 }
                 if cqe.wr_id == RECV {
-                    self.device
-                        .post_recv(
-                            self.qp().qpn,
-                            RecvWr {
-                                wr_id: RECV,
-                                sgl: vec![self.recv_sges[0]],
-                            },
-                        )
-                        .await?;
+                    self.repost_recv(0).await?;
                     if !client {
                         send(i).await?;
                         waiting += 1;
