@@ -8,7 +8,7 @@
 
 mod common;
 
-use common::exec::{Side, exec_pair, have, ok, result_rows};
+use common::exec::{Side, exec_pair, have, ok, result_rows, wait_listening};
 use common::roce;
 use std::process::{Command, Output};
 
@@ -199,18 +199,6 @@ fn stats_json_reports_the_nic_counters_after_the_program() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("did not open the device"));
 }
 
-/// Whether a TCP socket listens on `port` (any address), from /proc/net/tcp.
-fn listening(port: u16) -> bool {
-    let table = std::fs::read_to_string("/proc/net/tcp").unwrap_or_default();
-    let local = format!(":{port:04X} ");
-    table.lines().skip(1).any(|l| {
-        l.split_whitespace()
-            .nth(1)
-            .is_some_and(|a| format!("{a} ").ends_with(&local))
-            && l.split_whitespace().nth(3) == Some("0A")
-    })
-}
-
 /// Ctrl-C on a program that ends by it (ibv_rc_pingpong waiting for its client) still prints
 /// `--stats`: the signal reaches the terminal's foreground group, the program and `roce exec`
 /// alike, as here; the counters are the program's, and the status is the program's (130).
@@ -233,11 +221,7 @@ fn ctrl_c_and_sigterm_still_print_the_counters() {
             .stderr(std::process::Stdio::piped())
             .spawn()
             .unwrap();
-        let begun = std::time::Instant::now();
-        while !listening(port) {
-            assert!(begun.elapsed().as_secs() < 30, "the server never listened");
-            std::thread::sleep(std::time::Duration::from_millis(20));
-        }
+        wait_listening(child.id(), &port.to_string());
         let target = if group {
             format!("-{}", child.id())
         } else {

@@ -305,7 +305,7 @@ fn bidirectional_is_refused_where_it_means_nothing() {
 fn two_roce_perfs_given_different_modes_both_stop_naming_them() {
     let (client, server) = {
         let server = spawn(&["perf", "write", "-b", "-p", "19218", "-n", "50"]);
-        std::thread::sleep(std::time::Duration::from_millis(300));
+        wait_listening(server.id(), "19218");
         let client = Command::new(env!("CARGO_BIN_EXE_roce"))
             .args([
                 "perf",
