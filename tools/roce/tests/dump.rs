@@ -757,6 +757,7 @@ fn filters_select_exactly_the_matching_lines() {
         let output = roce(&args, &pcap.0);
         assert_eq!(output.status.code(), Some(2), "{bad:?}: {output:?}");
         assert_stderr_has(&output, says);
+        assert!(output.stdout.is_empty(), "{bad:?}: no frame printed first");
     }
 }
 
