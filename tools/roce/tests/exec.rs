@@ -124,7 +124,7 @@ fn gid_0_on_an_interface_without_a_link_local_address_is_refused_with_the_reason
     // which listens on 0.0.0.0, at 127.0.0.1.
     let argv = ["ibv_rc_pingpong", "-g", "0", "-p", "18731"];
     let server = common::exec::spawn_exec(Side::local("::1", &[]), &argv);
-    common::exec::wait_listening(server.id(), "18731");
+    wait_listening(server.id(), "18731");
     let client_argv = [&argv[..], &["127.0.0.1"]].concat();
     let client = common::exec::spawn_exec(Side::local("127.0.13.40", &[]), &client_argv)
         .wait_with_output()
