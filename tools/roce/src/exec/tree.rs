@@ -160,7 +160,7 @@ fn netdev_of(model: &DeviceModel) -> Option<String> {
     if let Some(dev) = &model.spec.dev {
         return Some(dev.clone());
     }
-    let ip = u128::from(roce_verbs::device::ip_gid(model.spec.ip));
+    let ip = u128::from_be_bytes(roce_wire::Gid::from_ip(model.spec.ip).0);
     let v6 = model.spec.ip.is_ipv6();
     nix::ifaddrs::getifaddrs()
         .ok()?

@@ -152,7 +152,11 @@ impl Runner<'_> {
     async fn cqe(&self, limit: Duration) -> Result<Cqe, roce_device::DeviceError> {
         match self.events {
             Some(channel) => Ok(channel.next(1, limit).await?.swap_remove(0)),
-            None => self.device.next_completion_within(self.qp().cq, limit).await,
+            None => {
+                self.device
+                    .next_completion_within(self.qp().cq, limit)
+                    .await
+            }
         }
     }
 
