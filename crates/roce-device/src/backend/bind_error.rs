@@ -83,7 +83,8 @@ mod tests {
     #[test]
     fn ipv6_loopback_in_use_says_that_a_second_nic_needs_another_address() {
         let Ok(taken) = UdpSocket::bind("[::1]:0") else {
-            return; // no IPv6 on this host
+            crate::backend::testing::skipped("no IPv6 loopback address on this host");
+            return;
         };
         let addr = taken.local_addr().unwrap();
         let err = BindError::new(addr, UdpSocket::bind(addr).unwrap_err());

@@ -15,15 +15,7 @@ impl Netns {
         };
         let name = format!("roce-pkt-{tag}-{}", std::process::id());
         if !ip(&["netns", "add", &name]) {
-            // On the process's own standard error, which libtest does not capture, so that
-            // the skip shows in cargo's ordinary output (as `roce_cabi::testing::say_skipped`).
-            use std::io::Write as _;
-            let thread = std::thread::current();
-            let test = thread.name().unwrap_or("a test");
-            let _ = writeln!(
-                std::io::stderr().lock(),
-                "*** SKIPPED {test}: needs root and `ip` (a network namespace, raw sockets) ***"
-            );
+            skipped("needs root and `ip` (a network namespace, raw sockets)");
             return None;
         }
         let ns = Self(name);
@@ -43,4 +35,14 @@ impl Drop for Netns {
             .args(["netns", "delete", &self.0])
             .status();
     }
+}
+
+/// Says that the running test skips, and why, on the process's own standard error, which
+/// libtest does not capture, so that the skip shows in cargo's ordinary output (as
+/// `roce_cabi::testing::say_skipped`, which this crate does not depend on).
+pub(crate) fn skipped(why: &str) {
+    use std::io::Write as _;
+    let thread = std::thread::current();
+    let test = thread.name().unwrap_or("a test");
+    let _ = writeln!(std::io::stderr().lock(), "*** SKIPPED {test}: {why} ***");
 }

@@ -197,37 +197,38 @@ pub struct Network {
     capture: Option<Capture>,
 }
 
+/// Every host of `topology` has exactly one link (a NIC has one port).
+fn single_homed(topology: &Topology) -> Result<(), NetworkError> {
+    for h in topology.hosts() {
+        let links = topology.neighbors(h).len();
+        if links != 1 {
+            return Err(NetworkError::MultiHomed { host: h, links });
+        }
+    }
+    Ok(())
+}
+
 impl Network {
     /// What [`Network::new`] would refuse of `topology` (a host cut off, a host with other than
     /// one link), found without building anything of the network: no NIC, region or switch.
     pub fn check(topology: &Topology) -> Result<(), NetworkError> {
         // In `new`'s order: routes first, so a host with no link is one cut off.
         Routes::new(topology.clone())?;
-        for h in topology.hosts() {
-            let links = topology.neighbors(h).len();
-            if links != 1 {
-                return Err(NetworkError::MultiHomed { host: h, links });
-            }
-        }
-        Ok(())
+        single_homed(topology)
     }
 
     /// Builds the network: routes, one NIC per host, one switch per switch node.
     pub fn new(topology: Topology, config: NetworkConfig) -> Result<Self, NetworkError> {
         let routes = Routes::new(topology)?;
+        single_homed(routes.topology())?;
         let wiring = Wiring::new(&routes);
         let topology = routes.topology();
         let host_nodes: Vec<NodeId> = topology.hosts().collect();
         let mut sides = Vec::with_capacity(host_nodes.len());
         let mut sinks = Vec::new();
         for (i, &h) in host_nodes.iter().enumerate() {
-            let links = topology.neighbors(h);
-            let &[(_, link)] = links else {
-                return Err(NetworkError::MultiHomed {
-                    host: h,
-                    links: links.len(),
-                });
-            };
+            // One link each: `single_homed` above.
+            let (_, link) = topology.neighbors(h)[0];
             let host_config = PairConfig {
                 nic: NicConfig {
                     line_rate_bps: topology.links()[link].rate_bps,
