@@ -15,6 +15,7 @@ mod demo;
 mod device;
 mod dump;
 mod exec;
+mod interrupt;
 mod json;
 mod libs;
 mod memory;

@@ -26,7 +26,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 use std::time::{Duration, Instant as WallInstant};
 
-use anyhow::{Context, bail};
+use anyhow::bail;
 use roce_core::{Ecn, Instant};
 use roce_device::backend::packet_socket::{self, PacketSocket, Sender};
 use roce_sim::switch::{CLASSES, Ets, MarkAt, Pfc};
@@ -150,10 +150,10 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<ExitCode> {
         .map(|s| bridge.start + Duration::from_secs_f64(s.max(0.0)));
     let interval = Duration::from_secs_f64(args.interval.max(0.05));
     let mut next_report = bridge.start + interval;
-    let interrupted = catch_ctrl_c()?;
+    let interrupted = crate::interrupt::Interrupt::catch()?;
     loop {
         let wall = WallInstant::now();
-        if end.is_some_and(|end| wall >= end) || interrupted.load(Ordering::Relaxed) {
+        if end.is_some_and(|end| wall >= end) || interrupted.asked() {
             break;
         }
         if wall >= next_report {
@@ -188,34 +188,11 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<ExitCode> {
     }
     stop.store(true, Ordering::Relaxed);
     bridge.report(args.json, true);
-    if interrupted.load(Ordering::Relaxed) {
+    if interrupted.asked() {
         eprintln!("roce switch: interrupted; the counters above are the final ones");
         return Ok(ExitCode::from(130));
     }
     Ok(ExitCode::SUCCESS)
-}
-
-/// A flag that Ctrl-C (SIGINT) sets, instead of ending the process, so that the loop stops
-/// and prints its final report (a thread waits for the signal).
-fn catch_ctrl_c() -> anyhow::Result<Arc<AtomicBool>> {
-    let flag = Arc::new(AtomicBool::new(false));
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?;
-    let mut signal = {
-        let _context = runtime.enter();
-        tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())
-            .context("cannot catch Ctrl-C")?
-    };
-    let set = flag.clone();
-    std::thread::spawn(move || {
-        runtime.block_on(async {
-            if signal.recv().await.is_some() {
-                set.store(true, Ordering::Relaxed);
-            }
-        });
-    });
-    Ok(flag)
 }
 
 /// One interface.

@@ -12,7 +12,6 @@
 mod fct_plot;
 mod grid;
 mod huge_pages;
-mod interrupt;
 mod network_out;
 mod network_run;
 mod network_schema;
@@ -265,7 +264,7 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<ExitCode> {
 
     let every = progress_every(args)?;
     let capture = args.pcap.as_deref().map(create_capture).transpose()?;
-    let interrupt = interrupt::Interrupt::catch()?;
+    let interrupt = crate::interrupt::Interrupt::catch()?;
     let started = WallClock::now();
     let series = run_with_progress(&loaded.scenario, capture.clone(), every, &interrupt)?;
     let wall = started.elapsed();
@@ -416,7 +415,7 @@ fn run_with_progress(
     scenario: &Scenario,
     capture: Option<Capture>,
     every: Option<Duration>,
-    interrupt: &interrupt::Interrupt,
+    interrupt: &crate::interrupt::Interrupt,
 ) -> anyhow::Result<Series> {
     let reached = AtomicU64::new(0);
     let target = scenario.duration.as_secs_f64() * 1e3;

@@ -140,7 +140,7 @@ pub(super) fn run(args: &Args, path: &Path, text: &str) -> anyhow::Result<ExitCo
     if let Some(capture) = &capture {
         network.capture(capture.clone());
     }
-    let interrupt = super::interrupt::Interrupt::catch()?;
+    let interrupt = crate::interrupt::Interrupt::catch()?;
     let started = WallClock::now();
     let (network, records) = run_with_progress(network, &plan, every, &interrupt)?;
     let wall = started.elapsed().as_secs_f64();
@@ -475,7 +475,7 @@ fn run_with_progress(
     mut network: Network,
     plan: &Plan,
     every: Option<Duration>,
-    interrupt: &super::interrupt::Interrupt,
+    interrupt: &crate::interrupt::Interrupt,
 ) -> anyhow::Result<(Network, Vec<FctRecord>)> {
     let end = plan.end;
     let started = WallClock::now();

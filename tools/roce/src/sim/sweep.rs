@@ -45,7 +45,7 @@ pub(super) fn run(
     let exe = std::env::current_exe().context("finding this program, to run the points")?;
     // Ctrl-C: the points running end as a run ends on Ctrl-C (their outputs written for the
     // time they reached), the others are not started, and the table holds what ran.
-    let interrupt = super::interrupt::Interrupt::catch()?;
+    let interrupt = crate::interrupt::Interrupt::catch()?;
     let started = std::time::Instant::now();
     let ran = sweep(scenario, &out, shard, jobs, sets, |file, dir| {
         if interrupt.asked() {

@@ -1,6 +1,7 @@
-//! Ctrl-C during a run: the run stops where it is and its outputs are written for the simulated
-//! time it reached, rather than the process dying with nothing written. A second Ctrl-C ends
-//! the process at once (while the outputs are written, say).
+//! Ctrl-C during a long run (`roce sim`, its sweeps, `roce switch`): a flag the run looks at,
+//! so that it stops where it is and says what it did, rather than the process dying with
+//! nothing written. A second Ctrl-C ends the process at once (while the outputs are written,
+//! say).
 
 use std::ops::ControlFlow;
 use std::sync::Arc;
@@ -11,12 +12,12 @@ use signal_hook::consts::{SIGINT, SIGTERM};
 
 /// Whether a Ctrl-C (or SIGTERM) asked the run to stop.
 #[derive(Debug, Clone)]
-pub(super) struct Interrupt(Arc<AtomicBool>);
+pub(crate) struct Interrupt(Arc<AtomicBool>);
 
 impl Interrupt {
     /// Catches SIGINT and SIGTERM from now on: the first sets the flag, a second (with the flag
     /// set) takes the signal's default action.
-    pub(super) fn catch() -> anyhow::Result<Self> {
+    pub(crate) fn catch() -> anyhow::Result<Self> {
         let asked = Arc::new(AtomicBool::new(false));
         for signal in [SIGINT, SIGTERM] {
             // In this order: the conditional default sees the flag before the second sets it.
@@ -28,12 +29,12 @@ impl Interrupt {
     }
 
     /// Whether the run was asked to stop.
-    pub(super) fn asked(&self) -> bool {
+    pub(crate) fn asked(&self) -> bool {
         self.0.load(Ordering::Relaxed)
     }
 
     /// What a run's observer answers: go on, or stop here.
-    pub(super) fn control(&self) -> ControlFlow<()> {
+    pub(crate) fn control(&self) -> ControlFlow<()> {
         if self.asked() {
             ControlFlow::Break(())
         } else {
