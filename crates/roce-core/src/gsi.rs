@@ -77,9 +77,7 @@ pub(crate) fn refuse_agent(mgmt_class: u8, class_version: u8) -> Option<&'static
     //# classes past the vendor range are refused; a class version and class has one agent
     if class_version >= MAX_CLASS_VERSION {
         Some("a MAD agent's class version is below 8")
-    } else if mgmt_class == MGMT_CLASS_SUBN_LID_ROUTED
-        || mgmt_class == MGMT_CLASS_SUBN_DIRECTED_ROUTE
-    {
+    } else if is_subnet_class(mgmt_class) {
         Some("the subnet management classes are QP 0's, which RoCE does not have")
     } else if mgmt_class == 0 || mgmt_class >= 0x50 {
         Some("no such management class")
@@ -147,8 +145,7 @@ impl Gsi {
         }
         //= rxe:mad.c/validate_mad
         //# a LID-routed or directed-route subnet management MAD is dropped on any QP but QP 0
-        if mgmt_class == MGMT_CLASS_SUBN_LID_ROUTED || mgmt_class == MGMT_CLASS_SUBN_DIRECTED_ROUTE
-        {
+        if is_subnet_class(mgmt_class) {
             return Route::SubnetManagement;
         }
         //= rxe:mad.c/validate_mad
@@ -254,4 +251,10 @@ impl Gsi {
         }
         None
     }
+}
+
+/// Whether `mgmt_class` is one of subnet management's (LID-routed or directed-route SMPs),
+/// which only QP 0 carries.
+fn is_subnet_class(mgmt_class: u8) -> bool {
+    mgmt_class == MGMT_CLASS_SUBN_LID_ROUTED || mgmt_class == MGMT_CLASS_SUBN_DIRECTED_ROUTE
 }
