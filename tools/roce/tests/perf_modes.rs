@@ -45,6 +45,45 @@ fn perf_pair(tool: &[&str], port: &str, net: &str, shared: &[&str]) -> (Output, 
     (client, finish(server))
 }
 
+/// `roce perf ARGS --ip IP`, or (`perftest`) perftest's `ARGS` under `roce exec --ip IP`.
+fn spawn_side(perftest: bool, args: &[&str], ip: &str) -> std::process::Child {
+    if perftest {
+        return spawn_exec(Side::local(ip, &[]), args);
+    }
+    let args: Vec<&str> = ["perf"]
+        .iter()
+        .chain(args)
+        .chain(&["--ip", ip])
+        .copied()
+        .collect();
+    spawn(&args)
+}
+
+/// The server (`server.1`: its arguments; `server.0`: perftest rather than `roce perf`) on
+/// `port` with its NIC at `net`.1, then, once it listens, the client at `net`.2. Returns
+/// (client, server).
+fn mixed_pair(
+    server: (bool, &[&str]),
+    client: (bool, &[&str]),
+    port: &str,
+    net: &str,
+) -> (Output, Output) {
+    let (server_ip, client_ip) = (format!("{net}.1"), format!("{net}.2"));
+    let args: Vec<&str> = server.1.iter().chain(&["-p", port]).copied().collect();
+    let server = spawn_side(server.0, &args, &server_ip);
+    wait_listening(server.id(), port);
+    let args: Vec<&str> = client
+        .1
+        .iter()
+        .chain(&["-p", port, server_ip.as_str()])
+        .copied()
+        .collect();
+    let client = spawn_side(client.0, &args, &client_ip)
+        .wait_with_output()
+        .unwrap();
+    (client, finish(server))
+}
+
 /// `roce perf PERF` as the server on `port` (its NIC at `net`.1) and perftest's `ARGV` under
 /// `roce exec` as the client (at `net`.2). Returns (perftest client, roce perf server).
 fn perf_server_perftest_client(
@@ -53,24 +92,7 @@ fn perf_server_perftest_client(
     port: &str,
     net: &str,
 ) -> (Output, Output) {
-    let (server_ip, client_ip) = (format!("{net}.1"), format!("{net}.2"));
-    let args: Vec<&str> = ["perf"]
-        .iter()
-        .chain(perf)
-        .chain(&["-p", port, "--ip", &server_ip])
-        .copied()
-        .collect();
-    let server = spawn(&args);
-    wait_listening(server.id(), port);
-    let argv: Vec<&str> = argv
-        .iter()
-        .chain(&["-p", port, server_ip.as_str()])
-        .copied()
-        .collect();
-    let client = spawn_exec(Side::local(&client_ip, &[]), &argv)
-        .wait_with_output()
-        .unwrap();
-    (client, finish(server))
+    mixed_pair((false, perf), (true, argv), port, net)
 }
 
 /// perftest's `ARGV` under `roce exec` as the server on `port` (its NIC at `net`.1) and `roce
@@ -81,21 +103,7 @@ fn perftest_server_perf_client(
     port: &str,
     net: &str,
 ) -> (Output, Output) {
-    let (server_ip, client_ip) = (format!("{net}.1"), format!("{net}.2"));
-    let argv: Vec<&str> = argv.iter().chain(&["-p", port]).copied().collect();
-    let server = spawn_exec(Side::local(&server_ip, &[]), &argv);
-    wait_listening(server.id(), port);
-    let args: Vec<&str> = ["perf"]
-        .iter()
-        .chain(perf)
-        .chain(&[server_ip.as_str(), "-p", port, "--ip", &client_ip])
-        .copied()
-        .collect();
-    let client = Command::new(env!("CARGO_BIN_EXE_roce"))
-        .args(&args)
-        .output()
-        .unwrap();
-    (client, finish(server))
+    mixed_pair((true, argv), (false, perf), port, net)
 }
 
 /// perftest's one result row (size, iterations, peak, average, rate), from its stdout.
