@@ -21,6 +21,18 @@ impl IbvGid {
         }
     }
 
+    /// The RoCEv2 GID of an IP address: `::ffff:a.b.c.d` for IPv4, the IPv6 address itself.
+    pub fn from_ip(ip: std::net::IpAddr) -> Self {
+        Self {
+            raw: crate::cm::ip_to_bytes(ip),
+        }
+    }
+
+    /// The IP address a RoCEv2 GID is: IPv4 when mapped, else IPv6.
+    pub fn to_ip(&self) -> std::net::IpAddr {
+        crate::cm::ip_from_bytes(self.raw)
+    }
+
     /// The IPv4 address of a `::ffff:a.b.c.d` GID.
     pub fn to_ipv4(&self) -> Option<std::net::Ipv4Addr> {
         std::net::Ipv6Addr::from(self.raw).to_ipv4_mapped()

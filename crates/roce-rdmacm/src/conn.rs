@@ -11,12 +11,14 @@
 //!   `rdma_get_request` wait for their event (`ucma_complete`).
 
 use std::ffi::c_int;
-use std::net::SocketAddrV4;
+use std::net::{IpAddr, SocketAddr};
 
 use roce_cabi::cm::{CmAccept, CmConnect, ip_from_bytes, ip_to_bytes, kind};
 
 use crate::Errno;
-use crate::abi::{IbvGid, IbvQpAttr, RdmaCmEvent, RdmaCmEventParam, RdmaConnParam, event, qp};
+use crate::abi::{
+    IbvGid, IbvQpAttr, RdmaCmEvent, RdmaCmEventParam, RdmaConnParam, RdmaIbAddr, event, qp,
+};
 use crate::addr;
 use crate::inbox::{self, CmEvent};
 use crate::state::{self, EINVAL, Event, Id, Phase, Request, Tables, with};
@@ -74,7 +76,7 @@ fn is_sync(id: usize) -> bool {
 }
 
 /// `rdma_listen`: binds an unbound id (`id::listen`), then listens on its service ID.
-pub(crate) fn listen(id: usize) -> Result<SocketAddrV4, Errno> {
+pub(crate) fn listen(id: usize) -> Result<SocketAddr, Errno> {
     let local = id::listen(id)?;
     let made = with(|t| {
         let ch = events_channel(t, id)?;
@@ -123,8 +125,8 @@ pub(crate) fn connect(id: usize, param: Option<ConnParam>) -> Result<(), Errno> 
         let peer = addr::from_storage(&c.route.addr.dst)?;
         let p = CmConnect {
             qp: c.qp.cast(),
-            local: ip_to_bytes((*local.ip()).into()),
-            peer: ip_to_bytes((*peer.ip()).into()),
+            local: ip_to_bytes(local.ip()),
+            peer: ip_to_bytes(peer.ip()),
             service_id: service_id(c.ps, peer.port()),
             src_port: local.port(),
             responder_resources: param.responder_resources,
@@ -376,14 +378,16 @@ fn conn_param(data: &[u8], ev: &CmEvent) -> RdmaCmEventParam {
 }
 
 /// `param.ud` of a UD event: the private data, and for a resolved SIDR the service's QP, Q_Key
-/// and the address handle that reaches it (its GID `dgid`, from our GID index 1).
-fn ud_param(data: &[u8], ev: &CmEvent, dgid: Option<IbvGid>) -> RdmaCmEventParam {
+/// and the address handle that reaches it (the route's `dgid`, from our GID of its `sgid`:
+/// index 0 for the link-local address, else 1).
+fn ud_param(data: &[u8], ev: &CmEvent, route: Option<RdmaIbAddr>) -> RdmaCmEventParam {
     let mut ah_attr = crate::abi::IbvAhAttr::default();
-    if let Some(dgid) = dgid {
+    if let Some(route) = route {
+        let link_local = matches!(route.sgid.to_ip(), IpAddr::V6(v6) if v6.is_unicast_link_local());
         ah_attr.is_global = 1;
         ah_attr.port_num = 1;
-        ah_attr.grh.dgid = dgid;
-        ah_attr.grh.sgid_index = 1;
+        ah_attr.grh.dgid = route.dgid;
+        ah_attr.grh.sgid_index = if link_local { 0 } else { 1 };
         ah_attr.grh.hop_limit = 64;
     }
     RdmaCmEventParam {
@@ -395,8 +399,8 @@ fn ud_param(data: &[u8], ev: &CmEvent, dgid: Option<IbvGid>) -> RdmaCmEventParam
             },
             private_data_len: u8::try_from(data.len()).unwrap_or(u8::MAX),
             ah_attr,
-            qp_num: if dgid.is_some() { ev.peer_qpn } else { 0 },
-            qkey: if dgid.is_some() { ev.qkey } else { 0 },
+            qp_num: if route.is_some() { ev.peer_qpn } else { 0 },
+            qkey: if route.is_some() { ev.qkey } else { 0 },
         },
     }
 }
@@ -433,7 +437,7 @@ pub(crate) fn materialize(t: &mut Tables, channel: usize, ev: CmEvent) -> Option
                 //# handle; another status is UNREACHABLE with that status
                 kind::SIDR_RESOLVED => {
                     i.phase = Phase::Connected;
-                    param = ud_param(&data, &ev, Some(i.c.get().route.addr.ibaddr.dgid));
+                    param = ud_param(&data, &ev, Some(i.c.get().route.addr.ibaddr));
                     (event::ESTABLISHED, 0)
                 }
                 kind::SIDR_REJECTED => (event::UNREACHABLE, ev.status),
@@ -491,18 +495,15 @@ fn new_child(t: &mut Tables, channel: usize, ev: &CmEvent) -> Option<(usize, usi
     let dev = ibv::device().ok()?;
     let local_ip = ip_from_bytes(ev.local);
     let peer_ip = ip_from_bytes(ev.peer);
-    let (std::net::IpAddr::V4(local_ip), std::net::IpAddr::V4(peer_ip)) = (local_ip, peer_ip)
-    else {
-        let _ = ibv::cm_reject(ev.conn, &[]);
-        return None;
-    };
-    let local = SocketAddrV4::new(local_ip, listen_port.map_or(0, |a| a.port()));
-    let peer = SocketAddrV4::new(peer_ip, ev.peer_port);
+    // The child's addresses are of the request's family (an IPv4 request to an IPv6 listener
+    // gives AF_INET addresses, as the kernel's cma_save_net_info).
+    let local = SocketAddr::new(local_ip, listen_port.map_or(0, |a| a.port()));
+    let peer = SocketAddr::new(peer_ip, ev.peer_port);
     let mut c = id::blank_id(l.channel, lc.context, lc.ps, lc.qp_type);
     c.route.addr.src = addr::to_storage(local);
     c.route.addr.dst = addr::to_storage(peer);
-    c.route.addr.ibaddr.sgid = IbvGid::from_ipv4(local_ip);
-    c.route.addr.ibaddr.dgid = IbvGid::from_ipv4(peer_ip);
+    c.route.addr.ibaddr.sgid = IbvGid::from_ip(local_ip);
+    c.route.addr.ibaddr.dgid = IbvGid::from_ip(peer_ip);
     c.route.addr.ibaddr.pkey = 0xffff_u16.to_be();
     let mut child = Id::new(c, l.channel);
     child.phase = Phase::Requested;

@@ -9,7 +9,7 @@
 #![allow(unsafe_code)]
 
 use std::ffi::c_int;
-use std::net::Ipv4Addr;
+use std::net::{IpAddr, Ipv6Addr, SocketAddr};
 use std::sync::Mutex;
 
 use roce_cabi::cm::{CmAccept, CmConnect, CmEventRecord, CmSink};
@@ -67,10 +67,32 @@ fn errno() -> Errno {
 pub(crate) struct Device {
     /// The `ibv_context` (an address).
     pub(crate) ctx: usize,
-    /// Its IPv4 address (GID 1, `::ffff:a.b.c.d`).
-    pub(crate) ip: Ipv4Addr,
+    /// Its address (GID 1: `::ffff:a.b.c.d` for IPv4, or the IPv6 address).
+    pub(crate) ip: IpAddr,
+    /// GID 0, the link-local address of its interface (`fe80::`), which is the source for
+    /// link-local destinations as on rxe.
+    pub(crate) link_local: Ipv6Addr,
     /// The port's active MTU (`enum ibv_mtu`).
     pub(crate) active_mtu: u8,
+}
+
+impl Device {
+    /// Whether `ip` is one of the device's addresses (GID 1's, or GID 0's).
+    pub(crate) fn has(&self, ip: IpAddr) -> bool {
+        ip == self.ip || ip == IpAddr::V6(self.link_local)
+    }
+
+    /// The source address of a connection to `dst`, as the kernel's route lookup picks it on
+    /// rxe: GID 0 (the interface's link-local address, in `dst`'s scope) for a link-local
+    /// destination, else the device's address.
+    pub(crate) fn source_for(&self, dst: SocketAddr, port: u16) -> SocketAddr {
+        match dst {
+            SocketAddr::V6(d) if d.ip().is_unicast_link_local() => SocketAddr::V6(
+                std::net::SocketAddrV6::new(self.link_local, port, 0, d.scope_id()),
+            ),
+            _ => SocketAddr::new(self.ip, port),
+        }
+    }
 }
 
 static DEVICE: Mutex<Option<Device>> = Mutex::new(None);
@@ -110,7 +132,13 @@ pub(crate) fn device() -> Result<Device, Errno> {
     if unsafe { ibv_query_gid(ctx, 1, 1, &mut gid) } != 0 {
         return Err(errno());
     }
-    let ip = gid.to_ipv4().ok_or(Errno(libc::ENODEV))?;
+    let ip = gid.to_ip();
+    let mut gid0 = IbvGid::default();
+    // SAFETY: as above.
+    if unsafe { ibv_query_gid(ctx, 1, 0, &mut gid0) } != 0 {
+        return Err(errno());
+    }
+    let link_local = Ipv6Addr::from(gid0.raw);
     let mut port = IbvPortAttrHead::default();
     // SAFETY: ctx is open; port is larger than the compat struct the exported function fills.
     let active_mtu = if unsafe { ibv_query_port(ctx, 1, &mut port) } == 0 {
@@ -121,6 +149,7 @@ pub(crate) fn device() -> Result<Device, Errno> {
     let d = Device {
         ctx: ctx as usize,
         ip,
+        link_local,
         active_mtu,
     };
     // The engine's CM events come to this library from now on.

@@ -5,7 +5,7 @@
 //! the id changes last, all under the tables' lock so a reader never sees half of it.
 
 use std::ffi::{c_int, c_void};
-use std::net::{Ipv4Addr, SocketAddrV4};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 
 use crate::Errno;
 use crate::abi::{
@@ -108,13 +108,13 @@ fn choose_local(
     t: &mut Tables,
     id: usize,
     dev: &Device,
-    want: SocketAddrV4,
-) -> Result<SocketAddrV4, Errno> {
+    want: SocketAddr,
+) -> Result<SocketAddr, Errno> {
     let i = t.ids.get(&id).ok_or(EINVAL)?;
     if i.phase != Phase::Idle {
         return Err(EINVAL);
     }
-    if !want.ip().is_unspecified() && *want.ip() != dev.ip {
+    if !want.ip().is_unspecified() && !dev.has(want.ip()) {
         return Err(Errno(libc::EADDRNOTAVAIL));
     }
     let ps = i.c.get().ps;
@@ -135,13 +135,15 @@ fn choose_local(
         }
         want.port()
     };
-    Ok(SocketAddrV4::new(*want.ip(), port))
+    let mut local = want;
+    local.set_port(port);
+    Ok(local)
 }
 
 /// Takes `local` for the id: its source address, and the device when the address is the
 /// device's (a wildcard bind has no device yet, as with librdmacm). Fails only if the
 /// device's PD cannot be allocated, and then changes nothing.
-fn take_local(t: &mut Tables, id: usize, dev: &Device, local: SocketAddrV4) -> Result<(), Errno> {
+fn take_local(t: &mut Tables, id: usize, dev: &Device, local: SocketAddr) -> Result<(), Errno> {
     if !local.ip().is_unspecified() {
         t.give_device(id, dev.ctx)?;
     }
@@ -153,7 +155,7 @@ fn take_local(t: &mut Tables, id: usize, dev: &Device, local: SocketAddrV4) -> R
     i.c.update(|c| {
         c.route.addr.src = addr::to_storage(local);
         if !local.ip().is_unspecified() {
-            c.route.addr.ibaddr.sgid = IbvGid::from_ipv4(*local.ip());
+            c.route.addr.ibaddr.sgid = IbvGid::from_ip(local.ip());
             c.route.addr.ibaddr.pkey = 0xffff_u16.to_be();
         }
     });
@@ -161,7 +163,7 @@ fn take_local(t: &mut Tables, id: usize, dev: &Device, local: SocketAddrV4) -> R
 }
 
 /// `rdma_bind_addr`: to the device's address, the id gets the device (`id->verbs`, `id->pd`).
-pub(crate) fn bind(id: usize, want: SocketAddrV4) -> Result<(), Errno> {
+pub(crate) fn bind(id: usize, want: SocketAddr) -> Result<(), Errno> {
     let dev = ibv::device()?;
     with(|t| {
         let local = choose_local(t, id, &dev, want)?;
@@ -174,10 +176,11 @@ pub(crate) fn bind(id: usize, want: SocketAddrV4) -> Result<(), Errno> {
 /// `RDMA_CM_EVENT_ADDR_RESOLVED`.
 pub(crate) fn resolve_addr(
     id: usize,
-    src: Option<SocketAddrV4>,
-    dst: SocketAddrV4,
+    src: Option<SocketAddr>,
+    dst: SocketAddr,
 ) -> Result<(), Errno> {
-    if dst.ip().is_unspecified() || dst.ip().is_broadcast() || dst.ip().is_multicast() {
+    let broadcast = matches!(dst.ip(), IpAddr::V4(v4) if v4.is_broadcast());
+    if dst.ip().is_unspecified() || broadcast || dst.ip().is_multicast() {
         return Err(EINVAL);
     }
     let dev = ibv::device()?;
@@ -188,7 +191,7 @@ pub(crate) fn resolve_addr(
                 t,
                 id,
                 &dev,
-                src.unwrap_or(SocketAddrV4::new(dev.ip, 0)),
+                src.unwrap_or(dev.source_for(dst, 0)),
             )?),
             (Phase::Bound, Some(_)) => None,
             _ => return Err(EINVAL),
@@ -201,14 +204,15 @@ pub(crate) fn resolve_addr(
         let Some(i) = t.ids.get_mut(&id) else {
             return Err(EINVAL);
         };
-        // A wildcard bind resolves to the device's address.
+        // A wildcard bind resolves to the address the destination is reached from.
         let local = i.local.map(|a| {
             if a.ip().is_unspecified() {
-                SocketAddrV4::new(dev.ip, a.port())
+                dev.source_for(dst, a.port())
             } else {
                 a
             }
         });
+        let sgid = local.map_or(dev.ip, |l| l.ip());
         i.local = local;
         i.phase = Phase::AddrResolved;
         i.c.update(|c| {
@@ -216,8 +220,8 @@ pub(crate) fn resolve_addr(
                 c.route.addr.src = addr::to_storage(l);
             }
             c.route.addr.dst = addr::to_storage(dst);
-            c.route.addr.ibaddr.sgid = IbvGid::from_ipv4(dev.ip);
-            c.route.addr.ibaddr.dgid = IbvGid::from_ipv4(*dst.ip());
+            c.route.addr.ibaddr.sgid = IbvGid::from_ip(sgid);
+            c.route.addr.ibaddr.dgid = IbvGid::from_ip(dst.ip());
             c.route.addr.ibaddr.pkey = 0xffff_u16.to_be();
         });
         Ok(serial)
@@ -275,13 +279,15 @@ pub(crate) fn resolve_route(id: usize) -> Result<(), Errno> {
 
 /// The binding half of `rdma_listen` (`conn::listen` does the rest): an unbound id binds to
 /// the wildcard address with a free port first.
-pub(crate) fn listen(id: usize) -> Result<SocketAddrV4, Errno> {
+pub(crate) fn listen(id: usize) -> Result<SocketAddr, Errno> {
     let dev = ibv::device()?;
     with(|t| {
         let i = t.ids.get(&id).ok_or(EINVAL)?;
         let local = match (i.phase, i.local) {
             (Phase::Idle, _) => {
-                let l = choose_local(t, id, &dev, SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0))?;
+                // As the kernel's rdma_listen: the IPv4 wildcard, which hears both families.
+                let any = SocketAddr::from((Ipv4Addr::UNSPECIFIED, 0));
+                let l = choose_local(t, id, &dev, any)?;
                 take_local(t, id, &dev, l)?;
                 l
             }

@@ -1,12 +1,15 @@
 //! `rdma_getaddrinfo` as librdmacm's (rdma-core librdmacm/addrinfo.c): the node and service
 //! go through getaddrinfo(3) (`crate::ffi::gai`), so host names (`localhost`, `/etc/hosts`),
 //! service names and a NULL node (the wildcard with `RAI_PASSIVE`, loopback without) resolve;
-//! the first answer is the one kept. IPv4 only: the device has no IPv6 address yet, so the
-//! lookup asks for `AF_INET` and an `AF_INET6` hint is `EAI_FAMILY`. Route resolution through
-//! ACM (`ucma_ib_resolve`) is not done (no `ai_route`).
+//! the first answer is the one kept, IPv4 or IPv6 as the hints' family asks. With
+//! `AF_UNSPEC` the first answer of the device's family is kept where there is one (so that
+//! `localhost` is `127.0.0.1` for an IPv4 NIC, `::1` for an IPv6 one); librdmacm keeps the very
+//! first, which on a host with both is the IPv6 one, an address an IPv4 rxe cannot bind.
+//! `AF_IB` is `EAI_FAMILY`. Route resolution through ACM (`ucma_ib_resolve`) is not done (no
+//! `ai_route`).
 
 use std::ffi::c_int;
-use std::net::SocketAddrV4;
+use std::net::SocketAddr;
 
 use crate::abi::{self, RdmaAddrinfo};
 use crate::addr;
@@ -22,9 +25,12 @@ pub(crate) struct Hints {
     pub(crate) qp_type: c_int,
     pub(crate) port_space: c_int,
     /// `hints->ai_src_addr`, copied to a result that has no source address.
-    pub(crate) src: Option<SocketAddrV4>,
+    pub(crate) src: Option<SocketAddr>,
     /// `hints->ai_dst_addr`, copied when neither node nor service is given.
-    pub(crate) dst: Option<SocketAddrV4>,
+    pub(crate) dst: Option<SocketAddr>,
+    /// The device's family (`AF_INET`, `AF_INET6`; 0 without a device): which answer of a
+    /// lookup of either family is kept.
+    pub(crate) prefer: c_int,
 }
 
 /// `IBV_QPT_XRC_SEND`, `IBV_QPT_XRC_RECV`.
@@ -52,6 +58,12 @@ fn ask(hints: &Hints) -> gai::Ask {
         numeric: hints.flags & abi::RAI_NUMERICHOST != 0,
         socktype,
         protocol,
+        family: hints.family,
+        prefer: if hints.prefer == 0 {
+            libc::AF_INET
+        } else {
+            hints.prefer
+        },
     }
 }
 
@@ -66,7 +78,7 @@ pub(crate) fn getaddrinfo(
     service: Option<&str>,
     hints: Hints,
 ) -> Result<*mut RdmaAddrinfo, c_int> {
-    if !matches!(hints.family, 0 | libc::AF_INET) {
+    if !matches!(hints.family, 0 | libc::AF_INET | libc::AF_INET6) {
         return Err(libc::EAI_FAMILY);
     }
     let (flags, family, qp_type, port_space, src, dst);
@@ -74,7 +86,10 @@ pub(crate) fn getaddrinfo(
         let ask = ask(&hints);
         let found = gai::lookup(node, service, ask)?;
         flags = if ask.passive { abi::RAI_PASSIVE } else { 0 };
-        family = libc::AF_INET;
+        family = match found.addr {
+            SocketAddr::V4(_) => libc::AF_INET,
+            SocketAddr::V6(_) => libc::AF_INET6,
+        };
         qp_type = match (hints.qp_type, found.socktype) {
             (0, libc::SOCK_STREAM) => abi::IBV_QPT_RC,
             (0, libc::SOCK_DGRAM) => abi::IBV_QPT_UD,
@@ -95,6 +110,10 @@ pub(crate) fn getaddrinfo(
             (hints.flags, hints.family, hints.qp_type, hints.port_space);
         (src, dst) = (hints.src, hints.dst);
     }
+    let (src_len, dst_len) = (
+        src.as_ref().map_or(0, addr::c_len),
+        dst.as_ref().map_or(0, addr::c_len),
+    );
     let src = src.map(|a| CBox::new(addr::to_storage(a)));
     let dst = dst.map(|a| CBox::new(addr::to_storage(a)));
     let info = CBox::new(RdmaAddrinfo {
@@ -102,16 +121,8 @@ pub(crate) fn getaddrinfo(
         ai_family: family,
         ai_qp_type: qp_type,
         ai_port_space: port_space,
-        ai_src_len: if src.is_some() {
-            addr::SOCKADDR_IN_LEN
-        } else {
-            0
-        },
-        ai_dst_len: if dst.is_some() {
-            addr::SOCKADDR_IN_LEN
-        } else {
-            0
-        },
+        ai_src_len: src_len,
+        ai_dst_len: dst_len,
         ai_src_addr: src.as_ref().map_or(std::ptr::null_mut(), CBox::ptr),
         ai_dst_addr: dst.as_ref().map_or(std::ptr::null_mut(), CBox::ptr),
         ai_src_canonname: std::ptr::null_mut(),
@@ -175,6 +186,35 @@ mod tests {
         let i = read(p);
         assert!(i.ai_src_addr.is_null());
         assert_eq!(i.ai_qp_type, abi::IBV_QPT_UD);
+        freeaddrinfo(p as usize);
+    }
+
+    #[test]
+    fn ipv6_answers_are_sockaddr_in6_of_the_family_af_inet6() {
+        let _turn = TABLE.lock().unwrap_or_else(|e| e.into_inner());
+        // An IPv6 NIC: a NULL passive node is `::` (getaddrinfo gives both wildcards).
+        let passive = Hints {
+            flags: abi::RAI_PASSIVE,
+            prefer: libc::AF_INET6,
+            ..Hints::default()
+        };
+        for (node, want) in [(Some("::1"), "[::1]:7174"), (None, "[::]:7174")] {
+            let p = getaddrinfo(node, Some("7174"), passive).unwrap();
+            let i = read(p);
+            assert_eq!(
+                (i.ai_family, i.ai_src_len),
+                (libc::AF_INET6, 28),
+                "{node:?}"
+            );
+            let src = with(|t| t.addrinfos[&(p as usize)].src.as_ref().map(CBox::get)).unwrap();
+            assert_eq!(addr::from_storage(&src), Ok(want.parse().unwrap()));
+            freeaddrinfo(p as usize);
+        }
+        // An active lookup of a global IPv6 address: the destination.
+        let p = getaddrinfo(Some("2001:db8::7"), Some("7174"), Hints::default()).unwrap();
+        let i = read(p);
+        assert_eq!((i.ai_family, i.ai_dst_len), (libc::AF_INET6, 28));
+        assert!(i.ai_src_addr.is_null());
         freeaddrinfo(p as usize);
     }
 
@@ -257,8 +297,13 @@ mod tests {
             family: libc::AF_INET6,
             ..Hints::default()
         };
+        assert!(getaddrinfo(Some("198.18.0.1"), None, v6).is_err());
+        let ib = Hints {
+            family: 27, // AF_IB
+            ..Hints::default()
+        };
         assert_eq!(
-            getaddrinfo(Some("198.18.0.1"), None, v6),
+            getaddrinfo(Some("198.18.0.1"), None, ib),
             Err(libc::EAI_FAMILY)
         );
         assert_eq!(with(|t| t.addrinfos.len()), before);

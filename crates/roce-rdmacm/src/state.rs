@@ -8,7 +8,7 @@
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::io::{PipeReader, PipeWriter, Read, Write};
-use std::net::SocketAddrV4;
+use std::net::SocketAddr;
 use std::os::fd::AsRawFd;
 use std::sync::{Arc, Mutex, PoisonError};
 
@@ -86,7 +86,7 @@ pub(crate) struct Id {
     pub(crate) channel: Option<usize>,
     pub(crate) phase: Phase,
     /// The local address once bound (the port is never 0 once bound).
-    pub(crate) local: Option<SocketAddrV4>,
+    pub(crate) local: Option<SocketAddr>,
     /// Whether the id holds the device (and with it the device's PD, `Tables::device_pd`).
     pub(crate) has_device: bool,
     /// CQs this library created for the id's QP (destroyed with the QP).

@@ -1,16 +1,21 @@
-//! `roce exec` over IPv6: Debian's unmodified ibverbs-utils, each program under its own `roce
-//! exec --ip <IPv6 address>`, in two network namespaces joined by a veth pair the test creates
-//! (the ULA prefix fd00:198:18:6::/64, which never leaves the namespaces; duplicate address
-//! detection off so that the addresses are usable at once). RoCEv2 runs over IPv6 between GID
-//! 1 (the `--ip` address) of each side, or GID 0 (the veth's link-local address); the programs' own out-of-band TCP exchange goes over
-//! IPv4 (198.18.6.0/24 on the same veth), because ibv_*_pingpong's server listens on 0.0.0.0
-//! only. Needs root (namespaces); elsewhere each test says that it skipped.
+//! `roce exec` over IPv6: Debian's unmodified ibverbs-utils and rdmacm-utils, each program
+//! under its own `roce exec --ip <IPv6 address>`, in two network namespaces joined by a veth
+//! pair the test creates (the ULA prefix fd00:198:18:6::/64, which never leaves the
+//! namespaces; duplicate address detection off so that the addresses are usable at once).
+//! RoCEv2 runs over IPv6 between GID 1 (the `--ip` address) of each side, or GID 0 (the veth's
+//! link-local address). ibv_*_pingpong's own out-of-band TCP exchange goes over IPv4
+//! (198.18.6.0/24 on the same veth), because its server listens on 0.0.0.0 only; the RDMA CM
+//! programs (rping, ucmatose, udaddy, rdma_server/rdma_client) name the IPv6 addresses
+//! themselves. Needs root (namespaces); elsewhere each test says that it skipped.
 
 #![allow(clippy::unwrap_used)] // test code: a panic is the failure report
 
 mod common;
 
-use common::exec::{Side, have, ok_as as ok, spawn_exec, wait_listening};
+use common::exec::{
+    Side, exec_cm_pair, have, ok_as as ok, rping_done, spawn_exec, transfers_complete,
+    wait_listening,
+};
 use common::{have_tools, run_ok, sh};
 use std::process::Output;
 
@@ -120,10 +125,41 @@ impl Pair {
         Some(pair)
     }
 
+    /// Runs the RDMA CM programs `server_argv` in b and `client_argv` in a, each under `roce
+    /// exec --ip <its IPv6 address>` (at most 120 s), the client once the server's NIC is up;
+    /// returns (client, server) once both have ended.
+    fn run_cm(&self, server_argv: &[&str], client_argv: &[&str]) -> (Output, Output) {
+        let [wa, wb] = [self.a.as_str(), self.b.as_str()]
+            .map(|ns| vec!["ip", "netns", "exec", ns, "timeout", "120"]);
+        let server = Side {
+            wrapper: &wb,
+            ip: B_IP6,
+            exec_args: &[],
+        };
+        let client = Side {
+            wrapper: &wa,
+            ip: A_IP6,
+            exec_args: &[],
+        };
+        exec_cm_pair(server, client, server_argv, client_argv)
+    }
+
     /// Runs `argv` as the server in b and `argv B_IP4` as the client in a, each under `roce
     /// exec --ip <its IPv6 address> EXEC_ARGS` (at most 120 s), the client once the server
     /// listens on TCP `port`; returns (client, server) once both have ended.
     fn run(&self, exec_args: &[&str], argv: &[&str], port: &str) -> (Output, Output) {
+        let client_argv = [argv, &[B_IP4]].concat();
+        self.run_tcp(exec_args, argv, &client_argv, port)
+    }
+
+    /// As [`Pair::run`], with the client's own ARGV.
+    fn run_tcp(
+        &self,
+        exec_args: &[&str],
+        argv: &[&str],
+        client_argv: &[&str],
+        port: &str,
+    ) -> (Output, Output) {
         let [wa, wb] = [self.a.as_str(), self.b.as_str()]
             .map(|ns| vec!["ip", "netns", "exec", ns, "timeout", "120"]);
         let server = Side {
@@ -138,8 +174,7 @@ impl Pair {
         };
         let server_child = spawn_exec(server, argv);
         wait_listening(server_child.id(), port);
-        let client_argv = [argv, &[B_IP4]].concat();
-        let client = spawn_exec(client, &client_argv).wait_with_output().unwrap();
+        let client = spawn_exec(client, client_argv).wait_with_output().unwrap();
         (client, server_child.wait_with_output().unwrap())
     }
 }
@@ -321,4 +356,76 @@ fn a_second_ipv6_nic_on_the_interface_is_refused_with_the_reason() {
             && err.contains("one IPv6 NIC per interface"),
         "{err}"
     );
+}
+
+/// rping through the RDMA CM over IPv6, to the server's global address (`server`, as both
+/// sides name it) or its link-local one (each side naming it with its own interface as the
+/// scope): the `cma_hdr` of the REQ carries IPv6 addresses, the QPs run between GIDs 1 or 0,
+/// and each side checks the pings' data (-V).
+fn rping_over_ipv6(tag: &str, server_side: &str, client_side: &str) {
+    let Some(pair) = Pair::new(tag, "rping", "rdmacm-utils") else {
+        return;
+    };
+    let (client, server) = pair.run_cm(
+        &["rping", "-s", "-v", "-V", "-C", "3", "-a", server_side],
+        &["rping", "-c", "-v", "-V", "-C", "3", "-a", client_side],
+    );
+    let (client, server) = (
+        rping_done("rping -c", &client),
+        rping_done("rping -s", &server),
+    );
+    for (who, text) in [("client", &client), ("server", &server)] {
+        let pings = text.lines().filter(|l| l.contains("ping data: rdma-ping-"));
+        assert_eq!(pings.count(), 3, "rping {who}:\n{text}");
+    }
+}
+
+#[test]
+fn rping_connects_over_ipv6_through_the_connection_manager() {
+    rping_over_ipv6("rping", B_IP6, B_IP6);
+}
+
+#[test]
+fn rping_connects_to_a_link_local_address() {
+    rping_over_ipv6("rpingll", &format!("{B_LL}%vb"), &format!("{B_LL}%va"));
+}
+
+/// rdma_server and rdma_client: rdma_getaddrinfo of an IPv6 address, then synchronous
+/// endpoints (rdma_create_ep) that exchange one message each way.
+#[test]
+fn rdma_getaddrinfo_and_endpoints_over_ipv6() {
+    let Some(pair) = Pair::new("ep", "rdma_server", "rdmacm-utils") else {
+        return;
+    };
+    let (client, server) =
+        pair.run_cm(&["rdma_server", "-s", B_IP6], &["rdma_client", "-s", B_IP6]);
+    assert!(ok("rdma_client", &client).contains("rdma_client: end 0"));
+    assert!(ok("rdma_server", &server).contains("rdma_server: end 0"));
+}
+
+/// udaddy: SIDR over IPv6 (the SIDR_REQ's `cma_hdr` with IPv6 addresses), then datagrams
+/// whose address handle the resolution gave.
+#[test]
+fn udaddy_resolves_and_sends_datagrams_over_ipv6() {
+    let Some(pair) = Pair::new("uda", "udaddy", "rdmacm-utils") else {
+        return;
+    };
+    let run = pair.run_cm(
+        &["udaddy", "-b", B_IP6, "-C", "5"],
+        &["udaddy", "-s", B_IP6, "-C", "5"],
+    );
+    transfers_complete("udaddy", &run);
+}
+
+/// ucmatose: RC connections through the RDMA CM over IPv6, messages each way.
+#[test]
+fn ucmatose_over_ipv6() {
+    let Some(pair) = Pair::new("ucm", "ucmatose", "rdmacm-utils") else {
+        return;
+    };
+    let run = pair.run_cm(
+        &["ucmatose", "-b", B_IP6, "-C", "5"],
+        &["ucmatose", "-s", B_IP6, "-C", "5"],
+    );
+    transfers_complete("ucmatose", &run);
 }

@@ -146,7 +146,13 @@ int main(void)
 	memset(&six, 0, sizeof(six));
 	six.sin6_family = AF_INET6;
 	errno = 0;
-	CHECK(rdma_resolve_addr(id, NULL, (struct sockaddr *)&six, 1000) == -1 && errno == EAFNOSUPPORT, "resolve_addr to IPv6: EAFNOSUPPORT");
+	CHECK(rdma_resolve_addr(id, NULL, (struct sockaddr *)&six, 1000) == -1 && errno == EINVAL, "resolve_addr to the IPv6 wildcard: EINVAL");
+	CHECK(!readable(ch->fd) && !id->verbs && !id->pd && id->route.num_paths == 0 && rdma_get_src_port(id) == 0, "... no event, the id unchanged");
+	struct sockaddr_storage ib;
+	memset(&ib, 0, sizeof(ib));
+	ib.ss_family = 27; /* AF_IB */
+	errno = 0;
+	CHECK(rdma_resolve_addr(id, NULL, (struct sockaddr *)&ib, 1000) == -1 && errno == EAFNOSUPPORT, "resolve_addr to an AF_IB address: EAFNOSUPPORT");
 	CHECK(!readable(ch->fd) && !id->verbs && !id->pd && id->route.num_paths == 0 && rdma_get_src_port(id) == 0, "... no event, the id unchanged");
 
 	/* resolve_addr -> ADDR_RESOLVED. */

@@ -2,7 +2,7 @@
 //! `rdma_accept`, `rdma_reject`, `rdma_disconnect`, `rdma_get_request`, and `rpoll`.
 
 use std::ffi::{c_int, c_void};
-use std::net::{Ipv4Addr, SocketAddrV4};
+use std::net::{Ipv4Addr, SocketAddr};
 
 use super::{guard, into_out, known_id, read_sockaddr, ret, set_errno_on};
 use crate::Errno;
@@ -47,7 +47,7 @@ pub(crate) unsafe extern "C" fn rdma_create_ep(
                 if r.ai_flags & crate::abi::RAI_PASSIVE != 0 {
                     id::bind(
                         new,
-                        src.unwrap_or(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0)),
+                        src.unwrap_or(SocketAddr::from((Ipv4Addr::UNSPECIFIED, 0))),
                     )?;
                     if !attr.is_null() {
                         // Each child rdma_get_request returns gets a QP of these attributes

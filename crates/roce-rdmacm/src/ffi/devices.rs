@@ -74,7 +74,14 @@ pub(crate) unsafe extern "C" fn rdma_getaddrinfo(
         if res.is_null() || (node.is_null() && service.is_null() && hints.is_null()) {
             return ret(Err(EINVAL));
         }
-        let mut h = info::Hints::default();
+        let mut h = info::Hints {
+            // Which answer of a name of both families is kept: the device's family.
+            prefer: match ibv::device() {
+                Ok(d) if d.ip.is_ipv6() => libc::AF_INET6,
+                _ => libc::AF_INET,
+            },
+            ..info::Hints::default()
+        };
         if !hints.is_null() {
             // SAFETY: checked non-NULL; by the caller's contract.
             let given = unsafe { hints.read_unaligned() };

@@ -17,7 +17,7 @@
 #![allow(unsafe_code)]
 
 use std::ffi::{c_char, c_int, c_void};
-use std::net::SocketAddrV4;
+use std::net::SocketAddr;
 
 use crate::Errno;
 use crate::abi::{RdmaCmEvent, RdmaCmId, RdmaEventChannel, SockaddrStorage};
@@ -72,25 +72,31 @@ fn known_id(id: *mut RdmaCmId) -> Result<usize, Errno> {
     with(|t| t.ids.contains_key(&a)).then_some(a).ok_or(EINVAL)
 }
 
-/// A caller's `struct sockaddr *`: the family first (2 bytes), then `sockaddr_in` if it is
-/// `AF_INET` (other families are `EAFNOSUPPORT`; NULL is `EINVAL`).
+/// A caller's `struct sockaddr *`: the family first (2 bytes), then `sockaddr_in` for
+/// `AF_INET` or `sockaddr_in6` for `AF_INET6` (other families are `EAFNOSUPPORT`; NULL is
+/// `EINVAL`).
 ///
 /// # Safety
 /// `sa` is NULL or points to a socket address of the family it names.
-unsafe fn read_sockaddr(sa: *const c_void) -> Result<SocketAddrV4, Errno> {
+unsafe fn read_sockaddr(sa: *const c_void) -> Result<SocketAddr, Errno> {
     if sa.is_null() {
         return Err(EINVAL);
     }
     // SAFETY: every sockaddr starts with its 2-byte family.
     let family = unsafe { sa.cast::<u16>().read_unaligned() };
-    if family != addr::AF_INET {
-        return Err(Errno(libc::EAFNOSUPPORT));
-    }
-    let mut s = SockaddrStorage::default();
-    // SAFETY: an AF_INET address is a 16-byte sockaddr_in; s has room for it.
-    let bytes = unsafe { sa.cast::<[u8; 16]>().read_unaligned() };
-    s.family = family;
-    s.data[..14].copy_from_slice(&bytes[2..]);
+    let len = match family {
+        addr::AF_INET => addr::SOCKADDR_IN_LEN,
+        addr::AF_INET6 => addr::SOCKADDR_IN6_LEN,
+        _ => return Err(Errno(libc::EAFNOSUPPORT)),
+    } as usize;
+    let mut s = SockaddrStorage {
+        family,
+        ..SockaddrStorage::default()
+    };
+    // SAFETY: an address of this family is `len` bytes (16 or 28), the family first; s has
+    // room for the rest.
+    let bytes = unsafe { std::slice::from_raw_parts(sa.cast::<u8>(), len) };
+    s.data[..len - 2].copy_from_slice(&bytes[2..]);
     addr::from_storage(&s)
 }
 

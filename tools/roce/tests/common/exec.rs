@@ -90,14 +90,21 @@ pub(crate) fn wait_listening(pid: u32, port: &str) {
 
 /// Waits (at most 20 s) until a NIC's UDP socket is bound to `ip`:4791 in the network
 /// namespace of process `pid` (/proc/PID/net/udp): an RDMA CM server opens its device just
-/// before it listens, and listens on no socket the test could see.
+/// before it listens, and listens on no socket the test could see. An IPv6 NIC binds
+/// `[::]:4791` on its interface (/proc/PID/net/udp6).
 pub(crate) fn wait_nic(pid: u32, ip: &str) {
-    let ip: std::net::Ipv4Addr = ip.parse().unwrap();
-    // /proc shows the address as the bytes in memory, printed as a little-endian word.
-    let want = format!("{:08X}:12B7", u32::from_le_bytes(ip.octets()));
+    let ip: std::net::IpAddr = ip.parse().unwrap();
+    // /proc shows the address as the bytes in memory, printed as little-endian words.
+    let (table, want) = match ip {
+        std::net::IpAddr::V4(v4) => (
+            "udp",
+            format!("{:08X}:12B7", u32::from_le_bytes(v4.octets())),
+        ),
+        std::net::IpAddr::V6(_) => ("udp6", format!("{:032X}:12B7", 0)),
+    };
     let deadline = Instant::now() + Duration::from_secs(20);
     while Instant::now() < deadline {
-        let bound = std::fs::read_to_string(format!("/proc/{pid}/net/udp")).is_ok_and(|t| {
+        let bound = std::fs::read_to_string(format!("/proc/{pid}/net/{table}")).is_ok_and(|t| {
             t.lines()
                 .skip(1)
                 .any(|l| l.split_whitespace().nth(1) == Some(&want))
