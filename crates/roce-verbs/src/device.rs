@@ -6,16 +6,21 @@
 //!   address, its last four bytes), a locally administered address, which gives the GUID bytes
 //!   `00 00 a ff fe b c d` (127.0.0.1: `0000:7fff:fe00:0001`): distinct per address and stable
 //!   across runs.
-//! - GID table of port 1: index 0 is the netdev's IPv6 link-local address (`fe80::` + the
-//!   EUI-64), index 1 the NIC's address: an IPv4 one as `::ffff:a.b.c.d`, an IPv6 one as itself
-//!   (rxe lists a netdev's addresses after the link-local one, so an interface with one address
-//!   has it at index 1), both RoCE v2 (rxe is RoCE v2 only). That is why rxe users pass `-g 1` /
-//!   `-x 1`, and the same index works here.
-//! - GID 0 carries traffic where rxe's would: for an IPv6 address on the UDP backend whose
-//!   interface has a link-local address, GID 0 is that address (the netdev's, as rxe's) and
-//!   QPs and AHs may use it ([`DeviceModel::for_host`]). Elsewhere (IPv4, `lo`, which has no
-//!   link-local address, the raw backend) GID 0 is the EUI-64 form above and a QP or AH on it
-//!   is refused with `EINVAL`.
+//! - GID table of port 1: index 0 is the netdev's IPv6 link-local address, index 1 the NIC's
+//!   address: an IPv4 one as `::ffff:a.b.c.d`, an IPv6 one as itself (rxe lists a netdev's
+//!   addresses after the link-local one, so an interface with one address has it at index 1),
+//!   both RoCE v2 (rxe is RoCE v2 only). That is why rxe users pass `-g 1` / `-x 1`, and the
+//!   same index works here.
+//! - GID 0 carries traffic where rxe's would: on the UDP backend, when the interface that
+//!   holds the NIC's address has a link-local address, GID 0 is that address (the netdev's, as
+//!   rxe's) and QPs and AHs may use it ([`DeviceModel::for_host`]), whichever the family of the
+//!   NIC's address: an IPv4 NIC then speaks RoCEv2 over IPv6 from GID 0 (a second socket, on
+//!   that address alone), as libfabric's verbs provider, which uses GID 0, expects. If that
+//!   socket cannot be bound (another NIC holds the port on that address or on the whole
+//!   interface), the IPv4 NIC still starts, and GID 0, still that address, is refused
+//!   ([`DeviceModel::gid0_refusal`] says why). Where the interface has no link-local address
+//!   (`lo`), or on the raw backend, GID 0 is `fe80::` + the EUI-64 of the node GUID and a QP
+//!   or AH on it is refused with `EINVAL`.
 //! - port: ACTIVE, link layer Ethernet, max MTU 4096, active MTU the configured path MTU.
 //! - limits: rxe's (`rxe_param.h`) where the engine has no tighter one, the engine's
 //!   ([`NicConfig`]) where it has; features the engine lacks (multicast)
@@ -23,6 +28,7 @@
 
 use std::ffi::c_char;
 use std::net::{IpAddr, Ipv6Addr};
+use std::sync::OnceLock;
 
 use roce_core::NicConfig;
 
@@ -89,9 +95,12 @@ pub struct DeviceModel {
     pub spec: DeviceSpec,
     /// The engine limits it reports.
     pub nic: NicConfig,
-    /// The interface holding an IPv6 address on the UDP backend: its link-local address, if
-    /// it has one, is GID 0 and carries traffic.
+    /// The interface holding the address on the UDP backend: its link-local address, if it
+    /// has one, is GID 0 and carries traffic.
     pub iface: Option<Interface>,
+    /// Why the NIC could not bind GID 0's link-local address, once it found out
+    /// ([`DeviceModel::link_local_unbound`]): GID 0 then carries no traffic.
+    gid0_unbound: OnceLock<String>,
 }
 
 impl DeviceModel {
@@ -116,16 +125,17 @@ impl DeviceModel {
             spec,
             nic,
             iface: None,
+            gid0_unbound: OnceLock::new(),
         }
     }
 
-    /// The device for these settings on this host: as [`DeviceModel::new`], and for an IPv6
-    /// address on the UDP backend, GID 0 is the link-local address of the interface that holds
-    /// it, if it has one.
+    /// The device for these settings on this host: as [`DeviceModel::new`], and on the UDP
+    /// backend, GID 0 is the link-local address of the interface that holds the address, if
+    /// it has one.
     pub fn for_host(spec: DeviceSpec) -> Self {
-        let iface = match (spec.ip, spec.backend) {
-            (IpAddr::V6(_), Backend::Udp) => roce_device::backend::udp::interface_of(spec.ip),
-            _ => None,
+        let iface = match spec.backend {
+            Backend::Udp => roce_device::backend::udp::interface_of(spec.ip),
+            Backend::Raw => None,
         };
         Self {
             iface,
@@ -133,24 +143,35 @@ impl DeviceModel {
         }
     }
 
+    /// The interface's link-local address, GID 0, if it has one.
+    fn gid0_address(&self) -> Option<Ipv6Addr> {
+        self.iface.as_ref().and_then(|i| i.link_local)
+    }
+
     /// The link-local address GID 0 is and carries traffic from, if it does.
     pub fn link_local(&self) -> Option<Ipv6Addr> {
-        self.iface.as_ref().and_then(|i| i.link_local)
+        self.gid0_address()
+            .filter(|_| self.gid0_unbound.get().is_none())
+    }
+
+    /// Records that the NIC could not bind GID 0's address, and why (`why` ends the sentence
+    /// "GID 0 carries no traffic here: ..."): from then on GID 0 carries no traffic, and
+    /// [`DeviceModel::gid0_refusal`] says `why`. For an IPv4 NIC, which starts without it.
+    pub fn link_local_unbound(&self, why: String) {
+        let _ = self.gid0_unbound.set(why);
     }
 
     /// Why GID 0 carries no traffic, for the message a program gets when it asks for it;
     /// `None` when it does.
     pub fn gid0_refusal(&self) -> Option<String> {
+        if let Some(why) = self.gid0_unbound.get() {
+            return Some(why.clone());
+        }
         if self.link_local().is_some() {
             return None;
         }
         Some(match (&self.iface, self.spec.ip, self.spec.backend) {
             (_, _, Backend::Raw) => "the raw backend has no IPv6".to_owned(),
-            (_, IpAddr::V4(_), _) => {
-                "with an IPv4 --ip it is not an address of the NIC's (an IPv6 --ip makes its \
-                 interface's link-local address GID 0)"
-                    .to_owned()
-            }
             (Some(i), ..) => format!(
                 "{}, which holds {}, has no IPv6 link-local address",
                 i.name, self.spec.ip
@@ -186,14 +207,13 @@ impl DeviceModel {
     /// The GID at `index`, or `None` past the set entries.
     pub fn gid(&self, index: u32) -> Option<IbvGid> {
         let addr: Ipv6Addr = match index {
-            0 if self.link_local().is_some() => self.link_local()?,
-            0 => {
+            0 => self.gid0_address().unwrap_or_else(|| {
                 let mut raw = [0u8; 16];
                 raw[0] = 0xfe;
                 raw[1] = 0x80;
                 raw[8..].copy_from_slice(&self.node_guid().to_be_bytes());
                 Ipv6Addr::from(raw)
-            }
+            }),
             GID_INDEX_IP => Ipv6Addr::from(roce_wire::Gid::from_ip(self.spec.ip).0),
             _ => return None,
         };
@@ -410,42 +430,73 @@ mod tests {
         assert_eq!(m.gid_entry(1).unwrap().gid_type, abi::GID_TYPE_ROCE_V2);
     }
 
+    /// `model(ip)` on the interface `name` (index 7) with the link-local address `ll`.
+    fn on_interface(ip: impl Into<IpAddr>, name: &str, ll: Option<Ipv6Addr>) -> DeviceModel {
+        let mut m = model(ip);
+        m.iface = Some(Interface {
+            name: name.into(),
+            index: 7,
+            link_local: ll,
+        });
+        m
+    }
+
     #[test]
     fn gid_0_carries_traffic_only_as_an_interfaces_link_local_address() {
-        // No interface's link-local address (IPv4, lo's ::1, the raw backend): GID 0 is the
-        // EUI-64 form and no QP or AH may send from it.
+        // No interface (the raw backend, or an address of no interface): GID 0 is the EUI-64
+        // form and no QP or AH may send from it.
         let m = model([198, 18, 0, 1]);
         assert_eq!(m.source(0), None);
         assert_eq!(m.source(1), Some(IpAddr::from([198, 18, 0, 1])));
         assert_eq!(m.source(2), None);
-        assert!(m.gid0_refusal().unwrap().contains("IPv4 --ip"));
-        // An IPv6 address on an interface without a link-local address (lo): refused, the
-        // interface named.
-        let mut lo = model(Ipv6Addr::LOCALHOST);
-        lo.iface = Some(Interface {
-            name: "lo".into(),
-            index: 1,
-            link_local: None,
-        });
-        assert_eq!(lo.source(0), None);
-        let why = lo.gid0_refusal().unwrap();
+        let why = m.gid0_refusal().unwrap();
         assert!(
-            why.contains("lo, which holds ::1, has no IPv6 link-local"),
+            why.contains("no interface of this host holds 198.18.0.1"),
             "{why}"
         );
+        // An address on an interface without a link-local address (lo), either family:
+        // refused, the interface named; GID 0 the EUI-64 form.
+        for ip in [
+            IpAddr::V6(Ipv6Addr::LOCALHOST),
+            IpAddr::from([127, 0, 13, 1]),
+        ] {
+            let lo = on_interface(ip, "lo", None);
+            assert_eq!(lo.source(0), None);
+            assert_eq!(lo.gid(0), model(ip).gid(0));
+            let why = lo.gid0_refusal().unwrap();
+            let want = format!("lo, which holds {ip}, has no IPv6 link-local");
+            assert!(why.contains(&want), "{why}");
+        }
         // An IPv6 address on an interface with a link-local address: GID 0 is that address.
         let ip: Ipv6Addr = "fd00:198:18:6::1".parse().unwrap();
         let ll: Ipv6Addr = "fe80::c6ff:fe12:601".parse().unwrap();
-        let mut m = model(ip);
-        m.iface = Some(Interface {
-            name: "va".into(),
-            index: 7,
-            link_local: Some(ll),
-        });
+        let m = on_interface(ip, "va", Some(ll));
         assert_eq!(m.gid(0).unwrap().raw, ll.octets());
         assert_eq!(m.source(0), Some(IpAddr::V6(ll)));
         assert_eq!(m.source(1), Some(IpAddr::V6(ip)));
         assert_eq!(m.gid0_refusal(), None);
+    }
+
+    /// An IPv4 NIC on an interface with a link-local address: GID 0 is that address and
+    /// carries traffic, over IPv6, next to GID 1's IPv4; until the NIC says it could not bind
+    /// it, after which GID 0 is still the address but refused, with the NIC's reason.
+    #[test]
+    fn gid_0_of_an_ipv4_nic_is_its_interfaces_link_local_address() {
+        let ll: Ipv6Addr = "fe80::c6ff:fe12:301".parse().unwrap();
+        let m = on_interface([198, 18, 3, 1], "va", Some(ll));
+        let mapped: Ipv6Addr = "::ffff:198.18.3.1".parse().unwrap();
+        assert_eq!(m.gid(0).unwrap().raw, ll.octets());
+        assert_eq!(m.gid(1).unwrap().raw, mapped.octets());
+        assert_eq!(m.source(0), Some(IpAddr::V6(ll)));
+        assert_eq!(m.source(1), Some(IpAddr::from([198, 18, 3, 1])));
+        assert_eq!(m.link_local(), Some(ll));
+        assert_eq!(m.gid0_refusal(), None);
+        m.link_local_unbound("in use".into());
+        assert_eq!(m.gid(0).unwrap().raw, ll.octets());
+        assert_eq!(m.source(0), None);
+        assert_eq!(m.link_local(), None);
+        assert_eq!(m.gid0_refusal().as_deref(), Some("in use"));
+        assert_eq!(m.source(1), Some(IpAddr::from([198, 18, 3, 1])));
     }
 
     #[test]

@@ -3,12 +3,13 @@
 //! ([`roce_device::DeviceHandle::with`]); the thread only moves packets, timers and
 //! completions.
 
-use std::net::{IpAddr, SocketAddr};
+use std::net::{IpAddr, Ipv6Addr, SocketAddr};
 
 use roce_device::backend::BindError;
 use roce_device::backend::raw::RawBackend;
-use roce_device::backend::udp::UdpBackend;
+use roce_device::backend::udp::{Interface, UdpBackend};
 use roce_device::{Device, DeviceConfig, DeviceHandle, SnapLen, Tap};
+use roce_wire::ROCE_V2_UDP_PORT as PORT;
 
 use crate::config::Backend;
 use crate::device::DeviceModel;
@@ -22,15 +23,14 @@ pub(crate) struct Engine {
 
 impl Engine {
     /// Starts the NIC on a thread named `roce-verbs-nic`; fails (with a message for stderr) if
-    /// the backend cannot open, e.g. when the address is not one of this host's.
+    /// the backend cannot open, e.g. when the address is not one of this host's. An IPv4 NIC
+    /// that cannot bind GID 0's link-local address starts without it, and `model` records why
+    /// ([`DeviceModel::link_local_unbound`]).
     pub(crate) fn start(model: &DeviceModel) -> Result<Self, String> {
         let spec = model.spec.clone();
         let mut config = DeviceConfig::new(spec.ip);
         config.nic.max_mtu = spec.mtu;
-        let iface = model.iface.clone().filter(|i| i.link_local.is_some());
-        if let Some(ll) = model.link_local() {
-            config.nic.addrs.push(IpAddr::V6(ll));
-        }
+        let iface = model.iface.clone();
         config.nic.line_rate_bps = model.nic.line_rate_bps;
         config.nic.congestion = model.nic.congestion;
         config.rx_loss = spec.loss;
@@ -61,23 +61,16 @@ impl Engine {
                 runtime.block_on(async move {
                     let ip = spec.ip;
                     let device = match spec.backend {
-                        Backend::Udp => match &iface {
-                            // GID 0 carries traffic: one socket for the interface's addresses.
-                            Some(i) => UdpBackend::bind_interface(
-                                &i.name,
-                                i.index,
-                                roce_wire::ROCE_V2_UDP_PORT,
-                            )
-                            .map_err(|e| interface_bind_error(ip, &i.name, e)),
-                            None => UdpBackend::bind(ip, roce_wire::ROCE_V2_UDP_PORT)
-                                .map_err(|e| bind_error(ip, e)),
-                        }
-                        .map(|b| if spec.no_gso { b.without_gso() } else { b })
-                        .map(|b| Device::spawn(config, b)),
+                        Backend::Udp => udp_backend(ip, iface.as_ref(), &mut config.nic.addrs).map(
+                            |(b, unbound)| {
+                                let b = if spec.no_gso { b.without_gso() } else { b };
+                                (Device::spawn(config, b), unbound)
+                            },
+                        ),
                         Backend::Raw => {
                             let dev = spec.dev.clone().unwrap_or_default();
                             RawBackend::open(&dev, ip)
-                                .map(|b| Device::spawn(config, b))
+                                .map(|b| (Device::spawn(config, b), None))
                                 .map_err(|e| format!("raw backend on {dev}: {e}"))
                         }
                     };
@@ -90,10 +83,57 @@ impl Engine {
                 });
             })
             .map_err(|e| format!("cannot start the NIC's thread: {e}"))?;
-        let device = rx
+        let (device, unbound) = rx
             .recv()
             .map_err(|_| "the NIC's thread stopped".to_owned())??;
+        if let Some(why) = unbound {
+            model.link_local_unbound(why);
+        }
         Ok(Self { device })
+    }
+}
+
+/// The UDP backend of a NIC at `ip` on `iface` (the interface that holds it), and, where
+/// GID 0 is that interface's link-local address, that address added to `addrs`. An IPv6 NIC
+/// takes `[::]:4791` on the interface (for both its GIDs), and does not start without it. An
+/// IPv4 NIC takes `ip:4791` and, for GID 0, `[link-local%interface]:4791`; without the latter
+/// it starts all the same, with, as the second value, why GID 0 carries no traffic.
+fn udp_backend(
+    ip: IpAddr,
+    iface: Option<&Interface>,
+    addrs: &mut Vec<IpAddr>,
+) -> Result<(UdpBackend, Option<String>), String> {
+    let Some((iface, ll)) = iface.and_then(|i| Some((i, i.link_local?))) else {
+        let backend = UdpBackend::bind(ip, PORT).map_err(|e| bind_error(ip, e))?;
+        return Ok((backend, None));
+    };
+    let backend = if ip.is_ipv6() {
+        UdpBackend::bind_interface(&iface.name, iface.index, PORT)
+            .map_err(|e| interface_bind_error(ip, &iface.name, e))?
+    } else {
+        let mut backend = UdpBackend::bind(ip, PORT).map_err(|e| bind_error(ip, e))?;
+        if let Err(err) = backend.bind_link_local(ll, iface.index) {
+            let why = link_local_bind_error(ll, &iface.name, err);
+            tracing::info!("GID 0 carries no traffic: {why}");
+            return Ok((backend, Some(why)));
+        }
+        backend
+    };
+    addrs.push(IpAddr::V6(ll));
+    Ok((backend, None))
+}
+
+/// Why an IPv4 NIC could not bind UDP 4791 on `ll`, the link-local address of `ifname` that is
+/// its GID 0: the end of "GID 0 carries no traffic here: ...".
+fn link_local_bind_error(ll: Ipv6Addr, ifname: &str, err: std::io::Error) -> String {
+    let what = format!("UDP [{ll}%{ifname}]:4791, {ifname}'s link-local address, cannot be bound");
+    if err.kind() == std::io::ErrorKind::AddrInUse {
+        format!(
+            "{what}: in use, by another NIC on {ifname} (an IPv6 one, or an IPv4 one that \
+             started first) or the kernel's rxe driver"
+        )
+    } else {
+        format!("{what}: {err}")
     }
 }
 
@@ -106,8 +146,9 @@ fn interface_bind_error(ip: IpAddr, ifname: &str, err: std::io::Error) -> String
     );
     if err.kind() == std::io::ErrorKind::AddrInUse {
         format!(
-            "{what}: in use, by another IPv6 NIC on {ifname} (or the kernel's rxe driver): one \
-             IPv6 NIC per interface; give this one an address on another interface"
+            "{what}: in use, by another IPv6 NIC on {ifname}, an IPv4 NIC on {ifname} (for its \
+             GID 0, the link-local address) or the kernel's rxe driver: one IPv6 NIC per \
+             interface; give this one an address on another interface"
         )
     } else {
         format!("{what}: {err}")

@@ -1,11 +1,12 @@
-//! The unprivileged backend: one UDP socket bound to `<ip>:4791`. quinn-udp receives (ECN from
-//! IP_RECVTOS cmsgs, GRO) and sets DF (IP_PMTUDISC_PROBE); sends are `sendmsg`s with the packet's
-//! DSCP and ECN in an IP_TOS (IPV6_TCLASS) cmsg and, for a batch, a UDP_SEGMENT cmsg (UDP
-//! segmentation offload: one system call, and on a veth one skb, for up to
-//! [`MAX_GSO_SEGMENTS`] datagrams).
+//! The unprivileged backend: one UDP socket bound to `<ip>:4791` (and, for an IPv4 NIC whose
+//! GID 0 is its interface's IPv6 link-local address, a second one bound to that address:
+//! [`UdpBackend::bind_link_local`]). quinn-udp receives (ECN from IP_RECVTOS cmsgs, GRO) and
+//! sets DF (IP_PMTUDISC_PROBE); sends are `sendmsg`s with the packet's DSCP and ECN in an IP_TOS
+//! (IPV6_TCLASS) cmsg and, for a batch, a UDP_SEGMENT cmsg (UDP segmentation offload: one
+//! system call, and on a veth one skb, for up to [`MAX_GSO_SEGMENTS`] datagrams).
 //!
 //! What this backend can and cannot do, and so what a NIC on it does:
-//! - every packet leaves from source port 4791 (one socket), so the NIC runs with
+//! - every packet leaves from source port 4791 (the port of every socket), so the NIC runs with
 //!   `SrcPortPolicy::Fixed(4791)` and its ICRCs cover that port;
 //! - Linux gives DF datagrams sent on an unconnected UDP socket the IPv4 ID 0, and numbers the
 //!   segments of one segmentation-offload send 0, 1, 2, … (`inet_gso_segment`), which is what
@@ -20,6 +21,7 @@
 use std::io::{self, IoSliceMut};
 use std::net::{IpAddr, Ipv6Addr, SocketAddr, SocketAddrV6};
 use std::sync::Arc;
+use std::task::Poll;
 
 use std::io::IoSlice;
 use std::os::fd::{AsFd, AsRawFd};
@@ -28,51 +30,149 @@ use nix::poll::{PollFd, PollFlags, poll};
 use nix::sys::socket::{ControlMessage, MsgFlags, SockaddrStorage, sendmsg};
 use quinn_udp::{EcnCodepoint, RecvMeta, UdpSocketState};
 use roce_core::{Ecn, Transmit};
-use tokio::io::unix::AsyncFd;
+use tokio::io::unix::{AsyncFd, AsyncFdReadyGuard};
 
 use super::{Backend, Received, Receiver, Sender};
 
-/// A UDP socket on `<ip>:4791`.
+/// A UDP socket on `<ip>:4791`, and maybe a second one on an IPv6 link-local address
+/// ([`UdpBackend::bind_link_local`]).
 #[derive(Debug)]
 pub struct UdpBackend {
-    /// Registered with the runtime's reactor as an `AsyncFd` rather than a tokio `UdpSocket`,
-    /// for the readiness guard's `clear_ready` (see `recv`).
-    socket: AsyncFd<std::net::UdpSocket>,
+    /// The sockets, registered with the runtime's reactor as `AsyncFd`s rather than tokio
+    /// `UdpSocket`s, for the readiness guard's `clear_ready` (see `recv`).
+    fds: Sockets<AsyncFd<std::net::UdpSocket>>,
     /// Its own receives, until the device takes a [`UdpReceiver`] of its own.
     rx: UdpReceiver,
     /// Its own sends, until the device takes a [`UdpSender`] of its own.
     tx: UdpSender,
 }
 
-/// The receiving half of a [`UdpBackend`]: another descriptor of the same socket,
-/// non-blocking, which any thread may use (see [`Backend::receiver`]).
+/// One thing for each socket of a [`UdpBackend`]: the first socket's (bound by
+/// [`UdpBackend::bind`] or [`UdpBackend::bind_interface`]), then the link-local one's, if
+/// the backend has one.
+#[derive(Debug)]
+struct Sockets<T> {
+    first: T,
+    link_local: Option<T>,
+}
+
+impl<T> Sockets<T> {
+    fn one(first: T) -> Self {
+        Self {
+            first,
+            link_local: None,
+        }
+    }
+
+    fn iter(&self) -> impl Iterator<Item = &T> {
+        std::iter::once(&self.first).chain(&self.link_local)
+    }
+
+    fn iter_mut(&mut self) -> impl Iterator<Item = &mut T> {
+        std::iter::once(&mut self.first).chain(&mut self.link_local)
+    }
+
+    fn into_iter(self) -> impl Iterator<Item = T> {
+        std::iter::once(self.first).chain(self.link_local)
+    }
+
+    fn try_map<'a, U>(
+        &'a self,
+        mut f: impl FnMut(&'a T) -> io::Result<U>,
+    ) -> io::Result<Sockets<U>> {
+        Ok(Sockets {
+            first: f(&self.first)?,
+            link_local: self.link_local.as_ref().map(f).transpose()?,
+        })
+    }
+
+    fn len(&self) -> usize {
+        1 + usize::from(self.link_local.is_some())
+    }
+}
+
+/// The receiving half of a [`UdpBackend`]: other descriptors of its sockets, non-blocking,
+/// which any thread may use (see [`Backend::receiver`]).
 #[derive(Debug)]
 pub struct UdpReceiver {
+    sockets: Sockets<SocketReceiver>,
+}
+
+/// What receives from one socket.
+#[derive(Debug)]
+struct SocketReceiver {
     socket: std::net::UdpSocket,
     state: Arc<UdpSocketState>,
     local: SocketAddr,
     meta: Vec<RecvMeta>,
 }
 
-/// The sending half of a [`UdpBackend`]: another descriptor of the same socket, non-blocking,
-/// which any thread may use (see [`Backend::sender`]).
+/// The sending half of a [`UdpBackend`]: other descriptors of its sockets, non-blocking,
+/// which any thread may use (see [`Backend::sender`]). A transmit leaves through the socket of
+/// its source address's family.
 #[derive(Debug)]
 pub struct UdpSender {
-    socket: std::net::UdpSocket,
-    /// For a socket bound to `[::]` on one interface ([`UdpBackend::bind_interface`]): that
-    /// interface's index, given with each send's source address (`IPV6_PKTINFO`) and as the
-    /// scope of a link-local destination.
-    ifindex: Option<u32>,
+    sockets: Sockets<SocketSender>,
     /// Datagrams one send may carry (1 when the kernel has no UDP segmentation offload or
     /// refused it once).
     gso_segments: usize,
+}
+
+/// What sends through one socket.
+#[derive(Debug)]
+struct SocketSender {
+    socket: std::net::UdpSocket,
+    /// Whether the socket is IPv4's.
+    ipv4: bool,
+    /// For a socket bound to `[::]` on one interface ([`UdpBackend::bind_interface`]), or to
+    /// one of its link-local addresses ([`UdpBackend::bind_link_local`]): that interface's
+    /// index, given with each send's source address (`IPV6_PKTINFO`) and as the scope of a
+    /// link-local destination.
+    ifindex: Option<u32>,
+}
+
+/// One socket made ready for a [`UdpBackend`]: registered with the reactor, and its two halves.
+struct Opened {
+    fd: AsyncFd<std::net::UdpSocket>,
+    rx: SocketReceiver,
+    tx: SocketSender,
+    /// Datagrams one segmentation-offload send on it may carry.
+    gso_segments: usize,
+}
+
+impl Opened {
+    fn new(std_socket: std::net::UdpSocket, ifindex: Option<u32>) -> io::Result<Self> {
+        std_socket.set_nonblocking(true)?;
+        let state = UdpSocketState::new((&std_socket).into())?;
+        size_buffers(&std_socket);
+        let local = std_socket.local_addr()?;
+        let tx = SocketSender {
+            socket: std_socket.try_clone()?,
+            ipv4: local.is_ipv4(),
+            ifindex,
+        };
+        let gso_segments = state.max_gso_segments().clamp(1, MAX_GSO_SEGMENTS);
+        let rx = SocketReceiver {
+            socket: std_socket.try_clone()?,
+            state: Arc::new(state),
+            local,
+            meta: vec![RecvMeta::default(); BATCH],
+        };
+        let fd = super::sys::register_udp(std_socket)?;
+        Ok(Self {
+            fd,
+            rx,
+            tx,
+            gso_segments,
+        })
+    }
 }
 
 impl UdpBackend {
     /// Binds `<ip>:port` (4791 for RoCEv2). Must be called inside a tokio runtime.
     pub fn bind(ip: IpAddr, port: u16) -> io::Result<Self> {
         let std_socket = std::net::UdpSocket::bind(SocketAddr::new(ip, port))?;
-        Self::from_socket(std_socket, None)
+        Ok(Self::from_socket(Opened::new(std_socket, None)?))
     }
 
     /// Binds `[::]:port` on the interface `ifname` alone (`SO_BINDTODEVICE`, IPv6 only): one
@@ -87,27 +187,48 @@ impl UdpBackend {
         socket.set_only_v6(true)?;
         socket.bind_device(Some(ifname.as_bytes()))?;
         socket.bind(&SocketAddr::from((Ipv6Addr::UNSPECIFIED, port)).into())?;
-        Self::from_socket(socket.into(), Some(ifindex))
+        Ok(Self::from_socket(Opened::new(
+            socket.into(),
+            Some(ifindex),
+        )?))
     }
 
-    fn from_socket(std_socket: std::net::UdpSocket, ifindex: Option<u32>) -> io::Result<Self> {
-        std_socket.set_nonblocking(true)?;
-        let state = UdpSocketState::new((&std_socket).into())?;
-        size_buffers(&std_socket);
-        let local = std_socket.local_addr()?;
-        let tx = UdpSender {
-            socket: std_socket.try_clone()?,
-            ifindex,
-            gso_segments: state.max_gso_segments().clamp(1, MAX_GSO_SEGMENTS),
-        };
-        let rx = UdpReceiver {
-            socket: std_socket.try_clone()?,
-            state: Arc::new(state),
-            local,
-            meta: vec![RecvMeta::default(); BATCH],
-        };
-        let socket = super::sys::register_udp(std_socket)?;
-        Ok(Self { socket, rx, tx })
+    /// Adds a second socket, IPv6 only, bound to `[ip%scope_id]:port` (this backend's port):
+    /// for an IPv4 NIC whose GID 0 is its interface's link-local address `ip` (`scope_id`,
+    /// the interface's index), as rxe's is. The address itself, not `[::]`, so that the
+    /// interface's other IPv6 addresses stay free for other NICs. From then on the backend
+    /// receives from both sockets, and a transmit leaves through the one of its source's
+    /// family. Fails, leaving the backend as it was, with `EADDRINUSE` where another socket
+    /// holds the port on that address or on the whole interface (an IPv6 NIC on it, another
+    /// IPv4 NIC's link-local socket), or `EADDRNOTAVAIL` where the address is not (yet, during
+    /// duplicate address detection) usable. Call it before the device takes the backend's
+    /// sender and receiver, i.e. before `Device::spawn`; a second call replaces the link-local
+    /// socket. Must be called inside a tokio runtime.
+    pub fn bind_link_local(&mut self, ip: Ipv6Addr, scope_id: u32) -> io::Result<()> {
+        use socket2::{Domain, Protocol, Socket, Type};
+        let socket = Socket::new(Domain::IPV6, Type::DGRAM, Some(Protocol::UDP))?;
+        socket.set_only_v6(true)?;
+        let port = self.local_addr().port();
+        socket.bind(&SocketAddrV6::new(ip, port, 0, scope_id).into())?;
+        let opened = Opened::new(socket.into(), (scope_id != 0).then_some(scope_id))?;
+        self.fds.link_local = Some(opened.fd);
+        self.rx.sockets.link_local = Some(opened.rx);
+        self.tx.sockets.link_local = Some(opened.tx);
+        self.tx.gso_segments = self.tx.gso_segments.min(opened.gso_segments);
+        Ok(())
+    }
+
+    fn from_socket(opened: Opened) -> Self {
+        Self {
+            fds: Sockets::one(opened.fd),
+            rx: UdpReceiver {
+                sockets: Sockets::one(opened.rx),
+            },
+            tx: UdpSender {
+                sockets: Sockets::one(opened.tx),
+                gso_segments: opened.gso_segments,
+            },
+        }
     }
 
     /// Sends every datagram with a system call of its own: no segmentation-offload batches.
@@ -118,9 +239,43 @@ impl UdpBackend {
         self
     }
 
-    /// The bound address.
+    /// The address the first socket is bound to.
     pub fn local_addr(&self) -> SocketAddr {
-        self.rx.local
+        self.rx.sockets.first.local
+    }
+
+    /// The address the link-local socket is bound to, if the backend has one
+    /// ([`UdpBackend::bind_link_local`]).
+    pub fn link_local_addr(&self) -> Option<SocketAddr> {
+        self.rx.sockets.link_local.as_ref().map(|s| s.local)
+    }
+}
+
+/// The readiness guards of the sockets that are readable.
+type Readiness<'a> = Sockets<Option<AsyncFdReadyGuard<'a, std::net::UdpSocket>>>;
+
+/// Waits until one of the sockets is readable (may have datagrams).
+async fn readable(fds: &Sockets<AsyncFd<std::net::UdpSocket>>) -> io::Result<Readiness<'_>> {
+    std::future::poll_fn(|cx| {
+        let ready = fds.try_map(|fd| match fd.poll_read_ready(cx) {
+            Poll::Ready(guard) => guard.map(Some),
+            Poll::Pending => Ok(None),
+        })?;
+        if ready.iter().any(Option::is_some) {
+            Poll::Ready(Ok(ready))
+        } else {
+            Poll::Pending
+        }
+    })
+    .await
+}
+
+/// Clears the readiness of the sockets `ready` holds guards of: after a receive that drained
+/// them all. The guards were taken before the receive, so a datagram that arrived after it
+/// raised a new edge, which the next [`readable`] sees: nothing is missed.
+fn clear(ready: Readiness<'_>) {
+    for mut guard in ready.into_iter().flatten() {
+        guard.clear_ready();
     }
 }
 
@@ -128,13 +283,12 @@ impl Backend for UdpBackend {
     async fn recv(&mut self, buf: &mut [u8], out: &mut Vec<Received>) -> io::Result<()> {
         let before = out.len();
         loop {
-            let mut ready = self.socket.readable().await?;
+            let ready = readable(&self.fds).await?;
             if self.rx.try_recv(buf, out)? {
-                // The queue was drained (fewer datagrams than asked for, or none). Without
+                // The sockets were drained (fewer datagrams than asked for, or none). Without
                 // this the next turn's receive is a system call that can only fail with
-                // EAGAIN. The guard was taken before the receive, so a datagram that arrived
-                // after it raised a new edge, which `readable` sees: nothing is missed.
-                ready.clear_ready();
+                // EAGAIN.
+                clear(ready);
             }
             if out.len() > before {
                 return Ok(());
@@ -147,21 +301,16 @@ impl Backend for UdpBackend {
         F: FnOnce() -> io::Result<bool> + Send,
     {
         // As `recv`, with the receive made by `receive` through the device's `UdpReceiver`.
-        let mut ready = self.socket.readable().await?;
+        let ready = readable(&self.fds).await?;
         if receive()? {
-            ready.clear_ready();
+            clear(ready);
         }
         Ok(())
     }
 
     fn receiver(&mut self) -> Option<Box<dyn Receiver>> {
-        match self.rx.socket.try_clone() {
-            Ok(socket) => Some(Box::new(UdpReceiver {
-                socket,
-                state: self.rx.state.clone(),
-                local: self.rx.local,
-                meta: vec![RecvMeta::default(); BATCH],
-            })),
+        match self.rx.try_clone() {
+            Ok(rx) => Some(Box::new(rx)),
             Err(err) => {
                 tracing::debug!(error = %err, "no second descriptor: the device's task receives");
                 None
@@ -187,12 +336,8 @@ impl Backend for UdpBackend {
     }
 
     fn sender(&mut self) -> Option<Box<dyn Sender>> {
-        match self.tx.socket.try_clone() {
-            Ok(socket) => Some(Box::new(UdpSender {
-                socket,
-                ifindex: self.tx.ifindex,
-                gso_segments: self.tx.gso_segments,
-            })),
+        match self.tx.try_clone() {
+            Ok(tx) => Some(Box::new(tx)),
             Err(err) => {
                 tracing::debug!(error = %err, "no second descriptor: the device's task sends");
                 None
@@ -201,7 +346,7 @@ impl Backend for UdpBackend {
     }
 
     fn fixed_src_port(&self) -> Option<u16> {
-        Some(self.rx.local.port())
+        Some(self.local_addr().port())
     }
 
     fn recv_buffer_len(&self) -> usize {
@@ -209,8 +354,56 @@ impl Backend for UdpBackend {
     }
 }
 
+impl UdpReceiver {
+    /// Another receiver on the same sockets.
+    fn try_clone(&self) -> io::Result<Self> {
+        let sockets = self.sockets.try_map(|s| {
+            Ok(SocketReceiver {
+                socket: s.socket.try_clone()?,
+                state: s.state.clone(),
+                local: s.local,
+                meta: vec![RecvMeta::default(); BATCH],
+            })
+        })?;
+        Ok(Self { sockets })
+    }
+}
+
 impl Receiver for UdpReceiver {
     fn try_recv(&mut self, buf: &mut [u8], out: &mut Vec<Received>) -> io::Result<bool> {
+        // Each socket its share of the buffer; drained when every socket is.
+        let share = (buf.len() / self.sockets.len()).max(1);
+        let mut drained = true;
+        for (index, (socket, part)) in self
+            .sockets
+            .iter_mut()
+            .zip(buf.chunks_mut(share))
+            .enumerate()
+        {
+            drained &= socket.try_recv(part, index * share, out)?;
+        }
+        Ok(drained)
+    }
+
+    fn buffer_len(&self) -> usize {
+        self.sockets
+            .iter()
+            .map(SocketReceiver::buffer_len)
+            .max()
+            .unwrap_or(0)
+            * self.sockets.len()
+    }
+}
+
+impl SocketReceiver {
+    /// [`Receiver::try_recv`] from this socket into `buf`, which starts `base` bytes into the
+    /// caller's buffer.
+    fn try_recv(
+        &mut self,
+        buf: &mut [u8],
+        base: usize,
+        out: &mut Vec<Received>,
+    ) -> io::Result<bool> {
         let chunk = buf.len() / BATCH;
         // On the stack: a receive allocates nothing.
         let mut chunks = buf.chunks_mut(chunk);
@@ -237,7 +430,7 @@ impl Receiver for UdpReceiver {
                     ecn: ecn_from(meta.ecn),
                     ip_id: None,
                     segment,
-                    offset: index * chunk + start,
+                    offset: base + index * chunk + start,
                     len,
                 });
                 start += len;
@@ -289,6 +482,39 @@ impl Sender for UdpSender {
 }
 
 impl UdpSender {
+    /// Another sender on the same sockets.
+    fn try_clone(&self) -> io::Result<Self> {
+        let sockets = self.sockets.try_map(|s| {
+            Ok(SocketSender {
+                socket: s.socket.try_clone()?,
+                ipv4: s.ipv4,
+                ifindex: s.ifindex,
+            })
+        })?;
+        Ok(Self {
+            sockets,
+            gso_segments: self.gso_segments,
+        })
+    }
+
+    /// [`SocketSender::sendmsg`] through the socket of the transmit's source family (the first
+    /// socket where none is: the kernel then refuses the destination).
+    fn sendmsg(
+        &self,
+        transmit: &Transmit,
+        payload: &[u8],
+        gso: Option<usize>,
+    ) -> io::Result<usize> {
+        let ipv4 = transmit.src.is_ipv4();
+        self.sockets
+            .iter()
+            .find(|s| s.ipv4 == ipv4)
+            .unwrap_or(&self.sockets.first)
+            .sendmsg(transmit, payload, gso)
+    }
+}
+
+impl SocketSender {
     /// One `sendmsg` of `payload` to the transmit's destination, with its DSCP and ECN as the
     /// TOS (traffic class) and, with `gso`, cut by the kernel into datagrams of that many bytes.
     /// A full send buffer is waited out with `poll`, a few times [`SEND_WAIT_MS`] at most;
@@ -592,5 +818,125 @@ mod tests {
         let got: Vec<_> = out.iter().map(|r| (r.src, buf[r.offset], r.len)).collect();
         let from = peer.local_addr().unwrap();
         assert_eq!(got, [(from, 1, 20), (from, 2, 30)]);
+    }
+
+    /// An IPv4 backend on 127.0.0.1 with a second socket on ::1 (standing in for a link-local
+    /// address: the same bind, without a scope), on the same ephemeral port; `None` where the
+    /// host has no IPv6 loopback.
+    fn two_sockets() -> Option<UdpBackend> {
+        if std::net::UdpSocket::bind("[::1]:0").is_err() {
+            crate::backend::testing::skipped("no IPv6 loopback address on this host");
+            return None;
+        }
+        let mut backend = UdpBackend::bind("127.0.0.1".parse().unwrap(), 0).unwrap();
+        backend.bind_link_local(Ipv6Addr::LOCALHOST, 0).unwrap();
+        let port = backend.local_addr().port();
+        assert_eq!(
+            backend.link_local_addr(),
+            Some(SocketAddr::from((Ipv6Addr::LOCALHOST, port)))
+        );
+        Some(backend)
+    }
+
+    /// With two sockets, the backend's own receive and the receiver it hands out both take
+    /// datagrams from either socket, each with the address it came to, at its own place in the
+    /// buffer; a socket with nothing waiting does not hold up the other.
+    #[tokio::test]
+    async fn both_sockets_are_received_from() {
+        let Some(mut backend) = two_sockets() else {
+            return;
+        };
+        let v4 = backend.local_addr();
+        let v6 = backend.link_local_addr().unwrap();
+        let peer4 = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        let peer6 = std::net::UdpSocket::bind("[::1]:0").unwrap();
+        let mut buf = vec![0; backend.recv_buffer_len()];
+        let mut out = Vec::new();
+        // The backend's own receive: the IPv6 socket alone has something, then the IPv4 one.
+        for (peer, to, byte) in [(&peer6, v6, 6u8), (&peer4, v4, 4)] {
+            peer.send_to(&[byte; 20], to).unwrap();
+            tokio::time::timeout(Duration::from_secs(5), backend.recv(&mut buf, &mut out))
+                .await
+                .expect("the datagram was missed")
+                .unwrap();
+            assert_eq!(out.len(), 1, "to {to}");
+            let got = out.pop().unwrap();
+            assert_eq!((got.src, got.dst), (peer.local_addr().unwrap(), to));
+            assert_eq!(&buf[got.offset..got.offset + got.len], &[byte; 20]);
+        }
+        // The receiver: one datagram to each socket, both taken, neither overwriting the other.
+        let mut receiver = backend.receiver().unwrap();
+        assert_eq!(receiver.buffer_len(), backend.recv_buffer_len());
+        peer4.send_to(&[44; 30], v4).unwrap();
+        peer6.send_to(&[66; 40], v6).unwrap();
+        for _ in 0..100 {
+            assert!(receiver.try_recv(&mut buf, &mut out).unwrap(), "drained");
+            if out.len() == 2 {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let mut got: Vec<_> = out
+            .iter()
+            .map(|r| (r.dst, buf[r.offset], buf[r.offset + r.len - 1], r.len))
+            .collect();
+        got.sort();
+        assert_eq!(got, [(v4, 44, 44, 30), (v6, 66, 66, 40)]);
+    }
+
+    /// With two sockets, a transmit leaves through the socket of its source's family.
+    #[tokio::test]
+    async fn a_transmit_leaves_through_the_socket_of_its_source_family() {
+        let Some(mut backend) = two_sockets() else {
+            return;
+        };
+        let mut sender = backend.sender().unwrap();
+        for from in [backend.link_local_addr().unwrap(), backend.local_addr()] {
+            let peer = std::net::UdpSocket::bind(SocketAddr::new(from.ip(), 0)).unwrap();
+            peer.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+            let transmit = Transmit {
+                src: from.ip(),
+                src_port: from.port(),
+                dst: peer.local_addr().unwrap(),
+                ecn: Ecn::NotEct,
+                dscp: 0,
+                ttl: 64,
+                len: 0,
+            };
+            sender.send_segments(&transmit, &mut [7; 24], 24).unwrap();
+            backend.send(&transmit, &[8; 12]).await.unwrap();
+            for len in [24, 12] {
+                let mut buf = [0u8; 64];
+                let (got, src) = peer.recv_from(&mut buf).unwrap();
+                assert_eq!((got, src), (len, from));
+            }
+        }
+    }
+
+    /// A link-local socket whose address and port another socket holds is refused with
+    /// `EADDRINUSE`, and the backend stays as it was: one socket, which still receives.
+    #[tokio::test]
+    async fn a_link_local_socket_in_use_leaves_the_backend_as_it_was() {
+        let Ok(taken) = std::net::UdpSocket::bind("[::1]:0") else {
+            crate::backend::testing::skipped("no IPv6 loopback address on this host");
+            return;
+        };
+        let port = taken.local_addr().unwrap().port();
+        let Ok(mut backend) = UdpBackend::bind("127.0.0.1".parse().unwrap(), port) else {
+            crate::backend::testing::skipped("the IPv6 loopback's port is taken on 127.0.0.1");
+            return;
+        };
+        let err = backend.bind_link_local(Ipv6Addr::LOCALHOST, 0).unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::AddrInUse, "{err}");
+        assert_eq!(backend.link_local_addr(), None);
+        let peer = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        peer.send_to(&[1; 10], backend.local_addr()).unwrap();
+        let mut buf = vec![0; backend.recv_buffer_len()];
+        let mut out = Vec::new();
+        tokio::time::timeout(Duration::from_secs(5), backend.recv(&mut buf, &mut out))
+            .await
+            .expect("the datagram was missed")
+            .unwrap();
+        assert_eq!(out.len(), 1);
     }
 }
