@@ -1,0 +1,87 @@
+#!/usr/bin/env bash
+# What middleware gets from the NIC: Debian's unmodified UCX (ucx_perftest) under `roce exec`
+# against perftest under `roce exec`, the same two processes' places, over one veth pair
+# between two network namespaces (root), in one run, medians of RUNS runs:
+#   - goodput, 64 KiB messages, path MTU 4096: ucx_perftest tag_bw over rc_verbs and over
+#     ud_verbs against `ib_write_bw -s 65536 -m 4096` (goals: rc_verbs ≥ 0.9 ×, ud_verbs ≥ 0.5 ×);
+#   - 8-byte latency, typical one-way: ucx_perftest tag_lat over rc_verbs against
+#     `ib_send_lat -s 8` (goal: ≤ 1.2 ×; an MPI ping-pong over Open MPI's UCX pml is this
+#     plus MPI's matching).
+# UCX is told its transport (UCX_TLS) and device (UCX_NET_DEVICES=roce0:1) only: the two
+# processes share a host, where UCX would otherwise pick shared memory. All programs wait on
+# their sockets (no --busy-poll); ucx_perftest and perftest both spin on their CQs.
+# ucx_perftest's MB/s and perftest's MB/sec are 2^20 bytes per second: both are converted to
+# 10^6 here. Prints each ratio and whether its goal is met (a missed goal does not fail the
+# script). Release build.
+#   RUNS=3 bash bench/middleware.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+[ "$(id -u)" = 0 ] || { echo "SKIP: needs root (network namespaces)"; exit 0; }
+RUNS=${RUNS:-3}
+export DEBIAN_FRONTEND=noninteractive
+command -v ib_write_bw >/dev/null || { apt-get update -qq; apt-get install -y -qq perftest >/dev/null; }
+command -v ucx_perftest >/dev/null || { apt-get update -qq; apt-get install -y -qq ucx-utils >/dev/null; }
+cargo build -q --release -p roce -p roce-verbs-so -p roce-rdmacm-so
+ROCE=$PWD/target/release/roce
+A_IP=198.18.3.1; B_IP=198.18.3.2
+. bench/lib.sh
+veth_pair roce-bench-ma.$$ roce-bench-mb.$$ "$A_IP" "$B_IP"
+# Waits (at most 10 s) until namespace b listens on TCP port $1.
+listening() {
+    for _ in $(seq 100); do
+        [ -n "$(inb ss -Hltn "sport = :$1")" ] && return 0
+        sleep 0.1
+    done
+    echo "nothing listens on TCP port $1 in $B" >&2
+    return 1
+}
+# perftest's result row: the line after the "#bytes" header; column $1 of it.
+row() { awk -v c="$1" 'found && $1 ~ /^[0-9]+$/ {print $c; exit} /#bytes/ {found=1}'; }
+
+exec_write() {  # ib_write_bw's BW average, in 10^6 bytes per second
+    local args=(-x 1 -n 5000 -s 65536 -m 4096)
+    inb "$ROCE" exec --ip "$B_IP" --mtu 4096 -- ib_write_bw "${args[@]}" >/dev/null & local pid=$!
+    listening 18515
+    ina "$ROCE" exec --ip "$A_IP" --mtu 4096 -- ib_write_bw "${args[@]}" "$B_IP" |
+        row 4 | awk '{printf "%.2f\n", $1 * 1.048576}'
+    wait "$pid"
+}
+exec_lat() {  # ib_send_lat's typical one-way latency, µs
+    local args=(-x 1 -s 8 -n 20000)
+    inb "$ROCE" exec --ip "$B_IP" -- ib_send_lat "${args[@]}" >/dev/null & local pid=$!
+    listening 18515
+    ina "$ROCE" exec --ip "$A_IP" -- ib_send_lat "${args[@]}" "$B_IP" | row 5
+    wait "$pid"
+}
+# ucx_perftest TEST TLS SIZE ITERS: its "Final:" line.
+ucx() {
+    local env=(env UCX_TLS="$2" UCX_NET_DEVICES=roce0:1)  # rc_verbs connects through ud_verbs
+    local args=(-t "$1" -s "$3" -n "$4" -p 13337)
+    inb "$ROCE" exec --ip "$B_IP" --mtu 4096 -- "${env[@]}" ucx_perftest "${args[@]}" >/dev/null 2>&1 & local pid=$!
+    listening 13337
+    ina "$ROCE" exec --ip "$A_IP" --mtu 4096 -- "${env[@]}" ucx_perftest "${args[@]}" "$B_IP" 2>/dev/null |
+        grep '^Final:'
+    wait "$pid"
+}
+# "Final: iters typ_lat avg_lat overall_lat bw_avg bw_overall msgrate_avg msgrate_overall":
+# the overall bandwidth (MB/s, 2^20) in 10^6 bytes per second, and the typical latency (µs).
+ucx_bw() { ucx tag_bw "$1" 65536 5000 | awk '{printf "%.2f\n", $7 * 1.048576}'; }
+ucx_lat() { ucx tag_lat rc_verbs,ud_verbs 8 20000 | awk '{print $3}'; }
+
+: >"${TMPDIR:-/tmp}/mw.$$"
+for run in $(seq "$RUNS"); do
+    w=$(exec_write); r=$(ucx_bw rc_verbs,ud_verbs); u=$(ucx_bw ud_verbs)
+    l=$(exec_lat); t=$(ucx_lat)
+    echo "run $run: ib_write_bw $w MB/s, tag_bw rc_verbs $r, ud_verbs $u; ib_send_lat $l µs, tag_lat $t"
+    echo "$w $r $u $l $t" >>"${TMPDIR:-/tmp}/mw.$$"
+done
+col() { awk -v c="$1" '{print $c}' "${TMPDIR:-/tmp}/mw.$$" | median; }
+W=$(col 1); R=$(col 2); U=$(col 3); L=$(col 4); T=$(col 5)
+rm -f "${TMPDIR:-/tmp}/mw.$$"
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN{printf "%.2f", a / b}'; }
+goal() { awk -v r="$1" -v g="$3" -v op="$2" 'BEGIN{ok = (op == ">=") ? r >= g : r <= g; print (ok ? "met" : "missed")}'; }
+rr=$(ratio "$R" "$W"); ur=$(ratio "$U" "$W"); lr=$(ratio "$T" "$L")
+echo "median of $RUNS:"
+echo "  ucx_perftest tag_bw rc_verbs $R MB/s / ib_write_bw $W MB/s = $rr × (goal ≥ 0.9: $(goal "$rr" ">=" 0.9))"
+echo "  ucx_perftest tag_bw ud_verbs $U MB/s / ib_write_bw $W MB/s = $ur × (goal ≥ 0.5: $(goal "$ur" ">=" 0.5))"
+echo "  ucx_perftest tag_lat rc_verbs $T µs / ib_send_lat $L µs = $lr × (goal ≤ 1.2: $(goal "$lr" "<=" 1.2))"
