@@ -26,18 +26,6 @@ ROCE=$PWD/target/release/roce
 A_IP=198.18.2.1; B_IP=198.18.2.2
 . bench/lib.sh
 veth_pair roce-bench-xa.$$ roce-bench-xb.$$ "$A_IP" "$B_IP"
-# Waits (at most 10 s) until namespace b listens on TCP port 18515: perftest's server takes one
-# connection only, so it cannot be probed by connecting.
-listening() {
-    for _ in $(seq 100); do
-        [ -n "$(inb ss -Hltn 'sport = :18515')" ] && return 0
-        sleep 0.1
-    done
-    echo "nothing listens on TCP port 18515 in $B" >&2
-    return 1
-}
-# perftest's result row: the line after the "#bytes" header; column $1 of it.
-row() { awk -v c="$1" 'found && $1 ~ /^[0-9]+$/ {print $c; exit} /#bytes/ {found=1}'; }
 
 perf_write() {  # MB/s (10^6) of the client's average
     inb "$ROCE" perf write -n 5000 -s 65536 -m 4096 --json >/dev/null & local pid=$!

@@ -1,5 +1,6 @@
-# Shared by bench/exec.sh and bench/veth.sh (sourced, not run): two network namespaces joined
-# by a veth pair, and the median of numbers.
+# Shared by bench/exec.sh, bench/middleware.sh and bench/veth.sh (sourced, not run): two
+# network namespaces joined by a veth pair, waiting for a TCP listener in one, perftest's result
+# rows, and the median of numbers.
 #   veth_pair NAME_A NAME_B IP_A IP_B
 # creates namespaces NAME_A (device va, IP_A/24) and NAME_B (vb, IP_B/24), MTU 9000 so that
 # RoCE's 4096-byte packets cross whole, lo up in both, and removes both when the script exits;
@@ -20,3 +21,16 @@ ina() { ip netns exec "$A" "$@"; }
 inb() { ip netns exec "$B" "$@"; }
 # The median of the numbers on stdin, one a line.
 median() { sort -g | awk '{v[NR]=$1} END{print (NR%2 ? v[(NR+1)/2] : (v[NR/2]+v[NR/2+1])/2)}'; }
+# Waits (at most 10 s) until namespace b listens on TCP port $1 (18515 by default, perftest's):
+# perftest's server takes one connection only, so it cannot be probed by connecting.
+listening() {
+    local port=${1:-18515}
+    for _ in $(seq 100); do
+        [ -n "$(inb ss -Hltn "sport = :$port")" ] && return 0
+        sleep 0.1
+    done
+    echo "nothing listens on TCP port $port in $B" >&2
+    return 1
+}
+# perftest's result row: the line after the "#bytes" header; column $1 of it.
+row() { awk -v c="$1" 'found && $1 ~ /^[0-9]+$/ {print $c; exit} /#bytes/ {found=1}'; }

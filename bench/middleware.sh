@@ -26,17 +26,6 @@ ROCE=$PWD/target/release/roce
 A_IP=198.18.3.1; B_IP=198.18.3.2
 . bench/lib.sh
 veth_pair roce-bench-ma.$$ roce-bench-mb.$$ "$A_IP" "$B_IP"
-# Waits (at most 10 s) until namespace b listens on TCP port $1.
-listening() {
-    for _ in $(seq 100); do
-        [ -n "$(inb ss -Hltn "sport = :$1")" ] && return 0
-        sleep 0.1
-    done
-    echo "nothing listens on TCP port $1 in $B" >&2
-    return 1
-}
-# perftest's result row: the line after the "#bytes" header; column $1 of it.
-row() { awk -v c="$1" 'found && $1 ~ /^[0-9]+$/ {print $c; exit} /#bytes/ {found=1}'; }
 
 exec_write() {  # ib_write_bw's BW average, in 10^6 bytes per second
     local args=(-x 1 -n 5000 -s 65536 -m 4096)

@@ -12,16 +12,13 @@
 
 mod common;
 
-use common::exec::{Side, have, ok_as as ok, spawn_exec, wait_listening};
-use common::{have_tools, run_ok, sh};
+use common::exec::{Side, ok_as as ok, spawn_exec, wait_listening};
+use common::netns::{NsPair, Spec};
+use common::run_ok;
 use std::process::{Command, Output};
-use std::time::{Duration, Instant};
 
-/// Namespace a (clients) and b (servers), removed on drop.
-struct Pair {
-    a: String,
-    b: String,
-}
+/// Namespace a (clients) and b (servers).
+type Pair = NsPair;
 
 /// The NICs' addresses (GID 1 of each side, `::ffff:` + the address).
 const A_IP: &str = "198.18.7.1";
@@ -32,97 +29,17 @@ const B_MAC: &str = "02:00:c6:12:07:02";
 const A_LL: &str = "fe80::c6ff:fe12:701";
 const B_LL: &str = "fe80::c6ff:fe12:702";
 
+/// The namespaces of this file's tests.
+const SPEC: Spec<'static> = Spec {
+    what: "roce exec GID 0 tests",
+    prefix: "g0",
+    mac: [A_MAC, B_MAC],
+    link_local: [A_LL, B_LL],
+    ip4: [A_IP, B_IP],
+    ip6: None,
+};
+
 impl Pair {
-    /// Creates the namespaces and the veth, or returns None (and says why) where that cannot
-    /// be done here, or where `program` (from Debian's `package`) is missing.
-    fn new(tag: &str, program: &str, package: &str) -> Option<Self> {
-        if !have(program, package) {
-            return None;
-        }
-        if sh(&["id", "-u"]).stdout != b"0\n" {
-            common::skipped("roce exec GID 0 tests need root (network namespaces)");
-            return None;
-        }
-        if !have_tools("the roce exec GID 0 tests", &["ip"]) {
-            return None;
-        }
-        let id = std::process::id();
-        let (a, b) = (
-            format!("roce-g0-a-{tag}-{id}"),
-            format!("roce-g0-b-{tag}-{id}"),
-        );
-        if !sh(&["ip", "netns", "add", &a]).status.success() {
-            common::skipped("cannot create network namespaces here");
-            return None;
-        }
-        run_ok(&["ip", "netns", "add", &b]);
-        let pair = Self { a, b };
-        for ns in [&pair.a, &pair.b] {
-            // Interfaces made from now on skip duplicate address detection: their link-local
-            // addresses are usable (bindable) as soon as the link is up.
-            for conf in ["default", "all"] {
-                let key = format!("net.ipv6.conf.{conf}.accept_dad=0");
-                run_ok(&["ip", "netns", "exec", ns, "sysctl", "-qw", &key]);
-            }
-        }
-        run_ok(&[
-            "ip", "-n", &pair.a, "link", "add", "va", "address", A_MAC, "type", "veth", "peer",
-            "name", "vb", "address", B_MAC, "netns", &pair.b,
-        ]);
-        for (ns, dev, ip, peer_ll, peer_mac) in [
-            (&pair.a, "va", A_IP, B_LL, B_MAC),
-            (&pair.b, "vb", B_IP, A_LL, A_MAC),
-        ] {
-            // The peer's link-layer address, known from the start: right after a link comes
-            // up, IPv6 neighbour discovery can take a second, in which an RC QP's retries run
-            // out.
-            run_ok(&[
-                "ip",
-                "-n",
-                ns,
-                "neigh",
-                "replace",
-                peer_ll,
-                "lladdr",
-                peer_mac,
-                "dev",
-                dev,
-                "nud",
-                "permanent",
-            ]);
-            let cidr = format!("{ip}/24");
-            run_ok(&["ip", "-n", ns, "addr", "add", &cidr, "dev", dev]);
-            run_ok(&["ip", "-n", ns, "link", "set", dev, "mtu", "9000", "up"]);
-            run_ok(&["ip", "-n", ns, "link", "set", "lo", "up"]);
-        }
-        // The kernel gives a link its link-local address once its carrier is up (both ends):
-        // wait for it (20 s at most), as a NIC takes GID 0 from the interface when it starts.
-        for (ns, dev, ll) in [(&pair.a, "va", A_LL), (&pair.b, "vb", B_LL)] {
-            let deadline = Instant::now() + Duration::from_secs(20);
-            loop {
-                let shown = sh(&["ip", "-n", ns, "-6", "addr", "show", "dev", dev]);
-                let text = String::from_utf8_lossy(&shown.stdout).into_owned();
-                let ready = text
-                    .lines()
-                    .any(|l| l.contains(&format!("inet6 {ll}/64")) && !l.contains("tentative"));
-                if ready {
-                    break;
-                }
-                assert!(
-                    Instant::now() < deadline,
-                    "no link-local {ll} on {dev} after 20 s:\n{text}"
-                );
-                std::thread::sleep(Duration::from_millis(20));
-            }
-        }
-        Some(pair)
-    }
-
-    /// `ip netns exec NS timeout 120`: the wrapper of a program in `ns`.
-    fn wrapper(ns: &str) -> [&str; 6] {
-        ["ip", "netns", "exec", ns, "timeout", "120"]
-    }
-
     /// Runs `server` in b and then, once something listens on TCP `port` there, `client` in a,
     /// each under `roce exec --ip <its address>` (at most 120 s); returns (client, server) once
     /// both have ended.
@@ -134,14 +51,6 @@ impl Pair {
             .wait_with_output()
             .unwrap();
         (client, server_child.wait_with_output().unwrap())
-    }
-}
-
-impl Drop for Pair {
-    fn drop(&mut self) {
-        for ns in [&self.a, &self.b] {
-            let _ = sh(&["ip", "netns", "delete", ns]);
-        }
     }
 }
 
@@ -182,7 +91,7 @@ fn assert_pingpong(what: &str, (client, server): (Output, Output), size: u64, it
 
 #[test]
 fn ibv_ud_pingpong_from_gid_0_of_an_ipv4_nic() {
-    let Some(pair) = Pair::new("ud", "ibv_ud_pingpong", "ibverbs-utils") else {
+    let Some(pair) = Pair::new(&SPEC, "ud", "ibv_ud_pingpong", "ibverbs-utils") else {
         return;
     };
     let port = "18790";
@@ -205,7 +114,7 @@ fn ibv_ud_pingpong_from_gid_0_of_an_ipv4_nic() {
 
 #[test]
 fn ibv_rc_pingpong_from_gid_0_of_an_ipv4_nic() {
-    let Some(pair) = Pair::new("rc", "ibv_rc_pingpong", "ibverbs-utils") else {
+    let Some(pair) = Pair::new(&SPEC, "rc", "ibv_rc_pingpong", "ibverbs-utils") else {
         return;
     };
     // 64 KiB messages, 64 packets of 1024 bytes each (`roce exec`'s MTU), acknowledged.
@@ -249,35 +158,33 @@ fn assert_fi_pingpong(what: &str, (client, server): (Output, Output), sizes: &[&
     }
 }
 
-/// libfabric's verbs provider, datagram endpoints, all its defaults: its addresses are GID 0
-/// (FI_VERBS_GID_IDX, 0 unless set) and its QPN; `-c` checks the data. Its control exchange
-/// is on TCP 47592; the sizes stop at the port's MTU (1024 bytes, `roce exec`'s default).
-#[test]
-fn fi_pingpong_over_verbs_datagrams_from_gid_0_of_an_ipv4_nic() {
-    let Some(pair) = Pair::new("fidg", "fi_pingpong", "libfabric-bin") else {
+/// fi_pingpong with `provider` and endpoint type `ep` between the namespaces, all its other
+/// defaults (`-c` checks the data; the control exchange is on TCP 47592): a row per size of
+/// `sizes`, each acknowledged.
+fn fi_pingpong(tag: &str, provider: &str, ep: &str, sizes: &[&str]) {
+    let Some(pair) = Pair::new(&SPEC, tag, "fi_pingpong", "libfabric-bin") else {
         return;
     };
-    let argv = ["fi_pingpong", "-p", "verbs", "-e", "dgram", "-c"];
+    let argv = ["fi_pingpong", "-p", provider, "-e", ep, "-c"];
     let client = [&argv[..], &[B_IP]].concat();
     let out = pair.run(&argv, &client, "47592");
-    assert_fi_pingpong("fi_pingpong -p verbs -e dgram", out, &["64", "256", "1k"]);
+    assert_fi_pingpong(&format!("fi_pingpong -p '{provider}' -e {ep}"), out, sizes);
+}
+
+/// libfabric's verbs provider, datagram endpoints: its addresses are GID 0 (FI_VERBS_GID_IDX,
+/// 0 unless set) and its QPN; the sizes stop at the port's MTU (1024 bytes, `roce exec`'s
+/// default).
+#[test]
+fn fi_pingpong_over_verbs_datagrams_from_gid_0_of_an_ipv4_nic() {
+    fi_pingpong("fidg", "verbs", "dgram", &["64", "256", "1k"]);
 }
 
 /// libfabric's reliable endpoints made by ofi_rxd over the verbs provider's datagrams (GID 0):
 /// messages up to 1 MiB, cut into datagrams and acknowledged by rxd.
 #[test]
 fn fi_pingpong_over_verbs_rxd_from_gid_0_of_an_ipv4_nic() {
-    let Some(pair) = Pair::new("firxd", "fi_pingpong", "libfabric-bin") else {
-        return;
-    };
-    let argv = ["fi_pingpong", "-p", "verbs;ofi_rxd", "-e", "rdm", "-c"];
-    let client = [&argv[..], &[B_IP]].concat();
-    let out = pair.run(&argv, &client, "47592");
-    assert_fi_pingpong(
-        "fi_pingpong -p 'verbs;ofi_rxd' -e rdm",
-        out,
-        &["64", "256", "1k", "4k", "64k", "1m"],
-    );
+    let sizes = ["64", "256", "1k", "4k", "64k", "1m"];
+    fi_pingpong("firxd", "verbs;ofi_rxd", "rdm", &sizes);
 }
 
 /// A program under `roce exec` that holds its NIC open (an ibv_rc_pingpong server waiting for
@@ -305,7 +212,7 @@ impl Drop for Holder {
 /// saying why on stderr; its GID 1 still carries traffic.
 #[test]
 fn gid_0_of_a_second_ipv4_nic_on_the_interface_is_refused_with_the_reason() {
-    let Some(pair) = Pair::new("two", "ibv_rc_pingpong", "ibverbs-utils") else {
+    let Some(pair) = Pair::new(&SPEC, "two", "ibv_rc_pingpong", "ibverbs-utils") else {
         return;
     };
     let b2 = "198.18.7.3";

@@ -13,17 +13,14 @@
 mod common;
 
 use common::exec::{
-    Side, exec_cm_pair, have, ok_as as ok, rping_done, spawn_exec, transfers_complete,
-    wait_listening,
+    Side, exec_cm_pair, ok_as as ok, rping_done, spawn_exec, transfers_complete, wait_listening,
 };
-use common::{have_tools, run_ok, sh};
+use common::netns::{NsPair, Spec};
+use common::run_ok;
 use std::process::Output;
 
-/// Namespace a (clients) and b (servers), removed on drop.
-struct Pair {
-    a: String,
-    b: String,
-}
+/// Namespace a (clients) and b (servers).
+type Pair = NsPair;
 
 /// The NICs' addresses (GID 1 of each side).
 const A_IP6: &str = "fd00:198:18:6::1";
@@ -37,94 +34,17 @@ const B_LL: &str = "fe80::c6ff:fe12:602";
 const A_IP4: &str = "198.18.6.1";
 const B_IP4: &str = "198.18.6.2";
 
-impl Pair {
-    /// Creates the namespaces and the veth, or returns None (and says why) where that cannot
-    /// be done here, or where `program` (from Debian's `package`) is missing.
-    fn new(tag: &str, program: &str, package: &str) -> Option<Self> {
-        if !have(program, package) {
-            return None;
-        }
-        if sh(&["id", "-u"]).stdout != b"0\n" {
-            common::skipped("roce exec IPv6 tests need root (network namespaces)");
-            return None;
-        }
-        if !have_tools("the roce exec IPv6 tests", &["ip"]) {
-            return None;
-        }
-        let id = std::process::id();
-        let (a, b) = (
-            format!("roce-x6-a-{tag}-{id}"),
-            format!("roce-x6-b-{tag}-{id}"),
-        );
-        if !sh(&["ip", "netns", "add", &a]).status.success() {
-            common::skipped("cannot create network namespaces here");
-            return None;
-        }
-        run_ok(&["ip", "netns", "add", &b]);
-        let pair = Self { a, b };
-        for ns in [&pair.a, &pair.b] {
-            // Interfaces made from now on skip duplicate address detection: their addresses,
-            // the link-local one too, are usable as soon as the link is up.
-            for conf in ["default", "all"] {
-                let key = format!("net.ipv6.conf.{conf}.accept_dad=0");
-                run_ok(&["ip", "netns", "exec", ns, "sysctl", "-qw", &key]);
-            }
-        }
-        run_ok(&[
-            "ip", "-n", &pair.a, "link", "add", "va", "address", A_MAC, "type", "veth", "peer",
-            "name", "vb", "address", B_MAC, "netns", &pair.b,
-        ]);
-        for (ns, dev, ip6, ip4, peer_ip6, peer_mac) in [
-            (&pair.a, "va", A_IP6, A_IP4, B_IP6, B_MAC),
-            (&pair.b, "vb", B_IP6, B_IP4, A_IP6, A_MAC),
-        ] {
-            // The peer's link-layer address, known from the start: right after a link comes
-            // up, IPv6 neighbour discovery can take a second (its retransmission timer), in
-            // which an RC QP's retries run out.
-            run_ok(&[
-                "ip",
-                "-n",
-                ns,
-                "neigh",
-                "replace",
-                peer_ip6,
-                "lladdr",
-                peer_mac,
-                "dev",
-                dev,
-                "nud",
-                "permanent",
-            ]);
-            let cidr6 = format!("{ip6}/64");
-            run_ok(&["ip", "-n", ns, "addr", "add", &cidr6, "dev", dev, "nodad"]);
-            let cidr4 = format!("{ip4}/24");
-            run_ok(&["ip", "-n", ns, "addr", "add", &cidr4, "dev", dev]);
-            run_ok(&["ip", "-n", ns, "link", "set", dev, "mtu", "9000", "up"]);
-            run_ok(&["ip", "-n", ns, "link", "set", "lo", "up"]);
-        }
-        // The kernel gives a link its link-local address once its carrier is up (both ends):
-        // wait for it (20 s at most), as a NIC takes GID 0 from the interface when it starts.
-        for (ns, dev, ll) in [(&pair.a, "va", A_LL), (&pair.b, "vb", B_LL)] {
-            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-            loop {
-                let shown = sh(&["ip", "-n", ns, "-6", "addr", "show", "dev", dev]);
-                let text = String::from_utf8_lossy(&shown.stdout).into_owned();
-                let ready = text
-                    .lines()
-                    .any(|l| l.contains(&format!("inet6 {ll}/64")) && !l.contains("tentative"));
-                if ready {
-                    break;
-                }
-                assert!(
-                    std::time::Instant::now() < deadline,
-                    "no link-local {ll} on {dev} after 20 s:\n{text}"
-                );
-                std::thread::sleep(std::time::Duration::from_millis(20));
-            }
-        }
-        Some(pair)
-    }
+/// The namespaces of this file's tests.
+const SPEC: Spec<'static> = Spec {
+    what: "roce exec IPv6 tests",
+    prefix: "x6",
+    mac: [A_MAC, B_MAC],
+    link_local: [A_LL, B_LL],
+    ip4: [A_IP4, B_IP4],
+    ip6: Some([A_IP6, B_IP6]),
+};
 
+impl Pair {
     /// Runs the RDMA CM programs `server_argv` in b and `client_argv` in a, each under `roce
     /// exec --ip <its IPv6 address>` (at most 120 s), the client once the server's NIC is up;
     /// returns (client, server) once both have ended.
@@ -179,14 +99,6 @@ impl Pair {
     }
 }
 
-impl Drop for Pair {
-    fn drop(&mut self) {
-        for ns in [&self.a, &self.b] {
-            let _ = sh(&["ip", "netns", "delete", ns]);
-        }
-    }
-}
-
 /// The GIDs (client's, server's) of `-g gid`: the --ip addresses for 1, the link-local ones
 /// for 0.
 fn gids(gid: &str) -> (&'static str, &'static str) {
@@ -226,7 +138,7 @@ fn assert_pingpong(
 /// ibv_rc_pingpong -g GID over IPv6: 1 B (inline, 1024-byte MTU) and 1 MiB (256 packets of
 /// 4096 bytes each way, the ICRC over IPv6 checked on each); -c: each side checks every byte.
 fn rc_pingpong(tag: &str, gid: &str, port_base: u16) {
-    let Some(pair) = Pair::new(tag, "ibv_rc_pingpong", "ibverbs-utils") else {
+    let Some(pair) = Pair::new(&SPEC, tag, "ibv_rc_pingpong", "ibverbs-utils") else {
         return;
     };
     let runs = [("1", "50", "1024"), ("1048576", "5", "4096")];
@@ -249,7 +161,7 @@ fn rc_pingpong(tag: &str, gid: &str, port_base: u16) {
 /// ibv_ud_pingpong -g GID over IPv6: datagrams whose 40-byte GRH area holds the IPv6 header
 /// (the server answers the address it reads there), -c checking the data after it.
 fn ud_pingpong(tag: &str, gid: &str, port: &str) {
-    let Some(pair) = Pair::new(tag, "ibv_ud_pingpong", "ibverbs-utils") else {
+    let Some(pair) = Pair::new(&SPEC, tag, "ibv_ud_pingpong", "ibverbs-utils") else {
         return;
     };
     let argv = [
@@ -295,7 +207,7 @@ fn ibv_ud_pingpong_over_ipv6_link_local() {
 /// on [::]), so both GIDs are the IPv6 addresses.
 #[test]
 fn roce_pingpong_takes_its_ipv6_address_from_the_connection() {
-    let Some(pair) = Pair::new("rpp", "ip", "iproute2") else {
+    let Some(pair) = Pair::new(&SPEC, "rpp", "ip", "iproute2") else {
         return;
     };
     let roce = env!("CARGO_BIN_EXE_roce");
@@ -320,7 +232,7 @@ fn roce_pingpong_takes_its_ipv6_address_from_the_connection() {
 /// does not start, and says why and what to do.
 #[test]
 fn a_second_ipv6_nic_on_the_interface_is_refused_with_the_reason() {
-    let Some(pair) = Pair::new("two", "ibv_rc_pingpong", "ibverbs-utils") else {
+    let Some(pair) = Pair::new(&SPEC, "two", "ibv_rc_pingpong", "ibverbs-utils") else {
         return;
     };
     let a2 = "fd00:198:18:6::3";
@@ -363,7 +275,7 @@ fn a_second_ipv6_nic_on_the_interface_is_refused_with_the_reason() {
 /// scope): the `cma_hdr` of the REQ carries IPv6 addresses, the QPs run between GIDs 1 or 0,
 /// and each side checks the pings' data (-V).
 fn rping_over_ipv6(tag: &str, server_side: &str, client_side: &str) {
-    let Some(pair) = Pair::new(tag, "rping", "rdmacm-utils") else {
+    let Some(pair) = Pair::new(&SPEC, tag, "rping", "rdmacm-utils") else {
         return;
     };
     let (client, server) = pair.run_cm(
@@ -394,7 +306,7 @@ fn rping_connects_to_a_link_local_address() {
 /// endpoints (rdma_create_ep) that exchange one message each way.
 #[test]
 fn rdma_getaddrinfo_and_endpoints_over_ipv6() {
-    let Some(pair) = Pair::new("ep", "rdma_server", "rdmacm-utils") else {
+    let Some(pair) = Pair::new(&SPEC, "ep", "rdma_server", "rdmacm-utils") else {
         return;
     };
     let (client, server) =
@@ -407,7 +319,7 @@ fn rdma_getaddrinfo_and_endpoints_over_ipv6() {
 /// whose address handle the resolution gave.
 #[test]
 fn udaddy_resolves_and_sends_datagrams_over_ipv6() {
-    let Some(pair) = Pair::new("uda", "udaddy", "rdmacm-utils") else {
+    let Some(pair) = Pair::new(&SPEC, "uda", "udaddy", "rdmacm-utils") else {
         return;
     };
     let run = pair.run_cm(
@@ -420,7 +332,7 @@ fn udaddy_resolves_and_sends_datagrams_over_ipv6() {
 /// ucmatose: RC connections through the RDMA CM over IPv6, messages each way.
 #[test]
 fn ucmatose_over_ipv6() {
-    let Some(pair) = Pair::new("ucm", "ucmatose", "rdmacm-utils") else {
+    let Some(pair) = Pair::new(&SPEC, "ucm", "ucmatose", "rdmacm-utils") else {
         return;
     };
     let run = pair.run_cm(

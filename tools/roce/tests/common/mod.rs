@@ -5,6 +5,7 @@
 #![allow(dead_code)] // each test binary uses its own part of this
 
 pub(crate) mod exec;
+pub(crate) mod netns;
 
 use std::process::{Child, Command, Output, Stdio};
 use std::time::Duration;
