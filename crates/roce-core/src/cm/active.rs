@@ -46,11 +46,17 @@ impl Cm {
                 "a REQ carries at most 56 bytes of private data after a cma_hdr, 92 without",
             ));
         }
-        self.check_qp(nic, params.qpn, ConnId(0))?;
+        if params.consumer_qp {
+            if attrs::is_special(params.qpn) {
+                return Err(CmError::Invalid("QP 0 and QP 1 are not for connections"));
+            }
+        } else {
+            self.check_qp(nic, params.qpn, ConnId(0))?;
+        }
         let id = self
             .alloc_id(nic.config().seed)
             .ok_or(CmError::Exhausted("connections"))?;
-        if nic.qp_state(params.qpn)? == QpState::Reset {
+        if !params.consumer_qp && nic.qp_state(params.qpn)? == QpState::Reset {
             nic.modify_qp(params.qpn, &attrs::init(params.responder_resources))?;
         }
         let port = nic.config().max_mtu;
@@ -59,6 +65,7 @@ impl Cm {
         conn.service_id = params.service_id;
         conn.tid = wire::form_tid(id);
         conn.qpn = Some(params.qpn);
+        conn.consumer_qp = params.consumer_qp;
         conn.psn = params.psn;
         conn.mtu = Self::capped(params.mtu, port);
         conn.responder_resources = params.responder_resources;
@@ -119,6 +126,18 @@ impl Cm {
         conn.rnr_retry = m.rnr_retry_count;
         conn.ack_timeout = ack_timeout(m.target_ack_delay, conn.ack_timeout.saturating_sub(1));
         let id = conn.id;
+        //= rxe:cma.c/cma_ib_handler
+        //# a REP to an id without a QP is CONNECT_RESPONSE: the consumer moves its QP and calls
+        //# rdma_establish, which sends the RTU
+        if conn.consumer_qp {
+            conn.state = State::RepRcvd;
+            let event = CmEvent::ConnectResponse {
+                conn: id,
+                private_data: m.private_data.to_vec(),
+            };
+            self.emit(nic.stats_mut(), event);
+            return;
+        }
         let qpn = conn.qpn.unwrap_or(roce_wire::Qpn::new(0));
         // librdmacm takes the QP to RTR and RTS on the REP, then asks for the RTU.
         if let Err(error) = attrs::to_rts(nic, qpn, conn) {
@@ -137,15 +156,25 @@ impl Cm {
             self.emit(nic.stats_mut(), CmEvent::ConnectError { conn: id, error });
             return;
         }
-        let rtu = wire::rtu(conn);
-        conn.answer = Some(rtu);
-        conn.state = State::Established;
-        wire::send(nic, To::conn(conn), rtu);
+        send_rtu(nic, conn);
         let event = CmEvent::Established {
             conn: id,
             private_data: m.private_data.to_vec(),
         };
         self.emit(nic.stats_mut(), event);
+    }
+
+    /// The consumer has moved its QP after a [`CmEvent::ConnectResponse`]: the RTU leaves and
+    /// the connection is up (`rdma_establish`). No event follows, as with rdma_cm.
+    //= rxe:cm.c/ib_send_cm_rtu
+    //# the RTU is sent from REP_RCVD (or MRA_REP_SENT), and the connection is established
+    pub(crate) fn establish(&mut self, nic: &mut Nic, id: ConnId) -> Result<(), CmError> {
+        let conn = self.conns.get_mut(&id.0).ok_or(CmError::UnknownConn(id))?;
+        if conn.state != State::RepRcvd {
+            return Err(super::passive::wrong(conn, "establish"));
+        }
+        send_rtu(nic, conn);
+        Ok(())
     }
 
     /// An MRA arrived: the peer needs longer for the message it names.
@@ -193,7 +222,7 @@ impl Cm {
         }
         let id = conn.id;
         conn.answered();
-        to_error(nic, conn.qpn);
+        to_error(nic, conn.moved_qp());
         if m.reason == RejectReason::StaleConn {
             self.enter_timewait(now, id);
         } else {
@@ -207,6 +236,29 @@ impl Cm {
         self.emit(nic.stats_mut(), event);
     }
 
+    /// See [`crate::Nic::cm_qp_attr`]: a connection whose peer's QP is known (active: its REP
+    /// came; passive: its REQ came), for INIT, RTR or RTS.
+    //= rxe:cm.c/ib_cm_init_qp_attr
+    //# INIT, RTR and RTS attributes from the connection, in the states where they are known
+    pub(crate) fn qp_attr(&self, id: ConnId, state: QpState) -> Result<QpAttr, CmError> {
+        let conn = self.conns.get(&id.0).ok_or(CmError::UnknownConn(id))?;
+        let known = match conn.state {
+            State::RepRcvd | State::Established => true,
+            State::ReqRcvd | State::RepSent => !conn.active,
+            _ => false,
+        };
+        if !known {
+            return Err(super::passive::wrong(conn, "init_qp_attr"));
+        }
+        let [_, rtr, rts] = attrs::recipe(conn).steps();
+        match state {
+            QpState::Init => Ok(attrs::init(conn.responder_resources)),
+            QpState::Rtr => Ok(rtr),
+            QpState::Rts => Ok(rts),
+            _ => Err(CmError::Invalid("the CM gives INIT, RTR and RTS attributes")),
+        }
+    }
+
     /// The path MTU a connect asks for, capped by the port's.
     pub(crate) fn capped(mtu: Mtu, port: Mtu) -> Mtu {
         if mtu.bytes() > port.bytes() {
@@ -215,6 +267,15 @@ impl Cm {
             mtu
         }
     }
+}
+
+/// Sends the RTU of an active connection whose REP came, keeps it for a duplicate REP, and
+/// marks the connection up.
+fn send_rtu(nic: &mut Nic, conn: &mut Conn) {
+    let rtu = wire::rtu(conn);
+    conn.answer = Some(rtu);
+    conn.state = State::Established;
+    wire::send(nic, To::conn(conn), rtu);
 }
 
 /// Moves a connection's QP to the error state (as rdma_cm does on REJ and disconnect); a QP

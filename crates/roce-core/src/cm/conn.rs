@@ -22,6 +22,9 @@ pub enum CmState {
     ReqRcvd,
     /// Passive: the REP is out, the RTU has not come.
     RepSent,
+    /// Active, the QP the consumer's: the REP came, the RTU waits for the consumer
+    /// (`rdma_establish`).
+    RepRcvd,
     /// Both: connected.
     Established,
     /// Our DREQ is out.
@@ -57,6 +60,9 @@ pub(crate) struct Conn {
     pub(crate) tid: u64,
     /// Our QP (passive: from the accept).
     pub(crate) qpn: Option<Qpn>,
+    /// Whether the consumer moves that QP itself (librdmacm's id without a QP: only its
+    /// number is given): the CM then moves none.
+    pub(crate) consumer_qp: bool,
     /// The peer's QP.
     pub(crate) remote_qpn: Qpn,
     /// The Starting PSN we announced (our responder expects it), and the peer's (our
@@ -106,6 +112,7 @@ impl Conn {
             service_id: 0,
             tid: 0,
             qpn: None,
+            consumer_qp: false,
             remote_qpn: Qpn::new(0),
             psn: Psn::new(0),
             remote_psn: Psn::new(0),
@@ -137,6 +144,12 @@ impl Conn {
         let retry = Retry { every, left };
         self.deadline = Some(retry.deadline(now));
         self.pending = Some((mad, retry));
+    }
+
+    /// The QP the CM moves (to RTR and RTS, to the error state): ours, unless the consumer
+    /// moves it.
+    pub(crate) fn moved_qp(&self) -> Option<Qpn> {
+        self.qpn.filter(|_| !self.consumer_qp)
     }
 
     /// The answer came: nothing is sent again.

@@ -26,7 +26,7 @@ impl Cm {
         let conn = self.conns.get_mut(&id.0).ok_or(CmError::UnknownConn(id))?;
         match conn.state {
             State::Established | State::RepSent => {
-                to_error(nic, conn.qpn);
+                to_error(nic, conn.moved_qp());
                 let mad = wire::dreq(conn);
                 conn.tid = wire::form_tid(conn.id.0);
                 let (every, left) = (conn.response_timeout, conn.max_cm_retries);
@@ -37,11 +37,24 @@ impl Cm {
             //= rxe:cm.c/ib_send_cm_drep
             //# the DREP answers the peer's DREQ and the connection enters timewait
             State::DreqRcvd => {
-                to_error(nic, conn.qpn);
+                to_error(nic, conn.moved_qp());
                 let mad = wire::drep((conn.id.0, conn.remote_id), conn.tid);
                 conn.answer = Some(mad);
                 wire::send(nic, To::conn(conn), mad);
                 self.enter_timewait(now, id);
+            }
+            //= rxe:cm.c/cm_destroy_id
+            //# a connection in REP_RCVD whose consumer gives up is rejected (REJ of the REP)
+            State::RepRcvd => {
+                let mad = wire::rej(
+                    (conn.id.0, conn.remote_id),
+                    conn.tid,
+                    roce_wire::mad::rej::REJECTED_REP,
+                    roce_wire::mad::rej::RejectReason::ConsumerDefined,
+                    &[],
+                );
+                wire::send(nic, To::conn(conn), mad);
+                self.conns.remove(&id.0);
             }
             _ => return Err(wrong(conn, "disconnect")),
         }

@@ -41,6 +41,8 @@ mod tests;
 #[cfg(test)]
 mod tests_attrs;
 #[cfg(test)]
+mod tests_consumer_qp;
+#[cfg(test)]
 mod tests_hostile;
 #[cfg(test)]
 mod tests_loss;
@@ -104,6 +106,11 @@ pub struct ConnectParams {
     pub cm_response_timeout: u8,
     /// How often a REQ, REP or DREQ is sent again: `CMA_MAX_CM_RETRIES`, 15.
     pub max_cm_retries: u8,
+    /// The consumer moves its QP itself (librdmacm's `rdma_connect` on an id without a QP,
+    /// with `conn_param->qp_num`): `qpn` is only announced, the CM checks and moves no QP, and
+    /// the REP raises [`CmEvent::ConnectResponse`]; the RTU waits for
+    /// [`crate::Nic::cm_establish`].
+    pub consumer_qp: bool,
 }
 
 impl ConnectParams {
@@ -126,6 +133,7 @@ impl ConnectParams {
             packet_life_time: retry::PACKET_LIFE_TIME,
             cm_response_timeout: retry::CM_RESPONSE_TIMEOUT,
             max_cm_retries: retry::MAX_CM_RETRIES,
+            consumer_qp: false,
         }
     }
 }
@@ -145,6 +153,9 @@ pub struct AcceptParams {
     pub initiator_depth: u8,
     /// RNR retries the peer's QP makes towards us.
     pub rnr_retry_count: u8,
+    /// The consumer moves its QP itself (`rdma_accept` on an id without a QP): `qpn` is only
+    /// announced in the REP, and the CM checks and moves no QP.
+    pub consumer_qp: bool,
 }
 
 impl AcceptParams {
@@ -157,6 +168,7 @@ impl AcceptParams {
             responder_resources: 1,
             initiator_depth: 1,
             rnr_retry_count: 7,
+            consumer_qp: false,
         }
     }
 }
@@ -208,6 +220,14 @@ pub enum CmEvent {
         /// The connection.
         conn: ConnId,
         /// The consumer's private data of the REP (active side; empty on the passive side).
+        private_data: Vec<u8>,
+    },
+    /// The REP came to a connection whose QP the consumer moves: the connection waits for
+    /// [`crate::Nic::cm_establish`] to send the RTU (rdma_cm's CONNECT_RESPONSE).
+    ConnectResponse {
+        /// The connection.
+        conn: ConnId,
+        /// The consumer's private data of the REP.
         private_data: Vec<u8>,
     },
     /// The peer rejected the REQ or the REP.

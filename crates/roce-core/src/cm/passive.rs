@@ -204,16 +204,25 @@ impl Cm {
                 "a REP carries at most 196 bytes of private data",
             ));
         }
-        self.check_qp(nic, params.qpn, id)?;
+        if params.consumer_qp {
+            if attrs::is_special(params.qpn) {
+                return Err(CmError::Invalid("QP 0 and QP 1 are not for connections"));
+            }
+        } else {
+            self.check_qp(nic, params.qpn, id)?;
+        }
         let mut next = conn.clone();
         next.qpn = Some(params.qpn);
+        next.consumer_qp = params.consumer_qp;
         next.psn = params.psn;
         next.responder_resources = params.responder_resources.min(conn.responder_resources);
         next.initiator_depth = params.initiator_depth.min(conn.initiator_depth);
         next.rnr_retry_offered = params.rnr_retry_count;
         //= rxe:cma.c/cma_accept_ib
         //# rdma_accept takes the QP to RTR and then RTS before the REP is sent
-        attrs::to_rts(nic, params.qpn, &next)?;
+        if !next.consumer_qp {
+            attrs::to_rts(nic, params.qpn, &next)?;
+        }
         let mad = wire::rep(&next, wire::ca_guid(nic.config()), &params.private_data);
         next.state = State::RepSent;
         let (every, left) = (next.response_timeout, next.max_cm_retries);

@@ -48,6 +48,20 @@ impl Nic {
         self.with_cm(now, |cm, nic| cm.accept(nic, now, conn, params))
     }
 
+    /// Sends the RTU of a connection whose QP the consumer moves, after its
+    /// [`CmEvent::ConnectResponse`] (`rdma_establish`): the connection is up.
+    pub fn cm_establish(&mut self, now: Instant, conn: ConnId) -> Result<(), CmError> {
+        self.with_cm(now, |cm, nic| cm.establish(nic, conn))
+    }
+
+    /// The attributes that take a connection's QP to `state` (INIT, RTR or RTS), as the CM
+    /// would give them (`ib_cm_init_qp_attr`, librdmacm's `rdma_init_qp_attr`): for a consumer
+    /// that moves its QP itself. The values negotiated so far: the passive side's own
+    /// Starting PSN is known once it accepted.
+    pub fn cm_qp_attr(&self, conn: ConnId, state: QpState) -> Result<crate::QpAttr, CmError> {
+        self.cm.qp_attr(conn, state)
+    }
+
     /// Rejects a connect request with the consumer's private data (`rdma_reject`: reason
     /// CONSUMER_DEFINED, at most 148 bytes).
     pub fn cm_reject(
