@@ -12,6 +12,10 @@
 //! - `int roce_cm_accept(uint32_t conn, const struct CmAccept *)`: QP to RTR and RTS, REP;
 //! - `int roce_cm_reject(uint32_t conn, const uint8_t *data, uint32_t len)`;
 //! - `int roce_cm_disconnect(uint32_t conn)`: DREQ, or the DREP that answers the peer's;
+//! - `int roce_cm_establish(uint32_t conn)`: the RTU of a connection whose QP the consumer
+//!   moves, after its CONNECT_RESPONSE (`rdma_establish`);
+//! - `int roce_cm_init_qp_attr(uint32_t conn, int state, struct ibv_qp_attr *, int *mask)`:
+//!   the attributes that take the connection's QP to INIT, RTR or RTS (`rdma_init_qp_attr`);
 //! - `int roce_cm_sidr_resolve(const struct CmConnect *, uint32_t *conn)`: a SIDR_REQ for a
 //!   UD service (the QP and the retry counts of `CmConnect` are not used);
 //! - `int roce_cm_sidr_accept(uint32_t conn, void *qp, uint32_t qkey, const uint8_t *data,
@@ -45,8 +49,11 @@ pub fn ip_from_bytes(b: [u8; 16]) -> IpAddr {
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]
 pub struct CmConnect {
-    /// The `struct ibv_qp *` (RC, in RESET or INIT) of roce-emu's libibverbs.
+    /// The `struct ibv_qp *` (RC, in RESET or INIT) of roce-emu's libibverbs; NULL when the
+    /// consumer moves its QP itself (librdmacm's id without a QP).
     pub qp: *mut c_void,
+    /// With a NULL `qp`: the QP number the REQ announces (`conn_param->qp_num`).
+    pub qp_num: u32,
     /// Our address and the peer's.
     pub local: [u8; 16],
     pub peer: [u8; 16],
@@ -67,8 +74,11 @@ pub struct CmConnect {
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]
 pub struct CmAccept {
-    /// The `struct ibv_qp *` (RC, in RESET or INIT).
+    /// The `struct ibv_qp *` (RC, in RESET or INIT); NULL when the consumer moves its QP
+    /// itself.
     pub qp: *mut c_void,
+    /// With a NULL `qp`: the QP number the REP announces (`conn_param->qp_num`).
+    pub qp_num: u32,
     pub responder_resources: u8,
     pub initiator_depth: u8,
     pub rnr_retry_count: u8,
@@ -99,6 +109,9 @@ pub mod kind {
     pub const SIDR_RESOLVED: u32 = 8;
     /// Our SIDR_REQ was refused (`status`: the SIDR_REP's status).
     pub const SIDR_REJECTED: u32 = 9;
+    /// The REP came to a connection whose QP the consumer moves (`private_data`: the REP's):
+    /// `roce_cm_establish` sends the RTU.
+    pub const CONNECT_RESPONSE: u32 = 10;
 }
 
 /// One CM event, as the sink receives it.

@@ -132,7 +132,7 @@ fn our_library_needs_our_libibverbs() {
         .lines()
         .filter(|l| l.contains("*UND*") && l.contains(" roce_cm_"))
         .collect();
-    assert_eq!(private.len(), 9, "{private:?}");
+    assert_eq!(private.len(), 11, "{private:?}");
     assert!(
         private
             .iter()

@@ -51,6 +51,8 @@ pub(crate) fn service_id(ps: c_int, port: u16) -> u64 {
 #[derive(Debug, Clone, Default)]
 pub(crate) struct ConnParam {
     pub(crate) private_data: Vec<u8>,
+    /// The QP number to announce when the id has no QP (the program moves its QP itself).
+    pub(crate) qp_num: u32,
     pub(crate) responder_resources: u8,
     pub(crate) initiator_depth: u8,
     pub(crate) retry_count: u8,
@@ -100,8 +102,15 @@ pub(crate) fn listen(id: usize) -> Result<SocketAddr, Errno> {
     Ok(local)
 }
 
-/// `rdma_connect`: the REQ leaves; ESTABLISHED, REJECTED or UNREACHABLE follows.
+/// `rdma_connect`: the REQ leaves; ESTABLISHED, REJECTED or UNREACHABLE follows. An RC id
+/// without a QP announces `param.qp_num` and gets CONNECT_RESPONSE instead of ESTABLISHED:
+/// the program moves its QP (`rdma_init_qp_attr`) and sends the RTU with `rdma_establish`, as
+/// with librdmacm (UCX's rdmacm connection manager works so).
 pub(crate) fn connect(id: usize, param: Option<ConnParam>) -> Result<(), Errno> {
+    let no_qp = with(|t| t.ids.get(&id).map(|i| i.c.get().qp.is_null())).ok_or(EINVAL)?;
+    if no_qp && param.is_none() {
+        return Err(EINVAL);
+    }
     let param = param.unwrap_or(ConnParam {
         responder_resources: DEFAULT_RD_ATOMIC,
         initiator_depth: DEFAULT_RD_ATOMIC,
@@ -118,13 +127,16 @@ pub(crate) fn connect(id: usize, param: Option<ConnParam>) -> Result<(), Errno> 
         let ch = events_channel(t, id)?;
         let i = t.ids.get_mut(&id).ok_or(EINVAL)?;
         let c = i.c.get();
-        if i.phase != Phase::RouteResolved || c.qp.is_null() {
+        // A UD id resolves the service's QP and Q_Key with a SIDR_REQ (cma_resolve_ib_udp).
+        let ud = c.qp_type == crate::abi::IBV_QPT_UD;
+        if i.phase != Phase::RouteResolved || (ud && c.qp.is_null()) {
             return Err(EINVAL);
         }
         let local = addr::from_storage(&c.route.addr.src)?;
         let peer = addr::from_storage(&c.route.addr.dst)?;
         let p = CmConnect {
             qp: c.qp.cast(),
+            qp_num: param.qp_num,
             local: ip_to_bytes(local.ip()),
             peer: ip_to_bytes(peer.ip()),
             service_id: service_id(c.ps, peer.port()),
@@ -136,8 +148,6 @@ pub(crate) fn connect(id: usize, param: Option<ConnParam>) -> Result<(), Errno> 
             private_data_len: 0,
             private_data: std::ptr::null(),
         };
-        // A UD id resolves the service's QP and Q_Key with a SIDR_REQ (cma_resolve_ib_udp).
-        let ud = c.qp_type == crate::abi::IBV_QPT_UD;
         let conn = if ud {
             ibv::cm_sidr_resolve(p, &param.private_data)?
         } else {
@@ -149,10 +159,55 @@ pub(crate) fn connect(id: usize, param: Option<ConnParam>) -> Result<(), Errno> 
         Ok(ch)
     })?;
     if is_sync(id) {
-        complete(id, channel, event::ESTABLISHED)?;
+        let want = if no_qp {
+            event::CONNECT_RESPONSE
+        } else {
+            event::ESTABLISHED
+        };
+        complete(id, channel, want)?;
     }
     Ok(())
 }
+
+/// `rdma_establish`: after CONNECT_RESPONSE on an id without a QP, the RTU leaves and the
+/// connection is up (no event follows, as with librdmacm).
+pub(crate) fn establish(id: usize) -> Result<(), Errno> {
+    with(|t| {
+        let i = t.ids.get_mut(&id).ok_or(EINVAL)?;
+        let (Phase::Connecting, Some(conn)) = (i.phase, i.conn) else {
+            return Err(EINVAL);
+        };
+        ibv::cm_establish(conn)?;
+        i.phase = Phase::Connected;
+        Ok(())
+    })
+}
+
+/// `rdma_init_qp_attr`: the attributes that take the id's QP to `qp_attr->qp_state` (INIT,
+/// RTR or RTS) and their mask, as the CM would give them: from the connection once there is
+/// one (the REQ came, or the REP), else INIT's alone (P_Key index 0, port 1, remote writes).
+pub(crate) fn init_qp_attr(id: usize, state: c_int) -> Result<(IbvQpAttr, c_int), Errno> {
+    let conn = with(|t| t.ids.get(&id).map(|i| i.conn)).ok_or(EINVAL)?;
+    match (conn, state) {
+        (Some(conn), _) => ibv::cm_init_qp_attr(conn, state),
+        //= rxe:cma.c/cma_ib_init_qp_attr
+        //# INIT before a connection: P_Key index, port, and remote write access
+        (None, qp::STATE_INIT) => Ok((
+            IbvQpAttr {
+                qp_state: qp::STATE_INIT,
+                pkey_index: 0,
+                port_num: 1,
+                qp_access_flags: IBV_ACCESS_REMOTE_WRITE,
+                ..IbvQpAttr::default()
+            },
+            qp::ATTR_STATE | qp::ATTR_PKEY_INDEX | qp::ATTR_PORT | qp::ATTR_ACCESS_FLAGS,
+        )),
+        (None, _) => Err(EINVAL),
+    }
+}
+
+/// `IBV_ACCESS_REMOTE_WRITE`.
+const IBV_ACCESS_REMOTE_WRITE: u32 = 2;
 
 /// `rdma_accept`: the QP goes to RTR and RTS and the REP leaves; ESTABLISHED follows the RTU.
 /// What the program asks for is capped by what the request offered.
@@ -164,11 +219,8 @@ pub(crate) fn accept(id: usize, param: Option<ConnParam>) -> Result<(), Errno> {
             return Err(EINVAL);
         };
         let c = i.c.get();
-        if c.qp.is_null() {
-            crate::note(
-                "rdma_accept",
-                "without a QP made by rdma_create_qp is not supported",
-            );
+        // Without a QP the program announces its QP's number and moves it itself.
+        if c.qp.is_null() && (param.is_none() || c.qp_type == crate::abi::IBV_QPT_UD) {
             return Err(EINVAL);
         }
         if c.qp_type == crate::abi::IBV_QPT_UD {
@@ -193,6 +245,7 @@ pub(crate) fn accept(id: usize, param: Option<ConnParam>) -> Result<(), Errno> {
         };
         let p = CmAccept {
             qp: c.qp.cast(),
+            qp_num: param.qp_num,
             responder_resources: param.responder_resources.min(req.initiator_depth),
             initiator_depth: param.initiator_depth.min(req.responder_resources),
             rnr_retry_count: param.rnr_retry_count.min(7),
@@ -424,6 +477,9 @@ pub(crate) fn materialize(t: &mut Tables, channel: usize, ev: CmEvent) -> Option
                     i.phase = Phase::Connected;
                     (event::ESTABLISHED, 0)
                 }
+                //= rxe:cma.c/cma_ib_handler
+                //# a REP to an id without a QP is CONNECT_RESPONSE; rdma_establish sends the RTU
+                kind::CONNECT_RESPONSE => (event::CONNECT_RESPONSE, 0),
                 kind::REJECTED => (event::REJECTED, ev.status),
                 kind::CONNECT_ERROR => (event::CONNECT_ERROR, -ev.status),
                 kind::UNREACHABLE => (event::UNREACHABLE, -libc::ETIMEDOUT),

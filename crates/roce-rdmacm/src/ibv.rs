@@ -45,6 +45,13 @@ unsafe extern "C" {
     fn roce_cm_accept(conn: u32, params: *const CmAccept) -> c_int;
     fn roce_cm_reject(conn: u32, data: *const u8, len: u32) -> c_int;
     fn roce_cm_disconnect(conn: u32) -> c_int;
+    fn roce_cm_establish(conn: u32) -> c_int;
+    fn roce_cm_init_qp_attr(
+        conn: u32,
+        state: c_int,
+        attr: *mut IbvQpAttr,
+        mask: *mut c_int,
+    ) -> c_int;
     fn roce_cm_set_sink(sink: CmSink) -> c_int;
     fn roce_cm_sidr_resolve(params: *const CmConnect, conn: *mut u32) -> c_int;
     fn roce_cm_sidr_accept(
@@ -317,6 +324,20 @@ pub(crate) fn cm_reject(conn: u32, data: &[u8]) -> Result<(), Errno> {
 pub(crate) fn cm_disconnect(conn: u32) -> Result<(), Errno> {
     // SAFETY: a plain value.
     code(unsafe { roce_cm_disconnect(conn) })
+}
+
+/// Sends the RTU of a connection whose QP the program moves.
+pub(crate) fn cm_establish(conn: u32) -> Result<(), Errno> {
+    // SAFETY: a plain value.
+    code(unsafe { roce_cm_establish(conn) })
+}
+
+/// The attributes (and mask) that take the connection's QP to `state`.
+pub(crate) fn cm_init_qp_attr(conn: u32, state: c_int) -> Result<(IbvQpAttr, c_int), Errno> {
+    let mut attr = IbvQpAttr::default();
+    let mut mask = 0;
+    // SAFETY: attr and mask are ours.
+    code(unsafe { roce_cm_init_qp_attr(conn, state, &mut attr, &mut mask) }).map(|()| (attr, mask))
 }
 
 /// A copy of the record libibverbs handed the sink; `None` for NULL.

@@ -24,9 +24,7 @@ stubs! {
     unsupported -> i64 = -1, "-1, errno `ENOSYS`";
     rdma_create_srq,
     rdma_create_srq_ex,
-    rdma_establish,
     rdma_get_remote_ece,
-    rdma_init_qp_attr,
     rdma_join_multicast,
     rdma_join_multicast_ex,
     rdma_leave_multicast,

@@ -20,7 +20,9 @@ use crate::verbs;
 /// A connect, as librdmacm asks for it.
 #[derive(Debug, Clone)]
 pub(crate) struct Connect {
+    /// Our QP; 0 when the consumer moves it itself and only `qp_num` is announced.
     pub(crate) qp: usize,
+    pub(crate) qp_num: u32,
     pub(crate) local: IpAddr,
     pub(crate) peer: IpAddr,
     pub(crate) service_id: u64,
@@ -35,7 +37,9 @@ pub(crate) struct Connect {
 /// An accept, as librdmacm asks for it.
 #[derive(Debug, Clone)]
 pub(crate) struct Accept {
+    /// Our QP; 0 when the consumer moves it itself and only `qp_num` is announced.
     pub(crate) qp: usize,
+    pub(crate) qp_num: u32,
     pub(crate) responder_resources: u8,
     pub(crate) initiator_depth: u8,
     pub(crate) rnr_retry_count: u8,
@@ -77,9 +81,10 @@ pub(crate) fn unlisten(listen: u32) -> Result<(), Errno> {
 
 /// `roce_cm_connect`: the REQ leaves.
 pub(crate) fn connect(c: Connect) -> Result<u32, Errno> {
-    let qpn = verbs::qpn_of(c.qp)?;
+    let (qpn, consumer_qp) = announced(c.qp, c.qp_num)?;
     let mtu = state::device()?.ok_or(Errno(libc::ENODEV))?.model.spec.mtu;
     let mut p = ConnectParams::new(qpn, c.local, c.peer, c.service_id, random_psn());
+    p.consumer_qp = consumer_qp;
     p.src_port = c.src_port;
     p.private_data = c.private_data;
     p.responder_resources = c.responder_resources;
@@ -94,8 +99,9 @@ pub(crate) fn connect(c: Connect) -> Result<u32, Errno> {
 
 /// `roce_cm_accept`: the QP goes to RTR and RTS, the REP leaves.
 pub(crate) fn accept(conn: u32, a: Accept) -> Result<(), Errno> {
-    let qpn = verbs::qpn_of(a.qp)?;
+    let (qpn, consumer_qp) = announced(a.qp, a.qp_num)?;
     let mut p = AcceptParams::new(qpn, random_psn());
+    p.consumer_qp = consumer_qp;
     p.private_data = a.private_data;
     p.responder_resources = a.responder_resources;
     p.initiator_depth = a.initiator_depth;
@@ -139,6 +145,35 @@ pub(crate) fn sidr_accept(
     let qpn = verbs::qpn_of(qp)?;
     on_engine(|nic, now| nic.cm_sidr_accept(now, ConnId(conn), qpn, qkey, private_data))?
         .map_err(cm_err)
+}
+
+/// The QP number a REQ or REP announces, and whether the consumer moves that QP itself: the
+/// engine's number of our QP at `qp`, or with none (0) `qp_num` as given.
+fn announced(qp: usize, qp_num: u32) -> Result<(roce_core::Qpn, bool), Errno> {
+    if qp == 0 {
+        Ok((roce_core::Qpn::new(qp_num & 0x00ff_ffff), true))
+    } else {
+        Ok((verbs::qpn_of(qp)?, false))
+    }
+}
+
+/// `roce_cm_establish`.
+pub(crate) fn establish(conn: u32) -> Result<(), Errno> {
+    on_engine(|nic, now| nic.cm_establish(now, ConnId(conn)))?.map_err(cm_err)
+}
+
+/// `roce_cm_init_qp_attr`: the attributes and their mask that take the connection's QP to
+/// `state` (an `enum ibv_qp_state`: INIT, RTR or RTS).
+pub(crate) fn init_qp_attr(conn: u32, state: i32) -> Result<(crate::abi::IbvQpAttr, i32), Errno> {
+    let state = match state {
+        1 => roce_core::QpState::Init,
+        2 => roce_core::QpState::Rtr,
+        3 => roce_core::QpState::Rts,
+        _ => return Err(Errno(libc::EINVAL)),
+    };
+    let attr = on_engine(|nic, _| nic.cm_qp_attr(ConnId(conn), state))?.map_err(cm_err)?;
+    let device = state::device()?.ok_or(Errno(libc::ENODEV))?;
+    Ok(verbs::c_qp_attr(&attr, &device.model))
 }
 
 /// `roce_cm_disconnect`.
@@ -220,6 +255,9 @@ pub(crate) fn record(event: &CmEvent) -> CmEventRecord {
         }
         CmEvent::Established { conn, private_data } => {
             (kind::ESTABLISHED, *conn, 0, &private_data[..])
+        }
+        CmEvent::ConnectResponse { conn, private_data } => {
+            (kind::CONNECT_RESPONSE, *conn, 0, &private_data[..])
         }
         CmEvent::Rejected {
             conn,

@@ -80,6 +80,7 @@ unsafe fn request(
     let private_data = unsafe { bytes(p.private_data, usize::from(p.private_data_len)) };
     let c = cm::Connect {
         qp: p.qp as usize,
+        qp_num: p.qp_num,
         local: ip_from_bytes(p.local),
         peer: ip_from_bytes(p.peer),
         service_id: p.service_id,
@@ -156,6 +157,7 @@ pub(crate) unsafe extern "C" fn roce_cm_accept(conn: u32, params: *const CmAccep
         let private_data = unsafe { bytes(p.private_data, usize::from(p.private_data_len)) };
         let a = cm::Accept {
             qp: p.qp as usize,
+            qp_num: p.qp_num,
             responder_resources: p.responder_resources,
             initiator_depth: p.initiator_depth,
             rnr_retry_count: p.rnr_retry_count,
@@ -182,6 +184,37 @@ pub(crate) unsafe extern "C" fn roce_cm_reject(conn: u32, data: *const u8, len: 
 #[unsafe(no_mangle)]
 pub(crate) extern "C" fn roce_cm_disconnect(conn: u32) -> c_int {
     guard(libc::EIO, || code(cm::disconnect(conn)))
+}
+
+/// `int roce_cm_establish(uint32_t conn)`.
+#[unsafe(no_mangle)]
+pub(crate) extern "C" fn roce_cm_establish(conn: u32) -> c_int {
+    guard(libc::EIO, || code(cm::establish(conn)))
+}
+
+/// `int roce_cm_init_qp_attr(uint32_t conn, int state, struct ibv_qp_attr *, int *mask)`.
+///
+/// # Safety
+/// `attr` and `mask` are NULL or valid for a write.
+#[unsafe(no_mangle)]
+pub(crate) unsafe extern "C" fn roce_cm_init_qp_attr(
+    conn: u32,
+    state: c_int,
+    attr: *mut crate::abi::IbvQpAttr,
+    mask: *mut c_int,
+) -> c_int {
+    guard(libc::EIO, || {
+        if attr.is_null() || mask.is_null() {
+            return libc::EINVAL;
+        }
+        code(cm::init_qp_attr(conn, state).map(|(a, m)| {
+            // SAFETY: checked non-NULL; by the caller's contract.
+            unsafe {
+                attr.write_unaligned(a);
+                mask.write_unaligned(m);
+            }
+        }))
+    })
 }
 
 /// `int roce_cm_set_sink(CmSink)`.

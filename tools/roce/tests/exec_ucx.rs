@@ -101,3 +101,54 @@ fn uct_puts_gets_and_active_messages_run_over_rc_and_ud() {
         );
     }
 }
+
+/// UCX's rdmacm connection manager: io_demo's client connects to its server through
+/// librdmacm (`rdma_connect` on an id without a QP, the UCP address in the REQ's private data;
+/// CONNECT_RESPONSE, `rdma_init_qp_attr`, `rdma_establish`), then writes over rc_verbs; the
+/// client ends well once every write was answered. The server serves until it is ended.
+#[test]
+fn io_demo_connects_through_ucxs_rdmacm_connection_manager() {
+    if !have("io_demo", "ucx-utils") {
+        return;
+    }
+    let env = [
+        "env",
+        "UCX_TLS=rc_verbs,ud_verbs",
+        "UCX_NET_DEVICES=roce0:1",
+    ];
+    let (server_ip, client_ip) = ("127.0.13.231", "127.0.13.232");
+    let server_argv = [&env[..], &["io_demo", "-d", "4096"]].concat();
+    // At most a minute each: a client that cannot connect tries again every 5 s for ever.
+    let wrapper = ["timeout", "60"];
+    let side = |ip, exec_args| Side {
+        wrapper: &wrapper,
+        ip,
+        exec_args,
+    };
+    let server = spawn_exec(side(server_ip, &[]), &server_argv);
+    common::exec::wait_nic(server.id(), server_ip);
+    let client_argv = [&env[..], &["io_demo", "-d", "4096", "-i", "20", server_ip]].concat();
+    let client = spawn_exec(side(client_ip, &["--stats", "json"]), &client_argv)
+        .wait_with_output()
+        .unwrap();
+    let group = format!("-{}", server.id());
+    let _ = std::process::Command::new("kill")
+        .args(["-TERM", "--", &group])
+        .status();
+    let _ = server.wait_with_output();
+    let text = ok_as("io_demo (client)", &client);
+    assert!(text.contains("Connected to server [0]"), "{text}");
+    assert!(
+        text.lines()
+            .any(|l| l.contains("[DEMO] total min:20 max:20 total:20")),
+        "every write answered:\n{text}"
+    );
+    assert!(text.contains("Client exit with status 'OK'"), "{text}");
+    // The connection went through the CM: the REQ and the RTU left, the REP came.
+    let stderr = String::from_utf8_lossy(&client.stderr);
+    let stats: serde_json::Value = serde_json::from_str(stderr.lines().last().unwrap()).unwrap();
+    assert!(
+        stats["counters"]["cm_rx_mads"].as_u64().unwrap() >= 1,
+        "{stats}"
+    );
+}

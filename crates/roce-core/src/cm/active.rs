@@ -255,7 +255,9 @@ impl Cm {
             QpState::Init => Ok(attrs::init(conn.responder_resources)),
             QpState::Rtr => Ok(rtr),
             QpState::Rts => Ok(rts),
-            _ => Err(CmError::Invalid("the CM gives INIT, RTR and RTS attributes")),
+            _ => Err(CmError::Invalid(
+                "the CM gives INIT, RTR and RTS attributes",
+            )),
         }
     }
 

@@ -6,7 +6,7 @@ use std::net::{Ipv4Addr, SocketAddr};
 
 use super::{guard, into_out, known_id, read_sockaddr, ret, set_errno_on};
 use crate::Errno;
-use crate::abi::{IbvQpInitAttr, Opaque, RdmaAddrinfo, RdmaCmId, RdmaConnParam};
+use crate::abi::{IbvQpAttr, IbvQpInitAttr, Opaque, RdmaAddrinfo, RdmaCmId, RdmaConnParam};
 use crate::state::{EINVAL, with};
 use crate::{conn, id};
 use roce_cabi::CBox;
@@ -118,6 +118,7 @@ unsafe fn read_conn_param(p: *const RdmaConnParam) -> Option<conn::ConnParam> {
     };
     Some(conn::ConnParam {
         private_data,
+        qp_num: p.qp_num & 0x00ff_ffff,
         responder_resources: p.responder_resources,
         initiator_depth: p.initiator_depth,
         retry_count: p.retry_count,
@@ -154,6 +155,43 @@ unsafe fn with_conn_param(
             let id = known_id(id)?;
             // SAFETY: by the caller's contract.
             f(id, unsafe { read_conn_param(param) })
+        })())
+    })
+}
+
+/// `int rdma_establish(struct rdma_cm_id *)`: the RTU of a connection whose QP the program
+/// moves, after its CONNECT_RESPONSE.
+#[unsafe(no_mangle)]
+pub(crate) extern "C" fn rdma_establish(id: *mut RdmaCmId) -> c_int {
+    guard(-1, || ret(known_id(id).and_then(conn::establish)))
+}
+
+/// `int rdma_init_qp_attr(struct rdma_cm_id *, struct ibv_qp_attr *, int *qp_attr_mask)`:
+/// the attributes for the state `qp_attr->qp_state` names, and their mask.
+///
+/// # Safety
+/// `attr` and `mask` are NULL or valid.
+#[unsafe(no_mangle)]
+pub(crate) unsafe extern "C" fn rdma_init_qp_attr(
+    id: *mut RdmaCmId,
+    attr: *mut IbvQpAttr,
+    mask: *mut c_int,
+) -> c_int {
+    guard(-1, || {
+        ret((|| {
+            let id = known_id(id)?;
+            if attr.is_null() || mask.is_null() {
+                return Err(EINVAL);
+            }
+            // SAFETY: checked non-NULL; by the caller's contract.
+            let state = unsafe { attr.read_unaligned() }.qp_state;
+            let (a, m) = conn::init_qp_attr(id, state)?;
+            // SAFETY: as above.
+            unsafe {
+                attr.write_unaligned(a);
+                mask.write_unaligned(m);
+            }
+            Ok(())
         })())
     })
 }

@@ -89,19 +89,30 @@ pub(super) fn access(flags: c_int) -> Result<Access, Errno> {
         return Err(EINVAL);
     }
     let mut a = Access::NONE;
-    for (bit, right) in [
-        (1, Access::LOCAL_WRITE),
-        (2, Access::REMOTE_WRITE),
-        (4, Access::REMOTE_READ),
-        (8, Access::REMOTE_ATOMIC),
-        (16, Access::MW_BIND),
-        (32, Access::ZERO_BASED),
-    ] {
+    for (bit, right) in RIGHTS {
         if flags & bit != 0 {
             a = a | right;
         }
     }
     Ok(a)
+}
+
+/// `enum ibv_access_flags` bits and the engine's rights they name.
+const RIGHTS: [(c_int, Access); 6] = [
+    (1, Access::LOCAL_WRITE),
+    (2, Access::REMOTE_WRITE),
+    (4, Access::REMOTE_READ),
+    (8, Access::REMOTE_ATOMIC),
+    (16, Access::MW_BIND),
+    (32, Access::ZERO_BASED),
+];
+
+/// The `enum ibv_access_flags` bits of `a` (the inverse of [`access`]).
+pub(super) fn access_flags(a: Access) -> c_int {
+    RIGHTS
+        .iter()
+        .filter(|(_, right)| a.contains(*right))
+        .fold(0, |flags, (bit, _)| flags | bit)
 }
 
 /// `ibv_reg_mr_iova2`: `len` bytes at `addr`, named `iova` by SGEs and peers.

@@ -297,6 +297,77 @@ fn qp_attr(a: &IbvQpAttr, mask: c_int, model: &DeviceModel) -> Result<QpAttr, Er
     Ok(q)
 }
 
+/// The `ibv_qp_attr` and mask (`enum ibv_qp_attr_mask`) of the engine's attributes: the
+/// inverse of [`qp_attr`], for `rdma_init_qp_attr`. The address vector's source is named by
+/// its GID index on this device (0 for the link-local address, else 1).
+pub(crate) fn c_qp_attr(q: &QpAttr, model: &DeviceModel) -> (IbvQpAttr, c_int) {
+    let mut a = IbvQpAttr::default();
+    let mut mask = 0;
+    let mut set = |bit: u32| mask |= 1 << bit;
+    if let Some(s) = q.qp_state {
+        a.qp_state = state_value(s);
+        set(0);
+    }
+    if let Some(r) = q.access_flags {
+        a.qp_access_flags = super::pd::access_flags(r) as u32;
+        set(3);
+    }
+    if let Some(i) = q.pkey_index {
+        a.pkey_index = i;
+        set(4);
+    }
+    if let Some(p) = q.port_num {
+        a.port_num = p;
+        set(5);
+    }
+    if let Some(k) = q.qkey {
+        a.qkey = k;
+        set(6);
+    }
+    if let Some(av) = &q.av {
+        let ah = &mut a.ah_attr;
+        ah.is_global = 1;
+        ah.port_num = crate::device::PORT;
+        ah.grh.dgid = crate::abi::IbvGid {
+            raw: roce_wire::Gid::from_ip(av.dst).0,
+        };
+        ah.grh.sgid_index = u8::from(model.source(0) != Some(av.src));
+        ah.grh.hop_limit = av.hop_limit;
+        ah.grh.traffic_class = av.dscp << 2;
+        set(7);
+    }
+    if let Some(m) = q.path_mtu {
+        a.path_mtu = (m.bytes().trailing_zeros() - 7) as c_int;
+        set(8);
+    }
+    for (bit, field, value) in [
+        (9, &mut a.timeout, q.timeout),
+        (10, &mut a.retry_cnt, q.retry_cnt),
+        (11, &mut a.rnr_retry, q.rnr_retry),
+        (13, &mut a.max_rd_atomic, q.max_rd_atomic),
+        (15, &mut a.min_rnr_timer, q.min_rnr_timer),
+        (17, &mut a.max_dest_rd_atomic, q.max_dest_rd_atomic),
+    ] {
+        if let Some(v) = value {
+            *field = v;
+            set(bit);
+        }
+    }
+    if let Some(p) = q.rq_psn {
+        a.rq_psn = p.value();
+        set(12);
+    }
+    if let Some(p) = q.sq_psn {
+        a.sq_psn = p.value();
+        set(16);
+    }
+    if let Some(n) = q.dest_qpn {
+        a.dest_qp_num = n.value();
+        set(20);
+    }
+    (a, mask)
+}
+
 /// `ibv_modify_qp`: an errno value (`EINVAL` for what the engine refuses, as rxe).
 pub(crate) fn modify_qp(qp: usize, a: &IbvQpAttr, mask: c_int) -> Result<(), Errno> {
     let (qpn, ctx) = with(|o| o.qps.get(&qp).map(|q| (q.qpn, q.ctx))).ok_or(EINVAL)?;
