@@ -98,7 +98,11 @@ fn the_private_node_exports_the_connection_managers_functions() {
         return skip_or_fail("objdump not found: apt-get install binutils");
     };
     let map = map_of(roce_cabi::cm::VERSION_NODE);
-    assert_eq!(map.len(), 11, "roce_cabi::cm names eleven functions: {map:?}");
+    assert_eq!(
+        map.len(),
+        11,
+        "roce_cabi::cm names eleven functions: {map:?}"
+    );
     check_exports(&ours, &map);
 }
 

@@ -234,7 +234,7 @@ pub(super) fn mtu(v: c_int) -> Result<Mtu, Errno> {
 }
 
 /// The engine's attributes for an `ibv_qp_attr` and its mask (`enum ibv_qp_attr_mask`).
-fn qp_attr(a: &IbvQpAttr, mask: c_int, model: &DeviceModel) -> Result<QpAttr, Errno> {
+pub(super) fn qp_attr(a: &IbvQpAttr, mask: c_int, model: &DeviceModel) -> Result<QpAttr, Errno> {
     let has = |bit: u32| mask & (1 << bit) != 0;
     let mut q = QpAttr::default();
     if has(0) {

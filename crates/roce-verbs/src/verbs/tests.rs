@@ -178,3 +178,74 @@ fn a_reply_to_a_ud_sender_is_addressed_from_the_ipv4_header_in_the_grh() {
         Err(crate::state::Errno(libc::EPROTONOSUPPORT))
     );
 }
+
+/// What the CM gives `rdma_init_qp_attr` (`c_qp_attr`) is an `ibv_qp_attr` that `ibv_modify_qp`
+/// reads back as the same attributes (`qp_attr`), with the source named by its GID index: 1
+/// for the NIC's address, 0 for its interface's link-local one.
+#[test]
+fn the_cms_qp_attributes_read_back_the_same_through_the_c_form() {
+    use super::qp::{c_qp_attr, qp_attr};
+    use roce_core::{AddressVector, Psn, QpAttr, QpState};
+    use std::net::{IpAddr, Ipv6Addr};
+    let ip = "198.18.0.1";
+    let mut model = crate::device::DeviceModel::new(
+        crate::config::DeviceSpec::from_env(|k| (k == crate::config::ENV_IP).then(|| ip.into()))
+            .unwrap()
+            .unwrap(),
+    );
+    let ll: Ipv6Addr = "fe80::c6ff:fe12:701".parse().unwrap();
+    model.iface = Some(crate::device::Interface {
+        name: "va".into(),
+        index: 7,
+        link_local: Some(ll),
+    });
+    let peer_ll: Ipv6Addr = "fe80::c6ff:fe12:702".parse().unwrap();
+    let paths = [
+        (
+            IpAddr::from([198, 18, 0, 1]),
+            IpAddr::from([198, 18, 0, 2]),
+            1,
+        ),
+        (IpAddr::V6(ll), IpAddr::V6(peer_ll), 0),
+    ];
+    for (src, dst, sgid_index) in paths {
+        let rtr = QpAttr {
+            qp_state: Some(QpState::Rtr),
+            av: Some(AddressVector {
+                src,
+                dst,
+                dscp: 0,
+                hop_limit: 64,
+            }),
+            path_mtu: Some(Mtu::Mtu1024),
+            dest_qpn: Some(Qpn::new(0x635)),
+            rq_psn: Some(Psn::new(0x11)),
+            max_dest_rd_atomic: Some(1),
+            min_rnr_timer: Some(0),
+            ..QpAttr::default()
+        };
+        let (c, mask) = c_qp_attr(&rtr, &model);
+        // IBV_QP_STATE, AV, PATH_MTU, RQ_PSN, MIN_RNR_TIMER, MAX_DEST_RD_ATOMIC, DEST_QPN.
+        let want = 1 | (1 << 7) | (1 << 8) | (1 << 12) | (1 << 15) | (1 << 17) | (1 << 20);
+        assert_eq!(mask, want, "{src}");
+        assert_eq!((c.qp_state, c.path_mtu, c.dest_qp_num), (2, 3, 0x635));
+        assert_eq!(c.ah_attr.grh.sgid_index, sgid_index, "{src}");
+        assert_eq!(c.ah_attr.is_global, 1);
+        assert_eq!(qp_attr(&c, mask, &model).unwrap(), rtr, "{src}");
+    }
+    let rts = QpAttr {
+        qp_state: Some(QpState::Rts),
+        sq_psn: Some(Psn::new(0x22)),
+        timeout: Some(17),
+        retry_cnt: Some(7),
+        rnr_retry: Some(7),
+        max_rd_atomic: Some(1),
+        ..QpAttr::default()
+    };
+    let (c, mask) = c_qp_attr(&rts, &model);
+    assert_eq!(
+        mask,
+        1 | (1 << 9) | (1 << 10) | (1 << 11) | (1 << 13) | (1 << 16)
+    );
+    assert_eq!(qp_attr(&c, mask, &model).unwrap(), rts);
+}
