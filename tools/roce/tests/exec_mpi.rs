@@ -2,7 +2,8 @@
 //! of its own (a NIC per rank, at 127.0.83.(rank + 1)), and the ranks talk through Open MPI's
 //! UCX pml over `rc_verbs` (UCX's wire-up over `ud_verbs`). The program (`mpi/`) ping-pongs
 //! 1 MiB between ranks 0 and 1 and runs an all-to-all, every word checked. The ranks are on one
-//! host, so `UCX_TLS` keeps UCX off shared memory and the BTLs are off. Skips, naming the
+//! host, so `UCX_TLS` keeps UCX off shared memory and the BTLs are off. A second test puts one
+//! rank in each of two network namespaces (root), as on two hosts. Skips, naming the
 //! packages, without openmpi-bin and libopenmpi-dev; under CI=true that fails.
 
 #![allow(clippy::unwrap_used)] // test code: a panic is the failure report
@@ -13,21 +14,14 @@ use std::path::Path;
 use std::process::Command;
 
 use common::exec::{have, ok_as};
+use common::netns::{NsPair, Spec};
 
 #[test]
 fn mpi_ranks_on_their_own_nics_pingpong_and_all_to_all_over_ucx() {
     if !have("mpirun", "openmpi-bin") || !have("mpicc", "libopenmpi-dev") {
         return;
     }
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mpi/pingpong_alltoall.c");
-    let exe = std::env::temp_dir().join(format!("roce-mpi-{}", std::process::id()));
-    let built = Command::new("mpicc")
-        .args(["-O2", "-Wall", "-Werror", "-o"])
-        .arg(&exe)
-        .arg(&src)
-        .output()
-        .unwrap();
-    ok_as("mpicc", &built);
+    let exe = build_program("lo");
     // Each rank's own NIC: the wrapper reads the rank Open MPI gives it.
     let rank = format!(
         "exec {} exec --ip 127.0.83.$((OMPI_COMM_WORLD_RANK + 1)) -- {}",
@@ -68,4 +62,95 @@ fn mpi_ranks_on_their_own_nics_pingpong_and_all_to_all_over_ucx() {
     // Open MPI loads call, is quiet as the real one is by default).
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!stderr.contains("not supported yet"), "{stderr}");
+}
+
+/// Builds the program of `mpi/` with mpicc (a failure fails the test); its path, in the
+/// temporary directory, named after `tag` (the tests run at once).
+fn build_program(tag: &str) -> std::path::PathBuf {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mpi/pingpong_alltoall.c");
+    let exe = std::env::temp_dir().join(format!("roce-mpi-{tag}-{}", std::process::id()));
+    let built = Command::new("mpicc")
+        .args(["-O2", "-Wall", "-Werror", "-o"])
+        .arg(&exe)
+        .arg(&src)
+        .output()
+        .unwrap();
+    ok_as("mpicc", &built);
+    exe
+}
+
+/// One rank per network namespace, as on two hosts: mpirun runs in namespace a (rank 0 at
+/// 198.18.9.1) and starts its daemon for rank 1 in namespace b (198.18.9.2) through an "rsh
+/// agent" that enters b (the daemons talk over the veth as over a network, and each rank
+/// reaches its own daemon on its namespace's loopback). Each rank under `roce exec` at its
+/// namespace's address; Open MPI's UCX pml over rc_verbs between the two NICs.
+#[test]
+fn mpi_ranks_in_two_namespaces_pingpong_and_all_to_all_over_ucx() {
+    if !have("mpirun", "openmpi-bin") || !have("mpicc", "libopenmpi-dev") {
+        return;
+    }
+    let spec = Spec {
+        what: "the MPI namespace test",
+        prefix: "mpi",
+        mac: ["02:00:c6:12:09:01", "02:00:c6:12:09:02"],
+        link_local: ["fe80::c6ff:fe12:901", "fe80::c6ff:fe12:902"],
+        ip4: ["198.18.9.1", "198.18.9.2"],
+        ip6: None,
+    };
+    let Some(pair) = NsPair::new(&spec, "pp", "mpirun", "openmpi-bin") else {
+        return;
+    };
+    let exe = build_program("ns");
+    let agent = std::env::temp_dir().join(format!("roce-mpi-agent-{}", std::process::id()));
+    let script = format!(
+        "#!/bin/sh\n# mpirun's rsh agent: the daemon's command, in the namespace of its host.\n\
+         host=$1; shift\ncase $host in 198.18.9.2) ns={b};; *) ns={a};; esac\n\
+         exec ip netns exec \"$ns\" sh -c \"$*\"\n",
+        a = pair.a,
+        b = pair.b
+    );
+    std::fs::write(&agent, script).unwrap();
+    Command::new("chmod")
+        .arg("+x")
+        .arg(&agent)
+        .status()
+        .unwrap();
+    let rank = format!(
+        "exec {} exec --ip 198.18.9.$((OMPI_COMM_WORLD_RANK + 1)) -- {}",
+        env!("CARGO_BIN_EXE_roce"),
+        exe.display()
+    );
+    let out = Command::new("ip")
+        .args(["netns", "exec", &pair.a, "timeout", "120", "mpirun"])
+        .args([
+            "--allow-run-as-root",
+            "-np",
+            "2",
+            "-host",
+            "198.18.9.1,198.18.9.2",
+        ])
+        .arg("--mca")
+        .arg("plm_rsh_agent")
+        .arg(&agent)
+        .args([
+            "--mca",
+            "pml",
+            "ucx",
+            "--mca",
+            "btl",
+            "^vader,tcp,openib,uct",
+        ])
+        .args([
+            "-x",
+            "UCX_TLS=rc_verbs,ud_verbs",
+            "-x",
+            "UCX_NET_DEVICES=roce0:1",
+        ])
+        .args(["sh", "-c", &rank])
+        .output()
+        .unwrap();
+    let _ = std::fs::remove_file(&exe);
+    let _ = std::fs::remove_file(&agent);
+    let text = ok_as("mpirun across namespaces", &out);
+    assert!(text.contains("ranks 2 bad 0"), "{text}");
 }
