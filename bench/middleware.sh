@@ -6,9 +6,9 @@
 #     ud_verbs against `ib_write_bw -s 65536 -m 4096` (goals: rc_verbs ≥ 0.9 ×, ud_verbs ≥ 0.5 ×);
 #     over rc_verbs also with `-O 64` (at most 64 sends outstanding; the default, 0, sets no
 #     bound);
-#   - 8-byte latency, typical one-way: ucx_perftest tag_lat over rc_verbs against
-#     `ib_send_lat -s 8` (goal: ≤ 1.2 ×; an MPI ping-pong over Open MPI's UCX pml is this
-#     plus MPI's matching).
+#   - 8-byte latency, typical one-way: ucx_perftest tag_lat over rc_verbs, and an MPI ping-pong
+#     (tools/roce/tests/mpi/pingpong_alltoall.c `lat`, Open MPI's UCX pml over rc_verbs, one
+#     rank per namespace) against `ib_send_lat -s 8` (goal: ≤ 1.2 ×).
 # UCX is told its transport (UCX_TLS) and device (UCX_NET_DEVICES=roce0:1) only: the two
 # processes share a host, where UCX would otherwise pick shared memory. All programs wait on
 # their sockets (no --busy-poll); ucx_perftest and perftest both spin on their CQs.
@@ -23,6 +23,7 @@ RUNS=${RUNS:-3}
 export DEBIAN_FRONTEND=noninteractive
 command -v ib_write_bw >/dev/null || { apt-get update -qq; apt-get install -y -qq perftest >/dev/null; }
 command -v ucx_perftest >/dev/null || { apt-get update -qq; apt-get install -y -qq ucx-utils >/dev/null; }
+command -v mpicc >/dev/null || { apt-get update -qq; apt-get install -y -qq openmpi-bin libopenmpi-dev >/dev/null; }
 cargo build -q --release -p roce -p roce-verbs-so -p roce-rdmacm-so
 ROCE=$PWD/target/release/roce
 A_IP=198.18.3.1; B_IP=198.18.3.2
@@ -59,22 +60,39 @@ ucx() {
 # the overall bandwidth (MB/s, 2^20) in 10^6 bytes per second, and the typical latency (µs).
 ucx_bw() { ucx tag_bw "$1" 65536 5000 "${@:2}" | awk '{printf "%.2f\n", $7 * 1.048576}'; }
 ucx_lat() { ucx tag_lat rc_verbs,ud_verbs 8 20000 | awk '{print $3}'; }
+# The MPI program, and mpirun's "rsh agent" that starts the daemon of host B_IP in namespace b.
+MPI_APP=$PWD/target/bench/mpi-pingpong
+mkdir -p target/bench
+mpicc -O2 -o "$MPI_APP" tools/roce/tests/mpi/pingpong_alltoall.c
+AGENT=$PWD/target/bench/mpi-agent.sh
+printf '#!/bin/sh\nhost=$1; shift\ncase $host in %s) ns=%s;; *) ns=%s;; esac\nexec ip netns exec "$ns" sh -c "$*"\n' \
+    "$B_IP" "$B" "$A" >"$AGENT"
+chmod +x "$AGENT"
+mpi_lat() {  # the MPI ping-pong's typical one-way latency, µs
+    ina timeout 120 mpirun --allow-run-as-root -np 2 -host "$A_IP,$B_IP" --mca plm_rsh_agent "$AGENT" \
+        --mca pml ucx --mca btl '^vader,tcp,openib,uct' \
+        -x UCX_TLS=rc_verbs,ud_verbs -x UCX_NET_DEVICES=roce0:1 \
+        sh -c "if [ \$OMPI_COMM_WORLD_RANK = 0 ]; then ip=$A_IP; else ip=$B_IP; fi; exec $ROCE exec --ip \$ip -- $MPI_APP lat" |
+        awk '/^lat_us/ {print $2}'
+}
 
 : >"${TMPDIR:-/tmp}/mw.$$"
 for run in $(seq "$RUNS"); do
     w=$(exec_write); r=$(ucx_bw rc_verbs,ud_verbs); o=$(ucx_bw rc_verbs,ud_verbs -O 64)
-    u=$(ucx_bw ud_verbs); l=$(exec_lat); t=$(ucx_lat)
-    echo "run $run: ib_write_bw $w MB/s, tag_bw rc_verbs $r (-O 64: $o), ud_verbs $u; ib_send_lat $l µs, tag_lat $t"
-    echo "$w $r $u $l $t $o" >>"${TMPDIR:-/tmp}/mw.$$"
+    u=$(ucx_bw ud_verbs); l=$(exec_lat); t=$(ucx_lat); m=$(mpi_lat)
+    echo "run $run: ib_write_bw $w MB/s, tag_bw rc_verbs $r (-O 64: $o), ud_verbs $u; ib_send_lat $l µs, tag_lat $t, MPI $m"
+    echo "$w $r $u $l $t $o $m" >>"${TMPDIR:-/tmp}/mw.$$"
 done
 col() { awk -v c="$1" '{print $c}' "${TMPDIR:-/tmp}/mw.$$" | median; }
-W=$(col 1); R=$(col 2); U=$(col 3); L=$(col 4); T=$(col 5); O=$(col 6)
+W=$(col 1); R=$(col 2); U=$(col 3); L=$(col 4); T=$(col 5); O=$(col 6); M=$(col 7)
 rm -f "${TMPDIR:-/tmp}/mw.$$"
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN{printf "%.2f", a / b}'; }
 goal() { awk -v r="$1" -v g="$3" -v op="$2" 'BEGIN{ok = (op == ">=") ? r >= g : r <= g; print (ok ? "met" : "missed")}'; }
 rr=$(ratio "$R" "$W"); or=$(ratio "$O" "$W"); ur=$(ratio "$U" "$W"); lr=$(ratio "$T" "$L")
+mr=$(ratio "$M" "$L")
 echo "median of $RUNS:"
 echo "  ucx_perftest tag_bw rc_verbs $R MB/s / ib_write_bw $W MB/s = $rr × (goal ≥ 0.9: $(goal "$rr" ">=" 0.9))"
 echo "  ucx_perftest tag_bw -O 64 rc_verbs $O MB/s / ib_write_bw $W MB/s = $or × (goal ≥ 0.9: $(goal "$or" ">=" 0.9))"
 echo "  ucx_perftest tag_bw ud_verbs $U MB/s / ib_write_bw $W MB/s = $ur × (goal ≥ 0.5: $(goal "$ur" ">=" 0.5))"
 echo "  ucx_perftest tag_lat rc_verbs $T µs / ib_send_lat $L µs = $lr × (goal ≤ 1.2: $(goal "$lr" "<=" 1.2))"
+echo "  MPI ping-pong (Open MPI, UCX pml, rc_verbs) $M µs / ib_send_lat $L µs = $mr × (goal ≤ 1.2: $(goal "$mr" "<=" 1.2))"
