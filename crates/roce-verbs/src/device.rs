@@ -171,7 +171,7 @@ impl DeviceModel {
             return None;
         }
         Some(match (&self.iface, self.spec.ip, self.spec.backend) {
-            (_, _, Backend::Raw) => "the raw backend has no IPv6".to_owned(),
+            (_, _, Backend::Raw) => "the raw backend sends from its --ip address alone".to_owned(),
             (Some(i), ..) => format!(
                 "{}, which holds {}, has no IPv6 link-local address",
                 i.name, self.spec.ip

@@ -16,7 +16,7 @@ use common::exec::{
     Side, exec_cm_pair, ok_as as ok, rping_done, spawn_exec, transfers_complete, wait_listening,
 };
 use common::netns::{NsPair, Spec};
-use common::run_ok;
+use common::{run_ok, sh};
 use std::process::Output;
 
 /// Namespace a (clients) and b (servers).
@@ -340,4 +340,49 @@ fn ucmatose_over_ipv6() {
         &["ucmatose", "-s", B_IP6, "-C", "5"],
     );
     transfers_complete("ucmatose", &run);
+}
+
+/// The raw backend over IPv6: `roce pingpong --backend raw` in b plays fd00:198:18:6::4, an
+/// address no kernel owns, on vb. a's kernel finds it by neighbour discovery (the raw NIC
+/// answers the solicitation for it), and the raw NIC finds a's address the same way; the
+/// client's NIC (UDP backend) takes its address from the TCP connection to b's kernel.
+#[test]
+fn the_raw_backend_plays_an_ipv6_address_through_neighbour_discovery() {
+    let Some(pair) = Pair::new(&SPEC, "raw", "ip", "iproute2") else {
+        return;
+    };
+    let raw_ip = "fd00:198:18:6::4";
+    let roce = env!("CARGO_BIN_EXE_roce");
+    let spawn = |ns: &str, extra: &[&str]| {
+        std::process::Command::new("ip")
+            .args(["netns", "exec", ns, "timeout", "120", roce, "pingpong"])
+            .args(["-p", "18790", "-n", "20", "-s", "4096"])
+            .args(extra)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let server = spawn(
+        &pair.b,
+        &["--backend", "raw", "--dev", "vb", "--ip", raw_ip],
+    );
+    wait_listening(server.id(), "18790");
+    let client = spawn(&pair.a, &[B_IP6]).wait_with_output().unwrap();
+    let server = server.wait_with_output().unwrap();
+    for (who, out, local, remote) in [
+        ("client", &client, A_IP6, raw_ip),
+        ("server", &server, raw_ip, A_IP6),
+    ] {
+        let text = ok(&format!("roce pingpong (raw server) {who}"), out);
+        assert!(text.contains("20 iters in"), "{who}: {text}");
+        for (label, gid) in [("local address", local), ("remote address", remote)] {
+            let line = text.lines().find(|l| l.contains(label)).unwrap();
+            assert!(line.ends_with(&format!("GID {gid}")), "{who}: {line}");
+        }
+    }
+    // a's kernel learnt the raw NIC's MAC (vb's) from its neighbour advertisement.
+    let neigh = sh(&["ip", "-n", &pair.a, "-6", "neigh", "show", raw_ip]);
+    let neigh = String::from_utf8_lossy(&neigh.stdout);
+    assert!(neigh.contains(&format!("lladdr {B_MAC}")), "{neigh:?}");
 }

@@ -8,6 +8,7 @@ use roce_core::{Ecn, Transmit};
 
 mod bind_error;
 mod counters;
+mod ndp;
 pub mod packet_socket;
 pub mod raw;
 #[allow(unsafe_code)]

@@ -528,16 +528,19 @@ pub fn cut_batch<'a>(bytes: &'a [u8], vnet: &VirtioNetHdr) -> Result<Segments<'a
     if size == 0 {
         return Err(CutError::Malformed);
     }
-    // What the batch is, before whether it is well formed: IPv6 and TCP are not cut here.
+    // What the batch is, before whether it is well formed: only UDP over IPv4 or IPv6 is cut.
     let lax = LaxSlicedPacket::from_ethernet(bytes).map_err(|_| CutError::Malformed)?;
     match lax.ether_payload().map(|payload| payload.ether_type) {
-        Some(EtherType::IPV4) => {}
+        Some(EtherType::IPV4 | EtherType::IPV6) => {}
         Some(_) => return Err(CutError::Unsupported),
         None => return Err(CutError::Malformed),
     }
-    if let Some(LaxNetSlice::Ipv4(v4)) = &lax.net
-        && v4.payload().ip_number != IpNumber::UDP
-    {
+    let ip_number = match &lax.net {
+        Some(LaxNetSlice::Ipv4(v4)) => Some(v4.payload().ip_number),
+        Some(LaxNetSlice::Ipv6(v6)) => Some(v6.payload().ip_number),
+        _ => None,
+    };
+    if ip_number.is_some_and(|n| n != IpNumber::UDP) {
         return Err(CutError::Unsupported);
     }
     Frame::parse(LinkType::Ethernet, bytes)
@@ -551,7 +554,7 @@ pub fn cut_batch<'a>(bytes: &'a [u8], vnet: &VirtioNetHdr) -> Result<Segments<'a
 pub struct ReceiverStats {
     /// Segmentation-offload batches cut into their datagrams.
     pub batches_cut: AtomicU64,
-    /// Frames dropped: batches that cannot be cut (TCP, IPv6, malformed).
+    /// Frames dropped: batches that cannot be cut (TCP, malformed).
     pub dropped: AtomicU64,
     /// Frames the kernel dropped because the receive ring was full.
     pub ring_full: AtomicU64,

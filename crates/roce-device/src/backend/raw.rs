@@ -4,10 +4,10 @@
 //! Because it builds every header itself, it can do what a UDP socket cannot: a UDP source port
 //! per QP (the NIC runs with `SrcPortPolicy::PerQp`, as rxe does), the DSCP and ECN bits of every
 //! packet, and, on receive, the whole IP header, so every ICRC is checked in full (the IPv4 ID
-//! included). It answers ARP for its own address and learns its peers' MACs from ARP, and the
-//! MAC of a peer it does not know yet from the first frame that peer sends (never a new one for
-//! a known peer: a forged frame must not redirect its packets), so it can play an address that
-//! no kernel owns.
+//! included). It answers ARP (IPv4) or neighbour solicitations (IPv6, [`super::ndp`]) for its
+//! own address and learns its peers' MACs from them, and the MAC of a peer it does not know
+//! yet from the first frame that peer sends (never a new one for a known peer: a forged frame
+//! must not redirect its packets), so it can play an address that no kernel owns.
 //!
 //! The device's task reads the ring itself (the socket is registered with tokio): each wake-up
 //! takes every frame that has arrived, copying only the RoCEv2 payloads into the driver's
@@ -20,11 +20,12 @@
 //!
 //! The interface should carry no IP address of the host for the NIC's address: otherwise the
 //! kernel also receives the datagrams to port 4791 and answers them with ICMP port unreachable.
-//! IPv4 only for now (IPv6 needs neighbour discovery).
+//! Over IPv6 every datagram leaves in a frame of its own (no offload batch), and GID 0, the
+//! link-local address, carries no traffic here.
 
 use std::collections::HashMap;
 use std::io;
-use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::net::{IpAddr, Ipv6Addr, SocketAddr};
 use std::sync::Arc;
 
 use etherparse_arp::{arp_reply, arp_request, parse_arp};
@@ -33,9 +34,9 @@ use roce_wire::frame::{Ethernet, Frame, FrameRepr, Ip, LinkType, Transport};
 use tokio::io::unix::AsyncFd;
 
 use super::packet_socket::{self, PacketSocket, Receiver, RxFrame, Sender, cut_batch};
-use super::{Backend, BackendCounters, Counter, Received};
+use super::{Backend, BackendCounters, Counter, Received, ndp};
 
-/// An AF_PACKET socket on one interface, playing one IPv4 address.
+/// An AF_PACKET socket on one interface, playing one IP address.
 #[derive(Debug)]
 pub struct RawBackend {
     rx: AsyncFd<Receiver>,
@@ -47,10 +48,10 @@ pub struct RawBackend {
 struct Link {
     tx: Sender,
     mac: [u8; 6],
-    ip: Ipv4Addr,
-    neighbours: HashMap<Ipv4Addr, [u8; 6]>,
-    /// Frames waiting for an ARP reply, per address.
-    waiting: HashMap<Ipv4Addr, Vec<(FrameRepr, Vec<u8>)>>,
+    ip: IpAddr,
+    neighbours: HashMap<IpAddr, [u8; 6]>,
+    /// Frames waiting for an ARP reply or a neighbour advertisement, per address.
+    waiting: HashMap<IpAddr, Vec<(FrameRepr, Vec<u8>)>>,
     /// Whether the kernel takes UDP batches to cut (false after it refused one).
     gso: bool,
     /// Headers of the frame being sent.
@@ -64,12 +65,6 @@ impl RawBackend {
     /// process lacks CAP_NET_RAW or the interface does not exist. Must be called inside a
     /// tokio runtime.
     pub fn open(interface: &str, ip: IpAddr) -> io::Result<Self> {
-        let IpAddr::V4(ip) = ip else {
-            return Err(io::Error::new(
-                io::ErrorKind::Unsupported,
-                "the raw backend speaks IPv4 only for now",
-            ));
-        };
         let PacketSocket { tx, rx, mac, .. } =
             packet_socket::open(interface, false).map_err(|err| {
                 if err.kind() == io::ErrorKind::PermissionDenied {
@@ -103,7 +98,8 @@ impl RawBackend {
 }
 
 impl Link {
-    /// Handles one frame: ARP is answered or learnt from; the RoCEv2 datagrams to our address
+    /// Handles one frame: ARP and neighbour discovery are answered or learnt from; the RoCEv2
+    /// datagrams to our address
     /// (one, or the datagrams of an offload batch) are copied into `buf` at `*at` and
     /// described in `out`. Returns false, taking nothing, when `buf` has no room for them.
     fn take(
@@ -122,15 +118,18 @@ impl Link {
         if !wanted(bytes) {
             return true;
         }
-        if let Some(arp) = parse_arp(bytes) {
-            self.neighbours.insert(arp.sender_ip, arp.sender_mac);
-            if arp.is_request && arp.target_ip == self.ip {
-                let reply = arp_reply(self.mac, self.ip, arp.sender_mac, arp.sender_ip);
-                if let Err(err) = self.tx.send(&[&reply]) {
-                    tracing::debug!(error = %err, "raw backend: ARP reply not sent");
-                }
+        // ARP and ICMPv6 are taken here whatever they hold: only what teaches a neighbour or
+        // asks for us is acted on.
+        if bytes.get(12..14) == Some(&[0x08, 0x06]) {
+            if let (Some(arp), IpAddr::V4(us)) = (parse_arp(bytes), self.ip) {
+                self.on_arp(&arp, us);
             }
-            self.flush_waiting(arp.sender_ip);
+            return true;
+        }
+        if is_icmpv6(bytes) {
+            if let (Some(nd), IpAddr::V6(us)) = (ndp::parse(bytes), self.ip) {
+                self.on_neighbour_discovery(nd, us);
+            }
             return true;
         }
         let malformed = |counters: &BackendCounters| {
@@ -146,15 +145,14 @@ impl Link {
         else {
             return malformed(&self.counters);
         };
-        if ip.dst != IpAddr::V4(self.ip) || udp.dst_port != roce_wire::ROCE_V2_UDP_PORT {
+        if ip.dst != self.ip || udp.dst_port != roce_wire::ROCE_V2_UDP_PORT {
             return true;
         }
         if *at + payload.len() > buf.len() {
             return false;
         }
-        if let IpAddr::V4(src) = ip.src
-            && !self.neighbours.contains_key(&src)
-        {
+        if !self.neighbours.contains_key(&ip.src) {
+            let src = ip.src;
             // A datagram teaches the MAC of a peer we know nothing of yet (saving the ARP
             // round trip before the first answer), never a new one for a known peer: before
             // its ICRC is checked, a forged frame could otherwise send our packets for that
@@ -197,7 +195,49 @@ impl Link {
         true
     }
 
-    fn flush_waiting(&mut self, ip: Ipv4Addr) {
+    /// An ARP request or reply: its sender is learnt, and a request for our address answered.
+    fn on_arp(&mut self, arp: &etherparse_arp::Arp, us: std::net::Ipv4Addr) {
+        let sender = IpAddr::V4(arp.sender_ip);
+        self.neighbours.insert(sender, arp.sender_mac);
+        if arp.is_request && arp.target_ip == us {
+            let reply = arp_reply(self.mac, us, arp.sender_mac, arp.sender_ip);
+            if let Err(err) = self.tx.send(&[&reply]) {
+                tracing::debug!(error = %err, "raw backend: ARP reply not sent");
+            }
+        }
+        self.flush_waiting(sender);
+    }
+
+    /// A neighbour solicitation or advertisement: the sender of a solicitation (whose MAC
+    /// it carries) is learnt, as ARP learns a requester, and one for our address is answered;
+    /// an advertisement teaches its target's MAC, a known neighbour's too (as ARP replies
+    /// update the table; a solicited advertisement is what the kernel's table believes).
+    fn on_neighbour_discovery(&mut self, nd: ndp::Ndp, us: Ipv6Addr) {
+        let (learnt, mac) = if nd.is_solicitation {
+            (nd.sender_ip, nd.mac)
+        } else {
+            (nd.target, nd.mac)
+        };
+        // An unspecified sender (a peer's duplicate address detection) teaches nothing.
+        if let Some(mac) = mac
+            && !learnt.is_unspecified()
+        {
+            self.neighbours.insert(IpAddr::V6(learnt), mac);
+        }
+        if nd.is_solicitation
+            && nd.target == us
+            && let Some(to_mac) = nd.mac
+            && !nd.sender_ip.is_unspecified()
+        {
+            let reply = ndp::advertisement(self.mac, us, to_mac, nd.sender_ip);
+            if let Err(err) = self.tx.send(&[&reply]) {
+                tracing::debug!(error = %err, "raw backend: neighbour advertisement not sent");
+            }
+        }
+        self.flush_waiting(IpAddr::V6(learnt));
+    }
+
+    fn flush_waiting(&mut self, ip: IpAddr) {
         let (Some(mac), Some(frames)) =
             (self.neighbours.get(&ip).copied(), self.waiting.remove(&ip))
         else {
@@ -239,30 +279,33 @@ impl Link {
     }
 
     /// The frame headers of `transmit`'s packets (the destination MAC filled in later), with
-    /// IPv4 ID `ip_id` and DF, as the engine sealed the ICRC for.
-    fn repr(&self, transmit: &Transmit, ip_id: u16) -> io::Result<(FrameRepr, Ipv4Addr)> {
-        let (IpAddr::V4(src), IpAddr::V4(dst)) = (transmit.src, transmit.dst.ip()) else {
+    /// IPv4 ID `ip_id` and DF, as the engine sealed the ICRC for; over IPv6, flow label 0 (the
+    /// ICRC does not cover it).
+    fn repr(&self, transmit: &Transmit, ip_id: u16) -> io::Result<(FrameRepr, IpAddr)> {
+        let (src, dst) = (transmit.src, transmit.dst.ip());
+        if src.is_ipv4() != dst.is_ipv4() {
             return Err(io::Error::new(
-                io::ErrorKind::Unsupported,
-                "the raw backend speaks IPv4 only for now",
+                io::ErrorKind::InvalidInput,
+                "the source and destination are of two families",
             ));
-        };
+        }
+        let v4 = src.is_ipv4();
         let repr = FrameRepr {
             ethernet: Ethernet {
                 src: self.mac,
                 dst: self.neighbours.get(&dst).copied().unwrap_or([0xff; 6]),
                 vlan: None,
-                ether_type: 0x0800,
+                ether_type: if v4 { 0x0800 } else { 0x86dd },
             },
             ip: Ip {
-                src: IpAddr::V4(src),
-                dst: IpAddr::V4(dst),
+                src,
+                dst,
                 dscp: transmit.dscp,
                 ecn: transmit.ecn,
                 ttl: transmit.ttl,
-                identification: Some(ip_id),
-                dont_fragment: true,
-                flow_label: None,
+                identification: v4.then_some(ip_id),
+                dont_fragment: v4,
+                flow_label: (!v4).then_some(0),
             },
             src_port: transmit.src_port,
             dst_port: transmit.dst.port(),
@@ -271,8 +314,8 @@ impl Link {
     }
 
     /// Queues the datagrams of `payload` (`segment` bytes each, datagram `i` with ID `i`) for
-    /// `dst`'s ARP reply, and asks for it.
-    fn wait_for_arp(
+    /// `dst`'s ARP reply or neighbour advertisement, and asks for it.
+    fn wait_for_neighbour(
         &mut self,
         transmit: &Transmit,
         payload: &[u8],
@@ -286,7 +329,11 @@ impl Link {
                 queue.push((repr, datagram.to_vec()));
             }
         }
-        let request = arp_request(self.mac, self.ip, dst);
+        let request = match (self.ip, dst) {
+            (IpAddr::V4(us), IpAddr::V4(dst)) => arp_request(self.mac, us, dst),
+            (IpAddr::V6(us), IpAddr::V6(dst)) => ndp::solicitation(self.mac, us, dst),
+            _ => return Err(io::Error::from(io::ErrorKind::InvalidInput)),
+        };
         self.tx.send(&[&request])
     }
 }
@@ -337,7 +384,8 @@ impl Backend for RawBackend {
         if self.link.neighbours.contains_key(&dst) {
             self.link.emit(&repr, payload)
         } else {
-            self.link.wait_for_arp(transmit, payload, payload.len())
+            self.link
+                .wait_for_neighbour(transmit, payload, payload.len())
         }
     }
 
@@ -350,12 +398,12 @@ impl Backend for RawBackend {
         let segment = segment.max(1);
         let (repr, dst) = self.link.repr(transmit, 0)?;
         if !self.link.neighbours.contains_key(&dst) {
-            return self.link.wait_for_arp(transmit, payload, segment);
+            return self.link.wait_for_neighbour(transmit, payload, segment);
         }
         if payload.len() <= segment {
             return self.link.emit(&repr, payload);
         }
-        if self.link.gso {
+        if self.link.gso && repr.ip.src.is_ipv4() {
             match self.link.emit_batch(&repr, payload, segment) {
                 Ok(()) => return Ok(()),
                 Err(err) if err.raw_os_error() == Some(nix::libc::EINVAL) => {
@@ -391,11 +439,13 @@ impl Backend for RawBackend {
     }
 }
 
-/// Frames that are worth a full parse: ARP, and IPv4 UDP to port 4791 (cheap byte checks).
 /// Whether `frame` is an IPv4 fragment (More Fragments set or a non-zero offset) of a UDP
 /// datagram to `ip`: the first fragment carries the UDP header, the others do not, so none of
 /// them can be told apart as RoCEv2 by its port; all are dropped and counted.
-fn is_udp_fragment_to(frame: &[u8], ip: Ipv4Addr) -> bool {
+fn is_udp_fragment_to(frame: &[u8], ip: IpAddr) -> bool {
+    let IpAddr::V4(ip) = ip else {
+        return false;
+    };
     frame.get(12..14) == Some(&[0x08, 0x00])
         && frame.get(23) == Some(&17)
         && frame
@@ -404,15 +454,28 @@ fn is_udp_fragment_to(frame: &[u8], ip: Ipv4Addr) -> bool {
         && frame.get(30..34) == Some(&ip.octets()[..])
 }
 
+/// Whether `frame` is ICMPv6 over Ethernet (no extension header between: neighbour discovery
+/// has none).
+fn is_icmpv6(frame: &[u8]) -> bool {
+    frame.get(12..14) == Some(&[0x86, 0xdd]) && frame.get(20) == Some(&58)
+}
+
+/// Frames that are worth a full parse (cheap byte checks): ARP, ICMPv6 (neighbour discovery),
+/// and UDP to port 4791 over IPv4 or IPv6 (whose UDP header follows the fixed header: RoCEv2
+/// has no extension headers).
 fn wanted(frame: &[u8]) -> bool {
+    let port = &roce_wire::ROCE_V2_UDP_PORT.to_be_bytes()[..];
     match frame.get(12..14) {
         Some([0x08, 0x06]) => true,
         Some([0x08, 0x00]) => {
             let ihl = usize::from(frame.get(14).map_or(0, |b| b & 0x0f)) * 4;
-            frame.get(23) == Some(&17)
-                && frame.get(14 + ihl + 2..14 + ihl + 4)
-                    == Some(&roce_wire::ROCE_V2_UDP_PORT.to_be_bytes()[..])
+            frame.get(23) == Some(&17) && frame.get(14 + ihl + 2..14 + ihl + 4) == Some(port)
         }
+        Some([0x86, 0xdd]) => match frame.get(20) {
+            Some(58) => true,
+            Some(17) => frame.get(14 + 40 + 2..14 + 40 + 4) == Some(port),
+            _ => false,
+        },
         _ => false,
     }
 }
@@ -496,6 +559,7 @@ mod etherparse_arp {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::net::Ipv4Addr;
 
     const US: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 2);
 
@@ -524,16 +588,19 @@ mod tests {
         const DF: u16 = 0x4000;
         const MF: u16 = 0x2000;
         // The first fragment: MF, offset 0, the UDP header to 4791.
-        assert!(is_udp_fragment_to(&frame(US, MF, true), US));
+        assert!(is_udp_fragment_to(&frame(US, MF, true), IpAddr::V4(US)));
         // A middle and the last fragment: no UDP header, an offset (in 8-byte units).
-        assert!(is_udp_fragment_to(&frame(US, MF | 185, false), US));
-        assert!(is_udp_fragment_to(&frame(US, 370, false), US));
+        assert!(is_udp_fragment_to(
+            &frame(US, MF | 185, false),
+            IpAddr::V4(US)
+        ));
+        assert!(is_udp_fragment_to(&frame(US, 370, false), IpAddr::V4(US)));
         // Whole datagrams, with and without DF, and fragments for someone else.
-        assert!(!is_udp_fragment_to(&frame(US, DF, true), US));
-        assert!(!is_udp_fragment_to(&frame(US, 0, true), US));
+        assert!(!is_udp_fragment_to(&frame(US, DF, true), IpAddr::V4(US)));
+        assert!(!is_udp_fragment_to(&frame(US, 0, true), IpAddr::V4(US)));
         assert!(!is_udp_fragment_to(
             &frame(Ipv4Addr::new(198, 18, 0, 3), MF, true),
-            US
+            IpAddr::V4(US)
         ));
         // A whole RoCEv2 datagram is wanted; a later fragment would not even look like one.
         assert!(wanted(&frame(US, DF, true)));
@@ -577,7 +644,7 @@ mod tests {
             let mut link = Link {
                 tx,
                 mac,
-                ip: us,
+                ip: IpAddr::V4(us),
                 neighbours: HashMap::new(),
                 waiting: HashMap::new(),
                 gso: true,
@@ -595,7 +662,7 @@ mod tests {
             };
             // The first packet to the peer waits for its ARP reply...
             let first = [0xaa; 40];
-            link.wait_for_arp(&transmit(40), &first, 40).unwrap();
+            link.wait_for_neighbour(&transmit(40), &first, 40).unwrap();
             // ...and before any comes, a packet from the peer teaches us its MAC.
             let mut from_peer = FrameRepr::for_datagram(
                 SocketAddr::new(IpAddr::V4(peer), 4791),
@@ -616,7 +683,7 @@ mod tests {
             };
             assert!(link.take(frame, &mut buf, &mut at, &mut out));
             assert_eq!(
-                (out.len(), link.neighbours.get(&peer)),
+                (out.len(), link.neighbours.get(&IpAddr::V4(peer))),
                 (1, Some(&peer_mac))
             );
             // A forged datagram from the peer's address, from another MAC, is taken (the
@@ -629,7 +696,7 @@ mod tests {
             };
             assert!(link.take(frame, &mut buf, &mut at, &mut out));
             assert_eq!(
-                (out.len(), link.neighbours.get(&peer)),
+                (out.len(), link.neighbours.get(&IpAddr::V4(peer))),
                 (2, Some(&peer_mac))
             );
             // The next packet goes straight out, as `send` sends it to a known neighbour.
@@ -638,7 +705,11 @@ mod tests {
             link.emit(&repr, &second).unwrap();
             let seen = roce_payloads(&mut wire, 2, std::time::Duration::from_secs(5));
             assert_eq!(seen, [first.to_vec(), second.to_vec()], "in the order sent");
-            assert!(link.waiting.get(&peer).is_none_or(Vec::is_empty));
+            assert!(
+                link.waiting
+                    .get(&IpAddr::V4(peer))
+                    .is_none_or(Vec::is_empty)
+            );
         })
         .join()
         .unwrap();

@@ -43,6 +43,28 @@ pub(crate) fn register_udp(
     Ok(unsafe { AsyncFd::register_with_interest(socket, Interest::READABLE) }?)
 }
 
+/// Sets `UDP_NO_CHECK6_RX` (<linux/udp.h>) on a UDP socket: IPv6 datagrams with a zero UDP
+/// checksum are taken instead of dropped.
+pub(crate) fn set_udp_no_check6_rx(socket: &std::net::UdpSocket) -> io::Result<()> {
+    const UDP_NO_CHECK6_RX: libc::c_int = 102;
+    let on: libc::c_int = 1;
+    // SAFETY: a valid descriptor, and an int option passed with its size.
+    let rc = unsafe {
+        libc::setsockopt(
+            socket.as_raw_fd(),
+            libc::IPPROTO_UDP,
+            UDP_NO_CHECK6_RX,
+            (&raw const on).cast(),
+            size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
 /// Moves the calling thread into the network namespace `/var/run/netns/NAME` (`setns(2)`): for
 /// tests that open packet sockets on the interfaces of a namespace they made.
 #[cfg(test)]

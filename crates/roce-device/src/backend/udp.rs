@@ -146,6 +146,9 @@ impl Opened {
         let state = UdpSocketState::new((&std_socket).into())?;
         size_buffers(&std_socket);
         let local = std_socket.local_addr()?;
+        if local.is_ipv6() {
+            accept_zero_checksums(&std_socket);
+        }
         let tx = SocketSender {
             socket: std_socket.try_clone()?,
             ipv4: local.is_ipv4(),
@@ -653,6 +656,16 @@ const SOCKET_BUFFER: usize = 8 << 20;
 /// `SO_RCVBUF` is capped at rmem_max (wmem_max for sends, where a full buffer only makes the
 /// sender wait), and a receive cap below what we asked for is said once, with the sysctl that lifts
 /// it.
+/// Lets an IPv6 socket take UDP datagrams whose checksum is 0 (`UDP_NO_CHECK6_RX`), which the
+/// kernel otherwise drops: rxe sends RoCEv2 over IPv6 without a UDP checksum (its tunnel socket
+/// has `use_udp6_tx_checksums` off, rxe_net.c `rxe_setup_udp_tunnel`), as IBA Annex A17.4.2
+/// allows, and takes such datagrams itself; so does our raw backend.
+fn accept_zero_checksums(socket: &std::net::UdpSocket) {
+    if let Err(err) = super::sys::set_udp_no_check6_rx(socket) {
+        tracing::debug!(error = %err, "UDP_NO_CHECK6_RX not set: IPv6 datagrams without a checksum will be dropped");
+    }
+}
+
 fn size_buffers(socket: &std::net::UdpSocket) {
     use nix::sys::socket::{getsockopt, setsockopt, sockopt};
     /// The cap is said once per process, not once per NIC.

@@ -63,6 +63,45 @@ fn a_batch_is_cut_into_datagrams_with_their_own_headers() {
     }
 }
 
+/// A UDP/IPv6 batch, as an IPv6 UDP socket sends one over a veth: cut as the wire would carry
+/// it, each datagram with its own lengths and no IPv4 identification.
+#[test]
+fn an_ipv6_batch_is_cut_into_its_datagrams() {
+    let payload: Vec<u8> = (0..2500u32).map(|i| i as u8).collect();
+    let mut frame = vec![0u8; 14];
+    frame[12..14].copy_from_slice(&0x86ddu16.to_be_bytes());
+    let udp_len = (8 + payload.len()) as u16;
+    frame.extend_from_slice(&[0x60, 0, 0, 0]);
+    frame.extend_from_slice(&udp_len.to_be_bytes());
+    frame.extend_from_slice(&[17, 64]);
+    for last in [1u8, 2] {
+        let mut a = [0u8; 16];
+        a[..2].copy_from_slice(&[0xfd, 0]);
+        a[15] = last;
+        frame.extend_from_slice(&a);
+    }
+    frame.extend_from_slice(&[0xc0, 0x01, 0x12, 0xb7]);
+    frame.extend_from_slice(&udp_len.to_be_bytes());
+    frame.extend_from_slice(&[0, 0]);
+    frame.extend_from_slice(&payload);
+    let batch = cut_batch(&frame, &gso(1000)).unwrap();
+    assert_eq!(batch.count(), 3);
+    let mut out = Vec::new();
+    for index in 0..3 {
+        assert_eq!(
+            batch.payload(index),
+            &payload[index * 1000..(index * 1000 + 1000).min(2500)]
+        );
+        assert_eq!(batch.ip_id(index), None);
+        assert!(batch.write(index, &mut out));
+        let parsed = Frame::parse(LinkType::Ethernet, &out).unwrap();
+        let Some(roce_wire::frame::Transport::Udp(udp, data)) = parsed.transport else {
+            panic!("datagram {index} is not UDP");
+        };
+        assert_eq!((udp.dst_port, data), (4791, batch.payload(index)));
+    }
+}
+
 #[test]
 fn ids_wrap_and_exact_multiples_have_no_empty_tail() {
     let frame = super_frame(&[1u8; 3000], 0xffff);
@@ -90,12 +129,10 @@ fn what_cannot_be_cut_is_refused_without_panic() {
         CutError::Unsupported
     );
     assert_eq!(cut_batch(&frame, &gso(0)).unwrap_err(), CutError::Malformed);
+    // An IPv4 header in a frame that says IPv6.
     let mut ipv6 = frame.clone();
     ipv6[12..14].copy_from_slice(&0x86ddu16.to_be_bytes());
-    assert_eq!(
-        cut_batch(&ipv6, &gso(10)).unwrap_err(),
-        CutError::Unsupported
-    );
+    assert_eq!(cut_batch(&ipv6, &gso(10)).unwrap_err(), CutError::Malformed);
     let mut long = frame.clone();
     long[16..18].copy_from_slice(&2000u16.to_be_bytes());
     assert_eq!(cut_batch(&long, &gso(10)).unwrap_err(), CutError::Malformed);
