@@ -478,28 +478,23 @@ fn qperf_rc_tests_through_its_connection_manager_end_cleanly() {
     assert_eq!(stats["counters"]["retransmit_timeouts"], 0, "{stats}");
 }
 
-#[test]
-fn fi_pingpong_msg_runs_over_libfabrics_verbs_provider() {
+/// fi_pingpong between the NIC at 127.0.0.1 (server) and one at 127.0.13.114, with `args`
+/// after `env` (`NAME=VALUE`, for both): every size from 64 B to 1 MiB, 10 sent and acked.
+/// The server finds its device by binding the addresses of the host's interfaces and
+/// "localhost" (`vrb_get_rai_id`): on loopback only 127.0.0.1 is one of them. The client first
+/// connects to the server's TCP control port (47592).
+fn fi_pingpong(env: &[&str], args: &[&str]) {
     if !have("fi_pingpong", "libfabric-bin") {
         return;
     }
-    // libfabric's MSG endpoints go through librdmacm: rdma_getaddrinfo("localhost", NULL,
-    // RAI_PASSIVE) for every device, rdma_migrate_id to its event queues, RDMA_MAX_* depths.
-    // The server finds its device by binding the addresses of the host's interfaces and
-    // "localhost" (vrb_get_rai_id): on loopback only 127.0.0.1 is one of them.
-    // The client first connects to the server's TCP control port (47592).
     let wrap = ["timeout", "60"];
     let side = |ip| Side {
         wrapper: &wrap,
         ip,
         exec_args: &[],
     };
-    let (client, server) = exec_pair(
-        side("127.0.0.1"),
-        side("127.0.13.114"),
-        "47592",
-        &["fi_pingpong", "-p", "verbs", "-e", "msg", "-d", "roce0"],
-    );
+    let argv = [&["env"], env, &["fi_pingpong"], args].concat();
+    let (client, server) = exec_pair(side("127.0.0.1"), side("127.0.13.114"), "47592", &argv);
     for (side, out) in [("server", &server), ("client", &client)] {
         let text = ok_as(side, out);
         let rows: Vec<&str> = text
@@ -509,7 +504,20 @@ fn fi_pingpong_msg_runs_over_libfabrics_verbs_provider() {
         assert_eq!(
             rows.len(),
             6,
-            "{side}: 64 B to 1 MiB, each 10 sent and acked:\n{text}"
+            "{side} of {args:?}: 64 B to 1 MiB, each 10 sent and acked:\n{text}"
         );
     }
+}
+
+/// libfabric's MSG endpoints go through librdmacm: rdma_getaddrinfo("localhost", NULL,
+/// RAI_PASSIVE) for every device, rdma_migrate_id to its event queues, RDMA_MAX_* depths. Then
+/// RDM endpoints of ofi_rxm over them: rxm sizes its completion queues from the universe size
+/// (256 by default), beyond the device's 32767 entries, rxe's `max_cqe`, so as on rxe
+/// `FI_UNIVERSE_SIZE=16` is needed ("Unable to create verbs CQ" otherwise). One after the
+/// other: both servers must be the NIC at 127.0.0.1.
+#[test]
+fn fi_pingpong_msg_and_rdm_over_rxm_run_over_libfabrics_verbs_provider() {
+    fi_pingpong(&[], &["-p", "verbs", "-e", "msg", "-d", "roce0"]);
+    let rxm = ["-p", "verbs;ofi_rxm", "-e", "rdm", "-d", "roce0"];
+    fi_pingpong(&["FI_UNIVERSE_SIZE=16"], &rxm);
 }
