@@ -12,10 +12,10 @@
 
 mod common;
 
-use common::exec::{Side, ok_as as ok, spawn_exec, wait_listening};
+use common::exec::{Side, end_group, ok_as as ok, spawn_exec, wait_listening};
 use common::netns::{NsPair, Spec};
 use common::run_ok;
-use std::process::{Command, Output};
+use std::process::Output;
 
 /// Namespace a (clients) and b (servers).
 type Pair = NsPair;
@@ -89,51 +89,29 @@ fn assert_pingpong(what: &str, (client, server): (Output, Output), size: u64, it
     }
 }
 
-#[test]
-fn ibv_ud_pingpong_from_gid_0_of_an_ipv4_nic() {
-    let Some(pair) = Pair::new(&SPEC, "ud", "ibv_ud_pingpong", "ibverbs-utils") else {
+/// `program -g 0 -c` (an ibv_*_pingpong, every byte checked) of `iters` messages of `size`
+/// bytes between the namespaces, its TCP exchange on `port`.
+fn pingpong_from_gid_0(tag: &str, program: &str, port: &str, size: u64, iters: u64) {
+    let Some(pair) = Pair::new(&SPEC, tag, program, "ibverbs-utils") else {
         return;
     };
-    let port = "18790";
-    let argv = [
-        "ibv_ud_pingpong",
-        "-g",
-        "0",
-        "-p",
-        port,
-        "-c",
-        "-n",
-        "50",
-        "-s",
-        "1024",
-    ];
+    let (size_arg, iters_arg) = (size.to_string(), iters.to_string());
+    let argv = [program, "-g", "0", "-p", port, "-c"];
+    let argv = [&argv[..], &["-n", &iters_arg, "-s", &size_arg]].concat();
     let client = [&argv[..], &[B_IP]].concat();
     let out = pair.run(&argv, &client, port);
-    assert_pingpong("ibv_ud_pingpong -g 0", out, 1024, 50);
+    assert_pingpong(&format!("{program} -g 0"), out, size, iters);
 }
 
 #[test]
+fn ibv_ud_pingpong_from_gid_0_of_an_ipv4_nic() {
+    pingpong_from_gid_0("ud", "ibv_ud_pingpong", "18790", 1024, 50);
+}
+
+/// 64 KiB messages, 64 packets of 1024 bytes each (`roce exec`'s MTU), acknowledged.
+#[test]
 fn ibv_rc_pingpong_from_gid_0_of_an_ipv4_nic() {
-    let Some(pair) = Pair::new(&SPEC, "rc", "ibv_rc_pingpong", "ibverbs-utils") else {
-        return;
-    };
-    // 64 KiB messages, 64 packets of 1024 bytes each (`roce exec`'s MTU), acknowledged.
-    let port = "18791";
-    let argv = [
-        "ibv_rc_pingpong",
-        "-g",
-        "0",
-        "-p",
-        port,
-        "-c",
-        "-n",
-        "20",
-        "-s",
-        "65536",
-    ];
-    let client = [&argv[..], &[B_IP]].concat();
-    let out = pair.run(&argv, &client, port);
-    assert_pingpong("ibv_rc_pingpong -g 0", out, 65536, 20);
+    pingpong_from_gid_0("rc", "ibv_rc_pingpong", "18791", 65536, 20);
 }
 
 /// Checks a fi_pingpong run: both sides exit 0, and print a result row for each size of
@@ -189,21 +167,21 @@ fn fi_pingpong_over_verbs_rxd_from_gid_0_of_an_ipv4_nic() {
 
 /// A program under `roce exec` that holds its NIC open (an ibv_rc_pingpong server waiting for
 /// a client that never comes), ended with its process group when dropped.
-struct Holder(std::process::Child);
+struct Holder(Option<std::process::Child>);
 
 impl Holder {
     fn new(side: Side<'_>, port: &str) -> Self {
         let child = spawn_exec(side, &["ibv_rc_pingpong", "-p", port]);
         wait_listening(child.id(), port);
-        Self(child)
+        Self(Some(child))
     }
 }
 
 impl Drop for Holder {
     fn drop(&mut self) {
-        let group = format!("-{}", self.0.id());
-        let _ = Command::new("kill").args(["-TERM", "--", &group]).status();
-        let _ = self.0.wait();
+        if let Some(child) = self.0.take() {
+            end_group(child);
+        }
     }
 }
 

@@ -13,7 +13,8 @@
 mod common;
 
 use common::exec::{
-    Side, exec_cm_pair, ok_as as ok, rping_done, spawn_exec, transfers_complete, wait_listening,
+    Side, end_group, exec_cm_pair, ok_as as ok, rping_done, spawn_exec, transfers_complete,
+    wait_listening,
 };
 use common::netns::{NsPair, Spec};
 use common::{run_ok, sh};
@@ -255,11 +256,7 @@ fn a_second_ipv6_nic_on_the_interface_is_refused_with_the_reason() {
         .wait_with_output()
         .unwrap();
     // NIC 1 waits for a peer that will not come: end it (its process group, which we started).
-    let group = format!("-{}", first.id());
-    let _ = std::process::Command::new("kill")
-        .args(["-TERM", "--", &group])
-        .status();
-    let _ = first.wait_with_output();
+    end_group(first);
     let err = String::from_utf8_lossy(&second.stderr);
     assert!(!second.status.success(), "{err}");
     assert!(

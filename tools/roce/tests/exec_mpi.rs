@@ -16,6 +16,21 @@ use std::process::Command;
 use common::exec::{have, ok_as};
 use common::netns::{NsPair, Spec};
 
+/// Open MPI's UCX pml, the BTLs off, UCX on the NIC's RC (wired up over UD): the ranks share a
+/// host, where UCX would otherwise take shared memory.
+const UCX_PML: [&str; 10] = [
+    "--mca",
+    "pml",
+    "ucx",
+    "--mca",
+    "btl",
+    "^vader,tcp,openib,uct",
+    "-x",
+    "UCX_TLS=rc_verbs,ud_verbs",
+    "-x",
+    "UCX_NET_DEVICES=roce0:1",
+];
+
 #[test]
 fn mpi_ranks_on_their_own_nics_pingpong_and_all_to_all_over_ucx() {
     if !have("mpirun", "openmpi-bin") || !have("mpicc", "libopenmpi-dev") {
@@ -38,20 +53,7 @@ fn mpi_ranks_on_their_own_nics_pingpong_and_all_to_all_over_ucx() {
             "-np",
             "3",
         ])
-        .args([
-            "--mca",
-            "pml",
-            "ucx",
-            "--mca",
-            "btl",
-            "^vader,tcp,openib,uct",
-        ])
-        .args([
-            "-x",
-            "UCX_TLS=rc_verbs,ud_verbs",
-            "-x",
-            "UCX_NET_DEVICES=roce0:1",
-        ])
+        .args(UCX_PML)
         .args(["sh", "-c", &rank])
         .output()
         .unwrap();
@@ -132,20 +134,7 @@ fn mpi_ranks_in_two_namespaces_pingpong_and_all_to_all_over_ucx() {
         .arg("--mca")
         .arg("plm_rsh_agent")
         .arg(&agent)
-        .args([
-            "--mca",
-            "pml",
-            "ucx",
-            "--mca",
-            "btl",
-            "^vader,tcp,openib,uct",
-        ])
-        .args([
-            "-x",
-            "UCX_TLS=rc_verbs,ud_verbs",
-            "-x",
-            "UCX_NET_DEVICES=roce0:1",
-        ])
+        .args(UCX_PML)
         .args(["sh", "-c", &rank])
         .output()
         .unwrap();

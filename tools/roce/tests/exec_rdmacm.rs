@@ -12,8 +12,8 @@
 mod common;
 
 use common::exec::{
-    Side, exec_cm_pair, exec_pair, have, ok_as, ok_as as ok, result_rows, rping_done, spawn_exec,
-    transfers_complete, wait_listening,
+    Side, end_group, exec_cm_pair, exec_pair, have, ok_as, ok_as as ok, result_rows, rping_done,
+    spawn_exec, transfers_complete, wait_listening,
 };
 use std::process::Output;
 
@@ -460,11 +460,7 @@ fn qperf_rc_tests_through_its_connection_manager_end_cleanly() {
     )
     .wait_with_output()
     .unwrap();
-    let group = format!("-{}", server.id());
-    let _ = std::process::Command::new("kill")
-        .args(["-TERM", "--", &group])
-        .status();
-    let _ = server.wait_with_output();
+    end_group(server);
     let out = ok_as("qperf -cm1", &client);
     for t in tests {
         assert!(out.contains(&format!("{t}:\n")), "{out}");

@@ -10,7 +10,7 @@
 
 mod common;
 
-use common::exec::{Side, have, ok_as, spawn_exec, wait_listening};
+use common::exec::{Side, end_group, have, ok_as, spawn_exec, wait_listening};
 
 /// `ucx_perftest` as the server (NIC at `net`.1, TCP `port`) and as its client (at `net`.2)
 /// with `env` (`NAME=VALUE`, for both) and the client's `test` options; the iterations of
@@ -131,11 +131,7 @@ fn io_demo_connects_through_ucxs_rdmacm_connection_manager() {
     let client = spawn_exec(side(client_ip, &["--stats", "json"]), &client_argv)
         .wait_with_output()
         .unwrap();
-    let group = format!("-{}", server.id());
-    let _ = std::process::Command::new("kill")
-        .args(["-TERM", "--", &group])
-        .status();
-    let _ = server.wait_with_output();
+    end_group(server);
     let text = ok_as("io_demo (client)", &client);
     assert!(text.contains("Connected to server [0]"), "{text}");
     assert!(

@@ -135,10 +135,17 @@ pub(crate) fn exec_cm_pair(
         // The server waits for a connection that will not come, until its wrapper's timeout
         // (two minutes): end it, and its process group with it, now; the caller fails on the
         // client's exit status.
-        let group = format!("-{}", server_child.id());
-        let _ = Command::new("kill").args(["-TERM", "--", &group]).status();
+        return (client, end_group(server_child));
     }
     (client, server_child.wait_with_output().unwrap())
+}
+
+/// Ends `child`, a program started in a process group of its own ([`spawn_exec`]), with its
+/// whole group (SIGTERM), and waits for it: for servers that serve until they are ended.
+pub(crate) fn end_group(child: Child) -> Output {
+    let group = format!("-{}", child.id());
+    let _ = Command::new("kill").args(["-TERM", "--", &group]).status();
+    child.wait_with_output().unwrap()
 }
 
 /// Whether a client failed on a REJ with reason 8 (invalid service ID: nobody listened for
