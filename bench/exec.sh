@@ -19,12 +19,11 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 [ "$(id -u)" = 0 ] || { echo "SKIP: needs root (network namespaces)"; exit 0; }
 RUNS=${RUNS:-3}
-export DEBIAN_FRONTEND=noninteractive
-command -v ib_write_bw >/dev/null || { apt-get update -qq; apt-get install -y -qq perftest >/dev/null; }
+. bench/lib.sh
+need ib_write_bw perftest
 cargo build -q --release -p roce
 ROCE=$PWD/target/release/roce
 A_IP=198.18.2.1; B_IP=198.18.2.2
-. bench/lib.sh
 veth_pair roce-bench-xa.$$ roce-bench-xb.$$ "$A_IP" "$B_IP"
 
 perf_write() {  # MB/s (10^6) of the client's average

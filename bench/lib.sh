@@ -1,6 +1,6 @@
 # Shared by bench/exec.sh, bench/middleware.sh and bench/veth.sh (sourced, not run): two
 # network namespaces joined by a veth pair, waiting for a TCP listener in one, perftest's result
-# rows, and the median of numbers.
+# rows, the median of numbers, and installing what a script needs.
 #   veth_pair NAME_A NAME_B IP_A IP_B
 # creates namespaces NAME_A (device va, IP_A/24) and NAME_B (vb, IP_B/24), MTU 9000 so that
 # RoCE's 4096-byte packets cross whole, lo up in both, and removes both when the script exits;
@@ -34,3 +34,9 @@ listening() {
 }
 # perftest's result row: the line after the "#bytes" header; column $1 of it.
 row() { awk -v c="$1" 'found && $1 ~ /^[0-9]+$/ {print $c; exit} /#bytes/ {found=1}'; }
+# `need COMMAND PACKAGE...`: installs Debian's PACKAGEs when COMMAND is missing.
+need() {
+    command -v "$1" >/dev/null && return 0
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${@:2}" >/dev/null
+}

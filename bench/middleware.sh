@@ -20,14 +20,13 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 [ "$(id -u)" = 0 ] || { echo "SKIP: needs root (network namespaces)"; exit 0; }
 RUNS=${RUNS:-3}
-export DEBIAN_FRONTEND=noninteractive
-command -v ib_write_bw >/dev/null || { apt-get update -qq; apt-get install -y -qq perftest >/dev/null; }
-command -v ucx_perftest >/dev/null || { apt-get update -qq; apt-get install -y -qq ucx-utils >/dev/null; }
-command -v mpicc >/dev/null || { apt-get update -qq; apt-get install -y -qq openmpi-bin libopenmpi-dev >/dev/null; }
+. bench/lib.sh
+need ib_write_bw perftest
+need ucx_perftest ucx-utils
+need mpicc openmpi-bin libopenmpi-dev
 cargo build -q --release -p roce -p roce-verbs-so -p roce-rdmacm-so
 ROCE=$PWD/target/release/roce
 A_IP=198.18.3.1; B_IP=198.18.3.2
-. bench/lib.sh
 veth_pair roce-bench-ma.$$ roce-bench-mb.$$ "$A_IP" "$B_IP"
 
 exec_write() {  # ib_write_bw's BW average, in 10^6 bytes per second

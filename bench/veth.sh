@@ -18,16 +18,14 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 [ "$(id -u)" = 0 ] || { echo "SKIP: needs root (network namespaces)"; exit 0; }
 RUNS=${RUNS:-3}
-export DEBIAN_FRONTEND=noninteractive
-for tool in iperf3 sockperf; do
-    command -v "$tool" >/dev/null || { apt-get update -qq; apt-get install -y -qq "$tool" >/dev/null; }
-done
+. bench/lib.sh
+need iperf3 iperf3
+need sockperf sockperf
 cargo build -q --release -p roce -p roce-blast
 ROCE=$PWD/target/release/roce
 BLAST=$PWD/target/release/roce-blast
 TMP=$(mktemp -d)
 A_IP=198.18.2.1; B_IP=198.18.2.2; A_RAW=198.18.2.3; B_RAW=198.18.2.4
-. bench/lib.sh
 veth_pair roce-bench-a.$$ roce-bench-b.$$ "$A_IP" "$B_IP"
 
 # roce perf write: MB/s (10^6 bytes per second) of the client's average.
