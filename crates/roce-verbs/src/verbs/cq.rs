@@ -34,7 +34,9 @@ pub(super) struct Cq {
 #[derive(Debug)]
 pub(super) struct Channel {
     c: CBox<IbvCompChannel>,
-    reader: PipeReader,
+    /// Shared with the `ibv_get_cq_event` reading it, which may outlive the channel's entry
+    /// (a destroy while a read blocks): the descriptor stays open until that read returns.
+    reader: Arc<PipeReader>,
     writer: Arc<Mutex<PipeWriter>>,
 }
 
@@ -206,7 +208,7 @@ pub(crate) fn create_comp_channel(ctx: usize) -> Result<*mut IbvCompChannel, Err
     let ptr = c.ptr();
     let channel = Channel {
         c,
-        reader,
+        reader: Arc::new(reader),
         writer: Arc::new(Mutex::new(writer)),
     };
     with(|o| o.channels.insert(ptr as usize, channel));
@@ -249,9 +251,10 @@ pub(crate) fn req_notify_cq(cq: usize) -> Result<(), Errno> {
 /// `ibv_get_cq_event`: waits (or not, if the program made the fd non-blocking) for the next
 /// event on `channel`; returns the CQ's address and its `cq_context`.
 pub(crate) fn get_cq_event(channel: usize) -> Result<(usize, *mut c_void), Errno> {
-    let mut reader = with(|o| o.channels.get(&channel).map(|c| c.reader.try_clone()))
-        .ok_or(EINVAL)?
-        .map_err(|e| Errno(e.raw_os_error().unwrap_or(libc::EIO)))?;
+    // The reader itself, not a duplicate of its descriptor: a `dup` and a `close` around each
+    // read were two system calls per event (UCX's ud_verbs reads one for each arming).
+    let reader = with(|o| o.channels.get(&channel).map(|c| c.reader.clone())).ok_or(EINVAL)?;
+    let mut reader = &*reader;
     let mut event = [0u8; 8];
     let os = |e: std::io::Error| Errno(e.raw_os_error().unwrap_or(libc::EIO));
     // Read without the table's lock: this may block until the event comes. One read(2), as
