@@ -229,22 +229,28 @@ pub(crate) fn destroy_comp_channel(channel: usize) -> Result<(), Errno> {
     })
 }
 
-/// `ibv_req_notify_cq`: the next completion of `cq` writes one event to its channel. Solicited-
-/// only arming fires on any completion (an extra event is allowed, ibv_req_notify_cq(3)).
-pub(crate) fn req_notify_cq(cq: usize) -> Result<(), Errno> {
+/// `ibv_req_notify_cq`: the next completion of `cq` writes one event to its channel; with
+/// `solicited_only`, the next receive of a solicited message or unsuccessful completion
+/// ([`CompletionQueue::arm_solicited`]).
+pub(crate) fn req_notify_cq(cq: usize, solicited_only: bool) -> Result<(), Errno> {
     let (queue, writer) = with(|o| {
         let c = o.cqs.get(&cq)?;
         let ch = o.channels.get(&c.channel?)?;
         Some((c.queue.clone(), ch.writer.clone()))
     })
     .ok_or(EINVAL)?;
-    queue.arm(move || {
+    let notify = move || {
         let event = (cq as u64).to_ne_bytes();
         let mut w = writer.lock().unwrap_or_else(PoisonError::into_inner);
         // A full pipe (a program that arms without ever reading) loses the event: the write
         // end does not block, and 8 bytes go whole or not at all.
         let _ = w.write(&event);
-    });
+    };
+    if solicited_only {
+        queue.arm_solicited(notify);
+    } else {
+        queue.arm(notify);
+    }
     Ok(())
 }
 
