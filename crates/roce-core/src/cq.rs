@@ -89,6 +89,10 @@ pub struct Cqe {
     /// The network header of the datagram a UD receive came in (its GRH area holds it), as
     /// the kernel's `ib_wc.network_hdr_type`. `None` for every other completion.
     pub network_hdr: Option<NetworkHdr>,
+    /// A receive of a message whose sender asked for a solicited event (the Solicited Event
+    /// bit of its last packet's BTH, `IBV_SEND_SOLICITED`): it fires a CQ armed for solicited
+    /// completions only. `false` for every other completion.
+    pub solicited: bool,
 }
 
 /// The network header of a RoCEv2 datagram (`rdma_network_type`: `RDMA_NETWORK_IPV4`,
@@ -120,6 +124,7 @@ impl Cqe {
             invalidated_rkey: None,
             src_qp: None,
             network_hdr: None,
+            solicited: false,
         }
     }
 }

@@ -12,7 +12,7 @@ use std::fmt;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
-use roce_core::{CqHandle, Cqe};
+use roce_core::{CqHandle, Cqe, WcStatus};
 use tokio::sync::Notify;
 
 /// What `ibv_req_notify_cq` asked for: called once, at the next completion.
@@ -33,6 +33,9 @@ pub struct CompletionQueue {
     waiters: Notify,
     /// Set while `arm` holds a notification, so that a push looks at the lock only then.
     is_armed: AtomicBool,
+    /// The notification waits for a solicited or unsuccessful completion only
+    /// ([`CompletionQueue::arm_solicited`]). Written under `arm`'s lock.
+    solicited_only: AtomicBool,
     arm: Mutex<Option<Arm>>,
 }
 
@@ -63,6 +66,7 @@ impl CompletionQueue {
             overflows: AtomicU64::new(0),
             waiters: Notify::new(),
             is_armed: AtomicBool::new(false),
+            solicited_only: AtomicBool::new(false),
             arm: Mutex::new(None),
         }
     }
@@ -147,7 +151,25 @@ impl CompletionQueue {
     /// arrives (completions already waiting do not count, as with verbs: a program polls after
     /// arming). Arming again before that replaces the notification.
     pub fn arm(&self, notify: impl FnOnce() + Send + 'static) {
-        *lock(&self.arm) = Some(Box::new(notify));
+        self.arm_for(false, Box::new(notify));
+    }
+
+    /// `ibv_req_notify_cq` with `solicited_only`: as [`CompletionQueue::arm`], but `notify`
+    /// waits for the next completion that is a receive of a solicited message or unsuccessful
+    /// (IBTA vol. 1 §11.4.2.2); other completions leave it armed. UCX's ud_verbs arms its
+    /// receive CQ so after each run of its asynchronous progress, and sends solicited only
+    /// the datagrams that ask for an ACK: fired by every completion, its progress thread woke
+    /// for nearly every datagram of a stream.
+    pub fn arm_solicited(&self, notify: impl FnOnce() + Send + 'static) {
+        self.arm_for(true, Box::new(notify));
+    }
+
+    fn arm_for(&self, solicited_only: bool, notify: Arm) {
+        {
+            let mut arm = lock(&self.arm);
+            *arm = Some(notify);
+            self.solicited_only.store(solicited_only, Ordering::SeqCst);
+        }
         self.is_armed.store(true, Ordering::SeqCst);
     }
 
@@ -176,10 +198,13 @@ impl CompletionQueue {
     /// anything came.
     pub(crate) fn push_from(&self, mut next: impl FnMut() -> Option<Cqe>) {
         let mut came = false;
+        // A completion that fires a notification armed for solicited ones only.
+        let mut solicited = false;
         {
             let mut entries = lock(&self.entries);
             while let Some(cqe) = next() {
                 came = true;
+                solicited |= cqe.solicited || cqe.status != WcStatus::Success;
                 if entries.len() < self.depth.load(Ordering::Relaxed) {
                     entries.push_back(cqe);
                 } else {
@@ -192,9 +217,19 @@ impl CompletionQueue {
             return;
         }
         self.waiters.notify_waiters();
-        if self.is_armed.swap(false, Ordering::SeqCst)
-            && let Some(notify) = lock(&self.arm).take()
-        {
+        if !self.is_armed.load(Ordering::SeqCst) {
+            return;
+        }
+        let notify = {
+            let mut arm = lock(&self.arm);
+            if solicited || !self.solicited_only.load(Ordering::SeqCst) {
+                self.is_armed.store(false, Ordering::SeqCst);
+                arm.take()
+            } else {
+                None
+            }
+        };
+        if let Some(notify) = notify {
             notify();
         }
     }
@@ -284,6 +319,43 @@ mod tests {
             [0, 1, 2, 4, 5, 6],
             "the completions queued before the resizes come first, in order"
         );
+    }
+
+    #[test]
+    fn a_queue_armed_for_solicited_completions_waits_for_one_or_an_error() {
+        let q = queue(8);
+        let fired = Arc::new(AtomicUsize::new(0));
+        let arm = |q: &CompletionQueue| {
+            let count = fired.clone();
+            q.arm_solicited(move || {
+                count.fetch_add(1, Ordering::SeqCst);
+            });
+        };
+        arm(&q);
+        q.push_from(cqes(0..3));
+        assert_eq!(fired.load(Ordering::SeqCst), 0, "unsolicited completions");
+        let mut solicited = Some(Cqe {
+            solicited: true,
+            ..Cqe::success(3, WcOpcode::Recv, Qpn::new(1))
+        });
+        q.push_from(|| solicited.take());
+        assert_eq!(fired.load(Ordering::SeqCst), 1);
+        arm(&q);
+        let mut failed = Some(Cqe::new(
+            WcStatus::WrFlushErr,
+            4,
+            WcOpcode::Send,
+            Qpn::new(1),
+        ));
+        q.push_from(|| failed.take());
+        assert_eq!(fired.load(Ordering::SeqCst), 2, "an error fires it too");
+        // Armed again for any completion: the first one fires it.
+        let count = fired.clone();
+        q.arm(move || {
+            count.fetch_add(1, Ordering::SeqCst);
+        });
+        q.push_from(cqes(5..6));
+        assert_eq!(fired.load(Ordering::SeqCst), 3);
     }
 
     #[test]

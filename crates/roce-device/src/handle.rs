@@ -128,6 +128,10 @@ pub(crate) struct Shared {
     /// The instant of the last such poll that came within [`SPINNING`] of the one before it:
     /// a program spinning on its CQ. 0 before the first.
     network_spun_at: AtomicU64,
+    /// The engine instant (ns) at which the last post of send WRs returned; 0 before the
+    /// first. A post that comes within [`BURST_GAP`] of it is part of a burst
+    /// ([`DeviceHandle::with_sends`]).
+    posted_at: AtomicU64,
     /// A poll of the network delivered completions and left the packets the datagrams made
     /// (their ACKs) unsent, for the program's next post to take along
     /// ([`DeviceHandle::poll_network`]). The next send round clears it (`Outbox::begin`).
@@ -161,6 +165,7 @@ impl Shared {
             timer_at: AtomicU64::new(u64::MAX),
             network_polled_at: AtomicU64::new(0),
             network_spun_at: AtomicU64::new(0),
+            posted_at: AtomicU64::new(0),
             owed: AtomicBool::new(false),
             clock: TokioClock::new(),
             busy_poll,
@@ -317,6 +322,13 @@ impl Shared {
 /// empty poll costs a `recvmmsg` and a `sched_yield`, a few microseconds).
 const SPINNING: Duration = Duration::from_micros(20);
 
+/// Posts of send WRs closer together than this (from the return of one to the start of the
+/// next) are a burst: the program posts without waiting for anything in between. A
+/// ping-pong's posts are a round trip apart (tens of microseconds here); a stream of UD
+/// datagrams, as UCX's ud_verbs sends a message (one WR per `ibv_post_send`), comes every
+/// few microseconds.
+const BURST_GAP: Duration = Duration::from_micros(10);
+
 /// How long the device's task steps back from a socket that a program's thread polls
 /// (`driver::receive`).
 pub(crate) const STEP_BACK: Duration = Duration::from_millis(1);
@@ -377,14 +389,30 @@ impl DeviceHandle {
     /// of the network left for it leave with its packets, in one offload batch behind its
     /// first request packet (the engine lets a positive ACK wait for one request of its QP).
     /// A ping-pong's answer then leaves first, and its ACK costs no system call of its own.
+    ///
+    /// A post that follows another within [`BURST_GAP`] leaves its packets to the device's
+    /// task, as a post with requests in flight does (`Shared::after_verb`): UD and UC have
+    /// none in flight, and without this each datagram of a burst of one-WR posts (UCX's
+    /// ud_verbs, libfabric's rxd) was one `sendmsg` on the program's thread. The doorbell
+    /// rings at once, so the packets leave without waiting for another post, and those of the
+    /// posts that come while the task wakes join them in one offload batch. The first post
+    /// after a pause, a ping-pong's among them, still sends on the caller's thread.
     pub fn with_sends<R>(&self, f: impl FnOnce(&mut Nic, Instant) -> R) -> Result<R, DeviceError> {
-        self.verb(f)
+        let (result, sends, streaming, now) = self.run(f)?;
+        let shared = &self.shared;
+        let before = shared.posted_at.load(Ordering::Relaxed);
+        let burst = before != 0 && u128::from(now.saturating_sub(before)) < BURST_GAP.as_nanos();
+        shared.after_verb(sends, !(streaming || burst));
+        shared
+            .posted_at
+            .store(shared.clock.now().as_nanos().max(1), Ordering::Relaxed);
+        Ok(result)
     }
 
     /// `f`, then what it leaves to do ([`Shared::after_verb`]); the round that sends its
     /// packets takes whatever else the engine has, what is owed among it.
     fn verb<R>(&self, f: impl FnOnce(&mut Nic, Instant) -> R) -> Result<R, DeviceError> {
-        let (result, sends, streaming) = self.run(f)?;
+        let (result, sends, streaming, _) = self.run(f)?;
         self.shared.after_verb(sends, !streaming);
         Ok(result)
     }
@@ -405,15 +433,16 @@ impl DeviceHandle {
         &self,
         f: impl FnOnce(&mut Nic, Instant) -> R,
     ) -> Result<R, DeviceError> {
-        self.run(f).map(|(result, _, _)| result)
+        self.run(f).map(|(result, ..)| result)
     }
 
     /// `f` under the engine's lock, and the delivery of what it completed: its result, whether
-    /// the engine may have packets to send, and whether a stream was in flight before it.
+    /// the engine may have packets to send, whether a stream was in flight before it, and the
+    /// engine instant (ns) it ran at.
     fn run<R>(
         &self,
         f: impl FnOnce(&mut Nic, Instant) -> R,
-    ) -> Result<(R, bool, bool), DeviceError> {
+    ) -> Result<(R, bool, bool, u64), DeviceError> {
         if self.shared.halted.load(Ordering::SeqCst) {
             return Err(DeviceError::Stopped);
         }
@@ -423,7 +452,7 @@ impl DeviceHandle {
             let streaming = engine.nic.unacked_packets() > 0;
             let result = f(&mut engine.nic, now);
             engine.deliver(&self.shared.queues);
-            (result, engine.nic.may_transmit(), streaming)
+            (result, engine.nic.may_transmit(), streaming, now.as_nanos())
         })
     }
 

@@ -420,8 +420,10 @@ pub(crate) unsafe extern "C" fn poll_cq(
 }
 
 /// `ops.req_notify_cq`: an errno value (`EINVAL` for a CQ without a channel).
-pub(crate) unsafe extern "C" fn req_notify_cq(cq: *mut IbvCq, _solicited_only: c_int) -> c_int {
-    guard(libc::EIO, || errno_ret(verbs::req_notify_cq(cq as usize)))
+pub(crate) unsafe extern "C" fn req_notify_cq(cq: *mut IbvCq, solicited_only: c_int) -> c_int {
+    guard(libc::EIO, || {
+        errno_ret(verbs::req_notify_cq(cq as usize, solicited_only != 0))
+    })
 }
 
 /// `ops.alloc_mw`, what the header's `ibv_alloc_mw` calls: NULL with errno (`EINVAL`) for a

@@ -34,7 +34,9 @@ pub(super) struct Cq {
 #[derive(Debug)]
 pub(super) struct Channel {
     c: CBox<IbvCompChannel>,
-    reader: PipeReader,
+    /// Shared with the `ibv_get_cq_event` reading it, which may outlive the channel's entry
+    /// (a destroy while a read blocks): the descriptor stays open until that read returns.
+    reader: Arc<PipeReader>,
     writer: Arc<Mutex<PipeWriter>>,
 }
 
@@ -206,7 +208,7 @@ pub(crate) fn create_comp_channel(ctx: usize) -> Result<*mut IbvCompChannel, Err
     let ptr = c.ptr();
     let channel = Channel {
         c,
-        reader,
+        reader: Arc::new(reader),
         writer: Arc::new(Mutex::new(writer)),
     };
     with(|o| o.channels.insert(ptr as usize, channel));
@@ -227,31 +229,38 @@ pub(crate) fn destroy_comp_channel(channel: usize) -> Result<(), Errno> {
     })
 }
 
-/// `ibv_req_notify_cq`: the next completion of `cq` writes one event to its channel. Solicited-
-/// only arming fires on any completion (an extra event is allowed, ibv_req_notify_cq(3)).
-pub(crate) fn req_notify_cq(cq: usize) -> Result<(), Errno> {
+/// `ibv_req_notify_cq`: the next completion of `cq` writes one event to its channel; with
+/// `solicited_only`, the next receive of a solicited message or unsuccessful completion
+/// ([`CompletionQueue::arm_solicited`]).
+pub(crate) fn req_notify_cq(cq: usize, solicited_only: bool) -> Result<(), Errno> {
     let (queue, writer) = with(|o| {
         let c = o.cqs.get(&cq)?;
         let ch = o.channels.get(&c.channel?)?;
         Some((c.queue.clone(), ch.writer.clone()))
     })
     .ok_or(EINVAL)?;
-    queue.arm(move || {
+    let notify = move || {
         let event = (cq as u64).to_ne_bytes();
         let mut w = writer.lock().unwrap_or_else(PoisonError::into_inner);
         // A full pipe (a program that arms without ever reading) loses the event: the write
         // end does not block, and 8 bytes go whole or not at all.
         let _ = w.write(&event);
-    });
+    };
+    if solicited_only {
+        queue.arm_solicited(notify);
+    } else {
+        queue.arm(notify);
+    }
     Ok(())
 }
 
 /// `ibv_get_cq_event`: waits (or not, if the program made the fd non-blocking) for the next
 /// event on `channel`; returns the CQ's address and its `cq_context`.
 pub(crate) fn get_cq_event(channel: usize) -> Result<(usize, *mut c_void), Errno> {
-    let mut reader = with(|o| o.channels.get(&channel).map(|c| c.reader.try_clone()))
-        .ok_or(EINVAL)?
-        .map_err(|e| Errno(e.raw_os_error().unwrap_or(libc::EIO)))?;
+    // The reader itself, not a duplicate of its descriptor: a `dup` and a `close` around each
+    // read were two system calls per event (UCX's ud_verbs reads one for each arming).
+    let reader = with(|o| o.channels.get(&channel).map(|c| c.reader.clone())).ok_or(EINVAL)?;
+    let mut reader = &*reader;
     let mut event = [0u8; 8];
     let os = |e: std::io::Error| Errno(e.raw_os_error().unwrap_or(libc::EIO));
     // Read without the table's lock: this may block until the event comes. One read(2), as

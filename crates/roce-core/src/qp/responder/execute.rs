@@ -130,6 +130,7 @@ impl Qp {
         let wr = self.rq.pop_front().expect("checked above");
         let mut cqe = Cqe::success(wr.wr_id, WcOpcode::Recv, self.qpn);
         cqe.byte_len = written;
+        cqe.solicited = packet.bth().solicited_event();
         cqe.imm_data = packet.immdt().map(|imm| imm.imm_data());
         if let Some(ieth) = packet.ieth() {
             let rkey = ieth.rkey();
@@ -231,6 +232,7 @@ impl Qp {
             let mut cqe = Cqe::success(wr.wr_id, WcOpcode::RecvRdmaWithImm, self.qpn);
             cqe.byte_len = total;
             cqe.imm_data = Some(imm.imm_data());
+            cqe.solicited = packet.bth().solicited_event();
             ctx.completions.push((self.recv_cq, cqe));
         }
         self.resp.msn = self.resp.msn.next();

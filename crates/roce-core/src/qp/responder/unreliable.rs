@@ -67,6 +67,7 @@ impl Qp {
         cqe.byte_len = total as u32;
         cqe.imm_data = packet.immdt().map(|imm| imm.imm_data());
         cqe.src_qp = packet.deth().map(|deth| deth.src_qp());
+        cqe.solicited = packet.bth().solicited_event();
         //= ibta:annex17/A17.4.5.1
         //# a UD completion says whether the received frame was IPv4 or IPv6
         cqe.network_hdr = ctx.arrival.as_ref().map(|a| {
