@@ -43,6 +43,32 @@ pub(crate) fn register_udp(
     Ok(unsafe { AsyncFd::register_with_interest(socket, Interest::READABLE) }?)
 }
 
+/// `UDP_NO_CHECK6_RX` of `<linux/udp.h>` (not in the libc crate for Linux).
+const UDP_NO_CHECK6_RX: libc::c_int = 102;
+
+/// `setsockopt(SOL_UDP, UDP_NO_CHECK6_RX, 1)` on an IPv6 UDP socket: the kernel then accepts
+/// IPv6 datagrams whose UDP checksum is zero (RFC 6935), which it otherwise drops as checksum
+/// errors (`Udp6InCsumErrors`). rxe sends RoCEv2 over IPv6 with a zero UDP checksum (the ICRC
+/// covers the payload) and its own socket accepts them this way.
+pub(crate) fn accept_zero_udp6_checksum(socket: &impl AsFd) -> io::Result<()> {
+    let one: libc::c_int = 1;
+    // SAFETY: the descriptor is open for the borrow's life; the option value is an int that
+    // lives across the call, and its size is given.
+    let rc = unsafe {
+        libc::setsockopt(
+            socket.as_fd().as_raw_fd(),
+            libc::SOL_UDP,
+            UDP_NO_CHECK6_RX,
+            (&raw const one).cast(),
+            size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if rc < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
 /// Moves the calling thread into the network namespace `/var/run/netns/NAME` (`setns(2)`): for
 /// tests that open packet sockets on the interfaces of a namespace they made.
 #[cfg(test)]

@@ -143,6 +143,10 @@ struct Opened {
 impl Opened {
     fn new(std_socket: std::net::UdpSocket, ifindex: Option<u32>) -> io::Result<Self> {
         std_socket.set_nonblocking(true)?;
+        if std_socket.local_addr()?.is_ipv6() {
+            // rxe's RoCEv2 over IPv6 carries a zero UDP checksum.
+            super::sys::accept_zero_udp6_checksum(&std_socket)?;
+        }
         let state = UdpSocketState::new((&std_socket).into())?;
         size_buffers(&std_socket);
         let local = std_socket.local_addr()?;
