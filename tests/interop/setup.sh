@@ -22,13 +22,19 @@ ROOT="$INTEROP_CACHE/initramfs-root"
 # libraries that the chosen binaries really load are copied in). rdma-core itself is not needed:
 # iproute2 provides the `rdma` tool, and rdma-core only brings udev rules and services.
 GUEST_PKGS=(ibverbs-utils ibverbs-providers libibverbs1 perftest rdmacm-utils librdmacm1
-    libnl-3-200 libnl-route-3-200 iproute2 tcpdump libgcc-s1)
+    libnl-3-200 libnl-route-3-200 iproute2 tcpdump libgcc-s1 ucx-utils libucx0 libfabric-bin
+    libfabric1)
 # Binaries (paths inside the packages) to copy in with their libraries.
 GUEST_BIN_GLOBS=(/usr/bin/ibv_* /usr/bin/ib_* /usr/bin/rping /usr/bin/ucmatose /usr/bin/udaddy
     /usr/bin/rdma_client /usr/bin/rdma_server /usr/bin/rdma_xclient /usr/bin/rdma_xserver
     /usr/bin/riostream /usr/bin/rstream /usr/bin/mckey /usr/bin/cmtime
     /bin/ip /sbin/ip /sbin/tc /sbin/rdma /usr/bin/rdma /bin/ss /sbin/bridge /usr/bin/tcpdump
-    /usr/sbin/tcpdump)
+    /usr/sbin/tcpdump /usr/bin/ucx_perftest /usr/bin/ucx_info /usr/bin/fi_pingpong /usr/bin/fi_info)
+# Libraries loaded with dlopen (no binary names them, so ldd does not find them): UCX's transport
+# modules (libuct_ib: rc_verbs, ud_verbs; libuct_rdmacm) and, should a Debian release build them
+# as modules, libfabric's providers (Debian 12's are inside libfabric.so.1). Copied with their
+# own libraries.
+GUEST_DLOPEN_GLOBS=(/usr/lib/x86_64-linux-gnu/ucx/*.so* /usr/lib/x86_64-linux-gnu/libfabric/*.so*)
 # Kernel modules (names); their dependencies are added from modules.dep.
 GUEST_MODULES=(virtio_pci virtio_net 9pnet_virtio 9p crc32_generic crc32_pclmul
     udp_tunnel ip6_udp_tunnel ib_core ib_uverbs rdma_cm rdma_ucm rdma_rxe sch_netem veth)
@@ -123,10 +129,24 @@ put() {
     cp -L "$STAGE$src" "$ROOT$dst"
 }
 
-# Shared libraries that a staged ELF file needs, as absolute paths inside the stage.
+# Shared libraries that a staged ELF file needs, as absolute paths inside the stage. Dies when
+# one cannot be found there (the loader then stops listing, and the guest would lack the rest).
 needed_libs() {
-    chroot "$STAGE" /lib64/ld-linux-x86-64.so.2 --list "$1" 2>/dev/null |
-        awk '/=> \//{print $3} /^\t\/.*ld-linux/{print $1}'
+    local out
+    out=$(chroot "$STAGE" /lib64/ld-linux-x86-64.so.2 --list "$1" 2>&1) ||
+        die "$1: $(tail -n1 <<<"$out")"
+    awk '/=> \//{print $3} /^\t\/.*ld-linux/{print $1}' <<<"$out"
+}
+
+# The links that packages' maintainer scripts make with update-alternatives, which unpacking
+# does not run: libpsm-infinipath1's libpsm_infinipath.so.1 (libfabric1 links to it).
+stage_alternatives() {
+    local d=$STAGE/usr/lib/x86_64-linux-gnu f
+    for f in "$STAGE"/usr/lib/libpsm1/libpsm_infinipath.so.1.*; do
+        [ -e "$f" ] && [ ! -e "$d/libpsm_infinipath.so.1" ] &&
+            ln -s "../libpsm1/${f##*/}" "$d/libpsm_infinipath.so.1"
+    done
+    return 0
 }
 
 # modules.dep order: dependencies before dependants.
@@ -191,9 +211,21 @@ build_initramfs() {
     local prov
     prov=$(cd "$STAGE" && ls usr/lib/x86_64-linux-gnu/libibverbs/librxe-rdmav*.so)
     [ -n "$prov" ] || die "no rxe provider in ibverbs-providers"
-    for f in "${bins[@]}" "/$prov"; do
+    local mods=()
+    shopt -s nullglob
+    for g in "${GUEST_DLOPEN_GLOBS[@]}"; do
+        for f in "$STAGE"$g; do
+            [ -f "$f" ] && mods+=("${f#"$STAGE"}")
+        done
+    done
+    shopt -u nullglob
+    [ ${#mods[@]} -gt 0 ] || die "no UCX modules in libucx0"
+    stage_alternatives
+    local needed
+    for f in "${bins[@]}" "/$prov" "${mods[@]}"; do
         put "$f"
-        mapfile -t -O "${#libs[@]}" libs < <(needed_libs "$f")
+        needed=$(needed_libs "$f") || exit 1
+        mapfile -t -O "${#libs[@]}" libs <<<"$needed"
     done
     for f in $(printf '%s\n' "${libs[@]}" | sort -u); do
         put "$f"
@@ -209,7 +241,7 @@ build_initramfs() {
     cp "$STAGE/etc/libibverbs.d/rxe.driver" "$ROOT/etc/libibverbs.d/"
     [ -d "$STAGE/usr/lib/tc" ] && cp -r "$STAGE/usr/lib/tc" "$ROOT/usr/lib/"   # netem tables
     [ -d "$STAGE/etc/iproute2" ] && cp -r "$STAGE/etc/iproute2" "$ROOT/etc/"
-    echo "${#bins[@]} binaries, $(printf '%s\n' "${libs[@]}" | sort -u | wc -l) libraries" >&2
+    echo "${#bins[@]} binaries, ${#mods[@]} dlopen'd modules, $(printf '%s\n' "${libs[@]}" | sort -u | wc -l) libraries" >&2
 
     # busybox for everything else (applets never shadow a real tool).
     cp /bin/busybox "$ROOT/usr/bin/busybox"
