@@ -390,7 +390,7 @@ impl DeviceHandle {
     /// first request packet (the engine lets a positive ACK wait for one request of its QP).
     /// A ping-pong's answer then leaves first, and its ACK costs no system call of its own.
     ///
-    /// A post that follows another within [`BURST_GAP`] leaves its packets to the device's
+    /// A post that follows another within `BURST_GAP` leaves its packets to the device's
     /// task, as a post with requests in flight does (`Shared::after_verb`): UD and UC have
     /// none in flight, and without this each datagram of a burst of one-WR posts (UCX's
     /// ud_verbs, libfabric's rxd) was one `sendmsg` on the program's thread. The doorbell

@@ -4,7 +4,7 @@
 //! Because it builds every header itself, it can do what a UDP socket cannot: a UDP source port
 //! per QP (the NIC runs with `SrcPortPolicy::PerQp`, as rxe does), the DSCP and ECN bits of every
 //! packet, and, on receive, the whole IP header, so every ICRC is checked in full (the IPv4 ID
-//! included). It answers ARP (IPv4) or neighbour solicitations (IPv6, [`super::ndp`]) for its
+//! included). It answers ARP (IPv4) or neighbour solicitations (IPv6, `backend/ndp.rs`) for its
 //! own address and learns its peers' MACs from them, and the MAC of a peer it does not know
 //! yet from the first frame that peer sends (never a new one for a known peer: a forged frame
 //! must not redirect its packets), so it can play an address that no kernel owns.
