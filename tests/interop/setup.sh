@@ -51,6 +51,19 @@ apt_update_once() {
     fi
 }
 
+# `staged GLOB...`: the files of the unpacked packages that match each path glob, as paths
+# inside the guest (the stage's prefix cut), one a line.
+staged() {
+    local g f
+    shopt -s nullglob
+    for g in "$@"; do
+        for f in "$STAGE"$g; do
+            [ -f "$f" ] && printf '%s\n' "${f#"$STAGE"}"
+        done
+    done
+    shopt -u nullglob
+}
+
 install_host_tools() {
     local missing=() t
     for t in "${HOST_TOOLS[@]}"; do
@@ -199,26 +212,14 @@ build_initramfs() {
     ln -s usr/lib "$ROOT/lib"; ln -s usr/lib64 "$ROOT/lib64"
 
     # Tools and the libraries they load.
-    local f g libs=() bins=()
-    shopt -s nullglob
-    for g in "${GUEST_BIN_GLOBS[@]}"; do
-        for f in "$STAGE"$g; do
-            [ -f "$f" ] && bins+=("${f#"$STAGE"}")
-        done
-    done
-    shopt -u nullglob
+    local f libs=() bins=()
+    mapfile -t bins < <(staged "${GUEST_BIN_GLOBS[@]}")
     # libibverbs loads its provider with dlopen: add rxe's by hand, and its libraries.
     local prov
     prov=$(cd "$STAGE" && ls usr/lib/x86_64-linux-gnu/libibverbs/librxe-rdmav*.so)
     [ -n "$prov" ] || die "no rxe provider in ibverbs-providers"
     local mods=()
-    shopt -s nullglob
-    for g in "${GUEST_DLOPEN_GLOBS[@]}"; do
-        for f in "$STAGE"$g; do
-            [ -f "$f" ] && mods+=("${f#"$STAGE"}")
-        done
-    done
-    shopt -u nullglob
+    mapfile -t mods < <(staged "${GUEST_DLOPEN_GLOBS[@]}")
     [ ${#mods[@]} -gt 0 ] || die "no UCX modules in libucx0"
     stage_alternatives
     local needed
