@@ -360,6 +360,8 @@ impl Drop for Release {
 pub struct DeviceHandle {
     shared: Arc<Shared>,
     _release: Arc<Release>,
+    /// The CM's events for [`DeviceHandle::next_cm_event`], once it was first called.
+    cm_inbox: Arc<std::sync::OnceLock<Arc<crate::cm_inbox::CmInbox>>>,
 }
 
 impl DeviceHandle {
@@ -367,6 +369,7 @@ impl DeviceHandle {
         Self {
             _release: Arc::new(Release(shared.clone())),
             shared,
+            cm_inbox: Arc::default(),
         }
     }
 
@@ -576,6 +579,20 @@ impl DeviceHandle {
         let mut engine = self.shared.engine();
         engine.cm_events = Some(Box::new(sink));
         engine.deliver(&self.shared.queues);
+    }
+
+    /// The next CM event, waiting for it until `deadline`; `None` once that has passed. The
+    /// first call takes the CM's events from then on (it installs the sink of
+    /// [`DeviceHandle::on_cm_event`]): events that were waiting in the engine come first.
+    /// For a NIC driven from Rust; roce-verbs installs the C library's sink instead.
+    pub async fn next_cm_event(&self, deadline: std::time::Instant) -> Option<CmEvent> {
+        let inbox = self.cm_inbox.get_or_init(|| {
+            let inbox = crate::cm_inbox::CmInbox::new();
+            let sink = inbox.clone();
+            self.on_cm_event(move |event| sink.put(event));
+            inbox
+        });
+        inbox.next(deadline).await
     }
 
     /// The shared queue of a CQ made by [`DeviceHandle::create_cq`].

@@ -31,6 +31,7 @@ use roce_core::{Nic, NicConfig, SrcPortPolicy};
 pub mod backend;
 mod batch;
 mod clock;
+mod cm_inbox;
 mod cq;
 mod doorbell;
 mod driver;

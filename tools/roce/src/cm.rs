@@ -2,8 +2,9 @@
 //! communication manager (REQ, REP, RTU over QP 1, as rdma_cm connects them) instead of by
 //! QP numbers exchanged over TCP.
 //!
-//! The engine keeps its CM events in a queue; these functions poll it (with a short sleep)
-//! until a deadline, so that a peer that never answers ends in a clear error, never a hang.
+//! These functions wait for the CM's events (`DeviceHandle::next_cm_event`, woken as each is
+//! raised) until a deadline, so that a peer that never answers ends in a clear error, never a
+//! hang.
 
 use std::net::{IpAddr, SocketAddr, UdpSocket};
 use std::time::{Duration, Instant};
@@ -16,9 +17,6 @@ use roce_core::cm::{
 use roce_core::{Access, QpAttr, QpState};
 use roce_device::{DeviceHandle, RcEndpoint};
 use roce_wire::mad::rej::RejectReason;
-
-/// How long the CM queue is left alone between two looks.
-const POLL: Duration = Duration::from_millis(1);
 
 /// The service ID rdma_cm gives TCP port `port` (`RDMA_PS_TCP`): what `rdma_listen` on that
 /// port listens on and what `rdma_connect` to it asks for.
@@ -84,20 +82,12 @@ impl ConnectError {
 }
 
 /// The next CM event, or `None` once `deadline` has passed.
-pub(crate) async fn next_event(
-    device: &DeviceHandle,
-    deadline: Instant,
-) -> anyhow::Result<Option<CmEvent>> {
-    loop {
-        if let Some(event) = device.with(|nic, _| nic.poll_cm_event())? {
-            tracing::debug!(?event, "cm event");
-            return Ok(Some(event));
-        }
-        if Instant::now() >= deadline {
-            return Ok(None);
-        }
-        tokio::time::sleep(POLL).await;
+pub(crate) async fn next_event(device: &DeviceHandle, deadline: Instant) -> Option<CmEvent> {
+    let event = device.next_cm_event(deadline).await;
+    if let Some(event) = &event {
+        tracing::debug!(?event, "cm event");
     }
+    event
 }
 
 /// Sends a REQ with `params` and waits until the connection is up (the QP in RTS); returns the
@@ -115,7 +105,7 @@ pub(crate) async fn connect(
         .map_err(anyhow::Error::from)?
         .with_context(|| format!("cannot connect to {peer} port {port} through the CM"))?;
     loop {
-        let Some(event) = next_event(device, deadline).await? else {
+        let Some(event) = next_event(device, deadline).await else {
             return Err(ConnectError::Timeout {
                 peer,
                 port,
@@ -203,7 +193,7 @@ pub(crate) async fn request(
     loop {
         // Without a deadline, look again every minute.
         let until = deadline.unwrap_or_else(|| Instant::now() + Duration::from_secs(60));
-        match next_event(device, until).await? {
+        match next_event(device, until).await {
             Some(CmEvent::ConnectRequest(req)) => return Ok(req),
             Some(other) => tracing::debug!(?other, "cm: waiting for a connect request"),
             None if deadline.is_some() => {
@@ -241,7 +231,7 @@ pub(crate) async fn disconnect(device: &DeviceHandle, conns: &[ConnId]) {
         .collect();
     let deadline = Instant::now() + Duration::from_secs(1);
     while !up.is_empty() {
-        let Ok(Some(event)) = next_event(device, deadline).await else {
+        let Some(event) = next_event(device, deadline).await else {
             return;
         };
         if let CmEvent::Disconnected { conn } = event {

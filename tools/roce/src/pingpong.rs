@@ -463,7 +463,7 @@ async fn cm_server(
     // The client sends once it has the REP; its RTU comes with (or before) the first message.
     let deadline = Instant::now() + Duration::from_secs(args.timeout);
     loop {
-        match crate::cm::next_event(device, deadline).await? {
+        match crate::cm::next_event(device, deadline).await {
             Some(CmEvent::Established { conn, .. }) if conn == req.conn => break,
             Some(other) => tracing::debug!(?other, "cm: waiting for the RTU"),
             None => bail!(
