@@ -36,6 +36,7 @@ pub mod gid;
 pub mod icrc;
 pub mod ieth;
 pub mod immdt;
+pub mod mac_control;
 pub mod mad;
 pub mod opcode;
 pub mod packet;

@@ -132,7 +132,7 @@ impl fmt::Display for FrameLine<'_> {
         let Some(ip) = frame.ip else {
             return match frame.ethernet.map(|eth| eth.ether_type) {
                 Some(ETHERTYPE_ARP) => f.write_str("ARP"),
-                Some(ETHERTYPE_MAC_CONTROL) => f.write_str("MAC control (PAUSE/PFC)"),
+                Some(crate::mac_control::ETHER_TYPE) => f.write_str("MAC control (PAUSE/PFC)"),
                 Some(other) => write!(f, "ethertype {other:#06x}"),
                 None => f.write_str("non-IP frame"),
             };
@@ -266,4 +266,3 @@ impl fmt::Display for Endpoint {
 }
 
 const ETHERTYPE_ARP: u16 = 0x0806;
-const ETHERTYPE_MAC_CONTROL: u16 = 0x8808;

@@ -8,8 +8,8 @@
 //! by its DSCP ("trust dscp", priority = DSCP / 8), may be ECN-marked (RED on the class's queue:
 //! the IP header's ECN field becomes CE and the IPv4 header checksum is recomputed; the ICRC
 //! masks those bits, IBA Annex A17.4.3), dropped when the port's buffer is full, and paused-for
-//! by PFC. PFC PAUSE frames (802.1Qbb: DA 01:80:C2:00:00:01, EtherType 0x8808, opcode 0x0101,
-//! IEEE 802.1Qbb) are sent to the host of an ingress port whose bytes held pass XOFF; PFC and
+//! by PFC. PFC PAUSE frames (`roce_wire::mac_control`: DA 01:80:C2:00:00:01, EtherType 0x8808,
+//! opcode 0x0101, IEEE 802.1Qbb) are sent to the host of an ingress port whose bytes held pass XOFF; PFC and
 //! 802.3x PAUSE frames that a host (or another switch) sends stop this switch's egress towards
 //! it for the priorities and quanta they name, so pauses propagate through chained switches.
 //!
@@ -29,9 +29,10 @@ use std::time::{Duration, Instant as WallInstant};
 use anyhow::bail;
 use roce_core::{Ecn, Instant};
 use roce_device::backend::packet_socket::{self, PacketSocket, Sender};
-use roce_sim::switch::{CLASSES, Ets, MarkAt, Pfc};
+use roce_sim::switch::{Ets, MarkAt, Pfc};
 use roce_sim::{EcnMarking, SimPacket, Switch, SwitchConfig};
 use roce_wire::frame::rewrite;
+use roce_wire::mac_control;
 use serde_json::json;
 
 use args::{parse_ecn, parse_pfc, parse_rate};
@@ -39,12 +40,6 @@ use args::{parse_ecn, parse_pfc, parse_rate};
 /// Bytes of a frame that the queue model counts as headers: roce-sim counts a packet on the
 /// wire as its UDP payload plus Ethernet, IPv4 and UDP headers.
 const MODEL_HEADER: usize = roce_wire::frame::IPV4_FRAME_OVERHEAD;
-/// The PFC destination address (802.1Qbb, the MAC control address).
-const PFC_DA: [u8; 6] = [0x01, 0x80, 0xc2, 0x00, 0x00, 0x01];
-/// MAC control EtherType.
-const MAC_CONTROL: u16 = 0x8808;
-/// PFC opcode.
-const PFC_OPCODE: u16 = 0x0101;
 
 #[derive(Debug, clap::Args)]
 #[command(
@@ -283,13 +278,12 @@ impl Bridge {
         }
         let dst: [u8; 6] = frame[0..6].try_into().unwrap_or_default();
         let src: [u8; 6] = frame[6..12].try_into().unwrap_or_default();
-        let ethertype = u16::from_be_bytes([frame[12], frame[13]]);
-        if dst == PFC_DA && ethertype == MAC_CONTROL {
+        if mac_control::is_mac_control(&frame) {
             // Link-local: a host's PAUSE is for this switch, which stops sending it the paused
             // priorities; it is never forwarded.
             let now = self.now();
             let bps = self.switch.config().bandwidth_bps.max(1);
-            for (priority, quanta) in pause_request(&frame) {
+            for (priority, quanta) in mac_control::pauses(&frame) {
                 let nanos = u64::from(quanta) * 512 * 1_000_000_000 / bps;
                 let until = now + Duration::from_nanos(nanos);
                 self.switch.pause_egress(now, ingress, priority, until);
@@ -366,7 +360,7 @@ impl Bridge {
                 let quanta =
                     (nanos * u128::from(self.switch.config().bandwidth_bps) / 512 / 1_000_000_000)
                         .min(u128::from(u16::MAX)) as u16;
-                let frame = pfc_frame(self.ports[index].mac, pause.priority, quanta);
+                let frame = mac_control::pfc_frame(self.ports[index].mac, pause.priority, quanta);
                 self.ports[index].send(&frame);
             }
         }
@@ -413,50 +407,6 @@ impl Bridge {
             );
         }
     }
-}
-
-/// What a MAC control frame asks: (priority, quanta) for each priority it pauses or resumes.
-/// PFC (opcode 0x0101) names priorities in its class-enable vector; an 802.3x PAUSE (0x0001)
-/// pauses them all. Anything else asks nothing.
-fn pause_request(frame: &[u8]) -> Vec<(u8, u16)> {
-    let word = |at: usize| {
-        frame
-            .get(at..at + 2)
-            .map(|b| u16::from_be_bytes([b[0], b[1]]))
-    };
-    match word(14) {
-        Some(PFC_OPCODE) => {
-            let Some(enabled) = word(16) else {
-                return Vec::new();
-            };
-            (0..CLASSES as u8)
-                .filter(|&p| enabled & (1 << p) != 0)
-                .filter_map(|p| Some((p, word(18 + 2 * usize::from(p))?)))
-                .collect()
-        }
-        Some(0x0001) => match word(16) {
-            Some(quanta) => (0..CLASSES as u8).map(|p| (p, quanta)).collect(),
-            None => Vec::new(),
-        },
-        _ => Vec::new(),
-    }
-}
-
-/// A PFC frame from `src` pausing `priority` for `quanta` (0 resumes it).
-fn pfc_frame(src: [u8; 6], priority: u8, quanta: u16) -> Vec<u8> {
-    let mut frame = Vec::with_capacity(60);
-    frame.extend_from_slice(&PFC_DA);
-    frame.extend_from_slice(&src);
-    frame.extend_from_slice(&MAC_CONTROL.to_be_bytes());
-    frame.extend_from_slice(&PFC_OPCODE.to_be_bytes());
-    let priority = usize::from(priority) % CLASSES;
-    frame.extend_from_slice(&(1u16 << priority).to_be_bytes());
-    for class in 0..CLASSES {
-        let time = if class == priority { quanta } else { 0 };
-        frame.extend_from_slice(&time.to_be_bytes());
-    }
-    frame.resize(60, 0);
-    frame
 }
 
 #[cfg(test)]
