@@ -8,9 +8,9 @@
 //! by its DSCP ("trust dscp", priority = DSCP / 8), may be ECN-marked (RED on the class's queue:
 //! the IP header's ECN field becomes CE and the IPv4 header checksum is recomputed; the ICRC
 //! masks those bits, IBA Annex A17.4.3), dropped when the port's buffer is full, and paused-for
-//! by PFC. PFC PAUSE frames (`roce_wire::mac_control`: DA 01:80:C2:00:00:01, EtherType 0x8808,
-//! opcode 0x0101, IEEE 802.1Qbb) are sent to the host of an ingress port whose bytes held pass XOFF; PFC and
-//! 802.3x PAUSE frames that a host (or another switch) sends stop this switch's egress towards
+//! by PFC. PFC PAUSE frames (`roce_wire::mac_control`: DA 01:80:C2:00:00:01, EtherType
+//! 0x8808, opcode 0x0101, IEEE 802.1Qbb) are sent to the host of an ingress port whose bytes
+//! held pass XOFF; PFC and 802.3x PAUSE frames that a host (or another switch) sends stop this switch's egress towards
 //! it for the priorities and quanta they name, so pauses propagate through chained switches.
 //!
 //! The interfaces should have no IP addresses of their own (the kernel would answer for them)
