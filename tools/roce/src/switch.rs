@@ -10,8 +10,9 @@
 //! masks those bits, IBA Annex A17.4.3), dropped when the port's buffer is full, and paused-for
 //! by PFC. PFC PAUSE frames (`roce_wire::mac_control`: DA 01:80:C2:00:00:01, EtherType
 //! 0x8808, opcode 0x0101, IEEE 802.1Qbb) are sent to the host of an ingress port whose bytes
-//! held pass XOFF; PFC and 802.3x PAUSE frames that a host (or another switch) sends stop this switch's egress towards
-//! it for the priorities and quanta they name, so pauses propagate through chained switches.
+//! held pass XOFF; PFC and 802.3x PAUSE frames that a host (or another switch) sends stop this
+//! switch's egress towards it for the priorities and quanta they name, so pauses propagate
+//! through chained switches.
 //!
 //! The interfaces should have no IP addresses of their own (the kernel would answer for them)
 //! and need CAP_NET_RAW.
