@@ -279,6 +279,7 @@ pub(crate) fn packet(transmit: &Transmit, buf: &[u8]) -> SimPacket {
         dscp: transmit.dscp,
         ttl: transmit.ttl,
         payload: buf[..transmit.len].to_vec(),
+        tag: 0,
     }
 }
 

@@ -257,8 +257,8 @@ struct Bridge {
     /// Source MAC → port it was last seen on.
     macs: HashMap<[u8; 6], usize>,
     /// Headers of queued frames, by the id their model packet carries.
-    held: HashMap<u32, Vec<u8>>,
-    next_id: u32,
+    held: HashMap<u64, Vec<u8>>,
+    next_id: u64,
     start: WallInstant,
 }
 
@@ -326,13 +326,12 @@ impl Bridge {
         self.next_id = self.next_id.wrapping_add(1);
         let split = frame.len().min(MODEL_HEADER);
         let payload = frame.split_off(split);
-        let mut packet = SimPacket::new(
-            SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::from(id), 0)),
-            SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0)),
-            payload,
-        );
+        // The model needs no addresses: it forwards to `egress` and keys nothing by them.
+        let nowhere = SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0));
+        let mut packet = SimPacket::new(nowhere, nowhere, payload);
         packet.ecn = ecn;
         packet.dscp = dscp;
+        packet.tag = id;
         let now = self.now();
         if self.switch.receive_to(now, ingress, egress, packet) {
             self.held.insert(id, frame);
@@ -344,10 +343,7 @@ impl Bridge {
         self.switch.advance(now);
         for index in 0..self.ports.len() {
             while let Some(packet) = self.switch.deliver(now, index) {
-                let SocketAddr::V4(id) = packet.src else {
-                    continue;
-                };
-                let Some(mut frame) = self.held.remove(&u32::from(*id.ip())) else {
+                let Some(mut frame) = self.held.remove(&packet.tag) else {
                     continue;
                 };
                 frame.extend_from_slice(&packet.payload);

@@ -27,6 +27,9 @@ pub struct SimPacket {
     pub ttl: u8,
     /// The UDP payload: BTH … ICRC for RoCEv2, but any bytes are carried.
     pub payload: Vec<u8>,
+    /// A label of the packet's owner, carried along and never read by the simulator (0 unless
+    /// set): `roce switch` names the frame a packet stands for by it.
+    pub tag: u64,
 }
 
 impl SimPacket {
@@ -39,6 +42,7 @@ impl SimPacket {
             dscp: 0,
             ttl: 64,
             payload,
+            tag: 0,
         }
     }
 
