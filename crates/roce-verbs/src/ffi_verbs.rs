@@ -16,6 +16,7 @@ use crate::ffi_ex::{cq_ex_fns, wr_fns};
 use roce_core::{QpType, Sge};
 
 use crate::ffi::{errno_ret, guard, read_in, set_errno, write_out};
+use crate::memory::CallerMemory;
 use crate::state::Errno;
 use crate::verbs;
 
@@ -194,13 +195,10 @@ pub(crate) unsafe extern "C" fn ibv_reg_mr_iova(
     access: c_int,
 ) -> *mut IbvMr {
     guard(std::ptr::null_mut(), || {
-        null_on_err(verbs::reg_mr(
-            pd as usize,
-            addr as usize,
-            length,
-            iova,
-            access,
-        ))
+        // SAFETY: the program keeps `[addr, addr + length)` mapped and leaves it to the device
+        // until `ibv_dereg_mr` (the contract of ibv_reg_mr, this function's).
+        let memory = unsafe { CallerMemory::new(addr as usize, length) };
+        null_on_err(verbs::reg_mr(pd as usize, memory, iova, access))
     })
 }
 

@@ -23,8 +23,19 @@ pub(crate) struct CallerMemory {
 impl CallerMemory {
     /// The registration of `[addr, addr + len)`. `None` for NULL with a length, or a range
     /// that wraps around the address space.
-    pub(crate) fn new(addr: usize, len: usize) -> Option<Self> {
+    ///
+    /// # Safety
+    /// `[addr, addr + len)` is memory of this process that stays mapped, readable and writable,
+    /// for as long as the value (and the region made of it) lives, and that no Rust reference
+    /// covers meanwhile: `ibv_reg_mr`'s contract with the program, which keeps the buffer until
+    /// `ibv_dereg_mr`. The value's reads and writes rely on it.
+    pub(crate) unsafe fn new(addr: usize, len: usize) -> Option<Self> {
         ((addr != 0 || len == 0) && addr.checked_add(len).is_some()).then_some(Self { addr, len })
+    }
+
+    /// Where the buffer starts, and its length.
+    pub(crate) fn range(&self) -> (usize, usize) {
+        (self.addr, self.len)
     }
 }
 
@@ -97,7 +108,8 @@ mod tests {
     fn reads_writes_and_atomics_land_in_the_buffer() {
         let mut buf = vec![0u64; 4];
         let addr = buf.as_mut_ptr() as usize;
-        let mem = CallerMemory::new(addr, 32).unwrap();
+        // SAFETY: `buf` outlives `mem` and is not borrowed while `mem` reads and writes it.
+        let mem = unsafe { CallerMemory::new(addr, 32) }.unwrap();
         mem.write_at(8, &7u64.to_le_bytes());
         assert_eq!(mem.update_u64(8, &mut |v| v * 3), 7);
         let mut out = [0; 8];
@@ -108,8 +120,11 @@ mod tests {
 
     #[test]
     fn null_and_wrapping_ranges_are_refused() {
-        assert!(CallerMemory::new(0, 8).is_none());
-        assert!(CallerMemory::new(usize::MAX - 4, 8).is_none());
-        assert!(CallerMemory::new(0, 0).is_some());
+        // SAFETY: refused or empty ranges: no value that can touch memory is made.
+        unsafe {
+            assert!(CallerMemory::new(0, 8).is_none());
+            assert!(CallerMemory::new(usize::MAX - 4, 8).is_none());
+            assert!(CallerMemory::new(0, 0).is_some());
+        }
     }
 }
