@@ -103,6 +103,9 @@ fn port_ok(port: u32) -> Result<(), Errno> {
 /// `struct ibv_device **ibv_get_device_list(int *num_devices)`: a NULL-terminated array from
 /// `malloc`, freed by `ibv_free_device_list`; NULL with errno on failure (a bad environment
 /// variable: `EINVAL`). No `ROCE_VERBS_IP`: an empty list.
+///
+/// # Safety
+/// `num_devices` is NULL or valid for writing an `int`.
 #[unsafe(no_mangle)]
 pub(crate) unsafe extern "C" fn ibv_get_device_list(
     num_devices: *mut c_int,
@@ -136,6 +139,9 @@ pub(crate) unsafe extern "C" fn ibv_get_device_list(
 }
 
 /// `void ibv_free_device_list(struct ibv_device **list)`.
+///
+/// # Safety
+/// `list` is NULL or a list `ibv_get_device_list` returned, not freed yet.
 #[unsafe(no_mangle)]
 pub(crate) unsafe extern "C" fn ibv_free_device_list(list: *mut *mut IbvDevice) {
     guard((), || {
@@ -146,6 +152,9 @@ pub(crate) unsafe extern "C" fn ibv_free_device_list(list: *mut *mut IbvDevice) 
 
 /// `const char *ibv_get_device_name(struct ibv_device *device)`: NULL with `EINVAL` for a
 /// device that is not ours.
+///
+/// # Safety
+/// `device` is NULL or an entry of a list from `ibv_get_device_list` (checked: others give NULL).
 #[unsafe(no_mangle)]
 pub(crate) unsafe extern "C" fn ibv_get_device_name(device: *mut IbvDevice) -> *const c_char {
     guard(std::ptr::null(), || {
@@ -163,7 +172,7 @@ pub(crate) unsafe extern "C" fn ibv_get_device_name(device: *mut IbvDevice) -> *
 /// `__be64 ibv_get_device_guid(struct ibv_device *device)`: 0 with `EINVAL` for a device that
 /// is not ours.
 #[unsafe(no_mangle)]
-pub(crate) unsafe extern "C" fn ibv_get_device_guid(device: *mut IbvDevice) -> u64 {
+pub(crate) extern "C" fn ibv_get_device_guid(device: *mut IbvDevice) -> u64 {
     guard(0, || match state::device_at(device as usize) {
         Ok(d) => d.model.node_guid().to_be(),
         Err(Errno(e)) => {
@@ -175,7 +184,7 @@ pub(crate) unsafe extern "C" fn ibv_get_device_guid(device: *mut IbvDevice) -> u
 
 /// `int ibv_get_device_index(struct ibv_device *device)`: 0, or -1 for a device not ours.
 #[unsafe(no_mangle)]
-pub(crate) unsafe extern "C" fn ibv_get_device_index(device: *mut IbvDevice) -> c_int {
+pub(crate) extern "C" fn ibv_get_device_index(device: *mut IbvDevice) -> c_int {
     guard(-1, || match state::device_at(device as usize) {
         Ok(_) => 0,
         Err(_) => -1,
@@ -184,7 +193,7 @@ pub(crate) unsafe extern "C" fn ibv_get_device_index(device: *mut IbvDevice) -> 
 
 /// `struct ibv_context *ibv_open_device(struct ibv_device *device)`: NULL with errno on failure.
 #[unsafe(no_mangle)]
-pub(crate) unsafe extern "C" fn ibv_open_device(device: *mut IbvDevice) -> *mut IbvContext {
+pub(crate) extern "C" fn ibv_open_device(device: *mut IbvDevice) -> *mut IbvContext {
     guard(std::ptr::null_mut(), || {
         match state::open(device as usize, context_fns()) {
             Ok(ctx) => ctx,
@@ -218,13 +227,17 @@ fn context_fns() -> state::ContextFns {
 /// `int ibv_close_device(struct ibv_context *context)`: 0, or -1 with `EINVAL` for a context
 /// that is not open.
 #[unsafe(no_mangle)]
-pub(crate) unsafe extern "C" fn ibv_close_device(context: *mut IbvContext) -> c_int {
+pub(crate) extern "C" fn ibv_close_device(context: *mut IbvContext) -> c_int {
     guard(-1, || minus1_ret(state::close(context as usize)))
 }
 
 /// `int ibv_get_async_event(struct ibv_context *, struct ibv_async_event *)`: 0 with the next
 /// event of the context, after blocking on its `async_fd` (`EAGAIN` at once on a non-blocking
 /// fd), or -1 with errno.
+///
+/// # Safety
+/// Handles (contexts, PDs, CQs, QPs, ...) are looked up in this library's tables, so any value is
+/// safe there; `event` is NULL or valid for writing a `struct ibv_async_event`.
 #[unsafe(no_mangle)]
 pub(crate) unsafe extern "C" fn ibv_get_async_event(
     context: *mut IbvContext,
@@ -244,6 +257,9 @@ pub(crate) unsafe extern "C" fn ibv_get_async_event(
 
 /// `void ibv_ack_async_event(struct ibv_async_event *)`: counted in the element's
 /// `events_completed`, as libibverbs does.
+///
+/// # Safety
+/// `event` is NULL or valid for reading a `struct ibv_async_event`.
 #[unsafe(no_mangle)]
 pub(crate) unsafe extern "C" fn ibv_ack_async_event(event: *mut IbvAsyncEvent) {
     guard((), || {
@@ -352,6 +368,10 @@ pub(crate) fn write_stats_on_fatal_signals() {
 // ---- queries -------------------------------------------------------------------------------
 
 /// `int ibv_query_device(struct ibv_context *, struct ibv_device_attr *)`: an errno value.
+///
+/// # Safety
+/// Handles (contexts, PDs, CQs, QPs, ...) are looked up in this library's tables, so any value is
+/// safe there; `attr` is NULL or valid for writing a `struct ibv_device_attr`.
 #[unsafe(no_mangle)]
 pub(crate) unsafe extern "C" fn ibv_query_device(
     context: *mut IbvContext,
@@ -370,6 +390,10 @@ pub(crate) unsafe extern "C" fn ibv_query_device(
 /// provider calls (providers/rxe/rxe.c `rxe_query_device`): a non-zero `input->comp_mask` or a
 /// size smaller than `struct ibv_device_attr` is `EINVAL`; the caller's `attr_size` bytes are
 /// zeroed, then every field that fits in them is written. An errno value.
+///
+/// # Safety
+/// Handles (contexts, PDs, CQs, QPs, ...) are looked up in this library's tables, so any value is
+/// safe there; `input` is unused; `attr` is NULL or valid for writing `attr_size` bytes.
 pub(crate) unsafe extern "C" fn query_device_ex(
     context: *mut IbvContext,
     input: *const u32,
@@ -409,7 +433,7 @@ fn query_port(context: *mut IbvContext, port: u8, attr: *mut IbvPortAttr, len: u
 /// exported, old-layout entry (48 bytes; the header's inline `ibv_query_port` calls
 /// [`query_port_ex`] instead). An errno value.
 #[unsafe(no_mangle)]
-pub(crate) unsafe extern "C" fn ibv_query_port(
+pub(crate) extern "C" fn ibv_query_port(
     context: *mut IbvContext,
     port: u8,
     attr: *mut IbvPortAttr,
@@ -420,7 +444,7 @@ pub(crate) unsafe extern "C" fn ibv_query_port(
 }
 
 /// `verbs_context.query_port`: writes `port_attr_len` bytes at most.
-pub(crate) unsafe extern "C" fn query_port_ex(
+pub(crate) extern "C" fn query_port_ex(
     context: *mut IbvContext,
     port: u8,
     attr: *mut IbvPortAttr,
@@ -431,6 +455,10 @@ pub(crate) unsafe extern "C" fn query_port_ex(
 
 /// `int ibv_query_gid(struct ibv_context *, uint8_t port, int index, union ibv_gid *)`: 0 or
 /// -1 with errno. An empty slot of the table reads as the zero GID, as libibverbs returns it.
+///
+/// # Safety
+/// Handles (contexts, PDs, CQs, QPs, ...) are looked up in this library's tables, so any value is
+/// safe there; `gid` is NULL or valid for writing a `union ibv_gid`.
 #[unsafe(no_mangle)]
 pub(crate) unsafe extern "C" fn ibv_query_gid(
     context: *mut IbvContext,
@@ -453,6 +481,10 @@ pub(crate) unsafe extern "C" fn ibv_query_gid(
 
 /// `int _ibv_query_gid_ex(ctx, port, index, struct ibv_gid_entry *, flags, entry_size)`: an
 /// errno value; `ENODATA` for an empty slot (as libibverbs).
+///
+/// # Safety
+/// Handles (contexts, PDs, CQs, QPs, ...) are looked up in this library's tables, so any value is
+/// safe there; `entry` is NULL or valid for writing `entry_size` bytes.
 #[unsafe(no_mangle)]
 pub(crate) unsafe extern "C" fn _ibv_query_gid_ex(
     context: *mut IbvContext,
@@ -477,6 +509,10 @@ pub(crate) unsafe extern "C" fn _ibv_query_gid_ex(
 
 /// `ssize_t _ibv_query_gid_table(ctx, entries, max_entries, flags, entry_size)`: the number of
 /// entries written, or -errno.
+///
+/// # Safety
+/// Handles (contexts, PDs, CQs, QPs, ...) are looked up in this library's tables, so any value is
+/// safe there; `entries` is NULL or valid for writing `max_entries` entries of `entry_size` bytes.
 #[unsafe(no_mangle)]
 pub(crate) unsafe extern "C" fn _ibv_query_gid_table(
     context: *mut IbvContext,
@@ -513,6 +549,10 @@ pub(crate) unsafe extern "C" fn _ibv_query_gid_table(
 
 /// `int ibv_query_gid_type(ctx, uint8_t port, unsigned index, enum ibv_gid_type_sysfs *)`
 /// (IBVERBS_PRIVATE_34; ibv_devinfo calls it): 0 or -1 with errno.
+///
+/// # Safety
+/// Handles (contexts, PDs, CQs, QPs, ...) are looked up in this library's tables, so any value is
+/// safe there; `ty` is NULL or valid for writing an `int`.
 #[unsafe(no_mangle)]
 pub(crate) unsafe extern "C" fn ibv_query_gid_type(
     context: *mut IbvContext,
@@ -531,6 +571,10 @@ pub(crate) unsafe extern "C" fn ibv_query_gid_type(
 }
 
 /// `int ibv_query_pkey(ctx, uint8_t port, int index, __be16 *pkey)`: 0 or -1 with errno.
+///
+/// # Safety
+/// Handles (contexts, PDs, CQs, QPs, ...) are looked up in this library's tables, so any value is
+/// safe there; `pkey` is NULL or valid for writing a `__be16`.
 #[unsafe(no_mangle)]
 pub(crate) unsafe extern "C" fn ibv_query_pkey(
     context: *mut IbvContext,
@@ -552,7 +596,7 @@ pub(crate) unsafe extern "C" fn ibv_query_pkey(
 
 /// `int ibv_get_pkey_index(ctx, uint8_t port, __be16 pkey)`: the index, or -1 with errno.
 #[unsafe(no_mangle)]
-pub(crate) unsafe extern "C" fn ibv_get_pkey_index(
+pub(crate) extern "C" fn ibv_get_pkey_index(
     context: *mut IbvContext,
     port: u8,
     pkey: u16,
@@ -576,6 +620,10 @@ pub(crate) unsafe extern "C" fn ibv_get_pkey_index(
 /// `dir/file` as libibverbs does (a trailing newline becomes NUL); the bytes read, or -1.
 /// The device's own paths are the kernel's (`/sys/class/infiniband/<name>`): `roce exec` mounts
 /// a tree there (crate `sysfs`); without it, reads under them fail.
+///
+/// # Safety
+/// `dir` and `file` are NULL or NUL-terminated strings; `buf` is NULL or valid for writing `size`
+/// bytes.
 #[unsafe(no_mangle)]
 pub(crate) unsafe extern "C" fn ibv_read_sysfs_file(
     dir: *const c_char,
@@ -614,7 +662,7 @@ pub(crate) unsafe extern "C" fn ibv_read_sysfs_file(
 
 /// `const char *ibv_get_sysfs_path(void)`.
 #[unsafe(no_mangle)]
-pub(crate) unsafe extern "C" fn ibv_get_sysfs_path() -> *const c_char {
+pub(crate) extern "C" fn ibv_get_sysfs_path() -> *const c_char {
     c"/sys".as_ptr()
 }
 
@@ -622,25 +670,25 @@ pub(crate) unsafe extern "C" fn ibv_get_sysfs_path() -> *const c_char {
 /// memory but not the device's thread, so its verbs objects are unusable (as libibverbs says
 /// of a child that did not re-open the device).
 #[unsafe(no_mangle)]
-pub(crate) unsafe extern "C" fn ibv_fork_init() -> c_int {
+pub(crate) extern "C" fn ibv_fork_init() -> c_int {
     0
 }
 
 /// `enum ibv_fork_status ibv_is_fork_initialized(void)`: `IBV_FORK_UNNEEDED` (2).
 #[unsafe(no_mangle)]
-pub(crate) unsafe extern "C" fn ibv_is_fork_initialized() -> c_int {
+pub(crate) extern "C" fn ibv_is_fork_initialized() -> c_int {
     2
 }
 
 /// `int ibv_dontfork_range(void *base, size_t size)`: 0 (nothing to protect: no DMA).
 #[unsafe(no_mangle)]
-pub(crate) unsafe extern "C" fn ibv_dontfork_range(_base: *mut c_void, _size: usize) -> c_int {
+pub(crate) extern "C" fn ibv_dontfork_range(_base: *mut c_void, _size: usize) -> c_int {
     0
 }
 
 /// `int ibv_dofork_range(void *base, size_t size)`: 0.
 #[unsafe(no_mangle)]
-pub(crate) unsafe extern "C" fn ibv_dofork_range(_base: *mut c_void, _size: usize) -> c_int {
+pub(crate) extern "C" fn ibv_dofork_range(_base: *mut c_void, _size: usize) -> c_int {
     0
 }
 
@@ -648,7 +696,7 @@ pub(crate) unsafe extern "C" fn ibv_dofork_range(_base: *mut c_void, _size: usiz
 /// called by the constructors of libmlx5/libefa, which perftest's binaries load. Ignored: the
 /// only device is ours.
 #[unsafe(no_mangle)]
-pub(crate) unsafe extern "C" fn verbs_register_driver_34(_ops: *const c_void) {}
+pub(crate) extern "C" fn verbs_register_driver_34(_ops: *const c_void) {}
 
 /// `bool verbs_allow_disassociate_destroy` (IBVERBS_PRIVATE_34, a variable).
 #[unsafe(no_mangle)]
@@ -660,48 +708,48 @@ pub(crate) static verbs_allow_disassociate_destroy: std::sync::atomic::AtomicBoo
 
 /// `const char *ibv_wc_status_str(enum ibv_wc_status)`.
 #[unsafe(no_mangle)]
-pub(crate) unsafe extern "C" fn ibv_wc_status_str(status: c_int) -> *const c_char {
+pub(crate) extern "C" fn ibv_wc_status_str(status: c_int) -> *const c_char {
     strings::wc_status(status).as_ptr()
 }
 
 /// `const char *ibv_node_type_str(enum ibv_node_type)`.
 #[unsafe(no_mangle)]
-pub(crate) unsafe extern "C" fn ibv_node_type_str(node_type: c_int) -> *const c_char {
+pub(crate) extern "C" fn ibv_node_type_str(node_type: c_int) -> *const c_char {
     strings::node_type(node_type).as_ptr()
 }
 
 /// `const char *ibv_port_state_str(enum ibv_port_state)`.
 #[unsafe(no_mangle)]
-pub(crate) unsafe extern "C" fn ibv_port_state_str(state: c_int) -> *const c_char {
+pub(crate) extern "C" fn ibv_port_state_str(state: c_int) -> *const c_char {
     strings::port_state(state).as_ptr()
 }
 
 /// `const char *ibv_event_type_str(enum ibv_event_type)`.
 #[unsafe(no_mangle)]
-pub(crate) unsafe extern "C" fn ibv_event_type_str(event: c_int) -> *const c_char {
+pub(crate) extern "C" fn ibv_event_type_str(event: c_int) -> *const c_char {
     strings::event_type(event).as_ptr()
 }
 
 /// `int ibv_rate_to_mult(enum ibv_rate)`: -1 for an unknown rate.
 #[unsafe(no_mangle)]
-pub(crate) unsafe extern "C" fn ibv_rate_to_mult(rate: c_int) -> c_int {
+pub(crate) extern "C" fn ibv_rate_to_mult(rate: c_int) -> c_int {
     strings::rate_to_mult(rate)
 }
 
 /// `enum ibv_rate mult_to_ibv_rate(int mult)`.
 #[unsafe(no_mangle)]
-pub(crate) unsafe extern "C" fn mult_to_ibv_rate(mult: c_int) -> c_int {
+pub(crate) extern "C" fn mult_to_ibv_rate(mult: c_int) -> c_int {
     strings::mult_to_rate(mult)
 }
 
 /// `int ibv_rate_to_mbps(enum ibv_rate)`: -1 for an unknown rate.
 #[unsafe(no_mangle)]
-pub(crate) unsafe extern "C" fn ibv_rate_to_mbps(rate: c_int) -> c_int {
+pub(crate) extern "C" fn ibv_rate_to_mbps(rate: c_int) -> c_int {
     strings::rate_to_mbps(rate)
 }
 
 /// `enum ibv_rate mbps_to_ibv_rate(int mbps)`.
 #[unsafe(no_mangle)]
-pub(crate) unsafe extern "C" fn mbps_to_ibv_rate(mbps: c_int) -> c_int {
+pub(crate) extern "C" fn mbps_to_ibv_rate(mbps: c_int) -> c_int {
     strings::mbps_to_rate(mbps)
 }

@@ -22,6 +22,10 @@ use crate::verbs;
 /// `verbs_context.create_qp_ex`: what the header's `ibv_create_qp_ex` calls when more than the
 /// PD is in `comp_mask`. PD, create flags 0 and send-ops flags are accepted; the QP is the one
 /// `ibv_create_qp` makes (every QP has the `wr_*` table).
+///
+/// # Safety
+/// Handles (contexts, PDs, CQs, QPs, ...) are looked up in this library's tables, so any value is
+/// safe there; `attr` is NULL or valid for reading and writing a `struct ibv_qp_init_attr_ex`.
 pub(crate) unsafe extern "C" fn create_qp_ex(
     _context: *mut IbvContext,
     attr: *mut IbvQpInitAttrEx,
@@ -56,7 +60,7 @@ pub(crate) unsafe extern "C" fn create_qp_ex(
 /// `struct ibv_qp_ex *ibv_qp_to_qp_ex(struct ibv_qp *)`: the QP itself (all of ours are
 /// `ibv_qp_ex`), NULL for a QP not ours.
 #[unsafe(no_mangle)]
-pub(crate) unsafe extern "C" fn ibv_qp_to_qp_ex(qp: *mut IbvQp) -> *mut IbvQpEx {
+pub(crate) extern "C" fn ibv_qp_to_qp_ex(qp: *mut IbvQp) -> *mut IbvQpEx {
     guard(std::ptr::null_mut(), || {
         if verbs::is_qp(qp as usize) {
             qp.cast::<IbvQpEx>()
@@ -84,6 +88,9 @@ unsafe fn wr_fields(qp: *mut IbvQpEx) -> (u64, u32) {
 macro_rules! wr_op {
     ($name:ident ( $($arg:ident : $ty:ty),* ) => $op:expr) => {
         #[doc = concat!("`", stringify!($name), "` of `ibv_qp_ex`.")]
+        #[doc = ""]
+        #[doc = "# Safety"]
+        #[doc = "`qp` is one of this library's `ibv_qp_ex` (reached through its table), readable."]
         unsafe extern "C" fn $name(qp: *mut IbvQpEx $(, $arg: $ty)*) {
             guard((), || {
                 // SAFETY: called through the table of one of our QPs.
@@ -114,6 +121,10 @@ wr_op!(wr_local_inv(rkey: u32) => SendOp::LocalInv(rkey));
 
 /// `wr_bind_mw` of `ibv_qp_ex` (rxe's provider `wr_bind_mw`): a window or region not ours
 /// makes `wr_complete` fail with `EINVAL`.
+///
+/// # Safety
+/// Handles (contexts, PDs, CQs, QPs, ...) are looked up in this library's tables, so any value is
+/// safe there; `info` is NULL or valid for reading a `struct ibv_mw_bind_info`.
 unsafe extern "C" fn wr_bind_mw(
     qp: *mut IbvQpEx,
     mw: *mut IbvMw,
@@ -135,12 +146,15 @@ unsafe extern "C" fn wr_bind_mw(
     });
 }
 
-unsafe extern "C" fn wr_set_sge(qp: *mut IbvQpEx, lkey: u32, addr: u64, length: u32) {
+extern "C" fn wr_set_sge(qp: *mut IbvQpEx, lkey: u32, addr: u64, length: u32) {
     guard((), || {
         verbs::wr_set_sgl(qp as usize, vec![Sge { addr, length, lkey }])
     });
 }
 
+/// # Safety
+/// Handles (contexts, PDs, CQs, QPs, ...) are looked up in this library's tables, so any value is
+/// safe there; `list` is NULL or valid for reading `num_sge` `struct ibv_sge`.
 unsafe extern "C" fn wr_set_sge_list(qp: *mut IbvQpEx, num_sge: usize, list: *const IbvSge) {
     guard((), || {
         // SAFETY: the caller's array of num_sge SGEs.
@@ -154,12 +168,7 @@ unsafe extern "C" fn wr_set_sge_list(qp: *mut IbvQpEx, num_sge: usize, list: *co
     });
 }
 
-unsafe extern "C" fn wr_set_ud_addr(
-    qp: *mut IbvQpEx,
-    ah: *mut IbvAh,
-    remote_qpn: u32,
-    remote_qkey: u32,
-) {
+extern "C" fn wr_set_ud_addr(qp: *mut IbvQpEx, ah: *mut IbvAh, remote_qpn: u32, remote_qkey: u32) {
     guard((), || {
         verbs::wr_set_ud_addr(qp as usize, ah as usize, remote_qpn, remote_qkey)
     });
@@ -167,6 +176,10 @@ unsafe extern "C" fn wr_set_ud_addr(
 
 /// Inline data from memory that need not be registered: not offered (the engine gathers
 /// inline data from registered regions); `wr_complete` then fails with `EOPNOTSUPP`.
+///
+/// # Safety
+/// Handles (contexts, PDs, CQs, QPs, ...) are looked up in this library's tables, so any value is
+/// safe there; `[addr, addr + length)` is readable.
 unsafe extern "C" fn wr_set_inline_data(qp: *mut IbvQpEx, addr: *mut c_void, length: usize) {
     guard((), || {
         let sge = Sge {
@@ -182,15 +195,15 @@ unsafe extern "C" fn wr_set_inline_data(qp: *mut IbvQpEx, addr: *mut c_void, len
     });
 }
 
-unsafe extern "C" fn wr_start(qp: *mut IbvQpEx) {
+extern "C" fn wr_start(qp: *mut IbvQpEx) {
     guard((), || verbs::wr_start(qp as usize));
 }
 
-unsafe extern "C" fn wr_complete(qp: *mut IbvQpEx) -> c_int {
+extern "C" fn wr_complete(qp: *mut IbvQpEx) -> c_int {
     guard(libc::EIO, || errno_ret(verbs::wr_complete(qp as usize)))
 }
 
-unsafe extern "C" fn wr_abort(qp: *mut IbvQpEx) {
+extern "C" fn wr_abort(qp: *mut IbvQpEx) {
     guard((), || verbs::wr_abort(qp as usize));
 }
 
@@ -222,6 +235,10 @@ pub(crate) fn wr_fns() -> verbs::WrFns {
 /// `verbs_context.create_cq_ex`: what the header's `ibv_create_cq_ex` calls. The `wc_flags`
 /// of `ibv_poll_cq` ([`verbs::CQ_EX_WC_FLAGS`]) and `comp_mask` flags 0 are offered; others
 /// (timestamps, a parent domain) are `EOPNOTSUPP`.
+///
+/// # Safety
+/// Handles (contexts, PDs, CQs, QPs, ...) are looked up in this library's tables, so any value is
+/// safe there; `attr` is NULL or valid for reading a `struct ibv_cq_init_attr_ex`.
 pub(crate) unsafe extern "C" fn create_cq_ex(
     context: *mut IbvContext,
     attr: *mut IbvCqInitAttrEx,
@@ -255,25 +272,25 @@ pub(crate) unsafe extern "C" fn create_cq_ex(
     })
 }
 
-unsafe extern "C" fn start_poll(cq: *mut IbvCqEx, _attr: *mut c_void) -> c_int {
+extern "C" fn start_poll(cq: *mut IbvCqEx, _attr: *mut c_void) -> c_int {
     guard(libc::EIO, || {
         verbs::next_poll(cq as usize, true).map_or_else(|Errno(e)| e, |_| 0)
     })
 }
 
-unsafe extern "C" fn next_poll(cq: *mut IbvCqEx) -> c_int {
+extern "C" fn next_poll(cq: *mut IbvCqEx) -> c_int {
     guard(libc::EIO, || {
         verbs::next_poll(cq as usize, false).map_or_else(|Errno(e)| e, |_| 0)
     })
 }
 
-unsafe extern "C" fn end_poll(cq: *mut IbvCqEx) {
+extern "C" fn end_poll(cq: *mut IbvCqEx) {
     guard((), || verbs::end_poll(cq as usize));
 }
 
 macro_rules! read_field {
     ($name:ident -> $ty:ty = |$w:ident| $e:expr) => {
-        unsafe extern "C" fn $name(cq: *mut IbvCqEx) -> $ty {
+        extern "C" fn $name(cq: *mut IbvCqEx) -> $ty {
             guard(Default::default(), || {
                 let $w = verbs::current(cq as usize);
                 $e

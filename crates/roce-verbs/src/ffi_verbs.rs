@@ -161,7 +161,7 @@ unsafe fn post_list<W: Linked, T: Target>(
 
 /// `struct ibv_pd *ibv_alloc_pd(struct ibv_context *)`: NULL with errno on failure.
 #[unsafe(no_mangle)]
-pub(crate) unsafe extern "C" fn ibv_alloc_pd(context: *mut IbvContext) -> *mut IbvPd {
+pub(crate) extern "C" fn ibv_alloc_pd(context: *mut IbvContext) -> *mut IbvPd {
     guard(std::ptr::null_mut(), || {
         null_on_err(verbs::alloc_pd(context as usize))
     })
@@ -169,11 +169,16 @@ pub(crate) unsafe extern "C" fn ibv_alloc_pd(context: *mut IbvContext) -> *mut I
 
 /// `int ibv_dealloc_pd(struct ibv_pd *)`: an errno value.
 #[unsafe(no_mangle)]
-pub(crate) unsafe extern "C" fn ibv_dealloc_pd(pd: *mut IbvPd) -> c_int {
+pub(crate) extern "C" fn ibv_dealloc_pd(pd: *mut IbvPd) -> c_int {
     guard(libc::EIO, || errno_ret(verbs::dealloc_pd(pd as usize)))
 }
 
 /// `struct ibv_mr *ibv_reg_mr(struct ibv_pd *, void *addr, size_t length, int access)`.
+///
+/// # Safety
+/// Handles (contexts, PDs, CQs, QPs, ...) are looked up in this library's tables, so any value is
+/// safe there; `[addr, addr + length)` is the program's memory, mapped until `ibv_dereg_mr`, which
+/// the device reads and writes meanwhile (the libibverbs contract of a registration).
 #[unsafe(no_mangle)]
 pub(crate) unsafe extern "C" fn ibv_reg_mr(
     pd: *mut IbvPd,
@@ -186,6 +191,10 @@ pub(crate) unsafe extern "C" fn ibv_reg_mr(
 }
 
 /// `struct ibv_mr *ibv_reg_mr_iova(pd, addr, length, uint64_t iova, int access)`.
+///
+/// # Safety
+/// Handles (contexts, PDs, CQs, QPs, ...) are looked up in this library's tables, so any value is
+/// safe there; `[addr, addr + length)` as for `ibv_reg_mr`.
 #[unsafe(no_mangle)]
 pub(crate) unsafe extern "C" fn ibv_reg_mr_iova(
     pd: *mut IbvPd,
@@ -204,6 +213,10 @@ pub(crate) unsafe extern "C" fn ibv_reg_mr_iova(
 
 /// `struct ibv_mr *ibv_reg_mr_iova2(pd, addr, length, uint64_t iova, unsigned access)`: what
 /// the header's `ibv_reg_mr` macro calls when the access flags are not a constant.
+///
+/// # Safety
+/// Handles (contexts, PDs, CQs, QPs, ...) are looked up in this library's tables, so any value is
+/// safe there; `[addr, addr + length)` as for `ibv_reg_mr`.
 #[unsafe(no_mangle)]
 pub(crate) unsafe extern "C" fn ibv_reg_mr_iova2(
     pd: *mut IbvPd,
@@ -218,13 +231,13 @@ pub(crate) unsafe extern "C" fn ibv_reg_mr_iova2(
 
 /// `int ibv_dereg_mr(struct ibv_mr *)`: an errno value.
 #[unsafe(no_mangle)]
-pub(crate) unsafe extern "C" fn ibv_dereg_mr(mr: *mut IbvMr) -> c_int {
+pub(crate) extern "C" fn ibv_dereg_mr(mr: *mut IbvMr) -> c_int {
     guard(libc::EIO, || errno_ret(verbs::dereg_mr(mr as usize)))
 }
 
 /// `struct ibv_cq *ibv_create_cq(ctx, int cqe, void *cq_context, channel, int comp_vector)`.
 #[unsafe(no_mangle)]
-pub(crate) unsafe extern "C" fn ibv_create_cq(
+pub(crate) extern "C" fn ibv_create_cq(
     context: *mut IbvContext,
     cqe: c_int,
     cq_context: *mut c_void,
@@ -244,29 +257,27 @@ pub(crate) unsafe extern "C" fn ibv_create_cq(
 
 /// `int ibv_destroy_cq(struct ibv_cq *)`: an errno value.
 #[unsafe(no_mangle)]
-pub(crate) unsafe extern "C" fn ibv_destroy_cq(cq: *mut IbvCq) -> c_int {
+pub(crate) extern "C" fn ibv_destroy_cq(cq: *mut IbvCq) -> c_int {
     guard(libc::EIO, || errno_ret(verbs::destroy_cq(cq as usize)))
 }
 
 /// `int ibv_resize_cq(struct ibv_cq *, int cqe)`: an errno value (`EINVAL` for a size out of
 /// 1..=max_cqe or below the completions waiting, or a CQ not ours; nothing changes then).
 #[unsafe(no_mangle)]
-pub(crate) unsafe extern "C" fn ibv_resize_cq(cq: *mut IbvCq, cqe: c_int) -> c_int {
+pub(crate) extern "C" fn ibv_resize_cq(cq: *mut IbvCq, cqe: c_int) -> c_int {
     guard(libc::EIO, || errno_ret(verbs::resize_cq(cq as usize, cqe)))
 }
 
 /// `void ibv_ack_cq_events(struct ibv_cq *, unsigned nevents)`.
 #[unsafe(no_mangle)]
-pub(crate) unsafe extern "C" fn ibv_ack_cq_events(cq: *mut IbvCq, nevents: c_uint) {
+pub(crate) extern "C" fn ibv_ack_cq_events(cq: *mut IbvCq, nevents: c_uint) {
     guard((), || verbs::ack_cq_events(cq as usize, nevents));
 }
 
 /// `struct ibv_comp_channel *ibv_create_comp_channel(struct ibv_context *)`: its `fd` can be
 /// polled, and made non-blocking with fcntl.
 #[unsafe(no_mangle)]
-pub(crate) unsafe extern "C" fn ibv_create_comp_channel(
-    context: *mut IbvContext,
-) -> *mut IbvCompChannel {
+pub(crate) extern "C" fn ibv_create_comp_channel(context: *mut IbvContext) -> *mut IbvCompChannel {
     guard(std::ptr::null_mut(), || {
         null_on_err(verbs::create_comp_channel(context as usize))
     })
@@ -275,7 +286,7 @@ pub(crate) unsafe extern "C" fn ibv_create_comp_channel(
 /// `int ibv_destroy_comp_channel(struct ibv_comp_channel *)`: an errno value (`EBUSY` while a
 /// CQ uses it).
 #[unsafe(no_mangle)]
-pub(crate) unsafe extern "C" fn ibv_destroy_comp_channel(channel: *mut IbvCompChannel) -> c_int {
+pub(crate) extern "C" fn ibv_destroy_comp_channel(channel: *mut IbvCompChannel) -> c_int {
     guard(libc::EIO, || {
         errno_ret(verbs::destroy_comp_channel(channel as usize))
     })
@@ -283,6 +294,10 @@ pub(crate) unsafe extern "C" fn ibv_destroy_comp_channel(channel: *mut IbvCompCh
 
 /// `int ibv_get_cq_event(channel, struct ibv_cq **cq, void **cq_context)`: 0, or -1 with
 /// errno (`EAGAIN` on a non-blocking fd with no event).
+///
+/// # Safety
+/// Handles (contexts, PDs, CQs, QPs, ...) are looked up in this library's tables, so any value is
+/// safe there; `cq` and `cq_context` are NULL or valid for writing a pointer.
 #[unsafe(no_mangle)]
 pub(crate) unsafe extern "C" fn ibv_get_cq_event(
     channel: *mut IbvCompChannel,
@@ -313,6 +328,10 @@ pub(crate) unsafe extern "C" fn ibv_get_cq_event(
 
 /// `struct ibv_qp *ibv_create_qp(struct ibv_pd *, struct ibv_qp_init_attr *)`: writes the
 /// capabilities the QP got into `init_attr->cap`.
+///
+/// # Safety
+/// Handles (contexts, PDs, CQs, QPs, ...) are looked up in this library's tables, so any value is
+/// safe there; `init_attr` is NULL or valid for reading and writing a `struct ibv_qp_init_attr`.
 #[unsafe(no_mangle)]
 pub(crate) unsafe extern "C" fn ibv_create_qp(
     pd: *mut IbvPd,
@@ -332,6 +351,10 @@ pub(crate) unsafe extern "C" fn ibv_create_qp(
 
 /// `struct ibv_ah *ibv_create_ah(struct ibv_pd *, struct ibv_ah_attr *)`: NULL with errno
 /// (`EINVAL` without a GRH or from a GID other than 1).
+///
+/// # Safety
+/// Handles (contexts, PDs, CQs, QPs, ...) are looked up in this library's tables, so any value is
+/// safe there; `attr` is NULL or valid for reading a `struct ibv_ah_attr`.
 #[unsafe(no_mangle)]
 pub(crate) unsafe extern "C" fn ibv_create_ah(pd: *mut IbvPd, attr: *mut IbvAhAttr) -> *mut IbvAh {
     guard(std::ptr::null_mut(), || {
@@ -342,17 +365,21 @@ pub(crate) unsafe extern "C" fn ibv_create_ah(pd: *mut IbvPd, attr: *mut IbvAhAt
 
 /// `int ibv_destroy_ah(struct ibv_ah *)`: an errno value.
 #[unsafe(no_mangle)]
-pub(crate) unsafe extern "C" fn ibv_destroy_ah(ah: *mut IbvAh) -> c_int {
+pub(crate) extern "C" fn ibv_destroy_ah(ah: *mut IbvAh) -> c_int {
     guard(libc::EIO, || errno_ret(verbs::destroy_ah(ah as usize)))
 }
 
 /// `int ibv_destroy_qp(struct ibv_qp *)`: an errno value.
 #[unsafe(no_mangle)]
-pub(crate) unsafe extern "C" fn ibv_destroy_qp(qp: *mut IbvQp) -> c_int {
+pub(crate) extern "C" fn ibv_destroy_qp(qp: *mut IbvQp) -> c_int {
     guard(libc::EIO, || errno_ret(verbs::destroy_qp(qp as usize)))
 }
 
 /// `int ibv_modify_qp(struct ibv_qp *, struct ibv_qp_attr *, int attr_mask)`: an errno value.
+///
+/// # Safety
+/// Handles (contexts, PDs, CQs, QPs, ...) are looked up in this library's tables, so any value is
+/// safe there; `attr` is NULL or valid for reading a `struct ibv_qp_attr`.
 #[unsafe(no_mangle)]
 pub(crate) unsafe extern "C" fn ibv_modify_qp(
     qp: *mut IbvQp,
@@ -370,6 +397,11 @@ pub(crate) unsafe extern "C" fn ibv_modify_qp(
 }
 
 /// `int ibv_query_qp(qp, struct ibv_qp_attr *, int attr_mask, struct ibv_qp_init_attr *)`.
+///
+/// # Safety
+/// Handles (contexts, PDs, CQs, QPs, ...) are looked up in this library's tables, so any value is
+/// safe there; `attr` and `init_attr` are NULL or valid for writing a `struct ibv_qp_attr` and a
+/// `struct ibv_qp_init_attr`.
 #[unsafe(no_mangle)]
 pub(crate) unsafe extern "C" fn ibv_query_qp(
     qp: *mut IbvQp,
@@ -389,6 +421,10 @@ pub(crate) unsafe extern "C" fn ibv_query_qp(
 }
 
 /// `ops.poll_cq`: the number of completions written to `wc`, or -1 (errno set).
+///
+/// # Safety
+/// Handles (contexts, PDs, CQs, QPs, ...) are looked up in this library's tables, so any value is
+/// safe there; `wc` is NULL or valid for writing `num_entries` `struct ibv_wc`.
 pub(crate) unsafe extern "C" fn poll_cq(
     cq: *mut IbvCq,
     num_entries: c_int,
@@ -418,7 +454,7 @@ pub(crate) unsafe extern "C" fn poll_cq(
 }
 
 /// `ops.req_notify_cq`: an errno value (`EINVAL` for a CQ without a channel).
-pub(crate) unsafe extern "C" fn req_notify_cq(cq: *mut IbvCq, solicited_only: c_int) -> c_int {
+pub(crate) extern "C" fn req_notify_cq(cq: *mut IbvCq, solicited_only: c_int) -> c_int {
     guard(libc::EIO, || {
         errno_ret(verbs::req_notify_cq(cq as usize, solicited_only != 0))
     })
@@ -426,7 +462,7 @@ pub(crate) unsafe extern "C" fn req_notify_cq(cq: *mut IbvCq, solicited_only: c_
 
 /// `ops.alloc_mw`, what the header's `ibv_alloc_mw` calls: NULL with errno (`EINVAL`) for a
 /// PD not ours or a type other than 1 and 2.
-pub(crate) unsafe extern "C" fn alloc_mw(pd: *mut IbvPd, mw_type: c_int) -> *mut IbvMw {
+pub(crate) extern "C" fn alloc_mw(pd: *mut IbvPd, mw_type: c_int) -> *mut IbvMw {
     guard(std::ptr::null_mut(), || {
         match verbs::alloc_mw(pd as usize, mw_type) {
             Ok(mw) => mw,
@@ -439,11 +475,15 @@ pub(crate) unsafe extern "C" fn alloc_mw(pd: *mut IbvPd, mw_type: c_int) -> *mut
 }
 
 /// `ops.dealloc_mw`, what the header's `ibv_dealloc_mw` calls: an errno value.
-pub(crate) unsafe extern "C" fn dealloc_mw(mw: *mut IbvMw) -> c_int {
+pub(crate) extern "C" fn dealloc_mw(mw: *mut IbvMw) -> c_int {
     guard(libc::EIO, || errno_ret(verbs::dealloc_mw(mw as usize)))
 }
 
 /// `ops.bind_mw`, what the header's `ibv_bind_mw` calls for a type 1 window: an errno value.
+///
+/// # Safety
+/// Handles (contexts, PDs, CQs, QPs, ...) are looked up in this library's tables, so any value is
+/// safe there; `mw_bind` is NULL or valid for reading a `struct ibv_mw_bind`.
 pub(crate) unsafe extern "C" fn bind_mw(
     qp: *mut IbvQp,
     mw: *mut IbvMw,
@@ -460,6 +500,12 @@ pub(crate) unsafe extern "C" fn bind_mw(
 }
 
 /// `ops.post_send`: an errno value; `*bad_wr` is the first WR not posted.
+///
+/// # Safety
+/// Handles (contexts, PDs, CQs, QPs, ...) are looked up in this library's tables, so any value is
+/// safe there; `wr` is NULL or a list of `struct ibv_send_wr`, each with `num_sge` readable SGEs
+/// (and inline data readable where asked), linked by `next`; `bad_wr` is NULL or valid for writing
+/// a pointer.
 pub(crate) unsafe extern "C" fn post_send(
     qp: *mut IbvQp,
     wr: *mut IbvSendWr,
@@ -533,6 +579,11 @@ unsafe fn post_receives<T: Receives>(
 }
 
 /// `ops.post_recv`: an errno value; `*bad_wr` is the first WR not posted.
+///
+/// # Safety
+/// Handles (contexts, PDs, CQs, QPs, ...) are looked up in this library's tables, so any value is
+/// safe there; `wr` is NULL or a list of `struct ibv_recv_wr`, each with `num_sge` readable SGEs,
+/// linked by `next`; `bad_wr` is NULL or valid for writing a pointer.
 pub(crate) unsafe extern "C" fn post_recv(
     qp: *mut IbvQp,
     wr: *mut IbvRecvWr,
@@ -543,6 +594,10 @@ pub(crate) unsafe extern "C" fn post_recv(
 }
 
 /// `ops.post_srq_recv`: an errno value; `*bad_wr` is the first WR not posted.
+///
+/// # Safety
+/// Handles (contexts, PDs, CQs, QPs, ...) are looked up in this library's tables, so any value is
+/// safe there; `wr` and `bad_wr` as for `post_recv`.
 pub(crate) unsafe extern "C" fn post_srq_recv(
     srq: *mut IbvSrq,
     wr: *mut IbvRecvWr,
@@ -554,6 +609,10 @@ pub(crate) unsafe extern "C" fn post_srq_recv(
 
 /// `struct ibv_srq *ibv_create_srq(struct ibv_pd *, struct ibv_srq_init_attr *)`: NULL with
 /// errno on failure; the attributes the SRQ got are written back.
+///
+/// # Safety
+/// Handles (contexts, PDs, CQs, QPs, ...) are looked up in this library's tables, so any value is
+/// safe there; `init` is NULL or valid for reading and writing a `struct ibv_srq_init_attr`.
 #[unsafe(no_mangle)]
 pub(crate) unsafe extern "C" fn ibv_create_srq(
     pd: *mut IbvPd,
@@ -572,6 +631,10 @@ pub(crate) unsafe extern "C" fn ibv_create_srq(
 }
 
 /// `int ibv_modify_srq(struct ibv_srq *, struct ibv_srq_attr *, int mask)`: an errno value.
+///
+/// # Safety
+/// Handles (contexts, PDs, CQs, QPs, ...) are looked up in this library's tables, so any value is
+/// safe there; `attr` is NULL or valid for reading a `struct ibv_srq_attr`.
 #[unsafe(no_mangle)]
 pub(crate) unsafe extern "C" fn ibv_modify_srq(
     srq: *mut IbvSrq,
@@ -589,6 +652,10 @@ pub(crate) unsafe extern "C" fn ibv_modify_srq(
 }
 
 /// `int ibv_query_srq(struct ibv_srq *, struct ibv_srq_attr *)`: an errno value.
+///
+/// # Safety
+/// Handles (contexts, PDs, CQs, QPs, ...) are looked up in this library's tables, so any value is
+/// safe there; `attr` is NULL or valid for writing a `struct ibv_srq_attr`.
 #[unsafe(no_mangle)]
 pub(crate) unsafe extern "C" fn ibv_query_srq(srq: *mut IbvSrq, attr: *mut IbvSrqAttr) -> c_int {
     guard(libc::EIO, || {
@@ -601,6 +668,6 @@ pub(crate) unsafe extern "C" fn ibv_query_srq(srq: *mut IbvSrq, attr: *mut IbvSr
 
 /// `int ibv_destroy_srq(struct ibv_srq *)`: an errno value (`EBUSY` while a QP uses it).
 #[unsafe(no_mangle)]
-pub(crate) unsafe extern "C" fn ibv_destroy_srq(srq: *mut IbvSrq) -> c_int {
+pub(crate) extern "C" fn ibv_destroy_srq(srq: *mut IbvSrq) -> c_int {
     guard(libc::EIO, || errno_ret(verbs::destroy_srq(srq as usize)))
 }
