@@ -3,7 +3,7 @@
 //! mapped into the process; `ibv_poll_cq` reads it without a system call).
 //!
 //! The device's task moves each completion the engine makes into its queue at the end of the
-//! step that made it ([`crate::handle::Shared::step`]); the application takes them without
+//! step that made it ([`crate::shared::Shared::step`]); the application takes them without
 //! asking the task anything. A poll holds this queue's lock alone, for a copy; an empty queue is
 //! seen with one atomic load, so a program that spins on an empty CQ costs the device nothing.
 

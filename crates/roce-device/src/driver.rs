@@ -18,8 +18,8 @@ use std::sync::atomic::Ordering;
 
 use crate::backend::Backend;
 use crate::cq::lock;
-use crate::handle::{STEP_BACK, Shared};
 use crate::receive::{Inbox, Loss};
+use crate::shared::{STEP_BACK, Shared};
 use crate::tap::Tap;
 use crate::transmit::{MAX_TRANSMITS_PER_ROUND, Outbox, log_failure};
 

@@ -38,6 +38,7 @@ mod driver;
 mod endpoint;
 mod handle;
 mod receive;
+mod shared;
 mod tap;
 mod transmit;
 
@@ -121,7 +122,7 @@ impl Device {
             .receiver()
             .map(|receiver| receive::DirectRx::new(receiver, rx_loss, config.tap.clone()));
         let shared = Arc::new(
-            handle::Shared::new(Nic::new(nic_config), config.busy_poll, backend.counters())
+            shared::Shared::new(Nic::new(nic_config), config.busy_poll, backend.counters())
                 .with_direct(direct, direct_rx),
         );
         let driver = driver::Driver {

@@ -10,7 +10,7 @@ use std::io;
 use roce_core::Datagram;
 
 use crate::backend::{Received, Receiver};
-use crate::handle::Shared;
+use crate::shared::Shared;
 use crate::tap::Tap;
 
 /// Receive-side random drops, for showing recovery at work (`roce demo --loss`).

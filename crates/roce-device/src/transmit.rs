@@ -15,7 +15,7 @@ use roce_core::{Instant, MAX_DATAGRAM, Transmit};
 
 use crate::backend::{Sender, reseal};
 use crate::batch::{MAX_BATCH_BYTES, TxBatch};
-use crate::handle::Shared;
+use crate::shared::Shared;
 use crate::tap::Tap;
 
 /// Packets one round of sending takes from the engine at most (a few offload batches): then
