@@ -30,163 +30,19 @@
 mod config;
 mod ets;
 mod pfc;
+mod port;
 mod shared;
 
 use std::cmp::Reverse;
-use std::collections::{BinaryHeap, VecDeque};
 
 use roce_core::{Duration, Instant};
 
 use crate::SimPacket;
-use crate::serialisation::LastSerialised;
 pub use config::{
     CLASSES, Ets, Frame, MarkAt, PauseFrame, Pfc, PortStats, SharedBuffer, SwitchConfig,
 };
 use pfc::mark;
-
-#[derive(Debug)]
-struct Queued<P> {
-    packet: P,
-    /// Narrow, as the deep queues of a research-scale run hold millions of these.
-    ingress: u16,
-    priority: u8,
-}
-
-impl<P: Frame> Queued<P> {
-    fn ingress(&self) -> usize {
-        usize::from(self.ingress)
-    }
-    fn priority(&self) -> usize {
-        usize::from(self.priority)
-    }
-    fn bytes(&self) -> usize {
-        self.packet.wire_len()
-    }
-}
-
-/// What a port keeps per class (802.1p priority): its egress queue and, as an ingress, the
-/// bytes it is charged with. One cache line, so that a hop reads one line of each of its two
-/// ports' classes rather than one line of each per-class array.
-#[derive(Debug)]
-#[repr(C, align(64))]
-struct Class<P> {
-    /// The egress queue.
-    queue: VecDeque<Queued<P>>,
-    /// Bytes in `queue`.
-    bytes: usize,
-    /// Until when the host has paused this egress class (PAUSE it sent).
-    paused_until: Instant,
-    /// Ingress accounting: bytes held that came in on this port at this priority (PFC); with a
-    /// shared buffer, those in its reserve and the shared pool.
-    held: usize,
-    /// With a shared buffer: bytes held in this port's headroom at this priority.
-    headroom_held: usize,
-}
-
-// One line whatever a queue holds (a `VecDeque` is its pointer, capacity, head and length).
-const _: () = assert!(size_of::<Class<()>>() == 64);
-
-impl<P> Default for Class<P> {
-    fn default() -> Self {
-        Self {
-            queue: VecDeque::new(),
-            bytes: 0,
-            paused_until: Instant::ZERO,
-            held: 0,
-            headroom_held: 0,
-        }
-    }
-}
-
-/// A switch port. Laid out by use (`repr(C)`): what every departure reads first (one cache
-/// line) and the ETS deficits (the next), then the counters, the ingress state, the classes
-/// (a line each), and last what only the polled driver ([`SwitchOf::advance`]) and PAUSE
-/// refreshes touch.
-#[derive(Debug)]
-#[repr(C, align(64))]
-struct Port<P> {
-    /// Line rate, bits per second.
-    rate_bps: u64,
-    /// For an event driver ([`SwitchOf::depart`]): when the packet that left last ends its
-    /// serialisation, and the port may start the next.
-    busy_until: Instant,
-    /// Bytes queued, all classes.
-    bytes: usize,
-    /// What the port serialised last, remembered.
-    last_serialised: LastSerialised,
-    next_class: usize,
-    /// Bit `c` set when class `c`'s queue holds a packet: the scheduler reads this, not the
-    /// queues.
-    queued_classes: u16,
-    /// Whether the class whose turn it is got its quantum this round.
-    granted: bool,
-    deficit: [i64; CLASSES],
-    stats: PortStats,
-    /// With a shared buffer: the headroom, bytes (each PFC priority has this much).
-    headroom: usize,
-    /// With a shared buffer: this port's threshold is the free space `>> alpha_shift`.
-    alpha_shift: u8,
-    paused_host: [bool; CLASSES],
-    /// The priorities whose PAUSE a polled driver ([`SwitchOf::advance`]) has yet to check at
-    /// its `refresh_at` (an event driver calls [`SwitchOf::check_pause`] itself).
-    refresh_due: u16,
-    pauses: VecDeque<PauseFrame>,
-    class: [Class<P>; CLASSES],
-    /// When the last PAUSE sent to the host is due to be sent again, per priority
-    /// ([`PauseFrame::refresh_at`]).
-    refresh_at: [Instant; CLASSES],
-    in_service: Option<(Instant, Queued<P>)>,
-    /// Packets on the cable towards the host: (arrival, sequence).
-    cable: BinaryHeap<Reverse<(Instant, u64)>>,
-    cable_packets: Vec<(u64, P)>,
-}
-
-// What a departure reads first fills the first line, the deficits the second.
-const _: () = assert!(std::mem::offset_of!(Port<()>, deficit) == 64);
-
-impl<P> Port<P> {
-    /// Nanoseconds `bytes` take at the port's rate, rounded up.
-    #[inline]
-    fn serialisation_nanos(&mut self, bytes: usize) -> u64 {
-        self.last_serialised.nanos(bytes as u64, self.rate_bps)
-    }
-
-    /// Bytes held per priority (ingress accounting), for tests.
-    #[cfg(test)]
-    fn held(&self) -> [usize; CLASSES] {
-        std::array::from_fn(|c| self.class[c].held)
-    }
-
-    /// Bytes held in the headroom per priority, for tests.
-    #[cfg(test)]
-    fn headroom_held(&self) -> [usize; CLASSES] {
-        std::array::from_fn(|c| self.class[c].headroom_held)
-    }
-
-    fn new(rate_bps: u64) -> Self {
-        Self {
-            rate_bps,
-            busy_until: Instant::ZERO,
-            bytes: 0,
-            last_serialised: LastSerialised::default(),
-            next_class: 0,
-            queued_classes: 0,
-            granted: false,
-            deficit: [0; CLASSES],
-            stats: PortStats::default(),
-            headroom: 0,
-            alpha_shift: 0,
-            paused_host: [false; CLASSES],
-            refresh_due: 0,
-            pauses: VecDeque::new(),
-            class: Default::default(),
-            refresh_at: [Instant::ZERO; CLASSES],
-            in_service: None,
-            cable: BinaryHeap::new(),
-            cable_packets: Vec::new(),
-        }
-    }
-}
+use port::{Port, Queued};
 
 /// A packet an event driver's port started ([`SwitchOf::depart`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -473,33 +329,6 @@ impl<P: Frame> SwitchOf<P> {
         port.queued_classes |= 1 << priority;
     }
 
-    /// The host on `port` paused the switch's egress towards it for `priority` until `until`
-    /// (a PFC frame it sent; `until <= now` resumes at once, as a zero-quanta frame does). A
-    /// packet already being sent finishes (802.1Qbb); the class waits after it.
-    pub fn pause_egress(&mut self, now: Instant, port: usize, priority: u8, until: Instant) {
-        if !self.set_egress_pause(now, port, priority, until) {
-            self.start(now, port);
-        }
-    }
-
-    /// [`SwitchOf::pause_egress`] for an event driver: records the pause and starts nothing
-    /// (the driver calls [`SwitchOf::depart`]). Returns whether the class is paused now.
-    pub fn set_egress_pause(
-        &mut self,
-        now: Instant,
-        port: usize,
-        priority: u8,
-        until: Instant,
-    ) -> bool {
-        let class = usize::from(priority) % CLASSES;
-        let state = &mut self.ports[port];
-        state.class[class].paused_until = until;
-        if until > now {
-            state.stats.pauses_received += 1;
-        }
-        until > now
-    }
-
     /// Moves time to `now`: packets finish serialising and go on their cables, the next ones
     /// start. Call before `deliver` and `next_event`.
     pub fn advance(&mut self, now: Instant) {
@@ -552,16 +381,6 @@ impl<P: Frame> SwitchOf<P> {
         Some(port.cable_packets.swap_remove(index).1)
     }
 
-    /// The next PFC frame that has reached the host on `port` by `now`.
-    pub fn pause_frame(&mut self, now: Instant, port: usize) -> Option<PauseFrame> {
-        let pauses = &mut self.ports[port].pauses;
-        if pauses.front().is_some_and(|p| p.at <= now) {
-            pauses.pop_front()
-        } else {
-            None
-        }
-    }
-
     /// An event driver's port `port` starts its next packet at `now`, if it is free (the last
     /// one it started has ended: [`SwitchOf::busy_until`]) and a queued class may send (ETS,
     /// pauses): the packet leaves the switch at once, with when its serialisation ends.
@@ -594,53 +413,6 @@ impl<P: Frame> SwitchOf<P> {
     /// Whether `port` has packets queued (waiting for the port, or for a pause to end).
     pub fn has_queued(&self, port: usize) -> bool {
         self.ports[port].queued_classes != 0
-    }
-
-    /// Whether `port`'s egress holds packets of `priority` that the node at its other end has
-    /// paused at `now`: a queue that waits on its peer (PFC deadlock detection).
-    pub fn egress_blocked(&self, now: Instant, port: usize, priority: u8) -> bool {
-        let class = usize::from(priority) % CLASSES;
-        let p = &self.ports[port];
-        !p.class[class].queue.is_empty() && p.class[class].paused_until > now
-    }
-
-    /// The egress ports whose queues of `priority` hold packets that came in on `ingress`: the
-    /// queues the bytes `ingress` is charged with (and paused for) wait in.
-    pub fn egress_holding(&self, ingress: usize, priority: u8) -> impl Iterator<Item = usize> + '_ {
-        let class = usize::from(priority) % CLASSES;
-        self.ports
-            .iter()
-            .enumerate()
-            .filter_map(move |(egress, p)| {
-                p.class[class]
-                    .queue
-                    .iter()
-                    .any(|q| q.ingress() == ingress)
-                    .then_some(egress)
-            })
-    }
-
-    /// Checks the PFC state of ingress `port` for `priority` at `now`: a PAUSE whose time is
-    /// half gone is sent again while the ingress still holds too much, as a switch refreshes
-    /// XOFF on a timer (a paused ingress may see no packet of its own to check it by).
-    pub fn check_pause(&mut self, now: Instant, port: usize, priority: u8) {
-        let class = usize::from(priority) % CLASSES;
-        // The check `advance` would make: done, for either kind of driver.
-        self.ports[port].refresh_due &= !(1 << class);
-        self.pfc_check(now, port, class);
-    }
-
-    /// Whether the switch has PFC frames to send out of `port` ([`SwitchOf::take_pause_frames`]).
-    #[inline]
-    pub fn has_pause_frames(&self, port: usize) -> bool {
-        !self.ports[port].pauses.is_empty()
-    }
-
-    /// Every PFC frame the switch has sent out of `port` so far, oldest first, taken. Their
-    /// `at` is when they left plus the config's `latency` (set it to zero to add each cable's
-    /// own delay).
-    pub fn take_pause_frames(&mut self, port: usize) -> impl Iterator<Item = PauseFrame> + '_ {
-        self.ports[port].pauses.drain(..)
     }
 
     /// When something next happens: a packet finishes serialising, reaches a host, or a PFC

@@ -1,4 +1,5 @@
-//! PFC (802.1Qbb) at ingress, and RED/ECN marking: the switch's two signals to senders.
+//! PFC (802.1Qbb): the pauses a switch sends at ingress and obeys at egress, PFC deadlock
+//! detection's view of paused queues; and RED/ECN marking: the switch's two signals to senders.
 
 use roce_core::{Duration, Instant};
 use roce_wire::frame::Ecn;
@@ -6,6 +7,90 @@ use roce_wire::frame::Ecn;
 use super::{CLASSES, Frame, PauseFrame, Pfc, PortStats, SwitchConfig, SwitchOf};
 
 impl<P: Frame> SwitchOf<P> {
+    /// The host on `port` paused the switch's egress towards it for `priority` until `until`
+    /// (a PFC frame it sent; `until <= now` resumes at once, as a zero-quanta frame does). A
+    /// packet already being sent finishes (802.1Qbb); the class waits after it.
+    pub fn pause_egress(&mut self, now: Instant, port: usize, priority: u8, until: Instant) {
+        if !self.set_egress_pause(now, port, priority, until) {
+            self.start(now, port);
+        }
+    }
+
+    /// [`SwitchOf::pause_egress`] for an event driver: records the pause and starts nothing
+    /// (the driver calls [`SwitchOf::depart`]). Returns whether the class is paused now.
+    pub fn set_egress_pause(
+        &mut self,
+        now: Instant,
+        port: usize,
+        priority: u8,
+        until: Instant,
+    ) -> bool {
+        let class = usize::from(priority) % CLASSES;
+        let state = &mut self.ports[port];
+        state.class[class].paused_until = until;
+        if until > now {
+            state.stats.pauses_received += 1;
+        }
+        until > now
+    }
+
+    /// The next PFC frame that has reached the host on `port` by `now`.
+    pub fn pause_frame(&mut self, now: Instant, port: usize) -> Option<PauseFrame> {
+        let pauses = &mut self.ports[port].pauses;
+        if pauses.front().is_some_and(|p| p.at <= now) {
+            pauses.pop_front()
+        } else {
+            None
+        }
+    }
+
+    /// Whether `port`'s egress holds packets of `priority` that the node at its other end has
+    /// paused at `now`: a queue that waits on its peer (PFC deadlock detection).
+    pub fn egress_blocked(&self, now: Instant, port: usize, priority: u8) -> bool {
+        let class = usize::from(priority) % CLASSES;
+        let p = &self.ports[port];
+        !p.class[class].queue.is_empty() && p.class[class].paused_until > now
+    }
+
+    /// The egress ports whose queues of `priority` hold packets that came in on `ingress`: the
+    /// queues the bytes `ingress` is charged with (and paused for) wait in.
+    pub fn egress_holding(&self, ingress: usize, priority: u8) -> impl Iterator<Item = usize> + '_ {
+        let class = usize::from(priority) % CLASSES;
+        self.ports
+            .iter()
+            .enumerate()
+            .filter_map(move |(egress, p)| {
+                p.class[class]
+                    .queue
+                    .iter()
+                    .any(|q| q.ingress() == ingress)
+                    .then_some(egress)
+            })
+    }
+
+    /// Checks the PFC state of ingress `port` for `priority` at `now`: a PAUSE whose time is
+    /// half gone is sent again while the ingress still holds too much, as a switch refreshes
+    /// XOFF on a timer (a paused ingress may see no packet of its own to check it by).
+    pub fn check_pause(&mut self, now: Instant, port: usize, priority: u8) {
+        let class = usize::from(priority) % CLASSES;
+        // The check `advance` would make: done, for either kind of driver.
+        self.ports[port].refresh_due &= !(1 << class);
+        self.pfc_check(now, port, class);
+    }
+
+    /// Whether the switch has PFC frames to send out of `port` ([`SwitchOf::take_pause_frames`]).
+    #[inline]
+    pub fn has_pause_frames(&self, port: usize) -> bool {
+        !self.ports[port].pauses.is_empty()
+    }
+
+    /// Every PFC frame the switch has sent out of `port` so far, oldest first, taken. Their
+    /// `at` is when they left plus the config's `latency` (set it to zero to add each cable's
+    /// own delay).
+    pub fn take_pause_frames(&mut self, port: usize) -> impl Iterator<Item = PauseFrame> + '_ {
+        self.ports[port].pauses.drain(..)
+    }
+
     /// PFC at ingress: pause the host when its bytes held for `priority` pass XOFF, resume it
     /// below XON (IEEE 802.1Qbb); with a shared buffer, by the dynamic threshold instead
     /// (`shared.rs`).
