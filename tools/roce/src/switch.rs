@@ -257,8 +257,8 @@ struct Bridge {
     /// Source MAC → port it was last seen on.
     macs: HashMap<[u8; 6], usize>,
     /// Headers of queued frames, by the id their model packet carries.
-    held: HashMap<u64, Vec<u8>>,
-    next_id: u64,
+    held: HashMap<u32, Vec<u8>>,
+    next_id: u32,
     start: WallInstant,
 }
 

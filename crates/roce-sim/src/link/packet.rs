@@ -29,7 +29,7 @@ pub struct SimPacket {
     pub payload: Vec<u8>,
     /// A label of the packet's owner, carried along and never read by the simulator (0 unless
     /// set): `roce switch` names the frame a packet stands for by it.
-    pub tag: u64,
+    pub tag: u32,
 }
 
 impl SimPacket {
