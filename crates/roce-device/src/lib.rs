@@ -1,8 +1,8 @@
 //! A roce-emu NIC on real sockets.
 //!
-//! This is the only crate of roce-emu with tokio and sockets. [`Device::spawn`] starts a task that
-//! drives a sans-IO `roce_core::Nic` over a [`Backend`]; [`DeviceHandle`] is the verbs API
-//! applications use from any thread or task: a verb runs on the caller's thread, sends what it
+//! This is where roce-emu meets the network: the backends' sockets. [`Device::spawn`] starts a
+//! task that drives a sans-IO `roce_core::Nic` over a [`Backend`]; [`DeviceHandle`] is the verbs
+//! API applications use from any thread or task: a verb runs on the caller's thread, sends what it
 //! made from there when the backend allows it (else it rings the task's doorbell), and
 //! completions are read from [`CompletionQueue`]s the task fills — or the polling thread, when
 //! it finds its queue empty and looks at the network itself

@@ -1,6 +1,7 @@
 //! What an `rdma_cm_id` does before a connection: bind, resolve the address and the route
-//! (both answered at once: the device reaches every IPv4 address over UDP, so the events
-//! are queued before the call returns), listen, carry a QP. Every refusal leaves the id as
+//! (both answered in the call: the device reaches every address over UDP, so nothing is
+//! looked up; the events are written after the call returns, by the library's work thread,
+//! `work.rs`), listen, carry a QP. Every refusal leaves the id as
 //! it was: the checks come first, the event is queued next (it can fail: a full pipe), and
 //! the id changes last, all under the tables' lock so a reader never sees half of it.
 

@@ -69,7 +69,7 @@ pub enum ParseError {
         /// The class version.
         class_version: u8,
     },
-    /// A CM attribute that has no decoder here (ClassPortInfo, SIDR, LAP, APR, or unknown).
+    /// A CM attribute that has no decoder here (ClassPortInfo, LAP, APR, or unknown).
     #[error("CM attribute {0:#06x} not supported")]
     UnsupportedCmAttribute(u16),
     /// A `cma_hdr` whose version is not 0 or whose IP version is neither 4 nor 6.
