@@ -18,6 +18,7 @@ use crate::wr::{RecvWr, SendOp, SendWr, Sge};
 use crate::{CqHandle, Instant};
 
 pub(crate) mod completer;
+mod emit;
 mod local_ops;
 pub(crate) mod requester;
 pub(crate) mod responder;
@@ -25,7 +26,7 @@ mod state;
 #[cfg(test)]
 mod tests;
 
-pub(crate) use requester::seal;
+pub(crate) use emit::{EmitError, seal};
 pub(crate) use state::check_transition;
 pub use state::{QpState, QpType};
 

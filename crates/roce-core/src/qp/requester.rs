@@ -2,19 +2,16 @@
 //! FIRST/MIDDLE/LAST/ONLY, PSN assignment, AckReq, the window of unacknowledged PSNs and the limit
 //! on outstanding READs and atomics — and rewinds for go-back-N (rxe_req.c).
 
-use std::net::{IpAddr, SocketAddr};
-
 use roce_wire::opcode::Transport;
 use roce_wire::{
-    AtomicEthRepr, BthRepr, DethRepr, IethRepr, ImmDtRepr, Opcode, Psn, RethRepr, RoceRepr, icrc,
+    AtomicEthRepr, BthRepr, DethRepr, IethRepr, ImmDtRepr, Opcode, Psn, RethRepr, RoceRepr,
 };
 
-use super::{Ctx, Qp, QpType, SendWqe, gather};
-use crate::config::SrcPortPolicy;
+use super::{Ctx, EmitError, Qp, QpType, SendWqe, gather};
+use crate::Transmit;
 use crate::cq::{Cqe, WcStatus};
 use crate::timer::Timer;
 use crate::wr::SendOp;
-use crate::{Ecn, Transmit};
 
 /// The requester's state.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
@@ -436,88 +433,6 @@ impl Qp {
                 .unwrap_or(self.sq.len());
         }
     }
-
-    /// Writes a packet into `buf` and seals its ICRC: the UDP payload of a datagram to `dst`
-    /// whose IPv4 identification will be `ip_id`, from the QP's path (or, for UD, the NIC's
-    /// address of `dst`'s family). `fill` writes the payload; it returns false when the data
-    /// cannot be read.
-    pub(crate) fn emit(
-        &self,
-        config: &crate::NicConfig,
-        ip_id: u16,
-        repr: &RoceRepr,
-        dst: IpAddr,
-        buf: &mut [u8],
-        fill: impl FnOnce(&mut [u8]) -> bool,
-    ) -> Result<Transmit, EmitError> {
-        let src = match self.av {
-            Some(av) if self.qp_type != QpType::Ud => av.src,
-            _ => {
-                // The NIC's address of dst's family, and of its scope where the NIC has one:
-                // a link-local source for a link-local destination (GID 0), else a wider one.
-                let same_family = |a: &&IpAddr| a.is_ipv4() == dst.is_ipv4();
-                config
-                    .addrs
-                    .iter()
-                    .filter(same_family)
-                    .find(|a| link_local(**a) == link_local(dst))
-                    .or_else(|| config.addrs.iter().find(same_family))
-                    .copied()
-                    .ok_or(EmitError::NoSource)?
-            }
-        };
-        let src_port = match config.src_port {
-            SrcPortPolicy::PerQp => self.src_port,
-            SrcPortPolicy::Fixed(port) => port,
-        };
-        let sealed = (ip_id, config.icrc.seals());
-        let mut transmit = seal(repr, (src, src_port), dst, sealed, buf, fill)?;
-        if let Some(av) = self.av {
-            transmit.dscp = av.dscp;
-            transmit.ttl = if av.hop_limit == 0 { 64 } else { av.hop_limit };
-        }
-        Ok(transmit)
-    }
-}
-
-/// Writes the packet `repr` into `buf`, its payload by `fill` (false: unreadable), and seals its
-/// ICRC for a datagram from `src` to `dst`:4791 whose IPv4 identification will be `ip_id`
-/// (unless `icrc` is false: [`IcrcPolicy::Off`](crate::IcrcPolicy::Off) leaves it as `buf` held
-/// it);
-/// DSCP 0 and TTL 64 unless the caller sets its path's. Inlined: it is the tail of every
-/// packet the requester and the responder send.
-#[inline(always)]
-pub(crate) fn seal(
-    repr: &RoceRepr,
-    (src, src_port): (IpAddr, u16),
-    dst: IpAddr,
-    (ip_id, icrc): (u16, bool),
-    buf: &mut [u8],
-    fill: impl FnOnce(&mut [u8]) -> bool,
-) -> Result<Transmit, EmitError> {
-    let len = repr.buffer_len();
-    let packet = buf.get_mut(..len).ok_or(EmitError::BufferTooSmall)?;
-    let mut filled = true;
-    repr.emit(packet, |payload| filled = fill(payload))
-        .map_err(|_| EmitError::BufferTooSmall)?;
-    if !filled {
-        return Err(EmitError::Unreadable);
-    }
-    let to = SocketAddr::new(dst, roce_wire::ROCE_V2_UDP_PORT);
-    let header = roce_wire::PseudoHeader::for_datagram(SocketAddr::new(src, src_port), to, ip_id)
-        .ok_or(EmitError::NoSource)?;
-    if icrc {
-        icrc::seal(&header, packet);
-    }
-    Ok(Transmit {
-        src,
-        src_port,
-        dst: to,
-        ecn: Ecn::NotEct,
-        dscp: 0,
-        ttl: 64,
-        len,
-    })
 }
 
 /// One request packet of a WQE: its headers, which bytes of the message it carries, the PSNs
@@ -531,17 +446,6 @@ struct Segment {
     len: u32,
     npsn: u32,
     last: bool,
-}
-
-/// Why a packet could not be written.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum EmitError {
-    /// The caller's buffer cannot hold it (the NIC checks the buffer first: a bug if seen).
-    BufferTooSmall,
-    /// Its payload names memory that can no longer be read (a deregistered region).
-    Unreadable,
-    /// No address of the NIC's is of the destination's family, or the QP has no path.
-    NoSource,
 }
 
 fn atomic_request(
@@ -599,9 +503,4 @@ fn data_opcode(qp_type: QpType, op: SendOp, first: bool, last: bool) -> Opcode {
             }
         }
     }
-}
-
-/// Whether `ip` is an IPv6 link-local unicast address (`fe80::/10`).
-fn link_local(ip: IpAddr) -> bool {
-    matches!(ip, IpAddr::V6(v6) if v6.is_unicast_link_local())
 }
