@@ -6,8 +6,9 @@
 
 use roce_wire::{Psn, Qpn};
 
-use crate::config::{AddressVector, Mtu, QpAttr};
+use crate::config::Mtu;
 use crate::mr::Access;
+use crate::qp::{AddressVector, QpAttr};
 use crate::qp::{QpState, QpType};
 use crate::{Nic, VerbsError};
 

@@ -25,9 +25,10 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use roce_wire::{PseudoHeader, Qpn, RocePacket, RoceRepr, icrc};
 
 use crate::Connect;
-use crate::config::{AddressVector, Mtu, QpAttr, QpInit};
+use crate::config::Mtu;
 use crate::cq::{CqHandle, Cqe, WcOpcode};
 use crate::mr::{Access, MemoryRegion};
+use crate::qp::{AddressVector, QpAttr, QpInit};
 use crate::qp::{QpState, QpType};
 use crate::wr::{RecvWr, Remote, SendOp, SendWr, Sge, UdDest};
 use crate::{Datagram, Duration, Ecn, Instant, MAX_DATAGRAM, Nic, NicConfig, Psn, Transmit};

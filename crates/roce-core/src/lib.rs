@@ -63,10 +63,7 @@ pub use cm::{
     AcceptParams, CmError, CmEvent, CmState, ConnId, ConnectParams, ConnectRequest, ListenHandle,
     RDMA_UDP_QKEY, SidrParams, SidrRequest,
 };
-pub use config::{
-    AddressVector, Congestion, DcqcnConfig, IcrcPolicy, Mtu, NicConfig, QpAttr, QpInit,
-    SrcPortPolicy,
-};
+pub use config::{Congestion, DcqcnConfig, IcrcPolicy, Mtu, NicConfig, SrcPortPolicy};
 pub use connect::Connect;
 pub use cq::{CqHandle, Cqe, NetworkHdr, WcOpcode, WcStatus};
 pub use error::VerbsError;
@@ -74,7 +71,7 @@ pub use event::AsyncEvent;
 pub use mr::{Access, MemoryRegion, OwnedMemory, PdHandle, RegionMemory};
 pub use mw::{MwBind, MwType};
 pub use nic::{MAX_DATAGRAM, Nic};
-pub use qp::{QpState, QpType};
+pub use qp::{AddressVector, QpAttr, QpInit, QpState, QpType};
 pub use roce_wire::{Psn, Qpn};
 pub use srq::{SrqAttr, SrqHandle, SrqInit, SrqModify};
 pub use stats::Stats;

@@ -6,8 +6,9 @@ use std::net::IpAddr;
 use roce_wire::Qpn;
 
 use super::Conn;
-use crate::config::{AddressVector, Mtu};
+use crate::config::Mtu;
 use crate::mr::Access;
+use crate::qp::AddressVector;
 use crate::qp::QpType;
 use crate::{Connect, QpAttr};
 

@@ -6,10 +6,11 @@ use std::sync::Arc;
 use roce_wire::{Qpn, gid};
 
 use super::Nic;
-use crate::config::{QpAttr, QpInit, SrcPortPolicy};
+use crate::config::SrcPortPolicy;
 use crate::cq::{Cq, CqHandle};
 use crate::mr::{Access, MemoryRegion, OwnedMemory, PdHandle, RegionMemory};
 use crate::qp::{self, MrEntry, Qp, QpState, QpType};
+use crate::qp::{QpAttr, QpInit};
 use crate::srq::SrqHandle;
 use crate::{NicConfig, VerbsError};
 

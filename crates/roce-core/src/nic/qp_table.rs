@@ -185,9 +185,9 @@ impl QpTable {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::QpInit;
     use crate::cq::CqHandle;
     use crate::mr::PdHandle;
+    use crate::qp::QpInit;
     use crate::qp::QpType;
     use std::collections::BTreeMap;
 

@@ -8,8 +8,8 @@ use roce_wire::Qpn;
 use super::Nic;
 use super::post::check_sgl;
 use crate::VerbsError;
-use crate::config::QpInit;
 use crate::mr::PdHandle;
+use crate::qp::QpInit;
 use crate::srq::{Srq, SrqAttr, SrqHandle, SrqInit, SrqModify};
 use crate::wr::RecvWr;
 

@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, VecDeque};
 
 use roce_wire::{Psn, Qpn};
 
-use crate::config::{AddressVector, Mtu, NicConfig};
+use crate::config::{Mtu, NicConfig};
 use crate::cq::{Cqe, WcOpcode, WcStatus};
 use crate::event::{AsyncEvent, AsyncEvents};
 use crate::mr::{Access, MemoryRegion, PdHandle};
@@ -17,6 +17,7 @@ use crate::timer::TimerTable;
 use crate::wr::{RecvWr, SendOp, SendWr, Sge};
 use crate::{CqHandle, Instant};
 
+mod attr;
 pub(crate) mod completer;
 mod emit;
 mod local_ops;
@@ -26,6 +27,7 @@ mod state;
 #[cfg(test)]
 mod tests;
 
+pub use attr::{AddressVector, QpAttr, QpInit};
 pub(crate) use emit::{EmitError, seal};
 pub(crate) use state::check_transition;
 pub use state::{QpState, QpType};
@@ -165,7 +167,7 @@ pub(crate) struct Indexed {
 }
 
 impl Qp {
-    pub(crate) fn new(qpn: Qpn, init: &crate::config::QpInit) -> Self {
+    pub(crate) fn new(qpn: Qpn, init: &QpInit) -> Self {
         Self {
             qpn,
             qp_type: init.qp_type,

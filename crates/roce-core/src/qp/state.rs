@@ -2,8 +2,8 @@
 //! `ib_modify_qp_is_ok` (drivers/infiniband/core/verbs.c `qp_state_table`) checks it: which
 //! transitions exist, and which attributes each one requires and allows per QP type.
 
+use super::QpAttr;
 use crate::VerbsError;
-use crate::config::QpAttr;
 use roce_wire::Qpn;
 
 /// The state of a QP.
@@ -218,8 +218,9 @@ mod tests {
     use std::net::{IpAddr, Ipv4Addr};
 
     use super::*;
-    use crate::config::{AddressVector, Mtu};
+    use crate::config::Mtu;
     use crate::mr::Access;
+    use crate::qp::AddressVector;
     use roce_wire::Psn;
 
     const QPN: Qpn = Qpn::new(0x11);
