@@ -1,12 +1,8 @@
 //! The DCQCN notification point (the paper's "NP"): a CE-marked request makes the receiving
-//! QP send a CNP to the QP that sent it, at most one per `min_time_between_cnps`.
+//! QP send a CNP to the QP that sent it, at most one per `min_time_between_cnps`. The policy
+//! only: the QP writes and sends the CNP (`qp/cnp.rs`).
 
-use roce_wire::{RoceRepr, cnp};
-use tracing::debug;
-
-use crate::config::Congestion;
-use crate::qp::{Ctx, Qp, QpType};
-use crate::{Duration, Ecn, Instant, Transmit};
+use crate::{Duration, Instant};
 
 /// A QP's notification point.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -34,47 +30,15 @@ impl Notifier {
         }
         self.due = true;
     }
-}
 
-impl Qp {
-    /// A request arrived with `ecn`: with DCQCN on and a CE mark, a CNP may be due.
-    pub(crate) fn notify_ecn(&mut self, ctx: &Ctx<'_>, ecn: Ecn) {
-        let Congestion::Dcqcn(dcqcn) = ctx.config.congestion else {
-            return;
-        };
-        // The CNP names the sending QP, which a connected QP knows as its peer; a UD request's
-        // sender is not tracked per flow.
-        if ecn != Ecn::Ce || self.qp_type == QpType::Ud {
-            return;
-        }
-        let gap = Duration::from_micros(dcqcn.min_time_between_cnps.into());
-        self.cc.np.on_ce(ctx.now, gap);
+    /// The CNP due is being written: it is due no more.
+    pub(crate) fn clear_due(&mut self) {
+        self.due = false;
     }
 
-    /// The CNP due, if any, written into `buf`: opcode 0x81, BECN, DestQP = the peer's QP
-    /// (the sender of the marked packets), PSN 0, 16 reserved zero bytes (Annex A17.9.3,
-    /// `roce_wire::cnp`), with DSCP `cnp_dscp`.
-    pub(crate) fn poll_cnp(&mut self, ctx: &mut Ctx<'_>, buf: &mut [u8]) -> Option<Transmit> {
-        if !self.cc.np.due {
-            return None;
-        }
-        let Congestion::Dcqcn(dcqcn) = ctx.config.congestion else {
-            return None;
-        };
-        let dst = self.av?.dst;
-        self.cc.np.due = false;
-        let repr = RoceRepr::new(cnp::bth(self.dest_qpn));
-        let mut transmit = self
-            .emit(ctx.config, ctx.ip_id, &repr, dst, buf, |_| true)
-            .ok()?;
-        transmit.dscp = dcqcn.cnp_dscp;
-        transmit.ecn = Ecn::NotEct;
-        self.cc.np.last = Some(ctx.now);
-        self.cc.np.cnps_sent += 1;
-        ctx.stats.tx_cnps += 1;
-        ctx.stats.tx_packets += 1;
-        ctx.stats.tx_bytes += transmit.len as u64;
-        debug!(qpn = %self.qpn, dest_qp = %self.dest_qpn, time = %ctx.now, "tx cnp");
-        Some(transmit)
+    /// The CNP left at `now`.
+    pub(crate) fn sent(&mut self, now: Instant) {
+        self.last = Some(now);
+        self.cnps_sent += 1;
     }
 }

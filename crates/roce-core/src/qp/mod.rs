@@ -18,6 +18,7 @@ use crate::wr::{RecvWr, SendOp, SendWr, Sge};
 use crate::{CqHandle, Instant};
 
 mod attr;
+mod cnp;
 pub(crate) mod completer;
 mod emit;
 mod local_ops;

@@ -1,0 +1,51 @@
+//! The QP's side of the DCQCN notification point: a CE-marked request is told to the policy
+//! (`cc/np.rs`), and the CNP it makes due is written here and sent to the peer's QP.
+
+use roce_wire::{RoceRepr, cnp};
+use tracing::debug;
+
+use super::{Ctx, Qp, QpType};
+use crate::config::Congestion;
+use crate::{Duration, Ecn, Transmit};
+
+impl Qp {
+    /// A request arrived with `ecn`: with DCQCN on and a CE mark, a CNP may be due.
+    pub(crate) fn notify_ecn(&mut self, ctx: &Ctx<'_>, ecn: Ecn) {
+        let Congestion::Dcqcn(dcqcn) = ctx.config.congestion else {
+            return;
+        };
+        // The CNP names the sending QP, which a connected QP knows as its peer; a UD request's
+        // sender is not tracked per flow.
+        if ecn != Ecn::Ce || self.qp_type == QpType::Ud {
+            return;
+        }
+        let gap = Duration::from_micros(dcqcn.min_time_between_cnps.into());
+        self.cc.np.on_ce(ctx.now, gap);
+    }
+
+    /// The CNP due, if any, written into `buf`: opcode 0x81, BECN, DestQP = the peer's QP
+    /// (the sender of the marked packets), PSN 0, 16 reserved zero bytes (Annex A17.9.3,
+    /// `roce_wire::cnp`), with DSCP `cnp_dscp`.
+    pub(crate) fn poll_cnp(&mut self, ctx: &mut Ctx<'_>, buf: &mut [u8]) -> Option<Transmit> {
+        if !self.cc.np.due() {
+            return None;
+        }
+        let Congestion::Dcqcn(dcqcn) = ctx.config.congestion else {
+            return None;
+        };
+        let dst = self.av?.dst;
+        self.cc.np.clear_due();
+        let repr = RoceRepr::new(cnp::bth(self.dest_qpn));
+        let mut transmit = self
+            .emit(ctx.config, ctx.ip_id, &repr, dst, buf, |_| true)
+            .ok()?;
+        transmit.dscp = dcqcn.cnp_dscp;
+        transmit.ecn = Ecn::NotEct;
+        self.cc.np.sent(ctx.now);
+        ctx.stats.tx_cnps += 1;
+        ctx.stats.tx_packets += 1;
+        ctx.stats.tx_bytes += transmit.len as u64;
+        debug!(qpn = %self.qpn, dest_qp = %self.dest_qpn, time = %ctx.now, "tx cnp");
+        Some(transmit)
+    }
+}
