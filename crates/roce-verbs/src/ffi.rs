@@ -248,10 +248,12 @@ pub(crate) unsafe extern "C" fn ibv_get_async_event(
             set_errno(libc::EINVAL);
             return -1;
         }
-        minus1_ret(state::wait_async_event(context as usize).and_then(|got| {
-            // SAFETY: the caller passes a struct ibv_async_event.
-            unsafe { write_out(event, got) }
-        }))
+        minus1_ret(
+            crate::verbs::next_async_event(context as usize).and_then(|got| {
+                // SAFETY: the caller passes a struct ibv_async_event.
+                unsafe { write_out(event, got) }
+            }),
+        )
     })
 }
 

@@ -176,9 +176,10 @@ pub(crate) fn open(dev_addr: usize, fns: ContextFns) -> Result<*mut IbvContext, 
     Ok(ctx)
 }
 
-/// `ibv_get_async_event`: waits on the context's async pipe for the next event; `EAGAIN` if
-/// the program made the fd non-blocking and none waits.
-pub(crate) fn wait_async_event(ctx_addr: usize) -> Result<abi::IbvAsyncEvent, Errno> {
+/// `ibv_get_async_event`: waits on the context's async pipe for the next event, and returns it
+/// with the tag it was raised with (`raise_async_event`); `EAGAIN` if the program made the fd
+/// non-blocking and none waits.
+pub(crate) fn wait_async_event(ctx_addr: usize) -> Result<(abi::IbvAsyncEvent, u32), Errno> {
     let reader = lock(&CONTEXTS)
         .as_ref()
         .and_then(|m| m.get(&ctx_addr))
@@ -191,22 +192,28 @@ pub(crate) fn wait_async_event(ctx_addr: usize) -> Result<abi::IbvAsyncEvent, Er
     std::io::Read::read_exact(&mut r, &mut record)
         .map_err(|e| Errno(e.raw_os_error().unwrap_or(libc::EIO)))?;
     let (element, rest) = record.split_at(8);
-    Ok(abi::IbvAsyncEvent {
+    let event = abi::IbvAsyncEvent {
         element: u64::from_ne_bytes(element.try_into().unwrap_or_default()) as usize
             as *mut std::ffi::c_void,
         event_type: c_int::from_ne_bytes(rest[..4].try_into().unwrap_or_default()),
-    })
+    };
+    Ok((
+        event,
+        u32::from_ne_bytes(rest[4..8].try_into().unwrap_or_default()),
+    ))
 }
 
 /// Bytes of one event in a context's async pipe.
 const ASYNC_RECORD: usize = 16;
 
 /// Writes an event for `element` (a QP's or SRQ's address) to the async pipe of the context at
-/// `ctx_addr`; lost if the pipe is full or the context closed.
-pub(crate) fn raise_async_event(ctx_addr: usize, element: usize, event_type: c_int) {
+/// `ctx_addr`, with `tag` (the QP's number) to tell the object from a later one at the same
+/// address; lost if the pipe is full or the context closed.
+pub(crate) fn raise_async_event(ctx_addr: usize, element: usize, event_type: c_int, tag: u32) {
     let mut record = [0u8; ASYNC_RECORD];
     record[..8].copy_from_slice(&(element as u64).to_ne_bytes());
     record[8..12].copy_from_slice(&event_type.to_ne_bytes());
+    record[12..16].copy_from_slice(&tag.to_ne_bytes());
     let contexts = lock(&CONTEXTS);
     if let Some(c) = contexts.as_ref().and_then(|m| m.get(&ctx_addr)) {
         // A pipe write of 16 bytes is atomic: whole, or EAGAIN when full (the event is lost).

@@ -4,6 +4,7 @@
  * (the caller's struct is untouched, the QP state did not change). Run by tests/errors.rs
  * with ROCE_VERBS_IP set. */
 #include <errno.h>
+#include <poll.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdint.h>
@@ -399,6 +400,20 @@ int main(void)
 	CHECK(sqp->events_completed == 1, "ack_async_event counts it");
 	errno = 0;
 	CHECK(ibv_get_async_event(ctx, &aev) == -1 && errno == EAGAIN, "no other event");
+	/* An event of a QP destroyed before the event was read is never read (the kernel drops
+	 * the queued events of an object it destroys): a program never sees a freed QP. */
+	struct ibv_qp *sqp2 = ibv_create_qp(pd, &sqi);
+	CHECK(sqp2 != NULL, "a second QP on the SRQ");
+	xa.qp_state = IBV_QPS_INIT;
+	CHECK(!ibv_modify_qp(sqp2, &xa, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS),
+	      "... in INIT");
+	xa.qp_state = IBV_QPS_ERR;
+	CHECK(ibv_modify_qp(sqp2, &xa, IBV_QP_STATE) == 0, "... to ERR: its last WQE event is raised");
+	struct pollfd apfd = { .fd = ctx->async_fd, .events = POLLIN };
+	CHECK(poll(&apfd, 1, 5000) == 1, "... and waits on the async fd");
+	CHECK(ibv_destroy_qp(sqp2) == 0, "... where it stays unread while the QP is destroyed");
+	errno = 0;
+	CHECK(ibv_get_async_event(ctx, &aev) == -1 && errno == EAGAIN, "get_async_event: the destroyed QP's event is gone");
 	CHECK(ibv_destroy_qp(sqp) == 0 && ibv_destroy_srq(srq) == 0, "destroy the QP, then its SRQ");
 
 	CHECK(ibv_destroy_qp(qp) == 0, "destroy_qp");

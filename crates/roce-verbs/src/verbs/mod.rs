@@ -125,17 +125,43 @@ pub(crate) fn raise(event: AsyncEvent) {
             o.qps
                 .iter()
                 .find(|(_, q)| q.qpn == qpn)
-                .map(|(addr, q)| (*addr, q.ctx, kind))
+                .map(|(addr, q)| (*addr, q.ctx, kind, q.qpn.value()))
         }
         AsyncEvent::SrqLimitReached(srq) => o
             .srqs
             .iter()
             .find(|(_, s)| s.handle == srq)
-            .map(|(addr, s)| (*addr, s.ctx, abi::EVENT_SRQ_LIMIT_REACHED)),
+            .map(|(addr, s)| (*addr, s.ctx, abi::EVENT_SRQ_LIMIT_REACHED, 0)),
         _ => None,
     });
-    if let Some((element, ctx, kind)) = found {
-        state::raise_async_event(ctx, element, kind);
+    if let Some((element, ctx, kind, tag)) = found {
+        state::raise_async_event(ctx, element, kind, tag);
+    }
+}
+
+/// `ibv_get_async_event`: the context's next event whose object still exists. An event raised
+/// for a QP or SRQ that the program destroyed before reading it is dropped, as the kernel
+/// drops the queued events of an object it destroys (`ib_uverbs_release_uevent`): a program
+/// (UCX's async thread) never reads an event for an object it has freed.
+pub(crate) fn next_async_event(ctx: usize) -> Result<abi::IbvAsyncEvent, Errno> {
+    loop {
+        let (event, tag) = state::wait_async_event(ctx)?;
+        let element = event.element as usize;
+        let live = with(|o| match event.event_type {
+            abi::EVENT_QP_FATAL | abi::EVENT_QP_LAST_WQE_REACHED => {
+                o.qps.get(&element).is_some_and(|q| q.qpn.value() == tag)
+            }
+            abi::EVENT_SRQ_LIMIT_REACHED => o.srqs.contains_key(&element),
+            _ => true,
+        });
+        if live {
+            return Ok(event);
+        }
+        tracing::debug!(
+            element,
+            event = event.event_type,
+            "async event of a destroyed object dropped"
+        );
     }
 }
 
