@@ -17,7 +17,7 @@ use roce_core::{
 
 use crate::backend::BackendStats;
 use crate::cq::CompletionQueue;
-use crate::shared::{BURST_GAP, Release, SPINNING, STEP_BACK, Shared, read, write};
+use crate::shared::{BURST_GAP, Release, SPINNING, STEP_BACK, Shared, read, recent, write};
 
 /// Why a device call failed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
@@ -84,8 +84,7 @@ impl DeviceHandle {
     pub fn with_sends<R>(&self, f: impl FnOnce(&mut Nic, Instant) -> R) -> Result<R, DeviceError> {
         let (result, sends, streaming, now) = self.run(f)?;
         let shared = &self.shared;
-        let before = shared.posted_at.load(Ordering::Relaxed);
-        let burst = before != 0 && u128::from(now.saturating_sub(before)) < BURST_GAP.as_nanos();
+        let burst = recent(&shared.posted_at, now, BURST_GAP);
         shared.after_verb(sends, !(streaming || burst));
         shared
             .posted_at

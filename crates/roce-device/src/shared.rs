@@ -288,8 +288,7 @@ impl Shared {
 
     /// [`Shared::network_polled_within`] at the engine instant `now` (ns).
     pub(crate) fn spun_within(&self, now: u64, within: Duration) -> bool {
-        let at = self.network_spun_at.load(Ordering::Relaxed);
-        at != 0 && u128::from(now.saturating_sub(at)) < within.as_nanos()
+        recent(&self.network_spun_at, now, within)
     }
 
     /// Every handle is gone.
@@ -312,6 +311,9 @@ pub(crate) const SPINNING: Duration = Duration::from_micros(20);
 /// ping-pong's posts are a round trip apart (tens of microseconds here); a stream of UD
 /// datagrams, as UCX's ud_verbs sends a message (one WR per `ibv_post_send`), comes every
 /// few microseconds.
+///
+/// The mark is the device's, not a QP's: two threads that post on their own QPs within this of
+/// each other also count as a burst, and their packets leave from the task, a wake-up later.
 pub(crate) const BURST_GAP: Duration = Duration::from_micros(10);
 
 /// How long the device's task steps back from a socket that a program's thread polls
@@ -323,6 +325,12 @@ const FLUSH_WAIT: Duration = Duration::from_millis(100);
 
 /// Send rounds a flush takes at most (of [`MAX_TRANSMITS_PER_ROUND`] packets each).
 const FLUSH_ROUNDS: usize = 64;
+
+/// Whether the instant (ns) `mark` holds, 0 for never, is less than `within` before `now`.
+pub(crate) fn recent(mark: &AtomicU64, now: u64, within: Duration) -> bool {
+    let at = mark.load(Ordering::Relaxed);
+    at != 0 && u128::from(now.saturating_sub(at)) < within.as_nanos()
+}
 
 /// The handles' share: when the last clone drops, the device's task is told to stop.
 #[derive(Debug)]

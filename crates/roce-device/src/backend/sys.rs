@@ -46,14 +46,13 @@ pub(crate) fn register_udp(
 /// Sets `UDP_NO_CHECK6_RX` (<linux/udp.h>) on a UDP socket: IPv6 datagrams with a zero UDP
 /// checksum are taken instead of dropped.
 pub(crate) fn set_udp_no_check6_rx(socket: &std::net::UdpSocket) -> io::Result<()> {
-    const UDP_NO_CHECK6_RX: libc::c_int = 102;
     let on: libc::c_int = 1;
     // SAFETY: a valid descriptor, and an int option passed with its size.
     let rc = unsafe {
         libc::setsockopt(
             socket.as_raw_fd(),
             libc::IPPROTO_UDP,
-            UDP_NO_CHECK6_RX,
+            libc::UDP_NO_CHECK6_RX,
             (&raw const on).cast(),
             size_of::<libc::c_int>() as libc::socklen_t,
         )

@@ -122,8 +122,6 @@ pub struct UdpSender {
 #[derive(Debug)]
 struct SocketSender {
     socket: std::net::UdpSocket,
-    /// Whether the socket is IPv4's.
-    ipv4: bool,
     /// For a socket bound to `[::]` on one interface ([`UdpBackend::bind_interface`]), or to
     /// one of its link-local addresses ([`UdpBackend::bind_link_local`]): that interface's
     /// index, given with each send's source address (`IPV6_PKTINFO`) and as the scope of a
@@ -151,7 +149,6 @@ impl Opened {
         }
         let tx = SocketSender {
             socket: std_socket.try_clone()?,
-            ipv4: local.is_ipv4(),
             ifindex,
         };
         let gso_segments = state.max_gso_segments().clamp(1, MAX_GSO_SEGMENTS);
@@ -490,7 +487,6 @@ impl UdpSender {
         let sockets = self.sockets.try_map(|s| {
             Ok(SocketSender {
                 socket: s.socket.try_clone()?,
-                ipv4: s.ipv4,
                 ifindex: s.ifindex,
             })
         })?;
@@ -500,20 +496,19 @@ impl UdpSender {
         })
     }
 
-    /// [`SocketSender::sendmsg`] through the socket of the transmit's source family (the first
-    /// socket where none is: the kernel then refuses the destination).
+    /// [`SocketSender::sendmsg`] through the socket of the transmit's source family: the
+    /// link-local socket (IPv6) for an IPv6 source of an IPv4 NIC, else the first.
     fn sendmsg(
         &self,
         transmit: &Transmit,
         payload: &[u8],
         gso: Option<usize>,
     ) -> io::Result<usize> {
-        let ipv4 = transmit.src.is_ipv4();
-        self.sockets
-            .iter()
-            .find(|s| s.ipv4 == ipv4)
-            .unwrap_or(&self.sockets.first)
-            .sendmsg(transmit, payload, gso)
+        match &self.sockets.link_local {
+            Some(link_local) if transmit.src.is_ipv6() => link_local,
+            _ => &self.sockets.first,
+        }
+        .sendmsg(transmit, payload, gso)
     }
 }
 
@@ -647,15 +642,6 @@ fn ecn_from(ecn: Option<EcnCodepoint>) -> Ecn {
 /// Bytes of socket buffer asked for in each direction.
 const SOCKET_BUFFER: usize = 8 << 20;
 
-/// Gives the socket [`SOCKET_BUFFER`] bytes each way. A burst of READ responses, or the send
-/// windows of a few QPs (16 QPs with a 64 KiB message each is 256 datagrams of 4 KiB), is a
-/// few hundred datagrams; the default receive buffer (rmem_default, ~208 KiB) holds a few
-/// dozen of them and the kernel drops the rest (RcvbufErrors in /proc/net/snmp), which costs
-/// a retransmission timeout each and, at the end of a run whose peer has gone, a failed work
-/// request. `SO_RCVBUFFORCE` passes net.core.rmem_max with CAP_NET_ADMIN; without it
-/// `SO_RCVBUF` is capped at rmem_max (wmem_max for sends, where a full buffer only makes the
-/// sender wait), and a receive cap below what we asked for is said once, with the sysctl that lifts
-/// it.
 /// Lets an IPv6 socket take UDP datagrams whose checksum is 0 (`UDP_NO_CHECK6_RX`), which the
 /// kernel otherwise drops: rxe sends RoCEv2 over IPv6 without a UDP checksum (its tunnel socket
 /// has `use_udp6_tx_checksums` off, rxe_net.c `rxe_setup_udp_tunnel`), as IBA Annex A17.4.2
@@ -666,6 +652,15 @@ fn accept_zero_checksums(socket: &std::net::UdpSocket) {
     }
 }
 
+/// Gives the socket [`SOCKET_BUFFER`] bytes each way. A burst of READ responses, or the send
+/// windows of a few QPs (16 QPs with a 64 KiB message each is 256 datagrams of 4 KiB), is a
+/// few hundred datagrams; the default receive buffer (rmem_default, ~208 KiB) holds a few
+/// dozen of them and the kernel drops the rest (RcvbufErrors in /proc/net/snmp), which costs
+/// a retransmission timeout each and, at the end of a run whose peer has gone, a failed work
+/// request. `SO_RCVBUFFORCE` passes net.core.rmem_max with CAP_NET_ADMIN; without it
+/// `SO_RCVBUF` is capped at rmem_max (wmem_max for sends, where a full buffer only makes the
+/// sender wait), and a receive cap below what we asked for is said once, with the sysctl that lifts
+/// it.
 fn size_buffers(socket: &std::net::UdpSocket) {
     use nix::sys::socket::{getsockopt, setsockopt, sockopt};
     /// The cap is said once per process, not once per NIC.
