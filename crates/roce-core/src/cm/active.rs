@@ -46,13 +46,7 @@ impl Cm {
                 "a REQ carries at most 56 bytes of private data after a cma_hdr, 92 without",
             ));
         }
-        if params.consumer_qp {
-            if attrs::is_special(params.qpn) {
-                return Err(CmError::Invalid("QP 0 and QP 1 are not for connections"));
-            }
-        } else {
-            self.check_qp(nic, params.qpn, ConnId(0))?;
-        }
+        self.check_qp(nic, params.qpn, ConnId(0), params.consumer_qp)?;
         let id = self
             .alloc_id(nic.config().seed)
             .ok_or(CmError::Exhausted("connections"))?;
@@ -250,6 +244,8 @@ impl Cm {
         if !known {
             return Err(super::passive::wrong(conn, "init_qp_attr"));
         }
+        // INIT is the connection's (its negotiated remote access), as `attrs::to_rts` gives it,
+        // not the recipe's first step.
         let [_, rtr, rts] = attrs::recipe(conn).steps();
         match state {
             QpState::Init => Ok(attrs::init(conn.responder_resources)),

@@ -204,13 +204,7 @@ impl Cm {
                 "a REP carries at most 196 bytes of private data",
             ));
         }
-        if params.consumer_qp {
-            if attrs::is_special(params.qpn) {
-                return Err(CmError::Invalid("QP 0 and QP 1 are not for connections"));
-            }
-        } else {
-            self.check_qp(nic, params.qpn, id)?;
-        }
+        self.check_qp(nic, params.qpn, id, params.consumer_qp)?;
         let mut next = conn.clone();
         next.qpn = Some(params.qpn);
         next.consumer_qp = params.consumer_qp;
@@ -288,15 +282,21 @@ impl Cm {
             .filter(|c| c.remote_id == remote_id)
     }
 
-    /// The QP a connection is to use: ours, RC, in RESET or INIT, and no other connection's.
+    /// The QP a connection is to use: not a special QP, and, unless the consumer moves it
+    /// itself (`consumer_qp`: only its number is announced), ours, RC, in RESET or INIT, and no
+    /// other connection's.
     pub(crate) fn check_qp(
         &self,
         nic: &Nic,
         qpn: roce_wire::Qpn,
         id: ConnId,
+        consumer_qp: bool,
     ) -> Result<(), CmError> {
         if attrs::is_special(qpn) {
             return Err(CmError::Invalid("QP 0 and QP 1 are not for connections"));
+        }
+        if consumer_qp {
+            return Ok(());
         }
         let (qp_type, state) = nic.qp_type_state(qpn)?;
         if qp_type != QpType::Rc {

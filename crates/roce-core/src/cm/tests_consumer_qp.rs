@@ -10,17 +10,17 @@ use super::tests::{A, B, Net, RPING};
 use super::{AcceptParams, CmEvent, CmState, ConnectParams};
 use crate::{QpState, QpType};
 
-/// a connects to b's rping service announcing QP `0x635` (a QP of another type, as UCX's
-/// dummy UD QP), b accepts announcing `0x777`: both with `consumer_qp`.
+/// a connects to b's rping service announcing its RC QP, b accepts announcing its own: both
+/// with `consumer_qp`, so the CM must move neither (each stays in RESET).
 fn connect_and_accept(net: &mut Net) -> (super::ConnId, super::ConnId) {
     net.b.nic.cm_listen(net.now, RPING).unwrap();
-    let mut params = ConnectParams::new(roce_wire::Qpn::new(0x635), A, B, RPING, Psn::new(0x11));
+    let mut params = ConnectParams::new(net.a.qpn, A, B, RPING, Psn::new(0x11));
     params.consumer_qp = true;
     let a_conn = net.a.nic.cm_connect(net.now, &params).unwrap();
     net.pump();
     let req = net.request();
-    assert_eq!(req.peer_qpn, roce_wire::Qpn::new(0x635));
-    let mut accept = AcceptParams::new(roce_wire::Qpn::new(0x777), Psn::new(0x22));
+    assert_eq!(req.peer_qpn, net.a.qpn);
+    let mut accept = AcceptParams::new(net.b.qpn, Psn::new(0x22));
     accept.consumer_qp = true;
     net.b.nic.cm_accept(net.now, req.conn, &accept).unwrap();
     net.pump();
@@ -46,6 +46,8 @@ fn the_rep_is_a_connect_response_and_the_rtu_waits_for_establish() {
     net.pump();
     assert_eq!(net.sent('a', Attr::Rtu), 1);
     assert_eq!(net.a.nic.cm_state(a_conn), Some(CmState::Established));
+    assert_eq!(net.a.nic.qp_state(net.a.qpn).unwrap(), QpState::Reset);
+    assert_eq!(net.b.nic.qp_state(net.b.qpn).unwrap(), QpState::Reset);
     assert!(net.a.events().is_empty(), "establish raises no event");
     assert_eq!(
         net.b.events(),
@@ -66,7 +68,7 @@ fn the_qp_attributes_are_the_negotiated_ones() {
     let (a_conn, b_conn) = connect_and_accept(&mut net);
     let rtr = net.a.nic.cm_qp_attr(a_conn, QpState::Rtr).unwrap();
     assert_eq!(rtr.qp_state, Some(QpState::Rtr));
-    assert_eq!(rtr.dest_qpn, Some(roce_wire::Qpn::new(0x777)));
+    assert_eq!(rtr.dest_qpn, Some(net.b.qpn));
     assert_eq!(rtr.rq_psn, Some(Psn::new(0x11)));
     let av = rtr.av.expect("an address vector");
     assert_eq!((av.src, av.dst), (A, B));
@@ -74,7 +76,7 @@ fn the_qp_attributes_are_the_negotiated_ones() {
     assert_eq!(rts.sq_psn, Some(Psn::new(0x22)));
     // The passive side's, from the REQ and its accept.
     let rtr = net.b.nic.cm_qp_attr(b_conn, QpState::Rtr).unwrap();
-    assert_eq!(rtr.dest_qpn, Some(roce_wire::Qpn::new(0x635)));
+    assert_eq!(rtr.dest_qpn, Some(net.a.qpn));
     let av = rtr.av.expect("an address vector");
     assert_eq!((av.src, av.dst), (B, A));
     // No attributes for a state the CM does not give.
