@@ -185,29 +185,18 @@ pub(crate) fn establish(id: usize) -> Result<(), Errno> {
 
 /// `rdma_init_qp_attr`: the attributes that take the id's QP to `qp_attr->qp_state` (INIT,
 /// RTR or RTS) and their mask, as the CM would give them: from the connection once there is
-/// one (the REQ came, or the REP), else INIT's alone (P_Key index 0, port 1, remote writes).
+/// one (the REQ came, or the REP), else INIT's alone (`id::init_attr`).
 pub(crate) fn init_qp_attr(id: usize, state: c_int) -> Result<(IbvQpAttr, c_int), Errno> {
-    let conn = with(|t| t.ids.get(&id).map(|i| i.conn)).ok_or(EINVAL)?;
+    let (conn, qp_type) =
+        with(|t| t.ids.get(&id).map(|i| (i.conn, i.c.get().qp_type))).ok_or(EINVAL)?;
     match (conn, state) {
         (Some(conn), _) => ibv::cm_init_qp_attr(conn, state),
         //= rxe:cma.c/cma_ib_init_qp_attr
-        //# INIT before a connection: P_Key index, port, and remote write access
-        (None, qp::STATE_INIT) => Ok((
-            IbvQpAttr {
-                qp_state: qp::STATE_INIT,
-                pkey_index: 0,
-                port_num: 1,
-                qp_access_flags: IBV_ACCESS_REMOTE_WRITE,
-                ..IbvQpAttr::default()
-            },
-            qp::ATTR_STATE | qp::ATTR_PKEY_INDEX | qp::ATTR_PORT | qp::ATTR_ACCESS_FLAGS,
-        )),
+        //# INIT before a connection: P_Key index, port, and no remote access (a Q_Key for UD)
+        (None, qp::STATE_INIT) => Ok(id::init_attr(qp_type)),
         (None, _) => Err(EINVAL),
     }
 }
-
-/// `IBV_ACCESS_REMOTE_WRITE`.
-const IBV_ACCESS_REMOTE_WRITE: u32 = 2;
 
 /// `rdma_accept`: the QP goes to RTR and RTS and the REP leaves; ESTABLISHED follows the RTU.
 /// What the program asks for is capped by what the request offered.

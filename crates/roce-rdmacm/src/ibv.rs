@@ -104,6 +104,13 @@ impl Device {
 
 static DEVICE: Mutex<Option<Device>> = Mutex::new(None);
 
+/// The device if it was opened already (nothing is opened here).
+pub(crate) fn opened() -> Option<Device> {
+    *DEVICE
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 /// The device, opened on first use: `ENODEV` when libibverbs lists none (no `ROCE_VERBS_IP`).
 pub(crate) fn device() -> Result<Device, Errno> {
     let mut slot = DEVICE

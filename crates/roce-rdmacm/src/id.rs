@@ -391,18 +391,11 @@ pub(crate) fn create_qp(
 /// rdma-core v44 librdmacm/cma.c): INIT with P_Key index 0 on port 1 and no remote access
 /// before a connection; a UD QP goes on to RTR and RTS with `RDMA_UDP_QKEY`.
 fn init_qp(qp: usize, qp_type: c_int) -> Result<(), Errno> {
-    let init = IbvQpAttr {
-        qp_state: qp::STATE_INIT,
-        pkey_index: 0,
-        port_num: 1,
-        qkey: abi::RDMA_UDP_QKEY,
-        ..IbvQpAttr::default()
-    };
-    let base = qp::ATTR_STATE | qp::ATTR_PKEY_INDEX | qp::ATTR_PORT;
+    let (init, mask) = init_attr(qp_type);
+    ibv::modify_qp(qp, init, mask)?;
     if qp_type != abi::IBV_QPT_UD {
-        return ibv::modify_qp(qp, init, base | qp::ATTR_ACCESS_FLAGS);
+        return Ok(());
     }
-    ibv::modify_qp(qp, init, base | qp::ATTR_QKEY)?;
     let rtr = IbvQpAttr {
         qp_state: qp::STATE_RTR,
         ..IbvQpAttr::default()
@@ -414,6 +407,24 @@ fn init_qp(qp: usize, qp_type: c_int) -> Result<(), Errno> {
         ..IbvQpAttr::default()
     };
     ibv::modify_qp(qp, rts, qp::ATTR_STATE | qp::ATTR_SQ_PSN)
+}
+
+/// INIT before a connection, and its mask, as the kernel's `cma_ib_init_qp_attr` gives it:
+/// P_Key index 0 on port 1, then no remote access (RC, UC) or `RDMA_UDP_QKEY` (UD).
+pub(crate) fn init_attr(qp_type: c_int) -> (IbvQpAttr, c_int) {
+    let init = IbvQpAttr {
+        qp_state: qp::STATE_INIT,
+        pkey_index: 0,
+        port_num: 1,
+        qkey: abi::RDMA_UDP_QKEY,
+        ..IbvQpAttr::default()
+    };
+    let base = qp::ATTR_STATE | qp::ATTR_PKEY_INDEX | qp::ATTR_PORT;
+    if qp_type == abi::IBV_QPT_UD {
+        (init, base | qp::ATTR_QKEY)
+    } else {
+        (init, base | qp::ATTR_ACCESS_FLAGS)
+    }
 }
 
 /// `rdma_destroy_qp`: the QP, and the CQs made for it.

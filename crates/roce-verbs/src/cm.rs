@@ -81,10 +81,10 @@ pub(crate) fn unlisten(listen: u32) -> Result<(), Errno> {
 
 /// `roce_cm_connect`: the REQ leaves.
 pub(crate) fn connect(c: Connect) -> Result<u32, Errno> {
-    let (qpn, consumer_qp) = announced(c.qp, c.qp_num)?;
+    let qpn = announced(c.qp, c.qp_num)?;
     let mtu = state::device()?.ok_or(Errno(libc::ENODEV))?.model.spec.mtu;
     let mut p = ConnectParams::new(qpn, c.local, c.peer, c.service_id, random_psn());
-    p.consumer_qp = consumer_qp;
+    p.consumer_qp = c.qp == 0;
     p.src_port = c.src_port;
     p.private_data = c.private_data;
     p.responder_resources = c.responder_resources;
@@ -99,9 +99,9 @@ pub(crate) fn connect(c: Connect) -> Result<u32, Errno> {
 
 /// `roce_cm_accept`: the QP goes to RTR and RTS, the REP leaves.
 pub(crate) fn accept(conn: u32, a: Accept) -> Result<(), Errno> {
-    let (qpn, consumer_qp) = announced(a.qp, a.qp_num)?;
+    let qpn = announced(a.qp, a.qp_num)?;
     let mut p = AcceptParams::new(qpn, random_psn());
-    p.consumer_qp = consumer_qp;
+    p.consumer_qp = a.qp == 0;
     p.private_data = a.private_data;
     p.responder_resources = a.responder_resources;
     p.initiator_depth = a.initiator_depth;
@@ -147,13 +147,13 @@ pub(crate) fn sidr_accept(
         .map_err(cm_err)
 }
 
-/// The QP number a REQ or REP announces, and whether the consumer moves that QP itself: the
-/// engine's number of our QP at `qp`, or with none (0) `qp_num` as given.
-fn announced(qp: usize, qp_num: u32) -> Result<(roce_core::Qpn, bool), Errno> {
+/// The QP number a REQ or REP announces: the engine's number of our QP at `qp`, or with none
+/// (0: the consumer moves its QP itself) the 24 bits of `qp_num` as given.
+fn announced(qp: usize, qp_num: u32) -> Result<roce_core::Qpn, Errno> {
     if qp == 0 {
-        Ok((roce_core::Qpn::new(qp_num & 0x00ff_ffff), true))
+        Ok(roce_core::Qpn::new(qp_num & 0x00ff_ffff))
     } else {
-        Ok((verbs::qpn_of(qp)?, false))
+        verbs::qpn_of(qp)
     }
 }
 
@@ -165,12 +165,11 @@ pub(crate) fn establish(conn: u32) -> Result<(), Errno> {
 /// `roce_cm_init_qp_attr`: the attributes and their mask that take the connection's QP to
 /// `state` (an `enum ibv_qp_state`: INIT, RTR or RTS).
 pub(crate) fn init_qp_attr(conn: u32, state: i32) -> Result<(crate::abi::IbvQpAttr, i32), Errno> {
-    let state = match state {
-        1 => roce_core::QpState::Init,
-        2 => roce_core::QpState::Rtr,
-        3 => roce_core::QpState::Rts,
-        _ => return Err(Errno(libc::EINVAL)),
-    };
+    use roce_core::QpState::{Init, Rtr, Rts};
+    let state = verbs::qp_state(state)
+        .ok()
+        .filter(|s| matches!(s, Init | Rtr | Rts))
+        .ok_or(Errno(libc::EINVAL))?;
     let attr = on_engine(|nic, _| nic.cm_qp_attr(ConnId(conn), state))?.map_err(cm_err)?;
     let device = state::device()?.ok_or(Errno(libc::ENODEV))?;
     Ok(verbs::c_qp_attr(&attr, &device.model))

@@ -207,7 +207,9 @@ pub(crate) unsafe extern "C" fn ibv_reg_mr_iova(
         // SAFETY: the program keeps `[addr, addr + length)` mapped and leaves it to the device
         // until `ibv_dereg_mr` (the contract of ibv_reg_mr, this function's).
         let memory = unsafe { CallerMemory::new(addr as usize, length) };
-        null_on_err(verbs::reg_mr(pd as usize, memory, iova, access))
+        // A NULL or wrapping range is EINVAL.
+        let memory = memory.ok_or(Errno(libc::EINVAL));
+        null_on_err(memory.and_then(|m| verbs::reg_mr(pd as usize, m, iova, access)))
     })
 }
 

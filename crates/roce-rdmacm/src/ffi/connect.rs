@@ -118,7 +118,7 @@ unsafe fn read_conn_param(p: *const RdmaConnParam) -> Option<conn::ConnParam> {
     };
     Some(conn::ConnParam {
         private_data,
-        qp_num: p.qp_num & 0x00ff_ffff,
+        qp_num: p.qp_num,
         responder_resources: p.responder_resources,
         initiator_depth: p.initiator_depth,
         retry_count: p.retry_count,

@@ -75,9 +75,10 @@ pub(crate) unsafe extern "C" fn rdma_getaddrinfo(
             return ret(Err(EINVAL));
         }
         let mut h = info::Hints {
-            // Which answer of a name of both families is kept: the device's family.
-            prefer: match ibv::device() {
-                Ok(d) if d.ip.is_ipv6() => libc::AF_INET6,
+            // Which answer of a name of both families is kept: the device's family, once it
+            // is open (a lookup opens nothing); IPv4 before.
+            prefer: match ibv::opened() {
+                Some(d) if d.ip.is_ipv6() => libc::AF_INET6,
                 _ => libc::AF_INET,
             },
             ..info::Hints::default()

@@ -46,7 +46,9 @@ pub(crate) use post::{
     PostQp, max_inline, post, qp_for_post, recv_wr, send_wr, sge, wr_abort, wr_complete, wr_fail,
     wr_op, wr_set_inline, wr_set_sgl, wr_set_ud_addr, wr_start,
 };
-pub(crate) use qp::{WrFns, c_qp_attr, create_qp, destroy_qp, is_qp, modify_qp, qpn_of, query_qp};
+pub(crate) use qp::{
+    WrFns, c_qp_attr, create_qp, destroy_qp, is_qp, modify_qp, qp_state, qpn_of, query_qp,
+};
 pub(crate) use srq::{PostSrq, create_srq, destroy_srq, modify_srq, query_srq, srq_for_post};
 
 const EINVAL: Errno = Errno(libc::EINVAL);

@@ -115,17 +115,16 @@ pub(super) fn access_flags(a: Access) -> c_int {
         .fold(0, |flags, (bit, _)| flags | bit)
 }
 
-/// `ibv_reg_mr_iova2`: the program's buffer `memory` (`None`: a NULL or wrapping range,
-/// `EINVAL`), named `iova` by SGEs and peers.
+/// `ibv_reg_mr_iova2`: the program's buffer `memory`, named `iova` by SGEs and peers.
 pub(crate) fn reg_mr(
     pd: usize,
-    memory: Option<CallerMemory>,
+    memory: CallerMemory,
     iova: u64,
     flags: c_int,
 ) -> Result<*mut IbvMr, Errno> {
     let access = access(flags)?;
     let (pd_handle, ctx) = with(|o| o.pds.get(&pd).map(|p| (p.handle, p.ctx))).ok_or(EINVAL)?;
-    let memory = Arc::new(memory.ok_or(EINVAL)?);
+    let memory = Arc::new(memory);
     let (addr, len) = memory.range();
     let mr = step(ctx, |nic| {
         nic.reg_memory(pd_handle, memory, Some(iova), access)

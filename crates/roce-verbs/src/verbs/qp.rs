@@ -200,7 +200,7 @@ pub(crate) fn destroy_qp(qp: usize) -> Result<(), Errno> {
     Ok(())
 }
 
-fn qp_state(v: c_int) -> Result<QpState, Errno> {
+pub(crate) fn qp_state(v: c_int) -> Result<QpState, Errno> {
     Ok(match v {
         0 => QpState::Reset,
         1 => QpState::Init,
@@ -328,16 +328,18 @@ pub(crate) fn c_qp_attr(q: &QpAttr, model: &DeviceModel) -> (IbvQpAttr, c_int) {
         let ah = &mut a.ah_attr;
         ah.is_global = 1;
         ah.port_num = crate::device::PORT;
-        ah.grh.dgid = crate::abi::IbvGid {
-            raw: roce_wire::Gid::from_ip(av.dst).0,
+        ah.grh.dgid = crate::abi::IbvGid::from_ip(av.dst);
+        ah.grh.sgid_index = if model.source(0) == Some(av.src) {
+            0
+        } else {
+            crate::device::GID_INDEX_IP as u8
         };
-        ah.grh.sgid_index = u8::from(model.source(0) != Some(av.src));
         ah.grh.hop_limit = av.hop_limit;
         ah.grh.traffic_class = av.dscp << 2;
         set(7);
     }
     if let Some(m) = q.path_mtu {
-        a.path_mtu = (m.bytes().trailing_zeros() - 7) as c_int;
+        a.path_mtu = c_int::from(m.enum_value());
         set(8);
     }
     for (bit, field, value) in [

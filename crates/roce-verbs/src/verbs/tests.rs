@@ -248,4 +248,34 @@ fn the_cms_qp_attributes_read_back_the_same_through_the_c_form() {
         1 | (1 << 9) | (1 << 10) | (1 << 11) | (1 << 13) | (1 << 16)
     );
     assert_eq!(qp_attr(&c, mask, &model).unwrap(), rts);
+    let init = QpAttr {
+        qp_state: Some(QpState::Init),
+        access_flags: Some(Access::REMOTE_WRITE | Access::REMOTE_READ),
+        pkey_index: Some(0),
+        port_num: Some(1),
+        qkey: Some(0x1234),
+        ..QpAttr::default()
+    };
+    let (c, mask) = c_qp_attr(&init, &model);
+    // IBV_QP_STATE, ACCESS_FLAGS, PKEY_INDEX, PORT, QKEY.
+    assert_eq!(mask, 1 | (1 << 3) | (1 << 4) | (1 << 5) | (1 << 6));
+    assert_eq!((c.qp_state, c.qp_access_flags, c.qkey), (1, 2 | 4, 0x1234));
+    assert_eq!(qp_attr(&c, mask, &model).unwrap(), init);
+}
+
+/// Every right reads back the same through its `ibv_access_flags` bits.
+#[test]
+fn access_flags_are_the_inverse_of_access() {
+    use super::pd::access_flags;
+    for right in [
+        Access::LOCAL_WRITE,
+        Access::REMOTE_WRITE,
+        Access::REMOTE_READ,
+        Access::REMOTE_ATOMIC,
+        Access::MW_BIND,
+        Access::ZERO_BASED,
+        Access::ALL,
+    ] {
+        assert_eq!(access(access_flags(right)).unwrap(), right, "{right:?}");
+    }
 }
