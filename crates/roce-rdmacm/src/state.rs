@@ -370,16 +370,17 @@ impl Tables {
 /// `rdma_get_cm_event`: the channel's next event, waiting for it unless the program made the
 /// fd non-blocking (`EAGAIN`).
 pub(crate) fn get_event(channel: usize) -> Result<*mut RdmaCmEvent, Errno> {
+    // Both ends of the pipe, held for the whole wait: a channel destroyed while this thread
+    // waits leaves it waiting, as a read of the kernel's rdma_cm file sleeps on through the
+    // file's close (rping's event thread is still in rdma_get_cm_event when its main thread
+    // destroys the channel and returns).
+    let (reader, _writer) = with(|t| {
+        t.channels
+            .get(&channel)
+            .map(|c| (c.reader.clone(), c.writer.clone()))
+    })
+    .ok_or(EINVAL)?;
     loop {
-        // The write end is held too: a channel destroyed while this thread waits leaves it
-        // waiting, as a read of the kernel's rdma_cm file does (rping's event thread is still
-        // in rdma_get_cm_event when its main thread destroys the channel and returns).
-        let (reader, _writer) = with(|t| {
-            t.channels
-                .get(&channel)
-                .map(|c| (c.reader.clone(), c.writer.clone()))
-        })
-        .ok_or(EINVAL)?;
         let mut byte = [0u8; 1];
         // Without the tables' lock: this may block until an event comes. A signal whose
         // handler was installed without SA_RESTART interrupts it: EINTR, as librdmacm's
@@ -389,20 +390,29 @@ pub(crate) fn get_event(channel: usize) -> Result<*mut RdmaCmEvent, Errno> {
             Ok(_) => return Err(Errno(libc::EPIPE)),
             Err(e) => return Err(os(&e)),
         }
-        let got = with(|t| {
-            let ch = t.channels.get_mut(&channel)?;
-            let e = match ch.queue.pop_front() {
-                Some(e) => e,
-                // Not one of this library's own: a CM event from the engine, if any is left.
-                None => crate::conn::materialize(t, channel, crate::inbox::take(channel)?)?,
-            };
-            t.taken.insert(e);
-            t.events.get(&e).map(|e| e.c.ptr())
-        });
-        // No event behind the byte: it was dropped with its id; read on.
-        if let Some(e) = got {
+        // No event behind the byte (it was dropped with its id, moved with it, or its channel
+        // was destroyed meanwhile): read on.
+        if let Some(e) = with(|t| t.take_event(channel, &reader)) {
             return Ok(e);
         }
+    }
+}
+
+impl Tables {
+    /// The next event of `channel`, if it is still the channel whose pipe `reader` reads (not
+    /// destroyed, nor another made since at its address): queued by this library, else one
+    /// of the engine's CM events made now. Marked taken.
+    fn take_event(&mut self, channel: usize, reader: &Arc<PipeReader>) -> Option<*mut RdmaCmEvent> {
+        let ch = self
+            .channels
+            .get_mut(&channel)
+            .filter(|c| Arc::ptr_eq(&c.reader, reader))?;
+        let e = match ch.queue.pop_front() {
+            Some(e) => e,
+            None => crate::conn::materialize(self, channel, crate::inbox::take(channel)?)?,
+        };
+        self.taken.insert(e);
+        self.events.get(&e).map(|e| e.c.ptr())
     }
 }
 
@@ -560,6 +570,42 @@ mod tests {
         ack_event(e).unwrap();
         with(|t| t.ids.remove(&id));
         destroy_channel(ch).unwrap();
+    }
+
+    /// A byte read just before the channel is destroyed (its event gone with it) leaves the
+    /// reader waiting, as the kernel's does; it used to return `EINVAL` to a program that
+    /// never misused the channel (rping's event thread then exits 255).
+    #[test]
+    #[allow(unsafe_code)]
+    fn a_reader_whose_channel_is_destroyed_under_it_waits_on() {
+        let ch = create_channel().unwrap() as usize;
+        let (writer, fd) = with(|t| {
+            let c = &t.channels[&ch];
+            (c.writer.clone(), c.reader.as_raw_fd())
+        });
+        let unread = || {
+            let mut n: libc::c_int = 0;
+            // SAFETY: FIONREAD writes one int; `fd` stays open while `writer` and the
+            // reader's clone live.
+            assert_eq!(unsafe { libc::ioctl(fd, libc::FIONREAD, &mut n) }, 0);
+            n
+        };
+        let wait_read = || {
+            while unread() != 0 {
+                std::thread::yield_now();
+            }
+        };
+        // A byte with no event behind it: once it is read, the reader holds the channel and
+        // reads on.
+        (&*writer).write_all(&[1]).unwrap();
+        let reader = std::thread::spawn(move || get_event(ch).map(|e| e as usize));
+        wait_read();
+        destroy_channel(ch).unwrap();
+        (&*writer).write_all(&[1]).unwrap();
+        wait_read();
+        // The byte is read: a reader that gave up would return at once.
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        assert!(!reader.is_finished(), "{:?}", reader.join());
     }
 
     #[test]
