@@ -5,10 +5,14 @@
 # creates namespaces NAME_A (device va, IP_A/24) and NAME_B (vb, IP_B/24), MTU 9000 so that
 # RoCE's 4096-byte packets cross whole, lo up in both, and removes both when the script exits;
 # sets A and B and defines `ina CMD…` and `inb CMD…` to run CMD in either.
+#   scratch VAR [-d]
+# sets VAR to a new temporary file (directory, with -d), removed with the namespaces.
 
+SCRATCH=()
+scratch() { printf -v "$1" '%s' "$(mktemp "${@:2}")"; SCRATCH+=("${!1}"); }
 veth_pair() {
     A=$1; B=$2
-    trap 'ip netns delete "$A" 2>/dev/null || true; ip netns delete "$B" 2>/dev/null || true' EXIT INT TERM
+    trap 'rm -rf ${SCRATCH[@]+"${SCRATCH[@]}"}; ip netns delete "$A" 2>/dev/null || true; ip netns delete "$B" 2>/dev/null || true' EXIT INT TERM
     ip netns add "$A"; ip netns add "$B"
     ip -n "$A" link add va type veth peer name vb netns "$B"
     local x ns dev ip

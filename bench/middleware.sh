@@ -13,8 +13,9 @@
 # processes share a host, where UCX would otherwise pick shared memory. All programs wait on
 # their sockets (no --busy-poll); ucx_perftest and perftest both spin on their CQs.
 # ucx_perftest's MB/s and perftest's MB/sec are 2^20 bytes per second: both are converted to
-# 10^6 here. Prints each ratio and whether its goal is met (a missed goal does not fail the
-# script). Release build.
+# 10^6 here. Every program, the anchors too, runs with path MTU 4096 (`--mtu 4096`). Prints
+# each ratio and whether its goal is met (a missed goal does not fail the script). Release
+# build.
 #   RUNS=3 bash bench/middleware.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -39,9 +40,9 @@ exec_write() {  # ib_write_bw's BW average, in 10^6 bytes per second
 }
 exec_lat() {  # ib_send_lat's typical one-way latency, µs
     local args=(-x 1 -s 8 -n 20000)
-    inb "$ROCE" exec --ip "$B_IP" -- ib_send_lat "${args[@]}" >/dev/null & local pid=$!
+    inb timeout 120 "$ROCE" exec --ip "$B_IP" --mtu 4096 -- ib_send_lat "${args[@]}" >/dev/null & local pid=$!
     listening 18515
-    ina "$ROCE" exec --ip "$A_IP" -- ib_send_lat "${args[@]}" "$B_IP" | row 5
+    ina "$ROCE" exec --ip "$A_IP" --mtu 4096 -- ib_send_lat "${args[@]}" "$B_IP" | row 5
     wait "$pid"
 }
 # ucx_perftest TEST TLS SIZE ITERS [OPTION...]: its "Final:" line. The warm-up is 1000
@@ -49,9 +50,9 @@ exec_lat() {  # ib_send_lat's typical one-way latency, µs
 ucx() {
     local env=(env UCX_TLS="$2" UCX_NET_DEVICES=roce0:1)  # rc_verbs connects through ud_verbs
     local args=(-t "$1" -s "$3" -n "$4" -w 1000 -p 13337 "${@:5}")
-    inb "$ROCE" exec --ip "$B_IP" --mtu 4096 -- "${env[@]}" ucx_perftest "${args[@]}" >/dev/null 2>&1 & local pid=$!
+    inb timeout 120 "$ROCE" exec --ip "$B_IP" --mtu 4096 -- "${env[@]}" ucx_perftest "${args[@]}" >/dev/null & local pid=$!
     listening 13337
-    ina "$ROCE" exec --ip "$A_IP" --mtu 4096 -- "${env[@]}" ucx_perftest "${args[@]}" "$B_IP" 2>/dev/null |
+    ina timeout 120 "$ROCE" exec --ip "$A_IP" --mtu 4096 -- "${env[@]}" ucx_perftest "${args[@]}" "$B_IP" |
         grep '^Final:'
     wait "$pid"
 }
@@ -71,20 +72,19 @@ mpi_lat() {  # the MPI ping-pong's typical one-way latency, µs
     ina timeout 120 mpirun --allow-run-as-root -np 2 -host "$A_IP,$B_IP" --mca plm_rsh_agent "$AGENT" \
         --mca pml ucx --mca btl '^vader,tcp,openib,uct' \
         -x UCX_TLS=rc_verbs,ud_verbs -x UCX_NET_DEVICES=roce0:1 \
-        sh -c "if [ \$OMPI_COMM_WORLD_RANK = 0 ]; then ip=$A_IP; else ip=$B_IP; fi; exec $ROCE exec --ip \$ip -- $MPI_APP lat" |
+        sh -c "if [ \$OMPI_COMM_WORLD_RANK = 0 ]; then ip=$A_IP; else ip=$B_IP; fi; exec $ROCE exec --ip \$ip --mtu 4096 -- $MPI_APP lat" |
         awk '/^lat_us/ {print $2}'
 }
 
-: >"${TMPDIR:-/tmp}/mw.$$"
+scratch RESULTS
 for run in $(seq "$RUNS"); do
     w=$(exec_write); r=$(ucx_bw rc_verbs,ud_verbs); o=$(ucx_bw rc_verbs,ud_verbs -O 64)
     u=$(ucx_bw ud_verbs); l=$(exec_lat); t=$(ucx_lat); m=$(mpi_lat)
     echo "run $run: ib_write_bw $w MB/s, tag_bw rc_verbs $r (-O 64: $o), ud_verbs $u; ib_send_lat $l µs, tag_lat $t, MPI $m"
-    echo "$w $r $u $l $t $o $m" >>"${TMPDIR:-/tmp}/mw.$$"
+    echo "$w $r $u $l $t $o $m" >>"$RESULTS"
 done
-col() { awk -v c="$1" '{print $c}' "${TMPDIR:-/tmp}/mw.$$" | median; }
+col() { awk -v c="$1" '{print $c}' "$RESULTS" | median; }
 W=$(col 1); R=$(col 2); U=$(col 3); L=$(col 4); T=$(col 5); O=$(col 6); M=$(col 7)
-rm -f "${TMPDIR:-/tmp}/mw.$$"
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN{printf "%.2f", a / b}'; }
 goal() { awk -v r="$1" -v g="$3" -v op="$2" 'BEGIN{ok = (op == ">=") ? r >= g : r <= g; print (ok ? "met" : "missed")}'; }
 rr=$(ratio "$R" "$W"); or=$(ratio "$O" "$W"); ur=$(ratio "$U" "$W"); lr=$(ratio "$T" "$L")

@@ -24,7 +24,7 @@ need sockperf sockperf
 cargo build -q --release -p roce -p roce-blast
 ROCE=$PWD/target/release/roce
 BLAST=$PWD/target/release/roce-blast
-TMP=$(mktemp -d)
+scratch TMP -d
 A_IP=198.18.2.1; B_IP=198.18.2.2; A_RAW=198.18.2.3; B_RAW=198.18.2.4
 veth_pair roce-bench-a.$$ roce-bench-b.$$ "$A_IP" "$B_IP"
 

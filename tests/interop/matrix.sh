@@ -99,14 +99,21 @@ guest_listening() {
         echo "rxe's server does not listen on TCP port $port after 10 s"
 }
 
-# rxe's tool runs in the guest as the server (the command line `$1`); once it listens, ours, the
-# rest of the arguments, runs on the host as the client. rxe's output follows ours.
+# rxe's tool runs in the guest as the server (the command line `$1`, with `timeout N` before
+# the program); once it listens, ours, the rest of the arguments, runs on the host as the
+# client. rxe's output follows ours, after a line "--- rxe:". A failed client ends rxe's
+# program, lest it take the next cell's connection.
 rxe_serves() {
-    local guest=$1 job
+    local guest=$1 job prog
     shift
+    prog=$(sed -E 's/.*timeout [0-9]+ ([^ ]+).*/\1/' <<<"$guest")
     job=$(run_peer_in_guest "$guest")
     guest_listening
-    "$@" || { guest_wait "$job" 5; return 1; }
+    if ! "$@"; then
+        guest_wait "$job" 5
+        run_in_guest -t 10 "killall $prog; sleep 0.5" >/dev/null || true
+        return 1
+    fi
     echo "--- rxe:"
     guest_wait "$job" 60
 }
@@ -440,20 +447,13 @@ ucx_final() {
     awk '{printf "figure: %s iterations, typical latency %s us, %s MB/s\n", $2, $3, $7}' <<<"$final"
 }
 ucx_we_are_client() {
-    local args=$1 job out rc=0
-    job=$(run_peer_in_guest "$UCX_GUEST_ENV timeout 60 ucx_perftest -p $UCX_PORT")
-    GUEST_PORT=$UCX_PORT guest_listening
-    out=$(ns env "${UCX_HOST_ENV[@]}" timeout 60 "$ROCE_BIN" exec --ip "$INTEROP_HOST_IP" -- \
+    local args=$1 out rc=0
+    # shellcheck disable=SC2086
+    out=$(GUEST_PORT=$UCX_PORT rxe_serves "$UCX_GUEST_ENV timeout 60 ucx_perftest -p $UCX_PORT" \
+        ns env "${UCX_HOST_ENV[@]}" timeout 60 "$ROCE_BIN" exec --ip "$INTEROP_HOST_IP" -- \
         ucx_perftest -p "$UCX_PORT" $args "$INTEROP_GUEST_IP" 2>&1) || rc=$?
     printf '%s\n' "$out"
-    if [ "$rc" != 0 ]; then
-        guest_wait "$job" 5
-        run_in_guest -t 10 "killall ucx_perftest; sleep 0.5" >/dev/null || true
-        return 1
-    fi
-    echo "--- rxe:"
-    guest_wait "$job" 60 || return 1
-    ucx_final "$out"
+    [ "$rc" = 0 ] && ucx_final "${out%%--- rxe:*}"
 }
 ucx_we_are_server() {
     local args=$1 ours out rc=0
@@ -481,21 +481,14 @@ fi_rows() {
 }
 fi_figure() { awk '$1 == "1m" {printf "figure: 64 B to 1 MiB acknowledged; 1 MiB: %s MB/s\n", $6}' <<<"$1"; }
 fi_we_are_client() {
-    local job out gout rc=0
-    job=$(run_peer_in_guest "timeout 60 fi_pingpong $FI_ARGS -d rxe0")
-    GUEST_PORT=$FI_PORT guest_listening
-    out=$(ns timeout 60 "$ROCE_BIN" exec --ip "$INTEROP_HOST_IP" -- fi_pingpong $FI_ARGS -d roce0 \
+    local out ours rc=0
+    # shellcheck disable=SC2086
+    out=$(GUEST_PORT=$FI_PORT rxe_serves "timeout 60 fi_pingpong $FI_ARGS -d rxe0" \
+        ns timeout 60 "$ROCE_BIN" exec --ip "$INTEROP_HOST_IP" -- fi_pingpong $FI_ARGS -d roce0 \
         "$INTEROP_GUEST_IP" 2>&1) || rc=$?
     printf '%s\n' "$out"
-    if [ "$rc" != 0 ]; then
-        guest_wait "$job" 5
-        run_in_guest -t 10 "killall fi_pingpong; sleep 0.5" >/dev/null || true
-        return 1
-    fi
-    echo "--- rxe:"
-    gout=$(guest_wait "$job" 60) || rc=$?
-    printf '%s\n' "$gout"
-    [ "$rc" = 0 ] && fi_rows "$out" "ours" && fi_rows "$gout" "rxe's" && fi_figure "$out"
+    ours=${out%%--- rxe:*}
+    [ "$rc" = 0 ] && fi_rows "$ours" "ours" && fi_rows "${out#*--- rxe:}" "rxe's" && fi_figure "$ours"
 }
 # Our fi_pingpong server: the verbs provider finds its device by binding the address that
 # `localhost` resolves to (rdma_getaddrinfo("localhost", RAI_PASSIVE)), which only a NIC on

@@ -203,6 +203,19 @@ fn ibv_ud_pingpong_over_ipv6_link_local() {
     ud_pingpong("udll", "0", "18775");
 }
 
+/// `roce pingpong ARGS EXTRA` in namespace `ns`, at most two minutes, its output piped.
+fn roce_pingpong(ns: &str, args: &[&str], extra: &[&str]) -> std::process::Child {
+    let roce = env!("CARGO_BIN_EXE_roce");
+    std::process::Command::new("ip")
+        .args(["netns", "exec", ns, "timeout", "120", roce, "pingpong"])
+        .args(args)
+        .args(extra)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
 /// `roce pingpong` over IPv6 with no --ip on either side: the client connects to the server's
 /// IPv6 address, and each NIC takes its address from that TCP connection (the server listens
 /// on [::]), so both GIDs are the IPv6 addresses.
@@ -211,17 +224,7 @@ fn roce_pingpong_takes_its_ipv6_address_from_the_connection() {
     let Some(pair) = Pair::new(&SPEC, "rpp", "ip", "iproute2") else {
         return;
     };
-    let roce = env!("CARGO_BIN_EXE_roce");
-    let spawn = |ns: &str, extra: &[&str]| {
-        std::process::Command::new("ip")
-            .args(["netns", "exec", ns, "timeout", "120", roce, "pingpong"])
-            .args(["-p", "18780", "-n", "20"])
-            .args(extra)
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .unwrap()
-    };
+    let spawn = |ns: &str, extra: &[&str]| roce_pingpong(ns, &["-p", "18780", "-n", "20"], extra);
     let server = spawn(&pair.b, &[]);
     wait_listening(server.id(), "18780");
     let client = spawn(&pair.a, &[B_IP6]).wait_with_output().unwrap();
@@ -349,16 +352,8 @@ fn the_raw_backend_plays_an_ipv6_address_through_neighbour_discovery() {
         return;
     };
     let raw_ip = "fd00:198:18:6::4";
-    let roce = env!("CARGO_BIN_EXE_roce");
     let spawn = |ns: &str, extra: &[&str]| {
-        std::process::Command::new("ip")
-            .args(["netns", "exec", ns, "timeout", "120", roce, "pingpong"])
-            .args(["-p", "18790", "-n", "20", "-s", "4096"])
-            .args(extra)
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .unwrap()
+        roce_pingpong(ns, &["-p", "18790", "-n", "20", "-s", "4096"], extra)
     };
     let server = spawn(
         &pair.b,

@@ -88,7 +88,8 @@ fn build_program(tag: &str) -> std::path::PathBuf {
 /// namespace's address; Open MPI's UCX pml over rc_verbs between the two NICs.
 #[test]
 fn mpi_ranks_in_two_namespaces_pingpong_and_all_to_all_over_ucx() {
-    if !have("mpirun", "openmpi-bin") || !have("mpicc", "libopenmpi-dev") {
+    // mpirun is NsPair::new's to check.
+    if !have("mpicc", "libopenmpi-dev") {
         return;
     }
     let spec = Spec {
@@ -112,11 +113,8 @@ fn mpi_ranks_in_two_namespaces_pingpong_and_all_to_all_over_ucx() {
         b = pair.b
     );
     std::fs::write(&agent, script).unwrap();
-    Command::new("chmod")
-        .arg("+x")
-        .arg(&agent)
-        .status()
-        .unwrap();
+    let exec_bits = std::os::unix::fs::PermissionsExt::from_mode(0o755);
+    std::fs::set_permissions(&agent, exec_bits).unwrap();
     let rank = format!(
         "exec {} exec --ip 198.18.9.$((OMPI_COMM_WORLD_RANK + 1)) -- {}",
         env!("CARGO_BIN_EXE_roce"),
