@@ -93,14 +93,16 @@ impl<B: Backend> Driver<B> {
             if shared.is_released() {
                 break;
             }
-            let now = shared.clock.now();
             more_to_send = match (&shared.direct, &mut outbox) {
                 // One thread sends at a time: a verb's send waits for this turn's, or rings.
-                (Some(direct), _) => lock(direct).send_round(&shared, now, MAX_TRANSMITS_PER_ROUND),
+                (Some(direct), _) => shared.send_round(&mut lock(direct), MAX_TRANSMITS_PER_ROUND),
                 (None, None) => false,
                 (None, Some(outbox)) => {
-                    outbox.begin(&shared, MAX_TRANSMITS_PER_ROUND);
-                    while let Some((transmit, payload, segment)) = outbox.next_batch(&shared, now) {
+                    let now = shared.clock.now();
+                    outbox.begin(&shared.owed, MAX_TRANSMITS_PER_ROUND);
+                    while let Some((transmit, payload, segment)) =
+                        outbox.next_batch(&shared.engine, now)
+                    {
                         let sent = backend.send_segments(&transmit, payload, segment).await;
                         log_failure(&transmit, sent);
                     }
@@ -156,7 +158,7 @@ async fn receive<B: Backend>(
             let mut came = 0;
             backend
                 .when_readable(|| {
-                    let (drained, count) = lock(rx).receive_round(shared)?;
+                    let (drained, count) = shared.receive_round(&mut lock(rx))?;
                     came = count;
                     Ok(drained)
                 })
@@ -165,7 +167,7 @@ async fn receive<B: Backend>(
         }
         None => {
             let result = backend.recv(&mut inbox.buf, &mut inbox.received).await;
-            let came = inbox.hand_over(shared);
+            let came = inbox.hand_over(&shared.engine, &shared.clock);
             result.map(|()| came)
         }
     }

@@ -17,7 +17,8 @@ use roce_core::{
 
 use crate::backend::BackendStats;
 use crate::cq::CompletionQueue;
-use crate::shared::{BURST_GAP, Release, SPINNING, STEP_BACK, Shared, read, recent, write};
+use crate::engine::{read, write};
+use crate::shared::{BURST_GAP, Release, SPINNING, STEP_BACK, Shared, recent};
 
 /// Why a device call failed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
@@ -32,6 +33,27 @@ pub enum DeviceError {
     /// No completion came in time.
     #[error("no completion within {0:?}")]
     Timeout(Duration),
+}
+
+/// What a verb does, which decides what follows it ([`DeviceHandle::verb`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Verb {
+    /// Posts send WRs (`ibv_post_send`): its packets leave at once on the caller's thread when
+    /// it starts a message after a pause (a ping-pong's), from the device's task when it is
+    /// part of a stream or a burst of posts; the ACKs a poll of the network left for the
+    /// program's next post leave with them.
+    PostSend,
+    /// Only hands the engine receive buffers (`ibv_post_recv`, `ibv_post_srq_recv`): it makes
+    /// nothing to send (as rxe's `rxe_post_recv` schedules no task), so it sends nothing and
+    /// wakes nobody. ACKs a poll of the network left for later wait for the program's next
+    /// send or empty poll.
+    PostRecv,
+    /// Anything else. What the engine has to send is sent first (`Shared::flush_pending`): the
+    /// verb may destroy the QP that owes an ACK — one a poll of the network left for the
+    /// program's next post ([`DeviceHandle::poll_network`]), or one of a SEND the device's task
+    /// handed to the engine and has not sent yet, whose completion another verb delivered.
+    Other,
 }
 
 /// A handle on a running device. Clones talk to the same device; the device stops when the last
@@ -54,25 +76,32 @@ impl DeviceHandle {
         }
     }
 
-    /// Runs `f` with the engine and the current time, on this thread, then sends the packets
-    /// it made, on this thread too where the backend allows it (when no stream is in flight), and
-    /// rings the doorbell only if the device's task has work from it: packets left to send,
-    /// or a deadline earlier than the one its timer waits for. Every verb below is one of
-    /// these. A verb that makes neither (a query) wakes nobody.
-    ///
-    /// What the engine has to send is sent first (`Shared::flush_pending`): `f` may destroy
-    /// the QP that owes an ACK — one a poll of the network left for the program's next post
-    /// ([`DeviceHandle::poll_network`]), or one of a SEND the device's task handed to the
-    /// engine and has not sent yet, whose completion another verb of the program delivered.
-    pub fn with<R>(&self, f: impl FnOnce(&mut Nic, Instant) -> R) -> Result<R, DeviceError> {
-        self.shared.flush_pending();
-        self.verb(f)
+    /// Runs the verb `f` with the engine and the current time, on this thread, then does what
+    /// that kind of verb leaves to do ([`Verb`]): send the packets it made, on this thread too
+    /// where the backend allows it, and ring the doorbell only if the device's task has work
+    /// from it (packets left to send, or a deadline earlier than the one its timer waits for).
+    /// Every verb below is one of these; a verb that makes nothing (a query) wakes nobody.
+    pub fn verb<R>(
+        &self,
+        kind: Verb,
+        f: impl FnOnce(&mut Nic, Instant) -> R,
+    ) -> Result<R, DeviceError> {
+        match kind {
+            Verb::PostSend => self.run_post_send(f),
+            Verb::PostRecv => self.run(f).map(|(result, ..)| result),
+            Verb::Other => {
+                self.shared.flush_pending();
+                let (result, sends, streaming, _) = self.run(f)?;
+                self.shared.after_verb(sends, !streaming);
+                Ok(result)
+            }
+        }
     }
 
-    /// [`DeviceHandle::with`] for a verb that posts send WRs (`ibv_post_send`): the ACKs a poll
-    /// of the network left for it leave with its packets, in one offload batch behind its
-    /// first request packet (the engine lets a positive ACK wait for one request of its QP).
-    /// A ping-pong's answer then leaves first, and its ACK costs no system call of its own.
+    /// [`Verb::PostSend`]: the ACKs a poll of the network left for it leave with its packets,
+    /// in one offload batch behind its first request packet (the engine lets a positive ACK
+    /// wait for one request of its QP). A ping-pong's answer then leaves first, and its ACK
+    /// costs no system call of its own.
     ///
     /// A post that follows another within `BURST_GAP` leaves its packets to the device's
     /// task, as a post with requests in flight does (`Shared::after_verb`): UD and UC have
@@ -81,7 +110,7 @@ impl DeviceHandle {
     /// rings at once, so the packets leave without waiting for another post, and those of the
     /// posts that come while the task wakes join them in one offload batch. The first post
     /// after a pause, a ping-pong's among them, still sends on the caller's thread.
-    pub fn with_sends<R>(&self, f: impl FnOnce(&mut Nic, Instant) -> R) -> Result<R, DeviceError> {
+    fn run_post_send<R>(&self, f: impl FnOnce(&mut Nic, Instant) -> R) -> Result<R, DeviceError> {
         let (result, sends, streaming, now) = self.run(f)?;
         let shared = &self.shared;
         let burst = recent(&shared.posted_at, now, BURST_GAP);
@@ -92,12 +121,9 @@ impl DeviceHandle {
         Ok(result)
     }
 
-    /// `f`, then what it leaves to do ([`Shared::after_verb`]); the round that sends its
-    /// packets takes whatever else the engine has, what is owed among it.
-    fn verb<R>(&self, f: impl FnOnce(&mut Nic, Instant) -> R) -> Result<R, DeviceError> {
-        let (result, sends, streaming, _) = self.run(f)?;
-        self.shared.after_verb(sends, !streaming);
-        Ok(result)
+    /// [`Verb::Other`], the kind of most verbs.
+    fn other<R>(&self, f: impl FnOnce(&mut Nic, Instant) -> R) -> Result<R, DeviceError> {
+        self.verb(Verb::Other, f)
     }
 
     /// Sends on this thread what the engine has to send now, ACKs left for a post among them,
@@ -105,18 +131,6 @@ impl DeviceHandle {
     /// before the device's thread takes another turn.
     pub fn flush(&self) {
         self.shared.flush();
-    }
-
-    /// [`DeviceHandle::with`] for a verb that only hands the engine receive buffers
-    /// (`ibv_post_recv`, `ibv_post_srq_recv`): it makes nothing to send (as rxe's
-    /// `rxe_post_recv` schedules no task), so it sends nothing and wakes nobody. ACKs that a
-    /// poll of the network left for later (see [`DeviceHandle::poll_network`]) wait for the
-    /// program's next send or empty poll.
-    pub fn with_receive<R>(
-        &self,
-        f: impl FnOnce(&mut Nic, Instant) -> R,
-    ) -> Result<R, DeviceError> {
-        self.run(f).map(|(result, ..)| result)
     }
 
     /// `f` under the engine's lock, and the delivery of what it completed: its result, whether
@@ -147,7 +161,7 @@ impl DeviceHandle {
     ///
     /// Completions first: when a spinning program's poll delivers a completion, the packets
     /// the datagrams made (an ACK) wait for the program's answer — its next post takes them
-    /// along ([`DeviceHandle::with_sends`]), its next empty poll or any other verb sends them,
+    /// along ([`Verb::PostSend`]), its next empty poll or any other verb sends them,
     /// and so does the device's task once the program stops polling, or the handle's drop.
     /// Sent before the completion, a ping-pong's ACK cost a `sendmsg` on the critical path
     /// (on a veth, the delivery into the peer's socket too): `roce perf send --lat
@@ -162,7 +176,7 @@ impl DeviceHandle {
         if before != 0 && u128::from(now.saturating_sub(before)) < SPINNING.as_nanos() {
             shared.network_spun_at.store(now, Ordering::Relaxed);
         }
-        let came = match rx.receive_round(shared) {
+        let came = match shared.receive_round(&mut rx) {
             Ok((_, came)) => came,
             Err(err) => {
                 tracing::debug!(error = %err, "backend receive error");
@@ -180,14 +194,14 @@ impl DeviceHandle {
         came > 0
     }
 
-    /// [`DeviceHandle::with`], for async callers.
+    /// [`Verb::Other`], for async callers.
     pub async fn call<R>(&self, f: impl FnOnce(&mut Nic, Instant) -> R) -> Result<R, DeviceError> {
-        self.with(f)
+        self.other(f)
     }
 
     /// `ibv_alloc_pd`.
     pub async fn alloc_pd(&self) -> Result<PdHandle, DeviceError> {
-        self.with(|nic, _| nic.alloc_pd())
+        self.other(|nic, _| nic.alloc_pd())
     }
 
     /// `ibv_reg_mr` of a new zeroed region.
@@ -197,7 +211,7 @@ impl DeviceHandle {
         len: usize,
         access: Access,
     ) -> Result<MemoryRegion, DeviceError> {
-        Ok(self.with(move |nic, _| nic.reg_mr(pd, len, access))??)
+        Ok(self.other(move |nic, _| nic.reg_mr(pd, len, access))??)
     }
 
     /// `ibv_create_cq`: a CQ of `depth` entries whose completions are read without a call
@@ -290,22 +304,22 @@ impl DeviceHandle {
 
     /// `ibv_create_qp`.
     pub async fn create_qp(&self, init: QpInit) -> Result<Qpn, DeviceError> {
-        Ok(self.with(move |nic, _| nic.create_qp(&init))??)
+        Ok(self.other(move |nic, _| nic.create_qp(&init))??)
     }
 
     /// `ibv_modify_qp`.
     pub async fn modify_qp(&self, qpn: Qpn, attr: QpAttr) -> Result<(), DeviceError> {
-        Ok(self.with(move |nic, _| nic.modify_qp(qpn, &attr))??)
+        Ok(self.other(move |nic, _| nic.modify_qp(qpn, &attr))??)
     }
 
     /// The QP's state (`ibv_query_qp`).
     pub async fn qp_state(&self, qpn: Qpn) -> Result<QpState, DeviceError> {
-        Ok(self.with(move |nic, _| nic.qp_state(qpn))??)
+        Ok(self.other(move |nic, _| nic.qp_state(qpn))??)
     }
 
     /// `ibv_post_send`.
     pub async fn post_send(&self, qpn: Qpn, wr: SendWr) -> Result<(), DeviceError> {
-        Ok(self.with_sends(move |nic, _| nic.post_send(qpn, wr))??)
+        Ok(self.verb(Verb::PostSend, move |nic, _| nic.post_send(qpn, wr))??)
     }
 
     /// `ibv_post_send` of a list of WRs (on any QPs of the device), with one ring of the
@@ -313,7 +327,7 @@ impl DeviceHandle {
     /// batch of packets rather than one per WR). On the first one refused the error is
     /// returned; those before it stay posted (`ibv_post_send`'s `bad_wr`).
     pub async fn post_send_list(&self, wrs: Vec<(Qpn, SendWr)>) -> Result<(), DeviceError> {
-        Ok(self.with_sends(move |nic, _| {
+        Ok(self.verb(Verb::PostSend, move |nic, _| {
             wrs.into_iter()
                 .try_for_each(|(qpn, wr)| nic.post_send(qpn, wr))
         })??)
@@ -321,7 +335,7 @@ impl DeviceHandle {
 
     /// `ibv_post_recv`.
     pub async fn post_recv(&self, qpn: Qpn, wr: RecvWr) -> Result<(), DeviceError> {
-        Ok(self.with_receive(move |nic, _| nic.post_recv(qpn, wr))??)
+        Ok(self.verb(Verb::PostRecv, move |nic, _| nic.post_recv(qpn, wr))??)
     }
 
     fn queue(&self, cq: CqHandle) -> Result<Arc<CompletionQueue>, DeviceError> {
@@ -432,6 +446,6 @@ impl DeviceHandle {
 
     /// A QP's congestion control now: its rate, target rate, α and CNP counts.
     pub async fn qp_congestion(&self, qpn: Qpn) -> Result<CongestionState, DeviceError> {
-        Ok(self.with(move |nic, now| nic.qp_congestion(qpn, now))??)
+        Ok(self.other(move |nic, now| nic.qp_congestion(qpn, now))??)
     }
 }

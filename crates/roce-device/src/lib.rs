@@ -36,6 +36,7 @@ mod cq;
 mod doorbell;
 mod driver;
 mod endpoint;
+mod engine;
 mod handle;
 mod receive;
 mod shared;
@@ -45,7 +46,7 @@ mod transmit;
 pub use backend::{Backend, BackendStats};
 pub use cq::CompletionQueue;
 pub use endpoint::{Connection, RcEndpoint};
-pub use handle::{DeviceError, DeviceHandle};
+pub use handle::{DeviceError, DeviceHandle, Verb};
 pub use roce_pcap::SnapLen;
 pub use tap::Tap;
 

@@ -10,7 +10,8 @@ use std::io;
 use roce_core::Datagram;
 
 use crate::backend::{Received, Receiver};
-use crate::shared::Shared;
+use crate::clock::TokioClock;
+use crate::engine::EngineLock;
 use crate::tap::Tap;
 
 /// Receive-side random drops, for showing recovery at work (`roce demo --loss`).
@@ -55,9 +56,9 @@ impl Inbox {
 
     /// Hands what was received to the engine, with one time for the whole batch; returns how
     /// many datagrams there were.
-    pub(crate) fn hand_over(&mut self, shared: &Shared) -> usize {
+    pub(crate) fn hand_over(&mut self, engine: &EngineLock, clock: &TokioClock) -> usize {
         let count = self.received.len();
-        let now = shared.clock.now();
+        let now = clock.now();
         for datagram in self.received.drain(..) {
             let payload = &self.buf[datagram.offset..datagram.offset + datagram.len];
             if self.loss.drop_next() {
@@ -66,7 +67,7 @@ impl Inbox {
             if let Some(tap) = &self.tap {
                 tap.record_received(&datagram, payload);
             }
-            shared.step(|nic| {
+            engine.step(|nic| {
                 nic.handle_datagram(
                     now,
                     Datagram {
@@ -109,9 +110,13 @@ impl DirectRx {
 
     /// One receive, without waiting, and the hand-over of what came: returns whether the
     /// socket was drained, and how many datagrams came.
-    pub(crate) fn receive_round(&mut self, shared: &Shared) -> io::Result<(bool, usize)> {
+    pub(crate) fn receive_round(
+        &mut self,
+        engine: &EngineLock,
+        clock: &TokioClock,
+    ) -> io::Result<(bool, usize)> {
         let Inbox { buf, received, .. } = &mut self.inbox;
         let drained = self.receiver.try_recv(buf, received)?;
-        Ok((drained, self.inbox.hand_over(shared)))
+        Ok((drained, self.inbox.hand_over(engine, clock)))
     }
 }

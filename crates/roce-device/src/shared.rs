@@ -8,92 +8,23 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 use std::time::Duration;
 
-use roce_core::{AsyncEvent, CmEvent, CqHandle, Nic};
+use roce_core::Nic;
 
 use crate::backend::BackendCounters;
 use crate::clock::TokioClock;
-use crate::cq::{CompletionQueue, lock};
+use crate::cq::lock;
 use crate::doorbell::Doorbell;
+use crate::engine::{Engine, EngineLock, Queues};
 use crate::receive::DirectRx;
 use crate::transmit::{Direct, MAX_TRANSMITS_PER_ROUND};
-/// Where asynchronous events go ([`crate::DeviceHandle::on_async_event`]).
-type EventSink = Box<dyn FnMut(AsyncEvent) + Send>;
-
-/// Where the CM's events go ([`crate::DeviceHandle::on_cm_event`]).
-type CmSink = Box<dyn FnMut(CmEvent) + Send>;
-
-/// The engine and where its asynchronous and CM events go.
-pub(crate) struct Engine {
-    pub(crate) nic: Nic,
-    pub(crate) events: Option<EventSink>,
-    pub(crate) cm_events: Option<CmSink>,
-}
-
-impl std::fmt::Debug for Engine {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Engine")
-            .field("nic", &self.nic)
-            .field("events", &self.events.is_some())
-            .field("cm_events", &self.cm_events.is_some())
-            .finish()
-    }
-}
-
-/// The shared completion queues by the engine's CQ handle. Apart from the engine's lock, so
-/// that finding a queue to poll never waits for a step of the device.
-type Queues = RwLock<HashMap<CqHandle, Arc<CompletionQueue>>>;
-
-impl Engine {
-    /// Moves what the engine completed into `queues`; returns whether there was a completion.
-    /// A CQ made by a raw [`crate::DeviceHandle::call`] has no shared queue: its completions stay in
-    /// the engine, for `Nic::poll_completion`.
-    pub(crate) fn deliver(&mut self, queues: &Queues) -> bool {
-        let first = self.nic.poll_completed_cq();
-        if let Some(cq) = first {
-            // One look at the table for all the CQs this turn completed.
-            let queues = read(queues);
-            let mut next = Some(cq);
-            while let Some(cq) = next {
-                if let Some(queue) = queues.get(&cq) {
-                    let nic = &mut self.nic;
-                    queue.push_from(|| nic.poll_completion(cq));
-                }
-                next = self.nic.poll_completed_cq();
-            }
-        }
-        if let Some(sink) = &mut self.events {
-            while let Some(event) = self.nic.poll_event() {
-                sink(event);
-            }
-        }
-        if let Some(sink) = &mut self.cm_events {
-            while let Some(event) = self.nic.poll_cm_event() {
-                sink(event);
-            }
-        }
-        first.is_some()
-    }
-}
-
-pub(crate) fn read(
-    queues: &Queues,
-) -> RwLockReadGuard<'_, HashMap<CqHandle, Arc<CompletionQueue>>> {
-    queues.read().unwrap_or_else(PoisonError::into_inner)
-}
-
-pub(crate) fn write(
-    queues: &Queues,
-) -> RwLockWriteGuard<'_, HashMap<CqHandle, Arc<CompletionQueue>>> {
-    queues.write().unwrap_or_else(PoisonError::into_inner)
-}
 
 /// What the handles and the device's task share.
 #[derive(Debug)]
 pub(crate) struct Shared {
-    pub(crate) engine: Mutex<Engine>,
+    pub(crate) engine: EngineLock,
     /// Taken after the engine's lock when both are held, never before.
     pub(crate) queues: Queues,
     pub(crate) doorbell: Doorbell,
@@ -115,7 +46,7 @@ pub(crate) struct Shared {
     pub(crate) network_spun_at: AtomicU64,
     /// The engine instant (ns) at which the last post of send WRs returned; 0 before the
     /// first. A post that comes within [`BURST_GAP`] of it is part of a burst
-    /// ([`crate::DeviceHandle::with_sends`]).
+    /// ([`crate::Verb::PostSend`]).
     pub(crate) posted_at: AtomicU64,
     /// A poll of the network delivered completions and left the packets the datagrams made
     /// (their ACKs) unsent, for the program's next post to take along
@@ -138,11 +69,7 @@ pub(crate) struct Shared {
 impl Shared {
     pub(crate) fn new(nic: Nic, busy_poll: bool, backend: Option<Arc<BackendCounters>>) -> Self {
         Self {
-            engine: Mutex::new(Engine {
-                nic,
-                events: None,
-                cm_events: None,
-            }),
+            engine: EngineLock::new(nic),
             queues: RwLock::new(HashMap::new()),
             doorbell: Doorbell::default(),
             direct: None,
@@ -162,15 +89,24 @@ impl Shared {
     }
 
     pub(crate) fn engine(&self) -> MutexGuard<'_, Engine> {
-        // A panic inside the engine is a bug; the state it left is still the best there is.
-        self.engine.lock().unwrap_or_else(PoisonError::into_inner)
+        self.engine.lock()
     }
 
-    /// One step of the engine: `f`, with the lock held for it alone. What it completes stays
-    /// in the engine until [`Shared::deliver`]. The caller reads the clock, once for a batch
-    /// of steps.
+    /// One step of the engine ([`EngineLock::step`]).
     pub(crate) fn step<R>(&self, f: impl FnOnce(&mut Nic) -> R) -> R {
-        f(&mut self.engine().nic)
+        self.engine.step(f)
+    }
+
+    /// Sends what the engine has through `direct`, at most `limit` packets; returns whether
+    /// it stopped at that bound (more may wait).
+    pub(crate) fn send_round(&self, direct: &mut Direct, limit: usize) -> bool {
+        direct.send_round(&self.engine, &self.owed, self.clock.now(), limit)
+    }
+
+    /// One receive through `rx`, without waiting, and the hand-over of what came: whether the
+    /// socket was drained, and how many datagrams came.
+    pub(crate) fn receive_round(&self, rx: &mut DirectRx) -> std::io::Result<(bool, usize)> {
+        rx.receive_round(&self.engine, &self.clock)
     }
 
     /// Moves what the engine completed into the shared queues; returns whether there was a
@@ -206,7 +142,7 @@ impl Shared {
             let direct = self.direct.as_ref().filter(|_| at_once);
             ring = match direct.map(Mutex::try_lock) {
                 Some(Ok(mut direct)) => {
-                    let more = direct.send_round(self, self.clock.now(), MAX_TRANSMITS_PER_ROUND);
+                    let more = self.send_round(&mut direct, MAX_TRANSMITS_PER_ROUND);
                     drop(direct);
                     // Completions of what just left (UD and UC sends complete when sent).
                     self.deliver();
@@ -232,7 +168,7 @@ impl Shared {
         let mut direct = lock(direct);
         // Bounded: the engine refills as fast as it sends only for a train of READ responses.
         for _ in 0..FLUSH_ROUNDS {
-            if !direct.send_round(self, self.clock.now(), MAX_TRANSMITS_PER_ROUND) {
+            if !self.send_round(&mut direct, MAX_TRANSMITS_PER_ROUND) {
                 break;
             }
         }

@@ -9,13 +9,13 @@
 //! order; a verb that finds the lock taken rings the doorbell instead, and the task sends.
 
 use std::io;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use roce_core::{Instant, MAX_DATAGRAM, Transmit};
 
 use crate::backend::{Sender, reseal};
 use crate::batch::{MAX_BATCH_BYTES, TxBatch};
-use crate::shared::Shared;
+use crate::engine::EngineLock;
 use crate::tap::Tap;
 
 /// Packets one round of sending takes from the engine at most (a few offload batches): then
@@ -54,8 +54,8 @@ impl Outbox {
 
     /// Starts a round of at most `limit` packets. The round takes what the engine has, so what
     /// a poll of the network left for a post (`Shared::owed`) is no longer owed.
-    pub(crate) fn begin(&mut self, shared: &Shared, limit: usize) {
-        shared.owed.store(false, Ordering::SeqCst);
+    pub(crate) fn begin(&mut self, owed: &AtomicBool, limit: usize) {
+        owed.store(false, Ordering::SeqCst);
         self.taken = 0;
         self.limit = limit;
     }
@@ -71,7 +71,7 @@ impl Outbox {
     /// call: the packet that ended it is moved to the front of the buffer then.
     pub(crate) fn next_batch(
         &mut self,
-        shared: &Shared,
+        engine: &EngineLock,
         now: Instant,
     ) -> Option<(Transmit, &mut [u8], usize)> {
         if let Some((transmit, at, ip_id)) = self.carried.take() {
@@ -85,7 +85,7 @@ impl Outbox {
         while !self.batch.is_full() && self.taken < self.limit {
             let (at, ip_id) = (self.batch.len(), self.batch.next_ip_id());
             let buf = &mut self.buf[at..];
-            let Some(transmit) = shared.step(|nic| nic.poll_transmit_segment(now, buf, ip_id))
+            let Some(transmit) = engine.step(|nic| nic.poll_transmit_segment(now, buf, ip_id))
             else {
                 break;
             };
@@ -134,11 +134,17 @@ impl Direct {
     }
 
     /// Sends what the engine has, at most `limit` packets; returns whether it stopped at that
-    /// bound (more may wait).
-    pub(crate) fn send_round(&mut self, shared: &Shared, now: Instant, limit: usize) -> bool {
+    /// bound (more may wait). The round clears `owed` (`Outbox::begin`).
+    pub(crate) fn send_round(
+        &mut self,
+        engine: &EngineLock,
+        owed: &AtomicBool,
+        now: Instant,
+        limit: usize,
+    ) -> bool {
         let Self { outbox, sender } = self;
-        outbox.begin(shared, limit);
-        while let Some((transmit, payload, segment)) = outbox.next_batch(shared, now) {
+        outbox.begin(owed, limit);
+        while let Some((transmit, payload, segment)) = outbox.next_batch(engine, now) {
             log_failure(&transmit, sender.send_segments(&transmit, payload, segment));
         }
         outbox.stopped_at_limit()

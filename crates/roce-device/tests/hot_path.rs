@@ -32,7 +32,7 @@ async fn a_poll_answers_while_another_thread_holds_the_engine() {
         let device = device.clone();
         move || {
             device
-                .with(|_, _| {
+                .verb(roce_device::Verb::Other, |_, _| {
                     inside_tx.send(()).unwrap();
                     polled_rx.recv_timeout(STUCK).is_ok()
                 })

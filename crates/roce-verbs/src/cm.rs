@@ -13,6 +13,7 @@ use roce_cabi::cm::{CmEventRecord, CmSink, ip_to_bytes, kind};
 use roce_core::{
     AcceptParams, CmError, CmEvent, ConnId, ConnectParams, ListenHandle, Psn, SidrParams,
 };
+use roce_device::Verb;
 
 use crate::state::{self, Errno};
 use crate::verbs;
@@ -64,7 +65,10 @@ fn random_psn() -> Psn {
 /// Runs `f` on the running NIC: `ENODEV` before a context was opened.
 fn on_engine<R>(f: impl FnOnce(&mut roce_core::Nic, roce_core::Instant) -> R) -> Result<R, Errno> {
     let engine = state::running_engine()?;
-    engine.device.with(f).map_err(|_| Errno(libc::EIO))
+    engine
+        .device
+        .verb(Verb::Other, f)
+        .map_err(|_| Errno(libc::EIO))
 }
 
 /// `roce_cm_listen`.
@@ -191,7 +195,7 @@ pub(crate) fn flush() {
     let deadline = std::time::Instant::now() + std::time::Duration::from_millis(100);
     let mut waited = false;
     while std::time::Instant::now() < deadline {
-        match engine.device.with(|nic, _| nic.gsi_waiting()) {
+        match engine.device.verb(Verb::Other, |nic, _| nic.gsi_waiting()) {
             Ok(0) | Err(_) => break,
             Ok(_) => {
                 waited = true;

@@ -1,6 +1,6 @@
 //! The NIC inside the program: roce-device's `Device` on a tokio runtime of its own thread,
 //! started by the first `ibv_open_device`. The program's threads call its verbs directly
-//! ([`roce_device::DeviceHandle::with`]); the thread only moves packets, timers and
+//! ([`roce_device::DeviceHandle::verb`]); the thread only moves packets, timers and
 //! completions.
 
 use std::net::{IpAddr, Ipv6Addr, SocketAddr};

@@ -15,7 +15,7 @@ use roce_core::cm::{
     ServiceId,
 };
 use roce_core::{Access, QpAttr, QpState};
-use roce_device::{DeviceHandle, RcEndpoint};
+use roce_device::{DeviceHandle, RcEndpoint, Verb};
 use roce_wire::mad::rej::RejectReason;
 
 /// The service ID rdma_cm gives TCP port `port` (`RDMA_PS_TCP`): what `rdma_listen` on that
@@ -101,7 +101,7 @@ pub(crate) async fn connect(
     let peer = params.peer;
     let deadline = Instant::now() + timeout;
     let conn = device
-        .with(|nic, now| nic.cm_connect(now, params))
+        .verb(Verb::Other, |nic, now| nic.cm_connect(now, params))
         .map_err(anyhow::Error::from)?
         .with_context(|| format!("cannot connect to {peer} port {port} through the CM"))?;
     loop {
@@ -174,14 +174,14 @@ pub(crate) async fn connect_retrying(
 /// Listens on TCP port `port`'s service ID.
 pub(crate) fn listen(device: &DeviceHandle, port: u16) -> anyhow::Result<ListenHandle> {
     device
-        .with(|nic, now| nic.cm_listen(now, service(port)))?
+        .verb(Verb::Other, |nic, now| nic.cm_listen(now, service(port)))?
         .with_context(|| format!("cannot listen on port {port} through the CM"))
 }
 
 /// Stops listening.
 pub(crate) fn unlisten(device: &DeviceHandle, listen: ListenHandle) -> anyhow::Result<()> {
     device
-        .with(|nic, _| nic.cm_unlisten(listen))?
+        .verb(Verb::Other, |nic, _| nic.cm_unlisten(listen))?
         .context("cannot stop listening through the CM")
 }
 
@@ -211,7 +211,7 @@ pub(crate) fn accept(
     params: &AcceptParams,
 ) -> anyhow::Result<()> {
     device
-        .with(|nic, now| nic.cm_accept(now, req.conn, params))?
+        .verb(Verb::Other, |nic, now| nic.cm_accept(now, req.conn, params))?
         .with_context(|| format!("cannot accept the connection from {}", req.peer))
 }
 
@@ -224,7 +224,7 @@ pub(crate) async fn disconnect(device: &DeviceHandle, conns: &[ConnId]) {
         .copied()
         .filter(|&conn| {
             matches!(
-                device.with(|nic, now| nic.cm_disconnect(now, conn)),
+                device.verb(Verb::Other, |nic, now| nic.cm_disconnect(now, conn)),
                 Ok(Ok(()))
             )
         })

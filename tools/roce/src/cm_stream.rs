@@ -18,7 +18,7 @@ use std::time::Duration;
 use roce_core::{
     CmState, ConnId, Cqe, MemoryRegion, QpState, Qpn, RecvWr, SendOp, SendWr, Sge, WcStatus,
 };
-use roce_device::{DeviceError, DeviceHandle, RcEndpoint};
+use roce_device::{DeviceError, DeviceHandle, RcEndpoint, Verb};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
 /// The longest message: perftest's receive buffer, `sizeof(struct pingpong_dest)`.
@@ -102,7 +102,7 @@ impl CmStream {
         };
         let qpn = self.qpn;
         self.device
-            .with(move |nic, _| {
+            .verb(Verb::Other, move |nic, _| {
                 nic.cm_state(conn) == Some(CmState::Established)
                     && nic.qp_state(qpn).is_ok_and(|s| s == QpState::Rts)
             })
@@ -124,7 +124,7 @@ impl CmStream {
         };
         let qpn = self.qpn;
         self.device
-            .with(move |nic, _| nic.post_recv(qpn, wr))
+            .verb(Verb::PostRecv, move |nic, _| nic.post_recv(qpn, wr))
             .map_err(io::Error::other)?
             .map_err(io::Error::other)
     }
@@ -238,7 +238,7 @@ impl AsyncWrite for CmStream {
         let wr = SendWr::new(SEND_ID, SendOp::Send, vec![this.sge(0, buf.len())]);
         let qpn = this.qpn;
         this.device
-            .with(move |nic, _| nic.post_send(qpn, wr))
+            .verb(Verb::PostSend, move |nic, _| nic.post_send(qpn, wr))
             .map_err(io::Error::other)?
             .map_err(io::Error::other)?;
         this.posted += 1;

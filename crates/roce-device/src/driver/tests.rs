@@ -9,9 +9,9 @@ use roce_core::{Access, AddressVector, Connect, Ecn, Nic, NicConfig, QpInit, QpT
 use roce_wire::{BthRepr, Opcode, PseudoHeader, Psn, Qpn, RethRepr, RoceRepr, icrc};
 
 use super::*;
-use crate::CompletionQueue;
 use crate::backend::Received;
 use crate::transmit::MAX_TRANSMITS_PER_ROUND;
+use crate::{CompletionQueue, Verb};
 
 const US: IpAddr = IpAddr::V4(Ipv4Addr::new(198, 18, 0, 2));
 const PEER: IpAddr = IpAddr::V4(Ipv4Addr::new(198, 18, 0, 1));
@@ -308,7 +308,7 @@ async fn ack_before_completion(busy_poll: bool, direct: bool) {
 /// posted.
 fn receiving_qp(handle: &crate::DeviceHandle, queue: &CompletionQueue) -> Qpn {
     handle
-        .with(|nic, _| {
+        .verb(Verb::Other, |nic, _| {
             let pd = nic.alloc_pd();
             let qpn = nic
                 .create_qp(&QpInit::new(QpType::Rc, pd, queue.handle(), 16))
@@ -538,7 +538,7 @@ async fn a_spinning_program_sees_its_completion_first_and_its_answer_takes_the_a
         sgl: Vec::new(),
     };
     s.handle
-        .with_receive(|nic, _| nic.post_recv(s.qpn, recv))
+        .verb(Verb::PostRecv, |nic, _| nic.post_recv(s.qpn, recv))
         .unwrap()
         .unwrap();
     assert!(s.sends.sent().is_empty(), "a posted receive sent the ACK");
@@ -547,7 +547,7 @@ async fn a_spinning_program_sees_its_completion_first_and_its_answer_takes_the_a
     let mut answer = roce_core::SendWr::new(1, roce_core::SendOp::Send, Vec::new());
     answer.inline_data = Some(b"answer!!".to_vec());
     s.handle
-        .with_sends(|nic, _| nic.post_send(s.qpn, answer))
+        .verb(Verb::PostSend, |nic, _| nic.post_send(s.qpn, answer))
         .unwrap()
         .unwrap();
     assert_eq!(
@@ -581,7 +581,7 @@ async fn a_verb_sends_what_a_poll_left_before_it_runs() {
 /// What had been sent when a verb destroyed the QP of `s`, from inside that verb.
 fn sent_when_destroying(s: &Spinning) -> Vec<Vec<Opcode>> {
     s.handle
-        .with(|nic, _| {
+        .verb(Verb::Other, |nic, _| {
             let sent = s.sends.opcodes();
             nic.destroy_qp(s.qpn).unwrap();
             sent
@@ -618,7 +618,7 @@ fn task_receives_and_program_sees(
         sgl: Vec::new(),
     };
     handle
-        .with_receive(|nic, _| nic.post_recv(qpn, recv))
+        .verb(Verb::PostRecv, |nic, _| nic.post_recv(qpn, recv))
         .unwrap()
         .unwrap();
     assert_eq!(queue.poll().expect("the receive completed").wr_id, 7);
@@ -683,7 +683,7 @@ fn without_a_sender_for_every_thread_a_verb_waits_for_the_task_to_send_the_ack()
     };
     assert_eq!(sent(&log), 0, "sent before the program's verb");
     let sent_before = handle
-        .with(|nic, _| {
+        .verb(Verb::Other, |nic, _| {
             let sent = sent(&log);
             nic.destroy_qp(qpn).unwrap();
             sent
@@ -753,7 +753,7 @@ fn a_poll_of_the_network_takes_nothing_while_another_thread_receives() {
     assert!(sends.sent().is_empty() && queue.poll().is_none());
     // The holder's receive takes it.
     let mut held = held;
-    assert_eq!(held.receive_round(&shared).unwrap(), (true, 1));
+    assert_eq!(shared.receive_round(&mut held).unwrap(), (true, 1));
 }
 
 /// A [`Sends`] that learns the queue to watch after the engine made it.
@@ -796,7 +796,7 @@ fn direct_device() -> (crate::DeviceHandle, Arc<Shared>, Sends, Qpn) {
 fn post_a_send(handle: &crate::DeviceHandle, qpn: Qpn, wr_id: u64) {
     let wr = roce_core::SendWr::new(wr_id, roce_core::SendOp::Send, Vec::new());
     handle
-        .with_sends(|nic, _| nic.post_send(qpn, wr))
+        .verb(Verb::PostSend, |nic, _| nic.post_send(qpn, wr))
         .unwrap()
         .unwrap();
 }
@@ -812,7 +812,7 @@ fn a_verb_sends_what_it_makes_on_its_own_thread_and_wakes_nobody() {
     let poster = std::thread::spawn(move || {
         post_a_send(&handle, qpn, 1);
         handle
-            .with(|nic, _| {
+            .verb(Verb::Other, |nic, _| {
                 nic.post_recv(
                     qpn,
                     roce_core::RecvWr {
@@ -883,7 +883,7 @@ fn a_verb_that_finds_another_thread_sending_leaves_its_packets_to_the_task() {
     assert!(sends.sent().is_empty(), "sent beside the lock's holder");
     assert!(shared.doorbell.is_rung(), "nobody was told to send it");
     let mut held = held;
-    let more = held.send_round(&shared, shared.clock.now(), MAX_TRANSMITS_PER_ROUND);
+    let more = shared.send_round(&mut held, MAX_TRANSMITS_PER_ROUND);
     assert!(!more);
     assert_eq!(sends.sent(), [Event::Send(1)], "the round sent it");
 }

@@ -19,7 +19,7 @@ use std::collections::HashMap;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use roce_core::{AsyncEvent, Nic, VerbsError};
-use roce_device::DeviceError;
+use roce_device::{DeviceError, Verb};
 
 use crate::abi;
 use crate::state::{self, Errno};
@@ -109,7 +109,10 @@ fn handle() -> u32 {
 /// doorbell once.
 fn step<R>(ctx: usize, f: impl FnOnce(&mut Nic) -> R) -> Result<R, Errno> {
     let engine = state::engine(ctx)?;
-    engine.device.with(|nic, _| f(nic)).map_err(device_err)
+    engine
+        .device
+        .verb(Verb::Other, |nic, _| f(nic))
+        .map_err(device_err)
 }
 
 /// Where an asynchronous event of the engine goes: the context of the QP or SRQ it names, as

@@ -2,6 +2,7 @@
 //! `ibv_qp_ex` `wr_*` API, which builds a batch of WRs and posts it at `wr_complete`.
 
 use roce_core::{Nic, QpType, Qpn, RecvWr, Remote, SendOp, SendWr, Sge, UdDest};
+use roce_device::Verb;
 
 use super::pd::ud_dest;
 use super::{EINVAL, device_err, engine_err, with};
@@ -192,15 +193,15 @@ pub(crate) fn qp_for_post(qp: usize) -> Result<PostQp, Errno> {
 /// Runs `f`, which posts WRs, in one step of the engine of `ctx`. Send WRs (`sends`): what
 /// they make is sent once (or the NIC's doorbell rung once), what an `ibv_post_send` of a list
 /// costs whatever its length, and ACKs owed for what the program received go with their
-/// packets ([`roce_device::DeviceHandle::with_sends`]). Receive WRs: nothing to send, no
-/// doorbell ([`roce_device::DeviceHandle::with_receive`]).
+/// packets ([`roce_device::Verb::PostSend`]). Receive WRs: nothing to send, no
+/// doorbell ([`roce_device::Verb::PostRecv`]).
 pub(crate) fn post<R>(ctx: usize, sends: bool, f: impl FnOnce(&mut Nic) -> R) -> Result<R, Errno> {
     let device = &state::engine(ctx)?.device;
     let verb = |nic: &mut Nic, _| f(nic);
     let result = if sends {
-        device.with_sends(verb)
+        device.verb(Verb::PostSend, verb)
     } else {
-        device.with_receive(verb)
+        device.verb(Verb::PostRecv, verb)
     };
     result.map_err(device_err)
 }
