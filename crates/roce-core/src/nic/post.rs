@@ -17,7 +17,7 @@ impl Nic {
     pub fn post_send(&mut self, qpn: Qpn, wr: SendWr) -> Result<(), VerbsError> {
         let qp = self.qps.get_mut(&qpn).ok_or(VerbsError::UnknownQp(qpn))?;
         let wqe = send_wqe(&self.shared, qp, wr)?;
-        qp.sq.push_back(wqe);
+        qp.sq.push(wqe);
         self.sched.push_ready(qp);
         self.sched.index(qp);
         self.sched

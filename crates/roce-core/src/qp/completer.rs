@@ -158,8 +158,7 @@ impl Qp {
 
     /// Pops the oldest WR as successfully completed.
     fn retire_front(&mut self, ctx: &mut Ctx<'_>) {
-        let wqe = self.sq.pop_front().expect("caller checked");
-        self.req.cursor = self.req.cursor.saturating_sub(1);
+        let wqe = self.sq.retire_front().expect("caller checked");
         if let Some(last) = wqe.last_psn() {
             let next = last.wrapping_add(1);
             if next.distance(self.comp.una) > 0 {
@@ -184,7 +183,7 @@ impl Qp {
         self.comp.retrying = false;
         self.comp.retry_left = self.retry_cnt;
         self.comp.rnr_left = self.rnr_retry;
-        let outstanding = self.outstanding() || self.sq.iter().any(|w| w.sent);
+        let outstanding = self.outstanding() || self.sq.any_sent();
         match (outstanding, self.ack_timeout()) {
             (true, Some(timeout)) => self.timers.set(Timer::Retransmit, ctx.now + timeout),
             _ => self.timers.stop(Timer::Retransmit),
@@ -317,7 +316,7 @@ impl Qp {
 
     /// The local ACK timeout expired: go back to the oldest unacknowledged PSN.
     pub(crate) fn on_retransmit_timer(&mut self, ctx: &mut Ctx<'_>) {
-        if !self.outstanding() && !self.sq.iter().any(|w| w.sent) {
+        if !self.outstanding() && !self.sq.any_sent() {
             return;
         }
         self.comp.retrying = false;
@@ -348,7 +347,7 @@ impl Qp {
     //= ibta:vol1/10.7.3.1
     //# an error completion moves the QP to the error state and flushes the rest
     fn fail_oldest(&mut self, ctx: &mut Ctx<'_>, status: WcStatus) {
-        if let Some(wqe) = self.sq.pop_front() {
+        if let Some(wqe) = self.sq.retire_front() {
             let cqe = Cqe::new(status, wqe.wr.wr_id, wqe.wc_opcode(), self.qpn);
             ctx.completions.push((self.send_cq, cqe));
         }

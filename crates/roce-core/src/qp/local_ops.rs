@@ -18,9 +18,11 @@ impl Qp {
     /// Carries out the local operations at the head of the send queue.
     pub(crate) fn run_local_ops(&mut self, ctx: &mut Ctx<'_>) {
         while self.can_send() && self.sq.front().is_some_and(|w| w.wr.op.is_local()) {
-            let wqe = self.sq.pop_front().expect("checked: a WQE is at the head");
             // The cursor stopped at this WQE: what follows moves up by one.
-            self.req.cursor = self.req.cursor.saturating_sub(1);
+            let wqe = self
+                .sq
+                .retire_front()
+                .expect("checked: a WQE is at the head");
             let result = match &wqe.wr.op {
                 SendOp::BindMw(bind) => mw::bind(ctx.mws, ctx.mrs, self.pd, self.qpn, bind)
                     .map_err(|why| (WcStatus::MwBindErr, why)),

@@ -5,7 +5,7 @@
 
 use std::collections::{BTreeMap, VecDeque};
 
-use roce_wire::{Psn, Qpn};
+use roce_wire::Qpn;
 
 use crate::config::{Mtu, NicConfig};
 use crate::cq::{Cqe, WcOpcode, WcStatus};
@@ -14,7 +14,7 @@ use crate::mr::{Access, MemoryRegion, PdHandle};
 use crate::srq::{self, SrqHandle, SrqsAndEvents};
 use crate::stats::Stats;
 use crate::timer::TimerTable;
-use crate::wr::{RecvWr, SendOp, SendWr, Sge};
+use crate::wr::{RecvWr, Sge};
 use crate::{CqHandle, Instant};
 
 mod attr;
@@ -24,12 +24,14 @@ mod emit;
 mod local_ops;
 pub(crate) mod requester;
 pub(crate) mod responder;
+mod send_queue;
 mod state;
 #[cfg(test)]
 mod tests;
 
 pub use attr::{AddressVector, QpAttr, QpInit};
 pub(crate) use emit::{EmitError, seal};
+pub(crate) use send_queue::{SendQueue, SendWqe};
 pub(crate) use state::check_transition;
 pub use state::{QpState, QpType};
 
@@ -65,50 +67,6 @@ pub(crate) struct Ctx<'a> {
     pub(crate) arrival: Option<responder::Arrival>,
 }
 
-/// A send WR on the send queue, with the transport's bookkeeping.
-#[derive(Debug)]
-pub(crate) struct SendWqe {
-    pub(crate) wr: SendWr,
-    /// The data, copied at post time for inline WRs.
-    pub(crate) inline: Option<Vec<u8>>,
-    /// Total bytes of the message.
-    pub(crate) length: u32,
-    /// The PSN of its first packet, once sent.
-    pub(crate) first_psn: Option<Psn>,
-    /// PSNs it takes: packets of a SEND or WRITE, response packets of a READ, 1 for an atomic.
-    pub(crate) npsn: u32,
-    /// Whether every request packet has been sent (a READ or atomic: its request).
-    pub(crate) sent: bool,
-}
-
-impl SendWqe {
-    /// The PSN of its last packet (or last expected response).
-    pub(crate) fn last_psn(&self) -> Option<Psn> {
-        self.first_psn
-            .map(|first| first.wrapping_add(self.npsn - 1))
-    }
-
-    /// Whether `psn` is one of its PSNs.
-    pub(crate) fn contains(&self, psn: Psn) -> bool {
-        self.first_psn.is_some_and(|first| {
-            let d = psn.distance(first);
-            d >= 0 && (d as u32) < self.npsn
-        })
-    }
-
-    pub(crate) fn wc_opcode(&self) -> WcOpcode {
-        match self.wr.op {
-            SendOp::Send | SendOp::SendWithImm(_) | SendOp::SendWithInv(_) => WcOpcode::Send,
-            SendOp::RdmaWrite(_) | SendOp::RdmaWriteWithImm(..) => WcOpcode::RdmaWrite,
-            SendOp::RdmaRead(_) => WcOpcode::RdmaRead,
-            SendOp::CompareSwap { .. } => WcOpcode::CompareSwap,
-            SendOp::FetchAdd { .. } => WcOpcode::FetchAdd,
-            SendOp::BindMw(_) => WcOpcode::BindMw,
-            SendOp::LocalInv(_) => WcOpcode::LocalInv,
-        }
-    }
-}
-
 /// A queue pair.
 #[derive(Debug)]
 pub(crate) struct Qp {
@@ -135,7 +93,7 @@ pub(crate) struct Qp {
     pub(crate) rnr_retry: u8,
     pub(crate) src_port: u16,
 
-    pub(crate) sq: VecDeque<SendWqe>,
+    pub(crate) sq: SendQueue,
     /// The receive queue. With an SRQ it holds at most the one WQE taken from the SRQ for the
     /// message in progress (rxe `resp.srq_wqe`).
     pub(crate) rq: VecDeque<RecvWr>,
@@ -190,7 +148,7 @@ impl Qp {
             retry_cnt: 0,
             rnr_retry: 0,
             src_port: roce_wire::ROCE_V2_UDP_PORT,
-            sq: VecDeque::new(),
+            sq: SendQueue::default(),
             rq: VecDeque::new(),
             srq: None,
             req: requester::Requester::default(),
@@ -277,7 +235,7 @@ impl Qp {
 
     /// Completes every queued WR with WR_FLUSH_ERR.
     pub(crate) fn flush(&mut self, completions: &mut Vec<(CqHandle, Cqe)>) {
-        for wqe in self.sq.drain(..) {
+        for wqe in self.sq.drain() {
             let cqe = Cqe::new(
                 WcStatus::WrFlushErr,
                 wqe.wr.wr_id,

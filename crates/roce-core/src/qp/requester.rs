@@ -20,8 +20,6 @@ pub(crate) struct Requester {
     pub(crate) psn: Psn,
     /// The first PSN never sent: packets below it are retransmissions.
     pub(crate) next_new: Psn,
-    /// The send WR being sent: an index into the send queue.
-    pub(crate) cursor: usize,
     /// Bytes of that WR already sent.
     pub(crate) offset: u32,
     /// Packets sent since the last one with AckReq.
@@ -59,7 +57,7 @@ impl Qp {
 
     /// Whether the requester has a WQE to send from (its window and pacing aside).
     pub(crate) fn has_requests(&self) -> bool {
-        self.can_send() && !self.req.rnr_wait && self.req.cursor < self.sq.len()
+        self.can_send() && !self.req.rnr_wait && self.sq.has_unsent()
     }
 
     /// The next request packet, written into `buf`, if the requester has one to send now:
@@ -89,7 +87,7 @@ impl Qp {
                     EmitError::NoSource | EmitError::BufferTooSmall => WcStatus::LocQpOpErr,
                 };
                 tracing::debug!(qpn = %self.qpn, psn = %psn, error = ?err, "request not sent");
-                let wqe = self.sq.remove(cursor).expect("the cursor names a WQE");
+                let wqe = self.sq.remove_current().expect("the cursor names a WQE");
                 let cqe = Cqe::new(status, wqe.wr.wr_id, wqe.wc_opcode(), self.qpn);
                 ctx.completions.push((self.send_cq, cqe));
                 self.fail(ctx);
@@ -109,7 +107,7 @@ impl Qp {
         if !self.can_send() || self.req.rnr_wait {
             return None;
         }
-        let cursor = self.req.cursor;
+        let cursor = self.sq.cursor();
         let wqe = self.sq.get(cursor)?;
         // A bind or an invalidation waits for the WRs before it (`local_ops.rs`).
         if wqe.wr.op.is_local() {
@@ -361,7 +359,7 @@ impl Qp {
                 .map_or(segment.npsn, |first| next.distance(first) as u32);
             wqe.sent = true;
             self.req.offset = 0;
-            self.req.cursor += 1;
+            self.sq.advance();
         } else {
             self.req.offset += segment.len;
         }
@@ -377,8 +375,7 @@ impl Qp {
             //# UC and UD: a WR is done once its last packet is out (also §9.8.4)
             QpType::Uc | QpType::Ud => {
                 if segment.last {
-                    let wqe = self.sq.pop_front().expect("the WQE just sent");
-                    self.req.cursor = 0;
+                    let wqe = self.sq.retire_front().expect("the WQE just sent");
                     if wqe.wr.signaled {
                         let cqe = Cqe::success(wqe.wr.wr_id, wqe.wc_opcode(), self.qpn);
                         ctx.completions.push((self.send_cq, cqe));
@@ -393,17 +390,16 @@ impl Qp {
     //= ibta:vol1/9.7.5.2.1
     //# go-back-N: send again from the PSN named, later WQEs as they were, with the same PSNs
     pub(crate) fn go_back(&mut self, psn: Psn) {
-        let Some(index) = self.sq.iter().position(|wqe| wqe.contains(psn)) else {
+        let from = self.req.psn;
+        let Some(wqe) = self.sq.rewind_to(psn) else {
             // No unretired WQE holds it: nothing was outstanding there.
             tracing::debug!(qpn = %self.qpn, psn = %psn, "go back n: nothing outstanding");
             return;
         };
-        let wqe = &self.sq[index];
         let first = wqe.first_psn.expect("contains() means it was sent");
         let packets_done = psn.distance(first) as u32;
-        tracing::debug!(qpn = %self.qpn, from = %self.req.psn, to = %psn, "go back n");
+        tracing::debug!(qpn = %self.qpn, from = %from, to = %psn, "go back n");
         self.req.psn = psn;
-        self.req.cursor = index;
         self.req.offset = match wqe.wr.op {
             // A READ or atomic is asked again by one request; its progress is in the PSN.
             op if op.is_read_or_atomic() => 0,
@@ -412,25 +408,18 @@ impl Qp {
                 .min(wqe.length),
         };
         self.req.noack_pkts = 0;
-        for wqe in self.sq.iter_mut().skip(index) {
-            wqe.sent = false;
-        }
     }
 
     /// Points the requester at `una` after ACKs overtook a go-back-N resend: in the WQE that
     /// holds it, or at the first WQE never sent.
     pub(crate) fn resync_cursor(&mut self) {
         let una = self.comp.una;
-        if self.sq.iter().any(|wqe| wqe.contains(una)) {
+        if self.sq.holds(una) {
             self.go_back(una);
         } else {
             self.req.psn = una;
             self.req.offset = 0;
-            self.req.cursor = self
-                .sq
-                .iter()
-                .position(|wqe| wqe.first_psn.is_none())
-                .unwrap_or(self.sq.len());
+            self.sq.rewind_to_unsent();
         }
     }
 }
