@@ -8,6 +8,7 @@
 //! owned buffer; the replacement libibverbs (crates/roce-verbs) implements it over the
 //! program's memory in its one `unsafe` module.
 
+use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -330,4 +331,15 @@ mod tests {
             "no key was used by the refused registration"
         );
     }
+}
+
+/// The memory regions of a NIC by key (lkey = rkey, as rxe's MRs), with whether the rkey is
+/// still valid (SEND with invalidate clears it).
+pub(crate) type Mrs = BTreeMap<u32, MrEntry>;
+
+/// A registered region and the validity of its rkey.
+#[derive(Debug)]
+pub(crate) struct MrEntry {
+    pub(crate) mr: MemoryRegion,
+    pub(crate) rkey_valid: bool,
 }

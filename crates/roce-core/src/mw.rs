@@ -22,8 +22,8 @@ use std::collections::BTreeMap;
 
 use roce_wire::Qpn;
 
+use crate::mr::Mrs;
 use crate::mr::{Access, PdHandle};
-use crate::qp::Mrs;
 
 /// A window's type (`enum ibv_mw_type`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

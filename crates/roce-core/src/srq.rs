@@ -11,9 +11,7 @@
 
 use std::collections::{BTreeMap, VecDeque};
 
-use crate::event::{AsyncEvent, AsyncEvents};
 use crate::mr::PdHandle;
-use crate::stats::Stats;
 use crate::wr::RecvWr;
 
 /// A shared receive queue handle.
@@ -97,28 +95,19 @@ impl Srq {
 /// The NIC's SRQs by handle number.
 pub(crate) type Srqs = BTreeMap<u32, Srq>;
 
-/// What only some QPs touch — the SRQs and the asynchronous event queue — kept together so
-/// that a QP's context carries one pointer for both, and the common path (no SRQ, no event)
-/// builds its context as cheaply as before.
-#[derive(Debug)]
-pub(crate) struct SrqsAndEvents {
-    pub(crate) srqs: Srqs,
-    pub(crate) events: AsyncEvents,
-}
-
-/// Takes the oldest WQE of `srq` for a QP, raising the limit event when it leaves fewer than
-/// the armed limit waiting (rxe_resp.c `get_srq_wqe`: the count after the take is compared,
-/// and the limit is cleared when the event fires).
+/// Takes the oldest WQE of `srq` for a QP, and whether that left fewer than the armed limit
+/// waiting — the limit is then cleared, and the caller raises
+/// [`crate::AsyncEvent::SrqLimitReached`] (rxe_resp.c `get_srq_wqe`: the count after the take
+/// is compared, and the limit is cleared when the event fires).
 //= rxe:rxe_resp.c/get_srq_wqe
 //# a QP takes the SRQ's oldest WQE; fewer left than the armed limit raises the event once and disarms it
-pub(crate) fn take(side: &mut SrqsAndEvents, srq: SrqHandle, stats: &mut Stats) -> Option<RecvWr> {
-    let SrqsAndEvents { srqs, events } = side;
+pub(crate) fn take(srqs: &mut Srqs, srq: SrqHandle) -> Option<(RecvWr, bool)> {
     let entry = srqs.get_mut(&srq.0)?;
     let wr = entry.queue.pop_front()?;
-    if entry.limit != 0 && entry.queue.len() < entry.limit {
+    let limit_reached = entry.limit != 0 && entry.queue.len() < entry.limit;
+    if limit_reached {
         entry.limit = 0;
         tracing::debug!(srq = srq.0, left = entry.queue.len(), "srq limit reached");
-        events.raise(AsyncEvent::SrqLimitReached(srq), stats);
     }
-    Some(wr)
+    Some((wr, limit_reached))
 }

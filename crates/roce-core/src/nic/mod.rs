@@ -19,8 +19,9 @@ use roce_wire::{Psn, Qpn};
 
 use crate::cq::{Cq, CqHandle, Cqe};
 use crate::event::{AsyncEvent, AsyncEvents};
-use crate::qp::{Ctx, Mrs, Qp, QpState};
-use crate::srq::SrqsAndEvents;
+use crate::mr::Mrs;
+use crate::qp::SrqsAndEvents;
+use crate::qp::{Ctx, Qp, QpState};
 use crate::{CongestionState, Instant, NicConfig, Stats, VerbsError};
 
 mod cm;

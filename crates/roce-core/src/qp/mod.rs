@@ -3,15 +3,15 @@
 //! requests and answers them (`responder`), the completer reads the answers and retires send
 //! WRs (`completer`).
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::VecDeque;
 
 use roce_wire::Qpn;
 
 use crate::config::{Mtu, NicConfig};
 use crate::cq::{Cqe, WcOpcode, WcStatus};
 use crate::event::{AsyncEvent, AsyncEvents};
-use crate::mr::{Access, MemoryRegion, PdHandle};
-use crate::srq::{self, SrqHandle, SrqsAndEvents};
+use crate::mr::{Access, MemoryRegion, Mrs, PdHandle};
+use crate::srq::{self, SrqHandle, Srqs};
 use crate::stats::Stats;
 use crate::timer::TimerTable;
 use crate::wr::{RecvWr, Sge};
@@ -35,15 +35,13 @@ pub(crate) use send_queue::{SendQueue, SendWqe};
 pub(crate) use state::check_transition;
 pub use state::{QpState, QpType};
 
-/// The memory regions of a NIC by key (lkey = rkey, as rxe's MRs), with whether the rkey is
-/// still valid (SEND with invalidate clears it).
-pub(crate) type Mrs = BTreeMap<u32, MrEntry>;
-
-/// A registered region and the validity of its rkey.
+/// What only some QPs touch — the SRQs and the asynchronous event queue — kept together so
+/// that a QP's context carries one pointer for both, and the common path (no SRQ, no event)
+/// builds its context as cheaply as before.
 #[derive(Debug)]
-pub(crate) struct MrEntry {
-    pub(crate) mr: MemoryRegion,
-    pub(crate) rkey_valid: bool,
+pub(crate) struct SrqsAndEvents {
+    pub(crate) srqs: Srqs,
+    pub(crate) events: AsyncEvents,
 }
 
 /// What a QP's parts need from the NIC while they work.
@@ -217,8 +215,12 @@ impl Qp {
         let Some(handle) = self.srq else {
             return false;
         };
-        match srq::take(ctx.side, handle, ctx.stats) {
-            Some(wr) => {
+        match srq::take(&mut ctx.side.srqs, handle) {
+            Some((wr, limit_reached)) => {
+                if limit_reached {
+                    let event = AsyncEvent::SrqLimitReached(handle);
+                    ctx.side.events.raise(event, ctx.stats);
+                }
                 self.rq.push_back(wr);
                 true
             }
