@@ -40,6 +40,7 @@ mod engine;
 mod handle;
 mod receive;
 mod shared;
+pub mod spec;
 mod tap;
 mod transmit;
 
@@ -48,6 +49,7 @@ pub use cq::CompletionQueue;
 pub use endpoint::{Connection, RcEndpoint};
 pub use handle::{DeviceError, DeviceHandle, Verb};
 pub use roce_pcap::SnapLen;
+pub use spec::{BackendKind, Cc, DeviceSpec, EnvError, OpenError, Opened};
 pub use tap::Tap;
 
 /// How a device is set up.

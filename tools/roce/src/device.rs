@@ -4,35 +4,8 @@
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 
-use anyhow::{Context, bail};
-use roce_core::{Congestion, DcqcnConfig};
 use roce_device::backend::BindError;
-use roce_device::backend::raw::RawBackend;
-use roce_device::backend::udp::UdpBackend;
-use roce_device::{Device, DeviceConfig, DeviceHandle, SnapLen, Tap};
-
-/// How the NIC reaches the network.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub(crate) enum BackendKind {
-    /// A UDP socket on `<ip>:4791`: no privileges; every packet leaves from port 4791; received
-    /// ICRCs from peers with non-zero IPv4 IDs (rxe) cannot be checked in full.
-    Udp,
-    /// Whole Ethernet frames on --dev (needs CAP_NET_RAW): per-QP source ports, DSCP/ECN, every
-    /// ICRC checked; answers ARP for --ip, which should not be a kernel address of the host.
-    Raw,
-}
-
-/// Which congestion control every QP runs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub(crate) enum CcKind {
-    /// None, as rxe: requests go out Not-ECT and as fast as the window allows.
-    None,
-    /// DCQCN with NVIDIA's ConnectX defaults: requests carry ECT(0), CE-marked requests are
-    /// answered with CNPs, and CNPs cut the sender's rate.
-    Dcqcn,
-    /// DCQCN with the SIGCOMM 2015 paper's parameters.
-    DcqcnPaper,
-}
+use roce_device::{BackendKind, Cc, DeviceHandle, DeviceSpec, OpenError, SnapLen};
 
 /// How much of each packet a `--pcap` capture keeps: one option for every command that writes
 /// one.
@@ -73,8 +46,8 @@ pub(crate) struct DeviceOpts {
     pub(crate) dscp: u8,
     /// Congestion control (see docs/congestion.md); the JSON result then shows each QP's rate,
     /// target rate, α and CNPs.
-    #[arg(long, value_enum, default_value_t = CcKind::None)]
-    pub(crate) cc: CcKind,
+    #[arg(long, value_enum, default_value_t = Cc::None)]
+    pub(crate) cc: Cc,
     /// The port's line rate, Gb/s: where DCQCN's rate starts and the most it climbs back to.
     #[arg(long, value_name = "GBPS", default_value_t = 100.0, value_parser = parse_gbps)]
     pub(crate) line_rate: f64,
@@ -99,42 +72,28 @@ pub(crate) struct DeviceOpts {
 }
 
 impl DeviceOpts {
+    /// The device these options describe, on `--ip` or `default_ip`.
+    pub(crate) fn spec(&self, default_ip: IpAddr) -> DeviceSpec {
+        let mut spec = DeviceSpec::new(self.ip.unwrap_or(default_ip));
+        spec.backend = self.backend;
+        spec.dev = self.dev.clone();
+        spec.cc = self.cc;
+        spec.line_rate_bps = (self.line_rate * 1e9) as u64;
+        spec.busy_poll = self.busy_poll;
+        spec.no_gso = self.no_gso;
+        spec.pcap = self.pcap.clone();
+        spec.snaplen = self.snaplen.snaplen;
+        spec
+    }
+
     /// Starts the device on `--ip` or `default_ip`; returns it and the address it plays.
     pub(crate) fn spawn(&self, default_ip: IpAddr) -> anyhow::Result<(DeviceHandle, IpAddr)> {
-        let ip = self.ip.unwrap_or(default_ip);
-        let mut config = DeviceConfig::new(ip);
-        config.busy_poll = self.busy_poll;
-        config.nic.line_rate_bps = (self.line_rate * 1e9) as u64;
-        config.nic.congestion = match self.cc {
-            CcKind::None => Congestion::None,
-            CcKind::Dcqcn => Congestion::Dcqcn(DcqcnConfig::default()),
-            CcKind::DcqcnPaper => Congestion::Dcqcn(DcqcnConfig::paper()),
-        };
-        if let Some(path) = &self.pcap {
-            config.tap = Some(
-                Tap::create(path, true, self.snaplen.get())
-                    .with_context(|| format!("cannot create {}", path.display()))?,
-            );
-        }
-        let device = match self.backend {
-            BackendKind::Udp => {
-                let mut backend = UdpBackend::bind(ip, roce_wire::ROCE_V2_UDP_PORT)
-                    .map_err(|err| bind_error(ip, err, "--ip"))?;
-                if self.no_gso {
-                    backend = backend.without_gso();
-                }
-                Device::spawn(config, backend)
-            }
-            BackendKind::Raw => {
-                let Some(dev) = &self.dev else {
-                    bail!("--backend raw needs --dev IFACE")
-                };
-                let backend =
-                    RawBackend::open(dev, ip).with_context(|| format!("raw backend on {dev}"))?;
-                Device::spawn(config, backend)
-            }
-        };
-        Ok((device, ip))
+        let spec = self.spec(default_ip);
+        let opened = spec.open().map_err(|err| match err {
+            OpenError::NoInterface => anyhow::anyhow!("--backend raw needs --dev IFACE"),
+            err => anyhow::anyhow!(err.with_advice("--ip")),
+        })?;
+        Ok((opened.device, spec.ip))
     }
 }
 
@@ -148,16 +107,9 @@ pub(crate) fn bind_error(ip: IpAddr, err: std::io::Error, option: &str) -> anyho
     }
 }
 
-/// The single-threaded runtime a tool and its device run on. With --busy-poll it looks at the
-/// sockets at every tick (tokio's default is every 61 ticks, or when nothing else is to do —
-/// which, busy polling, never comes).
+/// The single-threaded runtime a tool and its device run on ([`DeviceSpec::runtime`]).
 pub(crate) fn runtime(opts: &DeviceOpts) -> std::io::Result<tokio::runtime::Runtime> {
-    let mut builder = tokio::runtime::Builder::new_current_thread();
-    builder.enable_all();
-    if opts.busy_poll {
-        builder.event_interval(1);
-    }
-    builder.build()
+    roce_device::spec::runtime(opts.busy_poll)
 }
 
 /// A line rate in Gb/s: positive and at most 10 Tb/s.

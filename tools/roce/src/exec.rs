@@ -21,7 +21,9 @@ use std::process::{Command, ExitCode};
 
 use anyhow::{Context, bail};
 
-use crate::device::{BackendKind, CcKind, parse_gbps};
+use roce_device::{BackendKind, Cc, DeviceSpec};
+
+use crate::device::parse_gbps;
 use crate::libs;
 
 pub(crate) mod tree;
@@ -108,8 +110,8 @@ pub(crate) struct Args {
     #[command(flatten)]
     snaplen: crate::device::SnapLenOpt,
     /// Congestion control on every QP (see docs/congestion.md).
-    #[arg(long, value_enum, default_value_t = CcKind::None)]
-    cc: CcKind,
+    #[arg(long, value_enum, default_value_t = Cc::None)]
+    cc: Cc,
     /// The port's line rate, Gb/s: where DCQCN's rate starts and the most it climbs back to.
     #[arg(long, value_name = "GBPS", default_value_t = 100.0, value_parser = parse_gbps)]
     line_rate: f64,
@@ -150,6 +152,24 @@ fn parse_fraction(text: &str) -> Result<f64, String> {
     match text.parse::<f64>() {
         Ok(f) if (0.0..=1.0).contains(&f) => Ok(f),
         _ => Err(format!("{text:?}: a fraction from 0 to 1")),
+    }
+}
+
+impl Args {
+    /// The device the program gets.
+    fn spec(&self) -> DeviceSpec {
+        let mut spec = DeviceSpec::new(self.ip);
+        spec.backend = self.backend;
+        spec.dev = self.dev.clone();
+        spec.mtu = roce_core::Mtu::from_bytes(self.mtu);
+        spec.cc = self.cc;
+        spec.line_rate_bps = (self.line_rate * 1e9) as u64;
+        spec.loss = self.loss;
+        spec.busy_poll = self.busy_poll;
+        spec.no_gso = self.no_gso;
+        spec.pcap = self.pcap.clone();
+        spec.snaplen = self.snaplen.snaplen;
+        spec
     }
 }
 
@@ -195,45 +215,17 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<ExitCode> {
         path.push(old);
     }
     cmd.env("LD_LIBRARY_PATH", path)
-        .env("ROCE_VERBS_IP", args.ip.to_string())
-        .env(
-            "ROCE_VERBS_BACKEND",
-            match args.backend {
-                BackendKind::Udp => "udp",
-                BackendKind::Raw => "raw",
-            },
-        )
-        .env("ROCE_VERBS_MTU", args.mtu.to_string())
-        .env("ROCE_VERBS_NAME", &args.name)
-        .env("ROCE_VERBS_UVERBS", tree::free_uverbs_name())
-        .env(
-            "ROCE_VERBS_CC",
-            match args.cc {
-                CcKind::None => "none",
-                CcKind::Dcqcn => "dcqcn",
-                CcKind::DcqcnPaper => "dcqcn-paper",
-            },
-        )
-        .env("ROCE_VERBS_LINE_RATE", args.line_rate.to_string())
-        .env("ROCE_VERBS_LOSS", args.loss.to_string())
-        .env(
-            "ROCE_VERBS_BUSY_POLL",
-            if args.busy_poll { "1" } else { "0" },
-        )
-        .env("ROCE_VERBS_NO_GSO", if args.no_gso { "1" } else { "0" });
-    if let Some(dev) = &args.dev {
-        cmd.env("ROCE_VERBS_DEV", dev);
-    }
-    if let Some(pcap) = &args.pcap {
-        cmd.env("ROCE_VERBS_PCAP", pcap);
-        cmd.env("ROCE_VERBS_SNAPLEN", args.snaplen.snaplen.to_string());
+        .env(roce_verbs::config::ENV_NAME, &args.name)
+        .env(roce_verbs::config::ENV_UVERBS, tree::free_uverbs_name());
+    for (var, value) in args.spec().env() {
+        cmd.env(var, value);
     }
     let stats_file = args
         .stats
         .map(|_| std::env::temp_dir().join(format!("roce-exec-{}-stats.json", std::process::id())));
     if let Some(file) = &stats_file {
         let _ = std::fs::remove_file(file);
-        cmd.env("ROCE_VERBS_STATS", file);
+        cmd.env(roce_verbs::config::ENV_STATS, file);
     }
     // Caught before the program starts, so that no signal meant for it ends us first.
     let mut signals = SignalsInfo::<WithOrigin>::new(RELAYED)

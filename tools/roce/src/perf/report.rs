@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 
 use super::Args;
 use super::traffic::PerQp;
-use crate::device::CcKind;
+use roce_device::Cc;
 
 /// The unit of perftest's table and of the report it sends the peer: MB/sec as perftest
 /// 4.5-0.17 counts them, 2^20 bytes per second, or Gb/sec with `--report_gbits`
@@ -311,7 +311,7 @@ pub(super) async fn print_result(
         })
     };
     if !args.json && part.footer {
-        if args.device.cc != CcKind::None {
+        if args.device.cc != Cc::None {
             let mbps = |r: Option<u64>| {
                 r.map_or_else(|| "-".to_owned(), |r| format!("{:.1}", r as f64 / 1e6))
             };
