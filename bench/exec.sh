@@ -17,9 +17,9 @@
 #   RUNS=5 bash bench/exec.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
-[ "$(id -u)" = 0 ] || { echo "SKIP: needs root (network namespaces)"; exit 0; }
-RUNS=${RUNS:-3}
 . bench/lib.sh
+need_root
+RUNS=${RUNS:-3}
 need ib_write_bw perftest
 cargo build -q --release -p roce
 ROCE=$PWD/target/release/roce

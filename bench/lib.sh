@@ -7,6 +7,10 @@
 # sets A and B and defines `ina CMD…` and `inb CMD…` to run CMD in either.
 #   scratch VAR [-d]
 # sets VAR to a new temporary file (directory, with -d), removed with the namespaces.
+#   need_root
+# ends the script with a SKIP line (status 0) unless it runs as root, as namespaces need.
+
+need_root() { [ "$(id -u)" = 0 ] || { echo "SKIP: needs root (network namespaces)"; exit 0; }; }
 
 SCRATCH=()
 scratch() { printf -v "$1" '%s' "$(mktemp "${@:2}")"; SCRATCH+=("${!1}"); }

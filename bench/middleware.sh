@@ -19,9 +19,9 @@
 #   RUNS=3 bash bench/middleware.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
-[ "$(id -u)" = 0 ] || { echo "SKIP: needs root (network namespaces)"; exit 0; }
-RUNS=${RUNS:-3}
 . bench/lib.sh
+need_root
+RUNS=${RUNS:-3}
 need ib_write_bw perftest
 need ucx_perftest ucx-utils
 need mpicc openmpi-bin libopenmpi-dev

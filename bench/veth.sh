@@ -16,9 +16,9 @@
 #   RUNS=5 bash bench/veth.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
-[ "$(id -u)" = 0 ] || { echo "SKIP: needs root (network namespaces)"; exit 0; }
-RUNS=${RUNS:-3}
 . bench/lib.sh
+need_root
+RUNS=${RUNS:-3}
 need iperf3 iperf3
 need sockperf sockperf
 cargo build -q --release -p roce -p roce-blast
