@@ -330,31 +330,20 @@ fn draw_events(
             })
             .collect()
     };
+    const RED: RGBColor = RGBColor(200, 30, 30);
+    const BROWN: RGBColor = RGBColor(140, 86, 75);
+    const ORANGE: RGBColor = RGBColor(230, 159, 0);
+    const GREEN: RGBColor = RGBColor(0, 110, 80);
     let kinds = [
-        (
-            "drops (switch)",
-            &series.drops,
-            RGBColor(200, 30, 30),
-            Marker::Cross,
-        ),
+        ("drops (switch)", &series.drops, RED, Marker::Cross),
         (
             "PAUSEs sent (switch)",
             &series.pauses,
-            RGBColor(140, 86, 75),
+            BROWN,
             Marker::Square,
         ),
-        (
-            "CE marks (switch)",
-            &series.ce_marks,
-            RGBColor(230, 159, 0),
-            Marker::Ring,
-        ),
-        (
-            "CNPs sent (NICs)",
-            &series.cnps,
-            RGBColor(0, 110, 80),
-            Marker::Dot,
-        ),
+        ("CE marks (switch)", &series.ce_marks, ORANGE, Marker::Ring),
+        ("CNPs sent (NICs)", &series.cnps, GREEN, Marker::Dot),
     ]
     .map(|(name, cumulative, color, marker)| (name, per_interval(cumulative), color, marker));
     // Counts on a log scale: the axis is log10(count), labelled with the counts themselves.
