@@ -7,14 +7,21 @@
 //! non-blocking) and takes the queue's first event. The program may `poll` the fd.
 
 use std::collections::{HashMap, HashSet, VecDeque};
-use std::io::{PipeReader, PipeWriter, Read, Write};
+use std::io::{PipeReader, PipeWriter};
 use std::net::SocketAddr;
-use std::os::fd::AsRawFd;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use crate::Errno;
 use crate::abi::{IbvSaPathRec, RdmaAddrinfo, RdmaCmEvent, RdmaCmId, RdmaEventChannel};
 use roce_cabi::CBox;
+
+mod channel;
+mod event;
+#[cfg(test)]
+mod tests;
+
+pub(crate) use channel::{create_channel, destroy_channel, migrate_id, new_channel};
+pub(crate) use event::{ack_event, get_event};
 
 pub(crate) const EINVAL: Errno = Errno(libc::EINVAL);
 
@@ -181,47 +188,6 @@ fn os(e: &std::io::Error) -> Errno {
     Errno(e.raw_os_error().unwrap_or(libc::EIO))
 }
 
-/// A new channel, not yet in the tables: its address and itself.
-fn make_channel() -> Result<(usize, Channel), Errno> {
-    let (reader, writer) = std::io::pipe().map_err(|e| os(&e))?;
-    // Queueing must never block the caller: a full pipe (65536 unread events) refuses the
-    // operation instead.
-    crate::ffi::set_nonblocking(&writer).map_err(|e| os(&e))?;
-    let c = CBox::new(RdmaEventChannel {
-        fd: reader.as_raw_fd(),
-    });
-    let addr = c.addr();
-    let writer = Arc::new(writer);
-    crate::inbox::add_channel(addr, writer.clone());
-    let channel = Channel {
-        c,
-        reader: Arc::new(reader),
-        writer,
-        queue: VecDeque::new(),
-    };
-    Ok((addr, channel))
-}
-
-/// `rdma_create_event_channel`.
-pub(crate) fn create_channel() -> Result<*mut RdmaEventChannel, Errno> {
-    let (addr, channel) = make_channel()?;
-    with(|t| t.channels.insert(addr, channel));
-    Ok(addr as *mut RdmaEventChannel)
-}
-
-/// A channel made under the tables' lock (a synchronous id's).
-pub(crate) fn new_channel(t: &mut Tables) -> Result<usize, Errno> {
-    let (addr, channel) = make_channel()?;
-    t.channels.insert(addr, channel);
-    Ok(addr)
-}
-
-/// `rdma_destroy_event_channel`: drops the events still queued; ids that still name the
-/// channel get `EINVAL` from the calls that would report on it.
-pub(crate) fn destroy_channel(channel: usize) -> Result<(), Errno> {
-    with(|t| t.drop_channel(channel))
-}
-
 impl Tables {
     /// Gives the id `id` the device: `id->verbs`, `id->port_num` and `id->pd`, the device's PD
     /// (allocated now if no id holds the device). An id that has it already keeps it; a
@@ -269,83 +235,6 @@ impl Tables {
         }
     }
 
-    /// Forgets a channel and the events queued on it.
-    pub(crate) fn drop_channel(&mut self, channel: usize) -> Result<(), Errno> {
-        let ch = self.channels.remove(&channel).ok_or(EINVAL)?;
-        crate::inbox::remove_channel(channel);
-        for e in ch.queue {
-            self.events.remove(&e);
-        }
-        Ok(())
-    }
-
-    /// Whether an event for `id` could be queued now (`EINVAL`: the id is unknown or its channel
-    /// was destroyed): `Ok` with the id's serial, for an event reported later
-    /// (`crate::work::report_later`); `Ok(None)` for a synchronous id, which gets none.
-    pub(crate) fn reportable(&self, id: usize) -> Result<Option<u64>, Errno> {
-        let i = self.ids.get(&id).ok_or(EINVAL)?;
-        match i.channel {
-            None => Ok(None),
-            Some(ch) if self.channels.contains_key(&ch) => Ok(Some(i.serial)),
-            Some(_) => Err(EINVAL),
-        }
-    }
-
-    /// Queues `event` for `id` on its channel; a synchronous id gets none. Nothing is queued
-    /// if this fails (`EINVAL`: the channel was destroyed, `ENOBUFS`: its pipe is full).
-    pub(crate) fn report(&mut self, id: usize, event: i32, status: i32) -> Result<(), Errno> {
-        let Some(ch_addr) = self.ids.get(&id).ok_or(EINVAL)?.channel else {
-            return Ok(());
-        };
-        let ch = self.channels.get_mut(&ch_addr).ok_or(EINVAL)?;
-        match (&*ch.writer).write(&[1]) {
-            Ok(1) => {}
-            Ok(_) => return Err(Errno(libc::ENOBUFS)),
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                return Err(Errno(libc::ENOBUFS));
-            }
-            Err(e) => return Err(os(&e)),
-        }
-        // SAFETY of the union: zeroed `param` is a valid rdma_conn_param (no private data).
-        let e = Event::new(RdmaCmEvent {
-            id: id as *mut RdmaCmId,
-            listen_id: std::ptr::null_mut(),
-            event,
-            status,
-            param: crate::abi::RdmaCmEventParam {
-                conn: crate::abi::RdmaConnParam {
-                    private_data: std::ptr::null(),
-                    private_data_len: 0,
-                    responder_resources: 0,
-                    initiator_depth: 0,
-                    flow_control: 0,
-                    retry_count: 0,
-                    rnr_retry_count: 0,
-                    srq: 0,
-                    qp_num: 0,
-                },
-            },
-        });
-        ch.queue.push_back(e.c.addr());
-        self.events.insert(e.c.addr(), e);
-        Ok(())
-    }
-
-    /// Drops the queued (not yet taken) events of `id`, when it is destroyed. Their bytes stay
-    /// in the pipe; `get_event` skips a byte that has no event behind it.
-    pub(crate) fn drop_queued(&mut self, id: usize) {
-        let events = &mut self.events;
-        for ch in self.channels.values_mut() {
-            ch.queue.retain(|e| {
-                let mine = events.get(e).is_some_and(|ev| ev.c.get().id as usize == id);
-                if mine {
-                    events.remove(e);
-                }
-                !mine
-            });
-        }
-    }
-
     /// A fresh ephemeral port (32768-60999, the Linux default range) no id holds.
     pub(crate) fn ephemeral_port(&mut self) -> Result<u16, Errno> {
         for _ in 0..(61000 - 32768) {
@@ -364,258 +253,5 @@ impl Tables {
             }
         }
         Err(Errno(libc::EADDRINUSE))
-    }
-}
-
-/// `rdma_get_cm_event`: the channel's next event, waiting for it unless the program made the
-/// fd non-blocking (`EAGAIN`).
-pub(crate) fn get_event(channel: usize) -> Result<*mut RdmaCmEvent, Errno> {
-    // Both ends of the pipe, held for the whole wait: a channel destroyed while this thread
-    // waits leaves it waiting, as a read of the kernel's rdma_cm file sleeps on through the
-    // file's close (rping's event thread is still in rdma_get_cm_event when its main thread
-    // destroys the channel and returns).
-    let (reader, _writer) = with(|t| {
-        t.channels
-            .get(&channel)
-            .map(|c| (c.reader.clone(), c.writer.clone()))
-    })
-    .ok_or(EINVAL)?;
-    loop {
-        let mut byte = [0u8; 1];
-        // Without the tables' lock: this may block until an event comes. A signal whose
-        // handler was installed without SA_RESTART interrupts it: EINTR, as librdmacm's
-        // read(2) of the rdma_cm file fails.
-        match (&*reader).read(&mut byte) {
-            Ok(1) => {}
-            Ok(_) => return Err(Errno(libc::EPIPE)),
-            Err(e) => return Err(os(&e)),
-        }
-        // No event behind the byte (it was dropped with its id, moved with it, or its channel
-        // was destroyed meanwhile): read on.
-        if let Some(e) = with(|t| t.take_event(channel, &reader)) {
-            return Ok(e);
-        }
-    }
-}
-
-impl Tables {
-    /// The next event of `channel`, if it is still the channel whose pipe `reader` reads (not
-    /// destroyed, nor another made since at its address): queued by this library, else one
-    /// of the engine's CM events made now. Marked taken.
-    fn take_event(&mut self, channel: usize, reader: &Arc<PipeReader>) -> Option<*mut RdmaCmEvent> {
-        let ch = self
-            .channels
-            .get_mut(&channel)
-            .filter(|c| Arc::ptr_eq(&c.reader, reader))?;
-        let e = match ch.queue.pop_front() {
-            Some(e) => e,
-            None => crate::conn::materialize(self, channel, crate::inbox::take(channel)?)?,
-        };
-        self.taken.insert(e);
-        self.events.get(&e).map(|e| e.c.ptr())
-    }
-}
-
-/// `rdma_migrate_id`: the id's events go to `channel` from now on (`None`: a channel of its
-/// own, the id becoming synchronous), with those queued and not yet taken; events already taken
-/// stay valid until acked. A synchronous id's own channel goes. `EINVAL` for an id or a
-/// channel this library did not make, before anything moves.
-pub(crate) fn migrate_id(id: usize, channel: Option<usize>) -> Result<(), Errno> {
-    with(|t| {
-        let i = t.ids.get(&id).ok_or(EINVAL)?;
-        if channel.is_some_and(|c| !t.channels.contains_key(&c)) {
-            return Err(EINVAL);
-        }
-        let old = i.events_channel();
-        let old_own = if i.channel.is_none() {
-            i.sync_channel
-        } else {
-            None
-        };
-        let (conn, listen) = (i.conn, i.listen);
-        let to = match channel {
-            Some(c) => c,
-            None => new_channel(t)?,
-        };
-        if let Some(old) = old.filter(|&o| o != to) {
-            let mut mine = Vec::new();
-            if let Some(ch) = t.channels.get_mut(&old) {
-                let events = &t.events;
-                ch.queue.retain(|e| {
-                    let m = events.get(e).is_some_and(|ev| ev.c.get().id as usize == id);
-                    if m {
-                        mine.push(*e);
-                    }
-                    !m
-                });
-            }
-            for e in mine {
-                let delivered = t.channels.get_mut(&to).is_some_and(|ch| {
-                    let ok = matches!((&*ch.writer).write(&[1]), Ok(1));
-                    if ok {
-                        ch.queue.push_back(e);
-                    }
-                    ok
-                });
-                if !delivered {
-                    t.events.remove(&e);
-                }
-            }
-        }
-        crate::inbox::migrate(conn, listen, to);
-        if let Some(i) = t.ids.get_mut(&id) {
-            (i.channel, i.sync_channel) = match channel {
-                Some(c) => (Some(c), None),
-                None => (None, Some(to)),
-            };
-            i.c.update(|c| {
-                c.channel = channel.map_or(std::ptr::null_mut(), |ch| ch as *mut _);
-            });
-        }
-        if let Some(own) = old_own.filter(|&o| o != to) {
-            let _ = t.drop_channel(own);
-        }
-        Ok(())
-    })
-}
-
-/// `rdma_ack_cm_event`: frees an event `get_event` returned.
-pub(crate) fn ack_event(event: usize) -> Result<(), Errno> {
-    with(|t| {
-        if !t.taken.remove(&event) {
-            return Err(EINVAL);
-        }
-        t.events.remove(&event);
-        Ok(())
-    })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::abi::event;
-
-    fn fake_id(t: &mut Tables, channel: Option<usize>) -> usize {
-        let id = Id::new(
-            crate::id::blank_id(channel, std::ptr::null_mut(), 0x0106, 2),
-            channel,
-        );
-        let a = id.c.addr();
-        t.ids.insert(a, id);
-        a
-    }
-
-    #[test]
-    fn events_come_out_in_order_once_and_are_acked_once() {
-        let ch = create_channel().unwrap() as usize;
-        let id = with(|t| fake_id(t, Some(ch)));
-        with(|t| t.report(id, event::ADDR_RESOLVED, 0)).unwrap();
-        with(|t| t.report(id, event::ROUTE_RESOLVED, 0)).unwrap();
-        let a = get_event(ch).unwrap();
-        let b = get_event(ch).unwrap();
-        with(|t| {
-            assert_eq!(t.events[&(a as usize)].c.get().event, event::ADDR_RESOLVED);
-            assert_eq!(t.events[&(b as usize)].c.get().event, event::ROUTE_RESOLVED);
-            assert_eq!(t.events[&(b as usize)].c.get().id as usize, id);
-        });
-        assert_eq!(ack_event(a as usize), Ok(()));
-        assert_eq!(
-            ack_event(a as usize),
-            Err(EINVAL),
-            "a second ack is refused"
-        );
-        assert_eq!(ack_event(b as usize), Ok(()));
-        assert_eq!(ack_event(0x1234), Err(EINVAL));
-        with(|t| t.ids.remove(&id));
-        destroy_channel(ch).unwrap();
-        assert_eq!(destroy_channel(ch), Err(EINVAL));
-        assert_eq!(get_event(ch).err(), Some(EINVAL));
-    }
-
-    #[test]
-    fn a_destroyed_ids_queued_events_are_skipped() {
-        let ch = create_channel().unwrap() as usize;
-        let gone = with(|t| fake_id(t, Some(ch)));
-        let kept = with(|t| fake_id(t, Some(ch)));
-        with(|t| t.report(gone, event::ADDR_RESOLVED, 0)).unwrap();
-        with(|t| t.report(kept, event::ADDR_ERROR, -5)).unwrap();
-        with(|t| {
-            t.drop_queued(gone);
-            t.ids.remove(&gone);
-        });
-        let e = get_event(ch).unwrap() as usize;
-        with(|t| {
-            assert_eq!(t.events[&e].c.get().id as usize, kept);
-            assert_eq!(t.events[&e].c.get().status, -5);
-            assert!(
-                !t.events.values().any(|ev| ev.c.get().id as usize == gone),
-                "the dropped event is freed"
-            );
-        });
-        ack_event(e).unwrap();
-        with(|t| t.ids.remove(&kept));
-        destroy_channel(ch).unwrap();
-    }
-
-    #[test]
-    fn a_blocked_reader_gets_the_event_queued_after_it_started_waiting() {
-        let ch = create_channel().unwrap() as usize;
-        let id = with(|t| fake_id(t, Some(ch)));
-        let reader = std::thread::spawn(move || get_event(ch).map(|e| e as usize));
-        // Whether or not the reader is already blocked in read(2), it must get this event.
-        std::thread::sleep(std::time::Duration::from_millis(20));
-        with(|t| t.report(id, event::ROUTE_RESOLVED, 0)).unwrap();
-        let e = reader.join().unwrap().unwrap();
-        assert_eq!(with(|t| t.events[&e].c.get().event), event::ROUTE_RESOLVED);
-        ack_event(e).unwrap();
-        with(|t| t.ids.remove(&id));
-        destroy_channel(ch).unwrap();
-    }
-
-    /// A byte read just before the channel is destroyed (its event gone with it) leaves the
-    /// reader waiting, as the kernel's does; it used to return `EINVAL` to a program that
-    /// never misused the channel (rping's event thread then exits 255).
-    #[test]
-    #[allow(unsafe_code)]
-    fn a_reader_whose_channel_is_destroyed_under_it_waits_on() {
-        let ch = create_channel().unwrap() as usize;
-        let (writer, fd) = with(|t| {
-            let c = &t.channels[&ch];
-            (c.writer.clone(), c.reader.as_raw_fd())
-        });
-        let unread = || {
-            let mut n: libc::c_int = 0;
-            // SAFETY: FIONREAD writes one int; `fd` stays open while `writer` and the
-            // reader's clone live.
-            assert_eq!(unsafe { libc::ioctl(fd, libc::FIONREAD, &mut n) }, 0);
-            n
-        };
-        let wait_read = || {
-            while unread() != 0 {
-                std::thread::yield_now();
-            }
-        };
-        // A byte with no event behind it: once it is read, the reader holds the channel and
-        // reads on.
-        (&*writer).write_all(&[1]).unwrap();
-        let reader = std::thread::spawn(move || get_event(ch).map(|e| e as usize));
-        wait_read();
-        destroy_channel(ch).unwrap();
-        (&*writer).write_all(&[1]).unwrap();
-        wait_read();
-        // The byte is read: a reader that gave up would return at once.
-        std::thread::sleep(std::time::Duration::from_millis(50));
-        assert!(!reader.is_finished(), "{:?}", reader.join());
-    }
-
-    #[test]
-    fn a_synchronous_id_reports_nothing() {
-        let id = with(|t| fake_id(t, None));
-        with(|t| t.report(id, event::ADDR_RESOLVED, 0)).unwrap();
-        assert!(!with(|t| t
-            .events
-            .values()
-            .any(|ev| ev.c.get().id as usize == id)));
-        with(|t| t.ids.remove(&id));
     }
 }
