@@ -1,3 +1,10 @@
+use std::os::fd::AsRawFd;
+use std::time::Duration;
+
+use nix::sys::socket::MsgFlags;
+use roce_wire::frame::{Frame, LinkType};
+
+use super::receiver::{SlotError, slot_frame};
 use super::*;
 use crate::backend::testing::Netns;
 

@@ -1,0 +1,173 @@
+use std::net::{Ipv4Addr, SocketAddr};
+
+use roce_wire::frame::{Frame, FrameRepr, LinkType, Transport};
+
+use super::filter::{is_udp_fragment_to, wanted};
+use super::*;
+use crate::backend::packet_socket::RxFrame;
+
+const US: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 2);
+
+/// An Ethernet + IPv4 frame, UDP to us: `flags_offset` is the IPv4 flags and fragment
+/// offset field, `udp` says whether a UDP header to port 4791 follows (a first fragment or
+/// a whole datagram) or payload bytes do (a later fragment).
+fn frame(dst: Ipv4Addr, flags_offset: u16, udp: bool) -> Vec<u8> {
+    let mut f = vec![0; 14 + 20 + 8 + 16];
+    f[12..14].copy_from_slice(&[0x08, 0x00]);
+    f[14] = 0x45;
+    f[20..22].copy_from_slice(&flags_offset.to_be_bytes());
+    f[23] = 17;
+    f[26..30].copy_from_slice(&[198, 18, 0, 1]);
+    f[30..34].copy_from_slice(&dst.octets());
+    if udp {
+        f[34..36].copy_from_slice(&4791u16.to_be_bytes());
+        f[36..38].copy_from_slice(&4791u16.to_be_bytes());
+    } else {
+        f[34..].fill(0x5a);
+    }
+    f
+}
+
+#[test]
+fn every_fragment_of_a_udp_datagram_to_us_is_told_apart_and_nothing_else() {
+    const DF: u16 = 0x4000;
+    const MF: u16 = 0x2000;
+    // The first fragment: MF, offset 0, the UDP header to 4791.
+    assert!(is_udp_fragment_to(&frame(US, MF, true), IpAddr::V4(US)));
+    // A middle and the last fragment: no UDP header, an offset (in 8-byte units).
+    assert!(is_udp_fragment_to(
+        &frame(US, MF | 185, false),
+        IpAddr::V4(US)
+    ));
+    assert!(is_udp_fragment_to(&frame(US, 370, false), IpAddr::V4(US)));
+    // Whole datagrams, with and without DF, and fragments for someone else.
+    assert!(!is_udp_fragment_to(&frame(US, DF, true), IpAddr::V4(US)));
+    assert!(!is_udp_fragment_to(&frame(US, 0, true), IpAddr::V4(US)));
+    assert!(!is_udp_fragment_to(
+        &frame(Ipv4Addr::new(198, 18, 0, 3), MF, true),
+        IpAddr::V4(US)
+    ));
+    // A whole RoCEv2 datagram is wanted; a later fragment would not even look like one.
+    assert!(wanted(&frame(US, DF, true)));
+    assert!(!wanted(&frame(US, 370, false)));
+}
+
+/// The UDP payloads to port 4791 of the frames `rx` takes within `limit`, until `n`.
+fn roce_payloads(rx: &mut Receiver, n: usize, limit: std::time::Duration) -> Vec<Vec<u8>> {
+    let mut got = Vec::new();
+    let start = std::time::Instant::now();
+    while got.len() < n && start.elapsed() < limit {
+        rx.wait(std::time::Duration::from_millis(50)).unwrap();
+        rx.poll_frames(64, |frame| {
+            if let Ok(Frame {
+                transport: Some(Transport::Udp(udp, payload)),
+                ..
+            }) = Frame::parse(LinkType::Ethernet, frame.data)
+                && udp.dst_port == roce_wire::ROCE_V2_UDP_PORT
+            {
+                got.push(payload.to_vec());
+            }
+            true
+        });
+    }
+    got
+}
+
+#[test]
+fn what_waits_for_a_peers_arp_reply_leaves_before_what_follows_once_its_mac_is_learnt() {
+    let Some(ns) = crate::backend::testing::Netns::new("arp") else {
+        return;
+    };
+    let name = ns.0.clone();
+    std::thread::spawn(move || {
+        crate::backend::sys::enter_netns(&name).unwrap();
+        let (us, peer) = (Ipv4Addr::new(198, 18, 9, 4), Ipv4Addr::new(198, 18, 9, 1));
+        let peer_mac = [2, 0, 0, 0, 0, 0x21];
+        // The peer's side of the link, where our frames arrive.
+        let mut wire = packet_socket::open_in_namespace("x0").unwrap().rx;
+        let PacketSocket { tx, mac, .. } = packet_socket::open_in_namespace("x1").unwrap();
+        let mut link = Link {
+            tx,
+            mac,
+            ip: IpAddr::V4(us),
+            neighbours: HashMap::new(),
+            waiting: HashMap::new(),
+            gso: true,
+            headers: [0; 64],
+            counters: BackendCounters::shared(),
+        };
+        let transmit = |len| Transmit {
+            src: IpAddr::V4(us),
+            src_port: 0xc000,
+            dst: SocketAddr::new(IpAddr::V4(peer), 4791),
+            ecn: roce_wire::frame::Ecn::NotEct,
+            dscp: 0,
+            ttl: 64,
+            len,
+        };
+        // The first packet to the peer waits for its ARP reply...
+        let first = [0xaa; 40];
+        link.wait_for_neighbour(&transmit(40), &first, 40).unwrap();
+        // ...and before any comes, a packet from the peer teaches us its MAC.
+        let mut from_peer = FrameRepr::for_datagram(
+            SocketAddr::new(IpAddr::V4(peer), 4791),
+            SocketAddr::new(IpAddr::V4(us), 4791),
+            roce_wire::frame::Ecn::NotEct,
+            0,
+            64,
+        );
+        from_peer.ethernet.src = peer_mac;
+        from_peer.ethernet.dst = mac;
+        let mut bytes = vec![0u8; 128];
+        let at = from_peer.emit_headers(&mut bytes, 40).unwrap();
+        bytes.truncate(at + 40);
+        let (mut buf, mut at, mut out) = (vec![0u8; 4096], 0, Vec::new());
+        let frame = RxFrame {
+            vnet: packet_socket::VirtioNetHdr::default(),
+            data: &bytes,
+        };
+        assert!(link.take(frame, &mut buf, &mut at, &mut out));
+        assert_eq!(
+            (out.len(), link.neighbours.get(&IpAddr::V4(peer))),
+            (1, Some(&peer_mac))
+        );
+        // A forged datagram from the peer's address, from another MAC, is taken (the
+        // engine judges it) but does not move the peer.
+        let mut forged = bytes.clone();
+        forged[6..12].copy_from_slice(&[2, 0, 0, 0, 0, 0x66]);
+        let frame = RxFrame {
+            vnet: packet_socket::VirtioNetHdr::default(),
+            data: &forged,
+        };
+        assert!(link.take(frame, &mut buf, &mut at, &mut out));
+        assert_eq!(
+            (out.len(), link.neighbours.get(&IpAddr::V4(peer))),
+            (2, Some(&peer_mac))
+        );
+        // The next packet goes straight out, as `send` sends it to a known neighbour.
+        let second = [0xbb; 40];
+        let (repr, _) = link.repr(&transmit(40), 0).unwrap();
+        link.emit(&repr, &second).unwrap();
+        let seen = roce_payloads(&mut wire, 2, std::time::Duration::from_secs(5));
+        assert_eq!(seen, [first.to_vec(), second.to_vec()], "in the order sent");
+        assert!(
+            link.waiting
+                .get(&IpAddr::V4(peer))
+                .is_none_or(Vec::is_empty)
+        );
+    })
+    .join()
+    .unwrap();
+}
+
+#[test]
+fn counters_are_counted_by_name_and_fragments_are_drops() {
+    let counters = BackendCounters::shared();
+    counters.bump(Counter::Ipv4Fragment);
+    counters.bump(Counter::Ipv4Fragment);
+    counters.bump(Counter::BatchCut);
+    let stats = counters.snapshot();
+    assert_eq!(stats.rx_ipv4_fragments, 2);
+    assert_eq!(stats.rx_dropped(), 2, "a cut batch is no drop");
+    assert!(stats.counters().contains(&("rx_ipv4_fragments", 2)));
+}

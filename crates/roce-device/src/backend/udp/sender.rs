@@ -1,0 +1,185 @@
+//! The sending half of a [`UdpBackend`]: a `sendmsg` per packet or segmentation-offload
+//! batch, with its DSCP and ECN in a cmsg, through the socket of its source's family.
+
+use std::io::{self, IoSlice};
+use std::net::{IpAddr, SocketAddr, SocketAddrV6};
+use std::os::fd::{AsFd, AsRawFd};
+
+use nix::poll::{PollFd, PollFlags, poll};
+use nix::sys::socket::{ControlMessage, MsgFlags, SockaddrStorage, sendmsg};
+use roce_core::Transmit;
+
+use super::sockets::Sockets;
+use crate::backend::Sender;
+
+#[cfg(doc)]
+use super::UdpBackend;
+#[cfg(doc)]
+use crate::backend::Backend;
+
+/// The sending half of a [`UdpBackend`]: other descriptors of its sockets, non-blocking,
+/// which any thread may use (see [`Backend::sender`]). A transmit leaves through the socket of
+/// its source address's family.
+#[derive(Debug)]
+pub struct UdpSender {
+    pub(super) sockets: Sockets<SocketSender>,
+    /// Datagrams one send may carry (1 when the kernel has no UDP segmentation offload or
+    /// refused it once).
+    pub(super) gso_segments: usize,
+}
+
+/// What sends through one socket.
+#[derive(Debug)]
+pub(super) struct SocketSender {
+    pub(super) socket: std::net::UdpSocket,
+    /// For a socket bound to `[::]` on one interface ([`UdpBackend::bind_interface`]), or to
+    /// one of its link-local addresses ([`UdpBackend::bind_link_local`]): that interface's
+    /// index, given with each send's source address (`IPV6_PKTINFO`) and as the scope of a
+    /// link-local destination.
+    pub(super) ifindex: Option<u32>,
+}
+
+impl Sender for UdpSender {
+    fn send_segments(
+        &mut self,
+        transmit: &Transmit,
+        payload: &mut [u8],
+        segment: usize,
+    ) -> io::Result<()> {
+        if payload.len() <= segment || self.gso_segments > 1 {
+            let gso = (payload.len() > segment).then_some(segment);
+            match self.sendmsg(transmit, payload, gso) {
+                Ok(_) => return Ok(()),
+                // The route's device cannot take the batch (EIO from a device without checksum
+                // offload, as quinn-udp handles it): send datagrams one by one from now on.
+                Err(err) if gso.is_some() && err.raw_os_error() == Some(nix::libc::EIO) => {
+                    tracing::info!(error = %err, "UDP segmentation offload refused; sending datagrams one by one");
+                    self.gso_segments = 1;
+                }
+                Err(err) => return Err(err),
+            }
+        }
+        for (index, datagram) in payload.chunks_mut(segment.max(1)).enumerate() {
+            if index > 0 {
+                crate::backend::reseal(transmit, datagram, 0);
+            }
+            self.sendmsg(transmit, datagram, None)?;
+        }
+        Ok(())
+    }
+
+    fn max_segments(&self) -> usize {
+        self.gso_segments
+    }
+}
+
+impl UdpSender {
+    /// Another sender on the same sockets.
+    pub(super) fn try_clone(&self) -> io::Result<Self> {
+        let sockets = self.sockets.try_map(|s| {
+            Ok(SocketSender {
+                socket: s.socket.try_clone()?,
+                ifindex: s.ifindex,
+            })
+        })?;
+        Ok(Self {
+            sockets,
+            gso_segments: self.gso_segments,
+        })
+    }
+
+    /// [`SocketSender::sendmsg`] through the socket of the transmit's source family: the
+    /// link-local socket (IPv6) for an IPv6 source of an IPv4 NIC, else the first.
+    pub(super) fn sendmsg(
+        &self,
+        transmit: &Transmit,
+        payload: &[u8],
+        gso: Option<usize>,
+    ) -> io::Result<usize> {
+        match &self.sockets.link_local {
+            Some(link_local) if transmit.src.is_ipv6() => link_local,
+            _ => &self.sockets.first,
+        }
+        .sendmsg(transmit, payload, gso)
+    }
+}
+
+impl SocketSender {
+    /// One `sendmsg` of `payload` to the transmit's destination, with its DSCP and ECN as the
+    /// TOS (traffic class) and, with `gso`, cut by the kernel into datagrams of that many bytes.
+    /// A full send buffer is waited out with `poll`, a few times [`SEND_WAIT_MS`] at most;
+    /// then the send fails (the packets are lost, and the transport recovers).
+    fn sendmsg(
+        &self,
+        transmit: &Transmit,
+        payload: &[u8],
+        gso: Option<usize>,
+    ) -> io::Result<usize> {
+        let tos = (transmit.dscp << 2) | transmit.ecn.bits();
+        let tclass = i32::from(tos);
+        let segment = gso.map(|size| u16::try_from(size).unwrap_or(u16::MAX));
+        let mut dst = transmit.dst;
+        let mut pktinfo = None;
+        if let (Some(ifindex), SocketAddr::V6(v6), IpAddr::V6(src)) =
+            (self.ifindex, transmit.dst, transmit.src)
+        {
+            // A socket bound to [::] on one interface: the source address is the transmit's,
+            // and a link-local destination is on that interface.
+            if v6.ip().is_unicast_link_local() {
+                dst = SocketAddr::V6(SocketAddrV6::new(*v6.ip(), v6.port(), 0, ifindex));
+            }
+            pktinfo = Some(nix::libc::in6_pktinfo {
+                ipi6_addr: nix::libc::in6_addr {
+                    s6_addr: src.octets(),
+                },
+                ipi6_ifindex: ifindex,
+            });
+        }
+        let address = SockaddrStorage::from(dst);
+        let mut cmsgs = [
+            ControlMessage::Ipv4Tos(&tos),
+            ControlMessage::Ipv4Tos(&tos),
+            ControlMessage::Ipv4Tos(&tos),
+        ];
+        if transmit.dst.is_ipv6() {
+            cmsgs[0] = ControlMessage::Ipv6TClass(&tclass);
+        }
+        let mut count = 1;
+        if let Some(size) = &segment {
+            cmsgs[count] = ControlMessage::UdpGsoSegments(size);
+            count += 1;
+        }
+        if let Some(info) = &pktinfo {
+            cmsgs[count] = ControlMessage::Ipv6PacketInfo(info);
+            count += 1;
+        }
+        let fd = self.socket.as_raw_fd();
+        let mut waits = 0;
+        loop {
+            match sendmsg(
+                fd,
+                &[IoSlice::new(payload)],
+                &cmsgs[..count],
+                MsgFlags::empty(),
+                Some(&address),
+            ) {
+                Err(nix::errno::Errno::EAGAIN) if waits < SEND_WAITS => {
+                    waits += 1;
+                    let mut fds = [PollFd::new(self.socket.as_fd(), PollFlags::POLLOUT)];
+                    poll(&mut fds, SEND_WAIT_MS)?;
+                }
+                Err(nix::errno::Errno::EINTR) => {}
+                result => return result.map_err(io::Error::from),
+            }
+        }
+    }
+}
+
+/// A send that finds the socket's buffer full waits for room this many times at most, each
+/// wait at most [`SEND_WAIT_MS`] milliseconds.
+const SEND_WAITS: u32 = 10;
+const SEND_WAIT_MS: u16 = 10;
+
+/// The most datagrams one segmentation-offload send carries (Linux's `UDP_MAX_SEGMENTS` is 64
+/// before 6.9, 128 since).
+pub const MAX_GSO_SEGMENTS: usize = 64;
