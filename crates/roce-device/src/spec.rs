@@ -21,7 +21,7 @@ use std::fmt;
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 
-use roce_core::{Congestion, DcqcnConfig, Mtu};
+use roce_core::{Congestion, DcqcnConfig, Mtu, NicConfig};
 use roce_wire::ROCE_V2_UDP_PORT as PORT;
 
 use crate::backend::BindError;
@@ -265,14 +265,25 @@ impl DeviceSpec {
         runtime(self.busy_poll)
     }
 
-    /// The device's configuration: the engine's settings, and the capture file created.
+    /// The engine's settings for this device (with the engine's default seed).
+    pub fn nic_config(&self) -> NicConfig {
+        NicConfig {
+            addrs: vec![self.ip],
+            max_mtu: self.mtu.unwrap_or(NicConfig::default().max_mtu),
+            line_rate_bps: self.line_rate_bps,
+            congestion: self.cc.congestion(),
+            ..NicConfig::default()
+        }
+    }
+
+    /// The device's configuration: the engine's settings, a seed from the operating system
+    /// ([`DeviceConfig::new`]), and the capture file created.
     pub fn config(&self) -> Result<DeviceConfig, OpenError> {
         let mut config = DeviceConfig::new(self.ip);
-        if let Some(mtu) = self.mtu {
-            config.nic.max_mtu = mtu;
-        }
-        config.nic.line_rate_bps = self.line_rate_bps;
-        config.nic.congestion = self.cc.congestion();
+        config.nic = NicConfig {
+            seed: config.nic.seed,
+            ..self.nic_config()
+        };
         config.rx_loss = self.loss;
         config.busy_poll = self.busy_poll;
         if let Some(path) = &self.pcap {

@@ -86,7 +86,11 @@ pub(crate) fn unlisten(listen: u32) -> Result<(), Errno> {
 /// `roce_cm_connect`: the REQ leaves.
 pub(crate) fn connect(c: Connect) -> Result<u32, Errno> {
     let qpn = announced(c.qp, c.qp_num)?;
-    let mtu = state::device()?.ok_or(Errno(libc::ENODEV))?.model.spec.mtu;
+    let mtu = state::device()?
+        .ok_or(Errno(libc::ENODEV))?
+        .model
+        .spec
+        .mtu();
     let mut p = ConnectParams::new(qpn, c.local, c.peer, c.service_id, random_psn());
     p.consumer_qp = c.qp == 0;
     p.src_port = c.src_port;

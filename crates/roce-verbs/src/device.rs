@@ -33,7 +33,9 @@ use std::sync::OnceLock;
 use roce_core::NicConfig;
 
 use crate::abi::{self, IbvDevice, IbvGid, IbvGidEntry};
-use crate::config::{Backend, DeviceSpec};
+use roce_device::BackendKind;
+
+use crate::config::DeviceSpec;
 pub use roce_device::backend::udp::Interface;
 
 mod attr;
@@ -89,19 +91,8 @@ impl DeviceModel {
     /// The device for these settings.
     pub fn new(spec: DeviceSpec) -> Self {
         let nic = NicConfig {
-            addrs: vec![spec.ip],
-            max_mtu: spec.mtu,
-            line_rate_bps: spec.line_rate_bps,
-            congestion: match spec.cc {
-                crate::config::Cc::None => roce_core::Congestion::None,
-                crate::config::Cc::Dcqcn => {
-                    roce_core::Congestion::Dcqcn(roce_core::DcqcnConfig::default())
-                }
-                crate::config::Cc::DcqcnPaper => {
-                    roce_core::Congestion::Dcqcn(roce_core::DcqcnConfig::paper())
-                }
-            },
-            ..NicConfig::default()
+            max_mtu: spec.mtu(),
+            ..spec.nic.nic_config()
         };
         Self {
             spec,
@@ -115,9 +106,9 @@ impl DeviceModel {
     /// backend, GID 0 is the link-local address of the interface that holds the address, if
     /// it has one.
     pub fn for_host(spec: DeviceSpec) -> Self {
-        let iface = match spec.backend {
-            Backend::Udp => roce_device::backend::udp::interface_of(spec.ip),
-            Backend::Raw => None,
+        let iface = match spec.nic.backend {
+            BackendKind::Udp => roce_device::backend::udp::interface_of(spec.nic.ip),
+            BackendKind::Raw => None,
         };
         Self {
             iface,
@@ -152,21 +143,25 @@ impl DeviceModel {
         if self.link_local().is_some() {
             return None;
         }
-        Some(match (&self.iface, self.spec.ip, self.spec.backend) {
-            (_, _, Backend::Raw) => "the raw backend sends from its --ip address alone".to_owned(),
-            (Some(i), ..) => format!(
-                "{}, which holds {}, has no IPv6 link-local address",
-                i.name, self.spec.ip
-            ),
-            (None, ip, _) => format!("no interface of this host holds {ip}"),
-        })
+        Some(
+            match (&self.iface, self.spec.nic.ip, self.spec.nic.backend) {
+                (_, _, BackendKind::Raw) => {
+                    "the raw backend sends from its --ip address alone".to_owned()
+                }
+                (Some(i), ..) => format!(
+                    "{}, which holds {}, has no IPv6 link-local address",
+                    i.name, self.spec.nic.ip
+                ),
+                (None, ip, _) => format!("no interface of this host holds {ip}"),
+            },
+        )
     }
 
     /// The address a QP or AH whose source is GID `index` sends from: GID 1's, or GID 0's
     /// where it carries traffic.
     pub fn source(&self, index: u32) -> Option<IpAddr> {
         match index {
-            GID_INDEX_IP => Some(self.spec.ip),
+            GID_INDEX_IP => Some(self.spec.nic.ip),
             0 => self.link_local().map(IpAddr::V6),
             _ => None,
         }
@@ -174,7 +169,7 @@ impl DeviceModel {
 
     /// The node GUID in host order (`ibv_get_device_guid` returns it big-endian).
     pub fn node_guid(&self) -> u64 {
-        let [a, b, c, d] = match self.spec.ip {
+        let [a, b, c, d] = match self.spec.nic.ip {
             IpAddr::V4(v4) => v4.octets(),
             IpAddr::V6(v6) => {
                 let o = v6.octets();
@@ -196,7 +191,7 @@ impl DeviceModel {
                 raw[8..].copy_from_slice(&self.node_guid().to_be_bytes());
                 Ipv6Addr::from(raw)
             }),
-            GID_INDEX_IP => Ipv6Addr::from(roce_wire::Gid::from_ip(self.spec.ip).0),
+            GID_INDEX_IP => Ipv6Addr::from(roce_wire::Gid::from_ip(self.spec.nic.ip).0),
             _ => return None,
         };
         Some(IbvGid { raw: addr.octets() })
@@ -215,7 +210,7 @@ impl DeviceModel {
 
     /// The NIC's address: GID 1's, the one that carries traffic.
     pub fn ip(&self) -> IpAddr {
-        self.spec.ip
+        self.spec.nic.ip
     }
 
     /// `struct ibv_device`.

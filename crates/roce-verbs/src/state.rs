@@ -287,8 +287,8 @@ fn stats_json(dev: &Device, stats: &roce_core::Stats) -> String {
         s,
         "{{\"device\":{:?},\"ip\":\"{}\",\"mtu\":{},\"counters\":{{",
         spec.name,
-        spec.ip,
-        spec.mtu.bytes()
+        spec.nic.ip,
+        spec.mtu().bytes()
     );
     for (i, (name, value)) in stats.counters().enumerate() {
         let _ = write!(s, "{}\"{name}\":{value}", if i == 0 { "" } else { "," });

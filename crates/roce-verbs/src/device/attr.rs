@@ -113,7 +113,7 @@ impl DeviceModel {
         IbvPortAttr {
             state: abi::PORT_ACTIVE,
             max_mtu: i32::from(roce_core::Mtu::Mtu4096.enum_value()),
-            active_mtu: i32::from(self.spec.mtu.enum_value()),
+            active_mtu: i32::from(self.spec.mtu().enum_value()),
             gid_tbl_len: GID_TABLE_LEN,
             // IB_PORT_CM_SUP | IB_PORT_IP_BASED_GIDS, as rxe's port shows.
             port_cap_flags: (1 << 16) | (1 << 26),

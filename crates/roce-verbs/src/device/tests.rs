@@ -1,21 +1,12 @@
 use super::*;
-use crate::config::Backend;
 
 fn model(ip: impl Into<IpAddr>) -> DeviceModel {
+    let mut nic = roce_device::DeviceSpec::new(ip.into());
+    nic.mtu = Some(roce_core::Mtu::Mtu2048);
     DeviceModel::new(DeviceSpec {
+        nic,
         name: "roce0".into(),
-        ip: ip.into(),
-        backend: Backend::Udp,
-        dev: None,
-        mtu: roce_core::Mtu::Mtu2048,
-        pcap: None,
-        snaplen: 0,
         stats: None,
-        cc: crate::config::Cc::None,
-        line_rate_bps: 100_000_000_000,
-        loss: 0.0,
-        busy_poll: false,
-        no_gso: false,
         uverbs: "uverbs0".into(),
     })
 }

@@ -157,11 +157,11 @@ fn map_ids(uid_map: &str, gid_map: &str, deny_setgroups: bool) -> anyhow::Result
 /// The interface that holds the device's address, or else the one whose network contains it
 /// (the longest prefix: `lo`'s 127.0.0.0/8 for any 127.x); the raw backend's own interface.
 fn netdev_of(model: &DeviceModel) -> Option<String> {
-    if let Some(dev) = &model.spec.dev {
+    if let Some(dev) = &model.spec.nic.dev {
         return Some(dev.clone());
     }
-    let ip = u128::from_be_bytes(roce_wire::Gid::from_ip(model.spec.ip).0);
-    let v6 = model.spec.ip.is_ipv6();
+    let ip = u128::from_be_bytes(roce_wire::Gid::from_ip(model.spec.nic.ip).0);
+    let v6 = model.spec.nic.ip.is_ipv6();
     nix::ifaddrs::getifaddrs()
         .ok()?
         .filter_map(|a| {
