@@ -24,6 +24,10 @@
 //! the FCT-slowdown table of its `fct_analysis.py`), played by [`network::Network`]: NICs and
 //! switches on a topology, ECMP, hop-by-hop PFC, one event queue.
 //!
+//! With the `toml` feature, `roce_sim::file` reads scenario files (TOML) into these types: a
+//! one-switch [`Scenario`], or a network scenario's topology, workload and
+//! [`network::NetworkConfig`]; with `--set` overrides and the grids of sweeps.
+//!
 //! [`Capture`] writes what crossed the links as a pcap stamped with simulated time, and
 //! [`trace_to_test_output`] sends the logs of a test to its output.
 
@@ -35,6 +39,8 @@ mod event_loop;
 mod fabric;
 mod fault;
 pub mod fct;
+#[cfg(feature = "toml")]
+pub mod file;
 mod link;
 mod net;
 pub mod network;

@@ -2,26 +2,21 @@
 //! `roce_sim::scenario::run_observed`, written out as a JSON time series and an SVG plot, and
 //! summed up.
 //!
-//! [`schema`] reads and checks the file, [`report`] makes the summary and `series.json`,
-//! [`plot`] draws `plot.svg`.
+//! [`roce_sim::file::scenario`] reads and checks the file, [`report`] makes the summary and
+//! `series.json`, [`plot`] draws `plot.svg`.
 //!
 //! A file with a `[topology]`, `[workload]` or `[network]` table is a network scenario instead:
-//! flows on a multi-switch topology (`roce_sim::network`), read by [`network_schema`], run by
-//! [`network_run`], written out by [`network_out`] and [`fct_plot`].
+//! flows on a multi-switch topology (`roce_sim::network`), read by [`roce_sim::file::network`],
+//! run by [`network_run`], written out by [`network_out`] and [`fct_plot`].
 
 mod fct_plot;
-mod grid;
 mod huge_pages;
 mod network_out;
 mod network_run;
-mod network_schema;
-mod overrides;
 mod plot;
 mod progress;
 mod report;
-mod schema;
 mod sweep;
-mod switch_keys;
 
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
@@ -31,10 +26,10 @@ use std::time::Instant as WallClock;
 
 use anyhow::{Context, anyhow, bail};
 use roce_core::Duration;
+use roce_sim::file::scenario::load;
+use roce_sim::file::{grid, network, overrides};
 use roce_sim::{Capture, Scenario, Series};
 use serde_json::json;
-
-use schema::load;
 
 /// Run a congestion experiment (hosts on one switch, RC WRITE flows) in virtual time.
 ///
@@ -245,7 +240,7 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<ExitCode> {
         Ok(mut doc) => {
             overrides::apply(&mut doc, &args.set)
                 .map_err(|e| anyhow!("{}: {e}", path.display()))?;
-            network_schema::is_network(&doc)
+            network::is_network(&doc)
         }
         Err(_) => false,
     };
@@ -359,9 +354,9 @@ fn list() -> anyhow::Result<ExitCode> {
             .unwrap_or_default();
         let text = std::fs::read_to_string(file).unwrap_or_default();
         let doc = toml::from_str::<toml::Table>(&text).ok();
-        let network = doc.as_ref().is_some_and(network_schema::is_network);
+        let network = doc.as_ref().is_some_and(network::is_network);
         let about = if network {
-            match network_schema::load(file, &text, None, false, &[]) {
+            match network::load(file, &text, None, false, &[]) {
                 Ok(s) => {
                     let size = network_run::size_text(file, &text)
                         .unwrap_or_else(|err| format!("not a valid scenario: {err:#}"));

@@ -10,6 +10,8 @@ use std::time::Instant as WallClock;
 
 use anyhow::{Context, anyhow, bail};
 use roce_core::{Duration, Instant};
+use roce_sim::file::network::{NetScenario, load};
+use roce_sim::file::overrides::Set;
 use roce_sim::network::{HEADER_BYTES, Network, NetworkConfig, Payload, RunProgress};
 use roce_sim::workload::{
     Traffic, incast, incast_expected, parse_flow_file, poisson, poisson_expected,
@@ -18,8 +20,6 @@ use roce_sim::{FctRecord, FlowSpec, NodeId, NodeKind, Topology};
 
 use super::Args;
 use super::network_out;
-use super::network_schema::{NetScenario, load};
-use super::overrides::Set;
 use super::progress;
 
 /// The memory a run may need by the estimate before `--allow-large` is required: 4 GiB.

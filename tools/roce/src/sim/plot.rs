@@ -14,11 +14,11 @@ use plotters::coord::Shift;
 use plotters::coord::types::RangedCoordf64;
 use plotters::element::DashedPathElement;
 use plotters::prelude::*;
+use roce_sim::file::scenario::Loaded;
 use roce_sim::scenario::NicCongestion;
 use roce_sim::{Scenario, Series};
 
 use super::report::{gbps, ms};
-use super::schema::Loaded;
 
 const WIDTH: u32 = 1100;
 const LEGEND_WIDTH: u32 = 250;

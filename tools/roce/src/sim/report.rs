@@ -8,10 +8,9 @@ use std::fmt::Write as _;
 
 use roce_core::Duration;
 use roce_sim::Series;
+use roce_sim::file::scenario::Loaded;
 use roce_sim::scenario::jain_index;
 use serde_json::{Value, json};
-
-use super::schema::Loaded;
 
 pub(super) fn gbps(bps: f64) -> f64 {
     bps / 1e9

@@ -1,6 +1,6 @@
-//! `roce sim sweep` and `roce sim merge`: a network scenario's `[sweep]` grid ([`super::grid`])
-//! run point by point, several at once (one per core by default), each point in a `roce sim`
-//! process of its own, and the points' results joined into one table.
+//! `roce sim sweep` and `roce sim merge`: a network scenario's `[sweep]` grid
+//! ([`roce_sim::file::grid`]) run point by point, several at once (one per core by default),
+//! each point in a `roce sim` process of its own, and the points' results joined into one table.
 //!
 //! The output directory holds `grid.json` (the scenario file and its axes: shards of one grid
 //! must agree on it), and per point `points/NNNNN/` with its `scenario.toml` (the scenario with
@@ -20,9 +20,9 @@ use rayon::prelude::*;
 use serde_json::{Value as Json, json};
 use toml::Table;
 
-use super::grid::{Grid, Shard};
-use super::network_schema;
-use super::overrides::{self, Set};
+use roce_sim::file::grid::{Grid, Shard};
+use roce_sim::file::network;
+use roce_sim::file::overrides::{self, Set};
 
 /// `roce sim sweep`: the points of `scenario`'s grid that `shard` takes, into `out`, then the
 /// table of what this directory holds.
@@ -182,7 +182,7 @@ pub(crate) fn sweep(
             );
         }
         overrides::apply(&mut base, sets).map_err(|e| anyhow!("{name}: {e}"))?;
-        network_schema::load_doc(file, base.clone(), sets)?;
+        network::load_doc(file, base.clone(), sets)?;
     }
     // Each point's scenario.toml lives in its own directory: the files the scenario names
     // relative to itself are named from there absolutely.
@@ -266,7 +266,7 @@ fn run_one(
 }
 
 /// The keys of a network scenario that name a file relative to the scenario's directory
-/// (`network_schema.rs`); `workload.cdf` may also be a built-in distribution's name.
+/// (`roce_sim::file::network`); `workload.cdf` may also be a built-in distribution's name.
 const PATH_KEYS: [&[&str]; 3] = [&["flows"], &["topology", "file"], &["workload", "cdf"]];
 
 /// Makes the relative file names of `table` (the [`PATH_KEYS`]) relative to `dir` instead, so

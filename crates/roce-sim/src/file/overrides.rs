@@ -12,14 +12,16 @@ use serde::de::DeserializeOwned;
 use std::path::Path;
 use toml::{Table, Value};
 
-/// One `--set KEY=VALUE`.
+use super::FileError;
+
+/// One `--set KEY=VALUE`, parsed from its text (`"workload.load=0.5".parse()`).
 #[derive(Debug, Clone, PartialEq)]
-pub(crate) struct Set {
+pub struct Set {
     /// The dotted key, split.
-    pub(crate) path: Vec<String>,
+    pub path: Vec<String>,
     pub(crate) value: Value,
     /// As given, for messages.
-    pub(crate) text: String,
+    pub text: String,
 }
 
 impl std::str::FromStr for Set {
@@ -51,13 +53,18 @@ impl std::str::FromStr for Set {
 }
 
 /// The `--set`s as the messages give them: "--set a=1 --set b=2".
-pub(crate) fn describe(sets: &[Set]) -> String {
+fn describe(sets: &[Set]) -> String {
     let parts: Vec<String> = sets.iter().map(|s| format!("--set {}", s.text)).collect();
     parts.join(" ")
 }
 
-/// Applies `sets` to `doc`, in order.
-pub(crate) fn apply(doc: &mut Table, sets: &[Set]) -> anyhow::Result<()> {
+/// Applies `sets` to `doc` (a scenario file's document), in order; refuses a set whose key
+/// goes through a value that is not a table.
+pub fn apply(doc: &mut Table, sets: &[Set]) -> Result<(), FileError> {
+    apply_any(doc, sets).map_err(FileError)
+}
+
+fn apply_any(doc: &mut Table, sets: &[Set]) -> anyhow::Result<()> {
     for set in sets {
         let (last, tables) = set.path.split_last().expect("a key has a part");
         let mut table = &mut *doc;
@@ -93,7 +100,7 @@ pub(crate) fn parse<T: DeserializeOwned>(
         return toml::from_str(text).map_err(toml_error);
     }
     let mut doc: Table = toml::from_str(text).map_err(toml_error)?;
-    apply(&mut doc, sets).map_err(|e| anyhow!("{}: {e}", path.display()))?;
+    apply_any(&mut doc, sets).map_err(|e| anyhow!("{}: {e}", path.display()))?;
     from_doc(path, doc, sets)
 }
 

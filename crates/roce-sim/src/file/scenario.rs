@@ -1,5 +1,5 @@
-//! The scenario file: its TOML schema, its defaults, and the checks that turn it into a
-//! [`Scenario`]. Unknown keys are an error, so a misspelt key never silently takes a default;
+//! The scenario file of hosts on one switch: its TOML schema, its defaults, and the checks that
+//! turn it into a [`Scenario`]. Unknown keys are an error, so a misspelt key never silently takes a default;
 //! every error names the key it is about (and [`load`] adds the file).
 //!
 //! Required keys: `hosts`, `duration_ms`, `sample_us` and at least one `[[flows]]` table with
@@ -11,17 +11,18 @@ use std::path::Path;
 
 use anyhow::{Context, anyhow, bail};
 use roce_core::{Duration, Mtu};
-use roce_sim::scenario::{Flow, MAX_DURATION, MAX_HOSTS, NicCongestion};
-use roce_sim::switch::MarkAt;
-use roce_sim::{Scenario, SwitchConfig};
 use serde::Deserialize;
 
+use super::FileError;
 use super::overrides::{self, Set};
 use super::switch_keys::{EcnFile, PfcFile};
+use crate::scenario::{Flow, MAX_DURATION, MAX_HOSTS, NicCongestion};
+use crate::switch::MarkAt;
+use crate::{Scenario, SwitchConfig};
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub(super) struct ScenarioFile {
+struct ScenarioFile {
     /// Name for reports and the output directory; default: the file's stem.
     name: Option<String>,
     /// One line on what it shows (for `--list`).
@@ -71,17 +72,23 @@ fn default_outstanding() -> usize {
     4
 }
 
+/// The `congestion` key (`network.congestion` of a network scenario): the NICs' congestion
+/// control, by the name the file gives it.
 #[derive(Debug, Clone, Copy, Default, Deserialize)]
 #[serde(rename_all = "kebab-case")]
-pub(super) enum CongestionName {
+pub enum CongestionName {
+    /// `"none"`, the default.
     #[default]
     None,
+    /// `"dcqcn"`: DCQCN with NVIDIA's defaults.
     Dcqcn,
+    /// `"dcqcn-paper"`: DCQCN with the paper's parameters.
     DcqcnPaper,
 }
 
 impl CongestionName {
-    pub(super) fn nic(self) -> NicCongestion {
+    /// The congestion control it names.
+    pub(crate) fn nic(self) -> NicCongestion {
         match self {
             Self::None => NicCongestion::None,
             Self::Dcqcn => NicCongestion::Dcqcn,
@@ -89,7 +96,8 @@ impl CongestionName {
         }
     }
 
-    pub(super) fn as_str(self) -> &'static str {
+    /// The name, as the file gives it: "none", "dcqcn", "dcqcn-paper".
+    pub fn as_str(self) -> &'static str {
         match self {
             Self::None => "none",
             Self::Dcqcn => "dcqcn",
@@ -173,11 +181,15 @@ fn default_dscp() -> u8 {
 
 /// A scenario as loaded, with what the summary needs beyond [`Scenario`].
 #[derive(Debug)]
-pub(super) struct Loaded {
-    pub(super) scenario: Scenario,
-    pub(super) description: Option<String>,
-    pub(super) congestion: CongestionName,
-    pub(super) summary_from: Duration,
+pub struct Loaded {
+    /// The scenario, checked ([`Scenario::validate`] passes).
+    pub scenario: Scenario,
+    /// The file's `description`: one line on what it shows.
+    pub description: Option<String>,
+    /// The file's `congestion`, by name.
+    pub congestion: CongestionName,
+    /// `summary_from_ms`: the summary is of (summary_from, duration].
+    pub summary_from: Duration,
 }
 
 impl ScenarioFile {
@@ -330,8 +342,13 @@ fn busiest_destination(flows: &[FlowFile]) -> usize {
     best.0
 }
 
-/// Reads and checks a scenario file.
-pub(super) fn load(path: &Path, sets: &[Set]) -> anyhow::Result<Loaded> {
+/// Reads and checks the scenario file at `path`, with `sets` applied (`--set`). Errors name the
+/// file and the key.
+pub fn load(path: &Path, sets: &[Set]) -> Result<Loaded, FileError> {
+    read(path, sets).map_err(FileError)
+}
+
+fn read(path: &Path, sets: &[Set]) -> anyhow::Result<Loaded> {
     let text =
         std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
     let file: ScenarioFile = overrides::parse(path, &text, sets)?;

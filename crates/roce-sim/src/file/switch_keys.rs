@@ -2,9 +2,10 @@
 //! network scenario): RED ECN marking and PFC thresholds, checked.
 
 use anyhow::bail;
-use roce_sim::EcnMarking;
-use roce_sim::switch::Pfc;
 use serde::Deserialize;
+
+use crate::EcnMarking;
+use crate::switch::Pfc;
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]

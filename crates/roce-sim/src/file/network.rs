@@ -1,6 +1,6 @@
 //! The network scenario file: a research-scale run on a multi-switch topology. A scenario file
 //! is one of these when it has a `[topology]`, `[workload]` or `[network]` table (or when
-//! `--topology`/`--flows` is given); otherwise it is the one-switch kind of [`super::schema`].
+//! `--topology`/`--flows` is given); otherwise it is the one-switch kind of [`super::scenario`].
 //!
 //! ```toml
 //! name = "leafspine-websearch"          # optional; default: the file's stem
@@ -44,19 +44,20 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, anyhow, bail};
 use roce_core::{Congestion, DcqcnConfig, Duration, Mtu};
-use roce_sim::network::{NetworkConfig, Payload};
-use roce_sim::switch::SharedBuffer;
-use roce_sim::topology::{LeafSpine, fat_tree, hpcc_fat};
-use roce_sim::{Cdf, Topology};
 use serde::Deserialize;
 
+use super::FileError;
 use super::overrides::{self, Set};
-use super::schema::CongestionName;
+use super::scenario::CongestionName;
 use super::switch_keys::{EcnFile, PfcFile};
+use crate::network::{NetworkConfig, Payload};
+use crate::switch::SharedBuffer;
+use crate::topology::{LeafSpine, fat_tree, hpcc_fat};
+use crate::{Cdf, Topology};
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub(super) struct NetworkFile {
+struct NetworkFile {
     name: Option<String>,
     description: Option<String>,
     topology: Option<TopologyFile>,
@@ -98,25 +99,36 @@ fn default_delay() -> f64 {
     1.0
 }
 
+/// The `[workload]` table: Poisson arrivals of flows whose sizes follow a CDF, and incasts.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub(super) struct WorkloadFile {
-    pub(super) cdf: String,
-    pub(super) load: f64,
-    pub(super) duration_us: u64,
+pub struct WorkloadFile {
+    /// `"fb_hadoop"`, `"websearch"`, or an HPCC CDF file relative to the scenario.
+    pub cdf: String,
+    /// The hosts' offered load, a fraction of their line rate (more than 0, at most 1).
+    pub load: f64,
+    /// How long flows arrive for, microseconds (at least 1).
+    pub duration_us: u64,
+    /// When the first flows may arrive, microseconds.
     #[serde(default)]
-    pub(super) start_us: u64,
+    pub start_us: u64,
+    /// Seed of the arrivals and sizes (the incasts' is one more).
     #[serde(default)]
-    pub(super) seed: u64,
-    pub(super) incast: Option<IncastFile>,
+    pub seed: u64,
+    /// `[workload.incast]`: incasts on top of the Poisson flows.
+    pub incast: Option<IncastFile>,
 }
 
+/// The `[workload.incast]` table.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub(super) struct IncastFile {
-    pub(super) senders: usize,
-    pub(super) size_bytes: u64,
-    pub(super) fraction: f64,
+pub struct IncastFile {
+    /// Hosts sending to one receiver in each incast.
+    pub senders: usize,
+    /// Bytes each sender sends.
+    pub size_bytes: u64,
+    /// The incasts' bytes, a fraction of the hosts' total capacity (more than 0, at most 1).
+    pub fraction: f64,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -196,8 +208,9 @@ fn default_qlen_every() -> f64 {
     10.0
 }
 
-/// Whether a parsed TOML document is a network scenario.
-pub(super) fn is_network(doc: &toml::Table) -> bool {
+/// Whether a parsed TOML document is a network scenario: it has a `[topology]`, `[workload]` or
+/// `[network]` table.
+pub fn is_network(doc: &toml::Table) -> bool {
     ["topology", "workload", "network"]
         .iter()
         .any(|k| doc.contains_key(*k))
@@ -205,40 +218,50 @@ pub(super) fn is_network(doc: &toml::Table) -> bool {
 
 /// A network scenario, checked, before its flows are made.
 #[derive(Debug)]
-pub(super) struct NetScenario {
-    pub(super) name: String,
-    pub(super) description: Option<String>,
-    /// The topology, and where it came from (for the summary).
-    pub(super) topology: Topology,
-    pub(super) topology_source: String,
-    /// `None` when `--flows` or the file's `flows` gives them.
-    pub(super) workload: Option<(WorkloadFile, Cdf)>,
+pub struct NetScenario {
+    /// The file's `name`, or else its stem.
+    pub name: String,
+    /// The file's `description`.
+    pub description: Option<String>,
+    /// The topology.
+    pub topology: Topology,
+    /// Where the topology came from, for the summary: its `kind`, or its file.
+    pub topology_source: String,
+    /// The workload and its flow-size CDF; `None` when `--flows` or the file's `flows` gives
+    /// the flows.
+    pub workload: Option<(WorkloadFile, Cdf)>,
     /// The file's `flows`, resolved against its directory.
-    pub(super) flows_file: Option<PathBuf>,
-    pub(super) config: NetworkConfig,
-    pub(super) congestion: CongestionName,
+    pub flows_file: Option<PathBuf>,
+    /// The network: hosts' NICs, switches, payload, queue samples, seed.
+    pub config: NetworkConfig,
+    /// `network.congestion`, by name.
+    pub congestion: CongestionName,
     /// No flow starts at or after it (None: the workload's end, or the last flow's start).
-    pub(super) until: Option<Duration>,
-    pub(super) drain: Duration,
+    pub until: Option<Duration>,
+    /// After `until`, how long the flows started have to finish.
+    pub drain: Duration,
 }
 
-/// Reads and checks a network scenario; `topology_override` is `--topology`, `have_flows`
-/// whether `--flows` is given.
-pub(super) fn load(
+/// Reads and checks a network scenario from `text`, the contents of the file at `path` (files it
+/// names are relative to its directory), with `sets` applied; `topology_override` is
+/// `--topology`, `have_flows` whether `--flows` is given.
+pub fn load(
     path: &Path,
     text: &str,
     topology_override: Option<&Path>,
     have_flows: bool,
     sets: &[Set],
-) -> anyhow::Result<NetScenario> {
-    let file: NetworkFile = overrides::parse(path, text, sets)?;
-    checked(path, file, topology_override, have_flows)
+) -> Result<NetScenario, FileError> {
+    overrides::parse(path, text, sets)
+        .and_then(|file| checked(path, file, topology_override, have_flows))
+        .map_err(FileError)
 }
 
 /// [`load`] of a document already parsed (a sweep's base, `sets` applied), for its checks.
-pub(super) fn load_doc(path: &Path, doc: toml::Table, sets: &[Set]) -> anyhow::Result<NetScenario> {
-    let file: NetworkFile = overrides::from_doc(path, doc, sets)?;
-    checked(path, file, None, false)
+pub fn load_doc(path: &Path, doc: toml::Table, sets: &[Set]) -> Result<NetScenario, FileError> {
+    overrides::from_doc(path, doc, sets)
+        .and_then(|file| checked(path, file, None, false))
+        .map_err(FileError)
 }
 
 fn checked(
@@ -475,7 +498,7 @@ impl TopologyFile {
 }
 
 /// Reads a topology in HPCC's format; errors name the file and line.
-pub(super) fn read_hpcc_topology(path: &Path) -> anyhow::Result<Topology> {
+fn read_hpcc_topology(path: &Path) -> anyhow::Result<Topology> {
     let text = std::fs::read_to_string(path)
         .with_context(|| format!("cannot read the topology {}", path.display()))?;
     Topology::from_hpcc(&path.display().to_string(), &text).map_err(|e| anyhow!("{e}"))

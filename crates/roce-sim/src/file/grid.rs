@@ -11,21 +11,27 @@
 use anyhow::{Context, bail};
 use toml::{Table, Value};
 
+use super::FileError;
+
 /// The axes of a sweep.
 #[derive(Debug, Clone, PartialEq)]
-pub(crate) struct Grid {
+pub struct Grid {
     /// Dotted key and its values, in the keys' order.
-    pub(crate) axes: Vec<(String, Vec<Value>)>,
+    pub axes: Vec<(String, Vec<Value>)>,
 }
 
 /// The most points one grid may have.
-pub(crate) const MAX_POINTS: usize = 100_000;
+const MAX_POINTS: usize = 100_000;
 
 impl Grid {
     /// The grid of `sweep` (the `[sweep]` table of `file`), checked against the scenario
     /// `base` (without its `[sweep]`): every key names one of its values, every axis has at
-    /// least one value.
-    pub(crate) fn new(file: &str, sweep: &Table, base: &Table) -> anyhow::Result<Self> {
+    /// least one value, and there are at most 100000 points.
+    pub fn new(file: &str, sweep: &Table, base: &Table) -> Result<Self, FileError> {
+        Self::checked(file, sweep, base).map_err(FileError)
+    }
+
+    fn checked(file: &str, sweep: &Table, base: &Table) -> anyhow::Result<Self> {
         if sweep.is_empty() {
             bail!("{file}: [sweep] has no axes: give `\"key\" = [values]` lines");
         }
@@ -56,12 +62,17 @@ impl Grid {
     }
 
     /// How many points.
-    pub(crate) fn len(&self) -> usize {
+    pub fn len(&self) -> usize {
         self.axes.iter().map(|(_, v)| v.len()).product()
     }
 
+    /// Whether it has no point (an axis without values).
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
     /// Point `index`: each axis's key and value.
-    pub(crate) fn point(&self, index: usize) -> Vec<(&str, &Value)> {
+    pub fn point(&self, index: usize) -> Vec<(&str, &Value)> {
         let mut rest = index;
         let mut out: Vec<(&str, &Value)> = self
             .axes
@@ -78,10 +89,12 @@ impl Grid {
     }
 
     /// The scenario of point `index`: `base` with the point's values set.
-    pub(crate) fn scenario(&self, base: &Table, index: usize) -> anyhow::Result<Table> {
+    pub fn scenario(&self, base: &Table, index: usize) -> Result<Table, FileError> {
         let mut table = base.clone();
         for (key, value) in self.point(index) {
-            let slot = lookup_mut(&mut table, key).with_context(|| format!("[sweep] {key}"))?;
+            let slot = lookup_mut(&mut table, key)
+                .with_context(|| format!("[sweep] {key}"))
+                .map_err(FileError)?;
             *slot = value.clone();
         }
         Ok(table)
@@ -90,19 +103,20 @@ impl Grid {
 
 /// Which slice of a grid one run takes: `index` of `count` (`--shard i/N`, 0 ≤ i < N).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Shard {
-    pub(crate) index: usize,
-    pub(crate) count: usize,
+pub struct Shard {
+    /// Which shard, from 0.
+    pub index: usize,
+    /// How many shards the grid is run in.
+    pub count: usize,
 }
 
 impl Shard {
     /// The whole grid.
-    #[cfg(test)]
-    pub(crate) const ALL: Self = Self { index: 0, count: 1 };
+    pub const ALL: Self = Self { index: 0, count: 1 };
 
     /// The point numbers of a grid of `len` points this shard runs: every `count`-th from
     /// `index`, so that shards get points from every part of the grid.
-    pub(crate) fn points(self, len: usize) -> impl Iterator<Item = usize> {
+    pub fn points(self, len: usize) -> impl Iterator<Item = usize> {
         (self.index..len).step_by(self.count)
     }
 }
@@ -162,7 +176,7 @@ mod tests {
         text.parse().unwrap()
     }
 
-    fn grid(sweep: &str, base: &str) -> anyhow::Result<Grid> {
+    fn grid(sweep: &str, base: &str) -> Result<Grid, FileError> {
         Grid::new("s.toml", &table(sweep), &table(base))
     }
 
