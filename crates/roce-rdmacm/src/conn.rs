@@ -44,6 +44,15 @@ fn rd_atomic(v: u8) -> Result<u8, Errno> {
     }
 }
 
+/// `param` with its responder resources and initiator depth taken as [`rd_atomic`] takes them.
+fn with_rd_atomic(param: ConnParam) -> Result<ConnParam, Errno> {
+    Ok(ConnParam {
+        responder_resources: rd_atomic(param.responder_resources)?,
+        initiator_depth: rd_atomic(param.initiator_depth)?,
+        ..param
+    })
+}
+
 /// The RDMA IP CM service ID of port `port` in port space `ps` (`cma_get_service_id`).
 pub(crate) fn service_id(ps: c_int, port: u16) -> u64 {
     ((ps as u64 & 0xffff) << 16) | u64::from(port)

@@ -4,7 +4,7 @@
 use roce_cabi::cm::{CmConnect, ip_to_bytes};
 
 use super::{
-    ConnParam, DEFAULT_RD_ATOMIC, complete, events_channel, is_sync, rd_atomic, service_id,
+    ConnParam, DEFAULT_RD_ATOMIC, complete, events_channel, is_sync, service_id, with_rd_atomic,
 };
 use crate::Errno;
 use crate::abi::event;
@@ -22,18 +22,13 @@ pub(crate) fn connect(id: usize, param: Option<ConnParam>) -> Result<(), Errno> 
     if no_qp && param.is_none() {
         return Err(EINVAL);
     }
-    let param = param.unwrap_or(ConnParam {
+    let param = with_rd_atomic(param.unwrap_or(ConnParam {
         responder_resources: DEFAULT_RD_ATOMIC,
         initiator_depth: DEFAULT_RD_ATOMIC,
         retry_count: 7,
         rnr_retry_count: 7,
         ..ConnParam::default()
-    });
-    let param = ConnParam {
-        responder_resources: rd_atomic(param.responder_resources)?,
-        initiator_depth: rd_atomic(param.initiator_depth)?,
-        ..param
-    };
+    }))?;
     let channel = with(|t| {
         let ch = events_channel(t, id)?;
         let i = t.ids.get_mut(&id).ok_or(EINVAL)?;

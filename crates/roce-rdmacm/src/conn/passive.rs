@@ -5,7 +5,7 @@ use std::net::SocketAddr;
 
 use roce_cabi::cm::CmAccept;
 
-use super::{ConnParam, complete, events_channel, is_sync, rd_atomic, service_id};
+use super::{ConnParam, complete, events_channel, is_sync, service_id, with_rd_atomic};
 use crate::Errno;
 use crate::abi::event;
 use crate::inbox;
@@ -60,17 +60,12 @@ pub(crate) fn accept(id: usize, param: Option<ConnParam>) -> Result<(), Errno> {
             inbox::close_conn(conn);
             return Ok(None);
         }
-        let param = param.unwrap_or(ConnParam {
+        let param = with_rd_atomic(param.unwrap_or(ConnParam {
             responder_resources: req.initiator_depth,
             initiator_depth: req.responder_resources,
             rnr_retry_count: 7,
             ..ConnParam::default()
-        });
-        let param = ConnParam {
-            responder_resources: rd_atomic(param.responder_resources)?,
-            initiator_depth: rd_atomic(param.initiator_depth)?,
-            ..param
-        };
+        }))?;
         let p = CmAccept {
             qp: c.qp.cast(),
             qp_num: param.qp_num,
