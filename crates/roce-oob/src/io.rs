@@ -4,6 +4,12 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
 use crate::{DONE, OobError, escaped};
 
+/// A bidirectional byte stream the exchanges run over: a `TcpStream`, or anything that reads
+/// and writes as one (a test's duplex pipe).
+pub trait Stream: AsyncRead + AsyncWrite + Unpin {}
+
+impl<T: AsyncRead + AsyncWrite + Unpin + ?Sized> Stream for T {}
+
 /// Reads exactly `buf.len()` bytes; the end of the stream before that is [`OobError::Closed`].
 pub(crate) async fn read_msg<S>(
     stream: &mut S,

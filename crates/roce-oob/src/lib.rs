@@ -27,6 +27,8 @@ pub mod perftest;
 pub mod pingpong;
 
 mod io;
+
+pub use io::Stream;
 mod text;
 
 /// What the unit tests of both exchanges share.

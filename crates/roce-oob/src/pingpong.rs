@@ -37,7 +37,7 @@ use tokio::io::{AsyncRead, AsyncWrite};
 
 use crate::io::{read_done, read_msg, write_msg};
 use crate::text::{TextReader, TextWriter};
-use crate::{DONE, OobError};
+use crate::{DONE, OobError, Stream};
 
 /// The length of the address message, its NUL included.
 pub const MSG_LEN: usize = 52;
@@ -143,10 +143,10 @@ where
 /// The whole client side as `ibv_rc_pingpong` runs it: writes `local`, reads the server's
 /// address, writes `"done\0"` and returns the server's address. The caller then moves its QP to
 /// RTR/RTS and may drop the stream (rc_pingpong closes it here).
-pub async fn client_exchange<S>(stream: &mut S, local: &Dest) -> Result<Dest, OobError>
-where
-    S: AsyncRead + AsyncWrite + Unpin + ?Sized,
-{
+pub async fn client_exchange<S: Stream + ?Sized>(
+    stream: &mut S,
+    local: &Dest,
+) -> Result<Dest, OobError> {
     client_send(stream, local).await?;
     let remote = client_recv(stream).await?;
     client_done(stream).await?;
@@ -166,10 +166,10 @@ where
 }
 
 /// Server step 2: writes the local address, then reads and checks the client's `"done\0"`.
-pub async fn server_reply<S>(stream: &mut S, local: &Dest) -> Result<(), OobError>
-where
-    S: AsyncRead + AsyncWrite + Unpin + ?Sized,
-{
+pub async fn server_reply<S: Stream + ?Sized>(
+    stream: &mut S,
+    local: &Dest,
+) -> Result<(), OobError> {
     write_msg(stream, &encode(local), MESSAGE).await?;
     read_done(stream).await
 }
@@ -183,7 +183,7 @@ pub async fn server_exchange<S, F, Fut, E>(
     connect: F,
 ) -> Result<Dest, OobError>
 where
-    S: AsyncRead + AsyncWrite + Unpin + ?Sized,
+    S: Stream + ?Sized,
     F: FnOnce(Dest) -> Fut,
     Fut: Future<Output = Result<(), E>>,
     E: Into<Box<dyn StdError + Send + Sync>>,

@@ -1,8 +1,6 @@
 //! The single steps of the exchange, each one or more `ctx_xchg_data` / `ctx_hand_shake` on the
 //! stream: the client writes then reads, the server reads then writes.
 
-use tokio::io::{AsyncRead, AsyncWrite};
-
 use super::keys_struct::{KEY_STRUCT_SIZE, decode_keys_struct, encode_keys_struct};
 use super::messages::{
     BwReport, IbvMtu, KEY_MSG_SIZE, KEY_MSG_SIZE_GID, KEYS, MIN_PEER_VERSION, MTU_MSG_LEN,
@@ -10,7 +8,7 @@ use super::messages::{
     decode_version, encode_keys, encode_mtu, encode_version_with,
 };
 use crate::io::{read_msg, write_msg};
-use crate::{DONE, OobError, escaped};
+use crate::{DONE, OobError, Stream, escaped};
 
 /// Which end of the TCP connection this is (`servername` given or not).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -37,16 +35,13 @@ pub enum Exchange {
 
 /// One `ctx_xchg_data`: the client writes `mine` then reads `theirs`, the server the other way
 /// round.
-async fn xchg<S>(
+async fn xchg<S: Stream + ?Sized>(
     stream: &mut S,
     side: Side,
     mine: &[u8],
     theirs: &mut [u8],
     message: &'static str,
-) -> Result<(), OobError>
-where
-    S: AsyncRead + AsyncWrite + Unpin + ?Sized,
-{
+) -> Result<(), OobError> {
     match side {
         Side::Client => {
             write_msg(stream, mine, message).await?;
@@ -61,27 +56,21 @@ where
 
 /// `exchange_versions` + `check_version_compatibility`: sends `version`, returns the peer's,
 /// [`OobError::VersionTooOld`] if it is before 5.70.
-pub async fn exchange_versions<S>(
+pub async fn exchange_versions<S: Stream + ?Sized>(
     stream: &mut S,
     side: Side,
     version: &str,
-) -> Result<PeerVersion, OobError>
-where
-    S: AsyncRead + AsyncWrite + Unpin + ?Sized,
-{
+) -> Result<PeerVersion, OobError> {
     exchange_versions_with(stream, side, version, None).await
 }
 
 /// [`exchange_versions`], announcing `params` after the version's NUL ([`RunParams`]).
-pub async fn exchange_versions_with<S>(
+pub async fn exchange_versions_with<S: Stream + ?Sized>(
     stream: &mut S,
     side: Side,
     version: &str,
     params: Option<&RunParams>,
-) -> Result<PeerVersion, OobError>
-where
-    S: AsyncRead + AsyncWrite + Unpin + ?Sized,
-{
+) -> Result<PeerVersion, OobError> {
     let mine = encode_version_with(version, params)?;
     let mut theirs = [0u8; VERSION_LEN];
     xchg(stream, side, &mine, &mut theirs, "perftest version").await?;
@@ -95,14 +84,11 @@ where
 /// `check_sys_data` (peers from 5.32 on): the cycle buffer, then the cache line size, each a
 /// 4-byte big-endian int in its own exchange. Returns the peer's values; both sides go on with
 /// [`SysData::merge`].
-pub async fn exchange_sys_data<S>(
+pub async fn exchange_sys_data<S: Stream + ?Sized>(
     stream: &mut S,
     side: Side,
     mine: SysData,
-) -> Result<SysData, OobError>
-where
-    S: AsyncRead + AsyncWrite + Unpin + ?Sized,
-{
+) -> Result<SysData, OobError> {
     let mut cycle = [0u8; 4];
     xchg(
         stream,
@@ -129,10 +115,11 @@ where
 
 /// `check_mtu` (peers from 5.31 on send 2 bytes): returns the peer's MTU; both sides use the
 /// smaller.
-pub async fn exchange_mtu<S>(stream: &mut S, side: Side, mine: IbvMtu) -> Result<IbvMtu, OobError>
-where
-    S: AsyncRead + AsyncWrite + Unpin + ?Sized,
-{
+pub async fn exchange_mtu<S: Stream + ?Sized>(
+    stream: &mut S,
+    side: Side,
+    mine: IbvMtu,
+) -> Result<IbvMtu, OobError> {
     let mut theirs = [0u8; MTU_MSG_LEN];
     xchg(stream, side, &encode_mtu(mine), &mut theirs, "perftest MTU").await?;
     decode_mtu(&theirs)
@@ -140,28 +127,22 @@ where
 
 /// One `ctx_hand_shake`: sends `local`'s keys, returns the peer's. The length read is the one
 /// `local.gid` implies (perftest copies its own `gid_index` to the remote's before reading).
-pub async fn hand_shake<S>(
+pub async fn hand_shake<S: Stream + ?Sized>(
     stream: &mut S,
     side: Side,
     local: &PerftestDest,
-) -> Result<PerftestDest, OobError>
-where
-    S: AsyncRead + AsyncWrite + Unpin + ?Sized,
-{
+) -> Result<PerftestDest, OobError> {
     hand_shake_as(stream, side, Exchange::Ethernet, local, KEYS).await
 }
 
 /// [`hand_shake`] on `exchange`, with errors that name `message`, the step it is part of.
-pub(super) async fn hand_shake_as<S>(
+pub(super) async fn hand_shake_as<S: Stream + ?Sized>(
     stream: &mut S,
     side: Side,
     exchange: Exchange,
     local: &PerftestDest,
     message: &'static str,
-) -> Result<PerftestDest, OobError>
-where
-    S: AsyncRead + AsyncWrite + Unpin + ?Sized,
-{
+) -> Result<PerftestDest, OobError> {
     if exchange == Exchange::RdmaCm {
         let mine = encode_keys_struct(local);
         let mut theirs = [0u8; KEY_STRUCT_SIZE];
@@ -184,14 +165,11 @@ where
 
 /// `xchg_bw_reports` (peers from 5.33 on, without `--report-per-port`): the five values, each
 /// its own exchange. Returns the peer's.
-pub async fn exchange_bw_reports<S>(
+pub async fn exchange_bw_reports<S: Stream + ?Sized>(
     stream: &mut S,
     side: Side,
     mine: &BwReport,
-) -> Result<BwReport, OobError>
-where
-    S: AsyncRead + AsyncWrite + Unpin + ?Sized,
-{
+) -> Result<BwReport, OobError> {
     let mut theirs = [[0u8; 8]; 5];
     for (mine, theirs) in mine.encode().iter().zip(theirs.iter_mut()) {
         xchg(stream, side, mine, theirs, "perftest report").await?;
@@ -212,14 +190,11 @@ pub enum PeerDone {
 /// `ctx_close_connection`: a handshake, then `"done\0"`. perftest then closes; this also reads
 /// the peer's `"done\0"` (anything else is [`OobError::NotDone`]) so the caller knows the peer
 /// got to the end.
-pub async fn close_connection<S>(
+pub async fn close_connection<S: Stream + ?Sized>(
     stream: &mut S,
     side: Side,
     local: &PerftestDest,
-) -> Result<(PerftestDest, PeerDone), OobError>
-where
-    S: AsyncRead + AsyncWrite + Unpin + ?Sized,
-{
+) -> Result<(PerftestDest, PeerDone), OobError> {
     let remote = hand_shake_as(stream, side, Exchange::Ethernet, local, END).await?;
     write_msg(stream, &DONE, "closing \"done\"").await?;
     let mut buf = [0u8; DONE.len()];

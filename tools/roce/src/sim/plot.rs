@@ -144,12 +144,25 @@ fn draw(root: &Area<'_>, s: &Scenario, series: &Series) -> DrawResult {
     root.fill(&WHITE)?;
     let (rates, rest) = root.split_vertically(PANELS[0]);
     let (queue, events) = rest.split_vertically(PANELS[1]);
-    let times: Vec<f64> = series.times.iter().map(|t| ms(*t)).collect();
-    let t_max = ms(s.duration).max(1e-3);
-    draw_rates(&rates, s, series, &times, t_max)?;
-    draw_queue(&queue, s, series, &times, t_max)?;
-    draw_events(&events, s, series, &times, t_max)?;
+    let run = Run {
+        s,
+        series,
+        times: series.times.iter().map(|t| ms(*t)).collect(),
+        t_max: ms(s.duration).max(1e-3),
+    };
+    draw_rates(&rates, &run)?;
+    draw_queue(&queue, &run)?;
+    draw_events(&events, &run)?;
     Ok(())
+}
+
+/// What every panel plots: the scenario, its series, the sample times (ms) and the time axis's
+/// end (ms).
+struct Run<'a> {
+    s: &'a Scenario,
+    series: &'a Series,
+    times: Vec<f64>,
+    t_max: f64,
 }
 
 /// Draws a legend in `area`, top to bottom, as many entries as fit (then "and N more").
@@ -187,13 +200,8 @@ fn legend(area: &Area<'_>, title: &str, entries: &[Entry]) -> DrawResult {
     Ok(())
 }
 
-fn draw_rates(
-    panel: &Area<'_>,
-    s: &Scenario,
-    series: &Series,
-    times: &[f64],
-    t_max: f64,
-) -> DrawResult {
+fn draw_rates(panel: &Area<'_>, run: &Run<'_>) -> DrawResult {
+    let (s, series, times, t_max) = (run.s, run.series, run.times.as_slice(), run.t_max);
     let (area, side) = panel.split_horizontally(WIDTH - LEGEND_WIDTH);
     let line = gbps(s.switch.bandwidth_bps as f64);
     let top = series
@@ -242,13 +250,8 @@ fn draw_rates(
     legend(&side, "per sampling interval", &entries)
 }
 
-fn draw_queue(
-    panel: &Area<'_>,
-    s: &Scenario,
-    series: &Series,
-    times: &[f64],
-    t_max: f64,
-) -> DrawResult {
+fn draw_queue(panel: &Area<'_>, run: &Run<'_>) -> DrawResult {
+    let (s, series, times, t_max) = (run.s, run.series, run.times.as_slice(), run.t_max);
     let (area, side) = panel.split_horizontally(WIDTH - LEGEND_WIDTH);
     let kib = |bytes: usize| bytes as f64 / 1024.0;
     let mut top = series
@@ -311,13 +314,8 @@ fn draw_queue(
     legend(&side, &title, &entries)
 }
 
-fn draw_events(
-    panel: &Area<'_>,
-    s: &Scenario,
-    series: &Series,
-    times: &[f64],
-    t_max: f64,
-) -> DrawResult {
+fn draw_events(panel: &Area<'_>, run: &Run<'_>) -> DrawResult {
+    let (s, series, times, t_max) = (run.s, run.series, run.times.as_slice(), run.t_max);
     let (area, side) = panel.split_horizontally(WIDTH - LEGEND_WIDTH);
     let per_interval = |cumulative: &[u64]| -> Vec<u64> {
         let mut last = 0;
