@@ -61,6 +61,10 @@ pub struct NicConfig {
     /// The lowest QPN handed out (rxe starts at 16, after the special QPs). Default 0x11. The
     /// first QPN lies in the 4096 above it, drawn from `seed`.
     pub first_qpn: u32,
+    /// This engine's share of a NIC that several processes use at once (`Some(slot)`), or the
+    /// whole NIC (`None`, the default): its QPNs, memory keys, CM comm IDs and SIDR request IDs
+    /// are then in the slot's range ([`crate::share`]).
+    pub slot: Option<u8>,
     /// Seeds what a peer must not be able to predict: where QPNs start, the low byte of each
     /// memory key (rxe varies it too) and where region addresses start. A peer that can spoof
     /// its source address then needs far more than a PSN to write into memory. The engine stays
@@ -123,6 +127,7 @@ impl Default for NicConfig {
             icrc: IcrcPolicy::Check,
             src_port: SrcPortPolicy::PerQp,
             first_qpn: 0x11,
+            slot: None,
             seed: 0,
             max_qp: 0x1_0000,
             max_unacked_psns: 128,

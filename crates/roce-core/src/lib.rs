@@ -52,6 +52,7 @@ mod mr;
 mod mw;
 mod nic;
 pub mod qp;
+pub mod share;
 mod srq;
 mod stats;
 pub mod time;

@@ -48,7 +48,7 @@ impl Cm {
         }
         self.check_qp(nic, params.qpn, ConnId(0), params.consumer_qp)?;
         let id = self
-            .alloc_id(nic.config().seed)
+            .alloc_id(nic.config())
             .ok_or(CmError::Exhausted("connections"))?;
         if !params.consumer_qp && nic.qp_state(params.qpn)? == QpState::Reset {
             nic.modify_qp(params.qpn, &attrs::init(params.responder_resources))?;

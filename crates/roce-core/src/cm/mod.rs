@@ -361,15 +361,17 @@ impl Cm {
     }
 
     /// A local comm ID no connection holds: counted up from a start drawn from the NIC's seed
-    /// (the kernel xors its IDs with a random operand, `cm_alloc_id_priv`), never 0.
-    pub(crate) fn alloc_id(&mut self, seed: u64) -> Option<u32> {
+    /// (the kernel xors its IDs with a random operand, `cm_alloc_id_priv`), never 0; in the
+    /// slot's range on a shared NIC ([`crate::share`]).
+    pub(crate) fn alloc_id(&mut self, config: &crate::NicConfig) -> Option<u32> {
         if self.conns.len() >= MAX_CM_CONNS {
             return None;
         }
+        let seed = config.seed;
         let operand = (seed ^ (seed >> 32)) as u32;
         loop {
             self.next_id = self.next_id.wrapping_add(1);
-            let id = self.next_id ^ operand;
+            let id = crate::share::id_in(config.slot, self.next_id ^ operand);
             if id != 0 && !self.conns.contains_key(&id) {
                 return Some(id);
             }

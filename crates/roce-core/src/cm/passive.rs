@@ -94,7 +94,7 @@ impl Cm {
             reply(nic, RejectReason::InvalidMtu);
             return;
         };
-        let Some(id) = self.alloc_id(nic.config().seed) else {
+        let Some(id) = self.alloc_id(nic.config()) else {
             reply(nic, RejectReason::NoResources);
             return;
         };

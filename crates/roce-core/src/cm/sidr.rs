@@ -123,9 +123,9 @@ fn private_data(params: &SidrParams) -> Option<[u8; sidr_req::PRIVATE_DATA_LEN]>
 
 impl Cm {
     /// A request ID no connection nor SIDR request holds.
-    fn alloc_sidr_id(&mut self, seed: u64) -> Option<u32> {
+    fn alloc_sidr_id(&mut self, config: &crate::NicConfig) -> Option<u32> {
         for _ in 0..16 {
-            let id = self.alloc_id(seed)?;
+            let id = self.alloc_id(config)?;
             if !self.sidr.holds(id) {
                 return Some(id);
             }
@@ -149,7 +149,7 @@ impl Cm {
             "a SIDR_REQ carries at most 180 bytes of private data after a cma_hdr, 216 without",
         ))?;
         let id = self
-            .alloc_sidr_id(nic.config().seed)
+            .alloc_sidr_id(nic.config())
             .ok_or(CmError::Exhausted("connections"))?;
         let repr = sidr_req::Repr {
             request_id: id,
@@ -221,7 +221,7 @@ impl Cm {
             answer(nic, SidrStatus::Reject);
             return;
         };
-        let Some(id) = self.alloc_sidr_id(nic.config().seed) else {
+        let Some(id) = self.alloc_sidr_id(nic.config()) else {
             answer(nic, SidrStatus::NoQp);
             return;
         };

@@ -25,6 +25,8 @@ pub(super) struct Ids {
     next_key: u32,
     next_qpn: u32,
     next_iova: u64,
+    /// The NIC's slot when engines share it ([`crate::share`]).
+    slot: Option<u8>,
     /// Draws from the seed: key variants.
     draws: SplitMix64,
 }
@@ -32,7 +34,10 @@ pub(super) struct Ids {
 impl Ids {
     pub(super) fn new(config: &NicConfig) -> Self {
         let mut draws = SplitMix64(config.seed);
-        let next_qpn = config.first_qpn + (draws.next() % 0x1000) as u32;
+        let next_qpn = crate::share::qpn_in(
+            config.slot,
+            config.first_qpn + (draws.next() % 0x1000) as u32,
+        );
         // Region addresses look like user virtual addresses, as peers see with rxe, from a page
         // drawn among 2^24.
         let next_iova = 0x7f00_0000_0000 + (draws.next() % (1 << 24)) * 4096;
@@ -43,20 +48,40 @@ impl Ids {
             next_key: 0x100,
             next_qpn,
             next_iova,
+            slot: config.slot,
             draws,
         }
+    }
+
+    /// The next QPN not `taken`, counting up from the last one handed out and wrapping within
+    /// the QPN space (the slot's range on a shared NIC) past QPs 0 and 1.
+    fn next_qpn(&mut self, taken: impl Fn(Qpn) -> bool) -> Qpn {
+        let mut qpn = self.next_qpn;
+        loop {
+            qpn = crate::share::qpn_in(self.slot, qpn);
+            if qpn > 1 && !taken(Qpn::new(qpn)) {
+                break;
+            }
+            qpn = qpn.wrapping_add(1);
+        }
+        self.next_qpn = qpn.wrapping_add(1);
+        Qpn::new(qpn)
     }
 
     /// The next key of a region or a window (they share the index space): an index in the
     /// upper 24 bits and a variant drawn for the low byte, as rxe makes its keys
     /// (`rxe_mr_init`: index << 8 | a random key byte); `what` names them when none is left.
+    /// On a shared NIC the slot takes the index's top byte (65 535 keys per engine).
     fn next_key(&mut self, what: &'static str) -> Result<u32, VerbsError> {
         let key = self.next_key | (self.draws.next() as u32 & 0xff);
+        if self.slot.is_some() && key >> crate::share::ID_SLOT_SHIFT != 0 {
+            return Err(VerbsError::Exhausted(what));
+        }
         self.next_key = self
             .next_key
             .checked_add(0x100)
             .ok_or(VerbsError::Exhausted(what))?;
-        Ok(key)
+        Ok(crate::share::id_in(self.slot, key))
     }
 }
 
@@ -274,11 +299,8 @@ impl Nic {
         if self.qps.len() >= shared.config.max_qp {
             return Err(VerbsError::Exhausted("QPs"));
         }
-        let mut qpn = Qpn::new(shared.ids.next_qpn);
-        while qpn.value() <= 1 || self.qps.contains_key(&qpn) {
-            qpn = Qpn::new(qpn.value() + 1);
-        }
-        shared.ids.next_qpn = qpn.value() + 1;
+        let qps = &self.qps;
+        let qpn = shared.ids.next_qpn(|qpn| qps.contains_key(&qpn));
         let mut qp = Qp::new(qpn, init);
         qp.cc = crate::cc::QpCongestion::new(&shared.config);
         if let Some(srq) = srq
