@@ -11,6 +11,7 @@ mod counters;
 mod ndp;
 pub mod packet_socket;
 pub mod raw;
+pub mod steer;
 #[allow(unsafe_code)]
 mod sys;
 #[cfg(test)]

@@ -64,6 +64,38 @@ pub(crate) fn set_udp_no_check6_rx(socket: &std::net::UdpSocket) -> io::Result<(
     }
 }
 
+/// Attaches `program` to the `SO_REUSEPORT` group of `socket` (`SO_ATTACH_REUSEPORT_CBPF`): the
+/// kernel runs it on each datagram's UDP payload and delivers the datagram to the socket whose
+/// index in the group it returns ([`super::steer`]). It replaces the group's program, whichever
+/// member attaches it.
+pub(crate) fn attach_reuseport_cbpf(
+    socket: &impl AsRawFd,
+    program: &[libc::sock_filter],
+) -> io::Result<()> {
+    let len = u16::try_from(program.len())
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "a BPF program too long"))?;
+    let fprog = libc::sock_fprog {
+        len,
+        filter: program.as_ptr().cast_mut(),
+    };
+    // SAFETY: a valid descriptor; `fprog` points at `len` instructions that live for the call
+    // (the kernel copies the program in before it returns).
+    let rc = unsafe {
+        libc::setsockopt(
+            socket.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_ATTACH_REUSEPORT_CBPF,
+            (&raw const fprog).cast(),
+            size_of::<libc::sock_fprog>() as libc::socklen_t,
+        )
+    };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
 /// Moves the calling thread into the network namespace `/var/run/netns/NAME` (`setns(2)`): for
 /// tests that open packet sockets on the interfaces of a namespace they made.
 #[cfg(test)]
