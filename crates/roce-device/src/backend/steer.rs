@@ -50,14 +50,14 @@ pub struct Steering {
     pub listeners: Vec<(u64, u16)>,
 }
 
-// Classic BPF opcodes (<linux/bpf_common.h>).
-const LD_W_ABS: u16 = 0x00 | 0x00 | 0x20; // BPF_LD | BPF_W | BPF_ABS
-const LD_H_ABS: u16 = 0x00 | 0x08 | 0x20; // BPF_LD | BPF_H | BPF_ABS
-const ALU_AND_K: u16 = 0x04 | 0x50; // BPF_ALU | BPF_AND | BPF_K
-const ALU_RSH_K: u16 = 0x04 | 0x70; // BPF_ALU | BPF_RSH | BPF_K
-const JMP_JA: u16 = 0x05; // BPF_JMP | BPF_JA
-const JMP_JEQ_K: u16 = 0x05 | 0x10; // BPF_JMP | BPF_JEQ | BPF_K
-const RET_K: u16 = 0x06; // BPF_RET | BPF_K
+// Classic BPF opcodes (<linux/bpf_common.h>: class | size | mode, class | op | source).
+const LD_W_ABS: u16 = 0x20; // BPF_LD 0x00 | BPF_W 0x00 | BPF_ABS 0x20
+const LD_H_ABS: u16 = 0x28; // BPF_LD 0x00 | BPF_H 0x08 | BPF_ABS 0x20
+const ALU_AND_K: u16 = 0x54; // BPF_ALU 0x04 | BPF_AND 0x50 | BPF_K 0x00
+const ALU_RSH_K: u16 = 0x74; // BPF_ALU 0x04 | BPF_RSH 0x70 | BPF_K 0x00
+const JMP_JA: u16 = 0x05; // BPF_JMP 0x05 | BPF_JA 0x00
+const JMP_JEQ_K: u16 = 0x15; // BPF_JMP 0x05 | BPF_JEQ 0x10 | BPF_K 0x00
+const RET_K: u16 = 0x06; // BPF_RET 0x06 | BPF_K 0x00
 
 fn op(code: u16, jt: u8, jf: u8, k: u32) -> sock_filter {
     sock_filter { code, jt, jf, k }
