@@ -91,7 +91,13 @@ impl DeviceHandle {
             Verb::PostRecv => self.run(f).map(|(result, ..)| result),
             Verb::Other => {
                 self.shared.flush_pending();
-                let (result, sends, streaming, _) = self.run(f)?;
+                let mut changes = 0;
+                let (result, sends, streaming, _) = self.run(|nic, now| {
+                    let result = f(nic, now);
+                    changes = nic.cm_listen_changes();
+                    result
+                })?;
+                self.shared.tell_listeners(changes);
                 self.shared.after_verb(sends, !streaming);
                 Ok(result)
             }
@@ -124,6 +130,17 @@ impl DeviceHandle {
     /// [`Verb::Other`], the kind of most verbs.
     fn other<R>(&self, f: impl FnOnce(&mut Nic, Instant) -> R) -> Result<R, DeviceError> {
         self.verb(Verb::Other, f)
+    }
+
+    /// Makes this NIC a member of its shared address: the agent hears of the CM's listeners
+    /// from now on. The engine must have been made in the member's slot.
+    pub(crate) fn join(&self, member: crate::share::member::Member) {
+        let _ = self.shared.member.set(Mutex::new(member));
+        let changes = self.shared.step(|nic| nic.cm_listen_changes());
+        self.shared
+            .listen_changes_told
+            .store(u64::MAX, Ordering::SeqCst);
+        self.shared.tell_listeners(changes);
     }
 
     /// Sends on this thread what the engine has to send now, ACKs left for a post among them,

@@ -39,6 +39,7 @@ mod endpoint;
 mod engine;
 mod handle;
 mod receive;
+pub mod share;
 mod shared;
 pub mod spec;
 mod tap;

@@ -64,6 +64,10 @@ pub(crate) struct Shared {
     pub(crate) released: AtomicBool,
     /// The task has stopped: verbs fail.
     pub(crate) halted: AtomicBool,
+    /// This NIC's membership of a shared address, if it shares one ([`crate::share`]), and
+    /// the count of the CM's listener changes the agent was last told of.
+    pub(crate) member: std::sync::OnceLock<Mutex<crate::share::member::Member>>,
+    pub(crate) listen_changes_told: AtomicU64,
 }
 
 impl Shared {
@@ -85,6 +89,8 @@ impl Shared {
             task_turns: AtomicU64::new(0),
             released: AtomicBool::new(false),
             halted: AtomicBool::new(false),
+            member: std::sync::OnceLock::new(),
+            listen_changes_told: AtomicU64::new(0),
         }
     }
 
@@ -204,6 +210,21 @@ impl Shared {
     pub(crate) fn flush_pending(&self) {
         if self.owed.load(Ordering::SeqCst) || self.step(|nic| nic.may_transmit()) {
             self.flush();
+        }
+    }
+
+    /// Tells the shared address's agent the service IDs the CM listens on, if the set changed
+    /// since it was last told (`changes`, the engine's count): REQs for them come here.
+    pub(crate) fn tell_listeners(&self, changes: u64) {
+        let Some(member) = self.member.get() else {
+            return;
+        };
+        if self.listen_changes_told.swap(changes, Ordering::SeqCst) == changes {
+            return;
+        }
+        let services = self.step(|nic| nic.cm_services());
+        if let Err(err) = lock(member).listen(services) {
+            tracing::warn!(error = %err, "cannot tell the shared address's agent what the CM listens on");
         }
     }
 

@@ -16,6 +16,7 @@
 //! | `ROCE_VERBS_LOSS` | drop this fraction (0 to 1) of received datagrams | 0 |
 //! | `ROCE_VERBS_BUSY_POLL` | `1`: the NIC's thread never sleeps (one busy core, lower latency) | `0` |
 //! | `ROCE_VERBS_NO_GSO` | `1`: the UDP backend sends one datagram per system call | `0` |
+//! | `ROCE_VERBS_AGENT` | the UDP backend shares the address with every process on it, through the address's agent, this program's `agent` command (`roce`) | none: the process's NIC is its own |
 
 use std::fmt;
 use std::net::{IpAddr, SocketAddr};
@@ -51,6 +52,8 @@ pub const ENV_LOSS: &str = "ROCE_VERBS_LOSS";
 pub const ENV_BUSY_POLL: &str = "ROCE_VERBS_BUSY_POLL";
 /// See the module's table.
 pub const ENV_NO_GSO: &str = "ROCE_VERBS_NO_GSO";
+/// See the module's table.
+pub const ENV_AGENT: &str = "ROCE_VERBS_AGENT";
 
 /// How the NIC reaches the network.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -136,6 +139,10 @@ pub struct DeviceSpec {
     /// as rxe's) carries traffic too ([`crate::backend::udp::interface_of`]). `None`: the NIC
     /// sends and receives on `ip` alone.
     pub link_local: Option<Interface>,
+    /// The UDP backend: share the address with every other process on it ([`crate::share`]),
+    /// through the address's agent, `AGENT agent --ip IP` (the `roce` program). `None`: the NIC
+    /// is this process's alone, and a second one on the address fails to bind.
+    pub agent: Option<PathBuf>,
 }
 
 impl DeviceSpec {
@@ -154,6 +161,7 @@ impl DeviceSpec {
             pcap: None,
             snaplen: 0,
             link_local: None,
+            agent: None,
         }
     }
 
@@ -228,6 +236,7 @@ impl DeviceSpec {
         spec.busy_poll = flag(ENV_BUSY_POLL)?;
         spec.no_gso = flag(ENV_NO_GSO)?;
         spec.pcap = get(ENV_PCAP).filter(|p| !p.is_empty()).map(PathBuf::from);
+        spec.agent = get(ENV_AGENT).filter(|p| !p.is_empty()).map(PathBuf::from);
         Ok(Some(spec))
     }
 
@@ -253,6 +262,9 @@ impl DeviceSpec {
         if let Some(pcap) = &self.pcap {
             vars.push((ENV_PCAP, pcap.display().to_string()));
             vars.push((ENV_SNAPLEN, self.snaplen.to_string()));
+        }
+        if let Some(agent) = &self.agent {
+            vars.push((ENV_AGENT, agent.display().to_string()));
         }
         vars
     }
@@ -304,6 +316,7 @@ impl DeviceSpec {
         let mut config = self.config()?;
         let ip = self.ip;
         match self.backend {
+            BackendKind::Udp if self.agent.is_some() => self.open_shared(config),
             BackendKind::Udp => {
                 let (backend, link_local_unbound) = self.udp_backend(&mut config.nic.addrs)?;
                 let backend = if self.no_gso {
@@ -325,6 +338,65 @@ impl DeviceSpec {
                     link_local_unbound: None,
                 })
             }
+        }
+    }
+
+    /// [`DeviceSpec::open`] of a UDP NIC that shares its address: a member of the address's
+    /// agent, whose slot its engine names its objects in, over the sockets the agent bound.
+    fn open_shared(&self, mut config: DeviceConfig) -> Result<Opened, OpenError> {
+        use crate::share::{Layout, member};
+        let agent = self
+            .agent
+            .as_deref()
+            .expect("open_shared is for a spec with an agent");
+        let layout = Layout::of(self.ip, self.link_local.as_ref());
+        let joined = member::join(self.ip, agent).map_err(|err| self.join_error(&layout, err))?;
+        config.nic.slot = Some(joined.member.slot());
+        let mut link_local_unbound = None;
+        match (&layout, &joined.link_local) {
+            (Layout::Interface(..), _) | (Layout::WithLinkLocal(..), Some(_)) => {
+                let ll = self.link_local.as_ref().and_then(|i| i.link_local);
+                config.nic.addrs.extend(ll.map(IpAddr::V6));
+            }
+            (Layout::WithLinkLocal(_, ll, _), None) => {
+                link_local_unbound = Some(format!(
+                    "UDP [{ll}]:4791, the link-local address, could not be bound by the \
+                     address's agent when its first process joined"
+                ));
+            }
+            (Layout::Address(_), _) => {}
+        }
+        let ll = joined
+            .link_local
+            .map(|socket| (socket, layout.link_local_scope().unwrap_or(0)));
+        let backend = UdpBackend::from_sockets(joined.first, layout.first_ifindex(), ll)
+            .map_err(OpenError::Agent)?;
+        let backend = if self.no_gso {
+            backend.without_gso()
+        } else {
+            backend
+        };
+        let device = Device::spawn(config, backend);
+        device.join(joined.member);
+        Ok(Opened {
+            device,
+            link_local_unbound,
+        })
+    }
+
+    /// A failed join as the error of the bind the agent tried.
+    fn join_error(&self, layout: &crate::share::Layout, err: std::io::Error) -> OpenError {
+        use std::io::ErrorKind::{AddrInUse, AddrNotAvailable};
+        match (layout, err.kind()) {
+            (crate::share::Layout::Interface(ifname, _), AddrInUse) => OpenError::Interface {
+                ip: self.ip,
+                ifname: ifname.clone(),
+                source: err,
+            },
+            (_, AddrInUse | AddrNotAvailable) => {
+                OpenError::Bind(BindError::new(SocketAddr::new(self.ip, PORT), err))
+            }
+            _ => OpenError::Agent(err),
         }
     }
 
@@ -426,6 +498,9 @@ pub enum OpenError {
         /// Why.
         source: std::io::Error,
     },
+    /// The address's agent could not be reached or started, or its sockets not used.
+    #[error("sharing the address: {0}")]
+    Agent(std::io::Error),
     /// The raw backend was given no interface.
     #[error("the raw backend needs an interface (--dev IFACE)")]
     NoInterface,

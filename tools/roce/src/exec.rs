@@ -125,6 +125,13 @@ pub(crate) struct Args {
     /// veth, which see a batch as one frame).
     #[arg(long)]
     no_gso: bool,
+    /// The program's NIC is its own: a second process on the same address fails to bind it.
+    /// Without this (UDP backend), every process on an address shares one NIC, as processes
+    /// share a host's RNIC: they reach each other through it and other hosts from it, each
+    /// with its own QPs, and a small agent (`roce agent`) started by the first of them steers
+    /// received datagrams to the process that owns their QP.
+    #[arg(long)]
+    private_nic: bool,
     /// The device name that ibv_devices lists and -d/--ib-dev selects.
     #[arg(long, default_value = "roce0")]
     name: String,
@@ -169,6 +176,9 @@ impl Args {
         spec.no_gso = self.no_gso;
         spec.pcap = self.pcap.clone();
         spec.snaplen = self.snaplen.snaplen;
+        if !self.private_nic && self.backend == BackendKind::Udp {
+            spec.agent = std::env::current_exe().ok();
+        }
         spec
     }
 }

@@ -9,6 +9,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+mod agent;
 mod cm;
 mod cm_stream;
 mod demo;
@@ -55,6 +56,8 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    #[command(hide = true)]
+    Agent(agent::Args),
     Demo(demo::Args),
     Dump(dump::Args),
     Exec(exec::Args),
@@ -81,6 +84,7 @@ fn main() -> ExitCode {
         ))
         .init();
     let outcome = match cli.command {
+        Command::Agent(args) => agent::run(&args),
         Command::Demo(args) => demo::run(&args),
         Command::Dump(args) => dump::run(&args),
         Command::Exec(args) => exec::run(&args),

@@ -10,6 +10,8 @@ use super::{CmError, ListenHandle};
 pub(crate) struct Listeners {
     by_service: BTreeMap<u64, ListenHandle>,
     next: u32,
+    /// Listeners added or removed so far.
+    changes: u64,
 }
 
 impl Listeners {
@@ -21,6 +23,7 @@ impl Listeners {
         self.next = self.next.wrapping_add(1);
         let handle = ListenHandle(self.next);
         self.by_service.insert(service_id, handle);
+        self.changes += 1;
         Ok(handle)
     }
 
@@ -31,7 +34,19 @@ impl Listeners {
         if self.by_service.len() == before {
             return Err(CmError::UnknownListener(handle));
         }
+        self.changes += 1;
         Ok(())
+    }
+
+    /// The service IDs listened on.
+    pub(crate) fn services(&self) -> Vec<u64> {
+        self.by_service.keys().copied().collect()
+    }
+
+    /// How many times listeners were added or removed: a change of the set shows as a new
+    /// count.
+    pub(crate) fn changes(&self) -> u64 {
+        self.changes
     }
 
     /// The listener of `service_id`.

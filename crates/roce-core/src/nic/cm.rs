@@ -26,6 +26,17 @@ impl Nic {
         })
     }
 
+    /// The service IDs the CM listens on (for a shared NIC's steering of REQs).
+    pub fn cm_services(&self) -> Vec<u64> {
+        self.cm.listeners.services()
+    }
+
+    /// How many times the CM's listeners changed so far: [`Nic::cm_services`] is new when
+    /// this is.
+    pub fn cm_listen_changes(&self) -> u64 {
+        self.cm.listeners.changes()
+    }
+
     /// Stops listening; connections that came through the listener stay.
     pub fn cm_unlisten(&mut self, listen: ListenHandle) -> Result<(), CmError> {
         self.cm.listeners.remove(listen)

@@ -13,7 +13,7 @@ pub mod packet_socket;
 pub mod raw;
 pub mod steer;
 #[allow(unsafe_code)]
-mod sys;
+pub(crate) mod sys;
 #[cfg(test)]
 mod testing;
 pub mod udp;

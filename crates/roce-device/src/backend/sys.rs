@@ -96,6 +96,52 @@ pub(crate) fn attach_reuseport_cbpf(
     }
 }
 
+/// Sends `message` on the Unix socket `socket` with `fds` attached (`SCM_RIGHTS`).
+pub(crate) fn send_with_fds(
+    socket: &impl AsRawFd,
+    message: &[u8],
+    fds: &[RawFd],
+) -> io::Result<()> {
+    use nix::sys::socket::{ControlMessage, MsgFlags, sendmsg};
+    let iov = [io::IoSlice::new(message)];
+    let cmsgs: &[ControlMessage<'_>] = if fds.is_empty() {
+        &[]
+    } else {
+        &[ControlMessage::ScmRights(fds)]
+    };
+    sendmsg::<()>(socket.as_raw_fd(), &iov, cmsgs, MsgFlags::empty(), None)?;
+    Ok(())
+}
+
+/// Receives one message from the Unix socket `socket` into `buf`, with the descriptors
+/// attached to it (at most 4), which the caller then owns. `Ok((0, _))`: the peer closed.
+pub(crate) fn recv_with_fds(
+    socket: &impl AsRawFd,
+    buf: &mut [u8],
+) -> io::Result<(usize, Vec<OwnedFd>)> {
+    use nix::sys::socket::{ControlMessageOwned, MsgFlags, recvmsg};
+    let mut space = nix::cmsg_space!([RawFd; 4]);
+    let mut iov = [io::IoSliceMut::new(buf)];
+    let msg = recvmsg::<()>(
+        socket.as_raw_fd(),
+        &mut iov,
+        Some(&mut space),
+        MsgFlags::MSG_CMSG_CLOEXEC,
+    )?;
+    let mut fds = Vec::new();
+    for cmsg in msg.cmsgs()? {
+        if let ControlMessageOwned::ScmRights(raw) = cmsg {
+            // SAFETY: the kernel installed these descriptors in this process for this message
+            // (SCM_RIGHTS); nothing else holds them, so each is owned here alone.
+            fds.extend(
+                raw.into_iter()
+                    .map(|fd| unsafe { OwnedFd::from_raw_fd(fd) }),
+            );
+        }
+    }
+    Ok((msg.bytes, fds))
+}
+
 /// Moves the calling thread into the network namespace `/var/run/netns/NAME` (`setns(2)`): for
 /// tests that open packet sockets on the interfaces of a namespace they made.
 #[cfg(test)]

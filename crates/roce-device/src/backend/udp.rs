@@ -97,12 +97,34 @@ impl UdpBackend {
         socket.set_only_v6(true)?;
         let port = self.local_addr().port();
         socket.bind(&SocketAddrV6::new(ip, port, 0, scope_id).into())?;
-        let opened = Opened::new(socket.into(), (scope_id != 0).then_some(scope_id))?;
+        self.add_link_local(socket.into(), scope_id)
+    }
+
+    /// Adds `socket`, bound to a link-local address of the interface `scope_id`.
+    fn add_link_local(&mut self, socket: std::net::UdpSocket, scope_id: u32) -> io::Result<()> {
+        let opened = Opened::new(socket, (scope_id != 0).then_some(scope_id))?;
         self.fds.link_local = Some(opened.fd);
         self.rx.sockets.link_local = Some(opened.rx);
         self.tx.sockets.link_local = Some(opened.tx);
         self.tx.gso_segments = self.tx.gso_segments.min(opened.gso_segments);
         Ok(())
+    }
+
+    /// A backend over sockets bound elsewhere (a shared NIC's agent binds them in the
+    /// address's `SO_REUSEPORT` group, [`crate::share`]): `first` as [`UdpBackend::bind`] or
+    /// [`UdpBackend::bind_interface`] binds it (with the interface's index for the latter), and
+    /// the link-local one as [`UdpBackend::bind_link_local`] does. Must be called inside a tokio
+    /// runtime.
+    pub fn from_sockets(
+        first: std::net::UdpSocket,
+        first_ifindex: Option<u32>,
+        link_local: Option<(std::net::UdpSocket, u32)>,
+    ) -> io::Result<Self> {
+        let mut backend = Self::from_socket(Opened::new(first, first_ifindex)?);
+        if let Some((socket, scope_id)) = link_local {
+            backend.add_link_local(socket, scope_id)?;
+        }
+        Ok(backend)
     }
 
     fn from_socket(opened: Opened) -> Self {

@@ -1,0 +1,18 @@
+use super::*;
+
+#[test]
+fn messages_read_back_as_written() {
+    for message in [
+        Message::Join,
+        Message::Listen(vec![]),
+        Message::Listen(vec![0x0106_0000_4791, 1]),
+        Message::Slot(0),
+        Message::Slot(255),
+        Message::Refused(98),
+    ] {
+        assert_eq!(Message::decode(&message.encode()), Some(message));
+    }
+    assert_eq!(Message::decode(b"slot 256"), None);
+    assert_eq!(Message::decode(b"listen zz"), None);
+    assert_eq!(Message::decode(b"\xff"), None);
+}
