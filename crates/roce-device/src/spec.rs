@@ -359,10 +359,13 @@ impl DeviceSpec {
                 config.nic.addrs.extend(ll.map(IpAddr::V6));
             }
             (Layout::WithLinkLocal(_, ll, _), None) => {
-                link_local_unbound = Some(format!(
-                    "UDP [{ll}]:4791, the link-local address, could not be bound by the \
-                     address's agent when its first process joined"
-                ));
+                let ifname = self.link_local.as_ref().map_or("", |i| i.name.as_str());
+                let err = joined
+                    .link_local_error
+                    .unwrap_or_else(|| std::io::Error::other("not bound"));
+                let why = link_local_refusal(*ll, ifname, &err);
+                tracing::info!("GID 0 carries no traffic: {why}");
+                link_local_unbound = Some(why);
             }
             (Layout::Address(_), _) => {}
         }
@@ -426,19 +429,7 @@ impl DeviceSpec {
         } else {
             let mut backend = UdpBackend::bind(ip, PORT).map_err(bind)?;
             if let Err(err) = backend.bind_link_local(ll, iface.index) {
-                let what = format!(
-                    "UDP [{ll}%{name}]:4791, {name}'s link-local address, cannot be bound",
-                    name = iface.name
-                );
-                let why = if err.kind() == std::io::ErrorKind::AddrInUse {
-                    format!(
-                        "{what}: in use, by another NIC on {name} (an IPv6 one, or an IPv4 one \
-                         that started first) or the kernel's rxe driver",
-                        name = iface.name
-                    )
-                } else {
-                    format!("{what}: {err}")
-                };
+                let why = link_local_refusal(ll, &iface.name, &err);
                 tracing::info!("GID 0 carries no traffic: {why}");
                 return Ok((backend, Some(why)));
             }
@@ -457,6 +448,20 @@ pub fn runtime(busy_poll: bool) -> std::io::Result<tokio::runtime::Runtime> {
         builder.event_interval(1);
     }
     builder.build()
+}
+
+/// Why an IPv4 NIC's GID 0, `ll` on `ifname`, carries no traffic: the end of "GID 0 carries no
+/// traffic here: ...".
+fn link_local_refusal(ll: std::net::Ipv6Addr, ifname: &str, err: &std::io::Error) -> String {
+    let what = format!("UDP [{ll}%{ifname}]:4791, {ifname}'s link-local address, cannot be bound");
+    if err.kind() == std::io::ErrorKind::AddrInUse {
+        format!(
+            "{what}: in use, by another NIC on {ifname} (an IPv6 one, or an IPv4 one that \
+             started first) or the kernel's rxe driver"
+        )
+    } else {
+        format!("{what}: {err}")
+    }
 }
 
 /// An opened device.

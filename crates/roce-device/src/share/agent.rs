@@ -101,7 +101,12 @@ struct Member {
 /// The members, in the order of their sockets in the group.
 #[derive(Debug)]
 struct Agent {
+    /// The address's sockets as the host has them; `layout`, those the members get now.
+    home: Layout,
     layout: Layout,
+    /// Why the layout's link-local socket could not be bound when the first member came
+    /// (another NIC on the interface holds it): the NIC goes on without it.
+    link_local_errno: Option<i32>,
     members: Vec<Member>,
     /// Where the search for a free slot starts: slots are handed out in turn, so that one is
     /// used again only after every other, long after a peer stopped naming its QPs.
@@ -111,7 +116,9 @@ struct Agent {
 impl Agent {
     fn new(layout: Layout) -> Self {
         Self {
+            home: layout.clone(),
             layout,
+            link_local_errno: None,
             members: Vec::new(),
             next_slot: 0,
         }
@@ -140,24 +147,28 @@ impl Agent {
             refuse(&conn, libc_errno(Errno::EUSERS));
             return;
         };
+        if self.members.is_empty() {
+            // Another program, or another NIC's agent, holds an address: the first socket's
+            // refuses the NIC; the link-local one's, on an IPv4 NIC, leaves the NIC without
+            // it, for every member (they must all have the same sockets).
+            self.layout = self.home.clone();
+            let (first, link_local) = self.layout.probe();
+            if let Err(err) = first {
+                return refuse(&conn, err.raw_os_error().unwrap_or(0));
+            }
+            self.link_local_errno = None;
+            if let (Some(err), Layout::WithLinkLocal(ip, ..)) = (link_local, &self.layout) {
+                self.link_local_errno = Some(err.raw_os_error().unwrap_or(0));
+                self.layout = Layout::Address(*ip);
+            }
+        }
         let sockets = match self.layout.bind() {
             Ok(sockets) => sockets,
-            // The first member of an IPv4 NIC whose link-local address cannot be bound: the
-            // NIC goes on without it, for every member (they must all have the same sockets).
-            Err(_) if self.members.is_empty() && self.layout.link_local_scope().is_some() => {
-                let Layout::WithLinkLocal(ip, ..) = self.layout else {
-                    unreachable!("a layout with a link-local scope")
-                };
-                self.layout = Layout::Address(ip);
-                match self.layout.bind() {
-                    Ok(sockets) => sockets,
-                    Err(err) => return refuse(&conn, err.raw_os_error().unwrap_or(0)),
-                }
-            }
             Err(err) => return refuse(&conn, err.raw_os_error().unwrap_or(0)),
         };
         let fds: Vec<_> = sockets.iter().map(AsRawFd::as_raw_fd).collect();
-        if let Err(err) = send_with_fds(&conn, &Message::Slot(slot).encode(), &fds) {
+        let slot_message = Message::Slot(slot, self.link_local_errno);
+        if let Err(err) = send_with_fds(&conn, &slot_message.encode(), &fds) {
             tracing::debug!(error = %err, "a member left before its slot was sent");
             return;
         }

@@ -35,6 +35,8 @@ pub struct Joined {
     pub first: std::net::UdpSocket,
     /// The link-local socket, where the agent could bind it.
     pub link_local: Option<std::net::UdpSocket>,
+    /// Why the agent could not bind the link-local socket, where the address has one.
+    pub link_local_error: Option<io::Error>,
 }
 
 /// Joins the NIC of `ip`, starting its agent with `agent_program agent --ip IP` (the `roce`
@@ -46,7 +48,7 @@ pub fn join(ip: IpAddr, agent_program: &Path) -> io::Result<Joined> {
     let mut buf = [0u8; 64];
     let (len, fds) = recv_with_fds(&conn, &mut buf)?;
     match Message::decode(&buf[..len]) {
-        Some(Message::Slot(slot)) => {
+        Some(Message::Slot(slot, link_local_errno)) => {
             let mut sockets = fds.into_iter().map(std::net::UdpSocket::from);
             let first = sockets
                 .next()
@@ -59,6 +61,7 @@ pub fn join(ip: IpAddr, agent_program: &Path) -> io::Result<Joined> {
                 },
                 first,
                 link_local: sockets.next(),
+                link_local_error: link_local_errno.map(io::Error::from_raw_os_error),
             })
         }
         Some(Message::Refused(errno)) => Err(io::Error::from_raw_os_error(errno)),

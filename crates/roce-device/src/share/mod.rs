@@ -58,17 +58,39 @@ impl Layout {
 
     /// Binds a member's sockets: the first, and the link-local one where the layout has it.
     pub(crate) fn bind(&self) -> io::Result<Vec<std::net::UdpSocket>> {
-        Ok(match self {
-            Self::Address(ip) => vec![bind(SocketAddr::new(*ip, PORT), None)?],
+        self.addresses()
+            .into_iter()
+            .map(|(addr, device)| bind(addr, device, true))
+            .collect()
+    }
+
+    /// Before the first member: whether something else holds the layout's addresses — another
+    /// program, or another NIC's agent (an IPv4 NIC's link-local address is its interface's, and
+    /// so is an IPv6 NIC's `[::]`) — by binding each for a moment without `SO_REUSEPORT`,
+    /// which fails wherever another socket is. The first socket's error, and the link-local
+    /// one's.
+    pub(crate) fn probe(&self) -> (io::Result<()>, Option<io::Error>) {
+        let mut results = self
+            .addresses()
+            .into_iter()
+            .map(|(addr, device)| bind(addr, device, false).map(drop));
+        let first = results.next().unwrap_or(Ok(()));
+        (first, results.next().and_then(Result::err))
+    }
+
+    /// Each socket's address, and the interface it is bound to.
+    fn addresses(&self) -> Vec<(SocketAddr, Option<&str>)> {
+        match self {
+            Self::Address(ip) => vec![(SocketAddr::new(*ip, PORT), None)],
             Self::WithLinkLocal(ip, ll, index) => vec![
-                bind(SocketAddr::new(*ip, PORT), None)?,
-                bind(SocketAddrV6::new(*ll, PORT, 0, *index).into(), None)?,
+                (SocketAddr::new(*ip, PORT), None),
+                (SocketAddrV6::new(*ll, PORT, 0, *index).into(), None),
             ],
-            Self::Interface(name, _) => {
-                let any = SocketAddr::from((Ipv6Addr::UNSPECIFIED, PORT));
-                vec![bind(any, Some(name))?]
-            }
-        })
+            Self::Interface(name, _) => vec![(
+                SocketAddr::from((Ipv6Addr::UNSPECIFIED, PORT)),
+                Some(name.as_str()),
+            )],
+        }
     }
 
     /// The interface index the first socket sends with, if it needs one.
@@ -88,8 +110,9 @@ impl Layout {
     }
 }
 
-/// A UDP socket bound to `addr` in its `SO_REUSEPORT` group (on `device` alone, if given).
-fn bind(addr: SocketAddr, device: Option<&str>) -> io::Result<std::net::UdpSocket> {
+/// A UDP socket bound to `addr` (on `device` alone, if given), in its `SO_REUSEPORT` group if
+/// `shared`.
+fn bind(addr: SocketAddr, device: Option<&str>, shared: bool) -> io::Result<std::net::UdpSocket> {
     use socket2::{Domain, Protocol, Socket, Type};
     let domain = if addr.is_ipv6() {
         Domain::IPV6
@@ -103,7 +126,7 @@ fn bind(addr: SocketAddr, device: Option<&str>) -> io::Result<std::net::UdpSocke
     if let Some(device) = device {
         socket.bind_device(Some(device.as_bytes()))?;
     }
-    socket.set_reuse_port(true)?;
+    socket.set_reuse_port(shared)?;
     socket.bind(&addr.into())?;
     Ok(socket.into())
 }
@@ -116,8 +139,9 @@ pub(crate) enum Message {
     Join,
     /// Member: the service IDs my CM listens on (all of them; none ends the last).
     Listen(Vec<u64>),
-    /// Agent: your slot; your sockets are attached (the first, then the link-local one).
-    Slot(u8),
+    /// Agent: your slot; your sockets are attached (the first, then the link-local one), and,
+    /// where the layout has a link-local socket that could not be bound, the `errno` why.
+    Slot(u8, Option<i32>),
     /// Agent: no sockets, because of this `errno` (`EADDRINUSE` for an address another
     /// program holds without `SO_REUSEPORT`), or every slot is taken (`EUSERS`).
     Refused(i32),
@@ -131,7 +155,8 @@ impl Message {
                 let ids: Vec<String> = ids.iter().map(|id| format!("{id:x}")).collect();
                 format!("listen {}", ids.join(",")).into_bytes()
             }
-            Self::Slot(slot) => format!("slot {slot}").into_bytes(),
+            Self::Slot(slot, None) => format!("slot {slot}").into_bytes(),
+            Self::Slot(slot, Some(errno)) => format!("slot {slot} {errno}").into_bytes(),
             Self::Refused(errno) => format!("refused {errno}").into_bytes(),
         }
     }
@@ -147,7 +172,10 @@ impl Message {
                     .map(|s| u64::from_str_radix(s, 16).ok())
                     .collect::<Option<_>>()?,
             ),
-            "slot" => Self::Slot(rest.parse().ok()?),
+            "slot" => match rest.split_once(' ') {
+                Some((slot, errno)) => Self::Slot(slot.parse().ok()?, Some(errno.parse().ok()?)),
+                None => Self::Slot(rest.parse().ok()?, None),
+            },
             "refused" => Self::Refused(rest.parse().ok()?),
             _ => return None,
         })

@@ -6,8 +6,8 @@ fn messages_read_back_as_written() {
         Message::Join,
         Message::Listen(vec![]),
         Message::Listen(vec![0x0106_0000_4791, 1]),
-        Message::Slot(0),
-        Message::Slot(255),
+        Message::Slot(0, None),
+        Message::Slot(255, Some(98)),
         Message::Refused(98),
     ] {
         assert_eq!(Message::decode(&message.encode()), Some(message));
