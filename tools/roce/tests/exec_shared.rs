@@ -1,0 +1,140 @@
+//! One NIC per address, shared by every process on it (`roce exec` without `--private-nic`):
+//! Debian's perftest and rping, several processes on one loopback address, reaching each other
+//! through the NIC and the processes of another address; a process killed mid-transfer; the
+//! agent gone after the last process.
+
+#![allow(clippy::unwrap_used)] // test code: a panic is the failure report
+
+mod common;
+
+use std::process::Output;
+use std::time::{Duration, Instant};
+
+use common::exec::{
+    Side, end_group, exec_pair, have, ok_as, result_rows, spawn_exec, wait_listening,
+};
+
+const WRITE: [&str; 5] = ["ib_write_bw", "-n", "300", "-s", "65536"];
+
+/// `ib_write_bw ... -p PORT`.
+fn write_bw(port: &str) -> Vec<&str> {
+    [&WRITE[..], &["-p", port]].concat()
+}
+
+fn side(ip: &str) -> Side<'_> {
+    Side {
+        wrapper: &["timeout", "60"],
+        ip,
+        exec_args: &[],
+    }
+}
+
+/// The client's average MB/s (perftest's one result row).
+fn client_rate(what: &str, client: &Output) -> f64 {
+    let text = ok_as(what, client);
+    let rows = result_rows(&text);
+    assert_eq!(rows.len(), 1, "{what}: {text}");
+    rows[0][3]
+}
+
+/// The agent of `ip` runs (its abstract socket is in /proc/net/unix).
+fn agent_runs(ip: &str) -> bool {
+    let name = format!("@roce-emu/agent/{ip}");
+    std::fs::read_to_string("/proc/net/unix")
+        .unwrap()
+        .lines()
+        .any(|l| l.ends_with(&name))
+}
+
+/// An ib_write_bw server and its client on one address: both under one NIC, the client's
+/// WRITEs looped back to the server by it. With a NIC per process, the second one to start
+/// cannot have the address.
+#[test]
+fn a_perftest_server_and_client_share_one_address() {
+    if !have("ib_write_bw", "perftest") {
+        return;
+    }
+    let ip = "127.0.14.1";
+    let (client, server) = exec_pair(side(ip), side(ip), "18711", &write_bw("18711"));
+    assert!(client_rate("ib_write_bw client", &client) > 0.0);
+    ok_as("ib_write_bw server", &server);
+    // The agent ends once its processes have.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while agent_runs(ip) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(!agent_runs(ip), "the agent of {ip} outlived its processes");
+
+    // The control: NICs of their own cannot share the address.
+    let private = Side {
+        exec_args: &["--private-nic"],
+        ..side(ip)
+    };
+    let server = spawn_exec(private, &write_bw("18712"));
+    wait_listening(server.id(), "18712");
+    let client = spawn_exec(private, &[&write_bw("18712")[..], &[ip]].concat())
+        .wait_with_output()
+        .unwrap();
+    assert!(!client.status.success());
+    let err = String::from_utf8_lossy(&client.stderr);
+    assert!(err.contains(&format!("{ip}:4791: in use")), "{err}");
+    end_group(server);
+}
+
+/// Two pairs on two addresses, crosswise (a server of each address's pair on the other): four
+/// processes, two NICs, each NIC's datagrams steered to the process whose QP they name. Then
+/// one client is killed (SIGKILL) in the middle of its transfer: the other pair still ends
+/// well, and a pair that starts after it too.
+#[test]
+fn processes_on_two_shared_addresses_keep_going_when_one_is_killed() {
+    if !have("ib_write_bw", "perftest") {
+        return;
+    }
+    let (a, b) = ("127.0.14.11", "127.0.14.12");
+    // The long pair: server at a, client at b; killed in the middle.
+    let long = ["ib_write_bw", "-n", "200000", "-s", "65536", "-p", "18721"];
+    let long_server = spawn_exec(side(a), &long);
+    wait_listening(long_server.id(), "18721");
+    let mut long_client = spawn_exec(side(b), &[&long[..], &[a]].concat());
+    // Meanwhile: servers at b, clients at a, one after the other.
+    let (client, server) = exec_pair(side(b), side(a), "18722", &write_bw("18722"));
+    assert!(client_rate("the first crosswise client", &client) > 0.0);
+    ok_as("the first crosswise server", &server);
+    assert!(
+        long_client.try_wait().unwrap().is_none(),
+        "the long client ended before it could be killed"
+    );
+    long_client.kill().unwrap();
+    let _ = long_client.wait();
+    end_group(long_server);
+    let (client, server) = exec_pair(side(b), side(a), "18723", &write_bw("18723"));
+    assert!(client_rate("a client after the kill", &client) > 0.0);
+    ok_as("a server after the kill", &server);
+}
+
+/// Two rping servers on one address, each its own process listening on its own port: each
+/// REQ is steered to the process that listens for its service ID.
+#[test]
+fn two_rping_listeners_on_one_address_each_get_their_connection() {
+    if !have("rping", "rdmacm-utils") {
+        return;
+    }
+    let (server_ip, client_ip) = ("127.0.14.21", "127.0.14.22");
+    let rping = |role: &'static str, port: &'static str| -> Vec<&'static str> {
+        vec!["rping", role, "-C", "2", "-a", "127.0.14.21", "-p", port]
+    };
+    let first = spawn_exec(side(server_ip), &rping("-s", "18731"));
+    let second = spawn_exec(side(server_ip), &rping("-s", "18732"));
+    // Both listen once their device is open and the agent has heard of their listeners.
+    std::thread::sleep(Duration::from_millis(1500));
+    for (port, server) in [("18732", second), ("18731", first)] {
+        let client = spawn_exec(side(client_ip), &rping("-c", port))
+            .wait_with_output()
+            .unwrap();
+        ok_as(&format!("rping client to port {port}"), &client);
+        ok_as(
+            &format!("rping server on port {port}"),
+            &server.wait_with_output().unwrap(),
+        );
+    }
+}
