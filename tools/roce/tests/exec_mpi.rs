@@ -1,6 +1,7 @@
 //! Open MPI, unmodified, on the emulated NIC: `mpirun` starts each rank under a `roce exec`
 //! of its own (a NIC per rank, at 127.0.83.(rank + 1)), and the ranks talk through Open MPI's
-//! UCX pml over `rc_verbs` (UCX's wire-up over `ud_verbs`). The program (`mpi/`) ping-pongs
+//! UCX pml over `rc_verbs` (UCX's wire-up over `ud_verbs`); or one `roce exec` around
+//! `mpirun`, every rank sharing one address's NIC. The program (`mpi/`) ping-pongs
 //! 1 MiB between ranks 0 and 1 and runs an all-to-all, every word checked. The ranks are on one
 //! host, so `UCX_TLS` keeps UCX off shared memory and the BTLs are off. A second test puts one
 //! rank in each of two network namespaces (root), as on two hosts. Skips, naming the
@@ -64,6 +65,40 @@ fn mpi_ranks_on_their_own_nics_pingpong_and_all_to_all_over_ucx() {
     // Open MPI loads call, is quiet as the real one is by default).
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!stderr.contains("not supported yet"), "{stderr}");
+}
+
+/// MPI as people run it on one host: one `roce exec` around `mpirun -np 4`, every rank on the
+/// same address — one NIC that the four processes share, each rank's RC QPs in its own slot,
+/// the datagrams between ranks looped back through the NIC.
+#[test]
+fn mpi_ranks_sharing_one_address_pingpong_and_all_to_all_over_ucx() {
+    if !have("mpirun", "openmpi-bin") || !have("mpicc", "libopenmpi-dev") {
+        return;
+    }
+    let exe = build_program("shared");
+    let out = Command::new("timeout")
+        .args([
+            "120",
+            env!("CARGO_BIN_EXE_roce"),
+            "exec",
+            "--ip",
+            "127.0.83.11",
+            "--",
+        ])
+        .args([
+            "mpirun",
+            "--allow-run-as-root",
+            "--oversubscribe",
+            "-np",
+            "4",
+        ])
+        .args(UCX_PML)
+        .arg(&exe)
+        .output()
+        .unwrap();
+    let _ = std::fs::remove_file(&exe);
+    let text = ok_as("roce exec mpirun", &out);
+    assert!(text.contains("ranks 4 bad 0"), "{text}");
 }
 
 /// Builds the program of `mpi/` with mpicc (a failure fails the test); its path, in the
