@@ -290,6 +290,8 @@ impl DeviceSpec {
 
     /// The device's configuration: the engine's settings, a seed from the operating system
     /// ([`DeviceConfig::new`]), and the capture file created.
+    /// A NIC that shares its address appends to the capture the other processes write too
+    /// ([`Tap::append`]).
     pub fn config(&self) -> Result<DeviceConfig, OpenError> {
         let mut config = DeviceConfig::new(self.ip);
         config.nic = NicConfig {
@@ -299,15 +301,23 @@ impl DeviceSpec {
         config.rx_loss = self.loss;
         config.busy_poll = self.busy_poll;
         if let Some(path) = &self.pcap {
-            let tap = Tap::create(path, true, SnapLen::new(self.snaplen)).map_err(|source| {
-                OpenError::Capture {
-                    path: path.clone(),
-                    source,
-                }
-            })?;
-            config.tap = Some(tap);
+            let snaplen = SnapLen::new(self.snaplen);
+            let tap = if self.shares() {
+                Tap::append(path, true, snaplen)
+            } else {
+                Tap::create(path, true, snaplen)
+            };
+            config.tap = Some(tap.map_err(|source| OpenError::Capture {
+                path: path.clone(),
+                source,
+            })?);
         }
         Ok(config)
+    }
+
+    /// Whether the NIC shares its address with other processes (a UDP NIC with an agent).
+    pub fn shares(&self) -> bool {
+        self.backend == BackendKind::Udp && self.agent.is_some()
     }
 
     /// Opens the device on the current tokio runtime. An IPv4 NIC whose GID 0's link-local
@@ -316,7 +326,7 @@ impl DeviceSpec {
         let mut config = self.config()?;
         let ip = self.ip;
         match self.backend {
-            BackendKind::Udp if self.agent.is_some() => self.open_shared(config),
+            BackendKind::Udp if self.shares() => self.open_shared(config),
             BackendKind::Udp => {
                 let (backend, link_local_unbound) = self.udp_backend(&mut config.nic.addrs)?;
                 let backend = if self.no_gso {

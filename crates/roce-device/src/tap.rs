@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
 use roce_core::{Ecn, Transmit};
-use roce_pcap::{CaptureError, SnapLen, Writer};
+use roce_pcap::{AppendWriter, CaptureError, SnapLen, Writer};
 use roce_wire::frame::FrameRepr;
 
 use crate::backend::Received;
@@ -17,7 +17,7 @@ use crate::backend::Received;
 /// A pcap file that several devices may share (clones write to the same file).
 #[derive(Debug, Clone)]
 pub struct Tap {
-    writer: Arc<Mutex<Writer<File>>>,
+    writer: Arc<Mutex<Sink>>,
     received_too: bool,
 }
 
@@ -34,7 +34,21 @@ impl Tap {
         // stops (a tap is for looking at a run, not for speed).
         let writer = Writer::with_snaplen(File::create(path)?, snaplen)?;
         Ok(Self {
-            writer: Arc::new(Mutex::new(writer)),
+            writer: Arc::new(Mutex::new(Sink::Own(writer))),
+            received_too,
+        })
+    }
+
+    /// Appends to `path` (creating it), as every process of a shared NIC does: one capture of
+    /// the whole NIC, each record written whole ([`AppendWriter`]). Whoever starts the run
+    /// empties the file first.
+    pub fn append(
+        path: impl AsRef<Path>,
+        received_too: bool,
+        snaplen: SnapLen,
+    ) -> Result<Self, CaptureError> {
+        Ok(Self {
+            writer: Arc::new(Mutex::new(Sink::Shared(AppendWriter::open(path, snaplen)?))),
             received_too,
         })
     }
@@ -92,6 +106,22 @@ impl Tap {
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         if let Err(err) = writer.write(time, &frame) {
             tracing::warn!(error = %err, "capture tap: write failed");
+        }
+    }
+}
+
+/// Where a tap's frames go: a capture of its own, or one that other processes append to too.
+#[derive(Debug)]
+enum Sink {
+    Own(Writer<File>),
+    Shared(AppendWriter),
+}
+
+impl Sink {
+    fn write(&mut self, time: Duration, frame: &[u8]) -> Result<(), CaptureError> {
+        match self {
+            Self::Own(writer) => writer.write(time, frame),
+            Self::Shared(writer) => writer.write(time, frame),
         }
     }
 }

@@ -260,7 +260,9 @@ pub(crate) fn close(ctx_addr: usize) -> Result<(), Errno> {
     Ok(())
 }
 
-/// Writes the counters to `ROCE_VERBS_STATS`, if set (at every close and at exit).
+/// Writes the counters to `ROCE_VERBS_STATS`, if set (at every close and at exit): this
+/// process's, so a NIC that other processes share writes them to `PATH.PID`, one file per
+/// process (`roce exec` adds them up).
 pub(crate) fn write_stats() {
     let Ok(Some(dev)) = device() else { return };
     let Some(path) = &dev.model.spec.stats else {
@@ -272,7 +274,14 @@ pub(crate) fn write_stats() {
     // Without the NIC's runtime: at exit its thread-locals may be gone already.
     let stats = engine.device.stats_now();
     let json = stats_json(dev, &stats);
-    if let Err(err) = std::fs::write(path, json) {
+    let path = if dev.model.spec.nic.shares() {
+        let mut per_process = path.clone().into_os_string();
+        per_process.push(format!(".{}", std::process::id()));
+        std::path::PathBuf::from(per_process)
+    } else {
+        path.clone()
+    };
+    if let Err(err) = std::fs::write(&path, json) {
         eprintln!("roce-verbs: writing counters to {}: {err}", path.display());
     }
 }
@@ -285,10 +294,11 @@ fn stats_json(dev: &Device, stats: &roce_core::Stats) -> String {
     // escaping is needed beyond what {:?} does for the name.
     let _ = write!(
         s,
-        "{{\"device\":{:?},\"ip\":\"{}\",\"mtu\":{},\"counters\":{{",
+        "{{\"device\":{:?},\"ip\":\"{}\",\"mtu\":{},\"pid\":{},\"counters\":{{",
         spec.name,
         spec.nic.ip,
-        spec.mtu().bytes()
+        spec.mtu().bytes(),
+        std::process::id()
     );
     for (i, (name, value)) in stats.counters().enumerate() {
         let _ = write!(s, "{}\"{name}\":{value}", if i == 0 { "" } else { "," });

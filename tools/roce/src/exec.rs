@@ -227,14 +227,22 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<ExitCode> {
     cmd.env("LD_LIBRARY_PATH", path)
         .env(roce_verbs::config::ENV_NAME, &args.name)
         .env(roce_verbs::config::ENV_UVERBS, tree::free_uverbs_name());
-    for (var, value) in args.spec().env() {
+    let spec = args.spec();
+    for (var, value) in spec.env() {
         cmd.env(var, value);
+    }
+    if let (true, Some(pcap)) = (spec.shares(), &spec.pcap) {
+        // Every process of the run appends to it (one capture of the whole NIC): it starts
+        // empty.
+        std::fs::write(pcap, b"").with_context(|| format!("cannot create {}", pcap.display()))?;
     }
     let stats_file = args
         .stats
         .map(|_| std::env::temp_dir().join(format!("roce-exec-{}-stats.json", std::process::id())));
     if let Some(file) = &stats_file {
-        let _ = std::fs::remove_file(file);
+        for old in stats_files(file) {
+            let _ = std::fs::remove_file(old);
+        }
         cmd.env(roce_verbs::config::ENV_STATS, file);
     }
     // Caught before the program starts, so that no signal meant for it ends us first.
@@ -259,8 +267,11 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<ExitCode> {
     let _ = relay.join();
     let status = status.with_context(|| format!("waiting for {}", Path::new(program).display()))?;
     if let (Some(format), Some(file)) = (args.stats, &stats_file) {
-        print_stats(format, file, program);
-        let _ = std::fs::remove_file(file);
+        let files = stats_files(file);
+        print_stats(format, &files, program);
+        for file in files {
+            let _ = std::fs::remove_file(file);
+        }
     }
     Ok(exit_code(status))
 }
@@ -289,21 +300,91 @@ fn exit_code(status: std::process::ExitStatus) -> ExitCode {
     }
 }
 
-fn print_stats(format: StatsFormat, file: &Path, program: &OsString) {
-    let Ok(json) = std::fs::read_to_string(file) else {
-        eprintln!(
-            "roce exec: {} did not open the device: no counters",
-            Path::new(program).display()
-        );
+/// The counter files of a run: `file` (a NIC of its own), or `file.PID`, one per process of a
+/// shared NIC.
+fn stats_files(file: &Path) -> Vec<PathBuf> {
+    let (Some(dir), Some(name)) = (file.parent(), file.file_name()) else {
+        return Vec::new();
+    };
+    let prefix = format!("{}.", name.to_string_lossy());
+    let mut files: Vec<_> = std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter(|e| {
+            let n = e.file_name().to_string_lossy().into_owned();
+            n == *name.to_string_lossy()
+                || n.strip_prefix(&prefix)
+                    .is_some_and(|pid| !pid.is_empty() && pid.bytes().all(|b| b.is_ascii_digit()))
+        })
+        .map(|e| e.path())
+        .collect();
+    files.sort();
+    files
+}
+
+fn print_stats(format: StatsFormat, files: &[PathBuf], program: &OsString) {
+    let texts: Vec<String> = files
+        .iter()
+        .filter_map(|f| std::fs::read_to_string(f).ok())
+        .collect();
+    if let ([json], StatsFormat::Json) = (texts.as_slice(), format) {
+        eprint!("{json}");
         return;
+    }
+    let reports: Vec<serde_json::Value> = texts
+        .iter()
+        .filter_map(|json| match serde_json::from_str(json) {
+            Ok(v) => Some(v),
+            Err(err) => {
+                eprintln!("roce exec: counters unreadable ({err}): {json}");
+                None
+            }
+        })
+        .collect();
+    let report = match reports.len() {
+        0 if texts.is_empty() => {
+            eprintln!(
+                "roce exec: {} did not open the device: no counters",
+                Path::new(program).display()
+            );
+            return;
+        }
+        0 => return,
+        1 => reports.into_iter().next().unwrap_or_default(),
+        _ => whole_nic(reports),
     };
     match format {
-        StatsFormat::Json => eprint!("{json}"),
-        StatsFormat::Text => match serde_json::from_str::<serde_json::Value>(&json) {
-            Ok(v) => eprint!("{}", stats_text(&v)),
-            Err(err) => eprintln!("roce exec: counters unreadable ({err}): {json}"),
-        },
+        StatsFormat::Json => eprintln!("{report}"),
+        StatsFormat::Text => eprint!("{}", stats_text(&report)),
     }
+}
+
+/// The counters of every process of a shared NIC added up, and each process's own under
+/// `processes`.
+fn whole_nic(reports: Vec<serde_json::Value>) -> serde_json::Value {
+    let mut total = serde_json::Map::new();
+    for report in &reports {
+        for (name, n) in report["counters"].as_object().into_iter().flatten() {
+            let sum = total
+                .get(name)
+                .and_then(serde_json::Value::as_u64)
+                .unwrap_or(0)
+                + n.as_u64().unwrap_or(0);
+            total.insert(name.clone(), sum.into());
+        }
+    }
+    let first = &reports[0];
+    serde_json::json!({
+        "device": first["device"],
+        "ip": first["ip"],
+        "mtu": first["mtu"],
+        "counters": total,
+        "processes": reports
+            .iter()
+            .map(|r| serde_json::json!({"pid": r["pid"], "counters": r["counters"]}))
+            .collect::<Vec<_>>(),
+    })
 }
 
 /// `roce0 127.0.0.1 mtu 1024` and one `  name value` line per counter that is not zero.
@@ -325,6 +406,14 @@ fn stats_text(v: &serde_json::Value) -> String {
     }
     for (name, n) in nonzero {
         out.push_str(&format!("  {name:<28} {n}\n"));
+    }
+    let processes = v["processes"].as_array().into_iter().flatten();
+    for process in processes {
+        out.push_str(&format!("  process {}:", process["pid"]));
+        for key in ["tx_packets", "rx_packets"] {
+            out.push_str(&format!(" {key} {}", process["counters"][key]));
+        }
+        out.push('\n');
     }
     out
 }

@@ -138,3 +138,59 @@ fn two_rping_listeners_on_one_address_each_get_their_connection() {
         );
     }
 }
+
+/// `--stats` and `--pcap` of one `roce exec` whose program is two processes on the address
+/// (a shell that runs a perftest server and its client): the counters of the whole NIC, which
+/// are each process's added up, with each process's own; and one capture that holds every
+/// frame either process sent or received, readable whole.
+#[test]
+fn counters_and_capture_show_the_whole_nic_and_each_process() {
+    if !have("ib_write_bw", "perftest") {
+        return;
+    }
+    let ip = "127.0.14.41";
+    let pcap = std::env::temp_dir().join(format!("roce-shared-{}.pcap", std::process::id()));
+    let script = format!(
+        "ib_write_bw -n 50 -s 4096 -p 18741 & sleep 1; ib_write_bw -n 50 -s 4096 -p 18741 {ip}; wait"
+    );
+    let out = std::process::Command::new("timeout")
+        .args([
+            "60",
+            env!("CARGO_BIN_EXE_roce"),
+            "exec",
+            "--ip",
+            ip,
+            "--stats",
+            "json",
+        ])
+        .arg("--pcap")
+        .arg(&pcap)
+        .args(["--", "sh", "-c", &script])
+        .output()
+        .unwrap();
+    ok_as("two ib_write_bw under one roce exec", &out);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let json = stderr.lines().rev().find(|l| l.starts_with('{')).unwrap();
+    let report: serde_json::Value = serde_json::from_str(json).unwrap();
+    let processes = report["processes"].as_array().unwrap();
+    assert_eq!(processes.len(), 2, "{report}");
+    let count = |v: &serde_json::Value, name: &str| v["counters"][name].as_u64().unwrap();
+    for name in ["tx_packets", "rx_packets"] {
+        let sum: u64 = processes.iter().map(|p| count(p, name)).sum();
+        assert_eq!(count(&report, name), sum, "{name}: {report}");
+        assert!(
+            processes.iter().all(|p| count(p, name) > 0),
+            "{name}: {report}"
+        );
+    }
+    let frames: Vec<_> = roce_pcap::Capture::open(&pcap)
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    let _ = std::fs::remove_file(&pcap);
+    assert_eq!(
+        frames.len() as u64,
+        count(&report, "tx_packets") + count(&report, "rx_packets"),
+        "{report}"
+    );
+}
