@@ -101,6 +101,38 @@ fn mpi_ranks_sharing_one_address_pingpong_and_all_to_all_over_ucx() {
     assert!(text.contains("ranks 4 bad 0"), "{text}");
 }
 
+/// Eight ranks on two addresses, four on each (a rank's address by its rank's parity): the
+/// ranks of an address share its NIC, reach each other through it and the other address's
+/// ranks from it; the all-to-all checks every word.
+#[test]
+fn mpi_ranks_on_two_shared_addresses_pingpong_and_all_to_all_over_ucx() {
+    if !have("mpirun", "openmpi-bin") || !have("mpicc", "libopenmpi-dev") {
+        return;
+    }
+    let exe = build_program("two-shared");
+    let rank = format!(
+        "exec {} exec --ip 127.0.83.$((21 + OMPI_COMM_WORLD_RANK % 2)) -- {}",
+        env!("CARGO_BIN_EXE_roce"),
+        exe.display()
+    );
+    let out = Command::new("timeout")
+        .args([
+            "180",
+            "mpirun",
+            "--allow-run-as-root",
+            "--oversubscribe",
+            "-np",
+            "8",
+        ])
+        .args(UCX_PML)
+        .args(["sh", "-c", &rank])
+        .output()
+        .unwrap();
+    let _ = std::fs::remove_file(&exe);
+    let text = ok_as("mpirun", &out);
+    assert!(text.contains("ranks 8 bad 0"), "{text}");
+}
+
 /// Builds the program of `mpi/` with mpicc (a failure fails the test); its path, in the
 /// temporary directory, named after `tag` (the tests run at once).
 fn build_program(tag: &str) -> std::path::PathBuf {

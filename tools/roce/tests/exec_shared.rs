@@ -194,3 +194,33 @@ fn counters_and_capture_show_the_whole_nic_and_each_process() {
         "{report}"
     );
 }
+
+/// The same as an ordinary user, when the tests run as root (as in CI): the agent and the
+/// sockets need no privilege. `setpriv` runs both sides as `nobody`.
+#[test]
+fn a_perftest_server_and_client_share_one_address_as_an_ordinary_user() {
+    if !nix::unistd::Uid::effective().is_root() {
+        // Not root: the test above ran as an ordinary user already.
+        return;
+    }
+    if !have("ib_write_bw", "perftest") || !have("setpriv", "util-linux") {
+        return;
+    }
+    let as_nobody = [
+        "timeout",
+        "60",
+        "setpriv",
+        "--reuid=65534",
+        "--regid=65534",
+        "--clear-groups",
+        "--",
+    ];
+    let user = Side {
+        wrapper: &as_nobody,
+        ip: "127.0.14.51",
+        exec_args: &[],
+    };
+    let (client, server) = exec_pair(user, user, "18751", &write_bw("18751"));
+    assert!(client_rate("ib_write_bw client as nobody", &client) > 0.0);
+    ok_as("ib_write_bw server as nobody", &server);
+}
