@@ -143,6 +143,13 @@ versus("`roce exec -- ib_write_bw` 64 KiB, MTU 4096, veth ≥ 0.9 × `roce perf 
        "exec_bw", "perf_bw", xenv, 0, "MB/s", lambda r: r >= 0.9)
 versus("`roce exec -- ib_send_lat -s 8` typical latency ≤ 1.1 × `roce perf send --lat -s 8`",
        "exec_lat", "perf_lat", xenv, 1, "µs", lambda r: r <= 1.1)
+# 2c. one NIC per address shared by every process, against a NIC of the process's own.
+versus("Shared NIC (`roce exec`): `ib_write_bw` ≥ 0.9 × a NIC of its own (`--private-nic`)",
+       "exec_bw", "private_bw", xenv, 0, "MB/s", lambda r: r >= 0.9)
+versus("Shared NIC: `ib_send_lat -s 8` ≤ 1.1 × a NIC of its own",
+       "exec_lat", "private_lat", xenv, 1, "µs", lambda r: r <= 1.1)
+versus("Shared NIC: two `ib_write_bw` pairs at once ≥ one pair's goodput",
+       "exec_bw2", "exec_bw", xenv, 0, "MB/s", lambda r: r >= 1)
 # 3. small messages on one core.
 m64 = crit("write_64_messages")
 rate = None if m64 is None else 1e3 / m64
