@@ -224,3 +224,38 @@ fn a_perftest_server_and_client_share_one_address_as_an_ordinary_user() {
     assert!(client_rate("ib_write_bw client as nobody", &client) > 0.0);
     ok_as("ib_write_bw server as nobody", &server);
 }
+
+/// `fork()` in a verbs program on a shared NIC (`tests/c/fork.c`): after `ibv_fork_init`, a
+/// child that exits at once leaves the parent's device working, and its exit does nothing in
+/// the parent's name — no counters of its own, nothing sent from the parent's sockets.
+#[test]
+fn a_forked_child_that_exits_leaves_the_parents_nic_alone() {
+    let stats = std::env::temp_dir().join(format!("roce-fork-stats-{}", std::process::id()));
+    let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/c/fork.c");
+    let Some(run) = roce_cabi::testing::run_c_program(
+        &src,
+        "infiniband/verbs.h",
+        "libibverbs-dev",
+        &[roce_verbs_so::library_path()],
+        &[
+            ("LD_LIBRARY_PATH", roce_verbs_so::library_dir().as_os_str()),
+            ("ROCE_VERBS_IP", "127.0.14.61".as_ref()),
+            ("ROCE_VERBS_AGENT", env!("CARGO_BIN_EXE_roce").as_ref()),
+            ("ROCE_VERBS_STATS", stats.as_os_str()),
+        ],
+    ) else {
+        return;
+    };
+    assert!(run.ok.len() >= 9, "{:?}", run.ok);
+    let prefix = format!("{}.", stats.file_name().unwrap().to_string_lossy());
+    let written: Vec<_> = std::fs::read_dir(stats.parent().unwrap())
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with(&prefix))
+        .collect();
+    for name in &written {
+        let _ = std::fs::remove_file(stats.parent().unwrap().join(name));
+    }
+    assert_eq!(written.len(), 1, "counters written by {written:?}");
+}

@@ -7,9 +7,18 @@ use super::guard;
 use crate::state;
 
 /// Called once, at the first `ibv_open_device`: counters are written at exit too, for programs
-/// that exit without closing their device.
+/// that exit without closing their device. Not in a child of `fork()`: the device is the
+/// parent's (its thread is not in the child, and what the child's copy of it would send or
+/// write — stale packets on the parent's sockets, the parent's counters as the child's — is the
+/// parent's to do), as libibverbs leaves a child's use of the parent's objects undefined.
 pub(crate) fn register_at_exit() {
+    use std::sync::atomic::{AtomicI32, Ordering};
+    static OPENED_BY: AtomicI32 = AtomicI32::new(0);
     extern "C" fn at_exit() {
+        // SAFETY: getpid cannot fail.
+        if unsafe { libc::getpid() } != OPENED_BY.load(Ordering::Relaxed) {
+            return;
+        }
         guard((), crate::cm::flush);
         // ACKs left for a post the program did not make before it returned from main.
         guard((), || {
@@ -19,6 +28,8 @@ pub(crate) fn register_at_exit() {
         });
         guard((), state::write_stats);
     }
+    // SAFETY: getpid cannot fail.
+    OPENED_BY.store(unsafe { libc::getpid() }, Ordering::Relaxed);
     // SAFETY: registering a function that takes and returns nothing; a failure (ENOMEM) only
     // loses the at-exit write.
     let _ = unsafe { libc::atexit(at_exit) };
