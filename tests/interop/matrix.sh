@@ -352,6 +352,30 @@ mtu_9000() {
 
 # Both directions, rxe's tool as server then ours under roce exec as server, of each
 # "TOOL ARGS|GID-FLAG" after $1 (a note for the cell names, such as ", 1 % loss").
+# Two of our processes on one address (one NIC, shared), each the client of its own rxe server
+# in the guest, at once: the NIC steers each process's datagrams to it.
+shared_we_are_clients() {
+    local job a b rc=0 out
+    job=$(run_peer_in_guest "timeout 60 ib_write_bw -d rxe0 -x $G -n 200 -p 18611 & \
+        timeout 60 ib_write_bw -d rxe0 -x $G -n 200 -p 18612; wait")
+    GUEST_PORT=18611 guest_listening
+    GUEST_PORT=18612 guest_listening
+    out=$(mktemp -d)
+    ex_ours ib_write_bw -x 1 -n 200 -p 18611 "$INTEROP_GUEST_IP" >"$out/a" 2>&1 & a=$!
+    ex_ours ib_write_bw -x 1 -n 200 -p 18612 "$INTEROP_GUEST_IP" >"$out/b" 2>&1 & b=$!
+    wait "$a" || rc=1
+    wait "$b" || rc=1
+    cat "$out/a" "$out/b"
+    rm -rf "$out"
+    if [ "$rc" != 0 ]; then
+        guest_wait "$job" 5 || true
+        run_in_guest -t 10 "killall ib_write_bw; sleep 0.5" >/dev/null || true
+        return 1
+    fi
+    echo "--- rxe:"
+    guest_wait "$job" 60
+}
+
 exec_both_ways() {
     local note=$1 t common gid
     shift
@@ -533,6 +557,8 @@ exec_both_ways "" \
     "ib_write_bw -n 200|-x" "ib_read_bw -n 200|-x" "ib_send_bw -n 200|-x" "ib_atomic_bw -n 200|-x" \
     "ib_write_lat -n 100|-x" "ib_read_lat -n 100|-x" "ib_send_lat -n 100|-x" \
     "ib_atomic_lat -n 100|-x"
+cell "ib_write_bw -n 200 twice at once, two roce exec clients on one address: rxe servers" \
+    shared_we_are_clients
 CM_COUNT="ping data" CM_WHAT="pings verified (rping -V)" \
     cm_both_ways "rping -C 10 -S 1024 -V" "rping -s -v -V -C 10 -S 1024 -a @" "rping -c -v -V -C 10 -S 1024 -a @"
 CM_COUNT="data transfers complete" CM_WHAT="ucmatose runs complete" \
