@@ -167,13 +167,9 @@ impl Agent {
             Err(err) => return refuse(&conn, err.raw_os_error().unwrap_or(0)),
         };
         let fds: Vec<_> = sockets.iter().map(AsRawFd::as_raw_fd).collect();
-        let slot_message = Message::Slot(slot, self.link_local_errno);
-        if let Err(err) = send_with_fds(&conn, &slot_message.encode(), &fds) {
-            tracing::debug!(error = %err, "a member left before its slot was sent");
-            return;
-        }
-        tracing::debug!(slot, members = self.members.len() + 1, "member joined");
+        let slot_message = Message::Slot(slot, self.link_local_errno).encode();
         self.next_slot = slot.wrapping_add(1);
+        // Steered before the member hears its slot: its first datagrams find it.
         self.members.push(Member {
             slot,
             conn,
@@ -181,6 +177,13 @@ impl Agent {
             listening: Vec::new(),
         });
         self.steer();
+        let index = self.members.len() - 1;
+        if let Err(err) = send_with_fds(&self.members[index].conn, &slot_message, &fds) {
+            tracing::debug!(error = %err, "a member left before its slot was sent");
+            self.leave(index);
+            return;
+        }
+        tracing::debug!(slot, members = self.members.len(), "member joined");
     }
 
     /// A member's connection is readable: a message, or its end.
