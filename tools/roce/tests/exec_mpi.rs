@@ -101,9 +101,10 @@ fn mpi_ranks_sharing_one_address_pingpong_and_all_to_all_over_ucx() {
     assert!(text.contains("ranks 4 bad 0"), "{text}");
 }
 
-/// Eight ranks on two addresses, four on each (a rank's address by its rank's parity): the
-/// ranks of an address share its NIC, reach each other through it and the other address's
-/// ranks from it; the all-to-all checks every word.
+/// Sixteen ranks on two addresses, eight on each (a rank's address by its rank's parity): the
+/// eight processes of an address share its NIC, each with an RC QP to every other rank (15),
+/// reach each other through it and the other address's ranks from it; the all-to-all checks
+/// every word.
 #[test]
 fn mpi_ranks_on_two_shared_addresses_pingpong_and_all_to_all_over_ucx() {
     if !have("mpirun", "openmpi-bin") || !have("mpicc", "libopenmpi-dev") {
@@ -122,7 +123,7 @@ fn mpi_ranks_on_two_shared_addresses_pingpong_and_all_to_all_over_ucx() {
             "--allow-run-as-root",
             "--oversubscribe",
             "-np",
-            "8",
+            "16",
         ])
         .args(UCX_PML)
         .args(["sh", "-c", &rank])
@@ -130,7 +131,7 @@ fn mpi_ranks_on_two_shared_addresses_pingpong_and_all_to_all_over_ucx() {
         .unwrap();
     let _ = std::fs::remove_file(&exe);
     let text = ok_as("mpirun", &out);
-    assert!(text.contains("ranks 8 bad 0"), "{text}");
+    assert!(text.contains("ranks 16 bad 0"), "{text}");
 }
 
 /// Builds the program of `mpi/` with mpicc (a failure fails the test); its path, in the
