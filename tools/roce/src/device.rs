@@ -67,6 +67,11 @@ pub(crate) struct DeviceOpts {
     /// Write every packet the NIC sends and receives to this pcap.
     #[arg(long, value_name = "FILE")]
     pub(crate) pcap: Option<PathBuf>,
+    /// A NIC of this process's own. Without it (UDP backend) the NIC is the address's, shared
+    /// with every other process on the address (`roce exec` programs included), as processes
+    /// share a host's RNIC.
+    #[arg(long)]
+    pub(crate) private_nic: bool,
     #[command(flatten)]
     pub(crate) snaplen: SnapLenOpt,
 }
@@ -83,12 +88,20 @@ impl DeviceOpts {
         spec.no_gso = self.no_gso;
         spec.pcap = self.pcap.clone();
         spec.snaplen = self.snaplen.snaplen;
+        if !self.private_nic && self.backend == BackendKind::Udp {
+            spec.agent = std::env::current_exe().ok();
+        }
         spec
     }
 
     /// Starts the device on `--ip` or `default_ip`; returns it and the address it plays.
     pub(crate) fn spawn(&self, default_ip: IpAddr) -> anyhow::Result<(DeviceHandle, IpAddr)> {
         let spec = self.spec(default_ip);
+        if let (true, Some(pcap)) = (spec.shares(), &spec.pcap) {
+            // The NIC's other processes append to it too: this run's capture starts empty.
+            std::fs::write(pcap, b"")
+                .map_err(|err| anyhow::anyhow!("cannot create {}: {err}", pcap.display()))?;
+        }
         let opened = spec.open().map_err(|err| match err {
             OpenError::NoInterface => anyhow::anyhow!("--backend raw needs --dev IFACE"),
             err => anyhow::anyhow!(err.with_advice("--ip")),

@@ -259,3 +259,32 @@ fn a_forked_child_that_exits_leaves_the_parents_nic_alone() {
     }
     assert_eq!(written.len(), 1, "counters written by {written:?}");
 }
+
+/// The roce tools share the address's NIC too: a `roce perf write` server, and Debian's
+/// `ib_write_bw` under `roce exec` as its client, on one address.
+#[test]
+fn a_roce_perf_server_and_a_perftest_client_share_one_address() {
+    if !have("ib_write_bw", "perftest") {
+        return;
+    }
+    let ip = "127.0.14.81";
+    let roce = env!("CARGO_BIN_EXE_roce");
+    let server = std::process::Command::new("timeout")
+        .args([
+            "60", roce, "perf", "write", "--ip", ip, "-n", "300", "-s", "65536",
+        ])
+        .args(["-p", "18761"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_listening(server.id(), "18761");
+    let client = spawn_exec(side(ip), &[&write_bw("18761")[..], &[ip]].concat())
+        .wait_with_output()
+        .unwrap();
+    assert!(client_rate("ib_write_bw client of roce perf", &client) > 0.0);
+    ok_as(
+        "roce perf write server",
+        &server.wait_with_output().unwrap(),
+    );
+}
