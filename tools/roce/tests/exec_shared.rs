@@ -288,3 +288,28 @@ fn a_roce_perf_server_and_a_perftest_client_share_one_address() {
         &server.wait_with_output().unwrap(),
     );
 }
+
+/// Over IPv6 as over IPv4: a perftest server and client on `::1`, IPv6's one loopback address,
+/// share its NIC (GID 1, `-x 1`; their TCP exchange on IPv4, where ib_write_bw's server
+/// listens).
+#[test]
+fn a_perftest_server_and_client_share_ipv6_loopback() {
+    if !have("ib_write_bw", "perftest") {
+        return;
+    }
+    if std::net::UdpSocket::bind("[::1]:0").is_err() {
+        eprintln!("SKIP: no IPv6 loopback here");
+        return;
+    }
+    let argv = [&write_bw("18781")[..], &["-x", "1"]].concat();
+    let server = spawn_exec(side("::1"), &argv);
+    wait_listening(server.id(), "18781");
+    let client = spawn_exec(side("::1"), &[&argv[..], &["127.0.0.1"]].concat())
+        .wait_with_output()
+        .unwrap();
+    assert!(client_rate("ib_write_bw client over ::1", &client) > 0.0);
+    ok_as(
+        "ib_write_bw server over ::1",
+        &server.wait_with_output().unwrap(),
+    );
+}
