@@ -326,7 +326,25 @@ impl DeviceSpec {
         let mut config = self.config()?;
         let ip = self.ip;
         match self.backend {
-            BackendKind::Udp if self.shares() => self.open_shared(config),
+            BackendKind::Udp if self.shares() => match self.open_shared(config) {
+                // No agent to be had (its program cannot run here, no Unix sockets): the NIC is
+                // this process's own, as with `--private-nic`, and says so.
+                Err(OpenError::Agent(err)) => {
+                    let why = format!(
+                        "cannot share {} with other processes ({err}): this process's NIC is its own",
+                        self.ip
+                    );
+                    tracing::warn!("{why}");
+                    let mut opened = Self {
+                        agent: None,
+                        ..self.clone()
+                    }
+                    .open()?;
+                    opened.not_shared = Some(why);
+                    Ok(opened)
+                }
+                other => other,
+            },
             BackendKind::Udp => {
                 let (backend, link_local_unbound) = self.udp_backend(&mut config.nic.addrs)?;
                 let backend = if self.no_gso {
@@ -337,6 +355,7 @@ impl DeviceSpec {
                 Ok(Opened {
                     device: Device::spawn(config, backend),
                     link_local_unbound,
+                    not_shared: None,
                 })
             }
             BackendKind::Raw => {
@@ -346,6 +365,7 @@ impl DeviceSpec {
                 Ok(Opened {
                     device: Device::spawn(config, backend),
                     link_local_unbound: None,
+                    not_shared: None,
                 })
             }
         }
@@ -394,6 +414,7 @@ impl DeviceSpec {
         Ok(Opened {
             device,
             link_local_unbound,
+            not_shared: None,
         })
     }
 
@@ -482,6 +503,9 @@ pub struct Opened {
     /// Why GID 0's link-local address carries no traffic, when an IPv4 NIC could not bind it
     /// (the end of the sentence "GID 0 carries no traffic here: ...").
     pub link_local_unbound: Option<String>,
+    /// Why a NIC meant to share its address is this process's own: its agent could not be
+    /// had.
+    pub not_shared: Option<String>,
 }
 
 /// Why a device could not open.

@@ -49,6 +49,9 @@ impl Engine {
         let opened = rx
             .recv()
             .map_err(|_| "the NIC's thread stopped".to_owned())??;
+        if let Some(why) = &opened.not_shared {
+            eprintln!("roce-verbs: {why}");
+        }
         if let Some(why) = opened.link_local_unbound {
             model.link_local_unbound(why);
         }

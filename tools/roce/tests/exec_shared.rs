@@ -313,3 +313,30 @@ fn a_perftest_server_and_client_share_ipv6_loopback() {
         &server.wait_with_output().unwrap(),
     );
 }
+
+/// Where no agent can be had (its program does not run here), a process's NIC is its own, as
+/// with `--private-nic`, and the library says why on stderr: the program runs all the same.
+#[test]
+fn without_an_agent_the_nic_is_the_process_s_own_and_says_why() {
+    let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/c/fork.c");
+    let Some(run) = roce_cabi::testing::run_c_program(
+        &src,
+        "infiniband/verbs.h",
+        "libibverbs-dev",
+        &[roce_verbs_so::library_path()],
+        &[
+            ("LD_LIBRARY_PATH", roce_verbs_so::library_dir().as_os_str()),
+            ("ROCE_VERBS_IP", "127.0.14.91".as_ref()),
+            ("ROCE_VERBS_AGENT", "/nonexistent/roce".as_ref()),
+        ],
+    ) else {
+        return;
+    };
+    assert!(run.ok.len() >= 9, "{:?}", run.ok);
+    assert!(
+        run.stderr
+            .contains("cannot share 127.0.14.91 with other processes"),
+        "{}",
+        run.stderr
+    );
+}
