@@ -194,6 +194,8 @@ impl Agent {
                 if let Some(Message::Listen(ids)) = Message::decode(&buf[..len]) {
                     self.members[index].listening = ids;
                     self.steer();
+                    let conn = &self.members[index].conn;
+                    let _ = send_with_fds(conn, &Message::Listening.encode(), &[]);
                 }
             }
             _ => self.leave(index),

@@ -16,6 +16,9 @@ use crate::backend::sys::{recv_with_fds, send_with_fds};
 /// How long a process waits for an agent it started to take the name.
 const AGENT_START: Duration = Duration::from_secs(5);
 
+/// How long a listen waits for the agent to steer its REQs.
+pub const LISTEN_WAIT: Duration = Duration::from_secs(2);
+
 /// A member of a shared address: its slot, and its connection to the agent, whose end is the
 /// member's (drop it after the sockets it was given).
 #[derive(Debug)]
@@ -137,8 +140,9 @@ impl Member {
         self.slot
     }
 
-    /// Tells the agent the service IDs the CM listens on, if they changed: REQs for them come
-    /// to this member.
+    /// Tells the agent the service IDs the CM listens on, if they changed, and waits (at most
+    /// [`LISTEN_WAIT`]) until it steers their REQs here: a REQ that comes right after the
+    /// listen finds this member, not the first one.
     pub fn listen(&mut self, mut ids: Vec<u64>) -> io::Result<()> {
         ids.sort_unstable();
         if ids == self.listening {
@@ -146,6 +150,31 @@ impl Member {
         }
         send_with_fds(&self.conn, &Message::Listen(ids.clone()).encode(), &[])?;
         self.listening = ids;
-        Ok(())
+        let deadline = Instant::now() + LISTEN_WAIT;
+        let mut buf = [0u8; 64];
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let fd = std::os::fd::AsFd::as_fd(&self.conn);
+            let mut fds = [nix::poll::PollFd::new(fd, nix::poll::PollFlags::POLLIN)];
+            let timeout =
+                nix::poll::PollTimeout::try_from(left).unwrap_or(nix::poll::PollTimeout::ZERO);
+            match nix::poll::poll(&mut fds, timeout) {
+                Ok(0) => {
+                    return Err(io::Error::new(
+                        io::ErrorKind::TimedOut,
+                        "the agent did not answer",
+                    ));
+                }
+                Ok(_) => {}
+                Err(Errno::EINTR) => continue,
+                Err(err) => return Err(err.into()),
+            }
+            let (len, _) = recv_with_fds(&self.conn, &mut buf)?;
+            match Message::decode(&buf[..len]) {
+                Some(Message::Listening) => return Ok(()),
+                _ if len == 0 => return Err(io::Error::other("the address's agent ended")),
+                _ => {}
+            }
+        }
     }
 }

@@ -139,6 +139,8 @@ pub(crate) enum Message {
     Join,
     /// Member: the service IDs my CM listens on (all of them; none ends the last).
     Listen(Vec<u64>),
+    /// Agent: the REQs for those are steered to you now.
+    Listening,
     /// Agent: your slot; your sockets are attached (the first, then the link-local one), and,
     /// where the layout has a link-local socket that could not be bound, the `errno` why.
     Slot(u8, Option<i32>),
@@ -155,6 +157,7 @@ impl Message {
                 let ids: Vec<String> = ids.iter().map(|id| format!("{id:x}")).collect();
                 format!("listen {}", ids.join(",")).into_bytes()
             }
+            Self::Listening => b"listening".to_vec(),
             Self::Slot(slot, None) => format!("slot {slot}").into_bytes(),
             Self::Slot(slot, Some(errno)) => format!("slot {slot} {errno}").into_bytes(),
             Self::Refused(errno) => format!("refused {errno}").into_bytes(),
@@ -172,6 +175,7 @@ impl Message {
                     .map(|s| u64::from_str_radix(s, 16).ok())
                     .collect::<Option<_>>()?,
             ),
+            "listening" => Self::Listening,
             "slot" => match rest.split_once(' ') {
                 Some((slot, errno)) => Self::Slot(slot.parse().ok()?, Some(errno.parse().ok()?)),
                 None => Self::Slot(rest.parse().ok()?, None),

@@ -6,6 +6,7 @@ fn messages_read_back_as_written() {
         Message::Join,
         Message::Listen(vec![]),
         Message::Listen(vec![0x0106_0000_4791, 1]),
+        Message::Listening,
         Message::Slot(0, None),
         Message::Slot(255, Some(98)),
         Message::Refused(98),
