@@ -125,8 +125,20 @@ fn two_rping_listeners_on_one_address_each_get_their_connection() {
     };
     let first = spawn_exec(side(server_ip), &rping("-s", "18731"));
     let second = spawn_exec(side(server_ip), &rping("-s", "18732"));
-    // Both listen once their device is open and the agent has heard of their listeners.
-    std::thread::sleep(Duration::from_millis(1500));
+    // Both listen once the agent steers their REQs (RDMA_PS_TCP's service IDs of the ports).
+    let ip = server_ip.parse().unwrap();
+    let want = [0x0106_0000 | 18731, 0x0106_0000 | 18732];
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !roce_device::share::member::services(ip)
+        .unwrap()
+        .is_some_and(|ids| want.iter().all(|id| ids.contains(id)))
+    {
+        assert!(
+            Instant::now() < deadline,
+            "the two servers do not listen after 20 s"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
     for (port, server) in [("18732", second), ("18731", first)] {
         let client = spawn_exec(side(client_ip), &rping("-c", port))
             .wait_with_output()

@@ -127,11 +127,18 @@ impl Agent {
     /// A new connection's first message: a member joins, or the connection is dropped.
     fn admit(&mut self, conn: OwnedFd) {
         let mut buf = [0u8; 64];
-        match recv_with_fds(&conn, &mut buf) {
-            Ok((len, _)) if Message::decode(&buf[..len]) == Some(Message::Join) => {
-                self.join(conn);
+        match recv_with_fds(&conn, &mut buf).map(|(len, _)| Message::decode(&buf[..len])) {
+            Ok(Some(Message::Join)) => self.join(conn),
+            Ok(Some(Message::Services)) => {
+                let ids = self
+                    .steering()
+                    .listeners
+                    .into_iter()
+                    .map(|(id, _)| id)
+                    .collect();
+                let _ = send_with_fds(&conn, &Message::Listen(ids).encode(), &[]);
             }
-            _ => tracing::debug!("a connection that did not join"),
+            _ => tracing::debug!("a connection that neither joined nor asked"),
         }
     }
 

@@ -73,6 +73,30 @@ pub fn join(ip: IpAddr, agent_program: &Path) -> io::Result<Joined> {
     }
 }
 
+/// The service IDs the processes sharing `ip`'s NIC listen on, as its agent steers their REQs;
+/// `Ok(None)` when no agent runs.
+pub fn services(ip: IpAddr) -> io::Result<Option<Vec<u64>>> {
+    let addr = UnixAddr::new_abstract(agent_name(ip).as_bytes())?;
+    let conn = socket(
+        AddressFamily::Unix,
+        SockType::SeqPacket,
+        SockFlag::SOCK_CLOEXEC,
+        None,
+    )?;
+    match connect(conn.as_raw_fd(), &addr) {
+        Ok(()) => {}
+        Err(Errno::ECONNREFUSED | Errno::ENOENT) => return Ok(None),
+        Err(err) => return Err(err.into()),
+    }
+    send_with_fds(&conn, &Message::Services.encode(), &[])?;
+    let mut buf = [0u8; 16 * 1024];
+    let (len, _) = recv_with_fds(&conn, &mut buf)?;
+    match Message::decode(&buf[..len]) {
+        Some(Message::Listen(ids)) => Ok(Some(ids)),
+        _ => Err(io::Error::other("the address's agent answered nonsense")),
+    }
+}
+
 /// A connection to the agent of `ip`: the running one, or one this process starts.
 fn connect_or_start(ip: IpAddr, agent_program: &Path) -> io::Result<OwnedFd> {
     let addr = UnixAddr::new_abstract(agent_name(ip).as_bytes())?;

@@ -137,6 +137,9 @@ fn bind(addr: SocketAddr, device: Option<&str>, shared: bool) -> io::Result<std:
 pub(crate) enum Message {
     /// Member: give me a slot and my sockets.
     Join,
+    /// Anyone, on a connection of its own: which service IDs are listened on (the answer is a
+    /// `Listen` of all of them).
+    Services,
     /// Member: the service IDs my CM listens on (all of them; none ends the last).
     Listen(Vec<u64>),
     /// Agent: the REQs for those are steered to you now.
@@ -153,6 +156,7 @@ impl Message {
     pub(crate) fn encode(&self) -> Vec<u8> {
         match self {
             Self::Join => b"join".to_vec(),
+            Self::Services => b"services".to_vec(),
             Self::Listen(ids) => {
                 let ids: Vec<String> = ids.iter().map(|id| format!("{id:x}")).collect();
                 format!("listen {}", ids.join(",")).into_bytes()
@@ -169,6 +173,7 @@ impl Message {
         let (word, rest) = text.split_once(' ').unwrap_or((text, ""));
         Some(match word {
             "join" => Self::Join,
+            "services" => Self::Services,
             "listen" => Self::Listen(
                 rest.split(',')
                     .filter(|s| !s.is_empty())

@@ -4,6 +4,7 @@ use super::*;
 fn messages_read_back_as_written() {
     for message in [
         Message::Join,
+        Message::Services,
         Message::Listen(vec![]),
         Message::Listen(vec![0x0106_0000_4791, 1]),
         Message::Listening,
