@@ -7,7 +7,9 @@
 #     on UDP), against iperf3's blast (one datagram per system call, the weaker anchor) and
 #     against TCP (iperf3) between the same namespaces;
 #   - 8-byte SEND ping-pong latency (`roce perf send --lat -s 8`, waiting on completion events
-#     and with --busy-poll) against a UDP ping-pong of 14 bytes, sockperf's smallest message;
+#     and with --busy-poll) against a UDP ping-pong of 14 bytes, sockperf's smallest message, in
+#     the same mode: waiting in the kernel (sockperf's default, blocking sockets) for the NIC that
+#     waits on events, spinning (`--nonblocked` on both sides) for the busy-polling NIC;
 #   - the message rate of 64-byte WRITEs (`roce perf write -s 64`);
 #   - aggregate goodput and Jain's index with 1, 10, 100 and 1000 QPs (`roce perf write -q N`).
 # The veths keep their default offloads: the UDP backend's GSO batches cross them whole.
@@ -80,10 +82,10 @@ roce_rate() {  # 64-byte WRITEs: millions of messages per second
     ina "$ROCE" perf write "$B_IP" -n 300000 -s 64 -t 128 --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["msg_rate_mpps"])'
     wait "$pid"
 }
-udp_lat() {  # sockperf (14 bytes, its smallest message): median one-way latency (half the round trip), µs
-    inb sockperf server -i "$B_IP" -p 11111 >/dev/null 2>&1 & local pid=$!
+udp_lat() {  # [--nonblocked]: sockperf (14 bytes, its smallest message), median one-way latency (half the round trip), µs
+    inb sockperf server -i "$B_IP" -p 11111 "$@" >/dev/null 2>&1 & local pid=$!
     sleep 0.3
-    ina sockperf ping-pong -i "$B_IP" -p 11111 --msg-size 14 -t 3 2>/dev/null | awk '/percentile 50.000/{print $NF}'
+    ina sockperf ping-pong -i "$B_IP" -p 11111 --msg-size 14 -t 3 "$@" 2>/dev/null | awk '/percentile 50.000/{print $NF}'
     kill "$pid" 2>/dev/null; wait "$pid" 2>/dev/null || true
 }
 
@@ -97,7 +99,7 @@ for _ in $(seq "$RUNS"); do
     R[tcp]+="$(tcp) "
     read -r t p99 p999 <<<"$(roce_lat)"; R[rlat]+="$t "; R[rlat99]+="$p99 "; R[rlat999]+="$p999 "
     read -r t p99 p999 <<<"$(roce_lat --busy-poll)"; R[rlatbusy]+="$t "; R[rlatbusy99]+="$p99 "; R[rlatbusy999]+="$p999 "
-    R[ulat]+="$(udp_lat) "; R[rate64]+="$(roce_rate) "
+    R[ulat]+="$(udp_lat) "; R[ulatspin]+="$(udp_lat --nonblocked) "; R[rate64]+="$(roce_rate) "
     for q in 1 10 100 1000; do
         read -r bw jain <<<"$(roce_qps "$q")"
         R[q$q]+="$bw "; R[jain$q]+="$jain "
@@ -121,16 +123,17 @@ release build. MB/s are 10^6 bytes of payload per second.
 | iperf3's UDP blast, 1040-byte datagrams (-u -b 0: one datagram per system call) | $(med blast1040) MB/s | |
 | iperf3's UDP blast, 4112-byte datagrams | $(med blast4112) MB/s | |
 | TCP (iperf3) | $(med tcp) MB/s | |
-| \`roce perf send --lat -s 8\`, typical one-way latency | $(med rlat) µs | $(ratio rlat ulat) × UDP ping-pong |
+| \`roce perf send --lat -s 8\`, typical one-way latency | $(med rlat) µs | $(ratio rlat ulat) × UDP ping-pong (blocking) |
 | … its p99 / p99.9 | $(med rlat99) / $(med rlat999) µs | p99 $(ratio rlat99 rlat) × its median |
-| \`roce perf send --lat -s 8 --busy-poll\`, typical one-way latency | $(med rlatbusy) µs | $(ratio rlatbusy ulat) × UDP ping-pong |
+| \`roce perf send --lat -s 8 --busy-poll\`, typical one-way latency | $(med rlatbusy) µs | $(ratio rlatbusy ulatspin) × UDP ping-pong (spinning) |
 | … its p99 / p99.9 | $(med rlatbusy99) / $(med rlatbusy999) µs | p99 $(ratio rlatbusy99 rlatbusy) × its median |
 | \`roce perf write -s 64 -t 128\`, message rate | $(med rate64) M/s | |
 | \`roce perf write -q 1\` 64 KiB, MTU 4096, 20 000 WRITEs | $(med q1) MB/s | Jain $(med jain1) |
 | \`roce perf write -q 10\`, 2 000 WRITEs per QP | $(med q10) MB/s | $(ratio q10 q1) × 1 QP, Jain $(med jain10) |
 | \`roce perf write -q 100\`, 200 WRITEs per QP | $(med q100) MB/s | $(ratio q100 q1) × 1 QP, Jain $(med jain100) |
 | \`roce perf write -q 1000\`, 20 WRITEs per QP | $(med q1000) MB/s | $(ratio q1000 q1) × 1 QP, Jain $(med jain1000) |
-| UDP ping-pong of 14 bytes (sockperf's smallest), median one-way | $(med ulat) µs | |
+| UDP ping-pong of 14 bytes (sockperf's smallest), median one-way, blocking sockets | $(med ulat) µs | |
+| … spinning (\`--nonblocked\` on both sides) | $(med ulatspin) µs | |
 <!-- /veth -->
 TXT
 )
