@@ -227,13 +227,15 @@ impl Qp {
         } else {
             payload.len() as u64 == mtu && remaining > mtu
         };
-        let position_ok = matches!(
-            (packet.layout().position, ends, psn == first),
-            (Position::Only, true, true)
-                | (Position::First, false, true)
-                | (Position::Middle, false, false)
-                | (Position::Last, true, false)
-        );
+        // A train of responses starts (FIRST, ONLY) wherever a READ request started one: at
+        // the WQE's first PSN, or where go-back-N asked for the rest again (the responder
+        // answers that request as any other, FIRST at its PSN). It ends (LAST, ONLY) at the
+        // WQE's last PSN. rxe follows the train by the opcode before (rxe_comp.c check_op);
+        // the bytes land by their PSN's offset, checked above.
+        let position_ok = match packet.layout().position {
+            Position::Only | Position::Last => ends,
+            Position::First | Position::Middle => !ends,
+        };
         if !fits || !position_ok {
             ctx.stats.rx_bad_responses += 1;
             tracing::trace!(qpn = %self.qpn, psn = %psn, len = payload.len(), "rx read response of the wrong length or position dropped");

@@ -965,6 +965,35 @@ fn a_lost_read_response_is_an_implied_nak_and_the_read_resumes_where_it_stopped(
     );
 }
 
+/// The responses to a READ asked for again from its middle start a response train of their
+/// own (FIRST at the PSN asked for, as the responder answers any READ request): they land, and
+/// the READ completes.
+#[test]
+fn the_responses_to_a_read_resumed_in_its_middle_land_and_complete_it() {
+    let mut s = setup();
+    let remote = PEER_REGION;
+    post(&mut s, 3, SendOp::RdmaRead(remote), 0, 3000);
+    let _ = tx(&mut s, at(0));
+    let first = response(Opcode::RcRdmaReadResponseFirst, 500, ACK, 1);
+    rx(&mut s, at(10), first, &[1; 1024]);
+    let last = response(Opcode::RcRdmaReadResponseLast, 502, ACK, 1);
+    rx(&mut s, at(11), last, &[3; 952]);
+    let (again, _) = tx(&mut s, at(11));
+    assert_eq!(again.bth.psn, psn(501));
+    // The responder's answer to the READ of 1976 bytes from 501: FIRST, then LAST.
+    let first = response(Opcode::RcRdmaReadResponseFirst, 501, ACK, 1);
+    rx(&mut s, at(20), first, &[2; 1024]);
+    let last = response(Opcode::RcRdmaReadResponseLast, 502, ACK, 1);
+    rx(&mut s, at(21), last, &[3; 952]);
+    assert_eq!(s.nic.stats().rx_bad_responses, 0);
+    let cqe = s.nic.poll_completion(s.cq).expect("the READ completes");
+    assert_eq!((cqe.wr_id, cqe.status), (3, crate::WcStatus::Success));
+    let mut want = vec![1u8; 1024];
+    want.extend([2; 1024]);
+    want.extend([3; 952]);
+    assert_eq!(s.mr.read(0, 3000).unwrap(), want);
+}
+
 #[test]
 fn unacknowledged_psns_are_bounded_by_the_window() {
     let mut s = setup_with(NicConfig {
