@@ -88,9 +88,7 @@ impl DeviceOpts {
         spec.no_gso = self.no_gso;
         spec.pcap = self.pcap.clone();
         spec.snaplen = self.snaplen.snaplen;
-        if !self.private_nic && self.backend == BackendKind::Udp {
-            spec.agent = std::env::current_exe().ok();
-        }
+        share_unless(&mut spec, self.private_nic);
         spec
     }
 
@@ -107,6 +105,14 @@ impl DeviceOpts {
             err => anyhow::anyhow!(err.with_advice("--ip")),
         })?;
         Ok((opened.device, spec.ip))
+    }
+}
+
+/// Makes `spec` share its address's NIC with the address's other processes, through this
+/// program's `agent` command, unless `private` (`--private-nic`) or on the raw backend.
+pub(crate) fn share_unless(spec: &mut DeviceSpec, private: bool) {
+    if !private && spec.backend == BackendKind::Udp {
+        spec.agent = std::env::current_exe().ok();
     }
 }
 

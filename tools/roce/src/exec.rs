@@ -171,14 +171,12 @@ impl Args {
         spec.mtu = roce_core::Mtu::from_bytes(self.mtu);
         spec.cc = self.cc;
         spec.line_rate_bps = (self.line_rate * 1e9) as u64;
-        spec.loss = self.loss;
         spec.busy_poll = self.busy_poll;
         spec.no_gso = self.no_gso;
         spec.pcap = self.pcap.clone();
         spec.snaplen = self.snaplen.snaplen;
-        if !self.private_nic && self.backend == BackendKind::Udp {
-            spec.agent = std::env::current_exe().ok();
-        }
+        spec.loss = self.loss;
+        crate::device::share_unless(&mut spec, self.private_nic);
         spec
     }
 }

@@ -76,18 +76,11 @@ pub fn join(ip: IpAddr, agent_program: &Path) -> io::Result<Joined> {
 /// The service IDs the processes sharing `ip`'s NIC listen on, as its agent steers their REQs;
 /// `Ok(None)` when no agent runs.
 pub fn services(ip: IpAddr) -> io::Result<Option<Vec<u64>>> {
-    let addr = UnixAddr::new_abstract(agent_name(ip).as_bytes())?;
-    let conn = socket(
-        AddressFamily::Unix,
-        SockType::SeqPacket,
-        SockFlag::SOCK_CLOEXEC,
-        None,
-    )?;
-    match connect(conn.as_raw_fd(), &addr) {
-        Ok(()) => {}
+    let conn = match connect_agent(ip) {
+        Ok(conn) => conn,
         Err(Errno::ECONNREFUSED | Errno::ENOENT) => return Ok(None),
         Err(err) => return Err(err.into()),
-    }
+    };
     send_with_fds(&conn, &Message::Services.encode(), &[])?;
     let mut buf = [0u8; 16 * 1024];
     let (len, _) = recv_with_fds(&conn, &mut buf)?;
@@ -99,17 +92,7 @@ pub fn services(ip: IpAddr) -> io::Result<Option<Vec<u64>>> {
 
 /// A connection to the agent of `ip`: the running one, or one this process starts.
 fn connect_or_start(ip: IpAddr, agent_program: &Path) -> io::Result<OwnedFd> {
-    let addr = UnixAddr::new_abstract(agent_name(ip).as_bytes())?;
-    let attempt = || -> nix::Result<OwnedFd> {
-        let conn = socket(
-            AddressFamily::Unix,
-            SockType::SeqPacket,
-            SockFlag::SOCK_CLOEXEC,
-            None,
-        )?;
-        connect(conn.as_raw_fd(), &addr)?;
-        Ok(conn)
-    };
+    let attempt = || connect_agent(ip);
     match attempt() {
         Ok(conn) => return Ok(conn),
         Err(Errno::ECONNREFUSED | Errno::ENOENT) => {}
@@ -131,6 +114,19 @@ fn connect_or_start(ip: IpAddr, agent_program: &Path) -> io::Result<OwnedFd> {
             }
         }
     }
+}
+
+/// A connection to the agent of `ip`, if one runs (`ECONNREFUSED` or `ENOENT` if none).
+fn connect_agent(ip: IpAddr) -> nix::Result<OwnedFd> {
+    let addr = UnixAddr::new_abstract(agent_name(ip).as_bytes())?;
+    let conn = socket(
+        AddressFamily::Unix,
+        SockType::SeqPacket,
+        SockFlag::SOCK_CLOEXEC,
+        None,
+    )?;
+    connect(conn.as_raw_fd(), &addr)?;
+    Ok(conn)
 }
 
 /// Starts the agent of `ip` in a process group of its own (a Ctrl-C meant for the program
