@@ -11,7 +11,7 @@
 //!    accepts `-q` REQs (ours listens before the handshake: [`listen_for_data`]), the client
 //!    connects each test QP (again 10 times, 100 ms apart, while the server has no listener
 //!    yet: `rdma_cm_client_connection`); a handshake. Responder
-//!    resources and initiator depth are the out_reads (16 here) for READ and atomics, 0
+//!    resources and initiator depth are the out_reads (128 here) for READ and atomics, 0
 //!    otherwise; retry and RNR retry 7;
 //! 4. at the end, `destroy_ctx`: every connection disconnected.
 
@@ -32,7 +32,7 @@ use crate::cm_stream::CmStream;
 /// perftest's tries of a test QP's connect (`rdma_cm_client_connection`: `max_retries = 10`).
 const DATA_TRIES: u32 = 10;
 /// Outstanding READs and atomics each side offers (`out_reads`, as the TCP flavour announces).
-const OUT_READS: u8 = 16;
+const OUT_READS: u8 = super::setup::OUT_READS as u8;
 
 /// The device on --ip, or for a client the address its host sends from to reach the server.
 pub(super) fn spawn_device(args: &Args) -> anyhow::Result<(DeviceHandle, IpAddr)> {
