@@ -183,8 +183,11 @@ async fn demo(args: &Args, mtu: Mtu) -> anyhow::Result<ExitCode> {
     for c in [&mut to_b, &mut to_a] {
         c.mtu = mtu;
         c.dscp = args.dscp;
-        // A short local ACK timeout (4.096 µs × 2^10 ≈ 4 ms) so losses recover quickly here.
-        c.timeout = 10;
+        // A short local ACK timeout (4.096 µs × 2^12 ≈ 17 ms) so losses recover quickly here,
+        // yet long enough that a busy host, whose device threads may wait their turn for a few
+        // milliseconds, does not run out of retries without a loss (at 2^10, 4 ms, eight
+        // timeouts in a row ended a demo with --loss in a loaded test run).
+        c.timeout = 12;
     }
     qp_a.connect(&to_b).await?;
     qp_b.connect(&to_a).await?;
