@@ -222,20 +222,18 @@ impl Qp {
         // lands; the READ is asked for again when the ACK timer fires.
         let remaining = u64::from(wqe.length).saturating_sub(offset);
         let ends = wqe.last_psn() == Some(psn);
-        let ends_piece = self.req.read_piece_ends.front() == Some(&psn);
         let fits = if ends {
             payload.len() as u64 == remaining
         } else {
             payload.len() as u64 == mtu && remaining > mtu
         };
         // A train of responses starts (FIRST, ONLY) wherever a READ request started one: at
-        // the WQE's first PSN, at each piece of a long READ, or where go-back-N asked for the
-        // rest again (the responder answers that request as any other, FIRST at its PSN; rxe
-        // answers it with MIDDLE). It ends (LAST, ONLY) at the WQE's last PSN or at the end
-        // of a piece. rxe follows the train by the opcode before (rxe_comp.c check_op); the
-        // bytes land by their PSN's offset, checked above.
+        // the WQE's first PSN, or where go-back-N asked for the rest again (the responder
+        // answers that request as any other, FIRST at its PSN). It ends (LAST, ONLY) at the
+        // WQE's last PSN. rxe follows the train by the opcode before (rxe_comp.c check_op);
+        // the bytes land by their PSN's offset, checked above.
         let position_ok = match packet.layout().position {
-            Position::Only | Position::Last => ends || ends_piece,
+            Position::Only | Position::Last => ends,
             Position::First | Position::Middle => !ends,
         };
         if !fits || !position_ok {
@@ -248,15 +246,6 @@ impl Qp {
             return;
         }
         self.comp.una = psn.wrapping_add(1);
-        // The pieces whose responses have all come.
-        while self
-            .req
-            .read_piece_ends
-            .front()
-            .is_some_and(|end| end.distance(self.comp.una) < 0)
-        {
-            self.req.read_piece_ends.pop_front();
-        }
         if wqe.last_psn() == Some(psn) {
             self.retire_front(ctx);
         }

@@ -277,8 +277,7 @@ impl Qp {
 
     /// Whether the requester may start or continue send WRs.
     pub(crate) fn can_send(&self) -> bool {
-        matches!(self.state, QpState::Rts)
-            || (self.state == QpState::Sqd && self.message_in_progress())
+        matches!(self.state, QpState::Rts) || (self.state == QpState::Sqd && self.req.draining())
     }
 
     /// Whether the responder accepts requests.

@@ -14,7 +14,7 @@ use crate::timer::Timer;
 use crate::wr::SendOp;
 
 /// The requester's state.
-#[derive(Debug, Default, Clone, PartialEq, Eq)]
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Requester {
     /// The PSN of the next request packet.
     pub(crate) psn: Psn,
@@ -26,10 +26,6 @@ pub(crate) struct Requester {
     pub(crate) noack_pkts: u32,
     /// Waiting for the RNR timer: send nothing.
     pub(crate) rnr_wait: bool,
-    /// The last response PSN of each READ request in flight that does not end its WQE (a
-    /// piece of a long READ, [`read_piece_psns`]): there a response train ends (LAST) before
-    /// the WQE does.
-    pub(crate) read_piece_ends: std::collections::VecDeque<Psn>,
 }
 
 impl Requester {
@@ -57,45 +53,6 @@ impl Qp {
     /// How many packets are unacknowledged.
     pub(crate) fn unacked(&self) -> u32 {
         u32::try_from(self.req.psn.distance(self.comp.una)).unwrap_or(0)
-    }
-
-    /// Whether a message is partly sent (SQD lets it finish): a SEND or WRITE some of whose
-    /// packets went, a READ some of whose pieces were asked for.
-    pub(crate) fn message_in_progress(&self) -> bool {
-        self.req.draining()
-            || self
-                .sq
-                .get(self.sq.cursor())
-                .is_some_and(|w| w.first_psn.is_some() && !w.sent)
-    }
-
-    /// READ requests and atomics in flight (IBTA's initiator depth): an atomic, or a piece of a
-    /// READ, whose responses have not all come; a piece counts once however many of its
-    /// responses have. The WQEs before the cursor and the one at it, whose pieces may be partly
-    /// asked for.
-    fn reads_in_flight(&self, config: &crate::NicConfig) -> usize {
-        let piece = read_piece_psns(config);
-        let una = self.comp.una;
-        let mut in_flight = 0;
-        for (i, wqe) in self.sq.iter().enumerate().take(self.sq.cursor() + 1) {
-            let Some(first) = wqe.first_psn else { continue };
-            match wqe.wr.op {
-                op if op.is_atomic() => in_flight += usize::from(una.distance(first) <= 0),
-                SendOp::RdmaRead(_) => {
-                    // The PSNs asked for and not yet answered.
-                    let asked_end = if i == self.sq.cursor() {
-                        self.req.psn
-                    } else {
-                        first.wrapping_add(wqe.npsn)
-                    };
-                    let from = if una.distance(first) > 0 { una } else { first };
-                    let open = asked_end.distance(from).max(0) as u32;
-                    in_flight += open.div_ceil(piece) as usize;
-                }
-                _ => {}
-            }
-        }
-        in_flight
     }
 
     /// Whether the requester has a WQE to send from (its window and pacing aside).
@@ -156,7 +113,7 @@ impl Qp {
         if wqe.wr.op.is_local() {
             return None;
         }
-        if self.state == super::QpState::Sqd && !self.message_in_progress() {
+        if self.state == super::QpState::Sqd && self.req.offset == 0 {
             return None;
         }
         if self.qp_type == QpType::Rc {
@@ -167,10 +124,16 @@ impl Qp {
             //= ibta:vol1/9.5.2
             //# at most max_rd_atomic READs and atomics outstanding (initiator depth)
             // Every WQE before the cursor has been sent and not yet retired.
-            if wqe.wr.op.is_read_or_atomic()
-                && self.reads_in_flight(ctx.config) >= usize::from(self.max_rd_atomic)
-            {
-                return None;
+            if wqe.wr.op.is_read_or_atomic() {
+                let outstanding = self
+                    .sq
+                    .iter()
+                    .take(cursor)
+                    .filter(|w| w.wr.op.is_read_or_atomic())
+                    .count();
+                if outstanding >= usize::from(self.max_rd_atomic) {
+                    return None;
+                }
             }
         }
         // Pacing: a rate-limited QP sends no request before its next send time, and wakes up
@@ -205,27 +168,17 @@ impl Qp {
                     .saturating_mul(mtu)
                     .min(wqe.length);
                 let remaining = wqe.length - done;
-                // A long READ is asked for a piece at a time, each piece a READ request of its
-                // own whose PSNs count against the window like a WRITE's packets: its
-                // responses never run ahead of what the window lets be in flight.
-                let piece = remaining.min(read_piece_psns(ctx.config).saturating_mul(mtu));
                 let mut bth = BthRepr::new(Opcode::RcRdmaReadRequest, self.dest_qpn, psn);
                 bth.ack_req = true;
                 let repr = RoceRepr {
                     reth: Some(RethRepr {
                         va: remote.addr + u64::from(done),
                         rkey: remote.rkey,
-                        dma_len: piece,
+                        dma_len: remaining,
                     }),
                     ..RoceRepr::new(bth)
                 };
-                Segment {
-                    repr,
-                    offset: done,
-                    len: 0,
-                    npsn: piece.div_ceil(mtu).max(1),
-                    last: piece == remaining,
-                }
+                whole(repr, remaining.div_ceil(mtu).max(1))
             }
             SendOp::CompareSwap {
                 remote,
@@ -399,12 +352,6 @@ impl Qp {
             self.req.noack_pkts + 1
         };
         tracing::trace!(qpn = %self.qpn, psn = %psn, opcode = %segment.repr.bth.opcode, "tx request");
-        if !segment.last && matches!(self.sq[cursor].wr.op, SendOp::RdmaRead(_)) {
-            // A piece of a READ: its train of responses ends here.
-            self.req
-                .read_piece_ends
-                .push_back(psn.wrapping_add(segment.npsn - 1));
-        }
         let wqe = &mut self.sq[cursor];
         if segment.last {
             wqe.npsn = wqe
@@ -453,8 +400,6 @@ impl Qp {
         let packets_done = psn.distance(first) as u32;
         tracing::debug!(qpn = %self.qpn, from = %from, to = %psn, "go back n");
         self.req.psn = psn;
-        // The pieces asked for from `psn` on are asked for again, as new pieces.
-        self.req.read_piece_ends.retain(|end| end.distance(psn) < 0);
         self.req.offset = match wqe.wr.op {
             // A READ or atomic is asked again by one request; its progress is in the PSN.
             op if op.is_read_or_atomic() => 0,
@@ -477,14 +422,6 @@ impl Qp {
             self.sq.rewind_to_unsent();
         }
     }
-}
-
-/// Response PSNs one READ request asks for at most: half the window, so that a READ of any
-/// length keeps at most a window and a half of responses in flight, as WRITEs keep a window of
-/// request packets. A single request for a GiB had its responses overrun the requester's
-/// socket; every retry started another train of the same length, behind the first.
-pub(crate) fn read_piece_psns(config: &crate::NicConfig) -> u32 {
-    (config.max_unacked_psns / 2).max(1)
 }
 
 /// One request packet of a WQE: its headers, which bytes of the message it carries, the PSNs

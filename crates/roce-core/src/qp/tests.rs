@@ -987,72 +987,11 @@ fn the_responses_to_a_read_resumed_in_its_middle_land_and_complete_it() {
     rx(&mut s, at(21), last, &[3; 952]);
     assert_eq!(s.nic.stats().rx_bad_responses, 0);
     let cqe = s.nic.poll_completion(s.cq).expect("the READ completes");
-    assert_eq!((cqe.wr_id, cqe.status), (3, WcStatus::Success));
+    assert_eq!((cqe.wr_id, cqe.status), (3, crate::WcStatus::Success));
     let mut want = vec![1u8; 1024];
     want.extend([2; 1024]);
     want.extend([3; 952]);
     assert_eq!(s.mr.read(0, 3000).unwrap(), want);
-}
-
-/// A READ longer than half the window is asked for a piece at a time, each piece a READ
-/// request of its own whose PSNs count against the window: with a window of 8 PSNs, a READ of
-/// 10 KiB (10 responses of 1 KiB) is two pieces of 4 at once, the last piece of 2 once the
-/// first piece's responses have come. Each piece's train of responses (FIRST … LAST) lands,
-/// and the READ completes once, whole.
-#[test]
-fn a_long_read_is_asked_for_in_pieces_that_the_window_paces() {
-    let mut s = setup_with(NicConfig {
-        addrs: vec![US],
-        max_unacked_psns: 8,
-        ..NicConfig::default()
-    });
-    let remote = PEER_REGION;
-    post(&mut s, 9, SendOp::RdmaRead(remote), 0, 10 * 1024);
-    let asked = |s: &mut Setup, now| {
-        let (req, _) = tx(s, at(now));
-        let reth = req.reth.unwrap();
-        (req.bth.psn, reth.va - remote.addr, reth.dma_len)
-    };
-    assert_eq!(asked(&mut s, 0), (psn(500), 0, 4096));
-    assert_eq!(asked(&mut s, 0), (psn(504), 4096, 4096));
-    expect_nothing(&mut s, at(0));
-    let train = |s: &mut Setup, now, from: u32, n: u32, fill: u8| {
-        for i in 0..n {
-            let opcode = match (i, n) {
-                (0, 1) => Opcode::RcRdmaReadResponseOnly,
-                (0, _) => Opcode::RcRdmaReadResponseFirst,
-                (i, n) if i == n - 1 => Opcode::RcRdmaReadResponseLast,
-                _ => Opcode::RcRdmaReadResponseMiddle,
-            };
-            let mut r = response(opcode, from + i, ACK, 1);
-            if opcode == Opcode::RcRdmaReadResponseMiddle {
-                r.aeth = None;
-            }
-            rx(s, at(now), r, &[fill + i as u8; 1024]);
-        }
-    };
-    train(&mut s, 10, 500, 4, 0x10);
-    assert_eq!(asked(&mut s, 10), (psn(508), 8192, 2048));
-    expect_nothing(&mut s, at(10));
-    train(&mut s, 20, 504, 4, 0x20);
-    assert_eq!(
-        s.nic.poll_completion(s.cq),
-        None,
-        "two responses still to come"
-    );
-    train(&mut s, 30, 508, 2, 0x30);
-    assert_eq!(s.nic.stats().rx_bad_responses, 0);
-    let cqe = s.nic.poll_completion(s.cq).expect("the READ completes");
-    assert_eq!(
-        (cqe.wr_id, cqe.status, cqe.byte_len),
-        (9, WcStatus::Success, 10 * 1024)
-    );
-    let want: Vec<u8> = [(0x10, 4), (0x20, 4), (0x30, 2)]
-        .into_iter()
-        .flat_map(|(fill, n): (u8, u8)| (0..n).flat_map(move |i| [fill + i; 1024]))
-        .collect();
-    assert_eq!(s.mr.read(0, 10 * 1024).unwrap(), want);
-    assert_eq!(s.nic.stats().retransmitted_packets, 0);
 }
 
 #[test]
