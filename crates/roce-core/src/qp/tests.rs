@@ -987,7 +987,7 @@ fn the_responses_to_a_read_resumed_in_its_middle_land_and_complete_it() {
     rx(&mut s, at(21), last, &[3; 952]);
     assert_eq!(s.nic.stats().rx_bad_responses, 0);
     let cqe = s.nic.poll_completion(s.cq).expect("the READ completes");
-    assert_eq!((cqe.wr_id, cqe.status), (3, crate::WcStatus::Success));
+    assert_eq!((cqe.wr_id, cqe.status), (3, WcStatus::Success));
     let mut want = vec![1u8; 1024];
     want.extend([2; 1024]);
     want.extend([3; 952]);
