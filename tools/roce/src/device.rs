@@ -4,6 +4,7 @@
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 
+use anyhow::Context;
 use roce_device::backend::BindError;
 use roce_device::{BackendKind, Cc, DeviceHandle, DeviceSpec, OpenError, SnapLen};
 
@@ -95,11 +96,7 @@ impl DeviceOpts {
     /// Starts the device on `--ip` or `default_ip`; returns it and the address it plays.
     pub(crate) fn spawn(&self, default_ip: IpAddr) -> anyhow::Result<(DeviceHandle, IpAddr)> {
         let spec = self.spec(default_ip);
-        if let (true, Some(pcap)) = (spec.shares(), &spec.pcap) {
-            // The NIC's other processes append to it too: this run's capture starts empty.
-            std::fs::write(pcap, b"")
-                .map_err(|err| anyhow::anyhow!("cannot create {}: {err}", pcap.display()))?;
-        }
+        empty_shared_capture(&spec)?;
         let opened = spec.open().map_err(|err| match err {
             OpenError::NoInterface => anyhow::anyhow!("--backend raw needs --dev IFACE"),
             err => anyhow::anyhow!(err.with_advice("--ip")),
@@ -114,6 +111,15 @@ pub(crate) fn share_unless(spec: &mut DeviceSpec, private: bool) {
     if !private && spec.backend == BackendKind::Udp {
         spec.agent = std::env::current_exe().ok();
     }
+}
+
+/// A shared NIC's capture is appended to by every process of the NIC ([`roce_device::Tap::append`]):
+/// the run that starts it empties it first.
+pub(crate) fn empty_shared_capture(spec: &DeviceSpec) -> anyhow::Result<()> {
+    if let (true, Some(pcap)) = (spec.shares(), &spec.pcap) {
+        std::fs::write(pcap, b"").with_context(|| format!("cannot create {}", pcap.display()))?;
+    }
+    Ok(())
 }
 
 /// Why the UDP backend could not bind `ip:4791`, by its real cause, with what to do about it

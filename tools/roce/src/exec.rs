@@ -229,11 +229,7 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<ExitCode> {
     for (var, value) in spec.env() {
         cmd.env(var, value);
     }
-    if let (true, Some(pcap)) = (spec.shares(), &spec.pcap) {
-        // Every process of the run appends to it (one capture of the whole NIC): it starts
-        // empty.
-        std::fs::write(pcap, b"").with_context(|| format!("cannot create {}", pcap.display()))?;
-    }
+    crate::device::empty_shared_capture(&spec)?;
     let stats_file = args
         .stats
         .map(|_| std::env::temp_dir().join(format!("roce-exec-{}-stats.json", std::process::id())));

@@ -12,7 +12,7 @@
 mod common;
 
 use std::path::Path;
-use std::process::Command;
+use std::process::{Command, Output};
 
 use common::exec::{have, ok_as};
 use common::netns::{NsPair, Spec};
@@ -34,31 +34,11 @@ const UCX_PML: [&str; 10] = [
 
 #[test]
 fn mpi_ranks_on_their_own_nics_pingpong_and_all_to_all_over_ucx() {
-    if !have("mpirun", "openmpi-bin") || !have("mpicc", "libopenmpi-dev") {
-        return;
-    }
-    let exe = build_program("lo");
     // Each rank's own NIC: the wrapper reads the rank Open MPI gives it.
-    let rank = format!(
-        "exec {} exec --ip 127.0.83.$((OMPI_COMM_WORLD_RANK + 1)) -- {}",
-        env!("CARGO_BIN_EXE_roce"),
-        exe.display()
-    );
-    // Bounded: ranks that cannot reach each other would wait for ever.
-    let out = Command::new("timeout")
-        .args([
-            "120",
-            "mpirun",
-            "--allow-run-as-root",
-            "--oversubscribe",
-            "-np",
-            "3",
-        ])
-        .args(UCX_PML)
-        .args(["sh", "-c", &rank])
-        .output()
-        .unwrap();
-    let _ = std::fs::remove_file(&exe);
+    let Some(out) = local_mpirun("lo", 3, &[], Some("127.0.83.$((OMPI_COMM_WORLD_RANK + 1))"))
+    else {
+        return;
+    };
     let text = ok_as("mpirun", &out);
     assert!(text.contains("ranks 3 bad 0"), "{text}");
     // Nothing the middleware calls is missing (libibverbs' own log entry, which the providers
@@ -72,31 +52,16 @@ fn mpi_ranks_on_their_own_nics_pingpong_and_all_to_all_over_ucx() {
 /// the datagrams between ranks looped back through the NIC.
 #[test]
 fn mpi_ranks_sharing_one_address_pingpong_and_all_to_all_over_ucx() {
-    if !have("mpirun", "openmpi-bin") || !have("mpicc", "libopenmpi-dev") {
+    let roce_exec = [
+        env!("CARGO_BIN_EXE_roce"),
+        "exec",
+        "--ip",
+        "127.0.83.11",
+        "--",
+    ];
+    let Some(out) = local_mpirun("shared", 4, &roce_exec, None) else {
         return;
-    }
-    let exe = build_program("shared");
-    let out = Command::new("timeout")
-        .args([
-            "120",
-            env!("CARGO_BIN_EXE_roce"),
-            "exec",
-            "--ip",
-            "127.0.83.11",
-            "--",
-        ])
-        .args([
-            "mpirun",
-            "--allow-run-as-root",
-            "--oversubscribe",
-            "-np",
-            "4",
-        ])
-        .args(UCX_PML)
-        .arg(&exe)
-        .output()
-        .unwrap();
-    let _ = std::fs::remove_file(&exe);
+    };
     let text = ok_as("roce exec mpirun", &out);
     assert!(text.contains("ranks 4 bad 0"), "{text}");
 }
@@ -107,31 +72,49 @@ fn mpi_ranks_sharing_one_address_pingpong_and_all_to_all_over_ucx() {
 /// every word.
 #[test]
 fn mpi_ranks_on_two_shared_addresses_pingpong_and_all_to_all_over_ucx() {
-    if !have("mpirun", "openmpi-bin") || !have("mpicc", "libopenmpi-dev") {
+    let ip = "127.0.83.$((21 + OMPI_COMM_WORLD_RANK % 2))";
+    let Some(out) = local_mpirun("two-shared", 16, &[], Some(ip)) else {
         return;
-    }
-    let exe = build_program("two-shared");
-    let rank = format!(
-        "exec {} exec --ip 127.0.83.$((21 + OMPI_COMM_WORLD_RANK % 2)) -- {}",
-        env!("CARGO_BIN_EXE_roce"),
-        exe.display()
-    );
-    let out = Command::new("timeout")
-        .args([
-            "180",
-            "mpirun",
-            "--allow-run-as-root",
-            "--oversubscribe",
-            "-np",
-            "16",
-        ])
-        .args(UCX_PML)
-        .args(["sh", "-c", &rank])
-        .output()
-        .unwrap();
-    let _ = std::fs::remove_file(&exe);
+    };
     let text = ok_as("mpirun", &out);
     assert!(text.contains("ranks 16 bad 0"), "{text}");
+}
+
+/// Runs the program of `mpi/` as `np` ranks on this host, bounded (ranks that cannot reach each
+/// other would wait for ever): `[BEFORE…] mpirun … -np NP` with Open MPI's UCX pml, each rank
+/// under a `roce exec --ip RANK_IP` of its own (`RANK_IP` a shell expression of the rank), or
+/// bare where `BEFORE` is a `roce exec` around mpirun. `None` (skipped, naming the packages)
+/// without Open MPI.
+fn local_mpirun(tag: &str, np: u32, before: &[&str], rank_ip: Option<&str>) -> Option<Output> {
+    if !have("mpirun", "openmpi-bin") || !have("mpicc", "libopenmpi-dev") {
+        return None;
+    }
+    let exe = build_program(tag);
+    let mut cmd = Command::new("timeout");
+    cmd.arg("180").args(before).args([
+        "mpirun",
+        "--allow-run-as-root",
+        "--oversubscribe",
+        "-np",
+        &np.to_string(),
+    ]);
+    cmd.args(UCX_PML);
+    match rank_ip {
+        Some(ip) => {
+            let rank = format!(
+                "exec {} exec --ip {ip} -- {}",
+                env!("CARGO_BIN_EXE_roce"),
+                exe.display()
+            );
+            cmd.args(["sh", "-c", &rank]);
+        }
+        None => {
+            cmd.arg(&exe);
+        }
+    }
+    let out = cmd.output().unwrap();
+    let _ = std::fs::remove_file(&exe);
+    Some(out)
 }
 
 /// Builds the program of `mpi/` with mpicc (a failure fails the test); its path, in the

@@ -151,7 +151,7 @@ impl Agent {
             .map(|i| self.next_slot.wrapping_add(i))
             .find(|&s| !taken(s))
         else {
-            refuse(&conn, libc_errno(Errno::EUSERS));
+            refuse(&conn, Errno::EUSERS as i32);
             return;
         };
         if self.members.is_empty() {
@@ -254,10 +254,6 @@ impl Agent {
             }
         }
     }
-}
-
-fn libc_errno(errno: Errno) -> i32 {
-    errno as i32
 }
 
 #[cfg(test)]
