@@ -122,7 +122,13 @@ impl Qp {
         // below `next_new`), even if go-back-N is sending it again right now.
         while let Some(wqe) = self.sq.front() {
             let Some(last) = wqe.last_psn() else { break };
-            if last.distance(psn) >= 0 {
+            let passed = last.distance(psn) < 0;
+            // Or some of its PSNs not yet answered are: a responder acknowledges up to where
+            // a piece of a long READ ended (its ePSN − 1, for a duplicate WRITE). rxe
+            // check_psn: a PSN past the one expected while a READ or atomic waits is a retry.
+            let last_acked = psn.wrapping_sub(1);
+            let reached = wqe.contains(last_acked) && last_acked.distance(self.comp.una) >= 0;
+            if !passed && !(reached && wqe.wr.op.is_read_or_atomic()) {
                 break;
             }
             if wqe.wr.op.is_read_or_atomic() {
@@ -222,18 +228,22 @@ impl Qp {
         // lands; the READ is asked for again when the ACK timer fires.
         let remaining = u64::from(wqe.length).saturating_sub(offset);
         let ends = wqe.last_psn() == Some(psn);
+        let at = psn.distance(first) as u32;
+        let piece = super::requester::read_piece_psns(ctx.config);
+        let ends_piece = super::requester::read_piece_end(at, piece, wqe.npsn) == at + 1;
         let fits = if ends {
             payload.len() as u64 == remaining
         } else {
             payload.len() as u64 == mtu && remaining > mtu
         };
         // A train of responses starts (FIRST, ONLY) wherever a READ request started one: at
-        // the WQE's first PSN, or where go-back-N asked for the rest again (the responder
-        // answers that request as any other, FIRST at its PSN). It ends (LAST, ONLY) at the
-        // WQE's last PSN. rxe follows the train by the opcode before (rxe_comp.c check_op);
-        // the bytes land by their PSN's offset, checked above.
+        // the WQE's first PSN, at each piece of a long READ, or where go-back-N asked for the
+        // rest again (the responder answers that request as any other, FIRST at its PSN; rxe
+        // answers it with MIDDLE). It ends (LAST, ONLY) at the WQE's last PSN or at the end
+        // of a piece. rxe follows the train by the opcode before (rxe_comp.c check_op); the
+        // bytes land by their PSN's offset, checked above.
         let position_ok = match packet.layout().position {
-            Position::Only | Position::Last => ends,
+            Position::Only | Position::Last => ends || ends_piece,
             Position::First | Position::Middle => !ends,
         };
         if !fits || !position_ok {

@@ -277,7 +277,8 @@ impl Qp {
 
     /// Whether the requester may start or continue send WRs.
     pub(crate) fn can_send(&self) -> bool {
-        matches!(self.state, QpState::Rts) || (self.state == QpState::Sqd && self.req.draining())
+        matches!(self.state, QpState::Rts)
+            || (self.state == QpState::Sqd && self.message_in_progress())
     }
 
     /// Whether the responder accepts requests.

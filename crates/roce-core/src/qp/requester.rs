@@ -55,6 +55,46 @@ impl Qp {
         u32::try_from(self.req.psn.distance(self.comp.una)).unwrap_or(0)
     }
 
+    /// Whether a message is partly sent (SQD lets it finish): a SEND or WRITE some of whose
+    /// packets went, a READ some of whose pieces were asked for.
+    pub(crate) fn message_in_progress(&self) -> bool {
+        self.req.draining()
+            || self
+                .sq
+                .get(self.sq.cursor())
+                .is_some_and(|w| w.first_psn.is_some() && !w.sent)
+    }
+
+    /// READ requests and atomics in flight (IBTA's initiator depth): an atomic, or a piece of a
+    /// READ, whose responses have not all come; a piece counts once however many of its
+    /// responses have. The WQEs before the cursor and the one at it, whose pieces may be partly
+    /// asked for.
+    fn reads_in_flight(&self, config: &crate::NicConfig) -> usize {
+        let piece = read_piece_psns(config);
+        let una = self.comp.una;
+        let mut in_flight = 0;
+        for (i, wqe) in self.sq.iter().enumerate().take(self.sq.cursor() + 1) {
+            let Some(first) = wqe.first_psn else { continue };
+            match wqe.wr.op {
+                op if op.is_atomic() => in_flight += usize::from(una.distance(first) <= 0),
+                SendOp::RdmaRead(_) => {
+                    // The PSNs asked for and not yet answered, as offsets in the READ.
+                    let asked = if i == self.sq.cursor() {
+                        self.req.psn.distance(first).max(0) as u32
+                    } else {
+                        wqe.npsn
+                    };
+                    let answered = una.distance(first).max(0) as u32;
+                    if answered < asked {
+                        in_flight += ((asked - 1) / piece - answered / piece + 1) as usize;
+                    }
+                }
+                _ => {}
+            }
+        }
+        in_flight
+    }
+
     /// Whether the requester has a WQE to send from (its window and pacing aside).
     pub(crate) fn has_requests(&self) -> bool {
         self.can_send() && !self.req.rnr_wait && self.sq.has_unsent()
@@ -113,7 +153,7 @@ impl Qp {
         if wqe.wr.op.is_local() {
             return None;
         }
-        if self.state == super::QpState::Sqd && self.req.offset == 0 {
+        if self.state == super::QpState::Sqd && !self.message_in_progress() {
             return None;
         }
         if self.qp_type == QpType::Rc {
@@ -124,16 +164,10 @@ impl Qp {
             //= ibta:vol1/9.5.2
             //# at most max_rd_atomic READs and atomics outstanding (initiator depth)
             // Every WQE before the cursor has been sent and not yet retired.
-            if wqe.wr.op.is_read_or_atomic() {
-                let outstanding = self
-                    .sq
-                    .iter()
-                    .take(cursor)
-                    .filter(|w| w.wr.op.is_read_or_atomic())
-                    .count();
-                if outstanding >= usize::from(self.max_rd_atomic) {
-                    return None;
-                }
+            if wqe.wr.op.is_read_or_atomic()
+                && self.reads_in_flight(ctx.config) >= usize::from(self.max_rd_atomic)
+            {
+                return None;
             }
         }
         // Pacing: a rate-limited QP sends no request before its next send time, and wakes up
@@ -164,21 +198,39 @@ impl Qp {
             SendOp::RdmaRead(remote) => {
                 // A READ resumed by go-back-N asks only for what is missing (rxe req_retry).
                 let first = wqe.first_psn.expect("set by poll_request");
-                let done = (psn.distance(first).max(0) as u32)
-                    .saturating_mul(mtu)
-                    .min(wqe.length);
+                let asked = psn.distance(first).max(0) as u32;
+                let done = asked.saturating_mul(mtu).min(wqe.length);
                 let remaining = wqe.length - done;
+                // A long READ is asked for a piece at a time, each piece a READ request of its
+                // own whose PSNs count against the window like a WRITE's packets: its
+                // responses never run ahead of what the window lets be in flight. Pieces lie
+                // at fixed places in the READ, so one asked for again from its middle asks
+                // for no more than the responder saw asked for at first (rxe's
+                // duplicate_request drops a READ that reaches beyond its resource).
+                let end = read_piece_end(asked, read_piece_psns(ctx.config), wqe.npsn);
+                let last = end == wqe.npsn;
+                let dma_len = if last {
+                    remaining
+                } else {
+                    (end - asked).saturating_mul(mtu)
+                };
                 let mut bth = BthRepr::new(Opcode::RcRdmaReadRequest, self.dest_qpn, psn);
                 bth.ack_req = true;
                 let repr = RoceRepr {
                     reth: Some(RethRepr {
                         va: remote.addr + u64::from(done),
                         rkey: remote.rkey,
-                        dma_len: remaining,
+                        dma_len,
                     }),
                     ..RoceRepr::new(bth)
                 };
-                whole(repr, remaining.div_ceil(mtu).max(1))
+                Segment {
+                    repr,
+                    offset: done,
+                    len: 0,
+                    npsn: end - asked,
+                    last,
+                }
             }
             SendOp::CompareSwap {
                 remote,
@@ -422,6 +474,23 @@ impl Qp {
             self.sq.rewind_to_unsent();
         }
     }
+}
+
+/// Response PSNs one READ request asks for at most: half the window, so that a READ of any
+/// length keeps at most a window and a half of responses in flight, as WRITEs keep a window of
+/// request packets. A single request for a GiB had its responses overrun the requester's
+/// socket; every retry started another train of the same length, behind the first.
+pub(crate) fn read_piece_psns(config: &crate::NicConfig) -> u32 {
+    (config.max_unacked_psns / 2).max(1)
+}
+
+/// Where the piece of a READ of `total` response PSNs that holds PSN offset `at` ends (the
+/// offset after its last PSN): pieces of `piece` PSNs from the READ's first.
+pub(crate) fn read_piece_end(at: u32, piece: u32, total: u32) -> u32 {
+    (at / piece)
+        .saturating_add(1)
+        .saturating_mul(piece)
+        .min(total)
 }
 
 /// One request packet of a WQE: its headers, which bytes of the message it carries, the PSNs

@@ -992,6 +992,136 @@ fn the_responses_to_a_read_resumed_in_its_middle_land_and_complete_it() {
     assert_eq!(s.mr.read(0, 3000).unwrap(), want);
 }
 
+/// A READ longer than half the window is asked for a piece at a time, each piece a READ
+/// request of its own whose PSNs count against the window: with a window of 8 PSNs, a READ of
+/// 10 KiB (10 responses of 1 KiB) is two pieces of 4 at once, the last piece of 2 once the
+/// first piece's responses have come. Each piece's train of responses (FIRST … LAST) lands,
+/// and the READ completes once, whole.
+#[test]
+fn a_long_read_is_asked_for_in_pieces_that_the_window_paces() {
+    let mut s = setup_with(NicConfig {
+        addrs: vec![US],
+        max_unacked_psns: 8,
+        ..NicConfig::default()
+    });
+    let remote = PEER_REGION;
+    post(&mut s, 9, SendOp::RdmaRead(remote), 0, 10 * 1024);
+    let asked = |s: &mut Setup, now| {
+        let (req, _) = tx(s, at(now));
+        let reth = req.reth.unwrap();
+        (req.bth.psn, reth.va - remote.addr, reth.dma_len)
+    };
+    assert_eq!(asked(&mut s, 0), (psn(500), 0, 4096));
+    assert_eq!(asked(&mut s, 0), (psn(504), 4096, 4096));
+    expect_nothing(&mut s, at(0));
+    let train = |s: &mut Setup, now, from: u32, n: u32, fill: u8| {
+        for i in 0..n {
+            let opcode = match (i, n) {
+                (0, 1) => Opcode::RcRdmaReadResponseOnly,
+                (0, _) => Opcode::RcRdmaReadResponseFirst,
+                (i, n) if i == n - 1 => Opcode::RcRdmaReadResponseLast,
+                _ => Opcode::RcRdmaReadResponseMiddle,
+            };
+            let mut r = response(opcode, from + i, ACK, 1);
+            if opcode == Opcode::RcRdmaReadResponseMiddle {
+                r.aeth = None;
+            }
+            rx(s, at(now), r, &[fill + i as u8; 1024]);
+        }
+    };
+    train(&mut s, 10, 500, 4, 0x10);
+    assert_eq!(asked(&mut s, 10), (psn(508), 8192, 2048));
+    expect_nothing(&mut s, at(10));
+    train(&mut s, 20, 504, 4, 0x20);
+    assert_eq!(
+        s.nic.poll_completion(s.cq),
+        None,
+        "two responses still to come"
+    );
+    train(&mut s, 30, 508, 2, 0x30);
+    assert_eq!(s.nic.stats().rx_bad_responses, 0);
+    let cqe = s.nic.poll_completion(s.cq).expect("the READ completes");
+    assert_eq!(
+        (cqe.wr_id, cqe.status, cqe.byte_len),
+        (9, WcStatus::Success, 10 * 1024)
+    );
+    let want: Vec<u8> = [(0x10, 4), (0x20, 4), (0x30, 2)]
+        .into_iter()
+        .flat_map(|(fill, n): (u8, u8)| (0..n).flat_map(move |i| [fill + i; 1024]))
+        .collect();
+    assert_eq!(s.mr.read(0, 10 * 1024).unwrap(), want);
+    assert_eq!(s.nic.stats().retransmitted_packets, 0);
+}
+
+/// With a window of 8, a READ of 10 KiB asks for [500, 504) and [504, 508). The second
+/// response of the first piece is lost: the READ is asked for again from 501 to the end of
+/// that piece only (3 responses: what the responder saw asked for at first), then from the
+/// next pieces' starts.
+#[test]
+fn a_read_asked_for_again_from_the_middle_of_a_piece_asks_for_the_rest_of_that_piece() {
+    let mut s = setup_with(NicConfig {
+        addrs: vec![US],
+        max_unacked_psns: 8,
+        ..NicConfig::default()
+    });
+    let remote = PEER_REGION;
+    post(&mut s, 9, SendOp::RdmaRead(remote), 0, 10 * 1024);
+    let asked = |s: &mut Setup, now| {
+        let (req, _) = tx(s, at(now));
+        let reth = req.reth.unwrap();
+        (req.bth.psn, reth.va - remote.addr, reth.dma_len)
+    };
+    assert_eq!(asked(&mut s, 0), (psn(500), 0, 4096));
+    assert_eq!(asked(&mut s, 0), (psn(504), 4096, 4096));
+    let first = response(Opcode::RcRdmaReadResponseFirst, 500, ACK, 1);
+    rx(&mut s, at(10), first, &[1; 1024]);
+    let mut third = response(Opcode::RcRdmaReadResponseMiddle, 502, ACK, 1);
+    third.aeth = None;
+    rx(&mut s, at(11), third, &[3; 1024]);
+    assert_eq!(s.nic.stats().implied_naks, 1);
+    assert_eq!(asked(&mut s, 11), (psn(501), 1024, 3072));
+    assert_eq!(asked(&mut s, 11), (psn(504), 4096, 4096));
+    // 501..=508 is within the window of 8 again.
+    assert_eq!(asked(&mut s, 11), (psn(508), 8192, 2048));
+    expect_nothing(&mut s, at(11));
+    assert_eq!(
+        s.mr.read(1024, 1024).unwrap(),
+        [0; 1024],
+        "502 did not land"
+    );
+}
+
+/// A responder may ACK a PSN inside a READ: the PSN before its ePSN, when a piece of the READ
+/// ended there (a duplicate WRITE before it is ACKed so). Responses not yet come are then
+/// lost ones, an implied NAK (rxe check_psn): the READ is asked for again from the first
+/// missing response, and `una` does not pass over bytes that never landed.
+#[test]
+fn an_ack_inside_a_read_whose_responses_have_not_come_asks_for_them_again() {
+    let mut s = setup_with(NicConfig {
+        addrs: vec![US],
+        max_unacked_psns: 8,
+        ..NicConfig::default()
+    });
+    let remote = PEER_REGION;
+    post(&mut s, 9, SendOp::RdmaRead(remote), 0, 10 * 1024);
+    tx(&mut s, at(0));
+    tx(&mut s, at(0));
+    // The first piece's responses are lost; an ACK of its last PSN (503) comes.
+    let ack = response(Opcode::RcAcknowledge, 503, ACK, 1);
+    rx(&mut s, at(10), ack, b"");
+    assert_eq!(s.nic.stats().implied_naks, 1);
+    let (again, _) = tx(&mut s, at(10));
+    assert_eq!(
+        (again.bth.psn, again.reth.unwrap().dma_len),
+        (psn(500), 4096)
+    );
+    // The responses to the first request still land: nothing was passed over.
+    let first = response(Opcode::RcRdmaReadResponseFirst, 500, ACK, 1);
+    rx(&mut s, at(20), first, &[7; 1024]);
+    assert_eq!(s.mr.read(0, 1024).unwrap(), [7; 1024]);
+    assert_eq!(s.nic.stats().rx_ghost_responses, 0);
+}
+
 #[test]
 fn unacknowledged_psns_are_bounded_by_the_window() {
     let mut s = setup_with(NicConfig {
