@@ -150,6 +150,17 @@ versus("Shared NIC: `ib_send_lat -s 8` ≤ 1.1 × a NIC of its own",
        "exec_lat", "private_lat", xenv, 1, "µs", lambda r: r <= 1.1)
 versus("Shared NIC: two `ib_write_bw` pairs at once ≥ one pair's goodput",
        "exec_bw2", "exec_bw", xenv, 0, "MB/s", lambda r: r >= 1)
+# 2d. RDMA READ against WRITE at every size, and nothing sent again (bench/veth.sh).
+sizes = (4096, 65536, 1048576, 67108864, 1073741824)
+reads = [ratio(f(f"read{z}", veth), f(f"write{z}", veth)) for z in sizes]
+resent = [f(f"readresent{z}", veth) for z in sizes]
+if None not in reads and None not in resent:
+    worst = min(range(len(sizes)), key=lambda i: reads[i])
+    rows.append(("RDMA READ ≥ 0.9 × WRITE goodput at every size 4 KiB–1 GiB (veth, MTU 4096), nothing sent again",
+                 " / ".join(f"{r:.2f}" for r in reads) + f" × (worst at {sizes[worst]} bytes); sent again: {sum(resent):.0f}",
+                 verdict(min(reads) >= 0.9 and sum(resent) == 0)))
+else:
+    rows.append(("RDMA READ ≥ 0.9 × WRITE goodput at every size 4 KiB–1 GiB (veth, MTU 4096), nothing sent again", "—", verdict(None)))
 # 3. small messages on one core.
 m64 = crit("write_64_messages")
 rate = None if m64 is None else 1e3 / m64

@@ -82,6 +82,20 @@ roce_rate() {  # 64-byte WRITEs: millions of messages per second
     ina "$ROCE" perf write "$B_IP" -n 300000 -s 64 -t 128 --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["msg_rate_mpps"])'
     wait "$pid"
 }
+roce_op() {  # roce_op OP SIZE N: "MB/s resent": one QP, MTU 4096; resent counts the requester's
+    # packets sent again and the responder's duplicate requests (a READ asked for again)
+    local op=$1 size=$2 n=$3
+    inb "$ROCE" perf "$op" -n "$n" -s "$size" -m 4096 --json >"$TMP/op.json" & local pid=$!
+    sleep 0.3
+    ina "$ROCE" perf "$op" "$B_IP" -n "$n" -s "$size" -m 4096 --json >"$TMP/op-client.json"
+    wait "$pid"
+    python3 -c 'import json,sys
+c, s = (json.load(open(p)) for p in sys.argv[1:])
+print(c["bw_avg_mb_s"], c["retransmitted_packets"] + s.get("counters", {}).get("rx_duplicate_requests", 0))' \
+        "$TMP/op-client.json" "$TMP/op.json"
+}
+# READ against WRITE, one message size at a time (about 300 MB of each below 1 GiB).
+OP_SIZES="4096:50000 65536:5000 1048576:300 67108864:5 1073741824:1"
 udp_lat() {  # [--nonblocked]: sockperf (14 bytes, its smallest message), median one-way latency (half the round trip), µs
     inb sockperf server -i "$B_IP" -p 11111 "$@" >/dev/null 2>&1 & local pid=$!
     sleep 0.3
@@ -103,6 +117,12 @@ for _ in $(seq "$RUNS"); do
     for q in 1 10 100 1000; do
         read -r bw jain <<<"$(roce_qps "$q")"
         R[q$q]+="$bw "; R[jain$q]+="$jain "
+    done
+    for sn in $OP_SIZES; do
+        for op in write read; do
+            read -r bw resent <<<"$(roce_op "$op" "${sn%:*}" "${sn#*:}")"
+            R[$op${sn%:*}]+="$bw "; R[${op}resent${sn%:*}]+="$resent "
+        done
     done
 done
 med() { tr ' ' '\n' <<<"${R[$1]}" | grep . | median | awk '{printf "%.4g", $1}'; }
@@ -132,6 +152,7 @@ release build. MB/s are 10^6 bytes of payload per second.
 | \`roce perf write -q 10\`, 2 000 WRITEs per QP | $(med q10) MB/s | $(ratio q10 q1) × 1 QP, Jain $(med jain10) |
 | \`roce perf write -q 100\`, 200 WRITEs per QP | $(med q100) MB/s | $(ratio q100 q1) × 1 QP, Jain $(med jain100) |
 | \`roce perf write -q 1000\`, 20 WRITEs per QP | $(med q1000) MB/s | $(ratio q1000 q1) × 1 QP, Jain $(med jain1000) |
+$(for sn in $OP_SIZES; do z=${sn%:*}; echo "| \`roce perf read\` against \`write\`, $z-byte messages, MTU 4096 | $(med "read$z") vs $(med "write$z") MB/s, sent again $(med "readresent$z") vs $(med "writeresent$z") | $(ratio "read$z" "write$z") × |"; done)
 | UDP ping-pong of 14 bytes (sockperf's smallest), median one-way, blocking sockets | $(med ulat) µs | |
 | … spinning (\`--nonblocked\` on both sides) | $(med ulatspin) µs | |
 <!-- /veth -->
