@@ -1,35 +1,77 @@
-//! Congestion control of a QP, behind one trait (quinn's `Controller`): the reaction point that
-//! sets the QP's sending rate ([`RateControl`]: [`Unlimited`] or [`dcqcn::Dcqcn`]), the pacer
-//! that holds the requester to that rate, and the notification point that answers CE-marked
-//! requests with CNPs.
+//! Congestion control of a QP, behind one trait (quinn's `Controller`): the algorithm that
+//! sets the QP's sending rate and window ([`CongestionControl`]: [`Unlimited`],
+//! [`dcqcn::Dcqcn`], [`dctcp::Dctcp`], [`timely::Timely`]), the pacer that holds the requester
+//! to that rate, the record of the packets in flight that ACKs are matched against
+//! ([`flight::Flight`]), and the notification point that answers CE-marked requests with CNPs.
 
 use std::fmt;
+
+use roce_wire::Psn;
 
 use crate::config::{Congestion, NicConfig};
 use crate::stats::Stats;
 use crate::timer::{Timer, TimerTable};
-use crate::{Ecn, Instant};
+use crate::{Duration, Ecn, Instant};
 
 pub(crate) mod dcqcn;
+pub(crate) mod dctcp;
+#[cfg(test)]
+mod dctcp_tests;
+pub(crate) mod flight;
 pub(crate) mod np;
 pub(crate) mod pacer;
 #[cfg(test)]
 mod tests;
+pub(crate) mod timely;
+#[cfg(test)]
+mod timely_tests;
 
-/// A reaction point: decides a QP's sending rate from the CNPs it receives, the bytes it sends
-/// and its timers. Timers are armed in the QP's [`TimerTable`]; the NIC calls
-/// [`RateControl::on_timer`] when `RateIncrease` expires.
-pub(crate) trait RateControl: fmt::Debug + Send {
+/// What one response packet told the requester (an ACK or NAK covering PSNs, a READ response,
+/// an atomic ACK), for the algorithms driven by ACKs ([`Congestion::hears_acks`]).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct Ack {
+    /// When it arrived.
+    pub(crate) now: Instant,
+    /// Bytes on the wire of the request packets it newly acknowledged (0 for a duplicate).
+    pub(crate) newly_acked: u64,
+    /// The oldest PSN still unacknowledged after it (TCP's `snd_una`).
+    pub(crate) una: Psn,
+    /// The first PSN never sent (TCP's `snd_nxt`): "once per window" is until `una` passes
+    /// the `next` of the last update.
+    pub(crate) next: Psn,
+    /// Its arrival minus the departure of the newest packet it covers, unless that packet was
+    /// sent more than once.
+    pub(crate) rtt: Option<Duration>,
+    /// The BTH's BECN bit: the responder saw CE on the requests this ACK covers (DCTCP's
+    /// ECN-Echo).
+    pub(crate) ecn_echo: bool,
+}
+
+/// A QP's congestion-control algorithm: decides its sending rate (pacing) and its window (bytes
+/// in flight) from the CNPs it receives, the bytes it sends, its timers and the ACKs. Timers are
+/// armed in the QP's [`TimerTable`]; the NIC calls [`CongestionControl::on_timer`] when
+/// `RateIncrease` expires.
+pub(crate) trait CongestionControl: fmt::Debug + Send {
     /// The rate the requester may send at, bits per second; `None` is no limit.
     fn rate_bps(&self) -> Option<f64>;
+    /// The bytes on the wire the requester may have unacknowledged; `None` is no limit (the
+    /// QP's PSN window still applies).
+    fn window_bytes(&self) -> Option<u64> {
+        None
+    }
     /// The rate it is climbing back to, bits per second; `None` is no limit.
     fn target_bps(&self) -> Option<f64>;
-    /// DCQCN's α at `now`, the estimate of how congested the path is (0 when not applicable).
+    /// The algorithm's α at `now`, its estimate of how congested the path is (DCQCN's and
+    /// DCTCP's α; 0 when not applicable).
     fn alpha(&self, now: Instant) -> f64;
     /// A CNP for this QP arrived.
     fn on_cnp(&mut self, now: Instant, timers: &mut TimerTable, stats: &mut Stats);
     /// The requester put `bytes` on the wire.
     fn on_sent(&mut self, now: Instant, bytes: u64, timers: &mut TimerTable, stats: &mut Stats);
+    /// A response arrived (only with [`Congestion::hears_acks`]).
+    fn on_ack(&mut self, ack: &Ack, timers: &mut TimerTable, stats: &mut Stats) {
+        let _ = (ack, timers, stats);
+    }
     /// `timer` expired.
     fn on_timer(&mut self, timer: Timer, now: Instant, timers: &mut TimerTable, stats: &mut Stats);
 }
@@ -38,7 +80,7 @@ pub(crate) trait RateControl: fmt::Debug + Send {
 #[derive(Debug, Clone, Copy, Default)]
 pub(crate) struct Unlimited;
 
-impl RateControl for Unlimited {
+impl CongestionControl for Unlimited {
     fn rate_bps(&self) -> Option<f64> {
         None
     }
@@ -53,11 +95,14 @@ impl RateControl for Unlimited {
     fn on_timer(&mut self, _: Timer, _: Instant, _: &mut TimerTable, _: &mut Stats) {}
 }
 
-/// A QP's congestion-control state: its reaction point, pacer and notification point.
+/// A QP's congestion-control state: its algorithm (for DCQCN, the reaction point), pacer,
+/// record of packets in flight and notification point.
 #[derive(Debug)]
 pub(crate) struct QpCongestion {
-    pub(crate) rp: Box<dyn RateControl>,
+    pub(crate) rp: Box<dyn CongestionControl>,
     pub(crate) pacer: pacer::Pacer,
+    /// The packets in flight, kept only for an algorithm that hears ACKs.
+    pub(crate) flight: Option<flight::Flight>,
     pub(crate) np: np::Notifier,
     /// CNPs received for this QP.
     pub(crate) cnps_received: u64,
@@ -66,17 +111,95 @@ pub(crate) struct QpCongestion {
 impl QpCongestion {
     /// The state a new (or reset) QP starts with under `config`.
     pub(crate) fn new(config: &NicConfig) -> Self {
-        let rp: Box<dyn RateControl> = match config.congestion {
+        let line = config.line_rate_bps as f64;
+        let rp: Box<dyn CongestionControl> = match config.congestion {
             Congestion::None => Box::new(Unlimited),
-            Congestion::Dcqcn(dcqcn) => {
-                Box::new(dcqcn::Dcqcn::new(dcqcn, config.line_rate_bps as f64))
-            }
+            Congestion::Dcqcn(dcqcn) => Box::new(dcqcn::Dcqcn::new(dcqcn, line)),
+            Congestion::Dctcp(dctcp) => Box::new(dctcp::Dctcp::new(dctcp, line)),
+            Congestion::Timely(timely) => Box::new(timely::Timely::new(timely, line)),
         };
         Self {
             rp,
             pacer: pacer::Pacer::default(),
+            flight: config.congestion.hears_acks().then(flight::Flight::default),
             np: np::Notifier::default(),
             cnps_received: 0,
+        }
+    }
+
+    /// Whether the window lets one more request packet go: fewer bytes in flight than the
+    /// algorithm's window (and at least one packet, whatever the window).
+    pub(crate) fn window_open(&self) -> bool {
+        match (self.rp.window_bytes(), &self.flight) {
+            (Some(window), Some(flight)) => flight.bytes() < window.max(1),
+            _ => true,
+        }
+    }
+
+    /// Half or more of the window is in flight: every request asks for an ACK, as only ACKs
+    /// reopen the window (a packet in the middle of a message asks for none otherwise).
+    pub(crate) fn window_short(&self) -> bool {
+        match (self.rp.window_bytes(), &self.flight) {
+            (Some(window), Some(flight)) => 2 * flight.bytes() >= window,
+            _ => false,
+        }
+    }
+
+    /// A request packet with PSNs `psn..psn + npsn` and `wire` bytes on the wire left at
+    /// `now` (`again`: sent before; `npsn` 0: a UC or UD packet, which no ACK covers).
+    pub(crate) fn on_request_sent(
+        &mut self,
+        now: Instant,
+        (psn, npsn, again): (Psn, u32, bool),
+        wire: usize,
+        timers: &mut TimerTable,
+        stats: &mut Stats,
+    ) {
+        if let Some(rate) = self.rp.rate_bps() {
+            self.pacer.on_sent(now, wire, rate);
+            self.rp.on_sent(now, wire as u64, timers, stats);
+        }
+        if let Some(flight) = &mut self.flight
+            && npsn > 0
+        {
+            flight.sent(
+                now,
+                psn,
+                npsn,
+                u32::try_from(wire).unwrap_or(u32::MAX),
+                again,
+            );
+        }
+    }
+
+    /// A response arrived at `now`: the requester's `una` and `next` after it, and its BECN.
+    pub(crate) fn on_response(
+        &mut self,
+        now: Instant,
+        (una, next): (Psn, Psn),
+        ecn_echo: bool,
+        timers: &mut TimerTable,
+        stats: &mut Stats,
+    ) {
+        let Some(flight) = &mut self.flight else {
+            return;
+        };
+        let covered = flight.acknowledged(una, now);
+        let ack = Ack {
+            now,
+            newly_acked: covered.bytes,
+            una,
+            next,
+            rtt: covered.rtt,
+            ecn_echo,
+        };
+        self.rp.on_ack(&ack, timers, stats);
+    }
+
+    /// Go-back-N from `psn`: what follows it leaves the record until it is sent again.
+    pub(crate) fn on_go_back(&mut self, psn: Psn) {
+        if let Some(flight) = &mut self.flight {
+            flight.go_back(psn);
         }
     }
 }
@@ -86,18 +209,21 @@ impl Default for QpCongestion {
         Self {
             rp: Box::new(Unlimited),
             pacer: pacer::Pacer::default(),
+            flight: None,
             np: np::Notifier::default(),
             cnps_received: 0,
         }
     }
 }
 
-/// The ECN codepoint of request packets: ECT(0) when congestion control is on, so a congestion
-/// point may mark them CE (RFC 3168 §5; RoCE fabrics' "data DSCP 26 + ECT(0)").
+/// The ECN codepoint of request packets: ECT(0) when the algorithm reads CE marks, so a
+/// congestion point may mark them (RFC 3168 §5; RoCE fabrics' "data DSCP 26 + ECT(0)");
+/// Not-ECT without congestion control and for TIMELY, which reads RTTs.
 pub(crate) fn request_ecn(config: &NicConfig) -> Ecn {
-    match config.congestion {
-        Congestion::None => Ecn::NotEct,
-        Congestion::Dcqcn(_) => Ecn::Ect0,
+    if config.congestion.reacts_to_marks() {
+        Ecn::Ect0
+    } else {
+        Ecn::NotEct
     }
 }
 
@@ -109,8 +235,10 @@ pub struct CongestionState {
     pub rate_bps: Option<u64>,
     /// The target rate (DCQCN's RT), bits per second; `None` without congestion control.
     pub target_bps: Option<u64>,
-    /// DCQCN's α (0 without congestion control).
+    /// DCQCN's or DCTCP's α (0 without congestion control and for TIMELY).
     pub alpha: f64,
+    /// The window, bytes on the wire in flight (DCTCP's); `None` without one.
+    pub window_bytes: Option<u64>,
     /// CNPs this QP sent as a notification point.
     pub cnps_sent: u64,
     /// CNPs that arrived for this QP.
@@ -124,6 +252,7 @@ impl QpCongestion {
             rate_bps: self.rp.rate_bps().map(|r| r.round() as u64),
             target_bps: self.rp.target_bps().map(|r| r.round() as u64),
             alpha: self.rp.alpha(now),
+            window_bytes: self.rp.window_bytes(),
             cnps_sent: self.np.cnps_sent,
             cnps_received: self.cnps_received,
         }

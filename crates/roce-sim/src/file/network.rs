@@ -23,12 +23,15 @@
 //! size_bytes = 500000
 //! fraction = 0.02
 //! [network]                             # optional; defaults below
-//! congestion = "dcqcn"                  # "none", "dcqcn" (NVIDIA defaults), "dcqcn-paper"
+//! congestion = "dcqcn"                  # "none", "dcqcn" (NVIDIA defaults), "dcqcn-paper",
+//!                                       # "dctcp", "timely"
 //! buffer_bytes = 1048576                # per egress port; with shared_buffer, per switch
 //! shared_buffer = false                 # true: one buffer per switch, dynamic PFC thresholds
 //! mtu = 1024
 //! payload = "bytes"                     # or "lengths": headers only, regions count bytes (speed)
 //! [network.dcqcn]                       # optional: DcqcnConfig knobs (mlx5 names) to override
+//! [network.dctcp]                       # optional: DctcpConfig fields, with "dctcp"
+//! [network.timely]                      # optional: TimelyConfig fields, with "timely"
 //! [network.ecn]                         # kmin_bytes, kmax_bytes, pmax (as [switch.ecn])
 //! [network.pfc]                         # xoff_bytes, xon_bytes (as [switch.pfc]); with a
 //!                                       # shared buffer alpha_shift instead (default 3: 1/8)
@@ -43,7 +46,7 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, anyhow, bail};
-use roce_core::{Congestion, DcqcnConfig, Duration, Mtu};
+use roce_core::{Congestion, DcqcnConfig, DctcpConfig, Duration, Mtu, TimelyConfig};
 use serde::Deserialize;
 
 use super::FileError;
@@ -137,6 +140,8 @@ struct NetFile {
     #[serde(default)]
     congestion: CongestionName,
     dcqcn: Option<DcqcnFile>,
+    dctcp: Option<DctcpFile>,
+    timely: Option<TimelyFile>,
     ecn: Option<EcnFile>,
     pfc: Option<PfcFile>,
     buffer_bytes: Option<usize>,
@@ -181,6 +186,32 @@ struct DcqcnFile {
     rate_to_set_on_first_cnp: Option<u32>,
     rate_reduce_monitor_period: Option<u32>,
     min_time_between_cnps: Option<u32>,
+}
+
+/// DCTCP's parameters over [`DctcpConfig::default`]; the names are its fields'.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct DctcpFile {
+    shift_g: Option<u32>,
+    initial_alpha: Option<u32>,
+    rate_ai: Option<u32>,
+    min_rate: Option<u32>,
+    base_rtt_ns: Option<u32>,
+}
+
+/// TIMELY's parameters over [`TimelyConfig::default`]; the names are its fields'.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TimelyFile {
+    t_low_ns: Option<u32>,
+    t_high_ns: Option<u32>,
+    min_rtt_ns: Option<u32>,
+    alpha: Option<u32>,
+    beta: Option<u32>,
+    rate_ai: Option<u32>,
+    rate_hai: Option<u32>,
+    hai_thresh: Option<u32>,
+    min_rate: Option<u32>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -332,13 +363,7 @@ impl NetworkFile {
             config.host.mtu = Mtu::from_bytes(mtu)
                 .ok_or_else(|| anyhow!("network.mtu = {mtu}: one of 256, 512, 1024, 2048, 4096"))?;
         }
-        config.host.nic.congestion = match (n.congestion.nic().config(), &n.dcqcn) {
-            (Congestion::Dcqcn(d), Some(o)) => Congestion::Dcqcn(o.over(d)),
-            (Congestion::None, Some(_)) => {
-                bail!("network.dcqcn is set but network.congestion is \"none\"")
-            }
-            (c, None) => c,
-        };
+        config.host.nic.congestion = n.congestion_config()?;
         if let Some(b) = n.buffer_bytes {
             if b < 4096 {
                 bail!("network.buffer_bytes = {b}: at least 4096");
@@ -410,6 +435,61 @@ impl NetworkFile {
             until: self.run.until_us.map(Duration::from_micros),
             drain: Duration::from_micros(self.run.drain_us),
         })
+    }
+}
+
+impl NetFile {
+    /// The algorithm `congestion` names, with the parameters of its table over its profile; a
+    /// table of another algorithm is refused.
+    fn congestion_config(&self) -> anyhow::Result<Congestion> {
+        let name = self.congestion.as_str();
+        let tables = [
+            ("dcqcn", self.dcqcn.is_some()),
+            ("dctcp", self.dctcp.is_some()),
+            ("timely", self.timely.is_some()),
+        ];
+        let config = self.congestion.nic().config();
+        for (table, set) in tables {
+            let ours = matches!(
+                (table, config),
+                ("dcqcn", Congestion::Dcqcn(_))
+                    | ("dctcp", Congestion::Dctcp(_))
+                    | ("timely", Congestion::Timely(_))
+            );
+            if set && !ours {
+                bail!("network.{table} is set but network.congestion is \"{name}\"");
+            }
+        }
+        Ok(match config {
+            Congestion::Dcqcn(d) => Congestion::Dcqcn(self.dcqcn.as_ref().map_or(d, |o| o.over(d))),
+            Congestion::Dctcp(d) => Congestion::Dctcp(self.dctcp.as_ref().map_or(d, |o| o.over(d))),
+            Congestion::Timely(t) => {
+                Congestion::Timely(self.timely.as_ref().map_or(t, |o| o.over(t)))
+            }
+            c => c,
+        })
+    }
+}
+
+impl DctcpFile {
+    fn over(&self, mut d: DctcpConfig) -> DctcpConfig {
+        macro_rules! set {
+            ($($f:ident),*) => { $( if let Some(v) = self.$f { d.$f = v; } )* };
+        }
+        set!(shift_g, initial_alpha, rate_ai, min_rate, base_rtt_ns);
+        d
+    }
+}
+
+impl TimelyFile {
+    fn over(&self, mut t: TimelyConfig) -> TimelyConfig {
+        macro_rules! set {
+            ($($f:ident),*) => { $( if let Some(v) = self.$f { t.$f = v; } )* };
+        }
+        set!(
+            t_low_ns, t_high_ns, min_rtt_ns, alpha, beta, rate_ai, rate_hai, hai_thresh, min_rate
+        );
+        t
     }
 }
 
