@@ -136,13 +136,11 @@ impl QpCongestion {
         }
     }
 
-    /// Half or more of the window is in flight: every request asks for an ACK, as only ACKs
-    /// reopen the window (a packet in the middle of a message asks for none otherwise).
-    pub(crate) fn window_short(&self) -> bool {
-        match (self.rp.window_bytes(), &self.flight) {
-            (Some(window), Some(flight)) => 2 * flight.bytes() >= window,
-            _ => false,
-        }
+    /// Every request asks for an ACK (AckReq), for an algorithm that hears ACKs: only ACKs
+    /// reopen its window and sample its RTT, and a packet in the middle of a message would
+    /// otherwise ask for none (HPCC's ns-3 acknowledges every packet, `L2_ACK_INTERVAL 1`).
+    pub(crate) fn acks_every_packet(&self) -> bool {
+        self.flight.is_some()
     }
 
     /// A request packet with PSNs `psn..psn + npsn` and `wire` bytes on the wire left at

@@ -27,17 +27,22 @@ struct Pair {
 
 impl Pair {
     fn new(congestion: Congestion) -> Self {
+        Self::with(congestion, congestion)
+    }
+
+    /// A with `a_cc`, B with `b_cc`.
+    fn with(a_cc: Congestion, b_cc: Congestion) -> Self {
         let (a_ip, b_ip) = (
             IpAddr::V4(Ipv4Addr::new(198, 18, 0, 1)),
             IpAddr::V4(Ipv4Addr::new(198, 18, 0, 2)),
         );
-        let config = |ip| NicConfig {
+        let config = |ip, congestion| NicConfig {
             addrs: vec![ip],
             congestion,
             line_rate_bps: LINE,
             ..NicConfig::default()
         };
-        let (mut a, mut b) = (Nic::new(config(a_ip)), Nic::new(config(b_ip)));
+        let (mut a, mut b) = (Nic::new(config(a_ip, a_cc)), Nic::new(config(b_ip, b_cc)));
         let (a_pd, b_pd) = (a.alloc_pd(), b.alloc_pd());
         let (a_cq, b_cq) = (a.create_cq(64), b.create_cq(64));
         let a_mr = a.reg_mr(a_pd, 1 << 16, Access::ALL).unwrap();
@@ -176,11 +181,13 @@ fn becn_on_an_ack_reaches_dctcp() {
     assert_eq!(p.a.stats().rate_decreases, 1);
 }
 
-/// DCTCP's ACK machine: in a WRITE of three packets whose first arrives unmarked and the others
-/// CE-marked, the first is acknowledged at once without BECN, the last with BECN.
+/// DCTCP's ACK machine at a DCTCP responder whose peer asks for an ACK only at the end of a
+/// message (a requester without congestion control): in a WRITE of three packets whose first
+/// arrives unmarked and the others CE-marked, the first is acknowledged at once without BECN,
+/// the last with BECN. (A DCTCP requester asks for an ACK of every packet.)
 #[test]
 fn a_change_of_ce_state_is_acknowledged_at_once() {
-    let mut p = Pair::new(Congestion::Dctcp(DctcpConfig::default()));
+    let mut p = Pair::with(Congestion::None, Congestion::Dctcp(DctcpConfig::default()));
     p.write(3072);
     let mut now = Instant::ZERO;
     let requests = deliver(&mut p.a, &mut p.b, &mut now, |i| {

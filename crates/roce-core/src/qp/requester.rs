@@ -233,13 +233,14 @@ impl Qp {
         // packets so a long message is acknowledged as it goes. And on every packet while the
         // NIC's budget of unacknowledged packets runs short: packets in the middle of a message
         // would otherwise hold it until their QP reaches an AckReq, which it cannot send while
-        // the budget is spent. The same for a congestion window (DCTCP's) half spent: only
-        // ACKs reopen it.
+        // the budget is spent. And on every packet for an algorithm that hears ACKs (DCTCP,
+        // TIMELY): its window reopens, and its RTT is sampled, only by ACKs, and HPCC's ns-3
+        // acknowledges every packet.
         bth.ack_req = self.qp_type == QpType::Rc
             && (last
                 || self.req.noack_pkts + 1 >= ctx.config.max_pkts_per_ack
                 || ctx.budget_short
-                || self.cc.window_short());
+                || self.cc.acks_every_packet());
         let mut repr = RoceRepr {
             payload_len: chunk as usize,
             ..RoceRepr::new(bth)

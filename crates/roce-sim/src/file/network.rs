@@ -46,10 +46,11 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, anyhow, bail};
-use roce_core::{Congestion, DcqcnConfig, DctcpConfig, Duration, Mtu, TimelyConfig};
+use roce_core::{Duration, Mtu};
 use serde::Deserialize;
 
 use super::FileError;
+use super::cc_tables::{self, DcqcnFile, DctcpFile, TimelyFile};
 use super::overrides::{self, Set};
 use super::scenario::CongestionName;
 use super::switch_keys::{EcnFile, PfcFile};
@@ -164,54 +165,6 @@ enum PayloadName {
     Bytes,
     /// Lengths only (headers kept, regions count what they receive): for speed.
     Lengths,
-}
-
-/// DCQCN knobs over the profile `congestion` names; the names are [`DcqcnConfig`]'s.
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct DcqcnFile {
-    rpg_time_reset: Option<u32>,
-    rpg_byte_reset: Option<u32>,
-    rpg_threshold: Option<u32>,
-    rpg_ai_rate: Option<u32>,
-    rpg_hai_rate: Option<u32>,
-    rpg_gd: Option<u32>,
-    rpg_min_dec_fac: Option<u32>,
-    rpg_min_rate: Option<u32>,
-    dce_tcp_g: Option<u32>,
-    dce_tcp_rtt: Option<u32>,
-    initial_alpha_value: Option<u32>,
-    clamp_tgt_rate: Option<bool>,
-    clamp_tgt_rate_after_time_inc: Option<bool>,
-    rate_to_set_on_first_cnp: Option<u32>,
-    rate_reduce_monitor_period: Option<u32>,
-    min_time_between_cnps: Option<u32>,
-}
-
-/// DCTCP's parameters over [`DctcpConfig::default`]; the names are its fields'.
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct DctcpFile {
-    shift_g: Option<u32>,
-    initial_alpha: Option<u32>,
-    rate_ai: Option<u32>,
-    min_rate: Option<u32>,
-    base_rtt_ns: Option<u32>,
-}
-
-/// TIMELY's parameters over [`TimelyConfig::default`]; the names are its fields'.
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct TimelyFile {
-    t_low_ns: Option<u32>,
-    t_high_ns: Option<u32>,
-    min_rtt_ns: Option<u32>,
-    alpha: Option<u32>,
-    beta: Option<u32>,
-    rate_ai: Option<u32>,
-    rate_hai: Option<u32>,
-    hai_thresh: Option<u32>,
-    min_rate: Option<u32>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -363,7 +316,8 @@ impl NetworkFile {
             config.host.mtu = Mtu::from_bytes(mtu)
                 .ok_or_else(|| anyhow!("network.mtu = {mtu}: one of 256, 512, 1024, 2048, 4096"))?;
         }
-        config.host.nic.congestion = n.congestion_config()?;
+        config.host.nic.congestion =
+            cc_tables::congestion(n.congestion, (&n.dcqcn, &n.dctcp, &n.timely))?;
         if let Some(b) = n.buffer_bytes {
             if b < 4096 {
                 bail!("network.buffer_bytes = {b}: at least 4096");
@@ -435,88 +389,6 @@ impl NetworkFile {
             until: self.run.until_us.map(Duration::from_micros),
             drain: Duration::from_micros(self.run.drain_us),
         })
-    }
-}
-
-impl NetFile {
-    /// The algorithm `congestion` names, with the parameters of its table over its profile; a
-    /// table of another algorithm is refused.
-    fn congestion_config(&self) -> anyhow::Result<Congestion> {
-        let name = self.congestion.as_str();
-        let tables = [
-            ("dcqcn", self.dcqcn.is_some()),
-            ("dctcp", self.dctcp.is_some()),
-            ("timely", self.timely.is_some()),
-        ];
-        let config = self.congestion.nic().config();
-        for (table, set) in tables {
-            let ours = matches!(
-                (table, config),
-                ("dcqcn", Congestion::Dcqcn(_))
-                    | ("dctcp", Congestion::Dctcp(_))
-                    | ("timely", Congestion::Timely(_))
-            );
-            if set && !ours {
-                bail!("network.{table} is set but network.congestion is \"{name}\"");
-            }
-        }
-        Ok(match config {
-            Congestion::Dcqcn(d) => Congestion::Dcqcn(self.dcqcn.as_ref().map_or(d, |o| o.over(d))),
-            Congestion::Dctcp(d) => Congestion::Dctcp(self.dctcp.as_ref().map_or(d, |o| o.over(d))),
-            Congestion::Timely(t) => {
-                Congestion::Timely(self.timely.as_ref().map_or(t, |o| o.over(t)))
-            }
-            c => c,
-        })
-    }
-}
-
-impl DctcpFile {
-    fn over(&self, mut d: DctcpConfig) -> DctcpConfig {
-        macro_rules! set {
-            ($($f:ident),*) => { $( if let Some(v) = self.$f { d.$f = v; } )* };
-        }
-        set!(shift_g, initial_alpha, rate_ai, min_rate, base_rtt_ns);
-        d
-    }
-}
-
-impl TimelyFile {
-    fn over(&self, mut t: TimelyConfig) -> TimelyConfig {
-        macro_rules! set {
-            ($($f:ident),*) => { $( if let Some(v) = self.$f { t.$f = v; } )* };
-        }
-        set!(
-            t_low_ns, t_high_ns, min_rtt_ns, alpha, beta, rate_ai, rate_hai, hai_thresh, min_rate
-        );
-        t
-    }
-}
-
-impl DcqcnFile {
-    fn over(&self, mut d: DcqcnConfig) -> DcqcnConfig {
-        macro_rules! set {
-            ($($f:ident),*) => { $( if let Some(v) = self.$f { d.$f = v; } )* };
-        }
-        set!(
-            rpg_time_reset,
-            rpg_byte_reset,
-            rpg_threshold,
-            rpg_ai_rate,
-            rpg_hai_rate,
-            rpg_gd,
-            rpg_min_dec_fac,
-            rpg_min_rate,
-            dce_tcp_g,
-            dce_tcp_rtt,
-            initial_alpha_value,
-            clamp_tgt_rate,
-            clamp_tgt_rate_after_time_inc,
-            rate_to_set_on_first_cnp,
-            rate_reduce_monitor_period,
-            min_time_between_cnps
-        );
-        d
     }
 }
 
