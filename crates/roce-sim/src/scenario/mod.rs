@@ -1,6 +1,6 @@
 //! Congestion experiments on a [`Fabric`](crate::Fabric): hosts on one switch, long or sized RC WRITE flows
-//! between them, and a time series of what happened — per-flow goodput and DCQCN rate, the
-//! bottleneck queue, drops, pauses, CE marks and CNPs — sampled at a fixed interval.
+//! between them, and a time series of what happened — per-flow goodput and congestion-control
+//! rate, the bottleneck queue, drops, pauses, CE marks and CNPs — sampled at a fixed interval.
 //!
 //! A [`Scenario`] describes the run; [`run()`] plays it in virtual time and returns a [`Series`].
 //! Everything is a function of the scenario (its seed included): the same scenario gives the

@@ -7,7 +7,13 @@
 //! covers requests of one state and the requester can count the marked bytes exactly.
 //!
 //! Only when the NIC's congestion control asks for it ([`crate::Congestion::echoes_ecn`]):
-//! otherwise no ACK has BECN set and none is added, the wire is rxe's.
+//! otherwise no ACK has BECN set and none is added, the wire is rxe's. A peer that does not
+//! read the bit is not disturbed by it: rxe (`rxe_hdr.h`) keeps FECN and BECN in the top bits
+//! of the word that holds the DestQP (`BTH_FECN_MASK` 0x80000000, `BTH_BECN_MASK` 0x40000000),
+//! writes them as zero (`bth_init` masks the QPN with `BTH_QPN_MASK`) and reads the QPN through
+//! that mask; the ICRC covers that byte as all ones (`roce_wire::icrc`), so setting it changes
+//! no ICRC; our parser only reports it (`roce_wire::bth`), and only the completer hands it to
+//! congestion control.
 
 /// The responder's ECN-Echo state.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
