@@ -6,7 +6,7 @@
 
 use tracing::debug;
 
-use super::CongestionControl;
+use super::control::CongestionControl;
 use crate::config::DcqcnConfig;
 use crate::stats::Stats;
 use crate::timer::{Timer, TimerTable};

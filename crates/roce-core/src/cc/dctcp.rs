@@ -20,7 +20,7 @@
 use roce_wire::Psn;
 use tracing::debug;
 
-use super::{Ack, CongestionControl};
+use super::control::{Ack, CongestionControl};
 use crate::Instant;
 use crate::config::DctcpConfig;
 use crate::stats::Stats;

@@ -4,8 +4,8 @@
 
 use roce_wire::Psn;
 
+use super::control::{Ack, CongestionControl};
 use super::dctcp::Dctcp;
-use super::{Ack, CongestionControl};
 use crate::config::DctcpConfig;
 use crate::stats::Stats;
 use crate::timer::TimerTable;

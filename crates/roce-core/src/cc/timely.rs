@@ -21,7 +21,7 @@
 use roce_wire::Psn;
 use tracing::debug;
 
-use super::{Ack, CongestionControl};
+use super::control::{Ack, CongestionControl};
 use crate::config::TimelyConfig;
 use crate::stats::Stats;
 use crate::timer::{Timer, TimerTable};
