@@ -63,10 +63,14 @@ impl QpCongestion {
     /// Whether the window lets one more request packet go: fewer bytes in flight than the
     /// algorithm's window (and at least one packet, whatever the window).
     pub(crate) fn window_open(&self) -> bool {
-        match (self.rp.window_bytes(), &self.flight) {
-            (Some(window), Some(flight)) => flight.bytes() < window.max(1),
-            _ => true,
-        }
+        // Only an algorithm that hears ACKs has a window (and the record to check it against):
+        // without one, no call to the algorithm on every request.
+        let Some(flight) = &self.flight else {
+            return true;
+        };
+        self.rp
+            .window_bytes()
+            .is_none_or(|window| flight.bytes() < window.max(1))
     }
 
     /// Every request asks for an ACK (AckReq), for an algorithm that hears ACKs: only ACKs
