@@ -106,7 +106,7 @@ impl Responder {
     }
 }
 
-/// A positive ACK (credits are not used: RC QPs without an SRQ advertise none, as rxe).
+/// A positive ACK, its credit field "unlimited" (0x1f), as rxe sends it (`AETH_ACK_UNLIMITED`).
 const ACK: Syndrome = Syndrome::Ack {
     credits: CreditCode::UNLIMITED,
 };
