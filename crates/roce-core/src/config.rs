@@ -106,8 +106,10 @@ pub struct NicConfig {
     /// by itself. rxe never raises `IBV_EVENT_QP_FATAL` (its `rxe_qp_error` raises no event),
     /// so the default is false, as rxe.
     pub qp_fatal_events: bool,
-    /// The port's line rate in bits per second: where DCQCN's rate starts and the most it
-    /// climbs back to (mlx5 `rpg_max_rate` 0 = line rate). Used only with congestion control.
+    /// The port's line rate in bits per second: where the congestion control's rate (DCQCN,
+    /// DCTCP, TIMELY) starts and the most it climbs back to (mlx5 `rpg_max_rate` 0 = line
+    /// rate); DCTCP's window is its `base_rtt_ns` at the rate. Used only with congestion
+    /// control.
     /// Default 100 Gb/s.
     pub line_rate_bps: u64,
     /// Congestion control. Default: none.
@@ -157,6 +159,122 @@ pub enum Congestion {
     None,
     /// DCQCN (Zhu et al., SIGCOMM 2015): each QP is a reaction point and a notification point.
     Dcqcn(DcqcnConfig),
+    /// DCTCP (Alizadeh et al., SIGCOMM 2010) as HPCC's ns-3 runs it over RDMA: a rate and a
+    /// window cut by α/2 at most once per window when ACKs echo CE marks (BECN), α the EWMA
+    /// of the fraction of marked bytes.
+    Dctcp(DctcpConfig),
+    /// TIMELY (Mittal et al., SIGCOMM 2015): a rate driven by the RTT of each window, measured
+    /// from a request's departure to the arrival of the ACK that covers it.
+    Timely(TimelyConfig),
+}
+
+impl Congestion {
+    /// Requests carry ECT(0) so that a congestion point may mark them CE: the algorithm reads
+    /// the marks (DCQCN through CNPs, DCTCP through the ACKs' BECN).
+    pub const fn reacts_to_marks(&self) -> bool {
+        matches!(self, Self::Dcqcn(_) | Self::Dctcp(_))
+    }
+
+    /// The responder echoes CE marks to the requester in the BTH's BECN bit of its ACKs
+    /// (IBA vol. 1 Annex A10's FECN/BECN byte): DCTCP's ECN-Echo. Off for every other
+    /// algorithm, so the wire stays as rxe writes it.
+    pub const fn echoes_ecn(&self) -> bool {
+        matches!(self, Self::Dctcp(_))
+    }
+
+    /// The requester records each request's departure to learn, from the ACKs, the bytes in
+    /// flight, the bytes acknowledged and RTT samples: the algorithms driven by ACKs.
+    pub const fn hears_acks(&self) -> bool {
+        matches!(self, Self::Dctcp(_) | Self::Timely(_))
+    }
+}
+
+/// DCTCP's parameters (Alizadeh et al., "Data Center TCP (DCTCP)", SIGCOMM 2010), as HPCC's
+/// ns-3 simulator runs it on RDMA NICs (`rdma-hw.cc` `HandleAckDctcp`, CC_MODE 8, with
+/// `run.py --cc dctcp`): a rate that starts at line rate (no slow start), with a window of
+/// `base_rtt_ns` at that rate (ns-3 `HAS_WIN 1`, `VAR_WIN 1`), cut by α/2 on an ACK with
+/// ECN-Echo at most once per window, α updated once per window, one additive step per window
+/// without a cut. [`Default`] is ns-3's `run.py` values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct DctcpConfig {
+    /// α's gain g = 1/2^`shift_g` (Linux `tcp_dctcp`'s `dctcp_shift_g`): α ← (1−g)·α + g·F
+    /// once per window, F the fraction of the window's bytes acknowledged with ECN-Echo.
+    /// Default 4: the paper's g = 1/16 (ns-3 `EWMA_GAIN 0.0625` for dctcp).
+    pub shift_g: u32,
+    /// α before the first window, in 1/1024 (1024 = 1). Default 1024: ns-3's `m_alpha` starts
+    /// at 1 (Linux's `dctcp_alpha_on_init` is also 1024).
+    pub initial_alpha: u32,
+    /// The additive step, Mb/s, once per window without a cut. Default 615: ns-3 `run.py`'s
+    /// `DCTCP_RATE_AI`, one 1 KB packet per 13 µs RTT (DCTCP's one segment per RTT).
+    pub rate_ai: u32,
+    /// The rate never goes below this, Mb/s. Default 1000 (ns-3 `MIN_RATE`).
+    pub min_rate: u32,
+    /// The window at line rate is this RTT's worth of bytes, and at a lower rate in proportion
+    /// (ns-3's `VAR_WIN`: the BDP window × rate / line rate), ns; 0: no window, a rate alone.
+    /// Default 13 000, the 13 µs RTT `rate_ai` is computed from (ns-3 takes the topology's
+    /// largest base RTT).
+    pub base_rtt_ns: u32,
+}
+
+impl Default for DctcpConfig {
+    fn default() -> Self {
+        Self {
+            shift_g: 4,
+            initial_alpha: 1024,
+            rate_ai: 615,
+            min_rate: 1000,
+            base_rtt_ns: 13_000,
+        }
+    }
+}
+
+/// TIMELY's parameters (Mittal et al., "TIMELY: RTT-based Congestion Control for the
+/// Datacenter", SIGCOMM 2015), as HPCC's ns-3 simulator runs it (`rdma-hw.cc`
+/// `UpdateRateTimely`, CC_MODE 7, with `run.py --cc timely`): one rate update per window of
+/// ACKs from the RTT and its gradient. [`Default`] is ns-3's values at 10 Gb/s: the
+/// `TimelyAlpha`, `TimelyBeta`, `TimelyTLow`, `TimelyTHigh`, `TimelyMinRtt` attribute defaults
+/// of `rdma-hw.cc` and `run.py`'s steps, which scale with the link rate (`RATE_AI` =
+/// bw/10·10 Mb/s, `RATE_HAI` = bw/10·50 Mb/s).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct TimelyConfig {
+    /// T_low, ns: below it the rate increases additively whatever the gradient. Default 50 000.
+    pub t_low_ns: u32,
+    /// T_high, ns: above it the rate decreases by β·(1 − T_high/RTT). Default 500 000.
+    pub t_high_ns: u32,
+    /// The minimum RTT that normalises the gradient (the paper's `minRTT`), ns. Default
+    /// 20 000.
+    pub min_rtt_ns: u32,
+    /// The EWMA weight α of a new RTT difference, in 1/1000: rtt_diff ← (1−α)·rtt_diff +
+    /// α·new_rtt_diff. Default 875 (0.875).
+    pub alpha: u32,
+    /// The multiplicative-decrease factor β, in 1/1000. Default 800 (0.8).
+    pub beta: u32,
+    /// The additive step δ, Mb/s. Default 10.
+    pub rate_ai: u32,
+    /// The hyper-active step, Mb/s, taken once `hai_thresh` increases came in a row. Default
+    /// 50 (the paper's N·δ with N = 5).
+    pub rate_hai: u32,
+    /// Increases in a row after which each increase is `rate_hai` (the paper's N; ns-3's
+    /// `m_incStage < 5`). Default 5.
+    pub hai_thresh: u32,
+    /// The rate never goes below this, Mb/s. Default 1000 (ns-3 `MIN_RATE`).
+    pub min_rate: u32,
+}
+
+impl Default for TimelyConfig {
+    fn default() -> Self {
+        Self {
+            t_low_ns: 50_000,
+            t_high_ns: 500_000,
+            min_rtt_ns: 20_000,
+            alpha: 875,
+            beta: 800,
+            rate_ai: 10,
+            rate_hai: 50,
+            hai_thresh: 5,
+            min_rate: 1000,
+        }
+    }
 }
 
 /// DCQCN's parameters, named and in the units of the mlx5 firmware knobs

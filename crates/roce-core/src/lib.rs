@@ -25,9 +25,15 @@
 //! protection domain take receive WRs from one queue (`srq.rs`).
 //!
 //! Congestion control ([`NicConfig`]'s `congestion`) runs on every QP of a NIC: none
-//! (requests leave as fast as the window allows) or DCQCN ([`Congestion::Dcqcn`]: a reaction
-//! point with its rate, α and timers, a notification point that sends CNPs, and a pacer), each
-//! QP's state readable through [`Nic::qp_congestion`].
+//! (requests leave as fast as the window allows, the default), DCQCN ([`Congestion::Dcqcn`]: a
+//! reaction point with its rate, α and timers, a notification point that sends CNPs, and a
+//! pacer), DCTCP ([`Congestion::Dctcp`]: a rate and a window cut by α/2 once per window when
+//! the ACKs echo CE marks in the BTH's BECN bit) or TIMELY ([`Congestion::Timely`]: a rate set
+//! from the RTT of the ACKs and its gradient), each QP's state readable through
+//! [`Nic::qp_congestion`]. The three sit behind one trait that gives a rate and/or a window and
+//! hears CNPs, bytes sent, timers and ACKs (bytes newly acknowledged, an RTT sample, the ECN
+//! echo); docs/congestion.md has each algorithm's rules, parameters and sources. Without
+//! DCTCP no packet carries BECN or FECN, as rxe's.
 //!
 //! Where a rule comes from the IBTA specification or from the kernel's rxe driver (the reference
 //! peer), the code that applies it cites it.
@@ -64,7 +70,9 @@ pub use cm::{
     AcceptParams, CmError, CmEvent, CmState, ConnId, ConnectParams, ConnectRequest, ListenHandle,
     RDMA_UDP_QKEY, SidrParams, SidrRequest,
 };
-pub use config::{Congestion, DcqcnConfig, IcrcPolicy, Mtu, NicConfig, SrcPortPolicy};
+pub use config::{
+    Congestion, DcqcnConfig, DctcpConfig, IcrcPolicy, Mtu, NicConfig, SrcPortPolicy, TimelyConfig,
+};
 pub use connect::Connect;
 pub use cq::{CqHandle, Cqe, NetworkHdr, WcOpcode, WcStatus};
 pub use error::VerbsError;

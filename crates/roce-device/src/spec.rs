@@ -11,7 +11,7 @@
 //! | `ROCE_VERBS_MTU` | the port's active (path) MTU: 256, 512, 1024, 2048 or 4096 | 1024, rxe's on a 1500-byte netdev |
 //! | `ROCE_VERBS_PCAP` | write the NIC's packets to this pcap | none |
 //! | `ROCE_VERBS_SNAPLEN` | keep at most this many bytes of each packet in the pcap (tcpdump's `-s`; 0: whole packets) | 0 |
-//! | `ROCE_VERBS_CC` | congestion control: `none`, `dcqcn` (NVIDIA's defaults) or `dcqcn-paper` | `none` |
+//! | `ROCE_VERBS_CC` | congestion control: `none`, `dcqcn` (NVIDIA's defaults), `dcqcn-paper`, `dctcp` or `timely` | `none` |
 //! | `ROCE_VERBS_LINE_RATE` | the port's line rate in Gb/s (where DCQCN starts) | 100 |
 //! | `ROCE_VERBS_LOSS` | drop this fraction (0 to 1) of received datagrams | 0 |
 //! | `ROCE_VERBS_BUSY_POLL` | `1`: the NIC's thread never sleeps (one busy core, lower latency) | `0` |
@@ -22,7 +22,7 @@ use std::fmt;
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 
-use roce_core::{Congestion, DcqcnConfig, Mtu, NicConfig};
+use roce_core::{Congestion, DcqcnConfig, DctcpConfig, Mtu, NicConfig, TimelyConfig};
 use roce_wire::ROCE_V2_UDP_PORT as PORT;
 
 use crate::backend::BindError;
@@ -88,6 +88,12 @@ pub enum Cc {
     Dcqcn,
     /// DCQCN with the SIGCOMM 2015 paper's parameters.
     DcqcnPaper,
+    /// DCTCP as HPCC's ns-3 runs it: requests carry ECT(0), ACKs of CE-marked requests carry
+    /// BECN, and those cut the sender's rate and window by α/2 once per window.
+    Dctcp,
+    /// TIMELY with ns-3's parameters: the sender's rate follows the RTT of its ACKs;
+    /// requests go out Not-ECT.
+    Timely,
 }
 
 impl Cc {
@@ -97,6 +103,8 @@ impl Cc {
             Self::None => "none",
             Self::Dcqcn => "dcqcn",
             Self::DcqcnPaper => "dcqcn-paper",
+            Self::Dctcp => "dctcp",
+            Self::Timely => "timely",
         }
     }
 
@@ -106,6 +114,8 @@ impl Cc {
             Self::None => Congestion::None,
             Self::Dcqcn => Congestion::Dcqcn(DcqcnConfig::default()),
             Self::DcqcnPaper => Congestion::Dcqcn(DcqcnConfig::paper()),
+            Self::Dctcp => Congestion::Dctcp(DctcpConfig::default()),
+            Self::Timely => Congestion::Timely(TimelyConfig::default()),
         }
     }
 }
@@ -123,7 +133,7 @@ pub struct DeviceSpec {
     pub mtu: Option<Mtu>,
     /// Congestion control on every QP.
     pub cc: Cc,
-    /// The port's line rate, bits per second: where DCQCN's rate starts.
+    /// The port's line rate, bits per second: where the congestion control's rate starts.
     pub line_rate_bps: u64,
     /// Fraction of received datagrams dropped at random (0 to 1), to show recovery at work.
     pub loss: f64,
@@ -203,8 +213,14 @@ impl DeviceSpec {
             None | Some("none") => Cc::None,
             Some("dcqcn") => Cc::Dcqcn,
             Some("dcqcn-paper") => Cc::DcqcnPaper,
+            Some("dctcp") => Cc::Dctcp,
+            Some("timely") => Cc::Timely,
             Some(other) => {
-                return Err(EnvError::new(ENV_CC, other, "none, dcqcn or dcqcn-paper"));
+                return Err(EnvError::new(
+                    ENV_CC,
+                    other,
+                    "none, dcqcn, dcqcn-paper, dctcp or timely",
+                ));
             }
         };
         if let Some(r) = get(ENV_LINE_RATE) {

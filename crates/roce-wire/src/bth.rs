@@ -64,12 +64,14 @@ impl<T: AsRef<[u8]>> Packet<T> {
         get_u16(self.buffer.as_ref(), field::PKEY)
     }
 
-    /// FECN: forward congestion notification (unused in RoCEv2, which marks ECN in IP).
+    /// FECN: forward congestion notification (IBA vol. 1 Annex A10; unused in RoCEv2, which
+    /// marks ECN in IP).
     pub fn fecn(&self) -> bool {
         self.buffer.as_ref()[field::FECN_BECN] & FECN != 0
     }
 
-    /// BECN: backward congestion notification (set in RoCEv2 CNPs).
+    /// BECN: backward congestion notification (Annex A10): set in RoCEv2 CNPs, and by
+    /// roce-core's DCTCP responder on ACKs of CE-marked requests.
     pub fn becn(&self) -> bool {
         self.buffer.as_ref()[field::FECN_BECN] & BECN != 0
     }

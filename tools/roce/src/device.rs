@@ -46,10 +46,11 @@ pub(crate) struct DeviceOpts {
     #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u8).range(0..=63))]
     pub(crate) dscp: u8,
     /// Congestion control (see docs/congestion.md); the JSON result then shows each QP's rate,
-    /// target rate, α and CNPs.
+    /// target rate, α, window and CNPs.
     #[arg(long, value_enum, default_value_t = Cc::None)]
     pub(crate) cc: Cc,
-    /// The port's line rate, Gb/s: where DCQCN's rate starts and the most it climbs back to.
+    /// The port's line rate, Gb/s: where the congestion control's rate (DCQCN, DCTCP, TIMELY)
+    /// starts and the most it climbs back to.
     #[arg(long, value_name = "GBPS", default_value_t = 100.0, value_parser = parse_gbps)]
     pub(crate) line_rate: f64,
     /// Busy polling, as perftest polls its CQ unless given -e: the NIC never sleeps and

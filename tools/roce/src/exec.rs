@@ -112,7 +112,8 @@ pub(crate) struct Args {
     /// Congestion control on every QP (see docs/congestion.md).
     #[arg(long, value_enum, default_value_t = Cc::None)]
     cc: Cc,
-    /// The port's line rate, Gb/s: where DCQCN's rate starts and the most it climbs back to.
+    /// The port's line rate, Gb/s: where the congestion control's rate (DCQCN, DCTCP, TIMELY)
+    /// starts and the most it climbs back to.
     #[arg(long, value_name = "GBPS", default_value_t = 100.0, value_parser = parse_gbps)]
     line_rate: f64,
     /// Drop this fraction (0 to 1) of the datagrams the NIC receives, to watch recovery work.

@@ -6,7 +6,7 @@
 
 use tracing::debug;
 
-use super::RateControl;
+use super::control::CongestionControl;
 use crate::config::DcqcnConfig;
 use crate::stats::Stats;
 use crate::timer::{Timer, TimerTable};
@@ -177,7 +177,7 @@ impl Dcqcn {
     }
 }
 
-impl RateControl for Dcqcn {
+impl CongestionControl for Dcqcn {
     fn rate_bps(&self) -> Option<f64> {
         Some(self.rc)
     }

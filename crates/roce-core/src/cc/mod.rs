@@ -1,63 +1,41 @@
-//! Congestion control of a QP, behind one trait (quinn's `Controller`): the reaction point that
-//! sets the QP's sending rate ([`RateControl`]: [`Unlimited`] or [`dcqcn::Dcqcn`]), the pacer
-//! that holds the requester to that rate, and the notification point that answers CE-marked
-//! requests with CNPs.
+//! Congestion control of a QP, behind one trait (quinn's `Controller`): the algorithm that
+//! sets the QP's sending rate and window ([`CongestionControl`] in `control.rs`: [`Unlimited`],
+//! [`dcqcn::Dcqcn`], [`dctcp::Dctcp`], [`timely::Timely`]), the pacer that holds the requester
+//! to that rate, the record of the packets in flight that ACKs are matched against
+//! ([`flight::Flight`]), and the notification point that answers CE-marked requests with CNPs.
+//! The algorithms know only `control.rs`; this file puts them together for a QP.
 
-use std::fmt;
+use roce_wire::Psn;
+
+pub(crate) use control::{Ack, CongestionControl, Unlimited};
 
 use crate::config::{Congestion, NicConfig};
 use crate::stats::Stats;
-use crate::timer::{Timer, TimerTable};
+use crate::timer::TimerTable;
 use crate::{Ecn, Instant};
 
+pub(crate) mod control;
 pub(crate) mod dcqcn;
+pub(crate) mod dctcp;
+#[cfg(test)]
+mod dctcp_tests;
+pub(crate) mod flight;
 pub(crate) mod np;
 pub(crate) mod pacer;
 #[cfg(test)]
 mod tests;
+pub(crate) mod timely;
+#[cfg(test)]
+mod timely_tests;
 
-/// A reaction point: decides a QP's sending rate from the CNPs it receives, the bytes it sends
-/// and its timers. Timers are armed in the QP's [`TimerTable`]; the NIC calls
-/// [`RateControl::on_timer`] when `RateIncrease` expires.
-pub(crate) trait RateControl: fmt::Debug + Send {
-    /// The rate the requester may send at, bits per second; `None` is no limit.
-    fn rate_bps(&self) -> Option<f64>;
-    /// The rate it is climbing back to, bits per second; `None` is no limit.
-    fn target_bps(&self) -> Option<f64>;
-    /// DCQCN's α at `now`, the estimate of how congested the path is (0 when not applicable).
-    fn alpha(&self, now: Instant) -> f64;
-    /// A CNP for this QP arrived.
-    fn on_cnp(&mut self, now: Instant, timers: &mut TimerTable, stats: &mut Stats);
-    /// The requester put `bytes` on the wire.
-    fn on_sent(&mut self, now: Instant, bytes: u64, timers: &mut TimerTable, stats: &mut Stats);
-    /// `timer` expired.
-    fn on_timer(&mut self, timer: Timer, now: Instant, timers: &mut TimerTable, stats: &mut Stats);
-}
-
-/// No congestion control: no limit, no timers, CNPs change nothing.
-#[derive(Debug, Clone, Copy, Default)]
-pub(crate) struct Unlimited;
-
-impl RateControl for Unlimited {
-    fn rate_bps(&self) -> Option<f64> {
-        None
-    }
-    fn target_bps(&self) -> Option<f64> {
-        None
-    }
-    fn alpha(&self, _: Instant) -> f64 {
-        0.0
-    }
-    fn on_cnp(&mut self, _: Instant, _: &mut TimerTable, _: &mut Stats) {}
-    fn on_sent(&mut self, _: Instant, _: u64, _: &mut TimerTable, _: &mut Stats) {}
-    fn on_timer(&mut self, _: Timer, _: Instant, _: &mut TimerTable, _: &mut Stats) {}
-}
-
-/// A QP's congestion-control state: its reaction point, pacer and notification point.
+/// A QP's congestion-control state: its algorithm (for DCQCN, the reaction point), pacer,
+/// record of packets in flight and notification point.
 #[derive(Debug)]
 pub(crate) struct QpCongestion {
-    pub(crate) rp: Box<dyn RateControl>,
+    pub(crate) rp: Box<dyn CongestionControl>,
     pub(crate) pacer: pacer::Pacer,
+    /// The packets in flight, kept only for an algorithm that hears ACKs.
+    pub(crate) flight: Option<flight::Flight>,
     pub(crate) np: np::Notifier,
     /// CNPs received for this QP.
     pub(crate) cnps_received: u64,
@@ -66,17 +44,97 @@ pub(crate) struct QpCongestion {
 impl QpCongestion {
     /// The state a new (or reset) QP starts with under `config`.
     pub(crate) fn new(config: &NicConfig) -> Self {
-        let rp: Box<dyn RateControl> = match config.congestion {
+        let line = config.line_rate_bps as f64;
+        let rp: Box<dyn CongestionControl> = match config.congestion {
             Congestion::None => Box::new(Unlimited),
-            Congestion::Dcqcn(dcqcn) => {
-                Box::new(dcqcn::Dcqcn::new(dcqcn, config.line_rate_bps as f64))
-            }
+            Congestion::Dcqcn(dcqcn) => Box::new(dcqcn::Dcqcn::new(dcqcn, line)),
+            Congestion::Dctcp(dctcp) => Box::new(dctcp::Dctcp::new(dctcp, line)),
+            Congestion::Timely(timely) => Box::new(timely::Timely::new(timely, line)),
         };
         Self {
             rp,
             pacer: pacer::Pacer::default(),
+            flight: config.congestion.hears_acks().then(flight::Flight::default),
             np: np::Notifier::default(),
             cnps_received: 0,
+        }
+    }
+
+    /// Whether the window lets one more request packet go: fewer bytes in flight than the
+    /// algorithm's window (and at least one packet, whatever the window).
+    pub(crate) fn window_open(&self) -> bool {
+        // Only an algorithm that hears ACKs has a window (and the record to check it against):
+        // without one, no call to the algorithm on every request.
+        let Some(flight) = &self.flight else {
+            return true;
+        };
+        self.rp
+            .window_bytes()
+            .is_none_or(|window| flight.bytes() < window.max(1))
+    }
+
+    /// Every request asks for an ACK (AckReq), for an algorithm that hears ACKs: only ACKs
+    /// reopen its window and sample its RTT, and a packet in the middle of a message would
+    /// otherwise ask for none (HPCC's ns-3 acknowledges every packet, `L2_ACK_INTERVAL 1`).
+    pub(crate) fn acks_every_packet(&self) -> bool {
+        self.flight.is_some()
+    }
+
+    /// A request packet with PSNs `psn..psn + npsn` and `wire` bytes on the wire left at
+    /// `now` (`again`: sent before; `npsn` 0: a UC or UD packet, which no ACK covers).
+    pub(crate) fn on_request_sent(
+        &mut self,
+        now: Instant,
+        (psn, npsn, again): (Psn, u32, bool),
+        wire: usize,
+        timers: &mut TimerTable,
+        stats: &mut Stats,
+    ) {
+        if let Some(rate) = self.rp.rate_bps() {
+            self.pacer.on_sent(now, wire, rate);
+            self.rp.on_sent(now, wire as u64, timers, stats);
+        }
+        if let Some(flight) = &mut self.flight
+            && npsn > 0
+        {
+            flight.sent(
+                now,
+                psn,
+                npsn,
+                u32::try_from(wire).unwrap_or(u32::MAX),
+                again,
+            );
+        }
+    }
+
+    /// A response arrived at `now`: the requester's `una` and `next` after it, and its BECN.
+    pub(crate) fn on_response(
+        &mut self,
+        now: Instant,
+        (una, next): (Psn, Psn),
+        ecn_echo: bool,
+        timers: &mut TimerTable,
+        stats: &mut Stats,
+    ) {
+        let Some(flight) = &mut self.flight else {
+            return;
+        };
+        let covered = flight.acknowledged(una, now);
+        let ack = Ack {
+            now,
+            newly_acked: covered.bytes,
+            una,
+            next,
+            rtt: covered.rtt,
+            ecn_echo,
+        };
+        self.rp.on_ack(&ack, timers, stats);
+    }
+
+    /// Go-back-N from `psn`: what follows it leaves the record until it is sent again.
+    pub(crate) fn on_go_back(&mut self, psn: Psn) {
+        if let Some(flight) = &mut self.flight {
+            flight.go_back(psn);
         }
     }
 }
@@ -86,18 +144,21 @@ impl Default for QpCongestion {
         Self {
             rp: Box::new(Unlimited),
             pacer: pacer::Pacer::default(),
+            flight: None,
             np: np::Notifier::default(),
             cnps_received: 0,
         }
     }
 }
 
-/// The ECN codepoint of request packets: ECT(0) when congestion control is on, so a congestion
-/// point may mark them CE (RFC 3168 §5; RoCE fabrics' "data DSCP 26 + ECT(0)").
+/// The ECN codepoint of request packets: ECT(0) when the algorithm reads CE marks, so a
+/// congestion point may mark them (RFC 3168 §5; RoCE fabrics' "data DSCP 26 + ECT(0)");
+/// Not-ECT without congestion control and for TIMELY, which reads RTTs.
 pub(crate) fn request_ecn(config: &NicConfig) -> Ecn {
-    match config.congestion {
-        Congestion::None => Ecn::NotEct,
-        Congestion::Dcqcn(_) => Ecn::Ect0,
+    if config.congestion.reacts_to_marks() {
+        Ecn::Ect0
+    } else {
+        Ecn::NotEct
     }
 }
 
@@ -109,8 +170,10 @@ pub struct CongestionState {
     pub rate_bps: Option<u64>,
     /// The target rate (DCQCN's RT), bits per second; `None` without congestion control.
     pub target_bps: Option<u64>,
-    /// DCQCN's α (0 without congestion control).
+    /// DCQCN's or DCTCP's α (0 without congestion control and for TIMELY).
     pub alpha: f64,
+    /// The window, bytes on the wire in flight (DCTCP's); `None` without one.
+    pub window_bytes: Option<u64>,
     /// CNPs this QP sent as a notification point.
     pub cnps_sent: u64,
     /// CNPs that arrived for this QP.
@@ -124,6 +187,7 @@ impl QpCongestion {
             rate_bps: self.rp.rate_bps().map(|r| r.round() as u64),
             target_bps: self.rp.target_bps().map(|r| r.round() as u64),
             alpha: self.rp.alpha(now),
+            window_bytes: self.rp.window_bytes(),
             cnps_sent: self.np.cnps_sent,
             cnps_received: self.cnps_received,
         }

@@ -2,7 +2,7 @@
 //! paper's equations (a differential test, s2n-quic style), plus the mlx5 knobs the paper does
 //! not have.
 
-use super::RateControl;
+use super::control::CongestionControl;
 use super::dcqcn::Dcqcn;
 use crate::config::DcqcnConfig;
 use crate::stats::Stats;

@@ -35,6 +35,8 @@ mod srq;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]
+mod tests_cc;
+#[cfg(test)]
 mod tests_gsi;
 #[cfg(test)]
 mod tests_srq;

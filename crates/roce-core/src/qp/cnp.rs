@@ -9,8 +9,13 @@ use crate::config::Congestion;
 use crate::{Duration, Ecn, Transmit};
 
 impl Qp {
-    /// A request arrived with `ecn`: with DCQCN on and a CE mark, a CNP may be due.
+    /// A request arrived with `ecn`: with DCQCN on and a CE mark, a CNP may be due; with an
+    /// algorithm that reads the ACKs' ECN-Echo (DCTCP), the responder notes the mark.
     pub(crate) fn notify_ecn(&mut self, ctx: &Ctx<'_>, ecn: Ecn) {
+        if ctx.config.congestion.echoes_ecn() {
+            self.resp.echo.arrived(ecn == Ecn::Ce);
+            return;
+        }
         let Congestion::Dcqcn(dcqcn) = ctx.config.congestion else {
             return;
         };

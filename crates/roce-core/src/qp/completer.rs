@@ -44,7 +44,6 @@ impl Qp {
     pub(crate) fn handle_response(&mut self, ctx: &mut Ctx<'_>, packet: &RocePacket<&[u8]>) {
         let bth = packet.bth();
         let psn = bth.psn();
-        let operation = packet.layout().operation;
         let syndrome = packet.aeth().map_or(
             Syndrome::Ack {
                 credits: roce_wire::aeth::CreditCode::UNLIMITED,
@@ -59,6 +58,28 @@ impl Qp {
             tracing::trace!(qpn = %self.qpn, psn = %psn, "ghost response");
             return;
         }
+        self.dispatch_response(ctx, psn, packet, syndrome);
+        // What it acknowledged, its arrival and its ECN-Echo go to congestion control (for the
+        // algorithms that hear ACKs; the BECN bit is read by none other).
+        let (una, next) = (self.comp.una, self.req.next_new);
+        self.cc.on_response(
+            ctx.now,
+            (una, next),
+            bth.becn(),
+            &mut self.timers,
+            ctx.stats,
+        );
+    }
+
+    /// The response's effect on the send queue, by its operation and syndrome.
+    fn dispatch_response(
+        &mut self,
+        ctx: &mut Ctx<'_>,
+        psn: Psn,
+        packet: &RocePacket<&[u8]>,
+        syndrome: Syndrome,
+    ) {
+        let operation = packet.layout().operation;
         match (operation, syndrome) {
             (Operation::RdmaReadResponse, _) => self.on_read_response(ctx, psn, packet),
             (Operation::AtomicAcknowledge, _) => {

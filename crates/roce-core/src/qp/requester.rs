@@ -161,6 +161,10 @@ impl Qp {
             if self.req.psn.distance(self.comp.una) >= ctx.config.max_unacked_psns as i32 {
                 return None;
             }
+            // The congestion window (DCTCP's): bytes in flight; an ACK reopens it.
+            if !self.cc.window_open() {
+                return None;
+            }
             //= ibta:vol1/9.5.2
             //# at most max_rd_atomic READs and atomics outstanding (initiator depth)
             // Every WQE before the cursor has been sent and not yet retired.
@@ -281,9 +285,14 @@ impl Qp {
         // packets so a long message is acknowledged as it goes. And on every packet while the
         // NIC's budget of unacknowledged packets runs short: packets in the middle of a message
         // would otherwise hold it until their QP reaches an AckReq, which it cannot send while
-        // the budget is spent.
+        // the budget is spent. And on every packet for an algorithm that hears ACKs (DCTCP,
+        // TIMELY): its window reopens, and its RTT is sampled, only by ACKs, and HPCC's ns-3
+        // acknowledges every packet.
         bth.ack_req = self.qp_type == QpType::Rc
-            && (last || self.req.noack_pkts + 1 >= ctx.config.max_pkts_per_ack || ctx.budget_short);
+            && (last
+                || self.req.noack_pkts + 1 >= ctx.config.max_pkts_per_ack
+                || ctx.budget_short
+                || self.cc.acks_every_packet());
         let mut repr = RoceRepr {
             payload_len: chunk as usize,
             ..RoceRepr::new(bth)
@@ -376,21 +385,28 @@ impl Qp {
         transmit: &Transmit,
     ) {
         let psn = segment.repr.bth.psn;
-        if let Some(rate) = self.cc.rp.rate_bps() {
-            let overhead = if transmit.dst.is_ipv4() {
-                crate::cc::pacer::IPV4_FRAME_OVERHEAD
-            } else {
-                crate::cc::pacer::IPV6_FRAME_OVERHEAD
-            };
-            let wire = transmit.len + overhead;
-            self.cc.pacer.on_sent(ctx.now, wire, rate);
-            self.cc
-                .rp
-                .on_sent(ctx.now, wire as u64, &mut self.timers, ctx.stats);
-        }
+        let again = psn.distance(self.req.next_new) < 0;
+        let overhead = if transmit.dst.is_ipv4() {
+            crate::cc::pacer::IPV4_FRAME_OVERHEAD
+        } else {
+            crate::cc::pacer::IPV6_FRAME_OVERHEAD
+        };
+        // Only RC packets are acknowledged, so only they are recorded in flight (0: not).
+        let npsn = if self.qp_type == QpType::Rc {
+            segment.npsn
+        } else {
+            0
+        };
+        self.cc.on_request_sent(
+            ctx.now,
+            (psn, npsn, again),
+            transmit.len + overhead,
+            &mut self.timers,
+            ctx.stats,
+        );
         ctx.stats.tx_packets += 1;
         ctx.stats.tx_bytes += transmit.len as u64;
-        if psn.distance(self.req.next_new) < 0 {
+        if again {
             ctx.stats.retransmitted_packets += 1;
         }
         let next = psn.wrapping_add(segment.npsn);
@@ -452,6 +468,7 @@ impl Qp {
         let packets_done = psn.distance(first) as u32;
         tracing::debug!(qpn = %self.qpn, from = %from, to = %psn, "go back n");
         self.req.psn = psn;
+        self.cc.on_go_back(psn);
         self.req.offset = match wqe.wr.op {
             // A READ or atomic is asked again by one request; its progress is in the PSN.
             op if op.is_read_or_atomic() => 0,

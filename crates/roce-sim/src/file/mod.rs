@@ -2,6 +2,7 @@
 //! ([`scenario`]: hosts on one switch; [`network`]: a multi-switch topology), with the
 //! `--set KEY=VALUE` [`overrides`] both apply and the [`grid`]s of sweeps.
 
+mod cc_tables;
 pub mod grid;
 pub mod network;
 pub mod overrides;

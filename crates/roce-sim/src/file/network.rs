@@ -23,12 +23,15 @@
 //! size_bytes = 500000
 //! fraction = 0.02
 //! [network]                             # optional; defaults below
-//! congestion = "dcqcn"                  # "none", "dcqcn" (NVIDIA defaults), "dcqcn-paper"
+//! congestion = "dcqcn"                  # "none", "dcqcn" (NVIDIA defaults), "dcqcn-paper",
+//!                                       # "dctcp", "timely"
 //! buffer_bytes = 1048576                # per egress port; with shared_buffer, per switch
 //! shared_buffer = false                 # true: one buffer per switch, dynamic PFC thresholds
 //! mtu = 1024
 //! payload = "bytes"                     # or "lengths": headers only, regions count bytes (speed)
 //! [network.dcqcn]                       # optional: DcqcnConfig knobs (mlx5 names) to override
+//! [network.dctcp]                       # optional: DctcpConfig fields, with "dctcp"
+//! [network.timely]                      # optional: TimelyConfig fields, with "timely"
 //! [network.ecn]                         # kmin_bytes, kmax_bytes, pmax (as [switch.ecn])
 //! [network.pfc]                         # xoff_bytes, xon_bytes (as [switch.pfc]); with a
 //!                                       # shared buffer alpha_shift instead (default 3: 1/8)
@@ -43,10 +46,11 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, anyhow, bail};
-use roce_core::{Congestion, DcqcnConfig, Duration, Mtu};
+use roce_core::{Duration, Mtu};
 use serde::Deserialize;
 
 use super::FileError;
+use super::cc_tables::{self, DcqcnFile, DctcpFile, TimelyFile};
 use super::overrides::{self, Set};
 use super::scenario::CongestionName;
 use super::switch_keys::{EcnFile, PfcFile};
@@ -137,6 +141,8 @@ struct NetFile {
     #[serde(default)]
     congestion: CongestionName,
     dcqcn: Option<DcqcnFile>,
+    dctcp: Option<DctcpFile>,
+    timely: Option<TimelyFile>,
     ecn: Option<EcnFile>,
     pfc: Option<PfcFile>,
     buffer_bytes: Option<usize>,
@@ -159,28 +165,6 @@ enum PayloadName {
     Bytes,
     /// Lengths only (headers kept, regions count what they receive): for speed.
     Lengths,
-}
-
-/// DCQCN knobs over the profile `congestion` names; the names are [`DcqcnConfig`]'s.
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct DcqcnFile {
-    rpg_time_reset: Option<u32>,
-    rpg_byte_reset: Option<u32>,
-    rpg_threshold: Option<u32>,
-    rpg_ai_rate: Option<u32>,
-    rpg_hai_rate: Option<u32>,
-    rpg_gd: Option<u32>,
-    rpg_min_dec_fac: Option<u32>,
-    rpg_min_rate: Option<u32>,
-    dce_tcp_g: Option<u32>,
-    dce_tcp_rtt: Option<u32>,
-    initial_alpha_value: Option<u32>,
-    clamp_tgt_rate: Option<bool>,
-    clamp_tgt_rate_after_time_inc: Option<bool>,
-    rate_to_set_on_first_cnp: Option<u32>,
-    rate_reduce_monitor_period: Option<u32>,
-    min_time_between_cnps: Option<u32>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -332,13 +316,8 @@ impl NetworkFile {
             config.host.mtu = Mtu::from_bytes(mtu)
                 .ok_or_else(|| anyhow!("network.mtu = {mtu}: one of 256, 512, 1024, 2048, 4096"))?;
         }
-        config.host.nic.congestion = match (n.congestion.nic().config(), &n.dcqcn) {
-            (Congestion::Dcqcn(d), Some(o)) => Congestion::Dcqcn(o.over(d)),
-            (Congestion::None, Some(_)) => {
-                bail!("network.dcqcn is set but network.congestion is \"none\"")
-            }
-            (c, None) => c,
-        };
+        config.host.nic.congestion =
+            cc_tables::congestion(n.congestion, (&n.dcqcn, &n.dctcp, &n.timely))?;
         if let Some(b) = n.buffer_bytes {
             if b < 4096 {
                 bail!("network.buffer_bytes = {b}: at least 4096");
@@ -410,33 +389,6 @@ impl NetworkFile {
             until: self.run.until_us.map(Duration::from_micros),
             drain: Duration::from_micros(self.run.drain_us),
         })
-    }
-}
-
-impl DcqcnFile {
-    fn over(&self, mut d: DcqcnConfig) -> DcqcnConfig {
-        macro_rules! set {
-            ($($f:ident),*) => { $( if let Some(v) = self.$f { d.$f = v; } )* };
-        }
-        set!(
-            rpg_time_reset,
-            rpg_byte_reset,
-            rpg_threshold,
-            rpg_ai_rate,
-            rpg_hai_rate,
-            rpg_gd,
-            rpg_min_dec_fac,
-            rpg_min_rate,
-            dce_tcp_g,
-            dce_tcp_rtt,
-            initial_alpha_value,
-            clamp_tgt_rate,
-            clamp_tgt_rate_after_time_inc,
-            rate_to_set_on_first_cnp,
-            rate_reduce_monitor_period,
-            min_time_between_cnps
-        );
-        d
     }
 }
 

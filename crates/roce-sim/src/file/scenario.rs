@@ -84,6 +84,10 @@ pub enum CongestionName {
     Dcqcn,
     /// `"dcqcn-paper"`: DCQCN with the paper's parameters.
     DcqcnPaper,
+    /// `"dctcp"`: DCTCP as HPCC's ns-3 runs it ([`roce_core::DctcpConfig::default`]).
+    Dctcp,
+    /// `"timely"`: TIMELY with ns-3's parameters ([`roce_core::TimelyConfig::default`]).
+    Timely,
 }
 
 impl CongestionName {
@@ -93,15 +97,19 @@ impl CongestionName {
             Self::None => NicCongestion::None,
             Self::Dcqcn => NicCongestion::Dcqcn,
             Self::DcqcnPaper => NicCongestion::DcqcnPaper,
+            Self::Dctcp => NicCongestion::Dctcp,
+            Self::Timely => NicCongestion::Timely,
         }
     }
 
-    /// The name, as the file gives it: "none", "dcqcn", "dcqcn-paper".
+    /// The name, as the file gives it: "none", "dcqcn", "dcqcn-paper", "dctcp", "timely".
     pub fn as_str(self) -> &'static str {
         match self {
             Self::None => "none",
             Self::Dcqcn => "dcqcn",
             Self::DcqcnPaper => "dcqcn-paper",
+            Self::Dctcp => "dctcp",
+            Self::Timely => "timely",
         }
     }
 }

@@ -1,6 +1,6 @@
 //! Congestion experiments on a [`Fabric`](crate::Fabric): hosts on one switch, long or sized RC WRITE flows
-//! between them, and a time series of what happened — per-flow goodput and DCQCN rate, the
-//! bottleneck queue, drops, pauses, CE marks and CNPs — sampled at a fixed interval.
+//! between them, and a time series of what happened — per-flow goodput and congestion-control
+//! rate, the bottleneck queue, drops, pauses, CE marks and CNPs — sampled at a fixed interval.
 //!
 //! A [`Scenario`] describes the run; [`run()`] plays it in virtual time and returns a [`Series`].
 //! Everything is a function of the scenario (its seed included): the same scenario gives the
@@ -22,7 +22,7 @@
 mod run;
 mod series;
 
-use roce_core::{Congestion, DcqcnConfig, Duration, Mtu};
+use roce_core::{Congestion, DcqcnConfig, DctcpConfig, Duration, Mtu, TimelyConfig};
 
 use crate::switch::SwitchConfig;
 
@@ -42,6 +42,10 @@ pub enum NicCongestion {
     Dcqcn,
     /// DCQCN with the paper's values ([`DcqcnConfig::paper`]).
     DcqcnPaper,
+    /// DCTCP as HPCC's ns-3 runs it ([`DctcpConfig::default`]).
+    Dctcp,
+    /// TIMELY with ns-3's parameters ([`TimelyConfig::default`]).
+    Timely,
 }
 
 impl NicCongestion {
@@ -51,6 +55,8 @@ impl NicCongestion {
             Self::None => Congestion::None,
             Self::Dcqcn => Congestion::Dcqcn(DcqcnConfig::default()),
             Self::DcqcnPaper => Congestion::Dcqcn(DcqcnConfig::paper()),
+            Self::Dctcp => Congestion::Dctcp(DctcpConfig::default()),
+            Self::Timely => Congestion::Timely(TimelyConfig::default()),
         }
     }
 }

@@ -12,7 +12,8 @@ pub struct FlowSeries {
     /// Goodput in each interval, bits per second: the WRITE payload the receiver accepted in
     /// sequence in it.
     pub goodput_bps: Vec<f64>,
-    /// DCQCN's current rate at each sample, bits per second; `None` without congestion control.
+    /// The congestion control's current rate at each sample (DCQCN's RC, DCTCP's or TIMELY's
+    /// rate), bits per second; `None` without congestion control.
     pub rate_bps: Vec<Option<u64>>,
     /// Bytes of the WRITEs completed (acknowledged to the sender) over the run.
     pub bytes: u64,

@@ -193,8 +193,9 @@ pub(super) async fn print_result(
     let cc = device.qp_congestion(qpn).await?;
     // The QP's congestion control, in the JSON result and (when on) in a line of text.
     let congestion = json!({
-        "algorithm": format!("{:?}", args.device.cc).to_lowercase(),
+        "algorithm": args.device.cc.name(),
         "rate_bps": cc.rate_bps, "target_bps": cc.target_bps, "alpha": cc.alpha,
+        "window_bytes": cc.window_bytes,
         "cnps_sent": cc.cnps_sent, "cnps_received": cc.cnps_received,
         "rate_decreases": stats.rate_decreases, "rate_increases": stats.rate_increases,
     });

@@ -34,11 +34,12 @@ use serde_json::json;
 /// Run a congestion experiment (hosts on one switch, RC WRITE flows) in virtual time.
 ///
 /// SCENARIO is a TOML file, or the name of a shipped one (`scenarios/NAME.toml`; `--list`
-/// shows them). Writes `series.json` (per sample: each flow's goodput and DCQCN rate, the
-/// bottleneck queue, and the switch's drops, PAUSEs and CE marks and the NICs' CNPs, cumulative)
-/// and `plot.svg` (goodput and rates, the bottleneck queue, and drops, PAUSEs, CE marks and CNPs
-/// per interval, against time) into the output directory, and prints a summary: per-flow mean
-/// goodput, Jain's fairness index, queue maximum, drops, pauses, CNPs, and the wall time taken.
+/// shows them). Writes `series.json` (per sample: each flow's goodput and congestion-control
+/// rate, the bottleneck queue, and the switch's drops, PAUSEs and CE marks and the NICs' CNPs,
+/// cumulative) and `plot.svg` (goodput and rates, the bottleneck queue, and drops, PAUSEs, CE
+/// marks and CNPs per interval, against time) into the output directory, and prints a summary:
+/// per-flow mean goodput, Jain's fairness index, queue maximum, drops, pauses, CNPs, and the
+/// wall time taken.
 ///
 /// The same file gives the same `series.json` and `plot.svg`, bit for bit (wall-clock figures
 /// are only in the printed summary). A run that takes more than two seconds says on standard

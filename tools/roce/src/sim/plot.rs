@@ -2,8 +2,8 @@
 //! a curve):
 //!
 //! 1. the flows' goodput (solid; the payload each receiver accepted in sequence per sampling
-//!    interval, so it follows packets, not message completions) and DCQCN rate (thin), in Gb/s
-//!    (SI: 10^9 bit/s);
+//!    interval, so it follows packets, not message completions) and congestion-control rate
+//!    (thin: DCQCN's, DCTCP's or TIMELY's), in Gb/s (SI: 10^9 bit/s);
 //! 2. the bottleneck port's queue, its maximum in each interval and its value at each sample, in
 //!    KiB (IEC: 1024 bytes), with RED's Kmin and Kmax as dashed lines of their own colours;
 //! 3. what the switch and the NICs did per interval: packets dropped, PAUSE frames sent, packets
@@ -211,9 +211,15 @@ fn draw_rates(panel: &Area<'_>, run: &Run<'_>) -> DrawResult {
         .map(gbps)
         .fold(line, f64::max)
         * 1.05;
+    // Whose rate the dashed lines are.
+    let algorithm = match s.congestion {
+        NicCongestion::None | NicCongestion::Dcqcn | NicCongestion::DcqcnPaper => "DCQCN",
+        NicCongestion::Dctcp => "DCTCP",
+        NicCongestion::Timely => "TIMELY",
+    };
     let caption = match s.congestion {
         NicCongestion::None => format!("{}: flow goodput", s.name),
-        _ => format!("{}: flow goodput and DCQCN rate", s.name),
+        _ => format!("{}: flow goodput and {algorithm} rate", s.name),
     };
     let mut chart = chart(&area, caption, t_max, 0f64..top, "Gb/s (10^9 bit/s)", None)?;
     let mut entries = Vec::new();
@@ -240,7 +246,7 @@ fn draw_rates(panel: &Area<'_>, run: &Run<'_>) -> DrawResult {
             let faint = color.mix(0.6);
             chart.draw_series(DashedLineSeries::new(rate, 5, 3, faint.stroke_width(1)))?;
             entries.push(Entry {
-                label: format!("flow {i} DCQCN rate"),
+                label: format!("flow {i} {algorithm} rate"),
                 color: faint,
                 width: 1,
                 look: Look::Dashed,

@@ -13,6 +13,7 @@ use roce_wire::aeth::{CreditCode, RnrTimer};
 use roce_wire::opcode::Operation;
 use roce_wire::{NakCode, Psn, RocePacket, Syndrome};
 
+use echo::EcnEcho;
 pub(crate) use grh::Arrival;
 
 use super::{Ctx, Qp, QpType};
@@ -41,6 +42,8 @@ pub(crate) struct Responder {
     /// The positive ACK at the head of `out` let a request packet of this QP go first
     /// ([`Responder::ack_may_wait`]); it goes next.
     pub(crate) ack_waited: bool,
+    /// DCTCP's ECN-Echo (`echo.rs`), used only when congestion control asks for it.
+    pub(crate) echo: EcnEcho,
 }
 
 impl Responder {
@@ -74,20 +77,39 @@ impl Responder {
     /// Queues an ACK, replacing a plain ACK still waiting: ACKs are cumulative, so only the
     /// newest matters (coalescing).
     fn queue_ack(&mut self, psn: Psn, syndrome: Syndrome) {
+        self.queue_ack_echo(psn, syndrome, false);
+    }
+
+    /// [`Responder::queue_ack`] with BECN set or not (`echo.rs`): a plain ACK still waiting
+    /// is replaced only by one with the same BECN, as each ACK reports the CE state of the
+    /// requests it newly acknowledges.
+    fn queue_ack_echo(&mut self, psn: Psn, syndrome: Syndrome, becn: bool) {
         let msn = self.msn;
         if let (
             Syndrome::Ack { .. },
             Some(Response::Ack {
                 syndrome: Syndrome::Ack { .. },
+                becn: waiting,
                 ..
             }),
         ) = (syndrome, self.out.back())
+            && *waiting == becn
         {
             self.out.pop_back();
         }
-        self.out.push_back(Response::Ack { psn, syndrome, msn });
+        self.out.push_back(Response::Ack {
+            psn,
+            syndrome,
+            msn,
+            becn,
+        });
     }
 }
+
+/// A positive ACK, its credit field "unlimited" (0x1f), as rxe sends it (`AETH_ACK_UNLIMITED`).
+const ACK: Syndrome = Syndrome::Ack {
+    credits: CreditCode::UNLIMITED,
+};
 
 /// A message sequence number: 24 bits that count the requests a responder completed, carried in
 /// every AETH (IBTA vol. 1 §9.7.5.1.2), wrapping as PSNs do.
@@ -158,6 +180,8 @@ pub(crate) enum Response {
         syndrome: Syndrome,
         /// MSN at the time.
         msn: Msn,
+        /// The BTH's BECN: the requests it newly acknowledges arrived CE-marked (`echo.rs`).
+        becn: bool,
     },
     /// ATOMIC ACKNOWLEDGE.
     AtomicAck {
@@ -233,20 +257,36 @@ impl Qp {
             return;
         }
         self.resp.nak_sent = false;
+        let op = packet.layout().operation;
+        let acked_op = matches!(op, Operation::Send | Operation::RdmaWrite);
+        let echo = ctx.config.congestion.echoes_ecn();
+        if echo
+            && acked_op
+            && let Some(becn) = self.resp.echo.state_change()
+        {
+            // DCTCP's ACK machine: the packets before this one, of the other CE state, are
+            // acknowledged now with their own.
+            self.resp.queue_ack_echo(psn.wrapping_sub(1), ACK, becn);
+        }
         match self.execute(ctx, packet) {
             Ok(npsn) => {
                 self.resp.epsn = psn.wrapping_add(npsn);
-                let op = packet.layout().operation;
-                if packet.bth().ack_req() && matches!(op, Operation::Send | Operation::RdmaWrite) {
-                    self.resp.queue_ack(
-                        psn,
-                        Syndrome::Ack {
-                            credits: CreditCode::UNLIMITED,
-                        },
-                    );
+                let ack_req = packet.bth().ack_req();
+                if echo {
+                    if acked_op {
+                        let becn = self.resp.echo.accepted(ack_req);
+                        if ack_req {
+                            self.resp.queue_ack_echo(psn, ACK, becn);
+                        }
+                    } else {
+                        self.resp.echo.reset();
+                    }
+                } else if ack_req && acked_op {
+                    self.resp.queue_ack(psn, ACK);
                 }
             }
             Err(Refusal::Rnr) => {
+                self.resp.echo.reset();
                 //= ibta:vol1/9.7.5.2.8
                 //# an RNR NAK names this PSN; ePSN does not move
                 ctx.stats.tx_rnr_naks += 1;
@@ -255,6 +295,7 @@ impl Qp {
                 self.resp.queue_ack(psn, Syndrome::RnrNak { timer });
             }
             Err(refusal) => {
+                self.resp.echo.reset();
                 ctx.stats.tx_naks_other += 1;
                 let code = match refusal {
                     Refusal::Access => NakCode::RemoteAccessError,
@@ -344,6 +385,7 @@ fn remote_region(
 }
 
 mod duplicate;
+mod echo;
 mod execute;
 mod grh;
 mod respond;

@@ -13,8 +13,14 @@ impl Qp {
         let dst = self.av?.dst;
         let response = *self.resp.out.front()?;
         let (repr, read) = match response {
-            Response::Ack { psn, syndrome, msn } => {
-                let bth = BthRepr::new(Opcode::RcAcknowledge, self.dest_qpn, psn);
+            Response::Ack {
+                psn,
+                syndrome,
+                msn,
+                becn,
+            } => {
+                let mut bth = BthRepr::new(Opcode::RcAcknowledge, self.dest_qpn, psn);
+                bth.becn = becn;
                 let repr = RoceRepr {
                     aeth: Some(AethRepr {
                         syndrome,

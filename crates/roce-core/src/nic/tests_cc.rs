@@ -1,0 +1,242 @@
+//! Congestion control between two NICs, packet by packet: the ECN-Echo (BECN on ACKs) that
+//! DCTCP reads, that no BECN or FECN bit is set otherwise, and TIMELY's RTT from the ACKs'
+//! arrival.
+
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+
+use crate::{
+    Access, AddressVector, Congestion, Connect, Datagram, DcqcnConfig, DctcpConfig, Ecn, Instant,
+    MAX_DATAGRAM, Nic, NicConfig, Psn, QpInit, QpType, Remote, SendOp, SendWr, Sge, TimelyConfig,
+};
+
+const LINE: u64 = 10_000_000_000;
+/// BTH byte 4 (IBA vol. 1 Annex A10): FECN is bit 7, BECN bit 6.
+const FECN: u8 = 0x80;
+const BECN: u8 = 0x40;
+/// RC ACKNOWLEDGE.
+const ACK: u8 = 0x11;
+
+/// Two NICs with `congestion`, an RC QP on each connected to the other, and a region on each.
+struct Pair {
+    a: Nic,
+    b: Nic,
+    a_qp: crate::Qpn,
+    sge: Sge,
+    remote: Remote,
+}
+
+impl Pair {
+    fn new(congestion: Congestion) -> Self {
+        Self::with(congestion, congestion)
+    }
+
+    /// A with `a_cc`, B with `b_cc`.
+    fn with(a_cc: Congestion, b_cc: Congestion) -> Self {
+        let (a_ip, b_ip) = (
+            IpAddr::V4(Ipv4Addr::new(198, 18, 0, 1)),
+            IpAddr::V4(Ipv4Addr::new(198, 18, 0, 2)),
+        );
+        let config = |ip, congestion| NicConfig {
+            addrs: vec![ip],
+            congestion,
+            line_rate_bps: LINE,
+            ..NicConfig::default()
+        };
+        let (mut a, mut b) = (Nic::new(config(a_ip, a_cc)), Nic::new(config(b_ip, b_cc)));
+        let (a_pd, b_pd) = (a.alloc_pd(), b.alloc_pd());
+        let (a_cq, b_cq) = (a.create_cq(64), b.create_cq(64));
+        let a_mr = a.reg_mr(a_pd, 1 << 16, Access::ALL).unwrap();
+        let b_mr = b.reg_mr(b_pd, 1 << 16, Access::ALL).unwrap();
+        let a_qp = a
+            .create_qp(&QpInit::new(QpType::Rc, a_pd, a_cq, 64))
+            .unwrap();
+        let b_qp = b
+            .create_qp(&QpInit::new(QpType::Rc, b_pd, b_cq, 64))
+            .unwrap();
+        let zero = Psn::new(0);
+        a.connect_qp(
+            a_qp,
+            &Connect::rc(AddressVector::new(a_ip, b_ip), b_qp, zero, zero),
+        )
+        .unwrap();
+        b.connect_qp(
+            b_qp,
+            &Connect::rc(AddressVector::new(b_ip, a_ip), a_qp, zero, zero),
+        )
+        .unwrap();
+        let sge = Sge {
+            addr: a_mr.addr(),
+            length: 0,
+            lkey: a_mr.lkey(),
+        };
+        let remote = Remote {
+            addr: b_mr.addr(),
+            rkey: b_mr.rkey(),
+        };
+        Self {
+            a,
+            b,
+            a_qp,
+            sge,
+            remote,
+        }
+    }
+
+    /// A posts a WRITE of `len` bytes.
+    fn write(&mut self, len: u32) {
+        let sge = Sge {
+            length: len,
+            ..self.sge
+        };
+        let wr = SendWr::new(1, SendOp::RdmaWrite(self.remote), vec![sge]);
+        self.a.post_send(self.a_qp, wr).unwrap();
+    }
+}
+
+/// Everything `from` sends from `now` on, its pacing timers (due within 100 µs) run as they
+/// come, delivered to `to` with the ECN codepoint `ecn(i)` for the i-th packet; the packets'
+/// bytes and their ECN as sent. `now` ends at the last packet's time.
+fn deliver(
+    from: &mut Nic,
+    to: &mut Nic,
+    now: &mut Instant,
+    ecn: impl Fn(usize) -> Ecn,
+) -> Vec<(Vec<u8>, Ecn)> {
+    let mut buf = vec![0; MAX_DATAGRAM];
+    let mut sent = Vec::new();
+    loop {
+        let Some(t) = from.poll_transmit(*now, &mut buf) else {
+            match from.poll_timeout() {
+                Some(at) if at.as_nanos() <= now.as_nanos() + 100_000 => {
+                    *now = at.max(*now);
+                    from.handle_timeout(*now);
+                    continue;
+                }
+                _ => break,
+            }
+        };
+        let bytes = buf[..t.len].to_vec();
+        to.handle_datagram(
+            *now,
+            Datagram {
+                src: SocketAddr::new(t.src, t.src_port),
+                dst: t.dst,
+                ecn: ecn(sent.len()),
+                ip_id: Some(0),
+                segment: 0,
+                payload: &bytes,
+            },
+        );
+        sent.push((bytes, t.ecn));
+    }
+    sent
+}
+
+/// Without congestion control, and with DCQCN (which signals by CNPs), no packet either NIC
+/// sends has BECN or FECN set, though every request arrives CE-marked: the wire is rxe's.
+#[test]
+fn no_becn_or_fecn_bit_is_set_unless_the_algorithm_echoes_marks() {
+    for congestion in [Congestion::None, Congestion::Dcqcn(DcqcnConfig::default())] {
+        let mut p = Pair::new(congestion);
+        p.write(3000);
+        p.write(1000);
+        let mut now = Instant::ZERO;
+        let requests = deliver(&mut p.a, &mut p.b, &mut now, |_| Ecn::Ce);
+        let responses = deliver(&mut p.b, &mut p.a, &mut now, |_| Ecn::NotEct);
+        assert_eq!(requests.len(), 4);
+        let acks = responses.iter().filter(|(b, _)| b[0] == ACK).count();
+        assert!(acks >= 1, "{congestion:?}: B acknowledged");
+        for (bytes, _) in requests.iter().chain(&responses) {
+            if bytes[0] == 0x81 {
+                continue; // DCQCN's CNP carries BECN by definition (Annex A17.9.3)
+            }
+            assert_eq!(bytes[4] & (FECN | BECN), 0, "{congestion:?}: {bytes:02x?}");
+        }
+    }
+}
+
+/// DCTCP: requests carry ECT(0); B acknowledges a CE-marked request with BECN; the ACK reaches
+/// A's DCTCP, which cuts the rate by α/2 (α starts at 1).
+#[test]
+fn becn_on_an_ack_reaches_dctcp() {
+    let mut p = Pair::new(Congestion::Dctcp(DctcpConfig::default()));
+    p.write(1000);
+    let mut now = Instant::ZERO;
+    let requests = deliver(&mut p.a, &mut p.b, &mut now, |_| Ecn::Ce);
+    assert_eq!(requests[0].1, Ecn::Ect0, "DCTCP's requests are ECN-capable");
+    assert_eq!(requests[0].0[4], 0, "requests carry no FECN");
+    let responses = deliver(&mut p.b, &mut p.a, &mut now, |_| Ecn::NotEct);
+    assert_eq!(responses.len(), 1);
+    assert_eq!(responses[0].0[0], ACK);
+    assert_eq!(responses[0].0[4], BECN, "the ACK echoes CE");
+    let state = p.a.qp_congestion(p.a_qp, now).unwrap();
+    assert_eq!(state.rate_bps, Some(LINE / 2));
+    assert_eq!(p.a.stats().rate_decreases, 1);
+
+    // An unmarked request: an ACK without BECN, no cut.
+    p.write(1000);
+    deliver(&mut p.a, &mut p.b, &mut now, |_| Ecn::Ect0);
+    let responses = deliver(&mut p.b, &mut p.a, &mut now, |_| Ecn::NotEct);
+    assert_eq!(responses[0].0[4], 0);
+    assert_eq!(p.a.stats().rate_decreases, 1);
+}
+
+/// DCTCP's ACK machine at a DCTCP responder whose peer asks for an ACK only at the end of a
+/// message (a requester without congestion control): in a WRITE of three packets whose first
+/// arrives unmarked and the others CE-marked, the first is acknowledged at once without BECN,
+/// the last with BECN. (A DCTCP requester asks for an ACK of every packet.)
+#[test]
+fn a_change_of_ce_state_is_acknowledged_at_once() {
+    let mut p = Pair::with(Congestion::None, Congestion::Dctcp(DctcpConfig::default()));
+    p.write(3072);
+    let mut now = Instant::ZERO;
+    let requests = deliver(&mut p.a, &mut p.b, &mut now, |i| {
+        if i == 0 { Ecn::Ect0 } else { Ecn::Ce }
+    });
+    assert_eq!(requests.len(), 3);
+    let responses = deliver(&mut p.b, &mut p.a, &mut now, |_| Ecn::NotEct);
+    let acks: Vec<(u32, u8)> = responses
+        .iter()
+        .map(|(b, _)| (u32::from_be_bytes([0, b[9], b[10], b[11]]), b[4]))
+        .collect();
+    assert_eq!(acks, vec![(0, 0), (2, BECN)]);
+}
+
+/// TIMELY: requests are Not-ECT; the RTT is the ACK's arrival minus the request's departure.
+/// Two WRITEs each acknowledged 600 µs after it left (above T_high = 500 µs): the second
+/// sample cuts the rate by β·(1 − T_high/RTT).
+#[test]
+fn timely_takes_the_rtt_from_the_acks_arrival() {
+    let mut p = Pair::new(Congestion::Timely(TimelyConfig::default()));
+    let mut now = Instant::ZERO;
+    for _ in 0..2 {
+        p.write(1000);
+        let requests = deliver(&mut p.a, &mut p.b, &mut now, |_| Ecn::NotEct);
+        assert_eq!(requests.len(), 1);
+        assert_eq!(requests[0].1, Ecn::NotEct, "TIMELY reads no marks");
+        now = Instant::from_nanos(now.as_nanos() + 600_000);
+        deliver(&mut p.b, &mut p.a, &mut now, |_| Ecn::NotEct);
+    }
+    let rate = p.a.qp_congestion(p.a_qp, now).unwrap().rate_bps.unwrap();
+    let expected = LINE as f64 * (1.0 - 0.8 * (1.0 - 500.0 / 600.0));
+    assert!((rate as f64 - expected).abs() < 2.0, "{rate} vs {expected}");
+}
+
+/// DCTCP's window: with no ACK back, the requester stops once the bytes on the wire in flight
+/// reach `base_rtt_ns` at its rate (13 µs at 10 Gb/s: 16 250 bytes), well inside the PSN window.
+#[test]
+fn dctcp_holds_the_bytes_in_flight_to_its_window() {
+    let mut p = Pair::new(Congestion::Dctcp(DctcpConfig::default()));
+    p.write(64 * 1024);
+    let mut now = Instant::ZERO;
+    let requests = deliver(&mut p.a, &mut p.b, &mut now, |_| Ecn::Ect0);
+    // Each packet's bytes on the wire: its UDP payload and 42 bytes of Ethernet, IPv4, UDP.
+    let wire: Vec<usize> = requests.iter().map(|(b, _)| b.len() + 42).collect();
+    let total: usize = wire.iter().sum();
+    let window = 16_250;
+    assert!(total >= window, "{} packets, {total} bytes", wire.len());
+    assert!(total - wire[wire.len() - 1] < window, "{total} bytes");
+    // The ACKs reopen it.
+    deliver(&mut p.b, &mut p.a, &mut now, |_| Ecn::NotEct);
+    assert!(!deliver(&mut p.a, &mut p.b, &mut now, |_| Ecn::Ect0).is_empty());
+}
