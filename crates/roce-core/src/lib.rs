@@ -64,7 +64,9 @@ pub use cm::{
     AcceptParams, CmError, CmEvent, CmState, ConnId, ConnectParams, ConnectRequest, ListenHandle,
     RDMA_UDP_QKEY, SidrParams, SidrRequest,
 };
-pub use config::{Congestion, DcqcnConfig, IcrcPolicy, Mtu, NicConfig, SrcPortPolicy};
+pub use config::{
+    Congestion, DcqcnConfig, IcrcPolicy, LossRecovery, Mtu, NicConfig, SrcPortPolicy,
+};
 pub use connect::Connect;
 pub use cq::{CqHandle, Cqe, NetworkHdr, WcOpcode, WcStatus};
 pub use error::VerbsError;

@@ -5,7 +5,8 @@
 //!
 //! This file holds the responder's state and the PSN check that sorts each request into new,
 //! duplicate or out of sequence; `execute.rs` runs new requests, `duplicate.rs` answers
-//! duplicates, `unreliable.rs` is UC and UD, `respond.rs` sends what was queued.
+//! duplicates, `reorder.rs` keeps what arrives out of sequence under selective repeat,
+//! `unreliable.rs` is UC and UD, `respond.rs` sends what was queued.
 
 use std::collections::VecDeque;
 
@@ -34,6 +35,8 @@ pub(crate) struct Responder {
     pub(crate) discarding: bool,
     /// The multi-packet message in progress.
     pub(crate) message: Option<Message>,
+    /// Selective repeat: requests that arrived past ePSN, kept until it reaches them.
+    pub(crate) reorder: reorder::Reorder,
     /// READs and atomics executed, kept to answer duplicates (`max_dest_rd_atomic` of them).
     pub(crate) resources: VecDeque<Resource>,
     /// Responses waiting to be sent, oldest first.
@@ -168,6 +171,14 @@ pub(crate) enum Response {
         /// MSN.
         msn: Msn,
     },
+    /// Selective repeat's NACK (IRN): ePSN, and the PSN of the request that arrived past it
+    /// (`qp/selective.rs` says where each goes on the wire).
+    Sack {
+        /// The PSN expected next: every PSN before it arrived.
+        epsn: Psn,
+        /// The PSN that arrived.
+        sacked: Psn,
+    },
     /// READ responses still to send.
     Read {
         /// PSN of the next response packet.
@@ -215,6 +226,13 @@ impl Qp {
         //# PSNs after ePSN (within half the space) are out of sequence,
         //# PSNs before it are duplicates
         let d = psn.distance(self.resp.epsn);
+        if d > 0
+            && let crate::LossRecovery::SelectiveRepeat { bdp_packets, .. } =
+                ctx.config.loss_recovery
+        {
+            self.hold_out_of_order(ctx, packet, d, bdp_packets);
+            return;
+        }
         if d > 0 {
             ctx.stats.rx_out_of_sequence += 1;
             if !self.resp.nak_sent {
@@ -233,6 +251,15 @@ impl Qp {
             return;
         }
         self.resp.nak_sent = false;
+        if self.accept_in_sequence(ctx, packet) && self.resp.reorder.len() > 0 {
+            self.run_held(ctx);
+        }
+    }
+
+    /// Executes the request at ePSN and queues its answer: an ACK if it asked for one, an
+    /// RNR NAK, or a NAK that ends the QP. Whether it executed (ePSN moved on).
+    fn accept_in_sequence(&mut self, ctx: &mut Ctx<'_>, packet: &RocePacket<&[u8]>) -> bool {
+        let psn = packet.bth().psn();
         match self.execute(ctx, packet) {
             Ok(npsn) => {
                 self.resp.epsn = psn.wrapping_add(npsn);
@@ -245,6 +272,7 @@ impl Qp {
                         },
                     );
                 }
+                true
             }
             Err(Refusal::Rnr) => {
                 //= ibta:vol1/9.7.5.2.8
@@ -253,6 +281,7 @@ impl Qp {
                 self.resp.nak_sent = true;
                 let timer = RnrTimer::new(self.min_rnr_timer);
                 self.resp.queue_ack(psn, Syndrome::RnrNak { timer });
+                false
             }
             Err(refusal) => {
                 ctx.stats.tx_naks_other += 1;
@@ -270,6 +299,8 @@ impl Qp {
                     ctx.completions.push((self.recv_cq, cqe));
                 }
                 self.fail(ctx);
+                self.resp.reorder.clear();
+                false
             }
         }
     }
@@ -346,6 +377,7 @@ fn remote_region(
 mod duplicate;
 mod execute;
 mod grh;
+pub(crate) mod reorder;
 mod respond;
 #[cfg(test)]
 mod tests;
