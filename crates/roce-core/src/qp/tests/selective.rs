@@ -42,30 +42,19 @@ fn a_write_past_epsn_is_kept_nacked_and_lands_when_the_hole_fills() {
     middle.bth.ack_req = false;
     rx(&mut s, at(0), middle, &data[1024..2048]);
     assert_eq!(ack_of(&tx(&mut s, at(0)).0), nack(RQ_PSN, RQ_PSN + 1));
-    rx_request(
-        &mut s,
-        at(1),
-        Opcode::RcRdmaWriteLast,
-        RQ_PSN + 2,
-        &data[2048..],
-    );
+    let last = request(Opcode::RcRdmaWriteLast, RQ_PSN + 2, false);
+    rx(&mut s, at(1), last.clone(), &data[2048..]);
     assert_eq!(ack_of(&tx(&mut s, at(1)).0), nack(RQ_PSN, RQ_PSN + 2));
     // Kept, not placed: nothing of the WRITE is in memory yet.
     assert_eq!(s.mr.read(1024, 2048).unwrap(), vec![0; 2048]);
     // The same PSN again: kept already, counted as a duplicate, NACKed again.
-    rx_request(
-        &mut s,
-        at(2),
-        Opcode::RcRdmaWriteLast,
-        RQ_PSN + 2,
-        &data[2048..],
-    );
+    rx(&mut s, at(2), last, &data[2048..]);
     assert_eq!(ack_of(&tx(&mut s, at(2)).0), nack(RQ_PSN, RQ_PSN + 2));
     let st = s.nic.stats();
     assert_eq!((st.rx_held_out_of_order, st.tx_sacks), (2, 3));
     assert_eq!((st.rx_duplicate_requests, st.tx_nak_seq_err), (1, 0));
-    // The FIRST fills the hole (without asking for an ACK): all three execute, in order,
-    // and the last is acknowledged.
+    // The FIRST fills the hole: all three execute, in order, and the last is acknowledged
+    // though none of them asked for an ACK.
     let mut first = rdma_request(&s, Opcode::RcRdmaWriteFirst, RQ_PSN, 0, 3 * 1024);
     first.bth.ack_req = false;
     rx(&mut s, at(3), first, &data[..1024]);
@@ -175,4 +164,66 @@ fn bdp_fc_caps_the_psns_in_flight_in_place_of_the_window() {
     );
     assert_eq!(tx(&mut s, at(5)).0.bth.psn, psn(SQ_PSN + 3));
     expect_nothing(&mut s, at(5));
+}
+
+#[test]
+fn a_psn_sacked_after_it_was_found_lost_is_not_sent_again() {
+    let mut s = selective_setup(16);
+    post(
+        &mut s,
+        1,
+        SendOp::RdmaWrite(Remote { addr: 0, rkey: 1 }),
+        0,
+        4 * 1024,
+    );
+    for _ in 0..4 {
+        tx(&mut s, at(0));
+    }
+    let nak = Syndrome::Nak(NakCode::PsnSeqErr);
+    // 503 arrived first: 501 and 502 look lost; then 502 arrives, late.
+    rx(
+        &mut s,
+        at(10),
+        response(Opcode::RcAcknowledge, SQ_PSN + 1, nak, SQ_PSN + 3),
+        b"",
+    );
+    rx(
+        &mut s,
+        at(10),
+        response(Opcode::RcAcknowledge, SQ_PSN + 1, nak, SQ_PSN + 2),
+        b"",
+    );
+    assert_eq!(tx(&mut s, at(10)).0.bth.psn, psn(SQ_PSN + 1));
+    expect_nothing(&mut s, at(10));
+}
+
+#[test]
+fn the_psns_of_a_reads_responses_are_never_taken_for_lost_requests() {
+    let mut s = selective_setup(16);
+    let remote = Remote { addr: 0, rkey: 1 };
+    post(&mut s, 1, SendOp::RdmaWrite(remote), 0, 1024);
+    post(&mut s, 2, SendOp::RdmaRead(remote), 4096, 3 * 1024);
+    post(&mut s, 3, SendOp::RdmaWrite(remote), 0, 1024);
+    let sent: Vec<Psn> = (0..3).map(|_| tx(&mut s, at(0)).0.bth.psn).collect();
+    assert_eq!(
+        sent,
+        [psn(500), psn(501), psn(504)],
+        "the READ takes 501 to 503"
+    );
+    // The WRITE at 500 is lost; the READ request (501) and the WRITE at 504 are kept.
+    let nak = Syndrome::Nak(NakCode::PsnSeqErr);
+    rx(
+        &mut s,
+        at(10),
+        response(Opcode::RcAcknowledge, 500, nak, 501),
+        b"",
+    );
+    rx(
+        &mut s,
+        at(10),
+        response(Opcode::RcAcknowledge, 500, nak, 504),
+        b"",
+    );
+    assert_eq!(tx(&mut s, at(10)).0.bth.psn, psn(500));
+    expect_nothing(&mut s, at(10));
 }
