@@ -303,7 +303,9 @@ impl Qp {
         // would otherwise hold it until their QP reaches an AckReq, which it cannot send while
         // the budget is spent.
         bth.ack_req = self.qp_type == QpType::Rc
-            && (last || self.req.noack_pkts + 1 >= ctx.config.max_pkts_per_ack || ctx.budget_short);
+            && (last
+                || self.req.noack_pkts + 1 >= super::selective::ack_cadence(ctx.config)
+                || ctx.budget_short);
         let mut repr = RoceRepr {
             payload_len: chunk as usize,
             ..RoceRepr::new(bth)

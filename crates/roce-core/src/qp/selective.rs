@@ -52,7 +52,9 @@
 //! armed again with the ACK timeout (IRN's RTO_high).
 //!
 //! **BDP-FC.** `bdp_packets` replaces `max_unacked_psns` as the requester's window (IRN §3.2):
-//! at most that many PSNs unacknowledged, a long READ asked for in pieces of half of it.
+//! at most that many PSNs unacknowledged, a long READ asked for in pieces of half of it, and
+//! AckReq at least four times per window (rxe's every 64 packets would leave a window of 16
+//! waiting for the ACK timeout).
 //!
 //! **Completions** stay in order: WRs retire only by the cumulative part (ACKs, the NACK's
 //! ePSN, READ responses and atomic ACKs), oldest first, as under go-back-N; a SACKed PSN
@@ -86,6 +88,18 @@ pub(crate) fn window(config: &crate::NicConfig) -> u32 {
     match config.loss_recovery {
         crate::LossRecovery::GoBackN => config.max_unacked_psns,
         crate::LossRecovery::SelectiveRepeat { bdp_packets, .. } => bdp_packets.max(1),
+    }
+}
+
+/// A requester sets AckReq at least every this many packets: `max_pkts_per_ack` (rxe's 64),
+/// and under selective repeat at least four times per window, so that a window smaller than
+/// rxe's cadence is acknowledged as it goes rather than when the ACK timeout fires.
+pub(crate) fn ack_cadence(config: &crate::NicConfig) -> u32 {
+    match config.loss_recovery {
+        crate::LossRecovery::GoBackN => config.max_pkts_per_ack,
+        crate::LossRecovery::SelectiveRepeat { bdp_packets, .. } => {
+            config.max_pkts_per_ack.min((bdp_packets / 4).max(1))
+        }
     }
 }
 
