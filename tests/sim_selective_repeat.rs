@@ -405,3 +405,56 @@ fn selective_repeat_moves_no_psn_of_go_back_n_without_loss() {
     };
     assert_eq!(run(NicConfig::default()), run(selective(128)));
 }
+
+/// The incast of `scenarios/incast-lossy-sr.toml`: hosts 0–7 write 1 MiB each to host 8 through
+/// a 10 Gb/s port with 100 KB of drop-tail buffer, no PFC, no congestion control, each QP with
+/// at most `window` PSNs in flight.
+fn lossy_incast(nic: NicConfig) -> roce_sim::Series {
+    use roce_sim::scenario::{Flow, run};
+    let scenario = roce_sim::Scenario {
+        name: "incast-lossy".into(),
+        hosts: 9,
+        switch: roce_sim::SwitchConfig {
+            bandwidth_bps: 10_000_000_000,
+            latency: Duration::from_micros(1),
+            buffer_bytes: 100_000,
+            ..roce_sim::SwitchConfig::default()
+        },
+        nic,
+        flows: (0..8)
+            .map(|from| Flow {
+                from,
+                to: 8,
+                bytes: Some(1 << 20),
+                start: Duration::ZERO,
+                dscp: 26,
+            })
+            .collect(),
+        duration: Duration::from_millis(20),
+        interval: Duration::from_micros(500),
+        bottleneck: 8,
+        ..roce_sim::Scenario::default()
+    };
+    run(&scenario).unwrap()
+}
+
+#[test]
+fn a_lossy_incast_capped_near_its_bdp_finishes_and_sends_again_about_what_it_lost() {
+    let sr = lossy_incast(selective(16));
+    let drops = roce_sim::Series::total(&sr.drops);
+    let finished: Vec<_> = sr.flows.iter().map(|f| f.finished).collect();
+    println!(
+        "selective repeat, cap 16: {drops} drops, {} sent again, finished {finished:?}",
+        sr.retransmitted_packets
+    );
+    assert!(drops > 50, "the port dropped");
+    assert!(finished.iter().all(Option::is_some), "{finished:?}");
+    assert!(sr.retransmitted_packets <= 2 * drops);
+    // Go-back-N with the same window: rxe's AckReq every 64 packets leaves a window of 16
+    // unacknowledged until the ACK timeout, and no flow finishes in the 20 ms.
+    let gbn = lossy_incast(NicConfig {
+        max_unacked_psns: 16,
+        ..NicConfig::default()
+    });
+    assert!(gbn.flows.iter().all(|f| f.finished.is_none()));
+}

@@ -24,6 +24,8 @@
 //! fraction = 0.02
 //! [network]                             # optional; defaults below
 //! congestion = "dcqcn"                  # "none", "dcqcn" (NVIDIA defaults), "dcqcn-paper"
+//! loss_recovery = "go-back-n"           # or "selective-repeat" (IRN-style)
+//! window_packets = 128                  # PSNs in flight per QP: go-back-N's window, or IRN's BDP cap
 //! buffer_bytes = 1048576                # per egress port; with shared_buffer, per switch
 //! shared_buffer = false                 # true: one buffer per switch, dynamic PFC thresholds
 //! mtu = 1024
@@ -48,7 +50,7 @@ use serde::Deserialize;
 
 use super::FileError;
 use super::overrides::{self, Set};
-use super::scenario::CongestionName;
+use super::scenario::{CongestionName, LossRecoveryName};
 use super::switch_keys::{EcnFile, PfcFile};
 use crate::network::{NetworkConfig, Payload};
 use crate::switch::SharedBuffer;
@@ -136,6 +138,9 @@ pub struct IncastFile {
 struct NetFile {
     #[serde(default)]
     congestion: CongestionName,
+    #[serde(default)]
+    loss_recovery: LossRecoveryName,
+    window_packets: Option<u32>,
     dcqcn: Option<DcqcnFile>,
     ecn: Option<EcnFile>,
     pfc: Option<PfcFile>,
@@ -339,6 +344,10 @@ impl NetworkFile {
             }
             (c, None) => c,
         };
+        if n.loss_recovery != LossRecoveryName::GoBackN || n.window_packets.is_some() {
+            n.loss_recovery
+                .apply(n.window_packets, &mut config.host.nic, "network.")?;
+        }
         if let Some(b) = n.buffer_bytes {
             if b < 4096 {
                 bail!("network.buffer_bytes = {b}: at least 4096");
