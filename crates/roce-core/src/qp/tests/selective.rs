@@ -227,3 +227,17 @@ fn the_psns_of_a_reads_responses_are_never_taken_for_lost_requests() {
     assert_eq!(tx(&mut s, at(10)).0.bth.psn, psn(500));
     expect_nothing(&mut s, at(10));
 }
+
+#[test]
+fn a_window_smaller_than_rxes_ack_cadence_asks_for_acks_four_times_per_window() {
+    let mut s = selective_setup(8);
+    post(
+        &mut s,
+        1,
+        SendOp::RdmaWrite(Remote { addr: 0, rkey: 1 }),
+        0,
+        5 * 1024,
+    );
+    let asks: Vec<bool> = (0..5).map(|_| tx(&mut s, at(0)).0.bth.ack_req).collect();
+    assert_eq!(asks, [false, true, false, true, true]);
+}
