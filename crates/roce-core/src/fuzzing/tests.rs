@@ -454,9 +454,9 @@ proptest! {
     fn well_formed_packets_keep_the_invariants_under_selective_repeat(
         steps in proptest::collection::vec(arb_step(), 1..48),
     ) {
-        let mut harness = Harness::with(crate::NicConfig {
+        let mut harness = Harness::with(NicConfig {
             loss_recovery: crate::LossRecovery::selective_repeat(8),
-            ..crate::NicConfig::default()
+            ..NicConfig::default()
         });
         for step in &steps {
             harness.step(step);

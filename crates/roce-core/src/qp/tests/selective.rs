@@ -43,7 +43,7 @@ fn a_write_past_epsn_is_kept_nacked_and_lands_when_the_hole_fills() {
     rx(&mut s, at(0), middle, &data[1024..2048]);
     assert_eq!(ack_of(&tx(&mut s, at(0)).0), nack(RQ_PSN, RQ_PSN + 1));
     let last = request(Opcode::RcRdmaWriteLast, RQ_PSN + 2, false);
-    rx(&mut s, at(1), last.clone(), &data[2048..]);
+    rx(&mut s, at(1), last, &data[2048..]);
     assert_eq!(ack_of(&tx(&mut s, at(1)).0), nack(RQ_PSN, RQ_PSN + 2));
     // Kept, not placed: nothing of the WRITE is in memory yet.
     assert_eq!(s.mr.read(1024, 2048).unwrap(), vec![0; 2048]);
