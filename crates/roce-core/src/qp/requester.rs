@@ -398,6 +398,7 @@ impl Qp {
         transmit: &Transmit,
     ) {
         let psn = segment.repr.bth.psn;
+        let unacked_before = self.unacked();
         self.account_wire(ctx, transmit);
         if psn.distance(self.req.next_new) < 0 {
             ctx.stats.retransmitted_packets += 1;
@@ -431,7 +432,7 @@ impl Qp {
                 {
                     self.timers.set(Timer::Retransmit, ctx.now + timeout);
                 } else {
-                    self.leave_rto_low(ctx);
+                    self.leave_rto_low(ctx, unacked_before);
                 }
             }
             //= ibta:vol1/9.8.3

@@ -317,12 +317,14 @@ impl Qp {
         }
     }
 
-    /// Under selective repeat, when the packets in flight pass IRN's N, a timer armed with
-    /// RTO_low is armed again with the ACK timeout (IRN's RTO_high).
-    pub(crate) fn leave_rto_low(&mut self, ctx: &Ctx<'_>) {
+    /// Under selective repeat, when the packets in flight pass IRN's N (from `before`, with a
+    /// packet just sent), a timer armed with RTO_low is armed again with the ACK timeout
+    /// (IRN's RTO_high).
+    pub(crate) fn leave_rto_low(&mut self, ctx: &Ctx<'_>, before: u32) {
         if let crate::LossRecovery::SelectiveRepeat { rto_low, .. } = ctx.config.loss_recovery
             && !rto_low.is_zero()
-            && self.unacked() == RTO_LOW_PACKETS + 1
+            && before <= RTO_LOW_PACKETS
+            && self.unacked() > RTO_LOW_PACKETS
             && self.timers.get(Timer::Retransmit).is_some()
             && let Some(timeout) = self.ack_timeout()
         {

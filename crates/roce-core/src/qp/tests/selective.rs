@@ -241,3 +241,17 @@ fn a_window_smaller_than_rxes_ack_cadence_asks_for_acks_four_times_per_window() 
     let asks: Vec<bool> = (0..5).map(|_| tx(&mut s, at(0)).0.bth.ack_req).collect();
     assert_eq!(asks, [false, true, false, true, true]);
 }
+
+#[test]
+fn rto_low_arms_with_few_packets_in_flight_and_gives_way_past_three() {
+    let mut s = selective_setup(64);
+    let remote = Remote { addr: 0, rkey: 1 };
+    post(&mut s, 1, SendOp::RdmaWrite(remote), 0, 1024);
+    tx(&mut s, at(0));
+    assert_eq!(s.nic.poll_timeout(), Some(at(100)), "IRN's RTO_low");
+    // A READ of 8 responses: from 1 PSN in flight to 9 at once.
+    post(&mut s, 2, SendOp::RdmaRead(remote), 4096, 8 * 1024);
+    tx(&mut s, at(10));
+    let timeout = s.nic.poll_timeout().unwrap();
+    assert!(timeout > at(1000), "the ACK timeout, from now: {timeout:?}");
+}
