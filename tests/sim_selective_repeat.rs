@@ -310,6 +310,30 @@ fn every_seed_keeps_every_invariant_with_selective_repeat() {
     assert!(exhausted <= 1, "{exhausted} runs exhausted their retries");
 }
 
+#[test]
+#[ignore = "long sweep: cargo test --release -p roce-tests --test sim_selective_repeat -- --ignored"]
+fn many_seeds_with_selective_repeat() {
+    // ROCE_SIM_SEEDS=START..END picks the seeds (to replay one: ROCE_SIM_SEEDS=82..83).
+    let range = std::env::var("ROCE_SIM_SEEDS").ok().and_then(|r| {
+        let (start, end) = r.split_once("..")?;
+        Some(start.parse().ok()?..end.parse().ok()?)
+    });
+    let _log = roce_sim::trace_to_test_output();
+    let seeds = range.unwrap_or(0..2000);
+    let total = seeds.end - seeds.start;
+    let mut exhausted = 0u64;
+    for seed in seeds {
+        let loss = [0.01, 0.05, 0.1, 0.2][seed as usize % 4];
+        let bdp = [128, 16, 4][seed as usize % 3];
+        exhausted += u64::from(!run(seed, loss, bdp));
+    }
+    eprintln!("{exhausted} of {total} runs exhausted their retries");
+    assert!(
+        exhausted * 50 <= total,
+        "{exhausted} of {total} runs exhausted their retries"
+    );
+}
+
 /// Writes 4 MiB in 64 KiB WRITEs, 16 posted at a time, over a 10 Gb/s link of 50 µs each way
 /// (a BDP of about 120 packets of 1 KiB) that loses `loss` of the packets each way; returns
 /// (packets lost, packets sent again, simulated time to the last completion).
