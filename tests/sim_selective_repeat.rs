@@ -61,6 +61,33 @@ fn a_lost_middle_packet_is_sent_again_alone() {
 }
 
 #[test]
+fn a_requester_whose_psns_start_past_the_middle_of_the_space_repeats_selectively_too() {
+    // b's first PSN is 0x800000: its scoreboard starts there, not at 0.
+    let (mut pair, _log) = sr_pair();
+    pair.b_to_a.fail(drop_once(0x80_0001));
+    let data = pattern(9, 4 * PMTU as usize);
+    pair.b.mr.write(0, &data);
+    let op = SendOp::RdmaWrite(remote(&pair.a, 0));
+    let write = wr(&pair.b, 1, op, 0, 4 * PMTU);
+    post(&mut pair, false, write);
+    pair.drive_until(Instant::from_millis(5));
+    let sent: Vec<u32> = pair
+        .b_to_a
+        .sent()
+        .iter()
+        .filter(|s| s.opcode.is_some_and(|o| o != Opcode::RcAcknowledge))
+        .filter_map(|s| s.psn.map(Psn::value))
+        .collect();
+    assert_eq!(
+        sent,
+        [0x80_0000, 0x80_0001, 0x80_0002, 0x80_0003, 0x80_0001]
+    );
+    assert_eq!(pair.b.nic.stats().retransmit_timeouts, 0);
+    success(pair.b.completion(), 1, WcOpcode::RdmaWrite);
+    assert_eq!(pair.a.mr.read(0, data.len()).unwrap(), data);
+}
+
+#[test]
 fn go_back_n_sends_the_rest_again_where_selective_repeat_does_not() {
     // The same loss under the default: everything from the lost packet on goes again.
     let (mut pair, _log) = pair_with(PairConfig::default());
@@ -203,6 +230,8 @@ fn run(seed: u64, loss: f64, bdp: u32) -> bool {
         retry_cnt: 7,
         timeout: 6,
         nic: selective(bdp),
+        // Every fourth seed, a's PSNs cross the wrap of the 24-bit space.
+        a_psn: Psn::new(if seed % 4 == 3 { 0x00ff_fff0 } else { 0 }),
         ..PairConfig::default()
     };
     let mut pair = Pair::connected(&config);
