@@ -114,6 +114,10 @@ pub struct NicConfig {
     pub line_rate_bps: u64,
     /// Congestion control. Default: none.
     pub congestion: Congestion,
+    /// How RC QPs recover lost packets: go-back-N (the default, what rxe and IBTA vol. 1
+    /// §9.7.5.2.1 do) or IRN-style selective repeat (`qp/selective.rs`). Both ends of a
+    /// connection must use the same.
+    pub loss_recovery: LossRecovery,
     /// How long a REQ for a service ID nobody listens on is held for a listener to come
     /// before it is rejected INVALID_SERVICE_ID (ib_cm rejects it at once; why ours waits:
     /// `cm/parked.rs`). Zero rejects at once. Default 1 s, a quarter of a requester's CM
@@ -145,6 +149,7 @@ impl Default for NicConfig {
             qp_fatal_events: false,
             line_rate_bps: 100_000_000_000,
             congestion: Congestion::None,
+            loss_recovery: LossRecovery::GoBackN,
             cm_listen_grace: crate::Duration::from_secs(1),
         }
     }
@@ -274,6 +279,44 @@ impl Default for TimelyConfig {
             hai_thresh: 5,
             min_rate: 1000,
         }
+    }
+}
+
+/// How an RC QP recovers lost packets. Both ends of a connection must use the same: the
+/// NACKs of selective repeat carry, in the AETH's MSN field, a PSN (`qp/selective.rs`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum LossRecovery {
+    /// Go-back-N (IBTA vol. 1 §9.7.5.2.1, rxe): the responder drops what arrives out of
+    /// sequence after one NAK, the requester sends everything again from the PSN it names.
+    /// The default.
+    #[default]
+    GoBackN,
+    /// Selective repeat as IRN does it (Mittal et al., "Revisiting Network Support for RDMA",
+    /// SIGCOMM 2018): the responder keeps what arrives out of sequence and NACKs each such
+    /// packet with ePSN and its own PSN, the requester sends again only what is missing.
+    SelectiveRepeat {
+        /// IRN's BDP-FC: PSNs a requester may have unacknowledged, replacing
+        /// `NicConfig::max_unacked_psns`; a responder keeps requests up to twice this past
+        /// ePSN. One bandwidth-delay product of packets (IRN: BDP / MTU).
+        bdp_packets: u32,
+        /// IRN's RTO_low: the retransmit timeout while at most 3 packets (IRN's N) are
+        /// unacknowledged, if shorter than the local ACK timeout; zero turns it off.
+        rto_low: crate::Duration,
+    },
+}
+
+impl LossRecovery {
+    /// Selective repeat with a cap of `bdp_packets` in flight and IRN's RTO_low of 100 µs.
+    pub const fn selective_repeat(bdp_packets: u32) -> Self {
+        Self::SelectiveRepeat {
+            bdp_packets,
+            rto_low: crate::Duration::from_micros(100),
+        }
+    }
+
+    /// Whether this is selective repeat.
+    pub const fn is_selective(self) -> bool {
+        matches!(self, Self::SelectiveRepeat { .. })
     }
 }
 

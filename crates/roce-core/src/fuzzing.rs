@@ -160,9 +160,14 @@ pub(crate) struct Harness {
 
 impl Harness {
     pub(crate) fn new() -> Self {
+        Self::with(NicConfig::default())
+    }
+
+    /// A harness whose NIC has `config`, addressed as the harness needs.
+    pub(crate) fn with(config: NicConfig) -> Self {
         let mut nic = Nic::new(NicConfig {
             addrs: vec![US],
-            ..NicConfig::default()
+            ..config
         });
         let pd = nic.alloc_pd();
         let cq = nic.create_cq(1024);

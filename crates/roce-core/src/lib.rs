@@ -71,7 +71,8 @@ pub use cm::{
     RDMA_UDP_QKEY, SidrParams, SidrRequest,
 };
 pub use config::{
-    Congestion, DcqcnConfig, DctcpConfig, IcrcPolicy, Mtu, NicConfig, SrcPortPolicy, TimelyConfig,
+    Congestion, DcqcnConfig, DctcpConfig, IcrcPolicy, LossRecovery, Mtu, NicConfig, SrcPortPolicy,
+    TimelyConfig,
 };
 pub use connect::Connect;
 pub use cq::{CqHandle, Cqe, NetworkHdr, WcOpcode, WcStatus};

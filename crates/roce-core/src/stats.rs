@@ -48,7 +48,7 @@ stats! {
         /// a CNP. `rx_accepted + rx_dropped() == rx_packets` always holds; what a QP then does
         /// with a packet (duplicate, out of sequence, …) has counters of its own.
         rx_accepted,
-        /// Request packets sent again by go-back-N.
+        /// Request packets sent again: by go-back-N, or alone under selective repeat.
         retransmitted_packets,
         /// Local ACK timeouts that fired.
         retransmit_timeouts,
@@ -79,6 +79,18 @@ stats! {
         rx_bad_responses,
         /// Implied NAKs: a response that shows earlier responses were lost.
         implied_naks,
+        /// Selective repeat: requests past ePSN kept by the responder until the hole fills.
+        rx_held_out_of_order,
+        /// Selective repeat: dropped, a request more than twice the BDP cap past ePSN (a
+        /// requester that ignores BDP-FC).
+        rx_beyond_reorder_window,
+        /// Selective repeat: NACKs sent (ePSN and the PSN that arrived, `qp/selective.rs`).
+        tx_sacks,
+        /// Selective repeat: NACKs received.
+        rx_sacks,
+        /// Selective repeat: dropped, a NACK naming a PSN not in flight (before its ePSN, or
+        /// never sent).
+        rx_bad_sacks,
         /// Completions dropped because their CQ was full.
         cq_overflows,
         /// Accepted with an IPv4 identification that the backend hid (UDP sockets) and that was

@@ -308,6 +308,16 @@ fn values_out_of_range_are_named_with_their_key() {
         &format!("hosts = 2\n{base}outstanding = 0\n{FLOW}"),
         "outstanding = 0",
     );
+    refused(
+        "window",
+        &format!("hosts = 2\n{base}window_packets = 0\n{FLOW}"),
+        "window_packets = 0: from 1 to 65536",
+    );
+    refused(
+        "recovery",
+        &format!("hosts = 2\n{base}loss_recovery = \"sack\"\n{FLOW}"),
+        "unknown variant `sack`, expected `go-back-n` or `selective-repeat`",
+    );
 }
 
 #[test]

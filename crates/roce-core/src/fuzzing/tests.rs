@@ -446,6 +446,24 @@ proptest! {
             prop_assert_eq!(malformed, 0, "{:?}", stats);
         }
     }
+
+    /// The same under selective repeat with a cap of 8 PSNs: requests past ePSN are kept or
+    /// dropped beyond the cap, NACKs with any PSN in their MSN field are taken or counted, and
+    /// every invariant holds.
+    #[test]
+    fn well_formed_packets_keep_the_invariants_under_selective_repeat(
+        steps in proptest::collection::vec(arb_step(), 1..48),
+    ) {
+        let mut harness = Harness::with(NicConfig {
+            loss_recovery: crate::LossRecovery::selective_repeat(8),
+            ..NicConfig::default()
+        });
+        for step in &steps {
+            harness.step(step);
+            let stats = harness.nic.stats();
+            prop_assert_eq!(stats.rx_accepted + stats.rx_dropped(), stats.rx_packets);
+        }
+    }
 }
 
 #[test]

@@ -371,6 +371,7 @@ impl Nic {
         if let Some(psn) = attr.sq_psn {
             qp.req = qp::requester::Requester::start(psn);
             qp.comp = qp::completer::Completer::start(psn, qp.retry_cnt, qp.rnr_retry);
+            qp.sack.reset(psn);
         }
         qp.src_port = match config.src_port {
             SrcPortPolicy::PerQp => gid::udp_sport_for_qps(qpn.value(), qp.dest_qpn.value()),

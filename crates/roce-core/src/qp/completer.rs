@@ -25,6 +25,9 @@ pub(crate) struct Completer {
     /// A retry was started by a NAK or an implied NAK and has made no progress yet: further
     /// responses that show the same gap start no other retry (rxe `comp.started_retry`).
     pub(crate) retrying: bool,
+    /// Selective repeat: the PSN after the last one the responder acknowledged (ACKs and
+    /// NACKs), to retire what it covers once a READ before it has its responses.
+    pub(crate) acked: Psn,
 }
 
 impl Completer {
@@ -35,6 +38,7 @@ impl Completer {
             retry_left: retry_cnt,
             rnr_left: rnr_retry,
             retrying: false,
+            acked: psn,
         }
     }
 }
@@ -94,6 +98,12 @@ impl Qp {
                 ctx.stats.rx_rnr_naks += 1;
                 self.on_rnr_nak(ctx, psn, timer);
             }
+            (_, Syndrome::Nak(NakCode::PsnSeqErr)) if ctx.config.loss_recovery.is_selective() => {
+                // IRN's NACK: ePSN in the BTH, the PSN that arrived in the MSN field.
+                let sacked = Psn::new(packet.aeth().map_or(0, |a| a.msn()));
+                self.note_acked(psn);
+                self.on_sack(ctx, psn, sacked);
+            }
             (_, Syndrome::Nak(NakCode::PsnSeqErr)) => {
                 ctx.stats.rx_nak_seq_err += 1;
                 //= ibta:vol1/9.7.5.2.1
@@ -127,8 +137,31 @@ impl Qp {
 
     /// An ACK of every PSN up to and including `psn`.
     fn on_ack(&mut self, ctx: &mut Ctx<'_>, psn: Psn) {
+        if ctx.config.loss_recovery.is_selective() {
+            self.note_acked(psn.wrapping_add(1));
+        }
         if self.ack_before(ctx, psn.wrapping_add(1)) {
             self.after_progress(ctx);
+        }
+    }
+
+    /// Selective repeat: the responder has every PSN before `psn`.
+    fn note_acked(&mut self, psn: Psn) {
+        if psn.distance(self.comp.acked) > 0 {
+            self.comp.acked = psn;
+        }
+    }
+
+    /// Selective repeat, once a READ or atomic retired: what the responder acknowledged past
+    /// it while its responses were missing retires now (under go-back-N it is sent again and
+    /// acknowledged again).
+    fn catch_up(&mut self, ctx: &mut Ctx<'_>) {
+        let acked = self.comp.acked;
+        if ctx.config.loss_recovery.is_selective()
+            && acked.distance(self.comp.una) > 0
+            && acked.distance(self.req.next_new) <= 0
+        {
+            self.ack_before(ctx, acked);
         }
     }
 
@@ -138,7 +171,7 @@ impl Qp {
     /// that happened, or the QP failed.
     //= ibta:vol1/9.7.5.2.4
     //# a READ or atomic passed over without its response is an implied NAK
-    fn ack_before(&mut self, ctx: &mut Ctx<'_>, psn: Psn) -> bool {
+    pub(super) fn ack_before(&mut self, ctx: &mut Ctx<'_>, psn: Psn) -> bool {
         // Every WQE whose PSNs all lie before `psn` was sent whole at least once (`psn` is
         // below `next_new`), even if go-back-N is sending it again right now.
         while let Some(wqe) = self.sq.front() {
@@ -149,7 +182,7 @@ impl Qp {
             // check_psn: a PSN past the one expected while a READ or atomic waits is a retry.
             let last_acked = psn.wrapping_sub(1);
             let reached = wqe.contains(last_acked) && last_acked.distance(self.comp.una) >= 0;
-            if !passed && !(reached && wqe.wr.op.is_read_or_atomic()) {
+            if !(passed || (reached && wqe.wr.op.is_read_or_atomic())) {
                 break;
             }
             if wqe.wr.op.is_read_or_atomic() {
@@ -166,7 +199,7 @@ impl Qp {
                 }
                 if !self.comp.retrying {
                     ctx.stats.implied_naks += 1;
-                    self.retry(ctx, resume);
+                    self.retry_implied(ctx, resume);
                     self.comp.retrying = true;
                 }
                 return false;
@@ -206,12 +239,12 @@ impl Qp {
     /// retransmit timer restarts or stops.
     //= ibta:vol1/9.7.6.1.3
     //# forward progress starts the retry counters again
-    fn after_progress(&mut self, ctx: &mut Ctx<'_>) {
+    pub(super) fn after_progress(&mut self, ctx: &mut Ctx<'_>) {
         self.comp.retrying = false;
         self.comp.retry_left = self.retry_cnt;
         self.comp.rnr_left = self.rnr_retry;
         let outstanding = self.outstanding() || self.sq.any_sent();
-        match (outstanding, self.ack_timeout()) {
+        match (outstanding, self.retransmit_timeout(ctx.config)) {
             (true, Some(timeout)) => self.timers.set(Timer::Retransmit, ctx.now + timeout),
             _ => self.timers.stop(Timer::Retransmit),
         }
@@ -279,6 +312,7 @@ impl Qp {
         self.comp.una = psn.wrapping_add(1);
         if wqe.last_psn() == Some(psn) {
             self.retire_front(ctx);
+            self.catch_up(ctx);
         }
         self.after_progress(ctx);
     }
@@ -299,6 +333,7 @@ impl Qp {
         }
         self.comp.una = psn.wrapping_add(1);
         self.retire_front(ctx);
+        self.catch_up(ctx);
         self.after_progress(ctx);
     }
 
@@ -312,7 +347,7 @@ impl Qp {
         }
         ctx.stats.implied_naks += 1;
         let una = self.comp.una;
-        self.retry(ctx, una);
+        self.retry_implied(ctx, una);
         self.comp.retrying = true;
     }
 
@@ -342,7 +377,7 @@ impl Qp {
     /// The RNR delay is over: send again.
     pub(crate) fn on_rnr_timer(&mut self, ctx: &mut Ctx<'_>) {
         self.req.rnr_wait = false;
-        if let Some(timeout) = self.ack_timeout() {
+        if let Some(timeout) = self.retransmit_timeout(ctx.config) {
             self.timers.set(Timer::Retransmit, ctx.now + timeout);
         }
     }
@@ -370,7 +405,26 @@ impl Qp {
         }
         self.comp.retry_left -= 1;
         self.go_back(psn);
-        if let Some(timeout) = self.ack_timeout() {
+        if let Some(timeout) = self.retransmit_timeout(ctx.config) {
+            self.timers.set(Timer::Retransmit, ctx.now + timeout);
+        }
+    }
+
+    /// An implied NAK (IBTA vol. 1 §9.7.5.2.4): a retry from `psn`, inside a READ or at an
+    /// atomic. Under selective repeat only that READ or atomic is asked for again
+    /// (`qp/selective.rs`); under go-back-N everything from there goes again.
+    fn retry_implied(&mut self, ctx: &mut Ctx<'_>, psn: Psn) {
+        if !ctx.config.loss_recovery.is_selective() {
+            self.retry(ctx, psn);
+            return;
+        }
+        if self.comp.retry_left == 0 {
+            self.fail_oldest(ctx, WcStatus::RetryExcErr);
+            return;
+        }
+        self.comp.retry_left -= 1;
+        self.read_again(psn);
+        if let Some(timeout) = self.retransmit_timeout(ctx.config) {
             self.timers.set(Timer::Retransmit, ctx.now + timeout);
         }
     }

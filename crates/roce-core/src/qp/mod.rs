@@ -24,6 +24,7 @@ mod emit;
 mod local_ops;
 pub(crate) mod requester;
 pub(crate) mod responder;
+mod selective;
 mod send_queue;
 mod state;
 #[cfg(test)]
@@ -100,6 +101,8 @@ pub(crate) struct Qp {
     pub(crate) req: requester::Requester,
     pub(crate) comp: completer::Completer,
     pub(crate) resp: responder::Responder,
+    /// Selective repeat: what the responder holds and what is to be sent again.
+    pub(crate) sack: selective::Scoreboard,
     pub(crate) timers: TimerTable,
     /// Congestion control: reaction point, pacer, notification point.
     pub(crate) cc: crate::cc::QpCongestion,
@@ -152,6 +155,7 @@ impl Qp {
             req: requester::Requester::default(),
             comp: completer::Completer::default(),
             resp: responder::Responder::default(),
+            sack: selective::Scoreboard::default(),
             timers: TimerTable::default(),
             indexed: Indexed::default(),
             cc: crate::cc::QpCongestion::default(),
@@ -260,7 +264,9 @@ impl Qp {
             una: self.req.psn,
             ..Default::default()
         };
+        self.sack.reset(self.req.psn);
         self.resp.abort_message();
+        self.resp.reorder.clear();
     }
 
     /// Back to a fresh QP in RESET: queues emptied without completions (IBTA: "all WRs are
@@ -272,6 +278,7 @@ impl Qp {
         self.req = requester::Requester::default();
         self.comp = completer::Completer::default();
         self.resp = responder::Responder::default();
+        self.sack = selective::Scoreboard::default();
         self.timers = TimerTable::default();
     }
 

@@ -97,7 +97,7 @@ impl Qp {
 
     /// Whether the requester has a WQE to send from (its window and pacing aside).
     pub(crate) fn has_requests(&self) -> bool {
-        self.can_send() && !self.req.rnr_wait && self.sq.has_unsent()
+        self.can_send() && !self.req.rnr_wait && (self.sq.has_unsent() || self.sack.pending())
     }
 
     /// The next request packet, written into `buf`, if the requester has one to send now:
@@ -105,6 +105,11 @@ impl Qp {
     /// cursor, its bytes, then the bookkeeping of what was sent.
     pub(crate) fn poll_request(&mut self, ctx: &mut Ctx<'_>, buf: &mut [u8]) -> Option<Transmit> {
         self.run_local_ops(ctx);
+        if self.sack.pending()
+            && let Some(transmit) = self.poll_resend(ctx, buf)
+        {
+            return Some(transmit);
+        }
         let cursor = self.request_gate(ctx)?;
         let psn = self.req.psn;
         // PSNs are assigned once: a WQE sent again by go-back-N keeps them, so a PSN never names
@@ -114,7 +119,7 @@ impl Qp {
             wqe.first_psn = Some(psn);
         }
         let wqe = &self.sq[cursor];
-        let segment = self.segment(ctx, wqe, psn);
+        let segment = self.segment(ctx, wqe, psn, self.req.offset);
         let mut transmit = match self.emit_segment(ctx, wqe, &segment, buf) {
             Ok(transmit) => transmit,
             Err(err) => {
@@ -157,8 +162,9 @@ impl Qp {
             return None;
         }
         if self.qp_type == QpType::Rc {
-            // rxe_param.h RXE_MAX_UNACKED_PSNS: stop at the window's edge.
-            if self.req.psn.distance(self.comp.una) >= ctx.config.max_unacked_psns as i32 {
+            // rxe_param.h RXE_MAX_UNACKED_PSNS: stop at the window's edge (under selective
+            // repeat, IRN's BDP-FC).
+            if self.req.psn.distance(self.comp.una) >= super::selective::window(ctx.config) as i32 {
                 return None;
             }
             // The congestion window (DCTCP's): bytes in flight; an ACK reopens it.
@@ -174,22 +180,30 @@ impl Qp {
                 return None;
             }
         }
-        // Pacing: a rate-limited QP sends no request before its next send time, and wakes up
-        // by the Pacing timer rather than by being polled.
+        if self.paced(ctx) {
+            return None;
+        }
+        Some(cursor)
+    }
+
+    /// Pacing: a rate-limited QP sends no request before its next send time, and wakes up by
+    /// the Pacing timer rather than by being polled. Whether it must wait now.
+    #[inline]
+    pub(super) fn paced(&mut self, ctx: &Ctx<'_>) -> bool {
         if let Some(rate) = self.cc.rp.rate_bps() {
             let at = self.cc.pacer.ready_at(rate);
             if ctx.now < at {
                 self.timers.set(Timer::Pacing, at);
                 self.cc.pacer.hold(at);
-                return None;
+                return true;
             }
         }
-        Some(cursor)
+        false
     }
 
-    /// The packet that carries `wqe` on from `psn`.
+    /// The packet that carries `wqe` on from `psn`, `offset` bytes into a SEND or WRITE.
     #[inline]
-    fn segment(&self, ctx: &Ctx<'_>, wqe: &SendWqe, psn: Psn) -> Segment {
+    pub(super) fn segment(&self, ctx: &Ctx<'_>, wqe: &SendWqe, psn: Psn, offset: u32) -> Segment {
         let mtu = self.mtu.bytes();
         let whole = |repr, npsn| Segment {
             repr,
@@ -264,15 +278,21 @@ impl Qp {
                     1,
                 )
             }
-            op => self.data_segment(ctx, wqe, op, psn),
+            op => self.data_segment(ctx, wqe, op, psn, offset),
         }
     }
 
     /// The next packet of a SEND or WRITE: FIRST/MIDDLE/LAST/ONLY by the bytes already sent.
     #[inline]
-    fn data_segment(&self, ctx: &Ctx<'_>, wqe: &SendWqe, op: SendOp, psn: Psn) -> Segment {
+    fn data_segment(
+        &self,
+        ctx: &Ctx<'_>,
+        wqe: &SendWqe,
+        op: SendOp,
+        psn: Psn,
+        offset: u32,
+    ) -> Segment {
         let mtu = self.mtu.bytes();
-        let offset = self.req.offset;
         let remaining = wqe.length - offset;
         let chunk = remaining.min(mtu);
         let first = offset == 0;
@@ -290,7 +310,7 @@ impl Qp {
         // acknowledges every packet.
         bth.ack_req = self.qp_type == QpType::Rc
             && (last
-                || self.req.noack_pkts + 1 >= ctx.config.max_pkts_per_ack
+                || self.req.noack_pkts + 1 >= super::selective::ack_cadence(ctx.config)
                 || ctx.budget_short
                 || self.cc.acks_every_packet());
         let mut repr = RoceRepr {
@@ -343,7 +363,7 @@ impl Qp {
 
     /// Writes `segment`'s packet, its payload from the WQE's inline copy or its SGL.
     #[inline]
-    fn emit_segment(
+    pub(super) fn emit_segment(
         &self,
         ctx: &Ctx<'_>,
         wqe: &SendWqe,
@@ -386,26 +406,14 @@ impl Qp {
     ) {
         let psn = segment.repr.bth.psn;
         let again = psn.distance(self.req.next_new) < 0;
-        let overhead = if transmit.dst.is_ipv4() {
-            crate::cc::pacer::IPV4_FRAME_OVERHEAD
-        } else {
-            crate::cc::pacer::IPV6_FRAME_OVERHEAD
-        };
+        let unacked_before = self.unacked();
         // Only RC packets are acknowledged, so only they are recorded in flight (0: not).
         let npsn = if self.qp_type == QpType::Rc {
             segment.npsn
         } else {
             0
         };
-        self.cc.on_request_sent(
-            ctx.now,
-            (psn, npsn, again),
-            transmit.len + overhead,
-            &mut self.timers,
-            ctx.stats,
-        );
-        ctx.stats.tx_packets += 1;
-        ctx.stats.tx_bytes += transmit.len as u64;
+        self.account_wire(ctx, transmit, (psn, npsn, again));
         if again {
             ctx.stats.retransmitted_packets += 1;
         }
@@ -434,9 +442,11 @@ impl Qp {
         match self.qp_type {
             QpType::Rc => {
                 if self.timers.get(Timer::Retransmit).is_none()
-                    && let Some(timeout) = self.ack_timeout()
+                    && let Some(timeout) = self.retransmit_timeout(ctx.config)
                 {
                     self.timers.set(Timer::Retransmit, ctx.now + timeout);
+                } else {
+                    self.leave_rto_low(ctx, unacked_before);
                 }
             }
             //= ibta:vol1/9.8.3
@@ -451,6 +461,31 @@ impl Qp {
                 }
             }
         }
+    }
+
+    /// What any request packet sent changes: pacing, the congestion control (`sent`: its PSN,
+    /// the PSNs it takes, whether it went before), the counters of packets and bytes.
+    #[inline]
+    pub(super) fn account_wire(
+        &mut self,
+        ctx: &mut Ctx<'_>,
+        transmit: &Transmit,
+        sent: (Psn, u32, bool),
+    ) {
+        let overhead = if transmit.dst.is_ipv4() {
+            crate::cc::pacer::IPV4_FRAME_OVERHEAD
+        } else {
+            crate::cc::pacer::IPV6_FRAME_OVERHEAD
+        };
+        self.cc.on_request_sent(
+            ctx.now,
+            sent,
+            transmit.len + overhead,
+            &mut self.timers,
+            ctx.stats,
+        );
+        ctx.stats.tx_packets += 1;
+        ctx.stats.tx_bytes += transmit.len as u64;
     }
 
     /// Go-back-N (IBTA vol. 1 §9.7.5.2.1, rxe `req_retry`): send again from `psn`, which lies in
@@ -469,6 +504,8 @@ impl Qp {
         tracing::debug!(qpn = %self.qpn, from = %from, to = %psn, "go back n");
         self.req.psn = psn;
         self.cc.on_go_back(psn);
+        // Under selective repeat, what was known missing goes again with the rest.
+        self.sack.reset(psn);
         self.req.offset = match wqe.wr.op {
             // A READ or atomic is asked again by one request; its progress is in the PSN.
             op if op.is_read_or_atomic() => 0,
@@ -498,7 +535,7 @@ impl Qp {
 /// request packets. A single request for a GiB had its responses overrun the requester's
 /// socket; every retry started another train of the same length, behind the first.
 pub(crate) fn read_piece_psns(config: &crate::NicConfig) -> u32 {
-    (config.max_unacked_psns / 2).max(1)
+    (super::selective::window(config) / 2).max(1)
 }
 
 /// Where the piece of a READ of `total` response PSNs that holds PSN offset `at` ends (the
@@ -513,14 +550,14 @@ pub(crate) fn read_piece_end(at: u32, piece: u32, total: u32) -> u32 {
 /// One request packet of a WQE: its headers, which bytes of the message it carries, the PSNs
 /// it takes (a READ request takes one per response) and whether it ends the WQE.
 #[derive(Debug)]
-struct Segment {
-    repr: RoceRepr,
+pub(super) struct Segment {
+    pub(super) repr: RoceRepr,
     /// Where its payload starts in the message.
-    offset: u32,
+    pub(super) offset: u32,
     /// Bytes of payload.
-    len: u32,
-    npsn: u32,
-    last: bool,
+    pub(super) len: u32,
+    pub(super) npsn: u32,
+    pub(super) last: bool,
 }
 
 fn atomic_request(

@@ -1498,3 +1498,5 @@ fn room_granted_to_a_qp_that_then_has_nothing_to_send_goes_back_to_the_budget() 
         (Qpn::new(0x9b), psn(900))
     );
 }
+
+mod selective;

@@ -25,6 +25,8 @@
 //! [network]                             # optional; defaults below
 //! congestion = "dcqcn"                  # "none", "dcqcn" (NVIDIA defaults), "dcqcn-paper",
 //!                                       # "dctcp", "timely"
+//! loss_recovery = "go-back-n"           # or "selective-repeat" (IRN-style)
+//! window_packets = 128                  # PSNs in flight per QP: go-back-N's window, or IRN's BDP cap
 //! buffer_bytes = 1048576                # per egress port; with shared_buffer, per switch
 //! shared_buffer = false                 # true: one buffer per switch, dynamic PFC thresholds
 //! mtu = 1024
@@ -52,7 +54,7 @@ use serde::Deserialize;
 use super::FileError;
 use super::cc_tables::{self, DcqcnFile, DctcpFile, TimelyFile};
 use super::overrides::{self, Set};
-use super::scenario::CongestionName;
+use super::scenario::{CongestionName, LossRecoveryName};
 use super::switch_keys::{EcnFile, PfcFile};
 use crate::network::{NetworkConfig, Payload};
 use crate::switch::SharedBuffer;
@@ -140,6 +142,9 @@ pub struct IncastFile {
 struct NetFile {
     #[serde(default)]
     congestion: CongestionName,
+    #[serde(default)]
+    loss_recovery: LossRecoveryName,
+    window_packets: Option<u32>,
     dcqcn: Option<DcqcnFile>,
     dctcp: Option<DctcpFile>,
     timely: Option<TimelyFile>,
@@ -318,6 +323,10 @@ impl NetworkFile {
         }
         config.host.nic.congestion =
             cc_tables::congestion(n.congestion, (&n.dcqcn, &n.dctcp, &n.timely))?;
+        if n.loss_recovery != LossRecoveryName::GoBackN || n.window_packets.is_some() {
+            n.loss_recovery
+                .apply(n.window_packets, &mut config.host.nic, "network.")?;
+        }
         if let Some(b) = n.buffer_bytes {
             if b < 4096 {
                 bail!("network.buffer_bytes = {b}: at least 4096");

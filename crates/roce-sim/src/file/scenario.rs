@@ -10,7 +10,7 @@ use std::ffi::OsStr;
 use std::path::Path;
 
 use anyhow::{Context, anyhow, bail};
-use roce_core::{Duration, Mtu};
+use roce_core::{Duration, LossRecovery, Mtu, NicConfig};
 use serde::Deserialize;
 
 use super::FileError;
@@ -35,6 +35,12 @@ struct ScenarioFile {
     /// The NICs' congestion control.
     #[serde(default)]
     congestion: CongestionName,
+    /// How the NICs' RC QPs recover lost packets.
+    #[serde(default)]
+    loss_recovery: LossRecoveryName,
+    /// PSNs a QP may have unacknowledged: go-back-N's window (`max_unacked_psns`), or
+    /// selective repeat's cap (IRN's BDP-FC). Default 128.
+    window_packets: Option<u32>,
     /// Path MTU of the flows' QPs, bytes.
     #[serde(default = "default_mtu")]
     mtu: u32,
@@ -111,6 +117,41 @@ impl CongestionName {
             Self::Dctcp => "dctcp",
             Self::Timely => "timely",
         }
+    }
+}
+
+/// The `loss_recovery` key (`network.loss_recovery` of a network scenario): how the NICs'
+/// RC QPs recover lost packets.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum LossRecoveryName {
+    /// `"go-back-n"`, the default: rxe's and the IBTA's.
+    #[default]
+    GoBackN,
+    /// `"selective-repeat"`: IRN-style (`roce_core::LossRecovery::SelectiveRepeat`).
+    SelectiveRepeat,
+}
+
+impl LossRecoveryName {
+    /// Sets `nic`'s loss recovery and, if `window_packets` is given, its window (go-back-N's
+    /// `max_unacked_psns`, selective repeat's BDP cap; default the NIC's window); `key` names
+    /// the table the keys are in, for errors.
+    pub(crate) fn apply(
+        self,
+        window_packets: Option<u32>,
+        nic: &mut NicConfig,
+        key: &str,
+    ) -> anyhow::Result<()> {
+        let window = match window_packets {
+            Some(w @ 1..=65_536) => w,
+            Some(w) => bail!("{key}window_packets = {w}: from 1 to 65536"),
+            None => nic.max_unacked_psns,
+        };
+        match self {
+            Self::GoBackN => nic.max_unacked_psns = window,
+            Self::SelectiveRepeat => nic.loss_recovery = LossRecovery::selective_repeat(window),
+        }
+        Ok(())
     }
 }
 
@@ -245,6 +286,12 @@ impl ScenarioFile {
                 ..SwitchConfig::default()
             },
             congestion: self.congestion.nic(),
+            nic: {
+                let mut nic = NicConfig::default();
+                self.loss_recovery
+                    .apply(self.window_packets, &mut nic, "")?;
+                nic
+            },
             mtu,
             message_bytes: self.message_bytes,
             outstanding: self.outstanding,

@@ -87,6 +87,10 @@ pub struct Scenario {
     pub switch: SwitchConfig,
     /// The NICs' congestion control.
     pub congestion: NicCongestion,
+    /// The NICs' transport settings that a scenario may change: loss recovery
+    /// (`loss_recovery`) and the window (`max_unacked_psns`). Line rate and congestion
+    /// control come from `switch` and `congestion`.
+    pub nic: roce_core::NicConfig,
     /// Path MTU of the flows' QPs.
     pub mtu: Mtu,
     /// Bytes per WRITE.
@@ -114,6 +118,7 @@ impl Default for Scenario {
             hosts: 2,
             switch: SwitchConfig::default(),
             congestion: NicCongestion::None,
+            nic: roce_core::NicConfig::default(),
             mtu: Mtu::Mtu1024,
             message_bytes: 64 * 1024,
             outstanding: 4,

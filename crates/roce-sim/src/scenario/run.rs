@@ -90,7 +90,7 @@ pub fn run_captured(
         nic: NicConfig {
             line_rate_bps: line_rate,
             congestion: scenario.congestion.config(),
-            ..NicConfig::default()
+            ..scenario.nic.clone()
         },
         ..PairConfig::default()
     };

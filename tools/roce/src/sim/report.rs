@@ -47,7 +47,7 @@ pub(super) fn summarise(loaded: &Loaded, series: &Series) -> Value {
             })
         })
         .collect();
-    json!({
+    let mut summary = json!({
         "name": s.name,
         "congestion": loaded.congestion.as_str(),
         "hosts": s.hosts,
@@ -67,7 +67,15 @@ pub(super) fn summarise(loaded: &Loaded, series: &Series) -> Value {
         "retransmitted_packets": series.retransmitted_packets,
         "switched_packets": series.switched_packets,
         "packet_hops": series.packet_hops,
-    })
+    });
+    // Only when it is not the default, so that a go-back-N run's files stay as they were.
+    if let roce_core::LossRecovery::SelectiveRepeat { bdp_packets, .. } = s.nic.loss_recovery {
+        summary["loss_recovery"] = json!("selective-repeat");
+        summary["window_packets"] = json!(bdp_packets);
+    } else if s.nic.max_unacked_psns != roce_core::NicConfig::default().max_unacked_psns {
+        summary["window_packets"] = json!(s.nic.max_unacked_psns);
+    }
+    summary
 }
 
 /// The summary with the wall-clock figures added: what `--json` prints.
@@ -86,9 +94,18 @@ pub(super) fn summary_text(loaded: &Loaded, summary: &Value) -> String {
     let s = &loaded.scenario;
     let (from, to) = (ms(loaded.summary_from), ms(s.duration));
     let mut out = String::new();
+    let recovery = match s.nic.loss_recovery {
+        roce_core::LossRecovery::SelectiveRepeat { bdp_packets, .. } => {
+            format!(", selective repeat (BDP cap {bdp_packets} packets)")
+        }
+        roce_core::LossRecovery::GoBackN if summary.get("window_packets").is_some() => {
+            format!(", window {} packets", s.nic.max_unacked_psns)
+        }
+        roce_core::LossRecovery::GoBackN => String::new(),
+    };
     let _ = writeln!(
         out,
-        "roce sim {}: {} hosts, {} flows, congestion {}, {} ms simulated in {:.2} s \
+        "roce sim {}: {} hosts, {} flows, congestion {}{recovery}, {} ms simulated in {:.2} s \
          ({} packets switched, {:.0} per second; {} packet-hops, {:.0} per second)",
         s.name,
         s.hosts,

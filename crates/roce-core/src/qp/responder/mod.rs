@@ -5,7 +5,8 @@
 //!
 //! This file holds the responder's state and the PSN check that sorts each request into new,
 //! duplicate or out of sequence; `execute.rs` runs new requests, `duplicate.rs` answers
-//! duplicates, `unreliable.rs` is UC and UD, `respond.rs` sends what was queued.
+//! duplicates, `reorder.rs` keeps what arrives out of sequence under selective repeat,
+//! `unreliable.rs` is UC and UD, `respond.rs` sends what was queued.
 
 use std::collections::VecDeque;
 
@@ -35,6 +36,8 @@ pub(crate) struct Responder {
     pub(crate) discarding: bool,
     /// The multi-packet message in progress.
     pub(crate) message: Option<Message>,
+    /// Selective repeat: requests that arrived past ePSN, kept until it reaches them.
+    pub(crate) reorder: reorder::Reorder,
     /// READs and atomics executed, kept to answer duplicates (`max_dest_rd_atomic` of them).
     pub(crate) resources: VecDeque<Resource>,
     /// Responses waiting to be sent, oldest first.
@@ -192,6 +195,14 @@ pub(crate) enum Response {
         /// MSN.
         msn: Msn,
     },
+    /// Selective repeat's NACK (IRN): ePSN, and the PSN of the request that arrived past it
+    /// (`qp/selective.rs` says where each goes on the wire).
+    Sack {
+        /// The PSN expected next: every PSN before it arrived.
+        epsn: Psn,
+        /// The PSN that arrived.
+        sacked: Psn,
+    },
     /// READ responses still to send.
     Read {
         /// PSN of the next response packet.
@@ -239,6 +250,13 @@ impl Qp {
         //# PSNs after ePSN (within half the space) are out of sequence,
         //# PSNs before it are duplicates
         let d = psn.distance(self.resp.epsn);
+        if d > 0
+            && let crate::LossRecovery::SelectiveRepeat { bdp_packets, .. } =
+                ctx.config.loss_recovery
+        {
+            self.hold_out_of_order(ctx, packet, d, bdp_packets);
+            return;
+        }
         if d > 0 {
             ctx.stats.rx_out_of_sequence += 1;
             if !self.resp.nak_sent {
@@ -257,6 +275,15 @@ impl Qp {
             return;
         }
         self.resp.nak_sent = false;
+        if self.accept_in_sequence(ctx, packet) && self.resp.reorder.len() > 0 {
+            self.run_held(ctx);
+        }
+    }
+
+    /// Executes the request at ePSN and queues its answer: an ACK if it asked for one, an
+    /// RNR NAK, or a NAK that ends the QP. Whether it executed (ePSN moved on).
+    fn accept_in_sequence(&mut self, ctx: &mut Ctx<'_>, packet: &RocePacket<&[u8]>) -> bool {
+        let psn = packet.bth().psn();
         let op = packet.layout().operation;
         let acked_op = matches!(op, Operation::Send | Operation::RdmaWrite);
         let echo = ctx.config.congestion.echoes_ecn();
@@ -284,6 +311,7 @@ impl Qp {
                 } else if ack_req && acked_op {
                     self.resp.queue_ack(psn, ACK);
                 }
+                true
             }
             Err(Refusal::Rnr) => {
                 self.resp.echo.reset();
@@ -293,6 +321,7 @@ impl Qp {
                 self.resp.nak_sent = true;
                 let timer = RnrTimer::new(self.min_rnr_timer);
                 self.resp.queue_ack(psn, Syndrome::RnrNak { timer });
+                false
             }
             Err(refusal) => {
                 self.resp.echo.reset();
@@ -311,6 +340,8 @@ impl Qp {
                     ctx.completions.push((self.recv_cq, cqe));
                 }
                 self.fail(ctx);
+                self.resp.reorder.clear();
+                false
             }
         }
     }
@@ -388,6 +419,7 @@ mod duplicate;
 mod echo;
 mod execute;
 mod grh;
+pub(crate) mod reorder;
 mod respond;
 #[cfg(test)]
 mod tests;

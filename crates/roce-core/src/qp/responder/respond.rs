@@ -1,7 +1,7 @@
 //! The responses the responder sends, oldest first: ACKs and NAKs, atomic ACKs, and READ
 //! responses read from memory one path MTU at a time (rxe_resp.c `send_ack`, `read_reply`).
 
-use roce_wire::{AethRepr, AtomicAckEthRepr, BthRepr, Opcode, RoceRepr, Syndrome};
+use roce_wire::{AethRepr, AtomicAckEthRepr, BthRepr, NakCode, Opcode, RoceRepr, Syndrome};
 
 use super::Response;
 use crate::Transmit;
@@ -25,6 +25,19 @@ impl Qp {
                     aeth: Some(AethRepr {
                         syndrome,
                         msn: msn.value(),
+                    }),
+                    ..RoceRepr::new(bth)
+                };
+                (repr, None)
+            }
+            Response::Sack { epsn, sacked } => {
+                // IRN's NACK as `qp/selective.rs` lays it out: a sequence NAK naming ePSN,
+                // the AETH's 24-bit MSN field carrying the PSN that arrived.
+                let bth = BthRepr::new(Opcode::RcAcknowledge, self.dest_qpn, epsn);
+                let repr = RoceRepr {
+                    aeth: Some(AethRepr {
+                        syndrome: Syndrome::Nak(NakCode::PsnSeqErr),
+                        msn: sacked.value(),
                     }),
                     ..RoceRepr::new(bth)
                 };
