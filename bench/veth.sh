@@ -100,6 +100,9 @@ udp_lat() {  # [--nonblocked]: sockperf (14 bytes, its smallest message), median
     inb sockperf server -i "$B_IP" -p 11111 "$@" >/dev/null 2>&1 & local pid=$!
     sleep 0.3
     ina sockperf ping-pong -i "$B_IP" -p 11111 --msg-size 14 -t 3 "$@" 2>/dev/null | awk '/percentile 50.000/{print $NF}'
+    # `inb … &` is a subshell running the function: its pid is not sockperf's, and a spinning
+    # server left behind takes a core from every measurement after it.
+    pkill -f "^sockperf server -i $B_IP -p 11111" 2>/dev/null || true
     kill "$pid" 2>/dev/null; wait "$pid" 2>/dev/null || true
 }
 
