@@ -89,6 +89,21 @@ pub fn flagged(packet: &[u8]) -> bool {
     packet.len() >= bth::HEADER_LEN && packet[BTH_FLAG_BYTE] & BTH_FLAG != 0
 }
 
+/// Whether a switch egress would stamp the UDP payload `packet`: its BTH flags an INT header
+/// that is whole, a request's (not an echo) and not full.
+pub fn stampable(packet: &[u8]) -> bool {
+    flagged(packet)
+        && packet
+            .get(bth::HEADER_LEN..bth::HEADER_LEN + HEADER_LEN)
+            .is_some_and(|h| h[0] & ECHO == 0 && usize::from(h[0] & NHOP_MASK) < MAX_HOPS)
+}
+
+/// A switch egress appends `hop` to the INT header of the UDP payload `packet` if it is
+/// [`stampable`]: whether it did. Allocation-free, and total on any bytes.
+pub fn stamp(packet: &mut [u8], hop: Hop) -> bool {
+    stampable(packet) && Packet::new_unchecked(&mut packet[bth::HEADER_LEN..]).push_hop(hop)
+}
+
 view!(
     /// A view of an INT header.
     check: check

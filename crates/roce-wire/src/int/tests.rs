@@ -128,3 +128,21 @@ fn the_flag_is_bth_byte_8_bit_6() {
     assert!(flagged(&bth));
     assert!(!flagged(&bth[..11]));
 }
+
+#[test]
+fn stamp_takes_a_whole_flagged_request_header_only() {
+    let mut packet = [0u8; 12 + HEADER_LEN];
+    assert!(!stamp(&mut packet, hop(1)), "not flagged");
+    packet[BTH_FLAG_BYTE] = BTH_FLAG;
+    assert!(stampable(&packet));
+    assert!(stamp(&mut packet, hop(1)));
+    assert_eq!(Packet::new_checked(&packet[12..]).unwrap().hop(0), hop(1));
+    assert!(
+        !stamp(&mut packet[..12 + HEADER_LEN - 1], hop(2)),
+        "cut short"
+    );
+    packet[12] |= ECHO;
+    assert!(!stamp(&mut packet, hop(2)), "an echo");
+    packet[12] = 7;
+    assert!(!stamp(&mut packet, hop(2)), "a bad hop count");
+}
