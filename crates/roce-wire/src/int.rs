@@ -246,6 +246,10 @@ fn multiplier(rate: u8) -> u64 {
 
 /// The code of the line rate nearest `bps` (by ratio).
 pub fn rate_code(bps: u64) -> u8 {
+    // A switch stamps every packet: a rate of the table costs a scan of integers.
+    if let Some(code) = LINE_RATES.iter().position(|&r| r == bps) {
+        return code as u8;
+    }
     let distance = |r: u64| {
         let (a, b) = (r.max(bps.max(1)) as f64, r.min(bps.max(1)) as f64);
         a / b

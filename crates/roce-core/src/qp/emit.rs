@@ -89,7 +89,12 @@ pub(crate) fn seal(
     fill: impl FnOnce(&mut [u8]) -> bool,
 ) -> Result<Transmit, EmitError> {
     let len = repr.buffer_len();
-    let packet = buf.get_mut(..len).ok_or(EmitError::BufferTooSmall)?;
+    // With INT, the packet is written past the room for the header, then its BTH moved in
+    // front of it (`insert_int`): 12 bytes moved, not the payload.
+    let room = if int.is_some() { int::HEADER_LEN } else { 0 };
+    let packet = buf
+        .get_mut(room..room + len)
+        .ok_or(EmitError::BufferTooSmall)?;
     let mut filled = true;
     repr.emit(packet, |payload| filled = fill(payload))
         .map_err(|_| EmitError::BufferTooSmall)?;
@@ -97,8 +102,8 @@ pub(crate) fn seal(
         return Err(EmitError::Unreadable);
     }
     let (packet, len) = match int {
-        None => (packet, len),
-        Some(int) => insert_int(int, buf, len)?,
+        None => (&mut buf[..len], len),
+        Some(int) => insert_int(int, buf, len),
     };
     let to = SocketAddr::new(dst, roce_wire::ROCE_V2_UDP_PORT);
     let header = roce_wire::PseudoHeader::for_datagram(SocketAddr::new(src, src_port), to, ip_id)
@@ -117,21 +122,17 @@ pub(crate) fn seal(
     })
 }
 
-/// Puts `int` between the BTH and the rest of the packet of `len` bytes at the front of `buf`
-/// and flags it in the BTH (`roce_wire::int`): the packet, now [`int::HEADER_LEN`] longer.
-#[cold]
-fn insert_int<'a>(
-    int: &int::Repr,
-    buf: &'a mut [u8],
-    len: usize,
-) -> Result<(&'a mut [u8], usize), EmitError> {
+/// Puts `int` between the BTH and the rest of the packet of `len` bytes written at
+/// `buf[int::HEADER_LEN..]`: the BTH moves to the front, the header follows it, flagged in the
+/// BTH (`roce_wire::int`). Returns the packet, [`int::HEADER_LEN`] longer.
+fn insert_int<'a>(int: &int::Repr, buf: &'a mut [u8], len: usize) -> (&'a mut [u8], usize) {
     let total = len + int::HEADER_LEN;
-    let packet = buf.get_mut(..total).ok_or(EmitError::BufferTooSmall)?;
+    let packet = &mut buf[..total];
     let bth = roce_wire::bth::HEADER_LEN;
-    packet.copy_within(bth..len, bth + int::HEADER_LEN);
+    packet.copy_within(int::HEADER_LEN..int::HEADER_LEN + bth, 0);
     int.emit(&mut packet[bth..]);
     packet[int::BTH_FLAG_BYTE] |= int::BTH_FLAG;
-    Ok((packet, total))
+    (packet, total)
 }
 
 /// Why a packet could not be written.

@@ -74,6 +74,10 @@ impl Network {
                     pool.prefetch(&packet);
                 } else if let Some(Some(s)) = switches.get(node as usize) {
                     s.prefetch_ingress(usize::from(port), &packet);
+                    // Most arrivals leave at once: an INT record goes into the slot.
+                    if packet.int_flag() {
+                        pool.prefetch(&packet);
+                    }
                 }
             }
             Event::PortFree { node, port } | Event::PortKick { node, port } => {
