@@ -28,7 +28,8 @@
 //! bytes 4..44 five hop records of 8 bytes; record i (i < nhop) at 4 + 8·i, the rest 0
 //!
 //! hop record, one 64-bit word:
-//! bits 63..61 rate: the port's line-rate code (LINE_RATES)
+//! bits 63..61 rate: the port's line-rate code (LINE_RATES: 25, 50, 100, 200, 400, 10 Gb/s,
+//!                  1 Gb/s, 100 Mb/s)
 //! bits 60..37 time: the egress timestamp, ns, modulo 2^24
 //! bits 36..17 bytes: the port's transmitted bytes in units of 128·m, modulo 2^20
 //! bits 16..0  qlen: the egress queue in units of 80·m, saturating
@@ -62,7 +63,8 @@ pub const BTH_FLAG: u8 = 0x40;
 /// The byte of the BTH that holds [`BTH_FLAG`] (AckReq and Resv7).
 pub const BTH_FLAG_BYTE: usize = 8;
 /// Line rates by code, bits per second: ns-3's `lineRateValues` (25, 50, 100, 200, 400 Gb/s),
-/// and in its unused codes 10, 40 and 800 Gb/s.
+/// and in its unused codes 10 Gb/s (the simulator's incasts), 1 Gb/s and 100 Mb/s (`roce
+/// switch` between veths).
 pub const LINE_RATES: [u64; 8] = [
     25_000_000_000,
     50_000_000_000,
@@ -70,8 +72,8 @@ pub const LINE_RATES: [u64; 8] = [
     200_000_000_000,
     400_000_000_000,
     10_000_000_000,
-    40_000_000_000,
-    800_000_000_000,
+    1_000_000_000,
+    100_000_000,
 ];
 /// ns-3 `IntHop::byteUnit`.
 pub const BYTE_UNIT: u64 = 128;

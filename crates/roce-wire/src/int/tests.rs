@@ -65,7 +65,9 @@ fn rates_off_the_table_take_the_nearest_code() {
     assert_eq!(rate_code(100_000_000_000), 2);
     assert_eq!(rate_code(10_000_000_000), 5);
     assert_eq!(rate_code(90_000_000_000), 2);
-    assert_eq!(rate_code(0), 5);
+    assert_eq!(rate_code(1_000_000_000), 6);
+    assert_eq!(rate_code(120_000_000), 7);
+    assert_eq!(rate_code(0), 7);
 }
 
 #[test]
