@@ -417,4 +417,6 @@ mod tests;
 #[cfg(test)]
 mod tests_deadlock;
 #[cfg(test)]
+mod tests_hpcc;
+#[cfg(test)]
 mod tests_shared;
