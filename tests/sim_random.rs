@@ -140,12 +140,14 @@ fn run_with_window(seed: u64, loss: f64, window: u32) -> bool {
         .filter(|s| s.corrupted && s.fate == roce_sim::Fate::Delivered)
         .map(|s| 1 + u64::from(s.duplicated))
         .sum();
-    // A flipped bit in the BTH can make the packet malformed before its ICRC is looked at.
+    // A flipped bit in the BTH can make the packet malformed before its ICRC is looked at
+    // (HPCC's INT flag among them: a NIC without HPCC drops a packet that has it).
     let caught: u64 = [&pair.a, &pair.b]
         .iter()
         .map(|side| {
             let s = side.nic.stats();
             s.rx_icrc_errors
+                + s.rx_int_unexpected
                 + s.rx_truncated
                 + s.rx_bad_tver
                 + s.rx_unsupported_opcode

@@ -171,6 +171,10 @@ pub enum Congestion {
     /// TIMELY (Mittal et al., SIGCOMM 2015): a rate driven by the RTT of each window, measured
     /// from a request's departure to the arrival of the ACK that covers it.
     Timely(TimelyConfig),
+    /// HPCC (Li et al., SIGCOMM 2019): a window and a rate set each ACK from the in-band
+    /// telemetry (INT) the switches stamped on the request and the responder echoed, as HPCC's
+    /// ns-3 runs it (CC_MODE 3). Both ends must run it: the INT header is not IBTA's.
+    Hpcc(HpccConfig),
 }
 
 impl Congestion {
@@ -190,7 +194,14 @@ impl Congestion {
     /// The requester records each request's departure to learn, from the ACKs, the bytes in
     /// flight, the bytes acknowledged and RTT samples: the algorithms driven by ACKs.
     pub const fn hears_acks(&self) -> bool {
-        matches!(self, Self::Dctcp(_) | Self::Timely(_))
+        matches!(self, Self::Dctcp(_) | Self::Timely(_) | Self::Hpcc(_))
+    }
+
+    /// Request packets carry an INT header after the BTH, which switches stamp and the
+    /// responder echoes in its ACKs (`roce_wire::int`): HPCC's. Only between NICs that both run
+    /// it; rxe would not parse it.
+    pub const fn carries_int(&self) -> bool {
+        matches!(self, Self::Hpcc(_))
     }
 }
 
@@ -317,6 +328,45 @@ impl LossRecovery {
     /// Whether this is selective repeat.
     pub const fn is_selective(self) -> bool {
         matches!(self, Self::SelectiveRepeat { .. })
+    }
+}
+
+/// HPCC's parameters (Li et al., "HPCC: High Precision Congestion Control", SIGCOMM 2019,
+/// Algorithm 1), as HPCC's ns-3 simulator runs it (`rdma-hw.cc` `UpdateRateHp`, CC_MODE 3, with
+/// `run.py --cc hp`: `HAS_WIN 1`, `VAR_WIN 1`, `FAST_REACT 1`, `MULTI_RATE 0`,
+/// `SAMPLE_FEEDBACK 0`). [`Default`] is ns-3's values at 100 Gb/s.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct HpccConfig {
+    /// The target utilisation η, in 1/1000. Default 950 (the paper's and `run.py`'s
+    /// `--utgt 95`); the HPCC project later recommends 990.
+    pub eta: u32,
+    /// maxStage: additive-increase stages before a multiplicative step (ns-3 `MI_THRESH`).
+    /// Default 0, ns-3's for simulation ("The maxStage=5 in the paper is due to a typo for the
+    /// simulation"): every update is W = W_c/(U/η) + W_AI.
+    pub max_stage: u32,
+    /// W_AI as a rate, Mb/s: the window grows by `rate_ai` × T each step. Default 40 (ns-3
+    /// `run.py`'s `10·bw/25` at 100 Gb/s).
+    pub rate_ai: u32,
+    /// The rate never goes below this, Mb/s. Default 1000 (ns-3 `MIN_RATE`).
+    pub min_rate: u32,
+    /// T, the base RTT, ns: the window at line rate is T's worth of bytes (ns-3's BDP window)
+    /// and the rate is W/T. Default 13 000.
+    pub base_rtt_ns: u32,
+    /// Per-ACK reaction between the once-per-RTT updates of W_c (ns-3 `FAST_REACT`). Default
+    /// true.
+    pub fast_react: bool,
+}
+
+impl Default for HpccConfig {
+    fn default() -> Self {
+        Self {
+            eta: 950,
+            max_stage: 0,
+            rate_ai: 40,
+            min_rate: 1000,
+            base_rtt_ns: 13_000,
+            fast_react: true,
+        }
     }
 }
 

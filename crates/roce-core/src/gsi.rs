@@ -235,6 +235,7 @@ impl Gsi {
             };
             let sealed = crate::qp::seal(
                 &repr,
+                None,
                 (datagram.local, src_port),
                 datagram.peer,
                 (ip_id, config.icrc.seals()),

@@ -28,12 +28,14 @@
 //! (requests leave as fast as the window allows, the default), DCQCN ([`Congestion::Dcqcn`]: a
 //! reaction point with its rate, α and timers, a notification point that sends CNPs, and a
 //! pacer), DCTCP ([`Congestion::Dctcp`]: a rate and a window cut by α/2 once per window when
-//! the ACKs echo CE marks in the BTH's BECN bit) or TIMELY ([`Congestion::Timely`]: a rate set
-//! from the RTT of the ACKs and its gradient), each QP's state readable through
-//! [`Nic::qp_congestion`]. The three sit behind one trait that gives a rate and/or a window and
-//! hears CNPs, bytes sent, timers and ACKs (bytes newly acknowledged, an RTT sample, the ECN
-//! echo); docs/congestion.md has each algorithm's rules, parameters and sources. Without
-//! DCTCP no packet carries BECN or FECN, as rxe's.
+//! the ACKs echo CE marks in the BTH's BECN bit), TIMELY ([`Congestion::Timely`]: a rate set
+//! from the RTT of the ACKs and its gradient) or HPCC ([`Congestion::Hpcc`]: a window and a
+//! rate from the switches' in-band telemetry, an INT header after the BTH of requests that the
+//! ACKs echo), each QP's state readable through [`Nic::qp_congestion`]. The four sit behind one
+//! trait that gives a rate and/or a window and hears CNPs, bytes sent, timers and ACKs (bytes
+//! newly acknowledged, an RTT sample, the ECN echo, the INT echo); docs/congestion.md has each
+//! algorithm's rules, parameters and sources. Without DCTCP no packet carries BECN or FECN, and
+//! without HPCC none carries INT, as rxe's.
 //!
 //! Where a rule comes from the IBTA specification or from the kernel's rxe driver (the reference
 //! peer), the code that applies it cites it.
@@ -71,8 +73,8 @@ pub use cm::{
     RDMA_UDP_QKEY, SidrParams, SidrRequest,
 };
 pub use config::{
-    Congestion, DcqcnConfig, DctcpConfig, IcrcPolicy, LossRecovery, Mtu, NicConfig, SrcPortPolicy,
-    TimelyConfig,
+    Congestion, DcqcnConfig, DctcpConfig, HpccConfig, IcrcPolicy, LossRecovery, Mtu, NicConfig,
+    SrcPortPolicy, TimelyConfig,
 };
 pub use connect::Connect;
 pub use cq::{CqHandle, Cqe, NetworkHdr, WcOpcode, WcStatus};

@@ -170,6 +170,12 @@ stats! {
         rx_bad_length,
         /// Dropped: ICRC mismatch.
         rx_icrc_errors,
+        /// Dropped: the BTH flags an INT header (HPCC's, `roce_wire::int`) that is cut short or
+        /// counts more than five hops.
+        rx_int_malformed,
+        /// Dropped: the BTH flags an INT header but the NIC does not run HPCC, so the bytes
+        /// after the BTH cannot be read as their opcode says.
+        rx_int_unexpected,
         /// Dropped: destination address is not one of ours.
         rx_dst_addr_mismatch,
         /// Dropped: destination QP 0 (the SMI: there is no subnet manager on RoCE).

@@ -11,7 +11,7 @@
 //! | `ROCE_VERBS_MTU` | the port's active (path) MTU: 256, 512, 1024, 2048 or 4096 | 1024, rxe's on a 1500-byte netdev |
 //! | `ROCE_VERBS_PCAP` | write the NIC's packets to this pcap | none |
 //! | `ROCE_VERBS_SNAPLEN` | keep at most this many bytes of each packet in the pcap (tcpdump's `-s`; 0: whole packets) | 0 |
-//! | `ROCE_VERBS_CC` | congestion control: `none`, `dcqcn` (NVIDIA's defaults), `dcqcn-paper`, `dctcp` or `timely` | `none` |
+//! | `ROCE_VERBS_CC` | congestion control: `none`, `dcqcn` (NVIDIA's defaults), `dcqcn-paper`, `dctcp`, `timely` or `hpcc` | `none` |
 //! | `ROCE_VERBS_LINE_RATE` | the port's line rate in Gb/s (where DCQCN starts) | 100 |
 //! | `ROCE_VERBS_LOSS` | drop this fraction (0 to 1) of received datagrams | 0 |
 //! | `ROCE_VERBS_BUSY_POLL` | `1`: the NIC's thread never sleeps (one busy core, lower latency) | `0` |
@@ -22,7 +22,7 @@ use std::fmt;
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 
-use roce_core::{Congestion, DcqcnConfig, DctcpConfig, Mtu, NicConfig, TimelyConfig};
+use roce_core::{Congestion, DcqcnConfig, DctcpConfig, HpccConfig, Mtu, NicConfig, TimelyConfig};
 use roce_wire::ROCE_V2_UDP_PORT as PORT;
 
 use crate::backend::BindError;
@@ -94,6 +94,10 @@ pub enum Cc {
     /// TIMELY with ns-3's parameters: the sender's rate follows the RTT of its ACKs;
     /// requests go out Not-ECT.
     Timely,
+    /// HPCC with ns-3's parameters: requests carry an INT header after the BTH that switches
+    /// stamp and ACKs echo; the sender's window and rate follow the path's utilisation. Both
+    /// ends must run it (rxe does not parse the header).
+    Hpcc,
 }
 
 impl Cc {
@@ -105,6 +109,7 @@ impl Cc {
             Self::DcqcnPaper => "dcqcn-paper",
             Self::Dctcp => "dctcp",
             Self::Timely => "timely",
+            Self::Hpcc => "hpcc",
         }
     }
 
@@ -116,6 +121,7 @@ impl Cc {
             Self::DcqcnPaper => Congestion::Dcqcn(DcqcnConfig::paper()),
             Self::Dctcp => Congestion::Dctcp(DctcpConfig::default()),
             Self::Timely => Congestion::Timely(TimelyConfig::default()),
+            Self::Hpcc => Congestion::Hpcc(HpccConfig::default()),
         }
     }
 }
@@ -215,11 +221,12 @@ impl DeviceSpec {
             Some("dcqcn-paper") => Cc::DcqcnPaper,
             Some("dctcp") => Cc::Dctcp,
             Some("timely") => Cc::Timely,
+            Some("hpcc") => Cc::Hpcc,
             Some(other) => {
                 return Err(EnvError::new(
                     ENV_CC,
                     other,
-                    "none, dcqcn, dcqcn-paper, dctcp or timely",
+                    "none, dcqcn, dcqcn-paper, dctcp, timely or hpcc",
                 ));
             }
         };

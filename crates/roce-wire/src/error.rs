@@ -80,6 +80,9 @@ pub enum ParseError {
         /// The high nibble of the `ip_version` byte.
         ip_version: u8,
     },
+    /// An INT header whose hop count is above its five records ([`crate::int`]).
+    #[error("INT header with {0} hops, at most 5")]
+    BadIntHopCount(u8),
 }
 
 /// A protocol layer, named in errors.
@@ -122,6 +125,8 @@ pub enum Layer {
     Cm(&'static str),
     /// The 36-byte RDMA IP CM header (`cma_hdr`) at the start of a REQ's private data.
     CmaHdr,
+    /// HPCC's 44-byte INT header after the BTH ([`crate::int`]).
+    Int,
 }
 
 impl fmt::Display for Layer {
@@ -145,6 +150,7 @@ impl fmt::Display for Layer {
             Self::Mad => "MAD",
             Self::Cm(name) => return write!(f, "CM {name}"),
             Self::CmaHdr => "cma_hdr",
+            Self::Int => "INT",
         })
     }
 }

@@ -7,7 +7,8 @@
 //!    and the hop limit;
 //! 3. the UDP header with its checksum set to ones;
 //! 4. the BTH with byte 4 (FECN, BECN and the reserved bits) set to ones;
-//! 5. everything after the BTH up to the ICRC: extension headers, payload and pad.
+//! 5. everything after the BTH up to the ICRC: extension headers, payload and pad — but an INT
+//!    header ([`crate::int`], flagged in the BTH) as ones, for switches rewrite it.
 //!
 //! It is sent least significant byte first. Two paths compute it: from the fields the ICRC
 //! covers ([`PseudoHeader`], for the sans-IO core and the UDP backend, which never see the IP
@@ -16,7 +17,7 @@
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
 use crate::packet::ICRC_LEN;
-use crate::{ParseError, bth};
+use crate::{ParseError, bth, int};
 
 pub mod ipv4_id;
 
@@ -200,10 +201,20 @@ pub fn compute_in_place(header: &PseudoHeader, buf: &mut [u8], at: usize) -> Opt
     write_masked_ip_udp(header, packet_len, &mut buf[start + literal..at]);
     let fecn_becn = at + BTH_FECN_BECN;
     let saved = (fecn_becn < end).then(|| std::mem::replace(&mut buf[fecn_becn], 0xff));
+    // The INT header, if any, is hashed as ones too, and put back.
+    let int = int_range(&buf[at..end]).map(|r| at + r.start..at + r.end);
+    let mut int_saved = [0; int::HEADER_LEN];
+    if let Some(int) = &int {
+        int_saved.copy_from_slice(&buf[int.clone()]);
+        buf[int.clone()].fill(0xff);
+    }
     let mut hasher = crc32fast::Hasher::new_with_initial(initial);
     hasher.update(&buf[start..end]);
     if let Some(byte) = saved {
         buf[fecn_becn] = byte;
+    }
+    if let Some(int) = int {
+        buf[int].copy_from_slice(&int_saved);
     }
     Some(hasher.finalize())
 }
@@ -264,8 +275,21 @@ fn crc(masked_ip_udp: &[u8], packet: &[u8]) -> u32 {
     }
     let mut hasher = crc32fast::Hasher::new_with_initial(initial);
     hasher.update(&head[..ip_udp + bth_len]);
-    hasher.update(&body[bth_len..]);
+    match int_range(body) {
+        Some(int) => {
+            hasher.update(&[0xff; int::HEADER_LEN]);
+            hasher.update(&body[int.end..]);
+        }
+        None => hasher.update(&body[bth_len..]),
+    }
     hasher.finalize()
+}
+
+/// Where the INT header of `body` (a packet without its ICRC) lies, if its BTH flags one and it
+/// fits: the bytes hashed as ones ([`crate::int`]; switches rewrite them).
+fn int_range(body: &[u8]) -> Option<std::ops::Range<usize>> {
+    let range = bth::HEADER_LEN..bth::HEADER_LEN + int::HEADER_LEN;
+    (int::flagged(body) && body.len() >= range.end).then_some(range)
 }
 
 /// How many of the 8 LRH bytes of ones to hash literally in front of `len` bytes so that the block

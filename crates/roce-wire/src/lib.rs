@@ -7,7 +7,8 @@
 //! whose `new_checked` makes every accessor total, and a `Repr` with `parse` and `emit` that holds
 //! the fields as Rust values. The headers are those of IBTA vol. 1 ch. 9 as RoCEv2 carries them in
 //! UDP (Annex A17): [`bth`], [`reth`], [`aeth`], [`deth`], [`immdt`], [`ieth`], [`atomic_eth`],
-//! [`atomic_ack_eth`], [`feth`], and the RoCEv2 [`cnp`]. [`mad`] holds the Management Datagrams
+//! [`atomic_ack_eth`], [`feth`], and the RoCEv2 [`cnp`]; [`int`] is HPCC's telemetry header, which
+//! roce-emu's NICs put after the BTH when both ends run HPCC. [`mad`] holds the Management Datagrams
 //! that ride in UD SENDs to QP 1: the MAD header and the connection manager's messages. [`opcode`] holds the one table that says
 //! which headers and how much payload follow each opcode. [`packet`] puts them together into the
 //! UDP payload that a RoCEv2 NIC exchanges, and [`icrc`] computes the invariant CRC that ends it.
@@ -36,6 +37,7 @@ pub mod gid;
 pub mod icrc;
 pub mod ieth;
 pub mod immdt;
+pub mod int;
 pub mod mac_control;
 pub mod mad;
 pub mod opcode;

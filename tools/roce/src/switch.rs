@@ -12,7 +12,10 @@
 //! 0x8808, opcode 0x0101, IEEE 802.1Qbb) are sent to the host of an ingress port whose bytes
 //! held pass XOFF; PFC and 802.3x PAUSE frames that a host (or another switch) sends stop this
 //! switch's egress towards it for the priorities and quanta they name, so pauses propagate
-//! through chained switches.
+//! through chained switches. An untagged IPv4 RoCEv2 request that carries HPCC's INT header
+//! (`roce_wire::int`, flagged in the BTH) takes the egress port's record as it leaves (queue,
+//! bytes sent, time, rate); the UDP checksum is written again, the ICRC needs nothing (it
+//! hashes the INT header as ones).
 //!
 //! The interfaces should have no IP addresses of their own (the kernel would answer for them)
 //! and need CAP_NET_RAW.
@@ -49,7 +52,8 @@ const MODEL_HEADER: usize = roce_wire::frame::IPV4_FRAME_OVERHEAD;
     long_about = "A userspace learning switch between two or more interfaces (e.g. veth ends \
                   in a namespace), whose egress ports drain at --rate through roce-sim's queues: \
                   RED ECN marking (--ecn), PFC (--pfc) and ETS (--strict). Run NICs with \
-                  `--cc dcqcn` on either side to see CNPs and DCQCN rate cuts. Needs \
+                  `--cc dcqcn` on either side to see CNPs and DCQCN rate cuts; with `--cc \
+                  hpcc` the requests' INT headers take each egress's record. Needs \
                   CAP_NET_RAW.",
     after_help = "Example (in a namespace that holds sw0 and sw1):\n  \
                   roce switch --port sw0 --port sw1 --rate 200m --ecn 5000,50000,0.1 --duration 30"
@@ -324,13 +328,7 @@ impl Bridge {
     fn enqueue(&mut self, ingress: usize, egress: usize, mut frame: Vec<u8>, ecn: Ecn, dscp: u8) {
         let id = self.next_id;
         self.next_id = self.next_id.wrapping_add(1);
-        let split = frame.len().min(MODEL_HEADER);
-        let payload = frame.split_off(split);
-        // The model needs no addresses: it forwards to `egress` and keys nothing by them.
-        let nowhere = SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0));
-        let mut packet = SimPacket::new(nowhere, nowhere, payload);
-        packet.ecn = ecn;
-        packet.dscp = dscp;
+        let mut packet = to_model(&mut frame, ecn, dscp);
         packet.tag = id;
         let now = self.now();
         if self.switch.receive_to(now, ingress, egress, packet) {
@@ -343,13 +341,10 @@ impl Bridge {
         self.switch.advance(now);
         for index in 0..self.ports.len() {
             while let Some(packet) = self.switch.deliver(now, index) {
-                let Some(mut frame) = self.held.remove(&packet.tag) else {
+                let Some(frame) = self.held.remove(&packet.tag) else {
                     continue;
                 };
-                frame.extend_from_slice(&packet.payload);
-                if packet.ecn == Ecn::Ce {
-                    rewrite::mark_ce(&mut frame);
-                }
+                let frame = from_model(frame, &packet);
                 self.ports[index].send(&frame);
             }
             while let Some(pause) = self.switch.pause_frame(now, index) {
@@ -404,6 +399,42 @@ impl Bridge {
             );
         }
     }
+}
+
+/// The model's packet for an IP frame (its ECN bits and DSCP given): the frame past
+/// [`MODEL_HEADER`], split off `frame`, which keeps its head. The model needs no addresses (it
+/// forwards to the egress it is told and keys nothing by them), but an untagged IPv4 RoCEv2
+/// frame's packet goes to port 4791, so that the model reads its UDP payload as RoCE and
+/// stamps HPCC's INT header if it carries one (`roce_wire::int`).
+fn to_model(frame: &mut Vec<u8>, ecn: Ecn, dscp: u8) -> SimPacket {
+    let roce = frame.len() >= MODEL_HEADER
+        && frame[12..14] == [0x08, 0x00]
+        && frame[14] == 0x45
+        && frame[23] == 17
+        && frame[36..38] == roce_wire::ROCE_V2_UDP_PORT.to_be_bytes();
+    let split = frame.len().min(MODEL_HEADER);
+    let payload = frame.split_off(split);
+    let port = if roce { roce_wire::ROCE_V2_UDP_PORT } else { 0 };
+    let nowhere = SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, port));
+    let mut packet = SimPacket::new(nowhere, nowhere, payload);
+    packet.ecn = ecn;
+    packet.dscp = dscp;
+    packet
+}
+
+/// The frame the model let out: its head and the model's packet, CE set in the IP header if
+/// the model marked it, and the UDP checksum written again if the packet carries INT (a
+/// record was appended; the ICRC needs nothing, as it hashes the INT header as ones).
+fn from_model(mut frame: Vec<u8>, packet: &SimPacket) -> Vec<u8> {
+    frame.extend_from_slice(&packet.payload);
+    if packet.ecn == Ecn::Ce {
+        rewrite::mark_ce(&mut frame);
+    }
+    if packet.dst.port() == roce_wire::ROCE_V2_UDP_PORT && roce_wire::int::flagged(&packet.payload)
+    {
+        rewrite::fill_l4_checksum(&mut frame);
+    }
+    frame
 }
 
 #[cfg(test)]

@@ -2,7 +2,9 @@
 //! a veth pair to a third namespace where the switch bridges the two ends with a 100 Mb/s
 //! bottleneck towards b and RED ECN marking. With `--cc dcqcn` on both NICs, the switch marks
 //! the WRITEs it queues, b's notification point answers with CNPs, and a's reaction point cuts
-//! its rate: the story of DCQCN on real packets. Needs root; elsewhere it says that it skipped.
+//! its rate: the story of DCQCN on real packets. With `--cc hpcc` the requests carry INT, which
+//! the switch stamps and b's ACKs echo, and a's HPCC measures the bottleneck from the records.
+//! Needs root; elsewhere it says that it skipped.
 
 #![allow(clippy::unwrap_used)] // test code: a panic is the failure report
 
@@ -93,29 +95,30 @@ fn json(out: &Output, who: &str) -> serde_json::Value {
     serde_json::from_str(last).unwrap_or_else(|e| panic!("{who}: {e}: {text}"))
 }
 
-#[test]
-fn dcqcn_through_roce_switch_marks_notifies_and_cuts_the_rate() {
-    let Some(net) = Topology::new() else {
-        return;
-    };
+/// Client, server and switch reports of 200 WRITEs of 64 KiB from a to b through `roce switch`
+/// at 100 Mb/s (with RED marking `ecn`, if given), both NICs running `cc` from 1 Gb/s.
+fn run_through_switch(
+    net: &Topology,
+    cc: &str,
+    ecn: Option<&str>,
+) -> (serde_json::Value, serde_json::Value, serde_json::Value) {
+    let mut args = vec![
+        "switch",
+        "--port",
+        "sa",
+        "--port",
+        "sb",
+        "--rate",
+        "100m",
+        "--interval",
+        "0.5",
+        "--json",
+    ];
+    if let Some(ecn) = ecn {
+        args.extend(["--ecn", ecn]);
+    }
     let switch = net
-        .roce(
-            &net.s,
-            &[
-                "switch",
-                "--port",
-                "sa",
-                "--port",
-                "sb",
-                "--rate",
-                "100m",
-                "--ecn",
-                "5000,50000,0.2",
-                "--interval",
-                "0.5",
-                "--json",
-            ],
-        )
+        .roce(&net.s, &args)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -123,7 +126,7 @@ fn dcqcn_through_roce_switch_marks_notifies_and_cuts_the_rate() {
     std::thread::sleep(Duration::from_millis(500));
     // The NICs send UDP GSO batches, which cross the veths whole: the switch cuts each into
     // its datagrams before they join its queues.
-    let cc = ["--cc", "dcqcn", "--line-rate", "1", "--json"];
+    let cc = ["--cc", cc, "--line-rate", "1", "--json"];
     let sizes = ["-s", "65536", "-n", "200"];
     let server = net
         .roce(&net.b, &[&["perf", "write"], &sizes[..], &cc[..]].concat())
@@ -155,6 +158,15 @@ fn dcqcn_through_roce_switch_marks_notifies_and_cuts_the_rate() {
             String::from_utf8_lossy(&out.stderr)
         )
     });
+    (client, server, switch)
+}
+
+#[test]
+fn dcqcn_through_roce_switch_marks_notifies_and_cuts_the_rate() {
+    let Some(net) = Topology::new() else {
+        return;
+    };
+    let (client, server, switch) = run_through_switch(&net, "dcqcn", Some("5000,50000,0.2"));
     eprintln!("client: {client}\nserver: {server}\nswitch: {switch}");
     let towards_b = &switch["ports"][1];
     assert!(
@@ -172,4 +184,39 @@ fn dcqcn_through_roce_switch_marks_notifies_and_cuts_the_rate() {
     // kept most of it busy (a QP paced to one packet per timer tick would not).
     let bw = client["bw_avg_mb_s"].as_f64().unwrap();
     assert!(bw > 4.0 && bw < 13.0, "{client}");
+}
+
+/// HPCC on real packets: both NICs run HPCC through `roce switch` at 100 Mb/s, no ECN. The
+/// requests carry the INT header, the switch appends its record (and writes the UDP checksum
+/// again), b's ACKs echo it, and a's HPCC measures the bottleneck's utilisation from the
+/// records (U moves off its initial 1); every WRITE lands with no ICRC or INT error and the
+/// queue never holds more than a few packets. Nothing is cut: ns-3's floor, `min_rate` 1 Gb/s,
+/// is these NICs' line rate, and with the default T of 13 µs and a veth RTT of hundreds of µs
+/// HPCC's window (T at line rate) allows about two packets per RTT, far from filling the link.
+#[test]
+fn hpcc_through_roce_switch_reads_the_int_records() {
+    let Some(net) = Topology::new() else {
+        return;
+    };
+    let (client, server, switch) = run_through_switch(&net, "hpcc", None);
+    eprintln!("client: {client}\nserver: {server}\nswitch: {switch}");
+    let u = client["congestion"]["alpha"].as_f64().unwrap();
+    assert!(
+        u > 0.0 && (u - 1.0).abs() > 1e-9,
+        "U from the records: {client}"
+    );
+    for (who, v) in [("client", &client), ("server", &server)] {
+        let c = &v["counters"];
+        for counter in ["rx_icrc_errors", "rx_int_malformed", "rx_int_unexpected"] {
+            assert_eq!(c[counter], 0, "{who} {counter}: {v}");
+        }
+    }
+    let towards_b = &switch["ports"][1];
+    assert_eq!(towards_b["drops"], 0, "{switch}");
+    assert!(
+        towards_b["max_queue_bytes"].as_u64().unwrap() < 10_000,
+        "{switch}"
+    );
+    let bw = client["bw_avg_mb_s"].as_f64().unwrap();
+    assert!(bw > 1.0 && bw < 13.0, "{client}");
 }

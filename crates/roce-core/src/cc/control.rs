@@ -30,6 +30,8 @@ pub(crate) struct Ack {
     /// The BTH's BECN bit: the responder saw CE on the requests this ACK covers (DCTCP's
     /// ECN-Echo).
     pub(crate) ecn_echo: bool,
+    /// The INT header it echoed (HPCC's telemetry, `roce_wire::int`), if any.
+    pub(crate) int: Option<roce_wire::int::Repr>,
 }
 
 /// A QP's congestion-control algorithm: decides its sending rate (pacing) and its window (bytes

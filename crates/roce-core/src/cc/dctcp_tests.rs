@@ -44,6 +44,7 @@ impl Sender {
             next: Psn::new(next),
             rtt: Some(Duration::from_micros(5)),
             ecn_echo,
+            int: None,
         };
         self.dctcp
             .on_ack(&ack, &mut TimerTable::default(), &mut self.stats);

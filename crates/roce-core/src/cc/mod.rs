@@ -1,6 +1,6 @@
 //! Congestion control of a QP, behind one trait (quinn's `Controller`): the algorithm that
 //! sets the QP's sending rate and window ([`CongestionControl`] in `control.rs`: [`Unlimited`],
-//! [`dcqcn::Dcqcn`], [`dctcp::Dctcp`], [`timely::Timely`]), the pacer that holds the requester
+//! [`dcqcn::Dcqcn`], [`dctcp::Dctcp`], [`timely::Timely`], [`hpcc::Hpcc`]), the pacer that holds the requester
 //! to that rate, the record of the packets in flight that ACKs are matched against
 //! ([`flight::Flight`]), and the notification point that answers CE-marked requests with CNPs.
 //! The algorithms know only `control.rs`; this file puts them together for a QP.
@@ -20,6 +20,9 @@ pub(crate) mod dctcp;
 #[cfg(test)]
 mod dctcp_tests;
 pub(crate) mod flight;
+pub(crate) mod hpcc;
+#[cfg(test)]
+mod hpcc_tests;
 pub(crate) mod np;
 pub(crate) mod pacer;
 #[cfg(test)]
@@ -50,6 +53,7 @@ impl QpCongestion {
             Congestion::Dcqcn(dcqcn) => Box::new(dcqcn::Dcqcn::new(dcqcn, line)),
             Congestion::Dctcp(dctcp) => Box::new(dctcp::Dctcp::new(dctcp, line)),
             Congestion::Timely(timely) => Box::new(timely::Timely::new(timely, line)),
+            Congestion::Hpcc(hpcc) => Box::new(hpcc::Hpcc::new(hpcc, line)),
         };
         Self {
             rp,
@@ -107,12 +111,13 @@ impl QpCongestion {
         }
     }
 
-    /// A response arrived at `now`: the requester's `una` and `next` after it, and its BECN.
+    /// A response arrived at `now`: the requester's `una` and `next` after it, its BECN and
+    /// the INT header it echoed.
     pub(crate) fn on_response(
         &mut self,
         now: Instant,
         (una, next): (Psn, Psn),
-        ecn_echo: bool,
+        (ecn_echo, int): (bool, Option<roce_wire::int::Repr>),
         timers: &mut TimerTable,
         stats: &mut Stats,
     ) {
@@ -127,6 +132,7 @@ impl QpCongestion {
             next,
             rtt: covered.rtt,
             ecn_echo,
+            int,
         };
         self.rp.on_ack(&ack, timers, stats);
     }
@@ -170,9 +176,9 @@ pub struct CongestionState {
     pub rate_bps: Option<u64>,
     /// The target rate (DCQCN's RT), bits per second; `None` without congestion control.
     pub target_bps: Option<u64>,
-    /// DCQCN's or DCTCP's α (0 without congestion control and for TIMELY).
+    /// DCQCN's or DCTCP's α, HPCC's U (0 without congestion control and for TIMELY).
     pub alpha: f64,
-    /// The window, bytes on the wire in flight (DCTCP's); `None` without one.
+    /// The window, bytes on the wire in flight (DCTCP's, HPCC's); `None` without one.
     pub window_bytes: Option<u64>,
     /// CNPs this QP sent as a notification point.
     pub cnps_sent: u64,

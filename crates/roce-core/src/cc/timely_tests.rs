@@ -47,6 +47,7 @@ impl Sender {
             next: Psn::new(next),
             rtt: rtt_us.map(|us| Duration::from_nanos((us * 1000.0) as u64)),
             ecn_echo: false,
+            int: None,
         };
         self.timely
             .on_ack(&ack, &mut TimerTable::default(), &mut self.stats);

@@ -2,10 +2,11 @@
 //! `rxe_rcv`, `hdr_check`) — structure, ICRC, destination address, QP, transport and state,
 //! path, P_Key, Q_Key — and handed to its QP's responder or completer, or to the QP's
 //! congestion control for a CNP. A datagram failing any check is dropped, counted under its
-//! reason and traced; nothing of it reaches memory.
+//! reason and traced; nothing of it reaches memory. HPCC's INT header, when the BTH flags one,
+//! is checked and taken off first (`roce_wire::int`).
 
 use roce_wire::opcode::Transport;
-use roce_wire::{ParseError, PseudoHeader, RocePacket, bth, icrc};
+use roce_wire::{ParseError, PseudoHeader, RocePacket, bth, icrc, int};
 
 use super::{Nic, Shared};
 use crate::qp::{QpState, QpType};
@@ -18,6 +19,55 @@ impl Nic {
     /// structure, ICRC, destination address, QP, transport and state, path, P_Key and Q_Key. A
     /// datagram failing any check is dropped, counted under its reason and traced.
     pub fn handle_datagram(&mut self, now: Instant, datagram: Datagram<'_>) {
+        if int::flagged(datagram.payload) {
+            self.handle_int_datagram(now, datagram);
+            return;
+        }
+        self.receive(now, datagram, None);
+    }
+
+    /// A datagram whose BTH flags HPCC's INT header (`roce_wire::int`): dropped unless the NIC
+    /// runs HPCC; else the header is checked, the ICRC verified over the datagram as sent (the
+    /// header masked), and the rest handled as any datagram, without the header, which goes
+    /// with it to the QP (the responder echoes it, the completer hands it to HPCC).
+    #[inline(never)]
+    fn handle_int_datagram(&mut self, now: Instant, datagram: Datagram<'_>) {
+        let shared = &mut self.shared;
+        if !shared.config.congestion.carries_int() {
+            shared.stats.rx_packets += 1;
+            shared.drop_rx(|s| &mut s.rx_int_unexpected, "INT without HPCC");
+            return;
+        }
+        let after = &datagram.payload[bth::HEADER_LEN..];
+        let header = match int::Packet::new_checked(after).and_then(|p| int::Repr::parse(&p)) {
+            Ok(header) => header,
+            Err(err) => {
+                shared.stats.rx_packets += 1;
+                shared.drop_rx(|s| &mut s.rx_int_malformed, "malformed INT header");
+                tracing::trace!(src = %datagram.src, error = %err, "rx drop");
+                return;
+            }
+        };
+        if !shared.icrc_ok(&datagram) {
+            shared.stats.rx_packets += 1;
+            return;
+        }
+        let mut scratch = std::mem::take(&mut self.int_scratch);
+        scratch.clear();
+        scratch.extend_from_slice(&datagram.payload[..bth::HEADER_LEN]);
+        scratch[int::BTH_FLAG_BYTE] &= !int::BTH_FLAG;
+        scratch.extend_from_slice(&after[int::HEADER_LEN..]);
+        let stripped = Datagram {
+            payload: &scratch,
+            ..datagram
+        };
+        self.receive(now, stripped, Some(header));
+        self.int_scratch = scratch;
+    }
+
+    /// [`Nic::handle_datagram`] of a datagram without INT, or taken off it (`int`: its ICRC
+    /// was verified before).
+    fn receive(&mut self, now: Instant, datagram: Datagram<'_>, int: Option<int::Repr>) {
         let shared = &mut self.shared;
         shared.stats.rx_packets += 1;
         shared.stats.rx_bytes += datagram.payload.len() as u64;
@@ -33,7 +83,7 @@ impl Nic {
         };
         //= rxe:rxe_icrc.c/rxe_icrc_check
         //# the ICRC (Annex A17.4.3)
-        if !shared.icrc_ok(&datagram) {
+        if int.is_none() && !shared.icrc_ok(&datagram) {
             return;
         }
         let dst_ip = datagram.dst.ip();
@@ -129,7 +179,11 @@ impl Nic {
                 ip_id: datagram.ip_id.unwrap_or(0),
                 len: datagram.payload.len(),
             });
+            ctx.int = int;
             if request {
+                if int.is_some() {
+                    qp.resp.int = int;
+                }
                 qp.notify_ecn(&ctx, datagram.ecn);
                 qp.handle_request(&mut ctx, &packet);
             } else {

@@ -43,9 +43,9 @@ mod tests_srq;
 #[cfg(test)]
 mod tests_ud;
 
-/// The largest UDP payload the NIC writes: BTH, RETH, ImmDt, 4096 bytes of payload, pad and
-/// ICRC fit. A `poll_transmit` buffer this long always suffices.
-pub const MAX_DATAGRAM: usize = 4096 + 64;
+/// The largest UDP payload the NIC writes: BTH, HPCC's INT header, RETH, ImmDt, 4096 bytes of
+/// payload, pad and ICRC fit. A `poll_transmit` buffer this long always suffices.
+pub const MAX_DATAGRAM: usize = 4096 + 128;
 
 /// A RoCEv2 NIC, sans IO. See the crate documentation for the contract.
 #[derive(Debug)]
@@ -55,6 +55,8 @@ pub struct Nic {
     sched: schedule::Schedule,
     /// The communication manager.
     cm: crate::cm::Cm,
+    /// A datagram without its INT header (`ingress.rs`), reused.
+    int_scratch: Vec<u8>,
 }
 
 /// What a QP's parts may touch while the QP itself is borrowed.
@@ -102,6 +104,7 @@ impl Nic {
             qps: qp_table::QpTable::default(),
             sched: schedule::Schedule::default(),
             cm: crate::cm::Cm::default(),
+            int_scratch: Vec::new(),
         }
     }
 
@@ -199,6 +202,7 @@ impl Shared {
             ip_id: 0,
             budget_short: false,
             arrival: None,
+            int: None,
         }
     }
 

@@ -105,8 +105,14 @@ impl Nic {
     ) -> Option<Transmit> {
         let budget = self.shared.config.max_unacked_total;
         // Every QP's path MTU is at most the port's (checked by modify_qp), so this bounds every
-        // packet without a look at each QP.
-        if buf.len() < MAX_DATAGRAM.min(self.shared.config.max_mtu.bytes() as usize + 64) {
+        // packet without a look at each QP (and HPCC's INT header after the BTH).
+        let config = &self.shared.config;
+        let int = if config.congestion.carries_int() {
+            roce_wire::int::HEADER_LEN
+        } else {
+            0
+        };
+        if buf.len() < MAX_DATAGRAM.min(config.max_mtu.bytes() as usize + 64 + int) {
             self.shared.stats.tx_buffer_too_small += 1;
             return None;
         }

@@ -1,12 +1,13 @@
 //! Congestion control between two NICs, packet by packet: the ECN-Echo (BECN on ACKs) that
-//! DCTCP reads, that no BECN or FECN bit is set otherwise, and TIMELY's RTT from the ACKs'
-//! arrival.
+//! DCTCP reads, that no BECN or FECN bit is set otherwise, TIMELY's RTT from the ACKs'
+//! arrival, and HPCC's INT header: on requests, stamped on the way, echoed by the ACKs.
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 
 use crate::{
-    Access, AddressVector, Congestion, Connect, Datagram, DcqcnConfig, DctcpConfig, Ecn, Instant,
-    MAX_DATAGRAM, Nic, NicConfig, Psn, QpInit, QpType, Remote, SendOp, SendWr, Sge, TimelyConfig,
+    Access, AddressVector, Congestion, Connect, Datagram, DcqcnConfig, DctcpConfig, Ecn,
+    HpccConfig, Instant, MAX_DATAGRAM, Nic, NicConfig, Psn, QpInit, QpType, Remote, SendOp, SendWr,
+    Sge, TimelyConfig,
 };
 
 const LINE: u64 = 10_000_000_000;
@@ -239,4 +240,57 @@ fn dctcp_holds_the_bytes_in_flight_to_its_window() {
     // The ACKs reopen it.
     deliver(&mut p.b, &mut p.a, &mut now, |_| Ecn::NotEct);
     assert!(!deliver(&mut p.a, &mut p.b, &mut now, |_| Ecn::Ect0).is_empty());
+}
+
+/// The datagram `payload` of the transmit `t` as its receiver gets it.
+fn datagram<'a>(payload: &'a [u8], t: &crate::Transmit) -> Datagram<'a> {
+    Datagram {
+        src: SocketAddr::new(t.src, t.src_port),
+        dst: t.dst,
+        ecn: Ecn::NotEct,
+        ip_id: Some(0),
+        segment: 0,
+        payload,
+    }
+}
+
+/// HPCC: each request carries an empty INT header after the BTH (flagged in BTH byte 8); a hop
+/// stamped on the way keeps the ICRC valid; the ACK echoes the record; the requester's HPCC
+/// hears it. A NIC without HPCC drops a flagged packet, and a bad hop count is dropped too,
+/// each under its counter.
+#[test]
+fn hpcc_requests_carry_int_that_switches_stamp_and_acks_echo() {
+    use roce_wire::int;
+    let hpcc = Congestion::Hpcc(HpccConfig::default());
+    let mut p = Pair::new(hpcc);
+    p.write(100);
+    let mut buf = vec![0; MAX_DATAGRAM];
+    let now = Instant::ZERO;
+    let t = p.a.poll_transmit(now, &mut buf).unwrap();
+    let mut request = buf[..t.len].to_vec();
+    assert!(int::flagged(&request));
+    let header = int::Repr::parse(&int::Packet::new_checked(&request[12..]).unwrap()).unwrap();
+    assert_eq!(header, int::Repr::default());
+    let hop = int::Hop::new(1234, 5678, 960, 100_000_000_000);
+    assert!(int::Packet::new_unchecked(&mut request[12..]).push_hop(hop));
+    // Without HPCC the same packet is dropped, counted.
+    let mut plain = Pair::new(Congestion::None);
+    plain.b.handle_datagram(now, datagram(&request, &t));
+    assert_eq!(plain.b.stats().rx_int_unexpected, 1);
+    // A bad hop count (the ICRC masks the header, so only the parse sees it).
+    let mut bad = request.clone();
+    bad[12] = 7;
+    p.b.handle_datagram(now, datagram(&bad, &t));
+    assert_eq!(p.b.stats().rx_int_malformed, 1);
+    p.b.handle_datagram(now, datagram(&request, &t));
+    assert_eq!(p.b.stats().rx_icrc_errors, 0);
+    let t = p.b.poll_transmit(now, &mut buf).unwrap();
+    let ack = &buf[..t.len];
+    assert_eq!(ack[0], ACK);
+    let echo = int::Repr::parse(&int::Packet::new_checked(&ack[12..]).unwrap()).unwrap();
+    assert!(echo.echo);
+    assert_eq!(echo.hops(), &[hop]);
+    p.a.handle_datagram(now, datagram(ack, &t));
+    assert_eq!(p.a.stats().rx_acks, 1);
+    assert_eq!(p.a.stats().rx_icrc_errors, 0);
 }

@@ -63,13 +63,13 @@ impl Qp {
             return;
         }
         self.dispatch_response(ctx, psn, packet, syndrome);
-        // What it acknowledged, its arrival and its ECN-Echo go to congestion control (for the
-        // algorithms that hear ACKs; the BECN bit is read by none other).
+        // What it acknowledged, its arrival, its ECN-Echo and its INT echo go to congestion control
+        // (for the algorithms that hear ACKs; the BECN bit is read by DCTCP alone, INT by HPCC).
         let (una, next) = (self.comp.una, self.req.next_new);
         self.cc.on_response(
             ctx.now,
             (una, next),
-            bth.becn(),
+            (bth.becn(), ctx.int),
             &mut self.timers,
             ctx.stats,
         );

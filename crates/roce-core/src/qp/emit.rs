@@ -1,10 +1,10 @@
 //! Writing a packet and sealing its ICRC: the tail of every packet a QP sends, requests
 //! ([`super::requester`]), responses and ACKs ([`super::responder`]), CNPs and QP 1's MADs
-//! alike, and the source address a packet leaves from.
+//! alike, the source address a packet leaves from, and HPCC's INT header after the BTH.
 
 use std::net::{IpAddr, SocketAddr};
 
-use roce_wire::{RoceRepr, icrc};
+use roce_wire::{Opcode, RoceRepr, icrc, int};
 
 use super::{Qp, QpType};
 use crate::config::SrcPortPolicy;
@@ -45,12 +45,30 @@ impl Qp {
             SrcPortPolicy::Fixed(port) => port,
         };
         let sealed = (ip_id, config.icrc.seals());
-        let mut transmit = seal(repr, (src, src_port), dst, sealed, buf, fill)?;
+        let int = self.int_for(config, repr);
+        let mut transmit = seal(repr, int.as_ref(), (src, src_port), dst, sealed, buf, fill)?;
         if let Some(av) = self.av {
             transmit.dscp = av.dscp;
             transmit.ttl = if av.hop_limit == 0 { 64 } else { av.hop_limit };
         }
         Ok(transmit)
+    }
+
+    /// The INT header a packet of the QP carries with HPCC (`roce_wire::int`): an empty one on
+    /// a request of an RC QP, for the switches to stamp; on an ACK or NAK the one of the newest
+    /// request received, as the echo; on nothing else (READ responses, atomic ACKs, UC, UD).
+    fn int_for(&self, config: &crate::NicConfig, repr: &RoceRepr) -> Option<int::Repr> {
+        if !config.congestion.carries_int() || self.qp_type != QpType::Rc {
+            return None;
+        }
+        let opcode = repr.bth.opcode;
+        if opcode == Opcode::RcAcknowledge {
+            return self.resp.int.map(|int| int::Repr { echo: true, ..int });
+        }
+        opcode
+            .layout()
+            .is_some_and(|layout| layout.is_request())
+            .then(int::Repr::default)
     }
 }
 
@@ -63,6 +81,7 @@ impl Qp {
 #[inline(always)]
 pub(crate) fn seal(
     repr: &RoceRepr,
+    int: Option<&int::Repr>,
     (src, src_port): (IpAddr, u16),
     dst: IpAddr,
     (ip_id, icrc): (u16, bool),
@@ -70,13 +89,22 @@ pub(crate) fn seal(
     fill: impl FnOnce(&mut [u8]) -> bool,
 ) -> Result<Transmit, EmitError> {
     let len = repr.buffer_len();
-    let packet = buf.get_mut(..len).ok_or(EmitError::BufferTooSmall)?;
+    // With INT, the packet is written past the room for the header, then its BTH moved in
+    // front of it (`insert_int`): 12 bytes moved, not the payload.
+    let room = if int.is_some() { int::HEADER_LEN } else { 0 };
+    let packet = buf
+        .get_mut(room..room + len)
+        .ok_or(EmitError::BufferTooSmall)?;
     let mut filled = true;
     repr.emit(packet, |payload| filled = fill(payload))
         .map_err(|_| EmitError::BufferTooSmall)?;
     if !filled {
         return Err(EmitError::Unreadable);
     }
+    let (packet, len) = match int {
+        None => (&mut buf[..len], len),
+        Some(int) => insert_int(int, buf, len),
+    };
     let to = SocketAddr::new(dst, roce_wire::ROCE_V2_UDP_PORT);
     let header = roce_wire::PseudoHeader::for_datagram(SocketAddr::new(src, src_port), to, ip_id)
         .ok_or(EmitError::NoSource)?;
@@ -92,6 +120,19 @@ pub(crate) fn seal(
         ttl: 64,
         len,
     })
+}
+
+/// Puts `int` between the BTH and the rest of the packet of `len` bytes written at
+/// `buf[int::HEADER_LEN..]`: the BTH moves to the front, the header follows it, flagged in the
+/// BTH (`roce_wire::int`). Returns the packet, [`int::HEADER_LEN`] longer.
+fn insert_int<'a>(int: &int::Repr, buf: &'a mut [u8], len: usize) -> (&'a mut [u8], usize) {
+    let total = len + int::HEADER_LEN;
+    let packet = &mut buf[..total];
+    let bth = roce_wire::bth::HEADER_LEN;
+    packet.copy_within(int::HEADER_LEN..int::HEADER_LEN + bth, 0);
+    int.emit(&mut packet[bth..]);
+    packet[int::BTH_FLAG_BYTE] |= int::BTH_FLAG;
+    (packet, total)
 }
 
 /// Why a packet could not be written.

@@ -64,6 +64,9 @@ pub(crate) struct Ctx<'a> {
     pub(crate) budget_short: bool,
     /// The IP header of the datagram being handled, for the GRH area of a UD receive.
     pub(crate) arrival: Option<responder::Arrival>,
+    /// The INT header the datagram being handled carried (HPCC's, `roce_wire::int`), taken off
+    /// it before parsing.
+    pub(crate) int: Option<roce_wire::int::Repr>,
 }
 
 /// A queue pair.

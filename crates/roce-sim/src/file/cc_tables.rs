@@ -1,10 +1,11 @@
-//! The congestion-control tables of a network scenario: `[network.dcqcn]`, `[network.dctcp]`
-//! and `[network.timely]`, each the parameters of one algorithm (named as the fields of
-//! [`DcqcnConfig`], [`DctcpConfig`], [`TimelyConfig`]) over the profile `network.congestion`
+//! The congestion-control tables of a network scenario: `[network.dcqcn]`, `[network.dctcp]`,
+//! `[network.timely]` and `[network.hpcc]`, each the parameters of one algorithm (named as the
+//! fields of [`DcqcnConfig`], [`DctcpConfig`], [`TimelyConfig`], [`HpccConfig`]) over the
+//! profile `network.congestion`
 //! names. `--set network.dctcp.rate_ai=100` changes one as the file would.
 
 use anyhow::bail;
-use roce_core::{Congestion, DcqcnConfig, DctcpConfig, TimelyConfig};
+use roce_core::{Congestion, DcqcnConfig, DctcpConfig, HpccConfig, TimelyConfig};
 use serde::Deserialize;
 
 use super::scenario::CongestionName;
@@ -57,18 +58,43 @@ pub(super) struct TimelyFile {
     min_rate: Option<u32>,
 }
 
+/// HPCC's parameters over [`HpccConfig::default`]; the names are its fields'.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct HpccFile {
+    eta: Option<u32>,
+    max_stage: Option<u32>,
+    rate_ai: Option<u32>,
+    min_rate: Option<u32>,
+    base_rtt_ns: Option<u32>,
+    fast_react: Option<bool>,
+}
+
+/// The tables of a network scenario, one per algorithm.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Tables<'a> {
+    pub(super) dcqcn: &'a Option<DcqcnFile>,
+    pub(super) dctcp: &'a Option<DctcpFile>,
+    pub(super) timely: &'a Option<TimelyFile>,
+    pub(super) hpcc: &'a Option<HpccFile>,
+}
+
 /// The algorithm `name` names, with the parameters of its table (`[network.dcqcn]`,
-/// `[network.dctcp]`, `[network.timely]`) over its profile; a table of another algorithm is
-/// refused.
-pub(super) fn congestion(
-    name: CongestionName,
-    (dcqcn, dctcp, timely): (&Option<DcqcnFile>, &Option<DctcpFile>, &Option<TimelyFile>),
-) -> anyhow::Result<Congestion> {
+/// `[network.dctcp]`, `[network.timely]`, `[network.hpcc]`) over its profile; a table of
+/// another algorithm is refused.
+pub(super) fn congestion(name: CongestionName, t: Tables<'_>) -> anyhow::Result<Congestion> {
+    let Tables {
+        dcqcn,
+        dctcp,
+        timely,
+        hpcc,
+    } = t;
     {
         let tables = [
             ("dcqcn", dcqcn.is_some()),
             ("dctcp", dctcp.is_some()),
             ("timely", timely.is_some()),
+            ("hpcc", hpcc.is_some()),
         ];
         let config = name.nic().config();
         let name = name.as_str();
@@ -78,6 +104,7 @@ pub(super) fn congestion(
                 ("dcqcn", Congestion::Dcqcn(_))
                     | ("dctcp", Congestion::Dctcp(_))
                     | ("timely", Congestion::Timely(_))
+                    | ("hpcc", Congestion::Hpcc(_))
             );
             if set && !ours {
                 bail!("network.{table} is set but network.congestion is \"{name}\"");
@@ -87,6 +114,7 @@ pub(super) fn congestion(
             Congestion::Dcqcn(d) => Congestion::Dcqcn(dcqcn.as_ref().map_or(d, |o| o.over(d))),
             Congestion::Dctcp(d) => Congestion::Dctcp(dctcp.as_ref().map_or(d, |o| o.over(d))),
             Congestion::Timely(t) => Congestion::Timely(timely.as_ref().map_or(t, |o| o.over(t))),
+            Congestion::Hpcc(h) => Congestion::Hpcc(hpcc.as_ref().map_or(h, |o| o.over(h))),
             c => c,
         })
     }
@@ -99,6 +127,16 @@ impl DctcpFile {
         }
         set!(shift_g, initial_alpha, rate_ai, min_rate, base_rtt_ns);
         d
+    }
+}
+
+impl HpccFile {
+    fn over(&self, mut h: HpccConfig) -> HpccConfig {
+        macro_rules! set {
+            ($($f:ident),*) => { $( if let Some(v) = self.$f { h.$f = v; } )* };
+        }
+        set!(eta, max_stage, rate_ai, min_rate, base_rtt_ns, fast_react);
+        h
     }
 }
 
@@ -145,7 +183,7 @@ impl DcqcnFile {
 mod tests {
     use std::path::Path;
 
-    use roce_core::{Congestion, DcqcnConfig, DctcpConfig, TimelyConfig};
+    use roce_core::{Congestion, DcqcnConfig, DctcpConfig, HpccConfig, TimelyConfig};
 
     use crate::file::network::load;
     use crate::file::overrides::Set;
@@ -192,6 +230,17 @@ mod tests {
                 t_low_ns: 10_000,
                 beta: 500,
                 ..TimelyConfig::default()
+            }))
+        );
+        assert_eq!(
+            congestion(
+                "[network.hpcc]\neta = 990\n",
+                &["network.congestion=hpcc", "network.hpcc.fast_react=false"]
+            ),
+            Ok(Congestion::Hpcc(HpccConfig {
+                eta: 990,
+                fast_react: false,
+                ..HpccConfig::default()
             }))
         );
         assert_eq!(

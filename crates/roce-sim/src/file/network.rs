@@ -24,7 +24,7 @@
 //! fraction = 0.02
 //! [network]                             # optional; defaults below
 //! congestion = "dcqcn"                  # "none", "dcqcn" (NVIDIA defaults), "dcqcn-paper",
-//!                                       # "dctcp", "timely"
+//!                                       # "dctcp", "timely", "hpcc"
 //! loss_recovery = "go-back-n"           # or "selective-repeat" (IRN-style)
 //! window_packets = 128                  # PSNs in flight per QP: go-back-N's window, or IRN's BDP cap
 //! buffer_bytes = 1048576                # per egress port; with shared_buffer, per switch
@@ -34,6 +34,7 @@
 //! [network.dcqcn]                       # optional: DcqcnConfig knobs (mlx5 names) to override
 //! [network.dctcp]                       # optional: DctcpConfig fields, with "dctcp"
 //! [network.timely]                      # optional: TimelyConfig fields, with "timely"
+//! [network.hpcc]                        # optional: HpccConfig fields, with "hpcc"
 //! [network.ecn]                         # kmin_bytes, kmax_bytes, pmax (as [switch.ecn])
 //! [network.pfc]                         # xoff_bytes, xon_bytes (as [switch.pfc]); with a
 //!                                       # shared buffer alpha_shift instead (default 3: 1/8)
@@ -52,7 +53,7 @@ use roce_core::{Duration, Mtu};
 use serde::Deserialize;
 
 use super::FileError;
-use super::cc_tables::{self, DcqcnFile, DctcpFile, TimelyFile};
+use super::cc_tables::{self, DcqcnFile, DctcpFile, HpccFile, TimelyFile};
 use super::overrides::{self, Set};
 use super::scenario::{CongestionName, LossRecoveryName};
 use super::switch_keys::{EcnFile, PfcFile};
@@ -148,6 +149,7 @@ struct NetFile {
     dcqcn: Option<DcqcnFile>,
     dctcp: Option<DctcpFile>,
     timely: Option<TimelyFile>,
+    hpcc: Option<HpccFile>,
     ecn: Option<EcnFile>,
     pfc: Option<PfcFile>,
     buffer_bytes: Option<usize>,
@@ -321,8 +323,15 @@ impl NetworkFile {
             config.host.mtu = Mtu::from_bytes(mtu)
                 .ok_or_else(|| anyhow!("network.mtu = {mtu}: one of 256, 512, 1024, 2048, 4096"))?;
         }
-        config.host.nic.congestion =
-            cc_tables::congestion(n.congestion, (&n.dcqcn, &n.dctcp, &n.timely))?;
+        config.host.nic.congestion = cc_tables::congestion(
+            n.congestion,
+            cc_tables::Tables {
+                dcqcn: &n.dcqcn,
+                dctcp: &n.dctcp,
+                timely: &n.timely,
+                hpcc: &n.hpcc,
+            },
+        )?;
         if n.loss_recovery != LossRecoveryName::GoBackN || n.window_packets.is_some() {
             n.loss_recovery
                 .apply(n.window_packets, &mut config.host.nic, "network.")?;

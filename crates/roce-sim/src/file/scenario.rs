@@ -94,6 +94,8 @@ pub enum CongestionName {
     Dctcp,
     /// `"timely"`: TIMELY with ns-3's parameters ([`roce_core::TimelyConfig::default`]).
     Timely,
+    /// `"hpcc"`: HPCC with ns-3's parameters ([`roce_core::HpccConfig::default`]).
+    Hpcc,
 }
 
 impl CongestionName {
@@ -105,10 +107,12 @@ impl CongestionName {
             Self::DcqcnPaper => NicCongestion::DcqcnPaper,
             Self::Dctcp => NicCongestion::Dctcp,
             Self::Timely => NicCongestion::Timely,
+            Self::Hpcc => NicCongestion::Hpcc,
         }
     }
 
-    /// The name, as the file gives it: "none", "dcqcn", "dcqcn-paper", "dctcp", "timely".
+    /// The name, as the file gives it: "none", "dcqcn", "dcqcn-paper", "dctcp", "timely",
+    /// "hpcc".
     pub fn as_str(self) -> &'static str {
         match self {
             Self::None => "none",
@@ -116,6 +120,7 @@ impl CongestionName {
             Self::DcqcnPaper => "dcqcn-paper",
             Self::Dctcp => "dctcp",
             Self::Timely => "timely",
+            Self::Hpcc => "hpcc",
         }
     }
 }

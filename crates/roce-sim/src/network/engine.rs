@@ -74,6 +74,10 @@ impl Network {
                     pool.prefetch(&packet);
                 } else if let Some(Some(s)) = switches.get(node as usize) {
                     s.prefetch_ingress(usize::from(port), &packet);
+                    // Most arrivals leave at once: an INT record goes into the slot.
+                    if packet.int_flag() {
+                        pool.prefetch(&packet);
+                    }
                 }
             }
             Event::PortFree { node, port } | Event::PortKick { node, port } => {
@@ -183,6 +187,9 @@ impl Network {
     /// ends plus the link's delay, and its leaving may have changed its ingress's PFC state.
     #[inline(always)]
     fn launch(&mut self, node: u32, port: u16, departure: Departure<PacketRef>) {
+        if departure.packet.int_flag() {
+            self.stamp_int(node, port, departure.packet);
+        }
         let peer = self.wiring.peer(node, port);
         self.events.push(
             departure.end + peer.delay,
@@ -193,6 +200,16 @@ impl Network {
             },
         );
         self.send_pauses(node, departure.ingress as u16);
+    }
+
+    /// `node`'s `port` started `packet`, which carries an INT header: the port's record goes
+    /// into it (HPCC; `switch/int.rs`).
+    #[inline(never)]
+    fn stamp_int(&mut self, node: u32, port: u16, packet: PacketRef) {
+        if let Some(Some(s)) = self.switches.get(node as usize) {
+            let hop = s.int_record(self.now, usize::from(port), packet.wire_len());
+            self.pool.stamp_int(packet, hop);
+        }
     }
 
     /// Puts the PFC frames `node` sent out of `port` on that link.

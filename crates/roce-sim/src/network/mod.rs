@@ -298,6 +298,7 @@ impl Network {
             })
             .collect();
         let payload = config.payload;
+        let int = config.host.nic.congestion.carries_int();
         Ok(Self {
             port_free_at: vec![None; wiring.total_ports()],
             egress: (0..host_nodes.len()).map(|_| Egress::default()).collect(),
@@ -307,7 +308,7 @@ impl Network {
             sides,
             host_nodes,
             switches,
-            pool: PacketPool::new(payload),
+            pool: PacketPool::new(payload, int),
             events: EventQueue::default(),
             now: Instant::ZERO,
             packet_hops: 0,
@@ -415,5 +416,7 @@ impl Network {
 mod tests;
 #[cfg(test)]
 mod tests_deadlock;
+#[cfg(test)]
+mod tests_hpcc;
 #[cfg(test)]
 mod tests_shared;

@@ -6,12 +6,16 @@
 //! In [`Payload::Lengths`] mode a slot keeps only the first [`HEADER_BYTES`] of the UDP payload
 //! (every RoCE header there is, and the start of the data), inline, and the payload's length;
 //! delivery copies that prefix into a scratch buffer whose remaining bytes are whatever they
-//! were, and hands the NIC the whole length of it.
+//! were, and hands the NIC the whole length of it. When the hosts run HPCC the prefix is two
+//! such lines, for the INT header after the BTH (`roce_wire::int`); a packet that carries one
+//! is flagged in its [`PacketRef`], and the switches' records are written into the slot
+//! ([`PacketPool::stamp_int`]) — the only hop that touches the slot, and only for those packets.
 
 use std::net::{Ipv4Addr, SocketAddr};
 
 use roce_core::{Datagram, Transmit};
 use roce_wire::frame::Ecn;
+use roce_wire::int::{self, Hop};
 
 use super::Payload;
 use super::wiring::tuple_of;
@@ -20,8 +24,9 @@ use crate::switch::Frame;
 use crate::topology::FiveTuple;
 use crate::{IPV4_FRAME_OVERHEAD, IPV6_FRAME_OVERHEAD, SimPacket};
 
-/// Bytes of the UDP payload a slot keeps in [`Payload::Lengths`] mode: more than the BTH and
-/// the longest extended headers (RETH and immediate, or an AtomicETH, 40 bytes in all).
+/// Bytes of the UDP payload a slot keeps in [`Payload::Lengths`] mode (twice as many with INT):
+/// more than the BTH and the longest extended headers (RETH and immediate, or an AtomicETH, 40
+/// bytes in all), and with INT's 44 bytes more.
 pub const HEADER_BYTES: usize = 64;
 
 /// A slot's first [`HEADER_BYTES`] of UDP payload, on a cache line of its own: delivery reads it
@@ -46,13 +51,17 @@ pub(super) struct PacketPool {
     lens: Vec<u32>,
     free: Vec<u32>,
     lengths: bool,
+    /// [`Head`]s per slot: 1, or 2 when packets carry INT.
+    stride: usize,
 }
 
 impl PacketPool {
-    /// An empty pool that stores packets as `payload` says.
-    pub(super) fn new(payload: Payload) -> Self {
+    /// An empty pool that stores packets as `payload` says, with room for an INT header in
+    /// each slot's kept prefix when `int`.
+    pub(super) fn new(payload: Payload, int: bool) -> Self {
         Self {
             lengths: payload == Payload::Lengths,
+            stride: if int { 2 } else { 1 },
             ..Self::default()
         }
     }
@@ -76,28 +85,39 @@ impl PacketPool {
                     .push(SimPacket::new(src, transmit.dst, Vec::new()));
                 self.lens.push(0);
                 if self.lengths {
-                    self.heads.push(Head([0; HEADER_BYTES]));
+                    for _ in 0..self.stride {
+                        self.heads.push(Head([0; HEADER_BYTES]));
+                    }
                 }
                 index
             }
         };
+        let payload = &buf[..transmit.len];
+        let int = self.stride > 1 && int::stampable(payload);
         let packet = PacketRef {
             index,
             // No IPv4 destination: a tuple no switch routes (`PacketRef::tuple`).
             tuple: tuple.unwrap_or(UNROUTED),
-            // At most MAX_DATAGRAM (4 160) plus the frame's headers: well within 16 bits.
+            // At most MAX_DATAGRAM (4 224) plus the frame's headers: well within 16 bits.
             wire_len: u16::try_from(transmit.len + overhead + FCS_BYTES).unwrap_or(u16::MAX),
-            dscp: transmit.dscp,
+            dscp: (transmit.dscp & DSCP_MASK) | if int { INT_FLAG } else { 0 },
             ecn: transmit.ecn,
         };
         if self.lengths && tuple.is_some() {
-            let n = transmit.len.min(HEADER_BYTES);
-            self.heads[index as usize].0[..n].copy_from_slice(&buf[..n]);
+            let first = index as usize * self.stride;
+            for (k, head) in self.heads[first..first + self.stride]
+                .iter_mut()
+                .enumerate()
+            {
+                let from = (k * HEADER_BYTES).min(payload.len());
+                let n = (payload.len() - from).min(HEADER_BYTES);
+                head.0[..n].copy_from_slice(&payload[from..from + n]);
+            }
             return packet;
         }
         self.lens[index as usize] = u32::try_from(transmit.len).unwrap_or(u32::MAX);
         let keep = if self.lengths {
-            HEADER_BYTES
+            HEADER_BYTES * self.stride
         } else {
             usize::MAX
         };
@@ -124,7 +144,12 @@ impl PacketPool {
                 (packet.wire_len as usize).saturating_sub(IPV4_FRAME_OVERHEAD + FCS_BYTES);
             if let Some(t) = packet.tuple() {
                 // A copy of a constant length: a few moves rather than a call.
-                scratch[..HEADER_BYTES].copy_from_slice(&self.heads[index as usize].0);
+                let first = index as usize * self.stride;
+                scratch[..HEADER_BYTES].copy_from_slice(&self.heads[first].0);
+                if self.stride > 1 {
+                    scratch[HEADER_BYTES..2 * HEADER_BYTES]
+                        .copy_from_slice(&self.heads[first + 1].0);
+                }
                 head = Some((
                     SocketAddr::from((Ipv4Addr::from(t.src_ip), t.sport)),
                     SocketAddr::from((Ipv4Addr::from(t.dst_ip), t.dport)),
@@ -156,8 +181,20 @@ impl PacketPool {
     /// Cache hint: the header bytes delivery of `packet` will read.
     #[inline]
     pub(super) fn prefetch(&self, packet: &PacketRef) {
-        if let Some(head) = self.heads.get(packet.index as usize) {
+        if let Some(head) = self.heads.get(packet.index as usize * self.stride) {
             crate::prefetch::prefetch(head);
+        }
+    }
+
+    /// A switch egress appends `hop` to the INT header of `packet` (one that
+    /// [`PacketRef::int_flag`]s it): in the slot's kept prefix (the header lies within its
+    /// first line) or its whole payload.
+    pub(super) fn stamp_int(&mut self, packet: PacketRef, hop: Hop) {
+        let index = packet.index as usize;
+        if self.lengths && packet.tuple().is_some() {
+            int::stamp(&mut self.heads[index * self.stride].0, hop);
+        } else if let Some(p) = self.packets.get_mut(index) {
+            int::stamp(&mut p.payload, hop);
         }
     }
 
@@ -187,6 +224,7 @@ pub struct PacketRef {
     /// Preamble and inter-frame gap are not counted, as HPCC does not count them. (16 bits:
     /// a packet's event and its link in the wheel then fit in 32 bytes.)
     wire_len: u16,
+    /// DSCP in the low six bits, and [`INT_FLAG`].
     dscp: u8,
     /// Its ECN bits: as its NIC sent them, then as the hops marked them.
     ecn: Ecn,
@@ -200,7 +238,19 @@ const UNROUTED: FiveTuple = FiveTuple {
     dport: 0,
 };
 
+/// The bits of [`PacketRef`]'s `dscp` that are the DSCP.
+const DSCP_MASK: u8 = 63;
+/// Set in [`PacketRef`]'s `dscp`: the packet carries an INT header the switches stamp.
+const INT_FLAG: u8 = 0x80;
+
 impl PacketRef {
+    /// Whether it carries an INT header for the switches to stamp (HPCC,
+    /// [`roce_wire::int::stampable`] when it was sent).
+    #[inline(always)]
+    pub(super) fn int_flag(&self) -> bool {
+        self.dscp & INT_FLAG != 0
+    }
+
     /// Its IPv4 5-tuple, `None` for IPv6 (which no switch routes).
     pub(super) fn tuple(&self) -> Option<&FiveTuple> {
         (self.tuple.dst_ip != 0).then_some(&self.tuple)
@@ -212,7 +262,7 @@ impl Frame for PacketRef {
         self.wire_len as usize
     }
     fn dscp(&self) -> u8 {
-        self.dscp
+        self.dscp & DSCP_MASK
     }
     fn ecn(&self) -> Ecn {
         self.ecn
@@ -225,6 +275,62 @@ impl Frame for PacketRef {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// With INT, a lengths-mode slot keeps two lines: the INT header the switches stamp in the
+    /// slot and what follows it (the RETH here) reach the receiver whole; the flag rides in the
+    /// reference, not in its DSCP.
+    #[test]
+    fn an_int_packet_is_stamped_in_its_slot_and_delivered_whole() {
+        for payload in [Payload::Lengths, Payload::Bytes] {
+            let mut pool = PacketPool::new(payload, true);
+            let mut buf = vec![0u8; 1100];
+            buf[0] = 0x0a;
+            buf[int::BTH_FLAG_BYTE] = int::BTH_FLAG;
+            int::Repr::default().emit(&mut buf[12..]);
+            for (i, b) in buf[56..72].iter_mut().enumerate() {
+                *b = i as u8 + 1; // the RETH
+            }
+            let transmit = Transmit {
+                src: "198.18.0.1".parse().unwrap(),
+                src_port: 49152,
+                dst: "198.18.0.2:4791".parse().unwrap(),
+                ecn: Ecn::NotEct,
+                dscp: 26,
+                ttl: 64,
+                len: buf.len(),
+            };
+            let packet = pool.insert(&transmit, &buf);
+            assert!(packet.int_flag());
+            assert_eq!(packet.dscp(), 26);
+            let hops = [
+                Hop::new(1, 2, 3, 100_000_000_000),
+                Hop::new(4, 5, 6, 25_000_000_000),
+            ];
+            for hop in hops {
+                pool.stamp_int(packet, hop);
+            }
+            let mut scratch = vec![0; roce_core::MAX_DATAGRAM];
+            let got = pool.datagram(packet, &mut scratch);
+            let header = int::Repr::parse(&int::Packet::new_checked(&got.payload[12..]).unwrap());
+            assert_eq!(header.unwrap().hops(), &hops, "{payload:?}");
+            assert_eq!(got.payload[56..72], buf[56..72], "{payload:?}");
+            assert_eq!(got.payload.len(), buf.len());
+        }
+        // Without HPCC nothing is flagged, whatever the packet.
+        let mut pool = PacketPool::new(Payload::Lengths, false);
+        let mut buf = vec![0u8; 100];
+        buf[int::BTH_FLAG_BYTE] = int::BTH_FLAG;
+        let transmit = Transmit {
+            src: "198.18.0.1".parse().unwrap(),
+            src_port: 49152,
+            dst: "198.18.0.2:4791".parse().unwrap(),
+            ecn: Ecn::NotEct,
+            dscp: 0,
+            ttl: 64,
+            len: buf.len(),
+        };
+        assert!(!pool.insert(&transmit, &buf).int_flag());
+    }
 
     /// Delivery's read of a slot's header bytes is one cache line, never two.
     #[test]

@@ -22,7 +22,7 @@
 mod run;
 mod series;
 
-use roce_core::{Congestion, DcqcnConfig, DctcpConfig, Duration, Mtu, TimelyConfig};
+use roce_core::{Congestion, DcqcnConfig, DctcpConfig, Duration, HpccConfig, Mtu, TimelyConfig};
 
 use crate::switch::SwitchConfig;
 
@@ -46,6 +46,8 @@ pub enum NicCongestion {
     Dctcp,
     /// TIMELY with ns-3's parameters ([`TimelyConfig::default`]).
     Timely,
+    /// HPCC with ns-3's parameters ([`HpccConfig::default`]).
+    Hpcc,
 }
 
 impl NicCongestion {
@@ -57,6 +59,7 @@ impl NicCongestion {
             Self::DcqcnPaper => Congestion::Dcqcn(DcqcnConfig::paper()),
             Self::Dctcp => Congestion::Dctcp(DctcpConfig::default()),
             Self::Timely => Congestion::Timely(TimelyConfig::default()),
+            Self::Hpcc => Congestion::Hpcc(HpccConfig::default()),
         }
     }
 }

@@ -1,7 +1,9 @@
 //! What a switch is configured with, what it counts, and what it queues.
 
 use roce_core::{Duration, Instant};
+use roce_wire::ROCE_V2_UDP_PORT;
 use roce_wire::frame::Ecn;
+use roce_wire::int::{self, Hop};
 
 use crate::{EcnMarking, SimPacket};
 
@@ -148,6 +150,16 @@ pub trait Frame {
     fn ecn(&self) -> Ecn;
     /// Sets the ECN bits (a CE mark).
     fn set_ecn(&mut self, ecn: Ecn);
+    /// Whether the switch should append its INT record as the packet leaves (HPCC,
+    /// `roce_wire::int::stampable`). Default: never.
+    #[inline(always)]
+    fn wants_int(&self) -> bool {
+        false
+    }
+    /// Appends an egress's INT record; called only when [`Frame::wants_int`].
+    fn push_int(&mut self, hop: Hop) {
+        let _ = hop;
+    }
 }
 
 impl Frame for SimPacket {
@@ -162,6 +174,13 @@ impl Frame for SimPacket {
     }
     fn set_ecn(&mut self, ecn: Ecn) {
         self.ecn = ecn;
+    }
+    /// A RoCEv2 datagram (to port 4791) whose INT header may take a record.
+    fn wants_int(&self) -> bool {
+        self.dst.port() == ROCE_V2_UDP_PORT && int::stampable(&self.payload)
+    }
+    fn push_int(&mut self, hop: Hop) {
+        int::stamp(&mut self.payload, hop);
     }
 }
 

@@ -13,7 +13,8 @@
 //! (`pause_quanta` of 512 bit times), refreshed while the count stays above `xon_bytes`, and an
 //! XON (quanta 0) once it falls below (IEEE 802.1Qbb; the CP as the DCQCN paper and HPCC's
 //! switch-mmu.cc mark). With [`SwitchConfig::shared`] the buffer is one pool for all ports and
-//! the thresholds are dynamic ([`SharedBuffer`], `shared.rs`).
+//! the thresholds are dynamic ([`SharedBuffer`], `shared.rs`). A packet that carries HPCC's INT
+//! header takes the port's record as it leaves (`int.rs`).
 //!
 //! Each port has its own line rate ([`SwitchOf::set_port_rate`]; by default the config's
 //! `bandwidth_bps`), which serialises what it sends and sizes the pause quanta it sends.
@@ -29,6 +30,7 @@
 
 mod config;
 mod ets;
+mod int;
 mod pfc;
 mod port;
 mod shared;
@@ -264,6 +266,7 @@ impl<P: Frame> SwitchOf<P> {
             port.drr_alone(priority, weight, bytes);
         }
         self.mark_leaving(egress, priority, &mut packet);
+        self.stamp_leaving(now, egress, &mut packet);
         let end = self.start_serialising(now, egress, ingress, priority, bytes);
         if !quiet {
             // (When the arrival's check was quiet, this one would be too: see `pfc_check`.)
@@ -505,6 +508,7 @@ impl<P: Frame> SwitchOf<P> {
         port.bytes -= queued.bytes();
         port.class[class].bytes -= queued.bytes();
         self.mark_leaving(egress, class, &mut queued.packet);
+        self.stamp_leaving(now, egress, &mut queued.packet);
         Some(queued)
     }
 
@@ -553,5 +557,7 @@ pub fn pfc_headroom(rate_bps: u64, delay: Duration) -> usize {
 mod tests;
 #[cfg(test)]
 mod tests_forward;
+#[cfg(test)]
+mod tests_int;
 #[cfg(test)]
 mod tests_shared;

@@ -278,6 +278,10 @@ mod tests {
             if at == 4 {
                 continue;
             }
+            // So is an INT header the BTH flags (`crate::int`).
+            if crate::int::flagged(&p) && (12..12 + crate::int::HEADER_LEN).contains(&at) {
+                continue;
+            }
             p[at] ^= 1 << ((state >> 3) % 8);
             if let Some(id) = solve(&header(0), &p) {
                 assert!(verify(&header(id), &p).is_ok(), "a solution verifies");

@@ -179,7 +179,7 @@ fn short_input_does_not_panic() {
     }
 }
 
-/// A literal transcription of IBA Annex A17.4.3: copy the headers, set every variant field to
+/// A literal transcription of IBA Annex A17.4.3 (and of [`crate::int`]'s mask): copy the headers, set every variant field to
 /// ones, prepend 8 bytes of ones for the LRH, CRC-32 the lot. The real code never copies.
 fn spec_icrc(ip: &[u8], udp: &[u8], roce: &[u8]) -> u32 {
     let mut bytes = vec![0xff; 8];
@@ -201,6 +201,10 @@ fn spec_icrc(ip: &[u8], udp: &[u8], roce: &[u8]) -> u32 {
     bytes.extend_from_slice(&[0xff, 0xff]); // UDP checksum
     let mut transport = roce[..roce.len() - 4].to_vec();
     transport[4] = 0xff; // FECN, BECN, Resv6a
+    // roce-emu's extension: an INT header flagged in the BTH is a variant field too.
+    if transport[8] & 0x40 != 0 && transport.len() >= 56 {
+        transport[12..56].fill(0xff);
+    }
     bytes.extend_from_slice(&transport);
     crc32fast::hash(&bytes)
 }
@@ -273,4 +277,29 @@ proptest! {
             prop_assert_ne!(icrc, Some(uc_send_only::ICRC));
         }
     }
+}
+
+/// A switch's INT record leaves the ICRC as it was (the header is hashed as ones), while the
+/// flag that says the header is there is covered.
+#[test]
+fn an_int_stamp_keeps_the_icrc_and_the_int_flag_is_covered() {
+    let mut packet = vec![0u8; bth::HEADER_LEN + int::HEADER_LEN + 16 + ICRC_LEN];
+    packet[0] = 0x0a; // RC RDMA WRITE ONLY
+    packet[int::BTH_FLAG_BYTE] = 0x80 | int::BTH_FLAG;
+    int::Repr::default().emit(&mut packet[bth::HEADER_LEN..]);
+    seal(&cnp_pseudo_header(), &mut packet);
+    let sealed = packet.clone();
+    let mut view = int::Packet::new_checked(&mut packet[bth::HEADER_LEN..]).unwrap();
+    assert!(view.push_hop(int::Hop::new(5, 6, 7, 100_000_000_000)));
+    assert_ne!(packet, sealed);
+    assert_eq!(verify(&cnp_pseudo_header(), &packet), Ok(()));
+    let mut buf = vec![0; HEADROOM];
+    buf.extend_from_slice(&packet);
+    assert_eq!(
+        compute_in_place(&cnp_pseudo_header(), &mut buf, HEADROOM),
+        Some(compute(&cnp_pseudo_header(), &packet))
+    );
+    assert_eq!(&buf[HEADROOM..], &packet[..], "the INT mask is undone");
+    packet[int::BTH_FLAG_BYTE] &= !int::BTH_FLAG;
+    assert!(verify(&cnp_pseudo_header(), &packet).is_err());
 }

@@ -216,6 +216,7 @@ fn draw_rates(panel: &Area<'_>, run: &Run<'_>) -> DrawResult {
         NicCongestion::None | NicCongestion::Dcqcn | NicCongestion::DcqcnPaper => "DCQCN",
         NicCongestion::Dctcp => "DCTCP",
         NicCongestion::Timely => "TIMELY",
+        NicCongestion::Hpcc => "HPCC",
     };
     let caption = match s.congestion {
         NicCongestion::None => format!("{}: flow goodput", s.name),

@@ -47,6 +47,8 @@ pub(crate) struct Responder {
     pub(crate) ack_waited: bool,
     /// DCTCP's ECN-Echo (`echo.rs`), used only when congestion control asks for it.
     pub(crate) echo: EcnEcho,
+    /// HPCC: the INT header of the newest request received, which its ACKs echo.
+    pub(crate) int: Option<roce_wire::int::Repr>,
 }
 
 impl Responder {

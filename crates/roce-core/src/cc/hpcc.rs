@@ -1,0 +1,207 @@
+//! HPCC (Li et al., "HPCC: High Precision Congestion Control", SIGCOMM 2019, §3.3 and
+//! Algorithm 1) on an RDMA requester, as HPCC's ns-3 simulator runs it
+//! (`simulation/src/point-to-point/model/rdma-hw.cc` `HandleAckHp`, `UpdateRateHp`,
+//! `FastReactHp`, CC_MODE 3; alibaba-edu/High-Precision-Congestion-Control): a window W and a
+//! rate W/T, set from the in-band telemetry each ACK echoes (`roce_wire::int`: per hop, the
+//! queue length, the bytes the port has sent, a timestamp and the line rate).
+//!
+//! The rules, per ACK that echoes INT, in the order ns-3 applies them:
+//! 1. the first ACK only records its hops and starts the first RTT (ends when an ACK covers
+//!    the first PSN not yet sent);
+//! 2. per hop i, against the record of the previous ACK: txRate = Δbytes/Δtime, and
+//!    u_i = min(qlen, qlen_prev)/(B·T) + txRate/B (the paper's `MeasureInflight`, ns-3's
+//!    qlen term qlen·maxRate/(B·win) with win the line-rate window B_nic·T); U = max u_i, τ
+//!    its Δtime;
+//! 3. U's EWMA over one T: U ← U·(T − τ)/T + u·τ/T, τ at most T;
+//! 4. W = W_c/(U/η) + W_AI when U ≥ η or incStage ≥ maxStage (incStage ← 0), else
+//!    W = W_c + W_AI (incStage + 1); W between `min_rate`·T and the line-rate window
+//!    (the paper's `ComputeWind`);
+//! 5. rate = W/T, and the window W, applied through the seam at once (ns-3's fast react);
+//! 6. once per RTT — the ACK covers the PSN that was next when W_c was last set — W_c ← W and
+//!    incStage is kept; otherwise W_c and incStage stay.
+//!
+//! Quantities are kept as rates (W/T), as ns-3 keeps them: W_c is `rate_c`·T.
+
+use roce_wire::Psn;
+use roce_wire::int::{Hop, MAX_HOPS};
+use tracing::debug;
+
+use super::control::{Ack, CongestionControl};
+use crate::Instant;
+use crate::config::HpccConfig;
+use crate::stats::Stats;
+use crate::timer::{Timer, TimerTable};
+
+/// Bits per second in one Mb/s.
+const MBPS: f64 = 1e6;
+
+/// One QP's HPCC sender.
+#[derive(Debug, Clone)]
+pub(crate) struct Hpcc {
+    config: HpccConfig,
+    /// The line rate, bits per second: where the rate starts and the most it reaches.
+    line: f64,
+    /// W/T, bits per second: the current rate (ns-3 `m_rate`).
+    rate: f64,
+    /// W_c/T, bits per second: the reference window of the last full update (ns-3
+    /// `hp.m_curRate`).
+    rate_c: f64,
+    /// U, the EWMA of the normalised in-flight bytes (ns-3 `hp.u`).
+    u: f64,
+    /// Multiplicative-increase stages so far (ns-3 `hp.m_incStage`).
+    inc_stage: u32,
+    /// W_c was last set when this PSN was next (ns-3 `m_lastUpdateSeq`); `None` before the
+    /// first ACK.
+    last_update: Option<Psn>,
+    /// The hop records of the previous ACK (ns-3 `hp.hop`).
+    hops: [Hop; MAX_HOPS],
+    nhop: usize,
+}
+
+impl Hpcc {
+    /// A sender at line rate `line_bps`.
+    pub(crate) fn new(config: HpccConfig, line_bps: f64) -> Self {
+        Self {
+            config,
+            line: line_bps,
+            rate: line_bps,
+            rate_c: line_bps,
+            u: 1.0,
+            inc_stage: 0,
+            last_update: None,
+            hops: [Hop::default(); MAX_HOPS],
+            nhop: 0,
+        }
+    }
+
+    /// T, seconds.
+    fn t(&self) -> f64 {
+        f64::from(self.config.base_rtt_ns.max(1)) * 1e-9
+    }
+
+    fn eta(&self) -> f64 {
+        f64::from(self.config.eta.max(1)) / 1000.0
+    }
+
+    /// Rule 2: U and τ of the hops of `hops` against the previous ACK's, which they replace;
+    /// `None` when no hop gave a sample.
+    fn measure(&mut self, hops: &[Hop]) -> Option<(f64, u64)> {
+        let t = self.t();
+        let mut sample: Option<(f64, u64)> = None;
+        if hops.len() == self.nhop {
+            for (hop, prev) in hops.iter().zip(&self.hops) {
+                let tau = hop.time_delta(prev);
+                if tau == 0 {
+                    continue;
+                }
+                let b = hop.line_rate_bps() as f64;
+                let tx_rate = hop.bytes_delta(prev) as f64 * 8.0 / (tau as f64 * 1e-9);
+                let qlen = hop.qlen_bytes().min(prev.qlen_bytes()) as f64;
+                let u = qlen * 8.0 / (b * t) + tx_rate / b;
+                if sample.is_none_or(|(max, _)| u > max) {
+                    sample = Some((u, tau));
+                }
+            }
+        }
+        self.nhop = hops.len().min(MAX_HOPS);
+        self.hops[..self.nhop].copy_from_slice(&hops[..self.nhop]);
+        sample
+    }
+
+    /// Rule 4: the window (as a rate) and incStage a full update would set.
+    fn compute_wind(&self) -> (f64, u32) {
+        let w_ai = f64::from(self.config.rate_ai) * MBPS;
+        let c = self.u / self.eta();
+        let (rate, stage) = if c >= 1.0 || self.inc_stage >= self.config.max_stage {
+            (self.rate_c / c.max(f64::MIN_POSITIVE) + w_ai, 0)
+        } else {
+            (self.rate_c + w_ai, self.inc_stage + 1)
+        };
+        let min = (f64::from(self.config.min_rate) * MBPS).min(self.line);
+        (rate.clamp(min, self.line), stage)
+    }
+
+    /// The utilisation U the sender estimates now.
+    #[cfg(test)]
+    pub(crate) fn utilisation(&self) -> f64 {
+        self.u
+    }
+
+    /// W_c/T, bits per second.
+    #[cfg(test)]
+    pub(crate) fn reference_rate(&self) -> f64 {
+        self.rate_c
+    }
+}
+
+/// `una` has passed `psn`: the ACK covers the packet at `psn`.
+fn covers(una: Psn, psn: Psn) -> bool {
+    una.distance(psn) > 0
+}
+
+impl CongestionControl for Hpcc {
+    fn rate_bps(&self) -> Option<f64> {
+        Some(self.rate)
+    }
+
+    /// W = rate·T (ns-3's `VAR_WIN`: the line-rate window × rate / line rate).
+    fn window_bytes(&self) -> Option<u64> {
+        Some((self.rate * self.t() / 8.0) as u64)
+    }
+
+    fn target_bps(&self) -> Option<f64> {
+        Some(self.rate_c)
+    }
+
+    /// HPCC's U (its estimate of how loaded the bottleneck is; 1 before the first sample).
+    fn alpha(&self, _: Instant) -> f64 {
+        self.u
+    }
+
+    /// HPCC reads no CNPs.
+    fn on_cnp(&mut self, _: Instant, _: &mut TimerTable, _: &mut Stats) {}
+
+    fn on_sent(&mut self, _: Instant, _: u64, _: &mut TimerTable, _: &mut Stats) {}
+
+    fn on_ack(&mut self, ack: &Ack, _: &mut TimerTable, stats: &mut Stats) {
+        let Some(int) = &ack.int else {
+            return;
+        };
+        // Rule 1.
+        let Some(last) = self.last_update else {
+            self.last_update = Some(ack.next);
+            self.measure(int.hops());
+            return;
+        };
+        // Rule 6's test: a full update, or a fast reaction (none without fast react).
+        let full = covers(ack.una, last);
+        if !full && !self.config.fast_react {
+            return;
+        }
+        // Rules 2 and 3.
+        if let Some((u, tau)) = self.measure(int.hops()) {
+            let t = f64::from(self.config.base_rtt_ns.max(1));
+            let tau = (tau as f64).min(t);
+            self.u = (self.u * (t - tau) + u * tau) / t;
+            // Rules 4 and 5.
+            let (rate, stage) = self.compute_wind();
+            if rate < self.rate {
+                stats.rate_decreases += 1;
+            } else if rate > self.rate {
+                stats.rate_increases += 1;
+            }
+            self.rate = rate;
+            // Rule 6.
+            if full {
+                self.rate_c = rate;
+                self.inc_stage = stage;
+                debug!(rate, u = self.u, time = %ack.now, "hpcc window update");
+            }
+        }
+        if full {
+            self.last_update = Some(ack.next);
+        }
+    }
+
+    fn on_timer(&mut self, _: Timer, _: Instant, _: &mut TimerTable, _: &mut Stats) {}
+}

@@ -1,0 +1,317 @@
+//! In-band network telemetry for HPCC (Li et al., "HPCC: High Precision Congestion Control",
+//! SIGCOMM 2019, §3.2 and Fig. 4): a fixed-size header right after the BTH of a request packet,
+//! to which every switch egress on the path appends one hop record (its queue length, the bytes
+//! it has sent, a timestamp and its line rate), and which the responder echoes back in its ACK.
+//! The hop record is that of HPCC's ns-3 simulator (`simulation/src/network/utils/int-header.h`
+//! `IntHop`, alibaba-edu/High-Precision-Congestion-Control): 64 bits per hop, five hops.
+//!
+//! Not an IBTA header: rxe and RDMA hardware would take its bytes for the RETH or the payload, so
+//! only NICs that both run HPCC (roce-emu's, and the simulator's) send it.
+//!
+//! # Marking
+//!
+//! A packet carries the header when bit 6 of BTH byte 8 is set ([`BTH_FLAG`]: the first of the
+//! seven reserved bits after AckReq, "Resv7", IBTA vol. 1 §9.2). A reserved bit, rather than a
+//! UDP port or an opcode, because the packet stays an ordinary RoCEv2 packet to every switch and
+//! capture tool (port 4791, its real opcode), the bit costs no byte, and it is one the ICRC
+//! covers (unlike Resv6a in byte 4, which the ICRC masks): a flipped flag is caught as an ICRC
+//! error rather than misread as 44 bytes of telemetry. Receivers that ignore reserved bits (rxe)
+//! would misparse such a packet; this is why it is sent only between HPCC NICs.
+//!
+//! # Layout (44 bytes, big-endian, bits numbered from the most significant)
+//!
+//! ```text
+//! byte 0      E (bit 7): echo — the responder's copy, which switches do not stamp
+//!             bits 6..4: reserved, sent 0, ignored
+//!             bits 3..0: nhop, the hop records that follow (0..=5)
+//! bytes 1..4  reserved, sent 0, ignored
+//! bytes 4..44 five hop records of 8 bytes; record i (i < nhop) at 4 + 8·i, the rest 0
+//!
+//! hop record, one 64-bit word:
+//! bits 63..61 rate: the port's line-rate code (LINE_RATES: 25, 50, 100, 200, 400, 10 Gb/s,
+//!                  1 Gb/s, 100 Mb/s)
+//! bits 60..37 time: the egress timestamp, ns, modulo 2^24
+//! bits 36..17 bytes: the port's transmitted bytes in units of 128·m, modulo 2^20
+//! bits 16..0  qlen: the egress queue in units of 80·m, saturating
+//! ```
+//!
+//! The widths and units are ns-3's (`timeWidth` 24, `bytesWidth` 20, `qlenWidth` 17,
+//! `byteUnit` 128, `qlenUnit` 80). ns-3 scales both units by one global `multi` (`INT_MULTI`,
+//! host bandwidth / 25 Gb/s); here each record's multiplier follows from its own rate code
+//! (m = max(1, rate / 25 Gb/s)), so that a record is self-describing on a fabric of mixed speeds.
+//! ns-3's header is 42 bytes (a 16-bit nhop after the hops); this one puts a 32-bit word first,
+//! so that the hops are 4-byte aligned after the 12-byte BTH.
+//!
+//! # ICRC
+//!
+//! Switches rewrite the header, so the ICRC treats its 44 bytes as variant fields, as it treats
+//! the IP TTL and BTH byte 4: they are hashed as ones ([`crate::icrc`]). The ICRC still covers
+//! the flag (and so whether the header is there) and its length (through the UDP length); a
+//! switch that stamps a record has no ICRC to recompute.
+
+use crate::bytes::{get_u64, set_u64, view};
+use crate::{Layer, ParseError, bth};
+
+/// Length of the INT header.
+pub const HEADER_LEN: usize = 4 + MAX_HOPS * HOP_LEN;
+/// Hop records the header has room for (ns-3 `IntHeader::maxHop`).
+pub const MAX_HOPS: usize = 5;
+/// Length of one hop record.
+pub const HOP_LEN: usize = 8;
+/// The flag in BTH byte 8 that says the INT header follows the BTH.
+pub const BTH_FLAG: u8 = 0x40;
+/// The byte of the BTH that holds [`BTH_FLAG`] (AckReq and Resv7).
+pub const BTH_FLAG_BYTE: usize = 8;
+/// Line rates by code, bits per second: ns-3's `lineRateValues` (25, 50, 100, 200, 400 Gb/s),
+/// and in its unused codes 10 Gb/s (the simulator's incasts), 1 Gb/s and 100 Mb/s (`roce
+/// switch` between veths).
+pub const LINE_RATES: [u64; 8] = [
+    25_000_000_000,
+    50_000_000_000,
+    100_000_000_000,
+    200_000_000_000,
+    400_000_000_000,
+    10_000_000_000,
+    1_000_000_000,
+    100_000_000,
+];
+/// ns-3 `IntHop::byteUnit`.
+pub const BYTE_UNIT: u64 = 128;
+/// ns-3 `IntHop::qlenUnit`.
+pub const QLEN_UNIT: u64 = 80;
+
+const ECHO: u8 = 0x80;
+const NHOP_MASK: u8 = 0x0f;
+const TIME_BITS: u32 = 24;
+const BYTES_BITS: u32 = 20;
+const QLEN_BITS: u32 = 17;
+
+/// Whether the UDP payload `packet` carries an INT header (its BTH has [`BTH_FLAG`]).
+pub fn flagged(packet: &[u8]) -> bool {
+    packet.len() >= bth::HEADER_LEN && packet[BTH_FLAG_BYTE] & BTH_FLAG != 0
+}
+
+/// Whether a switch egress would stamp the UDP payload `packet`: its BTH flags an INT header
+/// that is whole, a request's (not an echo) and not full.
+pub fn stampable(packet: &[u8]) -> bool {
+    flagged(packet)
+        && packet
+            .get(bth::HEADER_LEN..bth::HEADER_LEN + HEADER_LEN)
+            .is_some_and(|h| h[0] & ECHO == 0 && usize::from(h[0] & NHOP_MASK) < MAX_HOPS)
+}
+
+/// A switch egress appends `hop` to the INT header of the UDP payload `packet` if it is
+/// [`stampable`]: whether it did. Allocation-free, and total on any bytes.
+pub fn stamp(packet: &mut [u8], hop: Hop) -> bool {
+    stampable(packet) && Packet::new_unchecked(&mut packet[bth::HEADER_LEN..]).push_hop(hop)
+}
+
+view!(
+    /// A view of an INT header.
+    check: check
+);
+
+impl<T: AsRef<[u8]>> Packet<T> {
+    /// Whether the buffer holds the whole header and at most [`MAX_HOPS`] records.
+    pub fn check(&self) -> Result<(), ParseError> {
+        let buf = self.buffer.as_ref();
+        if buf.len() < HEADER_LEN {
+            return Err(ParseError::Truncated {
+                layer: Layer::Int,
+                need: HEADER_LEN,
+                got: buf.len(),
+            });
+        }
+        let nhop = buf[0] & NHOP_MASK;
+        if usize::from(nhop) > MAX_HOPS {
+            return Err(ParseError::BadIntHopCount(nhop));
+        }
+        Ok(())
+    }
+
+    /// E: the responder's echo.
+    pub fn echo(&self) -> bool {
+        self.buffer.as_ref()[0] & ECHO != 0
+    }
+
+    /// The hop records present.
+    pub fn nhop(&self) -> usize {
+        usize::from(self.buffer.as_ref()[0] & NHOP_MASK)
+    }
+
+    /// Record `i` (any `i` below [`MAX_HOPS`]).
+    pub fn hop(&self, i: usize) -> Hop {
+        let at = 4 + HOP_LEN * i;
+        Hop::from_word(get_u64(self.buffer.as_ref(), at..at + HOP_LEN))
+    }
+}
+
+impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
+    /// A switch egress appends `hop`: false, writing nothing, on an echo or a full header.
+    /// Allocation-free; the ICRC needs no update ([`crate::icrc`] masks the header).
+    pub fn push_hop(&mut self, hop: Hop) -> bool {
+        let nhop = self.nhop();
+        if self.echo() || nhop >= MAX_HOPS {
+            return false;
+        }
+        let buf = self.buffer.as_mut();
+        let at = 4 + HOP_LEN * nhop;
+        set_u64(buf, at..at + HOP_LEN, hop.word());
+        buf[0] = (buf[0] & !NHOP_MASK) | (nhop as u8 + 1);
+        true
+    }
+}
+
+/// One switch egress's record, as the wire holds it (quantised).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct Hop {
+    /// The line-rate code, an index into [`LINE_RATES`].
+    pub rate: u8,
+    /// The timestamp, ns modulo 2^24.
+    pub time: u32,
+    /// Transmitted bytes in units of [`Hop::byte_unit`], modulo 2^20.
+    pub bytes: u32,
+    /// Queue length in units of [`Hop::qlen_unit`] (at most 2^17 − 1).
+    pub qlen: u32,
+}
+
+impl Hop {
+    /// The record of a port of `rate_bps` at `now_ns`, having sent `tx_bytes`, its queue
+    /// `qlen_bytes` (ns-3 `IntHop::Set`; a rate not in [`LINE_RATES`] takes the code of the
+    /// nearest one).
+    pub fn new(now_ns: u64, tx_bytes: u64, qlen_bytes: u64, rate_bps: u64) -> Self {
+        let rate = rate_code(rate_bps);
+        let m = multiplier(rate);
+        Self {
+            rate,
+            time: (now_ns & mask(TIME_BITS)) as u32,
+            bytes: ((tx_bytes / (BYTE_UNIT * m)) & mask(BYTES_BITS)) as u32,
+            qlen: (qlen_bytes / (QLEN_UNIT * m)).min(mask(QLEN_BITS)) as u32,
+        }
+    }
+
+    fn from_word(w: u64) -> Self {
+        Self {
+            rate: (w >> 61) as u8,
+            time: ((w >> 37) & mask(TIME_BITS)) as u32,
+            bytes: ((w >> 17) & mask(BYTES_BITS)) as u32,
+            qlen: (w & mask(QLEN_BITS)) as u32,
+        }
+    }
+
+    fn word(self) -> u64 {
+        (u64::from(self.rate & 7) << 61)
+            | ((u64::from(self.time) & mask(TIME_BITS)) << 37)
+            | ((u64::from(self.bytes) & mask(BYTES_BITS)) << 17)
+            | (u64::from(self.qlen) & mask(QLEN_BITS))
+    }
+
+    /// The line rate, bits per second.
+    pub fn line_rate_bps(&self) -> u64 {
+        LINE_RATES[usize::from(self.rate & 7)]
+    }
+
+    /// Bytes per unit of [`Hop::bytes`]: 128·m.
+    pub fn byte_unit(&self) -> u64 {
+        BYTE_UNIT * multiplier(self.rate)
+    }
+
+    /// Bytes per unit of [`Hop::qlen`]: 80·m.
+    pub fn qlen_unit(&self) -> u64 {
+        QLEN_UNIT * multiplier(self.rate)
+    }
+
+    /// The queue length, bytes.
+    pub fn qlen_bytes(&self) -> u64 {
+        u64::from(self.qlen) * self.qlen_unit()
+    }
+
+    /// ns since `earlier`'s timestamp, across a wrap (ns-3 `GetTimeDelta`).
+    pub fn time_delta(&self, earlier: &Self) -> u64 {
+        u64::from(self.time.wrapping_sub(earlier.time)) & mask(TIME_BITS)
+    }
+
+    /// Bytes the port sent since `earlier`, across a wrap (ns-3 `GetBytesDelta`).
+    pub fn bytes_delta(&self, earlier: &Self) -> u64 {
+        (u64::from(self.bytes.wrapping_sub(earlier.bytes)) & mask(BYTES_BITS)) * self.byte_unit()
+    }
+}
+
+const fn mask(bits: u32) -> u64 {
+    (1 << bits) - 1
+}
+
+/// m = max(1, rate / 25 Gb/s).
+fn multiplier(rate: u8) -> u64 {
+    (LINE_RATES[usize::from(rate & 7)] / LINE_RATES[0]).max(1)
+}
+
+/// The code of the line rate nearest `bps` (by ratio).
+pub fn rate_code(bps: u64) -> u8 {
+    // A switch stamps every packet: a rate of the table costs a scan of integers.
+    if let Some(code) = LINE_RATES.iter().position(|&r| r == bps) {
+        return code as u8;
+    }
+    let distance = |r: u64| {
+        let (a, b) = (r.max(bps.max(1)) as f64, r.min(bps.max(1)) as f64);
+        a / b
+    };
+    (0..LINE_RATES.len())
+        .min_by(|&a, &b| distance(LINE_RATES[a]).total_cmp(&distance(LINE_RATES[b])))
+        .unwrap_or(0) as u8
+}
+
+/// The fields of an INT header.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct Repr {
+    /// E: the responder's echo.
+    pub echo: bool,
+    /// The records, `hops[..nhop]`.
+    pub nhop: u8,
+    /// The hop records; those at `nhop` and beyond are sent as 0.
+    pub hops: [Hop; MAX_HOPS],
+}
+
+impl Repr {
+    /// Reads the header.
+    pub fn parse<T: AsRef<[u8]>>(packet: &Packet<T>) -> Result<Self, ParseError> {
+        packet.check()?;
+        let mut hops = [Hop::default(); MAX_HOPS];
+        let nhop = packet.nhop();
+        for (i, hop) in hops.iter_mut().enumerate().take(nhop) {
+            *hop = packet.hop(i);
+        }
+        Ok(Self {
+            echo: packet.echo(),
+            nhop: nhop as u8,
+            hops,
+        })
+    }
+
+    /// The records present.
+    pub fn hops(&self) -> &[Hop] {
+        &self.hops[..usize::from(self.nhop).min(MAX_HOPS)]
+    }
+
+    /// Length of the emitted header.
+    pub const fn buffer_len(&self) -> usize {
+        HEADER_LEN
+    }
+
+    /// Writes the header into the first [`HEADER_LEN`] bytes of `buf`.
+    ///
+    /// # Panics
+    /// If `buf` is shorter.
+    pub fn emit(&self, buf: &mut [u8]) {
+        let nhop = usize::from(self.nhop).min(MAX_HOPS);
+        buf[..HEADER_LEN].fill(0);
+        buf[0] = (u8::from(self.echo) * ECHO) | nhop as u8;
+        for (i, hop) in self.hops[..nhop].iter().enumerate() {
+            let at = 4 + HOP_LEN * i;
+            set_u64(buf, at..at + HOP_LEN, hop.word());
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

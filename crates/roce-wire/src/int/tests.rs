@@ -1,0 +1,150 @@
+//! The INT header's codec: round trip, the hop record's bits, stamping, truncation and a bad hop
+//! count as typed errors.
+
+use super::*;
+
+fn hop(i: u64) -> Hop {
+    Hop::new(1_000 * i + 7, 4096 * i, 800 * i, 100_000_000_000)
+}
+
+#[test]
+fn round_trip_keeps_every_record() {
+    let mut repr = Repr {
+        echo: true,
+        nhop: 3,
+        ..Repr::default()
+    };
+    for i in 0..3 {
+        repr.hops[i] = hop(i as u64 + 1);
+    }
+    let mut buf = [0xaa; HEADER_LEN];
+    repr.emit(&mut buf);
+    let parsed = Repr::parse(&Packet::new_checked(&buf[..]).unwrap()).unwrap();
+    assert_eq!(parsed, repr);
+    assert_eq!(parsed.hops().len(), 3);
+    // Unused records go out as zeros.
+    assert!(buf[4 + 3 * HOP_LEN..].iter().all(|&b| b == 0));
+}
+
+#[test]
+fn a_hop_record_is_ns3s_64_bit_word() {
+    // 100 Gb/s: code 2, m = 4; 9 000 ns; 5 120 bytes = 10 units of 512; 3 200 bytes = 10 of 320.
+    let h = Hop::new(9_000, 5_120, 3_200, 100_000_000_000);
+    assert_eq!((h.rate, h.time, h.bytes, h.qlen), (2, 9_000, 10, 10));
+    let mut repr = Repr {
+        nhop: 1,
+        ..Repr::default()
+    };
+    repr.hops[0] = h;
+    let mut buf = [0; HEADER_LEN];
+    repr.emit(&mut buf);
+    let word = (2u64 << 61) | (9_000 << 37) | (10 << 17) | 10;
+    assert_eq!(buf[..4], [1, 0, 0, 0]);
+    assert_eq!(buf[4..12], word.to_be_bytes());
+    assert_eq!(h.qlen_bytes(), 3_200);
+    assert_eq!(h.line_rate_bps(), 100_000_000_000);
+}
+
+#[test]
+fn deltas_cross_the_wrap_of_time_and_bytes() {
+    let rate = 25_000_000_000; // m = 1
+    let before = Hop::new((1 << 24) - 100, (1 << 20) * 128 - 256, 0, rate);
+    let after = Hop::new((1 << 24) + 400, (1 << 20) * 128 + 512, 0, rate);
+    assert_eq!(after.time_delta(&before), 500);
+    assert_eq!(after.bytes_delta(&before), 768);
+}
+
+#[test]
+fn a_queue_beyond_17_bits_saturates() {
+    let h = Hop::new(0, 0, u64::MAX / 2, 25_000_000_000);
+    assert_eq!(h.qlen, (1 << 17) - 1);
+}
+
+#[test]
+fn rates_off_the_table_take_the_nearest_code() {
+    assert_eq!(rate_code(100_000_000_000), 2);
+    assert_eq!(rate_code(10_000_000_000), 5);
+    assert_eq!(rate_code(90_000_000_000), 2);
+    assert_eq!(rate_code(1_000_000_000), 6);
+    assert_eq!(rate_code(120_000_000), 7);
+    assert_eq!(rate_code(0), 7);
+}
+
+#[test]
+fn push_hop_appends_until_full_and_never_to_an_echo() {
+    let mut buf = [0; HEADER_LEN];
+    Repr::default().emit(&mut buf);
+    let mut packet = Packet::new_checked(&mut buf[..]).unwrap();
+    for i in 0..MAX_HOPS {
+        assert!(packet.push_hop(hop(i as u64)));
+        assert_eq!(packet.nhop(), i + 1);
+        assert_eq!(packet.hop(i), hop(i as u64));
+    }
+    assert!(
+        !packet.push_hop(hop(9)),
+        "a full header takes no sixth record"
+    );
+    let mut echo = [0; HEADER_LEN];
+    Repr {
+        echo: true,
+        ..Repr::default()
+    }
+    .emit(&mut echo);
+    assert!(!Packet::new_unchecked(&mut echo[..]).push_hop(hop(1)));
+    assert_eq!(echo[0], ECHO);
+}
+
+#[test]
+fn truncation_and_a_bad_hop_count_are_typed_errors() {
+    let buf = [0; HEADER_LEN];
+    for len in 0..HEADER_LEN {
+        assert_eq!(
+            Packet::new_checked(&buf[..len]).unwrap_err(),
+            ParseError::Truncated {
+                layer: Layer::Int,
+                need: HEADER_LEN,
+                got: len
+            }
+        );
+    }
+    let mut bad = [0; HEADER_LEN];
+    bad[0] = 6;
+    assert_eq!(
+        Packet::new_checked(&bad[..]).unwrap_err(),
+        ParseError::BadIntHopCount(6)
+    );
+    // Every byte value of the first word parses or is refused; none panics.
+    for b in 0..=255u8 {
+        bad[0] = b;
+        let _ = Repr::parse(&Packet::new_unchecked(&bad[..]));
+    }
+}
+
+#[test]
+fn the_flag_is_bth_byte_8_bit_6() {
+    let mut bth = [0u8; 12];
+    assert!(!flagged(&bth));
+    bth[BTH_FLAG_BYTE] = 0x80; // AckReq alone
+    assert!(!flagged(&bth));
+    bth[BTH_FLAG_BYTE] |= BTH_FLAG;
+    assert!(flagged(&bth));
+    assert!(!flagged(&bth[..11]));
+}
+
+#[test]
+fn stamp_takes_a_whole_flagged_request_header_only() {
+    let mut packet = [0u8; 12 + HEADER_LEN];
+    assert!(!stamp(&mut packet, hop(1)), "not flagged");
+    packet[BTH_FLAG_BYTE] = BTH_FLAG;
+    assert!(stampable(&packet));
+    assert!(stamp(&mut packet, hop(1)));
+    assert_eq!(Packet::new_checked(&packet[12..]).unwrap().hop(0), hop(1));
+    assert!(
+        !stamp(&mut packet[..12 + HEADER_LEN - 1], hop(2)),
+        "cut short"
+    );
+    packet[12] |= ECHO;
+    assert!(!stamp(&mut packet, hop(2)), "an echo");
+    packet[12] = 7;
+    assert!(!stamp(&mut packet, hop(2)), "a bad hop count");
+}
