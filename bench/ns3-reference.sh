@@ -23,6 +23,9 @@
 #               sim only (with ROCE_SETS="KEY=VALUE ..." as its --set overrides, to test a
 #               hypothesis; roce's out directory is then roce-<sets>)
 #
+# NS3_SETS="KEY=VALUE ..." changes lines of ns-3's config.txt (e.g. ACK_HIGH_PRIO=0) and names
+# the default --out after them: a hypothesis tested on the reference's side.
+#
 # Environment: NS3_SRC, a clone (or bare git directory) of HPCC's repository to copy from, else
 # it is cloned from GitHub; NS3_DIR, the cache where it is built once
 # [$HOME/.cache/roce-emu/hpcc-ns3]. Pinned at commit 9f4be2a (2021-03-11). Builds ns-3.17 with
@@ -35,12 +38,14 @@
 # 1000-byte payloads + 48 header bytes per packet at the bottleneck, plus the base RTT),
 # and prints compare.md. Not for CI: minutes to hours.
 set -euo pipefail
+# All in one function, read whole before it runs: the file may change under a long run.
+main() {
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/.." && pwd)
 PIN=9f4be2a9ead8a90e8bf732c66bd758c00e58e5be
 URL=https://github.com/alibaba-edu/High-Precision-Congestion-Control
 
-usage() { sed -n '2,36p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,39p' "$0" | sed 's/^# \{0,1\}//'; }
 cdf=fb_hadoop load=0.3 ms=2 cc=dcqcn drain_ms=50 seed=1 out='' roce='' reuse=0
 while [ $# -gt 0 ]; do
     case $1 in
@@ -67,7 +72,9 @@ num='^[0-9]+([.][0-9]+)?$'
 for v in "$load" "$ms" "$drain_ms" "$seed"; do
     [[ $v =~ $num ]] || { echo "ns3-reference: '$v' is not a number" >&2; exit 2; }
 done
-out=${out:-$repo/bench-out/ns3-$cdf-$load-${ms}ms-$cc}
+ns3_tag=''
+for kv in ${NS3_SETS:-}; do ns3_tag+="-${kv//[^A-Za-z0-9_.=]/_}"; done
+out=${out:-$repo/bench-out/ns3-$cdf-$load-${ms}ms-$cc$ns3_tag}
 roce=${roce:-${CARGO_TARGET_DIR:-$repo/target}/release/roce}
 [ -x "$roce" ] || { echo "ns3-reference: no $roce: cargo build --release -p roce" >&2; exit 2; }
 NS3_DIR=${NS3_DIR:-$HOME/.cache/roce-emu/hpcc-ns3}
@@ -198,6 +205,10 @@ QLEN_MON_FILE $out/qlen_ns3.txt
 QLEN_MON_START 2000000000
 QLEN_MON_END 2000000000
 EOF
+    for kv in ${NS3_SETS:-}; do
+        grep -q "^${kv%%=*} " "$out/config.txt" || { echo "ns3-reference: NS3_SETS: no ${kv%%=*} in config.txt" >&2; exit 2; }
+        sed -i "s|^${kv%%=*} .*|${kv%%=*} ${kv#*=}|" "$out/config.txt"
+    done
 
     echo "ns3-reference: ns-3 (third) running, stop at $stop s simulated" >&2
     t0=$(date +%s.%N)
@@ -226,6 +237,8 @@ echo "ns3-reference: roce sim took $roce_wall s of wall time" >&2
 python3 "$here/ns3-compare.py" --topology "$out/fat.txt" --flows "$out/flow.txt" \
     --ns3 "$out/fct_ns3.txt" --ours "$out/$rdir/fct.txt" --summary "$out/$rdir/summary.json" \
     --ns3-wall "$ns3_wall" --ours-wall "$roce_wall" \
-    --title "$cdf $load, $ms ms of arrivals, $cc, seed $seed${ROCE_SETS:+, roce sim with $ROCE_SETS}" \
+    --title "$cdf $load, $ms ms of arrivals, $cc, seed $seed${NS3_SETS:+, ns-3 with $NS3_SETS}${ROCE_SETS:+, roce sim with $ROCE_SETS}" \
     --md "$out/$rdir.md" --json "$out/$rdir.json"
 cat "$out/$rdir.md"
+}
+main "$@"
