@@ -19,24 +19,28 @@
 #   --seed      seed of Python's random for traffic_gen.py (it has none of its own) [1]
 #   --out       where the run's files go     [bench-out/ns3-<cdf>-<load>-<ms>ms-<cc>]
 #   --roce      the roce binary              [$CARGO_TARGET_DIR or target]/release/roce
-#   --reuse     keep --out's flow.txt and ns-3's fct_ns3.txt from an earlier run: run roce
-#               sim only (with ROCE_SETS="KEY=VALUE ..." as its --set overrides, to test a
-#               hypothesis; roce's out directory is then roce-<sets>)
+#   --reuse     keep --out's flow.txt and ns-3's fct_ns3.txt from an earlier run and run roce
+#               sim alone: with ROCE_SETS (below), a hypothesis tested in seconds
 #
-# NS3_SETS="KEY=VALUE ..." changes lines of ns-3's config.txt (e.g. ACK_HIGH_PRIO=0) and names
-# the default --out after them: a hypothesis tested on the reference's side.
+# roce sim runs scenarios/fattree-fb30.toml with --topology/--flows given these files, and
+# with HPCC's profile where the scenario's differs: no DCQCN byte counter
+# (network.dcqcn.rpg_byte_reset=4294967295) and ECN marks at dequeue (network.mark_at=dequeue).
+# ROCE_SETS="KEY=VALUE ..." adds --set overrides after those (the scenario as shipped:
+# ROCE_SETS="network.dcqcn.rpg_byte_reset=32767 network.mark_at=enqueue"); the out directory
+# and the tables are then named after them (roce-<sets>). NS3_SETS="KEY=VALUE ..." changes
+# lines of ns-3's config.txt (e.g. ACK_HIGH_PRIO=0) and the default --out is named after them.
 #
 # Environment: NS3_SRC, a clone (or bare git directory) of HPCC's repository to copy from, else
 # it is cloned from GitHub; NS3_DIR, the cache where it is built once
 # [$HOME/.cache/roce-emu/hpcc-ns3]. Pinned at commit 9f4be2a (2021-03-11). Builds ns-3.17 with
 # waf under Python 2.7 (`python2`, or pyenv's 2.7.18), g++ with -std=gnu++11 -fpermissive, the
-# optimized profile, five modules: about a minute on two cores.
+# optimized profile, five modules: 1-5 minutes.
 #
-# Writes into --out: flow.txt (the flows, both simulators), fat.txt, config.txt (ns-3's),
-# fct_ns3.txt, ns3.log, roce/ (roce sim's out directory), compare.md and compare.json (by
-# bench/ns3-compare.py, which recomputes both sides' slowdown with third.cc's standalone FCT:
-# 1000-byte payloads + 48 header bytes per packet at the bottleneck, plus the base RTT),
-# and prints compare.md. Not for CI: minutes to hours.
+# Writes into --out: flow.txt (the flows, both simulators), fat.txt, config.txt, ns3.log and
+# fct_ns3.txt (ns-3's), roce/ and roce.log (roce sim's), roce.md and roce.json (the
+# comparison by bench/ns3-compare.py, which computes both sides' slowdown from third.cc's
+# standalone FCT: base RTT + (size + 48 header bytes per 1000-byte packet) at the bottleneck;
+# with the wall times and packet counts), and prints roce.md. Not for CI: minutes to hours.
 set -euo pipefail
 # All in one function, read whole before it runs: the file may change under a long run.
 main() {
@@ -45,7 +49,7 @@ repo=$(cd "$here/.." && pwd)
 PIN=9f4be2a9ead8a90e8bf732c66bd758c00e58e5be
 URL=https://github.com/alibaba-edu/High-Precision-Congestion-Control
 
-usage() { sed -n '2,39p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,43p' "$0" | sed 's/^# \{0,1\}//'; }
 cdf=fb_hadoop load=0.3 ms=2 cc=dcqcn drain_ms=50 seed=1 out='' roce='' reuse=0
 while [ $# -gt 0 ]; do
     case $1 in
@@ -219,11 +223,16 @@ EOF
     echo "ns3-reference: ns-3 took $ns3_wall s of wall time" >&2
 fi
 
-# roce sim: the shipped fat-tree scenario (HPCC's dcqcn profile, ECN maps, 32 MB shared buffer,
-# dynamic PFC thresholds) with the same topology and flow files; no queue sampling, as ns-3's
-# monitor is off. ROCE_SETS adds --set overrides (space-separated KEY=VALUE), for experiments.
+# roce sim: the shipped fat-tree scenario (HPCC's dcqcn timers and rates, ECN maps, 32 MB shared
+# buffer, dynamic PFC thresholds) with the same topology and flow files, and two more settings
+# of HPCC's profile that the scenario does not make: no byte counter (rdma-hw.cc's DCQCN
+# increases on its 300 us timer only; NVIDIA's 32767-byte counter made roce sim 1.3-1.5x
+# slower at p95/p99) and ECN marks decided at dequeue (switch-node.cc SwitchNotifyDequeue).
+# No queue sampling, as ns-3's monitor is off. ROCE_SETS adds --set overrides
+# (space-separated KEY=VALUE, applied after these), for experiments.
 echo "ns3-reference: roce sim running" >&2
-sets=(--set "run.drain_us=$(python3 -c "print(int(${drain_ms} * 1000))")" --set run.qlen_every_us=0)
+sets=(--set "run.drain_us=$(python3 -c "print(int(${drain_ms} * 1000))")" --set run.qlen_every_us=0
+      --set network.dcqcn.rpg_byte_reset=4294967295 --set network.mark_at=dequeue)
 rdir=roce
 for kv in ${ROCE_SETS:-}; do sets+=(--set "$kv"); rdir+="-${kv//[^A-Za-z0-9_.=]/_}"; done
 t0=$(date +%s.%N)
@@ -242,3 +251,4 @@ python3 "$here/ns3-compare.py" --topology "$out/fat.txt" --flows "$out/flow.txt"
 cat "$out/$rdir.md"
 }
 main "$@"
+exit
