@@ -170,6 +170,10 @@ def table(rows, step=5):
     return bins, overall
 
 
+def opt(v):
+    return "?" if v is None else str(v)
+
+
 def fmt_size(b):
     if b >= 1000000:
         return "%.3g MB" % (b / 1e6)
@@ -208,6 +212,14 @@ def main():
         ideal = paths.standalone(a[0], a[1], a[4])
         rows.append((a[4], max(1.0, a[6] / ideal), max(1.0, b[6] / ideal)))
     bins, overall = table(rows)
+    # Flow by flow: our FCT over ns-3's, by size class.
+    per_flow = {}
+    for name, lo, hi in (("all", 0, 1 << 62), ("< 10 KB", 0, 10000),
+                         ("10 KB - 1 MB", 10000, 1000000), (">= 1 MB", 1000000, 1 << 62)):
+        r = sorted(b[6] / a[6] for a, b in pairs if lo <= a[4] < hi and a[6] > 0)
+        if r:
+            per_flow[name] = {"flows": len(r), "p5": pctl(r, 0.05), "p50": pctl(r, 0.5),
+                              "p95": pctl(r, 0.95)}
     tol = args.tolerance
 
     def verdict(x):
@@ -246,6 +258,7 @@ def main():
         "ours_summary": {k: summary.get(k) for k in (
             "packet_hops", "packet_hops_per_s", "simulated_s", "drops", "pfc_pauses",
             "ce_marks", "retransmit_timeouts", "retransmitted_packets", "flows_unfinished")},
+        "per_flow_fct_ratio": per_flow,
         "overall": overall,
         "bins": bins,
         "bins_passed": sum(1 for b in bins if b["pass"]),
@@ -258,14 +271,19 @@ def main():
               "Wall time: ns-3 %s s, roce sim %s s. Data packets: ns-3 %d (1000-byte payloads), "
               "roce sim %d (1024); roce sim packet-hops %s." % (
                   len(flows), len(ns3), len(ours), len(pairs),
-                  args.ns3_wall, args.ours_wall, data_pkts_ns3, data_pkts_ours,
-                  summary.get("packet_hops")))
+                  opt(args.ns3_wall), opt(args.ours_wall), data_pkts_ns3, data_pkts_ours,
+                  opt(summary.get("packet_hops"))))
     if own:
         md.append("")
         md.append("Slowdown of both from third.cc's standalone FCT (ns-3's own column agrees on "
                   "%d of %d flows); roce sim's own standalone FCT is %.3f–%.3f × that (mean %.3f)."
                   % (len(pairs) - ns3_col_diff, len(pairs), min(own), max(own),
                      sum(own) / len(own)))
+    if per_flow:
+        md.append("")
+        md.append("Flow by flow, roce sim's FCT / ns-3's (p5, p50, p95): " + "; ".join(
+            "%s %.2f, %.2f, %.2f (%d flows)" % (k, v["p5"], v["p50"], v["p95"], v["flows"])
+            for k, v in per_flow.items()) + ".")
     md.append("")
     md.append("| bin | max size | flows | ns-3 p50 | p95 | p99 | roce sim p50 | p95 | p99 "
               "| ratio p50 | p95 | p99 | within %d %% |" % round(tol * 100))
