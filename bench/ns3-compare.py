@@ -170,6 +170,11 @@ def table(rows, step=5):
     return bins, overall
 
 
+def num(s):
+    """A float, or None for "?" (not measured)."""
+    return None if s == "?" else float(s)
+
+
 def opt(v):
     return "?" if v is None else str(v)
 
@@ -189,8 +194,10 @@ def main():
     ap.add_argument("--ns3", required=True)
     ap.add_argument("--ours", required=True)
     ap.add_argument("--summary")
-    ap.add_argument("--ns3-wall", type=float)
-    ap.add_argument("--ours-wall", type=float)
+    ap.add_argument("--ns3-wall", type=num)
+    ap.add_argument("--ours-wall", type=num)
+    ap.add_argument("--ns3-cpu", type=num)
+    ap.add_argument("--ours-cpu", type=num)
     ap.add_argument("--title", default="")
     ap.add_argument("--md")
     ap.add_argument("--json")
@@ -254,6 +261,7 @@ def main():
             "max": max(own) if own else None,
         },
         "wall_s": {"ns3": args.ns3_wall, "ours": args.ours_wall},
+        "cpu_s": {"ns3": args.ns3_cpu, "ours": args.ours_cpu},
         "data_packets": {"ns3": data_pkts_ns3, "ours": data_pkts_ours},
         "ours_summary": {k: summary.get(k) for k in (
             "packet_hops", "packet_hops_per_s", "simulated_s", "drops", "pfc_pauses",
@@ -268,10 +276,11 @@ def main():
     md.append("### %s" % (args.title or "ns-3 vs roce sim"))
     md.append("")
     md.append("%d flows; finished: ns-3 %d, roce sim %d; compared (finished in both) %d. "
-              "Wall time: ns-3 %s s, roce sim %s s. Data packets: ns-3 %d (1000-byte payloads), "
+              "Wall time (CPU time): ns-3 %s s (%s), roce sim %s s (%s). Data packets: ns-3 %d (1000-byte payloads), "
               "roce sim %d (1024); roce sim packet-hops %s." % (
                   len(flows), len(ns3), len(ours), len(pairs),
-                  opt(args.ns3_wall), opt(args.ours_wall), data_pkts_ns3, data_pkts_ours,
+                  opt(args.ns3_wall), opt(args.ns3_cpu), opt(args.ours_wall), opt(args.ours_cpu),
+                  data_pkts_ns3, data_pkts_ours,
                   opt(summary.get("packet_hops"))))
     if own:
         md.append("")

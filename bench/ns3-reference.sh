@@ -81,6 +81,7 @@ for kv in ${NS3_SETS:-}; do ns3_tag+="-${kv//[^A-Za-z0-9_.=]/_}"; done
 out=${out:-$repo/bench-out/ns3-$cdf-$load-${ms}ms-$cc$ns3_tag}
 roce=${roce:-${CARGO_TARGET_DIR:-$repo/target}/release/roce}
 [ -x "$roce" ] || { echo "ns3-reference: no $roce: cargo build --release -p roce" >&2; exit 2; }
+[ -x /usr/bin/time ] || { echo "ns3-reference: needs /usr/bin/time (Debian: apt-get install time)" >&2; exit 2; }
 NS3_DIR=${NS3_DIR:-$HOME/.cache/roce-emu/hpcc-ns3}
 
 # Python 2.7 for waf and traffic_gen.py: python2 on the PATH, or pyenv's.
@@ -124,9 +125,14 @@ mkdir -p "$out"
 out=$(cd "$out" && pwd)
 cp "$sim/mix/fat.txt" "$out/fat.txt"
 
-since() { python3 -c "import sys, time; print('%.1f' % (time.time() - float(sys.argv[1])))" "$1"; }
+# /usr/bin/time's "wall user sys" as "wall cpu", in seconds; `? ?` without the file.
+times_of() { if [ -s "$1" ]; then awk 'END {printf "%.1f %.1f\n", $1, $2 + $3}' "$1"; else echo '? ?'; fi; }
 if [ "$reuse" = 1 ] && [ -s "$out/flow.txt" ] && [ -s "$out/fct_ns3.txt" ] && [ -s "$out/ns3.wall" ]; then
-    ns3_wall=$(cat "$out/ns3.wall")
+    read -r ns3_wall ns3_cpu <<<"$(times_of "$out/ns3.time")"
+    if [ "$ns3_wall" = '?' ]; then # a run of before ns3.time: third prints its clock() last
+        ns3_wall=$(cat "$out/ns3.wall")
+        ns3_cpu=$(tail -1 "$out/ns3.log" | awk '{printf "%.1f", $1}')
+    fi
     n=$(head -1 "$out/flow.txt")
     echo "ns3-reference: reusing $out/flow.txt ($n flows) and fct_ns3.txt" >&2
 else
@@ -215,12 +221,12 @@ EOF
     done
 
     echo "ns3-reference: ns-3 (third) running, stop at $stop s simulated" >&2
-    t0=$(date +%s.%N)
-    LD_LIBRARY_PATH="$sim/build" nice -n 19 "$third" "$out/config.txt" >"$out/ns3.log" 2>&1 \
+    LD_LIBRARY_PATH="$sim/build" nice -n 19 /usr/bin/time -f '%e %U %S' -o "$out/ns3.time" \
+        "$third" "$out/config.txt" >"$out/ns3.log" 2>&1 \
         || { tail -5 "$out/ns3.log" >&2; echo "ns3-reference: ns-3 failed, see $out/ns3.log" >&2; exit 1; }
-    ns3_wall=$(since "$t0")
+    read -r ns3_wall ns3_cpu <<<"$(times_of "$out/ns3.time")"
     echo "$ns3_wall" >"$out/ns3.wall"
-    echo "ns3-reference: ns-3 took $ns3_wall s of wall time" >&2
+    echo "ns3-reference: ns-3 took $ns3_wall s of wall time ($ns3_cpu s of CPU)" >&2
 fi
 
 # roce sim: the shipped fat-tree scenario (HPCC's dcqcn timers and rates, ECN maps, 32 MB shared
@@ -235,17 +241,16 @@ sets=(--set "run.drain_us=$(python3 -c "print(int(${drain_ms} * 1000))")" --set 
       --set network.dcqcn.rpg_byte_reset=4294967295 --set network.mark_at=dequeue)
 rdir=roce
 for kv in ${ROCE_SETS:-}; do sets+=(--set "$kv"); rdir+="-${kv//[^A-Za-z0-9_.=]/_}"; done
-t0=$(date +%s.%N)
-nice -n 19 "$roce" sim "$repo/scenarios/fattree-fb30.toml" \
+nice -n 19 /usr/bin/time -f '%e %U %S' -o "$out/$rdir.time" "$roce" sim "$repo/scenarios/fattree-fb30.toml" \
     --topology "$out/fat.txt" --flows "$out/flow.txt" "${sets[@]}" \
     --out "$out/$rdir" >"$out/$rdir.log" 2>&1 \
     || { tail -5 "$out/$rdir.log" >&2; echo "ns3-reference: roce sim failed, see $out/$rdir.log" >&2; exit 1; }
-roce_wall=$(since "$t0")
-echo "ns3-reference: roce sim took $roce_wall s of wall time" >&2
+read -r roce_wall roce_cpu <<<"$(times_of "$out/$rdir.time")"
+echo "ns3-reference: roce sim took $roce_wall s of wall time ($roce_cpu s of CPU)" >&2
 
 python3 "$here/ns3-compare.py" --topology "$out/fat.txt" --flows "$out/flow.txt" \
     --ns3 "$out/fct_ns3.txt" --ours "$out/$rdir/fct.txt" --summary "$out/$rdir/summary.json" \
-    --ns3-wall "$ns3_wall" --ours-wall "$roce_wall" \
+    --ns3-wall "$ns3_wall" --ours-wall "$roce_wall" --ns3-cpu "$ns3_cpu" --ours-cpu "$roce_cpu" \
     --title "$cdf $load, $ms ms of arrivals, $cc, seed $seed${NS3_SETS:+, ns-3 with $NS3_SETS}${ROCE_SETS:+, roce sim with $ROCE_SETS}" \
     --md "$out/$rdir.md" --json "$out/$rdir.json"
 cat "$out/$rdir.md"
