@@ -31,6 +31,7 @@
 //! shared_buffer = false                 # true: one buffer per switch, dynamic PFC thresholds
 //! mtu = 1024
 //! payload = "bytes"                     # or "lengths": headers only, regions count bytes (speed)
+//! mark_at = "enqueue"                   # or "dequeue": when switches decide ECN marks
 //! [network.dcqcn]                       # optional: DcqcnConfig knobs (mlx5 names) to override
 //! [network.dctcp]                       # optional: DctcpConfig fields, with "dctcp"
 //! [network.timely]                      # optional: TimelyConfig fields, with "timely"
@@ -55,7 +56,7 @@ use serde::Deserialize;
 use super::FileError;
 use super::cc_tables::{self, DcqcnFile, DctcpFile, HpccFile, TimelyFile};
 use super::overrides::{self, Set};
-use super::scenario::{CongestionName, LossRecoveryName};
+use super::scenario::{CongestionName, LossRecoveryName, MarkAtName};
 use super::switch_keys::{EcnFile, PfcFile};
 use crate::network::{NetworkConfig, Payload};
 use crate::switch::SharedBuffer;
@@ -161,6 +162,9 @@ struct NetFile {
     seed: u64,
     #[serde(default)]
     payload: PayloadName,
+    /// When the switches decide ECN marks (HPCC's switch: at dequeue).
+    #[serde(default)]
+    mark_at: MarkAtName,
 }
 
 /// `network.payload`: what packets carry (`roce_sim::network::Payload`).
@@ -359,6 +363,7 @@ impl NetworkFile {
             .as_ref()
             .map(|p| p.pfc("network.pfc", n.shared_buffer))
             .transpose()?;
+        config.switch.mark_at = n.mark_at.mark_at();
         config.seed = n.seed;
         let every = self.run.qlen_every_us;
         if !(every.is_finite() && (every == 0.0 || (0.1..=1e6).contains(&every))) {
@@ -490,5 +495,35 @@ fn read_cdf(name: &str, base: &Path) -> anyhow::Result<Cdf> {
             })?;
             Cdf::parse(&path.display().to_string(), &text).map_err(|e| anyhow!("{e}"))
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::switch::MarkAt;
+
+    const SMALL: &str = "[topology]\nkind = \"leaf-spine\"\nleaves = 2\nspines = 1\n\
+                         hosts_per_leaf = 2\n[workload]\ncdf = \"websearch\"\nload = 0.3\n\
+                         duration_us = 100\n";
+
+    fn load_text(text: &str, sets: &[&str]) -> Result<NetScenario, FileError> {
+        let sets: Vec<Set> = sets.iter().map(|s| s.parse().unwrap()).collect();
+        load(Path::new("t.toml"), text, None, false, &sets)
+    }
+
+    #[test]
+    fn mark_at_chooses_when_the_switches_mark() {
+        let s = load_text(SMALL, &[]).unwrap();
+        assert_eq!(s.config.switch.mark_at, MarkAt::Enqueue);
+        let text = format!("{SMALL}[network]\nmark_at = \"dequeue\"\n");
+        let s = load_text(&text, &[]).unwrap();
+        assert_eq!(s.config.switch.mark_at, MarkAt::Dequeue);
+        let s = load_text(SMALL, &["network.mark_at=dequeue"]).unwrap();
+        assert_eq!(s.config.switch.mark_at, MarkAt::Dequeue);
+        let err = load_text(SMALL, &["network.mark_at=sideways"])
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("sideways") && err.contains("dequeue"), "{err}");
     }
 }

@@ -208,10 +208,20 @@ fn default_buffer() -> usize {
 
 #[derive(Debug, Clone, Copy, Default, Deserialize)]
 #[serde(rename_all = "kebab-case")]
-enum MarkAtName {
+pub(super) enum MarkAtName {
     #[default]
     Enqueue,
     Dequeue,
+}
+
+impl MarkAtName {
+    /// The switch's setting of this name.
+    pub(super) const fn mark_at(self) -> MarkAt {
+        match self {
+            Self::Enqueue => MarkAt::Enqueue,
+            Self::Dequeue => MarkAt::Dequeue,
+        }
+    }
 }
 
 #[derive(Debug, Deserialize)]
@@ -283,10 +293,7 @@ impl ScenarioFile {
                 latency: Duration::from_micros(sw.latency_us),
                 buffer_bytes: sw.buffer_bytes,
                 ecn,
-                mark_at: match sw.mark_at {
-                    MarkAtName::Enqueue => MarkAt::Enqueue,
-                    MarkAtName::Dequeue => MarkAt::Dequeue,
-                },
+                mark_at: sw.mark_at.mark_at(),
                 pfc,
                 ..SwitchConfig::default()
             },

@@ -1,0 +1,259 @@
+#!/usr/bin/env bash
+# HPCC's ns-3 (alibaba-edu/High-Precision-Congestion-Control, ns-3.17) as a differential
+# reference for `roce sim`: the same topology file (its mix/fat.txt: 320 hosts at 100 Gb/s,
+# 56 switches) and the SAME flow file (made by its traffic_gen/traffic_gen.py) run in both
+# simulators, and the FCT slowdown p50/p95/p99 per size bin (5 % of the flows each, as
+# analysis/fct_analysis.py cuts them) compared side by side, PASS when within 25 %.
+#
+#   bash bench/ns3-reference.sh [--cdf fb_hadoop|websearch] [--load 0.3] [--ms 2] [--cc dcqcn]
+#                               [--drain-ms 50] [--seed 1] [--out DIR] [--roce PATH]
+#
+#   --cdf       flow sizes: fb_hadoop (FbHdp_distribution.txt) or websearch
+#               (WebSearch_distribution.txt), HPCC's files                     [fb_hadoop]
+#   --load      Poisson load per host NIC (traffic_gen.py -l)                  [0.3]
+#   --ms        milliseconds of flow arrivals (traffic_gen.py -t); 15 ms of FB_Hadoop 30 %
+#               (150 k flows) took ns-3 about 15 minutes on this machine      [2]
+#   --cc        congestion control: dcqcn (HPCC's run.py --cc dcqcn: its DCQCN "CX-4" profile,
+#               no window, ACKs at high priority; the only one so far)         [dcqcn]
+#   --drain-ms  simulated time after the last arrival for flows to finish      [50]
+#   --seed      seed of Python's random for traffic_gen.py (it has none of its own) [1]
+#   --out       where the run's files go     [bench-out/ns3-<cdf>-<load>-<ms>ms-<cc>]
+#   --roce      the roce binary              [$CARGO_TARGET_DIR or target]/release/roce
+#   --reuse     keep --out's flow.txt and ns-3's fct_ns3.txt from an earlier run and run roce
+#               sim alone: with ROCE_SETS (below), a hypothesis tested in seconds
+#
+# roce sim runs scenarios/fattree-fb30.toml with --topology/--flows given these files, and
+# with HPCC's profile where the scenario's differs: no DCQCN byte counter
+# (network.dcqcn.rpg_byte_reset=4294967295) and ECN marks at dequeue (network.mark_at=dequeue).
+# ROCE_SETS="KEY=VALUE ..." adds --set overrides after those (the scenario as shipped:
+# ROCE_SETS="network.dcqcn.rpg_byte_reset=32767 network.mark_at=enqueue"); the out directory
+# and the tables are then named after them (roce-<sets>). NS3_SETS="KEY=VALUE ..." changes
+# lines of ns-3's config.txt (e.g. ACK_HIGH_PRIO=0) and the default --out is named after them.
+#
+# Environment: NS3_SRC, a clone (or bare git directory) of HPCC's repository to copy from, else
+# it is cloned from GitHub; NS3_DIR, the cache where it is built once
+# [$HOME/.cache/roce-emu/hpcc-ns3]. Pinned at commit 9f4be2a (2021-03-11). Builds ns-3.17 with
+# waf under Python 2.7 (`python2`, or pyenv's 2.7.18), g++ with -std=gnu++11 -fpermissive, the
+# optimized profile, five modules: 1-5 minutes.
+#
+# Writes into --out: flow.txt (the flows, both simulators), fat.txt, config.txt, ns3.log and
+# fct_ns3.txt (ns-3's), roce/ and roce.log (roce sim's), roce.md and roce.json (the
+# comparison by bench/ns3-compare.py, which computes both sides' slowdown from third.cc's
+# standalone FCT: base RTT + (size + 48 header bytes per 1000-byte packet) at the bottleneck;
+# with the wall times and packet counts), and prints roce.md. Not for CI: minutes to hours.
+set -euo pipefail
+# All in one function, read whole before it runs: the file may change under a long run.
+main() {
+here=$(cd "$(dirname "$0")" && pwd)
+repo=$(cd "$here/.." && pwd)
+PIN=9f4be2a9ead8a90e8bf732c66bd758c00e58e5be
+URL=https://github.com/alibaba-edu/High-Precision-Congestion-Control
+
+usage() { sed -n '2,43p' "$0" | sed 's/^# \{0,1\}//'; }
+cdf=fb_hadoop load=0.3 ms=2 cc=dcqcn drain_ms=50 seed=1 out='' roce='' reuse=0
+while [ $# -gt 0 ]; do
+    case $1 in
+        --cdf) cdf=$2; shift 2 ;;
+        --load) load=$2; shift 2 ;;
+        --ms) ms=$2; shift 2 ;;
+        --cc) cc=$2; shift 2 ;;
+        --drain-ms) drain_ms=$2; shift 2 ;;
+        --seed) seed=$2; shift 2 ;;
+        --out) out=$2; shift 2 ;;
+        --roce) roce=$2; shift 2 ;;
+        --reuse) reuse=1; shift ;;
+        -h|--help) usage; exit 0 ;;
+        *) echo "ns3-reference: unknown argument '$1' (--help)" >&2; exit 2 ;;
+    esac
+done
+case $cdf in
+    fb_hadoop) cdf_file=FbHdp_distribution.txt ;;
+    websearch) cdf_file=WebSearch_distribution.txt ;;
+    *) echo "ns3-reference: --cdf fb_hadoop or websearch, not '$cdf'" >&2; exit 2 ;;
+esac
+[ "$cc" = dcqcn ] || { echo "ns3-reference: --cc dcqcn is the only one so far, not '$cc'" >&2; exit 2; }
+num='^[0-9]+([.][0-9]+)?$'
+for v in "$load" "$ms" "$drain_ms" "$seed"; do
+    [[ $v =~ $num ]] || { echo "ns3-reference: '$v' is not a number" >&2; exit 2; }
+done
+ns3_tag=''
+for kv in ${NS3_SETS:-}; do ns3_tag+="-${kv//[^A-Za-z0-9_.=]/_}"; done
+out=${out:-$repo/bench-out/ns3-$cdf-$load-${ms}ms-$cc$ns3_tag}
+roce=${roce:-${CARGO_TARGET_DIR:-$repo/target}/release/roce}
+[ -x "$roce" ] || { echo "ns3-reference: no $roce: cargo build --release -p roce" >&2; exit 2; }
+[ -x /usr/bin/time ] || { echo "ns3-reference: needs /usr/bin/time (Debian: apt-get install time)" >&2; exit 2; }
+NS3_DIR=${NS3_DIR:-$HOME/.cache/roce-emu/hpcc-ns3}
+
+# Python 2.7 for waf and traffic_gen.py: python2 on the PATH, or pyenv's.
+pyenv27=0
+if command -v pyenv >/dev/null && [[ $'\n'$(pyenv versions --bare 2>/dev/null)$'\n' == *$'\n2.7.18\n'* ]]; then
+    pyenv27=1
+fi
+py2() {
+    if [ "$pyenv27" = 1 ]; then PYENV_VERSION=2.7.18 pyenv exec python2 "$@"; else python2 "$@"; fi
+}
+py2 -c 'import sys; assert sys.version_info[:2] == (2, 7)' 2>/dev/null \
+    || { echo "ns3-reference: needs Python 2.7 as python2 (or pyenv's 2.7.18)" >&2; exit 2; }
+
+# The source, once, at the pinned commit.
+src=$NS3_DIR/src
+if [ ! -d "$src/.git" ]; then
+    mkdir -p "$NS3_DIR"
+    git clone -q "${NS3_SRC:-$URL}" "$src"
+fi
+if [ "$(git -C "$src" rev-parse HEAD)" != "$PIN" ]; then
+    git -C "$src" -c advice.detachedHead=false checkout -q "$PIN"
+fi
+sim=$src/simulation
+third=$sim/build/scratch/third
+
+# The build, once. `CC` must not hold anything but a C compiler here: waf reads it.
+if [ ! -x "$third" ] || [ ! -e "$NS3_DIR/built-$PIN" ]; then
+    echo "ns3-reference: building HPCC's ns-3.17 in $sim (about a minute)" >&2
+    (
+        cd "$sim"
+        unset CC CXX
+        CXXFLAGS="-std=gnu++11 -fpermissive -w" py2 waf configure -d optimized \
+            --enable-modules=core,network,internet,point-to-point,applications \
+            --disable-python --disable-tests --disable-examples >"$NS3_DIR/configure.log" 2>&1
+        nice -n 19 py2 waf build -j"$(nproc)" >"$NS3_DIR/build.log" 2>&1
+    ) || { echo "ns3-reference: the ns-3 build failed, see $NS3_DIR/configure.log and build.log" >&2; exit 1; }
+    touch "$NS3_DIR/built-$PIN"
+fi
+
+mkdir -p "$out"
+out=$(cd "$out" && pwd)
+cp "$sim/mix/fat.txt" "$out/fat.txt"
+
+# /usr/bin/time's "wall user sys" as "wall cpu", in seconds; `? ?` without the file.
+times_of() { if [ -s "$1" ]; then awk 'END {printf "%.1f %.1f\n", $1, $2 + $3}' "$1"; else echo '? ?'; fi; }
+if [ "$reuse" = 1 ] && [ -s "$out/flow.txt" ] && [ -s "$out/fct_ns3.txt" ] && [ -s "$out/ns3.wall" ]; then
+    read -r ns3_wall ns3_cpu <<<"$(times_of "$out/ns3.time")"
+    if [ "$ns3_wall" = '?' ]; then # a run of before ns3.time: third prints its clock() last
+        ns3_wall=$(cat "$out/ns3.wall")
+        ns3_cpu=$(tail -1 "$out/ns3.log" | awk '{printf "%.1f", $1}')
+    fi
+    n=$(head -1 "$out/flow.txt")
+    echo "ns3-reference: reusing $out/flow.txt ($n flows) and fct_ns3.txt" >&2
+else
+    # The flows: traffic_gen.py with Python's random seeded (the script seeds nothing); flows start
+    # at 2 s as it writes them. Its count line is the estimate overwritten in place by the real
+    # count, which leaves a stale digit when the two differ in length: written again here.
+    secs=$(python3 -c "print(${ms} / 1000)")
+    (
+        cd "$src/traffic_gen"
+        py2 -c 'import random, sys; random.seed(int(sys.argv[1])); sys.argv = ["traffic_gen.py"] + sys.argv[2:]; execfile("traffic_gen.py")' \
+            "$seed" -c "$cdf_file" -n 320 -l "$load" -b 100G -t "$secs" -o "$out/flow.raw"
+    )
+    n=$(($(wc -l <"$out/flow.raw") - 1))
+    { echo "$n"; tail -n +2 "$out/flow.raw"; } >"$out/flow.txt"
+    rm "$out/flow.raw"
+    echo "ns3-reference: $n flows ($cdf, load $load, $ms ms of arrivals, seed $seed)" >&2
+
+    # ns-3's config as run.py writes it for `--cc dcqcn --bw 100 --topo fat`, with the run's paths,
+    # the stop time after the drain, and the queue monitor (every 100 ns until QLEN_MON_END, which
+    # costs ns-3 a lot) off.
+    stop=$(python3 -c "print('%.6f' % (2 + (${ms} + ${drain_ms}) / 1000))")
+    bw=100
+    cat >"$out/config.txt" <<EOF
+ENABLE_QCN 1
+USE_DYNAMIC_PFC_THRESHOLD 1
+
+PACKET_PAYLOAD_SIZE 1000
+
+TOPOLOGY_FILE $out/fat.txt
+FLOW_FILE $out/flow.txt
+TRACE_FILE $sim/mix/trace.txt
+TRACE_OUTPUT_FILE $out/ns3.tr
+FCT_OUTPUT_FILE $out/fct_ns3.txt
+PFC_OUTPUT_FILE $out/pfc_ns3.txt
+
+SIMULATOR_STOP_TIME $stop
+
+CC_MODE 1
+ALPHA_RESUME_INTERVAL 1
+RATE_DECREASE_INTERVAL 4
+CLAMP_TARGET_RATE 0
+RP_TIMER 300
+EWMA_GAIN 0.00390625
+FAST_RECOVERY_TIMES 1
+RATE_AI $((5 * bw / 25))Mb/s
+RATE_HAI $((50 * bw / 25))Mb/s
+MIN_RATE 1000Mb/s
+DCTCP_RATE_AI 1000Mb/s
+
+ERROR_RATE_PER_LINK 0.0000
+L2_CHUNK_SIZE 4000
+L2_ACK_INTERVAL 1
+L2_BACK_TO_ZERO 0
+
+HAS_WIN 0
+GLOBAL_T 1
+VAR_WIN 0
+FAST_REACT 0
+U_TARGET 0.95
+MI_THRESH 0
+INT_MULTI 1
+MULTI_RATE 0
+SAMPLE_FEEDBACK 0
+PINT_LOG_BASE 1.01
+PINT_PROB 1.0
+
+RATE_BOUND 1
+
+ACK_HIGH_PRIO 1
+
+LINK_DOWN 0 0 0
+
+ENABLE_TRACE 0
+
+KMAX_MAP 2 $((bw * 1000000000)) $((400 * bw / 25)) $((bw * 4 * 1000000000)) $((400 * bw * 4 / 25))
+KMIN_MAP 2 $((bw * 1000000000)) $((100 * bw / 25)) $((bw * 4 * 1000000000)) $((100 * bw * 4 / 25))
+PMAX_MAP 2 $((bw * 1000000000)) 0.20 $((bw * 4 * 1000000000)) 0.20
+BUFFER_SIZE $((16 * bw / 50))
+QLEN_MON_FILE $out/qlen_ns3.txt
+QLEN_MON_START 2000000000
+QLEN_MON_END 2000000000
+EOF
+    for kv in ${NS3_SETS:-}; do
+        grep -q "^${kv%%=*} " "$out/config.txt" || { echo "ns3-reference: NS3_SETS: no ${kv%%=*} in config.txt" >&2; exit 2; }
+        sed -i "s|^${kv%%=*} .*|${kv%%=*} ${kv#*=}|" "$out/config.txt"
+    done
+
+    echo "ns3-reference: ns-3 (third) running, stop at $stop s simulated" >&2
+    LD_LIBRARY_PATH="$sim/build" nice -n 19 /usr/bin/time -f '%e %U %S' -o "$out/ns3.time" \
+        "$third" "$out/config.txt" >"$out/ns3.log" 2>&1 \
+        || { tail -5 "$out/ns3.log" >&2; echo "ns3-reference: ns-3 failed, see $out/ns3.log" >&2; exit 1; }
+    read -r ns3_wall ns3_cpu <<<"$(times_of "$out/ns3.time")"
+    echo "$ns3_wall" >"$out/ns3.wall"
+    echo "ns3-reference: ns-3 took $ns3_wall s of wall time ($ns3_cpu s of CPU)" >&2
+fi
+
+# roce sim: the shipped fat-tree scenario (HPCC's dcqcn timers and rates, ECN maps, 32 MB shared
+# buffer, dynamic PFC thresholds) with the same topology and flow files, and two more settings
+# of HPCC's profile that the scenario does not make: no byte counter (rdma-hw.cc's DCQCN
+# increases on its 300 us timer only; NVIDIA's 32767-byte counter made roce sim 1.3-1.5x
+# slower at p95/p99) and ECN marks decided at dequeue (switch-node.cc SwitchNotifyDequeue).
+# No queue sampling, as ns-3's monitor is off. ROCE_SETS adds --set overrides
+# (space-separated KEY=VALUE, applied after these), for experiments.
+echo "ns3-reference: roce sim running" >&2
+sets=(--set "run.drain_us=$(python3 -c "print(int(${drain_ms} * 1000))")" --set run.qlen_every_us=0
+      --set network.dcqcn.rpg_byte_reset=4294967295 --set network.mark_at=dequeue)
+rdir=roce
+for kv in ${ROCE_SETS:-}; do sets+=(--set "$kv"); rdir+="-${kv//[^A-Za-z0-9_.=]/_}"; done
+nice -n 19 /usr/bin/time -f '%e %U %S' -o "$out/$rdir.time" "$roce" sim "$repo/scenarios/fattree-fb30.toml" \
+    --topology "$out/fat.txt" --flows "$out/flow.txt" "${sets[@]}" \
+    --out "$out/$rdir" >"$out/$rdir.log" 2>&1 \
+    || { tail -5 "$out/$rdir.log" >&2; echo "ns3-reference: roce sim failed, see $out/$rdir.log" >&2; exit 1; }
+read -r roce_wall roce_cpu <<<"$(times_of "$out/$rdir.time")"
+echo "ns3-reference: roce sim took $roce_wall s of wall time ($roce_cpu s of CPU)" >&2
+
+python3 "$here/ns3-compare.py" --topology "$out/fat.txt" --flows "$out/flow.txt" \
+    --ns3 "$out/fct_ns3.txt" --ours "$out/$rdir/fct.txt" --summary "$out/$rdir/summary.json" \
+    --ns3-wall "$ns3_wall" --ours-wall "$roce_wall" --ns3-cpu "$ns3_cpu" --ours-cpu "$roce_cpu" \
+    --title "$cdf $load, $ms ms of arrivals, $cc, seed $seed${NS3_SETS:+, ns-3 with $NS3_SETS}${ROCE_SETS:+, roce sim with $ROCE_SETS}" \
+    --md "$out/$rdir.md" --json "$out/$rdir.json"
+cat "$out/$rdir.md"
+}
+main "$@"
+exit
