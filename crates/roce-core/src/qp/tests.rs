@@ -992,6 +992,25 @@ fn the_responses_to_a_read_resumed_in_its_middle_land_and_complete_it() {
     assert_eq!(s.mr.read(0, 3000).unwrap(), want);
 }
 
+/// A NIC with a window of 8 PSNs and a READ of 10 KiB (wr_id 9) from [`PEER_REGION`] posted:
+/// 10 responses of 1 KiB, asked for in pieces of 4.
+fn long_read() -> Setup {
+    let mut s = setup_with(NicConfig {
+        addrs: vec![US],
+        max_unacked_psns: 8,
+        ..NicConfig::default()
+    });
+    post(&mut s, 9, SendOp::RdmaRead(PEER_REGION), 0, 10 * 1024);
+    s
+}
+
+/// The next READ request: its PSN, where it starts in [`PEER_REGION`] and its length.
+fn read_asked(s: &mut Setup, now: u64) -> (Psn, u64, u32) {
+    let (req, _) = tx(s, at(now));
+    let reth = req.reth.unwrap();
+    (req.bth.psn, reth.va - PEER_REGION.addr, reth.dma_len)
+}
+
 /// A READ longer than half the window is asked for a piece at a time, each piece a READ
 /// request of its own whose PSNs count against the window: with a window of 8 PSNs, a READ of
 /// 10 KiB (10 responses of 1 KiB) is two pieces of 4 at once, the last piece of 2 once the
@@ -999,18 +1018,8 @@ fn the_responses_to_a_read_resumed_in_its_middle_land_and_complete_it() {
 /// and the READ completes once, whole.
 #[test]
 fn a_long_read_is_asked_for_in_pieces_that_the_window_paces() {
-    let mut s = setup_with(NicConfig {
-        addrs: vec![US],
-        max_unacked_psns: 8,
-        ..NicConfig::default()
-    });
-    let remote = PEER_REGION;
-    post(&mut s, 9, SendOp::RdmaRead(remote), 0, 10 * 1024);
-    let asked = |s: &mut Setup, now| {
-        let (req, _) = tx(s, at(now));
-        let reth = req.reth.unwrap();
-        (req.bth.psn, reth.va - remote.addr, reth.dma_len)
-    };
+    let mut s = long_read();
+    let asked = read_asked;
     assert_eq!(asked(&mut s, 0), (psn(500), 0, 4096));
     assert_eq!(asked(&mut s, 0), (psn(504), 4096, 4096));
     expect_nothing(&mut s, at(0));
@@ -1059,18 +1068,8 @@ fn a_long_read_is_asked_for_in_pieces_that_the_window_paces() {
 /// next pieces' starts.
 #[test]
 fn a_read_asked_for_again_from_the_middle_of_a_piece_asks_for_the_rest_of_that_piece() {
-    let mut s = setup_with(NicConfig {
-        addrs: vec![US],
-        max_unacked_psns: 8,
-        ..NicConfig::default()
-    });
-    let remote = PEER_REGION;
-    post(&mut s, 9, SendOp::RdmaRead(remote), 0, 10 * 1024);
-    let asked = |s: &mut Setup, now| {
-        let (req, _) = tx(s, at(now));
-        let reth = req.reth.unwrap();
-        (req.bth.psn, reth.va - remote.addr, reth.dma_len)
-    };
+    let mut s = long_read();
+    let asked = read_asked;
     assert_eq!(asked(&mut s, 0), (psn(500), 0, 4096));
     assert_eq!(asked(&mut s, 0), (psn(504), 4096, 4096));
     let first = response(Opcode::RcRdmaReadResponseFirst, 500, ACK, 1);
@@ -1097,13 +1096,7 @@ fn a_read_asked_for_again_from_the_middle_of_a_piece_asks_for_the_rest_of_that_p
 /// missing response, and `una` does not pass over bytes that never landed.
 #[test]
 fn an_ack_inside_a_read_whose_responses_have_not_come_asks_for_them_again() {
-    let mut s = setup_with(NicConfig {
-        addrs: vec![US],
-        max_unacked_psns: 8,
-        ..NicConfig::default()
-    });
-    let remote = PEER_REGION;
-    post(&mut s, 9, SendOp::RdmaRead(remote), 0, 10 * 1024);
+    let mut s = long_read();
     tx(&mut s, at(0));
     tx(&mut s, at(0));
     // The first piece's responses are lost; an ACK of its last PSN (503) comes.
