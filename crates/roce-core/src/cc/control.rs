@@ -46,21 +46,32 @@ pub(crate) trait CongestionControl: fmt::Debug + Send {
     fn window_bytes(&self) -> Option<u64> {
         None
     }
-    /// The rate it is climbing back to, bits per second; `None` is no limit.
-    fn target_bps(&self) -> Option<f64>;
+    /// The rate it is climbing back to, bits per second; `None` is no limit (or none kept).
+    fn target_bps(&self) -> Option<f64> {
+        None
+    }
     /// The algorithm's α at `now`, its estimate of how congested the path is (DCQCN's and
     /// DCTCP's α; 0 when not applicable).
-    fn alpha(&self, now: Instant) -> f64;
+    fn alpha(&self, now: Instant) -> f64 {
+        let _ = now;
+        0.0
+    }
     /// A CNP for this QP arrived.
-    fn on_cnp(&mut self, now: Instant, timers: &mut TimerTable, stats: &mut Stats);
+    fn on_cnp(&mut self, now: Instant, timers: &mut TimerTable, stats: &mut Stats) {
+        let _ = (now, timers, stats);
+    }
     /// The requester put `bytes` on the wire.
-    fn on_sent(&mut self, now: Instant, bytes: u64, timers: &mut TimerTable, stats: &mut Stats);
+    fn on_sent(&mut self, now: Instant, bytes: u64, timers: &mut TimerTable, stats: &mut Stats) {
+        let _ = (now, bytes, timers, stats);
+    }
     /// A response arrived (only with [`crate::Congestion::hears_acks`]).
     fn on_ack(&mut self, ack: &Ack, timers: &mut TimerTable, stats: &mut Stats) {
         let _ = (ack, timers, stats);
     }
     /// `timer` expired.
-    fn on_timer(&mut self, timer: Timer, now: Instant, timers: &mut TimerTable, stats: &mut Stats);
+    fn on_timer(&mut self, timer: Timer, now: Instant, timers: &mut TimerTable, stats: &mut Stats) {
+        let _ = (timer, now, timers, stats);
+    }
 }
 
 /// No congestion control: no limit, no timers, CNPs change nothing.
@@ -71,13 +82,4 @@ impl CongestionControl for Unlimited {
     fn rate_bps(&self) -> Option<f64> {
         None
     }
-    fn target_bps(&self) -> Option<f64> {
-        None
-    }
-    fn alpha(&self, _: Instant) -> f64 {
-        0.0
-    }
-    fn on_cnp(&mut self, _: Instant, _: &mut TimerTable, _: &mut Stats) {}
-    fn on_sent(&mut self, _: Instant, _: u64, _: &mut TimerTable, _: &mut Stats) {}
-    fn on_timer(&mut self, _: Timer, _: Instant, _: &mut TimerTable, _: &mut Stats) {}
 }

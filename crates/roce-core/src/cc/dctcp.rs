@@ -24,7 +24,7 @@ use super::control::{Ack, CongestionControl};
 use crate::Instant;
 use crate::config::DctcpConfig;
 use crate::stats::Stats;
-use crate::timer::{Timer, TimerTable};
+use crate::timer::TimerTable;
 
 /// Bits per second in one Mb/s.
 const MBPS: f64 = 1e6;
@@ -104,18 +104,9 @@ impl CongestionControl for Dctcp {
             .then(|| (self.rate * f64::from(self.config.base_rtt_ns) * 1e-9 / 8.0) as u64)
     }
 
-    fn target_bps(&self) -> Option<f64> {
-        None
-    }
-
     fn alpha(&self, _: Instant) -> f64 {
         self.alpha
     }
-
-    /// DCTCP reads no CNPs (no notification point answers its marks with one).
-    fn on_cnp(&mut self, _: Instant, _: &mut TimerTable, _: &mut Stats) {}
-
-    fn on_sent(&mut self, _: Instant, _: u64, _: &mut TimerTable, _: &mut Stats) {}
 
     fn on_ack(&mut self, ack: &Ack, _: &mut TimerTable, stats: &mut Stats) {
         // Rule 1.
@@ -153,6 +144,4 @@ impl CongestionControl for Dctcp {
             stats.rate_increases += 1;
         }
     }
-
-    fn on_timer(&mut self, _: Timer, _: Instant, _: &mut TimerTable, _: &mut Stats) {}
 }

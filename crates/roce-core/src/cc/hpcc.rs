@@ -30,7 +30,7 @@ use super::control::{Ack, CongestionControl};
 use crate::Instant;
 use crate::config::HpccConfig;
 use crate::stats::Stats;
-use crate::timer::{Timer, TimerTable};
+use crate::timer::TimerTable;
 
 /// Bits per second in one Mb/s.
 const MBPS: f64 = 1e6;
@@ -158,11 +158,6 @@ impl CongestionControl for Hpcc {
         self.u
     }
 
-    /// HPCC reads no CNPs.
-    fn on_cnp(&mut self, _: Instant, _: &mut TimerTable, _: &mut Stats) {}
-
-    fn on_sent(&mut self, _: Instant, _: u64, _: &mut TimerTable, _: &mut Stats) {}
-
     fn on_ack(&mut self, ack: &Ack, _: &mut TimerTable, stats: &mut Stats) {
         let Some(int) = &ack.int else {
             return;
@@ -202,6 +197,4 @@ impl CongestionControl for Hpcc {
             self.last_update = Some(ack.next);
         }
     }
-
-    fn on_timer(&mut self, _: Timer, _: Instant, _: &mut TimerTable, _: &mut Stats) {}
 }

@@ -24,7 +24,7 @@ use tracing::debug;
 use super::control::{Ack, CongestionControl};
 use crate::config::TimelyConfig;
 use crate::stats::Stats;
-use crate::timer::{Timer, TimerTable};
+use crate::timer::TimerTable;
 use crate::{Duration, Instant};
 
 /// Bits per second in one Mb/s.
@@ -129,19 +129,6 @@ impl CongestionControl for Timely {
         Some(self.rate)
     }
 
-    fn target_bps(&self) -> Option<f64> {
-        None
-    }
-
-    fn alpha(&self, _: Instant) -> f64 {
-        0.0
-    }
-
-    /// TIMELY reads no CNPs.
-    fn on_cnp(&mut self, _: Instant, _: &mut TimerTable, _: &mut Stats) {}
-
-    fn on_sent(&mut self, _: Instant, _: u64, _: &mut TimerTable, _: &mut Stats) {}
-
     fn on_ack(&mut self, ack: &Ack, _: &mut TimerTable, stats: &mut Stats) {
         let Some(rtt) = ack.rtt else { return };
         let due = self.update_at.is_none_or(|at| ack.una.distance(at) > 0);
@@ -155,6 +142,4 @@ impl CongestionControl for Timely {
         self.update_at = Some(ack.next);
         self.prev_rtt = rtt.as_nanos() as f64;
     }
-
-    fn on_timer(&mut self, _: Timer, _: Instant, _: &mut TimerTable, _: &mut Stats) {}
 }
