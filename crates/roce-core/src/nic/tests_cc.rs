@@ -18,16 +18,16 @@ const BECN: u8 = 0x40;
 const ACK: u8 = 0x11;
 
 /// Two NICs with `congestion`, an RC QP on each connected to the other, and a region on each.
-struct Pair {
-    a: Nic,
-    b: Nic,
-    a_qp: crate::Qpn,
-    sge: Sge,
-    remote: Remote,
+pub(super) struct Pair {
+    pub(super) a: Nic,
+    pub(super) b: Nic,
+    pub(super) a_qp: crate::Qpn,
+    pub(super) sge: Sge,
+    pub(super) remote: Remote,
 }
 
 impl Pair {
-    fn new(congestion: Congestion) -> Self {
+    pub(super) fn new(congestion: Congestion) -> Self {
         Self::with(congestion, congestion)
     }
 
