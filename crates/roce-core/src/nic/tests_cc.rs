@@ -277,11 +277,14 @@ fn hpcc_requests_carry_int_that_switches_stamp_and_acks_echo() {
     let mut plain = Pair::new(Congestion::None);
     plain.b.handle_datagram(now, datagram(&request, &t));
     assert_eq!(plain.b.stats().rx_int_unexpected, 1);
+    assert_eq!(plain.b.stats().rx_accepted, 0, "nothing of it taken in");
+    assert_eq!(plain.b.poll_transmit(now, &mut buf), None, "nor answered");
     // A bad hop count (the ICRC masks the header, so only the parse sees it).
     let mut bad = request.clone();
     bad[12] = 7;
     p.b.handle_datagram(now, datagram(&bad, &t));
     assert_eq!(p.b.stats().rx_int_malformed, 1);
+    assert_eq!(p.b.stats().rx_accepted, 0, "nothing of it taken in");
     p.b.handle_datagram(now, datagram(&request, &t));
     assert_eq!(p.b.stats().rx_icrc_errors, 0);
     let t = p.b.poll_transmit(now, &mut buf).unwrap();
