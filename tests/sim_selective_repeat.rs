@@ -10,7 +10,9 @@ use std::collections::HashMap;
 
 use roce_core::{Duration, Instant, LossRecovery, NicConfig, SendOp, WcOpcode, WcStatus};
 use roce_sim::{Fate, Fault, LinkConfig, Pair, PairConfig};
-use roce_tests::sim::{drop_once, fetch_add, pattern, post, post_recv, remote, success, wr};
+use roce_tests::sim::{
+    Mixed, drop_once, pattern, post, post_mixed, post_recv, remote, success, wr,
+};
 use roce_wire::{Opcode, Psn};
 
 const PMTU: u32 = 1024;
@@ -235,33 +237,11 @@ fn run(seed: u64, loss: f64, bdp: u32) -> bool {
         ..PairConfig::default()
     };
     let mut pair = Pair::connected(&config);
-    let (a, b) = (&mut pair.a, &mut pair.b);
-    let send_data = pattern(seed, 6000);
-    let write_data = pattern(seed + 1, 9000);
-    let read_data = pattern(seed + 2, 7000);
-    a.mr.write(0, &send_data);
-    a.mr.write(10_000, &write_data);
-    b.mr.write(100_000, &read_data);
-    b.mr.write(200_000, &0u64.to_le_bytes());
-    post_recv(b, 50, 300_000, 8000);
-    let ops = [
-        wr(a, 1, SendOp::Send, 0, 6000),
-        wr(a, 2, SendOp::RdmaWrite(remote(b, 20_000)), 10_000, 9000),
-        wr(a, 3, SendOp::RdmaRead(remote(b, 100_000)), 40_000, 7000),
-        fetch_add(a, 4, b, 200_000, 5, 60_000),
-        fetch_add(a, 5, b, 200_000, 7, 60_008),
-        wr(
-            a,
-            6,
-            SendOp::RdmaWriteWithImm(remote(b, 30_000), 99),
-            10_000,
-            100,
-        ),
-    ];
-    post_recv(b, 51, 300_000, 0);
-    for op in ops {
-        post(&mut pair, true, op);
-    }
+    let Mixed {
+        send_data,
+        write_data,
+        read_data,
+    } = post_mixed(&mut pair, seed);
     let done = pair.drive_while(Instant::from_millis(2_000), |p| {
         p.a.nic.completions_waiting(p.a.cq) == 6
     });

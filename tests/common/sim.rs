@@ -100,3 +100,51 @@ pub fn success(cqe: Option<Cqe>, wr_id: u64, opcode: WcOpcode) -> Cqe {
     );
     cqe
 }
+
+/// The bytes of [`post_mixed`]'s SEND, WRITE and READ, to check where they land: the SEND's at
+/// b's 300 000, the WRITE's at b's 20 000, the READ's at a's 40 000.
+#[derive(Debug, Clone)]
+pub struct Mixed {
+    pub send_data: Vec<u8>,
+    pub write_data: Vec<u8>,
+    pub read_data: Vec<u8>,
+}
+
+/// A mixed workload from a to b, each WR signaled, the data from `seed`: a SEND of 6000 bytes
+/// (into receive 50), a WRITE of 9000, a READ of 7000, two fetch-and-adds on b's 200 000 (5,
+/// then 7; originals to a's 60 000 and 60 008), and a WRITE with immediate 99 of 100 bytes
+/// (receive 51). Six send WRs (ids 1 to 6), two receives.
+pub fn post_mixed(pair: &mut Pair, seed: u64) -> Mixed {
+    let (a, b) = (&mut pair.a, &mut pair.b);
+    let send_data = pattern(seed, 6000);
+    let write_data = pattern(seed + 1, 9000);
+    let read_data = pattern(seed + 2, 7000);
+    a.mr.write(0, &send_data);
+    a.mr.write(10_000, &write_data);
+    b.mr.write(100_000, &read_data);
+    b.mr.write(200_000, &0u64.to_le_bytes());
+    post_recv(b, 50, 300_000, 8000);
+    let ops = [
+        wr(a, 1, SendOp::Send, 0, 6000),
+        wr(a, 2, SendOp::RdmaWrite(remote(b, 20_000)), 10_000, 9000),
+        wr(a, 3, SendOp::RdmaRead(remote(b, 100_000)), 40_000, 7000),
+        fetch_add(a, 4, b, 200_000, 5, 60_000),
+        fetch_add(a, 5, b, 200_000, 7, 60_008),
+        wr(
+            a,
+            6,
+            SendOp::RdmaWriteWithImm(remote(b, 30_000), 99),
+            10_000,
+            100,
+        ),
+    ];
+    post_recv(b, 51, 300_000, 0);
+    for op in ops {
+        post(pair, true, op);
+    }
+    Mixed {
+        send_data,
+        write_data,
+        read_data,
+    }
+}
