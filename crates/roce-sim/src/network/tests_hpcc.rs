@@ -5,23 +5,11 @@
 
 use roce_core::{Congestion, HpccConfig, Instant};
 
-use super::tests::{flow, link};
+use super::tests::flow;
+use super::tests_shared::incast_topology;
 use crate::network::{Network, NetworkConfig, Payload};
 use crate::switch::SwitchConfig;
-use crate::topology::{NodeId, NodeKind, Topology};
-
-const G: u64 = 1_000_000_000;
-
-/// Hosts 0–7 on switch 9, host 8 on switch 10; the switches joined at 400 G, the hosts at
-/// 100 G: eight senders into one 100 G port, two switch hops.
-fn incast_topology() -> Topology {
-    let mut kinds = vec![NodeKind::Host; 9];
-    kinds.extend([NodeKind::Switch; 2]);
-    let mut links: Vec<_> = (0..8).map(|h| link(h, 9, 100 * G)).collect();
-    links.push(link(9, 10, 400 * G));
-    links.push(link(10, 8, 100 * G));
-    Topology::new(kinds, links).unwrap()
-}
+use crate::topology::NodeId;
 
 /// Eight 500 KB flows into host 8 at once, under `congestion`, 4 MB of buffer per port:
 /// the flows finished, the bottleneck port's largest queue, the drops and the senders' rate

@@ -11,8 +11,8 @@ use crate::topology::{NodeId, NodeKind, Topology};
 const G: u64 = 1_000_000_000;
 
 /// Hosts 0–7 on switch 9, host 8 on switch 10; the switches joined at 400 G, the hosts at
-/// 100 G: eight senders into one 100 G port.
-fn incast_topology() -> Topology {
+/// 100 G: eight senders into one 100 G port, two switch hops.
+pub(super) fn incast_topology() -> Topology {
     let mut kinds = vec![NodeKind::Host; 9];
     kinds.extend([NodeKind::Switch; 2]);
     let mut links: Vec<_> = (0..8).map(|h| link(h, 9, 100 * G)).collect();
