@@ -26,6 +26,7 @@ impl Opened {
     pub(super) fn new(std_socket: std::net::UdpSocket, ifindex: Option<u32>) -> io::Result<Self> {
         std_socket.set_nonblocking(true)?;
         let state = UdpSocketState::new((&std_socket).into())?;
+        no_receive_timestamps(&std_socket);
         size_buffers(&std_socket);
         let local = std_socket.local_addr()?;
         if local.is_ipv6() {
@@ -74,6 +75,16 @@ fn accept_zero_checksums(socket: &std::net::UdpSocket) {
 /// `SO_RCVBUF` is capped at rmem_max (wmem_max for sends, where a full buffer only makes the
 /// sender wait), and a receive cap below what we asked for is said once, with the sysctl that lifts
 /// it.
+/// Takes back the `SO_TIMESTAMPNS` that `UdpSocketState::new` sets: nothing here reads a
+/// datagram's arrival time, and while one socket of the host asks for it the kernel stamps
+/// every packet it receives (`net_enable_timestamp`) and each receive carries the stamp up.
+fn no_receive_timestamps(socket: &std::net::UdpSocket) {
+    use nix::sys::socket::{setsockopt, sockopt};
+    if let Err(err) = setsockopt(socket, sockopt::ReceiveTimestampns, &false) {
+        tracing::debug!(error = %err, "receive timestamps not turned off");
+    }
+}
+
 fn size_buffers(socket: &std::net::UdpSocket) {
     use nix::sys::socket::{getsockopt, setsockopt, sockopt};
     /// The cap is said once per process, not once per NIC.

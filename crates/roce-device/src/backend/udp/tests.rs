@@ -21,6 +21,21 @@ fn a_receive_buffer_below_the_ask_is_said_with_the_sysctl_that_lifts_it() {
     assert!(receive_cap_warning(2 * want - 2, want).is_some());
 }
 
+/// The socket asks for no receive timestamps (quinn-udp's set-up turns them on, and one socket
+/// asking makes the kernel stamp every packet the host receives).
+#[tokio::test]
+async fn the_socket_asks_for_no_receive_timestamps() {
+    use nix::sys::socket::{getsockopt, sockopt};
+    let backend = UdpBackend::bind("127.0.0.1".parse().unwrap(), 0).unwrap();
+    for fd in backend.fds.iter() {
+        assert!(!getsockopt(fd.get_ref(), sockopt::ReceiveTimestampns).unwrap());
+    }
+    // The option reads back as set where it is set: the check above can see it.
+    let plain = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    nix::sys::socket::setsockopt(&plain, sockopt::ReceiveTimestampns, &true).unwrap();
+    assert!(getsockopt(&plain, sockopt::ReceiveTimestampns).unwrap());
+}
+
 /// A receive that drains the socket clears its readiness without a failing system call;
 /// a datagram that arrives afterwards still wakes the next receive.
 #[tokio::test]
