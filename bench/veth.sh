@@ -31,25 +31,34 @@ A_IP=198.18.2.1; B_IP=198.18.2.2; A_RAW=198.18.2.3; B_RAW=198.18.2.4
 veth_pair roce-bench-a.$$ roce-bench-b.$$ "$A_IP" "$B_IP"
 
 # roce perf write: MB/s (10^6 bytes per second) of the client's average.
-roce_write() {  # roce_write BACKEND MTU: both NICs on BACKEND (raw: they play A_RAW and B_RAW)
-    local backend=$1 mtu=$2
-    local server=(perf write -n 5000 -s 65536 -m "$mtu" --json)
-    local client=(perf write "$B_IP" -n 5000 -s 65536 -m "$mtu" --json)
+roce_write() {  # roce_write BACKEND MTU: "MB/s user-µs-per-packet" (the client's user CPU per
+    # data packet it sent: 16 per 64 KiB WRITE at MTU 4096); both NICs on BACKEND (raw: they
+    # play A_RAW and B_RAW)
+    local backend=$1 mtu=$2 n=5000
+    local server=(perf write -n "$n" -s 65536 -m "$mtu" --json)
+    local client=(perf write "$B_IP" -n "$n" -s 65536 -m "$mtu" --json)
     if [ "$backend" = raw ]; then
         server+=(--backend raw --dev vb --ip "$B_RAW")
         client+=(--backend raw --dev va --ip "$A_RAW")
     fi
     inb "$ROCE" "${server[@]}" >/dev/null & local pid=$!
     sleep 0.3
-    ina "$ROCE" "${client[@]}" | python3 -c 'import json,sys; print(json.load(sys.stdin)["bw_avg_mb_s"])'
+    local mb
+    mb=$(ina python3 bench/cputime.py "$TMP/cpu" "$ROCE" "${client[@]}" | python3 -c 'import json,sys; print(json.load(sys.stdin)["bw_avg_mb_s"])')
     wait "$pid"
+    echo "$mb $(awk -v n="$n" -v per=$((65536 / mtu)) '{printf "%.3f", $1 * 1e6 / (n * per)}' "$TMP/cpu")"
 }
-offload_blast() {  # offload_blast DATAGRAM_BYTES: "MB/s datagrams/s" received (bench/blast: UDP_SEGMENT + UDP_GRO)
+offload_blast() {  # offload_blast DATAGRAM_BYTES: "MB/s M-datagrams/s sys-µs-per-datagram"
+    # received (bench/blast: UDP_SEGMENT + UDP_GRO), and the sender's system CPU per datagram
+    # it sent (on a veth that includes the receiver's softirq, which runs in the sender's call)
     inb "$BLAST" recv --bind "$B_IP:5300" --seconds 3 >"$TMP/blast.json" & local pid=$!
     sleep 0.3
-    ina "$BLAST" send --to "$B_IP:5300" --size "$1" --seconds 3 >/dev/null
+    ina python3 bench/cputime.py "$TMP/cpu" "$BLAST" send --to "$B_IP:5300" --size "$1" --seconds 3 >"$TMP/blast-send.json"
     wait "$pid"
-    python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(d["mb_s"], d["datagrams_per_s"]/1e6)' "$TMP/blast.json"
+    python3 -c 'import json,sys
+d = json.load(open(sys.argv[1])); sent = json.load(open(sys.argv[2]))["datagrams"]
+sys_s = float(open(sys.argv[3]).read().split()[1])
+print(d["mb_s"], d["datagrams_per_s"]/1e6, "%.3f" % (sys_s * 1e6 / max(sent, 1)))' "$TMP/blast.json" "$TMP/blast-send.json" "$TMP/cpu"
 }
 udp_blast() {  # udp_blast DATAGRAM_BYTES: MB/s received
     inb iperf3 -s -1 -p 5201 >/dev/null & local pid=$!
@@ -108,11 +117,13 @@ udp_lat() {  # [--nonblocked]: sockperf (14 bytes, its smallest message), median
 
 declare -A R
 for _ in $(seq "$RUNS"); do
-    R[udp1024]+="$(roce_write udp 1024) "; R[udp4096]+="$(roce_write udp 4096) "
-    R[raw1024]+="$(roce_write raw 1024) "; R[raw4096]+="$(roce_write raw 4096) "
+    read -r mb us <<<"$(roce_write udp 1024)"; R[udp1024]+="$mb "
+    read -r mb us <<<"$(roce_write udp 4096)"; R[udp4096]+="$mb "; R[udp4096user]+="$us "
+    read -r mb us <<<"$(roce_write raw 1024)"; R[raw1024]+="$mb "
+    read -r mb us <<<"$(roce_write raw 4096)"; R[raw4096]+="$mb "; R[raw4096user]+="$us "
     R[blast1040]+="$(udp_blast 1040) "; R[blast4112]+="$(udp_blast 4112) "
-    read -r mb mpps <<<"$(offload_blast 4112)"; R[oblast4112]+="$mb "
-    read -r mb mpps <<<"$(offload_blast 96)"; R[oblast96pps]+="$mpps "
+    read -r mb mpps us <<<"$(offload_blast 4112)"; R[oblast4112]+="$mb "; R[oblast4112sys]+="$us "
+    read -r mb mpps us <<<"$(offload_blast 96)"; R[oblast96pps]+="$mpps "
     R[tcp]+="$(tcp) "
     read -r t p99 p999 <<<"$(roce_lat)"; R[rlat]+="$t "; R[rlat99]+="$p99 "; R[rlat999]+="$p999 "
     read -r t p99 p999 <<<"$(roce_lat --busy-poll)"; R[rlatbusy]+="$t "; R[rlatbusy99]+="$p99 "; R[rlatbusy999]+="$p999 "
@@ -141,7 +152,9 @@ release build. MB/s are 10^6 bytes of payload per second.
 | \`roce perf write\` 64 KiB, UDP backend, path MTU 4096 | $(med udp4096) MB/s | $(ratio udp4096 oblast4112) × the offloaded UDP blast of 4112-byte datagrams, $(ratio udp4096 blast4112) × iperf3's |
 | \`roce perf write\` 64 KiB, raw backend on both sides, path MTU 1024 | $(med raw1024) MB/s | $(ratio raw1024 blast1040) × UDP blast |
 | \`roce perf write\` 64 KiB, raw backend on both sides, path MTU 4096 | $(med raw4096) MB/s | $(ratio raw4096 oblast4112) × the offloaded blast, $(ratio raw4096 blast4112) × iperf3's |
+| … the client's user CPU per data packet it sent, UDP / raw backend, path MTU 4096 | $(med udp4096user) / $(med raw4096user) µs | $(ratio udp4096user oblast4112sys) / $(ratio raw4096user oblast4112sys) × the blast sender's system CPU per datagram |
 | offloaded UDP blast, 4112-byte datagrams (bench/blast: UDP_SEGMENT, UDP_GRO) | $(med oblast4112) MB/s | |
+| … the sender's system CPU per datagram (on a veth it carries the receiver's softirq) | $(med oblast4112sys) µs | |
 | offloaded UDP blast, 96-byte datagrams (a 64-byte WRITE's size) | $(med oblast96pps) M datagrams/s | |
 | iperf3's UDP blast, 1040-byte datagrams (-u -b 0: one datagram per system call) | $(med blast1040) MB/s | |
 | iperf3's UDP blast, 4112-byte datagrams | $(med blast4112) MB/s | |
