@@ -92,15 +92,17 @@ pub(crate) fn window(config: &crate::NicConfig) -> u32 {
 }
 
 /// A requester sets AckReq at least every this many packets: `max_pkts_per_ack` (rxe's 64),
-/// and under selective repeat at least four times per window, so that a window smaller than
-/// rxe's cadence is acknowledged as it goes rather than when the ACK timeout fires.
+/// and at least twice per go-back-N window (rxe's 64 is half its 128) or four times per
+/// selective repeat window, so that a window smaller than rxe's cadence is acknowledged as it
+/// goes rather than when the retransmit timer fires with the window full and nothing lost.
 pub(crate) fn ack_cadence(config: &crate::NicConfig) -> u32 {
-    match config.loss_recovery {
-        crate::LossRecovery::GoBackN => config.max_pkts_per_ack,
-        crate::LossRecovery::SelectiveRepeat { bdp_packets, .. } => {
-            config.max_pkts_per_ack.min((bdp_packets / 4).max(1))
-        }
-    }
+    let per_window = match config.loss_recovery {
+        crate::LossRecovery::GoBackN => 2,
+        crate::LossRecovery::SelectiveRepeat { .. } => 4,
+    };
+    config
+        .max_pkts_per_ack
+        .min((window(config) / per_window).max(1))
 }
 
 /// The requester's scoreboard: which PSNs from `una` on the responder holds, what is known

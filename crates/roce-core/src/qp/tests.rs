@@ -823,6 +823,43 @@ fn a_long_message_asks_for_an_ack_every_max_pkts_per_ack_packets() {
     assert_eq!(ack_req, [false, true, false, true, true]);
 }
 
+/// A window smaller than rxe's ACK cadence: the requester asks for an ACK twice per window, so
+/// the responder's ACKs reopen it as it goes. Asking every 64 packets, a window of 4 filled
+/// with no ACK asked for, and the QP waited for its retransmit timer with nothing lost.
+#[test]
+fn a_window_smaller_than_the_ack_cadence_is_acknowledged_as_it_goes() {
+    let mut s = setup_with(NicConfig {
+        addrs: vec![US],
+        max_unacked_psns: 4,
+        ..NicConfig::default()
+    });
+    post(&mut s, 1, SendOp::Send, 0, 10 * 1024);
+    let first: Vec<(u32, bool)> = (0..4)
+        .map(|_| {
+            let (repr, _) = tx(&mut s, at(0));
+            (repr.bth.psn.value(), repr.bth.ack_req)
+        })
+        .collect();
+    assert_eq!(
+        first,
+        [(500, false), (501, true), (502, false), (503, true)]
+    );
+    expect_nothing(&mut s, at(0));
+    // The ACK the second packet asked for opens the window by two.
+    rx(
+        &mut s,
+        at(20),
+        response(Opcode::RcAcknowledge, 501, ACK, 1),
+        b"",
+    );
+    let next: Vec<u32> = (0..2)
+        .map(|_| tx(&mut s, at(20)).0.bth.psn.value())
+        .collect();
+    assert_eq!(next, [504, 505]);
+    expect_nothing(&mut s, at(20));
+    assert_eq!(s.nic.stats().retransmitted_packets, 0);
+}
+
 #[test]
 //= ibta:vol1/9.7.5.2.1
 fn a_psn_sequence_nak_goes_back_n_from_the_psn_it_names() {
