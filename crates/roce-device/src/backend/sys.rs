@@ -396,3 +396,72 @@ impl Drop for RxRing {
         }
     }
 }
+
+/// One control message of [`send_to`]: its level, its type and its data.
+pub(crate) struct Cmsg<'a> {
+    pub(crate) level: libc::c_int,
+    pub(crate) kind: libc::c_int,
+    pub(crate) data: &'a [u8],
+}
+
+/// Room for the control messages of one send: a TOS or traffic class, a segment size and an
+/// IPv6 source address (24 + 24 + 40 bytes), aligned for `struct cmsghdr`.
+#[repr(C, align(8))]
+struct CmsgBuffer([u8; 128]);
+
+/// `sendmsg` of `payload` to `dst` with `cmsgs`, one system call and no allocation (nix's
+/// `sendmsg` allocates its control buffer at every call: two heap operations per packet sent
+/// on a ping-pong's path). Control messages that do not fit the buffer are refused with
+/// `EINVAL` before anything is sent.
+pub(crate) fn send_to(
+    fd: BorrowedFd<'_>,
+    payload: &[u8],
+    dst: &nix::sys::socket::SockaddrStorage,
+    cmsgs: &[Cmsg<'_>],
+) -> nix::Result<usize> {
+    use nix::sys::socket::SockaddrLike;
+    let mut buffer = CmsgBuffer([0; 128]);
+    // SAFETY: CMSG_SPACE only computes a length.
+    let space: usize = cmsgs
+        .iter()
+        .map(|c| unsafe { libc::CMSG_SPACE(c.data.len() as libc::c_uint) } as usize)
+        .sum();
+    if space > buffer.0.len() {
+        return Err(nix::errno::Errno::EINVAL);
+    }
+    let mut iov = libc::iovec {
+        iov_base: payload.as_ptr().cast_mut().cast(),
+        iov_len: payload.len(),
+    };
+    // SAFETY: an all-zero msghdr is a valid one (no name, no iovec, no control).
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_name = dst.as_ptr().cast_mut().cast();
+    msg.msg_namelen = dst.len();
+    msg.msg_iov = &raw mut iov;
+    msg.msg_iovlen = 1;
+    if !cmsgs.is_empty() {
+        msg.msg_control = buffer.0.as_mut_ptr().cast();
+        msg.msg_controllen = space as _;
+        // SAFETY: the control buffer is `space` bytes of `buffer`, aligned for cmsghdr, and
+        // holds exactly the CMSG_SPACE of each message, so CMSG_FIRSTHDR/CMSG_NXTHDR walk one
+        // header per message inside it and CMSG_DATA has `data.len()` bytes behind it.
+        unsafe {
+            let mut header = libc::CMSG_FIRSTHDR(&raw const msg);
+            for c in cmsgs {
+                (*header).cmsg_level = c.level;
+                (*header).cmsg_type = c.kind;
+                (*header).cmsg_len = libc::CMSG_LEN(c.data.len() as libc::c_uint) as _;
+                std::ptr::copy_nonoverlapping(
+                    c.data.as_ptr(),
+                    libc::CMSG_DATA(header),
+                    c.data.len(),
+                );
+                header = libc::CMSG_NXTHDR(&raw const msg, header);
+            }
+        }
+    }
+    // SAFETY: a valid descriptor; the message's name, iovec and control point at memory that
+    // lives for the call (the kernel copies them in before it returns).
+    let sent = unsafe { libc::sendmsg(fd.as_raw_fd(), &raw const msg, 0) };
+    nix::errno::Errno::result(sent).map(|n| n as usize)
+}

@@ -1,16 +1,25 @@
 //! The sending half of a [`UdpBackend`]: a `sendmsg` per packet or segmentation-offload
 //! batch, with its DSCP and ECN in a cmsg, through the socket of its source's family.
 
-use std::io::{self, IoSlice};
+use std::io;
 use std::net::{IpAddr, SocketAddr, SocketAddrV6};
-use std::os::fd::{AsFd, AsRawFd};
+use std::os::fd::AsFd;
 
+use nix::libc;
 use nix::poll::{PollFd, PollFlags, poll};
-use nix::sys::socket::{ControlMessage, MsgFlags, SockaddrStorage, sendmsg};
+use nix::sys::socket::SockaddrStorage;
 use roce_core::Transmit;
 
 use super::sockets::Sockets;
 use crate::backend::Sender;
+use crate::backend::sys::{Cmsg, send_to};
+
+/// A placeholder in the array of a send's control messages (only the first `count` are sent).
+const EMPTY: Cmsg<'static> = Cmsg {
+    level: 0,
+    kind: 0,
+    data: &[],
+};
 
 #[cfg(doc)]
 use super::UdpBackend;
@@ -52,7 +61,7 @@ impl Sender for UdpSender {
                 Ok(_) => return Ok(()),
                 // The route's device cannot take the batch (EIO from a device without checksum
                 // offload, as quinn-udp handles it): send datagrams one by one from now on.
-                Err(err) if gso.is_some() && err.raw_os_error() == Some(nix::libc::EIO) => {
+                Err(err) if gso.is_some() && err.raw_os_error() == Some(libc::EIO) => {
                     tracing::info!(error = %err, "UDP segmentation offload refused; sending datagrams one by one");
                     self.gso_segments = 1;
                 }
@@ -128,41 +137,51 @@ impl SocketSender {
             if v6.ip().is_unicast_link_local() {
                 dst = SocketAddr::V6(SocketAddrV6::new(*v6.ip(), v6.port(), 0, ifindex));
             }
-            pktinfo = Some(nix::libc::in6_pktinfo {
-                ipi6_addr: nix::libc::in6_addr {
-                    s6_addr: src.octets(),
-                },
-                ipi6_ifindex: ifindex,
-            });
+            // `struct in6_pktinfo`: the source address, then the interface's index.
+            let mut info = [0u8; 20];
+            info[..16].copy_from_slice(&src.octets());
+            info[16..].copy_from_slice(&ifindex.to_ne_bytes());
+            pktinfo = Some(info);
         }
         let address = SockaddrStorage::from(dst);
-        let mut cmsgs = [
-            ControlMessage::Ipv4Tos(&tos),
-            ControlMessage::Ipv4Tos(&tos),
-            ControlMessage::Ipv4Tos(&tos),
-        ];
-        if transmit.dst.is_ipv6() {
-            cmsgs[0] = ControlMessage::Ipv6TClass(&tclass);
-        }
+        // The TOS as one byte (IPv4: `ip_cmsg_send` takes one or an int), the traffic class
+        // as an int (IPv6: `ip6_datagram_send_ctl` takes only an int).
+        let tclass_bytes = tclass.to_ne_bytes();
+        let first = if transmit.dst.is_ipv6() {
+            Cmsg {
+                level: libc::IPPROTO_IPV6,
+                kind: libc::IPV6_TCLASS,
+                data: &tclass_bytes,
+            }
+        } else {
+            Cmsg {
+                level: libc::IPPROTO_IP,
+                kind: libc::IP_TOS,
+                data: std::slice::from_ref(&tos),
+            }
+        };
+        let segment_bytes = segment.map(u16::to_ne_bytes);
+        let mut cmsgs = [first, EMPTY, EMPTY];
         let mut count = 1;
-        if let Some(size) = &segment {
-            cmsgs[count] = ControlMessage::UdpGsoSegments(size);
+        if let Some(bytes) = &segment_bytes {
+            cmsgs[count] = Cmsg {
+                level: libc::SOL_UDP,
+                kind: libc::UDP_SEGMENT,
+                data: bytes,
+            };
             count += 1;
         }
-        if let Some(info) = &pktinfo {
-            cmsgs[count] = ControlMessage::Ipv6PacketInfo(info);
+        if let Some(bytes) = &pktinfo {
+            cmsgs[count] = Cmsg {
+                level: libc::IPPROTO_IPV6,
+                kind: libc::IPV6_PKTINFO,
+                data: bytes,
+            };
             count += 1;
         }
-        let fd = self.socket.as_raw_fd();
         let mut waits = 0;
         loop {
-            match sendmsg(
-                fd,
-                &[IoSlice::new(payload)],
-                &cmsgs[..count],
-                MsgFlags::empty(),
-                Some(&address),
-            ) {
+            match send_to(self.socket.as_fd(), payload, &address, &cmsgs[..count]) {
                 Err(nix::errno::Errno::EAGAIN) if waits < SEND_WAITS => {
                     waits += 1;
                     let mut fds = [PollFd::new(self.socket.as_fd(), PollFlags::POLLOUT)];

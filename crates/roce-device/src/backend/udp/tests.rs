@@ -99,6 +99,53 @@ async fn the_sender_sends_from_the_backends_socket() {
     assert_eq!(got, [40, 40, 40, 10]);
 }
 
+/// A send carries the transmit's DSCP and ECN in the IPv4 TOS, a batch's in every datagram
+/// the kernel cuts from it.
+#[tokio::test]
+async fn the_sender_marks_each_datagram_with_the_transmits_dscp_and_ecn() {
+    use nix::sys::socket::{
+        ControlMessageOwned, MsgFlags, SockaddrStorage, recvmsg, setsockopt, sockopt,
+    };
+    let ip: IpAddr = "127.0.0.1".parse().unwrap();
+    let mut backend = UdpBackend::bind(ip, 0).unwrap();
+    let peer = std::net::UdpSocket::bind((ip, 0)).unwrap();
+    peer.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    setsockopt(&peer, sockopt::IpRecvTos, &true).unwrap();
+    let mut sender = backend.sender().unwrap();
+    let transmit = Transmit {
+        src: ip,
+        src_port: backend.local_addr().port(),
+        dst: peer.local_addr().unwrap(),
+        ecn: Ecn::Ect0,
+        dscp: 26,
+        ttl: 64,
+        len: 0,
+    };
+    // One datagram, then a batch of two.
+    sender.send_segments(&transmit, &mut [7u8; 30], 30).unwrap();
+    sender.send_segments(&transmit, &mut [8u8; 60], 30).unwrap();
+    let mut tos = Vec::new();
+    for _ in 0..3 {
+        let mut buf = [0u8; 64];
+        let mut iov = [io::IoSliceMut::new(&mut buf)];
+        let mut space = nix::cmsg_space!(u8);
+        let msg = recvmsg::<SockaddrStorage>(
+            std::os::fd::AsRawFd::as_raw_fd(&peer),
+            &mut iov,
+            Some(&mut space),
+            MsgFlags::empty(),
+        )
+        .unwrap();
+        for cmsg in msg.cmsgs().unwrap() {
+            if let ControlMessageOwned::Ipv4Tos(t) = cmsg {
+                tos.push((msg.bytes, t));
+            }
+        }
+    }
+    let marked = (26 << 2) | 0b10;
+    assert_eq!(tos, [(30, marked), (30, marked), (30, marked)]);
+}
+
 /// The backend's receiver for every thread takes what waits without waiting, and says
 /// when it drained the socket, also when nothing was there.
 #[tokio::test]
