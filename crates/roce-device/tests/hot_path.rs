@@ -96,3 +96,27 @@ async fn completions_of_a_list_of_writes_arrive_in_the_shared_queue_in_order() {
     let stats = a.stats().await.unwrap();
     assert_eq!(stats.cq_overflows, 0);
 }
+
+/// A wait for a completion within a limit ends with a timeout at the limit when nothing comes,
+/// whether the device sleeps between packets or busy-polls (which looks at the clock between
+/// its turns instead of arming a timer), and takes nothing from the queue.
+#[tokio::test]
+async fn a_wait_within_a_limit_ends_at_the_limit_when_nothing_comes() {
+    for (host, busy_poll) in [(10, false), (11, true)] {
+        let ip: IpAddr = format!("127.0.31.{host}").parse().unwrap();
+        let mut config = DeviceConfig::new(ip);
+        config.busy_poll = busy_poll;
+        let device = Device::spawn(config, UdpBackend::bind(ip, 4791).unwrap());
+        let queue = device.create_completion_queue(8).unwrap();
+        let limit = Duration::from_millis(50);
+        let started = std::time::Instant::now();
+        let waited = device.next_completion_within(queue.handle(), limit).await;
+        assert_eq!(
+            waited,
+            Err(roce_device::DeviceError::Timeout(limit)),
+            "busy_poll {busy_poll}"
+        );
+        assert!(started.elapsed() >= limit, "busy_poll {busy_poll}");
+        assert!(queue.is_empty());
+    }
+}
