@@ -89,9 +89,17 @@ impl SendQueue {
         self.wqes.iter()
     }
 
-    /// Whether any WQE has had all its request packets sent and is not retired.
+    /// Whether any WQE has had all its request packets sent and is not retired: those are
+    /// the ones before the cursor (a WQE is marked sent as the cursor moves past it, and
+    /// unmarked as it moves back), so no walk over the queue, which the completer asks after
+    /// every ACK.
     pub(crate) fn any_sent(&self) -> bool {
-        self.wqes.iter().any(|wqe| wqe.sent)
+        debug_assert_eq!(
+            self.cursor > 0,
+            self.wqes.iter().any(|wqe| wqe.sent),
+            "the WQEs marked sent are the ones before the cursor"
+        );
+        self.cursor > 0
     }
 
     /// The WQE the requester sends from next.
