@@ -106,6 +106,20 @@ pub fn stamp(packet: &mut [u8], hop: Hop) -> bool {
     stampable(packet) && Packet::new_unchecked(&mut packet[bth::HEADER_LEN..]).push_hop(hop)
 }
 
+/// Takes a packet whose BTH flags an INT header ([`flagged`]) apart as its receiver does: returns
+/// the header, and writes into `out` the packet without it, the flag cleared — the packet as it
+/// was before the header went in, its ICRC (which masks the header) as it came. An error when
+/// the header is not whole or not well formed; `out` is then left empty.
+pub fn strip(packet: &[u8], out: &mut Vec<u8>) -> Result<Repr, ParseError> {
+    out.clear();
+    let after = packet.get(bth::HEADER_LEN..).unwrap_or_default();
+    let header = Packet::new_checked(after).and_then(|p| Repr::parse(&p))?;
+    out.extend_from_slice(&packet[..bth::HEADER_LEN]);
+    out[BTH_FLAG_BYTE] &= !BTH_FLAG;
+    out.extend_from_slice(&after[HEADER_LEN..]);
+    Ok(header)
+}
+
 view!(
     /// A view of an INT header.
     check: check

@@ -11,6 +11,7 @@
 use core::fmt;
 
 use crate::frame::{Ecn, Frame, Transport};
+use crate::int;
 use crate::mad::{self, gsi};
 use crate::{CmMad, ParseError, RocePacket, RoceRepr};
 
@@ -162,6 +163,14 @@ impl fmt::Display for FrameLine<'_> {
         if let (Some(captured), Some(payload)) = (self.captured, frame.roce_payload()) {
             return write_cut_short(f, payload, captured);
         }
+        if let Some(payload) = frame.roce_payload().filter(|p| int::flagged(p)) {
+            write_int_packet(f, payload)?;
+            return match (self.check_icrc, frame.verify_icrc()) {
+                (false, _) => f.write_str(" icrc=unchecked"),
+                (true, Ok(())) => f.write_str(" icrc=ok"),
+                (true, Err(_)) => f.write_str(" icrc=BAD"),
+            };
+        }
         match (frame.roce(), frame.transport) {
             (Some(Ok(packet)), _) => {
                 write_roce(f, &packet)?;
@@ -193,6 +202,43 @@ fn write_roce(f: &mut fmt::Formatter<'_>, packet: &RocePacket<&[u8]>) -> fmt::Re
     }
 }
 
+/// The RoCE part of a packet that carries HPCC's INT header (`roce_wire::int`): the packet as
+/// without it, then the header.
+fn write_int_packet(f: &mut fmt::Formatter<'_>, payload: &[u8]) -> fmt::Result {
+    let mut rest = Vec::new();
+    match int::strip(payload, &mut rest) {
+        Ok(header) => {
+            match RocePacket::new_checked(&rest[..]) {
+                Ok(packet) => write_roce(f, &packet)?,
+                Err(err) => write!(f, " RoCE malformed: {err}")?,
+            }
+            write!(f, " {}", Int(&header))
+        }
+        Err(err) => write!(f, " INT malformed: {err}"),
+    }
+}
+
+/// Displays an INT header: `int(hops=2 q=1200B/100G q=0B/400G)`, `int-echo(...)` for the copy a
+/// responder sends back; each record's queue length and line rate.
+#[derive(Debug, Clone, Copy)]
+pub struct Int<'a>(pub &'a int::Repr);
+
+impl fmt::Display for Int<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let name = if self.0.echo { "int-echo" } else { "int" };
+        write!(f, "{name}(hops={}", self.0.hops().len())?;
+        for hop in self.0.hops() {
+            write!(
+                f,
+                " q={}B/{}G",
+                hop.qlen_bytes(),
+                hop.line_rate_bps() / 1_000_000_000
+            )?;
+        }
+        f.write_str(")")
+    }
+}
+
 /// The RoCE part of a packet of which only the first `captured` bytes are real.
 fn write_cut_short(f: &mut fmt::Formatter<'_>, payload: &[u8], captured: usize) -> fmt::Result {
     let len = payload.len();
@@ -200,7 +246,10 @@ fn write_cut_short(f: &mut fmt::Formatter<'_>, payload: &[u8], captured: usize) 
     let packet = RocePacket::new_checked(payload);
     let repr = packet.as_ref().ok().map(RoceRepr::parse);
     match (&packet, repr) {
-        (Ok(packet), Some(Ok(repr))) if captured >= packet.payload_offset() => {
+        // Of a packet with INT only the BTH is shown: its other headers lie behind the INT one.
+        (Ok(packet), Some(Ok(repr)))
+            if captured >= packet.payload_offset() && !int::flagged(payload) =>
+        {
             write!(f, " {}", Roce(&repr))?;
             if let Some(mad) = gsi::mad_of(packet)
                 && captured >= packet.payload_offset() + mad.len()

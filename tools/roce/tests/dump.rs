@@ -861,3 +861,55 @@ fn packets_cut_by_a_snap_length_decode_their_headers_and_are_not_bad() {
         assert!(text.lines().all(|l| l.contains(&expected)), "{text}");
     }
 }
+
+/// A capture of HPCC's traffic: each request carries an INT header after its BTH (empty as the
+/// host sends it) and each ACK its echo, with the switch's record. Every frame reads as its own
+/// headers, then the INT header — not as the INT header's bytes taken for a RETH or an AETH.
+#[test]
+fn int_headers_of_hpcc_show_after_the_headers_they_follow() {
+    let file =
+        Scratch(std::env::temp_dir().join(format!("roce-dump-{}-hpcc.pcap", std::process::id())));
+    struct ScratchDir(PathBuf);
+    impl Drop for ScratchDir {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+    let out =
+        ScratchDir(std::env::temp_dir().join(format!("roce-dump-{}-hpcc", std::process::id())));
+    let sim = Command::new(env!("CARGO_BIN_EXE_roce"))
+        .args(["sim", "incast-hpcc", "--set", "duration_ms=1", "--set"])
+        .args(["summary_from_ms=0", "--pcap"])
+        .arg(&file.0)
+        .arg("--out")
+        .arg(&out.0)
+        .output()
+        .unwrap();
+    assert!(sim.status.success(), "{sim:?}");
+    let output = roce(&["dump", "--strict"], &file.0);
+    assert!(output.status.success(), "{output:?}");
+    let text = stdout(&output);
+    let lines: Vec<&str> = text.lines().collect();
+    assert!(lines.len() > 100, "{} frames", lines.len());
+    for line in &lines {
+        let request = line.contains("RC_RDMA_WRITE_");
+        let ack = line.contains("RC_ACKNOWLEDGE");
+        assert!(request || ack, "{line}");
+        if request {
+            assert!(line.contains(" int(hops=0) icrc=ok"), "{line}");
+        } else {
+            assert!(line.contains(" aeth(ACK "), "{line}");
+            assert!(line.contains(" int-echo(hops=1 q="), "{line}");
+        }
+    }
+    let first = &lines[0];
+    assert!(
+        first.contains(" reth(va=0x") && first.contains(" len=65536)"),
+        "{first}"
+    );
+    let json = json_lines(&stdout(&roce(&["dump", "--json"], &file.0)));
+    assert_eq!(json[0]["roce"]["reth"]["dma_len"], 65536, "{}", json[0]);
+    let echoes = json.iter().filter(|v| v["int"]["echo"] == true).count();
+    assert!(echoes > 0);
+    assert!(json.iter().all(|v| v["int"]["hops"].is_array()));
+}

@@ -38,25 +38,24 @@ impl Nic {
             shared.drop_rx(|s| &mut s.rx_int_unexpected, "INT without HPCC");
             return;
         }
-        let after = &datagram.payload[bth::HEADER_LEN..];
-        let header = match int::Packet::new_checked(after).and_then(|p| int::Repr::parse(&p)) {
+        let mut scratch = std::mem::take(&mut self.int_scratch);
+        let header = match int::strip(datagram.payload, &mut scratch) {
             Ok(header) => header,
             Err(err) => {
+                self.int_scratch = scratch;
+                let shared = &mut self.shared;
                 shared.stats.rx_packets += 1;
                 shared.drop_rx(|s| &mut s.rx_int_malformed, "malformed INT header");
                 tracing::trace!(src = %datagram.src, error = %err, "rx drop");
                 return;
             }
         };
+        let shared = &mut self.shared;
         if !shared.icrc_ok(&datagram) {
             shared.stats.rx_packets += 1;
+            self.int_scratch = scratch;
             return;
         }
-        let mut scratch = std::mem::take(&mut self.int_scratch);
-        scratch.clear();
-        scratch.extend_from_slice(&datagram.payload[..bth::HEADER_LEN]);
-        scratch[int::BTH_FLAG_BYTE] &= !int::BTH_FLAG;
-        scratch.extend_from_slice(&after[int::HEADER_LEN..]);
         let stripped = Datagram {
             payload: &scratch,
             ..datagram

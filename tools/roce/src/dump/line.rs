@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use roce_wire::frame::{Frame, Transport};
 use roce_wire::pretty::FrameLine;
-use roce_wire::{Opcode, ParseError, Qpn, RoceRepr};
+use roce_wire::{Opcode, ParseError, Qpn, RocePacket, RoceRepr};
 use serde_json::json;
 
 use super::cm;
@@ -75,12 +75,23 @@ impl Line<'_> {
             };
         };
         let captured = self.roce_captured(frame);
-        let parsed = frame
-            .roce()
-            .map(|packet| packet.and_then(|p| RoceRepr::parse(&p).map(|repr| (p, repr))));
+        // The headers, and where they end; a packet with HPCC's INT header is read as the one
+        // without it, the INT header counted among the headers.
+        let parsed = frame.roce_payload().map(|payload| {
+            if roce_wire::int::flagged(payload) {
+                let mut rest = Vec::new();
+                let _ = roce_wire::int::strip(payload, &mut rest)?;
+                let packet = RocePacket::new_checked(&rest[..])?;
+                let end = packet.payload_offset() + roce_wire::int::HEADER_LEN;
+                RoceRepr::parse(&packet).map(|repr| (end, repr))
+            } else {
+                let packet = RocePacket::new_checked(payload)?;
+                RoceRepr::parse(&packet).map(|repr| (packet.payload_offset(), repr))
+            }
+        });
         // Of a packet cut short, only headers that were captured are believed.
         let headers_captured = match &parsed {
-            Some(Ok((packet, _))) => captured >= packet.payload_offset(),
+            Some(Ok((end, _))) => captured >= *end,
             _ => false,
         };
         let bth = frame
@@ -205,6 +216,27 @@ impl Line<'_> {
             .and_then(cm::of_frame)
         {
             value["cm"] = cm;
+        }
+        if let Some(int) = self
+            .frame
+            .as_ref()
+            .ok()
+            .filter(|_| headers_captured)
+            .and_then(Frame::roce_payload)
+            .filter(|payload| roce_wire::int::flagged(payload))
+            .and_then(|payload| roce_wire::int::strip(payload, &mut Vec::new()).ok())
+        {
+            let hops: Vec<_> = int
+                .hops()
+                .iter()
+                .map(|hop| {
+                    json!({
+                        "qlen_bytes": hop.qlen_bytes(),
+                        "line_rate_bps": hop.line_rate_bps(),
+                    })
+                })
+                .collect();
+            value["int"] = json!({ "echo": int.echo, "hops": hops });
         }
         if let Some(gso) = self.gso {
             value["gso"] = json!({
