@@ -11,7 +11,7 @@ use std::time::Duration;
 use nix::errno::Errno;
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 use nix::sys::socket::{
-    AddressFamily, Backlog, SockFlag, SockType, UnixAddr, accept4, bind, listen, socket,
+    AddressFamily, Backlog, MsgFlags, SockFlag, SockType, UnixAddr, accept4, bind, listen, socket,
 };
 
 use super::{Layout, Message, agent_name};
@@ -39,7 +39,9 @@ pub fn run(ip: IpAddr, linger: Duration) -> io::Result<()> {
     let mut agent = Agent::new(Layout::of(ip, iface.as_ref()));
     let mut pending: Vec<OwnedFd> = Vec::new();
     loop {
-        let idle = agent.members.is_empty() && pending.is_empty();
+        let idle = agent.is_empty() && pending.is_empty();
+        // The seats whose members' connections are polled, in the order polled.
+        let taken = agent.taken();
         let timeout = if idle {
             PollTimeout::try_from(linger).unwrap_or(PollTimeout::MAX)
         } else {
@@ -48,7 +50,7 @@ pub fn run(ip: IpAddr, linger: Duration) -> io::Result<()> {
         let ready = {
             let mut fds: Vec<PollFd<'_>> = std::iter::once(listener.as_fd())
                 .chain(pending.iter().map(AsFd::as_fd))
-                .chain(agent.members.iter().map(|m| m.conn.as_fd()))
+                .chain(taken.iter().map(|&seat| agent.member(seat).conn.as_fd()))
                 .map(|fd| PollFd::new(fd, PollFlags::POLLIN))
                 .collect();
             match poll(&mut fds, timeout) {
@@ -64,11 +66,9 @@ pub fn run(ip: IpAddr, linger: Duration) -> io::Result<()> {
         };
         let (listener_ready, rest) = ready.split_first().expect("the listener is polled");
         let (pending_ready, members_ready) = rest.split_at(pending.len());
-        // Members first, from the last: a leave moves the last member into its place.
-        for index in (0..members_ready.len()).rev() {
-            if members_ready[index] {
-                agent.hear(index);
-            }
+        // Members first, from the last seat: a leave may close the last seats.
+        for (&seat, _) in taken.iter().zip(members_ready).rev().filter(|(_, r)| **r) {
+            agent.hear(seat);
         }
         for index in (0..pending_ready.len()).rev() {
             if pending_ready[index] {
@@ -98,7 +98,20 @@ struct Member {
     listening: Vec<u64>,
 }
 
-/// The members, in the order of their sockets in the group.
+/// A place in the address's `SO_REUSEPORT` group: the index of its sockets there.
+#[derive(Debug)]
+enum Seat {
+    Taken(Member),
+    /// A member left: the agent keeps its sockets, so that no other socket moves. Closing a
+    /// socket makes the kernel move the group's last one into its place, and until the agent
+    /// has attached the program that knows it, the moved member's datagrams go to the index
+    /// it left (past the group's end: the kernel then picks a socket by hash, another
+    /// process's). A DREQ sent as its peer exits was lost that way. The seat is taken again by
+    /// the next member to join, or closed once it is the last.
+    Vacant(Vec<std::net::UdpSocket>),
+}
+
+/// The members, each in its seat: the order of their sockets in the group.
 #[derive(Debug)]
 struct Agent {
     /// The address's sockets as the host has them; `layout`, those the members get now.
@@ -107,7 +120,8 @@ struct Agent {
     /// Why the layout's link-local socket could not be bound when the first member came
     /// (another NIC on the interface holds it): the NIC goes on without it.
     link_local_errno: Option<i32>,
-    members: Vec<Member>,
+    /// Never ends with a vacant seat.
+    seats: Vec<Seat>,
     /// Where the search for a free slot starts: slots are handed out in turn, so that one is
     /// used again only after every other, long after a peer stopped naming its QPs.
     next_slot: u8,
@@ -119,9 +133,40 @@ impl Agent {
             home: layout.clone(),
             layout,
             link_local_errno: None,
-            members: Vec::new(),
+            seats: Vec::new(),
             next_slot: 0,
         }
+    }
+
+    /// Whether no member is left (then no seat is either).
+    fn is_empty(&self) -> bool {
+        self.seats.is_empty()
+    }
+
+    /// The taken seats, in order.
+    fn taken(&self) -> Vec<usize> {
+        (0..self.seats.len())
+            .filter(|&i| matches!(self.seats[i], Seat::Taken(_)))
+            .collect()
+    }
+
+    /// The member in the taken seat `seat`.
+    fn member(&self, seat: usize) -> &Member {
+        match &self.seats[seat] {
+            Seat::Taken(member) => member,
+            Seat::Vacant(_) => unreachable!("a taken seat's index"),
+        }
+    }
+
+    /// The members with their seats.
+    fn members(&self) -> impl Iterator<Item = (usize, &Member)> {
+        self.seats
+            .iter()
+            .enumerate()
+            .filter_map(|(i, seat)| match seat {
+                Seat::Taken(member) => Some((i, member)),
+                Seat::Vacant(_) => None,
+            })
     }
 
     /// A new connection's first message: a member joins, or the connection is dropped.
@@ -146,7 +191,7 @@ impl Agent {
         let refuse = |conn: &OwnedFd, errno: i32| {
             let _ = send_with_fds(conn, &Message::Refused(errno).encode(), &[]);
         };
-        let taken = |slot: u8| self.members.iter().any(|m| m.slot == slot);
+        let taken = |slot: u8| self.members().any(|(_, m)| m.slot == slot);
         let Some(slot) = (0..=255u8)
             .map(|i| self.next_slot.wrapping_add(i))
             .find(|&s| !taken(s))
@@ -154,7 +199,7 @@ impl Agent {
             refuse(&conn, Errno::EUSERS as i32);
             return;
         };
-        if self.members.is_empty() {
+        if self.is_empty() {
             // Another program, or another NIC's agent, holds an address: the first socket's
             // refuses the NIC; the link-local one's, on an IPv4 NIC, leaves the NIC without
             // it, for every member (they must all have the same sockets).
@@ -169,39 +214,62 @@ impl Agent {
                 self.layout = Layout::Address(*ip);
             }
         }
-        let sockets = match self.layout.bind() {
-            Ok(sockets) => sockets,
-            Err(err) => return refuse(&conn, err.raw_os_error().unwrap_or(0)),
+        // The first vacant seat, its sockets emptied of what came for the member that left;
+        // else new sockets at the group's end.
+        let vacant = self
+            .seats
+            .iter()
+            .position(|seat| matches!(seat, Seat::Vacant(_)));
+        let (index, sockets) = match vacant {
+            Some(index) => {
+                let Seat::Vacant(sockets) =
+                    std::mem::replace(&mut self.seats[index], Seat::Vacant(Vec::new()))
+                else {
+                    unreachable!("found vacant")
+                };
+                sockets.iter().for_each(drain);
+                (index, sockets)
+            }
+            None => match self.layout.bind() {
+                Ok(sockets) => (self.seats.len(), sockets),
+                Err(err) => return refuse(&conn, err.raw_os_error().unwrap_or(0)),
+            },
         };
         let fds: Vec<_> = sockets.iter().map(AsRawFd::as_raw_fd).collect();
         let slot_message = Message::Slot(slot, self.link_local_errno).encode();
         self.next_slot = slot.wrapping_add(1);
         // Steered before the member hears its slot: its first datagrams find it.
-        self.members.push(Member {
+        let member = Seat::Taken(Member {
             slot,
             conn,
             sockets,
             listening: Vec::new(),
         });
+        if index == self.seats.len() {
+            self.seats.push(member);
+        } else {
+            self.seats[index] = member;
+        }
         self.steer();
-        let index = self.members.len() - 1;
-        if let Err(err) = send_with_fds(&self.members[index].conn, &slot_message, &fds) {
+        if let Err(err) = send_with_fds(&self.member(index).conn, &slot_message, &fds) {
             tracing::debug!(error = %err, "a member left before its slot was sent");
             self.leave(index);
             return;
         }
-        tracing::debug!(slot, members = self.members.len(), "member joined");
+        tracing::debug!(slot, seat = index, "member joined");
     }
 
     /// A member's connection is readable: a message, or its end.
     fn hear(&mut self, index: usize) {
         let mut buf = [0u8; 16 * 1024];
-        match recv_with_fds(&self.members[index].conn, &mut buf) {
+        match recv_with_fds(&self.member(index).conn, &mut buf) {
             Ok((len, _)) if len > 0 => {
                 if let Some(Message::Listen(ids)) = Message::decode(&buf[..len]) {
-                    self.members[index].listening = ids;
+                    if let Seat::Taken(member) = &mut self.seats[index] {
+                        member.listening = ids;
+                    }
                     self.steer();
-                    let conn = &self.members[index].conn;
+                    let conn = &self.member(index).conn;
                     let _ = send_with_fds(conn, &Message::Listening.encode(), &[]);
                 }
             }
@@ -209,16 +277,19 @@ impl Agent {
         }
     }
 
-    /// The member at `index` is gone: its sockets close, and the kernel moves the group's last
-    /// socket into their place — as `swap_remove` moves the last member.
+    /// The member in seat `index` is gone: its seat stays, its sockets with it, unless it is
+    /// the last (then it closes, and so do the vacant seats before it that are last in turn:
+    /// closing the group's last socket moves none).
     fn leave(&mut self, index: usize) {
-        let member = self.members.swap_remove(index);
-        tracing::debug!(
-            slot = member.slot,
-            members = self.members.len(),
-            "member left"
-        );
-        drop(member);
+        let Seat::Taken(member) = &mut self.seats[index] else {
+            return;
+        };
+        tracing::debug!(slot = member.slot, seat = index, "member left");
+        // Its connection closes; its sockets stay in the group.
+        self.seats[index] = Seat::Vacant(std::mem::take(&mut member.sockets));
+        while matches!(self.seats.last(), Some(Seat::Vacant(_))) {
+            self.seats.pop();
+        }
         self.steer();
     }
 
@@ -226,34 +297,36 @@ impl Agent {
     fn steering(&self) -> Steering {
         let index = |i: usize| u16::try_from(i).unwrap_or(u16::MAX);
         Steering {
-            members: self
-                .members
-                .iter()
-                .enumerate()
-                .map(|(i, m)| (m.slot, index(i)))
-                .collect(),
+            members: self.members().map(|(i, m)| (m.slot, index(i))).collect(),
             listeners: self
-                .members
-                .iter()
-                .enumerate()
+                .members()
                 .flat_map(|(i, m)| m.listening.iter().map(move |&id| (id, index(i))))
                 .collect(),
         }
     }
 
-    /// Attaches the program to each of the address's groups, through the first member's
+    /// Attaches the program to each of the address's groups, through the first seat's
     /// sockets.
     fn steer(&self) {
-        let Some(first) = self.members.first() else {
-            return;
+        let first = match self.seats.first() {
+            Some(Seat::Taken(member)) => &member.sockets,
+            Some(Seat::Vacant(sockets)) => sockets,
+            None => return,
         };
         let steering = self.steering();
-        for socket in &first.sockets {
+        for socket in first {
             if let Err(err) = steering.attach(socket) {
                 tracing::warn!(error = %err, "cannot steer the shared address's datagrams");
             }
         }
     }
+}
+
+/// Reads and drops what waits in a vacant seat's socket (datagrams steered to the member that
+/// left), so that its next member does not read them.
+fn drain(socket: &std::net::UdpSocket) {
+    let mut buf = [0u8; 64];
+    while nix::sys::socket::recv(socket.as_raw_fd(), &mut buf, MsgFlags::MSG_DONTWAIT).is_ok() {}
 }
 
 #[cfg(test)]

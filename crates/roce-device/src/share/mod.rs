@@ -15,8 +15,11 @@
 //! It binds each member's sockets, keeps a copy of each, and hands the member its own copies and
 //! its slot over a Unix socket (abstract, so one per network namespace, named after the
 //! address). When a member's connection ends — it left, or died, SIGKILL included — the agent
-//! closes its copies, so the socket leaves the group then and not before, moves the last member
-//! into its place as the kernel does, and attaches the new program. A member also tells the
+//! keeps its copies: closing them would make the kernel move the group's last socket into
+//! their place, and the moved member's datagrams would go astray until the agent attached the
+//! program that knows the move. The seat waits for the next member to join (its sockets
+//! emptied first), and closes once it is the group's last, which moves nothing. The agent
+//! attaches the new program at each change. A member also tells the
 //! agent the service IDs its CM listens on, for the REQs.
 
 pub mod agent;

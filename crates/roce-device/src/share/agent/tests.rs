@@ -67,24 +67,90 @@ fn members_get_slots_and_sockets_and_the_steering_follows_them_as_they_leave() {
     let qpn = |slot: u8| u32::from(slot) << 16 | 0x42;
     assert!(arrives_at(&second, &data_to(qpn(1)), to));
     assert!(arrives_at(&third, &data_to(qpn(2)), to));
-    // The first leaves: the kernel moves the third socket into its place, the agent the third
-    // member, and each slot's datagrams still reach their member.
+    // The first leaves: its seat stays (no socket moves), and each slot's datagrams still
+    // reach their member.
     drop(first);
     barrier();
     assert!(arrives_at(&second, &data_to(qpn(1)), to));
     assert!(arrives_at(&third, &data_to(qpn(2)), to));
-    // A REQ goes to the member that listens for its service; a slot nobody has, to the first.
+    // A REQ goes to the member that listens for its service.
     second.member.listen(vec![0x0106_0000_4791]).unwrap();
     barrier();
     assert!(arrives_at(&second, &req(0x0106_0000_4791), to));
-    assert!(
-        arrives_at(&third, &data_to(qpn(0)), to),
-        "slot 0 left: the first member"
-    );
     // A new member gets the next slot in turn (after the two barriers' 3 and 4), not the one
-    // freed.
+    // freed, and the seat left vacant (the barriers' too, once left): it is now the first
+    // member, which gets what names nobody (slot 0 left).
     let fourth = join(ip, nowhere).unwrap();
     assert_eq!(fourth.member.slot(), 5);
+    assert!(arrives_at(&fourth, &data_to(qpn(5)), to));
+    assert!(
+        arrives_at(&fourth, &data_to(qpn(0)), to),
+        "slot 0 left: the first member"
+    );
+    assert!(arrives_at(&second, &data_to(qpn(1)), to));
+    assert!(arrives_at(&third, &data_to(qpn(2)), to));
     drop((second, third, fourth));
     agent.join().unwrap().unwrap();
+}
+
+/// The agent's seats as members come and go, without its loop: a member that leaves keeps its
+/// seat (the kernel would move the group's last socket into the place of a closed one, and the
+/// program attached until the agent's next one would steer the moved member's datagrams to an
+/// index past the group's end); the next member takes it; the last seat closes, and the vacant
+/// ones before it with it.
+#[test]
+fn a_member_that_leaves_moves_no_other_and_its_seat_is_taken_again() {
+    use nix::sys::socket::{AddressFamily, SockFlag, SockType, socketpair};
+    use std::os::fd::OwnedFd;
+
+    use super::{Agent, Layout, Seat};
+    let ip = "127.0.14.72".parse().unwrap();
+    let mut agent = Agent::new(Layout::Address(ip));
+    // Each member's end of its connection, kept open: the agent sends the slot there.
+    let mut ends: Vec<OwnedFd> = Vec::new();
+    let mut join = |agent: &mut Agent| {
+        let (ours, theirs) = socketpair(
+            AddressFamily::Unix,
+            SockType::SeqPacket,
+            None,
+            SockFlag::SOCK_CLOEXEC,
+        )
+        .unwrap();
+        agent.join(ours);
+        ends.push(theirs);
+    };
+    for _ in 0..3 {
+        join(&mut agent);
+    }
+    let seats = |agent: &Agent| -> Vec<Option<u8>> {
+        agent
+            .seats
+            .iter()
+            .map(|seat| match seat {
+                Seat::Taken(member) => Some(member.slot),
+                Seat::Vacant(_) => None,
+            })
+            .collect()
+    };
+    assert_eq!(seats(&agent), [Some(0), Some(1), Some(2)]);
+    let before = agent.steering().members;
+    agent.leave(0);
+    assert_eq!(seats(&agent), [None, Some(1), Some(2)], "no member moved");
+    let after = agent.steering().members;
+    assert_eq!(after, before[1..], "the others keep their indices");
+    join(&mut agent);
+    assert_eq!(
+        seats(&agent),
+        [Some(3), Some(1), Some(2)],
+        "the vacant seat taken"
+    );
+    agent.leave(1);
+    agent.leave(2);
+    assert_eq!(
+        seats(&agent),
+        [Some(3)],
+        "the last seat closed, the vacant one before it too"
+    );
+    agent.leave(0);
+    assert!(agent.seats.is_empty());
 }
