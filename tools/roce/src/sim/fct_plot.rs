@@ -45,12 +45,16 @@ pub(super) struct Chart {
     pub(super) curves: Vec<Curve>,
 }
 
-/// The slowdown axis: linear, or logarithmic where curves lie an order of magnitude apart.
+/// The slowdown axis: linear, or logarithmic in a chart whose slowdowns reach past
+/// [`LOG_FROM`] (curves an order of magnitude apart; below it a log axis would label only 1
+/// and 2).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum YScale {
     Linear,
     Log,
 }
+
+const LOG_FROM: f64 = 5.0;
 
 /// The percentiles a bin has, as the charts name them.
 type Pick = fn(&SlowdownBin) -> f64;
@@ -92,7 +96,7 @@ pub(super) fn plot(name: &str, table: &SlowdownTable) -> anyhow::Result<String> 
 }
 
 /// `compare.svg`: three charts, p50, p95 and p99, each with one curve per run of `runs`
-/// (its label and its table), on a log slowdown axis.
+/// (its label and its table), on a log slowdown axis where they reach past [`LOG_FROM`].
 pub(super) fn compare(caption: &str, runs: &[(String, &SlowdownTable)]) -> anyhow::Result<String> {
     let charts: Vec<Chart> = PERCENTILES
         .iter()
@@ -111,7 +115,8 @@ pub(super) fn compare(caption: &str, runs: &[(String, &SlowdownTable)]) -> anyho
 }
 
 /// Draws `charts` one under the other on one page under `caption`, every chart with the same
-/// axes (so that they compare at a glance); `file` names the page in errors.
+/// flow sizes across and its own slowdowns up (a median near 1 would be flat under a p99's
+/// axis); `file` names the page in errors.
 pub(super) fn page(
     file: &str,
     caption: &str,
@@ -147,7 +152,6 @@ fn draw_page(root: &Area<'_>, caption: &str, charts: &[Chart], y: YScale) -> Dra
     } else {
         1.0..1e7
     };
-    let y_max = all().map(|p| p.1).fold(2.0, f64::max);
     let longest = all_labels(charts).map(str::len).max().unwrap_or(0);
     // About 8 pixels a character of the legend's 14-pixel font, after the line.
     let legend_width = LEGEND_WIDTH.max(56 + 8 * longest as u32);
@@ -157,15 +161,17 @@ fn draw_page(root: &Area<'_>, caption: &str, charts: &[Chart], y: YScale) -> Dra
         .zip(below.split_evenly((charts.len().max(1), 1)))
     {
         let (area, side) = area.split_horizontally(WIDTH - legend_width);
-        match y {
-            YScale::Linear => draw_chart(&area, &side, chart, x.clone(), 1f64..y_max * 1.1)?,
-            YScale::Log => draw_chart(
-                &area,
-                &side,
-                chart,
-                x.clone(),
-                (1f64..y_max * 1.3).log_scale(),
-            )?,
+        let y_max = chart
+            .curves
+            .iter()
+            .flat_map(|c| &c.points)
+            .map(|p| p.1)
+            .fold(2.0, f64::max);
+        if y == YScale::Log && y_max > LOG_FROM {
+            let y = (1f64..y_max * 1.3).log_scale();
+            draw_chart(&area, &side, chart, x.clone(), y)?;
+        } else {
+            draw_chart(&area, &side, chart, x.clone(), 1f64..y_max * 1.1)?;
         }
     }
     Ok(())
