@@ -216,6 +216,98 @@ fn a_point_that_fails_fails_alone() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// A sweep over `network.congestion` of a scenario that carries the tables of two
+/// algorithms: a point per algorithm, each run with its own (its scenario.toml and summary say
+/// which), and `compare.txt`, whose columns are each point's own `slowdown.txt`.
+#[test]
+fn a_sweep_over_algorithms_runs_each_and_compares_them() {
+    let dir = temp_dir("algorithms");
+    let file = dir.join("cc.toml");
+    let text = SWEEP
+        .replace(
+            "congestion = \"none\"\n",
+            "congestion = \"dcqcn\"\nmark_at = \"dequeue\"\n\
+             [network.dcqcn]\nrpg_ai_rate = 20\n[network.hpcc]\neta = 990\n\
+             [network.ecn]\nkmin_bytes = 20000\nkmax_bytes = 80000\npmax = 0.2\n",
+        )
+        .replace(
+            "\"workload.load\" = [0.3, 0.6]\n\"workload.seed\" = [1, 2]\n",
+            "\"network.congestion\" = [\"dcqcn\", \"hpcc\"]\n",
+        )
+        // Enough flows for every bin: FB_Hadoop's, most of them small.
+        .replace(
+            "cdf = \"websearch\"\nload = 0.3",
+            "cdf = \"fb_hadoop\"\nload = 0.6",
+        );
+    assert!(
+        text.contains("[network.hpcc]")
+            && text.contains("\"network.congestion\"")
+            && text.contains("fb_hadoop")
+    );
+    std::fs::write(&file, text).unwrap();
+    let out = dir.join("out");
+    let o = run(&[
+        "sim",
+        "sweep",
+        file.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+        "--jobs",
+        "2",
+    ]);
+    let said = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        said.contains("compare.txt") && said.contains("compare.svg"),
+        "{said}"
+    );
+    assert_eq!(rows(&out).len(), 2, "{:?}", rows(&out));
+    let compare = std::fs::read_to_string(out.join("compare.txt")).unwrap();
+    let header = compare.lines().find(|l| l.starts_with("# bin")).unwrap();
+    assert_eq!(
+        header,
+        "# bin\tmax_size\tdcqcn:p50\tdcqcn:p95\tdcqcn:p99\thpcc:p50\thpcc:p95\thpcc:p99"
+    );
+    let table: Vec<Vec<&str>> = compare
+        .lines()
+        .filter(|l| !l.starts_with('#'))
+        .map(|l| l.split('\t').collect())
+        .collect();
+    let mut fcts = Vec::new();
+    for (i, cc) in ["dcqcn", "hpcc"].into_iter().enumerate() {
+        let point = out.join(format!("points/{i:05}"));
+        let scenario = std::fs::read_to_string(point.join("scenario.toml")).unwrap();
+        assert!(
+            scenario.contains(&format!("congestion = \"{cc}\"")),
+            "{scenario}"
+        );
+        let summary: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(point.join("summary.json")).unwrap())
+                .unwrap();
+        assert_eq!(summary["congestion"], cc, "{summary}");
+        // The point's own table, `0.000 300\t1.000 1.500 2.000` a bin, is its columns.
+        let own: Vec<Vec<String>> = std::fs::read_to_string(point.join("slowdown.txt"))
+            .unwrap()
+            .lines()
+            .filter(|l| !l.starts_with('#'))
+            .map(|l| l.split_whitespace().map(str::to_owned).collect())
+            .collect();
+        assert_eq!(own.len(), table.len(), "{compare}");
+        assert_eq!(own.len(), 20, "{own:?}");
+        for (bin, row) in own.iter().zip(&table) {
+            assert_eq!(&row[..2], &bin[..2], "{compare}");
+            assert_eq!(&row[2 + 3 * i..5 + 3 * i], &bin[2..5], "{cc}: {compare}");
+        }
+        fcts.push(std::fs::read_to_string(point.join("fct.txt")).unwrap());
+    }
+    assert_ne!(fcts[0], fcts[1], "the two algorithms ran the same");
+    let svg = std::fs::read_to_string(out.join("compare.svg")).unwrap();
+    for cc in ["dcqcn", "hpcc"] {
+        let entries = svg.lines().filter(|l| l.trim() == cc).count();
+        assert_eq!(entries, 3, "{cc}'s legend entries, one per chart");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// `roce sim sweep` takes a shipped scenario by name, as `roce sim` does (one shard of one
 /// point, to be quick), and refuses a name that is neither a file nor a shipped scenario.
 #[test]

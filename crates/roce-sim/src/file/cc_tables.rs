@@ -1,14 +1,23 @@
 //! The congestion-control tables of a network scenario: `[network.dcqcn]`, `[network.dctcp]`,
 //! `[network.timely]` and `[network.hpcc]`, each the parameters of one algorithm (named as the
 //! fields of [`DcqcnConfig`], [`DctcpConfig`], [`TimelyConfig`], [`HpccConfig`]) over the
-//! profile `network.congestion`
-//! names. `--set network.dctcp.rate_ai=100` changes one as the file would.
+//! profile `network.congestion` names. `--set network.dctcp.rate_ai=100` changes one as the file
+//! would.
+//!
+//! A scenario may carry the tables of several algorithms: only the one `network.congestion`
+//! chooses applies, so `--set network.congestion=hpcc`, or a sweep over `network.congestion`,
+//! runs each algorithm with its own parameters. Every table is read and checked all the same (an
+//! unknown key is refused in a table that is not used, as in one that is). Each table may hold
+//! an `ecn` table (`[network.dctcp.ecn]`, the keys of `[network.ecn]`): the switches' marking
+//! when that algorithm runs, in place of `[network.ecn]`, as HPCC's `run.py` gives DCTCP its own
+//! threshold.
 
-use anyhow::bail;
 use roce_core::{Congestion, DcqcnConfig, DctcpConfig, HpccConfig, TimelyConfig};
 use serde::Deserialize;
 
 use super::scenario::CongestionName;
+use super::switch_keys::EcnFile;
+use crate::EcnMarking;
 
 /// DCQCN knobs over the profile `congestion` names; the names are [`DcqcnConfig`]'s.
 #[derive(Debug, Default, Deserialize)]
@@ -30,6 +39,8 @@ pub(super) struct DcqcnFile {
     rate_to_set_on_first_cnp: Option<u32>,
     rate_reduce_monitor_period: Option<u32>,
     min_time_between_cnps: Option<u32>,
+    /// The switches' marking when this algorithm runs, in place of `[network.ecn]`.
+    ecn: Option<EcnFile>,
 }
 
 /// DCTCP's parameters over [`DctcpConfig::default`]; the names are its fields'.
@@ -41,6 +52,8 @@ pub(super) struct DctcpFile {
     rate_ai: Option<u32>,
     min_rate: Option<u32>,
     base_rtt_ns: Option<u32>,
+    /// The switches' marking when this algorithm runs, in place of `[network.ecn]`.
+    ecn: Option<EcnFile>,
 }
 
 /// TIMELY's parameters over [`TimelyConfig::default`]; the names are its fields'.
@@ -56,6 +69,8 @@ pub(super) struct TimelyFile {
     rate_hai: Option<u32>,
     hai_thresh: Option<u32>,
     min_rate: Option<u32>,
+    /// The switches' marking when this algorithm runs, in place of `[network.ecn]`.
+    ecn: Option<EcnFile>,
 }
 
 /// HPCC's parameters over [`HpccConfig::default`]; the names are its fields'.
@@ -68,6 +83,8 @@ pub(super) struct HpccFile {
     min_rate: Option<u32>,
     base_rtt_ns: Option<u32>,
     fast_react: Option<bool>,
+    /// The switches' marking when this algorithm runs, in place of `[network.ecn]`.
+    ecn: Option<EcnFile>,
 }
 
 /// The tables of a network scenario, one per algorithm.
@@ -79,45 +96,56 @@ pub(super) struct Tables<'a> {
     pub(super) hpcc: &'a Option<HpccFile>,
 }
 
+/// What `network.congestion` chose: the algorithm with its table's parameters over its profile,
+/// and the marking its table gives, if any.
+#[derive(Debug)]
+pub(super) struct Chosen {
+    pub(super) congestion: Congestion,
+    /// The chosen algorithm's `ecn` table, checked: the switches' marking instead of
+    /// `[network.ecn]`.
+    pub(super) ecn: Option<EcnMarking>,
+}
+
 /// The algorithm `name` names, with the parameters of its table (`[network.dcqcn]`,
-/// `[network.dctcp]`, `[network.timely]`, `[network.hpcc]`) over its profile; a table of
-/// another algorithm is refused.
-pub(super) fn congestion(name: CongestionName, t: Tables<'_>) -> anyhow::Result<Congestion> {
+/// `[network.dctcp]`, `[network.timely]`, `[network.hpcc]`) over its profile. The tables of the
+/// other algorithms are not used, but their `ecn` tables are checked as the chosen one's is.
+pub(super) fn congestion(name: CongestionName, t: Tables<'_>) -> anyhow::Result<Chosen> {
     let Tables {
         dcqcn,
         dctcp,
         timely,
         hpcc,
     } = t;
-    {
-        let tables = [
-            ("dcqcn", dcqcn.is_some()),
-            ("dctcp", dctcp.is_some()),
-            ("timely", timely.is_some()),
-            ("hpcc", hpcc.is_some()),
-        ];
-        let config = name.nic().config();
-        let name = name.as_str();
-        for (table, set) in tables {
-            let ours = matches!(
-                (table, config),
-                ("dcqcn", Congestion::Dcqcn(_))
-                    | ("dctcp", Congestion::Dctcp(_))
-                    | ("timely", Congestion::Timely(_))
-                    | ("hpcc", Congestion::Hpcc(_))
-            );
-            if set && !ours {
-                bail!("network.{table} is set but network.congestion is \"{name}\"");
-            }
-        }
-        Ok(match config {
-            Congestion::Dcqcn(d) => Congestion::Dcqcn(dcqcn.as_ref().map_or(d, |o| o.over(d))),
-            Congestion::Dctcp(d) => Congestion::Dctcp(dctcp.as_ref().map_or(d, |o| o.over(d))),
-            Congestion::Timely(t) => Congestion::Timely(timely.as_ref().map_or(t, |o| o.over(t))),
-            Congestion::Hpcc(h) => Congestion::Hpcc(hpcc.as_ref().map_or(h, |o| o.over(h))),
-            c => c,
-        })
-    }
+    let marking = |table: &str, ecn: Option<&EcnFile>| {
+        ecn.map(|e| e.marking(&format!("network.{table}.ecn")))
+            .transpose()
+    };
+    let dcqcn_ecn = marking("dcqcn", dcqcn.as_ref().and_then(|f| f.ecn.as_ref()))?;
+    let dctcp_ecn = marking("dctcp", dctcp.as_ref().and_then(|f| f.ecn.as_ref()))?;
+    let timely_ecn = marking("timely", timely.as_ref().and_then(|f| f.ecn.as_ref()))?;
+    let hpcc_ecn = marking("hpcc", hpcc.as_ref().and_then(|f| f.ecn.as_ref()))?;
+    Ok(match name.nic().config() {
+        Congestion::Dcqcn(d) => Chosen {
+            congestion: Congestion::Dcqcn(dcqcn.as_ref().map_or(d, |f| f.over(d))),
+            ecn: dcqcn_ecn,
+        },
+        Congestion::Dctcp(d) => Chosen {
+            congestion: Congestion::Dctcp(dctcp.as_ref().map_or(d, |f| f.over(d))),
+            ecn: dctcp_ecn,
+        },
+        Congestion::Timely(d) => Chosen {
+            congestion: Congestion::Timely(timely.as_ref().map_or(d, |f| f.over(d))),
+            ecn: timely_ecn,
+        },
+        Congestion::Hpcc(d) => Chosen {
+            congestion: Congestion::Hpcc(hpcc.as_ref().map_or(d, |f| f.over(d))),
+            ecn: hpcc_ecn,
+        },
+        congestion => Chosen {
+            congestion,
+            ecn: None,
+        },
+    })
 }
 
 impl DctcpFile {
@@ -185,6 +213,7 @@ mod tests {
 
     use roce_core::{Congestion, DcqcnConfig, DctcpConfig, HpccConfig, TimelyConfig};
 
+    use crate::EcnMarking;
     use crate::file::network::load;
     use crate::file::overrides::Set;
 
@@ -255,24 +284,121 @@ mod tests {
         );
     }
 
-    #[test]
-    fn a_table_of_another_algorithm_or_an_unknown_key_is_refused() {
-        let err = congestion(
-            "[network]\ncongestion = \"dcqcn\"\n",
-            &["network.timely.beta=500"],
+    /// A scenario with the tables of all four algorithms, DCTCP's with a marking of its own.
+    const ALL_FOUR: &str = "[network]\ncongestion = \"dcqcn\"\n\
+        [network.dcqcn]\nrpg_ai_rate = 20\nrpg_byte_reset = 4294967295\n\
+        [network.dctcp]\nrate_ai = 615\nbase_rtt_ns = 9000\n\
+        [network.dctcp.ecn]\nkmin_bytes = 300000\nkmax_bytes = 300000\npmax = 1.0\n\
+        [network.timely]\nrate_ai = 100\nrate_hai = 500\n\
+        [network.hpcc]\neta = 990\nrate_ai = 40\n\
+        [network.ecn]\nkmin_bytes = 400000\nkmax_bytes = 1600000\npmax = 0.2\n";
+
+    /// The built congestion control and switch marking of `text` with `sets`.
+    fn built(text: &str, sets: &[&str]) -> (Congestion, Option<EcnMarking>) {
+        let sets: Vec<Set> = sets.iter().map(|s| s.parse().unwrap()).collect();
+        let s = load(
+            Path::new("t.toml"),
+            &format!("{BASE}{text}"),
+            None,
+            false,
+            &sets,
         )
-        .unwrap_err();
+        .unwrap_or_else(|e| panic!("{e}"));
+        (s.config.host.nic.congestion, s.config.switch.ecn)
+    }
+
+    #[test]
+    fn only_the_chosen_algorithms_table_applies() {
+        let red = Some(EcnMarking {
+            k_min_bytes: 400_000,
+            k_max_bytes: 1_600_000,
+            p_max: 0.2,
+        });
+        let dcqcn = DcqcnConfig {
+            rpg_ai_rate: 20,
+            rpg_byte_reset: u32::MAX,
+            ..DcqcnConfig::default()
+        };
+        assert_eq!(built(ALL_FOUR, &[]), (Congestion::Dcqcn(dcqcn), red));
+        assert_eq!(
+            built(ALL_FOUR, &["network.congestion=dcqcn-paper"]).0,
+            Congestion::Dcqcn(DcqcnConfig {
+                rpg_ai_rate: 20,
+                rpg_byte_reset: u32::MAX,
+                ..DcqcnConfig::paper()
+            })
+        );
+        // DCTCP: its rate_ai, not HPCC's or TIMELY's, and its own marking.
+        assert_eq!(
+            built(ALL_FOUR, &["network.congestion=dctcp"]),
+            (
+                Congestion::Dctcp(DctcpConfig {
+                    rate_ai: 615,
+                    base_rtt_ns: 9000,
+                    ..DctcpConfig::default()
+                }),
+                Some(EcnMarking {
+                    k_min_bytes: 300_000,
+                    k_max_bytes: 300_000,
+                    p_max: 1.0,
+                })
+            )
+        );
+        // TIMELY and HPCC: their own values, not DCTCP's base_rtt_ns or rate_ai, and
+        // [network.ecn] (DCTCP's marking stays DCTCP's).
+        assert_eq!(
+            built(ALL_FOUR, &["network.congestion=timely"]),
+            (
+                Congestion::Timely(TimelyConfig {
+                    rate_ai: 100,
+                    rate_hai: 500,
+                    ..TimelyConfig::default()
+                }),
+                red
+            )
+        );
+        assert_eq!(
+            built(ALL_FOUR, &["network.congestion=hpcc"]),
+            (
+                Congestion::Hpcc(HpccConfig {
+                    eta: 990,
+                    rate_ai: 40,
+                    ..HpccConfig::default()
+                }),
+                red
+            )
+        );
+        assert_eq!(
+            built(ALL_FOUR, &["network.congestion=none"]),
+            (Congestion::None, red)
+        );
+    }
+
+    #[test]
+    fn an_unknown_algorithm_or_key_is_refused_in_any_table() {
+        let err = congestion("[network]\ncongestion = \"hpc\"\n", &[]).unwrap_err();
         assert!(
-            err.contains("network.timely is set but network.congestion is \"dcqcn\""),
+            err.contains("unknown variant `hpc`") && err.contains("`hpcc`"),
             "{err}"
         );
-        let err = congestion("[network]\n[network.dctcp]\nrate_ai = 1\n", &[]).unwrap_err();
-        assert!(err.contains("network.congestion is \"none\""), "{err}");
+        let err = congestion(ALL_FOUR, &["network.congestion=swift"]).unwrap_err();
+        assert!(err.contains("unknown variant `swift`"), "{err}");
+        // A typo in a table that is not used is refused as in the one that is.
         let err = congestion(
             "[network]\ncongestion = \"dctcp\"\n[network.dctcp]\ng = 4\n",
             &[],
         )
         .unwrap_err();
         assert!(err.contains("unknown field `g`"), "{err}");
+        let err = congestion(ALL_FOUR, &["network.timely.t_lo_ns=1"]).unwrap_err();
+        assert!(err.contains("unknown field `t_lo_ns`"), "{err}");
+        // And so is a marking that cannot be, in any algorithm's table.
+        let err = congestion(ALL_FOUR, &["network.dctcp.ecn.pmax=2.0"]).unwrap_err();
+        assert!(
+            err.contains("network.dctcp.ecn.pmax = 2: from 0 to 1"),
+            "{err}"
+        );
+        let err = congestion(ALL_FOUR, &["network.timely.ecn.kmin_bytes=1"]).unwrap_err();
+        assert!(err.contains("missing field `kmax_bytes`"), "{err}");
     }
 }

@@ -33,9 +33,12 @@
 //! payload = "bytes"                     # or "lengths": headers only, regions count bytes (speed)
 //! mark_at = "enqueue"                   # or "dequeue": when switches decide ECN marks
 //! [network.dcqcn]                       # optional: DcqcnConfig knobs (mlx5 names) to override
-//! [network.dctcp]                       # optional: DctcpConfig fields, with "dctcp"
-//! [network.timely]                      # optional: TimelyConfig fields, with "timely"
-//! [network.hpcc]                        # optional: HpccConfig fields, with "hpcc"
+//! [network.dctcp]                       # optional: DctcpConfig fields
+//! [network.timely]                      # optional: TimelyConfig fields
+//! [network.hpcc]                        # optional: HpccConfig fields; of these four tables
+//!                                       # only the one of `congestion` applies
+//! [network.dctcp.ecn]                   # optional, in any of the four: the marking when that
+//!                                       # algorithm runs, in place of [network.ecn]
 //! [network.ecn]                         # kmin_bytes, kmax_bytes, pmax (as [switch.ecn])
 //! [network.pfc]                         # xoff_bytes, xon_bytes (as [switch.pfc]); with a
 //!                                       # shared buffer alpha_shift instead (default 3: 1/8)
@@ -327,7 +330,7 @@ impl NetworkFile {
             config.host.mtu = Mtu::from_bytes(mtu)
                 .ok_or_else(|| anyhow!("network.mtu = {mtu}: one of 256, 512, 1024, 2048, 4096"))?;
         }
-        config.host.nic.congestion = cc_tables::congestion(
+        let chosen = cc_tables::congestion(
             n.congestion,
             cc_tables::Tables {
                 dcqcn: &n.dcqcn,
@@ -336,6 +339,7 @@ impl NetworkFile {
                 hpcc: &n.hpcc,
             },
         )?;
+        config.host.nic.congestion = chosen.congestion;
         if n.loss_recovery != LossRecoveryName::GoBackN || n.window_packets.is_some() {
             n.loss_recovery
                 .apply(n.window_packets, &mut config.host.nic, "network.")?;
@@ -353,11 +357,13 @@ impl NetworkFile {
             }
             config.switch.shared = Some(shared);
         }
-        config.switch.ecn = n
+        let marking = n
             .ecn
             .as_ref()
             .map(|e| e.marking("network.ecn"))
             .transpose()?;
+        // The chosen algorithm's own marking, if its table gives one, replaces `[network.ecn]`.
+        config.switch.ecn = chosen.ecn.or(marking);
         config.switch.pfc = n
             .pfc
             .as_ref()

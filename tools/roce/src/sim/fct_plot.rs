@@ -1,108 +1,246 @@
-//! `slowdown.svg`: FCT slowdown against flow size, as the HPCC paper's Fig. 11 draws it: one
-//! point per 5 % bin of the flows (at the bin's largest size, on a log axis), the bin's 50th,
-//! 95th and 99th percentile slowdown joined by lines. The legend stands in a column of its own
-//! right of the chart, so it covers no point whatever the data (in the chart's upper left it
-//! hid the p99 of the smallest bins, which are often the highest).
+//! `slowdown.svg` and a sweep's `compare.svg`: FCT slowdown against flow size, as the HPCC
+//! paper's Fig. 11 draws it: one point per 5 % bin of the flows (at the bin's largest size, on a
+//! log axis), joined by lines. `slowdown.svg` is one chart of one run's 50th, 95th and 99th
+//! percentile; `compare.svg` is a page of three charts (p50, p95, p99), each with one curve per
+//! run compared. One function draws both: a page of charts of any number of curves. Each chart's
+//! legend stands in a column of its own right of it, so it covers no point whatever the data (in
+//! the chart's upper left it hid the p99 of the smallest bins, which are often the highest).
+
+use std::ops::Range;
 
 use anyhow::anyhow;
+use plotters::coord::Shift;
+use plotters::coord::ranged1d::{AsRangedCoord, ValueFormatter};
 use plotters::prelude::*;
 use roce_sim::SlowdownTable;
 use roce_sim::fct::SlowdownBin;
 
-use super::plot::COLORS;
+use super::plot::nth_color;
 
-const SIZE: (u32, u32) = (900, 520);
-/// The legend's column, right of the chart.
+const WIDTH: u32 = 900;
+/// A page of one chart (`slowdown.svg`).
+const ONE_HEIGHT: u32 = 520;
+/// Each chart of a page of several, and the page's caption above them.
+const CHART_HEIGHT: u32 = 400;
+const CAPTION_HEIGHT: u32 = 40;
+/// The legend's column, right of each chart, at least this wide.
 const LEGEND_WIDTH: u32 = 100;
 
-/// Where the legend's box starts in its column (pixels from the top of the area under the
-/// caption), level with the chart's top.
+/// Where the legend's box starts in its column (pixels from its top), level with the chart's
+/// top.
 const LEGEND_TOP: i32 = 14;
 
-/// Draws the table; an empty table gives an empty chart that says so.
-pub(super) fn plot(name: &str, table: &SlowdownTable) -> anyhow::Result<String> {
-    let mut svg = String::new();
-    {
-        let root = SVGBackend::with_string(&mut svg, SIZE).into_drawing_area();
-        draw(&root, name, table).map_err(|e| anyhow!("cannot draw slowdown.svg: {e}"))?;
-        root.present()
-            .map_err(|e| anyhow!("cannot draw slowdown.svg: {e}"))?;
-    }
-    Ok(svg)
+type Area<'a> = DrawingArea<SVGBackend<'a>, Shift>;
+type DrawResult = Result<(), DrawingAreaErrorKind<std::io::Error>>;
+
+/// One curve of a chart: its label in the legend, and its points (flow size, slowdown).
+pub(super) struct Curve {
+    pub(super) label: String,
+    pub(super) points: Vec<(f64, f64)>,
 }
 
-fn draw(
-    root: &DrawingArea<SVGBackend<'_>, plotters::coord::Shift>,
-    name: &str,
-    table: &SlowdownTable,
-) -> Result<(), DrawingAreaErrorKind<std::io::Error>> {
-    root.fill(&WHITE)?;
-    let sizes = || table.bins.iter().map(|b| b.max_size.max(1) as f64);
-    let x_min = sizes().fold(f64::INFINITY, f64::min);
-    let x_max = sizes().fold(0.0, f64::max);
-    let (x_min, x_max) = if x_min.is_finite() && x_max > x_min {
-        (x_min / 1.2, x_max * 1.2)
-    } else {
-        (1.0, 1e7)
-    };
-    let y_max = table
+/// One chart: its title (none on a page of one) and its curves.
+pub(super) struct Chart {
+    pub(super) title: Option<String>,
+    pub(super) curves: Vec<Curve>,
+}
+
+/// The slowdown axis: linear, or logarithmic in a chart whose slowdowns reach past
+/// [`LOG_FROM`] (curves an order of magnitude apart; below it a log axis would label only 1
+/// and 2).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum YScale {
+    Linear,
+    Log,
+}
+
+const LOG_FROM: f64 = 5.0;
+
+/// The percentiles a bin has, as the charts name them.
+type Pick = fn(&SlowdownBin) -> f64;
+const PERCENTILES: [(&str, Pick); 3] = [("p50", |b| b.p50), ("p95", |b| b.p95), ("p99", |b| b.p99)];
+
+/// A table's bins as points of one percentile: (largest size, slowdown), where finite.
+fn points(table: &SlowdownTable, pick: Pick) -> Vec<(f64, f64)> {
+    table
         .bins
         .iter()
-        .map(|b| b.p99)
-        .filter(|v| v.is_finite())
-        .fold(2.0, f64::max)
-        * 1.1;
+        .map(|b| (b.max_size.max(1) as f64, pick(b)))
+        .filter(|p| p.1.is_finite())
+        .collect()
+}
+
+/// `slowdown.svg`: one chart of the table's p50, p95 and p99; an empty table gives an empty
+/// chart that says so.
+pub(super) fn plot(name: &str, table: &SlowdownTable) -> anyhow::Result<String> {
+    let curves = PERCENTILES
+        .iter()
+        .map(|&(label, pick)| Curve {
+            label: label.to_owned(),
+            points: points(table, pick),
+        })
+        .collect();
     let caption = format!(
         "roce sim {name}: FCT slowdown by flow size ({} flows, {} % bins)",
         table.flows, table.step_percent
     );
-    let below = root.titled(&caption, ("sans-serif", 18).into_font())?;
-    let (area, side) = below.split_horizontally(SIZE.0 - LEGEND_WIDTH);
-    let mut chart = ChartBuilder::on(&area)
+    page(
+        "slowdown.svg",
+        &caption,
+        &[Chart {
+            title: None,
+            curves,
+        }],
+        YScale::Linear,
+    )
+}
+
+/// `compare.svg`: three charts, p50, p95 and p99, each with one curve per run of `runs`
+/// (its label and its table), on a log slowdown axis where they reach past [`LOG_FROM`].
+pub(super) fn compare(caption: &str, runs: &[(String, &SlowdownTable)]) -> anyhow::Result<String> {
+    let charts: Vec<Chart> = PERCENTILES
+        .iter()
+        .map(|&(percentile, pick)| Chart {
+            title: Some(format!("{percentile} FCT slowdown")),
+            curves: runs
+                .iter()
+                .map(|(label, table)| Curve {
+                    label: label.clone(),
+                    points: points(table, pick),
+                })
+                .collect(),
+        })
+        .collect();
+    page("compare.svg", caption, &charts, YScale::Log)
+}
+
+/// Draws `charts` one under the other on one page under `caption`, every chart with the same
+/// flow sizes across and its own slowdowns up (a median near 1 would be flat under a p99's
+/// axis); `file` names the page in errors.
+pub(super) fn page(
+    file: &str,
+    caption: &str,
+    charts: &[Chart],
+    y: YScale,
+) -> anyhow::Result<String> {
+    let height = match charts.len() {
+        0 | 1 => ONE_HEIGHT,
+        n => CAPTION_HEIGHT + CHART_HEIGHT * n as u32,
+    };
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, (WIDTH, height)).into_drawing_area();
+        draw_page(&root, caption, charts, y).map_err(|e| anyhow!("cannot draw {file}: {e}"))?;
+        root.present()
+            .map_err(|e| anyhow!("cannot draw {file}: {e}"))?;
+    }
+    Ok(svg)
+}
+
+fn draw_page(root: &Area<'_>, caption: &str, charts: &[Chart], y: YScale) -> DrawResult {
+    root.fill(&WHITE)?;
+    let all = || {
+        charts
+            .iter()
+            .flat_map(|c| &c.curves)
+            .flat_map(|c| &c.points)
+    };
+    let x_min = all().map(|p| p.0).fold(f64::INFINITY, f64::min);
+    let x_max = all().map(|p| p.0).fold(0.0, f64::max);
+    let x = if x_min.is_finite() && x_max > x_min {
+        x_min / 1.2..x_max * 1.2
+    } else {
+        1.0..1e7
+    };
+    let longest = all_labels(charts).map(str::len).max().unwrap_or(0);
+    // About 8 pixels a character of the legend's 14-pixel font, after the line.
+    let legend_width = LEGEND_WIDTH.max(56 + 8 * longest as u32);
+    let below = root.titled(caption, ("sans-serif", 18).into_font())?;
+    for (chart, area) in charts
+        .iter()
+        .zip(below.split_evenly((charts.len().max(1), 1)))
+    {
+        let (area, side) = area.split_horizontally(WIDTH - legend_width);
+        let y_max = chart
+            .curves
+            .iter()
+            .flat_map(|c| &c.points)
+            .map(|p| p.1)
+            .fold(2.0, f64::max);
+        if y == YScale::Log && y_max > LOG_FROM {
+            let y = (1f64..y_max * 1.3).log_scale();
+            draw_chart(&area, &side, chart, x.clone(), y)?;
+        } else {
+            draw_chart(&area, &side, chart, x.clone(), 1f64..y_max * 1.1)?;
+        }
+    }
+    Ok(())
+}
+
+fn all_labels(charts: &[Chart]) -> impl Iterator<Item = &str> {
+    charts
+        .iter()
+        .flat_map(|c| &c.curves)
+        .map(|c| c.label.as_str())
+}
+
+/// One chart on `area`, its legend in `side`.
+fn draw_chart<Y>(area: &Area<'_>, side: &Area<'_>, c: &Chart, x: Range<f64>, y: Y) -> DrawResult
+where
+    Y: AsRangedCoord<Value = f64>,
+    Y::CoordDescType: ValueFormatter<f64>,
+{
+    let mut builder = ChartBuilder::on(area);
+    if let Some(title) = &c.title {
+        builder.caption(title, ("sans-serif", 16).into_font());
+    }
+    let mut chart = builder
         .margin(14)
         .x_label_area_size(44)
         .y_label_area_size(60)
-        .build_cartesian_2d((x_min..x_max).log_scale(), 1f64..y_max)?;
+        .build_cartesian_2d(x.log_scale(), y)?;
     chart
         .configure_mesh()
+        // A log axis's light lines between its labels are dense enough to shade a decade.
+        .y_max_light_lines(2)
         .light_line_style(BLACK.mix(0.05))
         .bold_line_style(BLACK.mix(0.12))
         .x_desc("flow size (bytes, largest of each bin; log scale)")
         .y_desc("FCT slowdown (fct / ideal)")
         .x_label_formatter(&|v| size_label(*v))
+        .y_label_formatter(&|v| number_label(*v))
         .draw()?;
-    type Pick = fn(&SlowdownBin) -> f64;
-    let curves: [(&str, Pick); 3] = [("p50", |b| b.p50), ("p95", |b| b.p95), ("p99", |b| b.p99)];
-    for (i, (label, pick)) in curves.iter().enumerate() {
-        let color = COLORS[i].to_rgba();
-        let points: Vec<(f64, f64)> = table
-            .bins
-            .iter()
-            .map(|b| (b.max_size.max(1) as f64, pick(b)))
-            .filter(|p| p.1.is_finite())
-            .collect();
-        chart.draw_series(LineSeries::new(points.clone(), color.stroke_width(2)))?;
+    // The legend's top, level with the chart's (below its title, if any).
+    let top = LEGEND_TOP + if c.title.is_some() { 22 } else { 0 };
+    let (width, _) = side.dim_in_pixel();
+    for (i, curve) in c.curves.iter().enumerate() {
+        let color = nth_color(i);
+        chart.draw_series(LineSeries::new(
+            curve.points.iter().copied(),
+            color.stroke_width(2),
+        ))?;
         // Its entry: a line and the label (no mark: every circle of the SVG is a point).
-        let y = LEGEND_TOP + 12 + 22 * i as i32;
+        let y = top + 12 + 22 * i as i32;
         side.draw(&PathElement::new(
             vec![(12, y), (36, y)],
             color.stroke_width(2),
         ))?;
         side.draw(&Text::new(
-            *label,
+            curve.label.as_str(),
             (44, y - 7),
             ("sans-serif", 14).into_font(),
         ))?;
         chart.draw_series(
-            points
-                .into_iter()
-                .map(|p| Circle::new(p, 3, color.filled())),
+            curve
+                .points
+                .iter()
+                .map(|&p| Circle::new(p, 3, color.filled())),
         )?;
     }
     side.draw(&Rectangle::new(
         [
-            (4, LEGEND_TOP),
-            (LEGEND_WIDTH as i32 - 12, LEGEND_TOP + 22 * 3 + 2),
+            (4, top),
+            (width as i32 - 12, top + 22 * c.curves.len() as i32 + 2),
         ],
         BLACK.mix(0.3).stroke_width(1),
     ))?;
@@ -118,8 +256,13 @@ fn size_label(v: f64) -> String {
     } else {
         (v, "")
     };
-    let text = format!("{scaled:.1}");
-    format!("{}{unit}", text.trim_end_matches(".0"))
+    format!("{}{unit}", number_label(scaled))
+}
+
+/// A slowdown or a size to at most one decimal, without a trailing ".0": 2, 2.5, 40.
+fn number_label(v: f64) -> String {
+    let text = format!("{v:.1}");
+    text.trim_end_matches(".0").to_owned()
 }
 
 #[cfg(test)]
@@ -158,24 +301,31 @@ mod tests {
         }
     }
 
-    /// The legend's box (the rectangle around its "p50") covers no plotted point: no point's
-    /// circle meets it.
-    #[test]
-    fn the_legend_covers_no_point() {
-        let svg = plot("t", &table()).unwrap();
-        let elements: Vec<&str> = svg.split('<').collect();
-        let circles: Vec<(f64, f64, f64)> = elements
-            .iter()
+    /// The SVG's circles (the plotted points), as (cx, cy, r).
+    fn circles(svg: &str) -> Vec<(f64, f64, f64)> {
+        svg.split('<')
             .filter(|e| e.starts_with("circle "))
             .map(|e| (attr(e, "cx"), attr(e, "cy"), attr(e, "r")))
-            .collect();
-        // Every bin's three points are drawn.
-        assert_eq!(circles.len(), 60);
-        let label = elements
+            .collect()
+    }
+
+    /// The texts of the SVG, in the order drawn.
+    fn texts(svg: &str) -> Vec<&str> {
+        svg.split('<')
+            .filter(|e| e.starts_with("text "))
+            .filter_map(|e| e.split('>').nth(1).map(str::trim))
+            .collect()
+    }
+
+    /// The box around the legend entry `label` (the nth such entry): no plotted point meets it.
+    fn assert_legend_covers_no_point(svg: &str, label: &str, nth: usize) {
+        let elements: Vec<&str> = svg.split('<').collect();
+        let entry = elements
             .iter()
-            .find(|e| e.starts_with("text ") && e.split('>').nth(1).map(str::trim) == Some("p50"))
-            .expect("a legend entry p50");
-        let (lx, ly) = (attr(label, "x"), attr(label, "y"));
+            .filter(|e| e.starts_with("text ") && e.split('>').nth(1).map(str::trim) == Some(label))
+            .nth(nth)
+            .unwrap_or_else(|| panic!("no legend entry {label} number {nth}"));
+        let (lx, ly) = (attr(entry, "x"), attr(entry, "y"));
         let legend = elements
             .iter()
             .filter(|e| e.starts_with("rect "))
@@ -183,16 +333,59 @@ mod tests {
                 let (x, y) = (attr(e, "x"), attr(e, "y"));
                 (x, y, x + attr(e, "width"), y + attr(e, "height"))
             })
-            .filter(|&(x0, _, x1, _)| x1 - x0 < f64::from(SIZE.0))
+            .filter(|&(x0, _, x1, _)| x1 - x0 < f64::from(WIDTH))
             .find(|&(x0, y0, x1, y1)| (x0..=x1).contains(&lx) && (y0..=y1).contains(&ly))
             .expect("a box around the legend");
-        for (cx, cy, r) in circles {
+        for (cx, cy, r) in circles(svg) {
             let apart =
                 cx + r < legend.0 || cx - r > legend.2 || cy + r < legend.1 || cy - r > legend.3;
             assert!(
                 apart,
                 "the point at ({cx}, {cy}) is under the legend {legend:?}"
             );
+        }
+    }
+
+    /// The legend's box (the rectangle around its "p50") covers no plotted point: no point's
+    /// circle meets it.
+    #[test]
+    fn the_legend_covers_no_point() {
+        let svg = plot("t", &table()).unwrap();
+        // Every bin's three points are drawn.
+        assert_eq!(circles(&svg).len(), 60);
+        assert_legend_covers_no_point(&svg, "p50", 0);
+    }
+
+    /// `compare.svg`: a chart per percentile, each with a curve per run, every bin a point, and
+    /// each chart's legend naming the runs in their order, over no point.
+    #[test]
+    fn a_comparison_has_a_chart_per_percentile_and_a_curve_per_run() {
+        let one = table();
+        let mut other = table();
+        for b in &mut other.bins {
+            b.p99 /= 10.0;
+        }
+        let runs = [("dcqcn".to_owned(), &one), ("hpcc".to_owned(), &other)];
+        let svg = compare("t: by network.congestion", &runs).unwrap();
+        assert_eq!(circles(&svg).len(), 3 * 2 * 20);
+        let texts = texts(&svg);
+        let titles: Vec<&str> = texts
+            .iter()
+            .copied()
+            .filter(|t| t.ends_with("FCT slowdown"))
+            .collect();
+        assert_eq!(
+            titles,
+            ["p50 FCT slowdown", "p95 FCT slowdown", "p99 FCT slowdown"]
+        );
+        let legends: Vec<&str> = texts
+            .iter()
+            .copied()
+            .filter(|t| ["dcqcn", "hpcc"].contains(t))
+            .collect();
+        assert_eq!(legends, ["dcqcn", "hpcc"].repeat(3));
+        for chart in 0..3 {
+            assert_legend_covers_no_point(&svg, "hpcc", chart);
         }
     }
 

@@ -9,6 +9,7 @@
 //! flows on a multi-switch topology (`roce_sim::network`), read by [`roce_sim::file::network`],
 //! run by [`network_run`], written out by [`network_out`] and [`fct_plot`].
 
+mod compare;
 mod fct_plot;
 mod huge_pages;
 mod network_out;
@@ -141,12 +142,22 @@ enum SimCommand {
     /// said on standard error as it ends; then OUT/sweep.txt and OUT/sweep.json hold a row per
     /// point (its values, flows finished, goodput, PAUSEs, drops, and the p50/p95/p99 FCT
     /// slowdown over all its flows).
+    ///
+    /// A grid of one axis, such as `"network.congestion" = ["dcqcn", "hpcc", "timely",
+    /// "dctcp"]`, also gets OUT/compare.txt and OUT/compare.svg: the points side by side, FCT
+    /// slowdown by flow size as the HPCC paper's Fig. 11 draws it (each point's 5 % bins of its
+    /// flows by size, as its slowdown.txt; a p50, p95 and p99 column per point, and a chart per
+    /// percentile with a curve per point). A scenario may carry the tables of several
+    /// algorithms ([network.dcqcn], [network.hpcc], ...): each point uses the one its
+    /// network.congestion names.
     #[command(after_help = "Examples:
           roce sim sweep sweep-leafspine-load --out /tmp/sw   # a shipped one, by name
+          roce sim sweep fattree-fb30-compare --out /tmp/cmp  # DCQCN, HPCC, TIMELY, DCTCP: compare.svg
           roce sim sweep my.toml --shard 3/16 --out shard-3   # one task of a job array
           roce sim merge shard-* --out all
 
-        A Slurm job array: see docs/congestion.md (\"Sweeps\").")]
+        A Slurm job array: see docs/congestion.md (\"Sweeps\"); comparing algorithms:
+        docs/congestion.md (\"Comparing algorithms\").")]
     Sweep {
         /// The network scenario, with a [sweep] table: a TOML file, or the name of a shipped
         /// one (as `roce sim NAME`).
@@ -171,11 +182,14 @@ enum SimCommand {
         set: Vec<overrides::Set>,
     },
     /// Join the points of sweep directories (the shards of one sweep) into one table.
+    ///
+    /// Writes OUT/sweep.txt and OUT/sweep.json, and for a grid of one axis OUT/compare.txt and
+    /// OUT/compare.svg (as `roce sim sweep` does).
     Merge {
         /// Sweep output directories.
         #[arg(value_name = "DIR", required = true)]
         dirs: Vec<PathBuf>,
-        /// Where to write sweep.txt and sweep.json.
+        /// Where to write sweep.txt and sweep.json (and compare.txt, compare.svg).
         #[arg(long, value_name = "DIR")]
         out: PathBuf,
     },

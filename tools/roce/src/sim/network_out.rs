@@ -26,7 +26,7 @@ use super::fct_plot;
 use super::network_run::{MEMORY_LIMIT, Plan};
 
 /// Bin width of the slowdown table, percent of the flows (fct_analysis.py's default).
-const STEP_PERCENT: u32 = 5;
+pub(super) const STEP_PERCENT: u32 = 5;
 
 /// `--check`: what the run would be.
 pub(super) fn plan_text(plan: &Plan) -> String {

@@ -105,7 +105,7 @@ where
 }
 
 /// Colours that stay apart on white and from each other (Okabe and Ito's palette, then more).
-pub(super) const COLORS: [RGBColor; 10] = [
+const COLORS: [RGBColor; 10] = [
     RGBColor(0, 114, 178),
     RGBColor(213, 94, 0),
     RGBColor(0, 158, 115),
@@ -118,7 +118,8 @@ pub(super) const COLORS: [RGBColor; 10] = [
     RGBColor(127, 127, 127),
 ];
 
-fn flow_color(i: usize) -> RGBAColor {
+/// The `i`-th colour of a chart's curves: [`COLORS`], then Palette99's.
+pub(super) fn nth_color(i: usize) -> RGBAColor {
     if i < COLORS.len() {
         COLORS[i].to_rgba()
     } else {
@@ -225,7 +226,7 @@ fn draw_rates(panel: &Area<'_>, run: &Run<'_>) -> DrawResult {
     let mut chart = chart(&area, caption, t_max, 0f64..top, "Gb/s (10^9 bit/s)", None)?;
     let mut entries = Vec::new();
     for (i, f) in series.flows.iter().enumerate() {
-        let color = flow_color(i);
+        let color = nth_color(i);
         let points = times
             .iter()
             .zip(&f.goodput_bps)

@@ -9,7 +9,10 @@
 //! reads any number of such directories — the shards of a sweep run as a job array on a
 //! cluster — and writes `sweep.json` and `sweep.txt` into one: a row per point, with the
 //! slowdown percentiles over all of the point's flows, computed from its `fct.txt` as
-//! `fct_analysis.py` computes them per bin (slowdown = FCT / ideal FCT, at least 1).
+//! `fct_analysis.py` computes them per bin (slowdown = FCT / ideal FCT, at least 1). A grid of
+//! one axis (`"network.congestion" = ["dcqcn", "hpcc", "timely", "dctcp"]`) also gets
+//! `compare.txt` and `compare.svg`: the points' slowdown by flow size side by side
+//! ([`super::compare`]).
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -20,6 +23,9 @@ use rayon::prelude::*;
 use serde_json::{Value as Json, json};
 use toml::Table;
 
+use super::compare;
+
+use roce_sim::SlowdownTable;
 use roce_sim::file::grid::{Grid, Shard};
 use roce_sim::file::network;
 use roce_sim::file::overrides::{self, Set};
@@ -65,6 +71,9 @@ pub(super) fn run(
         out.display()
     );
     print!("{}", std::fs::read_to_string(out.join("sweep.txt"))?);
+    if merged.compared {
+        eprintln!("{}", compared_line(&out));
+    }
     for (index, error) in &ran.failed {
         eprintln!("point {index}: {error}");
     }
@@ -140,8 +149,21 @@ pub(super) fn run_merge(dirs: &[PathBuf], out: &Path) -> anyhow::Result<ExitCode
     if !merged.missing.is_empty() {
         eprintln!("missing points: {:?}", merged.missing);
     }
+    if merged.compared {
+        eprintln!("{}", compared_line(out));
+    }
     print!("{}", std::fs::read_to_string(out.join("sweep.txt"))?);
     Ok(ExitCode::SUCCESS)
+}
+
+/// What a grid of one axis also wrote.
+fn compared_line(out: &Path) -> String {
+    format!(
+        "the points side by side (FCT slowdown by flow size, p50/p95/p99, a column and a curve \
+         per point): {} and {}",
+        out.join("compare.txt").display(),
+        out.join("compare.svg").display()
+    )
 }
 
 /// What a sweep ran.
@@ -317,6 +339,8 @@ pub(crate) struct Merged {
     pub(crate) points: usize,
     pub(crate) of: usize,
     pub(crate) missing: Vec<usize>,
+    /// Whether it wrote `compare.txt` and `compare.svg` (a grid of one axis).
+    pub(crate) compared: bool,
 }
 
 /// Joins the points of `dirs` (one sweep's shards, or one directory) into `into`'s
@@ -324,6 +348,7 @@ pub(crate) struct Merged {
 pub(crate) fn merge(dirs: &[PathBuf], into: &Path) -> anyhow::Result<Merged> {
     let mut grid: Option<Json> = None;
     let mut rows: std::collections::BTreeMap<u64, Json> = Default::default();
+    let mut tables: std::collections::BTreeMap<u64, SlowdownTable> = Default::default();
     for dir in dirs {
         let file = dir.join("grid.json");
         let text = std::fs::read_to_string(&file).with_context(|| {
@@ -348,9 +373,12 @@ pub(crate) fn merge(dirs: &[PathBuf], into: &Path) -> anyhow::Result<Merged> {
             continue;
         };
         for entry in entries.flatten() {
-            if let Some(row) = read_point(&entry.path())? {
+            if let Some((row, table)) = read_point(&entry.path())? {
                 let index = row["index"].as_u64().unwrap_or(u64::MAX);
                 rows.insert(index, row);
+                if let Some(table) = table {
+                    tables.insert(index, table);
+                }
             }
         }
     }
@@ -366,16 +394,45 @@ pub(crate) fn merge(dirs: &[PathBuf], into: &Path) -> anyhow::Result<Merged> {
     let doc = json!({"grid": grid, "missing": missing, "points": rows});
     std::fs::write(into.join("sweep.json"), format!("{doc:#}\n"))?;
     std::fs::write(into.join("sweep.txt"), table(&grid, &rows))?;
+    let compared = match grid["axes"].as_array().map(Vec::as_slice) {
+        Some([axis]) => {
+            let key = axis["key"].as_str().unwrap_or("?");
+            let columns: Vec<compare::Column> = rows
+                .iter()
+                .map(|row| {
+                    let index = row["index"].as_u64().unwrap_or(u64::MAX);
+                    compare::Column {
+                        index,
+                        label: compare::label(&row["params"][key]),
+                        table: tables.remove(&index),
+                    }
+                })
+                .collect();
+            let name = grid["scenario"]
+                .as_str()
+                .and_then(|s| Path::new(s).file_stem())
+                .map_or_else(|| "sweep".into(), |s| s.to_string_lossy().into_owned());
+            std::fs::write(into.join("compare.txt"), compare::text(key, &columns))?;
+            std::fs::write(
+                into.join("compare.svg"),
+                compare::svg(&name, key, &columns)?,
+            )?;
+            true
+        }
+        _ => false,
+    };
     Ok(Merged {
         points: rows.len(),
         of,
         missing,
+        compared,
     })
 }
 
 /// A point's row: its `point.json`, its summary's totals, and the slowdown percentiles over its
-/// `fct.txt`. `None` for a directory that is not a point.
-fn read_point(dir: &Path) -> anyhow::Result<Option<Json>> {
+/// `fct.txt`; and the slowdown table of its `fct.txt` by flow size (as its `slowdown.txt`), if
+/// it has one. `None` for a directory that is not a point.
+fn read_point(dir: &Path) -> anyhow::Result<Option<(Json, Option<SlowdownTable>)>> {
     let Ok(text) = std::fs::read_to_string(dir.join("point.json")) else {
         return Ok(None);
     };
@@ -394,18 +451,23 @@ fn read_point(dir: &Path) -> anyhow::Result<Option<Json>> {
             row[key] = summary[key].clone();
         }
     }
+    let mut by_size = None;
     if let Ok(fct) = std::fs::read_to_string(dir.join("fct.txt")) {
         let name = dir.join("fct.txt").display().to_string();
         let records = roce_sim::fct::parse_fct_file(&name, &fct)?;
         // One bin of all the flows: fct_analysis.py's percentiles over the whole point.
-        let table = roce_sim::SlowdownTable::new(&records, 100)?;
+        let table = SlowdownTable::new(&records, 100)?;
         if let Some(all) = table.bins.first() {
             row["slowdown_p50"] = json!(all.p50);
             row["slowdown_p95"] = json!(all.p95);
             row["slowdown_p99"] = json!(all.p99);
         }
+        by_size = Some(SlowdownTable::new(
+            &records,
+            super::network_out::STEP_PERCENT,
+        )?);
     }
-    Ok(Some(row))
+    Ok(Some((row, by_size)))
 }
 
 /// The text table: a row per point, its values, then what it gave.
@@ -526,6 +588,60 @@ mod tests {
         let text = std::fs::read_to_string(root.join("all/sweep.txt")).unwrap();
         assert!(text.contains("\tworkload.load\tworkload.seed\t"), "{text}");
         assert!(text.lines().last().unwrap().ends_with("FAILED"), "{text}");
+    }
+
+    /// A grid of one axis: `compare.txt` has a column group per point, each point's values
+    /// those of its own `fct.txt` (here DCQCN's flows take three times their ideal FCT, HPCC's
+    /// their ideal), and `compare.svg` a curve per point.
+    #[test]
+    fn a_grid_of_one_axis_sets_its_points_side_by_side() {
+        let (_keep, root) = setup();
+        let file = root.join("c.toml");
+        std::fs::write(
+            &file,
+            "name = \"c\"\n[network]\ncongestion = \"none\"\n\n[sweep]\n\
+             \"network.congestion\" = [\"dcqcn\", \"hpcc\"]\n",
+        )
+        .unwrap();
+        let run = |scenario: &Path, dir: &Path| -> anyhow::Result<()> {
+            let t: Table = std::fs::read_to_string(scenario)?.parse()?;
+            let times = match t["network"]["congestion"].as_str() {
+                Some("dcqcn") => 3,
+                _ => 1,
+            };
+            let lines: String = (0..40u64)
+                .map(|i| {
+                    let size = 100 * (i + 1);
+                    format!(
+                        "0b000001 0b000101 10000 100 {size} 0 {} 1000\n",
+                        times * 1000
+                    )
+                })
+                .collect();
+            std::fs::write(dir.join("fct.txt"), lines)?;
+            Ok(())
+        };
+        let out = root.join("out");
+        sweep(&file, &out, Shard::ALL, 1, &[], run).unwrap();
+        let merged = merge(std::slice::from_ref(&out), &out).unwrap();
+        assert!(merged.compared);
+        let text = std::fs::read_to_string(out.join("compare.txt")).unwrap();
+        let rows: Vec<&str> = text.lines().filter(|l| !l.starts_with('#')).collect();
+        assert_eq!(rows.len(), 20, "{text}");
+        assert_eq!(
+            rows[0], "0.000\t200\t3.000\t3.000\t3.000\t1.000\t1.000\t1.000",
+            "{text}"
+        );
+        assert!(text.contains("# point 0: network.congestion = dcqcn, 40 flows"));
+        assert!(text.contains("\tdcqcn:p50\tdcqcn:p95\tdcqcn:p99\thpcc:p50\t"));
+        let svg = std::fs::read_to_string(out.join("compare.svg")).unwrap();
+        assert!(svg.contains("roce sim sweep c: FCT slowdown by flow size, by network.congestion"));
+        // A grid of two axes has no comparison.
+        let (_keep2, two) = setup();
+        let out2 = two.join("out");
+        sweep(&two.join("s.toml"), &out2, Shard::ALL, 1, &[], fake_run).unwrap();
+        assert!(!merge(std::slice::from_ref(&out2), &out2).unwrap().compared);
+        assert!(!out2.join("compare.txt").exists());
     }
 
     #[test]
