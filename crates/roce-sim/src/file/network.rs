@@ -26,7 +26,7 @@
 //! congestion = "dcqcn"                  # "none", "dcqcn" (NVIDIA defaults), "dcqcn-paper",
 //!                                       # "dctcp", "timely", "hpcc"
 //! loss_recovery = "go-back-n"           # or "selective-repeat" (IRN-style)
-//! window_packets = 128                  # PSNs in flight per QP: go-back-N's window, or IRN's BDP cap
+//! window_packets = 512                  # PSNs in flight per QP: go-back-N's window, or IRN's BDP cap
 //! buffer_bytes = 1048576                # per egress port; with shared_buffer, per switch
 //! shared_buffer = false                 # true: one buffer per switch, dynamic PFC thresholds
 //! mtu = 1024
