@@ -13,8 +13,16 @@
 #   --load      Poisson load per host NIC (traffic_gen.py -l)                  [0.3]
 #   --ms        milliseconds of flow arrivals (traffic_gen.py -t); 15 ms of FB_Hadoop 30 %
 #               (150 k flows) took ns-3 about 15 minutes on this machine      [2]
-#   --cc        congestion control: dcqcn (HPCC's run.py --cc dcqcn: its DCQCN "CX-4" profile,
-#               no window, ACKs at high priority; the only one so far)         [dcqcn]
+#   --cc        congestion control, as HPCC's run.py sets it up [dcqcn]:
+#               dcqcn   run.py --cc dcqcn (CC_MODE 1): its DCQCN "CX-4" profile, no window,
+#                       ACKs at high priority
+#               hpcc    run.py --cc hp (CC_MODE 3): eta 0.95, maxStage 0, W_AI 40 Mb/s, a window
+#                       (VAR_WIN) and fast react, INT units x4 (100G / 25G)
+#               dctcp   run.py --cc dctcp (CC_MODE 8): g 1/16, AI 615 Mb/s, a window (VAR_WIN),
+#                       its own marking K = 300 KB at 100G (1200 KB at 400G), Pmax 1
+#               timely  run.py --cc timely (CC_MODE 7): AI 100 Mb/s, HAI 500 Mb/s, no window
+#                       (roce sim's QP window lifted), ns-3's thresholds (T_low 50 us, T_high
+#                       500 us, minRTT 20 us)
 #   --drain-ms  simulated time after the last arrival for flows to finish      [50]
 #   --seed      seed of Python's random for traffic_gen.py (it has none of its own) [1]
 #   --out       where the run's files go     [bench-out/ns3-<cdf>-<load>-<ms>ms-<cc>]
@@ -25,6 +33,9 @@
 # roce sim runs scenarios/fattree-fb30.toml with --topology/--flows given these files, and
 # with HPCC's profile where the scenario's differs: no DCQCN byte counter
 # (network.dcqcn.rpg_byte_reset=4294967295) and ECN marks at dequeue (network.mark_at=dequeue).
+# For hpcc, dctcp and timely: --set network.congestion=<cc> and the [network.<cc>] values of
+# run.py's profile (T and the window from ns-3's largest base RTT of the topology, maxRtt:
+# 12 240 ns on fat.txt), marks at dequeue, DCTCP's marking in [network.dctcp.ecn].
 # ROCE_SETS="KEY=VALUE ..." adds --set overrides after those (the scenario as shipped:
 # ROCE_SETS="network.dcqcn.rpg_byte_reset=32767 network.mark_at=enqueue"); the out directory
 # and the tables are then named after them (roce-<sets>). NS3_SETS="KEY=VALUE ..." changes
@@ -49,7 +60,7 @@ repo=$(cd "$here/.." && pwd)
 PIN=9f4be2a9ead8a90e8bf732c66bd758c00e58e5be
 URL=https://github.com/alibaba-edu/High-Precision-Congestion-Control
 
-usage() { sed -n '2,43p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,54p' "$0" | sed 's/^# \{0,1\}//'; }
 cdf=fb_hadoop load=0.3 ms=2 cc=dcqcn drain_ms=50 seed=1 out='' roce='' reuse=0
 while [ $# -gt 0 ]; do
     case $1 in
@@ -71,7 +82,10 @@ case $cdf in
     websearch) cdf_file=WebSearch_distribution.txt ;;
     *) echo "ns3-reference: --cdf fb_hadoop or websearch, not '$cdf'" >&2; exit 2 ;;
 esac
-[ "$cc" = dcqcn ] || { echo "ns3-reference: --cc dcqcn is the only one so far, not '$cc'" >&2; exit 2; }
+case $cc in
+    dcqcn | hpcc | dctcp | timely) ;;
+    *) echo "ns3-reference: --cc dcqcn, hpcc, dctcp or timely, not '$cc'" >&2; exit 2 ;;
+esac
 num='^[0-9]+([.][0-9]+)?$'
 for v in "$load" "$ms" "$drain_ms" "$seed"; do
     [[ $v =~ $num ]] || { echo "ns3-reference: '$v' is not a number" >&2; exit 2; }
@@ -83,6 +97,7 @@ roce=${roce:-${CARGO_TARGET_DIR:-$repo/target}/release/roce}
 [ -x "$roce" ] || { echo "ns3-reference: no $roce: cargo build --release -p roce" >&2; exit 2; }
 [ -x /usr/bin/time ] || { echo "ns3-reference: needs /usr/bin/time (Debian: apt-get install time)" >&2; exit 2; }
 NS3_DIR=${NS3_DIR:-$HOME/.cache/roce-emu/hpcc-ns3}
+bw=100 # run.py --bw 100: the hosts' Gb/s, which its parameters scale with
 
 # Python 2.7 for waf and traffic_gen.py: python2 on the PATH, or pyenv's.
 pyenv27=0
@@ -150,11 +165,28 @@ else
     rm "$out/flow.raw"
     echo "ns3-reference: $n flows ($cdf, load $load, $ms ms of arrivals, seed $seed)" >&2
 
-    # ns-3's config as run.py writes it for `--cc dcqcn --bw 100 --topo fat`, with the run's paths,
-    # the stop time after the drain, and the queue monitor (every 100 ns until QLEN_MON_END, which
-    # costs ns-3 a lot) off.
+    # ns-3's config as run.py writes it for `--cc <cc> --bw 100 --topo fat` (`hp` for hpcc), with
+    # the run's paths, the stop time after the drain, and the queue monitor (every 100 ns until
+    # QLEN_MON_END, which costs ns-3 a lot) off. run.py's values per algorithm, its names.
     stop=$(python3 -c "print('%.6f' % (2 + (${ms} + ${drain_ms}) / 1000))")
-    bw=100
+    t_alpha=1 t_dec=4 t_inc=300 g=0.00390625 dctcp_ai=1000 int_multi=1
+    kmax_map="2 $((bw * 1000000000)) $((400 * bw / 25)) $((bw * 4 * 1000000000)) $((400 * bw * 4 / 25))"
+    kmin_map="2 $((bw * 1000000000)) $((100 * bw / 25)) $((bw * 4 * 1000000000)) $((100 * bw * 4 / 25))"
+    pmax_map="2 $((bw * 1000000000)) 0.20 $((bw * 4 * 1000000000)) 0.20"
+    case $cc in
+        dcqcn)
+            mode=1 ai=$((5 * bw / 25)) hai=$((50 * bw / 25)) has_win=0 vwin=0 us=0 ack_prio=1 ;;
+        hpcc)
+            mode=3 ai=$((10 * bw / 25)) hai=$((10 * bw / 25)) has_win=1 vwin=1 us=1 ack_prio=0
+            int_multi=$((bw / 25)) ;;
+        dctcp)
+            mode=8 ai=10 hai=10 dctcp_ai=615 g=0.0625 has_win=1 vwin=1 us=0 ack_prio=0
+            kmax_map="2 $((bw * 1000000000)) $((30 * bw / 10)) $((bw * 4 * 1000000000)) $((30 * bw * 4 / 10))"
+            kmin_map=$kmax_map
+            pmax_map="2 $((bw * 1000000000)) 1.00 $((bw * 4 * 1000000000)) 1.00" ;;
+        timely)
+            mode=7 ai=$((10 * bw / 10)) hai=$((50 * bw / 10)) has_win=0 vwin=0 us=0 ack_prio=1 ;;
+    esac
     cat >"$out/config.txt" <<EOF
 ENABLE_QCN 1
 USE_DYNAMIC_PFC_THRESHOLD 1
@@ -170,30 +202,30 @@ PFC_OUTPUT_FILE $out/pfc_ns3.txt
 
 SIMULATOR_STOP_TIME $stop
 
-CC_MODE 1
-ALPHA_RESUME_INTERVAL 1
-RATE_DECREASE_INTERVAL 4
+CC_MODE $mode
+ALPHA_RESUME_INTERVAL $t_alpha
+RATE_DECREASE_INTERVAL $t_dec
 CLAMP_TARGET_RATE 0
-RP_TIMER 300
-EWMA_GAIN 0.00390625
+RP_TIMER $t_inc
+EWMA_GAIN $g
 FAST_RECOVERY_TIMES 1
-RATE_AI $((5 * bw / 25))Mb/s
-RATE_HAI $((50 * bw / 25))Mb/s
+RATE_AI ${ai}Mb/s
+RATE_HAI ${hai}Mb/s
 MIN_RATE 1000Mb/s
-DCTCP_RATE_AI 1000Mb/s
+DCTCP_RATE_AI ${dctcp_ai}Mb/s
 
 ERROR_RATE_PER_LINK 0.0000
 L2_CHUNK_SIZE 4000
 L2_ACK_INTERVAL 1
 L2_BACK_TO_ZERO 0
 
-HAS_WIN 0
+HAS_WIN $has_win
 GLOBAL_T 1
-VAR_WIN 0
-FAST_REACT 0
+VAR_WIN $vwin
+FAST_REACT $us
 U_TARGET 0.95
 MI_THRESH 0
-INT_MULTI 1
+INT_MULTI $int_multi
 MULTI_RATE 0
 SAMPLE_FEEDBACK 0
 PINT_LOG_BASE 1.01
@@ -201,15 +233,15 @@ PINT_PROB 1.0
 
 RATE_BOUND 1
 
-ACK_HIGH_PRIO 1
+ACK_HIGH_PRIO $ack_prio
 
 LINK_DOWN 0 0 0
 
 ENABLE_TRACE 0
 
-KMAX_MAP 2 $((bw * 1000000000)) $((400 * bw / 25)) $((bw * 4 * 1000000000)) $((400 * bw * 4 / 25))
-KMIN_MAP 2 $((bw * 1000000000)) $((100 * bw / 25)) $((bw * 4 * 1000000000)) $((100 * bw * 4 / 25))
-PMAX_MAP 2 $((bw * 1000000000)) 0.20 $((bw * 4 * 1000000000)) 0.20
+KMAX_MAP $kmax_map
+KMIN_MAP $kmin_map
+PMAX_MAP $pmax_map
 BUFFER_SIZE $((16 * bw / 50))
 QLEN_MON_FILE $out/qlen_ns3.txt
 QLEN_MON_START 2000000000
@@ -234,11 +266,51 @@ fi
 # of HPCC's profile that the scenario does not make: no byte counter (rdma-hw.cc's DCQCN
 # increases on its 300 us timer only; NVIDIA's 32767-byte counter made roce sim 1.3-1.5x
 # slower at p95/p99) and ECN marks decided at dequeue (switch-node.cc SwitchNotifyDequeue).
-# No queue sampling, as ns-3's monitor is off. ROCE_SETS adds --set overrides
-# (space-separated KEY=VALUE, applied after these), for experiments.
+# No queue sampling, as ns-3's monitor is off. The other algorithms with run.py's values over
+# the scenario's switches: T (HPCC) and the window's RTT (HPCC, DCTCP) are ns-3's maxRtt, the
+# largest base RTT between two hosts of the topology (third.cc, GLOBAL_T 1), which ns-3 gives
+# every QP; DCTCP's marking K = Kmin = Kmax = 30 KB x bw/10G, Pmax 1 (one K for every port:
+# roce sim's marking has no per-rate map, ns-3's is 4x that at 400G). TIMELY has no window in
+# run.py's profile (HAS_WIN 0): the QPs' window of 512 packets, which network runs have by
+# default, is lifted to 65 536 (with it, roce sim's p99 of short flows was 0.68-0.77 x ns-3's:
+# the window held back the queues TIMELY lets grow up to T_low). ROCE_SETS adds --set
+# overrides (space-separated KEY=VALUE, applied after these), for experiments.
 echo "ns3-reference: roce sim running" >&2
-sets=(--set "run.drain_us=$(python3 -c "print(int(${drain_ms} * 1000))")" --set run.qlen_every_us=0
-      --set network.dcqcn.rpg_byte_reset=4294967295 --set network.mark_at=dequeue)
+sets=(--set "run.drain_us=$(python3 -c "print(int(${drain_ms} * 1000))")" --set run.qlen_every_us=0)
+max_rtt() { # third.cc's maxRtt of the topology file, ns
+    python3 -c 'import importlib.util, sys
+spec = importlib.util.spec_from_file_location("cmp", sys.argv[1]); m = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(m)
+topo = m.read_topology(sys.argv[2]); paths = m.Paths(topo)
+hosts = [h for h in range(topo[0]) if h not in topo[1]]
+print(max(2 * d[s] + t[s] for h in hosts for d, t, _ in [paths.from_host(h)] for s in hosts))' "$here/ns3-compare.py" "$1"
+}
+case $cc in
+    dcqcn)
+        sets+=(--set network.dcqcn.rpg_byte_reset=4294967295 --set network.mark_at=dequeue) ;;
+    hpcc)
+        rtt=$(max_rtt "$out/fat.txt")
+        sets+=(--set network.congestion=hpcc --set network.mark_at=dequeue
+               --set network.hpcc.eta=950 --set network.hpcc.max_stage=0
+               --set network.hpcc.rate_ai=$((10 * bw / 25)) --set network.hpcc.min_rate=1000
+               --set "network.hpcc.base_rtt_ns=$rtt" --set network.hpcc.fast_react=true) ;;
+    dctcp)
+        rtt=$(max_rtt "$out/fat.txt")
+        sets+=(--set network.congestion=dctcp --set network.mark_at=dequeue
+               --set network.dctcp.shift_g=4 --set network.dctcp.initial_alpha=1024
+               --set network.dctcp.rate_ai=615 --set network.dctcp.min_rate=1000
+               --set "network.dctcp.base_rtt_ns=$rtt"
+               --set network.dctcp.ecn.kmin_bytes=$((30 * bw / 10 * 1000))
+               --set network.dctcp.ecn.kmax_bytes=$((30 * bw / 10 * 1000))
+               --set network.dctcp.ecn.pmax=1.0) ;;
+    timely)
+        sets+=(--set network.congestion=timely --set network.mark_at=dequeue
+               --set network.timely.rate_ai=$((10 * bw / 10)) --set network.timely.rate_hai=$((50 * bw / 10))
+               --set network.timely.t_low_ns=50000 --set network.timely.t_high_ns=500000
+               --set network.timely.min_rtt_ns=20000 --set network.timely.alpha=875
+               --set network.timely.beta=800 --set network.timely.hai_thresh=5
+               --set network.timely.min_rate=1000 --set network.window_packets=65536) ;;
+esac
 rdir=roce
 for kv in ${ROCE_SETS:-}; do sets+=(--set "$kv"); rdir+="-${kv//[^A-Za-z0-9_.=]/_}"; done
 nice -n 19 /usr/bin/time -f '%e %U %S' -o "$out/$rdir.time" "$roce" sim "$repo/scenarios/fattree-fb30.toml" \
@@ -255,5 +327,6 @@ python3 "$here/ns3-compare.py" --topology "$out/fat.txt" --flows "$out/flow.txt"
     --md "$out/$rdir.md" --json "$out/$rdir.json"
 cat "$out/$rdir.md"
 }
-main "$@"
-exit
+# On one line: bash parses the line whole before main runs, so an edit of the file during a run
+# cannot make it read on from a moved offset afterwards.
+main "$@"; exit
