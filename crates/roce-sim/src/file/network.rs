@@ -32,6 +32,8 @@
 //! mtu = 1024
 //! payload = "bytes"                     # or "lengths": headers only, regions count bytes (speed)
 //! mark_at = "enqueue"                   # or "dequeue": when switches decide ECN marks
+//! ecn_rate_gbps = 100                   # optional: the rate the marking's thresholds are for;
+//!                                       # other ports' scale with their rate (ns-3's KMAX_MAP)
 //! [network.dcqcn]                       # optional: DcqcnConfig knobs (mlx5 names) to override
 //! [network.dctcp]                       # optional: DctcpConfig fields
 //! [network.timely]                      # optional: TimelyConfig fields
@@ -168,6 +170,9 @@ struct NetFile {
     /// When the switches decide ECN marks (HPCC's switch: at dequeue).
     #[serde(default)]
     mark_at: MarkAtName,
+    /// The line rate, Gb/s, the marking's thresholds are for; a port of another rate marks
+    /// at them scaled by its rate (HPCC's ns-3). Absent: one threshold for every port.
+    ecn_rate_gbps: Option<f64>,
 }
 
 /// `network.payload`: what packets carry (`roce_sim::network::Payload`).
@@ -370,6 +375,11 @@ impl NetworkFile {
             .map(|p| p.pfc("network.pfc", n.shared_buffer))
             .transpose()?;
         config.switch.mark_at = n.mark_at.mark_at();
+        config.switch.ecn_rate_bps = match n.ecn_rate_gbps {
+            None => None,
+            Some(g) if g.is_finite() && g > 0.0 && g <= 1e6 => Some((g * 1e9) as u64),
+            Some(g) => bail!("network.ecn_rate_gbps = {g}: a line rate, more than 0"),
+        };
         config.seed = n.seed;
         let every = self.run.qlen_every_us;
         if !(every.is_finite() && (every == 0.0 || (0.1..=1e6).contains(&every))) {
@@ -516,6 +526,24 @@ mod tests {
     fn load_text(text: &str, sets: &[&str]) -> Result<NetScenario, FileError> {
         let sets: Vec<Set> = sets.iter().map(|s| s.parse().unwrap()).collect();
         load(Path::new("t.toml"), text, None, false, &sets)
+    }
+
+    #[test]
+    fn ecn_rate_gbps_scales_the_marking_by_the_port_rate_or_is_refused() {
+        let s = load_text(SMALL, &[]).unwrap();
+        assert_eq!(
+            s.config.switch.ecn_rate_bps, None,
+            "one threshold by default"
+        );
+        let s = load_text(SMALL, &["network.ecn_rate_gbps=100"]).unwrap();
+        assert_eq!(s.config.switch.ecn_rate_bps, Some(100_000_000_000));
+        for bad in ["0", "-1", "nan"] {
+            let err = load_text(SMALL, &[&format!("network.ecn_rate_gbps={bad}")]).unwrap_err();
+            assert!(
+                format!("{err:#}").contains("network.ecn_rate_gbps"),
+                "{err:#}"
+            );
+        }
     }
 
     #[test]

@@ -108,6 +108,10 @@ pub struct SwitchConfig {
     pub shared: Option<SharedBuffer>,
     /// RED ECN marking per egress class; `None` never marks.
     pub ecn: Option<EcnMarking>,
+    /// The line rate `ecn`'s thresholds are for: a port of another rate marks at them scaled by
+    /// its rate over this one (HPCC's ns-3 `KMIN_MAP`/`KMAX_MAP`: 4 × at 400 Gb/s beside
+    /// 100 Gb/s hosts). `None` (the default): every port at `ecn`'s.
+    pub ecn_rate_bps: Option<u64>,
     /// When marking is decided.
     pub mark_at: MarkAt,
     /// PFC; `None` (the default) is a lossy fabric, as on real switches until configured.
@@ -131,6 +135,7 @@ impl Default for SwitchConfig {
             buffer_bytes: 1 << 20,
             shared: None,
             ecn: None,
+            ecn_rate_bps: None,
             mark_at: MarkAt::Enqueue,
             pfc: None,
             ets: Ets::default(),

@@ -308,7 +308,7 @@ impl<P: Frame> SwitchOf<P> {
         }
         if self.config.mark_at == MarkAt::Enqueue {
             let port = &mut self.ports[egress];
-            let queue = port.class[priority].bytes;
+            let queue = (port.class[priority].bytes, port.rate_bps);
             mark(&self.config, &mut self.rng, packet, queue, &mut port.stats);
         }
         let quiet = self.pfc_check(now, ingress, priority);
@@ -518,7 +518,7 @@ impl<P: Frame> SwitchOf<P> {
     fn mark_leaving(&mut self, egress: usize, class: usize, packet: &mut P) {
         if self.config.mark_at == MarkAt::Dequeue {
             let port = &mut self.ports[egress];
-            let queue = port.class[class].bytes;
+            let queue = (port.class[class].bytes, port.rate_bps);
             mark(&self.config, &mut self.rng, packet, queue, &mut port.stats);
         }
     }

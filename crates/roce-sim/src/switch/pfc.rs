@@ -165,15 +165,21 @@ impl<P: Frame> SwitchOf<P> {
     }
 }
 
-/// RED marking of an ECN-capable packet by the queue `queue_bytes` of its class.
+/// RED marking of an ECN-capable packet by the queue `queue_bytes` of its class, at a port of
+/// `rate_bps` (the thresholds scaled to it with [`SwitchConfig::ecn_rate_bps`]).
 pub(super) fn mark<P: Frame>(
     config: &SwitchConfig,
     rng: &mut u64,
     packet: &mut P,
-    queue_bytes: usize,
+    (queue_bytes, rate_bps): (usize, u64),
     stats: &mut PortStats,
 ) {
-    let Some(ecn) = config.ecn else { return };
+    let Some(mut ecn) = config.ecn else { return };
+    if let Some(reference) = config.ecn_rate_bps.filter(|&r| r != rate_bps && r > 0) {
+        let scale = |k: usize| (k as u128 * u128::from(rate_bps) / u128::from(reference)) as usize;
+        ecn.k_min_bytes = scale(ecn.k_min_bytes);
+        ecn.k_max_bytes = scale(ecn.k_max_bytes);
+    }
     if !matches!(packet.ecn(), Ecn::Ect0 | Ecn::Ect1) {
         return;
     }

@@ -190,3 +190,38 @@ fn forward_is_enqueue_then_depart() {
         }
     }
 }
+
+/// With `ecn_rate_bps`, a port marks at the thresholds scaled by its rate: a 400 Gb/s port's
+/// are four times those of the 100 Gb/s the marking is for (HPCC's ns-3 KMIN_MAP/KMAX_MAP).
+/// Without it, every port marks at the same.
+#[test]
+fn ecn_thresholds_scale_with_the_port_rate() {
+    const G100: u64 = 100_000_000_000;
+    let scaled = SwitchConfig {
+        ecn: Some(EcnMarking {
+            k_min_bytes: 10_000,
+            k_max_bytes: 10_000,
+            p_max: 1.0,
+        }),
+        ecn_rate_bps: Some(G100),
+        ..SwitchConfig::default()
+    };
+    let one = SwitchConfig {
+        ecn_rate_bps: None,
+        ..scaled.clone()
+    };
+    let marked = |config: &SwitchConfig, rate: u64, queue: usize| {
+        let mut p = packet(1, 3, 1000, true);
+        let mut stats = PortStats::default();
+        mark(config, &mut 1, &mut p, (queue, rate), &mut stats);
+        stats.ce_marked
+    };
+    assert_eq!(marked(&scaled, G100, 20_000), 1);
+    assert_eq!(
+        marked(&scaled, 4 * G100, 20_000),
+        0,
+        "under 40 000 at 400 Gb/s"
+    );
+    assert_eq!(marked(&scaled, 4 * G100, 50_000), 1);
+    assert_eq!(marked(&one, 4 * G100, 20_000), 1);
+}
