@@ -110,6 +110,41 @@ pub struct Mixed {
     pub read_data: Vec<u8>,
 }
 
+impl Mixed {
+    /// After every WR of [`post_mixed`] succeeded: b's two receives completed (the SEND's 6000
+    /// bytes, the WRITE's immediate 99), and every byte landed where it goes, the atomics
+    /// executed once each (b's counter 12, the originals 0 and 5 at a). `at` names the run.
+    pub fn assert_landed(&self, pair: &mut Pair, at: &str) {
+        let recvs = pair.b.completions();
+        assert_eq!(recvs.len(), 2, "{at}: {recvs:?}");
+        assert_eq!((recvs[0].wr_id, recvs[0].byte_len), (50, 6000), "{at}");
+        assert_eq!(
+            (recvs[1].wr_id, recvs[1].opcode, recvs[1].imm_data),
+            (51, WcOpcode::RecvRdmaWithImm, Some(99)),
+            "{at}"
+        );
+        let added = 12u64.to_le_bytes();
+        for (mr, offset, want, what) in [
+            (&pair.b.mr, 300_000, &self.send_data[..], "SEND"),
+            (&pair.b.mr, 20_000, &self.write_data[..], "WRITE"),
+            (&pair.a.mr, 40_000, &self.read_data[..], "READ"),
+            (&pair.b.mr, 200_000, &added[..], "atomics"),
+        ] {
+            let got = mr.read(offset, want.len()).expect("inside the region");
+            assert_eq!(got, want, "{at}: {what}");
+        }
+        let word = |offset| {
+            let bytes = pair.a.mr.read(offset, 8).expect("inside the region");
+            u64::from_le_bytes(bytes.try_into().expect("8 bytes"))
+        };
+        assert_eq!(
+            (word(60_000), word(60_008)),
+            (0, 5),
+            "{at}: original values"
+        );
+    }
+}
+
 /// A mixed workload from a to b, each WR signaled, the data from `seed`: a SEND of 6000 bytes
 /// (into receive 50), a WRITE of 9000, a READ of 7000, two fetch-and-adds on b's 200 000 (5,
 /// then 7; originals to a's 60 000 and 60 008), and a WRITE with immediate 99 of 100 bytes
