@@ -57,6 +57,8 @@ pub(super) struct Verdict {
     /// The opcode and destination QP of the BTH, when it was captured.
     pub(super) bth: Option<(Opcode, Qpn)>,
     pub(super) roce: Option<RoceRepr>,
+    /// HPCC's INT header, when the packet carries one and its headers were captured.
+    int: Option<roce_wire::int::Repr>,
     pub(super) roce_error: Option<ParseError>,
     pub(super) bad_icrc: bool,
     icrc: Option<Result<(), ParseError>>,
@@ -69,6 +71,7 @@ impl Line<'_> {
                 is_roce: false,
                 bth: None,
                 roce: None,
+                int: None,
                 roce_error: None,
                 bad_icrc: false,
                 icrc: None,
@@ -80,18 +83,18 @@ impl Line<'_> {
         let parsed = frame.roce_payload().map(|payload| {
             if roce_wire::int::flagged(payload) {
                 let mut rest = Vec::new();
-                let _ = roce_wire::int::strip(payload, &mut rest)?;
+                let int = roce_wire::int::strip(payload, &mut rest)?;
                 let packet = RocePacket::new_checked(&rest[..])?;
                 let end = packet.payload_offset() + roce_wire::int::HEADER_LEN;
-                RoceRepr::parse(&packet).map(|repr| (end, repr))
+                RoceRepr::parse(&packet).map(|repr| (end, repr, Some(int)))
             } else {
                 let packet = RocePacket::new_checked(payload)?;
-                RoceRepr::parse(&packet).map(|repr| (packet.payload_offset(), repr))
+                RoceRepr::parse(&packet).map(|repr| (packet.payload_offset(), repr, None))
             }
         });
         // Of a packet cut short, only headers that were captured are believed.
         let headers_captured = match &parsed {
-            Some(Ok((end, _))) => captured >= *end,
+            Some(Ok((end, ..))) => captured >= *end,
             _ => false,
         };
         let bth = frame
@@ -106,13 +109,15 @@ impl Line<'_> {
         // A frame cut short by the capture's snap length cannot be judged.
         let icrc =
             (self.check_icrc && !cut && matches!(parsed, Some(Ok(_)))).then(|| frame.verify_icrc());
+        let (roce, int) = match &parsed {
+            Some(Ok((_, repr, int))) if headers_captured => (Some(*repr), *int),
+            _ => (None, None),
+        };
         Verdict {
             is_roce: parsed.is_some(),
             bth,
-            roce: parsed
-                .and_then(Result::ok)
-                .filter(|_| headers_captured)
-                .map(|(_, repr)| repr),
+            roce,
+            int,
             roce_error: parsed.and_then(|parsed| parsed.err()).filter(|_| !cut),
             bad_icrc: matches!(icrc, Some(Err(_))),
             icrc,
@@ -217,15 +222,7 @@ impl Line<'_> {
         {
             value["cm"] = cm;
         }
-        if let Some(int) = self
-            .frame
-            .as_ref()
-            .ok()
-            .filter(|_| headers_captured)
-            .and_then(Frame::roce_payload)
-            .filter(|payload| roce_wire::int::flagged(payload))
-            .and_then(|payload| roce_wire::int::strip(payload, &mut Vec::new()).ok())
-        {
+        if let Some(int) = &verdict.int {
             let hops: Vec<_> = int
                 .hops()
                 .iter()
