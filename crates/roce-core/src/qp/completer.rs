@@ -399,12 +399,18 @@ impl Qp {
     //= ibta:vol1/9.7.6.1.3
     //# each transport retry counts against retry_cnt; when none is left the WR fails with RETRY_EXC_ERR
     fn retry(&mut self, ctx: &mut Ctx<'_>, psn: Psn) {
+        self.count_retry(ctx, |qp| qp.go_back(psn));
+    }
+
+    /// One transport retry counted: `resend` arranges what goes again and the retransmit timer
+    /// is armed anew; with none left, the oldest WR fails with RETRY_EXC_ERR instead.
+    fn count_retry(&mut self, ctx: &mut Ctx<'_>, resend: impl FnOnce(&mut Self)) {
         if self.comp.retry_left == 0 {
             self.fail_oldest(ctx, WcStatus::RetryExcErr);
             return;
         }
         self.comp.retry_left -= 1;
-        self.go_back(psn);
+        resend(self);
         if let Some(timeout) = self.retransmit_timeout(ctx.config) {
             self.timers.set(Timer::Retransmit, ctx.now + timeout);
         }
@@ -414,18 +420,10 @@ impl Qp {
     /// atomic. Under selective repeat only that READ or atomic is asked for again
     /// (`qp/selective.rs`); under go-back-N everything from there goes again.
     fn retry_implied(&mut self, ctx: &mut Ctx<'_>, psn: Psn) {
-        if !ctx.config.loss_recovery.is_selective() {
+        if ctx.config.loss_recovery.is_selective() {
+            self.count_retry(ctx, |qp| qp.read_again(psn));
+        } else {
             self.retry(ctx, psn);
-            return;
-        }
-        if self.comp.retry_left == 0 {
-            self.fail_oldest(ctx, WcStatus::RetryExcErr);
-            return;
-        }
-        self.comp.retry_left -= 1;
-        self.read_again(psn);
-        if let Some(timeout) = self.retransmit_timeout(ctx.config) {
-            self.timers.set(Timer::Retransmit, ctx.now + timeout);
         }
     }
 
