@@ -231,7 +231,8 @@ lines = [
     "",
     "Criterion medians of this run (ns): " + ", ".join(
         f"`{n}` {crit(n):.0f}" for n in ("icrc/icrc_in_place/4096", "icrc/crc32fast/4096", "parse/repr/write_first",
-                                         "write_4096/icrc_check", "write_4096/icrc_skip_rx", "write_64_messages")
+                                         "write_4096/icrc_check", "write_4096/icrc_skip_rx", "write_64_messages",
+                                         "copy_memcpy_12", "copy_pieces_12")
         if crit(n) is not None) + ".",
     "",
     "The scale example's output:",

@@ -10,6 +10,10 @@
 //!   sender still computes the ICRC of every packet.
 //! - `floor/copy_2x4096`: the two 4 KiB copies every packet needs anyway (gather from the
 //!   sender's region into the packet, scatter from the packet into the receiver's region).
+//! - `copy/memcpy/D` and `copy/pieces/D`: one 4 KiB payload from a page-aligned source to a
+//!   destination `D` bytes further modulo 4 KiB, by one `copy_from_slice` and by
+//!   `roce_core::copy::copy_payload` (the engine's); D = 12 is where a MIDDLE packet's payload
+//!   lies from its region's page, and where glibc's `rep movsb` is slow on AMD Zen.
 //! - `write_64/messages`: 64-byte WRITEs, 64 posted at a time, each one packet with AckReq and
 //!   its own ACK and completion: one iteration is one message, so 1 / time is the message rate
 //!   of both NICs on one core.
@@ -216,7 +220,27 @@ fn engine(c: &mut Criterion) {
     });
 }
 
-criterion_group!(benches, engine);
+/// A 4 KiB copy at each distance, whole and in the engine's pieces (see the top of the file).
+fn copy(c: &mut Criterion) {
+    const PAGE: usize = 4096;
+    let src = vec![1u8; 3 * PAGE];
+    let mut dst = vec![0u8; 3 * PAGE];
+    let page_start = |v: &[u8]| (PAGE - v.as_ptr() as usize % PAGE) % PAGE;
+    let (from, to) = (page_start(&src), page_start(&dst));
+    for distance in [12usize, 64] {
+        let source = &src[from..from + PAGE];
+        let at = to + distance;
+        c.bench_function(&format!("copy/memcpy/{distance}"), |bench| {
+            bench.iter(|| dst[at..at + PAGE].copy_from_slice(black_box(source)));
+        });
+        c.bench_function(&format!("copy/pieces/{distance}"), |bench| {
+            bench
+                .iter(|| roce_core::copy::copy_payload(&mut dst[at..at + PAGE], black_box(source)));
+        });
+    }
+}
+
+criterion_group!(benches, engine, copy);
 
 fn main() {
     // One stream without criterion, for valgrind (see the top of the file).

@@ -50,6 +50,7 @@ mod cc;
 pub mod cm;
 pub mod config;
 mod connect;
+pub mod copy;
 mod cq;
 mod error;
 mod event;

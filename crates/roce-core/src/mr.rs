@@ -55,11 +55,11 @@ impl RegionMemory for OwnedMemory {
     }
 
     fn read_at(&self, offset: usize, out: &mut [u8]) {
-        out.copy_from_slice(&self.lock()[offset..offset + out.len()]);
+        crate::copy::copy_payload(out, &self.lock()[offset..offset + out.len()]);
     }
 
     fn write_at(&self, offset: usize, data: &[u8]) {
-        self.lock()[offset..offset + data.len()].copy_from_slice(data);
+        crate::copy::copy_payload(&mut self.lock()[offset..offset + data.len()], data);
     }
 
     fn update_u64(&self, offset: usize, f: &mut dyn FnMut(u64) -> u64) -> u64 {

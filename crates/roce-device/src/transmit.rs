@@ -76,7 +76,7 @@ impl Outbox {
     ) -> Option<(Transmit, &mut [u8], usize)> {
         if let Some((transmit, at, ip_id)) = self.carried.take() {
             // It starts this batch, as segment 0.
-            self.buf.copy_within(at..at + transmit.len, 0);
+            roce_core::copy::move_to_front(&mut self.buf, at, transmit.len);
             if ip_id != 0 {
                 reseal(&transmit, &mut self.buf[..transmit.len], 0);
             }

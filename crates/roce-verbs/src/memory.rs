@@ -52,7 +52,7 @@ impl RegionMemory for CallerMemory {
         // SAFETY: in bounds of the registration (asserted), which the program keeps mapped
         // until it deregisters; `out` is ours, so the ranges do not overlap.
         unsafe {
-            std::ptr::copy_nonoverlapping(
+            copy_in_pieces(
                 (self.addr + offset) as *const u8,
                 out.as_mut_ptr(),
                 out.len(),
@@ -67,13 +67,7 @@ impl RegionMemory for CallerMemory {
         );
         // SAFETY: as in read_at; the program registered the memory as writable by the device
         // (the engine checks LOCAL_WRITE / REMOTE_WRITE before it writes).
-        unsafe {
-            std::ptr::copy_nonoverlapping(
-                data.as_ptr(),
-                (self.addr + offset) as *mut u8,
-                data.len(),
-            )
-        }
+        unsafe { copy_in_pieces(data.as_ptr(), (self.addr + offset) as *mut u8, data.len()) }
     }
 
     fn update_u64(&self, offset: usize, f: &mut dyn FnMut(u64) -> u64) -> u64 {
@@ -100,6 +94,23 @@ impl RegionMemory for CallerMemory {
     }
 }
 
+/// `roce_core::copy::copy_payload` for memory known by its address only: `len` bytes from
+/// `src` to `dst` in pieces of at most `roce_core::copy::PIECE`, so that glibc never takes the
+/// `rep movsb` path that is slow at some distances between the two (see that module).
+///
+/// # Safety
+/// As [`std::ptr::copy_nonoverlapping`]: `src` readable and `dst` writable for `len` bytes,
+/// the two ranges disjoint.
+unsafe fn copy_in_pieces(src: *const u8, dst: *mut u8, len: usize) {
+    let mut done = 0;
+    while done < len {
+        let piece = (len - done).min(roce_core::copy::PIECE);
+        // SAFETY: `done + piece <= len`, inside both ranges the caller vouches for.
+        unsafe { std::ptr::copy_nonoverlapping(src.add(done), dst.add(done), piece) };
+        done += piece;
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -116,6 +127,27 @@ mod tests {
         mem.read_at(8, &mut out);
         assert_eq!(u64::from_le_bytes(out), 21);
         assert_eq!(buf[1], 21);
+    }
+
+    #[test]
+    fn copies_longer_than_a_piece_land_whole() {
+        let len = 3 * roce_core::copy::PIECE + 13;
+        let mut buf = vec![0u8; len + 8];
+        let addr = buf.as_mut_ptr() as usize;
+        let data: Vec<u8> = (0..len).map(|i| (i % 253) as u8).collect();
+        let mut out = vec![0; len];
+        {
+            // SAFETY: as above; nothing borrows `buf` while `mem` lives.
+            let mem = unsafe { CallerMemory::new(addr, len + 8) }.unwrap();
+            mem.write_at(5, &data);
+            mem.read_at(5, &mut out);
+        }
+        assert_eq!(out, data);
+        assert_eq!(&buf[5..5 + len], &data[..]);
+        assert_eq!(
+            (buf[..5].to_vec(), buf[5 + len..].to_vec()),
+            (vec![0; 5], vec![0; 3])
+        );
     }
 
     #[test]

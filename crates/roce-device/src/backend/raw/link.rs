@@ -99,7 +99,7 @@ impl Link {
             self.flush_waiting(src);
         }
         let mut push = |payload: &[u8], ip_id: Option<u16>| {
-            buf[*at..*at + payload.len()].copy_from_slice(payload);
+            roce_core::copy::copy_payload(&mut buf[*at..*at + payload.len()], payload);
             out.push(Received {
                 src: SocketAddr::new(ip.src, udp.src_port),
                 dst: SocketAddr::new(ip.dst, udp.dst_port),
