@@ -48,6 +48,8 @@ pub(crate) struct CmEvent {
 #[derive(Debug)]
 struct Inbox {
     writer: Arc<PipeWriter>,
+    /// Takes back the bytes of events that leave the inbox unread.
+    withdraw: Arc<crate::state::Withdraw>,
     queue: VecDeque<CmEvent>,
 }
 
@@ -144,12 +146,17 @@ pub(crate) extern "C" fn sink(record: *const CmEventRecord) {
 }
 
 /// A new channel's inbox.
-pub(crate) fn add_channel(channel: usize, writer: Arc<PipeWriter>) {
+pub(crate) fn add_channel(
+    channel: usize,
+    writer: Arc<PipeWriter>,
+    withdraw: Arc<crate::state::Withdraw>,
+) {
     with(|r| {
         r.inboxes.insert(
             channel,
             Inbox {
                 writer,
+                withdraw,
                 queue: VecDeque::new(),
             },
         )
@@ -221,8 +228,8 @@ pub(crate) fn route_conn(conn: u32, channel: usize) {
 /// An id moves to `to` (`rdma_migrate_id`): its listener's and its connection's events go
 /// there from now on, and those waiting on another channel move there too, in order (with the
 /// events of the connections they request, whose children follow their listener), as the
-/// kernel's `ucma_migrate_id` moves the id's events to the new file. Their bytes stay in the
-/// old pipe, where `rdma_get_cm_event` finds no event behind them and reads on.
+/// kernel's `ucma_migrate_id` moves the id's events to the new file. Their bytes are taken
+/// back from the old pipe (`crate::state::Withdraw`).
 pub(crate) fn migrate(conn: Option<u32>, listen: Option<u32>, to: usize) {
     let is_request = |e: &CmEvent| {
         matches!(
@@ -242,6 +249,7 @@ pub(crate) fn migrate(conn: Option<u32>, listen: Option<u32>, to: usize) {
             if ch == to {
                 continue;
             }
+            let before = inbox.queue.len();
             inbox.queue.retain(|e| {
                 let mine = if is_request(e) && listen == Some(e.listen) {
                     conns.insert(e.conn);
@@ -254,6 +262,7 @@ pub(crate) fn migrate(conn: Option<u32>, listen: Option<u32>, to: usize) {
                 }
                 !mine
             });
+            inbox.withdraw.take_back(before - inbox.queue.len());
         }
         for c in conns {
             if r.conns.contains_key(&c) {
@@ -272,7 +281,9 @@ pub(crate) fn close_conn(conn: u32) {
         if let Some(ch) = r.conns.remove(&conn)
             && let Some(inbox) = r.inboxes.get_mut(&ch)
         {
+            let before = inbox.queue.len();
             inbox.queue.retain(|e| e.conn != conn);
+            inbox.withdraw.take_back(before - inbox.queue.len());
         }
         r.unrouted.retain(|e| e.conn != conn);
         r.closed.insert(conn);
@@ -291,6 +302,19 @@ mod tests {
     use roce_cabi::cm::kind;
     use std::io::Read;
 
+    /// Bytes waiting in the pipe of `reader`.
+    #[allow(unsafe_code)]
+    fn unread(reader: &std::io::PipeReader) -> libc::c_int {
+        use std::os::fd::AsRawFd;
+        let mut n: libc::c_int = 0;
+        // SAFETY: FIONREAD writes one int; `reader` keeps the fd open.
+        assert_eq!(
+            unsafe { libc::ioctl(reader.as_raw_fd(), libc::FIONREAD, &mut n) },
+            0
+        );
+        n
+    }
+
     fn ev(kind: u32, conn: u32, listen: u32) -> CmEvent {
         CmEvent {
             kind,
@@ -304,7 +328,11 @@ mod tests {
     fn an_event_before_its_route_waits_for_it_and_a_closed_connections_are_dropped() {
         let (mut reader, writer) = std::io::pipe().unwrap();
         let ch = 0x5151_0000;
-        add_channel(ch, Arc::new(writer));
+        add_channel(
+            ch,
+            Arc::new(writer),
+            Arc::new(crate::state::Withdraw::open(&reader)),
+        );
         // The REJ of conn 901 comes before rdma_connect routes it.
         with(|r| r.route(ev(kind::REJECTED, 901, 0)));
         assert_eq!(take(ch), None, "nothing is on the channel before the route");
@@ -315,9 +343,16 @@ mod tests {
             take(ch).map(|e| (e.kind, e.conn)),
             Some((kind::REJECTED, 901))
         );
+        // Closing takes back the bytes of the connection's events still waiting, as the
+        // kernel frees a destroyed id's pending events: the fd is not readable for them.
+        with(|r| r.route(ev(kind::DISCONNECTED, 901, 0)));
+        with(|r| r.route(ev(kind::TIMEWAIT_EXIT, 901, 0)));
+        assert_eq!(unread(&reader), 2);
         // Once closed, the connection's events go nowhere.
         let before = dropped();
         close_conn(901);
+        assert_eq!(unread(&reader), 0, "their bytes are taken back");
+        assert_eq!(take(ch), None);
         with(|r| r.route(ev(kind::DISCONNECTED, 901, 0)));
         assert_eq!(take(ch), None);
         assert_eq!(dropped(), before + 1);
@@ -328,7 +363,11 @@ mod tests {
     fn a_connect_request_goes_to_its_listeners_channel_and_routes_the_child() {
         let (mut reader, writer) = std::io::pipe().unwrap();
         let ch = 0x5252_0000;
-        add_channel(ch, Arc::new(writer));
+        add_channel(
+            ch,
+            Arc::new(writer),
+            Arc::new(crate::state::Withdraw::open(&reader)),
+        );
         route_listen(77, ch);
         with(|r| r.route(ev(kind::CONNECT_REQUEST, 902, 77)));
         with(|r| r.route(ev(kind::ESTABLISHED, 902, 0)));
@@ -348,7 +387,11 @@ mod tests {
     fn a_connect_request_before_its_listener_is_routed_waits_for_the_route() {
         let (mut reader, writer) = std::io::pipe().unwrap();
         let ch = 0x5353_0000;
-        add_channel(ch, Arc::new(writer));
+        add_channel(
+            ch,
+            Arc::new(writer),
+            Arc::new(crate::state::Withdraw::open(&reader)),
+        );
         // The NIC's thread takes the REQ between roce_cm_listen and rdma_listen's route, and
         // the child's next event comes before the route too.
         with(|r| r.route(ev(kind::CONNECT_REQUEST, 904, 78)));

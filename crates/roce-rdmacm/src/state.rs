@@ -19,9 +19,11 @@ mod channel;
 mod event;
 #[cfg(test)]
 mod tests;
+mod withdraw;
 
 pub(crate) use channel::{create_channel, destroy_channel, migrate_id, new_channel};
 pub(crate) use event::{ack_event, get_event};
+pub(crate) use withdraw::Withdraw;
 
 pub(crate) const EINVAL: Errno = Errno(libc::EINVAL);
 
@@ -34,6 +36,8 @@ pub(crate) struct Channel {
     reader: Arc<PipeReader>,
     /// Shared with the channel's inbox (`inbox.rs`), which writes the bytes of CM events.
     writer: Arc<PipeWriter>,
+    /// Takes back the bytes of events that leave the queue unread (shared with the inbox).
+    withdraw: Arc<Withdraw>,
     /// Events not yet taken by `rdma_get_cm_event`, oldest first (addresses in `events`).
     queue: VecDeque<usize>,
 }

@@ -22,11 +22,13 @@ fn make_channel() -> Result<(usize, Channel), Errno> {
     });
     let addr = c.addr();
     let writer = Arc::new(writer);
-    crate::inbox::add_channel(addr, writer.clone());
+    let withdraw = Arc::new(super::Withdraw::open(&reader));
+    crate::inbox::add_channel(addr, writer.clone(), withdraw.clone());
     let channel = Channel {
         c,
         reader: Arc::new(reader),
         writer,
+        withdraw,
         queue: VecDeque::new(),
     };
     Ok((addr, channel))
@@ -96,6 +98,7 @@ pub(crate) fn migrate_id(id: usize, channel: Option<usize>) -> Result<(), Errno>
                     }
                     !m
                 });
+                ch.withdraw.take_back(mine.len());
             }
             for e in mine {
                 let delivered = t.channels.get_mut(&to).is_some_and(|ch| {

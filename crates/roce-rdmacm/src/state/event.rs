@@ -61,11 +61,13 @@ impl Tables {
         Ok(())
     }
 
-    /// Drops the queued (not yet taken) events of `id`, when it is destroyed. Their bytes stay
-    /// in the pipe; `get_event` skips a byte that has no event behind it.
+    /// Drops the queued (not yet taken) events of `id`, when it is destroyed, and takes their
+    /// bytes back (`Withdraw`); a byte a reader took meanwhile has no event behind it, and
+    /// `get_event` reads on.
     pub(crate) fn drop_queued(&mut self, id: usize) {
         let events = &mut self.events;
         for ch in self.channels.values_mut() {
+            let before = ch.queue.len();
             ch.queue.retain(|e| {
                 let mine = events.get(e).is_some_and(|ev| ev.c.get().id as usize == id);
                 if mine {
@@ -73,6 +75,7 @@ impl Tables {
                 }
                 !mine
             });
+            ch.withdraw.take_back(before - ch.queue.len());
         }
     }
 }

@@ -4,6 +4,16 @@ use std::os::fd::AsRawFd;
 use super::*;
 use crate::abi::event;
 
+/// Bytes waiting in `channel`'s pipe: what makes its fd readable to the program's `poll`.
+#[allow(unsafe_code)]
+fn unread(channel: usize) -> libc::c_int {
+    let fd = with(|t| t.channels[&channel].reader.as_raw_fd());
+    let mut n: libc::c_int = 0;
+    // SAFETY: FIONREAD writes one int; the channel (and its fd) lives until the test destroys it.
+    assert_eq!(unsafe { libc::ioctl(fd, libc::FIONREAD, &mut n) }, 0);
+    n
+}
+
 fn fake_id(t: &mut Tables, channel: Option<usize>) -> usize {
     let id = Id::new(
         crate::id::blank_id(channel, std::ptr::null_mut(), 0x0106, 2),
@@ -48,10 +58,15 @@ fn a_destroyed_ids_queued_events_are_skipped() {
     let kept = with(|t| fake_id(t, Some(ch)));
     with(|t| t.report(gone, event::ADDR_RESOLVED, 0)).unwrap();
     with(|t| t.report(kept, event::ADDR_ERROR, -5)).unwrap();
+    with(|t| t.report(gone, event::ROUTE_RESOLVED, 0)).unwrap();
+    assert_eq!(unread(ch), 3);
     with(|t| {
         t.drop_queued(gone);
         t.ids.remove(&gone);
     });
+    // As the kernel's file, readable for the events still queued only: a program's poll
+    // does not wake for the two that went.
+    assert_eq!(unread(ch), 1, "the dropped events' bytes are taken back");
     let e = get_event(ch).unwrap() as usize;
     with(|t| {
         assert_eq!(t.events[&e].c.get().id as usize, kept);
@@ -61,9 +76,39 @@ fn a_destroyed_ids_queued_events_are_skipped() {
             "the dropped event is freed"
         );
     });
+    assert_eq!(unread(ch), 0);
     ack_event(e).unwrap();
     with(|t| t.ids.remove(&kept));
     destroy_channel(ch).unwrap();
+}
+
+#[test]
+fn a_migrated_ids_queued_events_take_their_bytes_along() {
+    let (from, to) = (
+        create_channel().unwrap() as usize,
+        create_channel().unwrap() as usize,
+    );
+    let id = with(|t| fake_id(t, Some(from)));
+    let other = with(|t| fake_id(t, Some(from)));
+    with(|t| t.report(id, event::ADDR_RESOLVED, 0)).unwrap();
+    with(|t| t.report(other, event::ADDR_ERROR, -5)).unwrap();
+    with(|t| t.report(id, event::ROUTE_RESOLVED, 0)).unwrap();
+    migrate_id(id, Some(to)).unwrap();
+    assert_eq!((unread(from), unread(to)), (1, 2));
+    let e = get_event(to).unwrap() as usize;
+    assert_eq!(with(|t| t.events[&e].c.get().event), event::ADDR_RESOLVED);
+    ack_event(e).unwrap();
+    let e = get_event(from).unwrap() as usize;
+    assert_eq!(with(|t| t.events[&e].c.get().id as usize), other);
+    ack_event(e).unwrap();
+    with(|t| {
+        t.drop_queued(id);
+        t.ids.remove(&id);
+        t.ids.remove(&other);
+    });
+    assert_eq!((unread(from), unread(to)), (0, 0));
+    destroy_channel(from).unwrap();
+    destroy_channel(to).unwrap();
 }
 
 #[test]
