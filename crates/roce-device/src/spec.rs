@@ -12,6 +12,7 @@
 //! | `ROCE_VERBS_PCAP` | write the NIC's packets to this pcap | none |
 //! | `ROCE_VERBS_SNAPLEN` | keep at most this many bytes of each packet in the pcap (tcpdump's `-s`; 0: whole packets) | 0 |
 //! | `ROCE_VERBS_CC` | congestion control: `none`, `dcqcn` (NVIDIA's defaults), `dcqcn-paper`, `dctcp`, `timely` or `hpcc` | `none` |
+//! | `ROCE_VERBS_LOSS_RECOVERY` | how RC QPs recover lost packets: `go-back-n` (rxe's) or `selective-repeat` (IRN-style; both ends must use it) | `go-back-n` |
 //! | `ROCE_VERBS_LINE_RATE` | the port's line rate in Gb/s (where DCQCN starts) | 100 |
 //! | `ROCE_VERBS_LOSS` | drop this fraction (0 to 1) of received datagrams | 0 |
 //! | `ROCE_VERBS_BUSY_POLL` | `1`: the NIC's thread never sleeps (one busy core, lower latency) | `0` |
@@ -22,7 +23,9 @@ use std::fmt;
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 
-use roce_core::{Congestion, DcqcnConfig, DctcpConfig, HpccConfig, Mtu, NicConfig, TimelyConfig};
+use roce_core::{
+    Congestion, DcqcnConfig, DctcpConfig, HpccConfig, LossRecovery, Mtu, NicConfig, TimelyConfig,
+};
 use roce_wire::ROCE_V2_UDP_PORT as PORT;
 
 use crate::backend::BindError;
@@ -44,6 +47,8 @@ pub const ENV_PCAP: &str = "ROCE_VERBS_PCAP";
 pub const ENV_SNAPLEN: &str = "ROCE_VERBS_SNAPLEN";
 /// See the module's table.
 pub const ENV_CC: &str = "ROCE_VERBS_CC";
+/// See the module's table.
+pub const ENV_LOSS_RECOVERY: &str = "ROCE_VERBS_LOSS_RECOVERY";
 /// See the module's table.
 pub const ENV_LINE_RATE: &str = "ROCE_VERBS_LINE_RATE";
 /// See the module's table.
@@ -126,6 +131,42 @@ impl Cc {
     }
 }
 
+/// How every RC QP of the NIC recovers lost packets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
+pub enum Recovery {
+    /// Go-back-N, as rxe and the IBTA specification: the responder drops what arrives out of
+    /// sequence after one NAK, the requester sends everything again from there.
+    #[default]
+    GoBackN,
+    /// Selective repeat as IRN does it: the responder keeps what arrives out of sequence and
+    /// NACKs what is missing, the requester sends again only that, and a QP has at most the
+    /// engine's window of packets unacknowledged (its BDP cap). Both ends must run it: rxe
+    /// and hardware RNICs read its NACKs as go-back-N's.
+    SelectiveRepeat,
+}
+
+impl Recovery {
+    /// Its name in flags and in `ROCE_VERBS_LOSS_RECOVERY`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::GoBackN => "go-back-n",
+            Self::SelectiveRepeat => "selective-repeat",
+        }
+    }
+
+    /// The engine's configuration of it: selective repeat's cap in flight is the engine's
+    /// window (`NicConfig::max_unacked_psns`), IRN's RTO_low 100 µs.
+    pub fn loss_recovery(self) -> LossRecovery {
+        match self {
+            Self::GoBackN => LossRecovery::GoBackN,
+            Self::SelectiveRepeat => {
+                LossRecovery::selective_repeat(NicConfig::default().max_unacked_psns)
+            }
+        }
+    }
+}
+
 /// A device to open.
 #[derive(Debug, Clone, PartialEq)]
 pub struct DeviceSpec {
@@ -139,6 +180,8 @@ pub struct DeviceSpec {
     pub mtu: Option<Mtu>,
     /// Congestion control on every QP.
     pub cc: Cc,
+    /// How every RC QP recovers lost packets.
+    pub recovery: Recovery,
     /// The port's line rate, bits per second: where the congestion control's rate starts.
     pub line_rate_bps: u64,
     /// Fraction of received datagrams dropped at random (0 to 1), to show recovery at work.
@@ -170,6 +213,7 @@ impl DeviceSpec {
             dev: None,
             mtu: None,
             cc: Cc::None,
+            recovery: Recovery::GoBackN,
             line_rate_bps: 100_000_000_000,
             loss: 0.0,
             busy_poll: false,
@@ -230,6 +274,14 @@ impl DeviceSpec {
                 ));
             }
         };
+        spec.recovery = match get(ENV_LOSS_RECOVERY).as_deref() {
+            None | Some("go-back-n") => Recovery::GoBackN,
+            Some("selective-repeat") => Recovery::SelectiveRepeat,
+            Some(other) => {
+                let expected = "go-back-n or selective-repeat";
+                return Err(EnvError::new(ENV_LOSS_RECOVERY, other, expected));
+            }
+        };
         if let Some(r) = get(ENV_LINE_RATE) {
             spec.line_rate_bps = match r.trim().parse::<f64>() {
                 Ok(g) if g > 0.0 && g <= 10_000.0 => (g * 1e9) as u64,
@@ -271,6 +323,7 @@ impl DeviceSpec {
             (ENV_IP, self.ip.to_string()),
             (ENV_BACKEND, self.backend.name().to_owned()),
             (ENV_CC, self.cc.name().to_owned()),
+            (ENV_LOSS_RECOVERY, self.recovery.name().to_owned()),
             (ENV_LINE_RATE, (self.line_rate_bps as f64 / 1e9).to_string()),
             (ENV_LOSS, self.loss.to_string()),
             (ENV_BUSY_POLL, flag(self.busy_poll)),
@@ -307,6 +360,7 @@ impl DeviceSpec {
             max_mtu: self.mtu.unwrap_or(NicConfig::default().max_mtu),
             line_rate_bps: self.line_rate_bps,
             congestion: self.cc.congestion(),
+            loss_recovery: self.recovery.loss_recovery(),
             ..NicConfig::default()
         }
     }

@@ -11,7 +11,7 @@ use roce_core::{
     Access, Cqe, MemoryRegion, Mtu, Psn, RecvWr, Remote, SendOp, SendWr, Sge, Stats, WcStatus,
 };
 use roce_device::backend::udp::UdpBackend;
-use roce_device::{Connection, Device, DeviceConfig, DeviceHandle, RcEndpoint, Tap};
+use roce_device::{Connection, Device, DeviceConfig, DeviceHandle, RcEndpoint, Recovery, Tap};
 use roce_sim::pattern;
 use serde_json::json;
 
@@ -39,6 +39,7 @@ use serde_json::json;
     after_help = "Examples:\n  \
     roce demo                       # 64 messages of 64 KiB per operation\n  \
     roce demo --loss 0.01           # drop 1 % of received packets: go-back-N at work\n  \
+    roce demo --loss 0.01 --loss-recovery selective-repeat   # only what is lost is sent again\n  \
     roce demo --size 4096 --mtu 4096 --json"
 )]
 pub(crate) struct Args {
@@ -65,6 +66,10 @@ pub(crate) struct Args {
     /// Drop this fraction of the datagrams each NIC receives (0 to 1).
     #[arg(long, default_value_t = 0.0)]
     loss: f64,
+    /// How the QPs recover lost packets: go-back-n (as rxe) or selective-repeat (IRN-style:
+    /// only what is missing is sent again). Try both with --loss.
+    #[arg(long, value_enum, value_name = "HOW", default_value_t = Recovery::GoBackN)]
+    loss_recovery: Recovery,
     /// Where to write the capture.
     #[arg(long, default_value = "roce-demo.pcap")]
     pcap: PathBuf,
@@ -100,11 +105,12 @@ impl Outcome {
 
 /// Response packets `responder` sent again between `before` and `after`, when it owed
 /// `expected` responses (READ response packets, or one atomic ACK per atomic) and sends nothing
-/// else but NAKs and CNPs. The engine has no counter of responses sent again: what it sent
+/// else but NAKs (selective repeat's included) and CNPs. The engine has no counter of responses sent again: what it sent
 /// beyond those is that.
 fn resent_responses(before: &Stats, after: &Stats, expected: u64) -> u64 {
     let sent = |s: &Stats| s.tx_packets;
-    let other = |s: &Stats| s.tx_nak_seq_err + s.tx_rnr_naks + s.tx_naks_other + s.tx_cnps;
+    let other =
+        |s: &Stats| s.tx_nak_seq_err + s.tx_rnr_naks + s.tx_naks_other + s.tx_cnps + s.tx_sacks;
     (sent(after) - sent(before)).saturating_sub(expected + other(after) - other(before))
 }
 
@@ -168,6 +174,7 @@ async fn demo(args: &Args, mtu: Mtu) -> anyhow::Result<ExitCode> {
         config.tap = tap.clone();
         config.rx_loss = args.loss;
         config.seed = seed;
+        config.nic.loss_recovery = args.loss_recovery.loss_recovery();
         Ok(Device::spawn(config, backend))
     };
     let dev_a = start_device(args.a, 1, "--ip-a")?;
@@ -264,7 +271,8 @@ fn report(args: &Args, outcomes: &[Outcome], sent: u64, interrupted: Option<&str
             .collect();
         let report = json!({
             "a": args.a.to_string(), "b": args.b.to_string(), "mtu": args.mtu, "size": args.size,
-            "iters": args.iters, "loss": args.loss, "packets_sent": sent,
+            "iters": args.iters, "loss": args.loss, "loss_recovery": args.loss_recovery.name(),
+            "packets_sent": sent,
             "pcap": (!args.no_pcap).then(|| args.pcap.display().to_string()),
             "operations": ops, "ok": failed == 0 && interrupted.is_none(),
             "interrupted": interrupted,
@@ -279,7 +287,11 @@ fn report(args: &Args, outcomes: &[Outcome], sent: u64, interrupted: Option<&str
             args.iters,
             args.size,
             if args.loss > 0.0 {
-                format!(", {:.1} % of received packets dropped", args.loss * 100.0)
+                format!(
+                    ", {:.1} % of received packets dropped, {} recovers them",
+                    args.loss * 100.0,
+                    args.loss_recovery.name()
+                )
             } else {
                 String::new()
             }

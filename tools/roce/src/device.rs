@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 use roce_device::backend::BindError;
-use roce_device::{BackendKind, Cc, DeviceHandle, DeviceSpec, OpenError, SnapLen};
+use roce_device::{BackendKind, Cc, DeviceHandle, DeviceSpec, OpenError, Recovery, SnapLen};
 
 /// How much of each packet a `--pcap` capture keeps: one option for every command that writes
 /// one.
@@ -49,6 +49,12 @@ pub(crate) struct DeviceOpts {
     /// target rate, α, window and CNPs.
     #[arg(long, value_enum, default_value_t = Cc::None)]
     pub(crate) cc: Cc,
+    /// How RC QPs recover lost packets: go-back-n (as rxe and hardware RNICs) or
+    /// selective-repeat (IRN-style: only what is missing is sent again, so a lossy path without
+    /// PFC costs little). Both ends must use the same; with a peer that is not roce-emu, keep
+    /// go-back-n. With --loss on both sides, the retransmit counters show the difference.
+    #[arg(long, value_enum, value_name = "HOW", default_value_t = Recovery::GoBackN)]
+    pub(crate) loss_recovery: Recovery,
     /// The port's line rate, Gb/s: where the congestion control's rate (DCQCN, DCTCP, TIMELY)
     /// starts and the most it climbs back to.
     #[arg(long, value_name = "GBPS", default_value_t = 100.0, value_parser = parse_gbps)]
@@ -85,6 +91,7 @@ impl DeviceOpts {
         spec.backend = self.backend;
         spec.dev = self.dev.clone();
         spec.cc = self.cc;
+        spec.recovery = self.loss_recovery;
         spec.line_rate_bps = (self.line_rate * 1e9) as u64;
         spec.busy_poll = self.busy_poll;
         spec.no_gso = self.no_gso;

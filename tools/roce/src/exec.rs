@@ -21,7 +21,7 @@ use std::process::{Command, ExitCode};
 
 use anyhow::{Context, bail};
 
-use roce_device::{BackendKind, Cc, DeviceSpec};
+use roce_device::{BackendKind, Cc, DeviceSpec, Recovery};
 
 use crate::device::parse_gbps;
 use crate::libs;
@@ -112,6 +112,12 @@ pub(crate) struct Args {
     /// Congestion control on every QP (see docs/congestion.md).
     #[arg(long, value_enum, default_value_t = Cc::None)]
     cc: Cc,
+    /// How RC QPs recover lost packets: go-back-n (as rxe and hardware RNICs) or
+    /// selective-repeat (IRN-style: only what is missing is sent again, so a lossy path without
+    /// PFC costs little). Both ends must use the same; with a peer that is not roce-emu, keep
+    /// go-back-n. With --loss on both sides, the retransmit counters show the difference.
+    #[arg(long, value_enum, value_name = "HOW", default_value_t = Recovery::GoBackN)]
+    loss_recovery: Recovery,
     /// The port's line rate, Gb/s: where the congestion control's rate (DCQCN, DCTCP, TIMELY)
     /// starts and the most it climbs back to.
     #[arg(long, value_name = "GBPS", default_value_t = 100.0, value_parser = parse_gbps)]
@@ -171,6 +177,7 @@ impl Args {
         spec.dev = self.dev.clone();
         spec.mtu = roce_core::Mtu::from_bytes(self.mtu);
         spec.cc = self.cc;
+        spec.recovery = self.loss_recovery;
         spec.line_rate_bps = (self.line_rate * 1e9) as u64;
         spec.busy_poll = self.busy_poll;
         spec.no_gso = self.no_gso;

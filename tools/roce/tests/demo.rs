@@ -356,3 +356,68 @@ fn ctrl_c_keeps_the_table_and_the_capture() {
     assert!(String::from_utf8(dump.stdout).unwrap().lines().count() > 10);
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// Retransmitted packets of one operation in a demo report.
+fn retransmits_of(report: &serde_json::Value, operation: &str) -> u64 {
+    report["operations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|o| o["operation"] == operation)
+        .unwrap()["retransmitted_packets"]
+        .as_u64()
+        .unwrap()
+}
+
+/// `--loss-recovery selective-repeat`: every operation still lands checked, and a WRITE sends
+/// again about what was lost, where go-back-N sends again everything after each loss.
+#[test]
+fn demo_with_selective_repeat_sends_again_only_what_was_lost() {
+    let run = |how: &str, a: &str, b: &str| {
+        demo_report(&[
+            "demo",
+            "--ip-a",
+            a,
+            "--ip-b",
+            b,
+            "-n",
+            "16",
+            "--size",
+            "65536",
+            "--loss",
+            "0.02",
+            "--loss-recovery",
+            how,
+            "--json",
+            "--no-pcap",
+        ])
+    };
+    let gbn = run("go-back-n", "127.0.27.1", "127.0.27.2");
+    let sr = run("selective-repeat", "127.0.27.3", "127.0.27.4");
+    for report in [&gbn, &sr] {
+        assert_eq!(report["ok"], true, "{report}");
+    }
+    assert_eq!(
+        (&gbn["loss_recovery"], &sr["loss_recovery"]),
+        (&"go-back-n".into(), &"selective-repeat".into())
+    );
+    // 1 024 WRITE packets at 2 % loss: go-back-N sends again the window behind each of the
+    // ~20 losses (thousands), selective repeat about the lost ones.
+    let (g, s) = (
+        retransmits_of(&gbn, "RDMA_WRITE"),
+        retransmits_of(&sr, "RDMA_WRITE"),
+    );
+    assert!(s > 0 && s * 4 < g, "selective repeat {s}, go-back-N {g}");
+}
+
+#[test]
+fn an_unknown_loss_recovery_is_refused_with_the_choices() {
+    let output = roce(&["demo", "--loss-recovery", "sack", "--no-pcap"]);
+    assert_eq!(output.status.code(), Some(2), "{output:?}");
+    let err = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        err.contains("go-back-n") && err.contains("selective-repeat"),
+        "{err}"
+    );
+    assert!(output.stdout.is_empty(), "nothing ran: {output:?}");
+}

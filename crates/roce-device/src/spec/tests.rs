@@ -19,6 +19,8 @@ fn no_address_no_device() {
 #[test]
 fn defaults_are_udp_mtu_1024_no_cc_100_gbps() {
     let s = spec(&[(ENV_IP, "127.0.0.2")]).unwrap().unwrap();
+    assert_eq!(s.recovery, Recovery::GoBackN);
+    assert_eq!(s.nic_config().loss_recovery, LossRecovery::GoBackN);
     assert_eq!(s.ip, IpAddr::from([127, 0, 0, 2]));
     assert_eq!(s.backend, BackendKind::Udp);
     assert_eq!(s.mtu, Some(Mtu::Mtu1024));
@@ -26,6 +28,22 @@ fn defaults_are_udp_mtu_1024_no_cc_100_gbps() {
     assert_eq!(
         (s.cc, s.line_rate_bps, s.loss, s.busy_poll, s.no_gso),
         (Cc::None, 100_000_000_000, 0.0, false, false)
+    );
+}
+
+#[test]
+fn selective_repeat_reaches_the_engine_with_its_window_as_the_cap() {
+    let s = spec(&[
+        (ENV_IP, "127.0.0.2"),
+        (ENV_LOSS_RECOVERY, "selective-repeat"),
+    ])
+    .unwrap()
+    .unwrap();
+    assert_eq!(s.recovery, Recovery::SelectiveRepeat);
+    let config = s.nic_config();
+    assert_eq!(
+        config.loss_recovery,
+        LossRecovery::selective_repeat(config.max_unacked_psns)
     );
 }
 
@@ -68,6 +86,10 @@ fn every_bad_value_names_its_variable() {
         ),
         (&[(ENV_IP, "1.2.3.4"), (ENV_BACKEND, "raw")][..], ENV_DEV),
         (&[(ENV_IP, "1.2.3.4"), (ENV_CC, "reno")][..], ENV_CC),
+        (
+            &[(ENV_IP, "1.2.3.4"), (ENV_LOSS_RECOVERY, "sack")][..],
+            ENV_LOSS_RECOVERY,
+        ),
         (&[(ENV_IP, "1.2.3.4"), (ENV_LOSS, "1.5")][..], ENV_LOSS),
         (&[(ENV_IP, "1.2.3.4"), (ENV_SNAPLEN, "-1")][..], ENV_SNAPLEN),
         (
@@ -92,6 +114,7 @@ fn the_environment_written_reads_back_as_the_same_device() {
     written.dev = Some("veth0".to_owned());
     written.mtu = Some(Mtu::Mtu4096);
     written.cc = Cc::DcqcnPaper;
+    written.recovery = Recovery::SelectiveRepeat;
     written.line_rate_bps = 25_000_000_000;
     written.loss = 0.125;
     written.busy_poll = true;
