@@ -7,24 +7,49 @@ use std::time::Instant;
 /// (perftest_parameters.c `print_report_bw`, which searches every `i` and the `j` at
 /// multiples of `cq_mod`, then reports `size / opt_delta`). The window over the whole run is
 /// one of them, so the peak is never below the average. `None` without completions.
+///
+/// perftest tries every pair, `n² / cq_mod` windows (4 M at 20 000 iterations, a cost the
+/// run's CPU time then carries). The same minimum in `O(n log n)`: a window's time per message
+/// is the slope from the point `(i, posted[i])` to `(j + 1, completed[j])`, and the smallest
+/// slope from a point to the right of a set of points is to a vertex of their upper convex
+/// hull, where the slopes fall then rise, so a binary search finds it. The hull grows by one
+/// point per WR, each `j` asks once.
 pub(crate) fn best_per_message(posted: &[Instant], completed: &[Instant]) -> Option<f64> {
     let n = posted.len().min(completed.len());
+    let base = *posted[..n].iter().chain(&completed[..n]).min()?;
+    let secs = |t: Instant| t.duration_since(base).as_secs_f64();
+    let slope = |p: (f64, f64), q: (f64, f64)| (q.1 - p.1) / (q.0 - p.0);
+    let mut hull: Vec<(f64, f64)> = Vec::new();
     let mut best = f64::INFINITY;
-    let mut window = |i: usize, j: usize| {
-        let t = completed[j]
-            .saturating_duration_since(posted[i])
-            .as_secs_f64();
-        best = best.min(t / (j - i + 1) as f64);
-    };
-    for i in 0..n {
-        let mut j = (i + 1).div_ceil(CQ_MOD) * CQ_MOD - 1;
-        while j < n {
-            window(i, j);
-            j += CQ_MOD;
+    let mut next = 0;
+    let ends = (CQ_MOD - 1..n)
+        .step_by(CQ_MOD)
+        .chain((!n.is_multiple_of(CQ_MOD)).then_some(n - 1));
+    for j in ends {
+        for i in next..=j {
+            let p = (i as f64, secs(posted[i]));
+            // Upper hull: drop the last vertex while it is on or below the chord to `p`.
+            while let [.., o, a] = hull[..]
+                && (a.0 - o.0) * (p.1 - o.1) - (a.1 - o.1) * (p.0 - o.0) >= 0.0
+            {
+                hull.pop();
+            }
+            hull.push(p);
         }
-        if !n.is_multiple_of(CQ_MOD) {
-            window(i, n - 1);
+        next = j + 1;
+        let q = ((j + 1) as f64, secs(completed[j]));
+        let (mut lo, mut hi) = (0, hull.len() - 1);
+        while lo < hi {
+            let mid = (lo + hi) / 2;
+            if slope(hull[mid + 1], q) <= slope(hull[mid], q) {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
         }
+        // A completion before its post would be a negative time: perftest's unsigned
+        // difference is clamped at zero, as `saturating_duration_since` does.
+        best = best.min(slope(hull[lo], q).max(0.0));
     }
     (best.is_finite() && best > 0.0).then_some(best)
 }

@@ -28,6 +28,57 @@ fn the_peak_is_the_best_window_and_never_below_the_average() {
     assert_eq!(best_per_message(&[], &[]), None);
 }
 
+/// perftest's search, every window tried: what the hull's search must find.
+fn best_by_every_window(posted: &[Instant], completed: &[Instant]) -> Option<f64> {
+    const CQ_MOD: usize = 100;
+    let n = posted.len().min(completed.len());
+    let mut best = f64::INFINITY;
+    let mut window = |i: usize, j: usize| {
+        let t = completed[j]
+            .saturating_duration_since(posted[i])
+            .as_secs_f64();
+        best = best.min(t / (j - i + 1) as f64);
+    };
+    for i in 0..n {
+        let mut j = (i + 1).div_ceil(CQ_MOD) * CQ_MOD - 1;
+        while j < n {
+            window(i, j);
+            j += CQ_MOD;
+        }
+        if !n.is_multiple_of(CQ_MOD) {
+            window(i, n - 1);
+        }
+    }
+    (best.is_finite() && best > 0.0).then_some(best)
+}
+
+proptest::proptest! {
+    /// Posts and completions as a run makes them (each in order, a WR completing after its
+    /// post), in bursts and stalls: the hull's minimum is every window's.
+    #[test]
+    fn the_peak_is_every_windows_minimum(
+        n in 1usize..700,
+        gaps in proptest::collection::vec((0u64..3000, 0u64..3000, 0u8..4), 700),
+    ) {
+        let t0 = Instant::now();
+        let (mut post, mut done) = (0u64, 0u64);
+        let (mut posted, mut completed) = (Vec::new(), Vec::new());
+        for &(p, c, burst) in &gaps[..n] {
+            // A burst posts many WRs at one instant, or completes them at one.
+            post += if burst == 0 { 0 } else { p };
+            done = done.max(post) + if burst == 1 { 0 } else { c };
+            posted.push(t0 + Duration::from_nanos(post));
+            completed.push(t0 + Duration::from_nanos(done + 1));
+        }
+        let hull = best_per_message(&posted, &completed);
+        let every = best_by_every_window(&posted, &completed);
+        match (hull, every) {
+            (Some(h), Some(e)) => proptest::prop_assert!((h - e).abs() <= 1e-9 * e, "{} {}", h, e),
+            (h, e) => proptest::prop_assert_eq!(h, e),
+        }
+    }
+}
+
 #[test]
 fn a_qps_goodput_runs_to_its_last_completion() {
     let t0 = Instant::now();
