@@ -26,8 +26,8 @@ pub(crate) fn best_per_message(posted: &[Instant], completed: &[Instant]) -> Opt
         .step_by(CQ_MOD)
         .chain((!n.is_multiple_of(CQ_MOD)).then_some(n - 1));
     for j in ends {
-        for i in next..=j {
-            let p = (i as f64, secs(posted[i]));
+        for (i, &at) in posted.iter().enumerate().take(j + 1).skip(next) {
+            let p = (i as f64, secs(at));
             // Upper hull: drop the last vertex while it is on or below the chord to `p`.
             while let [.., o, a] = hull[..]
                 && (a.0 - o.0) * (p.1 - o.1) - (a.1 - o.1) * (p.0 - o.0) >= 0.0
