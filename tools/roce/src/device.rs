@@ -59,6 +59,10 @@ pub(crate) struct DeviceOpts {
     /// starts and the most it climbs back to.
     #[arg(long, value_name = "GBPS", default_value_t = 100.0, value_parser = parse_gbps)]
     pub(crate) line_rate: f64,
+    /// Drop this fraction (0 to 1) of the datagrams the NIC receives, at random, to watch
+    /// recovery work (the counters show what was sent again; see --loss-recovery).
+    #[arg(long, value_name = "FRACTION", default_value_t = 0.0, value_parser = parse_fraction)]
+    pub(crate) loss: f64,
     /// Busy polling, as perftest polls its CQ unless given -e: the NIC never sleeps and
     /// completions are polled for. Lower latency and more small messages per second, one busy
     /// core per process. Without it the NIC and a waiter sleep until a packet, a timer or a
@@ -92,6 +96,7 @@ impl DeviceOpts {
         spec.dev = self.dev.clone();
         spec.cc = self.cc;
         spec.recovery = self.loss_recovery;
+        spec.loss = self.loss;
         spec.line_rate_bps = (self.line_rate * 1e9) as u64;
         spec.busy_poll = self.busy_poll;
         spec.no_gso = self.no_gso;
@@ -146,6 +151,14 @@ pub(crate) fn runtime(opts: &DeviceOpts) -> std::io::Result<tokio::runtime::Runt
 }
 
 /// A line rate in Gb/s: positive and at most 10 Tb/s.
+/// A fraction from 0 to 1, for --loss.
+pub(crate) fn parse_fraction(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(f) if (0.0..=1.0).contains(&f) => Ok(f),
+        _ => Err(format!("{text:?}: a fraction from 0 to 1")),
+    }
+}
+
 pub(crate) fn parse_gbps(text: &str) -> Result<f64, GbpsError> {
     let gbps: f64 = text
         .parse()

@@ -123,7 +123,7 @@ pub(crate) struct Args {
     #[arg(long, value_name = "GBPS", default_value_t = 100.0, value_parser = parse_gbps)]
     line_rate: f64,
     /// Drop this fraction (0 to 1) of the datagrams the NIC receives, to watch recovery work.
-    #[arg(long, value_name = "FRACTION", default_value_t = 0.0, value_parser = parse_fraction)]
+    #[arg(long, value_name = "FRACTION", default_value_t = 0.0, value_parser = crate::device::parse_fraction)]
     loss: f64,
     /// Busy polling: the NIC's thread never sleeps. Lower latency, one busy core per program.
     #[arg(long)]
@@ -160,13 +160,6 @@ pub(crate) struct Args {
     /// The program and its arguments, after `--`.
     #[arg(last = true, required = true, value_name = "PROGRAM [ARGS]")]
     command: Vec<OsString>,
-}
-
-fn parse_fraction(text: &str) -> Result<f64, String> {
-    match text.parse::<f64>() {
-        Ok(f) if (0.0..=1.0).contains(&f) => Ok(f),
-        _ => Err(format!("{text:?}: a fraction from 0 to 1")),
-    }
 }
 
 impl Args {

@@ -381,3 +381,31 @@ fn check_is_refused_where_nothing_can_be_checked() {
         assert!(String::from_utf8_lossy(&out.stderr).contains("--check"));
     }
 }
+
+/// `--loss` and `--loss-recovery selective-repeat` on both sides: every WRITE completes, the
+/// server sends selective repeat's NACKs and the client sends packets again.
+#[test]
+fn writes_over_a_lossy_path_recover_by_selective_repeat() {
+    let common = [
+        "-n",
+        "64",
+        "-s",
+        "65536",
+        "--json",
+        "--loss",
+        "0.02",
+        "--loss-recovery",
+        "selective-repeat",
+    ];
+    let (client, server) = perf_pair(&["write"], "18889", "127.0.89", &common);
+    let (_, client_err) = text(&client);
+    assert!(client.status.success(), "{client_err}");
+    assert!(server.status.success(), "{}", text(&server).1);
+    let (client, server) = (json(&client), json(&server));
+    let (c, s) = (&client["counters"], &server["counters"]);
+    assert!(c["retransmitted_packets"].as_u64().unwrap() > 0, "{client}");
+    assert!(s["tx_sacks"].as_u64().unwrap() > 0, "{server}");
+    // Each side drops 2 % of what it receives, NACKs included.
+    let (rx, tx) = (c["rx_sacks"].as_u64().unwrap(), s["tx_sacks"].as_u64().unwrap());
+    assert!(rx > 0 && rx <= tx, "{client} {server}");
+}
