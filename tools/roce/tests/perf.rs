@@ -406,6 +406,9 @@ fn writes_over_a_lossy_path_recover_by_selective_repeat() {
     assert!(c["retransmitted_packets"].as_u64().unwrap() > 0, "{client}");
     assert!(s["tx_sacks"].as_u64().unwrap() > 0, "{server}");
     // Each side drops 2 % of what it receives, NACKs included.
-    let (rx, tx) = (c["rx_sacks"].as_u64().unwrap(), s["tx_sacks"].as_u64().unwrap());
+    let (rx, tx) = (
+        c["rx_sacks"].as_u64().unwrap(),
+        s["tx_sacks"].as_u64().unwrap(),
+    );
     assert!(rx > 0 && rx <= tx, "{client} {server}");
 }

@@ -168,13 +168,34 @@ fn draw_page(root: &Area<'_>, caption: &str, charts: &[Chart], y: YScale) -> Dra
             .map(|p| p.1)
             .fold(2.0, f64::max);
         if y == YScale::Log && y_max > LOG_FROM {
-            let y = (1f64..y_max * 1.3).log_scale();
+            let top = y_max * 1.3;
+            let (bold, light) = log_key_points(top);
+            let y = (1f64..top)
+                .log_scale()
+                .with_key_points(bold)
+                .with_light_points(light);
             draw_chart(&area, &side, chart, x.clone(), y)?;
         } else {
             draw_chart(&area, &side, chart, x.clone(), 1f64..y_max * 1.1)?;
         }
     }
     Ok(())
+}
+
+/// The labelled and the light values of a log axis from 1 to `top`: 1, 2 and 5 times each
+/// power of ten up to three decades (powers of ten alone past that), and every multiple of a
+/// power of ten as a light line. Exact values: plotters' own key points for a log axis came a
+/// rounding apart at a decade, and labelled it twice ("10" over "10").
+fn log_key_points(top: f64) -> (Vec<f64>, Vec<f64>) {
+    let steps: &[f64] = if top > 1e3 { &[1.0] } else { &[1.0, 2.0, 5.0] };
+    let (mut bold, mut light) = (Vec::new(), Vec::new());
+    let mut decade = 1.0;
+    while decade <= top {
+        bold.extend(steps.iter().map(|s| s * decade).filter(|v| *v <= top));
+        light.extend((1..10).map(|m| f64::from(m) * decade).filter(|v| *v <= top));
+        decade *= 10.0;
+    }
+    (bold, light)
 }
 
 fn all_labels(charts: &[Chart]) -> impl Iterator<Item = &str> {
@@ -387,6 +408,41 @@ mod tests {
         for chart in 0..3 {
             assert_legend_covers_no_point(&svg, "hpcc", chart);
         }
+    }
+
+    /// No axis label is drawn twice at one place, whatever the log axis's top: the p99 chart
+    /// of the shipped comparison figure had two "10"s (two key points a rounding apart).
+    #[test]
+    fn no_label_is_drawn_twice_at_one_place() {
+        for top in [5.5, 9.0, 11.0, 13.0, 27.0, 64.0, 99.0, 140.0, 900.0, 4000.0] {
+            let mut t = table();
+            for b in &mut t.bins {
+                b.p99 *= top / 60.0;
+                b.p95 = b.p95.min(b.p99);
+                b.p50 = b.p50.min(b.p95);
+            }
+            let runs = [("a".to_owned(), &t)];
+            for svg in [plot("t", &t).unwrap(), compare("t", &runs).unwrap()] {
+                let mut seen = std::collections::HashSet::new();
+                for e in svg.split('<').filter(|e| e.starts_with("text ")) {
+                    let text = e.split('>').nth(1).map(str::trim).unwrap_or_default();
+                    let at = (text, attr(e, "x").to_bits(), attr(e, "y").to_bits());
+                    assert!(seen.insert(at), "{text:?} twice at one place, top {top}");
+                }
+                // The y axis keeps its labels.
+                let texts = texts(&svg);
+                let marks = ["1", "2", "5", "10", "20", "100"];
+                let shown = marks.iter().filter(|m| texts.contains(m)).count();
+                assert!(shown >= 1, "top {top}: {texts:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_log_axis_is_labelled_one_two_five() {
+        assert_eq!(log_key_points(60.0).0, [1.0, 2.0, 5.0, 10.0, 20.0, 50.0]);
+        assert_eq!(log_key_points(4000.0).0, [1.0, 10.0, 100.0, 1000.0]);
+        assert_eq!(log_key_points(25.0).1.len(), 9 + 2);
     }
 
     #[test]
