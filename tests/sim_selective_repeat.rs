@@ -199,6 +199,41 @@ fn a_lost_read_response_asks_for_the_read_alone_again() {
     assert_eq!(pair.b.mr.read(0, w.len()).unwrap(), w);
 }
 
+/// IRN §3 places READ responses by their PSN: responses after a lost one land at once, and
+/// the requester asks again for the lost ones alone, each with a READ request of its own.
+#[test]
+fn read_responses_after_a_hole_land_and_only_the_lost_ones_are_asked_for_again() {
+    let (mut pair, _log) = sr_pair();
+    let read_data = pattern(4, 8 * PMTU as usize);
+    pair.b.mr.write(100_000, &read_data);
+    let op = SendOp::RdmaRead(remote(&pair.b, 100_000));
+    let read = wr(&pair.a, 1, op, 100_000, 8 * PMTU);
+    post(&mut pair, true, read);
+    let w = write_at(&mut pair, 2, 0, 2 * PMTU);
+    pair.b_to_a.fail(drop_once(2));
+    pair.b_to_a.fail(drop_once(5));
+    pair.drive_until(Instant::from_millis(5));
+    // READ 0-7, WRITE 8-9; then a READ request for PSN 2 alone, and once it is in, for 5.
+    assert_eq!(pair.a_to_b.sent_psns(), [0, 8, 9, 2, 5]);
+    let responses: Vec<u32> = pair
+        .b_to_a
+        .sent()
+        .iter()
+        .filter(|s| {
+            s.opcode
+                .and_then(Opcode::layout)
+                .is_some_and(|l| l.operation == roce_wire::opcode::Operation::RdmaReadResponse)
+        })
+        .map(|s| s.psn.unwrap().value())
+        .collect();
+    assert_eq!(responses, [0, 1, 2, 3, 4, 5, 6, 7, 2, 5]);
+    let ids: Vec<u64> = pair.a.completions().iter().map(|c| c.wr_id).collect();
+    assert_eq!(ids, [1, 2]);
+    assert_eq!(pair.a.mr.read(100_000, read_data.len()).unwrap(), read_data);
+    assert_eq!(pair.b.mr.read(0, w.len()).unwrap(), w);
+    assert_eq!(pair.a.nic.stats().retransmit_timeouts, 0);
+}
+
 #[test]
 fn a_lost_last_packet_waits_only_rto_low() {
     let (mut pair, _log) = sr_pair();

@@ -262,6 +262,9 @@ impl Qp {
     }
 
     fn on_read_response(&mut self, ctx: &mut Ctx<'_>, psn: Psn, packet: &RocePacket<&[u8]>) {
+        if psn != self.comp.una && self.land_out_of_order(ctx, psn, packet) {
+            return;
+        }
         if !self.expected_response(ctx, psn) {
             return;
         }
@@ -296,8 +299,10 @@ impl Qp {
         // answers it with MIDDLE). It ends (LAST, ONLY) at the WQE's last PSN or at the end
         // of a piece. rxe follows the train by the opcode before (rxe_comp.c check_op); the
         // bytes land by their PSN's offset, checked above.
+        // Or where selective repeat asked for a hole alone (`Scoreboard::read_stop`).
+        let ends_hole = self.sack.read_stop == Some(psn.wrapping_add(1));
         let position_ok = match packet.layout().position {
-            Position::Only | Position::Last => ends || ends_piece,
+            Position::Only | Position::Last => ends || ends_piece || ends_hole,
             Position::First | Position::Middle => !ends,
         };
         if !fits || !position_ok {
@@ -310,11 +315,120 @@ impl Qp {
             return;
         }
         self.comp.una = psn.wrapping_add(1);
-        if wqe.last_psn() == Some(psn) {
+        self.retire_answered_reads(ctx);
+        self.after_progress(ctx);
+        self.ask_for_next_hole(ctx);
+    }
+
+    /// The READs at the front whose responses are all in retire, oldest first: `una` moves
+    /// past the responses that landed out of order (selective repeat), through the READs
+    /// that follow too.
+    fn retire_answered_reads(&mut self, ctx: &mut Ctx<'_>) {
+        while let Some(wqe) = self.sq.front() {
+            let (SendOp::RdmaRead(_), Some(last)) = (wqe.wr.op, wqe.last_psn()) else {
+                break;
+            };
+            if !wqe.contains(self.comp.una) && last.distance(self.comp.una) >= 0 {
+                break;
+            }
+            while last.distance(self.comp.una) >= 0 && self.sack.is_landed(self.comp.una) {
+                self.comp.una = self.comp.una.wrapping_add(1);
+            }
+            if last.distance(self.comp.una) >= 0 {
+                break;
+            }
             self.retire_front(ctx);
             self.catch_up(ctx);
         }
-        self.after_progress(ctx);
+    }
+
+    /// Selective repeat places a READ response that comes after a lost one (IRN §3: READ
+    /// responses are placed by their PSN), when it belongs to the READ being answered: it is
+    /// checked as an in-order one is, lands, and the hole before it is asked for alone (an
+    /// implied NAK, once until progress). Returns false for what it leaves to the in-order path
+    /// (go-back-N, a response of another WR, a late duplicate).
+    fn land_out_of_order(
+        &mut self,
+        ctx: &mut Ctx<'_>,
+        psn: Psn,
+        packet: &RocePacket<&[u8]>,
+    ) -> bool {
+        let una = self.comp.una;
+        if !ctx.config.loss_recovery.is_selective() || psn.distance(una) <= 0 {
+            return false;
+        }
+        // The READ it answers, and only READs before it from `una` on: their responses come
+        // in PSN order, so it shows the responses before it lost, and nothing else is owed.
+        if !self.sq.front().is_some_and(|w| w.contains(una)) || psn.distance(self.req.next_new) >= 0
+        {
+            return false;
+        }
+        let Some(wqe) = self
+            .sq
+            .iter()
+            .take_while(|w| matches!(w.wr.op, SendOp::RdmaRead(_)) && w.first_psn.is_some())
+            .find(|w| w.contains(psn))
+        else {
+            return false;
+        };
+        let Some(first) = wqe.first_psn else {
+            return false;
+        };
+        if self.sack.is_landed(psn) {
+            ctx.stats.rx_ghost_responses += 1;
+            return true;
+        }
+        let mtu = u64::from(self.mtu.bytes());
+        let at = psn.distance(first) as u32;
+        let offset = u64::from(at) * mtu;
+        let payload = packet.payload();
+        let remaining = u64::from(wqe.length).saturating_sub(offset);
+        let ends = wqe.last_psn() == Some(psn);
+        let piece = super::requester::read_piece_psns(ctx.config);
+        let ends_piece = super::requester::read_piece_end(at, piece, wqe.npsn) == at + 1;
+        let ends_hole = self.sack.read_stop == Some(psn.wrapping_add(1));
+        let fits = if ends {
+            payload.len() as u64 == remaining
+        } else {
+            payload.len() as u64 == mtu && remaining > mtu
+        };
+        let position_ok = match packet.layout().position {
+            Position::Only | Position::Last => ends || ends_piece || ends_hole,
+            Position::First | Position::Middle => !ends,
+        };
+        if !fits || !position_ok {
+            ctx.stats.rx_bad_responses += 1;
+            tracing::trace!(qpn = %self.qpn, psn = %psn, len = payload.len(), "rx read response of the wrong length or position dropped");
+            return true;
+        }
+        if !scatter(ctx.mrs, &wqe.wr.sgl, offset, payload) {
+            self.fail_oldest(ctx, WcStatus::LocProtErr);
+            return true;
+        }
+        self.sack.land(una, psn);
+        if !self.comp.retrying {
+            ctx.stats.implied_naks += 1;
+            self.retry_implied(ctx, una);
+            self.comp.retrying = true;
+        }
+        true
+    }
+
+    /// Selective repeat, after progress inside a READ: responses landed past `una` while the
+    /// one at `una` is missing means the trains that carried them went past it, lost: it is
+    /// asked for alone at once (nothing later would show the gap).
+    fn ask_for_next_hole(&mut self, ctx: &mut Ctx<'_>) {
+        let una = self.comp.una;
+        if !ctx.config.loss_recovery.is_selective()
+            || self.comp.retrying
+            || self.sack.first_landed(una).is_none()
+            || !self.sq.front().is_some_and(|w| w.contains(una))
+        {
+            return;
+        }
+        ctx.stats.implied_naks += 1;
+        self.retry_implied(ctx, una);
+        self.comp.retrying = true;
     }
 
     fn on_atomic_ack(&mut self, ctx: &mut Ctx<'_>, psn: Psn, orig: u64) {

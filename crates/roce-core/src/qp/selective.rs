@@ -61,12 +61,18 @@
 //! retires nothing.
 //!
 //! **READ and atomics.** READ and atomic requests are request packets like the others: kept
-//! by the responder, sent again alone. READ responses come back in order; one that is lost is
-//! found as before (a later response, or an ACK past the READ, is an implied NAK, IBTA vol. 1
-//! §9.7.5.2.4), and the READ alone is asked for again from the response that is missing
-//! (under go-back-N every later WR would go again too). Responses that arrived after the lost
-//! one are asked for again with it: the requester does not yet place READ responses out of
-//! order.
+//! by the responder, sent again alone. READ responses the requester places by their PSN, as
+//! IRN does (§3): one that comes after a lost one lands at once (checked as an in-order one
+//! is; `Scoreboard::land`), when it answers a READ and only READs lie between it and `una`.
+//! The first such response is an implied NAK (IBTA vol. 1 §9.7.5.2.4): that READ alone is
+//! asked for again from the missing response, up to the first one that landed
+//! (`Scoreboard::read_stop`; the responder answers a duplicate READ request for the range it
+//! names, its last response a LAST there). When the hole fills, `una` moves past what landed,
+//! through the READs it completes; a response still missing then, with landed ones after it,
+//! is asked for at once (the trains that carried the later ones went past it). One range is
+//! asked for at a time: the responder abandons a READ's train when a duplicate of it comes.
+//! Under go-back-N every later WR would go again too. An ACK past a READ whose responses are
+//! missing is an implied NAK as before.
 //!
 //! Scope: RC. UC and UD have no retransmission and are untouched.
 
@@ -120,6 +126,12 @@ pub(crate) struct Scoreboard {
     /// A READ to ask for again from this PSN (an implied NAK): its request may have been
     /// SACKed while its responses were lost, so it goes whatever the bitmap says.
     read_again: Option<Psn>,
+    /// Whether the READ response of `base + i` has landed, out of order (IRN places READ
+    /// responses by their PSN).
+    landed: VecDeque<bool>,
+    /// Where the READ asked for again stops: the first response already landed after the
+    /// hole it fills (`None`: the end of its piece).
+    pub(crate) read_stop: Option<Psn>,
 }
 
 impl Scoreboard {
@@ -130,12 +142,17 @@ impl Scoreboard {
             return;
         }
         let gap = gap as usize;
-        if gap >= self.sacked.len() {
-            self.sacked.clear();
-        } else {
-            self.sacked.drain(..gap);
+        for bits in [&mut self.sacked, &mut self.landed] {
+            if gap >= bits.len() {
+                bits.clear();
+            } else {
+                bits.drain(..gap);
+            }
         }
         self.base = una;
+        if self.read_stop.is_some_and(|stop| stop.distance(una) <= 0) {
+            self.read_stop = None;
+        }
         if self.scanned.distance(una) < 0 {
             self.scanned = una;
         }
@@ -166,6 +183,33 @@ impl Scoreboard {
         self.sacked.clear();
         self.resend.clear();
         self.read_again = None;
+        self.landed.clear();
+        self.read_stop = None;
+    }
+
+    /// The READ response of `psn` (past `una`) has landed.
+    pub(crate) fn land(&mut self, una: Psn, psn: Psn) {
+        self.advance(una);
+        let Ok(at) = usize::try_from(psn.distance(self.base)) else {
+            return;
+        };
+        if self.landed.len() <= at {
+            self.landed.resize(at + 1, false);
+        }
+        self.landed[at] = true;
+    }
+
+    /// Whether the READ response of `psn` has landed out of order.
+    pub(crate) fn is_landed(&self, psn: Psn) -> bool {
+        let d = psn.distance(self.base);
+        d >= 0 && self.landed.get(d as usize) == Some(&true)
+    }
+
+    /// The first response landed at or after `from`, if any.
+    pub(crate) fn first_landed(&self, from: Psn) -> Option<Psn> {
+        let skip = usize::try_from(from.distance(self.base)).unwrap_or(0);
+        let at = self.landed.iter().skip(skip).position(|&l| l)?;
+        Some(self.base.wrapping_add((skip + at) as u32))
     }
 
     /// Whether something waits to be sent again.
@@ -256,9 +300,29 @@ impl Qp {
         }
     }
 
-    /// An implied NAK under selective repeat: the READ alone is asked for again from `resume`.
+    /// An implied NAK under selective repeat: the READ alone is asked for again from `resume`,
+    /// up to the first of its responses that already landed (the hole, not what follows it).
     pub(crate) fn read_again(&mut self, resume: Psn) {
         self.sack.read_again = Some(resume);
+        self.sack.read_stop = self.sack.first_landed(resume.wrapping_add(1));
+    }
+
+    /// A READ asked for again from `psn` stops where its responses already landed
+    /// (`Scoreboard::read_stop`): every response before it is a whole MTU (the READ's last is
+    /// past it), so the request asks for that many MTUs.
+    fn cap_read_at_landed(&self, segment: &mut super::requester::Segment, psn: Psn) {
+        let Some(stop) = self.sack.read_stop else {
+            return;
+        };
+        let npsn = stop.distance(psn);
+        let Some(reth) = segment.repr.reth.as_mut() else {
+            return;
+        };
+        if npsn > 0 && (npsn as u32) < segment.npsn {
+            segment.npsn = npsn as u32;
+            segment.last = false;
+            reth.dma_len = (npsn as u32).saturating_mul(self.mtu.bytes());
+        }
     }
 
     /// The next request packet to send again, if one is queued and the QP may send: the
@@ -278,6 +342,9 @@ impl Qp {
                 .saturating_mul(mtu)
                 .min(wqe.length);
             let mut segment = self.segment(ctx, wqe, psn, offset);
+            if forced {
+                self.cap_read_at_landed(&mut segment, psn);
+            }
             segment.repr.bth.ack_req = true;
             let transmit = match self.emit_segment(ctx, wqe, &segment, buf) {
                 Ok(transmit) => transmit,
