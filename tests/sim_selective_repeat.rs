@@ -234,6 +234,29 @@ fn read_responses_after_a_hole_land_and_only_the_lost_ones_are_asked_for_again()
     assert_eq!(pair.a.nic.stats().retransmit_timeouts, 0);
 }
 
+/// The same across READs: a lost last response of one READ is shown by the next READ's first,
+/// which lands; when the first READ completes, the hole in the second is asked for at once.
+#[test]
+fn a_hole_at_the_end_of_one_read_and_in_the_next_are_each_asked_for_alone() {
+    let (mut pair, _log) = sr_pair();
+    let data = pattern(4, 8 * PMTU as usize);
+    pair.b.mr.write(100_000, &data);
+    for (id, at) in [(1, 100_000u64), (2, 100_000 + 4 * u64::from(PMTU))] {
+        let op = SendOp::RdmaRead(remote(&pair.b, at));
+        let read = wr(&pair.a, id, op, at, 4 * PMTU);
+        post(&mut pair, true, read);
+    }
+    pair.b_to_a.fail(drop_once(3));
+    pair.b_to_a.fail(drop_once(5));
+    pair.drive_until(Instant::from_millis(5));
+    // READs 0-3 and 4-7; then PSN 3 alone, and once the first READ is in, 5 alone.
+    assert_eq!(pair.a_to_b.sent_psns(), [0, 4, 3, 5]);
+    let ids: Vec<u64> = pair.a.completions().iter().map(|c| c.wr_id).collect();
+    assert_eq!(ids, [1, 2]);
+    assert_eq!(pair.a.mr.read(100_000, data.len()).unwrap(), data);
+    assert_eq!(pair.a.nic.stats().retransmit_timeouts, 0);
+}
+
 #[test]
 fn a_lost_last_packet_waits_only_rto_low() {
     let (mut pair, _log) = sr_pair();
