@@ -277,15 +277,36 @@ impl Qp {
             ctx.stats.rx_ghost_responses += 1;
             return;
         }
+        if !self.land_read_response(ctx, 0, first, psn, packet) {
+            return;
+        }
+        self.comp.una = psn.wrapping_add(1);
+        self.retire_answered_reads(ctx);
+        self.after_progress(ctx);
+        self.ask_for_next_hole(ctx);
+    }
+
+    /// Checks the response for `psn` of the READ at `index` in the send queue (its first PSN
+    /// `first`) and lands its bytes at its PSN's offset. False when it was dropped (counted) or
+    /// its bytes could not land (the QP failed).
+    fn land_read_response(
+        &mut self,
+        ctx: &mut Ctx<'_>,
+        index: usize,
+        first: Psn,
+        psn: Psn,
+        packet: &RocePacket<&[u8]>,
+    ) -> bool {
+        let wqe = &self.sq[index];
         let mtu = u64::from(self.mtu.bytes());
-        let offset = u64::from(psn.distance(first) as u32) * mtu;
+        let at = psn.distance(first) as u32;
+        let offset = u64::from(at) * mtu;
         let payload = packet.payload();
         // rxe_comp.c check_psn/check_op: a response that does not end the READ is a full MTU,
         // the one that ends it carries exactly the rest. Anything else is dropped before it
         // lands; the READ is asked for again when the ACK timer fires.
         let remaining = u64::from(wqe.length).saturating_sub(offset);
         let ends = wqe.last_psn() == Some(psn);
-        let at = psn.distance(first) as u32;
         let piece = super::requester::read_piece_psns(ctx.config);
         let ends_piece = super::requester::read_piece_end(at, piece, wqe.npsn) == at + 1;
         let fits = if ends {
@@ -296,10 +317,10 @@ impl Qp {
         // A train of responses starts (FIRST, ONLY) wherever a READ request started one: at
         // the WQE's first PSN, at each piece of a long READ, or where go-back-N asked for the
         // rest again (the responder answers that request as any other, FIRST at its PSN; rxe
-        // answers it with MIDDLE). It ends (LAST, ONLY) at the WQE's last PSN or at the end
-        // of a piece. rxe follows the train by the opcode before (rxe_comp.c check_op); the
-        // bytes land by their PSN's offset, checked above.
-        // Or where selective repeat asked for a hole alone (`Scoreboard::read_stop`).
+        // answers it with MIDDLE). It ends (LAST, ONLY) at the WQE's last PSN, at the end of a
+        // piece, or where selective repeat asked for a hole alone (`Scoreboard::read_stop`).
+        // rxe follows the train by the opcode before (rxe_comp.c check_op); the bytes land by
+        // their PSN's offset, checked above.
         let ends_hole = self.sack.read_stop == Some(psn.wrapping_add(1));
         let position_ok = match packet.layout().position {
             Position::Only | Position::Last => ends || ends_piece || ends_hole,
@@ -308,16 +329,13 @@ impl Qp {
         if !fits || !position_ok {
             ctx.stats.rx_bad_responses += 1;
             tracing::trace!(qpn = %self.qpn, psn = %psn, len = payload.len(), "rx read response of the wrong length or position dropped");
-            return;
+            return false;
         }
         if !scatter(ctx.mrs, &wqe.wr.sgl, offset, payload) {
             self.fail_oldest(ctx, WcStatus::LocProtErr);
-            return;
+            return false;
         }
-        self.comp.una = psn.wrapping_add(1);
-        self.retire_answered_reads(ctx);
-        self.after_progress(ctx);
-        self.ask_for_next_hole(ctx);
+        true
     }
 
     /// The READs at the front whose responses are all in retire, oldest first: `una` moves
@@ -363,46 +381,22 @@ impl Qp {
         {
             return false;
         }
-        let Some(wqe) = self
+        let Some(index) = self
             .sq
             .iter()
             .take_while(|w| matches!(w.wr.op, SendOp::RdmaRead(_)) && w.first_psn.is_some())
-            .find(|w| w.contains(psn))
+            .position(|w| w.contains(psn))
         else {
             return false;
         };
-        let Some(first) = wqe.first_psn else {
+        let Some(first) = self.sq[index].first_psn else {
             return false;
         };
         if self.sack.is_landed(psn) {
             ctx.stats.rx_ghost_responses += 1;
             return true;
         }
-        let mtu = u64::from(self.mtu.bytes());
-        let at = psn.distance(first) as u32;
-        let offset = u64::from(at) * mtu;
-        let payload = packet.payload();
-        let remaining = u64::from(wqe.length).saturating_sub(offset);
-        let ends = wqe.last_psn() == Some(psn);
-        let piece = super::requester::read_piece_psns(ctx.config);
-        let ends_piece = super::requester::read_piece_end(at, piece, wqe.npsn) == at + 1;
-        let ends_hole = self.sack.read_stop == Some(psn.wrapping_add(1));
-        let fits = if ends {
-            payload.len() as u64 == remaining
-        } else {
-            payload.len() as u64 == mtu && remaining > mtu
-        };
-        let position_ok = match packet.layout().position {
-            Position::Only | Position::Last => ends || ends_piece || ends_hole,
-            Position::First | Position::Middle => !ends,
-        };
-        if !fits || !position_ok {
-            ctx.stats.rx_bad_responses += 1;
-            tracing::trace!(qpn = %self.qpn, psn = %psn, len = payload.len(), "rx read response of the wrong length or position dropped");
-            return true;
-        }
-        if !scatter(ctx.mrs, &wqe.wr.sgl, offset, payload) {
-            self.fail_oldest(ctx, WcStatus::LocProtErr);
+        if !self.land_read_response(ctx, index, first, psn, packet) {
             return true;
         }
         self.sack.land(una, psn);

@@ -158,22 +158,33 @@ impl Scoreboard {
         }
     }
 
-    /// Whether the responder holds `psn`.
-    pub(crate) fn is_sacked(&self, psn: Psn) -> bool {
+    /// Whether `bits` (one of the bitmaps from `base`) has `psn`.
+    fn has(&self, bits: &VecDeque<bool>, psn: Psn) -> bool {
         let d = psn.distance(self.base);
-        d >= 0 && self.sacked.get(d as usize) == Some(&true)
+        d >= 0 && bits.get(d as usize) == Some(&true)
     }
 
-    /// The responder holds `psn` (which the caller checked is in flight).
-    fn mark(&mut self, una: Psn, psn: Psn) {
+    /// Sets `psn` in the bitmap `pick` chooses, once what lies before `una` is forgotten.
+    fn set(&mut self, una: Psn, psn: Psn, pick: fn(&mut Self) -> &mut VecDeque<bool>) {
         self.advance(una);
         let Ok(at) = usize::try_from(psn.distance(self.base)) else {
             return;
         };
-        if self.sacked.len() <= at {
-            self.sacked.resize(at + 1, false);
+        let bits = pick(self);
+        if bits.len() <= at {
+            bits.resize(at + 1, false);
         }
-        self.sacked[at] = true;
+        bits[at] = true;
+    }
+
+    /// Whether the responder holds `psn`.
+    pub(crate) fn is_sacked(&self, psn: Psn) -> bool {
+        self.has(&self.sacked, psn)
+    }
+
+    /// The responder holds `psn` (which the caller checked is in flight).
+    fn mark(&mut self, una: Psn, psn: Psn) {
+        self.set(una, psn, |s| &mut s.sacked);
     }
 
     /// Everything back to nothing known, from `una` (a go-back-N resend covers it all).
@@ -189,20 +200,12 @@ impl Scoreboard {
 
     /// The READ response of `psn` (past `una`) has landed.
     pub(crate) fn land(&mut self, una: Psn, psn: Psn) {
-        self.advance(una);
-        let Ok(at) = usize::try_from(psn.distance(self.base)) else {
-            return;
-        };
-        if self.landed.len() <= at {
-            self.landed.resize(at + 1, false);
-        }
-        self.landed[at] = true;
+        self.set(una, psn, |s| &mut s.landed);
     }
 
     /// Whether the READ response of `psn` has landed out of order.
     pub(crate) fn is_landed(&self, psn: Psn) -> bool {
-        let d = psn.distance(self.base);
-        d >= 0 && self.landed.get(d as usize) == Some(&true)
+        self.has(&self.landed, psn)
     }
 
     /// The first response landed at or after `from`, if any.
