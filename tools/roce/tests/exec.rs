@@ -344,6 +344,16 @@ fn bad_arguments_are_refused_before_the_program_runs() {
             "touch",
             "/tmp/roce-exec-ran",
         ][..],
+        &[
+            "exec",
+            "--ip",
+            "127.0.0.1",
+            "--loss-recovery",
+            "sack",
+            "--",
+            "touch",
+            "/tmp/roce-exec-ran",
+        ][..],
     ] {
         let _ = std::fs::remove_file("/tmp/roce-exec-ran");
         let out = roce(args);
@@ -561,6 +571,29 @@ fn a_lossy_nic_recovers_and_counts_its_retransmissions() {
         stats["counters"]["retransmitted_packets"].as_u64().unwrap() > 0,
         "{stats}"
     );
+}
+
+#[test]
+fn a_lossy_pair_with_selective_repeat_nacks_and_sends_again_only_what_was_lost() {
+    if !have("ibv_rc_pingpong", "ibverbs-utils") {
+        return;
+    }
+    // Both NICs run selective repeat (--loss-recovery); the server's drops 5 % of what it
+    // receives. Its NACKs reach the client, which sends packets again, and the data checks.
+    let sr = ["--loss-recovery", "selective-repeat"];
+    let (client, server) = pingpong(
+        "ibv_rc_pingpong",
+        Side::local("127.0.13.66", &[&sr[..], &["--loss", "0.05"]].concat()),
+        Side::local("127.0.13.67", &[&sr[..], &["--stats", "json"]].concat()),
+        "18640",
+        &["-n", "100", "-s", "16384", "-c"],
+    );
+    ok(&server);
+    assert!(ok(&client).contains("100 iters in"));
+    let stats = stats(&client);
+    let counter = |name: &str| stats["counters"][name].as_u64().unwrap();
+    assert!(counter("rx_sacks") > 0, "{stats}");
+    assert!(counter("retransmitted_packets") > 0, "{stats}");
 }
 
 #[test]
