@@ -121,7 +121,7 @@ fn rping_connects_sends_and_disconnects_over_lossy_duplicating_links() {
                     b_qpn,
                     RecvWr {
                         wr_id: i,
-                        sgl: vec![sge],
+                        sgl: [sge].into(),
                     },
                 )
                 .unwrap();

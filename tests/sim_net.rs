@@ -127,7 +127,7 @@ fn a_send_between_two_of_four_nodes_lands_in_the_receive() {
     net.nodes[1].mr.write(0, b"to node three");
     let recv = RecvWr {
         wr_id: 7,
-        sgl: vec![sge(&net, 3, 64, 64)],
+        sgl: [sge(&net, 3, 64, 64)].into(),
     };
     net.nodes[3].nic.post_recv(q3, recv).unwrap();
     let send = SendWr::new(1, SendOp::Send, vec![sge(&net, 1, 0, 13)]);

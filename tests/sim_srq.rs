@@ -34,7 +34,7 @@ fn post_srq(pair: &mut Pair, srq: SrqHandle, wr_id: u64) {
             srq,
             RecvWr {
                 wr_id,
-                sgl: vec![sge],
+                sgl: [sge].into(),
             },
         )
         .unwrap();

@@ -38,7 +38,7 @@ pub fn post_from_a(pair: &mut Pair, wr_id: u64, op: SendOp, offset: u64, len: u3
 pub fn post_recv(side: &mut Side, wr_id: u64, offset: u64, len: u32) {
     let wr = RecvWr {
         wr_id,
-        sgl: vec![sge(side, offset, len)],
+        sgl: [sge(side, offset, len)].into(),
     };
     side.nic
         .post_recv(side.qpn, wr)

@@ -136,7 +136,7 @@ impl Stream {
             addr: self.b.mr.addr(),
             rkey: self.b.mr.rkey(),
         };
-        let wr = SendWr::new(self.next_wr_id, SendOp::RdmaWrite(remote), vec![sge]);
+        let wr = SendWr::new(self.next_wr_id, SendOp::RdmaWrite(remote), sge);
         self.next_wr_id += 1;
         self.a.nic.post_send(self.a.qpn, wr).expect("a valid WRITE");
         self.posted += 1;

@@ -287,11 +287,7 @@ impl Harness {
             },
             _ => SendOp::FetchAdd { remote, add: 1 },
         };
-        let mut wr = SendWr::new(
-            self.next_wr_id,
-            op,
-            vec![self.sge(u32::from(len) % 4097, offset)],
-        );
+        let mut wr = SendWr::new(self.next_wr_id, op, self.sge(u32::from(len) % 4097, offset));
         wr.signaled = flags & 1 == 0;
         wr.inline = flags & 2 != 0;
         wr.solicited = flags & 4 != 0;
@@ -310,7 +306,7 @@ impl Harness {
     fn post_recv(&mut self, sel: u8, len: u16, offset: u8) {
         let wr = RecvWr {
             wr_id: self.next_wr_id,
-            sgl: vec![self.sge(u32::from(len) % 4097, offset)],
+            sgl: [self.sge(u32::from(len) % 4097, offset)].into(),
         };
         self.post(usize::from(sel % 3), None, Some(wr));
     }

@@ -107,7 +107,7 @@ pub struct SendWr {
     /// The operation.
     pub op: SendOp,
     /// Local data: the source of SEND and WRITE, the sink of READ and atomics.
-    pub sgl: Vec<Sge>,
+    pub sgl: crate::Sgl,
     /// Whether a successful completion is reported (errors always are).
     pub signaled: bool,
     /// Set SE in the last packet: the peer raises a solicited event.
@@ -125,11 +125,11 @@ pub struct SendWr {
 
 impl SendWr {
     /// A signaled work request with no flags.
-    pub fn new(wr_id: u64, op: SendOp, sgl: Vec<Sge>) -> Self {
+    pub fn new(wr_id: u64, op: SendOp, sgl: impl Into<crate::Sgl>) -> Self {
         Self {
             wr_id,
             op,
-            sgl,
+            sgl: sgl.into(),
             signaled: true,
             solicited: false,
             inline: false,
@@ -150,5 +150,5 @@ pub struct RecvWr {
     /// The application's identifier, returned in the completion.
     pub wr_id: u64,
     /// Where the data goes.
-    pub sgl: Vec<Sge>,
+    pub sgl: crate::Sgl,
 }

@@ -76,7 +76,7 @@ async fn completions_of_a_list_of_writes_arrive_in_the_shared_queue_in_order() {
                 addr: dst.addr() + i * 256,
                 rkey: dst.rkey(),
             });
-            (qp_a.qpn, SendWr::new(i, op, vec![sge]))
+            (qp_a.qpn, SendWr::new(i, op, sge))
         })
         .collect();
     a.post_send_list(wrs).await.unwrap();

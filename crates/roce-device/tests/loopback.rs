@@ -33,16 +33,13 @@ async fn send_write_read_and_atomics_over_loopback_udp() {
             qp_b.qpn,
             RecvWr {
                 wr_id: 1,
-                sgl: vec![sge(&mr_b, 0, 4096)],
+                sgl: [sge(&mr_b, 0, 4096)].into(),
             },
         )
         .await
         .unwrap();
     dev_a
-        .post_send(
-            qp_a.qpn,
-            SendWr::new(10, SendOp::Send, vec![sge(&mr_a, 0, 4000)]),
-        )
+        .post_send(qp_a.qpn, SendWr::new(10, SendOp::Send, sge(&mr_a, 0, 4000)))
         .await
         .unwrap();
     let recv = dev_b.next_completion_within(qp_b.cq, limit).await.unwrap();
@@ -68,7 +65,7 @@ async fn send_write_read_and_atomics_over_loopback_udp() {
     dev_a
         .post_send(
             qp_a.qpn,
-            SendWr::new(11, SendOp::RdmaWrite(remote), vec![sge(&mr_a, 0, 300_000)]),
+            SendWr::new(11, SendOp::RdmaWrite(remote), sge(&mr_a, 0, 300_000)),
         )
         .await
         .unwrap();
@@ -81,11 +78,7 @@ async fn send_write_read_and_atomics_over_loopback_udp() {
     dev_a
         .post_send(
             qp_a.qpn,
-            SendWr::new(
-                12,
-                SendOp::RdmaRead(remote),
-                vec![sge(&mr_a, 500_000, 300_000)],
-            ),
+            SendWr::new(12, SendOp::RdmaRead(remote), sge(&mr_a, 500_000, 300_000)),
         )
         .await
         .unwrap();
@@ -111,7 +104,7 @@ async fn send_write_read_and_atomics_over_loopback_udp() {
                     remote: target,
                     add: 2,
                 },
-                vec![sge(&mr_a, 900_000, 8)],
+                sge(&mr_a, 900_000, 8),
             ),
         )
         .await
@@ -126,7 +119,7 @@ async fn send_write_read_and_atomics_over_loopback_udp() {
                     compare: 42,
                     swap: 7,
                 },
-                vec![sge(&mr_a, 900_008, 8)],
+                sge(&mr_a, 900_008, 8),
             ),
         )
         .await
@@ -178,7 +171,7 @@ async fn a_peer_that_is_not_there_exhausts_the_retries() {
         lkey: mr.lkey(),
     };
     dev_a
-        .post_send(qp_a.qpn, SendWr::new(1, SendOp::Send, vec![sge]))
+        .post_send(qp_a.qpn, SendWr::new(1, SendOp::Send, sge))
         .await
         .unwrap();
     let cqe = dev_a

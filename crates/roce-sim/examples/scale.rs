@@ -356,11 +356,7 @@ impl Writes {
     }
 
     fn post(&mut self, pair: &mut Pair, i: usize) {
-        let wr = SendWr::new(
-            self.next_wr_id,
-            SendOp::RdmaWrite(self.remote),
-            vec![self.sge],
-        );
+        let wr = SendWr::new(self.next_wr_id, SendOp::RdmaWrite(self.remote), self.sge);
         self.next_wr_id += 1;
         pair.a
             .nic

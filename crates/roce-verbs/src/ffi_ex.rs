@@ -148,7 +148,7 @@ unsafe extern "C" fn wr_bind_mw(
 
 extern "C" fn wr_set_sge(qp: *mut IbvQpEx, lkey: u32, addr: u64, length: u32) {
     guard((), || {
-        verbs::wr_set_sgl(qp as usize, vec![Sge { addr, length, lkey }])
+        verbs::wr_set_sgl(qp as usize, Sge { addr, length, lkey }.into())
     });
 }
 

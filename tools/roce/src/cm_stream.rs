@@ -120,7 +120,7 @@ impl CmStream {
     fn post_recv(&self, receive: usize) -> io::Result<()> {
         let wr = RecvWr {
             wr_id: RECV_BASE + receive as u64,
-            sgl: vec![self.sge(receive + 1, SLOT)],
+            sgl: [self.sge(receive + 1, SLOT)].into(),
         };
         let qpn = self.qpn;
         self.device
@@ -235,7 +235,7 @@ impl AsyncWrite for CmStream {
         if !this.mr.write(0, buf) {
             return Poll::Ready(Err(io::Error::other("control buffer out of range")));
         }
-        let wr = SendWr::new(SEND_ID, SendOp::Send, vec![this.sge(0, buf.len())]);
+        let wr = SendWr::new(SEND_ID, SendOp::Send, this.sge(0, buf.len()));
         let qpn = this.qpn;
         this.device
             .verb(Verb::PostSend, move |nic, _| nic.post_send(qpn, wr))

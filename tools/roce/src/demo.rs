@@ -417,7 +417,7 @@ impl Ctx<'_> {
                     self.qp_b.qpn,
                     RecvWr {
                         wr_id: u64::from(i),
-                        sgl,
+                        sgl: sgl.into(),
                     },
                 )
                 .await?;

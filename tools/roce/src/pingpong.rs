@@ -205,7 +205,7 @@ async fn post_recvs(device: &DeviceHandle, qpn: Qpn, sge: Sge, count: u32) -> an
     for _ in 0..count {
         let wr = RecvWr {
             wr_id: RECV_WRID,
-            sgl: vec![sge],
+            sgl: [sge].into(),
         };
         device.post_recv(qpn, wr).await?;
     }
@@ -306,7 +306,7 @@ async fn pingpong(args: &Args, mtu: Mtu, live: &Live) -> anyhow::Result<ExitCode
         let device = device.clone();
         let qpn = qp.qpn;
         async move {
-            let mut wr = SendWr::new(SEND_WRID, SendOp::Send, vec![sge]);
+            let mut wr = SendWr::new(SEND_WRID, SendOp::Send, sge);
             // rc_pingpong sends inline when the device allows it (rxe: up to 400 bytes).
             wr.inline = sge.length as usize <= 400;
             device.post_send(qpn, wr).await

@@ -513,11 +513,12 @@ fn summary_counts_rnr_naks_and_the_resends_they_cause() {
     sim.run(1);
     let recv = roce_core::RecvWr {
         wr_id: 7,
-        sgl: vec![roce_core::Sge {
+        sgl: [roce_core::Sge {
             addr: sim.pair.b.mr.addr(),
             length: 64,
             lkey: sim.pair.b.mr.lkey(),
-        }],
+        }]
+        .into(),
     };
     sim.pair.b.nic.post_recv(sim.b_qp, recv).unwrap();
     sim.run(2);

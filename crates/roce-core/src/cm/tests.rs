@@ -310,7 +310,7 @@ fn connect_accept_rtu_take_both_qps_to_rts_and_a_send_lands() {
             b_qpn,
             RecvWr {
                 wr_id: 7,
-                sgl: sge(b_addr, b_lkey),
+                sgl: sge(b_addr, b_lkey).into(),
             },
         )
         .unwrap();

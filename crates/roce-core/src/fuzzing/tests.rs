@@ -156,7 +156,7 @@ fn the_committed_corpus_is_the_seed_scripts() {
 #[should_panic(expected = "bad ICRC")]
 fn a_transmit_with_a_bad_icrc_is_caught() {
     let mut harness = Harness::new();
-    let send = SendWr::new(1, SendOp::Send, vec![harness.sge(10, 0)]);
+    let send = SendWr::new(1, SendOp::Send, harness.sge(10, 0));
     harness.post(0, Some(send), None);
     let mut buf = vec![0; MAX_DATAGRAM];
     let transmit = harness.nic.poll_transmit(harness.now, &mut buf).unwrap();

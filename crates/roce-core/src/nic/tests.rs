@@ -12,7 +12,7 @@ fn qp_with_receives(nic: &mut Nic, receives: u64) -> crate::CqHandle {
     for wr_id in 0..receives {
         let wr = RecvWr {
             wr_id,
-            sgl: Vec::new(),
+            sgl: Default::default(),
         };
         nic.post_recv(qpn, wr).unwrap();
     }
@@ -71,7 +71,7 @@ fn a_qp_in_line_with_only_a_cnp_due_sends_it() {
         length: 3072,
         ..sge
     };
-    let write = crate::SendWr::new(1, crate::SendOp::RdmaWrite(remote), vec![sge]);
+    let write = crate::SendWr::new(1, crate::SendOp::RdmaWrite(remote), sge);
     a.post_send(a_qp, write).unwrap();
     let now = crate::Instant::ZERO;
     let mut buf = vec![0; MAX_DATAGRAM];

@@ -89,7 +89,7 @@ impl Pair {
             length: len,
             ..self.sge
         };
-        let wr = SendWr::new(1, SendOp::RdmaWrite(self.remote), vec![sge]);
+        let wr = SendWr::new(1, SendOp::RdmaWrite(self.remote), sge);
         self.a.post_send(self.a_qp, wr).unwrap();
     }
 }

@@ -125,7 +125,7 @@ impl Story {
                 self.srq,
                 RecvWr {
                     wr_id,
-                    sgl: vec![sge],
+                    sgl: [sge].into(),
                 },
             )
             .unwrap();
@@ -140,7 +140,7 @@ impl Story {
             length: data.len() as u32,
             lkey: self.a_mr.lkey(),
         };
-        let wr = SendWr::new(wr_id, SendOp::Send, vec![sge]);
+        let wr = SendWr::new(wr_id, SendOp::Send, sge);
         self.a.post_send(self.a_qps[i], wr).unwrap();
     }
 
@@ -392,7 +392,7 @@ fn ud_qps_take_their_receive_wqes_from_a_shared_srq() {
             srq,
             RecvWr {
                 wr_id,
-                sgl: vec![sge],
+                sgl: [sge].into(),
             },
         )
         .unwrap();
@@ -402,11 +402,11 @@ fn ud_qps_take_their_receive_wqes_from_a_shared_srq() {
         let mut wr = SendWr::new(
             wr_id,
             SendOp::Send,
-            vec![Sge {
+            Sge {
                 addr: a_mr.addr(),
                 length: 8,
                 lkey: a_mr.lkey(),
-            }],
+            },
         );
         wr.ud = Some(UdDest {
             ip: B,

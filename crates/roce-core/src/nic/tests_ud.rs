@@ -52,11 +52,12 @@ fn ud_datagram_from(a_addrs: Vec<IpAddr>, b: IpAddr, data: &[u8]) -> (Cqe, Vec<u
         receiver,
         RecvWr {
             wr_id: 9,
-            sgl: vec![Sge {
+            sgl: [Sge {
                 addr: b_mr.addr(),
                 length: 256,
                 lkey: b_mr.lkey(),
-            }],
+            }]
+            .into(),
         },
     )
     .unwrap();
@@ -64,11 +65,11 @@ fn ud_datagram_from(a_addrs: Vec<IpAddr>, b: IpAddr, data: &[u8]) -> (Cqe, Vec<u
     let mut wr = SendWr::new(
         1,
         SendOp::Send,
-        vec![Sge {
+        Sge {
             addr: a_mr.addr(),
             length: data.len() as u32,
             lkey: a_mr.lkey(),
-        }],
+        },
     );
     wr.ud = Some(UdDest {
         ip: b,
@@ -209,11 +210,11 @@ fn completions_other_than_ud_receives_carry_no_network_header_type() {
     let mut wr = SendWr::new(
         3,
         SendOp::Send,
-        vec![Sge {
+        Sge {
             addr: mr.addr(),
             length: 8,
             lkey: mr.lkey(),
-        }],
+        },
     );
     wr.ud = Some(UdDest {
         ip: b,

@@ -232,7 +232,7 @@ fn recv(s: &mut Setup, wr_id: u64, offset: u64, len: u32) {
             s.qpn,
             RecvWr {
                 wr_id,
-                sgl: vec![sge],
+                sgl: [sge].into(),
             },
         )
         .unwrap();
@@ -242,11 +242,11 @@ fn send_wr(s: &Setup, wr_id: u64, op: SendOp, offset: u64, len: u32) -> SendWr {
     SendWr::new(
         wr_id,
         op,
-        vec![Sge {
+        Sge {
             addr: s.mr.addr() + offset,
             length: len,
             lkey: s.mr.lkey(),
-        }],
+        },
     )
 }
 
@@ -1275,11 +1275,11 @@ fn misuse_is_a_typed_error() {
     let bad_sge = SendWr::new(
         1,
         SendOp::Send,
-        vec![Sge {
+        Sge {
             addr: 0,
             length: 4,
             lkey: s.mr.lkey(),
-        }],
+        },
     );
     assert!(matches!(
         s.nic.post_send(s.qpn, bad_sge),

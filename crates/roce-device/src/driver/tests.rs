@@ -324,7 +324,7 @@ fn receiving_qp(handle: &crate::DeviceHandle, queue: &CompletionQueue) -> Qpn {
                 qpn,
                 roce_core::RecvWr {
                     wr_id: 7,
-                    sgl: Vec::new(),
+                    sgl: Default::default(),
                 },
             )
             .unwrap();
@@ -535,7 +535,7 @@ async fn a_spinning_program_sees_its_completion_first_and_its_answer_takes_the_a
     spin_and_receive(&s);
     let recv = roce_core::RecvWr {
         wr_id: 8,
-        sgl: Vec::new(),
+        sgl: Default::default(),
     };
     s.handle
         .verb(Verb::PostRecv, |nic, _| nic.post_recv(s.qpn, recv))
@@ -615,7 +615,7 @@ fn task_receives_and_program_sees(
     });
     let recv = roce_core::RecvWr {
         wr_id: 8,
-        sgl: Vec::new(),
+        sgl: Default::default(),
     };
     handle
         .verb(Verb::PostRecv, |nic, _| nic.post_recv(qpn, recv))
@@ -817,7 +817,7 @@ fn a_verb_sends_what_it_makes_on_its_own_thread_and_wakes_nobody() {
                     qpn,
                     roce_core::RecvWr {
                         wr_id: 2,
-                        sgl: Vec::new(),
+                        sgl: Default::default(),
                     },
                 )
             })

@@ -177,7 +177,7 @@ pub fn run_captured(
                     lkey: node.mr.lkey(),
                 };
                 let wr_id = ((i as u64) << 40) | flow.posted;
-                let wr = SendWr::new(wr_id, SendOp::RdmaWrite(flow.remote), vec![sge]);
+                let wr = SendWr::new(wr_id, SendOp::RdmaWrite(flow.remote), sge);
                 if let Err(e) = node.nic.post_send(flow.qpn, wr) {
                     return Err(ScenarioError(format!("flow {i}: post_send: {e}")));
                 }

@@ -162,11 +162,11 @@ pub(crate) async fn write_each(
                 addr: at,
                 rkey: key,
             }),
-            vec![Sge {
+            Sge {
                 addr: mr.addr(),
                 length: len,
                 lkey: mr.lkey(),
-            }],
+            },
         );
         device.post_send(ep.qpn, wr).await.unwrap();
         let cqe = device

@@ -17,10 +17,10 @@ const MAX_CHAIN: usize = 1 << 16;
 ///
 /// # Safety
 /// `list` is NULL or valid for `n` reads of `struct ibv_sge`.
-pub(crate) unsafe fn sges(list: *const IbvSge, n: c_int) -> Result<Vec<Sge>, Errno> {
+pub(crate) unsafe fn sges(list: *const IbvSge, n: c_int) -> Result<roce_core::Sgl, Errno> {
     let n = usize::try_from(n).map_err(|_| Errno(libc::EINVAL))?;
     if n == 0 {
-        return Ok(Vec::new());
+        return Ok(roce_core::Sgl::default());
     }
     if list.is_null() || n > 1024 {
         return Err(Errno(libc::EINVAL));

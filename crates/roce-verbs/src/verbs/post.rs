@@ -13,7 +13,7 @@ use crate::state::Errno;
 /// A send work request as the engine takes it.
 pub(crate) fn send_wr(
     wr: &IbvSendWr,
-    sgl: Vec<Sge>,
+    sgl: roce_core::Sgl,
     sq_sig_all: bool,
     ud: Option<UdDest>,
 ) -> Result<SendWr, Errno> {
@@ -96,7 +96,7 @@ fn wr_last(qp: usize, f: impl FnOnce(&mut SendWr) -> Result<(), Errno>) {
 }
 
 /// `wr_set_sge` / `wr_set_sge_list`.
-pub(crate) fn wr_set_sgl(qp: usize, sgl: Vec<Sge>) {
+pub(crate) fn wr_set_sgl(qp: usize, sgl: roce_core::Sgl) {
     wr_last(qp, |w| {
         w.sgl = sgl;
         Ok(())
@@ -116,7 +116,7 @@ pub(crate) fn wr_set_ud_addr(qp: usize, ah: usize, remote_qpn: u32, remote_qkey:
 pub(crate) fn wr_set_inline(qp: usize, data: Vec<u8>) {
     wr_last(qp, |w| {
         w.inline = true;
-        w.sgl.clear();
+        w.sgl = roce_core::Sgl::default();
         w.inline_data = Some(data);
         Ok(())
     });
@@ -219,7 +219,7 @@ impl PostQp {
 }
 
 /// A receive request as the engine takes it.
-pub(crate) fn recv_wr(wr_id: u64, sgl: Vec<Sge>) -> RecvWr {
+pub(crate) fn recv_wr(wr_id: u64, sgl: roce_core::Sgl) -> RecvWr {
     RecvWr { wr_id, sgl }
 }
 

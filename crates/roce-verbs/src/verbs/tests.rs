@@ -64,14 +64,14 @@ fn send_wrs_translate_opcodes_flags_and_immediates() {
             mw_access_flags: 0,
         },
     };
-    let w = send_wr(&wr, Vec::new(), false, None).unwrap();
+    let w = send_wr(&wr, Vec::new().into(), false, None).unwrap();
     assert_eq!(w.op, SendOp::SendWithImm(0x1234_5678));
     assert!(w.signaled && w.inline && !w.solicited);
     wr.opcode = 0;
     wr.send_flags = 0;
     wr.wr_remote_addr = 0x1000;
     wr.wr_word1 = 0x77;
-    let w = send_wr(&wr, Vec::new(), true, None).unwrap();
+    let w = send_wr(&wr, Vec::new().into(), true, None).unwrap();
     assert_eq!(
         w.op,
         SendOp::RdmaWrite(Remote {
@@ -82,7 +82,7 @@ fn send_wrs_translate_opcodes_flags_and_immediates() {
     assert!(w.signaled, "sq_sig_all");
     wr.opcode = 8;
     assert_eq!(
-        send_wr(&wr, Vec::new(), false, None).unwrap_err(),
+        send_wr(&wr, Vec::new().into(), false, None).unwrap_err(),
         EINVAL,
         "bind MW"
     );

@@ -99,7 +99,7 @@ impl Runner<'_> {
 
     /// A work request of QP `qp` from `sge`: with `-c UD`, to the peer's QP.
     fn wr(&self, qp: usize, wr_id: u64, op: SendOp, sge: Sge) -> SendWr {
-        let mut wr = SendWr::new(wr_id, op, vec![sge]);
+        let mut wr = SendWr::new(wr_id, op, sge);
         wr.ud = self.ud.map(|ud| ud[qp]);
         wr
     }
@@ -126,7 +126,7 @@ impl Runner<'_> {
     async fn repost_recv(&self, qp: usize) -> Result<(), TrafficError> {
         let wr = RecvWr {
             wr_id: RECV,
-            sgl: vec![self.recv_sges[qp]],
+            sgl: [self.recv_sges[qp]].into(),
         };
         self.device.post_recv(self.qps[qp].qpn, wr).await?;
         Ok(())
@@ -407,7 +407,7 @@ impl Runner<'_> {
         let iters = self.plan.iters();
         for i in 0..iters {
             let t = Instant::now();
-            let wr = SendWr::new(i, self.op(0, verb, cas, i), vec![self.sges[0]]);
+            let wr = SendWr::new(i, self.op(0, verb, cas, i), self.sges[0]);
             self.device.post_send(self.qp().qpn, wr).await?;
             self.complete().await?;
             self.sample(t.elapsed());
@@ -502,7 +502,7 @@ impl Runner<'_> {
                 let wr = SendWr::new(
                     u64::from(scnt),
                     SendOp::RdmaWrite(self.remotes[0]),
-                    vec![self.sges[0]],
+                    self.sges[0],
                 );
                 self.device.post_send(self.qp().qpn, wr).await?;
                 self.complete().await?;

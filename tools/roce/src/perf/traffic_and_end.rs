@@ -119,7 +119,7 @@ where
                         qp.qpn,
                         RecvWr {
                             wr_id: RECV,
-                            sgl: vec![*sge],
+                            sgl: [*sge].into(),
                         },
                     )
                     .await?;

@@ -51,7 +51,7 @@ fn post_recv_on_a_qp_with_an_srq_is_refused_and_queues_nothing() {
     };
     let wr = RecvWr {
         wr_id: 7,
-        sgl: vec![sge],
+        sgl: [sge].into(),
     };
     assert_eq!(
         s.b.post_recv(s.b_qps[0], wr),
@@ -73,7 +73,7 @@ fn post_srq_recv_checks_the_wr_as_post_recv_does_and_a_refusal_queues_nothing() 
     let srq = s.srq.value();
     let good = sge(mr.addr(), 64, mr.lkey());
     assert_eq!(
-        s.b.post_srq_recv(s.srq, wr(vec![good, good])),
+        s.b.post_srq_recv(s.srq, wr(vec![good, good].into())),
         Err(VerbsError::InvalidSrqWorkRequest {
             srq,
             reason: "more SGEs than the SRQ's max_sge"
@@ -81,18 +81,24 @@ fn post_srq_recv_checks_the_wr_as_post_recv_does_and_a_refusal_queues_nothing() 
     );
     let outside = sge(mr.addr() + mr.len() as u64 - 8, 64, mr.lkey());
     assert!(matches!(
-        s.b.post_srq_recv(s.srq, wr(vec![outside])),
+        s.b.post_srq_recv(s.srq, wr(vec![outside].into())),
         Err(VerbsError::BadSge { .. })
     ));
     let other_pd = s.b.alloc_pd();
     let foreign = s.b.reg_mr(other_pd, 4096, Access::ALL).unwrap();
     assert!(matches!(
-        s.b.post_srq_recv(s.srq, wr(vec![sge(foreign.addr(), 64, foreign.lkey())])),
+        s.b.post_srq_recv(
+            s.srq,
+            wr(vec![sge(foreign.addr(), 64, foreign.lkey())].into())
+        ),
         Err(VerbsError::BadSge { .. })
     ));
     let read_only = s.b.reg_mr(s.b_pd, 4096, Access::NONE).unwrap();
     assert!(matches!(
-        s.b.post_srq_recv(s.srq, wr(vec![sge(read_only.addr(), 64, read_only.lkey())])),
+        s.b.post_srq_recv(
+            s.srq,
+            wr(vec![sge(read_only.addr(), 64, read_only.lkey())].into())
+        ),
         Err(VerbsError::BadSge { .. })
     ));
     assert_eq!(
@@ -103,12 +109,12 @@ fn post_srq_recv_checks_the_wr_as_post_recv_does_and_a_refusal_queues_nothing() 
     s.post_srq(1);
     s.post_srq(2);
     assert_eq!(
-        s.b.post_srq_recv(s.srq, wr(vec![good])),
+        s.b.post_srq_recv(s.srq, wr(vec![good].into())),
         Err(VerbsError::SrqFull { srq, depth: 2 })
     );
     assert_eq!(s.b.srq_wqes_waiting(s.srq), Ok(2));
     assert_eq!(
-        s.b.post_srq_recv(SrqHandle(99), wr(vec![good])),
+        s.b.post_srq_recv(SrqHandle(99), wr(vec![good].into())),
         Err(VerbsError::UnknownSrq(99))
     );
 }
