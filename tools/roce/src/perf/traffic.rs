@@ -8,7 +8,7 @@ mod per_qp;
 pub(super) mod rows;
 
 use std::cell::RefCell;
-use std::collections::HashMap;
+use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use roce_core::{Cqe, MemoryRegion, Qpn, RecvWr, Remote, SendOp, SendWr, Sge, UdDest, WcStatus};
@@ -54,8 +54,9 @@ pub(super) struct Runner<'a> {
     pub(super) device: &'a DeviceHandle,
     /// The QPs, QP 0 first; latency tests have one.
     pub(super) qps: &'a [RcEndpoint],
-    /// Each QP's place in `qps`, to attribute the completions of the shared CQ.
-    pub(super) index: HashMap<Qpn, usize>,
+    /// Each QP's place in `qps`, to attribute the completions of the shared CQ (a tree: no
+    /// hashing of every completion's QPN).
+    pub(super) index: BTreeMap<Qpn, usize>,
     /// Each QP's send buffer.
     pub(super) sges: Vec<Sge>,
     /// Each QP's receive buffer.

@@ -77,7 +77,7 @@ where
     };
     let one_way_server = side == Side::Server && test.verb != Verb::Send && !duplex;
     let qpn = endpoints[0].qpn;
-    let index: std::collections::HashMap<Qpn, usize> = endpoints
+    let index: std::collections::BTreeMap<Qpn, usize> = endpoints
         .iter()
         .enumerate()
         .map(|(i, qp)| (qp.qpn, i))
