@@ -148,3 +148,30 @@ fn stamp_takes_a_whole_flagged_request_header_only() {
     packet[12] = 7;
     assert!(!stamp(&mut packet, hop(2)), "a bad hop count");
 }
+
+/// The record's units divided by shifts (and 5) against the division by 128·m and 80·m that
+/// ns-3 writes, for every rate code, across the fields' widths and beyond.
+#[test]
+fn quantising_by_shifts_is_ns3s_division() {
+    let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+    for (code, &rate) in LINE_RATES.iter().enumerate() {
+        let m = (rate / LINE_RATES[0]).max(1);
+        for i in 0..20_000u64 {
+            // Small values, every residue near the units, and large ones.
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let (tx, q) = if i < 10_000 {
+                (i, i * 3)
+            } else {
+                (x >> (i % 40), x >> (i % 64))
+            };
+            let h = Hop::new(x, tx, q, rate);
+            assert_eq!(usize::from(h.rate), code);
+            assert_eq!(u64::from(h.bytes), (tx / (BYTE_UNIT * m)) % (1 << 20));
+            assert_eq!(u64::from(h.qlen), (q / (QLEN_UNIT * m)).min((1 << 17) - 1));
+            assert_eq!(h.byte_unit(), BYTE_UNIT * m);
+            assert_eq!(h.qlen_unit(), QLEN_UNIT * m);
+        }
+    }
+}
