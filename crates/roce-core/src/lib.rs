@@ -111,6 +111,47 @@ pub struct Datagram<'a> {
     pub payload: &'a [u8],
 }
 
+impl<'a> Datagram<'a> {
+    /// The same datagram with another payload.
+    fn with_payload(self, payload: &'a [u8]) -> Self {
+        Self { payload, ..self }
+    }
+}
+
+/// An incoming datagram in a buffer the NIC may rewrite while it takes the datagram in
+/// ([`Nic::handle_datagram_mut`]), as quinn-proto's `Endpoint::handle` takes its datagram as a
+/// `BytesMut`: HPCC's INT header is then taken off in place (`roce_wire::int::strip_in_place`)
+/// rather than by a copy of the datagram. The fields are [`Datagram`]'s.
+#[derive(Debug, PartialEq, Eq)]
+pub struct DatagramMut<'a> {
+    /// [`Datagram::src`].
+    pub src: SocketAddr,
+    /// [`Datagram::dst`].
+    pub dst: SocketAddr,
+    /// [`Datagram::ecn`].
+    pub ecn: Ecn,
+    /// [`Datagram::ip_id`].
+    pub ip_id: Option<u16>,
+    /// [`Datagram::segment`].
+    pub segment: u16,
+    /// The UDP payload, which the NIC may overwrite.
+    pub payload: &'a mut [u8],
+}
+
+impl DatagramMut<'_> {
+    /// The datagram, read-only.
+    pub fn as_datagram(&self) -> Datagram<'_> {
+        Datagram {
+            src: self.src,
+            dst: self.dst,
+            ecn: self.ecn,
+            ip_id: self.ip_id,
+            segment: self.segment,
+            payload: self.payload,
+        }
+    }
+}
+
 /// A datagram to send: `poll_transmit` wrote its UDP payload into the caller's buffer, and this
 /// says where it goes and with which IP header fields (quinn's `Transmit`). The ICRC in the
 /// payload was computed for exactly these fields, an IPv4 identification of 0 and DF set.

@@ -115,12 +115,33 @@ pub fn stamp(packet: &mut [u8], hop: Hop) -> bool {
 /// the header is not whole or not well formed; `out` is then left empty.
 pub fn strip(packet: &[u8], out: &mut Vec<u8>) -> Result<Repr, ParseError> {
     out.clear();
-    let after = packet.get(bth::HEADER_LEN..).unwrap_or_default();
-    let header = Packet::new_checked(after).and_then(|p| Repr::parse(&p))?;
+    let header = header(packet)?;
     out.extend_from_slice(&packet[..bth::HEADER_LEN]);
     out[BTH_FLAG_BYTE] &= !BTH_FLAG;
-    out.extend_from_slice(&after[HEADER_LEN..]);
+    out.extend_from_slice(&packet[bth::HEADER_LEN + HEADER_LEN..]);
     Ok(header)
+}
+
+/// The INT header of a packet whose BTH flags one ([`flagged`]), checked as [`strip`] checks
+/// it, the packet left as it is.
+pub fn header(packet: &[u8]) -> Result<Repr, ParseError> {
+    let after = packet.get(bth::HEADER_LEN..).unwrap_or_default();
+    Packet::new_checked(after).and_then(|p| Repr::parse(&p))
+}
+
+/// Takes the INT header out of `packet` in place, where [`strip`] copies the rest: the BTH
+/// moves forward over the header, its flag cleared, and the packet without the header is the
+/// end of the buffer, [`HEADER_LEN`] bytes in — the bytes [`strip`] writes. Moves 12 bytes
+/// where [`strip`] copies the whole packet; the header itself is not read (see [`header`]).
+/// `None`, writing nothing, when `packet` is shorter than a BTH and a header.
+pub fn strip_in_place(packet: &mut [u8]) -> Option<&mut [u8]> {
+    if packet.len() < bth::HEADER_LEN + HEADER_LEN {
+        return None;
+    }
+    packet.copy_within(..bth::HEADER_LEN, HEADER_LEN);
+    let rest = &mut packet[HEADER_LEN..];
+    rest[BTH_FLAG_BYTE] &= !BTH_FLAG;
+    Some(rest)
 }
 
 view!(

@@ -149,6 +149,23 @@ fn stamp_takes_a_whole_flagged_request_header_only() {
     assert!(!stamp(&mut packet, hop(2)), "a bad hop count");
 }
 
+#[test]
+fn strip_in_place_leaves_the_bytes_strip_writes() {
+    let mut packet: Vec<u8> = (0..12 + HEADER_LEN + 40).map(|i| i as u8).collect();
+    packet[BTH_FLAG_BYTE] |= BTH_FLAG;
+    packet[12] = 2; // two records, no echo
+    let mut copy = Vec::new();
+    let header = strip(&packet, &mut copy).unwrap();
+    assert_eq!(crate::int::header(&packet), Ok(header));
+    let mut in_place = packet.clone();
+    assert_eq!(strip_in_place(&mut in_place).unwrap(), &copy[..]);
+    assert!(!flagged(&copy));
+    // Too short for a header: nothing moves.
+    let mut short = packet[..12 + HEADER_LEN - 1].to_vec();
+    assert_eq!(strip_in_place(&mut short), None);
+    assert_eq!(short, packet[..12 + HEADER_LEN - 1]);
+}
+
 /// The record's units divided by shifts (and 5) against the division by 128·m and 80·m that
 /// ns-3 writes, for every rate code, across the fields' widths and beyond.
 #[test]
