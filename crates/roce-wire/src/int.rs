@@ -204,18 +204,11 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
     }
 }
 
-/// One switch egress's record, as the wire holds it (quantised).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
-pub struct Hop {
-    /// The line-rate code, an index into [`LINE_RATES`].
-    pub rate: u8,
-    /// The timestamp, ns modulo 2^24.
-    pub time: u32,
-    /// Transmitted bytes in units of [`Hop::byte_unit`], modulo 2^20.
-    pub bytes: u32,
-    /// Queue length in units of [`Hop::qlen_unit`] (at most 2^17 − 1).
-    pub qlen: u32,
-}
+/// One switch egress's record, as the wire holds it: ns-3's 64-bit word (`IntHop`, a union of
+/// the word and its bit fields), so that a header is read and echoed without taking its records
+/// apart, and a field is taken out where it is used.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct Hop(u64);
 
 impl Hop {
     /// The record of a port of `rate_bps` at `now_ns`, having sent `tx_bytes`, its queue
@@ -227,67 +220,98 @@ impl Hop {
         // The units are 128·2^k and 80·2^k (`MULTIPLIER_SHIFT`): a shift, and a division by
         // the constant 5 (⌊⌊x/2^j⌋/5⌋ = ⌊x/(5·2^j)⌋).
         let k = multiplier_shift(rate);
-        Self {
-            rate,
-            time: (now_ns & mask(TIME_BITS)) as u32,
-            bytes: ((tx_bytes >> (BYTE_UNIT.trailing_zeros() + k)) & mask(BYTES_BITS)) as u32,
-            qlen: ((qlen_bytes >> (QLEN_UNIT_SHIFT + k)) / QLEN_UNIT_ODD).min(mask(QLEN_BITS))
-                as u32,
-        }
+        let bytes = tx_bytes >> (BYTE_UNIT.trailing_zeros() + k);
+        let qlen = ((qlen_bytes >> (QLEN_UNIT_SHIFT + k)) / QLEN_UNIT_ODD).min(mask(QLEN_BITS));
+        Self(
+            (u64::from(rate & 7) << 61)
+                | ((now_ns & mask(TIME_BITS)) << 37)
+                | ((bytes & mask(BYTES_BITS)) << 17)
+                | qlen,
+        )
     }
 
+    /// The record of a 64-bit word as the wire holds it.
     #[inline]
-    fn from_word(w: u64) -> Self {
-        Self {
-            rate: (w >> 61) as u8,
-            time: ((w >> 37) & mask(TIME_BITS)) as u32,
-            bytes: ((w >> 17) & mask(BYTES_BITS)) as u32,
-            qlen: (w & mask(QLEN_BITS)) as u32,
-        }
+    const fn from_word(word: u64) -> Self {
+        Self(word)
     }
 
+    /// The 64-bit word the wire holds.
     #[inline]
-    fn word(self) -> u64 {
-        (u64::from(self.rate & 7) << 61)
-            | ((u64::from(self.time) & mask(TIME_BITS)) << 37)
-            | ((u64::from(self.bytes) & mask(BYTES_BITS)) << 17)
-            | (u64::from(self.qlen) & mask(QLEN_BITS))
+    const fn word(self) -> u64 {
+        self.0
+    }
+
+    /// The line-rate code, an index into [`LINE_RATES`].
+    #[inline]
+    pub const fn rate(&self) -> u8 {
+        (self.0 >> 61) as u8
+    }
+
+    /// The timestamp, ns modulo 2^24.
+    #[inline]
+    pub const fn time(&self) -> u32 {
+        ((self.0 >> 37) & mask(TIME_BITS)) as u32
+    }
+
+    /// Transmitted bytes in units of [`Hop::byte_unit`], modulo 2^20.
+    #[inline]
+    pub const fn bytes(&self) -> u32 {
+        ((self.0 >> 17) & mask(BYTES_BITS)) as u32
+    }
+
+    /// Queue length in units of [`Hop::qlen_unit`] (at most 2^17 − 1).
+    #[inline]
+    pub const fn qlen(&self) -> u32 {
+        (self.0 & mask(QLEN_BITS)) as u32
     }
 
     /// The line rate, bits per second.
     #[inline]
     pub fn line_rate_bps(&self) -> u64 {
-        LINE_RATES[usize::from(self.rate & 7)]
+        LINE_RATES[usize::from(self.rate())]
     }
 
     /// Bytes per unit of [`Hop::bytes`]: 128·m.
     #[inline]
     pub fn byte_unit(&self) -> u64 {
-        BYTE_UNIT * multiplier(self.rate)
+        BYTE_UNIT * multiplier(self.rate())
     }
 
     /// Bytes per unit of [`Hop::qlen`]: 80·m.
     #[inline]
     pub fn qlen_unit(&self) -> u64 {
-        QLEN_UNIT * multiplier(self.rate)
+        QLEN_UNIT * multiplier(self.rate())
     }
 
     /// The queue length, bytes.
     #[inline]
     pub fn qlen_bytes(&self) -> u64 {
-        u64::from(self.qlen) * self.qlen_unit()
+        u64::from(self.qlen()) * self.qlen_unit()
     }
 
     /// ns since `earlier`'s timestamp, across a wrap (ns-3 `GetTimeDelta`).
     #[inline]
     pub fn time_delta(&self, earlier: &Self) -> u64 {
-        u64::from(self.time.wrapping_sub(earlier.time)) & mask(TIME_BITS)
+        u64::from(self.time().wrapping_sub(earlier.time())) & mask(TIME_BITS)
     }
 
     /// Bytes the port sent since `earlier`, across a wrap (ns-3 `GetBytesDelta`).
     #[inline]
     pub fn bytes_delta(&self, earlier: &Self) -> u64 {
-        (u64::from(self.bytes.wrapping_sub(earlier.bytes)) & mask(BYTES_BITS)) * self.byte_unit()
+        (u64::from(self.bytes().wrapping_sub(earlier.bytes())) & mask(BYTES_BITS))
+            * self.byte_unit()
+    }
+}
+
+impl core::fmt::Debug for Hop {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Hop")
+            .field("rate", &self.rate())
+            .field("time", &self.time())
+            .field("bytes", &self.bytes())
+            .field("qlen", &self.qlen())
+            .finish()
     }
 }
 

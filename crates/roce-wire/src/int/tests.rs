@@ -30,7 +30,10 @@ fn round_trip_keeps_every_record() {
 fn a_hop_record_is_ns3s_64_bit_word() {
     // 100 Gb/s: code 2, m = 4; 9 000 ns; 5 120 bytes = 10 units of 512; 3 200 bytes = 10 of 320.
     let h = Hop::new(9_000, 5_120, 3_200, 100_000_000_000);
-    assert_eq!((h.rate, h.time, h.bytes, h.qlen), (2, 9_000, 10, 10));
+    assert_eq!(
+        (h.rate(), h.time(), h.bytes(), h.qlen()),
+        (2, 9_000, 10, 10)
+    );
     let mut repr = Repr {
         nhop: 1,
         ..Repr::default()
@@ -57,7 +60,7 @@ fn deltas_cross_the_wrap_of_time_and_bytes() {
 #[test]
 fn a_queue_beyond_17_bits_saturates() {
     let h = Hop::new(0, 0, u64::MAX / 2, 25_000_000_000);
-    assert_eq!(h.qlen, (1 << 17) - 1);
+    assert_eq!(h.qlen(), (1 << 17) - 1);
 }
 
 #[test]
@@ -184,9 +187,12 @@ fn quantising_by_shifts_is_ns3s_division() {
                 (x >> (i % 40), x >> (i % 64))
             };
             let h = Hop::new(x, tx, q, rate);
-            assert_eq!(usize::from(h.rate), code);
-            assert_eq!(u64::from(h.bytes), (tx / (BYTE_UNIT * m)) % (1 << 20));
-            assert_eq!(u64::from(h.qlen), (q / (QLEN_UNIT * m)).min((1 << 17) - 1));
+            assert_eq!(usize::from(h.rate()), code);
+            assert_eq!(u64::from(h.bytes()), (tx / (BYTE_UNIT * m)) % (1 << 20));
+            assert_eq!(
+                u64::from(h.qlen()),
+                (q / (QLEN_UNIT * m)).min((1 << 17) - 1)
+            );
             assert_eq!(h.byte_unit(), BYTE_UNIT * m);
             assert_eq!(h.qlen_unit(), QLEN_UNIT * m);
         }
