@@ -14,6 +14,7 @@
 use std::net::{Ipv4Addr, SocketAddr};
 
 use roce_core::{Datagram, DatagramMut, Instant, Nic, Transmit};
+use roce_wire::bth;
 use roce_wire::frame::Ecn;
 use roce_wire::int::{self, Hop};
 
@@ -193,7 +194,11 @@ impl PacketPool {
     pub(super) fn stamp_int(&mut self, packet: PacketRef, hop: Hop) {
         let index = packet.index as usize;
         if self.lengths && packet.tuple().is_some() {
-            int::stamp(&mut self.heads[index * self.stride].0, hop);
+            // The flag was set when the slot was filled, from `int::stampable` of these bytes,
+            // which only the stamps have changed since: the header is whole, flagged and a
+            // request's, and `push_hop` refuses a full one.
+            let head = &mut self.heads[index * self.stride].0[bth::HEADER_LEN..];
+            int::Packet::new_unchecked(head).push_hop(hop);
         } else if let Some(p) = self.packets.get_mut(index) {
             int::stamp(&mut p.payload, hop);
         }

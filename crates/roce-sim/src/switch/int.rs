@@ -32,6 +32,7 @@ impl<P: Frame> SwitchOf<P> {
     /// For an event driver that keeps packets elsewhere: the record of the packet of `bytes`
     /// that `port` started at `now` ([`SwitchOf::depart`] or [`SwitchOf::forward`] just counted
     /// it sent), as [`SwitchOf::depart`] stamps a packet that wants one.
+    #[inline]
     pub fn int_record(&self, now: Instant, port: usize, bytes: usize) -> Hop {
         let p = &self.ports[port];
         Hop::new(
