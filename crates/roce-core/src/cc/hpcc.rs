@@ -23,7 +23,7 @@
 //! Quantities are kept as rates (W/T), as ns-3 keeps them: W_c is `rate_c`·T.
 
 use roce_wire::Psn;
-use roce_wire::int::{Hop, MAX_HOPS};
+use roce_wire::int::{Hop, LINE_RATES, MAX_HOPS, Repr};
 use tracing::debug;
 
 use super::control::{Ack, CongestionControl};
@@ -34,6 +34,25 @@ use crate::timer::TimerTable;
 
 /// Bits per second in one Mb/s.
 const MBPS: f64 = 1e6;
+
+/// [`LINE_RATES`] as `f64` (each exact).
+const LINE_RATES_F64: [f64; 8] = {
+    let mut rates = [0.0; 8];
+    let mut i = 0;
+    while i < LINE_RATES.len() {
+        rates[i] = LINE_RATES[i] as f64;
+        i += 1;
+    }
+    rates
+};
+
+/// `x` as `f64` for an `x` below 2^63 (a record's deltas and queue are below 2^32): one
+/// conversion on x86-64, where a `u64` takes several; the same value, rounded the same way.
+#[inline]
+fn exact(x: u64) -> f64 {
+    debug_assert!(x < 1 << 63);
+    x as i64 as f64
+}
 
 /// One QP's HPCC sender.
 #[derive(Debug, Clone)]
@@ -83,10 +102,11 @@ impl Hpcc {
         f64::from(self.config.eta.max(1)) / 1000.0
     }
 
-    /// Rule 2: U and τ of the hops of `hops` against the previous ACK's, which they replace;
-    /// `None` when no hop gave a sample.
-    fn measure(&mut self, hops: &[Hop]) -> Option<(f64, u64)> {
+    /// Rule 2: U and τ of the hop records of `int` against the previous ACK's, which they
+    /// replace; `None` when no hop gave a sample.
+    fn measure(&mut self, int: &Repr) -> Option<(f64, u64)> {
         let t = self.t();
+        let hops = int.hops();
         let mut sample: Option<(f64, u64)> = None;
         if hops.len() == self.nhop {
             for (hop, prev) in hops.iter().zip(&self.hops) {
@@ -94,17 +114,18 @@ impl Hpcc {
                 if tau == 0 {
                     continue;
                 }
-                let b = hop.line_rate_bps() as f64;
-                let tx_rate = hop.bytes_delta(prev) as f64 * 8.0 / (tau as f64 * 1e-9);
-                let qlen = hop.qlen_bytes().min(prev.qlen_bytes()) as f64;
+                let b = LINE_RATES_F64[usize::from(hop.rate())];
+                let tx_rate = exact(hop.bytes_delta(prev)) * 8.0 / (exact(tau) * 1e-9);
+                let qlen = exact(hop.qlen_bytes().min(prev.qlen_bytes()));
                 let u = qlen * 8.0 / (b * t) + tx_rate / b;
                 if sample.is_none_or(|(max, _)| u > max) {
                     sample = Some((u, tau));
                 }
             }
         }
-        self.nhop = hops.len().min(MAX_HOPS);
-        self.hops[..self.nhop].copy_from_slice(&hops[..self.nhop]);
+        self.nhop = hops.len();
+        // The whole array, a fixed copy: the records past `nhop` are never read.
+        self.hops = int.hops;
         sample
     }
 
@@ -165,7 +186,7 @@ impl CongestionControl for Hpcc {
         // Rule 1.
         let Some(last) = self.last_update else {
             self.last_update = Some(ack.next);
-            self.measure(int.hops());
+            self.measure(int);
             return;
         };
         // Rule 6's test: a full update, or a fast reaction (none without fast react).
@@ -174,7 +195,7 @@ impl CongestionControl for Hpcc {
             return;
         }
         // Rules 2 and 3.
-        if let Some((u, tau)) = self.measure(int.hops()) {
+        if let Some((u, tau)) = self.measure(int) {
             let t = f64::from(self.config.base_rtt_ns.max(1));
             let tau = (tau as f64).min(t);
             self.u = (self.u * (t - tau) + u * tau) / t;
