@@ -62,6 +62,8 @@ pub(crate) struct Hpcc {
     line: f64,
     /// W/T, bits per second: the current rate (ns-3 `m_rate`).
     rate: f64,
+    /// W, bytes: `rate`·T, kept with it (the requester asks for it before each packet).
+    window: u64,
     /// W_c/T, bits per second: the reference window of the last full update (ns-3
     /// `hp.m_curRate`).
     rate_c: f64,
@@ -81,6 +83,7 @@ impl Hpcc {
     /// A sender at line rate `line_bps`.
     pub(crate) fn new(config: HpccConfig, line_bps: f64) -> Self {
         Self {
+            window: window_bytes(&config, line_bps),
             config,
             line: line_bps,
             rate: line_bps,
@@ -95,7 +98,7 @@ impl Hpcc {
 
     /// T, seconds.
     fn t(&self) -> f64 {
-        f64::from(self.config.base_rtt_ns.max(1)) * 1e-9
+        t(&self.config)
     }
 
     fn eta(&self) -> f64 {
@@ -155,6 +158,16 @@ impl Hpcc {
     }
 }
 
+/// T, seconds.
+fn t(config: &HpccConfig) -> f64 {
+    f64::from(config.base_rtt_ns.max(1)) * 1e-9
+}
+
+/// W = rate·T, bytes (ns-3's `VAR_WIN`: the line-rate window × rate / line rate).
+fn window_bytes(config: &HpccConfig, rate: f64) -> u64 {
+    (rate * t(config) / 8.0) as u64
+}
+
 /// `una` has passed `psn`: the ACK covers the packet at `psn`.
 fn covers(una: Psn, psn: Psn) -> bool {
     una.distance(psn) > 0
@@ -167,7 +180,7 @@ impl CongestionControl for Hpcc {
 
     /// W = rate·T (ns-3's `VAR_WIN`: the line-rate window × rate / line rate).
     fn window_bytes(&self) -> Option<u64> {
-        Some((self.rate * self.t() / 8.0) as u64)
+        Some(self.window)
     }
 
     fn target_bps(&self) -> Option<f64> {
@@ -207,6 +220,7 @@ impl CongestionControl for Hpcc {
                 stats.rate_increases += 1;
             }
             self.rate = rate;
+            self.window = window_bytes(&self.config, rate);
             // Rule 6.
             if full {
                 self.rate_c = rate;
