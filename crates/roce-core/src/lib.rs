@@ -140,6 +140,7 @@ pub struct DatagramMut<'a> {
 
 impl DatagramMut<'_> {
     /// The datagram, read-only.
+    #[inline]
     pub fn as_datagram(&self) -> Datagram<'_> {
         Datagram {
             src: self.src,

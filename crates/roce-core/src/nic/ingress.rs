@@ -29,11 +29,20 @@ impl Nic {
     /// [`Nic::handle_datagram`] of a datagram in a buffer the NIC may rewrite: the same
     /// checks and the same outcome, but HPCC's INT header is taken off in place (the BTH moved
     /// over it) rather than by a copy of the datagram.
+    /// Inlined, so that a caller's datagram without INT goes to the checks as a plain
+    /// [`Datagram`] without a copy.
+    #[inline]
     pub fn handle_datagram_mut(&mut self, now: Instant, datagram: DatagramMut<'_>) {
-        if !int::flagged(datagram.payload) {
-            self.receive(now, datagram.as_datagram(), None);
+        if int::flagged(datagram.payload) {
+            self.handle_int_datagram_mut(now, datagram);
             return;
         }
+        self.receive(now, datagram.as_datagram(), None);
+    }
+
+    /// [`Nic::handle_datagram_mut`] of a datagram whose BTH flags HPCC's INT header.
+    #[inline(never)]
+    fn handle_int_datagram_mut(&mut self, now: Instant, datagram: DatagramMut<'_>) {
         let Some(header) = self.int_header(&datagram.as_datagram()) else {
             return;
         };
