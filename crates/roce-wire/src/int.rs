@@ -124,6 +124,7 @@ pub fn strip(packet: &[u8], out: &mut Vec<u8>) -> Result<Repr, ParseError> {
 
 /// The INT header of a packet whose BTH flags one ([`flagged`]), checked as [`strip`] checks
 /// it, the packet left as it is.
+#[inline]
 pub fn header(packet: &[u8]) -> Result<Repr, ParseError> {
     let after = packet.get(bth::HEADER_LEN..).unwrap_or_default();
     Packet::new_checked(after).and_then(|p| Repr::parse(&p))
@@ -134,6 +135,7 @@ pub fn header(packet: &[u8]) -> Result<Repr, ParseError> {
 /// end of the buffer, [`HEADER_LEN`] bytes in — the bytes [`strip`] writes. Moves 12 bytes
 /// where [`strip`] copies the whole packet; the header itself is not read (see [`header`]).
 /// `None`, writing nothing, when `packet` is shorter than a BTH and a header.
+#[inline]
 pub fn strip_in_place(packet: &mut [u8]) -> Option<&mut [u8]> {
     if packet.len() < bth::HEADER_LEN + HEADER_LEN {
         return None;
