@@ -9,7 +9,8 @@
 //! The API follows quinn-proto's taxonomy:
 //!
 //! - **A. getters**: `stats`, `qp_state`, …
-//! - **B. inputs from the network and the clock**: `handle_datagram(now, datagram)`,
+//! - **B. inputs from the network and the clock**: `handle_datagram(now, datagram)` (or
+//!   `handle_datagram_mut`, for a datagram in a buffer the NIC may rewrite),
 //!   `handle_timeout(now)`. They return nothing: a datagram that is not accepted is dropped,
 //!   counted under its own name in [`Stats`] and traced, never reported to the application.
 //! - **C. verbs from the application**: `create_qp`, `modify_qp`, `post_send`, `post_recv`, …
