@@ -218,7 +218,14 @@ impl Hop {
     /// nearest one).
     #[inline]
     pub fn new(now_ns: u64, tx_bytes: u64, qlen_bytes: u64, rate_bps: u64) -> Self {
-        let rate = rate_code(rate_bps);
+        Self::with_rate_code(now_ns, tx_bytes, qlen_bytes, rate_code(rate_bps))
+    }
+
+    /// [`Hop::new`] for a port whose line rate's code ([`rate_code`]) its caller keeps: `rate`
+    /// (only its low three bits are taken).
+    #[inline]
+    pub fn with_rate_code(now_ns: u64, tx_bytes: u64, qlen_bytes: u64, rate: u8) -> Self {
+        let rate = rate & 7;
         // The units are 128·2^k and 80·2^k (`MULTIPLIER_SHIFT`): a shift, and a division by
         // the constant 5 (⌊⌊x/2^j⌋/5⌋ = ⌊x/(5·2^j)⌋).
         let k = multiplier_shift(rate);

@@ -13,11 +13,11 @@ impl<P: Frame> SwitchOf<P> {
     /// stamps `m_txBytes` before adding the packet, and the queue after taking it off).
     pub(super) fn int_hop(&self, now: Instant, port: usize) -> Hop {
         let p = &self.ports[port];
-        Hop::new(
+        Hop::with_rate_code(
             now.as_nanos(),
             p.stats.sent_bytes,
             p.bytes as u64,
-            p.rate_bps,
+            p.int_rate,
         )
     }
 
@@ -35,11 +35,11 @@ impl<P: Frame> SwitchOf<P> {
     #[inline]
     pub fn int_record(&self, now: Instant, port: usize, bytes: usize) -> Hop {
         let p = &self.ports[port];
-        Hop::new(
+        Hop::with_rate_code(
             now.as_nanos(),
             p.stats.sent_bytes.saturating_sub(bytes as u64),
             p.bytes as u64,
-            p.rate_bps,
+            p.int_rate,
         )
     }
 }

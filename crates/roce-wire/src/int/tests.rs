@@ -170,7 +170,8 @@ fn strip_in_place_leaves_the_bytes_strip_writes() {
 }
 
 /// The record's units divided by shifts (and 5) against the division by 128·m and 80·m that
-/// ns-3 writes, for every rate code, across the fields' widths and beyond.
+/// ns-3 writes, for every rate code, across the fields' widths and beyond; a record made from
+/// the code is the one made from the rate.
 #[test]
 fn quantising_by_shifts_is_ns3s_division() {
     let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
@@ -188,6 +189,7 @@ fn quantising_by_shifts_is_ns3s_division() {
             };
             let h = Hop::new(x, tx, q, rate);
             assert_eq!(usize::from(h.rate()), code);
+            assert_eq!(Hop::with_rate_code(x, tx, q, code as u8), h);
             assert_eq!(u64::from(h.bytes()), (tx / (BYTE_UNIT * m)) % (1 << 20));
             assert_eq!(
                 u64::from(h.qlen()),
