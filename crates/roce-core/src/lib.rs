@@ -9,7 +9,8 @@
 //! The API follows quinn-proto's taxonomy:
 //!
 //! - **A. getters**: `stats`, `qp_state`, …
-//! - **B. inputs from the network and the clock**: `handle_datagram(now, datagram)`,
+//! - **B. inputs from the network and the clock**: `handle_datagram(now, datagram)` (or
+//!   `handle_datagram_mut`, for a datagram in a buffer the NIC may rewrite),
 //!   `handle_timeout(now)`. They return nothing: a datagram that is not accepted is dropped,
 //!   counted under its own name in [`Stats`] and traced, never reported to the application.
 //! - **C. verbs from the application**: `create_qp`, `modify_qp`, `post_send`, `post_recv`, …
@@ -112,6 +113,48 @@ pub struct Datagram<'a> {
     pub segment: u16,
     /// The UDP payload.
     pub payload: &'a [u8],
+}
+
+impl<'a> Datagram<'a> {
+    /// The same datagram with another payload.
+    fn with_payload(self, payload: &'a [u8]) -> Self {
+        Self { payload, ..self }
+    }
+}
+
+/// An incoming datagram in a buffer the NIC may rewrite while it takes the datagram in
+/// ([`Nic::handle_datagram_mut`]), as quinn-proto's `Endpoint::handle` takes its datagram as a
+/// `BytesMut`: HPCC's INT header is then taken off in place (`roce_wire::int::strip_in_place`)
+/// rather than by a copy of the datagram. The fields are [`Datagram`]'s.
+#[derive(Debug, PartialEq, Eq)]
+pub struct DatagramMut<'a> {
+    /// [`Datagram::src`].
+    pub src: SocketAddr,
+    /// [`Datagram::dst`].
+    pub dst: SocketAddr,
+    /// [`Datagram::ecn`].
+    pub ecn: Ecn,
+    /// [`Datagram::ip_id`].
+    pub ip_id: Option<u16>,
+    /// [`Datagram::segment`].
+    pub segment: u16,
+    /// The UDP payload, which the NIC may overwrite.
+    pub payload: &'a mut [u8],
+}
+
+impl DatagramMut<'_> {
+    /// The datagram, read-only.
+    #[inline]
+    pub fn as_datagram(&self) -> Datagram<'_> {
+        Datagram {
+            src: self.src,
+            dst: self.dst,
+            ecn: self.ecn,
+            ip_id: self.ip_id,
+            segment: self.segment,
+            payload: self.payload,
+        }
+    }
 }
 
 /// A datagram to send: `poll_transmit` wrote its UDP payload into the caller's buffer, and this

@@ -2,6 +2,7 @@
 
 use crate::field::Field;
 
+#[inline]
 pub(crate) fn get_u16(buf: &[u8], field: Field) -> u16 {
     let mut raw = [0; 2];
     raw.copy_from_slice(&buf[field]);
@@ -9,35 +10,42 @@ pub(crate) fn get_u16(buf: &[u8], field: Field) -> u16 {
 }
 
 /// A 24-bit big-endian field.
+#[inline]
 pub(crate) fn get_u24(buf: &[u8], field: Field) -> u32 {
     let b = &buf[field];
     u32::from_be_bytes([0, b[0], b[1], b[2]])
 }
 
+#[inline]
 pub(crate) fn get_u32(buf: &[u8], field: Field) -> u32 {
     let mut raw = [0; 4];
     raw.copy_from_slice(&buf[field]);
     u32::from_be_bytes(raw)
 }
 
+#[inline]
 pub(crate) fn get_u64(buf: &[u8], field: Field) -> u64 {
     let mut raw = [0; 8];
     raw.copy_from_slice(&buf[field]);
     u64::from_be_bytes(raw)
 }
 
+#[inline]
 pub(crate) fn set_u16(buf: &mut [u8], field: Field, value: u16) {
     buf[field].copy_from_slice(&value.to_be_bytes());
 }
 
+#[inline]
 pub(crate) fn set_u24(buf: &mut [u8], field: Field, value: u32) {
     buf[field].copy_from_slice(&value.to_be_bytes()[1..]);
 }
 
+#[inline]
 pub(crate) fn set_u32(buf: &mut [u8], field: Field, value: u32) {
     buf[field].copy_from_slice(&value.to_be_bytes());
 }
 
+#[inline]
 pub(crate) fn set_u64(buf: &mut [u8], field: Field, value: u64) {
     buf[field].copy_from_slice(&value.to_be_bytes());
 }

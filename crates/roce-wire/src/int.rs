@@ -87,12 +87,14 @@ const BYTES_BITS: u32 = 20;
 const QLEN_BITS: u32 = 17;
 
 /// Whether the UDP payload `packet` carries an INT header (its BTH has [`BTH_FLAG`]).
+#[inline]
 pub fn flagged(packet: &[u8]) -> bool {
     packet.len() >= bth::HEADER_LEN && packet[BTH_FLAG_BYTE] & BTH_FLAG != 0
 }
 
 /// Whether a switch egress would stamp the UDP payload `packet`: its BTH flags an INT header
 /// that is whole, a request's (not an echo) and not full.
+#[inline]
 pub fn stampable(packet: &[u8]) -> bool {
     flagged(packet)
         && packet
@@ -102,6 +104,7 @@ pub fn stampable(packet: &[u8]) -> bool {
 
 /// A switch egress appends `hop` to the INT header of the UDP payload `packet` if it is
 /// [`stampable`]: whether it did. Allocation-free, and total on any bytes.
+#[inline]
 pub fn stamp(packet: &mut [u8], hop: Hop) -> bool {
     stampable(packet) && Packet::new_unchecked(&mut packet[bth::HEADER_LEN..]).push_hop(hop)
 }
@@ -112,12 +115,35 @@ pub fn stamp(packet: &mut [u8], hop: Hop) -> bool {
 /// the header is not whole or not well formed; `out` is then left empty.
 pub fn strip(packet: &[u8], out: &mut Vec<u8>) -> Result<Repr, ParseError> {
     out.clear();
-    let after = packet.get(bth::HEADER_LEN..).unwrap_or_default();
-    let header = Packet::new_checked(after).and_then(|p| Repr::parse(&p))?;
+    let header = header(packet)?;
     out.extend_from_slice(&packet[..bth::HEADER_LEN]);
     out[BTH_FLAG_BYTE] &= !BTH_FLAG;
-    out.extend_from_slice(&after[HEADER_LEN..]);
+    out.extend_from_slice(&packet[bth::HEADER_LEN + HEADER_LEN..]);
     Ok(header)
+}
+
+/// The INT header of a packet whose BTH flags one ([`flagged`]), checked as [`strip`] checks
+/// it, the packet left as it is.
+#[inline]
+pub fn header(packet: &[u8]) -> Result<Repr, ParseError> {
+    let after = packet.get(bth::HEADER_LEN..).unwrap_or_default();
+    Packet::new_checked(after).and_then(|p| Repr::parse(&p))
+}
+
+/// Takes the INT header out of `packet` in place, where [`strip`] copies the rest: the BTH
+/// moves forward over the header, its flag cleared, and the packet without the header is the
+/// end of the buffer, [`HEADER_LEN`] bytes in — the bytes [`strip`] writes. Moves 12 bytes
+/// where [`strip`] copies the whole packet; the header itself is not read (see [`header`]).
+/// `None`, writing nothing, when `packet` is shorter than a BTH and a header.
+#[inline]
+pub fn strip_in_place(packet: &mut [u8]) -> Option<&mut [u8]> {
+    if packet.len() < bth::HEADER_LEN + HEADER_LEN {
+        return None;
+    }
+    packet.copy_within(..bth::HEADER_LEN, HEADER_LEN);
+    let rest = &mut packet[HEADER_LEN..];
+    rest[BTH_FLAG_BYTE] &= !BTH_FLAG;
+    Some(rest)
 }
 
 view!(
@@ -144,16 +170,19 @@ impl<T: AsRef<[u8]>> Packet<T> {
     }
 
     /// E: the responder's echo.
+    #[inline]
     pub fn echo(&self) -> bool {
         self.buffer.as_ref()[0] & ECHO != 0
     }
 
     /// The hop records present.
+    #[inline]
     pub fn nhop(&self) -> usize {
         usize::from(self.buffer.as_ref()[0] & NHOP_MASK)
     }
 
     /// Record `i` (any `i` below [`MAX_HOPS`]).
+    #[inline]
     pub fn hop(&self, i: usize) -> Hop {
         let at = 4 + HOP_LEN * i;
         Hop::from_word(get_u64(self.buffer.as_ref(), at..at + HOP_LEN))
@@ -163,6 +192,7 @@ impl<T: AsRef<[u8]>> Packet<T> {
 impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
     /// A switch egress appends `hop`: false, writing nothing, on an echo or a full header.
     /// Allocation-free; the ICRC needs no update ([`crate::icrc`] masks the header).
+    #[inline]
     pub fn push_hop(&mut self, hop: Hop) -> bool {
         let nhop = self.nhop();
         if self.echo() || nhop >= MAX_HOPS {
@@ -176,78 +206,121 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
     }
 }
 
-/// One switch egress's record, as the wire holds it (quantised).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
-pub struct Hop {
-    /// The line-rate code, an index into [`LINE_RATES`].
-    pub rate: u8,
-    /// The timestamp, ns modulo 2^24.
-    pub time: u32,
-    /// Transmitted bytes in units of [`Hop::byte_unit`], modulo 2^20.
-    pub bytes: u32,
-    /// Queue length in units of [`Hop::qlen_unit`] (at most 2^17 − 1).
-    pub qlen: u32,
-}
+/// One switch egress's record, as the wire holds it: ns-3's 64-bit word (`IntHop`, a union of
+/// the word and its bit fields), so that a header is read and echoed without taking its records
+/// apart, and a field is taken out where it is used.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct Hop(u64);
 
 impl Hop {
     /// The record of a port of `rate_bps` at `now_ns`, having sent `tx_bytes`, its queue
     /// `qlen_bytes` (ns-3 `IntHop::Set`; a rate not in [`LINE_RATES`] takes the code of the
     /// nearest one).
+    #[inline]
     pub fn new(now_ns: u64, tx_bytes: u64, qlen_bytes: u64, rate_bps: u64) -> Self {
-        let rate = rate_code(rate_bps);
-        let m = multiplier(rate);
-        Self {
-            rate,
-            time: (now_ns & mask(TIME_BITS)) as u32,
-            bytes: ((tx_bytes / (BYTE_UNIT * m)) & mask(BYTES_BITS)) as u32,
-            qlen: (qlen_bytes / (QLEN_UNIT * m)).min(mask(QLEN_BITS)) as u32,
-        }
+        Self::with_rate_code(now_ns, tx_bytes, qlen_bytes, rate_code(rate_bps))
     }
 
-    fn from_word(w: u64) -> Self {
-        Self {
-            rate: (w >> 61) as u8,
-            time: ((w >> 37) & mask(TIME_BITS)) as u32,
-            bytes: ((w >> 17) & mask(BYTES_BITS)) as u32,
-            qlen: (w & mask(QLEN_BITS)) as u32,
-        }
+    /// [`Hop::new`] for a port whose line rate's code ([`rate_code`]) its caller keeps: `rate`
+    /// (only its low three bits are taken).
+    #[inline]
+    pub fn with_rate_code(now_ns: u64, tx_bytes: u64, qlen_bytes: u64, rate: u8) -> Self {
+        let rate = rate & 7;
+        // The units are 128·2^k and 80·2^k (`MULTIPLIER_SHIFT`): a shift, and a division by
+        // the constant 5 (⌊⌊x/2^j⌋/5⌋ = ⌊x/(5·2^j)⌋).
+        let k = multiplier_shift(rate);
+        let bytes = tx_bytes >> (BYTE_UNIT.trailing_zeros() + k);
+        let qlen = ((qlen_bytes >> (QLEN_UNIT_SHIFT + k)) / QLEN_UNIT_ODD).min(mask(QLEN_BITS));
+        Self(
+            (u64::from(rate & 7) << 61)
+                | ((now_ns & mask(TIME_BITS)) << 37)
+                | ((bytes & mask(BYTES_BITS)) << 17)
+                | qlen,
+        )
     }
 
-    fn word(self) -> u64 {
-        (u64::from(self.rate & 7) << 61)
-            | ((u64::from(self.time) & mask(TIME_BITS)) << 37)
-            | ((u64::from(self.bytes) & mask(BYTES_BITS)) << 17)
-            | (u64::from(self.qlen) & mask(QLEN_BITS))
+    /// The record of a 64-bit word as the wire holds it.
+    #[inline]
+    const fn from_word(word: u64) -> Self {
+        Self(word)
+    }
+
+    /// The 64-bit word the wire holds.
+    #[inline]
+    const fn word(self) -> u64 {
+        self.0
+    }
+
+    /// The line-rate code, an index into [`LINE_RATES`].
+    #[inline]
+    pub const fn rate(&self) -> u8 {
+        (self.0 >> 61) as u8
+    }
+
+    /// The timestamp, ns modulo 2^24.
+    #[inline]
+    pub const fn time(&self) -> u32 {
+        ((self.0 >> 37) & mask(TIME_BITS)) as u32
+    }
+
+    /// Transmitted bytes in units of [`Hop::byte_unit`], modulo 2^20.
+    #[inline]
+    pub const fn bytes(&self) -> u32 {
+        ((self.0 >> 17) & mask(BYTES_BITS)) as u32
+    }
+
+    /// Queue length in units of [`Hop::qlen_unit`] (at most 2^17 − 1).
+    #[inline]
+    pub const fn qlen(&self) -> u32 {
+        (self.0 & mask(QLEN_BITS)) as u32
     }
 
     /// The line rate, bits per second.
+    #[inline]
     pub fn line_rate_bps(&self) -> u64 {
-        LINE_RATES[usize::from(self.rate & 7)]
+        LINE_RATES[usize::from(self.rate())]
     }
 
     /// Bytes per unit of [`Hop::bytes`]: 128·m.
+    #[inline]
     pub fn byte_unit(&self) -> u64 {
-        BYTE_UNIT * multiplier(self.rate)
+        BYTE_UNIT * multiplier(self.rate())
     }
 
     /// Bytes per unit of [`Hop::qlen`]: 80·m.
+    #[inline]
     pub fn qlen_unit(&self) -> u64 {
-        QLEN_UNIT * multiplier(self.rate)
+        QLEN_UNIT * multiplier(self.rate())
     }
 
     /// The queue length, bytes.
+    #[inline]
     pub fn qlen_bytes(&self) -> u64 {
-        u64::from(self.qlen) * self.qlen_unit()
+        u64::from(self.qlen()) * self.qlen_unit()
     }
 
     /// ns since `earlier`'s timestamp, across a wrap (ns-3 `GetTimeDelta`).
+    #[inline]
     pub fn time_delta(&self, earlier: &Self) -> u64 {
-        u64::from(self.time.wrapping_sub(earlier.time)) & mask(TIME_BITS)
+        u64::from(self.time().wrapping_sub(earlier.time())) & mask(TIME_BITS)
     }
 
     /// Bytes the port sent since `earlier`, across a wrap (ns-3 `GetBytesDelta`).
+    #[inline]
     pub fn bytes_delta(&self, earlier: &Self) -> u64 {
-        (u64::from(self.bytes.wrapping_sub(earlier.bytes)) & mask(BYTES_BITS)) * self.byte_unit()
+        (u64::from(self.bytes().wrapping_sub(earlier.bytes())) & mask(BYTES_BITS))
+            * self.byte_unit()
+    }
+}
+
+impl core::fmt::Debug for Hop {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Hop")
+            .field("rate", &self.rate())
+            .field("time", &self.time())
+            .field("bytes", &self.bytes())
+            .field("qlen", &self.qlen())
+            .finish()
     }
 }
 
@@ -256,16 +329,51 @@ const fn mask(bits: u32) -> u64 {
 }
 
 /// m = max(1, rate / 25 Gb/s).
+#[inline]
 fn multiplier(rate: u8) -> u64 {
-    (LINE_RATES[usize::from(rate & 7)] / LINE_RATES[0]).max(1)
+    1 << multiplier_shift(rate)
 }
 
+/// log2 m for the rate code `rate`.
+#[inline]
+fn multiplier_shift(rate: u8) -> u32 {
+    MULTIPLIER_SHIFT[usize::from(rate & 7)]
+}
+
+/// log2 m per rate code: every rate of [`LINE_RATES`] is 25 Gb/s times a power of two, or
+/// below 25 Gb/s (m = 1), so that a unit of 128·m or 80·m divides by a shift (checked here,
+/// at compile time).
+const MULTIPLIER_SHIFT: [u32; 8] = {
+    let mut shifts = [0; 8];
+    let mut i = 0;
+    while i < LINE_RATES.len() {
+        let m = LINE_RATES[i] / LINE_RATES[0];
+        let m = if m == 0 { 1 } else { m };
+        assert!(m.is_power_of_two());
+        shifts[i] = m.trailing_zeros();
+        i += 1;
+    }
+    shifts
+};
+
+/// [`QLEN_UNIT`] as 2^`QLEN_UNIT_SHIFT` × `QLEN_UNIT_ODD`.
+const QLEN_UNIT_SHIFT: u32 = QLEN_UNIT.trailing_zeros();
+const QLEN_UNIT_ODD: u64 = QLEN_UNIT >> QLEN_UNIT_SHIFT;
+const _: () = assert!(BYTE_UNIT.is_power_of_two());
+
 /// The code of the line rate nearest `bps` (by ratio).
+#[inline]
 pub fn rate_code(bps: u64) -> u8 {
     // A switch stamps every packet: a rate of the table costs a scan of integers.
     if let Some(code) = LINE_RATES.iter().position(|&r| r == bps) {
         return code as u8;
     }
+    nearest_rate_code(bps)
+}
+
+/// [`rate_code`] of a rate not in the table.
+#[cold]
+fn nearest_rate_code(bps: u64) -> u8 {
     let distance = |r: u64| {
         let (a, b) = (r.max(bps.max(1)) as f64, r.min(bps.max(1)) as f64);
         a / b

@@ -23,7 +23,7 @@
 //! Quantities are kept as rates (W/T), as ns-3 keeps them: W_c is `rate_c`·T.
 
 use roce_wire::Psn;
-use roce_wire::int::{Hop, MAX_HOPS};
+use roce_wire::int::{Hop, LINE_RATES, MAX_HOPS, Repr};
 use tracing::debug;
 
 use super::control::{Ack, CongestionControl};
@@ -35,6 +35,25 @@ use crate::timer::TimerTable;
 /// Bits per second in one Mb/s.
 const MBPS: f64 = 1e6;
 
+/// [`LINE_RATES`] as `f64` (each exact).
+const LINE_RATES_F64: [f64; 8] = {
+    let mut rates = [0.0; 8];
+    let mut i = 0;
+    while i < LINE_RATES.len() {
+        rates[i] = LINE_RATES[i] as f64;
+        i += 1;
+    }
+    rates
+};
+
+/// `x` as `f64` for an `x` below 2^63 (a record's deltas and queue are below 2^32): one
+/// conversion on x86-64, where a `u64` takes several; the same value, rounded the same way.
+#[inline]
+fn exact(x: u64) -> f64 {
+    debug_assert!(x < 1 << 63);
+    x as i64 as f64
+}
+
 /// One QP's HPCC sender.
 #[derive(Debug, Clone)]
 pub(crate) struct Hpcc {
@@ -43,6 +62,8 @@ pub(crate) struct Hpcc {
     line: f64,
     /// W/T, bits per second: the current rate (ns-3 `m_rate`).
     rate: f64,
+    /// W, bytes: `rate`·T, kept with it (the requester asks for it before each packet).
+    window: u64,
     /// W_c/T, bits per second: the reference window of the last full update (ns-3
     /// `hp.m_curRate`).
     rate_c: f64,
@@ -62,6 +83,7 @@ impl Hpcc {
     /// A sender at line rate `line_bps`.
     pub(crate) fn new(config: HpccConfig, line_bps: f64) -> Self {
         Self {
+            window: window_bytes(&config, line_bps),
             config,
             line: line_bps,
             rate: line_bps,
@@ -76,17 +98,18 @@ impl Hpcc {
 
     /// T, seconds.
     fn t(&self) -> f64 {
-        f64::from(self.config.base_rtt_ns.max(1)) * 1e-9
+        t(&self.config)
     }
 
     fn eta(&self) -> f64 {
         f64::from(self.config.eta.max(1)) / 1000.0
     }
 
-    /// Rule 2: U and τ of the hops of `hops` against the previous ACK's, which they replace;
-    /// `None` when no hop gave a sample.
-    fn measure(&mut self, hops: &[Hop]) -> Option<(f64, u64)> {
+    /// Rule 2: U and τ of the hop records of `int` against the previous ACK's, which they
+    /// replace; `None` when no hop gave a sample.
+    fn measure(&mut self, int: &Repr) -> Option<(f64, u64)> {
         let t = self.t();
+        let hops = int.hops();
         let mut sample: Option<(f64, u64)> = None;
         if hops.len() == self.nhop {
             for (hop, prev) in hops.iter().zip(&self.hops) {
@@ -94,17 +117,18 @@ impl Hpcc {
                 if tau == 0 {
                     continue;
                 }
-                let b = hop.line_rate_bps() as f64;
-                let tx_rate = hop.bytes_delta(prev) as f64 * 8.0 / (tau as f64 * 1e-9);
-                let qlen = hop.qlen_bytes().min(prev.qlen_bytes()) as f64;
+                let b = LINE_RATES_F64[usize::from(hop.rate())];
+                let tx_rate = exact(hop.bytes_delta(prev)) * 8.0 / (exact(tau) * 1e-9);
+                let qlen = exact(hop.qlen_bytes().min(prev.qlen_bytes()));
                 let u = qlen * 8.0 / (b * t) + tx_rate / b;
                 if sample.is_none_or(|(max, _)| u > max) {
                     sample = Some((u, tau));
                 }
             }
         }
-        self.nhop = hops.len().min(MAX_HOPS);
-        self.hops[..self.nhop].copy_from_slice(&hops[..self.nhop]);
+        self.nhop = hops.len();
+        // The whole array, a fixed copy: the records past `nhop` are never read.
+        self.hops = int.hops;
         sample
     }
 
@@ -134,6 +158,16 @@ impl Hpcc {
     }
 }
 
+/// T, seconds.
+fn t(config: &HpccConfig) -> f64 {
+    f64::from(config.base_rtt_ns.max(1)) * 1e-9
+}
+
+/// W = rate·T, bytes (ns-3's `VAR_WIN`: the line-rate window × rate / line rate).
+fn window_bytes(config: &HpccConfig, rate: f64) -> u64 {
+    (rate * t(config) / 8.0) as u64
+}
+
 /// `una` has passed `psn`: the ACK covers the packet at `psn`.
 fn covers(una: Psn, psn: Psn) -> bool {
     una.distance(psn) > 0
@@ -146,7 +180,7 @@ impl CongestionControl for Hpcc {
 
     /// W = rate·T (ns-3's `VAR_WIN`: the line-rate window × rate / line rate).
     fn window_bytes(&self) -> Option<u64> {
-        Some((self.rate * self.t() / 8.0) as u64)
+        Some(self.window)
     }
 
     fn target_bps(&self) -> Option<f64> {
@@ -165,7 +199,7 @@ impl CongestionControl for Hpcc {
         // Rule 1.
         let Some(last) = self.last_update else {
             self.last_update = Some(ack.next);
-            self.measure(int.hops());
+            self.measure(int);
             return;
         };
         // Rule 6's test: a full update, or a fast reaction (none without fast react).
@@ -174,7 +208,7 @@ impl CongestionControl for Hpcc {
             return;
         }
         // Rules 2 and 3.
-        if let Some((u, tau)) = self.measure(int.hops()) {
+        if let Some((u, tau)) = self.measure(int) {
             let t = f64::from(self.config.base_rtt_ns.max(1));
             let tau = (tau as f64).min(t);
             self.u = (self.u * (t - tau) + u * tau) / t;
@@ -186,6 +220,7 @@ impl CongestionControl for Hpcc {
                 stats.rate_increases += 1;
             }
             self.rate = rate;
+            self.window = window_bytes(&self.config, rate);
             // Rule 6.
             if full {
                 self.rate_c = rate;

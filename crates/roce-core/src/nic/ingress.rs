@@ -10,7 +10,7 @@ use roce_wire::{ParseError, PseudoHeader, RocePacket, bth, icrc, int};
 
 use super::{Nic, Shared};
 use crate::qp::{QpState, QpType};
-use crate::{Datagram, Instant};
+use crate::{Datagram, DatagramMut, Instant};
 
 impl Nic {
     // B. inputs from the network (the clock's are in `schedule.rs`)
@@ -26,42 +26,91 @@ impl Nic {
         self.receive(now, datagram, None);
     }
 
-    /// A datagram whose BTH flags HPCC's INT header (`roce_wire::int`): dropped unless the NIC
-    /// runs HPCC; else the header is checked, the ICRC verified over the datagram as sent (the
-    /// header masked), and the rest handled as any datagram, without the header, which goes
-    /// with it to the QP (the responder echoes it, the completer hands it to HPCC).
+    /// [`Nic::handle_datagram`] of a datagram in a buffer the NIC may rewrite: the same
+    /// checks and the same outcome, but HPCC's INT header is taken off in place (the BTH moved
+    /// over it) rather than by a copy of the datagram.
+    /// Inlined, so that a caller's datagram without INT goes to the checks as a plain
+    /// [`Datagram`] without a copy.
+    #[inline]
+    pub fn handle_datagram_mut(&mut self, now: Instant, datagram: DatagramMut<'_>) {
+        if int::flagged(datagram.payload) {
+            self.handle_int_datagram_mut(now, datagram);
+            return;
+        }
+        self.receive(now, datagram.as_datagram(), None);
+    }
+
+    /// [`Nic::handle_datagram_mut`] of a datagram whose BTH flags HPCC's INT header.
+    #[inline(never)]
+    fn handle_int_datagram_mut(&mut self, now: Instant, datagram: DatagramMut<'_>) {
+        let Some(header) = self.int_header(&datagram.as_datagram()) else {
+            return;
+        };
+        let DatagramMut {
+            src,
+            dst,
+            ecn,
+            ip_id,
+            segment,
+            payload,
+        } = datagram;
+        // `int_header` found a whole header: the datagram is long enough.
+        if let Some(payload) = int::strip_in_place(payload) {
+            let stripped = Datagram {
+                src,
+                dst,
+                ecn,
+                ip_id,
+                segment,
+                payload,
+            };
+            self.receive(now, stripped, Some(header));
+        }
+    }
+
+    /// A datagram whose BTH flags HPCC's INT header (`roce_wire::int`), which it copies without
+    /// the header ([`Nic::handle_datagram_mut`] needs no copy).
     #[inline(never)]
     fn handle_int_datagram(&mut self, now: Instant, datagram: Datagram<'_>) {
+        let Some(header) = self.int_header(&datagram) else {
+            return;
+        };
+        let mut scratch = std::mem::take(&mut self.int_scratch);
+        scratch.clear();
+        scratch.extend_from_slice(datagram.payload);
+        if let Some(payload) = int::strip_in_place(&mut scratch) {
+            self.receive(now, datagram.with_payload(payload), Some(header));
+        }
+        self.int_scratch = scratch;
+    }
+
+    /// The INT header of a datagram whose BTH flags one: `None`, the datagram dropped and
+    /// counted, unless the NIC runs HPCC, the header is whole and well formed and the ICRC
+    /// verifies over the datagram as sent (the header masked). The rest is then handled as any
+    /// datagram, without the header, which goes with it to the QP (the responder echoes it,
+    /// the completer hands it to HPCC).
+    #[inline(never)]
+    fn int_header(&mut self, datagram: &Datagram<'_>) -> Option<int::Repr> {
         let shared = &mut self.shared;
         if !shared.config.congestion.carries_int() {
             shared.stats.rx_packets += 1;
             shared.drop_rx(|s| &mut s.rx_int_unexpected, "INT without HPCC");
-            return;
+            return None;
         }
-        let mut scratch = std::mem::take(&mut self.int_scratch);
-        let header = match int::strip(datagram.payload, &mut scratch) {
+        let header = match int::header(datagram.payload) {
             Ok(header) => header,
             Err(err) => {
-                self.int_scratch = scratch;
-                let shared = &mut self.shared;
                 shared.stats.rx_packets += 1;
                 shared.drop_rx(|s| &mut s.rx_int_malformed, "malformed INT header");
                 tracing::trace!(src = %datagram.src, error = %err, "rx drop");
-                return;
+                return None;
             }
         };
-        let shared = &mut self.shared;
-        if !shared.icrc_ok(&datagram) {
+        if !shared.icrc_ok(datagram) {
             shared.stats.rx_packets += 1;
-            self.int_scratch = scratch;
-            return;
+            return None;
         }
-        let stripped = Datagram {
-            payload: &scratch,
-            ..datagram
-        };
-        self.receive(now, stripped, Some(header));
-        self.int_scratch = scratch;
+        Some(header)
     }
 
     /// [`Nic::handle_datagram`] of a datagram without INT, or taken off it (`int`: its ICRC

@@ -297,3 +297,51 @@ fn hpcc_requests_carry_int_that_switches_stamp_and_acks_echo() {
     assert_eq!(p.a.stats().rx_acks, 1);
     assert_eq!(p.a.stats().rx_icrc_errors, 0);
 }
+
+/// [`Nic::handle_datagram_mut`] takes the INT header off in place: for the same datagrams (a
+/// bad hop count, a stamped request, the ACK that echoes it) it counts, answers and hears
+/// exactly what [`Nic::handle_datagram`], which copies, does.
+#[test]
+fn int_taken_off_in_place_is_taken_off_as_by_a_copy() {
+    use roce_wire::int;
+    let run = |in_place: bool| {
+        let mut p = Pair::new(Congestion::Hpcc(HpccConfig::default()));
+        p.write(100);
+        let mut buf = vec![0; MAX_DATAGRAM];
+        let now = Instant::ZERO;
+        let take = |nic: &mut Nic, mut payload: Vec<u8>, t: &crate::Transmit| {
+            if in_place {
+                let d = datagram(&[], t);
+                nic.handle_datagram_mut(
+                    now,
+                    crate::DatagramMut {
+                        src: d.src,
+                        dst: d.dst,
+                        ecn: d.ecn,
+                        ip_id: d.ip_id,
+                        segment: d.segment,
+                        payload: &mut payload,
+                    },
+                );
+            } else {
+                nic.handle_datagram(now, datagram(&payload, t));
+            }
+        };
+        let t = p.a.poll_transmit(now, &mut buf).unwrap();
+        let mut request = buf[..t.len].to_vec();
+        let hop = int::Hop::new(1234, 5678, 960, 100_000_000_000);
+        assert!(int::Packet::new_unchecked(&mut request[12..]).push_hop(hop));
+        let mut bad = request.clone();
+        bad[12] = 7;
+        take(&mut p.b, bad, &t);
+        take(&mut p.b, request, &t);
+        let t = p.b.poll_transmit(now, &mut buf).unwrap();
+        let ack = buf[..t.len].to_vec();
+        take(&mut p.a, ack.clone(), &t);
+        let state = p.a.qp_congestion(p.a_qp, now).unwrap();
+        (ack, p.a.stats().clone(), p.b.stats().clone(), state)
+    };
+    let (ack, a, b, state) = run(true);
+    assert_eq!((b.rx_int_malformed, b.rx_accepted, a.rx_acks), (1, 1, 1));
+    assert_eq!(run(false), (ack, a, b, state));
+}

@@ -95,8 +95,9 @@ impl Network {
         let now = self.now;
         if let Some(h) = self.wiring.host_index(node) {
             let side = &mut self.sides[h];
-            let datagram = self.pool.datagram(packet, &mut self.rx);
-            side.nic.handle_datagram(now, datagram);
+            self.pool
+                .datagram(packet, &mut self.rx)
+                .deliver(now, &mut side.nic);
             self.pool.free(packet.index);
             self.egress[h].stats.received += 1;
             self.touch(h, run);

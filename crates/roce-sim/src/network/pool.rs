@@ -13,7 +13,8 @@
 
 use std::net::{Ipv4Addr, SocketAddr};
 
-use roce_core::{Datagram, Transmit};
+use roce_core::{Datagram, DatagramMut, Instant, Nic, Transmit};
+use roce_wire::bth;
 use roce_wire::frame::Ecn;
 use roce_wire::int::{self, Hop};
 
@@ -134,8 +135,9 @@ impl PacketPool {
 
     /// The datagram of `packet` as its receiver sees it, with the ECN bits the switches left it;
     /// in [`Payload::Lengths`] mode built in `scratch` (at least
-    /// [`MAX_DATAGRAM`](roce_core::MAX_DATAGRAM) long), past the kept prefix unchanged.
-    pub(super) fn datagram<'a>(&'a self, packet: PacketRef, scratch: &'a mut [u8]) -> Datagram<'a> {
+    /// [`MAX_DATAGRAM`](roce_core::MAX_DATAGRAM) long), past the kept prefix unchanged, where
+    /// the receiver may rewrite it ([`Delivery::Scratch`]).
+    pub(super) fn datagram<'a>(&'a self, packet: PacketRef, scratch: &'a mut [u8]) -> Delivery<'a> {
         let index = packet.index;
         if self.lengths {
             let mut head = None;
@@ -163,19 +165,19 @@ impl PacketPool {
                 let p = &self.packets[index as usize];
                 (p.src, p.dst)
             });
-            return Datagram {
+            return Delivery::Scratch(DatagramMut {
                 src,
                 dst,
                 ecn: packet.ecn,
                 // The simulator knows the whole header: IPv4 ID 0, as the NICs computed the ICRC.
                 ip_id: src.is_ipv4().then_some(0),
                 segment: 0,
-                payload: &scratch[..len],
-            };
+                payload: &mut scratch[..len],
+            });
         }
         let mut datagram = datagram(&self.packets[index as usize]);
         datagram.ecn = packet.ecn;
-        datagram
+        Delivery::Stored(datagram)
     }
 
     /// Cache hint: the header bytes delivery of `packet` will read.
@@ -192,7 +194,11 @@ impl PacketPool {
     pub(super) fn stamp_int(&mut self, packet: PacketRef, hop: Hop) {
         let index = packet.index as usize;
         if self.lengths && packet.tuple().is_some() {
-            int::stamp(&mut self.heads[index * self.stride].0, hop);
+            // The flag was set when the slot was filled, from `int::stampable` of these bytes,
+            // which only the stamps have changed since: the header is whole, flagged and a
+            // request's, and `push_hop` refuses a full one.
+            let head = &mut self.heads[index * self.stride].0[bth::HEADER_LEN..];
+            int::Packet::new_unchecked(head).push_hop(hop);
         } else if let Some(p) = self.packets.get_mut(index) {
             int::stamp(&mut p.payload, hop);
         }
@@ -206,6 +212,37 @@ impl PacketPool {
     /// Packets stored now.
     pub(super) fn live(&self) -> usize {
         self.packets.len() - self.free.len()
+    }
+}
+
+/// A packet as its receiver takes it ([`PacketPool::datagram`]).
+#[derive(Debug)]
+pub(super) enum Delivery<'a> {
+    /// Built in the caller's scratch buffer ([`Payload::Lengths`]), which the receiving NIC may
+    /// rewrite as it takes the datagram in ([`Nic::handle_datagram_mut`]: HPCC's INT header
+    /// comes off in place).
+    Scratch(DatagramMut<'a>),
+    /// The pool's own copy ([`Payload::Bytes`]).
+    Stored(Datagram<'a>),
+}
+
+impl Delivery<'_> {
+    /// `nic` takes the datagram in at `now`.
+    #[inline]
+    pub(super) fn deliver(self, now: Instant, nic: &mut Nic) {
+        match self {
+            Self::Scratch(datagram) => nic.handle_datagram_mut(now, datagram),
+            Self::Stored(datagram) => nic.handle_datagram(now, datagram),
+        }
+    }
+
+    /// The datagram, read-only.
+    #[cfg(test)]
+    fn as_datagram(&self) -> Datagram<'_> {
+        match self {
+            Self::Scratch(datagram) => datagram.as_datagram(),
+            Self::Stored(datagram) => *datagram,
+        }
     }
 }
 
@@ -311,6 +348,7 @@ mod tests {
             }
             let mut scratch = vec![0; roce_core::MAX_DATAGRAM];
             let got = pool.datagram(packet, &mut scratch);
+            let got = got.as_datagram();
             let header = int::Repr::parse(&int::Packet::new_checked(&got.payload[12..]).unwrap());
             assert_eq!(header.unwrap().hops(), &hops, "{payload:?}");
             assert_eq!(got.payload[56..72], buf[56..72], "{payload:?}");

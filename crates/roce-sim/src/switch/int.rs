@@ -13,11 +13,11 @@ impl<P: Frame> SwitchOf<P> {
     /// stamps `m_txBytes` before adding the packet, and the queue after taking it off).
     pub(super) fn int_hop(&self, now: Instant, port: usize) -> Hop {
         let p = &self.ports[port];
-        Hop::new(
+        Hop::with_rate_code(
             now.as_nanos(),
             p.stats.sent_bytes,
             p.bytes as u64,
-            p.rate_bps,
+            p.int_rate,
         )
     }
 
@@ -32,13 +32,14 @@ impl<P: Frame> SwitchOf<P> {
     /// For an event driver that keeps packets elsewhere: the record of the packet of `bytes`
     /// that `port` started at `now` ([`SwitchOf::depart`] or [`SwitchOf::forward`] just counted
     /// it sent), as [`SwitchOf::depart`] stamps a packet that wants one.
+    #[inline]
     pub fn int_record(&self, now: Instant, port: usize, bytes: usize) -> Hop {
         let p = &self.ports[port];
-        Hop::new(
+        Hop::with_rate_code(
             now.as_nanos(),
             p.stats.sent_bytes.saturating_sub(bytes as u64),
             p.bytes as u64,
-            p.rate_bps,
+            p.int_rate,
         )
     }
 }

@@ -180,6 +180,7 @@ impl<P: Frame> SwitchOf<P> {
     /// Sets the line rate of `port`, bits per second (0 counts as 1).
     pub fn set_port_rate(&mut self, port: usize, rate_bps: u64) {
         self.ports[port].rate_bps = rate_bps;
+        self.ports[port].int_rate = roce_wire::int::rate_code(rate_bps);
     }
 
     /// The line rate of `port`, bits per second.

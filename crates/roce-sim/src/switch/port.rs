@@ -85,6 +85,9 @@ pub(super) struct Port<P> {
     pub(super) queued_classes: u16,
     /// Whether the class whose turn it is got its quantum this round.
     pub(super) granted: bool,
+    /// `rate_bps`'s code in an INT record (`roce_wire::int::rate_code`), kept with it: a
+    /// switch stamping HPCC's records would look it up for every packet.
+    pub(super) int_rate: u8,
     pub(super) deficit: [i64; CLASSES],
     pub(super) stats: PortStats,
     /// With a shared buffer: the headroom, bytes (each PFC priority has this much).
@@ -137,6 +140,7 @@ impl<P> Port<P> {
             next_class: 0,
             queued_classes: 0,
             granted: false,
+            int_rate: roce_wire::int::rate_code(rate_bps),
             deficit: [0; CLASSES],
             stats: PortStats::default(),
             headroom: 0,

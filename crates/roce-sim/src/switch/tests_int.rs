@@ -78,7 +78,7 @@ fn two_hops_append_two_records() {
     let twice = b.deliver(u, 1).unwrap();
     let hops = records(&twice);
     assert_eq!(hops.len(), 2);
-    assert_eq!(hops[1].time, t.as_nanos() as u32);
+    assert_eq!(hops[1].time(), t.as_nanos() as u32);
 }
 
 /// A packet without the header, or the responder's echo, is left as it came.

@@ -30,7 +30,10 @@ fn round_trip_keeps_every_record() {
 fn a_hop_record_is_ns3s_64_bit_word() {
     // 100 Gb/s: code 2, m = 4; 9 000 ns; 5 120 bytes = 10 units of 512; 3 200 bytes = 10 of 320.
     let h = Hop::new(9_000, 5_120, 3_200, 100_000_000_000);
-    assert_eq!((h.rate, h.time, h.bytes, h.qlen), (2, 9_000, 10, 10));
+    assert_eq!(
+        (h.rate(), h.time(), h.bytes(), h.qlen()),
+        (2, 9_000, 10, 10)
+    );
     let mut repr = Repr {
         nhop: 1,
         ..Repr::default()
@@ -57,7 +60,7 @@ fn deltas_cross_the_wrap_of_time_and_bytes() {
 #[test]
 fn a_queue_beyond_17_bits_saturates() {
     let h = Hop::new(0, 0, u64::MAX / 2, 25_000_000_000);
-    assert_eq!(h.qlen, (1 << 17) - 1);
+    assert_eq!(h.qlen(), (1 << 17) - 1);
 }
 
 #[test]
@@ -147,4 +150,53 @@ fn stamp_takes_a_whole_flagged_request_header_only() {
     assert!(!stamp(&mut packet, hop(2)), "an echo");
     packet[12] = 7;
     assert!(!stamp(&mut packet, hop(2)), "a bad hop count");
+}
+
+#[test]
+fn strip_in_place_leaves_the_bytes_strip_writes() {
+    let mut packet: Vec<u8> = (0..12 + HEADER_LEN + 40).map(|i| i as u8).collect();
+    packet[BTH_FLAG_BYTE] |= BTH_FLAG;
+    packet[12] = 2; // two records, no echo
+    let mut copy = Vec::new();
+    let header = strip(&packet, &mut copy).unwrap();
+    assert_eq!(crate::int::header(&packet), Ok(header));
+    let mut in_place = packet.clone();
+    assert_eq!(strip_in_place(&mut in_place).unwrap(), &copy[..]);
+    assert!(!flagged(&copy));
+    // Too short for a header: nothing moves.
+    let mut short = packet[..12 + HEADER_LEN - 1].to_vec();
+    assert_eq!(strip_in_place(&mut short), None);
+    assert_eq!(short, packet[..12 + HEADER_LEN - 1]);
+}
+
+/// The record's units divided by shifts (and 5) against the division by 128·m and 80·m that
+/// ns-3 writes, for every rate code, across the fields' widths and beyond; a record made from
+/// the code is the one made from the rate.
+#[test]
+fn quantising_by_shifts_is_ns3s_division() {
+    let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+    for (code, &rate) in LINE_RATES.iter().enumerate() {
+        let m = (rate / LINE_RATES[0]).max(1);
+        for i in 0..20_000u64 {
+            // Small values, every residue near the units, and large ones.
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let (tx, q) = if i < 10_000 {
+                (i, i * 3)
+            } else {
+                (x >> (i % 40), x >> (i % 64))
+            };
+            let h = Hop::new(x, tx, q, rate);
+            assert_eq!(usize::from(h.rate()), code);
+            assert_eq!(Hop::with_rate_code(x, tx, q, code as u8), h);
+            assert_eq!(u64::from(h.bytes()), (tx / (BYTE_UNIT * m)) % (1 << 20));
+            assert_eq!(
+                u64::from(h.qlen()),
+                (q / (QLEN_UNIT * m)).min((1 << 17) - 1)
+            );
+            assert_eq!(h.byte_unit(), BYTE_UNIT * m);
+            assert_eq!(h.qlen_unit(), QLEN_UNIT * m);
+        }
+    }
 }
