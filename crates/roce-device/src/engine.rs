@@ -1,7 +1,7 @@
 //! The engine under its one lock, with the sinks of its events: what every path of the device
 //! (a verb, the task's turn, a direct send or receive) steps, one step at a time.
 
-use std::collections::HashMap;
+use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use roce_core::{AsyncEvent, CmEvent, CqHandle, Nic};
@@ -31,9 +31,10 @@ impl std::fmt::Debug for Engine {
     }
 }
 
-/// The shared completion queues by the engine's CQ handle. Apart from the engine's lock, so
-/// that finding a queue to poll never waits for a step of the device.
-pub(crate) type Queues = RwLock<HashMap<CqHandle, Arc<CompletionQueue>>>;
+/// The shared completion queues by the engine's CQ handle (a tree: looked up at every
+/// completion and every poll, where SipHash cost more than a few CQs' comparisons). Apart from
+/// the engine's lock, so that finding a queue to poll never waits for a step of the device.
+pub(crate) type Queues = RwLock<BTreeMap<CqHandle, Arc<CompletionQueue>>>;
 
 impl Engine {
     /// Moves what the engine completed into `queues`; returns whether there was a completion.
@@ -69,13 +70,13 @@ impl Engine {
 
 pub(crate) fn read(
     queues: &Queues,
-) -> RwLockReadGuard<'_, HashMap<CqHandle, Arc<CompletionQueue>>> {
+) -> RwLockReadGuard<'_, BTreeMap<CqHandle, Arc<CompletionQueue>>> {
     queues.read().unwrap_or_else(PoisonError::into_inner)
 }
 
 pub(crate) fn write(
     queues: &Queues,
-) -> RwLockWriteGuard<'_, HashMap<CqHandle, Arc<CompletionQueue>>> {
+) -> RwLockWriteGuard<'_, BTreeMap<CqHandle, Arc<CompletionQueue>>> {
     queues.write().unwrap_or_else(PoisonError::into_inner)
 }
 

@@ -6,7 +6,7 @@
 //!
 //! Lock order: the engine's lock, then the queues' (never the other way round).
 
-use std::collections::HashMap;
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 use std::time::Duration;
@@ -74,7 +74,7 @@ impl Shared {
     pub(crate) fn new(nic: Nic, busy_poll: bool, backend: Option<Arc<BackendCounters>>) -> Self {
         Self {
             engine: EngineLock::new(nic),
-            queues: RwLock::new(HashMap::new()),
+            queues: RwLock::new(BTreeMap::new()),
             doorbell: Doorbell::default(),
             direct: None,
             rx: None,
