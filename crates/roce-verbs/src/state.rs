@@ -1,7 +1,7 @@
 //! The process's device and its open contexts (safe code: raw addresses are only compared and
 //! stored as integers here; `ffi.rs` turns them into pointers).
 
-use std::collections::HashMap;
+use std::collections::BTreeMap;
 use std::ffi::c_int;
 use std::fmt::Write as _;
 use std::sync::{Mutex, MutexGuard, Once, OnceLock, PoisonError};
@@ -45,7 +45,7 @@ pub(crate) struct ContextFns {
 }
 
 static DEVICE: OnceLock<Result<Option<Device>, EnvError>> = OnceLock::new();
-static CONTEXTS: Mutex<Option<HashMap<usize, OpenContext>>> = Mutex::new(None);
+static CONTEXTS: Mutex<Option<BTreeMap<usize, OpenContext>>> = Mutex::new(None);
 
 /// An open context: the `verbs_context` the program holds, and the pipe whose read end is
 /// its `async_fd`. The NIC's thread writes each asynchronous event of the context's objects
@@ -165,7 +165,7 @@ pub(crate) fn open(dev_addr: usize, fns: ContextFns) -> Result<*mut IbvContext, 
         .ptr()
         .wrapping_byte_add(std::mem::offset_of!(VerbsContext, context))
         .cast::<IbvContext>();
-    lock(&CONTEXTS).get_or_insert_with(HashMap::new).insert(
+    lock(&CONTEXTS).get_or_insert_with(BTreeMap::new).insert(
         ctx as usize,
         OpenContext {
             _vctx: vctx,

@@ -15,7 +15,7 @@
 //! handles), `cq.rs` (CQs, completion channels, polling), `qp.rs` (QPs and their attributes),
 //! `srq.rs` (shared receive queues), `post.rs` (work requests, the `ibv_wr_*` API).
 
-use std::collections::HashMap;
+use std::collections::BTreeMap;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use roce_core::{AsyncEvent, Nic, VerbsError};
@@ -53,17 +53,18 @@ pub(crate) use srq::{PostSrq, create_srq, destroy_srq, modify_srq, query_srq, sr
 
 const EINVAL: Errno = Errno(libc::EINVAL);
 
-/// The program's objects, by address.
+/// The program's objects, by address (trees: one is looked up at every post and poll, where
+/// SipHash cost more than a tree's few comparisons).
 #[derive(Debug, Default)]
 pub(crate) struct Objects {
-    pds: HashMap<usize, pd::Pd>,
-    mrs: HashMap<usize, pd::Mr>,
-    cqs: HashMap<usize, cq::Cq>,
-    qps: HashMap<usize, qp::Qp>,
-    channels: HashMap<usize, cq::Channel>,
-    ahs: HashMap<usize, pd::Ah>,
-    srqs: HashMap<usize, srq::Srq>,
-    mws: HashMap<usize, mw::Mw>,
+    pds: BTreeMap<usize, pd::Pd>,
+    mrs: BTreeMap<usize, pd::Mr>,
+    cqs: BTreeMap<usize, cq::Cq>,
+    qps: BTreeMap<usize, qp::Qp>,
+    channels: BTreeMap<usize, cq::Channel>,
+    ahs: BTreeMap<usize, pd::Ah>,
+    srqs: BTreeMap<usize, srq::Srq>,
+    mws: BTreeMap<usize, mw::Mw>,
     next_handle: u32,
 }
 
