@@ -23,7 +23,7 @@
 //! Over IPv6 every datagram leaves in a frame of its own (no offload batch), and GID 0, the
 //! link-local address, carries no traffic here.
 
-use std::collections::HashMap;
+use std::collections::BTreeMap;
 use std::io;
 use std::net::IpAddr;
 use std::sync::Arc;
@@ -71,8 +71,8 @@ impl RawBackend {
                 tx,
                 mac,
                 ip,
-                neighbours: HashMap::new(),
-                waiting: HashMap::new(),
+                neighbours: BTreeMap::new(),
+                waiting: BTreeMap::new(),
                 gso: true,
                 headers: [0; 64],
                 counters: BackendCounters::shared(),

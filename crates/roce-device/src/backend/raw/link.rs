@@ -2,7 +2,7 @@
 //! (ARP, neighbour discovery, RoCEv2 datagrams), and how it sends, waiting for a neighbour's
 //! MAC where it must.
 
-use std::collections::HashMap;
+use std::collections::BTreeMap;
 use std::io;
 use std::net::{IpAddr, Ipv6Addr, SocketAddr};
 use std::sync::Arc;
@@ -21,9 +21,10 @@ pub(super) struct Link {
     pub(super) tx: Sender,
     pub(super) mac: [u8; 6],
     pub(super) ip: IpAddr,
-    pub(super) neighbours: HashMap<IpAddr, [u8; 6]>,
+    /// Neighbours' MACs (a tree: looked up for every frame sent, where SipHash cost more).
+    pub(super) neighbours: BTreeMap<IpAddr, [u8; 6]>,
     /// Frames waiting for an ARP reply or a neighbour advertisement, per address.
-    pub(super) waiting: HashMap<IpAddr, Vec<(FrameRepr, Vec<u8>)>>,
+    pub(super) waiting: BTreeMap<IpAddr, Vec<(FrameRepr, Vec<u8>)>>,
     /// Whether the kernel takes UDP batches to cut (false after it refused one).
     pub(super) gso: bool,
     /// Headers of the frame being sent.
