@@ -190,9 +190,9 @@ fn demo_without_loss_counts_no_read_response_resent() {
     let report = demo_report(&[
         "demo",
         "--ip-a",
-        "127.0.23.1",
+        "127.0.28.1",
         "--ip-b",
-        "127.0.23.2",
+        "127.0.28.2",
         "-n",
         "8",
         "--size",
