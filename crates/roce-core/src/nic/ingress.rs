@@ -46,25 +46,14 @@ impl Nic {
         let Some(header) = self.int_header(&datagram.as_datagram()) else {
             return;
         };
-        let DatagramMut {
-            src,
-            dst,
-            ecn,
-            ip_id,
-            segment,
-            payload,
-        } = datagram;
         // `int_header` found a whole header: the datagram is long enough.
-        if let Some(payload) = int::strip_in_place(payload) {
-            let stripped = Datagram {
-                src,
-                dst,
-                ecn,
-                ip_id,
-                segment,
-                payload,
-            };
-            self.receive(now, stripped, Some(header));
+        if int::strip_in_place(datagram.payload).is_some() {
+            let stripped = datagram.as_datagram();
+            self.receive(
+                now,
+                stripped.with_payload(&stripped.payload[int::HEADER_LEN..]),
+                Some(header),
+            );
         }
     }
 

@@ -31,7 +31,7 @@ impl Withdraw {
         Self(
             OpenOptions::new()
                 .read(true)
-                .custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC)
+                .custom_flags(libc::O_NONBLOCK)
                 .open(path)
                 .ok(),
         )
