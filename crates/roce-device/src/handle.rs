@@ -101,13 +101,13 @@ impl DeviceHandle {
             Verb::Other => {
                 self.shared.flush_pending();
                 let mut changes = 0;
-                let (result, sends, streaming, _) = self.run(|nic, now| {
+                let (result, sends, streaming, now) = self.run(|nic, now| {
                     let result = f(nic, now);
                     changes = nic.cm_listen_changes();
                     result
                 })?;
                 self.shared.tell_listeners(changes);
-                self.shared.after_verb(sends, !streaming);
+                self.shared.after_verb(sends, !streaming, now);
                 Ok(result)
             }
         }
@@ -128,11 +128,11 @@ impl DeviceHandle {
     fn run_post_send<R>(&self, f: impl FnOnce(&mut Nic, Instant) -> R) -> Result<R, DeviceError> {
         let (result, sends, streaming, now) = self.run(f)?;
         let shared = &self.shared;
-        let burst = recent(&shared.posted_at, now, BURST_GAP);
-        shared.after_verb(sends, !(streaming || burst));
+        let burst = recent(&shared.posted_at, now.as_nanos(), BURST_GAP);
+        shared.after_verb(sends, !(streaming || burst), now);
         shared
             .posted_at
-            .store(shared.clock.now().as_nanos().max(1), Ordering::Relaxed);
+            .store(now.as_nanos().max(1), Ordering::Relaxed);
         Ok(result)
     }
 
@@ -161,11 +161,11 @@ impl DeviceHandle {
 
     /// `f` under the engine's lock, and the delivery of what it completed: its result, whether
     /// the engine may have packets to send, whether a stream was in flight before it, and the
-    /// engine instant (ns) it ran at.
+    /// engine instant it ran at.
     fn run<R>(
         &self,
         f: impl FnOnce(&mut Nic, Instant) -> R,
-    ) -> Result<(R, bool, bool, u64), DeviceError> {
+    ) -> Result<(R, bool, bool, Instant), DeviceError> {
         if self.shared.halted.load(Ordering::SeqCst) {
             return Err(DeviceError::Stopped);
         }
@@ -175,7 +175,7 @@ impl DeviceHandle {
             let streaming = engine.nic.unacked_packets() > 0;
             let result = f(&mut engine.nic, now);
             engine.deliver(&self.shared.queues);
-            (result, engine.nic.may_transmit(), streaming, now.as_nanos())
+            (result, engine.nic.may_transmit(), streaming, now)
         })
     }
 
@@ -197,12 +197,15 @@ impl DeviceHandle {
         let Some(Ok(mut rx)) = shared.rx.as_ref().map(Mutex::try_lock) else {
             return false;
         };
-        let now = shared.clock.now().as_nanos().max(1);
+        let instant = shared.clock.now();
+        let now = instant.as_nanos().max(1);
         let before = shared.network_polled_at.swap(now, Ordering::Relaxed);
         if before != 0 && u128::from(now.saturating_sub(before)) < SPINNING.as_nanos() {
             shared.network_spun_at.store(now, Ordering::Relaxed);
         }
-        let came = match shared.receive_round(&mut rx) {
+        // What came is handed to the engine at the instant read above, and what it makes
+        // leaves stamped with it: one read of the clock per poll.
+        let came = match shared.receive_round_at(&mut rx, instant) {
             Ok((_, came)) => came,
             Err(err) => {
                 tracing::debug!(error = %err, "backend receive error");
@@ -215,7 +218,7 @@ impl DeviceHandle {
         if came > 0 && shared.spun_within(now, STEP_BACK) && shared.deliver() {
             shared.owed.store(true, Ordering::SeqCst);
         } else if came > 0 || shared.owed.load(Ordering::SeqCst) {
-            shared.after_verb(true, true);
+            shared.after_verb(true, true, instant);
         }
         came > 0
     }

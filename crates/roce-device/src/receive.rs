@@ -7,7 +7,7 @@
 
 use std::io;
 
-use roce_core::Datagram;
+use roce_core::{Datagram, Instant};
 
 use crate::backend::{Received, Receiver};
 use crate::clock::TokioClock;
@@ -57,12 +57,22 @@ impl Inbox {
     /// Hands what was received to the engine, with one time for the whole batch; returns how
     /// many datagrams there were.
     pub(crate) fn hand_over(&mut self, engine: &EngineLock, clock: &TokioClock) -> usize {
+        self.hand_over_at(engine, || clock.now())
+    }
+
+    /// [`Inbox::hand_over`] at the instant `now` gives, asked only if a datagram came: an
+    /// empty poll reads no clock (a busy-polling waiter makes millions), and a caller that
+    /// read it just before the receive passes that.
+    pub(crate) fn hand_over_at(
+        &mut self,
+        engine: &EngineLock,
+        now: impl FnOnce() -> Instant,
+    ) -> usize {
         let count = self.received.len();
         if count == 0 {
-            // An empty poll: no clock to read (a busy-polling waiter makes millions).
             return 0;
         }
-        let now = clock.now();
+        let now = now();
         for datagram in self.received.drain(..) {
             let payload = &self.buf[datagram.offset..datagram.offset + datagram.len];
             if self.loss.drop_next() {
@@ -117,10 +127,10 @@ impl DirectRx {
     pub(crate) fn receive_round(
         &mut self,
         engine: &EngineLock,
-        clock: &TokioClock,
+        now: impl FnOnce() -> Instant,
     ) -> io::Result<(bool, usize)> {
         let Inbox { buf, received, .. } = &mut self.inbox;
         let drained = self.receiver.try_recv(buf, received)?;
-        Ok((drained, self.inbox.hand_over(engine, clock)))
+        Ok((drained, self.inbox.hand_over_at(engine, now)))
     }
 }

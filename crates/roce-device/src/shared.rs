@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 use std::time::Duration;
 
-use roce_core::Nic;
+use roce_core::{Instant, Nic};
 
 use crate::backend::BackendCounters;
 use crate::clock::TokioClock;
@@ -112,7 +112,17 @@ impl Shared {
     /// One receive through `rx`, without waiting, and the hand-over of what came: whether the
     /// socket was drained, and how many datagrams came.
     pub(crate) fn receive_round(&self, rx: &mut DirectRx) -> std::io::Result<(bool, usize)> {
-        rx.receive_round(&self.engine, &self.clock)
+        rx.receive_round(&self.engine, || self.clock.now())
+    }
+
+    /// [`Shared::receive_round`] for a caller that read the clock just before: what came is
+    /// handed over at `now`.
+    pub(crate) fn receive_round_at(
+        &self,
+        rx: &mut DirectRx,
+        now: Instant,
+    ) -> std::io::Result<(bool, usize)> {
+        rx.receive_round(&self.engine, || now)
     }
 
     /// Moves what the engine completed into the shared queues; returns whether there was a
@@ -142,13 +152,17 @@ impl Shared {
     /// turn gathers the posts of a burst into a few segmentation-offload batches: sent at
     /// once, each post of 64 bytes was a system call (`ib_write_bw -s 64` under `roce exec`
     /// fell from 0.50–0.56 to 0.27–0.29 M messages/s).
-    pub(crate) fn after_verb(&self, sends: bool, at_once: bool) {
+    ///
+    /// `now` is the instant the verb ran at: the packets go out stamped with it, without
+    /// another read of the clock (a ping-pong's exchange read it about nine times a side).
+    pub(crate) fn after_verb(&self, sends: bool, at_once: bool, now: Instant) {
         let mut ring = false;
         if sends {
             let direct = self.direct.as_ref().filter(|_| at_once);
             ring = match direct.map(Mutex::try_lock) {
                 Some(Ok(mut direct)) => {
-                    let more = self.send_round(&mut direct, MAX_TRANSMITS_PER_ROUND);
+                    let more =
+                        direct.send_round(&self.engine, &self.owed, now, MAX_TRANSMITS_PER_ROUND);
                     drop(direct);
                     // Completions of what just left (UD and UC sends complete when sent).
                     self.deliver();
