@@ -7,6 +7,7 @@ use roce_wire::Qpn;
 use super::{Nic, Shared};
 use crate::VerbsError;
 use crate::mr::{Access, PdHandle};
+use crate::qp::inline_data::InlineData;
 use crate::qp::{self, Qp, QpState, QpType, SendWqe};
 use crate::wr::{RecvWr, SendOp, SendWr, Sge};
 
@@ -139,10 +140,12 @@ fn send_wqe(shared: &Shared, qp: &Qp, mut wr: SendWr) -> Result<SendWqe, VerbsEr
         if wr.op.is_read_or_atomic() {
             return invalid("a READ or an atomic cannot be inline: it needs memory to land in");
         }
-        Some(data)
+        Some(InlineData::from(data))
     } else if wr.inline {
-        let mut data = vec![0; length as usize];
-        if !qp::gather(&shared.mrs, &wr.sgl, 0, &mut data) {
+        let gathered = InlineData::gathered(length as usize, |data| {
+            qp::gather(&shared.mrs, &wr.sgl, 0, data)
+        });
+        let Some(data) = gathered else {
             let sge = wr.sgl.first().copied().unwrap_or(Sge {
                 addr: 0,
                 length: 0,
@@ -153,7 +156,7 @@ fn send_wqe(shared: &Shared, qp: &Qp, mut wr: SendWr) -> Result<SendWqe, VerbsEr
                 len: sge.length,
                 lkey: sge.lkey,
             });
-        }
+        };
         Some(data)
     } else {
         // READ responses and atomic results land in the SGL: it needs local write rights.

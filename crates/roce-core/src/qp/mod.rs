@@ -21,6 +21,7 @@ mod attr;
 mod cnp;
 pub(crate) mod completer;
 mod emit;
+pub(crate) mod inline_data;
 mod local_ops;
 pub(crate) mod requester;
 pub(crate) mod responder;

@@ -7,6 +7,7 @@ use roce_wire::{
     AtomicEthRepr, BthRepr, DethRepr, IethRepr, ImmDtRepr, Opcode, Psn, RethRepr, RoceRepr,
 };
 
+use super::inline_data::InlineData;
 use super::{Ctx, EmitError, Qp, QpType, SendWqe, gather};
 use crate::Transmit;
 use crate::cq::{Cqe, WcStatus};
@@ -374,7 +375,7 @@ impl Qp {
             (QpType::Ud, Some(ud)) => ud.ip,
             _ => self.av.map(|av| av.dst).ok_or(EmitError::NoSource)?,
         };
-        let inline = wqe.inline.as_deref();
+        let inline = wqe.inline.as_ref().map(InlineData::as_slice);
         let sgl = &wqe.wr.sgl;
         let mrs = &*ctx.mrs;
         let (start, len) = (segment.offset as usize, segment.len as usize);

@@ -8,6 +8,7 @@ use std::ops::{Index, IndexMut};
 
 use roce_wire::Psn;
 
+use super::inline_data::InlineData;
 use crate::cq::WcOpcode;
 use crate::wr::{SendOp, SendWr};
 
@@ -16,7 +17,7 @@ use crate::wr::{SendOp, SendWr};
 pub(crate) struct SendWqe {
     pub(crate) wr: SendWr,
     /// The data, copied at post time for inline WRs.
-    pub(crate) inline: Option<Vec<u8>>,
+    pub(crate) inline: Option<InlineData>,
     /// Total bytes of the message.
     pub(crate) length: u32,
     /// The PSN of its first packet, once sent.
