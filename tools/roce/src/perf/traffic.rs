@@ -406,12 +406,15 @@ impl Runner<'_> {
     pub(super) async fn latency(&self, verb: Verb, cas: bool) -> Result<Measured, TrafficError> {
         let start = self.started();
         let iters = self.plan.iters();
+        // One clock read per round trip: its end is the next one's start.
+        let mut t = Instant::now();
         for i in 0..iters {
-            let t = Instant::now();
             let wr = SendWr::new(i, self.op(0, verb, cas, i), self.sges[0]);
             self.device.post_send(self.qp().qpn, wr).await?;
             self.complete().await?;
-            self.sample(t.elapsed());
+            let end = Instant::now();
+            self.sample(end - t);
+            t = end;
         }
         Ok(Measured {
             elapsed: start.elapsed(),
@@ -430,8 +433,10 @@ impl Runner<'_> {
             wr.inline = self.sges[0].length <= 400;
             self.device.post_send(self.qp().qpn, wr)
         };
+        // One clock read per exchange: its end is the next one's start (the read sits between
+        // a completion and the next post, on the path the figure measures).
+        let mut t = Instant::now();
         for i in 0..iters {
-            let t = Instant::now();
             if client {
                 send(i).await?;
             }
@@ -451,7 +456,9 @@ impl Runner<'_> {
                 }
                 waiting -= 1;
             }
-            self.sample(t.elapsed() / 2);
+            let end = Instant::now();
+            self.sample((end - t) / 2);
+            t = end;
         }
         Ok(Measured {
             elapsed: start.elapsed(),
