@@ -17,7 +17,9 @@ use std::time::Duration;
 const A_IP: &str = "198.18.2.1";
 const B_IP: &str = "198.18.2.2";
 
-/// Namespaces a, b and s; veths a:va—s:sa and b:vb—s:sb. Removed on drop.
+/// Namespaces a, b and s; veths a:va—s:sa and b:vb—s:sb. Removed on drop. Their names carry
+/// the test's tag: the tests of this file run at once in one process, and a name another test
+/// holds made the second `ip netns add` fail, which skipped that test even as root.
 struct Topology {
     a: String,
     b: String,
@@ -25,7 +27,7 @@ struct Topology {
 }
 
 impl Topology {
-    fn new() -> Option<Self> {
+    fn new(tag: &str) -> Option<Self> {
         if sh(&["id", "-u"]).stdout != b"0\n" {
             common::skipped("the switch test needs root (namespaces, raw sockets)");
             return None;
@@ -34,7 +36,7 @@ impl Topology {
             return None;
         }
         let id = std::process::id();
-        let names = ["a", "b", "s"].map(|n| format!("roce-sw-{n}-{id}"));
+        let names = ["a", "b", "s"].map(|n| format!("roce-sw-{n}-{tag}-{id}"));
         if !sh(&["ip", "netns", "add", &names[0]]).status.success() {
             common::skipped("cannot create network namespaces here");
             return None;
@@ -163,7 +165,7 @@ fn run_through_switch(
 
 #[test]
 fn dcqcn_through_roce_switch_marks_notifies_and_cuts_the_rate() {
-    let Some(net) = Topology::new() else {
+    let Some(net) = Topology::new("dcqcn") else {
         return;
     };
     let (client, server, switch) = run_through_switch(&net, "dcqcn", Some("5000,50000,0.2"));
@@ -195,7 +197,7 @@ fn dcqcn_through_roce_switch_marks_notifies_and_cuts_the_rate() {
 /// HPCC's window (T at line rate) allows about two packets per RTT, far from filling the link.
 #[test]
 fn hpcc_through_roce_switch_reads_the_int_records() {
-    let Some(net) = Topology::new() else {
+    let Some(net) = Topology::new("hpcc") else {
         return;
     };
     let (client, server, switch) = run_through_switch(&net, "hpcc", None);
