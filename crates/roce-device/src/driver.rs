@@ -93,12 +93,14 @@ impl<B: Backend> Driver<B> {
             if shared.is_released() {
                 break;
             }
+            let now = shared.clock.now();
             more_to_send = match (&shared.direct, &mut outbox) {
                 // One thread sends at a time: a verb's send waits for this turn's, or rings.
-                (Some(direct), _) => shared.send_round(&mut lock(direct), MAX_TRANSMITS_PER_ROUND),
+                (Some(direct), _) => {
+                    shared.send_round(&mut lock(direct), MAX_TRANSMITS_PER_ROUND, now)
+                }
                 (None, None) => false,
                 (None, Some(outbox)) => {
-                    let now = shared.clock.now();
                     outbox.begin(&shared.owed, MAX_TRANSMITS_PER_ROUND);
                     while let Some((transmit, payload, segment)) =
                         outbox.next_batch(&shared.engine, now)
@@ -158,7 +160,8 @@ async fn receive<B: Backend>(
             let mut came = 0;
             backend
                 .when_readable(|| {
-                    let (drained, count) = shared.receive_round(&mut lock(rx))?;
+                    let (drained, count) =
+                        shared.receive_round(&mut lock(rx), || shared.clock.now())?;
                     came = count;
                     Ok(drained)
                 })
@@ -167,7 +170,7 @@ async fn receive<B: Backend>(
         }
         None => {
             let result = backend.recv(&mut inbox.buf, &mut inbox.received).await;
-            let came = inbox.hand_over(&shared.engine, &shared.clock);
+            let came = inbox.hand_over(&shared.engine, || shared.clock.now());
             result.map(|()| came)
         }
     }

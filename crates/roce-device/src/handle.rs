@@ -197,15 +197,15 @@ impl DeviceHandle {
         let Some(Ok(mut rx)) = shared.rx.as_ref().map(Mutex::try_lock) else {
             return false;
         };
-        let instant = shared.clock.now();
-        let now = instant.as_nanos().max(1);
-        let before = shared.network_polled_at.swap(now, Ordering::Relaxed);
-        if before != 0 && u128::from(now.saturating_sub(before)) < SPINNING.as_nanos() {
-            shared.network_spun_at.store(now, Ordering::Relaxed);
+        let now = shared.clock.now();
+        let now_ns = now.as_nanos().max(1);
+        let before = shared.network_polled_at.swap(now_ns, Ordering::Relaxed);
+        if before != 0 && u128::from(now_ns.saturating_sub(before)) < SPINNING.as_nanos() {
+            shared.network_spun_at.store(now_ns, Ordering::Relaxed);
         }
         // What came is handed to the engine at the instant read above, and what it makes
         // leaves stamped with it: one read of the clock per poll.
-        let came = match shared.receive_round_at(&mut rx, instant) {
+        let came = match shared.receive_round(&mut rx, || now) {
             Ok((_, came)) => came,
             Err(err) => {
                 tracing::debug!(error = %err, "backend receive error");
@@ -215,10 +215,10 @@ impl DeviceHandle {
         drop(rx);
         // A spinning program keeps the task off the socket (`driver::receive`), and the task
         // sends what is owed when the program stops polling: nothing owed is left behind.
-        if came > 0 && shared.spun_within(now, STEP_BACK) && shared.deliver() {
+        if came > 0 && shared.spun_within(now_ns, STEP_BACK) && shared.deliver() {
             shared.owed.store(true, Ordering::SeqCst);
         } else if came > 0 || shared.owed.load(Ordering::SeqCst) {
-            shared.after_verb(true, true, instant);
+            shared.after_verb(true, true, now);
         }
         came > 0
     }

@@ -10,7 +10,6 @@ use std::io;
 use roce_core::{Datagram, Instant};
 
 use crate::backend::{Received, Receiver};
-use crate::clock::TokioClock;
 use crate::engine::EngineLock;
 use crate::tap::Tap;
 
@@ -54,16 +53,11 @@ impl Inbox {
         }
     }
 
-    /// Hands what was received to the engine, with one time for the whole batch; returns how
-    /// many datagrams there were.
-    pub(crate) fn hand_over(&mut self, engine: &EngineLock, clock: &TokioClock) -> usize {
-        self.hand_over_at(engine, || clock.now())
-    }
-
-    /// [`Inbox::hand_over`] at the instant `now` gives, asked only if a datagram came: an
-    /// empty poll reads no clock (a busy-polling waiter makes millions), and a caller that
-    /// read it just before the receive passes that.
-    pub(crate) fn hand_over_at(
+    /// Hands what was received to the engine, with one time for the whole batch, which `now`
+    /// gives (the clock, or an instant the caller read just before the receive); returns how
+    /// many datagrams there were. `now` is asked only if a datagram came: an empty poll reads
+    /// no clock (a busy-polling waiter makes millions).
+    pub(crate) fn hand_over(
         &mut self,
         engine: &EngineLock,
         now: impl FnOnce() -> Instant,
@@ -131,6 +125,6 @@ impl DirectRx {
     ) -> io::Result<(bool, usize)> {
         let Inbox { buf, received, .. } = &mut self.inbox;
         let drained = self.receiver.try_recv(buf, received)?;
-        Ok((drained, self.inbox.hand_over_at(engine, now)))
+        Ok((drained, self.inbox.hand_over(engine, now)))
     }
 }

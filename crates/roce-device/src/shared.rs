@@ -103,26 +103,21 @@ impl Shared {
         self.engine.step(f)
     }
 
-    /// Sends what the engine has through `direct`, at most `limit` packets; returns whether
-    /// it stopped at that bound (more may wait).
-    pub(crate) fn send_round(&self, direct: &mut Direct, limit: usize) -> bool {
-        direct.send_round(&self.engine, &self.owed, self.clock.now(), limit)
+    /// Sends what the engine has through `direct`, at most `limit` packets stamped `now`;
+    /// returns whether it stopped at that bound (more may wait).
+    pub(crate) fn send_round(&self, direct: &mut Direct, limit: usize, now: Instant) -> bool {
+        direct.send_round(&self.engine, &self.owed, now, limit)
     }
 
-    /// One receive through `rx`, without waiting, and the hand-over of what came: whether the
-    /// socket was drained, and how many datagrams came.
-    pub(crate) fn receive_round(&self, rx: &mut DirectRx) -> std::io::Result<(bool, usize)> {
-        rx.receive_round(&self.engine, || self.clock.now())
-    }
-
-    /// [`Shared::receive_round`] for a caller that read the clock just before: what came is
-    /// handed over at `now`.
-    pub(crate) fn receive_round_at(
+    /// One receive through `rx`, without waiting, and the hand-over of what came at the
+    /// instant `now` gives (asked only if something came: [`crate::receive::Inbox::hand_over`]):
+    /// whether the socket was drained, and how many datagrams came.
+    pub(crate) fn receive_round(
         &self,
         rx: &mut DirectRx,
-        now: Instant,
+        now: impl FnOnce() -> Instant,
     ) -> std::io::Result<(bool, usize)> {
-        rx.receive_round(&self.engine, || now)
+        rx.receive_round(&self.engine, now)
     }
 
     /// Moves what the engine completed into the shared queues; returns whether there was a
@@ -161,8 +156,7 @@ impl Shared {
             let direct = self.direct.as_ref().filter(|_| at_once);
             ring = match direct.map(Mutex::try_lock) {
                 Some(Ok(mut direct)) => {
-                    let more =
-                        direct.send_round(&self.engine, &self.owed, now, MAX_TRANSMITS_PER_ROUND);
+                    let more = self.send_round(&mut direct, MAX_TRANSMITS_PER_ROUND, now);
                     drop(direct);
                     // Completions of what just left (UD and UC sends complete when sent).
                     self.deliver();
@@ -188,7 +182,7 @@ impl Shared {
         let mut direct = lock(direct);
         // Bounded: the engine refills as fast as it sends only for a train of READ responses.
         for _ in 0..FLUSH_ROUNDS {
-            if !self.send_round(&mut direct, MAX_TRANSMITS_PER_ROUND) {
+            if !self.send_round(&mut direct, MAX_TRANSMITS_PER_ROUND, self.clock.now()) {
                 break;
             }
         }

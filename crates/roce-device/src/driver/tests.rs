@@ -753,7 +753,12 @@ fn a_poll_of_the_network_takes_nothing_while_another_thread_receives() {
     assert!(sends.sent().is_empty() && queue.poll().is_none());
     // The holder's receive takes it.
     let mut held = held;
-    assert_eq!(shared.receive_round(&mut held).unwrap(), (true, 1));
+    assert_eq!(
+        shared
+            .receive_round(&mut held, || shared.clock.now())
+            .unwrap(),
+        (true, 1)
+    );
 }
 
 /// A [`Sends`] that learns the queue to watch after the engine made it.
@@ -883,7 +888,7 @@ fn a_verb_that_finds_another_thread_sending_leaves_its_packets_to_the_task() {
     assert!(sends.sent().is_empty(), "sent beside the lock's holder");
     assert!(shared.doorbell.is_rung(), "nobody was told to send it");
     let mut held = held;
-    let more = shared.send_round(&mut held, MAX_TRANSMITS_PER_ROUND);
+    let more = shared.send_round(&mut held, MAX_TRANSMITS_PER_ROUND, shared.clock.now());
     assert!(!more);
     assert_eq!(sends.sent(), [Event::Send(1)], "the round sent it");
 }
