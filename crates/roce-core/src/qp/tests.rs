@@ -770,6 +770,37 @@ fn garbage_never_panics_and_is_counted() {
 
 // ---- requester and completer -----------------------------------------------------------------
 
+/// Inline data is read from the region when the WR is posted: what the region holds afterwards
+/// does not change the packet, whether the data is held in the WQE (8 bytes) or on the heap
+/// (100 bytes). An inline WR whose SGE the region cannot give is refused at the post, and
+/// nothing is queued or sent.
+#[test]
+fn inline_data_is_copied_at_post_and_an_unreadable_sge_is_refused_before_anything_is_queued() {
+    let mut s = setup();
+    for (wr_id, len) in [(1u64, 8usize), (2, 100)] {
+        assert!(s.mr.write(0, &vec![wr_id as u8; len]));
+        let mut wr = send_wr(&s, wr_id, SendOp::Send, 0, len as u32);
+        wr.inline = true;
+        s.nic.post_send(s.qpn, wr).unwrap();
+        assert!(s.mr.write(0, &vec![0xee; len]));
+        let (repr, payload) = tx(&mut s, at(0));
+        assert_eq!(repr.bth.opcode, Opcode::RcSendOnly);
+        assert_eq!(payload, vec![wr_id as u8; len], "{len} inline bytes");
+    }
+    let mut unreadable = send_wr(&s, 3, SendOp::Send, 65_536 - 4, 8);
+    unreadable.inline = true;
+    assert!(matches!(
+        s.nic.post_send(s.qpn, unreadable),
+        Err(VerbsError::BadSge { .. })
+    ));
+    expect_nothing(&mut s, at(0));
+    assert_eq!(
+        s.nic.unacked_packets(),
+        2,
+        "only the two sends are in flight"
+    );
+}
+
 #[test]
 //= ibta:vol1/Table-35
 fn a_send_is_segmented_by_path_mtu_with_ack_req_on_the_last_packet() {
