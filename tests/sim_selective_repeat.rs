@@ -44,6 +44,17 @@ fn write_at(pair: &mut Pair, wr_id: u64, at: u64, len: u32) -> Vec<u8> {
     data
 }
 
+/// Puts `len` bytes of a pattern at `at` in b's region and posts a READ of them into a's
+/// region at `at`; returns the bytes.
+fn read_at(pair: &mut Pair, wr_id: u64, at: u64, len: u32) -> Vec<u8> {
+    let data = pattern(wr_id, len as usize);
+    pair.b.mr.write(at as usize, &data);
+    let op = SendOp::RdmaRead(remote(&pair.b, at));
+    let read = wr(&pair.a, wr_id, op, at, len);
+    post(pair, true, read);
+    data
+}
+
 #[test]
 fn a_lost_middle_packet_is_sent_again_alone() {
     let (mut pair, _log) = sr_pair();
@@ -149,12 +160,8 @@ fn sends_around_a_hole_land_in_their_receive_wrs_in_order() {
 #[test]
 fn a_lost_read_request_is_asked_again_alone_and_its_data_is_whole() {
     let (mut pair, _log) = sr_pair();
-    let read_data = pattern(3, 3 * PMTU as usize);
-    pair.b.mr.write(100_000, &read_data);
     let w1 = write_at(&mut pair, 1, 0, 2 * PMTU);
-    let op = SendOp::RdmaRead(remote(&pair.b, 100_000));
-    let read = wr(&pair.a, 2, op, 100_000, 3 * PMTU);
-    post(&mut pair, true, read);
+    let read_data = read_at(&mut pair, 2, 100_000, 3 * PMTU);
     let w2 = write_at(&mut pair, 3, 8192, 2 * PMTU);
     // PSNs: WRITE 0-1, READ 2-4 (its request at 2), WRITE 5-6.
     pair.a_to_b.fail(Fault::DropOpcode {
@@ -179,11 +186,7 @@ fn a_lost_read_request_is_asked_again_alone_and_its_data_is_whole() {
 #[test]
 fn a_lost_read_response_asks_for_the_read_alone_again() {
     let (mut pair, _log) = sr_pair();
-    let read_data = pattern(4, 4 * PMTU as usize);
-    pair.b.mr.write(100_000, &read_data);
-    let op = SendOp::RdmaRead(remote(&pair.b, 100_000));
-    let read = wr(&pair.a, 1, op, 100_000, 4 * PMTU);
-    post(&mut pair, true, read);
+    let read_data = read_at(&mut pair, 1, 100_000, 4 * PMTU);
     let w = write_at(&mut pair, 2, 0, 2 * PMTU);
     pair.b_to_a.fail(Fault::DropOpcode {
         opcode: Opcode::RcRdmaReadResponseMiddle,
@@ -204,11 +207,7 @@ fn a_lost_read_response_asks_for_the_read_alone_again() {
 #[test]
 fn read_responses_after_a_hole_land_and_only_the_lost_ones_are_asked_for_again() {
     let (mut pair, _log) = sr_pair();
-    let read_data = pattern(4, 8 * PMTU as usize);
-    pair.b.mr.write(100_000, &read_data);
-    let op = SendOp::RdmaRead(remote(&pair.b, 100_000));
-    let read = wr(&pair.a, 1, op, 100_000, 8 * PMTU);
-    post(&mut pair, true, read);
+    let read_data = read_at(&mut pair, 1, 100_000, 8 * PMTU);
     let w = write_at(&mut pair, 2, 0, 2 * PMTU);
     pair.b_to_a.fail(drop_once(2));
     pair.b_to_a.fail(drop_once(5));
@@ -239,13 +238,13 @@ fn read_responses_after_a_hole_land_and_only_the_lost_ones_are_asked_for_again()
 #[test]
 fn a_hole_at_the_end_of_one_read_and_in_the_next_are_each_asked_for_alone() {
     let (mut pair, _log) = sr_pair();
-    let data = pattern(4, 8 * PMTU as usize);
-    pair.b.mr.write(100_000, &data);
-    for (id, at) in [(1, 100_000u64), (2, 100_000 + 4 * u64::from(PMTU))] {
-        let op = SendOp::RdmaRead(remote(&pair.b, at));
-        let read = wr(&pair.a, id, op, at, 4 * PMTU);
-        post(&mut pair, true, read);
-    }
+    let mut data = read_at(&mut pair, 1, 100_000, 4 * PMTU);
+    data.extend(read_at(
+        &mut pair,
+        2,
+        100_000 + 4 * u64::from(PMTU),
+        4 * PMTU,
+    ));
     pair.b_to_a.fail(drop_once(3));
     pair.b_to_a.fail(drop_once(5));
     pair.drive_until(Instant::from_millis(5));
