@@ -186,14 +186,14 @@ fn inline_sends_and_writes_carry_bytes_from_no_region() {
     post_recv(&mut pair.b, 1, 0, 4096);
     // verbs' IBV_SEND_INLINE: the bytes are the WR's, from memory no region covers.
     let mut send = SendWr::new(1, SendOp::Send, Vec::new());
-    send.inline_data = Some(data.clone());
+    send.inline_data = Some(data.clone().into());
     post(&mut pair, true, send);
     let mut write = SendWr::new(2, SendOp::RdmaWrite(remote(&pair.b, 1024)), Vec::new());
-    write.inline_data = Some(data.clone());
+    write.inline_data = Some(data.clone().into());
     post(&mut pair, true, write);
     // A READ has nowhere to land inline: refused, and nothing goes out for it.
     let mut read = SendWr::new(3, SendOp::RdmaRead(remote(&pair.b, 0)), Vec::new());
-    read.inline_data = Some(vec![0; 8]);
+    read.inline_data = Some(vec![0; 8].into());
     assert!(pair.a.nic.post_send(pair.a.qpn, read).is_err());
     drive_millis(&mut pair, 10);
 

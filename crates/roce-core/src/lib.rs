@@ -86,6 +86,7 @@ pub use event::AsyncEvent;
 pub use mr::{Access, MemoryRegion, OwnedMemory, PdHandle, RegionMemory};
 pub use mw::{MwBind, MwType};
 pub use nic::{MAX_DATAGRAM, Nic};
+pub use qp::inline_data::InlineData;
 pub use qp::{AddressVector, QpAttr, QpInit, QpState, QpType};
 pub use roce_wire::{Psn, Qpn};
 pub use sgl::Sgl;

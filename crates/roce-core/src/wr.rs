@@ -118,7 +118,7 @@ pub struct SendWr {
     /// registered memory: verbs' `IBV_SEND_INLINE` takes it from any memory of the program's,
     /// registered or not, so a verbs library copies it out and hands it over here. When set,
     /// `sgl` is not read and the message is these bytes.
-    pub inline_data: Option<Vec<u8>>,
+    pub inline_data: Option<crate::InlineData>,
     /// For UD QPs: where the datagram goes.
     pub ud: Option<UdDest>,
 }

@@ -140,7 +140,7 @@ fn send_wqe(shared: &Shared, qp: &Qp, mut wr: SendWr) -> Result<SendWqe, VerbsEr
         if wr.op.is_read_or_atomic() {
             return invalid("a READ or an atomic cannot be inline: it needs memory to land in");
         }
-        Some(InlineData::from(data))
+        Some(data)
     } else if wr.inline {
         let gathered = InlineData::gathered(length as usize, |data| {
             qp::gather(&shared.mrs, &wr.sgl, 0, data)

@@ -545,7 +545,7 @@ async fn a_spinning_program_sees_its_completion_first_and_its_answer_takes_the_a
     // An answer of 8 bytes, as `ib_send_lat -s 8`'s: its packet (24 bytes) is longer than the
     // ACK (20), which can then end its batch.
     let mut answer = roce_core::SendWr::new(1, roce_core::SendOp::Send, Vec::new());
-    answer.inline_data = Some(b"answer!!".to_vec());
+    answer.inline_data = Some(b"answer!!".to_vec().into());
     s.handle
         .verb(Verb::PostSend, |nic, _| nic.post_send(s.qpn, answer))
         .unwrap()

@@ -3,7 +3,7 @@
 
 use std::ffi::c_int;
 
-use roce_core::{QpType, Sge};
+use roce_core::{InlineData, QpType, Sge};
 
 use crate::abi::{IbvQp, IbvRecvWr, IbvSendWr, IbvSge, IbvSrq};
 use crate::ffi::{guard, set_errno};
@@ -33,25 +33,29 @@ pub(crate) unsafe fn sges(list: *const IbvSge, n: c_int) -> Result<roce_core::Sg
 
 /// The bytes an inline send's SGEs name, read from the program's memory (registered or not, as
 /// a provider's `memcpy` of an inline WR reads them); `EINVAL` past `max_inline`, before
-/// anything is read.
+/// anything is read. Up to 32 bytes are held without an allocation ([`InlineData`]).
 ///
 /// # Safety
 /// Each SGE's `addr` is valid for `length` reads, as `ibv_post_send`'s caller promises for an
 /// inline WR.
-pub(crate) unsafe fn inline_bytes(sgl: &[Sge], max_inline: usize) -> Result<Vec<u8>, Errno> {
+pub(crate) unsafe fn inline_bytes(sgl: &[Sge], max_inline: usize) -> Result<InlineData, Errno> {
     let total: u64 = sgl.iter().map(|s| u64::from(s.length)).sum();
     if total > max_inline as u64 {
         return Err(Errno(libc::EINVAL));
     }
-    let mut data = Vec::with_capacity(total as usize);
-    for sge in sgl.iter().filter(|s| s.length > 0) {
-        // SAFETY: by the caller's contract.
-        let bytes = unsafe {
-            std::slice::from_raw_parts(sge.addr as usize as *const u8, sge.length as usize)
-        };
-        data.extend_from_slice(bytes);
-    }
-    Ok(data)
+    let gathered = InlineData::gathered(total as usize, |out| {
+        let mut at = 0;
+        for sge in sgl.iter().filter(|s| s.length > 0) {
+            let len = sge.length as usize;
+            // SAFETY: by the caller's contract.
+            let bytes = unsafe { std::slice::from_raw_parts(sge.addr as usize as *const u8, len) };
+            out[at..at + len].copy_from_slice(bytes);
+            at += len;
+        }
+        true
+    });
+    // The fill above always succeeds.
+    gathered.ok_or(Errno(libc::EINVAL))
 }
 
 /// A C work request: the next one of its list.

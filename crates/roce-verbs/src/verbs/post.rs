@@ -113,7 +113,7 @@ pub(crate) fn wr_set_ud_addr(qp: usize, ah: usize, remote_qpn: u32, remote_qkey:
 }
 
 /// `wr_set_inline_data`: the batch's last WR carries `data`.
-pub(crate) fn wr_set_inline(qp: usize, data: Vec<u8>) {
+pub(crate) fn wr_set_inline(qp: usize, data: roce_core::InlineData) {
     wr_last(qp, |w| {
         w.inline = true;
         w.sgl = roce_core::Sgl::default();
