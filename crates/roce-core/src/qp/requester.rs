@@ -375,7 +375,7 @@ impl Qp {
             (QpType::Ud, Some(ud)) => ud.ip,
             _ => self.av.map(|av| av.dst).ok_or(EmitError::NoSource)?,
         };
-        let inline = wqe.inline.as_ref().map(InlineData::as_slice);
+        let inline = wqe.wr.inline_data.as_ref().map(InlineData::as_slice);
         let sgl = &wqe.wr.sgl;
         let mrs = &*ctx.mrs;
         let (start, len) = (segment.offset as usize, segment.len as usize);

@@ -8,16 +8,14 @@ use std::ops::{Index, IndexMut};
 
 use roce_wire::Psn;
 
-use super::inline_data::InlineData;
 use crate::cq::WcOpcode;
 use crate::wr::{SendOp, SendWr};
 
 /// A send WR on the send queue, with the transport's bookkeeping.
 #[derive(Debug)]
 pub(crate) struct SendWqe {
+    /// The WR as posted; an inline WR's bytes, copied at the post, in its `inline_data`.
     pub(crate) wr: SendWr,
-    /// The data, copied at post time for inline WRs.
-    pub(crate) inline: Option<InlineData>,
     /// Total bytes of the message.
     pub(crate) length: u32,
     /// The PSN of its first packet, once sent.
