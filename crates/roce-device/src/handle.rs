@@ -355,7 +355,10 @@ impl DeviceHandle {
     /// doorbell: they are posted in order, and the device sends what they make in one go (one
     /// batch of packets rather than one per WR). On the first one refused the error is
     /// returned; those before it stay posted (`ibv_post_send`'s `bad_wr`).
-    pub async fn post_send_list(&self, wrs: Vec<(Qpn, SendWr)>) -> Result<(), DeviceError> {
+    pub async fn post_send_list(
+        &self,
+        wrs: impl IntoIterator<Item = (Qpn, SendWr)>,
+    ) -> Result<(), DeviceError> {
         Ok(self.verb(Verb::PostSend, move |nic, _| {
             wrs.into_iter()
                 .try_for_each(|(qpn, wr)| nic.post_send(qpn, wr))
@@ -397,16 +400,39 @@ impl DeviceHandle {
         max: usize,
         limit: Duration,
     ) -> Result<Vec<Cqe>, DeviceError> {
-        let queue = self.queue(cq)?;
         let mut out = Vec::new();
+        self.next_completions_into(cq, max, limit, &mut out).await?;
+        Ok(out)
+    }
+
+    /// [`DeviceHandle::next_completions_within`] into the caller's buffer, which a loop
+    /// reuses (perftest's `ibv_poll_cq` into one array of `ibv_wc`): appends up to `max`
+    /// completions, at least one, and returns how many.
+    pub async fn next_completions_into(
+        &self,
+        cq: CqHandle,
+        max: usize,
+        limit: Duration,
+        out: &mut Vec<Cqe>,
+    ) -> Result<usize, DeviceError> {
+        let queue = self.queue(cq)?;
+        let max = max.max(1);
+        // What is there is taken without a timer, as in `next_completion_within`.
+        let taken = queue.poll_into(max, out);
+        if taken > 0 {
+            return Ok(taken);
+        }
         tokio::time::timeout(limit, async {
-            while queue.poll_into(max.max(1), &mut out) == 0 {
+            loop {
+                let taken = queue.poll_into(max, out);
+                if taken > 0 {
+                    return taken;
+                }
                 self.wait(&queue).await;
             }
         })
         .await
-        .map_err(|_| DeviceError::Timeout(limit))?;
-        Ok(out)
+        .map_err(|_| DeviceError::Timeout(limit))
     }
 
     /// Waits for the next completion of `cq`: `ibv_get_cq_event` then `ibv_poll_cq`, or, on a

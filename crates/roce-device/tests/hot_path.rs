@@ -65,7 +65,7 @@ async fn completions_of_a_list_of_writes_arrive_in_the_shared_queue_in_order() {
     assert!(src.write(0, &[0x5a; 4096]));
 
     // 16 WRITEs of 256 bytes, one post: the device wakes once and sends them in one go.
-    let wrs = (0..16u64)
+    let wrs: Vec<_> = (0..16u64)
         .map(|i| {
             let sge = Sge {
                 addr: src.addr() + i * 256,

@@ -109,14 +109,14 @@ impl Runner<'_> {
     /// Posts `list` as one WR list, its posting time kept in `times` (for the peak) when kept.
     async fn post_timed(
         &self,
-        list: Vec<(Qpn, SendWr)>,
+        list: &mut Vec<(Qpn, SendWr)>,
         times: &mut Option<Times>,
     ) -> Result<(), TrafficError> {
         if list.is_empty() {
             return Ok(());
         }
         let (now, count) = (Instant::now(), list.len());
-        self.device.post_send_list(list).await?;
+        self.device.post_send_list(list.drain(..)).await?;
         if let Some(times) = times {
             times.posted.extend(std::iter::repeat_n(now, count));
         }
@@ -152,7 +152,11 @@ impl Runner<'_> {
     /// latency loops take one at a time), or with `-e` waited for by the CQ's events.
     async fn cqe(&self, limit: Duration) -> Result<Cqe, roce_device::DeviceError> {
         match self.events {
-            Some(channel) => Ok(channel.next(1, limit).await?.swap_remove(0)),
+            Some(channel) => {
+                let mut one = Vec::with_capacity(1);
+                channel.next(1, limit, &mut one).await?;
+                Ok(one[0])
+            }
             None => {
                 self.device
                     .next_completion_within(self.qp().cq, limit)
@@ -163,16 +167,18 @@ impl Runner<'_> {
 
     /// Up to `max` completions of the (shared) CQ, at least one, within `limit`: polled for,
     /// or with `-e` waited for by the CQ's events.
+    /// Appends up to `max` completions to `out`, at least one, within `limit`.
     async fn cqes(
         &self,
         max: usize,
         limit: Duration,
-    ) -> Result<Vec<Cqe>, roce_device::DeviceError> {
+        out: &mut Vec<Cqe>,
+    ) -> Result<usize, roce_device::DeviceError> {
         match self.events {
-            Some(channel) => channel.next(max, limit).await,
+            Some(channel) => channel.next(max, limit, out).await,
             None => {
                 self.device
-                    .next_completions_within(self.qp().cq, max, limit)
+                    .next_completions_into(self.qp().cq, max, limit, out)
                     .await
             }
         }
@@ -229,16 +235,15 @@ impl Runner<'_> {
     }
 
     /// Up to `max` completions, at least one; each must be a success of one of our QPs.
-    async fn complete_many(&self, max: usize) -> Result<Vec<(Cqe, usize)>, TrafficError> {
-        self.cqes(max, self.limit)
-            .await
-            .map_err(|e| match e {
-                roce_device::DeviceError::Timeout(_) => self.silence(),
-                e => e.into(),
-            })?
-            .into_iter()
-            .map(|cqe| self.check(cqe))
-            .collect()
+    /// Up to `max` completions into `out` (emptied first), at least one: each is checked
+    /// with [`Runner::check`] as it is used.
+    async fn complete_many(&self, max: usize, out: &mut Vec<Cqe>) -> Result<(), TrafficError> {
+        out.clear();
+        self.cqes(max, self.limit, out).await.map_err(|e| match e {
+            roce_device::DeviceError::Timeout(_) => self.silence(),
+            e => e.into(),
+        })?;
+        Ok(())
     }
 
     /// With `--check`, that message `message` of QP `qp`, which landed at `sge`, is what the
@@ -273,8 +278,8 @@ impl Runner<'_> {
         (verb, depth, cas): (Verb, u32, bool),
         posted: &mut [u64],
         done: &[u64],
-    ) -> Vec<(Qpn, SendWr)> {
-        let mut list = Vec::new();
+        list: &mut Vec<(Qpn, SendWr)>,
+    ) {
         loop {
             let before = list.len();
             for qp in 0..self.qps.len() {
@@ -289,7 +294,7 @@ impl Runner<'_> {
                 posted[qp] += 1;
             }
             if list.len() == before {
-                return list;
+                return;
             }
         }
     }
@@ -322,6 +327,8 @@ impl Runner<'_> {
             && total <= PEAK_MAX_TOTAL)
             .then(Times::default);
         let mut first_round = true;
+        // Reused from round to round, as perftest's arrays of WRs and of `ibv_wc`.
+        let (mut list, mut cqes) = (Vec::new(), Vec::with_capacity(POLL_BATCH));
         loop {
             let posting = end.is_none_or(|end| Instant::now() < end);
             let in_flight = posted.iter().sum::<u64>() - per_qp.sum;
@@ -329,16 +336,17 @@ impl Runner<'_> {
                 break;
             }
             if posting {
-                let list = self.fill(wr, &mut posted, &per_qp.done);
-                self.post_timed(list, &mut times).await?;
+                self.fill(wr, &mut posted, &per_qp.done, &mut list);
+                self.post_timed(&mut list, &mut times).await?;
             }
             if first_round {
                 per_qp.start = Instant::now();
                 first_round = false;
             }
-            let batch = self.complete_many(POLL_BATCH).await?;
+            self.complete_many(POLL_BATCH, &mut cqes).await?;
             let now = Instant::now();
-            for (_, qp) in batch {
+            for &cqe in &cqes {
+                let (_, qp) = self.check(cqe)?;
                 if verb == Verb::Read {
                     self.check_landed(self.sges[qp], qp, per_qp.done[qp])?;
                 }

@@ -40,6 +40,7 @@ impl Runner<'_> {
             .then(Times::default);
         let mut sending = client;
         let mut first_round = true;
+        let (mut list, mut batch) = (Vec::new(), Vec::with_capacity(POLL_BATCH));
         loop {
             let now = Instant::now();
             let posting = end.is_none_or(|end| now < end);
@@ -52,8 +53,13 @@ impl Runner<'_> {
                 break;
             }
             if sending && posting {
-                let list = self.fill((Verb::Send, depth, false), &mut sent, &per_qp.done);
-                self.post_timed(list, &mut times).await?;
+                self.fill(
+                    (Verb::Send, depth, false),
+                    &mut sent,
+                    &per_qp.done,
+                    &mut list,
+                );
+                self.post_timed(&mut list, &mut times).await?;
                 if first_round {
                     per_qp.start = Instant::now();
                     first_round = false;
@@ -65,15 +71,16 @@ impl Runner<'_> {
                 Some(end) if posting => self.limit.min(end.saturating_duration_since(now)),
                 _ => self.limit,
             };
-            let batch = match self.cqes(POLL_BATCH, wait).await {
-                Ok(batch) => batch,
+            batch.clear();
+            match self.cqes(POLL_BATCH, wait, &mut batch).await {
+                Ok(_) => {}
                 // The wait ended at this side's end, not at the timeout.
                 Err(roce_device::DeviceError::Timeout(_)) if wait < self.limit => continue,
                 Err(roce_device::DeviceError::Timeout(_)) => return Err(self.silence()),
                 Err(e) => return Err(e.into()),
             };
             let now = Instant::now();
-            for cqe in batch {
+            for &cqe in &batch {
                 let (cqe, qp) = self.check(cqe)?;
                 if matches!(cqe.opcode, WcOpcode::Recv | WcOpcode::RecvRdmaWithImm) {
                     self.check_landed(self.recv_sges[qp], qp, received[qp])?;

@@ -49,7 +49,8 @@ impl Channel {
         self.events.get()
     }
 
-    /// Up to `max` completions, at least one, within `limit`: what the CQ holds; when it holds
+    /// Up to `max` completions appended to `out`, at least one (how many is returned), within
+    /// `limit`: what the CQ holds; when it holds
     /// nothing, the next event (`ibv_get_cq_event`), the CQ armed again (`ibv_req_notify_cq`),
     /// then what it holds. A completion that came between the poll and the arm is seen by the
     /// poll after the arm, so none is waited for in vain.
@@ -57,17 +58,20 @@ impl Channel {
         &self,
         max: usize,
         limit: Duration,
-    ) -> Result<Vec<Cqe>, DeviceError> {
-        let mut out = Vec::new();
+        out: &mut Vec<Cqe>,
+    ) -> Result<usize, DeviceError> {
         tokio::time::timeout(limit, async {
-            while self.queue.poll_into(max.max(1), &mut out) == 0 {
+            loop {
+                let taken = self.queue.poll_into(max.max(1), out);
+                if taken > 0 {
+                    return taken;
+                }
                 self.event.notified().await;
                 self.events.set(self.events.get() + 1);
                 self.arm();
             }
         })
         .await
-        .map_err(|_| DeviceError::Timeout(limit))?;
-        Ok(out)
+        .map_err(|_| DeviceError::Timeout(limit))
     }
 }
