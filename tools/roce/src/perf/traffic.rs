@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use roce_core::{Cqe, MemoryRegion, Qpn, RecvWr, Remote, SendOp, SendWr, Sge, UdDest, WcStatus};
-use roce_device::{DeviceHandle, RcEndpoint};
+use roce_device::{DeviceError, DeviceHandle, RcEndpoint};
 use roce_oob::perftest::Verb;
 
 use super::check::Checker;
@@ -105,24 +105,6 @@ impl Runner<'_> {
         wr
     }
 
-    /// The next completion of the (shared) CQ, which must be a success, and its QP's index.
-    /// Posts `list` as one WR list, its posting time kept in `times` (for the peak) when kept.
-    async fn post_timed(
-        &self,
-        list: &mut Vec<(Qpn, SendWr)>,
-        times: &mut Option<Times>,
-    ) -> Result<(), TrafficError> {
-        if list.is_empty() {
-            return Ok(());
-        }
-        let (now, count) = (Instant::now(), list.len());
-        self.device.post_send_list(list.drain(..)).await?;
-        if let Some(times) = times {
-            times.posted.extend(std::iter::repeat_n(now, count));
-        }
-        Ok(())
-    }
-
     /// Posts QP `qp`'s receive buffer again.
     async fn repost_recv(&self, qp: usize) -> Result<(), TrafficError> {
         let wr = RecvWr {
@@ -143,14 +125,14 @@ impl Runner<'_> {
     async fn complete_within(&self, limit: Duration) -> Result<Option<(Cqe, usize)>, TrafficError> {
         match self.cqe(limit).await {
             Ok(cqe) => self.check(cqe).map(Some),
-            Err(roce_device::DeviceError::Timeout(_)) => Ok(None),
+            Err(DeviceError::Timeout(_)) => Ok(None),
             Err(e) => Err(e.into()),
         }
     }
 
     /// The next completion of the (shared) CQ within `limit`: polled for without a list (the
     /// latency loops take one at a time), or with `-e` waited for by the CQ's events.
-    async fn cqe(&self, limit: Duration) -> Result<Cqe, roce_device::DeviceError> {
+    async fn cqe(&self, limit: Duration) -> Result<Cqe, DeviceError> {
         match self.events {
             Some(channel) => {
                 let mut one = Vec::with_capacity(1);
@@ -173,7 +155,7 @@ impl Runner<'_> {
         max: usize,
         limit: Duration,
         out: &mut Vec<Cqe>,
-    ) -> Result<usize, roce_device::DeviceError> {
+    ) -> Result<usize, DeviceError> {
         match self.events {
             Some(channel) => channel.next(max, limit, out).await,
             None => {
@@ -240,7 +222,7 @@ impl Runner<'_> {
     async fn complete_many(&self, max: usize, out: &mut Vec<Cqe>) -> Result<(), TrafficError> {
         out.clear();
         self.cqes(max, self.limit, out).await.map_err(|e| match e {
-            roce_device::DeviceError::Timeout(_) => self.silence(),
+            DeviceError::Timeout(_) => self.silence(),
             e => e.into(),
         })?;
         Ok(())
@@ -271,32 +253,47 @@ impl Runner<'_> {
         Ok((cqe, qp))
     }
 
-    /// The WRs that may be posted now: round robin over the QPs, one WR per QP per round, each
-    /// QP until it has `depth` in flight or all its iterations posted (`posted` counts them).
-    fn fill(
+    /// Posts the WRs that may be posted now as one WR list (`ibv_post_send` with a list,
+    /// perftest's `--post_list`): round robin over the QPs, one WR per QP per round, each QP
+    /// until it has `depth` in flight or all its iterations posted (`posted` counts them).
+    /// Their posting time is kept in `times` (for the peak) when kept. Each WR is built where
+    /// the engine takes it, inside the one verb, rather than gathered into a list first: a WR
+    /// is some 140 bytes, and copying one just built cost more than building it.
+    fn fill_and_post(
         &self,
         (verb, depth, cas): (Verb, u32, bool),
         posted: &mut [u64],
         done: &[u64],
-        list: &mut Vec<(Qpn, SendWr)>,
-    ) {
-        loop {
-            let before = list.len();
-            for qp in 0..self.qps.len() {
-                if posted[qp] >= self.plan.iters()
-                    || posted[qp] - done[qp] >= u64::from(depth.max(1))
-                {
-                    continue;
+        times: &mut Option<Times>,
+    ) -> Result<(), TrafficError> {
+        let now = Instant::now();
+        let mut count = 0;
+        self.device
+            .verb(roce_device::Verb::PostSend, |nic, _| {
+                loop {
+                    let before = count;
+                    for qp in 0..self.qps.len() {
+                        if posted[qp] >= self.plan.iters()
+                            || posted[qp] - done[qp] >= u64::from(depth.max(1))
+                        {
+                            continue;
+                        }
+                        let n = posted[qp];
+                        let wr = self.wr(qp, n, self.op(qp, verb, cas, n), self.sges[qp]);
+                        nic.post_send(self.qps[qp].qpn, wr)?;
+                        posted[qp] += 1;
+                        count += 1;
+                    }
+                    if count == before {
+                        return Ok::<(), roce_core::VerbsError>(());
+                    }
                 }
-                let n = posted[qp];
-                let wr = self.wr(qp, n, self.op(qp, verb, cas, n), self.sges[qp]);
-                list.push((self.qps[qp].qpn, wr));
-                posted[qp] += 1;
-            }
-            if list.len() == before {
-                return;
-            }
+            })?
+            .map_err(DeviceError::from)?;
+        if let Some(times) = times {
+            times.posted.extend(std::iter::repeat_n(now, count));
         }
+        Ok(())
     }
 
     /// Keeps up to `depth` WRs in flight on every QP until each has completed `iters`, as
@@ -327,8 +324,8 @@ impl Runner<'_> {
             && total <= PEAK_MAX_TOTAL)
             .then(Times::default);
         let mut first_round = true;
-        // Reused from round to round, as perftest's arrays of WRs and of `ibv_wc`.
-        let (mut list, mut cqes) = (Vec::new(), Vec::with_capacity(POLL_BATCH));
+        // Reused from round to round, as perftest's array of `ibv_wc`.
+        let mut cqes = Vec::with_capacity(POLL_BATCH);
         loop {
             let posting = end.is_none_or(|end| Instant::now() < end);
             let in_flight = posted.iter().sum::<u64>() - per_qp.sum;
@@ -336,8 +333,7 @@ impl Runner<'_> {
                 break;
             }
             if posting {
-                self.fill(wr, &mut posted, &per_qp.done, &mut list);
-                self.post_timed(&mut list, &mut times).await?;
+                self.fill_and_post(wr, &mut posted, &per_qp.done, &mut times)?;
             }
             if first_round {
                 per_qp.start = Instant::now();

@@ -40,7 +40,7 @@ impl Runner<'_> {
             .then(Times::default);
         let mut sending = client;
         let mut first_round = true;
-        let (mut list, mut batch) = (Vec::new(), Vec::with_capacity(POLL_BATCH));
+        let mut batch = Vec::with_capacity(POLL_BATCH);
         loop {
             let now = Instant::now();
             let posting = end.is_none_or(|end| now < end);
@@ -53,13 +53,12 @@ impl Runner<'_> {
                 break;
             }
             if sending && posting {
-                self.fill(
+                self.fill_and_post(
                     (Verb::Send, depth, false),
                     &mut sent,
                     &per_qp.done,
-                    &mut list,
-                );
-                self.post_timed(&mut list, &mut times).await?;
+                    &mut times,
+                )?;
                 if first_round {
                     per_qp.start = Instant::now();
                     first_round = false;
