@@ -174,10 +174,13 @@ rate = None if m64 is None else 1e3 / m64
 rows.append(("≥ 1 M 64-byte WRITEs per second on one core (engine, both NICs on the core)",
              "—" if rate is None else f"{rate:.2f} M/s ({m64:.0f} ns per message)",
              verdict(None if rate is None else rate >= 1)))
-v64 = f("rate64", veth)
+# Busy polling, as perftest spins on its CQ and a NIC never sleeps; the blast never waits either.
+v64 = f("rate64busy", veth)
+w64 = f("rate64", veth)
 b96 = f("oblast96pps", veth)
-rows.append(("64-byte WRITEs over the veth, one QP (`roce perf write -s 64`) ≥ 2 M messages/s",
-             "—" if v64 is None else f"{v64:.2f} M/s" + ("" if b96 is None else f" (the offloaded blast of 96-byte datagrams: {b96:.2f} M/s)"),
+rows.append(("64-byte WRITEs over the veth, one QP (`roce perf write -s 64 --busy-poll`) ≥ 2 M messages/s",
+             "—" if v64 is None else f"{v64:.2f} M/s" + ("" if w64 is None else f"; {w64:.2f} M/s waiting on the sockets")
+             + ("" if b96 is None else f" (the offloaded blast of 96-byte datagrams: {b96:.2f} M/s)"),
              verdict(None if v64 is None else v64 >= 2)))
 # 3b. latency over the veth against sockperf's one-way figure, and its tails.
 # A spinning NIC against a spinning socket (sockperf --nonblocked on both sides): a blocking

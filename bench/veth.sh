@@ -10,7 +10,8 @@
 #     and with --busy-poll) against a UDP ping-pong of 14 bytes, sockperf's smallest message, in
 #     the same mode: waiting in the kernel (sockperf's default, blocking sockets) for the NIC that
 #     waits on events, spinning (`--nonblocked` on both sides) for the busy-polling NIC;
-#   - the message rate of 64-byte WRITEs (`roce perf write -s 64`);
+#   - the message rate of 64-byte WRITEs (`roce perf write -s 64`), both NICs busy polling
+#     (against the offloaded blast, which never waits either) and waiting on their sockets;
 #   - aggregate goodput and Jain's index with 1, 10, 100 and 1000 QPs (`roce perf write -q N`).
 # The veths keep their default offloads: the UDP backend's GSO batches cross them whole.
 # Writes the table into docs/benchmarks.md between the "veth" markers and the medians into
@@ -85,10 +86,10 @@ roce_qps() {  # roce_qps N: aggregate MB/s and Jain's index of N QPs writing 64 
     ina "$ROCE" perf write "$B_IP" -q "$1" -n "$n" -s 65536 -m 4096 --json | python3 -c 'import json,sys; d=json.load(sys.stdin); print(d["bw_avg_mb_s"], d["jain"])'
     wait "$pid"
 }
-roce_rate() {  # 64-byte WRITEs: millions of messages per second
-    inb "$ROCE" perf write -n 300000 -s 64 -t 128 --json >/dev/null & local pid=$!
+roce_rate() {  # [--busy-poll]: 64-byte WRITEs, millions of messages per second
+    inb "$ROCE" perf write -n 1000000 -s 64 -t 128 --json "$@" >/dev/null & local pid=$!
     sleep 0.3
-    ina "$ROCE" perf write "$B_IP" -n 300000 -s 64 -t 128 --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["msg_rate_mpps"])'
+    ina "$ROCE" perf write "$B_IP" -n 1000000 -s 64 -t 128 --json "$@" | python3 -c 'import json,sys; print(json.load(sys.stdin)["msg_rate_mpps"])'
     wait "$pid"
 }
 roce_op() {  # roce_op OP SIZE N: "MB/s resent": one QP, MTU 4096; resent counts the requester's
@@ -127,7 +128,8 @@ for _ in $(seq "$RUNS"); do
     R[tcp]+="$(tcp) "
     read -r t p99 p999 <<<"$(roce_lat)"; R[rlat]+="$t "; R[rlat99]+="$p99 "; R[rlat999]+="$p999 "
     read -r t p99 p999 <<<"$(roce_lat --busy-poll)"; R[rlatbusy]+="$t "; R[rlatbusy99]+="$p99 "; R[rlatbusy999]+="$p999 "
-    R[ulat]+="$(udp_lat) "; R[ulatspin]+="$(udp_lat --nonblocked) "; R[rate64]+="$(roce_rate) "
+    R[ulat]+="$(udp_lat) "; R[ulatspin]+="$(udp_lat --nonblocked) "
+    R[rate64busy]+="$(roce_rate --busy-poll) "; R[rate64]+="$(roce_rate) "
     for q in 1 10 100 1000; do
         read -r bw jain <<<"$(roce_qps "$q")"
         R[q$q]+="$bw "; R[jain$q]+="$jain "
@@ -163,7 +165,8 @@ release build. MB/s are 10^6 bytes of payload per second.
 | … its p99 / p99.9 | $(med rlat99) / $(med rlat999) µs | p99 $(ratio rlat99 rlat) × its median |
 | \`roce perf send --lat -s 8 --busy-poll\`, typical one-way latency | $(med rlatbusy) µs | $(ratio rlatbusy ulatspin) × UDP ping-pong (spinning) |
 | … its p99 / p99.9 | $(med rlatbusy99) / $(med rlatbusy999) µs | p99 $(ratio rlatbusy99 rlatbusy) × its median |
-| \`roce perf write -s 64 -t 128\`, message rate | $(med rate64) M/s | |
+| \`roce perf write -s 64 -t 128 --busy-poll\`, message rate | $(med rate64busy) M/s | |
+| … waiting on the sockets (without \`--busy-poll\`) | $(med rate64) M/s | |
 | \`roce perf write -q 1\` 64 KiB, MTU 4096, 20 000 WRITEs | $(med q1) MB/s | Jain $(med jain1) |
 | \`roce perf write -q 10\`, 2 000 WRITEs per QP | $(med q10) MB/s | $(ratio q10 q1) × 1 QP, Jain $(med jain10) |
 | \`roce perf write -q 100\`, 200 WRITEs per QP | $(med q100) MB/s | $(ratio q100 q1) × 1 QP, Jain $(med jain100) |
