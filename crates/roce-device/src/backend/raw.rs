@@ -9,9 +9,13 @@
 //! yet from the first frame that peer sends (never a new one for a known peer: a forged frame
 //! must not redirect its packets), so it can play an address that no kernel owns.
 //!
-//! The device's task reads the ring itself (the socket is registered with tokio): each wake-up
-//! takes every frame that has arrived, copying only the RoCEv2 payloads into the driver's
-//! buffer. A UDP segmentation-offload batch that a peer's UDP socket sent over a veth arrives
+//! The ring is read in place by whichever thread holds it: the device's task after each
+//! wake-up (the socket is registered with tokio), or, once the device took the
+//! [`RawReceiver`], a program spinning on an empty CQ, for which an empty poll is a load from
+//! the ring rather than a system call. Each read takes every frame that has arrived, copying
+//! only the RoCEv2 payloads into the caller's buffer. Frames are sent from any thread too
+//! ([`RawSender`]); the two share the [`Link`] (the sending socket, the neighbours) under a
+//! lock. A UDP segmentation-offload batch that a peer's UDP socket sent over a veth arrives
 //! as one frame; it is cut into its datagrams here, datagram `i` with the batch's IPv4 ID plus
 //! `i`, which is the ID the sender's kernel gives that segment on a wire and so the one its
 //! ICRC was sealed for. Sends of a batch of equal-size packets go the same way: one frame for
@@ -26,12 +30,13 @@
 use std::collections::BTreeMap;
 use std::io;
 use std::net::IpAddr;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use roce_core::Transmit;
 use tokio::io::unix::AsyncFd;
 
 use super::packet_socket::{self, PacketSocket, Receiver};
+use super::sys::PacketFd;
 use super::{Backend, BackendCounters, Counter, Received};
 
 mod etherparse_arp;
@@ -45,8 +50,11 @@ use link::Link;
 /// An AF_PACKET socket on one interface, playing one IP address.
 #[derive(Debug)]
 pub struct RawBackend {
-    rx: AsyncFd<Receiver>,
-    link: Link,
+    /// The socket's descriptor, registered with tokio: what the device's task waits on.
+    ready: AsyncFd<Arc<PacketFd>>,
+    /// The receive ring, until the device takes it as a [`RawReceiver`].
+    ring: Option<Receiver>,
+    link: Arc<Mutex<Link>>,
 }
 
 impl RawBackend {
@@ -54,20 +62,26 @@ impl RawBackend {
     /// process lacks CAP_NET_RAW or the interface does not exist. Must be called inside a
     /// tokio runtime.
     pub fn open(interface: &str, ip: IpAddr) -> io::Result<Self> {
-        let PacketSocket { tx, rx, mac, .. } =
-            packet_socket::open(interface, false).map_err(|err| {
-                if err.kind() == io::ErrorKind::PermissionDenied {
-                    io::Error::new(
-                        err.kind(),
-                        format!("the raw backend: {err}, or use --backend udp"),
-                    )
-                } else {
-                    err
-                }
-            })?;
+        let socket = packet_socket::open(interface, false).map_err(|err| {
+            if err.kind() == io::ErrorKind::PermissionDenied {
+                io::Error::new(
+                    err.kind(),
+                    format!("the raw backend: {err}, or use --backend udp"),
+                )
+            } else {
+                err
+            }
+        })?;
+        Self::with_socket(socket, ip)
+    }
+
+    /// The backend on a packet socket already open, playing `ip`.
+    fn with_socket(socket: PacketSocket, ip: IpAddr) -> io::Result<Self> {
+        let PacketSocket { tx, rx, mac, .. } = socket;
         Ok(Self {
-            rx: super::sys::register(rx)?,
-            link: Link {
+            ready: super::sys::register(rx.fd())?,
+            ring: Some(rx),
+            link: Arc::new(Mutex::new(Link {
                 tx,
                 mac,
                 ip,
@@ -76,49 +90,76 @@ impl RawBackend {
                 gso: true,
                 headers: [0; 64],
                 counters: BackendCounters::shared(),
-            },
+            })),
         })
     }
 
     /// The interface's MAC address.
     pub fn mac(&self) -> [u8; 6] {
-        self.link.mac
+        lock(&self.link).mac
     }
+}
+
+/// The link, whichever thread held it last (a panic while holding it leaves nothing half
+/// done that a later frame could trip on: each frame is handled whole or not at all).
+fn lock(link: &Mutex<Link>) -> MutexGuard<'_, Link> {
+    link.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// Takes every frame that has arrived in `ring`, up to [`MAX_FRAMES`], into `buf` and `out`
+/// (`Link::take`), and counts the frames the kernel dropped for a full ring; returns whether
+/// the ring is drained.
+fn read_ring(
+    ring: &mut Receiver,
+    link: &Mutex<Link>,
+    buf: &mut [u8],
+    out: &mut Vec<Received>,
+) -> bool {
+    let mut at = 0;
+    let mut link = lock(link);
+    ring.poll_frames(MAX_FRAMES, |frame| link.take(frame, buf, &mut at, out));
+    let lost = ring.take_ring_drops(false);
+    if lost > 0 {
+        link.counters.add(Counter::RingFull, lost);
+        tracing::debug!(lost, "raw backend: frames dropped by the kernel, ring full");
+    }
+    !ring.has_frame()
+}
+
+/// Says what the ring and the link dropped, once the ring is closed.
+fn report_closed(ring: &mut Receiver, link: &Mutex<Link>) {
+    let link = lock(link);
+    link.counters
+        .add(Counter::RingFull, ring.take_ring_drops(true));
+    let counters = link.counters.snapshot();
+    tracing::debug!(
+        batches_cut = counters.rx_batches_cut,
+        batches_dropped = counters.rx_batches_dropped,
+        fragments = counters.rx_ipv4_fragments,
+        malformed = counters.rx_malformed_frames,
+        truncated = ring.truncated(),
+        ring_full = counters.rx_ring_full,
+        "raw backend closed"
+    );
 }
 
 impl Drop for RawBackend {
     fn drop(&mut self) {
-        let rx = self.rx.get_mut();
-        self.link
-            .counters
-            .add(Counter::RingFull, rx.take_ring_drops(true));
-        let counters = self.link.counters.snapshot();
-        tracing::debug!(
-            batches_cut = counters.rx_batches_cut,
-            batches_dropped = counters.rx_batches_dropped,
-            fragments = counters.rx_ipv4_fragments,
-            malformed = counters.rx_malformed_frames,
-            truncated = rx.truncated(),
-            ring_full = counters.rx_ring_full,
-            "raw backend closed"
-        );
+        if let Some(ring) = &mut self.ring {
+            report_closed(ring, &self.link);
+        }
     }
 }
 
 impl Backend for RawBackend {
     async fn recv(&mut self, buf: &mut [u8], out: &mut Vec<Received>) -> io::Result<()> {
         loop {
-            let mut guard = self.rx.readable_mut().await?;
-            let mut at = 0;
-            let link = &mut self.link;
-            let receiver = guard.get_inner_mut();
-            receiver.poll_frames(MAX_FRAMES, |frame| link.take(frame, buf, &mut at, out));
-            let lost = receiver.take_ring_drops(false);
-            if lost > 0 {
-                link.counters.add(Counter::RingFull, lost);
-                tracing::debug!(lost, "raw backend: frames dropped by the kernel, ring full");
-            }
-            if !receiver.has_frame() {
+            let mut guard = self.ready.readable().await?;
+            let Some(ring) = &mut self.ring else {
+                // The device took the ring and receives through it; it does not call this.
+                return std::future::pending().await;
+            };
+            if read_ring(ring, &self.link, buf, out) {
                 guard.clear_ready();
             }
             if !out.is_empty() {
@@ -127,14 +168,35 @@ impl Backend for RawBackend {
         }
     }
 
-    async fn send(&mut self, transmit: &Transmit, payload: &[u8]) -> io::Result<()> {
-        let (repr, dst) = self.link.repr(transmit, 0)?;
-        if self.link.neighbours.contains_key(&dst) {
-            self.link.emit(&repr, payload)
-        } else {
-            self.link
-                .wait_for_neighbour(transmit, payload, payload.len())
+    async fn when_readable<F>(&mut self, receive: F) -> io::Result<()>
+    where
+        F: FnOnce() -> io::Result<bool> + Send,
+    {
+        // As `recv`, with the ring read by `receive` through the device's `RawReceiver`. The
+        // guard is taken before the read, so a frame that arrives after it raises a new edge.
+        let mut guard = self.ready.readable().await?;
+        if receive()? {
+            guard.clear_ready();
         }
+        Ok(())
+    }
+
+    fn receiver(&mut self) -> Option<Box<dyn super::Receiver>> {
+        let ring = self.ring.take()?;
+        Some(Box::new(RawReceiver {
+            ring,
+            link: self.link.clone(),
+        }))
+    }
+
+    fn sender(&mut self) -> Option<Box<dyn super::Sender>> {
+        Some(Box::new(RawSender {
+            link: self.link.clone(),
+        }))
+    }
+
+    async fn send(&mut self, transmit: &Transmit, payload: &[u8]) -> io::Result<()> {
+        lock(&self.link).send_segments(transmit, payload, payload.len())
     }
 
     async fn send_segments(
@@ -143,30 +205,7 @@ impl Backend for RawBackend {
         payload: &mut [u8],
         segment: usize,
     ) -> io::Result<()> {
-        let segment = segment.max(1);
-        let (repr, dst) = self.link.repr(transmit, 0)?;
-        if !self.link.neighbours.contains_key(&dst) {
-            return self.link.wait_for_neighbour(transmit, payload, segment);
-        }
-        if payload.len() <= segment {
-            return self.link.emit(&repr, payload);
-        }
-        if self.link.gso && repr.ip.src.is_ipv4() {
-            match self.link.emit_batch(&repr, payload, segment) {
-                Ok(()) => return Ok(()),
-                Err(err) if err.raw_os_error() == Some(nix::libc::EINVAL) => {
-                    tracing::info!(error = %err, "the kernel refused a UDP batch to cut; sending datagrams one by one");
-                    self.link.gso = false;
-                }
-                Err(err) => return Err(err),
-            }
-        }
-        // One frame per datagram, each with the ID its ICRC was sealed for.
-        for (index, datagram) in payload.chunks(segment).enumerate() {
-            let (repr, _) = self.link.repr(transmit, index as u16)?;
-            self.link.emit(&repr, datagram)?;
-        }
-        Ok(())
+        lock(&self.link).send_segments(transmit, payload, segment)
     }
 
     fn max_segments(&self) -> usize {
@@ -178,14 +217,64 @@ impl Backend for RawBackend {
     }
 
     fn recv_buffer_len(&self) -> usize {
-        // Room for several 64 KiB batches per wake-up.
-        64 * roce_core::MAX_DATAGRAM + (1 << 16)
+        RECV_BUFFER
     }
 
     fn counters(&self) -> Option<Arc<BackendCounters>> {
-        Some(self.link.counters.clone())
+        Some(lock(&self.link).counters.clone())
     }
 }
 
-/// Frames taken from the ring per wake-up at most (the driver then runs the engine).
+/// The raw backend's ring, read by whichever thread holds the device's receive lock.
+#[derive(Debug)]
+pub struct RawReceiver {
+    ring: Receiver,
+    link: Arc<Mutex<Link>>,
+}
+
+impl super::Receiver for RawReceiver {
+    fn try_recv(&mut self, buf: &mut [u8], out: &mut Vec<Received>) -> io::Result<bool> {
+        // An empty ring is found empty by one load of its next slot's status.
+        if !self.ring.has_frame() {
+            return Ok(true);
+        }
+        Ok(read_ring(&mut self.ring, &self.link, buf, out))
+    }
+
+    fn buffer_len(&self) -> usize {
+        RECV_BUFFER
+    }
+}
+
+impl Drop for RawReceiver {
+    fn drop(&mut self) {
+        report_closed(&mut self.ring, &self.link);
+    }
+}
+
+/// The raw backend's sending half, used by whichever thread holds the device's transmit lock.
+#[derive(Debug)]
+pub struct RawSender {
+    link: Arc<Mutex<Link>>,
+}
+
+impl super::Sender for RawSender {
+    fn send_segments(
+        &mut self,
+        transmit: &Transmit,
+        payload: &mut [u8],
+        segment: usize,
+    ) -> io::Result<()> {
+        lock(&self.link).send_segments(transmit, payload, segment)
+    }
+
+    fn max_segments(&self) -> usize {
+        super::udp::MAX_GSO_SEGMENTS
+    }
+}
+
+/// Room for several 64 KiB batches per read.
+const RECV_BUFFER: usize = 64 * roce_core::MAX_DATAGRAM + (1 << 16);
+
+/// Frames taken from the ring per read at most (the driver then runs the engine).
 const MAX_FRAMES: usize = 256;

@@ -17,16 +17,16 @@ use nix::libc;
 use tokio::io::Interest;
 use tokio::io::unix::AsyncFd;
 
-use super::packet_socket::Receiver;
-
-/// Registers `rx`'s socket with tokio's reactor, for reading. Must be called inside a tokio
-/// runtime.
-pub(crate) fn register(rx: Receiver) -> io::Result<AsyncFd<Receiver>> {
-    // SAFETY: `Receiver::as_raw_fd` returns the descriptor of the `PacketFd` it holds (an
-    // `Arc`, never replaced), which is closed only when its last holder drops it; the
-    // receiver is one holder and lives inside the `AsyncFd`, so the descriptor stays open and
-    // the same for the `AsyncFd`'s whole life.
-    Ok(unsafe { AsyncFd::register_with_interest(rx, Interest::READABLE) }?)
+/// Registers a packet socket's descriptor with tokio's reactor, for reading: the raw
+/// backend's task waits on it while the ring itself is read by whichever thread holds it
+/// (`packet_socket::Receiver`). Must be called inside a tokio runtime.
+pub(crate) fn register(
+    fd: std::sync::Arc<PacketFd>,
+) -> io::Result<AsyncFd<std::sync::Arc<PacketFd>>> {
+    // SAFETY: a `PacketFd` owns its descriptor and closes it only when dropped; the `Arc`
+    // inside the `AsyncFd` keeps it alive, and it is never replaced, so the descriptor stays
+    // open and the same for the `AsyncFd`'s whole life.
+    Ok(unsafe { AsyncFd::register_with_interest(fd, Interest::READABLE) }?)
 }
 
 /// Registers a UDP socket with tokio's reactor, for reading. Must be called inside

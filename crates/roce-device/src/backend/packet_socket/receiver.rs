@@ -128,6 +128,11 @@ impl Receiver {
         self.ring.status(self.next) & libc::TP_STATUS_USER != 0
     }
 
+    /// The socket's descriptor, to wait on while another thread reads the ring.
+    pub(crate) fn fd(&self) -> Arc<PacketFd> {
+        self.fd.clone()
+    }
+
     /// Waits up to `timeout` for a frame (for a receiver on a thread of its own; an async
     /// one polls the descriptor).
     pub fn wait(&self, timeout: Duration) -> io::Result<bool> {

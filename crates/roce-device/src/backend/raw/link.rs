@@ -187,6 +187,41 @@ impl Link {
         }
     }
 
+    /// Sends `payload`, the UDP payloads of datagrams of `segment` bytes each ([`Backend::
+    /// send_segments`](crate::backend::Backend::send_segments)): one frame for the kernel to
+    /// cut where it can, else a frame per datagram, each with the ID its ICRC was sealed for;
+    /// queued for the neighbour's MAC while it is not known.
+    pub(super) fn send_segments(
+        &mut self,
+        transmit: &Transmit,
+        payload: &[u8],
+        segment: usize,
+    ) -> io::Result<()> {
+        let segment = segment.max(1);
+        let (repr, dst) = self.repr(transmit, 0)?;
+        if !self.neighbours.contains_key(&dst) {
+            return self.wait_for_neighbour(transmit, payload, segment);
+        }
+        if payload.len() <= segment {
+            return self.emit(&repr, payload);
+        }
+        if self.gso && repr.ip.src.is_ipv4() {
+            match self.emit_batch(&repr, payload, segment) {
+                Ok(()) => return Ok(()),
+                Err(err) if err.raw_os_error() == Some(nix::libc::EINVAL) => {
+                    tracing::info!(error = %err, "the kernel refused a UDP batch to cut; sending datagrams one by one");
+                    self.gso = false;
+                }
+                Err(err) => return Err(err),
+            }
+        }
+        for (index, datagram) in payload.chunks(segment).enumerate() {
+            let (repr, _) = self.repr(transmit, index as u16)?;
+            self.emit(&repr, datagram)?;
+        }
+        Ok(())
+    }
+
     /// Sends one frame: `repr`'s headers, then `payload`.
     pub(super) fn emit(&mut self, repr: &FrameRepr, payload: &[u8]) -> io::Result<()> {
         let len = repr

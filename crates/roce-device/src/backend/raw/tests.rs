@@ -171,3 +171,88 @@ fn counters_are_counted_by_name_and_fragments_are_drops() {
     assert_eq!(stats.rx_dropped(), 2, "a cut batch is no drop");
     assert!(stats.counters().contains(&("rx_ipv4_fragments", 2)));
 }
+
+#[test]
+fn a_raw_backend_hands_its_ring_and_its_link_to_other_threads() {
+    let Some(ns) = crate::backend::testing::Netns::new("direct") else {
+        return;
+    };
+    let name = ns.0.clone();
+    std::thread::spawn(move || {
+        crate::backend::sys::enter_netns(&name).unwrap();
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let _entered = runtime.enter();
+        let (us, peer) = (Ipv4Addr::new(198, 18, 9, 6), Ipv4Addr::new(198, 18, 9, 5));
+        let peer_mac = [2, 0, 0, 0, 0, 0x31];
+        // `RawBackend::open` on a socket opened as the namespace's thread can (sysfs shows the
+        // host's interfaces, not the namespace's).
+        let socket = packet_socket::open_in_namespace("x1").unwrap();
+        let mut backend = RawBackend::with_socket(socket, IpAddr::V4(us)).unwrap();
+        let PacketSocket {
+            tx: peer_tx,
+            rx: mut wire,
+            ..
+        } = packet_socket::open_in_namespace("x0").unwrap();
+
+        // The device takes the ring once; the backend keeps none after.
+        let mut rx = backend
+            .receiver()
+            .expect("the raw backend hands out its ring");
+        assert!(
+            backend.receiver().is_none(),
+            "a second receiver of one ring"
+        );
+        let (mut buf, mut out) = (vec![0u8; rx.buffer_len()], Vec::new());
+        // An empty ring: drained at once, nothing taken.
+        assert!(rx.try_recv(&mut buf, &mut out).unwrap());
+        assert!(out.is_empty());
+
+        // A datagram from the peer arrives through the receiver, on this thread.
+        let mut from_peer = FrameRepr::for_datagram(
+            SocketAddr::new(IpAddr::V4(peer), 4791),
+            SocketAddr::new(IpAddr::V4(us), 4791),
+            roce_wire::frame::Ecn::NotEct,
+            0,
+            64,
+        );
+        from_peer.ethernet.src = peer_mac;
+        from_peer.ethernet.dst = backend.mac();
+        let mut bytes = vec![0u8; 128];
+        let at = from_peer.emit_headers(&mut bytes, 40).unwrap();
+        bytes[at..at + 40].fill(0xcc);
+        bytes.truncate(at + 40);
+        peer_tx.send(&[&bytes]).unwrap();
+        let start = std::time::Instant::now();
+        while out.is_empty() && start.elapsed() < std::time::Duration::from_secs(5) {
+            rx.try_recv(&mut buf, &mut out).unwrap();
+        }
+        assert_eq!(out.len(), 1, "the peer's datagram, read from the ring");
+        let got = &out[0];
+        assert_eq!(&buf[got.offset..got.offset + got.len], &[0xcc; 40]);
+
+        // The sender, on any thread, reaches the peer whose MAC the receiver learnt.
+        let mut sender = backend
+            .sender()
+            .expect("the raw backend hands out a sender");
+        let transmit = Transmit {
+            src: IpAddr::V4(us),
+            src_port: 0xc000,
+            dst: SocketAddr::new(IpAddr::V4(peer), 4791),
+            ecn: roce_wire::frame::Ecn::NotEct,
+            dscp: 0,
+            ttl: 64,
+            len: 40,
+        };
+        let mut payload = [0xdd; 40];
+        std::thread::scope(|s| {
+            s.spawn(|| sender.send_segments(&transmit, &mut payload, 40).unwrap());
+        });
+        let seen = roce_payloads(&mut wire, 1, std::time::Duration::from_secs(5));
+        assert_eq!(seen, [vec![0xdd; 40]]);
+    })
+    .join()
+    .unwrap();
+}
