@@ -7,9 +7,10 @@
 #     on UDP), against iperf3's blast (one datagram per system call, the weaker anchor) and
 #     against TCP (iperf3) between the same namespaces;
 #   - 8-byte SEND ping-pong latency (`roce perf send --lat -s 8`, waiting on completion events
-#     and with --busy-poll) against a UDP ping-pong of 14 bytes, sockperf's smallest message, in
-#     the same mode: waiting in the kernel (sockperf's default, blocking sockets) for the NIC that
-#     waits on events, spinning (`--nonblocked` on both sides) for the busy-polling NIC;
+#     and with --busy-poll on the UDP backend, and with --busy-poll on the raw backend) against
+#     a UDP ping-pong of 14 bytes, sockperf's smallest message, in the same mode: waiting in
+#     the kernel (sockperf's default, blocking sockets) for the NIC that waits on events,
+#     spinning (`--nonblocked` on both sides) for the busy-polling NIC;
 #   - the message rate of 64-byte WRITEs (`roce perf write -s 64`), both NICs busy polling
 #     (against the offloaded blast, which never waits either) and waiting on their sockets;
 #   - aggregate goodput and Jain's index with 1, 10, 100 and 1000 QPs (`roce perf write -q N`).
@@ -73,10 +74,17 @@ tcp() {
     ina iperf3 -c "$B_IP" -p 5202 -t 3 -J | python3 -c 'import json,sys; d=json.load(sys.stdin); print(d["end"]["sum_received"]["bytes"]/d["end"]["sum_received"]["seconds"]/1e6)'
     wait "$pid" || true
 }
-roce_lat() {  # roce_lat [--busy-poll]: "median p99 p99.9" one-way latency, µs
-    inb "$ROCE" perf send --lat -s 8 -n 20000 --json "$@" >/dev/null & local pid=$!
+roce_lat() {  # roce_lat [--busy-poll|-] [raw]: "median p99 p99.9" one-way latency, µs (raw:
+    # both NICs on the raw backend, playing A_RAW and B_RAW)
+    local flags=() server=() client=()
+    [ "${1:-}" = --busy-poll ] && flags=(--busy-poll)
+    if [ "${2:-}" = raw ]; then
+        server=(--backend raw --dev vb --ip "$B_RAW")
+        client=(--backend raw --dev va --ip "$A_RAW")
+    fi
+    inb "$ROCE" perf send --lat -s 8 -n 20000 --json "${flags[@]}" "${server[@]}" >/dev/null & local pid=$!
     sleep 0.3
-    ina "$ROCE" perf send --lat "$B_IP" -s 8 -n 20000 --json "$@" | python3 -c 'import json,sys; d=json.load(sys.stdin); print(d["t_typical_us"], d["p99_us"], d["p999_us"])'
+    ina "$ROCE" perf send --lat "$B_IP" -s 8 -n 20000 --json "${flags[@]}" "${client[@]}" | python3 -c 'import json,sys; d=json.load(sys.stdin); print(d["t_typical_us"], d["p99_us"], d["p999_us"])'
     wait "$pid"
 }
 roce_qps() {  # roce_qps N: aggregate MB/s and Jain's index of N QPs writing 64 KiB (same bytes in all)
@@ -128,6 +136,7 @@ for _ in $(seq "$RUNS"); do
     R[tcp]+="$(tcp) "
     read -r t p99 p999 <<<"$(roce_lat)"; R[rlat]+="$t "; R[rlat99]+="$p99 "; R[rlat999]+="$p999 "
     read -r t p99 p999 <<<"$(roce_lat --busy-poll)"; R[rlatbusy]+="$t "; R[rlatbusy99]+="$p99 "; R[rlatbusy999]+="$p999 "
+    read -r t p99 p999 <<<"$(roce_lat --busy-poll raw)"; R[rawlatbusy]+="$t "; R[rawlatbusy99]+="$p99 "; R[rawlatbusy999]+="$p999 "
     R[ulat]+="$(udp_lat) "; R[ulatspin]+="$(udp_lat --nonblocked) "
     R[rate64busy]+="$(roce_rate --busy-poll) "; R[rate64]+="$(roce_rate) "
     for q in 1 10 100 1000; do
@@ -165,6 +174,8 @@ release build. MB/s are 10^6 bytes of payload per second.
 | … its p99 / p99.9 | $(med rlat99) / $(med rlat999) µs | p99 $(ratio rlat99 rlat) × its median |
 | \`roce perf send --lat -s 8 --busy-poll\`, typical one-way latency | $(med rlatbusy) µs | $(ratio rlatbusy ulatspin) × UDP ping-pong (spinning) |
 | … its p99 / p99.9 | $(med rlatbusy99) / $(med rlatbusy999) µs | p99 $(ratio rlatbusy99 rlatbusy) × its median |
+| \`roce perf send --lat -s 8 --busy-poll\`, raw backend on both sides | $(med rawlatbusy) µs | $(ratio rawlatbusy ulatspin) × UDP ping-pong (spinning) |
+| … its p99 / p99.9 | $(med rawlatbusy99) / $(med rawlatbusy999) µs | p99 $(ratio rawlatbusy99 rawlatbusy) × its median |
 | \`roce perf write -s 64 -t 128 --busy-poll\`, message rate | $(med rate64busy) M/s | |
 | … waiting on the sockets (without \`--busy-poll\`) | $(med rate64) M/s | |
 | \`roce perf write -q 1\` 64 KiB, MTU 4096, 20 000 WRITEs | $(med q1) MB/s | Jain $(med jain1) |
