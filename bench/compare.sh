@@ -145,6 +145,10 @@ versus("Our NIC vs rxe in the QEMU guests: ≥ 2 × rxe's ib_write_bw goodput",
        "roce_bw", "rxe_bw", guests, 0, "MB/s", lambda r: r >= 2)
 versus("… and ≤ rxe's latency for 8-byte sends",
        "roce_lat", "rxe_lat", guests, 1, "µs", lambda r: r <= 1)
+versus("… on the raw backend: ≥ 2 × rxe's ib_write_bw goodput",
+       "roce_raw_bw", "rxe_bw", guests, 0, "MB/s", lambda r: r >= 2)
+versus("… on the raw backend: ≤ rxe's latency for 8-byte sends",
+       "roce_raw_lat", "rxe_lat", guests, 1, "µs", lambda r: r <= 1)
 # 2b. the verbs layer: Debian's perftest under roce exec against roce perf, same NIC, same veth.
 versus("`roce exec -- ib_write_bw` 64 KiB, MTU 4096, veth ≥ 0.9 × `roce perf write`",
        "exec_bw", "perf_bw", xenv, 0, "MB/s", lambda r: r >= 0.9)

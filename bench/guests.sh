@@ -4,7 +4,8 @@
 # side in one run, medians of RUNS runs:
 #   - RC WRITE goodput, 64 KiB messages, path MTU 4096 and 1024: ib_write_bw between the two rxe
 #     devices, then `roce perf write` (UDP backend) between two copies of our static binary;
-#   - 8-byte SEND latency: ib_send_lat -s 8 (t_typical), then `roce perf send --lat -s 8`.
+#   - 8-byte SEND latency: ib_send_lat -s 8 (t_typical), then `roce perf send --lat -s 8`;
+#   - ours again on the raw backend (WRITE at MTU 4096, and the latency).
 # Guest 1 (198.18.0.12) is the server, guest 2 (198.18.0.13) the client, both on one bridge in a
 # network namespace of this script's own. Before the runs, one cross pair (ib_write_bw on rxe in
 # guest 1, `roce perf write` in guest 2) proves that the two stacks agree on the wire.
@@ -214,13 +215,17 @@ rxe_lat() {  # typical 8-byte SEND latency of ib_send_lat's client, µs
 }
 
 # roce perf cells: server ARGS in guest 1, client ARGS in guest 2, then FIELD of the client's JSON.
-roce_pair() {  # roce_pair FIELD ARGS...
+roce_pair() {  # roce_pair FIELD ARGS... (RAW=1: both NICs on the raw backend, on eth0, playing
+    # $G1_RAW and $G2_RAW, addresses no guest kernel has; the out-of-band TCP still goes to $G1_IP)
     local field=$1; shift
-    local args="$*" out rc=0 job
-    job=$(run_peer_in_guest ". /share/bench.sh; cpu_around timeout $TOOL_TIMEOUT /tmp/roce perf $args --json")
+    local args="$*" out rc=0 job server="" client=""
+    if [ "${RAW:-0}" = 1 ]; then
+        server="--backend raw --dev eth0 --ip $G1_RAW"; client="--backend raw --dev eth0 --ip $G2_RAW"
+    fi
+    job=$(run_peer_in_guest ". /share/bench.sh; cpu_around timeout $TOOL_TIMEOUT /tmp/roce perf $args $server --json")
     sleep 0.5
     out=$(guest2 run_in_guest -t $((TOOL_TIMEOUT + 30)) \
-        ". /share/bench.sh; client cpu_around timeout $TOOL_TIMEOUT /tmp/roce perf ${args/ / $G1_IP } --json") || rc=$?
+        ". /share/bench.sh; client cpu_around timeout $TOOL_TIMEOUT /tmp/roce perf ${args/ / $G1_IP } $client --json") || rc=$?
     guest_wait "$job" $((TOOL_TIMEOUT + 10)) >"$INTEROP_RUN/server.out" || rc=$?
     printf '%s\n' "$out" >&2
     if [ "$rc" != 0 ]; then
@@ -250,6 +255,11 @@ cpu_split() {
 ours_write() { roce_pair bw_avg_mb_s write -s "$SIZE" -m "$1" -n "$BW_ITERS"; }
 # --busy-poll: ib_send_lat polls its CQ in a loop (perftest's default), so ours does too.
 ours_lat() { roce_pair t_typical_us send --lat -s 8 -n "$LAT_ITERS" --busy-poll; }
+# The raw backend: its receive ring is read in place, so a spinning poll makes no system call
+# (each one an emulated crossing under TCG).
+ours_raw_write() { RAW=1 ours_write "$1"; }
+ours_raw_lat() { RAW=1 ours_lat; }
+G1_RAW=198.18.0.22; G2_RAW=198.18.0.23
 
 both_guests() {  # both_guests CMD: the same job in both guests, at the same time
     local j1 j2 rc=0
@@ -328,6 +338,9 @@ for run in $(seq "$RUNS"); do
     log "run $run/$RUNS: roce <-> roce"
     for mtu in "${MTUS[@]}"; do cell "ours_write_$mtu" ours_write "$mtu"; done
     cell ours_lat ours_lat
+    log "run $run/$RUNS: roce <-> roce, raw backend"
+    cell ours_raw_write_4096 ours_raw_write 4096
+    cell ours_raw_lat ours_raw_lat
     if [ "$run" -lt "$RUNS" ]; then
         both_guests rxe_on || die "cannot load rxe again"
         G1=$(run_in_guest -t 30 '. /share/bench.sh; rxe_gid'); G2=$(guest2 run_in_guest -t 30 '. /share/bench.sh; rxe_gid')
@@ -370,6 +383,8 @@ verdict() {  # verdict VALUE OP LIMIT
 R4=$(ratio ours_write_4096 rxe_write_4096)
 R1=$(ratio ours_write_1024 rxe_write_1024)
 RL=$(ratio ours_lat rxe_lat)
+R4R=$(ratio ours_raw_write_4096 rxe_write_4096)
+RLR=$(ratio ours_raw_lat rxe_lat)
 # The medians for bench/compare.sh's goals table.
 mkdir -p "$INTEROP_REPO/target/bench"
 cat > "$INTEROP_REPO/target/bench/guests.env" <<ENV
@@ -377,6 +392,8 @@ rxe_bw=$(med rxe_write_4096)
 roce_bw=$(med ours_write_4096)
 rxe_lat=$(med rxe_lat)
 roce_lat=$(med ours_lat)
+roce_raw_bw=$(med ours_raw_write_4096)
+roce_raw_lat=$(med ours_raw_lat)
 ENV
 CPU_MODEL=$(awk -F': ' '/model name/{print $2; exit}' /proc/cpuinfo)
 KVER=$(cat "$INTEROP_CACHE/guest/kernel-version" 2>/dev/null || echo "?")
@@ -396,11 +413,14 @@ binary: a static release build of \`$SOURCE\`. MB/s are 10^6 bytes of payload pe
 | RC WRITE goodput, 64 KiB, path MTU 4096 | $(med rxe_write_4096) MB/s | $(med ours_write_4096) MB/s | $R4 | ≥ 2: $(verdict "$R4" '>=' 2) |
 | RC WRITE goodput, 64 KiB, path MTU 1024 | $(med rxe_write_1024) MB/s | $(med ours_write_1024) MB/s | $R1 | ≥ 2: $(verdict "$R1" '>=' 2) |
 | 8-byte SEND latency, typical (half the round trip) | $(med rxe_lat) µs | $(med ours_lat) µs | $RL | ≤ 1: $(verdict "$RL" '<=' 1) |
+| … ours on the raw backend: RC WRITE goodput, 64 KiB, path MTU 4096 | $(med rxe_write_4096) MB/s | $(med ours_raw_write_4096) MB/s | $R4R | ≥ 2: $(verdict "$R4R" '>=' 2) |
+| … ours on the raw backend: 8-byte SEND latency | $(med rxe_lat) µs | $(med ours_raw_lat) µs | $RLR | ≤ 1: $(verdict "$RLR" '<=' 1) |
 
 - All runs, rxe / ours: WRITE MTU 4096 $(all rxe_write_4096) / $(all ours_write_4096) MB/s; MTU 1024
-  $(all rxe_write_1024) / $(all ours_write_1024) MB/s; latency $(all rxe_lat) / $(all ours_lat) µs.
+  $(all rxe_write_1024) / $(all ours_write_1024) MB/s; latency $(all rxe_lat) / $(all ours_lat) µs; ours on
+  the raw backend, WRITE MTU 4096 $(all ours_raw_write_4096) MB/s, latency $(all ours_raw_lat) µs.
 - Packets our client retransmitted, per run: WRITE MTU 4096 $(xs ours_write_4096); MTU 1024 $(xs ours_write_1024);
-  latency $(xs ours_lat).
+  latency $(xs ours_lat); raw backend: WRITE $(xs ours_raw_write_4096), latency $(xs ours_raw_lat).
 - Frames the host dropped at the guests' taps (tx_dropped), per run, rxe / ours:
   WRITE MTU 4096 $(ds rxe_write_4096) / $(ds ours_write_4096); MTU 1024 $(ds rxe_write_1024) / $(ds ours_write_1024); latency $(ds rxe_lat) / $(ds ours_lat).
 - In the guests, over the whole run: guest 1 $C1; guest 2 $C2.
@@ -409,7 +429,9 @@ binary: a static release build of \`$SOURCE\`. MB/s are 10^6 bytes of payload pe
   - rxe WRITE MTU 4096: $(cpu rxe_write_4096 C) / $(cpu rxe_write_4096 S);
   - ours WRITE MTU 4096: $(cpu ours_write_4096 C) / $(cpu ours_write_4096 S);
   - rxe latency: $(cpu rxe_lat C) / $(cpu rxe_lat S);
-  - ours latency: $(cpu ours_lat C) / $(cpu ours_lat S).
+  - ours latency: $(cpu ours_lat C) / $(cpu ours_lat S);
+  - ours on the raw backend, WRITE MTU 4096: $(cpu ours_raw_write_4096 C) / $(cpu ours_raw_write_4096 S);
+  - ours on the raw backend, latency: $(cpu ours_raw_lat C) / $(cpu ours_raw_lat S).
 - Cross pair before the runs (ib_write_bw on rxe serving, \`roce perf write\` as its client, MTU
   4096): passed, $CROSS_MB MB/s.
 - Wall time per cell (median, guest job overhead included), rxe / ours: WRITE MTU 4096
@@ -423,6 +445,8 @@ ib_send_lat -d rxe0 -x G -F -s 8 -n $LAT_ITERS
 # ours <-> ours, UDP backend: server in guest 1, client in guest 2 (the same with $G1_IP)
 roce perf write -s $SIZE -m 4096 -n $BW_ITERS --json           # and -m 1024; bw_avg_mb_s
 roce perf send --lat -s 8 -n $LAT_ITERS --json --busy-poll     # t_typical_us
+# ours <-> ours, raw backend on eth0: the same with --backend raw --dev eth0 --ip $G1_RAW (guest 1)
+# and --ip $G2_RAW (guest 2), MTU 4096 only
 \`\`\`
 <!-- /guests -->
 TXT
