@@ -15,9 +15,8 @@ impl Nic {
     // C. verbs from the application: work requests
 
     /// Posts a send WR (`ibv_post_send`). The QP must be in RTS (or, for SQD, the WR waits).
-    pub fn post_send(&mut self, qpn: Qpn, wr: SendWr) -> Result<(), VerbsError> {
+    pub fn post_send(&mut self, qpn: Qpn, mut wr: SendWr) -> Result<(), VerbsError> {
         let qp = self.qps.get_mut(&qpn).ok_or(VerbsError::UnknownQp(qpn))?;
-        let mut wr = wr;
         let shape = send_wqe(&self.shared, qp, &mut wr)?;
         qp.sq.push(SendWqe {
             wr,

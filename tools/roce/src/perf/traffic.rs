@@ -147,9 +147,8 @@ impl Runner<'_> {
         }
     }
 
-    /// Up to `max` completions of the (shared) CQ, at least one, within `limit`: polled for,
-    /// or with `-e` waited for by the CQ's events.
-    /// Appends up to `max` completions to `out`, at least one, within `limit`.
+    /// Appends up to `max` completions of the (shared) CQ to `out`, at least one, within
+    /// `limit`, and returns how many: polled for, or with `-e` waited for by the CQ's events.
     async fn cqes(
         &self,
         max: usize,
@@ -216,9 +215,8 @@ impl Runner<'_> {
         std::mem::take(&mut self.live.borrow_mut().samples)
     }
 
-    /// Up to `max` completions, at least one; each must be a success of one of our QPs.
-    /// Up to `max` completions into `out` (emptied first), at least one: each is checked
-    /// with [`Runner::check`] as it is used.
+    /// Up to `max` completions into `out` (emptied first), at least one. Each must be a
+    /// success of one of our QPs: the caller checks each with [`Runner::check`] as it uses it.
     async fn complete_many(&self, max: usize, out: &mut Vec<Cqe>) -> Result<(), TrafficError> {
         out.clear();
         self.cqes(max, self.limit, out).await.map_err(|e| match e {
@@ -268,27 +266,28 @@ impl Runner<'_> {
     ) -> Result<(), TrafficError> {
         let now = Instant::now();
         let mut count = 0;
-        self.device
-            .verb(roce_device::Verb::PostSend, |nic, _| {
-                loop {
-                    let before = count;
-                    for qp in 0..self.qps.len() {
-                        if posted[qp] >= self.plan.iters()
-                            || posted[qp] - done[qp] >= u64::from(depth.max(1))
-                        {
-                            continue;
-                        }
-                        let n = posted[qp];
-                        let wr = self.wr(qp, n, self.op(qp, verb, cas, n), self.sges[qp]);
-                        nic.post_send(self.qps[qp].qpn, wr)?;
-                        posted[qp] += 1;
-                        count += 1;
+        let post = |nic: &mut roce_core::Nic, _| -> Result<(), roce_core::VerbsError> {
+            loop {
+                let before = count;
+                for qp in 0..self.qps.len() {
+                    if posted[qp] >= self.plan.iters()
+                        || posted[qp] - done[qp] >= u64::from(depth.max(1))
+                    {
+                        continue;
                     }
-                    if count == before {
-                        return Ok::<(), roce_core::VerbsError>(());
-                    }
+                    let n = posted[qp];
+                    let wr = self.wr(qp, n, self.op(qp, verb, cas, n), self.sges[qp]);
+                    nic.post_send(self.qps[qp].qpn, wr)?;
+                    posted[qp] += 1;
+                    count += 1;
                 }
-            })?
+                if count == before {
+                    return Ok(());
+                }
+            }
+        };
+        self.device
+            .verb(roce_device::Verb::PostSend, post)?
             .map_err(DeviceError::from)?;
         if let Some(times) = times {
             times.posted.extend(std::iter::repeat_n(now, count));
@@ -299,7 +298,7 @@ impl Runner<'_> {
     /// Keeps up to `depth` WRs in flight on every QP until each has completed `iters`, as
     /// perftest's `run_iter_bw` (perftest_resources.c) does: round robin over the QPs, each
     /// while `scnt[index] < iters` and `scnt[index] - ccnt[index] < tx_depth`, until
-    /// `iters * num_of_qps` have completed. A post here is a round trip to the device's task
+    /// `iters * num_of_qps` have completed. A post here takes the engine's lock and may send
     /// (microseconds, not perftest's nanoseconds), so the WRs that fit are posted as one list
     /// (perftest's `--post_list`) and completions are taken up to 16 at a time (perftest's
     /// `CTX_POLL_BATCH`); the windows are filled one WR per QP per round, so that QP 0 does not

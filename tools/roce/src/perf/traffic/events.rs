@@ -50,9 +50,8 @@ impl Channel {
     }
 
     /// Up to `max` completions appended to `out`, at least one (how many is returned), within
-    /// `limit`: what the CQ holds; when it holds
-    /// nothing, the next event (`ibv_get_cq_event`), the CQ armed again (`ibv_req_notify_cq`),
-    /// then what it holds. A completion that came between the poll and the arm is seen by the
+    /// `limit`: what the CQ holds; when it holds nothing, the next event (`ibv_get_cq_event`),
+    /// the CQ armed again (`ibv_req_notify_cq`), then what it holds. A completion that came between the poll and the arm is seen by the
     /// poll after the arm, so none is waited for in vain.
     pub(in crate::perf) async fn next(
         &self,
