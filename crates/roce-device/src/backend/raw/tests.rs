@@ -73,6 +73,42 @@ fn roce_payloads(rx: &mut Receiver, n: usize, limit: std::time::Duration) -> Vec
     got
 }
 
+/// A RoCEv2 datagram of 40 bytes of `fill` from `peer` (its MAC `peer_mac`) to `us` (`our_mac`),
+/// as a whole Ethernet frame.
+fn frame_from_peer(
+    (peer, peer_mac): (Ipv4Addr, [u8; 6]),
+    (us, our_mac): (Ipv4Addr, [u8; 6]),
+    fill: u8,
+) -> Vec<u8> {
+    let mut repr = FrameRepr::for_datagram(
+        SocketAddr::new(IpAddr::V4(peer), 4791),
+        SocketAddr::new(IpAddr::V4(us), 4791),
+        roce_wire::frame::Ecn::NotEct,
+        0,
+        64,
+    );
+    repr.ethernet.src = peer_mac;
+    repr.ethernet.dst = our_mac;
+    let mut bytes = vec![0u8; 128];
+    let at = repr.emit_headers(&mut bytes, 40).unwrap();
+    bytes[at..at + 40].fill(fill);
+    bytes.truncate(at + 40);
+    bytes
+}
+
+/// What the engine hands over for a datagram of `len` bytes from `us` to `peer`.
+fn transmit_to(us: Ipv4Addr, peer: Ipv4Addr, len: usize) -> Transmit {
+    Transmit {
+        src: IpAddr::V4(us),
+        src_port: 0xc000,
+        dst: SocketAddr::new(IpAddr::V4(peer), 4791),
+        ecn: roce_wire::frame::Ecn::NotEct,
+        dscp: 0,
+        ttl: 64,
+        len,
+    }
+}
+
 #[test]
 fn what_waits_for_a_peers_arp_reply_leaves_before_what_follows_once_its_mac_is_learnt() {
     let Some(ns) = crate::backend::testing::Netns::new("arp") else {
@@ -96,31 +132,12 @@ fn what_waits_for_a_peers_arp_reply_leaves_before_what_follows_once_its_mac_is_l
             headers: [0; 64],
             counters: BackendCounters::shared(),
         };
-        let transmit = |len| Transmit {
-            src: IpAddr::V4(us),
-            src_port: 0xc000,
-            dst: SocketAddr::new(IpAddr::V4(peer), 4791),
-            ecn: roce_wire::frame::Ecn::NotEct,
-            dscp: 0,
-            ttl: 64,
-            len,
-        };
+        let transmit = |len| transmit_to(us, peer, len);
         // The first packet to the peer waits for its ARP reply...
         let first = [0xaa; 40];
         link.wait_for_neighbour(&transmit(40), &first, 40).unwrap();
         // ...and before any comes, a packet from the peer teaches us its MAC.
-        let mut from_peer = FrameRepr::for_datagram(
-            SocketAddr::new(IpAddr::V4(peer), 4791),
-            SocketAddr::new(IpAddr::V4(us), 4791),
-            roce_wire::frame::Ecn::NotEct,
-            0,
-            64,
-        );
-        from_peer.ethernet.src = peer_mac;
-        from_peer.ethernet.dst = mac;
-        let mut bytes = vec![0u8; 128];
-        let at = from_peer.emit_headers(&mut bytes, 40).unwrap();
-        bytes.truncate(at + 40);
+        let bytes = frame_from_peer((peer, peer_mac), (us, mac), 0);
         let (mut buf, mut at, mut out) = (vec![0u8; 4096], 0, Vec::new());
         let frame = RxFrame {
             vnet: packet_socket::VirtioNetHdr::default(),
@@ -211,19 +228,7 @@ fn a_raw_backend_hands_its_ring_and_its_link_to_other_threads() {
         assert!(out.is_empty());
 
         // A datagram from the peer arrives through the receiver, on this thread.
-        let mut from_peer = FrameRepr::for_datagram(
-            SocketAddr::new(IpAddr::V4(peer), 4791),
-            SocketAddr::new(IpAddr::V4(us), 4791),
-            roce_wire::frame::Ecn::NotEct,
-            0,
-            64,
-        );
-        from_peer.ethernet.src = peer_mac;
-        from_peer.ethernet.dst = backend.mac();
-        let mut bytes = vec![0u8; 128];
-        let at = from_peer.emit_headers(&mut bytes, 40).unwrap();
-        bytes[at..at + 40].fill(0xcc);
-        bytes.truncate(at + 40);
+        let bytes = frame_from_peer((peer, peer_mac), (us, backend.mac()), 0xcc);
         peer_tx.send(&[&bytes]).unwrap();
         let start = std::time::Instant::now();
         while out.is_empty() && start.elapsed() < std::time::Duration::from_secs(5) {
@@ -237,15 +242,7 @@ fn a_raw_backend_hands_its_ring_and_its_link_to_other_threads() {
         let mut sender = backend
             .sender()
             .expect("the raw backend hands out a sender");
-        let transmit = Transmit {
-            src: IpAddr::V4(us),
-            src_port: 0xc000,
-            dst: SocketAddr::new(IpAddr::V4(peer), 4791),
-            ecn: roce_wire::frame::Ecn::NotEct,
-            dscp: 0,
-            ttl: 64,
-            len: 40,
-        };
+        let transmit = transmit_to(us, peer, 40);
         let mut payload = [0xdd; 40];
         std::thread::scope(|s| {
             s.spawn(|| sender.send_segments(&transmit, &mut payload, 40).unwrap());
