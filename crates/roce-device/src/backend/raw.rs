@@ -54,7 +54,8 @@ pub struct RawBackend {
     ready: AsyncFd<Arc<PacketFd>>,
     /// The receive ring, until the device takes it as a [`RawReceiver`].
     ring: Option<Receiver>,
-    link: Arc<Mutex<Link>>,
+    /// The sending half, on the link the ring's reader shares.
+    tx: RawSender,
 }
 
 impl RawBackend {
@@ -81,7 +82,7 @@ impl RawBackend {
         Ok(Self {
             ready: super::sys::register(rx.fd())?,
             ring: Some(rx),
-            link: Arc::new(Mutex::new(Link {
+            tx: RawSender::on(Link {
                 tx,
                 mac,
                 ip,
@@ -90,13 +91,13 @@ impl RawBackend {
                 gso: true,
                 headers: [0; 64],
                 counters: BackendCounters::shared(),
-            })),
+            }),
         })
     }
 
     /// The interface's MAC address.
     pub fn mac(&self) -> [u8; 6] {
-        lock(&self.link).mac
+        lock(&self.tx.link).mac
     }
 }
 
@@ -146,7 +147,7 @@ fn report_closed(ring: &mut Receiver, link: &Mutex<Link>) {
 impl Drop for RawBackend {
     fn drop(&mut self) {
         if let Some(ring) = &mut self.ring {
-            report_closed(ring, &self.link);
+            report_closed(ring, &self.tx.link);
         }
     }
 }
@@ -159,7 +160,7 @@ impl Backend for RawBackend {
                 // The device took the ring and receives through it; it does not call this.
                 return std::future::pending().await;
             };
-            if read_ring(ring, &self.link, buf, out) {
+            if read_ring(ring, &self.tx.link, buf, out) {
                 guard.clear_ready();
             }
             if !out.is_empty() {
@@ -185,18 +186,18 @@ impl Backend for RawBackend {
         let ring = self.ring.take()?;
         Some(Box::new(RawReceiver {
             ring,
-            link: self.link.clone(),
+            link: self.tx.link.clone(),
         }))
     }
 
     fn sender(&mut self) -> Option<Box<dyn super::Sender>> {
         Some(Box::new(RawSender {
-            link: self.link.clone(),
+            link: self.tx.link.clone(),
         }))
     }
 
     async fn send(&mut self, transmit: &Transmit, payload: &[u8]) -> io::Result<()> {
-        lock(&self.link).send_segments(transmit, payload, payload.len())
+        lock(&self.tx.link).send_segments(transmit, payload, payload.len())
     }
 
     async fn send_segments(
@@ -205,11 +206,12 @@ impl Backend for RawBackend {
         payload: &mut [u8],
         segment: usize,
     ) -> io::Result<()> {
-        lock(&self.link).send_segments(transmit, payload, segment)
+        // The task sends as any other thread does, through the link.
+        super::Sender::send_segments(&mut self.tx, transmit, payload, segment)
     }
 
     fn max_segments(&self) -> usize {
-        super::udp::MAX_GSO_SEGMENTS
+        super::Sender::max_segments(&self.tx)
     }
 
     fn fixed_src_port(&self) -> Option<u16> {
@@ -221,7 +223,7 @@ impl Backend for RawBackend {
     }
 
     fn counters(&self) -> Option<Arc<BackendCounters>> {
-        Some(lock(&self.link).counters.clone())
+        Some(lock(&self.tx.link).counters.clone())
     }
 }
 
@@ -256,6 +258,14 @@ impl Drop for RawReceiver {
 #[derive(Debug)]
 pub struct RawSender {
     link: Arc<Mutex<Link>>,
+}
+
+impl RawSender {
+    fn on(link: Link) -> Self {
+        Self {
+            link: Arc::new(Mutex::new(link)),
+        }
+    }
 }
 
 impl super::Sender for RawSender {
