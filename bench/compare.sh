@@ -10,7 +10,8 @@
 #   5. veth (root): bench/veth.sh — our NIC over a veth pair against the offloaded UDP blast
 #      (bench/blast), iperf3's UDP blast and TCP, and a UDP ping-pong (sockperf);
 #   6. guests (root, QEMU; GUESTS=0 skips it, ~10 min under TCG): bench/guests.sh — our NIC
-#      against our NIC and rxe against rxe in the interop harness's guests;
+#      against our NIC and rxe against rxe in the interop harness's guests (their kernel comes
+#      from tests/interop/setup.sh, or from the target/interop that INTEROP_CACHE names);
 #   7. exec (root): bench/exec.sh — Debian's ib_write_bw and ib_send_lat under `roce exec` against
 #      `roce perf write` and `roce perf send --lat` over one veth pair (the verbs layer's cost).
 # Then the table of the performance goals, each with its figure and whether it is met, between
@@ -73,6 +74,12 @@ if [ "$GUESTS" = 1 ] && [ "$(id -u)" = 0 ]; then
     # From HEAD: the working tree has this run's docs changes by now.
     if ROCE_REV=HEAD bash bench/guests.sh > target/bench/guests.log 2>&1; then
         guests_note="bench/guests.sh"
+        # A skip exits 0 (a fresh clone has no guest kernel: tests/interop/setup.sh builds one,
+        # or INTEROP_CACHE names a target/interop that has it): say why in the table and here.
+        if skip=$(grep -m1 '^SKIP:' target/bench/guests.log); then
+            guests_note="bench/guests.sh skipped (${skip#SKIP: })"
+            log "$guests_note"
+        fi
     else
         guests_note="bench/guests.sh failed: see target/bench/guests.log"
     fi
