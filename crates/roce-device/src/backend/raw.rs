@@ -14,8 +14,8 @@
 //! [`RawReceiver`], a program spinning on an empty CQ, for which an empty poll is a load from
 //! the ring rather than a system call. Each read takes every frame that has arrived, copying
 //! only the RoCEv2 payloads into the caller's buffer. Frames are sent from any thread too
-//! ([`RawSender`]); the two share the [`Link`] (the sending socket, the neighbours) under a
-//! lock. A UDP segmentation-offload batch that a peer's UDP socket sent over a veth arrives
+//! ([`RawSender`]); the two share the link (`raw/link.rs`: the sending socket, the neighbours)
+//! under a lock. A UDP segmentation-offload batch that a peer's UDP socket sent over a veth arrives
 //! as one frame; it is cut into its datagrams here, datagram `i` with the batch's IPv4 ID plus
 //! `i`, which is the ID the sender's kernel gives that segment on a wire and so the one its
 //! ICRC was sealed for. Sends of a batch of equal-size packets go the same way: one frame for
