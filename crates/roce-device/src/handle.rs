@@ -424,11 +424,11 @@ impl DeviceHandle {
         }
         tokio::time::timeout(limit, async {
             loop {
+                self.wait(&queue).await;
                 let taken = queue.poll_into(max, out);
                 if taken > 0 {
                     return taken;
                 }
-                self.wait(&queue).await;
             }
         })
         .await
