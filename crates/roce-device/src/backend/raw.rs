@@ -191,9 +191,7 @@ impl Backend for RawBackend {
     }
 
     fn sender(&mut self) -> Option<Box<dyn super::Sender>> {
-        Some(Box::new(RawSender {
-            link: self.tx.link.clone(),
-        }))
+        Some(Box::new(self.tx.clone()))
     }
 
     async fn send(&mut self, transmit: &Transmit, payload: &[u8]) -> io::Result<()> {
@@ -255,7 +253,7 @@ impl Drop for RawReceiver {
 }
 
 /// The raw backend's sending half, used by whichever thread holds the device's transmit lock.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct RawSender {
     link: Arc<Mutex<Link>>,
 }
