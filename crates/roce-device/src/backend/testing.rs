@@ -29,6 +29,22 @@ impl Netns {
     }
 }
 
+impl Netns {
+    /// Runs `f` on a thread of its own that enters the namespace (a thread changes only its
+    /// own), and returns once it has, passing on its panic as it was.
+    pub(crate) fn run(&self, f: impl FnOnce() + Send + 'static) {
+        let name = self.0.clone();
+        let ran = std::thread::spawn(move || {
+            super::sys::enter_netns(&name).unwrap();
+            f();
+        })
+        .join();
+        if let Err(panic) = ran {
+            std::panic::resume_unwind(panic);
+        }
+    }
+}
+
 impl Drop for Netns {
     fn drop(&mut self) {
         let _ = std::process::Command::new("ip")

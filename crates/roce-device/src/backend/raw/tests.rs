@@ -114,9 +114,7 @@ fn what_waits_for_a_peers_arp_reply_leaves_before_what_follows_once_its_mac_is_l
     let Some(ns) = crate::backend::testing::Netns::new("arp") else {
         return;
     };
-    let name = ns.0.clone();
-    std::thread::spawn(move || {
-        crate::backend::sys::enter_netns(&name).unwrap();
+    ns.run(|| {
         let (us, peer) = (Ipv4Addr::new(198, 18, 9, 4), Ipv4Addr::new(198, 18, 9, 1));
         let peer_mac = [2, 0, 0, 0, 0, 0x21];
         // The peer's side of the link, where our frames arrive.
@@ -172,9 +170,7 @@ fn what_waits_for_a_peers_arp_reply_leaves_before_what_follows_once_its_mac_is_l
                 .get(&IpAddr::V4(peer))
                 .is_none_or(Vec::is_empty)
         );
-    })
-    .join()
-    .unwrap();
+    });
 }
 
 #[test]
@@ -194,9 +190,7 @@ fn a_raw_backend_hands_its_ring_and_its_link_to_other_threads() {
     let Some(ns) = crate::backend::testing::Netns::new("direct") else {
         return;
     };
-    let name = ns.0.clone();
-    std::thread::spawn(move || {
-        crate::backend::sys::enter_netns(&name).unwrap();
+    ns.run(|| {
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
@@ -249,7 +243,5 @@ fn a_raw_backend_hands_its_ring_and_its_link_to_other_threads() {
         });
         let seen = roce_payloads(&mut wire, 1, std::time::Duration::from_secs(5));
         assert_eq!(seen, [vec![0xdd; 40]]);
-    })
-    .join()
-    .unwrap();
+    });
 }
