@@ -134,11 +134,7 @@ impl Runner<'_> {
     /// latency loops take one at a time), or with `-e` waited for by the CQ's events.
     async fn cqe(&self, limit: Duration) -> Result<Cqe, DeviceError> {
         match self.events {
-            Some(channel) => {
-                let mut one = Vec::with_capacity(1);
-                channel.next(1, limit, &mut one).await?;
-                Ok(one[0])
-            }
+            Some(channel) => channel.next_one(limit).await,
             None => {
                 self.device
                     .next_completion_within(self.qp().cq, limit)

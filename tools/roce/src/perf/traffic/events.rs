@@ -50,18 +50,41 @@ impl Channel {
     }
 
     /// Up to `max` completions appended to `out`, at least one (how many is returned), within
-    /// `limit`: what the CQ holds; when it holds nothing, the next event (`ibv_get_cq_event`),
-    /// the CQ armed again (`ibv_req_notify_cq`), then what it holds. A completion that came between the poll and the arm is seen by the
-    /// poll after the arm, so none is waited for in vain.
+    /// `limit` ([`Channel::wait_for`]).
     pub(in crate::perf) async fn next(
         &self,
         max: usize,
         limit: Duration,
         out: &mut Vec<Cqe>,
     ) -> Result<usize, DeviceError> {
+        self.wait_for(limit, || self.queue.poll_into(max.max(1), out))
+            .await
+    }
+
+    /// The next completion within `limit` ([`Channel::wait_for`]), taken without a list: a
+    /// latency loop takes one per exchange.
+    pub(in crate::perf) async fn next_one(&self, limit: Duration) -> Result<Cqe, DeviceError> {
+        let mut one = None;
+        self.wait_for(limit, || {
+            one = self.queue.poll();
+            usize::from(one.is_some())
+        })
+        .await?;
+        Ok(one.expect("wait_for returns once `take` took one"))
+    }
+
+    /// Until `take` takes completions from the CQ (it returns how many), within `limit`: what
+    /// the CQ holds; when it holds nothing, the next event (`ibv_get_cq_event`), the CQ armed
+    /// again (`ibv_req_notify_cq`), then what it holds. A completion that came between the poll
+    /// and the arm is seen by the poll after the arm, so none is waited for in vain.
+    async fn wait_for(
+        &self,
+        limit: Duration,
+        mut take: impl FnMut() -> usize,
+    ) -> Result<usize, DeviceError> {
         tokio::time::timeout(limit, async {
             loop {
-                let taken = self.queue.poll_into(max.max(1), out);
+                let taken = take();
                 if taken > 0 {
                     return taken;
                 }
