@@ -15,7 +15,9 @@ reads start times through a double).
 
 Usage: ns3-compare.py --topology fat.txt --flows flow.txt --ns3 fct_ns3.txt --ours fct.txt
        [--summary summary.json] [--ns3-wall S] [--ours-wall S] [--title T] [--md F] [--json F]
-       [--tolerance 0.25]
+       [--tolerance 0.25] [--names "ns-3,roce sim"]
+
+--names labels the two sides in the table (two runs of one simulator compare just as well).
 """
 import argparse
 import collections
@@ -202,7 +204,13 @@ def main():
     ap.add_argument("--md")
     ap.add_argument("--json")
     ap.add_argument("--tolerance", type=float, default=0.25)
+    ap.add_argument("--names", default="ns-3,roce sim",
+                    help="the two sides' names, comma-separated (the --ns3 side first)")
     args = ap.parse_args()
+    names = args.names.split(",")
+    if len(names) != 2 or not all(names):
+        ap.error("--names takes two names separated by a comma, not %r" % args.names)
+    first, second = names
 
     paths = Paths(read_topology(args.topology))
     declared, flows = read_flows(args.flows)
@@ -248,6 +256,7 @@ def main():
     data_pkts_ours = sum((f[3] - 1) // 1024 + 1 for f in flows)
     result = {
         "title": args.title,
+        "names": [first, second],
         "flows_in_file": len(flows),
         "flows_declared": declared,
         "finished_ns3": len(ns3),
@@ -273,16 +282,20 @@ def main():
     }
 
     md = []
-    md.append("### %s" % (args.title or "ns-3 vs roce sim"))
+    md.append("### %s" % (args.title or "%s vs %s" % (first, second)))
     md.append("")
-    md.append("%d flows; finished: ns-3 %d, roce sim %d; compared (finished in both) %d. "
-              "Wall time (CPU time): ns-3 %s s (%s), roce sim %s s (%s). Data packets: ns-3 %d (1000-byte payloads), "
-              "roce sim %d (1024); roce sim packet-hops %s." % (
-                  len(flows), len(ns3), len(ours), len(pairs),
-                  opt(args.ns3_wall), opt(args.ns3_cpu), opt(args.ours_wall), opt(args.ours_cpu),
-                  data_pkts_ns3, data_pkts_ours,
-                  opt(summary.get("packet_hops"))))
-    if own:
+    if args.names == ap.get_default("names"):
+        md.append("%d flows; finished: ns-3 %d, roce sim %d; compared (finished in both) %d. "
+                  "Wall time (CPU time): ns-3 %s s (%s), roce sim %s s (%s). Data packets: ns-3 %d "
+                  "(1000-byte payloads), roce sim %d (1024); roce sim packet-hops %s." % (
+                      len(flows), len(ns3), len(ours), len(pairs),
+                      opt(args.ns3_wall), opt(args.ns3_cpu), opt(args.ours_wall),
+                      opt(args.ours_cpu), data_pkts_ns3, data_pkts_ours,
+                      opt(summary.get("packet_hops"))))
+    else:
+        md.append("%d flows; finished: %s %d, %s %d; compared (finished in both) %d." % (
+            len(flows), first, len(ns3), second, len(ours), len(pairs)))
+    if own and args.names == ap.get_default("names"):
         md.append("")
         md.append("Slowdown of both from third.cc's standalone FCT (ns-3's own column agrees on "
                   "%d of %d flows); roce sim's own standalone FCT is %.3f–%.3f × that (mean %.3f)."
@@ -290,12 +303,12 @@ def main():
                      sum(own) / len(own)))
     if per_flow:
         md.append("")
-        md.append("Flow by flow, roce sim's FCT / ns-3's (p5, p50, p95): " + "; ".join(
+        md.append("Flow by flow, %s's FCT / %s's (p5, p50, p95): " % (second, first) + "; ".join(
             "%s %.2f, %.2f, %.2f (%d flows)" % (k, v["p5"], v["p50"], v["p95"], v["flows"])
             for k, v in per_flow.items()) + ".")
     md.append("")
-    md.append("| bin | max size | flows | ns-3 p50 | p95 | p99 | roce sim p50 | p95 | p99 "
-              "| ratio p50 | p95 | p99 | within %d %% |" % round(tol * 100))
+    md.append("| bin | max size | flows | %s p50 | p95 | p99 | %s p50 | p95 | p99 "
+              "| ratio p50 | p95 | p99 | within %d %% |" % (first, second, round(tol * 100)))
     md.append("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for b in bins + ([dict(overall, percentile=None, max_size=None)] if overall else []):
         name = "all" if b["percentile"] is None else "%.2f" % b["percentile"]

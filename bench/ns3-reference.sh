@@ -6,7 +6,8 @@
 # analysis/fct_analysis.py cuts them) compared side by side, PASS when within 25 %.
 #
 #   bash bench/ns3-reference.sh [--cdf fb_hadoop|websearch] [--load 0.3] [--ms 2] [--cc dcqcn]
-#                               [--drain-ms 50] [--seed 1] [--out DIR] [--roce PATH]
+#                               [--drain-ms 50] [--seed 1] [--jitter-ns N [--jitter-seed S]]
+#                               [--out DIR] [--roce PATH] [--reuse]
 #
 #   --cdf       flow sizes: fb_hadoop (FbHdp_distribution.txt) or websearch
 #               (WebSearch_distribution.txt), HPCC's files                     [fb_hadoop]
@@ -25,6 +26,14 @@
 #                       500 us, minRTT 20 us)
 #   --drain-ms  simulated time after the last arrival for flows to finish      [50]
 #   --seed      seed of Python's random for traffic_gen.py (it has none of its own) [1]
+#   --jitter-ns every flow's start moved later by 0..N ns (uniform, seeded by --jitter-seed,
+#               the file's order kept), N from 1 to 8: the same workload, perturbed far below
+#               a packet's 80 ns at 100 Gb/s, to show how far a bin's tail moves by chance
+#               (bench/ns3-sensitivity.sh runs it over seeds). Without --reuse both simulators
+#               run the moved flows (--out named -jitterN-sS); with it, roce sim alone, into
+#               roce-jitterN-sS, compared with ns-3's run of the unmoved flows and with roce
+#               sim's (roce-jitterN-sS-self.md). Flows are matched by start within 10 ns. [0]
+#   --jitter-seed  the jitter's seed                                            [1]
 #   --out       where the run's files go     [bench-out/ns3-<cdf>-<load>-<ms>ms-<cc>]
 #   --roce      the roce binary              [$CARGO_TARGET_DIR or target]/release/roce
 #   --reuse     keep --out's flow.txt and ns-3's fct_ns3.txt from an earlier run and run roce
@@ -60,8 +69,8 @@ repo=$(cd "$here/.." && pwd)
 PIN=9f4be2a9ead8a90e8bf732c66bd758c00e58e5be
 URL=https://github.com/alibaba-edu/High-Precision-Congestion-Control
 
-usage() { sed -n '2,54p' "$0" | sed 's/^# \{0,1\}//'; }
-cdf=fb_hadoop load=0.3 ms=2 cc=dcqcn drain_ms=50 seed=1 out='' roce='' reuse=0
+usage() { sed -n '2,/^set -euo/p' "$0" | grep '^#' | sed 's/^# \{0,1\}//'; }
+cdf=fb_hadoop load=0.3 ms=2 cc=dcqcn drain_ms=50 seed=1 out='' roce='' reuse=0 jitter=0 jseed=1
 while [ $# -gt 0 ]; do
     case $1 in
         --cdf) cdf=$2; shift 2 ;;
@@ -70,6 +79,8 @@ while [ $# -gt 0 ]; do
         --cc) cc=$2; shift 2 ;;
         --drain-ms) drain_ms=$2; shift 2 ;;
         --seed) seed=$2; shift 2 ;;
+        --jitter-ns) jitter=$2; shift 2 ;;
+        --jitter-seed) jseed=$2; shift 2 ;;
         --out) out=$2; shift 2 ;;
         --roce) roce=$2; shift 2 ;;
         --reuse) reuse=1; shift ;;
@@ -87,11 +98,16 @@ case $cc in
     *) echo "ns3-reference: --cc dcqcn, hpcc, dctcp or timely, not '$cc'" >&2; exit 2 ;;
 esac
 num='^[0-9]+([.][0-9]+)?$'
-for v in "$load" "$ms" "$drain_ms" "$seed"; do
+for v in "$load" "$ms" "$drain_ms" "$seed" "$jitter" "$jseed"; do
     [[ $v =~ $num ]] || { echo "ns3-reference: '$v' is not a number" >&2; exit 2; }
 done
+[[ $jitter =~ ^[0-8]$ ]] || { echo "ns3-reference: --jitter-ns from 1 to 8 (flows are matched by start within 10 ns), not '$jitter'" >&2; exit 2; }
+[[ $jseed =~ ^[0-9]+$ ]] || { echo "ns3-reference: --jitter-seed is a whole number, not '$jseed'" >&2; exit 2; }
+jtag=''
+[ "$jitter" = 0 ] || jtag="-jitter$jitter-s$jseed"
 ns3_tag=''
 for kv in ${NS3_SETS:-}; do ns3_tag+="-${kv//[^A-Za-z0-9_.=]/_}"; done
+[ "$reuse" = 1 ] || ns3_tag+=$jtag
 out=${out:-$repo/bench-out/ns3-$cdf-$load-${ms}ms-$cc$ns3_tag}
 roce=${roce:-${CARGO_TARGET_DIR:-$repo/target}/release/roce}
 [ -x "$roce" ] || { echo "ns3-reference: no $roce: cargo build --release -p roce" >&2; exit 2; }
@@ -140,6 +156,29 @@ mkdir -p "$out"
 out=$(cd "$out" && pwd)
 cp "$sim/mix/fat.txt" "$out/fat.txt"
 
+# jitter_flows IN OUT: IN's flows with each start moved later by a seeded 0..$jitter ns, never
+# before the previous flow's (the simulators read the file in order; a reordering would
+# change the flows' ports, and so their ECMP paths).
+jitter_flows() {
+    python3 - "$1" "$2" "$jitter" "$jseed" <<'PY'
+import random, sys
+src, dst, n, seed = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+rng, prev = random.Random(seed), 0
+with open(src) as f, open(dst, "w") as g:
+    g.write(f.readline())
+    for line in f:
+        p = line.split()
+        if len(p) != 6:
+            g.write(line)
+            continue
+        whole, _, frac = p[5].partition(".")
+        at = max(int(whole) * 10**9 + int(frac[:9].ljust(9, "0")) + rng.randint(0, n), prev)
+        prev = at
+        p[5] = "%d.%09d" % divmod(at, 10**9)
+        g.write(" ".join(p) + "\n")
+PY
+}
+
 # /usr/bin/time's "wall user sys" as "wall cpu", in seconds; `? ?` without the file.
 times_of() { if [ -s "$1" ]; then awk 'END {printf "%.1f %.1f\n", $1, $2 + $3}' "$1"; else echo '? ?'; fi; }
 if [ "$reuse" = 1 ] && [ -s "$out/flow.txt" ] && [ -s "$out/fct_ns3.txt" ] && [ -s "$out/ns3.wall" ]; then
@@ -164,6 +203,11 @@ else
     { echo "$n"; tail -n +2 "$out/flow.raw"; } >"$out/flow.txt"
     rm "$out/flow.raw"
     echo "ns3-reference: $n flows ($cdf, load $load, $ms ms of arrivals, seed $seed)" >&2
+    if [ "$jitter" != 0 ]; then
+        jitter_flows "$out/flow.txt" "$out/flow.jittered"
+        mv "$out/flow.jittered" "$out/flow.txt"
+        echo "ns3-reference: every start moved later by 0-$jitter ns (seed $jseed)" >&2
+    fi
 
     # ns-3's config as run.py writes it for `--cc <cc> --bw 100 --topo fat` (`hp` for hpcc), with
     # the run's paths, the stop time after the drain, and the queue monitor (every 100 ns until
@@ -311,10 +355,18 @@ case $cc in
                --set network.timely.beta=800 --set network.timely.hai_thresh=5
                --set network.timely.min_rate=1000 --set network.window_packets=65536) ;;
 esac
-rdir=roce
+rdir=roce self=''
 for kv in ${ROCE_SETS:-}; do sets+=(--set "$kv"); rdir+="-${kv//[^A-Za-z0-9_.=]/_}"; done
+flows=$out/flow.txt
+if [ "$reuse" = 1 ] && [ "$jitter" != 0 ]; then # roce sim alone on moved flows
+    self=$rdir
+    rdir+=$jtag
+    flows=$out/flow$jtag.txt
+    jitter_flows "$out/flow.txt" "$flows"
+    echo "ns3-reference: roce sim on $flows: every start moved later by 0-$jitter ns (seed $jseed)" >&2
+fi
 nice -n 19 /usr/bin/time -f '%e %U %S' -o "$out/$rdir.time" "$roce" sim "$repo/scenarios/fattree-fb30.toml" \
-    --topology "$out/fat.txt" --flows "$out/flow.txt" "${sets[@]}" \
+    --topology "$out/fat.txt" --flows "$flows" "${sets[@]}" \
     --out "$out/$rdir" >"$out/$rdir.log" 2>&1 \
     || { tail -5 "$out/$rdir.log" >&2; echo "ns3-reference: roce sim failed, see $out/$rdir.log" >&2; exit 1; }
 read -r roce_wall roce_cpu <<<"$(times_of "$out/$rdir.time")"
@@ -323,9 +375,17 @@ echo "ns3-reference: roce sim took $roce_wall s of wall time ($roce_cpu s of CPU
 python3 "$here/ns3-compare.py" --topology "$out/fat.txt" --flows "$out/flow.txt" \
     --ns3 "$out/fct_ns3.txt" --ours "$out/$rdir/fct.txt" --summary "$out/$rdir/summary.json" \
     --ns3-wall "$ns3_wall" --ours-wall "$roce_wall" --ns3-cpu "$ns3_cpu" --ours-cpu "$roce_cpu" \
-    --title "$cdf $load, $ms ms of arrivals, $cc, seed $seed${NS3_SETS:+, ns-3 with $NS3_SETS}${ROCE_SETS:+, roce sim with $ROCE_SETS}" \
+    --title "$cdf $load, $ms ms of arrivals, $cc, seed $seed${NS3_SETS:+, ns-3 with $NS3_SETS}${ROCE_SETS:+, roce sim with $ROCE_SETS}${jtag:+, starts moved by 0-$jitter ns (seed $jseed)${self:+ for roce sim alone}}" \
     --md "$out/$rdir.md" --json "$out/$rdir.json"
 cat "$out/$rdir.md"
+if [ -n "${self:-}" ] && [ -s "$out/$self/fct.txt" ]; then
+    # roce sim against itself: the unmoved flows' run against the moved ones'.
+    python3 "$here/ns3-compare.py" --topology "$out/fat.txt" --flows "$out/flow.txt" \
+        --ns3 "$out/$self/fct.txt" --ours "$out/$rdir/fct.txt" --names "roce sim,moved" \
+        --title "$cdf $load, $ms ms of arrivals, $cc: roce sim against itself with starts moved by 0-$jitter ns (seed $jseed)" \
+        --md "$out/$rdir-self.md" --json "$out/$rdir-self.json"
+    tail -1 "$out/$rdir-self.md"
+fi
 }
 # On one line: bash parses the line whole before main runs, so an edit of the file during a run
 # cannot make it read on from a moved offset afterwards.
