@@ -16,7 +16,8 @@
 # which miss, for: ns-3 against roce sim on the moved flows, and roce sim against itself (the
 # unmoved flows' run against the moved ones'). Where ns-3 itself ran moved flows — a run of
 # `bench/ns3-reference.sh --jitter-ns N --jitter-seed S` without --reuse into DIR-jitterN-sS
-# beside the run's DIR (the default --out is named so) — ns-3 against itself too. Writes sensitivity-jN.md into
+# beside the run's DIR (the default --out is named so) — ns-3 against itself too, and ns-3
+# against roce sim with both on the moved flows. Writes sensitivity-jN.md into
 # the run's directory and prints it. Not for CI: seconds per roce sim run, minutes for ns-3's.
 set -euo pipefail
 main() {
@@ -98,7 +99,14 @@ for s in $(seq 1 "$seeds"); do
             --ns3 "$out/fct_ns3.txt" --ours "$moved/fct_ns3.txt" --names "ns-3,moved" \
             --title "$cdf $load, $ms ms of arrivals, $cc: ns-3 against itself with starts moved by 0-$jitter ns (seed $s)" \
             --md "$out/ns3$tag-self.md" --json "$out/ns3$tag-self.json"
-        echo "| ns-3 against itself, moved | $s | $(row "$out/ns3$tag-self.json") |" >>"$md"
+        python3 "$here/ns3-compare.py" --topology "$out/fat.txt" --flows "$out/flow.txt" \
+            --ns3 "$moved/fct_ns3.txt" --ours "$out/$rdir$tag/fct.txt" \
+            --title "$cdf $load, $ms ms of arrivals, $cc: both with starts moved by 0-$jitter ns (seed $s)" \
+            --md "$out/$rdir$tag-both.md" --json "$out/$rdir$tag-both.json"
+        {
+            echo "| ns-3 against itself, moved | $s | $(row "$out/ns3$tag-self.json") |"
+            echo "| ns-3 against roce sim, both moved | $s | $(row "$out/$rdir$tag-both.json") |"
+        } >>"$md"
     fi
 done
 cat "$md"
