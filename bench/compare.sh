@@ -233,6 +233,14 @@ if all(x is not None for x in qs):
     rows.append(("Aggregate goodput with 1/10/100/1000 QPs over the veth within 10 % of 1 QP, Jain ≥ 0.95 (`roce perf write -q N`)",
                  " / ".join(f"{x:.0f}" for x in qs) + f" MB/s: worst {100 * worst:.0f} % of 1 QP; Jain ≥ {min(jains):.4f}",
                  verdict(worst >= 0.9 and min(jains) >= 0.95)))
+    # The same working set through the kernel alone: the blast over N buffers of 64 KiB.
+    bs = [f(f"oblastbuf{q}", veth) for q in (1, 10, 100, 1000)]
+    if all(x is not None for x in bs):
+        shares = [(q / qs[0]) / (b / bs[0]) for q, b in zip(qs[1:], bs[1:])]
+        rows.append(("… against the offloaded blast moving the same working set (N buffers of 64 KiB, `roce-blast --buffers N`): each N-QP share of 1 QP ≥ 0.9 × the blast's N-buffer share of 1 buffer",
+                     " / ".join(f"{b:.0f}" for b in bs) + " MB/s = " + " / ".join(f"{b / bs[0]:.2f}" for b in bs[1:])
+                     + " × 1 buffer; ours " + " / ".join(f"{x:.2f}" for x in shares) + " × the blast's share",
+                     verdict(min(shares) >= 0.9)))
 # 5. CPU.
 rows.append(("CPU per byte of the data path (callgrind; perf stat has no cycle counter here)",
              f"{ins4096 / 4096:.2f} instructions/byte at 4 KiB packets ({ins4096} per packet); "

@@ -13,7 +13,10 @@
 #     spinning (`--nonblocked` on both sides) for the busy-polling NIC;
 #   - the message rate of 64-byte WRITEs (`roce perf write -s 64`), both NICs busy polling
 #     (against the offloaded blast, which never waits either) and waiting on their sockets;
-#   - aggregate goodput and Jain's index with 1, 10, 100 and 1000 QPs (`roce perf write -q N`).
+#   - aggregate goodput and Jain's index with 1, 10, 100 and 1000 QPs (`roce perf write -q N`),
+#     against the offloaded blast moving the same working set: each side's datagrams from (or
+#     into) N buffers of 64 KiB in turn (`roce-blast --buffers N`), as N QPs each write their
+#     own 64 KiB region.
 # The veths keep their default offloads: the UDP backend's GSO batches cross them whole.
 # Writes the table into docs/benchmarks.md between the "veth" markers and the medians into
 # target/bench/veth.env (for bench/compare.sh). Release build.
@@ -50,12 +53,14 @@ roce_write() {  # roce_write BACKEND MTU: "MB/s user-µs-per-packet" (the client
     wait "$pid"
     echo "$mb $(awk -v n="$n" -v per=$((65536 / mtu)) '{printf "%.3f", $1 * 1e6 / (n * per)}' "$TMP/cpu")"
 }
-offload_blast() {  # offload_blast DATAGRAM_BYTES: "MB/s M-datagrams/s sys-µs-per-datagram"
+offload_blast() {  # offload_blast DATAGRAM_BYTES [BUFFERS]: "MB/s M-datagrams/s sys-µs-per-datagram"
     # received (bench/blast: UDP_SEGMENT + UDP_GRO), and the sender's system CPU per datagram
-    # it sent (on a veth that includes the receiver's softirq, which runs in the sender's call)
-    inb "$BLAST" recv --bind "$B_IP:5300" --seconds 3 >"$TMP/blast.json" & local pid=$!
+    # it sent (on a veth that includes the receiver's softirq, which runs in the sender's call);
+    # each side over BUFFERS buffers of 64 KiB in turn [1]
+    inb "$BLAST" recv --bind "$B_IP:5300" --seconds 3 --buffers "${2:-1}" >"$TMP/blast.json" & local pid=$!
     sleep 0.3
-    ina python3 bench/cputime.py "$TMP/cpu" "$BLAST" send --to "$B_IP:5300" --size "$1" --seconds 3 >"$TMP/blast-send.json"
+    ina python3 bench/cputime.py "$TMP/cpu" "$BLAST" send --to "$B_IP:5300" --size "$1" --seconds 3 \
+        --buffers "${2:-1}" >"$TMP/blast-send.json"
     wait "$pid"
     python3 -c 'import json,sys
 d = json.load(open(sys.argv[1])); sent = json.load(open(sys.argv[2]))["datagrams"]
@@ -142,6 +147,7 @@ for _ in $(seq "$RUNS"); do
     for q in 1 10 100 1000; do
         read -r bw jain <<<"$(roce_qps "$q")"
         R[q$q]+="$bw "; R[jain$q]+="$jain "
+        read -r mb mpps us <<<"$(offload_blast 4112 "$q")"; R[oblastbuf$q]+="$mb "
     done
     for sn in $OP_SIZES; do
         for op in write read; do
@@ -182,6 +188,7 @@ release build. MB/s are 10^6 bytes of payload per second.
 | \`roce perf write -q 10\`, 2 000 WRITEs per QP | $(med q10) MB/s | $(ratio q10 q1) × 1 QP, Jain $(med jain10) |
 | \`roce perf write -q 100\`, 200 WRITEs per QP | $(med q100) MB/s | $(ratio q100 q1) × 1 QP, Jain $(med jain100) |
 | \`roce perf write -q 1000\`, 20 WRITEs per QP | $(med q1000) MB/s | $(ratio q1000 q1) × 1 QP, Jain $(med jain1000) |
+| offloaded blast of 4112-byte datagrams over 1 / 10 / 100 / 1000 buffers of 64 KiB (\`--buffers N\`, each side) | $(med oblastbuf1) / $(med oblastbuf10) / $(med oblastbuf100) / $(med oblastbuf1000) MB/s | $(ratio oblastbuf10 oblastbuf1) / $(ratio oblastbuf100 oblastbuf1) / $(ratio oblastbuf1000 oblastbuf1) × 1 buffer |
 $(for sn in $OP_SIZES; do z=${sn%:*}; echo "| \`roce perf read\` against \`write\`, $z-byte messages, MTU 4096 | $(med "read$z") vs $(med "write$z") MB/s, sent again $(med "readresent$z") vs $(med "writeresent$z") | $(ratio "read$z" "write$z") × |"; done)
 | UDP ping-pong of 14 bytes (sockperf's smallest), median one-way, blocking sockets | $(med ulat) µs | |
 | … spinning (\`--nonblocked\` on both sides) | $(med ulatspin) µs | |

@@ -10,6 +10,11 @@
 //! which the kernel can move datagrams of that size between two processes, the ceiling of any
 //! userspace protocol on UDP. bench/veth.sh runs it beside `roce perf` in one run.
 //!
+//! With `--buffers N` each side moves its datagrams from (or into) N buffers of 64 KiB in turn,
+//! one per system call: the working set of N QPs that each write their own 64 KiB region, as
+//! `roce perf write -q N` (and perftest) lay them out. It says what that working set costs the
+//! kernel's own copies, apart from anything a NIC does.
+//!
 //! Unlike iperf3 (`-u -b 0`, one datagram per system call, no offload), which bench/veth.sh
 //! keeps as the second, weaker anchor.
 
@@ -53,6 +58,9 @@ enum Command {
         /// How long to wait for the first datagram before giving up.
         #[arg(long, default_value_t = 30.0)]
         wait: f64,
+        /// Receive into this many 64 KiB buffers in turn, one per recvmsg.
+        #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=65536))]
+        buffers: u32,
     },
     /// Send datagrams of --size bytes, 64 KiB (at most 64 datagrams) per sendmsg, for --seconds.
     Send {
@@ -65,6 +73,9 @@ enum Command {
         /// How long to send.
         #[arg(long, default_value_t = 3.0)]
         seconds: f64,
+        /// Send from this many 64 KiB buffers in turn, one per sendmsg.
+        #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=65536))]
+        buffers: u32,
     },
 }
 
@@ -81,12 +92,18 @@ fn main() -> anyhow::Result<()> {
             bind,
             seconds,
             wait,
-        } => recv(bind, seconds, wait),
-        Command::Send { to, size, seconds } => send(to, size, seconds),
+            buffers,
+        } => recv(bind, seconds, wait, buffers as usize),
+        Command::Send {
+            to,
+            size,
+            seconds,
+            buffers,
+        } => send(to, size, seconds, buffers as usize),
     }
 }
 
-fn recv(bind: SocketAddr, seconds: f64, wait: f64) -> anyhow::Result<()> {
+fn recv(bind: SocketAddr, seconds: f64, wait: f64, buffers: usize) -> anyhow::Result<()> {
     let waited = Instant::now();
     let socket = UdpSocket::bind(bind).with_context(|| format!("binding {bind}"))?;
     let fd = socket.as_raw_fd();
@@ -94,13 +111,17 @@ fn recv(bind: SocketAddr, seconds: f64, wait: f64) -> anyhow::Result<()> {
     let _ = setsockopt(&socket, sockopt::RcvBuf, &SOCKET_BUFFER);
     socket.set_read_timeout(Some(Duration::from_secs(1)))?;
     let limit = Duration::from_secs_f64(seconds);
-    let mut buf = vec![0u8; 1 << 16];
+    // Touched once, so that no page is first faulted in while counting.
+    let mut bufs = vec![0x5au8; buffers << 16];
+    let mut next = 0;
     let mut cmsg = nix::cmsg_space!(i32);
     let (mut bytes, mut datagrams) = (0u64, 0u64);
     let mut first: Option<Instant> = None;
     let mut last = Instant::now();
     loop {
-        let mut iov = [IoSliceMut::new(&mut buf)];
+        let buf = &mut bufs[next << 16..(next + 1) << 16];
+        next = (next + 1) % buffers;
+        let mut iov = [IoSliceMut::new(buf)];
         let msg = match recvmsg::<SockaddrStorage>(fd, &mut iov, Some(&mut cmsg), MsgFlags::empty())
         {
             Ok(msg) => msg,
@@ -135,12 +156,13 @@ fn recv(bind: SocketAddr, seconds: f64, wait: f64) -> anyhow::Result<()> {
         "seconds": secs,
         "mb_s": bytes as f64 / secs / 1e6,
         "datagrams_per_s": datagrams as f64 / secs,
+        "buffers": buffers,
     });
     println!("{report}");
     Ok(())
 }
 
-fn send(to: SocketAddr, size: u16, seconds: f64) -> anyhow::Result<()> {
+fn send(to: SocketAddr, size: u16, seconds: f64, buffers: usize) -> anyhow::Result<()> {
     if size == 0 {
         bail!("--size must be at least 1 byte");
     }
@@ -156,20 +178,18 @@ fn send(to: SocketAddr, size: u16, seconds: f64) -> anyhow::Result<()> {
     let _ = setsockopt(&socket, sockopt::SndBuf, &SOCKET_BUFFER);
     let fd = socket.as_raw_fd();
     let per_send = (MAX_SEND / usize::from(size)).clamp(1, MAX_SEGMENTS);
-    let payload = vec![0xa5u8; per_send * usize::from(size)];
+    let payload_len = per_send * usize::from(size);
+    let payloads = vec![0xa5u8; buffers << 16];
+    let mut next = 0;
     let limit = Duration::from_secs_f64(seconds);
     let start = Instant::now();
     let (mut sends, mut refused) = (0u64, 0u64);
     while start.elapsed() < limit {
         let cmsgs = [ControlMessage::UdpGsoSegments(&size)];
         let cmsgs = if per_send > 1 { &cmsgs[..] } else { &[][..] };
-        match sendmsg::<()>(
-            fd,
-            &[IoSlice::new(&payload)],
-            cmsgs,
-            MsgFlags::empty(),
-            None,
-        ) {
+        let payload = &payloads[next << 16..][..payload_len];
+        next = (next + 1) % buffers;
+        match sendmsg::<()>(fd, &[IoSlice::new(payload)], cmsgs, MsgFlags::empty(), None) {
             Ok(_) => sends += 1,
             // The receiver not up yet, or a full queue: count and go on.
             Err(nix::errno::Errno::ECONNREFUSED | nix::errno::Errno::ENOBUFS) => refused += 1,
@@ -181,6 +201,7 @@ fn send(to: SocketAddr, size: u16, seconds: f64) -> anyhow::Result<()> {
     let report = serde_json::json!({
         "datagrams": sent,
         "datagrams_per_send": per_send,
+        "buffers": buffers,
         "refused_sends": refused,
         "seconds": secs,
         "mb_s": (sent * u64::from(size)) as f64 / secs / 1e6,

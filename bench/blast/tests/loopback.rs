@@ -53,3 +53,49 @@ fn a_receiver_that_hears_nothing_says_so() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("no datagram arrived within 1.5 s"));
 }
+
+#[test]
+fn many_buffers_move_the_same_datagrams_and_say_how_many_they_were() {
+    let port = 40_000 + ((std::process::id() + 7) % 20_000) as u16;
+    let addr = format!("127.0.0.1:{port}");
+    let receiver = blast()
+        .args(["recv", "--bind", &addr, "--seconds", "0.5", "--wait", "10"])
+        .args(["--buffers", "3"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("spawn the receiver");
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    let sender = blast()
+        .args(["send", "--to", &addr, "--size", "4112", "--seconds", "0.3"])
+        .args(["--buffers", "5"])
+        .output()
+        .expect("run the sender");
+    assert!(
+        sender.status.success(),
+        "{}",
+        String::from_utf8_lossy(&sender.stderr)
+    );
+    let sent: serde_json::Value = serde_json::from_slice(&sender.stdout).expect("sender JSON");
+    let received = receiver.wait_with_output().expect("receiver");
+    let got: serde_json::Value = serde_json::from_slice(&received.stdout).expect("receiver JSON");
+    assert_eq!(
+        (sent["buffers"].as_u64(), got["buffers"].as_u64()),
+        (Some(5), Some(3))
+    );
+    let datagrams = got["datagrams"].as_u64().expect("datagrams");
+    assert!(datagrams > 0);
+    assert_eq!(got["bytes"].as_u64(), Some(datagrams * 4112), "{got}");
+    // 65 507 / 4112: 15 datagrams of one buffer per send.
+    assert_eq!(sent["datagrams_per_send"], 15, "{sent}");
+}
+
+#[test]
+fn no_buffers_is_refused() {
+    let out = blast()
+        .args(["send", "--to", "127.0.0.1:9", "--buffers", "0"])
+        .output()
+        .expect("run the sender");
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--buffers"));
+    assert!(out.stdout.is_empty(), "nothing was sent or reported");
+}
