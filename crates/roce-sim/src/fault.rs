@@ -72,6 +72,8 @@ pub struct PacketMeta {
     pub dest_qp: Option<Qpn>,
     /// The BTH PSN.
     pub psn: Option<Psn>,
+    /// The BTH AckReq bit: the requester asks for an ACK of this packet.
+    pub ack_req: Option<bool>,
 }
 
 impl PacketMeta {
@@ -84,6 +86,7 @@ impl PacketMeta {
             opcode: bth.as_ref().map(bth::Packet::opcode),
             dest_qp: bth.as_ref().map(bth::Packet::dest_qp),
             psn: bth.as_ref().map(bth::Packet::psn),
+            ack_req: bth.as_ref().map(bth::Packet::ack_req),
         }
     }
 
@@ -156,6 +159,7 @@ mod tests {
             opcode: Some(opcode),
             dest_qp: Some(Qpn::new(0x11)),
             psn: Some(Psn::new(psn)),
+            ack_req: Some(false),
         }
     }
 

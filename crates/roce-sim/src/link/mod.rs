@@ -150,6 +150,7 @@ impl Link {
             opcode: meta.opcode,
             dest_qp: meta.dest_qp,
             psn: meta.psn,
+            ack_req: meta.ack_req,
             len: packet.payload.len(),
             fate: Fate::Delivered,
             arrival: None,

@@ -90,6 +90,8 @@ pub struct Sent {
     pub dest_qp: Option<Qpn>,
     /// BTH PSN.
     pub psn: Option<Psn>,
+    /// BTH AckReq: the requester asked for an ACK of it.
+    pub ack_req: Option<bool>,
     /// Bytes of UDP payload.
     pub len: usize,
     /// What became of it.
