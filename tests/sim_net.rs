@@ -7,6 +7,7 @@ use roce_core::{Duration, Instant, NicConfig, Qpn, RecvWr, Remote, SendOp, SendW
 use roce_sim::{LinkConfig, Net, PairConfig};
 use roce_tests::sim::{drop_once, pattern};
 use roce_wire::Psn;
+use roce_wire::opcode::Opcode;
 
 fn sge(net: &Net, node: usize, offset: u64, len: u32) -> Sge {
     let mr = &net.nodes[node].mr;
@@ -33,6 +34,16 @@ fn post(net: &mut Net, node: usize, qpn: Qpn, wr: SendWr) {
 /// offset 100 000 × (i + 1): each
 /// write lands in its own place.
 fn all_to_all(n: usize, config: &PairConfig, setup: impl FnOnce(&mut Net)) -> Net {
+    all_to_all_watched(n, config, setup, |_| {})
+}
+
+/// [`all_to_all`], with `watch` shown the network after every step.
+fn all_to_all_watched(
+    n: usize,
+    config: &PairConfig,
+    setup: impl FnOnce(&mut Net),
+    mut watch: impl FnMut(&Net),
+) -> Net {
     let mut net = Net::new(n, config);
     let mut qps = Vec::new();
     for i in 0..n {
@@ -55,6 +66,7 @@ fn all_to_all(n: usize, config: &PairConfig, setup: impl FnOnce(&mut Net)) -> Ne
     }
     let expected = n - 1;
     let done = net.drive_while(Instant::from_millis(500), |net| {
+        watch(net);
         net.nodes
             .iter()
             .all(|node| node.nic.completions_waiting(node.cq) == expected)
@@ -169,5 +181,61 @@ fn a_small_budget_of_unacknowledged_packets_is_shared_and_every_write_completes(
                 assert_eq!(node.nic.stats().retransmitted_packets, 0);
             }
         }
+    }
+}
+
+#[test]
+fn a_spent_budget_asks_for_acks_only_as_often_as_it_must() {
+    // Five nodes, four QPs each, every QP writing 20 packets at once, in a budget of 32
+    // unacknowledged packets per NIC. The packets in flight sent after their QP's last ACK
+    // request never pass half the budget, so a full budget always holds packets whose ACKs
+    // make room; and only as many requests ask for an ACK as that takes: 15 of each node's 80
+    // (36 when every request asked once half the budget was spent).
+    let config = PairConfig {
+        nic: NicConfig {
+            max_unacked_total: 32,
+            ..NicConfig::default()
+        },
+        ..PairConfig::default()
+    };
+    let mut most = 0;
+    let mut net = all_to_all_watched(
+        5,
+        &config,
+        |_| {},
+        |net| {
+            for node in &net.nodes {
+                most = most.max(node.nic.unacked_packets_without_ack_request());
+            }
+        },
+    );
+    assert!(
+        (8..=16).contains(&most),
+        "{most}: up to half the budget, never past it"
+    );
+    for i in 0..5 {
+        assert_eq!(
+            net.nodes[i].nic.stats().retransmitted_packets,
+            0,
+            "node {i}: nothing waited for a timeout"
+        );
+        let (mut requests, mut asking) = (0, 0);
+        for j in (0..5).filter(|&j| j != i) {
+            for sent in net.link(i, j).sent() {
+                if sent
+                    .opcode
+                    .and_then(Opcode::layout)
+                    .is_some_and(|l| l.is_request())
+                {
+                    requests += 1;
+                    asking += usize::from(sent.ack_req == Some(true));
+                }
+            }
+        }
+        assert_eq!(requests, 80, "node {i}: four WRITEs of 20 packets");
+        assert!(
+            asking <= 20,
+            "node {i}: {asking} of its {requests} requests asked for an ACK"
+        );
     }
 }

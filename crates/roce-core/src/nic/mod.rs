@@ -200,7 +200,7 @@ impl Shared {
             stats: &mut self.stats,
             completions: &mut self.completions,
             ip_id: 0,
-            budget_short: false,
+            must_cover: false,
             arrival: None,
             int: None,
         }

@@ -174,6 +174,13 @@ impl Nic {
         self.sched.in_flight.total()
     }
 
+    /// Of [`Nic::unacked_packets`], those sent after their QP's last ACK request: the NIC keeps
+    /// them within half of `max_unacked_total`, so that a full budget always holds packets
+    /// whose ACKs will make room.
+    pub fn unacked_packets_without_ack_request(&self) -> u32 {
+        self.sched.in_flight.uncovered()
+    }
+
     /// The earliest time `handle_timeout` has work to do.
     pub fn poll_timeout(&self) -> Option<Instant> {
         // `index` keeps a current entry at the top.
@@ -204,6 +211,9 @@ impl Nic {
         // Its deadline entries are stale now.
         self.sched.deadlines_tidy = false;
         self.sched.in_flight.update(qp.indexed.unacked, 0);
+        self.sched
+            .in_flight
+            .update_uncovered(qp.indexed.uncovered, 0);
         if qp.indexed.granted {
             self.sched.in_flight.grant_used();
         }
@@ -245,6 +255,12 @@ impl Schedule {
         if unacked != qp.indexed.unacked {
             self.in_flight.update(qp.indexed.unacked, unacked);
             qp.indexed.unacked = unacked;
+        }
+        let uncovered = qp.req.noack_pkts.min(unacked);
+        if uncovered != qp.indexed.uncovered {
+            self.in_flight
+                .update_uncovered(qp.indexed.uncovered, uncovered);
+            qp.indexed.uncovered = uncovered;
         }
     }
 
@@ -306,7 +322,6 @@ fn turn(
     // Without room in the budget (or while others wait for it and this QP has no grant) its
     // requests wait.
     let in_flight = &mut sched.in_flight;
-    let spent = in_flight.total();
     let granted = std::mem::take(&mut qp.indexed.granted);
     if granted {
         in_flight.grant_used();
@@ -314,7 +329,7 @@ fn turn(
     let gated = qp.qp_type == QpType::Rc && !in_flight.may_send(budget, granted);
     let mut ctx = shared.ctx(now);
     ctx.ip_id = ip_id;
-    ctx.budget_short = spent.saturating_mul(2) >= budget;
+    ctx.must_cover = in_flight.must_cover(budget);
     let transmit = match qp.poll_cnp(&mut ctx, buf) {
         Some(t) => Some(t),
         None if !gated && qp.resp.ack_may_wait() && qp.has_requests() => {

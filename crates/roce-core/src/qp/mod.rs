@@ -60,9 +60,9 @@ pub(crate) struct Ctx<'a> {
     /// The IPv4 identification the packet being built will carry (its ICRC covers it): 0, or
     /// its place in a segmentation-offload batch (see `Nic::poll_transmit_segment`).
     pub(crate) ip_id: u16,
-    /// Half or more of the NIC's budget of unacknowledged packets is spent: every request asks
-    /// for an ACK (see `in_flight.rs`).
-    pub(crate) budget_short: bool,
+    /// A request packet sent now must ask for an ACK: one more without would take the NIC's
+    /// packets in flight after their QP's last AckReq past half its budget (`in_flight.rs`).
+    pub(crate) must_cover: bool,
     /// The IP header of the datagram being handled, for the GRH area of a UD receive.
     pub(crate) arrival: Option<responder::Arrival>,
     /// The INT header the datagram being handled carried (HPCC's, `roce_wire::int`), taken off
@@ -128,6 +128,8 @@ pub(crate) struct Indexed {
     pub(crate) deadline: Option<Instant>,
     /// The unacknowledged packets the NIC's budget counts for it.
     pub(crate) unacked: u32,
+    /// Of those, the ones sent after its last AckReq.
+    pub(crate) uncovered: u32,
 }
 
 impl Qp {

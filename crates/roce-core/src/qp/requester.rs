@@ -303,16 +303,17 @@ impl Qp {
         bth.pad_count = RoceRepr::pad_for(chunk as usize);
         bth.solicited_event = last && wqe.wr.solicited;
         // rxe_req.c: AckReq on the last packet of a message, and every RXE_MAX_PKT_PER_ACK
-        // packets so a long message is acknowledged as it goes. And on every packet while the
-        // NIC's budget of unacknowledged packets runs short: packets in the middle of a message
-        // would otherwise hold it until their QP reaches an AckReq, which it cannot send while
-        // the budget is spent. And on every packet for an algorithm that hears ACKs (DCTCP,
+        // packets so a long message is acknowledged as it goes. And whenever one more packet
+        // without would leave more than half of the NIC's budget of unacknowledged packets
+        // after their QPs' last AckReqs: packets in the middle of messages would otherwise hold
+        // the budget until their QPs reach an AckReq, which they cannot send while it is spent
+        // (`in_flight.rs`). And on every packet for an algorithm that hears ACKs (DCTCP,
         // TIMELY): its window reopens, and its RTT is sampled, only by ACKs, and HPCC's ns-3
         // acknowledges every packet.
         bth.ack_req = self.qp_type == QpType::Rc
             && (last
                 || self.req.noack_pkts + 1 >= super::selective::ack_cadence(ctx.config)
-                || ctx.budget_short
+                || ctx.must_cover
                 || self.cc.acks_every_packet());
         let mut repr = RoceRepr {
             payload_len: chunk as usize,
