@@ -7,18 +7,21 @@ fn blast() -> Command {
     Command::new(env!("CARGO_BIN_EXE_roce-blast"))
 }
 
-#[test]
-fn the_receiver_counts_the_datagrams_of_each_coalesced_batch() {
-    let port = 40_000 + (std::process::id() % 20_000) as u16;
+/// A receiver on a port of its own (`salt` apart from the other tests'), then a sender to it:
+/// both runs' JSON reports, each side's extra arguments given.
+fn blast_pair(salt: u32, recv: &[&str], send: &[&str]) -> (serde_json::Value, serde_json::Value) {
+    let port = 40_000 + ((std::process::id() + salt) % 20_000) as u16;
     let addr = format!("127.0.0.1:{port}");
     let receiver = blast()
         .args(["recv", "--bind", &addr, "--seconds", "0.5", "--wait", "10"])
+        .args(recv)
         .stdout(Stdio::piped())
         .spawn()
         .expect("spawn the receiver");
     std::thread::sleep(std::time::Duration::from_millis(200));
     let sender = blast()
-        .args(["send", "--to", &addr, "--size", "1000", "--seconds", "0.3"])
+        .args(["send", "--to", &addr, "--seconds", "0.3"])
+        .args(send)
         .output()
         .expect("run the sender");
     assert!(
@@ -26,14 +29,20 @@ fn the_receiver_counts_the_datagrams_of_each_coalesced_batch() {
         "{}",
         String::from_utf8_lossy(&sender.stderr)
     );
-    let sent: serde_json::Value = serde_json::from_slice(&sender.stdout).expect("sender JSON");
+    let sent = serde_json::from_slice(&sender.stdout).expect("sender JSON");
     let received = receiver.wait_with_output().expect("receiver");
     assert!(
         received.status.success(),
         "{}",
         String::from_utf8_lossy(&received.stderr)
     );
-    let got: serde_json::Value = serde_json::from_slice(&received.stdout).expect("receiver JSON");
+    let got = serde_json::from_slice(&received.stdout).expect("receiver JSON");
+    (sent, got)
+}
+
+#[test]
+fn the_receiver_counts_the_datagrams_of_each_coalesced_batch() {
+    let (sent, got) = blast_pair(0, &[], &["--size", "1000"]);
     let bytes = got["bytes"].as_u64().expect("bytes");
     let datagrams = got["datagrams"].as_u64().expect("datagrams");
     assert!(datagrams > 0);
@@ -56,28 +65,11 @@ fn a_receiver_that_hears_nothing_says_so() {
 
 #[test]
 fn many_buffers_move_the_same_datagrams_and_say_how_many_they_were() {
-    let port = 40_000 + ((std::process::id() + 7) % 20_000) as u16;
-    let addr = format!("127.0.0.1:{port}");
-    let receiver = blast()
-        .args(["recv", "--bind", &addr, "--seconds", "0.5", "--wait", "10"])
-        .args(["--buffers", "3"])
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("spawn the receiver");
-    std::thread::sleep(std::time::Duration::from_millis(200));
-    let sender = blast()
-        .args(["send", "--to", &addr, "--size", "4112", "--seconds", "0.3"])
-        .args(["--buffers", "5"])
-        .output()
-        .expect("run the sender");
-    assert!(
-        sender.status.success(),
-        "{}",
-        String::from_utf8_lossy(&sender.stderr)
+    let (sent, got) = blast_pair(
+        7,
+        &["--buffers", "3"],
+        &["--size", "4112", "--buffers", "5"],
     );
-    let sent: serde_json::Value = serde_json::from_slice(&sender.stdout).expect("sender JSON");
-    let received = receiver.wait_with_output().expect("receiver");
-    let got: serde_json::Value = serde_json::from_slice(&received.stdout).expect("receiver JSON");
     assert_eq!(
         (sent["buffers"].as_u64(), got["buffers"].as_u64()),
         (Some(5), Some(3))
