@@ -7,7 +7,7 @@
 #
 #   bash bench/ns3-reference.sh [--cdf fb_hadoop|websearch] [--load 0.3] [--ms 2] [--cc dcqcn]
 #                               [--drain-ms 50] [--seed 1] [--jitter-ns N [--jitter-seed S]]
-#                               [--out DIR] [--roce PATH] [--reuse]
+#                               [--topology FILE] [--flows FILE] [--out DIR] [--roce PATH] [--reuse]
 #
 #   --cdf       flow sizes: fb_hadoop (FbHdp_distribution.txt) or websearch
 #               (WebSearch_distribution.txt), HPCC's files                     [fb_hadoop]
@@ -34,6 +34,12 @@
 #               roce-jitterN-sS, compared with ns-3's run of the unmoved flows and with roce
 #               sim's (roce-jitterN-sS-self.md). Flows are matched by start within 10 ns. [0]
 #   --jitter-seed  the jitter's seed                                            [1]
+#   --topology  a topology file of ns-3's format instead of HPCC's mix/fat.txt (written as
+#               fat.txt in --out): a small case, a dumbbell or a star, isolates one behaviour
+#   --flows     a flow file of traffic_gen.py's format (a count line, then "src dst 3 100 bytes
+#               start_s" per flow, in start order, from 2 s) instead of generating one; --ms must
+#               still cover the last start (it sets the stop time). --out then defaults to
+#               bench-out/ns3-<the file's name>-<cc>
 #   --out       where the run's files go     [bench-out/ns3-<cdf>-<load>-<ms>ms-<cc>]
 #   --roce      the roce binary              [$CARGO_TARGET_DIR or target]/release/roce
 #   --reuse     keep --out's flow.txt and ns-3's fct_ns3.txt from an earlier run and run roce
@@ -71,6 +77,7 @@ URL=https://github.com/alibaba-edu/High-Precision-Congestion-Control
 
 usage() { sed -n '2,/^set -euo/p' "$0" | grep '^#' | sed 's/^# \{0,1\}//'; }
 cdf=fb_hadoop load=0.3 ms=2 cc=dcqcn drain_ms=50 seed=1 out='' roce='' reuse=0 jitter=0 jseed=1
+topo='' flows_in=''
 while [ $# -gt 0 ]; do
     case $1 in
         --cdf) cdf=$2; shift 2 ;;
@@ -81,6 +88,8 @@ while [ $# -gt 0 ]; do
         --seed) seed=$2; shift 2 ;;
         --jitter-ns) jitter=$2; shift 2 ;;
         --jitter-seed) jseed=$2; shift 2 ;;
+        --topology) topo=$2; shift 2 ;;
+        --flows) flows_in=$2; shift 2 ;;
         --out) out=$2; shift 2 ;;
         --roce) roce=$2; shift 2 ;;
         --reuse) reuse=1; shift ;;
@@ -108,7 +117,16 @@ jtag=''
 ns3_tag=''
 for kv in ${NS3_SETS:-}; do ns3_tag+="-${kv//[^A-Za-z0-9_.=]/_}"; done
 [ "$reuse" = 1 ] || ns3_tag+=$jtag
-out=${out:-$repo/bench-out/ns3-$cdf-$load-${ms}ms-$cc$ns3_tag}
+for f in "$topo" "$flows_in"; do
+    [ -z "$f" ] || [ -s "$f" ] || { echo "ns3-reference: no file '$f'" >&2; exit 2; }
+done
+[ -z "$topo" ] || topo=$(cd "$(dirname "$topo")" && pwd)/$(basename "$topo")
+[ -z "$flows_in" ] || flows_in=$(cd "$(dirname "$flows_in")" && pwd)/$(basename "$flows_in")
+if [ -n "$flows_in" ]; then
+    out=${out:-$repo/bench-out/ns3-$(basename "$flows_in" .txt)-$cc$ns3_tag}
+else
+    out=${out:-$repo/bench-out/ns3-$cdf-$load-${ms}ms-$cc$ns3_tag}
+fi
 roce=${roce:-${CARGO_TARGET_DIR:-$repo/target}/release/roce}
 [ -x "$roce" ] || { echo "ns3-reference: no $roce: cargo build --release -p roce" >&2; exit 2; }
 [ -x /usr/bin/time ] || { echo "ns3-reference: needs /usr/bin/time (Debian: apt-get install time)" >&2; exit 2; }
@@ -154,7 +172,10 @@ fi
 
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
-cp "$sim/mix/fat.txt" "$out/fat.txt"
+what="$cdf $load, $ms ms of arrivals" # the run, in the tables' titles
+[ -z "$flows_in" ] || what="$(basename "$flows_in") on $(basename "${topo:-fat.txt}")"
+topo=${topo:-$sim/mix/fat.txt}
+[ "$topo" -ef "$out/fat.txt" ] || cp "$topo" "$out/fat.txt"
 
 # jitter_flows IN OUT: IN's flows with each start moved later by a seeded 0..$jitter ns, never
 # before the previous flow's (the simulators read the file in order; a reordering would
@@ -193,16 +214,22 @@ else
     # The flows: traffic_gen.py with Python's random seeded (the script seeds nothing); flows start
     # at 2 s as it writes them. Its count line is the estimate overwritten in place by the real
     # count, which leaves a stale digit when the two differ in length: written again here.
-    secs=$(python3 -c "print(${ms} / 1000)")
-    (
-        cd "$src/traffic_gen"
-        py2 -c 'import random, sys; random.seed(int(sys.argv[1])); sys.argv = ["traffic_gen.py"] + sys.argv[2:]; execfile("traffic_gen.py")' \
-            "$seed" -c "$cdf_file" -n 320 -l "$load" -b 100G -t "$secs" -o "$out/flow.raw"
-    )
-    n=$(($(wc -l <"$out/flow.raw") - 1))
-    { echo "$n"; tail -n +2 "$out/flow.raw"; } >"$out/flow.txt"
-    rm "$out/flow.raw"
-    echo "ns3-reference: $n flows ($cdf, load $load, $ms ms of arrivals, seed $seed)" >&2
+    if [ -n "$flows_in" ]; then
+        [ "$flows_in" -ef "$out/flow.txt" ] || cp "$flows_in" "$out/flow.txt"
+        n=$(head -1 "$out/flow.txt")
+        echo "ns3-reference: $n flows from $flows_in" >&2
+    else
+        secs=$(python3 -c "print(${ms} / 1000)")
+        (
+            cd "$src/traffic_gen"
+            py2 -c 'import random, sys; random.seed(int(sys.argv[1])); sys.argv = ["traffic_gen.py"] + sys.argv[2:]; execfile("traffic_gen.py")' \
+                "$seed" -c "$cdf_file" -n 320 -l "$load" -b 100G -t "$secs" -o "$out/flow.raw"
+        )
+        n=$(($(wc -l <"$out/flow.raw") - 1))
+        { echo "$n"; tail -n +2 "$out/flow.raw"; } >"$out/flow.txt"
+        rm "$out/flow.raw"
+        echo "ns3-reference: $n flows ($cdf, load $load, $ms ms of arrivals, seed $seed)" >&2
+    fi
     if [ "$jitter" != 0 ]; then
         jitter_flows "$out/flow.txt" "$out/flow.jittered"
         mv "$out/flow.jittered" "$out/flow.txt"
@@ -375,14 +402,14 @@ echo "ns3-reference: roce sim took $roce_wall s of wall time ($roce_cpu s of CPU
 python3 "$here/ns3-compare.py" --topology "$out/fat.txt" --flows "$out/flow.txt" \
     --ns3 "$out/fct_ns3.txt" --ours "$out/$rdir/fct.txt" --summary "$out/$rdir/summary.json" \
     --ns3-wall "$ns3_wall" --ours-wall "$roce_wall" --ns3-cpu "$ns3_cpu" --ours-cpu "$roce_cpu" \
-    --title "$cdf $load, $ms ms of arrivals, $cc, seed $seed${NS3_SETS:+, ns-3 with $NS3_SETS}${ROCE_SETS:+, roce sim with $ROCE_SETS}${jtag:+, starts moved by 0-$jitter ns (seed $jseed)${self:+ for roce sim alone}}" \
+    --title "$what, $cc, seed $seed${NS3_SETS:+, ns-3 with $NS3_SETS}${ROCE_SETS:+, roce sim with $ROCE_SETS}${jtag:+, starts moved by 0-$jitter ns (seed $jseed)${self:+ for roce sim alone}}" \
     --md "$out/$rdir.md" --json "$out/$rdir.json"
 cat "$out/$rdir.md"
 if [ -n "${self:-}" ] && [ -s "$out/$self/fct.txt" ]; then
     # roce sim against itself: the unmoved flows' run against the moved ones'.
     python3 "$here/ns3-compare.py" --topology "$out/fat.txt" --flows "$out/flow.txt" \
         --ns3 "$out/$self/fct.txt" --ours "$out/$rdir/fct.txt" --names "roce sim,moved" \
-        --title "$cdf $load, $ms ms of arrivals, $cc: roce sim against itself with starts moved by 0-$jitter ns (seed $jseed)" \
+        --title "$what, $cc: roce sim against itself with starts moved by 0-$jitter ns (seed $jseed)" \
         --md "$out/$rdir-self.md" --json "$out/$rdir-self.json"
     tail -1 "$out/$rdir-self.md"
 fi
