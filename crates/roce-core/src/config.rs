@@ -399,6 +399,13 @@ pub struct DcqcnConfig {
     pub dce_tcp_g: u32,
     /// α-update period, µs (the paper's K): α decays once per period without a CNP. NVIDIA 1.
     pub dce_tcp_rtt: u32,
+    /// α rises at each CNP that decreases the rate, as the paper writes it (α = (1 − g)·α + g
+    /// with the decrease). `false`: once per `dce_tcp_rtt`, α = (1 − g)·α + g if a CNP
+    /// arrived in that period — any CNP, one inside `rate_reduce_monitor_period` too — and
+    /// (1 − g)·α if none did, as NVIDIA documents `dce_tcp_rtt` ("updated once every period,
+    /// regardless of the reception of a CNP") and HPCC's ns-3 runs it (`UpdateAlphaMlx`).
+    /// NVIDIA false.
+    pub alpha_on_cnp: bool,
     /// α before the first CNP, in 1/1024 (1023 ≈ 1.0; 1024 is exactly 1). NVIDIA 1023.
     pub initial_alpha_value: u32,
     /// On every decrease, the target rate is set to the current rate (the paper's `RT = RC`).
@@ -438,6 +445,7 @@ impl Default for DcqcnConfig {
             rpg_min_rate: 1,
             dce_tcp_g: 1019,
             dce_tcp_rtt: 1,
+            alpha_on_cnp: false,
             initial_alpha_value: 1023,
             clamp_tgt_rate: false,
             clamp_tgt_rate_after_time_inc: true,
@@ -469,6 +477,7 @@ impl DcqcnConfig {
             rpg_min_rate: 1,
             dce_tcp_g: 1020,
             dce_tcp_rtt: 55,
+            alpha_on_cnp: true,
             initial_alpha_value: 1024,
             clamp_tgt_rate: true,
             clamp_tgt_rate_after_time_inc: true,

@@ -51,6 +51,9 @@ pub(crate) struct Dcqcn {
     time_increased: bool,
     /// Below line rate: the increase timer and byte counter run.
     recovering: bool,
+    /// A CNP arrived in the α period that ends at `alpha_due`, so that step raises α
+    /// (`DcqcnConfig::alpha_on_cnp` false: NVIDIA's and ns-3's rule).
+    cnp_in_period: bool,
 }
 
 impl Dcqcn {
@@ -69,6 +72,7 @@ impl Dcqcn {
             last_decrease: None,
             time_increased: false,
             recovering: false,
+            cnp_in_period: false,
         }
     }
 
@@ -97,16 +101,21 @@ impl Dcqcn {
     /// α and its next decay once the decays due by `now` (or only those before it, unless
     /// `inclusive`) are applied: the paper's "every K without a CNP, α = (1 − g)·α", one step
     /// per period as a timer would take them (so the arithmetic is the timer's, bit for bit),
-    /// stopping where the timer would no longer be re-armed. `recovering` cannot change
-    /// between two calls: every event that changes it applies the decays first.
+    /// stopping where the timer would no longer be re-armed; the first step also adds g if a
+    /// CNP arrived in its period (`cnp_in_period`). `recovering` cannot change between two
+    /// calls: every event that changes it applies the decays first.
     fn decayed(&self, now: Instant, inclusive: bool) -> (f64, Option<Instant>) {
         let (mut alpha, mut due) = (self.alpha, self.alpha_due);
         let (keep, period) = (1.0 - self.g(), self.alpha_period());
+        let mut raise = self.cnp_in_period;
         while let Some(at) = due {
             if at > now || (at == now && !inclusive) {
                 break;
             }
             alpha *= keep;
+            if std::mem::take(&mut raise) {
+                alpha += self.g();
+            }
             due = (self.recovering || Self::alpha_live(alpha)).then(|| at + period);
         }
         (alpha, due)
@@ -124,9 +133,14 @@ impl Dcqcn {
         self.decay_alpha(now, true);
     }
 
-    /// Applies the decays due by `now` ([`Dcqcn::decayed`]).
+    /// Applies the decays due by `now` ([`Dcqcn::decayed`]); a period that ended takes its CNP
+    /// with it.
     fn decay_alpha(&mut self, now: Instant, inclusive: bool) {
+        let due = self.alpha_due;
         (self.alpha, self.alpha_due) = self.decayed(now, inclusive);
+        if self.alpha_due != due {
+            self.cnp_in_period = false;
+        }
     }
 
     /// One rate-increase event (the paper's RP; the counter of the event is incremented
@@ -191,6 +205,18 @@ impl CongestionControl for Dcqcn {
     }
 
     fn on_cnp(&mut self, now: Instant, timers: &mut TimerTable, stats: &mut Stats) {
+        // The decays before now; one due at this very instant is replaced by the new period,
+        // as re-arming a timer would replace it (the paper's rule) or comes after this CNP,
+        // which it counts (NVIDIA's).
+        self.decay_alpha(now, false);
+        if !self.config.alpha_on_cnp {
+            // NVIDIA, HPCC's ns-3: this period's α step raises it, whether or not the rate
+            // decreases now; α's steps run from the first CNP on.
+            self.cnp_in_period = true;
+            if self.alpha_due.is_none() {
+                self.alpha_due = Some(now + self.alpha_period());
+            }
+        }
         // mlx5 `rate_reduce_monitor_period`: at most one decrease per period.
         let period = Duration::from_micros(self.config.rate_reduce_monitor_period.into());
         if let Some(last) = self.last_decrease
@@ -200,9 +226,6 @@ impl CongestionControl for Dcqcn {
             debug!(time = %now, "dcqcn cnp within the rate-reduce monitor period");
             return;
         }
-        // The decays before now; one due at this very instant is replaced by the new period,
-        // as re-arming a timer would replace it.
-        self.decay_alpha(now, false);
         let old = self.rc;
         let first = !self.recovering && self.rc >= self.line;
         if first && self.config.rate_to_set_on_first_cnp != 0 {
@@ -227,9 +250,12 @@ impl CongestionControl for Dcqcn {
         }
         // mlx5 `rpg_min_rate`.
         self.rc = self.rc.max(self.min_rate()).min(self.line);
-        // Paper: α = (1 − g)·α + g.
-        let g = self.g();
-        self.alpha = (1.0 - g) * self.alpha + g;
+        if self.config.alpha_on_cnp {
+            // Paper: α = (1 − g)·α + g, and its decays start over.
+            let g = self.g();
+            self.alpha = (1.0 - g) * self.alpha + g;
+            self.alpha_due = Some(now + self.alpha_period());
+        }
         // Paper: reset the timer and the byte counter, T = BC = 0.
         self.t = 0;
         self.bc = 0;
@@ -237,7 +263,6 @@ impl CongestionControl for Dcqcn {
         self.time_increased = false;
         self.recovering = true;
         self.last_decrease = Some(now);
-        self.alpha_due = Some(now + self.alpha_period());
         timers.set(Timer::RateIncrease, now + self.increase_period());
         stats.rate_decreases += 1;
         debug!(

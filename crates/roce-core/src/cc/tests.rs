@@ -351,7 +351,10 @@ fn nvidia_defaults_decrease_by_alpha_over_two_and_keep_min_dec_fac() {
         close(rp.rate(), LINE * (1.0 - alpha / 2.0)),
         "rpg_gd 11 is 1 − α/2"
     );
-    // g = 5/1024.
+    // α rises at the end of its period (1 µs), by g = 5/1024.
+    assert_eq!(rp.alpha(), alpha, "not before the period ends");
+    assert_eq!(rp.next_event(), vec![Fired::AlphaDecay]);
+    assert_eq!(rp.now, Instant::ZERO + Duration::from_micros(1));
     assert!(close(rp.alpha(), (1019.0 / 1024.0) * alpha + 5.0 / 1024.0));
     // rpg_gd 10 would be 1 − α: rpg_min_dec_fac 50 keeps half.
     let mut rp = Rp::new(DcqcnConfig {
@@ -389,4 +392,48 @@ fn byte_counter_drives_increases_only_while_recovering() {
     assert_eq!(rp.stats.rate_increases, 0);
     rp.sent(1);
     assert_eq!(rp.stats.rate_increases, 1);
+}
+
+#[test]
+fn nvidia_alpha_steps_once_a_period_up_with_any_cnp_in_it_and_down_without() {
+    // NVIDIA's dce_tcp_rtt (and HPCC's ns-3, UpdateAlphaMlx): α is updated once every
+    // period whether or not a CNP came; up by g if one did, down by (1 − g) if none did.
+    let g = 5.0 / 1024.0;
+    let mut rp = Rp::new(DcqcnConfig::default());
+    let mut expected = 1023.0 / 1024.0;
+    rp.cnp();
+    // Three more CNPs in the same microsecond, inside rate_reduce_monitor_period: no second
+    // decrease, and α's step at the period's end counts them once.
+    for ns in [200, 500, 900] {
+        rp.now = Instant::ZERO + Duration::from_nanos(ns);
+        rp.cnp();
+    }
+    assert_eq!(rp.stats.rate_decreases, 1);
+    assert_eq!(rp.next_event(), vec![Fired::AlphaDecay]);
+    expected = (1.0 - g) * expected + g;
+    assert!(close(rp.alpha(), expected), "{} against {expected}", rp.alpha());
+    // A period without a CNP: down.
+    assert_eq!(rp.next_event(), vec![Fired::AlphaDecay]);
+    expected *= 1.0 - g;
+    assert!(close(rp.alpha(), expected));
+    // A CNP still inside the 4 µs after the decrease raises α at its period's end though the
+    // rate stays.
+    let rate = rp.rate();
+    rp.now = Instant::ZERO + Duration::from_nanos(2_500);
+    rp.cnp();
+    assert_eq!((rp.rate(), rp.stats.rate_decreases), (rate, 1));
+    assert_eq!(rp.next_event(), vec![Fired::AlphaDecay]);
+    assert_eq!(rp.now, Instant::ZERO + Duration::from_micros(3));
+    expected = (1.0 - g) * expected + g;
+    assert!(close(rp.alpha(), expected));
+    // The paper's rule instead raises α at the decrease itself, and only there.
+    let mut paper = Rp::new(DcqcnConfig {
+        alpha_on_cnp: true,
+        ..DcqcnConfig::default()
+    });
+    paper.cnp();
+    assert!(close(paper.alpha(), (1.0 - g) * (1023.0 / 1024.0) + g));
+    paper.now = Instant::ZERO + Duration::from_nanos(500);
+    paper.cnp();
+    assert!(close(paper.alpha(), (1.0 - g) * (1023.0 / 1024.0) + g), "no rise without a decrease");
 }
