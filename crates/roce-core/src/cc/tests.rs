@@ -411,7 +411,11 @@ fn nvidia_alpha_steps_once_a_period_up_with_any_cnp_in_it_and_down_without() {
     assert_eq!(rp.stats.rate_decreases, 1);
     assert_eq!(rp.next_event(), vec![Fired::AlphaDecay]);
     expected = (1.0 - g) * expected + g;
-    assert!(close(rp.alpha(), expected), "{} against {expected}", rp.alpha());
+    assert!(
+        close(rp.alpha(), expected),
+        "{} against {expected}",
+        rp.alpha()
+    );
     // A period without a CNP: down.
     assert_eq!(rp.next_event(), vec![Fired::AlphaDecay]);
     expected *= 1.0 - g;
@@ -435,5 +439,8 @@ fn nvidia_alpha_steps_once_a_period_up_with_any_cnp_in_it_and_down_without() {
     assert!(close(paper.alpha(), (1.0 - g) * (1023.0 / 1024.0) + g));
     paper.now = Instant::ZERO + Duration::from_nanos(500);
     paper.cnp();
-    assert!(close(paper.alpha(), (1.0 - g) * (1023.0 / 1024.0) + g), "no rise without a decrease");
+    assert!(
+        close(paper.alpha(), (1.0 - g) * (1023.0 / 1024.0) + g),
+        "no rise without a decrease"
+    );
 }
