@@ -347,7 +347,11 @@ fi
 # the window held back the queues TIMELY lets grow up to T_low). ROCE_SETS adds --set
 # overrides (space-separated KEY=VALUE, applied after these), for experiments.
 echo "ns3-reference: roce sim running" >&2
-sets=(--set "run.drain_us=$(python3 -c "print(int(${drain_ms} * 1000))")" --set run.qlen_every_us=0)
+# Every flow's packets hash the UDP ports ns-3 gives that flow (third.cc: 10 000 + its number
+# between its two hosts, the file's dport), so that its path is its ns-3 twin's wherever the two
+# order a switch's next hops alike: network.ecmp_ports=hpcc.
+sets=(--set "run.drain_us=$(python3 -c "print(int(${drain_ms} * 1000))")" --set run.qlen_every_us=0
+      --set network.ecmp_ports=hpcc)
 max_rtt() { # third.cc's maxRtt of the topology file, ns
     python3 -c 'import importlib.util, sys
 spec = importlib.util.spec_from_file_location("cmp", sys.argv[1]); m = importlib.util.module_from_spec(spec)

@@ -34,6 +34,8 @@
 //! mark_at = "enqueue"                   # or "dequeue": when switches decide ECN marks
 //! ecn_rate_gbps = 100                   # optional: the rate the marking's thresholds are for;
 //!                                       # other ports' scale with their rate (ns-3's KMAX_MAP)
+//! ecmp_ports = "packet"                 # or "hpcc": switches hash the ports HPCC's ns-3 gives
+//!                                       # each flow of the flow file (flow-by-flow comparison)
 //! [network.dcqcn]                       # optional: DcqcnConfig knobs (mlx5 names) to override
 //! [network.dctcp]                       # optional: DctcpConfig fields
 //! [network.timely]                      # optional: TimelyConfig fields
@@ -63,7 +65,7 @@ use super::cc_tables::{self, DcqcnFile, DctcpFile, HpccFile, TimelyFile};
 use super::overrides::{self, Set};
 use super::scenario::{CongestionName, LossRecoveryName, MarkAtName};
 use super::switch_keys::{EcnFile, PfcFile};
-use crate::network::{NetworkConfig, Payload};
+use crate::network::{EcmpPorts, NetworkConfig, Payload};
 use crate::switch::SharedBuffer;
 use crate::topology::{LeafSpine, fat_tree, hpcc_fat};
 use crate::{Cdf, Topology};
@@ -173,6 +175,20 @@ struct NetFile {
     /// The line rate, Gb/s, the marking's thresholds are for; a port of another rate marks
     /// at them scaled by its rate (HPCC's ns-3). Absent: one threshold for every port.
     ecn_rate_gbps: Option<f64>,
+    /// Which UDP ports the switches' ECMP hash reads.
+    #[serde(default)]
+    ecmp_ports: EcmpPortsName,
+}
+
+/// `network.ecmp_ports` (`roce_sim::network::EcmpPorts`).
+#[derive(Debug, Default, Clone, Copy, Deserialize)]
+#[serde(rename_all = "lowercase")]
+enum EcmpPortsName {
+    /// The packets' own.
+    #[default]
+    Packet,
+    /// HPCC's ns-3's for each flow of the flow file.
+    Hpcc,
 }
 
 /// `network.payload`: what packets carry (`roce_sim::network::Payload`).
@@ -328,6 +344,10 @@ impl NetworkFile {
             payload: match n.payload {
                 PayloadName::Bytes => Payload::Bytes,
                 PayloadName::Lengths => Payload::Lengths,
+            },
+            ecmp_ports: match n.ecmp_ports {
+                EcmpPortsName::Packet => EcmpPorts::Packet,
+                EcmpPortsName::Hpcc => EcmpPorts::Hpcc,
             },
             ..NetworkConfig::default()
         };
@@ -526,6 +546,16 @@ mod tests {
     fn load_text(text: &str, sets: &[&str]) -> Result<NetScenario, FileError> {
         let sets: Vec<Set> = sets.iter().map(|s| s.parse().unwrap()).collect();
         load(Path::new("t.toml"), text, None, false, &sets)
+    }
+
+    #[test]
+    fn ecmp_ports_hash_the_packets_own_unless_told_hpccs() {
+        let s = load_text(SMALL, &[]).unwrap();
+        assert_eq!(s.config.ecmp_ports, EcmpPorts::Packet);
+        let s = load_text(SMALL, &["network.ecmp_ports=hpcc"]).unwrap();
+        assert_eq!(s.config.ecmp_ports, EcmpPorts::Hpcc);
+        let err = load_text(SMALL, &["network.ecmp_ports=random"]).unwrap_err();
+        assert!(format!("{err:#}").contains("ecmp_ports"), "{err:#}");
     }
 
     #[test]

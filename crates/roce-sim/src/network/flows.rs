@@ -9,6 +9,8 @@
 //! 12 (BTH) + 4 (ICRC) + 4 (FCS) = 62 header bytes, plus the 16-byte RETH of each WRITE's first
 //! packet at the bottleneck rate.
 
+use std::collections::HashMap;
+use std::net::IpAddr;
 use std::ops::ControlFlow;
 
 use roce_core::{Duration, Instant, Qpn, Remote, SendOp, SendWr, Sge, WcStatus};
@@ -99,6 +101,7 @@ impl Network {
             outcome: FlowOutcome::default(),
             chunk: self.config.host.region_len.clamp(1, u32::MAX as usize) as u64,
             live: 0,
+            pairs: HashMap::new(),
         };
         run.schedule_next(self);
         self.start_sampling();
@@ -190,6 +193,9 @@ pub(super) struct FlowRun<'a> {
     chunk: u64,
     /// Flows in `active`.
     live: usize,
+    /// Flows started between each two hosts (by their addresses), for
+    /// [`EcmpPorts::Hpcc`](super::EcmpPorts::Hpcc).
+    pairs: HashMap<(IpAddr, IpAddr), u16>,
 }
 
 impl FlowRun<'_> {
@@ -223,6 +229,23 @@ impl FlowRun<'_> {
         }
         let dscp = (flow.pg % 8) * 8;
         let (qpn, peer) = connect_nodes(&net.config.host, &mut net.sides, src, dst, dscp);
+        if net.config.ecmp_ports == super::EcmpPorts::Hpcc
+            && let (IpAddr::V4(a), IpAddr::V4(b)) = (net.sides[src].addr, net.sides[dst].addr)
+        {
+            // third.cc: `portNumder[src][dst]++` from 10 000 for each pair of hosts.
+            let n = self
+                .pairs
+                .entry((IpAddr::V4(a), IpAddr::V4(b)))
+                .or_insert(0);
+            let sport = 10_000u16.wrapping_add(*n);
+            *n = n.wrapping_add(1);
+            net.wiring.hpcc_flow(
+                (u32::from(a), udp_sport_for_qps(qpn.value(), peer.value())),
+                (u32::from(b), udp_sport_for_qps(peer.value(), qpn.value())),
+                sport,
+                flow.dport,
+            );
+        }
         let mr = &net.sides[dst].mr;
         let writes = flow.size_bytes.div_ceil(self.chunk).max(1);
         self.active[i] = Some(Active {

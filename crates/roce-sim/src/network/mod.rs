@@ -100,6 +100,23 @@ pub struct NetworkConfig {
     /// Sample every switch port's queue length at this interval of simulated time
     /// ([`Network::queue_lengths`]); `None` (the default): no samples.
     pub queue_sample_every: Option<roce_core::Duration>,
+    /// Which UDP ports the switches' ECMP hash reads. Default the packets' own.
+    pub ecmp_ports: EcmpPorts,
+}
+
+/// The UDP ports the switches' ECMP hash reads (the addresses are always the packet's).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum EcmpPorts {
+    /// The packet's: its QP's source port (the flow's entropy, `SrcPortPolicy::PerQp`) and 4791.
+    #[default]
+    Packet,
+    /// Those HPCC's ns-3 gives a flow of a flow file (`third.cc`): source port 10 000 + the
+    /// flow's number among those between its two hosts in file order, destination port the
+    /// file's `dport`, swapped for the packets coming back. With the same hash and seeds, a
+    /// flow then takes the path its ns-3 twin takes wherever the two order a switch's next
+    /// hops alike, so the two simulators can be compared flow by flow (`bench/ns3-reference.sh`).
+    /// Flows of a flow file only; packets of anything else hash their own ports.
+    Hpcc,
 }
 
 impl Default for NetworkConfig {
@@ -127,6 +144,7 @@ impl Default for NetworkConfig {
             seed: 0,
             payload: Payload::Bytes,
             queue_sample_every: None,
+            ecmp_ports: EcmpPorts::Packet,
         }
     }
 }
@@ -221,7 +239,10 @@ impl Network {
     pub fn new(topology: Topology, config: NetworkConfig) -> Result<Self, NetworkError> {
         let routes = Routes::new(topology)?;
         single_homed(routes.topology())?;
-        let wiring = Wiring::new(&routes);
+        let mut wiring = Wiring::new(&routes);
+        if config.ecmp_ports == EcmpPorts::Hpcc {
+            wiring.hash_hpcc_ports();
+        }
         let topology = routes.topology();
         let host_nodes: Vec<NodeId> = topology.hosts().collect();
         let mut sides = Vec::with_capacity(host_nodes.len());

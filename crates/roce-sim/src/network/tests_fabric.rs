@@ -3,9 +3,9 @@
 use roce_core::{Duration, Instant};
 
 use super::{flow, link};
-use crate::network::{Network, NetworkConfig};
+use crate::network::{EcmpPorts, Network, NetworkConfig};
 use crate::switch::{Pfc, SwitchConfig};
-use crate::topology::{LeafSpine, NodeId, NodeKind, Topology};
+use crate::topology::{FiveTuple, LeafSpine, NodeId, NodeKind, Routes, Topology};
 
 const G: u64 = 1_000_000_000;
 
@@ -179,4 +179,58 @@ fn two_switches_in_a_line() -> Topology {
         link(4, 2, 25 * G),
     ];
     Topology::new(kinds, links).unwrap()
+}
+
+#[test]
+fn hpcc_ecmp_ports_send_each_flow_where_ns3_would_hash_it() {
+    // Two leaves, four spines; three flows from host 0 to host 4, one after the other. With
+    // `EcmpPorts::Hpcc` leaf 8 hashes the ports HPCC's third.cc gives them — 10 000, 10 001,
+    // 10 002 against the file's dport 100 — and leaf 9 the ACKs' swapped ones, so each flow's
+    // packets cross the spines `Routes` picks for those tuples, and no other.
+    let spec = LeafSpine {
+        leaves: 2,
+        spines: 4,
+        hosts_per_leaf: 4,
+        host_rate_bps: 100 * G,
+        fabric_rate_bps: 100 * G,
+        delay: Duration::from_micros(1),
+    };
+    let topology = spec.build().unwrap();
+    let routes = Routes::new(topology.clone()).unwrap();
+    let (h0, h4, leaf8, leaf9) = (NodeId(0), NodeId(4), NodeId(8), NodeId(9));
+    let flows: Vec<_> = (0..3)
+        .map(|i| flow(0, 4, 20_000, Instant::from_micros(1 + 100 * i)))
+        .collect();
+    let config = NetworkConfig {
+        ecmp_ports: EcmpPorts::Hpcc,
+        ..NetworkConfig::default()
+    };
+    let mut net = Network::new(topology, config).unwrap();
+    assert_eq!(net.run_flows(&flows, Instant::from_millis(10)).len(), 3);
+    let up: Vec<NodeId> = (0..3)
+        .map(|k| {
+            let tuple = FiveTuple::hpcc(h0, h4, 10_000 + k, 100);
+            routes.ecmp_next_hop(leaf8, h4, &tuple).unwrap()
+        })
+        .collect();
+    let back: Vec<NodeId> = (0..3)
+        .map(|k| {
+            let tuple = FiveTuple::hpcc(h4, h0, 100, 10_000 + k);
+            routes.ecmp_next_hop(leaf9, h0, &tuple).unwrap()
+        })
+        .collect();
+    for s in (10..14).map(NodeId) {
+        let sent_up = net.port_stats(leaf8, s).unwrap().sent_bytes;
+        assert_eq!(
+            sent_up > 0,
+            up.contains(&s),
+            "leaf 8 -> {s:?}: {sent_up} bytes; {up:?}"
+        );
+        let sent_back = net.port_stats(leaf9, s).unwrap().sent_bytes;
+        assert_eq!(
+            sent_back > 0,
+            back.contains(&s),
+            "leaf 9 -> {s:?}: {sent_back} bytes; {back:?}"
+        );
+    }
 }

@@ -47,6 +47,9 @@ pub(super) struct Wiring {
     /// enough to stay in cache.
     sets: Vec<(u32, u32, Remainder)>,
     candidates: Vec<u16>,
+    /// [`EcmpPorts::Hpcc`](super::EcmpPorts::Hpcc): the ports to hash, by a packet's source
+    /// address and port.
+    hpcc_ports: Option<HashMap<(u32, u16), (u16, u16)>>,
 }
 
 impl Wiring {
@@ -123,6 +126,7 @@ impl Wiring {
             table,
             sets,
             candidates,
+            hpcc_ports: None,
         }
     }
 
@@ -159,6 +163,41 @@ impl Wiring {
         self.forward_tuple(node, &tuple_of(src, dst)?)
     }
 
+    /// Hashes the ports HPCC's ns-3 gives each flow ([`Wiring::hpcc_flow`]) from now on.
+    pub(super) fn hash_hpcc_ports(&mut self) {
+        self.hpcc_ports = Some(HashMap::new());
+    }
+
+    /// With [`Wiring::hash_hpcc_ports`]: the packets from `a` on source port `a_port` hash the
+    /// ports `(sport, dport)`, and those from `b` on `b_port` the two swapped (the flow's
+    /// packets back: ACKs, CNPs).
+    pub(super) fn hpcc_flow(
+        &mut self,
+        (a, a_port): (u32, u16),
+        (b, b_port): (u32, u16),
+        sport: u16,
+        dport: u16,
+    ) {
+        if let Some(ports) = &mut self.hpcc_ports {
+            ports.insert((a, a_port), (sport, dport));
+            ports.insert((b, b_port), (dport, sport));
+        }
+    }
+
+    /// `tuple` with the ports [`Wiring::hpcc_flow`] gave its flow, if it gave some.
+    #[cold]
+    #[inline(never)]
+    fn hpcc_tuple(ports: &HashMap<(u32, u16), (u16, u16)>, tuple: &FiveTuple) -> FiveTuple {
+        match ports.get(&(tuple.src_ip, tuple.sport)) {
+            Some(&(sport, dport)) => FiveTuple {
+                sport,
+                dport,
+                ..*tuple
+            },
+            None => *tuple,
+        }
+    }
+
     /// The port `node` forwards a packet with IPv4 5-tuple `tuple` out of ([`tuple_of`]).
     #[inline(always)]
     pub(super) fn forward_tuple(&self, node: u32, tuple: &FiveTuple) -> Option<u16> {
@@ -179,9 +218,13 @@ impl Wiring {
             [] => None,
             // One next hop (towards a host below): whatever the hash, it is this one.
             &[port] => Some(port),
-            _ => ports
-                .get(remainder.of(ecmp_hash(node, tuple)) as usize)
-                .copied(),
+            _ => {
+                let hash = match &self.hpcc_ports {
+                    None => ecmp_hash(node, tuple),
+                    Some(hpcc) => ecmp_hash(node, &Self::hpcc_tuple(hpcc, tuple)),
+                };
+                ports.get(remainder.of(hash) as usize).copied()
+            }
         }
     }
 }
