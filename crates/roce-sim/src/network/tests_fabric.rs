@@ -9,8 +9,8 @@ use crate::topology::{FiveTuple, LeafSpine, NodeId, NodeKind, Routes, Topology};
 
 const G: u64 = 1_000_000_000;
 
-#[test]
-fn ecmp_spreads_flows_between_two_leaves_over_every_spine() {
+/// Hosts 0–3 under leaf 8, 4–7 under leaf 9, spines 10–13; every link 100 Gb/s, 1 µs.
+fn two_leaves_four_spines() -> Topology {
     let spec = LeafSpine {
         leaves: 2,
         spines: 4,
@@ -19,7 +19,12 @@ fn ecmp_spreads_flows_between_two_leaves_over_every_spine() {
         fabric_rate_bps: 100 * G,
         delay: Duration::from_micros(1),
     };
-    let topology = spec.build().unwrap();
+    spec.build().unwrap()
+}
+
+#[test]
+fn ecmp_spreads_flows_between_two_leaves_over_every_spine() {
+    let topology = two_leaves_four_spines();
     // Hosts 0–3 under leaf 8, 4–7 under leaf 9; spines 10–13. Every pair across: 16 flows.
     let flows: Vec<_> = (0..4)
         .flat_map(|s| (4..8).map(move |d| flow(s, d, 200_000, Instant::from_micros(1))))
@@ -187,15 +192,7 @@ fn hpcc_ecmp_ports_send_each_flow_where_ns3_would_hash_it() {
     // `EcmpPorts::Hpcc` leaf 8 hashes the ports HPCC's third.cc gives them — 10 000, 10 001,
     // 10 002 against the file's dport 100 — and leaf 9 the ACKs' swapped ones, so each flow's
     // packets cross the spines `Routes` picks for those tuples, and no other.
-    let spec = LeafSpine {
-        leaves: 2,
-        spines: 4,
-        hosts_per_leaf: 4,
-        host_rate_bps: 100 * G,
-        fabric_rate_bps: 100 * G,
-        delay: Duration::from_micros(1),
-    };
-    let topology = spec.build().unwrap();
+    let topology = two_leaves_four_spines();
     let routes = Routes::new(topology.clone()).unwrap();
     let (h0, h4, leaf8, leaf9) = (NodeId(0), NodeId(4), NodeId(8), NodeId(9));
     let flows: Vec<_> = (0..3)
