@@ -10,18 +10,21 @@
 //! packet at the bottleneck rate.
 
 use std::collections::HashMap;
-use std::net::IpAddr;
+use std::net::SocketAddr;
 use std::ops::ControlFlow;
 
 use roce_core::{Duration, Instant, Qpn, Remote, SendOp, SendWr, Sge, WcStatus};
+use roce_wire::ROCE_V2_UDP_PORT;
 use roce_wire::gid::udp_sport_for_qps;
 
 use super::Network;
 use super::events::Event;
 use super::pool::FCS_BYTES;
+use super::wiring::tuple_of;
 use crate::IPV4_FRAME_OVERHEAD;
 use crate::fct::{FctRecord, IdealModel, ideal_fct};
 use crate::pair::connect_nodes;
+use crate::topology::FiveTuple;
 use crate::workload::FlowSpec;
 
 /// The default size of each host's memory region, and so of the largest WRITE: 256 KiB.
@@ -155,8 +158,28 @@ impl Network {
         Some(ideal_fct(size, &path, ideal_model(mtu)) + reth)
     }
 
+    /// The 5-tuples of a flow's packets, out and back, as switches read them.
+    fn flow_tuples(&self, a: &Active) -> Option<(FiveTuple, FiveTuple)> {
+        let (s, d) = (self.sides[a.src].addr, self.sides[a.dst].addr);
+        let sport = |qpn: Qpn, peer: Qpn| udp_sport_for_qps(qpn.value(), peer.value());
+        let out = tuple_of(
+            SocketAddr::new(s, sport(a.qpn, a.peer)),
+            SocketAddr::new(d, ROCE_V2_UDP_PORT),
+        )?;
+        let back = tuple_of(
+            SocketAddr::new(d, sport(a.peer, a.qpn)),
+            SocketAddr::new(s, ROCE_V2_UDP_PORT),
+        )?;
+        Some((out, back))
+    }
+
     /// Destroys a flow's QPs.
     fn close(&mut self, a: &Active) {
+        if self.config.ecmp_ports == super::EcmpPorts::Hpcc
+            && let Some(tuples) = self.flow_tuples(a)
+        {
+            self.wiring.hpcc_flow_ended(tuples);
+        }
         for (host, qpn) in [(a.src, a.qpn), (a.dst, a.peer)] {
             // The QP exists: it was created for this flow and is destroyed only here.
             let _ = self.sides[host].nic.destroy_qp(qpn);
@@ -193,9 +216,9 @@ pub(super) struct FlowRun<'a> {
     chunk: u64,
     /// Flows in `active`.
     live: usize,
-    /// Flows started between each two hosts (by their addresses), for
+    /// Flows started between each two hosts (by their indexes), for
     /// [`EcmpPorts::Hpcc`](super::EcmpPorts::Hpcc).
-    pairs: HashMap<(IpAddr, IpAddr), u16>,
+    pairs: HashMap<(usize, usize), u16>,
 }
 
 impl FlowRun<'_> {
@@ -229,26 +252,9 @@ impl FlowRun<'_> {
         }
         let dscp = (flow.pg % 8) * 8;
         let (qpn, peer) = connect_nodes(&net.config.host, &mut net.sides, src, dst, dscp);
-        if net.config.ecmp_ports == super::EcmpPorts::Hpcc
-            && let (IpAddr::V4(a), IpAddr::V4(b)) = (net.sides[src].addr, net.sides[dst].addr)
-        {
-            // third.cc: `portNumder[src][dst]++` from 10 000 for each pair of hosts.
-            let n = self
-                .pairs
-                .entry((IpAddr::V4(a), IpAddr::V4(b)))
-                .or_insert(0);
-            let sport = 10_000u16.wrapping_add(*n);
-            *n = n.wrapping_add(1);
-            net.wiring.hpcc_flow(
-                (u32::from(a), udp_sport_for_qps(qpn.value(), peer.value())),
-                (u32::from(b), udp_sport_for_qps(peer.value(), qpn.value())),
-                sport,
-                flow.dport,
-            );
-        }
         let mr = &net.sides[dst].mr;
         let writes = flow.size_bytes.div_ceil(self.chunk).max(1);
-        self.active[i] = Some(Active {
+        let active = Active {
             src,
             dst,
             qpn,
@@ -262,7 +268,17 @@ impl FlowRun<'_> {
             completed: 0,
             writes,
             last_len: flow.size_bytes - (writes - 1) * self.chunk,
-        });
+        };
+        if net.config.ecmp_ports == super::EcmpPorts::Hpcc
+            && let Some(tuples) = net.flow_tuples(&active)
+        {
+            // third.cc: `portNumder[src][dst]++` from 10 000 for each pair of hosts.
+            let n = self.pairs.entry((src, dst)).or_insert(0);
+            let sport = 10_000u16.wrapping_add(*n);
+            *n = n.wrapping_add(1);
+            net.wiring.hpcc_flow(tuples, sport, flow.dport);
+        }
+        self.active[i] = Some(active);
         self.live += 1;
         self.post(net, i);
         net.touch(src, self);

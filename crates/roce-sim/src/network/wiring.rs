@@ -47,9 +47,9 @@ pub(super) struct Wiring {
     /// enough to stay in cache.
     sets: Vec<(u32, u32, Remainder)>,
     candidates: Vec<u16>,
-    /// [`EcmpPorts::Hpcc`](super::EcmpPorts::Hpcc): the ports to hash, by a packet's source
-    /// address and port.
-    hpcc_ports: Option<HashMap<(u32, u16), (u16, u16)>>,
+    /// [`EcmpPorts::Hpcc`](super::EcmpPorts::Hpcc): the ports to hash, by the tuple of a
+    /// running flow's packets.
+    hpcc_ports: Option<HashMap<FiveTuple, (u16, u16)>>,
 }
 
 impl Wiring {
@@ -168,27 +168,36 @@ impl Wiring {
         self.hpcc_ports = Some(HashMap::new());
     }
 
-    /// With [`Wiring::hash_hpcc_ports`]: the packets from `a` on source port `a_port` hash the
-    /// ports `(sport, dport)`, and those from `b` on `b_port` the two swapped (the flow's
-    /// packets back: ACKs, CNPs).
+    /// With [`Wiring::hash_hpcc_ports`]: the packets of tuple `out` hash the ports `(sport,
+    /// dport)`, and those of `back` the two swapped (the flow's packets back: ACKs, CNPs).
+    /// The whole tuple is the key: two flows of one host may share a source port (the QPs'
+    /// entropy ports are a 14-bit hash), two flows between the same two hosts seldom do.
     pub(super) fn hpcc_flow(
         &mut self,
-        (a, a_port): (u32, u16),
-        (b, b_port): (u32, u16),
+        (out, back): (FiveTuple, FiveTuple),
         sport: u16,
         dport: u16,
     ) {
         if let Some(ports) = &mut self.hpcc_ports {
-            ports.insert((a, a_port), (sport, dport));
-            ports.insert((b, b_port), (dport, sport));
+            ports.insert(out, (sport, dport));
+            ports.insert(back, (dport, sport));
+        }
+    }
+
+    /// Forgets a flow that ended ([`Wiring::hpcc_flow`]): its QPs' numbers, and so its ports,
+    /// go to later flows.
+    pub(super) fn hpcc_flow_ended(&mut self, (out, back): (FiveTuple, FiveTuple)) {
+        if let Some(ports) = &mut self.hpcc_ports {
+            ports.remove(&out);
+            ports.remove(&back);
         }
     }
 
     /// `tuple` with the ports [`Wiring::hpcc_flow`] gave its flow, if it gave some.
     #[cold]
     #[inline(never)]
-    fn hpcc_tuple(ports: &HashMap<(u32, u16), (u16, u16)>, tuple: &FiveTuple) -> FiveTuple {
-        match ports.get(&(tuple.src_ip, tuple.sport)) {
+    fn hpcc_tuple(ports: &HashMap<FiveTuple, (u16, u16)>, tuple: &FiveTuple) -> FiveTuple {
+        match ports.get(tuple) {
             Some(&(sport, dport)) => FiveTuple {
                 sport,
                 dport,
