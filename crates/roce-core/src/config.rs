@@ -79,6 +79,15 @@ pub struct NicConfig {
     /// next request waits for ACKs, whatever its own window says (see `in_flight.rs`). Default
     /// 1024 (4 MiB at MTU 4096): eight QPs with full windows.
     pub max_unacked_total: u32,
+    /// Packets a QP may send in a row when its turn comes, before the next QP in line sends
+    /// (while it has them and the budget allows). 1 (the default): the QPs take turns one
+    /// packet each, as HPCC's ns-3 (`RdmaEgressQueue::GetNextQindex`) picks its QPs. More keeps
+    /// a QP's packets together: one ACK request covers a burst (so the NIC-wide budget of
+    /// `max_unacked_total` is spent on fewer QPs at once, each acknowledged once a burst
+    /// rather than once a packet), and a device's offload batch, which holds packets of one
+    /// QP, fills. rxe's requester task runs up to `RXE_MAX_ITERATIONS` (1024) packets of one
+    /// QP before another's task. The device's NICs use 16 (64 KiB at MTU 4096).
+    pub tx_burst_packets: u32,
     /// A requester sets AckReq at least every this many packets within a message
     /// (rxe `RXE_MAX_PKT_PER_ACK`). Default 64.
     pub max_pkts_per_ack: u32,
@@ -138,6 +147,7 @@ impl Default for NicConfig {
             max_qp: 0x1_0000,
             max_unacked_psns: 128,
             max_unacked_total: 1024,
+            tx_burst_packets: 1,
             max_pkts_per_ack: 64,
             max_msg_size: 1 << 31,
             max_mr_size: 1 << 32,

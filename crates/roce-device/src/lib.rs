@@ -50,7 +50,9 @@ pub use cq::CompletionQueue;
 pub use endpoint::{Connection, RcEndpoint};
 pub use handle::{DeviceError, DeviceHandle, Verb};
 pub use roce_pcap::SnapLen;
-pub use spec::{BackendKind, Cc, DeviceSpec, EnvError, OpenError, Opened, Recovery};
+pub use spec::{
+    BackendKind, Cc, DeviceSpec, EnvError, OpenError, Opened, Recovery, TX_BURST_PACKETS,
+};
 pub use tap::Tap;
 
 /// How a device is set up.

@@ -229,8 +229,7 @@ impl Nic {
             self.sched.push_ready(qp);
         }
         self.sched.index(qp);
-        self.sched
-            .tidy(&mut self.qps, shared.config.max_unacked_total);
+        self.sched.tidy(&mut self.qps, &shared.config);
         shared.deliver_completions();
     }
 }

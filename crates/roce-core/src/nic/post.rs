@@ -27,8 +27,7 @@ impl Nic {
         });
         self.sched.push_ready(qp);
         self.sched.index(qp);
-        self.sched
-            .tidy(&mut self.qps, self.shared.config.max_unacked_total);
+        self.sched.tidy(&mut self.qps, &self.shared.config);
         Ok(())
     }
 

@@ -11,7 +11,7 @@ use super::{MAX_DATAGRAM, Nic, Shared};
 use crate::in_flight::InFlight;
 use crate::qp::{Qp, QpState, QpType};
 use crate::timer::{Deadlines, Timer};
-use crate::{Instant, Transmit};
+use crate::{Instant, NicConfig, Transmit};
 
 /// The NIC's indexes over its QPs.
 #[derive(Debug, Default)]
@@ -27,6 +27,9 @@ pub(super) struct Schedule {
     /// Whether `tidy` found the top of `deadlines` current and nothing has pushed, popped or
     /// left the table since (so the next `tidy` has no stale entry to look for).
     deadlines_tidy: bool,
+    /// The QP whose burst is under way (`NicConfig::tx_burst_packets`) and the packets it has
+    /// sent in it so far.
+    burst: Option<(Qpn, u32)>,
 }
 
 impl Nic {
@@ -75,8 +78,7 @@ impl Nic {
             }
             self.sched.push_ready(qp);
             self.sched.index(qp);
-            self.sched
-                .tidy(&mut self.qps, self.shared.config.max_unacked_total);
+            self.sched.tidy(&mut self.qps, &self.shared.config);
         }
         self.sched.due = due;
         self.shared.deliver_completions();
@@ -131,6 +133,11 @@ impl Nic {
                 continue;
             };
             qp.indexed.ready = false;
+            let burst = self.shared.config.tx_burst_packets;
+            let sent = match self.sched.burst {
+                Some((burst_qpn, sent)) if burst_qpn == qpn => sent,
+                _ => 0,
+            };
             // In line with nothing to send (a packet of its peer's that needed no answer put
             // it there): the turn would make nothing and change nothing, so only the
             // bookkeeping that ends every turn runs.
@@ -142,15 +149,36 @@ impl Nic {
                     &mut self.shared,
                     qp,
                     (now, ip_id, budget),
+                    burst > 1 && sent + 1 >= burst,
                     buf,
                 )
             };
             if transmit.is_some() {
-                // It may have more: back in line, behind the others.
-                self.sched.push_ready(qp);
+                // It may have more: at the front of the line while its burst lasts, then
+                // behind the others.
+                let sent = sent + 1;
+                if sent < burst {
+                    self.sched.burst = Some((qpn, sent));
+                    self.sched.push_ready_front(qp);
+                } else {
+                    self.sched.burst = None;
+                    self.sched.end_grant(qp);
+                    self.sched.push_ready(qp);
+                }
+            } else {
+                // It ran out before its burst did: the next turn of it starts a new one, and
+                // the room it was granted and did not use goes back.
+                if self
+                    .sched
+                    .burst
+                    .is_some_and(|(burst_qpn, _)| burst_qpn == qpn)
+                {
+                    self.sched.burst = None;
+                }
+                self.sched.end_grant(qp);
             }
             self.sched.index(qp);
-            self.sched.tidy(&mut self.qps, budget);
+            self.sched.tidy(&mut self.qps, &self.shared.config);
             self.shared.deliver_completions();
             if transmit.is_some() {
                 return transmit;
@@ -202,8 +230,7 @@ impl Nic {
             self.sched.push_ready(qp);
             self.sched.index(qp);
         }
-        self.sched
-            .tidy(&mut self.qps, self.shared.config.max_unacked_total);
+        self.sched.tidy(&mut self.qps, &self.shared.config);
     }
 
     /// A QP left the table: its packets and its grant leave the budget.
@@ -214,11 +241,8 @@ impl Nic {
         self.sched
             .in_flight
             .update_uncovered(qp.indexed.uncovered, 0);
-        if qp.indexed.granted {
-            self.sched.in_flight.grant_used();
-        }
-        self.sched
-            .tidy(&mut self.qps, self.shared.config.max_unacked_total);
+        self.sched.in_flight.grant_used(qp.indexed.granted);
+        self.sched.tidy(&mut self.qps, &self.shared.config);
     }
 }
 
@@ -229,6 +253,24 @@ impl Schedule {
         if !qp.indexed.ready {
             qp.indexed.ready = true;
             self.ready.push_back(qp.qpn);
+        }
+    }
+
+    /// Gives back the room `qp` was granted and did not use: its burst ended.
+    #[inline]
+    fn end_grant(&mut self, qp: &mut Qp) {
+        if qp.indexed.granted > 0 {
+            self.in_flight
+                .grant_used(std::mem::take(&mut qp.indexed.granted));
+        }
+    }
+
+    /// Puts `qp` first in line to send (it continues its burst), unless it is in line already.
+    #[inline]
+    fn push_ready_front(&mut self, qp: &mut Qp) {
+        if !qp.indexed.ready {
+            qp.indexed.ready = true;
+            self.ready.push_front(qp.qpn);
         }
     }
 
@@ -268,16 +310,17 @@ impl Schedule {
     /// up), and grants room in the budget of `limit` packets to QPs that wait for it, if there
     /// is some.
     #[inline]
-    pub(super) fn tidy(&mut self, qps: &mut QpTable, limit: u32) {
+    pub(super) fn tidy(&mut self, qps: &mut QpTable, config: &NicConfig) {
         // Most calls follow a packet that moved no deadline: the top checked last is current.
         if !self.deadlines_tidy {
             self.tidy_deadlines(qps);
         }
         let ready = &mut self.ready;
-        self.in_flight.release(limit, |qpn| {
+        let (limit, burst) = (config.max_unacked_total, config.tx_burst_packets);
+        self.in_flight.release(limit, burst, |qpn, packets| {
             if let Some(qp) = qps.get_mut(&qpn) {
                 qp.indexed.waiting = false;
-                qp.indexed.granted = true;
+                qp.indexed.granted = packets;
                 if !qp.indexed.ready {
                     qp.indexed.ready = true;
                     ready.push_back(qpn);
@@ -312,24 +355,34 @@ impl Schedule {
 /// may wait for one request packet), within the NIC's budget of unacknowledged packets
 /// (`budget`); a QP its requests found without room joins the budget's wait.
 #[inline]
+///
+/// A request that ends a burst (`ends_burst`, or the last packet of a grant of more than one)
+/// asks for an ACK: a QP that waits for its next turn then holds no packet in flight that no
+/// ACK will cover. Without it, QPs that stopped mid-message kept half the budget uncovered,
+/// and every request of the others had to ask for an ACK (`InFlight::must_cover`).
 fn turn(
     sched: &mut Schedule,
     shared: &mut Shared,
     qp: &mut Qp,
     (now, ip_id, budget): (Instant, u16, u32),
+    ends_burst: bool,
     buf: &mut [u8],
 ) -> Option<Transmit> {
     // Without room in the budget (or while others wait for it and this QP has no grant) its
     // requests wait.
     let in_flight = &mut sched.in_flight;
-    let granted = std::mem::take(&mut qp.indexed.granted);
+    // One packet of its grant is used (or its QP had nothing to send).
+    let granted = qp.indexed.granted > 0;
+    let mut ends_burst = ends_burst;
     if granted {
-        in_flight.grant_used();
+        qp.indexed.granted -= 1;
+        in_flight.grant_used(1);
+        ends_burst |= qp.indexed.granted == 0 && shared.config.tx_burst_packets > 1;
     }
     let gated = qp.qp_type == QpType::Rc && !in_flight.may_send(budget, granted);
     let mut ctx = shared.ctx(now);
     ctx.ip_id = ip_id;
-    ctx.must_cover = in_flight.must_cover(budget);
+    ctx.must_cover = ends_burst || in_flight.must_cover(budget);
     let transmit = match qp.poll_cnp(&mut ctx, buf) {
         Some(t) => Some(t),
         None if !gated && qp.resp.ack_may_wait() && qp.has_requests() => {
@@ -359,5 +412,5 @@ fn turn(
 /// check, changing nothing) and no grant of the NIC's budget to use.
 #[inline]
 fn idle_in_line(qp: &Qp) -> bool {
-    !qp.cc.np.due() && qp.resp.out.is_empty() && !qp.indexed.granted && !qp.has_requests()
+    !qp.cc.np.due() && qp.resp.out.is_empty() && qp.indexed.granted == 0 && !qp.has_requests()
 }

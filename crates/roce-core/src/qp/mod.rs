@@ -61,7 +61,8 @@ pub(crate) struct Ctx<'a> {
     /// its place in a segmentation-offload batch (see `Nic::poll_transmit_segment`).
     pub(crate) ip_id: u16,
     /// A request packet sent now must ask for an ACK: one more without would take the NIC's
-    /// packets in flight after their QP's last AckReq past half its budget (`in_flight.rs`).
+    /// packets in flight after their QP's last AckReq past half its budget (`in_flight.rs`),
+    /// or it ends its QP's burst (`nic/schedule.rs`).
     pub(crate) must_cover: bool,
     /// The IP header of the datagram being handled, for the GRH area of a UD receive.
     pub(crate) arrival: Option<responder::Arrival>,
@@ -122,8 +123,9 @@ pub(crate) struct Indexed {
     pub(crate) ready: bool,
     /// It waits for room in the NIC's budget of unacknowledged packets.
     pub(crate) waiting: bool,
-    /// It was granted room for one request packet.
-    pub(crate) granted: bool,
+    /// Request packets of room it was granted and has not used (at most
+    /// `NicConfig::tx_burst_packets`).
+    pub(crate) granted: u32,
     /// The deadline the NIC's deadline heap has for it.
     pub(crate) deadline: Option<Instant>,
     /// The unacknowledged packets the NIC's budget counts for it.

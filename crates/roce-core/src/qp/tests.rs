@@ -1560,4 +1560,92 @@ fn room_granted_to_a_qp_that_then_has_nothing_to_send_goes_back_to_the_budget() 
     );
 }
 
+// ---- bursts: a QP's turn is up to `tx_burst_packets` packets -----------------------------
+
+/// The QP (by its peer's QPN, the packet's destination) and the AckReq flag of every packet the
+/// NIC has to send at `now`.
+fn sent_order(s: &mut Setup, now: Instant) -> Vec<(u32, bool)> {
+    let mut buf = vec![0; MAX_DATAGRAM];
+    let mut out = Vec::new();
+    while let Some(t) = s.nic.poll_transmit(now, &mut buf) {
+        let repr = RoceRepr::parse(&RocePacket::new_checked(&buf[..t.len]).unwrap()).unwrap();
+        out.push((repr.bth.dest_qp.value(), repr.bth.ack_req));
+    }
+    out
+}
+
+#[test]
+fn a_qp_sends_its_burst_before_the_next_qp_and_asks_for_an_ack_at_its_end() {
+    let order = |burst| {
+        let mut s = setup_with(NicConfig {
+            addrs: vec![US],
+            tx_burst_packets: burst,
+            ..NicConfig::default()
+        });
+        let b = another_qp(&mut s, 0x9a, 700);
+        // Five packets at path MTU 1024 on the setup's QP (its peer is 0x99), two on B's.
+        post(&mut s, 1, SendOp::Send, 0, 5000);
+        post_on(&mut s, b, 2, SendOp::Send, 0, 2000);
+        sent_order(&mut s, at(0))
+    };
+    let (a, b) = (0x99, 0x9a);
+    // One packet a turn (the default, as HPCC's ns-3): they alternate, and only the last
+    // packet of each message asks for an ACK.
+    assert_eq!(
+        order(1),
+        [
+            (a, false),
+            (b, false),
+            (a, false),
+            (b, true),
+            (a, false),
+            (a, false),
+            (a, true)
+        ]
+    );
+    // Bursts of 3: A's first three, the third asking for an ACK so that A leaves nothing
+    // uncovered behind it while B sends; B's two; then the rest of A's.
+    assert_eq!(
+        order(3),
+        [
+            (a, false),
+            (a, false),
+            (a, true),
+            (b, false),
+            (b, true),
+            (a, false),
+            (a, true)
+        ]
+    );
+}
+
+#[test]
+fn room_is_granted_a_burst_at_a_time_not_a_packet_as_each_ack_comes() {
+    let mut s = setup_with(NicConfig {
+        addrs: vec![US],
+        max_unacked_total: 4,
+        tx_burst_packets: 2,
+        ..NicConfig::default()
+    });
+    let b = another_qp(&mut s, 0x9a, 700);
+    // The setup's QP fills the budget with a message of four packets, two bursts each ending
+    // in an ACK request; then B's two wait.
+    post(&mut s, 1, SendOp::Send, 0, 4000);
+    let a = 0x99;
+    assert_eq!(
+        sent_order(&mut s, at(0)),
+        [(a, false), (a, true), (a, false), (a, true)]
+    );
+    post_on(&mut s, b, 2, SendOp::Send, 0, 2000);
+    assert_eq!(sent_order(&mut s, at(0)), []);
+    // An ACK of the first packet makes room for one: less than a burst, so nothing goes.
+    let ack = |psn_value| response(Opcode::RcAcknowledge, psn_value, ACK, 0);
+    rx(&mut s, at(10), ack(SQ_PSN), b"");
+    assert_eq!(sent_order(&mut s, at(10)), []);
+    // An ACK of the second makes room for two: B's burst, both of its packets together.
+    rx(&mut s, at(20), ack(SQ_PSN + 1), b"");
+    assert_eq!(sent_order(&mut s, at(20)), [(0x9a, false), (0x9a, true)]);
+    assert_eq!(s.nic.stats().retransmitted_packets, 0);
+}
+
 mod selective;

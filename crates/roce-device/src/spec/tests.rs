@@ -21,6 +21,10 @@ fn defaults_are_udp_mtu_1024_no_cc_100_gbps() {
     let s = spec(&[(ENV_IP, "127.0.0.2")]).unwrap().unwrap();
     assert_eq!(s.recovery, Recovery::GoBackN);
     assert_eq!(s.nic_config().loss_recovery, LossRecovery::GoBackN);
+    // The engine's default is a packet a turn (the simulator's hosts, as ns-3's); a device's
+    // QPs send in bursts.
+    assert_eq!(NicConfig::default().tx_burst_packets, 1);
+    assert_eq!(s.nic_config().tx_burst_packets, TX_BURST_PACKETS);
     assert_eq!(s.ip, IpAddr::from([127, 0, 0, 2]));
     assert_eq!(s.backend, BackendKind::Udp);
     assert_eq!(s.mtu, Some(Mtu::Mtu1024));
