@@ -218,3 +218,36 @@ fn inline_sends_and_writes_carry_bytes_from_no_region() {
         "two packets: the READ never left"
     );
 }
+
+#[test]
+fn a_nic_on_its_own_port_builds_each_packet_as_the_wire_frees_and_they_arrive_as_before() {
+    // A 4 KiB WRITE, four packets at path MTU 1024, over a wire of 8 Gb/s (a byte a ns).
+    let run = |nic_port| {
+        let mut config = PairConfig::default();
+        config.link.bandwidth_bps = Some(8_000_000_000);
+        config.link.nic_port = nic_port;
+        let mut pair = Pair::connected(&config);
+        pair.a.mr.write(0, &pattern(7, 4096));
+        let op = SendOp::RdmaWrite(remote(&pair.b, 0));
+        post_from_a(&mut pair, 1, op, 0, 4096);
+        drive_millis(&mut pair, 10);
+        success(pair.a.completion(), 1, WcOpcode::RdmaWrite);
+        assert_eq!(pair.b.mr.read(0, 4096).unwrap(), pattern(7, 4096));
+        let sent = pair.a_to_b.sent();
+        assert_eq!(sent.len(), 4);
+        let offered: Vec<_> = sent.iter().map(|s| s.time).collect();
+        let arrived: Vec<_> = sent.iter().map(|s| s.arrival.unwrap()).collect();
+        (offered, arrived, config.link.latency)
+    };
+    let (queued, queued_arrivals, _) = run(false);
+    let (paced, paced_arrivals, latency) = run(true);
+    // Into a queue, the NIC builds all four at once; on its own port, each when the last has
+    // left the wire (its arrival less the cable's latency), and not before.
+    assert!(queued.iter().all(|&t| t == queued[0]), "{queued:?}");
+    assert_eq!(paced[0], queued[0]);
+    for i in 1..4 {
+        assert_eq!(paced[i] + latency, paced_arrivals[i - 1], "{paced:?}");
+    }
+    // The wire was the limit either way: every packet arrives when it did.
+    assert_eq!(paced_arrivals, queued_arrivals);
+}

@@ -6,7 +6,9 @@
 //!    took, and what destroying them frees after each has done one 64 KiB WRITE and is idle
 //!    again (what its queues keep).
 //! 2. goodput and fairness: two NICs over a [`Pair`] whose link has a line rate (`--gbps`,
-//!    default 100) and 1 µs latency, with 1, 10, 100 and 1000 active QPs each keeping two 64 KiB
+//!    default 100) and 1 µs latency and is each NIC's port (`LinkConfig::nic_port`), the NICs
+//!    sending in bursts of 16 packets a QP as the device's do, with 1, 10, 100 and 1000 active
+//!    QPs each keeping two 64 KiB
 //!    RDMA WRITEs posted at path MTU 4096. For each: the aggregate goodput in virtual time (does
 //!    the engine keep the link full?), the same bytes over the wall-clock time the simulation
 //!    took (what the engine and the simulator cost on this CPU), the ratio of each to the
@@ -267,6 +269,11 @@ fn pair(gbps: f64) -> Pair {
     let link = LinkConfig {
         latency: Duration::from_micros(1),
         bandwidth_bps: gbps.is_finite().then_some((gbps * 1e9) as u64),
+        // The link is the NIC's port: the NIC is asked for a packet when the wire is free, as
+        // a NIC's scheduler (and the network simulator's hosts) pick the next packet. Without
+        // it every packet the QPs may send is built at once into the link's queue: at 1000 QPs
+        // 128 MB of frames, whose memory, not the engine, set the wall-clock rate.
+        nic_port: true,
         ..LinkConfig::default()
     };
     Pair::connected(&PairConfig { link, ..config() })
@@ -284,6 +291,9 @@ fn config() -> PairConfig {
         ..PairConfig::default()
     };
     config.nic.max_qp = 0x10_0000;
+    // As the device runs its NICs (`roce_device::TX_BURST_PACKETS`): a QP's turn is a burst of
+    // up to 16 packets, so that one ACK request covers it.
+    config.nic.tx_burst_packets = 16;
     config
 }
 

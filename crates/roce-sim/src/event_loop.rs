@@ -52,6 +52,11 @@ pub(crate) trait Network {
     fn deliver(&mut self, now: Instant, to: usize) -> Option<SimPacket>;
     /// Node `from` sends `packet` at `now`.
     fn send(&mut self, now: Instant, from: usize, packet: SimPacket);
+    /// When node `from`'s port is free to take its next packet, if that is after `now`: its NIC
+    /// is not asked for one before ([`crate::LinkConfig::nic_port`]). `None`: at once.
+    fn port_free_at(&self, _now: Instant, _from: usize) -> Option<Instant> {
+        None
+    }
     /// Moves what the nodes sent this round on towards the network (hosts' egress queues onto
     /// their cables), at the end of every round; whether anything moved.
     fn forward(&mut self, _now: Instant) -> bool {
@@ -98,7 +103,9 @@ pub(crate) fn exchange<S: BorrowMut<Side>>(
         }
         for (i, node) in nodes.iter_mut().enumerate() {
             let nic = &mut node.borrow_mut().nic;
-            while let Some(transmit) = nic.poll_transmit(now, buf) {
+            while network.port_free_at(now, i).is_none()
+                && let Some(transmit) = nic.poll_transmit(now, buf)
+            {
                 network.send(now, i, packet(&transmit, buf));
                 progress = true;
             }

@@ -196,11 +196,15 @@ impl Pair {
     /// jumps `now` to the next event. Returns false when nothing is scheduled.
     pub fn step(&mut self) -> bool {
         self.exchange();
+        // A port still serialising is a moment its NIC may send again: one step more per
+        // packet with `LinkConfig::nic_port`, none without.
         let next = [
             self.a.nic.poll_timeout(),
             self.b.nic.poll_timeout(),
             self.a_to_b.next_arrival(),
             self.b_to_a.next_arrival(),
+            self.a_to_b.port_free_at(self.now),
+            self.b_to_a.port_free_at(self.now),
         ]
         .into_iter()
         .flatten()
@@ -252,6 +256,10 @@ impl Network for PairLinks<'_> {
         if let Some(link) = self.0.get_mut(from) {
             link.send(now, packet);
         }
+    }
+
+    fn port_free_at(&self, now: Instant, from: usize) -> Option<Instant> {
+        self.0.get(from)?.port_free_at(now)
     }
 
     fn node_name(&self, i: usize) -> Option<&'static str> {

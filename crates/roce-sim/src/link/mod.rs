@@ -80,6 +80,15 @@ pub struct LinkConfig {
     pub reorder_jitter: Duration,
     /// RED ECN marking at the queue, as a DCQCN congestion point; `None` never marks.
     pub ecn: Option<EcnMarking>,
+    /// The sender is a NIC's own port: the NIC is asked for its next packet only once the link
+    /// has serialised the last one ([`Link::port_free_at`]), as a NIC's scheduler picks the
+    /// next packet when its wire is free (the network simulator's hosts do the same). `false`
+    /// (the default): everything the NIC has goes into the link's queue at once, as into a
+    /// switch's egress queue, and waits there as built frames. Only a link with a
+    /// [`LinkConfig::bandwidth_bps`] ever makes the sender wait, and only where the link is
+    /// its NIC's one way out: a [`crate::Pair`]'s two links (a [`crate::Net`]'s node has a
+    /// link per peer, and a [`crate::Fabric`]'s hosts have egress queues of their own).
+    pub nic_port: bool,
 }
 
 impl Default for LinkConfig {
@@ -93,6 +102,7 @@ impl Default for LinkConfig {
             duplicate: 0.0,
             reorder_jitter: Duration::ZERO,
             ecn: None,
+            nic_port: false,
         }
     }
 }
@@ -221,6 +231,13 @@ impl Link {
     /// When the next packet arrives, if any is in flight.
     pub fn next_arrival(&self) -> Option<Instant> {
         self.in_flight.peek().map(|Reverse(copy)| copy.at)
+    }
+
+    /// When the sending NIC may be asked for its next packet, if it must wait: with
+    /// [`LinkConfig::nic_port`], the end of the last frame's serialisation while it is after
+    /// `now`; `None` when the NIC may send at `now` (and always without `nic_port`).
+    pub fn port_free_at(&self, now: Instant) -> Option<Instant> {
+        (self.config.nic_port && self.busy_until > now).then_some(self.busy_until)
     }
 
     /// Copies on the cable, not yet delivered.
