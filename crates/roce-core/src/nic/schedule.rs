@@ -161,8 +161,10 @@ impl Nic {
                     self.sched.burst = Some((qpn, sent));
                     self.sched.push_ready_front(qp);
                 } else {
+                    // A grant starts a burst (its QP waited, so its last turn ended any
+                    // burst) and is at most one: it is used up by the burst's end.
+                    debug_assert_eq!(qp.indexed.granted, 0, "a grant outlived its burst");
                     self.sched.burst = None;
-                    self.sched.end_grant(qp);
                     self.sched.push_ready(qp);
                 }
             } else {

@@ -1648,4 +1648,35 @@ fn room_is_granted_a_burst_at_a_time_not_a_packet_as_each_ack_comes() {
     assert_eq!(s.nic.stats().retransmitted_packets, 0);
 }
 
+#[test]
+fn the_part_of_a_grant_a_qp_does_not_use_goes_back_to_the_budget() {
+    let mut s = setup_with(NicConfig {
+        addrs: vec![US],
+        max_unacked_total: 4,
+        tx_burst_packets: 4,
+        ..NicConfig::default()
+    });
+    let b = another_qp(&mut s, 0x9a, 700);
+    let (a, b_peer) = (0x99, 0x9a);
+    let ack = |psn_value| response(Opcode::RcAcknowledge, psn_value, ACK, 0);
+    // A fills the budget; B's one packet waits, and is granted four when A's are acknowledged.
+    post(&mut s, 1, SendOp::Send, 0, 4000);
+    assert_eq!(sent_order(&mut s, at(0)).len(), 4);
+    post_on(&mut s, b, 2, SendOp::Send, 0, 100);
+    assert_eq!(sent_order(&mut s, at(0)), []);
+    rx(&mut s, at(10), ack(SQ_PSN + 3), b"");
+    assert_eq!(sent_order(&mut s, at(10)), [(b_peer, true)]);
+    // A's next four: three fit beside B's one, the fourth waits.
+    post(&mut s, 3, SendOp::Send, 0, 4000);
+    assert_eq!(sent_order(&mut s, at(20)).len(), 3);
+    // B's and A's three acknowledged: with the packets of B's grant it did not use back in the
+    // budget, there is room for A's grant of four, and its last packet goes.
+    let mut b_ack = ack(700);
+    b_ack.bth.dest_qp = b;
+    rx(&mut s, at(25), b_ack, b"");
+    assert_eq!(sent_order(&mut s, at(25)), []);
+    rx(&mut s, at(30), ack(SQ_PSN + 6), b"");
+    assert_eq!(sent_order(&mut s, at(30)), [(a, true)]);
+}
+
 mod selective;
