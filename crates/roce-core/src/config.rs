@@ -82,11 +82,12 @@ pub struct NicConfig {
     /// Packets a QP may send in a row when its turn comes, before the next QP in line sends
     /// (while it has them and the budget allows). 1 (the default): the QPs take turns one
     /// packet each, as HPCC's ns-3 (`RdmaEgressQueue::GetNextQindex`) picks its QPs. More keeps
-    /// a QP's packets together: one ACK request covers a burst (so the NIC-wide budget of
-    /// `max_unacked_total` is spent on fewer QPs at once, each acknowledged once a burst
-    /// rather than once a packet), and a device's offload batch, which holds packets of one
-    /// QP, fills. rxe's requester task runs up to `RXE_MAX_ITERATIONS` (1024) packets of one
-    /// QP before another's task. The device's NICs use 16 (64 KiB at MTU 4096).
+    /// a QP's packets together: the burst's last packet asks for an ACK, and a QP waiting for
+    /// room in the budget of `max_unacked_total` is granted a burst of it (`in_flight.rs`), so
+    /// many QPs writing are acknowledged once a burst rather than once a packet, and the NIC
+    /// walks one QP's state for a burst. rxe's requester task runs up to `RXE_MAX_ITERATIONS`
+    /// (1024, `rxe_param.h`) packets of one QP before another's task. The device's NICs use
+    /// 16 (64 KiB at MTU 4096).
     pub tx_burst_packets: u32,
     /// A requester sets AckReq at least every this many packets within a message
     /// (rxe `RXE_MAX_PKT_PER_ACK`). Default 64.
