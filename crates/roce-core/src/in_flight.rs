@@ -8,9 +8,9 @@
 //! go-back-N of its QP, and Jain's index fell to 0.33). So the NIC counts the packets every RC
 //! QP has unacknowledged, and a QP whose next request would pass `max_unacked_total` waits in
 //! line until ACKs bring the total down. Room is then granted in the order the QPs waited, a
-//! burst of `tx_burst_packets` per grant, and while anyone waits nobody
-//! without a grant sends a request: otherwise the
-//! QPs whose ACKs make the room (and so are polled first) would take it again and again, and
+//! burst of `tx_burst_packets` per grant (sent in a row, the last asking for an ACK: see
+//! `nic/schedule.rs`), and while anyone waits nobody without a grant sends a request: otherwise
+//! the QPs whose ACKs make the room (and so are polled first) would take it again and again, and
 //! the others starve (Jain's index 0.49 over 1000 QPs in the simulator before grants).
 //!
 //! A requester asks for an ACK (AckReq) at the end of each message and every

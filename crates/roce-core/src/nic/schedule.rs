@@ -161,10 +161,12 @@ impl Nic {
                     self.sched.burst = Some((qpn, sent));
                     self.sched.push_ready_front(qp);
                 } else {
-                    // A grant starts a burst (its QP waited, so its last turn ended any
-                    // burst) and is at most one: it is used up by the burst's end.
-                    debug_assert_eq!(qp.indexed.granted, 0, "a grant outlived its burst");
+                    // A grant usually starts a burst (its QP waited, so its last turn ended
+                    // any) and is one at most, so it is used up by the burst's end. But a
+                    // gated turn may still send a response or a CNP and join the wait, and be
+                    // granted a burst while its own goes on: what is left goes back.
                     self.sched.burst = None;
+                    self.sched.end_grant(qp);
                     self.sched.push_ready(qp);
                 }
             } else {
