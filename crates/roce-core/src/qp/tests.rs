@@ -1574,15 +1574,23 @@ fn sent_order(s: &mut Setup, now: Instant) -> Vec<(u32, bool)> {
     out
 }
 
+/// The setup's NIC with a budget of `budget` packets and bursts of `burst`, and a second QP
+/// (B, whose peer is 0x9a) beside the setup's (whose peer is 0x99).
+fn two_qps(budget: u32, burst: u32) -> (Setup, Qpn) {
+    let mut s = setup_with(NicConfig {
+        addrs: vec![US],
+        max_unacked_total: budget,
+        tx_burst_packets: burst,
+        ..NicConfig::default()
+    });
+    let b = another_qp(&mut s, 0x9a, 700);
+    (s, b)
+}
+
 #[test]
 fn a_qp_sends_its_burst_before_the_next_qp_and_asks_for_an_ack_at_its_end() {
     let order = |burst| {
-        let mut s = setup_with(NicConfig {
-            addrs: vec![US],
-            tx_burst_packets: burst,
-            ..NicConfig::default()
-        });
-        let b = another_qp(&mut s, 0x9a, 700);
+        let (mut s, b) = two_qps(NicConfig::default().max_unacked_total, burst);
         // Five packets at path MTU 1024 on the setup's QP (its peer is 0x99), two on B's.
         post(&mut s, 1, SendOp::Send, 0, 5000);
         post_on(&mut s, b, 2, SendOp::Send, 0, 2000);
@@ -1621,13 +1629,7 @@ fn a_qp_sends_its_burst_before_the_next_qp_and_asks_for_an_ack_at_its_end() {
 
 #[test]
 fn room_is_granted_a_burst_at_a_time_not_a_packet_as_each_ack_comes() {
-    let mut s = setup_with(NicConfig {
-        addrs: vec![US],
-        max_unacked_total: 4,
-        tx_burst_packets: 2,
-        ..NicConfig::default()
-    });
-    let b = another_qp(&mut s, 0x9a, 700);
+    let (mut s, b) = two_qps(4, 2);
     // The setup's QP fills the budget with a message of four packets, two bursts each ending
     // in an ACK request; then B's two wait.
     post(&mut s, 1, SendOp::Send, 0, 4000);
@@ -1650,13 +1652,7 @@ fn room_is_granted_a_burst_at_a_time_not_a_packet_as_each_ack_comes() {
 
 #[test]
 fn the_part_of_a_grant_a_qp_does_not_use_goes_back_to_the_budget() {
-    let mut s = setup_with(NicConfig {
-        addrs: vec![US],
-        max_unacked_total: 4,
-        tx_burst_packets: 4,
-        ..NicConfig::default()
-    });
-    let b = another_qp(&mut s, 0x9a, 700);
+    let (mut s, b) = two_qps(4, 4);
     let (a, b_peer) = (0x99, 0x9a);
     let ack = |psn_value| response(Opcode::RcAcknowledge, psn_value, ACK, 0);
     // A fills the budget; B's one packet waits, and is granted four when A's are acknowledged.
