@@ -1675,4 +1675,37 @@ fn the_part_of_a_grant_a_qp_does_not_use_goes_back_to_the_budget() {
     assert_eq!(sent_order(&mut s, at(30)), [(a, true)]);
 }
 
+#[test]
+fn a_qp_granted_room_in_the_middle_of_its_burst_gives_back_what_it_did_not_use() {
+    let (mut s, b) = two_qps(3, 2);
+    let c = another_qp(&mut s, 0x9b, 900);
+    let ack = |psn_value| response(Opcode::RcAcknowledge, psn_value, ACK, 0);
+    // A fills the budget; B's one packet and C's one wait, B first.
+    post(&mut s, 1, SendOp::Send, 0, 3000);
+    assert_eq!(sent_order(&mut s, at(0)).len(), 3);
+    post_on(&mut s, b, 2, SendOp::Send, 0, 100);
+    post_on(&mut s, c, 3, SendOp::Send, 0, 100);
+    assert_eq!(sent_order(&mut s, at(0)), []);
+    // B's peer WRITEs to it: B's turn, gated for its requests, sends the ACK, which starts a
+    // burst of B's.
+    let mut write = rdma_request(&s, Opcode::RcRdmaWriteOnly, RQ_PSN, 0, 4);
+    write.bth.dest_qp = b;
+    rx(&mut s, at(10), write, b"data");
+    let mut buf = vec![0; MAX_DATAGRAM];
+    let t = s.nic.poll_transmit(at(10), &mut buf).unwrap();
+    let answer = RoceRepr::parse(&RocePacket::new_checked(&buf[..t.len]).unwrap()).unwrap();
+    assert_eq!(
+        (answer.bth.opcode, answer.bth.dest_qp.value()),
+        (Opcode::RcAcknowledge, 0x9a)
+    );
+    // A's first two acknowledged before B's next turn: B is granted two in the middle of its
+    // burst, so the grant outlives the burst, which B's one request ends; the packet of room
+    // B did not use goes back (a turn of B's would also use it up, a packet a turn).
+    rx(&mut s, at(20), ack(SQ_PSN + 1), b"");
+    assert_eq!(sent_order(&mut s, at(20)), [(0x9a, true)]);
+    // A's third acknowledged: with that packet back, C's grant of two fits.
+    rx(&mut s, at(30), ack(SQ_PSN + 2), b"");
+    assert_eq!(sent_order(&mut s, at(30)), [(0x9b, true)]);
+}
+
 mod selective;
