@@ -8,12 +8,12 @@
 //! 2. goodput and fairness: two NICs over a [`Pair`] whose link has a line rate (`--gbps`,
 //!    default 100) and 1 µs latency and is each NIC's port (`LinkConfig::nic_port`), the NICs
 //!    sending in bursts of 16 packets a QP as the device's do, with 1, 10, 100 and 1000 active
-//!    QPs each keeping two 64 KiB
-//!    RDMA WRITEs posted at path MTU 4096. For each: the aggregate goodput in virtual time (does
-//!    the engine keep the link full?), the same bytes over the wall-clock time the simulation
-//!    took (what the engine and the simulator cost on this CPU), the ratio of each to the
-//!    1-QP row, and Jain's fairness index of the QPs' goodputs (the payload of each QP's
-//!    packets that reached the other NIC in the measured window). `--idle N` adds N connected idle QPs on each NIC to every row.
+//!    QPs each keeping two 64 KiB RDMA WRITEs posted at path MTU 4096. For each: the aggregate
+//!    goodput in virtual time (does the engine keep the link full?), the same bytes over the
+//!    wall-clock time the simulation took (what the engine and the simulator cost on this
+//!    CPU), the ratio of each to the 1-QP row, and Jain's fairness index of the QPs' goodputs
+//!    (the payload of each QP's packets that reached the other NIC in the measured window).
+//!    `--idle N` adds N connected idle QPs on each NIC to every row.
 //!
 //! Each row is measured once the process is warm: a 1-QP run that is not shown comes first (the
 //! first row run cold took 0.6–0.7 × the rate of the same row run again, which made every

@@ -153,33 +153,22 @@ impl Nic {
                     buf,
                 )
             };
-            if transmit.is_some() {
-                // It may have more: at the front of the line while its burst lasts, then
-                // behind the others.
-                let sent = sent + 1;
-                if sent < burst {
-                    self.sched.burst = Some((qpn, sent));
-                    self.sched.push_ready_front(qp);
-                } else {
-                    // A grant usually starts a burst (its QP waited, so its last turn ended
-                    // any) and is one at most, so it is used up by the burst's end. But a
-                    // gated turn may still send a response or a CNP and join the wait, and be
-                    // granted a burst while its own goes on: what is left goes back.
-                    self.sched.burst = None;
-                    self.sched.end_grant(qp);
+            let sent = sent + 1;
+            if transmit.is_some() && sent < burst {
+                // Its burst goes on: first in line again.
+                self.sched.burst = Some((qpn, sent));
+                self.sched.push_ready_front(qp);
+            } else {
+                // Its burst ended, or it ran out first. Room it was granted and did not use
+                // goes back: a grant usually starts a burst and is one at most, but a gated
+                // turn may send a response or a CNP, join the wait, and be granted a burst
+                // while its own goes on.
+                self.sched.burst = None;
+                self.sched.end_grant(qp);
+                if transmit.is_some() {
+                    // It may have more: behind the others.
                     self.sched.push_ready(qp);
                 }
-            } else {
-                // It ran out before its burst did: the next turn of it starts a new one, and
-                // the room it was granted and did not use goes back.
-                if self
-                    .sched
-                    .burst
-                    .is_some_and(|(burst_qpn, _)| burst_qpn == qpn)
-                {
-                    self.sched.burst = None;
-                }
-                self.sched.end_grant(qp);
             }
             self.sched.index(qp);
             self.sched.tidy(&mut self.qps, &self.shared.config);
@@ -358,12 +347,14 @@ impl Schedule {
 /// One QP's turn in the ready line: its CNP, else its response or its request (a positive ACK
 /// may wait for one request packet), within the NIC's budget of unacknowledged packets
 /// (`budget`); a QP its requests found without room joins the budget's wait.
-#[inline]
 ///
-/// A request that ends a burst (`ends_burst`, or the last packet of a grant of more than one)
-/// asks for an ACK: a QP that waits for its next turn then holds no packet in flight that no
-/// ACK will cover. Without it, QPs that stopped mid-message kept half the budget uncovered,
-/// and every request of the others had to ask for an ACK (`InFlight::must_cover`).
+/// The request that ends a burst (`ends_burst`) asks for an ACK, so a QP that waits for its
+/// next turn holds no packet in flight that no ACK will cover. Without it, QPs that stopped
+/// mid-message kept half the budget uncovered, and every request of the others had to ask for
+/// an ACK (`InFlight::must_cover`). A grant needs no rule of its own: it starts a burst and is
+/// one at most (what is left at the burst's end goes back), or the whole budget when that is
+/// smaller, where `must_cover` asks within it.
+#[inline]
 fn turn(
     sched: &mut Schedule,
     shared: &mut Shared,
@@ -377,11 +368,9 @@ fn turn(
     let in_flight = &mut sched.in_flight;
     // One packet of its grant is used (or its QP had nothing to send).
     let granted = qp.indexed.granted > 0;
-    let mut ends_burst = ends_burst;
     if granted {
         qp.indexed.granted -= 1;
         in_flight.grant_used(1);
-        ends_burst |= qp.indexed.granted == 0 && shared.config.tx_burst_packets > 1;
     }
     let gated = qp.qp_type == QpType::Rc && !in_flight.may_send(budget, granted);
     let mut ctx = shared.ctx(now);
