@@ -83,23 +83,24 @@ impl Qp {
             }
         };
         let mrs = &*ctx.mrs;
-        let transmit = self.emit(
-            ctx.config,
-            ctx.ip_id,
-            &repr,
-            dst,
-            buf,
-            |payload| match read {
-                None => true,
-                Some((_, _, 0)) => true,
-                Some((key, va, chunk)) => mrs.get(&key).is_some_and(|entry| {
-                    entry
-                        .mr
-                        .offset_of(va, chunk.into())
-                        .is_some_and(|at| entry.mr.read_into(at, payload))
-                }),
-            },
-        );
+        let transmit =
+            self.emit(
+                ctx.config,
+                (ctx.ip_id, None),
+                &repr,
+                dst,
+                buf,
+                |payload| match read {
+                    None => true,
+                    Some((_, _, 0)) => true,
+                    Some((key, va, chunk)) => mrs.get(&key).is_some_and(|entry| {
+                        entry
+                            .mr
+                            .offset_of(va, chunk.into())
+                            .is_some_and(|at| entry.mr.read_into(at, payload))
+                    }),
+                },
+            );
         let transmit = match transmit {
             Ok(transmit) => transmit,
             Err(err) => {
