@@ -15,6 +15,10 @@ use std::sync::Arc;
 
 use crate::mr::RegionMemory;
 
+/// The shortest payload lent: below it, a copy costs less than a loan (its region's lock
+/// taken twice, a reference counted, and the kernel's walk over three more pieces).
+pub(crate) const MIN_LENT: usize = 1024;
+
 /// Bytes of a region that a packet carries by address: `len` bytes at [`Loan::addr`], which
 /// belong at [`Loan::at`] in the packet.
 #[derive(Clone)]
@@ -34,7 +38,7 @@ pub struct Loan {
 impl Loan {
     /// A loan of `len` bytes at `offset` in `memory`, for the packet at `at`; `None` when the
     /// memory cannot lend (it has no address) or does not hold the range.
-    pub(crate) fn new(
+    pub fn new(
         memory: &Arc<dyn RegionMemory>,
         offset: usize,
         len: usize,

@@ -380,11 +380,15 @@ impl Qp {
         let sgl = &wqe.wr.sgl;
         let mrs = &*ctx.mrs;
         let (start, len) = (segment.offset as usize, segment.len as usize);
-        // Lent where the caller asked and the memory allows (`loan.rs`); an INT header would
-        // move the payload, so those packets are copied.
+        // Lent where the caller asked and the memory allows (`loan.rs`), if it is long enough
+        // to be worth it; an INT header would move the payload, so those packets are copied.
         let hole = segment.repr.header_len();
         let lent = match ctx.loans.as_deref_mut() {
-            Some(loans) if inline.is_none() && len > 0 && !ctx.config.congestion.carries_int() => {
+            Some(loans)
+                if inline.is_none()
+                    && len >= crate::loan::MIN_LENT
+                    && !ctx.config.congestion.carries_int() =>
+            {
                 let before = loans.len();
                 lend(mrs, sgl, start as u64, len, hole, loans).then_some(before)
             }

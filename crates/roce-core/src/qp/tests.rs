@@ -1435,9 +1435,9 @@ fn twins(pattern: &[u8]) -> (Setup, Setup) {
 
 #[test]
 fn a_lent_payload_is_left_in_its_region_and_gathers_into_the_copied_packet() {
-    let pattern: Vec<u8> = (0..3000u32).map(|i| (i * 7 + 3) as u8).collect();
+    let pattern: Vec<u8> = (0..4000u32).map(|i| (i * 7 + 3) as u8).collect();
     let (mut lending, mut copying) = twins(&pattern);
-    // One WR whose SGL has two pieces: 1000 bytes at 0, 1500 at 1200.
+    // One WR whose SGL has two pieces: 1000 bytes at 0, 2172 at 1200.
     let sgl: Sgl = [
         Sge {
             addr: lending.mr.addr(),
@@ -1446,7 +1446,7 @@ fn a_lent_payload_is_left_in_its_region_and_gathers_into_the_copied_packet() {
         },
         Sge {
             addr: lending.mr.addr() + 1200,
-            length: 1500,
+            length: 2172,
             lkey: lending.mr.lkey(),
         },
     ]
@@ -1477,7 +1477,7 @@ fn a_lent_payload_is_left_in_its_region_and_gathers_into_the_copied_packet() {
             .unwrap()
             .header_len();
         let payload = header_len..header_len + loans.iter().map(|l| l.len).sum::<usize>();
-        assert!(!loans.is_empty() && loans[0].at == header_len);
+        assert!(loans.first().is_none_or(|loan| loan.at == header_len));
         assert!(
             lent[payload.clone()].iter().all(|&b| b == 0xee),
             "no payload byte written"
@@ -1487,8 +1487,9 @@ fn a_lent_payload_is_left_in_its_region_and_gathers_into_the_copied_packet() {
         pieces.push(loans.len());
         packets += 1;
     }
-    // 2500 bytes at the path MTU of 1024: the first packet spans both SGEs.
-    assert_eq!((packets, pieces), (3, vec![2, 1, 1]));
+    // 3172 bytes at the path MTU of 1024: the first packet spans both SGEs; the last, of
+    // 100 bytes, is copied (below `MIN_LENT`).
+    assert_eq!((packets, pieces), (4, vec![2, 1, 1, 0]));
 }
 
 /// A region whose memory has no address in this process.
