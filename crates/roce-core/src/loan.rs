@@ -2,8 +2,9 @@
 //! backend's `sendmsg` gathers it from there by address, as a NIC's DMA reads a WR's buffer
 //! while the packet leaves ([`Nic::poll_transmit_lending`](crate::Nic::poll_transmit_lending)).
 //!
-//! The engine writes the packet's headers into the caller's buffer as always, leaves the
-//! payload's bytes there untouched, seals the ICRC over the region's bytes
+//! For a request (its WR's SGL) or a READ response (the region the READ names) of 1 KiB or
+//! more ([`MIN_LENT`]), the engine writes the packet's headers into the caller's buffer as
+//! always, leaves the payload's bytes there untouched, seals the ICRC over the region's bytes
 //! (`roce_wire::icrc::seal_around`), and hands back one [`Loan`] per piece of the payload (one
 //! per SGE it spans). A loan holds its region's memory alive; the bytes are those the kernel
 //! copies when the batch is sent, within the same round. A program that writes a buffer

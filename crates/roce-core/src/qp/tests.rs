@@ -1433,6 +1433,38 @@ fn twins(pattern: &[u8]) -> (Setup, Setup) {
     (a, b)
 }
 
+/// Polls a lending NIC and a copying twin until neither sends: each packet of the first,
+/// gathered, is the second's (ICRC sealed for IPv4 ID 3 included), and none of its payload
+/// bytes was written into the buffer. Returns how many loans each packet had.
+#[track_caller]
+fn lent_and_copied(lending: &mut Setup, copying: &mut Setup) -> Vec<usize> {
+    let mut pieces = Vec::new();
+    loop {
+        let (mut lent, mut copied) = (vec![0xee; MAX_DATAGRAM], vec![0; MAX_DATAGRAM]);
+        let mut loans = Vec::new();
+        let t = lending
+            .nic
+            .poll_transmit_lending(at(0), &mut lent, 3, &mut loans);
+        let u = copying.nic.poll_transmit_segment(at(0), &mut copied, 3);
+        let (Some(t), Some(u)) = (t, u) else {
+            assert!(t.is_none() && u.is_none(), "the two NICs send alike");
+            return pieces;
+        };
+        assert_eq!(t, u);
+        let header_len = RoceRepr::parse(&RocePacket::new_checked(&copied[..u.len]).unwrap())
+            .unwrap()
+            .header_len();
+        let payload = header_len..header_len + loans.iter().map(|l| l.len).sum::<usize>();
+        assert!(loans.first().is_none_or(|loan| loan.at == header_len));
+        assert!(
+            lent[payload.clone()].iter().all(|&b| b == 0xee),
+            "no payload byte written"
+        );
+        assert_eq!(gathered(&lent[..t.len], &loans), &copied[..u.len]);
+        pieces.push(loans.len());
+    }
+}
+
 #[test]
 fn a_lent_payload_is_left_in_its_region_and_gathers_into_the_copied_packet() {
     let pattern: Vec<u8> = (0..4000u32).map(|i| (i * 7 + 3) as u8).collect();
@@ -1459,37 +1491,22 @@ fn a_lent_payload_is_left_in_its_region_and_gathers_into_the_copied_packet() {
         };
         s.nic.post_send(s.qpn, wr).unwrap();
     }
-    let mut packets = 0;
-    let mut pieces = Vec::new();
-    loop {
-        let (mut lent, mut copied) = (vec![0xee; MAX_DATAGRAM], vec![0; MAX_DATAGRAM]);
-        let mut loans = Vec::new();
-        let t = lending
-            .nic
-            .poll_transmit_lending(at(0), &mut lent, 3, &mut loans);
-        let u = copying.nic.poll_transmit_segment(at(0), &mut copied, 3);
-        let (Some(t), Some(u)) = (t, u) else {
-            assert!(t.is_none() && u.is_none(), "the two NICs send alike");
-            break;
-        };
-        assert_eq!(t, u);
-        let header_len = RoceRepr::parse(&RocePacket::new_checked(&copied[..u.len]).unwrap())
-            .unwrap()
-            .header_len();
-        let payload = header_len..header_len + loans.iter().map(|l| l.len).sum::<usize>();
-        assert!(loans.first().is_none_or(|loan| loan.at == header_len));
-        assert!(
-            lent[payload.clone()].iter().all(|&b| b == 0xee),
-            "no payload byte written"
-        );
-        // Headers, pad and ICRC (sealed for ID 3) as the copying NIC wrote them.
-        assert_eq!(gathered(&lent[..t.len], &loans), &copied[..u.len]);
-        pieces.push(loans.len());
-        packets += 1;
-    }
+    let pieces = lent_and_copied(&mut lending, &mut copying);
     // 3172 bytes at the path MTU of 1024: the first packet spans both SGEs; the last, of
     // 100 bytes, is copied (below `MIN_LENT`).
-    assert_eq!((packets, pieces), (4, vec![2, 1, 1, 0]));
+    assert_eq!(pieces, [2, 1, 1, 0]);
+}
+
+#[test]
+fn read_responses_are_lent_as_requests_are() {
+    let pattern: Vec<u8> = (0..4000u32).map(|i| (i * 13 + 5) as u8).collect();
+    let (mut lending, mut copying) = twins(&pattern);
+    for s in [&mut lending, &mut copying] {
+        let read = rdma_request(s, Opcode::RcRdmaReadRequest, RQ_PSN, 100, 2500);
+        rx(s, at(0), read, b"");
+    }
+    // FIRST and MIDDLE carry 1024 bytes each, lent; the LAST's 452 are copied.
+    assert_eq!(lent_and_copied(&mut lending, &mut copying), [1, 1, 0]);
 }
 
 /// A region whose memory has no address in this process.
