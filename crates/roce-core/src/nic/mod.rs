@@ -77,8 +77,6 @@ pub(crate) struct Shared {
     ids: objects::Ids,
     /// QP 1.
     gsi: crate::gsi::Gsi,
-    /// Where request payloads are lent during `Nic::poll_transmit_lending`; `None` otherwise.
-    loans: Option<Vec<crate::Loan>>,
 }
 
 impl Nic {
@@ -102,7 +100,6 @@ impl Nic {
                 stats: Stats::default(),
                 ids,
                 gsi: crate::gsi::Gsi::default(),
-                loans: None,
             },
             qps: qp_table::QpTable::default(),
             sched: schedule::Schedule::default(),
@@ -206,7 +203,6 @@ impl Shared {
             must_cover: false,
             arrival: None,
             int: None,
-            loans: self.loans.as_mut(),
         }
     }
 
