@@ -13,7 +13,12 @@ need_root
 RUNS=${RUNS:-3}
 command -v cc >/dev/null || { echo "SKIP: needs a C compiler (cc)"; exit 0; }
 scratch TMP -d
-cc -O2 -o "$TMP/udp_pingpong" bench/pingpong/udp_pingpong.c
+# With liburing (Debian's liburing-dev), the io_uring receive variants too.
+uring=0
+if echo '#include <liburing.h>' | cc -E - >/dev/null 2>&1; then
+    cc -O2 -DWITH_IO_URING -o "$TMP/udp_pingpong" bench/pingpong/udp_pingpong.c -luring && uring=1
+fi
+[ "$uring" = 1 ] || cc -O2 -o "$TMP/udp_pingpong" bench/pingpong/udp_pingpong.c
 A_IP=198.18.2.5; B_IP=198.18.2.6
 veth_pair roce-pp-a.$$ roce-pp-b.$$ "$A_IP" "$B_IP"
 
@@ -28,6 +33,15 @@ VARIANTS=(
     "the backend's four (recvmmsg, UDP_GRO, UDP_SEGMENT, IP_TOS):-m -g -s -t"
     "… and sched_yield per empty poll (the busy-polling NIC's loop):-m -g -s -t -y"
 )
+if [ "$uring" = 1 ]; then
+    VARIANTS+=(
+        "io_uring multishot receive (default task-work notification), sched_yield per empty poll:-u -y"
+        "io_uring multishot receive (COOP_TASKRUN), sched_yield per empty poll:-U -y"
+        "… with UDP_GRO, UDP_SEGMENT and IP_TOS (the backend's calls, io_uring receiving):-U -g -s -t -y"
+    )
+else
+    echo "(no liburing: the io_uring variants are left out; apt-get install liburing-dev)" >&2
+fi
 one() {  # one FLAGS…: "median p99"
     inb "$TMP/udp_pingpong" "$@" server >/dev/null 2>&1 & local pid=$!
     sleep 0.3

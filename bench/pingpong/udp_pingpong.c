@@ -15,6 +15,14 @@
  *   -t  each send with an IP_TOS control message (ECT(0), as the backend marks ECN), and
  *       IP_RECVTOS on the socket
  *   -y  sched_yield(2) after each empty receive (the busy-polling NIC's loop)
+ *   -u  receive through io_uring (built with -DWITH_IO_URING, liburing): one multishot
+ *       receive into a ring of provided buffers, armed once; an empty receive is a look at
+ *       the completion queue, no system call. Completions are posted by task work that the
+ *       kernel runs in this thread, so the task is notified (the default, an IPI if it spins
+ *       in user space) ...
+ *   -U  ... or, with IORING_SETUP_COOP_TASKRUN | TASKRUN_FLAG, not interrupted: an empty
+ *       receive that finds the ring's TASKRUN flag set enters the kernel to run it
+ *       (io_uring_get_events), else makes no system call
  *
  * Both sides spin on non-blocking receives. The client prints the median and the 99th
  * percentile of half the round trip, in microseconds. UDP port 4792 on both sides.
@@ -29,6 +37,9 @@
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
+#ifdef WITH_IO_URING
+#include <liburing.h>
+#endif
 
 #ifndef UDP_SEGMENT
 #define UDP_SEGMENT 103
@@ -42,7 +53,7 @@
 
 enum { PORT = 4792, SIZE = 64, BATCH = 8, ROOM = 65536 };
 
-static int connected, mmsg, gro, gso, tos, yield;
+static int connected, mmsg, gro, gso, tos, yield, uring, coop;
 static int sock;
 static struct sockaddr_in peer;
 static char bufs[BATCH][ROOM];
@@ -54,8 +65,59 @@ static double now_ns(void) {
     return t.tv_sec * 1e9 + t.tv_nsec;
 }
 
+#ifdef WITH_IO_URING
+enum { NBUF = 64, BUFSZ = 2048, BGID = 7 };
+static struct io_uring ring;
+static struct io_uring_buf_ring *br;
+static char (*ubufs)[BUFSZ];
+
+static void arm(void) {
+    struct io_uring_sqe *sqe = io_uring_get_sqe(&ring);
+    io_uring_prep_recv_multishot(sqe, sock, NULL, 0, 0);
+    sqe->flags |= IOSQE_BUFFER_SELECT;
+    sqe->buf_group = BGID;
+    if (io_uring_submit(&ring) < 0) { perror("io_uring_submit"); exit(1); }
+}
+
+static void uring_setup(void) {
+    struct io_uring_params p = {0};
+    if (coop) p.flags = IORING_SETUP_COOP_TASKRUN | IORING_SETUP_TASKRUN_FLAG;
+    int ret = io_uring_queue_init_params(64, &ring, &p);
+    if (ret < 0) { fprintf(stderr, "io_uring_queue_init: %s\n", strerror(-ret)); exit(1); }
+    if (posix_memalign((void **)&br, 4096, NBUF * sizeof(struct io_uring_buf))) exit(1);
+    ubufs = malloc(NBUF * BUFSZ);
+    io_uring_buf_ring_init(br);
+    struct io_uring_buf_reg reg = {.ring_addr = (unsigned long)br, .ring_entries = NBUF, .bgid = BGID};
+    ret = io_uring_register_buf_ring(&ring, &reg, 0);
+    if (ret < 0) { fprintf(stderr, "io_uring_register_buf_ring: %s\n", strerror(-ret)); exit(1); }
+    for (int i = 0; i < NBUF; i++)
+        io_uring_buf_ring_add(br, ubufs[i], BUFSZ, i, io_uring_buf_ring_mask(NBUF), i);
+    io_uring_buf_ring_advance(br, NBUF);
+    arm();
+}
+
+static int uring_receive(void) {
+    struct io_uring_cqe *cqe;
+    if (coop && (IO_URING_READ_ONCE(*ring.sq.kflags) & IORING_SQ_TASKRUN))
+        io_uring_get_events(&ring);
+    if (io_uring_peek_cqe(&ring, &cqe) != 0) return 0;
+    int res = cqe->res, flags = cqe->flags;
+    io_uring_cqe_seen(&ring, cqe);
+    if (flags & IORING_CQE_F_BUFFER) {
+        int id = flags >> IORING_CQE_BUFFER_SHIFT;
+        io_uring_buf_ring_add(br, ubufs[id], BUFSZ, id, io_uring_buf_ring_mask(NBUF), 0);
+        io_uring_buf_ring_advance(br, 1);
+    }
+    if (!(flags & IORING_CQE_F_MORE)) arm();
+    return res > 0;
+}
+#endif
+
 /* One non-blocking receive; whether anything came (the sender's address lands in `peer`). */
 static int receive(void) {
+#ifdef WITH_IO_URING
+    if (uring) return uring_receive();
+#endif
     if (mmsg) {
         struct mmsghdr msgs[BATCH];
         struct iovec iov[BATCH];
@@ -130,7 +192,7 @@ static int by_value(const void *a, const void *b) {
 int main(int argc, char **argv) {
     long exchanges = 100000;
     int opt;
-    while ((opt = getopt(argc, argv, "cmgstyn:")) != -1) {
+    while ((opt = getopt(argc, argv, "cmgstyuUn:")) != -1) {
         switch (opt) {
         case 'c': connected = 1; break;
         case 'm': mmsg = 1; break;
@@ -138,6 +200,8 @@ int main(int argc, char **argv) {
         case 's': gso = 1; break;
         case 't': tos = 1; break;
         case 'y': yield = 1; break;
+        case 'u': uring = 1; break;
+        case 'U': uring = 1; coop = 1; break;
         case 'n': exchanges = atol(optarg); break;
         default: fprintf(stderr, "usage: see the comment at the top of udp_pingpong.c\n"); return 2;
         }
@@ -153,6 +217,19 @@ int main(int argc, char **argv) {
     struct sockaddr_in local = {.sin_family = AF_INET, .sin_port = htons(PORT)};
     if (bind(sock, (struct sockaddr *)&local, sizeof local) < 0) { perror("bind"); return 1; }
 
+#ifdef WITH_IO_URING
+    if (uring && server) {
+        /* The first datagram by a plain receive, for the client's address. */
+        socklen_t len = sizeof peer;
+        if (recvfrom(sock, bufs[0], ROOM, 0, (struct sockaddr *)&peer, &len) < 0) { perror("recvfrom"); return 1; }
+        uring_setup();
+        send_one(0);
+    } else if (uring) {
+        uring_setup();
+    }
+#else
+    if (uring) { fprintf(stderr, "-u needs a build with -DWITH_IO_URING -luring\n"); return 2; }
+#endif
     if (server) {
         int is_connected = 0;
         for (;;) {
