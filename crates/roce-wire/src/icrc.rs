@@ -15,6 +15,7 @@
 //! header as bytes), and from the IP and UDP headers of a captured frame ([`compute_raw`]).
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::sync::OnceLock;
 
 use crate::packet::ICRC_LEN;
 use crate::{ParseError, bth, int};
@@ -208,7 +209,7 @@ pub fn compute_in_place(header: &PseudoHeader, buf: &mut [u8], at: usize) -> Opt
         int_saved.copy_from_slice(&buf[int.clone()]);
         buf[int.clone()].fill(0xff);
     }
-    let mut hasher = crc32fast::Hasher::new_with_initial(initial);
+    let mut hasher = after_ones(LRH_LEN - literal, initial);
     hasher.update(&buf[start..end]);
     if let Some(byte) = saved {
         buf[fecn_becn] = byte;
@@ -273,7 +274,7 @@ fn crc(masked_ip_udp: &[u8], packet: &[u8]) -> u32 {
     if bth_len > BTH_FECN_BECN {
         head[ip_udp + BTH_FECN_BECN] = 0xff;
     }
-    let mut hasher = crc32fast::Hasher::new_with_initial(initial);
+    let mut hasher = after_ones(LRH_LEN - literal, initial);
     hasher.update(&head[..ip_udp + bth_len]);
     match int_range(body) {
         Some(int) => {
@@ -299,6 +300,24 @@ fn lrh_split(len: usize) -> (usize, u32) {
     let need = (16 - len % 16) % 16;
     let literal = if need <= LRH_LEN { need } else { 0 };
     (literal, CRC_OF_ONES[LRH_LEN - literal])
+}
+
+/// A hasher that has taken `ones` bytes of 0xff (at most [`LRH_LEN`]), whose CRC so far is
+/// `initial` (`CRC_OF_ONES[ones]`). crc32fast looks at the CPU's features each time it makes
+/// a hasher (`Hasher::new_with_initial`: about 35 instructions, a quarter of what a short
+/// packet's CRC costs), so the nine are made once and copied.
+fn after_ones(ones: usize, initial: u32) -> crc32fast::Hasher {
+    static HASHERS: OnceLock<[crc32fast::Hasher; LRH_LEN + 1]> = OnceLock::new();
+    let hashers = HASHERS.get_or_init(|| {
+        std::array::from_fn(|ones| {
+            let mut hasher = crc32fast::Hasher::new();
+            hasher.update(&[0xff; LRH_LEN][..ones]);
+            hasher
+        })
+    });
+    let hasher = hashers[ones.min(LRH_LEN)].clone();
+    debug_assert_eq!(hasher.clone().finalize(), initial);
+    hasher
 }
 
 /// `CRC_OF_ONES[k]`: the CRC-32 of `k` bytes of 0xff, computed at compile time.
