@@ -28,6 +28,26 @@ pub trait RegionMemory: Send + Sync + fmt::Debug {
     /// Replaces the 8 bytes at `offset` (host order, as on the x86 hosts rxe runs on) with
     /// `f(old)` in one step with respect to the NIC's other accesses, and returns `old`.
     fn update_u64(&self, offset: usize, f: &mut dyn FnMut(u64) -> u64) -> u64;
+
+    /// Where byte 0 lies in this process, if the bytes may be handed to the kernel by address
+    /// for a send instead of being copied out first ([`crate::Loan`]); it must stay valid
+    /// while the value lives. `None` (the default): payloads are copied.
+    fn address(&self) -> Option<usize> {
+        None
+    }
+
+    /// Calls `f` with the `len` bytes at `offset`, in order, in one piece or more (the ICRC of
+    /// a lent payload). The default copies them through a small buffer with `read_at`.
+    fn read_with(&self, offset: usize, len: usize, f: &mut dyn FnMut(&[u8])) {
+        let mut piece = [0; crate::copy::PIECE];
+        let mut done = 0;
+        while done < len {
+            let take = (len - done).min(piece.len());
+            self.read_at(offset + done, &mut piece[..take]);
+            f(&piece[..take]);
+            done += take;
+        }
+    }
 }
 
 /// Memory the engine owns: a zeroed buffer behind a lock.
@@ -70,6 +90,15 @@ impl RegionMemory for OwnedMemory {
         let old = u64::from_le_bytes(raw);
         target.copy_from_slice(&f(old).to_le_bytes());
         old
+    }
+
+    fn address(&self) -> Option<usize> {
+        // The boxed slice never moves or changes length while the value lives.
+        Some(self.lock().as_ptr() as usize)
+    }
+
+    fn read_with(&self, offset: usize, len: usize, f: &mut dyn FnMut(&[u8])) {
+        f(&self.lock()[offset..offset + len]);
     }
 }
 

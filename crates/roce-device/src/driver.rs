@@ -60,7 +60,7 @@ impl<B: Backend> Driver<B> {
         let mut outbox = shared
             .direct
             .is_none()
-            .then(|| Outbox::new(backend.max_segments(), tap.clone()));
+            .then(|| Outbox::new(backend.max_segments(), tap.clone(), false));
         tracing::info!("device started");
         shared.task_turns.store(1, Ordering::SeqCst);
         // The engine had more to send when the last turn ended.
@@ -102,7 +102,8 @@ impl<B: Backend> Driver<B> {
                 (None, None) => false,
                 (None, Some(outbox)) => {
                     outbox.begin(&shared.owed, MAX_TRANSMITS_PER_ROUND);
-                    while let Some((transmit, payload, segment)) =
+                    // Not lending: nothing is ever lent to these batches.
+                    while let Some((transmit, payload, segment, _)) =
                         outbox.next_batch(&shared.engine, now)
                     {
                         let sent = backend.send_segments(&transmit, payload, segment).await;

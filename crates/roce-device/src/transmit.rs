@@ -11,9 +11,9 @@
 use std::io;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use roce_core::{Instant, MAX_DATAGRAM, Transmit};
+use roce_core::{Instant, Loan, MAX_DATAGRAM, Transmit};
 
-use crate::backend::{Sender, reseal};
+use crate::backend::{Sender, reseal_lent};
 use crate::batch::{MAX_BATCH_BYTES, TxBatch};
 use crate::engine::EngineLock;
 use crate::tap::Tap;
@@ -34,6 +34,14 @@ pub(crate) struct Outbox {
     /// A packet that did not join the batch handed out last: it starts the next one. Its
     /// transmit, where it was written, and the IPv4 identification its ICRC covers.
     carried: Option<(Transmit, usize, u16)>,
+    /// Whether request payloads are lent (`roce_core::Loan`): the sender gathers them.
+    lending: bool,
+    /// The batch's lent payloads, their places counted from the start of `buf`.
+    loans: Vec<Loan>,
+    /// The carried packet's, counted from where it was written; and the last packet's, as the
+    /// engine hands them over (counted from the packet's start).
+    carried_loans: Vec<Loan>,
+    fresh: Vec<Loan>,
     /// Packets taken from the engine this round, and the most it may take.
     taken: usize,
     limit: usize,
@@ -41,11 +49,17 @@ pub(crate) struct Outbox {
 }
 
 impl Outbox {
-    pub(crate) fn new(max_segments: usize, tap: Option<Tap>) -> Self {
+    /// An outbox for batches of `max_segments`; with `lending`, payloads are lent (a tap
+    /// records whole packets, so it turns lending off).
+    pub(crate) fn new(max_segments: usize, tap: Option<Tap>, lending: bool) -> Self {
         Self {
             buf: vec![0u8; MAX_BATCH_BYTES + MAX_DATAGRAM],
             batch: TxBatch::new(max_segments),
             carried: None,
+            lending: lending && tap.is_none(),
+            loans: Vec::new(),
+            carried_loans: Vec::new(),
+            fresh: Vec::new(),
             taken: 0,
             limit: MAX_TRANSMITS_PER_ROUND,
             tap,
@@ -66,38 +80,56 @@ impl Outbox {
     }
 
     /// The next batch to send — its shared transmit, its payloads (packet `i` sealed for the
-    /// IPv4 identification `i`) and its segment size — or `None` when the engine has nothing
-    /// more this round. Every batch returned must be sent (or counted lost) before the next
-    /// call: the packet that ended it is moved to the front of the buffer then.
+    /// IPv4 identification `i`), its segment size and the payloads lent to it (their places
+    /// counted from the start of the payloads; the bytes there are not the packets') — or
+    /// `None` when the engine has nothing more this round. Every batch returned must be sent
+    /// (or counted lost) before the next call: the packet that ended it is moved to the front
+    /// of the buffer then, and the loans are returned.
     pub(crate) fn next_batch(
         &mut self,
         engine: &EngineLock,
         now: Instant,
-    ) -> Option<(Transmit, &mut [u8], usize)> {
+    ) -> Option<(Transmit, &mut [u8], usize, &[Loan])> {
+        self.loans.clear();
         if let Some((transmit, at, ip_id)) = self.carried.take() {
             // It starts this batch, as segment 0.
             roce_core::copy::move_to_front(&mut self.buf, at, transmit.len);
-            if ip_id != 0 {
-                reseal(&transmit, &mut self.buf[..transmit.len], 0);
+            for loan in &mut self.carried_loans {
+                loan.at -= at;
             }
+            if ip_id != 0 {
+                let packet = &mut self.buf[..transmit.len];
+                reseal_lent(&transmit, packet, &self.carried_loans, 0);
+            }
+            self.loans.append(&mut self.carried_loans);
             self.push(transmit);
         }
         while !self.batch.is_full() && self.taken < self.limit {
             let (at, ip_id) = (self.batch.len(), self.batch.next_ip_id());
             let buf = &mut self.buf[at..];
-            let Some(transmit) = engine.step(|nic| nic.poll_transmit_segment(now, buf, ip_id))
-            else {
+            let fresh = &mut self.fresh;
+            let transmit = if self.lending {
+                engine.step(|nic| nic.poll_transmit_lending(now, buf, ip_id, fresh))
+            } else {
+                engine.step(|nic| nic.poll_transmit_segment(now, buf, ip_id))
+            };
+            let Some(transmit) = transmit else {
                 break;
             };
             self.taken += 1;
+            for loan in &mut self.fresh {
+                loan.at += at;
+            }
             if !self.batch.fits(&transmit) {
                 self.carried = Some((transmit, at, ip_id));
+                self.carried_loans.append(&mut self.fresh);
                 break;
             }
+            self.loans.append(&mut self.fresh);
             self.push(transmit);
         }
         let (transmit, len, segment) = self.batch.take()?;
-        Some((transmit, &mut self.buf[..len], segment))
+        Some((transmit, &mut self.buf[..len], segment, &self.loans))
     }
 
     /// Adds the packet just written at the batch's end.
@@ -128,7 +160,7 @@ impl std::fmt::Debug for Direct {
 impl Direct {
     pub(crate) fn new(sender: Box<dyn Sender>, tap: Option<Tap>) -> Self {
         Self {
-            outbox: Outbox::new(sender.max_segments(), tap),
+            outbox: Outbox::new(sender.max_segments(), tap, sender.gathers()),
             sender,
         }
     }
@@ -144,8 +176,13 @@ impl Direct {
     ) -> bool {
         let Self { outbox, sender } = self;
         outbox.begin(owed, limit);
-        while let Some((transmit, payload, segment)) = outbox.next_batch(engine, now) {
-            log_failure(&transmit, sender.send_segments(&transmit, payload, segment));
+        while let Some((transmit, payload, segment, loans)) = outbox.next_batch(engine, now) {
+            let sent = if loans.is_empty() {
+                sender.send_segments(&transmit, payload, segment)
+            } else {
+                sender.send_gathered(&transmit, payload, segment, loans)
+            };
+            log_failure(&transmit, sent);
         }
         outbox.stopped_at_limit()
     }
@@ -158,3 +195,6 @@ pub(crate) fn log_failure(transmit: &Transmit, result: io::Result<()>) {
         tracing::debug!(dst = %transmit.dst, error = %err, "send failed");
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -182,6 +182,34 @@ pub fn seal(header: &PseudoHeader, packet: &mut [u8]) {
     }
 }
 
+/// Writes the ICRC into the last 4 bytes of `packet` as [`seal`] does, but for a packet whose
+/// bytes at `hole` are not in `packet`: `fill` hands them to the function it is given, in
+/// order and in as many pieces as it likes (a payload that stays in its memory region and
+/// leaves by address: the packet is gathered from pieces only as the kernel copies it). The
+/// bytes of `packet` at `hole` are never read. Returns false, writing nothing, when `hole` is
+/// not inside the part of the packet hashed as it is: past the BTH (and an INT header) and
+/// before the ICRC.
+pub fn seal_around(
+    header: &PseudoHeader,
+    packet: &mut [u8],
+    hole: std::ops::Range<usize>,
+    fill: impl FnOnce(&mut dyn FnMut(&[u8])),
+) -> bool {
+    let Some(slot) = packet.len().checked_sub(ICRC_LEN) else {
+        return false;
+    };
+    let body = &packet[..slot];
+    let hashed_as_is = int_range(body).map_or(bth::HEADER_LEN, |int| int.end);
+    if hole.start < hashed_as_is || hole.start > hole.end || hole.end > slot {
+        return false;
+    }
+    let mut masked = [0; IPV6_LEN + UDP_LEN];
+    let len = write_masked_ip_udp(header, packet.len(), &mut masked);
+    let icrc = crc_around(&masked[..len], packet, hole, fill);
+    packet[slot..].copy_from_slice(&icrc.to_le_bytes());
+    true
+}
+
 /// Room [`compute_in_place`] needs in front of the packet: the LRH ones and the largest masked
 /// IP/UDP header.
 pub const HEADROOM: usize = LRH_LEN + IPV6_LEN + UDP_LEN;
@@ -264,6 +292,18 @@ pub(crate) fn check(expected: u32, packet: &[u8]) -> Result<(), ParseError> {
 /// table loop, so the small block takes as many of the 8 LRH bytes literally as make it a
 /// multiple of 16 long, and resumes from the CRC of the rest ([`lrh_split`]).
 fn crc(masked_ip_udp: &[u8], packet: &[u8]) -> u32 {
+    let end = packet.len().saturating_sub(ICRC_LEN);
+    crc_around(masked_ip_udp, packet, end..end, |_| {})
+}
+
+/// [`crc`], with the bytes at `hole` (past the BTH and any INT header, before the ICRC) taken
+/// from `fill` instead of `packet`.
+fn crc_around(
+    masked_ip_udp: &[u8],
+    packet: &[u8],
+    hole: std::ops::Range<usize>,
+    fill: impl FnOnce(&mut dyn FnMut(&[u8])),
+) -> u32 {
     let body = &packet[..packet.len().saturating_sub(ICRC_LEN)];
     let bth_len = body.len().min(bth::HEADER_LEN);
     let (literal, initial) = lrh_split(masked_ip_udp.len() + bth_len);
@@ -276,13 +316,18 @@ fn crc(masked_ip_udp: &[u8], packet: &[u8]) -> u32 {
     }
     let mut hasher = after_ones(LRH_LEN - literal, initial);
     hasher.update(&head[..ip_udp + bth_len]);
-    match int_range(body) {
+    let rest = match int_range(body) {
         Some(int) => {
             hasher.update(&[0xff; int::HEADER_LEN]);
-            hasher.update(&body[int.end..]);
+            int.end
         }
-        None => hasher.update(&body[bth_len..]),
-    }
+        None => bth_len,
+    };
+    // The callers keep the hole inside [rest, body.len()].
+    let hole = hole.start.clamp(rest, body.len())..hole.end.clamp(rest, body.len());
+    hasher.update(&body[rest..hole.start]);
+    fill(&mut |bytes| hasher.update(bytes));
+    hasher.update(&body[hole.end..]);
     hasher.finalize()
 }
 

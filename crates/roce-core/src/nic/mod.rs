@@ -77,6 +77,8 @@ pub(crate) struct Shared {
     ids: objects::Ids,
     /// QP 1.
     gsi: crate::gsi::Gsi,
+    /// Where request payloads are lent during `Nic::poll_transmit_lending`; `None` otherwise.
+    loans: Option<Vec<crate::Loan>>,
 }
 
 impl Nic {
@@ -100,6 +102,7 @@ impl Nic {
                 stats: Stats::default(),
                 ids,
                 gsi: crate::gsi::Gsi::default(),
+                loans: None,
             },
             qps: qp_table::QpTable::default(),
             sched: schedule::Schedule::default(),
@@ -203,6 +206,7 @@ impl Shared {
             must_cover: false,
             arrival: None,
             int: None,
+            loans: self.loans.as_mut(),
         }
     }
 

@@ -11,7 +11,7 @@ use super::{MAX_DATAGRAM, Nic, Shared};
 use crate::in_flight::InFlight;
 use crate::qp::{Qp, QpState, QpType};
 use crate::timer::{Deadlines, Timer};
-use crate::{Instant, NicConfig, Transmit};
+use crate::{Instant, Loan, NicConfig, Transmit};
 
 /// The NIC's indexes over its QPs.
 #[derive(Debug, Default)]
@@ -92,6 +92,26 @@ impl Nic {
     /// `Responder::ack_may_wait`). Its ICRC covers an IPv4 identification of 0.
     pub fn poll_transmit(&mut self, now: Instant, buf: &mut [u8]) -> Option<Transmit> {
         self.poll_transmit_segment(now, buf, 0)
+    }
+
+    /// [`Nic::poll_transmit_segment`], but the payload of a request or a READ response that
+    /// lies in memory with an address ([`RegionMemory::address`](crate::RegionMemory::address))
+    /// is lent, not copied: its bytes in `buf` are left as they were, the ICRC is sealed over
+    /// the region's, and one [`Loan`] per piece of it is appended to `loans`, its place counted
+    /// from the start of `buf` (see `loan.rs`). Whoever sends the packet gathers it from `buf`
+    /// and the loans. Payloads under 1 KiB, inline data and packets that carry HPCC's INT
+    /// header are copied as always.
+    pub fn poll_transmit_lending(
+        &mut self,
+        now: Instant,
+        buf: &mut [u8],
+        ip_id: u16,
+        loans: &mut Vec<Loan>,
+    ) -> Option<Transmit> {
+        self.shared.loans = Some(std::mem::take(loans));
+        let transmit = self.poll_transmit_segment(now, buf, ip_id);
+        *loans = self.shared.loans.take().unwrap_or_default();
+        transmit
     }
 
     /// [`Nic::poll_transmit`] for a datagram that will leave with the IPv4 identification

@@ -42,7 +42,7 @@ impl Qp {
         self.cc.np.clear_due();
         let repr = RoceRepr::new(cnp::bth(self.dest_qpn));
         let mut transmit = self
-            .emit(ctx.config, ctx.ip_id, &repr, dst, buf, |_| true)
+            .emit(ctx.config, (ctx.ip_id, None), &repr, dst, buf, |_| true)
             .ok()?;
         transmit.dscp = dcqcn.cnp_dscp;
         transmit.ecn = Ecn::NotEct;

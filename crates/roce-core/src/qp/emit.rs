@@ -14,11 +14,12 @@ impl Qp {
     /// Writes a packet into `buf` and seals its ICRC: the UDP payload of a datagram to `dst`
     /// whose IPv4 identification will be `ip_id`, from the QP's path (or, for UD, the NIC's
     /// address of `dst`'s family). `fill` writes the payload; it returns false when the data
-    /// cannot be read.
+    /// cannot be read. With `lent`, the payload's bytes from its offset in the packet on are
+    /// those loans' (`loan.rs`): `fill` writes none of them and the ICRC covers theirs.
     pub(crate) fn emit(
         &self,
         config: &crate::NicConfig,
-        ip_id: u16,
+        (ip_id, lent): (u16, Lent<'_>),
         repr: &RoceRepr,
         dst: IpAddr,
         buf: &mut [u8],
@@ -44,9 +45,27 @@ impl Qp {
             SrcPortPolicy::PerQp => self.src_port,
             SrcPortPolicy::Fixed(port) => port,
         };
-        let sealed = (ip_id, config.icrc.seals());
+        // A lent payload is not in `buf`: its ICRC is sealed below, over the loans' bytes.
+        let sealed = (ip_id, config.icrc.seals() && lent.is_none());
         let int = self.int_for(config, repr);
         let mut transmit = seal(repr, int.as_ref(), (src, src_port), dst, sealed, buf, fill)?;
+        if let Some((hole, loans)) = lent {
+            let packet = &mut buf[..transmit.len];
+            let end = hole + loans.iter().map(|loan| loan.len).sum::<usize>();
+            let header = roce_wire::PseudoHeader::for_datagram(
+                SocketAddr::new(src, src_port),
+                transmit.dst,
+                ip_id,
+            )
+            .ok_or(EmitError::NoSource)?;
+            if config.icrc.seals()
+                && !icrc::seal_around(&header, packet, hole..end, |f| {
+                    loans.iter().for_each(|loan| loan.read_with(f));
+                })
+            {
+                return Err(EmitError::BufferTooSmall);
+            }
+        }
         if let Some(av) = self.av {
             transmit.dscp = av.dscp;
             transmit.ttl = if av.hop_limit == 0 { 64 } else { av.hop_limit };
@@ -134,6 +153,9 @@ fn insert_int<'a>(int: &int::Repr, buf: &'a mut [u8], len: usize) -> (&'a mut [u
     packet[int::BTH_FLAG_BYTE] |= int::BTH_FLAG;
     (packet, total)
 }
+
+/// A payload lent (`loan.rs`): where it starts in the packet, and its loans in order.
+pub(crate) type Lent<'a> = Option<(usize, &'a [crate::Loan])>;
 
 /// Why a packet could not be written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -69,6 +69,9 @@ pub(crate) struct Ctx<'a> {
     /// The INT header the datagram being handled carried (HPCC's, `roce_wire::int`), taken off
     /// it before parsing.
     pub(crate) int: Option<roce_wire::int::Repr>,
+    /// Where a request's payload is lent rather than copied (`Nic::poll_transmit_lending`):
+    /// `None` copies it into the packet.
+    pub(crate) loans: Option<&'a mut Vec<crate::Loan>>,
 }
 
 /// A queue pair.
@@ -329,6 +332,48 @@ pub(crate) fn gather(mrs: &Mrs, sgl: &[Sge], mut offset: u64, out: &mut [u8]) ->
         }
     }
     done == out.len()
+}
+
+/// [`gather`] without the copy: records where each piece of the `len` bytes from `offset` into
+/// `sgl`'s message lies, as [`Loan`](crate::Loan)s, the first belonging at `at` in the packet.
+/// False, leaving `loans` as it was, when a piece cannot be lent (its memory has no address) or
+/// cannot be read: the caller copies then, and meets the same checks.
+pub(crate) fn lend(
+    mrs: &Mrs,
+    sgl: &[Sge],
+    mut offset: u64,
+    len: usize,
+    at: usize,
+    loans: &mut Vec<crate::Loan>,
+) -> bool {
+    let before = loans.len();
+    let mut done = 0;
+    for sge in sgl {
+        if done == len {
+            break;
+        }
+        let sge_len = u64::from(sge.length);
+        if offset >= sge_len {
+            offset -= sge_len;
+            continue;
+        }
+        let take = ((sge_len - offset) as usize).min(len - done);
+        let loan = mrs.get(&sge.lkey).and_then(|entry| {
+            let region = entry.mr.offset_of(sge.addr + offset, take as u64)?;
+            crate::Loan::new(&entry.mr.bytes, region, take, at + done)
+        });
+        let Some(loan) = loan else {
+            loans.truncate(before);
+            return false;
+        };
+        loans.push(loan);
+        done += take;
+        offset = 0;
+    }
+    if done != len {
+        loans.truncate(before);
+    }
+    done == len
 }
 
 /// Copies `data` into the message that `sgl` describes, starting `offset` bytes into it. Every

@@ -8,7 +8,7 @@ use roce_wire::{
 };
 
 use super::inline_data::InlineData;
-use super::{Ctx, EmitError, Qp, QpType, SendWqe, gather};
+use super::{Ctx, EmitError, Qp, QpType, SendWqe, gather, lend};
 use crate::Transmit;
 use crate::cq::{Cqe, WcStatus};
 use crate::timer::Timer;
@@ -367,7 +367,7 @@ impl Qp {
     #[inline]
     pub(super) fn emit_segment(
         &self,
-        ctx: &Ctx<'_>,
+        ctx: &mut Ctx<'_>,
         wqe: &SendWqe,
         segment: &Segment,
         buf: &mut [u8],
@@ -380,13 +380,32 @@ impl Qp {
         let sgl = &wqe.wr.sgl;
         let mrs = &*ctx.mrs;
         let (start, len) = (segment.offset as usize, segment.len as usize);
+        // Lent where the caller asked and the memory allows (`loan.rs`), if it is long enough
+        // to be worth it; an INT header would move the payload, so those packets are copied.
+        let hole = segment.repr.header_len();
+        let lent = match ctx.loans.as_deref_mut() {
+            Some(loans)
+                if inline.is_none()
+                    && len >= crate::loan::MIN_LENT
+                    && !ctx.config.congestion.carries_int() =>
+            {
+                let before = loans.len();
+                lend(mrs, sgl, start as u64, len, hole, loans).then_some(before)
+            }
+            _ => None,
+        };
+        let lent = match (lent, ctx.loans.as_deref()) {
+            (Some(before), Some(loans)) => Some((hole, &loans[before..])),
+            _ => None,
+        };
         self.emit(
             ctx.config,
-            ctx.ip_id,
+            (ctx.ip_id, lent),
             &segment.repr,
             dst,
             buf,
             |payload| match inline {
+                _ if lent.is_some() => true,
                 Some(data) => {
                     payload.copy_from_slice(&data[start..start + len]);
                     true

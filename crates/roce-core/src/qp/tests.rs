@@ -1411,6 +1411,171 @@ fn a_packet_polled_as_segment_i_of_a_batch_is_sealed_for_ipv4_id_i() {
     }
 }
 
+// ---- lent payloads -------------------------------------------------------------------------
+
+/// The packet a lending poll made, gathered as the kernel gathers it: `buf` with each loan's
+/// bytes at its place.
+fn gathered(buf: &[u8], loans: &[Loan]) -> Vec<u8> {
+    let mut packet = buf.to_vec();
+    for loan in loans {
+        let mut bytes = Vec::new();
+        loan.read_with(&mut |piece| bytes.extend_from_slice(piece));
+        assert_eq!(bytes.len(), loan.len);
+        packet[loan.at..loan.at + loan.len].copy_from_slice(&bytes);
+    }
+    packet
+}
+
+/// Two NICs in the same state; `a` writes `pattern` at the start of its region and `b` too.
+fn twins(pattern: &[u8]) -> (Setup, Setup) {
+    let (a, b) = (setup(), setup());
+    assert!(a.mr.write(0, pattern) && b.mr.write(0, pattern));
+    (a, b)
+}
+
+/// Polls a lending NIC and a copying twin until neither sends: each packet of the first,
+/// gathered, is the second's (ICRC sealed for IPv4 ID 3 included), and none of its payload
+/// bytes was written into the buffer. Returns how many loans each packet had.
+#[track_caller]
+fn lent_and_copied(lending: &mut Setup, copying: &mut Setup) -> Vec<usize> {
+    let mut pieces = Vec::new();
+    loop {
+        let (mut lent, mut copied) = (vec![0xee; MAX_DATAGRAM], vec![0; MAX_DATAGRAM]);
+        let mut loans = Vec::new();
+        let t = lending
+            .nic
+            .poll_transmit_lending(at(0), &mut lent, 3, &mut loans);
+        let u = copying.nic.poll_transmit_segment(at(0), &mut copied, 3);
+        let (Some(t), Some(u)) = (t, u) else {
+            assert!(t.is_none() && u.is_none(), "the two NICs send alike");
+            return pieces;
+        };
+        assert_eq!(t, u);
+        let header_len = RoceRepr::parse(&RocePacket::new_checked(&copied[..u.len]).unwrap())
+            .unwrap()
+            .header_len();
+        let payload = header_len..header_len + loans.iter().map(|l| l.len).sum::<usize>();
+        assert!(loans.first().is_none_or(|loan| loan.at == header_len));
+        assert!(
+            lent[payload.clone()].iter().all(|&b| b == 0xee),
+            "no payload byte written"
+        );
+        assert_eq!(gathered(&lent[..t.len], &loans), &copied[..u.len]);
+        pieces.push(loans.len());
+    }
+}
+
+#[test]
+fn a_lent_payload_is_left_in_its_region_and_gathers_into_the_copied_packet() {
+    let pattern: Vec<u8> = (0..4000u32).map(|i| (i * 7 + 3) as u8).collect();
+    let (mut lending, mut copying) = twins(&pattern);
+    // One WR whose SGL has two pieces: 1000 bytes at 0, 2172 at 1200.
+    let sgl: Sgl = [
+        Sge {
+            addr: lending.mr.addr(),
+            length: 1000,
+            lkey: lending.mr.lkey(),
+        },
+        Sge {
+            addr: lending.mr.addr() + 1200,
+            length: 2172,
+            lkey: lending.mr.lkey(),
+        },
+    ]
+    .into_iter()
+    .collect();
+    for s in [&mut lending, &mut copying] {
+        let wr = SendWr {
+            sgl: sgl.clone(),
+            ..send_wr(s, 9, SendOp::Send, 0, 0)
+        };
+        s.nic.post_send(s.qpn, wr).unwrap();
+    }
+    let pieces = lent_and_copied(&mut lending, &mut copying);
+    // 3172 bytes at the path MTU of 1024: the first packet spans both SGEs; the last, of
+    // 100 bytes, is copied (below `MIN_LENT`).
+    assert_eq!(pieces, [2, 1, 1, 0]);
+}
+
+#[test]
+fn read_responses_are_lent_as_requests_are() {
+    let pattern: Vec<u8> = (0..4000u32).map(|i| (i * 13 + 5) as u8).collect();
+    let (mut lending, mut copying) = twins(&pattern);
+    for s in [&mut lending, &mut copying] {
+        let read = rdma_request(s, Opcode::RcRdmaReadRequest, RQ_PSN, 100, 2500);
+        rx(s, at(0), read, b"");
+    }
+    // FIRST and MIDDLE carry 1024 bytes each, lent; the LAST's 452 are copied.
+    assert_eq!(lent_and_copied(&mut lending, &mut copying), [1, 1, 0]);
+}
+
+/// A region whose memory has no address in this process.
+#[derive(Debug)]
+struct Unaddressed(OwnedMemory);
+
+impl RegionMemory for Unaddressed {
+    fn len(&self) -> usize {
+        self.0.len()
+    }
+    fn read_at(&self, offset: usize, out: &mut [u8]) {
+        self.0.read_at(offset, out);
+    }
+    fn write_at(&self, offset: usize, data: &[u8]) {
+        self.0.write_at(offset, data);
+    }
+    fn update_u64(&self, offset: usize, f: &mut dyn FnMut(u64) -> u64) -> u64 {
+        self.0.update_u64(offset, f)
+    }
+}
+
+#[test]
+fn inline_sends_memory_without_an_address_and_acks_are_copied_not_lent() {
+    let mut s = setup();
+    let pd = s.mr.pd();
+    let memory = std::sync::Arc::new(Unaddressed(OwnedMemory::zeroed(4096)));
+    let far = s.nic.reg_memory(pd, memory, None, Access::ALL).unwrap();
+    assert!(far.write(0, b"far away"));
+    let wr = SendWr::new(
+        9,
+        SendOp::Send,
+        Sge {
+            addr: far.addr(),
+            length: 8,
+            lkey: far.lkey(),
+        },
+    );
+    s.nic.post_send(s.qpn, wr).unwrap();
+    // Inline: its bytes are taken at the post, and the region changes after.
+    assert!(s.mr.write(0, b"inline!!"));
+    let inline = SendWr {
+        inline: true,
+        ..send_wr(&s, 10, SendOp::Send, 0, 8)
+    };
+    s.nic.post_send(s.qpn, inline).unwrap();
+    assert!(s.mr.write(0, b"changed!"));
+    recv(&mut s, 1, 0, 64);
+    rx_request(&mut s, at(0), Opcode::RcSendOnly, RQ_PSN, b"ping");
+    let mut seen = Vec::new();
+    let mut buf = vec![0; MAX_DATAGRAM];
+    let mut loans = Vec::new();
+    while let Some(t) = s.nic.poll_transmit_lending(at(0), &mut buf, 0, &mut loans) {
+        assert!(loans.is_empty(), "nothing lent");
+        let mut h = header(US, PEER);
+        h.src_port = t.src_port;
+        icrc::verify(&h, &buf[..t.len]).unwrap();
+        let view = RocePacket::new_checked(&buf[..t.len]).unwrap();
+        seen.push((view.bth().opcode(), view.payload().to_vec()));
+    }
+    assert_eq!(
+        seen,
+        [
+            (Opcode::RcSendOnly, b"far away".to_vec()),
+            (Opcode::RcAcknowledge, vec![]),
+            (Opcode::RcSendOnly, b"inline!!".to_vec()),
+        ]
+    );
+}
+
 #[test]
 fn an_unseen_ipv4_id_is_tried_as_the_segments_place_then_solved_for() {
     let mut s = setup();

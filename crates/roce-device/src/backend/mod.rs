@@ -4,7 +4,7 @@
 use std::io;
 use std::net::SocketAddr;
 
-use roce_core::{Ecn, Transmit};
+use roce_core::{Ecn, Loan, Transmit};
 
 mod bind_error;
 mod counters;
@@ -48,6 +48,35 @@ pub(crate) fn reseal(transmit: &Transmit, packet: &mut [u8], ip_id: u16) {
     let src = SocketAddr::new(transmit.src, transmit.src_port);
     if let Some(header) = roce_wire::PseudoHeader::for_datagram(src, transmit.dst, ip_id) {
         roce_wire::icrc::seal(&header, packet);
+    }
+}
+
+/// Writes each loan's bytes at its place in `payload` (`Loan::at` counted from its start): the
+/// gathered batch as one buffer, for a sender that cannot gather.
+pub(crate) fn fill_loans(payload: &mut [u8], loans: &[Loan]) {
+    for loan in loans {
+        let mut at = loan.at;
+        loan.read_with(&mut |bytes| {
+            payload[at..at + bytes.len()].copy_from_slice(bytes);
+            at += bytes.len();
+        });
+    }
+}
+
+/// Seals `packet`'s ICRC again for the IPv4 identification `ip_id`, as [`reseal`] does, for a
+/// packet whose payload is `loans` (their places counted from the packet's start; none: it is
+/// all in `packet`).
+pub(crate) fn reseal_lent(transmit: &Transmit, packet: &mut [u8], loans: &[Loan], ip_id: u16) {
+    let (Some(first), Some(last)) = (loans.first(), loans.last()) else {
+        return reseal(transmit, packet, ip_id);
+    };
+    let src = SocketAddr::new(transmit.src, transmit.src_port);
+    if let Some(header) = roce_wire::PseudoHeader::for_datagram(src, transmit.dst, ip_id) {
+        let hole = first.at..last.at + last.len;
+        let sealed = roce_wire::icrc::seal_around(&header, packet, hole, |f| {
+            loans.iter().for_each(|loan| loan.read_with(f));
+        });
+        debug_assert!(sealed, "the engine's loans lie in the payload");
     }
 }
 
@@ -163,4 +192,25 @@ pub trait Sender: Send + 'static {
 
     /// How many datagrams one [`Sender::send_segments`] may carry.
     fn max_segments(&self) -> usize;
+
+    /// Whether [`Sender::send_gathered`] gathers payloads from where they lie (then the device
+    /// lends request payloads rather than copying them, `roce_core::Loan`). False (the
+    /// default): it copies them in first.
+    fn gathers(&self) -> bool {
+        false
+    }
+
+    /// Sends as [`Sender::send_segments`] does a batch whose bytes at each loan's place
+    /// (`Loan::at`, from the start of `payload`) are the loan's, not `payload`'s. The default
+    /// copies them in, then sends the buffer.
+    fn send_gathered(
+        &mut self,
+        transmit: &Transmit,
+        payload: &mut [u8],
+        segment: usize,
+        loans: &[Loan],
+    ) -> io::Result<()> {
+        fill_loans(payload, loans);
+        self.send_segments(transmit, payload, segment)
+    }
 }

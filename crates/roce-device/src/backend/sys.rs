@@ -409,13 +409,36 @@ pub(crate) struct Cmsg<'a> {
 #[repr(C, align(8))]
 struct CmsgBuffer([u8; 128]);
 
-/// `sendmsg` of `payload` to `dst` with `cmsgs`, one system call and no allocation (nix's
-/// `sendmsg` allocates its control buffer at every call: two heap operations per packet sent
-/// on a ping-pong's path). Control messages that do not fit the buffer are refused with
-/// `EINVAL` before anything is sent.
+/// Bytes that a [`send_to`] gathers: where they lie in this process, and how many.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Piece {
+    pub(crate) addr: usize,
+    pub(crate) len: usize,
+}
+
+impl Piece {
+    /// The bytes of `bytes`.
+    pub(crate) fn of(bytes: &[u8]) -> Self {
+        Self {
+            addr: bytes.as_ptr() as usize,
+            len: bytes.len(),
+        }
+    }
+}
+
+/// The most pieces one [`send_to`] gathers.
+pub(crate) const MAX_PIECES: usize = 256;
+
+/// `sendmsg` of `pieces`, one after the other, to `dst` with `cmsgs`, one system call and no
+/// allocation (nix's `sendmsg` allocates its control buffer at every call: two heap
+/// operations per packet sent on a ping-pong's path). More than [`MAX_PIECES`] pieces, or
+/// control messages that do not fit the buffer, are refused with `EINVAL` before anything is
+/// sent. The kernel reads the pieces during the call: each must be memory of this process
+/// that stays valid until it returns (a piece that is not is refused with `EFAULT`, by the
+/// kernel's copy, and nothing is sent).
 pub(crate) fn send_to(
     fd: BorrowedFd<'_>,
-    payload: &[u8],
+    pieces: &[Piece],
     dst: &nix::sys::socket::SockaddrStorage,
     cmsgs: &[Cmsg<'_>],
 ) -> nix::Result<usize> {
@@ -429,16 +452,23 @@ pub(crate) fn send_to(
     if space > buffer.0.len() {
         return Err(nix::errno::Errno::EINVAL);
     }
-    let mut iov = libc::iovec {
-        iov_base: payload.as_ptr().cast_mut().cast(),
-        iov_len: payload.len(),
-    };
+    if pieces.len() > MAX_PIECES {
+        return Err(nix::errno::Errno::EINVAL);
+    }
+    // Only the first `pieces.len()` entries are written, and only they are given.
+    let mut iov = [const { std::mem::MaybeUninit::<libc::iovec>::uninit() }; MAX_PIECES];
+    for (iov, piece) in iov.iter_mut().zip(pieces) {
+        iov.write(libc::iovec {
+            iov_base: piece.addr as *mut libc::c_void,
+            iov_len: piece.len,
+        });
+    }
     // SAFETY: an all-zero msghdr is a valid one (no name, no iovec, no control).
     let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
     msg.msg_name = dst.as_ptr().cast_mut().cast();
     msg.msg_namelen = dst.len();
-    msg.msg_iov = &raw mut iov;
-    msg.msg_iovlen = 1;
+    msg.msg_iov = iov.as_mut_ptr().cast();
+    msg.msg_iovlen = pieces.len();
     if !cmsgs.is_empty() {
         msg.msg_control = buffer.0.as_mut_ptr().cast();
         msg.msg_controllen = space as _;
@@ -460,8 +490,9 @@ pub(crate) fn send_to(
             }
         }
     }
-    // SAFETY: a valid descriptor; the message's name, iovec and control point at memory that
-    // lives for the call (the kernel copies them in before it returns).
+    // SAFETY: a valid descriptor; the message's name, iovec array and control point at memory
+    // that lives for the call (the kernel copies them in before it returns). The pieces are
+    // only read, by the kernel, which refuses with EFAULT what it cannot read.
     let sent = unsafe { libc::sendmsg(fd.as_raw_fd(), &raw const msg, 0) };
     nix::errno::Errno::result(sent).map(|n| n as usize)
 }

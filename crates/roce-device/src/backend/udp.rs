@@ -136,6 +136,7 @@ impl UdpBackend {
             tx: UdpSender {
                 sockets: Sockets::one(opened.tx),
                 gso_segments: opened.gso_segments,
+                pieces: Vec::new(),
             },
         }
     }
@@ -228,7 +229,9 @@ impl Backend for UdpBackend {
     }
 
     async fn send(&mut self, transmit: &Transmit, payload: &[u8]) -> io::Result<()> {
-        self.tx.sendmsg(transmit, payload, None).map(drop)
+        self.tx
+            .sendmsg(transmit, &[crate::backend::sys::Piece::of(payload)], None)
+            .map(drop)
     }
 
     async fn send_segments(

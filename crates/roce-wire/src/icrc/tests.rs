@@ -303,3 +303,64 @@ fn an_int_stamp_keeps_the_icrc_and_the_int_flag_is_covered() {
     packet[int::BTH_FLAG_BYTE] &= !int::BTH_FLAG;
     assert!(verify(&cnp_pseudo_header(), &packet).is_err());
 }
+
+proptest! {
+    /// A payload handed over in pieces seals the packet as the same bytes in place would,
+    /// whatever stood in the packet where the pieces go.
+    #[test]
+    fn a_payload_in_pieces_seals_as_the_whole_packet(
+        payload in proptest::collection::vec(any::<u8>(), 0..300),
+        cuts in proptest::collection::vec(any::<prop::sample::Index>(), 0..4),
+        stale in any::<u8>(),
+    ) {
+        let header_len = bth::HEADER_LEN + 16; // BTH and RETH
+        let mut whole = vec![0u8; header_len + payload.len() + ICRC_LEN];
+        whole[0] = 0x0a; // RC RDMA WRITE ONLY
+        whole[header_len..header_len + payload.len()].copy_from_slice(&payload);
+        seal(&cnp_pseudo_header(), &mut whole);
+
+        let mut gathered = whole.clone();
+        let hole = header_len..header_len + payload.len();
+        gathered[hole.clone()].fill(stale);
+        gathered[hole.end..].fill(0);
+        let mut cuts: Vec<usize> = cuts.iter().map(|c| c.index(payload.len() + 1)).collect();
+        cuts.sort_unstable();
+        let sealed = seal_around(&cnp_pseudo_header(), &mut gathered, hole.clone(), |f| {
+            let mut from = 0;
+            for cut in cuts.iter().copied().chain([payload.len()]) {
+                f(&payload[from..cut]);
+                from = cut;
+            }
+        });
+        prop_assert!(sealed);
+        prop_assert_eq!(&gathered[hole.end..], &whole[hole.end..]);
+        prop_assert!(gathered[hole].iter().all(|&b| b == stale), "the hole is never written");
+    }
+}
+
+/// A hole over the BTH (whose byte 4 is hashed as ones) or past the ICRC's slot is refused,
+/// and the packet is left as it was.
+#[test]
+fn a_hole_outside_the_payload_is_refused_and_writes_nothing() {
+    let mut packet = vec![0u8; bth::HEADER_LEN + 8 + ICRC_LEN];
+    packet[0] = 0x04; // RC SEND ONLY
+    let before = packet.clone();
+    let len = packet.len();
+    #[allow(clippy::reversed_empty_ranges)] // a hole that ends before it starts: refused
+    let backwards = 15..14;
+    for hole in [
+        0..4,
+        4..bth::HEADER_LEN + 2,
+        bth::HEADER_LEN..len,
+        backwards,
+    ] {
+        let refused = !seal_around(&cnp_pseudo_header(), &mut packet, hole.clone(), |f| {
+            f(&[1, 2, 3]);
+        });
+        assert!(refused, "{hole:?}");
+        assert_eq!(packet, before, "{hole:?}");
+    }
+    let mut short = [0u8; 3];
+    assert!(!seal_around(&cnp_pseudo_header(), &mut short, 0..0, |_| {}));
+    assert_eq!(short, [0; 3]);
+}

@@ -83,23 +83,47 @@ impl Qp {
             }
         };
         let mrs = &*ctx.mrs;
-        let transmit = self.emit(
-            ctx.config,
-            ctx.ip_id,
-            &repr,
-            dst,
-            buf,
-            |payload| match read {
-                None => true,
-                Some((_, _, 0)) => true,
-                Some((key, va, chunk)) => mrs.get(&key).is_some_and(|entry| {
-                    entry
-                        .mr
-                        .offset_of(va, chunk.into())
-                        .is_some_and(|at| entry.mr.read_into(at, payload))
-                }),
-            },
-        );
+        // A READ response's payload is lent as a request's is (`requester::emit_segment`).
+        let hole = repr.header_len();
+        let lent = match (read, ctx.loans.as_deref_mut()) {
+            (Some((key, va, chunk)), Some(loans))
+                if chunk as usize >= crate::loan::MIN_LENT
+                    && !ctx.config.congestion.carries_int() =>
+            {
+                let loan = mrs.get(&key).and_then(|entry| {
+                    let at = entry.mr.offset_of(va, chunk.into())?;
+                    crate::Loan::new(&entry.mr.bytes, at, chunk as usize, hole)
+                });
+                loan.map(|loan| {
+                    loans.push(loan);
+                    loans.len() - 1
+                })
+            }
+            _ => None,
+        };
+        let lent = match (lent, ctx.loans.as_deref()) {
+            (Some(index), Some(loans)) => Some((hole, &loans[index..])),
+            _ => None,
+        };
+        let transmit =
+            self.emit(
+                ctx.config,
+                (ctx.ip_id, lent),
+                &repr,
+                dst,
+                buf,
+                |payload| match read {
+                    _ if lent.is_some() => true,
+                    None => true,
+                    Some((_, _, 0)) => true,
+                    Some((key, va, chunk)) => mrs.get(&key).is_some_and(|entry| {
+                        entry
+                            .mr
+                            .offset_of(va, chunk.into())
+                            .is_some_and(|at| entry.mr.read_into(at, payload))
+                    }),
+                },
+            );
         let transmit = match transmit {
             Ok(transmit) => transmit,
             Err(err) => {

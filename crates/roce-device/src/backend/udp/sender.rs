@@ -8,11 +8,11 @@ use std::os::fd::AsFd;
 use nix::libc;
 use nix::poll::{PollFd, PollFlags, poll};
 use nix::sys::socket::SockaddrStorage;
-use roce_core::Transmit;
+use roce_core::{Loan, Transmit};
 
 use super::sockets::Sockets;
 use crate::backend::Sender;
-use crate::backend::sys::{Cmsg, send_to};
+use crate::backend::sys::{Cmsg, MAX_PIECES, Piece, send_to};
 
 /// A placeholder in the array of a send's control messages (only the first `count` are sent).
 const EMPTY: Cmsg<'static> = Cmsg {
@@ -35,6 +35,8 @@ pub struct UdpSender {
     /// Datagrams one send may carry (1 when the kernel has no UDP segmentation offload or
     /// refused it once).
     pub(super) gso_segments: usize,
+    /// Room for the pieces of a gathered send, kept from one to the next.
+    pub(super) pieces: Vec<Piece>,
 }
 
 /// What sends through one socket.
@@ -57,7 +59,7 @@ impl Sender for UdpSender {
     ) -> io::Result<()> {
         if payload.len() <= segment || self.gso_segments > 1 {
             let gso = (payload.len() > segment).then_some(segment);
-            match self.sendmsg(transmit, payload, gso) {
+            match self.sendmsg(transmit, &[Piece::of(payload)], gso) {
                 Ok(_) => return Ok(()),
                 // The route's device cannot take the batch (EIO from a device without checksum
                 // offload, as quinn-udp handles it): send datagrams one by one from now on.
@@ -72,7 +74,7 @@ impl Sender for UdpSender {
             if index > 0 {
                 crate::backend::reseal(transmit, datagram, 0);
             }
-            self.sendmsg(transmit, datagram, None)?;
+            self.sendmsg(transmit, &[Piece::of(datagram)], None)?;
         }
         Ok(())
     }
@@ -80,6 +82,57 @@ impl Sender for UdpSender {
     fn max_segments(&self) -> usize {
         self.gso_segments
     }
+
+    fn gathers(&self) -> bool {
+        true
+    }
+
+    fn send_gathered(
+        &mut self,
+        transmit: &Transmit,
+        payload: &mut [u8],
+        segment: usize,
+        loans: &[Loan],
+    ) -> io::Result<()> {
+        if payload.len() <= segment || self.gso_segments > 1 {
+            let gso = (payload.len() > segment).then_some(segment);
+            let mut pieces = std::mem::take(&mut self.pieces);
+            let sent =
+                gather(payload, loans, &mut pieces).then(|| self.sendmsg(transmit, &pieces, gso));
+            self.pieces = pieces;
+            if let Some(sent) = sent {
+                match sent {
+                    Ok(_) => return Ok(()),
+                    Err(err) if gso.is_some() && err.raw_os_error() == Some(libc::EIO) => {
+                        tracing::info!(error = %err, "UDP segmentation offload refused; sending datagrams one by one");
+                        self.gso_segments = 1;
+                    }
+                    Err(err) => return Err(err),
+                }
+            }
+        }
+        // Too many pieces for one send, or datagrams one by one: from one buffer.
+        crate::backend::fill_loans(payload, loans);
+        self.send_segments(transmit, payload, segment)
+    }
+}
+
+/// Puts into `pieces` those of a batch whose bytes at each loan's place are the loan's:
+/// `payload` around them. False when they are more than one send gathers ([`MAX_PIECES`]).
+fn gather(payload: &[u8], loans: &[Loan], pieces: &mut Vec<Piece>) -> bool {
+    pieces.clear();
+    let mut from = 0;
+    for loan in loans {
+        pieces.push(Piece::of(&payload[from..loan.at]));
+        pieces.push(Piece {
+            addr: loan.addr(),
+            len: loan.len,
+        });
+        from = loan.at + loan.len;
+    }
+    pieces.push(Piece::of(&payload[from..]));
+    pieces.retain(|piece| piece.len > 0);
+    pieces.len() <= MAX_PIECES
 }
 
 impl UdpSender {
@@ -94,6 +147,7 @@ impl UdpSender {
         Ok(Self {
             sockets,
             gso_segments: self.gso_segments,
+            pieces: Vec::new(),
         })
     }
 
@@ -102,7 +156,7 @@ impl UdpSender {
     pub(super) fn sendmsg(
         &self,
         transmit: &Transmit,
-        payload: &[u8],
+        payload: &[Piece],
         gso: Option<usize>,
     ) -> io::Result<usize> {
         match &self.sockets.link_local {
@@ -121,7 +175,7 @@ impl SocketSender {
     fn sendmsg(
         &self,
         transmit: &Transmit,
-        payload: &[u8],
+        payload: &[Piece],
         gso: Option<usize>,
     ) -> io::Result<usize> {
         let tos = (transmit.dscp << 2) | transmit.ecn.bits();

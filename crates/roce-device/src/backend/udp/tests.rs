@@ -301,3 +301,54 @@ async fn a_link_local_socket_in_use_leaves_the_backend_as_it_was() {
         .unwrap();
     assert_eq!(out.len(), 1);
 }
+
+/// A batch with lent payloads leaves as its buffer with each loan's bytes at the loan's place,
+/// gathered by the kernel; with more pieces than one send gathers, copied in first.
+#[tokio::test]
+async fn a_gathered_send_carries_each_loans_bytes_at_its_place() {
+    use std::sync::Arc;
+
+    use roce_core::{Loan, OwnedMemory, RegionMemory};
+
+    let ip: IpAddr = "127.0.0.1".parse().unwrap();
+    let mut backend = UdpBackend::bind(ip, 0).unwrap();
+    let peer = std::net::UdpSocket::bind((ip, 0)).unwrap();
+    peer.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let mut sender = backend.sender().unwrap();
+    assert!(sender.gathers());
+    let transmit = Transmit {
+        src: ip,
+        src_port: backend.local_addr().port(),
+        dst: peer.local_addr().unwrap(),
+        ecn: Ecn::NotEct,
+        dscp: 0,
+        ttl: 64,
+        len: 0,
+    };
+    let memory: Arc<dyn RegionMemory> = Arc::new(OwnedMemory::zeroed(4096));
+    let region: Vec<u8> = (0..4096u32).map(|i| (i % 251) as u8).collect();
+    memory.write_at(0, &region);
+    // Three loans into one datagram of 200 bytes, then 300 loans of a byte each into one of
+    // 600 (601 pieces: over what one send gathers).
+    let few = [(10, 100, 40), (60, 2000, 30), (150, 7, 50)];
+    let many: Vec<(usize, usize, usize)> = (0..300).map(|i| (2 * i + 1, 3 * i, 1)).collect();
+    for (len, loans) in [(200, &few[..]), (600, &many[..])] {
+        let loans: Vec<Loan> = loans
+            .iter()
+            .map(|&(at, offset, n)| Loan::new(&memory, offset, n, at).unwrap())
+            .collect();
+        let mut payload = vec![0xee; len];
+        let mut expected = payload.clone();
+        for loan in &loans {
+            let offset = loan.addr() - memory.address().unwrap();
+            expected[loan.at..loan.at + loan.len]
+                .copy_from_slice(&region[offset..offset + loan.len]);
+        }
+        sender
+            .send_gathered(&transmit, &mut payload, len, &loans)
+            .unwrap();
+        let mut buf = [0u8; 1024];
+        let (got, _) = peer.recv_from(&mut buf).unwrap();
+        assert_eq!(&buf[..got], &expected[..], "{} loans", loans.len());
+    }
+}

@@ -1,0 +1,103 @@
+//! The outbox lending payloads: each batch, gathered as the kernel gathers it, is the copying
+//! outbox's byte for byte, a packet carried into the next batch (and sealed again for its new
+//! IPv4 identification) included.
+
+use std::net::{IpAddr, Ipv4Addr};
+
+use roce_core::{
+    Access, AddressVector, Connect, MemoryRegion, Nic, NicConfig, QpInit, QpType, Remote, SendOp,
+    SendWr, Sge, SrcPortPolicy, Transmit,
+};
+use roce_wire::{Psn, Qpn};
+
+use super::Outbox;
+use crate::backend::fill_loans;
+use crate::engine::EngineLock;
+
+const US: IpAddr = IpAddr::V4(Ipv4Addr::new(198, 18, 0, 1));
+const PEER: IpAddr = IpAddr::V4(Ipv4Addr::new(198, 18, 0, 2));
+/// The path MTU of `Connect::rc`.
+const MTU: u32 = 1024;
+
+/// A NIC with an RC QP connected to the peer's QP 0x99, and a 64 KiB region holding `pattern`.
+fn nic(pattern: &[u8]) -> (Nic, Qpn, MemoryRegion) {
+    let mut nic = Nic::new(NicConfig {
+        addrs: vec![US],
+        src_port: SrcPortPolicy::Fixed(4791),
+        ..NicConfig::default()
+    });
+    let pd = nic.alloc_pd();
+    let cq = nic.create_cq(16);
+    let mr = nic.reg_mr(pd, 65536, Access::ALL).unwrap();
+    assert!(mr.write(0, pattern));
+    let qpn = nic.create_qp(&QpInit::new(QpType::Rc, pd, cq, 16)).unwrap();
+    let connect = Connect::rc(
+        AddressVector::new(US, PEER),
+        Qpn::new(0x99),
+        Psn::new(0),
+        Psn::new(0),
+    );
+    nic.connect_qp(qpn, &connect).unwrap();
+    (nic, qpn, mr)
+}
+
+/// Every batch the outbox makes of what the engine has: its transmit, its bytes as they leave
+/// (the loans gathered in), its segment size, and how many loans it had at which places.
+fn batches(
+    engine: &EngineLock,
+    outbox: &mut Outbox,
+) -> Vec<(Transmit, Vec<u8>, usize, Vec<usize>)> {
+    let mut out = Vec::new();
+    let now = roce_core::Instant::from_micros(0);
+    outbox.begin(&std::sync::atomic::AtomicBool::new(false), 1000);
+    while let Some((transmit, payload, segment, loans)) = outbox.next_batch(engine, now) {
+        let mut bytes = payload.to_vec();
+        fill_loans(&mut bytes, loans);
+        let places = loans.iter().map(|loan| loan.at).collect();
+        out.push((transmit, bytes, segment, places));
+    }
+    out
+}
+
+#[test]
+fn lent_batches_gather_into_the_copied_ones_and_a_carried_packet_is_sealed_again() {
+    let pattern: Vec<u8> = (0..65536u32).map(|i| (i * 31 + 7) as u8).collect();
+    let [lent, copied] = [true, false].map(|lending| {
+        let (mut nic, qpn, mr) = nic(&pattern);
+        let sge = |offset: u32, length: u32| Sge {
+            addr: mr.addr() + u64::from(offset),
+            length,
+            lkey: mr.lkey(),
+        };
+        // A SEND of three full packets, then a WRITE: its FIRST packet is 16 bytes longer
+        // (the RETH), so it cannot join the SEND's batch and starts the next one as
+        // segment 0, sealed again for IPv4 ID 0 instead of the 3 it was built for.
+        let send = SendWr::new(1, SendOp::Send, sge(0, 3 * MTU));
+        let remote = Remote {
+            addr: 0x1000,
+            rkey: 7,
+        };
+        let write = SendWr::new(2, SendOp::RdmaWrite(remote), sge(5000, 2 * MTU + 100));
+        nic.post_send(qpn, send).unwrap();
+        nic.post_send(qpn, write).unwrap();
+        let engine = EngineLock::new(nic);
+        batches(&engine, &mut Outbox::new(64, None, lending))
+    });
+    assert_eq!(
+        lent.len(),
+        3,
+        "the SEND's batch, the WRITE's FIRST and MIDDLE, its LAST"
+    );
+    for ((t, bytes, segment, _), (u, copy, useg, places)) in lent.iter().zip(&copied) {
+        assert_eq!((t, segment), (u, useg));
+        assert_eq!(bytes, copy, "the gathered batch is the copied one");
+        assert!(places.is_empty(), "the copying outbox lent");
+    }
+    // Every full packet's payload was lent, one loan each: the SEND's after their BTHs, the
+    // WRITE's FIRST after its BTH and RETH at the start of its batch, its MIDDLE (shorter: it
+    // ends the batch) after it. Its LAST, in a batch of its own, carries 100 bytes: copied.
+    let packet = (12 + MTU + 4) as usize;
+    assert_eq!(lent[0].3, [12, packet + 12, 2 * packet + 12]);
+    assert_eq!(lent[1].3, [28, packet + 16 + 12]);
+    assert!(lent[2].3.is_empty());
+}
