@@ -52,18 +52,29 @@ pub trait RegionMemory: Send + Sync + fmt::Debug {
 
 /// Memory the engine owns: a zeroed buffer behind a lock.
 #[derive(Debug)]
-pub struct OwnedMemory(Mutex<Box<[u8]>>);
+pub struct OwnedMemory {
+    bytes: Mutex<Box<[u8]>>,
+    /// Where the buffer lies and its length, which never change: read without the lock (a
+    /// lent payload asks for both at every packet).
+    addr: usize,
+    len: usize,
+}
 
 impl OwnedMemory {
     /// `len` zero bytes.
     pub fn zeroed(len: usize) -> Self {
-        Self(Mutex::new(vec![0; len].into_boxed_slice()))
+        let bytes = vec![0; len].into_boxed_slice();
+        Self {
+            addr: bytes.as_ptr() as usize,
+            len,
+            bytes: Mutex::new(bytes),
+        }
     }
 
     fn lock(&self) -> MutexGuard<'_, Box<[u8]>> {
         // A panic while holding the lock cannot leave the bytes invalid: any byte pattern is a
         // valid region content, so a poisoned lock is used as it is.
-        self.0
+        self.bytes
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
@@ -71,7 +82,7 @@ impl OwnedMemory {
 
 impl RegionMemory for OwnedMemory {
     fn len(&self) -> usize {
-        self.lock().len()
+        self.len
     }
 
     fn read_at(&self, offset: usize, out: &mut [u8]) {
@@ -94,7 +105,7 @@ impl RegionMemory for OwnedMemory {
 
     fn address(&self) -> Option<usize> {
         // The boxed slice never moves or changes length while the value lives.
-        Some(self.lock().as_ptr() as usize)
+        Some(self.addr)
     }
 
     fn read_with(&self, offset: usize, len: usize, f: &mut dyn FnMut(&[u8])) {
