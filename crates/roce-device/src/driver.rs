@@ -221,4 +221,4 @@ impl Timer {
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

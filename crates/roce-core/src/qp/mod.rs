@@ -341,39 +341,23 @@ pub(crate) fn gather(mrs: &Mrs, sgl: &[Sge], mut offset: u64, out: &mut [u8]) ->
 pub(crate) fn lend(
     mrs: &Mrs,
     sgl: &[Sge],
-    mut offset: u64,
+    offset: u64,
     len: usize,
     at: usize,
     loans: &mut Vec<crate::Loan>,
 ) -> bool {
     let before = loans.len();
-    let mut done = 0;
-    for sge in sgl {
-        if done == len {
-            break;
-        }
-        let sge_len = u64::from(sge.length);
-        if offset >= sge_len {
-            offset -= sge_len;
-            continue;
-        }
-        let take = ((sge_len - offset) as usize).min(len - done);
+    let lent = walk(sgl, offset, len, |sge, addr, take, done| {
         let loan = mrs.get(&sge.lkey).and_then(|entry| {
-            let region = entry.mr.offset_of(sge.addr + offset, take as u64)?;
+            let region = entry.mr.offset_of(addr, take as u64)?;
             crate::Loan::new(&entry.mr.bytes, region, take, at + done)
         });
-        let Some(loan) = loan else {
-            loans.truncate(before);
-            return false;
-        };
-        loans.push(loan);
-        done += take;
-        offset = 0;
-    }
-    if done != len {
+        loan.map(|loan| loans.push(loan)).is_some()
+    });
+    if !lent {
         loans.truncate(before);
     }
-    done == len
+    lent
 }
 
 /// Copies `data` into the message that `sgl` describes, starting `offset` bytes into it. Every
@@ -399,9 +383,34 @@ pub(crate) fn writable(mrs: &Mrs, sgl: &[Sge], offset: u64, len: usize) -> bool 
 fn pieces(
     mrs: &Mrs,
     sgl: &[Sge],
-    mut offset: u64,
+    offset: u64,
     len: usize,
     mut each: impl FnMut(&MemoryRegion, usize, std::ops::Range<usize>),
+) -> bool {
+    walk(sgl, offset, len, |sge, addr, take, done| {
+        let Some(entry) = mrs.get(&sge.lkey) else {
+            return false;
+        };
+        if !entry.mr.access().contains(Access::LOCAL_WRITE) {
+            return false;
+        }
+        let Some(at) = entry.mr.offset_of(addr, take as u64) else {
+            return false;
+        };
+        each(&entry.mr, at, done..done + take);
+        true
+    })
+}
+
+/// Walks the SGEs that hold the `len` bytes from `offset` into `sgl`'s message, in order: for
+/// each, the SGE, the address of its part's first byte, the part's length and where the part
+/// starts among the `len` bytes. False at the first part `each` refuses, and when the SGL is
+/// shorter than the bytes.
+fn walk(
+    sgl: &[Sge],
+    mut offset: u64,
+    len: usize,
+    mut each: impl FnMut(&Sge, u64, usize, usize) -> bool,
 ) -> bool {
     let mut done = 0;
     for sge in sgl {
@@ -414,16 +423,9 @@ fn pieces(
             continue;
         }
         let take = ((sge_len - offset) as usize).min(len - done);
-        let Some(entry) = mrs.get(&sge.lkey) else {
-            return false;
-        };
-        if !entry.mr.access().contains(Access::LOCAL_WRITE) {
+        if !each(sge, sge.addr + offset, take, done) {
             return false;
         }
-        let Some(at) = entry.mr.offset_of(sge.addr + offset, take as u64) else {
-            return false;
-        };
-        each(&entry.mr, at, done..done + take);
         done += take;
         offset = 0;
     }

@@ -143,7 +143,7 @@ impl Backend for Recorder {
 }
 
 /// A NIC whose RC QP is connected to the peer's QP 0x99 and has a region of `len` bytes.
-fn responder(len: usize) -> (Nic, Qpn, roce_core::MemoryRegion) {
+pub(crate) fn responder(len: usize) -> (Nic, Qpn, roce_core::MemoryRegion) {
     let mut nic = Nic::new(NicConfig {
         addrs: vec![US],
         src_port: roce_core::SrcPortPolicy::Fixed(4791),

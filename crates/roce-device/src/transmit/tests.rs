@@ -2,44 +2,14 @@
 //! outbox's byte for byte, a packet carried into the next batch (and sealed again for its new
 //! IPv4 identification) included.
 
-use std::net::{IpAddr, Ipv4Addr};
-
-use roce_core::{
-    Access, AddressVector, Connect, MemoryRegion, Nic, NicConfig, QpInit, QpType, Remote, SendOp,
-    SendWr, Sge, SrcPortPolicy, Transmit,
-};
-use roce_wire::{Psn, Qpn};
+use roce_core::{Remote, SendOp, SendWr, Sge, Transmit};
 
 use super::Outbox;
 use crate::backend::fill_loans;
 use crate::engine::EngineLock;
 
-const US: IpAddr = IpAddr::V4(Ipv4Addr::new(198, 18, 0, 1));
-const PEER: IpAddr = IpAddr::V4(Ipv4Addr::new(198, 18, 0, 2));
 /// The path MTU of `Connect::rc`.
 const MTU: u32 = 1024;
-
-/// A NIC with an RC QP connected to the peer's QP 0x99, and a 64 KiB region holding `pattern`.
-fn nic(pattern: &[u8]) -> (Nic, Qpn, MemoryRegion) {
-    let mut nic = Nic::new(NicConfig {
-        addrs: vec![US],
-        src_port: SrcPortPolicy::Fixed(4791),
-        ..NicConfig::default()
-    });
-    let pd = nic.alloc_pd();
-    let cq = nic.create_cq(16);
-    let mr = nic.reg_mr(pd, 65536, Access::ALL).unwrap();
-    assert!(mr.write(0, pattern));
-    let qpn = nic.create_qp(&QpInit::new(QpType::Rc, pd, cq, 16)).unwrap();
-    let connect = Connect::rc(
-        AddressVector::new(US, PEER),
-        Qpn::new(0x99),
-        Psn::new(0),
-        Psn::new(0),
-    );
-    nic.connect_qp(qpn, &connect).unwrap();
-    (nic, qpn, mr)
-}
 
 /// Every batch the outbox makes of what the engine has: its transmit, its bytes as they leave
 /// (the loans gathered in), its segment size, and how many loans it had at which places.
@@ -63,7 +33,8 @@ fn batches(
 fn lent_batches_gather_into_the_copied_ones_and_a_carried_packet_is_sealed_again() {
     let pattern: Vec<u8> = (0..65536u32).map(|i| (i * 31 + 7) as u8).collect();
     let [lent, copied] = [true, false].map(|lending| {
-        let (mut nic, qpn, mr) = nic(&pattern);
+        let (mut nic, qpn, mr) = crate::driver::tests::responder(pattern.len());
+        assert!(mr.write(0, &pattern));
         let sge = |offset: u32, length: u32| Sge {
             addr: mr.addr() + u64::from(offset),
             length,

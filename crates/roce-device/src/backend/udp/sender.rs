@@ -57,18 +57,8 @@ impl Sender for UdpSender {
         payload: &mut [u8],
         segment: usize,
     ) -> io::Result<()> {
-        if payload.len() <= segment || self.gso_segments > 1 {
-            let gso = (payload.len() > segment).then_some(segment);
-            match self.sendmsg(transmit, &[Piece::of(payload)], gso) {
-                Ok(_) => return Ok(()),
-                // The route's device cannot take the batch (EIO from a device without checksum
-                // offload, as quinn-udp handles it): send datagrams one by one from now on.
-                Err(err) if gso.is_some() && err.raw_os_error() == Some(libc::EIO) => {
-                    tracing::info!(error = %err, "UDP segmentation offload refused; sending datagrams one by one");
-                    self.gso_segments = 1;
-                }
-                Err(err) => return Err(err),
-            }
+        if self.send_whole(transmit, &[Piece::of(payload)], payload.len(), segment)? {
+            return Ok(());
         }
         for (index, datagram) in payload.chunks_mut(segment.max(1)).enumerate() {
             if index > 0 {
@@ -94,22 +84,15 @@ impl Sender for UdpSender {
         segment: usize,
         loans: &[Loan],
     ) -> io::Result<()> {
-        if payload.len() <= segment || self.gso_segments > 1 {
-            let gso = (payload.len() > segment).then_some(segment);
-            let mut pieces = std::mem::take(&mut self.pieces);
-            let sent =
-                gather(payload, loans, &mut pieces).then(|| self.sendmsg(transmit, &pieces, gso));
-            self.pieces = pieces;
-            if let Some(sent) = sent {
-                match sent {
-                    Ok(_) => return Ok(()),
-                    Err(err) if gso.is_some() && err.raw_os_error() == Some(libc::EIO) => {
-                        tracing::info!(error = %err, "UDP segmentation offload refused; sending datagrams one by one");
-                        self.gso_segments = 1;
-                    }
-                    Err(err) => return Err(err),
-                }
-            }
+        let mut pieces = std::mem::take(&mut self.pieces);
+        let sent = if gather(payload, loans, &mut pieces) {
+            self.send_whole(transmit, &pieces, payload.len(), segment)
+        } else {
+            Ok(false)
+        };
+        self.pieces = pieces;
+        if sent? {
+            return Ok(());
         }
         // Too many pieces for one send, or datagrams one by one: from one buffer.
         crate::backend::fill_loans(payload, loans);
@@ -164,6 +147,33 @@ impl UdpSender {
             _ => &self.sockets.first,
         }
         .sendmsg(transmit, payload, gso)
+    }
+
+    /// One `sendmsg` of a batch of `len` bytes gathered from `pieces`, cut by the kernel into
+    /// datagrams of `segment` bytes when it holds more than one. False when the batch must go
+    /// datagram by datagram instead: this sender has no segmentation offload, or the route's
+    /// device refused it just now (EIO from a device without checksum offload, as quinn-udp
+    /// handles it), and then for every batch after.
+    fn send_whole(
+        &mut self,
+        transmit: &Transmit,
+        pieces: &[Piece],
+        len: usize,
+        segment: usize,
+    ) -> io::Result<bool> {
+        if len > segment && self.gso_segments <= 1 {
+            return Ok(false);
+        }
+        let gso = (len > segment).then_some(segment);
+        match self.sendmsg(transmit, pieces, gso) {
+            Ok(_) => Ok(true),
+            Err(err) if gso.is_some() && err.raw_os_error() == Some(libc::EIO) => {
+                tracing::info!(error = %err, "UDP segmentation offload refused; sending datagrams one by one");
+                self.gso_segments = 1;
+                Ok(false)
+            }
+            Err(err) => Err(err),
+        }
     }
 }
 
