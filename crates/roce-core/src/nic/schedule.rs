@@ -161,6 +161,7 @@ impl Nic {
             // In line with nothing to send (a packet of its peer's that needed no answer put
             // it there): the turn would make nothing and change nothing, so only the
             // bookkeeping that ends every turn runs.
+            let mid_message = qp.req.draining();
             let transmit = if idle_in_line(qp) {
                 None
             } else {
@@ -174,7 +175,9 @@ impl Nic {
                 )
             };
             let sent = sent + 1;
-            if transmit.is_some() && sent < burst {
+            // A packet that starts or ends a message of several packets ends the burst.
+            let bound = transmit.is_some() && message_bound(qp, mid_message);
+            if transmit.is_some() && sent < burst && !bound {
                 // Its burst goes on: first in line again.
                 self.sched.burst = Some((qpn, sent));
                 self.sched.push_ready_front(qp);
@@ -418,6 +421,19 @@ fn turn(
         sched.in_flight.wait(qp.qpn, granted);
     }
     transmit
+}
+
+/// Whether a burst ends at the packet `qp` just sent, with a message of its requester
+/// `mid_message` (partly sent) before it: a packet that starts a message of several packets,
+/// or ends one, ends the burst. The first packet of such a message thus goes alone, or last
+/// behind single-packet messages, and a burst holds the rest of one message at most. Several
+/// QPs whose messages go in step then send their FIRST packets one after the other, and those
+/// share an offload batch: a FIRST is 16 bytes longer than the packets after it (its RETH),
+/// and a batch's packets after its first may only be as long or shorter, so a burst that
+/// began with a FIRST needed a batch of its own for it.
+#[inline]
+fn message_bound(qp: &Qp, mid_message: bool) -> bool {
+    qp.req.draining() != mid_message
 }
 
 /// Whether `qp`'s turn in the ready line would find nothing to do: no CNP due, no response

@@ -1776,32 +1776,75 @@ fn a_qp_sends_its_burst_before_the_next_qp_and_asks_for_an_ack_at_its_end() {
             (a, true)
         ]
     );
-    // Bursts of 3: A's first three, the third asking for an ACK so that A leaves nothing
-    // uncovered behind it while B sends; B's two; then the rest of A's.
+    // Bursts of 3: each message's first packet alone, A's then B's (a first packet starts a
+    // burst of its own); then A's burst of three, the third asking for an ACK so that A leaves
+    // nothing uncovered behind it while B sends; B's last; then A's.
     assert_eq!(
         order(3),
         [
             (a, false),
+            (b, false),
+            (a, false),
             (a, false),
             (a, true),
-            (b, false),
             (b, true),
-            (a, false),
             (a, true)
         ]
     );
 }
 
+/// Messages of several QPs in step, as perftest and `roce perf` start them: their FIRST
+/// packets go one after the other, then each QP's burst of the rest of its message, which
+/// ends with it. A FIRST is longer than the packets after it (its RETH), and an offload batch
+/// takes only packets as long as its first or shorter: side by side the FIRSTs share a batch,
+/// where a burst that began with one needed a batch of its own for it.
+#[test]
+fn the_first_packets_of_messages_in_step_go_side_by_side() {
+    let mut s = setup_with(NicConfig {
+        addrs: vec![US],
+        tx_burst_packets: 16,
+        ..NicConfig::default()
+    });
+    let b = another_qp(&mut s, 0x9a, 700);
+    let c = another_qp(&mut s, 0x9b, 900);
+    // Two WRITEs of three packets on each QP, and a SEND of one.
+    let write = |s: &Setup, wr_id| send_wr(s, wr_id, SendOp::RdmaWrite(PEER_REGION), 0, 3000);
+    for (qpn, wr_id) in [(s.qpn, 1), (b, 2), (c, 3)] {
+        for n in 0..2 {
+            let wr = write(&s, wr_id * 10 + n);
+            s.nic.post_send(qpn, wr).unwrap();
+        }
+        post_on(&mut s, qpn, wr_id * 10 + 2, SendOp::Send, 0, 8);
+    }
+    let mut buf = vec![0; MAX_DATAGRAM];
+    let mut order = Vec::new();
+    while let Some(t) = s.nic.poll_transmit(at(0), &mut buf) {
+        let repr = RoceRepr::parse(&RocePacket::new_checked(&buf[..t.len]).unwrap()).unwrap();
+        order.push((repr.bth.dest_qp.value(), repr.bth.opcode));
+    }
+    use Opcode::{RcRdmaWriteFirst as F, RcRdmaWriteLast as L, RcRdmaWriteMiddle as M};
+    let (a, b, c) = (0x99, 0x9a, 0x9b);
+    let mut expected = Vec::new();
+    for _ in 0..2 {
+        expected.extend([(a, F), (b, F), (c, F)]);
+        expected.extend([(a, M), (a, L), (b, M), (b, L), (c, M), (c, L)]);
+    }
+    // The single-packet SENDs have no first packet to hold back: each QP's goes in a burst
+    // of its own once its WRITEs are out.
+    expected.extend([a, b, c].map(|qp| (qp, Opcode::RcSendOnly)));
+    assert_eq!(order, expected);
+}
+
 #[test]
 fn room_is_granted_a_burst_at_a_time_not_a_packet_as_each_ack_comes() {
     let (mut s, b) = two_qps(4, 2);
-    // The setup's QP fills the budget with a message of four packets, two bursts each ending
-    // in an ACK request; then B's two wait.
+    // The setup's QP fills the budget with a message of four packets: its first alone, then a
+    // burst of two ending in an ACK request, then its last; then B's two wait.
     post(&mut s, 1, SendOp::Send, 0, 4000);
     let a = 0x99;
     assert_eq!(
         sent_order(&mut s, at(0)),
-        [(a, false), (a, true), (a, false), (a, true)]
+        [(a, false), (a, false), (a, true), (a, true)]
     );
     post_on(&mut s, b, 2, SendOp::Send, 0, 2000);
     assert_eq!(sent_order(&mut s, at(0)), []);
@@ -1809,7 +1852,8 @@ fn room_is_granted_a_burst_at_a_time_not_a_packet_as_each_ack_comes() {
     let ack = |psn_value| response(Opcode::RcAcknowledge, psn_value, ACK, 0);
     rx(&mut s, at(10), ack(SQ_PSN), b"");
     assert_eq!(sent_order(&mut s, at(10)), []);
-    // An ACK of the second makes room for two: B's burst, both of its packets together.
+    // An ACK of the second makes room for two, granted to B: its first packet alone (the rest
+    // of the grant goes back), then its last, on that room, with no one else waiting.
     rx(&mut s, at(20), ack(SQ_PSN + 1), b"");
     assert_eq!(sent_order(&mut s, at(20)), [(0x9a, false), (0x9a, true)]);
     assert_eq!(s.nic.stats().retransmitted_packets, 0);
