@@ -1800,12 +1800,7 @@ fn a_qp_sends_its_burst_before_the_next_qp_and_asks_for_an_ack_at_its_end() {
 /// where a burst that began with one needed a batch of its own for it.
 #[test]
 fn the_first_packets_of_messages_in_step_go_side_by_side() {
-    let mut s = setup_with(NicConfig {
-        addrs: vec![US],
-        tx_burst_packets: 16,
-        ..NicConfig::default()
-    });
-    let b = another_qp(&mut s, 0x9a, 700);
+    let (mut s, b) = two_qps(NicConfig::default().max_unacked_total, 16);
     let c = another_qp(&mut s, 0x9b, 900);
     // Two WRITEs of three packets on each QP, and a SEND of one.
     let write = |s: &Setup, wr_id| send_wr(s, wr_id, SendOp::RdmaWrite(PEER_REGION), 0, 3000);

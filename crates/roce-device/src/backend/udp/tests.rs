@@ -5,6 +5,19 @@ use roce_core::Ecn;
 use super::open::{SOCKET_BUFFER, receive_cap_warning};
 use super::*;
 
+/// A transmit from `from` to `to`, not ECN-capable, DSCP 0, TTL 64.
+fn transmit(from: SocketAddr, to: SocketAddr) -> Transmit {
+    Transmit {
+        src: from.ip(),
+        src_port: from.port(),
+        dst: to,
+        ecn: Ecn::NotEct,
+        dscp: 0,
+        ttl: 64,
+        len: 0,
+    }
+}
+
 /// A buffer below what was asked for is said, with its size and the sysctl that lifts
 /// the cap; one at least as large is not (the kernel reads back twice the size set).
 #[test]
@@ -72,15 +85,7 @@ async fn the_sender_sends_from_the_backends_socket() {
     let peer = std::net::UdpSocket::bind((ip, 0)).unwrap();
     peer.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
     let mut sender = backend.sender().expect("a UDP backend hands out a sender");
-    let transmit = Transmit {
-        src: ip,
-        src_port: from.port(),
-        dst: peer.local_addr().unwrap(),
-        ecn: Ecn::NotEct,
-        dscp: 0,
-        ttl: 64,
-        len: 0,
-    };
+    let transmit = transmit(from, peer.local_addr().unwrap());
     // Three datagrams of 40 bytes and a last one of 10, in one call, from another thread.
     let mut payload: Vec<u8> = (0..130u8).collect();
     std::thread::spawn(move || sender.send_segments(&transmit, &mut payload, 40))
@@ -113,13 +118,9 @@ async fn the_sender_marks_each_datagram_with_the_transmits_dscp_and_ecn() {
     setsockopt(&peer, sockopt::IpRecvTos, &true).unwrap();
     let mut sender = backend.sender().unwrap();
     let transmit = Transmit {
-        src: ip,
-        src_port: backend.local_addr().port(),
-        dst: peer.local_addr().unwrap(),
         ecn: Ecn::Ect0,
         dscp: 26,
-        ttl: 64,
-        len: 0,
+        ..transmit(backend.local_addr(), peer.local_addr().unwrap())
     };
     // One datagram, then a batch of two.
     sender.send_segments(&transmit, &mut [7u8; 30], 30).unwrap();
@@ -256,15 +257,7 @@ async fn a_transmit_leaves_through_the_socket_of_its_source_family() {
     for from in [backend.link_local_addr().unwrap(), backend.local_addr()] {
         let peer = std::net::UdpSocket::bind(SocketAddr::new(from.ip(), 0)).unwrap();
         peer.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-        let transmit = Transmit {
-            src: from.ip(),
-            src_port: from.port(),
-            dst: peer.local_addr().unwrap(),
-            ecn: Ecn::NotEct,
-            dscp: 0,
-            ttl: 64,
-            len: 0,
-        };
+        let transmit = transmit(from, peer.local_addr().unwrap());
         sender.send_segments(&transmit, &mut [7; 24], 24).unwrap();
         backend.send(&transmit, &[8; 12]).await.unwrap();
         for len in [24, 12] {
@@ -316,15 +309,7 @@ async fn a_gathered_send_carries_each_loans_bytes_at_its_place() {
     peer.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
     let mut sender = backend.sender().unwrap();
     assert!(sender.gathers());
-    let transmit = Transmit {
-        src: ip,
-        src_port: backend.local_addr().port(),
-        dst: peer.local_addr().unwrap(),
-        ecn: Ecn::NotEct,
-        dscp: 0,
-        ttl: 64,
-        len: 0,
-    };
+    let transmit = transmit(backend.local_addr(), peer.local_addr().unwrap());
     let memory: Arc<dyn RegionMemory> = Arc::new(OwnedMemory::zeroed(4096));
     let region: Vec<u8> = (0..4096u32).map(|i| (i % 251) as u8).collect();
     memory.write_at(0, &region);
