@@ -238,7 +238,7 @@ impl Gsi {
                 None,
                 (datagram.local, src_port),
                 datagram.peer,
-                (ip_id, config.icrc.seals()),
+                (ip_id, config.icrc.seals(), None),
                 buf,
                 |payload| {
                     payload.copy_from_slice(&datagram.mad);

@@ -16,8 +16,10 @@ use std::sync::Arc;
 
 use crate::mr::RegionMemory;
 
-/// The shortest payload lent: below it, a copy costs less than a loan (its region's lock
-/// taken twice, a reference counted, and the kernel's walk over three more pieces).
+/// The shortest payload lent. A loan costs a reference counted, the region's lock for its
+/// ICRC and the kernel's walk over two more pieces, which a small payload's copy does not pay;
+/// 1 KiB is chosen, not measured against other thresholds (lent 4 KiB packets: −8 % user CPU,
+/// docs/benchmarks.md).
 pub(crate) const MIN_LENT: usize = 1024;
 
 /// Bytes of a region that a packet carries by address: `len` bytes at [`Loan::addr`], which

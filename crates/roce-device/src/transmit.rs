@@ -38,9 +38,10 @@ pub(crate) struct Outbox {
     lending: bool,
     /// The batch's lent payloads, their places counted from the start of `buf`.
     loans: Vec<Loan>,
-    /// The carried packet's, counted from where it was written; and the last packet's, as the
-    /// engine hands them over (counted from the packet's start).
+    /// The carried packet's, counted from the start of `buf` where it was written.
     carried_loans: Vec<Loan>,
+    /// The packet just taken's, as the engine hands them over (counted from the packet's
+    /// start), before they join `loans` or `carried_loans`.
     fresh: Vec<Loan>,
     /// Packets taken from the engine this round, and the most it may take.
     taken: usize,

@@ -224,7 +224,7 @@ pub fn compute_in_place(header: &PseudoHeader, buf: &mut [u8], at: usize) -> Opt
     let packet_len = buf.len().checked_sub(at)?;
     let len = masked_len(header);
     let end = buf.len() - ICRC_LEN.min(packet_len);
-    let (literal, initial) = lrh_split(len + end - at);
+    let (literal, _) = lrh_split(len + end - at);
     let start = at.checked_sub(len + literal)?;
     buf[start..start + literal].fill(0xff);
     write_masked_ip_udp(header, packet_len, &mut buf[start + literal..at]);
@@ -237,7 +237,7 @@ pub fn compute_in_place(header: &PseudoHeader, buf: &mut [u8], at: usize) -> Opt
         int_saved.copy_from_slice(&buf[int.clone()]);
         buf[int.clone()].fill(0xff);
     }
-    let mut hasher = after_ones(LRH_LEN - literal, initial);
+    let mut hasher = after_ones(LRH_LEN - literal);
     hasher.update(&buf[start..end]);
     if let Some(byte) = saved {
         buf[fecn_becn] = byte;
@@ -306,7 +306,7 @@ fn crc_around(
 ) -> u32 {
     let body = &packet[..packet.len().saturating_sub(ICRC_LEN)];
     let bth_len = body.len().min(bth::HEADER_LEN);
-    let (literal, initial) = lrh_split(masked_ip_udp.len() + bth_len);
+    let (literal, _) = lrh_split(masked_ip_udp.len() + bth_len);
     let mut head = [0xff; LRH_LEN + IPV4_MAX_LEN + UDP_LEN + bth::HEADER_LEN];
     let ip_udp = literal + masked_ip_udp.len();
     head[literal..ip_udp].copy_from_slice(masked_ip_udp);
@@ -314,7 +314,7 @@ fn crc_around(
     if bth_len > BTH_FECN_BECN {
         head[ip_udp + BTH_FECN_BECN] = 0xff;
     }
-    let mut hasher = after_ones(LRH_LEN - literal, initial);
+    let mut hasher = after_ones(LRH_LEN - literal);
     hasher.update(&head[..ip_udp + bth_len]);
     let rest = match int_range(body) {
         Some(int) => {
@@ -347,11 +347,11 @@ fn lrh_split(len: usize) -> (usize, u32) {
     (literal, CRC_OF_ONES[LRH_LEN - literal])
 }
 
-/// A hasher that has taken `ones` bytes of 0xff (at most [`LRH_LEN`]), whose CRC so far is
-/// `initial` (`CRC_OF_ONES[ones]`). crc32fast looks at the CPU's features each time it makes
-/// a hasher (`Hasher::new_with_initial`: about 35 instructions, a quarter of what a short
-/// packet's CRC costs), so the nine are made once and copied.
-fn after_ones(ones: usize, initial: u32) -> crc32fast::Hasher {
+/// A hasher that has taken `ones` bytes of 0xff (at most [`LRH_LEN`]): its CRC so far is
+/// `CRC_OF_ONES[ones]`. crc32fast looks at the CPU's features each time it makes a hasher
+/// (`Hasher::new_with_initial`: about 35 instructions, a quarter of what a short packet's CRC
+/// costs), so the nine are made once and copied.
+fn after_ones(ones: usize) -> crc32fast::Hasher {
     static HASHERS: OnceLock<[crc32fast::Hasher; LRH_LEN + 1]> = OnceLock::new();
     let hashers = HASHERS.get_or_init(|| {
         std::array::from_fn(|ones| {
@@ -360,8 +360,9 @@ fn after_ones(ones: usize, initial: u32) -> crc32fast::Hasher {
             hasher
         })
     });
-    let hasher = hashers[ones.min(LRH_LEN)].clone();
-    debug_assert_eq!(hasher.clone().finalize(), initial);
+    let ones = ones.min(LRH_LEN);
+    let hasher = hashers[ones].clone();
+    debug_assert_eq!(hasher.clone().finalize(), CRC_OF_ONES[ones]);
     hasher
 }
 

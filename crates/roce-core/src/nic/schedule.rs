@@ -158,10 +158,10 @@ impl Nic {
                 Some((burst_qpn, sent)) if burst_qpn == qpn => sent,
                 _ => 0,
             };
+            let mid_message = qp.req.draining();
             // In line with nothing to send (a packet of its peer's that needed no answer put
             // it there): the turn would make nothing and change nothing, so only the
             // bookkeeping that ends every turn runs.
-            let mid_message = qp.req.draining();
             let transmit = if idle_in_line(qp) {
                 None
             } else {
@@ -371,12 +371,16 @@ impl Schedule {
 /// may wait for one request packet), within the NIC's budget of unacknowledged packets
 /// (`budget`); a QP its requests found without room joins the budget's wait.
 ///
-/// The request that ends a burst (`ends_burst`) asks for an ACK, so a QP that waits for its
-/// next turn holds no packet in flight that no ACK will cover. Without it, QPs that stopped
-/// mid-message kept half the budget uncovered, and every request of the others had to ask for
-/// an ACK (`InFlight::must_cover`). A grant needs no rule of its own: it starts a burst and is
-/// one at most (what is left at the burst's end goes back), or the whole budget when that is
-/// smaller, where `must_cover` asks within it.
+/// The request that ends a full burst (`ends_burst`) asks for an ACK, so a QP that waits for
+/// its next turn mid-message holds no packet in flight that no ACK will cover. Without it, QPs
+/// that stopped mid-message kept half the budget uncovered, and every request of the others had
+/// to ask for an ACK (`InFlight::must_cover`). A burst that ends at its message's end asks by
+/// the message's own rule; one that ends at a message's FIRST packet (`message_bound`) does
+/// not ask, and `must_cover` bounds what such packets leave uncovered (at 1000 QPs in step, 30 k
+/// ACKs for 320 k packets where bursts alone had 20 k, with the goodput up: docs/benchmarks.md).
+/// A grant needs no rule of its own: it starts a burst and is one at most (what is left at the
+/// burst's end goes back), or the whole budget when that is smaller, where `must_cover` asks
+/// within it.
 #[inline]
 fn turn(
     sched: &mut Schedule,

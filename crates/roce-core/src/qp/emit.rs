@@ -8,14 +8,14 @@ use roce_wire::{Opcode, RoceRepr, icrc, int};
 
 use super::{Qp, QpType};
 use crate::config::SrcPortPolicy;
+use crate::loan::MIN_LENT;
 use crate::{Ecn, Transmit};
 
 impl Qp {
     /// Writes a packet into `buf` and seals its ICRC: the UDP payload of a datagram to `dst`
     /// whose IPv4 identification will be `ip_id`, from the QP's path (or, for UD, the NIC's
     /// address of `dst`'s family). `fill` writes the payload; it returns false when the data
-    /// cannot be read. With `lent`, the payload's bytes from its offset in the packet on are
-    /// those loans' (`loan.rs`): `fill` writes none of them and the ICRC covers theirs.
+    /// cannot be read, and is not called for a `lent` payload (see [`seal`]).
     pub(crate) fn emit(
         &self,
         config: &crate::NicConfig,
@@ -45,27 +45,9 @@ impl Qp {
             SrcPortPolicy::PerQp => self.src_port,
             SrcPortPolicy::Fixed(port) => port,
         };
-        // A lent payload is not in `buf`: its ICRC is sealed below, over the loans' bytes.
-        let sealed = (ip_id, config.icrc.seals() && lent.is_none());
+        let sealed = (ip_id, config.icrc.seals(), lent);
         let int = self.int_for(config, repr);
         let mut transmit = seal(repr, int.as_ref(), (src, src_port), dst, sealed, buf, fill)?;
-        if let Some((hole, loans)) = lent {
-            let packet = &mut buf[..transmit.len];
-            let end = hole + loans.iter().map(|loan| loan.len).sum::<usize>();
-            let header = roce_wire::PseudoHeader::for_datagram(
-                SocketAddr::new(src, src_port),
-                transmit.dst,
-                ip_id,
-            )
-            .ok_or(EmitError::NoSource)?;
-            if config.icrc.seals()
-                && !icrc::seal_around(&header, packet, hole..end, |f| {
-                    loans.iter().for_each(|loan| loan.read_with(f));
-                })
-            {
-                return Err(EmitError::BufferTooSmall);
-            }
-        }
         if let Some(av) = self.av {
             transmit.dscp = av.dscp;
             transmit.ttl = if av.hop_limit == 0 { 64 } else { av.hop_limit };
@@ -94,19 +76,23 @@ impl Qp {
 /// Writes the packet `repr` into `buf`, its payload by `fill` (false: unreadable), and seals its
 /// ICRC for a datagram from `src` to `dst`:4791 whose IPv4 identification will be `ip_id`
 /// (unless `icrc` is false: [`IcrcPolicy::Off`](crate::IcrcPolicy::Off) leaves it as `buf` held
-/// it);
-/// DSCP 0 and TTL 64 unless the caller sets its path's. Inlined: it is the tail of every
-/// packet the requester and the responder send.
+/// it). A `lent` payload is not written: its loans' bytes stand in its place, and the ICRC
+/// covers them (`loan.rs`). DSCP 0 and TTL 64 unless the caller sets its path's. Inlined: it
+/// is the tail of every packet the requester and the responder send.
 #[inline(always)]
 pub(crate) fn seal(
     repr: &RoceRepr,
     int: Option<&int::Repr>,
     (src, src_port): (IpAddr, u16),
     dst: IpAddr,
-    (ip_id, icrc): (u16, bool),
+    (ip_id, icrc, lent): (u16, bool, Lent<'_>),
     buf: &mut [u8],
     fill: impl FnOnce(&mut [u8]) -> bool,
 ) -> Result<Transmit, EmitError> {
+    debug_assert!(
+        lent.is_none() || int.is_none(),
+        "an INT header moves the payload: lend_payload copies it"
+    );
     let len = repr.buffer_len();
     // With INT, the packet is written past the room for the header, then its BTH moved in
     // front of it (`insert_int`): 12 bytes moved, not the payload.
@@ -115,7 +101,7 @@ pub(crate) fn seal(
         .get_mut(room..room + len)
         .ok_or(EmitError::BufferTooSmall)?;
     let mut filled = true;
-    repr.emit(packet, |payload| filled = fill(payload))
+    repr.emit(packet, |payload| filled = lent.is_some() || fill(payload))
         .map_err(|_| EmitError::BufferTooSmall)?;
     if !filled {
         return Err(EmitError::Unreadable);
@@ -127,8 +113,19 @@ pub(crate) fn seal(
     let to = SocketAddr::new(dst, roce_wire::ROCE_V2_UDP_PORT);
     let header = roce_wire::PseudoHeader::for_datagram(SocketAddr::new(src, src_port), to, ip_id)
         .ok_or(EmitError::NoSource)?;
-    if icrc {
-        icrc::seal(&header, packet);
+    match lent {
+        _ if !icrc => {}
+        None => icrc::seal(&header, packet),
+        // The payload is not in `buf`: the ICRC covers the loans' bytes in its place.
+        Some((hole, loans)) => {
+            let end = hole + loans.iter().map(|loan| loan.len).sum::<usize>();
+            let sealed = icrc::seal_around(&header, packet, hole..end, |f| {
+                loans.iter().for_each(|loan| loan.read_with(f));
+            });
+            if !sealed {
+                return Err(EmitError::BufferTooSmall);
+            }
+        }
     }
     Ok(Transmit {
         src,
@@ -156,6 +153,25 @@ fn insert_int<'a>(int: &int::Repr, buf: &'a mut [u8], len: usize) -> (&'a mut [u
 
 /// A payload lent (`loan.rs`): where it starts in the packet, and its loans in order.
 pub(crate) type Lent<'a> = Option<(usize, &'a [crate::Loan])>;
+
+/// The payload of `len` bytes at `hole` in a packet, lent where the poll asked for loans
+/// (`loans`), the payload is long enough to be worth it ([`MIN_LENT`]) and no INT header will
+/// move it: `lend` appends its loans, or says it could not, leaving `loans` as it was. `None`:
+/// the payload is copied.
+pub(crate) fn lend_payload<'a>(
+    loans: Option<&'a mut Vec<crate::Loan>>,
+    config: &crate::NicConfig,
+    (hole, len): (usize, usize),
+    lend: impl FnOnce(&mut Vec<crate::Loan>) -> bool,
+) -> Lent<'a> {
+    let loans = loans.filter(|_| len >= MIN_LENT && !config.congestion.carries_int())?;
+    let before = loans.len();
+    if !lend(loans) {
+        return None;
+    }
+    let loans: &'a Vec<crate::Loan> = loans;
+    Some((hole, &loans[before..]))
+}
 
 /// Why a packet could not be written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

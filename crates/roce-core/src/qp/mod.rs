@@ -32,7 +32,7 @@ mod state;
 mod tests;
 
 pub use attr::{AddressVector, QpAttr, QpInit};
-pub(crate) use emit::{EmitError, seal};
+pub(crate) use emit::{EmitError, lend_payload, seal};
 pub(crate) use send_queue::{SendQueue, SendWqe};
 pub(crate) use state::check_transition;
 pub use state::{QpState, QpType};

@@ -8,7 +8,8 @@ use roce_wire::{
 };
 
 use super::inline_data::InlineData;
-use super::{Ctx, EmitError, Qp, QpType, SendWqe, gather, lend};
+
+use super::{Ctx, EmitError, Qp, QpType, SendWqe, gather, lend, lend_payload};
 use crate::Transmit;
 use crate::cq::{Cqe, WcStatus};
 use crate::timer::Timer;
@@ -380,23 +381,14 @@ impl Qp {
         let sgl = &wqe.wr.sgl;
         let mrs = &*ctx.mrs;
         let (start, len) = (segment.offset as usize, segment.len as usize);
-        // Lent where the caller asked and the memory allows (`loan.rs`), if it is long enough
-        // to be worth it; an INT header would move the payload, so those packets are copied.
+        // Lent where the poll asks for loans and the memory has an address (`loan.rs`);
+        // inline data was taken at the post, and is sent from there.
         let hole = segment.repr.header_len();
-        let lent = match ctx.loans.as_deref_mut() {
-            Some(loans)
-                if inline.is_none()
-                    && len >= crate::loan::MIN_LENT
-                    && !ctx.config.congestion.carries_int() =>
-            {
-                let before = loans.len();
-                lend(mrs, sgl, start as u64, len, hole, loans).then_some(before)
-            }
-            _ => None,
-        };
-        let lent = match (lent, ctx.loans.as_deref()) {
-            (Some(before), Some(loans)) => Some((hole, &loans[before..])),
-            _ => None,
+        let lent = match inline {
+            Some(_) => None,
+            None => lend_payload(ctx.loans.as_deref_mut(), ctx.config, (hole, len), |loans| {
+                lend(mrs, sgl, start as u64, len, hole, loans)
+            }),
         };
         self.emit(
             ctx.config,
@@ -405,7 +397,6 @@ impl Qp {
             dst,
             buf,
             |payload| match inline {
-                _ if lent.is_some() => true,
                 Some(data) => {
                     payload.copy_from_slice(&data[start..start + len]);
                     true

@@ -1509,6 +1509,36 @@ fn read_responses_are_lent_as_requests_are() {
     assert_eq!(lent_and_copied(&mut lending, &mut copying), [1, 1, 0]);
 }
 
+/// With HPCC a request carries an INT header between the BTH and the rest, which moves the
+/// payload: it is copied, and the packet is whole and sealed as any other.
+#[test]
+fn a_packet_with_an_int_header_is_copied_not_lent() {
+    let config = NicConfig {
+        addrs: vec![US],
+        congestion: Congestion::Hpcc(HpccConfig::default()),
+        ..NicConfig::default()
+    };
+    let pattern: Vec<u8> = (0..1024u32).map(|i| (i * 11 + 2) as u8).collect();
+    let mut s = setup_with(config);
+    assert!(s.mr.write(0, &pattern));
+    post(&mut s, 9, SendOp::Send, 0, 1024);
+    let (mut buf, mut loans) = (vec![0; MAX_DATAGRAM], Vec::new());
+    let t = s
+        .nic
+        .poll_transmit_lending(at(0), &mut buf, 0, &mut loans)
+        .expect("the SEND");
+    assert!(loans.is_empty(), "nothing lent");
+    let packet = &buf[..t.len];
+    assert!(roce_wire::int::flagged(packet));
+    let mut h = header(US, PEER);
+    h.src_port = t.src_port;
+    icrc::verify(&h, packet).unwrap();
+    assert_eq!(
+        &packet[packet.len() - 4 - 1024..packet.len() - 4],
+        &pattern[..]
+    );
+}
+
 /// A region whose memory has no address in this process.
 #[derive(Debug)]
 struct Unaddressed(OwnedMemory);
@@ -1530,29 +1560,36 @@ impl RegionMemory for Unaddressed {
 
 #[test]
 fn inline_sends_memory_without_an_address_and_acks_are_copied_not_lent() {
-    let mut s = setup();
+    // Payloads of a whole packet (1024 bytes at the path MTU), long enough to be lent
+    // (`MIN_LENT`), and room for one inline.
+    let mut s = setup_with(NicConfig {
+        addrs: vec![US],
+        max_inline: 1024,
+        ..NicConfig::default()
+    });
+    let pattern = |seed: u32| -> Vec<u8> { (0..1024u32).map(|i| (i * seed + 1) as u8).collect() };
     let pd = s.mr.pd();
     let memory = std::sync::Arc::new(Unaddressed(OwnedMemory::zeroed(4096)));
     let far = s.nic.reg_memory(pd, memory, None, Access::ALL).unwrap();
-    assert!(far.write(0, b"far away"));
+    assert!(far.write(0, &pattern(3)));
     let wr = SendWr::new(
         9,
         SendOp::Send,
         Sge {
             addr: far.addr(),
-            length: 8,
+            length: 1024,
             lkey: far.lkey(),
         },
     );
     s.nic.post_send(s.qpn, wr).unwrap();
     // Inline: its bytes are taken at the post, and the region changes after.
-    assert!(s.mr.write(0, b"inline!!"));
+    assert!(s.mr.write(0, &pattern(5)));
     let inline = SendWr {
         inline: true,
-        ..send_wr(&s, 10, SendOp::Send, 0, 8)
+        ..send_wr(&s, 10, SendOp::Send, 0, 1024)
     };
     s.nic.post_send(s.qpn, inline).unwrap();
-    assert!(s.mr.write(0, b"changed!"));
+    assert!(s.mr.write(0, &pattern(7)));
     recv(&mut s, 1, 0, 64);
     rx_request(&mut s, at(0), Opcode::RcSendOnly, RQ_PSN, b"ping");
     let mut seen = Vec::new();
@@ -1569,9 +1606,9 @@ fn inline_sends_memory_without_an_address_and_acks_are_copied_not_lent() {
     assert_eq!(
         seen,
         [
-            (Opcode::RcSendOnly, b"far away".to_vec()),
+            (Opcode::RcSendOnly, pattern(3)),
             (Opcode::RcAcknowledge, vec![]),
-            (Opcode::RcSendOnly, b"inline!!".to_vec()),
+            (Opcode::RcSendOnly, pattern(5)),
         ]
     );
 }

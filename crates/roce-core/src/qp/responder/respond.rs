@@ -4,8 +4,8 @@
 use roce_wire::{AethRepr, AtomicAckEthRepr, BthRepr, NakCode, Opcode, RoceRepr, Syndrome};
 
 use super::Response;
-use crate::Transmit;
-use crate::qp::{Ctx, Qp};
+use crate::qp::{Ctx, Qp, lend_payload};
+use crate::{Loan, Transmit};
 
 impl Qp {
     /// The next response, written into `buf`.
@@ -85,25 +85,18 @@ impl Qp {
         let mrs = &*ctx.mrs;
         // A READ response's payload is lent as a request's is (`requester::emit_segment`).
         let hole = repr.header_len();
-        let lent = match (read, ctx.loans.as_deref_mut()) {
-            (Some((key, va, chunk)), Some(loans))
-                if chunk as usize >= crate::loan::MIN_LENT
-                    && !ctx.config.congestion.carries_int() =>
-            {
-                let loan = mrs.get(&key).and_then(|entry| {
-                    let at = entry.mr.offset_of(va, chunk.into())?;
-                    crate::Loan::new(&entry.mr.bytes, at, chunk as usize, hole)
-                });
-                loan.map(|loan| {
-                    loans.push(loan);
-                    loans.len() - 1
+        let lent = match read {
+            Some((key, va, chunk)) => {
+                let len = chunk as usize;
+                lend_payload(ctx.loans.as_deref_mut(), ctx.config, (hole, len), |loans| {
+                    let loan = mrs.get(&key).and_then(|entry| {
+                        let at = entry.mr.offset_of(va, chunk.into())?;
+                        Loan::new(&entry.mr.bytes, at, len, hole)
+                    });
+                    loan.map(|loan| loans.push(loan)).is_some()
                 })
             }
-            _ => None,
-        };
-        let lent = match (lent, ctx.loans.as_deref()) {
-            (Some(index), Some(loans)) => Some((hole, &loans[index..])),
-            _ => None,
+            None => None,
         };
         let transmit =
             self.emit(
@@ -113,7 +106,6 @@ impl Qp {
                 dst,
                 buf,
                 |payload| match read {
-                    _ if lent.is_some() => true,
                     None => true,
                     Some((_, _, 0)) => true,
                     Some((key, va, chunk)) => mrs.get(&key).is_some_and(|entry| {

@@ -139,14 +139,14 @@ impl UdpSender {
     pub(super) fn sendmsg(
         &self,
         transmit: &Transmit,
-        payload: &[Piece],
+        pieces: &[Piece],
         gso: Option<usize>,
     ) -> io::Result<usize> {
         match &self.sockets.link_local {
             Some(link_local) if transmit.src.is_ipv6() => link_local,
             _ => &self.sockets.first,
         }
-        .sendmsg(transmit, payload, gso)
+        .sendmsg(transmit, pieces, gso)
     }
 
     /// One `sendmsg` of a batch of `len` bytes gathered from `pieces`, cut by the kernel into
@@ -178,14 +178,14 @@ impl UdpSender {
 }
 
 impl SocketSender {
-    /// One `sendmsg` of `payload` to the transmit's destination, with its DSCP and ECN as the
+    /// One `sendmsg` of `pieces`, one after the other, to the transmit's destination, with its DSCP and ECN as the
     /// TOS (traffic class) and, with `gso`, cut by the kernel into datagrams of that many bytes.
     /// A full send buffer is waited out with `poll`, a few times [`SEND_WAIT_MS`] at most;
     /// then the send fails (the packets are lost, and the transport recovers).
     fn sendmsg(
         &self,
         transmit: &Transmit,
-        payload: &[Piece],
+        pieces: &[Piece],
         gso: Option<usize>,
     ) -> io::Result<usize> {
         let tos = (transmit.dscp << 2) | transmit.ecn.bits();
@@ -245,7 +245,7 @@ impl SocketSender {
         }
         let mut waits = 0;
         loop {
-            match send_to(self.socket.as_fd(), payload, &address, &cmsgs[..count]) {
+            match send_to(self.socket.as_fd(), pieces, &address, &cmsgs[..count]) {
                 Err(nix::errno::Errno::EAGAIN) if waits < SEND_WAITS => {
                     waits += 1;
                     let mut fds = [PollFd::new(self.socket.as_fd(), PollFlags::POLLOUT)];
