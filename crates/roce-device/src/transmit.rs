@@ -118,15 +118,21 @@ impl Outbox {
                 break;
             };
             self.taken += 1;
-            for loan in &mut self.fresh {
-                loan.at += at;
+            // Most packets lend nothing (acknowledgements, short payloads).
+            let lent = !self.fresh.is_empty();
+            if lent {
+                for loan in &mut self.fresh {
+                    loan.at += at;
+                }
             }
             if !self.batch.fits(&transmit) {
                 self.carried = Some((transmit, at, ip_id));
                 self.carried_loans.append(&mut self.fresh);
                 break;
             }
-            self.loans.append(&mut self.fresh);
+            if lent {
+                self.loans.append(&mut self.fresh);
+            }
             self.push(transmit);
         }
         let (transmit, len, segment) = self.batch.take()?;

@@ -292,8 +292,9 @@ pub(crate) fn check(expected: u32, packet: &[u8]) -> Result<(), ParseError> {
 /// table loop, so the small block takes as many of the 8 LRH bytes literally as make it a
 /// multiple of 16 long, and resumes from the CRC of the rest ([`lrh_split`]).
 fn crc(masked_ip_udp: &[u8], packet: &[u8]) -> u32 {
-    let end = packet.len().saturating_sub(ICRC_LEN);
-    crc_around(masked_ip_udp, packet, end..end, |_| {})
+    let (mut hasher, body, rest) = crc_of_headers(masked_ip_udp, packet);
+    hasher.update(&body[rest..]);
+    hasher.finalize()
 }
 
 /// [`crc`], with the bytes at `hole` (past the BTH and any INT header, before the ICRC) taken
@@ -304,6 +305,24 @@ fn crc_around(
     hole: std::ops::Range<usize>,
     fill: impl FnOnce(&mut dyn FnMut(&[u8])),
 ) -> u32 {
+    let (mut hasher, body, rest) = crc_of_headers(masked_ip_udp, packet);
+    // The callers keep the hole inside [rest, body.len()].
+    let hole = hole.start.clamp(rest, body.len())..hole.end.clamp(rest, body.len());
+    hasher.update(&body[rest..hole.start]);
+    fill(&mut |bytes| hasher.update(bytes));
+    hasher.update(&body[hole.end..]);
+    hasher.finalize()
+}
+
+/// The hasher of [`crc`] after the ones, the masked IP/UDP headers, the masked BTH and any INT
+/// header; the packet up to its ICRC (its body); where in the body the rest begins. `crc` then
+/// hashes the rest in one update: an update costs a call into crc32fast even when its slice is
+/// empty (two more per packet were 19 instructions each).
+#[inline(always)]
+fn crc_of_headers<'a>(
+    masked_ip_udp: &[u8],
+    packet: &'a [u8],
+) -> (crc32fast::Hasher, &'a [u8], usize) {
     let body = &packet[..packet.len().saturating_sub(ICRC_LEN)];
     let bth_len = body.len().min(bth::HEADER_LEN);
     let (literal, _) = lrh_split(masked_ip_udp.len() + bth_len);
@@ -323,12 +342,7 @@ fn crc_around(
         }
         None => bth_len,
     };
-    // The callers keep the hole inside [rest, body.len()].
-    let hole = hole.start.clamp(rest, body.len())..hole.end.clamp(rest, body.len());
-    hasher.update(&body[rest..hole.start]);
-    fill(&mut |bytes| hasher.update(bytes));
-    hasher.update(&body[hole.end..]);
-    hasher.finalize()
+    (hasher, body, rest)
 }
 
 /// Where the INT header of `body` (a packet without its ICRC) lies, if its BTH flags one and it

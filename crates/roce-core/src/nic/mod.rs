@@ -77,8 +77,10 @@ pub(crate) struct Shared {
     ids: objects::Ids,
     /// QP 1.
     gsi: crate::gsi::Gsi,
-    /// Where request payloads are lent during `Nic::poll_transmit_lending`; `None` otherwise.
-    loans: Option<Vec<crate::Loan>>,
+    /// Whether a poll lends payloads (`Nic::poll_transmit_lending` sets it for its call), and
+    /// where it puts their loans: kept between calls, so that a poll moves no vector.
+    lending: bool,
+    loans: Vec<crate::Loan>,
 }
 
 impl Nic {
@@ -102,7 +104,8 @@ impl Nic {
                 stats: Stats::default(),
                 ids,
                 gsi: crate::gsi::Gsi::default(),
-                loans: None,
+                lending: false,
+                loans: Vec::new(),
             },
             qps: qp_table::QpTable::default(),
             sched: schedule::Schedule::default(),
@@ -206,7 +209,11 @@ impl Shared {
             must_cover: false,
             arrival: None,
             int: None,
-            loans: self.loans.as_mut(),
+            loans: if self.lending {
+                Some(&mut self.loans)
+            } else {
+                None
+            },
         }
     }
 

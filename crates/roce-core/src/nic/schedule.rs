@@ -108,9 +108,12 @@ impl Nic {
         ip_id: u16,
         loans: &mut Vec<Loan>,
     ) -> Option<Transmit> {
-        self.shared.loans = Some(std::mem::take(loans));
+        self.shared.lending = true;
         let transmit = self.poll_transmit_segment(now, buf, ip_id);
-        *loans = self.shared.loans.take().unwrap_or_default();
+        self.shared.lending = false;
+        if !self.shared.loans.is_empty() {
+            loans.append(&mut self.shared.loans);
+        }
         transmit
     }
 
@@ -423,6 +426,11 @@ fn turn(
     if gated && !qp.indexed.waiting && qp.has_requests() {
         qp.indexed.waiting = true;
         sched.in_flight.wait(qp.qpn, granted);
+    }
+    if transmit.is_none() {
+        // A packet that lent its payload and then failed (a bug if seen) leaves no loan for
+        // the next one to carry.
+        shared.loans.clear();
     }
     transmit
 }

@@ -154,19 +154,22 @@ fn insert_int<'a>(int: &int::Repr, buf: &'a mut [u8], len: usize) -> (&'a mut [u
 /// A payload lent (`loan.rs`): where it starts in the packet, and its loans in order.
 pub(crate) type Lent<'a> = Option<(usize, &'a [crate::Loan])>;
 
-/// The payload of `len` bytes at `hole` in a packet, lent where the poll asked for loans
+/// The payload of `len` bytes of the packet `repr`, lent where the poll asked for loans
 /// (`loans`), the payload is long enough to be worth it ([`MIN_LENT`]) and no INT header will
-/// move it: `lend` appends its loans, or says it could not, leaving `loans` as it was. `None`:
-/// the payload is copied.
+/// move it: `lend` appends its loans, given where the payload starts in the packet (its hole),
+/// or says it could not, leaving `loans` as it was. `None`: the payload is copied. Inlined, and
+/// the header's length found only once those checks pass: every packet sent asks.
+#[inline(always)]
 pub(crate) fn lend_payload<'a>(
     loans: Option<&'a mut Vec<crate::Loan>>,
     config: &crate::NicConfig,
-    (hole, len): (usize, usize),
-    lend: impl FnOnce(&mut Vec<crate::Loan>) -> bool,
+    (repr, len): (&RoceRepr, usize),
+    lend: impl FnOnce(&mut Vec<crate::Loan>, usize) -> bool,
 ) -> Lent<'a> {
     let loans = loans.filter(|_| len >= MIN_LENT && !config.congestion.carries_int())?;
+    let hole = repr.header_len();
     let before = loans.len();
-    if !lend(loans) {
+    if !lend(loans, hole) {
         return None;
     }
     let loans: &'a Vec<crate::Loan> = loans;

@@ -383,12 +383,14 @@ impl Qp {
         let (start, len) = (segment.offset as usize, segment.len as usize);
         // Lent where the poll asks for loans and the memory has an address (`loan.rs`);
         // inline data was taken at the post, and is sent from there.
-        let hole = segment.repr.header_len();
         let lent = match inline {
             Some(_) => None,
-            None => lend_payload(ctx.loans.as_deref_mut(), ctx.config, (hole, len), |loans| {
-                lend(mrs, sgl, start as u64, len, hole, loans)
-            }),
+            None => lend_payload(
+                ctx.loans.as_deref_mut(),
+                ctx.config,
+                (&segment.repr, len),
+                |loans, hole| lend(mrs, sgl, start as u64, len, hole, loans),
+            ),
         };
         self.emit(
             ctx.config,

@@ -84,17 +84,21 @@ impl Qp {
         };
         let mrs = &*ctx.mrs;
         // A READ response's payload is lent as a request's is (`requester::emit_segment`).
-        let hole = repr.header_len();
         let lent = match read {
             Some((key, va, chunk)) => {
                 let len = chunk as usize;
-                lend_payload(ctx.loans.as_deref_mut(), ctx.config, (hole, len), |loans| {
-                    let loan = mrs.get(&key).and_then(|entry| {
-                        let at = entry.mr.offset_of(va, chunk.into())?;
-                        Loan::new(&entry.mr.bytes, at, len, hole)
-                    });
-                    loan.map(|loan| loans.push(loan)).is_some()
-                })
+                lend_payload(
+                    ctx.loans.as_deref_mut(),
+                    ctx.config,
+                    (&repr, len),
+                    |loans, hole| {
+                        let loan = mrs.get(&key).and_then(|entry| {
+                            let at = entry.mr.offset_of(va, chunk.into())?;
+                            Loan::new(&entry.mr.bytes, at, len, hole)
+                        });
+                        loan.map(|loan| loans.push(loan)).is_some()
+                    },
+                )
             }
             None => None,
         };
