@@ -119,8 +119,9 @@ c, s = (json.load(open(p)) for p in sys.argv[1:])
 print(c["bw_avg_mb_s"], c["retransmitted_packets"] + s.get("counters", {}).get("rx_duplicate_requests", 0))' \
         "$TMP/op-client.json" "$TMP/op.json"
 }
-# READ against WRITE, one message size at a time (about 300 MB of each below 1 GiB).
-OP_SIZES="4096:50000 65536:5000 1048576:300 67108864:5 1073741824:1"
+# READ against WRITE, one message size at a time, about 1 GB of each (3 GiB at 1 GiB): at
+# 300 MB (0.1-0.15 s) one 1 GiB WRITE read 1 310 MB/s and the next 2 934 with nothing changed.
+OP_SIZES="4096:250000 65536:15000 1048576:1000 67108864:15 1073741824:3"
 udp_lat() {  # [--nonblocked]: sockperf (14 bytes, its smallest message), median one-way latency (half the round trip), µs
     inb sockperf server -i "$B_IP" -p 11111 "$@" >/dev/null 2>&1 & local pid=$!
     sleep 0.3
