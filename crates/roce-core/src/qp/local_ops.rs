@@ -15,8 +15,19 @@ use crate::mw;
 use crate::wr::SendOp;
 
 impl Qp {
-    /// Carries out the local operations at the head of the send queue.
+    /// Carries out the local operations at the head of the send queue. Inlined, and the work
+    /// apart: every request sent and every WR retired asks, and almost never finds one (the
+    /// call alone, its registers saved and restored, was 70 instructions of a 64-byte WRITE's
+    /// 3 500 on `roce perf`'s client).
+    #[inline]
     pub(crate) fn run_local_ops(&mut self, ctx: &mut Ctx<'_>) {
+        if self.sq.front().is_some_and(|w| w.wr.op.is_local()) {
+            self.run_local_ops_at_head(ctx);
+        }
+    }
+
+    #[inline(never)]
+    fn run_local_ops_at_head(&mut self, ctx: &mut Ctx<'_>) {
         while self.can_send() && self.sq.front().is_some_and(|w| w.wr.op.is_local()) {
             // The cursor stopped at this WQE: what follows moves up by one.
             let wqe = self
