@@ -122,10 +122,12 @@ print(c["bw_avg_mb_s"], c["retransmitted_packets"] + s.get("counters", {}).get("
 # READ against WRITE, one message size at a time, about 1 GB of each (3 GiB at 1 GiB): at
 # 300 MB (0.1-0.15 s) one 1 GiB WRITE read 1 310 MB/s and the next 2 934 with nothing changed.
 OP_SIZES="4096:250000 65536:15000 1048576:1000 67108864:15 1073741824:3"
-udp_lat() {  # [--nonblocked]: sockperf (14 bytes, its smallest message), median one-way latency (half the round trip), µs
+udp_lat() {  # [--nonblocked]: sockperf (14 bytes, its smallest message), one-way latency (half the
+    # round trip): "median p99 p99.9", µs — the tails are the kernel's own, beside ours
     inb sockperf server -i "$B_IP" -p 11111 "$@" >/dev/null 2>&1 & local pid=$!
     sleep 0.3
-    ina sockperf ping-pong -i "$B_IP" -p 11111 --msg-size 14 -t 3 "$@" 2>/dev/null | awk '/percentile 50.000/{print $NF}'
+    ina sockperf ping-pong -i "$B_IP" -p 11111 --msg-size 14 -t 3 "$@" 2>/dev/null |
+        awk '/percentile 99.900/{p999=$NF} /percentile 99.000/{p99=$NF} /percentile 50.000/{p50=$NF} END{print p50, p99, p999}'
     # `inb … &` is a subshell running the function: its pid is not sockperf's, and a spinning
     # server left behind takes a core from every measurement after it.
     pkill -f "^sockperf server -i $B_IP -p 11111" 2>/dev/null || true
@@ -145,7 +147,8 @@ for _ in $(seq "$RUNS"); do
     read -r t p99 p999 <<<"$(roce_lat)"; R[rlat]+="$t "; R[rlat99]+="$p99 "; R[rlat999]+="$p999 "
     read -r t p99 p999 <<<"$(roce_lat --busy-poll)"; R[rlatbusy]+="$t "; R[rlatbusy99]+="$p99 "; R[rlatbusy999]+="$p999 "
     read -r t p99 p999 <<<"$(roce_lat --busy-poll raw)"; R[rawlatbusy]+="$t "; R[rawlatbusy99]+="$p99 "; R[rawlatbusy999]+="$p999 "
-    R[ulat]+="$(udp_lat) "; R[ulatspin]+="$(udp_lat --nonblocked) "
+    read -r t p99 p999 <<<"$(udp_lat)"; R[ulat]+="$t "; R[ulat99]+="$p99 "; R[ulat999]+="$p999 "
+    read -r t p99 p999 <<<"$(udp_lat --nonblocked)"; R[ulatspin]+="$t "; R[ulatspin99]+="$p99 "; R[ulatspin999]+="$p999 "
     R[rate64busy]+="$(roce_rate --busy-poll) "; R[rate64]+="$(roce_rate) "
     for q in 1 10 100 1000; do
         read -r bw jain <<<"$(roce_qps "$q")"
@@ -194,7 +197,9 @@ release build. MB/s are 10^6 bytes of payload per second.
 | offloaded blast of 4112-byte datagrams over 1 / 10 / 100 / 1000 buffers of 64 KiB (\`--buffers N\`, each side) | $(med oblastbuf1) / $(med oblastbuf10) / $(med oblastbuf100) / $(med oblastbuf1000) MB/s | $(ratio oblastbuf10 oblastbuf1) / $(ratio oblastbuf100 oblastbuf1) / $(ratio oblastbuf1000 oblastbuf1) × 1 buffer |
 $(for sn in $OP_SIZES; do z=${sn%:*}; echo "| \`roce perf read\` against \`write\`, $z-byte messages, MTU 4096 | $(med "read$z") vs $(med "write$z") MB/s, sent again $(med "readresent$z") vs $(med "writeresent$z") | $(ratio "read$z" "write$z") × |"; done)
 | UDP ping-pong of 14 bytes (sockperf's smallest), median one-way, blocking sockets | $(med ulat) µs | |
+| … its p99 / p99.9 | $(med ulat99) / $(med ulat999) µs | |
 | … spinning (\`--nonblocked\` on both sides) | $(med ulatspin) µs | |
+| … its p99 / p99.9 | $(med ulatspin99) / $(med ulatspin999) µs | |
 <!-- /veth -->
 TXT
 )
