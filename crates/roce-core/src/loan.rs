@@ -2,14 +2,16 @@
 //! backend's `sendmsg` gathers it from there by address, as a NIC's DMA reads a WR's buffer
 //! while the packet leaves ([`Nic::poll_transmit_lending`](crate::Nic::poll_transmit_lending)).
 //!
-//! For a request (its WR's SGL) or a READ response (the region the READ names) of 1 KiB or
-//! more ([`MIN_LENT`]), the engine writes the packet's headers into the caller's buffer as
+//! For an RC request (its WR's SGL) or a READ response (the region the READ names) of 1 KiB
+//! or more ([`MIN_LENT`]), the engine writes the packet's headers into the caller's buffer as
 //! always, leaves the payload's bytes there untouched, seals the ICRC over the region's bytes
 //! (`roce_wire::icrc::seal_around`), and hands back one [`Loan`] per piece of the payload (one
 //! per SGE it spans). A loan holds its region's memory alive; the bytes are those the kernel
 //! copies when the batch is sent, within the same round. A program that writes a buffer
 //! while a WR that sends it is outstanding sends torn data, as with hardware, and here the
 //! ICRC may no longer match it: the peer drops the packet and the requester sends it again.
+//! UC and UD requests are copied: their WR completes as the packet is made, before the send,
+//! and the program may then write the buffer again at once.
 
 use std::fmt;
 use std::sync::Arc;

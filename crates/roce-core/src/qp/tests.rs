@@ -1613,6 +1613,62 @@ fn inline_sends_memory_without_an_address_and_acks_are_copied_not_lent() {
     );
 }
 
+/// A UC (or UD) WR completes as its last packet is made, before the device's `sendmsg`: the
+/// program may write its buffer again as soon as it sees that, so its payload is copied.
+#[test]
+fn a_uc_request_is_copied_not_lent_its_wr_completing_before_the_send() {
+    let mut s = setup();
+    let pd = s.mr.pd();
+    let uc = s
+        .nic
+        .create_qp(&QpInit::new(QpType::Uc, pd, s.cq, 16))
+        .unwrap();
+    let connect = Connect {
+        qp_type: QpType::Uc,
+        ..Connect::rc(
+            AddressVector::new(US, PEER),
+            PEER_QPN,
+            psn(RQ_PSN),
+            psn(SQ_PSN),
+        )
+    };
+    s.nic.connect_qp(uc, &connect).unwrap();
+    let pattern: Vec<u8> = (0..1024u32).map(|i| (i * 5 + 9) as u8).collect();
+    assert!(s.mr.write(0, &pattern));
+    let wr = send_wr(&s, 11, SendOp::Send, 0, 1024);
+    s.nic.post_send(uc, wr).unwrap();
+    let (mut buf, mut loans) = (vec![0; MAX_DATAGRAM], Vec::new());
+    let t = s
+        .nic
+        .poll_transmit_lending(at(0), &mut buf, 0, &mut loans)
+        .expect("the UC SEND");
+    assert!(loans.is_empty(), "nothing lent");
+    // Its completion is there already, and the bytes went into the packet.
+    let cqe = s
+        .nic
+        .poll_completion(s.cq)
+        .expect("the UC SEND's completion");
+    assert_eq!((cqe.wr_id, cqe.status), (11, WcStatus::Success));
+    let view = RocePacket::new_checked(&buf[..t.len]).unwrap();
+    assert_eq!(view.bth().opcode(), Opcode::UcSendOnly);
+    assert_eq!(view.payload(), &pattern[..]);
+    // The same SEND on the RC QP is lent.
+    let wr = send_wr(&s, 12, SendOp::Send, 0, 1024);
+    s.nic.post_send(s.qpn, wr).unwrap();
+    let t = s
+        .nic
+        .poll_transmit_lending(at(0), &mut buf, 0, &mut loans)
+        .expect("the RC SEND");
+    assert_eq!(loans.len(), 1, "lent");
+    assert_eq!(
+        RocePacket::new_checked(&buf[..t.len])
+            .unwrap()
+            .bth()
+            .opcode(),
+        Opcode::RcSendOnly
+    );
+}
+
 #[test]
 fn an_unseen_ipv4_id_is_tried_as_the_segments_place_then_solved_for() {
     let mut s = setup();
