@@ -36,6 +36,16 @@ pub trait RegionMemory: Send + Sync + fmt::Debug {
         None
     }
 
+    /// Whether a READ response's payload may be lent too (with an [`address`](Self::address)).
+    /// A READ response's ICRC is sealed over the bytes before the kernel copies them, so a
+    /// write to them in between, outside the NIC, sends a packet that fails its check: the
+    /// requester drops it and asks again. A program writes its own buffers while peers READ
+    /// them (a flag, a ring) whenever it likes, so its memory says no; requests are lent
+    /// either way, since a program leaves a buffer alone until its WR completes. Default: yes.
+    fn lend_read_responses(&self) -> bool {
+        true
+    }
+
     /// Calls `f` with the `len` bytes at `offset`, in order, in one piece or more (the ICRC of
     /// a lent payload). The default copies them through a small buffer with `read_at`.
     fn read_with(&self, offset: usize, len: usize, f: &mut dyn FnMut(&[u8])) {

@@ -58,6 +58,11 @@ pub enum Verb {
     /// wakes nobody. ACKs a poll of the network left for later wait for the program's next
     /// send or empty poll.
     PostRecv,
+    /// Deregisters memory (`ibv_dereg_mr`): as [`Verb::Other`], and while no thread is
+    /// sending. A payload lent from the region (`roce_core::Loan`) is read by the kernel in
+    /// the `sendmsg` of the round that lent it, after the engine's lock is released; the
+    /// program may free its buffer once this returns, so it waits for such a round to end.
+    Deregister,
     /// Anything else. What the engine has to send is sent first (`Shared::flush_pending`): the
     /// verb may destroy the QP that owes an ACK — one a poll of the network left for the
     /// program's next post ([`DeviceHandle::poll_network`]), or one of a SEND the device's task
@@ -107,6 +112,16 @@ impl DeviceHandle {
                     result
                 })?;
                 self.shared.tell_listeners(changes);
+                self.shared.after_verb(sends, !streaming, now);
+                Ok(result)
+            }
+            Verb::Deregister => {
+                self.shared.flush_pending();
+                // The sending lock, as a round holds it from its first loan to its last
+                // `sendmsg` (the order every sender takes: this lock, then the engine's).
+                let sending = self.shared.direct.as_ref().map(crate::cq::lock);
+                let (result, sends, streaming, now) = self.run(f)?;
+                drop(sending);
                 self.shared.after_verb(sends, !streaming, now);
                 Ok(result)
             }

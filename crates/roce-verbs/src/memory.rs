@@ -44,6 +44,33 @@ impl RegionMemory for CallerMemory {
         self.len
     }
 
+    /// The program's buffer, lent to the kernel for RC requests (`roce_core::Loan`): it stays
+    /// mapped until `ibv_dereg_mr`, which waits for any send that lent from it
+    /// (`roce_device::Verb::Deregister`).
+    fn address(&self) -> Option<usize> {
+        Some(self.addr)
+    }
+
+    /// No: the program may write its buffer while a peer READs it.
+    fn lend_read_responses(&self) -> bool {
+        false
+    }
+
+    /// The bytes in place, for the ICRC of a lent request payload.
+    fn read_with(&self, offset: usize, len: usize, f: &mut dyn FnMut(&[u8])) {
+        assert!(
+            offset.checked_add(len).is_some_and(|end| end <= self.len),
+            "the region checks offsets first"
+        );
+        // SAFETY: in bounds of the registration (asserted), which the program keeps mapped
+        // until it deregisters, and deregistration waits for the send that lent it. The engine
+        // writes the region only under its lock, which the caller holds (a lent payload's ICRC
+        // is sealed while the packet is made), and the program leaves a request's buffer alone
+        // until its WR completes (the verbs contract: one that writes anyway sends torn data,
+        // as with hardware). The slice lives for this call only.
+        f(unsafe { std::slice::from_raw_parts((self.addr + offset) as *const u8, len) });
+    }
+
     fn read_at(&self, offset: usize, out: &mut [u8]) {
         assert!(
             offset + out.len() <= self.len,

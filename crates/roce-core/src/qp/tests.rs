@@ -1509,6 +1509,80 @@ fn read_responses_are_lent_as_requests_are() {
     assert_eq!(lent_and_copied(&mut lending, &mut copying), [1, 1, 0]);
 }
 
+/// Memory that lends requests but not READ responses, as a program's own buffer does (a peer
+/// may READ it while the program writes it).
+#[derive(Debug)]
+struct ProgramLike(OwnedMemory);
+
+impl RegionMemory for ProgramLike {
+    fn len(&self) -> usize {
+        self.0.len()
+    }
+    fn read_at(&self, offset: usize, out: &mut [u8]) {
+        self.0.read_at(offset, out);
+    }
+    fn write_at(&self, offset: usize, data: &[u8]) {
+        self.0.write_at(offset, data);
+    }
+    fn update_u64(&self, offset: usize, f: &mut dyn FnMut(u64) -> u64) -> u64 {
+        self.0.update_u64(offset, f)
+    }
+    fn address(&self) -> Option<usize> {
+        self.0.address()
+    }
+    fn lend_read_responses(&self) -> bool {
+        false
+    }
+}
+
+#[test]
+fn memory_that_lends_no_read_responses_has_them_copied_and_its_requests_lent() {
+    let pattern: Vec<u8> = (0..4096u32).map(|i| (i * 17 + 1) as u8).collect();
+    let mut s = setup();
+    let pd = s.mr.pd();
+    let memory = std::sync::Arc::new(ProgramLike(OwnedMemory::zeroed(4096)));
+    let mr = s.nic.reg_memory(pd, memory, None, Access::ALL).unwrap();
+    assert!(mr.write(0, &pattern));
+    // A READ of 2048 bytes of it: two full responses, copied.
+    let mut read = request(Opcode::RcRdmaReadRequest, RQ_PSN, true);
+    read.reth = Some(RethRepr {
+        va: mr.addr(),
+        rkey: mr.rkey(),
+        dma_len: 2048,
+    });
+    rx(&mut s, at(0), read, b"");
+    let (mut buf, mut loans) = (vec![0; MAX_DATAGRAM], Vec::new());
+    let mut payloads = Vec::new();
+    while let Some(t) = s.nic.poll_transmit_lending(at(0), &mut buf, 0, &mut loans) {
+        assert!(loans.is_empty(), "a READ response lent");
+        let mut h = header(US, PEER);
+        h.src_port = t.src_port;
+        icrc::verify(&h, &buf[..t.len]).unwrap();
+        payloads.extend_from_slice(RocePacket::new_checked(&buf[..t.len]).unwrap().payload());
+    }
+    assert_eq!(payloads, &pattern[..2048]);
+    // A SEND from it: lent.
+    let wr = SendWr::new(
+        5,
+        SendOp::Send,
+        Sge {
+            addr: mr.addr(),
+            length: 1024,
+            lkey: mr.lkey(),
+        },
+    );
+    s.nic.post_send(s.qpn, wr).unwrap();
+    let t = s
+        .nic
+        .poll_transmit_lending(at(0), &mut buf, 0, &mut loans)
+        .expect("the SEND");
+    assert_eq!(loans.len(), 1, "the request was not lent");
+    assert_eq!(
+        gathered(&buf[..t.len], &loans)[t.len - 4 - 1024..t.len - 4],
+        pattern[..1024]
+    );
+}
+
 /// With HPCC a request carries an INT header between the BTH and the rest, which moves the
 /// payload: it is copied, and the packet is whole and sealed as any other.
 #[test]

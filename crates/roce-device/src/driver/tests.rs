@@ -893,6 +893,44 @@ fn a_verb_that_finds_another_thread_sending_leaves_its_packets_to_the_task() {
     assert_eq!(sends.sent(), [Event::Send(1)], "the round sent it");
 }
 
+/// A deregistration waits for the thread that holds the sending lock: a round reads lent
+/// payloads (`roce_core::Loan`) in its `sendmsg`s after the engine's lock is released, and a
+/// program may free its buffer as soon as `ibv_dereg_mr` returns.
+#[test]
+fn a_deregistration_waits_for_a_round_that_may_have_lent_from_the_region() {
+    let (handle, shared, _sends, _qpn) = direct_device();
+    let lkey = handle
+        .verb(Verb::Other, |nic, _| {
+            let pd = nic.alloc_pd();
+            nic.reg_mr(pd, 4096, Access::ALL)
+                .map(|mr| mr.lkey())
+        })
+        .unwrap()
+        .unwrap();
+    let direct = shared.direct.as_ref().unwrap();
+    let round = direct.lock().unwrap();
+    let (done, deregistered) = std::sync::mpsc::channel();
+    std::thread::scope(|scope| {
+        scope.spawn(|| {
+            let result = handle.verb(Verb::Deregister, |nic, _| nic.dereg_mr(lkey));
+            done.send(result.map(|r| r.is_ok())).unwrap();
+        });
+        // However long the round takes, the deregistration waits for it.
+        assert!(
+            deregistered
+                .recv_timeout(std::time::Duration::from_millis(200))
+                .is_err(),
+            "deregistered while a round held the sending lock"
+        );
+        drop(round);
+        assert!(deregistered.recv().unwrap().unwrap(), "deregistered");
+    });
+    assert!(
+        shared.step(|nic| nic.dereg_mr(lkey)).is_err(),
+        "the region is still there"
+    );
+}
+
 /// The driver's timer moves only to earlier deadlines: a later one (the engine's retry timer
 /// pushed on by the next packet) leaves it where it is, so that it is not registered anew with
 /// the runtime at every packet; it then fires early, once, and is armed again.

@@ -109,10 +109,15 @@ fn handle() -> u32 {
 /// Runs `f` on the engine of the context at `ctx`, on this thread, and rings the NIC's
 /// doorbell once.
 fn step<R>(ctx: usize, f: impl FnOnce(&mut Nic) -> R) -> Result<R, Errno> {
+    step_as(ctx, Verb::Other, f)
+}
+
+/// [`step`] as the verb `kind`.
+fn step_as<R>(ctx: usize, kind: Verb, f: impl FnOnce(&mut Nic) -> R) -> Result<R, Errno> {
     let engine = state::engine(ctx)?;
     engine
         .device
-        .verb(Verb::Other, |nic, _| f(nic))
+        .verb(kind, |nic, _| f(nic))
         .map_err(device_err)
 }
 

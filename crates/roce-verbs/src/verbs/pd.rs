@@ -7,12 +7,13 @@ use std::sync::Arc;
 
 use roce_core::{Access, MemoryRegion, PdHandle, Qpn, UdDest};
 
-use super::{EINVAL, engine_err, handle, step, with};
+use super::{EINVAL, engine_err, handle, step, step_as, with};
 use crate::abi::{IbvAh, IbvAhAttr, IbvContext, IbvGid, IbvMr, IbvPd};
 use crate::device::{DeviceModel, GID_INDEX_IP};
 use crate::memory::CallerMemory;
 use crate::state::{self, Errno};
 use roce_cabi::CBox;
+use roce_device::Verb;
 
 #[derive(Debug)]
 pub(super) struct Pd {
@@ -150,7 +151,9 @@ pub(crate) fn reg_mr(
 pub(crate) fn dereg_mr(mr: usize) -> Result<(), Errno> {
     let (lkey, pd) = with(|o| o.mrs.get(&mr).map(|m| (m.mr.lkey(), m.pd))).ok_or(EINVAL)?;
     let ctx = with(|o| o.pds.get(&pd).map(|p| p.ctx)).ok_or(EINVAL)?;
-    step(ctx, |nic| nic.dereg_mr(lkey))?.map_err(engine_err)?;
+    // While no thread is sending: a payload lent from the buffer is read by the kernel after
+    // the engine's lock is released, and the program may free the buffer once this returns.
+    step_as(ctx, Verb::Deregister, |nic| nic.dereg_mr(lkey))?.map_err(engine_err)?;
     with(|o| o.mrs.remove(&mr));
     Ok(())
 }

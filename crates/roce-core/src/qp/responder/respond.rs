@@ -92,10 +92,13 @@ impl Qp {
                     ctx.config,
                     (&repr, len),
                     |loans, hole| {
-                        let loan = mrs.get(&key).and_then(|entry| {
-                            let at = entry.mr.offset_of(va, chunk.into())?;
-                            Loan::new(&entry.mr.bytes, at, len, hole)
-                        });
+                        let loan = mrs
+                            .get(&key)
+                            .filter(|entry| entry.mr.bytes.lend_read_responses())
+                            .and_then(|entry| {
+                                let at = entry.mr.offset_of(va, chunk.into())?;
+                                Loan::new(&entry.mr.bytes, at, len, hole)
+                            });
                         loan.map(|loan| loans.push(loan)).is_some()
                     },
                 )
