@@ -1509,38 +1509,16 @@ fn read_responses_are_lent_as_requests_are() {
     assert_eq!(lent_and_copied(&mut lending, &mut copying), [1, 1, 0]);
 }
 
-/// Memory that lends requests but not READ responses, as a program's own buffer does (a peer
-/// may READ it while the program writes it).
-#[derive(Debug)]
-struct ProgramLike(OwnedMemory);
-
-impl RegionMemory for ProgramLike {
-    fn len(&self) -> usize {
-        self.0.len()
-    }
-    fn read_at(&self, offset: usize, out: &mut [u8]) {
-        self.0.read_at(offset, out);
-    }
-    fn write_at(&self, offset: usize, data: &[u8]) {
-        self.0.write_at(offset, data);
-    }
-    fn update_u64(&self, offset: usize, f: &mut dyn FnMut(u64) -> u64) -> u64 {
-        self.0.update_u64(offset, f)
-    }
-    fn address(&self) -> Option<usize> {
-        self.0.address()
-    }
-    fn lend_read_responses(&self) -> bool {
-        false
-    }
-}
-
 #[test]
 fn memory_that_lends_no_read_responses_has_them_copied_and_its_requests_lent() {
     let pattern: Vec<u8> = (0..4096u32).map(|i| (i * 17 + 1) as u8).collect();
     let mut s = setup();
     let pd = s.mr.pd();
-    let memory = std::sync::Arc::new(ProgramLike(OwnedMemory::zeroed(4096)));
+    let memory = std::sync::Arc::new(Restricted {
+        memory: OwnedMemory::zeroed(4096),
+        addressed: true,
+        lends_reads: false,
+    });
     let mr = s.nic.reg_memory(pd, memory, None, Access::ALL).unwrap();
     assert!(mr.write(0, &pattern));
     // A READ of 2048 bytes of it: two full responses, copied.
@@ -1613,22 +1591,34 @@ fn a_packet_with_an_int_header_is_copied_not_lent() {
     );
 }
 
-/// A region whose memory has no address in this process.
+/// Owned memory that says it has no address in this process (`addressed` false), or that it
+/// lends no READ responses (`lends_reads` false, as a program's own buffer under `roce exec`:
+/// a peer may READ it while the program writes it).
 #[derive(Debug)]
-struct Unaddressed(OwnedMemory);
+struct Restricted {
+    memory: OwnedMemory,
+    addressed: bool,
+    lends_reads: bool,
+}
 
-impl RegionMemory for Unaddressed {
+impl RegionMemory for Restricted {
     fn len(&self) -> usize {
-        self.0.len()
+        self.memory.len()
     }
     fn read_at(&self, offset: usize, out: &mut [u8]) {
-        self.0.read_at(offset, out);
+        self.memory.read_at(offset, out);
     }
     fn write_at(&self, offset: usize, data: &[u8]) {
-        self.0.write_at(offset, data);
+        self.memory.write_at(offset, data);
     }
     fn update_u64(&self, offset: usize, f: &mut dyn FnMut(u64) -> u64) -> u64 {
-        self.0.update_u64(offset, f)
+        self.memory.update_u64(offset, f)
+    }
+    fn address(&self) -> Option<usize> {
+        self.memory.address().filter(|_| self.addressed)
+    }
+    fn lend_read_responses(&self) -> bool {
+        self.lends_reads
     }
 }
 
@@ -1643,7 +1633,11 @@ fn inline_sends_memory_without_an_address_and_acks_are_copied_not_lent() {
     });
     let pattern = |seed: u32| -> Vec<u8> { (0..1024u32).map(|i| (i * seed + 1) as u8).collect() };
     let pd = s.mr.pd();
-    let memory = std::sync::Arc::new(Unaddressed(OwnedMemory::zeroed(4096)));
+    let memory = std::sync::Arc::new(Restricted {
+        memory: OwnedMemory::zeroed(4096),
+        addressed: false,
+        lends_reads: true,
+    });
     let far = s.nic.reg_memory(pd, memory, None, Access::ALL).unwrap();
     assert!(far.write(0, &pattern(3)));
     let wr = SendWr::new(

@@ -902,8 +902,7 @@ fn a_deregistration_waits_for_a_round_that_may_have_lent_from_the_region() {
     let lkey = handle
         .verb(Verb::Other, |nic, _| {
             let pd = nic.alloc_pd();
-            nic.reg_mr(pd, 4096, Access::ALL)
-                .map(|mr| mr.lkey())
+            nic.reg_mr(pd, 4096, Access::ALL).map(|mr| mr.lkey())
         })
         .unwrap()
         .unwrap();

@@ -83,7 +83,8 @@ impl Qp {
             }
         };
         let mrs = &*ctx.mrs;
-        // A READ response's payload is lent as a request's is (`requester::emit_segment`).
+        // A READ response's payload is lent as a request's is (`requester::emit_segment`),
+        // unless its memory says no (`RegionMemory::lend_read_responses`).
         let lent = match read {
             Some((key, va, chunk)) => {
                 let len = chunk as usize;
