@@ -152,7 +152,7 @@ impl Measured {
         let rates: Vec<Option<f64>> = per_qp
             .done
             .iter()
-            .zip(&per_qp.last)
+            .zip(per_qp.last())
             .map(|(&n, last)| {
                 let secs = last.map_or(0.0, |d| d.as_secs_f64());
                 (secs > 0.0).then(|| f64::from(size) * n as f64 / secs / 1e6)

@@ -41,9 +41,11 @@ pub(crate) struct PerQp {
     pub(crate) done: Vec<u64>,
     /// Their sum.
     pub(crate) sum: u64,
-    /// Each QP's last completion, since `start`: the end of its transfer, over which its
-    /// goodput is counted.
-    pub(crate) last: Vec<Option<Duration>>,
+    /// When each QP's last completion came: the end of its transfer, over which its goodput
+    /// is counted ([`PerQp::last`]). Kept as the instant, which a completion only copies (the
+    /// difference from `start` at every one cost 55 instructions, 1.6 % of a 64-byte WRITE's
+    /// client).
+    last_at: Vec<Option<Instant>>,
     window: Option<Window>,
 }
 
@@ -61,7 +63,7 @@ impl PerQp {
             start,
             done: vec![0; qps],
             sum: 0,
-            last: vec![None; qps],
+            last_at: vec![None; qps],
             window,
         }
     }
@@ -69,12 +71,18 @@ impl PerQp {
     pub(crate) fn completed(&mut self, qp: usize, now: Instant) {
         self.done[qp] += 1;
         self.sum += 1;
-        self.last[qp] = Some(now.saturating_duration_since(self.start));
+        self.last_at[qp] = Some(now);
         if let Some(w) = &mut self.window
             && (w.from..=w.to).contains(&now)
         {
             w.count += 1;
         }
+    }
+
+    /// Each QP's last completion, since `start`.
+    pub(crate) fn last(&self) -> Vec<Option<Duration>> {
+        let since = |at: Instant| at.saturating_duration_since(self.start);
+        self.last_at.iter().map(|at| at.map(since)).collect()
     }
 
     /// With `-D`: the sampling window and what completed in it.

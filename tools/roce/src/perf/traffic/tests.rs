@@ -86,7 +86,7 @@ fn a_qps_goodput_runs_to_its_last_completion() {
     per_qp.completed(1, t0 + Duration::from_millis(4));
     per_qp.completed(0, t0 + Duration::from_millis(2));
     assert_eq!(
-        per_qp.last,
+        per_qp.last(),
         [
             Some(Duration::from_millis(2)),
             Some(Duration::from_millis(4))
