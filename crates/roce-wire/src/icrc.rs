@@ -224,7 +224,7 @@ pub fn compute_in_place(header: &PseudoHeader, buf: &mut [u8], at: usize) -> Opt
     let packet_len = buf.len().checked_sub(at)?;
     let len = masked_len(header);
     let end = buf.len() - ICRC_LEN.min(packet_len);
-    let (literal, _) = lrh_split(len + end - at);
+    let literal = lrh_split(len + end - at);
     let start = at.checked_sub(len + literal)?;
     buf[start..start + literal].fill(0xff);
     write_masked_ip_udp(header, packet_len, &mut buf[start + literal..at]);
@@ -325,7 +325,7 @@ fn crc_of_headers<'a>(
 ) -> (crc32fast::Hasher, &'a [u8], usize) {
     let body = &packet[..packet.len().saturating_sub(ICRC_LEN)];
     let bth_len = body.len().min(bth::HEADER_LEN);
-    let (literal, _) = lrh_split(masked_ip_udp.len() + bth_len);
+    let literal = lrh_split(masked_ip_udp.len() + bth_len);
     let mut head = [0xff; LRH_LEN + IPV4_MAX_LEN + UDP_LEN + bth::HEADER_LEN];
     let ip_udp = literal + masked_ip_udp.len();
     head[literal..ip_udp].copy_from_slice(masked_ip_udp);
@@ -353,12 +353,11 @@ fn int_range(body: &[u8]) -> Option<std::ops::Range<usize>> {
 }
 
 /// How many of the 8 LRH bytes of ones to hash literally in front of `len` bytes so that the block
-/// is a multiple of 16 long where that is possible (else as close to one as 8 bytes allow), and
-/// the CRC of the other LRH bytes to resume from.
-fn lrh_split(len: usize) -> (usize, u32) {
+/// is a multiple of 16 long where that is possible (else as close to one as 8 bytes allow); the
+/// hasher that has taken the others is [`after_ones`]`(LRH_LEN - literal)`.
+fn lrh_split(len: usize) -> usize {
     let need = (16 - len % 16) % 16;
-    let literal = if need <= LRH_LEN { need } else { 0 };
-    (literal, CRC_OF_ONES[LRH_LEN - literal])
+    if need <= LRH_LEN { need } else { 0 }
 }
 
 /// A hasher that has taken `ones` bytes of 0xff (at most [`LRH_LEN`]): its CRC so far is

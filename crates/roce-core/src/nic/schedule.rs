@@ -94,13 +94,14 @@ impl Nic {
         self.poll_transmit_segment(now, buf, 0)
     }
 
-    /// [`Nic::poll_transmit_segment`], but the payload of a request or a READ response that
-    /// lies in memory with an address ([`RegionMemory::address`](crate::RegionMemory::address))
+    /// [`Nic::poll_transmit_segment`], but the payload of an RC request, or of a READ response
+    /// whose memory allows it ([`RegionMemory::lend_read_responses`](crate::RegionMemory::lend_read_responses)),
+    /// that lies in memory with an address ([`RegionMemory::address`](crate::RegionMemory::address))
     /// is lent, not copied: its bytes in `buf` are left as they were, the ICRC is sealed over
     /// the region's, and one [`Loan`] per piece of it is appended to `loans`, its place counted
     /// from the start of `buf` (see `loan.rs`). Whoever sends the packet gathers it from `buf`
-    /// and the loans. Payloads under 1 KiB, inline data and packets that carry HPCC's INT
-    /// header are copied as always.
+    /// and the loans. Payloads under 1 KiB, inline data, UC and UD requests (their WR completes
+    /// before the send) and packets that carry HPCC's INT header are copied as always.
     pub fn poll_transmit_lending(
         &mut self,
         now: Instant,

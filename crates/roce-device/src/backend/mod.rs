@@ -202,7 +202,7 @@ pub trait Sender: Send + 'static {
 
     /// Sends as [`Sender::send_segments`] does a batch whose bytes at each loan's place
     /// (`Loan::at`, from the start of `payload`) are the loan's, not `payload`'s. The default
-    /// copies them in, then sends the buffer.
+    /// copies them in, then sends the buffer (`send_copied`).
     fn send_gathered(
         &mut self,
         transmit: &Transmit,
@@ -210,7 +210,20 @@ pub trait Sender: Send + 'static {
         segment: usize,
         loans: &[Loan],
     ) -> io::Result<()> {
-        fill_loans(payload, loans);
-        self.send_segments(transmit, payload, segment)
+        send_copied(self, transmit, payload, segment, loans)
     }
+}
+
+/// [`Sender::send_gathered`] by a copy: the loans' bytes written into `payload` at their
+/// places ([`fill_loans`]), then the one buffer sent. A sender that gathers falls back on it
+/// where a batch cannot be gathered.
+pub(crate) fn send_copied<S: Sender + ?Sized>(
+    sender: &mut S,
+    transmit: &Transmit,
+    payload: &mut [u8],
+    segment: usize,
+    loans: &[Loan],
+) -> io::Result<()> {
+    fill_loans(payload, loans);
+    sender.send_segments(transmit, payload, segment)
 }

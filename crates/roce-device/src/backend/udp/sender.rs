@@ -95,8 +95,7 @@ impl Sender for UdpSender {
             return Ok(());
         }
         // Too many pieces for one send, or datagrams one by one: from one buffer.
-        crate::backend::fill_loans(payload, loans);
-        self.send_segments(transmit, payload, segment)
+        crate::backend::send_copied(self, transmit, payload, segment, loans)
     }
 }
 
@@ -178,8 +177,9 @@ impl UdpSender {
 }
 
 impl SocketSender {
-    /// One `sendmsg` of `pieces`, one after the other, to the transmit's destination, with its DSCP and ECN as the
-    /// TOS (traffic class) and, with `gso`, cut by the kernel into datagrams of that many bytes.
+    /// One `sendmsg` of `pieces`, one after the other, to the transmit's destination, with its
+    /// DSCP and ECN as the TOS (traffic class) and, with `gso`, cut by the kernel into datagrams
+    /// of that many bytes.
     /// A full send buffer is waited out with `poll`, a few times [`SEND_WAIT_MS`] at most;
     /// then the send fails (the packets are lost, and the transport recovers).
     fn sendmsg(
