@@ -430,6 +430,12 @@ pub(crate) fn header_len_of(byte: u8) -> usize {
 }
 
 impl Opcode {
+    /// The opcode's transport, from the compile-time table (`None`: an opcode RoCE does not
+    /// carry), without building its layout as [`Opcode::layout`] does.
+    pub fn transport(self) -> Option<Transport> {
+        layout_of(u8::from(self)).map(|layout| layout.transport)
+    }
+
     /// The kernel's name for the opcode (`RC_SEND_ONLY`), or `UNKNOWN`.
     pub const fn name(self) -> &'static str {
         match self.layout() {
@@ -483,6 +489,7 @@ mod tests {
                 other => panic!("transport bits {other}"),
             };
             assert_eq!(layout.transport, expected, "{opcode}");
+            assert_eq!(opcode.transport(), Some(expected), "{opcode}");
             let prefix = match expected {
                 Transport::Rc => "RC_",
                 Transport::Uc => "UC_",

@@ -155,8 +155,11 @@ fn insert_int<'a>(int: &int::Repr, buf: &'a mut [u8], len: usize) -> (&'a mut [u
 pub(crate) type Lent<'a> = Option<(usize, &'a [crate::Loan])>;
 
 /// The payload of `len` bytes of the packet `repr`, lent where the poll asked for loans
-/// (`loans`), the payload is long enough to be worth it ([`MIN_LENT`]) and no INT header will
-/// move it: `lend` appends its loans, given where the payload starts in the packet (its hole),
+/// (`loans`), the payload is long enough to be worth it ([`MIN_LENT`]), no INT header will
+/// move it and the packet is RC's: a UC or UD WR completes as its last packet is made, before
+/// the batch's `sendmsg`, and a program that sees that completion may write the buffer again
+/// while the kernel has still to read it (an RC WR completes on an ACK, after the packet
+/// left). `lend` appends its loans, given where the payload starts in the packet (its hole),
 /// or says it could not, leaving `loans` as it was. `None`: the payload is copied. Inlined, and
 /// the header's length found only once those checks pass: every packet sent asks.
 #[inline(always)]
@@ -167,6 +170,9 @@ pub(crate) fn lend_payload<'a>(
     lend: impl FnOnce(&mut Vec<crate::Loan>, usize) -> bool,
 ) -> Lent<'a> {
     let loans = loans.filter(|_| len >= MIN_LENT && !config.congestion.carries_int())?;
+    if repr.bth.opcode.transport() != Some(roce_wire::opcode::Transport::Rc) {
+        return None;
+    }
     let hole = repr.header_len();
     let before = loans.len();
     if !lend(loans, hole) {

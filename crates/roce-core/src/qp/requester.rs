@@ -381,14 +381,10 @@ impl Qp {
         let sgl = &wqe.wr.sgl;
         let mrs = &*ctx.mrs;
         let (start, len) = (segment.offset as usize, segment.len as usize);
-        // Lent where the poll asks for loans and the memory has an address (`loan.rs`);
-        // inline data was taken at the post, and is sent from there. Only an RC request: a
-        // UC or UD WR completes as its last packet is made (`account`), before the batch's
-        // `sendmsg`, and a program that sees that completion may write the buffer again while
-        // the kernel has still to read it. An RC WR completes on an ACK, after the packet left.
+        // Lent where the poll asks for loans and the memory has an address, RC only
+        // (`lend_payload`, `loan.rs`); inline data was taken at the post, and is sent from there.
         let lent = match inline {
             Some(_) => None,
-            None if self.qp_type != QpType::Rc => None,
             None => lend_payload(
                 ctx.loans.as_deref_mut(),
                 ctx.config,
