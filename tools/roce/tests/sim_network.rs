@@ -20,11 +20,8 @@ fn scenarios() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios")
 }
 
-fn temp_dir(tag: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("roce-simnet-{tag}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
+fn temp_dir(tag: &str) -> common::ScratchDir {
+    common::ScratchDir::new(&format!("roce-simnet-{tag}"))
 }
 
 fn stderr(o: &Output) -> String {
@@ -425,7 +422,6 @@ fn a_workload_too_long_for_memory_is_refused_before_its_flows_are_made() {
         "{}",
         stderr(&o)
     );
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// `--check` only validates and estimates: of the 500-million-flow scenario, allowed to be
@@ -451,7 +447,6 @@ fn check_of_a_huge_scenario_makes_no_flows() {
         .and_then(|s| s.parse().ok())
         .unwrap();
     assert!(estimate > 100.0, "{text}");
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// The small leaf-spine scenario written into `dir` twice, with `network.payload` "bytes" and
@@ -490,7 +485,6 @@ fn lengths_mode_gives_the_fct_records_of_bytes_mode() {
     }
     assert!(fcts[0].lines().count() >= 20, "{}", fcts[0]);
     assert_eq!(fcts[0], fcts[1], "the two modes' fct.txt differ");
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// With `network.payload = "lengths"` the memory estimate counts no payload bytes: packets in
@@ -516,7 +510,6 @@ fn the_memory_estimate_of_lengths_mode_counts_no_payload_bytes() {
     let regions = 32.0 * 2.0 / 1024.0;
     assert!(gib[1] > 0.0, "{gib:?}");
     assert!(gib[0] - gib[1] >= regions, "{gib:?}");
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// Without `run.until_us` the run lasts as long as its workload, which is held to the minute
@@ -597,7 +590,6 @@ fn pcap_of_a_network_run_decodes_strictly() {
         "{}",
         stderr(&dump)
     );
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// `--set` on a network scenario: a value changes what is planned (the expected flows grow
@@ -679,5 +671,4 @@ fn ctrl_c_writes_the_flows_finished_so_far() {
     assert!(out.is_dir(), "the outputs were written");
     let summary: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert!(summary.is_object(), "{summary}");
-    let _ = std::fs::remove_dir_all(&dir);
 }

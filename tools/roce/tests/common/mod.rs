@@ -7,8 +7,36 @@
 pub(crate) mod exec;
 pub(crate) mod netns;
 
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::Duration;
+
+/// A directory of the test's own under the system's temporary directory, made empty when taken
+/// and removed with everything in it when dropped, so that no run leaves files behind.
+pub(crate) struct ScratchDir(PathBuf);
+
+impl ScratchDir {
+    /// `<tmp>/<name>-<pid>`, empty.
+    pub(crate) fn new(name: &str) -> Self {
+        let dir = std::env::temp_dir().join(format!("{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        Self(dir)
+    }
+}
+
+impl std::ops::Deref for ScratchDir {
+    type Target = Path;
+    fn deref(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for ScratchDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
 
 /// Runs `roce` with `args` to its end.
 pub(crate) fn roce(args: &[&str]) -> Output {
