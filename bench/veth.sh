@@ -102,9 +102,11 @@ roce_qps() {  # roce_qps N: aggregate MB/s and Jain's index of N QPs writing 64 
     wait "$pid"
 }
 roce_rate() {  # [--busy-poll]: 64-byte WRITEs, millions of messages per second
-    inb "$ROCE" perf write -n 1000000 -s 64 -t 128 --json "$@" >/dev/null & local pid=$!
+    # perftest's CQ moderation (-Q 100, roce perf's default too) with a queue twice as deep,
+    # so that a completion never finds the window empty (roce perf --help, -Q).
+    inb "$ROCE" perf write -n 1000000 -s 64 -t 256 --json "$@" >/dev/null & local pid=$!
     sleep 0.3
-    ina "$ROCE" perf write "$B_IP" -n 1000000 -s 64 -t 128 --json "$@" | python3 -c 'import json,sys; print(json.load(sys.stdin)["msg_rate_mpps"])'
+    ina "$ROCE" perf write "$B_IP" -n 1000000 -s 64 -t 256 --json "$@" | python3 -c 'import json,sys; print(json.load(sys.stdin)["msg_rate_mpps"])'
     wait "$pid"
 }
 roce_op() {  # roce_op OP SIZE N: "MB/s resent": one QP, MTU 4096; resent counts the requester's
@@ -188,7 +190,7 @@ release build. MB/s are 10^6 bytes of payload per second.
 | … its p99 / p99.9 | $(med rlatbusy99) / $(med rlatbusy999) µs | p99 $(ratio rlatbusy99 rlatbusy) × its median |
 | \`roce perf send --lat -s 8 --busy-poll\`, raw backend on both sides | $(med rawlatbusy) µs | $(ratio rawlatbusy ulatspin) × UDP ping-pong (spinning) |
 | … its p99 / p99.9 | $(med rawlatbusy99) / $(med rawlatbusy999) µs | p99 $(ratio rawlatbusy99 rawlatbusy) × its median |
-| \`roce perf write -s 64 -t 128 --busy-poll\`, message rate | $(med rate64busy) M/s | |
+| \`roce perf write -s 64 -t 256 --busy-poll\` (-Q 100), message rate | $(med rate64busy) M/s | |
 | … waiting on the sockets (without \`--busy-poll\`) | $(med rate64) M/s | |
 | \`roce perf write -q 1\` 64 KiB, MTU 4096, 20 000 WRITEs | $(med q1) MB/s | Jain $(med jain1) |
 | \`roce perf write -q 10\`, 2 000 WRITEs per QP | $(med q10) MB/s | $(ratio q10 q1) × 1 QP, Jain $(med jain10) |

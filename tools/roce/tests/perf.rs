@@ -206,6 +206,7 @@ fn zero_iterations_depths_and_timeouts_are_refused_before_anything() {
         (["-n", "0"], "0 iterations"),
         (["-t", "0"], "nothing would ever be posted"),
         (["-r", "0"], "nothing would ever be posted"),
+        (["-Q", "0"], "no WR would ask for a completion"),
         (["--timeout", "0"], "give up at once"),
         (["-D", "0"], "0 seconds"),
         (["-s", "0"], "0 bytes"),
@@ -336,6 +337,43 @@ fn ctrl_c_on_a_client_prints_what_was_measured() {
     // The server learns that its client went away and stops.
     let server = server.wait_with_output().unwrap();
     assert!(!server.status.success());
+}
+
+/// CQ moderation as perftest's -Q: the poster asks for a completion every -Q WRs of each QP
+/// and for its last, so a run whose length is no multiple still ends, each completion counts
+/// the WRs before it, and -Q above the depth is the depth.
+#[test]
+fn cq_moderation_asks_for_one_completion_in_cq_mod_wrs() {
+    for (args, completions, net, port) in [
+        // 250 WRs a QP, two QPs: WRs 99, 199 and 249 of each ask.
+        (&["-Q", "100"][..], 6, "127.0.123", "18953"),
+        // Every WR asks.
+        (&["-Q", "1"][..], 500, "127.0.124", "18954"),
+        // perftest's default of 100, at most the depth of 16: 15 full windows and the last.
+        (&["-t", "16"][..], 32, "127.0.125", "18955"),
+    ] {
+        for verb in ["write", "send"] {
+            let mut common = vec!["-n", "250", "-s", "64", "-q", "2", "--json"];
+            common.extend(args);
+            let (client, server) = perf_pair(&[verb], port, net, &common);
+            let (client, server) = (json(&client), json(&server));
+            assert_eq!(client["iterations"], 500, "{verb} {args:?}: {client}");
+            assert_eq!(
+                client["completions"], completions,
+                "{verb} {args:?}: {client}"
+            );
+            let per_qp = client["per_qp_bytes"].as_array().unwrap();
+            assert!(per_qp.iter().all(|b| b == 250 * 64), "{client}");
+            // A send test's server takes a completion for every receive.
+            if verb == "send" {
+                assert_eq!(server["completions"], 500, "{server}");
+            }
+        }
+    }
+    // A READ test with --check asks for every completion, whatever -Q says.
+    let common = ["-n", "250", "-s", "64", "-Q", "100", "--check", "--json"];
+    let (client, _) = perf_pair(&["read"], "18956", "127.0.126", &common);
+    assert_eq!(json(&client)["completions"], 250);
 }
 
 /// Issue 11 (hardening), item 24: with `--check` the receiving side checks every byte that

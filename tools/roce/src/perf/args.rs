@@ -1,9 +1,9 @@
 //! The command line of `roce perf`: its help, the operation, perftest's options and the
 //! device's.
 
-use roce_oob::perftest::{self, Connection};
+use roce_oob::perftest::{self, Connection, Verb};
 
-use super::counts::{bytes, depth, iterations, seconds, timeout};
+use super::counts::{bytes, cq_mod, depth, iterations, seconds, timeout};
 use super::report::Unit;
 
 /// The operation a perftest tool measures.
@@ -135,6 +135,17 @@ pub(crate) struct Args {
     /// Work requests in flight (bandwidth tests), at least 1.
     #[arg(short = 't', long = "tx-depth", default_value_t = 128, value_parser = depth)]
     pub(super) tx_depth: u32,
+    /// CQ moderation, as perftest's -Q: the poster of a bandwidth test asks for a completion
+    /// every this many WRs of a QP and for its last, and posts the others unsignaled (an RC
+    /// QP's WRs complete in order, so one completion stands for those before it). Default 100,
+    /// perftest's; above --tx-depth it is --tx-depth, as perftest makes it. 1 asks for a
+    /// completion per WR, as does a READ test with --check (its client checks each landing).
+    /// --json counts what the poster took ("completions"). With small messages give a
+    /// --tx-depth of at least twice -Q (or a smaller -Q): the WRs after one that asked are
+    /// done unseen until the next one's completion, so a window no deeper than -Q empties at
+    /// every completion (perftest's defaults, -t 128 and -Q 100, do that to 64-byte WRITEs).
+    #[arg(short = 'Q', long = "cq-mod", default_value_t = 100, value_parser = cq_mod)]
+    pub(super) cq_mod: u32,
     /// Receive WRs posted by a send test's server, at least 1.
     #[arg(short = 'r', long = "rx-depth", default_value_t = 512, value_parser = depth)]
     pub(super) rx_depth: u32,
@@ -234,6 +245,16 @@ impl Args {
     /// The receives posted per QP: -r, or with UC/UD and -r at perftest's default, the
     /// iterations up to 16000 (perftest_parameters.c `force_dependecies`: `if (rx_depth ==
     /// DEF_RX_SEND) rx_depth = (iters < UC_MAX_RX) ? iters : UC_MAX_RX`).
+    /// The CQ moderation of a `verb` test: `-Q`, but 1 for a READ test with `--check`, whose
+    /// client checks what landed at each completion, before the next READ lands there.
+    pub(super) fn cq_mod(&self, verb: Verb) -> u32 {
+        if self.check && verb == Verb::Read {
+            1
+        } else {
+            self.cq_mod
+        }
+    }
+
     pub(super) fn rx_depth(&self) -> u32 {
         let iters = self.iters.unwrap_or(if self.lat { 1000 } else { 5000 });
         let counted = self.duration.is_none() && !self.run_infinitely;

@@ -49,6 +49,13 @@ pub(super) fn depth(text: &str) -> Result<u32, CountError> {
     positive_u32(text, "0: nothing would ever be posted; give at least 1")
 }
 
+pub(super) fn cq_mod(text: &str) -> Result<u32, CountError> {
+    positive_u32(
+        text,
+        "0: no WR would ask for a completion; give at least 1 (1: every WR)",
+    )
+}
+
 pub(super) fn seconds(text: &str) -> Result<u32, CountError> {
     let n = positive_u32(text, "0 seconds: give at least 1")?;
     if n > i32::MAX as u32 {

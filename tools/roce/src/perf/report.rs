@@ -333,6 +333,9 @@ pub(super) async fn print_result(
     if args.json {
         value["interrupted"] = json!(part.interrupted);
         value["cq_events"] = json!(m.cq_events);
+        // What the poster took: one per -Q WRs of each QP and its last (null where this side
+        // polls none: a one-way test's server).
+        value["completions"] = json!(m.per_qp.as_ref().map(|p| p.completions));
         value["congestion"] = congestion;
         crate::json::add_counters(&mut value, &stats, &backend);
         println!("{value}");

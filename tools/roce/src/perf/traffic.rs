@@ -3,6 +3,7 @@
 mod duplex;
 mod error;
 pub(super) mod events;
+mod moderation;
 mod peak;
 mod per_qp;
 pub(super) mod rows;
@@ -27,6 +28,7 @@ const POLL_BATCH: usize = 16;
 const DRAIN: Duration = Duration::from_millis(200);
 
 pub(super) use error::TrafficError;
+use moderation::Moderation;
 pub(super) use peak::best_per_message;
 use peak::{PEAK_MAX_ITERS, PEAK_MAX_TOTAL};
 pub(super) use per_qp::{PerQp, Plan};
@@ -253,10 +255,12 @@ impl Runner<'_> {
     /// Their posting time is kept in `times` (for the peak) when kept. Each WR is built where
     /// the engine takes it, inside the one verb, rather than gathered into a list first: a WR
     /// is some 140 bytes, and copying one just built cost more than building it.
+    /// WR `n` of a QP has id `n` and asks for a completion as `moderation` says;
+    /// `asked[qp]` counts the QP's WRs up to its last that asked.
     fn fill_and_post(
         &self,
-        (verb, depth, cas): (Verb, u32, bool),
-        posted: &mut [u64],
+        (verb, depth, cas, moderation): (Verb, u32, bool, Moderation),
+        (posted, asked): (&mut [u64], &mut [u64]),
         done: &[u64],
         times: &mut Option<Times>,
     ) -> Result<(), TrafficError> {
@@ -272,9 +276,13 @@ impl Runner<'_> {
                         continue;
                     }
                     let n = posted[qp];
-                    let wr = self.wr(qp, n, self.op(qp, verb, cas, n), self.sges[qp]);
+                    let mut wr = self.wr(qp, n, self.op(qp, verb, cas, n), self.sges[qp]);
+                    wr.signaled = moderation.signaled(n);
                     nic.post_send(self.qps[qp].qpn, wr)?;
                     posted[qp] += 1;
+                    if moderation.signaled(n) {
+                        asked[qp] = n + 1;
+                    }
                     count += 1;
                 }
                 if count == before {
@@ -303,16 +311,18 @@ impl Runner<'_> {
     pub(super) async fn bandwidth(
         &self,
         verb: Verb,
-        depth: u32,
+        (depth, cq_mod): (u32, u32),
         cas: bool,
     ) -> Result<Measured, TrafficError> {
         let start = self.started();
         let n = self.qps.len();
-        let wr = (verb, depth, cas);
         let iters = self.plan.iters();
+        let wr = (verb, depth, cas, Moderation::new(cq_mod, depth, iters));
         let total = iters.saturating_mul(n as u64);
         let end = self.end(start);
         let mut posted = vec![0u64; n];
+        // Per QP, the WRs up to the last that asked for a completion: what the run waits for.
+        let mut asked = vec![0u64; n];
         let mut per_qp = PerQp::new(n, start, self.plan);
         let mut progress = Progress::new(end.is_none().then_some(total));
         let mut times = (matches!(self.plan, Plan::Iterations(n) if n <= PEAK_MAX_ITERS)
@@ -323,12 +333,15 @@ impl Runner<'_> {
         let mut cqes = Vec::with_capacity(POLL_BATCH);
         loop {
             let posting = end.is_none_or(|end| Instant::now() < end);
-            let in_flight = posted.iter().sum::<u64>() - per_qp.sum;
-            if per_qp.sum >= total || (!posting && in_flight == 0) {
+            // Once a timed run stops posting, the WRs after each QP's last that asked complete
+            // unseen, as in perftest: the run ends when the ones that asked have come.
+            let awaited = asked.iter().sum::<u64>() - per_qp.sum;
+            if per_qp.sum >= total || (!posting && awaited == 0) {
                 break;
             }
             if posting {
-                self.fill_and_post(wr, &mut posted, &per_qp.done, &mut times)?;
+                let counts = (&mut posted[..], &mut asked[..]);
+                self.fill_and_post(wr, counts, &per_qp.done, &mut times)?;
             }
             if first_round {
                 per_qp.start = Instant::now();
@@ -337,13 +350,17 @@ impl Runner<'_> {
             self.complete_many(POLL_BATCH, &mut cqes).await?;
             let now = Instant::now();
             for &cqe in &cqes {
-                let (_, qp) = self.check(cqe)?;
+                let (cqe, qp) = self.check(cqe)?;
                 if verb == Verb::Read {
-                    self.check_landed(self.sges[qp], qp, per_qp.done[qp])?;
+                    self.check_landed(self.sges[qp], qp, cqe.wr_id)?;
                 }
-                per_qp.completed(qp, now);
+                // The WR's id is its index in its QP: it and the unsignaled ones before it
+                // are done.
+                let added = per_qp.completed_through(qp, cqe.wr_id + 1, now);
                 if let Some(times) = &mut times {
-                    times.completed.push(now);
+                    times
+                        .completed
+                        .extend(std::iter::repeat_n(now, added as usize));
                 }
             }
             self.progress(&mut progress, per_qp.sum);

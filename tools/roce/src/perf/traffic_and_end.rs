@@ -161,16 +161,24 @@ where
             match (test.kind, test.verb, side) {
                 (Kind::Bandwidth, Verb::Send, side) if duplex => {
                     runner
-                        .bidirectional(args.tx_depth, posted, side == Side::Client)
+                        .bidirectional(
+                            (args.tx_depth, args.cq_mod(Verb::Send)),
+                            posted,
+                            side == Side::Client,
+                        )
                         .await
                 }
                 (Kind::Bandwidth, verb, _) if duplex => {
-                    runner.bandwidth(verb, args.tx_depth, cas).await
+                    runner
+                        .bandwidth(verb, (args.tx_depth, args.cq_mod(verb)), cas)
+                        .await
                 }
                 (Kind::Bandwidth, Verb::Send, Side::Server) => runner.receive_all(posted).await,
                 (Kind::Bandwidth, _, Side::Server) => Ok(Measured::default()),
                 (Kind::Bandwidth, verb, Side::Client) => {
-                    runner.bandwidth(verb, args.tx_depth, cas).await
+                    runner
+                        .bandwidth(verb, (args.tx_depth, args.cq_mod(verb)), cas)
+                        .await
                 }
                 (Kind::Latency, Verb::Send, side) => {
                     runner.send_latency(side == Side::Client).await

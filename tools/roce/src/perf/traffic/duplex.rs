@@ -7,6 +7,7 @@ use roce_core::WcOpcode;
 use roce_oob::perftest::Verb;
 
 use super::error::TrafficError;
+use super::moderation::Moderation;
 use super::peak::{PEAK_MAX_ITERS, PEAK_MAX_TOTAL};
 use super::{DRAIN, POLL_BATCH, PerQp, Plan, Progress, Runner, Times, best_per_message, measured};
 use crate::perf::report::Measured;
@@ -20,13 +21,16 @@ impl Runner<'_> {
     /// `before_first_rx`). What is measured is this side's sends, as perftest's report.
     pub(in crate::perf) async fn bidirectional(
         &self,
-        depth: u32,
+        (depth, cq_mod): (u32, u32),
         posted: u32,
         client: bool,
     ) -> Result<Measured, TrafficError> {
         let start = self.started();
         let n = self.qps.len();
         let iters = self.plan.iters();
+        let moderation = Moderation::new(cq_mod, depth, iters);
+        // Per QP, the sends up to the last that asked for a completion (`bandwidth`).
+        let mut asked = vec![0u64; n];
         let total = iters.saturating_mul(n as u64);
         let end = self.end(start);
         let mut sent = vec![0u64; n];
@@ -44,18 +48,18 @@ impl Runner<'_> {
         loop {
             let now = Instant::now();
             let posting = end.is_none_or(|end| now < end);
-            let in_flight = sent.iter().sum::<u64>() - per_qp.sum;
+            let awaited = asked.iter().sum::<u64>() - per_qp.sum;
             let over = match end {
                 None => per_qp.sum >= total && received_sum >= total,
-                Some(_) => !posting && in_flight == 0,
+                Some(_) => !posting && awaited == 0,
             };
             if over {
                 break;
             }
             if sending && posting {
                 self.fill_and_post(
-                    (Verb::Send, depth, false),
-                    &mut sent,
+                    (Verb::Send, depth, false, moderation),
+                    (&mut sent, &mut asked),
                     &per_qp.done,
                     &mut times,
                 )?;
@@ -92,9 +96,12 @@ impl Runner<'_> {
                         outstanding[qp] += 1;
                     }
                 } else {
-                    per_qp.completed(qp, now);
+                    // A send's id is its index in its QP (`fill_and_post`).
+                    let added = per_qp.completed_through(qp, cqe.wr_id + 1, now);
                     if let Some(times) = &mut times {
-                        times.completed.push(now);
+                        times
+                            .completed
+                            .extend(std::iter::repeat_n(now, added as usize));
                     }
                 }
             }
