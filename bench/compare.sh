@@ -185,6 +185,14 @@ rate = None if m64 is None else 1e3 / m64
 rows.append(("≥ 1 M 64-byte WRITEs per second on one core (engine, both NICs on the core)",
              "—" if rate is None else f"{rate:.2f} M/s ({m64:.0f} ns per message)",
              verdict(None if rate is None else rate >= 1)))
+# The payload copies' pieces (crates/roce-core/src/copy.rs) must not depend on where the
+# destination lies against the source: one `memcpy` of 4 KiB 12 bytes past its source modulo
+# 4 KiB is `rep movsb` at its slowest on AMD's Zen, and an optimiser that merges the pieces
+# back into one copy (LLVM's loop idiom pass did, under fat LTO) brings that back.
+p12, p64, m12 = crit("copy_pieces_12"), crit("copy_pieces_64"), crit("copy_memcpy_12")
+rows.append(("Payload copies in 1 KiB pieces as fast 12 bytes past their source modulo 4 KiB as 64 (`copy/pieces/12` ≤ 1.5 × `copy/pieces/64`)",
+             "—" if None in (p12, p64) else f"{p12:.0f} vs {p64:.0f} ns" + ("" if m12 is None else f" (one `memcpy` at 12: {m12:.0f} ns)"),
+             verdict(None if None in (p12, p64) else p12 <= 1.5 * p64)))
 # Busy polling, as perftest spins on its CQ and a NIC never sleeps; the blast never waits either.
 v64 = f("rate64busy", veth)
 w64 = f("rate64", veth)
