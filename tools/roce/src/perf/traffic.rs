@@ -255,12 +255,11 @@ impl Runner<'_> {
     /// Their posting time is kept in `times` (for the peak) when kept. Each WR is built where
     /// the engine takes it, inside the one verb, rather than gathered into a list first: a WR
     /// is some 140 bytes, and copying one just built cost more than building it.
-    /// WR `n` of a QP has id `n` and asks for a completion as `moderation` says;
-    /// `asked[qp]` counts the QP's WRs up to its last that asked.
+    /// WR `n` of a QP has id `n` and asks for a completion as `moderation` says.
     fn fill_and_post(
         &self,
         (verb, depth, cas, moderation): (Verb, u32, bool, Moderation),
-        (posted, asked): (&mut [u64], &mut [u64]),
+        posted: &mut [u64],
         done: &[u64],
         times: &mut Option<Times>,
     ) -> Result<(), TrafficError> {
@@ -280,9 +279,6 @@ impl Runner<'_> {
                     wr.signaled = moderation.signaled(n);
                     nic.post_send(self.qps[qp].qpn, wr)?;
                     posted[qp] += 1;
-                    if moderation.signaled(n) {
-                        asked[qp] = n + 1;
-                    }
                     count += 1;
                 }
                 if count == before {
@@ -317,12 +313,11 @@ impl Runner<'_> {
         let start = self.started();
         let n = self.qps.len();
         let iters = self.plan.iters();
-        let wr = (verb, depth, cas, Moderation::new(cq_mod, depth, iters));
+        let moderation = Moderation::new(cq_mod, depth, iters);
+        let wr = (verb, depth, cas, moderation);
         let total = iters.saturating_mul(n as u64);
         let end = self.end(start);
         let mut posted = vec![0u64; n];
-        // Per QP, the WRs up to the last that asked for a completion: what the run waits for.
-        let mut asked = vec![0u64; n];
         let mut per_qp = PerQp::new(n, start, self.plan);
         let mut progress = Progress::new(end.is_none().then_some(total));
         let mut times = (matches!(self.plan, Plan::Iterations(n) if n <= PEAK_MAX_ITERS)
@@ -335,13 +330,12 @@ impl Runner<'_> {
             let posting = end.is_none_or(|end| Instant::now() < end);
             // Once a timed run stops posting, the WRs after each QP's last that asked complete
             // unseen, as in perftest: the run ends when the ones that asked have come.
-            let awaited = asked.iter().sum::<u64>() - per_qp.sum;
+            let awaited = moderation.asked_of_all(&posted) - per_qp.sum;
             if per_qp.sum >= total || (!posting && awaited == 0) {
                 break;
             }
             if posting {
-                let counts = (&mut posted[..], &mut asked[..]);
-                self.fill_and_post(wr, counts, &per_qp.done, &mut times)?;
+                self.fill_and_post(wr, &mut posted, &per_qp.done, &mut times)?;
             }
             if first_round {
                 per_qp.start = Instant::now();

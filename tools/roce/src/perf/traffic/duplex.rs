@@ -29,8 +29,6 @@ impl Runner<'_> {
         let n = self.qps.len();
         let iters = self.plan.iters();
         let moderation = Moderation::new(cq_mod, depth, iters);
-        // Per QP, the sends up to the last that asked for a completion (`bandwidth`).
-        let mut asked = vec![0u64; n];
         let total = iters.saturating_mul(n as u64);
         let end = self.end(start);
         let mut sent = vec![0u64; n];
@@ -48,7 +46,8 @@ impl Runner<'_> {
         loop {
             let now = Instant::now();
             let posting = end.is_none_or(|end| now < end);
-            let awaited = asked.iter().sum::<u64>() - per_qp.sum;
+            // The sends up to each QP's last that asked (`bandwidth`).
+            let awaited = moderation.asked_of_all(&sent) - per_qp.sum;
             let over = match end {
                 None => per_qp.sum >= total && received_sum >= total,
                 Some(_) => !posting && awaited == 0,
@@ -59,7 +58,7 @@ impl Runner<'_> {
             if sending && posting {
                 self.fill_and_post(
                     (Verb::Send, depth, false, moderation),
-                    (&mut sent, &mut asked),
+                    &mut sent,
                     &per_qp.done,
                     &mut times,
                 )?;

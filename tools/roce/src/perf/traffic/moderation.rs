@@ -32,6 +32,21 @@ impl Moderation {
     pub(crate) fn signaled(self, n: u64) -> bool {
         (n + 1).is_multiple_of(self.every) || n + 1 == self.iters
     }
+
+    /// Of a QP's first `posted` WRs, how many lie up to the last one that asked: those a
+    /// completion will account for; the rest complete unseen until a later one asks.
+    pub(crate) fn asked(self, posted: u64) -> u64 {
+        if posted == self.iters {
+            posted
+        } else {
+            posted - posted % self.every
+        }
+    }
+
+    /// [`Moderation::asked`] over every QP's posted WRs.
+    pub(crate) fn asked_of_all(self, posted: &[u64]) -> u64 {
+        posted.iter().map(|&p| self.asked(p)).sum()
+    }
 }
 
 #[cfg(test)]
@@ -66,6 +81,28 @@ mod tests {
     #[test]
     fn one_asks_for_every_wr() {
         assert_eq!(asking(Moderation::new(1, 128, 5), 5), [0, 1, 2, 3, 4]);
+    }
+
+    /// What `asked` derives from a posted count is what the WRs that asked say.
+    #[test]
+    fn asked_is_up_to_the_last_signaled_wr() {
+        for m in [
+            Moderation::new(100, 128, 250),
+            Moderation::new(16, 16, 40),
+            Moderation::new(1, 128, 5),
+            Moderation::new(4, 128, u64::MAX),
+        ] {
+            for posted in 0..=40.min(m.iters) {
+                let last = (0..posted)
+                    .rev()
+                    .find(|&n| m.signaled(n))
+                    .map_or(0, |n| n + 1);
+                assert_eq!(m.asked(posted), last, "{m:?} {posted}");
+            }
+        }
+        let m = Moderation::new(100, 128, 250);
+        assert_eq!((m.asked(199), m.asked(200), m.asked(250)), (100, 200, 250));
+        assert_eq!(m.asked_of_all(&[150, 250]), 350);
     }
 
     #[test]
