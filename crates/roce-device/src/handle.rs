@@ -103,25 +103,22 @@ impl DeviceHandle {
         match kind {
             Verb::PostSend => self.run_post_send(f),
             Verb::PostRecv => self.run(f).map(|(result, ..)| result),
-            Verb::Other => {
+            Verb::Other | Verb::Deregister => {
                 self.shared.flush_pending();
+                // A deregistration holds the sending lock, as a round holds it from its first
+                // loan to its last `sendmsg` (the order every sender takes: this lock, then
+                // the engine's).
+                let sending = (kind == Verb::Deregister)
+                    .then(|| self.shared.direct.as_ref().map(crate::cq::lock))
+                    .flatten();
                 let mut changes = 0;
                 let (result, sends, streaming, now) = self.run(|nic, now| {
                     let result = f(nic, now);
                     changes = nic.cm_listen_changes();
                     result
                 })?;
-                self.shared.tell_listeners(changes);
-                self.shared.after_verb(sends, !streaming, now);
-                Ok(result)
-            }
-            Verb::Deregister => {
-                self.shared.flush_pending();
-                // The sending lock, as a round holds it from its first loan to its last
-                // `sendmsg` (the order every sender takes: this lock, then the engine's).
-                let sending = self.shared.direct.as_ref().map(crate::cq::lock);
-                let (result, sends, streaming, now) = self.run(f)?;
                 drop(sending);
+                self.shared.tell_listeners(changes);
                 self.shared.after_verb(sends, !streaming, now);
                 Ok(result)
             }
