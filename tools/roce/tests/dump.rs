@@ -7,6 +7,8 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
+mod common;
+
 fn fixtures(sub: &str) -> Vec<PathBuf> {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../../pcap-fixtures")
@@ -870,20 +872,13 @@ fn packets_cut_by_a_snap_length_decode_their_headers_and_are_not_bad() {
 fn int_headers_of_hpcc_show_after_the_headers_they_follow() {
     let file =
         Scratch(std::env::temp_dir().join(format!("roce-dump-{}-hpcc.pcap", std::process::id())));
-    struct ScratchDir(PathBuf);
-    impl Drop for ScratchDir {
-        fn drop(&mut self) {
-            let _ = std::fs::remove_dir_all(&self.0);
-        }
-    }
-    let out =
-        ScratchDir(std::env::temp_dir().join(format!("roce-dump-{}-hpcc", std::process::id())));
+    let out = common::ScratchDir::new("roce-dump-hpcc");
     let sim = Command::new(env!("CARGO_BIN_EXE_roce"))
         .args(["sim", "incast-hpcc", "--set", "duration_ms=1", "--set"])
         .args(["summary_from_ms=0", "--pcap"])
         .arg(&file.0)
         .arg("--out")
-        .arg(&out.0)
+        .arg(&*out)
         .output()
         .unwrap();
     assert!(sim.status.success(), "{sim:?}");

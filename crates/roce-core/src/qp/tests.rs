@@ -1513,13 +1513,7 @@ fn read_responses_are_lent_as_requests_are() {
 fn memory_that_lends_no_read_responses_has_them_copied_and_its_requests_lent() {
     let pattern: Vec<u8> = (0..4096u32).map(|i| (i * 17 + 1) as u8).collect();
     let mut s = setup();
-    let pd = s.mr.pd();
-    let memory = std::sync::Arc::new(Restricted {
-        memory: OwnedMemory::zeroed(4096),
-        addressed: true,
-        lends_reads: false,
-    });
-    let mr = s.nic.reg_memory(pd, memory, None, Access::ALL).unwrap();
+    let mr = Restricted::register(&mut s, true, false);
     assert!(mr.write(0, &pattern));
     // A READ of 2048 bytes of it: two full responses, copied.
     let mut read = request(Opcode::RcRdmaReadRequest, RQ_PSN, true);
@@ -1601,6 +1595,19 @@ struct Restricted {
     lends_reads: bool,
 }
 
+impl Restricted {
+    /// 4 KiB of it, registered in the setup's PD with every access.
+    fn register(s: &mut Setup, addressed: bool, lends_reads: bool) -> MemoryRegion {
+        let memory = std::sync::Arc::new(Self {
+            memory: OwnedMemory::zeroed(4096),
+            addressed,
+            lends_reads,
+        });
+        let pd = s.mr.pd();
+        s.nic.reg_memory(pd, memory, None, Access::ALL).unwrap()
+    }
+}
+
 impl RegionMemory for Restricted {
     fn len(&self) -> usize {
         self.memory.len()
@@ -1632,13 +1639,7 @@ fn inline_sends_memory_without_an_address_and_acks_are_copied_not_lent() {
         ..NicConfig::default()
     });
     let pattern = |seed: u32| -> Vec<u8> { (0..1024u32).map(|i| (i * seed + 1) as u8).collect() };
-    let pd = s.mr.pd();
-    let memory = std::sync::Arc::new(Restricted {
-        memory: OwnedMemory::zeroed(4096),
-        addressed: false,
-        lends_reads: true,
-    });
-    let far = s.nic.reg_memory(pd, memory, None, Access::ALL).unwrap();
+    let far = Restricted::register(&mut s, false, true);
     assert!(far.write(0, &pattern(3)));
     let wr = SendWr::new(
         9,
