@@ -329,9 +329,9 @@ impl Runner<'_> {
         loop {
             let posting = end.is_none_or(|end| Instant::now() < end);
             // Once a timed run stops posting, the WRs after each QP's last that asked complete
-            // unseen, as in perftest: the run ends when the ones that asked have come.
-            let awaited = moderation.asked_of_all(&posted) - per_qp.sum;
-            if per_qp.sum >= total || (!posting && awaited == 0) {
+            // unseen, as in perftest: the run ends when the ones that asked have come (counted
+            // only then: a pass over every QP).
+            if per_qp.sum >= total || (!posting && moderation.asked_of_all(&posted) == per_qp.sum) {
                 break;
             }
             if posting {

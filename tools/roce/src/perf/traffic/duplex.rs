@@ -46,11 +46,10 @@ impl Runner<'_> {
         loop {
             let now = Instant::now();
             let posting = end.is_none_or(|end| now < end);
-            // The sends up to each QP's last that asked (`bandwidth`).
-            let awaited = moderation.asked_of_all(&sent) - per_qp.sum;
             let over = match end {
                 None => per_qp.sum >= total && received_sum >= total,
-                Some(_) => !posting && awaited == 0,
+                // The sends up to each QP's last that asked have completed (`bandwidth`).
+                Some(_) => !posting && moderation.asked_of_all(&sent) == per_qp.sum,
             };
             if over {
                 break;
