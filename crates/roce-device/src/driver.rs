@@ -143,7 +143,8 @@ impl<B: Backend> Driver<B> {
 /// it for the locks (strace of `ib_send_lat` under `roce exec`: three futex calls per message).
 /// The task then steps back and looks again a timer tick later. The socket's readiness is kept
 /// meanwhile, so nothing that arrives is missed when the program stops polling; and what the
-/// program's last poll left for a post it did not make (`Shared::owed`: ACKs) is sent then.
+/// program left owed (`Shared::owed`: ACKs its last poll left for a post it did not make, the
+/// packets of posts it made since its last poll) is sent then.
 async fn receive<B: Backend>(
     backend: &mut B,
     inbox: &mut Inbox,
@@ -154,7 +155,7 @@ async fn receive<B: Backend>(
             while shared.network_polled_within(STEP_BACK) {
                 tokio::time::sleep(STEP_BACK).await;
             }
-            // The program stopped polling with ACKs left for a post it did not make.
+            // The program stopped polling with packets owed.
             if shared.owed.load(Ordering::SeqCst) {
                 return Ok(0);
             }

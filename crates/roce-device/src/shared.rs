@@ -48,9 +48,11 @@ pub(crate) struct Shared {
     /// first. A post that comes within [`BURST_GAP`] of it is part of a burst
     /// ([`crate::Verb::PostSend`]).
     pub(crate) posted_at: AtomicU64,
-    /// A poll of the network delivered completions and left the packets the datagrams made
-    /// (their ACKs) unsent, for the program's next post to take along
-    /// ([`crate::DeviceHandle::poll_network`]). The next send round clears it (`Outbox::begin`).
+    /// The engine holds packets that a thread spinning on the network is to send: a poll
+    /// delivered completions and left the packets the datagrams made (their ACKs) for the
+    /// program's next post to take along ([`crate::DeviceHandle::poll_network`]), or a post
+    /// left its packets for the next poll ([`Shared::leave_for_the_next_poll`]). The next send
+    /// round clears it (`Outbox::begin`).
     pub(crate) owed: AtomicBool,
     pub(crate) clock: TokioClock,
     /// Wait for completions by polling in a loop instead of sleeping until woken.
@@ -167,6 +169,19 @@ impl Shared {
             };
         }
         if ring || self.deadline_before_timer() {
+            self.doorbell.ring();
+        }
+    }
+
+    /// What a post that does not send at once does when a program's thread spins on the
+    /// network: the packets stay in the engine, owed, and the program's next empty poll
+    /// sends them ([`crate::DeviceHandle::poll_network`]) with those of the posts in between,
+    /// on its own thread. Nobody is woken but for a deadline the task's timer would miss. A
+    /// program that stops polling leaves them to the task, which looks again within
+    /// [`STEP_BACK`] (`driver::receive`), or to its next verb or wait for an event.
+    pub(crate) fn leave_for_the_next_poll(&self) {
+        self.owed.store(true, Ordering::SeqCst);
+        if self.deadline_before_timer() {
             self.doorbell.ring();
         }
     }

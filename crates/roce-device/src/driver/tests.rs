@@ -859,6 +859,53 @@ fn a_post_during_a_stream_leaves_its_packets_to_the_task() {
     );
 }
 
+/// A program spinning on its CQ (empty polls in a row), posting a stream: the first SEND
+/// leaves at once, the next two, posted before it is acknowledged, wake nobody and wait for
+/// the program's next empty poll, which sends both on its thread, in one batch.
+#[tokio::test(start_paused = true)]
+async fn a_spinning_programs_stream_leaves_with_its_next_poll_and_wakes_nobody() {
+    let s = spinning();
+    s.inflow.waiting.lock().unwrap().clear();
+    spin(&s);
+    post_a_send(&s.handle, s.qpn, 1);
+    assert_eq!(s.sends.opcodes(), [vec![Opcode::RcSendOnly]]);
+    post_a_send(&s.handle, s.qpn, 2);
+    post_a_send(&s.handle, s.qpn, 3);
+    assert_eq!(s.sends.sent().len(), 1, "sent before the next poll");
+    assert!(!s.shared.doorbell.is_rung(), "the task was woken");
+    assert!(!s.handle.poll_network());
+    assert_eq!(
+        s.sends.opcodes()[1..],
+        [vec![Opcode::RcSendOnly, Opcode::RcSendOnly]],
+        "the next poll did not send the two in one batch"
+    );
+    assert!(!s.shared.doorbell.is_rung(), "the task was woken");
+}
+
+/// The same stream from a program that arms its CQ after its posts, to wait for the
+/// completion event: what it left for a poll it will not make leaves when it arms.
+#[tokio::test(start_paused = true)]
+async fn what_a_spinning_program_posted_leaves_when_it_turns_to_waiting() {
+    let s = spinning();
+    s.inflow.waiting.lock().unwrap().clear();
+    spin(&s);
+    post_a_send(&s.handle, s.qpn, 1);
+    post_a_send(&s.handle, s.qpn, 2);
+    assert_eq!(s.sends.sent().len(), 1, "sent before the next poll");
+    s.handle.send_owed();
+    assert_eq!(s.sends.opcodes()[1..], [vec![Opcode::RcSendOnly]]);
+    s.handle.send_owed();
+    assert_eq!(s.sends.sent().len(), 2, "sent twice");
+}
+
+/// Empty polls in a row (paused time makes them simultaneous): a program spinning on its CQ.
+#[track_caller]
+fn spin(s: &Spinning) {
+    assert!(!s.handle.poll_network() && !s.handle.poll_network());
+    assert!(s.shared.network_polled_within(STEP_BACK), "not spinning");
+    assert!(s.sends.sent().is_empty());
+}
+
 /// A verb whose packets start a retry timer earlier than the task's timer (here: none armed)
 /// still sends them itself, and rings the doorbell so that the task arms its timer.
 #[test]

@@ -233,12 +233,16 @@ pub(crate) fn destroy_comp_channel(channel: usize) -> Result<(), Errno> {
 /// `solicited_only`, the next receive of a solicited message or unsuccessful completion
 /// ([`CompletionQueue::arm_solicited`]).
 pub(crate) fn req_notify_cq(cq: usize, solicited_only: bool) -> Result<(), Errno> {
-    let (queue, writer) = with(|o| {
+    let (queue, writer, ctx) = with(|o| {
         let c = o.cqs.get(&cq)?;
         let ch = o.channels.get(&c.channel?)?;
-        Some((c.queue.clone(), ch.writer.clone()))
+        Some((c.queue.clone(), ch.writer.clone(), c.ctx))
     })
     .ok_or(EINVAL)?;
+    // A program that arms its CQ is about to wait: what its spinning left owed goes now.
+    if let Ok(engine) = state::engine(ctx) {
+        engine.device.send_owed();
+    }
     let notify = move || {
         let event = (cq as u64).to_ne_bytes();
         let mut w = writer.lock().unwrap_or_else(PoisonError::into_inner);
