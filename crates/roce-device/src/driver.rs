@@ -152,8 +152,26 @@ async fn receive<B: Backend>(
 ) -> io::Result<usize> {
     match &shared.rx {
         Some(rx) => {
+            // Arrivals wake nobody while the program spins (`Backend::wake_on_datagrams`;
+            // both ways idempotent: this future may be dropped while it sleeps). Not taken out,
+            // they only keep waking the task.
             while shared.network_polled_within(STEP_BACK) {
+                if let Err(err) = backend.wake_on_datagrams(false) {
+                    tracing::debug!(error = %err, "datagrams still wake the task");
+                }
                 tokio::time::sleep(STEP_BACK).await;
+            }
+            if let Err(err) = backend.wake_on_datagrams(true) {
+                // Not registered again (out of descriptors, say): the task looks at the
+                // socket every step back instead of waiting on it.
+                static SAID: std::sync::Once = std::sync::Once::new();
+                SAID.call_once(|| {
+                    tracing::warn!(error = %err, "cannot wait for datagrams: looking every millisecond");
+                });
+                tokio::time::sleep(STEP_BACK).await;
+                return Ok(shared
+                    .receive_round(&mut lock(rx), || shared.clock.now())?
+                    .1);
             }
             // The program stopped polling with packets owed.
             if shared.owed.load(Ordering::SeqCst) {

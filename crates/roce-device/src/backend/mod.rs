@@ -153,6 +153,17 @@ pub trait Backend: Send + 'static {
         None
     }
 
+    /// Whether a datagram's arrival wakes the thread the device's task runs on (true when the
+    /// backend is made). While a program's thread spins on the [`Receiver`], the task steps
+    /// back from the socket, and a wake-up for each datagram would only take a core from the
+    /// spinners: the task turns it off, and on again before it waits with
+    /// [`Backend::when_readable`], which then sees what came meanwhile. The default does
+    /// nothing (the arrivals keep waking the task).
+    fn wake_on_datagrams(&mut self, wake: bool) -> io::Result<()> {
+        let _ = wake;
+        Ok(())
+    }
+
     /// Waits until datagrams may have arrived, then calls `receive`, which takes them through
     /// the [`Receiver`] and says whether it drained the socket: then the next call waits for a
     /// new datagram. Must be cancel-safe until `receive` is called. Only called on a backend

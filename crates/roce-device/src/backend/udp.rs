@@ -23,13 +23,14 @@ use std::net::{IpAddr, Ipv6Addr, SocketAddr, SocketAddrV6};
 use std::task::Poll;
 
 use roce_core::Transmit;
-use tokio::io::unix::{AsyncFd, AsyncFdReadyGuard};
+use tokio::io::unix::AsyncFdReadyGuard;
 
 use super::{Backend, Received, Receiver, Sender};
 
 mod interface;
 mod open;
 mod receiver;
+mod registration;
 mod sender;
 mod sockets;
 #[cfg(test)]
@@ -40,15 +41,15 @@ pub use receiver::UdpReceiver;
 pub use sender::{MAX_GSO_SEGMENTS, UdpSender};
 
 use open::Opened;
+use registration::Registration;
 use sockets::Sockets;
 
 /// A UDP socket on `<ip>:4791`, and maybe a second one on an IPv6 link-local address
 /// ([`UdpBackend::bind_link_local`]).
 #[derive(Debug)]
 pub struct UdpBackend {
-    /// The sockets, registered with the runtime's reactor as `AsyncFd`s rather than tokio
-    /// `UdpSocket`s, for the readiness guard's `clear_ready` (see `recv`).
-    fds: Sockets<AsyncFd<std::net::UdpSocket>>,
+    /// The sockets' registrations with the runtime's reactor ([`Registration`]).
+    fds: Sockets<Registration>,
     /// Its own receives, until the device takes a [`UdpReceiver`] of its own.
     rx: UdpReceiver,
     /// Its own sends, until the device takes a [`UdpSender`] of its own.
@@ -59,7 +60,7 @@ impl UdpBackend {
     /// Binds `<ip>:port` (4791 for RoCEv2). Must be called inside a tokio runtime.
     pub fn bind(ip: IpAddr, port: u16) -> io::Result<Self> {
         let std_socket = std::net::UdpSocket::bind(SocketAddr::new(ip, port))?;
-        Ok(Self::from_socket(Opened::new(std_socket, None)?))
+        Self::from_socket(Opened::new(std_socket, None)?)
     }
 
     /// Binds `[::]:port` on the interface `ifname` alone (`SO_BINDTODEVICE`, IPv6 only): one
@@ -74,10 +75,7 @@ impl UdpBackend {
         socket.set_only_v6(true)?;
         socket.bind_device(Some(ifname.as_bytes()))?;
         socket.bind(&SocketAddr::from((Ipv6Addr::UNSPECIFIED, port)).into())?;
-        Ok(Self::from_socket(Opened::new(
-            socket.into(),
-            Some(ifindex),
-        )?))
+        Self::from_socket(Opened::new(socket.into(), Some(ifindex))?)
     }
 
     /// Adds a second socket, IPv6 only, bound to `[ip%scope_id]:port` (this backend's port):
@@ -103,7 +101,7 @@ impl UdpBackend {
     /// Adds `socket`, bound to a link-local address of the interface `scope_id`.
     fn add_link_local(&mut self, socket: std::net::UdpSocket, scope_id: u32) -> io::Result<()> {
         let opened = Opened::new(socket, (scope_id != 0).then_some(scope_id))?;
-        self.fds.link_local = Some(opened.fd);
+        self.fds.link_local = Some(Registration::new(opened.fd)?);
         self.rx.sockets.link_local = Some(opened.rx);
         self.tx.sockets.link_local = Some(opened.tx);
         self.tx.gso_segments = self.tx.gso_segments.min(opened.gso_segments);
@@ -120,16 +118,16 @@ impl UdpBackend {
         first_ifindex: Option<u32>,
         link_local: Option<(std::net::UdpSocket, u32)>,
     ) -> io::Result<Self> {
-        let mut backend = Self::from_socket(Opened::new(first, first_ifindex)?);
+        let mut backend = Self::from_socket(Opened::new(first, first_ifindex)?)?;
         if let Some((socket, scope_id)) = link_local {
             backend.add_link_local(socket, scope_id)?;
         }
         Ok(backend)
     }
 
-    fn from_socket(opened: Opened) -> Self {
-        Self {
-            fds: Sockets::one(opened.fd),
+    fn from_socket(opened: Opened) -> io::Result<Self> {
+        Ok(Self {
+            fds: Sockets::one(Registration::new(opened.fd)?),
             rx: UdpReceiver {
                 sockets: Sockets::one(opened.rx),
             },
@@ -138,7 +136,7 @@ impl UdpBackend {
                 gso_segments: opened.gso_segments,
                 pieces: Vec::new(),
             },
-        }
+        })
     }
 
     /// Sends every datagram with a system call of its own: no segmentation-offload batches.
@@ -164,12 +162,15 @@ impl UdpBackend {
 /// The readiness guards of the sockets that are readable.
 type Readiness<'a> = Sockets<Option<AsyncFdReadyGuard<'a, std::net::UdpSocket>>>;
 
-/// Waits until one of the sockets is readable (may have datagrams).
-async fn readable(fds: &Sockets<AsyncFd<std::net::UdpSocket>>) -> io::Result<Readiness<'_>> {
+/// Waits until one of the registered sockets is readable (may have datagrams).
+async fn readable(fds: &Sockets<Registration>) -> io::Result<Readiness<'_>> {
     std::future::poll_fn(|cx| {
-        let ready = fds.try_map(|fd| match fd.poll_read_ready(cx) {
-            Poll::Ready(guard) => guard.map(Some),
-            Poll::Pending => Ok(None),
+        let ready = fds.try_map(|registration| match registration.fd() {
+            Some(fd) => match fd.poll_read_ready(cx) {
+                Poll::Ready(guard) => guard.map(Some),
+                Poll::Pending => Ok(None),
+            },
+            None => Ok(None),
         })?;
         if ready.iter().any(Option::is_some) {
             Poll::Ready(Ok(ready))
@@ -214,6 +215,13 @@ impl Backend for UdpBackend {
         let ready = readable(&self.fds).await?;
         if receive()? {
             clear(ready);
+        }
+        Ok(())
+    }
+
+    fn wake_on_datagrams(&mut self, wake: bool) -> io::Result<()> {
+        for registration in self.fds.iter_mut() {
+            registration.set(wake)?;
         }
         Ok(())
     }

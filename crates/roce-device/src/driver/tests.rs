@@ -23,6 +23,8 @@ enum Event {
     Recv,
     /// It sent this many datagrams at once.
     Send(usize),
+    /// It said whether datagrams should wake it (`Backend::wake_on_datagrams`).
+    Wake(bool),
 }
 
 /// Datagrams to hand over, and a log of the driver's calls.
@@ -140,6 +142,11 @@ impl Backend for Recorder {
     fn recv_buffer_len(&self) -> usize {
         65536
     }
+
+    fn wake_on_datagrams(&mut self, wake: bool) -> io::Result<()> {
+        self.log.lock().unwrap().push(Event::Wake(wake));
+        Ok(())
+    }
 }
 
 /// A NIC whose RC QP is connected to the peer's QP 0x99 and has a region of `len` bytes.
@@ -215,6 +222,7 @@ async fn issue_11_a_long_train_of_read_responses_leaves_room_to_receive_between_
                 run = 0;
             }
             Event::Send(n) => run += n,
+            Event::Wake(_) => {}
         }
     }
     sent_between_recvs.push(run);
@@ -726,6 +734,50 @@ async fn the_task_sends_what_a_poll_left_once_the_program_stops_polling() {
     assert!(s.sends.sent().is_empty(), "sent while the program spun");
     tokio::time::sleep(STEP_BACK * 3).await;
     assert_eq!(s.sends.opcodes(), [vec![Opcode::RcAcknowledge]]);
+    task.abort();
+}
+
+/// While a program spins on the network, datagrams do not wake the device's task (each
+/// would take a core from the spinner for nothing: the task leaves the socket to it); once
+/// the program stops, the task has them wake it again before it waits on the socket.
+#[tokio::test(start_paused = true)]
+async fn datagrams_wake_the_task_only_while_no_program_spins() {
+    let s = spinning();
+    s.inflow.waiting.lock().unwrap().clear();
+    spin(&s);
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let driver = Driver {
+        shared: s.shared.clone(),
+        backend: Recorder {
+            incoming: VecDeque::new(),
+            log: log.clone(),
+            watch: None,
+        },
+        tap: None,
+        rx_loss: Loss { ppm: 0, state: 1 },
+        busy_poll: false,
+    };
+    let wakes = || -> Vec<bool> {
+        let log = log.lock().unwrap();
+        let mut wakes: Vec<bool> = log
+            .iter()
+            .filter_map(|e| match e {
+                Event::Wake(wake) => Some(*wake),
+                _ => None,
+            })
+            .collect();
+        wakes.dedup();
+        wakes
+    };
+    let task = tokio::spawn(driver.run());
+    tokio::time::sleep(STEP_BACK / 2).await;
+    assert_eq!(wakes(), [false], "datagrams still wake the task");
+    tokio::time::sleep(STEP_BACK * 3).await;
+    assert_eq!(
+        wakes(),
+        [false, true],
+        "the task waits on a socket that wakes nobody"
+    );
     task.abort();
 }
 

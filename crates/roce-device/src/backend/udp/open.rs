@@ -1,11 +1,10 @@
 //! One socket opened for a [`UdpBackend`]: non-blocking, its buffers sized, zero UDP checksums
-//! taken over IPv6, registered with the reactor, and its two halves.
+//! taken over IPv6, and its two halves.
 
 use std::io;
 use std::sync::Arc;
 
 use quinn_udp::{RecvMeta, UdpSocketState};
-use tokio::io::unix::AsyncFd;
 
 use super::receiver::{BATCH, SocketReceiver};
 use super::sender::{MAX_GSO_SEGMENTS, SocketSender};
@@ -13,9 +12,10 @@ use super::sender::{MAX_GSO_SEGMENTS, SocketSender};
 #[cfg(doc)]
 use super::UdpBackend;
 
-/// One socket made ready for a [`UdpBackend`]: registered with the reactor, and its two halves.
+/// One socket made ready for a [`UdpBackend`]: the descriptor to register with the reactor
+/// (`Registration`), and its two halves.
 pub(super) struct Opened {
-    pub(super) fd: AsyncFd<std::net::UdpSocket>,
+    pub(super) fd: std::net::UdpSocket,
     pub(super) rx: SocketReceiver,
     pub(super) tx: SocketSender,
     /// Datagrams one segmentation-offload send on it may carry.
@@ -43,9 +43,8 @@ impl Opened {
             local,
             meta: vec![RecvMeta::default(); BATCH],
         };
-        let fd = crate::backend::sys::register_udp(std_socket)?;
         Ok(Self {
-            fd,
+            fd: std_socket,
             rx,
             tx,
             gso_segments,

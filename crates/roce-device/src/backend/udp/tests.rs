@@ -40,13 +40,42 @@ fn a_receive_buffer_below_the_ask_is_said_with_the_sysctl_that_lifts_it() {
 async fn the_socket_asks_for_no_receive_timestamps() {
     use nix::sys::socket::{getsockopt, sockopt};
     let backend = UdpBackend::bind("127.0.0.1".parse().unwrap(), 0).unwrap();
-    for fd in backend.fds.iter() {
-        assert!(!getsockopt(fd.get_ref(), sockopt::ReceiveTimestampns).unwrap());
+    for registration in backend.fds.iter() {
+        assert!(!getsockopt(registration.socket(), sockopt::ReceiveTimestampns).unwrap());
     }
     // The option reads back as set where it is set: the check above can see it.
     let plain = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
     nix::sys::socket::setsockopt(&plain, sockopt::ReceiveTimestampns, &true).unwrap();
     assert!(getsockopt(&plain, sockopt::ReceiveTimestampns).unwrap());
+}
+
+/// A backend told not to wake its task for datagrams is not ready when one arrives; told to
+/// again, it is, and the datagram that came meanwhile is there to receive.
+#[tokio::test]
+async fn a_datagram_that_came_while_it_woke_nobody_is_seen_once_it_does() {
+    let ip: IpAddr = "127.0.0.1".parse().unwrap();
+    let mut backend = UdpBackend::bind(ip, 0).unwrap();
+    let mut rx = backend.receiver().unwrap();
+    let peer = std::net::UdpSocket::bind((ip, 0)).unwrap();
+    backend.wake_on_datagrams(false).unwrap();
+    backend.wake_on_datagrams(false).unwrap();
+    peer.send_to(b"while asleep", backend.local_addr()).unwrap();
+    let wait = Duration::from_millis(100);
+    let woke = tokio::time::timeout(wait, backend.when_readable(|| Ok(false))).await;
+    assert!(woke.is_err(), "the datagram woke the task");
+    backend.wake_on_datagrams(true).unwrap();
+    backend.wake_on_datagrams(true).unwrap();
+    let mut buf = vec![0; rx.buffer_len()];
+    let mut out = Vec::new();
+    tokio::time::timeout(
+        wait,
+        backend.when_readable(|| rx.try_recv(&mut buf, &mut out)),
+    )
+    .await
+    .expect("the datagram that came meanwhile was missed")
+    .unwrap();
+    assert_eq!(out.len(), 1);
+    assert_eq!(&buf[out[0].offset..][..out[0].len], b"while asleep");
 }
 
 /// A receive that drains the socket clears its readiness without a failing system call;
