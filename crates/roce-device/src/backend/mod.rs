@@ -11,6 +11,7 @@ mod counters;
 mod ndp;
 pub mod packet_socket;
 pub mod raw;
+mod registration;
 pub mod steer;
 #[allow(unsafe_code)]
 pub(crate) mod sys;

@@ -33,9 +33,10 @@ use std::net::IpAddr;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use roce_core::Transmit;
-use tokio::io::unix::AsyncFd;
+use tokio::io::unix::AsyncFdReadyGuard;
 
 use super::packet_socket::{self, PacketSocket, Receiver};
+use super::registration::Registration;
 use super::sys::PacketFd;
 use super::{Backend, BackendCounters, Counter, Received};
 
@@ -50,8 +51,9 @@ use link::Link;
 /// An AF_PACKET socket on one interface, playing one IP address.
 #[derive(Debug)]
 pub struct RawBackend {
-    /// The socket's descriptor, registered with tokio: what the device's task waits on.
-    ready: AsyncFd<Arc<PacketFd>>,
+    /// The socket's descriptor, registered with tokio while datagrams are to wake the device's
+    /// task: what the task waits on.
+    ready: Registration<Arc<PacketFd>>,
     /// The receive ring, until the device takes it as a [`RawReceiver`].
     ring: Option<Receiver>,
     /// The sending half, on the link the ring's reader shares.
@@ -80,7 +82,7 @@ impl RawBackend {
     fn with_socket(socket: PacketSocket, ip: IpAddr) -> io::Result<Self> {
         let PacketSocket { tx, rx, mac, .. } = socket;
         Ok(Self {
-            ready: super::sys::register(rx.fd())?,
+            ready: Registration::new(rx.fd())?,
             ring: Some(rx),
             tx: RawSender::on(Link {
                 tx,
@@ -152,10 +154,20 @@ impl Drop for RawBackend {
     }
 }
 
+/// Until the ring may hold frames; never while the descriptor is not registered.
+async fn readable(
+    ready: &Registration<Arc<PacketFd>>,
+) -> io::Result<AsyncFdReadyGuard<'_, Arc<PacketFd>>> {
+    match ready.fd() {
+        Some(fd) => fd.readable().await,
+        None => std::future::pending().await,
+    }
+}
+
 impl Backend for RawBackend {
     async fn recv(&mut self, buf: &mut [u8], out: &mut Vec<Received>) -> io::Result<()> {
         loop {
-            let mut guard = self.ready.readable().await?;
+            let mut guard = readable(&self.ready).await?;
             let Some(ring) = &mut self.ring else {
                 // The device took the ring and receives through it; it does not call this.
                 return std::future::pending().await;
@@ -175,11 +187,15 @@ impl Backend for RawBackend {
     {
         // As `recv`, with the ring read by `receive` through the device's `RawReceiver`. The
         // guard is taken before the read, so a frame that arrives after it raises a new edge.
-        let mut guard = self.ready.readable().await?;
+        let mut guard = readable(&self.ready).await?;
         if receive()? {
             guard.clear_ready();
         }
         Ok(())
+    }
+
+    fn wake_on_datagrams(&mut self, wake: bool) -> io::Result<()> {
+        self.ready.set(wake)
     }
 
     fn receiver(&mut self) -> Option<Box<dyn super::Receiver>> {

@@ -25,12 +25,12 @@ use std::task::Poll;
 use roce_core::Transmit;
 use tokio::io::unix::AsyncFdReadyGuard;
 
+use super::registration::Registration;
 use super::{Backend, Received, Receiver, Sender};
 
 mod interface;
 mod open;
 mod receiver;
-mod registration;
 mod sender;
 mod sockets;
 #[cfg(test)]
@@ -41,7 +41,6 @@ pub use receiver::UdpReceiver;
 pub use sender::{MAX_GSO_SEGMENTS, UdpSender};
 
 use open::Opened;
-use registration::Registration;
 use sockets::Sockets;
 
 /// A UDP socket on `<ip>:4791`, and maybe a second one on an IPv6 link-local address
@@ -49,7 +48,7 @@ use sockets::Sockets;
 #[derive(Debug)]
 pub struct UdpBackend {
     /// The sockets' registrations with the runtime's reactor ([`Registration`]).
-    fds: Sockets<Registration>,
+    fds: Sockets<Registration<std::net::UdpSocket>>,
     /// Its own receives, until the device takes a [`UdpReceiver`] of its own.
     rx: UdpReceiver,
     /// Its own sends, until the device takes a [`UdpSender`] of its own.
@@ -163,7 +162,7 @@ impl UdpBackend {
 type Readiness<'a> = Sockets<Option<AsyncFdReadyGuard<'a, std::net::UdpSocket>>>;
 
 /// Waits until one of the registered sockets is readable (may have datagrams).
-async fn readable(fds: &Sockets<Registration>) -> io::Result<Readiness<'_>> {
+async fn readable(fds: &Sockets<Registration<std::net::UdpSocket>>) -> io::Result<Readiness<'_>> {
     std::future::poll_fn(|cx| {
         let ready = fds.try_map(|registration| match registration.fd() {
             Some(fd) => match fd.poll_read_ready(cx) {

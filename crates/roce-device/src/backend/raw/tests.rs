@@ -245,3 +245,45 @@ fn a_raw_backend_hands_its_ring_and_its_link_to_other_threads() {
         assert_eq!(seen, [vec![0xdd; 40]]);
     });
 }
+
+/// A raw backend told not to wake its task for frames is not ready when one arrives; told to
+/// again, it is, and the frame that came meanwhile is in the ring to read.
+#[test]
+fn a_frame_that_came_while_it_woke_nobody_is_seen_once_it_does() {
+    let Some(ns) = crate::backend::testing::Netns::new("wake") else {
+        return;
+    };
+    ns.run(|| {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let (us, peer) = (Ipv4Addr::new(198, 18, 9, 8), Ipv4Addr::new(198, 18, 9, 7));
+        let peer_mac = [2, 0, 0, 0, 0, 0x41];
+        runtime.block_on(async {
+            let socket = packet_socket::open_in_namespace("x1").unwrap();
+            let mut backend = RawBackend::with_socket(socket, IpAddr::V4(us)).unwrap();
+            let peer_tx = packet_socket::open_in_namespace("x0").unwrap().tx;
+            let mut rx = backend.receiver().unwrap();
+            let (mut buf, mut out) = (vec![0u8; rx.buffer_len()], Vec::new());
+            backend.wake_on_datagrams(false).unwrap();
+            backend.wake_on_datagrams(false).unwrap();
+            let bytes = frame_from_peer((peer, peer_mac), (us, backend.mac()), 0xee);
+            peer_tx.send(&[&bytes]).unwrap();
+            let wait = std::time::Duration::from_millis(200);
+            let woke = tokio::time::timeout(wait, backend.when_readable(|| Ok(false))).await;
+            assert!(woke.is_err(), "the frame woke the task");
+            backend.wake_on_datagrams(true).unwrap();
+            backend.wake_on_datagrams(true).unwrap();
+            tokio::time::timeout(
+                wait,
+                backend.when_readable(|| rx.try_recv(&mut buf, &mut out)),
+            )
+            .await
+            .expect("the frame that came meanwhile was missed")
+            .unwrap();
+            assert_eq!(out.len(), 1, "the peer's datagram, read from the ring");
+            assert_eq!(&buf[out[0].offset..][..out[0].len], &[0xee; 40]);
+        });
+    });
+}

@@ -13,7 +13,7 @@ use super::sender::{MAX_GSO_SEGMENTS, SocketSender};
 use super::UdpBackend;
 
 /// One socket made ready for a [`UdpBackend`]: the descriptor to register with the reactor
-/// (`Registration`), and its two halves.
+/// (`backend::registration`), and its two halves.
 pub(super) struct Opened {
     pub(super) fd: std::net::UdpSocket,
     pub(super) rx: SocketReceiver,

@@ -41,7 +41,7 @@ async fn the_socket_asks_for_no_receive_timestamps() {
     use nix::sys::socket::{getsockopt, sockopt};
     let backend = UdpBackend::bind("127.0.0.1".parse().unwrap(), 0).unwrap();
     for registration in backend.fds.iter() {
-        assert!(!getsockopt(registration.socket(), sockopt::ReceiveTimestampns).unwrap());
+        assert!(!getsockopt(registration.source(), sockopt::ReceiveTimestampns).unwrap());
     }
     // The option reads back as set where it is set: the check above can see it.
     let plain = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
