@@ -154,14 +154,16 @@ async fn receive<B: Backend>(
         Some(rx) => {
             // Arrivals wake nobody while the program spins (`Backend::wake_on_datagrams`;
             // both ways idempotent: this future may be dropped while it sleeps). Not taken out,
-            // they only keep waking the task.
+            // they only keep waking the task. A busy-polling device's thread never sleeps in
+            // the reactor: nothing to take out, and each change would be two system calls.
+            let wakes = !shared.busy_poll;
             while shared.network_polled_within(STEP_BACK) {
-                if let Err(err) = backend.wake_on_datagrams(false) {
+                if wakes && let Err(err) = backend.wake_on_datagrams(false) {
                     tracing::debug!(error = %err, "datagrams still wake the task");
                 }
                 tokio::time::sleep(STEP_BACK).await;
             }
-            if let Err(err) = backend.wake_on_datagrams(true) {
+            if wakes && let Err(err) = backend.wake_on_datagrams(true) {
                 // Not registered again (out of descriptors, say): the task looks at the
                 // socket every step back instead of waiting on it.
                 static SAID: std::sync::Once = std::sync::Once::new();
