@@ -250,9 +250,13 @@ impl DeviceHandle {
         drop(rx);
         // A spinning program keeps the task off the socket (`driver::receive`), and the task
         // sends what is owed when the program stops polling: nothing owed is left behind.
-        if came > 0 && shared.spun_within(now_ns, STEP_BACK) && shared.deliver() {
+        // What was owed before this poll (its posts' packets, or the ACKs of the poll before)
+        // leaves now: a poll leaves its own ACKs for one post at most. A program whose every
+        // poll brings datagrams (a rank of an all-to-all) would otherwise never send.
+        let owed = shared.owed.load(Ordering::SeqCst);
+        if came > 0 && !owed && shared.spun_within(now_ns, STEP_BACK) && shared.deliver() {
             shared.owed.store(true, Ordering::SeqCst);
-        } else if came > 0 || shared.owed.load(Ordering::SeqCst) {
+        } else if came > 0 || owed {
             shared.after_verb(true, true, now);
         }
         came > 0

@@ -934,6 +934,29 @@ async fn a_spinning_programs_stream_leaves_with_its_next_poll_and_wakes_nobody()
     assert!(!s.shared.doorbell.is_rung(), "the task was woken");
 }
 
+/// A spinning program's posts wait for one poll, not for an empty one: the poll that brings
+/// the peer's SEND (and its completion) sends them, with that SEND's ACK. A rank of an
+/// all-to-all, whose every poll brings something, would otherwise never send.
+#[tokio::test(start_paused = true)]
+async fn a_spinning_programs_posts_leave_with_its_next_poll_even_one_that_brings_datagrams() {
+    let s = spinning();
+    let send = s.inflow.waiting.lock().unwrap().pop_front().unwrap();
+    spin(&s);
+    post_a_send(&s.handle, s.qpn, 1);
+    post_a_send(&s.handle, s.qpn, 2);
+    assert_eq!(s.sends.sent().len(), 1, "sent before the next poll");
+    s.inflow.waiting.lock().unwrap().push_back(send);
+    assert!(s.handle.poll_network(), "the SEND was not received");
+    assert_eq!(s.queue.poll().expect("the receive completed").wr_id, 7);
+    let after_the_first: Vec<Opcode> = s.sends.opcodes()[1..].concat();
+    assert!(
+        after_the_first.len() == 2
+            && after_the_first.contains(&Opcode::RcSendOnly)
+            && after_the_first.contains(&Opcode::RcAcknowledge),
+        "the poll did not send the second SEND and the ACK: {after_the_first:?}"
+    );
+}
+
 /// The same stream from a program that arms its CQ after its posts, to wait for the
 /// completion event: what it left for a poll it will not make leaves when it arms.
 #[tokio::test(start_paused = true)]
