@@ -140,7 +140,7 @@ impl DeviceHandle {
     ///
     /// A program that spins on its CQ (`ibv_poll_cq` in a loop, as perftest's bandwidth tests
     /// and UCX's progress do) rings for nobody: what such a post leaves waits for the
-    /// program's next empty poll, which sends it on the program's thread with whatever the
+    /// program's next poll, which sends it on the program's thread with whatever the
     /// posts in between added ([`Shared::leave_for_the_next_poll`]). Rung, the device's thread
     /// woke and took the engine's lock beside the program's posts (perf stat of `roce exec --
     /// ib_write_bw -s 64`'s client, 300 000 WRITEs: 30 766 futex calls, 991 without the ring).
@@ -222,7 +222,7 @@ impl DeviceHandle {
     ///
     /// Completions first: when a spinning program's poll delivers a completion, the packets
     /// the datagrams made (an ACK) wait for the program's answer — its next post takes them
-    /// along ([`Verb::PostSend`]), its next empty poll or any other verb sends them,
+    /// along ([`Verb::PostSend`]), its next poll or any other verb sends them,
     /// and so does the device's task once the program stops polling, or the handle's drop.
     /// Sent before the completion, a ping-pong's ACK cost a `sendmsg` on the critical path
     /// (on a veth, the delivery into the peer's socket too): `roce perf send --lat

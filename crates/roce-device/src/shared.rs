@@ -174,7 +174,7 @@ impl Shared {
     }
 
     /// What a post that does not send at once does when a program's thread spins on the
-    /// network: the packets stay in the engine, owed, and the program's next empty poll
+    /// network: the packets stay in the engine, owed, and the program's next poll
     /// sends them ([`crate::DeviceHandle::poll_network`]) with those of the posts in between,
     /// on its own thread. Nobody is woken but for a deadline the task's timer would miss. A
     /// program that stops polling leaves them to the task, which looks again within

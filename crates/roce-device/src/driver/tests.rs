@@ -913,7 +913,7 @@ fn a_post_during_a_stream_leaves_its_packets_to_the_task() {
 
 /// A program spinning on its CQ (empty polls in a row), posting a stream: the first SEND
 /// leaves at once, the next two, posted before it is acknowledged, wake nobody and wait for
-/// the program's next empty poll, which sends both on its thread, in one batch.
+/// the program's next poll, which sends both on its thread, in one batch.
 #[tokio::test(start_paused = true)]
 async fn a_spinning_programs_stream_leaves_with_its_next_poll_and_wakes_nobody() {
     let s = spinning();
