@@ -39,6 +39,22 @@ struct Recorder {
 /// A queue, and the number of its completions at each send.
 type Watch = (Arc<CompletionQueue>, Arc<Mutex<Vec<usize>>>);
 
+/// A driver of `shared` over a [`Recorder`] with nothing to hand over, logging into `log`,
+/// waiting for datagrams (no busy polling), without a tap or loss.
+fn recording_driver(shared: Arc<Shared>, log: Arc<Mutex<Vec<Event>>>) -> Driver<Recorder> {
+    Driver {
+        shared,
+        backend: Recorder {
+            incoming: VecDeque::new(),
+            log,
+            watch: None,
+        },
+        tap: None,
+        rx_loss: Loss { ppm: 0, state: 1 },
+        busy_poll: false,
+    }
+}
+
 /// A [`crate::backend::Sender`] that records each send in the log, with the thread that made
 /// it.
 #[derive(Debug, Clone, Default)]
@@ -667,17 +683,7 @@ fn without_a_sender_for_every_thread_a_verb_waits_for_the_task_to_send_the_ack()
         .enable_all()
         .build()
         .unwrap();
-    let driver = Driver {
-        shared: shared.clone(),
-        backend: Recorder {
-            incoming: VecDeque::new(),
-            log: log.clone(),
-            watch: None,
-        },
-        tap: None,
-        rx_loss: Loss { ppm: 0, state: 1 },
-        busy_poll: false,
-    };
+    let driver = recording_driver(shared.clone(), log.clone());
     let task = runtime.spawn(driver.run());
     while shared.task_turns.load(Ordering::SeqCst) == 0 {
         std::thread::yield_now();
@@ -718,17 +724,7 @@ async fn the_last_handle_dropped_sends_what_a_poll_left() {
 async fn the_task_sends_what_a_poll_left_once_the_program_stops_polling() {
     let s = spinning();
     spin_and_receive(&s);
-    let driver = Driver {
-        shared: s.shared.clone(),
-        backend: Recorder {
-            incoming: VecDeque::new(),
-            log: Arc::default(),
-            watch: None,
-        },
-        tap: None,
-        rx_loss: Loss { ppm: 0, state: 1 },
-        busy_poll: false,
-    };
+    let driver = recording_driver(s.shared.clone(), Arc::default());
     let task = tokio::spawn(driver.run());
     tokio::time::sleep(STEP_BACK / 2).await;
     assert!(s.sends.sent().is_empty(), "sent while the program spun");
@@ -746,17 +742,7 @@ async fn datagrams_wake_the_task_only_while_no_program_spins() {
     s.inflow.waiting.lock().unwrap().clear();
     spin(&s);
     let log = Arc::new(Mutex::new(Vec::new()));
-    let driver = Driver {
-        shared: s.shared.clone(),
-        backend: Recorder {
-            incoming: VecDeque::new(),
-            log: log.clone(),
-            watch: None,
-        },
-        tap: None,
-        rx_loss: Loss { ppm: 0, state: 1 },
-        busy_poll: false,
-    };
+    let driver = recording_driver(s.shared.clone(), log.clone());
     let wakes = || -> Vec<bool> {
         let log = log.lock().unwrap();
         let mut wakes: Vec<bool> = log
@@ -917,14 +903,9 @@ fn a_post_during_a_stream_leaves_its_packets_to_the_task() {
 #[tokio::test(start_paused = true)]
 async fn a_spinning_programs_stream_leaves_with_its_next_poll_and_wakes_nobody() {
     let s = spinning();
-    s.inflow.waiting.lock().unwrap().clear();
-    spin(&s);
-    post_a_send(&s.handle, s.qpn, 1);
-    assert_eq!(s.sends.opcodes(), [vec![Opcode::RcSendOnly]]);
-    post_a_send(&s.handle, s.qpn, 2);
+    spin_and_stream(&s);
     post_a_send(&s.handle, s.qpn, 3);
     assert_eq!(s.sends.sent().len(), 1, "sent before the next poll");
-    assert!(!s.shared.doorbell.is_rung(), "the task was woken");
     assert!(!s.handle.poll_network());
     assert_eq!(
         s.sends.opcodes()[1..],
@@ -940,11 +921,7 @@ async fn a_spinning_programs_stream_leaves_with_its_next_poll_and_wakes_nobody()
 #[tokio::test(start_paused = true)]
 async fn a_spinning_programs_posts_leave_with_its_next_poll_even_one_that_brings_datagrams() {
     let s = spinning();
-    let send = s.inflow.waiting.lock().unwrap().pop_front().unwrap();
-    spin(&s);
-    post_a_send(&s.handle, s.qpn, 1);
-    post_a_send(&s.handle, s.qpn, 2);
-    assert_eq!(s.sends.sent().len(), 1, "sent before the next poll");
+    let send = spin_and_stream(&s);
     s.inflow.waiting.lock().unwrap().push_back(send);
     assert!(s.handle.poll_network(), "the SEND was not received");
     assert_eq!(s.queue.poll().expect("the receive completed").wr_id, 7);
@@ -962,15 +939,27 @@ async fn a_spinning_programs_posts_leave_with_its_next_poll_even_one_that_brings
 #[tokio::test(start_paused = true)]
 async fn what_a_spinning_program_posted_leaves_when_it_turns_to_waiting() {
     let s = spinning();
-    s.inflow.waiting.lock().unwrap().clear();
-    spin(&s);
-    post_a_send(&s.handle, s.qpn, 1);
-    post_a_send(&s.handle, s.qpn, 2);
-    assert_eq!(s.sends.sent().len(), 1, "sent before the next poll");
+    spin_and_stream(&s);
     s.handle.send_owed();
     assert_eq!(s.sends.opcodes()[1..], [vec![Opcode::RcSendOnly]]);
     s.handle.send_owed();
     assert_eq!(s.sends.sent().len(), 2, "sent twice");
+}
+
+/// A program spinning on its CQ posts two SENDs: the first leaves at once, the second, posted
+/// before the first is acknowledged, waits for the next poll and wakes nobody. The peer's
+/// SEND that waited on the network is taken off it first (the polls find nothing) and
+/// returned.
+#[track_caller]
+fn spin_and_stream(s: &Spinning) -> Vec<u8> {
+    let send = s.inflow.waiting.lock().unwrap().pop_front().unwrap();
+    spin(s);
+    post_a_send(&s.handle, s.qpn, 1);
+    assert_eq!(s.sends.opcodes(), [vec![Opcode::RcSendOnly]]);
+    post_a_send(&s.handle, s.qpn, 2);
+    assert_eq!(s.sends.sent().len(), 1, "sent before the next poll");
+    assert!(!s.shared.doorbell.is_rung(), "the task was woken");
+    send
 }
 
 /// Empty polls in a row (paused time makes them simultaneous): a program spinning on its CQ.

@@ -185,9 +185,10 @@ fn counters_are_counted_by_name_and_fragments_are_drops() {
     assert!(stats.counters().contains(&("rx_ipv4_fragments", 2)));
 }
 
-#[test]
-fn a_raw_backend_hands_its_ring_and_its_link_to_other_threads() {
-    let Some(ns) = crate::backend::testing::Netns::new("direct") else {
+/// Runs `f` in a network namespace of the test's own (`tag`; skipped, saying why, where none
+/// can be made), with a tokio runtime for the backend.
+fn in_namespace(tag: &str, f: impl FnOnce(&tokio::runtime::Runtime) + Send + 'static) {
+    let Some(ns) = crate::backend::testing::Netns::new(tag) else {
         return;
     };
     ns.run(|| {
@@ -195,6 +196,13 @@ fn a_raw_backend_hands_its_ring_and_its_link_to_other_threads() {
             .enable_all()
             .build()
             .unwrap();
+        f(&runtime);
+    });
+}
+
+#[test]
+fn a_raw_backend_hands_its_ring_and_its_link_to_other_threads() {
+    in_namespace("direct", |runtime| {
         let _entered = runtime.enter();
         let (us, peer) = (Ipv4Addr::new(198, 18, 9, 6), Ipv4Addr::new(198, 18, 9, 5));
         let peer_mac = [2, 0, 0, 0, 0, 0x31];
@@ -250,14 +258,7 @@ fn a_raw_backend_hands_its_ring_and_its_link_to_other_threads() {
 /// again, it is, and the frame that came meanwhile is in the ring to read.
 #[test]
 fn a_frame_that_came_while_it_woke_nobody_is_seen_once_it_does() {
-    let Some(ns) = crate::backend::testing::Netns::new("wake") else {
-        return;
-    };
-    ns.run(|| {
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
+    in_namespace("wake", |runtime| {
         let (us, peer) = (Ipv4Addr::new(198, 18, 9, 8), Ipv4Addr::new(198, 18, 9, 7));
         let peer_mac = [2, 0, 0, 0, 0, 0x41];
         runtime.block_on(async {
