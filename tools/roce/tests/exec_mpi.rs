@@ -18,8 +18,10 @@ use common::exec::{have, ok_as};
 use common::netns::{NsPair, Spec};
 
 /// Open MPI's UCX pml, the BTLs off, UCX on the NIC's RC (wired up over UD): the ranks share a
-/// host, where UCX would otherwise take shared memory.
-const UCX_PML: [&str; 10] = [
+/// host, where UCX would otherwise take shared memory. UCX logs at its diagnostic level, so
+/// that a failed run's output says why an endpoint failed (at its default level UCX says
+/// nothing before it aborts).
+const UCX_PML: [&str; 12] = [
     "--mca",
     "pml",
     "ucx",
@@ -30,6 +32,8 @@ const UCX_PML: [&str; 10] = [
     "UCX_TLS=rc_verbs,ud_verbs",
     "-x",
     "UCX_NET_DEVICES=roce0:1",
+    "-x",
+    "UCX_LOG_LEVEL=diag",
 ];
 
 #[test]
