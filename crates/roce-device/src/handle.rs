@@ -177,7 +177,7 @@ impl DeviceHandle {
     }
 
     /// Sends on this thread what a program spinning on the network left owed (ACKs a poll
-    /// left for a post, packets posts left for a poll: [`Shared::leave_for_the_next_poll`]),
+    /// left for a post, packets posts left for a poll: `Shared::leave_for_the_next_poll`),
     /// if anything: for a program that is about to wait for a completion event
     /// (`ibv_req_notify_cq`) and so polls no more. Without it those packets would wait for
     /// the device's task to look again, up to two milliseconds later.
