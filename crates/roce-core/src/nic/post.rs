@@ -6,6 +6,7 @@ use roce_wire::Qpn;
 
 use super::{Nic, Shared};
 use crate::VerbsError;
+use crate::cq::{Cqe, WcOpcode, WcStatus};
 use crate::mr::{Access, PdHandle};
 use crate::qp::inline_data::InlineData;
 use crate::qp::{self, Qp, QpState, QpType, SendWqe};
@@ -14,9 +15,23 @@ use crate::wr::{RecvWr, SendOp, SendWr, Sge};
 impl Nic {
     // C. verbs from the application: work requests
 
-    /// Posts a send WR (`ibv_post_send`). The QP must be in RTS (or, for SQD, the WR waits).
+    /// Posts a send WR (`ibv_post_send`). The QP must be in RTS (or, for SQD, the WR waits);
+    /// in the Error state the WR is taken and completes at once with WR_FLUSH_ERR.
     pub fn post_send(&mut self, qpn: Qpn, mut wr: SendWr) -> Result<(), VerbsError> {
         let qp = self.qps.get_mut(&qpn).ok_or(VerbsError::UnknownQp(qpn))?;
+        if qp.state == QpState::Err {
+            let wqe = SendWqe {
+                wr,
+                length: 0,
+                first_psn: None,
+                npsn: 0,
+                sent: false,
+            };
+            let cqe = Cqe::new(WcStatus::WrFlushErr, wqe.wr.wr_id, wqe.wc_opcode(), qpn);
+            self.shared.completions.push((qp.send_cq, cqe));
+            self.shared.deliver_completions();
+            return Ok(());
+        }
         let shape = send_wqe(&self.shared, qp, &mut wr)?;
         qp.sq.push(SendWqe {
             wr,
@@ -31,13 +46,20 @@ impl Nic {
         Ok(())
     }
 
-    /// Posts a receive WR (`ibv_post_recv`). Allowed from INIT on.
+    /// Posts a receive WR (`ibv_post_recv`). Allowed from INIT on; in the Error state the WR
+    /// is taken and completes at once with WR_FLUSH_ERR.
     pub fn post_recv(&mut self, qpn: Qpn, wr: RecvWr) -> Result<(), VerbsError> {
         let qp = self.qps.get_mut(&qpn).ok_or(VerbsError::UnknownQp(qpn))?;
         if qp.srq.is_some() {
             return Err(VerbsError::RecvThroughSrq(qpn));
         }
-        if matches!(qp.state, QpState::Reset | QpState::Err) {
+        if qp.state == QpState::Err {
+            let cqe = Cqe::new(WcStatus::WrFlushErr, wr.wr_id, WcOpcode::Recv, qpn);
+            self.shared.completions.push((qp.recv_cq, cqe));
+            self.shared.deliver_completions();
+            return Ok(());
+        }
+        if qp.state == QpState::Reset {
             return Err(VerbsError::WrongState {
                 qpn,
                 state: qp.state,

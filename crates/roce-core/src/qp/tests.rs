@@ -750,6 +750,50 @@ fn ingress_checks_address_special_qp_and_state_are_counted_by_name() {
     expect_nothing(&mut s, at(1));
 }
 
+/// A WR posted to a QP in the error state is taken and completes at once with WR_FLUSH_ERR,
+/// a send WR and a receive WR alike, and nothing is sent: UCX flushes a failed endpoint by
+/// posting to its QP, and took a refusal as fatal. (rdmavt completes such receives for IBTA
+/// C10-42 and C10-97.2.1; rxe flushes such sends.) A QP in RESET still refuses them.
+#[test]
+fn a_wr_posted_in_the_error_state_completes_flushed_and_nothing_is_sent() {
+    let mut s = setup();
+    let to_error = QpAttr {
+        qp_state: Some(QpState::Err),
+        ..QpAttr::default()
+    };
+    s.nic.modify_qp(s.qpn, &to_error).unwrap();
+    assert_eq!(
+        s.nic.poll_completion(s.cq),
+        None,
+        "nothing was queued to flush"
+    );
+    let wr = send_wr(&s, 41, SendOp::RdmaWrite(PEER_REGION), 0, 64);
+    s.nic.post_send(s.qpn, wr).unwrap();
+    recv(&mut s, 42, 0, 64);
+    let sent = completion(&mut s);
+    assert_eq!(
+        (sent.wr_id, sent.status, sent.opcode),
+        (41, WcStatus::WrFlushErr, WcOpcode::RdmaWrite)
+    );
+    let received = completion(&mut s);
+    assert_eq!(
+        (received.wr_id, received.status, received.opcode),
+        (42, WcStatus::WrFlushErr, WcOpcode::Recv)
+    );
+    expect_nothing(&mut s, at(1));
+    let reset = QpAttr {
+        qp_state: Some(QpState::Reset),
+        ..QpAttr::default()
+    };
+    s.nic.modify_qp(s.qpn, &reset).unwrap();
+    let wr = send_wr(&s, 43, SendOp::Send, 0, 64);
+    assert!(matches!(
+        s.nic.post_send(s.qpn, wr),
+        Err(VerbsError::WrongState { .. })
+    ));
+    assert_eq!(s.nic.poll_completion(s.cq), None);
+}
+
 #[test]
 fn garbage_never_panics_and_is_counted() {
     let mut s = setup();
