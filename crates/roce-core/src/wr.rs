@@ -66,6 +66,20 @@ pub enum SendOp {
 }
 
 impl SendOp {
+    /// The opcode its work completion carries.
+    pub(crate) const fn wc_opcode(&self) -> crate::cq::WcOpcode {
+        use crate::cq::WcOpcode;
+        match self {
+            Self::Send | Self::SendWithImm(_) | Self::SendWithInv(_) => WcOpcode::Send,
+            Self::RdmaWrite(_) | Self::RdmaWriteWithImm(..) => WcOpcode::RdmaWrite,
+            Self::RdmaRead(_) => WcOpcode::RdmaRead,
+            Self::CompareSwap { .. } => WcOpcode::CompareSwap,
+            Self::FetchAdd { .. } => WcOpcode::FetchAdd,
+            Self::BindMw(_) => WcOpcode::BindMw,
+            Self::LocalInv(_) => WcOpcode::LocalInv,
+        }
+    }
+
     /// Whether the operation is local to the NIC (a bind or a local invalidation): it sends
     /// nothing and takes no PSN.
     pub const fn is_local(&self) -> bool {

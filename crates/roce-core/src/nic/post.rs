@@ -20,16 +20,8 @@ impl Nic {
     pub fn post_send(&mut self, qpn: Qpn, mut wr: SendWr) -> Result<(), VerbsError> {
         let qp = self.qps.get_mut(&qpn).ok_or(VerbsError::UnknownQp(qpn))?;
         if qp.state == QpState::Err {
-            let wqe = SendWqe {
-                wr,
-                length: 0,
-                first_psn: None,
-                npsn: 0,
-                sent: false,
-            };
-            let cqe = Cqe::new(WcStatus::WrFlushErr, wqe.wr.wr_id, wqe.wc_opcode(), qpn);
-            self.shared.completions.push((qp.send_cq, cqe));
-            self.shared.deliver_completions();
+            let cqe = Cqe::new(WcStatus::WrFlushErr, wr.wr_id, wr.op.wc_opcode(), qpn);
+            self.shared.complete_at_once(qp.send_cq, cqe);
             return Ok(());
         }
         let shape = send_wqe(&self.shared, qp, &mut wr)?;
@@ -55,8 +47,7 @@ impl Nic {
         }
         if qp.state == QpState::Err {
             let cqe = Cqe::new(WcStatus::WrFlushErr, wr.wr_id, WcOpcode::Recv, qpn);
-            self.shared.completions.push((qp.recv_cq, cqe));
-            self.shared.deliver_completions();
+            self.shared.complete_at_once(qp.recv_cq, cqe);
             return Ok(());
         }
         if qp.state == QpState::Reset {

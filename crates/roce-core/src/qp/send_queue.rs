@@ -9,7 +9,7 @@ use std::ops::{Index, IndexMut};
 use roce_wire::Psn;
 
 use crate::cq::WcOpcode;
-use crate::wr::{SendOp, SendWr};
+use crate::wr::SendWr;
 
 /// A send WR on the send queue, with the transport's bookkeeping.
 #[derive(Debug)]
@@ -42,15 +42,7 @@ impl SendWqe {
     }
 
     pub(crate) fn wc_opcode(&self) -> WcOpcode {
-        match self.wr.op {
-            SendOp::Send | SendOp::SendWithImm(_) | SendOp::SendWithInv(_) => WcOpcode::Send,
-            SendOp::RdmaWrite(_) | SendOp::RdmaWriteWithImm(..) => WcOpcode::RdmaWrite,
-            SendOp::RdmaRead(_) => WcOpcode::RdmaRead,
-            SendOp::CompareSwap { .. } => WcOpcode::CompareSwap,
-            SendOp::FetchAdd { .. } => WcOpcode::FetchAdd,
-            SendOp::BindMw(_) => WcOpcode::BindMw,
-            SendOp::LocalInv(_) => WcOpcode::LocalInv,
-        }
+        self.wr.op.wc_opcode()
     }
 }
 

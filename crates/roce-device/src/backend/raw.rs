@@ -33,7 +33,6 @@ use std::net::IpAddr;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use roce_core::Transmit;
-use tokio::io::unix::AsyncFdReadyGuard;
 
 use super::packet_socket::{self, PacketSocket, Receiver};
 use super::registration::Registration;
@@ -154,20 +153,10 @@ impl Drop for RawBackend {
     }
 }
 
-/// Until the ring may hold frames; never while the descriptor is not registered.
-async fn readable(
-    ready: &Registration<Arc<PacketFd>>,
-) -> io::Result<AsyncFdReadyGuard<'_, Arc<PacketFd>>> {
-    match ready.fd() {
-        Some(fd) => fd.readable().await,
-        None => std::future::pending().await,
-    }
-}
-
 impl Backend for RawBackend {
     async fn recv(&mut self, buf: &mut [u8], out: &mut Vec<Received>) -> io::Result<()> {
         loop {
-            let mut guard = readable(&self.ready).await?;
+            let mut guard = self.ready.readable().await?;
             let Some(ring) = &mut self.ring else {
                 // The device took the ring and receives through it; it does not call this.
                 return std::future::pending().await;
@@ -187,7 +176,7 @@ impl Backend for RawBackend {
     {
         // As `recv`, with the ring read by `receive` through the device's `RawReceiver`. The
         // guard is taken before the read, so a frame that arrives after it raises a new edge.
-        let mut guard = readable(&self.ready).await?;
+        let mut guard = self.ready.readable().await?;
         if receive()? {
             guard.clear_ready();
         }

@@ -5,7 +5,7 @@ use std::io;
 use std::os::fd::AsRawFd;
 use std::sync::Arc;
 
-use tokio::io::unix::AsyncFd;
+use tokio::io::unix::{AsyncFd, AsyncFdReadyGuard};
 
 #[cfg(doc)]
 use super::Backend;
@@ -48,6 +48,14 @@ impl<T: Registrable> Registration<T> {
             _ => {}
         }
         Ok(())
+    }
+
+    /// Until the descriptor may be readable; never while it is not registered.
+    pub(super) async fn readable(&self) -> io::Result<AsyncFdReadyGuard<'_, T>> {
+        match &self.fd {
+            Some(fd) => fd.readable().await,
+            None => std::future::pending().await,
+        }
     }
 
     /// The registration, if the descriptor is registered.

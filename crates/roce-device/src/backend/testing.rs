@@ -62,3 +62,33 @@ pub(crate) fn skipped(why: &str) {
     let test = thread.name().unwrap_or("a test");
     let _ = writeln!(std::io::stderr().lock(), "*** SKIPPED {test}: {why} ***");
 }
+
+/// The wake-up contract of [`super::Backend::wake_on_datagrams`], on `backend` and the
+/// receiver it handed out: told not to wake its task (twice: the change is idempotent), the
+/// backend is not ready when `arrive` brings a datagram; told again (twice), it is, and `rx`
+/// receives that datagram, whose payload is `payload`.
+pub(crate) async fn check_wake_on_datagrams(
+    backend: &mut impl super::Backend,
+    rx: &mut dyn super::Receiver,
+    arrive: impl FnOnce(),
+    payload: &[u8],
+) {
+    let wait = std::time::Duration::from_millis(200);
+    backend.wake_on_datagrams(false).unwrap();
+    backend.wake_on_datagrams(false).unwrap();
+    arrive();
+    let woke = tokio::time::timeout(wait, backend.when_readable(|| Ok(false))).await;
+    assert!(woke.is_err(), "the datagram woke the task");
+    backend.wake_on_datagrams(true).unwrap();
+    backend.wake_on_datagrams(true).unwrap();
+    let (mut buf, mut out) = (vec![0u8; rx.buffer_len()], Vec::new());
+    tokio::time::timeout(
+        wait,
+        backend.when_readable(|| rx.try_recv(&mut buf, &mut out)),
+    )
+    .await
+    .expect("the datagram that came meanwhile was missed")
+    .unwrap();
+    assert_eq!(out.len(), 1, "the datagram, received");
+    assert_eq!(&buf[out[0].offset..][..out[0].len], payload);
+}

@@ -266,25 +266,15 @@ fn a_frame_that_came_while_it_woke_nobody_is_seen_once_it_does() {
             let mut backend = RawBackend::with_socket(socket, IpAddr::V4(us)).unwrap();
             let peer_tx = packet_socket::open_in_namespace("x0").unwrap().tx;
             let mut rx = backend.receiver().unwrap();
-            let (mut buf, mut out) = (vec![0u8; rx.buffer_len()], Vec::new());
-            backend.wake_on_datagrams(false).unwrap();
-            backend.wake_on_datagrams(false).unwrap();
             let bytes = frame_from_peer((peer, peer_mac), (us, backend.mac()), 0xee);
-            peer_tx.send(&[&bytes]).unwrap();
-            let wait = std::time::Duration::from_millis(200);
-            let woke = tokio::time::timeout(wait, backend.when_readable(|| Ok(false))).await;
-            assert!(woke.is_err(), "the frame woke the task");
-            backend.wake_on_datagrams(true).unwrap();
-            backend.wake_on_datagrams(true).unwrap();
-            tokio::time::timeout(
-                wait,
-                backend.when_readable(|| rx.try_recv(&mut buf, &mut out)),
+            let arrive = || peer_tx.send(&[&bytes]).unwrap();
+            crate::backend::testing::check_wake_on_datagrams(
+                &mut backend,
+                &mut *rx,
+                arrive,
+                &[0xee; 40],
             )
-            .await
-            .expect("the frame that came meanwhile was missed")
-            .unwrap();
-            assert_eq!(out.len(), 1, "the peer's datagram, read from the ring");
-            assert_eq!(&buf[out[0].offset..][..out[0].len], &[0xee; 40]);
+            .await;
         });
     });
 }
