@@ -11,6 +11,7 @@
 //! | `ROCE_VERBS_STATS` | write the NIC's counters (JSON) to this file when the program closes the device or exits | none |
 //! | `ROCE_VERBS_NAME` | the device name (`ibv_devices`, `-d`) | `roce0` |
 //! | `ROCE_VERBS_UVERBS` | the device's uverbs name (`ibv_device.dev_name`): its node is `/dev/infiniband/<name>` | `uverbs0` |
+//! | `ROCE_VERBS_LOG` | what the NIC logs on the program's stderr: tracing's filter directives (`roce_core=debug`) | `warn` |
 
 use std::path::PathBuf;
 
@@ -27,6 +28,8 @@ pub const ENV_STATS: &str = "ROCE_VERBS_STATS";
 pub const ENV_NAME: &str = "ROCE_VERBS_NAME";
 /// See the module table.
 pub const ENV_UVERBS: &str = "ROCE_VERBS_UVERBS";
+/// See the module table (read by the log, not part of the device's settings).
+pub const ENV_LOG: &str = "ROCE_VERBS_LOG";
 
 /// The device's settings.
 #[derive(Debug, Clone, PartialEq)]

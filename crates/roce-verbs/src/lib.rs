@@ -6,7 +6,7 @@
 //! program gets for the others, is in `docs/verbs.md`.
 //!
 //! Layout: [`abi`] the C structures, [`config`] the environment variables that describe the
-//! device, [`device`] what the device and its port show, [`sysfs`] the same as the kernel's sysfs and /dev show it, `engine` the NIC's thread, `cm` the connection manager for roce-emu's librdmacm, `state`
+//! device, [`device`] what the device and its port show, [`sysfs`] the same as the kernel's sysfs and /dev show it, `engine` the NIC's thread, `cm` the connection manager for roce-emu's librdmacm, `log` the NIC's log on the program's stderr, `state`
 //! the device and its open contexts, `verbs` the program's objects and their translation to
 //! the engine. The modules that may use `unsafe`: `ffi`, `ffi_verbs`, `ffi_ex` and `ffi_cm` (the exported
 //! functions), `stubs` (the names that fail with `EOPNOTSUPP`) and `memory`
@@ -24,6 +24,7 @@ mod ffi;
 mod ffi_cm;
 mod ffi_ex;
 mod ffi_verbs;
+mod log;
 mod memory;
 mod state;
 mod strings;

@@ -71,6 +71,7 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 /// printed once on stderr). `Ok(None)`: no `ROCE_VERBS_IP`.
 pub(crate) fn device() -> Result<Option<&'static Device>, Errno> {
     let dev = DEVICE.get_or_init(|| {
+        crate::log::start();
         let spec = DeviceSpec::from_env(|k| std::env::var(k).ok());
         if let Err(err) = &spec {
             eprintln!("roce-verbs: {err}");

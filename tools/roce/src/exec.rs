@@ -46,9 +46,14 @@ pub(crate) enum StatsFormat {
         with one port, as Soft-RoCE (rxe) shows it: GID 0 is the link-local IPv6 form, GID 1 \
         --ip (an IPv4 address in its ::ffff:a.b.c.d form, an IPv6 address as itself), so \
         scripts written for rxe keep their -g 1 / -x 1. The NIC \
-        runs inside the program's process: each program is its own NIC, and two programs on one \
-        host need two addresses (127.0.0.1 and 127.0.0.2 on loopback, or two network \
-        namespaces). Setuid programs ignore LD_LIBRARY_PATH and keep the system library.\n\n\
+        runs inside the program's process, and every process on one address shares it, as \
+        processes share a host's RNIC: they reach each other through it and other hosts from \
+        it (UDP backend; --private-nic gives a program a NIC of its own). Two hosts are two \
+        addresses: 127.0.0.1 and 127.0.0.2 on loopback, or two network namespaces. Setuid \
+        programs ignore LD_LIBRARY_PATH and keep the system library.\n\n\
+        The NIC's warnings (a receive buffer capped by net.core.rmem_max, ...) go to the \
+        program's stderr; RUST_LOG, as for roce itself, asks for more: RUST_LOG=roce_core=debug \
+        says why each failed WR failed, =trace follows every packet, dropped ones too.\n\n\
         The program also sees the device as the kernel shows it to programs that look past \
         libibverbs (UCX, NCCL): /dev/infiniband/uverbs0 and rdma_cm (character devices, binds \
         of /dev/null), /sys/class/infiniband/<name>/ (GUIDs, ports/1/gids/N, \
@@ -226,6 +231,10 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<ExitCode> {
     cmd.env("LD_LIBRARY_PATH", path)
         .env(roce_verbs::config::ENV_NAME, &args.name)
         .env(roce_verbs::config::ENV_UVERBS, tree::free_uverbs_name());
+    // The NIC in the program logs as roce does (ROCE_VERBS_LOG, read by the library).
+    if let Some(filter) = std::env::var_os("RUST_LOG") {
+        cmd.env(roce_verbs::config::ENV_LOG, filter);
+    }
     let spec = args.spec();
     for (var, value) in spec.env() {
         cmd.env(var, value);

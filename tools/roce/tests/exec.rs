@@ -401,6 +401,37 @@ fn a_bad_variable_fails_the_device_list_and_names_the_variable() {
     );
 }
 
+/// The NIC inside the program logs on the program's stderr: its warnings by default, more
+/// when `roce exec`'s RUST_LOG asks (passed on as ROCE_VERBS_LOG); a filter that does not
+/// parse is named and the warnings stay.
+#[test]
+fn the_nic_in_the_program_logs_on_its_stderr_as_rust_log_asks() {
+    if !have("ibv_devinfo", "ibverbs-utils") {
+        return;
+    }
+    let devinfo = |rust_log: Option<&str>, ip: &str| {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_roce"));
+        cmd.args(["exec", "--private-nic", "--ip", ip, "--", "ibv_devinfo"]);
+        match rust_log {
+            Some(filter) => cmd.env("RUST_LOG", filter),
+            None => cmd.env_remove("RUST_LOG"),
+        };
+        let out = cmd.output().unwrap();
+        assert!(out.status.success(), "{out:?}");
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    let stderr = devinfo(Some("roce_device=info"), "127.0.13.233");
+    assert!(stderr.contains("device started"), "{stderr}");
+    let stderr = devinfo(None, "127.0.13.234");
+    assert!(!stderr.contains("device started"), "{stderr}");
+    let stderr = devinfo(Some("roce_device=loud"), "127.0.13.235");
+    assert!(
+        stderr.contains("ROCE_VERBS_LOG=roce_device=loud") && stderr.contains("warnings only"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("device started"), "{stderr}");
+}
+
 /// A second NIC on an address whose port 4791 is taken is told that it is in use, and what to
 /// do, not asked whether the address is this host's; one on an address this host lacks is
 /// told that instead.

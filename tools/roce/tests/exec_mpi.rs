@@ -18,10 +18,11 @@ use common::exec::{have, ok_as};
 use common::netns::{NsPair, Spec};
 
 /// Open MPI's UCX pml, the BTLs off, UCX on the NIC's RC (wired up over UD): the ranks share a
-/// host, where UCX would otherwise take shared memory. UCX logs at its diagnostic level, so
-/// that a failed run's output says why an endpoint failed (at its default level UCX says
-/// nothing before it aborts).
-const UCX_PML: [&str; 12] = [
+/// host, where UCX would otherwise take shared memory. UCX logs at its diagnostic level and
+/// each rank's NIC says why a WR failed (`roce exec` passes RUST_LOG on to it), so that a
+/// failed run's output says why an endpoint failed (at its default level UCX says nothing
+/// before it aborts).
+const UCX_PML: [&str; 14] = [
     "--mca",
     "pml",
     "ucx",
@@ -34,7 +35,12 @@ const UCX_PML: [&str; 12] = [
     "UCX_NET_DEVICES=roce0:1",
     "-x",
     "UCX_LOG_LEVEL=diag",
+    "-x",
+    NIC_LOG,
 ];
+
+/// What each rank's NIC logs: its warnings, and why a WR failed.
+const NIC_LOG: &str = "RUST_LOG=warn,roce_core::qp=debug";
 
 #[test]
 fn mpi_ranks_on_their_own_nics_pingpong_and_all_to_all_over_ucx() {
@@ -103,6 +109,10 @@ fn local_mpirun(tag: &str, np: u32, before: &[&str], rank_ip: Option<&str>) -> O
         &np.to_string(),
     ]);
     cmd.args(UCX_PML);
+    // A `roce exec` around mpirun (BEFORE) reads it from its own environment.
+    if let Some((key, value)) = NIC_LOG.split_once('=') {
+        cmd.env(key, value);
+    }
     match rank_ip {
         Some(ip) => {
             let rank = format!(

@@ -472,7 +472,7 @@ impl Qp {
             }
             self.comp.rnr_left -= 1;
         }
-        tracing::debug!(qpn = %self.qpn, psn = %psn, micros = timer.micros(), "rnr nak");
+        tracing::trace!(qpn = %self.qpn, psn = %psn, micros = timer.micros(), "rnr nak");
         self.go_back(psn);
         self.req.rnr_wait = true;
         self.timers.stop(Timer::Retransmit);
