@@ -341,19 +341,24 @@ fn ctrl_c_on_a_client_prints_what_was_measured() {
 
 /// CQ moderation as perftest's -Q: the poster asks for a completion every -Q WRs of each QP
 /// and for its last, so a run whose length is no multiple still ends, each completion counts
-/// the WRs before it, and -Q above the depth is the depth.
+/// the WRs before it, and -Q above the depth is the depth. Without -Q, perftest's 100, but
+/// every WR asks for messages over 8 KiB.
 #[test]
 fn cq_moderation_asks_for_one_completion_in_cq_mod_wrs() {
     for (args, completions, net, port) in [
         // 250 WRs a QP, two QPs: WRs 99, 199 and 249 of each ask.
-        (&["-Q", "100"][..], 6, "127.0.123", "18953"),
+        (&["-s", "64", "-Q", "100"][..], 6, "127.0.123", "18953"),
         // Every WR asks.
-        (&["-Q", "1"][..], 500, "127.0.124", "18954"),
+        (&["-s", "64", "-Q", "1"][..], 500, "127.0.124", "18954"),
         // perftest's default of 100, at most the depth of 16: 15 full windows and the last.
-        (&["-t", "16"][..], 32, "127.0.125", "18955"),
+        (&["-s", "64", "-t", "16"][..], 32, "127.0.125", "18955"),
+        // perftest's default up to 8 KiB, none above it (MSG_SIZE_CQ_MOD_LIMIT) unless -Q.
+        (&["-s", "8192"][..], 6, "127.0.127", "18957"),
+        (&["-s", "8193"][..], 500, "127.0.128", "18958"),
+        (&["-s", "9000", "-Q", "100"][..], 6, "127.0.129", "18959"),
     ] {
         for verb in ["write", "send"] {
-            let mut common = vec!["-n", "250", "-s", "64", "-q", "2", "--json"];
+            let mut common = vec!["-n", "250", "-q", "2", "--json"];
             common.extend(args);
             let (client, server) = perf_pair(&[verb], port, net, &common);
             let (client, server) = (json(&client), json(&server));
@@ -362,8 +367,9 @@ fn cq_moderation_asks_for_one_completion_in_cq_mod_wrs() {
                 client["completions"], completions,
                 "{verb} {args:?}: {client}"
             );
+            let size: u64 = args[1].parse().unwrap();
             let per_qp = client["per_qp_bytes"].as_array().unwrap();
-            assert!(per_qp.iter().all(|b| b == 250 * 64), "{client}");
+            assert!(per_qp.iter().all(|b| b == 250 * size), "{client}");
             // A send test's server takes a completion for every receive.
             if verb == "send" {
                 assert_eq!(server["completions"], 500, "{server}");

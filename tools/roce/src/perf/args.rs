@@ -138,14 +138,16 @@ pub(crate) struct Args {
     /// CQ moderation, as perftest's -Q: the poster of a bandwidth test asks for a completion
     /// every this many WRs of a QP and for its last, and posts the others unsignaled (an RC
     /// QP's WRs complete in order, so one completion stands for those before it). Default 100,
-    /// perftest's; above --tx-depth it is --tx-depth, as perftest makes it. 1 asks for a
-    /// completion per WR, as does a READ test with --check (its client checks each landing).
-    /// --json counts what the poster took ("completions"). With small messages give a
-    /// --tx-depth of at least twice -Q (or a smaller -Q): the WRs after one that asked are
-    /// done unseen until the next one's completion, so a window no deeper than -Q empties at
-    /// every completion (perftest's defaults, -t 128 and -Q 100, do that to 64-byte WRITEs).
-    #[arg(short = 'Q', long = "cq-mod", default_value_t = 100, value_parser = cq_mod)]
-    pub(super) cq_mod: u32,
+    /// perftest's, but 1 for messages over 8 KiB (perftest's MSG_SIZE_CQ_MOD_LIMIT, its
+    /// default 64 KiB among them) unless -a, -e or UD; above --tx-depth it is --tx-depth, as
+    /// perftest makes it. 1 asks for a completion per WR, as does a READ test with --check
+    /// (its client checks each landing). --json counts what the poster took ("completions").
+    /// With small messages give a --tx-depth of at least twice -Q (or a smaller -Q): the WRs
+    /// after one that asked are done unseen until the next one's completion, so a window no
+    /// deeper than -Q empties at every completion (perftest's defaults, -t 128 and -Q 100, do
+    /// that to 64-byte WRITEs).
+    #[arg(short = 'Q', long = "cq-mod", value_parser = cq_mod)]
+    pub(super) cq_mod: Option<u32>,
     /// Receive WRs posted by a send test's server, at least 1.
     #[arg(short = 'r', long = "rx-depth", default_value_t = 512, value_parser = depth)]
     pub(super) rx_depth: u32,
@@ -241,18 +243,36 @@ pub(crate) struct Args {
     pub(super) device: crate::device::DeviceOpts,
 }
 
+/// perftest's CQ moderation (`DEF_CQ_MOD`).
+const DEFAULT_CQ_MOD: u32 = 100;
+/// Messages longer than this run without CQ moderation unless `-Q` asks for it (perftest's
+/// `MSG_SIZE_CQ_MOD_LIMIT`).
+const CQ_MOD_SIZE_LIMIT: u32 = 8192;
+
 impl Args {
     /// The receives posted per QP: -r, or with UC/UD and -r at perftest's default, the
     /// iterations up to 16000 (perftest_parameters.c `force_dependecies`: `if (rx_depth ==
     /// DEF_RX_SEND) rx_depth = (iters < UC_MAX_RX) ? iters : UC_MAX_RX`).
-    /// The CQ moderation of a `verb` test: `-Q`, but 1 for a READ test with `--check`, whose
-    /// client checks what landed at each completion, before the next READ lands there.
-    pub(super) fn cq_mod(&self, verb: Verb) -> u32 {
+    /// The CQ moderation of a `verb` test of `size`-byte messages: `-Q`, but 1 for a READ
+    /// test with `--check`, whose client checks what landed at each completion, before the
+    /// next READ lands there. Without `-Q`, perftest's: 100, but 1 for messages over 8 KiB
+    /// unless every size runs (-a), completions come as events (-e) or the QPs are UD
+    /// (perftest_parameters.c `force_dependecies`, MSG_SIZE_CQ_MOD_LIMIT).
+    pub(super) fn cq_mod(&self, verb: Verb, size: u32) -> u32 {
         if self.check && verb == Verb::Read {
-            1
-        } else {
-            self.cq_mod
+            return 1;
         }
+        self.cq_mod.unwrap_or(
+            if size > CQ_MOD_SIZE_LIMIT
+                && !self.all
+                && !self.events
+                && self.connection != ConnectionArg::Ud
+            {
+                1
+            } else {
+                DEFAULT_CQ_MOD
+            },
+        )
     }
 
     pub(super) fn rx_depth(&self) -> u32 {

@@ -360,7 +360,8 @@ impl Runner<'_> {
             self.progress(&mut progress, per_qp.sum);
         }
         Ok(Measured {
-            best_per_message: times.and_then(|t| best_per_message(&t.posted, &t.completed)),
+            best_per_message: times
+                .and_then(|t| best_per_message(&t.posted, &t.completed, moderation.every())),
             ..measured(start, per_qp)
         })
     }

@@ -162,7 +162,7 @@ where
                 (Kind::Bandwidth, Verb::Send, side) if duplex => {
                     runner
                         .bidirectional(
-                            (args.tx_depth, args.cq_mod(Verb::Send)),
+                            (args.tx_depth, args.cq_mod(Verb::Send, size)),
                             posted,
                             side == Side::Client,
                         )
@@ -170,14 +170,14 @@ where
                 }
                 (Kind::Bandwidth, verb, _) if duplex => {
                     runner
-                        .bandwidth(verb, (args.tx_depth, args.cq_mod(verb)), cas)
+                        .bandwidth(verb, (args.tx_depth, args.cq_mod(verb, size)), cas)
                         .await
                 }
                 (Kind::Bandwidth, Verb::Send, Side::Server) => runner.receive_all(posted).await,
                 (Kind::Bandwidth, _, Side::Server) => Ok(Measured::default()),
                 (Kind::Bandwidth, verb, Side::Client) => {
                     runner
-                        .bandwidth(verb, (args.tx_depth, args.cq_mod(verb)), cas)
+                        .bandwidth(verb, (args.tx_depth, args.cq_mod(verb, size)), cas)
                         .await
                 }
                 (Kind::Latency, Verb::Send, side) => {

@@ -27,6 +27,11 @@ impl Moderation {
         }
     }
 
+    /// One WR in how many asks: the moderation after perftest's rule.
+    pub(crate) fn every(self) -> usize {
+        usize::try_from(self.every).unwrap_or(usize::MAX)
+    }
+
     /// Whether WR `n` (its index in its QP, from 0) asks for a completion: every `every`-th,
     /// and the last.
     pub(crate) fn signaled(self, n: u64) -> bool {

@@ -5,7 +5,7 @@ use std::time::Instant;
 /// The best time per message over any window from the post of WR `i` to the completion of
 /// number `j >= i` (`(completed[j] - posted[i]) / (j - i + 1)`), in seconds: perftest's peak
 /// (perftest_parameters.c `print_report_bw`, which searches every `i` and the `j` at
-/// multiples of `cq_mod`, then reports `size / opt_delta`). The window over the whole run is
+/// multiples of `cq_mod`, the run's CQ moderation, then reports `size / opt_delta`). The window over the whole run is
 /// one of them, so the peak is never below the average. `None` without completions.
 ///
 /// perftest tries every pair, `n² / cq_mod` windows (4 M at 20 000 iterations, a cost the
@@ -14,7 +14,12 @@ use std::time::Instant;
 /// slope from a point to the right of a set of points is to a vertex of their upper convex
 /// hull, where the slopes fall then rise, so a binary search finds it. The hull grows by one
 /// point per WR, each `j` asks once.
-pub(crate) fn best_per_message(posted: &[Instant], completed: &[Instant]) -> Option<f64> {
+pub(crate) fn best_per_message(
+    posted: &[Instant],
+    completed: &[Instant],
+    cq_mod: usize,
+) -> Option<f64> {
+    let cq_mod = cq_mod.max(1);
     let n = posted.len().min(completed.len());
     let base = *posted[..n].iter().chain(&completed[..n]).min()?;
     let secs = |t: Instant| t.duration_since(base).as_secs_f64();
@@ -22,9 +27,9 @@ pub(crate) fn best_per_message(posted: &[Instant], completed: &[Instant]) -> Opt
     let mut hull: Vec<(f64, f64)> = Vec::new();
     let mut best = f64::INFINITY;
     let mut next = 0;
-    let ends = (CQ_MOD - 1..n)
-        .step_by(CQ_MOD)
-        .chain((!n.is_multiple_of(CQ_MOD)).then_some(n - 1));
+    let ends = (cq_mod - 1..n)
+        .step_by(cq_mod)
+        .chain((!n.is_multiple_of(cq_mod)).then_some(n - 1));
     for j in ends {
         for (i, &at) in posted.iter().enumerate().take(j + 1).skip(next) {
             let p = (i as f64, secs(at));
@@ -58,10 +63,6 @@ pub(crate) fn best_per_message(posted: &[Instant], completed: &[Instant]) -> Opt
 /// `iters > 20000 && noPeak == OFF` sets `noPeak`): the search is quadratic.
 pub(crate) const PEAK_MAX_ITERS: u32 = 20_000;
 
-/// Nor here above this many of all QPs together: the search takes `n * n / CQ_MOD` steps
-/// and two timestamps per iteration.
+/// Nor here above this many of all QPs together: perftest's search takes `n * n / cq_mod`
+/// steps, and this one two timestamps per iteration.
 pub(crate) const PEAK_MAX_TOTAL: u64 = 200_000;
-
-/// perftest's default `cq_mod` of bandwidth tests (`DEF_CQ_MOD`): it signals one completion
-/// in 100, so its peak search ends windows only at every 100th completion (and the last).
-const CQ_MOD: usize = 100;
