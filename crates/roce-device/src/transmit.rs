@@ -13,6 +13,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use roce_core::{Instant, Loan, MAX_DATAGRAM, Transmit};
 
+use crate::backend::steer::slot_of;
 use crate::backend::{Sender, reseal_lent};
 use crate::batch::{MAX_BATCH_BYTES, TxBatch};
 use crate::engine::EngineLock;
@@ -103,7 +104,8 @@ impl Outbox {
                 reseal_lent(&transmit, packet, &self.carried_loans, 0);
             }
             self.loans.append(&mut self.carried_loans);
-            self.push(transmit);
+            let slot = slot_of(&self.buf[..transmit.len]);
+            self.push(transmit, slot);
         }
         while !self.batch.is_full() && self.taken < self.limit {
             let (at, ip_id) = (self.batch.len(), self.batch.next_ip_id());
@@ -125,7 +127,8 @@ impl Outbox {
                     loan.at += at;
                 }
             }
-            if !self.batch.fits(&transmit) {
+            let slot = slot_of(&self.buf[at..at + transmit.len]);
+            if !self.batch.fits(&transmit, slot) {
                 self.carried = Some((transmit, at, ip_id));
                 self.carried_loans.append(&mut self.fresh);
                 break;
@@ -133,19 +136,19 @@ impl Outbox {
             if lent {
                 self.loans.append(&mut self.fresh);
             }
-            self.push(transmit);
+            self.push(transmit, slot);
         }
         let (transmit, len, segment) = self.batch.take()?;
         Some((transmit, &mut self.buf[..len], segment, &self.loans))
     }
 
-    /// Adds the packet just written at the batch's end.
-    fn push(&mut self, transmit: Transmit) {
+    /// Adds the packet just written at the batch's end, steered to `slot` by its receiver.
+    fn push(&mut self, transmit: Transmit, slot: Option<u8>) {
         if let Some(tap) = &self.tap {
             let (at, ip_id) = (self.batch.len(), self.batch.next_ip_id());
             tap.record_transmit(&transmit, ip_id, &self.buf[at..at + transmit.len]);
         }
-        self.batch.push(transmit);
+        self.batch.push(transmit, slot);
     }
 }
 

@@ -135,6 +135,16 @@ impl Steering {
     }
 }
 
+/// The slot whose member the program sends the datagram with this UDP payload to, when its
+/// DestQP decides it; `None` for a CM MAD (QP 1: what it names decides) and for what is too
+/// short to carry a BTH (the program's default). The batches a NIC sends are cut by it
+/// (`crate::batch`): the receiving kernel steers a batch whole, by its first packet.
+pub(crate) fn slot_of(udp_payload: &[u8]) -> Option<u8> {
+    let word = udp_payload.get(at::DEST_QP_WORD as usize..at::DEST_QP_WORD as usize + 4)?;
+    let dest_qp = u32::from_be_bytes(word.try_into().ok()?) & 0x00ff_ffff;
+    (dest_qp != 1).then(|| roce_core::share::slot_of_qpn(dest_qp))
+}
+
 impl Steering {
     /// Attaches the program to the `SO_REUSEPORT` group of `socket`, for every member.
     pub fn attach(&self, socket: &impl std::os::fd::AsRawFd) -> std::io::Result<()> {

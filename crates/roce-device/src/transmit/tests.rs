@@ -72,3 +72,52 @@ fn lent_batches_gather_into_the_copied_ones_and_a_carried_packet_is_sealed_again
     assert_eq!(lent[1].3, [28, packet + 16 + 12]);
     assert!(lent[2].3.is_empty());
 }
+
+/// Three QPs to one peer address whose NIC two processes share: two to QPs of the peer's slot
+/// 5, one to its slot 9. The receiving kernel steers a batch whole by its first packet, so no
+/// batch mixes the slots; the two QPs of slot 5 may share one.
+#[test]
+fn a_batch_carries_packets_for_one_slot_of_the_peer() {
+    use roce_core::{Access, AddressVector, Connect, Nic, NicConfig, QpInit, QpType};
+    use roce_wire::{Psn, Qpn};
+    let (us, peer) = ("198.18.0.2".parse().unwrap(), "198.18.0.1".parse().unwrap());
+    let mut nic = Nic::new(NicConfig {
+        addrs: vec![us],
+        src_port: roce_core::SrcPortPolicy::Fixed(4791),
+        ..NicConfig::default()
+    });
+    let pd = nic.alloc_pd();
+    let cq = nic.create_cq(16);
+    let mr = nic.reg_mr(pd, 3 * MTU as usize, Access::ALL).unwrap();
+    let sge = Sge {
+        addr: mr.addr(),
+        length: 3 * MTU,
+        lkey: mr.lkey(),
+    };
+    for (wr_id, remote) in [(1, 0x05_0042), (2, 0x09_0042), (3, 0x05_0043)] {
+        let qpn = nic.create_qp(&QpInit::new(QpType::Rc, pd, cq, 16)).unwrap();
+        let connect = Connect::rc(
+            AddressVector::new(us, peer),
+            Qpn::new(remote),
+            Psn::new(0),
+            Psn::new(0),
+        );
+        nic.connect_qp(qpn, &connect).unwrap();
+        nic.post_send(qpn, SendWr::new(wr_id, SendOp::Send, sge))
+            .unwrap();
+    }
+    let engine = EngineLock::new(nic);
+    let made = batches(&engine, &mut Outbox::new(64, None, false));
+    let slots: Vec<Vec<u8>> = made
+        .iter()
+        .map(|(_, bytes, segment, _)| bytes.chunks(*segment).map(|p| p[5]).collect())
+        .collect();
+    assert_eq!(slots.iter().map(Vec::len).sum::<usize>(), 9, "{slots:?}");
+    for batch in &slots {
+        assert!(
+            batch.iter().all(|&s| s == batch[0]),
+            "a batch of two slots: {slots:?}"
+        );
+    }
+    assert!(slots.len() >= 2, "{slots:?}");
+}

@@ -146,6 +146,48 @@ fn the_kernel_delivers_each_datagram_to_the_socket_the_program_names() {
     }
 }
 
+/// What the batches are cut by: the slot the program gives a data packet, by its DestQP alone;
+/// a MAD, steered by what it names, and what is too short for a BTH have none.
+#[test]
+fn a_packet_s_slot_is_the_one_the_program_steers_it_to() {
+    let steering = three_members();
+    let program = steering.program();
+    for (slot, index) in [(5u8, 0u32), (2, 1), (9, 2)] {
+        let packet = data_to(u32::from(slot) << 16 | 0x42);
+        assert_eq!(slot_of(&packet), Some(slot));
+        assert_eq!(run(&program, &packet), index);
+    }
+    assert_eq!(slot_of(&mad(0x0010, 1, 0, LISTENED)), None);
+    assert_eq!(slot_of(&[0u8; 7]), None);
+}
+
+/// Why the batches are cut: the kernel steers a segmentation-offload batch whole, by its first
+/// packet. Two packets sent in one `UDP_SEGMENT` send, the first to slot 5's QP and the second
+/// to slot 9's, both arrive at slot 5's socket.
+#[test]
+fn the_kernel_steers_a_batch_whole_by_its_first_packet() {
+    use nix::sys::socket::{setsockopt, sockopt};
+    let first = reuseport_socket("127.0.0.1:0".parse().unwrap());
+    let addr = first.local_addr().unwrap();
+    let group = [first, reuseport_socket(addr), reuseport_socket(addr)];
+    three_members().attach(&group[0].as_fd()).unwrap();
+    let sender = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let (to_5, to_9) = (data_to(5 << 16 | 0x42), data_to(9 << 16 | 0x42));
+    setsockopt(&sender, sockopt::UdpGsoSegment, &(to_5.len() as i32)).unwrap();
+    sender
+        .send_to(&[to_5.as_slice(), to_9.as_slice()].concat(), addr)
+        .unwrap();
+    let mut buf = [0u8; 512];
+    for expected in [&to_5, &to_9] {
+        let (len, _) = group[0].recv_from(&mut buf).unwrap();
+        assert_eq!(&buf[..len], expected.as_slice());
+    }
+    assert!(
+        group[2].recv_from(&mut buf).is_err(),
+        "slot 9's socket got its packet"
+    );
+}
+
 /// A UDP socket with `SO_REUSEPORT` bound to `addr`, reading with a short timeout.
 fn reuseport_socket(addr: SocketAddr) -> UdpSocket {
     let socket = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::DGRAM, None).unwrap();
