@@ -4,7 +4,7 @@
 //! packet dropped). Under `roce exec` the NIC runs inside the program, so the program's
 //! standard error is the only place where it can say so.
 //!
-//! [`ENV_LOG`](crate::config::ENV_LOG) holds tracing's filter directives (`warn`,
+//! [`ENV_LOG`] holds tracing's filter directives (`warn`,
 //! `roce_core=debug`, `roce_core::qp::completer=debug`); unset, the warnings. `roce exec` passes
 //! its own `RUST_LOG` on as it. A program that installed a tracing subscriber of its own (a
 //! Rust program) keeps it, and the NIC's events go there.
