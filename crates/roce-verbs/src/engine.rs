@@ -52,6 +52,15 @@ impl Engine {
         if let Some(why) = &opened.not_shared {
             eprintln!("roce-verbs: {why}");
         }
+        // On the program's thread, before `ibv_open_device` returns: a program that exits at
+        // once still says it (the NIC's task says "device started" when it first runs).
+        tracing::info!(
+            device = %model.spec.name,
+            ip = %model.spec.nic.ip,
+            backend = ?model.spec.nic.backend,
+            shared = opened.not_shared.is_none(),
+            "NIC opened"
+        );
         if let Some(why) = opened.link_local_unbound {
             model.link_local_unbound(why);
         }

@@ -420,16 +420,19 @@ fn the_nic_in_the_program_logs_on_its_stderr_as_rust_log_asks() {
         assert!(out.status.success(), "{out:?}");
         String::from_utf8_lossy(&out.stderr).into_owned()
     };
-    let stderr = devinfo(Some("roce_device=info"), "127.0.13.233");
-    assert!(stderr.contains("device started"), "{stderr}");
-    let stderr = devinfo(None, "127.0.13.234");
-    assert!(!stderr.contains("device started"), "{stderr}");
-    let stderr = devinfo(Some("roce_device=loud"), "127.0.13.235");
+    let stderr = devinfo(Some("roce_verbs=info"), "127.0.13.233");
     assert!(
-        stderr.contains("ROCE_VERBS_LOG=roce_device=loud") && stderr.contains("warnings only"),
+        stderr.contains("NIC opened device=roce0 ip=127.0.13.233"),
         "{stderr}"
     );
-    assert!(!stderr.contains("device started"), "{stderr}");
+    let stderr = devinfo(None, "127.0.13.234");
+    assert!(!stderr.contains("NIC opened"), "{stderr}");
+    let stderr = devinfo(Some("roce_verbs=loud"), "127.0.13.235");
+    assert!(
+        stderr.contains("ROCE_VERBS_LOG=roce_verbs=loud") && stderr.contains("warnings only"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("NIC opened"), "{stderr}");
 }
 
 /// A second NIC on an address whose port 4791 is taken is told that it is in use, and what to
