@@ -13,8 +13,8 @@ use crate::backend::Received;
 use crate::transmit::MAX_TRANSMITS_PER_ROUND;
 use crate::{CompletionQueue, Verb};
 
-const US: IpAddr = IpAddr::V4(Ipv4Addr::new(198, 18, 0, 2));
-const PEER: IpAddr = IpAddr::V4(Ipv4Addr::new(198, 18, 0, 1));
+pub(crate) const US: IpAddr = IpAddr::V4(Ipv4Addr::new(198, 18, 0, 2));
+pub(crate) const PEER: IpAddr = IpAddr::V4(Ipv4Addr::new(198, 18, 0, 1));
 
 /// What the driver did, in order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -165,13 +165,18 @@ impl Backend for Recorder {
     }
 }
 
-/// A NIC whose RC QP is connected to the peer's QP 0x99 and has a region of `len` bytes.
-pub(crate) fn responder(len: usize) -> (Nic, Qpn, roce_core::MemoryRegion) {
-    let mut nic = Nic::new(NicConfig {
+/// A NIC at [`US`] sending from port 4791, as a device's.
+pub(crate) fn nic() -> Nic {
+    Nic::new(NicConfig {
         addrs: vec![US],
         src_port: roce_core::SrcPortPolicy::Fixed(4791),
         ..NicConfig::default()
-    });
+    })
+}
+
+/// A NIC whose RC QP is connected to the peer's QP 0x99 and has a region of `len` bytes.
+pub(crate) fn responder(len: usize) -> (Nic, Qpn, roce_core::MemoryRegion) {
+    let mut nic = nic();
     let pd = nic.alloc_pd();
     let cq = nic.create_cq(16);
     let mr = nic.reg_mr(pd, len, Access::ALL).unwrap();

@@ -78,14 +78,10 @@ fn lent_batches_gather_into_the_copied_ones_and_a_carried_packet_is_sealed_again
 /// batch mixes the slots; the two QPs of slot 5 may share one.
 #[test]
 fn a_batch_carries_packets_for_one_slot_of_the_peer() {
-    use roce_core::{Access, AddressVector, Connect, Nic, NicConfig, QpInit, QpType};
+    use crate::driver::tests::{PEER, US};
+    use roce_core::{Access, AddressVector, Connect, QpInit, QpType};
     use roce_wire::{Psn, Qpn};
-    let (us, peer) = ("198.18.0.2".parse().unwrap(), "198.18.0.1".parse().unwrap());
-    let mut nic = Nic::new(NicConfig {
-        addrs: vec![us],
-        src_port: roce_core::SrcPortPolicy::Fixed(4791),
-        ..NicConfig::default()
-    });
+    let mut nic = crate::driver::tests::nic();
     let pd = nic.alloc_pd();
     let cq = nic.create_cq(16);
     let mr = nic.reg_mr(pd, 3 * MTU as usize, Access::ALL).unwrap();
@@ -97,7 +93,7 @@ fn a_batch_carries_packets_for_one_slot_of_the_peer() {
     for (wr_id, remote) in [(1, 0x05_0042), (2, 0x09_0042), (3, 0x05_0043)] {
         let qpn = nic.create_qp(&QpInit::new(QpType::Rc, pd, cq, 16)).unwrap();
         let connect = Connect::rc(
-            AddressVector::new(us, peer),
+            AddressVector::new(US, PEER),
             Qpn::new(remote),
             Psn::new(0),
             Psn::new(0),

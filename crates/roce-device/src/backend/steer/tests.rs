@@ -123,11 +123,7 @@ fn the_program_fits_the_kernel_with_every_slot_and_listeners_beyond_room_are_lef
 /// one of them, datagrams sent to the port arrive at the sockets the program names.
 #[test]
 fn the_kernel_delivers_each_datagram_to_the_socket_the_program_names() {
-    let first = reuseport_socket("127.0.0.1:0".parse().unwrap());
-    let addr = first.local_addr().unwrap();
-    let group = [first, reuseport_socket(addr), reuseport_socket(addr)];
-    three_members().attach(&group[2].as_fd()).unwrap();
-    let sender = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let (group, addr, sender) = three_members_on_loopback(2);
     let cases = [
         (data_to(9 << 16 | 0x42), 2),
         (data_to(5 << 16 | 0x42), 0),
@@ -167,11 +163,7 @@ fn a_packet_s_slot_is_the_one_the_program_steers_it_to() {
 #[test]
 fn the_kernel_steers_a_batch_whole_by_its_first_packet() {
     use nix::sys::socket::{setsockopt, sockopt};
-    let first = reuseport_socket("127.0.0.1:0".parse().unwrap());
-    let addr = first.local_addr().unwrap();
-    let group = [first, reuseport_socket(addr), reuseport_socket(addr)];
-    three_members().attach(&group[0].as_fd()).unwrap();
-    let sender = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let (group, addr, sender) = three_members_on_loopback(0);
     let (to_5, to_9) = (data_to(5 << 16 | 0x42), data_to(9 << 16 | 0x42));
     setsockopt(&sender, sockopt::UdpGsoSegment, &(to_5.len() as i32)).unwrap();
     sender
@@ -186,6 +178,16 @@ fn the_kernel_steers_a_batch_whole_by_its_first_packet() {
         group[2].recv_from(&mut buf).is_err(),
         "slot 9's socket got its packet"
     );
+}
+
+/// [`three_members`]' group on a loopback port, its program attached through the socket at
+/// `attach_by`, and a socket to send to it from: the group, its address, the sender.
+fn three_members_on_loopback(attach_by: usize) -> ([UdpSocket; 3], SocketAddr, UdpSocket) {
+    let first = reuseport_socket("127.0.0.1:0".parse().unwrap());
+    let addr = first.local_addr().unwrap();
+    let group = [first, reuseport_socket(addr), reuseport_socket(addr)];
+    three_members().attach(&group[attach_by].as_fd()).unwrap();
+    (group, addr, UdpSocket::bind("127.0.0.1:0").unwrap())
 }
 
 /// A UDP socket with `SO_REUSEPORT` bound to `addr`, reading with a short timeout.
