@@ -7,7 +7,9 @@
 //! [`ENV_LOG`] holds tracing's filter directives (`warn`,
 //! `roce_core=debug`, `roce_core::qp::completer=debug`); unset, the warnings. `roce exec` passes
 //! its own `RUST_LOG` on as it. A program that installed a tracing subscriber of its own (a
-//! Rust program) keeps it, and the NIC's events go there.
+//! Rust program) keeps it, and the NIC's events go there. One that installs its own only after
+//! it opened the device finds ours in place (tracing's `init` then panics, `try_init` returns
+//! an error): `off` installs none.
 
 use std::sync::Once;
 
@@ -25,6 +27,9 @@ pub(crate) fn start() {
     static STARTED: Once = Once::new();
     STARTED.call_once(|| {
         let directives = std::env::var(ENV_LOG).ok();
+        if directives.as_deref().map(str::trim) == Some("off") {
+            return;
+        }
         let filter = filter(directives.as_deref()).unwrap_or_else(|err| {
             eprintln!(
                 "roce-verbs: {ENV_LOG}={}: {err}; logging warnings only",
