@@ -249,6 +249,10 @@ fn ctrl_c_and_sigterm_still_print_the_counters() {
 
 #[test]
 fn the_program_gets_the_library_and_the_device_and_its_exit_status_is_ours() {
+    // A capture of this process's own (roce exec empties it first: a fixed path another user
+    // had written would refuse it).
+    let pcap = std::env::temp_dir().join(format!("roce-exec-env-{}.pcap", std::process::id()));
+    let pcap = pcap.to_str().unwrap();
     let out = roce(&[
         "exec",
         "--ip",
@@ -256,7 +260,7 @@ fn the_program_gets_the_library_and_the_device_and_its_exit_status_is_ours() {
         "--mtu",
         "4096",
         "--pcap",
-        "/tmp/x.pcap",
+        pcap,
         "--cc",
         "dcqcn",
         "--",
@@ -274,7 +278,11 @@ fn the_program_gets_the_library_and_the_device_and_its_exit_status_is_ours() {
             .is_file(),
         "{text}"
     );
-    assert_eq!(lines.next(), Some("127.0.0.3 4096 /tmp/x.pcap dcqcn"));
+    assert_eq!(
+        lines.next(),
+        Some(format!("127.0.0.3 4096 {pcap} dcqcn").as_str())
+    );
+    let _ = std::fs::remove_file(pcap);
 }
 
 #[test]
@@ -536,7 +544,15 @@ fn ibv_rc_pingpong_runs_between_two_roce_exec_processes() {
             bytes >= sent,
             "size {size}: {bytes} bytes sent, at least {sent} expected"
         );
-        assert_eq!(stats["counters"]["retransmitted_packets"], 0, "{stats}");
+        // Nothing is lost on loopback, unless the kernel caps the sockets' receive buffers
+        // below what the NIC asks for (an ordinary user, net.core.rmem_max at its default of
+        // 208 KiB: a 1 MiB message's window overflows it), which the NIC then says.
+        let capped = [&client, &server]
+            .iter()
+            .any(|o| String::from_utf8_lossy(&o.stderr).contains("UDP receive buffer capped"));
+        if !capped {
+            assert_eq!(stats["counters"]["retransmitted_packets"], 0, "{stats}");
+        }
     }
 }
 
