@@ -58,7 +58,7 @@ impl Engine {
             device = %model.spec.name,
             ip = %model.spec.nic.ip,
             backend = ?model.spec.nic.backend,
-            shared = opened.not_shared.is_none(),
+            shared = model.spec.nic.agent.is_some() && opened.not_shared.is_none(),
             "NIC opened"
         );
         if let Some(why) = opened.link_local_unbound {

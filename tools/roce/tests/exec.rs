@@ -410,8 +410,8 @@ fn a_bad_variable_fails_the_device_list_and_names_the_variable() {
 }
 
 /// The NIC inside the program logs on the program's stderr: its warnings by default, more
-/// when `roce exec`'s RUST_LOG asks (passed on as ROCE_VERBS_LOG); a filter that does not
-/// parse is named and the warnings stay.
+/// when `roce exec`'s RUST_LOG asks (passed on as ROCE_VERBS_LOG), such as the NIC it opened
+/// and whether it is shared; a filter that does not parse is named and the warnings stay.
 #[test]
 fn the_nic_in_the_program_logs_on_its_stderr_as_rust_log_asks() {
     if !have("ibv_devinfo", "ibverbs-utils") {
@@ -419,7 +419,15 @@ fn the_nic_in_the_program_logs_on_its_stderr_as_rust_log_asks() {
     }
     let devinfo = |rust_log: Option<&str>, ip: &str| {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_roce"));
-        cmd.args(["exec", "--private-nic", "--ip", ip, "--", "ibv_devinfo"]);
+        // A NIC of its own, but at .236 the shared NIC roce exec gives by default.
+        let private = if ip.ends_with(".236") {
+            None
+        } else {
+            Some("--private-nic")
+        };
+        cmd.arg("exec")
+            .args(private)
+            .args(["--ip", ip, "--", "ibv_devinfo"]);
         match rust_log {
             Some(filter) => cmd.env("RUST_LOG", filter),
             None => cmd.env_remove("RUST_LOG"),
@@ -430,7 +438,12 @@ fn the_nic_in_the_program_logs_on_its_stderr_as_rust_log_asks() {
     };
     let stderr = devinfo(Some("roce_verbs=info"), "127.0.13.233");
     assert!(
-        stderr.contains("NIC opened device=roce0 ip=127.0.13.233"),
+        stderr.contains("NIC opened device=roce0 ip=127.0.13.233 backend=Udp shared=false"),
+        "{stderr}"
+    );
+    let stderr = devinfo(Some("roce_verbs=info"), "127.0.13.236");
+    assert!(
+        stderr.contains("NIC opened device=roce0 ip=127.0.13.236 backend=Udp shared=true"),
         "{stderr}"
     );
     let stderr = devinfo(None, "127.0.13.234");
