@@ -150,6 +150,37 @@ fn local_mpirun(
         }
     }
     let mut out = cmd.output().unwrap();
+    // Timed out (124): what is left of the job, for the failure's report.
+    if out.status.code() == Some(124) {
+        let ps = Command::new("ps")
+            .args(["-eo", "pid,ppid,pgid,stat,etime,args", "--forest"])
+            .output()
+            .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+            .unwrap_or_default();
+        let exe_name = exe.file_name().unwrap().to_string_lossy().into_owned();
+        let left: Vec<&str> = ps
+            .lines()
+            .filter(|l| {
+                [
+                    "/roce ",
+                    "[roce]",
+                    "mpirun",
+                    "orted",
+                    "prte",
+                    exe_name.as_str(),
+                ]
+                .iter()
+                .any(|w| l.contains(w))
+            })
+            .collect();
+        out.stderr.extend_from_slice(
+            format!(
+                "--- processes left when mpirun timed out:\n{}\n",
+                left.join("\n")
+            )
+            .as_bytes(),
+        );
+    }
     let _ = std::fs::remove_file(&exe);
     let mut stats = Vec::new();
     for rank in 0..np {
