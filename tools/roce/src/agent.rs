@@ -18,6 +18,9 @@ pub(crate) struct Args {
 }
 
 pub(crate) fn run(args: &Args) -> anyhow::Result<ExitCode> {
+    // The process that started it may be an MPI rank, whose launcher waits for the rank's
+    // sockets and pipes to close: the agent, which outlives the rank, keeps none of them.
+    roce_device::share::agent::close_inherited_descriptors()?;
     roce_device::share::agent::run(args.ip, LINGER)?;
     Ok(ExitCode::SUCCESS)
 }

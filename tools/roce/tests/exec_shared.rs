@@ -371,3 +371,27 @@ fn run_fork_c(
     assert!(run.ok.len() >= 9, "{:?}", run.ok);
     Some(run)
 }
+
+/// The agent that the first process of an address starts keeps none of that process's
+/// descriptors: a pipe the process holds without close-on-exec (as an MPI rank holds its
+/// launcher's) reads its end once the process closes its own copy, while the agent still runs
+/// (the member joined here keeps it).
+#[test]
+fn the_agent_keeps_none_of_the_descriptors_of_the_process_that_started_it() {
+    use std::io::Read;
+    let (read, write) = nix::unistd::pipe().unwrap();
+    let member = roce_device::share::member::join(
+        "127.0.14.95".parse().unwrap(),
+        std::path::Path::new(env!("CARGO_BIN_EXE_roce")),
+    )
+    .unwrap();
+    drop(write);
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut buf = [0u8; 1];
+        let _ = tx.send(std::fs::File::from(read).read(&mut buf).ok());
+    });
+    let eof = rx.recv_timeout(Duration::from_secs(5));
+    assert_eq!(eof, Ok(Some(0)), "the agent holds the pipe's write end");
+    drop(member);
+}

@@ -96,6 +96,23 @@ pub(crate) fn attach_reuseport_cbpf(
     }
 }
 
+/// Closes every descriptor from 3 up (`close_range(2)`), for a process that must keep none of
+/// what it inherited: the agent of a shared address, which the first process to use the address
+/// starts and which outlives it. Its parent's descriptors without close-on-exec (an MPI rank
+/// has a dozen: its launcher's sockets and pipes) would otherwise stay open as long as the
+/// agent runs, and a launcher that waits for them to close would wait for the agent. To be
+/// called before the process opens anything of its own.
+pub(crate) fn close_inherited_descriptors() -> io::Result<()> {
+    // SAFETY: the caller owns no descriptor from 3 up yet, so none that Rust code holds is
+    // closed behind its back; the call takes plain integers.
+    let rc = unsafe { libc::syscall(libc::SYS_close_range, 3u32, u32::MAX, 0u32) };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
 /// Sends `message` on the Unix socket `socket` with `fds` attached (`SCM_RIGHTS`).
 pub(crate) fn send_with_fds(
     socket: &impl AsRawFd,

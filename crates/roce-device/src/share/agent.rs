@@ -18,6 +18,14 @@ use super::{Layout, Message, agent_name};
 use crate::backend::steer::Steering;
 use crate::backend::sys::{recv_with_fds, send_with_fds};
 
+/// Closes the descriptors the agent's process inherited from the program that started it
+/// (`close_range(2)` from 3 up): the program's launcher (mpirun) may wait for them to close.
+/// For the agent's own process, first thing: never in a process that has descriptors of its
+/// own (the tests run [`run`] on a thread).
+pub fn close_inherited_descriptors() -> io::Result<()> {
+    crate::backend::sys::close_inherited_descriptors()
+}
+
 /// Serves the address `ip` until no member has been left for `linger`. Returns at once when
 /// another agent serves it already (its name is taken).
 pub fn run(ip: IpAddr, linger: Duration) -> io::Result<()> {
