@@ -144,7 +144,13 @@ impl Nic {
             return;
         }
         let Some(qp) = self.qps.get_mut(&qpn) else {
-            tracing::trace!(qpn = %qpn, src = %datagram.src, psn = %bth.psn(), opcode = %bth.opcode(), "no such QP");
+            tracing::trace!(
+                qpn = %qpn,
+                src = %datagram.src,
+                psn = %bth.psn(),
+                opcode = %bth.opcode(),
+                "no such QP"
+            );
             shared.drop_rx(|s| &mut s.rx_unknown_qp, "unknown QP");
             return;
         };

@@ -101,16 +101,30 @@ pub(crate) fn attach_reuseport_cbpf(
 /// starts and which outlives it. Its parent's descriptors without close-on-exec (an MPI rank
 /// has a dozen: its launcher's sockets and pipes) would otherwise stay open as long as the
 /// agent runs, and a launcher that waits for them to close would wait for the agent. To be
-/// called before the process opens anything of its own.
+/// called before the process opens anything of its own. A kernel older than 5.9 has no
+/// `close_range`: the descriptors `/proc/self/fd` lists are closed one by one instead.
 pub(crate) fn close_inherited_descriptors() -> io::Result<()> {
     // SAFETY: the caller owns no descriptor from 3 up yet, so none that Rust code holds is
     // closed behind its back; the call takes plain integers.
     let rc = unsafe { libc::syscall(libc::SYS_close_range, 3u32, u32::MAX, 0u32) };
     if rc == 0 {
-        Ok(())
-    } else {
-        Err(io::Error::last_os_error())
+        return Ok(());
     }
+    let err = io::Error::last_os_error();
+    if err.raw_os_error() != Some(libc::ENOSYS) {
+        return Err(err);
+    }
+    // Listed first, closed after: the listing's own descriptor is gone by then, and closing
+    // it again fails harmlessly (EBADF).
+    let fds: Vec<i32> = std::fs::read_dir("/proc/self/fd")?
+        .filter_map(|entry| entry.ok()?.file_name().to_str()?.parse().ok())
+        .filter(|&fd| fd > 2)
+        .collect();
+    for fd in fds {
+        // SAFETY: as above; a descriptor that is no longer open is refused with EBADF.
+        unsafe { libc::close(fd) };
+    }
+    Ok(())
 }
 
 /// Sends `message` on the Unix socket `socket` with `fds` attached (`SCM_RIGHTS`).

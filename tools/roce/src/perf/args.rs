@@ -262,17 +262,14 @@ impl Args {
         if self.check && verb == Verb::Read {
             return 1;
         }
-        self.cq_mod.unwrap_or(
-            if size > CQ_MOD_SIZE_LIMIT
-                && !self.all
-                && !self.events
-                && self.connection != ConnectionArg::Ud
-            {
-                1
-            } else {
-                DEFAULT_CQ_MOD
-            },
-        )
+        if let Some(cq_mod) = self.cq_mod {
+            return cq_mod;
+        }
+        let unmoderated = size > CQ_MOD_SIZE_LIMIT
+            && !self.all
+            && !self.events
+            && self.connection != ConnectionArg::Ud;
+        if unmoderated { 1 } else { DEFAULT_CQ_MOD }
     }
 
     pub(super) fn rx_depth(&self) -> u32 {

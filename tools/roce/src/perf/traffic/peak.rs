@@ -5,8 +5,9 @@ use std::time::Instant;
 /// The best time per message over any window from the post of WR `i` to the completion of
 /// number `j >= i` (`(completed[j] - posted[i]) / (j - i + 1)`), in seconds: perftest's peak
 /// (perftest_parameters.c `print_report_bw`, which searches every `i` and the `j` at
-/// multiples of `cq_mod`, the run's CQ moderation, then reports `size / opt_delta`). The window over the whole run is
-/// one of them, so the peak is never below the average. `None` without completions.
+/// multiples of `cq_mod`, the run's CQ moderation, then reports `size / opt_delta`). The
+/// window over the whole run is one of them, so the peak is never below the average. `None`
+/// without completions.
 ///
 /// perftest tries every pair, `n² / cq_mod` windows (4 M at 20 000 iterations, a cost the
 /// run's CPU time then carries). The same minimum in `O(n log n)`: a window's time per message
