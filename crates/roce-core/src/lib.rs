@@ -48,6 +48,7 @@ use std::net::{IpAddr, SocketAddr};
 pub use roce_wire::frame::Ecn;
 
 mod cc;
+mod cc_params;
 pub mod cm;
 pub mod config;
 mod connect;
@@ -72,6 +73,7 @@ mod timer;
 mod wr;
 
 pub use cc::CongestionState;
+pub use cc_params::ParamError;
 pub use cm::{
     AcceptParams, CmError, CmEvent, CmState, ConnId, ConnectParams, ConnectRequest, ListenHandle,
     RDMA_UDP_QKEY, SidrParams, SidrRequest,

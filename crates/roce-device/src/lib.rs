@@ -51,7 +51,7 @@ pub use endpoint::{Connection, RcEndpoint};
 pub use handle::{DeviceError, DeviceHandle, Verb};
 pub use roce_pcap::SnapLen;
 pub use spec::{
-    BackendKind, Cc, DeviceSpec, EnvError, OpenError, Opened, Recovery, TX_BURST_PACKETS,
+    BackendKind, Cc, CcParam, DeviceSpec, EnvError, OpenError, Opened, Recovery, TX_BURST_PACKETS,
 };
 pub use tap::Tap;
 

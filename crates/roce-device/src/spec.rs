@@ -12,6 +12,7 @@
 //! | `ROCE_VERBS_PCAP` | write the NIC's packets to this pcap | none |
 //! | `ROCE_VERBS_SNAPLEN` | keep at most this many bytes of each packet in the pcap (tcpdump's `-s`; 0: whole packets) | 0 |
 //! | `ROCE_VERBS_CC` | congestion control: `none`, `dcqcn` (NVIDIA's defaults), `dcqcn-paper`, `dctcp`, `timely` or `hpcc` | `none` |
+//! | `ROCE_VERBS_CC_PARAMS` | the algorithm's parameters over its defaults, `KEY=VALUE` pairs separated by commas, named as the fields of its configuration and a network scenario's `[network.ALGO]` table (`base_rtt_ns=400000,min_rate=10` for `hpcc`) | none |
 //! | `ROCE_VERBS_LOSS_RECOVERY` | how RC QPs recover lost packets: `go-back-n` (rxe's) or `selective-repeat` (IRN-style; both ends must use it) | `go-back-n` |
 //! | `ROCE_VERBS_LINE_RATE` | the port's line rate in Gb/s (where DCQCN starts) | 100 |
 //! | `ROCE_VERBS_LOSS` | drop this fraction (0 to 1) of received datagrams | 0 |
@@ -19,12 +20,14 @@
 //! | `ROCE_VERBS_NO_GSO` | `1`: the UDP backend sends one datagram per system call | `0` |
 //! | `ROCE_VERBS_AGENT` | the UDP backend shares the address with every process on it, through the address's agent, this program's `agent` command (`roce`) | none: the process's NIC is its own |
 
+use std::borrow::Cow;
 use std::fmt;
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 
 use roce_core::{
-    Congestion, DcqcnConfig, DctcpConfig, HpccConfig, LossRecovery, Mtu, NicConfig, TimelyConfig,
+    Congestion, DcqcnConfig, DctcpConfig, HpccConfig, LossRecovery, Mtu, NicConfig, ParamError,
+    TimelyConfig,
 };
 use roce_wire::ROCE_V2_UDP_PORT as PORT;
 
@@ -58,6 +61,8 @@ pub const ENV_PCAP: &str = "ROCE_VERBS_PCAP";
 pub const ENV_SNAPLEN: &str = "ROCE_VERBS_SNAPLEN";
 /// See the module's table.
 pub const ENV_CC: &str = "ROCE_VERBS_CC";
+/// See the module's table.
+pub const ENV_CC_PARAMS: &str = "ROCE_VERBS_CC_PARAMS";
 /// See the module's table.
 pub const ENV_LOSS_RECOVERY: &str = "ROCE_VERBS_LOSS_RECOVERY";
 /// See the module's table.
@@ -142,6 +147,39 @@ impl Cc {
     }
 }
 
+/// One of the congestion control's parameters, `KEY=VALUE` (`--cc-param`, and one of the
+/// comma-separated pairs of `ROCE_VERBS_CC_PARAMS`): the name of a field of the algorithm's
+/// configuration ([`Congestion::set_param`]) and its value.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CcParam {
+    /// The parameter's name.
+    pub key: String,
+    /// Its value, as text.
+    pub value: String,
+}
+
+impl std::str::FromStr for CcParam {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, String> {
+        match text.split_once('=') {
+            Some((key, value)) if !key.trim().is_empty() && !value.trim().is_empty() => Ok(Self {
+                key: key.trim().to_owned(),
+                value: value.trim().to_owned(),
+            }),
+            _ => Err(format!(
+                "{text:?}: a parameter is KEY=VALUE, such as base_rtt_ns=400000"
+            )),
+        }
+    }
+}
+
+impl fmt::Display for CcParam {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}={}", self.key, self.value)
+    }
+}
+
 /// How every RC QP of the NIC recovers lost packets.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
@@ -191,6 +229,8 @@ pub struct DeviceSpec {
     pub mtu: Option<Mtu>,
     /// Congestion control on every QP.
     pub cc: Cc,
+    /// Its parameters over the algorithm's defaults, in order ([`DeviceSpec::congestion`]).
+    pub cc_params: Vec<CcParam>,
     /// How every RC QP recovers lost packets.
     pub recovery: Recovery,
     /// The port's line rate, bits per second: where the congestion control's rate starts.
@@ -224,6 +264,7 @@ impl DeviceSpec {
             dev: None,
             mtu: None,
             cc: Cc::None,
+            cc_params: Vec::new(),
             recovery: Recovery::GoBackN,
             line_rate_bps: 100_000_000_000,
             loss: 0.0,
@@ -285,6 +326,18 @@ impl DeviceSpec {
                 ));
             }
         };
+        if let Some(params) = get(ENV_CC_PARAMS) {
+            let expected = "KEY=VALUE pairs separated by commas, such as base_rtt_ns=400000";
+            spec.cc_params = params
+                .split(',')
+                .filter(|p| !p.trim().is_empty())
+                .map(str::parse)
+                .collect::<Result<_, _>>()
+                .map_err(|_| EnvError::new(ENV_CC_PARAMS, &params, expected))?;
+            if let Err(err) = spec.congestion() {
+                return Err(EnvError::new(ENV_CC_PARAMS, params, err.to_string()));
+            }
+        }
         spec.recovery = match get(ENV_LOSS_RECOVERY).as_deref() {
             None | Some("go-back-n") => Recovery::GoBackN,
             Some("selective-repeat") => Recovery::SelectiveRepeat,
@@ -343,6 +396,10 @@ impl DeviceSpec {
         if let Some(mtu) = self.mtu {
             vars.push((ENV_MTU, mtu.bytes().to_string()));
         }
+        if !self.cc_params.is_empty() {
+            let params: Vec<String> = self.cc_params.iter().map(CcParam::to_string).collect();
+            vars.push((ENV_CC_PARAMS, params.join(",")));
+        }
         if let Some(dev) = &self.dev {
             vars.push((ENV_DEV, dev.clone()));
         }
@@ -364,14 +421,26 @@ impl DeviceSpec {
         runtime(self.busy_poll)
     }
 
+    /// The congestion control, its parameters set over the algorithm's defaults; the first
+    /// parameter the algorithm does not take, or whose value does not parse, is refused.
+    pub fn congestion(&self) -> Result<Congestion, ParamError> {
+        let mut congestion = self.cc.congestion();
+        for p in &self.cc_params {
+            congestion.set_param(&p.key, &p.value)?;
+        }
+        Ok(congestion)
+    }
+
     /// The engine's settings for this device (with the engine's default seed): its QPs send
-    /// in bursts of [`TX_BURST_PACKETS`].
+    /// in bursts of [`TX_BURST_PACKETS`]. A parameter [`DeviceSpec::congestion`] refuses leaves
+    /// the algorithm's defaults here; opening such a device ([`DeviceSpec::config`]) and
+    /// reading one from the environment refuse it.
     pub fn nic_config(&self) -> NicConfig {
         NicConfig {
             addrs: vec![self.ip],
             max_mtu: self.mtu.unwrap_or(NicConfig::default().max_mtu),
             line_rate_bps: self.line_rate_bps,
-            congestion: self.cc.congestion(),
+            congestion: self.congestion().unwrap_or_else(|_| self.cc.congestion()),
             loss_recovery: self.recovery.loss_recovery(),
             tx_burst_packets: TX_BURST_PACKETS,
             ..NicConfig::default()
@@ -383,6 +452,7 @@ impl DeviceSpec {
     /// A NIC that shares its address appends to the capture the other processes write too
     /// ([`Tap::append`]).
     pub fn config(&self) -> Result<DeviceConfig, OpenError> {
+        self.congestion().map_err(OpenError::CcParam)?;
         let mut config = DeviceConfig::new(self.ip);
         config.nic = NicConfig {
             seed: config.nic.seed,
@@ -630,6 +700,10 @@ pub enum OpenError {
     /// The address's agent could not be reached or started, or its sockets not used.
     #[error("sharing the address: {0}")]
     Agent(std::io::Error),
+    /// A congestion-control parameter the algorithm does not take, or a value that does not
+    /// parse.
+    #[error("congestion control: {0}")]
+    CcParam(ParamError),
     /// The raw backend was given no interface.
     #[error("the raw backend needs an interface (--dev IFACE)")]
     NoInterface,
@@ -677,16 +751,20 @@ pub struct EnvError {
     /// Its value.
     pub value: String,
     /// What it should be.
-    pub expected: &'static str,
+    pub expected: Cow<'static, str>,
 }
 
 impl EnvError {
     /// `var` holds `value`, which is not `expected`.
-    pub fn new(var: &'static str, value: impl Into<String>, expected: &'static str) -> Self {
+    pub fn new(
+        var: &'static str,
+        value: impl Into<String>,
+        expected: impl Into<Cow<'static, str>>,
+    ) -> Self {
         Self {
             var,
             value: value.into(),
-            expected,
+            expected: expected.into(),
         }
     }
 }

@@ -6,7 +6,9 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 use roce_device::backend::BindError;
-use roce_device::{BackendKind, Cc, DeviceHandle, DeviceSpec, OpenError, Recovery, SnapLen};
+use roce_device::{
+    BackendKind, Cc, CcParam, DeviceHandle, DeviceSpec, OpenError, Recovery, SnapLen,
+};
 
 /// How much of each packet a `--pcap` capture keeps: one option for every command that writes
 /// one.
@@ -49,6 +51,13 @@ pub(crate) struct DeviceOpts {
     /// target rate, α, window and CNPs.
     #[arg(long, value_enum, default_value_t = Cc::None)]
     pub(crate) cc: Cc,
+    /// One of the congestion control's parameters over its defaults, KEY=VALUE; repeat it for
+    /// more. KEY is a field of the algorithm's configuration, as a network scenario's
+    /// [network.ALGO] table names it (docs/congestion.md); a key the algorithm does not take is
+    /// refused with the keys it takes. HPCC's T and floor on a veth whose round trip is
+    /// hundreds of µs, say: --cc hpcc --cc-param base_rtt_ns=400000 --cc-param min_rate=10.
+    #[arg(long = "cc-param", value_name = "KEY=VALUE")]
+    pub(crate) cc_params: Vec<CcParam>,
     /// How RC QPs recover lost packets: go-back-n (as rxe and hardware RNICs) or
     /// selective-repeat (IRN-style: only what is missing is sent again, so a lossy path without
     /// PFC costs little). Both ends must use the same; with a peer that is not roce-emu, keep
@@ -95,6 +104,7 @@ impl DeviceOpts {
         spec.backend = self.backend;
         spec.dev = self.dev.clone();
         spec.cc = self.cc;
+        spec.cc_params = self.cc_params.clone();
         spec.recovery = self.loss_recovery;
         spec.loss = self.loss;
         spec.line_rate_bps = (self.line_rate * 1e9) as u64;
@@ -106,12 +116,18 @@ impl DeviceOpts {
         spec
     }
 
+    /// The congestion control with its `--cc-param`s, or why one is refused.
+    pub(crate) fn congestion(&self) -> Result<roce_core::Congestion, roce_core::ParamError> {
+        self.spec(IpAddr::from([127, 0, 0, 1])).congestion()
+    }
+
     /// Starts the device on `--ip` or `default_ip`; returns it and the address it plays.
     pub(crate) fn spawn(&self, default_ip: IpAddr) -> anyhow::Result<(DeviceHandle, IpAddr)> {
         let spec = self.spec(default_ip);
         empty_shared_capture(&spec)?;
         let opened = spec.open().map_err(|err| match err {
             OpenError::NoInterface => anyhow::anyhow!("--backend raw needs --dev IFACE"),
+            OpenError::CcParam(err) => anyhow::anyhow!("--cc-param: {err}"),
             err => anyhow::anyhow!(err.with_advice("--ip")),
         })?;
         Ok((opened.device, spec.ip))

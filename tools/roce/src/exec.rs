@@ -21,7 +21,7 @@ use std::process::{Command, ExitCode};
 
 use anyhow::{Context, bail};
 
-use roce_device::{BackendKind, Cc, DeviceSpec, Recovery};
+use roce_device::{BackendKind, Cc, CcParam, DeviceSpec, Recovery};
 
 use crate::device::parse_gbps;
 use crate::libs;
@@ -117,6 +117,11 @@ pub(crate) struct Args {
     /// Congestion control on every QP (see docs/congestion.md).
     #[arg(long, value_enum, default_value_t = Cc::None)]
     cc: Cc,
+    /// One of the congestion control's parameters over its defaults, KEY=VALUE; repeat it for
+    /// more (the keys: the algorithm's fields, as a network scenario's [network.ALGO] table
+    /// names them; docs/congestion.md). --cc hpcc --cc-param base_rtt_ns=400000, say.
+    #[arg(long = "cc-param", value_name = "KEY=VALUE")]
+    cc_params: Vec<CcParam>,
     /// How RC QPs recover lost packets: go-back-n (as rxe and hardware RNICs) or
     /// selective-repeat (IRN-style: only what is missing is sent again, so a lossy path without
     /// PFC costs little). Both ends must use the same; with a peer that is not roce-emu, keep
@@ -169,12 +174,13 @@ pub(crate) struct Args {
 
 impl Args {
     /// The device the program gets.
-    fn spec(&self) -> DeviceSpec {
+    pub(crate) fn spec(&self) -> DeviceSpec {
         let mut spec = DeviceSpec::new(self.ip);
         spec.backend = self.backend;
         spec.dev = self.dev.clone();
         spec.mtu = roce_core::Mtu::from_bytes(self.mtu);
         spec.cc = self.cc;
+        spec.cc_params = self.cc_params.clone();
         spec.recovery = self.loss_recovery;
         spec.line_rate_bps = (self.line_rate * 1e9) as u64;
         spec.busy_poll = self.busy_poll;

@@ -72,6 +72,22 @@ enum Command {
 fn main() -> ExitCode {
     quiet_on_a_closed_pipe();
     let cli = Cli::parse();
+    // A `--cc-param` the algorithm does not take is a usage error, said before anything runs
+    // (a server would otherwise find out when its first client came).
+    if let Err(err) = match &cli.command {
+        Command::Exec(args) => args.spec().congestion().map(drop),
+        Command::Perf(args) => args.device.congestion().map(drop),
+        Command::Pingpong(args) => args.device.congestion().map(drop),
+        _ => Ok(()),
+    } {
+        use clap::CommandFactory;
+        Cli::command()
+            .error(
+                clap::error::ErrorKind::ValueValidation,
+                format!("--cc-param: {err}"),
+            )
+            .exit();
+    }
     // Logs go to standard error, filtered by RUST_LOG (e.g. RUST_LOG=roce_core=debug).
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));

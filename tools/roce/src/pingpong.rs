@@ -82,7 +82,7 @@ pub(crate) struct Args {
     #[arg(short = 'g', long = "gid-idx")]
     gid_idx: Option<u32>,
     #[command(flatten)]
-    device: crate::device::DeviceOpts,
+    pub(crate) device: crate::device::DeviceOpts,
     /// Give up when no completion comes for this many seconds (ibv_rc_pingpong would hang).
     #[arg(long, default_value_t = 10)]
     timeout: u64,

@@ -135,3 +135,31 @@ fn a_test_that_skips() {
     assert!(std::env::var_os("ROCE_TEST_SKIP_PROBE").is_some());
     common::skipped("nothing to run it on here");
 }
+
+/// `roce exec` refuses a congestion-control parameter the algorithm does not take, naming the
+/// ones it takes, before the program runs.
+#[test]
+fn a_cc_param_is_refused_before_the_program_runs() {
+    let dir = common::ScratchDir::new("exec-cc-param");
+    let ran = dir.join("ran");
+    let ran = ran.to_str().unwrap();
+    let out = roce(&[
+        "exec",
+        "--ip",
+        "127.0.148.3",
+        "--cc",
+        "timely",
+        "--cc-param",
+        "eta=990",
+        "--",
+        "touch",
+        ran,
+    ]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(
+        err.contains("timely has no parameter \"eta\"; its parameters: t_low_ns, t_high_ns"),
+        "{err}"
+    );
+    assert!(!std::path::Path::new(ran).exists(), "the program ran");
+}

@@ -456,3 +456,65 @@ fn writes_over_a_lossy_path_recover_by_selective_repeat() {
     );
     assert!(rx > 0 && rx <= tx, "{client} {server}");
 }
+
+/// `--cc-param` sets the algorithm's parameters over its defaults: HPCC's window starts at the
+/// line rate times T, so T given as 400 µs at 1 Gb/s is a window of 50 000 bytes (13 µs, the
+/// default, 1 625). On loopback no switch stamps the INT header, so no ACK moves the window.
+#[test]
+fn cc_params_set_the_algorithms_parameters() {
+    let common = [
+        "-n",
+        "16",
+        "-s",
+        "4096",
+        "--json",
+        "--cc",
+        "hpcc",
+        "--line-rate",
+        "1",
+        "--cc-param",
+        "base_rtt_ns=400000",
+    ];
+    let (client, server) = perf_pair(&["write"], "18976", "127.0.147", &common);
+    assert!(server.status.success(), "{}", text(&server).1);
+    let client = json(&client);
+    let cc = &client["congestion"];
+    assert_eq!(cc["algorithm"], "hpcc", "{client}");
+    assert_eq!(
+        cc["params"],
+        serde_json::json!(["base_rtt_ns=400000"]),
+        "{client}"
+    );
+    assert_eq!(cc["window_bytes"].as_u64(), Some(50_000), "{client}");
+}
+
+/// A parameter the algorithm does not take is refused with the ones it takes, before the
+/// device starts: its capture is never created.
+#[test]
+fn a_cc_param_the_algorithm_does_not_take_is_refused_before_the_device_starts() {
+    let dir = common::ScratchDir::new("perf-cc-param");
+    let pcap = dir.join("never.pcap");
+    let out = Command::new(env!("CARGO_BIN_EXE_roce"))
+        .args([
+            "perf",
+            "write",
+            "--ip",
+            "127.0.148.1",
+            "-p",
+            "18977",
+            "--cc",
+            "dcqcn",
+        ])
+        .args(["--cc-param", "eta=990", "--pcap"])
+        .arg(&pcap)
+        .output()
+        .unwrap();
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(2), "{stdout}");
+    assert!(
+        stderr.contains("dcqcn has no parameter \"eta\"; its parameters: rpg_time_reset"),
+        "{stderr}"
+    );
+    assert!(!pcap.exists(), "the device started before refusing");
+    assert!(!stderr.contains("waiting for a client"), "{stderr}");
+}

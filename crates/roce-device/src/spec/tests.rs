@@ -105,6 +105,26 @@ fn every_bad_value_names_its_variable() {
             ENV_BUSY_POLL,
         ),
         (&[(ENV_IP, "1.2.3.4"), (ENV_NO_GSO, "true")][..], ENV_NO_GSO),
+        (
+            &[
+                (ENV_IP, "1.2.3.4"),
+                (ENV_CC, "hpcc"),
+                (ENV_CC_PARAMS, "eta"),
+            ][..],
+            ENV_CC_PARAMS,
+        ),
+        (
+            &[
+                (ENV_IP, "1.2.3.4"),
+                (ENV_CC, "hpcc"),
+                (ENV_CC_PARAMS, "rpg_gd=2"),
+            ][..],
+            ENV_CC_PARAMS,
+        ),
+        (
+            &[(ENV_IP, "1.2.3.4"), (ENV_CC_PARAMS, "eta=990")][..],
+            ENV_CC_PARAMS,
+        ),
     ] {
         assert_eq!(spec(vars).unwrap_err().var, var, "{vars:?}");
     }
@@ -118,6 +138,10 @@ fn the_environment_written_reads_back_as_the_same_device() {
     written.dev = Some("veth0".to_owned());
     written.mtu = Some(Mtu::Mtu4096);
     written.cc = Cc::DcqcnPaper;
+    written.cc_params = vec![
+        "rpg_ai_rate=40".parse().unwrap(),
+        "alpha_on_cnp=true".parse().unwrap(),
+    ];
     written.recovery = Recovery::SelectiveRepeat;
     written.line_rate_bps = 25_000_000_000;
     written.loss = 0.125;
@@ -168,4 +192,46 @@ fn a_bind_error_carries_the_advice_for_the_option_that_chose_the_address() {
         "{}",
         err.with_advice("--ip")
     );
+}
+
+#[test]
+fn cc_params_reach_the_engine_over_the_algorithms_defaults() {
+    let s = spec(&[
+        (ENV_IP, "127.0.0.2"),
+        (ENV_CC, "hpcc"),
+        (ENV_CC_PARAMS, "base_rtt_ns=400000, min_rate=10,"),
+    ])
+    .unwrap()
+    .unwrap();
+    assert_eq!(
+        s.nic_config().congestion,
+        Congestion::Hpcc(HpccConfig {
+            base_rtt_ns: 400_000,
+            min_rate: 10,
+            ..HpccConfig::default()
+        })
+    );
+}
+
+#[test]
+fn a_parameter_the_algorithm_does_not_take_says_which_it_takes() {
+    let err = spec(&[
+        (ENV_IP, "127.0.0.2"),
+        (ENV_CC, "timely"),
+        (ENV_CC_PARAMS, "base_rtt_ns=400000"),
+    ])
+    .unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("timely has no parameter \"base_rtt_ns\"; its parameters: t_low_ns"),
+        "{err}"
+    );
+    // A device described by flags is refused at its opening, before any socket is bound.
+    let mut s = DeviceSpec::new("127.0.0.1".parse().unwrap());
+    s.cc = Cc::Timely;
+    s.cc_params = vec!["base_rtt_ns=400000".parse().unwrap()];
+    let err = s.config().unwrap_err();
+    assert!(matches!(err, OpenError::CcParam(_)), "{err}");
+    assert!("base_rtt_ns".parse::<CcParam>().is_err());
+    assert!("=5".parse::<CcParam>().is_err());
 }

@@ -240,7 +240,7 @@ pub(crate) struct Args {
     )]
     pub(super) connection: ConnectionArg,
     #[command(flatten)]
-    pub(super) device: crate::device::DeviceOpts,
+    pub(crate) device: crate::device::DeviceOpts,
 }
 
 /// perftest's CQ moderation (`DEF_CQ_MOD`).

@@ -194,6 +194,7 @@ pub(super) async fn print_result(
     // The QP's congestion control, in the JSON result and (when on) in a line of text.
     let congestion = json!({
         "algorithm": args.device.cc.name(),
+        "params": args.device.cc_params.iter().map(|p| p.to_string()).collect::<Vec<_>>(),
         "rate_bps": cc.rate_bps, "target_bps": cc.target_bps, "alpha": cc.alpha,
         "window_bytes": cc.window_bytes,
         "cnps_sent": cc.cnps_sent, "cnps_received": cc.cnps_received,
