@@ -1,7 +1,8 @@
 //! The congestion-control tables of a network scenario: `[network.dcqcn]`, `[network.dctcp]`,
 //! `[network.timely]` and `[network.hpcc]`, each the parameters of one algorithm (named as the
-//! fields of [`DcqcnConfig`], [`DctcpConfig`], [`TimelyConfig`], [`HpccConfig`]) over the
-//! profile `network.congestion` names. `--set network.dctcp.rate_ai=100` changes one as the file
+//! fields of [`DcqcnConfig`], [`DctcpConfig`], [`TimelyConfig`], [`HpccConfig`], and set by
+//! their `set`, as `--cc-param` sets them on a device) over the profile `network.congestion`
+//! names. `--set network.dctcp.rate_ai=100` changes one as the file
 //! would.
 //!
 //! A scenario may carry the tables of several algorithms: only the one `network.congestion`
@@ -12,89 +13,54 @@
 //! when that algorithm runs, in place of `[network.ecn]`, as HPCC's `run.py` gives DCTCP its own
 //! threshold.
 
-use roce_core::{Congestion, DcqcnConfig, DctcpConfig, HpccConfig, TimelyConfig};
+use anyhow::{anyhow, bail};
+use roce_core::{Congestion, DcqcnConfig, DctcpConfig, HpccConfig, ParamError, TimelyConfig};
 use serde::Deserialize;
 
 use super::scenario::CongestionName;
 use super::switch_keys::EcnFile;
 use crate::EcnMarking;
 
-/// DCQCN knobs over the profile `congestion` names; the names are [`DcqcnConfig`]'s.
+/// One algorithm's table: its parameters, named as the fields of its configuration and set
+/// through that configuration's own setter ([`Congestion::set_param`]'s names, which
+/// `--cc-param` gives a device on real packets), and the switches' marking when it runs.
 #[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(super) struct DcqcnFile {
-    rpg_time_reset: Option<u32>,
-    rpg_byte_reset: Option<u32>,
-    rpg_threshold: Option<u32>,
-    rpg_ai_rate: Option<u32>,
-    rpg_hai_rate: Option<u32>,
-    rpg_gd: Option<u32>,
-    rpg_min_dec_fac: Option<u32>,
-    rpg_min_rate: Option<u32>,
-    dce_tcp_g: Option<u32>,
-    dce_tcp_rtt: Option<u32>,
-    alpha_on_cnp: Option<bool>,
-    initial_alpha_value: Option<u32>,
-    clamp_tgt_rate: Option<bool>,
-    clamp_tgt_rate_after_time_inc: Option<bool>,
-    rate_to_set_on_first_cnp: Option<u32>,
-    rate_reduce_monitor_period: Option<u32>,
-    min_time_between_cnps: Option<u32>,
+pub(super) struct CcFile {
     /// The switches' marking when this algorithm runs, in place of `[network.ecn]`.
     ecn: Option<EcnFile>,
+    /// Every other key: a parameter, a whole number or a boolean.
+    #[serde(flatten)]
+    params: toml::Table,
 }
 
-/// DCTCP's parameters over [`DctcpConfig::default`]; the names are its fields'.
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(super) struct DctcpFile {
-    shift_g: Option<u32>,
-    initial_alpha: Option<u32>,
-    rate_ai: Option<u32>,
-    min_rate: Option<u32>,
-    base_rtt_ns: Option<u32>,
-    /// The switches' marking when this algorithm runs, in place of `[network.ecn]`.
-    ecn: Option<EcnFile>,
-}
-
-/// TIMELY's parameters over [`TimelyConfig::default`]; the names are its fields'.
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(super) struct TimelyFile {
-    t_low_ns: Option<u32>,
-    t_high_ns: Option<u32>,
-    min_rtt_ns: Option<u32>,
-    alpha: Option<u32>,
-    beta: Option<u32>,
-    rate_ai: Option<u32>,
-    rate_hai: Option<u32>,
-    hai_thresh: Option<u32>,
-    min_rate: Option<u32>,
-    /// The switches' marking when this algorithm runs, in place of `[network.ecn]`.
-    ecn: Option<EcnFile>,
-}
-
-/// HPCC's parameters over [`HpccConfig::default`]; the names are its fields'.
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(super) struct HpccFile {
-    eta: Option<u32>,
-    max_stage: Option<u32>,
-    rate_ai: Option<u32>,
-    min_rate: Option<u32>,
-    base_rtt_ns: Option<u32>,
-    fast_react: Option<bool>,
-    /// The switches' marking when this algorithm runs, in place of `[network.ecn]`.
-    ecn: Option<EcnFile>,
+impl CcFile {
+    /// `config` with the table `[network.<table>]`'s parameters set over it by `set`, or the
+    /// first that the algorithm does not take or whose value does not fit.
+    fn over<C>(
+        &self,
+        table: &str,
+        mut config: C,
+        set: fn(&mut C, &str, &str) -> Result<(), ParamError>,
+    ) -> anyhow::Result<C> {
+        for (key, value) in &self.params {
+            let text = match value {
+                toml::Value::Integer(n) => n.to_string(),
+                toml::Value::Boolean(b) => b.to_string(),
+                other => bail!("network.{table}.{key} = {other}: a whole number or true/false"),
+            };
+            set(&mut config, key, &text).map_err(|err| anyhow!("network.{table}: {err}"))?;
+        }
+        Ok(config)
+    }
 }
 
 /// The tables of a network scenario, one per algorithm.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Tables<'a> {
-    pub(super) dcqcn: &'a Option<DcqcnFile>,
-    pub(super) dctcp: &'a Option<DctcpFile>,
-    pub(super) timely: &'a Option<TimelyFile>,
-    pub(super) hpcc: &'a Option<HpccFile>,
+    pub(super) dcqcn: &'a Option<CcFile>,
+    pub(super) dctcp: &'a Option<CcFile>,
+    pub(super) timely: &'a Option<CcFile>,
+    pub(super) hpcc: &'a Option<CcFile>,
 }
 
 /// What `network.congestion` chose: the algorithm with its table's parameters over its profile,
@@ -107,9 +73,23 @@ pub(super) struct Chosen {
     pub(super) ecn: Option<EcnMarking>,
 }
 
+/// `config` with `file`'s parameters over it, if the scenario has that table.
+fn over<C>(
+    file: &Option<CcFile>,
+    table: &str,
+    config: C,
+    set: fn(&mut C, &str, &str) -> Result<(), ParamError>,
+) -> anyhow::Result<C> {
+    match file {
+        Some(f) => f.over(table, config, set),
+        None => Ok(config),
+    }
+}
+
 /// The algorithm `name` names, with the parameters of its table (`[network.dcqcn]`,
 /// `[network.dctcp]`, `[network.timely]`, `[network.hpcc]`) over its profile. The tables of the
-/// other algorithms are not used, but their `ecn` tables are checked as the chosen one's is.
+/// other algorithms are not used, but they are checked as the chosen one is: their parameters
+/// over their defaults, their `ecn` tables.
 pub(super) fn congestion(name: CongestionName, t: Tables<'_>) -> anyhow::Result<Chosen> {
     let Tables {
         dcqcn,
@@ -117,29 +97,35 @@ pub(super) fn congestion(name: CongestionName, t: Tables<'_>) -> anyhow::Result<
         timely,
         hpcc,
     } = t;
-    let marking = |table: &str, ecn: Option<&EcnFile>| {
-        ecn.map(|e| e.marking(&format!("network.{table}.ecn")))
+    over(dcqcn, "dcqcn", DcqcnConfig::default(), DcqcnConfig::set)?;
+    over(dctcp, "dctcp", DctcpConfig::default(), DctcpConfig::set)?;
+    over(timely, "timely", TimelyConfig::default(), TimelyConfig::set)?;
+    over(hpcc, "hpcc", HpccConfig::default(), HpccConfig::set)?;
+    let marking = |table: &str, file: &Option<CcFile>| {
+        file.as_ref()
+            .and_then(|f| f.ecn.as_ref())
+            .map(|e| e.marking(&format!("network.{table}.ecn")))
             .transpose()
     };
-    let dcqcn_ecn = marking("dcqcn", dcqcn.as_ref().and_then(|f| f.ecn.as_ref()))?;
-    let dctcp_ecn = marking("dctcp", dctcp.as_ref().and_then(|f| f.ecn.as_ref()))?;
-    let timely_ecn = marking("timely", timely.as_ref().and_then(|f| f.ecn.as_ref()))?;
-    let hpcc_ecn = marking("hpcc", hpcc.as_ref().and_then(|f| f.ecn.as_ref()))?;
+    let dcqcn_ecn = marking("dcqcn", dcqcn)?;
+    let dctcp_ecn = marking("dctcp", dctcp)?;
+    let timely_ecn = marking("timely", timely)?;
+    let hpcc_ecn = marking("hpcc", hpcc)?;
     Ok(match name.nic().config() {
         Congestion::Dcqcn(d) => Chosen {
-            congestion: Congestion::Dcqcn(dcqcn.as_ref().map_or(d, |f| f.over(d))),
+            congestion: Congestion::Dcqcn(over(dcqcn, "dcqcn", d, DcqcnConfig::set)?),
             ecn: dcqcn_ecn,
         },
         Congestion::Dctcp(d) => Chosen {
-            congestion: Congestion::Dctcp(dctcp.as_ref().map_or(d, |f| f.over(d))),
+            congestion: Congestion::Dctcp(over(dctcp, "dctcp", d, DctcpConfig::set)?),
             ecn: dctcp_ecn,
         },
         Congestion::Timely(d) => Chosen {
-            congestion: Congestion::Timely(timely.as_ref().map_or(d, |f| f.over(d))),
+            congestion: Congestion::Timely(over(timely, "timely", d, TimelyConfig::set)?),
             ecn: timely_ecn,
         },
         Congestion::Hpcc(d) => Chosen {
-            congestion: Congestion::Hpcc(hpcc.as_ref().map_or(d, |f| f.over(d))),
+            congestion: Congestion::Hpcc(over(hpcc, "hpcc", d, HpccConfig::set)?),
             ecn: hpcc_ecn,
         },
         congestion => Chosen {
@@ -147,66 +133,6 @@ pub(super) fn congestion(name: CongestionName, t: Tables<'_>) -> anyhow::Result<
             ecn: None,
         },
     })
-}
-
-impl DctcpFile {
-    fn over(&self, mut d: DctcpConfig) -> DctcpConfig {
-        macro_rules! set {
-            ($($f:ident),*) => { $( if let Some(v) = self.$f { d.$f = v; } )* };
-        }
-        set!(shift_g, initial_alpha, rate_ai, min_rate, base_rtt_ns);
-        d
-    }
-}
-
-impl HpccFile {
-    fn over(&self, mut h: HpccConfig) -> HpccConfig {
-        macro_rules! set {
-            ($($f:ident),*) => { $( if let Some(v) = self.$f { h.$f = v; } )* };
-        }
-        set!(eta, max_stage, rate_ai, min_rate, base_rtt_ns, fast_react);
-        h
-    }
-}
-
-impl TimelyFile {
-    fn over(&self, mut t: TimelyConfig) -> TimelyConfig {
-        macro_rules! set {
-            ($($f:ident),*) => { $( if let Some(v) = self.$f { t.$f = v; } )* };
-        }
-        set!(
-            t_low_ns, t_high_ns, min_rtt_ns, alpha, beta, rate_ai, rate_hai, hai_thresh, min_rate
-        );
-        t
-    }
-}
-
-impl DcqcnFile {
-    fn over(&self, mut d: DcqcnConfig) -> DcqcnConfig {
-        macro_rules! set {
-            ($($f:ident),*) => { $( if let Some(v) = self.$f { d.$f = v; } )* };
-        }
-        set!(
-            rpg_time_reset,
-            rpg_byte_reset,
-            rpg_threshold,
-            rpg_ai_rate,
-            rpg_hai_rate,
-            rpg_gd,
-            rpg_min_dec_fac,
-            rpg_min_rate,
-            dce_tcp_g,
-            dce_tcp_rtt,
-            alpha_on_cnp,
-            initial_alpha_value,
-            clamp_tgt_rate,
-            clamp_tgt_rate_after_time_inc,
-            rate_to_set_on_first_cnp,
-            rate_reduce_monitor_period,
-            min_time_between_cnps
-        );
-        d
-    }
 }
 
 #[cfg(test)]
@@ -391,9 +317,25 @@ mod tests {
             &[],
         )
         .unwrap_err();
-        assert!(err.contains("unknown field `g`"), "{err}");
+        assert!(
+            err.contains("network.dctcp: dctcp has no parameter \"g\"; its parameters: shift_g"),
+            "{err}"
+        );
         let err = congestion(ALL_FOUR, &["network.timely.t_lo_ns=1"]).unwrap_err();
-        assert!(err.contains("unknown field `t_lo_ns`"), "{err}");
+        assert!(err.contains("timely has no parameter \"t_lo_ns\""), "{err}");
+        // A value of the wrong kind or out of range, in any table.
+        let err = congestion(ALL_FOUR, &["network.hpcc.eta=-1"]).unwrap_err();
+        assert!(
+            err.contains("network.hpcc: eta=\"-1\": a whole number"),
+            "{err}"
+        );
+        let err = congestion(ALL_FOUR, &["network.dcqcn.alpha_on_cnp=2"]).unwrap_err();
+        assert!(err.contains("alpha_on_cnp=\"2\": true or false"), "{err}");
+        let err = congestion(ALL_FOUR, &["network.dctcp.rate_ai=1.5"]).unwrap_err();
+        assert!(
+            err.contains("network.dctcp.rate_ai = 1.5: a whole number or true/false"),
+            "{err}"
+        );
         // And so is a marking that cannot be, in any algorithm's table.
         let err = congestion(ALL_FOUR, &["network.dctcp.ecn.pmax=2.0"]).unwrap_err();
         assert!(

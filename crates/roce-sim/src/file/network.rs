@@ -61,7 +61,7 @@ use roce_core::{Duration, Mtu};
 use serde::Deserialize;
 
 use super::FileError;
-use super::cc_tables::{self, DcqcnFile, DctcpFile, HpccFile, TimelyFile};
+use super::cc_tables::{self, CcFile};
 use super::overrides::{self, Set};
 use super::scenario::{CongestionName, LossRecoveryName, MarkAtName};
 use super::switch_keys::{EcnFile, PfcFile};
@@ -154,10 +154,10 @@ struct NetFile {
     #[serde(default)]
     loss_recovery: LossRecoveryName,
     window_packets: Option<u32>,
-    dcqcn: Option<DcqcnFile>,
-    dctcp: Option<DctcpFile>,
-    timely: Option<TimelyFile>,
-    hpcc: Option<HpccFile>,
+    dcqcn: Option<CcFile>,
+    dctcp: Option<CcFile>,
+    timely: Option<CcFile>,
+    hpcc: Option<CcFile>,
     ecn: Option<EcnFile>,
     pfc: Option<PfcFile>,
     buffer_bytes: Option<usize>,
