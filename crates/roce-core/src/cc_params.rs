@@ -114,6 +114,7 @@ params!(
         rate_to_set_on_first_cnp,
         rate_reduce_monitor_period,
         min_time_between_cnps,
+        window_rtt_ns,
     ]
 );
 params!(
@@ -125,7 +126,16 @@ params!(
     TimelyConfig,
     "timely",
     [
-        t_low_ns, t_high_ns, min_rtt_ns, alpha, beta, rate_ai, rate_hai, hai_thresh, min_rate,
+        t_low_ns,
+        t_high_ns,
+        min_rtt_ns,
+        alpha,
+        beta,
+        rate_ai,
+        rate_hai,
+        hai_thresh,
+        min_rate,
+        window_rtt_ns,
     ]
 );
 params!(

@@ -203,9 +203,14 @@ impl Congestion {
     }
 
     /// The requester records each request's departure to learn, from the ACKs, the bytes in
-    /// flight, the bytes acknowledged and RTT samples: the algorithms driven by ACKs.
+    /// flight, the bytes acknowledged and RTT samples: the algorithms driven by ACKs, and
+    /// DCQCN with a window (`DcqcnConfig::window_rtt_ns`).
     pub const fn hears_acks(&self) -> bool {
-        matches!(self, Self::Dctcp(_) | Self::Timely(_) | Self::Hpcc(_))
+        match self {
+            Self::Dctcp(_) | Self::Timely(_) | Self::Hpcc(_) => true,
+            Self::Dcqcn(d) => d.window_rtt_ns > 0,
+            Self::None => false,
+        }
     }
 
     /// Request packets carry an INT header after the BTH, which switches stamp and the
@@ -286,6 +291,11 @@ pub struct TimelyConfig {
     pub hai_thresh: u32,
     /// The rate never goes below this, Mb/s. Default 1000 (ns-3 `MIN_RATE`).
     pub min_rate: u32,
+    /// A window that follows the rate, as DCTCP's `base_rtt_ns`: at most the rate × this
+    /// many ns of bytes on the wire unacknowledged (ns-3's `HAS_WIN 1`, `VAR_WIN 1`: `run.py
+    /// --cc timely_vwin`, where it is the topology's largest RTT), and every request asks for
+    /// an ACK. Default 0: no window, as TIMELY's paper and `run.py --cc timely`.
+    pub window_rtt_ns: u32,
 }
 
 impl Default for TimelyConfig {
@@ -300,6 +310,7 @@ impl Default for TimelyConfig {
             rate_hai: 50,
             hai_thresh: 5,
             min_rate: 1000,
+            window_rtt_ns: 0,
         }
     }
 }
@@ -434,6 +445,11 @@ pub struct DcqcnConfig {
     /// Notification point: at most one CNP per QP per this many µs; CE marks in between send
     /// nothing. NVIDIA 4 (firmware-dependent; the paper's N is 50).
     pub min_time_between_cnps: u32,
+    /// A window that follows the rate, as DCTCP's `base_rtt_ns`: at most RC × this many ns of
+    /// bytes on the wire unacknowledged (ns-3's `HAS_WIN 1`, `VAR_WIN 1`: `run.py --cc
+    /// dcqcn_vwin`, where it is the topology's largest RTT), and every request asks for an
+    /// ACK. 0: no window, as NVIDIA's NICs and `run.py --cc dcqcn`. Default 0.
+    pub window_rtt_ns: u32,
     /// DSCP of the CNPs the notification point sends. NVIDIA 48.
     pub cnp_dscp: u8,
     /// 802.1p priority of CNPs. NVIDIA 6. Carried for an L2 backend; a `Transmit` has no VLAN
@@ -463,6 +479,7 @@ impl Default for DcqcnConfig {
             rate_to_set_on_first_cnp: 0,
             rate_reduce_monitor_period: 4,
             min_time_between_cnps: 4,
+            window_rtt_ns: 0,
             cnp_dscp: 48,
             cnp_802p_prio: 6,
         }
@@ -495,6 +512,7 @@ impl DcqcnConfig {
             rate_to_set_on_first_cnp: 0,
             rate_reduce_monitor_period: 0,
             min_time_between_cnps: 50,
+            window_rtt_ns: 0,
             cnp_dscp: 48,
             cnp_802p_prio: 6,
         }

@@ -196,6 +196,11 @@ impl CongestionControl for Dcqcn {
         Some(self.rc)
     }
 
+    /// ns-3's `VAR_WIN`, with `window_rtt_ns` as T: RC × T, if T is set.
+    fn window_bytes(&self) -> Option<u64> {
+        super::rate_window(self.rc, self.config.window_rtt_ns)
+    }
+
     fn target_bps(&self) -> Option<f64> {
         Some(self.rt)
     }

@@ -100,8 +100,7 @@ impl CongestionControl for Dctcp {
     /// ns-3's `VAR_WIN`: the line-rate window (`base_rtt_ns` at line rate) × rate / line rate,
     /// that is `base_rtt_ns` at the current rate.
     fn window_bytes(&self) -> Option<u64> {
-        (self.config.base_rtt_ns > 0)
-            .then(|| (self.rate * f64::from(self.config.base_rtt_ns) * 1e-9 / 8.0) as u64)
+        super::rate_window(self.rate, self.config.base_rtt_ns)
     }
 
     fn alpha(&self, _: Instant) -> f64 {

@@ -199,3 +199,9 @@ impl QpCongestion {
         }
     }
 }
+
+/// ns-3's `VAR_WIN` window: the line-rate window (T at line rate) × rate / line rate, that is
+/// `rtt_ns` of bytes at `rate_bps`; `None` (no window) when `rtt_ns` is 0.
+fn rate_window(rate_bps: f64, rtt_ns: u32) -> Option<u64> {
+    (rtt_ns > 0).then(|| (rate_bps * f64::from(rtt_ns) * 1e-9 / 8.0) as u64)
+}

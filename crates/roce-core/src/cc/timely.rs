@@ -129,6 +129,11 @@ impl CongestionControl for Timely {
         Some(self.rate)
     }
 
+    /// ns-3's `VAR_WIN`, with `window_rtt_ns` as T: the rate × T, if T is set.
+    fn window_bytes(&self) -> Option<u64> {
+        super::rate_window(self.rate, self.config.window_rtt_ns)
+    }
+
     fn on_ack(&mut self, ack: &Ack, _: &mut TimerTable, stats: &mut Stats) {
         let Some(rtt) = ack.rtt else { return };
         let due = self.update_at.is_none_or(|at| ack.una.distance(at) > 0);

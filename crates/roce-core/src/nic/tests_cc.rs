@@ -242,6 +242,61 @@ fn dctcp_holds_the_bytes_in_flight_to_its_window() {
     assert!(!deliver(&mut p.a, &mut p.b, &mut now, |_| Ecn::Ect0).is_empty());
 }
 
+/// DCQCN and TIMELY with a window (`window_rtt_ns`, ns-3's `dcqcn_vwin` and `timely_vwin`):
+/// as DCTCP's, the bytes on the wire in flight stop at the rate × T (13 µs at 10 Gb/s: 16 250
+/// bytes) and every request asks for an ACK, which reopens it. Without it (the default) the
+/// whole 64 KiB goes, paced, with no ACK asked for in between.
+#[test]
+fn dcqcn_and_timely_with_a_window_hold_the_bytes_in_flight_to_it() {
+    let windowed = [
+        Congestion::Dcqcn(DcqcnConfig {
+            window_rtt_ns: 13_000,
+            ..DcqcnConfig::default()
+        }),
+        Congestion::Timely(TimelyConfig {
+            window_rtt_ns: 13_000,
+            ..TimelyConfig::default()
+        }),
+    ];
+    for congestion in windowed {
+        let mut p = Pair::new(congestion);
+        p.write(64 * 1024);
+        let mut now = Instant::ZERO;
+        let requests = deliver(&mut p.a, &mut p.b, &mut now, |_| Ecn::NotEct);
+        let wire: Vec<usize> = requests.iter().map(|(b, _)| b.len() + 42).collect();
+        let total: usize = wire.iter().sum();
+        let window = 16_250;
+        assert!(total >= window, "{congestion:?}: {total} bytes");
+        assert!(
+            total - wire[wire.len() - 1] < window,
+            "{congestion:?}: {total} bytes"
+        );
+        let asks = requests
+            .iter()
+            .filter(|(b, _)| roce_wire::bth::Packet::new_unchecked(&b[..]).ack_req())
+            .count();
+        assert_eq!(
+            asks,
+            requests.len(),
+            "{congestion:?}: every request asks for an ACK"
+        );
+        // The ACKs reopen it.
+        deliver(&mut p.b, &mut p.a, &mut now, |_| Ecn::NotEct);
+        assert!(!deliver(&mut p.a, &mut p.b, &mut now, |_| Ecn::NotEct).is_empty());
+    }
+    for congestion in [
+        Congestion::Dcqcn(DcqcnConfig::default()),
+        Congestion::Timely(TimelyConfig::default()),
+    ] {
+        let mut p = Pair::new(congestion);
+        p.write(64 * 1024);
+        let mut now = Instant::ZERO;
+        let requests = deliver(&mut p.a, &mut p.b, &mut now, |_| Ecn::NotEct);
+        let payload: usize = requests.iter().map(|(b, _)| b.len()).sum();
+        assert!(payload > 64 * 1024, "{congestion:?}: {payload} bytes");
+    }
+}
+
 /// The datagram `payload` of the transmit `t` as its receiver gets it.
 fn datagram<'a>(payload: &'a [u8], t: &crate::Transmit) -> Datagram<'a> {
     Datagram {
