@@ -296,6 +296,23 @@ mod tests {
                 red
             )
         );
+        // The windowed profiles take their algorithm's table, over a window of 13 µs.
+        assert_eq!(
+            built(ALL_FOUR, &["network.congestion=dcqcn-vwin"]).0,
+            Congestion::Dcqcn(DcqcnConfig {
+                window_rtt_ns: 13_000,
+                ..dcqcn
+            })
+        );
+        assert_eq!(
+            built(ALL_FOUR, &["network.congestion=timely-vwin"]).0,
+            Congestion::Timely(TimelyConfig {
+                rate_ai: 100,
+                rate_hai: 500,
+                window_rtt_ns: 13_000,
+                ..TimelyConfig::default()
+            })
+        );
         assert_eq!(
             built(ALL_FOUR, &["network.congestion=none"]),
             (Congestion::None, red)

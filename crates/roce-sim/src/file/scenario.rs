@@ -96,6 +96,10 @@ pub enum CongestionName {
     Timely,
     /// `"hpcc"`: HPCC with ns-3's parameters ([`roce_core::HpccConfig::default`]).
     Hpcc,
+    /// `"dcqcn-vwin"`: DCQCN with a window that follows the rate (`run.py --cc dcqcn_vwin`).
+    DcqcnVwin,
+    /// `"timely-vwin"`: TIMELY with a window that follows the rate (`run.py --cc timely_vwin`).
+    TimelyVwin,
 }
 
 impl CongestionName {
@@ -108,11 +112,13 @@ impl CongestionName {
             Self::Dctcp => NicCongestion::Dctcp,
             Self::Timely => NicCongestion::Timely,
             Self::Hpcc => NicCongestion::Hpcc,
+            Self::DcqcnVwin => NicCongestion::DcqcnVwin,
+            Self::TimelyVwin => NicCongestion::TimelyVwin,
         }
     }
 
     /// The name, as the file gives it: "none", "dcqcn", "dcqcn-paper", "dctcp", "timely",
-    /// "hpcc".
+    /// "hpcc", "dcqcn-vwin", "timely-vwin".
     pub fn as_str(self) -> &'static str {
         match self {
             Self::None => "none",
@@ -121,6 +127,8 @@ impl CongestionName {
             Self::Dctcp => "dctcp",
             Self::Timely => "timely",
             Self::Hpcc => "hpcc",
+            Self::DcqcnVwin => "dcqcn-vwin",
+            Self::TimelyVwin => "timely-vwin",
         }
     }
 }

@@ -48,7 +48,18 @@ pub enum NicCongestion {
     Timely,
     /// HPCC with ns-3's parameters ([`HpccConfig::default`]).
     Hpcc,
+    /// DCQCN with NVIDIA's defaults and a window that follows the rate, as `run.py --cc
+    /// dcqcn_vwin` (the HPCC paper's "DCQCN+win"): [`VWIN_RTT_NS`] at the rate.
+    DcqcnVwin,
+    /// TIMELY with ns-3's parameters and a window that follows the rate, as `run.py --cc
+    /// timely_vwin` ("TIMELY+win"): [`VWIN_RTT_NS`] at the rate.
+    TimelyVwin,
 }
+
+/// T of the windowed profiles ([`NicCongestion::DcqcnVwin`], [`NicCongestion::TimelyVwin`]):
+/// HPCC's (`HpccConfig::base_rtt_ns`), the largest base RTT of HPCC's fat tree, which ns-3
+/// uses for every window (`GLOBAL_T 1`, `maxRtt` in `third.cc`).
+pub const VWIN_RTT_NS: u32 = 13_000;
 
 impl NicCongestion {
     /// The engine's setting.
@@ -60,6 +71,14 @@ impl NicCongestion {
             Self::Dctcp => Congestion::Dctcp(DctcpConfig::default()),
             Self::Timely => Congestion::Timely(TimelyConfig::default()),
             Self::Hpcc => Congestion::Hpcc(HpccConfig::default()),
+            Self::DcqcnVwin => Congestion::Dcqcn(DcqcnConfig {
+                window_rtt_ns: VWIN_RTT_NS,
+                ..DcqcnConfig::default()
+            }),
+            Self::TimelyVwin => Congestion::Timely(TimelyConfig {
+                window_rtt_ns: VWIN_RTT_NS,
+                ..TimelyConfig::default()
+            }),
         }
     }
 }

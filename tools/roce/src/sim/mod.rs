@@ -152,7 +152,7 @@ enum SimCommand {
     /// network.congestion names.
     #[command(after_help = "Examples:
           roce sim sweep sweep-leafspine-load --out /tmp/sw   # a shipped one, by name
-          roce sim sweep fattree-fb30-compare --out /tmp/cmp  # DCQCN, HPCC, TIMELY, DCTCP: compare.svg
+          roce sim sweep fattree-fb30-compare --out /tmp/cmp  # DCQCN, HPCC, TIMELY, DCTCP, and +win: compare.svg
           roce sim sweep my.toml --shard 3/16 --out shard-3   # one task of a job array
           roce sim merge shard-* --out all
 

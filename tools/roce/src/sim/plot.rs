@@ -217,6 +217,8 @@ fn draw_rates(panel: &Area<'_>, run: &Run<'_>) -> DrawResult {
         NicCongestion::None | NicCongestion::Dcqcn | NicCongestion::DcqcnPaper => "DCQCN",
         NicCongestion::Dctcp => "DCTCP",
         NicCongestion::Timely => "TIMELY",
+        NicCongestion::DcqcnVwin => "DCQCN+win",
+        NicCongestion::TimelyVwin => "TIMELY+win",
         NicCongestion::Hpcc => "HPCC",
     };
     let caption = match s.congestion {
