@@ -24,6 +24,9 @@
 #               timely  run.py --cc timely (CC_MODE 7): AI 100 Mb/s, HAI 500 Mb/s, no window
 #                       (roce sim's QP window lifted), ns-3's thresholds (T_low 50 us, T_high
 #                       500 us, minRTT 20 us)
+#               dcqcn_vwin, timely_vwin  run.py's, the two above with a window of the
+#                       topology's largest RTT at the rate (HAS_WIN 1, VAR_WIN 1; roce sim's
+#                       dcqcn-vwin and timely-vwin with window_rtt_ns that RTT)
 #   --drain-ms  simulated time after the last arrival for flows to finish      [50]
 #   --seed      seed of Python's random for traffic_gen.py (it has none of its own) [1]
 #   --jitter-ns every flow's start moved later by 0..N ns (uniform, seeded by --jitter-seed,
@@ -103,8 +106,8 @@ case $cdf in
     *) echo "ns3-reference: --cdf fb_hadoop or websearch, not '$cdf'" >&2; exit 2 ;;
 esac
 case $cc in
-    dcqcn | hpcc | dctcp | timely) ;;
-    *) echo "ns3-reference: --cc dcqcn, hpcc, dctcp or timely, not '$cc'" >&2; exit 2 ;;
+    dcqcn | hpcc | dctcp | timely | dcqcn_vwin | timely_vwin) ;;
+    *) echo "ns3-reference: --cc dcqcn, hpcc, dctcp, timely, dcqcn_vwin or timely_vwin, not '$cc'" >&2; exit 2 ;;
 esac
 num='^[0-9]+([.][0-9]+)?$'
 for v in "$load" "$ms" "$drain_ms" "$seed" "$jitter" "$jseed"; do
@@ -138,9 +141,9 @@ pyenv27=0
 if command -v pyenv >/dev/null && [[ $'\n'$(pyenv versions --bare 2>/dev/null)$'\n' == *$'\n2.7.18\n'* ]]; then
     pyenv27=1
 fi
-py2() {
-    if [ "$pyenv27" = 1 ]; then PYENV_VERSION=2.7.18 pyenv exec python2 "$@"; else python2 "$@"; fi
-}
+# As a command (for `nice`, which cannot run a shell function) and as a function.
+if [ "$pyenv27" = 1 ]; then py2cmd=(env PYENV_VERSION=2.7.18 pyenv exec python2); else py2cmd=(python2); fi
+py2() { "${py2cmd[@]}" "$@"; }
 py2 -c 'import sys; assert sys.version_info[:2] == (2, 7)' 2>/dev/null \
     || { echo "ns3-reference: needs Python 2.7 as python2 (or pyenv's 2.7.18)" >&2; exit 2; }
 
@@ -165,7 +168,7 @@ if [ ! -x "$third" ] || [ ! -e "$NS3_DIR/built-$PIN" ]; then
         CXXFLAGS="-std=gnu++11 -fpermissive -w" py2 waf configure -d optimized \
             --enable-modules=core,network,internet,point-to-point,applications \
             --disable-python --disable-tests --disable-examples >"$NS3_DIR/configure.log" 2>&1
-        nice -n 19 py2 waf build -j"$(nproc)" >"$NS3_DIR/build.log" 2>&1
+        nice -n 19 "${py2cmd[@]}" waf build -j"$(nproc)" >"$NS3_DIR/build.log" 2>&1
     ) || { echo "ns3-reference: the ns-3 build failed, see $NS3_DIR/configure.log and build.log" >&2; exit 1; }
     touch "$NS3_DIR/built-$PIN"
 fi
@@ -257,6 +260,10 @@ else
             pmax_map="2 $((bw * 1000000000)) 1.00 $((bw * 4 * 1000000000)) 1.00" ;;
         timely)
             mode=7 ai=$((10 * bw / 10)) hai=$((50 * bw / 10)) has_win=0 vwin=0 us=0 ack_prio=1 ;;
+        dcqcn_vwin)
+            mode=1 ai=$((5 * bw / 25)) hai=$((50 * bw / 25)) has_win=1 vwin=1 us=0 ack_prio=0 ;;
+        timely_vwin)
+            mode=7 ai=$((10 * bw / 10)) hai=$((50 * bw / 10)) has_win=1 vwin=1 us=0 ack_prio=1 ;;
     esac
     cat >"$out/config.txt" <<EOF
 ENABLE_QCN 1
@@ -385,6 +392,19 @@ case $cc in
                --set network.timely.min_rtt_ns=20000 --set network.timely.alpha=875
                --set network.timely.beta=800 --set network.timely.hai_thresh=5
                --set network.timely.min_rate=1000 --set network.window_packets=65536) ;;
+    dcqcn_vwin)
+        rtt=$(max_rtt "$out/fat.txt")
+        sets+=(--set network.congestion=dcqcn-vwin --set network.dcqcn.rpg_byte_reset=4294967295
+               --set network.mark_at=dequeue --set "network.dcqcn.window_rtt_ns=$rtt") ;;
+    timely_vwin)
+        rtt=$(max_rtt "$out/fat.txt")
+        sets+=(--set network.congestion=timely-vwin --set network.mark_at=dequeue
+               --set network.timely.rate_ai=$((10 * bw / 10)) --set network.timely.rate_hai=$((50 * bw / 10))
+               --set network.timely.t_low_ns=50000 --set network.timely.t_high_ns=500000
+               --set network.timely.min_rtt_ns=20000 --set network.timely.alpha=875
+               --set network.timely.beta=800 --set network.timely.hai_thresh=5
+               --set network.timely.min_rate=1000 --set network.window_packets=65536
+               --set "network.timely.window_rtt_ns=$rtt") ;;
 esac
 rdir=roce self=''
 for kv in ${ROCE_SETS:-}; do sets+=(--set "$kv"); rdir+="-${kv//[^A-Za-z0-9_.=]/_}"; done
