@@ -231,15 +231,27 @@ fn dctcp_holds_the_bytes_in_flight_to_its_window() {
     p.write(64 * 1024);
     let mut now = Instant::ZERO;
     let requests = deliver(&mut p.a, &mut p.b, &mut now, |_| Ecn::Ect0);
-    // Each packet's bytes on the wire: its UDP payload and 42 bytes of Ethernet, IPv4, UDP.
-    let wire: Vec<usize> = requests.iter().map(|(b, _)| b.len() + 42).collect();
-    let total: usize = wire.iter().sum();
-    let window = 16_250;
-    assert!(total >= window, "{} packets, {total} bytes", wire.len());
-    assert!(total - wire[wire.len() - 1] < window, "{total} bytes");
+    assert_stopped_at_the_window(&requests, 16_250, "dctcp");
     // The ACKs reopen it.
     deliver(&mut p.b, &mut p.a, &mut now, |_| Ecn::NotEct);
     assert!(!deliver(&mut p.a, &mut p.b, &mut now, |_| Ecn::Ect0).is_empty());
+}
+
+/// The requests sent fill a window of `window` bytes on the wire and stop there: the last
+/// one went while less than the window was in flight. A packet's bytes on the wire are its UDP
+/// payload and 42 bytes of Ethernet, IPv4 and UDP.
+fn assert_stopped_at_the_window(requests: &[(Vec<u8>, Ecn)], window: usize, what: &str) {
+    let wire: Vec<usize> = requests.iter().map(|(b, _)| b.len() + 42).collect();
+    let total: usize = wire.iter().sum();
+    assert!(
+        total >= window,
+        "{what}: {} packets, {total} bytes",
+        wire.len()
+    );
+    assert!(
+        total - wire[wire.len() - 1] < window,
+        "{what}: {total} bytes"
+    );
 }
 
 /// DCQCN and TIMELY with a window (`window_rtt_ns`, ns-3's `dcqcn_vwin` and `timely_vwin`):
@@ -263,14 +275,7 @@ fn dcqcn_and_timely_with_a_window_hold_the_bytes_in_flight_to_it() {
         p.write(64 * 1024);
         let mut now = Instant::ZERO;
         let requests = deliver(&mut p.a, &mut p.b, &mut now, |_| Ecn::NotEct);
-        let wire: Vec<usize> = requests.iter().map(|(b, _)| b.len() + 42).collect();
-        let total: usize = wire.iter().sum();
-        let window = 16_250;
-        assert!(total >= window, "{congestion:?}: {total} bytes");
-        assert!(
-            total - wire[wire.len() - 1] < window,
-            "{congestion:?}: {total} bytes"
-        );
+        assert_stopped_at_the_window(&requests, 16_250, &format!("{congestion:?}"));
         let asks = requests
             .iter()
             .filter(|(b, _)| roce_wire::bth::Packet::new_unchecked(&b[..]).ack_req())
