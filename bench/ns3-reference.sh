@@ -24,7 +24,10 @@
 #               timely  run.py --cc timely (CC_MODE 7): AI 100 Mb/s, HAI 500 Mb/s, no window
 #                       (roce sim's QP window lifted), ns-3's thresholds (T_low 50 us, T_high
 #                       500 us, minRTT 20 us)
-#               dcqcn_vwin, timely_vwin  run.py's, the two above with a window of the
+#               dcqcn_paper  run.py --cc dcqcn_paper: dcqcn's rates with the paper's timers
+#                       (alpha every 50 us, a decrease at most every 50 us, the increase
+#                       timer 55 us), no window
+#               dcqcn_vwin, timely_vwin  run.py's, dcqcn and timely with a window of the
 #                       topology's largest RTT at the rate (HAS_WIN 1, VAR_WIN 1; roce sim's
 #                       dcqcn-vwin and timely-vwin with window_rtt_ns that RTT)
 #   --drain-ms  simulated time after the last arrival for flows to finish      [50]
@@ -106,8 +109,8 @@ case $cdf in
     *) echo "ns3-reference: --cdf fb_hadoop or websearch, not '$cdf'" >&2; exit 2 ;;
 esac
 case $cc in
-    dcqcn | hpcc | dctcp | timely | dcqcn_vwin | timely_vwin) ;;
-    *) echo "ns3-reference: --cc dcqcn, hpcc, dctcp, timely, dcqcn_vwin or timely_vwin, not '$cc'" >&2; exit 2 ;;
+    dcqcn | hpcc | dctcp | timely | dcqcn_paper | dcqcn_vwin | timely_vwin) ;;
+    *) echo "ns3-reference: --cc dcqcn, hpcc, dctcp, timely, dcqcn_paper, dcqcn_vwin or timely_vwin, not '$cc'" >&2; exit 2 ;;
 esac
 num='^[0-9]+([.][0-9]+)?$'
 for v in "$load" "$ms" "$drain_ms" "$seed" "$jitter" "$jseed"; do
@@ -260,6 +263,9 @@ else
             pmax_map="2 $((bw * 1000000000)) 1.00 $((bw * 4 * 1000000000)) 1.00" ;;
         timely)
             mode=7 ai=$((10 * bw / 10)) hai=$((50 * bw / 10)) has_win=0 vwin=0 us=0 ack_prio=1 ;;
+        dcqcn_paper)
+            mode=1 ai=$((5 * bw / 25)) hai=$((50 * bw / 25)) has_win=0 vwin=0 us=0 ack_prio=1
+            t_alpha=50 t_dec=50 t_inc=55 ;;
         dcqcn_vwin)
             mode=1 ai=$((5 * bw / 25)) hai=$((50 * bw / 25)) has_win=1 vwin=1 us=0 ack_prio=0 ;;
         timely_vwin)
@@ -392,6 +398,10 @@ case $cc in
                --set network.timely.min_rtt_ns=20000 --set network.timely.alpha=875
                --set network.timely.beta=800 --set network.timely.hai_thresh=5
                --set network.timely.min_rate=1000 --set network.window_packets=65536) ;;
+    dcqcn_paper)
+        sets+=(--set network.dcqcn.rpg_byte_reset=4294967295 --set network.mark_at=dequeue
+               --set network.dcqcn.dce_tcp_rtt=50 --set network.dcqcn.rate_reduce_monitor_period=50
+               --set network.dcqcn.rpg_time_reset=55) ;;
     dcqcn_vwin)
         rtt=$(max_rtt "$out/fat.txt")
         sets+=(--set network.congestion=dcqcn-vwin --set network.dcqcn.rpg_byte_reset=4294967295
