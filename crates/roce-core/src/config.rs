@@ -248,6 +248,12 @@ pub struct DctcpConfig {
     pub base_rtt_ns: u32,
 }
 
+/// The base RTT, ns, that the windows and rates of the algorithms as HPCC's ns-3 runs them are
+/// computed for by default: 13 µs, HPCC's T on its fat tree (`run.py`'s `10·bw/25` and DCTCP's
+/// one 1 KB packet per RTT assume it). The default `base_rtt_ns` of [`DctcpConfig`] and
+/// [`HpccConfig`], and the simulator's window of `dcqcn-vwin` and `timely-vwin`.
+pub const NS3_BASE_RTT_NS: u32 = 13_000;
+
 impl Default for DctcpConfig {
     fn default() -> Self {
         Self {
@@ -255,7 +261,7 @@ impl Default for DctcpConfig {
             initial_alpha: 1024,
             rate_ai: 615,
             min_rate: 1000,
-            base_rtt_ns: 13_000,
+            base_rtt_ns: NS3_BASE_RTT_NS,
         }
     }
 }
@@ -386,7 +392,7 @@ impl Default for HpccConfig {
             max_stage: 0,
             rate_ai: 40,
             min_rate: 1000,
-            base_rtt_ns: 13_000,
+            base_rtt_ns: NS3_BASE_RTT_NS,
             fast_react: true,
         }
     }

@@ -79,8 +79,8 @@ pub use cm::{
     RDMA_UDP_QKEY, SidrParams, SidrRequest,
 };
 pub use config::{
-    Congestion, DcqcnConfig, DctcpConfig, HpccConfig, IcrcPolicy, LossRecovery, Mtu, NicConfig,
-    SrcPortPolicy, TimelyConfig,
+    Congestion, DcqcnConfig, DctcpConfig, HpccConfig, IcrcPolicy, LossRecovery, Mtu,
+    NS3_BASE_RTT_NS, NicConfig, SrcPortPolicy, TimelyConfig,
 };
 pub use connect::Connect;
 pub use cq::{CqHandle, Cqe, NetworkHdr, WcOpcode, WcStatus};

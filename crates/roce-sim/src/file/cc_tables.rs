@@ -14,7 +14,7 @@
 //! threshold.
 
 use anyhow::{anyhow, bail};
-use roce_core::{Congestion, DcqcnConfig, DctcpConfig, HpccConfig, ParamError, TimelyConfig};
+use roce_core::{Congestion, DcqcnConfig, DctcpConfig, HpccConfig, TimelyConfig};
 use serde::Deserialize;
 
 use super::scenario::CongestionName;
@@ -22,8 +22,8 @@ use super::switch_keys::EcnFile;
 use crate::EcnMarking;
 
 /// One algorithm's table: its parameters, named as the fields of its configuration and set
-/// through that configuration's own setter ([`Congestion::set_param`]'s names, which
-/// `--cc-param` gives a device on real packets), and the switches' marking when it runs.
+/// through [`Congestion::set_param`] (the names `--cc-param` gives a device on real packets),
+/// and the switches' marking when it runs.
 #[derive(Debug, Default, Deserialize)]
 pub(super) struct CcFile {
     /// The switches' marking when this algorithm runs, in place of `[network.ecn]`.
@@ -34,23 +34,28 @@ pub(super) struct CcFile {
 }
 
 impl CcFile {
-    /// `config` with the table `[network.<table>]`'s parameters set over it by `set`, or the
-    /// first that the algorithm does not take or whose value does not fit.
-    fn over<C>(
-        &self,
-        table: &str,
-        mut config: C,
-        set: fn(&mut C, &str, &str) -> Result<(), ParamError>,
-    ) -> anyhow::Result<C> {
+    /// Sets the table `[network.<table>]`'s parameters on `congestion`, its algorithm; the first
+    /// that the algorithm does not take or whose value does not fit is refused.
+    fn apply(&self, table: &str, congestion: &mut Congestion) -> anyhow::Result<()> {
         for (key, value) in &self.params {
             let text = match value {
                 toml::Value::Integer(n) => n.to_string(),
                 toml::Value::Boolean(b) => b.to_string(),
                 other => bail!("network.{table}.{key} = {other}: a whole number or true/false"),
             };
-            set(&mut config, key, &text).map_err(|err| anyhow!("network.{table}: {err}"))?;
+            congestion
+                .set_param(key, &text)
+                .map_err(|err| anyhow!("network.{table}: {err}"))?;
         }
-        Ok(config)
+        Ok(())
+    }
+
+    /// The table's `ecn` table, checked: the switches' marking when its algorithm runs.
+    fn marking(&self, table: &str) -> anyhow::Result<Option<EcnMarking>> {
+        self.ecn
+            .as_ref()
+            .map(|e| e.marking(&format!("network.{table}.ecn")))
+            .transpose()
     }
 }
 
@@ -73,66 +78,37 @@ pub(super) struct Chosen {
     pub(super) ecn: Option<EcnMarking>,
 }
 
-/// `config` with `file`'s parameters over it, if the scenario has that table.
-fn over<C>(
-    file: &Option<CcFile>,
-    table: &str,
-    config: C,
-    set: fn(&mut C, &str, &str) -> Result<(), ParamError>,
-) -> anyhow::Result<C> {
-    match file {
-        Some(f) => f.over(table, config, set),
-        None => Ok(config),
-    }
-}
-
 /// The algorithm `name` names, with the parameters of its table (`[network.dcqcn]`,
 /// `[network.dctcp]`, `[network.timely]`, `[network.hpcc]`) over its profile. The tables of the
 /// other algorithms are not used, but they are checked as the chosen one is: their parameters
 /// over their defaults, their `ecn` tables.
 pub(super) fn congestion(name: CongestionName, t: Tables<'_>) -> anyhow::Result<Chosen> {
-    let Tables {
-        dcqcn,
-        dctcp,
-        timely,
-        hpcc,
-    } = t;
-    over(dcqcn, "dcqcn", DcqcnConfig::default(), DcqcnConfig::set)?;
-    over(dctcp, "dctcp", DctcpConfig::default(), DctcpConfig::set)?;
-    over(timely, "timely", TimelyConfig::default(), TimelyConfig::set)?;
-    over(hpcc, "hpcc", HpccConfig::default(), HpccConfig::set)?;
-    let marking = |table: &str, file: &Option<CcFile>| {
-        file.as_ref()
-            .and_then(|f| f.ecn.as_ref())
-            .map(|e| e.marking(&format!("network.{table}.ecn")))
-            .transpose()
-    };
-    let dcqcn_ecn = marking("dcqcn", dcqcn)?;
-    let dctcp_ecn = marking("dctcp", dctcp)?;
-    let timely_ecn = marking("timely", timely)?;
-    let hpcc_ecn = marking("hpcc", hpcc)?;
-    Ok(match name.nic().config() {
-        Congestion::Dcqcn(d) => Chosen {
-            congestion: Congestion::Dcqcn(over(dcqcn, "dcqcn", d, DcqcnConfig::set)?),
-            ecn: dcqcn_ecn,
-        },
-        Congestion::Dctcp(d) => Chosen {
-            congestion: Congestion::Dctcp(over(dctcp, "dctcp", d, DctcpConfig::set)?),
-            ecn: dctcp_ecn,
-        },
-        Congestion::Timely(d) => Chosen {
-            congestion: Congestion::Timely(over(timely, "timely", d, TimelyConfig::set)?),
-            ecn: timely_ecn,
-        },
-        Congestion::Hpcc(d) => Chosen {
-            congestion: Congestion::Hpcc(over(hpcc, "hpcc", d, HpccConfig::set)?),
-            ecn: hpcc_ecn,
-        },
-        congestion => Chosen {
-            congestion,
-            ecn: None,
-        },
-    })
+    // Each table with its name and its algorithm at its defaults.
+    let tables = [
+        ("dcqcn", t.dcqcn, Congestion::Dcqcn(DcqcnConfig::default())),
+        ("dctcp", t.dctcp, Congestion::Dctcp(DctcpConfig::default())),
+        (
+            "timely",
+            t.timely,
+            Congestion::Timely(TimelyConfig::default()),
+        ),
+        ("hpcc", t.hpcc, Congestion::Hpcc(HpccConfig::default())),
+    ];
+    for (table, file, mut defaults) in tables {
+        if let Some(file) = file {
+            file.apply(table, &mut defaults)?;
+            file.marking(table)?;
+        }
+    }
+    let mut congestion = name.nic().config();
+    let mut ecn = None;
+    // The chosen profile's algorithm's table, if the scenario has one.
+    let same = |c: &Congestion| std::mem::discriminant(c) == std::mem::discriminant(&congestion);
+    if let Some(&(table, Some(file), _)) = tables.iter().find(|(_, _, c)| same(c)) {
+        file.apply(table, &mut congestion)?;
+        ecn = file.marking(table)?;
+    }
+    Ok(Chosen { congestion, ecn })
 }
 
 #[cfg(test)]

@@ -57,9 +57,9 @@ pub enum NicCongestion {
 }
 
 /// T of the windowed profiles ([`NicCongestion::DcqcnVwin`], [`NicCongestion::TimelyVwin`]):
-/// HPCC's (`HpccConfig::base_rtt_ns`), the largest base RTT of HPCC's fat tree, which ns-3
-/// uses for every window (`GLOBAL_T 1`, `maxRtt` in `third.cc`).
-pub const VWIN_RTT_NS: u32 = 13_000;
+/// HPCC's default T ([`roce_core::NS3_BASE_RTT_NS`]), about the largest base RTT of HPCC's fat
+/// tree, which ns-3 uses for every window (`GLOBAL_T 1`, `maxRtt` in `third.cc`).
+pub const VWIN_RTT_NS: u32 = roce_core::NS3_BASE_RTT_NS;
 
 impl NicCongestion {
     /// The engine's setting.
