@@ -16,7 +16,8 @@
 #               (150 k flows) took ns-3 about 15 minutes on this machine      [2]
 #   --cc        congestion control, as HPCC's run.py sets it up [dcqcn]:
 #               dcqcn   run.py --cc dcqcn (CC_MODE 1): its DCQCN "CX-4" profile, no window,
-#                       ACKs at high priority
+#                       ACKs at high priority; roce sim with ns-3's decrease tick and timer
+#                       stages (decrease_on_tick, stages_by_timer), as every dcqcn_* below
 #               hpcc    run.py --cc hp (CC_MODE 3): eta 0.95, maxStage 0, W_AI 40 Mb/s, a window
 #                       (VAR_WIN) and fast react, INT units x4 (100G / 25G)
 #               dctcp   run.py --cc dctcp (CC_MODE 8): g 1/16, AI 615 Mb/s, a window (VAR_WIN),
@@ -373,9 +374,13 @@ topo = m.read_topology(sys.argv[2]); paths = m.Paths(topo)
 hosts = [h for h in range(topo[0]) if h not in topo[1]]
 print(max(2 * d[s] + t[s] for h in hosts for d, t, _ in [paths.from_host(h)] for s in hosts))' "$here/ns3-compare.py" "$1"
 }
+# ns-3's DCQCN decides a decrease on a tick of RATE_DECREASE_INTERVAL begun by the first CNP
+# (CheckRateDecreaseMlx) and counts its increase stages by the timer alone (RateIncEventMlx).
+ns3_dcqcn=(--set network.dcqcn.decrease_on_tick=true --set network.dcqcn.stages_by_timer=true)
 case $cc in
     dcqcn)
-        sets+=(--set network.dcqcn.rpg_byte_reset=4294967295 --set network.mark_at=dequeue) ;;
+        sets+=(--set network.dcqcn.rpg_byte_reset=4294967295 --set network.mark_at=dequeue
+               "${ns3_dcqcn[@]}") ;;
     hpcc)
         rtt=$(max_rtt "$out/fat.txt")
         sets+=(--set network.congestion=hpcc --set network.mark_at=dequeue
@@ -399,12 +404,13 @@ case $cc in
                --set network.timely.beta=800 --set network.timely.hai_thresh=5
                --set network.timely.min_rate=1000 --set network.window_packets=65536) ;;
     dcqcn_paper)
-        sets+=(--set network.dcqcn.rpg_byte_reset=4294967295 --set network.mark_at=dequeue
+        sets+=(--set network.dcqcn.rpg_byte_reset=4294967295 --set network.mark_at=dequeue "${ns3_dcqcn[@]}"
                --set network.dcqcn.dce_tcp_rtt=50 --set network.dcqcn.rate_reduce_monitor_period=50
                --set network.dcqcn.rpg_time_reset=55) ;;
     dcqcn_vwin)
         rtt=$(max_rtt "$out/fat.txt")
         sets+=(--set network.congestion=dcqcn-vwin --set network.dcqcn.rpg_byte_reset=4294967295
+               "${ns3_dcqcn[@]}"
                --set network.mark_at=dequeue --set "network.dcqcn.window_rtt_ns=$rtt") ;;
     timely_vwin)
         rtt=$(max_rtt "$out/fat.txt")

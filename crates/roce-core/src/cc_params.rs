@@ -100,6 +100,7 @@ params!(
         rpg_time_reset,
         rpg_byte_reset,
         rpg_threshold,
+        stages_by_timer,
         rpg_ai_rate,
         rpg_hai_rate,
         rpg_gd,
@@ -113,6 +114,7 @@ params!(
         clamp_tgt_rate_after_time_inc,
         rate_to_set_on_first_cnp,
         rate_reduce_monitor_period,
+        decrease_on_tick,
         min_time_between_cnps,
         window_rtt_ns,
     ]
@@ -196,7 +198,10 @@ mod tests {
         // listed without a field behind it.
         for &key in DcqcnConfig::PARAMS {
             let mut c = DcqcnConfig::default();
-            let value = if matches!(key, "alpha_on_cnp" | "clamp_tgt_rate") {
+            let value = if matches!(
+                key,
+                "alpha_on_cnp" | "clamp_tgt_rate" | "decrease_on_tick" | "stages_by_timer"
+            ) {
                 "true"
             } else if key == "clamp_tgt_rate_after_time_inc" {
                 "false"

@@ -411,6 +411,11 @@ pub struct DcqcnConfig {
     pub rpg_byte_reset: u32,
     /// Fast-recovery steps before additive increase (the paper's F). NVIDIA 1.
     pub rpg_threshold: u32,
+    /// The increase stage counts timer events alone, as HPCC's ns-3 does (`RateIncEventMlx`,
+    /// which has no byte counter): F events of fast recovery, one additive increase, then a
+    /// hyper increase of R_HAI at each event. `false`: the paper's stages, from both counters
+    /// (hyper increase by i·R_HAI once both pass F). Default false.
+    pub stages_by_timer: bool,
     /// Additive-increase step, Mb/s (R_AI). NVIDIA 5.
     pub rpg_ai_rate: u32,
     /// Hyper-increase step, Mb/s (R_HAI). NVIDIA 50.
@@ -448,6 +453,14 @@ pub struct DcqcnConfig {
     /// At most one rate decrease per this many µs; CNPs in between change nothing. NVIDIA 4;
     /// the paper decreases on every CNP (0).
     pub rate_reduce_monitor_period: u32,
+    /// The rate decreases at the end of a `rate_reduce_monitor_period` tick in which a CNP
+    /// arrived, not at the CNP: the ticks run from the QP's first CNP (plus 1 ns, after α's
+    /// step of the same instant), and the first CNP itself cuts nothing until its tick (HPCC's
+    /// ns-3: `cnp_received_mlx` sets a flag that `CheckRateDecreaseMlx` reads every
+    /// `RateDecreaseInterval`, `RateOnFirstCnp` 1.0). A period of 0 cuts at the CNP. `false`:
+    /// a CNP cuts at once, at most once per period, as NVIDIA documents the knob. Default
+    /// false.
+    pub decrease_on_tick: bool,
     /// Notification point: at most one CNP per QP per this many µs; CE marks in between send
     /// nothing. NVIDIA 4 (firmware-dependent; the paper's N is 50).
     pub min_time_between_cnps: u32,
@@ -471,6 +484,7 @@ impl Default for DcqcnConfig {
             rpg_time_reset: 300,
             rpg_byte_reset: 32767,
             rpg_threshold: 1,
+            stages_by_timer: false,
             rpg_ai_rate: 5,
             rpg_hai_rate: 50,
             rpg_gd: 11,
@@ -484,6 +498,7 @@ impl Default for DcqcnConfig {
             clamp_tgt_rate_after_time_inc: true,
             rate_to_set_on_first_cnp: 0,
             rate_reduce_monitor_period: 4,
+            decrease_on_tick: false,
             min_time_between_cnps: 4,
             window_rtt_ns: 0,
             cnp_dscp: 48,
@@ -504,6 +519,7 @@ impl DcqcnConfig {
             rpg_time_reset: 55,
             rpg_byte_reset: 10_000_000,
             rpg_threshold: 5,
+            stages_by_timer: false,
             rpg_ai_rate: 40,
             rpg_hai_rate: 200,
             rpg_gd: 11,
@@ -517,6 +533,7 @@ impl DcqcnConfig {
             clamp_tgt_rate_after_time_inc: true,
             rate_to_set_on_first_cnp: 0,
             rate_reduce_monitor_period: 0,
+            decrease_on_tick: false,
             min_time_between_cnps: 50,
             window_rtt_ns: 0,
             cnp_dscp: 48,

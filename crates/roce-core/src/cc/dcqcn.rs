@@ -54,6 +54,14 @@ pub(crate) struct Dcqcn {
     /// A CNP arrived in the α period that ends at `alpha_due`, so that step raises α
     /// (`DcqcnConfig::alpha_on_cnp` false: NVIDIA's and ns-3's rule).
     cnp_in_period: bool,
+    /// When the rate-increase timer fires, if it runs. It shares the QP's `RateIncrease`
+    /// timer with `decrease_due` ([`Dcqcn::arm`]).
+    increase_due: Option<Instant>,
+    /// `decrease_on_tick`: the tick that cuts the rate for a CNP already received, if one
+    /// waits for it.
+    decrease_due: Option<Instant>,
+    /// `decrease_on_tick`: where the decrease ticks count from, the QP's first CNP plus 1 ns.
+    tick_origin: Option<Instant>,
 }
 
 impl Dcqcn {
@@ -73,7 +81,47 @@ impl Dcqcn {
             time_increased: false,
             recovering: false,
             cnp_in_period: false,
+            increase_due: None,
+            decrease_due: None,
+            tick_origin: None,
         }
+    }
+
+    /// Arms the QP's `RateIncrease` timer for the earlier of the increase timer and the
+    /// decrease tick, or stops it.
+    fn arm(&self, timers: &mut TimerTable) {
+        match self.increase_due.into_iter().chain(self.decrease_due).min() {
+            Some(at) => timers.set(Timer::RateIncrease, at),
+            None => timers.stop(Timer::RateIncrease),
+        }
+    }
+
+    /// The increase timer fired.
+    fn increase_on_timer(&mut self, now: Instant, stats: &mut Stats) {
+        self.increase_due = None;
+        if !self.recovering {
+            return;
+        }
+        // The decays due by now come first, as timers of the same instant fire in
+        // `Timer::ALL` order; the increase may end the recovery.
+        self.decay_alpha(now, true);
+        self.increase(IncreaseEvent::Timer, now, stats);
+        if self.recovering {
+            self.increase_due = Some(now + self.increase_period());
+        }
+    }
+
+    /// `decrease_on_tick`: the first decrease tick after `now`. Ticks fall every period from
+    /// the first CNP plus 1 ns (ns-3 schedules its first `CheckRateDecreaseMlx` a period and
+    /// 1 ns after the first CNP, then one a period after each).
+    fn next_tick(&mut self, now: Instant, period: Duration) -> Instant {
+        let origin = *self
+            .tick_origin
+            .get_or_insert(now + Duration::from_nanos(1));
+        let period_ns = period.as_nanos().max(1);
+        // The first tick is a period after the origin; a CNP on a tick waits for the next.
+        let ticks = now.saturating_duration_since(origin).as_nanos() / period_ns + 1;
+        origin + Duration::from_nanos(u64::try_from(ticks * period_ns).unwrap_or(u64::MAX))
     }
 
     /// g, α's gain: mlx5 `dce_tcp_g` is (1 − g) in 1/1024.
@@ -155,7 +203,19 @@ impl Dcqcn {
             IncreaseEvent::ByteCounter => self.bc += 1,
         }
         let f = self.config.rpg_threshold;
-        let stage = if self.t.max(self.bc) <= f {
+        let stage = if self.config.stages_by_timer {
+            // HPCC's ns-3: fast recovery while T ≤ F, one additive increase at F + 1, then
+            // R_HAI at each event.
+            if self.t <= f {
+                "fast recovery"
+            } else if self.t == f + 1 {
+                self.rt += f64::from(self.config.rpg_ai_rate) * MBPS;
+                "additive increase"
+            } else {
+                self.rt += f64::from(self.config.rpg_hai_rate) * MBPS;
+                "hyper increase"
+            }
+        } else if self.t.max(self.bc) <= f {
             // Fast recovery: RC = (RT + RC) / 2, RT unchanged.
             "fast recovery"
         } else if self.t.min(self.bc) > f {
@@ -189,48 +249,9 @@ impl Dcqcn {
             "dcqcn rate increase"
         );
     }
-}
 
-impl CongestionControl for Dcqcn {
-    fn rate_bps(&self) -> Option<f64> {
-        Some(self.rc)
-    }
-
-    /// ns-3's `VAR_WIN`, with `window_rtt_ns` as T: RC × T, if T is set.
-    fn window_bytes(&self) -> Option<u64> {
-        super::rate_window(self.rc, self.config.window_rtt_ns)
-    }
-
-    fn target_bps(&self) -> Option<f64> {
-        Some(self.rt)
-    }
-
-    fn alpha(&self, now: Instant) -> f64 {
-        self.decayed(now, true).0
-    }
-
-    fn on_cnp(&mut self, now: Instant, timers: &mut TimerTable, stats: &mut Stats) {
-        // The decays before now; one due at this very instant is replaced by the new period,
-        // as re-arming a timer would replace it (the paper's rule) or comes after this CNP,
-        // which it counts (NVIDIA's).
-        self.decay_alpha(now, false);
-        if !self.config.alpha_on_cnp {
-            // NVIDIA, HPCC's ns-3: this period's α step raises it, whether or not the rate
-            // decreases now; α's steps run from the first CNP on.
-            self.cnp_in_period = true;
-            if self.alpha_due.is_none() {
-                self.alpha_due = Some(now + self.alpha_period());
-            }
-        }
-        // mlx5 `rate_reduce_monitor_period`: at most one decrease per period.
-        let period = Duration::from_micros(self.config.rate_reduce_monitor_period.into());
-        if let Some(last) = self.last_decrease
-            && !period.is_zero()
-            && now < last + period
-        {
-            debug!(time = %now, "dcqcn cnp within the rate-reduce monitor period");
-            return;
-        }
+    /// The rate decrease of a CNP (at the CNP, or at its tick with `decrease_on_tick`).
+    fn decrease(&mut self, now: Instant, timers: &mut TimerTable, stats: &mut Stats) {
         let old = self.rc;
         let first = !self.recovering && self.rc >= self.line;
         if first && self.config.rate_to_set_on_first_cnp != 0 {
@@ -268,7 +289,8 @@ impl CongestionControl for Dcqcn {
         self.time_increased = false;
         self.recovering = true;
         self.last_decrease = Some(now);
-        timers.set(Timer::RateIncrease, now + self.increase_period());
+        self.increase_due = Some(now + self.increase_period());
+        self.arm(timers);
         stats.rate_decreases += 1;
         debug!(
             from = old,
@@ -278,6 +300,59 @@ impl CongestionControl for Dcqcn {
             time = %now,
             "dcqcn rate decrease"
         );
+    }
+}
+
+impl CongestionControl for Dcqcn {
+    fn rate_bps(&self) -> Option<f64> {
+        Some(self.rc)
+    }
+
+    /// ns-3's `VAR_WIN`, with `window_rtt_ns` as T: RC × T, if T is set.
+    fn window_bytes(&self) -> Option<u64> {
+        super::rate_window(self.rc, self.config.window_rtt_ns)
+    }
+
+    fn target_bps(&self) -> Option<f64> {
+        Some(self.rt)
+    }
+
+    fn alpha(&self, now: Instant) -> f64 {
+        self.decayed(now, true).0
+    }
+
+    fn on_cnp(&mut self, now: Instant, timers: &mut TimerTable, stats: &mut Stats) {
+        // The decays before now; one due at this very instant is replaced by the new period,
+        // as re-arming a timer would replace it (the paper's rule) or comes after this CNP,
+        // which it counts (NVIDIA's).
+        self.decay_alpha(now, false);
+        if !self.config.alpha_on_cnp {
+            // NVIDIA, HPCC's ns-3: this period's α step raises it, whether or not the rate
+            // decreases now; α's steps run from the first CNP on.
+            self.cnp_in_period = true;
+            if self.alpha_due.is_none() {
+                self.alpha_due = Some(now + self.alpha_period());
+            }
+        }
+        let period = Duration::from_micros(self.config.rate_reduce_monitor_period.into());
+        if self.config.decrease_on_tick && !period.is_zero() {
+            // ns-3: the CNP sets a flag; the next tick of the period cuts.
+            if self.decrease_due.is_none() {
+                self.decrease_due = Some(self.next_tick(now, period));
+                self.arm(timers);
+            }
+            debug!(time = %now, due = ?self.decrease_due, "dcqcn cnp, the decrease at the tick");
+            return;
+        }
+        // mlx5 `rate_reduce_monitor_period`: at most one decrease per period.
+        if let Some(last) = self.last_decrease
+            && !period.is_zero()
+            && now < last + period
+        {
+            debug!(time = %now, "dcqcn cnp within the rate-reduce monitor period");
+            return;
+        }
+        self.decrease(now, timers, stats);
     }
 
     fn on_sent(&mut self, now: Instant, bytes: u64, _: &mut TimerTable, stats: &mut Stats) {
@@ -296,17 +371,23 @@ impl CongestionControl for Dcqcn {
     }
 
     fn on_timer(&mut self, timer: Timer, now: Instant, timers: &mut TimerTable, stats: &mut Stats) {
-        match timer {
-            Timer::RateIncrease if self.recovering => {
-                // The decays due by now come first, as timers of the same instant fire in
-                // `Timer::ALL` order; the increase may end the recovery.
-                self.decay_alpha(now, true);
-                self.increase(IncreaseEvent::Timer, now, stats);
-                if self.recovering {
-                    timers.set(Timer::RateIncrease, now + self.increase_period());
-                }
-            }
-            _ => {}
+        if timer != Timer::RateIncrease {
+            return;
         }
+        let due = |at: Option<Instant>| at.is_some_and(|at| at <= now);
+        // Both may be due at one call (a driver that calls late): in their order, an increase
+        // of the same instant first. A decrease restarts the increase timer.
+        if due(self.increase_due)
+            && (!due(self.decrease_due) || self.increase_due <= self.decrease_due)
+        {
+            self.increase_on_timer(now, stats);
+        }
+        if due(self.decrease_due) {
+            self.decrease_due = None;
+            // α's steps due by the tick come first, as ns-3's α update comes 1 ns before it.
+            self.decay_alpha(now, true);
+            self.decrease(now, timers, stats);
+        }
+        self.arm(timers);
     }
 }

@@ -342,6 +342,159 @@ fn one_decrease_per_rate_reduce_monitor_period() {
     assert_eq!(rp.stats.rate_decreases, 2);
 }
 
+/// HPCC's ns-3 run with the paper's timers (`run.py --cc dcqcn_paper`): its decrease looked at
+/// every 50 µs, α every 50, the increase timer 55, no byte counter.
+fn ns3_ticked() -> Rp {
+    Rp::new(DcqcnConfig {
+        rate_reduce_monitor_period: 50,
+        decrease_on_tick: true,
+        dce_tcp_rtt: 50,
+        rpg_time_reset: 55,
+        rpg_byte_reset: u32::MAX,
+        initial_alpha_value: 1024,
+        ..DcqcnConfig::default()
+    })
+}
+
+#[test]
+fn on_a_tick_the_first_cnp_cuts_nothing_until_its_tick() {
+    // ns-3's cnp_received_mlx only sets a flag (and RateOnFirstCnp is 1.0); the first
+    // CheckRateDecreaseMlx, a period and 1 ns after the first CNP, cuts.
+    let mut rp = ns3_ticked();
+    rp.now = Instant::from_micros(7);
+    rp.cnp();
+    assert_eq!((rp.rate(), rp.stats.rate_decreases), (LINE, 0));
+    let tick = Instant::from_micros(57) + Duration::from_nanos(1);
+    assert_eq!(rp.timers.get(Timer::RateIncrease), Some(tick));
+    // A second CNP before the tick asks for nothing more.
+    rp.now = Instant::from_micros(30);
+    rp.cnp();
+    assert_eq!(rp.timers.get(Timer::RateIncrease), Some(tick));
+    // α's step at 57 µs (a CNP in its period: (1 − g)·1 + g = 1) comes first, then the cut.
+    assert_eq!(rp.next_event(), vec![Fired::AlphaDecay]);
+    assert_eq!(rp.now, Instant::from_micros(57));
+    assert_eq!(rp.next_event(), vec![Fired::Timer(Timer::RateIncrease)]);
+    assert_eq!(rp.now, tick);
+    assert_eq!(
+        rp.rate(),
+        LINE / 2.0,
+        "one cut for the two CNPs, by α/2 at α = 1"
+    );
+    assert_eq!(rp.stats.rate_decreases, 1);
+    // The increase timer now runs, 55 µs from the cut.
+    assert_eq!(
+        rp.timers.get(Timer::RateIncrease),
+        Some(tick + Duration::from_micros(55))
+    );
+}
+
+#[test]
+fn on_a_tick_a_cnp_waits_for_the_next_tick_of_the_first_cnps_grid() {
+    let mut rp = ns3_ticked();
+    rp.cnp(); // at 0: the ticks fall at 50 µs + 1 ns, 100 µs + 1 ns, ...
+    assert_eq!(rp.next_event(), vec![Fired::AlphaDecay]);
+    assert_eq!(rp.next_event(), vec![Fired::Timer(Timer::RateIncrease)]);
+    let after_one = rp.rate();
+    // The tick at 100 µs passes without a CNP in its period: nothing is cut, and nothing
+    // wakes the QP for it (the next event is the increase timer, 55 µs after the cut).
+    assert_eq!(rp.stats.rate_decreases, 1);
+    let increase = Instant::from_micros(105) + Duration::from_nanos(1);
+    assert_eq!(rp.timers.get(Timer::RateIncrease), Some(increase));
+    // A CNP at 120 µs: its tick is 150 µs + 1 ns, on the grid, not 50 µs after it. The
+    // increase at 105 µs has already come and gone.
+    while rp.now < increase {
+        rp.next_event();
+    }
+    assert_eq!(rp.stats.rate_increases, 1);
+    let increased = rp.rate();
+    assert!(increased > after_one);
+    rp.now = Instant::from_micros(120);
+    rp.cnp();
+    assert_eq!(rp.rate(), increased, "not at the CNP");
+    let tick = Instant::from_micros(150) + Duration::from_nanos(1);
+    assert_eq!(rp.timers.get(Timer::RateIncrease), Some(tick));
+    while rp.stats.rate_decreases == 1 {
+        rp.next_event();
+    }
+    assert_eq!(rp.now, tick);
+    assert!(rp.rate() < increased);
+    assert_eq!(
+        rp.stats.rate_increases, 1,
+        "the increase at 160 µs was not reached"
+    );
+}
+
+#[test]
+fn by_the_timer_alone_f_fast_recoveries_one_additive_then_hyper_increases() {
+    // HPCC's ns-3 (RateIncEventMlx): F = 1, R_AI 20 Mb/s and R_HAI 200 Mb/s at 100 Gb/s, no
+    // byte counter. Stage 0 fast recovery, stage 1 additive, every later one R_HAI.
+    let config = DcqcnConfig {
+        rpg_threshold: 1,
+        rpg_ai_rate: 20,
+        rpg_hai_rate: 200,
+        stages_by_timer: true,
+        clamp_tgt_rate: true,
+        rate_reduce_monitor_period: 0,
+        rpg_byte_reset: u32::MAX,
+        initial_alpha_value: 1024,
+        ..DcqcnConfig::default()
+    };
+    let mut rp = Rp::new(config);
+    // Two cuts: RT = RC = LINE / 2, then RC = LINE / 4.
+    rp.cnp();
+    rp.cnp();
+    assert_eq!((rp.rate(), rp.target()), (LINE / 4.0, LINE / 2.0));
+    let timer = |rp: &mut Rp| {
+        while !rp.next_event().contains(&Fired::Timer(Timer::RateIncrease)) {}
+        (rp.rate(), rp.target())
+    };
+    // Fast recovery: the target holds, the rate halves the distance.
+    assert_eq!(timer(&mut rp), (LINE * 3.0 / 8.0, LINE / 2.0));
+    // Additive: + R_AI.
+    let rt = LINE / 2.0 + 20e6;
+    assert_eq!(timer(&mut rp).1, rt);
+    // Hyper: + R_HAI at each event, not i·R_HAI.
+    assert_eq!(timer(&mut rp).1, rt + 200e6);
+    assert_eq!(timer(&mut rp).1, rt + 400e6);
+    assert_eq!(timer(&mut rp).1, rt + 600e6);
+    // The paper's stages, with no byte counter, never leave additive increase.
+    let mut paper_stages = Rp::new(DcqcnConfig {
+        stages_by_timer: false,
+        ..config
+    });
+    paper_stages.cnp();
+    paper_stages.cnp();
+    for _ in 0..4 {
+        timer(&mut paper_stages);
+    }
+    assert_eq!(paper_stages.target(), LINE / 2.0 + 3.0 * 20e6);
+}
+
+#[test]
+fn without_the_tick_the_same_cnp_cuts_at_once() {
+    // The same profile, `decrease_on_tick` off: NVIDIA's rule, a cut at the CNP.
+    let mut rp = ns3_ticked();
+    rp.rp = Dcqcn::new(
+        DcqcnConfig {
+            decrease_on_tick: false,
+            rate_reduce_monitor_period: 50,
+            dce_tcp_rtt: 50,
+            rpg_time_reset: 55,
+            rpg_byte_reset: u32::MAX,
+            initial_alpha_value: 1024,
+            ..DcqcnConfig::default()
+        },
+        LINE,
+    );
+    rp.now = Instant::from_micros(7);
+    rp.cnp();
+    assert_eq!((rp.rate(), rp.stats.rate_decreases), (LINE / 2.0, 1));
+    assert_eq!(
+        rp.timers.get(Timer::RateIncrease),
+        Some(Instant::from_micros(62))
+    );
+}
+
 #[test]
 fn nvidia_defaults_decrease_by_alpha_over_two_and_keep_min_dec_fac() {
     let mut rp = Rp::new(DcqcnConfig::default());
