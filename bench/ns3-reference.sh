@@ -20,6 +20,9 @@
 #                       stages (decrease_on_tick, stages_by_timer), as every dcqcn_* below
 #               hpcc    run.py --cc hp (CC_MODE 3): eta 0.95, maxStage 0, W_AI 40 Mb/s, a window
 #                       (VAR_WIN) and fast react, INT units x4 (100G / 25G)
+#               hpcc_pint  run.py --cc hpccPint (CC_MODE 10): hpcc's with PINT's one value for
+#                       the records, log base 1.01, every echo used (PINT_PROB 1.0); roce sim's
+#                       hpcc-pint, its switches' T the topology's largest RTT
 #               dctcp   run.py --cc dctcp (CC_MODE 8): g 1/16, AI 615 Mb/s, a window (VAR_WIN),
 #                       its own marking K = 300 KB at 100G (1200 KB at 400G), Pmax 1
 #               timely  run.py --cc timely (CC_MODE 7): AI 100 Mb/s, HAI 500 Mb/s, no window
@@ -110,8 +113,8 @@ case $cdf in
     *) echo "ns3-reference: --cdf fb_hadoop or websearch, not '$cdf'" >&2; exit 2 ;;
 esac
 case $cc in
-    dcqcn | hpcc | dctcp | timely | dcqcn_paper | dcqcn_vwin | timely_vwin) ;;
-    *) echo "ns3-reference: --cc dcqcn, hpcc, dctcp, timely, dcqcn_paper, dcqcn_vwin or timely_vwin, not '$cc'" >&2; exit 2 ;;
+    dcqcn | hpcc | hpcc_pint | dctcp | timely | dcqcn_paper | dcqcn_vwin | timely_vwin) ;;
+    *) echo "ns3-reference: --cc dcqcn, hpcc, hpcc_pint, dctcp, timely, dcqcn_paper, dcqcn_vwin or timely_vwin, not '$cc'" >&2; exit 2 ;;
 esac
 num='^[0-9]+([.][0-9]+)?$'
 for v in "$load" "$ms" "$drain_ms" "$seed" "$jitter" "$jseed"; do
@@ -257,6 +260,9 @@ else
         hpcc)
             mode=3 ai=$((10 * bw / 25)) hai=$((10 * bw / 25)) has_win=1 vwin=1 us=1 ack_prio=0
             int_multi=$((bw / 25)) ;;
+        hpcc_pint)
+            mode=10 ai=$((10 * bw / 25)) hai=$((10 * bw / 25)) has_win=1 vwin=1 us=1 ack_prio=0
+            int_multi=$((bw / 25)) ;;
         dctcp)
             mode=8 ai=10 hai=10 dctcp_ai=615 g=0.0625 has_win=1 vwin=1 us=0 ack_prio=0
             kmax_map="2 $((bw * 1000000000)) $((30 * bw / 10)) $((bw * 4 * 1000000000)) $((30 * bw * 4 / 10))"
@@ -381,9 +387,9 @@ case $cc in
     dcqcn)
         sets+=(--set network.dcqcn.rpg_byte_reset=4294967295 --set network.mark_at=dequeue
                "${ns3_dcqcn[@]}") ;;
-    hpcc)
+    hpcc | hpcc_pint)
         rtt=$(max_rtt "$out/fat.txt")
-        sets+=(--set network.congestion=hpcc --set network.mark_at=dequeue
+        sets+=(--set "network.congestion=${cc/_/-}" --set network.mark_at=dequeue
                --set network.hpcc.eta=950 --set network.hpcc.max_stage=0
                --set network.hpcc.rate_ai=$((10 * bw / 25)) --set network.hpcc.min_rate=1000
                --set "network.hpcc.base_rtt_ns=$rtt" --set network.hpcc.fast_react=true) ;;

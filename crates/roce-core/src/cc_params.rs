@@ -143,7 +143,16 @@ params!(
 params!(
     HpccConfig,
     "hpcc",
-    [eta, max_stage, rate_ai, min_rate, base_rtt_ns, fast_react]
+    [
+        eta,
+        max_stage,
+        rate_ai,
+        min_rate,
+        base_rtt_ns,
+        fast_react,
+        pint,
+        pint_log_base
+    ]
 );
 
 impl Congestion {
@@ -227,6 +236,8 @@ mod tests {
                 key,
                 if key == "fast_react" {
                     "false"
+                } else if key == "pint" {
+                    "true"
                 } else {
                     "77777"
                 },
@@ -243,7 +254,7 @@ mod tests {
         assert_eq!(
             err.to_string(),
             "hpcc has no parameter \"rpg_ai_rate\"; its parameters: eta, max_stage, rate_ai, \
-             min_rate, base_rtt_ns, fast_react"
+             min_rate, base_rtt_ns, fast_react, pint, pint_log_base"
         );
         assert_eq!(hpcc, Congestion::Hpcc(HpccConfig::default()));
     }

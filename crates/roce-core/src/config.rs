@@ -383,6 +383,22 @@ pub struct HpccConfig {
     /// Per-ACK reaction between the once-per-RTT updates of W_c (ns-3 `FAST_REACT`). Default
     /// true.
     pub fast_react: bool,
+    /// HPCC-PINT (ns-3's CC_MODE 10): requests carry PINT's 4-byte header instead of INT's 44
+    /// bytes, in which each switch egress leaves the path's largest utilisation
+    /// (`roce_wire::pint`), and U is that value as echoed, with no EWMA at the sender (ns-3
+    /// `UpdateRateHpPint`). Every echo is used (ns-3's `PINT_PROB` 1.0, run.py's default).
+    /// Default false.
+    pub pint: bool,
+    /// PINT's log base, in 1/1000: the value is log_base(⌈U·512⌉). Default 1010 (run.py's
+    /// `--pint_log_base 1.01`); at least 1001.
+    pub pint_log_base: u32,
+}
+
+impl HpccConfig {
+    /// PINT's log base (`pint_log_base` / 1000, at least 1.001).
+    pub fn pint_base(&self) -> f64 {
+        f64::from(self.pint_log_base.max(1001)) / 1000.0
+    }
 }
 
 impl Default for HpccConfig {
@@ -394,6 +410,8 @@ impl Default for HpccConfig {
             min_rate: 1000,
             base_rtt_ns: NS3_BASE_RTT_NS,
             fast_react: true,
+            pint: false,
+            pint_log_base: 1010,
         }
     }
 }

@@ -11,7 +11,7 @@
 //! | `ROCE_VERBS_MTU` | the port's active (path) MTU: 256, 512, 1024, 2048 or 4096 | 1024, rxe's on a 1500-byte netdev |
 //! | `ROCE_VERBS_PCAP` | write the NIC's packets to this pcap | none |
 //! | `ROCE_VERBS_SNAPLEN` | keep at most this many bytes of each packet in the pcap (tcpdump's `-s`; 0: whole packets) | 0 |
-//! | `ROCE_VERBS_CC` | congestion control: `none`, `dcqcn` (NVIDIA's defaults), `dcqcn-paper`, `dctcp`, `timely` or `hpcc` | `none` |
+//! | `ROCE_VERBS_CC` | congestion control: `none`, `dcqcn` (NVIDIA's defaults), `dcqcn-paper`, `dctcp`, `timely`, `hpcc` or `hpcc-pint` | `none` |
 //! | `ROCE_VERBS_CC_PARAMS` | the algorithm's parameters over its defaults, `KEY=VALUE` pairs separated by commas, named as the fields of its configuration and a network scenario's `[network.ALGO]` table (`base_rtt_ns=400000,min_rate=10` for `hpcc`) | none |
 //! | `ROCE_VERBS_LOSS_RECOVERY` | how RC QPs recover lost packets: `go-back-n` (rxe's) or `selective-repeat` (IRN-style; both ends must use it) | `go-back-n` |
 //! | `ROCE_VERBS_LINE_RATE` | the port's line rate in Gb/s (where DCQCN starts) | 100 |
@@ -119,6 +119,9 @@ pub enum Cc {
     /// stamp and ACKs echo; the sender's window and rate follow the path's utilisation. Both
     /// ends must run it (rxe does not parse the header).
     Hpcc,
+    /// HPCC-PINT: HPCC whose requests carry PINT's 4-byte header, which switches raise to
+    /// their utilisation (`roce switch --pint`) and ACKs echo. Both ends must run it.
+    HpccPint,
 }
 
 impl Cc {
@@ -131,6 +134,7 @@ impl Cc {
             Self::Dctcp => "dctcp",
             Self::Timely => "timely",
             Self::Hpcc => "hpcc",
+            Self::HpccPint => "hpcc-pint",
         }
     }
 
@@ -143,6 +147,10 @@ impl Cc {
             Self::Dctcp => Congestion::Dctcp(DctcpConfig::default()),
             Self::Timely => Congestion::Timely(TimelyConfig::default()),
             Self::Hpcc => Congestion::Hpcc(HpccConfig::default()),
+            Self::HpccPint => Congestion::Hpcc(HpccConfig {
+                pint: true,
+                ..HpccConfig::default()
+            }),
         }
     }
 }
@@ -318,11 +326,12 @@ impl DeviceSpec {
             Some("dctcp") => Cc::Dctcp,
             Some("timely") => Cc::Timely,
             Some("hpcc") => Cc::Hpcc,
+            Some("hpcc-pint") => Cc::HpccPint,
             Some(other) => {
                 return Err(EnvError::new(
                     ENV_CC,
                     other,
-                    "none, dcqcn, dcqcn-paper, dctcp, timely or hpcc",
+                    "none, dcqcn, dcqcn-paper, dctcp, timely, hpcc or hpcc-pint",
                 ));
             }
         };

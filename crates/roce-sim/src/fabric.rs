@@ -46,8 +46,12 @@ pub struct Fabric {
 }
 
 impl Fabric {
-    /// `n` hosts (NICs as `config` describes) on an `n`-port switch.
-    pub fn new(n: usize, config: &PairConfig, switch: SwitchConfig) -> Self {
+    /// `n` hosts (NICs as `config` describes) on an `n`-port switch. With HPCC-PINT on the
+    /// NICs the switch meters its ports for it ([`crate::switch::PintMeter`]).
+    pub fn new(n: usize, config: &PairConfig, mut switch: SwitchConfig) -> Self {
+        if switch.pint.is_none() {
+            switch.pint = crate::switch::PintMeter::for_congestion(&config.nic.congestion);
+        }
         let nodes: Vec<Side> = (0..n).map(|i| side(config, Net::addr(i))).collect();
         let routes = (0..n).map(|i| (Net::addr(i), i)).collect();
         Self {

@@ -83,6 +83,9 @@ pub enum ParseError {
     /// An INT header whose hop count is above its five records ([`crate::int`]).
     #[error("INT header with {0} hops, at most 5")]
     BadIntHopCount(u8),
+    /// A BTH that flags both an INT header and a PINT header ([`crate::int`]).
+    #[error("BTH flags both an INT and a PINT header")]
+    BadIntFlags,
 }
 
 /// A protocol layer, named in errors.
@@ -125,7 +128,7 @@ pub enum Layer {
     Cm(&'static str),
     /// The 36-byte RDMA IP CM header (`cma_hdr`) at the start of a REQ's private data.
     CmaHdr,
-    /// HPCC's 44-byte INT header after the BTH ([`crate::int`]).
+    /// HPCC's 44-byte INT header, or HPCC-PINT's 4-byte one, after the BTH ([`crate::int`]).
     Int,
 }
 

@@ -234,7 +234,7 @@ pub fn compute_in_place(header: &PseudoHeader, buf: &mut [u8], at: usize) -> Opt
     let int = int_range(&buf[at..end]).map(|r| at + r.start..at + r.end);
     let mut int_saved = [0; int::HEADER_LEN];
     if let Some(int) = &int {
-        int_saved.copy_from_slice(&buf[int.clone()]);
+        int_saved[..int.len()].copy_from_slice(&buf[int.clone()]);
         buf[int.clone()].fill(0xff);
     }
     let mut hasher = after_ones(LRH_LEN - literal);
@@ -243,7 +243,8 @@ pub fn compute_in_place(header: &PseudoHeader, buf: &mut [u8], at: usize) -> Opt
         buf[fecn_becn] = byte;
     }
     if let Some(int) = int {
-        buf[int].copy_from_slice(&int_saved);
+        let len = int.len();
+        buf[int].copy_from_slice(&int_saved[..len]);
     }
     Some(hasher.finalize())
 }
@@ -337,7 +338,7 @@ fn crc_of_headers<'a>(
     hasher.update(&head[..ip_udp + bth_len]);
     let rest = match int_range(body) {
         Some(int) => {
-            hasher.update(&[0xff; int::HEADER_LEN]);
+            hasher.update(&[0xff; int::HEADER_LEN][..int.len()]);
             int.end
         }
         None => bth_len,
@@ -345,10 +346,10 @@ fn crc_of_headers<'a>(
     (hasher, body, rest)
 }
 
-/// Where the INT header of `body` (a packet without its ICRC) lies, if its BTH flags one and it
-/// fits: the bytes hashed as ones ([`crate::int`]; switches rewrite them).
+/// Where the INT (or PINT) header of `body` (a packet without its ICRC) lies, if its BTH flags
+/// one and it fits: the bytes hashed as ones ([`crate::int`]; switches rewrite them).
 fn int_range(body: &[u8]) -> Option<std::ops::Range<usize>> {
-    let range = bth::HEADER_LEN..bth::HEADER_LEN + int::HEADER_LEN;
+    let range = bth::HEADER_LEN..bth::HEADER_LEN + int::header_len(body);
     (int::flagged(body) && body.len() >= range.end).then_some(range)
 }
 

@@ -8,6 +8,24 @@
 //! Not an IBTA header: rxe and RDMA hardware would take its bytes for the RETH or the payload, so
 //! only NICs that both run HPCC (roce-emu's, and the simulator's) send it.
 //!
+//! # PINT
+//!
+//! HPCC-PINT (Ben Basat et al., "PINT: Probabilistic In-band Network Telemetry", SIGCOMM 2020,
+//! §4.3; HPCC's ns-3, CC_MODE 10) carries one value instead of the records: the largest
+//! utilisation on the path, which each switch egress raises to its own, encoded on a log scale
+//! ([`crate::pint`]). Its header is 4 bytes, flagged by the next reserved bit
+//! ([`PINT_BTH_FLAG`], bit 5 of BTH byte 8):
+//!
+//! ```text
+//! byte 0      E (bit 7): echo; bits 6..0 reserved, sent 0, ignored
+//! byte 1      reserved, sent 0, ignored
+//! bytes 2..4  the encoded utilisation (`crate::pint::encode`), big-endian
+//! ```
+//!
+//! ns-3's is 2 bytes (the value alone, at its log base of 1.01); this one is 4, so that every
+//! header after the BTH stays a multiple of 4 bytes, as IBTA's are. A BTH with both flags is
+//! malformed.
+//!
 //! # Marking
 //!
 //! A packet carries the header when bit 6 of BTH byte 8 is set ([`BTH_FLAG`]: the first of the
@@ -60,8 +78,14 @@ pub const MAX_HOPS: usize = 5;
 pub const HOP_LEN: usize = 8;
 /// The flag in BTH byte 8 that says the INT header follows the BTH.
 pub const BTH_FLAG: u8 = 0x40;
-/// The byte of the BTH that holds [`BTH_FLAG`] (AckReq and Resv7).
+/// The byte of the BTH that holds [`BTH_FLAG`] and [`PINT_BTH_FLAG`] (AckReq and Resv7).
 pub const BTH_FLAG_BYTE: usize = 8;
+/// The flag in BTH byte 8 that says a PINT header follows the BTH (see "PINT" above).
+pub const PINT_BTH_FLAG: u8 = 0x20;
+/// Length of the PINT header.
+pub const PINT_HEADER_LEN: usize = 4;
+/// Both flags.
+const FLAGS: u8 = BTH_FLAG | PINT_BTH_FLAG;
 /// Line rates by code, bits per second: ns-3's `lineRateValues` (25, 50, 100, 200, 400 Gb/s),
 /// and in its unused codes 10 Gb/s (the simulator's incasts), 1 Gb/s and 100 Mb/s (`roce
 /// switch` between veths).
@@ -86,17 +110,29 @@ const TIME_BITS: u32 = 24;
 const BYTES_BITS: u32 = 20;
 const QLEN_BITS: u32 = 17;
 
-/// Whether the UDP payload `packet` carries an INT header (its BTH has [`BTH_FLAG`]).
+/// Whether the UDP payload `packet` carries an INT or a PINT header (its BTH has [`BTH_FLAG`]
+/// or [`PINT_BTH_FLAG`]).
 #[inline]
 pub fn flagged(packet: &[u8]) -> bool {
-    packet.len() >= bth::HEADER_LEN && packet[BTH_FLAG_BYTE] & BTH_FLAG != 0
+    packet.len() >= bth::HEADER_LEN && packet[BTH_FLAG_BYTE] & FLAGS != 0
+}
+
+/// The length of the header a [`flagged`] packet's BTH announces: [`PINT_HEADER_LEN`] for a
+/// PINT header, else [`HEADER_LEN`].
+#[inline]
+pub fn header_len(packet: &[u8]) -> usize {
+    match packet.get(BTH_FLAG_BYTE) {
+        Some(flags) if flags & FLAGS == PINT_BTH_FLAG => PINT_HEADER_LEN,
+        _ => HEADER_LEN,
+    }
 }
 
 /// Whether a switch egress would stamp the UDP payload `packet`: its BTH flags an INT header
-/// that is whole, a request's (not an echo) and not full.
+/// (not PINT's) that is whole, a request's (not an echo) and not full.
 #[inline]
 pub fn stampable(packet: &[u8]) -> bool {
-    flagged(packet)
+    packet.len() >= bth::HEADER_LEN
+        && packet[BTH_FLAG_BYTE] & FLAGS == BTH_FLAG
         && packet
             .get(bth::HEADER_LEN..bth::HEADER_LEN + HEADER_LEN)
             .is_some_and(|h| h[0] & ECHO == 0 && usize::from(h[0] & NHOP_MASK) < MAX_HOPS)
@@ -109,6 +145,32 @@ pub fn stamp(packet: &mut [u8], hop: Hop) -> bool {
     stampable(packet) && Packet::new_unchecked(&mut packet[bth::HEADER_LEN..]).push_hop(hop)
 }
 
+/// Whether a switch egress would raise the PINT value of the UDP payload `packet`: its BTH
+/// flags a PINT header (and not INT's) that is whole and a request's (not an echo).
+#[inline]
+pub fn pint_stampable(packet: &[u8]) -> bool {
+    packet.len() >= bth::HEADER_LEN + PINT_HEADER_LEN
+        && packet[BTH_FLAG_BYTE] & FLAGS == PINT_BTH_FLAG
+        && packet[bth::HEADER_LEN] & ECHO == 0
+}
+
+/// A switch egress raises the PINT value of the UDP payload `packet` to `value` if that is
+/// higher and the packet is [`pint_stampable`] (ns-3 `SwitchNotifyDequeue`, CC_MODE 10: the
+/// path's largest): whether it did. Allocation-free, and total on any bytes.
+#[inline]
+pub fn raise_pint(packet: &mut [u8], value: u16) -> bool {
+    if !pint_stampable(packet) {
+        return false;
+    }
+    let at = bth::HEADER_LEN + 2;
+    let old = u16::from_be_bytes([packet[at], packet[at + 1]]);
+    if value <= old {
+        return false;
+    }
+    packet[at..at + 2].copy_from_slice(&value.to_be_bytes());
+    true
+}
+
 /// Takes a packet whose BTH flags an INT header ([`flagged`]) apart as its receiver does: returns
 /// the header, and writes into `out` the packet without it, the flag cleared — the packet as it
 /// was before the header went in, its ICRC (which masks the header) as it came. An error when
@@ -117,8 +179,8 @@ pub fn strip(packet: &[u8], out: &mut Vec<u8>) -> Result<Repr, ParseError> {
     out.clear();
     let header = header(packet)?;
     out.extend_from_slice(&packet[..bth::HEADER_LEN]);
-    out[BTH_FLAG_BYTE] &= !BTH_FLAG;
-    out.extend_from_slice(&packet[bth::HEADER_LEN + HEADER_LEN..]);
+    out[BTH_FLAG_BYTE] &= !FLAGS;
+    out.extend_from_slice(&packet[bth::HEADER_LEN + header.buffer_len()..]);
     Ok(header)
 }
 
@@ -127,22 +189,37 @@ pub fn strip(packet: &[u8], out: &mut Vec<u8>) -> Result<Repr, ParseError> {
 #[inline]
 pub fn header(packet: &[u8]) -> Result<Repr, ParseError> {
     let after = packet.get(bth::HEADER_LEN..).unwrap_or_default();
-    Packet::new_checked(after).and_then(|p| Repr::parse(&p))
+    match packet.get(BTH_FLAG_BYTE).map(|flags| flags & FLAGS) {
+        Some(FLAGS) => Err(ParseError::BadIntFlags),
+        Some(PINT_BTH_FLAG) => match after.get(..PINT_HEADER_LEN) {
+            Some(h) => Ok(Repr::pint(
+                h[0] & ECHO != 0,
+                u16::from_be_bytes([h[2], h[3]]),
+            )),
+            None => Err(ParseError::Truncated {
+                layer: Layer::Int,
+                need: PINT_HEADER_LEN,
+                got: after.len(),
+            }),
+        },
+        _ => Packet::new_checked(after).and_then(|p| Repr::parse(&p)),
+    }
 }
 
-/// Takes the INT header out of `packet` in place, where [`strip`] copies the rest: the BTH
-/// moves forward over the header, its flag cleared, and the packet without the header is the
-/// end of the buffer, [`HEADER_LEN`] bytes in — the bytes [`strip`] writes. Moves 12 bytes
-/// where [`strip`] copies the whole packet; the header itself is not read (see [`header`]).
-/// `None`, writing nothing, when `packet` is shorter than a BTH and a header.
+/// Takes the INT (or PINT) header out of `packet` in place, where [`strip`] copies the rest:
+/// the BTH moves forward over the header, its flags cleared, and the packet without the header
+/// is the end of the buffer, [`header_len`] bytes in — the bytes [`strip`] writes. Moves 12
+/// bytes where [`strip`] copies the whole packet; the header itself is not read (see
+/// [`header`]). `None`, writing nothing, when `packet` is shorter than a BTH and a header.
 #[inline]
 pub fn strip_in_place(packet: &mut [u8]) -> Option<&mut [u8]> {
-    if packet.len() < bth::HEADER_LEN + HEADER_LEN {
+    let len = header_len(packet);
+    if packet.len() < bth::HEADER_LEN + len {
         return None;
     }
-    packet.copy_within(..bth::HEADER_LEN, HEADER_LEN);
-    let rest = &mut packet[HEADER_LEN..];
-    rest[BTH_FLAG_BYTE] &= !BTH_FLAG;
+    packet.copy_within(..bth::HEADER_LEN, len);
+    let rest = &mut packet[len..];
+    rest[BTH_FLAG_BYTE] &= !FLAGS;
     Some(rest)
 }
 
@@ -383,7 +460,7 @@ fn nearest_rate_code(bps: u64) -> u8 {
         .unwrap_or(0) as u8
 }
 
-/// The fields of an INT header.
+/// The fields of an INT header, or of a PINT header (`pint`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub struct Repr {
     /// E: the responder's echo.
@@ -392,6 +469,8 @@ pub struct Repr {
     pub nhop: u8,
     /// The hop records; those at `nhop` and beyond are sent as 0.
     pub hops: [Hop; MAX_HOPS],
+    /// A PINT header's encoded utilisation (`crate::pint`); `None`: an INT header.
+    pub pint: Option<u16>,
 }
 
 impl Repr {
@@ -407,7 +486,27 @@ impl Repr {
             echo: packet.echo(),
             nhop: nhop as u8,
             hops,
+            pint: None,
         })
+    }
+
+    /// A PINT header carrying `value`.
+    pub const fn pint(echo: bool, value: u16) -> Self {
+        Self {
+            echo,
+            nhop: 0,
+            hops: [Hop(0); MAX_HOPS],
+            pint: Some(value),
+        }
+    }
+
+    /// The BTH flag that announces this header.
+    pub const fn bth_flag(&self) -> u8 {
+        if self.pint.is_some() {
+            PINT_BTH_FLAG
+        } else {
+            BTH_FLAG
+        }
     }
 
     /// The records present.
@@ -417,14 +516,23 @@ impl Repr {
 
     /// Length of the emitted header.
     pub const fn buffer_len(&self) -> usize {
-        HEADER_LEN
+        if self.pint.is_some() {
+            PINT_HEADER_LEN
+        } else {
+            HEADER_LEN
+        }
     }
 
-    /// Writes the header into the first [`HEADER_LEN`] bytes of `buf`.
+    /// Writes the header into the first [`Repr::buffer_len`] bytes of `buf`.
     ///
     /// # Panics
     /// If `buf` is shorter.
     pub fn emit(&self, buf: &mut [u8]) {
+        if let Some(value) = self.pint {
+            let [hi, lo] = value.to_be_bytes();
+            buf[..PINT_HEADER_LEN].copy_from_slice(&[u8::from(self.echo) * ECHO, 0, hi, lo]);
+            return;
+        }
         let nhop = usize::from(self.nhop).min(MAX_HOPS);
         buf[..HEADER_LEN].fill(0);
         buf[0] = (u8::from(self.echo) * ECHO) | nhop as u8;

@@ -42,6 +42,7 @@ pub mod mac_control;
 pub mod mad;
 pub mod opcode;
 pub mod packet;
+pub mod pint;
 pub mod pretty;
 mod psn;
 pub mod reth;

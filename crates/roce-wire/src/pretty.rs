@@ -219,12 +219,18 @@ fn write_int_packet(f: &mut fmt::Formatter<'_>, payload: &[u8]) -> fmt::Result {
 }
 
 /// Displays an INT header: `int(hops=2 q=1200B/100G q=0B/400G)`, `int-echo(...)` for the copy a
-/// responder sends back; each record's queue length and line rate.
+/// responder sends back; each record's queue length and line rate. A PINT header:
+/// `pint(value=627)`, `pint-echo(value=627)` (the encoded utilisation: its log base is the
+/// senders', which the packet does not carry).
 #[derive(Debug, Clone, Copy)]
 pub struct Int<'a>(pub &'a int::Repr);
 
 impl fmt::Display for Int<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if let Some(value) = self.0.pint {
+            let name = if self.0.echo { "pint-echo" } else { "pint" };
+            return write!(f, "{name}(value={value})");
+        }
         let name = if self.0.echo { "int-echo" } else { "int" };
         write!(f, "{name}(hops={}", self.0.hops().len())?;
         for hop in self.0.hops() {

@@ -15,7 +15,8 @@
 //! through chained switches. An untagged IPv4 RoCEv2 request that carries HPCC's INT header
 //! (`roce_wire::int`, flagged in the BTH) takes the egress port's record as it leaves (queue,
 //! bytes sent, time, rate); the UDP checksum is written again, the ICRC needs nothing (it
-//! hashes the INT header as ones).
+//! hashes the INT header as ones). With `--pint`, every egress meters its utilisation
+//! (`roce_wire::pint`) and raises the value of a request that carries HPCC-PINT's header.
 //!
 //! The interfaces should have no IP addresses of their own (the kernel would answer for them)
 //! and need CAP_NET_RAW.
@@ -33,7 +34,7 @@ use std::time::{Duration, Instant as WallInstant};
 use anyhow::bail;
 use roce_core::{Ecn, Instant};
 use roce_device::backend::packet_socket::{self, PacketSocket, Sender};
-use roce_sim::switch::{Ets, MarkAt, Pfc};
+use roce_sim::switch::{Ets, MarkAt, Pfc, PintMeter};
 use roce_sim::{EcnMarking, SimPacket, Switch, SwitchConfig};
 use roce_wire::frame::rewrite;
 use roce_wire::mac_control;
@@ -53,8 +54,9 @@ const MODEL_HEADER: usize = roce_wire::frame::IPV4_FRAME_OVERHEAD;
                   in a namespace), whose egress ports drain at --rate through roce-sim's queues: \
                   RED ECN marking (--ecn), PFC (--pfc) and ETS (--strict). Run NICs with \
                   `--cc dcqcn` on either side to see CNPs and DCQCN rate cuts; with `--cc \
-                  hpcc` the requests' INT headers take each egress's record. Needs \
-                  CAP_NET_RAW.",
+                  hpcc` the requests' INT headers take each egress's record; with `--cc hpcc \
+                  --cc-param pint=true` and --pint here, their PINT values the path's \
+                  utilisation. Needs CAP_NET_RAW.",
     after_help = "Example (in a namespace that holds sw0 and sw1):\n  \
                   roce switch --port sw0 --port sw1 --rate 200m --ecn 5000,50000,0.1 --duration 30"
 )]
@@ -91,6 +93,16 @@ pub(crate) struct Args {
     /// "final": true).
     #[arg(long)]
     json: bool,
+    /// HPCC-PINT: meter every egress's utilisation over T = this many ns and raise the PINT
+    /// value of the requests that carry one (NICs run `--cc hpcc --cc-param pint=true`). Give
+    /// the senders' T (`--cc-param base_rtt_ns`). Off by default: PINT headers pass as they
+    /// came.
+    #[arg(long, value_name = "RTT_NS", value_parser = clap::value_parser!(u64).range(1..))]
+    pint: Option<u64>,
+    /// PINT's log base in 1/1000, as the senders' `pint_log_base` (1010 is 1.01).
+    #[arg(long, value_name = "MILLI", default_value_t = 1010, requires = "pint",
+          value_parser = clap::value_parser!(u32).range(1001..))]
+    pint_log_base: u32,
 }
 
 /// `roce switch`.
@@ -115,6 +127,10 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<ExitCode> {
         },
         pfc: args.pfc,
         ets,
+        pint: args.pint.map(|rtt_ns| PintMeter {
+            rtt_ns,
+            log_base: f64::from(args.pint_log_base) / 1000.0,
+        }),
         ..SwitchConfig::default()
     };
     let stop = Arc::new(AtomicBool::new(false));

@@ -909,3 +909,56 @@ fn int_headers_of_hpcc_show_after_the_headers_they_follow() {
     assert!(echoes > 0);
     assert!(json.iter().all(|v| v["int"]["hops"].is_array()));
 }
+
+/// A capture of HPCC-PINT's traffic: each request carries PINT's 4-byte header (0 as the host
+/// sends it) and each ACK its echo, with the value the switch raised it to; every frame reads
+/// as its own headers, then the PINT header, its ICRC checked with the header masked.
+#[test]
+fn pint_headers_of_hpcc_pint_show_after_the_headers_they_follow() {
+    let file =
+        Scratch(std::env::temp_dir().join(format!("roce-dump-{}-pint.pcap", std::process::id())));
+    let out = common::ScratchDir::new("roce-dump-pint");
+    let sim = Command::new(env!("CARGO_BIN_EXE_roce"))
+        .args(["sim", "incast-hpcc", "--set", "congestion=hpcc-pint"])
+        .args([
+            "--set",
+            "duration_ms=1",
+            "--set",
+            "summary_from_ms=0",
+            "--pcap",
+        ])
+        .arg(&file.0)
+        .arg("--out")
+        .arg(&*out)
+        .output()
+        .unwrap();
+    assert!(sim.status.success(), "{sim:?}");
+    let output = roce(&["dump", "--strict"], &file.0);
+    assert!(output.status.success(), "{output:?}");
+    let text = stdout(&output);
+    let lines: Vec<&str> = text.lines().collect();
+    assert!(lines.len() > 100, "{} frames", lines.len());
+    for line in &lines {
+        if line.contains("RC_RDMA_WRITE_") {
+            assert!(line.contains(" pint(value=0) icrc=ok"), "{line}");
+        } else {
+            assert!(
+                line.contains(" aeth(ACK ") && line.contains(" pint-echo(value="),
+                "{line}"
+            );
+        }
+        assert!(line.ends_with(" icrc=ok"), "{line}");
+    }
+    let first = &lines[0];
+    assert!(first.contains(" reth(va=0x"), "{first}");
+    let json = json_lines(&stdout(&roce(&["dump", "--json"], &file.0)));
+    let raised = json
+        .iter()
+        .filter(|v| v["pint"]["echo"] == true && v["pint"]["value"].as_u64() > Some(0))
+        .count();
+    assert!(raised > 0, "the switch raised some");
+    assert!(
+        json.iter()
+            .all(|v| v["pint"]["value"].is_u64() && v["int"].is_null())
+    );
+}

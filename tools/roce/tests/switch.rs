@@ -98,13 +98,13 @@ fn json(out: &Output, who: &str) -> serde_json::Value {
 }
 
 /// Client, server and switch reports of 200 WRITEs of 64 KiB from a to b through `roce switch`
-/// at 100 Mb/s (with RED marking `ecn`, if given), both NICs running `cc` from 1 Gb/s with the
-/// options `cc_args` (`--cc-param`s) too.
+/// at 100 Mb/s (with `switch_args` too: RED marking, say), both NICs running `cc` from 1 Gb/s
+/// with the options `cc_args` (`--cc-param`s) too.
 fn run_through_switch(
     net: &Topology,
     cc: &str,
     cc_args: &[&str],
-    ecn: Option<&str>,
+    switch_args: &[&str],
 ) -> (serde_json::Value, serde_json::Value, serde_json::Value) {
     let mut args = vec![
         "switch",
@@ -118,9 +118,7 @@ fn run_through_switch(
         "0.5",
         "--json",
     ];
-    if let Some(ecn) = ecn {
-        args.extend(["--ecn", ecn]);
-    }
+    args.extend(switch_args);
     let switch = net
         .roce(&net.s, &args)
         .stdout(Stdio::piped())
@@ -170,7 +168,8 @@ fn dcqcn_through_roce_switch_marks_notifies_and_cuts_the_rate() {
     let Some(net) = Topology::new("dcqcn") else {
         return;
     };
-    let (client, server, switch) = run_through_switch(&net, "dcqcn", &[], Some("5000,50000,0.2"));
+    let (client, server, switch) =
+        run_through_switch(&net, "dcqcn", &[], &["--ecn", "5000,50000,0.2"]);
     eprintln!("client: {client}\nserver: {server}\nswitch: {switch}");
     let towards_b = &switch["ports"][1];
     assert!(
@@ -202,7 +201,7 @@ fn hpcc_through_roce_switch_reads_the_int_records() {
     let Some(net) = Topology::new("hpcc") else {
         return;
     };
-    let (client, server, switch) = run_through_switch(&net, "hpcc", &[], None);
+    let (client, server, switch) = run_through_switch(&net, "hpcc", &[], &[]);
     eprintln!("client: {client}\nserver: {server}\nswitch: {switch}");
     let u = client["congestion"]["alpha"].as_f64().unwrap();
     assert!(
@@ -242,7 +241,7 @@ fn hpcc_with_t_and_floor_for_the_path_cuts_to_the_bottleneck() {
         "--cc-param",
         "min_rate=10",
     ];
-    let (client, server, switch) = run_through_switch(&net, "hpcc", &params, None);
+    let (client, server, switch) = run_through_switch(&net, "hpcc", &params, &[]);
     eprintln!("client: {client}\nserver: {server}\nswitch: {switch}");
     let cc = &client["congestion"];
     assert_eq!(
@@ -252,6 +251,41 @@ fn hpcc_with_t_and_floor_for_the_path_cuts_to_the_bottleneck() {
     );
     // With the default T the window never lets U reach η, and nothing is cut.
     assert!(cc["rate_decreases"].as_u64().unwrap() > 0, "{client}");
+    for (who, v) in [("client", &client), ("server", &server)] {
+        let c = &v["counters"];
+        for counter in ["rx_icrc_errors", "rx_int_malformed", "rx_int_unexpected"] {
+            assert_eq!(c[counter], 0, "{who} {counter}: {v}");
+        }
+    }
+    assert_eq!(switch["ports"][1]["drops"], 0, "{switch}");
+    let bw = client["bw_avg_mb_s"].as_f64().unwrap();
+    assert!(bw > 4.0 && bw < 13.0, "{client}");
+}
+
+/// HPCC-PINT on real packets: both NICs run HPCC with PINT's header (`pint=true`) and the
+/// path's T and floor, through `roce switch --pint` with the same T. The bottleneck meters its
+/// utilisation and raises each request's value, b's ACKs echo it, and a's HPCC cuts towards
+/// the bottleneck as with INT's records; nothing dropped, no ICRC or INT error. Without the
+/// switch's meter the values stay 0 (U = 1/512), and nothing is cut.
+#[test]
+fn hpcc_pint_through_roce_switch_cuts_to_the_bottleneck() {
+    let Some(net) = Topology::new("pint") else {
+        return;
+    };
+    let params = [
+        "--cc-param",
+        "base_rtt_ns=400000",
+        "--cc-param",
+        "min_rate=10",
+        "--cc-param",
+        "pint=true",
+    ];
+    let (client, server, switch) = run_through_switch(&net, "hpcc", &params, &["--pint", "400000"]);
+    eprintln!("client: {client}\nserver: {server}\nswitch: {switch}");
+    let cc = &client["congestion"];
+    assert!(cc["rate_decreases"].as_u64().unwrap() > 0, "{client}");
+    let u = cc["alpha"].as_f64().unwrap();
+    assert!(u > 1.0 / 512.0, "U from the raised values: {client}");
     for (who, v) in [("client", &client), ("server", &server)] {
         let c = &v["counters"];
         for counter in ["rx_icrc_errors", "rx_int_malformed", "rx_int_unexpected"] {

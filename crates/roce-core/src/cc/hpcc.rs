@@ -21,6 +21,11 @@
 //!    incStage is kept; otherwise W_c and incStage stay.
 //!
 //! Quantities are kept as rates (W/T), as ns-3 keeps them: W_c is `rate_c`·T.
+//!
+//! HPCC-PINT (`HpccConfig::pint`; ns-3 `HandleAckHpPint`, `UpdateRateHpPint`, CC_MODE 10) takes
+//! the place of rules 2 and 3: U is the echoed PINT value decoded (the path's largest
+//! utilisation, each switch's own EWMA: `roce_wire::pint`), with no EWMA at the sender; rules
+//! 1 and 4–6 are the same.
 
 use roce_wire::Psn;
 use roce_wire::int::{Hop, LINE_RATES, MAX_HOPS, Repr};
@@ -199,7 +204,9 @@ impl CongestionControl for Hpcc {
         // Rule 1.
         let Some(last) = self.last_update else {
             self.last_update = Some(ack.next);
-            self.measure(int);
+            if int.pint.is_none() {
+                self.measure(int);
+            }
             return;
         };
         // Rule 6's test: a full update, or a fast reaction (none without fast react).
@@ -207,11 +214,23 @@ impl CongestionControl for Hpcc {
         if !full && !self.config.fast_react {
             return;
         }
-        // Rules 2 and 3.
-        if let Some((u, tau)) = self.measure(int) {
-            let t = f64::from(self.config.base_rtt_ns.max(1));
-            let tau = (tau as f64).min(t);
-            self.u = (self.u * (t - tau) + u * tau) / t;
+        // Rules 2 and 3, or PINT's U.
+        let sampled = match int.pint {
+            Some(value) => {
+                self.u = roce_wire::pint::decode(value, self.config.pint_base());
+                true
+            }
+            None => match self.measure(int) {
+                Some((u, tau)) => {
+                    let t = f64::from(self.config.base_rtt_ns.max(1));
+                    let tau = (tau as f64).min(t);
+                    self.u = (self.u * (t - tau) + u * tau) / t;
+                    true
+                }
+                None => false,
+            },
+        };
+        if sampled {
             // Rules 4 and 5.
             let (rate, stage) = self.compute_wind();
             if rate < self.rate {

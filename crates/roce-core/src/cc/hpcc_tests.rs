@@ -227,3 +227,55 @@ fn an_ack_without_int_changes_nothing() {
         .on_ack(&ack, &mut TimerTable::default(), &mut s.stats);
     assert_eq!(s.rate(), LINE);
 }
+
+/// An ACK echoing the PINT value `value`, covering PSN `una`, with `next` the first PSN not
+/// yet sent.
+fn pint_ack(hpcc: &mut Hpcc, stats: &mut Stats, value: u16, una: u32, next: u32) {
+    let ack = Ack {
+        now: Instant::from_nanos(u64::from(una) * 1000),
+        newly_acked: 1000,
+        una: Psn::new(una),
+        next: Psn::new(next),
+        rtt: None,
+        ecn_echo: false,
+        int: Some(int::Repr::pint(true, value)),
+    };
+    hpcc.on_ack(&ack, &mut TimerTable::default(), stats);
+}
+
+fn pint() -> HpccConfig {
+    HpccConfig {
+        pint: true,
+        ..config()
+    }
+}
+
+/// HPCC-PINT (ns-3 `UpdateRateHpPint`): U is the echoed value decoded, taken whole (no EWMA at
+/// the sender: the switch kept one), and W = W_c/(U/η) + W_AI as HPCC's.
+#[test]
+fn pint_takes_the_echoed_utilisation_whole() {
+    let base = pint().pint_base();
+    let mut hpcc = Hpcc::new(pint(), LINE);
+    let mut stats = Stats::default();
+    // The first ACK starts the RTT and changes nothing.
+    let two = roce_wire::pint::encode(2.0, base, 0);
+    pint_ack(&mut hpcc, &mut stats, two, 1, 10);
+    assert_eq!(hpcc.rate_bps(), Some(LINE));
+    // The RTT's ACK (it covers PSN 10): U = decode(value) exactly, W_c ← W.
+    pint_ack(&mut hpcc, &mut stats, two, 11, 20);
+    let u = roce_wire::pint::decode(two, base);
+    assert!((u - 2.0).abs() < 0.02, "{u}");
+    assert_eq!(hpcc.utilisation(), u);
+    let expected = LINE * 0.95 / u + W_AI;
+    assert!(close(hpcc.rate_bps().unwrap(), expected));
+    assert_eq!(hpcc.reference_rate(), hpcc.rate_bps().unwrap());
+    // A low value inside the next RTT: a fast reaction from W_c, U replaced, not averaged.
+    let low = roce_wire::pint::encode(0.5, base, 0);
+    pint_ack(&mut hpcc, &mut stats, low, 12, 30);
+    assert_eq!(hpcc.utilisation(), roce_wire::pint::decode(low, base));
+    let w_c = hpcc.reference_rate();
+    let up = (w_c * 0.95 / hpcc.utilisation() + W_AI).min(LINE);
+    assert!(close(hpcc.rate_bps().unwrap(), up));
+    assert_eq!(hpcc.reference_rate(), w_c, "W_c stays inside the RTT");
+    assert_eq!((stats.rate_decreases, stats.rate_increases), (1, 1));
+}

@@ -51,7 +51,7 @@ impl Nic {
             let stripped = datagram.as_datagram();
             self.receive(
                 now,
-                stripped.with_payload(&stripped.payload[int::HEADER_LEN..]),
+                stripped.with_payload(&stripped.payload[header.buffer_len()..]),
                 Some(header),
             );
         }

@@ -358,6 +358,83 @@ fn hpcc_requests_carry_int_that_switches_stamp_and_acks_echo() {
     assert_eq!(p.a.stats().rx_icrc_errors, 0);
 }
 
+/// HPCC-PINT on the wire: requests carry PINT's 4-byte header at 0 (not INT's 44 bytes), a
+/// switch raises it, the ACK echoes the raised value, the sender's U is that value decoded,
+/// and its rate follows; the ICRC holds throughout (the header is masked), both ways, with the
+/// packet taken off in place or by a copy.
+#[test]
+fn hpcc_pint_requests_carry_a_value_switches_raise_and_acks_echo() {
+    use roce_wire::{int, pint};
+    let config = HpccConfig {
+        pint: true,
+        ..HpccConfig::default()
+    };
+    for in_place in [false, true] {
+        let mut p = Pair::new(Congestion::Hpcc(config));
+        let mut int_pair = Pair::new(Congestion::Hpcc(HpccConfig::default()));
+        p.write(100);
+        int_pair.write(100);
+        let mut buf = vec![0; MAX_DATAGRAM];
+        let now = Instant::ZERO;
+        let t = p.a.poll_transmit(now, &mut buf).unwrap();
+        let mut request = buf[..t.len].to_vec();
+        let with_int = int_pair.a.poll_transmit(now, &mut buf).unwrap();
+        assert_eq!(t.len + int::HEADER_LEN - int::PINT_HEADER_LEN, with_int.len);
+        assert_eq!(int::header(&request), Ok(int::Repr::pint(false, 0)));
+        assert_eq!(request[int::BTH_FLAG_BYTE] & 0x60, int::PINT_BTH_FLAG);
+        let value = pint::encode(2.0, config.pint_base(), 0);
+        assert!(int::raise_pint(&mut request, value));
+        let take = |nic: &mut Nic, mut payload: Vec<u8>, t: &crate::Transmit| {
+            if in_place {
+                let d = datagram(&[], t);
+                nic.handle_datagram_mut(
+                    now,
+                    crate::DatagramMut {
+                        src: d.src,
+                        dst: d.dst,
+                        ecn: d.ecn,
+                        ip_id: d.ip_id,
+                        segment: d.segment,
+                        payload: &mut payload,
+                    },
+                );
+            } else {
+                nic.handle_datagram(now, datagram(&payload, t));
+            }
+        };
+        // Both flags: malformed, dropped before anything of it is taken in or answered.
+        let mut both = request.clone();
+        both[int::BTH_FLAG_BYTE] |= int::BTH_FLAG;
+        take(&mut p.b, both, &t);
+        assert_eq!(p.b.stats().rx_int_malformed, 1);
+        assert_eq!(p.b.stats().rx_accepted, 0);
+        assert_eq!(p.b.poll_transmit(now, &mut buf), None);
+        take(&mut p.b, request, &t);
+        assert_eq!(p.b.stats().rx_icrc_errors, 0);
+        assert_eq!(p.b.stats().rx_accepted, 1);
+        let t = p.b.poll_transmit(now, &mut buf).unwrap();
+        let ack = buf[..t.len].to_vec();
+        assert_eq!(ack[0], ACK);
+        assert_eq!(int::header(&ack), Ok(int::Repr::pint(true, value)));
+        // A second echo of the same value (the sender's first ACK only starts its RTT).
+        take(&mut p.a, ack.clone(), &t);
+        assert_eq!(p.a.stats().rx_acks, 1);
+        assert_eq!(p.a.stats().rx_icrc_errors, 0);
+        p.write(100);
+        let later = Instant::from_micros(10); // past the first packet's pacing
+        let t = p.a.poll_transmit(later, &mut buf).unwrap();
+        let mut request = buf[..t.len].to_vec();
+        assert!(int::raise_pint(&mut request, value));
+        take(&mut p.b, request, &t);
+        let t = p.b.poll_transmit(later, &mut buf).unwrap();
+        take(&mut p.a, buf[..t.len].to_vec(), &t);
+        let state = p.a.qp_congestion(p.a_qp, later).unwrap();
+        let u = pint::decode(value, config.pint_base());
+        assert_eq!(state.alpha, u, "U is the echoed value, decoded");
+        assert!((state.rate_bps.unwrap() as f64) < 100e9 * 0.95 / u * 1.01);
+    }
+}
+
 /// [`Nic::handle_datagram_mut`] takes the INT header off in place: for the same datagrams (a
 /// bad hop count, a stamped request, the ACK that echoes it) it counts, answers and hears
 /// exactly what [`Nic::handle_datagram`], which copies, does.

@@ -56,20 +56,29 @@ impl Qp {
     }
 
     /// The INT header a packet of the QP carries with HPCC (`roce_wire::int`): an empty one on
-    /// a request of an RC QP, for the switches to stamp; on an ACK or NAK the one of the newest
-    /// request received, as the echo; on nothing else (READ responses, atomic ACKs, UC, UD).
+    /// a request of an RC QP, for the switches to stamp (PINT's, at 0, with HPCC-PINT); on an
+    /// ACK or NAK the one of the newest request received, as the echo; on nothing else (READ
+    /// responses, atomic ACKs, UC, UD).
     fn int_for(&self, config: &crate::NicConfig, repr: &RoceRepr) -> Option<int::Repr> {
-        if !config.congestion.carries_int() || self.qp_type != QpType::Rc {
+        let crate::Congestion::Hpcc(hpcc) = &config.congestion else {
+            return None;
+        };
+        if self.qp_type != QpType::Rc {
             return None;
         }
         let opcode = repr.bth.opcode;
         if opcode == Opcode::RcAcknowledge {
             return self.resp.int.map(|int| int::Repr { echo: true, ..int });
         }
+        let empty = if hpcc.pint {
+            int::Repr::pint(false, 0)
+        } else {
+            int::Repr::default()
+        };
         opcode
             .layout()
             .is_some_and(|layout| layout.is_request())
-            .then(int::Repr::default)
+            .then_some(empty)
     }
 }
 
@@ -96,7 +105,7 @@ pub(crate) fn seal(
     let len = repr.buffer_len();
     // With INT, the packet is written past the room for the header, then its BTH moved in
     // front of it (`insert_int`): 12 bytes moved, not the payload.
-    let room = if int.is_some() { int::HEADER_LEN } else { 0 };
+    let room = int.map_or(0, int::Repr::buffer_len);
     let packet = buf
         .get_mut(room..room + len)
         .ok_or(EmitError::BufferTooSmall)?;
@@ -139,15 +148,16 @@ pub(crate) fn seal(
 }
 
 /// Puts `int` between the BTH and the rest of the packet of `len` bytes written at
-/// `buf[int::HEADER_LEN..]`: the BTH moves to the front, the header follows it, flagged in the
-/// BTH (`roce_wire::int`). Returns the packet, [`int::HEADER_LEN`] longer.
+/// `buf[int.buffer_len()..]`: the BTH moves to the front, the header follows it, flagged in the
+/// BTH (`roce_wire::int`). Returns the packet, the header's length longer.
 fn insert_int<'a>(int: &int::Repr, buf: &'a mut [u8], len: usize) -> (&'a mut [u8], usize) {
-    let total = len + int::HEADER_LEN;
+    let room = int.buffer_len();
+    let total = len + room;
     let packet = &mut buf[..total];
     let bth = roce_wire::bth::HEADER_LEN;
-    packet.copy_within(int::HEADER_LEN..int::HEADER_LEN + bth, 0);
+    packet.copy_within(room..room + bth, 0);
     int.emit(&mut packet[bth..]);
-    packet[int::BTH_FLAG_BYTE] |= int::BTH_FLAG;
+    packet[int::BTH_FLAG_BYTE] |= int.bth_flag();
     (packet, total)
 }
 

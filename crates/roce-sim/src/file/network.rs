@@ -24,8 +24,9 @@
 //! fraction = 0.02
 //! [network]                             # optional; defaults below
 //! congestion = "dcqcn"                  # "none", "dcqcn" (NVIDIA defaults), "dcqcn-paper",
-//!                                       # "dctcp", "timely", "hpcc", "dcqcn-vwin",
-//!                                       # "timely-vwin" (with a window, as ns-3's)
+//!                                       # "dctcp", "timely", "hpcc", "hpcc-pint",
+//!                                       # "dcqcn-vwin", "timely-vwin" (with a window,
+//!                                       # as ns-3's)
 //! loss_recovery = "go-back-n"           # or "selective-repeat" (IRN-style)
 //! window_packets = 512                  # PSNs in flight per QP: go-back-N's window, or IRN's BDP cap
 //! buffer_bytes = 1048576                # per egress port; with shared_buffer, per switch

@@ -96,6 +96,9 @@ pub enum CongestionName {
     Timely,
     /// `"hpcc"`: HPCC with ns-3's parameters ([`roce_core::HpccConfig::default`]).
     Hpcc,
+    /// `"hpcc-pint"`: HPCC-PINT, HPCC with PINT's one value for INT's records
+    /// ([`roce_core::HpccConfig::pint`]).
+    HpccPint,
     /// `"dcqcn-vwin"`: DCQCN with a window that follows the rate (`run.py --cc dcqcn_vwin`).
     DcqcnVwin,
     /// `"timely-vwin"`: TIMELY with a window that follows the rate (`run.py --cc timely_vwin`).
@@ -112,13 +115,14 @@ impl CongestionName {
             Self::Dctcp => NicCongestion::Dctcp,
             Self::Timely => NicCongestion::Timely,
             Self::Hpcc => NicCongestion::Hpcc,
+            Self::HpccPint => NicCongestion::HpccPint,
             Self::DcqcnVwin => NicCongestion::DcqcnVwin,
             Self::TimelyVwin => NicCongestion::TimelyVwin,
         }
     }
 
     /// The name, as the file gives it: "none", "dcqcn", "dcqcn-paper", "dctcp", "timely",
-    /// "hpcc", "dcqcn-vwin", "timely-vwin".
+    /// "hpcc", "hpcc-pint", "dcqcn-vwin", "timely-vwin".
     pub fn as_str(self) -> &'static str {
         match self {
             Self::None => "none",
@@ -127,6 +131,7 @@ impl CongestionName {
             Self::Dctcp => "dctcp",
             Self::Timely => "timely",
             Self::Hpcc => "hpcc",
+            Self::HpccPint => "hpcc-pint",
             Self::DcqcnVwin => "dcqcn-vwin",
             Self::TimelyVwin => "timely-vwin",
         }

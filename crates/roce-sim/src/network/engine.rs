@@ -191,6 +191,9 @@ impl Network {
         if departure.packet.int_flag() {
             self.stamp_int(node, port, departure.packet);
         }
+        if departure.packet.pint_flag() {
+            self.raise_pint(node, port, departure.packet);
+        }
         let peer = self.wiring.peer(node, port);
         self.events.push(
             departure.end + peer.delay,
@@ -210,6 +213,16 @@ impl Network {
         if let Some(Some(s)) = self.switches.get(node as usize) {
             let hop = s.int_record(self.now, usize::from(port), packet.wire_len());
             self.pool.stamp_int(packet, hop);
+        }
+    }
+
+    /// `node`'s `port` started `packet`, which carries a PINT header: the value the port gave
+    /// it goes into it (HPCC-PINT; `switch/int.rs`).
+    #[inline(never)]
+    fn raise_pint(&mut self, node: u32, port: u16, packet: PacketRef) {
+        if let Some(Some(s)) = self.switches.get(node as usize) {
+            self.pool
+                .raise_pint(packet, s.pint_value(usize::from(port)));
         }
     }
 

@@ -295,8 +295,10 @@ impl Network {
             .map(|&(_, link)| topology.links()[link].rate_bps)
             .min()
             .unwrap_or(0);
+        let pint = crate::switch::PintMeter::for_congestion(&config.host.nic.congestion);
         let switch_config = SwitchConfig {
             latency: roce_core::Duration::ZERO,
+            pint,
             ..config.switch.clone()
         };
         let switches = (0..topology.node_count() as u32)
@@ -319,7 +321,8 @@ impl Network {
             })
             .collect();
         let payload = config.payload;
-        let int = config.host.nic.congestion.carries_int();
+        // PINT's header fits a slot's one line; INT's takes a second.
+        let int = config.host.nic.congestion.carries_int() && pint.is_none();
         Ok(Self {
             port_free_at: vec![None; wiring.total_ports()],
             egress: (0..host_nodes.len()).map(|_| Egress::default()).collect(),
@@ -329,7 +332,7 @@ impl Network {
             sides,
             host_nodes,
             switches,
-            pool: PacketPool::new(payload, int),
+            pool: PacketPool::new(payload, int, pint.is_some()),
             events: EventQueue::default(),
             now: Instant::ZERO,
             packet_hops: 0,

@@ -10,6 +10,8 @@
 //! such lines, for the INT header after the BTH (`roce_wire::int`); a packet that carries one
 //! is flagged in its [`PacketRef`], and the switches' records are written into the slot
 //! ([`PacketPool::stamp_int`]) — the only hop that touches the slot, and only for those packets.
+//! HPCC-PINT's 4-byte header fits the one line, and is raised there
+//! ([`PacketPool::raise_pint`]).
 
 use std::net::{Ipv4Addr, SocketAddr};
 
@@ -54,15 +56,18 @@ pub(super) struct PacketPool {
     lengths: bool,
     /// [`Head`]s per slot: 1, or 2 when packets carry INT.
     stride: usize,
+    /// Packets may carry a PINT header.
+    pint: bool,
 }
 
 impl PacketPool {
     /// An empty pool that stores packets as `payload` says, with room for an INT header in
-    /// each slot's kept prefix when `int`.
-    pub(super) fn new(payload: Payload, int: bool) -> Self {
+    /// each slot's kept prefix when `int`, and PINT headers flagged when `pint`.
+    pub(super) fn new(payload: Payload, int: bool, pint: bool) -> Self {
         Self {
             lengths: payload == Payload::Lengths,
             stride: if int { 2 } else { 1 },
+            pint,
             ..Self::default()
         }
     }
@@ -95,13 +100,16 @@ impl PacketPool {
         };
         let payload = &buf[..transmit.len];
         let int = self.stride > 1 && int::stampable(payload);
+        let pint = self.pint && int::pint_stampable(payload);
         let packet = PacketRef {
             index,
             // No IPv4 destination: a tuple no switch routes (`PacketRef::tuple`).
             tuple: tuple.unwrap_or(UNROUTED),
             // At most MAX_DATAGRAM (4 224) plus the frame's headers: well within 16 bits.
             wire_len: u16::try_from(transmit.len + overhead + FCS_BYTES).unwrap_or(u16::MAX),
-            dscp: (transmit.dscp & DSCP_MASK) | if int { INT_FLAG } else { 0 },
+            dscp: (transmit.dscp & DSCP_MASK)
+                | if int { INT_FLAG } else { 0 }
+                | if pint { PINT_FLAG } else { 0 },
             ecn: transmit.ecn,
         };
         if self.lengths && tuple.is_some() {
@@ -204,6 +212,17 @@ impl PacketPool {
         }
     }
 
+    /// A switch egress raises the PINT value of `packet` (one that [`PacketRef::pint_flag`]s
+    /// it) to `value` if higher: in the slot's kept prefix or its whole payload.
+    pub(super) fn raise_pint(&mut self, packet: PacketRef, value: u16) {
+        let index = packet.index as usize;
+        if self.lengths && packet.tuple().is_some() {
+            int::raise_pint(&mut self.heads[index * self.stride].0, value);
+        } else if let Some(p) = self.packets.get_mut(index) {
+            int::raise_pint(&mut p.payload, value);
+        }
+    }
+
     /// Slot `index` is free again.
     pub(super) fn free(&mut self, index: u32) {
         self.free.push(index);
@@ -261,7 +280,7 @@ pub struct PacketRef {
     /// Preamble and inter-frame gap are not counted, as HPCC does not count them. (16 bits:
     /// a packet's event and its link in the wheel then fit in 32 bytes.)
     wire_len: u16,
-    /// DSCP in the low six bits, and [`INT_FLAG`].
+    /// DSCP in the low six bits, [`INT_FLAG`] and [`PINT_FLAG`].
     dscp: u8,
     /// Its ECN bits: as its NIC sent them, then as the hops marked them.
     ecn: Ecn,
@@ -279,6 +298,8 @@ const UNROUTED: FiveTuple = FiveTuple {
 const DSCP_MASK: u8 = 63;
 /// Set in [`PacketRef`]'s `dscp`: the packet carries an INT header the switches stamp.
 const INT_FLAG: u8 = 0x80;
+/// Set in [`PacketRef`]'s `dscp`: the packet carries a PINT header the switches raise.
+const PINT_FLAG: u8 = 0x40;
 
 impl PacketRef {
     /// Whether it carries an INT header for the switches to stamp (HPCC,
@@ -286,6 +307,13 @@ impl PacketRef {
     #[inline(always)]
     pub(super) fn int_flag(&self) -> bool {
         self.dscp & INT_FLAG != 0
+    }
+
+    /// Whether it carries a PINT header for the switches to raise (HPCC-PINT,
+    /// [`roce_wire::int::pint_stampable`] when it was sent).
+    #[inline(always)]
+    pub(super) fn pint_flag(&self) -> bool {
+        self.dscp & PINT_FLAG != 0
     }
 
     /// Its IPv4 5-tuple, `None` for IPv6 (which no switch routes).
@@ -307,6 +335,10 @@ impl Frame for PacketRef {
     fn set_ecn(&mut self, ecn: Ecn) {
         self.ecn = ecn;
     }
+    /// The value goes into the slot, by the event driver (`SwitchOf::pint_value`).
+    fn wants_pint(&self) -> bool {
+        self.pint_flag()
+    }
 }
 
 #[cfg(test)]
@@ -319,7 +351,7 @@ mod tests {
     #[test]
     fn an_int_packet_is_stamped_in_its_slot_and_delivered_whole() {
         for payload in [Payload::Lengths, Payload::Bytes] {
-            let mut pool = PacketPool::new(payload, true);
+            let mut pool = PacketPool::new(payload, true, false);
             let mut buf = vec![0u8; 1100];
             buf[0] = 0x0a;
             buf[int::BTH_FLAG_BYTE] = int::BTH_FLAG;
@@ -355,7 +387,7 @@ mod tests {
             assert_eq!(got.payload.len(), buf.len());
         }
         // Without HPCC nothing is flagged, whatever the packet.
-        let mut pool = PacketPool::new(Payload::Lengths, false);
+        let mut pool = PacketPool::new(Payload::Lengths, false, false);
         let mut buf = vec![0u8; 100];
         buf[int::BTH_FLAG_BYTE] = int::BTH_FLAG;
         let transmit = Transmit {

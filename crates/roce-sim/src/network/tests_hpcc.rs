@@ -59,3 +59,27 @@ fn hpcc_holds_a_two_hop_incast_below_no_cc_alike_in_both_payload_modes() {
     // The records stamped into a lengths-mode slot are those of the whole packet.
     assert_eq!(runs[0], runs[1]);
 }
+
+/// HPCC-PINT through the same incast: the switches meter their ports and raise the requests'
+/// one value (`switch/int.rs`, into the pool's slot), the ACKs echo it, and the senders hold
+/// the queue as HPCC does; both payload modes alike.
+#[test]
+fn hpcc_pint_holds_the_same_incast_alike_in_both_payload_modes() {
+    let pint = Congestion::Hpcc(HpccConfig {
+        pint: true,
+        ..HpccConfig::default()
+    });
+    let (_, none_queue, _, _) = incast(Congestion::None, Payload::Lengths);
+    let runs: Vec<_> = [Payload::Bytes, Payload::Lengths]
+        .map(|payload| incast(pint, payload))
+        .into();
+    for &(done, queue, drops, decreases) in &runs {
+        assert_eq!((done, drops), (8, 0));
+        assert!(decreases > 0, "the values reached the senders");
+        assert!(queue < none_queue / 2, "{queue} vs {none_queue}");
+    }
+    assert_eq!(runs[0], runs[1]);
+    // INT's 44 bytes a request and PINT's 4 are different runs.
+    let hpcc = incast(Congestion::Hpcc(HpccConfig::default()), Payload::Lengths);
+    assert_ne!(runs[1], hpcc);
+}

@@ -48,6 +48,9 @@ pub enum NicCongestion {
     Timely,
     /// HPCC with ns-3's parameters ([`HpccConfig::default`]).
     Hpcc,
+    /// HPCC-PINT: HPCC with ns-3's parameters and PINT's telemetry ([`HpccConfig::pint`]), as
+    /// `run.py --cc hpccPint` (log base 1.01, every echo used).
+    HpccPint,
     /// DCQCN with NVIDIA's defaults and a window that follows the rate, as `run.py --cc
     /// dcqcn_vwin` (the HPCC paper's "DCQCN+win"): [`VWIN_RTT_NS`] at the rate.
     DcqcnVwin,
@@ -71,6 +74,10 @@ impl NicCongestion {
             Self::Dctcp => Congestion::Dctcp(DctcpConfig::default()),
             Self::Timely => Congestion::Timely(TimelyConfig::default()),
             Self::Hpcc => Congestion::Hpcc(HpccConfig::default()),
+            Self::HpccPint => Congestion::Hpcc(HpccConfig {
+                pint: true,
+                ..HpccConfig::default()
+            }),
             Self::DcqcnVwin => Congestion::Dcqcn(DcqcnConfig {
                 window_rtt_ns: VWIN_RTT_NS,
                 ..DcqcnConfig::default()

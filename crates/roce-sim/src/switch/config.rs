@@ -121,6 +121,33 @@ pub struct SwitchConfig {
     /// DSCP → priority ("trust dscp"); the default is DSCP / 8 (so DSCP 26, RoCE's usual, is 3
     /// and CNPs' DSCP 48 is 6).
     pub dscp_to_priority: [u8; 64],
+    /// HPCC-PINT's utilisation meter on every egress (`roce_wire::pint`); `None` (the
+    /// default): no meter, and PINT headers leave as they came.
+    pub pint: Option<PintMeter>,
+}
+
+/// What a switch's PINT meters need (ns-3's `SwitchNode` `MaxRtt` and `Pint::log_base`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct PintMeter {
+    /// T, ns: the EWMA's span and the BDP's RTT (ns-3: the fabric's largest base RTT, as the
+    /// senders' T).
+    pub rtt_ns: u64,
+    /// The encoding's log base (above 1).
+    pub log_base: f64,
+}
+
+impl PintMeter {
+    /// The meters the NICs' congestion control asks for: HPCC-PINT's T and log base; `None`
+    /// for anything else.
+    pub fn for_congestion(congestion: &roce_core::Congestion) -> Option<Self> {
+        match congestion {
+            roce_core::Congestion::Hpcc(h) if h.pint => Some(Self {
+                rtt_ns: u64::from(h.base_rtt_ns),
+                log_base: h.pint_base(),
+            }),
+            _ => None,
+        }
+    }
 }
 
 impl Default for SwitchConfig {
@@ -140,6 +167,7 @@ impl Default for SwitchConfig {
             pfc: None,
             ets: Ets::default(),
             dscp_to_priority: map,
+            pint: None,
         }
     }
 }
@@ -165,6 +193,18 @@ pub trait Frame {
     fn push_int(&mut self, hop: Hop) {
         let _ = hop;
     }
+    /// Whether it carries a PINT header a switch raises as it leaves (HPCC-PINT,
+    /// `roce_wire::int::pint_stampable`). Default: never.
+    #[inline(always)]
+    fn wants_pint(&self) -> bool {
+        false
+    }
+    /// Raises its PINT value to `value` if higher; called only when [`Frame::wants_pint`].
+    /// Default: nothing (a packet kept elsewhere is raised there: see
+    /// `SwitchOf::pint_value`).
+    fn raise_pint(&mut self, value: u16) {
+        let _ = value;
+    }
 }
 
 impl Frame for SimPacket {
@@ -186,6 +226,13 @@ impl Frame for SimPacket {
     }
     fn push_int(&mut self, hop: Hop) {
         int::stamp(&mut self.payload, hop);
+    }
+    /// A RoCEv2 datagram whose PINT header a switch may raise.
+    fn wants_pint(&self) -> bool {
+        self.dst.port() == ROCE_V2_UDP_PORT && int::pint_stampable(&self.payload)
+    }
+    fn raise_pint(&mut self, value: u16) {
+        int::raise_pint(&mut self.payload, value);
     }
 }
 

@@ -41,7 +41,7 @@ use roce_core::{Duration, Instant};
 
 use crate::SimPacket;
 pub use config::{
-    CLASSES, Ets, Frame, MarkAt, PauseFrame, Pfc, PortStats, SharedBuffer, SwitchConfig,
+    CLASSES, Ets, Frame, MarkAt, PauseFrame, Pfc, PintMeter, PortStats, SharedBuffer, SwitchConfig,
 };
 use pfc::mark;
 use port::{Port, Queued};

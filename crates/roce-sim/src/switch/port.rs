@@ -107,6 +107,10 @@ pub(super) struct Port<P> {
     /// Packets on the cable towards the host: (arrival, sequence).
     pub(super) cable: BinaryHeap<Reverse<(Instant, u64)>>,
     pub(super) cable_packets: Vec<(u64, P)>,
+    /// HPCC-PINT: the port's utilisation meter, and the value it gave the last PINT packet it
+    /// started.
+    pub(super) pint: roce_wire::pint::Meter,
+    pub(super) pint_value: u16,
 }
 
 // What a departure reads first fills the first line, the deficits the second.
@@ -153,6 +157,8 @@ impl<P> Port<P> {
             in_service: None,
             cable: BinaryHeap::new(),
             cable_packets: Vec::new(),
+            pint: roce_wire::pint::Meter::default(),
+            pint_value: 0,
         }
     }
 }

@@ -118,3 +118,116 @@ fn depart_stamps_what_int_record_reports() {
         bytes as u64 / 320 * 320
     );
 }
+
+/// A request's UDP payload of `len` bytes whose BTH flags a PINT header at `value`.
+fn pint_request(len: usize, value: u16) -> SimPacket {
+    let mut payload = vec![0; len];
+    payload[0] = 0x0a; // RC RDMA WRITE ONLY
+    payload[int::BTH_FLAG_BYTE] = int::PINT_BTH_FLAG;
+    int::Repr::pint(false, value).emit(&mut payload[12..]);
+    let src: SocketAddr = "198.18.0.1:49152".parse().unwrap();
+    let dst: SocketAddr = "198.18.0.2:4791".parse().unwrap();
+    SimPacket::new(src, dst, payload)
+}
+
+fn pint_value(packet: &SimPacket) -> u16 {
+    int::header(&packet.payload).unwrap().pint.unwrap()
+}
+
+const METER: PintMeter = PintMeter {
+    rtt_ns: 13_000,
+    log_base: 1.01,
+};
+
+fn pint_switch() -> Switch {
+    let config = SwitchConfig {
+        pint: Some(METER),
+        ..SwitchConfig::default()
+    };
+    let mut s = Switch::new(config, 2, Vec::new(), 1);
+    s.set_port_rate(1, RATE);
+    s
+}
+
+/// HPCC-PINT: a burst through one port. Each PINT packet takes the port's U as it leaves (the
+/// meter fed every packet before it, PINT's or not: a plain packet in the burst counts too),
+/// never a value below the one it came with; an echo and a packet without the header leave as
+/// they came. Without meters PINT packets pass untouched.
+#[test]
+fn pint_packets_take_the_ports_utilisation_as_they_leave() {
+    let mut s = pint_switch();
+    let mut meter = roce_wire::pint::Meter::default();
+    let now = Instant::from_micros(5);
+    let mut plain = int_request(1000);
+    plain.payload[int::BTH_FLAG_BYTE] = 0;
+    let mut echo = pint_request(1000, 3);
+    echo.payload[12] |= 0x80;
+    let burst = [
+        pint_request(1000, 0),
+        plain.clone(),
+        pint_request(1000, 0),
+        pint_request(1000, 60_000), // a value from a hotter hop upstream stays
+        echo.clone(),
+    ];
+    let wire = burst[0].wire_len();
+    for p in burst.iter().cloned() {
+        assert!(s.receive_to(now, 0, 1, p));
+    }
+    let serialisation = s.ports[1].serialisation_nanos(wire);
+    let end = now + Duration::from_nanos(10 * serialisation);
+    s.advance(end);
+    let out: Vec<SimPacket> =
+        std::iter::from_fn(|| s.deliver(end + Duration::from_micros(2), 1)).collect();
+    assert_eq!(out.len(), 5);
+    // The meter's story, packet by packet: what each left behind (the first left at once,
+    // before the rest arrived), and when it left.
+    let mut expected = Vec::new();
+    for k in 0..5u64 {
+        let at = now.as_nanos() + k * serialisation;
+        let behind = if k == 0 { 0 } else { (4 - k) * wire as u64 };
+        // U moves with PINT's packets (1 is plain, 4 an echo); every packet is the last.
+        if ![1, 4].contains(&k) {
+            meter.update(at, behind, RATE, METER.rtt_ns);
+        }
+        meter.departed(at, wire as u64);
+        expected.push(meter.utilisation());
+    }
+    let lo = |u: f64| roce_wire::pint::encode(u, METER.log_base, u16::MAX);
+    let hi = |u: f64| roce_wire::pint::encode(u, METER.log_base, 0);
+    for k in [0usize, 2] {
+        let v = pint_value(&out[k]);
+        assert!(
+            (lo(expected[k])..=hi(expected[k])).contains(&v),
+            "packet {k}: {v} for U {}",
+            expected[k]
+        );
+    }
+    assert_eq!(pint_value(&out[3]), 60_000);
+    assert_eq!(out[1], plain);
+    assert_eq!(out[4], echo);
+    assert_eq!(s.ports[1].pint.utilisation(), expected[3]);
+
+    // The same burst through a switch without meters.
+    let mut bare = switch();
+    for p in burst.iter().cloned() {
+        assert!(bare.receive_to(now, 0, 1, p));
+    }
+    bare.advance(end);
+    let out: Vec<SimPacket> =
+        std::iter::from_fn(|| bare.deliver(end + Duration::from_micros(2), 1)).collect();
+    assert_eq!(out, burst.to_vec());
+}
+
+/// An event driver's `depart` reports the value it gave the PINT packet it started
+/// (`pint_value`), the one a packet carrying its bytes takes.
+#[test]
+fn depart_reports_the_pint_value_it_gave() {
+    let mut s = pint_switch();
+    let now = Instant::from_micros(1);
+    for _ in 0..40 {
+        assert!(s.enqueue(now, 0, 1, pint_request(500, 0)));
+    }
+    let first = s.depart(now, 1).unwrap();
+    assert_eq!(pint_value(&first.packet), s.pint_value(1));
+    assert!(s.pint_value(1) > 0, "39 packets queued behind it");
+}

@@ -206,8 +206,12 @@ fn spec_icrc(ip: &[u8], udp: &[u8], roce: &[u8]) -> u32 {
     bytes.extend_from_slice(&[0xff, 0xff]); // UDP checksum
     let mut transport = roce[..roce.len() - 4].to_vec();
     transport[4] = 0xff; // FECN, BECN, Resv6a
-    // roce-emu's extension: an INT header flagged in the BTH is a variant field too.
-    if transport[8] & 0x40 != 0 && transport.len() >= 56 {
+    // roce-emu's extension: an INT header flagged in the BTH is a variant field too, and so is
+    // a PINT header flagged alone.
+    let flags = transport[8] & 0x60;
+    if flags == 0x20 && transport.len() >= 16 {
+        transport[12..16].fill(0xff);
+    } else if flags != 0 && transport.len() >= 56 {
         transport[12..56].fill(0xff);
     }
     bytes.extend_from_slice(&transport);
@@ -306,6 +310,34 @@ fn an_int_stamp_keeps_the_icrc_and_the_int_flag_is_covered() {
     );
     assert_eq!(&buf[HEADROOM..], &packet[..], "the INT mask is undone");
     packet[int::BTH_FLAG_BYTE] &= !int::BTH_FLAG;
+    assert!(verify(&cnp_pseudo_header(), &packet).is_err());
+}
+
+/// PINT's 4-byte header is masked as INT's is: a switch raising its value leaves the ICRC as
+/// it was, the bytes past it are covered, and so is its flag.
+#[test]
+fn a_pint_raise_keeps_the_icrc_and_the_pint_flag_is_covered() {
+    let mut packet = vec![0u8; bth::HEADER_LEN + int::PINT_HEADER_LEN + 16 + ICRC_LEN];
+    packet[0] = 0x0a; // RC RDMA WRITE ONLY
+    packet[int::BTH_FLAG_BYTE] = 0x80 | int::PINT_BTH_FLAG;
+    int::Repr::pint(false, 0).emit(&mut packet[bth::HEADER_LEN..]);
+    seal(&cnp_pseudo_header(), &mut packet);
+    let sealed = packet.clone();
+    assert!(int::raise_pint(&mut packet, 700));
+    assert_ne!(packet, sealed);
+    assert_eq!(verify(&cnp_pseudo_header(), &packet), Ok(()));
+    let mut buf = vec![0; HEADROOM];
+    buf.extend_from_slice(&packet);
+    assert_eq!(
+        compute_in_place(&cnp_pseudo_header(), &mut buf, HEADROOM),
+        Some(compute(&cnp_pseudo_header(), &packet))
+    );
+    assert_eq!(&buf[HEADROOM..], &packet[..], "the PINT mask is undone");
+    // The RETH right after the 4 bytes is covered.
+    let mut reth = packet.clone();
+    reth[bth::HEADER_LEN + int::PINT_HEADER_LEN] ^= 1;
+    assert!(verify(&cnp_pseudo_header(), &reth).is_err());
+    packet[int::BTH_FLAG_BYTE] &= !int::PINT_BTH_FLAG;
     assert!(verify(&cnp_pseudo_header(), &packet).is_err());
 }
 

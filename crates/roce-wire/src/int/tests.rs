@@ -169,6 +169,67 @@ fn strip_in_place_leaves_the_bytes_strip_writes() {
     assert_eq!(short, packet[..12 + HEADER_LEN - 1]);
 }
 
+#[test]
+fn pint_is_bth_byte_8_bit_5_and_four_bytes_long() {
+    let mut packet = [0u8; 12 + PINT_HEADER_LEN + 16];
+    packet[BTH_FLAG_BYTE] = 0x80 | PINT_BTH_FLAG;
+    assert!(flagged(&packet));
+    assert_eq!(header_len(&packet), PINT_HEADER_LEN);
+    assert!(!stampable(&packet), "no INT record goes into a PINT header");
+    assert!(!stamp(&mut packet, hop(1)));
+    assert_eq!(packet[12..16], [0; 4]);
+    let repr = Repr::pint(true, 0x1234);
+    repr.emit(&mut packet[12..]);
+    assert_eq!(packet[12..16], [0x80, 0, 0x12, 0x34]);
+    assert_eq!(header(&packet), Ok(repr));
+    assert_eq!((repr.buffer_len(), repr.bth_flag()), (4, PINT_BTH_FLAG));
+    // Both flags: malformed. Cut short: truncated.
+    packet[BTH_FLAG_BYTE] |= BTH_FLAG;
+    assert_eq!(header(&packet), Err(ParseError::BadIntFlags));
+    packet[BTH_FLAG_BYTE] &= !BTH_FLAG;
+    assert!(matches!(
+        header(&packet[..15]),
+        Err(ParseError::Truncated {
+            need: 4,
+            got: 3,
+            ..
+        })
+    ));
+}
+
+#[test]
+fn a_switch_raises_a_requests_pint_value_and_never_lowers_it() {
+    let mut packet = [0u8; 12 + PINT_HEADER_LEN];
+    assert!(!raise_pint(&mut packet, 5), "not flagged");
+    packet[BTH_FLAG_BYTE] = PINT_BTH_FLAG;
+    assert!(raise_pint(&mut packet, 500));
+    assert!(!raise_pint(&mut packet, 499), "the path's largest stays");
+    assert_eq!(header(&packet).unwrap().pint, Some(500));
+    assert!(raise_pint(&mut packet, 501));
+    assert_eq!(header(&packet).unwrap().pint, Some(501));
+    packet[12] |= ECHO;
+    assert!(!raise_pint(&mut packet, 900), "an echo");
+    packet[12] &= !ECHO;
+    assert!(!raise_pint(&mut packet[..15], 900), "cut short");
+    packet[BTH_FLAG_BYTE] |= BTH_FLAG;
+    assert!(!raise_pint(&mut packet, 900), "both flags");
+    assert_eq!(u16::from_be_bytes([packet[14], packet[15]]), 501);
+}
+
+#[test]
+fn a_pint_header_comes_off_as_an_int_one_does() {
+    let mut packet: Vec<u8> = (0..12 + PINT_HEADER_LEN + 40).map(|i| i as u8).collect();
+    packet[BTH_FLAG_BYTE] = (packet[BTH_FLAG_BYTE] & !BTH_FLAG) | PINT_BTH_FLAG;
+    let mut copy = Vec::new();
+    let header = strip(&packet, &mut copy).unwrap();
+    assert_eq!(header.pint, Some(u16::from_be_bytes([14, 15])));
+    assert_eq!(copy.len(), packet.len() - PINT_HEADER_LEN);
+    assert_eq!(copy[12..], packet[16..]);
+    let mut in_place = packet.clone();
+    assert_eq!(strip_in_place(&mut in_place).unwrap(), &copy[..]);
+    assert!(!flagged(&copy));
+}
+
 /// The record's units divided by shifts (and 5) against the division by 128·m and 80·m that
 /// ns-3 writes, for every rate code, across the fields' widths and beyond; a record made from
 /// the code is the one made from the rate.

@@ -222,7 +222,11 @@ impl Line<'_> {
         {
             value["cm"] = cm;
         }
-        if let Some(int) = &verdict.int {
+        if let Some(int) = &verdict.int
+            && let Some(pint) = int.pint
+        {
+            value["pint"] = json!({ "echo": int.echo, "value": pint });
+        } else if let Some(int) = &verdict.int {
             let hops: Vec<_> = int
                 .hops()
                 .iter()

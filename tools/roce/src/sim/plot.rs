@@ -220,6 +220,7 @@ fn draw_rates(panel: &Area<'_>, run: &Run<'_>) -> DrawResult {
         NicCongestion::DcqcnVwin => "DCQCN+win",
         NicCongestion::TimelyVwin => "TIMELY+win",
         NicCongestion::Hpcc => "HPCC",
+        NicCongestion::HpccPint => "HPCC-PINT",
     };
     let caption = match s.congestion {
         NicCongestion::None => format!("{}: flow goodput", s.name),
