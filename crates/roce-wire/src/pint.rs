@@ -16,17 +16,87 @@ pub const MAX_CONCURRENT: f64 = 512.0;
 /// (ns-3 `Pint::encode_u`, whose `rand() % 65536` it stands for).
 pub fn encode(u: f64, base: f64, draw: u16) -> u16 {
     let units = (u * MAX_CONCURRENT).ceil().max(1.0);
-    let power = units.ln() / base.ln();
-    let (upper, lower) = (power.ceil(), power.floor());
-    let at_upper = base.powf(upper) * if upper == lower { base } else { 1.0 };
-    let at_lower = base.powf(lower);
+    // The step at or below `units`, and the next one up (ns-3 takes ⌈power⌉ and ⌊power⌋, and
+    // the step above when the two are one): the same pair.
+    let lower = (units.ln() / base.ln()).floor().min(f64::from(u16::MAX - 1)) as u16;
+    let at_lower = decode(lower, base) * MAX_CONCURRENT;
+    let at_upper = at_lower * base;
     let p_up = (units - at_lower) / (at_upper - at_lower);
-    let chosen = if f64::from(draw) < p_up * 65536.0 {
-        upper
+    if f64::from(draw) < p_up * 65536.0 {
+        lower + 1
     } else {
         lower
-    };
-    chosen.clamp(0.0, f64::from(u16::MAX)) as u16
+    }
+}
+
+/// [`encode`] at one log base, by table for utilisations up to [`Scale::TABLE_UNITS`]/512 (a
+/// queue of several BDPs): a switch encodes at every hop of every PINT packet, and a logarithm
+/// and a power per hop were a tenth of a fat-tree run. The same values as [`encode`].
+#[derive(Debug, Clone)]
+pub struct Scale {
+    base: f64,
+    /// base^k, k = 0, 1, …, one past the step above [`Scale::TABLE_UNITS`].
+    steps: Box<[f64]>,
+    /// For each whole number of units up to [`Scale::TABLE_UNITS`], the largest k with
+    /// base^k ≤ units.
+    lower: Box<[u16]>,
+}
+
+impl Scale {
+    /// Units (⌈U·512⌉) the table covers: U up to 8.
+    pub const TABLE_UNITS: usize = 4096;
+
+    /// The table of log base `base` (above 1).
+    pub fn new(base: f64) -> Self {
+        let mut steps = vec![1.0];
+        while steps.len() < 2 || steps[steps.len() - 2] <= Self::TABLE_UNITS as f64 {
+            steps.push(base.powi(steps.len() as i32));
+        }
+        let mut lower = vec![0u16; Self::TABLE_UNITS + 1];
+        let mut k = 0;
+        for (units, slot) in lower.iter_mut().enumerate().skip(1) {
+            while steps[k + 1] <= units as f64 {
+                k += 1;
+            }
+            *slot = k as u16;
+        }
+        Self {
+            base,
+            steps: steps.into(),
+            lower: lower.into(),
+        }
+    }
+
+    /// The log base.
+    pub fn base(&self) -> f64 {
+        self.base
+    }
+
+    /// [`encode`]`(u, self.base(), draw)`.
+    #[inline]
+    pub fn encode(&self, u: f64, draw: u16) -> u16 {
+        let units = (u * MAX_CONCURRENT).ceil().max(1.0);
+        if units > Self::TABLE_UNITS as f64 {
+            return encode(u, self.base, draw);
+        }
+        let lower = self.lower[units as usize];
+        let (at_lower, at_upper) = (
+            self.steps[usize::from(lower)],
+            self.steps[usize::from(lower) + 1],
+        );
+        let p_up = (units - at_lower) / (at_upper - at_lower);
+        if f64::from(draw) < p_up * 65536.0 {
+            lower + 1
+        } else {
+            lower
+        }
+    }
+}
+
+impl PartialEq for Scale {
+    fn eq(&self, other: &Self) -> bool {
+        self.base == other.base
+    }
 }
 
 /// The utilisation a value carries at log base `base` (ns-3 `Pint::decode_u`).
@@ -67,17 +137,18 @@ impl Meter {
     pub fn update(&mut self, now_ns: u64, queue_bytes: u64, rate_bps: u64, t_ns: u64) -> f64 {
         let t = t_ns.max(1) as f64;
         let dt = now_ns.saturating_sub(self.last_ns).min(t_ns.max(1)) as f64;
-        let b = rate_bps.max(1) as f64 / 8.0 * 1e-9; // bytes per ns
+        // 1/(B·T), B in bytes per ns: the BDP's inverse.
+        let per_bdp = 8e9 / (rate_bps.max(1) as f64 * t);
         let queue = (queue_bytes >> 8) << 8;
-        let mut u = 0.0;
+        let (dt_t, mut u) = (dt / t, 0.0);
         if queue > 0 {
-            u += dt * queue as f64 / (b * t * t);
+            u += dt_t * queue as f64 * per_bdp;
         }
         if self.last_bytes > 0 {
-            u += self.last_bytes as f64 / (b * t);
+            u += self.last_bytes as f64 * per_bdp;
         }
-        if t > dt && self.u > 0.0 {
-            u += (t - dt) * self.u / t;
+        if dt_t < 1.0 && self.u > 0.0 {
+            u += (1.0 - dt_t) * self.u;
         }
         self.u = u;
         u

@@ -127,10 +127,9 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<ExitCode> {
         },
         pfc: args.pfc,
         ets,
-        pint: args.pint.map(|rtt_ns| PintMeter {
-            rtt_ns,
-            log_base: f64::from(args.pint_log_base) / 1000.0,
-        }),
+        pint: args
+            .pint
+            .map(|rtt_ns| PintMeter::new(rtt_ns, f64::from(args.pint_log_base) / 1000.0)),
         ..SwitchConfig::default()
     };
     let stop = Arc::new(AtomicBool::new(false));

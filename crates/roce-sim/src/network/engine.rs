@@ -74,8 +74,9 @@ impl Network {
                     pool.prefetch(&packet);
                 } else if let Some(Some(s)) = switches.get(node as usize) {
                     s.prefetch_ingress(usize::from(port), &packet);
-                    // Most arrivals leave at once: an INT record goes into the slot.
-                    if packet.int_flag() {
+                    // Most arrivals leave at once: an INT record or a PINT value goes into the
+                    // slot.
+                    if packet.int_flag() || packet.pint_flag() {
                         pool.prefetch(&packet);
                     }
                 }

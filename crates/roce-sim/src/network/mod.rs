@@ -296,6 +296,7 @@ impl Network {
             .min()
             .unwrap_or(0);
         let pint = crate::switch::PintMeter::for_congestion(&config.host.nic.congestion);
+        let pinted = pint.is_some();
         let switch_config = SwitchConfig {
             latency: roce_core::Duration::ZERO,
             pint,
@@ -322,7 +323,7 @@ impl Network {
             .collect();
         let payload = config.payload;
         // PINT's header fits a slot's one line; INT's takes a second.
-        let int = config.host.nic.congestion.carries_int() && pint.is_none();
+        let int = config.host.nic.congestion.carries_int() && !pinted;
         Ok(Self {
             port_free_at: vec![None; wiring.total_ports()],
             egress: (0..host_nodes.len()).map(|_| Egress::default()).collect(),
@@ -332,7 +333,7 @@ impl Network {
             sides,
             host_nodes,
             switches,
-            pool: PacketPool::new(payload, int, pint.is_some()),
+            pool: PacketPool::new(payload, int, pinted),
             events: EventQueue::default(),
             now: Instant::ZERO,
             packet_hops: 0,

@@ -127,24 +127,31 @@ pub struct SwitchConfig {
 }
 
 /// What a switch's PINT meters need (ns-3's `SwitchNode` `MaxRtt` and `Pint::log_base`).
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct PintMeter {
     /// T, ns: the EWMA's span and the BDP's RTT (ns-3: the fabric's largest base RTT, as the
     /// senders' T).
     pub rtt_ns: u64,
-    /// The encoding's log base (above 1).
-    pub log_base: f64,
+    /// The encoding at its log base, one table for every switch that clones the configuration.
+    pub scale: std::sync::Arc<roce_wire::pint::Scale>,
 }
 
 impl PintMeter {
+    /// Meters over T = `rtt_ns` encoding at log base `log_base` (above 1).
+    pub fn new(rtt_ns: u64, log_base: f64) -> Self {
+        Self {
+            rtt_ns,
+            scale: std::sync::Arc::new(roce_wire::pint::Scale::new(log_base)),
+        }
+    }
+
     /// The meters the NICs' congestion control asks for: HPCC-PINT's T and log base; `None`
     /// for anything else.
     pub fn for_congestion(congestion: &roce_core::Congestion) -> Option<Self> {
         match congestion {
-            roce_core::Congestion::Hpcc(h) if h.pint => Some(Self {
-                rtt_ns: u64::from(h.base_rtt_ns),
-                log_base: h.pint_base(),
-            }),
+            roce_core::Congestion::Hpcc(h) if h.pint => {
+                Some(Self::new(u64::from(h.base_rtt_ns), h.pint_base()))
+            }
             _ => None,
         }
     }

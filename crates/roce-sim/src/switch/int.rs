@@ -41,7 +41,7 @@ impl<P: Frame> SwitchOf<P> {
     /// (`m_lastPktTs`, `m_lastPktSize`).
     #[inline(never)]
     fn pint_leaving(&mut self, now: Instant, egress: usize, packet: &mut P) {
-        let Some(meter) = self.config.pint else {
+        let Some(meter) = &self.config.pint else {
             return;
         };
         let at = now.as_nanos();
@@ -52,8 +52,7 @@ impl<P: Frame> SwitchOf<P> {
             self.rng ^= self.rng << 13;
             self.rng ^= self.rng >> 7;
             self.rng ^= self.rng << 17;
-            let value = roce_wire::pint::encode(u, meter.log_base, (self.rng >> 48) as u16);
-            let p = &mut self.ports[egress];
+            let value = meter.scale.encode(u, (self.rng >> 48) as u16);
             p.pint_value = value;
             packet.raise_pint(value);
         }

@@ -134,14 +134,12 @@ fn pint_value(packet: &SimPacket) -> u16 {
     int::header(&packet.payload).unwrap().pint.unwrap()
 }
 
-const METER: PintMeter = PintMeter {
-    rtt_ns: 13_000,
-    log_base: 1.01,
-};
+const T_NS: u64 = 13_000;
+const BASE: f64 = 1.01;
 
 fn pint_switch() -> Switch {
     let config = SwitchConfig {
-        pint: Some(METER),
+        pint: Some(PintMeter::new(T_NS, BASE)),
         ..SwitchConfig::default()
     };
     let mut s = Switch::new(config, 2, Vec::new(), 1);
@@ -187,13 +185,13 @@ fn pint_packets_take_the_ports_utilisation_as_they_leave() {
         let behind = if k == 0 { 0 } else { (4 - k) * wire as u64 };
         // U moves with PINT's packets (1 is plain, 4 an echo); every packet is the last.
         if ![1, 4].contains(&k) {
-            meter.update(at, behind, RATE, METER.rtt_ns);
+            meter.update(at, behind, RATE, T_NS);
         }
         meter.departed(at, wire as u64);
         expected.push(meter.utilisation());
     }
-    let lo = |u: f64| roce_wire::pint::encode(u, METER.log_base, u16::MAX);
-    let hi = |u: f64| roce_wire::pint::encode(u, METER.log_base, 0);
+    let lo = |u: f64| roce_wire::pint::encode(u, BASE, u16::MAX);
+    let hi = |u: f64| roce_wire::pint::encode(u, BASE, 0);
     for k in [0usize, 2] {
         let v = pint_value(&out[k]);
         assert!(

@@ -74,3 +74,27 @@ fn after_an_idle_t_only_the_last_packet_counts() {
     let u = meter.update(60_000, 0, 100_000_000_000, 13_000);
     assert!((u - 1000.0 / 162_500.0).abs() < 1e-12, "{u}");
 }
+
+#[test]
+fn the_table_encodes_as_the_formula_does() {
+    for base in [1.01, 1.05, 1.001] {
+        let scale = Scale::new(base);
+        let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+        for i in 0..200_000u32 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            // Utilisations across the table's range and past it, every draw's region.
+            let u = (x >> 11) as f64 / (1u64 << 53) as f64 * 10.0 * if i % 7 == 0 { 3.0 } else { 1.0 };
+            let draw = (x >> 3) as u16;
+            assert_eq!(scale.encode(u, draw), encode(u, base, draw), "u {u} base {base}");
+        }
+        // Every whole number of units, at the draws that split them.
+        for units in 1..=Scale::TABLE_UNITS + 10 {
+            let u = units as f64 / MAX_CONCURRENT;
+            for draw in [0, 1, 32_768, u16::MAX] {
+                assert_eq!(scale.encode(u, draw), encode(u, base, draw), "{units} {base}");
+            }
+        }
+    }
+}
