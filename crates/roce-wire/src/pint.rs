@@ -18,7 +18,9 @@ pub fn encode(u: f64, base: f64, draw: u16) -> u16 {
     let units = (u * MAX_CONCURRENT).ceil().max(1.0);
     // The step at or below `units`, and the next one up (ns-3 takes ⌈power⌉ and ⌊power⌋, and
     // the step above when the two are one): the same pair.
-    let lower = (units.ln() / base.ln()).floor().min(f64::from(u16::MAX - 1)) as u16;
+    let lower = (units.ln() / base.ln())
+        .floor()
+        .min(f64::from(u16::MAX - 1)) as u16;
     let at_lower = decode(lower, base) * MAX_CONCURRENT;
     let at_upper = at_lower * base;
     let p_up = (units - at_lower) / (at_upper - at_lower);

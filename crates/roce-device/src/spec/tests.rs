@@ -214,6 +214,26 @@ fn cc_params_reach_the_engine_over_the_algorithms_defaults() {
 }
 
 #[test]
+fn hpcc_pint_is_hpcc_with_pints_header() {
+    let s = spec(&[(ENV_IP, "127.0.0.2"), (ENV_CC, "hpcc-pint")])
+        .unwrap()
+        .unwrap();
+    assert_eq!(s.cc, Cc::HpccPint);
+    assert_eq!(s.cc.name(), "hpcc-pint");
+    let Congestion::Hpcc(h) = s.nic_config().congestion else {
+        panic!("{:?}", s.nic_config().congestion)
+    };
+    assert!(h.pint);
+    assert_eq!(
+        h,
+        HpccConfig {
+            pint: true,
+            ..HpccConfig::default()
+        }
+    );
+}
+
+#[test]
 fn a_parameter_the_algorithm_does_not_take_says_which_it_takes() {
     let err = spec(&[
         (ENV_IP, "127.0.0.2"),

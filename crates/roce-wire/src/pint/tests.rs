@@ -85,15 +85,24 @@ fn the_table_encodes_as_the_formula_does() {
             x ^= x >> 7;
             x ^= x << 17;
             // Utilisations across the table's range and past it, every draw's region.
-            let u = (x >> 11) as f64 / (1u64 << 53) as f64 * 10.0 * if i % 7 == 0 { 3.0 } else { 1.0 };
+            let u =
+                (x >> 11) as f64 / (1u64 << 53) as f64 * 10.0 * if i % 7 == 0 { 3.0 } else { 1.0 };
             let draw = (x >> 3) as u16;
-            assert_eq!(scale.encode(u, draw), encode(u, base, draw), "u {u} base {base}");
+            assert_eq!(
+                scale.encode(u, draw),
+                encode(u, base, draw),
+                "u {u} base {base}"
+            );
         }
         // Every whole number of units, at the draws that split them.
         for units in 1..=Scale::TABLE_UNITS + 10 {
             let u = units as f64 / MAX_CONCURRENT;
             for draw in [0, 1, 32_768, u16::MAX] {
-                assert_eq!(scale.encode(u, draw), encode(u, base, draw), "{units} {base}");
+                assert_eq!(
+                    scale.encode(u, draw),
+                    encode(u, base, draw),
+                    "{units} {base}"
+                );
             }
         }
     }
