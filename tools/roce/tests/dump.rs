@@ -865,23 +865,37 @@ fn packets_cut_by_a_snap_length_decode_their_headers_and_are_not_bad() {
     }
 }
 
-/// A capture of HPCC's traffic: each request carries an INT header after its BTH (empty as the
-/// host sends it) and each ACK its echo, with the switch's record. Every frame reads as its own
-/// headers, then the INT header — not as the INT header's bytes taken for a RETH or an AETH.
-#[test]
-fn int_headers_of_hpcc_show_after_the_headers_they_follow() {
+/// A capture of the first millisecond of `roce sim incast-hpcc` with `args` (`--set`s), in a
+/// scratch file named by `tag`.
+fn incast_hpcc_capture(tag: &str, args: &[&str]) -> Scratch {
     let file =
-        Scratch(std::env::temp_dir().join(format!("roce-dump-{}-hpcc.pcap", std::process::id())));
-    let out = common::ScratchDir::new("roce-dump-hpcc");
+        Scratch(std::env::temp_dir().join(format!("roce-dump-{}-{tag}.pcap", std::process::id())));
+    let out = common::ScratchDir::new(&format!("roce-dump-{tag}"));
     let sim = Command::new(env!("CARGO_BIN_EXE_roce"))
-        .args(["sim", "incast-hpcc", "--set", "duration_ms=1", "--set"])
-        .args(["summary_from_ms=0", "--pcap"])
+        .args(["sim", "incast-hpcc"])
+        .args(args)
+        .args([
+            "--set",
+            "duration_ms=1",
+            "--set",
+            "summary_from_ms=0",
+            "--pcap",
+        ])
         .arg(&file.0)
         .arg("--out")
         .arg(&*out)
         .output()
         .unwrap();
     assert!(sim.status.success(), "{sim:?}");
+    file
+}
+
+/// A capture of HPCC's traffic: each request carries an INT header after its BTH (empty as the
+/// host sends it) and each ACK its echo, with the switch's record. Every frame reads as its own
+/// headers, then the INT header — not as the INT header's bytes taken for a RETH or an AETH.
+#[test]
+fn int_headers_of_hpcc_show_after_the_headers_they_follow() {
+    let file = incast_hpcc_capture("hpcc", &[]);
     let output = roce(&["dump", "--strict"], &file.0);
     assert!(output.status.success(), "{output:?}");
     let text = stdout(&output);
@@ -915,24 +929,7 @@ fn int_headers_of_hpcc_show_after_the_headers_they_follow() {
 /// as its own headers, then the PINT header, its ICRC checked with the header masked.
 #[test]
 fn pint_headers_of_hpcc_pint_show_after_the_headers_they_follow() {
-    let file =
-        Scratch(std::env::temp_dir().join(format!("roce-dump-{}-pint.pcap", std::process::id())));
-    let out = common::ScratchDir::new("roce-dump-pint");
-    let sim = Command::new(env!("CARGO_BIN_EXE_roce"))
-        .args(["sim", "incast-hpcc", "--set", "congestion=hpcc-pint"])
-        .args([
-            "--set",
-            "duration_ms=1",
-            "--set",
-            "summary_from_ms=0",
-            "--pcap",
-        ])
-        .arg(&file.0)
-        .arg("--out")
-        .arg(&*out)
-        .output()
-        .unwrap();
-    assert!(sim.status.success(), "{sim:?}");
+    let file = incast_hpcc_capture("pint", &["--set", "congestion=hpcc-pint"]);
     let output = roce(&["dump", "--strict"], &file.0);
     assert!(output.status.success(), "{output:?}");
     let text = stdout(&output);

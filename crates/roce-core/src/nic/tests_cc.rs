@@ -358,6 +358,33 @@ fn hpcc_requests_carry_int_that_switches_stamp_and_acks_echo() {
     assert_eq!(p.a.stats().rx_icrc_errors, 0);
 }
 
+/// Hands `nic` the datagram `payload` as `t` sent it: by [`Nic::handle_datagram_mut`] in a
+/// buffer it may rewrite (`in_place`), or by [`Nic::handle_datagram`].
+fn take_datagram(
+    nic: &mut Nic,
+    now: Instant,
+    mut payload: Vec<u8>,
+    t: &crate::Transmit,
+    in_place: bool,
+) {
+    if in_place {
+        let d = datagram(&[], t);
+        nic.handle_datagram_mut(
+            now,
+            crate::DatagramMut {
+                src: d.src,
+                dst: d.dst,
+                ecn: d.ecn,
+                ip_id: d.ip_id,
+                segment: d.segment,
+                payload: &mut payload,
+            },
+        );
+    } else {
+        nic.handle_datagram(now, datagram(&payload, t));
+    }
+}
+
 /// HPCC-PINT on the wire: requests carry PINT's 4-byte header at 0 (not INT's 44 bytes), a
 /// switch raises it, the ACK echoes the raised value, the sender's U is that value decoded,
 /// and its rate follows; the ICRC holds throughout (the header is masked), both ways, with the
@@ -384,23 +411,8 @@ fn hpcc_pint_requests_carry_a_value_switches_raise_and_acks_echo() {
         assert_eq!(request[int::BTH_FLAG_BYTE] & 0x60, int::PINT_BTH_FLAG);
         let value = pint::encode(2.0, config.pint_base(), 0);
         assert!(int::raise_pint(&mut request, value));
-        let take = |nic: &mut Nic, mut payload: Vec<u8>, t: &crate::Transmit| {
-            if in_place {
-                let d = datagram(&[], t);
-                nic.handle_datagram_mut(
-                    now,
-                    crate::DatagramMut {
-                        src: d.src,
-                        dst: d.dst,
-                        ecn: d.ecn,
-                        ip_id: d.ip_id,
-                        segment: d.segment,
-                        payload: &mut payload,
-                    },
-                );
-            } else {
-                nic.handle_datagram(now, datagram(&payload, t));
-            }
+        let take = |nic: &mut Nic, payload: Vec<u8>, t: &crate::Transmit| {
+            take_datagram(nic, now, payload, t, in_place);
         };
         // Both flags: malformed, dropped before anything of it is taken in or answered.
         let mut both = request.clone();
@@ -446,23 +458,8 @@ fn int_taken_off_in_place_is_taken_off_as_by_a_copy() {
         p.write(100);
         let mut buf = vec![0; MAX_DATAGRAM];
         let now = Instant::ZERO;
-        let take = |nic: &mut Nic, mut payload: Vec<u8>, t: &crate::Transmit| {
-            if in_place {
-                let d = datagram(&[], t);
-                nic.handle_datagram_mut(
-                    now,
-                    crate::DatagramMut {
-                        src: d.src,
-                        dst: d.dst,
-                        ecn: d.ecn,
-                        ip_id: d.ip_id,
-                        segment: d.segment,
-                        payload: &mut payload,
-                    },
-                );
-            } else {
-                nic.handle_datagram(now, datagram(&payload, t));
-            }
+        let take = |nic: &mut Nic, payload: Vec<u8>, t: &crate::Transmit| {
+            take_datagram(nic, now, payload, t, in_place);
         };
         let t = p.a.poll_transmit(now, &mut buf).unwrap();
         let mut request = buf[..t.len].to_vec();
