@@ -163,6 +163,16 @@ fn run_through_switch(
     (client, server, switch)
 }
 
+/// Neither NIC dropped a packet for its ICRC or its INT (or PINT) header.
+fn assert_no_icrc_or_int_error(client: &serde_json::Value, server: &serde_json::Value) {
+    for (who, v) in [("client", client), ("server", server)] {
+        let c = &v["counters"];
+        for counter in ["rx_icrc_errors", "rx_int_malformed", "rx_int_unexpected"] {
+            assert_eq!(c[counter], 0, "{who} {counter}: {v}");
+        }
+    }
+}
+
 #[test]
 fn dcqcn_through_roce_switch_marks_notifies_and_cuts_the_rate() {
     let Some(net) = Topology::new("dcqcn") else {
@@ -208,12 +218,7 @@ fn hpcc_through_roce_switch_reads_the_int_records() {
         u > 0.0 && (u - 1.0).abs() > 1e-9,
         "U from the records: {client}"
     );
-    for (who, v) in [("client", &client), ("server", &server)] {
-        let c = &v["counters"];
-        for counter in ["rx_icrc_errors", "rx_int_malformed", "rx_int_unexpected"] {
-            assert_eq!(c[counter], 0, "{who} {counter}: {v}");
-        }
-    }
+    assert_no_icrc_or_int_error(&client, &server);
     let towards_b = &switch["ports"][1];
     assert_eq!(towards_b["drops"], 0, "{switch}");
     assert!(
@@ -251,12 +256,7 @@ fn hpcc_with_t_and_floor_for_the_path_cuts_to_the_bottleneck() {
     );
     // With the default T the window never lets U reach η, and nothing is cut.
     assert!(cc["rate_decreases"].as_u64().unwrap() > 0, "{client}");
-    for (who, v) in [("client", &client), ("server", &server)] {
-        let c = &v["counters"];
-        for counter in ["rx_icrc_errors", "rx_int_malformed", "rx_int_unexpected"] {
-            assert_eq!(c[counter], 0, "{who} {counter}: {v}");
-        }
-    }
+    assert_no_icrc_or_int_error(&client, &server);
     assert_eq!(switch["ports"][1]["drops"], 0, "{switch}");
     let bw = client["bw_avg_mb_s"].as_f64().unwrap();
     assert!(bw > 4.0 && bw < 13.0, "{client}");
@@ -286,12 +286,7 @@ fn hpcc_pint_through_roce_switch_cuts_to_the_bottleneck() {
     assert!(cc["rate_decreases"].as_u64().unwrap() > 0, "{client}");
     let u = cc["alpha"].as_f64().unwrap();
     assert!(u > 1.0 / 512.0, "U from the raised values: {client}");
-    for (who, v) in [("client", &client), ("server", &server)] {
-        let c = &v["counters"];
-        for counter in ["rx_icrc_errors", "rx_int_malformed", "rx_int_unexpected"] {
-            assert_eq!(c[counter], 0, "{who} {counter}: {v}");
-        }
-    }
+    assert_no_icrc_or_int_error(&client, &server);
     assert_eq!(switch["ports"][1]["drops"], 0, "{switch}");
     let bw = client["bw_avg_mb_s"].as_f64().unwrap();
     assert!(bw > 4.0 && bw < 13.0, "{client}");
