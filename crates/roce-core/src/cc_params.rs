@@ -151,7 +151,8 @@ params!(
         base_rtt_ns,
         fast_react,
         pint,
-        pint_log_base
+        pint_log_base,
+        pint_prob
     ]
 );
 
@@ -254,7 +255,7 @@ mod tests {
         assert_eq!(
             err.to_string(),
             "hpcc has no parameter \"rpg_ai_rate\"; its parameters: eta, max_stage, rate_ai, \
-             min_rate, base_rtt_ns, fast_react, pint, pint_log_base"
+             min_rate, base_rtt_ns, fast_react, pint, pint_log_base, pint_prob"
         );
         assert_eq!(hpcc, Congestion::Hpcc(HpccConfig::default()));
     }

@@ -386,12 +386,15 @@ pub struct HpccConfig {
     /// HPCC-PINT (ns-3's CC_MODE 10): requests carry PINT's 4-byte header instead of INT's 44
     /// bytes, in which each switch egress leaves the path's largest utilisation
     /// (`roce_wire::pint`), and U is that value as echoed, with no EWMA at the sender (ns-3
-    /// `UpdateRateHpPint`). Every echo is used (ns-3's `PINT_PROB` 1.0, run.py's default).
-    /// Default false.
+    /// `UpdateRateHpPint`). Default false.
     pub pint: bool,
     /// PINT's log base, in 1/1000: the value is log_base(⌈U·512⌉). Default 1010 (run.py's
     /// `--pint_log_base 1.01`); at least 1001.
     pub pint_log_base: u32,
+    /// PINT's sampling, in 1/1000: the share of echoes the sender uses, each drawn at random
+    /// (ns-3's `PINT_PROB`, which `HandleAckHpPint` applies before anything else, the first
+    /// ACK's RTT included). Default 1000, every echo (run.py's `--pint_prob 1.0`).
+    pub pint_prob: u32,
 }
 
 impl HpccConfig {
@@ -412,6 +415,7 @@ impl Default for HpccConfig {
             fast_react: true,
             pint: false,
             pint_log_base: 1010,
+            pint_prob: 1000,
         }
     }
 }

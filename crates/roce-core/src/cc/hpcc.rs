@@ -25,7 +25,8 @@
 //! HPCC-PINT (`HpccConfig::pint`; ns-3 `HandleAckHpPint`, `UpdateRateHpPint`, CC_MODE 10) takes
 //! the place of rules 2 and 3: U is the echoed PINT value decoded (the path's largest
 //! utilisation, each switch's own EWMA: `roce_wire::pint`), with no EWMA at the sender; rules
-//! 1 and 4–6 are the same.
+//! 1 and 4–6 are the same. With `pint_prob` below 1000 an echo is used with that probability,
+//! before rule 1 (ns-3's `PINT_PROB`).
 
 use roce_wire::Psn;
 use roce_wire::int::{Hop, LINE_RATES, MAX_HOPS, Repr};
@@ -82,6 +83,8 @@ pub(crate) struct Hpcc {
     /// The hop records of the previous ACK (ns-3 `hp.hop`).
     hops: [Hop; MAX_HOPS],
     nhop: usize,
+    /// PINT's sampling draws (`HpccConfig::pint_prob`): a xorshift stream (never 0).
+    draws: u64,
 }
 
 impl Hpcc {
@@ -98,7 +101,28 @@ impl Hpcc {
             last_update: None,
             hops: [Hop::default(); MAX_HOPS],
             nhop: 0,
+            draws: 1,
         }
+    }
+
+    /// The same sender, its PINT sampling drawn from `seed`.
+    pub(crate) fn with_draws(mut self, seed: u64) -> Self {
+        self.draws = seed | 1;
+        self
+    }
+
+    /// PINT's sampling: whether this echo is used (ns-3 `HandleAckHpPint`: `rand() % 65536 <
+    /// 65536 × PINT_PROB`). Every echo at 1000 and above, with no draw.
+    fn sampled(&mut self) -> bool {
+        let prob = self.config.pint_prob;
+        if prob >= 1000 {
+            return true;
+        }
+        self.draws ^= self.draws << 13;
+        self.draws ^= self.draws >> 7;
+        self.draws ^= self.draws << 17;
+        let draw = (self.draws >> 48) as u32;
+        draw < prob * 65536 / 1000
     }
 
     /// T, seconds.
@@ -201,6 +225,9 @@ impl CongestionControl for Hpcc {
         let Some(int) = &ack.int else {
             return;
         };
+        if int.pint.is_some() && !self.sampled() {
+            return;
+        }
         // Rule 1.
         let Some(last) = self.last_update else {
             self.last_update = Some(ack.next);

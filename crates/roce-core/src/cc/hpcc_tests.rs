@@ -279,3 +279,39 @@ fn pint_takes_the_echoed_utilisation_whole() {
     assert_eq!(hpcc.reference_rate(), w_c, "W_c stays inside the RTT");
     assert_eq!((stats.rate_decreases, stats.rate_increases), (1, 1));
 }
+
+/// PINT's sampling (ns-3 `PINT_PROB`): at 500 about half the echoes move U, each drawn; at 1000
+/// every one does; at 0 none, the first included.
+#[test]
+fn pint_uses_its_share_of_the_echoes() {
+    let base = pint().pint_base();
+    let used = |prob: u32| {
+        let mut hpcc = Hpcc::new(
+            HpccConfig {
+                pint_prob: prob,
+                ..pint()
+            },
+            LINE,
+        )
+        .with_draws(7);
+        let mut stats = Stats::default();
+        let mut used = 0;
+        for i in 0..2000u32 {
+            // A value no echo before carried: one that is used leaves U at it.
+            let value = 100 + i as u16;
+            let before = hpcc.utilisation();
+            pint_ack(&mut hpcc, &mut stats, value, i + 2, i + 3);
+            let u = roce_wire::pint::decode(value, base);
+            if hpcc.utilisation() == u && before != u {
+                used += 1;
+            }
+        }
+        used
+    };
+    let half = used(500);
+    assert!((900..1100).contains(&half), "{half} of 2000");
+    // Every ACK covers the last update's PSN here, so each one used is a full update; the
+    // first only starts the RTT.
+    assert_eq!(used(1000), 1999);
+    assert_eq!(used(0), 0);
+}

@@ -45,15 +45,19 @@ pub(crate) struct QpCongestion {
 }
 
 impl QpCongestion {
-    /// The state a new (or reset) QP starts with under `config`.
-    pub(crate) fn new(config: &NicConfig) -> Self {
+    /// The state a new (or reset) QP `qpn` starts with under `config`.
+    pub(crate) fn new(config: &NicConfig, qpn: u32) -> Self {
         let line = config.line_rate_bps as f64;
         let rp: Box<dyn CongestionControl> = match config.congestion {
             Congestion::None => Box::new(Unlimited),
             Congestion::Dcqcn(dcqcn) => Box::new(dcqcn::Dcqcn::new(dcqcn, line)),
             Congestion::Dctcp(dctcp) => Box::new(dctcp::Dctcp::new(dctcp, line)),
             Congestion::Timely(timely) => Box::new(timely::Timely::new(timely, line)),
-            Congestion::Hpcc(hpcc) => Box::new(hpcc::Hpcc::new(hpcc, line)),
+            Congestion::Hpcc(hpcc) => {
+                // PINT's sampling draws from the NIC's seed, a stream per QP.
+                let seed = config.seed ^ u64::from(qpn).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+                Box::new(hpcc::Hpcc::new(hpcc, line).with_draws(seed))
+            }
         };
         Self {
             rp,

@@ -302,7 +302,7 @@ impl Nic {
         let qps = &self.qps;
         let qpn = shared.ids.next_qpn(|qpn| qps.contains_key(&qpn));
         let mut qp = Qp::new(qpn, init);
-        qp.cc = crate::cc::QpCongestion::new(&shared.config);
+        qp.cc = crate::cc::QpCongestion::new(&shared.config, qpn.value());
         if let Some(srq) = srq
             && let Some(entry) = shared.side.srqs.get_mut(&srq.0)
         {
@@ -381,7 +381,7 @@ impl Nic {
         match to {
             QpState::Reset => {
                 qp.reset();
-                qp.cc = crate::cc::QpCongestion::new(config);
+                qp.cc = crate::cc::QpCongestion::new(config, qpn.value());
             }
             QpState::Err if from != QpState::Err => {
                 qp.enter_error(&mut self.shared.completions);
