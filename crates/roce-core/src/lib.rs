@@ -66,6 +66,7 @@ mod nic;
 pub mod qp;
 mod sgl;
 pub mod share;
+mod splitmix;
 mod srq;
 mod stats;
 pub mod time;

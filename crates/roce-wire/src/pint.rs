@@ -22,7 +22,13 @@ pub fn encode(u: f64, base: f64, draw: u16) -> u16 {
         .floor()
         .min(f64::from(u16::MAX - 1)) as u16;
     let at_lower = decode(lower, base) * MAX_CONCURRENT;
-    let at_upper = at_lower * base;
+    round(units, lower, (at_lower, at_lower * base), draw)
+}
+
+/// `units` between step `lower` and the next, whose values are `at`: the next step with the
+/// probability of its distance from `lower`'s, by `draw`.
+#[inline]
+fn round(units: f64, lower: u16, (at_lower, at_upper): (f64, f64), draw: u16) -> u16 {
     let p_up = (units - at_lower) / (at_upper - at_lower);
     if f64::from(draw) < p_up * 65536.0 {
         lower + 1
@@ -82,16 +88,8 @@ impl Scale {
             return encode(u, self.base, draw);
         }
         let lower = self.lower[units as usize];
-        let (at_lower, at_upper) = (
-            self.steps[usize::from(lower)],
-            self.steps[usize::from(lower) + 1],
-        );
-        let p_up = (units - at_lower) / (at_upper - at_lower);
-        if f64::from(draw) < p_up * 65536.0 {
-            lower + 1
-        } else {
-            lower
-        }
+        let at = usize::from(lower);
+        round(units, lower, (self.steps[at], self.steps[at + 1]), draw)
     }
 }
 

@@ -240,26 +240,37 @@ fn hpcc_with_t_and_floor_for_the_path_cuts_to_the_bottleneck() {
     let Some(net) = Topology::new("hpcct") else {
         return;
     };
-    let params = [
+    let client = hpcc_for_the_path(&net, &[], &[]);
+    assert_eq!(
+        client["congestion"]["params"],
+        serde_json::json!(["base_rtt_ns=400000", "min_rate=10"]),
+        "{client}"
+    );
+}
+
+/// Runs HPCC through `roce switch` with the path's T (400 µs) and floor (10 Mb/s), and
+/// `cc_args` and `switch_args` besides, and checks what both HPCC tests expect: HPCC cut its
+/// rate (with the default T the window never lets U reach η, and nothing is cut), no ICRC or
+/// INT error, nothing dropped at the bottleneck, and most of it kept busy. The client's report.
+fn hpcc_for_the_path(net: &Topology, cc_args: &[&str], switch_args: &[&str]) -> serde_json::Value {
+    let path = [
         "--cc-param",
         "base_rtt_ns=400000",
         "--cc-param",
         "min_rate=10",
     ];
-    let (client, server, switch) = run_through_switch(&net, "hpcc", &params, &[]);
+    let params = [&path[..], cc_args].concat();
+    let (client, server, switch) = run_through_switch(net, "hpcc", &params, switch_args);
     eprintln!("client: {client}\nserver: {server}\nswitch: {switch}");
-    let cc = &client["congestion"];
-    assert_eq!(
-        cc["params"],
-        serde_json::json!(["base_rtt_ns=400000", "min_rate=10"]),
+    assert!(
+        client["congestion"]["rate_decreases"].as_u64().unwrap() > 0,
         "{client}"
     );
-    // With the default T the window never lets U reach η, and nothing is cut.
-    assert!(cc["rate_decreases"].as_u64().unwrap() > 0, "{client}");
     assert_no_icrc_or_int_error(&client, &server);
     assert_eq!(switch["ports"][1]["drops"], 0, "{switch}");
     let bw = client["bw_avg_mb_s"].as_f64().unwrap();
     assert!(bw > 4.0 && bw < 13.0, "{client}");
+    client
 }
 
 /// HPCC-PINT on real packets: both NICs run HPCC with PINT's header (`pint=true`) and the
@@ -272,22 +283,7 @@ fn hpcc_pint_through_roce_switch_cuts_to_the_bottleneck() {
     let Some(net) = Topology::new("pint") else {
         return;
     };
-    let params = [
-        "--cc-param",
-        "base_rtt_ns=400000",
-        "--cc-param",
-        "min_rate=10",
-        "--cc-param",
-        "pint=true",
-    ];
-    let (client, server, switch) = run_through_switch(&net, "hpcc", &params, &["--pint", "400000"]);
-    eprintln!("client: {client}\nserver: {server}\nswitch: {switch}");
-    let cc = &client["congestion"];
-    assert!(cc["rate_decreases"].as_u64().unwrap() > 0, "{client}");
-    let u = cc["alpha"].as_f64().unwrap();
+    let client = hpcc_for_the_path(&net, &["--cc-param", "pint=true"], &["--pint", "400000"]);
+    let u = client["congestion"]["alpha"].as_f64().unwrap();
     assert!(u > 1.0 / 512.0, "U from the raised values: {client}");
-    assert_no_icrc_or_int_error(&client, &server);
-    assert_eq!(switch["ports"][1]["drops"], 0, "{switch}");
-    let bw = client["bw_avg_mb_s"].as_f64().unwrap();
-    assert!(bw > 4.0 && bw < 13.0, "{client}");
 }

@@ -35,6 +35,7 @@ use tracing::debug;
 use super::control::{Ack, CongestionControl};
 use crate::Instant;
 use crate::config::HpccConfig;
+use crate::splitmix::SplitMix64;
 use crate::stats::Stats;
 use crate::timer::TimerTable;
 
@@ -83,8 +84,8 @@ pub(crate) struct Hpcc {
     /// The hop records of the previous ACK (ns-3 `hp.hop`).
     hops: [Hop; MAX_HOPS],
     nhop: usize,
-    /// PINT's sampling draws (`HpccConfig::pint_prob`): a xorshift stream (never 0).
-    draws: u64,
+    /// PINT's sampling draws (`HpccConfig::pint_prob`).
+    draws: SplitMix64,
 }
 
 impl Hpcc {
@@ -101,13 +102,13 @@ impl Hpcc {
             last_update: None,
             hops: [Hop::default(); MAX_HOPS],
             nhop: 0,
-            draws: 1,
+            draws: SplitMix64::new(0),
         }
     }
 
     /// The same sender, its PINT sampling drawn from `seed`.
     pub(crate) fn with_draws(mut self, seed: u64) -> Self {
-        self.draws = seed | 1;
+        self.draws = SplitMix64::new(seed);
         self
     }
 
@@ -118,10 +119,7 @@ impl Hpcc {
         if prob >= 1000 {
             return true;
         }
-        self.draws ^= self.draws << 13;
-        self.draws ^= self.draws >> 7;
-        self.draws ^= self.draws << 17;
-        let draw = (self.draws >> 48) as u32;
+        let draw = (self.draws.next() >> 48) as u32;
         draw < prob * 65536 / 1000
     }
 

@@ -55,7 +55,7 @@ impl QpCongestion {
             Congestion::Timely(timely) => Box::new(timely::Timely::new(timely, line)),
             Congestion::Hpcc(hpcc) => {
                 // PINT's sampling draws from the NIC's seed, a stream per QP.
-                let seed = config.seed ^ u64::from(qpn).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+                let seed = config.seed ^ u64::from(qpn);
                 Box::new(hpcc::Hpcc::new(hpcc, line).with_draws(seed))
             }
         };

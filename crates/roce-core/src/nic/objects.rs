@@ -1,6 +1,7 @@
 //! The NIC's objects — protection domains, memory regions, completion queues, QPs — and the QP
 //! attributes `modify_qp` checks against the verbs state table and their ranges.
 
+use crate::splitmix::SplitMix64;
 use std::sync::Arc;
 
 use roce_wire::{Qpn, gid};
@@ -33,7 +34,7 @@ pub(super) struct Ids {
 
 impl Ids {
     pub(super) fn new(config: &NicConfig) -> Self {
-        let mut draws = SplitMix64(config.seed);
+        let mut draws = SplitMix64::new(config.seed);
         let next_qpn = crate::share::qpn_in(
             config.slot,
             config.first_qpn + (draws.next() % 0x1000) as u32,
@@ -460,19 +461,4 @@ fn check_ranges(config: &NicConfig, attr: &QpAttr) -> Result<(), VerbsError> {
         }
     }
     Ok(())
-}
-
-/// SplitMix64 (Steele, Lea and Flood, 2014): a small, well-mixed stream from a 64-bit seed, for
-/// the NIC's unpredictable values. Not a cryptographic generator: the seed is what is secret.
-#[derive(Debug, Clone)]
-struct SplitMix64(u64);
-
-impl SplitMix64 {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
 }

@@ -49,10 +49,8 @@ impl<P: Frame> SwitchOf<P> {
             let p = &mut self.ports[egress];
             let u = p.pint.update(at, p.bytes as u64, p.rate_bps, meter.rtt_ns);
             // ns-3's `rand() % 65536`: the switch's own generator.
-            self.rng ^= self.rng << 13;
-            self.rng ^= self.rng >> 7;
-            self.rng ^= self.rng << 17;
-            let value = meter.scale.encode(u, (self.rng >> 48) as u16);
+            let draw = (super::pfc::next_draw(&mut self.rng) >> 48) as u16;
+            let value = meter.scale.encode(u, draw);
             p.pint_value = value;
             packet.raise_pint(value);
         }

@@ -165,6 +165,16 @@ impl<P: Frame> SwitchOf<P> {
     }
 }
 
+/// The switch's generator (xorshift64) one step on: its next 64 random bits, for its marking
+/// decisions and PINT's rounding.
+#[inline]
+pub(super) fn next_draw(rng: &mut u64) -> u64 {
+    *rng ^= *rng << 13;
+    *rng ^= *rng >> 7;
+    *rng ^= *rng << 17;
+    *rng
+}
+
 /// RED marking of an ECN-capable packet by the queue `queue_bytes` of its class, at a port of
 /// `rate_bps` (the thresholds scaled to it with [`SwitchConfig::ecn_rate_bps`]).
 pub(super) fn mark<P: Frame>(
@@ -183,10 +193,7 @@ pub(super) fn mark<P: Frame>(
     if !matches!(packet.ecn(), Ecn::Ect0 | Ecn::Ect1) {
         return;
     }
-    *rng ^= *rng << 13;
-    *rng ^= *rng >> 7;
-    *rng ^= *rng << 17;
-    let draw = (*rng >> 11) as f64 / (1u64 << 53) as f64;
+    let draw = (next_draw(rng) >> 11) as f64 / (1u64 << 53) as f64;
     if draw < ecn.probability(queue_bytes) {
         packet.set_ecn(Ecn::Ce);
         stats.ce_marked += 1;

@@ -288,18 +288,18 @@ proptest! {
     }
 }
 
-/// A switch's INT record leaves the ICRC as it was (the header is hashed as ones), while the
-/// flag that says the header is there is covered.
-#[test]
-fn an_int_stamp_keeps_the_icrc_and_the_int_flag_is_covered() {
-    let mut packet = vec![0u8; bth::HEADER_LEN + int::HEADER_LEN + 16 + ICRC_LEN];
+/// A packet whose BTH flags the header `header` (as `flag` says), sealed, then rewritten by a
+/// switch (`stamp`): the ICRC is as it was (the header is hashed as ones), in place too and the
+/// mask undone; the byte right after the header is covered, and so is the flag.
+fn assert_masked(flag: u8, header: int::Repr, stamp: impl FnOnce(&mut [u8])) {
+    let len = header.buffer_len();
+    let mut packet = vec![0u8; bth::HEADER_LEN + len + 16 + ICRC_LEN];
     packet[0] = 0x0a; // RC RDMA WRITE ONLY
-    packet[int::BTH_FLAG_BYTE] = 0x80 | int::BTH_FLAG;
-    int::Repr::default().emit(&mut packet[bth::HEADER_LEN..]);
+    packet[int::BTH_FLAG_BYTE] = 0x80 | flag;
+    header.emit(&mut packet[bth::HEADER_LEN..]);
     seal(&cnp_pseudo_header(), &mut packet);
     let sealed = packet.clone();
-    let mut view = int::Packet::new_checked(&mut packet[bth::HEADER_LEN..]).unwrap();
-    assert!(view.push_hop(int::Hop::new(5, 6, 7, 100_000_000_000)));
+    stamp(&mut packet);
     assert_ne!(packet, sealed);
     assert_eq!(verify(&cnp_pseudo_header(), &packet), Ok(()));
     let mut buf = vec![0; HEADROOM];
@@ -308,37 +308,31 @@ fn an_int_stamp_keeps_the_icrc_and_the_int_flag_is_covered() {
         compute_in_place(&cnp_pseudo_header(), &mut buf, HEADROOM),
         Some(compute(&cnp_pseudo_header(), &packet))
     );
-    assert_eq!(&buf[HEADROOM..], &packet[..], "the INT mask is undone");
-    packet[int::BTH_FLAG_BYTE] &= !int::BTH_FLAG;
+    assert_eq!(&buf[HEADROOM..], &packet[..], "the mask is undone");
+    let mut reth = packet.clone();
+    reth[bth::HEADER_LEN + len] ^= 1;
+    assert!(verify(&cnp_pseudo_header(), &reth).is_err());
+    packet[int::BTH_FLAG_BYTE] &= !flag;
     assert!(verify(&cnp_pseudo_header(), &packet).is_err());
+}
+
+/// A switch's INT record leaves the ICRC as it was, while the flag that says the header is
+/// there, and the RETH after it, are covered.
+#[test]
+fn an_int_stamp_keeps_the_icrc_and_the_int_flag_is_covered() {
+    assert_masked(int::BTH_FLAG, int::Repr::default(), |packet| {
+        let mut view = int::Packet::new_checked(&mut packet[bth::HEADER_LEN..]).unwrap();
+        assert!(view.push_hop(int::Hop::new(5, 6, 7, 100_000_000_000)));
+    });
 }
 
 /// PINT's 4-byte header is masked as INT's is: a switch raising its value leaves the ICRC as
 /// it was, the bytes past it are covered, and so is its flag.
 #[test]
 fn a_pint_raise_keeps_the_icrc_and_the_pint_flag_is_covered() {
-    let mut packet = vec![0u8; bth::HEADER_LEN + int::PINT_HEADER_LEN + 16 + ICRC_LEN];
-    packet[0] = 0x0a; // RC RDMA WRITE ONLY
-    packet[int::BTH_FLAG_BYTE] = 0x80 | int::PINT_BTH_FLAG;
-    int::Repr::pint(false, 0).emit(&mut packet[bth::HEADER_LEN..]);
-    seal(&cnp_pseudo_header(), &mut packet);
-    let sealed = packet.clone();
-    assert!(int::raise_pint(&mut packet, 700));
-    assert_ne!(packet, sealed);
-    assert_eq!(verify(&cnp_pseudo_header(), &packet), Ok(()));
-    let mut buf = vec![0; HEADROOM];
-    buf.extend_from_slice(&packet);
-    assert_eq!(
-        compute_in_place(&cnp_pseudo_header(), &mut buf, HEADROOM),
-        Some(compute(&cnp_pseudo_header(), &packet))
-    );
-    assert_eq!(&buf[HEADROOM..], &packet[..], "the PINT mask is undone");
-    // The RETH right after the 4 bytes is covered.
-    let mut reth = packet.clone();
-    reth[bth::HEADER_LEN + int::PINT_HEADER_LEN] ^= 1;
-    assert!(verify(&cnp_pseudo_header(), &reth).is_err());
-    packet[int::BTH_FLAG_BYTE] &= !int::PINT_BTH_FLAG;
-    assert!(verify(&cnp_pseudo_header(), &packet).is_err());
+    assert_masked(int::PINT_BTH_FLAG, int::Repr::pint(false, 0), |packet| {
+        assert!(int::raise_pint(packet, 700));
+    });
 }
 
 proptest! {
