@@ -866,8 +866,9 @@ fn packets_cut_by_a_snap_length_decode_their_headers_and_are_not_bad() {
 }
 
 /// A capture of the first millisecond of `roce sim incast-hpcc` with `args` (`--set`s), in a
-/// scratch file named by `tag`.
-fn incast_hpcc_capture(tag: &str, args: &[&str]) -> Scratch {
+/// scratch file named by `tag`, and `roce dump --strict` of it (more than 100 frames, none
+/// malformed).
+fn incast_hpcc_capture(tag: &str, args: &[&str]) -> (Scratch, String) {
     let file =
         Scratch(std::env::temp_dir().join(format!("roce-dump-{}-{tag}.pcap", std::process::id())));
     let out = common::ScratchDir::new(&format!("roce-dump-{tag}"));
@@ -887,7 +888,15 @@ fn incast_hpcc_capture(tag: &str, args: &[&str]) -> Scratch {
         .output()
         .unwrap();
     assert!(sim.status.success(), "{sim:?}");
-    file
+    let output = roce(&["dump", "--strict"], &file.0);
+    assert!(output.status.success(), "{output:?}");
+    let text = stdout(&output);
+    assert!(
+        text.lines().count() > 100,
+        "{} frames",
+        text.lines().count()
+    );
+    (file, text)
 }
 
 /// A capture of HPCC's traffic: each request carries an INT header after its BTH (empty as the
@@ -895,12 +904,8 @@ fn incast_hpcc_capture(tag: &str, args: &[&str]) -> Scratch {
 /// headers, then the INT header — not as the INT header's bytes taken for a RETH or an AETH.
 #[test]
 fn int_headers_of_hpcc_show_after_the_headers_they_follow() {
-    let file = incast_hpcc_capture("hpcc", &[]);
-    let output = roce(&["dump", "--strict"], &file.0);
-    assert!(output.status.success(), "{output:?}");
-    let text = stdout(&output);
+    let (file, text) = incast_hpcc_capture("hpcc", &[]);
     let lines: Vec<&str> = text.lines().collect();
-    assert!(lines.len() > 100, "{} frames", lines.len());
     for line in &lines {
         let request = line.contains("RC_RDMA_WRITE_");
         let ack = line.contains("RC_ACKNOWLEDGE");
@@ -929,12 +934,8 @@ fn int_headers_of_hpcc_show_after_the_headers_they_follow() {
 /// as its own headers, then the PINT header, its ICRC checked with the header masked.
 #[test]
 fn pint_headers_of_hpcc_pint_show_after_the_headers_they_follow() {
-    let file = incast_hpcc_capture("pint", &["--set", "congestion=hpcc-pint"]);
-    let output = roce(&["dump", "--strict"], &file.0);
-    assert!(output.status.success(), "{output:?}");
-    let text = stdout(&output);
+    let (file, text) = incast_hpcc_capture("pint", &["--set", "congestion=hpcc-pint"]);
     let lines: Vec<&str> = text.lines().collect();
-    assert!(lines.len() > 100, "{} frames", lines.len());
     for line in &lines {
         if line.contains("RC_RDMA_WRITE_") {
             assert!(line.contains(" pint(value=0) icrc=ok"), "{line}");
