@@ -152,7 +152,8 @@ params!(
         fast_react,
         pint,
         pint_log_base,
-        pint_prob
+        pint_prob,
+        window_payload
     ]
 );
 
@@ -237,7 +238,7 @@ mod tests {
                 key,
                 if key == "fast_react" {
                     "false"
-                } else if key == "pint" {
+                } else if key == "pint" || key == "window_payload" {
                     "true"
                 } else {
                     "77777"
@@ -255,7 +256,7 @@ mod tests {
         assert_eq!(
             err.to_string(),
             "hpcc has no parameter \"rpg_ai_rate\"; its parameters: eta, max_stage, rate_ai, \
-             min_rate, base_rtt_ns, fast_react, pint, pint_log_base, pint_prob"
+             min_rate, base_rtt_ns, fast_react, pint, pint_log_base, pint_prob, window_payload"
         );
         assert_eq!(hpcc, Congestion::Hpcc(HpccConfig::default()));
     }

@@ -395,6 +395,13 @@ pub struct HpccConfig {
     /// (ns-3's `PINT_PROB`, which `HandleAckHpPint` applies before anything else, the first
     /// ACK's RTT included). Default 1000, every echo (run.py's `--pint_prob 1.0`).
     pub pint_prob: u32,
+    /// The window bounds the payload bytes in flight, as ns-3's does (`GetOnTheFly`:
+    /// `snd_nxt − snd_una`, in payload bytes; the window `m_win` is the BDP in bytes), instead
+    /// of the bytes on the wire (headers, INT and all). With 1 000-byte payloads and INT's 44
+    /// bytes a packet carries about 10 % more on the wire than its payload, so the wire's count
+    /// lets that much less into the network. Default false (the wire's count: what a NIC's
+    /// window over its own transmissions is).
+    pub window_payload: bool,
 }
 
 impl HpccConfig {
@@ -416,6 +423,7 @@ impl Default for HpccConfig {
             pint: false,
             pint_log_base: 1010,
             pint_prob: 1000,
+            window_payload: false,
         }
     }
 }

@@ -1,6 +1,6 @@
 //! The requester's record of the request packets in flight, for the algorithms driven by ACKs
 //! (DCTCP's window and bytes acknowledged, TIMELY's RTT): when each packet left and its bytes
-//! on the wire, until an ACK (or NAK, READ response, atomic ACK) covers it. The RTT sample of
+//! on the wire and of payload, until an ACK (or NAK, READ response, atomic ACK) covers it. The RTT sample of
 //! an ACK is its arrival time minus the departure of the newest packet it covers, the packet
 //! whose AckReq asked for it; a packet sent more than once gives no sample (Karn's rule).
 
@@ -21,6 +21,8 @@ struct Sent {
     at: Instant,
     /// Its bytes on the wire.
     bytes: u32,
+    /// Its bytes of payload (0 for a READ request: its responses carry the data).
+    payload: u32,
     /// Sent before: its ACK says nothing of this departure's RTT.
     retransmitted: bool,
 }
@@ -31,6 +33,8 @@ pub(crate) struct Flight {
     packets: VecDeque<Sent>,
     /// Their bytes on the wire.
     bytes: u64,
+    /// Their bytes of payload (TCP's and ns-3's `snd_nxt − snd_una`).
+    payload: u64,
 }
 
 /// What an acknowledgement covered.
@@ -48,16 +52,30 @@ impl Flight {
         self.bytes
     }
 
-    /// A request packet with PSNs `psn..psn + npsn` left at `now`.
-    pub(crate) fn sent(&mut self, now: Instant, psn: Psn, npsn: u32, bytes: u32, again: bool) {
+    /// Bytes of payload in flight.
+    pub(crate) fn payload(&self) -> u64 {
+        self.payload
+    }
+
+    /// A request packet with PSNs `psn..psn + npsn`, `(bytes, payload)` bytes on the wire and
+    /// of payload, left at `now`.
+    pub(crate) fn sent(
+        &mut self,
+        now: Instant,
+        (psn, npsn): (Psn, u32),
+        (bytes, payload): (u32, u32),
+        again: bool,
+    ) {
         self.packets.push_back(Sent {
             psn,
             end: psn.wrapping_add(npsn),
             at: now,
             bytes,
+            payload,
             retransmitted: again,
         });
         self.bytes += u64::from(bytes);
+        self.payload += u64::from(payload);
     }
 
     /// Every PSN before `una` is acknowledged, as seen at `now`: the packets wholly before it
@@ -70,6 +88,7 @@ impl Flight {
             }
             let sent = self.packets.pop_front().expect("front exists");
             self.bytes -= u64::from(sent.bytes);
+            self.payload -= u64::from(sent.payload);
             covered.bytes += u64::from(sent.bytes);
             covered.rtt = (!sent.retransmitted).then(|| now.saturating_duration_since(sent.at));
         }
@@ -84,6 +103,7 @@ impl Flight {
             }
             let sent = self.packets.pop_back().expect("back exists");
             self.bytes -= u64::from(sent.bytes);
+            self.payload -= u64::from(sent.payload);
         }
     }
 }
@@ -100,15 +120,15 @@ mod tests {
     fn an_ack_covers_the_packets_before_it_and_samples_the_newest() {
         let mut flight = Flight::default();
         for i in 0..4u32 {
-            flight.sent(at(u64::from(i) * 100), Psn::new(i), 1, 1000, false);
+            flight.sent(at(u64::from(i) * 100), (Psn::new(i), 1), (1000, 900), false);
         }
-        assert_eq!(flight.bytes(), 4000);
+        assert_eq!((flight.bytes(), flight.payload()), (4000, 3600));
         // An ACK of PSN 2 (una 3) arriving at 1000 ns covers three packets; its RTT is the
         // third's, the one that asked for it.
         let covered = flight.acknowledged(Psn::new(3), at(1000));
         assert_eq!(covered.bytes, 3000);
         assert_eq!(covered.rtt, Some(Duration::from_nanos(800)));
-        assert_eq!(flight.bytes(), 1000);
+        assert_eq!((flight.bytes(), flight.payload()), (1000, 900));
         // Nothing new: no bytes, no sample.
         assert_eq!(
             flight.acknowledged(Psn::new(3), at(1100)),
@@ -119,11 +139,15 @@ mod tests {
     #[test]
     fn a_retransmitted_packet_gives_no_rtt_sample() {
         let mut flight = Flight::default();
-        flight.sent(at(0), Psn::new(0), 1, 1000, false);
-        flight.sent(at(10), Psn::new(1), 1, 1000, false);
+        flight.sent(at(0), (Psn::new(0), 1), (1000, 900), false);
+        flight.sent(at(10), (Psn::new(1), 1), (1000, 900), false);
         flight.go_back(Psn::new(1));
-        assert_eq!(flight.bytes(), 1000, "PSN 1 will be sent again");
-        flight.sent(at(500), Psn::new(1), 1, 1000, true);
+        assert_eq!(
+            (flight.bytes(), flight.payload()),
+            (1000, 900),
+            "PSN 1 will be sent again"
+        );
+        flight.sent(at(500), (Psn::new(1), 1), (1000, 900), true);
         let covered = flight.acknowledged(Psn::new(2), at(900));
         assert_eq!((covered.bytes, covered.rtt), (2000, None));
     }
@@ -131,8 +155,9 @@ mod tests {
     #[test]
     fn a_read_request_is_covered_once_all_its_responses_are() {
         let mut flight = Flight::default();
-        flight.sent(at(0), Psn::new(0), 4, 60, false);
+        flight.sent(at(0), (Psn::new(0), 4), (60, 0), false);
         assert_eq!(flight.acknowledged(Psn::new(3), at(50)).bytes, 0);
         assert_eq!(flight.acknowledged(Psn::new(4), at(60)).bytes, 60);
+        assert_eq!(flight.payload(), 0);
     }
 }

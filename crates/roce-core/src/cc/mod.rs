@@ -76,9 +76,15 @@ impl QpCongestion {
         let Some(flight) = &self.flight else {
             return true;
         };
-        self.rp
-            .window_bytes()
-            .is_none_or(|window| flight.bytes() < window.max(1))
+        let Some(window) = self.rp.window_bytes() else {
+            return true;
+        };
+        let in_flight = if self.rp.window_counts_payload() {
+            flight.payload()
+        } else {
+            flight.bytes()
+        };
+        in_flight < window.max(1)
     }
 
     /// Every request asks for an ACK (AckReq), for an algorithm that hears ACKs: only ACKs
@@ -88,13 +94,14 @@ impl QpCongestion {
         self.flight.is_some()
     }
 
-    /// A request packet with PSNs `psn..psn + npsn` and `wire` bytes on the wire left at
-    /// `now` (`again`: sent before; `npsn` 0: a UC or UD packet, which no ACK covers).
+    /// A request packet with PSNs `psn..psn + npsn`, `wire` bytes on the wire and `payload`
+    /// bytes of payload, left at `now` (`again`: sent before; `npsn` 0: a UC or UD packet,
+    /// which no ACK covers).
     pub(crate) fn on_request_sent(
         &mut self,
         now: Instant,
         (psn, npsn, again): (Psn, u32, bool),
-        wire: usize,
+        (wire, payload): (usize, u32),
         timers: &mut TimerTable,
         stats: &mut Stats,
     ) {
@@ -107,9 +114,8 @@ impl QpCongestion {
         {
             flight.sent(
                 now,
-                psn,
-                npsn,
-                u32::try_from(wire).unwrap_or(u32::MAX),
+                (psn, npsn),
+                (u32::try_from(wire).unwrap_or(u32::MAX), payload),
                 again,
             );
         }

@@ -237,6 +237,50 @@ fn dctcp_holds_the_bytes_in_flight_to_its_window() {
     assert!(!deliver(&mut p.a, &mut p.b, &mut now, |_| Ecn::Ect0).is_empty());
 }
 
+/// HPCC's window counts the bytes on the wire in flight by default, and with `window_payload`
+/// the payload bytes, as ns-3's does (`snd_nxt − snd_una`): at 13 µs and 10 Gb/s the window is
+/// 16 250 bytes either way, which the wire's 1 024-byte payloads with their headers and INT's
+/// 44 bytes fill a packet sooner.
+#[test]
+fn hpcc_counts_its_window_on_the_wire_or_in_payload_as_ns3() {
+    let payloads = |window_payload| {
+        let mut p = Pair::new(Congestion::Hpcc(HpccConfig {
+            window_payload,
+            ..HpccConfig::default()
+        }));
+        p.write(64 * 1024);
+        let mut now = Instant::ZERO;
+        let requests = deliver(&mut p.a, &mut p.b, &mut now, |_| Ecn::NotEct);
+        let payloads: Vec<usize> = requests
+            .iter()
+            .map(|(b, _)| {
+                let mut b = b.clone();
+                let bare = roce_wire::int::strip_in_place(&mut b).expect("an INT header");
+                roce_wire::packet::Packet::new_checked(&*bare)
+                    .unwrap()
+                    .payload()
+                    .len()
+            })
+            .collect();
+        (requests, payloads)
+    };
+    let (requests, wire_payloads) = payloads(false);
+    assert_stopped_at_the_window(&requests, 16_250, "hpcc");
+    let (_, payloads) = payloads(true);
+    let total: usize = payloads.iter().sum();
+    assert!(total >= 16_250, "{} packets, {total} bytes", payloads.len());
+    assert!(
+        total - payloads[payloads.len() - 1] < 16_250,
+        "{total} bytes"
+    );
+    assert!(
+        payloads.len() > wire_payloads.len(),
+        "the payload's count lets more packets go: {} against {}",
+        payloads.len(),
+        wire_payloads.len()
+    );
+}
+
 /// The requests sent fill a window of `window` bytes on the wire and stop there: the last
 /// one went while less than the window was in flight. A packet's bytes on the wire are its UDP
 /// payload and 42 bytes of Ethernet, IPv4 and UDP.

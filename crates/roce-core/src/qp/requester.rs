@@ -427,7 +427,7 @@ impl Qp {
         } else {
             0
         };
-        self.account_wire(ctx, transmit, (psn, npsn, again));
+        self.account_wire(ctx, (transmit, segment.len), (psn, npsn, again));
         if again {
             ctx.stats.retransmitted_packets += 1;
         }
@@ -478,12 +478,13 @@ impl Qp {
     }
 
     /// What any request packet sent changes: pacing, the congestion control (`sent`: its PSN,
-    /// the PSNs it takes, whether it went before), the counters of packets and bytes.
+    /// the PSNs it takes, whether it went before; `payload`: its bytes of payload), the
+    /// counters of packets and bytes.
     #[inline]
     pub(super) fn account_wire(
         &mut self,
         ctx: &mut Ctx<'_>,
-        transmit: &Transmit,
+        (transmit, payload): (&Transmit, u32),
         sent: (Psn, u32, bool),
     ) {
         let overhead = if transmit.dst.is_ipv4() {
@@ -494,7 +495,7 @@ impl Qp {
         self.cc.on_request_sent(
             ctx.now,
             sent,
-            transmit.len + overhead,
+            (transmit.len + overhead, payload),
             &mut self.timers,
             ctx.stats,
         );

@@ -363,7 +363,7 @@ impl Qp {
             }
             let mut transmit = transmit;
             transmit.ecn = crate::cc::request_ecn(ctx.config);
-            self.account_wire(ctx, &transmit, (psn, segment.npsn, true));
+            self.account_wire(ctx, (&transmit, segment.len), (psn, segment.npsn, true));
             ctx.stats.retransmitted_packets += 1;
             if self.timers.get(Timer::Retransmit).is_none()
                 && let Some(timeout) = self.retransmit_timeout(ctx.config)
