@@ -58,7 +58,7 @@ veth_note="not run (needs root)"
 if [ "$(id -u)" = 0 ]; then
     log "veth (bench/veth.sh, RUNS=$RUNS)"
     bash bench/veth.sh >/dev/null
-    veth_note="bench/veth.sh, medians of $RUNS"
+    veth_note="bench/veth.sh, medians of $RUNS ($(cat target/bench/veth.steady 2>/dev/null))"
 fi
 exec_note="not run (needs root)"
 rm -f target/bench/exec.env
@@ -66,7 +66,7 @@ if [ "$(id -u)" = 0 ]; then
     log "roce exec against roce perf (bench/exec.sh, RUNS=$RUNS)"
     # Its two lines (each ratio and whether its goal is met) go to the log.
     bash bench/exec.sh | grep -E 'goal' >&2
-    exec_note="bench/exec.sh, medians of $RUNS"
+    exec_note="bench/exec.sh, medians of $RUNS ($(cat target/bench/exec.steady 2>/dev/null))"
 fi
 guests_note="not run"
 if [ "$GUESTS" = 1 ] && [ "$(id -u)" = 0 ]; then

@@ -26,8 +26,10 @@ cd "$(dirname "$0")/.."
 need_root
 RUNS=${RUNS:-3}
 need ib_write_bw perftest
-cargo build -q --release -p roce -p roce-verbs-so -p roce-rdmacm-so
+cargo build -q --release -p roce -p roce-verbs-so -p roce-rdmacm-so -p roce-blast
 ROCE=$PWD/target/release/roce
+BLAST=$PWD/target/release/roce-blast
+scratch STEADY_LOG
 A_IP=198.18.2.1; B_IP=198.18.2.2
 veth_pair roce-bench-xa.$$ roce-bench-xb.$$ "$A_IP" "$B_IP"
 
@@ -81,15 +83,15 @@ declare -A R
 for i in $(seq "$RUNS"); do
     # Alternate which goes first, so that a trend in the machine's load does not favour one.
     if [ $((i % 2)) = 1 ]; then
-        R[perf_bw]+="$(perf_write) "; R[exec_bw]+="$(exec_write) "
+        R[perf_bw]+="$(steady "$BLAST" perf_write) "; R[exec_bw]+="$(steady "$BLAST" exec_write) "
         R[perf_lat]+="$(perf_lat) "; R[exec_lat]+="$(exec_lat) "
-        R[private_bw]+="$(exec_write --private-nic) "; R[private_lat]+="$(exec_lat --private-nic) "
-        R[exec_bw2]+="$(exec_write2) "
+        R[private_bw]+="$(steady "$BLAST" exec_write --private-nic) "; R[private_lat]+="$(exec_lat --private-nic) "
+        R[exec_bw2]+="$(steady "$BLAST" exec_write2) "
     else
-        R[exec_bw]+="$(exec_write) "; R[perf_bw]+="$(perf_write) "
+        R[exec_bw]+="$(steady "$BLAST" exec_write) "; R[perf_bw]+="$(steady "$BLAST" perf_write) "
         R[exec_lat]+="$(exec_lat) "; R[perf_lat]+="$(perf_lat) "
-        R[exec_bw2]+="$(exec_write2) "
-        R[private_lat]+="$(exec_lat --private-nic) "; R[private_bw]+="$(exec_write --private-nic) "
+        R[exec_bw2]+="$(steady "$BLAST" exec_write2) "
+        R[private_lat]+="$(exec_lat --private-nic) "; R[private_bw]+="$(steady "$BLAST" exec_write --private-nic) "
     fi
 done
 med() { tr ' ' '\n' <<<"${R[$1]}" | grep . | median | awk '{printf "%.4g", $1}'; }
@@ -98,6 +100,7 @@ mkdir -p target/bench
     for key in "${!R[@]}"; do echo "$key=$(med "$key")"; done
     echo "runs=$RUNS"
 } | sort > target/bench/exec.env
+steady_summary "$STEADY_LOG" > target/bench/exec.steady
 awk -v e="$(med exec_bw)" -v p="$(med perf_bw)" 'BEGIN{r = e / p;
     printf "WRITE 64 KiB, MTU 4096: roce exec -- ib_write_bw %.0f MB/s / roce perf write %.0f MB/s = %.2f (goal >= 0.9: %s)\n",
         e, p, r, (r >= 0.9 ? "met" : "NOT met")}'
@@ -114,3 +117,4 @@ awk -v two="$(med exec_bw2)" -v one="$(med exec_bw)" 'BEGIN{r = two / one;
     printf "WRITE 64 KiB: two processes on each shared NIC %.0f MB/s / one %.0f MB/s = %.2f (goal >= 1: %s)\n",
         two, one, r, (r >= 1 ? "met" : "NOT met")}'
 echo "medians of $RUNS runs in target/bench/exec.env"
+cat target/bench/exec.steady

@@ -9,6 +9,16 @@
 # sets VAR to a new temporary file (directory, with -d), removed with the namespaces.
 #   need_root
 # ends the script with a SKIP line (status 0) unless it runs as root, as namespaces need.
+#   steady BLAST CMD…
+# runs CMD, a goodput cell that prints its figures, with `BLAST cores` (bench/blast) sampling
+# how far apart CPUs 0 and 1 are meanwhile; while they were far apart (a cache line's round
+# trip over STEADY_FAR_NS, 150) in more than STEADY_FAR % (25) of the samples, runs it again,
+# at most STEADY_TRIES (3) times in all, ours and the anchors alike; prints the last run's
+# output, and appends "far-percent tries" to $STEADY_LOG if set. On a guest whose host moves
+# its two vCPUs between cores that share a cache and cores that do not, a cell in the far state
+# moves about half the bytes (docs/benchmarks.md, "Two vCPUs, near and far"). Without a second
+# CPU it runs CMD once. Latency cells are not wrapped: the sampler's spinning would be in
+# their tails.
 
 need_root() { [ "$(id -u)" = 0 ] || { echo "SKIP: needs root (network namespaces)"; exit 0; }; }
 
@@ -47,4 +57,33 @@ need() {
     command -v "$1" >/dev/null && return 0
     apt-get update -qq
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${@:2}" >/dev/null
+}
+# steady BLAST CMD…: see the top of this file.
+steady() {
+    local blast=$1 tries=0 far out samples watch
+    shift
+    while :; do
+        tries=$((tries + 1))
+        samples=$(mktemp)
+        if [ "$(nproc)" -ge 2 ]; then
+            "$blast" cores --round-trips 1000 --every-ms 50 >"$samples" 2>/dev/null & watch=$!
+        else
+            watch=''
+        fi
+        out=$("$@")
+        if [ -n "$watch" ]; then kill "$watch" 2>/dev/null; wait "$watch" 2>/dev/null || true; fi
+        far=$(awk -v t="${STEADY_FAR_NS:-150}" '{n++; if ($2 > t) f++} END{printf "%.0f", n ? 100 * f / n : 0}' "$samples")
+        rm -f "$samples"
+        if [ "$far" -le "${STEADY_FAR:-25}" ] || [ "$tries" -ge "${STEADY_TRIES:-3}" ]; then
+            break
+        fi
+    done
+    [ -n "${STEADY_LOG:-}" ] && echo "$far $tries" >>"$STEADY_LOG"
+    printf '%s\n' "$out"
+}
+# steady_summary LOG: one sentence on a script's `steady` cells, from its STEADY_LOG.
+steady_summary() {
+    awk -v t="${STEADY_FAR_NS:-150}" -v f="${STEADY_FAR:-25}" '
+        {n++; if ($2 > 1) again++; if ($1 > f) kept_far++}
+        END {if (!n) exit; printf "Goodput cells: %d, of which %d measured again because CPUs 0 and 1 were far apart (a cache line'"'"'s round trip over %d ns) in more than %d %% of a run (bench/lib.sh, steady), %d still far at the last try.", n, again, t, f, kept_far}' "$1"
 }

@@ -17,6 +17,11 @@
 //!
 //! Unlike iperf3 (`-u -b 0`, one datagram per system call, no offload), which bench/veth.sh
 //! keeps as the second, weaker anchor.
+//!
+//! `cores` is the benches' other instrument: how far apart two CPUs are, sampled over time
+//! (`cores.rs`), beside the goodput cells of bench/veth.sh and bench/exec.sh.
+
+mod cores;
 
 use std::io::{IoSlice, IoSliceMut};
 use std::net::{SocketAddr, UdpSocket};
@@ -77,6 +82,23 @@ enum Command {
         #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=65536))]
         buffers: u32,
     },
+    /// How far apart two CPUs are: the round trip of a cache line between a thread pinned on
+    /// each, every --every-ms, one line per sample: "unix_ms ns_per_round_trip". On a virtual
+    /// machine it shows when the host moves the vCPUs apart (docs/benchmarks.md).
+    Cores {
+        /// The two CPUs, "A,B".
+        #[arg(long, default_value = "0,1", value_parser = two_cpus)]
+        cpus: (usize, usize),
+        /// Round trips timed per sample.
+        #[arg(long, default_value_t = 4000, value_parser = clap::value_parser!(u32).range(1..))]
+        round_trips: u32,
+        /// Milliseconds between samples.
+        #[arg(long, default_value_t = 50)]
+        every_ms: u64,
+        /// Samples to take; 0: until killed.
+        #[arg(long, default_value_t = 0)]
+        samples: u64,
+    },
 }
 
 /// The kernel's limit on segments per UDP_SEGMENT send before Linux 6.9 (`UDP_MAX_SEGMENTS`).
@@ -100,6 +122,25 @@ fn main() -> anyhow::Result<()> {
             seconds,
             buffers,
         } => send(to, size, seconds, buffers as usize),
+        Command::Cores {
+            cpus,
+            round_trips,
+            every_ms,
+            samples,
+        } => cores::run(cpus, round_trips, Duration::from_millis(every_ms), samples),
+    }
+}
+
+/// "A,B": two CPU numbers.
+fn two_cpus(text: &str) -> Result<(usize, usize), String> {
+    let parse = |n: &str| {
+        n.trim()
+            .parse::<usize>()
+            .map_err(|_| format!("\"{text}\": two CPU numbers, \"A,B\""))
+    };
+    match text.split_once(',') {
+        Some((a, b)) => Ok((parse(a)?, parse(b)?)),
+        None => Err(format!("\"{text}\": two CPU numbers, \"A,B\"")),
     }
 }
 
