@@ -21,11 +21,15 @@ struct Sent {
     at: Instant,
     /// Its bytes on the wire.
     bytes: u32,
-    /// Its bytes of payload (0 for a READ request: its responses carry the data).
-    payload: u32,
+    /// Its bytes of payload (0 for a READ request: its responses carry the data); at most a
+    /// path MTU, so 16 bits keep `Sent` at 24 bytes.
+    payload: u16,
     /// Sent before: its ACK says nothing of this departure's RTT.
     retransmitted: bool,
 }
+
+// A record per packet in flight, so kept small.
+const _: () = assert!(std::mem::size_of::<Sent>() <= 24);
 
 /// The packets in flight, oldest first, and their bytes.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -71,11 +75,11 @@ impl Flight {
             end: psn.wrapping_add(npsn),
             at: now,
             bytes,
-            payload,
+            payload: u16::try_from(payload).unwrap_or(u16::MAX),
             retransmitted: again,
         });
         self.bytes += u64::from(bytes);
-        self.payload += u64::from(payload);
+        self.payload += u64::from(self.packets.back().expect("just pushed").payload);
     }
 
     /// Every PSN before `una` is acknowledged, as seen at `now`: the packets wholly before it
