@@ -29,7 +29,7 @@ struct Sent {
 }
 
 // A record per packet in flight, so kept small.
-const _: () = assert!(std::mem::size_of::<Sent>() <= 24);
+const _: () = assert!(size_of::<Sent>() <= 24);
 
 /// The packets in flight, oldest first, and their bytes.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
