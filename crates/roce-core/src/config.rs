@@ -213,6 +213,12 @@ impl Congestion {
         }
     }
 
+    /// The window bounds the payload bytes in flight, as ns-3's does, instead of the bytes on
+    /// the wire: HPCC's `window_payload`.
+    pub const fn window_counts_payload(&self) -> bool {
+        matches!(self, Self::Hpcc(h) if h.window_payload)
+    }
+
     /// Request packets carry an INT header after the BTH, which switches stamp and the
     /// responder echoes in its ACKs (`roce_wire::int`): HPCC's. Only between NICs that both run
     /// it; rxe would not parse it.

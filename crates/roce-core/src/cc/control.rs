@@ -41,14 +41,11 @@ pub(crate) struct Ack {
 pub(crate) trait CongestionControl: fmt::Debug + Send {
     /// The rate the requester may send at, bits per second; `None` is no limit.
     fn rate_bps(&self) -> Option<f64>;
-    /// The bytes on the wire (or of payload, [`Self::window_counts_payload`]) the requester
-    /// may have unacknowledged; `None` is no limit (the QP's PSN window still applies).
+    /// The bytes on the wire (or of payload, [`crate::Congestion::window_counts_payload`]) the
+    /// requester may have unacknowledged; `None` is no limit (the QP's PSN window still
+    /// applies).
     fn window_bytes(&self) -> Option<u64> {
         None
-    }
-    /// The window counts payload bytes in flight (ns-3's), not bytes on the wire.
-    fn window_counts_payload(&self) -> bool {
-        false
     }
     /// The rate it is climbing back to, bits per second; `None` is no limit (or none kept).
     fn target_bps(&self) -> Option<f64> {

@@ -39,6 +39,8 @@ pub(crate) struct Flight {
     bytes: u64,
     /// Their bytes of payload (TCP's and ns-3's `snd_nxt − snd_una`).
     payload: u64,
+    /// The window bounds `payload` rather than `bytes` ([`Flight::windowed`]).
+    counts_payload: bool,
 }
 
 /// What an acknowledgement covered.
@@ -52,13 +54,33 @@ pub(crate) struct Covered {
 
 impl Flight {
     /// Bytes on the wire in flight.
+    #[cfg(test)]
     pub(crate) fn bytes(&self) -> u64 {
         self.bytes
     }
 
     /// Bytes of payload in flight.
+    #[cfg(test)]
     pub(crate) fn payload(&self) -> u64 {
         self.payload
+    }
+
+    /// A record whose window counts payload bytes (`true`, ns-3's count) or bytes on the wire.
+    pub(crate) fn counting_payload(counts_payload: bool) -> Self {
+        Self {
+            counts_payload,
+            ..Self::default()
+        }
+    }
+
+    /// What the window bounds: the bytes on the wire in flight, or their payload.
+    #[inline]
+    pub(crate) fn windowed(&self) -> u64 {
+        if self.counts_payload {
+            self.payload
+        } else {
+            self.bytes
+        }
     }
 
     /// A request packet with PSNs `psn..psn + npsn`, `(bytes, payload)` bytes on the wire and
@@ -154,6 +176,18 @@ mod tests {
         flight.sent(at(500), (Psn::new(1), 1), (1000, 900), true);
         let covered = flight.acknowledged(Psn::new(2), at(900));
         assert_eq!((covered.bytes, covered.rtt), (2000, None));
+    }
+
+    #[test]
+    fn the_window_counts_the_bytes_on_the_wire_or_their_payload() {
+        for (counts_payload, windowed) in [(false, 2000), (true, 1800)] {
+            let mut flight = Flight::counting_payload(counts_payload);
+            flight.sent(at(0), (Psn::new(0), 1), (1000, 900), false);
+            flight.sent(at(10), (Psn::new(1), 1), (1000, 900), false);
+            assert_eq!(flight.windowed(), windowed);
+            flight.acknowledged(Psn::new(1), at(100));
+            assert_eq!(flight.windowed(), windowed / 2);
+        }
     }
 
     #[test]

@@ -210,10 +210,6 @@ impl CongestionControl for Hpcc {
         Some(self.window)
     }
 
-    fn window_counts_payload(&self) -> bool {
-        self.config.window_payload
-    }
-
     fn target_bps(&self) -> Option<f64> {
         Some(self.rate_c)
     }

@@ -62,7 +62,9 @@ impl QpCongestion {
         Self {
             rp,
             pacer: pacer::Pacer::default(),
-            flight: config.congestion.hears_acks().then(flight::Flight::default),
+            flight: config.congestion.hears_acks().then(|| {
+                flight::Flight::counting_payload(config.congestion.window_counts_payload())
+            }),
             np: np::Notifier::default(),
             cnps_received: 0,
         }
@@ -76,15 +78,9 @@ impl QpCongestion {
         let Some(flight) = &self.flight else {
             return true;
         };
-        let Some(window) = self.rp.window_bytes() else {
-            return true;
-        };
-        let in_flight = if self.rp.window_counts_payload() {
-            flight.payload()
-        } else {
-            flight.bytes()
-        };
-        in_flight < window.max(1)
+        self.rp
+            .window_bytes()
+            .is_none_or(|window| flight.windowed() < window.max(1))
     }
 
     /// Every request asks for an ACK (AckReq), for an algorithm that hears ACKs: only ACKs
