@@ -28,7 +28,7 @@ RUNS=${RUNS:-3}
 need ib_write_bw perftest
 cargo build -q --release -p roce -p roce-verbs-so -p roce-rdmacm-so -p roce-blast
 ROCE=$PWD/target/release/roce
-BLAST=$PWD/target/release/roce-blast
+STEADY_BLAST=$PWD/target/release/roce-blast
 scratch STEADY_LOG
 A_IP=198.18.2.1; B_IP=198.18.2.2
 veth_pair roce-bench-xa.$$ roce-bench-xb.$$ "$A_IP" "$B_IP"
@@ -83,15 +83,15 @@ declare -A R
 for i in $(seq "$RUNS"); do
     # Alternate which goes first, so that a trend in the machine's load does not favour one.
     if [ $((i % 2)) = 1 ]; then
-        R[perf_bw]+="$(steady "$BLAST" perf_write) "; R[exec_bw]+="$(steady "$BLAST" exec_write) "
+        R[perf_bw]+="$(steady perf_write) "; R[exec_bw]+="$(steady exec_write) "
         R[perf_lat]+="$(perf_lat) "; R[exec_lat]+="$(exec_lat) "
-        R[private_bw]+="$(steady "$BLAST" exec_write --private-nic) "; R[private_lat]+="$(exec_lat --private-nic) "
-        R[exec_bw2]+="$(steady "$BLAST" exec_write2) "
+        R[private_bw]+="$(steady exec_write --private-nic) "; R[private_lat]+="$(exec_lat --private-nic) "
+        R[exec_bw2]+="$(steady exec_write2) "
     else
-        R[exec_bw]+="$(steady "$BLAST" exec_write) "; R[perf_bw]+="$(steady "$BLAST" perf_write) "
+        R[exec_bw]+="$(steady exec_write) "; R[perf_bw]+="$(steady perf_write) "
         R[exec_lat]+="$(exec_lat) "; R[perf_lat]+="$(perf_lat) "
-        R[exec_bw2]+="$(steady "$BLAST" exec_write2) "
-        R[private_lat]+="$(exec_lat --private-nic) "; R[private_bw]+="$(steady "$BLAST" exec_write --private-nic) "
+        R[exec_bw2]+="$(steady exec_write2) "
+        R[private_lat]+="$(exec_lat --private-nic) "; R[private_bw]+="$(steady exec_write --private-nic) "
     fi
 done
 med() { tr ' ' '\n' <<<"${R[$1]}" | grep . | median | awk '{printf "%.4g", $1}'; }

@@ -364,9 +364,10 @@ guest_stop
 # The block in docs/benchmarks.md.
 median() { tr ' ' '\n' | grep . | sort -g | awk '{v[NR]=$1} END{print (NR%2 ? v[(NR+1)/2] : (v[NR/2]+v[NR/2+1])/2)}'; }
 med() { median <<<"${R[$1]}"; }
-ratio() { awk -v a="$(med "$1")" -v b="$(med "$2")" 'BEGIN{printf "%.2f", a/b}'; }
-# The ratio unrounded, for the verdicts: 1.003 is not within "≤ 1" because it prints as 1.00.
+# The ratio unrounded, for the verdicts (1.003 is not within "≤ 1" because it prints as 1.00),
+# and as printed.
 exact() { awk -v a="$(med "$1")" -v b="$(med "$2")" 'BEGIN{printf "%.9f", a/b}'; }
+ratio() { printf '%.2f' "$(exact "$1" "$2")"; }
 all() { sed 's/ $//; s/ /, /g' <<<"${R[$1]}"; }
 xs() { sed 's/ $//; s/ /, /g' <<<"${X[$1]:-}"; }
 ds() { sed 's/ $//; s/ /, /g' <<<"${D[$1]:-}"; }

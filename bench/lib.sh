@@ -9,8 +9,8 @@
 # sets VAR to a new temporary file (directory, with -d), removed with the namespaces.
 #   need_root
 # ends the script with a SKIP line (status 0) unless it runs as root, as namespaces need.
-#   steady BLAST CMD…
-# runs CMD, a goodput cell that prints its figures, with `BLAST cores` (bench/blast) sampling
+#   steady CMD…
+# runs CMD, a goodput cell that prints its figures, with `$STEADY_BLAST cores` (bench/blast) sampling
 # how far apart CPUs 0 and 1 are meanwhile; while they were far apart (a cache line's round
 # trip over STEADY_FAR_NS, 150) in more than STEADY_FAR % (25) of the samples, runs it again,
 # at most STEADY_TRIES (3) times in all, ours and the anchors alike; prints the last run's
@@ -58,15 +58,14 @@ need() {
     apt-get update -qq
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${@:2}" >/dev/null
 }
-# steady BLAST CMD…: see the top of this file.
+# steady CMD…: see the top of this file.
 steady() {
-    local blast=$1 tries=0 far out samples watch
-    shift
+    local tries=0 far out samples watch
     while :; do
         tries=$((tries + 1))
         samples=$(mktemp)
         if [ "$(nproc)" -ge 2 ]; then
-            "$blast" cores --round-trips 1000 --every-ms 50 >"$samples" 2>/dev/null & watch=$!
+            "$STEADY_BLAST" cores --round-trips 1000 --every-ms 50 >"$samples" 2>/dev/null & watch=$!
         else
             watch=''
         fi

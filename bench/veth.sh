@@ -32,7 +32,7 @@ cargo build -q --release -p roce -p roce-blast
 ROCE=$PWD/target/release/roce
 BLAST=$PWD/target/release/roce-blast
 scratch TMP -d
-STEADY_LOG=$TMP/steady.log; : >"$STEADY_LOG"
+STEADY_BLAST=$BLAST STEADY_LOG=$TMP/steady.log; : >"$STEADY_LOG"
 A_IP=198.18.2.1; B_IP=198.18.2.2; A_RAW=198.18.2.3; B_RAW=198.18.2.4
 veth_pair roce-bench-a.$$ roce-bench-b.$$ "$A_IP" "$B_IP"
 
@@ -144,28 +144,28 @@ udp_lat() {  # [--nonblocked]: sockperf (14 bytes, its smallest message), one-wa
 
 declare -A R
 for _ in $(seq "$RUNS"); do
-    read -r mb us <<<"$(steady "$BLAST" roce_write udp 1024)"; R[udp1024]+="$mb "
-    read -r mb us <<<"$(steady "$BLAST" roce_write udp 4096)"; R[udp4096]+="$mb "; R[udp4096user]+="$us "
-    read -r mb us <<<"$(steady "$BLAST" roce_write raw 1024)"; R[raw1024]+="$mb "
-    read -r mb us <<<"$(steady "$BLAST" roce_write raw 4096)"; R[raw4096]+="$mb "; R[raw4096user]+="$us "
-    R[blast1040]+="$(steady "$BLAST" udp_blast 1040) "; R[blast4112]+="$(steady "$BLAST" udp_blast 4112) "
-    read -r mb mpps us <<<"$(steady "$BLAST" offload_blast 4112)"; R[oblast4112]+="$mb "; R[oblast4112sys]+="$us "
-    read -r mb mpps us <<<"$(steady "$BLAST" offload_blast 96)"; R[oblast96pps]+="$mpps "
-    R[tcp]+="$(steady "$BLAST" tcp) "
+    read -r mb us <<<"$(steady roce_write udp 1024)"; R[udp1024]+="$mb "
+    read -r mb us <<<"$(steady roce_write udp 4096)"; R[udp4096]+="$mb "; R[udp4096user]+="$us "
+    read -r mb us <<<"$(steady roce_write raw 1024)"; R[raw1024]+="$mb "
+    read -r mb us <<<"$(steady roce_write raw 4096)"; R[raw4096]+="$mb "; R[raw4096user]+="$us "
+    R[blast1040]+="$(steady udp_blast 1040) "; R[blast4112]+="$(steady udp_blast 4112) "
+    read -r mb mpps us <<<"$(steady offload_blast 4112)"; R[oblast4112]+="$mb "; R[oblast4112sys]+="$us "
+    read -r mb mpps us <<<"$(steady offload_blast 96)"; R[oblast96pps]+="$mpps "
+    R[tcp]+="$(steady tcp) "
     read -r t p99 p999 <<<"$(roce_lat)"; R[rlat]+="$t "; R[rlat99]+="$p99 "; R[rlat999]+="$p999 "
     read -r t p99 p999 <<<"$(roce_lat --busy-poll)"; R[rlatbusy]+="$t "; R[rlatbusy99]+="$p99 "; R[rlatbusy999]+="$p999 "
     read -r t p99 p999 <<<"$(roce_lat --busy-poll raw)"; R[rawlatbusy]+="$t "; R[rawlatbusy99]+="$p99 "; R[rawlatbusy999]+="$p999 "
     read -r t p99 p999 <<<"$(udp_lat)"; R[ulat]+="$t "; R[ulat99]+="$p99 "; R[ulat999]+="$p999 "
     read -r t p99 p999 <<<"$(udp_lat --nonblocked)"; R[ulatspin]+="$t "; R[ulatspin99]+="$p99 "; R[ulatspin999]+="$p999 "
-    R[rate64busy]+="$(steady "$BLAST" roce_rate --busy-poll) "; R[rate64]+="$(steady "$BLAST" roce_rate) "
+    R[rate64busy]+="$(steady roce_rate --busy-poll) "; R[rate64]+="$(steady roce_rate) "
     for q in 1 10 100 1000; do
-        read -r bw jain <<<"$(steady "$BLAST" roce_qps "$q")"
+        read -r bw jain <<<"$(steady roce_qps "$q")"
         R[q$q]+="$bw "; R[jain$q]+="$jain "
-        read -r mb mpps us <<<"$(steady "$BLAST" offload_blast 4112 "$q")"; R[oblastbuf$q]+="$mb "
+        read -r mb mpps us <<<"$(steady offload_blast 4112 "$q")"; R[oblastbuf$q]+="$mb "
     done
     for sn in $OP_SIZES; do
         for op in write read; do
-            read -r bw resent <<<"$(steady "$BLAST" roce_op "$op" "${sn%:*}" "${sn#*:}")"
+            read -r bw resent <<<"$(steady roce_op "$op" "${sn%:*}" "${sn#*:}")"
             R[$op${sn%:*}]+="$bw "; R[${op}resent${sn%:*}]+="$resent "
         done
     done

@@ -92,16 +92,17 @@ impl Flight {
         (bytes, payload): (u32, u32),
         again: bool,
     ) {
+        let payload = u16::try_from(payload).unwrap_or(u16::MAX);
         self.packets.push_back(Sent {
             psn,
             end: psn.wrapping_add(npsn),
             at: now,
             bytes,
-            payload: u16::try_from(payload).unwrap_or(u16::MAX),
+            payload,
             retransmitted: again,
         });
         self.bytes += u64::from(bytes);
-        self.payload += u64::from(self.packets.back().expect("just pushed").payload);
+        self.payload += u64::from(payload);
     }
 
     /// Every PSN before `una` is acknowledged, as seen at `now`: the packets wholly before it

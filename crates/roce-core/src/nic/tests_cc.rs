@@ -267,12 +267,7 @@ fn hpcc_counts_its_window_on_the_wire_or_in_payload_as_ns3() {
     let (requests, wire_payloads) = payloads(false);
     assert_stopped_at_the_window(&requests, 16_250, "hpcc");
     let (_, payloads) = payloads(true);
-    let total: usize = payloads.iter().sum();
-    assert!(total >= 16_250, "{} packets, {total} bytes", payloads.len());
-    assert!(
-        total - payloads[payloads.len() - 1] < 16_250,
-        "{total} bytes"
-    );
+    assert_filled(&payloads, 16_250, "hpcc, payload");
     assert!(
         payloads.len() > wire_payloads.len(),
         "the payload's count lets more packets go: {} against {}",
@@ -286,14 +281,20 @@ fn hpcc_counts_its_window_on_the_wire_or_in_payload_as_ns3() {
 /// payload and 42 bytes of Ethernet, IPv4 and UDP.
 fn assert_stopped_at_the_window(requests: &[(Vec<u8>, Ecn)], window: usize, what: &str) {
     let wire: Vec<usize> = requests.iter().map(|(b, _)| b.len() + 42).collect();
-    let total: usize = wire.iter().sum();
+    assert_filled(&wire, window, what);
+}
+
+/// Packets of `sizes` bytes, counted as the window counts them, fill `window` and stop there:
+/// the last one went while less than the window was in flight.
+fn assert_filled(sizes: &[usize], window: usize, what: &str) {
+    let total: usize = sizes.iter().sum();
     assert!(
         total >= window,
         "{what}: {} packets, {total} bytes",
-        wire.len()
+        sizes.len()
     );
     assert!(
-        total - wire[wire.len() - 1] < window,
+        total - sizes[sizes.len() - 1] < window,
         "{what}: {total} bytes"
     );
 }
