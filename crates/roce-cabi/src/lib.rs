@@ -7,6 +7,7 @@
 //! - [`os`]: `errno`, non-blocking descriptors, the panic guard of the exported functions.
 //! - [`FirstTime`]: a name said once on stderr; [`stubs!`]: the exported names that only fail.
 //! - [`ibv`]: the `<infiniband/verbs.h>` structures both libraries fill.
+//! - [`spawn_settled`]: a library's thread, started before the call that starts it returns.
 //! - [`cm`]: the private interface through which librdmacm reaches the engine's CM.
 //! - `build` (feature `build`): the relink of a staticlib into a `.so` with symbol versions,
 //!   for the build scripts of roce-verbs-so and roce-rdmacm-so.
@@ -26,6 +27,8 @@ pub mod os;
 mod stubs;
 #[cfg(feature = "testing")]
 pub mod testing;
+mod thread;
 
 pub use cbox::CBox;
 pub use stubs::FirstTime;
+pub use thread::spawn_settled;

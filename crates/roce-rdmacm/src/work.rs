@@ -30,13 +30,11 @@ static QUEUE: OnceLock<Mutex<Sender<Work>>> = OnceLock::new();
 pub(crate) fn report_later(id: usize, serial: u64, event: i32) {
     let queue = QUEUE.get_or_init(|| {
         let (tx, rx) = channel::<Work>();
-        let started = std::thread::Builder::new()
-            .name("roce-rdmacm-wq".into())
-            .spawn(move || {
-                while let Ok(w) = rx.recv() {
-                    run(&w);
-                }
-            });
+        let started = roce_cabi::spawn_settled("roce-rdmacm-wq", move || {
+            while let Ok(w) = rx.recv() {
+                run(&w);
+            }
+        });
         if let Err(err) = started {
             crate::note(
                 "work thread",

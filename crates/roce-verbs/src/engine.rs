@@ -25,27 +25,25 @@ impl Engine {
         spec.mtu = Some(model.spec.mtu());
         spec.link_local = model.iface.clone();
         let (tx, rx) = std::sync::mpsc::channel();
-        std::thread::Builder::new()
-            .name("roce-verbs-nic".into())
-            .spawn(move || {
-                let runtime = match spec.runtime() {
-                    Ok(rt) => rt,
-                    Err(e) => {
-                        let _ = tx.send(Err(format!("cannot start the NIC's runtime: {e}")));
-                        return;
-                    }
-                };
-                runtime.block_on(async move {
-                    let opened = spec.open().map_err(|e| e.with_advice("roce exec --ip"));
-                    let ok = opened.is_ok();
-                    let _ = tx.send(opened);
-                    if ok {
-                        // The device runs as long as the process: its task lives on this runtime.
-                        std::future::pending::<()>().await;
-                    }
-                });
-            })
-            .map_err(|e| format!("cannot start the NIC's thread: {e}"))?;
+        roce_cabi::spawn_settled("roce-verbs-nic", move || {
+            let runtime = match spec.runtime() {
+                Ok(rt) => rt,
+                Err(e) => {
+                    let _ = tx.send(Err(format!("cannot start the NIC's runtime: {e}")));
+                    return;
+                }
+            };
+            runtime.block_on(async move {
+                let opened = spec.open().map_err(|e| e.with_advice("roce exec --ip"));
+                let ok = opened.is_ok();
+                let _ = tx.send(opened);
+                if ok {
+                    // The device runs as long as the process: its task lives on this runtime.
+                    std::future::pending::<()>().await;
+                }
+            });
+        })
+        .map_err(|e| format!("cannot start the NIC's thread: {e}"))?;
         let opened = rx
             .recv()
             .map_err(|_| "the NIC's thread stopped".to_owned())??;

@@ -148,9 +148,7 @@ fn start_agent(ip: IpAddr, agent_program: &Path) -> io::Result<()> {
                 format!("cannot start {} agent: {err}", agent_program.display()),
             )
         })?;
-    std::thread::Builder::new()
-        .name("roce-agent-reaper".into())
-        .spawn(move || child.wait())?;
+    roce_cabi::spawn_settled("roce-agent-reaper", move || child.wait())?;
     Ok(())
 }
 

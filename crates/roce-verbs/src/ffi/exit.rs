@@ -79,15 +79,13 @@ pub(crate) fn write_stats_on_fatal_signals() {
     PIPE.store(writer.into_raw_fd(), Ordering::Relaxed);
     // SAFETY: getpid cannot fail.
     PID.store(unsafe { libc::getpid() }, Ordering::Relaxed);
-    let spawned = std::thread::Builder::new()
-        .name("roce-verbs-signals".into())
-        .spawn(move || {
-            let mut byte = [0u8];
-            if reader.read_exact(&mut byte).is_ok() {
-                guard((), state::write_stats);
-                die_by(c_int::from(byte[0]));
-            }
-        });
+    let spawned = roce_cabi::spawn_settled("roce-verbs-signals", move || {
+        let mut byte = [0u8];
+        if reader.read_exact(&mut byte).is_ok() {
+            guard((), state::write_stats);
+            die_by(c_int::from(byte[0]));
+        }
+    });
     if spawned.is_err() {
         return;
     }

@@ -34,17 +34,15 @@ pub fn spawn_receiver(
 ) -> io::Result<Arc<ReceiverStats>> {
     let stats = Arc::new(ReceiverStats::default());
     let counters = stats.clone();
-    std::thread::Builder::new()
-        .name(thread_name.clone())
-        .spawn(move || {
-            let mut segment = Vec::with_capacity(COPY_BUFFER);
-            let mut going = true;
-            while going && !stop.load(Ordering::Relaxed) {
-                if let Err(err) = rx.wait(Duration::from_millis(50)) {
-                    tracing::warn!(thread = %thread_name, error = %err, "receive failed");
-                    return;
-                }
-                rx.poll_frames(usize::MAX, |frame| {
+    roce_cabi::spawn_settled(&thread_name.clone(), move || {
+        let mut segment = Vec::with_capacity(COPY_BUFFER);
+        let mut going = true;
+        while going && !stop.load(Ordering::Relaxed) {
+            if let Err(err) = rx.wait(Duration::from_millis(50)) {
+                tracing::warn!(thread = %thread_name, error = %err, "receive failed");
+                return;
+            }
+            rx.poll_frames(usize::MAX, |frame| {
                     if !going {
                         return true;
                     }
@@ -68,12 +66,12 @@ pub fn spawn_receiver(
                     }
                     true
                 });
-                let lost = rx.take_ring_drops(false);
-                if lost > 0 {
-                    counters.ring_full.fetch_add(lost, Ordering::Relaxed);
-                    tracing::debug!(thread = %thread_name, lost, "frames dropped by the kernel, ring full");
-                }
+            let lost = rx.take_ring_drops(false);
+            if lost > 0 {
+                counters.ring_full.fetch_add(lost, Ordering::Relaxed);
+                tracing::debug!(thread = %thread_name, lost, "frames dropped by the kernel, ring full");
             }
-        })?;
+        }
+    })?;
     Ok(stats)
 }
