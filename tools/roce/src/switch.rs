@@ -12,9 +12,9 @@
 //! 0x8808, opcode 0x0101, IEEE 802.1Qbb) are sent to the host of an ingress port whose bytes
 //! held pass XOFF; PFC and 802.3x PAUSE frames that a host (or another switch) sends stop this
 //! switch's egress towards it for the priorities and quanta they name, so pauses propagate
-//! through chained switches. An untagged IPv4 RoCEv2 request that carries HPCC's INT header
-//! (`roce_wire::int`, flagged in the BTH) takes the egress port's record as it leaves (queue,
-//! bytes sent, time, rate); the UDP checksum is written again, the ICRC needs nothing (it
+//! through chained switches. A RoCEv2 request (IPv4 or IPv6, 802.1Q-tagged or not) that
+//! carries HPCC's INT header (`roce_wire::int`, flagged in the BTH) takes the egress port's
+//! record as it leaves (queue, bytes sent, time, rate); the UDP checksum is written again, the ICRC needs nothing (it
 //! hashes the INT header as ones). With `--pint`, every egress meters its utilisation
 //! (`roce_wire::pint`) and raises the value of a request that carries HPCC-PINT's header.
 //!
@@ -24,7 +24,7 @@
 mod args;
 
 use std::collections::HashMap;
-use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
+use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -416,21 +416,29 @@ impl Bridge {
     }
 }
 
-/// The model's packet for an IP frame (its ECN bits and DSCP given): the frame past
-/// [`MODEL_HEADER`], split off `frame`, which keeps its head. The model needs no addresses (it
-/// forwards to the egress it is told and keys nothing by them), but an untagged IPv4 RoCEv2
-/// frame's packet goes to port 4791, so that the model reads its UDP payload as RoCE and
-/// stamps HPCC's INT header if it carries one (`roce_wire::int`).
+/// The model's packet for an IP frame (its ECN bits and DSCP given): the frame past its
+/// headers, split off `frame`, which keeps its head. The model needs no addresses (it forwards
+/// to the egress it is told and keys nothing by them), but a RoCEv2 frame's packet goes to
+/// port 4791 at an address of its IP version: the model reads its UDP payload as RoCE and
+/// stamps HPCC's INT header if it carries one (`roce_wire::int`), and counts the packet's
+/// headers as that version's (an 802.1Q tag's 4 bytes are not counted). Other frames are cut
+/// at [`MODEL_HEADER`], so the model counts them whole.
 fn to_model(frame: &mut Vec<u8>, ecn: Ecn, dscp: u8) -> SimPacket {
-    let roce = frame.len() >= MODEL_HEADER
-        && frame[12..14] == [0x08, 0x00]
-        && frame[14] == 0x45
-        && frame[23] == 17
-        && frame[36..38] == roce_wire::ROCE_V2_UDP_PORT.to_be_bytes();
-    let split = frame.len().min(MODEL_HEADER);
+    let (split, nowhere) = match rewrite::roce_payload_at(frame) {
+        Some((at, false)) => (
+            at,
+            SocketAddr::from((Ipv4Addr::UNSPECIFIED, roce_wire::ROCE_V2_UDP_PORT)),
+        ),
+        Some((at, true)) => (
+            at,
+            SocketAddr::from((Ipv6Addr::UNSPECIFIED, roce_wire::ROCE_V2_UDP_PORT)),
+        ),
+        None => (
+            frame.len().min(MODEL_HEADER),
+            SocketAddr::from((Ipv4Addr::UNSPECIFIED, 0)),
+        ),
+    };
     let payload = frame.split_off(split);
-    let port = if roce { roce_wire::ROCE_V2_UDP_PORT } else { 0 };
-    let nowhere = SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, port));
     let mut packet = SimPacket::new(nowhere, nowhere, payload);
     packet.ecn = ecn;
     packet.dscp = dscp;

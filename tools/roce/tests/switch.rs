@@ -16,6 +16,9 @@ use std::time::Duration;
 
 const A_IP: &str = "198.18.2.1";
 const B_IP: &str = "198.18.2.2";
+/// The same hosts over IPv6 (the ULA fd00:198:18::/48's subnet 2, on the test's veths only).
+const A_IP6: &str = "fd00:198:18:2::1";
+const B_IP6: &str = "fd00:198:18:2::2";
 
 /// Namespaces a, b and s; veths a:va—s:sa and b:vb—s:sb. Removed on drop. Their names carry
 /// the test's tag: the tests of this file run at once in one process, and a name another test
@@ -45,9 +48,9 @@ impl Topology {
         run_ok(&["ip", "netns", "add", &b]);
         run_ok(&["ip", "netns", "add", &s]);
         let topology = Self { a, b, s };
-        for (ns, host_dev, switch_dev, ip) in [
-            (&topology.a, "va", "sa", A_IP),
-            (&topology.b, "vb", "sb", B_IP),
+        for (ns, host_dev, switch_dev, ip, ip6) in [
+            (&topology.a, "va", "sa", A_IP, A_IP6),
+            (&topology.b, "vb", "sb", B_IP, B_IP6),
         ] {
             run_ok(&[
                 "ip",
@@ -66,6 +69,10 @@ impl Topology {
             ]);
             let cidr = format!("{ip}/24");
             run_ok(&["ip", "-n", ns, "addr", "add", &cidr, "dev", host_dev]);
+            let cidr6 = format!("{ip6}/64");
+            run_ok(&[
+                "ip", "-n", ns, "addr", "add", &cidr6, "dev", host_dev, "nodad",
+            ]);
             run_ok(&["ip", "-n", ns, "link", "set", host_dev, "up"]);
             run_ok(&["ip", "-n", ns, "link", "set", "lo", "up"]);
             run_ok(&["ip", "-n", &topology.s, "link", "set", switch_dev, "up"]);
@@ -97,11 +104,12 @@ fn json(out: &Output, who: &str) -> serde_json::Value {
     serde_json::from_str(last).unwrap_or_else(|e| panic!("{who}: {e}: {text}"))
 }
 
-/// Client, server and switch reports of 200 WRITEs of 64 KiB from a to b through `roce switch`
-/// at 100 Mb/s (with `switch_args` too: RED marking, say), both NICs running `cc` from 1 Gb/s
+/// Client, server and switch reports of 200 WRITEs of 64 KiB from a to b (at `b_ip`, IPv4 or
+/// IPv6) through `roce switch` at 100 Mb/s (with `switch_args` too: RED marking, say), both NICs running `cc` from 1 Gb/s
 /// with the options `cc_args` (`--cc-param`s) too.
 fn run_through_switch(
     net: &Topology,
+    b_ip: &str,
     cc: &str,
     cc_args: &[&str],
     switch_args: &[&str],
@@ -140,7 +148,7 @@ fn run_through_switch(
     let client = net
         .roce(
             &net.a,
-            &[&["perf", "write", B_IP], &sizes[..], &cc[..]].concat(),
+            &[&["perf", "write", b_ip], &sizes[..], &cc[..]].concat(),
         )
         .output()
         .unwrap();
@@ -179,7 +187,7 @@ fn dcqcn_through_roce_switch_marks_notifies_and_cuts_the_rate() {
         return;
     };
     let (client, server, switch) =
-        run_through_switch(&net, "dcqcn", &[], &["--ecn", "5000,50000,0.2"]);
+        run_through_switch(&net, B_IP, "dcqcn", &[], &["--ecn", "5000,50000,0.2"]);
     eprintln!("client: {client}\nserver: {server}\nswitch: {switch}");
     let towards_b = &switch["ports"][1];
     assert!(
@@ -208,10 +216,23 @@ fn dcqcn_through_roce_switch_marks_notifies_and_cuts_the_rate() {
 /// HPCC's window (T at line rate) allows about two packets per RTT, far from filling the link.
 #[test]
 fn hpcc_through_roce_switch_reads_the_int_records() {
-    let Some(net) = Topology::new("hpcc") else {
-        return;
-    };
-    let (client, server, switch) = run_through_switch(&net, "hpcc", &[], &[]);
+    if let Some(net) = Topology::new("hpcc") {
+        assert_hpcc_reads_the_records(&net, B_IP);
+    }
+}
+
+/// The same over IPv6: the switch finds the INT header behind the IPv6 header and writes the
+/// UDP checksum (which IPv6 requires) again.
+#[test]
+fn hpcc_over_ipv6_through_roce_switch_reads_the_int_records() {
+    if let Some(net) = Topology::new("hpcc6") {
+        assert_hpcc_reads_the_records(&net, B_IP6);
+    }
+}
+
+/// HPCC from a to b at `b_ip` through the switch hears the records (see above).
+fn assert_hpcc_reads_the_records(net: &Topology, b_ip: &str) {
+    let (client, server, switch) = run_through_switch(net, b_ip, "hpcc", &[], &[]);
     eprintln!("client: {client}\nserver: {server}\nswitch: {switch}");
     let u = client["congestion"]["alpha"].as_f64().unwrap();
     assert!(
@@ -260,7 +281,7 @@ fn hpcc_for_the_path(net: &Topology, cc_args: &[&str], switch_args: &[&str]) -> 
         "min_rate=10",
     ];
     let params = [&path[..], cc_args].concat();
-    let (client, server, switch) = run_through_switch(net, "hpcc", &params, switch_args);
+    let (client, server, switch) = run_through_switch(net, B_IP, "hpcc", &params, switch_args);
     eprintln!("client: {client}\nserver: {server}\nswitch: {switch}");
     assert!(
         client["congestion"]["rate_decreases"].as_u64().unwrap() > 0,

@@ -117,6 +117,26 @@ fn l4_checksum(frame: &[u8]) -> Option<(usize, u16)> {
     }
 }
 
+/// Where the UDP payload of a RoCEv2 datagram (UDP destination port 4791) starts in an
+/// Ethernet frame, VLAN tags and IPv4 options included, and whether its IP header is IPv6;
+/// `None` for any other frame, a fragment, or one cut short.
+pub fn roce_payload_at(frame: &[u8]) -> Option<(usize, bool)> {
+    let sliced = LaxSlicedPacket::from_ethernet(frame).ok()?;
+    let (payload, v6) = match sliced.net.as_ref()? {
+        LaxNetSlice::Ipv4(v4) => (v4.payload(), false),
+        LaxNetSlice::Ipv6(v6) => (v6.payload(), true),
+        LaxNetSlice::Arp(_) => return None,
+    };
+    if payload.incomplete || payload.fragmented || payload.ip_number != IpNumber::UDP {
+        return None;
+    }
+    let (udp, data) = UdpHeader::from_slice(payload.payload).ok()?;
+    if udp.destination_port != crate::ROCE_V2_UDP_PORT {
+        return None;
+    }
+    Some((offset_in(frame, data)?, v6))
+}
+
 #[derive(Debug, Clone, Copy)]
 enum IpVersion {
     V4,

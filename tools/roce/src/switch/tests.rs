@@ -14,54 +14,103 @@ fn options_parse_and_refuse() {
     assert_eq!(parse_pfc("60000,40000").map(|p| p.priorities), Ok(8));
 }
 
-/// An IPv4 RoCEv2 frame of a request that carries HPCC's INT header, with its UDP checksum and
-/// ICRC written.
-fn int_frame() -> Vec<u8> {
+/// A RoCEv2 frame of a request that carries HPCC's INT header, with its UDP checksum and ICRC
+/// written: IPv4 or IPv6, with or without an 802.1Q tag (VLAN 100, priority 3).
+fn int_frame(v6: bool, tagged: bool) -> Vec<u8> {
+    use etherparse::PacketBuilder;
     use roce_wire::{PseudoHeader, icrc, int};
     let mut payload = vec![0u8; 12 + int::HEADER_LEN + 16 + 64 + 4];
     payload[0] = 0x0a; // RC RDMA WRITE ONLY
     payload[2..4].copy_from_slice(&[0xff, 0xff]);
     payload[int::BTH_FLAG_BYTE] = int::BTH_FLAG;
     int::Repr::default().emit(&mut payload[12..]);
-    let (src, dst) = ("198.18.0.1:49152", "198.18.0.2:4791");
-    let header = PseudoHeader::for_datagram(src.parse().unwrap(), dst.parse().unwrap(), 0).unwrap();
+    let (src, dst): (SocketAddr, SocketAddr) = if v6 {
+        (
+            "[fd00::1]:49152".parse().unwrap(),
+            "[fd00::2]:4791".parse().unwrap(),
+        )
+    } else {
+        (
+            "198.18.0.1:49152".parse().unwrap(),
+            "198.18.0.2:4791".parse().unwrap(),
+        )
+    };
+    let header = PseudoHeader::for_datagram(src, dst, 0).unwrap();
     icrc::seal(&header, &mut payload);
-    let mut frame = vec![2, 0, 0, 0, 0, 2, 2, 0, 0, 0, 0, 1, 0x08, 0x00];
-    let total = (20 + 8 + payload.len()) as u16;
-    frame.extend_from_slice(&[0x45, 0x00]);
-    frame.extend_from_slice(&total.to_be_bytes());
-    frame.extend_from_slice(&[0, 0, 0x40, 0, 64, 17, 0, 0, 198, 18, 0, 1, 198, 18, 0, 2]);
-    frame.extend_from_slice(&49152u16.to_be_bytes());
-    frame.extend_from_slice(&4791u16.to_be_bytes());
-    frame.extend_from_slice(&(8 + payload.len() as u16).to_be_bytes());
-    frame.extend_from_slice(&[0x12, 0x34]); // not 0 ("none"): written below
-    frame.extend_from_slice(&payload);
-    assert!(rewrite::fill_l4_checksum(&mut frame));
+    let eth = PacketBuilder::ethernet2([2, 0, 0, 0, 0, 1], [2, 0, 0, 0, 0, 2]);
+    let mut frame = Vec::new();
+    let written = match (src, dst, tagged) {
+        (SocketAddr::V4(s), SocketAddr::V4(d), false) => eth
+            .ipv4(s.ip().octets(), d.ip().octets(), 64)
+            .udp(s.port(), d.port())
+            .write(&mut frame, &payload),
+        (SocketAddr::V4(s), SocketAddr::V4(d), true) => eth
+            .vlan(vlan())
+            .ipv4(s.ip().octets(), d.ip().octets(), 64)
+            .udp(s.port(), d.port())
+            .write(&mut frame, &payload),
+        (SocketAddr::V6(s), SocketAddr::V6(d), false) => eth
+            .ipv6(s.ip().octets(), d.ip().octets(), 64)
+            .udp(s.port(), d.port())
+            .write(&mut frame, &payload),
+        (SocketAddr::V6(s), SocketAddr::V6(d), true) => eth
+            .vlan(vlan())
+            .ipv6(s.ip().octets(), d.ip().octets(), 64)
+            .udp(s.port(), d.port())
+            .write(&mut frame, &payload),
+        _ => unreachable!("one family"),
+    };
+    written.expect("a frame");
     frame
 }
 
-/// A real frame with an INT header through the model: it leaves with one record, its UDP
-/// checksum written again and its ICRC still valid (the ICRC hashes the INT header as ones).
+/// VLAN 100 at priority 3.
+fn vlan() -> etherparse::VlanHeader {
+    etherparse::VlanHeader::Single(etherparse::SingleVlanHeader {
+        pcp: etherparse::VlanPcp::try_new(3).unwrap(),
+        drop_eligible_indicator: false,
+        vlan_id: etherparse::VlanId::try_new(100).unwrap(),
+        ether_type: etherparse::EtherType(0),
+    })
+}
+
+/// A real frame with an INT header through the model, over IPv4 and IPv6, tagged or not: it
+/// leaves with one record, its UDP checksum written again and its ICRC still valid (the ICRC
+/// hashes the INT header as ones), and the model counted its bytes on the wire (an 802.1Q tag
+/// apart).
 #[test]
 fn a_real_frame_with_int_leaves_with_one_record_and_valid_checksums() {
     use roce_wire::frame::{Frame, LinkType};
     use roce_wire::int;
-    let mut frame = int_frame();
-    let sent = frame.clone();
-    let packet = to_model(&mut frame, Ecn::NotEct, 26);
-    let mut switch = Switch::new(SwitchConfig::default(), 2, Vec::new(), 1);
-    assert!(switch.receive_to(Instant::ZERO, 0, 1, packet));
-    let later = Instant::from_micros(50);
-    switch.advance(later);
-    let out = switch.deliver(later, 1).expect("delivered");
-    let out = from_model(frame, &out);
-    assert_eq!(out.len(), sent.len());
-    let records = int::Packet::new_checked(&out[42 + 12..]).unwrap().nhop();
-    assert_eq!(records, 1);
-    let mut again = out.clone();
-    rewrite::fill_l4_checksum(&mut again);
-    assert_eq!(again, out, "the UDP checksum is right");
-    assert_ne!(out[40..42], sent[40..42], "and was written again");
-    let parsed = Frame::parse(LinkType::Ethernet, &out).unwrap();
-    assert_eq!(parsed.verify_icrc(), Ok(()));
+    for (v6, tagged) in [(false, false), (false, true), (true, false), (true, true)] {
+        let what = format!("v6 {v6} tagged {tagged}");
+        let mut frame = int_frame(v6, tagged);
+        let sent = frame.clone();
+        let bth = 14 + 4 * usize::from(tagged) + if v6 { 48 } else { 28 };
+        let packet = to_model(&mut frame, Ecn::NotEct, 26);
+        assert_eq!(
+            packet.wire_len(),
+            sent.len() - 4 * usize::from(tagged),
+            "{what}"
+        );
+        let mut switch = Switch::new(SwitchConfig::default(), 2, Vec::new(), 1);
+        assert!(switch.receive_to(Instant::ZERO, 0, 1, packet));
+        let later = Instant::from_micros(50);
+        switch.advance(later);
+        let out = switch.deliver(later, 1).expect("delivered");
+        let out = from_model(frame, &out);
+        assert_eq!(out.len(), sent.len(), "{what}");
+        let records = int::Packet::new_checked(&out[bth + 12..]).unwrap().nhop();
+        assert_eq!(records, 1, "{what}");
+        let mut again = out.clone();
+        assert!(rewrite::fill_l4_checksum(&mut again), "{what}");
+        assert_eq!(again, out, "the UDP checksum is right: {what}");
+        assert_ne!(
+            out[bth - 2..bth],
+            sent[bth - 2..bth],
+            "and was written again: {what}"
+        );
+        let parsed = Frame::parse(LinkType::Ethernet, &out).unwrap();
+        assert_eq!(parsed.verify_icrc(), Ok(()), "{what}");
+    }
 }

@@ -110,3 +110,73 @@ fn malformed_ip_headers_pass_unharmed() {
         let _ = ip_marking(&frame);
     }
 }
+
+/// A UDP datagram to `port` carrying `payload`, as an Ethernet frame: IPv4 or IPv6, with or
+/// without an 802.1Q tag.
+fn udp_frame(v6: bool, tagged: bool, port: u16, payload: &[u8]) -> Vec<u8> {
+    use etherparse::PacketBuilder;
+    let eth = PacketBuilder::ethernet2([2, 0, 0, 0, 0, 1], [2, 0, 0, 0, 0, 2]);
+    let mut frame = Vec::new();
+    let written = match (v6, tagged) {
+        (false, false) => eth
+            .ipv4([198, 18, 0, 1], [198, 18, 0, 2], 64)
+            .udp(49152, port)
+            .write(&mut frame, payload),
+        (false, true) => eth
+            .single_vlan(100.try_into().unwrap())
+            .ipv4([198, 18, 0, 1], [198, 18, 0, 2], 64)
+            .udp(49152, port)
+            .write(&mut frame, payload),
+        (true, false) => eth
+            .ipv6([0xfd; 16], [0xfe; 16], 64)
+            .udp(49152, port)
+            .write(&mut frame, payload),
+        (true, true) => eth
+            .single_vlan(100.try_into().unwrap())
+            .ipv6([0xfd; 16], [0xfe; 16], 64)
+            .udp(49152, port)
+            .write(&mut frame, payload),
+    };
+    written.expect("a frame");
+    frame
+}
+
+#[test]
+fn a_roce_payload_is_found_behind_any_ip_header_and_tag() {
+    let payload = [0xabu8; 40];
+    for (v6, tagged, at) in [
+        (false, false, 42),
+        (false, true, 46),
+        (true, false, 62),
+        (true, true, 66),
+    ] {
+        let frame = udp_frame(v6, tagged, 4791, &payload);
+        assert_eq!(
+            roce_payload_at(&frame),
+            Some((at, v6)),
+            "v6 {v6} tagged {tagged}"
+        );
+        assert_eq!(&frame[at..], &payload);
+        // Another port is not RoCEv2.
+        assert_eq!(
+            roce_payload_at(&udp_frame(v6, tagged, 4792, &payload)),
+            None
+        );
+    }
+    // An IPv4 header with options: the payload is past them.
+    let mut frame = udp_frame(false, false, 4791, &payload);
+    frame.splice(34..34, [1u8, 1, 1, 0]); // NOP NOP NOP EOL
+    frame[14] = 0x46;
+    let total = u16::from_be_bytes([frame[16], frame[17]]) + 4;
+    frame[16..18].copy_from_slice(&total.to_be_bytes());
+    assert_eq!(roce_payload_at(&frame), Some((46, false)));
+    // A fragment, a frame cut inside its UDP header, and ARP are not.
+    let mut fragment = udp_frame(false, false, 4791, &payload);
+    fragment[20] = 0x20; // more fragments
+    assert_eq!(roce_payload_at(&fragment), None);
+    let cut = &udp_frame(false, false, 4791, &payload)[..38];
+    assert_eq!(roce_payload_at(cut), None);
+    let mut arp = vec![0u8; 60];
+    arp[12..14].copy_from_slice(&0x0806u16.to_be_bytes());
+    assert_eq!(roce_payload_at(&arp), None);
+}
