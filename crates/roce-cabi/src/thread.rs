@@ -1,18 +1,19 @@
 //! Threads that have finished starting when the call that starts them returns.
 //!
 //! A program sees our libraries as it would see rdma-core's, which start no thread of their
-//! own: when a verb returns, nothing of the library runs beside the program. Middleware counts
-//! on that. UCX, in the first `ucp_init` after it opened the device, rewrites the first bytes
-//! of libc's `munmap` and `mmap` in place to hook them (`UCX_MEM_MMAP_HOOK_MODE=bistro`, its
-//! default on x86-64), with no lock a thread of ours could take. A thread still starting then
-//! makes its first allocation: for a library the program loaded with `dlopen`, the first use
-//! of its thread-locals (`__tls_get_addr`) allocates them, and glibc gives the thread's first
-//! allocation a heap of its own, which `mmap`s twice the heap's size and `munmap`s the
-//! unaligned ends. Run through the half-written `munmap`, a rank of Open MPI over UCX died of
-//! a segmentation fault ("Invalid permissions") in such a thread, about once in a few
-//! thousand processes (one rank in one of about a dozen CI runs of the 16-rank test, none in
-//! 60 runs of it alone): the backtrace was `__munmap` ← `malloc` ← `__tls_get_addr` ← our
-//! library, in a thread just started.
+//! own: when a verb returns, nothing of the library runs beside the program, and middleware
+//! may count on that. UCX, as it opens a device (its registration cache asks for memory
+//! events), hooks libc's `munmap` and `mmap` by rewriting their first bytes in place
+//! (`UCX_MEM_MMAP_HOOK_MODE=bistro`, its default on x86-64), with no lock a thread of ours
+//! could take: a thread that calls them meanwhile runs half-written code. A thread still
+//! starting makes its first allocations: for a library the program loaded with `dlopen`, the
+//! first use of its thread-locals (`__tls_get_addr`) allocates them, and glibc gives a
+//! thread's first allocation a heap of its own, which `mmap`s twice the heap's size and
+//! `munmap`s the unaligned ends. A rank of Open MPI over UCX died of a segmentation fault
+//! ("Invalid permissions") in such a thread of ours, just started, in `__munmap` under
+//! `malloc` under `__tls_get_addr` — once, in one of about a dozen CI runs of the 16-rank
+//! test; 60 runs of that test alone, with the other core loaded, did not bring it back, so
+//! the race above is read from that one backtrace.
 //!
 //! [`spawn_settled`] returns once the thread has run that start (std's own, which sets the
 //! thread's name and its handle in a thread-local of the library std is linked into) and its
