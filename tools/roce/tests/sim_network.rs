@@ -177,6 +177,51 @@ fn hpcc_topology_and_flow_files_run_exactly_their_flows() {
     assert_eq!(got, want);
 }
 
+/// HPCC's T left at its 13 µs default on a star whose hosts are 4.16 µs apart (two 1 µs links,
+/// a 1 024-byte packet's 81 ns on each): `roce sim` says before the run that ns-3 would take
+/// the topology's, with the `--set` that does; set so, or with no algorithm, it says nothing.
+#[test]
+fn hpcc_with_a_t_far_from_the_topologys_rtt_is_told_what_ns3_would_take() {
+    let dir = temp_dir("rtt");
+    let topo = dir.join("topo.txt");
+    std::fs::write(&topo, STAR).unwrap();
+    let flows = dir.join("flow.txt");
+    std::fs::write(&flows, "1\n0 1 3 100 20000 0.000001\n").unwrap();
+    let run = |congestion: &str, sets: &[&str]| {
+        let scenario = dir.join("s.toml");
+        let text = format!("[network]\ncongestion = \"{congestion}\"\n[run]\ndrain_us = 5000\n");
+        std::fs::write(&scenario, text).unwrap();
+        let out = dir.join(format!("out-{congestion}-{}", sets.len()));
+        let mut args = vec![
+            "sim",
+            scenario.to_str().unwrap(),
+            "--topology",
+            topo.to_str().unwrap(),
+            "--flows",
+            flows.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+        ];
+        for set in sets {
+            args.extend(["--set", set]);
+        }
+        let o = roce(&args);
+        assert!(o.status.success(), "{}", stderr(&o));
+        stderr(&o)
+    };
+    let told = run("hpcc", &[]);
+    assert!(
+        told.contains("HPCC's T (network.hpcc.base_rtt_ns) is 13.0 µs")
+            && told.contains("between two hosts of this topology is 4.2 µs")
+            && told.contains("`--set network.hpcc.base_rtt_ns=4162`"),
+        "{told}"
+    );
+    let set = run("hpcc", &["network.hpcc.base_rtt_ns=4162"]);
+    assert!(!set.contains("base_rtt_ns"), "{set}");
+    let none = run("none", &[]);
+    assert!(!none.contains("base_rtt_ns"), "{none}");
+}
+
 /// Runs `roce sim` with `extra` arguments and an out dir that exists and is empty, and checks
 /// it fails with exit status 2, says every one of `needles`, and left the directory empty.
 fn refused(tag: &str, scenario: &str, extra: &[(&str, &str)], needles: &[&str]) {

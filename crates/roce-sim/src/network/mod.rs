@@ -34,6 +34,7 @@
 //!
 //! Not modelled: links' `error_rate` (no random loss), multi-homed hosts (refused).
 
+mod base_rtt;
 mod deadlock;
 mod engine;
 mod events;
@@ -52,6 +53,7 @@ use crate::capture::Capture;
 use crate::pair::{PairConfig, Side, side};
 use crate::switch::{PortStats, SwitchConfig, SwitchOf, pfc_headroom};
 use crate::topology::{NodeId, NodeKind, Routes, Topology, TopologyError};
+pub use base_rtt::rtt_note;
 pub use deadlock::{CHECK_EVERY, Deadlock, PausedQueue};
 use events::EventQueue;
 pub use flows::{FlowOutcome, MAX_POSTED, REGION_LEN, RETH_BYTES, RunProgress, ideal_model};

@@ -121,6 +121,12 @@ pub(super) fn run(args: &Args, path: &Path, text: &str) -> anyhow::Result<ExitCo
                 plan.scenario.topology_source
             )
         })?;
+    if let Some(note) = roce_sim::network::rtt_note(
+        &plan.scenario.config.host.nic.congestion,
+        network.max_base_rtt(),
+    ) {
+        eprintln!("roce sim {name}: {note}");
+    }
     let out = args
         .out
         .clone()
