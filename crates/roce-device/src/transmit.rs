@@ -107,14 +107,20 @@ impl Outbox {
             let slot = slot_of(&self.buf[..transmit.len]);
             self.push(transmit, slot);
         }
+        // The engine's lock once for the batch, not once for each of its packets: taken per
+        // packet, its lock and unlock (two atomic operations) held 45 % of this function's
+        // samples in `perf record` of a 64 KiB WRITE client, 1.5 % of all its samples. A verb
+        // on another thread waits for the batch (at most the sender's segments) to be built.
+        let mut engine = engine.lock();
         while !self.batch.is_full() && self.taken < self.limit {
             let (at, ip_id) = (self.batch.len(), self.batch.next_ip_id());
             let buf = &mut self.buf[at..];
-            let fresh = &mut self.fresh;
             let transmit = if self.lending {
-                engine.step(|nic| nic.poll_transmit_lending(now, buf, ip_id, fresh))
+                engine
+                    .nic
+                    .poll_transmit_lending(now, buf, ip_id, &mut self.fresh)
             } else {
-                engine.step(|nic| nic.poll_transmit_segment(now, buf, ip_id))
+                engine.nic.poll_transmit_segment(now, buf, ip_id)
             };
             let Some(transmit) = transmit else {
                 break;
