@@ -136,31 +136,39 @@ fn the_small_leaf_spine_scenario_writes_every_output() {
 /// Three hosts on one switch in HPCC's topology format.
 const STAR: &str = "4 1 3\n3\n0 3 100Gbps 1us 0\n1 3 100Gbps 1us 0\n2 3 100Gbps 1us 0\n";
 
-#[test]
-fn hpcc_topology_and_flow_files_run_exactly_their_flows() {
-    let dir = temp_dir("files");
+/// `roce sim` of a scenario that runs `congestion` on the star of [`STAR`] with the flows of
+/// `flows` (HPCC's flow-file format), in `dir`, with `sets` (`--set`s); its output and where it
+/// wrote its files.
+fn sim_on_the_star(dir: &Path, congestion: &str, flows: &str, sets: &[&str]) -> (Output, PathBuf) {
     let scenario = dir.join("s.toml");
-    std::fs::write(
-        &scenario,
-        "[network]\ncongestion = \"none\"\n[run]\ndrain_us = 5000\n",
-    )
-    .unwrap();
+    let text = format!("[network]\ncongestion = \"{congestion}\"\n[run]\ndrain_us = 5000\n");
+    std::fs::write(&scenario, text).unwrap();
     let topo = dir.join("topo.txt");
     std::fs::write(&topo, STAR).unwrap();
-    let flows = dir.join("flow.txt");
-    let text = "3\n0 1 3 100 20000 0.000001\n2 1 3 100 50000 0.000002\n1 0 3 100 3000 0.000010\n";
-    std::fs::write(&flows, text).unwrap();
-    let out = dir.join("out");
-    let o = roce(&[
+    let flow_file = dir.join("flow.txt");
+    std::fs::write(&flow_file, flows).unwrap();
+    let out = dir.join(format!("out-{congestion}-{}", sets.len()));
+    let mut args = vec![
         "sim",
         scenario.to_str().unwrap(),
         "--topology",
         topo.to_str().unwrap(),
         "--flows",
-        flows.to_str().unwrap(),
+        flow_file.to_str().unwrap(),
         "--out",
         out.to_str().unwrap(),
-    ]);
+    ];
+    for set in sets {
+        args.extend(["--set", set]);
+    }
+    (roce(&args), out)
+}
+
+#[test]
+fn hpcc_topology_and_flow_files_run_exactly_their_flows() {
+    let dir = temp_dir("files");
+    let text = "3\n0 1 3 100 20000 0.000001\n2 1 3 100 50000 0.000002\n1 0 3 100 3000 0.000010\n";
+    let (o, out) = sim_on_the_star(&dir, "none", text, &[]);
     assert!(o.status.success(), "{}", stderr(&o));
     let mut got: Vec<(NodeId, NodeId, u64)> =
         parse_fct_file("fct.txt", &read(&out.join("fct.txt")))
@@ -183,29 +191,8 @@ fn hpcc_topology_and_flow_files_run_exactly_their_flows() {
 #[test]
 fn hpcc_with_a_t_far_from_the_topologys_rtt_is_told_what_ns3_would_take() {
     let dir = temp_dir("rtt");
-    let topo = dir.join("topo.txt");
-    std::fs::write(&topo, STAR).unwrap();
-    let flows = dir.join("flow.txt");
-    std::fs::write(&flows, "1\n0 1 3 100 20000 0.000001\n").unwrap();
     let run = |congestion: &str, sets: &[&str]| {
-        let scenario = dir.join("s.toml");
-        let text = format!("[network]\ncongestion = \"{congestion}\"\n[run]\ndrain_us = 5000\n");
-        std::fs::write(&scenario, text).unwrap();
-        let out = dir.join(format!("out-{congestion}-{}", sets.len()));
-        let mut args = vec![
-            "sim",
-            scenario.to_str().unwrap(),
-            "--topology",
-            topo.to_str().unwrap(),
-            "--flows",
-            flows.to_str().unwrap(),
-            "--out",
-            out.to_str().unwrap(),
-        ];
-        for set in sets {
-            args.extend(["--set", set]);
-        }
-        let o = roce(&args);
+        let (o, _) = sim_on_the_star(&dir, congestion, "1\n0 1 3 100 20000 0.000001\n", sets);
         assert!(o.status.success(), "{}", stderr(&o));
         stderr(&o)
     };
