@@ -104,11 +104,13 @@ fn json(out: &Output, who: &str) -> serde_json::Value {
     serde_json::from_str(last).unwrap_or_else(|e| panic!("{who}: {e}: {text}"))
 }
 
-/// Client, server and switch reports of 200 WRITEs of 64 KiB from a to b (at `b_ip`, IPv4 or
-/// IPv6) through `roce switch` at 100 Mb/s (with `switch_args` too: RED marking, say), both NICs running `cc` from 1 Gb/s
+/// Client, server and switch reports of 200 `op`s (`write`, or `read`: the data then flows
+/// from b to a) of 64 KiB between a and b (at `b_ip`, IPv4 or IPv6) through `roce switch` at
+/// 100 Mb/s (with `switch_args` too: RED marking, say), both NICs running `cc` from 1 Gb/s
 /// with the options `cc_args` (`--cc-param`s) too.
 fn run_through_switch(
     net: &Topology,
+    op: &str,
     b_ip: &str,
     cc: &str,
     cc_args: &[&str],
@@ -139,17 +141,14 @@ fn run_through_switch(
     let cc = [&["--cc", cc, "--line-rate", "1", "--json"][..], cc_args].concat();
     let sizes = ["-s", "65536", "-n", "200"];
     let server = net
-        .roce(&net.b, &[&["perf", "write"], &sizes[..], &cc[..]].concat())
+        .roce(&net.b, &[&["perf", op], &sizes[..], &cc[..]].concat())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
     std::thread::sleep(Duration::from_millis(500));
     let client = net
-        .roce(
-            &net.a,
-            &[&["perf", "write", b_ip], &sizes[..], &cc[..]].concat(),
-        )
+        .roce(&net.a, &[&["perf", op, b_ip], &sizes[..], &cc[..]].concat())
         .output()
         .unwrap();
     let server = server.wait_with_output().unwrap();
@@ -186,8 +185,14 @@ fn dcqcn_through_roce_switch_marks_notifies_and_cuts_the_rate() {
     let Some(net) = Topology::new("dcqcn") else {
         return;
     };
-    let (client, server, switch) =
-        run_through_switch(&net, B_IP, "dcqcn", &[], &["--ecn", "5000,50000,0.2"]);
+    let (client, server, switch) = run_through_switch(
+        &net,
+        "write",
+        B_IP,
+        "dcqcn",
+        &[],
+        &["--ecn", "5000,50000,0.2"],
+    );
     eprintln!("client: {client}\nserver: {server}\nswitch: {switch}");
     let towards_b = &switch["ports"][1];
     assert!(
@@ -203,6 +208,39 @@ fn dcqcn_through_roce_switch_marks_notifies_and_cuts_the_rate() {
     assert!(cc["rate_decreases"].as_u64().unwrap() > 0, "{client}");
     // 100 Mb/s is 12.5 MB/s: the WRITEs went through the bottleneck, not around it, and DCQCN
     // kept most of it busy (a QP paced to one packet per timer tick would not).
+    let bw = client["bw_avg_mb_s"].as_f64().unwrap();
+    assert!(bw > 4.0 && bw < 13.0, "{client}");
+}
+
+/// DCQCN on READs through the switch: the data are b's READ responses, which queue towards a
+/// and are marked there; a, the requester, is the notification point and sends the CNPs; b's
+/// rate, which paces its responses, is cut, and the READs keep most of the bottleneck busy.
+#[test]
+fn dcqcn_on_reads_through_roce_switch_notifies_and_cuts_the_responder() {
+    let Some(net) = Topology::new("dcqcnr") else {
+        return;
+    };
+    let (client, server, switch) = run_through_switch(
+        &net,
+        "read",
+        B_IP,
+        "dcqcn",
+        &[],
+        &["--ecn", "5000,50000,0.2"],
+    );
+    eprintln!("client: {client}\nserver: {server}\nswitch: {switch}");
+    let towards_a = &switch["ports"][0];
+    assert!(
+        towards_a["ce_marked"].as_u64().unwrap() > 0,
+        "the bottleneck towards a marked nothing: {switch}"
+    );
+    assert!(
+        client["congestion"]["cnps_sent"].as_u64().unwrap() > 0,
+        "a sent no CNP: {client}"
+    );
+    let cc = &server["congestion"];
+    assert!(cc["cnps_received"].as_u64().unwrap() > 0, "{server}");
+    assert!(cc["rate_decreases"].as_u64().unwrap() > 0, "{server}");
     let bw = client["bw_avg_mb_s"].as_f64().unwrap();
     assert!(bw > 4.0 && bw < 13.0, "{client}");
 }
@@ -232,7 +270,7 @@ fn hpcc_over_ipv6_through_roce_switch_reads_the_int_records() {
 
 /// HPCC from a to b at `b_ip` through the switch hears the records (see above).
 fn assert_hpcc_reads_the_records(net: &Topology, b_ip: &str) {
-    let (client, server, switch) = run_through_switch(net, b_ip, "hpcc", &[], &[]);
+    let (client, server, switch) = run_through_switch(net, "write", b_ip, "hpcc", &[], &[]);
     eprintln!("client: {client}\nserver: {server}\nswitch: {switch}");
     let u = client["congestion"]["alpha"].as_f64().unwrap();
     assert!(
@@ -281,7 +319,8 @@ fn hpcc_for_the_path(net: &Topology, cc_args: &[&str], switch_args: &[&str]) -> 
         "min_rate=10",
     ];
     let params = [&path[..], cc_args].concat();
-    let (client, server, switch) = run_through_switch(net, B_IP, "hpcc", &params, switch_args);
+    let (client, server, switch) =
+        run_through_switch(net, "write", B_IP, "hpcc", &params, switch_args);
     eprintln!("client: {client}\nserver: {server}\nswitch: {switch}");
     assert!(
         client["congestion"]["rate_decreases"].as_u64().unwrap() > 0,

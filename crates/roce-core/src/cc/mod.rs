@@ -101,10 +101,7 @@ impl QpCongestion {
         timers: &mut TimerTable,
         stats: &mut Stats,
     ) {
-        if let Some(rate) = self.rp.rate_bps() {
-            self.pacer.on_sent(now, wire, rate);
-            self.rp.on_sent(now, wire as u64, timers, stats);
-        }
+        self.on_rate_limited_sent(now, wire, timers, stats);
         if let Some(flight) = &mut self.flight
             && npsn > 0
         {
@@ -114,6 +111,23 @@ impl QpCongestion {
                 (u32::try_from(wire).unwrap_or(u32::MAX), payload),
                 again,
             );
+        }
+    }
+
+    /// A packet of `wire` bytes on the wire left at `now`, under the QP's rate: the pacer and
+    /// the rate's own count of bytes sent (DCQCN's byte counter) take it. A request, or a READ
+    /// response under DCQCN (`qp/responder/respond.rs`).
+    #[inline]
+    pub(crate) fn on_rate_limited_sent(
+        &mut self,
+        now: Instant,
+        wire: usize,
+        timers: &mut TimerTable,
+        stats: &mut Stats,
+    ) {
+        if let Some(rate) = self.rp.rate_bps() {
+            self.pacer.on_sent(now, wire, rate);
+            self.rp.on_sent(now, wire as u64, timers, stats);
         }
     }
 

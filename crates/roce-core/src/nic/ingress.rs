@@ -5,7 +5,7 @@
 //! reason and traced; nothing of it reaches memory. HPCC's INT header, when the BTH flags one,
 //! is checked and taken off first (`roce_wire::int`).
 
-use roce_wire::opcode::Transport;
+use roce_wire::opcode::{Operation, Transport};
 use roce_wire::{ParseError, PseudoHeader, RocePacket, bth, icrc, int};
 
 use super::{Nic, Shared};
@@ -231,6 +231,9 @@ impl Nic {
                 qp.notify_ecn(&ctx, datagram.ecn);
                 qp.handle_request(&mut ctx, &packet);
             } else {
+                if layout.operation == Operation::RdmaReadResponse {
+                    qp.notify_read_response_ecn(&ctx, datagram.ecn);
+                }
                 qp.handle_response(&mut ctx, &packet);
             }
             self.sched.push_ready(qp);

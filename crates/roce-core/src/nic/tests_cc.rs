@@ -92,6 +92,16 @@ impl Pair {
         let wr = SendWr::new(1, SendOp::RdmaWrite(self.remote), sge);
         self.a.post_send(self.a_qp, wr).unwrap();
     }
+
+    /// A posts a READ of `len` bytes of B's region.
+    fn read(&mut self, len: u32) {
+        let sge = Sge {
+            length: len,
+            ..self.sge
+        };
+        let wr = SendWr::new(2, SendOp::RdmaRead(self.remote), sge);
+        self.a.post_send(self.a_qp, wr).unwrap();
+    }
 }
 
 /// Everything `from` sends from `now` on, its pacing timers (due within 100 µs) run as they
@@ -154,6 +164,59 @@ fn no_becn_or_fecn_bit_is_set_unless_the_algorithm_echoes_marks() {
             assert_eq!(bytes[4] & (FECN | BECN), 0, "{congestion:?}: {bytes:02x?}");
         }
     }
+}
+
+/// DCQCN on a READ, whose data flows from the responder: the requester is the notification
+/// point. READ responses leave ECN-capable; those that arrive CE-marked make A send one CNP (the CNPs' minimum gap
+/// holds the rest back) to the peer's QP; B's reaction point cuts its rate by α/2 (α starts
+/// at 1), and B's responses to the next READ leave paced at the half rate.
+#[test]
+fn ce_marked_read_responses_bring_a_cnp_that_paces_the_responder() {
+    const READ: u32 = 16 * 1024;
+    let mut p = Pair::new(Congestion::Dcqcn(DcqcnConfig::default()));
+    p.read(READ);
+    let mut now = Instant::ZERO;
+    assert_eq!(
+        deliver(&mut p.a, &mut p.b, &mut now, |_| Ecn::Ect0).len(),
+        1
+    );
+    let responses = deliver(&mut p.b, &mut p.a, &mut now, |_| Ecn::Ce);
+    assert!(responses.len() >= 4, "{} READ responses", responses.len());
+    assert!(
+        responses
+            .iter()
+            .all(|(b, ecn)| (0x0d..=0x10).contains(&b[0]) && *ecn == Ecn::Ect0),
+        "READ responses, ECN-capable as requests are"
+    );
+    assert_eq!(p.b.stats().rate_decreases, 0);
+    let from_a = deliver(&mut p.a, &mut p.b, &mut now, |_| Ecn::NotEct);
+    let cnps = from_a.iter().filter(|(b, _)| b[0] == 0x81).count();
+    assert_eq!(cnps, 1, "A's CNPs for the marked responses");
+    assert_eq!(p.a.stats().tx_cnps, 1);
+    assert_eq!(p.b.stats().rx_cnps, 1);
+    assert_eq!(p.b.stats().rate_decreases, 1);
+
+    // The next READ's responses, unmarked, leave at half the line rate: their bytes on the
+    // wire take at least that long (at line rate they would take half as long).
+    p.read(READ);
+    deliver(&mut p.a, &mut p.b, &mut now, |_| Ecn::Ect0);
+    let start = now;
+    let responses = deliver(&mut p.b, &mut p.a, &mut now, |_| Ecn::Ect0);
+    let wire: usize = responses
+        .iter()
+        .map(|(b, _)| b.len() + crate::cc::pacer::IPV4_FRAME_OVERHEAD)
+        .sum();
+    // The pacer lets the first packet go at once: the others wait for the ones before them.
+    let last = responses
+        .last()
+        .map_or(0, |(b, _)| b.len() + crate::cc::pacer::IPV4_FRAME_OVERHEAD);
+    let half_rate_ns = ((wire - last) as u64 * 8 * 1_000_000_000) / (LINE / 2);
+    let took = now.as_nanos() - start.as_nanos();
+    assert!(
+        took >= half_rate_ns * 9 / 10,
+        "{} responses of {wire} bytes on the wire took {took} ns; at half the line rate {half_rate_ns} ns",
+        responses.len()
+    );
 }
 
 /// DCTCP: requests carry ECT(0); B acknowledges a CE-marked request with BECN; the ACK reaches

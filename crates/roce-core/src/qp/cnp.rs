@@ -28,6 +28,19 @@ impl Qp {
         self.cc.np.on_ce(ctx.now, gap);
     }
 
+    /// A READ response arrived with `ecn`. Its data flowed from the peer, so with DCQCN on a CE
+    /// mark makes this QP the notification point of that flow: a CNP to the peer's QP may be
+    /// due, as for a marked request (NVIDIA's NICs rate-limit a responder's READ responses
+    /// like its requests). Other algorithms hear nothing of it (docs/congestion.md).
+    pub(crate) fn notify_read_response_ecn(&mut self, ctx: &Ctx<'_>, ecn: Ecn) {
+        if let Congestion::Dcqcn(dcqcn) = ctx.config.congestion
+            && ecn == Ecn::Ce
+        {
+            let gap = Duration::from_micros(dcqcn.min_time_between_cnps.into());
+            self.cc.np.on_ce(ctx.now, gap);
+        }
+    }
+
     /// The CNP due, if any, written into `buf`: opcode 0x81, BECN, DestQP = the peer's QP
     /// (the sender of the marked packets), PSN 0, 16 reserved zero bytes (Annex A17.9.3,
     /// `roce_wire::cnp`), with DSCP `cnp_dscp`.

@@ -5,13 +5,21 @@ use roce_wire::{AethRepr, AtomicAckEthRepr, BthRepr, NakCode, Opcode, RoceRepr, 
 
 use super::Response;
 use crate::qp::{Ctx, Qp, lend_payload};
-use crate::{Loan, Transmit};
+use crate::{Congestion, Loan, Transmit};
 
 impl Qp {
     /// The next response, written into `buf`.
     pub(crate) fn poll_response(&mut self, ctx: &mut Ctx<'_>, buf: &mut [u8]) -> Option<Transmit> {
         let dst = self.av?.dst;
         let response = *self.resp.out.front()?;
+        // Under DCQCN the QP's rate limits its READ responses as it does its requests: the
+        // requester is the notification point of a READ's data (`qp/cnp.rs`), and its CNPs
+        // cut this rate.
+        let rate_limited = matches!(response, Response::Read { .. })
+            && matches!(ctx.config.congestion, Congestion::Dcqcn(_));
+        if rate_limited && self.paced(ctx) {
+            return None;
+        }
         let (repr, read) = match response {
             Response::Ack {
                 psn,
@@ -124,7 +132,7 @@ impl Qp {
                     }),
                 },
             );
-        let transmit = match transmit {
+        let mut transmit = match transmit {
             Ok(transmit) => transmit,
             Err(err) => {
                 // The region went away under a READ in progress: stop answering it.
@@ -135,6 +143,18 @@ impl Qp {
         };
         ctx.stats.tx_packets += 1;
         ctx.stats.tx_bytes += transmit.len as u64;
+        if rate_limited {
+            // Data, as a request's: ECN-capable, so that a switch marks rather than drops it.
+            transmit.ecn = crate::cc::request_ecn(ctx.config);
+            let overhead = if dst.is_ipv4() {
+                crate::cc::pacer::IPV4_FRAME_OVERHEAD
+            } else {
+                crate::cc::pacer::IPV6_FRAME_OVERHEAD
+            };
+            let wire = transmit.len + overhead;
+            self.cc
+                .on_rate_limited_sent(ctx.now, wire, &mut self.timers, ctx.stats);
+        }
         self.resp.ack_waited = false;
         tracing::trace!(qpn = %self.qpn, psn = %repr.bth.psn, opcode = %repr.bth.opcode, "tx response");
         match (response, self.resp.out.front_mut()) {
