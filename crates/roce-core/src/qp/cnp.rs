@@ -30,8 +30,9 @@ impl Qp {
 
     /// A READ response arrived with `ecn`. Its data flowed from the peer, so with DCQCN on a CE
     /// mark makes this QP the notification point of that flow: a CNP to the peer's QP may be
-    /// due, as for a marked request (NVIDIA's NICs rate-limit a responder's READ responses
-    /// like its requests). Other algorithms hear nothing of it (docs/congestion.md).
+    /// due, as for a marked request; the QP's one rate covers its READ responses as its
+    /// requests (`qp/responder/respond.rs`). Other algorithms hear nothing of it
+    /// (docs/congestion.md).
     pub(crate) fn notify_read_response_ecn(&mut self, ctx: &Ctx<'_>, ecn: Ecn) {
         if let Congestion::Dcqcn(dcqcn) = ctx.config.congestion
             && ecn == Ecn::Ce
