@@ -5,7 +5,8 @@
 //! It is a learning bridge: it learns which port each source MAC lives behind, floods
 //! broadcasts, multicasts and unknown destinations at once, and sends known unicast IP frames
 //! through the egress port's queues, which drain at `--rate`. There the packet is classified
-//! by its DSCP ("trust dscp", priority = DSCP / 8), may be ECN-marked (RED on the class's queue:
+//! by its DSCP ("trust dscp", priority = DSCP / 8; or, with `--trust pcp`, by its 802.1Q tag's
+//! PCP), may be ECN-marked (RED on the class's queue:
 //! the IP header's ECN field becomes CE and the IPv4 header checksum is recomputed; the ICRC
 //! masks those bits, IBA Annex A17.4.3), dropped when the port's buffer is full, and paused-for
 //! by PFC. PFC PAUSE frames (`roce_wire::mac_control`: DA 01:80:C2:00:00:01, EtherType
@@ -99,22 +100,43 @@ pub(crate) struct Args {
     /// came.
     #[arg(long, value_name = "RTT_NS", value_parser = clap::value_parser!(u64).range(1..))]
     pint: Option<u64>,
+    /// What sorts a frame into its egress class: its DSCP (class = DSCP / 8, "trust dscp"), or
+    /// the PCP of its 802.1Q tag ("trust pcp", as a switch set up for PFC at layer 2 does;
+    /// an untagged frame is class 0).
+    #[arg(long, value_enum, default_value_t = Trust::Dscp)]
+    trust: Trust,
     /// PINT's log base in 1/1000, as the senders' `pint_log_base` (1010 is 1.01).
     #[arg(long, value_name = "MILLI", default_value_t = 1010, requires = "pint",
           value_parser = clap::value_parser!(u32).range(1001..))]
     pint_log_base: u32,
 }
 
-/// `roce switch`.
-pub(crate) fn run(args: &Args) -> anyhow::Result<ExitCode> {
-    if args.ports.len() < 2 {
-        bail!("a switch needs two or more --port interfaces");
+/// What sorts a frame into its egress class (`--trust`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum Trust {
+    /// The IP header's DSCP: class = DSCP / 8.
+    Dscp,
+    /// The 802.1Q tag's PCP; class 0 without a tag.
+    Pcp,
+}
+
+/// The key the model classifies `frame` by (its `dscp`, through the switch's table): the DSCP
+/// given, or under `--trust pcp` the frame's PCP, which [`switch_config`]'s table maps to
+/// itself.
+fn class_key(trust: Trust, frame: &[u8], dscp: u8) -> u8 {
+    match trust {
+        Trust::Dscp => dscp,
+        Trust::Pcp => rewrite::vlan_pcp(frame).unwrap_or(0),
     }
+}
+
+/// The model's switch for `args`.
+fn switch_config(args: &Args) -> SwitchConfig {
     let mut ets = Ets::default();
     for &class in &args.strict {
         ets.strict[usize::from(class)] = true;
     }
-    let config = SwitchConfig {
+    let mut config = SwitchConfig {
         bandwidth_bps: args.rate,
         // The cables are real: the model adds no delay of its own.
         latency: Duration::ZERO,
@@ -132,6 +154,20 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<ExitCode> {
             .map(|rtt_ns| PintMeter::new(rtt_ns, f64::from(args.pint_log_base) / 1000.0)),
         ..SwitchConfig::default()
     };
+    if args.trust == Trust::Pcp {
+        for (key, class) in config.dscp_to_priority.iter_mut().enumerate().take(8) {
+            *class = key as u8;
+        }
+    }
+    config
+}
+
+/// `roce switch`.
+pub(crate) fn run(args: &Args) -> anyhow::Result<ExitCode> {
+    if args.ports.len() < 2 {
+        bail!("a switch needs two or more --port interfaces");
+    }
+    let config = switch_config(args);
     let stop = Arc::new(AtomicBool::new(false));
     let (frames_tx, frames) = mpsc::sync_channel::<(usize, Vec<u8>, bool)>(4096);
     let mut ports = Vec::new();
@@ -146,11 +182,16 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<ExitCode> {
         held: HashMap::new(),
         next_id: 0,
         start: WallInstant::now(),
+        trust: args.trust,
     };
     eprintln!(
-        "roce switch: {} ports at {} b/s, ECN {}, PFC {}",
+        "roce switch: {} ports at {} b/s, classes by {}, ECN {}, PFC {}",
         bridge.ports.len(),
         args.rate,
+        match args.trust {
+            Trust::Dscp => "DSCP",
+            Trust::Pcp => "PCP",
+        },
         args.ecn.map_or_else(
             || "off".to_owned(),
             |e| format!("{}..{} B pmax {}", e.k_min_bytes, e.k_max_bytes, e.p_max)
@@ -279,6 +320,8 @@ struct Bridge {
     held: HashMap<u32, Vec<u8>>,
     next_id: u32,
     start: WallInstant,
+    /// What sorts frames into classes.
+    trust: Trust,
 }
 
 impl Bridge {
@@ -321,7 +364,10 @@ impl Bridge {
         match egress {
             Some(egress) if egress == ingress => {} // the host's own segment: filtered
             Some(egress) => match rewrite::ip_marking(&frame) {
-                Some((ecn, dscp)) => self.enqueue(ingress, egress, frame, ecn, dscp),
+                Some((ecn, dscp)) => {
+                    let key = class_key(self.trust, &frame, dscp);
+                    self.enqueue(ingress, egress, frame, ecn, key);
+                }
                 None => {
                     self.ports[egress].flooded += 1;
                     self.ports[egress].send(&frame);

@@ -24,6 +24,15 @@ pub fn ip_marking(frame: &[u8]) -> Option<(Ecn, u8)> {
     }
 }
 
+/// The priority code point (PCP, IEEE 802.1Q) of an Ethernet frame's outer VLAN tag (802.1Q,
+/// or 802.1ad's service tag), or `None` for an untagged frame.
+pub fn vlan_pcp(frame: &[u8]) -> Option<u8> {
+    match *frame.get(12..15)? {
+        [0x81, 0x00, tci] | [0x88, 0xa8, tci] => Some(tci >> 5),
+        _ => None,
+    }
+}
+
 /// Sets the ECN field of an Ethernet frame's IP header to CE (and, for IPv4, recomputes the
 /// header checksum). Returns whether it did: false for a frame without a well-formed IP header.
 pub fn mark_ce(frame: &mut [u8]) -> bool {

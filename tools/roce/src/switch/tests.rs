@@ -114,3 +114,64 @@ fn a_real_frame_with_int_leaves_with_one_record_and_valid_checksums() {
         assert_eq!(parsed.verify_icrc(), Ok(()), "{what}");
     }
 }
+
+/// `roce switch`'s options as a command line gives them.
+fn args(line: &[&str]) -> Args {
+    #[derive(clap::Parser)]
+    struct Command {
+        #[command(flatten)]
+        args: Args,
+    }
+    use clap::Parser as _;
+    let argv = ["switch", "--port", "a", "--port", "b"].iter().chain(line);
+    Command::try_parse_from(argv).expect("valid options").args
+}
+
+/// An untagged IPv4 frame of `len` bytes with DSCP 0, or the same tagged with PCP `pcp`.
+fn frame_with(pcp: Option<u8>, len: usize) -> Vec<u8> {
+    let mut frame = vec![2, 0, 0, 0, 0, 2, 2, 0, 0, 0, 0, 1];
+    if let Some(pcp) = pcp {
+        frame.extend_from_slice(&[0x81, 0x00, pcp << 5, 100]);
+    }
+    frame.extend_from_slice(&[0x08, 0x00]);
+    let total = (len - frame.len()) as u16;
+    frame.extend_from_slice(&[0x45, 0x00]);
+    frame.extend_from_slice(&total.to_be_bytes());
+    frame.extend_from_slice(&[0, 0, 0x40, 0, 64, 17, 0, 0, 198, 18, 0, 1, 198, 18, 0, 2]);
+    frame.resize(len, 0);
+    frame
+}
+
+/// Two untagged frames and then one tagged with PCP 5, through a port whose class 5 is strict:
+/// by the PCP (`--trust pcp`) the tagged frame is class 5 and overtakes the second untagged
+/// one (the first is already on the wire); by the DSCP (0 in all three, the default) it is
+/// class 0 and keeps its place.
+#[test]
+fn the_pcp_sorts_frames_into_classes_when_the_switch_trusts_it() {
+    for (trust, order) in [("pcp", [0, 2, 1]), ("dscp", [0, 1, 2])] {
+        let args = args(&["--strict", "5", "--trust", trust]);
+        let mut switch = Switch::new(switch_config(&args), 2, Vec::new(), 1);
+        let frames = [
+            frame_with(None, 1000),
+            frame_with(None, 1000),
+            frame_with(Some(5), 1004),
+        ];
+        for (id, mut frame) in frames.into_iter().enumerate() {
+            let (ecn, dscp) = rewrite::ip_marking(&frame).expect("an IPv4 frame");
+            let key = class_key(args.trust, &frame, dscp);
+            let mut packet = to_model(&mut frame, ecn, key);
+            packet.tag = id as u32;
+            assert!(switch.receive_to(Instant::ZERO, 0, 1, packet));
+        }
+        let mut left = Vec::new();
+        let mut now = Instant::ZERO;
+        while left.len() < 3 {
+            now += Duration::from_micros(10);
+            switch.advance(now);
+            while let Some(packet) = switch.deliver(now, 1) {
+                left.push(packet.tag as usize);
+            }
+        }
+        assert_eq!(left, order, "--trust {trust}");
+    }
+}

@@ -180,3 +180,15 @@ fn a_roce_payload_is_found_behind_any_ip_header_and_tag() {
     arp[12..14].copy_from_slice(&0x0806u16.to_be_bytes());
     assert_eq!(roce_payload_at(&arp), None);
 }
+
+#[test]
+fn the_pcp_is_read_from_an_outer_tag_only() {
+    let mut frame = vec![0u8; 60];
+    frame[12..16].copy_from_slice(&[0x81, 0x00, 0xa0, 0x64]); // PCP 5, VLAN 100
+    assert_eq!(vlan_pcp(&frame), Some(5));
+    frame[12..14].copy_from_slice(&[0x88, 0xa8]); // 802.1ad's service tag
+    assert_eq!(vlan_pcp(&frame), Some(5));
+    frame[12..14].copy_from_slice(&[0x08, 0x00]); // IPv4, untagged
+    assert_eq!(vlan_pcp(&frame), None);
+    assert_eq!(vlan_pcp(&frame[..14]), None, "cut before the TCI");
+}
