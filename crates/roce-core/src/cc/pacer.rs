@@ -10,6 +10,18 @@ pub(crate) const IPV4_FRAME_OVERHEAD: usize = 14 + 20 + 8;
 /// The same over IPv6 (14 + 40 + 8).
 pub(crate) const IPV6_FRAME_OVERHEAD: usize = 14 + 40 + 8;
 
+/// The bytes `transmit` takes on the wire as the pacer counts them: its UDP payload and the
+/// headers around it for its destination's IP version.
+#[inline]
+pub(crate) fn wire_len(transmit: &crate::Transmit) -> usize {
+    transmit.len
+        + if transmit.dst.is_ipv4() {
+            IPV4_FRAME_OVERHEAD
+        } else {
+            IPV6_FRAME_OVERHEAD
+        }
+}
+
 /// When the next request packet may leave: the last packet's start and size, so the gap after
 /// it is taken at the rate of the moment, as a hardware rate limiter does. A QP cut to a low
 /// rate that recovers does not sit out a gap computed at the low rate (at `rpg_min_rate`,

@@ -85,22 +85,23 @@ impl Pair {
 
     /// A posts a WRITE of `len` bytes.
     fn write(&mut self, len: u32) {
-        let sge = Sge {
-            length: len,
-            ..self.sge
-        };
-        let wr = SendWr::new(1, SendOp::RdmaWrite(self.remote), sge);
-        self.a.post_send(self.a_qp, wr).unwrap();
+        self.post(1, SendOp::RdmaWrite(self.remote), len);
     }
 
     /// A posts a READ of `len` bytes of B's region.
     fn read(&mut self, len: u32) {
+        self.post(2, SendOp::RdmaRead(self.remote), len);
+    }
+
+    /// A posts `op` on `len` bytes of its region, as WR `wr_id`.
+    fn post(&mut self, wr_id: u64, op: SendOp, len: u32) {
         let sge = Sge {
             length: len,
             ..self.sge
         };
-        let wr = SendWr::new(2, SendOp::RdmaRead(self.remote), sge);
-        self.a.post_send(self.a_qp, wr).unwrap();
+        self.a
+            .post_send(self.a_qp, SendWr::new(wr_id, op, sge))
+            .unwrap();
     }
 }
 

@@ -487,15 +487,10 @@ impl Qp {
         (transmit, payload): (&Transmit, u32),
         sent: (Psn, u32, bool),
     ) {
-        let overhead = if transmit.dst.is_ipv4() {
-            crate::cc::pacer::IPV4_FRAME_OVERHEAD
-        } else {
-            crate::cc::pacer::IPV6_FRAME_OVERHEAD
-        };
         self.cc.on_request_sent(
             ctx.now,
             sent,
-            (transmit.len + overhead, payload),
+            (crate::cc::pacer::wire_len(transmit), payload),
             &mut self.timers,
             ctx.stats,
         );

@@ -39,39 +39,23 @@ fn int_frame(v6: bool, tagged: bool) -> Vec<u8> {
     icrc::seal(&header, &mut payload);
     let eth = PacketBuilder::ethernet2([2, 0, 0, 0, 0, 1], [2, 0, 0, 0, 0, 2]);
     let mut frame = Vec::new();
-    let written = match (src, dst, tagged) {
-        (SocketAddr::V4(s), SocketAddr::V4(d), false) => eth
+    let written = match (src, dst) {
+        (SocketAddr::V4(s), SocketAddr::V4(d)) => eth
             .ipv4(s.ip().octets(), d.ip().octets(), 64)
             .udp(s.port(), d.port())
             .write(&mut frame, &payload),
-        (SocketAddr::V4(s), SocketAddr::V4(d), true) => eth
-            .vlan(vlan())
-            .ipv4(s.ip().octets(), d.ip().octets(), 64)
-            .udp(s.port(), d.port())
-            .write(&mut frame, &payload),
-        (SocketAddr::V6(s), SocketAddr::V6(d), false) => eth
-            .ipv6(s.ip().octets(), d.ip().octets(), 64)
-            .udp(s.port(), d.port())
-            .write(&mut frame, &payload),
-        (SocketAddr::V6(s), SocketAddr::V6(d), true) => eth
-            .vlan(vlan())
+        (SocketAddr::V6(s), SocketAddr::V6(d)) => eth
             .ipv6(s.ip().octets(), d.ip().octets(), 64)
             .udp(s.port(), d.port())
             .write(&mut frame, &payload),
         _ => unreachable!("one family"),
     };
     written.expect("a frame");
+    if tagged {
+        // VLAN 100 at priority 3, between the MAC addresses and the EtherType.
+        frame.splice(12..12, [0x81, 0x00, 0x60, 0x64]);
+    }
     frame
-}
-
-/// VLAN 100 at priority 3.
-fn vlan() -> etherparse::VlanHeader {
-    etherparse::VlanHeader::Single(etherparse::SingleVlanHeader {
-        pcp: etherparse::VlanPcp::try_new(3).unwrap(),
-        drop_eligible_indicator: false,
-        vlan_id: etherparse::VlanId::try_new(100).unwrap(),
-        ether_type: etherparse::EtherType(0),
-    })
 }
 
 /// A real frame with an INT header through the model, over IPv4 and IPv6, tagged or not: it

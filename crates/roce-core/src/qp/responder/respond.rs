@@ -146,12 +146,7 @@ impl Qp {
         if rate_limited {
             // Data, as a request's: ECN-capable, so that a switch marks rather than drops it.
             transmit.ecn = crate::cc::request_ecn(ctx.config);
-            let overhead = if dst.is_ipv4() {
-                crate::cc::pacer::IPV4_FRAME_OVERHEAD
-            } else {
-                crate::cc::pacer::IPV6_FRAME_OVERHEAD
-            };
-            let wire = transmit.len + overhead;
+            let wire = crate::cc::pacer::wire_len(&transmit);
             self.cc
                 .on_rate_limited_sent(ctx.now, wire, &mut self.timers, ctx.stats);
         }

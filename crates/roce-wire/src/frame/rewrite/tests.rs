@@ -117,27 +117,20 @@ fn udp_frame(v6: bool, tagged: bool, port: u16, payload: &[u8]) -> Vec<u8> {
     use etherparse::PacketBuilder;
     let eth = PacketBuilder::ethernet2([2, 0, 0, 0, 0, 1], [2, 0, 0, 0, 0, 2]);
     let mut frame = Vec::new();
-    let written = match (v6, tagged) {
-        (false, false) => eth
-            .ipv4([198, 18, 0, 1], [198, 18, 0, 2], 64)
+    let written = if v6 {
+        eth.ipv6([0xfd; 16], [0xfe; 16], 64)
             .udp(49152, port)
-            .write(&mut frame, payload),
-        (false, true) => eth
-            .single_vlan(100.try_into().unwrap())
-            .ipv4([198, 18, 0, 1], [198, 18, 0, 2], 64)
+            .write(&mut frame, payload)
+    } else {
+        eth.ipv4([198, 18, 0, 1], [198, 18, 0, 2], 64)
             .udp(49152, port)
-            .write(&mut frame, payload),
-        (true, false) => eth
-            .ipv6([0xfd; 16], [0xfe; 16], 64)
-            .udp(49152, port)
-            .write(&mut frame, payload),
-        (true, true) => eth
-            .single_vlan(100.try_into().unwrap())
-            .ipv6([0xfd; 16], [0xfe; 16], 64)
-            .udp(49152, port)
-            .write(&mut frame, payload),
+            .write(&mut frame, payload)
     };
     written.expect("a frame");
+    if tagged {
+        // An 802.1Q tag (PCP 3, VLAN 100) between the MAC addresses and the EtherType.
+        frame.splice(12..12, [0x81, 0x00, 0x60, 0x64]);
+    }
     frame
 }
 
