@@ -130,33 +130,33 @@ mod tests {
                 "{note}"
             );
         }
-        let dctcp = Congestion::Dctcp(DctcpConfig {
-            base_rtt_ns: 13_000,
-            ..DctcpConfig::default()
-        });
-        assert!(
-            rtt_note(&dctcp, RTT)
-                .unwrap()
-                .contains("network.dctcp.base_rtt_ns=4000")
-        );
-        let dcqcn = Congestion::Dcqcn(DcqcnConfig {
-            window_rtt_ns: 13_000,
-            ..DcqcnConfig::default()
-        });
-        assert!(
-            rtt_note(&dcqcn, RTT)
-                .unwrap()
-                .contains("network.dcqcn.window_rtt_ns=4000")
-        );
-        let timely = Congestion::Timely(TimelyConfig {
-            window_rtt_ns: 13_000,
-            ..TimelyConfig::default()
-        });
-        assert!(
-            rtt_note(&timely, RTT)
-                .unwrap()
-                .contains("network.timely.window_rtt_ns=4000")
-        );
+        let windowed = [
+            (
+                Congestion::Dctcp(DctcpConfig {
+                    base_rtt_ns: 13_000,
+                    ..DctcpConfig::default()
+                }),
+                "network.dctcp.base_rtt_ns=4000",
+            ),
+            (
+                Congestion::Dcqcn(DcqcnConfig {
+                    window_rtt_ns: 13_000,
+                    ..DcqcnConfig::default()
+                }),
+                "network.dcqcn.window_rtt_ns=4000",
+            ),
+            (
+                Congestion::Timely(TimelyConfig {
+                    window_rtt_ns: 13_000,
+                    ..TimelyConfig::default()
+                }),
+                "network.timely.window_rtt_ns=4000",
+            ),
+        ];
+        for (congestion, set) in windowed {
+            let note = rtt_note(&congestion, RTT).expect("a note");
+            assert!(note.contains(set), "{note}");
+        }
     }
 
     #[test]
