@@ -28,6 +28,9 @@ pub(crate) struct Completer {
     /// Selective repeat: the PSN after the last one the responder acknowledged (ACKs and
     /// NACKs), to retire what it covers once a READ before it has its responses.
     pub(crate) acked: Psn,
+    /// Retransmit timeouts since an ACK last moved `una`: under selective repeat RTO_low
+    /// doubles with each ([`Qp::retransmit_timeout`]).
+    pub(crate) timeouts_in_a_row: u8,
 }
 
 impl Completer {
@@ -39,6 +42,7 @@ impl Completer {
             rnr_left: rnr_retry,
             retrying: false,
             acked: psn,
+            timeouts_in_a_row: 0,
         }
     }
 }
@@ -243,6 +247,7 @@ impl Qp {
         self.comp.retrying = false;
         self.comp.retry_left = self.retry_cnt;
         self.comp.rnr_left = self.rnr_retry;
+        self.comp.timeouts_in_a_row = 0;
         let outstanding = self.outstanding() || self.sq.any_sent();
         match (outstanding, self.retransmit_timeout(ctx.config)) {
             (true, Some(timeout)) => self.timers.set(Timer::Retransmit, ctx.now + timeout),
@@ -496,6 +501,7 @@ impl Qp {
             return;
         }
         self.comp.retrying = false;
+        self.comp.timeouts_in_a_row = self.comp.timeouts_in_a_row.saturating_add(1);
         ctx.stats.retransmit_timeouts += 1;
         let una = self.comp.una;
         self.retry(ctx, una);

@@ -49,7 +49,13 @@
 //! scoreboard cleared). With few packets in flight (at most IRN's N = 3) a shorter timeout
 //! arms instead, IRN's RTO_low (`rto_low`, IRN's 100 µs), so that a loss with nothing after it
 //! to reveal it (the last packets of a message) waits little; past N packets the timer is
-//! armed again with the ACK timeout (IRN's RTO_high).
+//! armed again with the ACK timeout (IRN's RTO_high). RTO_low doubles with each timeout until
+//! an ACK moves `una` (at most up to the ACK timeout), as TCP backs its RTO off; IRN has a
+//! fixed one. IRN sizes RTO_low for shallow lossy buffers; behind a deep one (a shared buffer
+//! without PFC holds milliseconds of a port's traffic) each expiry of a fixed one would be
+//! spurious, would resend and spend a retry, and retry_cnt of them would fail the WR before
+//! the first ACK came back. Doubled, retry_cnt 7 waits 12.7 ms in all before it fails, and a
+//! lost last packet still goes again after RTO_low.
 //!
 //! **BDP-FC.** `bdp_packets` replaces `max_unacked_psns` as the requester's window (IRN §3.2):
 //! at most that many PSNs unacknowledged, a long READ asked for in pieces of half of it, and
@@ -376,14 +382,16 @@ impl Qp {
     }
 
     /// The retransmit timer's length now: IRN's RTO_low with few packets in flight under
-    /// selective repeat, the local ACK timeout otherwise (none if that is infinite).
+    /// selective repeat, doubled for each timeout since an ACK last moved `una`, at most the
+    /// local ACK timeout; that timeout otherwise (none if it is infinite).
     pub(crate) fn retransmit_timeout(&self, config: &crate::NicConfig) -> Option<crate::Duration> {
         let timeout = self.ack_timeout()?;
         match config.loss_recovery {
             crate::LossRecovery::SelectiveRepeat { rto_low, .. }
                 if !rto_low.is_zero() && self.unacked() <= RTO_LOW_PACKETS =>
             {
-                Some(timeout.min(rto_low))
+                let doubling = 2u32.saturating_pow(u32::from(self.comp.timeouts_in_a_row));
+                Some(timeout.min(rto_low.saturating_mul(doubling)))
             }
             _ => Some(timeout),
         }

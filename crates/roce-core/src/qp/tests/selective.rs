@@ -255,3 +255,65 @@ fn rto_low_arms_with_few_packets_in_flight_and_gives_way_past_three() {
     let timeout = s.nic.poll_timeout().unwrap();
     assert!(timeout > at(1000), "the ACK timeout, from now: {timeout:?}");
 }
+
+#[test]
+fn rto_low_doubles_with_each_timeout_until_an_ack_moves_una() {
+    // A WRITE behind a deep queue: its ACK takes longer than RTO_low several times over.
+    let mut s = selective_setup(64);
+    let remote = Remote { addr: 0, rkey: 1 };
+    post(&mut s, 1, SendOp::RdmaWrite(remote), 0, 1024);
+    assert_eq!(tx(&mut s, at(0)).0.bth.psn, psn(SQ_PSN));
+    assert_eq!(s.nic.poll_timeout(), Some(at(100)), "IRN's RTO_low");
+    s.nic.handle_timeout(at(100));
+    assert_eq!(tx(&mut s, at(100)).0.bth.psn, psn(SQ_PSN), "sent again");
+    assert_eq!(s.nic.poll_timeout(), Some(at(300)), "then 200 µs");
+    s.nic.handle_timeout(at(300));
+    assert_eq!(tx(&mut s, at(300)).0.bth.psn, psn(SQ_PSN), "sent again");
+    assert_eq!(s.nic.poll_timeout(), Some(at(700)), "then 400 µs");
+    // Two timeouts of retry_cnt 2 spent, and the WR has not failed: a fixed RTO_low would
+    // have failed it at 300 µs.
+    assert_eq!(s.nic.qp_state(s.qpn), Ok(QpState::Rts));
+    assert_eq!(s.nic.stats().retransmit_timeouts, 2);
+    // The ACK comes, late: the WRITE completes, and the next one waits RTO_low again.
+    rx(
+        &mut s,
+        at(650),
+        response(Opcode::RcAcknowledge, SQ_PSN, ACK, 1),
+        &[],
+    );
+    assert_eq!(completion(&mut s).status, WcStatus::Success);
+    post(&mut s, 2, SendOp::RdmaWrite(remote), 0, 1024);
+    assert_eq!(tx(&mut s, at(1000)).0.bth.psn, psn(SQ_PSN + 1));
+    assert_eq!(s.nic.poll_timeout(), Some(at(1100)), "RTO_low again");
+}
+
+#[test]
+fn a_doubled_rto_low_stops_at_the_ack_timeout() {
+    // RTO_low 40 ms against the ACK timeout's 67.108864 ms (timeout 14).
+    let mut s = setup_with(NicConfig {
+        addrs: vec![US],
+        loss_recovery: LossRecovery::SelectiveRepeat {
+            bdp_packets: 64,
+            rto_low: Duration::from_millis(40),
+        },
+        ..NicConfig::default()
+    });
+    let remote = Remote { addr: 0, rkey: 1 };
+    post(&mut s, 1, SendOp::RdmaWrite(remote), 0, 1024);
+    tx(&mut s, at(0));
+    // retry_cnt 2 in this setup: the third timeout fails the WR.
+    let mut now = at(0);
+    let mut waits = Vec::new();
+    for _ in 0..3 {
+        let next = s.nic.poll_timeout().expect("armed");
+        waits.push(next.saturating_duration_since(now).as_nanos());
+        now = next;
+        s.nic.handle_timeout(now);
+        if waits.len() < 3 {
+            assert_eq!(tx(&mut s, now).0.bth.psn, psn(SQ_PSN), "sent again");
+            expect_nothing(&mut s, now);
+        }
+    }
+    assert_eq!(waits, [40_000_000, 67_108_864, 67_108_864]);
+    assert_eq!(completion(&mut s).status, WcStatus::RetryExcErr);
+}
