@@ -47,7 +47,8 @@
 //!                                       # algorithm runs, in place of [network.ecn]
 //! [network.ecn]                         # kmin_bytes, kmax_bytes, pmax (as [switch.ecn])
 //! [network.pfc]                         # xoff_bytes, xon_bytes (as [switch.pfc]); with a
-//!                                       # shared buffer alpha_shift instead (default 3: 1/8)
+//!                                       # shared buffer alpha_shift instead (default 3: 1/8);
+//!                                       # enabled = false: no PFC (a sweep's axis)
 //! [sweep]                               # optional: the axes of `roce sim sweep` (ignored here)
 //! "workload.load" = [0.3, 0.5]
 //! [run]
@@ -395,7 +396,8 @@ impl NetworkFile {
             .pfc
             .as_ref()
             .map(|p| p.pfc("network.pfc", n.shared_buffer))
-            .transpose()?;
+            .transpose()?
+            .flatten();
         config.switch.mark_at = n.mark_at.mark_at();
         config.switch.ecn_rate_bps = match n.ecn_rate_gbps {
             None => None,
@@ -591,5 +593,27 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("sideways") && err.contains("dequeue"), "{err}");
+    }
+
+    #[test]
+    fn pfc_enabled_false_takes_pfc_off_and_keeps_the_shared_buffers_alpha() {
+        let with = format!(
+            "{SMALL}[network]\nshared_buffer = true\n[network.pfc]\nenabled = true\nalpha_shift = 2\n"
+        );
+        let on = load_text(&with, &[]).unwrap();
+        assert!(on.config.switch.pfc.is_some(), "enabled = true: PFC");
+        let off = load_text(&with, &["network.pfc.enabled=false"]).unwrap();
+        assert_eq!(off.config.switch.pfc, None, "enabled = false: a lossy fabric");
+        let shared = off.config.switch.shared.as_ref().expect("the shared buffer");
+        assert_eq!(shared.alpha_shift, 2, "still bounds a port's share");
+        // Without the key the table is PFC, as before the key existed.
+        let plain = format!("{SMALL}[network.pfc]\nxoff_bytes = 65536\nxon_bytes = 32768\n");
+        assert!(load_text(&plain, &[]).unwrap().config.switch.pfc.is_some());
+        // Off, the other keys are still checked.
+        let bad = format!(
+            "{SMALL}[network.pfc]\nenabled = false\nxoff_bytes = 1\nxon_bytes = 2\n"
+        );
+        let err = format!("{:#}", load_text(&bad, &[]).unwrap_err());
+        assert!(err.contains("xon_bytes 2 is above xoff_bytes 1"), "{err}");
     }
 }

@@ -284,7 +284,8 @@ impl ScenarioFile {
             .pfc
             .as_ref()
             .map(|p| p.pfc("switch.pfc", false))
-            .transpose()?;
+            .transpose()?
+            .flatten();
         let mtu = Mtu::from_bytes(self.mtu)
             .ok_or_else(|| anyhow!("mtu = {}: one of 256, 512, 1024, 2048, 4096", self.mtu))?;
         self.check_keys()?;

@@ -18,6 +18,11 @@ pub(super) struct EcnFile {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(super) struct PfcFile {
+    /// `false`: no PFC, a lossy fabric, with the other keys checked but unused (but a shared
+    /// buffer's `alpha_shift`, which also bounds what a port may take before drops). So that a
+    /// sweep can take PFC off: `"network.pfc.enabled" = [true, false]`.
+    #[serde(default = "default_enabled")]
+    enabled: bool,
     /// Static thresholds; with a shared buffer they are dynamic and these must not be set.
     xoff_bytes: Option<usize>,
     xon_bytes: Option<usize>,
@@ -54,8 +59,9 @@ impl EcnFile {
 
 impl PfcFile {
     /// PFC, checked; `key` names the table in errors. With a `shared` buffer the thresholds
-    /// are dynamic (`alpha_shift`), otherwise `xoff_bytes` and `xon_bytes` give them.
-    pub(super) fn pfc(&self, key: &str, shared: bool) -> anyhow::Result<Pfc> {
+    /// are dynamic (`alpha_shift`), otherwise `xoff_bytes` and `xon_bytes` give them. `None`
+    /// when the table says `enabled = false`.
+    pub(super) fn pfc(&self, key: &str, shared: bool) -> anyhow::Result<Option<Pfc>> {
         let (xoff_bytes, xon_bytes) = match (shared, self.xoff_bytes, self.xon_bytes) {
             (true, None, None) => (0, 0),
             (true, _, _) => bail!(
@@ -82,13 +88,17 @@ impl PfcFile {
             }
             priorities |= 1 << prio;
         }
-        Ok(Pfc {
+        Ok(self.enabled.then_some(Pfc {
             xoff_bytes,
             xon_bytes,
             pause_quanta: self.pause_quanta,
             priorities,
-        })
+        }))
     }
+}
+
+fn default_enabled() -> bool {
+    true
 }
 
 fn default_priorities() -> Vec<u8> {
