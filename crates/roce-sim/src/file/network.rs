@@ -603,16 +603,22 @@ mod tests {
         let on = load_text(&with, &[]).unwrap();
         assert!(on.config.switch.pfc.is_some(), "enabled = true: PFC");
         let off = load_text(&with, &["network.pfc.enabled=false"]).unwrap();
-        assert_eq!(off.config.switch.pfc, None, "enabled = false: a lossy fabric");
-        let shared = off.config.switch.shared.as_ref().expect("the shared buffer");
+        assert_eq!(
+            off.config.switch.pfc, None,
+            "enabled = false: a lossy fabric"
+        );
+        let shared = off
+            .config
+            .switch
+            .shared
+            .as_ref()
+            .expect("the shared buffer");
         assert_eq!(shared.alpha_shift, 2, "still bounds a port's share");
         // Without the key the table is PFC, as before the key existed.
         let plain = format!("{SMALL}[network.pfc]\nxoff_bytes = 65536\nxon_bytes = 32768\n");
         assert!(load_text(&plain, &[]).unwrap().config.switch.pfc.is_some());
         // Off, the other keys are still checked.
-        let bad = format!(
-            "{SMALL}[network.pfc]\nenabled = false\nxoff_bytes = 1\nxon_bytes = 2\n"
-        );
+        let bad = format!("{SMALL}[network.pfc]\nenabled = false\nxoff_bytes = 1\nxon_bytes = 2\n");
         let err = format!("{:#}", load_text(&bad, &[]).unwrap_err());
         assert!(err.contains("xon_bytes 2 is above xoff_bytes 1"), "{err}");
     }

@@ -4,6 +4,11 @@
 //! from its `fct.txt` as its `slowdown.txt` is (fct_analysis.py's 5 % bins of the flows by size;
 //! the p50, p95 and p99 slowdown of each bin), so a column of `compare.txt` is that point's
 //! `slowdown.txt`.
+//!
+//! A grid of several axes compares along one of them ([`compared_axis`]: `network.congestion`
+//! if it is one, else the first), in a panel for each combination of the others' values (PFC
+//! on and off, say): a table per panel in `compare.txt`, a row of charts per panel in
+//! `compare.svg`. A grid of more than [`MAX_PANELS`] panels is not compared.
 
 use std::fmt::Write as _;
 
@@ -18,6 +23,61 @@ pub(super) struct Column {
     pub(super) index: u64,
     pub(super) label: String,
     pub(super) table: Option<SlowdownTable>,
+}
+
+/// The most panels a compared grid may have: a page of a row of charts each.
+pub(super) const MAX_PANELS: usize = 8;
+
+/// The axis a grid of `keys` (its axes' keys, in order) compares along: `network.congestion`
+/// if it is one of them (the paper's comparison), else the first.
+pub(super) fn compared_axis(keys: &[&str]) -> usize {
+    keys.iter()
+        .position(|k| *k == "network.congestion")
+        .unwrap_or(0)
+}
+
+/// The points that share the values of every axis but the compared one: `label` names those
+/// values (`network.loss_recovery = selective-repeat, network.pfc.enabled = false`; empty for a
+/// grid of one axis).
+#[derive(Debug)]
+pub(super) struct Panel {
+    pub(super) label: String,
+    pub(super) columns: Vec<Column>,
+}
+
+/// `compare.txt` of `panels`: [`text`] of each, under a `# panel:` line naming it where
+/// there are several.
+pub(super) fn text_panels(key: &str, panels: &[Panel]) -> String {
+    match panels {
+        [one] if one.label.is_empty() => text(key, &one.columns),
+        _ => panels
+            .iter()
+            .map(|p| format!("# panel: {}\n{}", p.label, text(key, &p.columns)))
+            .collect::<Vec<_>>()
+            .join("\n"),
+    }
+}
+
+/// `compare.svg` of `panels`: [`svg`] for one, else a row of charts per panel.
+pub(super) fn svg_panels(name: &str, key: &str, panels: &[Panel]) -> anyhow::Result<String> {
+    match panels {
+        [one] if one.label.is_empty() => svg(name, key, &one.columns),
+        _ => {
+            let rows: Vec<(String, Vec<(String, &SlowdownTable)>)> = panels
+                .iter()
+                .map(|p| {
+                    let runs = p
+                        .columns
+                        .iter()
+                        .filter_map(|c| c.table.as_ref().map(|t| (c.label.clone(), t)))
+                        .collect();
+                    (p.label.clone(), runs)
+                })
+                .collect();
+            let caption = format!("roce sim sweep {name}: FCT slowdown by flow size, by {key}");
+            fct_plot::compare_panels(&caption, &rows)
+        }
+    }
 }
 
 /// The value of a point's key as a label: a string as it is (`dcqcn`), any other value as TOML

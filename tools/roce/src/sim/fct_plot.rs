@@ -2,7 +2,7 @@
 //! paper's Fig. 11 draws it: one point per 5 % bin of the flows (at the bin's largest size, on a
 //! log axis), joined by lines. `slowdown.svg` is one chart of one run's 50th, 95th and 99th
 //! percentile; `compare.svg` is a page of three charts (p50, p95, p99), each with one curve per
-//! run compared. One function draws both: a page of charts of any number of curves. Each chart's
+//! run compared (of a grid of several axes: a row of the three per panel). One function draws both: a page of charts of any number of curves. Each chart's
 //! legend stands in a column of its own right of it, so it covers no point whatever the data (in
 //! the chart's upper left it hid the p99 of the smallest bins, which are often the highest).
 
@@ -91,6 +91,7 @@ pub(super) fn plot(name: &str, table: &SlowdownTable) -> anyhow::Result<String> 
             title: None,
             curves,
         }],
+        1,
         YScale::Linear,
     )
 }
@@ -111,33 +112,76 @@ pub(super) fn compare(caption: &str, runs: &[(String, &SlowdownTable)]) -> anyho
                 .collect(),
         })
         .collect();
-    page("compare.svg", caption, &charts, YScale::Log)
+    page("compare.svg", caption, &charts, 1, YScale::Log)
 }
 
-/// Draws `charts` one under the other on one page under `caption`, every chart with the same
-/// flow sizes across and its own slowdowns up (a median near 1 would be flat under a p99's
-/// axis); `file` names the page in errors.
+/// `compare.svg` of a grid of several axes: a row per panel (its label: the values of the axes
+/// that are not compared, in the charts' titles), and in each row the three charts of
+/// [`compare`], p50, p95 and p99, side by side, each with one curve per run of the panel.
+pub(super) fn compare_panels(
+    caption: &str,
+    panels: &[(String, Vec<(String, &SlowdownTable)>)],
+) -> anyhow::Result<String> {
+    let charts: Vec<Chart> = panels
+        .iter()
+        .flat_map(|(panel, runs)| {
+            PERCENTILES.iter().map(move |&(percentile, pick)| Chart {
+                title: Some(format!("{percentile} FCT slowdown, {panel}")),
+                curves: runs
+                    .iter()
+                    .map(|(label, table)| Curve {
+                        label: label.clone(),
+                        points: points(table, pick),
+                    })
+                    .collect(),
+            })
+        })
+        .collect();
+    page(
+        "compare.svg",
+        caption,
+        &charts,
+        PERCENTILES.len(),
+        YScale::Log,
+    )
+}
+
+/// Draws `charts` on one page under `caption`, `columns` of them side by side in each row
+/// (row by row in their order), every chart with the same flow sizes across and its own
+/// slowdowns up (a median near 1 would be flat under a p99's axis); `file` names the page in
+/// errors.
 pub(super) fn page(
     file: &str,
     caption: &str,
     charts: &[Chart],
+    columns: usize,
     y: YScale,
 ) -> anyhow::Result<String> {
+    let columns = columns.clamp(1, charts.len().max(1));
+    let rows = charts.len().div_ceil(columns);
     let height = match charts.len() {
         0 | 1 => ONE_HEIGHT,
-        n => CAPTION_HEIGHT + CHART_HEIGHT * n as u32,
+        _ => CAPTION_HEIGHT + CHART_HEIGHT * rows as u32,
     };
+    let width = WIDTH * columns as u32;
     let mut svg = String::new();
     {
-        let root = SVGBackend::with_string(&mut svg, (WIDTH, height)).into_drawing_area();
-        draw_page(&root, caption, charts, y).map_err(|e| anyhow!("cannot draw {file}: {e}"))?;
+        let root = SVGBackend::with_string(&mut svg, (width, height)).into_drawing_area();
+        draw_page(&root, caption, charts, (rows, columns), y)
+            .map_err(|e| anyhow!("cannot draw {file}: {e}"))?;
         root.present()
             .map_err(|e| anyhow!("cannot draw {file}: {e}"))?;
     }
     Ok(svg)
 }
 
-fn draw_page(root: &Area<'_>, caption: &str, charts: &[Chart], y: YScale) -> DrawResult {
+fn draw_page(
+    root: &Area<'_>,
+    caption: &str,
+    charts: &[Chart],
+    (rows, columns): (usize, usize),
+    y: YScale,
+) -> DrawResult {
     root.fill(&WHITE)?;
     let all = || {
         charts
@@ -158,9 +202,10 @@ fn draw_page(root: &Area<'_>, caption: &str, charts: &[Chart], y: YScale) -> Dra
     let below = root.titled(caption, ("sans-serif", 18).into_font())?;
     for (chart, area) in charts
         .iter()
-        .zip(below.split_evenly((charts.len().max(1), 1)))
+        .zip(below.split_evenly((rows.max(1), columns.max(1))))
     {
-        let (area, side) = area.split_horizontally(WIDTH - legend_width);
+        let (area_width, _) = area.dim_in_pixel();
+        let (area, side) = area.split_horizontally(area_width.saturating_sub(legend_width));
         let y_max = chart
             .curves
             .iter()

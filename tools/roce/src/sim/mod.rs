@@ -143,11 +143,14 @@ enum SimCommand {
     /// point (its values, flows finished, goodput, PAUSEs, drops, and the p50/p95/p99 FCT
     /// slowdown over all its flows).
     ///
-    /// A grid of one axis, such as `"network.congestion" = ["dcqcn", "hpcc", "timely",
-    /// "dctcp"]`, also gets OUT/compare.txt and OUT/compare.svg: the points side by side, FCT
-    /// slowdown by flow size as the HPCC paper's Fig. 11 draws it (each point's 5 % bins of its
-    /// flows by size, as its slowdown.txt; a p50, p95 and p99 column per point, and a chart per
-    /// percentile with a curve per point). A scenario may carry the tables of several
+    /// A grid such as `"network.congestion" = ["dcqcn", "hpcc", "timely", "dctcp"]` also gets
+    /// OUT/compare.txt and OUT/compare.svg: the points side by side, FCT slowdown by flow size
+    /// as the HPCC paper's Fig. 11 draws it (each point's 5 % bins of its flows by size, as its
+    /// slowdown.txt; a p50, p95 and p99 column per point, and a chart per percentile with a
+    /// curve per point). With other axes too (`"network.pfc.enabled" = [true, false]`), the
+    /// points are compared along network.congestion (else the grid's first axis) in a panel
+    /// for each combination of the others' values: a table each in compare.txt, a row of three
+    /// charts each in compare.svg; a grid of more than 8 panels is not compared. A scenario may carry the tables of several
     /// algorithms ([network.dcqcn], [network.hpcc], ...): each point uses the one its
     /// network.congestion names.
     #[command(after_help = "Examples:
@@ -183,8 +186,8 @@ enum SimCommand {
     },
     /// Join the points of sweep directories (the shards of one sweep) into one table.
     ///
-    /// Writes OUT/sweep.txt and OUT/sweep.json, and for a grid of one axis OUT/compare.txt and
-    /// OUT/compare.svg (as `roce sim sweep` does).
+    /// Writes OUT/sweep.txt and OUT/sweep.json, and OUT/compare.txt and OUT/compare.svg (as
+    /// `roce sim sweep` does).
     Merge {
         /// Sweep output directories.
         #[arg(value_name = "DIR", required = true)]

@@ -9,10 +9,11 @@
 //! reads any number of such directories — the shards of a sweep run as a job array on a
 //! cluster — and writes `sweep.json` and `sweep.txt` into one: a row per point, with the
 //! slowdown percentiles over all of the point's flows, computed from its `fct.txt` as
-//! `fct_analysis.py` computes them per bin (slowdown = FCT / ideal FCT, at least 1). A grid of
-//! one axis (`"network.congestion" = ["dcqcn", "hpcc", "timely", "dctcp"]`) also gets
-//! `compare.txt` and `compare.svg`: the points' slowdown by flow size side by side
-//! ([`super::compare`]).
+//! `fct_analysis.py` computes them per bin (slowdown = FCT / ideal FCT, at least 1). A grid
+//! (`"network.congestion" = ["dcqcn", "hpcc", "timely", "dctcp"]`, and perhaps other axes)
+//! also gets `compare.txt` and `compare.svg`: the points' slowdown by flow size side by side,
+//! along `network.congestion` (else the first axis), in a panel for each combination of the
+//! other axes' values ([`super::compare`]).
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -156,7 +157,7 @@ pub(super) fn run_merge(dirs: &[PathBuf], out: &Path) -> anyhow::Result<ExitCode
     Ok(ExitCode::SUCCESS)
 }
 
-/// What a grid of one axis also wrote.
+/// What a compared grid also wrote.
 fn compared_line(out: &Path) -> String {
     format!(
         "the points side by side (FCT slowdown by flow size, p50/p95/p99, a column and a curve \
@@ -339,7 +340,8 @@ pub(crate) struct Merged {
     pub(crate) points: usize,
     pub(crate) of: usize,
     pub(crate) missing: Vec<usize>,
-    /// Whether it wrote `compare.txt` and `compare.svg` (a grid of one axis).
+    /// Whether it wrote `compare.txt` and `compare.svg` (a grid of at most
+    /// [`compare::MAX_PANELS`] panels).
     pub(crate) compared: bool,
 }
 
@@ -394,32 +396,26 @@ pub(crate) fn merge(dirs: &[PathBuf], into: &Path) -> anyhow::Result<Merged> {
     let doc = json!({"grid": grid, "missing": missing, "points": rows});
     std::fs::write(into.join("sweep.json"), format!("{doc:#}\n"))?;
     std::fs::write(into.join("sweep.txt"), table(&grid, &rows))?;
-    let compared = match grid["axes"].as_array().map(Vec::as_slice) {
-        Some([axis]) => {
-            let key = axis["key"].as_str().unwrap_or("?");
-            let columns: Vec<compare::Column> = rows
-                .iter()
-                .map(|row| {
-                    let index = row["index"].as_u64().unwrap_or(u64::MAX);
-                    compare::Column {
-                        index,
-                        label: compare::label(&row["params"][key]),
-                        table: tables.remove(&index),
-                    }
-                })
-                .collect();
+    let keys: Vec<&str> = grid["axes"]
+        .as_array()
+        .map_or(&[][..], Vec::as_slice)
+        .iter()
+        .filter_map(|a| a["key"].as_str())
+        .collect();
+    let compared = match panels(&keys, &rows, &mut tables) {
+        Some((key, panels)) => {
             let name = grid["scenario"]
                 .as_str()
                 .and_then(|s| Path::new(s).file_stem())
                 .map_or_else(|| "sweep".into(), |s| s.to_string_lossy().into_owned());
-            std::fs::write(into.join("compare.txt"), compare::text(key, &columns))?;
+            std::fs::write(into.join("compare.txt"), compare::text_panels(key, &panels))?;
             std::fs::write(
                 into.join("compare.svg"),
-                compare::svg(&name, key, &columns)?,
+                compare::svg_panels(&name, key, &panels)?,
             )?;
             true
         }
-        _ => false,
+        None => false,
     };
     Ok(Merged {
         points: rows.len(),
@@ -427,6 +423,44 @@ pub(crate) fn merge(dirs: &[PathBuf], into: &Path) -> anyhow::Result<Merged> {
         missing,
         compared,
     })
+}
+
+/// The grid's points (`rows`, in their order) as the panels of its comparison, each point's
+/// column taking its table out of `tables`, and the key compared along; `None` for a grid
+/// without axes or of more than [`compare::MAX_PANELS`] panels.
+fn panels<'k>(
+    keys: &[&'k str],
+    rows: &[Json],
+    tables: &mut std::collections::BTreeMap<u64, SlowdownTable>,
+) -> Option<(&'k str, Vec<compare::Panel>)> {
+    if keys.is_empty() {
+        return None;
+    }
+    let by = compare::compared_axis(keys);
+    let mut panels: Vec<compare::Panel> = Vec::new();
+    for row in rows {
+        let label = keys
+            .iter()
+            .enumerate()
+            .filter(|&(i, _)| i != by)
+            .map(|(_, k)| format!("{k} = {}", compare::label(&row["params"][*k])))
+            .collect::<Vec<_>>()
+            .join(", ");
+        let index = row["index"].as_u64().unwrap_or(u64::MAX);
+        let column = compare::Column {
+            index,
+            label: compare::label(&row["params"][keys[by]]),
+            table: tables.remove(&index),
+        };
+        match panels.iter_mut().find(|p| p.label == label) {
+            Some(panel) => panel.columns.push(column),
+            None => panels.push(compare::Panel {
+                label,
+                columns: vec![column],
+            }),
+        }
+    }
+    (panels.len() <= compare::MAX_PANELS).then_some((keys[by], panels))
 }
 
 /// A point's row: its `point.json`, its summary's totals, and the slowdown percentiles over its
@@ -636,12 +670,98 @@ mod tests {
         assert!(text.contains("\tdcqcn:p50\tdcqcn:p95\tdcqcn:p99\thpcc:p50\t"));
         let svg = std::fs::read_to_string(out.join("compare.svg")).unwrap();
         assert!(svg.contains("roce sim sweep c: FCT slowdown by flow size, by network.congestion"));
-        // A grid of two axes has no comparison.
-        let (_keep2, two) = setup();
-        let out2 = two.join("out");
-        sweep(&two.join("s.toml"), &out2, Shard::ALL, 1, &[], fake_run).unwrap();
-        assert!(!merge(std::slice::from_ref(&out2), &out2).unwrap().compared);
-        assert!(!out2.join("compare.txt").exists());
+    }
+
+    /// A grid of several axes compares along `network.congestion` in a panel for each value of
+    /// the others: here DCQCN's flows take three times their ideal FCT with PFC and five
+    /// times without, HPCC's once and twice.
+    #[test]
+    fn a_grid_of_two_axes_compares_along_congestion_in_a_panel_per_value_of_the_other() {
+        let (_keep, root) = setup();
+        let file = root.join("c.toml");
+        std::fs::write(
+            &file,
+            "name = \"c\"\n[network]\ncongestion = \"none\"\n[network.pfc]\nenabled = true\n\n\
+             [sweep]\n\"network.congestion\" = [\"dcqcn\", \"hpcc\"]\n\
+             \"network.pfc.enabled\" = [true, false]\n",
+        )
+        .unwrap();
+        let run = |scenario: &Path, dir: &Path| -> anyhow::Result<()> {
+            let t: Table = std::fs::read_to_string(scenario)?.parse()?;
+            let pfc = t["network"]["pfc"]["enabled"].as_bool() == Some(true);
+            let times = match (t["network"]["congestion"].as_str(), pfc) {
+                (Some("dcqcn"), true) => 3,
+                (Some("dcqcn"), false) => 5,
+                (_, true) => 1,
+                (_, false) => 2,
+            };
+            let lines: String = (0..40u64)
+                .map(|i| {
+                    let size = 100 * (i + 1);
+                    format!(
+                        "0b000001 0b000101 10000 100 {size} 0 {} 1000\n",
+                        times * 1000
+                    )
+                })
+                .collect();
+            std::fs::write(dir.join("fct.txt"), lines)?;
+            Ok(())
+        };
+        let out = root.join("out");
+        sweep(&file, &out, Shard::ALL, 1, &[], run).unwrap();
+        assert!(merge(std::slice::from_ref(&out), &out).unwrap().compared);
+        let text = std::fs::read_to_string(out.join("compare.txt")).unwrap();
+        let panels: Vec<&str> = text.split("# panel: ").skip(1).collect();
+        assert_eq!(panels.len(), 2, "{text}");
+        let first_row = |panel: &str| {
+            panel
+                .lines()
+                .find(|l| !l.starts_with('#') && !l.contains("network.pfc.enabled ="))
+                .unwrap()
+                .to_owned()
+        };
+        assert!(
+            panels[0].starts_with("network.pfc.enabled = true\n"),
+            "{text}"
+        );
+        assert_eq!(
+            first_row(panels[0]),
+            "0.000\t200\t3.000\t3.000\t3.000\t1.000\t1.000\t1.000"
+        );
+        assert!(
+            panels[1].starts_with("network.pfc.enabled = false\n"),
+            "{text}"
+        );
+        assert_eq!(
+            first_row(panels[1]),
+            "0.000\t200\t5.000\t5.000\t5.000\t2.000\t2.000\t2.000"
+        );
+        assert!(panels[1].contains("\tdcqcn:p50\tdcqcn:p95\tdcqcn:p99\thpcc:p50\t"));
+        let svg = std::fs::read_to_string(out.join("compare.svg")).unwrap();
+        for title in [
+            "p50 FCT slowdown, network.pfc.enabled = true",
+            "p99 FCT slowdown, network.pfc.enabled = false",
+        ] {
+            assert!(svg.contains(title), "{title}");
+        }
+    }
+
+    #[test]
+    fn a_grid_of_more_panels_than_a_page_holds_is_not_compared() {
+        let (_keep, root) = setup();
+        let file = root.join("many.toml");
+        let seeds: Vec<String> = (1..=compare::MAX_PANELS + 1)
+            .map(|s| s.to_string())
+            .collect();
+        std::fs::write(
+            &file,
+            SCENARIO.replace("[1, 2]", &format!("[{}]", seeds.join(", "))),
+        )
+        .unwrap();
+        let out = root.join("out");
+        sweep(&file, &out, Shard::ALL, 2, &[], fake_run).unwrap();
+        assert!(!merge(std::slice::from_ref(&out), &out).unwrap().compared);
+        assert!(!out.join("compare.txt").exists());
     }
 
     #[test]
