@@ -29,6 +29,8 @@
 //!                                       # as ns-3's)
 //! loss_recovery = "go-back-n"           # or "selective-repeat" (IRN-style)
 //! window_packets = 512                  # PSNs in flight per QP: go-back-N's window, or IRN's BDP cap
+//! ack_timeout = 14                      # the hosts' local ACK timeout, 4.096 us x 2^n (14: 67 ms;
+//!                                       # selective repeat's RTO_high, IRN's 320 us is about 6)
 //! buffer_bytes = 1048576                # per egress port; with shared_buffer, per switch
 //! shared_buffer = false                 # true: one buffer per switch, dynamic PFC thresholds
 //! mtu = 1024
@@ -157,6 +159,8 @@ struct NetFile {
     #[serde(default)]
     loss_recovery: LossRecoveryName,
     window_packets: Option<u32>,
+    /// The hosts' local ACK timeout, IBTA's exponent: 4.096 µs × 2^n.
+    ack_timeout: Option<u8>,
     dcqcn: Option<CcFile>,
     dctcp: Option<CcFile>,
     timely: Option<CcFile>,
@@ -371,6 +375,14 @@ impl NetworkFile {
         if n.loss_recovery != LossRecoveryName::GoBackN || n.window_packets.is_some() {
             n.loss_recovery
                 .apply(n.window_packets, &mut config.host.nic, "network.")?;
+        }
+        match n.ack_timeout {
+            None => {}
+            Some(t @ 1..=31) => config.host.timeout = t,
+            Some(t) => bail!(
+                "network.ack_timeout = {t}: from 1 to 31, the exponent of 4.096 us x 2^n (0, \
+                 which IBTA reads as no timeout, would leave a lost last packet lost)"
+            ),
         }
         if let Some(b) = n.buffer_bytes {
             if b < 4096 {
@@ -621,5 +633,23 @@ mod tests {
         let bad = format!("{SMALL}[network.pfc]\nenabled = false\nxoff_bytes = 1\nxon_bytes = 2\n");
         let err = format!("{:#}", load_text(&bad, &[]).unwrap_err());
         assert!(err.contains("xon_bytes 2 is above xoff_bytes 1"), "{err}");
+    }
+
+    #[test]
+    fn ack_timeout_sets_the_hosts_timer_or_is_refused() {
+        assert_eq!(
+            load_text(SMALL, &[]).unwrap().config.host.timeout,
+            14,
+            "67 ms"
+        );
+        let s = load_text(SMALL, &["network.ack_timeout=8"]).unwrap();
+        assert_eq!(s.config.host.timeout, 8);
+        for bad in ["0", "32"] {
+            let err = load_text(SMALL, &[&format!("network.ack_timeout={bad}")]).unwrap_err();
+            assert!(
+                format!("{err:#}").contains("network.ack_timeout"),
+                "{err:#}"
+            );
+        }
     }
 }

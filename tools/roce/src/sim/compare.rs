@@ -36,23 +36,47 @@ pub(super) fn compared_axis(keys: &[&str]) -> usize {
         .unwrap_or(0)
 }
 
-/// The points that share the values of every axis but the compared one: `label` names those
-/// values (`network.loss_recovery = selective-repeat, network.pfc.enabled = false`; empty for a
-/// grid of one axis).
+/// The points that share the values of every axis but the compared one: `values` are those
+/// axes' keys and values (none for a grid of one axis).
 #[derive(Debug)]
 pub(super) struct Panel {
-    pub(super) label: String,
+    pub(super) values: Vec<(String, String)>,
     pub(super) columns: Vec<Column>,
+}
+
+impl Panel {
+    /// `network.loss_recovery = selective-repeat, network.pfc.enabled = false`, as
+    /// `compare.txt` names the panel.
+    pub(super) fn label(&self) -> String {
+        Self::join(self.values.iter().map(|(k, v)| (k.as_str(), v)))
+    }
+
+    /// The same without each key's first part where it has several (`loss_recovery =
+    /// selective-repeat, pfc.enabled = false`), for the charts' titles.
+    fn title(&self) -> String {
+        Self::join(
+            self.values
+                .iter()
+                .map(|(k, v)| (k.split_once('.').map_or(k.as_str(), |(_, rest)| rest), v)),
+        )
+    }
+
+    fn join<'a>(pairs: impl Iterator<Item = (&'a str, &'a String)>) -> String {
+        pairs
+            .map(|(k, v)| format!("{k} = {v}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
 }
 
 /// `compare.txt` of `panels`: [`text`] of each, under a `# panel:` line naming it where
 /// there are several.
 pub(super) fn text_panels(key: &str, panels: &[Panel]) -> String {
     match panels {
-        [one] if one.label.is_empty() => text(key, &one.columns),
+        [one] if one.values.is_empty() => text(key, &one.columns),
         _ => panels
             .iter()
-            .map(|p| format!("# panel: {}\n{}", p.label, text(key, &p.columns)))
+            .map(|p| format!("# panel: {}\n{}", p.label(), text(key, &p.columns)))
             .collect::<Vec<_>>()
             .join("\n"),
     }
@@ -61,7 +85,7 @@ pub(super) fn text_panels(key: &str, panels: &[Panel]) -> String {
 /// `compare.svg` of `panels`: [`svg`] for one, else a row of charts per panel.
 pub(super) fn svg_panels(name: &str, key: &str, panels: &[Panel]) -> anyhow::Result<String> {
     match panels {
-        [one] if one.label.is_empty() => svg(name, key, &one.columns),
+        [one] if one.values.is_empty() => svg(name, key, &one.columns),
         _ => {
             let rows: Vec<(String, Vec<(String, &SlowdownTable)>)> = panels
                 .iter()
@@ -71,7 +95,7 @@ pub(super) fn svg_panels(name: &str, key: &str, panels: &[Panel]) -> anyhow::Res
                         .iter()
                         .filter_map(|c| c.table.as_ref().map(|t| (c.label.clone(), t)))
                         .collect();
-                    (p.label.clone(), runs)
+                    (p.title(), runs)
                 })
                 .collect();
             let caption = format!("roce sim sweep {name}: FCT slowdown by flow size, by {key}");

@@ -39,10 +39,12 @@ pub(super) struct Curve {
     pub(super) points: Vec<(f64, f64)>,
 }
 
-/// One chart: its title (none on a page of one) and its curves.
+/// One chart: its title (none on a page of one), its curves, and the slowdown its axis must
+/// reach at least (the highest of a column of charts, so that they read on one scale).
 pub(super) struct Chart {
     pub(super) title: Option<String>,
     pub(super) curves: Vec<Curve>,
+    pub(super) y_reach: f64,
 }
 
 /// The slowdown axis: linear, or logarithmic in a chart whose slowdowns reach past
@@ -90,6 +92,7 @@ pub(super) fn plot(name: &str, table: &SlowdownTable) -> anyhow::Result<String> 
         &[Chart {
             title: None,
             curves,
+            y_reach: 0.0,
         }],
         1,
         YScale::Linear,
@@ -110,19 +113,21 @@ pub(super) fn compare(caption: &str, runs: &[(String, &SlowdownTable)]) -> anyho
                     points: points(table, pick),
                 })
                 .collect(),
+            y_reach: 0.0,
         })
         .collect();
     page("compare.svg", caption, &charts, 1, YScale::Log)
 }
 
-/// `compare.svg` of a grid of several axes: a row per panel (its label: the values of the axes
-/// that are not compared, in the charts' titles), and in each row the three charts of
-/// [`compare`], p50, p95 and p99, side by side, each with one curve per run of the panel.
+/// `compare.svg` of a grid of several axes: a row per panel (its title: the values of the axes
+/// that are not compared), and in each row the three charts of [`compare`], p50, p95 and p99,
+/// side by side, each with one curve per run of the panel; the charts of a column share their
+/// slowdown axis, so that the panels compare at a glance.
 pub(super) fn compare_panels(
     caption: &str,
     panels: &[(String, Vec<(String, &SlowdownTable)>)],
 ) -> anyhow::Result<String> {
-    let charts: Vec<Chart> = panels
+    let mut charts: Vec<Chart> = panels
         .iter()
         .flat_map(|(panel, runs)| {
             PERCENTILES.iter().map(move |&(percentile, pick)| Chart {
@@ -134,9 +139,25 @@ pub(super) fn compare_panels(
                         points: points(table, pick),
                     })
                     .collect(),
+                y_reach: 0.0,
             })
         })
         .collect();
+    for column in 0..PERCENTILES.len() {
+        let top = charts
+            .iter()
+            .skip(column)
+            .step_by(PERCENTILES.len())
+            .flat_map(|c| &c.curves)
+            .flat_map(|c| &c.points)
+            .map(|p| p.1)
+            .fold(0.0, f64::max);
+        charts
+            .iter_mut()
+            .skip(column)
+            .step_by(PERCENTILES.len())
+            .for_each(|c| c.y_reach = top);
+    }
     page(
         "compare.svg",
         caption,
@@ -211,7 +232,7 @@ fn draw_page(
             .iter()
             .flat_map(|c| &c.points)
             .map(|p| p.1)
-            .fold(2.0, f64::max);
+            .fold(chart.y_reach.max(2.0), f64::max);
         if y == YScale::Log && y_max > LOG_FROM {
             let top = y_max * 1.3;
             let (bold, light) = log_key_points(top);
@@ -453,6 +474,48 @@ mod tests {
         for chart in 0..3 {
             assert_legend_covers_no_point(&svg, "hpcc", chart);
         }
+    }
+
+    /// A grid's comparison: a row of the three charts per panel, titled with it, and each
+    /// column's charts on one slowdown axis (here the second panel's p99s reach 6 and the
+    /// first's 60: both p99 charts are labelled up to 50).
+    #[test]
+    fn panels_are_rows_and_a_column_shares_its_slowdown_axis() {
+        let one = table();
+        let mut other = table();
+        for b in &mut other.bins {
+            b.p99 /= 10.0;
+            b.p95 = b.p95.min(b.p99);
+            b.p50 = b.p50.min(b.p95);
+        }
+        let panels = [
+            ("pfc = true".to_owned(), vec![("dcqcn".to_owned(), &one)]),
+            ("pfc = false".to_owned(), vec![("dcqcn".to_owned(), &other)]),
+        ];
+        let svg = compare_panels("t", &panels).unwrap();
+        assert_eq!(circles(&svg).len(), 2 * 3 * 20);
+        let texts = texts(&svg);
+        let titles: Vec<&str> = texts
+            .iter()
+            .copied()
+            .filter(|t| t.contains("FCT slowdown,"))
+            .collect();
+        assert_eq!(
+            titles,
+            [
+                "p50 FCT slowdown, pfc = true",
+                "p95 FCT slowdown, pfc = true",
+                "p99 FCT slowdown, pfc = true",
+                "p50 FCT slowdown, pfc = false",
+                "p95 FCT slowdown, pfc = false",
+                "p99 FCT slowdown, pfc = false",
+            ]
+        );
+        assert_eq!(texts.iter().filter(|t| **t == "50").count(), 2, "{texts:?}");
+        assert!(
+            svg.starts_with("<svg width=\"2700\""),
+            "three charts across"
+        );
     }
 
     /// No axis label is drawn twice at one place, whatever the log axis's top: the p99 chart

@@ -156,11 +156,12 @@ enum SimCommand {
     #[command(after_help = "Examples:
           roce sim sweep sweep-leafspine-load --out /tmp/sw   # a shipped one, by name
           roce sim sweep fattree-fb30-compare --out /tmp/cmp  # DCQCN, HPCC, TIMELY, DCTCP, and +win: compare.svg
+          roce sim sweep fattree-fb30-pfc --out /tmp/pfc      # the same four, PFC on/off x recovery x window
           roce sim sweep my.toml --shard 3/16 --out shard-3   # one task of a job array
           roce sim merge shard-* --out all
 
         A Slurm job array: see docs/congestion.md (\"Sweeps\"); comparing algorithms:
-        docs/congestion.md (\"Comparing algorithms\").")]
+        docs/congestion.md (\"Comparing algorithms\", \"PFC or not\").")]
     Sweep {
         /// The network scenario, with a [sweep] table: a TOML file, or the name of a shipped
         /// one (as `roce sim NAME`).

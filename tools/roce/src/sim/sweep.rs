@@ -439,23 +439,22 @@ fn panels<'k>(
     let by = compare::compared_axis(keys);
     let mut panels: Vec<compare::Panel> = Vec::new();
     for row in rows {
-        let label = keys
+        let values: Vec<(String, String)> = keys
             .iter()
             .enumerate()
             .filter(|&(i, _)| i != by)
-            .map(|(_, k)| format!("{k} = {}", compare::label(&row["params"][*k])))
-            .collect::<Vec<_>>()
-            .join(", ");
+            .map(|(_, k)| (k.to_string(), compare::label(&row["params"][*k])))
+            .collect();
         let index = row["index"].as_u64().unwrap_or(u64::MAX);
         let column = compare::Column {
             index,
             label: compare::label(&row["params"][keys[by]]),
             table: tables.remove(&index),
         };
-        match panels.iter_mut().find(|p| p.label == label) {
+        match panels.iter_mut().find(|p| p.values == values) {
             Some(panel) => panel.columns.push(column),
             None => panels.push(compare::Panel {
-                label,
+                values,
                 columns: vec![column],
             }),
         }
@@ -739,8 +738,8 @@ mod tests {
         assert!(panels[1].contains("\tdcqcn:p50\tdcqcn:p95\tdcqcn:p99\thpcc:p50\t"));
         let svg = std::fs::read_to_string(out.join("compare.svg")).unwrap();
         for title in [
-            "p50 FCT slowdown, network.pfc.enabled = true",
-            "p99 FCT slowdown, network.pfc.enabled = false",
+            "p50 FCT slowdown, pfc.enabled = true",
+            "p99 FCT slowdown, pfc.enabled = false",
         ] {
             assert!(svg.contains(title), "{title}");
         }
