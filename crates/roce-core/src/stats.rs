@@ -104,6 +104,9 @@ stats! {
         rx_cnps,
         /// Congestion notification packets sent (DCQCN notification point).
         tx_cnps,
+        /// CE-marked datagrams of a UD QP that sent no CNP because CNPs to as many senders as
+        /// it keeps were due already (`cc::np::UD_SENDERS`).
+        rx_ce_ud_cnps_full,
         /// DCQCN rate decreases (CNPs that cut a QP's rate).
         rate_decreases,
         /// DCQCN rate-increase events (timer and byte counter).

@@ -154,9 +154,9 @@ impl Nic {
             shared.drop_rx(|s| &mut s.rx_unknown_qp, "unknown QP");
             return;
         };
-        // A CNP names a connected QP of ours whose packets were marked (Annex A17.9.3): it
-        // passes the checks of a response from that QP's peer, so that nobody else can slow
-        // the QP down.
+        // A CNP names a QP of ours whose packets were marked (Annex A17.9.3): to a connected
+        // QP it passes the checks of a response from that QP's peer, so that nobody else can
+        // slow the QP down; a UD QP takes it from any host, as it takes datagrams from any.
         //= ibta:annex17/A17.9.3
         //# a CNP names the QP whose packets were marked
         let cnp = layout.transport == Transport::Cnp;
@@ -165,7 +165,7 @@ impl Nic {
             (Transport::Rc, QpType::Rc)
                 | (Transport::Uc, QpType::Uc)
                 | (Transport::Ud, QpType::Ud)
-                | (Transport::Cnp, QpType::Rc | QpType::Uc)
+                | (Transport::Cnp, QpType::Rc | QpType::Uc | QpType::Ud)
         );
         if !type_ok {
             shared.drop_rx(
@@ -200,7 +200,9 @@ impl Nic {
             shared.drop_rx(|s| &mut s.rx_pkey_mismatch, "P_Key");
             return;
         }
-        if qp.qp_type == QpType::Ud && packet.deth().is_none_or(|d| d.qkey() != qp.qkey) {
+        // A CNP has no DETH: a UD QP takes one from any sender of its datagrams, as it takes
+        // their datagrams.
+        if qp.qp_type == QpType::Ud && !cnp && packet.deth().is_none_or(|d| d.qkey() != qp.qkey) {
             shared.drop_rx(|s| &mut s.rx_qkey_mismatch, "Q_Key");
             return;
         }
@@ -228,7 +230,8 @@ impl Nic {
                 if int.is_some() {
                     qp.resp.int = int;
                 }
-                qp.notify_ecn(&ctx, datagram.ecn);
+                let src_qp = packet.deth().map(|deth| deth.src_qp());
+                qp.notify_ecn(&mut ctx, datagram.ecn, src_qp);
                 qp.handle_request(&mut ctx, &packet);
             } else {
                 if layout.operation == Operation::RdmaReadResponse {

@@ -588,3 +588,130 @@ fn int_taken_off_in_place_is_taken_off_as_by_a_copy() {
     assert_eq!((b.rx_int_malformed, b.rx_accepted, a.rx_acks), (1, 1, 1));
     assert_eq!(run(false), (ack, a, b, state));
 }
+
+/// A UD QP of its own on a NIC at `ip` with DCQCN: the NIC, the QP, its CQ and a region.
+fn ud_nic(ip: IpAddr) -> (Nic, crate::Qpn, crate::CqHandle, crate::MemoryRegion) {
+    let mut nic = Nic::new(NicConfig {
+        addrs: vec![ip],
+        congestion: Congestion::Dcqcn(DcqcnConfig::default()),
+        line_rate_bps: LINE,
+        ..NicConfig::default()
+    });
+    let pd = nic.alloc_pd();
+    let cq = nic.create_cq(16);
+    let mr = nic.reg_mr(pd, 4096, Access::ALL).unwrap();
+    let qp = nic.create_qp(&QpInit::new(QpType::Ud, pd, cq, 8)).unwrap();
+    let ud = Connect {
+        qp_type: QpType::Ud,
+        qkey: 0x11,
+        ..Connect::rc(
+            AddressVector::new(ip, ip),
+            crate::Qpn::new(0),
+            Psn::new(0),
+            Psn::new(0),
+        )
+    };
+    nic.connect_qp(qp, &ud).unwrap();
+    (nic, qp, cq, mr)
+}
+
+/// `from`'s UD QP `qp` sends 64 bytes to `to` (QP `to_qp` at `to_ip`), delivered at `now`
+/// with `ecn`.
+fn ud_send(
+    (from, qp, mr): (&mut Nic, crate::Qpn, &crate::MemoryRegion),
+    (to, to_ip, to_qp): (&mut Nic, IpAddr, crate::Qpn),
+    now: Instant,
+    ecn: Ecn,
+) {
+    let mut wr = SendWr::new(
+        1,
+        SendOp::Send,
+        Sge {
+            addr: mr.addr(),
+            length: 64,
+            lkey: mr.lkey(),
+        },
+    );
+    wr.ud = Some(crate::UdDest {
+        ip: to_ip,
+        qpn: to_qp,
+        qkey: 0x11,
+    });
+    from.post_send(qp, wr).unwrap();
+    let sent = deliver(from, to, &mut now.clone(), |_| ecn);
+    assert_eq!(sent.len(), 1, "one datagram");
+    assert_eq!(sent[0].1, Ecn::Ect0, "sent ECN-capable, for switches to mark");
+}
+
+/// DCQCN's notification point on a UD QP (Annex A17.9.3, the CNP names the QP whose packets
+/// were marked): a CE-marked datagram brings a CNP to the QP that sent it, at its address (its
+/// DETH's source QPN), and cuts that sender's rate alone; another marked one within
+/// `min_time_between_cnps` (4 µs) brings none, one after it another.
+#[test]
+fn a_ce_marked_ud_datagram_brings_its_sender_a_cnp() {
+    let ip = |last| IpAddr::V4(Ipv4Addr::new(198, 18, 0, last));
+    let (mut b, b_qp, _, b_mr) = ud_nic(ip(2));
+    let (mut a1, a1_qp, _, a1_mr) = ud_nic(ip(1));
+    let (mut a2, a2_qp, _, a2_mr) = ud_nic(ip(3));
+    for wr_id in 0..4 {
+        let sge = Sge {
+            addr: b_mr.addr(),
+            length: 256,
+            lkey: b_mr.lkey(),
+        };
+        b.post_recv(
+            b_qp,
+            crate::RecvWr {
+                wr_id,
+                sgl: [sge].into(),
+            },
+        )
+        .unwrap();
+    }
+    // A CNP from B, if any: its destination, DestQP and bytes.
+    let cnp_from_b = |b: &mut Nic, now| {
+        let mut buf = vec![0; MAX_DATAGRAM];
+        let t = b.poll_transmit(now, &mut buf)?;
+        assert_eq!(buf[0], 0x81, "a CNP");
+        let bth = roce_wire::bth::Packet::new_unchecked(&buf[..t.len]);
+        Some((t.dst.ip(), bth.dest_qp(), buf[..t.len].to_vec()))
+    };
+    let t0 = Instant::from_micros(10);
+    ud_send((&mut a1, a1_qp, &a1_mr), (&mut b, ip(2), b_qp), t0, Ecn::Ce);
+    ud_send(
+        (&mut a2, a2_qp, &a2_mr),
+        (&mut b, ip(2), b_qp),
+        t0,
+        Ecn::Ect0,
+    );
+    let (dst, dest_qp, cnp) = cnp_from_b(&mut b, t0).expect("a CNP for A1's marked datagram");
+    assert_eq!((dst, dest_qp), (ip(1), a1_qp), "to A1's QP, at A1");
+    assert_eq!(cnp_from_b(&mut b, t0), None, "none for A2's unmarked one");
+    assert_eq!(b.stats().tx_cnps, 1);
+    // A1 takes it, though it has no DETH and comes from a host its QP never named.
+    a1.handle_datagram(
+        t0,
+        Datagram {
+            src: SocketAddr::new(ip(2), 0xc000),
+            dst: SocketAddr::new(ip(1), 4791),
+            ecn: Ecn::NotEct,
+            ip_id: Some(0),
+            segment: 0,
+            payload: &cnp,
+        },
+    );
+    assert_eq!((a1.stats().rx_cnps, a1.stats().rate_decreases), (1, 1));
+    assert_eq!(a1.stats().rx_dropped(), 0);
+    assert_eq!(a2.stats().rate_decreases, 0);
+    // Within the gap: a mark, no CNP; past it: a CNP.
+    let t1 = Instant::from_micros(12);
+    ud_send((&mut a1, a1_qp, &a1_mr), (&mut b, ip(2), b_qp), t1, Ecn::Ce);
+    assert_eq!(cnp_from_b(&mut b, t1), None, "2 µs after the last CNP");
+    let t2 = Instant::from_micros(15);
+    ud_send((&mut a1, a1_qp, &a1_mr), (&mut b, ip(2), b_qp), t2, Ecn::Ce);
+    assert_eq!(
+        cnp_from_b(&mut b, t2).map(|c| c.1),
+        Some(a1_qp),
+        "5 µs after"
+    );
+}
