@@ -12,9 +12,10 @@ use std::io;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use roce_core::{Instant, Loan, MAX_DATAGRAM, Transmit};
+use roce_wire::icrc::ipv4_id::Rekey;
 
+use crate::backend::Sender;
 use crate::backend::steer::slot_of;
-use crate::backend::{Sender, reseal_lent};
 use crate::batch::{MAX_BATCH_BYTES, TxBatch};
 use crate::engine::EngineLock;
 use crate::tap::Tap;
@@ -48,6 +49,9 @@ pub(crate) struct Outbox {
     taken: usize,
     limit: usize,
     tap: Option<Tap>,
+    /// How the ICRC of a carried packet changes with its IPv4 identification, for the length
+    /// of the last one carried (most are of one length).
+    rekey: Option<Rekey>,
 }
 
 impl Outbox {
@@ -65,6 +69,7 @@ impl Outbox {
             taken: 0,
             limit: MAX_TRANSMITS_PER_ROUND,
             tap,
+            rekey: None,
         }
     }
 
@@ -94,14 +99,27 @@ impl Outbox {
     ) -> Option<(Transmit, &mut [u8], usize, &[Loan])> {
         self.loans.clear();
         if let Some((transmit, at, ip_id)) = self.carried.take() {
-            // It starts this batch, as segment 0.
-            roce_core::copy::move_to_front(&mut self.buf, at, transmit.len);
+            // It starts this batch, as segment 0: its headers and its ICRC move to the front
+            // (a lent payload's place between them holds none of its bytes), and its ICRC
+            // becomes the one for the identification 0 without a pass over its payload.
+            let len = transmit.len;
+            let (head, tail) = match (self.carried_loans.first(), self.carried_loans.last()) {
+                (Some(first), Some(last)) => (first.at - at, last.at + last.len - at),
+                _ => (len, len),
+            };
+            roce_core::copy::move_to_front(&mut self.buf, at, head);
+            self.buf.copy_within(at + tail..at + len, tail);
             for loan in &mut self.carried_loans {
                 loan.at -= at;
             }
-            if ip_id != 0 {
-                let packet = &mut self.buf[..transmit.len];
-                reseal_lent(&transmit, packet, &self.carried_loans, 0);
+            if ip_id != 0 && transmit.dst.is_ipv4() && len >= roce_wire::packet::ICRC_LEN {
+                let rekey = match self.rekey {
+                    Some(rekey) if rekey.packet_len() == len => rekey,
+                    _ => *self.rekey.insert(Rekey::new(len)),
+                };
+                let slot = &mut self.buf[len - roce_wire::packet::ICRC_LEN..len];
+                let icrc = u32::from_le_bytes([slot[0], slot[1], slot[2], slot[3]]);
+                slot.copy_from_slice(&rekey.apply(icrc, ip_id, 0).to_le_bytes());
             }
             self.loans.append(&mut self.carried_loans);
             let slot = slot_of(&self.buf[..transmit.len]);

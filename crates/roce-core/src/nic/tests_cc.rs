@@ -640,7 +640,11 @@ fn ud_send(
     from.post_send(qp, wr).unwrap();
     let sent = deliver(from, to, &mut now.clone(), |_| ecn);
     assert_eq!(sent.len(), 1, "one datagram");
-    assert_eq!(sent[0].1, Ecn::Ect0, "sent ECN-capable, for switches to mark");
+    assert_eq!(
+        sent[0].1,
+        Ecn::Ect0,
+        "sent ECN-capable, for switches to mark"
+    );
 }
 
 /// DCQCN's notification point on a UD QP (Annex A17.9.3, the CNP names the QP whose packets

@@ -64,23 +64,6 @@ pub(crate) fn fill_loans(payload: &mut [u8], loans: &[Loan]) {
     }
 }
 
-/// Seals `packet`'s ICRC again for the IPv4 identification `ip_id`, as [`reseal`] does, for a
-/// packet whose payload is `loans` (their places counted from the packet's start; none: it is
-/// all in `packet`).
-pub(crate) fn reseal_lent(transmit: &Transmit, packet: &mut [u8], loans: &[Loan], ip_id: u16) {
-    let (Some(first), Some(last)) = (loans.first(), loans.last()) else {
-        return reseal(transmit, packet, ip_id);
-    };
-    let src = SocketAddr::new(transmit.src, transmit.src_port);
-    if let Some(header) = roce_wire::PseudoHeader::for_datagram(src, transmit.dst, ip_id) {
-        let hole = first.at..last.at + last.len;
-        let sealed = roce_wire::icrc::seal_around(&header, packet, hole, |f| {
-            loans.iter().for_each(|loan| loan.read_with(f));
-        });
-        debug_assert!(sealed, "the engine's loans lie in the payload");
-    }
-}
-
 /// A way onto the network.
 pub trait Backend: Send + 'static {
     /// Waits for datagrams and receives at least one into `buf`, appending to `out`. Must be

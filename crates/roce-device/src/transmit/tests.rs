@@ -63,6 +63,16 @@ fn lent_batches_gather_into_the_copied_ones_and_a_carried_packet_is_sealed_again
         assert_eq!((t, segment), (u, useg));
         assert_eq!(bytes, copy, "the gathered batch is the copied one");
         assert!(places.is_empty(), "the copying outbox lent");
+        // Packet i of a batch leaves with the IPv4 identification i: its ICRC is for that.
+        let src = std::net::SocketAddr::new(t.src, t.src_port);
+        for (i, packet) in bytes.chunks(*segment).enumerate() {
+            let header = roce_wire::PseudoHeader::for_datagram(src, t.dst, i as u16).unwrap();
+            assert_eq!(
+                roce_wire::icrc::verify(&header, packet),
+                Ok(()),
+                "packet {i} of a batch of {segment}-byte segments"
+            );
+        }
     }
     // Every full packet's payload was lent, one loan each: the SEND's after their BTHs, the
     // WRITE's FIRST after its BTH and RETH at the start of its batch, its MIDDLE (shorter: it
