@@ -447,3 +447,73 @@ fn ctrl_c_stops_a_sweep_between_its_points() {
     assert!((1..12).contains(&ran), "{ran} of 12 points ran: {said}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// PFC as an axis (`[network.pfc] enabled`): a tiny leaf-spine loaded past its buffers, each
+/// algorithm with PFC on and off. With it the switches pause and drop (next to) nothing; without
+/// it they never pause and drop. The comparison has a panel for each: the algorithms side by
+/// side, PFC on, then off.
+#[test]
+fn pfc_on_and_off_as_an_axis_pause_or_drop_and_compare_in_a_panel_each() {
+    let dir = temp_dir("pfc-axis");
+    let file = dir.join("pfc.toml");
+    let text = SWEEP
+        .replace(
+            "cdf = \"websearch\"\nload = 0.3\nduration_us = 300",
+            "cdf = \"fb_hadoop\"\nload = 0.9\nduration_us = 500",
+        )
+        .replace(
+            "congestion = \"none\"\n",
+            "congestion = \"none\"\nbuffer_bytes = 100000\n[network.dcqcn]\nrpg_ai_rate = 20\n\
+             [network.ecn]\nkmin_bytes = 10000\nkmax_bytes = 40000\npmax = 0.2\n\
+             [network.pfc]\nenabled = true\nxoff_bytes = 20000\nxon_bytes = 10000\n",
+        )
+        .replace(
+            "\"workload.load\" = [0.3, 0.6]\n\"workload.seed\" = [1, 2]\n",
+            "\"network.congestion\" = [\"none\", \"dcqcn\"]\n\"network.pfc.enabled\" = [true, false]\n",
+        );
+    assert!(text.contains("\"network.pfc.enabled\"") && text.contains("fb_hadoop"));
+    std::fs::write(&file, text).unwrap();
+    let out = dir.join("out");
+    run(&[
+        "sim",
+        "sweep",
+        file.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+        "--jobs",
+        "2",
+    ]);
+    // Points in the grid's order: (none, on), (none, off), (dcqcn, on), (dcqcn, off).
+    let summary = |i: usize| -> serde_json::Value {
+        let path = out.join(format!("points/{i:05}/summary.json"));
+        serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+    };
+    for (on, off) in [(0, 1), (2, 3)] {
+        let (on, off) = (summary(on), summary(off));
+        let count = |s: &serde_json::Value, key: &str| s[key].as_u64().unwrap();
+        assert!(count(&on, "pfc_pauses") > 0, "PFC on pauses: {on}");
+        assert_eq!(count(&off, "pfc_pauses"), 0, "PFC off never pauses: {off}");
+        assert!(
+            count(&off, "drops") > 0,
+            "without PFC the buffers overflow: {off}"
+        );
+        assert!(
+            count(&on, "drops") * 100 < count(&off, "drops"),
+            "PFC holds (next to) every packet: {} against {}",
+            count(&on, "drops"),
+            count(&off, "drops")
+        );
+    }
+    let compare = std::fs::read_to_string(out.join("compare.txt")).unwrap();
+    let panels: Vec<&str> = compare
+        .lines()
+        .filter_map(|l| l.strip_prefix("# panel: "))
+        .collect();
+    assert_eq!(
+        panels,
+        ["network.pfc.enabled = true", "network.pfc.enabled = false"]
+    );
+    let headers = compare.lines().filter(|l| l.starts_with("# bin")).count();
+    assert_eq!(headers, 2, "a table per panel: {compare}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
