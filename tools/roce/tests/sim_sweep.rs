@@ -80,6 +80,26 @@ fn sweep_of(tag: &str, edit: (&str, &str), args: &[&str]) -> (PathBuf, PathBuf, 
     (dir, out, o)
 }
 
+/// `roce sim sweep` of the scenario `text` (written into a directory of its own, `tag`'s)
+/// into `DIR/out`, two points at once, which must succeed: the directory, the out directory
+/// and what the run said.
+fn sweep_text(tag: &str, text: &str) -> (PathBuf, PathBuf, Output) {
+    let dir = temp_dir(tag);
+    let file = dir.join("sweep.toml");
+    std::fs::write(&file, text).unwrap();
+    let out = dir.join("out");
+    let o = run(&[
+        "sim",
+        "sweep",
+        file.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+        "--jobs",
+        "2",
+    ]);
+    (dir, out, o)
+}
+
 #[test]
 fn shards_of_a_sweep_merge_into_the_whole_grid() {
     let dir = temp_dir("shards");
@@ -221,8 +241,6 @@ fn a_point_that_fails_fails_alone() {
 /// which), and `compare.txt`, whose columns are each point's own `slowdown.txt`.
 #[test]
 fn a_sweep_over_algorithms_runs_each_and_compares_them() {
-    let dir = temp_dir("algorithms");
-    let file = dir.join("cc.toml");
     let text = SWEEP
         .replace(
             "congestion = \"none\"\n",
@@ -244,17 +262,7 @@ fn a_sweep_over_algorithms_runs_each_and_compares_them() {
             && text.contains("\"network.congestion\"")
             && text.contains("fb_hadoop")
     );
-    std::fs::write(&file, text).unwrap();
-    let out = dir.join("out");
-    let o = run(&[
-        "sim",
-        "sweep",
-        file.to_str().unwrap(),
-        "--out",
-        out.to_str().unwrap(),
-        "--jobs",
-        "2",
-    ]);
+    let (dir, out, o) = sweep_text("algorithms", &text);
     let said = String::from_utf8_lossy(&o.stderr);
     assert!(
         said.contains("compare.txt") && said.contains("compare.svg"),
@@ -454,8 +462,6 @@ fn ctrl_c_stops_a_sweep_between_its_points() {
 /// side, PFC on, then off.
 #[test]
 fn pfc_on_and_off_as_an_axis_pause_or_drop_and_compare_in_a_panel_each() {
-    let dir = temp_dir("pfc-axis");
-    let file = dir.join("pfc.toml");
     let text = SWEEP
         .replace(
             "cdf = \"websearch\"\nload = 0.3\nduration_us = 300",
@@ -472,17 +478,7 @@ fn pfc_on_and_off_as_an_axis_pause_or_drop_and_compare_in_a_panel_each() {
             "\"network.congestion\" = [\"none\", \"dcqcn\"]\n\"network.pfc.enabled\" = [true, false]\n",
         );
     assert!(text.contains("\"network.pfc.enabled\"") && text.contains("fb_hadoop"));
-    std::fs::write(&file, text).unwrap();
-    let out = dir.join("out");
-    run(&[
-        "sim",
-        "sweep",
-        file.to_str().unwrap(),
-        "--out",
-        out.to_str().unwrap(),
-        "--jobs",
-        "2",
-    ]);
+    let (dir, out, _) = sweep_text("pfc-axis", &text);
     // Points in the grid's order: (none, on), (none, off), (dcqcn, on), (dcqcn, off).
     let summary = |i: usize| -> serde_json::Value {
         let path = out.join(format!("points/{i:05}/summary.json"));

@@ -116,56 +116,44 @@ const fn mul(a: u32, mut b: u32) -> u32 {
     product
 }
 
-/// `INVERSE_POWERS[i]` = x^(-2^i) modulo the polynomial.
-const INVERSE_POWERS: [u32; 64] = {
+/// `squares(b)[i]` = b^(2^i) modulo the polynomial: the table [`power`] raises b by.
+const fn squares(base: u32) -> [u32; 64] {
     let mut table = [0; 64];
-    table[0] = X_INVERSE;
+    table[0] = base;
     let mut i = 1;
     while i < 64 {
         table[i] = mul(table[i - 1], table[i - 1]);
         i += 1;
     }
     table
-};
-
-/// `POWERS[i]` = x^(2^i) modulo the polynomial.
-const POWERS: [u32; 64] = {
-    let mut table = [0; 64];
-    table[0] = ONE >> 1;
-    let mut i = 1;
-    while i < 64 {
-        table[i] = mul(table[i - 1], table[i - 1]);
-        i += 1;
-    }
-    table
-};
-
-/// x^n modulo the polynomial, by squares.
-fn pow_x(mut n: u64) -> u32 {
-    let mut power = ONE;
-    let mut i = 0;
-    while n != 0 {
-        if n & 1 != 0 {
-            power = mul(POWERS[i], power);
-        }
-        n >>= 1;
-        i += 1;
-    }
-    power
 }
 
-/// x^(-n) modulo the polynomial, by squares.
-fn pow_x_inverse(mut n: u64) -> u32 {
-    let mut power = ONE;
+/// x^(2^i) and x^(-2^i) modulo the polynomial.
+const POWERS: [u32; 64] = squares(ONE >> 1);
+const INVERSE_POWERS: [u32; 64] = squares(X_INVERSE);
+
+/// b^n modulo the polynomial, by squares: `table` is [`squares`]`(b)`.
+fn power(table: &[u32; 64], mut n: u64) -> u32 {
+    let mut product = ONE;
     let mut i = 0;
     while n != 0 {
         if n & 1 != 0 {
-            power = mul(INVERSE_POWERS[i], power);
+            product = mul(table[i], product);
         }
         n >>= 1;
         i += 1;
     }
-    power
+    product
+}
+
+/// x^n modulo the polynomial.
+fn pow_x(n: u64) -> u32 {
+    power(&POWERS, n)
+}
+
+/// x^(-n) modulo the polynomial.
+fn pow_x_inverse(n: u64) -> u32 {
+    power(&INVERSE_POWERS, n)
 }
 
 /// The raw CRC (zero initial state, no final inversion) of the two bytes of `id`, big-endian

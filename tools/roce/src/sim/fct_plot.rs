@@ -102,10 +102,20 @@ pub(super) fn plot(name: &str, table: &SlowdownTable) -> anyhow::Result<String> 
 /// `compare.svg`: three charts, p50, p95 and p99, each with one curve per run of `runs`
 /// (its label and its table), on a log slowdown axis where they reach past [`LOG_FROM`].
 pub(super) fn compare(caption: &str, runs: &[(String, &SlowdownTable)]) -> anyhow::Result<String> {
-    let charts: Vec<Chart> = PERCENTILES
+    let charts = percentile_charts(None, runs);
+    page("compare.svg", caption, &charts, 1, YScale::Log)
+}
+
+/// A chart per percentile (p50, p95, p99), each with a curve per run of `runs`, titled with
+/// the percentile and `panel` if given.
+fn percentile_charts(panel: Option<&str>, runs: &[(String, &SlowdownTable)]) -> Vec<Chart> {
+    PERCENTILES
         .iter()
         .map(|&(percentile, pick)| Chart {
-            title: Some(format!("{percentile} FCT slowdown")),
+            title: Some(match panel {
+                Some(panel) => format!("{percentile} FCT slowdown, {panel}"),
+                None => format!("{percentile} FCT slowdown"),
+            }),
             curves: runs
                 .iter()
                 .map(|(label, table)| Curve {
@@ -115,8 +125,7 @@ pub(super) fn compare(caption: &str, runs: &[(String, &SlowdownTable)]) -> anyho
                 .collect(),
             y_reach: 0.0,
         })
-        .collect();
-    page("compare.svg", caption, &charts, 1, YScale::Log)
+        .collect()
 }
 
 /// `compare.svg` of a grid of several axes: a row per panel (its title: the values of the axes
@@ -129,19 +138,7 @@ pub(super) fn compare_panels(
 ) -> anyhow::Result<String> {
     let mut charts: Vec<Chart> = panels
         .iter()
-        .flat_map(|(panel, runs)| {
-            PERCENTILES.iter().map(move |&(percentile, pick)| Chart {
-                title: Some(format!("{percentile} FCT slowdown, {panel}")),
-                curves: runs
-                    .iter()
-                    .map(|(label, table)| Curve {
-                        label: label.clone(),
-                        points: points(table, pick),
-                    })
-                    .collect(),
-                y_reach: 0.0,
-            })
-        })
+        .flat_map(|(panel, runs)| percentile_charts(Some(panel), runs))
         .collect();
     for column in 0..PERCENTILES.len() {
         let top = charts

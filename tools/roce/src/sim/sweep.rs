@@ -623,6 +623,21 @@ mod tests {
         assert!(text.lines().last().unwrap().ends_with("FAILED"), "{text}");
     }
 
+    /// An `fct.txt` of 40 flows of 100 to 4 000 bytes, each taking `times` its ideal FCT.
+    fn write_fcts(dir: &Path, times: u64) -> anyhow::Result<()> {
+        let lines: String = (0..40u64)
+            .map(|i| {
+                let size = 100 * (i + 1);
+                format!(
+                    "0b000001 0b000101 10000 100 {size} 0 {} 1000\n",
+                    times * 1000
+                )
+            })
+            .collect();
+        std::fs::write(dir.join("fct.txt"), lines)?;
+        Ok(())
+    }
+
     /// A grid of one axis: `compare.txt` has a column group per point, each point's values
     /// those of its own `fct.txt` (here DCQCN's flows take three times their ideal FCT, HPCC's
     /// their ideal), and `compare.svg` a curve per point.
@@ -642,17 +657,7 @@ mod tests {
                 Some("dcqcn") => 3,
                 _ => 1,
             };
-            let lines: String = (0..40u64)
-                .map(|i| {
-                    let size = 100 * (i + 1);
-                    format!(
-                        "0b000001 0b000101 10000 100 {size} 0 {} 1000\n",
-                        times * 1000
-                    )
-                })
-                .collect();
-            std::fs::write(dir.join("fct.txt"), lines)?;
-            Ok(())
+            write_fcts(dir, times)
         };
         let out = root.join("out");
         sweep(&file, &out, Shard::ALL, 1, &[], run).unwrap();
@@ -694,17 +699,7 @@ mod tests {
                 (_, true) => 1,
                 (_, false) => 2,
             };
-            let lines: String = (0..40u64)
-                .map(|i| {
-                    let size = 100 * (i + 1);
-                    format!(
-                        "0b000001 0b000101 10000 100 {size} 0 {} 1000\n",
-                        times * 1000
-                    )
-                })
-                .collect();
-            std::fs::write(dir.join("fct.txt"), lines)?;
-            Ok(())
+            write_fcts(dir, times)
         };
         let out = root.join("out");
         sweep(&file, &out, Shard::ALL, 1, &[], run).unwrap();
