@@ -652,6 +652,7 @@ fn ud_send(
 /// DETH's source QPN), and cuts that sender's rate alone; another marked one within
 /// `min_time_between_cnps` (4 µs) brings none, one after it another.
 #[test]
+//= ibta:annex17/A17.9.3
 fn a_ce_marked_ud_datagram_brings_its_sender_a_cnp() {
     let ip = |last| IpAddr::V4(Ipv4Addr::new(198, 18, 0, last));
     let (mut b, b_qp, _, b_mr) = ud_nic(ip(2));
