@@ -230,8 +230,7 @@ impl Nic {
                 if int.is_some() {
                     qp.resp.int = int;
                 }
-                let src_qp = packet.deth().map(|deth| deth.src_qp());
-                qp.notify_ecn(&mut ctx, datagram.ecn, src_qp);
+                qp.notify_ecn(&mut ctx, datagram.ecn, &packet);
                 qp.handle_request(&mut ctx, &packet);
             } else {
                 if layout.operation == Operation::RdmaReadResponse {

@@ -2,7 +2,7 @@
 //! (`cc/np.rs`), and the CNP it makes due is written here and sent to the peer's QP, or for a
 //! UD QP to the QP that sent the datagram (its address, and the source QPN of its DETH).
 
-use roce_wire::{Qpn, RoceRepr, cnp};
+use roce_wire::{RocePacket, RoceRepr, cnp};
 use tracing::debug;
 
 use super::{Ctx, Qp, QpType};
@@ -10,10 +10,10 @@ use crate::config::Congestion;
 use crate::{Duration, Ecn, Transmit};
 
 impl Qp {
-    /// A request arrived with `ecn` (from `src_qp`, a UD datagram's DETH): with DCQCN on and a
-    /// CE mark, a CNP may be due; with an algorithm that reads the ACKs' ECN-Echo (DCTCP), the
-    /// responder notes the mark.
-    pub(crate) fn notify_ecn(&mut self, ctx: &mut Ctx<'_>, ecn: Ecn, src_qp: Option<Qpn>) {
+    /// The request `packet` arrived with `ecn`: with DCQCN on and a CE mark, a CNP may be due
+    /// (to a UD datagram's sender, named by its DETH); with an algorithm that reads the ACKs'
+    /// ECN-Echo (DCTCP), the responder notes the mark.
+    pub(crate) fn notify_ecn(&mut self, ctx: &mut Ctx<'_>, ecn: Ecn, packet: &RocePacket<&[u8]>) {
         if ctx.config.congestion.echoes_ecn() {
             self.resp.echo.arrived(ecn == Ecn::Ce);
             return;
@@ -29,6 +29,7 @@ impl Qp {
         //= ibta:annex17/A17.9.3
         //# a CNP names the QP whose packets were marked
         if self.qp_type == QpType::Ud {
+            let src_qp = packet.deth().map(|deth| deth.src_qp());
             let (Some(arrival), Some(src_qp)) = (ctx.arrival, src_qp) else {
                 return;
             };

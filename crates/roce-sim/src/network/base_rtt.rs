@@ -101,25 +101,25 @@ mod tests {
         );
     }
 
+    /// HPCC with T = `ns`.
+    fn hpcc(ns: u32) -> Congestion {
+        Congestion::Hpcc(HpccConfig {
+            base_rtt_ns: ns,
+            ..HpccConfig::default()
+        })
+    }
+
     #[test]
     fn a_setting_within_a_quarter_of_the_topologys_rtt_says_nothing() {
         for ns in [3_201, 4_000, 5_000] {
-            let hpcc = Congestion::Hpcc(HpccConfig {
-                base_rtt_ns: ns,
-                ..HpccConfig::default()
-            });
-            assert_eq!(rtt_note(&hpcc, RTT), None, "{ns} ns");
+            assert_eq!(rtt_note(&hpcc(ns), RTT), None, "{ns} ns");
         }
     }
 
     #[test]
     fn a_setting_a_quarter_off_names_its_key_and_the_topologys_value() {
         for ns in [3_000, 5_100, 13_000] {
-            let hpcc = Congestion::Hpcc(HpccConfig {
-                base_rtt_ns: ns,
-                ..HpccConfig::default()
-            });
-            let note = rtt_note(&hpcc, RTT).expect("a note");
+            let note = rtt_note(&hpcc(ns), RTT).expect("a note");
             assert!(
                 note.starts_with("HPCC's T (network.hpcc.base_rtt_ns)"),
                 "{note}"
