@@ -98,32 +98,8 @@ impl Outbox {
         now: Instant,
     ) -> Option<(Transmit, &mut [u8], usize, &[Loan])> {
         self.loans.clear();
-        if let Some((transmit, at, ip_id)) = self.carried.take() {
-            // It starts this batch, as segment 0: its headers and its ICRC move to the front
-            // (a lent payload's place between them holds none of its bytes), and its ICRC
-            // becomes the one for the identification 0 without a pass over its payload.
-            let len = transmit.len;
-            let (head, tail) = match (self.carried_loans.first(), self.carried_loans.last()) {
-                (Some(first), Some(last)) => (first.at - at, last.at + last.len - at),
-                _ => (len, len),
-            };
-            roce_core::copy::move_to_front(&mut self.buf, at, head);
-            self.buf.copy_within(at + tail..at + len, tail);
-            for loan in &mut self.carried_loans {
-                loan.at -= at;
-            }
-            if ip_id != 0 && transmit.dst.is_ipv4() && len >= roce_wire::packet::ICRC_LEN {
-                let rekey = match self.rekey {
-                    Some(rekey) if rekey.packet_len() == len => rekey,
-                    _ => *self.rekey.insert(Rekey::new(len)),
-                };
-                let slot = &mut self.buf[len - roce_wire::packet::ICRC_LEN..len];
-                let icrc = u32::from_le_bytes([slot[0], slot[1], slot[2], slot[3]]);
-                slot.copy_from_slice(&rekey.apply(icrc, ip_id, 0).to_le_bytes());
-            }
-            self.loans.append(&mut self.carried_loans);
-            let slot = slot_of(&self.buf[..transmit.len]);
-            self.push(transmit, slot);
+        if let Some(carried) = self.carried.take() {
+            self.start_with(carried);
         }
         // The engine's lock once for the batch, not once for each of its packets: taken per
         // packet, its lock and unlock (two atomic operations) held 45 % of this function's
@@ -164,6 +140,33 @@ impl Outbox {
         }
         let (transmit, len, segment) = self.batch.take()?;
         Some((transmit, &mut self.buf[..len], segment, &self.loans))
+    }
+
+    /// Starts the batch with the packet carried over from the last one, written at `at` and
+    /// sealed for the IPv4 identification `ip_id`: as segment 0, its headers and its ICRC move
+    /// to the front (a lent payload's place between them holds none of its bytes), and its
+    /// ICRC becomes the one for the identification 0 without a pass over its payload.
+    fn start_with(&mut self, (transmit, at, ip_id): (Transmit, usize, u16)) {
+        let len = transmit.len;
+        let (head, tail) = match (self.carried_loans.first(), self.carried_loans.last()) {
+            (Some(first), Some(last)) => (first.at - at, last.at + last.len - at),
+            _ => (len, len),
+        };
+        roce_core::copy::move_to_front(&mut self.buf, at, head);
+        self.buf.copy_within(at + tail..at + len, tail);
+        for loan in &mut self.carried_loans {
+            loan.at -= at;
+        }
+        if ip_id != 0 && transmit.dst.is_ipv4() {
+            let rekey = match self.rekey {
+                Some(rekey) if rekey.packet_len() == len => rekey,
+                _ => *self.rekey.insert(Rekey::new(len)),
+            };
+            rekey.reseal(&mut self.buf[..len], ip_id, 0);
+        }
+        self.loans.append(&mut self.carried_loans);
+        let slot = slot_of(&self.buf[..len]);
+        self.push(transmit, slot);
     }
 
     /// Adds the packet just written at the batch's end, steered to `slot` by its receiver.

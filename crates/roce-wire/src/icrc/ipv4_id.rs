@@ -88,6 +88,22 @@ impl Rekey {
             .filter(|j| diff & (1 << j) != 0)
             .fold(icrc, |icrc, j| icrc ^ self.bits[j])
     }
+
+    /// Seals `packet` (of this length, its ICRC in its last 4 bytes, sealed for `from`) for
+    /// `to` instead. Does nothing to a packet of another length.
+    pub fn reseal(&self, packet: &mut [u8], from: u16, to: u16) {
+        let Some(slot) = packet
+            .len()
+            .checked_sub(ICRC_LEN)
+            .filter(|_| packet.len() == self.packet_len)
+        else {
+            return;
+        };
+        let mut icrc = [0; ICRC_LEN];
+        icrc.copy_from_slice(&packet[slot..]);
+        let icrc = self.apply(u32::from_le_bytes(icrc), from, to);
+        packet[slot..].copy_from_slice(&icrc.to_le_bytes());
+    }
 }
 
 /// The reflected CRC-32 polynomial (x^32 is implied), as crc32fast and zlib use it.
@@ -367,6 +383,12 @@ mod tests {
                 &rekey.apply(icrc, from, to).to_le_bytes()[..],
                 &want[len - 4..]
             );
+            let mut resealed = sealed.clone();
+            rekey.reseal(&mut resealed, from, to);
+            prop_assert_eq!(&resealed, &want);
+            let mut longer = [&sealed[..], &[0]].concat();
+            rekey.reseal(&mut longer, from, to);
+            prop_assert_eq!(&longer[..len], &sealed[..], "another length: untouched");
         }
 
         #[test]

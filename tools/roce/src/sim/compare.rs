@@ -89,14 +89,7 @@ pub(super) fn svg_panels(name: &str, key: &str, panels: &[Panel]) -> anyhow::Res
         _ => {
             let rows: Vec<(String, Vec<(String, &SlowdownTable)>)> = panels
                 .iter()
-                .map(|p| {
-                    let runs = p
-                        .columns
-                        .iter()
-                        .filter_map(|c| c.table.as_ref().map(|t| (c.label.clone(), t)))
-                        .collect();
-                    (p.title(), runs)
-                })
+                .map(|p| (p.title(), runs(&p.columns)))
                 .collect();
             let caption = format!("roce sim sweep {name}: FCT slowdown by flow size, by {key}");
             fct_plot::compare_panels(&caption, &rows)
@@ -182,12 +175,16 @@ pub(super) fn text(key: &str, columns: &[Column]) -> String {
 
 /// `compare.svg`: a chart per percentile, a curve per point that has a table.
 pub(super) fn svg(name: &str, key: &str, columns: &[Column]) -> anyhow::Result<String> {
-    let runs: Vec<(String, &SlowdownTable)> = columns
+    let caption = format!("roce sim sweep {name}: FCT slowdown by flow size, by {key}");
+    fct_plot::compare(&caption, &runs(columns))
+}
+
+/// The columns that have a table, as the plot's runs: each its label and its table.
+fn runs(columns: &[Column]) -> Vec<(String, &SlowdownTable)> {
+    columns
         .iter()
         .filter_map(|c| c.table.as_ref().map(|t| (c.label.clone(), t)))
-        .collect();
-    let caption = format!("roce sim sweep {name}: FCT slowdown by flow size, by {key}");
-    fct_plot::compare(&caption, &runs)
+        .collect()
 }
 
 #[cfg(test)]
