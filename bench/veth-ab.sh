@@ -6,11 +6,13 @@
 # medians of each build and the rounds in which B's user CPU was the lower.
 #
 #   sudo bash bench/veth-ab.sh OLD/roce NEW/roce [ROUNDS]      # N=40000 WRITEs a run
+#   sudo BACKEND=raw bash bench/veth-ab.sh OLD/roce NEW/roce   # both NICs on the raw backend
 #
-# Needs root (network namespaces) and two CPUs; addresses 198.18.2.1 and .2 on its own veth.
+# Needs root (network namespaces) and two CPUs; addresses 198.18.2.1 and .2 on its own veth
+# (the raw backend's NICs play .3 and .4 on it).
 set -euo pipefail
 if [ $# -lt 2 ]; then
-    sed -n '2,10p' "$0" | sed 's/^# \{0,1\}//'
+    sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//'
     exit 2
 fi
 bin_a=$1 bin_b=$2 rounds=${3:-6}
@@ -22,10 +24,16 @@ scratch TMP -d
 A_IP=198.18.2.1; B_IP=198.18.2.2
 veth_pair roce-ab-a.$$ roce-ab-b.$$ "$A_IP" "$B_IP"
 n=${N:-40000}
+server=() client=()
+case ${BACKEND:-udp} in
+udp) ;;
+raw) server=(--backend raw --dev vb --ip 198.18.2.4); client=(--backend raw --dev va --ip 198.18.2.3) ;;
+*) echo "veth-ab: BACKEND is udp or raw, not $BACKEND" >&2; exit 2 ;;
+esac
 one() { # one BINARY LABEL: a run, and its line
-    inb taskset -c 1 "$1" perf write -n "$n" -s 65536 -m 4096 --json >/dev/null & local pid=$!
+    inb taskset -c 1 "$1" perf write -n "$n" -s 65536 -m 4096 --json ${server[@]+"${server[@]}"} >/dev/null & local pid=$!
     sleep 0.3
-    ina taskset -c 0 python3 bench/cputime.py "$TMP/cpu" "$1" perf write "$B_IP" -n "$n" -s 65536 -m 4096 --json >"$TMP/c.json"
+    ina taskset -c 0 python3 bench/cputime.py "$TMP/cpu" "$1" perf write "$B_IP" -n "$n" -s 65536 -m 4096 --json ${client[@]+"${client[@]}"} >"$TMP/c.json"
     wait "$pid"
     echo "$2 $(python3 -c 'import json,sys; print(round(json.load(open(sys.argv[1]))["bw_avg_mb_s"]))' "$TMP/c.json") $(awk -v n="$n" '{printf "%.3f %.3f", $1 * 1e6 / (n * 16), $2 * 1e6 / (n * 16)}' "$TMP/cpu")"
 }

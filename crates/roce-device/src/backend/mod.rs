@@ -64,6 +64,28 @@ pub(crate) fn fill_loans(payload: &mut [u8], loans: &[Loan]) {
     }
 }
 
+/// Appends to `pieces` those of a batch whose bytes at each loan's place are the loan's:
+/// `payload` around them, empty ones left out. False when the pieces are then more than one
+/// send gathers ([`sys::MAX_PIECES`]).
+pub(crate) fn gather(payload: &[u8], loans: &[Loan], pieces: &mut Vec<sys::Piece>) -> bool {
+    let mut push = |piece: sys::Piece| {
+        if piece.len > 0 {
+            pieces.push(piece);
+        }
+    };
+    let mut from = 0;
+    for loan in loans {
+        push(sys::Piece::of(&payload[from..loan.at]));
+        push(sys::Piece {
+            addr: loan.addr(),
+            len: loan.len,
+        });
+        from = loan.at + loan.len;
+    }
+    push(sys::Piece::of(&payload[from..]));
+    pieces.len() <= sys::MAX_PIECES
+}
+
 /// A way onto the network.
 pub trait Backend: Send + 'static {
     /// Waits for datagrams and receives at least one into `buf`, appending to `out`. Must be

@@ -32,11 +32,11 @@ use std::io;
 use std::net::IpAddr;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
-use roce_core::Transmit;
+use roce_core::{Loan, Transmit};
 
 use super::packet_socket::{self, PacketSocket, Receiver};
 use super::registration::Registration;
-use super::sys::PacketFd;
+use super::sys::{PacketFd, Piece};
 use super::{Backend, BackendCounters, Counter, Received};
 
 mod etherparse_arp;
@@ -261,12 +261,15 @@ impl Drop for RawReceiver {
 #[derive(Debug, Clone)]
 pub struct RawSender {
     link: Arc<Mutex<Link>>,
+    /// Room for the pieces of a gathered frame, kept from one to the next.
+    pieces: Vec<Piece>,
 }
 
 impl RawSender {
     fn on(link: Link) -> Self {
         Self {
             link: Arc::new(Mutex::new(link)),
+            pieces: Vec::new(),
         }
     }
 }
@@ -283,6 +286,35 @@ impl super::Sender for RawSender {
 
     fn max_segments(&self) -> usize {
         super::udp::MAX_GSO_SEGMENTS
+    }
+
+    fn gathers(&self) -> bool {
+        true
+    }
+
+    fn send_gathered(
+        &mut self,
+        transmit: &Transmit,
+        payload: &mut [u8],
+        segment: usize,
+        loans: &[Loan],
+    ) -> io::Result<()> {
+        let mut pieces = std::mem::take(&mut self.pieces);
+        pieces.clear();
+        // The first piece is the frame's headers, which the link writes.
+        pieces.push(Piece { addr: 0, len: 0 });
+        let sent = if super::gather(payload, loans, &mut pieces) {
+            lock(&self.link).send_gathered(transmit, payload.len(), segment, &mut pieces)
+        } else {
+            Ok(false)
+        };
+        self.pieces = pieces;
+        if sent? {
+            return Ok(());
+        }
+        // Too many pieces, a neighbour not yet known, or datagrams one by one: from one
+        // buffer.
+        super::send_copied(self, transmit, payload, segment, loans)
     }
 }
 

@@ -460,6 +460,36 @@ impl Piece {
 /// The most pieces one [`send_to`] gathers.
 pub(crate) const MAX_PIECES: usize = 256;
 
+/// `writev` of `header`, then `pieces` one after the other: one frame on a packet socket,
+/// one system call and no allocation. More than [`MAX_PIECES`] pieces are refused with
+/// `EINVAL` before anything is written; each piece must stay valid until the call returns,
+/// as for [`send_to`].
+pub(crate) fn write_pieces(
+    fd: BorrowedFd<'_>,
+    header: &[u8],
+    pieces: &[Piece],
+) -> nix::Result<usize> {
+    if pieces.len() > MAX_PIECES {
+        return Err(nix::errno::Errno::EINVAL);
+    }
+    // Only the first `pieces.len() + 1` entries are written, and only they are given.
+    let mut iov = [const { std::mem::MaybeUninit::<libc::iovec>::uninit() }; MAX_PIECES + 1];
+    let all = std::iter::once(Piece::of(header)).chain(pieces.iter().copied());
+    for (iov, piece) in iov.iter_mut().zip(all) {
+        iov.write(libc::iovec {
+            iov_base: piece.addr as *mut libc::c_void,
+            iov_len: piece.len,
+        });
+    }
+    let count = pieces.len() + 1;
+    // SAFETY: a valid descriptor; the first `count` iovecs are initialised and point at
+    // memory of this process that lives for the call, which the kernel only reads (refusing
+    // with EFAULT what it cannot).
+    let written =
+        unsafe { libc::writev(fd.as_raw_fd(), iov.as_ptr().cast(), count as libc::c_int) };
+    nix::errno::Errno::result(written).map(|n| n as usize)
+}
+
 /// `sendmsg` of `pieces`, one after the other, to `dst` with `cmsgs`, one system call and no
 /// allocation (nix's `sendmsg` allocates its control buffer at every call: two heap
 /// operations per packet sent on a ping-pong's path). More than [`MAX_PIECES`] pieces, or

@@ -13,6 +13,7 @@ use roce_wire::frame::{Ethernet, Frame, FrameRepr, Ip, LinkType, Transport};
 use super::etherparse_arp::{self, arp_reply, arp_request, parse_arp};
 use super::filter::{is_icmpv6, is_udp_fragment_to, wanted};
 use crate::backend::packet_socket::{RxFrame, Sender, cut_batch};
+use crate::backend::sys::Piece;
 use crate::backend::{BackendCounters, Counter, Received, ndp};
 
 /// Everything but the receive ring: the sending half, the addresses, the neighbours.
@@ -250,8 +251,60 @@ impl Link {
         let udp = len - etherparse::UdpHeader::LEN;
         let segment =
             u16::try_from(segment).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
-        self.tx
-            .send_udp_gso(&[&self.headers[..len], payload], udp, segment)
+        self.tx.send_udp_gso(
+            &[Piece::of(&self.headers[..len]), Piece::of(payload)],
+            udp,
+            segment,
+        )
+    }
+
+    /// Sends as [`Link::send_segments`] does a batch whose bytes are `pieces[1..]` (`payload`
+    /// with lent regions' bytes at their places, [`gather`](crate::backend::gather)), gathered
+    /// by the kernel's copy: one frame, or one frame for the kernel to cut. `pieces[0]` is
+    /// room for the frame's headers. False, having sent nothing, where the batch must be one
+    /// buffer instead: the neighbour's MAC is not known (the frames wait in a queue), or the
+    /// batch would go datagram by datagram.
+    pub(super) fn send_gathered(
+        &mut self,
+        transmit: &Transmit,
+        len: usize,
+        segment: usize,
+        pieces: &mut [Piece],
+    ) -> io::Result<bool> {
+        let segment = segment.max(1);
+        let (repr, dst) = self.repr(transmit, 0)?;
+        if !self.neighbours.contains_key(&dst) {
+            return Ok(false);
+        }
+        if len <= segment {
+            let at = repr
+                .emit_headers(&mut self.headers, len)
+                .map_err(|err| io::Error::new(io::ErrorKind::InvalidInput, err.to_string()))?;
+            pieces[0] = Piece::of(&self.headers[..at]);
+            self.tx.send_pieces(pieces)?;
+            return Ok(true);
+        }
+        if !self.gso || !repr.ip.src.is_ipv4() {
+            return Ok(false);
+        }
+        let at = repr
+            .emit_offload_headers(&mut self.headers, len)
+            .map_err(|err| io::Error::new(io::ErrorKind::InvalidInput, err.to_string()))?;
+        pieces[0] = Piece::of(&self.headers[..at]);
+        let segment =
+            u16::try_from(segment).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
+        match self
+            .tx
+            .send_udp_gso(pieces, at - etherparse::UdpHeader::LEN, segment)
+        {
+            Ok(()) => Ok(true),
+            Err(err) if err.raw_os_error() == Some(nix::libc::EINVAL) => {
+                tracing::info!(error = %err, "the kernel refused a UDP batch to cut; sending datagrams one by one");
+                self.gso = false;
+                Ok(false)
+            }
+            Err(err) => Err(err),
+        }
     }
 
     /// The frame headers of `transmit`'s packets (the destination MAC filled in later), with

@@ -278,3 +278,103 @@ fn a_frame_that_came_while_it_woke_nobody_is_seen_once_it_does() {
         });
     });
 }
+
+/// The RoCEv2 UDP payloads `rx` takes within `limit`, joined, until they hold `len` bytes (a
+/// super-frame for the kernel to cut arrives whole over a veth that offloads it, or cut).
+fn roce_bytes(rx: &mut Receiver, len: usize, limit: std::time::Duration) -> Vec<u8> {
+    let mut got = Vec::new();
+    let start = std::time::Instant::now();
+    while got.len() < len && start.elapsed() < limit {
+        for payload in roce_payloads(rx, 1, limit.saturating_sub(start.elapsed())) {
+            got.extend_from_slice(&payload);
+        }
+    }
+    got
+}
+
+/// A batch with lent payloads leaves the raw backend as its buffer with each loan's bytes at
+/// the loan's place, gathered by the kernel's copy: as one frame, and as a frame for the
+/// kernel to cut. With more pieces than one frame gathers, or to a neighbour whose MAC is not
+/// yet known, the loans are copied in first: the frame that waits for the neighbour carries
+/// the bytes the region held when it was sent, not those written there later.
+#[test]
+fn a_gathered_frame_carries_each_loans_bytes_at_its_place() {
+    use roce_core::{Loan, OwnedMemory, RegionMemory};
+
+    in_namespace("gather", |runtime| {
+        let _entered = runtime.enter();
+        let (us, peer) = (Ipv4Addr::new(198, 18, 9, 10), Ipv4Addr::new(198, 18, 9, 9));
+        let peer_mac = [2, 0, 0, 0, 0, 0x51];
+        let socket = packet_socket::open_in_namespace("x1").unwrap();
+        let mut backend = RawBackend::with_socket(socket, IpAddr::V4(us)).unwrap();
+        let PacketSocket {
+            tx: peer_tx,
+            rx: mut wire,
+            ..
+        } = packet_socket::open_in_namespace("x0").unwrap();
+        let mut rx = backend.receiver().unwrap();
+        let mut sender = backend.sender().unwrap();
+        assert!(sender.gathers(), "the raw backend lends, as the UDP one");
+
+        let memory: Arc<dyn RegionMemory> = Arc::new(OwnedMemory::zeroed(4096));
+        let region: Vec<u8> = (0..4096u32).map(|i| (i % 251) as u8).collect();
+        memory.write_at(0, &region);
+        // A batch of `len` bytes cut into datagrams of `segment`, its loans (at, offset, n),
+        // sent; returns what the wire must carry.
+        let mut send = |len: usize, segment: usize, loans: &[(usize, usize, usize)]| {
+            let loans: Vec<Loan> = loans
+                .iter()
+                .map(|&(at, offset, n)| Loan::new(&memory, offset, n, at).unwrap())
+                .collect();
+            let mut payload = vec![0xee; len];
+            let mut expected = payload.clone();
+            for loan in &loans {
+                let offset = loan.addr() - memory.address().unwrap();
+                expected[loan.at..loan.at + loan.len]
+                    .copy_from_slice(&region[offset..offset + loan.len]);
+            }
+            sender
+                .send_gathered(&transmit_to(us, peer, len), &mut payload, segment, &loans)
+                .unwrap();
+            expected
+        };
+        let few = [(10, 100, 40), (60, 2000, 30), (150, 7, 50)];
+        let limit = std::time::Duration::from_secs(5);
+
+        // To a peer whose MAC is not known yet: copied, and waiting for it.
+        let waited = send(200, 200, &few);
+        memory.write_at(0, &[0u8; 4096]);
+        let bytes = frame_from_peer((peer, peer_mac), (us, backend.mac()), 0xcc);
+        peer_tx.send(&[&bytes]).unwrap();
+        let (mut buf, mut out) = (vec![0u8; rx.buffer_len()], Vec::new());
+        let start = std::time::Instant::now();
+        while out.is_empty() && start.elapsed() < limit {
+            rx.try_recv(&mut buf, &mut out).unwrap();
+        }
+        assert_eq!(
+            out.len(),
+            1,
+            "the peer's datagram, which teaches us its MAC"
+        );
+        assert_eq!(
+            roce_bytes(&mut wire, 200, limit),
+            waited,
+            "the frame that waited"
+        );
+        memory.write_at(0, &region);
+
+        // One frame; a batch of three datagrams for the kernel to cut; and 300 loans of a
+        // byte each in one frame of 600 (601 pieces: over what one frame gathers).
+        let many: Vec<(usize, usize, usize)> = (0..300).map(|i| (2 * i + 1, 3 * i, 1)).collect();
+        let batch = [(10, 100, 40), (230, 3000, 150), (450, 9, 150)];
+        for (len, segment, loans) in [(200, 200, &few[..]), (600, 200, &batch), (600, 600, &many)] {
+            let expected = send(len, segment, loans);
+            assert_eq!(
+                roce_bytes(&mut wire, len, limit),
+                expected,
+                "{} loans in {len} bytes cut at {segment}",
+                loans.len()
+            );
+        }
+    });
+}

@@ -11,8 +11,8 @@ use nix::sys::socket::SockaddrStorage;
 use roce_core::{Loan, Transmit};
 
 use super::sockets::Sockets;
-use crate::backend::Sender;
-use crate::backend::sys::{Cmsg, MAX_PIECES, Piece, send_to};
+use crate::backend::sys::{Cmsg, Piece, send_to};
+use crate::backend::{Sender, gather};
 
 /// A placeholder in the array of a send's control messages (only the first `count` are sent).
 const EMPTY: Cmsg<'static> = Cmsg {
@@ -85,6 +85,7 @@ impl Sender for UdpSender {
         loans: &[Loan],
     ) -> io::Result<()> {
         let mut pieces = std::mem::take(&mut self.pieces);
+        pieces.clear();
         let sent = if gather(payload, loans, &mut pieces) {
             self.send_whole(transmit, &pieces, payload.len(), segment)
         } else {
@@ -97,24 +98,6 @@ impl Sender for UdpSender {
         // Too many pieces for one send, or datagrams one by one: from one buffer.
         crate::backend::send_copied(self, transmit, payload, segment, loans)
     }
-}
-
-/// Puts into `pieces` those of a batch whose bytes at each loan's place are the loan's:
-/// `payload` around them. False when they are more than one send gathers ([`MAX_PIECES`]).
-fn gather(payload: &[u8], loans: &[Loan], pieces: &mut Vec<Piece>) -> bool {
-    pieces.clear();
-    let mut from = 0;
-    for loan in loans {
-        pieces.push(Piece::of(&payload[from..loan.at]));
-        pieces.push(Piece {
-            addr: loan.addr(),
-            len: loan.len,
-        });
-        from = loan.at + loan.len;
-    }
-    pieces.push(Piece::of(&payload[from..]));
-    pieces.retain(|piece| piece.len > 0);
-    pieces.len() <= MAX_PIECES
 }
 
 impl UdpSender {
