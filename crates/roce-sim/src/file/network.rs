@@ -40,6 +40,8 @@
 //!                                       # other ports' scale with their rate (ns-3's KMAX_MAP)
 //! ecmp_ports = "packet"                 # or "hpcc": switches hash the ports HPCC's ns-3 gives
 //!                                       # each flow of the flow file (flow-by-flow comparison)
+//! verb = "write"                        # or "read": each flow's receiver READs its bytes from
+//!                                       # the sender (the flow ends at the last response)
 //! [network.dcqcn]                       # optional: DcqcnConfig knobs (mlx5 names) to override
 //! [network.dctcp]                       # optional: DctcpConfig fields
 //! [network.timely]                      # optional: TimelyConfig fields
@@ -70,7 +72,7 @@ use super::cc_tables::{self, CcFile};
 use super::overrides::{self, Set};
 use super::scenario::{CongestionName, LossRecoveryName, MarkAtName};
 use super::switch_keys::{EcnFile, PfcFile};
-use crate::network::{EcmpPorts, NetworkConfig, Payload};
+use crate::network::{EcmpPorts, FlowVerb, NetworkConfig, Payload};
 use crate::switch::SharedBuffer;
 use crate::topology::{LeafSpine, fat_tree, hpcc_fat};
 use crate::{Cdf, Topology};
@@ -185,6 +187,20 @@ struct NetFile {
     /// Which UDP ports the switches' ECMP hash reads.
     #[serde(default)]
     ecmp_ports: EcmpPortsName,
+    /// How each flow moves its bytes.
+    #[serde(default)]
+    verb: VerbName,
+}
+
+/// `network.verb` (`roce_sim::network::FlowVerb`).
+#[derive(Debug, Default, Clone, Copy, Deserialize)]
+#[serde(rename_all = "lowercase")]
+enum VerbName {
+    /// RDMA WRITEs posted by the flow's sender.
+    #[default]
+    Write,
+    /// RDMA READs posted by the flow's receiver.
+    Read,
 }
 
 /// `network.ecmp_ports` (`roce_sim::network::EcmpPorts`).
@@ -355,6 +371,10 @@ impl NetworkFile {
             ecmp_ports: match n.ecmp_ports {
                 EcmpPortsName::Packet => EcmpPorts::Packet,
                 EcmpPortsName::Hpcc => EcmpPorts::Hpcc,
+            },
+            verb: match n.verb {
+                VerbName::Write => FlowVerb::Write,
+                VerbName::Read => FlowVerb::Read,
             },
             ..NetworkConfig::default()
         };
@@ -562,6 +582,16 @@ mod tests {
     fn load_text(text: &str, sets: &[&str]) -> Result<NetScenario, FileError> {
         let sets: Vec<Set> = sets.iter().map(|s| s.parse().unwrap()).collect();
         load(Path::new("t.toml"), text, None, false, &sets)
+    }
+
+    #[test]
+    fn flows_write_unless_told_to_read() {
+        let s = load_text(SMALL, &[]).unwrap();
+        assert_eq!(s.config.verb, FlowVerb::Write);
+        let s = load_text(SMALL, &["network.verb=read"]).unwrap();
+        assert_eq!(s.config.verb, FlowVerb::Read);
+        let err = load_text(SMALL, &["network.verb=send"]).unwrap_err();
+        assert!(format!("{err:#}").contains("verb"), "{err:#}");
     }
 
     #[test]

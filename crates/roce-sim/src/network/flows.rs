@@ -17,10 +17,10 @@ use roce_core::{Duration, Instant, Qpn, Remote, SendOp, SendWr, Sge, WcStatus};
 use roce_wire::ROCE_V2_UDP_PORT;
 use roce_wire::gid::udp_sport_for_qps;
 
-use super::Network;
 use super::events::Event;
 use super::pool::FCS_BYTES;
 use super::wiring::tuple_of;
+use super::{FlowVerb, Network};
 use crate::IPV4_FRAME_OVERHEAD;
 use crate::fct::{FctRecord, IdealModel, ideal_fct};
 use crate::pair::connect_nodes;
@@ -30,7 +30,7 @@ use crate::workload::FlowSpec;
 /// The default size of each host's memory region, and so of the largest WRITE: 256 KiB.
 pub const REGION_LEN: usize = 256 << 10;
 
-/// WRITEs a flow has outstanding at most.
+/// WRs a flow has outstanding at most (WRITEs, or READs: the hosts' initiator depth).
 pub const MAX_POSTED: u64 = 16;
 
 /// Bytes of the RETH on the first packet of each WRITE.
@@ -192,15 +192,32 @@ impl Network {
 struct Active {
     src: usize,
     dst: usize,
+    /// The sender's QP.
     qpn: Qpn,
+    /// The receiver's QP.
     peer: Qpn,
+    /// The host that posts the flow's WRs (`src` for WRITEs, `dst` for READs).
+    requester: usize,
+    /// The responder's region.
     remote: Remote,
     started: Instant,
     posted: u64,
     completed: u64,
+    /// WRs the flow takes (WRITEs or READs).
     writes: u64,
-    /// Bytes of the last WRITE.
+    /// Bytes of the last WR.
     last_len: u64,
+}
+
+impl Active {
+    /// The requester's QP.
+    fn requester_qpn(&self) -> Qpn {
+        if self.requester == self.src {
+            self.qpn
+        } else {
+            self.peer
+        }
+    }
 }
 
 /// The flows of one [`Network::run_flows`].
@@ -252,13 +269,20 @@ impl FlowRun<'_> {
         }
         let dscp = (flow.pg % 8) * 8;
         let (qpn, peer) = connect_nodes(&net.config.host, &mut net.sides, src, dst, dscp);
-        let mr = &net.sides[dst].mr;
+        // The requester posts into the responder's region: the receiver's for a WRITE, the
+        // sender's for a READ.
+        let (requester, remote_host) = match net.config.verb {
+            FlowVerb::Write => (src, dst),
+            FlowVerb::Read => (dst, src),
+        };
+        let mr = &net.sides[remote_host].mr;
         let writes = flow.size_bytes.div_ceil(self.chunk).max(1);
         let active = Active {
             src,
             dst,
             qpn,
             peer,
+            requester,
             remote: Remote {
                 addr: mr.addr(),
                 rkey: mr.rkey(),
@@ -281,10 +305,10 @@ impl FlowRun<'_> {
         self.active[i] = Some(active);
         self.live += 1;
         self.post(net, i);
-        net.touch(src, self);
+        net.touch(requester, self);
     }
 
-    /// Takes host `h`'s completions; whether a flow posted more WRITEs.
+    /// Takes host `h`'s completions; whether a flow posted more WRs.
     pub(super) fn completions(&mut self, net: &mut Network, h: usize) -> bool {
         let mut posted = false;
         // The host's one CQ is emptied below whenever it gained completions, which the NIC
@@ -333,12 +357,15 @@ impl FlowRun<'_> {
         posted
     }
 
-    /// Posts flow `i`'s next WRITEs, up to [`MAX_POSTED`] outstanding; whether it posted any.
+    /// Posts flow `i`'s next WRs (WRITEs or READs, `NetworkConfig::verb`), up to
+    /// [`MAX_POSTED`] outstanding; whether it posted any.
     fn post(&mut self, net: &mut Network, i: usize) -> bool {
         let Some(a) = self.active[i].as_mut() else {
             return false;
         };
-        let side = &mut net.sides[a.src];
+        let verb = net.config.verb;
+        let qpn = a.requester_qpn();
+        let side = &mut net.sides[a.requester];
         let mut any = false;
         while a.posted < a.writes && a.posted - a.completed < MAX_POSTED {
             let len = if a.posted + 1 == a.writes {
@@ -356,8 +383,12 @@ impl FlowRun<'_> {
                 }]
             };
             let wr_id = ((i as u64) << 32) | a.posted;
-            let wr = SendWr::new(wr_id, SendOp::RdmaWrite(a.remote), sgl);
-            if side.nic.post_send(a.qpn, wr).is_err() {
+            let op = match verb {
+                FlowVerb::Write => SendOp::RdmaWrite(a.remote),
+                FlowVerb::Read => SendOp::RdmaRead(a.remote),
+            };
+            let wr = SendWr::new(wr_id, op, sgl);
+            if side.nic.post_send(qpn, wr).is_err() {
                 self.outcome.failed += 1;
                 if let Some(a) = self.end(i) {
                     net.close(&a);

@@ -104,6 +104,21 @@ pub struct NetworkConfig {
     pub queue_sample_every: Option<roce_core::Duration>,
     /// Which UDP ports the switches' ECMP hash reads. Default the packets' own.
     pub ecmp_ports: EcmpPorts,
+    /// How each flow moves its bytes. Default RDMA WRITEs from its sender.
+    pub verb: FlowVerb,
+}
+
+/// How a flow of [`Network::run_flows`] moves its bytes from its sender to its receiver.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum FlowVerb {
+    /// The sender posts RDMA WRITEs into the receiver's region; the flow ends at the last
+    /// WRITE's completion at the sender (its ACK).
+    #[default]
+    Write,
+    /// The receiver posts RDMA READs of the sender's region; the flow ends at the last READ's
+    /// completion at the receiver (its last response). The data flows as a WRITE's does, from
+    /// the sender's QP; the requests go the other way.
+    Read,
 }
 
 /// The UDP ports the switches' ECMP hash reads (the addresses are always the packet's).
@@ -147,6 +162,7 @@ impl Default for NetworkConfig {
             payload: Payload::Bytes,
             queue_sample_every: None,
             ecmp_ports: EcmpPorts::Packet,
+            verb: FlowVerb::Write,
         }
     }
 }

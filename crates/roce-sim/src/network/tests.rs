@@ -252,6 +252,55 @@ fn a_lone_flow_in_lengths_mode_has_the_fct_of_bytes_mode() {
     assert_eq!(lens.packets_in_flight(), 0);
 }
 
+/// A flow of READs moves the same bytes as its WRITEs, the same way: the receiver asks, the
+/// sender's QP sends the data, the receiver's region takes every byte, and the flow ends when
+/// the last response is in. The receiver sends one request per READ and no ACK; the sender
+/// sends as many data packets as for the WRITEs. Its FCT is the WRITEs' within one round
+/// trip: the READs wait for their requests' one way where the WRITEs wait for their last ACK.
+#[test]
+fn a_read_flow_moves_its_bytes_from_its_sender_and_ends_at_its_last_response() {
+    let topology = leaf_spine(2, 2);
+    let size = 3 * REGION_LEN as u64 + 1000;
+    let flows = [flow(0, 3, size, Instant::from_micros(2))];
+    let until = Instant::from_millis(20);
+    let mut write = Network::new(topology.clone(), lengths()).unwrap();
+    let mut read = Network::new(
+        topology,
+        NetworkConfig {
+            verb: FlowVerb::Read,
+            ..lengths()
+        },
+    )
+    .unwrap();
+    let w = write.run_flows(&flows, until);
+    let r = read.run_flows(&flows, until);
+    assert_eq!((w.len(), r.len()), (1, 1), "{:?}", read.flow_outcome());
+    assert_eq!(read.bytes_written(NodeId(3)), Some(size));
+    assert_eq!(read.bytes_written(NodeId(0)), Some(0));
+    // Four READs (the region's size each, the last 1 000 bytes): four requests, no ACK.
+    let (sender, receiver) = (
+        read.host_stats(NodeId(0)).unwrap(),
+        read.host_stats(NodeId(3)).unwrap(),
+    );
+    assert_eq!(receiver.sent, 4);
+    assert_eq!(sender.sent, write.host_stats(NodeId(0)).unwrap().sent);
+    let rtt = read
+        .routes()
+        .path_info(NodeId(0), NodeId(3), 1024)
+        .unwrap()
+        .base_rtt();
+    let (wf, rf) = (w[0].fct, r[0].fct);
+    assert!(
+        rf.as_nanos().abs_diff(wf.as_nanos()) <= rtt.as_nanos(),
+        "READ {rf:?} against WRITE {wf:?}, a round trip {rtt:?}"
+    );
+    assert_eq!(
+        (r[0].src, r[0].dst, r[0].size),
+        (NodeId(0), NodeId(3), size)
+    );
+    assert_eq!(read.packets_in_flight(), 0);
+}
+
 /// A Poisson workload gives the same records in both modes, and the regions took every byte of
 /// the flows to them.
 #[test]
