@@ -185,6 +185,37 @@ fn hpcc_topology_and_flow_files_run_exactly_their_flows() {
     assert_eq!(got, want);
 }
 
+/// `network.verb = "read"`: the flow file's flows run as READs by their receivers, every one
+/// finishes with its size, and the summary says so (`verb`, and the first line).
+#[test]
+fn read_flows_run_and_the_summary_says_so() {
+    let dir = temp_dir("read");
+    let text = "2\n0 1 3 100 20000 0.000001\n2 1 3 100 50000 0.000002\n";
+    let (o, out) = sim_on_the_star(&dir, "dcqcn", text, &["network.verb=read"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let summary: serde_json::Value =
+        serde_json::from_str(&read(&out.join("summary.json"))).unwrap();
+    assert_eq!(summary["verb"], "read");
+    assert_eq!(summary["flows_finished"], 2);
+    assert!(String::from_utf8_lossy(&o.stdout).contains("congestion dcqcn, READ flows;"));
+    let mut got: Vec<(NodeId, NodeId, u64)> =
+        parse_fct_file("fct.txt", &read(&out.join("fct.txt")))
+            .unwrap()
+            .iter()
+            .map(|r| (r.src, r.dst, r.size))
+            .collect();
+    got.sort();
+    assert_eq!(
+        got,
+        [(NodeId(0), NodeId(1), 20000), (NodeId(2), NodeId(1), 50000)]
+    );
+    let (o, out) = sim_on_the_star(&dir, "none", text, &[]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let summary: serde_json::Value =
+        serde_json::from_str(&read(&out.join("summary.json"))).unwrap();
+    assert_eq!(summary["verb"], "write");
+}
+
 /// HPCC's T left at its 13 µs default on a star whose hosts are 4.16 µs apart (two 1 µs links,
 /// a 1 024-byte packet's 81 ns on each): `roce sim` says before the run that ns-3 would take
 /// the topology's, with the `--set` that does; set so, or with no algorithm, it says nothing.

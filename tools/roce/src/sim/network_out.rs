@@ -17,7 +17,7 @@ use std::path::Path;
 
 use anyhow::{Context, anyhow};
 use roce_sim::fct::write_fct_file;
-use roce_sim::network::Network;
+use roce_sim::network::{FlowVerb, Network};
 use roce_sim::workload::write_flow_file;
 use roce_sim::{FctRecord, SlowdownTable};
 use serde_json::{Value, json};
@@ -180,6 +180,10 @@ fn summary(
         "hosts": topology.hosts().count(),
         "switches": topology.switches().count(),
         "congestion": s.congestion.as_str(),
+        "verb": match s.config.verb {
+            FlowVerb::Write => "write",
+            FlowVerb::Read => "read",
+        },
         "flows_started": outcome.started,
         "flows_finished": outcome.finished,
         "flows_unfinished": outcome.unfinished,
@@ -261,13 +265,18 @@ fn summary_text(summary: &Value, table: &SlowdownTable) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "roce sim {}: {} hosts, congestion {}; flows {} started, {} finished, {} unfinished, {} \
+        "roce sim {}: {} hosts, congestion {}{}; flows {} started, {} finished, {} unfinished, {} \
          failed ({} retry exceeded); {:.6} s simulated in {:.2} s wall, {} packet-hops ({:.0} per \
          second); drops {}, PFC pauses {}, CE marks {}, retransmission timeouts {}; goodput {:.3} \
          Gb/s",
         summary["name"].as_str().unwrap_or(""),
         summary["hosts"],
         summary["congestion"].as_str().unwrap_or(""),
+        if summary["verb"] == "read" {
+            ", READ flows"
+        } else {
+            ""
+        },
         summary["flows_started"],
         summary["flows_finished"],
         summary["flows_unfinished"],
