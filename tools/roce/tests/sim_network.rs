@@ -164,12 +164,8 @@ fn sim_on_the_star(dir: &Path, congestion: &str, flows: &str, sets: &[&str]) -> 
     (roce(&args), out)
 }
 
-#[test]
-fn hpcc_topology_and_flow_files_run_exactly_their_flows() {
-    let dir = temp_dir("files");
-    let text = "3\n0 1 3 100 20000 0.000001\n2 1 3 100 50000 0.000002\n1 0 3 100 3000 0.000010\n";
-    let (o, out) = sim_on_the_star(&dir, "none", text, &[]);
-    assert!(o.status.success(), "{}", stderr(&o));
+/// The flows of a run's `fct.txt` in `out`: source, destination and size, sorted.
+fn flows_finished(out: &Path) -> Vec<(NodeId, NodeId, u64)> {
     let mut got: Vec<(NodeId, NodeId, u64)> =
         parse_fct_file("fct.txt", &read(&out.join("fct.txt")))
             .unwrap()
@@ -177,6 +173,16 @@ fn hpcc_topology_and_flow_files_run_exactly_their_flows() {
             .map(|r| (r.src, r.dst, r.size))
             .collect();
     got.sort();
+    got
+}
+
+#[test]
+fn hpcc_topology_and_flow_files_run_exactly_their_flows() {
+    let dir = temp_dir("files");
+    let text = "3\n0 1 3 100 20000 0.000001\n2 1 3 100 50000 0.000002\n1 0 3 100 3000 0.000010\n";
+    let (o, out) = sim_on_the_star(&dir, "none", text, &[]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let got = flows_finished(&out);
     let want = vec![
         (NodeId(0), NodeId(1), 20000),
         (NodeId(1), NodeId(0), 3000),
@@ -198,13 +204,7 @@ fn read_flows_run_and_the_summary_says_so() {
     assert_eq!(summary["verb"], "read");
     assert_eq!(summary["flows_finished"], 2);
     assert!(String::from_utf8_lossy(&o.stdout).contains("congestion dcqcn, READ flows;"));
-    let mut got: Vec<(NodeId, NodeId, u64)> =
-        parse_fct_file("fct.txt", &read(&out.join("fct.txt")))
-            .unwrap()
-            .iter()
-            .map(|r| (r.src, r.dst, r.size))
-            .collect();
-    got.sort();
+    let got = flows_finished(&out);
     assert_eq!(
         got,
         [(NodeId(0), NodeId(1), 20000), (NodeId(2), NodeId(1), 50000)]

@@ -64,6 +64,33 @@ pub(crate) fn fill_loans(payload: &mut [u8], loans: &[Loan]) {
     }
 }
 
+/// [`Sender::send_gathered`] for a sender that gathers: the batch's pieces ([`gather`]), after
+/// `lead` empty ones the sender fills in (a frame's headers), go to `send`, which says whether
+/// it sent them; where it did not, or the pieces are more than one call gathers, the batch is
+/// copied into one buffer and sent by [`send_copied`]. `room` is the sender's vector of
+/// pieces, kept from one batch to the next.
+pub(crate) fn send_gathered_or_copied<S: Sender + ?Sized>(
+    sender: &mut S,
+    room: fn(&mut S) -> &mut Vec<sys::Piece>,
+    lead: usize,
+    (transmit, payload, segment, loans): (&Transmit, &mut [u8], usize, &[Loan]),
+    send: impl FnOnce(&mut S, &mut [sys::Piece]) -> io::Result<bool>,
+) -> io::Result<()> {
+    let mut pieces = std::mem::take(room(sender));
+    pieces.clear();
+    pieces.resize(lead, sys::Piece { addr: 0, len: 0 });
+    let sent = if gather(payload, loans, &mut pieces) {
+        send(sender, &mut pieces)
+    } else {
+        Ok(false)
+    };
+    *room(sender) = pieces;
+    if sent? {
+        return Ok(());
+    }
+    send_copied(sender, transmit, payload, segment, loans)
+}
+
 /// Appends to `pieces` those of a batch whose bytes at each loan's place are the loan's:
 /// `payload` around them, empty ones left out. False when the pieces are then more than one
 /// send gathers ([`sys::MAX_PIECES`]).

@@ -299,22 +299,16 @@ impl super::Sender for RawSender {
         segment: usize,
         loans: &[Loan],
     ) -> io::Result<()> {
-        let mut pieces = std::mem::take(&mut self.pieces);
-        pieces.clear();
-        // The first piece is the frame's headers, which the link writes.
-        pieces.push(Piece { addr: 0, len: 0 });
-        let sent = if super::gather(payload, loans, &mut pieces) {
-            lock(&self.link).send_gathered(transmit, payload.len(), segment, &mut pieces)
-        } else {
-            Ok(false)
-        };
-        self.pieces = pieces;
-        if sent? {
-            return Ok(());
-        }
-        // Too many pieces, a neighbour not yet known, or datagrams one by one: from one
-        // buffer.
-        super::send_copied(self, transmit, payload, segment, loans)
+        // The first piece is the frame's headers, which the link writes. Too many pieces, a
+        // neighbour not yet known, or datagrams one by one: from one buffer.
+        let len = payload.len();
+        super::send_gathered_or_copied(
+            self,
+            |s| &mut s.pieces,
+            1,
+            (transmit, payload, segment, loans),
+            |s, pieces| lock(&s.link).send_gathered(transmit, len, segment, pieces),
+        )
     }
 }
 

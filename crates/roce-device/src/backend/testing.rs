@@ -92,3 +92,25 @@ pub(crate) async fn check_wake_on_datagrams(
     assert_eq!(out.len(), 1, "the datagram, received");
     assert_eq!(&buf[out[0].offset..][..out[0].len], payload);
 }
+
+/// A test batch with lent payloads: `len` bytes of 0xee, and `loans` (each: its place in the
+/// batch, its offset in `memory`, its bytes) lent from `memory`, whose bytes are `region`.
+/// Returns the loans, the batch, and the bytes a send of it must carry.
+pub(crate) fn lent_batch(
+    memory: &std::sync::Arc<dyn roce_core::RegionMemory>,
+    region: &[u8],
+    len: usize,
+    loans: &[(usize, usize, usize)],
+) -> (Vec<roce_core::Loan>, Vec<u8>, Vec<u8>) {
+    let loans: Vec<roce_core::Loan> = loans
+        .iter()
+        .map(|&(at, offset, n)| roce_core::Loan::new(memory, offset, n, at).unwrap())
+        .collect();
+    let payload = vec![0xee; len];
+    let mut expected = payload.clone();
+    for loan in &loans {
+        let offset = loan.addr() - memory.address().unwrap();
+        expected[loan.at..loan.at + loan.len].copy_from_slice(&region[offset..offset + loan.len]);
+    }
+    (loans, payload, expected)
+}

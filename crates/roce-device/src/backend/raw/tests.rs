@@ -200,21 +200,24 @@ fn in_namespace(tag: &str, f: impl FnOnce(&tokio::runtime::Runtime) + Send + 'st
     });
 }
 
+/// In a test's namespace: a raw backend at `us` on `x1`, and the peer's end of the link, `x0`
+/// (its sending half, and its ring, where our frames arrive). `RawBackend::open` takes a
+/// socket opened as the namespace's thread can (sysfs shows the host's interfaces, not the
+/// namespace's).
+fn backend_and_peer(us: Ipv4Addr) -> (RawBackend, packet_socket::Sender, Receiver) {
+    let socket = packet_socket::open_in_namespace("x1").unwrap();
+    let backend = RawBackend::with_socket(socket, IpAddr::V4(us)).unwrap();
+    let PacketSocket { tx, rx, .. } = packet_socket::open_in_namespace("x0").unwrap();
+    (backend, tx, rx)
+}
+
 #[test]
 fn a_raw_backend_hands_its_ring_and_its_link_to_other_threads() {
     in_namespace("direct", |runtime| {
         let _entered = runtime.enter();
         let (us, peer) = (Ipv4Addr::new(198, 18, 9, 6), Ipv4Addr::new(198, 18, 9, 5));
         let peer_mac = [2, 0, 0, 0, 0, 0x31];
-        // `RawBackend::open` on a socket opened as the namespace's thread can (sysfs shows the
-        // host's interfaces, not the namespace's).
-        let socket = packet_socket::open_in_namespace("x1").unwrap();
-        let mut backend = RawBackend::with_socket(socket, IpAddr::V4(us)).unwrap();
-        let PacketSocket {
-            tx: peer_tx,
-            rx: mut wire,
-            ..
-        } = packet_socket::open_in_namespace("x0").unwrap();
+        let (mut backend, peer_tx, mut wire) = backend_and_peer(us);
 
         // The device takes the ring once; the backend keeps none after.
         let mut rx = backend
@@ -299,19 +302,13 @@ fn roce_bytes(rx: &mut Receiver, len: usize, limit: std::time::Duration) -> Vec<
 /// the bytes the region held when it was sent, not those written there later.
 #[test]
 fn a_gathered_frame_carries_each_loans_bytes_at_its_place() {
-    use roce_core::{Loan, OwnedMemory, RegionMemory};
+    use roce_core::{OwnedMemory, RegionMemory};
 
     in_namespace("gather", |runtime| {
         let _entered = runtime.enter();
         let (us, peer) = (Ipv4Addr::new(198, 18, 9, 10), Ipv4Addr::new(198, 18, 9, 9));
         let peer_mac = [2, 0, 0, 0, 0, 0x51];
-        let socket = packet_socket::open_in_namespace("x1").unwrap();
-        let mut backend = RawBackend::with_socket(socket, IpAddr::V4(us)).unwrap();
-        let PacketSocket {
-            tx: peer_tx,
-            rx: mut wire,
-            ..
-        } = packet_socket::open_in_namespace("x0").unwrap();
+        let (mut backend, peer_tx, mut wire) = backend_and_peer(us);
         let mut rx = backend.receiver().unwrap();
         let mut sender = backend.sender().unwrap();
         assert!(sender.gathers(), "the raw backend lends, as the UDP one");
@@ -322,17 +319,8 @@ fn a_gathered_frame_carries_each_loans_bytes_at_its_place() {
         // A batch of `len` bytes cut into datagrams of `segment`, its loans (at, offset, n),
         // sent; returns what the wire must carry.
         let mut send = |len: usize, segment: usize, loans: &[(usize, usize, usize)]| {
-            let loans: Vec<Loan> = loans
-                .iter()
-                .map(|&(at, offset, n)| Loan::new(&memory, offset, n, at).unwrap())
-                .collect();
-            let mut payload = vec![0xee; len];
-            let mut expected = payload.clone();
-            for loan in &loans {
-                let offset = loan.addr() - memory.address().unwrap();
-                expected[loan.at..loan.at + loan.len]
-                    .copy_from_slice(&region[offset..offset + loan.len]);
-            }
+            let (loans, mut payload, expected) =
+                crate::backend::testing::lent_batch(&memory, &region, len, loans);
             sender
                 .send_gathered(&transmit_to(us, peer, len), &mut payload, segment, &loans)
                 .unwrap();

@@ -12,7 +12,7 @@ use roce_core::{Loan, Transmit};
 
 use super::sockets::Sockets;
 use crate::backend::sys::{Cmsg, Piece, send_to};
-use crate::backend::{Sender, gather};
+use crate::backend::{Sender, send_gathered_or_copied};
 
 /// A placeholder in the array of a send's control messages (only the first `count` are sent).
 const EMPTY: Cmsg<'static> = Cmsg {
@@ -84,19 +84,15 @@ impl Sender for UdpSender {
         segment: usize,
         loans: &[Loan],
     ) -> io::Result<()> {
-        let mut pieces = std::mem::take(&mut self.pieces);
-        pieces.clear();
-        let sent = if gather(payload, loans, &mut pieces) {
-            self.send_whole(transmit, &pieces, payload.len(), segment)
-        } else {
-            Ok(false)
-        };
-        self.pieces = pieces;
-        if sent? {
-            return Ok(());
-        }
         // Too many pieces for one send, or datagrams one by one: from one buffer.
-        crate::backend::send_copied(self, transmit, payload, segment, loans)
+        let len = payload.len();
+        send_gathered_or_copied(
+            self,
+            |s| &mut s.pieces,
+            0,
+            (transmit, payload, segment, loans),
+            |s, pieces| s.send_whole(transmit, pieces, len, segment),
+        )
     }
 }
 

@@ -320,7 +320,7 @@ async fn a_link_local_socket_in_use_leaves_the_backend_as_it_was() {
 async fn a_gathered_send_carries_each_loans_bytes_at_its_place() {
     use std::sync::Arc;
 
-    use roce_core::{Loan, OwnedMemory, RegionMemory};
+    use roce_core::{OwnedMemory, RegionMemory};
 
     let ip: IpAddr = "127.0.0.1".parse().unwrap();
     let mut backend = UdpBackend::bind(ip, 0).unwrap();
@@ -337,17 +337,8 @@ async fn a_gathered_send_carries_each_loans_bytes_at_its_place() {
     let few = [(10, 100, 40), (60, 2000, 30), (150, 7, 50)];
     let many: Vec<(usize, usize, usize)> = (0..300).map(|i| (2 * i + 1, 3 * i, 1)).collect();
     for (len, loans) in [(200, &few[..]), (600, &many[..])] {
-        let loans: Vec<Loan> = loans
-            .iter()
-            .map(|&(at, offset, n)| Loan::new(&memory, offset, n, at).unwrap())
-            .collect();
-        let mut payload = vec![0xee; len];
-        let mut expected = payload.clone();
-        for loan in &loans {
-            let offset = loan.addr() - memory.address().unwrap();
-            expected[loan.at..loan.at + loan.len]
-                .copy_from_slice(&region[offset..offset + loan.len]);
-        }
+        let (loans, mut payload, expected) =
+            crate::backend::testing::lent_batch(&memory, &region, len, loans);
         sender
             .send_gathered(&transmit, &mut payload, len, &loans)
             .unwrap();
