@@ -14,7 +14,7 @@
 //!   left undone: a UDP GSO batch (`VIRTIO_NET_HDR_GSO_UDP_L4`, with its segment size), which
 //!   [`cut_batch`] cuts into the datagrams the wire would carry, and checksums left to an
 //!   offload (`VIRTIO_NET_HDR_F_NEEDS_CSUM`). Sends carry one too, so one send can hand the
-//!   kernel a whole batch of equal-size UDP datagrams to cut ([`Sender::send_udp_gso`]).
+//!   kernel a whole batch of equal-size UDP datagrams to cut (`Sender::send_udp_gso`).
 //! - `PACKET_IGNORE_OUTGOING`: the socket does not see what the host itself sends on the
 //!   interface (it never sees its own sends).
 
