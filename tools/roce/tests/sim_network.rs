@@ -192,7 +192,8 @@ fn hpcc_topology_and_flow_files_run_exactly_their_flows() {
 }
 
 /// `network.verb = "read"`: the flow file's flows run as READs by their receivers, every one
-/// finishes with its size, and the summary says so (`verb`, and the first line).
+/// finishes with its size, and the summary says so (`verb`, and the first line). Under HPCC,
+/// which hears nothing of a READ's data, the run says that too; under DCQCN it does not.
 #[test]
 fn read_flows_run_and_the_summary_says_so() {
     let dir = temp_dir("read");
@@ -204,6 +205,7 @@ fn read_flows_run_and_the_summary_says_so() {
     assert_eq!(summary["verb"], "read");
     assert_eq!(summary["flows_finished"], 2);
     assert!(String::from_utf8_lossy(&o.stdout).contains("congestion dcqcn, READ flows;"));
+    assert!(!stderr(&o).contains("hears nothing"), "{}", stderr(&o));
     let got = flows_finished(&out);
     assert_eq!(
         got,
@@ -214,6 +216,14 @@ fn read_flows_run_and_the_summary_says_so() {
     let summary: serde_json::Value =
         serde_json::from_str(&read(&out.join("summary.json"))).unwrap();
     assert_eq!(summary["verb"], "write");
+    // Under HPCC the run is made, and the user is told what HPCC makes of READs.
+    let (o, _) = sim_on_the_star(&dir, "hpcc", text, &["network.verb=read"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("READ flows under HPCC: HPCC hears nothing of a READ's data"),
+        "{}",
+        stderr(&o)
+    );
 }
 
 /// HPCC's T left at its 13 µs default on a star whose hosts are 4.16 µs apart (two 1 µs links,

@@ -73,6 +73,30 @@ pub fn ideal_model(mtu_bytes: u64) -> IdealModel {
     }
 }
 
+/// A sentence for the user when the flows are READs and the algorithm hears nothing of their
+/// data (HPCC, TIMELY, DCTCP: a READ response takes no ACK back to carry INT, an RTT or ECN
+/// to the requester, and the responder has nothing to go by); `None` for WRITEs, without
+/// congestion control, and with DCQCN, which a CE-marked response reaches as a CNP.
+pub fn read_note(config: &super::NetworkConfig) -> Option<String> {
+    use roce_core::Congestion;
+    if config.verb != FlowVerb::Read {
+        return None;
+    }
+    let name = match &config.host.nic.congestion {
+        Congestion::None | Congestion::Dcqcn(_) => return None,
+        Congestion::Dctcp(_) => "DCTCP",
+        Congestion::Timely(_) => "TIMELY",
+        Congestion::Hpcc(c) if c.pint => "HPCC-PINT",
+        Congestion::Hpcc(_) => "HPCC",
+    };
+    Some(format!(
+        "READ flows under {name}: {name} hears nothing of a READ's data (no ACK carries a \
+         response's INT, RTT or ECN mark back), so the responses leave as fast as the \
+         responder can send them, whatever the queues; DCQCN is the algorithm that slows them \
+         here (a CE-marked response brings the responder a CNP)"
+    ))
+}
+
 impl Network {
     /// Plays `flows` (in any order; each starts at its `start`, or now if that has passed) until
     /// `until`, or until every flow has ended (checked every [`CHECK_EVERY`](super::CHECK_EVERY)

@@ -56,6 +56,7 @@ use crate::topology::{NodeId, NodeKind, Routes, Topology, TopologyError};
 pub use base_rtt::rtt_note;
 pub use deadlock::{CHECK_EVERY, Deadlock, PausedQueue};
 use events::EventQueue;
+pub use flows::read_note;
 pub use flows::{FlowOutcome, MAX_POSTED, REGION_LEN, RETH_BYTES, RunProgress, ideal_model};
 pub use host::HostStats;
 use host::{Egress, SinkMemory};

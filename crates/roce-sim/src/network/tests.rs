@@ -301,6 +301,40 @@ fn a_read_flow_moves_its_bytes_from_its_sender_and_ends_at_its_last_response() {
     assert_eq!(read.packets_in_flight(), 0);
 }
 
+/// The note on READ flows speaks for the algorithms that cannot hear them, and only then.
+#[test]
+fn the_read_note_names_the_algorithms_deaf_to_reads() {
+    use roce_core::{Congestion, DcqcnConfig, DctcpConfig, HpccConfig, TimelyConfig};
+    let with = |verb, congestion| {
+        let mut config = NetworkConfig {
+            verb,
+            ..NetworkConfig::default()
+        };
+        config.host.nic.congestion = congestion;
+        read_note(&config)
+    };
+    let pint = HpccConfig {
+        pint: true,
+        ..HpccConfig::default()
+    };
+    for (congestion, name) in [
+        (Congestion::Hpcc(HpccConfig::default()), "HPCC:"),
+        (Congestion::Hpcc(pint), "HPCC-PINT:"),
+        (Congestion::Timely(TimelyConfig::default()), "TIMELY:"),
+        (Congestion::Dctcp(DctcpConfig::default()), "DCTCP:"),
+    ] {
+        let note = with(FlowVerb::Read, congestion).expect("a note");
+        assert!(
+            note.starts_with(&format!("READ flows under {name}")),
+            "{note}"
+        );
+        assert_eq!(with(FlowVerb::Write, congestion), None);
+    }
+    assert_eq!(with(FlowVerb::Read, Congestion::None), None);
+    let dcqcn = Congestion::Dcqcn(DcqcnConfig::default());
+    assert_eq!(with(FlowVerb::Read, dcqcn), None);
+}
+
 /// A Poisson workload gives the same records in both modes, and the regions took every byte of
 /// the flows to them.
 #[test]

@@ -127,6 +127,9 @@ pub(super) fn run(args: &Args, path: &Path, text: &str) -> anyhow::Result<ExitCo
     ) {
         eprintln!("roce sim {name}: {note}");
     }
+    if let Some(note) = roce_sim::network::read_note(&plan.scenario.config) {
+        eprintln!("roce sim {name}: {note}");
+    }
     let out = args
         .out
         .clone()
