@@ -78,7 +78,7 @@ pub(crate) fn send_gathered_or_copied<S: Sender + ?Sized>(
 ) -> io::Result<()> {
     let mut pieces = std::mem::take(room(sender));
     pieces.clear();
-    pieces.resize(lead, sys::Piece { addr: 0, len: 0 });
+    pieces.resize(lead, sys::Piece::EMPTY);
     let sent = if gather(payload, loans, &mut pieces) {
         send(sender, &mut pieces)
     } else {

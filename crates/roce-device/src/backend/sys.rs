@@ -448,6 +448,9 @@ pub(crate) struct Piece {
 }
 
 impl Piece {
+    /// No bytes: room for a piece filled in later.
+    pub(crate) const EMPTY: Self = Self { addr: 0, len: 0 };
+
     /// The bytes of `bytes`.
     pub(crate) fn of(bytes: &[u8]) -> Self {
         Self {
@@ -459,6 +462,23 @@ impl Piece {
 
 /// The most pieces one [`send_to`] gathers.
 pub(crate) const MAX_PIECES: usize = 256;
+
+/// Writes an iovec for each of `pieces` into the front of `iov`, as many as fit; returns how
+/// many it wrote.
+fn fill_iovecs(
+    iov: &mut [std::mem::MaybeUninit<libc::iovec>],
+    pieces: impl Iterator<Item = Piece>,
+) -> usize {
+    iov.iter_mut()
+        .zip(pieces)
+        .map(|(iov, piece)| {
+            iov.write(libc::iovec {
+                iov_base: piece.addr as *mut libc::c_void,
+                iov_len: piece.len,
+            })
+        })
+        .count()
+}
 
 /// `writev` of `header`, then `pieces` one after the other: one frame on a packet socket,
 /// one system call and no allocation. More than [`MAX_PIECES`] pieces are refused with
@@ -474,14 +494,10 @@ pub(crate) fn write_pieces(
     }
     // Only the first `pieces.len() + 1` entries are written, and only they are given.
     let mut iov = [const { std::mem::MaybeUninit::<libc::iovec>::uninit() }; MAX_PIECES + 1];
-    let all = std::iter::once(Piece::of(header)).chain(pieces.iter().copied());
-    for (iov, piece) in iov.iter_mut().zip(all) {
-        iov.write(libc::iovec {
-            iov_base: piece.addr as *mut libc::c_void,
-            iov_len: piece.len,
-        });
-    }
-    let count = pieces.len() + 1;
+    let count = fill_iovecs(
+        &mut iov,
+        std::iter::once(Piece::of(header)).chain(pieces.iter().copied()),
+    );
     // SAFETY: a valid descriptor; the first `count` iovecs are initialised and point at
     // memory of this process that lives for the call, which the kernel only reads (refusing
     // with EFAULT what it cannot).
@@ -518,12 +534,7 @@ pub(crate) fn send_to(
     }
     // Only the first `pieces.len()` entries are written, and only they are given.
     let mut iov = [const { std::mem::MaybeUninit::<libc::iovec>::uninit() }; MAX_PIECES];
-    for (iov, piece) in iov.iter_mut().zip(pieces) {
-        iov.write(libc::iovec {
-            iov_base: piece.addr as *mut libc::c_void,
-            iov_len: piece.len,
-        });
-    }
+    fill_iovecs(&mut iov, pieces.iter().copied());
     // SAFETY: an all-zero msghdr is a valid one (no name, no iovec, no control).
     let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
     msg.msg_name = dst.as_ptr().cast_mut().cast();

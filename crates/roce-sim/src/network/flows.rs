@@ -220,8 +220,6 @@ struct Active {
     qpn: Qpn,
     /// The receiver's QP.
     peer: Qpn,
-    /// The host that posts the flow's WRs (`src` for WRITEs, `dst` for READs).
-    requester: usize,
     /// The responder's region.
     remote: Remote,
     started: Instant,
@@ -234,12 +232,12 @@ struct Active {
 }
 
 impl Active {
-    /// The requester's QP.
-    fn requester_qpn(&self) -> Qpn {
-        if self.requester == self.src {
-            self.qpn
-        } else {
-            self.peer
+    /// The host that posts the flow's WRs under `verb`, and its QP: the sender's for WRITEs,
+    /// the receiver's for READs.
+    fn requester(&self, verb: FlowVerb) -> (usize, Qpn) {
+        match verb {
+            FlowVerb::Write => (self.src, self.qpn),
+            FlowVerb::Read => (self.dst, self.peer),
         }
     }
 }
@@ -295,9 +293,9 @@ impl FlowRun<'_> {
         let (qpn, peer) = connect_nodes(&net.config.host, &mut net.sides, src, dst, dscp);
         // The requester posts into the responder's region: the receiver's for a WRITE, the
         // sender's for a READ.
-        let (requester, remote_host) = match net.config.verb {
-            FlowVerb::Write => (src, dst),
-            FlowVerb::Read => (dst, src),
+        let remote_host = match net.config.verb {
+            FlowVerb::Write => dst,
+            FlowVerb::Read => src,
         };
         let mr = &net.sides[remote_host].mr;
         let writes = flow.size_bytes.div_ceil(self.chunk).max(1);
@@ -306,7 +304,6 @@ impl FlowRun<'_> {
             dst,
             qpn,
             peer,
-            requester,
             remote: Remote {
                 addr: mr.addr(),
                 rkey: mr.rkey(),
@@ -326,6 +323,7 @@ impl FlowRun<'_> {
             *n = n.wrapping_add(1);
             net.wiring.hpcc_flow(tuples, sport, flow.dport);
         }
+        let (requester, _) = active.requester(net.config.verb);
         self.active[i] = Some(active);
         self.live += 1;
         self.post(net, i);
@@ -388,8 +386,8 @@ impl FlowRun<'_> {
             return false;
         };
         let verb = net.config.verb;
-        let qpn = a.requester_qpn();
-        let side = &mut net.sides[a.requester];
+        let (requester, qpn) = a.requester(verb);
+        let side = &mut net.sides[requester];
         let mut any = false;
         while a.posted < a.writes && a.posted - a.completed < MAX_POSTED {
             let len = if a.posted + 1 == a.writes {

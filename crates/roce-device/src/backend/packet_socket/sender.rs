@@ -18,7 +18,7 @@ impl Sender {
     /// Sends one frame, given as the concatenation of `parts` (headers and payload apart, so
     /// nothing is copied into a frame buffer first).
     pub fn send(&self, parts: &[&[u8]]) -> io::Result<()> {
-        let mut pieces = [Piece { addr: 0, len: 0 }; 4];
+        let mut pieces = [Piece::EMPTY; 4];
         let pieces = pieces
             .get_mut(..parts.len())
             .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "too many parts"))?;

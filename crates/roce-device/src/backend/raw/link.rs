@@ -203,18 +203,9 @@ impl Link {
         if !self.neighbours.contains_key(&dst) {
             return self.wait_for_neighbour(transmit, payload, segment);
         }
-        if payload.len() <= segment {
-            return self.emit(&repr, payload);
-        }
-        if self.gso && repr.ip.src.is_ipv4() {
-            match self.emit_batch(&repr, payload, segment) {
-                Ok(()) => return Ok(()),
-                Err(err) if err.raw_os_error() == Some(nix::libc::EINVAL) => {
-                    tracing::info!(error = %err, "the kernel refused a UDP batch to cut; sending datagrams one by one");
-                    self.gso = false;
-                }
-                Err(err) => return Err(err),
-            }
+        let mut pieces = [Piece::EMPTY, Piece::of(payload)];
+        if self.send_whole(&repr, payload.len(), segment, &mut pieces)? {
+            return Ok(());
         }
         for (index, datagram) in payload.chunks(segment).enumerate() {
             let (repr, _) = self.repr(transmit, index as u16)?;
@@ -223,47 +214,11 @@ impl Link {
         Ok(())
     }
 
-    /// Sends one frame: `repr`'s headers, then `payload`.
-    pub(super) fn emit(&mut self, repr: &FrameRepr, payload: &[u8]) -> io::Result<()> {
-        let len = repr
-            .emit_headers(&mut self.headers, payload.len())
-            .map_err(|err| io::Error::new(io::ErrorKind::InvalidInput, err.to_string()))?;
-        self.tx.send(&[&self.headers[..len], payload])
-    }
-
-    /// Sends `payload`, datagrams of `segment` bytes each, as one frame for the kernel to cut
-    /// (`repr` carries ID 0: datagram `i` leaves with ID `i`).
-    pub(super) fn emit_batch(
-        &mut self,
-        repr: &FrameRepr,
-        payload: &[u8],
-        segment: usize,
-    ) -> io::Result<()> {
-        if !repr.ip.src.is_ipv4() {
-            return Err(io::Error::from(io::ErrorKind::Unsupported));
-        }
-        // The UDP checksum is left to the kernel, which wants the pseudo-header sum of the
-        // whole in the field.
-        let len = repr
-            .emit_offload_headers(&mut self.headers, payload.len())
-            .map_err(|err| io::Error::new(io::ErrorKind::InvalidInput, err.to_string()))?;
-        // The UDP header is the last of them.
-        let udp = len - etherparse::UdpHeader::LEN;
-        let segment =
-            u16::try_from(segment).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
-        self.tx.send_udp_gso(
-            &[Piece::of(&self.headers[..len]), Piece::of(payload)],
-            udp,
-            segment,
-        )
-    }
-
     /// Sends as [`Link::send_segments`] does a batch whose bytes are `pieces[1..]` (`payload`
     /// with lent regions' bytes at their places, [`gather`](crate::backend::gather)), gathered
-    /// by the kernel's copy: one frame, or one frame for the kernel to cut. `pieces[0]` is
-    /// room for the frame's headers. False, having sent nothing, where the batch must be one
-    /// buffer instead: the neighbour's MAC is not known (the frames wait in a queue), or the
-    /// batch would go datagram by datagram.
+    /// by the kernel's copy. `pieces[0]` is room for the frame's headers. False, having sent
+    /// nothing, where the batch must be one buffer instead: the neighbour's MAC is not known
+    /// (the frames wait in a queue), or the batch would go datagram by datagram.
     pub(super) fn send_gathered(
         &mut self,
         transmit: &Transmit,
@@ -271,15 +226,31 @@ impl Link {
         segment: usize,
         pieces: &mut [Piece],
     ) -> io::Result<bool> {
-        let segment = segment.max(1);
         let (repr, dst) = self.repr(transmit, 0)?;
         if !self.neighbours.contains_key(&dst) {
             return Ok(false);
         }
+        self.send_whole(&repr, len, segment.max(1), pieces)
+    }
+
+    /// Sends a batch of `len` bytes, `pieces[1..]`, to a known neighbour in one call: one
+    /// frame, or one frame for the kernel to cut into datagrams of `segment` bytes (`repr`
+    /// carries ID 0: datagram `i` leaves with ID `i`). `pieces[0]` is room for the headers.
+    /// False, having sent nothing, where it must go datagram by datagram: the kernel has no
+    /// segmentation offload for it (IPv6, or it refused a batch once, and then every batch
+    /// after).
+    fn send_whole(
+        &mut self,
+        repr: &FrameRepr,
+        len: usize,
+        segment: usize,
+        pieces: &mut [Piece],
+    ) -> io::Result<bool> {
+        let invalid = |err: roce_wire::ParseError| {
+            io::Error::new(io::ErrorKind::InvalidInput, err.to_string())
+        };
         if len <= segment {
-            let at = repr
-                .emit_headers(&mut self.headers, len)
-                .map_err(|err| io::Error::new(io::ErrorKind::InvalidInput, err.to_string()))?;
+            let at = repr.emit_headers(&mut self.headers, len).map_err(invalid)?;
             pieces[0] = Piece::of(&self.headers[..at]);
             self.tx.send_pieces(pieces)?;
             return Ok(true);
@@ -287,9 +258,11 @@ impl Link {
         if !self.gso || !repr.ip.src.is_ipv4() {
             return Ok(false);
         }
+        // The UDP checksum is left to the kernel, which wants the pseudo-header sum of the
+        // whole in the field; the UDP header is the last of the headers.
         let at = repr
             .emit_offload_headers(&mut self.headers, len)
-            .map_err(|err| io::Error::new(io::ErrorKind::InvalidInput, err.to_string()))?;
+            .map_err(invalid)?;
         pieces[0] = Piece::of(&self.headers[..at]);
         let segment =
             u16::try_from(segment).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
@@ -305,6 +278,14 @@ impl Link {
             }
             Err(err) => Err(err),
         }
+    }
+
+    /// Sends one frame: `repr`'s headers, then `payload`.
+    pub(super) fn emit(&mut self, repr: &FrameRepr, payload: &[u8]) -> io::Result<()> {
+        let len = repr
+            .emit_headers(&mut self.headers, payload.len())
+            .map_err(|err| io::Error::new(io::ErrorKind::InvalidInput, err.to_string()))?;
+        self.tx.send(&[&self.headers[..len], payload])
     }
 
     /// The frame headers of `transmit`'s packets (the destination MAC filled in later), with
